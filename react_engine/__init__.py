@@ -1,0 +1,1 @@
+"""react-engine: ReAct agents over any OpenAI-compatible chat API."""

@@ -1,0 +1,147 @@
+"""The react-engine error tree.
+
+Every error the engine raises derives from one root, and the caller's own mistakes are
+kept apart from the model's misbehaviour and from transport failures::
+
+    ReactEngineError
+    ├── UserError                  the caller's mistake: fix your code or configuration
+    │   ├── ToolDefinitionError    a tool whose schema and signature disagree, a bad name...
+    │   ├── TemplateError          a prompt template with a missing or unknown placeholder
+    │   └── ConfigurationError     no endpoint, an unknown protocol name, bad limits...
+    ├── ModelBehaviorError         the model answered, but not in a usable way
+    │   ├── ReActParseError        a text reply from which nothing could be recovered
+    │   └── JSONRepairError        action input that is not JSON and cannot be repaired
+    ├── ModelAPIError              the chat API failed (after retries, where retrying made sense)
+    │   ├── ModelRequestError      a 4xx the server will answer the same way again
+    │   └── ModelUnavailableError  transient failures that outlived the retry budget
+    └── RunAborted                 a run that stopped early; carries the transcript so far
+        └── ErrorBudgetExhausted   too many consecutive errors
+
+Constructors only store what they are given: no logging, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .types import RunResult
+
+
+class ReactEngineError(Exception):
+    """Root of every error raised by react-engine."""
+
+
+# --- the caller's mistakes -------------------------------------------------------------
+
+
+class UserError(ReactEngineError):
+    """A mistake in how react-engine is called or configured."""
+
+
+class ToolDefinitionError(UserError):
+    """A tool that cannot be built: bad name, schema and signature disagree, ..."""
+
+    def __init__(self, message: str, *, tool_name: str | None = None) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+
+
+class TemplateError(UserError):
+    """A prompt template with a missing, unknown or malformed placeholder."""
+
+    def __init__(self, message: str, *, template: str | None = None) -> None:
+        super().__init__(message)
+        self.template = template
+
+
+class ConfigurationError(UserError):
+    """Bad settings: no endpoint, unknown protocol, negative limits, ..."""
+
+
+# --- the model's misbehaviour -----------------------------------------------------------
+
+
+class ModelBehaviorError(ReactEngineError):
+    """The model answered, but the answer could not be used."""
+
+
+class ReActParseError(ModelBehaviorError, ValueError):
+    """A text ReAct reply from which no thought, action or answer can be recovered.
+
+    ``pos`` is the character offset where parsing gave up, ``line``/``column`` are
+    1-based, ``expected`` says what the parser was looking for.
+    """
+
+    def __init__(self, message: str, *, text: str, pos: int, expected: str) -> None:
+        line = text.count("\n", 0, pos) + 1
+        column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        super().__init__(f"{message} (line {line}, column {column}; expected {expected})")
+        self.text = text
+        self.pos = pos
+        self.line = line
+        self.column = column
+        self.expected = expected
+
+
+class JSONRepairError(ModelBehaviorError, ValueError):
+    """Text that is not JSON and that no repair turns into the value the model meant."""
+
+    def __init__(self, message: str, *, text: str, pos: int) -> None:
+        super().__init__(f"{message} (at offset {pos})")
+        self.text = text
+        self.pos = pos
+
+
+# --- the API ---------------------------------------------------------------------------
+
+
+class ModelAPIError(ReactEngineError):
+    """The chat completion API failed.
+
+    ``status_code`` is the HTTP status when there was one; ``body`` the server's error text
+    (never the request, so never the API key); ``attempts`` how many requests were made.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        body: str | None = None,
+        attempts: int = 1,
+        result: RunResult | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
+        self.attempts = attempts
+        self.result = result
+
+
+class ModelRequestError(ModelAPIError):
+    """A client error (4xx other than 429): retrying the same request will not help."""
+
+
+class ModelUnavailableError(ModelAPIError):
+    """Rate limits, 5xx, timeouts or connection errors that outlived the retry budget."""
+
+
+# --- runs that stop early -----------------------------------------------------------------
+
+
+class RunAborted(ReactEngineError):
+    """A run that could not finish. ``result`` holds the whole transcript so far."""
+
+    def __init__(self, message: str, *, result: RunResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class ErrorBudgetExhausted(RunAborted):
+    """Too many consecutive errors (format errors, failing tools, invalid arguments)."""
+
+    def __init__(self, message: str, *, result: RunResult, attempts: int, last_reply: Any) -> None:
+        super().__init__(message, result=result)
+        self.attempts = attempts
+        self.last_reply = last_reply

@@ -1,0 +1,310 @@
+"""Typed messages, model requests and replies, steps and results.
+
+Everything in the engine speaks these types. Plain ``{"role": ...}`` dicts exist only in
+:mod:`react_engine.model`, the module that talks to the ``openai`` SDK.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+# --- messages ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCall:
+    """A tool call as it is sent to or received from a chat API (arguments as JSON text)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True, frozen=True)
+class SystemMessage:
+    content: str
+    role: Literal["system"] = "system"
+
+
+@dataclass(slots=True, frozen=True)
+class UserMessage:
+    content: str
+    role: Literal["user"] = "user"
+
+
+@dataclass(slots=True, frozen=True)
+class AssistantMessage:
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    role: Literal["assistant"] = "assistant"
+
+
+@dataclass(slots=True, frozen=True)
+class ToolMessage:
+    tool_call_id: str
+    name: str
+    content: str
+    role: Literal["tool"] = "tool"
+
+
+Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+
+ToolChoice: TypeAlias = str
+"""``"auto"``, ``"required"``, ``"none"``, or the name of one tool."""
+
+
+# --- the model seam -----------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class ModelSettings:
+    """Sampling settings passed through to the chat API."""
+
+    temperature: float | None = None
+    """``None`` leaves the server's default; 0 makes runs repeat on servers that honour it."""
+    seed: int | None = None
+    """Sent as ``seed`` where given, so runs repeat on servers that support it."""
+    max_tokens: int | None = None
+    """Upper bound on each reply's length; ``None`` leaves the server's default."""
+    timeout: float | None = None
+    """Per-request timeout in seconds; ``None`` keeps the client's own."""
+    extra_body: Mapping[str, Any] | None = None
+    """Provider-specific fields sent as they are (e.g. ``{"enable_thinking": False}``)."""
+
+
+@dataclass(slots=True, frozen=True)
+class ModelRequest:
+    """One chat completion request, as a protocol builds it."""
+
+    model: str
+    messages: tuple[Message, ...]
+    tools: tuple[dict[str, Any], ...] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    stop: tuple[str, ...] | None = None
+    settings: ModelSettings = ModelSettings()
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts. ``cached_tokens`` is the part of the prompt the provider served from cache."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0
+    requests: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.total_tokens += other.total_tokens
+        self.cached_tokens += other.cached_tokens
+        self.requests += other.requests
+
+    def __add__(self, other: Usage) -> Usage:
+        out = dataclasses.replace(self)
+        out.add(other)
+        return out
+
+
+@dataclass(slots=True, frozen=True)
+class RawToolCall:
+    """A tool call as the provider returned it: the id may be missing, the arguments broken."""
+
+    id: str | None
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class ModelResponse:
+    """One chat completion reply, provider-neutral."""
+
+    content: str | None
+    tool_calls: list[RawToolCall] = field(default_factory=list)
+    reasoning: str | None = None
+    """Separate reasoning text (DeepSeek-R1's ``reasoning_content``), when the API sends it."""
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+
+
+# --- the text parser's result ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ParsedAction:
+    """One action found in a text reply."""
+
+    tool: str
+    args: dict[str, Any] | str
+    """A JSON object, or the plain string the model wrote as input."""
+    raw_input: str = ""
+    """The action input exactly as the model wrote it (after cutting), for the trace."""
+
+
+@dataclass(slots=True)
+class ParsedStep:
+    """What :func:`react_engine.parse_react` recovered from one reply."""
+
+    thought: str | None = None
+    actions: list[ParsedAction] = field(default_factory=list)
+    final_answer: str | None = None
+    repairs: list[str] = field(default_factory=list)
+    """Codes of the tolerances applied, e.g. ``"fullwidth_colon"``, ``"cut_observation"``."""
+    text: str = ""
+    """The reply as kept in the transcript: invented observations and what follows cut."""
+
+
+# --- steps, the trace and results ---------------------------------------------------------------
+
+ActionStatus: TypeAlias = Literal[
+    "ok", "error", "unknown_tool", "invalid_arguments", "timeout", "denied", "skipped"
+]
+
+StepKind: TypeAlias = Literal["action", "final", "format_error"]
+
+StopReason: TypeAlias = Literal[
+    "final_answer",
+    "max_steps",
+    "deadline",
+    "error_budget",
+    "tool_budget",
+    "token_budget",
+    "loop",
+    "cancelled",
+    "error",
+]
+
+
+@dataclass(slots=True)
+class ActionRecord:
+    """One tool call in a step, and what came of it."""
+
+    id: str
+    tool: str
+    arguments: dict[str, Any] | str
+    raw_arguments: str
+    observation: str = ""
+    """Exactly what the model was shown."""
+    status: ActionStatus = "ok"
+    error: str | None = None
+    duration_s: float = 0.0
+    salvaged: bool = False
+    """True when the call was recovered from reply text instead of native ``tool_calls``."""
+
+
+@dataclass(slots=True)
+class Step:
+    """One model turn in a run: the reply, the actions it asked for and their results."""
+
+    index: int
+    kind: StepKind
+    protocol: str
+    text: str | None = None
+    """The assistant's reply as kept in the transcript (content for function calling)."""
+    thought: str | None = None
+    actions: list[ActionRecord] = field(default_factory=list)
+    final_answer: str | None = None
+    repairs: list[str] = field(default_factory=list)
+    feedback: str | None = None
+    """For ``format_error`` steps and warnings: the message sent back to the model."""
+    usage: Usage = field(default_factory=Usage)
+    started_at: float = field(default_factory=time.time)
+    duration_s: float = 0.0
+    model_time_s: float = 0.0
+    events: list[str] = field(default_factory=list)
+    """Notable things that happened in this step: a protocol fallback, a dropped ``stop``..."""
+
+    @property
+    def calls(self) -> list[ActionRecord]:
+        return self.actions
+
+
+@dataclass(slots=True, frozen=True)
+class UserTurn:
+    """A user's message in a conversation."""
+
+    content: str
+
+
+HistoryItem: TypeAlias = UserTurn | Step
+
+
+@dataclass(slots=True)
+class RunResult:
+    """Everything a run produced."""
+
+    question: str
+    answer: str | None
+    steps: list[Step]
+    usage: Usage
+    protocol: str
+    protocol_reason: str
+    """Why this protocol ran: ``"explicit"``, ``"registry: <pattern>"``, ``"fallback: ..."``."""
+    stop_reason: StopReason
+    model: str
+    duration_s: float = 0.0
+    error: str | None = None
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def tool_calls(self) -> list[ActionRecord]:
+        return [a for s in self.steps for a in s.actions]
+
+    def trace(self) -> list[dict[str, Any]]:
+        """The run as JSON-ready records: a header, one record per step, a footer."""
+        head: dict[str, Any] = {
+            "type": "run",
+            "question": self.question,
+            "model": self.model,
+            "protocol": self.protocol,
+            "protocol_reason": self.protocol_reason,
+        }
+        records = [head]
+        for step in self.steps:
+            rec = to_jsonable(step)
+            rec["type"] = "step"
+            records.append(rec)
+        records.append(
+            {
+                "type": "result",
+                "answer": self.answer,
+                "stop_reason": self.stop_reason,
+                "usage": to_jsonable(self.usage),
+                "duration_s": self.duration_s,
+                "error": self.error,
+                "events": list(self.events),
+            }
+        )
+        return records
+
+    def to_jsonl(self) -> str:
+        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.trace())
+
+    def write_trace(self, path: str) -> None:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(self.to_jsonl())
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn dataclasses, tuples and mappings into JSON-ready values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def iter_steps(history: Sequence[HistoryItem]) -> Iterator[Step]:
+    for item in history:
+        if isinstance(item, Step):
+            yield item
