@@ -100,7 +100,8 @@ class ModelAPIError(ReactEngineError):
     """The chat completion API failed.
 
     ``status_code`` is the HTTP status when there was one; ``body`` the server's error text
-    (never the request, so never the API key); ``attempts`` how many requests were made.
+    (never the request, so never the API key); ``attempts`` how many requests were made;
+    ``retry_after`` the server's ``Retry-After`` in seconds; ``result`` the run so far.
     """
 
     def __init__(
@@ -110,9 +111,11 @@ class ModelAPIError(ReactEngineError):
         status_code: int | None = None,
         body: str | None = None,
         attempts: int = 1,
+        retry_after: float | None = None,
         result: RunResult | None = None,
     ) -> None:
         super().__init__(message)
+        self.retry_after = retry_after
         self.status_code = status_code
         self.body = body
         self.attempts = attempts

@@ -1,0 +1,472 @@
+"""The chat-model seam: one call, ``complete(request) -> response``.
+
+:class:`OpenAIChatModel` is the only code in react-engine that builds ``{"role": ...}``
+dicts and talks to the ``openai`` SDK (sync or async client, any ``base_url``).
+:class:`ScriptedModel` is the fake that ships with the seam: queued replies or a function of
+the request, used by the tests, dry runs and the comparison script.
+
+Retries live here too, apart from both: :func:`complete_with_retries` retries what is
+transient (429 honouring ``Retry-After``, 5xx, timeouts, dropped connections, garbled
+bodies) with exponential backoff and jitter, within a bounded number of attempts and a
+bounded total time. Other 4xx surface at once as :class:`ModelRequestError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import inspect
+import json
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import openai
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError, UserError
+from .types import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    RawToolCall,
+    SystemMessage,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+
+__all__ = [
+    "ChatModel",
+    "OpenAIChatModel",
+    "RetryPolicy",
+    "ScriptedModel",
+    "complete_with_retries",
+    "mask_secret",
+    "reply",
+    "request_payload",
+    "tool_call_reply",
+]
+
+
+class ChatModel(ABC):
+    """Anything that answers a :class:`ModelRequest`. One method; one attempt per call."""
+
+    base_url: str = ""
+    """Where the model lives; with the model name it keys learned capabilities."""
+
+    @abstractmethod
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer one request, or raise :class:`ModelAPIError`.
+
+        Raise :class:`ModelUnavailableError` for failures worth retrying and
+        :class:`ModelRequestError` for those that are not.
+        """
+
+
+# --- the SDK edge ------------------------------------------------------------------------
+
+
+def message_dict(message: Message) -> dict[str, Any]:
+    """One typed message as the chat completions API wants it."""
+    if isinstance(message, SystemMessage | UserMessage):
+        return {"role": message.role, "content": message.content}
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if isinstance(message, AssistantMessage):
+        out: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in message.tool_calls
+            ]
+        elif message.content is None:
+            out["content"] = ""
+        return out
+    raise TypeError(f"not a message: {message!r}")  # pragma: no cover
+
+
+def request_payload(request: ModelRequest) -> dict[str, Any]:
+    """The exact keyword arguments passed to ``client.chat.completions.create``."""
+    payload: dict[str, Any] = {
+        "model": request.model,
+        "messages": [message_dict(m) for m in request.messages],
+    }
+    if request.tools:
+        payload["tools"] = list(request.tools)
+        if request.tool_choice is not None:
+            choice = request.tool_choice
+            if choice in ("auto", "required", "none"):
+                payload["tool_choice"] = choice
+            else:
+                payload["tool_choice"] = {"type": "function", "function": {"name": choice}}
+        if request.parallel_tool_calls is not None:
+            payload["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.stop:
+        payload["stop"] = list(request.stop)
+    s = request.settings
+    if s.temperature is not None:
+        payload["temperature"] = s.temperature
+    if s.seed is not None:
+        payload["seed"] = s.seed
+    if s.max_tokens is not None:
+        payload["max_tokens"] = s.max_tokens
+    if s.extra_body:
+        payload["extra_body"] = dict(s.extra_body)
+    return payload
+
+
+def mask_secret(text: str, secret: str | None) -> str:
+    """Replace a secret (an API key) wherever it appears by a masked form."""
+    if not secret or len(secret) < 4 or secret not in text:
+        return text
+    return text.replace(secret, mask_key(secret))
+
+
+def mask_key(key: str | None) -> str:
+    """``sk-abc...wxyz`` style: enough to tell keys apart, not enough to use one."""
+    if not key:
+        return "(none)"
+    if len(key) <= 8:
+        return "***"
+    return f"{key[:3]}...{key[-4:]}"
+
+
+def _usage(raw: Any) -> Usage:
+    if raw is None:
+        return Usage(requests=1)
+    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
+    completion = int(getattr(raw, "completion_tokens", 0) or 0)
+    total = int(getattr(raw, "total_tokens", 0) or 0) or prompt + completion
+    cached = 0
+    details = getattr(raw, "prompt_tokens_details", None)
+    if details is not None:
+        cached = int(getattr(details, "cached_tokens", 0) or 0)
+    if not cached:
+        extra = getattr(raw, "model_extra", None) or {}
+        cached = int(extra.get("prompt_cache_hit_tokens", 0) or 0)  # DeepSeek
+    return Usage(prompt, completion, total, cached, 1)
+
+
+def response_from_sdk(completion: Any) -> ModelResponse:
+    """Convert an SDK ``ChatCompletion`` (or anything shaped like one) to a ModelResponse."""
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        raise ModelUnavailableError("the API returned a reply with no choices")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None:
+        raise ModelUnavailableError("the API returned a choice with no message")
+    calls: list[RawToolCall] = []
+    for tc in getattr(message, "tool_calls", None) or []:
+        fn = getattr(tc, "function", None)
+        name = getattr(fn, "name", None) if fn is not None else None
+        if not name:
+            continue
+        arguments = getattr(fn, "arguments", None)
+        if not isinstance(arguments, str):
+            arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+        calls.append(RawToolCall(getattr(tc, "id", None) or None, str(name), arguments))
+    extra = getattr(message, "model_extra", None) or {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    content = getattr(message, "content", None)
+    return ModelResponse(
+        content=content if isinstance(content, str) else None,
+        tool_calls=calls,
+        reasoning=reasoning if isinstance(reasoning, str) else None,
+        finish_reason=getattr(choice, "finish_reason", None),
+        usage=_usage(getattr(completion, "usage", None)),
+        model=getattr(completion, "model", None),
+    )
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+def _error_body(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            text: str = err["message"]
+            if err.get("param"):
+                text += f" (param: {err['param']})"
+            return text
+        return json.dumps(body, ensure_ascii=False)
+    if isinstance(body, str):
+        return body
+    response = getattr(exc, "response", None)
+    try:
+        return str(response.text) if response is not None else str(exc)
+    except Exception:  # a streamed or closed response
+        return str(exc)
+
+
+TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+
+
+def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAPIError:
+    """Map an SDK exception to our tree: transient ones to ModelUnavailableError."""
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        body = mask_secret(_error_body(exc), secret)
+        headers = getattr(exc.response, "headers", None)
+        msg = f"HTTP {status} from the chat API: {body[:500]}"
+        if status in TRANSIENT_STATUS or status >= 500:
+            return ModelUnavailableError(
+                msg, status_code=status, body=body, retry_after=_retry_after(headers)
+            )
+        return ModelRequestError(msg, status_code=status, body=body)
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelUnavailableError("the chat API timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return ModelUnavailableError(
+            f"cannot reach the chat API: {mask_secret(str(cause), secret)[:300]}"
+        )
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ModelUnavailableError("the chat API returned a malformed reply")
+    if isinstance(exc, openai.OpenAIError):
+        return ModelRequestError(mask_secret(str(exc), secret)[:500])
+    if isinstance(exc, ValueError | KeyError | TypeError | AttributeError):
+        # A body that is not JSON, or JSON of the wrong shape.
+        return ModelUnavailableError(f"the chat API returned a malformed reply ({type(exc).__name__})")
+    return ModelUnavailableError(f"the chat API call failed: {type(exc).__name__}: {exc}"[:500])
+
+
+class OpenAIChatModel(ChatModel):
+    """Chat completions through the ``openai`` SDK, with a sync or an async client.
+
+    The SDK's own retries are switched off (``max_retries=0``) so that the retry budget of
+    :func:`complete_with_retries` is the only one.
+    """
+
+    def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI) -> None:
+        self._client = client.with_options(max_retries=0)
+        self._is_async = isinstance(client, openai.AsyncOpenAI)
+        self.base_url = str(client.base_url).rstrip("/")
+        key = getattr(client, "api_key", None)
+        self._secret: str | None = key if isinstance(key, str) else None
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(base_url={self.base_url!r}, api_key={mask_key(self._secret)!r})"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        payload = request_payload(request)
+        if request.settings.timeout is not None:
+            payload["timeout"] = request.settings.timeout
+        try:
+            if self._is_async:
+                create: Any = self._client.chat.completions.create
+                completion = await create(**payload)
+            else:
+                create_sync: Any = self._client.chat.completions.create
+                completion = await asyncio.to_thread(create_sync, **payload)
+            if isinstance(completion, str):  # a server that answered with non-JSON text
+                raise ValueError("non-JSON body")
+        except ModelAPIError:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise translate_error(exc, secret=self._secret) from None
+        return response_from_sdk(completion)
+
+
+# --- retries -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How transient API failures are retried (network retries; format retries are apart)."""
+
+    max_attempts: int = 4
+    """Attempts per request in all, the first included."""
+    initial_backoff: float = 0.5
+    """Seconds before the first retry; doubles each time, with jitter."""
+    max_backoff: float = 20.0
+    """Upper bound on one wait, ``Retry-After`` included."""
+    max_total: float = 90.0
+    """Give up once this many seconds have passed since the first attempt."""
+    jitter: float = 0.5
+    """Random seconds added to each exponential wait, so clients do not retry in lockstep."""
+    sleep: Callable[[float], Awaitable[None]] | None = None
+    """Replaces ``asyncio.sleep`` (tests pass a fake that records waits and returns at once)."""
+
+
+def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
+    backoff = wait_exponential_jitter(
+        initial=policy.initial_backoff, max=policy.max_backoff, jitter=policy.jitter
+    )
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        hint = getattr(exc, "retry_after", None)
+        if isinstance(hint, int | float):
+            return float(min(hint, policy.max_backoff))
+        return float(backoff(state))
+
+    return wait
+
+
+async def complete_with_retries(
+    model: ChatModel, request: ModelRequest, policy: RetryPolicy = RetryPolicy()
+) -> ModelResponse:
+    """``model.complete(request)``, retried on :class:`ModelUnavailableError`."""
+    attempts = 0
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(max(1, policy.max_attempts)) | stop_after_delay(policy.max_total),
+        wait=_wait(policy),
+        retry=retry_if_exception_type(ModelUnavailableError),
+        sleep=policy.sleep or asyncio.sleep,
+        reraise=True,
+    )
+    try:
+        async for attempt in retrying:
+            with attempt:
+                attempts += 1
+                return await model.complete(request)
+    except ModelUnavailableError as exc:
+        exc.attempts = attempts
+        if attempts > 1:
+            exc.args = (f"{exc.args[0] if exc.args else exc} (after {attempts} attempts)",)
+        raise
+    except ModelAPIError as exc:
+        exc.attempts = attempts
+        raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# --- the scripted model ----------------------------------------------------------------------
+
+ScriptItem: TypeAlias = (
+    "ModelResponse | str | BaseException | Callable[[ModelRequest], ModelResponse | str]"
+)
+
+
+def reply(content: str | None = None, *, reasoning: str | None = None, usage: Usage | None = None) -> ModelResponse:
+    """A scripted text reply."""
+    return ModelResponse(
+        content=content,
+        reasoning=reasoning,
+        finish_reason="stop",
+        usage=usage or Usage(requests=1),
+    )
+
+
+def tool_call_reply(
+    *calls: tuple[str, Mapping[str, Any] | str] | tuple[str, Mapping[str, Any] | str, str | None],
+    content: str | None = None,
+    usage: Usage | None = None,
+) -> ModelResponse:
+    """A scripted reply with native tool calls: ``(name, args)`` or ``(name, args, id)``.
+
+    Ids default to ``call_1``, ``call_2``... in order; pass ``None`` to omit one.
+    """
+    out: list[RawToolCall] = []
+    for i, call in enumerate(calls, 1):
+        name, args = call[0], call[1]
+        call_id = call[2] if len(call) > 2 else f"call_{i}"
+        text = args if isinstance(args, str) else json.dumps(dict(args), ensure_ascii=False)
+        out.append(RawToolCall(call_id, name, text))
+    return ModelResponse(
+        content=content, tool_calls=out, finish_reason="tool_calls", usage=usage or Usage(requests=1)
+    )
+
+
+class ScriptedModel(ChatModel):
+    """A model that answers from a script: a queue of replies, or a function of the request.
+
+    Each queued item is a :class:`ModelResponse`, a string (a plain text reply), an exception
+    (raised for that request, e.g. ``ModelUnavailableError(status_code=429)``), or a
+    function of the request returning one of those. ``requests`` and ``payloads`` record
+    what was asked, typed and exactly as the SDK would have sent it.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Any] | Callable[[ModelRequest], Any] = (),
+        *,
+        base_url: str = "scripted://",
+        default: Any = None,
+    ) -> None:
+        self._fn: Callable[[ModelRequest], Any] | None = None
+        self._queue: deque[Any] = deque()
+        if callable(script):
+            self._fn = script
+        else:
+            self._queue.extend(script)
+        self.default = default
+        """What to answer once the queue is empty (``None``: raise :class:`ScriptExhausted`)."""
+        self.base_url = base_url
+        self.requests: list[ModelRequest] = []
+        self.payloads: list[dict[str, Any]] = []
+
+    def push(self, *items: Any) -> None:
+        self._queue.extend(items)
+
+    @property
+    def remaining(self) -> int:
+        return len(self._queue)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        self.payloads.append(request_payload(request))
+        if self._fn is not None:
+            item = self._fn(request)
+        elif self._queue:
+            item = self._queue.popleft()
+        elif self.default is not None:
+            item = self.default
+        else:
+            raise ScriptExhausted(
+                f"the scripted model has no reply left for request #{len(self.requests)}"
+            )
+        if callable(item) and not isinstance(item, ModelResponse):
+            item = item(request)
+        if inspect.isawaitable(item):
+            item = await item
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, str):
+            return reply(item)
+        if isinstance(item, ModelResponse):
+            return item
+        raise TypeError(f"a script item must be a reply, a string or an exception: {item!r}")
+
+
+class ScriptExhausted(UserError):
+    """The scripted model was asked more often than its script allows."""

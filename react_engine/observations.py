@@ -1,0 +1,66 @@
+"""What the model sees of a tool's result.
+
+Results are serialised compactly (dicts, lists and pydantic models as JSON with
+``ensure_ascii=False``, so Chinese stays readable and cheap in tokens), then truncated to a
+limit with a visible marker that says how much was cut, so the model knows it did not see
+everything. A tool's ``summarize`` hook, when given, replaces the serialisation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["render_observation", "serialize_result", "truncate"]
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def serialize_result(value: Any) -> str:
+    """A tool result as compact text: strings as they are, everything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_default)
+    except (TypeError, ValueError):  # circular structures, exotic keys
+        return repr(value)
+
+
+def truncate(text: str, limit: int | None) -> str:
+    """Cut ``text`` to about ``limit`` characters, keeping its head and tail, with a marker."""
+    if limit is None or limit <= 0 or len(text) <= limit:
+        return text
+    marker = f"\n…[truncated {{}} of {len(text)} characters]…\n"
+    room = max(0, limit - len(marker.format(len(text))))
+    head = room * 3 // 4
+    tail = room - head
+    cut = len(text) - head - tail
+    return text[:head] + marker.format(cut) + (text[len(text) - tail :] if tail else "")
+
+
+def render_observation(
+    value: Any, *, limit: int | None, summarize: Callable[[Any], str] | None = None
+) -> str:
+    """Serialise (or summarise) a result and apply the length limit."""
+    text = summarize(value) if summarize is not None else serialize_result(value)
+    if not isinstance(text, str):
+        text = serialize_result(text)
+    return truncate(text, limit)

@@ -1,0 +1,223 @@
+"""Prompt templates: packaged TOML files, filled in strictly.
+
+A template is a TOML file of named strings with ``{placeholder}`` fields (``{{``/``}}`` for
+literal braces, as in :meth:`str.format`). Each key declares which placeholders it may use
+and which it must use; a template that uses an unknown placeholder, or omits a required one,
+fails when it is loaded, and filling a key without one of its values fails too. Both are
+:class:`~react_engine.errors.TemplateError`.
+
+Templates live in the top-level ``prompts/`` folder of the source tree and are shipped
+inside the wheel as ``react_engine/prompts/``. Users pass a name (``"classic"``) or the
+path of their own file.
+"""
+
+from __future__ import annotations
+
+import string
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import TemplateError
+
+__all__ = ["PromptTemplate", "list_templates", "load_template"]
+
+# key -> (allowed placeholders, required placeholders). Keys not listed here are free text
+# with no placeholders; unknown keys are an error so a typo does not pass unnoticed.
+TEXT_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "system": (
+        frozenset({"instructions", "tools", "tool_names"}),
+        frozenset({"tools", "tool_names"}),
+    ),
+    "question": (frozenset({"question"}), frozenset({"question"})),
+    "observation": (frozenset({"observation"}), frozenset({"observation"})),
+    "observation_item": (
+        frozenset({"index", "tool", "observation"}),
+        frozenset({"observation"}),
+    ),
+    "format_error": (frozenset({"error", "reminder"}), frozenset({"error"})),
+    "format_reminder": (frozenset(), frozenset()),
+    "force_final": (frozenset(), frozenset()),
+    "tool_required": (frozenset({"tool_names"}), frozenset()),
+    "tool_named": (frozenset({"tool"}), frozenset({"tool"})),
+    "tool_none": (frozenset(), frozenset()),
+    "no_tools": (frozenset(), frozenset()),
+    "action_example": (
+        frozenset({"thought", "tool", "input"}),
+        frozenset({"tool", "input"}),
+    ),
+    "final_example": (
+        frozenset({"thought", "answer"}),
+        frozenset({"answer"}),
+    ),
+}
+
+FUNCTION_CALLING_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "system": (frozenset({"instructions"}), frozenset()),
+    "force_final": (frozenset(), frozenset()),
+    "tool_required": (frozenset({"tool_names"}), frozenset()),
+    "empty_reply": (frozenset(), frozenset()),
+}
+
+_META_KEYS = frozenset({"name", "description", "kind", "stop", "labels"})
+
+
+@dataclass(frozen=True, slots=True)
+class PromptTemplate:
+    """A loaded template: named strings, stop sequences and the labels it teaches the model."""
+
+    name: str
+    kind: str
+    """``"text"`` for the text ReAct protocol, ``"function_calling"`` for the native one."""
+    texts: Mapping[str, str]
+    stop: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    source: str = ""
+
+    def has(self, key: str) -> bool:
+        return key in self.texts
+
+    def fill(self, key: str, /, **values: Any) -> str:
+        """Fill one text strictly: every placeholder it uses must be given."""
+        try:
+            text = self.texts[key]
+        except KeyError:
+            raise TemplateError(
+                f"template {self.name!r} has no {key!r} text", template=self.name
+            ) from None
+        used = _fields(text, self.name, key)
+        missing = sorted(used - set(values))
+        if missing:
+            raise TemplateError(
+                f"template {self.name!r}: {key!r} needs a value for {', '.join(missing)}",
+                template=self.name,
+            )
+        return text.format(**{k: v for k, v in values.items() if k in used})
+
+    def label(self, key: str, default: str) -> str:
+        return self.labels.get(key, default)
+
+
+def _fields(text: str, name: str, key: str) -> set[str]:
+    try:
+        return {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+    except ValueError as exc:
+        raise TemplateError(
+            f"template {name!r}: {key!r} is malformed ({exc}); write literal braces as {{{{ }}}}",
+            template=name,
+        ) from None
+
+
+def _check(template: PromptTemplate) -> PromptTemplate:
+    schema = TEXT_SCHEMA if template.kind == "text" else FUNCTION_CALLING_SCHEMA
+    for key, text in template.texts.items():
+        if key not in schema:
+            raise TemplateError(
+                f"template {template.name!r}: unknown key {key!r} (known: {', '.join(schema)})",
+                template=template.name,
+            )
+        allowed, required = schema[key]
+        used = _fields(text, template.name, key)
+        if any(not f.isidentifier() for f in used):
+            raise TemplateError(
+                f"template {template.name!r}: {key!r} has a placeholder that is not a name "
+                f"({sorted(used)}); write literal braces as {{{{ }}}}",
+                template=template.name,
+            )
+        unknown = sorted(used - allowed)
+        if unknown:
+            raise TemplateError(
+                f"template {template.name!r}: {key!r} uses unknown placeholder(s) "
+                f"{', '.join(unknown)}; allowed: {', '.join(sorted(allowed)) or '(none)'}",
+                template=template.name,
+            )
+        absent = sorted(required - used)
+        if absent:
+            raise TemplateError(
+                f"template {template.name!r}: {key!r} must use {', '.join(absent)}",
+                template=template.name,
+            )
+    needed = {"system"}
+    if template.kind == "text":
+        needed |= {"question", "observation", "format_error"}
+    lacking = sorted(needed - set(template.texts))
+    if lacking:
+        raise TemplateError(
+            f"template {template.name!r} lacks {', '.join(lacking)}", template=template.name
+        )
+    return template
+
+
+def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> PromptTemplate:
+    """Build and check a template from already-decoded TOML data."""
+    kind = str(data.get("kind", "text"))
+    if kind not in ("text", "function_calling"):
+        raise TemplateError(f"template {name!r}: unknown kind {kind!r}", template=name)
+    texts: dict[str, str] = {}
+    for key, value in data.items():
+        if key in _META_KEYS:
+            continue
+        if not isinstance(value, str):
+            raise TemplateError(f"template {name!r}: {key!r} must be a string", template=name)
+        texts[key] = value
+    stop = data.get("stop", [])
+    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
+        raise TemplateError(f"template {name!r}: stop must be a list of strings", template=name)
+    labels = data.get("labels", {})
+    if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
+        raise TemplateError(f"template {name!r}: labels must be a table of strings", template=name)
+    return _check(
+        PromptTemplate(
+            name=str(data.get("name", name)),
+            kind=kind,
+            texts=texts,
+            stop=tuple(stop),
+            labels=dict(labels),
+            source=source,
+        )
+    )
+
+
+def _builtin_dir() -> Path | None:
+    packaged = resources.files("react_engine").joinpath("prompts")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    source_tree = Path(__file__).resolve().parent.parent / "prompts"
+    return source_tree if source_tree.is_dir() else None
+
+
+def list_templates() -> list[str]:
+    """Names of the templates shipped with react-engine."""
+    folder = _builtin_dir()
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder else []
+
+
+_cache: dict[str, PromptTemplate] = {}
+
+
+def load_template(name_or_path: str | Path) -> PromptTemplate:
+    """Load a shipped template by name, or a user's template from a ``.toml`` path."""
+    key = str(name_or_path)
+    if key in _cache:
+        return _cache[key]
+    path = Path(key)
+    if path.suffix != ".toml" or not path.exists():
+        folder = _builtin_dir()
+        candidate = folder / f"{key}.toml" if folder else None
+        if candidate is None or not candidate.exists():
+            raise TemplateError(
+                f"no template {key!r}: give one of {', '.join(list_templates())} "
+                "or the path of a .toml file",
+                template=key,
+            )
+        path = candidate
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TemplateError(f"cannot read template {str(path)!r}: {exc}", template=key) from exc
+    template = parse_template(data, name=path.stem, source=str(path))
+    _cache[key] = template
+    return template

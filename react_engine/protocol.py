@@ -1,0 +1,131 @@
+"""The ``Protocol`` seam: how one agent loop talks to models that differ in how they call tools.
+
+A protocol owns everything that varies between ways of calling tools, and nothing else:
+
+* :meth:`Protocol.build_request` renders the protocol-neutral history (user turns and
+  :class:`~react_engine.types.Step` records) into one chat request;
+* :meth:`Protocol.parse_reply` turns the model's reply into a :class:`Decision`: calls to
+  run, a final answer, or a format error to send back to the model.
+
+Because the history is neutral, a conversation can switch protocol between requests (a
+run-time fallback, or a new model between turns): the next protocol renders the same
+history its own way. The loop in :mod:`react_engine.agent` knows nothing of prompts or
+message shapes, and a protocol knows nothing of transport, retries or tool execution.
+
+A new protocol is one module with one class deriving from :class:`Protocol`, passed as a
+value: ``Agent(protocol=MyProtocol())``.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .types import (
+    HistoryItem,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    Step,
+    ToolChoice,
+)
+
+if TYPE_CHECKING:
+    from .capabilities import Capabilities
+    from .tools import Tool
+
+__all__ = ["Decision", "PendingCall", "Protocol", "RequestContext"]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a protocol needs to build one request and read its reply."""
+
+    model: str
+    history: Sequence[HistoryItem]
+    tools: Sequence[Tool]
+    tool_choice: ToolChoice
+    capabilities: Capabilities
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    instructions: str | None = None
+    """The user's system prompt: what the agent is for. The protocol adds its own format."""
+    force_final: bool = False
+    """Ask for a final answer now (step budget spent, loop detected): no more tool calls."""
+    multi_action: bool = True
+    """Text protocol: run every action of a reply, or only the first."""
+
+    def tool_names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A call the model asked for, before it runs."""
+
+    id: str
+    tool: str
+    arguments: dict[str, Any] | str
+    """Decoded arguments: a JSON object, or the plain text the model wrote."""
+    raw_arguments: str
+    error: str | None = None
+    """Why the arguments could not be decoded (the call then becomes an error observation)."""
+    salvaged: bool = False
+    repairs: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Decision:
+    """A reply, read by a protocol: exactly one of calls, a final answer, or a format error."""
+
+    text: str | None
+    """The reply as it stays in the transcript."""
+    thought: str | None = None
+    calls: list[PendingCall] = field(default_factory=list)
+    final_answer: str | None = None
+    format_error: str | None = None
+    """A message for the model explaining what was wrong with its reply and what to write."""
+    repairs: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+
+
+class Protocol(ABC):
+    """How tool calls travel between the agent and the model. Subclass once, pass as a value."""
+
+    name: str = "protocol"
+
+    @abstractmethod
+    def render(self, ctx: RequestContext) -> list[Message]:
+        """The whole history as this protocol's messages (system prompt first)."""
+
+    @abstractmethod
+    def build_request(self, ctx: RequestContext) -> ModelRequest:
+        """One chat request for the next step."""
+
+    @abstractmethod
+    def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+        """Read the model's reply. Never raises for a bad reply: returns a format error."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def arguments_json(arguments: dict[str, Any] | str, raw: str) -> str:
+    """The JSON object text of a call's arguments, for native ``tool_calls`` messages."""
+    if isinstance(arguments, dict):
+        return json.dumps(arguments, ensure_ascii=False)
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return raw
+    return json.dumps({"input": arguments}, ensure_ascii=False)
+
+
+def step_observations(step: Step) -> list[tuple[str, str]]:
+    """(tool name, observation) per action of a step, in call order."""
+    return [(a.tool, a.observation) for a in step.actions]

@@ -1,0 +1,261 @@
+"""``FunctionCallingProtocol``: native ``tools`` / ``tool_calls`` / ``tool_call_id``.
+
+The request carries the tools' JSON Schemas and ``tool_choice``; the reply's ``tool_calls``
+become the step's calls, each bound to its id (generated where the provider sends none or
+repeats one), and the assistant's ``content`` is kept as the step's visible thought. Tool
+results go back as ``tool`` messages in call order.
+
+Some models put the call in their text instead of ``tool_calls`` (Hermes ``<tool_call>``
+tags, DeepSeek's special tokens, Qwen3-Coder XML, ``name(arg=...)`` syntax, or a plain
+Thought/Action block). With ``salvage=True`` (the default) those are executed as calls and
+marked ``salvaged`` in the trace, instead of being taken for the final answer.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from ..parsing import ReActParseError, parse_react, repair_json
+from ..errors import JSONRepairError
+from ..prompts import PromptTemplate, load_template
+from ..protocol import Decision, PendingCall, Protocol, RequestContext, arguments_json
+from ..salvage import salvage_calls, strip_salvaged
+from ..types import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Step,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    UserTurn,
+)
+
+__all__ = ["FunctionCallingProtocol", "decode_arguments", "new_call_id"]
+
+
+def new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[str]]:
+    """Decode a call's argument text: (arguments, error for the model, repairs applied)."""
+    text = raw.strip()
+    if not text:
+        return {}, None, ["empty_arguments"]
+    try:
+        value = json.loads(text)
+        repairs: list[str] = []
+    except ValueError:
+        try:
+            fixed = repair_json(text)
+        except JSONRepairError as exc:
+            return raw, f"the arguments are not valid JSON ({exc})", []
+        value = fixed.value
+        repairs = [f"json:{r}" for r in fixed.repairs]
+    if isinstance(value, str):
+        # Double-encoded arguments ("{\"a\": 1}") happen with some servers.
+        try:
+            inner = json.loads(value)
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict):
+            return inner, None, [*repairs, "double_encoded_arguments"]
+    if not isinstance(value, dict):
+        return raw, f"the arguments must be a JSON object, not {type(value).__name__}", repairs
+    return value, None, repairs
+
+
+class FunctionCallingProtocol(Protocol):
+    """Tools as native ``tools`` / ``tool_calls``; parallel calls; strict JSON Schema."""
+
+    name = "function_calling"
+
+    def __init__(
+        self,
+        *,
+        salvage: bool = True,
+        template: str | PromptTemplate = "function_calling",
+        parallel_tool_calls: bool | None = None,
+    ) -> None:
+        self.salvage = salvage
+        """Execute calls written in the reply's text when ``tool_calls`` is empty."""
+        self.template = template if isinstance(template, PromptTemplate) else load_template(template)
+        self.parallel_tool_calls = parallel_tool_calls
+        """Sent as ``parallel_tool_calls`` when set; ``None`` leaves the provider default."""
+        if self.template.kind != "function_calling":
+            raise ValueError(f"template {self.template.name!r} is not a function-calling template")
+
+    # --- rendering -----------------------------------------------------------------------
+
+    def render(self, ctx: RequestContext) -> list[Message]:
+        messages: list[Message] = [
+            SystemMessage(self.template.fill("system", instructions=ctx.instructions or ""))
+        ]
+        for item in ctx.history:
+            if isinstance(item, UserTurn):
+                messages.append(UserMessage(item.content))
+            else:
+                messages.extend(self._render_step(item))
+        return messages
+
+    def _render_step(self, step: Step) -> list[Message]:
+        native = step.protocol == self.name
+        content = step.text if native else step.thought
+        if step.kind == "final":
+            return [AssistantMessage(step.final_answer if not native else (step.text or step.final_answer))]
+        if step.kind == "format_error":
+            out: list[Message] = []
+            if step.text and step.text.strip():
+                out.append(AssistantMessage(step.text))
+            out.append(UserMessage(step.feedback or "Your reply could not be used."))
+            return out
+        calls = tuple(
+            ToolCall(a.id, a.tool, arguments_json(a.arguments, a.raw_arguments))
+            for a in step.actions
+        )
+        out = [AssistantMessage(content or None, calls)]
+        out.extend(ToolMessage(a.id, a.tool, a.observation) for a in step.actions)
+        if step.feedback:
+            out.append(UserMessage(step.feedback))
+        return out
+
+    def build_request(self, ctx: RequestContext) -> ModelRequest:
+        messages = self.render(ctx)
+        tools = tuple(t.openai_schema() for t in ctx.tools) or None
+        choice: str | None = None
+        if tools:
+            choice = ctx.tool_choice
+            if ctx.force_final:
+                choice = "none"
+                messages.append(UserMessage(self.template.fill("force_final")))
+            elif choice == "required" and not ctx.capabilities.tool_choice_required:
+                # Enforced client-side: a reply without a call becomes a format error.
+                choice = "auto"
+        return ModelRequest(
+            model=ctx.model,
+            messages=tuple(messages),
+            tools=tools,
+            tool_choice=choice,
+            parallel_tool_calls=self.parallel_tool_calls if tools else None,
+            settings=ctx.settings,
+        )
+
+    # --- reading replies -------------------------------------------------------------------
+
+    def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+        content = reply.content or ""
+        thought = _join(reply.reasoning, content.strip() or None)
+        if ctx.force_final:
+            answer = content.strip()
+            if answer:
+                return Decision(text=content, thought=reply.reasoning, final_answer=answer)
+            return Decision(text=content, format_error=self.template.fill("force_final"))
+
+        calls: list[PendingCall] = []
+        events: list[str] = []
+        seen: set[str] = set()
+        for raw in reply.tool_calls:
+            call_id = raw.id or ""
+            if not call_id or call_id in seen:
+                events.append("generated_call_id" if not call_id else "duplicate_call_id")
+                call_id = new_call_id()
+            seen.add(call_id)
+            arguments, error, repairs = decode_arguments(raw.arguments)
+            calls.append(
+                PendingCall(
+                    id=call_id,
+                    tool=raw.name,
+                    arguments=arguments,
+                    raw_arguments=raw.arguments,
+                    error=error,
+                    repairs=repairs,
+                )
+            )
+        if calls:
+            return Decision(
+                text=content or None,
+                thought=thought,
+                calls=calls,
+                repairs=[r for c in calls for r in c.repairs],
+                events=events,
+            )
+
+        if self.salvage and ctx.tools and content.strip():
+            salvaged = self._salvage(content, ctx)
+            if salvaged is not None:
+                return salvaged
+
+        if not content.strip():
+            return Decision(text=content, thought=reply.reasoning, format_error=self.template.fill("empty_reply"))
+        names = ctx.tool_names()
+        if ctx.tools and (ctx.tool_choice == "required" or ctx.tool_choice in names):
+            wanted = [ctx.tool_choice] if ctx.tool_choice in names else names
+            return Decision(
+                text=content,
+                thought=thought,
+                format_error=self.template.fill("tool_required", tool_names=", ".join(wanted)),
+            )
+        return Decision(text=content, thought=reply.reasoning, final_answer=content.strip())
+
+    def _salvage(self, content: str, ctx: RequestContext) -> Decision | None:
+        names = ctx.tool_names()
+        found = salvage_calls(content, names)
+        if found:
+            calls = []
+            repairs = []
+            for call in found:
+                args: dict[str, Any] | str = call.arguments
+                error = None
+                raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+                if isinstance(args, str):
+                    args, error, fixes = decode_arguments(args)
+                    repairs.extend(fixes)
+                calls.append(
+                    PendingCall(
+                        id=new_call_id(),
+                        tool=call.name,
+                        arguments=args,
+                        raw_arguments=raw,
+                        error=error,
+                        salvaged=True,
+                    )
+                )
+                repairs.append(f"salvaged:{call.format}")
+            rest = strip_salvaged(content, found).strip()
+            return Decision(text=rest or None, thought=rest or None, calls=calls, repairs=repairs)
+        # A Thought/Action block written as text by a model that was given native tools.
+        try:
+            parsed = parse_react(content)
+        except ReActParseError:
+            return None
+        if not parsed.actions or not all(a.tool in names for a in parsed.actions):
+            return None
+        calls = []
+        for action in parsed.actions:
+            args = action.args
+            calls.append(
+                PendingCall(
+                    id=new_call_id(),
+                    tool=action.tool,
+                    arguments=args,
+                    raw_arguments=action.raw_input,
+                    salvaged=True,
+                )
+            )
+        return Decision(
+            text=parsed.thought,
+            thought=parsed.thought,
+            calls=calls,
+            repairs=[*parsed.repairs, "salvaged:react_text"],
+        )
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    parts = [p for p in (a, b) if p]
+    return "\n\n".join(parts) if parts else None
+

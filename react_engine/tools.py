@@ -1,0 +1,502 @@
+"""Tools: a callable plus the pydantic model that describes and validates its arguments.
+
+``@tool`` reads a typed function's signature and docstring once, at definition time, and
+builds one pydantic model from it. That model produces the strict JSON Schema sent to the
+API (and rendered into the text protocol's prompt), and validates every call's arguments
+before the function runs. Anything that does not add up (a parameter without a type, a
+docstring that documents a parameter the function does not have, a pydantic model whose
+fields are not the function's parameters) is a :class:`ToolDefinitionError` raised where
+the tool is defined, not in the middle of a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast, get_type_hints, overload
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import ToolDefinitionError
+
+__all__ = ["Tool", "ToolArgumentsError", "tool"]
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:\s*$", re.IGNORECASE)
+_SECTION_HEADER = re.compile(
+    r"^\s*(Returns?|Raises|Yields|Examples?|Notes?|See Also)\s*:\s*$", re.IGNORECASE
+)
+_GOOGLE_ARG = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_ARG = re.compile(r"^\s*:param\s+(?:[^:\s]+\s+)?(\w+)\s*:\s*(.*)$")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ToolArgumentsError(ValueError):
+    """Arguments a tool cannot accept: not a JSON object, or failing validation.
+
+    ``message`` is written for the model: it says which field is wrong and why.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(slots=True)
+class Tool:
+    """A tool the agent may call: its name, description, argument model and function."""
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    function: Callable[..., Any]
+    parameters: dict[str, Any]
+    """The strict JSON Schema of the arguments (``additionalProperties: false``)."""
+    pass_model: bool = False
+    """Call ``function(model_instance)`` instead of ``function(**fields)``."""
+    is_async: bool = False
+    summarize: Callable[[Any], str] | None = None
+    """Turns a raw result into what the model sees (observation injection)."""
+    requires_approval: bool = False
+    """Ask the run's approval callback before every call."""
+    timeout: float | None = None
+    """Seconds a call may take before it becomes a timeout observation."""
+    max_observation_chars: int | None = None
+    """Per-tool override of the agent's observation length limit."""
+    strict: bool = field(default=False)
+    """Whether the schema meets OpenAI's strict mode rules (every property required)."""
+
+    @property
+    def argument_names(self) -> list[str]:
+        return list(self.args_model.model_fields)
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The entry for the ``tools`` array of a chat completion request."""
+        function: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+        }
+        if self.strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}
+
+    def validate(self, arguments: Mapping[str, Any] | str) -> BaseModel:
+        """Validate raw arguments; raise :class:`ToolArgumentsError` with a model-readable text."""
+        if isinstance(arguments, str):
+            fields = self.args_model.model_fields
+            if len(fields) == 1 and arguments.strip():
+                # A plain-string input for a one-argument tool ("Action: search[cats]").
+                (only,) = fields
+                arguments = {only: arguments}
+            elif not arguments.strip() and not any(f.is_required() for f in fields.values()):
+                arguments = {}
+            else:
+                raise ToolArgumentsError(
+                    f"arguments for {self.name!r} must be a JSON object with the fields "
+                    f"{', '.join(fields) or '(none)'}; got the plain text {arguments[:200]!r}"
+                )
+        try:
+            return self.args_model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise ToolArgumentsError(_format_validation_error(self.name, exc)) from None
+
+    async def ainvoke(self, validated: BaseModel) -> Any:
+        """Run the function with validated arguments (sync functions run in a worker thread)."""
+        if self.pass_model:
+            args: tuple[Any, ...] = (validated,)
+            kwargs: dict[str, Any] = {}
+        else:
+            args = ()
+            kwargs = {name: getattr(validated, name) for name in self.args_model.model_fields}
+        if self.is_async:
+            return await cast(Awaitable[Any], self.function(*args, **kwargs))
+        return await asyncio.to_thread(self.function, *args, **kwargs)
+
+    def invoke_sync(self, validated: BaseModel) -> Any:
+        """Run a sync function inline (the loop uses this for a lone call with no timeout)."""
+        if self.pass_model:
+            return self.function(validated)
+        return self.function(**{n: getattr(validated, n) for n in self.args_model.model_fields})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Calling the tool calls the wrapped function, so decorated functions stay usable."""
+        return self.function(*args, **kwargs)
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        summarize: Callable[[Any], str] | None = None,
+        requires_approval: bool = False,
+        timeout: float | None = None,
+        max_observation_chars: int | None = None,
+    ) -> Tool:
+        """Build a tool from a typed function; its docstring gives the descriptions."""
+        tool_name = name or getattr(function, "__name__", "")
+        _check_name(tool_name)
+        summary, arg_docs = _parse_docstring(inspect.getdoc(function) or "")
+        sig = inspect.signature(function)
+        try:
+            hints = get_type_hints(function, include_extras=True)
+        except Exception as exc:  # a NameError from a forward reference, typically
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: cannot resolve type hints: {exc}", tool_name=tool_name
+            ) from exc
+        fields: dict[str, Any] = {}
+        for pname, param in sig.parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: *{pname} / **{pname} cannot be described as JSON "
+                    "Schema; give every argument a name and a type",
+                    tool_name=tool_name,
+                )
+            if param.kind is param.POSITIONAL_ONLY:
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: positional-only parameter {pname!r} cannot be "
+                    "passed by name",
+                    tool_name=tool_name,
+                )
+            if pname not in hints:
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: parameter {pname!r} has no type annotation",
+                    tool_name=tool_name,
+                )
+            annotation = hints[pname]
+            default = ... if param.default is param.empty else param.default
+            finfo = (
+                pydantic.Field(default=default, description=arg_docs[pname])
+                if pname in arg_docs
+                else pydantic.Field(default=default)
+            )
+            fields[pname] = (annotation, finfo)
+        unknown = sorted(set(arg_docs) - set(sig.parameters))
+        if unknown:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: the docstring documents {', '.join(unknown)}, which the "
+                "function does not take",
+                tool_name=tool_name,
+            )
+        try:
+            model = pydantic.create_model(  # type: ignore[call-overload]
+                _model_name(tool_name),
+                __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+                **fields,
+            )
+        except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: cannot build an argument model: {exc}", tool_name=tool_name
+            ) from exc
+        return cls._build(
+            tool_name,
+            description if description is not None else summary,
+            cast(type[BaseModel], model),
+            function,
+            pass_model=False,
+            summarize=summarize,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            max_observation_chars=max_observation_chars,
+        )
+
+    @classmethod
+    def from_model(
+        cls,
+        args_model: type[BaseModel],
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        summarize: Callable[[Any], str] | None = None,
+        requires_approval: bool = False,
+        timeout: float | None = None,
+        max_observation_chars: int | None = None,
+    ) -> Tool:
+        """Build a tool from a pydantic model plus a function.
+
+        The function takes either one parameter annotated with the model (it receives the
+        validated instance) or keyword parameters named exactly like the model's fields.
+        """
+        tool_name = name or getattr(function, "__name__", "")
+        _check_name(tool_name)
+        if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: {args_model!r} is not a pydantic model", tool_name=tool_name
+            )
+        sig = inspect.signature(function)
+        params = [
+            p for p in sig.parameters.values() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+        try:
+            hints = get_type_hints(function)
+        except Exception:
+            hints = {}
+        pass_model = len(params) == 1 and hints.get(params[0].name) is args_model
+        if not pass_model:
+            takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+            fields = set(args_model.model_fields)
+            names = {p.name for p in params}
+            missing = sorted(fields - names) if not takes_kwargs else []
+            extra = sorted(
+                p.name for p in params if p.name not in fields and p.default is p.empty
+            )
+            if missing or extra:
+                parts = []
+                if missing:
+                    parts.append(f"fields the function does not take: {', '.join(missing)}")
+                if extra:
+                    parts.append(f"required parameters the model lacks: {', '.join(extra)}")
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: {args_model.__name__} and the function disagree ("
+                    + "; ".join(parts)
+                    + ")",
+                    tool_name=tool_name,
+                )
+        doc = description
+        if doc is None:
+            doc = _parse_docstring(inspect.getdoc(function) or "")[0] or (
+                inspect.getdoc(args_model) or ""
+            )
+        return cls._build(
+            tool_name,
+            doc,
+            args_model,
+            function,
+            pass_model=pass_model,
+            summarize=summarize,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            max_observation_chars=max_observation_chars,
+        )
+
+    @classmethod
+    def _build(
+        cls,
+        name: str,
+        description: str,
+        args_model: type[BaseModel],
+        function: Callable[..., Any],
+        *,
+        pass_model: bool,
+        summarize: Callable[[Any], str] | None,
+        requires_approval: bool,
+        timeout: float | None,
+        max_observation_chars: int | None,
+    ) -> Tool:
+        try:
+            raw_schema = args_model.model_json_schema()
+        except Exception as exc:
+            raise ToolDefinitionError(
+                f"tool {name!r}: its arguments have no JSON Schema: {exc}", tool_name=name
+            ) from exc
+        parameters = strict_schema(raw_schema)
+        props = parameters.get("properties", {})
+        strict = set(parameters.get("required", [])) == set(props)
+        target = function
+        is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+            getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
+        )
+        return cls(
+            name=name,
+            description=description.strip(),
+            args_model=args_model,
+            function=function,
+            parameters=parameters,
+            pass_model=pass_model,
+            is_async=is_async,
+            summarize=summarize,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            max_observation_chars=max_observation_chars,
+            strict=strict,
+        )
+
+
+@overload
+def tool(function: F, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    summarize: Callable[[Any], str] | None = None,
+    requires_approval: bool = False,
+    timeout: float | None = None,
+    max_observation_chars: int | None = None,
+) -> Callable[[F], Tool]: ...
+
+
+def tool(
+    function: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    summarize: Callable[[Any], str] | None = None,
+    requires_approval: bool = False,
+    timeout: float | None = None,
+    max_observation_chars: int | None = None,
+) -> Tool | Callable[[F], Tool]:
+    """Turn a typed function (sync or async) into a :class:`Tool`.
+
+    Use bare (``@tool``) or with options (``@tool(requires_approval=True)``).
+    """
+
+    def wrap(fn: F) -> Tool:
+        built = Tool.from_function(
+            fn,
+            name=name,
+            description=description,
+            summarize=summarize,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            max_observation_chars=max_observation_chars,
+        )
+        return built
+
+    if function is not None:
+        return wrap(function)
+    return wrap
+
+
+def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
+    """Accept tools and plain typed functions alike; reject duplicate names."""
+    out: list[Tool] = []
+    seen: set[str] = set()
+    for item in items:
+        t = item if isinstance(item, Tool) else Tool.from_function(item)
+        if t.name in seen:
+            raise ToolDefinitionError(f"two tools are named {t.name!r}", tool_name=t.name)
+        seen.add(t.name)
+        out.append(t)
+    return out
+
+
+# --- schema ------------------------------------------------------------------------------------
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline ``$defs``, drop titles and forbid extra properties on every object.
+
+    The result is self-contained, which both the API and a text prompt need. Recursive
+    models keep their ``$ref``/``$defs`` (inlining them would not terminate).
+    """
+    schema = copy.deepcopy(schema)
+    defs: dict[str, Any] = schema.pop("$defs", {})
+
+    def resolve(node: Any, stack: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                key = ref[len("#/$defs/") :]
+                if key in stack or key not in defs:
+                    return node
+                merged = {**defs[key], **{k: v for k, v in node.items() if k != "$ref"}}
+                return resolve(merged, (*stack, key))
+            out = {k: resolve(v, stack) for k, v in node.items() if k != "title"}
+            if out.get("type") == "object" and "properties" in out:
+                out.setdefault("additionalProperties", False)
+            return out
+        if isinstance(node, list):
+            return [resolve(v, stack) for v in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema, ())
+    if "$ref" in json.dumps(resolved):
+        resolved["$defs"] = {k: resolve(v, (k,)) for k, v in defs.items()}
+    resolved.setdefault("type", "object")
+    resolved.setdefault("properties", {})
+    resolved["additionalProperties"] = False
+    return resolved
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _check_name(name: str) -> None:
+    if not _NAME_RE.match(name or ""):
+        raise ToolDefinitionError(
+            f"invalid tool name {name!r}: use letters, digits, '_' or '-', at most 64 characters, "
+            "not starting with a digit",
+            tool_name=name or None,
+        )
+
+
+def _model_name(tool_name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[_\-]", tool_name)) + "Args"
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Split a docstring into its summary and per-argument descriptions.
+
+    Understands Google style (``Args:`` then ``name: text`` lines, continuation lines
+    indented deeper) and Sphinx style (``:param name: text``).
+    """
+    summary_lines: list[str] = []
+    args: dict[str, str] = {}
+    lines = doc.splitlines()
+    i = 0
+    in_args = False
+    current: str | None = None
+    current_indent = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        sphinx = _SPHINX_ARG.match(line)
+        if sphinx:
+            current = sphinx.group(1)
+            args[current] = sphinx.group(2).strip()
+            current_indent = len(line) - len(line.lstrip())
+            in_args = False
+            continue
+        if _ARGS_HEADER.match(line):
+            in_args = True
+            current = None
+            continue
+        if _SECTION_HEADER.match(line) or line.strip().startswith(":return"):
+            in_args = False
+            current = None
+            continue
+        if in_args:
+            if not line.strip():
+                current = None
+                continue
+            indent = len(line) - len(line.lstrip())
+            m = _GOOGLE_ARG.match(line)
+            if m and (current is None or indent <= current_indent):
+                current = m.group(1).lstrip("*")
+                args[current] = m.group(2).strip()
+                current_indent = indent
+            elif current is not None:
+                args[current] = (args[current] + " " + line.strip()).strip()
+            continue
+        if current is not None and line.strip() and (len(line) - len(line.lstrip())) > 0:
+            args[current] = (args[current] + " " + line.strip()).strip()
+            continue
+        current = None
+        if not args:
+            summary_lines.append(line)
+    return "\n".join(summary_lines).strip(), args
+
+
+def _format_validation_error(tool_name: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(x) for x in err.get("loc", ())) or "(arguments)"
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "extra_forbidden":
+            msg = "unexpected field"
+        parts.append(f"{loc}: {msg}")
+    return f"invalid arguments for {tool_name!r}: " + "; ".join(parts)
