@@ -1,0 +1,745 @@
+"""What a chat model and the server in front of it accept.
+
+The agent picks a protocol per model and shapes each request to what the server takes, so
+it needs to know, before the first request, whether a model does native tool calls,
+whether ``stop`` is allowed, and so on. Three layers answer that, each over the one
+before::
+
+    shipped registry   capabilities.json: glob patterns per model family, from the docs
+    user entries       register(), load_file(), REACT_ENGINE_CAPABILITIES=path
+    learned decisions  CapabilityCache: what a server rejected at run time,
+                       per (base_url, model), optionally kept in a JSON file
+
+:func:`resolve` combines them and says which layer decided. :func:`classify_rejection`
+turns a server's error body into the parameter it rejected, so the agent can drop that
+parameter (or fall back to the text protocol), retry once and remember the lesson.
+
+Nothing here talks to the network; it is all pure data and small functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import importlib.resources
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias
+
+from .errors import ConfigurationError
+
+__all__ = [
+    "CACHE_ENV",
+    "REGISTRY_ENV",
+    "REJECTION_OVERRIDES",
+    "Capabilities",
+    "CapabilityCache",
+    "CapabilityRegistry",
+    "RejectedParam",
+    "TextTemplate",
+    "classify_rejection",
+    "default_cache",
+    "default_registry",
+    "model_name_candidates",
+    "resolve",
+]
+
+logger = logging.getLogger(__name__)
+
+REGISTRY_ENV: Final = "REACT_ENGINE_CAPABILITIES"
+"""Path of a JSON file (same schema as the shipped one) whose entries override the shipped ones."""
+
+CACHE_ENV: Final = "REACT_ENGINE_CAPABILITY_CACHE"
+"""Path of the JSON file in which the default cache keeps what it learned across runs."""
+
+TextTemplate: TypeAlias = Literal["classic", "json", "zh"]
+TEXT_TEMPLATES: Final[tuple[str, ...]] = ("classic", "json", "zh")
+
+RejectedParam: TypeAlias = Literal["tools", "stop", "tool_choice", "parallel_tool_calls"]
+
+
+# --- capabilities ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What one model, behind its usual server, accepts. The defaults are the registry's
+    guess for an unknown model (see ``default`` in ``capabilities.json``)."""
+
+    function_calling: bool = True
+    """The server takes ``tools`` and returns ``tool_calls``. Decides the protocol under
+    ``protocol="auto"``: native calls when true, the text Thought/Action protocol when
+    false. A wrong ``True`` costs one rejected request (the rejection is learned)."""
+
+    parallel_tool_calls: bool = False
+    """The server accepts the ``parallel_tool_calls`` parameter and the model may return
+    several calls per reply. When false the parameter is not sent at all (several servers
+    reject it); several calls that arrive anyway are still executed."""
+
+    tool_choice_required: bool = False
+    """``tool_choice="required"`` is accepted and honoured. When false only ``"auto"`` (or
+    nothing) is sent, so forcing a call must be done with a retry message instead."""
+
+    stop: bool = True
+    """The server accepts ``stop`` sequences. The text protocol uses them to end a reply
+    before the model invents its own ``Observation:``; without them it cuts the invented
+    part after the fact, which costs tokens but still works. Reasoning APIs reject it."""
+
+    json_mode: bool = False
+    """``response_format={"type": "json_object"}`` is accepted. Only worth using with the
+    ``json`` text template; off unless the provider documents it."""
+
+    text_template: TextTemplate = "classic"
+    """Which text-protocol prompt suits the model: ``classic`` (Thought/Action/Action Input),
+    ``json`` (the action as one JSON object) or ``zh`` (Chinese labels). Every shipped
+    family follows ``classic``; the others are for users to pick per model."""
+
+    reasoning: bool = False
+    """A reasoning model: it thinks before answering, in ``<think>`` blocks or a separate
+    ``reasoning_content`` (strip that from the thought and the answer) or hidden (OpenAI's
+    o-series and GPT-5). Many of them reject or ignore sampling settings such as
+    ``temperature``, so don't send any."""
+
+    source: str = ""
+    """Where the entry's facts come from: the provider documentation URL, ``"user"`` for
+    :meth:`CapabilityRegistry.register`, or the file it was loaded from."""
+
+    note: str = ""
+    """Why the entry says what it says, for ``--explain`` output and for reviewers."""
+
+
+_BOOL_FIELDS: Final[tuple[str, ...]] = (
+    "function_calling",
+    "parallel_tool_calls",
+    "tool_choice_required",
+    "stop",
+    "json_mode",
+    "reasoning",
+)
+_STR_FIELDS: Final[tuple[str, ...]] = ("text_template", "source", "note")
+
+
+def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> Capabilities:
+    """``base`` with ``fields`` applied, every name and value checked."""
+    changes: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name in _BOOL_FIELDS:
+            if not isinstance(value, bool):
+                raise ConfigurationError(f"{where}: {name!r} must be true or false, got {value!r}")
+        elif name in _STR_FIELDS:
+            if not isinstance(value, str):
+                raise ConfigurationError(f"{where}: {name!r} must be a string, got {value!r}")
+            if name == "text_template" and value not in TEXT_TEMPLATES:
+                raise ConfigurationError(
+                    f"{where}: text_template must be one of {', '.join(TEXT_TEMPLATES)}, "
+                    f"got {value!r}"
+                )
+        else:
+            known = ", ".join(_BOOL_FIELDS + _STR_FIELDS)
+            raise ConfigurationError(f"{where}: unknown field {name!r} (known: {known})")
+        changes[name] = value
+    return dataclasses.replace(base, **changes)
+
+
+# --- model names ---------------------------------------------------------------------------
+
+
+def model_name_candidates(model: str) -> tuple[str, ...]:
+    """The lowercase names a model is matched under, most specific first.
+
+    Providers dress the same model differently: ``deepseek/deepseek-chat`` (OpenRouter),
+    ``Qwen/Qwen2.5-7B-Instruct`` (Hugging Face), ``hf.co/bartowski/...-GGUF:Q4_K_M`` and
+    ``llama3.1:8b`` (Ollama), ``/models/smollm2-135m-instruct.Q4_1.gguf`` (llama.cpp),
+    ``ft:gpt-4o-mini-2024-07-18:org::id`` (OpenAI fine-tunes). Matching the full name, the
+    last path segment and both without an Ollama ``:tag`` lets one pattern per family
+    cover them all.
+    """
+    name = model.strip().lower()
+    if name.startswith("ft:"):
+        name = name[3:]
+    out: list[str] = [name]
+    base = re.split(r"[/\\]", name)[-1]
+    if base and base != name:
+        out.append(base)
+    for candidate in list(out):
+        if ":" in candidate:
+            untagged = candidate.split(":", 1)[0]
+            if untagged and untagged not in out:
+                out.append(untagged)
+    return tuple(out)
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    pattern: str
+    caps: Capabilities
+    regex: re.Pattern[str]
+
+
+def _entry(pattern: str, caps: Capabilities, where: str) -> _Entry:
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise ConfigurationError(f"{where}: a pattern must be a non-empty string, got {pattern!r}")
+    pattern = pattern.strip()
+    return _Entry(pattern, caps, re.compile(fnmatch.translate(pattern.lower())))
+
+
+class CapabilityRegistry:
+    """Ordered ``(glob pattern, Capabilities)`` entries; the first match wins.
+
+    Patterns are shell globs (``*``, ``?``, ``[5-9]``) matched case-insensitively against
+    every name in :func:`model_name_candidates`. The most recent addition wins:
+    :meth:`register` and :meth:`load_file` put their entries in front of all earlier ones
+    (within one file, the file's order holds), so user entries beat the shipped ones.
+
+    Entries are replaced as a whole tuple on every change, so concurrent lookups always see
+    a consistent list.
+    """
+
+    def __init__(
+        self,
+        entries: Iterable[tuple[str, Capabilities]] = (),
+        *,
+        default: Capabilities | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._default = default if default is not None else Capabilities()
+        self._entries: tuple[_Entry, ...] = tuple(
+            _entry(pattern, caps, "CapabilityRegistry") for pattern, caps in entries
+        )
+
+    @property
+    def default(self) -> Capabilities:
+        """What a model that matches no pattern gets."""
+        return self._default
+
+    @property
+    def entries(self) -> tuple[tuple[str, Capabilities], ...]:
+        """The entries in lookup order."""
+        return tuple((e.pattern, e.caps) for e in self._entries)
+
+    def lookup(self, model: str) -> tuple[Capabilities, str]:
+        """The capabilities of ``model`` and the pattern that matched (``"default"`` if none)."""
+        names = model_name_candidates(model)
+        for entry in self._entries:
+            for name in names:
+                if entry.regex.match(name):
+                    return entry.caps, entry.pattern
+        return self._default, "default"
+
+    def register(self, pattern: str, **fields: Any) -> Capabilities:
+        """Put ``pattern`` in front of every existing entry and return its capabilities.
+
+        Unspecified fields come from :attr:`default`, not from whatever entry the pattern
+        would have matched before, so an entry means the same wherever it is registered.
+        """
+        base = dataclasses.replace(self._default, source="user", note="")
+        caps = _capabilities(base, fields, f"register({pattern!r})")
+        entry = _entry(pattern, caps, "register()")
+        with self._lock:
+            self._entries = (entry, *self._entries)
+        return caps
+
+    def load_file(self, path: str | os.PathLike[str]) -> None:
+        """Put the entries of a JSON file (the shipped file's schema) in front of all others.
+
+        A ``default`` object in the file replaces the registry's default. Raises
+        :class:`~react_engine.errors.ConfigurationError` naming the file and the problem.
+        """
+        where = f"capabilities file {os.fspath(path)}"
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"{where}: cannot read it: {exc}") from exc
+        self._load_text(text, where, source=f"file: {os.fspath(path)}")
+
+    def _load_text(self, text: str, where: str, *, source: str) -> None:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConfigurationError(f"{where}: not valid JSON: {exc}") from exc
+        default, entries = _parse_document(data, where, self._default, source=source)
+        with self._lock:
+            self._default = default
+            self._entries = (*entries, *self._entries)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> CapabilityRegistry:
+        """A registry holding only the entries of one file."""
+        registry = cls()
+        registry.load_file(path)
+        return registry
+
+    @classmethod
+    def from_default(cls, *, env: Mapping[str, str] | None = None) -> CapabilityRegistry:
+        """A fresh registry with the shipped entries, plus the file named by
+        ``REACT_ENGINE_CAPABILITIES`` in ``env`` (``os.environ`` when ``None``), if set."""
+        registry = cls()
+        resource = importlib.resources.files("react_engine").joinpath("capabilities.json")
+        registry._load_text(
+            resource.read_text(encoding="utf-8"),
+            "shipped react_engine/capabilities.json",
+            source="react-engine",
+        )
+        override = (os.environ if env is None else env).get(REGISTRY_ENV, "").strip()
+        if override:
+            registry.load_file(override)
+        return registry
+
+
+def _parse_document(
+    data: Any, where: str, default: Capabilities, *, source: str
+) -> tuple[Capabilities, list[_Entry]]:
+    """The default and entries described by one capabilities document."""
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"{where}: the top level must be a JSON object")
+    unknown = set(data) - {"version", "default", "models"}
+    if unknown:
+        raise ConfigurationError(f"{where}: unknown top-level key(s) {sorted(unknown)}")
+    version = data.get("version", 1)
+    if version != 1:
+        raise ConfigurationError(f"{where}: unsupported version {version!r} (expected 1)")
+    if "default" in data:
+        raw_default = data["default"]
+        if not isinstance(raw_default, dict):
+            raise ConfigurationError(f"{where}: 'default' must be an object")
+        default = _capabilities(Capabilities(source=source), raw_default, f"{where}: default")
+    models = data.get("models", [])
+    if not isinstance(models, list):
+        raise ConfigurationError(f"{where}: 'models' must be a list")
+    entries: list[_Entry] = []
+    base = dataclasses.replace(default, source=source, note="")
+    for index, item in enumerate(models):
+        at = f"{where}: models[{index}]"
+        if not isinstance(item, dict):
+            raise ConfigurationError(f"{at}: each entry must be an object")
+        fields = dict(item)
+        patterns: Any = []
+        if "pattern" in fields:
+            patterns = [fields.pop("pattern")]
+        if "patterns" in fields:
+            patterns = fields.pop("patterns")
+        if not isinstance(patterns, list) or not patterns:
+            raise ConfigurationError(f"{at}: needs 'pattern' (a string) or 'patterns' (a list)")
+        caps = _capabilities(base, fields, at)
+        entries.extend(_entry(pattern, caps, at) for pattern in patterns)
+    return default, entries
+
+
+_default_registry: CapabilityRegistry | None = None
+_default_registry_lock = threading.Lock()
+
+
+def default_registry() -> CapabilityRegistry:
+    """The process-wide registry: shipped entries plus ``REACT_ENGINE_CAPABILITIES``.
+
+    Built on first use (so importing the module does no I/O). Entries registered on it
+    apply to every agent that does not pass its own registry.
+    """
+    global _default_registry
+    with _default_registry_lock:
+        if _default_registry is None:
+            _default_registry = CapabilityRegistry.from_default()
+        return _default_registry
+
+
+# --- learned decisions -----------------------------------------------------------------------
+
+
+_CacheKey: TypeAlias = tuple[str, str]
+
+
+def _cache_key(base_url: str | None, model: str) -> _CacheKey:
+    return ((base_url or "").strip().rstrip("/"), model.strip())
+
+
+class CapabilityCache:
+    """What servers rejected at run time, per ``(base_url, model)``.
+
+    After a server answers "does not support tools", the agent falls back to text and calls
+    ``remember(base_url, model, function_calling=False)``; the next run against the same
+    server skips the doomed request. The same model name can mean different things on
+    different servers (DeepSeek-V3 with and without a tool parser), hence the base URL in
+    the key.
+
+    In memory by default. With a ``path`` every change is written to a small JSON file,
+    atomically (temp file + :func:`os.replace`) so a crash never leaves half a file. Before
+    each change the file is read again, so several processes sharing it keep each other's
+    lessons. A file that cannot be read or parsed is ignored with a logged warning:
+    forgetting a lesson costs one request, crashing a run costs the run. All methods are
+    thread-safe.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self._path = Path(path) if path is not None else None
+        self._lock = threading.RLock()
+        self._data: dict[_CacheKey, dict[str, bool]] = {}
+        if self._path is not None:
+            self._data = self._read() or {}
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CapabilityCache:
+        """A cache persisted to ``REACT_ENGINE_CAPABILITY_CACHE`` if set, else in memory."""
+        path = (os.environ if env is None else env).get(CACHE_ENV, "").strip()
+        return cls(path or None)
+
+    @property
+    def path(self) -> Path | None:
+        """The file the cache is kept in, or ``None`` for memory only."""
+        return self._path
+
+    def get(self, base_url: str | None, model: str) -> dict[str, bool]:
+        """The learned overrides for this server and model (a copy; empty if none)."""
+        with self._lock:
+            return dict(self._data.get(_cache_key(base_url, model), {}))
+
+    def entries(self) -> list[tuple[str, str, dict[str, bool]]]:
+        """Every ``(base_url, model, overrides)`` learned so far, for display."""
+        with self._lock:
+            return [(url, model, dict(o)) for (url, model), o in sorted(self._data.items())]
+
+    def remember(self, base_url: str | None, model: str, **overrides: bool) -> None:
+        """Record capability overrides, e.g. ``function_calling=False``, merged into any
+        already known for this server and model."""
+        for name, value in overrides.items():
+            if name not in _BOOL_FIELDS:
+                raise ConfigurationError(
+                    f"CapabilityCache.remember: unknown capability {name!r} "
+                    f"(known: {', '.join(_BOOL_FIELDS)})"
+                )
+            if not isinstance(value, bool):
+                raise ConfigurationError(
+                    f"CapabilityCache.remember: {name} must be a bool, got {value!r}"
+                )
+        if not overrides:
+            return
+        key = _cache_key(base_url, model)
+
+        def change(data: dict[_CacheKey, dict[str, bool]]) -> None:
+            data[key] = {**data.get(key, {}), **overrides}
+
+        self._mutate(change)
+
+    def forget(self, base_url: str | None, model: str) -> None:
+        """Drop what was learned about this server and model."""
+        key = _cache_key(base_url, model)
+        self._mutate(lambda data: data.pop(key, None))
+
+    def clear(self) -> None:
+        """Drop everything learned (and empty the file, if there is one)."""
+        self._mutate(lambda data: data.clear())
+
+    def _mutate(self, change: Any) -> None:
+        with self._lock:
+            data = self._data
+            if self._path is not None:
+                on_disk = self._read()
+                if on_disk is not None:
+                    data = on_disk
+            data = {k: dict(v) for k, v in data.items()}
+            change(data)
+            self._data = data
+            if self._path is not None:
+                self._write(data)
+
+    def _read(self) -> dict[_CacheKey, dict[str, bool]] | None:
+        """The file's entries; ``{}`` if it does not exist, ``None`` if it is unusable."""
+        assert self._path is not None
+        try:
+            text = self._path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            logger.warning("ignoring capability cache %s: cannot read it: %s", self._path, exc)
+            return None
+        try:
+            raw = json.loads(text)
+            if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
+                raise ValueError("expected an object with an 'entries' list")
+        except ValueError as exc:
+            logger.warning("ignoring corrupt capability cache %s: %s", self._path, exc)
+            return None
+        data: dict[_CacheKey, dict[str, bool]] = {}
+        for item in raw["entries"]:
+            try:
+                url, model, overrides = item["base_url"], item["model"], item["overrides"]
+                if not (isinstance(url, str) and isinstance(model, str)):
+                    raise TypeError("base_url and model must be strings")
+                clean = {
+                    k: v
+                    for k, v in overrides.items()
+                    if k in _BOOL_FIELDS and isinstance(v, bool)
+                }
+            except (KeyError, TypeError, AttributeError) as exc:
+                logger.warning("ignoring a bad entry in capability cache %s: %s", self._path, exc)
+                continue
+            if clean:
+                data[_cache_key(url, model)] = clean
+        return data
+
+    def _write(self, data: Mapping[_CacheKey, Mapping[str, bool]]) -> None:
+        assert self._path is not None
+        document = {
+            "version": 1,
+            "entries": [
+                {"base_url": url, "model": model, "overrides": dict(sorted(o.items()))}
+                for (url, model), o in sorted(data.items())
+            ],
+        }
+        tmp_name: str | None = None
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(
+                "w",
+                encoding="utf-8",
+                dir=self._path.parent,
+                prefix=f".{self._path.name}.",
+                suffix=".tmp",
+                delete=False,
+            ) as fh:
+                tmp_name = fh.name
+                json.dump(document, fh, indent=2, ensure_ascii=False)
+                fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp_name, self._path)
+            tmp_name = None
+        except OSError as exc:
+            logger.warning("could not save capability cache %s: %s", self._path, exc)
+        finally:
+            if tmp_name is not None:
+                try:
+                    os.unlink(tmp_name)
+                except OSError:
+                    pass
+
+
+_default_cache: CapabilityCache | None = None
+_default_cache_lock = threading.Lock()
+
+
+def default_cache() -> CapabilityCache:
+    """The process-wide cache: in memory, or in ``REACT_ENGINE_CAPABILITY_CACHE`` if set.
+
+    Built on first use, so the environment variable is read then, not at import.
+    """
+    global _default_cache
+    with _default_cache_lock:
+        if _default_cache is None:
+            _default_cache = CapabilityCache.from_env()
+        return _default_cache
+
+
+def resolve(
+    registry: CapabilityRegistry | None,
+    cache: CapabilityCache | None,
+    base_url: str | None,
+    model: str,
+) -> tuple[Capabilities, str]:
+    """The capabilities to use for ``model`` on ``base_url``, and why.
+
+    Learned overrides win over the registry. The reason is ``"registry: <pattern>"`` when
+    the registry decided alone, or ``"learned: stop=False (registry: o3*)"`` when a learned
+    override changed something. ``None`` means the process-wide default registry or cache.
+    """
+    registry = default_registry() if registry is None else registry
+    cache = default_cache() if cache is None else cache
+    caps, pattern = registry.lookup(model)
+    learned = cache.get(base_url, model)
+    changed = {k: v for k, v in sorted(learned.items()) if getattr(caps, k) != v}
+    if not changed:
+        return caps, f"registry: {pattern}"
+    what = ", ".join(f"{k}={v}" for k, v in changed.items())
+    return dataclasses.replace(caps, **changed), f"learned: {what} (registry: {pattern})"
+
+
+# --- recognising rejections ---------------------------------------------------------------------
+
+
+REJECTION_OVERRIDES: Final[Mapping[RejectedParam, Mapping[str, bool]]] = {
+    "tools": {"function_calling": False},
+    "tool_choice": {"tool_choice_required": False},
+    "parallel_tool_calls": {"parallel_tool_calls": False},
+    "stop": {"stop": False},
+}
+"""What to :meth:`CapabilityCache.remember` after each kind of rejection."""
+
+_PRIORITY: Final[tuple[RejectedParam, ...]] = ("tools", "tool_choice", "parallel_tool_calls", "stop")
+_KINDS: Final[frozenset[str]] = frozenset(_PRIORITY)
+
+# 400/422 are the usual answers; 404 and 501 come from servers that treat an unknown
+# feature as a missing route; llama.cpp answers 500 for "tools param requires --jinja flag".
+# Every rule below needs the body to name the parameter or feature as unsupported, so a
+# 500 is only classified when its body says so. 401/403/429 and 502-504 never are.
+_REJECTION_STATUSES: Final = frozenset({400, 404, 422, 500, 501})
+_MAX_BODY: Final = 100_000
+
+_PARAM = r"(tools|tool_choice|parallel_tool_calls|stop)"
+_NOT_SUPPORTED = r"(?:not supported|unsupported|not allowed|not permitted|not enabled)"
+_NEGATED_SUPPORT = r"(?:does not|doesn't|do not|don't|cannot|can't|unable to) support"
+
+# Patterns over the lowercased error text. Each is linear: no nested quantifiers, and every
+# "anything" gap is bounded and cannot cross a sentence.
+# "Unsupported parameter: 'stop' ...", "Unrecognized request arguments supplied: a, b"
+_RE_PARAM_LIST = re.compile(
+    r"(?:unsupported|unknown|unrecognized|unrecognised) (?:request )?"
+    r"(?:parameter|param|argument|field)s?(?: supplied)?\s*:\s*([^.\n]{1,200})"
+)
+# one name of such a list; "'tools[0].function.strict'" names a nested field, not ``tools``
+_RE_LIST_ITEM = re.compile(r"\s*['\"`]?([a-z_]+)(?:['\"`]|\s|$)")
+# "'parallel_tool_calls' is not supported", "tools is not supported with this model"
+_RE_PARAM_NOT_SUPPORTED = re.compile(
+    rf"['\"`]?\b{_PARAM}\b['\"`]? (?:param(?:eter)? |argument )?(?:is|are) {_NOT_SUPPORTED}"
+)
+# llama.cpp without --jinja: "tools param requires --jinja flag"
+_RE_PARAM_REQUIRES = re.compile(rf"\b{_PARAM} param(?:eter)? requires\b")
+# a Python server passing the request on as keyword arguments
+_RE_UNEXPECTED_KWARG = re.compile(rf"unexpected keyword argument ['\"]{_PARAM}['\"]")
+# pydantic errors quoted as Python reprs (older vLLM) or as pydantic's own text
+_RE_EXTRA_REPR = re.compile(
+    rf"'type': 'extra_forbidden', 'loc': \('body', '{_PARAM}'\)"
+)
+_RE_EXTRA_TEXT = re.compile(
+    rf"^{_PARAM}\n[ \t]+extra (?:inputs|fields) (?:are )?not permitted", re.MULTILINE
+)
+# some context saying the named thing is not accepted (used with a JSON "param" field)
+_RE_UNSUPPORTED_CONTEXT = re.compile(
+    rf"{_NOT_SUPPORTED}|{_NEGATED_SUPPORT}|unrecognized|unknown parameter|"
+    r"supported values are|extra_forbidden|extra inputs|requires --jinja"
+)
+# vLLM without --enable-auto-tool-choice: no tool calls at all under tool_choice "auto"
+_RE_VLLM_AUTO = re.compile(r"--enable-auto-tool-choice|\"auto\" tool choice requires")
+_RE_PARALLEL = re.compile(
+    rf"parallel[ _](?:tool|function)[ _]calls?\b[^.\n]{{0,60}}?{_NOT_SUPPORTED}"
+    rf"|{_NEGATED_SUPPORT} parallel[ _](?:tool|function)"
+)
+_RE_TOOL_CHOICE = re.compile(
+    rf"tool[ _]choice\b[^.\n]{{0,60}}?{_NOT_SUPPORTED}"
+    rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?tool[ _]choice"
+)
+_TOOL_WORDS = (
+    r"(?:tools?|tool[ _]use|tool[ _]calls?|tool[ _]calling|"
+    r"function[ _]calling|function[ _]calls?|functions)"
+)
+_RE_TOOLS = re.compile(
+    rf"{_NEGATED_SUPPORT} (?:the )?{_TOOL_WORDS}\b"
+    rf"|\b{_TOOL_WORDS}\b(?: is| are)? (?:not supported|unsupported|not enabled|not available)"
+    r"|not supported for [^.\n]{0,60}?(?:function[ _]calling|tool[ _]use|tools)"
+)
+_RE_STOP = re.compile(
+    rf"\bstop(?:[ _](?:sequences?|words?))?\b['\"`]?(?: param(?:eter)?)? (?:is|are) {_NOT_SUPPORTED}"
+    rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?stop\b"
+)
+
+
+def classify_rejection(status_code: int | None, body: str) -> RejectedParam | None:
+    """Which request parameter a server rejected as unsupported, if its error says so.
+
+    ``"tools"`` means the server (or model) takes no tools at all: fall back to the text
+    protocol. The others name a parameter to drop before retrying. ``None`` means the error
+    is something else (a bad schema, a context overflow, auth, a rate limit...) and must
+    not be "fixed" by dropping features. ``status_code=None`` (unknown) is read like a 400.
+
+    The body may be JSON in any of the usual envelopes (OpenAI's ``{"error": {"message",
+    "param"}}``, vLLM's ``{"object": "error", ...}``, FastAPI's ``{"detail": [...]}``,
+    Ollama's ``{"error": "..."}``) or plain text. A JSON ``param`` field is trusted only
+    when the message also says the parameter is unsupported: OpenAI sets ``param: "stop"``
+    for a too-long stop list too, which is our bug and not a missing feature.
+    """
+    if status_code is not None and status_code not in _REJECTION_STATUSES:
+        return None
+    text, params, extra = _error_parts(body[:_MAX_BODY])
+    text = text.lower()
+    found: set[str] = set()
+
+    for match in _RE_PARAM_LIST.finditer(text):
+        for item in match.group(1).split(","):
+            name = _RE_LIST_ITEM.match(item)
+            if name:
+                found.add(name.group(1))
+    for pattern in (
+        _RE_PARAM_NOT_SUPPORTED,
+        _RE_PARAM_REQUIRES,
+        _RE_UNEXPECTED_KWARG,
+        _RE_EXTRA_REPR,
+        _RE_EXTRA_TEXT,
+    ):
+        found.update(m.group(1) for m in pattern.finditer(text))
+    found.update(extra)
+    if any(p in _KINDS for p in params) and _RE_UNSUPPORTED_CONTEXT.search(text):
+        found.update(params)
+    for kind in _PRIORITY:
+        if kind in found:
+            return kind
+
+    if _RE_VLLM_AUTO.search(text):
+        return "tools"
+    if _RE_PARALLEL.search(text):
+        return "parallel_tool_calls"
+    if _RE_TOOL_CHOICE.search(text):
+        return "tool_choice"
+    if _RE_TOOLS.search(text):
+        return "tools"
+    if _RE_STOP.search(text):
+        return "stop"
+    return None
+
+
+def _error_parts(body: str) -> tuple[str, list[str], list[str]]:
+    """From an error body: its messages joined, the ``param`` fields, and the top-level
+    request fields that pydantic reported as forbidden extras."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return body, [], []
+    texts: list[str] = []
+    params: list[str] = []
+    extra: list[str] = []
+    _walk_error(data, texts, params, extra, 0)
+    return "\n".join(texts), params, extra
+
+
+def _walk_error(
+    node: Any, texts: list[str], params: list[str], extra: list[str], depth: int
+) -> None:
+    if depth > 12:
+        return
+    if isinstance(node, str):
+        texts.append(node)
+        stripped = node.strip()
+        if stripped[:1] in ("{", "[") and depth < 12:
+            try:
+                nested = json.loads(stripped)
+            except (ValueError, RecursionError):
+                return
+            _walk_error(nested, texts, params, extra, depth + 1)
+    elif isinstance(node, list):
+        for item in node:
+            _walk_error(item, texts, params, extra, depth + 1)
+    elif isinstance(node, dict):
+        loc = node.get("loc")
+        kind = str(node.get("type", "")) + " " + str(node.get("msg", ""))
+        if (
+            isinstance(loc, list)
+            and len(loc) == 2
+            and loc[0] == "body"
+            and isinstance(loc[1], str)
+            and re.search(r"extra_forbidden|extra (?:inputs|fields)", kind.lower())
+        ):
+            extra.append(loc[1])
+        param = node.get("param")
+        if isinstance(param, str):
+            params.append(param)
+        for key, value in node.items():
+            if key in ("input", "loc", "param"):
+                continue  # the request echoed back (tool descriptions are not errors)
+            _walk_error(value, texts, params, extra, depth + 1)
