@@ -19,6 +19,7 @@ Nothing here talks to the network; it is all pure data and small functions.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import importlib.resources
@@ -475,9 +476,7 @@ class CapabilityCache:
                 if not (isinstance(url, str) and isinstance(model, str)):
                     raise TypeError("base_url and model must be strings")
                 clean = {
-                    k: v
-                    for k, v in overrides.items()
-                    if k in _BOOL_FIELDS and isinstance(v, bool)
+                    k: v for k, v in overrides.items() if k in _BOOL_FIELDS and isinstance(v, bool)
                 }
             except (KeyError, TypeError, AttributeError) as exc:
                 logger.warning("ignoring a bad entry in capability cache %s: %s", self._path, exc)
@@ -517,10 +516,8 @@ class CapabilityCache:
             logger.warning("could not save capability cache %s: %s", self._path, exc)
         finally:
             if tmp_name is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(tmp_name)
-                except OSError:
-                    pass
 
 
 _default_cache: CapabilityCache | None = None
@@ -555,7 +552,7 @@ def resolve(
     cache = default_cache() if cache is None else cache
     caps, pattern = registry.lookup(model)
     learned = cache.get(base_url, model)
-    changed = {k: v for k, v in sorted(learned.items()) if getattr(caps, k) != v}
+    changed: dict[str, Any] = {k: v for k, v in sorted(learned.items()) if getattr(caps, k) != v}
     if not changed:
         return caps, f"registry: {pattern}"
     what = ", ".join(f"{k}={v}" for k, v in changed.items())
@@ -573,7 +570,12 @@ REJECTION_OVERRIDES: Final[Mapping[RejectedParam, Mapping[str, bool]]] = {
 }
 """What to :meth:`CapabilityCache.remember` after each kind of rejection."""
 
-_PRIORITY: Final[tuple[RejectedParam, ...]] = ("tools", "tool_choice", "parallel_tool_calls", "stop")
+_PRIORITY: Final[tuple[RejectedParam, ...]] = (
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "stop",
+)
 _KINDS: Final[frozenset[str]] = frozenset(_PRIORITY)
 
 # 400/422 are the usual answers; 404 and 501 come from servers that treat an unknown
@@ -605,9 +607,7 @@ _RE_PARAM_REQUIRES = re.compile(rf"\b{_PARAM} param(?:eter)? requires\b")
 # a Python server passing the request on as keyword arguments
 _RE_UNEXPECTED_KWARG = re.compile(rf"unexpected keyword argument ['\"]{_PARAM}['\"]")
 # pydantic errors quoted as Python reprs (older vLLM) or as pydantic's own text
-_RE_EXTRA_REPR = re.compile(
-    rf"'type': 'extra_forbidden', 'loc': \('body', '{_PARAM}'\)"
-)
+_RE_EXTRA_REPR = re.compile(rf"'type': 'extra_forbidden', 'loc': \('body', '{_PARAM}'\)")
 _RE_EXTRA_TEXT = re.compile(
     rf"^{_PARAM}\n[ \t]+extra (?:inputs|fields) (?:are )?not permitted", re.MULTILINE
 )
@@ -636,7 +636,8 @@ _RE_TOOLS = re.compile(
     r"|not supported for [^.\n]{0,60}?(?:function[ _]calling|tool[ _]use|tools)"
 )
 _RE_STOP = re.compile(
-    rf"\bstop(?:[ _](?:sequences?|words?))?\b['\"`]?(?: param(?:eter)?)? (?:is|are) {_NOT_SUPPORTED}"
+    r"\bstop(?:[ _](?:sequences?|words?))?\b['\"`]?(?: param(?:eter)?)? (?:is|are) "
+    rf"{_NOT_SUPPORTED}"
     rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?stop\b"
 )
 

@@ -1,0 +1,720 @@
+"""Tool calls that a model wrote into its reply text instead of ``tool_calls``.
+
+Under native function calling, a server without the right tool parser (vLLM without
+``--tool-call-parser``, llama.cpp without ``--jinja``, a provider that deploys a model
+"plain") hands the model's raw call syntax back as content. The call is still there, in
+the model family's own format::
+
+    hermes          <tool_call>{"name": "f", "arguments": {...}}</tool_call>       Qwen2.5, Hermes
+    qwen_xml        <tool_call><function=f><parameter=k>v</parameter></function>  Qwen3-Coder
+    llama_function  <function=f>{"k": "v"}</function>                              Llama 3.1
+    deepseek        <｜tool▁call▁begin｜>function<｜tool▁sep｜>f ```json {...}```   DeepSeek V3 / R1
+                    <｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>       DeepSeek V3.1
+    mistral         [TOOL_CALLS][{"name": "f", "arguments": {...}}]               Mistral
+                    [TOOL_CALLS]f[ARGS]{...}                                      Mistral (v11+)
+    llama           <|python_tag|>{"name": "f", "parameters": {...}}               Llama 3.x
+    json            {"name": "f", "parameters": {...}}   as the whole reply        Llama 3.x
+    python          f(k="v") on a line of its own, or [f(k=1), g()] as the reply   Llama 3.2, Gemma
+
+:func:`salvage_calls` finds them; :func:`strip_salvaged` removes them so that what is
+left is the step's thought. Thought/Action text is not handled here: that is the text
+protocol's parser.
+
+Guard rails, because a false positive runs a tool the model never asked for:
+
+* only names in ``tool_names`` are salvaged; with no tools, nothing is;
+* Python syntax counts only on a line of its own (or as a whole ``[f(), g()]`` reply), is
+  parsed with :mod:`ast` and literal-evaluated, never executed;
+* calls inside ``<think>...</think>`` are drafts, not calls, and are skipped;
+* broken JSON arguments stay the raw string (the caller may repair them).
+
+Every pattern is linear (no nested quantifiers, bounded gaps), and every scan resumes
+where the previous one stopped, so a megabyte of adversarial text is still cheap.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import json
+import keyword
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeAlias
+
+__all__ = ["SalvageFormat", "SalvagedCall", "salvage_calls", "strip_salvaged"]
+
+SalvageFormat: TypeAlias = Literal[
+    "hermes", "qwen_xml", "llama_function", "deepseek", "mistral", "llama", "json", "python"
+]
+
+Arguments: TypeAlias = dict[str, Any] | str
+
+
+@dataclass(frozen=True, slots=True)
+class SalvagedCall:
+    """One tool call recovered from reply text."""
+
+    name: str
+    """A name from the ``tool_names`` given to :func:`salvage_calls`."""
+    arguments: dict[str, Any] | str
+    """The arguments as a dict, or the raw text when it was not valid JSON (repair it, or
+    report invalid arguments to the model). A Python call with one positional argument
+    gives that argument as a string; several positional arguments are kept in order under
+    ``"__args__"`` (map them onto the tool's parameters, or report them)."""
+    format: SalvageFormat
+    """Which syntax the model used (see the module docstring)."""
+    span: tuple[int, int]
+    """``text[start:end]`` that the call occupies. Calls from one wrapper (a DeepSeek
+    block, a Mistral list) tile it, so removing all spans removes the wrapper too."""
+
+
+# --- patterns -------------------------------------------------------------------------------
+
+# Hermes / Qwen tags, Qwen3-Coder and Llama 3.1 <function=...> tags, in one pass.
+_RE_TAG = re.compile(
+    r"<tool_call>"  # Hermes block open
+    r"|</tool_call>"  # Hermes block close
+    r"|<function=([^<>\n]{1,200})>"  # function open, name in group 1
+    r"|</function>"  # function close
+    r"|<parameter=([^<>\n]{1,200})>"  # parameter open, name in group 2
+    r"|</parameter>"  # parameter close
+)
+# DeepSeek special tokens: full-width bar ｜ and ▁, or their ASCII look-alikes.
+_RE_DEEPSEEK = re.compile(
+    r"<[|｜]tool[_▁]calls[_▁](begin|end)[|｜]>"  # block open/close, group 1
+    r"|<[|｜]tool[_▁]call[_▁](begin|end)[|｜]>"  # call open/close, group 2
+    r"|<[|｜]tool[_▁]sep[|｜]>"  # between type or name and the arguments
+)
+_RE_MISTRAL = re.compile(r"\[TOOL_CALLS\]")
+# Mistral v11+: NAME[ARGS]{...}, optionally NAME[CALL_ID]id[ARGS]{...}
+_RE_MISTRAL_NAMED = re.compile(
+    r"\s*([A-Za-z0-9_.\-]{1,128})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?\[ARGS\]"
+)
+_RE_LLAMA_TAG = re.compile(r"<\|python_tag\|>|<\|eom_id\|>|<\|eot_id\|>")
+_RE_THINK = re.compile(r"<think>|</think>")
+# loose reading of a call object whose JSON is broken
+_RE_LOOSE_NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]{1,200})"')
+_RE_LOOSE_ARGS = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
+_RE_LOOSE_CALL_START = re.compile(r'\{\s*"name"\s*:')
+_RE_QUOTE_OR_ESCAPE = re.compile(r'["\\]')
+# structural characters for the bracket scanners
+_RE_JSON_STRUCT = re.compile(r'[{}\[\]"\\]')
+_RE_PY_STRUCT = re.compile(r"[(){}\[\]\"'\\\n]")
+# what may surround a Python call on its line: indentation, inline-code backticks, ";"
+_RE_LINE_TAIL = re.compile(r"[ \t`;]*(?:\r?\n|$)")
+_RE_IDENT_CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]{0,127})\s*\(")
+
+_MAX_CALL_CHARS: Final = 20_000
+"""Longest Python call considered; longer ones are not calls a model meant to make."""
+
+
+# --- the entry points -----------------------------------------------------------------------------
+
+
+def salvage_calls(text: str, tool_names: Collection[str]) -> list[SalvagedCall]:
+    """The tool calls written in ``text``, in order of appearance.
+
+    Only calls to names in ``tool_names`` are returned. Where two formats claim the same
+    text, the more explicit one wins (special tokens and tags before bare JSON before
+    Python syntax).
+    """
+    names = frozenset(n for n in tool_names if n)
+    if not text or not names:
+        return []
+    think = _think_regions(text)
+    think_starts = [start for start, _ in think]
+    accepted: list[SalvagedCall] = []
+    starts: list[int] = []
+    detectors = (_deepseek, _tagged, _mistral, _llama_tag, _whole_json, _python)
+    for detect in detectors:
+        for call in detect(text, names):
+            region = bisect.bisect_right(think_starts, call.span[0]) - 1
+            if region >= 0 and call.span[0] < think[region][1]:
+                continue
+            index = bisect.bisect_left(starts, call.span[0])
+            if index > 0 and accepted[index - 1].span[1] > call.span[0]:
+                continue
+            if index < len(accepted) and accepted[index].span[0] < call.span[1]:
+                continue
+            starts.insert(index, call.span[0])
+            accepted.insert(index, call)
+    return accepted
+
+
+def strip_salvaged(text: str, calls: Sequence[SalvagedCall]) -> str:
+    """``text`` without the calls' spans: the prose around them, i.e. the step's thought.
+
+    Code fences left empty by the removal are dropped and runs of blank lines collapse,
+    so ``"Let me check.\\n```python\\nget_weather('Paris')\\n```"`` becomes
+    ``"Let me check."``.
+    """
+    if not calls:
+        return text.strip()
+    pieces: list[str] = []
+    pos = 0
+    for start, end in sorted(c.span for c in calls):
+        start, end = max(start, pos), min(end, len(text))
+        if start >= end:
+            continue
+        pieces.append(text[pos:start])
+        pos = end
+    pieces.append(text[pos:])
+    out = "".join(pieces)
+    out = re.sub(r"```[\w-]*\s*```", "", out)
+    out = re.sub(r"\n\s*\n", "\n\n", out)
+    return out.strip()
+
+
+# --- regions ----------------------------------------------------------------------------------
+
+_Piece: TypeAlias = tuple[str, Arguments, int, int]
+"""A call found in text: name, arguments, and the extent of its own syntax."""
+
+
+def _think_regions(text: str) -> list[tuple[int, int]]:
+    """``<think>...</think>`` spans. A ``</think>`` with no opening one closes a block
+    begun in the prompt (Qwen3's template), so it covers the text from the start; an
+    unclosed ``<think>`` (a truncated reply) runs to the end."""
+    regions: list[tuple[int, int]] = []
+    open_at: int | None = None
+    for match in _RE_THINK.finditer(text):
+        if match.group() == "<think>":
+            if open_at is None:
+                open_at = match.start()
+        elif open_at is not None:
+            regions.append((open_at, match.end()))
+            open_at = None
+        elif not regions:
+            regions.append((0, match.end()))
+    if open_at is not None:
+        regions.append((open_at, len(text)))
+    return regions
+
+
+def _tile(
+    pieces: Sequence[_Piece],
+    fmt: SalvageFormat,
+    start: int,
+    end: int,
+    names: frozenset[str],
+) -> list[SalvagedCall]:
+    """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
+    with spans that tile it: the first reaches back to the wrapper's start, each next one
+    begins where the previous ended, the last reaches to the wrapper's end."""
+    out: list[SalvagedCall] = []
+    previous_end = start
+    for index, (name, arguments, _, piece_end) in enumerate(pieces):
+        span_end = end if index == len(pieces) - 1 else piece_end
+        if name in names:
+            out.append(SalvagedCall(name, arguments, fmt, (previous_end, span_end)))
+        previous_end = span_end
+    return out
+
+
+# --- arguments -----------------------------------------------------------------------------------
+
+
+def _loads(src: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(src)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def _arguments(value: Any) -> Arguments:
+    """Normalise parsed arguments: a dict stays, JSON text holding an object is decoded
+    (some models double-encode), other text stays as written, nothing becomes ``{}``."""
+    if isinstance(value, dict):
+        return value
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        ok, decoded = _loads(value)
+        return decoded if ok and isinstance(decoded, dict) else value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _raw_arguments(src: str) -> Arguments:
+    """Arguments given as JSON text: decoded when valid, else the stripped raw text."""
+    src = src.strip()
+    if not src:
+        return {}
+    ok, value = _loads(src)
+    return _arguments(value) if ok else src
+
+
+def _call_from_object(obj: Any) -> tuple[str, Arguments] | None:
+    """Name and arguments from ``{"name", "arguments"|"parameters"}``, also when wrapped
+    OpenAI-style as ``{"type": "function", "function": {...}}``. Without an arguments key
+    the remaining keys are the arguments (``{"name": "f", "city": "Paris"}``)."""
+    if not isinstance(obj, dict):
+        return None
+    function = obj.get("function")
+    if not isinstance(obj.get("name"), str) and isinstance(function, dict):
+        obj = function
+    name = obj.get("name")
+    if not isinstance(name, str):
+        return None
+    for key in ("arguments", "parameters"):
+        if key in obj:
+            return name, _arguments(obj[key])
+    return name, {k: v for k, v in obj.items() if k not in ("name", "type", "id")}
+
+
+def _loose_call(src: str) -> tuple[str, Arguments] | None:
+    """Name and raw arguments from a call object that is not valid JSON."""
+    name = _RE_LOOSE_NAME.search(src)
+    if name is None:
+        return None
+    args = _RE_LOOSE_ARGS.search(src)
+    if args is None:
+        return name.group(1), {}
+    rest = src[args.end() :]
+    if rest.startswith(("{", "[")):
+        end, _ = _scan(rest, 0, len(rest), _RE_JSON_STRUCT, '"')
+        return name.group(1), _raw_arguments(rest[:end] if end is not None else rest)
+    if rest.startswith('"'):
+        ok, value = _loads(_json_string_prefix(rest))
+        return name.group(1), _arguments(value) if ok else rest.strip()
+    return name.group(1), _raw_arguments(rest.rstrip().removesuffix("}"))
+
+
+def _json_string_prefix(src: str) -> str:
+    """The JSON string literal at the start of ``src``, up to its closing quote."""
+    pos = 1
+    while True:
+        match = _RE_QUOTE_OR_ESCAPE.search(src, pos)
+        if match is None:
+            return src
+        if match.group() == "\\":
+            pos = match.end() + 1
+            continue
+        return src[: match.end()]
+
+
+def _call_from_json(src: str) -> tuple[str, Arguments] | None:
+    """A call from the text of one JSON object; broken JSON is read loosely, keeping the
+    raw arguments."""
+    ok, value = _loads(src)
+    if ok:
+        return _call_from_object(value)
+    return _loose_call(src)
+
+
+def _unfence(src: str) -> str:
+    """The inside of a Markdown code fence wrapping all of ``src``, else ``src``."""
+    if src.startswith("```") and src.endswith("```") and len(src) >= 6:
+        first_newline = src.find("\n")
+        if first_newline != -1:
+            return src[first_newline + 1 : -3].strip()
+    return src
+
+
+# --- bracket scanning -------------------------------------------------------------------------
+
+
+def _scan(
+    text: str, start: int, limit: int, structure: re.Pattern[str], quotes: str
+) -> tuple[int | None, int]:
+    """Find the bracket closing the one at ``text[start]``, skipping string literals.
+
+    Returns ``(index after it, where scanning stopped)``, or ``(None, where it stopped)``
+    when it is not closed before ``limit`` (or, for Python, a string runs past its line).
+    Jumps from one structural character to the next, so the cost is one pass.
+    """
+    depth = 0
+    quote = ""
+    pos = start
+    while True:
+        match = structure.search(text, pos, limit)
+        if match is None:
+            return None, limit
+        char = match.group()
+        pos = match.end()
+        if quote:
+            if char == "\\":
+                pos += 1
+            elif char == quote:
+                quote = ""
+            elif char == "\n":
+                return None, pos
+        elif char in quotes:
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth <= 0:
+                return pos, pos
+
+
+def _json_objects(text: str, pos: int, limit: int) -> tuple[list[_Piece], int]:
+    """Calls in JSON starting at ``text[pos]``: one object, a list of objects, or objects
+    chained with ``;`` (Llama 3.1). Each call keeps its own extent, and objects are read
+    one by one, so a broken one does not lose the others. Also returns where the JSON
+    ended (``limit`` if it never closed)."""
+    pieces: list[_Piece] = []
+    in_list = text[pos] == "["
+    cursor = pos + 1 if in_list else pos
+    end = cursor
+    while cursor < limit:
+        while cursor < limit and text[cursor] in " \t\r\n,;":
+            cursor += 1
+        if cursor >= limit:
+            return pieces, limit if in_list else end
+        if in_list and text[cursor] == "]":
+            return pieces, cursor + 1
+        if text[cursor] != "{":
+            break
+        closed, _ = _scan(text, cursor, limit, _RE_JSON_STRUCT, '"')
+        end = closed if closed is not None else limit
+        call = _call_from_json(text[cursor:end])
+        if call is not None:
+            pieces.append((call[0], call[1], cursor, end))
+        if closed is None:
+            return pieces, limit
+        cursor = end
+    return pieces, end
+
+
+# --- detectors ------------------------------------------------------------------------------------
+
+
+def _tagged(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """Hermes ``<tool_call>`` blocks (JSON or Qwen3-Coder XML inside) and bare
+    ``<function=NAME>`` blocks (Qwen3-Coder XML or Llama 3.1 JSON)."""
+    out: list[SalvagedCall] = []
+    tokens = list(_RE_TAG.finditer(text))
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        is_block = token.group() == "<tool_call>"
+        if not is_block and token.group(1) is None:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(tokens) and tokens[j].group() not in ("<tool_call>", "</tool_call>"):
+            j += 1
+        closed = is_block and j < len(tokens) and tokens[j].group() == "</tool_call>"
+        body_end = tokens[j].start() if j < len(tokens) else len(text)
+        if not is_block:
+            for name, arguments, start, end, fmt in _functions(text, tokens[i:j], body_end):
+                if name in names:
+                    out.append(SalvagedCall(name, arguments, fmt, (start, end)))
+            i = j
+            continue
+        span_end = tokens[j].end() if closed else body_end
+        inner = tokens[i + 1 : j]
+        if any(t.group(1) is not None for t in inner):
+            functions = _functions(text, inner, body_end)
+            pieces = [(n, a, s, e) for n, a, s, e, _ in functions]
+            out.extend(_tile(pieces, "qwen_xml", token.start(), span_end, names))
+        else:
+            json_start = _first_of(text, "{[", token.end(), body_end)
+            if json_start is not None:
+                pieces, _ = _json_objects(text, json_start, body_end)
+                out.extend(_tile(pieces, "hermes", token.start(), span_end, names))
+        i = j + 1 if closed else j
+    return out
+
+
+def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
+    """Index of the first of ``chars`` in ``text[start:end]``."""
+    found = [p for p in (text.find(c, start, end) for c in chars) if p != -1]
+    return min(found) if found else None
+
+
+def _functions(
+    text: str, tokens: Sequence[re.Match[str]], region_end: int
+) -> list[tuple[str, Arguments, int, int, SalvageFormat]]:
+    """``(name, arguments, start, end, format)`` for each ``<function=NAME>`` in ``tokens``.
+
+    A function ends at ``</function>``, at the next ``<function=``, or at ``region_end``.
+    Its body is either ``<parameter=KEY>value</parameter>`` pairs (Qwen3-Coder) or one
+    JSON object (Llama 3.1).
+    """
+    out: list[tuple[str, Arguments, int, int, SalvageFormat]] = []
+    k = 0
+    while k < len(tokens):
+        opening = tokens[k]
+        k += 1
+        if opening.group(1) is None:
+            continue
+        params: dict[str, Any] = {}
+        end = body_end = region_end
+        while k < len(tokens):
+            token = tokens[k]
+            if token.group() == "</function>":
+                body_end, end = token.start(), token.end()
+                k += 1
+                break
+            if token.group(1) is not None:  # the next function: this one was not closed
+                body_end = end = token.start()
+                break
+            k += 1
+            if token.group(2) is not None:
+                value_end = tokens[k].start() if k < len(tokens) else region_end
+                params[token.group(2).strip()] = _parameter_value(text[token.end() : value_end])
+                if k < len(tokens) and tokens[k].group() == "</parameter>":
+                    k += 1
+        name = opening.group(1).strip()
+        body = text[opening.end() : body_end].strip()
+        if params:
+            out.append((name, params, opening.start(), end, "qwen_xml"))
+        elif body.startswith("{"):
+            out.append((name, _raw_arguments(body), opening.start(), end, "llama_function"))
+        elif not body:
+            out.append((name, {}, opening.start(), end, "qwen_xml"))
+    return out
+
+
+def _parameter_value(raw: str) -> Any:
+    """A Qwen3-Coder parameter value: the newline after the tag and the one before the
+    closing tag belong to the format; the value is JSON when it parses (``3``, ``true``,
+    ``["a"]``), else the text as written."""
+    raw = raw.removeprefix("\n").removesuffix("\n")
+    ok, value = _loads(raw)
+    return value if ok else raw
+
+
+def _deepseek(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``)
+    special-token calls, full-width or ASCII. Calls inside one ``tool_calls_begin/end``
+    block tile it; calls outside any block keep their own spans."""
+    out: list[SalvagedCall] = []
+    block_start: int | None = None
+    pieces: list[_Piece] = []
+
+    def flush(block_end: int | None) -> None:
+        if block_start is None:
+            for name, arguments, start, end in pieces:
+                if name in names:
+                    out.append(SalvagedCall(name, arguments, "deepseek", (start, end)))
+        elif pieces:
+            end = block_end if block_end is not None else pieces[-1][3]
+            out.extend(_tile(pieces, "deepseek", block_start, end, names))
+        pieces.clear()
+
+    tokens = list(_RE_DEEPSEEK.finditer(text))
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token.group(1) == "begin":
+            flush(None)
+            block_start = token.start()
+        elif token.group(1) == "end":
+            flush(token.end())
+            block_start = None
+        elif token.group(2) == "begin":
+            separator = None
+            if i < len(tokens) and tokens[i].group(1) is None and tokens[i].group(2) is None:
+                separator = tokens[i]
+                i += 1
+            closed = i < len(tokens) and tokens[i].group(2) == "end"
+            body_end = tokens[i].start() if i < len(tokens) else len(text)
+            end = tokens[i].end() if closed else body_end
+            i += 1 if closed else 0
+            if separator is not None:
+                head = text[token.end() : separator.start()]
+                call = _deepseek_call(head, text[separator.end() : body_end])
+                pieces.append((call[0], call[1], token.start(), end))
+    flush(None)
+    return out
+
+
+def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
+    """One call from the text before and after ``<｜tool▁sep｜>``."""
+    stripped = body.lstrip()
+    if stripped.startswith("{"):  # V3.1: NAME<sep>{...}
+        return head.strip(), _raw_arguments(stripped)
+    # V3: TYPE<sep>NAME\n```json\n{...}\n```
+    name, _, rest = stripped.partition("\n")
+    fence = rest.find("```")
+    if fence != -1:
+        newline = rest.find("\n", fence)
+        closing = rest.find("```", fence + 3)
+        inside_end = closing if closing != -1 else len(rest)
+        inside_start = newline + 1 if newline != -1 and newline < inside_end else fence + 3
+        rest = rest[inside_start:inside_end]
+    return name.strip(), _raw_arguments(rest)
+
+
+def _mistral(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}``."""
+    out: list[SalvagedCall] = []
+    marks = list(_RE_MISTRAL.finditer(text))
+    for index, mark in enumerate(marks):
+        region_end = marks[index + 1].start() if index + 1 < len(marks) else len(text)
+        pos = mark.end()
+        while pos < region_end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= region_end:
+            continue
+        if text[pos] in "[{":
+            pieces, end = _json_objects(text, pos, region_end)
+            out.extend(_tile(pieces, "mistral", mark.start(), end, names))
+            continue
+        named = _RE_MISTRAL_NAMED.match(text, pos, region_end)
+        if named is None or named.group(1) not in names:
+            continue
+        args_start = named.end()
+        end = region_end
+        if args_start < region_end and text[args_start] == "{":
+            closed, _ = _scan(text, args_start, region_end, _RE_JSON_STRUCT, '"')
+            end = closed if closed is not None else region_end
+        arguments = _raw_arguments(text[args_start:end])
+        out.append(SalvagedCall(named.group(1), arguments, "mistral", (mark.start(), end)))
+    return out
+
+
+def _llama_tag(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """``<|python_tag|>`` then JSON calls (several may be chained with ``;``) or one
+    Python call, up to ``<|eom_id|>``/``<|eot_id|>`` (included), the next tag, or the end."""
+    out: list[SalvagedCall] = []
+    tokens = list(_RE_LLAMA_TAG.finditer(text))
+    for index, token in enumerate(tokens):
+        if token.group() != "<|python_tag|>":
+            continue
+        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        body_end = following.start() if following is not None else len(text)
+        end = body_end
+        if following is not None and following.group() != "<|python_tag|>":
+            end = following.end()
+        json_start = _first_of(text, "{[", token.end(), body_end)
+        if json_start is not None and not text[token.end() : json_start].strip():
+            pieces, _ = _json_objects(text, json_start, body_end)
+            out.extend(_tile(pieces, "llama", token.start(), end, names))
+            continue
+        call = _python_call(text[token.end() : body_end], names)
+        if call is not None:
+            out.append(SalvagedCall(call[0], call[1], "llama", (token.start(), end)))
+    return out
+
+
+def _whole_json(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """A reply that is nothing but a JSON call (or a list of calls), possibly fenced: Llama
+    3.x without a tool parser answers ``{"name": ..., "parameters": ...}``. Every call must
+    name a known tool; broken JSON counts only when it starts with ``{"name"``."""
+    start = len(text) - len(text.lstrip())
+    end = len(text.rstrip())
+    body = _unfence(text[start:end])
+    if not body or body[0] + body[-1] not in ("{}", "[]"):
+        return []
+    ok, value = _loads(body)
+    if ok:
+        items = value if isinstance(value, list) else [value]
+        calls = [_call_from_object(item) for item in items]
+        if not calls or any(c is None or c[0] not in names for c in calls):
+            return []
+    elif _RE_LOOSE_CALL_START.match(body) is None:
+        return []
+    body_start = text.find(body, start)
+    pieces, _ = _json_objects(text, body_start, body_start + len(body))
+    if not pieces or any(name not in names for name, *_ in pieces):
+        return []
+    return _tile(pieces, "json", start, end, names)
+
+
+def _python(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """``tool(k="v")`` alone on its line (plain, indented, in backticks or a fence), and a
+    reply that is just a list of such calls ``[tool(k=1), other()]``."""
+    idents = sorted(
+        (n for n in names if n.isidentifier() and not keyword.iskeyword(n)),
+        key=len,
+        reverse=True,
+    )
+    if not idents:
+        return []
+    whole_start = len(text) - len(text.lstrip())
+    whole_end = len(text.rstrip())
+    if text.startswith("[", whole_start) and text.endswith("]", 0, whole_end):
+        listed = _python_list(text, whole_start, whole_end, names)
+        if listed:
+            return _tile(listed, "python", whole_start, whole_end, names)
+    out: list[SalvagedCall] = []
+    alternatives = "|".join(re.escape(n) for n in idents)
+    pattern = re.compile(rf"^[ \t`]*({alternatives})[ \t]*\(", re.MULTILINE)
+    resume = 0
+    for match in pattern.finditer(text):
+        if match.start() < resume:
+            continue
+        limit = min(len(text), match.start(1) + _MAX_CALL_CHARS)
+        close, resume = _scan(text, match.end() - 1, limit, _RE_PY_STRUCT, "'\"")
+        if close is None or _RE_LINE_TAIL.match(text, close) is None:
+            continue
+        call = _python_call(text[match.start(1) : close], names)
+        if call is not None:
+            out.append(SalvagedCall(call[0], call[1], "python", (match.start(1), close)))
+    return out
+
+
+def _python_list(text: str, start: int, end: int, names: frozenset[str]) -> list[_Piece] | None:
+    """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents; ``None``
+    unless every element is a call to a known tool."""
+    out: list[_Piece] = []
+    pos = start + 1
+    while True:
+        head = _RE_IDENT_CALL.match(text, pos, end)
+        if head is None:
+            return None
+        close, _ = _scan(text, head.end() - 1, end, _RE_PY_STRUCT, "'\"")
+        if close is None:
+            return None
+        call = _python_call(text[head.start(1) : close], names)
+        if call is None:
+            return None
+        out.append((call[0], call[1], head.start(1), close))
+        pos = close
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos < end and text[pos] == ",":
+            pos += 1
+            continue
+        return out if pos == end - 1 else None
+
+
+def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | None:
+    """Parse ``src`` as exactly one call to a known tool with literal arguments.
+
+    ``f(a=1, b="x")`` gives ``{"a": 1, "b": "x"}``; ``f("Paris")`` gives ``"Paris"``, the
+    tool's single input as a text action input would give it (a non-string single value
+    gives its JSON text); other positional arguments are kept in order under
+    ``"__args__"``, since only the tool knows their names. Anything that is not a literal
+    (a variable, a nested call, ``**kw``) means the model wrote code, not a call: ``None``.
+    """
+    src = src.strip()
+    if len(src) > _MAX_CALL_CHARS:
+        return None
+    try:
+        tree = ast.parse(src, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    node = tree.body
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+        return None
+    name = node.func.id
+    if name not in names:
+        return None
+    try:
+        positional = [ast.literal_eval(arg) for arg in node.args]
+        keywords: dict[str, Any] = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                return None
+            keywords[kw.arg] = ast.literal_eval(kw.value)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+    if not positional:
+        return name, keywords
+    if len(positional) == 1 and not keywords:
+        value = positional[0]
+        if isinstance(value, str):
+            return name, value
+        try:
+            return name, json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return None
+    return name, {"__args__": positional, **keywords}
