@@ -103,7 +103,7 @@ _RE_QUOTE_OR_ESCAPE = re.compile(r'["\\]')
 _RE_JSON_STRUCT = re.compile(r'[{}\[\]"\\]')
 _RE_PY_STRUCT = re.compile(r"[(){}\[\]\"'\\\n]")
 # what may surround a Python call on its line: indentation, inline-code backticks, ";"
-_RE_LINE_TAIL = re.compile(r"[ \t`;]*(?:\r?\n|$)")
+_RE_LINE_TAIL = re.compile(r"([ \t`;]*)(?:\r?\n|$)")
 _RE_IDENT_CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]{0,127})\s*\(")
 
 _MAX_CALL_CHARS: Final = 20_000
@@ -217,8 +217,11 @@ def _tile(
 
 
 def _loads(src: str) -> tuple[bool, Any]:
+    """``json.loads`` that reports failure instead of raising. Raw newlines and tabs inside
+    strings are accepted (``strict=False``): models write code arguments that way, and
+    nothing else about the JSON is forgiven here."""
     try:
-        return True, json.loads(src)
+        return True, json.loads(src, strict=False)
     except (ValueError, RecursionError):
         return False, None
 
@@ -643,11 +646,14 @@ def _python(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             continue
         limit = min(len(text), match.start(1) + _MAX_CALL_CHARS)
         close, resume = _scan(text, match.end() - 1, limit, _RE_PY_STRUCT, "'\"")
-        if close is None or _RE_LINE_TAIL.match(text, close) is None:
+        tail = _RE_LINE_TAIL.match(text, close) if close is not None else None
+        if close is None or tail is None:
             continue
         call = _python_call(text[match.start(1) : close], names)
         if call is not None:
-            out.append(SalvagedCall(call[0], call[1], "python", (match.start(1), close)))
+            # the span takes the whole line but its newline: indentation, backticks, ";"
+            span = (match.start(), tail.end(1))
+            out.append(SalvagedCall(call[0], call[1], "python", span))
     return out
 
 
