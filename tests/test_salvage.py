@@ -105,6 +105,49 @@ CASES: list[tuple[str, str, list[tuple[str, Any, str]], str]] = [
         [("get_time", {}, "hermes")],
         '<tool_call>{"name": "delete_everything", "arguments": {}}</tool_call>',
     ),
+    (
+        "hermes-null-arguments",
+        '<tool_call>{"name": "get_time", "arguments": null}</tool_call>',
+        [("get_time", {}, "hermes")],
+        "",
+    ),
+    (
+        "hermes-non-object-arguments-become-json-text",
+        '<tool_call>{"name": "search", "arguments": ["a", 1]}</tool_call>',
+        [("search", '["a", 1]', "hermes")],
+        "",
+    ),
+    (
+        "hermes-broken-without-arguments",
+        '<tool_call>{"name": "get_time", }</tool_call>',
+        [("get_time", {}, "hermes")],
+        "",
+    ),
+    (
+        "hermes-broken-with-string-arguments",
+        '<tool_call>{"name": "search", "arguments": "{\\"query\\": \\"a \\\\\\"b\\\\\\"\\"}",}'
+        "</tool_call>",
+        [("search", {"query": 'a "b"'}, "hermes")],
+        "",
+    ),
+    (
+        "hermes-broken-with-unterminated-string-arguments",
+        '<tool_call>{"name": "search", "arguments": "{\\"query',
+        [("search", '"{\\"query', "hermes")],
+        "",
+    ),
+    (
+        "hermes-broken-with-bare-arguments",
+        '<tool_call>{"name": "search", "arguments": query=react}</tool_call>',
+        [("search", "query=react", "hermes")],
+        "",
+    ),
+    (
+        "hermes-stray-tags-tolerated",
+        "<tool_call></parameter><function=get_time></function></tool_call>",
+        [("get_time", {}, "qwen_xml")],
+        "",
+    ),
     # --- Qwen3-Coder XML ------------------------------------------------------------------
     (
         "qwen-xml",
@@ -262,6 +305,12 @@ CASES: list[tuple[str, str, list[tuple[str, Any, str]], str]] = [
         [("get_time", {}, "mistral")],
         "Calling:",
     ),
+    (
+        "mistral-named-without-arguments",
+        "[TOOL_CALLS]get_time[ARGS]",
+        [("get_time", {}, "mistral")],
+        "",
+    ),
     # --- Llama 3.x ------------------------------------------------------------------------------
     (
         "llama-python-tag-json",
@@ -377,7 +426,7 @@ CASES: list[tuple[str, str, list[tuple[str, Any, str]], str]] = [
     ),
     (
         "python-pythonic-list",
-        '[get_weather(city="San Francisco"), get_time(tz="PST")]',
+        '[get_weather(city="San Francisco") , get_time(tz="PST")]',
         [
             ("get_weather", {"city": "San Francisco"}, "python"),
             ("get_time", {"tz": "PST"}, "python"),
@@ -428,6 +477,12 @@ NOT_CALLS: list[tuple[str, str]] = [
     ("bare-json-unknown-name", '{"name": "rm_rf", "parameters": {"path": "/"}}'),
     ("bare-json-not-a-call", '{"city": "Paris", "temperature": 21}'),
     ("bare-json-list-with-unknown", '[{"name": "get_time"}, {"name": "format_disk"}]'),
+    ("bare-json-list-with-number", '[{"name": "get_time"}, 5]'),
+    ("bare-broken-json-unknown-name", '{"name": "format_disk", "parameters": {"x": 1,}}'),
+    ("bare-function-tag-unknown", '<function=format_disk>{"x": 1}</function>'),
+    ("python-list-unclosed-string", "[get_time('x]"),
+    ("python-bytes-positional", 'get_time(b"x")'),
+    ("python-too-long", "<|python_tag|>search(query='" + "a" * 30_000 + "')"),
     ("json-with-prose", 'Result: {"name": "get_time", "parameters": {}} as requested'),
     ("broken-json-not-call-shaped", '{"city": "Paris", "name": "get_time",'),
     ("mistral-unknown", '[TOOL_CALLS][{"name": "shutdown", "arguments": {}}]'),
@@ -515,6 +570,11 @@ def test_python_lookalike_inside_json_arguments_is_not_a_second_call() -> None:
     assert calls_of(text) == [("search", {"query": "x\nget_time()\ny"}, "hermes")]
 
 
+def test_explicit_format_wins_over_a_python_call_around_it() -> None:
+    text = 'search(query=\'<tool_call>{"name": "get_time", "arguments": {}}</tool_call>\')'
+    assert calls_of(text) == [("get_time", {}, "hermes")]
+
+
 def test_calls_from_different_formats_come_in_text_order() -> None:
     text = (
         'get_time()\n<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call>\n'
@@ -557,6 +617,7 @@ def test_strip_tolerates_overlapping_and_out_of_range_spans() -> None:
         SalvagedCall("a", {}, "python", (2, 6)),
         SalvagedCall("b", {}, "python", (4, 8)),
         SalvagedCall("c", {}, "python", (9, 99)),
+        SalvagedCall("d", {}, "python", (3, 5)),
     ]
     assert strip_salvaged("0123456789", calls) == "018"
 
