@@ -59,9 +59,10 @@ class SalvagedCall:
     name: str
     """A name from the ``tool_names`` given to :func:`salvage_calls`."""
     arguments: dict[str, Any] | str
-    """The arguments as a dict, or the raw text when it was not valid JSON (repair it, or
-    report invalid arguments to the model). A Python call with one positional argument
-    gives that argument as a string; several positional arguments are kept in order under
+    """The arguments as a JSON-compatible dict, or text: the raw text when it was not valid
+    JSON (repair it, or report invalid arguments to the model). A Python call with a single
+    positional argument gives that argument as text (a string as written, anything else as
+    JSON), like a text action input; several positional arguments are kept in order under
     ``"__args__"`` (map them onto the tool's parameters, or report them)."""
     format: SalvageFormat
     """Which syntax the model used (see the module docstring)."""
@@ -713,14 +714,14 @@ def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | Non
             keywords[kw.arg] = ast.literal_eval(kw.value)
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
-    if not positional:
-        return name, keywords
-    if len(positional) == 1 and not keywords:
-        value = positional[0]
-        if isinstance(value, str):
-            return name, value
-        try:
-            return name, json.dumps(value, ensure_ascii=False)
-        except (TypeError, ValueError):
-            return None
-    return name, {"__args__": positional, **keywords}
+    if len(positional) == 1 and not keywords and isinstance(positional[0], str):
+        return name, positional[0]
+    # Arguments must survive JSON like any others: tuples become lists; sets, bytes and
+    # complex numbers have no JSON form, so such a call is not salvaged.
+    try:
+        if len(positional) == 1 and not keywords:
+            return name, json.dumps(positional[0], ensure_ascii=False)
+        arguments = {"__args__": positional, **keywords} if positional else keywords
+        return name, json.loads(json.dumps(arguments, ensure_ascii=False))
+    except (TypeError, ValueError):
+        return None

@@ -421,7 +421,7 @@ CASES: list[tuple[str, str, list[tuple[str, Any, str]], str]] = [
     (
         "python-literal-containers",
         "search(query='x', filters={'lang': ['en', 'zh']}, span=(1, 2))",
-        [("search", {"query": "x", "filters": {"lang": ["en", "zh"]}, "span": (1, 2)}, "python")],
+        [("search", {"query": "x", "filters": {"lang": ["en", "zh"]}, "span": [1, 2]}, "python")],
         "",
     ),
     (
@@ -482,6 +482,8 @@ NOT_CALLS: list[tuple[str, str]] = [
     ("bare-function-tag-unknown", '<function=format_disk>{"x": 1}</function>'),
     ("python-list-unclosed-string", "[get_time('x]"),
     ("python-bytes-positional", 'get_time(b"x")'),
+    ("python-set-keyword", "search(query={'a', 'b'})"),
+    ("python-complex-in-args", "search('q', 1j)"),
     ("python-too-long", "<|python_tag|>search(query='" + "a" * 30_000 + "')"),
     ("json-with-prose", 'Result: {"name": "get_time", "parameters": {}} as requested'),
     ("broken-json-not-call-shaped", '{"city": "Paris", "name": "get_time",'),
@@ -597,6 +599,13 @@ def test_spans_of_a_wrapper_tile_it() -> None:
     assert calls[0].span[1] == calls[1].span[0]
     assert text[calls[1].span[1] :] == " Suffix."
     assert strip_salvaged(text, calls) == "Prefix.  Suffix."
+
+
+def test_arguments_are_always_json_compatible() -> None:
+    text = "\n".join(c[1] for c in CASES)
+    for call in salvage_calls(text, TOOLS):
+        if isinstance(call.arguments, dict):
+            assert json.loads(json.dumps(call.arguments)) == call.arguments
 
 
 def test_salvaged_call_is_frozen() -> None:
