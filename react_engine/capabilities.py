@@ -29,7 +29,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
@@ -439,7 +439,7 @@ class CapabilityCache:
         """Drop everything learned (and empty the file, if there is one)."""
         self._mutate(lambda data: data.clear())
 
-    def _mutate(self, change: Any) -> None:
+    def _mutate(self, change: Callable[[dict[_CacheKey, dict[str, bool]]], object]) -> None:
         with self._lock:
             data = self._data
             if self._path is not None:
