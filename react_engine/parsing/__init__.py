@@ -1,0 +1,23 @@
+"""Tolerant parsing of model output: text ReAct replies and broken JSON.
+
+* :func:`parse_react` reads one Thought/Action/Observation reply into a
+  :class:`~react_engine.types.ParsedStep`, reporting every tolerance it applied.
+* :func:`cut_reply` is its first stage: cut where the model started inventing.
+* :func:`repair_json` decodes the JSON a model meant, reporting every repair.
+
+All patterns live in :mod:`react_engine.parsing.patterns`.
+"""
+
+from .json_repair import JSON_REPAIR_CODES, RepairResult, decode_prefix, repair_json
+from .react import EXPECTED_STEP, PARSE_REPAIR_CODES, cut_reply, parse_react
+
+__all__ = [
+    "EXPECTED_STEP",
+    "JSON_REPAIR_CODES",
+    "PARSE_REPAIR_CODES",
+    "RepairResult",
+    "cut_reply",
+    "decode_prefix",
+    "parse_react",
+    "repair_json",
+]

@@ -1,0 +1,731 @@
+"""Tolerant JSON: the value a model meant, and a report of every repair it took.
+
+:func:`repair_json` first tries :func:`json.loads`; valid JSON comes back untouched with
+no repairs. Anything else goes through a single-pass tolerant decoder that keeps an
+explicit stack (no recursion, nesting capped at :data:`MAX_DEPTH`) and records each
+tolerance it applies as a short, stable code:
+
+``code_fence``
+    the JSON was wrapped in a Markdown code fence (```json ... ```).
+``extracted_from_text``
+    the JSON sat inside prose; the first complete JSON value was taken (fenced blocks
+    in the prose are tried before bare brackets).
+``bom``
+    a byte-order mark before the value.
+``doubled_braces``
+    ``{{ ... }}`` as left by f-string / ``str.format`` templates; every ``{{``/``}}``
+    became ``{``/``}`` (also inside strings).
+``comment``
+    ``// ...``, ``/* ... */`` or ``# ...`` comments outside strings.
+``single_quotes``
+    ``'...'`` strings.
+``smart_quotes``
+    ``“...”`` or ``‘...’`` strings.
+``python_literal``
+    ``True``, ``False``, ``None``.
+``unquoted_key``
+    ``{key: ...}``.
+``unquoted_value``
+    ``{"city": Paris}``: a bare word as an object value (not in arrays, and never when
+    the JSON is extracted from prose), read up to the next ``, } ]`` or line end.
+``trailing_comma``
+    ``[1, 2,]``, ``{"a": 1,}``.
+``extra_comma``
+    ``[1,, 2]``, ``{, "a": 1}``.
+``missing_comma``
+    ``{"a": 1 "b": 2}``, ``[1 2]``.
+``missing_colon``
+    ``{"a" 1}``.
+``control_char_in_string``
+    a raw newline, tab or other control character inside a string.
+``invalid_escape``
+    a backslash escape JSON does not know (``"C:\\Users"``): kept as written.
+``unescaped_quote``
+    a quote inside a string that cannot close it (it is not followed by ``, : } ]``
+    or a line end): kept as a character.
+``missing_quote``
+    a string still open at the end of the text.
+``missing_closing_bracket``
+    brackets still open at the end of the text, or closed by the wrong bracket.
+``extra_closing_bracket``
+    closing brackets with nothing to close, e.g. the trailing ``}]`` of seed 001.
+``extra_data``
+    text after a complete value (a second value, prose): the first value is returned.
+``number_format``
+    ``+1``, ``.5``, ``5.``; a number with leading zeros (``007``) becomes the *string*
+    ``"007"`` so no digit is lost.
+
+Valid JSON of any size is decoded; broken JSON longer than :data:`MAX_REPAIR_CHARS`
+is refused rather than repaired.
+
+What it will not do: invent values. ``{"a": }``, ``{"a"`` and ``{"a": 1, "b":`` raise
+:class:`~react_engine.errors.JSONRepairError`, as do bare words in arrays, nesting deeper
+than :data:`MAX_DEPTH` and text with no JSON value at all. A one-element array around an
+object is returned as the array it is: unwrapping it is the caller's business (the ReAct
+parser does it for action arguments and reports ``unwrapped_array``). ``strict=True``
+turns everything off: valid JSON or :class:`~react_engine.errors.JSONRepairError`.
+
+The decoder runs in time linear in the length of the text: strings, numbers and
+whitespace are consumed by compiled patterns, and the search for JSON inside prose
+resumes after each failed attempt instead of retrying inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..errors import JSONRepairError
+from . import patterns as P
+
+__all__ = [
+    "JSON_REPAIR_CODES",
+    "MAX_DEPTH",
+    "MAX_REPAIR_CHARS",
+    "RepairResult",
+    "decode_prefix",
+    "repair_json",
+]
+
+MAX_DEPTH: Final = 500
+"""Deepest nesting the tolerant decoder accepts (``json.loads`` stops near 1000)."""
+
+MAX_REPAIR_CHARS: Final = 100_000
+"""Longest text the tolerant decoder takes on (valid JSON of any size takes the fast
+path). A model's broken JSON is never this long; the bound keeps hostile input cheap."""
+
+MAX_CANDIDATES: Final = 64
+"""How many places inside prose are tried before giving up on finding JSON there."""
+
+JSON_REPAIR_CODES: Final = frozenset(
+    {
+        "code_fence",
+        "extracted_from_text",
+        "bom",
+        "doubled_braces",
+        "comment",
+        "single_quotes",
+        "smart_quotes",
+        "python_literal",
+        "unquoted_key",
+        "unquoted_value",
+        "trailing_comma",
+        "extra_comma",
+        "missing_comma",
+        "missing_colon",
+        "control_char_in_string",
+        "invalid_escape",
+        "unescaped_quote",
+        "missing_quote",
+        "missing_closing_bracket",
+        "extra_closing_bracket",
+        "extra_data",
+        "number_format",
+    }
+)
+"""Every code :func:`repair_json` may report."""
+
+
+@dataclass(slots=True, frozen=True)
+class RepairResult:
+    """A decoded JSON value and the repairs it took (empty for valid JSON)."""
+
+    value: Any
+    repairs: tuple[str, ...] = ()
+
+
+def repair_json(text: str, *, strict: bool = False) -> RepairResult:
+    """Decode ``text`` as JSON, repairing what models typically get wrong.
+
+    Raises :class:`~react_engine.errors.JSONRepairError` (with the offset where decoding
+    gave up) when no repair yields the value the model meant; never returns a stand-in
+    such as ``{}``.
+    """
+    try:
+        return RepairResult(json.loads(text))
+    except json.JSONDecodeError as exc:
+        if strict:
+            raise JSONRepairError(f"invalid JSON: {exc.msg}", text=text, pos=exc.pos) from None
+    except (ValueError, RecursionError) as exc:
+        if strict:
+            raise JSONRepairError(f"invalid JSON: {exc}", text=text, pos=0) from None
+    if len(text) > MAX_REPAIR_CHARS:
+        raise JSONRepairError(
+            f"invalid JSON too long to repair ({len(text)} > {MAX_REPAIR_CHARS} characters)",
+            text=text,
+            pos=0,
+        )
+    repairs = _Repairs()
+    value = _repair(text, repairs)
+    return RepairResult(value, repairs.codes())
+
+
+def decode_prefix(text: str, pos: int = 0) -> tuple[Any, int, tuple[str, ...]]:
+    """Decode the JSON value that starts at ``pos``; return it, where it ends, and repairs.
+
+    Text after the value is left alone (no ``extra_data``). Used by the ReAct parser to
+    find a JSON blob inside a reply.
+    """
+    try:
+        value, end = _DECODER.raw_decode(text, pos)
+    except (ValueError, RecursionError):
+        pass
+    else:
+        return value, end, ()
+    if len(text) - pos > MAX_REPAIR_CHARS:
+        raise JSONRepairError("invalid JSON too long to repair", text=text, pos=pos)
+    repairs = _Repairs()
+    value, end = _decode(text, pos, len(text), repairs, allow_bare=True)
+    return value, end, repairs.codes()
+
+
+_DECODER: Final = json.JSONDecoder()
+
+
+class _Repairs:
+    """An ordered set of repair codes."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[str, None] = {}
+
+    def add(self, code: str) -> None:
+        self._seen[code] = None
+
+    def extend(self, codes: _Repairs) -> None:
+        self._seen.update(codes._seen)
+
+    def codes(self) -> tuple[str, ...]:
+        return tuple(self._seen)
+
+
+def _error(message: str, text: str, pos: int) -> JSONRepairError:
+    return JSONRepairError(message, text=text, pos=min(max(pos, 0), len(text)))
+
+
+# --- the whole text ----------------------------------------------------------------------
+
+
+def _repair(text: str, repairs: _Repairs) -> Any:
+    s = text
+    lo, hi = 0, len(s)
+    lo = P.JSON_WS.match(s, lo, hi).end()
+    if s.startswith("\ufeff", lo):
+        repairs.add("bom")
+        lo = P.JSON_WS.match(s, lo + 1, hi).end()
+    fence = P.FENCE_OPEN.match(s, lo, hi)
+    if fence is not None and fence.start("fence") == lo:
+        repairs.add("code_fence")
+        lo, close, tail = _fence_body(s, fence, hi)
+        if s[tail:hi].strip():
+            repairs.add("extracted_from_text")
+        hi = close
+    lo = P.JSON_WS.match(s, lo, hi).end()
+    if s.startswith("{{", lo):
+        repairs.add("doubled_braces")
+        s = s[lo:hi].replace("{{", "{").replace("}}", "}")
+        lo, hi = 0, len(s)
+        if s.startswith("{{"):
+            s = s.replace("{{", "{").replace("}}", "}")
+            hi = len(s)
+    pos = _skip(s, lo, hi, repairs)
+    if pos >= hi:
+        raise _error("no JSON value", text, pos)
+    first = s[pos]
+    if first in "{[":
+        attempt = _Repairs()
+        try:
+            value, end = _decode(s, pos, hi, attempt, allow_bare=True)
+        except JSONRepairError as exc:
+            if exc.pos - pos > 1 or first == "{":
+                raise _error(_reason(exc), text, exc.pos) from None
+            # "[Note] ..." is prose that happens to start with a bracket
+            return _extract(text, s, pos + 1, hi, repairs, exc)
+        repairs.extend(attempt)
+        _trailing(s, end, hi, repairs)
+        return value
+    # a scalar on its own ("True", "'hello'") or JSON somewhere in prose
+    attempt = _Repairs()
+    try:
+        value, end = _decode(s, pos, hi, attempt, allow_bare=False)
+    except JSONRepairError:
+        pass
+    else:
+        if _skip(s, end, hi, attempt) >= hi:
+            repairs.extend(attempt)
+            return value
+    return _extract(text, s, pos, hi, repairs, None)
+
+
+def _reason(exc: JSONRepairError) -> str:
+    message = str(exc.args[0]) if exc.args else "invalid JSON"
+    return message.rsplit(" (at offset", 1)[0]
+
+
+def _fence_body(s: str, fence: re.Match[str], hi: int) -> tuple[int, int, int]:
+    """For a fence opened by ``fence``: where its content starts and ends, and where the
+    closing fence ends (``hi`` when it is never closed)."""
+    start = fence.end()
+    eol = s.find("\n", start, hi)
+    if eol >= 0 and not s[start:eol].strip():
+        start = eol + 1
+    marker = fence.group("fence")
+    close = s.find(marker, start, hi)
+    if close < 0:
+        return start, hi, hi
+    return start, close, close + len(marker)
+
+
+def _trailing(s: str, pos: int, hi: int, repairs: _Repairs) -> None:
+    pos = _skip(s, pos, hi, repairs)
+    if pos >= hi:
+        return
+    rest = s[pos:hi]
+    if rest.strip(" \t\r\n}]") == "":
+        repairs.add("extra_closing_bracket")
+    else:
+        repairs.add("extra_data")
+
+
+def _extract(
+    text: str, s: str, pos: int, hi: int, repairs: _Repairs, first_error: JSONRepairError | None
+) -> Any:
+    """The first complete JSON value inside prose: fenced blocks first, then brackets."""
+    error = first_error
+    fence_at = s.find("```", pos, hi)
+    if fence_at >= 0:
+        fence = P.FENCE_OPEN.match(s, fence_at, hi)
+        if fence is not None:
+            body, body_end, _tail = _fence_body(s, fence, hi)
+            inner = s[body:body_end]
+            if inner.strip()[:1] in ("{", "["):
+                try:
+                    result = repair_json(inner)
+                except JSONRepairError as exc:
+                    error = error or exc
+                else:
+                    repairs.add("code_fence")
+                    repairs.add("extracted_from_text")
+                    for code in result.repairs:
+                        repairs.add(code)
+                    return result.value
+    resume = pos
+    tried = 0
+    for m in P.JSON_OPEN.finditer(s, pos, hi):
+        start = m.start()
+        if start < resume:
+            continue
+        tried += 1
+        if tried > MAX_CANDIDATES:
+            break
+        attempt = _Repairs()
+        try:
+            value, _end = _decode(s, start, hi, attempt, allow_bare=False)
+        except _TooDeep as exc:
+            raise _error(_reason(exc), text, exc.pos) from None
+        except JSONRepairError as exc:
+            error = error or exc
+            resume = max(exc.pos, start + 1)
+            continue
+        repairs.add("extracted_from_text")
+        repairs.extend(attempt)
+        return value
+    if error is not None:
+        raise _error(_reason(error), text, error.pos) from None
+    raise _error("no JSON value in the text", text, pos)
+
+
+class _TooDeep(JSONRepairError):
+    """Nesting beyond MAX_DEPTH: fatal, no other candidate is tried."""
+
+
+# --- the decoder ------------------------------------------------------------------------------
+
+_VALUE: Final = 0  # expecting a value
+_KEY: Final = 1  # inside an object, expecting a key or "}"
+_AFTER: Final = 2  # after a value inside a container, expecting "," or a closer
+_FIRST: Final = 3  # just after "[", expecting a value or "]"
+
+
+
+def _skip(s: str, pos: int, hi: int, repairs: _Repairs) -> int:
+    """Skip whitespace and comments."""
+    while True:
+        pos = P.JSON_WS.match(s, pos, hi).end()
+        if pos >= hi:
+            return pos
+        c = s[pos]
+        if c == "/" and pos + 1 < hi and s[pos + 1] in "/*":
+            repairs.add("comment")
+            if s[pos + 1] == "/":
+                eol = s.find("\n", pos, hi)
+                pos = hi if eol < 0 else eol
+            else:
+                close = s.find("*/", pos + 2, hi)
+                pos = hi if close < 0 else close + 2
+        elif c == "#":
+            repairs.add("comment")
+            eol = s.find("\n", pos, hi)
+            pos = hi if eol < 0 else eol
+        else:
+            return pos
+
+
+def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -> tuple[Any, int]:
+    """Decode one value starting at ``pos``; return it and the offset after it.
+
+    Containers are attached to their parent when they open, so closing the ones still
+    open at the end of the text is just returning the root. Plain strings and numbers
+    take a short path; everything odd goes through :func:`_scalar`.
+    """
+    stack: list[Any] = []  # open containers, outermost first
+    keys: list[str] = []  # the pending key of each open object ("" for arrays)
+    state = _VALUE
+    value: Any
+    while True:
+        if pos < hi and s[pos] in _SKIPPABLE:
+            pos = _skip(s, pos, hi, repairs)
+        if state == _VALUE:
+            if pos >= hi:
+                if not stack:
+                    raise _error("no JSON value", s, pos)
+                if isinstance(stack[-1], dict):
+                    raise _error(f"missing value for key {keys[-1]!r}", s, pos)
+                return _close_all(stack, repairs, s, pos), pos
+            c = s[pos]
+            if c == "{" or c == "[":
+                if len(stack) >= MAX_DEPTH:
+                    raise _TooDeep(f"nesting deeper than {MAX_DEPTH}", text=s, pos=pos)
+                container: Any = {} if c == "{" else []
+                if stack:
+                    top = stack[-1]
+                    if type(top) is dict:
+                        top[keys[-1]] = container
+                    else:
+                        top.append(container)
+                stack.append(container)
+                keys.append("")
+                pos += 1
+                state = _KEY if c == "{" else _FIRST
+                continue
+            value, end = _fast_scalar(s, pos, hi)
+            if value is _SLOW:
+                in_object = bool(stack) and type(stack[-1]) is dict
+                value, end = _scalar(s, pos, hi, repairs, allow_bare=allow_bare and in_object)
+            pos = end
+            if not stack:
+                return value, pos
+            top = stack[-1]
+            if type(top) is dict:
+                top[keys[-1]] = value
+            else:
+                top.append(value)
+            state = _AFTER
+            continue
+        if pos >= hi:
+            return _close_all(stack, repairs, s, pos), pos
+        c = s[pos]
+        top = stack[-1]
+        if state == _KEY:
+            if c == "}":
+                state = _AFTER  # falls through to the closing code below
+            elif c == ",":
+                repairs.add("extra_comma")
+                pos += 1
+                continue
+            else:
+                key, pos = _key(s, pos, hi, repairs)
+                if pos < hi and s[pos] in _SKIPPABLE:
+                    pos = _skip(s, pos, hi, repairs)
+                if pos < hi and s[pos] in ":：=":
+                    pos += 1
+                elif pos < hi and _starts_value(s[pos]):
+                    repairs.add("missing_colon")
+                else:
+                    raise _error(f"expected ':' after key {key!r}", s, pos)
+                keys[-1] = key
+                state = _VALUE
+                continue
+        elif state == _FIRST:
+            if c == ",":
+                repairs.add("extra_comma")
+                pos += 1
+                continue
+            if c != "]" and c != "}":
+                state = _VALUE
+                continue
+        # state == _AFTER: after a value, expecting "," or a closing bracket
+        if c == ",":
+            pos += 1
+            if pos < hi and s[pos] in _SKIPPABLE:
+                pos = _skip(s, pos, hi, repairs)
+            while pos < hi and s[pos] == ",":
+                repairs.add("extra_comma")
+                pos = _skip(s, pos + 1, hi, repairs)
+            if pos >= hi or s[pos] == ("}" if type(top) is dict else "]"):
+                repairs.add("trailing_comma")
+                continue
+            state = _KEY if type(top) is dict else _VALUE
+            continue
+        if c == "}" or c == "]":
+            if c != ("}" if type(top) is dict else "]"):
+                if not any(_closer(f) == c for f in stack):
+                    repairs.add("extra_closing_bracket")
+                    pos += 1
+                    continue
+                repairs.add("missing_closing_bracket")  # closed by an enclosing bracket
+            else:
+                pos += 1
+            stack.pop()
+            keys.pop()
+            if not stack:
+                return top, pos
+            continue
+        if type(top) is dict and _starts_key(c):
+            repairs.add("missing_comma")
+            state = _KEY
+            continue
+        if type(top) is list and _starts_value(c):
+            repairs.add("missing_comma")
+            state = _VALUE
+            continue
+        raise _error(f"unexpected {c!r}", s, pos)
+
+
+_SKIPPABLE: Final = frozenset(" \t\n\r/#")
+_NUMBER_TAIL: Final = frozenset(".eE+-_0123456789") | frozenset(
+    "abcdfghijklmnopqrstuvwxyzABCDFGHIJKLMNOPQRSTUVWXYZ$"
+)
+_PLAIN_STRING: Final = P.STRING_CHUNK['"']
+
+
+def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
+    """A well-formed string or number at ``pos``, or ``(_SLOW, pos)`` to take the long way.
+
+    Accepts exactly what :func:`_scalar` would read the same way without any repair.
+    """
+    c = s[pos]
+    if c == '"':
+        end = _PLAIN_STRING.match(s, pos + 1, hi).end()
+        if end < hi and s[end] == '"':
+            after = P.AFTER_QUOTE.match(s, end + 1, hi).end()
+            if after >= hi or s[after] in ",}]\n\r":
+                return s[pos + 1 : end], end + 1
+        return _SLOW, pos
+    if c in "-0123456789":
+        m = P.JSON_NUMBER.match(s, pos, hi)
+        if m is not None:
+            end = m.end()
+            if end >= hi or s[end] not in _NUMBER_TAIL:
+                token = m.group()
+                if "." in token or "e" in token or "E" in token:
+                    return float(token), end
+                if len(token) < 19:
+                    return int(token), end
+    return _SLOW, pos
+
+
+_SLOW: Final = object()
+
+
+def _attach(container: Any, key: str, value: Any) -> None:
+    if isinstance(container, dict):
+        container[key] = value
+    else:
+        container.append(value)
+
+
+def _closer(container: Any) -> str:
+    return "}" if isinstance(container, dict) else "]"
+
+
+def _close_all(stack: list[Any], repairs: _Repairs, s: str, pos: int) -> Any:
+    """Close what is still open at the end of the text; an empty root is not a value."""
+    if len(stack) == 1 and not stack[0]:
+        raise _error("truncated: nothing after the opening bracket", s, pos)
+    repairs.add("missing_closing_bracket")
+    return stack[0]
+
+
+def _starts_value(c: str) -> bool:
+    return c in "{[\"'“”‘’-+.0123456789" or c.isalpha()
+
+
+def _starts_key(c: str) -> bool:
+    return c in "\"'“”‘’$_" or c.isalnum()
+
+
+def _key(s: str, pos: int, hi: int, repairs: _Repairs) -> tuple[str, int]:
+    c = s[pos]
+    if c in "\"'“”‘’„":
+        return _string(s, pos, hi, repairs, is_key=True)
+    m = P.BARE_KEY.match(s, pos, hi)
+    if m is None:
+        raise _error(f"expected a key, found {c!r}", s, pos)
+    repairs.add("unquoted_key")
+    return m.group(), m.end()
+
+
+def _scalar(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -> tuple[Any, int]:
+    c = s[pos]
+    if c in "\"'“”‘’„":
+        return _string(s, pos, hi, repairs, is_key=False)
+    if c in "-+.0123456789":
+        m = P.JSON_NUMBER.match(s, pos, hi)
+        loose = P.LOOSE_NUMBER.match(s, pos, hi)
+        lit = P.JSON_LITERAL.match(s, pos, hi) if c == "-" else None
+        if lit is not None:
+            return _literal(lit.group("lit"), repairs), lit.end()
+        if loose is None:
+            raise _error(f"unexpected {c!r}", s, pos)
+        end = loose.end()
+        if end < hi and (s[end].isalnum() or s[end] == "_"):
+            if allow_bare:
+                return _bare(s, pos, hi, repairs)
+            raise _error("malformed number", s, end)
+        token = loose.group()
+        try:
+            if m is not None and m.end() == end:
+                if any(ch in token for ch in ".eE"):
+                    return float(token), end
+                return int(token), end
+            repairs.add("number_format")
+            digits = token.lstrip("+-")
+            if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+                return token.lstrip("+"), end  # leading zeros: keep every digit
+            if any(ch in token for ch in ".eE"):
+                return float(token), end
+            return int(token), end
+        except ValueError:
+            raise _error("number out of range", s, pos) from None
+    lit = P.JSON_LITERAL.match(s, pos, hi)
+    if lit is not None:
+        return _literal(lit.group("lit"), repairs), lit.end()
+    if allow_bare:
+        return _bare(s, pos, hi, repairs)
+    raise _error(f"unexpected {c!r}", s, pos)
+
+
+def _literal(word: str, repairs: _Repairs) -> Any:
+    if word in ("True", "False", "None"):
+        repairs.add("python_literal")
+    return _LITERALS[word]
+
+
+_LITERALS: Final[dict[str, Any]] = {
+    "true": True,
+    "false": False,
+    "null": None,
+    "True": True,
+    "False": False,
+    "None": None,
+    "NaN": float("nan"),
+    "Infinity": float("inf"),
+    "-Infinity": float("-inf"),
+}
+
+
+def _bare(s: str, pos: int, hi: int, repairs: _Repairs) -> tuple[str, int]:
+    m = P.BARE_VALUE.match(s, pos, hi)
+    if m is None:
+        raise _error(f"unexpected {s[pos]!r}", s, pos)
+    word = m.group().rstrip(" \t")
+    repairs.add("unquoted_value")
+    return word, pos + len(word)
+
+
+_ESCAPES: Final = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+
+
+def _string(s: str, pos: int, hi: int, repairs: _Repairs, *, is_key: bool) -> tuple[str, int]:
+    """A string opened at ``pos`` by any kind of quote; returns it and the offset after it."""
+    quote = s[pos]
+    if quote == '"':
+        chunk = P.STRING_CHUNK['"']
+    elif quote == "'":
+        repairs.add("single_quotes")
+        chunk = P.STRING_CHUNK["'"]
+    else:
+        repairs.add("smart_quotes")
+        chunk = P.STRING_CHUNK["‘" if quote in "‘’" else "“"]
+    parts: list[str] = []
+    i = pos + 1
+    while True:
+        m = chunk.match(s, i, hi)
+        if m.end() > i:
+            parts.append(m.group())
+            i = m.end()
+        if i >= hi:
+            repairs.add("missing_quote")
+            return "".join(parts), i
+        c = s[i]
+        if c == "\\":
+            i = _escape(s, i, hi, parts, repairs, quote)
+        elif c < " ":
+            repairs.add("control_char_in_string")
+            parts.append(c)
+            i += 1
+        else:  # one of the closing quotes the chunk stops at
+            after = P.AFTER_QUOTE.match(s, i + 1, hi).end()
+            if _closes(s, after, hi, is_key):
+                return "".join(parts), i + 1
+            repairs.add("unescaped_quote")
+            parts.append(c)
+            i += 1
+
+
+def _closes(s: str, after: int, hi: int, is_key: bool) -> bool:
+    """Whether a quote followed by ``s[after:]`` closes its string.
+
+    A key's quote always does. A value's quote does when a delimiter, a line end, a
+    comment or the end of the text follows; otherwise it is an unescaped inner quote.
+    """
+    if is_key or after >= hi:
+        return True
+    nxt = s[after]
+    if nxt in ",}]\n\r#":
+        return True
+    return nxt == "/" and after + 1 < hi and s[after + 1] in "/*"
+
+
+def _escape(s: str, i: int, hi: int, parts: list[str], repairs: _Repairs, quote: str) -> int:
+    if i + 1 >= hi:
+        repairs.add("missing_quote")
+        return hi
+    e = s[i + 1]
+    if e in _ESCAPES:
+        parts.append(_ESCAPES[e])
+        return i + 2
+    if e == "'":
+        if quote != "'":
+            repairs.add("invalid_escape")
+        parts.append("'")
+        return i + 2
+    if e == "u":
+        code = s[i + 2 : i + 6]
+        if len(code) == 4 and all(ch in "0123456789abcdefABCDEF" for ch in code):
+            cp = int(code, 16)
+            if 0xD800 <= cp < 0xDC00 and s.startswith("\\u", i + 6):
+                low = s[i + 8 : i + 12]
+                if len(low) == 4 and all(ch in "0123456789abcdefABCDEF" for ch in low):
+                    lo = int(low, 16)
+                    if 0xDC00 <= lo < 0xE000:
+                        parts.append(chr(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)))
+                        return i + 12
+            parts.append(chr(cp))
+            return i + 6
+    repairs.add("invalid_escape")
+    parts.append("\\" + e)
+    return i + 2

@@ -1,0 +1,272 @@
+"""Every regular expression the text parsers use, compiled once, one comment each.
+
+Rules for this module (they keep the parsers linear in the size of a reply):
+
+* no nested quantifiers and no alternation whose branches can match the same text twice;
+* a pattern that is *searched* (``search``/``finditer``) either starts with an anchor
+  (``^`` in MULTILINE mode, a look-behind) or with a literal, so each attempt dies at
+  once where it cannot match; unbounded runs only come after such a start;
+* patterns used with ``match(text, pos)`` may start with a run, since they are tried at
+  one position only.
+
+Label words live in :data:`LABEL_WORDS`, a table from a normalised spelling to the kind
+of label and its strength; :data:`LABEL` is built from it so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+# --- label words ---------------------------------------------------------------------------
+
+THOUGHT: Final = "thought"
+ACTION: Final = "action"
+ACTION_INPUT: Final = "action_input"
+OBSERVATION: Final = "observation"
+FINAL: Final = "final"
+QUESTION: Final = "question"
+
+STRONG: Final = 0
+"""A label that always starts a section (outside fences and final answers)."""
+WEAK: Final = 1
+"""A label honoured only where it is expected: an input word right after an Action, an
+answer word when no final answer has started yet."""
+
+# Spelling as written in the pattern (spaces stand for "space, underscore, hyphen or
+# nothing"), kind, strength. Keep the English canonical words first in each block.
+_WORDS: Final[tuple[tuple[str, str, int], ...]] = (
+    # thought
+    ("Thought", THOUGHT, STRONG),
+    ("Thoughts", THOUGHT, STRONG),
+    ("Thinking", THOUGHT, STRONG),
+    ("Think", THOUGHT, STRONG),
+    ("Reasoning", THOUGHT, STRONG),
+    ("思考过程", THOUGHT, STRONG),
+    ("思考", THOUGHT, STRONG),
+    ("想法", THOUGHT, STRONG),
+    ("思路", THOUGHT, STRONG),
+    ("推理", THOUGHT, STRONG),
+    ("思维", THOUGHT, STRONG),
+    # action
+    ("Action", ACTION, STRONG),
+    ("Actions", ACTION, STRONG),
+    ("行动", ACTION, STRONG),
+    ("动作", ACTION, STRONG),
+    ("操作", ACTION, STRONG),
+    ("工具调用", ACTION, STRONG),
+    # action input
+    ("Action Input", ACTION_INPUT, STRONG),
+    ("Action Inputs", ACTION_INPUT, STRONG),
+    ("Action Args", ACTION_INPUT, STRONG),
+    ("Action Arguments", ACTION_INPUT, STRONG),
+    ("Action Parameters", ACTION_INPUT, STRONG),
+    ("行动输入", ACTION_INPUT, STRONG),
+    ("动作输入", ACTION_INPUT, STRONG),
+    ("操作输入", ACTION_INPUT, STRONG),
+    ("行动参数", ACTION_INPUT, STRONG),
+    ("动作参数", ACTION_INPUT, STRONG),
+    ("工具输入", ACTION_INPUT, STRONG),
+    ("Tool Input", ACTION_INPUT, WEAK),
+    ("Input", ACTION_INPUT, WEAK),
+    ("Inputs", ACTION_INPUT, WEAK),
+    ("Arguments", ACTION_INPUT, WEAK),
+    ("Args", ACTION_INPUT, WEAK),
+    ("Parameters", ACTION_INPUT, WEAK),
+    ("Params", ACTION_INPUT, WEAK),
+    ("输入", ACTION_INPUT, WEAK),
+    ("参数", ACTION_INPUT, WEAK),
+    # observation (only ever a cut point)
+    ("Observation", OBSERVATION, STRONG),
+    ("Observations", OBSERVATION, STRONG),
+    ("Obs", OBSERVATION, STRONG),
+    ("Tool Output", OBSERVATION, STRONG),
+    ("Tool Result", OBSERVATION, STRONG),
+    ("观察结果", OBSERVATION, STRONG),
+    ("观察", OBSERVATION, STRONG),
+    ("观测结果", OBSERVATION, STRONG),
+    ("观测", OBSERVATION, STRONG),
+    # final answer
+    ("Final Answer", FINAL, STRONG),
+    ("Final Response", FINAL, STRONG),
+    ("Final Output", FINAL, STRONG),
+    ("最终答案", FINAL, STRONG),
+    ("最终回答", FINAL, STRONG),
+    ("最终回复", FINAL, STRONG),
+    ("最终结果", FINAL, STRONG),
+    ("最后答案", FINAL, STRONG),
+    ("Final", FINAL, WEAK),
+    ("Answer", FINAL, WEAK),
+    ("答案", FINAL, WEAK),
+    ("回答", FINAL, WEAK),
+    # an echoed question (skipped at the start; ends a final answer later on)
+    ("Question", QUESTION, STRONG),
+    ("问题", QUESTION, STRONG),
+)
+
+CANONICAL: Final[dict[str, str]] = {
+    THOUGHT: "Thought",
+    ACTION: "Action",
+    ACTION_INPUT: "Action Input",
+    OBSERVATION: "Observation",
+    FINAL: "Final Answer",
+    QUESTION: "Question",
+}
+"""The spelling that needs no repair code, per kind."""
+
+
+def normalise_word(word: str) -> str:
+    """The lookup key of a label word: lower case, no spaces, underscores or hyphens."""
+    return word.lower().replace(" ", "").replace("\t", "").replace("_", "").replace("-", "")
+
+
+LABEL_WORDS: Final[dict[str, tuple[str, int]]] = {
+    normalise_word(w): (kind, strength) for w, kind, strength in _WORDS
+}
+"""Normalised label word -> (kind, strength)."""
+
+
+def _alternation(words: list[str]) -> str:
+    # Longest first, so "Action Input" wins over "Action" and "思考过程" over "思考".
+    parts = sorted({w for w in words}, key=len, reverse=True)
+    return "|".join(re.escape(w).replace(r"\ ", r"[ \t_-]?") for w in parts)
+
+
+_ALL_WORDS: Final = _alternation([w for w, k, _ in _WORDS if k != OBSERVATION])
+_OBSERVATION_WORDS: Final = _alternation([w for w, k, _ in _WORDS if k == OBSERVATION])
+
+_LABEL_TEMPLATE: Final = (
+    r"^(?P<indent>[ \t]{0,12})"  # indentation
+    r"(?P<pre>\#{1,6}[ \t]*|>[ \t]?|[-+*•][ \t]+|\d{1,2}[.)][ \t]+|)"  # heading/quote/bullet
+    r"(?P<em>[*_]{0,3})"  # opening bold or italic
+    r"(?P<word>WORDS)"  # the label word
+    r"(?![^\W_])"  # ... not followed by more of a word ("Actions" is its own word)
+    r"(?:[ \t]?(?P<num>\#?\d{1,3}|\(\d{1,3}\)))?"  # "Action 1", "Thought #2", "Action (3)"
+    r"(?P<paren>[ \t]{0,3}[(（][^()（）\n]{0,80}[)）])?"  # "Observation 1 (search):"
+    r"(?P<em2>[*_]{0,3})"  # closing bold/italic before the colon
+    r"(?P<sp>[ \t]*)"  # space before the colon ("Thought :")
+    r"(?P<colon>[:：])?"  # ASCII or full-width colon
+    r"(?P<em3>[*_]{0,3})"  # closing bold/italic after the colon ("**Action:**")
+)
+
+LABEL: Final = re.compile(
+    _LABEL_TEMPLATE.replace("WORDS", _ALL_WORDS), re.IGNORECASE | re.MULTILINE
+)
+"""A label at the start of a line, in any of the spellings of :data:`LABEL_WORDS` except
+observations (those are cut before labels are looked for).
+
+A match is only a candidate: the parser accepts it when it has a colon, or when it is a
+Markdown heading or bold label alone on its line (``### Action``, ``**Final Answer**``).
+"""
+
+OBSERVATION_LABEL: Final = re.compile(
+    _LABEL_TEMPLATE.replace("WORDS", _OBSERVATION_WORDS), re.IGNORECASE | re.MULTILINE
+)
+"""Like :data:`LABEL`, for observation words only: where :func:`cut_reply` cuts."""
+
+INLINE_LABEL: Final = re.compile(
+    r"(?<=[.!?。！？])[ \t]*(?:\*\*)?"  # after the end of a sentence
+    r"(?P<word>Action[ \t]Input|Action|Final[ \t]Answer|行动输入|动作输入|行动|动作|最终答案|最终回答)"
+    r"(?:\*\*)?[ \t]*[:：](?:\*\*)?"
+)
+"""A label in the middle of a thought line ("... so I search. Action: search[x]").
+Case-sensitive and canonical words only: prose rarely capitalises them like that."""
+
+INLINE_INPUT: Final = re.compile(
+    r"(?:\*\*)?(?:Action[ \t_-]?Input|行动输入|动作输入)(?:\*\*)?[ \t]*[:：]", re.IGNORECASE
+)
+"""An "Action Input:" label inside the Action line ("Action: search Action Input: {...}"),
+also glued to the tool name when a renderer dropped the newline."""
+
+# --- fences, tags and think blocks -----------------------------------------------------------
+
+FENCE_LINE: Final = re.compile(r"^[ \t]{0,3}(?:`{3,}|~{3,})", re.MULTILINE)
+"""A code fence marker at the start of a line (opening or closing)."""
+
+FENCE_OPEN: Final = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})(?P<lang>[\w+.#-]*)")
+"""An opening fence and its language tag, matched where the text starts."""
+
+THINK_OPEN: Final = re.compile(r"\s*<(?P<tag>think|thinking|reasoning)>", re.IGNORECASE)
+"""A think block's opening tag at the start of a reply (matched at position 0)."""
+
+THINK_CLOSE: Final = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
+"""A think block's closing tag, searched for anywhere (DeepSeek-R1 often omits the opening)."""
+
+TOOL_CALL_TAG: Final = re.compile(
+    r"<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>|<function=(?P<fname>[\w.\-]{1,100})>"
+)
+"""Native tool-call markup leaking into text: Hermes/Qwen ``<tool_call>``, Mistral
+``[TOOL_CALLS]``, Llama 3 ``<|python_tag|>`` and ``<function=name>``."""
+
+TOOL_CALL_CLOSE: Final = re.compile(r"</tool_call>|</function>")
+"""The closing tag of :data:`TOOL_CALL_TAG` markup."""
+
+SPECIAL_TOKEN: Final = re.compile(
+    r"<\|[\w]{1,40}\|>|</s>|<eos>|<end_of_turn>|<\|endoftext\|>"
+)
+"""A chat-template special token that a server forgot to strip (fullmatched at the end)."""
+
+BLOB_START: Final = re.compile(r"^[ \t]*(?=[{\[])", re.MULTILINE)
+"""A line that starts with a bracket: where a bare JSON blob may begin in prose."""
+
+# --- action values -----------------------------------------------------------------------
+
+BRACKET_ACTION: Final = re.compile(r"(?P<tool>[\w.\-]+)[ \t]*\[")
+"""``tool_name[`` at the start of an Action value (``Finish[answer]``, ``Search[x]``)."""
+
+PAREN_ACTION: Final = re.compile(r"(?P<tool>[\w.\-]+)[ \t]*\(")
+"""``tool_name(`` at the start of an Action value (``search(query="x")``)."""
+
+NAME_THEN_JSON: Final = re.compile(r"(?P<tool>[\w.\-]+)[ \t]+(?=[{\[])")
+"""``tool_name {json}`` on one Action line."""
+
+TOOL_NAME: Final = re.compile(r"[\w.\-]+(?:/[\w.\-]+)*")
+"""A plausible tool name (fullmatched): letters of any script, digits, ``_ . - /``."""
+
+TOOL_NAME_DECORATION: Final = "`*\"'“”‘’[]<> \t"
+"""Characters stripped around a tool name (``**search**``, `` `search` ``, ``"search"``)."""
+
+KWARG: Final = re.compile(
+    r"[ \t]*(?P<key>[A-Za-z_]\w*)[ \t]*=[ \t]*"
+    r"(?P<value>\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|[^,\"'\n]*)[ \t]*"
+)
+"""One ``key=value`` of a Python-style call (matched at a position, one after another)."""
+
+KWARG_SEP: Final = re.compile(r",[ \t]*")
+"""The separator between two :data:`KWARG` items."""
+
+# --- JSON -----------------------------------------------------------------------------------
+
+JSON_WS: Final = re.compile(r"[ \t\n\r]*")
+"""JSON whitespace run (matched at a position)."""
+
+JSON_OPEN: Final = re.compile(r"[{\[]")
+"""Where a JSON object or array may start inside prose."""
+
+JSON_NUMBER: Final = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
+"""A JSON number exactly as the grammar allows it (matched at a position)."""
+
+LOOSE_NUMBER: Final = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+"""What models write for numbers: ``+1``, ``.5``, ``5.``, ``007`` (matched at a position)."""
+
+JSON_LITERAL: Final = re.compile(
+    r"(?P<lit>true|false|null|True|False|None|NaN|Infinity|-Infinity)(?![\w$])"
+)
+"""JSON, Python and JavaScript literal words (matched at a position)."""
+
+BARE_KEY: Final = re.compile(r"[\w$][\w$.\-]*")
+"""An unquoted object key (matched at a position)."""
+
+BARE_VALUE: Final = re.compile(r"\w[^,\[\]{}\"'\n\r]*")
+"""An unquoted string value up to the next delimiter (matched at a position)."""
+
+STRING_CHUNK: Final[dict[str, re.Pattern[str]]] = {
+    '"': re.compile(r'[^"\\\x00-\x1f]*'),  # inside "...": up to a quote, backslash or control
+    "'": re.compile(r"[^'\\\x00-\x1f]*"),  # inside '...'
+    "“": re.compile(r'[^”"\\\x00-\x1f]*'),  # inside “...” (also closed by a plain ")
+    "‘": re.compile(r"[^’'\\\x00-\x1f]*"),  # inside ‘...’ (also closed by a plain ')
+}
+"""Runs of ordinary characters inside a string, per opening quote (matched at a position)."""
+
+AFTER_QUOTE: Final = re.compile(r"[ \t]*")
+"""Spaces after a quote, skipped to see whether the quote closes the string."""

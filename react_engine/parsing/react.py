@@ -1,0 +1,1126 @@
+"""Tolerant parser for text ReAct replies.
+
+:func:`parse_react` reads one model reply written in the Thought / Action / Action Input
+/ Observation / Final Answer protocol (or one of its many dialects) and returns a
+:class:`~react_engine.types.ParsedStep`: the thought, the actions in order, or the final
+answer, the reply as it is kept in the transcript, and a list of *repair codes*, one per
+tolerance applied. A clean canonical reply::
+
+    Thought: I need the weather.
+    Action: get_weather
+    Action Input: {"location": "Paris"}
+
+yields ``repairs == []``. :func:`cut_reply` is the first stage on its own, for callers
+that need to cut a streamed reply client-side.
+
+How a reply is read
+-------------------
+
+1. **Cut** (:func:`cut_reply`). A think block is set aside first. Then the reply is cut
+   at the first Observation label at the start of a line (any spelling below, e.g.
+   ``Observation:``, ``**Observation 1 (search):**``, ``观察：``) or at the first full
+   occurrence of a caller's stop word, whichever comes first: what follows was invented
+   by the model. Chat-template special tokens left at the end (``<|eot_id|>``) are
+   dropped, and so is a last line that is the beginning of an Observation label or of a
+   stop word (``\\nObserv``, ``\\nObservation`` without its colon, ``\\n观``), as servers
+   that stop mid-word leave them. Trailing whitespace goes too: the result is
+   ``ParsedStep.text``.
+2. **Think blocks.** ``<think>...</think>`` (also ``<thinking>``/``<reasoning>``) at the
+   start, or everything before a stray ``</think>`` whose opening tag the server ate (as
+   DeepSeek-R1's template does), is skipped for parsing and put in front of the thought.
+   An unclosed ``<think>`` at the start is dropped when labels follow; a reply that is
+   nothing but unclosed reasoning is an error.
+3. **Labels** are found at the start of lines, in any case, with ``:`` or ``：``, spaces
+   before the colon, Markdown around them (``**Action:**``, ``**Action**:``,
+   ``*Thought:*``, ``### Action``, ``- Thought:``, ``> Thought:``), a number
+   (``Action 1:``, ``Action Input 2:``) and many synonyms: Thought(s)/Thinking/Reasoning
+   /思考/想法/思路/推理; Action/行动/动作/操作; Action Input/Action Args/行动输入/动作输入/
+   工具输入; Final Answer/Final Response/最终答案/最终回答/最终回复. Weak words are honoured
+   only where they make sense: ``Input:``/``Args:``/``Arguments:``/``Parameters:``/
+   ``输入``/``参数`` right after an Action, ``Answer:``/``Final:``/``答案``/``回答`` when no
+   final answer has started. A leading ``Question:`` (the model echoing the prompt) is
+   skipped; a later one ends a final answer. Labels inside closed code fences are
+   text. In thoughts, ``Action:`` and ``Final Answer:`` are also found after the end of
+   a sentence on the same line.
+4. **Actions.** ``Action: tool`` followed by ``Action Input: ...``; ``tool[input]``;
+   ``tool(key="v", n=1)``; ``tool {json}``; ``tool Action Input: ...`` on one line; a
+   JSON blob after ``Action:`` or anywhere in a reply that has no Action label, fenced or
+   not, with keys ``action``/``action_input``, ``name``/``arguments``,
+   ``tool_name``/``parameters``, ``tool``/``args``, ``function``/``arguments`` or
+   OpenAI's ``{"function": {"name", "arguments"}}`` (a list of them is several
+   actions); Hermes/Qwen ``<tool_call>``, Mistral ``[TOOL_CALLS]``, Llama
+   ``<|python_tag|>`` and ``<function=name>`` markup. An Action named ``Finish``,
+   ``Final Answer``, ``final_answer``... is the final answer. ``Action: None`` / ``N/A``
+   is dropped.
+5. **Action Input** is JSON (repaired by :func:`~react_engine.parsing.repair_json` when
+   broken, codes prefixed ``json:``), fenced JSON, a quoted string (unquoted) or plain
+   text (kept as a string). Input that starts like JSON but cannot be repaired is kept as
+   the plain string (``action_input_not_json``): the protocol validates it against the
+   tool's schema and tells the model. **An empty or missing Action Input gives
+   ``args == {}``**, so tools without parameters work; the codes say which it was.
+6. **Choosing.** Several actions in one reply form one multi-action step, in order
+   (``multi_action=False`` keeps the first). An action and a final answer with no
+   Observation between them: whichever comes first wins. Text with no label at all is
+   an implicit final answer.
+
+Errors
+------
+
+:class:`~react_engine.errors.ReActParseError` (with ``pos`` and ``expected``) is raised
+only when nothing can be recovered:
+
+* the reply is empty or blank, or nothing is left after cutting an invented Observation
+  (``pos`` 0 or the cut);
+* it is only a think block, or an unclosed ``<think>`` with no label after it;
+* an ``Action:`` has no tool name and there is no other action or final answer;
+* an ``Action Input:`` comes before any ``Action:`` and there is nothing else;
+* a ``Final Answer:`` (or ``Action: Finish``) is empty and there is nothing else;
+* the only action is a no-op (``Action: None``) and there is no final answer;
+* there are labels but only thoughts: no action, no JSON blob, no final answer.
+
+Repair codes
+------------
+
+Cutting: ``cut_observation``, ``cut_stop_word``, ``trim_partial_stop``,
+``special_token``, ``think_block``, ``unclosed_think``.
+
+Labels: ``label_case`` (``THOUGHT:``, ``action input:``), ``label_synonym``
+(``Thoughts:``, ``Action_Input:``, ``Input:``, ``Answer:``), ``chinese_label``,
+``fullwidth_colon``, ``space_before_colon``, ``markdown_label``, ``numbered_label``,
+``indented_label``, ``inline_label``, ``question_echo``, ``unlabeled_thought`` (prose
+before the first label, or before a JSON blob, kept as thought).
+
+Actions: ``bracket_action``, ``unclosed_bracket``, ``paren_action``, ``inline_input``
+(``tool {json}``), ``decorated_tool_name`` (``**search**``, `` `search` ``),
+``json_blob``, ``tool_call_tag``, ``final_as_action``, ``noop_action_dropped``,
+``empty_action_dropped``, ``ignored_text`` (prose after the tool name),
+``unlabeled_action_input`` (JSON after the tool name with no label),
+``missing_action_input``, ``empty_action_input``, ``repeated_action_input`` (a second
+Action Input for the same Action: a second call of that tool), ``orphan_input_dropped``.
+
+Inputs: ``fenced_json``, ``backtick_input``, ``quoted_input``, ``unwrapped_array``
+(``[{...}]`` as arguments), ``json_string_arguments`` (arguments given as a JSON string),
+``action_input_not_object`` (JSON that is not an object: kept as text),
+``action_input_not_json``, ``text_after_input``, and ``json:<code>`` for every
+:data:`~react_engine.parsing.json_repair.JSON_REPAIR_CODES` code.
+
+Choosing: ``implicit_final_answer``, ``first_action_only``,
+``action_after_final_dropped``, ``final_after_action_dropped``,
+``text_after_final_dropped``, ``empty_final_dropped``.
+
+The parser is a handful of small functions over ``(text, pos)``; every pattern lives in
+:mod:`react_engine.parsing.patterns`, and all of them run in linear time, so a hostile
+megabyte parses (or fails) in well under a second.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..errors import JSONRepairError, ReActParseError
+from ..types import ParsedAction, ParsedStep
+from . import patterns as P
+from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
+
+__all__ = ["PARSE_REPAIR_CODES", "cut_reply", "parse_react"]
+
+PARSE_REPAIR_CODES: Final = frozenset(
+    {
+        # cutting
+        "cut_observation",
+        "cut_stop_word",
+        "trim_partial_stop",
+        "special_token",
+        "think_block",
+        "unclosed_think",
+        # labels
+        "label_case",
+        "label_synonym",
+        "chinese_label",
+        "fullwidth_colon",
+        "space_before_colon",
+        "markdown_label",
+        "numbered_label",
+        "indented_label",
+        "inline_label",
+        "question_echo",
+        "unlabeled_thought",
+        # actions
+        "bracket_action",
+        "unclosed_bracket",
+        "paren_action",
+        "inline_input",
+        "decorated_tool_name",
+        "json_blob",
+        "tool_call_tag",
+        "final_as_action",
+        "noop_action_dropped",
+        "empty_action_dropped",
+        "ignored_text",
+        "unlabeled_action_input",
+        "missing_action_input",
+        "empty_action_input",
+        "repeated_action_input",
+        "orphan_input_dropped",
+        # inputs
+        "fenced_json",
+        "backtick_input",
+        "quoted_input",
+        "unwrapped_array",
+        "json_string_arguments",
+        "action_input_not_object",
+        "action_input_not_json",
+        "text_after_input",
+        # choosing
+        "implicit_final_answer",
+        "first_action_only",
+        "action_after_final_dropped",
+        "final_after_action_dropped",
+        "text_after_final_dropped",
+        "empty_final_dropped",
+    }
+    | {"json:" + code for code in JSON_REPAIR_CODES}
+)
+"""Every code :func:`parse_react` may report (see the module docstring)."""
+
+EXPECTED_STEP: Final = "'Thought:' then 'Action:' and 'Action Input:', or 'Final Answer:'"
+
+_FINISH_NAMES: Final = frozenset(
+    {"finish", "final", "finalanswer", "finalresponse", "answer", "最终答案", "最终回答"}
+)
+_NOOP_NAMES: Final = frozenset(
+    {"none", "null", "n/a", "na", "noaction", "nothing", "无", "没有", "-", "—"}
+)
+_NAME_KEYS: Final = (
+    "action",
+    "toolname",
+    "tool",
+    "name",
+    "function",
+    "functionname",
+    "actionname",
+)
+_ARGS_KEYS: Final = (
+    "actioninput",
+    "arguments",
+    "parameters",
+    "args",
+    "input",
+    "toolinput",
+    "params",
+    "inputs",
+    "actioninputs",
+    "kwargs",
+)
+_THOUGHT_KEYS: Final = ("thought", "thoughts", "reasoning")
+_PARTIAL_FORMS: Final = tuple(
+    word.lower() + colon
+    for word in ("Observation", "Observations", "Obs", "观察", "观察结果", "观测", "观测结果")
+    for colon in (":", "：")
+)
+_LONGEST_FORM: Final = max(len(form) for form in _PARTIAL_FORMS)
+_MAX_BLOB_CANDIDATES: Final = 16
+MAX_LABELS: Final = 1000
+"""Labels read per reply; any after that are text (a bound for hostile input)."""
+MAX_KWARGS: Final = 256
+"""``key=value`` pairs read in ``tool(...)``; with more, the input stays text."""
+_PREAMBLE: Final = "preamble"
+
+
+# --- cutting ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Cut:
+    text: str  # the reply as kept
+    codes: list[str]
+    think: str | None  # content of the think block, if there is one
+    body_start: int  # where the reply proper starts (after the think block)
+    unclosed_think: bool
+
+
+def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> tuple[str, list[str]]:
+    """Cut a reply where the model started inventing, as a server's ``stop`` would.
+
+    Returns the kept text (trailing whitespace stripped) and the repair codes applied:
+    ``cut_observation`` / ``cut_stop_word`` for a cut at the first Observation label at
+    the start of a line / the first full stop word, ``special_token`` and
+    ``trim_partial_stop`` for what was trimmed at the end, ``think_block`` /
+    ``unclosed_think`` when a think block was set aside (never cut inside).
+    """
+    cut = _cut(text, stop_words)
+    return cut.text, cut.codes
+
+
+def _cut(text: str, stop_words: Sequence[str] | None) -> _Cut:
+    codes: list[str] = []
+    think, body_start, think_code = _think_span(text)
+    if think_code:
+        codes.append(think_code)
+    body = text[body_start:]
+    end = len(body)
+    obs_at = _first_observation(body)
+    stop_at = -1
+    for word in stop_words or ():
+        if word:
+            at = body.find(word, 0, end if stop_at < 0 else stop_at)
+            if at >= 0:
+                stop_at = at
+    if obs_at >= 0 or stop_at >= 0:
+        candidates = [at for at in (obs_at, stop_at) if at >= 0]
+        end = min(candidates)
+        if obs_at >= 0 and not body[end:obs_at].strip():
+            codes.append("cut_observation")
+        else:
+            codes.append("cut_stop_word")
+    kept = body[:end].rstrip()
+    while True:
+        lt = kept.rfind("<")
+        if lt < 0 or P.SPECIAL_TOKEN.fullmatch(kept, lt) is None:
+            break
+        kept = kept[:lt].rstrip()
+        codes.append("special_token")
+    partial = _partial_stop(kept, stop_words)
+    if partial < len(kept):
+        kept = kept[:partial].rstrip()
+        codes.append("trim_partial_stop")
+    return _Cut(
+        text=(text[:body_start] + kept).rstrip(),
+        codes=_dedupe(codes),
+        think=think,
+        body_start=body_start,
+        unclosed_think=think_code == "unclosed_think",
+    )
+
+
+def _think_span(text: str) -> tuple[str | None, int, str | None]:
+    """The think block's content, where the reply proper starts, and the repair code."""
+    opening = P.THINK_OPEN.match(text)
+    if opening is not None:
+        closing = P.THINK_CLOSE.search(text, opening.end())
+        if closing is None:
+            return None, opening.end(), "unclosed_think"
+        return text[opening.end() : closing.start()], closing.end(), "think_block"
+    closing = P.THINK_CLOSE.search(text)
+    if closing is None:
+        return None, 0, None
+    return text[: closing.start()], closing.end(), "think_block"
+
+
+def _first_observation(body: str) -> int:
+    """Where the first Observation label starts; a bare ``Observation`` line counts too."""
+    for m in P.OBSERVATION_LABEL.finditer(body):
+        if _label_content_start(m, body, bare_ok=True) is not None:
+            return m.start()
+    return -1
+
+
+def _partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
+    """Where a last line that only begins an Observation label or a stop word starts."""
+    nl = kept.rfind("\n")
+    if nl < 0:
+        return len(kept)
+    last = kept[nl + 1 :]
+    core = last.strip(" \t>#*_-").lower()
+    if core and len(core) < _LONGEST_FORM and any(f.startswith(core) for f in _PARTIAL_FORMS):
+        return nl
+    for word in stop_words or ():
+        word = word.lstrip("\n")
+        if last and len(last) < len(word) and word.startswith(last):
+            return nl
+    return len(kept)
+
+
+# --- labels and sections -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Label:
+    kind: str
+    strength: int
+    start: int  # start of the label's line
+    content: int  # where its content starts
+    codes: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Section:
+    kind: str  # a label kind, or _PREAMBLE for the text before the first label
+    start: int
+    content: str
+    content_start: int
+    codes: tuple[str, ...] = ()
+
+
+def _label_content_start(m: re.Match[str], text: str, *, bare_ok: bool = False) -> int | None:
+    """Where a label candidate's content starts, or None when it is not a label.
+
+    Without a colon, a label must be alone on its line and be a Markdown heading or
+    bold (``### Action``, ``**Final Answer**``), or ``bare_ok`` must allow the plain word.
+    """
+    if m.group("colon"):
+        return m.end()
+    pre, em = m.group("pre", "em")
+    if "#" not in pre and not em and not bare_ok:
+        return None
+    eol = text.find("\n", m.end())
+    if text[m.end() : eol if eol >= 0 else len(text)].strip():
+        return None
+    return m.end()
+
+
+@functools.lru_cache(maxsize=512)
+def _word_info(word: str) -> tuple[str, int, tuple[str, ...]]:
+    """Kind, strength and spelling repair code of a label word as it was written."""
+    kind, strength = P.LABEL_WORDS[P.normalise_word(word)]
+    canonical = P.CANONICAL[kind]
+    if word == canonical:
+        return kind, strength, ()
+    if not word.isascii():
+        return kind, strength, ("chinese_label",)
+    if word.lower() == canonical.lower():
+        return kind, strength, ("label_case",)
+    return kind, strength, ("label_synonym",)
+
+
+def _label_codes(m: re.Match[str], word_codes: tuple[str, ...]) -> tuple[str, ...]:
+    indent, pre, em, num, paren, em2, sp, colon, em3 = m.group(
+        "indent", "pre", "em", "num", "paren", "em2", "sp", "colon", "em3"
+    )
+    if not (indent or pre or em or num or paren or em2 or sp or em3) and colon != "：":
+        return word_codes
+    codes = list(word_codes)
+    if indent:
+        codes.append("indented_label")
+    if pre or em or em2 or em3:
+        codes.append("markdown_label")
+    if num or paren:
+        codes.append("numbered_label")
+    if colon and sp:
+        codes.append("space_before_colon")
+    if colon == "：":
+        codes.append("fullwidth_colon")
+    return tuple(codes)
+
+
+def _closed_fences(body: str) -> list[tuple[int, int]]:
+    """(opening line start, closing line start) of each closed fence pair."""
+    spans: list[tuple[int, int]] = []
+    opened = -1
+    for m in P.FENCE_LINE.finditer(body):
+        eol = body.find("\n", m.end())
+        line_rest = body[m.end() : eol if eol >= 0 else len(body)]
+        if opened < 0:
+            if "```" in line_rest or "~~~" in line_rest:
+                continue  # a fence opened and closed on one line
+            opened = m.start()
+        else:
+            spans.append((opened, m.start()))
+            opened = -1
+    return spans
+
+
+def _labels(body: str) -> list[_Label]:
+    fences = _closed_fences(body)
+    labels: list[_Label] = []
+    f = 0
+    for m in P.LABEL.finditer(body):
+        start = m.start()
+        while f < len(fences) and fences[f][1] < start:
+            f += 1
+        if f < len(fences) and fences[f][0] < start <= fences[f][1]:
+            continue
+        content = _label_content_start(m, body)
+        if content is None:
+            continue
+        kind, strength, word_codes = _word_info(m.group("word"))
+        labels.append(_Label(kind, strength, start, content, _label_codes(m, word_codes)))
+        if len(labels) >= MAX_LABELS:
+            break  # the rest is text: no real reply has this many labels
+    return labels
+
+
+def _sections(body: str, labels: list[_Label]) -> list[_Section]:
+    """The reply split at the labels that count where they stand."""
+    sections: list[_Section] = []
+    first = labels[0].start if labels else len(body)
+    if body[:first].strip():
+        sections.append(_Section(_PREAMBLE, 0, body[:first], 0))
+    honoured: list[_Label] = []
+    for label in labels:
+        prev = honoured[-1].kind if honoured else None
+        if label.strength == P.WEAK:
+            if label.kind == P.ACTION_INPUT and prev != P.ACTION:
+                continue
+            if label.kind == P.FINAL and any(h.kind == P.FINAL for h in honoured):
+                continue
+        if label.kind == P.QUESTION and honoured and prev != P.FINAL:
+            continue
+        honoured.append(label)
+    for i, label in enumerate(honoured):
+        end = honoured[i + 1].start if i + 1 < len(honoured) else len(body)
+        sections.append(
+            _Section(label.kind, label.start, body[label.content : end], label.content, label.codes)
+        )
+    return _split_inline(sections)
+
+
+def _split_inline(sections: list[_Section]) -> list[_Section]:
+    """Split "Thought: ... . Action: x" on one line into a thought and an action."""
+    out: list[_Section] = []
+    for sec in sections:
+        m = P.INLINE_LABEL.search(sec.content) if sec.kind in (P.THOUGHT, _PREAMBLE) else None
+        if m is None:
+            out.append(sec)
+            continue
+        kind, _strength, word_codes = _word_info(m.group("word"))
+        out.append(
+            _Section(sec.kind, sec.start, sec.content[: m.start()], sec.content_start, sec.codes)
+        )
+        codes = ("inline_label", *word_codes)
+        out.append(
+            _Section(kind, sec.content_start + m.start(), sec.content[m.end() :], sec.content_start + m.end(), codes)
+        )
+    return out
+
+
+# --- what the sections say -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Item:
+    """An action or a final answer found in the reply, at ``pos``."""
+
+    pos: int
+    tool: str | None = None
+    args: dict[str, Any] | str = field(default_factory=dict)
+    raw_input: str = ""
+    has_input: bool = False
+    final: str | None = None
+    thought: str | None = None
+    codes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Problem:
+    pos: int
+    message: str
+    expected: str
+
+
+@dataclass(slots=True)
+class _Reading:
+    """Everything found in the sections, by position in the reply."""
+
+    items: list[_Item] = field(default_factory=list)
+    thoughts: list[tuple[int, str]] = field(default_factory=list)
+    codes: list[tuple[int, str]] = field(default_factory=list)
+    problems: list[_Problem] = field(default_factory=list)
+    others: list[int] = field(default_factory=list)  # sections that are neither: a late Question
+
+
+def parse_react(
+    text: str, *, multi_action: bool = True, stop_words: Sequence[str] | None = None
+) -> ParsedStep:
+    """Parse one text ReAct reply; see the module docstring for what is tolerated.
+
+    ``stop_words`` are the request's stop sequences: the reply is also cut at the first
+    one the server failed to honour, and a partial one at the very end is trimmed.
+    Raises :class:`~react_engine.errors.ReActParseError` when nothing can be recovered.
+    """
+    if not text.strip():
+        raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
+    cut = _cut(text, stop_words)
+    offset = cut.body_start
+    body = cut.text[offset:]
+    think = cut.think.strip() if cut.think else ""
+    if not body.strip():
+        if cut.think is not None or cut.unclosed_think:
+            raise ReActParseError(
+                "the reply is only reasoning, with no action or final answer after it",
+                text=text,
+                pos=len(cut.text),
+                expected=EXPECTED_STEP + " after the reasoning",
+            )
+        raise ReActParseError(
+            "nothing is left of the reply once the invented Observation is cut",
+            text=text,
+            pos=0,
+            expected=EXPECTED_STEP + " before any 'Observation:'",
+        )
+    sections = _sections(body, _labels(body))
+    reading = _read(sections)
+    if not any(sec.kind == P.ACTION for sec in sections):
+        _find_blobs(sections, reading)
+    labelled = any(sec.kind != _PREAMBLE for sec in sections)
+    if not labelled and not reading.items:
+        if cut.unclosed_think:
+            raise ReActParseError(
+                "the reasoning block is never closed and no action or answer follows it",
+                text=text,
+                pos=len(cut.text),
+                expected="'</think>' then " + EXPECTED_STEP,
+            )
+        return ParsedStep(
+            thought=think or None,
+            final_answer=body.strip(),
+            repairs=[*cut.codes, "implicit_final_answer"],
+            text=cut.text,
+        )
+    return _choose(reading, cut, think, text, multi_action)
+
+
+def _read(sections: list[_Section]) -> _Reading:
+    r = _Reading()
+    labelled = any(sec.kind != _PREAMBLE for sec in sections)
+    last_action: _Item | None = None
+    for index, sec in enumerate(sections):
+        r.codes.extend((sec.start, code) for code in sec.codes)
+        if sec.kind == _PREAMBLE:
+            if labelled:
+                r.thoughts.append((sec.start, sec.content.strip()))
+                r.codes.append((sec.start, "unlabeled_thought"))
+        elif sec.kind == P.THOUGHT:
+            r.thoughts.append((sec.start, sec.content.strip()))
+        elif sec.kind == P.QUESTION:
+            if index == 0 or (index == 1 and sections[0].kind == _PREAMBLE):
+                r.codes.append((sec.start, "question_echo"))
+            else:
+                r.others.append(sec.start)
+        elif sec.kind == P.ACTION:
+            items, problem = _action(sec.content, sec.content_start)
+            if problem is not None:
+                r.problems.append(problem)
+            r.items.extend(items)
+            last = items[-1] if items else None
+            usable = last is not None and last.tool is not None and last.final is None
+            last_action = last if usable else None
+        elif sec.kind == P.ACTION_INPUT:
+            _attach_input(r, last_action, sec)
+        else:  # P.FINAL
+            r.items.append(_Item(sec.start, final=sec.content.strip()))
+    return r
+
+
+def _attach_input(r: _Reading, action: _Item | None, sec: _Section) -> None:
+    if action is None:
+        r.problems.append(
+            _Problem(sec.start, "an Action Input with no Action before it", "'Action: <tool name>'")
+        )
+        r.codes.append((sec.start, "orphan_input_dropped"))
+        return
+    args, codes = _input(sec.content)
+    raw = sec.content.strip()
+    if not action.has_input:
+        action.args, action.raw_input, action.has_input = args, raw, True
+        action.codes = [c for c in action.codes if c != "missing_action_input"]
+        action.codes.extend(codes)
+        return
+    item = _Item(sec.start, tool=action.tool, args=args, raw_input=raw, has_input=True)
+    item.codes = ["repeated_action_input", *codes]
+    r.items.append(item)
+
+
+# --- actions ------------------------------------------------------------------------------------
+
+
+def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
+    """The item(s) an Action section names (several for a list blob), or a problem."""
+    stripped = content.strip()
+    at = pos + (len(content) - len(content.lstrip()))
+    missing = _Problem(at, "the Action has no tool name", "a tool name after 'Action:'")
+    if not stripped:
+        return [], missing
+    if stripped[0] in "{[`~<":
+        found = _blob(stripped, 0)
+        if found is not None:
+            items, end = found
+            for item in items:
+                item.pos = at
+                if stripped[end:].strip():
+                    item.codes.append("text_after_input")
+            return items, None
+        if stripped[0] != "[":
+            return [], missing
+    eol = stripped.find("\n")
+    first = stripped if eol < 0 else stripped[:eol]
+    rest = "" if eol < 0 else stripped[eol + 1 :]
+    item = _Item(at)
+    m = P.INLINE_INPUT.search(first)
+    if m is not None:
+        item.codes.append("inline_label")
+        _set_input(item, stripped[m.end() :])
+        return _named(item, first[: m.start()].rstrip(" \t,;"), missing)
+    m = P.BRACKET_ACTION.match(first)
+    if m is not None:
+        item.codes.append("bracket_action")
+        close = stripped.rfind("]")
+        if close < m.end():
+            inner, after = stripped[m.end() :], ""
+            item.codes.append("unclosed_bracket")
+        else:
+            inner, after = stripped[m.end() : close], stripped[close + 1 :]
+        if after.strip():
+            item.codes.append("text_after_input")
+        _set_input(item, inner)
+        return _named(item, m.group("tool"), missing)
+    m = P.PAREN_ACTION.match(first)
+    if m is not None and stripped.endswith(")"):
+        item.codes.append("paren_action")
+        inner = stripped[m.end() : -1].strip()
+        if inner:
+            item.args, item.raw_input = _call_args(inner, item.codes), inner
+        item.has_input = True
+        return _named(item, m.group("tool"), missing)
+    m = P.NAME_THEN_JSON.match(first)
+    if m is not None:
+        item.codes.append("inline_input")
+        _set_input(item, stripped[m.end() :])
+        return _named(item, m.group("tool"), missing)
+    if rest.strip():
+        if rest.lstrip()[:1] in ("{", "[", "`", "~"):
+            item.codes.append("unlabeled_action_input")
+            _set_input(item, rest)
+        else:
+            item.codes.append("ignored_text")
+    return _named(item, first, missing)
+
+
+def _named(item: _Item, name: str, missing: _Problem) -> tuple[list[_Item], _Problem | None]:
+    tool = name.strip(P.TOOL_NAME_DECORATION).rstrip(".,;:。，；：")
+    tool = tool.strip(P.TOOL_NAME_DECORATION)
+    if not tool:
+        return [], missing
+    if tool != name.strip():
+        item.codes.append("decorated_tool_name")
+    item.tool = tool
+    if not item.has_input:
+        item.codes.append("missing_action_input")
+    return [item], None
+
+
+def _set_input(item: _Item, raw: str) -> None:
+    args, codes = _input(raw)
+    item.args, item.raw_input, item.has_input = args, raw.strip(), True
+    item.codes.extend(codes)
+
+
+def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
+    """Arguments from an Action Input: a JSON object, or the text itself."""
+    text = raw.strip()
+    codes: list[str] = []
+    if not text:
+        return {}, ["empty_action_input"]
+    if text.startswith(("```", "~~~")):
+        inner, after = _unfence(text)
+        codes.append("fenced_json")
+        if after.strip():
+            codes.append("text_after_input")
+        text = inner.strip()
+        if not text:
+            return {}, [*codes, "empty_action_input"]
+    elif len(text) > 1 and text[0] == "`" and text[-1] == "`" and "`" not in text[1:-1]:
+        codes.append("backtick_input")
+        text = text[1:-1].strip()
+    if text[:1] in ("{", "["):
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            try:
+                result = repair_json(text)
+            except JSONRepairError:
+                return text, [*codes, "action_input_not_json"]
+            value = result.value
+            codes.extend("json:" + c for c in result.repairs)
+        return _as_args(value, text, codes)
+    unquoted = _unquote(text)
+    if unquoted is None:
+        return text, codes
+    codes.append("quoted_input")
+    if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
+        try:
+            value = json.loads(unquoted)
+        except (ValueError, RecursionError):
+            return unquoted, codes
+        if isinstance(value, dict):
+            return value, [*codes, "json_string_arguments"]
+    return unquoted, codes
+
+
+def _unquote(text: str) -> str | None:
+    """The string inside ``"..."`` or ``'...'`` when that is all the text is."""
+    if len(text) < 2 or text[0] != text[-1] or text[0] not in "\"'":
+        return None
+    if text[0] == '"':
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+        return value if isinstance(value, str) else None
+    return text[1:-1] if "'" not in text[1:-1] else None
+
+
+def _as_args(value: Any, text: str, codes: list[str]) -> tuple[dict[str, Any] | str, list[str]]:
+    if isinstance(value, dict):
+        return value, codes
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+        return value[0], [*codes, "unwrapped_array"]
+    if isinstance(value, str):
+        return value, [*codes, "quoted_input"]
+    return text, [*codes, "action_input_not_object"]
+
+
+def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
+    """Arguments as a JSON blob gives them: an object, a JSON string, text or nothing."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if value.strip()[:1] != "{":
+            return value
+        try:
+            parsed = repair_json(value.strip())
+        except JSONRepairError:
+            return value
+        if not isinstance(parsed.value, dict):
+            return value
+        codes.append("json_string_arguments")
+        codes.extend("json:" + c for c in parsed.repairs)
+        return parsed.value
+    args, more = _as_args(value, json.dumps(value, ensure_ascii=False), [])
+    codes.extend(more)
+    return args
+
+
+def _call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:
+    """Arguments of ``tool(...)``: JSON, ``key=value`` pairs, a quoted string or text."""
+    if inner[0] in "{[":
+        args, more = _input(inner)
+        codes.extend(more)
+        return args
+    kwargs = _kwargs(inner)
+    if kwargs is not None:
+        return kwargs
+    args, more = _input(inner)
+    codes.extend(more)
+    return args
+
+
+def _kwargs(text: str) -> dict[str, Any] | None:
+    """``key="v", n=2`` as a dict (values decoded as JSON where they are), or None."""
+    out: dict[str, Any] = {}
+    pos = 0
+    while len(out) < MAX_KWARGS:
+        m = P.KWARG.match(text, pos)
+        if m is None:
+            return None
+        value = m.group("value").strip()
+        try:
+            out[m.group("key")] = repair_json(value).value if value else ""
+        except JSONRepairError:
+            out[m.group("key")] = value
+        pos = m.end()
+        if pos >= len(text):
+            return out
+        sep = P.KWARG_SEP.match(text, pos)
+        if sep is None:
+            return None
+        pos = sep.end()
+    return None
+
+
+def _unfence(text: str) -> tuple[str, str]:
+    """The content of the fence ``text`` starts with, and the text after its close."""
+    m = P.FENCE_OPEN.match(text)
+    if m is None:  # pragma: no cover - callers check the text starts with a fence
+        return text, ""
+    start = m.end()
+    eol = text.find("\n", start)
+    if eol >= 0 and not text[start:eol].strip():
+        start = eol + 1
+    close = text.find(m.group("fence"), start)
+    if close < 0:
+        return text[start:], ""
+    return text[start:close], text[close + len(m.group("fence")) :]
+
+
+# --- JSON blobs --------------------------------------------------------------------------------
+
+
+def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
+    """The tool calls of a JSON blob or tool-call markup at ``pos``, and where it ends.
+
+    None when what is there is not a tool call.
+    """
+    codes: list[str] = ["json_blob"]
+    fname: str | None = None
+    tag = P.TOOL_CALL_TAG.match(text, pos)
+    if tag is not None:
+        codes.append("tool_call_tag")
+        fname = tag.group("fname")
+        start = P.JSON_WS.match(text, tag.end()).end()
+        closing = P.TOOL_CALL_CLOSE.search(text, start)
+        if closing is not None:
+            value, end = _json_value(text[start : closing.start()], codes), closing.end()
+        else:
+            value, end = _json_prefix(text, start, codes)
+    elif text.startswith(("```", "~~~"), pos):
+        inner, after = _unfence(text[pos:])
+        end = len(text) - len(after)
+        codes.append("fenced_json")
+        value = _json_value(inner, codes)
+    else:
+        value, end = _json_prefix(text, pos, codes)
+    if value is None:
+        return None
+    if fname is not None:
+        value = {"name": fname, "arguments": value}
+    calls = _calls(value)
+    if calls is None:
+        return None
+    items: list[_Item] = []
+    for tool, args, has_args, thought in calls:
+        item = _Item(pos, tool=tool, has_input=True, thought=thought, codes=list(codes))
+        if _is_finish(tool):
+            item.final = _answer_text(args)
+            item.codes.append("final_as_action")
+        else:
+            item.args = _blob_args(args, item.codes)
+            item.raw_input = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            if not has_args:
+                item.codes.append("missing_action_input")
+        items.append(item)
+    return items, end
+
+
+def _json_value(chunk: str, codes: list[str]) -> Any:
+    """A JSON object or array making up ``chunk`` (repaired), or None."""
+    stripped = chunk.strip()
+    if stripped[:1] not in ("{", "["):
+        return None
+    try:
+        result = repair_json(stripped)
+    except JSONRepairError:
+        return None
+    codes.extend("json:" + c for c in result.repairs)
+    return result.value
+
+
+def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int]:
+    """The JSON object or array starting at ``pos`` (repaired) and its end, or (None, pos)."""
+    if text[pos : pos + 1] not in ("{", "["):
+        return None, pos
+    try:
+        value, end, repairs = decode_prefix(text, pos)
+    except JSONRepairError:
+        return None, pos
+    codes.extend("json:" + c for c in repairs)
+    return value, end
+
+
+def _calls(value: Any) -> list[tuple[str, Any, bool, str | None]] | None:
+    """(tool, arguments, whether arguments were given, thought) for each call in a blob."""
+    if isinstance(value, list):
+        calls: list[tuple[str, Any, bool, str | None]] = []
+        for element in value:
+            one = _calls(element) if isinstance(element, dict) else None
+            if one is None:
+                return None
+            calls.extend(one)
+        return calls or None
+    if not isinstance(value, dict):
+        return None
+    keys = {P.normalise_word(str(k)): k for k in value}
+    if "toolcalls" in keys and isinstance(value[keys["toolcalls"]], list):
+        return _calls(value[keys["toolcalls"]])
+    thought: str | None = None
+    for k in _THOUGHT_KEYS:
+        if k in keys and isinstance(value[keys[k]], str):
+            thought = value[keys[k]].strip() or None
+            break
+    fn = value[keys["function"]] if "function" in keys else None
+    if isinstance(fn, dict):
+        inner = _calls(fn)
+        return [(t, a, h, thought) for t, a, h, _ in inner] if inner else None
+    name_key = next((k for k in _NAME_KEYS if k in keys and isinstance(value[keys[k]], str)), None)
+    if name_key is None or not value[keys[name_key]].strip():
+        return None
+    args_key = next((k for k in _ARGS_KEYS if k in keys), None)
+    if args_key is None and name_key == "name":
+        return None  # {"name": ...} alone is data, not a call
+    args = value[keys[args_key]] if args_key is not None else None
+    return [(value[keys[name_key]].strip(), args, args_key is not None, thought)]
+
+
+def _find_blobs(sections: list[_Section], r: _Reading) -> None:
+    """Tool-call blobs in the thoughts and unlabeled text of a reply with no Action label.
+
+    The first section holding one is used; all the blobs in it are read, in order. The
+    text before the first blob is the thought; text after the last is ignored.
+    """
+    for sec in sections:
+        if sec.kind not in (P.THOUGHT, _PREAMBLE):
+            continue
+        found = _search_blobs(sec.content)
+        if not found:
+            continue
+        start = found[0][0]
+        before = sec.content[:start].strip()
+        r.thoughts = [(p, t) for p, t in r.thoughts if p != sec.start]
+        if before:
+            r.thoughts.append((sec.start, before))
+            if sec.kind == _PREAMBLE and (sec.start, "unlabeled_thought") not in r.codes:
+                r.codes.append((sec.start, "unlabeled_thought"))
+        if sec.content[found[-1][1] :].strip():
+            r.codes.append((sec.content_start + found[-1][1], "text_after_input"))
+        for at, _end, items in found:
+            for item in items:
+                item.pos = sec.content_start + at
+                if item.thought:
+                    r.thoughts.append((item.pos, item.thought))
+                r.items.append(item)
+        r.items.sort(key=lambda it: it.pos)
+        r.thoughts.sort(key=lambda pt: pt[0])
+        return
+
+
+def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
+    """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets.
+
+    Candidates are found in one pass; each is tried once, and at most
+    ``_MAX_BLOB_CANDIDATES`` failures are tolerated, so the search stays linear.
+    """
+    starts = {m.start() for m in P.TOOL_CALL_TAG.finditer(text)}
+    starts.update(m.start() for m in P.FENCE_LINE.finditer(text))
+    starts.update(m.end() for m in P.BLOB_START.finditer(text))
+    found: list[tuple[int, int, list[_Item]]] = []
+    resume = 0
+    failures = 0
+    for start in sorted(starts):
+        if start < resume:
+            continue
+        at = P.JSON_WS.match(text, start).end()
+        blob = _blob(text, at)
+        if blob is None:
+            failures += 1
+            if failures >= _MAX_BLOB_CANDIDATES:
+                break
+            continue
+        found.append((at, blob[1], blob[0]))
+        resume = blob[1]
+    return found
+
+
+# --- choosing ------------------------------------------------------------------------------------
+
+
+def _is_finish(tool: str) -> bool:
+    return P.normalise_word(tool) in _FINISH_NAMES
+
+
+def _answer_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, dict) and len(value) == 1:
+        (only,) = value.values()
+        if isinstance(only, str):
+            return only.strip()
+    if isinstance(value, dict) and not value:
+        return ""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _usable(r: _Reading) -> list[_Item]:
+    """The items that say something: finish actions become answers, no-ops and empty
+    answers are dropped (and remembered as problems, in case nothing else is left)."""
+    items: list[_Item] = []
+    for item in r.items:
+        if item.final is None and item.tool is not None and _is_finish(item.tool):
+            item.final = _answer_text(item.args)
+            item.codes = [c for c in item.codes if c != "missing_action_input"]
+            item.codes.append("final_as_action")
+        if item.final is None and P.normalise_word(item.tool or "") in _NOOP_NAMES:
+            r.codes.append((item.pos, "noop_action_dropped"))
+            r.problems.append(_Problem(item.pos, "the Action is a no-op", "a tool name"))
+            continue
+        if item.final == "":
+            r.codes.append((item.pos, "empty_final_dropped"))
+            r.problems.append(_Problem(item.pos, "the final answer is empty", "the answer text"))
+            continue
+        items.append(item)
+    return items
+
+
+def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -> ParsedStep:
+    offset = cut.body_start
+    items = _usable(r)
+    if not items:
+        if r.problems:
+            problem = min(r.problems, key=lambda p: p.pos)
+        else:
+            problem = _Problem(
+                len(cut.text) - offset,
+                "the reply has thoughts but no action and no final answer",
+                "'Action:' and 'Action Input:', or 'Final Answer:'",
+            )
+        raise ReActParseError(
+            problem.message, text=text, pos=offset + problem.pos, expected=problem.expected
+        )
+    if r.problems:  # recovered from: say what was dropped
+        for problem in r.problems:
+            if problem.message == "the Action has no tool name":
+                r.codes.append((problem.pos, "empty_action_dropped"))
+    first = items[0]
+    drops: list[str] = []
+    later = [p for p, _ in r.thoughts] + r.others + [it.pos for it in items]
+    if first.final is not None:
+        kept = [first]
+        keep_until = min((p for p in later if p > first.pos), default=_END)
+        if any(it.final is None for it in items[1:]):
+            drops.append("action_after_final_dropped")
+        elif keep_until != _END:
+            drops.append("text_after_final_dropped")
+    else:
+        kept = []
+        for item in items:
+            if item.final is not None:
+                break
+            kept.append(item)
+        if len(kept) < len(items):
+            drops.append("final_after_action_dropped")
+        if not multi_action and len(kept) > 1:
+            kept = kept[:1]
+            drops.append("first_action_only")
+        keep_until = _END
+        if drops:
+            keep_until = min((p for p in later if p > kept[-1].pos), default=_END)
+    codes = [code for pos, code in sorted(r.codes, key=lambda pc: pc[0]) if pos < keep_until]
+    for item in kept:
+        codes.extend(item.codes)
+    thoughts = [t for pos, t in r.thoughts if pos < keep_until and t]
+    if think:
+        thoughts.insert(0, think)
+    return ParsedStep(
+        thought="\n\n".join(thoughts) or None,
+        actions=[
+            ParsedAction(tool=item.tool, args=item.args, raw_input=item.raw_input)
+            for item in kept
+            if item.tool is not None and item.final is None
+        ],
+        final_answer=first.final,
+        repairs=_dedupe([*cut.codes, *codes, *drops]),
+        text=cut.text,
+    )
+
+
+_END: Final = 1 << 62
+
+
+def _dedupe(codes: list[str]) -> list[str]:
+    return list(dict.fromkeys(codes))
