@@ -69,7 +69,7 @@ log = logging.getLogger("react_engine")
 T = TypeVar("T")
 
 ApprovalCallback = Callable[[ActionRecord], "bool | Awaitable[bool]"]
-StepCallback = Callable[[Step], "None | Awaitable[None]"]
+StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +99,9 @@ class AgentConfig:
     """``"auto"``, ``"required"``, ``"none"`` or a tool name (emulated by the text protocol)."""
     multi_action: bool = True
     """Text protocol: run every action of a reply (like parallel calls), or only the first."""
-    settings: ModelSettings = ModelSettings()
+    settings: ModelSettings = field(default_factory=ModelSettings)
     """Temperature, seed, max_tokens, timeout, extra_body."""
-    retry: RetryPolicy = RetryPolicy()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     """Network retries of transient API errors."""
 
 
@@ -381,8 +381,13 @@ class Agent:
             return Stop(state.force_final, "the model kept calling tools after the step budget")
 
         state.action_turns += 1
-        if cfg.max_tool_calls is not None and state.tool_calls + len(decision.calls) > cfg.max_tool_calls:
-            step.actions = [_skipped(c, "the run's tool-call budget is spent") for c in decision.calls]
+        if (
+            cfg.max_tool_calls is not None
+            and state.tool_calls + len(decision.calls) > cfg.max_tool_calls
+        ):
+            step.actions = [
+                _skipped(c, "the run's tool-call budget is spent") for c in decision.calls
+            ]
             await self._record(state, step, started)
             return Stop("tool_budget", f"the tool-call budget of {cfg.max_tool_calls} is spent")
         step.actions = await self._execute(state, decision)
@@ -415,7 +420,10 @@ class Agent:
         state.adaptations += 1
         cache, url, model = self.capability_cache, self.base_url, self.model
         if kind == "tools":
-            if not isinstance(state.protocol, FunctionCallingProtocol) or self._protocol_spec != "auto":
+            if (
+                not isinstance(state.protocol, FunctionCallingProtocol)
+                or self._protocol_spec != "auto"
+            ):
                 return False
             cache.remember(url, model, function_calling=False)
             state.caps = dataclasses.replace(state.caps, function_calling=False)
@@ -502,7 +510,9 @@ class Agent:
         if len(runnable) == 1:
             await self._call(state, *runnable[0], inline=True)
         elif runnable:
-            await asyncio.gather(*(self._call(state, r, t, v, inline=False) for r, t, v in runnable))
+            await asyncio.gather(
+                *(self._call(state, r, t, v, inline=False) for r, t, v in runnable)
+            )
         for record, _, _ in prepared:
             if record.error == "repeated" and record.status == "ok":
                 record.error = None
@@ -700,4 +710,3 @@ def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:
         raise box["error"]
     value: T = box["value"]
     return value
-

@@ -71,11 +71,17 @@ def _endpoint(args: argparse.Namespace, *, allow_local: bool) -> Iterator[Endpoi
         )
     from .local import local_server
 
-    print(">> No endpoint configured: starting the embedded SmolLM2-135M model (llama.cpp, 127.0.0.1)",
-          file=sys.stderr, flush=True)
+    print(
+        ">> No endpoint configured: starting the embedded SmolLM2-135M model on 127.0.0.1",
+        file=sys.stderr,
+        flush=True,
+    )
     with local_server() as local:
-        print(f">> local server ready at {local.base_url} (log: {local.log_path})",
-              file=sys.stderr, flush=True)
+        print(
+            f">> local server ready at {local.base_url} (log: {local.log_path})",
+            file=sys.stderr,
+            flush=True,
+        )
         yield Endpoint(local.base_url, local.api_key, local.model, local=True)
 
 
@@ -87,7 +93,9 @@ def _load_tools(spec: str | None) -> list[Tool]:
     try:
         module = importlib.import_module(spec)
     except Exception as exc:  # any import failure is the user's to fix
-        raise ConfigurationError(f"cannot import tools module {spec!r}: {type(exc).__name__}: {exc}") from None
+        raise ConfigurationError(
+            f"cannot import tools module {spec!r}: {type(exc).__name__}: {exc}"
+        ) from None
     found = [v for v in vars(module).values() if isinstance(v, Tool)]
     if not found:
         raise ConfigurationError(f"module {spec!r} defines no @tool")
@@ -97,14 +105,22 @@ def _load_tools(spec: str | None) -> list[Tool]:
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model name (default: $REACT_ENGINE_MODEL / $OPENAI_MODEL)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    p.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key"
+    )
     p.add_argument("--protocol", choices=["auto", "function_calling", "text"], default="auto")
     p.add_argument("--template", help="text template name (classic, json, zh) or a .toml path")
-    p.add_argument("--tools", help="a module whose @tool functions the agent may call (default: demo tools)")
+    p.add_argument(
+        "--tools", help="a module whose @tool functions the agent may call (default: demo tools)"
+    )
     p.add_argument("--max-steps", type=int, default=6)
     p.add_argument("--trace", help="append the run's trace to this JSON Lines file")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--local", action="store_true", help="use the embedded local model even if an endpoint is set")
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="use the embedded local model even if an endpoint is set",
+    )
 
 
 def _print_result(result: RunResult, args: argparse.Namespace) -> None:
@@ -138,8 +154,11 @@ def _run(args: argparse.Namespace, question: str) -> int:
             on_step=None if args.json else StepPrinter(),
             settings=_settings(ep),
         )
-        print(f">> model {ep.model} at {agent.base_url}; protocol: {agent.choose_protocol()[1]}",
-              file=sys.stderr, flush=True)
+        print(
+            f">> model {ep.model} at {agent.base_url}; protocol: {agent.choose_protocol()[1]}",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             result = agent.run(question)
         except RunAborted as exc:
@@ -156,12 +175,16 @@ def _settings(ep: Endpoint) -> ModelSettings:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="react-engine", description="ReAct agents over any OpenAI-compatible API.")
+    parser = argparse.ArgumentParser(
+        prog="react-engine", description="ReAct agents over any OpenAI-compatible API."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="answer one question with tools")
     run.add_argument("question")
     _add_run_options(run)
-    demo = sub.add_parser("demo", help="the weather agent (embedded local model unless an endpoint is set)")
+    demo = sub.add_parser(
+        "demo", help="the weather agent (embedded local model unless an endpoint is set)"
+    )
     _add_run_options(demo)
     demo.add_argument("--question", default=DEMO_QUESTION)
     return parser

@@ -20,8 +20,18 @@ WEATHER: dict[str, dict[str, Any]] = {
     "beijing": {"city": "Beijing", "condition": "sunny", "temperature_c": 24, "humidity": 30},
     "guangzhou": {"city": "Guangzhou", "condition": "rainy", "temperature_c": 29, "humidity": 85},
     "shanghai": {"city": "Shanghai", "condition": "cloudy", "temperature_c": 22, "humidity": 70},
-    "shenzhen": {"city": "Shenzhen", "condition": "thunderstorms", "temperature_c": 28, "humidity": 88},
-    "hangzhou": {"city": "Hangzhou", "condition": "light rain", "temperature_c": 20, "humidity": 76},
+    "shenzhen": {
+        "city": "Shenzhen",
+        "condition": "thunderstorms",
+        "temperature_c": 28,
+        "humidity": 88,
+    },
+    "hangzhou": {
+        "city": "Hangzhou",
+        "condition": "light rain",
+        "temperature_c": 20,
+        "humidity": 76,
+    },
     "paris": {"city": "Paris", "condition": "overcast", "temperature_c": 14, "humidity": 72},
     "london": {"city": "London", "condition": "drizzle", "temperature_c": 11, "humidity": 81},
     "new york": {"city": "New York", "condition": "clear", "temperature_c": 18, "humidity": 55},
@@ -102,11 +112,15 @@ def _evaluate(node: ast.AST) -> float | int:
 
 @tool
 def calculator(
-    expression: Annotated[str, Field(max_length=200, description="An arithmetic expression, e.g. '(3 + 4) * 2'.")],
+    expression: Annotated[
+        str, Field(max_length=200, description="An arithmetic expression, e.g. '(3 + 4) * 2'.")
+    ],
 ) -> float | int:
     """Evaluate an arithmetic expression exactly (no variables, no functions)."""
     try:
-        tree = ast.parse(expression.replace("^", "**").replace("×", "*").replace("÷", "/"), mode="eval")
+        tree = ast.parse(
+            expression.replace("^", "**").replace("×", "*").replace("÷", "/"), mode="eval"
+        )
     except SyntaxError as exc:
         raise ValueError(f"not an arithmetic expression: {exc.msg}") from None
     return _evaluate(tree)

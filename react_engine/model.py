@@ -17,6 +17,7 @@ import asyncio
 import email.utils
 import inspect
 import json
+import random
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -31,7 +32,6 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
 )
 
 from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError, UserError
@@ -263,7 +263,9 @@ def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAP
         return ModelRequestError(mask_secret(str(exc), secret)[:500])
     if isinstance(exc, ValueError | KeyError | TypeError | AttributeError):
         # A body that is not JSON, or JSON of the wrong shape.
-        return ModelUnavailableError(f"the chat API returned a malformed reply ({type(exc).__name__})")
+        return ModelUnavailableError(
+            f"the chat API returned a malformed reply ({type(exc).__name__})"
+        )
     return ModelUnavailableError(f"the chat API call failed: {type(exc).__name__}: {exc}"[:500])
 
 
@@ -328,16 +330,13 @@ class RetryPolicy:
 
 
 def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
-    backoff = wait_exponential_jitter(
-        initial=policy.initial_backoff, max=policy.max_backoff, jitter=policy.jitter
-    )
-
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         hint = getattr(exc, "retry_after", None)
         if isinstance(hint, int | float):
             return float(min(hint, policy.max_backoff))
-        return float(backoff(state))
+        exponential = policy.initial_backoff * 2 ** max(0, state.attempt_number - 1)
+        return min(policy.max_backoff, exponential) + random.uniform(0, policy.jitter)
 
     return wait
 
@@ -377,7 +376,9 @@ ScriptItem: TypeAlias = (
 )
 
 
-def reply(content: str | None = None, *, reasoning: str | None = None, usage: Usage | None = None) -> ModelResponse:
+def reply(
+    content: str | None = None, *, reasoning: str | None = None, usage: Usage | None = None
+) -> ModelResponse:
     """A scripted text reply."""
     return ModelResponse(
         content=content,
@@ -403,7 +404,10 @@ def tool_call_reply(
         text = args if isinstance(args, str) else json.dumps(dict(args), ensure_ascii=False)
         out.append(RawToolCall(call_id, name, text))
     return ModelResponse(
-        content=content, tool_calls=out, finish_reason="tool_calls", usage=usage or Usage(requests=1)
+        content=content,
+        tool_calls=out,
+        finish_reason="tool_calls",
+        usage=usage or Usage(requests=1),
     )
 
 

@@ -52,7 +52,9 @@ def format_step(step: Step, *, color: bool = False, width: int = 400) -> str:
             + ("" if action.status == "ok" else s(f"  [{action.status}]", "red"))
         )
     if step.kind == "format_error":
-        lines.append(s(f"   Format error fed back: {_shorten(step.feedback or '', width)}", "yellow"))
+        lines.append(
+            s(f"   Format error fed back: {_shorten(step.feedback or '', width)}", "yellow")
+        )
         if step.text:
             lines.append(s(f"   (reply was: {_shorten(step.text, width)})", "dim"))
     if step.final_answer is not None:

@@ -143,7 +143,7 @@ class Tool:
         max_observation_chars: int | None = None,
     ) -> Tool:
         """Build a tool from a typed function; its docstring gives the descriptions."""
-        tool_name = name or getattr(function, "__name__", "")
+        tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_name(tool_name)
         summary, arg_docs = _parse_docstring(inspect.getdoc(function) or "")
         sig = inspect.signature(function)
@@ -188,7 +188,7 @@ class Tool:
                 tool_name=tool_name,
             )
         try:
-            model = pydantic.create_model(  # type: ignore[call-overload]
+            model = pydantic.create_model(
                 _model_name(tool_name),
                 __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
                 **fields,
@@ -200,7 +200,7 @@ class Tool:
         return cls._build(
             tool_name,
             description if description is not None else summary,
-            cast(type[BaseModel], model),
+            model,
             function,
             pass_model=False,
             summarize=summarize,
@@ -227,7 +227,7 @@ class Tool:
         The function takes either one parameter annotated with the model (it receives the
         validated instance) or keyword parameters named exactly like the model's fields.
         """
-        tool_name = name or getattr(function, "__name__", "")
+        tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_name(tool_name)
         if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
             raise ToolDefinitionError(
@@ -241,15 +241,17 @@ class Tool:
             hints = get_type_hints(function)
         except Exception:
             hints = {}
-        pass_model = len(params) == 1 and hints.get(params[0].name) is args_model
+        pass_model = len(params) == 1 and (
+            hints.get(params[0].name) is args_model
+            or params[0].annotation is args_model
+            or params[0].annotation == args_model.__name__  # a string annotation, unresolved
+        )
         if not pass_model:
             takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
             fields = set(args_model.model_fields)
             names = {p.name for p in params}
             missing = sorted(fields - names) if not takes_kwargs else []
-            extra = sorted(
-                p.name for p in params if p.name not in fields and p.default is p.empty
-            )
+            extra = sorted(p.name for p in params if p.name not in fields and p.default is p.empty)
             if missing or extra:
                 parts = []
                 if missing:

@@ -52,7 +52,10 @@ def test_weather_example_parallel_calls_paired_in_order() -> None:
                 content="I need the weather in both cities.",
                 usage=Usage(100, 20, 120, 0, 1),
             ),
-            reply("Beijing is sunny, 24°C; Guangzhou is rainy, 29°C.", usage=Usage(150, 15, 165, 100, 1)),
+            reply(
+                "Beijing is sunny, 24°C; Guangzhou is rainy, 29°C.",
+                usage=Usage(150, 15, 165, 100, 1),
+            ),
         ]
     )
     result = agent.run("What's the weather in Beijing and Guangzhou?")
@@ -136,7 +139,11 @@ def test_ids_generated_when_missing_or_repeated() -> None:
 @pytest.mark.parametrize(
     ("call", "status", "needle"),
     [
-        (("get_wether", {"location": "Paris"}), "unknown_tool", "Valid tools: calculator, get_weather"),
+        (
+            ("get_wether", {"location": "Paris"}),
+            "unknown_tool",
+            "Valid tools: calculator, get_weather",
+        ),
         (("get_weather", "{location: Paris"), "ok", "Paris"),  # repaired JSON still runs
         (("get_weather", "not json at all {"), "invalid_arguments", "not valid JSON"),
         (("get_weather", "[1, 2]"), "invalid_arguments", "must be a JSON object"),
@@ -220,7 +227,9 @@ def test_tool_call_budget() -> None:
     agent, _ = make_agent(
         [
             tool_call_reply(("calculator", {"expression": "1"})),
-            tool_call_reply(("calculator", {"expression": "2"}), ("calculator", {"expression": "3"})),
+            tool_call_reply(
+                ("calculator", {"expression": "2"}), ("calculator", {"expression": "3"})
+            ),
         ],
         max_tool_calls=2,
     )
@@ -319,10 +328,15 @@ def test_tool_choice_per_run(choice: str) -> None:
 
 def test_required_tool_choice_makes_a_bare_answer_a_format_error() -> None:
     agent, _ = make_agent(
-        [reply("no tools for me"), tool_call_reply(("calculator", {"expression": "1"})), reply("1")],
+        [
+            reply("no tools for me"),
+            tool_call_reply(("calculator", {"expression": "1"})),
+            reply("1"),
+        ],
         tool_choice="auto",
     )
-    result = agent.run("q", tool_choice="required")
+    result = agent.run("q", tool_choice="required", max_steps=1)
+    assert result.answer == "1" and result.stop_reason == "max_steps"
     assert result.steps[0].kind == "format_error"
     assert "You must call one of these tools" in (result.steps[0].feedback or "")
 

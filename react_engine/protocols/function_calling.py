@@ -17,8 +17,8 @@ import json
 import uuid
 from typing import Any
 
-from ..parsing import ReActParseError, parse_react, repair_json
-from ..errors import JSONRepairError
+from ..errors import JSONRepairError, ReActParseError
+from ..parsing import parse_react, repair_json
 from ..prompts import PromptTemplate, load_template
 from ..protocol import Decision, PendingCall, Protocol, RequestContext, arguments_json
 from ..salvage import salvage_calls, strip_salvaged
@@ -84,7 +84,9 @@ class FunctionCallingProtocol(Protocol):
     ) -> None:
         self.salvage = salvage
         """Execute calls written in the reply's text when ``tool_calls`` is empty."""
-        self.template = template if isinstance(template, PromptTemplate) else load_template(template)
+        self.template = (
+            template if isinstance(template, PromptTemplate) else load_template(template)
+        )
         self.parallel_tool_calls = parallel_tool_calls
         """Sent as ``parallel_tool_calls`` when set; ``None`` leaves the provider default."""
         if self.template.kind != "function_calling":
@@ -94,7 +96,7 @@ class FunctionCallingProtocol(Protocol):
 
     def render(self, ctx: RequestContext) -> list[Message]:
         messages: list[Message] = [
-            SystemMessage(self.template.fill("system", instructions=ctx.instructions or ""))
+            SystemMessage(self.template.fill("system", instructions=ctx.instructions or "").strip())
         ]
         for item in ctx.history:
             if isinstance(item, UserTurn):
@@ -107,7 +109,11 @@ class FunctionCallingProtocol(Protocol):
         native = step.protocol == self.name
         content = step.text if native else step.thought
         if step.kind == "final":
-            return [AssistantMessage(step.final_answer if not native else (step.text or step.final_answer))]
+            return [
+                AssistantMessage(
+                    step.final_answer if not native else (step.text or step.final_answer)
+                )
+            ]
         if step.kind == "format_error":
             out: list[Message] = []
             if step.text and step.text.strip():
@@ -191,7 +197,11 @@ class FunctionCallingProtocol(Protocol):
                 return salvaged
 
         if not content.strip():
-            return Decision(text=content, thought=reply.reasoning, format_error=self.template.fill("empty_reply"))
+            return Decision(
+                text=content,
+                thought=reply.reasoning,
+                format_error=self.template.fill("empty_reply"),
+            )
         names = ctx.tool_names()
         if ctx.tools and (ctx.tool_choice == "required" or ctx.tool_choice in names):
             wanted = [ctx.tool_choice] if ctx.tool_choice in names else names
@@ -212,7 +222,7 @@ class FunctionCallingProtocol(Protocol):
                 args: dict[str, Any] | str = call.arguments
                 error = None
                 raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-                if isinstance(args, str):
+                if isinstance(args, str) and args.lstrip()[:1] in ("{", "["):
                     args, error, fixes = decode_arguments(args)
                     repairs.extend(fixes)
                 calls.append(
@@ -258,4 +268,3 @@ class FunctionCallingProtocol(Protocol):
 def _join(a: str | None, b: str | None) -> str | None:
     parts = [p for p in (a, b) if p]
     return "\n\n".join(parts) if parts else None
-

@@ -75,8 +75,12 @@ class TextReActProtocol(Protocol):
 
     name = "text"
 
-    def __init__(self, *, template: str | PromptTemplate = "classic", send_stop: bool = True) -> None:
-        self.template = template if isinstance(template, PromptTemplate) else load_template(template)
+    def __init__(
+        self, *, template: str | PromptTemplate = "classic", send_stop: bool = True
+    ) -> None:
+        self.template = (
+            template if isinstance(template, PromptTemplate) else load_template(template)
+        )
         """The prompt template: a shipped name (classic, json, zh) or a loaded template."""
         self.send_stop = send_stop
         """Send the template's stop sequences where the model supports ``stop``. Replies are
@@ -124,15 +128,21 @@ class TextReActProtocol(Protocol):
         native = step.protocol == self.name and bool(step.text)
         if step.kind == "final":
             answer = step.final_answer or ""
-            text = step.text if native else t.fill(
-                "final_example", thought="I now know the final answer", answer=answer
+            text = (
+                step.text
+                if native
+                else t.fill("final_example", thought="I now know the final answer", answer=answer)
             )
             return [AssistantMessage(text or answer)]
         if step.kind == "format_error":
             out: list[Message] = []
             if step.text and step.text.strip():
                 out.append(AssistantMessage(step.text))
-            out.append(UserMessage(step.feedback or t.fill("format_error", error="unreadable reply", reminder="")))
+            out.append(
+                UserMessage(
+                    step.feedback or t.fill("format_error", error="unreadable reply", reminder="")
+                )
+            )
             return out
         if native:
             said = step.text or ""
@@ -143,7 +153,12 @@ class TextReActProtocol(Protocol):
                 args = action.arguments
                 shown = json.dumps(args, ensure_ascii=False) if isinstance(args, dict) else args
                 blocks.append(
-                    t.fill("action_example", thought=thought or "I will use a tool.", tool=action.tool, input=shown)
+                    t.fill(
+                        "action_example",
+                        thought=thought or "I will use a tool.",
+                        tool=action.tool,
+                        input=shown,
+                    )
                 )
             said = "\n".join(blocks)
         out = [AssistantMessage(said), UserMessage(self._observations(step))]
@@ -155,10 +170,16 @@ class TextReActProtocol(Protocol):
         t = self.template
         if len(step.actions) == 1 or not t.has("observation_item"):
             return "\n".join(
-                t.fill("observation", observation=wrap_observation(a.observation)) for a in step.actions
+                t.fill("observation", observation=wrap_observation(a.observation))
+                for a in step.actions
             )
         return "\n".join(
-            t.fill("observation_item", index=i, tool=a.tool, observation=wrap_observation(a.observation))
+            t.fill(
+                "observation_item",
+                index=i,
+                tool=a.tool,
+                observation=wrap_observation(a.observation),
+            )
             for i, a in enumerate(step.actions, 1)
         )
 
@@ -209,7 +230,11 @@ class TextReActProtocol(Protocol):
             calls = []
             for action in parsed.actions:
                 error = None
-                if "action_input_not_json" in parsed.repairs and isinstance(action.args, str) and action.args.lstrip()[:1] in ("{", "["):
+                if (
+                    "action_input_not_json" in parsed.repairs
+                    and isinstance(action.args, str)
+                    and action.args.lstrip()[:1] in ("{", "[")
+                ):
                     error = "the Action Input is not valid JSON and could not be repaired"
                 calls.append(
                     PendingCall(
@@ -223,13 +248,22 @@ class TextReActProtocol(Protocol):
             return Decision(text=text, thought=thought, calls=calls, repairs=list(parsed.repairs))
 
         if parsed.final_answer is not None:
-            if not ctx.force_final and names and (
-                ctx.tool_choice == "required" or ctx.tool_choice in names
+            if (
+                not ctx.force_final
+                and names
+                and (ctx.tool_choice == "required" or ctx.tool_choice in names)
             ):
-                return self._format_error(text, "a tool must be used before the final answer", thought)
+                return self._format_error(
+                    text, "a tool must be used before the final answer", thought
+                )
             return Decision(
-                text=text, thought=thought, final_answer=parsed.final_answer, repairs=list(parsed.repairs)
+                text=text,
+                thought=thought,
+                final_answer=parsed.final_answer,
+                repairs=list(parsed.repairs),
             )
         if ctx.force_final:
             return self._format_error(text, "a Final Answer was required", thought)
-        return self._format_error(text, "the reply has neither an Action nor a Final Answer", thought)
+        return self._format_error(
+            text, "the reply has neither an Action nor a Final Answer", thought
+        )
