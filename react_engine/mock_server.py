@@ -1,0 +1,263 @@
+"""A small OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks.
+
+It answers ``POST /v1/chat/completions`` (and ``GET /v1/models``) with whatever a
+*responder* function returns for the decoded request body, over real HTTP/1.1 with
+keep-alive, so the engine is exercised through the ``openai`` SDK exactly as in
+production. The responder returns either a JSON-ready dict (sent with status 200) or a
+:class:`MockResponse`, which can also inject faults: any status and headers, a delay, a
+raw (even malformed) body, a connection dropped before or in the middle of the reply.
+
+It runs its own event loop in a daemon thread, binds loopback only, and stops on
+:meth:`MockOpenAIServer.stop` or at the end of a ``with`` block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "MockOpenAIServer",
+    "MockResponse",
+    "completion",
+    "tool_calls_completion",
+]
+
+
+@dataclass(slots=True)
+class MockResponse:
+    """One HTTP reply, possibly a faulty one."""
+
+    status: int = 200
+    body: Any = None
+    """A JSON-ready value, or ``bytes``/``str`` sent as they are (malformed bodies)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    """Seconds to wait before answering (a hang past the client's timeout)."""
+    drop: bool = False
+    """Close the connection without answering."""
+    truncate_at: int | None = None
+    """Send only this many bytes of the body, then close (a reply cut in the middle)."""
+
+
+Responder = Callable[[dict[str, Any]], "MockResponse | dict[str, Any]"]
+
+_ids = itertools.count(1)
+
+
+def completion(
+    content: str | None,
+    *,
+    model: str = "mock-model",
+    prompt_tokens: int = 10,
+    completion_tokens: int = 5,
+    tool_calls: list[dict[str, Any]] | None = None,
+    finish_reason: str | None = None,
+) -> dict[str, Any]:
+    """A chat.completion body."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def tool_calls_completion(
+    *calls: tuple[str, dict[str, Any] | str], content: str | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """A chat.completion body with native tool calls ``(name, arguments)``."""
+    out = []
+    for name, args in calls:
+        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        out.append(
+            {
+                "id": f"call_{next(_ids)}",
+                "type": "function",
+                "function": {"name": name, "arguments": text},
+            }
+        )
+    return completion(content, tool_calls=out, **kwargs)
+
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+class MockOpenAIServer:
+    """An OpenAI-compatible server whose every answer comes from ``responder``.
+
+    ``requests`` records each decoded request body in arrival order.
+    """
+
+    def __init__(self, responder: Responder, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError("the mock server binds loopback only")
+        self.responder = responder
+        self.host = host
+        self.port = port
+        self.requests: list[dict[str, Any]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> MockOpenAIServer:
+        self._thread = threading.Thread(target=self._serve, name="mock-openai", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the mock server did not start")
+        return self
+
+    def stop(self) -> None:
+        loop, server = self._loop, self._server
+        if loop is None or server is None:
+            return
+        loop.call_soon_threadsafe(server.close)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+        self._loop = self._server = None
+
+    def __enter__(self) -> MockOpenAIServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # --- the server -------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        self._server = loop.run_until_complete(
+            asyncio.start_server(self._handle, self.host, self.port, backlog=2048)
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            with contextlib.suppress(Exception):
+                tasks = list(asyncio.all_tasks(loop))
+                for task in tasks:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                length = int(headers.get("content-length", "0") or 0)
+                raw = await reader.readexactly(length) if length else b""
+                keep = await self._answer(method, path, raw, writer)
+                if not keep:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        except asyncio.CancelledError:  # the server is stopping
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _answer(
+        self, method: str, path: str, raw: bytes, writer: asyncio.StreamWriter
+    ) -> bool:
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            await _write(writer, MockResponse(body={"object": "list", "data": [{"id": "mock"}]}))
+            return True
+        if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
+            await _write(writer, MockResponse(404, {"error": {"message": f"no route {path}"}}))
+            return True
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            await _write(writer, MockResponse(400, {"error": {"message": "invalid JSON"}}))
+            return True
+        with self._lock:
+            self.requests.append(body)
+        try:
+            answer = self.responder(body)
+        except Exception as exc:  # a bug in a test's responder: say so over HTTP
+            answer = MockResponse(500, {"error": {"message": f"responder failed: {exc!r}"}})
+        response = answer if isinstance(answer, MockResponse) else MockResponse(body=answer)
+        if response.delay:
+            await asyncio.sleep(response.delay)
+        if response.drop:
+            writer.transport.abort()
+            return False
+        await _write(writer, response)
+        return response.truncate_at is None
+
+
+async def _write(writer: asyncio.StreamWriter, response: MockResponse) -> None:
+    body = response.body
+    if isinstance(body, bytes):
+        data = body
+    elif isinstance(body, str):
+        data = body.encode()
+    else:
+        data = json.dumps(body, ensure_ascii=False).encode()
+    headers = {"content-type": "application/json", **response.headers}
+    head = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Status')}"]
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    head.append(f"content-length: {len(data)}")
+    if response.truncate_at is not None:
+        data = data[: response.truncate_at]
+        head.append("connection: close")
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+    await writer.drain()
+    if response.truncate_at is not None:
+        writer.transport.abort()
