@@ -8,8 +8,9 @@ tolerance it applies as a short, stable code:
 ``code_fence``
     the JSON was wrapped in a Markdown code fence (```json ... ```).
 ``extracted_from_text``
-    the JSON sat inside prose; the first complete JSON value was taken (fenced blocks
-    in the prose are tried before bare brackets).
+    the JSON sat inside prose; the first complete JSON object (or array holding
+    objects) was taken, else the first complete value (so a citation ``[1]`` before
+    the arguments does not win). Fenced blocks in the prose are tried first.
 ``bom``
     a byte-order mark before the value.
 ``doubled_braces``
@@ -35,7 +36,7 @@ tolerance it applies as a short, stable code:
 ``missing_comma``
     ``{"a": 1 "b": 2}``, ``[1 2]``.
 ``missing_colon``
-    ``{"a" 1}``.
+    ``{"a" 1}``, or ``=`` / ``：`` where the colon goes.
 ``control_char_in_string``
     a raw newline, tab or other control character inside a string.
 ``invalid_escape``
@@ -314,6 +315,7 @@ def _extract(
                     return result.value
     resume = pos
     tried = 0
+    fallback: list[tuple[Any, _Repairs]] = []  # the first value that holds no object
     for m in P.JSON_OPEN.finditer(s, pos, hi):
         start = m.start()
         if start < resume:
@@ -323,13 +325,24 @@ def _extract(
             break
         attempt = _Repairs()
         try:
-            value, _end = _decode(s, start, hi, attempt, allow_bare=False)
+            value, end = _decode(s, start, hi, attempt, allow_bare=False)
         except _TooDeep as exc:
             raise _error(_reason(exc), text, exc.pos) from None
         except JSONRepairError as exc:
             error = error or exc
             resume = max(exc.pos, start + 1)
             continue
+        if isinstance(value, dict) or (
+            isinstance(value, list) and any(isinstance(v, dict) for v in value)
+        ):
+            repairs.add("extracted_from_text")
+            repairs.extend(attempt)
+            return value
+        if not fallback:
+            fallback.append((value, attempt))  # "[1]" in prose: keep looking for an object
+        resume = end
+    if fallback:
+        value, attempt = fallback[0]
         repairs.add("extracted_from_text")
         repairs.extend(attempt)
         return value
@@ -440,7 +453,10 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
                 key, pos = _key(s, pos, hi, repairs)
                 if pos < hi and s[pos] in _SKIPPABLE:
                     pos = _skip(s, pos, hi, repairs)
-                if pos < hi and s[pos] in ":：=":
+                if pos < hi and s[pos] == ":":
+                    pos += 1
+                elif pos < hi and s[pos] in "：=":
+                    repairs.add("missing_colon")  # a full-width colon or "=" in its place
                     pos += 1
                 elif pos < hi and _starts_value(s[pos]):
                     repairs.add("missing_colon")
@@ -649,8 +665,15 @@ _ESCAPES: Final = {
 }
 
 
-def _string(s: str, pos: int, hi: int, repairs: _Repairs, *, is_key: bool) -> tuple[str, int]:
-    """A string opened at ``pos`` by any kind of quote; returns it and the offset after it."""
+def _string(
+    s: str, pos: int, hi: int, repairs: _Repairs, *, is_key: bool, raw: bool = False
+) -> tuple[str, int]:
+    """A string opened at ``pos`` by any kind of quote; returns it and the offset after it.
+
+    A backslash escape JSON does not know (``"C:\\Users"``) means the model wrote
+    backslashes as they are: the string is read again with every backslash literal
+    (except before its own quote), so ``\\notes`` stays a backslash and an ``n``.
+    """
     quote = s[pos]
     if quote == '"':
         chunk = P.STRING_CHUNK['"']
@@ -672,7 +695,18 @@ def _string(s: str, pos: int, hi: int, repairs: _Repairs, *, is_key: bool) -> tu
             return "".join(parts), i
         c = s[i]
         if c == "\\":
+            if raw:
+                if i + 1 < hi and s[i + 1] == quote:
+                    parts.append(quote)
+                    i += 2
+                else:
+                    parts.append(c)
+                    i += 1
+                continue
             i = _escape(s, i, hi, parts, repairs, quote)
+            if i < 0:
+                repairs.add("invalid_escape")
+                return _string(s, pos, hi, repairs, is_key=is_key, raw=True)
         elif c < " ":
             repairs.add("control_char_in_string")
             parts.append(c)
@@ -701,6 +735,7 @@ def _closes(s: str, after: int, hi: int, is_key: bool) -> bool:
 
 
 def _escape(s: str, i: int, hi: int, parts: list[str], repairs: _Repairs, quote: str) -> int:
+    """Decode the escape at ``i``; return the offset after it, or -1 for an unknown one."""
     if i + 1 >= hi:
         repairs.add("missing_quote")
         return hi
@@ -708,24 +743,25 @@ def _escape(s: str, i: int, hi: int, parts: list[str], repairs: _Repairs, quote:
     if e in _ESCAPES:
         parts.append(_ESCAPES[e])
         return i + 2
-    if e == "'":
+    if e == "'":  # JavaScript's escaped apostrophe, valid or not in this quote
         if quote != "'":
             repairs.add("invalid_escape")
         parts.append("'")
         return i + 2
     if e == "u":
         code = s[i + 2 : i + 6]
-        if len(code) == 4 and all(ch in "0123456789abcdefABCDEF" for ch in code):
+        if len(code) == 4 and all(ch in _HEX for ch in code):
             cp = int(code, 16)
             if 0xD800 <= cp < 0xDC00 and s.startswith("\\u", i + 6):
                 low = s[i + 8 : i + 12]
-                if len(low) == 4 and all(ch in "0123456789abcdefABCDEF" for ch in low):
+                if len(low) == 4 and all(ch in _HEX for ch in low):
                     lo = int(low, 16)
                     if 0xDC00 <= lo < 0xE000:
                         parts.append(chr(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)))
                         return i + 12
             parts.append(chr(cp))
             return i + 6
-    repairs.add("invalid_escape")
-    parts.append("\\" + e)
-    return i + 2
+    return -1
+
+
+_HEX: Final = frozenset("0123456789abcdefABCDEF")

@@ -96,7 +96,8 @@ Actions: ``bracket_action``, ``unclosed_bracket``, ``paren_action``, ``inline_in
 ``empty_action_dropped``, ``ignored_text`` (prose after the tool name),
 ``unlabeled_action_input`` (JSON after the tool name with no label),
 ``missing_action_input``, ``empty_action_input``, ``repeated_action_input`` (a second
-Action Input for the same Action: a second call of that tool), ``orphan_input_dropped``.
+Action Input for the same Action: a second call of that tool), ``input_before_action``
+(an Action Input written just before its Action), ``orphan_input_dropped``.
 
 Inputs: ``fenced_json``, ``backtick_input``, ``quoted_input``, ``unwrapped_array``
 (``[{...}]`` as arguments), ``json_string_arguments`` (arguments given as a JSON string),
@@ -166,6 +167,7 @@ PARSE_REPAIR_CODES: Final = frozenset(
         "missing_action_input",
         "empty_action_input",
         "repeated_action_input",
+        "input_before_action",
         "orphan_input_dropped",
         # inputs
         "fenced_json",
@@ -219,10 +221,12 @@ _ARGS_KEYS: Final = (
 )
 _THOUGHT_KEYS: Final = ("thought", "thoughts", "reasoning")
 _PARTIAL_FORMS: Final = tuple(
-    word.lower() + colon
+    spelling + colon
     for word in ("Observation", "Observations", "Obs", "观察", "观察结果", "观测", "观测结果")
+    for spelling in dict.fromkeys((word, word.lower(), word.upper()))
     for colon in (":", "：")
 )
+_BLOB_OPENERS: Final = ("{", "[", "```", "~~~", "<tool_call>", "<|python_tag|>", "<function=")
 _LONGEST_FORM: Final = max(len(form) for form in _PARTIAL_FORMS)
 _MAX_BLOB_CANDIDATES: Final = 16
 MAX_LABELS: Final = 1000
@@ -313,25 +317,32 @@ def _think_span(text: str) -> tuple[str | None, int, str | None]:
 
 
 def _first_observation(body: str) -> int:
-    """Where the first Observation label starts; a bare ``Observation`` line counts too."""
+    """Where the first Observation label starts."""
     for m in P.OBSERVATION_LABEL.finditer(body):
-        if _label_content_start(m, body, bare_ok=True) is not None:
+        if _label_content_start(m, body) is not None:
             return m.start()
     return -1
 
 
 def _partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
-    """Where a last line that only begins an Observation label or a stop word starts."""
+    """Where a last line that only begins an Observation label or a stop word starts.
+
+    The line must be a proper, case-consistent beginning of ``Observation:`` (or of a
+    stop word), at least three characters long unless it is Chinese (``观``): a final
+    answer ending in a line ``O`` or ``OB`` keeps it.
+    """
     nl = kept.rfind("\n")
     if nl < 0:
         return len(kept)
     last = kept[nl + 1 :]
-    core = last.strip(" \t>#*_-").lower()
-    if core and len(core) < _LONGEST_FORM and any(f.startswith(core) for f in _PARTIAL_FORMS):
+    core = last.strip(" \t>#*_-")
+    if len(core) < 3 and core.isascii():
+        return len(kept)
+    if len(core) < _LONGEST_FORM and any(form.startswith(core) for form in _PARTIAL_FORMS):
         return nl
     for word in stop_words or ():
         word = word.lstrip("\n")
-        if last and len(last) < len(word) and word.startswith(last):
+        if len(last) < len(word) and word.startswith(last) and (len(last) >= 3 or not last.isascii()):
             return nl
     return len(kept)
 
@@ -357,16 +368,16 @@ class _Section:
     codes: tuple[str, ...] = ()
 
 
-def _label_content_start(m: re.Match[str], text: str, *, bare_ok: bool = False) -> int | None:
+def _label_content_start(m: re.Match[str], text: str) -> int | None:
     """Where a label candidate's content starts, or None when it is not a label.
 
-    Without a colon, a label must be alone on its line and be a Markdown heading or
-    bold (``### Action``, ``**Final Answer**``), or ``bare_ok`` must allow the plain word.
+    Without a colon, a label must be a Markdown heading or bold alone on its line
+    (``### Action``, ``**Final Answer**``).
     """
     if m.group("colon"):
         return m.end()
     pre, em = m.group("pre", "em")
-    if "#" not in pre and not em and not bare_ok:
+    if "#" not in pre and not em:
         return None
     eol = text.find("\n", m.end())
     if text[m.end() : eol if eol >= 0 else len(text)].strip():
@@ -579,6 +590,7 @@ def _read(sections: list[_Section]) -> _Reading:
     r = _Reading()
     labelled = any(sec.kind != _PREAMBLE for sec in sections)
     last_action: _Item | None = None
+    orphan: _Section | None = None  # an Action Input still waiting for its Action
     for index, sec in enumerate(sections):
         r.codes.extend((sec.start, code) for code in sec.codes)
         if sec.kind == _PREAMBLE:
@@ -600,30 +612,47 @@ def _read(sections: list[_Section]) -> _Reading:
             last = items[-1] if items else None
             usable = last is not None and last.tool is not None and last.final is None
             last_action = last if usable else None
+            if orphan is not None and last_action is not None and not last_action.has_input:
+                _fill(last_action, orphan.content, ["input_before_action"])
+                orphan = None
         elif sec.kind == P.ACTION_INPUT:
-            _attach_input(r, last_action, sec)
+            if last_action is None:
+                if orphan is not None:
+                    _orphan(r, orphan)
+                orphan = sec
+            else:
+                _attach_input(r, last_action, sec)
         else:  # P.FINAL
             r.items.append(_Item(sec.start, final=sec.content.strip()))
+    if orphan is not None:
+        _orphan(r, orphan)
     return r
 
 
-def _attach_input(r: _Reading, action: _Item | None, sec: _Section) -> None:
-    if action is None:
-        r.problems.append(
-            _Problem(sec.start, "an Action Input with no Action before it", "'Action: <tool name>'")
-        )
-        r.codes.append((sec.start, "orphan_input_dropped"))
-        return
-    args, codes = _input(sec.content)
-    raw = sec.content.strip()
+def _orphan(r: _Reading, sec: _Section) -> None:
+    """An Action Input with no Action to belong to: dropped, and a problem if alone."""
+    r.problems.append(
+        _Problem(sec.start, "an Action Input with no Action before it", "'Action: <tool name>'")
+    )
+    r.codes.append((sec.start, "orphan_input_dropped"))
+
+
+def _attach_input(r: _Reading, action: _Item, sec: _Section) -> None:
+    """Give an Action its input; a second input for the same Action is a second call."""
     if not action.has_input:
-        action.args, action.raw_input, action.has_input = args, raw, True
-        action.codes = [c for c in action.codes if c != "missing_action_input"]
-        action.codes.extend(codes)
+        _fill(action, sec.content, [])
         return
-    item = _Item(sec.start, tool=action.tool, args=args, raw_input=raw, has_input=True)
-    item.codes = ["repeated_action_input", *codes]
+    item = _Item(sec.start, tool=action.tool)
+    _fill(item, sec.content, ["repeated_action_input"])
     r.items.append(item)
+
+
+def _fill(action: _Item, raw: str, codes: list[str]) -> None:
+    args, more = _input(raw)
+    action.args, action.raw_input, action.has_input = args, raw.strip(), True
+    action.codes = [c for c in action.codes if c != "missing_action_input"]
+    action.codes.extend(codes)
+    action.codes.extend(more)
 
 
 # --- actions ------------------------------------------------------------------------------------
@@ -636,7 +665,7 @@ def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
     missing = _Problem(at, "the Action has no tool name", "a tool name after 'Action:'")
     if not stripped:
         return [], missing
-    if stripped[0] in "{[`~<":
+    if stripped.startswith(_BLOB_OPENERS):
         found = _blob(stripped, 0)
         if found is not None:
             items, end = found
@@ -645,8 +674,8 @@ def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
                 if stripped[end:].strip():
                     item.codes.append("text_after_input")
             return items, None
-        if stripped[0] != "[":
-            return [], missing
+        if stripped.startswith(("{", "```", "~~~")):
+            return [], missing  # JSON that names no tool
     eol = stripped.find("\n")
     first = stripped if eol < 0 else stripped[:eol]
     rest = "" if eol < 0 else stripped[eol + 1 :]
@@ -654,7 +683,7 @@ def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
     m = P.INLINE_INPUT.search(first)
     if m is not None:
         item.codes.append("inline_label")
-        _set_input(item, stripped[m.end() :])
+        _fill(item, stripped[m.end() :], [])
         return _named(item, first[: m.start()].rstrip(" \t,;"), missing)
     m = P.BRACKET_ACTION.match(first)
     if m is not None:
@@ -667,7 +696,7 @@ def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
             inner, after = stripped[m.end() : close], stripped[close + 1 :]
         if after.strip():
             item.codes.append("text_after_input")
-        _set_input(item, inner)
+        _fill(item, inner, [])
         return _named(item, m.group("tool"), missing)
     m = P.PAREN_ACTION.match(first)
     if m is not None and stripped.endswith(")"):
@@ -680,12 +709,12 @@ def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
     m = P.NAME_THEN_JSON.match(first)
     if m is not None:
         item.codes.append("inline_input")
-        _set_input(item, stripped[m.end() :])
+        _fill(item, stripped[m.end() :], [])
         return _named(item, m.group("tool"), missing)
     if rest.strip():
         if rest.lstrip()[:1] in ("{", "[", "`", "~"):
             item.codes.append("unlabeled_action_input")
-            _set_input(item, rest)
+            _fill(item, rest, [])
         else:
             item.codes.append("ignored_text")
     return _named(item, first, missing)
@@ -702,12 +731,6 @@ def _named(item: _Item, name: str, missing: _Problem) -> tuple[list[_Item], _Pro
     if not item.has_input:
         item.codes.append("missing_action_input")
     return [item], None
-
-
-def _set_input(item: _Item, raw: str) -> None:
-    args, codes = _input(raw)
-    item.args, item.raw_input, item.has_input = args, raw.strip(), True
-    item.codes.extend(codes)
 
 
 def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
@@ -976,7 +999,7 @@ def _find_blobs(sections: list[_Section], r: _Reading) -> None:
             if sec.kind == _PREAMBLE and (sec.start, "unlabeled_thought") not in r.codes:
                 r.codes.append((sec.start, "unlabeled_thought"))
         if sec.content[found[-1][1] :].strip():
-            r.codes.append((sec.content_start + found[-1][1], "text_after_input"))
+            found[-1][2][-1].codes.append("text_after_input")
         for at, _end, items in found:
             for item in items:
                 item.pos = sec.content_start + at
@@ -1047,7 +1070,9 @@ def _usable(r: _Reading) -> list[_Item]:
             item.codes.append("final_as_action")
         if item.final is None and P.normalise_word(item.tool or "") in _NOOP_NAMES:
             r.codes.append((item.pos, "noop_action_dropped"))
-            r.problems.append(_Problem(item.pos, "the Action is a no-op", "a tool name"))
+            r.problems.append(
+                _Problem(item.pos, "the Action is a no-op", "a tool name or 'Final Answer:'")
+            )
             continue
         if item.final == "":
             r.codes.append((item.pos, "empty_final_dropped"))
