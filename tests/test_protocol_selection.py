@@ -25,7 +25,6 @@ from react_engine.mock_server import (
     MockOpenAIServer,
     MockResponse,
     completion,
-    tool_calls_completion,
 )
 
 # Error bodies as the providers send them when a model or deployment cannot take tools.
