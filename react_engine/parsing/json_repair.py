@@ -203,6 +203,14 @@ class _Repairs:
         return tuple(self._seen)
 
 
+def run_end(pattern: re.Pattern[str], s: str, pos: int, hi: int) -> int:
+    """Where a run of ``pattern`` (one that also matches the empty string) starting at
+    ``pos`` ends."""
+    m = pattern.match(s, pos, hi)
+    assert m is not None, "run patterns match the empty string"
+    return m.end()
+
+
 def _error(message: str, text: str, pos: int) -> JSONRepairError:
     return JSONRepairError(message, text=text, pos=min(max(pos, 0), len(text)))
 
@@ -213,10 +221,10 @@ def _error(message: str, text: str, pos: int) -> JSONRepairError:
 def _repair(text: str, repairs: _Repairs) -> Any:
     s = text
     lo, hi = 0, len(s)
-    lo = P.JSON_WS.match(s, lo, hi).end()
+    lo = run_end(P.JSON_WS, s, lo, hi)
     if s.startswith("\ufeff", lo):
         repairs.add("bom")
-        lo = P.JSON_WS.match(s, lo + 1, hi).end()
+        lo = run_end(P.JSON_WS, s, lo + 1, hi)
     fence = P.FENCE_OPEN.match(s, lo, hi)
     if fence is not None and fence.start("fence") == lo:
         repairs.add("code_fence")
@@ -224,7 +232,7 @@ def _repair(text: str, repairs: _Repairs) -> Any:
         if s[tail:hi].strip():
             repairs.add("extracted_from_text")
         hi = close
-    lo = P.JSON_WS.match(s, lo, hi).end()
+    lo = run_end(P.JSON_WS, s, lo, hi)
     if s.startswith("{{", lo):
         repairs.add("doubled_braces")
         s = s[lo:hi].replace("{{", "{").replace("}}", "}")
@@ -363,11 +371,10 @@ _AFTER: Final = 2  # after a value inside a container, expecting "," or a closer
 _FIRST: Final = 3  # just after "[", expecting a value or "]"
 
 
-
 def _skip(s: str, pos: int, hi: int, repairs: _Repairs) -> int:
     """Skip whitespace and comments."""
     while True:
-        pos = P.JSON_WS.match(s, pos, hi).end()
+        pos = run_end(P.JSON_WS, s, pos, hi)
         if pos >= hi:
             return pos
         c = s[pos]
@@ -525,9 +532,9 @@ def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
     """
     c = s[pos]
     if c == '"':
-        end = _PLAIN_STRING.match(s, pos + 1, hi).end()
+        end = run_end(_PLAIN_STRING, s, pos + 1, hi)
         if end < hi and s[end] == '"':
-            after = P.AFTER_QUOTE.match(s, end + 1, hi).end()
+            after = run_end(P.AFTER_QUOTE, s, end + 1, hi)
             if after >= hi or s[after] in ",}]\n\r":
                 return s[pos + 1 : end], end + 1
         return _SLOW, pos
@@ -686,10 +693,10 @@ def _string(
     parts: list[str] = []
     i = pos + 1
     while True:
-        m = chunk.match(s, i, hi)
-        if m.end() > i:
-            parts.append(m.group())
-            i = m.end()
+        end = run_end(chunk, s, i, hi)
+        if end > i:
+            parts.append(s[i:end])
+            i = end
         if i >= hi:
             repairs.add("missing_quote")
             return "".join(parts), i
@@ -712,7 +719,7 @@ def _string(
             parts.append(c)
             i += 1
         else:  # one of the closing quotes the chunk stops at
-            after = P.AFTER_QUOTE.match(s, i + 1, hi).end()
+            after = run_end(P.AFTER_QUOTE, s, i + 1, hi)
             if _closes(s, after, hi, is_key):
                 return "".join(parts), i + 1
             repairs.add("unescaped_quote")

@@ -166,7 +166,8 @@ OBSERVATION_LABEL: Final = re.compile(
 
 INLINE_LABEL: Final = re.compile(
     r"(?<=[.!?。！？])[ \t]*(?:\*\*)?"  # after the end of a sentence
-    r"(?P<word>Action[ \t]Input|Action|Final[ \t]Answer|行动输入|动作输入|行动|动作|最终答案|最终回答)"
+    r"(?P<word>Action[ \t]Input|Action|Final[ \t]Answer"
+    r"|行动输入|动作输入|行动|动作|最终答案|最终回答)"
     r"(?:\*\*)?[ \t]*[:：](?:\*\*)?"
 )
 """A label in the middle of a thought line ("... so I search. Action: search[x]").
@@ -201,9 +202,7 @@ TOOL_CALL_TAG: Final = re.compile(
 TOOL_CALL_CLOSE: Final = re.compile(r"</tool_call>|</function>")
 """The closing tag of :data:`TOOL_CALL_TAG` markup."""
 
-SPECIAL_TOKEN: Final = re.compile(
-    r"<\|[\w]{1,40}\|>|</s>|<eos>|<end_of_turn>|<\|endoftext\|>"
-)
+SPECIAL_TOKEN: Final = re.compile(r"<\|[\w]{1,40}\|>|</s>|<eos>|<end_of_turn>|<\|endoftext\|>")
 """A chat-template special token that a server forgot to strip (fullmatched at the end)."""
 
 BLOB_START: Final = re.compile(r"^[ \t]*(?=[{\[])", re.MULTILINE)

@@ -126,7 +126,7 @@ from typing import Any, Final
 from ..errors import JSONRepairError, ReActParseError
 from ..types import ParsedAction, ParsedStep
 from . import patterns as P
-from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
+from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
 
 __all__ = ["PARSE_REPAIR_CODES", "cut_reply", "parse_react"]
 
@@ -342,7 +342,11 @@ def _partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
         return nl
     for word in stop_words or ():
         word = word.lstrip("\n")
-        if len(last) < len(word) and word.startswith(last) and (len(last) >= 3 or not last.isascii()):
+        if (
+            len(last) < len(word)
+            and word.startswith(last)
+            and (len(last) >= 3 or not last.isascii())
+        ):
             return nl
     return len(kept)
 
@@ -495,7 +499,13 @@ def _split_inline(sections: list[_Section]) -> list[_Section]:
         )
         codes = ("inline_label", *word_codes)
         out.append(
-            _Section(kind, sec.content_start + m.start(), sec.content[m.end() :], sec.content_start + m.end(), codes)
+            _Section(
+                kind,
+                sec.content_start + m.start(),
+                sec.content[m.end() :],
+                sec.content_start + m.end(),
+                codes,
+            )
         )
     return out
 
@@ -885,7 +895,7 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
     if tag is not None:
         codes.append("tool_call_tag")
         fname = tag.group("fname")
-        start = P.JSON_WS.match(text, tag.end()).end()
+        start = run_end(P.JSON_WS, text, tag.end(), len(text))
         closing = P.TOOL_CALL_CLOSE.search(text, start)
         if closing is not None:
             value, end = _json_value(text[start : closing.start()], codes), closing.end()
@@ -1026,7 +1036,7 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
     for start in sorted(starts):
         if start < resume:
             continue
-        at = P.JSON_WS.match(text, start).end()
+        at = run_end(P.JSON_WS, text, start, len(text))
         blob = _blob(text, at)
         if blob is None:
             failures += 1
