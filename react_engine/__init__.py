@@ -22,6 +22,7 @@ from .errors import (
     ToolDefinitionError,
     UserError,
 )
+from .local import local_server
 from .model import (
     ChatModel,
     OpenAIChatModel,
@@ -95,6 +96,7 @@ __all__ = [
     "default_registry",
     "list_templates",
     "load_template",
+    "local_server",
     "parse_react",
     "repair_json",
     "reply",
