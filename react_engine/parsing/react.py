@@ -117,6 +117,7 @@ megabyte parses (or fails) in well under a second.
 from __future__ import annotations
 
 import functools
+import heapq
 import json
 import re
 from collections.abc import Sequence
@@ -231,6 +232,8 @@ _LONGEST_FORM: Final = max(len(form) for form in _PARTIAL_FORMS)
 _MAX_BLOB_CANDIDATES: Final = 16
 MAX_LABELS: Final = 1000
 """Labels read per reply; any after that are text (a bound for hostile input)."""
+MAX_FENCES: Final = 2000
+"""Code fence lines considered when deciding which labels sit inside a fence."""
 MAX_KWARGS: Final = 256
 """``key=value`` pairs read in ``tool(...)``; with more, the input stays text."""
 _PREAMBLE: Final = "preamble"
@@ -424,10 +427,13 @@ def _label_codes(m: re.Match[str], word_codes: tuple[str, ...]) -> tuple[str, ..
 
 
 def _closed_fences(body: str) -> list[tuple[int, int]]:
-    """(opening line start, closing line start) of each closed fence pair."""
+    """(opening line start, closing line start) of each closed fence pair (the first
+    ``MAX_FENCES`` fence lines only: past that, fences hide nothing)."""
     spans: list[tuple[int, int]] = []
     opened = -1
-    for m in P.FENCE_LINE.finditer(body):
+    for count, m in enumerate(P.FENCE_LINE.finditer(body)):
+        if count >= MAX_FENCES:
+            break
         eol = body.find("\n", m.end())
         line_rest = body[m.end() : eol if eol >= 0 else len(body)]
         if opened < 0:
@@ -441,11 +447,13 @@ def _closed_fences(body: str) -> list[tuple[int, int]]:
 
 
 def _labels(body: str) -> list[_Label]:
-    fences = _closed_fences(body)
     labels: list[_Label] = []
+    fences: list[tuple[int, int]] | None = None  # found once a label needs them
     f = 0
     for m in P.LABEL.finditer(body):
         start = m.start()
+        if fences is None:
+            fences = _closed_fences(body)
         while f < len(fences) and fences[f][1] < start:
             f += 1
         if f < len(fences) and fences[f][0] < start <= fences[f][1]:
@@ -847,7 +855,7 @@ def _kwargs(text: str) -> dict[str, Any] | None:
     """``key="v", n=2`` as a dict (values decoded as JSON where they are), or None."""
     out: dict[str, Any] = {}
     pos = 0
-    while len(out) < MAX_KWARGS:
+    for _ in range(MAX_KWARGS):
         m = P.KWARG.match(text, pos)
         if m is None:
             return None
@@ -1024,16 +1032,18 @@ def _find_blobs(sections: list[_Section], r: _Reading) -> None:
 def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
     """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets.
 
-    Candidates are found in one pass; each is tried once, and at most
-    ``_MAX_BLOB_CANDIDATES`` failures are tolerated, so the search stays linear.
+    Candidates come from three position-ordered scans merged lazily; each is tried once,
+    and the search gives up after ``_MAX_BLOB_CANDIDATES`` failures, so it stays linear.
     """
-    starts = {m.start() for m in P.TOOL_CALL_TAG.finditer(text)}
-    starts.update(m.start() for m in P.FENCE_LINE.finditer(text))
-    starts.update(m.end() for m in P.BLOB_START.finditer(text))
+    candidates = heapq.merge(
+        (m.start() for m in P.TOOL_CALL_TAG.finditer(text)),
+        (m.start() for m in P.FENCE_LINE.finditer(text)),
+        (m.end() for m in P.BLOB_START.finditer(text)),
+    )
     found: list[tuple[int, int, list[_Item]]] = []
     resume = 0
     failures = 0
-    for start in sorted(starts):
+    for start in candidates:
         if start < resume:
             continue
         at = run_end(P.JSON_WS, text, start, len(text))
@@ -1042,6 +1052,7 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
             failures += 1
             if failures >= _MAX_BLOB_CANDIDATES:
                 break
+            resume = start + 1
             continue
         found.append((at, blob[1], blob[0]))
         resume = blob[1]
