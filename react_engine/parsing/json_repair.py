@@ -506,6 +506,7 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
             keys.pop()
             if not stack:
                 return top, pos
+            state = _AFTER  # the closed container is a value of its parent
             continue
         if type(top) is dict and _starts_key(c):
             repairs.add("missing_comma")
