@@ -163,3 +163,14 @@ def test_hostile_input_completes(text: str) -> None:
         assert 0 <= exc.pos <= len(text)
     else:
         assert set(result.repairs) <= JSON_REPAIR_CODES
+
+
+def test_decode_prefix_at_the_end_has_nothing_to_decode() -> None:
+    with pytest.raises(JSONRepairError) as info:
+        decode_prefix("abc", 3)
+    assert info.value.pos == 3
+
+
+def test_decode_prefix_refuses_long_broken_json() -> None:
+    with pytest.raises(JSONRepairError):
+        decode_prefix("{'a': '" + "x" * MAX_REPAIR_CHARS)

@@ -317,3 +317,20 @@ def test_hostile_megabyte_replies_complete(reply: str) -> None:
         assert reply.startswith(step.text)
         assert (step.final_answer is None) != (not step.actions)
         assert set(step.repairs) <= PARSE_REPAIR_CODES
+
+
+def test_labels_past_the_bound_are_text() -> None:
+    many = "Thought: x\n" * (react_module.MAX_LABELS + 5)
+    assert len(react_module._labels(many)) == react_module.MAX_LABELS
+
+
+def test_fences_past_the_bound_hide_nothing() -> None:
+    fences = "```\n" * (react_module.MAX_FENCES + 1)  # odd: the last one would open
+    step = parse_react(fences + "Final Answer: done")
+    assert step.final_answer == "done"
+
+
+def test_kwargs_past_the_bound_stay_text() -> None:
+    inner = ", ".join(f"a{i}=1" for i in range(react_module.MAX_KWARGS + 1))
+    step = parse_react(f"Action: f({inner})")
+    assert step.actions[0].args == inner

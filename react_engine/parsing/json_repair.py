@@ -256,17 +256,22 @@ def _repair(text: str, repairs: _Repairs) -> Any:
         repairs.extend(attempt)
         _trailing(s, end, hi, repairs)
         return value
-    # a scalar on its own ("True", "'hello'") or JSON somewhere in prose
+    # a scalar on its own ("True", "'hello'"), JSON somewhere in prose, or a scalar
+    # followed by prose ('"Paris" is the answer') when the prose holds no JSON
     attempt = _Repairs()
     try:
         value, end = _decode(s, pos, hi, attempt, allow_bare=False)
     except JSONRepairError:
-        pass
-    else:
-        if _skip(s, end, hi, attempt) >= hi:
-            repairs.extend(attempt)
-            return value
-    return _extract(text, s, pos, hi, repairs, None)
+        return _extract(text, s, pos, hi, repairs, None)
+    if _skip(s, end, hi, attempt) >= hi:
+        repairs.extend(attempt)
+        return value
+    try:
+        return _extract(text, s, end, hi, repairs, None)
+    except JSONRepairError:
+        repairs.extend(attempt)
+        repairs.add("extra_data")
+        return value
 
 
 def _reason(exc: JSONRepairError) -> str:
@@ -307,20 +312,20 @@ def _extract(
     fence_at = s.find("```", pos, hi)
     if fence_at >= 0:
         fence = P.FENCE_OPEN.match(s, fence_at, hi)
-        if fence is not None:
-            body, body_end, _tail = _fence_body(s, fence, hi)
-            inner = s[body:body_end]
-            if inner.strip()[:1] in ("{", "["):
-                try:
-                    result = repair_json(inner)
-                except JSONRepairError as exc:
-                    error = error or exc
-                else:
-                    repairs.add("code_fence")
-                    repairs.add("extracted_from_text")
-                    for code in result.repairs:
-                        repairs.add(code)
-                    return result.value
+        assert fence is not None, "FENCE_OPEN matches wherever ``` is"
+        body, body_end, _tail = _fence_body(s, fence, hi)
+        inner = s[body:body_end]
+        if inner.strip()[:1] in ("{", "["):
+            try:
+                result = repair_json(inner)
+            except JSONRepairError as exc:
+                error = error or exc
+            else:
+                repairs.add("code_fence")
+                repairs.add("extracted_from_text")
+                for code in result.repairs:
+                    repairs.add(code)
+                return result.value
     resume = pos
     tried = 0
     fallback: list[tuple[Any, _Repairs]] = []  # the first value that holds no object
@@ -409,12 +414,10 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
         if pos < hi and s[pos] in _SKIPPABLE:
             pos = _skip(s, pos, hi, repairs)
         if state == _VALUE:
-            if pos >= hi:
-                if not stack:
-                    raise _error("no JSON value", s, pos)
-                if isinstance(stack[-1], dict):
+            if pos >= hi:  # only where a value must follow: after a key, or at the start
+                if stack:
                     raise _error(f"missing value for key {keys[-1]!r}", s, pos)
-                return _close_all(stack, repairs, s, pos), pos
+                raise _error("no JSON value", s, pos)
             c = s[pos]
             if c == "{" or c == "[":
                 if len(stack) >= MAX_DEPTH:
@@ -434,7 +437,9 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
             value, end = _fast_scalar(s, pos, hi)
             if value is _SLOW:
                 in_object = bool(stack) and type(stack[-1]) is dict
-                value, end = _scalar(s, pos, hi, repairs, allow_bare=allow_bare and in_object)
+                value, end = _scalar(
+                    s, pos, hi, repairs, allow_bare=allow_bare and in_object, top=not stack
+                )
             pos = end
             if not stack:
                 return value, pos
@@ -555,13 +560,6 @@ def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
 _SLOW: Final = object()
 
 
-def _attach(container: Any, key: str, value: Any) -> None:
-    if isinstance(container, dict):
-        container[key] = value
-    else:
-        container.append(value)
-
-
 def _closer(container: Any) -> str:
     return "}" if isinstance(container, dict) else "]"
 
@@ -593,10 +591,13 @@ def _key(s: str, pos: int, hi: int, repairs: _Repairs) -> tuple[str, int]:
     return m.group(), m.end()
 
 
-def _scalar(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -> tuple[Any, int]:
+def _scalar(
+    s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool, top: bool = False
+) -> tuple[Any, int]:
     c = s[pos]
     if c in "\"'“”‘’„":
-        return _string(s, pos, hi, repairs, is_key=False)
+        # a string on its own ends at its first closing quote; text after it is not in it
+        return _string(s, pos, hi, repairs, is_key=top)
     if c in "-+.0123456789":
         m = P.JSON_NUMBER.match(s, pos, hi)
         loose = P.LOOSE_NUMBER.match(s, pos, hi)
@@ -611,15 +612,12 @@ def _scalar(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
                 return _bare(s, pos, hi, repairs)
             raise _error("malformed number", s, end)
         token = loose.group()
-        try:
-            if m is not None and m.end() == end:
-                if any(ch in token for ch in ".eE"):
-                    return float(token), end
-                return int(token), end
+        if m is None or m.end() != end:
             repairs.add("number_format")
             digits = token.lstrip("+-")
             if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
                 return token.lstrip("+"), end  # leading zeros: keep every digit
+        try:
             if any(ch in token for ch in ".eE"):
                 return float(token), end
             return int(token), end

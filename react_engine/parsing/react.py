@@ -788,8 +788,7 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
             value = json.loads(unquoted)
         except (ValueError, RecursionError):
             return unquoted, codes
-        if isinstance(value, dict):
-            return value, [*codes, "json_string_arguments"]
+        return value, [*codes, "json_string_arguments"]  # "{..." decodes to an object
     return unquoted, codes
 
 
@@ -811,8 +810,6 @@ def _as_args(value: Any, text: str, codes: list[str]) -> tuple[dict[str, Any] | 
         return value, codes
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
         return value[0], [*codes, "unwrapped_array"]
-    if isinstance(value, str):
-        return value, [*codes, "quoted_input"]
     return text, [*codes, "action_input_not_object"]
 
 
@@ -824,14 +821,13 @@ def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
         if value.strip()[:1] != "{":
             return value
         try:
-            parsed = repair_json(value.strip())
+            parsed = repair_json(value.strip())  # "{..." decodes to an object or fails
         except JSONRepairError:
-            return value
-        if not isinstance(parsed.value, dict):
             return value
         codes.append("json_string_arguments")
         codes.extend("json:" + c for c in parsed.repairs)
-        return parsed.value
+        decoded: dict[str, Any] = parsed.value
+        return decoded
     args, more = _as_args(value, json.dumps(value, ensure_ascii=False), [])
     codes.extend(more)
     return args
@@ -973,9 +969,7 @@ def _calls(value: Any) -> list[tuple[str, Any, bool, str | None]] | None:
                 return None
             calls.extend(one)
         return calls or None
-    if not isinstance(value, dict):
-        return None
-    keys = {P.normalise_word(str(k)): k for k in value}
+    keys = {P.normalise_word(str(k)): k for k in value}  # a dict: blobs are {...} or [...]
     if "toolcalls" in keys and isinstance(value[keys["toolcalls"]], list):
         return _calls(value[keys["toolcalls"]])
     thought: str | None = None
@@ -1071,13 +1065,10 @@ def _answer_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value.strip()
-    if isinstance(value, dict) and len(value) == 1:
-        (only,) = value.values()
-        if isinstance(only, str):
-            return only.strip()
-    if isinstance(value, dict) and not value:
-        return ""
-    return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict) and len(value) == 1:  # {"answer": ...}
+        (value,) = value.values()
+        return value.strip() if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False) if value else ""
 
 
 def _usable(r: _Reading) -> list[_Item]:
