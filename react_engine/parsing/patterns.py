@@ -219,7 +219,7 @@ PAREN_ACTION: Final = re.compile(r"(?P<tool>[\w.\-]+)[ \t]*\(")
 NAME_THEN_JSON: Final = re.compile(r"(?P<tool>[\w.\-]+)[ \t]+(?=[{\[])")
 """``tool_name {json}`` on one Action line."""
 
-TOOL_NAME: Final = re.compile(r"[\w.\-]+(?:/[\w.\-]+)*")
+TOOL_NAME: Final = re.compile(r"[\w.\-/]+")
 """A plausible tool name (fullmatched): letters of any script, digits, ``_ . - /``."""
 
 TOOL_NAME_DECORATION: Final = "`*\"'“”‘’[]<> \t"

@@ -381,9 +381,13 @@ def _label_content_start(m: re.Match[str], text: str) -> int | None:
     Without a colon, a label must be a Markdown heading or bold alone on its line
     (``### Action``, ``**Final Answer**``).
     """
-    if m.group("colon"):
+    colon, pre, em = m.group("colon", "pre", "em")
+    return _content_start(m, text, colon, pre, em)
+
+
+def _content_start(m: re.Match[str], text: str, colon: str, pre: str, em: str) -> int | None:
+    if colon:
         return m.end()
-    pre, em = m.group("pre", "em")
     if "#" not in pre and not em:
         return None
     eol = text.find("\n", m.end())
@@ -406,10 +410,11 @@ def _word_info(word: str) -> tuple[str, int, tuple[str, ...]]:
     return kind, strength, ("label_synonym",)
 
 
-def _label_codes(m: re.Match[str], word_codes: tuple[str, ...]) -> tuple[str, ...]:
-    indent, pre, em, num, paren, em2, sp, colon, em3 = m.group(
-        "indent", "pre", "em", "num", "paren", "em2", "sp", "colon", "em3"
-    )
+_GROUPS: Final = ("indent", "pre", "em", "num", "paren", "em2", "sp", "colon", "em3", "word")
+
+
+def _label_codes(groups: tuple[str, ...], word_codes: tuple[str, ...]) -> tuple[str, ...]:
+    indent, pre, em, num, paren, em2, sp, colon, em3, _word = groups
     if not (indent or pre or em or num or paren or em2 or sp or em3) and colon != "：":
         return word_codes
     codes = list(word_codes)
@@ -458,11 +463,12 @@ def _labels(body: str) -> list[_Label]:
             f += 1
         if f < len(fences) and fences[f][0] < start <= fences[f][1]:
             continue
-        content = _label_content_start(m, body)
+        groups = m.group(*_GROUPS)
+        content = _content_start(m, body, groups[7], groups[1], groups[2])
         if content is None:
             continue
-        kind, strength, word_codes = _word_info(m.group("word"))
-        labels.append(_Label(kind, strength, start, content, _label_codes(m, word_codes)))
+        kind, strength, word_codes = _word_info(groups[9])
+        labels.append(_Label(kind, strength, start, content, _label_codes(groups, word_codes)))
         if len(labels) >= MAX_LABELS:
             break  # the rest is text: no real reply has this many labels
     return labels
@@ -698,6 +704,8 @@ def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
     first = stripped if eol < 0 else stripped[:eol]
     rest = "" if eol < 0 else stripped[eol + 1 :]
     item = _Item(at)
+    if P.TOOL_NAME.fullmatch(first):  # the usual "Action: tool_name"
+        return _plain_action(item, first, rest, missing)
     m = P.INLINE_INPUT.search(first)
     if m is not None:
         item.codes.append("inline_label")
@@ -729,6 +737,13 @@ def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
         item.codes.append("inline_input")
         _fill(item, stripped[m.end() :], [])
         return _named(item, m.group("tool"), missing)
+    return _plain_action(item, first, rest, missing)
+
+
+def _plain_action(
+    item: _Item, first: str, rest: str, missing: _Problem
+) -> tuple[list[_Item], _Problem | None]:
+    """``Action: tool`` whose input, if any, is on the following lines."""
     if rest.strip():
         if rest.lstrip()[:1] in ("{", "[", "`", "~"):
             item.codes.append("unlabeled_action_input")
