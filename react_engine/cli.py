@@ -1,21 +1,41 @@
-"""The ``react-engine`` command line: ``run``, ``demo`` (and more), as ``main(argv) -> int``.
+"""The ``react-engine`` command line, as ``main(argv) -> int``.
+
+Commands::
+
+    react-engine run "question"   answer one question, showing each step as it happens
+    react-engine chat             a multi-turn conversation with slash commands
+    react-engine compare          the side-by-side protocol comparison (react_engine.compare)
+    react-engine demo             the weather agent (what ``make demo`` runs)
+
+Where the model is: ``--base-url``/``--model``/``--api-key-env`` (or ``OPENAI_BASE_URL``,
+``OPENAI_API_KEY``, ``REACT_ENGINE_MODEL``); ``--local`` for the embedded llama.cpp model,
+which ``demo`` and ``compare`` use when no endpoint is configured; ``--dry-run`` (a canned
+weather transcript) or ``--scripted FILE`` for the scripted model, with no server at all.
 
 Errors a user can cause (no endpoint, a bad key, an unknown model, an unreachable server, a
-tools module that does not import) print one clear line and return a non-zero code.
+tools module that does not import, a bad template) print one line on stderr and return a
+non-zero code: 2 for configuration, 3 for a run that ended without an answer, 4 for the
+API, 130 for Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
 
-from .agent import Agent
+from .agent import Agent, Conversation
+from .compare import CompareSettings, Target, TaskRun, format_report, run_comparison, write_outputs
+from .compare_tasks import PROTOCOLS, ScriptReply, Transcript, load_script, load_tasks
 from .errors import (
     ConfigurationError,
     ModelAPIError,
@@ -23,66 +43,222 @@ from .errors import (
     RunAborted,
     UserError,
 )
-from .render import StepPrinter, format_result
+from .model import ChatModel, RetryPolicy, ScriptedModel, mask_key
+from .render import StepPrinter, format_history, format_result, use_color
 from .tools import Tool
-from .types import ModelSettings, RunResult, to_jsonable
+from .types import ModelRequest, ModelResponse, ModelSettings, RunResult, Step, Usage, to_jsonable
 
-__all__ = ["main"]
+__all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
 
 DEMO_QUESTION = "What's the weather like in Beijing and Guangzhou today?"
+
+EXIT_CONFIG = 2
+EXIT_NO_ANSWER = 3
+EXIT_API = 4
+EXIT_INTERRUPTED = 130
+
+_DRY_RUN_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    "function_calling": [
+        {
+            "content": "I need the weather in both cities.",
+            "tool_calls": [
+                {"name": "get_weather", "arguments": {"location": "Beijing"}},
+                {"name": "get_weather", "arguments": {"location": "Guangzhou"}},
+            ],
+        },
+        {"content": "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."},
+    ],
+    "text": [
+        {
+            "content": "Thought: I need the weather in both cities.\n"
+            'Action: get_weather\nAction Input: {"location": "Beijing"}\n'
+            'Action: get_weather\nAction Input: {"location": "Guangzhou"}'
+        },
+        {
+            "content": "Thought: I now know the final answer\n"
+            "Final Answer: Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."
+        },
+    ],
+}
+"""What ``--dry-run`` replays: the demo's weather question, under either protocol."""
+
+
+class _Exit(Exception):
+    """Leave ``main`` with one line on stderr and an exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- where the model is -----------------------------------------------------------------------
+
+
+class _ScriptedReplies:
+    """The scripted model's replies per protocol: a request with ``tools`` is answered from
+    the function-calling list, one without from the text list (or from one shared list)."""
+
+    def __init__(self, script: dict[str, list[ScriptReply]], label: str) -> None:
+        self._transcripts = {k: Transcript(v, label=f"{label} [{k}]") for k, v in script.items()}
+
+    def __call__(self, request: ModelRequest) -> ModelResponse:
+        protocol = "function_calling" if request.tools else "text"
+        transcript = self._transcripts.get(protocol) or self._transcripts.get("*")
+        if transcript is None:
+            raise ConfigurationError(f"the script has no replies for the {protocol} protocol")
+        return transcript(request)
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    base_url: str | None
-    api_key: str | None
+    """A chat model the CLI talks to: an API endpoint, the local server, or a script."""
+
     model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    key_env: str = "OPENAI_API_KEY"
+    text_model: str | None = None
+    """The local server's alias for the text protocol (plain ChatML, honours ``stop``)."""
     local: bool = False
+    client: ChatModel | None = field(default=None, compare=False)
+    """A scripted model in place of an endpoint."""
+
+    def model_for(self, protocol: str) -> str:
+        return self.text_model if protocol == "text" and self.text_model else self.model
+
+    @property
+    def where(self) -> str:
+        if self.client is not None:
+            return "scripted replies, no server"
+        if self.local:
+            return f"embedded local model at {self.base_url}"
+        return self.base_url or "the default OpenAI endpoint"
 
 
-def _configured_endpoint(args: argparse.Namespace) -> Endpoint | None:
-    """The endpoint the user configured (flags, then environment), or None."""
-    base_url = getattr(args, "base_url", None) or os.environ.get("OPENAI_BASE_URL")
-    key_env = getattr(args, "api_key_env", None) or "OPENAI_API_KEY"
-    api_key = os.environ.get(key_env)
-    model = (
-        getattr(args, "model", None)
-        or os.environ.get("REACT_ENGINE_MODEL")
-        or os.environ.get("OPENAI_MODEL")
-    )
-    if not (base_url or api_key):
+def _env_model() -> str | None:
+    return os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
+
+
+def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
+    explicit = getattr(args, "api_key_env", None)
+    env = explicit or "OPENAI_API_KEY"
+    key = os.environ.get(env) or None
+    if explicit and key is None:
+        raise ConfigurationError(f"--api-key-env {explicit}: the environment variable is not set")
+    return key, env
+
+
+def _configured(
+    args: argparse.Namespace, models: Sequence[str], *, strict: bool
+) -> Endpoint | None:
+    """The endpoint given by flags or the environment; ``None`` when there is none.
+
+    With ``strict``, a half-configured endpoint is an error; otherwise (``demo``, ``compare``)
+    an environment with a key but no model name leaves the choice to the local model.
+    """
+    base_url = getattr(args, "base_url", None) or os.environ.get("OPENAI_BASE_URL") or None
+    key, env = _api_key(args)
+    flags = bool(getattr(args, "base_url", None) or models or getattr(args, "api_key_env", None))
+    model = models[0] if models else _env_model()
+    if not (base_url or key):
+        if flags:
+            raise ConfigurationError(
+                "no endpoint: pass --base-url or set OPENAI_BASE_URL (and the API key in "
+                "$OPENAI_API_KEY or --api-key-env NAME)"
+            )
         return None
     if not model:
-        raise ConfigurationError(
-            "an endpoint is configured but no model name: pass --model or set REACT_ENGINE_MODEL"
-        )
-    return Endpoint(base_url, api_key, model)
+        if strict or flags:
+            raise ConfigurationError(
+                f"no model name for {base_url or 'the OpenAI API'}: pass --model or set "
+                "REACT_ENGINE_MODEL"
+            )
+        return None
+    return Endpoint(model, base_url, key, env)
+
+
+def _script(args: argparse.Namespace) -> dict[str, list[ScriptReply]] | None:
+    if getattr(args, "scripted", None):
+        return load_script(Path(args.scripted))
+    if getattr(args, "dry_run", False):
+        return {k: [ScriptReply.model_validate(r) for r in v] for k, v in _DRY_RUN_SCRIPT.items()}
+    return None
 
 
 @contextlib.contextmanager
-def _endpoint(args: argparse.Namespace, *, allow_local: bool) -> Iterator[Endpoint]:
-    configured = None if getattr(args, "local", False) else _configured_endpoint(args)
-    if configured is not None:
-        yield configured
+def _endpoint(args: argparse.Namespace, *, local_default: bool) -> Iterator[Endpoint]:
+    script = _script(args)
+    if script is not None:
+        model = args.model or "scripted"
+        yield Endpoint(model, client=ScriptedModel(_ScriptedReplies(script, "script")))
         return
-    if not allow_local:
-        raise ConfigurationError(
-            "no endpoint: set OPENAI_BASE_URL / OPENAI_API_KEY and --model, or use --local"
-        )
+    if not args.local:
+        configured = _configured(args, [args.model] if args.model else [], strict=not local_default)
+        if configured is not None:
+            yield configured
+            return
+        if not local_default:
+            raise ConfigurationError(
+                "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / "
+                "OPENAI_API_KEY and REACT_ENGINE_MODEL), use --local for the embedded model, "
+                "or --dry-run"
+            )
+    with _local() as ep:
+        yield ep
+
+
+@contextlib.contextmanager
+def _local() -> Iterator[Endpoint]:
     from .local import local_server
 
     print(
-        ">> No endpoint configured: starting the embedded SmolLM2-135M model on 127.0.0.1",
+        ">> starting the embedded SmolLM2-135M model on 127.0.0.1 (a few seconds)...",
         file=sys.stderr,
         flush=True,
     )
     with local_server() as local:
-        print(
-            f">> local server ready at {local.base_url} (log: {local.log_path})",
-            file=sys.stderr,
-            flush=True,
+        print(f">> local server ready at {local.base_url}", file=sys.stderr, flush=True)
+        yield Endpoint(
+            local.model,
+            local.base_url,
+            local.api_key,
+            text_model=local.text_model,
+            local=True,
         )
-        yield Endpoint(local.base_url, local.api_key, local.model, local=True)
+
+
+def _describe_api_error(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:
+    """One line that says what the user can do about an API failure."""
+    notes = "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))
+    return _describe_api_failure(exc, ep, model) + notes
+
+
+def _describe_api_failure(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:
+    log_path = getattr(exc, "log_path", None)
+    if log_path is not None:  # the local server did not start
+        return f"{_one_line(str(exc).splitlines()[0])} (server log: {log_path})"
+    where = ep.where if ep is not None else "the server"
+    detail = _one_line(exc.body or str(exc), 200)
+    status = exc.status_code
+    if status in (401, 403):
+        key = f"${ep.key_env} = {mask_key(ep.api_key)}" if ep is not None else "the API key"
+        return f"{where} rejected the API key ({key}): HTTP {status}: {detail}"
+    if status == 404:
+        return (
+            f"{where} does not know model {model!r} (HTTP 404: {detail}); "
+            "check --model and --base-url"
+        )
+    if status is None and str(exc).startswith("cannot reach"):
+        return f"cannot reach {where}: is the server running? ({_one_line(str(exc), 200)})"
+    return _one_line(str(exc))
+
+
+# --- tools, agents, settings ------------------------------------------------------------------
 
 
 def _load_tools(spec: str | None) -> list[Tool]:
@@ -94,7 +270,7 @@ def _load_tools(spec: str | None) -> list[Tool]:
         module = importlib.import_module(spec)
     except Exception as exc:  # any import failure is the user's to fix
         raise ConfigurationError(
-            f"cannot import tools module {spec!r}: {type(exc).__name__}: {exc}"
+            f"cannot import tools module {spec!r}: {type(exc).__name__}: {_one_line(str(exc))}"
         ) from None
     found = [v for v in vars(module).values() if isinstance(v, Tool)]
     if not found:
@@ -102,25 +278,65 @@ def _load_tools(spec: str | None) -> list[Tool]:
     return found
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="model name (default: $REACT_ENGINE_MODEL / $OPENAI_MODEL)")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
-    p.add_argument(
-        "--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key"
+def _settings(args: argparse.Namespace, ep: Endpoint) -> ModelSettings:
+    """Sampling settings: the flags, with repeatable defaults for the local model."""
+    local = ep.local
+    return ModelSettings(
+        temperature=args.temperature if args.temperature is not None else (0.0 if local else None),
+        seed=args.seed if args.seed is not None else (42 if local else None),
+        max_tokens=args.max_tokens if args.max_tokens is not None else (256 if local else None),
     )
-    p.add_argument("--protocol", choices=["auto", "function_calling", "text"], default="auto")
-    p.add_argument("--template", help="text template name (classic, json, zh) or a .toml path")
-    p.add_argument(
-        "--tools", help="a module whose @tool functions the agent may call (default: demo tools)"
+
+
+def _make_agent(
+    args: argparse.Namespace,
+    ep: Endpoint,
+    tools: Sequence[Tool],
+    protocol: str,
+    on_step: Callable[[Step], None] | None,
+) -> Agent:
+    return Agent(
+        ep.model_for(protocol),
+        tools,
+        protocol=protocol,
+        client=ep.client,
+        base_url=ep.base_url,
+        api_key=ep.api_key,
+        template=args.template,
+        max_steps=args.max_steps,
+        on_step=on_step,
+        settings=_settings(args, ep),
+        retry=RetryPolicy(max_attempts=args.max_retries + 1),
     )
-    p.add_argument("--max-steps", type=int, default=6)
-    p.add_argument("--trace", help="append the run's trace to this JSON Lines file")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument(
-        "--local",
-        action="store_true",
-        help="use the embedded local model even if an endpoint is set",
+
+
+def _describe_protocol(agent: Agent) -> str:
+    protocol, reason, _ = agent.choose_protocol()
+    return f"{protocol.name} ({reason})"
+
+
+def _partial_result(agent: Agent, question: str, steps: list[Step], started: float) -> RunResult:
+    """What a trace file records of a run that Ctrl-C interrupted."""
+
+    protocol, reason, _ = agent.choose_protocol()
+    usage = Usage()
+    for step in steps:
+        usage.add(step.usage)
+    return RunResult(
+        question=question,
+        answer=None,
+        steps=list(steps),
+        usage=usage,
+        protocol=steps[-1].protocol if steps else protocol.name,
+        protocol_reason=reason,
+        stop_reason="cancelled",
+        model=agent.model,
+        duration_s=time.perf_counter() - started,
+        error="interrupted by the user (Ctrl-C)",
     )
+
+
+# --- run and demo -----------------------------------------------------------------------------
 
 
 def _print_result(result: RunResult, args: argparse.Namespace) -> None:
@@ -128,89 +344,470 @@ def _print_result(result: RunResult, args: argparse.Namespace) -> None:
         result.write_trace(args.trace)
     if args.json:
         payload = {
+            "question": result.question,
             "answer": result.answer,
             "stop_reason": result.stop_reason,
+            "error": result.error,
+            "model": result.model,
             "protocol": result.protocol,
             "protocol_reason": result.protocol_reason,
             "usage": to_jsonable(result.usage),
+            "duration_s": result.duration_s,
+            "events": result.events,
             "steps": to_jsonable(result.steps),
         }
         print(json.dumps(payload, ensure_ascii=False, indent=2))
     else:
-        print(format_result(result, color=sys.stdout.isatty()))
+        print(format_result(result, color=use_color(sys.stdout)))
 
 
-def _run(args: argparse.Namespace, question: str) -> int:
+def _cmd_run(args: argparse.Namespace, *, local_default: bool) -> int:
+
     tools = _load_tools(args.tools)
-    with _endpoint(args, allow_local=True) as ep:
-        agent = Agent(
-            ep.model,
-            tools,
-            protocol=args.protocol,
-            base_url=ep.base_url,
-            api_key=ep.api_key,
-            template=args.template,
-            max_steps=args.max_steps,
-            on_step=None if args.json else StepPrinter(),
-            settings=_settings(ep),
-        )
-        print(
-            f">> model {ep.model} at {agent.base_url}; protocol: {agent.choose_protocol()[1]}",
-            file=sys.stderr,
-            flush=True,
-        )
+    question: str = args.question
+    with _endpoint(args, local_default=local_default) as ep:
+        printer = None if args.json else StepPrinter(sys.stdout)
+        steps: list[Step] = []
+
+        def on_step(step: Step) -> None:
+            steps.append(step)
+            if printer is not None:
+                printer(step)
+
+        agent = _make_agent(args, ep, tools, args.protocol, on_step)
+        chosen = _describe_protocol(agent)
+        if not args.json:
+            print(f"model {agent.model} · {ep.where} · protocol {chosen}", flush=True)
+        started = time.perf_counter()
         try:
             result = agent.run(question)
         except RunAborted as exc:
             _print_result(exc.result, args)
+            raise _Exit(
+                f"the run stopped without an answer: {_one_line(str(exc))}", EXIT_NO_ANSWER
+            ) from None
+        except ModelAPIError as exc:
+            if exc.result is not None and args.trace:
+                exc.result.write_trace(args.trace)
+            raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
+        except KeyboardInterrupt:
+            if args.trace:
+                _partial_result(agent, question, steps, started).write_trace(args.trace)
             raise
         _print_result(result, args)
-    return 0 if result.answer is not None else 3
+    return 0 if result.answer is not None else EXIT_NO_ANSWER
 
 
-def _settings(ep: Endpoint) -> ModelSettings:
-    if ep.local:
-        return ModelSettings(temperature=0.0, seed=42, max_tokens=256)
-    return ModelSettings()
+# --- chat -------------------------------------------------------------------------------------
+
+_HELP = """\
+Commands:
+  /help             this help
+  /history          the conversation so far: questions, tool calls, answers
+  /tools            the tools the agent may call
+  /settings         model, endpoint, API key (masked), protocol, limits
+  /trace FILE       append each turn's trace to FILE (JSON Lines); /trace off to stop
+  /protocol NAME    switch protocol: auto, function_calling or text (the history is kept)
+  /exit             leave (Ctrl-D too)
+Ctrl-C during an answer interrupts it; the conversation keeps what was done so far."""
+
+
+class ChatSession:
+    """The interactive loop of ``react-engine chat``, with its slash commands.
+
+    Streams and the line reader are injectable, so the loop runs in-process in tests.
+    """
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        endpoint: Endpoint,
+        tools: Sequence[Tool],
+        *,
+        out: TextIO | None = None,
+        read_line: Callable[[str], str] = input,
+    ) -> None:
+        self.args = args
+        self.endpoint = endpoint
+        self.tools = list(tools)
+        self.out = out or sys.stdout
+        self.read_line = read_line
+        self.protocol: str = args.protocol
+        self.trace_path: str | None = args.trace
+        self.printer = StepPrinter(self.out)
+        self.conversation = Conversation(self._agent())
+
+    def _agent(self) -> Agent:
+        return _make_agent(self.args, self.endpoint, self.tools, self.protocol, self.printer)
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def loop(self) -> int:
+        agent = self.conversation.agent
+        self.say(
+            f"react-engine chat · model {agent.model} · {self.endpoint.where} · "
+            f"protocol {_describe_protocol(agent)}\nType a question, or /help."
+        )
+        while True:
+            try:
+                line = self.read_line("you> ").strip()
+            except EOFError:
+                self.say("")
+                return 0
+            except KeyboardInterrupt:
+                self.say("\n(Ctrl-C: type /exit or press Ctrl-D to leave)")
+                continue
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not self.command(line):
+                    return 0
+                continue
+            self.ask(line)
+
+    # --- slash commands ------------------------------------------------------------------------
+
+    def command(self, line: str) -> bool:
+        """Run a slash command; ``False`` means leave."""
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if name in ("/exit", "/quit"):
+            self.say("bye")
+            return False
+        if name == "/help":
+            self.say(_HELP)
+        elif name == "/history":
+            self.say(format_history(self.conversation.history))
+        elif name == "/tools":
+            for t in self.tools:
+                args = ", ".join(t.argument_names)
+                self.say(
+                    f"  {t.name}({args}): {t.description.splitlines()[0] if t.description else ''}"
+                )
+        elif name == "/settings":
+            self.say(self._settings_text())
+        elif name == "/trace":
+            self._set_trace(rest)
+        elif name == "/protocol":
+            self._set_protocol(rest)
+        else:
+            self.say(f"unknown command {name}; /help lists the commands")
+        return True
+
+    def _settings_text(self) -> str:
+        ep, agent, args = self.endpoint, self.conversation.agent, self.args
+        s = _settings(args, ep)
+        sampling = ", ".join(
+            f"{k}={v}"
+            for k, v in (
+                ("temperature", s.temperature),
+                ("seed", s.seed),
+                ("max_tokens", s.max_tokens),
+            )
+            if v is not None
+        )
+        key = (
+            "(not used)"
+            if ep.client is not None
+            else f"{mask_key(ep.api_key)} (from ${ep.key_env})"
+        )
+        return "\n".join(
+            [
+                f"  model:     {agent.model}",
+                f"  endpoint:  {ep.where}",
+                f"  API key:   {key}",
+                f"  protocol:  {self.protocol} -> {_describe_protocol(agent)}",
+                f"  template:  {args.template or '(the model family default)'}",
+                f"  tools:     {', '.join(t.name for t in self.tools)}",
+                f"  max steps: {args.max_steps}",
+                f"  sampling:  {sampling or '(server defaults)'}",
+                f"  trace:     {self.trace_path or 'off'}",
+                f"  history:   {len(self.conversation.history)} items",
+            ]
+        )
+
+    def _set_trace(self, rest: str) -> None:
+        if not rest:
+            self.say(f"trace: {self.trace_path or 'off'} (usage: /trace FILE or /trace off)")
+        elif rest == "off":
+            self.trace_path = None
+            self.say("trace: off")
+        else:
+            try:
+                with open(rest, "a", encoding="utf-8"):
+                    pass
+            except OSError as exc:
+                self.say(f"cannot write {rest}: {exc.strerror or exc}")
+                return
+            self.trace_path = rest
+            self.say(f"trace: appending each turn to {rest}")
+
+    def _set_protocol(self, rest: str) -> None:
+        if rest not in ("auto", "function_calling", "text"):
+            self.say(f"protocol: {self.protocol}; usage: /protocol auto|function_calling|text")
+            return
+        self.protocol = rest
+        self.conversation.agent = self._agent()
+        self.say(f"protocol: {_describe_protocol(self.conversation.agent)}; the history is kept")
+
+    # --- a turn ----------------------------------------------------------------------------------
+
+    def ask(self, question: str) -> None:
+        import time
+
+        history = self.conversation.history
+        before = len(history)
+        started = time.perf_counter()
+        try:
+            result = asyncio.run(self.conversation.aask(question))
+        except KeyboardInterrupt:
+            steps = [i for i in history[before:] if isinstance(i, Step)]
+            self.say(
+                f"\n(interrupted: the conversation keeps this question and the {len(steps)} "
+                "step(s) done so far)"
+            )
+            if self.trace_path:
+                agent = self.conversation.agent
+                _partial_result(agent, question, steps, started).write_trace(self.trace_path)
+            return
+        except RunAborted as exc:
+            result = exc.result
+        except ModelAPIError as exc:
+            self.say(
+                f"error: {_describe_api_error(exc, self.endpoint, self.conversation.agent.model)}"
+            )
+            return
+        if self.trace_path:
+            result.write_trace(self.trace_path)
+        if result.answer is not None:
+            self.say(f"assistant> {result.answer}")
+        else:
+            self.say(
+                f"(no answer: {result.stop_reason}{': ' + result.error if result.error else ''})"
+            )
+        u = result.usage
+        self.say(
+            f"   [{result.protocol} · {u.requests} LLM call(s) · {len(result.tool_calls)} tool "
+            f"call(s) · {u.prompt_tokens}+{u.completion_tokens} tokens · {result.duration_s:.1f}s]"
+        )
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    tools = _load_tools(args.tools)
+    with _endpoint(args, local_default=False) as ep:
+        return ChatSession(args, ep, tools).loop()
+
+
+# --- compare ----------------------------------------------------------------------------------
+
+
+def _progress(run: TaskRun, done: int, total: int) -> None:
+    m = run.metrics
+    verdict = "ok" if run.success else "FAILED"
+    print(
+        f"[{done:>3}/{total}] {run.task} · {run.model} · {run.protocol}: {verdict} · "
+        f"{m.llm_calls} LLM calls · {m.prompt_tokens:,}+{m.completion_tokens:,} tokens · "
+        f"{m.wall_s:.1f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+@contextlib.contextmanager
+def _compare_targets(
+    args: argparse.Namespace, protocols: Sequence[str]
+) -> Iterator[tuple[list[Target], str]]:
+    chosen = [p for p in PROTOCOLS if p in protocols]
+    if args.scripted:
+        yield [Target("scripted", p, scripted=True) for p in chosen], "scripted"
+        return
+    if not args.local:
+        ep = _configured(args, args.model or [], strict=False)
+        if ep is not None:
+            models = args.model or [ep.model]
+            targets = [
+                Target(m, p, base_url=ep.base_url, api_key=ep.api_key)
+                for m in models
+                for p in chosen
+            ]
+            yield targets, ep.where
+            return
+    with _local() as local:
+        targets = [
+            Target(
+                local.model,
+                p,
+                api_model=local.model_for(p),
+                base_url=local.base_url,
+                api_key=local.api_key,
+            )
+            for p in chosen
+        ]
+        yield targets, f"local llama.cpp server; text protocol via alias {local.text_model}"
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    tasks = load_tasks(Path(args.tasks) if args.tasks else None, args.task or ())
+    settings = CompareSettings(
+        seed=args.seed,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        max_attempts=args.max_retries + 1,
+    )
+    with _compare_targets(args, args.protocol or PROTOCOLS) as (targets, source):
+        try:
+            report = run_comparison(
+                tasks, targets, settings, source=source, progress=None if args.quiet else _progress
+            )
+        except ModelAPIError as exc:
+            ep = Endpoint(targets[0].model, targets[0].base_url, targets[0].api_key)
+            raise _Exit(
+                _describe_api_error(exc, ep, targets[0].api_model or targets[0].model), EXIT_API
+            ) from None
+    print(format_report(report))
+    if args.out:
+        for path in write_outputs(report, Path(args.out), plot=not args.no_plot):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+# --- the parser -------------------------------------------------------------------------------
+
+
+def _add_endpoint_options(p: argparse.ArgumentParser, *, many_models: bool = False) -> None:
+    if many_models:
+        p.add_argument(
+            "--model",
+            action="append",
+            help="model name; repeat to compare several (default: $REACT_ENGINE_MODEL)",
+        )
+    else:
+        p.add_argument("--model", help="model name (default: $REACT_ENGINE_MODEL / $OPENAI_MODEL)")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
+    p.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="environment variable holding the API key (default: OPENAI_API_KEY)",
+    )
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="use the embedded local model even if an endpoint is set",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=int,
+        default=3,
+        metavar="N",
+        help="network retries of transient failures per request (default: 3)",
+    )
+
+
+def _add_agent_options(p: argparse.ArgumentParser) -> None:
+    _add_endpoint_options(p)
+    p.add_argument("--protocol", choices=["auto", "function_calling", "text"], default="auto")
+    p.add_argument("--template", help="text template: classic, json, zh, or a .toml path")
+    p.add_argument(
+        "--tools",
+        metavar="MODULE",
+        help="a module whose @tool functions the agent may call (default: the demo tools)",
+    )
+    p.add_argument("--max-steps", type=int, default=6, metavar="N")
+    p.add_argument(
+        "--trace", metavar="FILE", help="append each run's trace to this JSON Lines file"
+    )
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--max-tokens", type=int, metavar="N")
+    scripted = p.add_mutually_exclusive_group()
+    scripted.add_argument(
+        "--dry-run", action="store_true", help="no server: replay a canned weather transcript"
+    )
+    scripted.add_argument(
+        "--scripted", metavar="FILE", help="no server: replay the replies in FILE (JSON)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="react-engine", description="ReAct agents over any OpenAI-compatible API."
+        prog="react-engine", description="ReAct agents over any OpenAI-compatible chat API."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="answer one question with tools")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="answer one question, showing each step")
     run.add_argument("question")
-    _add_run_options(run)
+    _add_agent_options(run)
+    run.add_argument("--json", action="store_true", help="print the result as JSON, no live steps")
+
+    chat = sub.add_parser("chat", help="an interactive multi-turn conversation")
+    _add_agent_options(chat)
+
     demo = sub.add_parser(
         "demo", help="the weather agent (embedded local model unless an endpoint is set)"
     )
-    _add_run_options(demo)
+    _add_agent_options(demo)
     demo.add_argument("--question", default=DEMO_QUESTION)
+    demo.add_argument("--json", action="store_true", help="print the result as JSON, no live steps")
+
+    compare = sub.add_parser(
+        "compare", help="run the task suite under each protocol and compare them side by side"
+    )
+    _add_endpoint_options(compare, many_models=True)
+    compare.add_argument(
+        "--protocol",
+        action="append",
+        choices=list(PROTOCOLS),
+        help="a protocol to run; repeat for several (default: both)",
+    )
+    compare.add_argument(
+        "--tasks", metavar="DIR", help="task files directory (default: fixtures/tasks)"
+    )
+    compare.add_argument(
+        "--task", action="append", metavar="ID", help="run only this task; repeatable"
+    )
+    compare.add_argument(
+        "--scripted", action="store_true", help="replay each task's scripted transcripts: no server"
+    )
+    compare.add_argument(
+        "--out", metavar="DIR", help="write comparison.json, .csv, .txt and .png here"
+    )
+    compare.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
+    compare.add_argument("--seed", type=int, default=42)
+    compare.add_argument("--temperature", type=float, default=0.0)
+    compare.add_argument("--max-tokens", type=int, default=256, metavar="N")
+    compare.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit code (never raises for a user's mistake)."""
     parser = build_parser()
-    args = parser.parse_args(list(argv) if argv is not None else None)
     try:
-        if args.command in ("run", "demo"):
-            question = args.question
-            return _run(args, question)
-        parser.error(f"unknown command {args.command}")
+        args = parser.parse_args(list(argv) if argv is not None else None)
+    except SystemExit as exc:  # --help, or a usage error argparse has printed
+        return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
+    try:
+        if args.command == "run":
+            return _cmd_run(args, local_default=False)
+        if args.command == "demo":
+            args.question = args.question or DEMO_QUESTION
+            return _cmd_run(args, local_default=True)
+        if args.command == "chat":
+            return _cmd_chat(args)
+        return _cmd_compare(args)
+    except _Exit as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except RunAborted as exc:
-        print(f"error: the run stopped: {exc}", file=sys.stderr)
-        return 3
+        print(f"error: {_one_line(str(exc), 500)}", file=sys.stderr)
+        return EXIT_CONFIG
     except ModelAPIError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 4
+        print(f"error: {_describe_api_error(exc, None, None)}", file=sys.stderr)
+        return EXIT_API
     except ReactEngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(str(exc), 500)}", file=sys.stderr)
         return 1
-    return 0

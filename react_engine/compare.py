@@ -1,0 +1,595 @@
+"""The side-by-side protocol comparison: the same tasks under each protocol and model.
+
+:func:`run_comparison` runs every task of the suite (:mod:`react_engine.compare_tasks`)
+against every :class:`Target` (a model at an endpoint, under one protocol) with the same
+sampling settings and seed, checks each answer, and returns a :class:`Report`;
+:func:`format_report` prints it as a table per task and in total, and
+:func:`write_outputs` writes it as JSON, CSV and (with the ``plot`` extra) a PNG chart.
+
+Every figure is computed from the run's trace (:meth:`RunResult.trace`, the records a
+``--trace`` file holds) by :func:`metrics_from_trace`, and the trace is kept in the JSON,
+so each number can be recomputed from what was recorded:
+
+* **LLM calls**: model replies, one per step (network retries are not replies).
+* **tool calls**: actions the model asked for, whatever came of them.
+* **format errors**: replies the protocol could not use (``kind == "format_error"``); each
+  one is sent back to the model as a retry message.
+* **repaired**: usable replies that needed a tolerance of the parser or the salvage of a
+  call written as text (a non-empty ``repairs`` list, or a salvaged action).
+* **retries**: model calls spent on the model's own mistakes: each step that follows a
+  format error, or a step in which every call named an unknown tool or had invalid
+  arguments.
+* **prompt / completion tokens**: the steps' usage as the server reported it (the scripted
+  model estimates it from the requests it really received).
+* **time**: the run's wall time.
+
+``react-engine compare`` and ``scripts/compare_protocols.py`` drive this module.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .agent import Agent
+from .capabilities import CapabilityCache
+from .compare_tasks import ProtocolName, Task, Transcript, check_result
+from .errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
+from .model import RetryPolicy
+from .types import ModelSettings, RunResult
+
+__all__ = [
+    "METRICS",
+    "CompareSettings",
+    "Metrics",
+    "Report",
+    "Target",
+    "TaskRun",
+    "Total",
+    "format_report",
+    "metrics_from_trace",
+    "run_comparison",
+    "run_task",
+    "write_outputs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One column of the comparison: a model at an endpoint, under one protocol."""
+
+    model: str
+    """The model as the table names it."""
+    protocol: ProtocolName
+    api_model: str | None = None
+    """The name sent to the API when it differs (the local server's text-protocol alias)."""
+    base_url: str | None = None
+    api_key: str | None = None
+    scripted: bool = False
+    """Answer from each task's scripted transcript instead of an endpoint."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} · {self.protocol}"
+
+
+@dataclass(frozen=True, slots=True)
+class CompareSettings:
+    """What every run shares, so that only the protocol and the model differ."""
+
+    seed: int = 42
+    """Sent with every request; servers that honour it repeat their sampling."""
+    temperature: float = 0.0
+    """Greedy decoding where the server allows it: differences come from the protocol."""
+    max_tokens: int = 256
+    """Cap on each reply, so a model that rambles cannot stall a run on a small machine."""
+    request_timeout: float | None = 300.0
+    """Seconds per request (a 2-core machine running the local model is slow)."""
+    run_deadline: float | None = 900.0
+    """Seconds per run, all requests and tools together."""
+    max_attempts: int = 3
+    """Network attempts per request (transient failures only)."""
+
+
+@dataclass(slots=True)
+class Metrics:
+    """The figures of one run, or a sum of them."""
+
+    llm_calls: int = 0
+    tool_calls: int = 0
+    format_errors: int = 0
+    repaired: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_s: float = 0.0
+
+    def add(self, other: Metrics) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+METRICS: tuple[tuple[str, str], ...] = (
+    ("llm_calls", "LLM calls"),
+    ("tool_calls", "tool calls"),
+    ("format_errors", "format errors"),
+    ("repaired", "repaired replies"),
+    ("retries", "retries"),
+    ("prompt_tokens", "prompt tokens"),
+    ("completion_tokens", "completion tokens"),
+    ("wall_s", "wall time (s)"),
+)
+"""The metric fields in table order, with their long names."""
+
+_MODEL_MISTAKES = frozenset({"unknown_tool", "invalid_arguments"})
+
+
+def _model_mistake(step: Mapping[str, Any]) -> bool:
+    actions = step.get("actions") or []
+    if step["kind"] == "format_error":
+        return True
+    return bool(actions) and all(a["status"] in _MODEL_MISTAKES for a in actions)
+
+
+def metrics_from_trace(records: Sequence[Mapping[str, Any]]) -> Metrics:
+    """The figures of one run, from its trace records (see the module docstring)."""
+    steps = [r for r in records if r.get("type") == "step"]
+    footer = next((r for r in records if r.get("type") == "result"), {})
+    return Metrics(
+        llm_calls=len(steps),
+        tool_calls=sum(len(s["actions"]) for s in steps),
+        format_errors=sum(1 for s in steps if s["kind"] == "format_error"),
+        repaired=sum(
+            1
+            for s in steps
+            if s["kind"] != "format_error"
+            and (s["repairs"] or any(a["salvaged"] for a in s["actions"]))
+        ),
+        retries=sum(1 for prev in steps[:-1] if _model_mistake(prev)),
+        prompt_tokens=sum(s["usage"]["prompt_tokens"] for s in steps),
+        completion_tokens=sum(s["usage"]["completion_tokens"] for s in steps),
+        wall_s=float(footer.get("duration_s") or 0.0),
+    )
+
+
+def repair_codes(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How often each repair code appears in a run's steps."""
+    counts = Counter(code for r in records if r.get("type") == "step" for code in r["repairs"])
+    return dict(sorted(counts.items()))
+
+
+@dataclass(slots=True)
+class TaskRun:
+    """One task under one target: the verdict, the figures and the trace they come from."""
+
+    task: str
+    model: str
+    protocol: str
+    success: bool
+    failures: list[str]
+    answer: str | None
+    stop_reason: str
+    protocol_reason: str
+    error: str | None
+    metrics: Metrics
+    repairs: dict[str, int]
+    trace: list[dict[str, Any]]
+    unused_replies: int | None = None
+    """Scripted runs: replies of the transcript never asked for (``None`` otherwise)."""
+
+
+@dataclass(slots=True)
+class Total:
+    """All tasks under one target."""
+
+    model: str
+    protocol: str
+    runs: int
+    successes: int
+    metrics: Metrics
+
+
+@dataclass(slots=True)
+class Report:
+    """A whole comparison."""
+
+    tasks: list[Task]
+    targets: list[Target]
+    settings: CompareSettings
+    source: str
+    """Where the models ran: ``scripted``, the local server, or a base URL."""
+    runs: list[TaskRun] = field(default_factory=list)
+    started_at: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    )
+
+    def totals(self) -> list[Total]:
+        out: list[Total] = []
+        for target in self.targets:
+            mine = [
+                r for r in self.runs if (r.model, r.protocol) == (target.model, target.protocol)
+            ]
+            metrics = Metrics()
+            for run in mine:
+                metrics.add(run.metrics)
+            out.append(
+                Total(
+                    target.model, target.protocol, len(mine), sum(r.success for r in mine), metrics
+                )
+            )
+        return out
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+def run_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
+    """Run one task under one target and check the result.
+
+    A run that stops early (error budget, deadline) is a failed run with its trace. A
+    request the server refuses (bad key, unknown model) and a server that cannot be reached
+    at all raise :class:`ModelAPIError`: every other run would fail the same way.
+    """
+    transcript: Transcript | None = None
+    if target.scripted:
+        replies = task.scripted.get(target.protocol)
+        if not replies:
+            raise ConfigurationError(f"task {task.id} has no scripted {target.protocol} replies")
+        transcript = Transcript(replies, label=f"task {task.id} ({target.protocol})")
+    agent = Agent(
+        target.api_model or target.model,
+        task.tool_objects(),
+        protocol=target.protocol,
+        client=transcript.model() if transcript is not None else None,
+        base_url=target.base_url,
+        api_key=target.api_key,
+        instructions=task.instructions,
+        capability_cache=CapabilityCache(),  # nothing learned leaks from run to run
+        max_steps=task.check.max_steps,
+        deadline=settings.run_deadline,
+        retry=RetryPolicy(max_attempts=settings.max_attempts),
+        settings=ModelSettings(
+            temperature=settings.temperature,
+            seed=settings.seed,
+            max_tokens=settings.max_tokens,
+            timeout=settings.request_timeout,
+        ),
+    )
+    try:
+        result = agent.run(task.question)
+    except RunAborted as exc:
+        result = exc.result
+    except ModelAPIError as exc:
+        if isinstance(exc, ModelRequestError) or exc.result is None or not exc.result.steps:
+            raise
+        result = exc.result
+    return _task_run(task, target, result, transcript)
+
+
+def _task_run(
+    task: Task, target: Target, result: RunResult, transcript: Transcript | None
+) -> TaskRun:
+    trace = result.trace()
+    failures = check_result(task, result)
+    return TaskRun(
+        task=task.id,
+        model=target.model,
+        protocol=target.protocol,
+        success=not failures,
+        failures=failures,
+        answer=result.answer,
+        stop_reason=result.stop_reason,
+        protocol_reason=result.protocol_reason,
+        error=result.error,
+        metrics=metrics_from_trace(trace),
+        repairs=repair_codes(trace),
+        trace=trace,
+        unused_replies=transcript.remaining if transcript is not None else None,
+    )
+
+
+def run_comparison(
+    tasks: Sequence[Task],
+    targets: Sequence[Target],
+    settings: CompareSettings | None = None,
+    *,
+    source: str = "",
+    progress: Callable[[TaskRun, int, int], None] | None = None,
+) -> Report:
+    """Every task under every target, task by task (so partial output reads side by side)."""
+    report = Report(list(tasks), list(targets), settings or CompareSettings(), source)
+    total = len(tasks) * len(targets)
+    for task in tasks:
+        for target in targets:
+            try:
+                run = run_task(task, target, report.settings)
+            except ModelAPIError as exc:
+                exc.add_note(f"task {task.id}, {target.label}")
+                raise
+            report.runs.append(run)
+            if progress is not None:
+                progress(run, len(report.runs), total)
+    return report
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("llm_calls", "LLM"),
+    ("tool_calls", "tools"),
+    ("format_errors", "fmt err"),
+    ("repaired", "repaired"),
+    ("retries", "retries"),
+    ("prompt_tokens", "prompt tok"),
+    ("completion_tokens", "compl tok"),
+    ("wall_s", "time s"),
+)
+
+
+def _cell(metrics: Metrics, name: str) -> str:
+    value = getattr(metrics, name)
+    return f"{value:.2f}" if isinstance(value, float) else f"{value:,}"
+
+
+def _grid(rows: list[list[str]], numeric_from: int) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [
+            c.rjust(w) if i >= numeric_from else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"×{a / b:.2f}" if b else "n/a"
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "n/a"
+
+
+def format_report(report: Report) -> str:
+    """The side-by-side table: one row per task and target, totals, trade-offs, failures."""
+    s = report.settings
+    models = list(dict.fromkeys(t.model for t in report.targets))
+    protocols = list(dict.fromkeys(t.protocol for t in report.targets))
+    lines = [
+        f"Protocol comparison · {len(report.tasks)} tasks × {len(models)} model(s) × "
+        f"{len(protocols)} protocol(s) · seed {s.seed} · temperature {s.temperature:g} · "
+        f"max_tokens {s.max_tokens}",
+        f"models: {', '.join(models)} ({report.source or 'endpoint'})",
+        "",
+    ]
+    many = len(models) > 1
+    head = ["task", *(["model"] if many else []), "protocol", "ok"] + [h for _, h in _COLUMNS]
+    rows: list[list[str]] = [head]
+    by_key = {(r.task, r.model, r.protocol): r for r in report.runs}
+    for task in report.tasks:
+        first = True
+        for target in report.targets:
+            run = by_key.get((task.id, target.model, target.protocol))
+            if run is None:
+                continue
+            row = [task.id if first else "", *([target.model] if many else []), target.protocol]
+            row.append("yes" if run.success else "NO")
+            row += [_cell(run.metrics, name) for name, _ in _COLUMNS]
+            rows.append(row)
+            first = False
+    rows.append(["" for _ in head])
+    totals = report.totals()
+    for i, t in enumerate(totals):
+        row = ["TOTAL" if i == 0 else "", *([t.model] if many else []), t.protocol]
+        row.append(f"{t.successes}/{t.runs}")
+        row += [_cell(t.metrics, name) for name, _ in _COLUMNS]
+        rows.append(row)
+    lines += _grid(rows, numeric_from=len(head) - len(_COLUMNS) - 1)
+    lines += [
+        "",
+        "LLM: model replies · tools: calls asked for · fmt err: replies the protocol could "
+        "not use · repaired: replies usable only after a repair · retries: calls spent on "
+        "the model's own mistakes",
+    ]
+    lines += _tradeoffs(totals, models)
+    failed = [r for r in report.runs if not r.success]
+    if failed:
+        lines += ["", "Failed runs:"]
+        for r in failed:
+            who = f"{r.model} · {r.protocol}" if many else r.protocol
+            lines.append(f"  {r.task} ({who}): {'; '.join(r.failures)}")
+    return "\n".join(lines)
+
+
+def _tradeoffs(totals: list[Total], models: list[str]) -> list[str]:
+    lines = ["", "Trade-offs:"]
+    for model in models:
+        mine = {t.protocol: t for t in totals if t.model == model}
+        if len(models) > 1:
+            lines.append(f"  {model}:")
+        for t in mine.values():
+            m = t.metrics
+            lines.append(
+                f"  {t.protocol:<17} {t.successes}/{t.runs} solved · "
+                f"{m.prompt_tokens / max(t.runs, 1):,.0f} prompt + "
+                f"{m.completion_tokens / max(t.runs, 1):,.0f} completion tokens per task · "
+                f"{m.llm_calls / max(t.runs, 1):.1f} LLM calls per task · "
+                f"{m.repaired} of {m.llm_calls} replies repaired ({_pct(m.repaired, m.llm_calls)})"
+                f" · {m.format_errors} format errors · {m.retries} retries"
+            )
+        fc, text = mine.get("function_calling"), mine.get("text")
+        if fc is not None and text is not None:
+            lines.append(
+                f"  text vs function_calling: prompt tokens "
+                f"{_ratio(text.metrics.prompt_tokens, fc.metrics.prompt_tokens)}, completion "
+                f"tokens {_ratio(text.metrics.completion_tokens, fc.metrics.completion_tokens)},"
+                f" LLM calls {_ratio(text.metrics.llm_calls, fc.metrics.llm_calls)}, "
+                f"wall time {_ratio(text.metrics.wall_s, fc.metrics.wall_s)}"
+            )
+    return lines
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+CSV_FIELDS: tuple[str, ...] = (
+    "task",
+    "model",
+    "protocol",
+    "runs",
+    "successes",
+    *(name for name, _ in METRICS),
+    "stop_reason",
+    "failures",
+)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    return {
+        "meta": {
+            "started_at": report.started_at,
+            "source": report.source,
+            "settings": asdict(report.settings),
+            "targets": [
+                {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
+                for t in report.targets
+            ],
+            "tasks": [{"id": t.id, "covers": t.covers} for t in report.tasks],
+        },
+        "runs": [
+            {
+                "task": r.task,
+                "model": r.model,
+                "protocol": r.protocol,
+                "success": r.success,
+                "failures": r.failures,
+                "answer": r.answer,
+                "stop_reason": r.stop_reason,
+                "protocol_reason": r.protocol_reason,
+                "error": r.error,
+                "metrics": asdict(r.metrics),
+                "repairs": r.repairs,
+                "unused_replies": r.unused_replies,
+                "trace": r.trace,
+            }
+            for r in report.runs
+        ],
+        "totals": [
+            {
+                "model": t.model,
+                "protocol": t.protocol,
+                "runs": t.runs,
+                "successes": t.successes,
+                "metrics": asdict(t.metrics),
+            }
+            for t in report.totals()
+        ],
+    }
+
+
+def report_csv(report: Report) -> str:
+    """One row per run, then one ``TOTAL`` row per target; the same figures as the JSON."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for r in report.runs:
+        writer.writerow(
+            {
+                "task": r.task,
+                "model": r.model,
+                "protocol": r.protocol,
+                "runs": 1,
+                "successes": int(r.success),
+                **asdict(r.metrics),
+                "stop_reason": r.stop_reason,
+                "failures": "; ".join(r.failures),
+            }
+        )
+    for t in report.totals():
+        writer.writerow(
+            {
+                "task": "TOTAL",
+                "model": t.model,
+                "protocol": t.protocol,
+                "runs": t.runs,
+                "successes": t.successes,
+                **asdict(t.metrics),
+                "stop_reason": "",
+                "failures": "",
+            }
+        )
+    return buffer.getvalue()
+
+
+def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:
+    """Write ``comparison.json``, ``.csv``, ``.txt`` (the table) and, if matplotlib is
+    installed and ``plot`` is true, ``.png``. Returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    path = out_dir / "comparison.json"
+    path.write_text(
+        json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
+    written.append(path)
+    path = out_dir / "comparison.csv"
+    path.write_text(report_csv(report), encoding="utf-8")
+    written.append(path)
+    path = out_dir / "comparison.txt"
+    path.write_text(format_report(report) + "\n", encoding="utf-8")
+    written.append(path)
+    if plot:
+        png = plot_report(report, out_dir / "comparison.png")
+        if png is not None:
+            written.append(png)
+    return written
+
+
+def plot_report(report: Report, path: Path) -> Path | None:
+    """A bar chart per figure of the totals, one bar per target; ``None`` without matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    totals = report.totals()
+    labels = [
+        f"{t.model}\n{t.protocol}" if len({x.model for x in totals}) > 1 else t.protocol
+        for t in totals
+    ]
+    panels: list[tuple[str, list[float]]] = [("tasks solved", [float(t.successes) for t in totals])]
+    panels += [
+        (title, [float(getattr(t.metrics, name)) for t in totals]) for name, title in METRICS
+    ]
+    cols = 3
+    rows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(4.2 * cols, 3.2 * rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    colors = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"]
+    for i, (title, values) in enumerate(panels):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        bars = ax.bar(
+            range(len(values)), values, color=[colors[j % len(colors)] for j in range(len(values))]
+        )
+        ax.bar_label(
+            bars,
+            labels=[f"{v:,.2f}" if title.startswith("wall") else f"{v:,.0f}" for v in values],
+            fontsize=8,
+        )
+        ax.set_xticks(range(len(values)), labels, fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.margins(y=0.15)
+    fig.suptitle(
+        f"Protocol comparison: {len(report.tasks)} tasks, seed {report.settings.seed}"
+        f" ({report.source or 'endpoint'})",
+        fontsize=11,
+    )
+    fig.savefig(path, dpi=110)
+    return path

@@ -1,0 +1,340 @@
+"""The comparison's tasks: data files, their checker, and their scripted transcripts.
+
+A task is one JSON file in ``fixtures/tasks/`` (adding a task needs no Python)::
+
+    {
+      "id": "weather_two_cities",              # the file's stem
+      "covers": "two independent calls ...",   # what the task is there to show
+      "question": "What's the weather ...?",
+      "tools": ["get_weather"],                # names from compare_tools.TASK_TOOLS
+      "instructions": null,                    # optional system prompt
+      "check": {
+        "answer_contains": ["24", ["sunny", "晴"]],   # each entry: a string, or alternatives
+        "must_call": ["get_weather"],          # each must run at least once
+        "must_not_call": [],                   # never even asked for (unknown names allowed)
+        "max_steps": 4,                        # model turns, final answer included
+        "observation_truncated": false         # some observation must have been cut
+      },
+      "scripted": {                            # optional: replies for the ScriptedModel
+        "function_calling": [{"tool_calls": [{"name": "get_weather",
+                                              "arguments": {"location": "Beijing"}}]},
+                             {"content": "Beijing is sunny ..."}],
+        "text": ["Thought: ...\\nAction: get_weather\\nAction Input: {...}", "..."]
+      }
+    }
+
+A scripted reply is a string (the reply's text) or an object with ``content``,
+``tool_calls`` (``name`` and ``arguments``, an object or the raw argument text, broken JSON
+included) and ``reasoning``. The scripted model estimates token counts from the request it
+really received (:func:`estimate_tokens`), so the difference between the protocols'
+prompts shows in the scripted figures too; only the absolute numbers are approximate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .compare_tools import TASK_TOOLS
+from .errors import ConfigurationError
+from .model import ScriptedModel, request_payload
+from .tools import Tool
+from .types import ModelRequest, ModelResponse, RawToolCall, RunResult, Usage
+
+__all__ = [
+    "PROTOCOLS",
+    "Check",
+    "ProtocolName",
+    "ScriptReply",
+    "Task",
+    "Transcript",
+    "check_result",
+    "default_tasks_dir",
+    "estimate_tokens",
+    "load_script",
+    "load_task",
+    "load_tasks",
+]
+
+ProtocolName = Literal["function_calling", "text"]
+PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")
+
+# --- the file format -------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScriptToolCall(_Strict):
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    """An object, or the raw argument text exactly as a model sent it (broken JSON too)."""
+    id: str | None = None
+
+
+class ScriptReply(_Strict):
+    """One scripted model reply."""
+
+    content: str | None = None
+    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+    reasoning: str | None = None
+
+    def response(self, usage: Usage) -> ModelResponse:
+        calls = [
+            RawToolCall(
+                c.id or f"call_{i}",
+                c.name,
+                c.arguments
+                if isinstance(c.arguments, str)
+                else json.dumps(c.arguments, ensure_ascii=False),
+            )
+            for i, c in enumerate(self.tool_calls, 1)
+        ]
+        return ModelResponse(
+            content=self.content,
+            tool_calls=calls,
+            reasoning=self.reasoning,
+            finish_reason="tool_calls" if calls else "stop",
+            usage=usage,
+        )
+
+
+def _reply(item: Any) -> Any:
+    return {"content": item} if isinstance(item, str) else item
+
+
+class Check(_Strict):
+    """What a run must do to count as a success."""
+
+    answer_contains: list[str | list[str]] = Field(default_factory=list)
+    """Case-insensitive substrings of the final answer; a list entry means any one of them."""
+    must_call: list[str] = Field(default_factory=list)
+    """Tools that must actually run at least once (an error result counts: it ran)."""
+    must_not_call: list[str] = Field(default_factory=list)
+    """Tools the model must not even ask for; may name tools that do not exist."""
+    max_steps: int = Field(default=6, ge=1, le=20)
+    """Model turns allowed, the final answer included (also the agent's step budget)."""
+    observation_truncated: bool = False
+    """Some observation must carry the truncation marker."""
+
+
+class Task(_Strict):
+    """One task of the comparison suite, as loaded from its file."""
+
+    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    covers: str
+    question: str = Field(min_length=1)
+    tools: list[str] = Field(min_length=1)
+    instructions: str | None = None
+    check: Check
+    scripted: dict[ProtocolName, list[ScriptReply]] = Field(default_factory=dict)
+
+    @field_validator("scripted", mode="before")
+    @classmethod
+    def _strings_are_replies(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {
+                k: [_reply(i) for i in v] if isinstance(v, list) else v for k, v in value.items()
+            }
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str]) -> list[str]:
+        unknown = [n for n in value if n not in TASK_TOOLS]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; known: {sorted(TASK_TOOLS)}")
+        if len(set(value)) != len(value):
+            raise ValueError("a tool is listed twice")
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        missing = [n for n in self.check.must_call if n not in self.tools]
+        if missing:
+            raise ValueError(f"check.must_call names tools the task does not offer: {missing}")
+        for protocol, replies in self.scripted.items():
+            if not replies:
+                raise ValueError(f"scripted.{protocol} is empty")
+            if protocol == "text" and any(r.tool_calls for r in replies):
+                raise ValueError("scripted.text replies are text: no tool_calls")
+
+    def tool_objects(self) -> list[Tool]:
+        return [TASK_TOOLS[name] for name in self.tools]
+
+
+def default_tasks_dir() -> Path:
+    """``fixtures/tasks`` of the source checkout this package runs from."""
+    return Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
+
+
+def load_task(path: Path) -> Task:
+    """Read and validate one task file; errors name the file and the field."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read task file {path}: {exc}") from None
+    try:
+        task = Task.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigurationError(
+            f"invalid task file {path}: {where}: {first['msg']}"
+            + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+        ) from None
+    if task.id != path.stem:
+        raise ConfigurationError(f"task file {path} has id {task.id!r}: it must be {path.stem!r}")
+    return task
+
+
+def load_tasks(directory: Path | None = None, only: Sequence[str] = ()) -> list[Task]:
+    """Every task in ``directory`` (sorted by id), or only those named."""
+    directory = directory or default_tasks_dir()
+    paths = sorted(directory.glob("*.json"))
+    if not paths:
+        raise ConfigurationError(f"no task files (*.json) in {directory}; pass --tasks DIR")
+    tasks = [load_task(p) for p in paths]
+    if only:
+        by_id = {t.id: t for t in tasks}
+        unknown = [i for i in only if i not in by_id]
+        if unknown:
+            raise ConfigurationError(f"unknown task ids {unknown}; known: {sorted(by_id)}")
+        tasks = [by_id[i] for i in only]
+    return tasks
+
+
+# --- the checker -------------------------------------------------------------------------------
+
+_RAN = frozenset({"ok", "error", "timeout"})
+
+
+def check_result(task: Task, result: RunResult) -> list[str]:
+    """Why ``result`` fails ``task``'s check: an empty list means success."""
+    c = task.check
+    failures: list[str] = []
+    if result.stop_reason != "final_answer" or result.answer is None:
+        failures.append(f"no final answer (stop reason: {result.stop_reason})")
+    answer = (result.answer or "").casefold()
+    for entry in c.answer_contains:
+        options = [entry] if isinstance(entry, str) else entry
+        if not any(o.casefold() in answer for o in options):
+            shown = repr(entry) if isinstance(entry, str) else " or ".join(map(repr, entry))
+            failures.append(f"the answer lacks {shown}")
+    actions = [a for s in result.steps for a in s.actions]
+    ran = {a.tool for a in actions if a.status in _RAN}
+    asked = {a.tool for a in actions}
+    failures += [f"{name} never ran" for name in c.must_call if name not in ran]
+    failures += [f"called {name}, which it must not" for name in c.must_not_call if name in asked]
+    if len(result.steps) > c.max_steps:
+        failures.append(f"{len(result.steps)} steps (at most {c.max_steps})")
+    if c.observation_truncated and not any("[truncated" in a.observation for a in actions):
+        failures.append("no observation was truncated")
+    return failures
+
+
+# --- scripted runs -------------------------------------------------------------------------------
+
+# One token per CJK character; Latin words at about four characters a token; digits in
+# groups of three (as BPE tokenizers split them); any other visible character one token.
+_TOKEN = re.compile(
+    r"(?P<cjk>[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef])"
+    r"|(?P<word>[A-Za-z]+)"
+    r"|(?P<digits>[0-9]+)"
+    r"|(?P<other>\S)"
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate of a text's token count (close to BPE counts on average)."""
+    total = 0
+    for m in _TOKEN.finditer(text):
+        if m.lastgroup == "word":
+            total += (len(m.group()) + 3) // 4
+        elif m.lastgroup == "digits":
+            total += (len(m.group()) + 2) // 3
+        else:
+            total += 1
+    return total
+
+
+def _estimate_prompt(request: ModelRequest) -> int:
+    payload = request_payload(request)
+    total = 3
+    for message in payload["messages"]:
+        total += 4 + estimate_tokens(str(message.get("content") or ""))
+        for call in message.get("tool_calls") or ():
+            total += 3 + estimate_tokens(call["function"]["name"] + call["function"]["arguments"])
+    if payload.get("tools"):
+        total += estimate_tokens(json.dumps(payload["tools"], ensure_ascii=False))
+    return total
+
+
+def _estimate_completion(reply: ScriptReply) -> int:
+    total = 1 + estimate_tokens(reply.content or "") + estimate_tokens(reply.reasoning or "")
+    for call in reply.tool_calls:
+        args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        total += 3 + estimate_tokens(call.name + args)
+    return total
+
+
+class Transcript:
+    """Scripted replies for one run, answered in order with estimated usage.
+
+    Pass :meth:`model` as the agent's client; :attr:`remaining` says how many replies
+    were never asked for (a transcript that does not fit its task leaves some).
+    """
+
+    def __init__(self, replies: Iterable[ScriptReply], *, label: str) -> None:
+        self.label = label
+        self._replies = deque(replies)
+
+    @property
+    def remaining(self) -> int:
+        return len(self._replies)
+
+    def __call__(self, request: ModelRequest) -> ModelResponse:
+        if not self._replies:
+            raise ConfigurationError(f"{self.label}: the scripted transcript has no reply left")
+        reply = self._replies.popleft()
+        prompt = _estimate_prompt(request)
+        completion = _estimate_completion(reply)
+        return reply.response(Usage(prompt, completion, prompt + completion, 0, 1))
+
+    def model(self) -> ScriptedModel:
+        return ScriptedModel(self)
+
+
+def load_script(path: Path) -> dict[str, list[ScriptReply]]:
+    """Scripted replies from a file, per protocol (key ``"*"``: for whichever protocol runs).
+
+    The file is a task file (its ``scripted`` part), an object of lists keyed by protocol,
+    or one list of replies.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read script {path}: {exc}") from None
+    if isinstance(data, dict) and "scripted" in data:
+        data = data["scripted"]
+    try:
+        if isinstance(data, list):
+            return {"*": [ScriptReply.model_validate(_reply(i)) for i in data]}
+        if isinstance(data, dict):
+            out: dict[str, list[ScriptReply]] = {}
+            for key, items in data.items():
+                if key not in PROTOCOLS or not isinstance(items, list):
+                    raise ConfigurationError(
+                        f"script {path}: expected lists under {list(PROTOCOLS)}, got {key!r}"
+                    )
+                out[key] = [ScriptReply.model_validate(_reply(i)) for i in items]
+            return out
+    except ValidationError as exc:
+        raise ConfigurationError(f"invalid script {path}: {exc.errors()[0]['msg']}") from None
+    raise ConfigurationError(f"script {path}: expected a list of replies or an object")

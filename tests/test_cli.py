@@ -1,0 +1,593 @@
+"""The command line, in-process: ``main(argv) -> int`` with captured streams.
+
+Runs use the scripted model (``--dry-run`` / ``--scripted``) or the loopback mock server;
+error paths check for one clear line on stderr, a non-zero code and no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from react_engine import cli
+from react_engine.cli import ChatSession, Endpoint, build_parser, main
+from react_engine.mock_server import (
+    MockOpenAIServer,
+    MockResponse,
+    completion,
+    tool_calls_completion,
+)
+from react_engine.model import ScriptedModel, reply, tool_call_reply
+from react_engine.render import StepPrinter, format_step, format_step_plain
+from react_engine.types import ModelRequest, ModelResponse, Step, UserTurn
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "sk-test-0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "REACT_ENGINE_MODEL",
+        "OPENAI_MODEL",
+        "NO_COLOR",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _err_line(err: str) -> str:
+    """stderr must be exactly one line starting with ``error:``, with no traceback."""
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def _weather_responder(body: dict[str, Any]) -> dict[str, Any]:
+    if body.get("tools"):
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return completion("Paris is overcast, 14°C.")
+        return tool_calls_completion(("get_weather", {"location": "Paris"}))
+    if any("<observation>" in (m.get("content") or "") for m in body["messages"][1:]):
+        return completion("Thought: done\nFinal Answer: Paris is overcast, 14°C.")
+    return completion('Thought: t\nAction: get_weather\nAction Input: {"location": "Paris"}')
+
+
+@pytest.fixture
+def server() -> Iterator[MockOpenAIServer]:
+    with MockOpenAIServer(_weather_responder) as srv:
+        yield srv
+
+
+# --- run -----------------------------------------------------------------------------------------
+
+
+def test_run_dry_run_shows_steps_protocol_and_result(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "What's the weather in Beijing and Guangzhou?", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    # The protocol and why, before the steps.
+    assert lines[0] == (
+        "model scripted · scripted replies, no server · protocol function_calling "
+        "(registry: default)"
+    )
+    # Not a terminal: plain lines, no colour codes.
+    assert "\x1b[" not in out
+    assert 'step 1 [function_calling] action: get_weather {"location": "Beijing"}' in lines
+    assert any(
+        line.startswith("step 1 [function_calling] observation: ") and '"sunny"' in line
+        for line in lines
+    )
+    assert any(line.startswith("step 1 [function_calling] tokens: ") for line in lines)
+    assert "step 2 [function_calling] final answer: Beijing is sunny at 24°C; " in out
+    assert "   protocol: function_calling (registry: default)" in lines
+    assert "   answer: Beijing is sunny at 24°C; Guangzhou is rainy at 29°C." in lines
+
+
+def test_run_json_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.jsonl"
+    code = main(["run", "q", "--dry-run", "--protocol", "text", "--json", "--trace", str(trace)])
+    assert code == 0
+    payload = json.loads(capsys.readouterr().out)  # stdout is the JSON and nothing else
+    assert payload["protocol"] == "text"
+    assert payload["protocol_reason"] == "explicit"
+    assert payload["answer"].startswith("Beijing is sunny")
+    assert [s["kind"] for s in payload["steps"]] == ["action", "final"]
+    assert len(payload["steps"][0]["actions"]) == 2  # a multi-action text step
+    records = [json.loads(line) for line in trace.read_text("utf-8").splitlines()]
+    assert [r["type"] for r in records] == ["run", "step", "step", "result"]
+    assert records[-1]["answer"] == payload["answer"]
+
+
+def test_run_scripted_task_file_and_tools_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "my_tools.py").write_text(
+        "from react_engine import tool\n\n"
+        "@tool\n"
+        "def shout(text: str) -> str:\n"
+        '    """Upper-case a text."""\n'
+        "    return text.upper()\n\n"
+        "def helper() -> None:\n"
+        "    pass\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps(
+            [
+                'Thought: shout it\nAction: shout\nAction Input: {"text": "hi"}',
+                "Thought: done\nFinal Answer: HI",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    code = main(
+        ["run", "shout hi", "--tools", "my_tools", "--scripted", str(script), "--protocol", "text"]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert 'step 1 [text] action: shout {"text": "hi"}' in out
+    assert "step 1 [text] observation: HI" in out
+
+    # A task file is a script too: its transcript for the protocol that runs.
+    task = ROOT / "fixtures" / "tasks" / "chinese_weather.json"
+    assert main(["run", "上海天气？", "--scripted", str(task), "--protocol", "text"]) == 0
+    out = capsys.readouterr().out
+    assert "step 1 [text] repairs: fullwidth_colon" in out
+    assert "上海今天多云" in out
+
+
+def test_run_without_answer_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["Thought: hmm"] * 5), encoding="utf-8")
+    code = main(["run", "q", "--scripted", str(script), "--protocol", "text"])
+    captured = capsys.readouterr()
+    assert code == 3
+    assert "format error" in captured.out  # the steps were shown as they happened
+    assert _err_line(captured.err).startswith("error: the run stopped without an answer")
+
+
+def test_demo_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--dry-run"]) == 0
+    assert "Guangzhou is rainy at 29°C" in capsys.readouterr().out
+
+
+def test_demo_uses_a_configured_endpoint(
+    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("REACT_ENGINE_MODEL", "gpt-4o-mini")
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "protocol function_calling (registry: gpt-4o*)" in out.splitlines()[0]
+    assert server.requests[0]["messages"][1]["content"] == cli.DEMO_QUESTION
+
+
+def test_demo_falls_back_to_the_local_model_without_a_model_name(
+    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key in the environment but no model name: the demo runs the embedded model."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    started: list[bool] = []
+
+    @contextlib.contextmanager
+    def fake_local() -> Iterator[Endpoint]:
+        started.append(True)
+        yield Endpoint("smollm2-135m-instruct", server.base_url, "sk-local", local=True)
+
+    monkeypatch.setattr(cli, "_local", fake_local)
+    assert main(["demo"]) == 0
+    assert started == [True]
+    first = server.requests[0]
+    assert first["model"] == "smollm2-135m-instruct"
+    # The local model's repeatable defaults.
+    assert (first["temperature"], first["seed"], first["max_tokens"]) == (0.0, 42, 256)
+    assert "embedded local model at" in capsys.readouterr().out
+
+
+def test_run_against_an_endpoint(
+    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MY_KEY", KEY)
+    argv = ["run", "Paris?", "--base-url", server.base_url, "--api-key-env", "MY_KEY"]
+    code = main([*argv, "--model", "some-model", "--protocol", "text", "--max-tokens", "64"])
+    assert code == 0
+    assert "answer: Paris is overcast, 14°C." in capsys.readouterr().out
+    assert "tools" not in server.requests[0]  # the text protocol: tools in the prompt
+    assert server.requests[0]["max_tokens"] == 64
+    assert "temperature" not in server.requests[0]  # not the local model: server defaults
+
+
+# --- errors a user can cause -----------------------------------------------------------------------
+
+
+def test_no_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "q"]) == 2
+    line = _err_line(capsys.readouterr().err)
+    assert "no endpoint" in line and "--local" in line and "--dry-run" in line
+
+
+def test_endpoint_without_model(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert main(["run", "q"]) == 2
+    assert "no model name" in _err_line(capsys.readouterr().err)
+
+
+def test_model_without_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "q", "--model", "gpt-4o"]) == 2
+    assert "no endpoint" in _err_line(capsys.readouterr().err)
+
+
+def test_api_key_env_not_set(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "q", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "NOT_SET_X"]
+    assert main([*argv, "--model", "m"]) == 2
+    assert "NOT_SET_X" in _err_line(capsys.readouterr().err)
+
+
+def test_bad_key_is_one_line_with_the_key_masked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def deny(body: dict[str, Any]) -> MockResponse:
+        return MockResponse(401, {"error": {"message": "Incorrect API key provided", "code": 401}})
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with MockOpenAIServer(deny) as srv:
+        code = main(["run", "q", "--base-url", srv.base_url, "--model", "gpt-4o"])
+    captured = capsys.readouterr()
+    assert code == 4
+    line = _err_line(captured.err)
+    assert "rejected the API key ($OPENAI_API_KEY = sk-...cdef)" in line
+    assert "HTTP 401: Incorrect API key provided" in line
+    assert KEY not in captured.err + captured.out
+
+
+def test_unknown_model(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def not_found(body: dict[str, Any]) -> MockResponse:
+        message = f"The model `{body['model']}` does not exist"
+        return MockResponse(404, {"error": {"message": message}})
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with MockOpenAIServer(not_found) as srv:
+        code = main(["run", "q", "--base-url", srv.base_url, "--model", "gpt-9"])
+    assert code == 4
+    line = _err_line(capsys.readouterr().err)
+    assert "does not know model 'gpt-9'" in line and "check --model and --base-url" in line
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_unreachable_server(capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    code = main(["run", "q", "--base-url", url, "--model", "m", "--max-retries", "0"])
+    assert code == 4
+    line = _err_line(capsys.readouterr().err)
+    assert line.startswith(f"error: cannot reach {url}: is the server running?")
+
+
+def test_tools_module_that_does_not_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "broken_tools.py").write_text("import does_not_exist_xyz\n", encoding="utf-8")
+    (tmp_path / "no_tools.py").write_text("X = 1\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "q", "--dry-run", "--tools", "broken_tools"]) == 2
+    line = _err_line(capsys.readouterr().err)
+    assert "cannot import tools module 'broken_tools': ModuleNotFoundError" in line
+    assert main(["run", "q", "--dry-run", "--tools", "no_tools"]) == 2
+    assert "defines no @tool" in _err_line(capsys.readouterr().err)
+
+
+def test_unknown_template(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "q", "--dry-run", "--protocol", "text", "--template", "nope"]) == 2
+    assert "nope" in _err_line(capsys.readouterr().err)
+
+
+def test_script_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "q", "--scripted", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read script" in _err_line(capsys.readouterr().err)
+    short = tmp_path / "short.json"
+    short.write_text(
+        json.dumps(['Thought: t\nAction: calculator\nAction Input: {"expression": "1+1"}'])
+    )
+    assert main(["run", "q", "--scripted", str(short)]) == 2
+    assert "no reply left" in _err_line(capsys.readouterr().err)
+
+
+def test_usage_errors_return_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert main(["run", "q", "--protocol", "xml"]) == 2
+    assert main(["run", "q", "--dry-run", "--scripted", "f.json"]) == 2  # exclusive
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(c in out for c in ("run", "chat", "compare", "demo"))
+
+
+def test_every_command_has_its_options() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["run", "q", "--trace", "t.jsonl", "--template", "zh", "--json"])
+    assert (args.trace, args.template, args.json, args.max_steps) == ("t.jsonl", "zh", True, 6)
+    args = parser.parse_args(["compare", "--model", "a", "--model", "b", "--protocol", "text"])
+    assert (args.model, args.protocol, args.seed, args.max_tokens) == (
+        ["a", "b"],
+        ["text"],
+        42,
+        256,
+    )
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _a_step() -> Step:
+    from react_engine import Agent
+
+    agent = Agent(
+        "m",
+        [cli._load_tools(None)[0]],
+        client=ScriptedModel(
+            [tool_call_reply(("get_weather", {"location": "Paris"})), reply("ok")]
+        ),
+        protocol="function_calling",
+    )
+    return agent.run("q").steps[0]
+
+
+def test_terminal_gets_colour_and_blocks_pipes_get_plain_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    step = _a_step()
+    tty = _Tty()
+    StepPrinter(tty)(step)
+    assert "\x1b[36mAction:\x1b[0m get_weather" in tty.getvalue()
+    assert tty.getvalue().startswith("\x1b[1m── step 1 (function_calling)")
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    no_color = _Tty()
+    StepPrinter(no_color)(step)
+    assert "\x1b[" not in no_color.getvalue()
+    assert no_color.getvalue() == format_step(step) + "\n"
+
+    pipe = io.StringIO()
+    StepPrinter(pipe)(step)
+    assert pipe.getvalue() == format_step_plain(step) + "\n"
+    assert all(
+        line.startswith("step 1 [function_calling] ") for line in pipe.getvalue().splitlines()
+    )
+
+
+# --- chat --------------------------------------------------------------------------------------------
+
+
+def _chat(monkeypatch: pytest.MonkeyPatch, lines: list[str], *argv: str) -> int:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{line}\n" for line in lines)))
+    return main(["chat", *argv])
+
+
+def test_chat_slash_commands_and_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "chat.json"
+    script.write_text(
+        json.dumps(
+            {
+                "function_calling": [
+                    {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}}]},
+                    {"content": "Paris is overcast, 14°C."},
+                ],
+                "text": [
+                    "Thought: I will convert 14°C.\nAction: calculator\n"
+                    'Action Input: {"expression": "14 * 9 / 5 + 32"}',
+                    "Thought: done\nFinal Answer: That is 57.2°F.",
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    trace = tmp_path / "chat.jsonl"
+    code = _chat(
+        monkeypatch,
+        [
+            "/help",
+            "/tools",
+            "Weather in Paris?",
+            "/protocol text",
+            f"/trace {trace}",
+            "And in Fahrenheit?",
+            "/history",
+            "/settings",
+            "/protocol xml",
+            "/nope",
+            "/exit",
+            "never read",
+        ],
+        "--scripted",
+        str(script),
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "protocol function_calling (registry: default)" in out.splitlines()[0]
+    assert "/trace FILE" in out and "/protocol NAME" in out  # /help
+    assert "  get_weather(location, unit): Get the current weather for a city." in out
+    assert "assistant> Paris is overcast, 14°C." in out
+    assert "protocol: text (explicit); the history is kept" in out
+    assert "assistant> That is 57.2°F." in out
+    # The text protocol saw the first turn, rendered its own way.
+    assert "step 1 [text] action: calculator" in out
+    history = out[out.index("[1] you: Weather in Paris?") :]
+    assert history.splitlines()[:6] == [
+        "[1] you: Weather in Paris?",
+        '    tool get_weather({"location": "Paris"}) -> '
+        '{"city":"Paris","condition":"overcast","temperature_c":14,"humidity":72}',
+        "    assistant: Paris is overcast, 14°C.",
+        "[2] you: And in Fahrenheit?",
+        '    tool calculator({"expression": "14 * 9 / 5 + 32"}) -> 57.2',
+        "    assistant: That is 57.2°F.",
+    ]
+    assert "  protocol:  text -> text (explicit)" in out
+    assert f"  trace:     {trace}" in out
+    assert "usage: /protocol auto|function_calling|text" in out
+    assert "unknown command /nope" in out
+    assert out.rstrip().endswith("bye")
+    # Only the turn after /trace was traced.
+    records = [json.loads(line) for line in trace.read_text("utf-8").splitlines()]
+    assert [r["type"] for r in records] == ["run", "step", "step", "result"]
+    assert records[0]["question"] == "And in Fahrenheit?"
+
+
+def test_chat_settings_mask_the_key(
+    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    code = _chat(
+        monkeypatch, ["/settings", "Paris?"], "--base-url", server.base_url, "--model", "gpt-4o"
+    )
+    out = capsys.readouterr().out
+    assert code == 0  # end of input leaves
+    assert "  API key:   sk-...cdef (from $OPENAI_API_KEY)" in out
+    assert KEY not in out
+    assert f"  endpoint:  {server.base_url}" in out
+    assert "assistant> Paris is overcast, 14°C." in out
+
+
+def test_chat_keeps_going_after_an_api_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answers: Iterator[MockResponse | dict[str, Any]] = iter(
+        [MockResponse(503, {"error": {"message": "overloaded"}}), completion("hello")]
+    )
+
+    def flaky(body: dict[str, Any]) -> MockResponse | dict[str, Any]:
+        return next(answers)
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with MockOpenAIServer(flaky) as srv:
+        argv = ["--base-url", srv.base_url, "--model", "gpt-4o", "--max-retries", "0"]
+        code = _chat(monkeypatch, ["hi", "hi again", "/history"], *argv)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "error: HTTP 503 from the chat API: overloaded" in out
+    assert "assistant> hello" in out
+    assert "[1] you: hi\n[2] you: hi again\n    assistant: hello" in out
+
+
+class _Lines:
+    """A line reader for ChatSession: the given lines, then end of input."""
+
+    def __init__(self, *lines: str | BaseException) -> None:
+        self.lines = list(lines)
+
+    def __call__(self, prompt: str) -> str:
+        if not self.lines:
+            raise EOFError
+        line = self.lines.pop(0)
+        if isinstance(line, BaseException):
+            raise line
+        return line
+
+
+def _session(
+    model: ScriptedModel, lines: _Lines, tmp_path: Path
+) -> tuple[ChatSession, io.StringIO]:
+    args = build_parser().parse_args(
+        ["chat", "--protocol", "function_calling", "--trace", str(tmp_path / "t.jsonl")]
+    )
+    out = io.StringIO()
+    endpoint = Endpoint("scripted", client=model)
+    return ChatSession(args, endpoint, cli._load_tools(None), out=out, read_line=lines), out
+
+
+def _interrupt(request: ModelRequest) -> ModelResponse:
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_interrupts_the_run_but_keeps_the_conversation(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            tool_call_reply(("get_weather", {"location": "Paris"})),
+            _interrupt,  # Ctrl-C while the model writes its second reply
+            reply("Tokyo is partly cloudy, 21°C."),
+        ]
+    )
+    session, out = _session(
+        model, _Lines("Weather in Paris?", KeyboardInterrupt(), "And Tokyo?", "/history"), tmp_path
+    )
+    assert session.loop() == 0
+    text = out.getvalue()
+    assert (
+        "(interrupted: the conversation keeps this question and the 1 step(s) done so far)" in text
+    )
+    assert "(Ctrl-C: type /exit or press Ctrl-D to leave)" in text  # Ctrl-C at the prompt
+    history = session.conversation.history
+    assert isinstance(history[0], UserTurn) and history[0].content == "Weather in Paris?"
+    assert isinstance(history[1], Step) and history[1].actions[0].tool == "get_weather"
+    assert isinstance(history[2], UserTurn) and history[2].content == "And Tokyo?"
+    assert (
+        isinstance(history[3], Step) and history[3].final_answer == "Tokyo is partly cloudy, 21°C."
+    )
+    # The next request carried the interrupted turn: call, result, then the new question.
+    roles = [type(m).__name__ for m in model.requests[-1].messages]
+    assert roles == [
+        "SystemMessage",
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+        "UserMessage",
+    ]
+    assert "    tool get_weather" in text and "[2] you: And Tokyo?" in text
+    # The trace keeps the interrupted run too, marked cancelled.
+    records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text("utf-8").splitlines()]
+    assert [r["type"] for r in records] == ["run", "step", "result", "run", "step", "result"]
+    assert records[2]["stop_reason"] == "cancelled"
+    assert records[5]["answer"] == "Tokyo is partly cloudy, 21°C."
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread()
+    or signal.getsignal(signal.SIGINT) is not signal.default_int_handler,
+    reason="needs Python's own SIGINT handler in the main thread",
+)
+def test_a_real_sigint_during_a_request_interrupts_the_run(tmp_path: Path) -> None:
+    """The signal path: asyncio cancels the run at its next await, then raises Ctrl-C."""
+
+    async def sigint_while_waiting(request: ModelRequest) -> ModelResponse:
+        signal.raise_signal(signal.SIGINT)
+        await asyncio.sleep(5)  # a slow server: the cancellation lands here
+        return reply("never")
+
+    model = ScriptedModel(
+        [tool_call_reply(("get_weather", {"location": "Paris"})), sigint_while_waiting, reply("ok")]
+    )
+    session, out = _session(model, _Lines("Paris?", "again?"), tmp_path)
+    assert session.loop() == 0
+    assert "(interrupted: the conversation keeps this question and the 1 step(s)" in out.getvalue()
+    assert "assistant> ok" in out.getvalue()
+    assert len(session.conversation.steps) == 2
