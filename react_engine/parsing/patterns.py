@@ -132,11 +132,17 @@ def _alternation(words: list[str]) -> str:
     return "|".join(re.escape(w).replace(r"\ ", r"[ \t_-]?") for w in parts)
 
 
-_ALL_WORDS: Final = _alternation([w for w, k, _ in _WORDS if k != OBSERVATION])
-_OBSERVATION_WORDS: Final = _alternation([w for w, k, _ in _WORDS if k == OBSERVATION])
+def _first_chars(words: list[str]) -> str:
+    # What a label line can start with after its indentation: Markdown marks, list
+    # numbers, or the first letter of a word. Lines starting with anything else fail
+    # at once instead of trying every word.
+    letters = {c for w in words for c in (w[0].lower(), w[0].upper())}
+    return "[" + re.escape("#>-+*•_0123456789" + "".join(sorted(letters))) + "]"
+
 
 _LABEL_TEMPLATE: Final = (
     r"^(?P<indent>[ \t]{0,12})"  # indentation
+    r"(?=FIRST)"  # a quick look at the first character
     r"(?P<pre>\#{1,6}[ \t]*|>[ \t]?|[-+*•][ \t]+|\d{1,2}[.)][ \t]+|)"  # heading/quote/bullet
     r"(?P<em>[*_]{0,3})"  # opening bold or italic
     r"(?P<word>WORDS)"  # the label word
@@ -149,8 +155,14 @@ _LABEL_TEMPLATE: Final = (
     r"(?P<em3>[*_]{0,3})"  # closing bold/italic after the colon ("**Action:**")
 )
 
+_LABEL_WORD_LIST: Final = [w for w, k, _ in _WORDS if k != OBSERVATION]
+_OBSERVATION_WORD_LIST: Final = [w for w, k, _ in _WORDS if k == OBSERVATION]
+
 LABEL: Final = re.compile(
-    _LABEL_TEMPLATE.replace("WORDS", _ALL_WORDS), re.IGNORECASE | re.MULTILINE
+    _LABEL_TEMPLATE.replace("WORDS", _alternation(_LABEL_WORD_LIST)).replace(
+        "FIRST", _first_chars(_LABEL_WORD_LIST)
+    ),
+    re.IGNORECASE | re.MULTILINE,
 )
 """A label at the start of a line, in any of the spellings of :data:`LABEL_WORDS` except
 observations (those are cut before labels are looked for).
@@ -160,7 +172,10 @@ Markdown heading or bold label alone on its line (``### Action``, ``**Final Answ
 """
 
 OBSERVATION_LABEL: Final = re.compile(
-    _LABEL_TEMPLATE.replace("WORDS", _OBSERVATION_WORDS), re.IGNORECASE | re.MULTILINE
+    _LABEL_TEMPLATE.replace("WORDS", _alternation(_OBSERVATION_WORD_LIST)).replace(
+        "FIRST", _first_chars(_OBSERVATION_WORD_LIST)
+    ),
+    re.IGNORECASE | re.MULTILINE,
 )
 """Like :data:`LABEL`, for observation words only: where :func:`cut_reply` cuts."""
 
