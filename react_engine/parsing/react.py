@@ -23,8 +23,10 @@ How a reply is read
    by the model. Chat-template special tokens left at the end (``<|eot_id|>``) are
    dropped, and so is a last line that is the beginning of an Observation label or of a
    stop word (``\\nObserv``, ``\\nObservation`` without its colon, ``\\n观``), as servers
-   that stop mid-word leave them. Trailing whitespace goes too: the result is
-   ``ParsedStep.text``.
+   that stop mid-word leave them; such a line must be spelled in one case and be at
+   least three characters long unless it is Chinese, so a final answer ending in a line
+   ``O`` or ``OB`` keeps it. Trailing whitespace goes too: the result is
+   ``ParsedStep.text``, always a prefix of the reply.
 2. **Think blocks.** ``<think>...</think>`` (also ``<thinking>``/``<reasoning>``) at the
    start, or everything before a stray ``</think>`` whose opening tag the server ate (as
    DeepSeek-R1's template does), is skipped for parsing and put in front of the thought.
@@ -60,8 +62,20 @@ How a reply is read
    ``args == {}``**, so tools without parameters work; the codes say which it was.
 6. **Choosing.** Several actions in one reply form one multi-action step, in order
    (``multi_action=False`` keeps the first). An action and a final answer with no
-   Observation between them: whichever comes first wins. Text with no label at all is
-   an implicit final answer.
+   Observation between them: whichever comes first wins, and the thoughts written after
+   the winner are dropped with the loser (they reason about a result that does not
+   exist yet). Text with no label at all is an implicit final answer. The thought is
+   the think block, the unlabeled text before the first label and every kept Thought,
+   joined by blank lines.
+
+``ParsedAction.raw_input`` is the input as the model wrote it (stripped; a fenced input
+keeps its fence), or for a JSON blob the ``action_input`` re-serialised. Hostile input
+is bounded: at most :data:`MAX_LABELS` labels, :data:`MAX_FENCES` fence lines and
+:data:`MAX_KWARGS` ``key=value`` pairs are read; the rest is text.
+
+``chinese_label`` and ``fullwidth_colon`` are reported for every Chinese label, even
+when the prompt asked for Chinese labels: a comparison that counts "clean" replies for
+a Chinese template should treat those two codes as style, not repair.
 
 Errors
 ------
