@@ -1,0 +1,123 @@
+"""Scale: 1,000 concurrent async runs in one process against the mock server.
+
+Each subject runs in a fresh child process (``python -m bench.scale KEY N URL``), so one
+subject's heap does not flatter or burden the next. The child warms up, resets the
+kernel's peak-RSS mark (``/proc/self/clear_refs``), starts N runs at once with
+``asyncio.gather`` over one client, and reports runs per second, client CPU per LLM
+call, and the peak RSS above the pre-batch RSS divided by N. A smaller batch under
+``tracemalloc`` (it slows Python down about twofold) gives the Python-heap peak per run:
+allocations only, no allocator slack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from .server import raise_fd_limit
+from .subjects import Subject, is_expected, subjects
+from .task import CALLS_PER_RUN
+
+__all__ = ["measure_scale"]
+
+ROOT = Path(__file__).resolve().parent.parent
+SCALE_SUBJECTS = (
+    "engine/function_calling",
+    "bare-dict/function_calling",
+    "engine/text",
+    "bare/text",
+)
+
+
+def _status_kb(field: str) -> int | None:
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    m = re.search(rf"^{field}:\s+(\d+) kB", text, re.MULTILINE)
+    return int(m.group(1)) if m else None
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+async def _batch(subject: Subject, n: int) -> int:
+    results = await asyncio.gather(*(subject.arun() for _ in range(n)), return_exceptions=True)
+    return sum(1 for r in results if not is_expected(r))
+
+
+async def _child(key: str, n: int, base_url: str, traced: int) -> dict[str, Any]:
+    subs = subjects(base_url)
+    subject = next(s for s in subs if s.key == key)
+    for _ in range(5):
+        await subject.arun()
+    await _batch(subject, min(n, 20))  # open connections, warm every path
+    gc.collect()
+    out: dict[str, Any] = {"subject": key, "runs": n}
+    rss0 = _status_kb("VmRSS")
+    reset = _reset_peak_rss()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    out["failures"] = await _batch(subject, n)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    hwm = _status_kb("VmHWM")
+    out["runs_per_s"] = n / wall
+    out["wall_s"] = wall
+    out["cpu_us_per_call"] = cpu / (n * CALLS_PER_RUN) * 1e6
+    if reset and rss0 is not None and hwm is not None:
+        out["rss_peak_kb_per_run"] = max(0, hwm - rss0) / n
+    if traced:
+        gc.collect()
+        tracemalloc.start()
+        base, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        out["failures"] += await _batch(subject, traced)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        out["heap_peak_kb_per_run"] = (peak - base) / 1024 / traced
+        out["traced_runs"] = traced
+    await subs.aclose()
+    return out
+
+
+def measure_scale(base_url: str, *, quick: bool = False) -> dict[str, Any]:
+    n = 20 if quick else 1000
+    traced = 5 if quick else 200
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    rows = []
+    for key in SCALE_SUBJECTS:
+        cmd = [sys.executable, "-m", "bench.scale", key, str(n), base_url, str(traced)]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env, check=True
+            )
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        except (subprocess.SubprocessError, ValueError, IndexError) as exc:
+            detail = getattr(exc, "stderr", "") or ""
+            rows.append({"subject": key, "runs": n, "error": f"{exc} {detail[-300:]}"})
+    return {"runs": n, "traced_runs": traced, "rows": rows}
+
+
+def main(argv: list[str]) -> None:
+    key, n, base_url = argv[0], int(argv[1]), argv[2]
+    traced = int(argv[3]) if len(argv) > 3 else 0
+    raise_fd_limit()
+    print(json.dumps(asyncio.run(_child(key, n, base_url, traced))))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
