@@ -44,7 +44,7 @@ from .errors import (
     ModelRequestError,
 )
 from .model import ChatModel, OpenAIChatModel, RetryPolicy, complete_with_retries, mask_key
-from .observations import render_observation
+from .observations import render_observation, valid_unicode
 from .protocol import Decision, PendingCall, Protocol, RequestContext
 from .protocols.function_calling import FunctionCallingProtocol
 from .protocols.text import TextReActProtocol
@@ -198,8 +198,8 @@ class Agent:
             )
         key = api_key or "sk-no-key-required"
         return (
-            OpenAIChatModel(openai.OpenAI(base_url=url, api_key=key)),
-            OpenAIChatModel(openai.AsyncOpenAI(base_url=url, api_key=key)),
+            OpenAIChatModel.connect(url, key, asynchronous=False),
+            OpenAIChatModel.connect(url, key, asynchronous=True),
         )
 
     def __repr__(self) -> str:
@@ -531,10 +531,19 @@ class Agent:
             if self.approve is None:
                 _fail(record, "denied", "this tool needs approval and no approver is configured")
                 return
-            verdict = self.approve(record)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            if not verdict:
+            try:
+                verdict = self.approve(record)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+            except Exception as exc:  # a failing approver approves nothing
+                log.warning("the approval callback failed for %s: %r", tool.name, exc)
+                _fail(
+                    record,
+                    "denied",
+                    f"the approval check failed ({type(exc).__name__}), so this call was not run",
+                )
+                return
+            if verdict is not True:
                 _fail(record, "denied", "the user did not approve this call")
                 return
         timeout = tool.timeout if tool.timeout is not None else cfg.tool_timeout
@@ -641,6 +650,7 @@ class _RunState:
 
 
 def _fail(record: ActionRecord, status: Any, message: str) -> None:
+    message = valid_unicode(message)  # an exception's text can hold lone surrogates
     record.status = status
     record.error = message
     record.observation = f"Error: {message}"

@@ -14,14 +14,16 @@ bounded total time. Other 4xx surface at once as :class:`ModelRequestError`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import inspect
 import json
 import random
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -35,6 +37,7 @@ from tenacity import (
 )
 
 from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError, UserError
+from .observations import valid_unicode
 from .types import (
     AssistantMessage,
     Message,
@@ -79,19 +82,29 @@ class ChatModel(ABC):
 
 
 def message_dict(message: Message) -> dict[str, Any]:
-    """One typed message as the chat completions API wants it."""
+    """One typed message as the chat completions API wants it.
+
+    Text is made valid Unicode on the way out: one lone surrogate anywhere in the history
+    (a tool's ``surrogateescape`` output, a question) would otherwise make every later
+    request of the run impossible to encode.
+    """
     if isinstance(message, SystemMessage | UserMessage):
-        return {"role": message.role, "content": message.content}
+        return {"role": message.role, "content": valid_unicode(message.content)}
     if isinstance(message, ToolMessage):
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "content": valid_unicode(message.content),
+        }
     if isinstance(message, AssistantMessage):
-        out: dict[str, Any] = {"role": "assistant", "content": message.content}
+        content = None if message.content is None else valid_unicode(message.content)
+        out: dict[str, Any] = {"role": "assistant", "content": content}
         if message.tool_calls:
             out["tool_calls"] = [
                 {
                     "id": c.id,
                     "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
+                    "function": {"name": c.name, "arguments": valid_unicode(c.arguments)},
                 }
                 for c in message.tool_calls
             ]
@@ -181,14 +194,22 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         arguments = getattr(fn, "arguments", None)
         if not isinstance(arguments, str):
             arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
-        calls.append(RawToolCall(getattr(tc, "id", None) or None, str(name), arguments))
+        call_id = getattr(tc, "id", None) or None
+        calls.append(
+            RawToolCall(
+                None if call_id is None else valid_unicode(str(call_id)),
+                valid_unicode(str(name)),
+                valid_unicode(arguments),
+            )
+        )
     extra = getattr(message, "model_extra", None) or {}
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     content = getattr(message, "content", None)
+    # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
     return ModelResponse(
-        content=content if isinstance(content, str) else None,
+        content=valid_unicode(content) if isinstance(content, str) else None,
         tool_calls=calls,
-        reasoning=reasoning if isinstance(reasoning, str) else None,
+        reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) else None,
         finish_reason=getattr(choice, "finish_reason", None),
         usage=_usage(getattr(completion, "usage", None)),
         model=getattr(completion, "model", None),
@@ -276,15 +297,52 @@ class OpenAIChatModel(ChatModel):
     :func:`complete_with_retries` is the only one.
     """
 
-    def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI) -> None:
+    def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI, *, owned: bool = False) -> None:
         self._client = client.with_options(max_retries=0)
         self._is_async = isinstance(client, openai.AsyncOpenAI)
         self.base_url = str(client.base_url).rstrip("/")
         key = getattr(client, "api_key", None)
         self._secret: str | None = key if isinstance(key, str) else None
+        self._owned = owned and self._is_async
+        """An async client this model built itself (see :meth:`connect`): one per event loop."""
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @classmethod
+    def connect(cls, base_url: str | None, api_key: str, *, asynchronous: bool) -> OpenAIChatModel:
+        """A model on a client of its own for ``base_url``.
+
+        An async client's pooled connections belong to the event loop that opened them, so
+        each ``asyncio.run(agent.arun(...))`` gets its own client, closed when that loop
+        shuts down; reusing the first loop's connections would fail with "Event loop is
+        closed".
+        """
+        if asynchronous:
+            return cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
+        return cls(openai.OpenAI(base_url=base_url, api_key=api_key))
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(base_url={self.base_url!r}, api_key={mask_key(self._secret)!r})"
+
+    async def _client_here(self) -> Any:
+        if not self._owned:
+            return self._client
+        loop = asyncio.get_running_loop()
+        entry = self._per_loop.get(loop)
+        if entry is None:
+            client = self._client if not self._per_loop else self._fresh_client()
+            # Registered with the loop as an async generator, so that the loop's shutdown
+            # (asyncio.run does it) closes the client's connections while it still can.
+            closer = _close_at_loop_shutdown(client)
+            entry = self._per_loop[loop] = _LoopClient(client, closer)
+            await closer.__anext__()
+        return entry.client
+
+    def _fresh_client(self) -> Any:
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self._secret).with_options(
+            max_retries=0
+        )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         payload = request_payload(request)
@@ -292,7 +350,7 @@ class OpenAIChatModel(ChatModel):
             payload["timeout"] = request.settings.timeout
         try:
             if self._is_async:
-                create: Any = self._client.chat.completions.create
+                create: Any = (await self._client_here()).chat.completions.create
                 completion = await create(**payload)
             else:
                 create_sync: Any = self._client.chat.completions.create
@@ -306,6 +364,20 @@ class OpenAIChatModel(ChatModel):
         except Exception as exc:
             raise translate_error(exc, secret=self._secret) from None
         return response_from_sdk(completion)
+
+
+@dataclass(slots=True)
+class _LoopClient:
+    client: Any
+    closer: AsyncGenerator[None, None]
+
+
+async def _close_at_loop_shutdown(client: Any) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
 
 
 # --- retries -----------------------------------------------------------------------------
@@ -335,7 +407,7 @@ def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
         hint = getattr(exc, "retry_after", None)
         if isinstance(hint, int | float):
             return float(min(hint, policy.max_backoff))
-        exponential = policy.initial_backoff * 2 ** max(0, state.attempt_number - 1)
+        exponential = policy.initial_backoff * float(2 ** max(0, state.attempt_number - 1))
         return min(policy.max_backoff, exponential) + random.uniform(0, policy.jitter)
 
     return wait

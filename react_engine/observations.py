@@ -10,12 +10,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["render_observation", "serialize_result", "truncate"]
+__all__ = ["render_observation", "serialize_result", "truncate", "valid_unicode"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates (from ``surrogateescape`` decoding, or a JSON ``\\ud83d``
+    escape) replaced by U+FFFD, so that it can be encoded as UTF-8: sent in a request,
+    written to a trace."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def _default(value: Any) -> Any:
@@ -36,12 +52,16 @@ def serialize_result(value: Any) -> str:
         return value
     if value is None:
         return "null"
-    if isinstance(value, BaseModel):
-        return value.model_dump_json()
     try:
+        if isinstance(value, BaseModel):
+            return value.model_dump_json()
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_default)
-    except (TypeError, ValueError):  # circular structures, exotic keys
+    except Exception:  # circular or too deep, exotic keys, a __str__ that raises, huge ints
+        pass
+    try:
         return repr(value)
+    except Exception:  # a result the tool returned fine must not fail the call
+        return f"<unprintable {type(value).__name__} object>"
 
 
 def truncate(text: str, limit: int | None) -> str:
@@ -63,4 +83,4 @@ def render_observation(
     text = summarize(value) if summarize is not None else serialize_result(value)
     if not isinstance(text, str):
         text = serialize_result(text)
-    return truncate(text, limit)
+    return truncate(valid_unicode(text), limit)

@@ -35,7 +35,22 @@ from ..types import (
     UserTurn,
 )
 
-__all__ = ["FunctionCallingProtocol", "decode_arguments", "new_call_id"]
+__all__ = ["CUT_OFF", "FunctionCallingProtocol", "decode_arguments", "new_call_id"]
+
+
+CUT_OFF = (
+    "the reply was cut off by the length limit (max_tokens) inside these arguments, so the "
+    "call was not run; call the tool again with complete arguments"
+)
+
+
+def _complete_json(raw: str) -> bool:
+    """Whether a call's argument text is JSON as it stands, with nothing missing."""
+    try:
+        json.loads(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def new_call_id() -> str:
@@ -182,19 +197,30 @@ class FunctionCallingProtocol(Protocol):
                     repairs=repairs,
                 )
             )
+        if (
+            calls
+            and reply.finish_reason == "length"
+            and not _complete_json(calls[-1].raw_arguments)
+        ):
+            # The reply hit the length limit inside the last call's arguments: JSON repair
+            # would "complete" a cut value ('{"path": "/tmp/imp'), so that call does not run.
+            calls[-1].error = CUT_OFF
         if calls:
-            return Decision(
-                text=content or None,
-                thought=thought,
-                calls=calls,
-                repairs=[r for c in calls for r in c.repairs],
-                events=events,
+            return _within_choice(
+                Decision(
+                    text=content or None,
+                    thought=thought,
+                    calls=calls,
+                    repairs=[r for c in calls for r in c.repairs],
+                    events=events,
+                ),
+                ctx,
             )
 
         if self.salvage and ctx.tools and content.strip():
             salvaged = self._salvage(content, ctx)
             if salvaged is not None:
-                return salvaged
+                return _within_choice(salvaged, ctx)
 
         if not content.strip():
             return Decision(
@@ -263,6 +289,26 @@ class FunctionCallingProtocol(Protocol):
             calls=calls,
             repairs=[*parsed.repairs, "salvaged:react_text"],
         )
+
+
+def _within_choice(decision: Decision, ctx: RequestContext) -> Decision:
+    """Calls that ``tool_choice`` forbids become a format error, not a run: many servers
+    ignore ``tool_choice`` (``"none"`` or a tool's name), and the user's choice must hold."""
+    names = ctx.tool_names()
+    if ctx.tool_choice == "none":
+        error = "No tool may be called for this question: reply with the final answer as text."
+    elif ctx.tool_choice in names and any(c.tool != ctx.tool_choice for c in decision.calls):
+        wrong = next(c.tool for c in decision.calls if c.tool != ctx.tool_choice)
+        error = f"Only {ctx.tool_choice} may be called now, not {wrong}: call {ctx.tool_choice}."
+    else:
+        return decision
+    return Decision(
+        text=decision.text,
+        thought=decision.thought,
+        format_error=error,
+        repairs=decision.repairs,
+        events=[*decision.events, "tool_choice_enforced"],
+    )
 
 
 def _join(a: str | None, b: str | None) -> str | None:

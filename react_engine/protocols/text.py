@@ -22,6 +22,7 @@ error; ``"required"`` makes a bare answer a format error.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 from ..errors import ReActParseError
@@ -43,6 +44,8 @@ __all__ = ["TextReActProtocol", "render_tools"]
 
 _OBS_OPEN = "<observation>"
 _OBS_CLOSE = "</observation>"
+_OBS_TAG = re.compile(r"<(\s*/?\s*observation\b[^<>]*)>", re.IGNORECASE)
+"""Anything that looks like an observation tag: case, spaces and attributes aside."""
 
 
 def render_tools(tools: list[dict[str, object]] | tuple[dict[str, object], ...]) -> str:
@@ -65,9 +68,37 @@ def render_tools(tools: list[dict[str, object]] | tuple[dict[str, object], ...])
 
 
 def wrap_observation(text: str) -> str:
-    """Mark a tool result as data; a closing tag inside it cannot end the block early."""
-    safe = text.replace(_OBS_CLOSE, "</ observation>").replace(_OBS_OPEN, "< observation>")
+    """Mark a tool result as data; no tag inside it can end the block early or open another.
+
+    Any spelling a reader might take for the tag (``</Observation >``, ``< /observation>``)
+    is escaped as ``&lt;/observation&gt;``, so the block has exactly one opening and one
+    closing tag: the ones added here.
+    """
+    safe = _OBS_TAG.sub(lambda m: f"&lt;{m.group(1)}&gt;", text)
     return f"{_OBS_OPEN}{safe}{_OBS_CLOSE}"
+
+
+CUT_OFF = (
+    "the reply was cut off by the length limit (max_tokens) inside this Action Input, so the "
+    "action was not run; write the action again with its complete input"
+)
+_CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial_stop"})
+
+
+def _cut_in_last_action(repairs: list[str], last: PendingCall) -> bool:
+    """Whether a reply that hit the length limit ended inside its last action's input.
+
+    JSON repair would complete a cut input (``{"path": "/tmp/imp``) and a plain-text input
+    cannot be told complete, so such an action does not run, unless the reply went on past
+    it (an invented observation was cut) or its input is complete JSON as it stands.
+    """
+    if _CUT_AFTER_ACTION.intersection(repairs):
+        return False
+    try:
+        json.loads(last.raw_arguments)
+    except ValueError:
+        return True
+    return False
 
 
 class TextReActProtocol(Protocol):
@@ -245,6 +276,8 @@ class TextReActProtocol(Protocol):
                         error=error,
                     )
                 )
+            if reply.finish_reason == "length" and _cut_in_last_action(parsed.repairs, calls[-1]):
+                calls[-1].error = CUT_OFF
             return Decision(text=text, thought=thought, calls=calls, repairs=list(parsed.repairs))
 
         if parsed.final_answer is not None:

@@ -1,0 +1,35 @@
+"""Hypothesis profiles for the reliability fuzz tests (``tests/test_fuzz.py``).
+
+``make fuzz`` sets ``HYPOTHESIS_PROFILE=fuzz`` and gets the long runs; otherwise the short
+ones run in ``make test``. The profiles are applied with ``@settings(PROFILE)`` on each test,
+so they do not change other modules' hypothesis settings. ``HEAVY`` is for properties that
+push a megabyte through the whole agent per example.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+_SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
+
+EXAMPLES = {"default": 200, "fuzz": 20_000}
+HEAVY_EXAMPLES = {"default": 5, "fuzz": 200}
+
+_name = "fuzz" if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else "default"
+
+settings.register_profile(
+    "reliability-" + _name,
+    max_examples=EXAMPLES[_name],
+    deadline=None,
+    suppress_health_check=_SLOW_OK,
+)
+settings.register_profile(
+    "reliability-heavy-" + _name,
+    max_examples=HEAVY_EXAMPLES[_name],
+    deadline=None,
+    suppress_health_check=_SLOW_OK,
+)
+PROFILE = settings.get_profile("reliability-" + _name)
+HEAVY = settings.get_profile("reliability-heavy-" + _name)
