@@ -325,7 +325,7 @@ class Agent:
             tools=self.tools,
             tool_choice=cfg.tool_choice,
             capabilities=state.caps,
-            settings=cfg.settings,
+            settings=_within_deadline(cfg.settings, state.remaining()),
             instructions=self.instructions,
             force_final=state.force_final is not None,
             multi_action=cfg.multi_action,
@@ -647,6 +647,19 @@ class _RunState:
             error=error,
             events=list(self.events),
         )
+
+
+def _within_deadline(settings: ModelSettings, left: float | None) -> ModelSettings:
+    """Settings whose request timeout ends with the run's deadline.
+
+    A blocking client's request runs in a worker thread that cancelling cannot stop, and
+    ``asyncio.run`` waits for that thread: without this bound, ``agent.run(deadline=5)``
+    against a server that hangs would return only when the HTTP timeout (600 s by default)
+    fires.
+    """
+    if left is None or (settings.timeout is not None and settings.timeout <= left):
+        return settings
+    return dataclasses.replace(settings, timeout=max(left, 0.001))
 
 
 def _fail(record: ActionRecord, status: Any, message: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -218,6 +219,28 @@ def test_persistent_transport_fault_ends_with_a_typed_error_and_the_transcript(
     assert [s.kind for s in err.result.steps] == ["action"]
     assert_first_step_kept(err.result)
     assert harness.lookup.calls == ["Paris"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_hang_past_the_run_deadline_ends_the_run_on_time(
+    server: ScriptedServer, harness: Harness, protocol: str, client: str
+) -> None:
+    """The HTTP timeout is long (10 s) and the server hangs longer: the deadline still holds,
+    for the blocking client too, whose request runs in a thread nothing can cancel."""
+    server.push(
+        call_body(protocol, "lookup", {"city": "Paris"}),
+        MockResponse(body=GOOD, delay=8.0),
+        MockResponse(body=GOOD, delay=8.0),
+    )
+    started = time.perf_counter()
+    result = harness.run(protocol, client=client, deadline=1.0, retry=RetryPolicy(sleep=None))
+    elapsed = time.perf_counter() - started
+    assert result.stop_reason == "deadline"
+    assert result.answer is None
+    assert [s.kind for s in result.steps] == ["action"]
+    assert_first_step_kept(result)
+    assert elapsed < 4.0  # not the 8 s hang, nor the 10 s HTTP timeout
 
 
 def test_retry_after_longer_than_the_backoff_cap_is_capped(

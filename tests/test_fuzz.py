@@ -55,12 +55,14 @@ json_scalars = (
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
+    | st.text(max_size=30)
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
-    max_leaves=25,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
 )
 
 
@@ -123,7 +125,7 @@ VALIDATED_TOOLS = [kitchen_sink, one_arg, no_args]
 FIELDS = sorted({name for t in VALIDATED_TOOLS for name in t.argument_names})
 
 argument_dicts = st.dictionaries(
-    st.sampled_from(FIELDS) | st.text(max_size=10), json_values, max_size=8
+    st.sampled_from(FIELDS) | st.text(max_size=10), json_values, max_size=6
 )
 valid_kitchen_sink = st.fixed_dictionaries(
     {"name": st.text(), "count": st.integers(0, 100)},
@@ -241,7 +243,7 @@ odd_values = st.recursive(
         | st.dictionaries(st.tuples(st.integers(), st.integers()), inner, max_size=3)
         | st.dictionaries(st.integers() | st.none() | st.booleans(), inner, max_size=3)
     ),
-    max_leaves=30,
+    max_leaves=15,
 )
 limits = st.none() | st.integers(min_value=-5, max_value=5000)
 

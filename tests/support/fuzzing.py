@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, settings
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 
-EXAMPLES = {"default": 200, "fuzz": 20_000}
-HEAVY_EXAMPLES = {"default": 5, "fuzz": 200}
+EXAMPLES = {"default": 200, "fuzz": 10_000}
+HEAVY_EXAMPLES = {"default": 5, "fuzz": 100}
 
 _name = "fuzz" if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else "default"
 
