@@ -10,6 +10,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
+# llama-cpp-python is compiled for a portable x86-64-v3 CPU, not -march=native: on CPUs that
+# advertise AMX the native build crashes on the first token (docs/local-model.md).
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+
 .PHONY: demo test check lint typecheck bench fuzz compare venv clean
 
 $(PY):
@@ -26,7 +30,7 @@ $(STAMP): pyproject.toml | $(PY)
 	  echo ">> The first time, pip compiles llama-cpp-python from source: about 6 minutes on"; \
 	  echo ">> 2 cores (later runs reuse pip's cache and take seconds). Please wait..."; \
 	fi
-	$(PY) -m pip install --quiet -e '.[dev,local,plot]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,local,plot]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
