@@ -60,6 +60,7 @@ from .errors import ConfigurationError, ModelAPIError
 __all__ = [
     "MODEL_ALIAS",
     "MODEL_ENV_VAR",
+    "PORTABLE_CMAKE_ARGS",
     "LocalEndpoint",
     "LocalServer",
     "LocalServerError",
@@ -71,6 +72,14 @@ __all__ = [
 MODEL_ALIAS: Final = "smollm2-135m-instruct"
 """The ``model=`` name the server answers to; contains "smollm2" so the capability
 registry recognises it."""
+
+PORTABLE_CMAKE_ARGS: Final = (
+    "-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON "
+    "-DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+)
+"""``CMAKE_ARGS`` for building llama-cpp-python from source: x86-64-v3 (AVX2) code
+without ``-march=native``, whose AMX kernels crash on CPUs that list AMX but cannot run
+it (this project's VMs do). Portable to any x86-64 machine from the last decade."""
 
 MODEL_ENV_VAR: Final = "REACT_ENGINE_LOCAL_MODEL"
 """Environment variable naming a GGUF file to serve instead of the packaged one."""
@@ -345,8 +354,10 @@ class LocalServer:
         if process is not None:
             _terminate(process, self._stop_timeout)
         if self._workdir is not None:
-            with contextlib.suppress(OSError):
-                (self._workdir / "config.json").unlink(missing_ok=True)
+            # The log stays (it may be needed to explain a failure); the rest goes.
+            for name in ("config.json", "llama_server_bootstrap.py"):
+                with contextlib.suppress(OSError):
+                    (self._workdir / name).unlink(missing_ok=True)
 
     def __enter__(self) -> LocalEndpoint:
         return self.start()
@@ -419,10 +430,53 @@ class LocalServer:
         )
         try:
             self._wait_ready(endpoint)
+            self._warm_up(endpoint)
         except BaseException:
             self.stop()
             raise
         return endpoint
+
+    def _warm_up(self, endpoint: LocalEndpoint) -> None:
+        """Generate one token, so a build that cannot run the model fails here, clearly.
+
+        The server loads the weights before it listens, but only evaluates them on the
+        first request. A llama.cpp compiled with ``-march=native`` on a CPU that
+        advertises AMX it cannot use (seen on this project's VMs) loads fine and then
+        dies with SIGSEGV on that first request.
+        """
+        assert self._process is not None
+        body = json.dumps(
+            {"prompt": "Hi", "max_tokens": 1, "temperature": 0, "model": endpoint.model}
+        ).encode()
+        request = urllib.request.Request(
+            endpoint.base_url + "/completions",
+            data=body,
+            headers={
+                "Authorization": f"Bearer {endpoint.api_key}",
+                "Content-Type": "application/json",
+            },
+        )
+        try:
+            with _LOOPBACK_OPENER.open(request, timeout=self._startup_timeout) as response:
+                response.read()
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            try:
+                returncode = self._process.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                returncode = None
+            hint = ""
+            if returncode is not None and returncode < 0:
+                hint = (
+                    f" (killed by signal {-returncode}; if llama-cpp-python was built with "
+                    "-march=native on a CPU with AMX, rebuild it with CMAKE_ARGS="
+                    f"'{PORTABLE_CMAKE_ARGS}')"
+                )
+            raise LocalServerError(
+                f"the local llama.cpp server failed its first generation: {exc}{hint}",
+                log_path=endpoint.log_path,
+                log_tail=_log_tail(endpoint.log_path),
+                returncode=returncode,
+            ) from exc
 
     def _wait_ready(self, endpoint: LocalEndpoint) -> None:
         """Poll ``GET /v1/models`` until it answers 200; the server loads the model

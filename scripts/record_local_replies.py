@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from react_engine.local import LocalEndpoint, local_server
 
 SEED = 42
 STOP = ["\nObservation:", "Observation:"]
-MAX_TOKENS = 256
+MAX_TOKENS = 160
 
 REACT_SYSTEM = """\
 Answer the following questions as best you can. You have access to the following tools:
@@ -104,6 +105,25 @@ CONTINUATIONS = [
     ),
 ]
 
+# The same format with one worked example appended: does a demonstration help a 135M
+# model keep to the format? (Recorded separately so the parser sees both kinds.)
+ONE_SHOT_EXAMPLE = """
+
+Example:
+Question: What is the weather in Rome?
+Thought: I need the weather in Rome.
+Action: get_weather
+Action Input: {"location": "Rome", "unit": "celsius"}
+Observation: 25 degrees celsius, clear
+Thought: I now know the final answer
+Final Answer: It is 25 degrees celsius and clear in Rome."""
+
+ONE_SHOT_QUESTIONS = [
+    "What is the weather in Beijing?",
+    "What is 12 * 7?",
+    "What's the weather like in Paris right now, in fahrenheit?",
+]
+
 TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
@@ -156,6 +176,12 @@ def text_requests() -> list[dict[str, Any]]:
     for question in QUESTIONS:
         messages = [
             {"role": "system", "content": REACT_SYSTEM},
+            {"role": "user", "content": f"Question: {question}"},
+        ]
+        requests.append({"messages": messages})
+    for question in ONE_SHOT_QUESTIONS:
+        messages = [
+            {"role": "system", "content": REACT_SYSTEM + ONE_SHOT_EXAMPLE},
             {"role": "user", "content": f"Question: {question}"},
         ]
         requests.append({"messages": messages})
@@ -245,10 +271,55 @@ def record(endpoint: LocalEndpoint, out: Path) -> list[str]:
     return written
 
 
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(n_threads: int | None, starts: int = 3, requests: int = 3) -> None:
+    """Print server start-up times, generation tokens/s and the server's memory."""
+    for _ in range(starts):
+        began = time.monotonic()
+        with local_server(n_threads=n_threads) as endpoint:
+            print(f"startup {time.monotonic() - began:.2f} s (n_threads={n_threads})")
+    with (
+        local_server(n_threads=n_threads) as endpoint,
+        openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key) as client,
+    ):
+        for index in range(requests):
+            began = time.monotonic()
+            reply = client.chat.completions.create(
+                model=endpoint.model,
+                messages=[{"role": "user", "content": f"Write a short story about robot {index}."}],
+                temperature=0,
+                seed=SEED,
+                max_tokens=128,
+            )
+            elapsed = time.monotonic() - began
+            assert reply.usage is not None
+            tokens = reply.usage.completion_tokens
+            print(
+                f"request {index}: {tokens} tokens in {elapsed:.2f} s = {tokens / elapsed:.1f} "
+                f"tokens/s (prompt {reply.usage.prompt_tokens} tokens, included)"
+            )
+        print(f"server RSS {_rss_mib(endpoint.pid):.0f} MiB")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=Path("fixtures/recorded"))
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure start-up time, tokens/s and memory instead of recording",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="n_threads for --measure")
     args = parser.parse_args(argv)
+    if args.measure:
+        measure(args.threads)
+        return 0
     with local_server() as endpoint:
         written = record(endpoint, args.out)
     for name in written:

@@ -141,7 +141,7 @@ def _text_request(endpoint: LocalEndpoint, question: str) -> dict[str, Any]:
         "temperature": 0,
         "seed": 42,
         "stop": ["\nObservation:", "Observation:"],
-        "max_tokens": 128,
+        "max_tokens": 48,
     }
 
 
