@@ -6,6 +6,11 @@ run each call with ``json.loads``'d arguments, append a ``tool`` message, repeat
 holding the question and the scratchpad, ``stop="Observation:"``, two regexes, repeat).
 Each has a sync twin with ``openai.OpenAI``. No validation, no trace, no retries of their
 own, no error budget: the least a working loop does.
+
+``bare_chat`` is a control, not a seed: seed 002's loop with the transcript kept as chat
+turns (assistant reply, then a user message with the observation), the message shape the
+engine's text protocol sends. Against it, the engine's text overhead is its own code; the
+rest of its gap to seed 002 is what the SDK charges for more messages.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import openai
 
 from .task import MODEL, TOOL
 
-__all__ = ["abare_fc", "abare_text", "bare_fc", "bare_text"]
+__all__ = ["abare_chat", "abare_fc", "abare_text", "bare_chat", "bare_fc", "bare_text"]
 
 TOOLS = [TOOL.openai_schema()]
 TOOLS_MAP = {TOOL.name: TOOL.function}
@@ -151,4 +156,53 @@ def bare_text(client: openai.OpenAI, question: str, max_iter: int = 5) -> str | 
         obj = json.loads(action.group(1))
         result = _run_tool(obj["action"], obj["action_input"])
         scratchpad += content + f"\nObservation: {result}\n"
+    return None
+
+
+# --- control: seed 002 with chat-shaped turns ------------------------------------------------
+
+
+async def abare_chat(client: openai.AsyncOpenAI, question: str, max_iter: int = 5) -> str | None:
+    messages: list[Any] = [
+        {"role": "system", "content": TEXT_SYSTEM},
+        {"role": "user", "content": f"Question: {question}"},
+    ]
+    for _ in range(max_iter):
+        completion = await client.chat.completions.create(
+            model=MODEL, messages=messages, stop="Observation:"
+        )
+        content = completion.choices[0].message.content or ""
+        final = FINAL.search(content)
+        if final:
+            return final.group(1)
+        action = ACTION.search(content)
+        if not action:
+            return None
+        obj = json.loads(action.group(1))
+        result = _run_tool(obj["action"], obj["action_input"])
+        messages.append({"role": "assistant", "content": content})
+        messages.append({"role": "user", "content": f"Observation: {result}"})
+    return None
+
+
+def bare_chat(client: openai.OpenAI, question: str, max_iter: int = 5) -> str | None:
+    messages: list[Any] = [
+        {"role": "system", "content": TEXT_SYSTEM},
+        {"role": "user", "content": f"Question: {question}"},
+    ]
+    for _ in range(max_iter):
+        completion = client.chat.completions.create(
+            model=MODEL, messages=messages, stop="Observation:"
+        )
+        content = completion.choices[0].message.content or ""
+        final = FINAL.search(content)
+        if final:
+            return final.group(1)
+        action = ACTION.search(content)
+        if not action:
+            return None
+        obj = json.loads(action.group(1))
+        result = _run_tool(obj["action"], obj["action_input"])
+        messages.append({"role": "assistant", "content": content})
+        messages.append({"role": "user", "content": f"Observation: {result}"})
     return None

@@ -33,6 +33,11 @@ from .task import CALLS_PER_RUN, QUESTION
 
 __all__ = ["Sample", "measure_overhead"]
 
+BUDGET_S = 80.0
+"""Seconds for the measured rounds of all three modes together (warm-up not included)."""
+MIN_ROUNDS = 8
+MAX_ROUNDS = 40
+
 
 @dataclass
 class Sample:
@@ -193,22 +198,26 @@ def _sdk_request_cost(budget: float) -> dict[str, Any]:
 
 
 def measure_overhead(base_url: str, *, quick: bool = False) -> dict[str, Any]:
-    """Every overhead figure; see the module docstring."""
-    rounds = 2 if quick else 30
-    seq_runs = 1 if quick else 6
-    conc_rounds = 1 if quick else 10
+    """Every overhead figure; see the module docstring.
+
+    Each mode runs rounds until its time budget is spent (at least ``MIN_ROUNDS``, at most
+    ``MAX_ROUNDS``), so a busy machine gets fewer rounds instead of a longer bench.
+    """
+    min_rounds = 2 if quick else MIN_ROUNDS
+    max_rounds = 2 if quick else MAX_ROUNDS
+    seq_runs = 1 if quick else 5
     concurrency = 10 if quick else 50
-    warmup = 2 if quick else 15
-    baselines = ("bare", "bare-dict")
-    result: dict[str, Any] = {
-        "rounds": rounds,
-        "runs_per_round": seq_runs,
-        "concurrent_rounds": conc_rounds,
-        "concurrency": concurrency,
-    }
+    warmup = 2 if quick else 5
+    budget = 0.0 if quick else BUDGET_S
+    baselines = ("bare", "bare-dict", "bare-chat")
+    result: dict[str, Any] = {"runs_per_round": seq_runs, "concurrency": concurrency}
     gc.collect()
 
-    # Async, sequential and 50 concurrent.
+    def more(r: int, started: float, share: float) -> bool:
+        if r < min_rounds:
+            return True
+        return r < max_rounds and time.perf_counter() - started < budget * share
+
     seq: dict[str, Sample] = {}
     conc: dict[str, Sample] = {}
 
@@ -218,12 +227,18 @@ def measure_overhead(base_url: str, *, quick: bool = False) -> dict[str, Any]:
             for _ in range(warmup):
                 await s.arun()
             await asyncio.gather(*(s.arun() for _ in range(concurrency)))
-        for r in range(rounds):
+        r, started = 0, time.perf_counter()
+        while more(r, started, 0.35):
             for s in _rotate(subs, r):
                 await _async_round(s, seq_runs, 1, seq.setdefault(s.key, Sample()))
-        for r in range(conc_rounds):
+            r += 1
+        result["rounds"] = r
+        r, started = 0, time.perf_counter()
+        while more(r, started, 0.35):
             for s in _rotate(subs, r):
                 await _async_round(s, concurrency, concurrency, conc.setdefault(s.key, Sample()))
+            r += 1
+        result["concurrent_rounds"] = r
         await subs.aclose()
 
     asyncio.run(run_async())
@@ -236,13 +251,16 @@ def measure_overhead(base_url: str, *, quick: bool = False) -> dict[str, Any]:
     for s in subs:
         for _ in range(warmup):
             s.run()
-    for r in range(rounds):
+    r, started = 0, time.perf_counter()
+    while more(r, started, 0.30):
         for s in _rotate(subs, r):
             _sync_round(s, seq_runs, sync.setdefault(s.key, Sample()))
+        r += 1
+    result["sync_rounds"] = r
     subs.close()
     result["sync_sequential"] = _summary(sync, baselines)
 
-    result["engine_offline_cpu_us"] = _offline_cpu(10 if quick else 200)
-    result["profile"] = _profile(base_url, 3 if quick else 60)
+    result["engine_offline_cpu_us"] = _offline_cpu(10 if quick else 100)
+    result["profile"] = _profile(base_url, 3 if quick else 20)
     result["sdk_request"] = _sdk_request_cost(0.002 if quick else 0.02)
     return result

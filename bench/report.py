@@ -14,7 +14,9 @@ PROTOCOL_NAMES = {"function_calling": "function calling", "text": "text ReAct"}
 BASELINE_NAMES = {
     "bare": "bare loop (seed as written)",
     "bare-dict": "bare loop, assistant message appended as a dict",
+    "bare-chat": "control: seed 002 with chat-shaped turns, the engine's message shape",
 }
+CONTROLS = ("bare-chat",)
 
 
 def _ok(x: Any) -> bool:
@@ -58,7 +60,9 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 def _strictest(ratios: dict[str, Any], protocol: str) -> tuple[str, dict[str, Any]] | None:
     """The baseline against which the engine looks worst (the leanest bare loop)."""
     found = [
-        (k.split(" vs ", 1)[1], v) for k, v in ratios.items() if k.startswith(f"{protocol} vs ")
+        (k.split(" vs ", 1)[1], v)
+        for k, v in ratios.items()
+        if k.startswith(f"{protocol} vs ") and k.split(" vs ", 1)[1] not in CONTROLS
     ]
     if not found:
         return None
@@ -133,6 +137,14 @@ def _headline(r: dict[str, Any]) -> list[str]:
         ],
         rows,
     )
+    control = r.get("overhead", {}).get("async_sequential", {}).get("ratios", {})
+    control = control.get("text vs bare-chat")
+    if control:
+        lines.append(
+            f"- Text ReAct against a bare loop sending the engine's message shape (chat turns "
+            f"instead of seed 002's single growing user message): {_x(control['cpu'])} "
+            "(async, sequential); see section 1 for where the rest of the gap goes."
+        )
     p = r.get("parsing", {})
     fast = [x["ratio"] for x in p.get("fast_path", []) if _ok(x.get("ratio"))]
     if fast:
@@ -194,16 +206,20 @@ def _overhead(r: dict[str, Any]) -> list[str]:
         "",
         "Baselines (`bench/baselines.py`): seed 000's `func_react_agent` loop for function "
         "calling (appends the SDK's message object, as the seed does; `bare-dict` appends "
-        "`message.model_dump(exclude_none=True)` instead, which is cheaper for the SDK to "
-        "re-serialise) and seed 002's `main` loop for text (one user message holding question "
-        'and scratchpad, `stop="Observation:"`, two regexes). Same clients, same tool '
-        "function; the engine also validates arguments with pydantic, keeps a typed trace, "
-        "and wraps each call in its retry policy.",
+        "`message.model_dump(exclude_none=True)`, a plain dict, instead) and seed 002's `main` "
+        "loop for text (one user message holding question and scratchpad, "
+        '`stop="Observation:"`, two regexes). `bare-chat` is a control, not a seed: seed '
+        "002's loop keeping the transcript as chat turns (assistant reply, then the "
+        "observation as a user message), the message shape the engine sends; the targets are "
+        "judged against the seeds. Same clients, same tool function; the engine also validates "
+        "arguments with pydantic, keeps a typed trace, and wraps each call in its retry policy.",
         "",
         f"Subjects run in alternation, the order rotated each round: {o.get('rounds')} rounds "
-        f"of {o.get('runs_per_round')} sequential runs, {o.get('concurrent_rounds')} rounds of "
-        f"{o.get('concurrency')} concurrent runs (`asyncio.gather`). Each round gives one "
-        "engine/baseline ratio; the tables give the median over rounds.",
+        f"of {o.get('runs_per_round')} sequential async runs, {o.get('concurrent_rounds')} "
+        f"rounds of {o.get('concurrency')} concurrent runs (`asyncio.gather`), "
+        f"{o.get('sync_rounds')} rounds of {o.get('runs_per_round')} sync runs (each mode "
+        "runs rounds within a time budget, so a busier machine gets fewer). Each round gives "
+        "one engine/baseline ratio; the tables give the median over rounds.",
         "",
     ]
     titles = {
@@ -295,6 +311,14 @@ def _overhead(r: dict[str, Any]) -> list[str]:
             ],
             rows,
         )
+        control = seq.get("ratios", {}).get("text vs bare-chat")
+        if control:
+            lines += [
+                "Against the control that sends the engine's message shape from a bare loop "
+                f"(`bare-chat`), the engine's text protocol costs **{_x(control['cpu'])}** "
+                f"({_x(control['cpu_q25'])}–{_x(control['cpu_q75'])}) the CPU per call.",
+                "",
+            ]
 
     prof = o.get("profile", {})
     if prof:
@@ -377,7 +401,8 @@ def _parsing(r: dict[str, Any]) -> list[str]:
     )
     lines += [
         "Adversarial replies of about 1 MB, one call each, in a child process with a time "
-        "limit (a super-linear case would show as a timeout):",
+        "limit (a super-linear case would show as a timeout, and the cases after it as not "
+        "run):",
         "",
     ]
     rows = []
@@ -398,9 +423,13 @@ def _scale(r: dict[str, Any]) -> list[str]:
     if "error" in s:
         return [f"Failed: {s['error']}", ""]
     lines = [
-        f"{s.get('runs')} runs started at once (`asyncio.gather`) in one process over one "
-        "async client with the SDK's default connection limits, each subject in a fresh child "
-        "process against the same mock server. *RSS* is the peak resident set during the batch "
+        f"{s.get('runs')} runs started at once (`asyncio.gather`) in one process, each subject "
+        "in a fresh child process against the same mock server, 100 runs per async client "
+        "(the SDK's defaults, with room for 1,000 kept-alive connections). One client for all "
+        "1,000 would measure httpx's connection pool instead of the runs: httpcore does work "
+        "proportional to the pool for every request (`_assign_requests_to_connections`), "
+        "which made one client at 600 concurrent runs spend about 24 ms of CPU per call "
+        "against 5 ms at 50, engine or not. *RSS* is the peak resident set during the batch "
         "above the resident set before it (the kernel's high-water mark, reset just before), "
         "divided by the runs; it understates when the allocator reuses memory freed by the "
         f"warm-up. *Heap* is the `tracemalloc` peak of a separate batch of "

@@ -33,13 +33,15 @@ __all__ = [
 PROTOCOLS = ("function_calling", "text")
 API_KEY = "sk-bench-not-a-secret"
 TIMEOUT = 300.0
+MAX_CONNECTIONS = 1000
 
 
 @dataclass
 class Subject:
     name: str
-    """``engine``, ``bare`` (the seed's loop as written) or ``bare-dict`` (seed 000 with the
-    assistant message appended as a dict, the leanest FC loop)."""
+    """``engine``, ``bare`` (the seed's loop as written), ``bare-dict`` (seed 000 with the
+    assistant message appended as a dict, the leanest FC loop) or ``bare-chat`` (seed 002
+    with chat-shaped turns, a control: the engine's text message shape)."""
     protocol: str
     arun: Callable[[], Awaitable[Any]]
     run: Callable[[], Any]
@@ -83,13 +85,31 @@ class Subjects(list[Subject]):
         self.sync_client.close()
 
 
+def _async_http_client() -> Any:
+    """The SDK's own httpx client with room for 1,000 kept-alive connections.
+
+    With the default of 100, 1,000 concurrent runs close and reopen a TCP connection for
+    most calls, and the benchmark would measure connection churn. The limits class is
+    taken from the SDK's defaults, since the SDK may ship its own httpx fork.
+    """
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    limits = type(DEFAULT_CONNECTION_LIMITS)(
+        max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
+    )
+    return openai.DefaultAsyncHttpxClient(limits=limits)
+
+
 def subjects(base_url: str, protocols: tuple[str, ...] = PROTOCOLS) -> Subjects:
     """Every subject. The engine and the bare loops share one sync and one async client,
-    built the same way (SDK defaults, except a timeout long enough for 1,000 concurrent
-    runs on two busy cores, where the default 5 s connect timeout fires while the event
-    loop is busy). Create them inside the event loop that uses them."""
+    built the same way: SDK defaults, except a timeout long enough for 1,000 concurrent
+    runs on two busy cores (the default 5 s connect timeout fires while the event loop is
+    busy) and, for the async client, 1,000 kept-alive connections. Create them inside the
+    event loop that uses them."""
     sync_client = openai.OpenAI(base_url=base_url, api_key=API_KEY, timeout=TIMEOUT)
-    async_client = openai.AsyncOpenAI(base_url=base_url, api_key=API_KEY, timeout=TIMEOUT)
+    async_client = openai.AsyncOpenAI(
+        base_url=base_url, api_key=API_KEY, timeout=TIMEOUT, http_client=_async_http_client()
+    )
     out: list[Subject] = []
     for protocol in protocols:
         async_agent = _engine(protocol, async_client)
@@ -126,6 +146,14 @@ def subjects(base_url: str, protocols: tuple[str, ...] = PROTOCOLS) -> Subjects:
                     protocol,
                     lambda: baselines.abare_text(async_client, QUESTION),
                     lambda: baselines.bare_text(sync_client, QUESTION),
+                )
+            )
+            out.append(
+                Subject(
+                    "bare-chat",
+                    protocol,
+                    lambda: baselines.abare_chat(async_client, QUESTION),
+                    lambda: baselines.bare_chat(sync_client, QUESTION),
                 )
             )
     return Subjects(out, sync_client, async_client)

@@ -166,7 +166,7 @@ def measure_tokens() -> dict[str, Any]:
     series: dict[str, list[dict[str, Any]]] = {}
     for key, bodies in captured.items():
         who, protocol = key.split("/")
-        if who == "bare-dict":  # the same requests as "bare"
+        if who in ("bare-dict", "bare-chat"):  # the same requests as "bare"; a control
             continue
         if protocol == "text":
             series[f"{who}: text (ChatML)"] = _series(bodies, render_text, tokenize)

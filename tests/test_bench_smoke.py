@@ -66,12 +66,14 @@ def test_figures_have_the_expected_shape(
             "bare-dict/function_calling",
             "engine/text",
             "bare/text",
+            "bare-chat/text",
         }
         assert all(s["failures"] == 0 and s["cpu_us_per_call"] > 0 for s in subjects.values())
         assert set(overhead[mode]["ratios"]) == {
             "function_calling vs bare",
             "function_calling vs bare-dict",
             "text vs bare",
+            "text vs bare-chat",
         }
     assert set(overhead["engine_offline_cpu_us"]) == {"function_calling", "text"}
 
