@@ -275,8 +275,9 @@ class LocalServer:
             port: fixed port, or ``None`` for a free one chosen at start.
             n_ctx: context window in tokens; 8192 is what SmolLM2 was trained for, and a
                 ReAct transcript grows every step. The KV cache for it is ~190 MB.
-            n_threads: generation threads; default all cores (the server's own default
-                is half, which halves tokens/s on a 2-core machine).
+            n_threads: generation threads; default 1. On a busy 2-core machine two
+                threads spin-wait on each other and fell to 2 tokens/s where one thread
+                kept 18 (docs/local-model.md); pass 2 on an idle machine for speed.
             log_path: where the server's output goes; default a fresh temp file.
             startup_timeout: seconds to wait for the first answer to ``GET /v1/models``.
             stop_timeout: seconds between SIGTERM and SIGKILL when stopping.
@@ -290,7 +291,7 @@ class LocalServer:
         self._host = host
         self._port = port
         self._n_ctx = n_ctx
-        self._n_threads = n_threads if n_threads is not None else max(os.cpu_count() or 1, 1)
+        self._n_threads = n_threads if n_threads is not None else 1
         self._log_path = Path(log_path) if log_path is not None else None
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
