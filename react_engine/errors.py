@@ -13,7 +13,8 @@ kept apart from the model's misbehaviour and from transport failures::
     │   └── JSONRepairError        action input that is not JSON and cannot be repaired
     ├── ModelAPIError              the chat API failed (after retries, where retrying made sense)
     │   ├── ModelRequestError      a 4xx the server will answer the same way again
-    │   └── ModelUnavailableError  transient failures that outlived the retry budget
+    │   ├── ModelUnavailableError  transient failures that outlived the retry budget
+    │   └── LocalServerError       the embedded llama.cpp server could not start (local.py)
     └── RunAborted                 a run that stopped early; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
 

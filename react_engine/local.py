@@ -519,7 +519,24 @@ class LocalServer:
 # It imports nothing from react_engine, so the server never depends on the engine.
 SERVER_BOOTSTRAP: Final = r'''"""Launch llama_cpp.server for react-engine."""
 
+import os
 import sys
+import threading
+import time
+
+# 0. Never outlive the engine. A parent killed with SIGKILL (or SIGTERM with no handler)
+#    cannot stop us, and we run in our own session, so a Ctrl-C does not reach us
+#    either: exit as soon as we are re-parented.
+_PARENT = os.getppid()
+
+
+def _watch_parent():
+    while os.getppid() == _PARENT:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+threading.Thread(target=_watch_parent, name="parent-watch", daemon=True).start()
 
 import jinja2.sandbox
 import llama_cpp

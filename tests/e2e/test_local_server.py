@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -322,6 +325,24 @@ def test_process_is_gone_after_ctrl_c_in_the_block(local_model_path: Path) -> No
     assert pid is not None and not _alive(pid)
     assert not server.running
     server.stop()  # idempotent
+
+
+def test_process_is_gone_when_the_engine_is_killed(local_model_path: Path) -> None:
+    """A SIGKILLed parent runs no cleanup; the server notices it was orphaned and exits."""
+    script = (
+        "import os, sys\n"
+        "from react_engine.local import LocalServer\n"
+        f"ep = LocalServer(model_path={str(local_model_path)!r}).start()\n"
+        "print(ep.pid, flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    assert done.returncode == -9, done.stderr
+    pid = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 15
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(pid)
 
 
 def test_a_server_that_dies_while_starting_raises_with_its_log(
