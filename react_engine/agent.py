@@ -126,6 +126,7 @@ class Agent:
         base_url: str | None = None,
         api_key: str | None = None,
         template: str | None = None,
+        text_model: str | None = None,
         registry: CapabilityRegistry | None = None,
         capability_cache: CapabilityCache | None = None,
         on_step: StepCallback | None = None,
@@ -143,6 +144,10 @@ class Agent:
         self.instructions = instructions
         self.template = template
         """Text-protocol template (name or path); ``None`` lets the registry choose."""
+        self.text_model = text_model
+        """The model name to send while the text protocol runs, for endpoints that serve the
+        same weights twice: behind a tool-calling template and behind a plain one (the
+        embedded local server does). ``None`` sends ``model`` for both protocols."""
         self.registry = registry or default_registry()
         self.capability_cache = capability_cache or default_cache()
         self.on_step = on_step
@@ -319,8 +324,9 @@ class Agent:
         if state.force_final is None and state.action_turns >= cfg.max_steps:
             state.force_final = "max_steps"
 
+        text_alias = self.text_model if isinstance(state.protocol, TextReActProtocol) else None
         ctx = RequestContext(
-            model=self.model,
+            model=text_alias or self.model,
             history=state.history,
             tools=self.tools,
             tool_choice=cfg.tool_choice,

@@ -97,7 +97,9 @@ def message_dict(message: Message) -> dict[str, Any]:
             "content": valid_unicode(message.content),
         }
     if isinstance(message, AssistantMessage):
-        content = None if message.content is None else valid_unicode(message.content)
+        # An empty string rather than null: llama.cpp's server (and others) reject a null
+        # content even beside tool_calls; OpenAI accepts both.
+        content = "" if message.content is None else valid_unicode(message.content)
         out: dict[str, Any] = {"role": "assistant", "content": content}
         if message.tool_calls:
             out["tool_calls"] = [
@@ -108,8 +110,6 @@ def message_dict(message: Message) -> dict[str, Any]:
                 }
                 for c in message.tool_calls
             ]
-        elif message.content is None:
-            out["content"] = ""
         return out
     raise TypeError(f"not a message: {message!r}")  # pragma: no cover
 

@@ -1,0 +1,178 @@
+"""The agent, both protocols, end to end against the real local llama.cpp server.
+
+These assert on the engine, not on the 135M model's wisdom: the requests have the right
+shape, every run ends with a final answer or a typed stop reason (never an unexpected
+exception), the trace is complete and consistent, usage is counted, and runs repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import openai
+import pytest
+
+from react_engine import (
+    Agent,
+    CapabilityCache,
+    ChatModel,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    OpenAIChatModel,
+    RunAborted,
+    RunResult,
+)
+from react_engine.demo_tools import DEMO_TOOLS
+from react_engine.local import LocalEndpoint
+from react_engine.model import request_payload
+
+pytestmark = pytest.mark.e2e
+
+SETTINGS = ModelSettings(temperature=0.0, seed=42, max_tokens=160)
+QUESTION = "What's the weather like in Paris?"
+
+
+class Recording(ChatModel):
+    """Pass-through to the real server that keeps every request payload."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.base_url = inner.base_url
+        self.payloads: list[dict[str, Any]] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.payloads.append(request_payload(request))
+        return await self.inner.complete(request)
+
+
+def make_agent(ep: LocalEndpoint, protocol: str, **kwargs: Any) -> tuple[Agent, Recording]:
+    client = openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key, timeout=120)
+    recording = Recording(OpenAIChatModel(client))
+    agent = Agent(
+        ep.model,
+        DEMO_TOOLS,
+        client=recording,
+        protocol=protocol,
+        text_model=ep.text_model,
+        capability_cache=CapabilityCache(),
+        settings=SETTINGS,
+        max_steps=3,
+        **kwargs,
+    )
+    return agent, recording
+
+
+def run_to_end(agent: Agent, question: str = QUESTION) -> RunResult:
+    try:
+        return agent.run(question)
+    except RunAborted as exc:  # a typed stop that carries the transcript is an outcome too
+        return exc.result
+
+
+def assert_consistent(result: RunResult) -> None:
+    assert result.stop_reason in {"final_answer", "max_steps", "loop", "error_budget"}
+    if result.stop_reason == "final_answer":
+        assert result.answer is not None and result.steps[-1].kind == "final"
+    ids = [a.id for a in result.tool_calls]
+    assert len(ids) == len(set(ids)) and all(ids)
+    for step in result.steps:
+        assert step.usage.prompt_tokens > 0 and step.usage.completion_tokens >= 0
+        assert step.protocol == result.protocol
+        for action in step.actions:
+            assert action.observation, "every call is paired with its observation"
+            assert action.status in {"ok", "error", "unknown_tool", "invalid_arguments", "skipped"}
+        if step.kind == "format_error":
+            assert step.feedback
+    assert result.usage.prompt_tokens == sum(s.usage.prompt_tokens for s in result.steps)
+    assert result.usage.requests >= len(result.steps)
+
+
+def test_function_calling_end_to_end(local_endpoint: LocalEndpoint) -> None:
+    agent, recording = make_agent(local_endpoint, "function_calling")
+    result = run_to_end(agent)
+    assert result.protocol == "function_calling"
+    assert_consistent(result)
+    first = recording.payloads[0]
+    assert first["model"] == local_endpoint.model
+    assert [t["function"]["name"] for t in first["tools"]] == ["get_weather", "calculator"]
+    assert first["tool_choice"] == "auto"
+    assert "stop" not in first
+    assert first["temperature"] == 0.0 and first["seed"] == 42
+
+
+def test_text_protocol_end_to_end(local_endpoint: LocalEndpoint) -> None:
+    agent, recording = make_agent(local_endpoint, "text")
+    result = run_to_end(agent)
+    assert result.protocol == "text"
+    assert_consistent(result)
+    for payload in recording.payloads:
+        assert payload["model"] == local_endpoint.text_model
+        assert "tools" not in payload
+        assert "Observation:" in payload["stop"]
+        assert payload["messages"][0]["content"].count('"name": "get_weather"') == 1
+        assert payload["messages"][1]["content"] == f"Question: {QUESTION}"
+
+
+def test_required_tool_choice_makes_the_model_call(local_endpoint: LocalEndpoint) -> None:
+    agent, recording = make_agent(local_endpoint, "function_calling")
+    result = run_to_end(agent, "Weather in Beijing?")
+    forced = agent.run("Weather in Beijing?", tool_choice="get_weather", max_steps=1)
+    assert forced.steps[0].actions, "a named tool_choice yields a call from the server"
+    assert forced.steps[0].actions[0].tool == "get_weather"
+    assert recording.payloads[-2]["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "get_weather"},
+    }
+    assert result.usage.total_tokens > 0
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+def test_runs_repeat_with_temperature_zero_and_a_seed(
+    local_endpoint: LocalEndpoint, protocol: str
+) -> None:
+    agent, _ = make_agent(local_endpoint, protocol)
+    one, two = run_to_end(agent), run_to_end(agent)
+    assert [s.text for s in one.steps] == [s.text for s in two.steps]
+    assert [(a.tool, a.arguments) for a in one.tool_calls] == [
+        (a.tool, a.arguments) for a in two.tool_calls
+    ]
+    assert one.answer == two.answer
+
+
+def test_auto_chooses_from_the_registry(local_endpoint: LocalEndpoint) -> None:
+    agent, _ = make_agent(local_endpoint, "auto")
+    result = run_to_end(agent)
+    assert result.protocol == "function_calling"
+    assert result.protocol_reason.startswith("registry: smollm2")
+    assert_consistent(result)
+
+
+def test_async_runs_concurrently(local_endpoint: LocalEndpoint) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=local_endpoint.base_url, api_key=local_endpoint.api_key, timeout=300
+    )
+    agent = Agent(
+        local_endpoint.model,
+        DEMO_TOOLS,
+        client=client,
+        protocol="text",
+        text_model=local_endpoint.text_model,
+        settings=SETTINGS,
+        max_steps=2,
+    )
+
+    async def both() -> list[RunResult]:
+        async def one(q: str) -> RunResult:
+            try:
+                return await agent.arun(q)
+            except RunAborted as exc:
+                return exc.result
+
+        return await asyncio.gather(one("Weather in Tokyo?"), one("What is 6*7?"))
+
+    results = asyncio.run(both())
+    assert [r.question for r in results] == ["Weather in Tokyo?", "What is 6*7?"]
+    for r in results:
+        assert_consistent(r)
