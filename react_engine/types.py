@@ -286,11 +286,21 @@ class RunResult:
         return records
 
     def to_jsonl(self) -> str:
-        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.trace())
+        """The trace as JSON Lines. Line separators that some readers split on (U+2028,
+        U+2029, U+0085) are escaped, so one record stays one line everywhere."""
+        lines = (json.dumps(r, ensure_ascii=False) for r in self.trace())
+        return "".join(_escape_separators(line) + "\n" for line in lines)
 
     def write_trace(self, path: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(self.to_jsonl())
+
+
+def _escape_separators(line: str) -> str:
+    if "\u2028" in line or "\u2029" in line or "\x85" in line:
+        line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        line = line.replace("\x85", "\\u0085")
+    return line
 
 
 def to_jsonable(value: Any) -> Any:

@@ -454,3 +454,12 @@ def test_on_step_sees_every_step_live() -> None:
     )
     agent.run("q")
     assert seen == ["action", "final"]
+
+
+def test_trace_lines_survive_readers_that_split_on_unicode_separators() -> None:
+    agent, _ = make_agent([reply("a\u2028b\u2029c\x85d")])
+    result = agent.run("line\u2028separator?")
+    text = result.to_jsonl()
+    lines = text.splitlines()  # str.splitlines() splits on U+2028, U+2029 and U+0085 too
+    assert [json.loads(line)["type"] for line in lines] == ["run", "step", "result"]
+    assert json.loads(lines[-1])["answer"] == "a\u2028b\u2029c\x85d"
