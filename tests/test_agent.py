@@ -463,3 +463,26 @@ def test_trace_lines_survive_readers_that_split_on_unicode_separators() -> None:
     lines = text.splitlines()  # str.splitlines() splits on U+2028, U+2029 and U+0085 too
     assert [json.loads(line)["type"] for line in lines] == ["run", "step", "result"]
     assert json.loads(lines[-1])["answer"] == "a\u2028b\u2029c\x85d"
+
+
+def test_a_sync_tool_past_its_timeout_does_not_hold_a_blocking_run() -> None:
+    import threading
+
+    release = threading.Event()
+
+    @tool(timeout=0.1)
+    def stuck() -> str:
+        """Blocks until released."""
+        release.wait(10)
+        return "late"
+
+    agent, _ = make_agent([tool_call_reply(("stuck", {})), reply("moved on")], tools=[stuck])
+    started = time.perf_counter()
+    try:
+        result = agent.run("q")
+        elapsed = time.perf_counter() - started
+    finally:
+        release.set()
+    assert result.answer == "moved on"
+    assert result.steps[0].actions[0].status == "timeout"
+    assert elapsed < 5  # the run did not wait for the stuck thread
