@@ -481,6 +481,13 @@ def _scale(r: dict[str, Any]) -> list[str]:
                 ]
             )
     lines += _table(["engine ÷", "baseline", "runs/s", "CPU per call", "heap per run"], ratio_rows)
+    lines += [
+        "Each subject is one batch, run one after the other, so on a shared machine the runs/s "
+        "ratios carry whatever the load did between batches (they moved by ±20% between runs "
+        "of this bench on a busy machine); CPU per call and heap per run are the steadier "
+        "figures.",
+        "",
+    ]
     return lines
 
 
