@@ -33,7 +33,7 @@ from .task import CALLS_PER_RUN, QUESTION
 
 __all__ = ["Sample", "measure_overhead"]
 
-BUDGET_S = 120.0
+BUDGET_S = 90.0
 """Seconds for the measured rounds of all three modes together (warm-up not included)."""
 MIN_ROUNDS = 8
 MAX_ROUNDS = 40

@@ -441,10 +441,11 @@ def _scale(r: dict[str, Any]) -> list[str]:
         if "error" in row:
             rows.append([f"`{key}`", f"failed: {row['error']}", "", "", "", "", ""])
             continue
+        passes = row.get("runs_per_s_passes") or [row["runs_per_s"]]
         rows.append(
             [
                 f"`{key}`",
-                f"{row['runs_per_s']:.1f}",
+                f"{row['runs_per_s']:.1f} ({' / '.join(f'{x:.1f}' for x in passes)})",
                 f"{row['wall_s']:.1f} s",
                 _us(row["cpu_us_per_call"]),
                 _kb(row.get("rss_peak_kb_per_run")),
@@ -482,10 +483,10 @@ def _scale(r: dict[str, Any]) -> list[str]:
             )
     lines += _table(["engine ÷", "baseline", "runs/s", "CPU per call", "heap per run"], ratio_rows)
     lines += [
-        "Each subject is one batch, run one after the other, so on a shared machine the runs/s "
-        "ratios carry whatever the load did between batches (they moved by ±20% between runs "
-        "of this bench on a busy machine); CPU per call and heap per run are the steadier "
-        "figures.",
+        "Speed is the mean of two passes over the subjects, the second in reverse order, so a "
+        "change of load during the section weighs on both sides of a ratio; on a shared "
+        "machine the runs/s ratios still move by tens of percent between runs of this bench "
+        "(compare the two passes). Memory is from the first pass.",
         "",
     ]
     return lines
