@@ -30,7 +30,7 @@ from react_engine.model import request_payload
 
 pytestmark = pytest.mark.e2e
 
-SETTINGS = ModelSettings(temperature=0.0, seed=42, max_tokens=160)
+SETTINGS = ModelSettings(temperature=0.0, seed=42, max_tokens=96)
 QUESTION = "What's the weather like in Paris?"
 
 
@@ -58,7 +58,7 @@ def make_agent(ep: LocalEndpoint, protocol: str, **kwargs: Any) -> tuple[Agent, 
         text_model=ep.text_model,
         capability_cache=CapabilityCache(),
         settings=SETTINGS,
-        max_steps=3,
+        max_steps=2,
         **kwargs,
     )
     return agent, recording
@@ -170,7 +170,10 @@ def test_async_runs_concurrently(local_endpoint: LocalEndpoint) -> None:
             except RunAborted as exc:
                 return exc.result
 
-        return await asyncio.gather(one("Weather in Tokyo?"), one("What is 6*7?"))
+        try:
+            return await asyncio.gather(one("Weather in Tokyo?"), one("What is 6*7?"))
+        finally:
+            await client.close()
 
     results = asyncio.run(both())
     assert [r.question for r in results] == ["Weather in Tokyo?", "What is 6*7?"]
