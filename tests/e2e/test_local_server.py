@@ -336,7 +336,9 @@ def test_process_is_gone_when_the_engine_is_killed(local_model_path: Path) -> No
         "print(ep.pid, flush=True)\n"
         "os.kill(os.getpid(), 9)\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180
+    )
     assert done.returncode == -9, done.stderr
     pid = int(done.stdout.split()[0])
     deadline = time.monotonic() + 15
