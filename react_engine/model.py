@@ -36,6 +36,7 @@ from tenacity import (
     stop_after_delay,
 )
 
+from ._threads import run_blocking
 from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError, UserError
 from .observations import valid_unicode
 from .types import (
@@ -354,7 +355,7 @@ class OpenAIChatModel(ChatModel):
                 completion = await create(**payload)
             else:
                 create_sync: Any = self._client.chat.completions.create
-                completion = await asyncio.to_thread(create_sync, **payload)
+                completion = await run_blocking(create_sync, **payload)
             if isinstance(completion, str):  # a server that answered with non-JSON text
                 raise ValueError("non-JSON body")
         except ModelAPIError:

@@ -11,22 +11,18 @@ the tool is defined, not in the middle of a run.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import copy
-import functools
 import inspect
 import json
 import re
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast, get_type_hints, overload
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._threads import run_blocking
 from .errors import ToolDefinitionError
 
 __all__ = ["Tool", "ToolArgumentsError", "tool"]
@@ -40,17 +36,6 @@ _GOOGLE_ARG = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SPHINX_ARG = re.compile(r"^\s*:param\s+(?:[^:\s]+\s+)?(\w+)\s*:\s*(.*)$")
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _tool_pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="react-engine-tool")
-        return _POOL
 
 
 class ToolArgumentsError(ValueError):
@@ -136,9 +121,7 @@ class Tool:
         # Our own pool rather than the loop's default executor: asyncio.run() waits for the
         # default executor's threads on exit, so a sync tool that overran its timeout would
         # hold a blocking run() until it finished.
-        context = contextvars.copy_context()
-        call = functools.partial(context.run, self.function, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(_tool_pool(), call)
+        return await run_blocking(self.function, *args, **kwargs)
 
     def invoke_sync(self, validated: BaseModel) -> Any:
         """Run a sync function inline (the loop uses this for a lone call with no timeout)."""
