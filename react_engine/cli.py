@@ -123,7 +123,7 @@ class Endpoint:
     api_key: str | None = None
     key_env: str = "OPENAI_API_KEY"
     text_model: str | None = None
-    """The local server's alias for the text protocol (plain ChatML, honours ``stop``)."""
+    """A model name for the text protocol when the server wants another (an alias)."""
     local: bool = False
     client: ChatModel | None = field(default=None, compare=False)
     """A scripted model in place of an endpoint."""
@@ -644,7 +644,11 @@ def _compare_targets(
             )
             for p in chosen
         ]
-        yield targets, f"local llama.cpp server; text protocol via alias {local.text_model}"
+        alias = local.model_for("text")
+        source = "embedded llama.cpp server" + (
+            f"; text protocol via alias {alias}" if alias != local.model else ""
+        )
+        yield targets, source
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from react_engine import cli
+from react_engine import AgentConfig, cli
 from react_engine.cli import ChatSession, Endpoint, build_parser, main
 from react_engine.mock_server import (
     MockOpenAIServer,
@@ -591,3 +591,35 @@ def test_a_real_sigint_during_a_request_interrupts_the_run(tmp_path: Path) -> No
     assert "(interrupted: the conversation keeps this question and the 1 step(s)" in out.getvalue()
     assert "assistant> ok" in out.getvalue()
     assert len(session.conversation.steps) == 2
+
+
+def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
+    model = ScriptedModel(["Thought: hmm"] * 3 + ["Thought: done\nFinal Answer: fine"])
+    args = build_parser().parse_args(["chat", "--protocol", "text", "--max-steps", "3"])
+    out = io.StringIO()
+    lines = _Lines(
+        "/trace",
+        f"/trace {tmp_path / 'missing-dir' / 't.jsonl'}",
+        f"/trace {tmp_path / 't.jsonl'}",
+        "/trace off",
+        "q?",
+        "/exit",
+    )
+    session = ChatSession(
+        args,
+        Endpoint("scripted", client=model),
+        cli._load_tools(None),
+        out=out,
+        read_line=lines,
+    )
+    # A small error budget (the CLI has no flag for it): two bare thoughts exhaust it.
+    session.conversation.agent.config = AgentConfig(max_steps=3, max_consecutive_errors=1)
+    assert session.loop() == 0
+    text = out.getvalue()
+    assert "trace: off (usage: /trace FILE or /trace off)" in text
+    assert f"cannot write {tmp_path / 'missing-dir' / 't.jsonl'}" in text
+    assert f"trace: appending each turn to {tmp_path / 't.jsonl'}" in text
+    assert "trace: off\n" in text
+    assert not (tmp_path / "t.jsonl").read_text("utf-8")  # tracing was switched off again
+    assert "(no answer: error_budget: 2 consecutive failed turns (budget 1))" in text
+    assert session.conversation.steps[-1].kind == "format_error"
