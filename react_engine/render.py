@@ -147,7 +147,7 @@ def format_result(result: RunResult, *, color: bool = False) -> str:
     """The end of a run: answer, why it stopped, the protocol and why, calls and tokens."""
     s = _Style(color)
     u = result.usage
-    answer = result.answer if result.answer is not None else s("(none)", "red")
+    answer = _indent(result.answer, " " * 11) if result.answer is not None else s("(none)", "red")
     lines = [
         s("══ result", "bold"),
         f"   answer: {answer}",

@@ -623,3 +623,11 @@ def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
     assert not (tmp_path / "t.jsonl").read_text("utf-8")  # tracing was switched off again
     assert "(no answer: error_budget: 2 consecutive failed turns (budget 1))" in text
     assert session.conversation.steps[-1].kind == "format_error"
+
+
+def test_a_multi_line_answer_stays_indented() -> None:
+    from react_engine.render import format_result
+    from react_engine.types import RunResult, Usage
+
+    result = RunResult("q", "one\ntwo", [], Usage(), "text", "explicit", "final_answer", "m")
+    assert "   answer: one\n           two\n" in format_result(result)
