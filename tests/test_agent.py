@@ -486,3 +486,21 @@ def test_a_sync_tool_past_its_timeout_does_not_hold_a_blocking_run() -> None:
     assert result.answer == "moved on"
     assert result.steps[0].actions[0].status == "timeout"
     assert elapsed < 5  # the run did not wait for the stuck thread
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        'functions.get_weather:\n{"location": "Beijing", "unit": "celsius"}',
+        '<tool_call>{"name": "get_weather", "arguments": {"location": "Beijing"}}</tool_call>',
+    ],
+)
+def test_a_call_written_as_text_is_not_taken_for_the_forced_final_answer(written: str) -> None:
+    agent, model = make_agent(
+        [tool_call_reply(("get_weather", {"location": "Beijing"})), reply(written)], max_steps=1
+    )
+    result = agent.run("q")
+    assert model.payloads[-1]["tool_choice"] == "none"
+    assert result.stop_reason == "max_steps"
+    assert result.answer is None
+    assert result.steps[-1].kind == "format_error"

@@ -53,6 +53,15 @@ def _complete_json(raw: str) -> bool:
     return True
 
 
+def _written_call(text: str, names: list[str]) -> bool:
+    """Whether ``text`` is a tool call written out (in any salvageable syntax, or in
+    llama.cpp's ``functions.NAME:`` notation) rather than an answer."""
+    head = text.lstrip()
+    if any(head.startswith(f"functions.{name}") for name in names):
+        return True
+    return bool(salvage_calls(text, names))
+
+
 def new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:24]
 
@@ -173,8 +182,9 @@ class FunctionCallingProtocol(Protocol):
         thought = _join(reply.reasoning, content.strip() or None)
         if ctx.force_final:
             answer = content.strip()
-            if answer:
+            if answer and not _written_call(answer, ctx.tool_names()):
                 return Decision(text=content, thought=reply.reasoning, final_answer=answer)
+            # Empty, or a tool call written as text although tools are off: not an answer.
             return Decision(text=content, format_error=self.template.fill("force_final"))
 
         calls: list[PendingCall] = []
