@@ -298,6 +298,9 @@ def test_chinese_template() -> None:
     result = agent.run("北京天气怎么样？")
     assert result.answer == "北京晴，24度。"
     assert model.payloads[0]["messages"][1]["content"] == "问题：北京天气怎么样？"
+    # The labels and colons the zh template asks for are its style, not repairs.
+    assert result.steps[0].repairs == []
+    assert result.steps[1].repairs == []
     assert model.payloads[1]["messages"][3]["content"].startswith("观察：<observation>")
     assert "观察：" in model.payloads[0]["stop"][0]
 

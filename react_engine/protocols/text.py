@@ -118,6 +118,12 @@ class TextReActProtocol(Protocol):
         cut at the first invented observation client-side either way."""
         if self.template.kind != "text":
             raise ValueError(f"template {self.template.name!r} is not a text ReAct template")
+        chinese = any(not label.isascii() for label in self.template.labels.values())
+        self._own_style = frozenset({"chinese_label", "fullwidth_colon"} if chinese else ())
+        """Parser codes for what this template itself asks for: not repairs under it."""
+
+    def _repairs(self, codes: list[str]) -> list[str]:
+        return [c for c in codes if c not in self._own_style] if self._own_style else codes
 
     def __repr__(self) -> str:
         return f"TextReActProtocol(template={self.template.name!r})"
@@ -278,7 +284,9 @@ class TextReActProtocol(Protocol):
                 )
             if reply.finish_reason == "length" and _cut_in_last_action(parsed.repairs, calls[-1]):
                 calls[-1].error = CUT_OFF
-            return Decision(text=text, thought=thought, calls=calls, repairs=list(parsed.repairs))
+            return Decision(
+                text=text, thought=thought, calls=calls, repairs=self._repairs(parsed.repairs)
+            )
 
         if parsed.final_answer is not None:
             if (
@@ -293,7 +301,7 @@ class TextReActProtocol(Protocol):
                 text=text,
                 thought=thought,
                 final_answer=parsed.final_answer,
-                repairs=list(parsed.repairs),
+                repairs=self._repairs(parsed.repairs),
             )
         if ctx.force_final:
             return self._format_error(text, "a Final Answer was required", thought)
