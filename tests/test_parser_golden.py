@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.goldens import expected_for
 
 from react_engine.errors import ReActParseError
 from react_engine.parsing import PARSE_REPAIR_CODES, parse_react
@@ -43,15 +44,6 @@ def run_case(path: Path) -> dict[str, Any]:
     }
 
 
-def dump(value: Any) -> bytes:
-    """Deterministic JSON: UTF-8, or ``\\u`` escapes when a lone surrogate forbids UTF-8."""
-    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return (json.dumps(value, indent=2, ensure_ascii=True, sort_keys=False) + "\n").encode()
-
-
 def test_there_are_goldens() -> None:
     assert len(CASES) >= 160
 
@@ -59,11 +51,8 @@ def test_there_are_goldens() -> None:
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_parser_golden(path: Path, update_goldens: bool) -> None:
     actual = run_case(path)
-    expected_path = path.with_suffix(".json")
-    if update_goldens:
-        expected_path.write_bytes(dump(actual))
+    expected = expected_for(path, actual, update_goldens)
+    if expected is None:
         return
-    assert expected_path.exists(), f"{expected_path.name} is missing: run pytest --update-goldens"
-    expected = json.loads(expected_path.read_bytes().decode("utf-8"))
     assert actual == expected
     assert set(actual.get("repairs", ())) <= PARSE_REPAIR_CODES, "undocumented repair code"
