@@ -63,7 +63,12 @@ CACHE_ENV: Final = "REACT_ENGINE_CAPABILITY_CACHE"
 TextTemplate: TypeAlias = Literal["classic", "json", "zh"]
 TEXT_TEMPLATES: Final[tuple[str, ...]] = ("classic", "json", "zh")
 
-RejectedParam: TypeAlias = Literal["tools", "stop", "tool_choice", "parallel_tool_calls"]
+RejectedParam: TypeAlias = Literal[
+    "tools", "stop", "tool_choice", "parallel_tool_calls", "constrained_decoding"
+]
+
+ConstraintStyle: TypeAlias = Literal["llama.cpp", "vllm", "json_schema"]
+CONSTRAINT_STYLES: Final[tuple[str, ...]] = ("llama.cpp", "vllm", "json_schema")
 
 
 # --- capabilities ---------------------------------------------------------------------------
@@ -93,6 +98,19 @@ class Capabilities:
     before the model invents its own ``Observation:``; without them it cuts the invented
     part after the fact, which costs tokens but still works. Reasoning APIs reject it."""
 
+    constrained_decoding: bool = False
+    """The server can constrain what the model writes (see :attr:`constraint_style`). The
+    text protocol then sends a grammar that only admits a well-formed step on this agent's
+    tools, and the structured-output protocol a JSON Schema. A server that rejects the
+    parameter is learned (``constrained_decoding=False``) and the run goes on without."""
+
+    constraint_style: ConstraintStyle = "json_schema"
+    """How the server takes a constraint: ``"llama.cpp"`` (a GBNF ``grammar`` field, which
+    llama.cpp's server and llama-cpp-python read; JSON Schemas are sent as grammars too),
+    ``"vllm"`` (``guided_grammar`` / ``guided_json``), or ``"json_schema"`` (OpenAI's
+    ``response_format`` JSON Schema, also read by Ollama's and most other ``/v1``
+    endpoints: JSON only, no grammar for the text protocol)."""
+
     json_mode: bool = False
     """``response_format={"type": "json_object"}`` is accepted. Only worth using with the
     ``json`` text template; off unless the provider documents it."""
@@ -121,10 +139,11 @@ _BOOL_FIELDS: Final[tuple[str, ...]] = (
     "parallel_tool_calls",
     "tool_choice_required",
     "stop",
+    "constrained_decoding",
     "json_mode",
     "reasoning",
 )
-_STR_FIELDS: Final[tuple[str, ...]] = ("text_template", "source", "note")
+_STR_FIELDS: Final[tuple[str, ...]] = ("text_template", "constraint_style", "source", "note")
 
 
 def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> Capabilities:
@@ -140,6 +159,11 @@ def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> 
             if name == "text_template" and value not in TEXT_TEMPLATES:
                 raise ConfigurationError(
                     f"{where}: text_template must be one of {', '.join(TEXT_TEMPLATES)}, "
+                    f"got {value!r}"
+                )
+            if name == "constraint_style" and value not in CONSTRAINT_STYLES:
+                raise ConfigurationError(
+                    f"{where}: constraint_style must be one of {', '.join(CONSTRAINT_STYLES)}, "
                     f"got {value!r}"
                 )
         else:
@@ -567,6 +591,7 @@ REJECTION_OVERRIDES: Final[Mapping[RejectedParam, Mapping[str, bool]]] = {
     "tool_choice": {"tool_choice_required": False},
     "parallel_tool_calls": {"parallel_tool_calls": False},
     "stop": {"stop": False},
+    "constrained_decoding": {"constrained_decoding": False},
 }
 """What to :meth:`CapabilityCache.remember` after each kind of rejection."""
 
@@ -575,6 +600,7 @@ _PRIORITY: Final[tuple[RejectedParam, ...]] = (
     "tool_choice",
     "parallel_tool_calls",
     "stop",
+    "constrained_decoding",
 )
 _KINDS: Final[frozenset[str]] = frozenset(_PRIORITY)
 
@@ -642,6 +668,18 @@ _RE_STOP = re.compile(
 )
 
 
+_CONSTRAINT_PARAMS: Final = frozenset(
+    {"grammar", "response_format", "guided_grammar", "guided_json", "json_schema", "format"}
+)
+_RE_CONSTRAINT: Final = re.compile(
+    r"\b(grammar|response_format|guided_(?:grammar|json|decoding)|json_schema|structured output)"
+    r"\b[^.\n]{0,80}?\b(not supported|unsupported|not allowed|unknown|unrecognized|"
+    r"not permitted|invalid|extra)\b"
+    r"|\b(unsupported|unknown|unrecognized|extra)\b[^.\n]{0,40}?\b(grammar|response_format|"
+    r"guided_(?:grammar|json)|json_schema)\b"
+)
+
+
 def classify_rejection(status_code: int | None, body: str) -> RejectedParam | None:
     """Which request parameter a server rejected as unsupported, if its error says so.
 
@@ -692,6 +730,8 @@ def classify_rejection(status_code: int | None, body: str) -> RejectedParam | No
         return "tools"
     if _RE_STOP.search(text):
         return "stop"
+    if found & _CONSTRAINT_PARAMS or _RE_CONSTRAINT.search(text):
+        return "constrained_decoding"
     return None
 
 

@@ -41,6 +41,7 @@ from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError, Use
 from .observations import valid_unicode
 from .types import (
     AssistantMessage,
+    Constraint,
     Message,
     ModelRequest,
     ModelResponse,
@@ -140,9 +141,32 @@ def request_payload(request: ModelRequest) -> dict[str, Any]:
         payload["seed"] = s.seed
     if s.max_tokens is not None:
         payload["max_tokens"] = s.max_tokens
-    if s.extra_body:
-        payload["extra_body"] = dict(s.extra_body)
+    extra: dict[str, Any] = dict(s.extra_body) if s.extra_body else {}
+    if request.constraint is not None:
+        _constrain(request.constraint, payload, extra)
+    if extra:
+        payload["extra_body"] = extra
     return payload
+
+
+def _constrain(c: Constraint, payload: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Put a constraint where its kind of server reads it.
+
+    llama.cpp (its own server and llama-cpp-python) reads a GBNF ``grammar``; vLLM reads
+    ``guided_grammar`` / ``guided_json``; OpenAI and the many ``/v1`` servers that copy it
+    (Ollama among them) read ``response_format`` with a JSON Schema.
+    """
+    if c.style == "llama.cpp" and c.grammar is not None:
+        extra["grammar"] = c.grammar
+    elif c.style == "vllm" and c.grammar is not None:
+        extra["guided_grammar"] = c.grammar
+    elif c.style == "vllm" and c.json_schema is not None:
+        extra["guided_json"] = dict(c.json_schema)
+    elif c.json_schema is not None:
+        spec: dict[str, Any] = {"name": c.name, "schema": dict(c.json_schema)}
+        if c.strict:
+            spec["strict"] = True
+        payload["response_format"] = {"type": "json_schema", "json_schema": spec}
 
 
 def mask_secret(text: str, secret: str | None) -> str:

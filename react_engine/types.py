@@ -78,6 +78,24 @@ class ModelSettings:
 
 
 @dataclass(slots=True, frozen=True)
+class Constraint:
+    """Constrained decoding for one request: what the reply must match, and how the server
+    takes it (a :class:`~react_engine.capabilities.Capabilities` ``constraint_style``).
+
+    A protocol sets ``grammar`` (GBNF), ``json_schema``, or both (the grammar is then the
+    schema's own, for servers that take grammars only).
+    """
+
+    style: str
+    """``"llama.cpp"``, ``"vllm"`` or ``"json_schema"``."""
+    grammar: str | None = None
+    json_schema: Mapping[str, Any] | None = None
+    name: str = "react_step"
+    strict: bool = False
+    """Ask for strict schema adherence where the server distinguishes (OpenAI)."""
+
+
+@dataclass(slots=True, frozen=True)
 class ModelRequest:
     """One chat completion request, as a protocol builds it."""
 
@@ -88,6 +106,8 @@ class ModelRequest:
     parallel_tool_calls: bool | None = None
     stop: tuple[str, ...] | None = None
     settings: ModelSettings = ModelSettings()
+    constraint: Constraint | None = None
+    """Constrained decoding, when the protocol asks for it and the server supports it."""
 
 
 @dataclass(slots=True)

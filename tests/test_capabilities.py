@@ -595,7 +595,13 @@ def test_a_classified_rejection_is_learned(registry: CapabilityRegistry) -> None
 
 
 def test_every_rejection_kind_has_an_override() -> None:
-    assert set(REJECTION_OVERRIDES) == {"tools", "stop", "tool_choice", "parallel_tool_calls"}
+    assert set(REJECTION_OVERRIDES) == {
+        "tools",
+        "stop",
+        "tool_choice",
+        "parallel_tool_calls",
+        "constrained_decoding",
+    }
     for overrides in REJECTION_OVERRIDES.values():
         CapabilityCache().remember(URL, "m", **overrides)  # all valid capability names
 

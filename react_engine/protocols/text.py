@@ -22,15 +22,18 @@ error; ``"required"`` makes a bare answer a format error.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 
 from ..errors import ReActParseError
+from ..grammar import GrammarError, ReactLabels, react_grammar
 from ..parsing import parse_react
 from ..prompts import PromptTemplate, load_template
 from ..protocol import Decision, PendingCall, Protocol, RequestContext
 from ..types import (
     AssistantMessage,
+    Constraint,
     Message,
     ModelRequest,
     ModelResponse,
@@ -41,6 +44,8 @@ from ..types import (
 )
 
 __all__ = ["TextReActProtocol", "render_tools"]
+
+log = logging.getLogger("react_engine")
 
 _OBS_OPEN = "<observation>"
 _OBS_CLOSE = "</observation>"
@@ -107,7 +112,11 @@ class TextReActProtocol(Protocol):
     name = "text"
 
     def __init__(
-        self, *, template: str | PromptTemplate = "classic", send_stop: bool = True
+        self,
+        *,
+        template: str | PromptTemplate = "classic",
+        send_stop: bool = True,
+        constrain: bool = True,
     ) -> None:
         self.template = (
             template if isinstance(template, PromptTemplate) else load_template(template)
@@ -116,6 +125,9 @@ class TextReActProtocol(Protocol):
         self.send_stop = send_stop
         """Send the template's stop sequences where the model supports ``stop``. Replies are
         cut at the first invented observation client-side either way."""
+        self.constrain = constrain
+        """Send a grammar admitting only a well-formed step where the server constrains
+        decoding (``Capabilities.constrained_decoding`` with a grammar style)."""
         if self.template.kind != "text":
             raise ValueError(f"template {self.template.name!r} is not a text ReAct template")
         chinese = any(not label.isascii() for label in self.template.labels.values())
@@ -230,7 +242,44 @@ class TextReActProtocol(Protocol):
             messages=tuple(messages),
             stop=stop or None,
             settings=ctx.settings,
+            constraint=self._constraint(ctx),
         )
+
+    def _labels(self) -> ReactLabels:
+        t = self.template
+        chinese = bool(self._own_style)
+        return ReactLabels(
+            thought=t.label("thought", "Thought"),
+            action=t.label("action", "Action"),
+            action_input=t.label("action_input", "Action Input"),
+            final_answer=t.label("final_answer", "Final Answer"),
+            colon=t.label("colon", "：" if chinese else ": "),
+            json_blob=t.label("action_format", "lines") == "json_blob",
+        )
+
+    def _constraint(self, ctx: RequestContext) -> Constraint | None:
+        """A grammar for the reply: a thought, then an action on one of the agent's tools
+        with arguments valid for its schema, or a final answer (only that, when forced)."""
+        caps = ctx.capabilities
+        if not (self.constrain and caps.constrained_decoding):
+            return None
+        if caps.constraint_style not in ("llama.cpp", "vllm"):
+            return None  # a JSON Schema cannot describe a text reply
+        names = ctx.tool_names()
+        final_only = ctx.force_final or ctx.tool_choice == "none" or not names
+        named = ctx.tool_choice if ctx.tool_choice in names else None
+        try:
+            grammar = react_grammar(
+                [t.openai_schema() for t in ctx.tools],
+                self._labels(),
+                final_only=final_only,
+                allow_final=ctx.tool_choice == "auto",
+                only_tool=named,
+            )
+        except GrammarError as exc:
+            log.warning("no grammar for this request: %s", exc)
+            return None
+        return Constraint(style=caps.constraint_style, grammar=grammar)
 
     # --- reading replies ------------------------------------------------------------------------
 

@@ -1,0 +1,441 @@
+"""Constrained decoding: grammars and JSON Schemas that only admit a well-formed step.
+
+A server that can constrain its output (llama.cpp's ``grammar``, vLLM's guided decoding,
+``response_format`` JSON Schema on OpenAI, Ollama and others) samples only tokens that keep
+the reply inside a language we give it. For a ReAct agent that language is small: a
+thought, then either an action on one of *this agent's* tools with arguments valid for
+*that tool's* schema, or a final answer. Under a constraint a model cannot invent a tool,
+misspell a label, write broken JSON or run on into an invented ``Observation:``; the
+tolerant parser still reads the reply, so nothing else changes.
+
+This module writes those languages and nothing else:
+
+* :func:`schema_rules` turns a JSON Schema (the subset tool signatures produce: objects,
+  strings, numbers, integers, booleans, null, arrays, ``enum``/``const``, ``anyOf``/``oneOf``,
+  ``$ref`` into ``$defs``) into GBNF rules, the grammar notation of llama.cpp (also read by
+  vLLM's xgrammar backend);
+* :func:`react_grammar` is the whole reply of a text ReAct step, built from a template's
+  labels and the tools' schemas;
+* :func:`step_schema` is the JSON Schema of one structured-output step (a call or a final
+  answer), for servers that take a schema but no grammar.
+
+Whitespace inside JSON is limited to one optional space: a small model under a grammar
+that allows any amount of it can spend its whole token budget on blank lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = [
+    "GrammarError",
+    "ReactLabels",
+    "react_grammar",
+    "schema_rules",
+    "step_schema",
+]
+
+_MAX_DEPTH: Final = 32
+_FENCE: Final = "`" * 3
+
+
+class GrammarError(ValueError):
+    """A JSON Schema uses something the grammar writer does not support."""
+
+
+_BASE_RULES: Final = {
+    "ws": '" "?',
+    "json-string": r'"\"" json-char* "\""',
+    "json-char": r'[^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" hex hex hex hex)',
+    "hex": "[0-9a-fA-F]",
+    "json-int": '"-"? ("0" | [1-9] [0-9]{0,15})',
+    "json-number": 'json-int ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?',
+    "json-bool": '"true" | "false"',
+    "json-null": '"null"',
+    "json-value": "json-object | json-array | json-string | json-number | json-bool | json-null",
+    "json-member": 'json-string ws ":" ws json-value',
+    "json-object": '"{" ws ( json-member ( ws "," ws json-member )* )? ws "}"',
+    "json-array": '"[" ws ( json-value ( ws "," ws json-value )* )? ws "]"',
+}
+"""Rules every grammar may use: JSON's own values, written once."""
+
+_BASE_DEPENDS: Final = {
+    "json-string": ("json-char",),
+    "json-char": ("hex",),
+    "json-member": ("json-string", "ws", "json-value"),
+    "json-number": ("json-int",),
+    "json-value": (
+        "json-object",
+        "json-array",
+        "json-string",
+        "json-number",
+        "json-bool",
+        "json-null",
+    ),
+    "json-object": ("ws", "json-member"),
+    "json-array": ("ws", "json-value"),
+}
+
+
+def literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _json_literal(value: Any) -> str:
+    """A GBNF literal that matches exactly the JSON text of ``value``."""
+    return literal(json.dumps(value, ensure_ascii=False))
+
+
+@dataclass
+class _Writer:
+    """Accumulates named rules; each schema node becomes one rule (or a base rule)."""
+
+    prefix: str
+    defs: Mapping[str, Any]
+    rules: dict[str, str] = field(default_factory=dict)
+    base: set[str] = field(default_factory=set)
+    _refs: dict[str, str] = field(default_factory=dict)
+
+    def use(self, name: str) -> str:
+        stack = [name]
+        while stack:
+            current = stack.pop()
+            if current not in self.base:
+                self.base.add(current)
+                stack.extend(_BASE_DEPENDS.get(current, ()))
+        return name
+
+    def add(self, name: str, body: str) -> str:
+        name = _rule_name(name)
+        base, n = name, 2
+        while name in self.rules:
+            name = f"{base}-{n}"
+            n += 1
+        self.rules[name] = body
+        return name
+
+    def node(self, schema: Any, name: str, depth: int = 0) -> str:
+        """The rule name (or inline expression) that matches ``schema``."""
+        if depth > _MAX_DEPTH:
+            raise GrammarError(f"schema nested deeper than {_MAX_DEPTH} levels at {name}")
+        if schema is True or schema == {}:
+            return self.use("json-value")
+        if not isinstance(schema, Mapping):
+            raise GrammarError(f"{name}: a schema must be an object, not {schema!r}")
+        if "$ref" in schema:
+            return self._ref(schema["$ref"], depth)
+        if "const" in schema:
+            return _json_literal(schema["const"])
+        if "enum" in schema:
+            values = schema["enum"]
+            if not isinstance(values, list) or not values:
+                raise GrammarError(f"{name}: 'enum' must be a non-empty list")
+            return self.add(name, " | ".join(_json_literal(v) for v in values))
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                options = schema[key]
+                if not isinstance(options, list) or not options:
+                    raise GrammarError(f"{name}: {key!r} must be a non-empty list")
+                parts = [
+                    self.node(option, f"{name}-{i}", depth + 1) for i, option in enumerate(options)
+                ]
+                return self.add(name, " | ".join(parts))
+        if "allOf" in schema:
+            options = schema["allOf"]
+            if isinstance(options, list) and len(options) == 1:
+                return self.node(options[0], name, depth + 1)
+            raise GrammarError(f"{name}: 'allOf' with several schemas is not supported")
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            parts = [self.node({**schema, "type": k}, f"{name}-{k}", depth + 1) for k in kind]
+            return self.add(name, " | ".join(parts))
+        if kind == "object" or (kind is None and "properties" in schema):
+            return self._object(schema, name, depth)
+        if kind == "array":
+            return self._array(schema, name, depth)
+        if kind == "string":
+            return self._string(schema, name)
+        if kind == "integer":
+            return self.use("json-int")
+        if kind == "number":
+            return self.use("json-number")
+        if kind == "boolean":
+            return self.use("json-bool")
+        if kind == "null":
+            return self.use("json-null")
+        if kind is None:
+            return self.use("json-value")
+        raise GrammarError(f"{name}: unsupported type {kind!r}")
+
+    def _ref(self, ref: Any, depth: int) -> str:
+        if not isinstance(ref, str) or not ref.startswith(("#/$defs/", "#/definitions/")):
+            raise GrammarError(f"only local references into $defs are supported, not {ref!r}")
+        key = ref.rsplit("/", 1)[1]
+        if key in self._refs:
+            return self._refs[key]
+        if key not in self.defs:
+            raise GrammarError(f"reference {ref!r} names no definition")
+        # Named before it is written, so a recursive definition refers to itself.
+        rule = self.add(f"{self.prefix}-def-{key}", "")
+        self._refs[key] = rule
+        self.rules[rule] = self.node(self.defs[key], f"{rule}-body", depth + 1)
+        return rule
+
+    def _string(self, schema: Mapping[str, Any], name: str) -> str:
+        low = schema.get("minLength")
+        high = schema.get("maxLength")
+        if low is None and high is None:
+            return self.use("json-string")
+        self.use("json-char")
+        lo = int(low) if isinstance(low, int) else 0
+        hi = "" if not isinstance(high, int) else str(int(high))
+        return self.add(name, rf'"\"" json-char{{{lo},{hi}}} "\""')
+
+    def _array(self, schema: Mapping[str, Any], name: str, depth: int) -> str:
+        self.use("ws")
+        item = self.node(schema.get("items", {}), f"{name}-item", depth + 1)
+        low = schema.get("minItems", 0)
+        high = schema.get("maxItems")
+        if not isinstance(low, int) or low < 0:
+            low = 0
+        more = f'( ws "," ws {item} )'
+        if low == 0:
+            bound = "*" if not isinstance(high, int) else f"{{0,{max(high - 1, 0)}}}"
+            body = f'"[" ws ( {item} {more}{bound} )? ws "]"'
+            if isinstance(high, int) and high == 0:
+                body = '"[" ws "]"'
+        else:
+            upper = "" if not isinstance(high, int) else str(max(high - 1, low - 1))
+            body = f'"[" ws {item} {more}{{{low - 1},{upper}}} ws "]"'
+        return self.add(name, body)
+
+    def _object(self, schema: Mapping[str, Any], name: str, depth: int) -> str:
+        self.use("ws")
+        props = schema.get("properties") or {}
+        if not isinstance(props, Mapping):
+            raise GrammarError(f"{name}: 'properties' must be an object")
+        required = set(schema.get("required") or ())
+        if not props:
+            extra = schema.get("additionalProperties", True)
+            if extra is False:
+                return self.add(name, '"{" ws "}"')
+            return self.use("json-object")
+        # Required properties first, in schema order, then the optional ones.
+        order = [k for k in props if k in required] + [k for k in props if k not in required]
+        members: list[tuple[str, bool]] = []
+        for key in order:
+            value = self.node(props[key], f"{name}-{key}", depth + 1)
+            members.append((f'{_json_literal(key)} ws ":" ws {value}', key in required))
+        # tail(i, after): the members from i on, after a member was written or not. Named
+        # rules keep this linear in the number of properties.
+        tails: dict[tuple[int, bool], str] = {}
+
+        def tail(i: int, after: bool) -> str:
+            if i == len(members):
+                return ""
+            if (i, after) in tails:
+                return tails[(i, after)]
+            member, needed = members[i]
+            sep = '"," ws ' if after else ""
+            rest = tail(i + 1, True)
+            here = f"{sep}{member} {rest}".strip()
+            if needed:
+                body = here
+            else:
+                skip = tail(i + 1, after)
+                body = f"( {here} )" + (f" | {skip}" if skip else " | ")
+                if not skip:
+                    body = f"( {here} )?"
+            rule = self.add(f"{name}-m{i}{'a' if after else ''}", body)
+            tails[(i, after)] = rule
+            return rule
+
+        return self.add(name, f'"{{" ws {tail(0, False)} ws "}}"')
+
+
+def _rule_name(text: str) -> str:
+    """A GBNF rule name: letters, digits and dashes."""
+    name = re.sub(r"[^A-Za-z0-9-]+", "-", text).strip("-").lower()
+    return name or "rule"
+
+
+def schema_rules(schema: Mapping[str, Any], name: str) -> tuple[str, dict[str, str]]:
+    """GBNF rules for values valid under ``schema``: (the root rule's name, every rule).
+
+    Raises:
+        GrammarError: the schema uses a feature outside the supported subset.
+    """
+    writer = _Writer(prefix=_rule_name(name), defs=schema.get("$defs") or {})
+    root = writer.node(schema, _rule_name(name))
+    rules = {k: _BASE_RULES[k] for k in sorted(writer.base)}
+    rules.update(writer.rules)
+    return root, rules
+
+
+# --- text ReAct ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReactLabels:
+    """The labels a text template asks the model to write, and how the action is given."""
+
+    thought: str = "Thought"
+    action: str = "Action"
+    action_input: str = "Action Input"
+    final_answer: str = "Final Answer"
+    colon: str = ": "
+    json_blob: bool = False
+    """The action is a fenced ``{"action": ..., "action_input": ...}`` blob (the ``json``
+    template) instead of ``Action:`` and ``Action Input:`` lines."""
+
+
+def _render(rules: Mapping[str, str]) -> str:
+    return "\n".join(f"{name} ::= {body}" for name, body in rules.items()) + "\n"
+
+
+def react_grammar(
+    tools: Sequence[Mapping[str, Any]],
+    labels: ReactLabels = ReactLabels(),
+    *,
+    final_only: bool = False,
+    allow_final: bool = True,
+    only_tool: str | None = None,
+    thought_chars: int = 300,
+) -> str:
+    """The GBNF grammar of one text ReAct reply.
+
+    ``tools`` are OpenAI tool entries (``{"type": "function", "function": {...}}``) or
+    bare function objects. The reply is a one-line thought, then an action on one of the
+    tools with arguments valid for its schema, or a final answer. ``final_only`` admits
+    only the final answer (the forced last step); ``allow_final=False`` only actions
+    (``tool_choice="required"``); ``only_tool`` narrows the actions to one tool.
+    """
+    rules: dict[str, str] = {}
+    shared: dict[str, str] = {}
+    lab = labels
+    sep = literal(lab.colon)
+    rules["root"] = ""
+    rules["thought"] = f"{literal(lab.thought)} {sep} thought-text {literal(chr(10))}"
+    rules["thought-text"] = f"[^\\n]{{1,{thought_chars}}}"
+    rules["answer"] = f"{literal(lab.final_answer)} {sep} answer-text"
+    rules["answer-text"] = "[^\\n] [^\\x00]*"
+    choices: list[str] = []
+    if not final_only:
+        for entry in tools:
+            fn = entry.get("function", entry)
+            tool_name = str(fn.get("name"))
+            if only_tool is not None and tool_name != only_tool:
+                continue
+            root, tool_rules = schema_rules(
+                fn.get("parameters") or {}, f"args{len(choices)}-{tool_name}"
+            )
+            for key, body in tool_rules.items():
+                (shared if key in _BASE_RULES else rules)[key] = body
+            if lab.json_blob:
+                head = literal(_FENCE + "json\n" + '{"action": ')
+                middle = literal(', "action_input": ')
+                tail = literal("}\n" + _FENCE)
+                call = f"{head} {_json_literal(tool_name)} {middle} {root} {tail}"
+                body = f"{literal(lab.action + ':' + chr(10))} {call}"
+            else:
+                body = (
+                    f"{literal(lab.action)} {sep} {literal(tool_name)} {literal(chr(10))} "
+                    f"{literal(lab.action_input)} {sep} {root}"
+                )
+            choices.append(_add(rules, f"call-{tool_name}", body))
+    if allow_final or final_only or not choices:
+        choices.append("answer")
+    # The thought is required before an action (the template asks for it; a model that
+    # may skip it tends to answer at once), optional before a forced answer.
+    head = "thought?" if final_only or choices == ["answer"] else "thought"
+    rules["root"] = f"{head} ( " + " | ".join(choices) + " )"
+    rules.update(shared)
+    return _render(rules)
+
+
+def _add(rules: dict[str, str], name: str, body: str) -> str:
+    key = _rule_name(name)
+    base, n = key, 2
+    while key in rules:
+        key = f"{base}-{n}"
+        n += 1
+    rules[key] = body
+    return key
+
+
+# --- structured output ---------------------------------------------------------------------
+
+
+def step_schema(
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    final_only: bool = False,
+    allow_final: bool = True,
+    only_tool: str | None = None,
+) -> dict[str, Any]:
+    """The JSON Schema of one structured-output step.
+
+    A step is ``{"thought": "...", "action": ACTION}`` where ``ACTION`` is either
+    ``{"tool": NAME, "arguments": {...}}`` with arguments valid for that tool, or
+    ``{"final_answer": "..."}``. Each tool is its own ``anyOf`` branch, so a server that
+    enforces the schema ties the arguments to the tool that was named. The root is an
+    object (OpenAI's strict mode accepts no other root).
+    """
+    branches: list[dict[str, Any]] = []
+    defs: dict[str, Any] = {}
+    if not final_only:
+        for entry in tools:
+            fn = entry.get("function", entry)
+            name = str(fn.get("name"))
+            if only_tool is not None and name != only_tool:
+                continue
+            params = dict(fn.get("parameters") or {"type": "object", "properties": {}})
+            defs.update(params.pop("$defs", None) or {})
+            branches.append(
+                {
+                    "type": "object",
+                    "properties": {"tool": {"enum": [name]}, "arguments": params},
+                    "required": ["tool", "arguments"],
+                    "additionalProperties": False,
+                }
+            )
+    if allow_final or final_only or not branches:
+        branches.append(
+            {
+                "type": "object",
+                "properties": {"final_answer": {"type": "string"}},
+                "required": ["final_answer"],
+                "additionalProperties": False,
+            }
+        )
+    action: dict[str, Any] = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"thought": {"type": "string"}, "action": action},
+        "required": ["thought", "action"],
+        "additionalProperties": False,
+    }
+    if defs:
+        schema["$defs"] = defs
+    return schema
