@@ -70,6 +70,7 @@ T = TypeVar("T")
 
 ApprovalCallback = Callable[[ActionRecord], "bool | Awaitable[bool]"]
 StepCallback = Callable[[Step], "Awaitable[None] | None"]
+CallCallback = Callable[[ActionRecord], "Awaitable[None] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,10 @@ class AgentConfig:
     """Seconds a tool call may take unless the tool sets its own ``timeout``."""
     tool_choice: ToolChoice = "auto"
     """``"auto"``, ``"required"``, ``"none"`` or a tool name (emulated by the text protocol)."""
+    reset_tool_choice: bool = True
+    """Once a tool has run, a ``"required"`` or named ``tool_choice`` becomes ``"auto"``, so
+    the model can answer with what it got instead of being made to call tools until the
+    step budget is spent. ``False`` keeps the choice for the whole run."""
     multi_action: bool = True
     """Text protocol: run every action of a reply (like parallel calls), or only the first."""
     settings: ModelSettings = field(default_factory=ModelSettings)
@@ -130,6 +135,7 @@ class Agent:
         registry: CapabilityRegistry | None = None,
         capability_cache: CapabilityCache | None = None,
         on_step: StepCallback | None = None,
+        on_call: CallCallback | None = None,
         approve: ApprovalCallback | None = None,
         config: AgentConfig | None = None,
         **limits: Any,
@@ -151,6 +157,9 @@ class Agent:
         self.registry = registry or default_registry()
         self.capability_cache = capability_cache or default_cache()
         self.on_step = on_step
+        self.on_call = on_call
+        """Called with each approved call just before its tool runs (a step's calls are
+        reported again, with their observations, through ``on_step`` once they are done)."""
         self.approve = approve
         try:
             self.config = dataclasses.replace(config or AgentConfig(), **limits)
@@ -325,11 +334,14 @@ class Agent:
             state.force_final = "max_steps"
 
         text_alias = self.text_model if isinstance(state.protocol, TextReActProtocol) else None
+        tool_choice = cfg.tool_choice
+        if cfg.reset_tool_choice and state.tool_calls > 0 and tool_choice != "none":
+            tool_choice = "auto"
         ctx = RequestContext(
             model=text_alias or self.model,
             history=state.history,
             tools=self.tools,
-            tool_choice=cfg.tool_choice,
+            tool_choice=tool_choice,
             capabilities=state.caps,
             settings=_within_deadline(cfg.settings, state.remaining()),
             instructions=self.instructions,
@@ -502,13 +514,16 @@ class Agent:
                 seen = state.repeats[key]
                 if seen > state.config.loop_limit:
                     record.status = "skipped"
+                    earlier = state.results.get(key)
                     record.observation = (
-                        f"Skipped: {call.tool} was already called {seen - 1} times with these "
-                        "arguments. Give your final answer now."
+                        f"Not run again: {call.tool} was already called {seen - 1} times with "
+                        "these arguments."
+                        + (f" Its result was: {earlier}\n" if earlier else " ")
+                        + "Give your final answer now."
                     )
                     state.force_final = "loop"
                     tool = None
-                elif seen == state.config.loop_limit:
+                elif seen == state.config.loop_limit and seen > 1:
                     record.error = "repeated"
             prepared.append((record, tool, validated))
 
@@ -520,6 +535,8 @@ class Agent:
                 *(self._call(state, r, t, v, inline=False) for r, t, v in runnable)
             )
         for record, _, _ in prepared:
+            if record.status == "ok":
+                state.results[_call_key(record)] = record.observation
             if record.error == "repeated" and record.status == "ok":
                 record.error = None
                 record.observation += (
@@ -552,6 +569,10 @@ class Agent:
             if verdict is not True:
                 _fail(record, "denied", "the user did not approve this call")
                 return
+        if self.on_call is not None:
+            announced = self.on_call(record)
+            if inspect.isawaitable(announced):
+                await announced
         timeout = tool.timeout if tool.timeout is not None else cfg.tool_timeout
         remaining = state.remaining()
         if remaining is not None:
@@ -620,6 +641,8 @@ class _RunState:
     adaptations: int = 0
     force_final: Literal["max_steps", "loop"] | None = None
     repeats: Counter[str] = field(default_factory=Counter)
+    results: dict[str, str] = field(default_factory=dict)
+    """The latest observation per (tool, arguments), quoted back when a call repeats."""
     events: list[str] = field(default_factory=list)
     pending_events: list[str] = field(default_factory=list)
     last_reply: ModelResponse | None = None

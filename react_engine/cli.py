@@ -24,9 +24,12 @@ import argparse
 import asyncio
 import contextlib
 import importlib
+import io
 import json
 import os
+import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,13 +47,24 @@ from .errors import (
     UserError,
 )
 from .model import ChatModel, RetryPolicy, ScriptedModel, mask_key
-from .render import StepPrinter, format_history, format_result, use_color
+from .render import StepPrinter, _isatty, format_history, format_result, use_color
 from .tools import Tool
-from .types import ModelRequest, ModelResponse, ModelSettings, RunResult, Step, Usage, to_jsonable
+from .types import (
+    ActionRecord,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    RunResult,
+    Step,
+    Usage,
+    to_jsonable,
+)
 
 __all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
 
-DEMO_QUESTION = "What's the weather like in Beijing and Guangzhou today?"
+DEMO_QUESTION = "What is the weather in Paris right now?"
+"""A question the model cannot answer without calling ``get_weather``: the demo checks
+that the answer carries the temperature the tool returned."""
 
 EXIT_CONFIG = 2
 EXIT_NO_ANSWER = 3
@@ -396,6 +410,161 @@ def _cmd_run(args: argparse.Namespace, *, local_default: bool) -> int:
             raise
         _print_result(result, args)
     return 0 if result.answer is not None else EXIT_NO_ANSWER
+
+
+# --- demo -------------------------------------------------------------------------------------
+
+
+class _Ticker:
+    """Shows how long the model has been thinking, on a terminal, until the next event."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.live = _isatty(stream)
+        self.since = time.perf_counter()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._shown = False
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Ticker:
+        if self.live:
+            self._thread = threading.Thread(target=self._run, daemon=True, name="demo-ticker")
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.clear()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            with self._lock:
+                elapsed = time.perf_counter() - self.since
+                self.stream.write(f"\r  … the model is thinking ({elapsed:4.1f} s)")
+                self.stream.flush()
+                self._shown = True
+
+    def clear(self) -> None:
+        with self._lock:
+            if self._shown:
+                self.stream.write("\r" + " " * 48 + "\r")
+                self.stream.flush()
+                self._shown = False
+
+    def say(self, text: str) -> None:
+        """Print a line, then start timing the next wait."""
+        with self._lock:
+            if self._shown:
+                self.stream.write("\r" + " " * 48 + "\r")
+                self._shown = False
+            print(text, file=self.stream, flush=True)
+            self.since = time.perf_counter()
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def demo_check(result: RunResult) -> tuple[bool, str]:
+    """Whether the answer carries the weather the tool returned (its temperature).
+
+    The demo's question cannot be answered without ``get_weather``; an answer that does
+    not contain the temperature of some successful call was not made from the tool's data.
+    """
+    if result.answer is None:
+        return False, "no answer"
+    temperatures: list[float] = []
+    for step in result.steps:
+        for action in step.actions:
+            if action.tool != "get_weather" or action.status != "ok":
+                continue
+            try:
+                data = json.loads(action.observation)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                for key in ("temperature_c", "temperature_f"):
+                    if isinstance(data.get(key), int | float):
+                        temperatures.append(float(data[key]))
+    if not temperatures:
+        return False, "get_weather never returned data in this run"
+    said = {float(n) for n in _NUMBER.findall(result.answer)}
+    for value in temperatures:
+        if value in said:
+            return True, f"the answer carries the temperature get_weather returned ({value:g})"
+    shown = ", ".join(f"{v:g}" for v in temperatures)
+    return False, f"the answer does not carry the temperature get_weather returned ({shown})"
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """The weather agent, with every step shown as it happens and the answer checked."""
+    from .demo_tools import get_weather
+
+    tools = _load_tools(args.tools) if args.tools else [get_weather]
+    with _endpoint(args, local_default=True) as ep:
+        out = sys.stdout
+        printer = None if args.json else StepPrinter(out)
+        ticker = _Ticker(out if printer is not None else io.StringIO())
+
+        def on_call(record: ActionRecord) -> None:
+            ticker.say(f"  → calling {record.tool}({_args_text(record.arguments)})")
+
+        def on_step(step: Step) -> None:
+            if printer is not None:
+                ticker.clear()
+                printer(step)
+            ticker.since = time.perf_counter()
+
+        protocol = args.protocol
+        # The question needs a tool: the first step must call one (then the choice is
+        # the model's again). A 135M model given the choice after a result tends to call
+        # the same tool again rather than answer, so on the embedded model the demo allows
+        # one round of calls and then asks for the answer (--max-steps changes that).
+        limits: dict[str, Any] = {"tool_choice": "required"}
+        max_steps = args.max_steps if args.max_steps is not None else (1 if ep.local else 6)
+        agent = Agent(
+            ep.model_for(protocol),
+            tools,
+            protocol=protocol,
+            client=ep.client,
+            base_url=ep.base_url,
+            api_key=ep.api_key,
+            template=args.template,
+            max_steps=max_steps,
+            on_step=on_step,
+            on_call=on_call,
+            settings=_settings(args, ep),
+            retry=RetryPolicy(max_attempts=args.max_retries + 1),
+        )
+        if not args.json:
+            print(f"model {agent.model} · {ep.where} · protocol {_describe_protocol(agent)}")
+            print(f"question: {args.question}", flush=True)
+        with ticker:
+            try:
+                result = agent.run(args.question, **limits)
+            except RunAborted as exc:
+                ticker.clear()
+                _print_result(exc.result, args)
+                raise _Exit(
+                    f"the run stopped without an answer: {_one_line(str(exc))}", EXIT_NO_ANSWER
+                ) from None
+            except ModelAPIError as exc:
+                raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
+        _print_result(result, args)
+    ok, why = demo_check(result)
+    if not args.json:
+        print(("✓ " if ok else "✗ ") + why, flush=True)
+    if not ok:
+        return EXIT_NO_ANSWER
+    return 0
+
+
+def _args_text(arguments: dict[str, Any] | str) -> str:
+    if isinstance(arguments, dict):
+        return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    return arguments
 
 
 # --- chat -------------------------------------------------------------------------------------
@@ -752,6 +921,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_agent_options(demo)
     demo.add_argument("--question", default=DEMO_QUESTION)
+    demo.set_defaults(max_steps=None)
     demo.add_argument("--json", action="store_true", help="print the result as JSON, no live steps")
 
     compare = sub.add_parser(
@@ -796,7 +966,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_run(args, local_default=False)
         if args.command == "demo":
             args.question = args.question or DEMO_QUESTION
-            return _cmd_run(args, local_default=True)
+            return _cmd_demo(args)
         if args.command == "chat":
             return _cmd_chat(args)
         return _cmd_compare(args)

@@ -304,6 +304,9 @@ class ReactLabels:
     action: str = "Action"
     action_input: str = "Action Input"
     final_answer: str = "Final Answer"
+    final_thought: str = "I now know the final answer"
+    """The thought written before a forced final answer: fixed, so a model that is only
+    allowed to answer cannot spend the turn repeating an earlier plan."""
     colon: str = ": "
     json_blob: bool = False
     """The action is a fenced ``{"action": ..., "action_input": ...}`` blob (the ``json``
@@ -366,10 +369,15 @@ def react_grammar(
             choices.append(_add(rules, f"call-{tool_name}", body))
     if allow_final or final_only or not choices:
         choices.append("answer")
-    # The thought is required before an action (the template asks for it; a model that
-    # may skip it tends to answer at once), optional before a forced answer.
-    head = "thought?" if final_only or choices == ["answer"] else "thought"
-    rules["root"] = f"{head} ( " + " | ".join(choices) + " )"
+    if choices == ["answer"]:
+        # Only an answer is allowed: the template's own closing thought, then the answer.
+        fixed = f"{lab.thought}{lab.colon}{lab.final_thought}\n"
+        rules["root"] = f"{literal(fixed)} answer"
+        del rules["thought"], rules["thought-text"]
+    else:
+        # The thought is required before an action: the template asks for it, and a
+        # model allowed to skip it tends to answer at once.
+        rules["root"] = "thought ( " + " | ".join(choices) + " )"
     rules.update(shared)
     return _render(rules)
 

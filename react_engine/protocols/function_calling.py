@@ -24,6 +24,7 @@ from ..protocol import Decision, PendingCall, Protocol, RequestContext, argument
 from ..salvage import salvage_calls, strip_salvaged
 from ..types import (
     AssistantMessage,
+    Constraint,
     Message,
     ModelRequest,
     ModelResponse,
@@ -60,6 +61,20 @@ def _written_call(text: str, names: list[str]) -> bool:
     if any(head.startswith(f"functions.{name}") for name in names):
         return True
     return bool(salvage_calls(text, names))
+
+
+_ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"
+"""A reply that does not open with a call's markup (``<tool_call>``, a JSON object or
+list): what a forced final answer may be, on servers that take grammars."""
+
+
+def _answer_constraint(ctx: RequestContext) -> Constraint | None:
+    """Under ``tool_choice="none"``, where the server constrains with grammars, rule out a
+    call written as text (a small model copies the calls it sees in the transcript)."""
+    caps = ctx.capabilities
+    if not caps.constrained_decoding or caps.constraint_style not in ("llama.cpp", "vllm"):
+        return None
+    return Constraint(style=caps.constraint_style, grammar=_ANSWER_GRAMMAR)
 
 
 def new_call_id() -> str:
@@ -173,6 +188,7 @@ class FunctionCallingProtocol(Protocol):
             tool_choice=choice,
             parallel_tool_calls=self.parallel_tool_calls if tools else None,
             settings=ctx.settings,
+            constraint=_answer_constraint(ctx) if choice == "none" else None,
         )
 
     # --- reading replies -------------------------------------------------------------------

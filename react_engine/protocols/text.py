@@ -253,6 +253,7 @@ class TextReActProtocol(Protocol):
             action=t.label("action", "Action"),
             action_input=t.label("action_input", "Action Input"),
             final_answer=t.label("final_answer", "Final Answer"),
+            final_thought=t.label("final_thought", "I now know the final answer"),
             colon=t.label("colon", "：" if chinese else ": "),
             json_blob=t.label("action_format", "lines") == "json_blob",
         )
