@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import __version__
 from .agent import Agent, Conversation
 from .compare import CompareSettings, Target, TaskRun, format_report, run_comparison, write_outputs
 from .compare_tasks import PROTOCOLS, ScriptReply, Transcript, load_script, load_tasks
@@ -737,6 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="react-engine", description="ReAct agents over any OpenAI-compatible chat API."
     )
+    parser.add_argument("--version", action="version", version=f"react-engine {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="answer one question, showing each step")
