@@ -767,7 +767,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a protocol to run; repeat for several (default: both)",
     )
     compare.add_argument(
-        "--tasks", metavar="DIR", help="task files directory (default: fixtures/tasks)"
+        "--tasks",
+        metavar="DIR",
+        help="a directory of task files (default: the suite shipped with react-engine)",
     )
     compare.add_argument(
         "--task", action="append", metavar="ID", help="run only this task; repeatable"

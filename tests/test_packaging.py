@@ -1,10 +1,16 @@
-"""Packaging facts that other files rely on."""
+"""Packaging facts that other files rely on, and the built wheel and sdist themselves."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
+import subprocess
+import sys
+import tarfile
+import textwrap
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -73,3 +79,123 @@ def test_license_is_mit_and_declared() -> None:
     assert pyproject["project"]["license"] == "MIT"
     assert pyproject["project"]["license-files"] == ["LICENSE"]
     assert "/LICENSE" in pyproject["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
+
+
+# --- the built wheel and sdist ---------------------------------------------------------------
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The wheel and sdist of this source tree, built by hatchling's PEP 517 hooks (what
+    ``pip wheel`` and ``python -m build`` call), in a child process, into a temp dir."""
+    probe = subprocess.run([sys.executable, "-c", "import hatchling.build"], capture_output=True)
+    if probe.returncode != 0:
+        reason = "hatchling (in the dev extra) is not installed: cannot build the wheel"
+        if _in_ci():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    out = tmp_path_factory.mktemp("dist")
+    code = textwrap.dedent(
+        """
+        import sys
+        import hatchling.build as backend
+        print(backend.build_wheel(sys.argv[1]))
+        print(backend.build_sdist(sys.argv[1]))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    wheel, sdist = done.stdout.split()
+    return {"wheel": out / wheel, "sdist": out / sdist}
+
+
+def _source_files(folder: str, pattern: str) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((ROOT / folder).glob(pattern))}
+
+
+def test_the_wheel_ships_the_tasks_prompts_and_license(dist: dict[str, Path]) -> None:
+    version = react_engine.__version__
+    assert dist["wheel"].name == f"react_engine-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(dist["wheel"]) as whl:
+        names = set(whl.namelist())
+
+        def shipped(prefix: str, suffix: str) -> dict[str, bytes]:
+            return {
+                n[len(prefix) :]: whl.read(n)
+                for n in sorted(names)
+                if n.startswith(prefix) and n.endswith(suffix) and "/" not in n[len(prefix) :]
+            }
+
+        tasks = shipped("react_engine/tasks/", ".json")
+        assert len(tasks) >= 12
+        assert tasks == _source_files("react_engine/tasks", "*.json")
+        assert shipped("react_engine/prompts/", ".toml") == _source_files("prompts", "*.toml")
+        assert {"react_engine/capabilities.json", "react_engine/py.typed"} <= names
+        info = f"react_engine-{version}.dist-info"
+        assert whl.read(f"{info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
+        metadata = whl.read(f"{info}/METADATA").decode()
+        entry_points = whl.read(f"{info}/entry_points.txt").decode()
+    assert f"\nVersion: {version}\n" in metadata
+    assert "\nLicense-Expression: MIT\n" in metadata
+    assert "react-engine = react_engine.cli:main" in entry_points
+    assert not any(n.startswith(("fixtures/", "tests/", "react_engine/fixtures")) for n in names)
+
+
+def test_the_sdist_has_what_a_wheel_build_needs(dist: dict[str, Path]) -> None:
+    top = f"react_engine-{react_engine.__version__}/"
+    with tarfile.open(dist["sdist"]) as sdist:
+        names = {n.removeprefix(top) for n in sdist.getnames()}
+    expected = {"LICENSE", "README.md", "pyproject.toml", "react_engine/capabilities.json"}
+    expected |= {f"react_engine/tasks/{n}" for n in _source_files("react_engine/tasks", "*.json")}
+    expected |= {f"prompts/{n}" for n in _source_files("prompts", "*.toml")}
+    assert expected <= names
+    assert not any(n.startswith(("fixtures/", "tests/", "docs/", "bench/")) for n in names)
+
+
+def test_the_installed_wheel_runs_compare_without_the_source_tree(
+    dist: dict[str, Path], tmp_path: Path
+) -> None:
+    # Unpacking a pure wheel into a folder is what installing it does; the child imports
+    # react_engine from there, with a working directory outside the source tree.
+    site = tmp_path / "site"
+    with zipfile.ZipFile(dist["wheel"]) as whl:
+        whl.extractall(site)
+    run = tmp_path / "run"
+    run.mkdir()
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        import react_engine
+        from react_engine.cli import main
+        from react_engine.compare_tasks import default_tasks_dir, load_tasks
+        from react_engine.prompts import load_template
+
+        assert react_engine.__file__.startswith(sys.argv[1]), react_engine.__file__
+        assert str(default_tasks_dir()).startswith(sys.argv[1]), default_tasks_dir()
+        assert load_template("zh").source.startswith(sys.argv[1])
+        print("tasks", len(load_tasks()))
+        sys.exit(main(["compare", "--scripted", "--quiet"]))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(site)],
+        cwd=run,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    n = len(_source_files("react_engine/tasks", "*.json"))
+    assert f"tasks {n}\n" in done.stdout
+    assert f"{n} tasks" in done.stdout and "TOTAL" in done.stdout
