@@ -48,6 +48,25 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "make demo" in readme and "make test" in readme
 
 
+def test_readme_gives_the_portable_build_flags() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}"' in readme
+    assert "pip install 'react-engine[local]'" in readme
+
+
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize(
+    "page", ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md"))]
+)
+def test_relative_links_point_at_files_that_exist(page: str) -> None:
+    path = ROOT / page
+    links = [t for t in _LINK.findall(path.read_text()) if "://" not in t]
+    missing = [t for t in links if not (path.parent / t).exists()]
+    assert not missing, f"{page} links to missing files: {missing}"
+
+
 # --- one version source ---------------------------------------------------------------------
 
 
