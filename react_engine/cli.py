@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import __version__
 from .agent import Agent, Conversation
 from .compare import CompareSettings, Target, TaskRun, format_report, run_comparison, write_outputs
 from .compare_tasks import PROTOCOLS, ScriptReply, Transcript, load_script, load_tasks
@@ -906,6 +907,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="react-engine", description="ReAct agents over any OpenAI-compatible chat API."
     )
+    parser.add_argument("--version", action="version", version=f"react-engine {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="answer one question, showing each step")
@@ -935,7 +937,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a protocol to run; repeat for several (default: both)",
     )
     compare.add_argument(
-        "--tasks", metavar="DIR", help="task files directory (default: fixtures/tasks)"
+        "--tasks",
+        metavar="DIR",
+        help="a directory of task files (default: the suite shipped with react-engine)",
     )
     compare.add_argument(
         "--task", action="append", metavar="ID", help="run only this task; repeatable"

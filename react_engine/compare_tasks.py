@@ -1,6 +1,9 @@
 """The comparison's tasks: data files, their checker, and their scripted transcripts.
 
-A task is one JSON file in ``fixtures/tasks/`` (adding a task needs no Python)::
+A task is one JSON file; the suite ships inside the package as ``react_engine/tasks/*.json``
+(read with :mod:`importlib.resources`, so an installed ``react-engine compare`` needs no
+source checkout), and ``--tasks DIR`` runs a directory of your own instead. Adding a task
+needs no Python::
 
     {
       "id": "weather_two_cities",              # the file's stem
@@ -36,7 +39,9 @@ import json
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path, PurePath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -169,13 +174,15 @@ class Task(_Strict):
         return [TASK_TOOLS[name] for name in self.tools]
 
 
-def default_tasks_dir() -> Path:
-    """``fixtures/tasks`` of the source checkout this package runs from."""
-    return Path(__file__).resolve().parent.parent / "fixtures" / "tasks"
+def default_tasks_dir() -> Traversable:
+    """The task suite shipped inside the package (``react_engine/tasks``)."""
+    return resources.files("react_engine").joinpath("tasks")
 
 
-def load_task(path: Path) -> Task:
-    """Read and validate one task file; errors name the file and the field."""
+def load_task(path: Traversable) -> Task:
+    """Read and validate one task file (a :class:`~pathlib.Path` or a package resource);
+    errors name the file and the field."""
+    stem = PurePath(path.name).stem
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -189,15 +196,24 @@ def load_task(path: Path) -> Task:
             f"invalid task file {path}: {where}: {first['msg']}"
             + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
         ) from None
-    if task.id != path.stem:
-        raise ConfigurationError(f"task file {path} has id {task.id!r}: it must be {path.stem!r}")
+    if task.id != stem:
+        raise ConfigurationError(f"task file {path} has id {task.id!r}: it must be {stem!r}")
     return task
 
 
-def load_tasks(directory: Path | None = None, only: Sequence[str] = ()) -> list[Task]:
-    """Every task in ``directory`` (sorted by id), or only those named."""
-    directory = directory or default_tasks_dir()
-    paths = sorted(directory.glob("*.json"))
+def load_tasks(directory: Traversable | None = None, only: Sequence[str] = ()) -> list[Task]:
+    """Every task in ``directory`` (sorted by id), or only those named.
+
+    ``directory`` is a :class:`~pathlib.Path` or a package resource; by default, the suite
+    shipped with react-engine (:func:`default_tasks_dir`).
+    """
+    directory = directory if directory is not None else default_tasks_dir()
+    if not directory.is_dir():
+        raise ConfigurationError(f"no task directory {directory}; pass --tasks DIR")
+    paths = sorted(
+        (p for p in directory.iterdir() if p.name.endswith(".json") and p.is_file()),
+        key=lambda p: p.name,
+    )
     if not paths:
         raise ConfigurationError(f"no task files (*.json) in {directory}; pass --tasks DIR")
     tasks = [load_task(p) for p in paths]

@@ -15,8 +15,13 @@ kept apart from the model's misbehaviour and from transport failures::
     │   ├── ModelRequestError      a 4xx the server will answer the same way again
     │   ├── ModelUnavailableError  transient failures that outlived the retry budget
     │   └── LocalServerError       the embedded llama.cpp server could not start (local.py)
-    └── RunAborted                 a run that stopped early; carries the transcript so far
+    └── RunAborted                 a run the engine gave up on; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
+
+Limits do not raise: ``max_steps``, ``loop_limit``, ``deadline``, ``max_tool_calls`` and
+``max_total_tokens`` end the run with a :class:`~react_engine.types.RunResult` whose
+``stop_reason`` names the limit. Of the run errors only the error budget raises
+(:class:`ErrorBudgetExhausted`), and so do API failures (:class:`ModelAPIError`).
 
 Constructors only store what they are given: no logging, no I/O.
 """
@@ -135,7 +140,11 @@ class ModelUnavailableError(ModelAPIError):
 
 
 class RunAborted(ReactEngineError):
-    """A run that could not finish. ``result`` holds the whole transcript so far."""
+    """A run the engine gave up on. ``result`` holds the whole transcript so far.
+
+    Raised as :class:`ErrorBudgetExhausted`; a run that reaches a limit (``max_steps``, a
+    deadline, a budget) returns its :class:`~react_engine.types.RunResult` instead.
+    """
 
     def __init__(self, message: str, *, result: RunResult) -> None:
         super().__init__(message)

@@ -1,12 +1,13 @@
 """Tools: a callable plus the pydantic model that describes and validates its arguments.
 
 ``@tool`` reads a typed function's signature and docstring once, at definition time, and
-builds one pydantic model from it. That model produces the strict JSON Schema sent to the
-API (and rendered into the text protocol's prompt), and validates every call's arguments
-before the function runs. Anything that does not add up (a parameter without a type, a
-docstring that documents a parameter the function does not have, a pydantic model whose
-fields are not the function's parameters) is a :class:`ToolDefinitionError` raised where
-the tool is defined, not in the middle of a run.
+builds one pydantic model from it. That model produces the JSON Schema sent to the API
+and rendered into the text protocol's prompt (self-contained, extra keys forbidden; marked
+``"strict": true`` only when OpenAI's strict mode accepts it, see :func:`meets_strict_mode`),
+and validates every call's arguments before the function runs. Anything that does not add
+up (a parameter without a type, a docstring that documents a parameter the function does
+not have, a pydantic model whose fields are not the function's parameters) is a
+:class:`ToolDefinitionError` raised where the tool is defined, not in the middle of a run.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Tool:
     args_model: type[BaseModel]
     function: Callable[..., Any]
     parameters: dict[str, Any]
-    """The strict JSON Schema of the arguments (``additionalProperties: false``)."""
+    """The JSON Schema of the arguments: self-contained, ``additionalProperties: false``."""
     pass_model: bool = False
     """Call ``function(model_instance)`` instead of ``function(**fields)``."""
     is_async: bool = False
@@ -71,7 +72,9 @@ class Tool:
     max_observation_chars: int | None = None
     """Per-tool override of the agent's observation length limit."""
     strict: bool = field(default=False)
-    """Whether the schema meets OpenAI's strict mode rules (every property required)."""
+    """Whether the schema meets OpenAI's strict mode rules, and so is sent with
+    ``"strict": true``: every object in it, nested ones included, lists all its properties
+    as required and allows no other keys (so no optional parameter, no ``dict`` argument)."""
 
     @property
     def argument_names(self) -> list[str]:
@@ -305,8 +308,7 @@ class Tool:
                 f"tool {name!r}: its arguments have no JSON Schema: {exc}", tool_name=name
             ) from exc
         parameters = strict_schema(raw_schema)
-        props = parameters.get("properties", {})
-        strict = set(parameters.get("required", [])) == set(props)
+        strict = meets_strict_mode(parameters)
         target = function
         is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
             getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
@@ -425,6 +427,37 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     resolved.setdefault("properties", {})
     resolved["additionalProperties"] = False
     return resolved
+
+
+def meets_strict_mode(schema: Any) -> bool:
+    """Whether OpenAI's strict mode accepts ``schema``: every object schema in it (nested,
+    in arrays, unions and ``$defs`` too) requires all of its properties and forbids others.
+
+    A tool with an optional parameter (one with a default) fails this, and so does one
+    with a free-form mapping argument (``dict[str, int]``); such tools are sent without
+    ``strict``, since a strict request with them would be rejected.
+    """
+    if isinstance(schema, list):
+        return all(meets_strict_mode(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    props = schema.get("properties")
+    if schema.get("type") == "object" or isinstance(props, dict):
+        props = props if isinstance(props, dict) else {}
+        if schema.get("additionalProperties") is not False:
+            return False
+        if set(schema.get("required", [])) != set(props):
+            return False
+        if not all(meets_strict_mode(v) for v in props.values()):
+            return False
+    defs = schema.get("$defs")
+    if isinstance(defs, dict) and not all(meets_strict_mode(v) for v in defs.values()):
+        return False
+    return all(
+        meets_strict_mode(schema[key])
+        for key in ("items", "prefixItems", "anyOf", "oneOf", "allOf")
+        if key in schema
+    )
 
 
 # --- helpers -------------------------------------------------------------------------------

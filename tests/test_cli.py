@@ -146,7 +146,7 @@ def test_run_scripted_task_file_and_tools_module(
     assert "step 1 [text] observation: HI" in out
 
     # A task file is a script too: its transcript for the protocol that runs.
-    task = ROOT / "fixtures" / "tasks" / "chinese_weather.json"
+    task = ROOT / "react_engine" / "tasks" / "chinese_weather.json"
     assert main(["run", "上海天气？", "--scripted", str(task), "--protocol", "text"]) == 0
     out = capsys.readouterr().out
     assert "step 1 [text] repairs: fullwidth_colon" in out

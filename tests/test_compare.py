@@ -15,6 +15,7 @@ import re
 import runpy
 import sys
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from react_engine.mock_server import MockOpenAIServer, completion, tool_calls_co
 from react_engine.types import ActionRecord, RunResult, Step, Usage
 
 ROOT = Path(__file__).resolve().parent.parent
-TASK_FILES = sorted((ROOT / "fixtures" / "tasks").glob("*.json"))
+TASK_FILES = sorted((ROOT / "react_engine" / "tasks").glob("*.json"))
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +58,13 @@ def _no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- task files --------------------------------------------------------------------------------
 
 
-def test_default_tasks_dir_is_the_fixtures() -> None:
-    assert default_tasks_dir() == ROOT / "fixtures" / "tasks"
+def test_the_default_tasks_are_package_data() -> None:
+    # Read through importlib.resources, so an installed package finds them (see
+    # tests/test_packaging.py for the built wheel); from the source tree that is this folder.
+    assert default_tasks_dir() == resources.files("react_engine").joinpath("tasks")
+    assert Path(str(default_tasks_dir())) == ROOT / "react_engine" / "tasks"
+    assert [t.id for t in load_tasks()] == [p.stem for p in TASK_FILES]
+    assert len(TASK_FILES) >= 12
 
 
 @pytest.mark.parametrize("path", TASK_FILES, ids=[p.stem for p in TASK_FILES])
@@ -143,6 +149,8 @@ def test_invalid_task_files_say_where(tmp_path: Path, change: dict[str, Any], ne
 
 
 def test_load_tasks_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="no task directory"):
+        load_tasks(tmp_path / "missing")
     with pytest.raises(ConfigurationError, match="no task files"):
         load_tasks(tmp_path)
     _write(tmp_path, GOOD)
@@ -152,6 +160,16 @@ def test_load_tasks_errors(tmp_path: Path) -> None:
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
     with pytest.raises(ConfigurationError, match="cannot read task file"):
         load_tasks(tmp_path)
+
+
+def test_compare_runs_a_tasks_directory_of_ones_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _write(tmp_path, GOOD, name="t")
+    args = ["compare", "--scripted", "--tasks", str(tmp_path), "--protocol", "text", "--quiet"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "1 tasks" in out and re.search(r"^\s*t\b", out, re.M), out
 
 
 # --- the task tools ----------------------------------------------------------------------------

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
 
 from react_engine import Tool, ToolDefinitionError, tool
-from react_engine.tools import ToolArgumentsError, as_tools
+from react_engine.tools import ToolArgumentsError, as_tools, meets_strict_mode
 
 
 class Unit(Enum):
@@ -77,8 +77,62 @@ def test_enum_annotated_constraints_and_nested_models() -> None:
     assert props["to"]["required"] == ["city"]
     assert "$defs" not in ship.parameters
     assert "title" not in str(ship.parameters)
-    assert ship.strict is True  # every property required
-    assert ship.openai_schema()["function"]["strict"] is True
+    # Address.zip_code is optional: OpenAI's strict mode would reject the nested object
+    # (it must list every property as required), so the tool is not sent as strict.
+    assert ship.strict is False
+    assert "strict" not in ship.openai_schema()["function"]
+
+
+class _FullAddress(BaseModel):
+    city: str
+    zip_code: str | None  # nullable, but required: strict mode allows it
+
+
+class _Node(BaseModel):
+    name: str
+    children: list[_Node]
+
+
+def _tool_of(annotation: Any) -> Tool:
+    def fn(x: Any) -> str:
+        """Doc."""
+        return ""
+
+    fn.__annotations__ = {"x": annotation, "return": str}
+    return tool(fn)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "strict"),
+    [
+        (int, True),
+        (_FullAddress, True),
+        (list[_FullAddress], True),
+        (_FullAddress | None, True),
+        (_Node, True),  # recursive: kept as $defs, every def meets the rules
+        (Address, False),  # a nested optional property
+        (list[Address], False),
+        (Address | int, False),
+        (dict[str, int], False),  # free-form keys
+    ],
+)
+def test_strict_is_sent_only_when_strict_mode_accepts_the_schema(
+    annotation: Any, strict: bool
+) -> None:
+    t = _tool_of(annotation)
+    assert t.strict is strict
+    assert t.openai_schema()["function"].get("strict", False) is strict
+    assert meets_strict_mode(t.parameters) is strict
+
+
+def test_a_top_level_optional_parameter_is_never_strict() -> None:
+    @tool
+    def search(query: str, limit: int = 5) -> str:
+        """Search."""
+        return ""
+
+    assert search.strict is False
+    assert "strict" not in search.openai_schema()["function"]
 
 
 def test_validation_uses_the_same_model() -> None:

@@ -110,7 +110,8 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
 
 
 class FunctionCallingProtocol(Protocol):
-    """Tools as native ``tools`` / ``tool_calls``; parallel calls; strict JSON Schema."""
+    """Tools as native ``tools`` / ``tool_calls``; parallel calls; JSON Schema arguments
+    (sent ``strict`` when every property is required, see :attr:`Tool.strict`)."""
 
     name = "function_calling"
 
