@@ -547,6 +547,7 @@ def _watch_parent():
 threading.Thread(target=_watch_parent, name="parent-watch", daemon=True).start()
 
 import json
+import re
 import uuid
 
 import jinja2.sandbox
@@ -727,7 +728,13 @@ def _chatml_tools(*, llama, messages, tools=None, tool_choice=None, stop=None, *
         arguments = json.dumps(data["arguments"], ensure_ascii=False)
         name = data["name"]
     except (ValueError, KeyError, TypeError):
-        return response  # cut by max_tokens: the client sees the text and its finish_reason
+        # Cut by max_tokens inside the call: return the call with the arguments as far as
+        # they got, as OpenAI does; finish_reason "length" tells the client not to run it.
+        head = re.match(r'\{"name": ("(?:[^"\\]|\\.)*"), "arguments": ', body)
+        if head is None:
+            return response
+        name = json.loads(head.group(1))
+        arguments = body[head.end():]
     choice["message"] = {
         "role": "assistant",
         "content": None,
@@ -739,7 +746,8 @@ def _chatml_tools(*, llama, messages, tools=None, tool_choice=None, stop=None, *
             }
         ],
     }
-    choice["finish_reason"] = "tool_calls"
+    if choice.get("finish_reason") != "length":
+        choice["finish_reason"] = "tool_calls"
     return response
 
 

@@ -8,6 +8,9 @@ exception), the trace is complete and consistent, usage is counted, and runs rep
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from typing import Any
 
 import openai
@@ -179,3 +182,20 @@ def test_async_runs_concurrently(local_endpoint: LocalEndpoint) -> None:
     assert [r.question for r in results] == ["Weather in Tokyo?", "What is 6*7?"]
     for r in results:
         assert_consistent(r)
+
+
+def test_make_demo_answers_from_the_tool_under_function_calling() -> None:
+    """What ``make demo`` runs, as a new user runs it: its own server, exit 0 only when
+    the answer carries the temperature get_weather returned."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.pop("REACT_ENGINE_MODEL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "react_engine", "demo", "--protocol", "function_calling"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "→ calling get_weather(" in done.stdout
+    assert "✓ the answer carries the temperature get_weather returned (14)" in done.stdout

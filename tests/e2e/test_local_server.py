@@ -220,8 +220,9 @@ def test_named_tool_choice_returns_a_tool_call(
     assert call.type == "function"
     assert call.id
     assert call.function.name == expected_name
-    arguments = json.loads(call.function.arguments)
-    assert isinstance(arguments, dict)
+    if choice.finish_reason != "length":  # a call cut by max_tokens has partial arguments
+        arguments = json.loads(call.function.arguments)
+        assert isinstance(arguments, dict)
     assert reply.usage is not None and reply.usage.completion_tokens > 0
 
 
