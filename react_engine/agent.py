@@ -132,6 +132,7 @@ class Agent:
         api_key: str | None = None,
         template: str | None = None,
         text_model: str | None = None,
+        implicit_final_answer: bool = False,
         registry: CapabilityRegistry | None = None,
         capability_cache: CapabilityCache | None = None,
         on_step: StepCallback | None = None,
@@ -154,6 +155,9 @@ class Agent:
         """The model name to send while the text protocol runs, for endpoints that serve the
         same weights twice: behind a tool-calling template and behind a plain one (the
         embedded local server does). ``None`` sends ``model`` for both protocols."""
+        self.implicit_final_answer = implicit_final_answer
+        """Text protocol: take a reply with no label at all as the final answer (off: it is
+        a format error). A :class:`Protocol` instance passed as ``protocol`` keeps its own."""
         self.registry = registry or default_registry()
         self.capability_cache = capability_cache or default_cache()
         self.on_step = on_step
@@ -230,7 +234,10 @@ class Agent:
         return resolve(self.registry, self.capability_cache, self.base_url, self.model)
 
     def _text_protocol(self, caps: Capabilities) -> TextReActProtocol:
-        return TextReActProtocol(template=self.template or caps.text_template)
+        return TextReActProtocol(
+            template=self.template or caps.text_template,
+            implicit_final_answer=self.implicit_final_answer,
+        )
 
     def choose_protocol(self) -> tuple[Protocol, str, Capabilities]:
         caps, why = self.capabilities()

@@ -204,6 +204,34 @@ def test_parse_errors_are_model_errors_and_value_errors() -> None:
         parse_react("")
 
 
+def test_a_reply_with_no_label_is_an_error_by_default() -> None:
+    # Taking unlabeled prose for the answer lets a model answer from its own weights,
+    # without calling the tool that has the facts.
+    reply = "  Paris is sunny, 28°C."
+    with pytest.raises(ReActParseError) as info:
+        parse_react(reply)
+    assert info.value.pos == 2
+    assert info.value.expected == EXPECTED_STEP
+    assert "no label" in str(info.value)
+    with pytest.raises(ReActParseError) as info:
+        parse_react("<think>easy</think>\nParis.")
+    assert info.value.pos == 20
+
+
+def test_implicit_final_answer_when_enabled() -> None:
+    step = parse_react("<think>easy</think>\nParis.", implicit_final_answer=True)
+    assert (step.thought, step.final_answer, step.actions) == ("easy", "Paris.", [])
+    assert step.repairs == ["think_block", "implicit_final_answer"]
+
+
+def test_implicit_final_answer_changes_nothing_for_labelled_replies_or_blobs() -> None:
+    blob = '{"action": "get_weather", "action_input": {"location": "Paris"}}'
+    for reply in (CANONICAL, "Final Answer: 4", blob, "Thought: hmm\nAction: Finish[4]"):
+        assert parse_react(reply) == parse_react(reply, implicit_final_answer=True)
+    with pytest.raises(ReActParseError):
+        parse_react("Thought: only thinking", implicit_final_answer=True)
+
+
 def test_a_recoverable_problem_is_not_an_error() -> None:
     step = parse_react("Action:\nFinal Answer: 4")
     assert step.final_answer == "4"

@@ -14,6 +14,9 @@ Observations are wrapped in ``<observation>`` tags (any closing tag inside is de
 and only the model's own reply is ever parsed, so a tool result that says
 ``Final Answer:`` or ``Action:`` cannot end the run or trigger a tool.
 
+A reply with no label at all is a format error unless ``implicit_final_answer=True``
+takes it for the final answer.
+
 ``tool_choice`` is emulated: ``"none"`` tells the model to answer now and treats an action
 as a format error; a tool name is named in the prompt and any other action is a format
 error; ``"required"`` makes a bare answer a format error.
@@ -117,6 +120,7 @@ class TextReActProtocol(Protocol):
         template: str | PromptTemplate = "classic",
         send_stop: bool = True,
         constrain: bool = True,
+        implicit_final_answer: bool = False,
     ) -> None:
         self.template = (
             template if isinstance(template, PromptTemplate) else load_template(template)
@@ -128,6 +132,10 @@ class TextReActProtocol(Protocol):
         self.constrain = constrain
         """Send a grammar admitting only a well-formed step where the server constrains
         decoding (``Capabilities.constrained_decoding`` with a grammar style)."""
+        self.implicit_final_answer = implicit_final_answer
+        """Take a reply with no label at all as the final answer. Off by default: such a
+        reply is a format error, since a model that ignores the format is likely answering
+        from its own weights without the facts a tool would give."""
         if self.template.kind != "text":
             raise ValueError(f"template {self.template.name!r} is not a text ReAct template")
         chinese = any(not label.isascii() for label in self.template.labels.values())
@@ -138,7 +146,8 @@ class TextReActProtocol(Protocol):
         return [c for c in codes if c not in self._own_style] if self._own_style else codes
 
     def __repr__(self) -> str:
-        return f"TextReActProtocol(template={self.template.name!r})"
+        implicit = ", implicit_final_answer=True" if self.implicit_final_answer else ""
+        return f"TextReActProtocol(template={self.template.name!r}{implicit})"
 
     # --- rendering ----------------------------------------------------------------------------
 
@@ -296,7 +305,12 @@ class TextReActProtocol(Protocol):
     def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""
         try:
-            parsed = parse_react(raw, multi_action=ctx.multi_action, stop_words=self.template.stop)
+            parsed = parse_react(
+                raw,
+                multi_action=ctx.multi_action,
+                stop_words=self.template.stop,
+                implicit_final_answer=self.implicit_final_answer,
+            )
         except ReActParseError as exc:
             return self._format_error(raw.strip() or None, str(exc), reply.reasoning)
         thought = parsed.thought
