@@ -12,6 +12,7 @@ from react_engine.parsing import (
     PARSE_REPAIR_CODES,
     cut_reply,
     parse_react,
+    split_think,
 )
 from react_engine.parsing import patterns as P
 from react_engine.parsing import react as react_module
@@ -157,6 +158,25 @@ def test_cut_reply(reply: str, kept: str, codes: list[str]) -> None:
     text, got = cut_reply(reply)
     assert text == kept
     assert [c for c in got if c != "think_block"] == codes
+
+
+@pytest.mark.parametrize(
+    ("reply", "reasoning", "rest"),
+    [
+        ("<think> a </think>\nFinal Answer: 1", "a", "\nFinal Answer: 1"),
+        ("\n<Thinking>a</Thinking>b", "a", "b"),
+        ("<reasoning>a</reasoning>b", "a", "b"),
+        ("a\n</think>\nb", "a", "\nb"),
+        ("<think></think>b", None, "b"),
+        ("<think>a, cut off", "a, cut off", ""),
+        ("no block", None, "no block"),
+    ],
+)
+def test_split_think(reply: str, reasoning: str | None, rest: str) -> None:
+    assert split_think(reply) == (reasoning, rest)
+    if rest.strip():  # the same block parse_react sets aside
+        step = parse_react(reply, implicit_final_answer=True)
+        assert step.thought == reasoning
 
 
 def test_cut_reply_reports_think_blocks() -> None:

@@ -147,7 +147,7 @@ from ..types import ParsedAction, ParsedStep
 from . import patterns as P
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
 
-__all__ = ["PARSE_REPAIR_CODES", "cut_reply", "parse_react"]
+__all__ = ["PARSE_REPAIR_CODES", "cut_reply", "parse_react", "split_think"]
 
 PARSE_REPAIR_CODES: Final = frozenset(
     {
@@ -321,6 +321,24 @@ def _cut(text: str, stop_words: Sequence[str] | None) -> _Cut:
         body_start=body_start,
         unclosed_think=think_code == "unclosed_think",
     )
+
+
+def split_think(text: str) -> tuple[str | None, str]:
+    """A reply's think block and the rest of the reply, as :func:`parse_react` sees them.
+
+    The block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``) at the start,
+    or everything before a stray ``</think>`` whose opening tag the server ate. An
+    unclosed opening tag at the start makes the whole reply reasoning (the reply was cut
+    before the model finished thinking). Returns ``(reasoning, rest)``: the reasoning
+    stripped (``None`` when there is none or it is blank) and the text after the block;
+    ``(None, text)`` for a reply with no think block.
+    """
+    think, body_start, code = _think_span(text)
+    if code is None:
+        return None, text
+    if code == "unclosed_think":
+        return text[body_start:].strip() or None, ""
+    return (think or "").strip() or None, text[body_start:]
 
 
 def _think_span(text: str) -> tuple[str | None, int, str | None]:
