@@ -26,7 +26,7 @@ from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json, split_think
 from ..prompts import PromptTemplate, load_template
 from ..protocol import Decision, PendingCall, Protocol, RequestContext, arguments_json
-from ..salvage import salvage_calls, strip_salvaged
+from ..salvage import salvage_calls, strip_salvaged, written_call
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -41,8 +41,20 @@ from ..types import (
     UserTurn,
 )
 
-__all__ = ["CUT_OFF", "FunctionCallingProtocol", "decode_arguments", "new_call_id"]
+__all__ = [
+    "CUT_OFF",
+    "WRITTEN_CALL",
+    "FunctionCallingProtocol",
+    "decode_arguments",
+    "new_call_id",
+]
 
+
+WRITTEN_CALL = (
+    "Your reply was a tool call written as text, but no tool can run now. Using only the "
+    "tool results you already have, write your final answer in words."
+)
+"""Feedback for a forced final answer that is a call written as text."""
 
 CUT_OFF = (
     "the reply was cut off by the length limit (max_tokens) inside these arguments, so the "
@@ -57,15 +69,6 @@ def _complete_json(raw: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _written_call(text: str, names: list[str]) -> bool:
-    """Whether ``text`` is a tool call written out (in any salvageable syntax, or in
-    llama.cpp's ``functions.NAME:`` notation) rather than an answer."""
-    head = text.lstrip()
-    if any(head.startswith(f"functions.{name}") for name in names):
-        return True
-    return bool(salvage_calls(text, names))
 
 
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"
@@ -208,12 +211,22 @@ class FunctionCallingProtocol(Protocol):
         thought = _join(reasoning, said.strip() or None)
         if ctx.force_final:
             answer = said.strip()
-            if answer and not _written_call(answer, ctx.tool_names()):
-                return Decision(text=content, thought=reasoning, final_answer=answer)
-            # Empty, or a tool call written as text although tools are off: not an answer.
-            return Decision(
-                text=content, thought=reasoning, format_error=self.template.fill("force_final")
-            )
+            if not answer:
+                return Decision(
+                    text=content,
+                    thought=reasoning,
+                    format_error=self.template.fill("force_final"),
+                    problem="only reasoning" if think else "empty",
+                )
+            if written_call(answer, ctx.tool_names()):
+                # Tools are off: a call written as text is not an answer.
+                return Decision(
+                    text=content,
+                    thought=reasoning,
+                    format_error=WRITTEN_CALL,
+                    problem="a tool call written as text",
+                )
+            return Decision(text=content, thought=reasoning, final_answer=answer)
 
         calls: list[PendingCall] = []
         events: list[str] = []

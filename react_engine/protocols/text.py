@@ -34,6 +34,7 @@ from ..grammar import GrammarError, ReactLabels, react_grammar
 from ..parsing import parse_react
 from ..prompts import PromptTemplate, load_template
 from ..protocol import Decision, PendingCall, Protocol, RequestContext
+from ..salvage import written_call
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -90,6 +91,13 @@ CUT_OFF = (
     "the reply was cut off by the length limit (max_tokens) inside this Action Input, so the "
     "action was not run; write the action again with its complete input"
 )
+WRITTEN_CALL = (
+    "it is a tool call written as text, and no tool can run now. Using only the "
+    "observations you already have, write the answer in words after 'Final Answer:'"
+)
+"""Why a forced final answer that is a call (an Action, or a call in any other syntax)
+is not an answer."""
+
 _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial_stop"})
 
 
@@ -293,17 +301,33 @@ class TextReActProtocol(Protocol):
 
     # --- reading replies ------------------------------------------------------------------------
 
-    def _format_error(self, text: str | None, error: str, thought: str | None = None) -> Decision:
+    def _format_error(
+        self,
+        text: str | None,
+        error: str,
+        thought: str | None = None,
+        *,
+        forced: bool = False,
+        problem: str | None = None,
+    ) -> Decision:
         t = self.template
-        reminder = t.fill("format_reminder") if t.has("format_reminder") else ""
+        # A forced final request repeats its own instruction: no reminder offering an Action.
+        reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
         return Decision(
             text=text,
             thought=thought,
-            format_error=t.fill("format_error", error=error, reminder=reminder),
+            format_error=t.fill("format_error", error=error, reminder=reminder).rstrip(),
+            problem=problem or (f"not in the expected format ({error})" if forced else None),
+        )
+
+    def _written_call(self, text: str | None, thought: str | None) -> Decision:
+        return self._format_error(
+            text, WRITTEN_CALL, thought, forced=True, problem="a tool call written as text"
         )
 
     def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""
+        names = ctx.tool_names()
         try:
             parsed = parse_react(
                 raw,
@@ -312,14 +336,21 @@ class TextReActProtocol(Protocol):
                 implicit_final_answer=self.implicit_final_answer,
             )
         except ReActParseError as exc:
-            return self._format_error(raw.strip() or None, str(exc), reply.reasoning)
+            if ctx.force_final and written_call(raw, names):
+                return self._written_call(raw.strip() or None, reply.reasoning)
+            return self._format_error(
+                raw.strip() or None, str(exc), reply.reasoning, forced=ctx.force_final
+            )
         thought = parsed.thought
         if reply.reasoning:
             thought = f"{reply.reasoning}\n\n{thought}" if thought else reply.reasoning
         text = parsed.text or raw.strip()
-        names = ctx.tool_names()
 
-        if parsed.actions and not ctx.force_final:
+        if ctx.force_final and (parsed.actions or written_call(parsed.final_answer or "", names)):
+            # No tool can run now: an Action, or a Final Answer that is a call, is no answer.
+            return self._written_call(text, thought)
+
+        if parsed.actions:
             if ctx.tool_choice == "none" or not names:
                 return self._format_error(text, "no tool may be used for this question", thought)
             if ctx.tool_choice in names:
@@ -367,8 +398,9 @@ class TextReActProtocol(Protocol):
                 final_answer=parsed.final_answer,
                 repairs=self._repairs(parsed.repairs),
             )
-        if ctx.force_final:
-            return self._format_error(text, "a Final Answer was required", thought)
         return self._format_error(
-            text, "the reply has neither an Action nor a Final Answer", thought
+            text,
+            "the reply has neither an Action nor a Final Answer",
+            thought,
+            forced=ctx.force_final,
         )
