@@ -111,6 +111,10 @@ _RE_PY_STRUCT = re.compile(r"[(){}\[\]\"'\\\n]")
 _RE_LINE_TAIL = re.compile(r"([ \t`;]*)(?:\r?\n|$)")
 _RE_IDENT_CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]{0,127})\s*\(")
 
+# llama.cpp's "functions.NAME:" call notation: the name ends there ("functions.f returned
+# ..." is a model reporting a result, not calling)
+_RE_AFTER_FUNCTIONS_NAME = re.compile(r"[ \t]*(?:[:({\n]|$)")
+
 _MAX_CALL_CHARS: Final = 20_000
 """Longest Python call considered; longer ones are not calls a model meant to make."""
 
@@ -152,8 +156,8 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
     """Whether ``text`` is a call to one of ``tool_names`` written out rather than an answer.
 
     Any syntax :func:`salvage_calls` reads counts, and so do llama.cpp's
-    ``functions.NAME:`` notation and a Thought/Action block naming a tool (``Action:
-    NAME`` / ``Action Input: {...}``, or a JSON action blob, as
+    ``functions.NAME:`` notation (the reply starting with it) and a Thought/Action block
+    naming a tool (``Action: NAME`` / ``Action Input: {...}``, or a JSON action blob, as
     :func:`~react_engine.parsing.parse_react` reads them). Where no tool can run (a forced
     final answer), such a reply is not an answer.
     """
@@ -161,8 +165,10 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
     if not names or not text.strip():
         return False
     head = text.lstrip()
-    if any(head.startswith(f"functions.{name}") for name in names):
-        return True
+    for name in names:
+        prefix = f"functions.{name}"
+        if head.startswith(prefix) and _RE_AFTER_FUNCTIONS_NAME.match(head, len(prefix)):
+            return True
     if salvage_calls(text, names):
         return True
     try:

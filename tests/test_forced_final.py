@@ -60,6 +60,9 @@ def test_the_shared_detector_reads_every_form(form: str) -> None:
         "I called get_weather(location='Paris') and it said sunny.",  # prose, not a call
         'The tool returned {"city": "Paris", "condition": "sunny"}.',
         "Thought: I know it now.\nFinal Answer: sunny",
+        # SmolLM2 reporting the result in llama.cpp's notation: the data, not a call
+        'functions.get_weather returned: {"city": "Paris", "condition": "overcast"}',
+        "functions.get_weather_v2: {}",  # another name
     ):
         assert not written_call(answer, names)
 
