@@ -68,6 +68,10 @@ log = logging.getLogger("react_engine")
 
 T = TypeVar("T")
 
+FINAL_ANSWER_RETRIES = 1
+"""Forced final requests sent again after a reply that is not an answer (a tool call
+written as text, an empty reply): the model gets the feedback and this many more tries."""
+
 ApprovalCallback = Callable[[ActionRecord], "bool | Awaitable[bool]"]
 StepCallback = Callable[[Step], "Awaitable[None] | None"]
 CallCallback = Callable[[ActionRecord], "Awaitable[None] | None"]
@@ -79,7 +83,9 @@ class AgentConfig:
 
     max_steps: int = 10
     """Model turns that may call tools. When they are spent, one last request asks for a
-    final answer with tools switched off, so a run that ran long still answers."""
+    final answer with tools switched off, so a run that ran long still answers. A reply to
+    it that is no answer (a tool call written as text, an empty reply) is fed back once;
+    after a second one the run ends with ``answer=None`` and ``error`` saying why."""
     max_tool_calls: int | None = None
     """Tool calls per run, all steps together; past it the run stops (``tool_budget``)."""
     max_total_tokens: int | None = None
@@ -132,6 +138,7 @@ class Agent:
         api_key: str | None = None,
         template: str | None = None,
         text_model: str | None = None,
+        implicit_final_answer: bool = False,
         registry: CapabilityRegistry | None = None,
         capability_cache: CapabilityCache | None = None,
         on_step: StepCallback | None = None,
@@ -154,6 +161,9 @@ class Agent:
         """The model name to send while the text protocol runs, for endpoints that serve the
         same weights twice: behind a tool-calling template and behind a plain one (the
         embedded local server does). ``None`` sends ``model`` for both protocols."""
+        self.implicit_final_answer = implicit_final_answer
+        """Text protocol: take a reply with no label at all as the final answer (off: it is
+        a format error). A :class:`Protocol` instance passed as ``protocol`` keeps its own."""
         self.registry = registry or default_registry()
         self.capability_cache = capability_cache or default_cache()
         self.on_step = on_step
@@ -230,7 +240,10 @@ class Agent:
         return resolve(self.registry, self.capability_cache, self.base_url, self.model)
 
     def _text_protocol(self, caps: Capabilities) -> TextReActProtocol:
-        return TextReActProtocol(template=self.template or caps.text_template)
+        return TextReActProtocol(
+            template=self.template or caps.text_template,
+            implicit_final_answer=self.implicit_final_answer,
+        )
 
     def choose_protocol(self) -> tuple[Protocol, str, Capabilities]:
         caps, why = self.capabilities()
@@ -382,7 +395,11 @@ class Agent:
             step.feedback = decision.format_error
             await self._record(state, step, started)
             if state.force_final is not None:
-                return Stop(state.force_final, "no final answer after the forced final request")
+                # One more forced request, with the feedback; then the run ends unanswered.
+                if state.final_retries < FINAL_ANSWER_RETRIES:
+                    state.final_retries += 1
+                    return RunAgain()
+                return Stop(state.force_final, _no_final_answer(state.force_final, decision))
             return self._count_error(state)
 
         if decision.final_answer is not None and not decision.calls:
@@ -640,6 +657,7 @@ class _RunState:
     consecutive_errors: int = 0
     adaptations: int = 0
     force_final: Literal["max_steps", "loop"] | None = None
+    final_retries: int = 0
     repeats: Counter[str] = field(default_factory=Counter)
     results: dict[str, str] = field(default_factory=dict)
     """The latest observation per (tool, arguments), quoted back when a call repeats."""
@@ -689,6 +707,13 @@ def _within_deadline(settings: ModelSettings, left: float | None) -> ModelSettin
     if left is None or (settings.timeout is not None and settings.timeout <= left):
         return settings
     return dataclasses.replace(settings, timeout=max(left, 0.001))
+
+
+def _no_final_answer(why: Literal["max_steps", "loop"], decision: Decision) -> str:
+    """The run's error when the forced final answer never came."""
+    when = "after the step budget" if why == "max_steps" else "after a loop was detected"
+    message = f"the model did not give a final answer in words {when}"
+    return f"{message}: its last reply was {decision.problem}" if decision.problem else message
 
 
 def _fail(record: ActionRecord, status: Any, message: str) -> None:

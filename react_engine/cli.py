@@ -318,6 +318,7 @@ def _make_agent(
         base_url=ep.base_url,
         api_key=ep.api_key,
         template=args.template,
+        implicit_final_answer=args.implicit_final_answer,
         max_steps=args.max_steps,
         on_step=on_step,
         settings=_settings(args, ep),
@@ -882,6 +883,11 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
     _add_endpoint_options(p)
     p.add_argument("--protocol", choices=["auto", "function_calling", "text"], default="auto")
     p.add_argument("--template", help="text template: classic, json, zh, or a .toml path")
+    p.add_argument(
+        "--implicit-final-answer",
+        action="store_true",
+        help="text protocol: take a reply with no labels as the final answer (default: an error)",
+    )
     p.add_argument(
         "--tools",
         metavar="MODULE",

@@ -88,6 +88,9 @@ class Decision:
     final_answer: str | None = None
     format_error: str | None = None
     """A message for the model explaining what was wrong with its reply and what to write."""
+    problem: str | None = None
+    """With a format error: what the reply was, in a few words for the run's error message
+    ("a tool call written as text", "empty"), should it be the last one."""
     repairs: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
 

@@ -18,7 +18,8 @@ the model family's own format::
 
 :func:`salvage_calls` finds them; :func:`strip_salvaged` removes them so that what is
 left is the step's thought. Thought/Action text is not handled here: that is the text
-protocol's parser.
+protocol's parser. :func:`written_call` asks both (where tools are off, as for a forced
+final answer, whether a reply is a call written as text rather than an answer).
 
 Guard rails, because a false positive runs a tool the model never asked for:
 
@@ -43,7 +44,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-__all__ = ["SalvageFormat", "SalvagedCall", "salvage_calls", "strip_salvaged"]
+from .errors import ReActParseError
+from .parsing import parse_react
+
+__all__ = ["SalvageFormat", "SalvagedCall", "salvage_calls", "strip_salvaged", "written_call"]
 
 SalvageFormat: TypeAlias = Literal[
     "hermes", "qwen_xml", "llama_function", "deepseek", "mistral", "llama", "json", "python"
@@ -107,6 +111,10 @@ _RE_PY_STRUCT = re.compile(r"[(){}\[\]\"'\\\n]")
 _RE_LINE_TAIL = re.compile(r"([ \t`;]*)(?:\r?\n|$)")
 _RE_IDENT_CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]{0,127})\s*\(")
 
+# llama.cpp's "functions.NAME:" call notation: the name ends there ("functions.f returned
+# ..." is a model reporting a result, not calling)
+_RE_AFTER_FUNCTIONS_NAME = re.compile(r"[ \t]*(?:[:({\n]|$)")
+
 _MAX_CALL_CHARS: Final = 20_000
 """Longest Python call considered; longer ones are not calls a model meant to make."""
 
@@ -142,6 +150,32 @@ def salvage_calls(text: str, tool_names: Collection[str]) -> list[SalvagedCall]:
             starts.insert(index, call.span[0])
             accepted.insert(index, call)
     return accepted
+
+
+def written_call(text: str, tool_names: Collection[str]) -> bool:
+    """Whether ``text`` is a call to one of ``tool_names`` written out rather than an answer.
+
+    Any syntax :func:`salvage_calls` reads counts, and so do llama.cpp's
+    ``functions.NAME:`` notation (the reply starting with it) and a Thought/Action block
+    naming a tool (``Action: NAME`` / ``Action Input: {...}``, or a JSON action blob, as
+    :func:`~react_engine.parsing.parse_react` reads them). Where no tool can run (a forced
+    final answer), such a reply is not an answer.
+    """
+    names = [n for n in tool_names if n]
+    if not names or not text.strip():
+        return False
+    head = text.lstrip()
+    for name in names:
+        prefix = f"functions.{name}"
+        if head.startswith(prefix) and _RE_AFTER_FUNCTIONS_NAME.match(head, len(prefix)):
+            return True
+    if salvage_calls(text, names):
+        return True
+    try:
+        parsed = parse_react(text)
+    except ReActParseError:
+        return False
+    return any(action.tool in names for action in parsed.actions)
 
 
 def strip_salvaged(text: str, calls: Sequence[SalvagedCall]) -> str:

@@ -330,6 +330,9 @@ def test_every_command_has_its_options() -> None:
     parser = build_parser()
     args = parser.parse_args(["run", "q", "--trace", "t.jsonl", "--template", "zh", "--json"])
     assert (args.trace, args.template, args.json, args.max_steps) == ("t.jsonl", "zh", True, 6)
+    assert args.implicit_final_answer is False
+    args = parser.parse_args(["chat", "--implicit-final-answer"])
+    assert args.implicit_final_answer is True
     args = parser.parse_args(["compare", "--model", "a", "--model", "b", "--protocol", "text"])
     assert (args.model, args.protocol, args.seed, args.max_tokens) == (
         ["a", "b"],

@@ -12,6 +12,7 @@ from react_engine.parsing import (
     PARSE_REPAIR_CODES,
     cut_reply,
     parse_react,
+    split_think,
 )
 from react_engine.parsing import patterns as P
 from react_engine.parsing import react as react_module
@@ -159,6 +160,25 @@ def test_cut_reply(reply: str, kept: str, codes: list[str]) -> None:
     assert [c for c in got if c != "think_block"] == codes
 
 
+@pytest.mark.parametrize(
+    ("reply", "reasoning", "rest"),
+    [
+        ("<think> a </think>\nFinal Answer: 1", "a", "\nFinal Answer: 1"),
+        ("\n<Thinking>a</Thinking>b", "a", "b"),
+        ("<reasoning>a</reasoning>b", "a", "b"),
+        ("a\n</think>\nb", "a", "\nb"),
+        ("<think></think>b", None, "b"),
+        ("<think>a, cut off", "a, cut off", ""),
+        ("no block", None, "no block"),
+    ],
+)
+def test_split_think(reply: str, reasoning: str | None, rest: str) -> None:
+    assert split_think(reply) == (reasoning, rest)
+    if rest.strip():  # the same block parse_react sets aside
+        step = parse_react(reply, implicit_final_answer=True)
+        assert step.thought == reasoning
+
+
 def test_cut_reply_reports_think_blocks() -> None:
     assert cut_reply("<think>x</think>Final Answer: 1")[1] == ["think_block"]
     assert cut_reply("<think>Action: a")[1] == ["unclosed_think"]
@@ -202,6 +222,34 @@ def test_parse_errors_are_model_errors_and_value_errors() -> None:
         parse_react("")
     with pytest.raises(ValueError):
         parse_react("")
+
+
+def test_a_reply_with_no_label_is_an_error_by_default() -> None:
+    # Taking unlabeled prose for the answer lets a model answer from its own weights,
+    # without calling the tool that has the facts.
+    reply = "  Paris is sunny, 28°C."
+    with pytest.raises(ReActParseError) as info:
+        parse_react(reply)
+    assert info.value.pos == 2
+    assert info.value.expected == EXPECTED_STEP
+    assert "no label" in str(info.value)
+    with pytest.raises(ReActParseError) as info:
+        parse_react("<think>easy</think>\nParis.")
+    assert info.value.pos == 20
+
+
+def test_implicit_final_answer_when_enabled() -> None:
+    step = parse_react("<think>easy</think>\nParis.", implicit_final_answer=True)
+    assert (step.thought, step.final_answer, step.actions) == ("easy", "Paris.", [])
+    assert step.repairs == ["think_block", "implicit_final_answer"]
+
+
+def test_implicit_final_answer_changes_nothing_for_labelled_replies_or_blobs() -> None:
+    blob = '{"action": "get_weather", "action_input": {"location": "Paris"}}'
+    for reply in (CANONICAL, "Final Answer: 4", blob, "Thought: hmm\nAction: Finish[4]"):
+        assert parse_react(reply) == parse_react(reply, implicit_final_answer=True)
+    with pytest.raises(ReActParseError):
+        parse_react("Thought: only thinking", implicit_final_answer=True)
 
 
 def test_a_recoverable_problem_is_not_an_error() -> None:

@@ -3,7 +3,7 @@
 Each ``fixtures/parser/NAME.txt`` is a raw model reply; ``NAME.json`` beside it is the
 expected :class:`~react_engine.types.ParsedStep` (or the expected error). An optional
 ``NAME.args.json`` holds keyword arguments for the call (``stop_words``,
-``multi_action``). ``pytest --update-goldens`` rewrites every ``NAME.json`` from the
+``multi_action``, ``implicit_final_answer``). ``pytest --update-goldens`` rewrites every ``NAME.json`` from the
 current parser, so a review diff shows exactly what moved. See fixtures/parser/README.md.
 """
 

@@ -130,6 +130,47 @@ def test_format_errors_go_back_to_the_model_with_the_expected_format() -> None:
     assert "Action Input: <JSON object>" in feedback
 
 
+def test_a_reply_with_no_label_is_a_format_error_by_default() -> None:
+    # SmolLM2 answered "28°C" from its own weights without calling get_weather; that
+    # reply is sent back as a format error instead of being taken for the answer.
+    invented = "The weather in Paris is sunny, 28°C."
+    agent, model = make_agent([invented, WEATHER_STEP, "Final Answer: sunny, 24°C"])
+    result = agent.run("What is the weather in Paris?")
+    assert [s.kind for s in result.steps] == ["format_error", "action", "final"]
+    assert result.answer == "sunny, 24°C"
+    assert result.steps[0].text == invented
+    assert "implicit_final_answer" not in result.steps[0].repairs
+    feedback = model.payloads[1]["messages"][-1]["content"]
+    assert feedback.startswith("Observation: Your reply could not be used: the reply has no label")
+    assert "Final Answer: <the answer>" in feedback
+    assert repr(TextReActProtocol()) == "TextReActProtocol(template='classic')"
+
+
+def test_implicit_final_answer_can_be_enabled() -> None:
+    reply = "<think>Easy.</think>\nParis is the capital of France."
+    # on the protocol
+    proto = TextReActProtocol(implicit_final_answer=True)
+    assert repr(proto) == "TextReActProtocol(template='classic', implicit_final_answer=True)"
+    agent, _ = make_agent([reply], protocol=proto)
+    result = agent.run("Capital of France?")
+    assert result.answer == "Paris is the capital of France."
+    assert result.steps[0].thought == "Easy."
+    assert result.steps[0].repairs == ["think_block", "implicit_final_answer"]
+    # on the agent, for the text protocol it chooses (explicitly, by the registry or as a
+    # run-time fallback)
+    from react_engine import CapabilityRegistry
+
+    registry = CapabilityRegistry.from_default(env={})
+    registry.register("deepseek-v3", function_calling=False)
+    for protocol in ("text", "auto"):
+        agent, _ = make_agent(
+            [reply], protocol=protocol, registry=registry, implicit_final_answer=True
+        )
+        chosen, _, _ = agent.choose_protocol()
+        assert isinstance(chosen, TextReActProtocol) and chosen.implicit_final_answer
+        assert agent.run("Capital of France?").answer == "Paris is the capital of France."
+
+
 def test_format_retry_budget_is_separate_and_bounded() -> None:
     agent, _ = make_agent(["Action:"] * 5, max_consecutive_errors=2)
     with pytest.raises(ErrorBudgetExhausted) as info:

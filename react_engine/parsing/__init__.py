@@ -9,7 +9,7 @@ All patterns live in :mod:`react_engine.parsing.patterns`.
 """
 
 from .json_repair import JSON_REPAIR_CODES, RepairResult, decode_prefix, repair_json
-from .react import EXPECTED_STEP, PARSE_REPAIR_CODES, cut_reply, parse_react
+from .react import EXPECTED_STEP, PARSE_REPAIR_CODES, cut_reply, parse_react, split_think
 
 __all__ = [
     "EXPECTED_STEP",
@@ -20,4 +20,5 @@ __all__ = [
     "decode_prefix",
     "parse_react",
     "repair_json",
+    "split_think",
 ]

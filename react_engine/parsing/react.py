@@ -64,9 +64,12 @@ How a reply is read
    (``multi_action=False`` keeps the first). An action and a final answer with no
    Observation between them: whichever comes first wins, and the thoughts written after
    the winner are dropped with the loser (they reason about a result that does not
-   exist yet). Text with no label at all is an implicit final answer. The thought is
-   the think block, the unlabeled text before the first label and every kept Thought,
-   joined by blank lines.
+   exist yet). Text with no label at all (and no tool-call blob) is an error by default:
+   a model that ignores the format is likely answering from its own weights, without the
+   facts a tool would give. With ``implicit_final_answer=True`` such text is taken as
+   the final answer instead (``implicit_final_answer``). The thought is the think block,
+   the unlabeled text before the first label and every kept Thought, joined by blank
+   lines.
 
 ``ParsedAction.raw_input`` is the input as the model wrote it (stripped; a fenced input
 keeps its fence), or for a JSON blob the ``action_input`` re-serialised. Hostile input
@@ -90,7 +93,8 @@ only when nothing can be recovered:
 * an ``Action Input:`` comes before any ``Action:`` and there is nothing else;
 * a ``Final Answer:`` (or ``Action: Finish``) is empty and there is nothing else;
 * the only action is a no-op (``Action: None``) and there is no final answer;
-* there are labels but only thoughts: no action, no JSON blob, no final answer.
+* there are labels but only thoughts: no action, no JSON blob, no final answer;
+* there is no label at all and no JSON blob, unless ``implicit_final_answer=True``.
 
 Repair codes
 ------------
@@ -143,7 +147,7 @@ from ..types import ParsedAction, ParsedStep
 from . import patterns as P
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
 
-__all__ = ["PARSE_REPAIR_CODES", "cut_reply", "parse_react"]
+__all__ = ["PARSE_REPAIR_CODES", "cut_reply", "parse_react", "split_think"]
 
 PARSE_REPAIR_CODES: Final = frozenset(
     {
@@ -317,6 +321,24 @@ def _cut(text: str, stop_words: Sequence[str] | None) -> _Cut:
         body_start=body_start,
         unclosed_think=think_code == "unclosed_think",
     )
+
+
+def split_think(text: str) -> tuple[str | None, str]:
+    """A reply's think block and the rest of the reply, as :func:`parse_react` sees them.
+
+    The block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``) at the start,
+    or everything before a stray ``</think>`` whose opening tag the server ate. An
+    unclosed opening tag at the start makes the whole reply reasoning (the reply was cut
+    before the model finished thinking). Returns ``(reasoning, rest)``: the reasoning
+    stripped (``None`` when there is none or it is blank) and the text after the block;
+    ``(None, text)`` for a reply with no think block.
+    """
+    think, body_start, code = _think_span(text)
+    if code is None:
+        return None, text
+    if code == "unclosed_think":
+        return text[body_start:].strip() or None, ""
+    return (think or "").strip() or None, text[body_start:]
 
 
 def _think_span(text: str) -> tuple[str | None, int, str | None]:
@@ -574,12 +596,18 @@ class _Reading:
 
 
 def parse_react(
-    text: str, *, multi_action: bool = True, stop_words: Sequence[str] | None = None
+    text: str,
+    *,
+    multi_action: bool = True,
+    stop_words: Sequence[str] | None = None,
+    implicit_final_answer: bool = False,
 ) -> ParsedStep:
     """Parse one text ReAct reply; see the module docstring for what is tolerated.
 
     ``stop_words`` are the request's stop sequences: the reply is also cut at the first
     one the server failed to honour, and a partial one at the very end is trimmed.
+    ``implicit_final_answer`` takes a reply with no label at all (and no tool-call blob)
+    as the final answer; by default such a reply is an error.
     Raises :class:`~react_engine.errors.ReActParseError` when nothing can be recovered.
     """
     if not text.strip():
@@ -614,6 +642,13 @@ def parse_react(
                 text=text,
                 pos=len(cut.text),
                 expected="'</think>' then " + EXPECTED_STEP,
+            )
+        if not implicit_final_answer:
+            raise ReActParseError(
+                "the reply has no label: neither an Action nor a Final Answer",
+                text=text,
+                pos=offset + len(body) - len(body.lstrip()),
+                expected=EXPECTED_STEP,
             )
         return ParsedStep(
             thought=think or None,

@@ -5,6 +5,11 @@ become the step's calls, each bound to its id (generated where the provider send
 repeats one), and the assistant's ``content`` is kept as the step's visible thought. Tool
 results go back as ``tool`` messages in call order.
 
+A ``<think>...</think>`` block in the content (or ``<thinking>``/``<reasoning>``, or text
+before a stray ``</think>``, as the text parser reads them) is reasoning, like the
+server's ``reasoning_content``: it goes to the step's thought and never into the final
+answer. A reply that is only reasoning is an empty reply.
+
 Some models put the call in their text instead of ``tool_calls`` (Hermes ``<tool_call>``
 tags, DeepSeek's special tokens, Qwen3-Coder XML, ``name(arg=...)`` syntax, or a plain
 Thought/Action block). With ``salvage=True`` (the default) those are executed as calls and
@@ -18,10 +23,10 @@ import uuid
 from typing import Any
 
 from ..errors import JSONRepairError, ReActParseError
-from ..parsing import parse_react, repair_json
+from ..parsing import parse_react, repair_json, split_think
 from ..prompts import PromptTemplate, load_template
 from ..protocol import Decision, PendingCall, Protocol, RequestContext, arguments_json
-from ..salvage import salvage_calls, strip_salvaged
+from ..salvage import salvage_calls, strip_salvaged, written_call
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -36,8 +41,20 @@ from ..types import (
     UserTurn,
 )
 
-__all__ = ["CUT_OFF", "FunctionCallingProtocol", "decode_arguments", "new_call_id"]
+__all__ = [
+    "CUT_OFF",
+    "WRITTEN_CALL",
+    "FunctionCallingProtocol",
+    "decode_arguments",
+    "new_call_id",
+]
 
+
+WRITTEN_CALL = (
+    "Your reply was a tool call written as text, but no tool can run now. Using only the "
+    "tool results you already have, write your final answer in words."
+)
+"""Feedback for a forced final answer that is a call written as text."""
 
 CUT_OFF = (
     "the reply was cut off by the length limit (max_tokens) inside these arguments, so the "
@@ -52,15 +69,6 @@ def _complete_json(raw: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _written_call(text: str, names: list[str]) -> bool:
-    """Whether ``text`` is a tool call written out (in any salvageable syntax, or in
-    llama.cpp's ``functions.NAME:`` notation) rather than an answer."""
-    head = text.lstrip()
-    if any(head.startswith(f"functions.{name}") for name in names):
-        return True
-    return bool(salvage_calls(text, names))
 
 
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"
@@ -196,13 +204,29 @@ class FunctionCallingProtocol(Protocol):
 
     def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         content = reply.content or ""
-        thought = _join(reply.reasoning, content.strip() or None)
+        # A think block in the content is reasoning, like ``reply.reasoning``: it goes to
+        # the thought and never into the answer.
+        think, said = split_think(content)
+        reasoning = _join(reply.reasoning, think)
+        thought = _join(reasoning, said.strip() or None)
         if ctx.force_final:
-            answer = content.strip()
-            if answer and not _written_call(answer, ctx.tool_names()):
-                return Decision(text=content, thought=reply.reasoning, final_answer=answer)
-            # Empty, or a tool call written as text although tools are off: not an answer.
-            return Decision(text=content, format_error=self.template.fill("force_final"))
+            answer = said.strip()
+            if not answer:
+                return Decision(
+                    text=content,
+                    thought=reasoning,
+                    format_error=self.template.fill("force_final"),
+                    problem="only reasoning" if think else "empty",
+                )
+            if written_call(answer, ctx.tool_names()):
+                # Tools are off: a call written as text is not an answer.
+                return Decision(
+                    text=content,
+                    thought=reasoning,
+                    format_error=WRITTEN_CALL,
+                    problem="a tool call written as text",
+                )
+            return Decision(text=content, thought=reasoning, final_answer=answer)
 
         calls: list[PendingCall] = []
         events: list[str] = []
@@ -249,10 +273,10 @@ class FunctionCallingProtocol(Protocol):
             if salvaged is not None:
                 return _within_choice(salvaged, ctx)
 
-        if not content.strip():
+        if not said.strip():
             return Decision(
                 text=content,
-                thought=reply.reasoning,
+                thought=reasoning,
                 format_error=self.template.fill("empty_reply"),
             )
         names = ctx.tool_names()
@@ -263,7 +287,7 @@ class FunctionCallingProtocol(Protocol):
                 thought=thought,
                 format_error=self.template.fill("tool_required", tool_names=", ".join(wanted)),
             )
-        return Decision(text=content, thought=reply.reasoning, final_answer=content.strip())
+        return Decision(text=content, thought=reasoning, final_answer=said.strip())
 
     def _salvage(self, content: str, ctx: RequestContext) -> Decision | None:
         names = ctx.tool_names()
@@ -290,7 +314,13 @@ class FunctionCallingProtocol(Protocol):
                 )
                 repairs.append(f"salvaged:{call.format}")
             rest = strip_salvaged(content, found).strip()
-            return Decision(text=rest or None, thought=rest or None, calls=calls, repairs=repairs)
+            think, said = split_think(rest)
+            return Decision(
+                text=rest or None,
+                thought=_join(think, said.strip() or None),
+                calls=calls,
+                repairs=repairs,
+            )
         # A Thought/Action block written as text by a model that was given native tools.
         try:
             parsed = parse_react(content)

@@ -14,6 +14,9 @@ Observations are wrapped in ``<observation>`` tags (any closing tag inside is de
 and only the model's own reply is ever parsed, so a tool result that says
 ``Final Answer:`` or ``Action:`` cannot end the run or trigger a tool.
 
+A reply with no label at all is a format error unless ``implicit_final_answer=True``
+takes it for the final answer.
+
 ``tool_choice`` is emulated: ``"none"`` tells the model to answer now and treats an action
 as a format error; a tool name is named in the prompt and any other action is a format
 error; ``"required"`` makes a bare answer a format error.
@@ -31,6 +34,7 @@ from ..grammar import GrammarError, ReactLabels, react_grammar
 from ..parsing import parse_react
 from ..prompts import PromptTemplate, load_template
 from ..protocol import Decision, PendingCall, Protocol, RequestContext
+from ..salvage import written_call
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -87,6 +91,13 @@ CUT_OFF = (
     "the reply was cut off by the length limit (max_tokens) inside this Action Input, so the "
     "action was not run; write the action again with its complete input"
 )
+WRITTEN_CALL = (
+    "it is a tool call written as text, and no tool can run now. Using only the "
+    "observations you already have, write the answer in words after 'Final Answer:'"
+)
+"""Why a forced final answer that is a call (an Action, or a call in any other syntax)
+is not an answer."""
+
 _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial_stop"})
 
 
@@ -117,6 +128,7 @@ class TextReActProtocol(Protocol):
         template: str | PromptTemplate = "classic",
         send_stop: bool = True,
         constrain: bool = True,
+        implicit_final_answer: bool = False,
     ) -> None:
         self.template = (
             template if isinstance(template, PromptTemplate) else load_template(template)
@@ -128,6 +140,10 @@ class TextReActProtocol(Protocol):
         self.constrain = constrain
         """Send a grammar admitting only a well-formed step where the server constrains
         decoding (``Capabilities.constrained_decoding`` with a grammar style)."""
+        self.implicit_final_answer = implicit_final_answer
+        """Take a reply with no label at all as the final answer. Off by default: such a
+        reply is a format error, since a model that ignores the format is likely answering
+        from its own weights without the facts a tool would give."""
         if self.template.kind != "text":
             raise ValueError(f"template {self.template.name!r} is not a text ReAct template")
         chinese = any(not label.isascii() for label in self.template.labels.values())
@@ -138,7 +154,8 @@ class TextReActProtocol(Protocol):
         return [c for c in codes if c not in self._own_style] if self._own_style else codes
 
     def __repr__(self) -> str:
-        return f"TextReActProtocol(template={self.template.name!r})"
+        implicit = ", implicit_final_answer=True" if self.implicit_final_answer else ""
+        return f"TextReActProtocol(template={self.template.name!r}{implicit})"
 
     # --- rendering ----------------------------------------------------------------------------
 
@@ -284,28 +301,56 @@ class TextReActProtocol(Protocol):
 
     # --- reading replies ------------------------------------------------------------------------
 
-    def _format_error(self, text: str | None, error: str, thought: str | None = None) -> Decision:
+    def _format_error(
+        self,
+        text: str | None,
+        error: str,
+        thought: str | None = None,
+        *,
+        forced: bool = False,
+        problem: str | None = None,
+    ) -> Decision:
         t = self.template
-        reminder = t.fill("format_reminder") if t.has("format_reminder") else ""
+        # A forced final request repeats its own instruction: no reminder offering an Action.
+        reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
         return Decision(
             text=text,
             thought=thought,
-            format_error=t.fill("format_error", error=error, reminder=reminder),
+            format_error=t.fill("format_error", error=error, reminder=reminder).rstrip(),
+            problem=problem or (f"not in the expected format ({error})" if forced else None),
+        )
+
+    def _written_call(self, text: str | None, thought: str | None) -> Decision:
+        return self._format_error(
+            text, WRITTEN_CALL, thought, forced=True, problem="a tool call written as text"
         )
 
     def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""
+        names = ctx.tool_names()
         try:
-            parsed = parse_react(raw, multi_action=ctx.multi_action, stop_words=self.template.stop)
+            parsed = parse_react(
+                raw,
+                multi_action=ctx.multi_action,
+                stop_words=self.template.stop,
+                implicit_final_answer=self.implicit_final_answer,
+            )
         except ReActParseError as exc:
-            return self._format_error(raw.strip() or None, str(exc), reply.reasoning)
+            if ctx.force_final and written_call(raw, names):
+                return self._written_call(raw.strip() or None, reply.reasoning)
+            return self._format_error(
+                raw.strip() or None, str(exc), reply.reasoning, forced=ctx.force_final
+            )
         thought = parsed.thought
         if reply.reasoning:
             thought = f"{reply.reasoning}\n\n{thought}" if thought else reply.reasoning
         text = parsed.text or raw.strip()
-        names = ctx.tool_names()
 
-        if parsed.actions and not ctx.force_final:
+        if ctx.force_final and (parsed.actions or written_call(parsed.final_answer or "", names)):
+            # No tool can run now: an Action, or a Final Answer that is a call, is no answer.
+            return self._written_call(text, thought)
+
+        if parsed.actions:
             if ctx.tool_choice == "none" or not names:
                 return self._format_error(text, "no tool may be used for this question", thought)
             if ctx.tool_choice in names:
@@ -353,8 +398,9 @@ class TextReActProtocol(Protocol):
                 final_answer=parsed.final_answer,
                 repairs=self._repairs(parsed.repairs),
             )
-        if ctx.force_final:
-            return self._format_error(text, "a Final Answer was required", thought)
         return self._format_error(
-            text, "the reply has neither an Action nor a Final Answer", thought
+            text,
+            "the reply has neither an Action nor a Final Answer",
+            thought,
+            forced=ctx.force_final,
         )
