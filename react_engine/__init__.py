@@ -1,8 +1,10 @@
 """react-engine: ReAct agents over any OpenAI-compatible chat API.
 
-One agent loop, two protocols behind one :class:`Protocol` interface, chosen per model:
-:class:`FunctionCallingProtocol` (native ``tools``/``tool_calls``) and
-:class:`TextReActProtocol` (Thought/Action/Observation text with a tolerant parser).
+One agent loop, protocols behind one :class:`Protocol` interface, chosen per model:
+:class:`FunctionCallingProtocol` (native ``tools``/``tool_calls``),
+:class:`TextReActProtocol` (Thought/Action/Observation text with a tolerant parser) and
+:class:`StructuredOutputProtocol` (one JSON object per reply, for models with JSON-schema
+output but no tool calling).
 """
 
 from .agent import Agent, AgentConfig, Conversation
@@ -34,7 +36,7 @@ from .model import (
 from .parsing import RepairResult, parse_react, repair_json
 from .prompts import PromptTemplate, list_templates, load_template
 from .protocol import Decision, PendingCall, Protocol, RequestContext
-from .protocols import FunctionCallingProtocol, TextReActProtocol
+from .protocols import FunctionCallingProtocol, StructuredOutputProtocol, TextReActProtocol
 from .tools import Tool, tool
 from .types import (
     ActionRecord,
@@ -86,6 +88,7 @@ __all__ = [
     "RunResult",
     "ScriptedModel",
     "Step",
+    "StructuredOutputProtocol",
     "TemplateError",
     "TextReActProtocol",
     "Tool",

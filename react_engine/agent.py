@@ -47,6 +47,7 @@ from .model import ChatModel, OpenAIChatModel, RetryPolicy, complete_with_retrie
 from .observations import render_observation, valid_unicode
 from .protocol import Decision, PendingCall, Protocol, RequestContext
 from .protocols.function_calling import FunctionCallingProtocol
+from .protocols.structured import StructuredOutputProtocol
 from .protocols.text import TextReActProtocol
 from .tools import Tool, ToolArgumentsError, as_tools
 from .types import (
@@ -62,7 +63,10 @@ from .types import (
     UserTurn,
 )
 
-__all__ = ["Agent", "AgentConfig", "Conversation"]
+__all__ = ["PROTOCOL_NAMES", "Agent", "AgentConfig", "Conversation"]
+
+PROTOCOL_NAMES: tuple[str, ...] = ("auto", "function_calling", "text", "structured")
+"""What ``Agent(protocol=...)`` accepts as a name."""
 
 log = logging.getLogger("react_engine")
 
@@ -120,10 +124,11 @@ class Agent:
     """A ReAct agent: a model, tools, and a protocol chosen per model.
 
     ``protocol`` is ``"auto"`` (the capability registry decides, and a server that rejects
-    tools switches the run to text), ``"function_calling"``, ``"text"``, or a
-    :class:`Protocol` instance. The endpoint is ``client=`` (an ``openai`` client or any
-    :class:`ChatModel`), else ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` /
-    ``OPENAI_API_KEY``. Limits are :class:`AgentConfig` fields, given as keywords.
+    tools switches the run to text), ``"function_calling"``, ``"text"``, ``"structured"``
+    (one JSON object per reply), or a :class:`Protocol` instance. The endpoint is
+    ``client=`` (an ``openai`` client or any :class:`ChatModel`), else
+    ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Limits are
+    :class:`AgentConfig` fields, given as keywords.
     """
 
     def __init__(
@@ -177,10 +182,10 @@ class Agent:
             raise ConfigurationError(f"unknown Agent option: {exc}") from None
         self._check_config(self.config)
         self._protocol_spec = protocol
-        if isinstance(protocol, str) and protocol not in ("auto", "function_calling", "text"):
+        if isinstance(protocol, str) and protocol not in PROTOCOL_NAMES:
             raise ConfigurationError(
-                f"unknown protocol {protocol!r}: use 'auto', 'function_calling', 'text' "
-                "or a Protocol instance"
+                f"unknown protocol {protocol!r}: use 'auto', 'function_calling', 'text', "
+                "'structured' or a Protocol instance"
             )
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self._model_sync, self._model_async = self._connect(client, base_url, self._api_key)
@@ -254,6 +259,8 @@ class Agent:
             return FunctionCallingProtocol(), "explicit", caps
         if spec == "text":
             return self._text_protocol(caps), "explicit", caps
+        if spec == "structured":
+            return StructuredOutputProtocol(), "explicit", caps
         if caps.function_calling:
             return FunctionCallingProtocol(), why, caps
         return self._text_protocol(caps), why, caps
@@ -471,6 +478,15 @@ class Agent:
             cache.remember(url, model, stop=False)
             state.caps = dataclasses.replace(state.caps, stop=False)
             event = "stop sequences rejected; cutting replies client-side"
+        elif kind == "constrained_decoding":
+            if not state.caps.constrained_decoding:
+                return False
+            cache.remember(url, model, constrained_decoding=False)
+            state.caps = dataclasses.replace(state.caps, constrained_decoding=False)
+            event = (
+                f"constrained decoding rejected by {model} at {url}; "
+                "sending requests without a grammar or schema"
+            )
         elif kind == "tool_choice":
             if not state.caps.tool_choice_required:
                 return False

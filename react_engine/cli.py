@@ -37,9 +37,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
-from .agent import Agent, Conversation
+from .agent import PROTOCOL_NAMES, Agent, Conversation
 from .compare import CompareSettings, Target, TaskRun, format_report, run_comparison, write_outputs
-from .compare_tasks import PROTOCOLS, ScriptReply, Transcript, load_script, load_tasks
+from .compare_tasks import (
+    ALL_PROTOCOLS,
+    PROTOCOLS,
+    ScriptReply,
+    Transcript,
+    load_script,
+    load_tasks,
+)
 from .errors import (
     ConfigurationError,
     ModelAPIError,
@@ -94,8 +101,22 @@ _DRY_RUN_SCRIPT: dict[str, list[dict[str, Any]]] = {
             "Final Answer: Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."
         },
     ],
+    "structured": [
+        {
+            "content": '{"thought": "I need the weather in Beijing first.", "action": '
+            '{"tool": "get_weather", "arguments": {"location": "Beijing"}}}'
+        },
+        {
+            "content": '{"thought": "Now Guangzhou.", "action": '
+            '{"tool": "get_weather", "arguments": {"location": "Guangzhou"}}}'
+        },
+        {
+            "content": '{"thought": "I now know the final answer", "action": {"final_answer": '
+            '"Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."}}'
+        },
+    ],
 }
-"""What ``--dry-run`` replays: the demo's weather question, under either protocol."""
+"""What ``--dry-run`` replays: the demo's weather question, under each protocol."""
 
 
 class _Exit(Exception):
@@ -116,13 +137,18 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 class _ScriptedReplies:
     """The scripted model's replies per protocol: a request with ``tools`` is answered from
-    the function-calling list, one without from the text list (or from one shared list)."""
+    the function-calling list, one without from the text list, or from the structured list
+    when the agent runs that protocol (or from one shared list)."""
 
     def __init__(self, script: dict[str, list[ScriptReply]], label: str) -> None:
         self._transcripts = {k: Transcript(v, label=f"{label} [{k}]") for k, v in script.items()}
+        self.protocol = "auto"
+        """The protocol the agent was asked for (a structured request looks like a text one)."""
 
     def __call__(self, request: ModelRequest) -> ModelResponse:
         protocol = "function_calling" if request.tools else "text"
+        if protocol == "text" and self.protocol == "structured":
+            protocol = "structured"
         transcript = self._transcripts.get(protocol) or self._transcripts.get("*")
         if transcript is None:
             raise ConfigurationError(f"the script has no replies for the {protocol} protocol")
@@ -142,6 +168,8 @@ class Endpoint:
     local: bool = False
     client: ChatModel | None = field(default=None, compare=False)
     """A scripted model in place of an endpoint."""
+    replies: _ScriptedReplies | None = field(default=None, compare=False)
+    """The script behind ``client``, told which protocol the agent runs."""
 
     def model_for(self, protocol: str) -> str:
         return self.text_model if protocol == "text" and self.text_model else self.model
@@ -210,7 +238,8 @@ def _endpoint(args: argparse.Namespace, *, local_default: bool) -> Iterator[Endp
     script = _script(args)
     if script is not None:
         model = args.model or "scripted"
-        yield Endpoint(model, client=ScriptedModel(_ScriptedReplies(script, "script")))
+        replies = _ScriptedReplies(script, "script")
+        yield Endpoint(model, client=ScriptedModel(replies), replies=replies)
         return
     if not args.local:
         configured = _configured(args, [args.model] if args.model else [], strict=not local_default)
@@ -310,6 +339,8 @@ def _make_agent(
     protocol: str,
     on_step: Callable[[Step], None] | None,
 ) -> Agent:
+    if ep.replies is not None:
+        ep.replies.protocol = protocol
     return Agent(
         ep.model_for(protocol),
         tools,
@@ -578,7 +609,7 @@ Commands:
   /tools            the tools the agent may call
   /settings         model, endpoint, API key (masked), protocol, limits
   /trace FILE       append each turn's trace to FILE (JSON Lines); /trace off to stop
-  /protocol NAME    switch protocol: auto, function_calling or text (the history is kept)
+  /protocol NAME    switch protocol: auto, function_calling, text or structured (history kept)
   /exit             leave (Ctrl-D too)
 Ctrl-C during an answer interrupts it; the conversation keeps what was done so far."""
 
@@ -715,8 +746,8 @@ class ChatSession:
             self.say(f"trace: appending each turn to {rest}")
 
     def _set_protocol(self, rest: str) -> None:
-        if rest not in ("auto", "function_calling", "text"):
-            self.say(f"protocol: {self.protocol}; usage: /protocol auto|function_calling|text")
+        if rest not in PROTOCOL_NAMES:
+            self.say(f"protocol: {self.protocol}; usage: /protocol {'|'.join(PROTOCOL_NAMES)}")
             return
         self.protocol = rest
         self.conversation.agent = self._agent()
@@ -789,7 +820,7 @@ def _progress(run: TaskRun, done: int, total: int) -> None:
 def _compare_targets(
     args: argparse.Namespace, protocols: Sequence[str]
 ) -> Iterator[tuple[list[Target], str]]:
-    chosen = [p for p in PROTOCOLS if p in protocols]
+    chosen = [p for p in ALL_PROTOCOLS if p in protocols]
     if args.scripted:
         yield [Target("scripted", p, scripted=True) for p in chosen], "scripted"
         return
@@ -881,7 +912,7 @@ def _add_endpoint_options(p: argparse.ArgumentParser, *, many_models: bool = Fal
 
 def _add_agent_options(p: argparse.ArgumentParser) -> None:
     _add_endpoint_options(p)
-    p.add_argument("--protocol", choices=["auto", "function_calling", "text"], default="auto")
+    p.add_argument("--protocol", choices=list(PROTOCOL_NAMES), default="auto")
     p.add_argument("--template", help="text template: classic, json, zh, or a .toml path")
     p.add_argument(
         "--implicit-final-answer",
@@ -939,8 +970,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--protocol",
         action="append",
-        choices=list(PROTOCOLS),
-        help="a protocol to run; repeat for several (default: both)",
+        choices=list(ALL_PROTOCOLS),
+        help="a protocol to run; repeat for several (default: function_calling and text)",
     )
     compare.add_argument(
         "--tasks",

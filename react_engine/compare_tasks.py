@@ -53,6 +53,7 @@ from .tools import Tool
 from .types import ModelRequest, ModelResponse, RawToolCall, RunResult, Usage
 
 __all__ = [
+    "ALL_PROTOCOLS",
     "PROTOCOLS",
     "Check",
     "ProtocolName",
@@ -67,8 +68,12 @@ __all__ = [
     "load_tasks",
 ]
 
-ProtocolName = Literal["function_calling", "text"]
+ProtocolName = Literal["function_calling", "text", "structured"]
+ALL_PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text", "structured")
+"""Every protocol a comparison (or a script) can name."""
 PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")
+"""What ``compare`` runs unless ``--protocol`` says otherwise; every task has scripted
+replies for these."""
 
 # --- the file format -------------------------------------------------------------------------
 
@@ -167,8 +172,8 @@ class Task(_Strict):
         for protocol, replies in self.scripted.items():
             if not replies:
                 raise ValueError(f"scripted.{protocol} is empty")
-            if protocol == "text" and any(r.tool_calls for r in replies):
-                raise ValueError("scripted.text replies are text: no tool_calls")
+            if protocol != "function_calling" and any(r.tool_calls for r in replies):
+                raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
 
     def tool_objects(self) -> list[Tool]:
         return [TASK_TOOLS[name] for name in self.tools]
@@ -345,9 +350,9 @@ def load_script(path: Path) -> dict[str, list[ScriptReply]]:
         if isinstance(data, dict):
             out: dict[str, list[ScriptReply]] = {}
             for key, items in data.items():
-                if key not in PROTOCOLS or not isinstance(items, list):
+                if key not in ALL_PROTOCOLS or not isinstance(items, list):
                     raise ConfigurationError(
-                        f"script {path}: expected lists under {list(PROTOCOLS)}, got {key!r}"
+                        f"script {path}: expected lists under {list(ALL_PROTOCOLS)}, got {key!r}"
                     )
                 out[key] = [ScriptReply.model_validate(_reply(i)) for i in items]
             return out

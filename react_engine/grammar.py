@@ -35,6 +35,7 @@ __all__ = [
     "GrammarError",
     "ReactLabels",
     "react_grammar",
+    "schema_grammar",
     "schema_rules",
     "step_schema",
 ]
@@ -291,6 +292,19 @@ def schema_rules(schema: Mapping[str, Any], name: str) -> tuple[str, dict[str, s
     rules = {k: _BASE_RULES[k] for k in sorted(writer.base)}
     rules.update(writer.rules)
     return root, rules
+
+
+def schema_grammar(schema: Mapping[str, Any], name: str = "value") -> str:
+    """A whole GBNF grammar (``root`` first) admitting exactly the JSON values valid under
+    ``schema``, for servers that take a grammar but no JSON Schema.
+
+    Raises:
+        GrammarError: the schema uses a feature outside the supported subset.
+    """
+    root, rules = schema_rules(schema, name)
+    if root == "root":
+        return _render(rules)
+    return _render({"root": root, **{k: v for k, v in rules.items() if k != "root"}})
 
 
 # --- text ReAct ----------------------------------------------------------------------------

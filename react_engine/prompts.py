@@ -62,6 +62,30 @@ FUNCTION_CALLING_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "empty_reply": (frozenset(), frozenset()),
 }
 
+STRUCTURED_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "system": (
+        frozenset({"instructions", "tools", "tool_names"}),
+        frozenset({"tools"}),
+    ),
+    "question": (frozenset({"question"}), frozenset({"question"})),
+    "observation": (frozenset({"tool", "observation"}), frozenset({"observation"})),
+    "format_error": (frozenset({"error", "reminder"}), frozenset({"error"})),
+    "format_reminder": (frozenset(), frozenset()),
+    "force_final": (frozenset(), frozenset()),
+    "tool_required": (frozenset({"tool_names"}), frozenset()),
+    "tool_named": (frozenset({"tool"}), frozenset({"tool"})),
+    "tool_none": (frozenset(), frozenset()),
+    "no_tools": (frozenset(), frozenset()),
+}
+"""The structured-output protocol's template: replies are JSON objects, so there are no
+labels or stop sequences; the model is shown the JSON shape in ``system``."""
+
+_SCHEMAS: dict[str, dict[str, tuple[frozenset[str], frozenset[str]]]] = {
+    "text": TEXT_SCHEMA,
+    "function_calling": FUNCTION_CALLING_SCHEMA,
+    "structured": STRUCTURED_SCHEMA,
+}
+
 _META_KEYS = frozenset({"name", "description", "kind", "stop", "labels"})
 
 
@@ -71,7 +95,8 @@ class PromptTemplate:
 
     name: str
     kind: str
-    """``"text"`` for the text ReAct protocol, ``"function_calling"`` for the native one."""
+    """``"text"`` for the text ReAct protocol, ``"function_calling"`` for the native one,
+    ``"structured"`` for the structured-output (JSON) one."""
     texts: Mapping[str, str]
     stop: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -112,7 +137,7 @@ def _fields(text: str, name: str, key: str) -> set[str]:
 
 
 def _check(template: PromptTemplate) -> PromptTemplate:
-    schema = TEXT_SCHEMA if template.kind == "text" else FUNCTION_CALLING_SCHEMA
+    schema = _SCHEMAS[template.kind]
     for key, text in template.texts.items():
         if key not in schema:
             raise TemplateError(
@@ -143,6 +168,8 @@ def _check(template: PromptTemplate) -> PromptTemplate:
     needed = {"system"}
     if template.kind == "text":
         needed |= {"question", "observation", "format_error"}
+    elif template.kind == "structured":
+        needed |= {"observation", "format_error"}
     lacking = sorted(needed - set(template.texts))
     if lacking:
         raise TemplateError(
@@ -154,7 +181,7 @@ def _check(template: PromptTemplate) -> PromptTemplate:
 def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> PromptTemplate:
     """Build and check a template from already-decoded TOML data."""
     kind = str(data.get("kind", "text"))
-    if kind not in ("text", "function_calling"):
+    if kind not in _SCHEMAS:
         raise TemplateError(f"template {name!r}: unknown kind {kind!r}", template=name)
     texts: dict[str, str] = {}
     for key, value in data.items():

@@ -40,6 +40,7 @@ EXPECTED = {
     "RunResult",
     "ScriptedModel",
     "Step",
+    "StructuredOutputProtocol",
     "TemplateError",
     "TextReActProtocol",
     "Tool",

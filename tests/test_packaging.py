@@ -38,6 +38,7 @@ def test_prompts_ship_inside_the_wheel() -> None:
         "classic",
         "function_calling",
         "json",
+        "structured",
         "zh",
     ]
 

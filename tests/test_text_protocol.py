@@ -10,7 +10,9 @@ import pytest
 from react_engine import (
     Agent,
     ErrorBudgetExhausted,
+    Protocol,
     ScriptedModel,
+    StructuredOutputProtocol,
     TemplateError,
     TextReActProtocol,
     list_templates,
@@ -257,8 +259,13 @@ def test_every_shipped_template_renders(name: str) -> None:
     if template.kind == "function_calling":
         assert template.fill("system", instructions="Be brief.").startswith("Be brief.")
         return
-    proto = TextReActProtocol(template=template)
-    model = ScriptedModel(["Final Answer: ok"])
+    proto: Protocol
+    if template.kind == "structured":
+        proto = StructuredOutputProtocol(template=template)
+        model = ScriptedModel(['{"thought": "t", "action": {"final_answer": "ok"}}'])
+    else:
+        proto = TextReActProtocol(template=template)
+        model = ScriptedModel(["Final Answer: ok"])
     agent = Agent("m", [get_weather], client=model, protocol=proto)
     agent.run("q?")
     system = model.payloads[0]["messages"][0]["content"]

@@ -1,0 +1,484 @@
+"""``StructuredOutputProtocol``: each reply is one JSON object, a tool call or the answer.
+
+For models that can be held to a JSON Schema (OpenAI-style ``response_format``, llama.cpp
+grammars, vLLM guided decoding) but have no native tool calling. A step is::
+
+    {"thought": "...", "action": {"tool": "get_weather", "arguments": {"location": "Paris"}}}
+    {"thought": "...", "action": {"final_answer": "Sunny in Paris."}}
+
+Where the server constrains decoding (``Capabilities.constrained_decoding``) the request
+carries :func:`~react_engine.grammar.step_schema` for this agent's tools: a JSON Schema
+for ``"json_schema"`` and ``"vllm"`` servers, the same schema as a GBNF grammar for
+llama.cpp. The model then cannot name a tool that does not exist, write arguments its
+schema forbids, or break the JSON. Without a constraint the system prompt asks for the
+same object and the reply is read tolerantly (:func:`~react_engine.parsing.repair_json`);
+a flat ``{"tool": ..., "arguments": ...}`` or ``{"final_answer": ...}`` is accepted too.
+
+Transcript shape: each step is an assistant message holding the JSON object the model
+wrote (a canonical one for steps made under another protocol, so a run can switch to this
+protocol mid-way) and a user message with the observation, wrapped in ``<observation>``
+tags as under the text protocol.
+
+``tool_choice`` is enforced both in the schema (``"none"`` admits only the answer,
+``"required"`` only calls, a tool name only that tool) and when the reply is read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import JSONRepairError
+from ..grammar import GrammarError, schema_grammar, step_schema
+from ..parsing import patterns as P
+from ..parsing import repair_json
+from ..prompts import PromptTemplate, load_template
+from ..protocol import Decision, PendingCall, Protocol, RequestContext, arguments_json
+from ..tools import Tool
+from ..types import (
+    ActionRecord,
+    AssistantMessage,
+    Constraint,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Step,
+    SystemMessage,
+    UserMessage,
+    UserTurn,
+)
+from .function_calling import decode_arguments
+from .text import render_tools, wrap_observation
+
+__all__ = ["CUT_OFF", "CUT_SHORT", "StructuredOutputProtocol", "step_json"]
+
+log = logging.getLogger("react_engine")
+
+CUT_OFF = (
+    "the reply was cut off by the length limit (max_tokens) before its JSON object was "
+    "complete, so the tool was not run; write the whole object again, with a shorter thought"
+)
+CUT_SHORT = (
+    "the reply was cut off by the length limit (max_tokens) before its JSON object was "
+    "complete; write the whole object again, with a shorter thought"
+)
+_TRUNCATION: frozenset[str] = frozenset({"missing_quote", "missing_closing_bracket"})
+"""JSON repairs that mean the text ended before the value did."""
+
+_ARGUMENT_KEYS = ("arguments", "args", "parameters", "action_input", "input")
+_FINAL_NAMES = frozenset({"final answer", "final_answer", "finalanswer", "finish"})
+
+
+def step_json(
+    thought: str | None,
+    *,
+    tool: str | None = None,
+    arguments: Mapping[str, Any] | None = None,
+    final_answer: str | None = None,
+) -> str:
+    """The canonical JSON text of one step: a call (``tool``) or a final answer."""
+    action: dict[str, Any]
+    if tool is not None:
+        action = {"tool": tool, "arguments": dict(arguments or {})}
+    else:
+        action = {"final_answer": final_answer or ""}
+    return json.dumps({"thought": thought or "", "action": action}, ensure_ascii=False)
+
+
+def _strict_compatible(schema: Any) -> bool:
+    """Whether a JSON Schema meets OpenAI's strict-mode rules on every object in it: each
+    property required, no additional properties."""
+    if not isinstance(schema, Mapping):
+        return True
+    props = schema.get("properties")
+    if schema.get("type") == "object" or isinstance(props, Mapping):
+        if schema.get("additionalProperties", True) is not False:
+            return False
+        if isinstance(props, Mapping) and set(schema.get("required") or ()) != set(props):
+            return False
+    children: list[Any] = []
+    for key in ("properties", "$defs", "definitions"):
+        if isinstance(schema.get(key), Mapping):
+            children.extend(schema[key].values())
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        if isinstance(schema.get(key), list):
+            children.extend(schema[key])
+    if "items" in schema:
+        children.append(schema["items"])
+    return all(_strict_compatible(child) for child in children)
+
+
+class StructuredOutputProtocol(Protocol):
+    """Tool calls and answers as one JSON object per reply, held to a JSON Schema where the
+    server constrains decoding."""
+
+    name = "structured"
+
+    def __init__(
+        self, *, template: str | PromptTemplate = "structured", constrain: bool = True
+    ) -> None:
+        self.template = (
+            template if isinstance(template, PromptTemplate) else load_template(template)
+        )
+        """The prompt template: ``"structured"`` (shipped) or a loaded ``kind = "structured"``
+        template."""
+        self.constrain = constrain
+        """Send the step's JSON Schema (or its grammar) where the server constrains decoding
+        (``Capabilities.constrained_decoding``). Replies are read the same way either way."""
+        if self.template.kind != "structured":
+            raise ValueError(f"template {self.template.name!r} is not a structured template")
+
+    def __repr__(self) -> str:
+        return f"StructuredOutputProtocol(template={self.template.name!r})"
+
+    # --- rendering ----------------------------------------------------------------------------
+
+    def _system(self, ctx: RequestContext) -> str:
+        t = self.template
+        schemas = tuple(tool.openai_schema() for tool in ctx.tools)
+        names = ctx.tool_names()
+        system = t.fill(
+            "system",
+            instructions=ctx.instructions or "",
+            tools=render_tools(schemas) if schemas else "(no tools)",
+            tool_names=", ".join(names),
+        ).strip()
+        extra = None
+        if not names and t.has("no_tools"):
+            extra = t.fill("no_tools")
+        elif ctx.tool_choice == "none" and t.has("tool_none"):
+            extra = t.fill("tool_none")
+        elif ctx.tool_choice in names and t.has("tool_named"):
+            extra = t.fill("tool_named", tool=ctx.tool_choice)
+        elif ctx.tool_choice == "required" and t.has("tool_required"):
+            extra = t.fill("tool_required", tool_names=", ".join(names))
+        return f"{system}\n\n{extra}" if extra else system
+
+    def render(self, ctx: RequestContext) -> list[Message]:
+        messages: list[Message] = [SystemMessage(self._system(ctx))]
+        for item in ctx.history:
+            if isinstance(item, UserTurn):
+                content = (
+                    self.template.fill("question", question=item.content)
+                    if self.template.has("question")
+                    else item.content
+                )
+                messages.append(UserMessage(content))
+            else:
+                messages.extend(self._render_step(item))
+        return messages
+
+    def _render_step(self, step: Step) -> list[Message]:
+        native = step.protocol == self.name and bool(step.text and step.text.strip())
+        if step.kind == "final":
+            if native:
+                return [AssistantMessage(step.text)]
+            thought = (step.thought or "").strip() or "I now know the final answer"
+            return [AssistantMessage(step_json(thought, final_answer=step.final_answer))]
+        if step.kind == "format_error":
+            out: list[Message] = []
+            if step.text and step.text.strip():
+                out.append(AssistantMessage(step.text))
+            out.append(
+                UserMessage(
+                    step.feedback
+                    or self.template.fill("format_error", error="unreadable reply", reminder="")
+                )
+            )
+            return out
+        if native or len(step.actions) <= 1:
+            said = step.text if native else self._foreign_call(step, 0)
+            out = [AssistantMessage(said)]
+            if step.actions:
+                out.append(UserMessage("\n".join(self._observation(a) for a in step.actions)))
+        else:
+            # Several calls in one step (parallel function calls, a multi-action text reply):
+            # one JSON object per call, each followed by its observation, so the transcript
+            # keeps the one-action-per-reply shape this protocol asks for.
+            out = []
+            for i, action in enumerate(step.actions):
+                out.append(AssistantMessage(self._foreign_call(step, i)))
+                out.append(UserMessage(self._observation(action)))
+        if step.feedback:
+            out.append(UserMessage(step.feedback))
+        return out
+
+    def _foreign_call(self, step: Step, index: int) -> str:
+        if not step.actions:
+            return step_json(step.thought, final_answer=step.final_answer)
+        action = step.actions[index]
+        thought = (step.thought or "").strip() if index == 0 else ""
+        return step_json(
+            thought or "I will use a tool.",
+            tool=action.tool,
+            arguments=_arguments_object(action),
+        )
+
+    def _observation(self, action: ActionRecord) -> str:
+        return self.template.fill(
+            "observation", tool=action.tool, observation=wrap_observation(action.observation)
+        )
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def build_request(self, ctx: RequestContext) -> ModelRequest:
+        messages = self.render(ctx)
+        if ctx.force_final and self.template.has("force_final"):
+            messages.append(UserMessage(self.template.fill("force_final")))
+        return ModelRequest(
+            model=ctx.model,
+            messages=tuple(messages),
+            settings=ctx.settings,
+            constraint=self._constraint(ctx),
+        )
+
+    def reply_schema(self, ctx: RequestContext) -> tuple[dict[str, Any], list[Tool]]:
+        """The JSON Schema of the next reply under ``ctx``, and the tools it admits."""
+        names = ctx.tool_names()
+        final_only = ctx.force_final or ctx.tool_choice == "none" or not names
+        named = ctx.tool_choice if ctx.tool_choice in names else None
+        schema = step_schema(
+            [t.openai_schema() for t in ctx.tools],
+            final_only=final_only,
+            allow_final=ctx.tool_choice == "auto",
+            only_tool=named,
+        )
+        admitted: list[Tool] = []
+        if not final_only:
+            admitted = [t for t in ctx.tools if named is None or t.name == named]
+        return schema, admitted
+
+    def _constraint(self, ctx: RequestContext) -> Constraint | None:
+        caps = ctx.capabilities
+        if not (self.constrain and caps.constrained_decoding):
+            return None
+        schema, tools = self.reply_schema(ctx)
+        strict = all(t.strict and _strict_compatible(t.parameters) for t in tools)
+        grammar = None
+        if caps.constraint_style == "llama.cpp":
+            # llama.cpp reads a GBNF grammar; vLLM and json_schema servers take the schema
+            # itself (vLLM's own backends compile it, and not all of them read GBNF).
+            try:
+                grammar = schema_grammar(schema, "step")
+            except GrammarError as exc:
+                log.warning("no grammar for this request, sending the JSON Schema: %s", exc)
+        return Constraint(
+            style=caps.constraint_style,
+            grammar=grammar,
+            json_schema=schema,
+            name="react_step",
+            strict=strict,
+        )
+
+    # --- reading replies ----------------------------------------------------------------------
+
+    def _format_error(self, text: str | None, error: str, thought: str | None = None) -> Decision:
+        t = self.template
+        reminder = t.fill("format_reminder") if t.has("format_reminder") else ""
+        return Decision(
+            text=text,
+            thought=thought,
+            format_error=t.fill("format_error", error=error, reminder=reminder).strip(),
+        )
+
+    def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+        raw = reply.content or ""
+        think, body, repairs = _split_think(raw)
+        reasoning = _join(reply.reasoning, think)
+        text = body.strip() or None
+        if not body.strip():
+            return self._format_error(raw.strip() or None, "the reply was empty", reasoning)
+        cut = reply.finish_reason == "length"
+        try:
+            decoded = repair_json(body.strip())
+        except JSONRepairError as exc:
+            error = CUT_SHORT if cut else f"the reply is not a JSON object ({exc})"
+            return self._format_error(text, error, reasoning)
+        repairs += [f"json:{r}" for r in decoded.repairs]
+        truncated = cut and bool(_TRUNCATION.intersection(decoded.repairs))
+        value = decoded.value
+        if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+            value = value[0]
+            repairs.append("unwrapped_array")
+        if not isinstance(value, dict):
+            return self._format_error(
+                text, f"the reply must be a JSON object, not {type(value).__name__}", reasoning
+            )
+
+        read = _read_step(value)
+        thought = _join(reasoning, read.thought)
+        repairs += read.repairs
+        if read.error is not None:
+            return self._format_error(text, CUT_SHORT if truncated else read.error, thought)
+
+        names = ctx.tool_names()
+        if read.tool is not None:
+            if ctx.force_final:
+                return self._format_error(text, "a final answer was required", thought)
+            if ctx.tool_choice == "none" or not names:
+                return self._format_error(text, "no tool may be used for this question", thought)
+            if ctx.tool_choice in names and read.tool != ctx.tool_choice:
+                return self._format_error(
+                    text, f"the tool must be {ctx.tool_choice}, not {read.tool}", thought
+                )
+            call = _pending(read.tool, read.arguments, read.raw_arguments)
+            repairs += call.repairs
+            if truncated:
+                call.error = CUT_OFF  # never run a call whose JSON was completed by repair
+            return Decision(text=text, thought=thought, calls=[call], repairs=repairs)
+
+        answer = read.final_answer or ""
+        if (
+            not ctx.force_final
+            and names
+            and (ctx.tool_choice == "required" or ctx.tool_choice in names)
+        ):
+            return self._format_error(text, "a tool must be used before the final answer", thought)
+        if not answer.strip():
+            return self._format_error(text, "the final answer was empty", thought)
+        if truncated:
+            repairs.append("cut_by_length")
+        return Decision(text=text, thought=thought, final_answer=answer.strip(), repairs=repairs)
+
+
+# --- reading a step object --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Read:
+    """What one decoded reply object says: a call, a final answer, or an error."""
+
+    thought: str | None = None
+    tool: str | None = None
+    arguments: Any = None
+    raw_arguments: str | None = None
+    final_answer: str | None = None
+    error: str | None = None
+    repairs: list[str] = field(default_factory=list)
+
+
+def _read_step(value: Mapping[str, Any]) -> _Read:
+    out = _Read()
+    thought = value.get("thought")
+    if thought is not None:
+        out.thought = thought if isinstance(thought, str) else _as_text(thought)
+    action = value.get("action")
+    if isinstance(action, Mapping):
+        body: Mapping[str, Any] = action
+    elif isinstance(action, str) and action.strip():
+        # A LangChain-style blob: {"action": "get_weather", "action_input": {...}}.
+        out.repairs.append("action_blob")
+        if action.strip().lower() in _FINAL_NAMES:
+            answer = _first(value, ("action_input", "final_answer", "answer"))
+            body = {"final_answer": answer}
+        else:
+            body = {"tool": action, "arguments": _first(value, _ARGUMENT_KEYS)}
+    elif action is None and ("tool" in value or "final_answer" in value):
+        out.repairs.append("flat_step")
+        body = value
+    else:
+        out.error = (
+            'the JSON object has no "action": write {"thought": ..., "action": {"tool": ..., '
+            '"arguments": {...}}} or {"thought": ..., "action": {"final_answer": ...}}'
+        )
+        return out
+
+    tool = body.get("tool", body.get("name"))
+    has_answer = "final_answer" in body
+    if tool is not None and has_answer:
+        out.error = "the action has both a tool and a final_answer: write only one of them"
+        return out
+    if has_answer:
+        answer = body["final_answer"]
+        out.final_answer = answer if isinstance(answer, str) else _as_text(answer)
+        return out
+    if not isinstance(tool, str) or not tool.strip():
+        out.error = (
+            'the action names no tool: give "tool" (a tool name) and "arguments", or "final_answer"'
+        )
+        return out
+    out.tool = tool.strip()
+    present = [k for k in _ARGUMENT_KEYS if k in body]
+    if not present:
+        out.arguments = {}
+        out.raw_arguments = "{}"
+        out.repairs.append("missing_arguments")
+    else:
+        if present[0] != "arguments":
+            out.repairs.append("arguments_key")
+        out.arguments = body[present[0]]
+    return out
+
+
+def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
+    call_id = "call_" + uuid.uuid4().hex[:24]
+    if isinstance(arguments, dict):
+        text = raw if raw is not None else json.dumps(arguments, ensure_ascii=False)
+        return PendingCall(id=call_id, tool=tool, arguments=arguments, raw_arguments=text)
+    if isinstance(arguments, str):
+        # Arguments written as a JSON string ("{\"city\": \"Paris\"}"), or plain text.
+        if arguments.lstrip()[:1] in ("{", "["):
+            decoded, error, fixes = decode_arguments(arguments)
+            return PendingCall(
+                id=call_id,
+                tool=tool,
+                arguments=decoded,
+                raw_arguments=arguments,
+                error=error,
+                repairs=["arguments_as_string", *fixes],
+            )
+        return PendingCall(id=call_id, tool=tool, arguments=arguments, raw_arguments=arguments)
+    if arguments is None:
+        return PendingCall(
+            id=call_id, tool=tool, arguments={}, raw_arguments="{}", repairs=["null_arguments"]
+        )
+    text = json.dumps(arguments, ensure_ascii=False)
+    return PendingCall(
+        id=call_id,
+        tool=tool,
+        arguments=text,
+        raw_arguments=text,
+        error=f'"arguments" must be a JSON object, not {type(arguments).__name__}',
+    )
+
+
+def _arguments_object(action: ActionRecord) -> dict[str, Any]:
+    if isinstance(action.arguments, dict):
+        return action.arguments
+    value = json.loads(arguments_json(action.arguments, action.raw_arguments))
+    return value if isinstance(value, dict) else {"input": value}
+
+
+def _split_think(raw: str) -> tuple[str | None, str, list[str]]:
+    """A leading think block (or everything before a stray closing tag), and the rest."""
+    opening = P.THINK_OPEN.match(raw)
+    if opening:
+        closing = P.THINK_CLOSE.search(raw, opening.end())
+        if closing is None:
+            return None, raw[opening.end() :], ["unclosed_think"]
+        return (
+            raw[opening.end() : closing.start()].strip() or None,
+            raw[closing.end() :],
+            ["think_block"],
+        )
+    closing = P.THINK_CLOSE.search(raw)
+    if closing is not None and "{" not in raw[: closing.start()]:
+        return raw[: closing.start()].strip() or None, raw[closing.end() :], ["think_block"]
+    return None, raw, []
+
+
+def _first(value: Mapping[str, Any], keys: Sequence[str]) -> Any:
+    return next((value[k] for k in keys if k in value), None)
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    parts = [p.strip() for p in (a, b) if p and p.strip()]
+    return "\n\n".join(parts) if parts else None
