@@ -248,9 +248,9 @@ def test_strict_needs_every_nested_object_closed_and_required() -> None:
         """Ship to an address."""
         return "ok"
 
-    # Every top-level property is required, so the tool itself is sent strict under
-    # function calling; the nested optional zip_code still breaks OpenAI's strict rules.
-    assert ship.strict
+    # Every top-level property is required, but the nested optional zip_code breaks
+    # OpenAI's strict rules: the tool is not sent strict, nor is the step schema.
+    assert not ship.strict
     agent, model = scripted_agent("structured", "json_schema", [JSON_FINAL], tools=[ship])
     agent.run("q")
     assert "strict" not in model.payloads[0]["response_format"]["json_schema"]
@@ -268,7 +268,7 @@ def test_forced_final_constrains_to_the_answer_only() -> None:
     agent, model = scripted_agent("text", "llama.cpp", [TEXT_CALL, TEXT_FINAL], max_steps=1)
     agent.run("Weather in Beijing?")
     forced_grammar = model.payloads[1]["extra_body"]["grammar"]
-    assert forced_grammar.startswith("root ::= thought? ( answer )")
+    assert forced_grammar.startswith('root ::= "Thought: I now know the final answer\\n" answer')
     assert "Action" not in forced_grammar
 
 
@@ -730,7 +730,9 @@ def test_the_text_react_grammar() -> None:
             Raw('Thought: x\nAction: get_weather\nAction Input: {"location": "P"}\nObservation: x'),
         ],
     )
-    check(react_grammar(tools, final_only=True), [final, Raw("Final Answer: ok")], [call])
+    closing = Raw("Thought: I now know the final answer\nFinal Answer: Sunny.\nIt is warm.")
+    # Only an answer, after the template's fixed closing thought.
+    check(react_grammar(tools, final_only=True), [closing], [call, final, Raw("Final Answer: ok")])
     check(react_grammar(tools, allow_final=False), [call], [final])
     blob = ReactLabels(json_blob=True)
     check(
