@@ -487,3 +487,15 @@ def test_cli_dry_run_under_the_structured_protocol(capsys: pytest.CaptureFixture
     assert "protocol structured (explicit)" in out
     assert 'step 2 [structured] action: get_weather {"location": "Guangzhou"}' in out
     assert "answer: Beijing is sunny at 24°C; Guangzhou is rainy at 29°C." in out
+
+
+@pytest.mark.parametrize("answer", ["<your answer>", " <the final answer> ", "...", "…"])
+def test_a_placeholder_copied_from_the_prompt_is_not_an_answer(answer: str) -> None:
+    decision = parse(final(answer))
+    assert decision.final_answer is None
+    assert decision.format_error is not None and "placeholder" in decision.format_error
+
+
+@pytest.mark.parametrize("answer", ["<html>", "<b>", "See the answer above...", "Yes..."])
+def test_answers_that_only_look_like_placeholders_are_kept(answer: str) -> None:
+    assert parse(final(answer)).final_answer == answer

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,8 @@ CUT_SHORT = (
 _TRUNCATION: frozenset[str] = frozenset({"missing_quote", "missing_closing_bracket"})
 """JSON repairs that mean the text ended before the value did."""
 
+_PLACEHOLDER = re.compile(r"\s*(?:<[^<>\n]{0,40}\banswer\b[^<>\n]{0,20}>|\.{3}|…)\s*", re.I)
+"""A final answer that only echoes the prompt's placeholder (``<your answer>``, ``...``)."""
 _ARGUMENT_KEYS = ("arguments", "args", "parameters", "action_input", "input")
 _FINAL_NAMES = frozenset({"final answer", "final_answer", "finalanswer", "finish"})
 
@@ -340,6 +343,13 @@ class StructuredOutputProtocol(Protocol):
             return self._format_error(text, "a tool must be used before the final answer", thought)
         if not answer.strip():
             return self._format_error(text, "the final answer was empty", thought)
+        if _PLACEHOLDER.fullmatch(answer):
+            return self._format_error(
+                text,
+                f"the final answer {answer.strip()!r} is the placeholder from the instructions: "
+                "write the answer itself",
+                thought,
+            )
         if truncated:
             repairs.append("cut_by_length")
         return Decision(text=text, thought=thought, final_answer=answer.strip(), repairs=repairs)
