@@ -345,7 +345,12 @@ class OpenAIChatModel(ChatModel):
         """
         if asynchronous:
             return cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
-        return cls(openai.OpenAI(base_url=base_url, api_key=api_key))
+        client = openai.OpenAI(base_url=base_url, api_key=api_key)
+        model = cls(client)
+        # The pooled connections are ours: close them when the model goes away, rather
+        # than leave open sockets for the garbage collector to warn about.
+        weakref.finalize(model, client.close)
+        return model
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(base_url={self.base_url!r}, api_key={mask_key(self._secret)!r})"

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import socket
 from collections.abc import Iterator
@@ -62,3 +63,12 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_after_each_test() -> Iterator[None]:
+    """Collect garbage when each test ends, so an unclosed socket or file is reported
+    against the test that leaked it (pytest turns it into a failure there) rather than
+    against whichever later test the collector happens to run in."""
+    yield
+    gc.collect()
