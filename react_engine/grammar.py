@@ -319,6 +319,11 @@ class ReactLabels:
     action_input: str = "Action Input"
     final_answer: str = "Final Answer"
     final_thought: str = "I now know the final answer"
+    plan_prefix: str = "I need to"
+    """How a thought begins when an action must follow (``tool_choice`` ``"required"`` or a
+    tool name): a plan, not a guess at the answer. A small model left to itself writes its
+    guess of the answer as the thought, and later copies the guess instead of the tool's
+    result. Empty for no prefix."""
     """The thought written before a forced final answer: fixed, so a model that is only
     allowed to answer cannot spend the turn repeating an earlier plan."""
     colon: str = ": "
@@ -355,6 +360,8 @@ def react_grammar(
     rules["root"] = ""
     rules["thought"] = f"{literal(lab.thought)} {sep} thought-text {literal(chr(10))}"
     rules["thought-text"] = f"[^\\n]{{1,{thought_chars}}}"
+    if not allow_final and not final_only and lab.plan_prefix:
+        rules["thought-text"] = f"{literal(lab.plan_prefix + ' ')} {rules['thought-text']}"
     rules["answer"] = f"{literal(lab.final_answer)} {sep} answer-text"
     rules["answer-text"] = "[^\\n] [^\\x00]*"
     choices: list[str] = []
@@ -383,6 +390,8 @@ def react_grammar(
             choices.append(_add(rules, f"call-{tool_name}", body))
     if allow_final or final_only or not choices:
         choices.append("answer")
+    else:
+        del rules["answer"], rules["answer-text"]
     if choices == ["answer"]:
         # Only an answer is allowed: the template's own closing thought, then the answer.
         fixed = f"{lab.thought}{lab.colon}{lab.final_thought}\n"

@@ -603,3 +603,64 @@ def test_a_salvaged_calls_think_block_is_its_thought() -> None:
     assert result.steps[0].actions[0].salvaged
     assert result.steps[0].thought == "Paris first."
     assert result.answer == "Paris is sunny."
+
+
+def test_a_required_tool_choice_resets_to_auto_once_a_tool_ran() -> None:
+    script = [
+        tool_call_reply(("get_weather", {"location": "Paris"}, "c1")),
+        reply("Overcast in Paris, 14°C."),
+    ]
+    agent, model = make_agent(list(script), tool_choice="required")
+    result = agent.run("Weather in Paris?")
+    assert result.answer == "Overcast in Paris, 14°C."
+    assert [p.get("tool_choice") for p in model.payloads] == ["required", "auto"]
+
+    agent, model = make_agent(
+        [
+            tool_call_reply(("get_weather", {"location": "Paris"}, "c1")),
+            tool_call_reply(("get_weather", {"location": "London"}, "c2")),
+            reply("Overcast in Paris, drizzle in London."),
+        ],
+        tool_choice="required",
+        reset_tool_choice=False,
+    )
+    agent.run("Weather in Paris?", max_steps=2)
+    assert [p.get("tool_choice") for p in model.payloads] == ["required", "required", "none"]
+
+
+def test_a_repeated_call_is_answered_with_its_earlier_result() -> None:
+    call = ("get_weather", {"location": "Paris"}, None)
+    agent, model = make_agent(
+        [tool_call_reply(call), tool_call_reply(call), reply("Overcast, 14°C.")], loop_limit=1
+    )
+    result = agent.run("Weather in Paris?")
+    first, second = result.steps[0].actions[0], result.steps[1].actions[0]
+    assert first.status == "ok" and "Warning" not in first.observation  # no warning at limit 1
+    assert second.status == "skipped"
+    assert second.observation.startswith("Not run again: get_weather was already called 1 times")
+    assert first.observation in second.observation  # the model sees the result again
+    assert result.stop_reason == "loop" and result.answer == "Overcast, 14°C."
+
+
+def test_on_call_announces_each_call_before_its_tool_runs() -> None:
+    events: list[str] = []
+
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        events.append(f"ran {city}")
+        return "ok"
+
+    agent, _ = make_agent(
+        [
+            tool_call_reply(("lookup", {"city": "A"}, "c1"), ("lookup", {"city": "B"}, "c2")),
+            reply("done"),
+        ],
+        tools=[lookup],
+        on_call=lambda record: events.append(f"calling {record.tool} {record.arguments}"),
+        on_step=lambda step: events.append(f"step {step.index}"),
+    )
+    agent.run("q")
+    assert events.index("calling lookup {'city': 'A'}") < events.index("ran A")
+    assert events.index("calling lookup {'city': 'B'}") < events.index("ran B")
+    assert events.index("ran B") < events.index("step 0")

@@ -634,3 +634,48 @@ def test_a_multi_line_answer_stays_indented() -> None:
 
     result = RunResult("q", "one\ntwo", [], Usage(), "text", "explicit", "final_answer", "m")
     assert "   answer: one\n           two\n" in format_result(result)
+
+
+def test_demo_shows_the_call_before_its_tool_runs_and_checks_the_answer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.index('→ calling get_weather(location="Beijing")') < out.index("observation:")
+    assert "✓ the answer carries the temperature get_weather returned (24)" in out
+
+
+def test_demo_fails_an_answer_that_does_not_carry_the_tools_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "made_up.json"
+    script.write_text(
+        json.dumps(
+            {
+                "function_calling": [
+                    {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}}]},
+                    {"content": "It is sunny and 28 degrees in Paris."},
+                ]
+            }
+        )
+    )
+    code = main(["demo", "--scripted", str(script), "--protocol", "function_calling"])
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_NO_ANSWER
+    assert "✗ the answer does not carry the temperature get_weather returned (14)" in out
+
+
+def test_demo_check_reads_the_temperature_from_successful_calls_only() -> None:
+    from react_engine.cli import demo_check
+    from react_engine.demo_tools import get_weather
+
+    def run(answer: str, *calls: dict[str, Any]) -> Any:
+        replies = [tool_call_reply(("get_weather", c, None)) for c in calls] + [reply(answer)]
+        agent = cli.Agent("m", [get_weather], client=ScriptedModel(replies), max_steps=5)
+        return agent.run("Weather?")
+
+    assert demo_check(run("Overcast, 14°C.", {"location": "Paris"}))[0]
+    assert demo_check(run("It is 57.2 F.", {"location": "Paris", "unit": "fahrenheit"}))[0]
+    assert not demo_check(run("It is 14 degrees.", {"location": "Atlantis"}))[0]  # tool failed
+    assert not demo_check(run("It is 14 degrees."))[0]  # no call at all
+    assert not demo_check(run("It is 140 degrees.", {"location": "Paris"}))[0]

@@ -27,6 +27,7 @@ from react_engine import (
     ScriptedModel,
     Tool,
     tool,
+    tool_call_reply,
 )
 from react_engine.capabilities import classify_rejection
 from react_engine.demo_tools import calculator, get_weather
@@ -733,7 +734,10 @@ def test_the_text_react_grammar() -> None:
     closing = Raw("Thought: I now know the final answer\nFinal Answer: Sunny.\nIt is warm.")
     # Only an answer, after the template's fixed closing thought.
     check(react_grammar(tools, final_only=True), [closing], [call, final, Raw("Final Answer: ok")])
-    check(react_grammar(tools, allow_final=False), [call], [final])
+    planned = Raw(
+        'Thought: I need to get the weather.\nAction: get_weather\nAction Input: {"location": "P"}'
+    )
+    check(react_grammar(tools, allow_final=False), [planned], [final, call])
     blob = ReactLabels(json_blob=True)
     check(
         react_grammar(tools, blob),
@@ -760,3 +764,68 @@ def test_tool_schemas_of_the_shipped_tools_all_compile() -> None:
     grammar = schema_grammar(schema, "step")
     assert matcher().parses(grammar)
     assert matcher().parses(react_grammar([t.openai_schema() for t in every]))
+
+
+def test_a_required_action_begins_its_thought_with_the_plan_prefix() -> None:
+    tools = [get_weather.openai_schema()]
+    plan = Raw(
+        'Thought: I need to get the weather in Paris.\nAction: get_weather\nAction Input: {"location": "Paris"}'
+    )
+    guess = Raw(
+        'Thought: It is sunny in Paris.\nAction: get_weather\nAction Input: {"location": "Paris"}'
+    )
+    # Required (or named): a plan, not a guess at the answer, and no final answer.
+    check(react_grammar(tools, allow_final=False), [plan], [guess, Raw("Thought: x\nFinal Answer: y")])
+    check(react_grammar(tools, only_tool="get_weather", allow_final=False), [plan], [guess])
+    # "auto" leaves the thought free; an empty prefix switches it off.
+    check(react_grammar(tools), [plan, guess], [])
+    check(react_grammar(tools, ReactLabels(plan_prefix=""), allow_final=False), [guess], [])
+    zh = ReactLabels(
+        thought="思考",
+        action="行动",
+        action_input="行动输入",
+        final_answer="最终答案",
+        colon="：",
+        plan_prefix="我需要",
+    )
+    zh_plan = Raw('思考：我需要 查天气\n行动：get_weather\n行动输入：{"location": "上海"}')
+    check(react_grammar(tools, zh, allow_final=False), [zh_plan], [])
+
+
+def test_the_text_protocol_reads_its_grammar_labels_from_the_template() -> None:
+    agent, model = scripted_agent("text", "llama.cpp", [TEXT_CALL, TEXT_FINAL], tool_choice="required")
+    agent.run("Weather in Beijing?")
+    first, second = (p["extra_body"]["grammar"] for p in model.payloads)
+    assert 'thought-text ::= "I need to "' in first and "answer ::=" not in first
+    # Once a tool has run, "required" is reset to "auto": the answer is allowed again.
+    assert "answer ::=" in second and "I need to" not in second
+
+
+def test_function_calling_forced_final_rules_out_a_call_written_as_text() -> None:
+    agent, model = scripted_agent(
+        "function_calling",
+        "llama.cpp",
+        [
+            tool_call_reply(("get_weather", {"location": "Beijing"}, "c1")),
+            "Sunny in Beijing.",
+        ],
+        max_steps=1,
+    )
+    agent.run("Weather in Beijing?")
+    assert "extra_body" not in model.payloads[0]
+    grammar = model.payloads[1]["extra_body"]["grammar"]
+    assert model.payloads[1]["tool_choice"] == "none"
+    check(
+        grammar,
+        valid=[Raw("Sunny in Beijing, 24 degrees.")],
+        invalid=[
+            Raw('<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>'),
+            Raw('{"name": "get_weather"}'),
+            Raw('[{"name": "get_weather"}]'),
+            Raw(""),
+        ],
+    )
+    # Servers that take JSON Schemas only get nothing: a schema cannot say "not a call".
+    agent, model = scripted_agent("function_calling", "json_schema", ["Sunny."], tool_choice="none")
+    agent.run("q")
+    assert "extra_body" not in model.payloads[0] and "response_format" not in model.payloads[0]

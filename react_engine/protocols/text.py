@@ -271,6 +271,7 @@ class TextReActProtocol(Protocol):
             action_input=t.label("action_input", "Action Input"),
             final_answer=t.label("final_answer", "Final Answer"),
             final_thought=t.label("final_thought", "I now know the final answer"),
+            plan_prefix=t.label("plan_prefix", "I need to"),
             colon=t.label("colon", "：" if chinese else ": "),
             json_blob=t.label("action_format", "lines") == "json_blob",
         )
