@@ -630,7 +630,7 @@ def test_a_required_tool_choice_resets_to_auto_once_a_tool_ran() -> None:
 
 def test_a_repeated_call_is_answered_with_its_earlier_result() -> None:
     call = ("get_weather", {"location": "Paris"}, None)
-    agent, model = make_agent(
+    agent, _ = make_agent(
         [tool_call_reply(call), tool_call_reply(call), reply("Overcast, 14°C.")], loop_limit=1
     )
     result = agent.run("Weather in Paris?")

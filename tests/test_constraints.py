@@ -775,7 +775,9 @@ def test_a_required_action_begins_its_thought_with_the_plan_prefix() -> None:
         'Thought: It is sunny in Paris.\nAction: get_weather\nAction Input: {"location": "Paris"}'
     )
     # Required (or named): a plan, not a guess at the answer, and no final answer.
-    check(react_grammar(tools, allow_final=False), [plan], [guess, Raw("Thought: x\nFinal Answer: y")])
+    check(
+        react_grammar(tools, allow_final=False), [plan], [guess, Raw("Thought: x\nFinal Answer: y")]
+    )
     check(react_grammar(tools, only_tool="get_weather", allow_final=False), [plan], [guess])
     # "auto" leaves the thought free; an empty prefix switches it off.
     check(react_grammar(tools), [plan, guess], [])
@@ -793,7 +795,9 @@ def test_a_required_action_begins_its_thought_with_the_plan_prefix() -> None:
 
 
 def test_the_text_protocol_reads_its_grammar_labels_from_the_template() -> None:
-    agent, model = scripted_agent("text", "llama.cpp", [TEXT_CALL, TEXT_FINAL], tool_choice="required")
+    agent, model = scripted_agent(
+        "text", "llama.cpp", [TEXT_CALL, TEXT_FINAL], tool_choice="required"
+    )
     agent.run("Weather in Beijing?")
     first, second = (p["extra_body"]["grammar"] for p in model.payloads)
     assert 'thought-text ::= "I need to "' in first and "answer ::=" not in first
