@@ -860,6 +860,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         temperature=args.temperature,
         max_tokens=args.max_tokens,
         max_attempts=args.max_retries + 1,
+        tool_choice=args.tool_choice,
     )
     with _compare_targets(args, args.protocol or PROTOCOLS) as (targets, source):
         try:
@@ -990,6 +991,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
     compare.add_argument("--seed", type=int, default=42)
     compare.add_argument("--temperature", type=float, default=0.0)
+    compare.add_argument(
+        "--tool-choice",
+        choices=["auto", "required"],
+        default="auto",
+        help="'required': each run's first step must call a tool (then 'auto')",
+    )
     compare.add_argument("--max-tokens", type=int, default=256, metavar="N")
     compare.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser

@@ -97,6 +97,10 @@ class CompareSettings:
     """Seconds per run, all requests and tools together."""
     max_attempts: int = 3
     """Network attempts per request (transient failures only)."""
+    tool_choice: str = "auto"
+    """``"auto"``, or ``"required"`` for a first step that must call a tool (reset to
+    ``"auto"`` once one ran): what the demo does for a small model that would rather
+    answer from memory. Tasks whose check forbids every tool then fail by design."""
 
 
 @dataclass(slots=True)
@@ -254,6 +258,7 @@ def run_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
         instructions=task.instructions,
         capability_cache=CapabilityCache(),  # nothing learned leaks from run to run
         max_steps=task.check.max_steps,
+        tool_choice=settings.tool_choice,
         deadline=settings.run_deadline,
         retry=RetryPolicy(max_attempts=settings.max_attempts),
         settings=ModelSettings(
@@ -367,7 +372,7 @@ def format_report(report: Report) -> str:
     lines = [
         f"Protocol comparison · {len(report.tasks)} tasks × {len(models)} model(s) × "
         f"{len(protocols)} protocol(s) · seed {s.seed} · temperature {s.temperature:g} · "
-        f"max_tokens {s.max_tokens}",
+        f"max_tokens {s.max_tokens} · tool_choice {s.tool_choice}",
         f"models: {', '.join(models)} ({report.source or 'endpoint'})",
         "",
     ]

@@ -34,6 +34,7 @@ from react_engine.compare import (
 from react_engine.compare_tasks import (
     PROTOCOLS,
     Task,
+    Transcript,
     check_result,
     default_tasks_dir,
     estimate_tokens,
@@ -630,3 +631,23 @@ def test_format_report_with_several_models() -> None:
     assert re.search(r"^no_tool_capital\s+a\s+text\s+yes", table, re.M)
     assert re.search(r"^\s+b\s+function_calling\s+yes", table, re.M)
     assert "  a:" in table and "  b:" in table
+
+
+def test_compare_can_require_a_first_tool_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str | None] = []
+    replay = Transcript.__call__
+
+    def recording(self: Transcript, request: Any) -> Any:
+        seen.append(request.tool_choice)
+        return replay(self, request)
+
+    monkeypatch.setattr(Transcript, "__call__", recording)
+    tasks = [t for t in load_tasks() if t.id == "weather_single"]
+    report = run_comparison(
+        tasks,
+        [Target("gpt-4o-mini", "function_calling", scripted=True)],  # takes "required"
+        CompareSettings(tool_choice="required"),
+    )
+    assert seen == ["required", "auto"]  # reset once the tool ran
+    assert report.runs[0].success
+    assert "tool_choice required" in format_report(report)
