@@ -184,13 +184,14 @@ def test_async_runs_concurrently(local_endpoint: LocalEndpoint) -> None:
         assert_consistent(r)
 
 
-def test_make_demo_answers_from_the_tool_under_function_calling() -> None:
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+def test_make_demo_answers_from_the_tool(protocol: str) -> None:
     """What ``make demo`` runs, as a new user runs it: its own server, exit 0 only when
     the answer carries the temperature get_weather returned."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.pop("REACT_ENGINE_MODEL", None)
     done = subprocess.run(
-        [sys.executable, "-m", "react_engine", "demo", "--protocol", "function_calling"],
+        [sys.executable, "-m", "react_engine", "demo", "--protocol", protocol],
         capture_output=True,
         text=True,
         timeout=300,
