@@ -361,3 +361,24 @@ def test_a_server_that_dies_while_starting_raises_with_its_log(
     assert error.log_path == tmp_path / "server.log"
     assert error.log_tail and error.log_tail in str(error)
     assert not server.running
+
+
+def test_prefix_reuse_keeps_replies_a_function_of_the_request(
+    local_endpoint: LocalEndpoint, client: openai.OpenAI
+) -> None:
+    """The launcher reuses a cached prompt prefix only in whole batches, so a request
+    answered after one that shares its long prefix (the reuse path) gets the same reply as
+    after an unrelated one (evaluated from scratch)."""
+    shared = _text_request(local_endpoint, "What is the weather in Beijing?")
+    target = _text_request(local_endpoint, "What is 12 * 7? Use the calculator.")
+    unrelated = {
+        "model": local_endpoint.text_model,
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "temperature": 0,
+        "max_tokens": 8,
+    }
+    client.chat.completions.create(**shared)  # caches the system prompt
+    after_shared = client.chat.completions.create(**target).choices[0].message.content
+    client.chat.completions.create(**unrelated)  # replaces the cache
+    after_unrelated = client.chat.completions.create(**target).choices[0].message.content
+    assert after_shared and after_shared == after_unrelated
