@@ -548,12 +548,16 @@ class Agent:
                 if seen > state.config.loop_limit:
                     record.status = "skipped"
                     earlier = state.results.get(key)
-                    record.observation = (
-                        f"Not run again: {call.tool} was already called {seen - 1} times with "
-                        "these arguments."
-                        + (f" Its result was: {earlier}\n" if earlier else " ")
-                        + "Give your final answer now."
-                    )
+                    if earlier is not None:
+                        # The model asked for what it already has: give it the same result
+                        # again (the trace says it was not re-run), then ask for the answer.
+                        record.observation = earlier
+                        record.error = "repeated call: given the earlier identical call's result"
+                    else:
+                        record.observation = (
+                            f"Not run again: {call.tool} was already called {seen - 1} times "
+                            "with these arguments. Give your final answer now."
+                        )
                     state.force_final = "loop"
                     tool = None
                 elif seen == state.config.loop_limit and seen > 1:

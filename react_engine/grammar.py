@@ -51,6 +51,7 @@ class GrammarError(ValueError):
 _BASE_RULES: Final = {
     "ws": '" "?',
     "json-string": r'"\"" json-char* "\""',
+    "json-text": r'"\"" json-char+ "\""',
     "json-char": r'[^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" hex hex hex hex)',
     "hex": "[0-9a-fA-F]",
     "json-int": '"-"? ("0" | [1-9] [0-9]{0,15})',
@@ -66,6 +67,7 @@ _BASE_RULES: Final = {
 
 _BASE_DEPENDS: Final = {
     "json-string": ("json-char",),
+    "json-text": ("json-char",),
     "json-char": ("hex",),
     "json-member": ("json-string", "ws", "json-value"),
     "json-number": ("json-int",),
@@ -204,12 +206,15 @@ class _Writer:
         return rule
 
     def _string(self, schema: Mapping[str, Any], name: str) -> str:
+        # A string is at least one character unless the schema says otherwise: a small
+        # model under a grammar otherwise takes the shortest way out, "" for every
+        # argument (seen: calculator(expression="")).
         low = schema.get("minLength")
         high = schema.get("maxLength")
         if low is None and high is None:
-            return self.use("json-string")
+            return self.use("json-text")
         self.use("json-char")
-        lo = int(low) if isinstance(low, int) else 0
+        lo = int(low) if isinstance(low, int) else 1
         hi = "" if not isinstance(high, int) else str(int(high))
         return self.add(name, rf'"\"" json-char{{{lo},{hi}}} "\""')
 

@@ -636,9 +636,10 @@ def test_a_repeated_call_is_answered_with_its_earlier_result() -> None:
     result = agent.run("Weather in Paris?")
     first, second = result.steps[0].actions[0], result.steps[1].actions[0]
     assert first.status == "ok" and "Warning" not in first.observation  # no warning at limit 1
+    # Not run again: the model is given the earlier result, the trace says what happened.
     assert second.status == "skipped"
-    assert second.observation.startswith("Not run again: get_weather was already called 1 times")
-    assert first.observation in second.observation  # the model sees the result again
+    assert second.observation == first.observation
+    assert second.error == "repeated call: given the earlier identical call's result"
     assert result.stop_reason == "loop" and result.answer == "Overcast, 14°C."
 
 

@@ -529,16 +529,17 @@ def test_object_with_required_and_optional_properties() -> None:
         "additionalProperties": False,
     }
     root, rules = schema_rules(schema, "args")
-    assert root == "args" and "json-string" in rules and "json-int" in rules
+    assert root == "args" and "json-text" in rules and "json-int" in rules
     check(
         schema_grammar(schema, "args"),
         valid=[
             {"name": "Ann", "ok": True},
             {"name": "Ann", "ok": False, "age": 3},
-            {"name": "", "ok": True, "age": -7, "score": 2.5},
+            {"name": "A", "ok": True, "age": -7, "score": 2.5},
             {"name": 'quote " and \\ and \u00e9', "ok": True, "score": 1e-3},
         ],
         invalid=[
+            {"name": "", "ok": True},  # strings are non-empty unless minLength says 0
             {"ok": True},  # a required property missing
             {"name": "Ann"},
             {"name": 5, "ok": True},  # wrong type
@@ -638,7 +639,8 @@ def test_arrays_with_min_and_max_items() -> None:
 def test_strings_with_min_and_max_length() -> None:
     schema = {"type": "string", "minLength": 1, "maxLength": 3}
     check(schema_grammar(schema), valid=["a", "abc", "\u00e9\u00e9"], invalid=["", "abcd"])
-    assert "json-char{0,200}" in schema_grammar(calculator.parameters)
+    assert "json-char{1,200}" in schema_grammar(calculator.parameters)
+    check(schema_grammar({"type": "string", "minLength": 0}), valid=["", "a"], invalid=[5])
 
 
 def test_type_lists_const_and_any_value() -> None:
