@@ -241,6 +241,7 @@ class CapabilityRegistry:
         self._entries: tuple[_Entry, ...] = tuple(
             _entry(pattern, caps, "CapabilityRegistry") for pattern, caps in entries
         )
+        self._servers: tuple[_ServerEntry, ...] = ()
 
     @property
     def default(self) -> Capabilities:
@@ -251,6 +252,18 @@ class CapabilityRegistry:
     def entries(self) -> tuple[tuple[str, Capabilities], ...]:
         """The entries in lookup order."""
         return tuple((e.pattern, e.caps) for e in self._entries)
+
+    def lookup_server(self, base_url: str | None) -> tuple[Mapping[str, Any], str] | None:
+        """What the ``servers`` entries say about the server at ``base_url`` (the fields and
+        the matching pattern), or ``None``. Server facts (does it constrain decoding, and
+        how) hold whatever model it serves, so they override the model's entry."""
+        if not base_url:
+            return None
+        url = base_url.strip().lower()
+        for entry in self._servers:
+            if entry.regex.match(url):
+                return entry.fields, entry.pattern
+        return None
 
     def lookup(self, model: str) -> tuple[Capabilities, str]:
         """The capabilities of ``model`` and the pattern that matched (``"default"`` if none)."""
@@ -292,10 +305,11 @@ class CapabilityRegistry:
             data = json.loads(text)
         except ValueError as exc:
             raise ConfigurationError(f"{where}: not valid JSON: {exc}") from exc
-        default, entries = _parse_document(data, where, self._default, source=source)
+        default, entries, servers = _parse_document(data, where, self._default, source=source)
         with self._lock:
             self._default = default
             self._entries = (*entries, *self._entries)
+            self._servers = (*servers, *self._servers)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> CapabilityRegistry:
@@ -321,13 +335,50 @@ class CapabilityRegistry:
         return registry
 
 
+@dataclass(frozen=True, slots=True)
+class _ServerEntry:
+    pattern: str
+    fields: Mapping[str, Any]
+    regex: re.Pattern[str]
+
+
+_SERVER_FIELDS: Final = frozenset({"constrained_decoding", "constraint_style"})
+"""What a server entry may say: facts of the server software, whatever model it serves."""
+
+
+def _server_entries(servers: Any, where: str) -> list[_ServerEntry]:
+    if not isinstance(servers, list):
+        raise ConfigurationError(f"{where}: 'servers' must be a list")
+    out: list[_ServerEntry] = []
+    for index, item in enumerate(servers):
+        at = f"{where}: servers[{index}]"
+        if not isinstance(item, dict):
+            raise ConfigurationError(f"{at}: each entry must be an object")
+        fields = {k: v for k, v in item.items() if k not in ("base_urls", "source", "note")}
+        patterns = item.get("base_urls")
+        if not isinstance(patterns, list) or not patterns:
+            raise ConfigurationError(f"{at}: needs 'base_urls' (a list of globs)")
+        unknown = set(fields) - _SERVER_FIELDS
+        if unknown:
+            raise ConfigurationError(
+                f"{at}: a server entry may set only {sorted(_SERVER_FIELDS)}, not {sorted(unknown)}"
+            )
+        _capabilities(Capabilities(), fields, at)  # checks names and values
+        for pattern in patterns:
+            if not isinstance(pattern, str) or not pattern.strip():
+                raise ConfigurationError(f"{at}: a base_url pattern must be a non-empty string")
+            regex = re.compile(fnmatch.translate(pattern.strip().lower()))
+            out.append(_ServerEntry(pattern.strip(), dict(fields), regex))
+    return out
+
+
 def _parse_document(
     data: Any, where: str, default: Capabilities, *, source: str
-) -> tuple[Capabilities, list[_Entry]]:
-    """The default and entries described by one capabilities document."""
+) -> tuple[Capabilities, list[_Entry], list[_ServerEntry]]:
+    """The default, model entries and server entries described by one document."""
     if not isinstance(data, dict):
         raise ConfigurationError(f"{where}: the top level must be a JSON object")
-    unknown = set(data) - {"version", "default", "models"}
+    unknown = set(data) - {"version", "default", "models", "servers"}
     if unknown:
         raise ConfigurationError(f"{where}: unknown top-level key(s) {sorted(unknown)}")
     version = data.get("version", 1)
@@ -357,7 +408,7 @@ def _parse_document(
             raise ConfigurationError(f"{at}: needs 'pattern' (a string) or 'patterns' (a list)")
         caps = _capabilities(base, fields, at)
         entries.extend(_entry(pattern, caps, at) for pattern in patterns)
-    return default, entries
+    return default, entries, _server_entries(data.get("servers", []), where)
 
 
 _default_registry: CapabilityRegistry | None = None
@@ -575,6 +626,13 @@ def resolve(
     registry = default_registry() if registry is None else registry
     cache = default_cache() if cache is None else cache
     caps, pattern = registry.lookup(model)
+    server = registry.lookup_server(base_url)
+    if server is not None:
+        fields, server_pattern = server
+        changes = {k: v for k, v in fields.items() if getattr(caps, k) != v}
+        if changes:
+            caps = dataclasses.replace(caps, **changes)
+            pattern = f"{pattern}, server {server_pattern}"
     learned = cache.get(base_url, model)
     changed: dict[str, Any] = {k: v for k, v in sorted(learned.items()) if getattr(caps, k) != v}
     if not changed:

@@ -1069,3 +1069,36 @@ def test_classify_rejection_on_huge_or_deep_bodies() -> None:
     assert classify_rejection(400, deep) in (None, "tools")  # depth-limited, never raises
     nested = json.dumps({"error": {"message": json.dumps({"error": "does not support tools"})}})
     assert classify_rejection(400, nested) == "tools"
+
+
+def test_server_entries_say_which_servers_constrain() -> None:
+    registry = CapabilityRegistry.from_default(env={})
+    cache = CapabilityCache()
+    # The model's entry (smollm2: llama.cpp grammar) is overridden by what serves it.
+    caps, why = resolve(registry, cache, "http://localhost:11434/v1", "smollm2:135m")
+    assert caps.constrained_decoding and caps.constraint_style == "json_schema"
+    assert "server http://localhost:11434/*" in why
+    caps, _ = resolve(registry, cache, "https://api.openai.com/v1", "gpt-4o-mini")
+    assert caps.constrained_decoding and caps.constraint_style == "json_schema"
+    caps, _ = resolve(registry, cache, "https://api.deepseek.com/v1", "deepseek-chat")
+    assert not caps.constrained_decoding
+    # An unknown server leaves the model's entry alone; a learned rejection still wins.
+    caps, why = resolve(registry, cache, "http://127.0.0.1:40123/v1", "smollm2-135m-instruct")
+    assert caps.constraint_style == "llama.cpp" and "server" not in why
+    cache.remember("http://localhost:11434/v1", "smollm2:135m", constrained_decoding=False)
+    caps, _ = resolve(registry, cache, "http://localhost:11434/v1", "smollm2:135m")
+    assert not caps.constrained_decoding
+
+
+def test_server_entries_are_checked(tmp_path: Path) -> None:
+    bad = [
+        {"servers": [{"base_urls": ["http://x/*"], "function_calling": False}]},
+        {"servers": [{"constrained_decoding": True}]},
+        {"servers": [{"base_urls": ["http://x/*"], "constraint_style": "magic"}]},
+        {"servers": {}},
+    ]
+    for doc in bad:
+        path = tmp_path / "caps.json"
+        path.write_text(json.dumps(doc))
+        with pytest.raises(ConfigurationError):
+            CapabilityRegistry.from_file(path)
