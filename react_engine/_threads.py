@@ -1,4 +1,4 @@
-"""One long-lived thread pool for blocking work: sync tools and sync SDK clients.
+"""Long-lived thread pools for blocking work: one for sync SDK clients, one for sync tools.
 
 ``asyncio.to_thread`` uses the running loop's default executor, which ``asyncio.run``
 creates and joins for every blocking ``Agent.run()``: threads are started and torn down on
@@ -9,11 +9,12 @@ A module-level pool avoids both.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import functools
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -35,3 +36,132 @@ async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any)
     context = contextvars.copy_context()
     call = functools.partial(context.run, function, *args, **kwargs)
     return await asyncio.get_running_loop().run_in_executor(_pool(), call)
+
+
+# --- sync tools ------------------------------------------------------------------------------
+
+MAX_TOOL_THREADS = 64
+"""Sync tool calls (and sync approvers) running at once; more wait for a free thread."""
+MAX_STUCK_THREADS = 64
+"""Threads left running by calls that overran their timeout or were cancelled (a thread
+cannot be stopped). Past this many, sync calls are refused until some of them end."""
+
+
+class ThreadsExhausted(RuntimeError):
+    """Too many sync calls are stuck past their timeout for another one to start."""
+
+
+class _Call:
+    __slots__ = ("abandoned", "function", "future")
+
+    def __init__(self, function: Callable[[], Any], future: Future[Any]) -> None:
+        self.function = function
+        self.future = future
+        self.abandoned = False
+
+
+class _DaemonPool:
+    """A bounded pool of daemon threads for sync tools.
+
+    Apart from the pool above, so that stuck tools never starve the sync SDK client's
+    requests; of daemon threads, so that a tool stuck past its timeout never keeps the
+    interpreter from exiting (``ThreadPoolExecutor`` joins its threads at exit). A call
+    abandoned by its caller (a timeout, a cancelled run) gives its thread up: the thread
+    ends when the call does, and a fresh one takes its place in the pool; at most
+    :data:`MAX_STUCK_THREADS` such threads live at once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._pending: collections.deque[_Call] = collections.deque()
+        self._threads = 0  # threads serving the pool (stuck ones not counted)
+        self._idle = 0
+        self._stuck = 0
+
+    @property
+    def stuck(self) -> int:
+        return self._stuck
+
+    def submit(self, function: Callable[[], Any]) -> _Call:
+        call = _Call(function, Future())
+        with self._lock:
+            if self._stuck >= MAX_STUCK_THREADS:
+                raise ThreadsExhausted(
+                    f"{self._stuck} earlier sync calls are still running past their timeout"
+                )
+            self._pending.append(call)
+            if self._idle >= len(self._pending):
+                self._lock.notify()
+            elif self._threads < MAX_TOOL_THREADS:
+                self._threads += 1
+                threading.Thread(target=self._work, name="react-engine-tool", daemon=True).start()
+        return call
+
+    def abandon(self, call: _Call) -> bool:
+        """The caller stopped waiting; True when the call is still running (its thread is
+        then stuck until it ends). A call still queued is dropped."""
+        with self._lock:
+            if call.future.running():
+                call.abandoned = True
+                self._stuck += 1
+                self._threads -= 1  # a fresh thread may take its place
+                if self._pending and self._idle < len(self._pending):
+                    self._threads += 1
+                    threading.Thread(
+                        target=self._work, name="react-engine-tool", daemon=True
+                    ).start()
+                return True
+            call.future.cancel()
+            return False
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending:
+                    self._idle += 1
+                    self._lock.wait()
+                    self._idle -= 1
+                call = self._pending.popleft()
+                if not call.future.set_running_or_notify_cancel():
+                    continue
+            try:
+                value = call.function()
+            except BaseException as exc:  # handed to the caller, whatever it is
+                call.future.set_exception(exc)
+            else:
+                call.future.set_result(value)
+            with self._lock:
+                if call.abandoned:
+                    self._stuck -= 1
+                    return  # a fresh thread took its place in the pool
+            del call
+
+
+_TOOLS = _DaemonPool()
+
+
+def stuck_threads() -> int:
+    """Threads still running sync calls their callers gave up on."""
+    return _TOOLS.stuck
+
+
+async def run_sync_call(
+    function: Callable[..., T], /, *args: Any, timeout: float | None = None, **kwargs: Any
+) -> T:
+    """``await`` a sync tool (or approver) on a daemon thread, within ``timeout`` seconds.
+
+    Raises :class:`TimeoutError` when the time is up and :class:`ThreadsExhausted` when too
+    many earlier calls are stuck; in both cases, and when the caller is cancelled, a call
+    still running is left to finish on its own thread.
+    """
+    context = contextvars.copy_context()
+    call = _TOOLS.submit(functools.partial(context.run, function, *args, **kwargs))
+    waiter = asyncio.wrap_future(call.future)
+    try:
+        value: T = await (waiter if timeout is None else asyncio.wait_for(waiter, timeout))
+        return value
+    except BaseException:
+        if not call.future.done():
+            waiter.cancel()  # its outcome, when it comes, is dropped
+            _TOOLS.abandon(call)
+        raise

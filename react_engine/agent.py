@@ -18,16 +18,18 @@ import dataclasses
 import inspect
 import json
 import logging
+import math
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import openai
 
+from ._threads import ThreadsExhausted, run_sync_call, stuck_threads
 from .capabilities import (
     Capabilities,
     CapabilityCache,
@@ -42,6 +44,7 @@ from .errors import (
     ErrorBudgetExhausted,
     ModelAPIError,
     ModelRequestError,
+    RunAborted,
 )
 from .model import ChatModel, OpenAIChatModel, RetryPolicy, complete_with_retries, mask_key
 from .observations import render_observation, valid_unicode
@@ -49,7 +52,7 @@ from .protocol import Decision, PendingCall, Protocol, RequestContext
 from .protocols.function_calling import FunctionCallingProtocol
 from .protocols.structured import StructuredOutputProtocol
 from .protocols.text import TextReActProtocol
-from .tools import Tool, ToolArgumentsError, as_tools
+from .tools import Tool, ToolArgumentsError, as_tools, within
 from .types import (
     ActionRecord,
     HistoryItem,
@@ -92,6 +95,9 @@ class AgentConfig:
     after a second one the run ends with ``answer=None`` and ``error`` saying why."""
     max_tool_calls: int | None = None
     """Tool calls per run, all steps together; past it the run stops (``tool_budget``)."""
+    max_calls_per_step: int = 16
+    """Tool calls run from one reply; the ones beyond it are not run, and each gets an
+    observation saying so (a reply with 10,000 parallel calls runs 16)."""
     max_total_tokens: int | None = None
     """A cost ceiling: total tokens per run; past it the run stops (``token_budget``)."""
     deadline: float | None = None
@@ -152,13 +158,22 @@ class Agent:
         config: AgentConfig | None = None,
         **limits: Any,
     ) -> None:
+        if model is not None and not isinstance(model, str):
+            raise ConfigurationError(f"model must be a model name (a str), not {_describe(model)}")
         name = model or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
         if not name:
             raise ConfigurationError(
                 "no model name: pass model=..., or set REACT_ENGINE_MODEL or OPENAI_MODEL"
             )
         self.model = name
-        self.tools = as_tools(tools)
+        self.tools = as_tools(_tool_list(tools))
+        if instructions is not None and not isinstance(instructions, str):
+            raise ConfigurationError(f"instructions must be a str, not {_describe(instructions)}")
+        for option, callback in (("on_step", on_step), ("on_call", on_call), ("approve", approve)):
+            if callback is not None and not callable(callback):
+                raise ConfigurationError(f"{option} must be callable, not {_describe(callback)}")
+        if config is not None and not isinstance(config, AgentConfig):
+            raise ConfigurationError(f"config must be an AgentConfig, not {_describe(config)}")
         self.instructions = instructions
         self.template = template
         """Text-protocol template (name or path); ``None`` lets the registry choose."""
@@ -182,7 +197,7 @@ class Agent:
             raise ConfigurationError(f"unknown Agent option: {exc}") from None
         self._check_config(self.config)
         self._protocol_spec = protocol
-        if isinstance(protocol, str) and protocol not in PROTOCOL_NAMES:
+        if not isinstance(protocol, Protocol) and protocol not in PROTOCOL_NAMES:
             raise ConfigurationError(
                 f"unknown protocol {protocol!r}: use 'auto', 'function_calling', 'text', "
                 "'structured' or a Protocol instance"
@@ -195,14 +210,33 @@ class Agent:
 
     @staticmethod
     def _check_config(cfg: AgentConfig) -> None:
-        if cfg.max_steps < 1:
-            raise ConfigurationError("max_steps must be at least 1")
-        if cfg.max_consecutive_errors < 0 or cfg.loop_limit < 1:
-            raise ConfigurationError("max_consecutive_errors must be >= 0 and loop_limit >= 1")
-        for name in ("max_tool_calls", "max_total_tokens", "deadline"):
-            value = getattr(cfg, name)
-            if value is not None and value <= 0:
-                raise ConfigurationError(f"{name} must be positive")
+        """Every option's type and range, so a wrong one fails here with a clear message
+        rather than as a foreign ``TypeError`` deep inside a run (or not at all)."""
+        _check_int(cfg.max_steps, "max_steps", minimum=1)
+        _check_int(cfg.max_consecutive_errors, "max_consecutive_errors", minimum=0)
+        _check_int(cfg.loop_limit, "loop_limit", minimum=1)
+        _check_int(cfg.max_calls_per_step, "max_calls_per_step", minimum=1)
+        for name in ("max_tool_calls", "max_total_tokens", "max_observation_chars"):
+            _check_int(getattr(cfg, name), name, minimum=1, optional=True)
+        for name in ("deadline", "tool_timeout"):
+            _check_seconds(getattr(cfg, name), name)
+        if not isinstance(cfg.tool_choice, str):
+            raise ConfigurationError(
+                f"tool_choice must be 'auto', 'required', 'none' or a tool name, "
+                f"not {_describe(cfg.tool_choice)}"
+            )
+        for name in ("reset_tool_choice", "multi_action"):
+            if not isinstance(getattr(cfg, name), bool):
+                raise ConfigurationError(
+                    f"{name} must be True or False, not {_describe(getattr(cfg, name))}"
+                )
+        if not isinstance(cfg.settings, ModelSettings):
+            raise ConfigurationError(
+                f"settings must be a ModelSettings, not {_describe(cfg.settings)}"
+            )
+        _check_seconds(cfg.settings.timeout, "settings.timeout")
+        if not isinstance(cfg.retry, RetryPolicy):
+            raise ConfigurationError(f"retry must be a RetryPolicy, not {_describe(cfg.retry)}")
 
     @staticmethod
     def _connect(
@@ -302,6 +336,10 @@ class Agent:
         except TypeError as exc:
             raise ConfigurationError(f"unknown run option: {exc}") from None
         self._check_config(cfg)
+        if not isinstance(question, str):
+            raise ConfigurationError(f"the question must be a str, not {_describe(question)}")
+        if history is not None and not isinstance(history, list):
+            raise ConfigurationError(f"history must be a list, not {_describe(history)}")
         if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
             t.name for t in self.tools
         }:
@@ -423,16 +461,33 @@ class Agent:
             return Stop(state.force_final, "the model kept calling tools after the step budget")
 
         state.action_turns += 1
-        if (
-            cfg.max_tool_calls is not None
-            and state.tool_calls + len(decision.calls) > cfg.max_tool_calls
-        ):
-            step.actions = [
-                _skipped(c, "the run's tool-call budget is spent") for c in decision.calls
-            ]
+        calls, excess = decision.calls, []
+        if len(calls) > cfg.max_calls_per_step:
+            calls, excess = calls[: cfg.max_calls_per_step], calls[cfg.max_calls_per_step :]
+            event = (
+                f"{len(decision.calls)} tool calls in one reply: the first "
+                f"{cfg.max_calls_per_step} ran, {len(excess)} were not run (max_calls_per_step)"
+            )
+            log.warning("%s", event)
+            step.events.append(event)
+            state.events.append(event)
+        too_many = (
+            f"the reply made {len(decision.calls)} tool calls and at most "
+            f"{cfg.max_calls_per_step} run per reply; call it again in a later step if you "
+            "still need it"
+        )
+        if cfg.max_tool_calls is not None and state.tool_calls + len(calls) > cfg.max_tool_calls:
+            step.actions = [_skipped(c, "the run's tool-call budget is spent") for c in calls]
+            step.actions += [_skipped(c, too_many) for c in excess]
             await self._record(state, step, started)
             return Stop("tool_budget", f"the tool-call budget of {cfg.max_tool_calls} is spent")
+        if excess:
+            decision = dataclasses.replace(decision, calls=calls)
         step.actions = await self._execute(state, decision)
+        step.actions += [_skipped(c, too_many) for c in excess]
+        if state.abort is not None:
+            await self._record(state, step, started)
+            self._abort(state)
         state.tool_calls += sum(1 for a in step.actions if a.status != "skipped")
         await self._record(state, step, started)
         if state.force_final == "loop":
@@ -566,11 +621,9 @@ class Agent:
 
         runnable = [(r, t, v) for r, t, v in prepared if t is not None and r.status == "ok"]
         if len(runnable) == 1:
-            await self._call(state, *runnable[0], inline=True)
+            await self._call(state, *runnable[0])
         elif runnable:
-            await asyncio.gather(
-                *(self._call(state, r, t, v, inline=False) for r, t, v in runnable)
-            )
+            await asyncio.gather(*(self._call(state, r, t, v) for r, t, v in runnable))
         for record, _, _ in prepared:
             if record.status == "ok":
                 state.results[_call_key(record)] = record.observation
@@ -584,52 +637,144 @@ class Agent:
         return [r for r, _, _ in prepared]
 
     async def _call(
-        self, state: _RunState, record: ActionRecord, tool: Tool, validated: Any, *, inline: bool
+        self, state: _RunState, record: ActionRecord, tool: Tool, validated: Any
+    ) -> None:
+        """Run one approved call; every way it can go wrong ends in its observation.
+
+        A ``BaseException`` from the tool or the approver (``SystemExit``,
+        ``KeyboardInterrupt``, a ``CancelledError`` that is not the run's own cancellation)
+        is recorded on the call and kept in ``state.abort``; the turn records its step and
+        then ends the run (see :meth:`_abort`)."""
+        try:
+            if not await self._approved(state, record, tool):
+                return
+            if self.on_call is not None:
+                announced = self.on_call(record)
+                if inspect.isawaitable(announced):
+                    await announced
+            await self._invoke(state, record, tool, validated)
+        except asyncio.CancelledError as exc:
+            if _being_cancelled():
+                if record.status == "ok" and not record.observation:
+                    _fail(record, "error", f"{tool.name} was interrupted: the run was cancelled")
+                raise
+            self._note_abort(state, record, tool, exc)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit) as exc:
+            self._note_abort(state, record, tool, exc)
+
+    async def _approved(self, state: _RunState, record: ActionRecord, tool: Tool) -> bool:
+        """Ask the approver, within the run's deadline. A sync approver runs on a worker
+        thread, so a slow one (a person at a prompt) neither stalls the event loop nor
+        outlives the deadline."""
+        if not tool.requires_approval:
+            return True
+        approve = self.approve
+        if approve is None:
+            _fail(record, "denied", "this tool needs approval and no approver is configured")
+            return False
+        remaining = state.remaining()
+        if remaining is not None and remaining <= 0:
+            _fail(record, "denied", "the run's deadline passed before the approval was asked")
+            return False
+        try:
+            if inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(
+                getattr(approve, "__call__", None)  # noqa: B004 - objects with async __call__
+            ):
+                verdict: Any = approve(record)
+            else:
+                verdict = await run_sync_call(approve, record, timeout=remaining)
+            if inspect.isawaitable(verdict):
+                left = state.remaining()
+                if left is None:
+                    verdict = await verdict
+                else:
+                    verdict = await within(verdict, max(left, 0.001))
+        except TimeoutError:
+            log.warning("no approval for %s before the run's deadline", tool.name)
+            _fail(
+                record,
+                "denied",
+                "the approval did not come before the run's deadline, so this call was not run",
+            )
+            return False
+        except ThreadsExhausted as exc:
+            _fail(record, "denied", f"the approval could not be asked: {exc}")
+            return False
+        except Exception as exc:  # a failing approver approves nothing
+            log.warning("the approval callback failed for %s: %r", tool.name, exc)
+            _fail(
+                record,
+                "denied",
+                f"the approval check failed ({type(exc).__name__}), so this call was not run",
+            )
+            return False
+        if verdict is not True:
+            _fail(record, "denied", "the user did not approve this call")
+            return False
+        return True
+
+    async def _invoke(
+        self, state: _RunState, record: ActionRecord, tool: Tool, validated: Any
     ) -> None:
         cfg = state.config
-        if tool.requires_approval:
-            if self.approve is None:
-                _fail(record, "denied", "this tool needs approval and no approver is configured")
-                return
-            try:
-                verdict = self.approve(record)
-                if inspect.isawaitable(verdict):
-                    verdict = await verdict
-            except Exception as exc:  # a failing approver approves nothing
-                log.warning("the approval callback failed for %s: %r", tool.name, exc)
-                _fail(
-                    record,
-                    "denied",
-                    f"the approval check failed ({type(exc).__name__}), so this call was not run",
-                )
-                return
-            if verdict is not True:
-                _fail(record, "denied", "the user did not approve this call")
-                return
-        if self.on_call is not None:
-            announced = self.on_call(record)
-            if inspect.isawaitable(announced):
-                await announced
         timeout = tool.timeout if tool.timeout is not None else cfg.tool_timeout
         remaining = state.remaining()
         if remaining is not None:
-            timeout = remaining if timeout is None else min(timeout, remaining)
+            timeout = max(remaining, 0.001) if timeout is None else min(timeout, remaining)
+            timeout = max(timeout, 0.001)
         started = time.perf_counter()
         try:
-            if inline and not tool.is_async and tool.timeout is None and remaining is None:
-                value = tool.invoke_sync(validated)
-            elif timeout is not None:
-                value = await asyncio.wait_for(tool.ainvoke(validated), timeout)
-            else:
-                value = await tool.ainvoke(validated)
+            value = await tool.ainvoke(validated, timeout)
             limit = tool.max_observation_chars or cfg.max_observation_chars
             record.observation = render_observation(value, limit=limit, summarize=tool.summarize)
         except TimeoutError:
-            _fail(record, "timeout", f"{tool.name} did not finish within {timeout:g}s")
+            message = f"{tool.name} did not finish within {timeout:g}s"
+            if not tool.is_async:
+                message += " (it is still running on its thread: a sync function cannot be stopped)"
+                event = (
+                    f"{tool.name} overran its {timeout:g}s timeout and was left running "
+                    f"({stuck_threads()} sync calls stuck)"
+                )
+                log.warning("%s", event)
+                state.events.append(event)
+            _fail(record, "timeout", message)
+        except ThreadsExhausted as exc:
+            message = (
+                f"{tool.name} was not run: {exc}; sync tools will run again once some of them end"
+            )
+            log.warning("%s", message)
+            state.events.append(message)
+            _fail(record, "error", message)
         except Exception as exc:
             _fail(record, "error", f"{tool.name} failed: {type(exc).__name__}: {exc}")
         finally:
             record.duration_s = time.perf_counter() - started
+
+    @staticmethod
+    def _note_abort(state: _RunState, record: ActionRecord, tool: Tool, exc: BaseException) -> None:
+        _fail(record, "error", f"{tool.name} raised {type(exc).__name__}: the run was aborted")
+        if state.abort is None:
+            state.abort = exc
+
+    @staticmethod
+    def _abort(state: _RunState) -> None:
+        """End the run after a tool raised a ``BaseException`` (its step is recorded).
+
+        ``KeyboardInterrupt`` is re-raised as it is, so that Ctrl-C still stops the program
+        (turning it into an ``Exception`` would let ``except Exception`` swallow it); the
+        result so far rides on it as ``exc.result`` (a conversation's history keeps the step
+        anyway). Everything else (``SystemExit``, a ``CancelledError`` the tool raised
+        itself, ``GeneratorExit``) becomes :class:`RunAborted`, with the original as its
+        ``__cause__``: a tool has no business ending the caller's program or task.
+        """
+        exc = state.abort
+        assert exc is not None
+        message = f"a tool raised {type(exc).__name__}; the run was aborted"
+        result = state.result(None, "error", error=message)
+        if isinstance(exc, KeyboardInterrupt):
+            exc.result = result  # type: ignore[attr-defined]
+            raise exc
+        raise RunAborted(message, result=result) from exc
 
 
 # --- outcomes of a turn ---------------------------------------------------------------------
@@ -684,6 +829,8 @@ class _RunState:
     events: list[str] = field(default_factory=list)
     pending_events: list[str] = field(default_factory=list)
     last_reply: ModelResponse | None = None
+    abort: BaseException | None = None
+    """A ``BaseException`` a tool raised: the run ends once its step is recorded."""
 
     def remaining(self) -> float | None:
         if self.config.deadline is None:
@@ -714,6 +861,64 @@ class _RunState:
             error=error,
             events=list(self.events),
         )
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task itself is being cancelled (not a tool raising
+    ``CancelledError`` of its own)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _describe(value: Any) -> str:
+    """A wrong option's value and type, for a configuration error."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _check_int(value: Any, name: str, *, minimum: int, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = "an int or None" if optional else "an int"
+        raise ConfigurationError(f"{name} must be {kind}, not {_describe(value)}")
+    if value < minimum:
+        raise ConfigurationError(f"{name} must be at least {minimum}, not {value}")
+
+
+def _check_seconds(value: Any, name: str) -> None:
+    """``None`` (no limit) or a positive, finite number of seconds."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(
+            f"{name} must be seconds (a number) or None, not {_describe(value)}"
+        )
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(
+            f"{name} must be a positive, finite number of seconds (None for no limit), "
+            f"not {value!r}"
+        )
+
+
+def _tool_list(tools: Any) -> list[Tool | Callable[..., Any]]:
+    """``tools=`` as a list. A single tool (a :class:`Tool` or a function) is taken as a
+    one-tool list; anything else must be an iterable of tools or functions."""
+    if isinstance(tools, Tool) or (callable(tools) and not isinstance(tools, type)):
+        return [tools]
+    if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise ConfigurationError(
+            f"tools must be a list of tools or typed functions, not {_describe(tools)}"
+        )
+    items = list(tools)
+    for item in items:
+        if not isinstance(item, Tool) and (not callable(item) or isinstance(item, type)):
+            raise ConfigurationError(
+                f"every tool must be a Tool or a typed function, not {_describe(item)}"
+            )
+    return items
 
 
 def _within_deadline(settings: ModelSettings, left: float | None) -> ModelSettings:

@@ -21,7 +21,8 @@ kept apart from the model's misbehaviour and from transport failures::
 Limits do not raise: ``max_steps``, ``loop_limit``, ``deadline``, ``max_tool_calls`` and
 ``max_total_tokens`` end the run with a :class:`~react_engine.types.RunResult` whose
 ``stop_reason`` names the limit. Of the run errors only the error budget raises
-(:class:`ErrorBudgetExhausted`), and so do API failures (:class:`ModelAPIError`).
+(:class:`ErrorBudgetExhausted`), a tool raising a ``BaseException`` (:class:`RunAborted`),
+and API failures (:class:`ModelAPIError`).
 
 Constructors only store what they are given: no logging, no I/O.
 """
@@ -142,8 +143,10 @@ class ModelUnavailableError(ModelAPIError):
 class RunAborted(ReactEngineError):
     """A run the engine gave up on. ``result`` holds the whole transcript so far.
 
-    Raised as :class:`ErrorBudgetExhausted`; a run that reaches a limit (``max_steps``, a
-    deadline, a budget) returns its :class:`~react_engine.types.RunResult` instead.
+    Raised as :class:`ErrorBudgetExhausted`, or as itself when a tool raised a
+    ``BaseException`` (``SystemExit``, a ``CancelledError`` of its own; the original is the
+    ``__cause__``). A run that reaches a limit (``max_steps``, a deadline, a budget) returns
+    its :class:`~react_engine.types.RunResult` instead.
     """
 
     def __init__(self, message: str, *, result: RunResult) -> None:

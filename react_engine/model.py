@@ -333,6 +333,8 @@ class OpenAIChatModel(ChatModel):
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
             weakref.WeakKeyDictionary()
         )
+        self._lent_first = False
+        """Whether ``_client`` went to a loop already (it is closed with that loop)."""
 
     @classmethod
     def connect(cls, base_url: str | None, api_key: str, *, asynchronous: bool) -> OpenAIChatModel:
@@ -361,10 +363,13 @@ class OpenAIChatModel(ChatModel):
         loop = asyncio.get_running_loop()
         entry = self._per_loop.get(loop)
         if entry is None:
-            client = self._client if not self._per_loop else self._fresh_client()
+            client = self._client if not self._lent_first else self._fresh_client()
+            self._lent_first = True
             # Registered with the loop as an async generator, so that the loop's shutdown
-            # (asyncio.run does it) closes the client's connections while it still can.
-            closer = _close_at_loop_shutdown(client)
+            # (asyncio.run does it) closes the client's connections while it still can, and
+            # drops the entry: the generator holds the loop (its finalizer hook), so an
+            # entry left behind would keep every loop and client alive.
+            closer = _close_at_loop_shutdown(client, self._per_loop, loop)
             entry = self._per_loop[loop] = _LoopClient(client, closer)
             await closer.__anext__()
         return entry.client
@@ -402,10 +407,15 @@ class _LoopClient:
     closer: AsyncGenerator[None, None]
 
 
-async def _close_at_loop_shutdown(client: Any) -> AsyncGenerator[None, None]:
+async def _close_at_loop_shutdown(
+    client: Any,
+    per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient],
+    loop: asyncio.AbstractEventLoop,
+) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
+        per_loop.pop(loop, None)
         with contextlib.suppress(Exception):
             await client.close()
 

@@ -12,9 +12,11 @@ not have, a pydantic model whose fields are not the function's parameters) is a
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 import json
+import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from typing import Any, TypeVar, cast, get_type_hints, overload
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ._threads import run_blocking
+from ._threads import run_sync_call
 from .errors import ToolDefinitionError
 
 __all__ = ["Tool", "ToolArgumentsError", "tool"]
@@ -37,6 +39,7 @@ _GOOGLE_ARG = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SPHINX_ARG = re.compile(r"^\s*:param\s+(?:[^:\s]+\s+)?(\w+)\s*:\s*(.*)$")
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 class ToolArgumentsError(ValueError):
@@ -111,8 +114,15 @@ class Tool:
         except ValidationError as exc:
             raise ToolArgumentsError(_format_validation_error(self.name, exc)) from None
 
-    async def ainvoke(self, validated: BaseModel) -> Any:
-        """Run the function with validated arguments (sync functions run in a worker thread)."""
+    async def ainvoke(self, validated: BaseModel, timeout: float | None = None) -> Any:
+        """Run the function with validated arguments, within ``timeout`` seconds
+        (:class:`TimeoutError` past it).
+
+        A sync function always runs on a worker thread, never on the event loop: a slow or
+        stuck one would stall every run on the loop and ignore the timeout. A thread cannot
+        be stopped, so one that overruns is left to finish on its own (see
+        :func:`react_engine._threads.run_sync_call`).
+        """
         if self.pass_model:
             args: tuple[Any, ...] = (validated,)
             kwargs: dict[str, Any] = {}
@@ -120,14 +130,14 @@ class Tool:
             args = ()
             kwargs = {name: getattr(validated, name) for name in self.args_model.model_fields}
         if self.is_async:
-            return await cast(Awaitable[Any], self.function(*args, **kwargs))
-        # Our own pool rather than the loop's default executor: asyncio.run() waits for the
-        # default executor's threads on exit, so a sync tool that overran its timeout would
-        # hold a blocking run() until it finished.
-        return await run_blocking(self.function, *args, **kwargs)
+            running = cast(Awaitable[Any], self.function(*args, **kwargs))
+            if timeout is None:
+                return await running
+            return await within(running, timeout)
+        return await run_sync_call(self.function, *args, timeout=timeout, **kwargs)
 
     def invoke_sync(self, validated: BaseModel) -> Any:
-        """Run a sync function inline (the loop uses this for a lone call with no timeout)."""
+        """Run a sync function in the calling thread (the agent never does: see :meth:`ainvoke`)."""
         if self.pass_model:
             return self.function(validated)
         return self.function(**{n: getattr(validated, n) for n in self.args_model.model_fields})
@@ -301,6 +311,27 @@ class Tool:
         timeout: float | None,
         max_observation_chars: int | None,
     ) -> Tool:
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise ToolDefinitionError(
+                f"tool {name!r}: timeout must be a positive, finite number of seconds or None, "
+                f"not {timeout!r}",
+                tool_name=name,
+            )
+        if max_observation_chars is not None and (
+            isinstance(max_observation_chars, bool)
+            or not isinstance(max_observation_chars, int)
+            or max_observation_chars < 1
+        ):
+            raise ToolDefinitionError(
+                f"tool {name!r}: max_observation_chars must be a positive int or None, "
+                f"not {max_observation_chars!r}",
+                tool_name=name,
+            )
         try:
             raw_schema = args_model.model_json_schema()
         except Exception as exc:
@@ -463,12 +494,38 @@ def meets_strict_mode(schema: Any) -> bool:
 # --- helpers -------------------------------------------------------------------------------
 
 
+class _Escaped(Exception):
+    """Carries a ``KeyboardInterrupt`` or ``SystemExit`` out of the task that ``wait_for``
+    runs the awaitable in: raised in a task, those two stop the event loop itself."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(repr(original))
+        self.original = original
+
+
+async def _contained(awaitable: Awaitable[T]) -> T:
+    try:
+        return await awaitable
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise _Escaped(exc) from None
+
+
+async def within(awaitable: Awaitable[T], timeout: float) -> T:
+    """``asyncio.wait_for``, except that a ``KeyboardInterrupt`` or ``SystemExit`` from the
+    awaitable reaches the caller, like any exception, instead of stopping the loop."""
+    try:
+        return await asyncio.wait_for(_contained(awaitable), timeout)
+    except _Escaped as escaped:
+        raise escaped.original from None
+
+
 def _check_name(name: str) -> None:
-    if not _NAME_RE.match(name or ""):
+    # fullmatch: with match(), "$" also matches before a trailing newline ("get_weather\n").
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ToolDefinitionError(
             f"invalid tool name {name!r}: use letters, digits, '_' or '-', at most 64 characters, "
             "not starting with a digit",
-            tool_name=name or None,
+            tool_name=name if isinstance(name, str) and name else None,
         )
 
 

@@ -1,0 +1,555 @@
+"""Faults inside a run: tools that block, hang, overrun or raise ``BaseException``; slow
+approvals; replies with too many calls; options of the wrong type; one agent across many
+event loops (issue 12, items 1, 2, 3, 10, 11, 12, 15).
+
+Each test failed before its fix. Stuck tools wait on a :class:`threading.Event` that the
+test sets when it ends, so no thread outlives the test that started it by more than a
+moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import math
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from support.server import ScriptedServer
+
+from react_engine import (
+    ActionRecord,
+    Agent,
+    AgentConfig,
+    CapabilityCache,
+    CapabilityRegistry,
+    ConfigurationError,
+    ModelSettings,
+    RunAborted,
+    ScriptedModel,
+    Tool,
+    ToolDefinitionError,
+    UserError,
+    _threads,
+    reply,
+    tool_call_reply,
+)
+from react_engine.mock_server import completion
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def gate() -> Iterator[threading.Event]:
+    """Set when the test ends: releases every tool still blocked on it."""
+    event = threading.Event()
+    yield event
+    event.set()
+    wait_for_stuck_threads()
+
+
+def wait_for_stuck_threads() -> None:
+    stuck = getattr(_threads, "stuck_threads", lambda: 0)
+    deadline = time.monotonic() + 10
+    while stuck() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def blocking_tool(gate: threading.Event, name: str = "stuck") -> Tool:
+    def stuck(x: int) -> str:
+        """Wait for the gate.
+
+        Args:
+            x: anything.
+        """
+        gate.wait(30)
+        return f"released {x}"
+
+    return Tool.from_function(stuck, name=name)
+
+
+def sleeper(seconds: float) -> Tool:
+    def nap(x: int) -> str:
+        """Block the thread for a while.
+
+        Args:
+            x: anything.
+        """
+        time.sleep(seconds)
+        return f"slept {x}"
+
+    return Tool.from_function(nap)
+
+
+def calls(tool: str, n: int) -> Any:
+    return tool_call_reply(*[(tool, {"x": i}) for i in range(n)])
+
+
+def agent_for(tools: list[Tool], script: list[Any], **kwargs: Any) -> Agent:
+    return Agent(
+        "gpt-4o-mini", tools, protocol="function_calling", client=ScriptedModel(script), **kwargs
+    )
+
+
+# --- item 2: sync tools never run on the event loop -----------------------------------------
+
+
+def test_a_lone_sync_tool_is_bounded_by_tool_timeout(gate: threading.Event) -> None:
+    agent = agent_for([blocking_tool(gate)], [calls("stuck", 1), reply("gave up")])
+    started = time.perf_counter()
+    result = agent.run("go", tool_timeout=0.3)
+    assert time.perf_counter() - started < 3
+    (action,) = result.steps[0].actions
+    assert action.status == "timeout"
+    assert "within 0.3s" in action.observation and "still running" in action.observation
+    assert result.answer == "gave up"
+    assert any("left running" in e for e in result.events)
+
+
+def test_a_sync_tool_does_not_block_the_event_loop() -> None:
+    ticks = 0
+
+    async def main() -> None:
+        nonlocal ticks
+        agent = agent_for([sleeper(0.6)], [calls("nap", 1), reply("done")])
+        run = asyncio.create_task(agent.arun("go"))
+        while not run.done():
+            ticks += 1
+            await asyncio.sleep(0.02)
+        assert (await run).answer == "done"
+
+    asyncio.run(main())
+    assert ticks >= 5  # the loop kept turning while the tool slept
+
+
+def test_concurrent_runs_with_a_blocking_tool_overlap() -> None:
+    async def main() -> float:
+        def script(request: Any) -> Any:
+            if any(m.role == "tool" for m in request.messages):
+                return reply("done")
+            return calls("nap", 1)
+
+        agent = Agent(
+            "gpt-4o-mini", [sleeper(0.2)], protocol="function_calling", client=ScriptedModel(script)
+        )
+        started = time.perf_counter()
+        results = await asyncio.gather(*(agent.arun(f"q{i}") for i in range(20)))
+        assert all(r.answer == "done" for r in results)
+        return time.perf_counter() - started
+
+    assert asyncio.run(main()) < 2.0  # 20 x 0.2 s = 4 s when each blocks the loop
+
+
+# --- item 3: stuck threads are bounded and never hold the process --------------------------
+
+
+def test_stuck_sync_tools_do_not_starve_other_runs(gate: threading.Event) -> None:
+    wait_for_stuck_threads()  # of earlier tests
+    agent = agent_for(
+        [blocking_tool(gate)], [calls("stuck", 40), reply("gave up")], max_calls_per_step=40
+    )
+    result = agent.run("go", tool_timeout=0.2)
+    assert [a.status for a in result.steps[0].actions] == ["timeout"] * 40
+    assert _threads.stuck_threads() == 40
+    # An unrelated run with a sync tool and a sync client gets threads at once.
+    other = agent_for([sleeper(0.01)], [calls("nap", 2), reply("fine")])
+    started = time.perf_counter()
+    result = other.run("go")
+    assert time.perf_counter() - started < 2
+    assert [a.observation for a in result.steps[0].actions] == ["slept 0", "slept 1"]
+
+
+def test_too_many_stuck_threads_refuse_new_sync_calls(
+    gate: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wait_for_stuck_threads()  # of earlier tests
+    monkeypatch.setattr(_threads, "MAX_STUCK_THREADS", 3)
+    agent = agent_for([blocking_tool(gate)], [calls("stuck", 3), reply("gave up")])
+    agent.run("go", tool_timeout=0.2)
+    assert _threads.stuck_threads() == 3
+    refused = agent_for([sleeper(0.01)], [calls("nap", 1), reply("no tool")])
+    result = refused.run("go")
+    (action,) = result.steps[0].actions
+    assert action.status == "error"
+    assert "was not run: 3 earlier sync calls are still running" in action.observation
+    assert any("not run" in e for e in result.events)
+    gate.set()
+    wait_for_stuck_threads()
+    again = agent_for([sleeper(0.01)], [calls("nap", 1), reply("ran")])
+    assert again.run("go").steps[0].actions[0].status == "ok"
+
+
+def test_a_stuck_tool_does_not_keep_the_interpreter_alive() -> None:
+    script = textwrap.dedent(
+        """
+        import time
+        from react_engine import Agent, ScriptedModel, Tool, reply, tool_call_reply
+
+        def stuck(x: int) -> str:
+            '''Sleep a minute.
+
+            Args:
+                x: anything.
+            '''
+            time.sleep(60)
+            return "never"
+
+        model = ScriptedModel(
+            [tool_call_reply(("stuck", {"x": 1}), ("stuck", {"x": 2})), reply("answered")]
+        )
+        agent = Agent("m", [Tool.from_function(stuck)], protocol="function_calling", client=model)
+        print(agent.run("go", tool_timeout=0.2).answer, flush=True)
+        """
+    )
+    started = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=40
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "answered"
+    assert time.perf_counter() - started < 20  # not the tool's 60 s
+
+
+# --- item 10: BaseException from a tool --------------------------------------------------------
+
+
+def raiser(exc: BaseException, *, asynchronous: bool = False) -> Tool:
+    if asynchronous:
+
+        async def boom(x: int) -> str:
+            """Raise.
+
+            Args:
+                x: anything.
+            """
+            raise exc
+
+        return Tool.from_function(boom)
+
+    def boom_sync(x: int) -> str:
+        """Raise.
+
+        Args:
+            x: anything.
+        """
+        raise exc
+
+    return Tool.from_function(boom_sync, name="boom")
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("exc_type", [SystemExit, asyncio.CancelledError])
+def test_a_tool_raising_a_base_exception_aborts_with_the_transcript(
+    exc_type: type[BaseException], asynchronous: bool
+) -> None:
+    ok = sleeper(0)
+    agent = agent_for(
+        [raiser(exc_type(), asynchronous=asynchronous), ok],
+        [
+            calls("nap", 1),
+            tool_call_reply(("boom", {"x": 1}), ("nap", {"x": 2})),
+            reply("never"),
+        ],
+    )
+    with pytest.raises(RunAborted) as info:
+        agent.run("go")
+    assert isinstance(info.value.__cause__, exc_type)
+    result = info.value.result
+    assert result.stop_reason == "error"
+    assert len(result.steps) == 2
+    boom, nap = result.steps[1].actions
+    assert boom.status == "error" and exc_type.__name__ in boom.observation
+    assert nap.status == "ok"  # the other call of the step ran and was kept
+
+
+def test_keyboard_interrupt_from_a_tool_is_reraised_with_the_result() -> None:
+    agent = agent_for([raiser(KeyboardInterrupt())], [calls("boom", 1), reply("never")])
+    conversation = agent.conversation()
+    with pytest.raises(KeyboardInterrupt) as info:
+        conversation.ask("go")
+    result = info.value.result  # type: ignore[attr-defined]
+    assert result.steps[0].actions[0].status == "error"
+    assert "KeyboardInterrupt" in result.steps[0].actions[0].observation
+    assert conversation.steps == result.steps  # the history kept the step
+
+
+def test_cancelling_the_run_still_cancels_it(gate: threading.Event) -> None:
+    async def main() -> None:
+        agent = agent_for([blocking_tool(gate)], [calls("stuck", 1), reply("never")])
+        run = asyncio.create_task(agent.arun("go"))
+        await asyncio.sleep(0.2)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    asyncio.run(main())
+
+
+# --- item 11: approvals within the deadline ------------------------------------------------
+
+
+def wipe_tool() -> Tool:
+    def wipe(x: int) -> str:
+        """Wipe something.
+
+        Args:
+            x: anything.
+        """
+        return "wiped"
+
+    return Tool.from_function(wipe, requires_approval=True)
+
+
+def test_a_slow_sync_approver_is_bounded_by_the_deadline(gate: threading.Event) -> None:
+    def approve(record: ActionRecord) -> bool:
+        gate.wait(8)
+        return True
+
+    agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("never")], approve=approve)
+    started = time.perf_counter()
+    result = agent.run("go", deadline=1)
+    assert time.perf_counter() - started < 3
+    assert result.stop_reason == "deadline"
+    (action,) = result.steps[0].actions
+    assert action.status == "denied" and "deadline" in action.observation
+
+
+def test_a_slow_async_approver_is_bounded_by_the_deadline() -> None:
+    async def approve(record: ActionRecord) -> bool:
+        await asyncio.sleep(8)
+        return True
+
+    agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("never")], approve=approve)
+    started = time.perf_counter()
+    result = agent.run("go", deadline=1)
+    assert time.perf_counter() - started < 3
+    assert result.stop_reason == "deadline"
+    assert result.steps[0].actions[0].status == "denied"
+
+
+def test_a_sync_approver_does_not_block_the_event_loop() -> None:
+    ticks = 0
+
+    def approve(record: ActionRecord) -> bool:
+        time.sleep(0.5)
+        return True
+
+    async def main() -> None:
+        nonlocal ticks
+        agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("done")], approve=approve)
+        run = asyncio.create_task(agent.arun("go"))
+        while not run.done():
+            ticks += 1
+            await asyncio.sleep(0.02)
+        result = await run
+        assert result.steps[0].actions[0].observation == "wiped"
+
+    asyncio.run(main())
+    assert ticks >= 5
+
+
+# --- item 12: options of the wrong type ------------------------------------------------------
+
+
+BAD_OPTIONS = [
+    {"max_steps": "3"},
+    {"max_steps": 2.5},
+    {"max_steps": True},
+    {"settings": None},
+    {"settings": {"temperature": 0}},
+    {"settings": ModelSettings(timeout=-1)},
+    {"retry": None},
+    {"tool_timeout": -1},
+    {"tool_timeout": math.nan},
+    {"tool_timeout": "5"},
+    {"deadline": math.nan},
+    {"deadline": math.inf},
+    {"deadline": 0},
+    {"max_observation_chars": 0},
+    {"max_tool_calls": "2"},
+    {"max_calls_per_step": 0},
+    {"max_consecutive_errors": None},
+    {"loop_limit": 0},
+    {"tool_choice": None},
+    {"multi_action": "yes"},
+]
+
+
+@pytest.mark.parametrize("options", BAD_OPTIONS, ids=lambda o: repr(o))
+def test_bad_options_are_configuration_errors(options: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        agent_for([], [], **options)
+    assert next(iter(options)) in str(info.value)
+    agent = agent_for([], [reply("fine")])
+    with pytest.raises(ConfigurationError):
+        agent.run("go", **options)
+    assert agent.run("go").answer == "fine"  # nothing was spent on the bad run
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"model": 123}, "model must be"),
+        ({"protocol": None}, "unknown protocol"),
+        ({"tools": "get_weather"}, "tools must be"),
+        ({"tools": 42}, "tools must be"),
+        ({"tools": [42]}, "every tool must be"),
+        ({"instructions": 3}, "instructions must be"),
+        ({"approve": "yes"}, "approve must be callable"),
+        ({"config": {"max_steps": 3}}, "config must be"),
+    ],
+)
+def test_bad_agent_arguments_are_configuration_errors(kwargs: dict[str, Any], says: str) -> None:
+    arguments: dict[str, Any] = {"model": "m", "client": ScriptedModel([])} | kwargs
+    with pytest.raises(ConfigurationError, match=says):
+        Agent(**arguments)
+
+
+def test_a_question_that_is_not_a_string_is_a_configuration_error() -> None:
+    agent = agent_for([], [reply("fine")])
+    with pytest.raises(ConfigurationError, match="question must be a str"):
+        agent.run(None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="history must be a list"):
+        asyncio.run(agent.arun("go", history=()))  # type: ignore[arg-type]
+
+
+def test_a_single_tool_is_taken_as_a_one_tool_list() -> None:
+    nap = sleeper(0)
+    agent = agent_for(nap, [calls("nap", 1), reply("done")])  # type: ignore[arg-type]
+    assert [t.name for t in agent.tools] == ["nap"]
+    assert agent.run("go").steps[0].actions[0].observation == "slept 0"
+
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    assert [t.name for t in agent_for(ping, []).tools] == ["ping"]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["get_weather\n", "get weather", "1tool", "a" * 65, "ok\x00"])
+def test_bad_tool_names_are_rejected(name: str) -> None:
+    def f(x: int) -> int:
+        """F.
+
+        Args:
+            x: anything.
+        """
+        return x
+
+    with pytest.raises(ToolDefinitionError):
+        Tool.from_function(f, name=name)
+
+
+@pytest.mark.parametrize("timeout", [-1, 0, math.nan, "5"])
+def test_bad_tool_timeouts_are_rejected(timeout: Any) -> None:
+    def f(x: int) -> int:
+        """F.
+
+        Args:
+            x: anything.
+        """
+        return x
+
+    with pytest.raises(ToolDefinitionError, match="timeout"):
+        Tool.from_function(f, timeout=timeout)
+
+
+def test_configuration_errors_are_user_errors() -> None:
+    assert issubclass(ConfigurationError, UserError)
+    assert AgentConfig().max_calls_per_step == 16
+
+
+# --- item 15: calls per reply ----------------------------------------------------------------
+
+
+def counting_tool() -> tuple[Tool, list[int]]:
+    seen: list[int] = []
+
+    def count(x: int) -> str:
+        """Count a call.
+
+        Args:
+            x: anything.
+        """
+        seen.append(x)
+        return f"counted {x}"
+
+    return Tool.from_function(count), seen
+
+
+def test_calls_beyond_max_calls_per_step_are_not_run() -> None:
+    tool, seen = counting_tool()
+    agent = agent_for([tool], [calls("count", 1000), reply("done")])
+    result = agent.run("go")
+    actions = result.steps[0].actions
+    assert len(actions) == 1000  # every call is answered, in order
+    assert sorted(seen) == list(range(16))
+    assert [a.status for a in actions[:16]] == ["ok"] * 16
+    assert all(a.status == "skipped" for a in actions[16:])
+    assert "at most 16 run per reply" in actions[16].observation
+    assert any("max_calls_per_step" in e for e in result.steps[0].events)
+    assert result.answer == "done"
+
+
+def test_max_calls_per_step_is_an_option_and_applies_to_text_replies() -> None:
+    tool, seen = counting_tool()
+    text = "\n".join(f'Thought: t\nAction: count\nAction Input: {{"x": {i}}}' for i in range(5))
+    agent = Agent(
+        "m",
+        [tool],
+        protocol="text",
+        client=ScriptedModel([reply(text), reply("Final Answer: done")]),
+    )
+    result = agent.run("go", max_calls_per_step=2)
+    assert sorted(seen) == [0, 1]
+    assert [a.status for a in result.steps[0].actions] == ["ok", "ok"] + ["skipped"] * 3
+
+
+def test_the_tool_budget_counts_only_the_calls_that_would_run() -> None:
+    tool, seen = counting_tool()
+    agent = agent_for([tool], [calls("count", 30), reply("done")])
+    result = agent.run("go", max_tool_calls=16)
+    assert result.answer == "done"
+    assert len(seen) == 16
+
+
+# --- item 1: one agent across many event loops --------------------------------------------------
+
+
+def test_one_agent_across_event_loops_keeps_no_loop_or_client_alive() -> None:
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    def on_step(step: Any) -> None:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+
+    def async_clients() -> int:
+        return sum(1 for o in gc.get_objects() if isinstance(o, openai.AsyncOpenAI))
+
+    with ScriptedServer(default=completion("done")) as server:
+        agent = Agent(
+            "m",
+            [],
+            protocol="function_calling",
+            base_url=server.base_url,
+            api_key="sk-test",
+            on_step=on_step,
+            capability_cache=CapabilityCache(),
+            registry=CapabilityRegistry.from_default(env={}),
+        )
+        gc.collect()
+        before = async_clients()
+        for _ in range(20):
+            assert asyncio.run(agent.arun("go")).answer == "done"
+        gc.collect()
+        assert len(loops) == 20
+        assert sum(1 for ref in loops if ref() is not None) == 0
+        assert async_clients() - before <= 1  # at most the agent's first client, closed
