@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._nesting import TOO_DEEP, too_deep
 from .types import (
     HistoryItem,
     Message,
@@ -122,11 +123,44 @@ def arguments_json(arguments: dict[str, Any] | str, raw: str) -> str:
         return json.dumps(arguments, ensure_ascii=False)
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         value = None
     if isinstance(value, dict):
         return raw
     return json.dumps({"input": arguments}, ensure_ascii=False)
+
+
+NOT_JSON = (
+    "the Action Input is not valid JSON and could not be repaired (it is cut off, broken "
+    "or nested too deeply), so the action was not run; write it again as one complete "
+    "JSON object"
+)
+"""Why a parsed action whose input looks like JSON but is not (cut off, broken) never runs."""
+
+
+def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -> str | None:
+    """Why an action read by :func:`~react_engine.parsing.parse_react` must not run, or None.
+
+    Input that starts like a JSON object or array but could not be decoded (cut off, or
+    broken beyond repair) is kept as text by the parser; a tool must never receive it as
+    if it were a plain-text input.
+    """
+    if (
+        "action_input_not_json" in repairs
+        and isinstance(args, str)
+        and args.lstrip()[:1] in ("{", "[")
+    ):
+        return NOT_JSON
+    return None
+
+
+def guard_depth(call: PendingCall) -> None:
+    """Refuse arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH`: the call becomes an
+    ``invalid_arguments`` observation and keeps only the raw text, which every later
+    step (rendering, the trace) handles at any depth."""
+    if call.error is None and isinstance(call.arguments, dict) and too_deep(call.arguments):
+        call.error = TOO_DEEP
+        call.arguments = call.raw_arguments
 
 
 def step_observations(step: Step) -> list[tuple[str, str]]:

@@ -46,6 +46,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from .errors import ReActParseError
 from .parsing import parse_react
+from .parsing.json_repair import fence_close
 
 __all__ = ["SalvageFormat", "SalvagedCall", "salvage_calls", "strip_salvaged", "written_call"]
 
@@ -573,9 +574,12 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
     fence = rest.find("```")
     if fence != -1:
         newline = rest.find("\n", fence)
-        closing = rest.find("```", fence + 3)
+        first = rest.find("```", fence + 3)
+        inside_start = (
+            newline + 1 if newline != -1 and (first == -1 or newline < first) else fence + 3
+        )
+        closing = fence_close(rest, inside_start, len(rest), "```")
         inside_end = closing if closing != -1 else len(rest)
-        inside_start = newline + 1 if newline != -1 and newline < inside_end else fence + 3
         rest = rest[inside_start:inside_end]
     return name.strip(), _raw_arguments(rest)
 

@@ -25,6 +25,7 @@ from typing import Any, TypeVar, cast, get_type_hints, overload
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._nesting import TOO_DEEP, too_deep
 from ._threads import run_sync_call
 from .errors import ToolDefinitionError
 
@@ -109,6 +110,8 @@ class Tool:
                     f"arguments for {self.name!r} must be a JSON object with the fields "
                     f"{', '.join(fields) or '(none)'}; got the plain text {arguments[:200]!r}"
                 )
+        if too_deep(arguments):
+            raise ToolArgumentsError(TOO_DEEP)
         try:
             return self.args_model.model_validate(dict(arguments))
         except ValidationError as exc:

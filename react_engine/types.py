@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ._nesting import CUT, MAX_TRACE_DEPTH
+
 # --- messages ----------------------------------------------------------------------------
 
 
@@ -323,14 +325,31 @@ def _escape_separators(line: str) -> str:
     return line
 
 
-def to_jsonable(value: Any) -> Any:
-    """Turn dataclasses, tuples and mappings into JSON-ready values."""
+def to_jsonable(value: Any, *, max_depth: int = MAX_TRACE_DEPTH) -> Any:
+    """Turn dataclasses, tuples and mappings into JSON-ready values.
+
+    Nesting deeper than ``max_depth`` (a tool's arguments or result a thousand levels
+    deep, a cycle) is replaced by the string ``"<cut: nested too deep>"``, so the result
+    always goes through ``json.dumps``: a trace never fails to serialise.
+    """
+    return _jsonable(value, max_depth)
+
+
+def _jsonable(value: Any, depth: int) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if depth <= 0:
+            return CUT
+        return {
+            f.name: _jsonable(getattr(value, f.name), depth - 1) for f in dataclasses.fields(value)
+        }
     if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
+        if depth <= 0:
+            return CUT
+        return {str(k): _jsonable(v, depth - 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
+        if depth <= 0:
+            return CUT
+        return [_jsonable(v, depth - 1) for v in value]
     return value
 
 

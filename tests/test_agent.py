@@ -144,7 +144,9 @@ def test_ids_generated_when_missing_or_repeated() -> None:
             "unknown_tool",
             "Valid tools: calculator, get_weather",
         ),
-        (("get_weather", "{location: Paris"), "ok", "Paris"),  # repaired JSON still runs
+        (("get_weather", "{location: Paris}"), "ok", "Paris"),  # repaired JSON still runs
+        # ... but cut-off JSON is not closed by the repair: it never runs
+        (("get_weather", '{"location": "Par'), "invalid_arguments", "truncated"),
         (("get_weather", "not json at all {"), "invalid_arguments", "not valid JSON"),
         (("get_weather", "[1, 2]"), "invalid_arguments", "must be a JSON object"),
         (("get_weather", {"city": "Paris"}), "invalid_arguments", "location: Field required"),

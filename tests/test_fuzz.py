@@ -502,6 +502,143 @@ def test_parse_reply_never_raises_and_decides_one_thing(
             assert [c.id for c in decision.calls if c.id in first_ids] == first_ids
 
 
+# --- arguments nested deep, arguments cut off (issue 12, items 4 and 8) ----------------------------
+
+
+def _store(data: Any) -> str:
+    """Store anything.
+
+    Args:
+        data: the value.
+    """
+    return "stored"
+
+
+store_tool = Tool.from_function(_store, name="store")
+ARG_PROTOCOLS = ["function_calling", "text"]
+ARG_FORMS = {
+    # how the model wrote the call: (protocol, reply for the arguments text)
+    "native": (
+        "function_calling",
+        lambda tool, args: ModelResponse(
+            content=None, tool_calls=[RawToolCall("call_1", tool, args)], finish_reason="tool_calls"
+        ),
+    ),
+    "salvaged_action": (
+        "function_calling",
+        lambda tool, args: ModelResponse(
+            content=f"Thought: go\nAction: {tool}\nAction Input: {args}"
+        ),
+    ),
+    "salvaged_hermes": (
+        "function_calling",
+        lambda tool, args: ModelResponse(
+            content=f'<tool_call>{{"name": "{tool}", "arguments": {args}</tool_call>'
+        ),
+    ),
+    "text_action": (
+        "text",
+        lambda tool, args: ModelResponse(
+            content=f"Thought: go\nAction: {tool}\nAction Input: {args}"
+        ),
+    ),
+    "text_blob": (
+        "text",
+        lambda tool, args: ModelResponse(content=f'{{"action": "{tool}", "action_input": {args}}}'),
+    ),
+}
+
+
+def _nested_arguments(kinds: list[bool]) -> str:
+    """``{"data": ...}`` with one more level per kind (an object when True, else an array),
+    built as text: no recursion, whatever the depth."""
+    opens = "".join('{"a": ' if k else "[" for k in kinds)
+    closes = "".join("}" if k else "]" for k in reversed(kinds))
+    return '{"data": ' + opens + "1" + closes + "}"
+
+
+@settings(PROFILE)
+@given(
+    kinds=st.integers(0, 1500).flatmap(lambda n: st.lists(st.booleans(), min_size=n, max_size=n))
+    | st.sampled_from([97, 98, 99, 100, 101]).flatmap(
+        lambda n: st.lists(st.booleans(), min_size=n, max_size=n)
+    ),
+    form=st.sampled_from(sorted(ARG_FORMS)),
+)
+def test_arguments_of_any_depth_run_within_the_limit_and_never_crash(
+    kinds: list[bool], form: str
+) -> None:
+    from react_engine._nesting import MAX_ARGUMENT_DEPTH
+
+    protocol, make = ARG_FORMS[form]
+    depth = len(kinds) + 1  # the arguments object itself is level 1
+    ran: list[Any] = []
+
+    def store(data: Any) -> str:
+        """Store anything.
+
+        Args:
+            data: the value.
+        """
+        ran.append(1)
+        return "stored"
+
+    final = "done" if protocol == "function_calling" else "Final Answer: done"
+    model = ScriptedModel([make("store", _nested_arguments(kinds))], default=final)
+    agent = Agent("m", [Tool.from_function(store)], protocol=protocol, client=model)
+    result = agent.run("q")  # never a RecursionError
+    actions = [a for step in result.steps for a in step.actions]
+    assert len(actions) == 1
+    if depth > MAX_ARGUMENT_DEPTH:
+        assert actions[0].status == "invalid_arguments" and not ran
+    else:
+        assert actions[0].status == "ok" and ran == [1]
+    for line in result.to_jsonl().splitlines():  # the trace always serialises
+        json.loads(line)
+
+
+argument_objects = st.dictionaries(
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=8),
+    json_values,
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(PROFILE)
+@given(
+    arguments=argument_objects,
+    ascii_only=st.booleans(),
+    cut=st.floats(0, 1, exclude_max=True),
+    form=st.sampled_from(sorted(ARG_FORMS)),
+    finish=st.sampled_from(["stop", "tool_calls", "length"]),
+)
+def test_a_cut_off_argument_object_never_becomes_a_runnable_call(
+    arguments: dict[str, Any], ascii_only: bool, cut: float, form: str, finish: str
+) -> None:
+    """Any strict prefix of a valid arguments object (the model stopped, or was stopped,
+    mid-call) is never a call that runs: no call, or one with an error."""
+    text = json.dumps(arguments, ensure_ascii=ascii_only)
+    prefix = text[: 1 + int(cut * (len(text) - 1))]
+    protocol_name, make = ARG_FORMS[form]
+    reply = make("get_weather", prefix)
+    reply.finish_reason = finish
+    protocol: Protocol = (
+        FunctionCallingProtocol() if protocol_name == "function_calling" else TextReActProtocol()
+    )
+    ctx = RequestContext(
+        model="m",
+        history=[],
+        tools=[get_weather, store_tool],
+        tool_choice="auto",
+        capabilities=Capabilities(),
+    )
+    decision = protocol.parse_reply(reply, ctx)
+    _check_decision(decision, reply, ctx)
+    for call in decision.calls:
+        assert call.error is not None, (prefix, call)
+
+
 # --- a megabyte of adversarial text through the whole agent ----------------------------------------
 
 MB = 1_000_000

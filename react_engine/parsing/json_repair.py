@@ -65,6 +65,14 @@ than :data:`MAX_DEPTH` and text with no JSON value at all. A one-element array a
 object is returned as the array it is: unwrapping it is the caller's business (the ReAct
 parser does it for action arguments and reports ``unwrapped_array``). ``strict=True``
 turns everything off: valid JSON or :class:`~react_engine.errors.JSONRepairError`.
+``allow_truncated=False`` keeps every repair but ``missing_quote`` and the closing of
+brackets still open at the end of the text: cut-off text is an error. Tool arguments are
+decoded that way, since closing ``{"path": "/tmp/important/sub`` would run a tool on a
+value the model never finished writing.
+
+A code fence inside a JSON string (``{"code": "```py ...```"}``) does not close the
+fence around the JSON: :func:`fence_close` looks for the closing fence after the
+complete value.
 
 The decoder runs in time linear in the length of the text: strings, numbers and
 whitespace are consumed by compiled patterns, and the search for JSON inside prose
@@ -87,6 +95,7 @@ __all__ = [
     "MAX_REPAIR_CHARS",
     "RepairResult",
     "decode_prefix",
+    "fence_close",
     "repair_json",
 ]
 
@@ -137,12 +146,15 @@ class RepairResult:
     repairs: tuple[str, ...] = ()
 
 
-def repair_json(text: str, *, strict: bool = False) -> RepairResult:
+def repair_json(text: str, *, strict: bool = False, allow_truncated: bool = True) -> RepairResult:
     """Decode ``text`` as JSON, repairing what models typically get wrong.
 
     Raises :class:`~react_engine.errors.JSONRepairError` (with the offset where decoding
     gave up) when no repair yields the value the model meant; never returns a stand-in
-    such as ``{}``.
+    such as ``{}``. With ``allow_truncated=False``, text that ends inside a value (a
+    string, object or array still open at the end: ``{"path": "/tmp/imp``) is an error
+    instead of being closed (``missing_quote``, ``missing_closing_bracket`` at the end):
+    what a cut-off tool call needs, where closing it would invent a value.
     """
     try:
         return RepairResult(json.loads(text))
@@ -158,16 +170,18 @@ def repair_json(text: str, *, strict: bool = False) -> RepairResult:
             text=text,
             pos=0,
         )
-    repairs = _Repairs()
+    repairs = _Repairs(allow_truncated)
     value = _repair(text, repairs)
     return RepairResult(value, repairs.codes())
 
 
-def decode_prefix(text: str, pos: int = 0) -> tuple[Any, int, tuple[str, ...]]:
+def decode_prefix(
+    text: str, pos: int = 0, *, allow_truncated: bool = True
+) -> tuple[Any, int, tuple[str, ...]]:
     """Decode the JSON value that starts at ``pos``; return it, where it ends, and repairs.
 
     Text after the value is left alone (no ``extra_data``). Used by the ReAct parser to
-    find a JSON blob inside a reply.
+    find a JSON blob inside a reply. ``allow_truncated`` as for :func:`repair_json`.
     """
     try:
         value, end = _DECODER.raw_decode(text, pos)
@@ -177,7 +191,7 @@ def decode_prefix(text: str, pos: int = 0) -> tuple[Any, int, tuple[str, ...]]:
         return value, end, ()
     if len(text) - pos > MAX_REPAIR_CHARS:
         raise JSONRepairError("invalid JSON too long to repair", text=text, pos=pos)
-    repairs = _Repairs()
+    repairs = _Repairs(allow_truncated)
     value, end = _decode(text, pos, len(text), repairs, allow_bare=True)
     return value, end, repairs.codes()
 
@@ -188,10 +202,16 @@ _DECODER: Final = json.JSONDecoder()
 class _Repairs:
     """An ordered set of repair codes."""
 
-    __slots__ = ("_seen",)
+    __slots__ = ("_seen", "allow_truncated")
 
-    def __init__(self) -> None:
+    def __init__(self, allow_truncated: bool = True) -> None:
         self._seen: dict[str, None] = {}
+        self.allow_truncated = allow_truncated
+        """Close what is still open at the end of the text (else that is an error)."""
+
+    def child(self) -> _Repairs:
+        """A fresh set for one attempt, under the same rules."""
+        return _Repairs(self.allow_truncated)
 
     def add(self, code: str) -> None:
         self._seen[code] = None
@@ -245,7 +265,7 @@ def _repair(text: str, repairs: _Repairs) -> Any:
         raise _error("no JSON value", text, pos)
     first = s[pos]
     if first in "{[":
-        attempt = _Repairs()
+        attempt = repairs.child()
         try:
             value, end = _decode(s, pos, hi, attempt, allow_bare=True)
         except JSONRepairError as exc:
@@ -258,7 +278,7 @@ def _repair(text: str, repairs: _Repairs) -> Any:
         return value
     # a scalar on its own ("True", "'hello'"), JSON somewhere in prose, or a scalar
     # followed by prose ('"Paris" is the answer') when the prose holds no JSON
-    attempt = _Repairs()
+    attempt = repairs.child()
     try:
         value, end = _decode(s, pos, hi, attempt, allow_bare=False)
     except JSONRepairError:
@@ -287,10 +307,46 @@ def _fence_body(s: str, fence: re.Match[str], hi: int) -> tuple[int, int, int]:
     if eol >= 0 and not s[start:eol].strip():
         start = eol + 1
     marker = fence.group("fence")
-    close = s.find(marker, start, hi)
+    close = fence_close(s, start, hi, marker)
     if close < 0:
         return start, hi, hi
     return start, close, close + len(marker)
+
+
+def fence_close(s: str, start: int, hi: int, marker: str) -> int:
+    """Where the fence ``marker`` closing a block whose content starts at ``start`` is,
+    or -1 when the block is never closed.
+
+    A fence inside a JSON string (``{"code": "```py ...```"}``) does not close the block:
+    when the content is a JSON object or array, the first fence after the complete value
+    (and only whitespace) closes it. Otherwise the first fence does.
+    """
+    first = s.find(marker, start, hi)
+    if first < 0:
+        return -1
+    lo = run_end(P.JSON_WS, s, start, hi)
+    if lo >= first or s[lo] not in "{[":
+        return first
+    end = _complete_value_end(s, lo, hi)
+    if end is not None and end > first:
+        after = run_end(P.JSON_WS, s, end, hi)
+        if s.startswith(marker, after, hi):
+            return after
+    return first
+
+
+def _complete_value_end(s: str, lo: int, hi: int) -> int | None:
+    """Where the complete JSON value (repaired, not cut off) starting at ``lo`` ends."""
+    try:
+        return _DECODER.raw_decode(s if hi == len(s) else s[:hi], lo)[1]
+    except (ValueError, RecursionError):
+        pass
+    if hi - lo > MAX_REPAIR_CHARS:
+        return None
+    try:
+        return _decode(s, lo, hi, _Repairs(allow_truncated=False), allow_bare=False)[1]
+    except JSONRepairError:
+        return None
 
 
 def _trailing(s: str, pos: int, hi: int, repairs: _Repairs) -> None:
@@ -317,7 +373,7 @@ def _extract(
         inner = s[body:body_end]
         if inner.strip()[:1] in ("{", "["):
             try:
-                result = repair_json(inner)
+                result = repair_json(inner, allow_truncated=repairs.allow_truncated)
             except JSONRepairError as exc:
                 error = error or exc
             else:
@@ -336,7 +392,7 @@ def _extract(
         tried += 1
         if tried > MAX_CANDIDATES:
             break
-        attempt = _Repairs()
+        attempt = repairs.child()
         try:
             value, end = _decode(s, start, hi, attempt, allow_bare=False)
         except _TooDeep as exc:
@@ -568,6 +624,8 @@ def _close_all(stack: list[Any], repairs: _Repairs, s: str, pos: int) -> Any:
     """Close what is still open at the end of the text; an empty root is not a value."""
     if len(stack) == 1 and not stack[0]:
         raise _error("truncated: nothing after the opening bracket", s, pos)
+    if not repairs.allow_truncated:
+        raise _error(f"truncated: {len(stack)} bracket(s) never closed", s, pos)
     repairs.add("missing_closing_bracket")
     return stack[0]
 
@@ -697,7 +755,7 @@ def _string(
             parts.append(s[i:end])
             i = end
         if i >= hi:
-            repairs.add("missing_quote")
+            _open_string(s, i, repairs)
             return "".join(parts), i
         c = s[i]
         if c == "\\":
@@ -726,6 +784,13 @@ def _string(
             i += 1
 
 
+def _open_string(s: str, pos: int, repairs: _Repairs) -> None:
+    """A string still open at the end of the text: closed, or an error for cut-off text."""
+    if not repairs.allow_truncated:
+        raise _error("truncated: a string is never closed", s, pos)
+    repairs.add("missing_quote")
+
+
 def _closes(s: str, after: int, hi: int, is_key: bool) -> bool:
     """Whether a quote followed by ``s[after:]`` closes its string.
 
@@ -743,7 +808,7 @@ def _closes(s: str, after: int, hi: int, is_key: bool) -> bool:
 def _escape(s: str, i: int, hi: int, parts: list[str], repairs: _Repairs, quote: str) -> int:
     """Decode the escape at ``i``; return the offset after it, or -1 for an unknown one."""
     if i + 1 >= hi:
-        repairs.add("missing_quote")
+        _open_string(s, hi, repairs)
         return hi
     e = s[i + 1]
     if e in _ESCAPES:

@@ -128,8 +128,18 @@ LABEL_WORDS: Final[dict[str, tuple[str, int]]] = {
 
 def _alternation(words: list[str]) -> str:
     # Longest first, so "Action Input" wins over "Action" and "思考过程" over "思考".
+    # "Action Input" and its kin may carry the action's number inside: "Action 1 Input".
     parts = sorted({w for w in words}, key=len, reverse=True)
-    return "|".join(re.escape(w).replace(r"\ ", r"[ \t_-]?") for w in parts)
+    return "|".join(
+        re.escape(w).replace(
+            r"\ ", INNER_NUMBER.pattern + r"?[ \t_-]?" if w.startswith("Action ") else r"[ \t_-]?"
+        )
+        for w in parts
+    )
+
+
+INNER_NUMBER: Final = re.compile(r"(?:[ \t_-]?\#?\d{1,3})")
+"""The number inside a two-word label ("Action 1 Input"), removed before the word is looked up."""
 
 
 def _first_chars(words: list[str]) -> str:

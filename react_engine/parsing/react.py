@@ -35,10 +35,11 @@ How a reply is read
 3. **Labels** are found at the start of lines, in any case, with ``:`` or ``：``, spaces
    before the colon, Markdown around them (``**Action:**``, ``**Action**:``,
    ``*Thought:*``, ``### Action``, ``- Thought:``, ``> Thought:``), a number
-   (``Action 1:``, ``Action Input 2:``) and many synonyms: Thought(s)/Thinking/Reasoning
-   /思考/想法/思路/推理; Action/行动/动作/操作; Action Input/Action Args/行动输入/动作输入/
-   工具输入; Final Answer/Final Response/最终答案/最终回答/最终回复. Weak words are honoured
-   only where they make sense: ``Input:``/``Args:``/``Arguments:``/``Parameters:``/
+   (``Action 1:``, ``Action Input 2:``, ``Action 1 Input:``) and many synonyms:
+   Thought(s)/Thinking/Reasoning/思考/想法/思路/推理; Action/行动/动作/操作;
+   Action Input/Action Args/行动输入/动作输入/工具输入; Final Answer/Final Response/
+   最终答案/最终回答/最终回复. Weak words are honoured only where they make sense:
+   ``Input:``/``Args:``/``Arguments:``/``Parameters:``/
    ``输入``/``参数`` right after an Action, ``Answer:``/``Final:``/``答案``/``回答`` when no
    final answer has started. A leading ``Question:`` (the model echoing the prompt) is
    skipped; a later one ends a final answer. Labels inside closed code fences are
@@ -48,18 +49,25 @@ How a reply is read
    ``tool(key="v", n=1)``; ``tool {json}``; ``tool Action Input: ...`` on one line; a
    JSON blob after ``Action:`` or anywhere in a reply that has no Action label, fenced or
    not, with keys ``action``/``action_input``, ``name``/``arguments``,
-   ``tool_name``/``parameters``, ``tool``/``args``, ``function``/``arguments`` or
-   OpenAI's ``{"function": {"name", "arguments"}}`` (a list of them is several
-   actions); Hermes/Qwen ``<tool_call>``, Mistral ``[TOOL_CALLS]``, Llama
-   ``<|python_tag|>`` and ``<function=name>`` markup. An Action named ``Finish``,
+   ``tool_name``/``parameters``, ``tool``/``args``, ``function``/``arguments``,
+   ``tool_name``/``tool_arguments`` (and the other ``tool_``/``function_``/``action_``
+   spellings) or OpenAI's ``{"function": {"name", "arguments"}}`` (a list of them is
+   several actions); with no arguments key, the call's other keys are its arguments
+   (``{"action": "search", "query": "x"}``, ``flat_arguments``), never dropped;
+   Hermes/Qwen ``<tool_call>``, Mistral ``[TOOL_CALLS]``, Llama ``<|python_tag|>`` and
+   ``<function=name>`` markup. An Action named ``Finish``,
    ``Final Answer``, ``final_answer``... is the final answer. ``Action: None`` / ``N/A``
    is dropped.
 5. **Action Input** is JSON (repaired by :func:`~react_engine.parsing.repair_json` when
    broken, codes prefixed ``json:``), fenced JSON, a quoted string (unquoted) or plain
-   text (kept as a string). Input that starts like JSON but cannot be repaired is kept as
-   the plain string (``action_input_not_json``): the protocol validates it against the
-   tool's schema and tells the model. **An empty or missing Action Input gives
-   ``args == {}``**, so tools without parameters work; the codes say which it was.
+   text (kept as a string). Input that starts like JSON but cannot be repaired, or is cut
+   off (a string, object or array still open at its end: never closed by the repair,
+   which would invent a value), is kept as the plain string (``action_input_not_json``):
+   the protocols never run such a call, and tell the model. A JSON blob cut off the same
+   way keeps its JSON text as the input of each call it names, with the same code. A
+   fence inside a JSON string does not close a fenced input. **An empty or missing Action
+   Input gives ``args == {}``**, so tools without parameters work; the codes say which it
+   was.
 6. **Choosing.** Several actions in one reply form one multi-action step, in order
    (``multi_action=False`` keeps the first). An action and a final answer with no
    Observation between them: whichever comes first wins, and the thoughts written after
@@ -109,10 +117,10 @@ Labels: ``label_case`` (``THOUGHT:``, ``action input:``), ``label_synonym``
 before the first label, or before a JSON blob, kept as thought).
 
 Actions: ``bracket_action``, ``unclosed_bracket``, ``paren_action``, ``inline_input``
-(``tool {json}``), ``decorated_tool_name`` (``**search**``, `` `search` ``),
-``json_blob``, ``tool_call_tag``, ``final_as_action``, ``noop_action_dropped``,
-``empty_action_dropped``, ``ignored_text`` (prose after the tool name),
-``unlabeled_action_input`` (JSON after the tool name with no label),
+(``tool {json}``), ``flat_arguments`` (a JSON action's arguments as its other keys),
+``decorated_tool_name`` (``**search**``, `` `search` ``), ``json_blob``, ``tool_call_tag``,
+``final_as_action``, ``noop_action_dropped``, ``empty_action_dropped``, ``ignored_text``
+(prose after the tool name), ``unlabeled_action_input`` (JSON after the tool name with no label),
 ``missing_action_input``, ``empty_action_input``, ``repeated_action_input`` (a second
 Action Input for the same Action: a second call of that tool), ``input_before_action``
 (an Action Input written just before its Action), ``orphan_input_dropped``.
@@ -143,9 +151,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import JSONRepairError, ReActParseError
-from ..types import ParsedAction, ParsedStep
+from ..types import ParsedAction, ParsedStep, to_jsonable
 from . import patterns as P
-from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
+from .json_repair import JSON_REPAIR_CODES, decode_prefix, fence_close, repair_json, run_end
 
 __all__ = ["PARSE_REPAIR_CODES", "cut_reply", "parse_react", "split_think"]
 
@@ -175,6 +183,7 @@ PARSE_REPAIR_CODES: Final = frozenset(
         "unclosed_bracket",
         "paren_action",
         "inline_input",
+        "flat_arguments",
         "decorated_tool_name",
         "json_blob",
         "tool_call_tag",
@@ -237,7 +246,23 @@ _ARGS_KEYS: Final = (
     "inputs",
     "actioninputs",
     "kwargs",
+    "toolarguments",
+    "toolargs",
+    "toolparameters",
+    "toolparams",
+    "toolinputs",
+    "functionarguments",
+    "functionargs",
+    "functionparameters",
+    "functionparams",
+    "functioninput",
+    "actionarguments",
+    "actionargs",
+    "actionparameters",
+    "actionparams",
 )
+_CALL_META_KEYS: Final = frozenset({"id", "type", "index", "callid", "toolcallid", "observation"})
+"""Keys of a call object that are neither its name nor its arguments."""
 _THOUGHT_KEYS: Final = ("thought", "thoughts", "reasoning")
 _PARTIAL_FORMS: Final = tuple(
     spelling + colon
@@ -503,8 +528,16 @@ def _labels(body: str) -> list[_Label]:
         content = _content_start(m, body, groups[7], groups[1], groups[2])
         if content is None:
             continue
-        kind, strength, word_codes = _word_info(groups[9])
-        labels.append(_Label(kind, strength, start, content, _label_codes(groups, word_codes)))
+        word = groups[9]
+        numbered: tuple[str, ...] = ()
+        if any(ch.isdigit() for ch in word):  # "Action 1 Input": the number inside the word
+            word = P.INNER_NUMBER.sub("", word, count=1)
+            numbered = ("numbered_label",)
+        kind, strength, word_codes = _word_info(word)
+        codes = _label_codes(groups, word_codes)
+        if numbered and "numbered_label" not in codes:
+            codes = (*codes, *numbered)
+        labels.append(_Label(kind, strength, start, content, codes))
         if len(labels) >= MAX_LABELS:
             break  # the rest is text: no real reply has this many labels
     return labels
@@ -837,7 +870,9 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
             value = json.loads(text)
         except (ValueError, RecursionError):
             try:
-                result = repair_json(text)
+                # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
+                # that would run the tool on a value the model never finished writing
+                result = repair_json(text, allow_truncated=False)
             except JSONRepairError:
                 return text, [*codes, "action_input_not_json"]
             value = result.value
@@ -885,14 +920,16 @@ def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
         if value.strip()[:1] != "{":
             return value
         try:
-            parsed = repair_json(value.strip())  # "{..." decodes to an object or fails
+            # "{..." decodes to an object or fails; cut-off JSON is not closed
+            parsed = repair_json(value.strip(), allow_truncated=False)
         except JSONRepairError:
+            codes.append("action_input_not_json")
             return value
         codes.append("json_string_arguments")
         codes.extend("json:" + c for c in parsed.repairs)
         decoded: dict[str, Any] = parsed.value
         return decoded
-    args, more = _as_args(value, json.dumps(value, ensure_ascii=False), [])
+    args, more = _as_args(value, _dumps(value), [])
     codes.extend(more)
     return args
 
@@ -943,7 +980,7 @@ def _unfence(text: str) -> tuple[str, str]:
     eol = text.find("\n", start)
     if eol >= 0 and not text[start:eol].strip():
         start = eol + 1
-    close = text.find(m.group("fence"), start)
+    close = fence_close(text, start, len(text), m.group("fence"))
     if close < 0:
         return text[start:], ""
     return text[start:close], text[close + len(m.group("fence")) :]
@@ -955,27 +992,33 @@ def _unfence(text: str) -> tuple[str, str]:
 def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
     """The tool calls of a JSON blob or tool-call markup at ``pos``, and where it ends.
 
-    None when what is there is not a tool call.
+    None when what is there is not a tool call. A blob cut off before its JSON closes
+    still names its tools, but its arguments are not made up by closing it: each call
+    keeps the blob's text as its input, with ``action_input_not_json``.
     """
     codes: list[str] = ["json_blob"]
     fname: str | None = None
+    json_at = -1  # where the JSON itself starts, when not the fenced inner text
+    inner = ""
     tag = P.TOOL_CALL_TAG.match(text, pos)
     if tag is not None:
         codes.append("tool_call_tag")
         fname = tag.group("fname")
-        start = run_end(P.JSON_WS, text, tag.end(), len(text))
+        start = json_at = run_end(P.JSON_WS, text, tag.end(), len(text))
         closing = P.TOOL_CALL_CLOSE.search(text, start)
         if closing is not None:
-            value, end = _json_value(text[start : closing.start()], codes), closing.end()
+            value, cut = _json_value(text[start : closing.start()], codes)
+            end = closing.end()
         else:
-            value, end = _json_prefix(text, start, codes)
+            value, end, cut = _json_prefix(text, start, codes)
     elif text.startswith(("```", "~~~"), pos):
         inner, after = _unfence(text[pos:])
         end = len(text) - len(after)
         codes.append("fenced_json")
-        value = _json_value(inner, codes)
+        value, cut = _json_value(inner, codes)
     else:
-        value, end = _json_prefix(text, pos, codes)
+        json_at = pos
+        value, end, cut = _json_prefix(text, pos, codes)
     if value is None:
         return None
     if fname is not None:
@@ -984,49 +1027,70 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
     if calls is None:
         return None
     items: list[_Item] = []
-    for tool, args, has_args, thought in calls:
+    for tool, args, given, thought in calls:
         item = _Item(pos, tool=tool, has_input=True, thought=thought, codes=list(codes))
         if _is_finish(tool):
             item.final = _answer_text(args)
             item.codes.append("final_as_action")
+        elif cut:
+            item.args = item.raw_input = (text[json_at:end] if json_at >= 0 else inner).strip()
+            item.codes.append("action_input_not_json")
         else:
             item.args = _blob_args(args, item.codes)
-            item.raw_input = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-            if not has_args:
+            item.raw_input = args if isinstance(args, str) else _dumps(args, text[pos:end])
+            if given is None:
                 item.codes.append("missing_action_input")
+            elif given:
+                item.codes.append(given)
         items.append(item)
     return items, end
 
 
-def _json_value(chunk: str, codes: list[str]) -> Any:
-    """A JSON object or array making up ``chunk`` (repaired), or None."""
+def _json_value(chunk: str, codes: list[str]) -> tuple[Any, bool]:
+    """A JSON object or array making up ``chunk`` (repaired), or None; and whether it was
+    cut off (closed by the repair at the end of the chunk)."""
     stripped = chunk.strip()
     if stripped[:1] not in ("{", "["):
-        return None
+        return None, False
+    cut = False
     try:
-        result = repair_json(stripped)
+        result = repair_json(stripped, allow_truncated=False)
     except JSONRepairError:
-        return None
+        try:
+            result = repair_json(stripped)
+        except JSONRepairError:
+            return None, False
+        cut = True
     codes.extend("json:" + c for c in result.repairs)
-    return result.value
+    return result.value, cut
 
 
-def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int]:
-    """The JSON object or array starting at ``pos`` (repaired) and its end, or (None, pos)."""
+def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int, bool]:
+    """The JSON object or array starting at ``pos`` (repaired) and its end, or
+    (None, pos); and whether it was cut off (closed by the repair at the end of the text)."""
     if text[pos : pos + 1] not in ("{", "["):
-        return None, pos
+        return None, pos, False
+    cut = False
     try:
-        value, end, repairs = decode_prefix(text, pos)
+        value, end, repairs = decode_prefix(text, pos, allow_truncated=False)
     except JSONRepairError:
-        return None, pos
+        try:
+            value, end, repairs = decode_prefix(text, pos)
+        except JSONRepairError:
+            return None, pos, False
+        cut = True
     codes.extend("json:" + c for c in repairs)
-    return value, end
+    return value, end, cut
 
 
-def _calls(value: Any) -> list[tuple[str, Any, bool, str | None]] | None:
-    """(tool, arguments, whether arguments were given, thought) for each call in a blob."""
+def _calls(value: Any) -> list[tuple[str, Any, str | None, str | None]] | None:
+    """(tool, arguments, how the arguments were given, thought) for each call in a blob.
+
+    How: ``""`` under an arguments key, ``"flat_arguments"`` as the call object's other
+    keys (``{"action": "search", "query": "cats"}``), None when not given at all.
+    """
     if isinstance(value, list):
-        calls: list[tuple[str, Any, bool, str | None]] = []
+        calls: list[tuple[str, Any, str | None, str | None]] = []
         for element in value:
             one = _calls(element) if isinstance(element, dict) else None
             if one is None:
@@ -1037,9 +1101,11 @@ def _calls(value: Any) -> list[tuple[str, Any, bool, str | None]] | None:
     if "toolcalls" in keys and isinstance(value[keys["toolcalls"]], list):
         return _calls(value[keys["toolcalls"]])
     thought: str | None = None
+    thought_key: str | None = None
     for k in _THOUGHT_KEYS:
         if k in keys and isinstance(value[keys[k]], str):
             thought = value[keys[k]].strip() or None
+            thought_key = k
             break
     fn = value[keys["function"]] if "function" in keys else None
     if isinstance(fn, dict):
@@ -1051,8 +1117,19 @@ def _calls(value: Any) -> list[tuple[str, Any, bool, str | None]] | None:
     args_key = next((k for k in _ARGS_KEYS if k in keys), None)
     if args_key is None and name_key == "name":
         return None  # {"name": ...} alone is data, not a call
-    args = value[keys[args_key]] if args_key is not None else None
-    return [(value[keys[name_key]].strip(), args, args_key is not None, thought)]
+    tool = value[keys[name_key]].strip()
+    if args_key is not None:
+        return [(tool, value[keys[args_key]], "", thought)]
+    # No arguments key: any other keys are the arguments, never dropped (a key the tool
+    # does not take fails its validation, and the model is told which)
+    flat = {
+        keys[k]: value[keys[k]]
+        for k in keys
+        if k != name_key and k != thought_key and k not in _CALL_META_KEYS
+    }
+    if flat:
+        return [(tool, flat, "flat_arguments", thought)]
+    return [(tool, None, None, thought)]
 
 
 def _find_blobs(sections: list[_Section], r: _Reading) -> None:
@@ -1120,6 +1197,17 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
 # --- choosing ------------------------------------------------------------------------------------
 
 
+def _dumps(value: Any, fallback: str | None = None) -> str:
+    """``value`` as JSON text. A value nested too deep for ``json.dumps`` (JSON decodes
+    deeper than it encodes) gives ``fallback``, else an encoding cut at a safe depth."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (RecursionError, ValueError):
+        if fallback is not None:
+            return fallback
+        return json.dumps(to_jsonable(value), ensure_ascii=False)
+
+
 def _is_finish(tool: str) -> bool:
     return P.normalise_word(tool) in _FINISH_NAMES
 
@@ -1131,8 +1219,8 @@ def _answer_text(value: Any) -> str:
         return value.strip()
     if isinstance(value, dict) and len(value) == 1:  # {"answer": ...}
         (value,) = value.values()
-        return value.strip() if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False) if value else ""
+        return value.strip() if isinstance(value, str) else _dumps(value)
+    return _dumps(value) if value else ""
 
 
 def _usable(r: _Reading) -> list[_Item]:

@@ -22,10 +22,19 @@ import json
 import uuid
 from typing import Any
 
+from .._nesting import TOO_DEEP, too_deep
 from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json, split_think
 from ..prompts import PromptTemplate, load_template
-from ..protocol import Decision, PendingCall, Protocol, RequestContext, arguments_json
+from ..protocol import (
+    Decision,
+    PendingCall,
+    Protocol,
+    RequestContext,
+    arguments_json,
+    guard_depth,
+    parsed_arguments_error,
+)
 from ..salvage import salvage_calls, strip_salvaged, written_call
 from ..types import (
     AssistantMessage,
@@ -60,6 +69,24 @@ CUT_OFF = (
     "the reply was cut off by the length limit (max_tokens) inside these arguments, so the "
     "call was not run; call the tool again with complete arguments"
 )
+
+
+CUT_PARAMETER = (
+    "the reply ends inside this call's last <parameter> (it is never closed), so the value "
+    "may be cut off and the call was not run; call the tool again with complete arguments"
+)
+
+
+def _cut_parameter(content: str, span: tuple[int, int]) -> bool:
+    """Whether a Qwen3-Coder XML call ends the reply inside its last ``<parameter=...>``:
+    no ``</parameter>``, ``</function>`` or ``</tool_call>`` after it, nothing after the
+    call. Its value is then whatever was written before the cut (``/tmp/important/sub``)."""
+    body = content[span[0] : span[1]]
+    last = body.rfind("<parameter=")
+    if last < 0 or content[span[1] :].strip():
+        return False
+    tail = body[last:]
+    return not any(tag in tail for tag in ("</parameter>", "</function>", "</tool_call>"))
 
 
 def _complete_json(raw: str) -> bool:
@@ -97,20 +124,30 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
     try:
         value = json.loads(text)
         repairs: list[str] = []
+    except RecursionError:
+        return raw, TOO_DEEP, []
     except ValueError:
         try:
-            fixed = repair_json(text)
+            # Sloppy but complete JSON is repaired; cut-off JSON is not: closing what the
+            # model never closed would run the tool on a value it did not write.
+            fixed = repair_json(text, allow_truncated=False)
         except JSONRepairError as exc:
             return raw, f"the arguments are not valid JSON ({exc})", []
         value = fixed.value
         repairs = [f"json:{r}" for r in fixed.repairs]
+    if too_deep(value):
+        return raw, TOO_DEEP, repairs
     if isinstance(value, str):
         # Double-encoded arguments ("{\"a\": 1}") happen with some servers.
         try:
             inner = json.loads(value)
+        except RecursionError:
+            return raw, TOO_DEEP, repairs
         except ValueError:
             inner = None
         if isinstance(inner, dict):
+            if too_deep(inner):
+                return raw, TOO_DEEP, repairs
             return inner, None, [*repairs, "double_encoded_arguments"]
     if not isinstance(value, dict):
         return raw, f"the arguments must be a JSON object, not {type(value).__name__}", repairs
@@ -298,10 +335,22 @@ class FunctionCallingProtocol(Protocol):
             for call in found:
                 args: dict[str, Any] | str = call.arguments
                 error = None
-                raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-                if isinstance(args, str) and args.lstrip()[:1] in ("{", "["):
+                if isinstance(args, str):
+                    raw = args
+                elif too_deep(args):  # not re-encoded: json.dumps may not get that deep
+                    raw = content[call.span[0] : call.span[1]]
+                    args, error = raw, TOO_DEEP
+                else:
+                    raw = json.dumps(args, ensure_ascii=False)
+                if isinstance(args, str) and error is None and args.lstrip()[:1] in ("{", "["):
                     args, error, fixes = decode_arguments(args)
                     repairs.extend(fixes)
+                if (
+                    error is None
+                    and call.format == "qwen_xml"
+                    and _cut_parameter(content, call.span)
+                ):
+                    error = CUT_PARAMETER
                 calls.append(
                     PendingCall(
                         id=new_call_id(),
@@ -330,16 +379,16 @@ class FunctionCallingProtocol(Protocol):
             return None
         calls = []
         for action in parsed.actions:
-            args = action.args
-            calls.append(
-                PendingCall(
-                    id=new_call_id(),
-                    tool=action.tool,
-                    arguments=args,
-                    raw_arguments=action.raw_input,
-                    salvaged=True,
-                )
+            pending = PendingCall(
+                id=new_call_id(),
+                tool=action.tool,
+                arguments=action.args,
+                raw_arguments=action.raw_input,
+                error=parsed_arguments_error(action.args, parsed.repairs),
+                salvaged=True,
             )
+            guard_depth(pending)
+            calls.append(pending)
         return Decision(
             text=parsed.thought,
             thought=parsed.thought,

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._nesting import CUT, TOO_DEEP, too_deep
 from ..errors import JSONRepairError
 from ..grammar import GrammarError, schema_grammar, step_schema
 from ..parsing import patterns as P
@@ -426,6 +427,11 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
 
 def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
     call_id = "call_" + uuid.uuid4().hex[:24]
+    if too_deep(arguments):  # checked before json.dumps, which may not get that deep
+        text = raw if raw is not None else CUT
+        return PendingCall(
+            id=call_id, tool=tool, arguments=text, raw_arguments=text, error=TOO_DEEP
+        )
     if isinstance(arguments, dict):
         text = raw if raw is not None else json.dumps(arguments, ensure_ascii=False)
         return PendingCall(id=call_id, tool=tool, arguments=arguments, raw_arguments=text)

@@ -33,7 +33,14 @@ from ..errors import ReActParseError
 from ..grammar import GrammarError, ReactLabels, react_grammar
 from ..parsing import parse_react
 from ..prompts import PromptTemplate, load_template
-from ..protocol import Decision, PendingCall, Protocol, RequestContext
+from ..protocol import (
+    Decision,
+    PendingCall,
+    Protocol,
+    RequestContext,
+    guard_depth,
+    parsed_arguments_error,
+)
 from ..salvage import written_call
 from ..types import (
     AssistantMessage,
@@ -362,22 +369,15 @@ class TextReActProtocol(Protocol):
                     )
             calls = []
             for action in parsed.actions:
-                error = None
-                if (
-                    "action_input_not_json" in parsed.repairs
-                    and isinstance(action.args, str)
-                    and action.args.lstrip()[:1] in ("{", "[")
-                ):
-                    error = "the Action Input is not valid JSON and could not be repaired"
-                calls.append(
-                    PendingCall(
-                        id="call_" + uuid.uuid4().hex[:24],
-                        tool=action.tool,
-                        arguments=action.args,
-                        raw_arguments=action.raw_input,
-                        error=error,
-                    )
+                call = PendingCall(
+                    id="call_" + uuid.uuid4().hex[:24],
+                    tool=action.tool,
+                    arguments=action.args,
+                    raw_arguments=action.raw_input,
+                    error=parsed_arguments_error(action.args, parsed.repairs),
                 )
+                guard_depth(call)
+                calls.append(call)
             if reply.finish_reason == "length" and _cut_in_last_action(parsed.repairs, calls[-1]):
                 calls[-1].error = CUT_OFF
             return Decision(

@@ -1,0 +1,57 @@
+"""How deeply a value nests, measured without recursion, and the limits that apply.
+
+Tool-call arguments come from the model: ``{"a": {"a": ...}}`` a thousand levels deep is
+valid JSON that ``json.loads`` still decodes, but every recursive walker after it
+(``json.dumps``, pydantic, :func:`~react_engine.types.to_jsonable`, the caller's own code)
+may hit Python's recursion limit. Arguments nested deeper than
+:data:`MAX_ARGUMENT_DEPTH` are therefore refused before a tool runs (an
+``invalid_arguments`` observation), and traces cut anything deeper than
+:data:`MAX_TRACE_DEPTH` so they always serialise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = ["MAX_ARGUMENT_DEPTH", "MAX_TRACE_DEPTH", "TOO_DEEP", "exceeds_depth", "too_deep"]
+
+MAX_ARGUMENT_DEPTH: Final = 100
+"""Deepest nesting of objects and arrays accepted in a tool call's arguments (the
+arguments object itself is level 1). Deeper arguments never reach the tool."""
+
+MAX_TRACE_DEPTH: Final = 200
+"""Deepest nesting a trace record keeps; anything deeper is replaced by :data:`CUT`."""
+
+CUT: Final = "<cut: nested too deep>"
+"""What stands in a trace for a value nested deeper than :data:`MAX_TRACE_DEPTH`."""
+
+TOO_DEEP: Final = (
+    f"the arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels, so the call was not "
+    "run; send flatter arguments"
+)
+"""The observation for a call whose arguments nest deeper than the limit."""
+
+
+def exceeds_depth(value: Any, limit: int) -> bool:
+    """Whether ``value`` holds objects/arrays (mappings, lists, tuples) nested more than
+    ``limit`` levels deep. Iterative, and stops as soon as the answer is known, so it is
+    safe on values of any depth (a cycle counts as too deep)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def too_deep(arguments: Any) -> bool:
+    """Whether tool-call arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`."""
+    return exceeds_depth(arguments, MAX_ARGUMENT_DEPTH)
