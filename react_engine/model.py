@@ -18,6 +18,7 @@ import contextlib
 import email.utils
 import inspect
 import json
+import math
 import random
 import time
 import weakref
@@ -185,20 +186,96 @@ def mask_key(key: str | None) -> str:
     return f"{key[:3]}...{key[-4:]}"
 
 
-def _usage(raw: Any) -> Usage:
+def _count(value: Any) -> int | None:
+    """A token count as the server sent it, or ``None`` when it is not one.
+
+    Servers send ints, but also floats (``12.0``), numeric strings, ``null``, or garbage
+    (``"abc"``); a negative count is read as 0, so it can never lower a running total.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, float):
+        return max(0, int(value)) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            return max(0, int(value.strip()))
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                return None
+            return max(0, int(number)) if math.isfinite(number) else None
+    return None
+
+
+def _field(raw: Any, name: str) -> Any:
+    if isinstance(raw, Mapping):
+        return raw.get(name)
+    return getattr(raw, name, None)
+
+
+def _usage(raw: Any, events: list[str] | None = None) -> Usage:
+    """Token counts from the reply's ``usage``: counts that are not counts are read as 0
+    (and named in ``events``), negative ones as 0."""
     if raw is None:
         return Usage(requests=1)
-    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
-    completion = int(getattr(raw, "completion_tokens", 0) or 0)
-    total = int(getattr(raw, "total_tokens", 0) or 0) or prompt + completion
+    if isinstance(raw, str | bytes | int | float | list | tuple):
+        if events is not None:
+            events.append(f"the reply's usage was not an object, ignored: {_one_value(raw)}")
+        return Usage(requests=1)
+    bad: list[str] = []
+
+    def count(source: Any, name: str) -> int:
+        value = _field(source, name)
+        number = _count(value)
+        if number is None:
+            if value is not None:
+                bad.append(f"{name}={_one_value(value)}")
+            return 0
+        return number
+
+    prompt = count(raw, "prompt_tokens")
+    completion = count(raw, "completion_tokens")
+    total = max(count(raw, "total_tokens"), prompt + completion)
     cached = 0
-    details = getattr(raw, "prompt_tokens_details", None)
+    details = _field(raw, "prompt_tokens_details")
     if details is not None:
-        cached = int(getattr(details, "cached_tokens", 0) or 0)
+        cached = count(details, "cached_tokens")
     if not cached:
-        extra = getattr(raw, "model_extra", None) or {}
-        cached = int(extra.get("prompt_cache_hit_tokens", 0) or 0)  # DeepSeek
+        extra = getattr(raw, "model_extra", None)
+        if isinstance(extra, Mapping) and "prompt_cache_hit_tokens" in extra:  # DeepSeek
+            cached = count(extra, "prompt_cache_hit_tokens")
+    if bad and events is not None:
+        events.append(f"the reply's usage had invalid counts, read as 0: {', '.join(bad)}")
     return Usage(prompt, completion, total, cached, 1)
+
+
+def _one_value(value: Any) -> str:
+    text = valid_unicode(repr(value))
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _text_content(content: Any) -> str | None:
+    """The reply's text: a string, or the text parts of a list of content parts
+    (``[{"type": "text", "text": "..."}]``), joined."""
+    if isinstance(content, str):
+        return valid_unicode(content)
+    if not isinstance(content, list | tuple):
+        return None
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        kind = _field(part, "type")
+        text = _field(part, "text")
+        if kind in (None, "text", "output_text") and isinstance(text, str):
+            texts.append(text)
+    if not texts:
+        return None
+    return valid_unicode("".join(texts))
 
 
 def response_from_sdk(completion: Any) -> ModelResponse:
@@ -229,15 +306,17 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         )
     extra = getattr(message, "model_extra", None) or {}
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    content = getattr(message, "content", None)
     # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
+    events: list[str] = []
+    usage = _usage(getattr(completion, "usage", None), events)
     return ModelResponse(
-        content=valid_unicode(content) if isinstance(content, str) else None,
+        content=_text_content(getattr(message, "content", None)),
         tool_calls=calls,
         reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) else None,
         finish_reason=getattr(choice, "finish_reason", None),
-        usage=_usage(getattr(completion, "usage", None)),
+        usage=usage,
         model=getattr(completion, "model", None),
+        events=events,
     )
 
 
@@ -312,7 +391,9 @@ def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAP
         return ModelUnavailableError(
             f"the chat API returned a malformed reply ({type(exc).__name__})"
         )
-    return ModelUnavailableError(f"the chat API call failed: {type(exc).__name__}: {exc}"[:500])
+    return ModelUnavailableError(
+        f"the chat API call failed: {type(exc).__name__}: {mask_secret(str(exc), secret)}"[:500]
+    )
 
 
 class OpenAIChatModel(ChatModel):
@@ -378,6 +459,7 @@ class OpenAIChatModel(ChatModel):
         payload = request_payload(request)
         if request.settings.timeout is not None:
             payload["timeout"] = request.settings.timeout
+        error: ModelAPIError | None = None
         try:
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create
@@ -392,7 +474,12 @@ class OpenAIChatModel(ChatModel):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            raise translate_error(exc, secret=self._secret) from None
+            error = translate_error(exc, secret=self._secret)
+        if error is not None:
+            # Raised outside the ``except`` block: ``raise ... from None`` would still keep
+            # the SDK's exception as ``__context__``, and its message, its request and the
+            # request's headers hold the unmasked API key.
+            raise error
         return response_from_sdk(completion)
 
 

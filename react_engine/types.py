@@ -121,11 +121,13 @@ class Usage:
     requests: int = 0
 
     def add(self, other: Usage) -> None:
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.total_tokens += other.total_tokens
-        self.cached_tokens += other.cached_tokens
-        self.requests += other.requests
+        # A count is never negative: a server that reports -100 tokens must not lower the
+        # sum a token budget is checked against.
+        self.prompt_tokens += max(0, other.prompt_tokens)
+        self.completion_tokens += max(0, other.completion_tokens)
+        self.total_tokens += max(0, other.total_tokens)
+        self.cached_tokens += max(0, other.cached_tokens)
+        self.requests += max(0, other.requests)
 
     def __add__(self, other: Usage) -> Usage:
         out = dataclasses.replace(self)
@@ -153,6 +155,8 @@ class ModelResponse:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
+    events: list[str] = field(default_factory=list)
+    """What was odd about the reply itself (a usage count that was not a count...)."""
 
 
 # --- the text parser's result ---------------------------------------------------------------
