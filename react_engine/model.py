@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import email.utils
 import inspect
 import json
 import math
 import random
+import socket
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -406,6 +408,14 @@ class OpenAIChatModel(ChatModel):
     def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI, *, owned: bool = False) -> None:
         self._client = client.with_options(max_retries=0)
         self._is_async = isinstance(client, openai.AsyncOpenAI)
+        if not self._is_async:
+            _note_requests(self._client)
+        timeout = getattr(client, "timeout", None)
+        self._default_timeout = (
+            float(timeout)
+            if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
+            else DEFAULT_ATTEMPT_TIMEOUT
+        )
         self.base_url = str(client.base_url).rstrip("/")
         key = getattr(client, "api_key", None)
         self._secret: str | None = key if isinstance(key, str) else None
@@ -456,23 +466,31 @@ class OpenAIChatModel(ChatModel):
         )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One attempt, bounded in total by ``settings.timeout`` (else the client's own
+        timeout, else :data:`DEFAULT_ATTEMPT_TIMEOUT`): the HTTP timeout bounds each read
+        only, and a server that trickles a byte at a time would hold a run forever."""
         payload = request_payload(request)
         if request.settings.timeout is not None:
             payload["timeout"] = request.settings.timeout
+        limit = request.settings.timeout or self._default_timeout
         error: ModelAPIError | None = None
         try:
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create
-                completion = await create(**payload)
+                async with asyncio.timeout(limit):
+                    completion = await create(**payload)
             else:
-                create_sync: Any = self._client.chat.completions.create
-                completion = await run_blocking(create_sync, **payload)
+                completion = await self._complete_sync(payload, limit)
             if isinstance(completion, str):  # a server that answered with non-JSON text
                 raise ValueError("non-JSON body")
         except ModelAPIError:
             raise
         except asyncio.CancelledError:
             raise
+        except TimeoutError:
+            error = ModelUnavailableError(
+                f"the chat API timed out: no complete reply within {limit:g}s"
+            )
         except Exception as exc:
             error = translate_error(exc, secret=self._secret)
         if error is not None:
@@ -481,6 +499,82 @@ class OpenAIChatModel(ChatModel):
             # request's headers hold the unmasked API key.
             raise error
         return response_from_sdk(completion)
+
+    async def _complete_sync(self, payload: dict[str, Any], limit: float) -> Any:
+        """The blocking client's call in a worker thread, given up after ``limit`` seconds
+        (or when the run is cancelled). Cancelling cannot stop a thread, so the request's
+        connection is shut down under it: the worker's read fails and the thread returns."""
+        attempt = _SyncAttempt()
+        create: Any = self._client.chat.completions.create
+        try:
+            # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
+            # same moment, that cancellation wins (3.11's wait_for could swallow it).
+            async with asyncio.timeout(limit):
+                return await run_blocking(attempt.call, create, payload)
+        except (TimeoutError, asyncio.CancelledError):
+            attempt.abort(self._client)
+            raise
+
+
+DEFAULT_ATTEMPT_TIMEOUT = 600.0
+"""Seconds one request may take in all, when neither the settings nor the client say."""
+
+_SYNC_ATTEMPT: contextvars.ContextVar[_SyncAttempt | None] = contextvars.ContextVar(
+    "react_engine_sync_attempt", default=None
+)
+
+
+class _SyncAttempt:
+    """One blocking request in a worker thread: the HTTP requests it sent, so that their
+    connections can be shut down when the attempt is given up."""
+
+    def __init__(self) -> None:
+        self.extensions: list[Any] = []
+        self.given_up = False
+
+    def call(self, create: Callable[..., Any], payload: dict[str, Any]) -> Any:
+        token = _SYNC_ATTEMPT.set(self)
+        try:
+            return create(**payload)
+        finally:
+            _SYNC_ATTEMPT.reset(token)
+
+    def abort(self, client: Any) -> None:
+        """Shut down the sockets of this attempt's requests still in the client's pool.
+
+        This reaches into the HTTP client's pool (``httpx2``/``httpcore2`` internals); with
+        a transport of another kind nothing is found, and the worker thread is left to end
+        when its request does.
+        """
+        self.given_up = True
+        with contextlib.suppress(Exception):
+            pool = client._client._transport._pool
+            for pending in list(pool._requests):
+                if not any(pending.request.extensions is e for e in self.extensions):
+                    continue
+                stream = pending.connection._connection._network_stream
+                sock = stream.get_extra_info("socket")
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _note_requests(client: Any) -> None:
+    """Have a blocking client tell the attempt in progress (if any) about each HTTP request
+    it sends, through the SDK's ``_prepare_request`` hook (on our own copy of the client)."""
+    original = getattr(client, "_prepare_request", None)
+    if not callable(original):  # pragma: no cover - an SDK without the hook
+        return
+
+    def prepare(request: Any) -> None:
+        attempt = _SYNC_ATTEMPT.get()
+        if attempt is not None:
+            if attempt.given_up:
+                raise TimeoutError("the attempt was given up")
+            attempt.extensions.append(request.extensions)
+        original(request)
+
+    with contextlib.suppress(AttributeError, TypeError):
+        client._prepare_request = prepare
 
 
 @dataclass(slots=True)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+import time
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -311,3 +313,137 @@ def test_a_connection_error_chain_holds_no_key() -> None:
     assert all(isinstance(link, ModelAPIError) for link in links(info.value))
     for text in chain_texts(info.value):
         assert not leaks(text)
+
+
+# --- a server that trickles -----------------------------------------------------------------------
+
+
+class TricklingServer:
+    """Answers every request with valid HTTP, one byte every ``interval`` seconds: each
+    read gets a byte well within the read timeout, so only a bound on the attempt's total
+    time ends it. Stops (and closes every connection) at the end of the ``with`` block."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self._sock.settimeout(0.1)
+        self.port = self._sock.getsockname()[1]
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.connections = 0
+        self.closed_by_client = threading.Event()
+        """Set when the client closed or shut down its end in the middle of the reply."""
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> TricklingServer:
+        accept = threading.Thread(target=self._accept, daemon=True)
+        accept.start()
+        self._threads.append(accept)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in list(self._threads):
+            thread.join(5)
+        self._sock.close()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            worker = threading.Thread(target=self._trickle, args=(conn,), daemon=True)
+            worker.start()
+            self._threads.append(worker)
+
+    def _trickle(self, conn: socket.socket) -> None:
+        import json
+
+        body = json.dumps(completion("x" * 2000)).encode()
+        data = (
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        with conn:
+            conn.settimeout(0.5)
+            try:
+                conn.recv(65536)  # the request (small enough for one read)
+                for byte in data:
+                    if self._stop.wait(self.interval):
+                        return
+                    conn.sendall(bytes([byte]))
+                    if _peer_closed(conn):
+                        self.closed_by_client.set()
+                        return
+            except OSError:  # the client gave up and closed the connection
+                self.closed_by_client.set()
+                return
+
+
+def _peer_closed(conn: socket.socket) -> bool:
+    """The client's end is gone: a read that does not block says so (EOF or reset)."""
+    conn.setblocking(False)
+    try:
+        return conn.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        conn.settimeout(0.5)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_trickling_server_is_bounded_by_the_attempt_timeout(client: str) -> None:
+    outcome: dict[str, Any] = {}
+    # A blocking client stays open until the end: closing it would close the connection
+    # too, and hide a worker thread left reading the trickle.
+    sync_sdk: list[openai.OpenAI] = []
+
+    def attempt() -> None:
+        try:
+            if client == "sync":
+                sync_sdk.append(openai.OpenAI(base_url=trickle.base_url, api_key="sk-test"))
+                agent = Agent(
+                    "mock-model",
+                    [Tool.from_function(lookup)],
+                    client=sync_sdk[0],
+                    settings=ModelSettings(timeout=1.0),
+                    retry=RetryPolicy(max_attempts=1),
+                    capability_cache=CapabilityCache(),
+                    registry=CapabilityRegistry.from_default(env={}),
+                )
+                agent.run("Tell me about Paris.")
+            else:
+                run_agent(trickle.base_url, client=client, timeout=1.0)
+        except BaseException as exc:  # inspected below
+            outcome["error"] = exc
+
+    with TricklingServer(interval=0.1) as trickle:
+        started = time.perf_counter()
+        runner = threading.Thread(target=attempt)
+        runner.start()
+        runner.join(6.0)  # the whole reply would take over 200 s at this pace
+        elapsed = time.perf_counter() - started
+        hung = runner.is_alive()
+        # The connection is given up too, not left to a worker thread reading on: the
+        # blocking client's socket is shut down under it.
+        closed = trickle.closed_by_client.wait(0 if hung else 2.0)
+    runner.join(10)  # the server has stopped: a client still reading gets an error now
+    for sdk in sync_sdk:
+        sdk.close()
+    assert not hung, "the run waited for the trickle"
+    assert elapsed < 4.0
+    assert closed
+    error = outcome.get("error")
+    assert isinstance(error, ModelUnavailableError), repr(error)
+    assert "timed out" in str(error)
+    assert error.result is not None and error.result.stop_reason == "error"
