@@ -72,7 +72,9 @@ class ModelSettings:
     max_tokens: int | None = None
     """Upper bound on each reply's length; ``None`` leaves the server's default."""
     timeout: float | None = None
-    """Per-request timeout in seconds; ``None`` keeps the client's own."""
+    """Seconds one request attempt may take in all (each read, and the whole reply: a
+    server that trickles cannot stretch it); ``None`` keeps the client's own timeout (600 s
+    when it has no single number)."""
     extra_body: Mapping[str, Any] | None = None
     """Provider-specific fields sent as they are (e.g. ``{"enable_thinking": False}``)."""
 
