@@ -431,7 +431,7 @@ class Agent:
             repairs=list(decision.repairs),
             usage=reply.usage,
             model_time_s=model_time,
-            events=[*state.pending_events, *decision.events],
+            events=[*state.pending_events, *reply.events, *decision.events],
         )
         state.pending_events.clear()
 
@@ -996,6 +996,10 @@ def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        running = False
+    else:
+        running = True
+    if not running:  # outside the except block: a run's error gets no RuntimeError context
         return asyncio.run(coro)
     box: dict[str, Any] = {}
 

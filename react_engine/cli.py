@@ -15,7 +15,10 @@ weather transcript) or ``--scripted FILE`` for the scripted model, with no serve
 Errors a user can cause (no endpoint, a bad key, an unknown model, an unreachable server, a
 tools module that does not import, a bad template) print one line on stderr and return a
 non-zero code: 2 for configuration, 3 for a run that ended without an answer, 4 for the
-API, 130 for Ctrl-C.
+API, 130 for Ctrl-C, 141 when the reader of the output went away (``| head``).
+
+Ctrl-C ends the process at once, the trace of what was done written first: it does not
+wait for the request (or the tool) in flight, and a second Ctrl-C prints no traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import io
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -78,6 +82,8 @@ EXIT_CONFIG = 2
 EXIT_NO_ANSWER = 3
 EXIT_API = 4
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a process the broken pipe would have killed."""
 
 _DRY_RUN_SCRIPT: dict[str, list[dict[str, Any]]] = {
     "function_calling": [
@@ -386,9 +392,49 @@ def _partial_result(agent: Agent, question: str, steps: list[Step], started: flo
 # --- run and demo -----------------------------------------------------------------------------
 
 
+def _check_trace(path: str | None) -> None:
+    """Fail before the run, not after it, when the trace file cannot be written."""
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigurationError(
+            f"--trace {path}: cannot write it: {exc.strerror or exc}"
+        ) from None
+
+
+def _trace_error(result: RunResult, path: str | None) -> str | None:
+    """Append ``result`` to the trace file; what went wrong, in one line, if it could not."""
+    if not path:
+        return None
+    try:
+        result.write_trace(path)
+    except OSError as exc:
+        return f"cannot write the trace to {path}: {exc.strerror or exc}"
+    return None
+
+
+def _write_trace(result: RunResult, path: str | None) -> None:
+    """Append ``result`` to the trace file, or say in one line on stderr why it could not."""
+    error = _trace_error(result, path)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
+
+
 def _print_result(result: RunResult, args: argparse.Namespace) -> None:
-    if args.trace:
-        result.write_trace(args.trace)
+    """Print the result, then append it to the trace file: a trace that cannot be written
+    does not cost the answer (the error comes after it, and the exit code says so)."""
+    try:
+        _show_result(result, args)
+    finally:  # written even when the output cannot be (a closed pipe)
+        error = _trace_error(result, args.trace)
+    if error is not None:
+        raise _Exit(error, EXIT_CONFIG)
+
+
+def _show_result(result: RunResult, args: argparse.Namespace) -> None:
     if args.json:
         payload = {
             "question": result.question,
@@ -409,8 +455,8 @@ def _print_result(result: RunResult, args: argparse.Namespace) -> None:
 
 
 def _cmd_run(args: argparse.Namespace, *, local_default: bool) -> int:
-
     tools = _load_tools(args.tools)
+    _check_trace(args.trace)
     question: str = args.question
     with _endpoint(args, local_default=local_default) as ep:
         printer = None if args.json else StepPrinter(sys.stdout)
@@ -434,12 +480,12 @@ def _cmd_run(args: argparse.Namespace, *, local_default: bool) -> int:
                 f"the run stopped without an answer: {_one_line(str(exc))}", EXIT_NO_ANSWER
             ) from None
         except ModelAPIError as exc:
-            if exc.result is not None and args.trace:
-                exc.result.write_trace(args.trace)
+            if exc.result is not None:
+                _write_trace(exc.result, args.trace)
             raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
-        except KeyboardInterrupt:
-            if args.trace:
-                _partial_result(agent, question, steps, started).write_trace(args.trace)
+        except (KeyboardInterrupt, BrokenPipeError):
+            # Ctrl-C, or the reader of our output went away: keep what was done.
+            _write_trace(_partial_result(agent, question, steps, started), args.trace)
             raise
         _print_result(result, args)
     return 0 if result.answer is not None else EXIT_NO_ANSWER
@@ -536,6 +582,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo_tools import get_weather
 
     tools = _load_tools(args.tools) if args.tools else [get_weather]
+    _check_trace(args.trace)
     with _endpoint(args, local_default=True) as ep:
         out = sys.stdout
         printer = None if args.json else StepPrinter(out)
@@ -755,6 +802,12 @@ class ChatSession:
 
     # --- a turn ----------------------------------------------------------------------------------
 
+    def _trace(self, result: RunResult) -> None:
+        try:
+            result.write_trace(str(self.trace_path))
+        except OSError as exc:
+            self.say(f"(cannot write the trace to {self.trace_path}: {exc.strerror or exc})")
+
     def ask(self, question: str) -> None:
         import time
 
@@ -771,7 +824,7 @@ class ChatSession:
             )
             if self.trace_path:
                 agent = self.conversation.agent
-                _partial_result(agent, question, steps, started).write_trace(self.trace_path)
+                self._trace(_partial_result(agent, question, steps, started))
             return
         except RunAborted as exc:
             result = exc.result
@@ -781,7 +834,7 @@ class ChatSession:
             )
             return
         if self.trace_path:
-            result.write_trace(self.trace_path)
+            self._trace(result)
         if result.answer is not None:
             self.say(f"assistant> {result.answer}")
         else:
@@ -797,6 +850,7 @@ class ChatSession:
 
 def _cmd_chat(args: argparse.Namespace) -> int:
     tools = _load_tools(args.tools)
+    _check_trace(args.trace)
     with _endpoint(args, local_default=False) as ep:
         return ChatSession(args, ep, tools).loop()
 
@@ -1003,7 +1057,58 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the exit code (never raises for a user's mistake)."""
+    """Run the CLI; return the exit code (never raises for a user's mistake).
+
+    With ``argv=None`` (``python -m react_engine``, the ``react-engine`` script) this is the
+    whole process, and the end of it is handled here too: output to a reader that went away
+    ends quietly with 141, and Ctrl-C ends the process at once with 130, without waiting
+    for a request or a tool still running in a worker thread.
+    """
+    process = argv is None
+    try:
+        code = _main(argv, process=process)
+        if process:
+            sys.stdout.flush()  # a pipe's buffer: a closed reader shows up here
+    except BrokenPipeError:
+        code = _broken_pipe(process)
+    if process and code == EXIT_INTERRUPTED:
+        _exit_now(code)
+    return code
+
+
+def _broken_pipe(process: bool) -> int:
+    """The reader of stdout went away (``react-engine run ... | head -2``): stop quietly.
+
+    The rest of the output goes to /dev/null, so the interpreter's final flush cannot
+    complain about the pipe on stderr.
+    """
+    if process:
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
+def _exit_now(code: int) -> None:
+    """Leave the process now: a worker thread still blocked on a request or a tool would
+    otherwise hold the interpreter's exit (up to the request's timeout)."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def _ignore_sigint() -> None:
+    """After the first Ctrl-C the process is leaving: a second one must not interrupt that
+    (it would print a traceback)."""
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main(argv: Sequence[str] | None, *, process: bool) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(list(argv) if argv is not None else None)
@@ -1022,8 +1127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if process:
+            _ignore_sigint()
+        print("interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _broken_pipe(process)
     except UserError as exc:
         print(f"error: {_one_line(str(exc), 500)}", file=sys.stderr)
         return EXIT_CONFIG

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import email.utils
 import inspect
 import json
+import math
 import random
+import socket
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -185,20 +188,96 @@ def mask_key(key: str | None) -> str:
     return f"{key[:3]}...{key[-4:]}"
 
 
-def _usage(raw: Any) -> Usage:
+def _count(value: Any) -> int | None:
+    """A token count as the server sent it, or ``None`` when it is not one.
+
+    Servers send ints, but also floats (``12.0``), numeric strings, ``null``, or garbage
+    (``"abc"``); a negative count is read as 0, so it can never lower a running total.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return max(0, value)
+    if isinstance(value, float):
+        return max(0, int(value)) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            return max(0, int(value.strip()))
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                return None
+            return max(0, int(number)) if math.isfinite(number) else None
+    return None
+
+
+def _field(raw: Any, name: str) -> Any:
+    if isinstance(raw, Mapping):
+        return raw.get(name)
+    return getattr(raw, name, None)
+
+
+def _usage(raw: Any, events: list[str] | None = None) -> Usage:
+    """Token counts from the reply's ``usage``: counts that are not counts are read as 0
+    (and named in ``events``), negative ones as 0."""
     if raw is None:
         return Usage(requests=1)
-    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
-    completion = int(getattr(raw, "completion_tokens", 0) or 0)
-    total = int(getattr(raw, "total_tokens", 0) or 0) or prompt + completion
+    if isinstance(raw, str | bytes | int | float | list | tuple):
+        if events is not None:
+            events.append(f"the reply's usage was not an object, ignored: {_one_value(raw)}")
+        return Usage(requests=1)
+    bad: list[str] = []
+
+    def count(source: Any, name: str) -> int:
+        value = _field(source, name)
+        number = _count(value)
+        if number is None:
+            if value is not None:
+                bad.append(f"{name}={_one_value(value)}")
+            return 0
+        return number
+
+    prompt = count(raw, "prompt_tokens")
+    completion = count(raw, "completion_tokens")
+    total = max(count(raw, "total_tokens"), prompt + completion)
     cached = 0
-    details = getattr(raw, "prompt_tokens_details", None)
+    details = _field(raw, "prompt_tokens_details")
     if details is not None:
-        cached = int(getattr(details, "cached_tokens", 0) or 0)
+        cached = count(details, "cached_tokens")
     if not cached:
-        extra = getattr(raw, "model_extra", None) or {}
-        cached = int(extra.get("prompt_cache_hit_tokens", 0) or 0)  # DeepSeek
+        extra = getattr(raw, "model_extra", None)
+        if isinstance(extra, Mapping) and "prompt_cache_hit_tokens" in extra:  # DeepSeek
+            cached = count(extra, "prompt_cache_hit_tokens")
+    if bad and events is not None:
+        events.append(f"the reply's usage had invalid counts, read as 0: {', '.join(bad)}")
     return Usage(prompt, completion, total, cached, 1)
+
+
+def _one_value(value: Any) -> str:
+    text = valid_unicode(repr(value))
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _text_content(content: Any) -> str | None:
+    """The reply's text: a string, or the text parts of a list of content parts
+    (``[{"type": "text", "text": "..."}]``), joined."""
+    if isinstance(content, str):
+        return valid_unicode(content)
+    if not isinstance(content, list | tuple):
+        return None
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        kind = _field(part, "type")
+        text = _field(part, "text")
+        if kind in (None, "text", "output_text") and isinstance(text, str):
+            texts.append(text)
+    if not texts:
+        return None
+    return valid_unicode("".join(texts))
 
 
 def response_from_sdk(completion: Any) -> ModelResponse:
@@ -229,15 +308,17 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         )
     extra = getattr(message, "model_extra", None) or {}
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    content = getattr(message, "content", None)
     # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
+    events: list[str] = []
+    usage = _usage(getattr(completion, "usage", None), events)
     return ModelResponse(
-        content=valid_unicode(content) if isinstance(content, str) else None,
+        content=_text_content(getattr(message, "content", None)),
         tool_calls=calls,
         reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) else None,
         finish_reason=getattr(choice, "finish_reason", None),
-        usage=_usage(getattr(completion, "usage", None)),
+        usage=usage,
         model=getattr(completion, "model", None),
+        events=events,
     )
 
 
@@ -312,7 +393,9 @@ def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAP
         return ModelUnavailableError(
             f"the chat API returned a malformed reply ({type(exc).__name__})"
         )
-    return ModelUnavailableError(f"the chat API call failed: {type(exc).__name__}: {exc}"[:500])
+    return ModelUnavailableError(
+        f"the chat API call failed: {type(exc).__name__}: {mask_secret(str(exc), secret)}"[:500]
+    )
 
 
 class OpenAIChatModel(ChatModel):
@@ -325,6 +408,14 @@ class OpenAIChatModel(ChatModel):
     def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI, *, owned: bool = False) -> None:
         self._client = client.with_options(max_retries=0)
         self._is_async = isinstance(client, openai.AsyncOpenAI)
+        if not self._is_async:
+            _note_requests(self._client)
+        timeout = getattr(client, "timeout", None)
+        self._default_timeout = (
+            float(timeout)
+            if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
+            else DEFAULT_ATTEMPT_TIMEOUT
+        )
         self.base_url = str(client.base_url).rstrip("/")
         key = getattr(client, "api_key", None)
         self._secret: str | None = key if isinstance(key, str) else None
@@ -380,25 +471,115 @@ class OpenAIChatModel(ChatModel):
         )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One attempt, bounded in total by ``settings.timeout`` (else the client's own
+        timeout, else :data:`DEFAULT_ATTEMPT_TIMEOUT`): the HTTP timeout bounds each read
+        only, and a server that trickles a byte at a time would hold a run forever."""
         payload = request_payload(request)
         if request.settings.timeout is not None:
             payload["timeout"] = request.settings.timeout
+        limit = request.settings.timeout or self._default_timeout
+        error: ModelAPIError | None = None
         try:
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create
-                completion = await create(**payload)
+                async with asyncio.timeout(limit):
+                    completion = await create(**payload)
             else:
-                create_sync: Any = self._client.chat.completions.create
-                completion = await run_blocking(create_sync, **payload)
+                completion = await self._complete_sync(payload, limit)
             if isinstance(completion, str):  # a server that answered with non-JSON text
                 raise ValueError("non-JSON body")
         except ModelAPIError:
             raise
         except asyncio.CancelledError:
             raise
+        except TimeoutError:
+            error = ModelUnavailableError(
+                f"the chat API timed out: no complete reply within {limit:g}s"
+            )
         except Exception as exc:
-            raise translate_error(exc, secret=self._secret) from None
+            error = translate_error(exc, secret=self._secret)
+        if error is not None:
+            # Raised outside the ``except`` block: ``raise ... from None`` would still keep
+            # the SDK's exception as ``__context__``, and its message, its request and the
+            # request's headers hold the unmasked API key.
+            raise error
         return response_from_sdk(completion)
+
+    async def _complete_sync(self, payload: dict[str, Any], limit: float) -> Any:
+        """The blocking client's call in a worker thread, given up after ``limit`` seconds
+        (or when the run is cancelled). Cancelling cannot stop a thread, so the request's
+        connection is shut down under it: the worker's read fails and the thread returns."""
+        attempt = _SyncAttempt()
+        create: Any = self._client.chat.completions.create
+        try:
+            # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
+            # same moment, that cancellation wins (3.11's wait_for could swallow it).
+            async with asyncio.timeout(limit):
+                return await run_blocking(attempt.call, create, payload)
+        except (TimeoutError, asyncio.CancelledError):
+            attempt.abort(self._client)
+            raise
+
+
+DEFAULT_ATTEMPT_TIMEOUT = 600.0
+"""Seconds one request may take in all, when neither the settings nor the client say."""
+
+_SYNC_ATTEMPT: contextvars.ContextVar[_SyncAttempt | None] = contextvars.ContextVar(
+    "react_engine_sync_attempt", default=None
+)
+
+
+class _SyncAttempt:
+    """One blocking request in a worker thread: the HTTP requests it sent, so that their
+    connections can be shut down when the attempt is given up."""
+
+    def __init__(self) -> None:
+        self.extensions: list[Any] = []
+        self.given_up = False
+
+    def call(self, create: Callable[..., Any], payload: dict[str, Any]) -> Any:
+        token = _SYNC_ATTEMPT.set(self)
+        try:
+            return create(**payload)
+        finally:
+            _SYNC_ATTEMPT.reset(token)
+
+    def abort(self, client: Any) -> None:
+        """Shut down the sockets of this attempt's requests still in the client's pool.
+
+        This reaches into the HTTP client's pool (``httpx2``/``httpcore2`` internals); with
+        a transport of another kind nothing is found, and the worker thread is left to end
+        when its request does.
+        """
+        self.given_up = True
+        with contextlib.suppress(Exception):
+            pool = client._client._transport._pool
+            for pending in list(pool._requests):
+                if not any(pending.request.extensions is e for e in self.extensions):
+                    continue
+                stream = pending.connection._connection._network_stream
+                sock = stream.get_extra_info("socket")
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+def _note_requests(client: Any) -> None:
+    """Have a blocking client tell the attempt in progress (if any) about each HTTP request
+    it sends, through the SDK's ``_prepare_request`` hook (on our own copy of the client)."""
+    original = getattr(client, "_prepare_request", None)
+    if not callable(original):  # pragma: no cover - an SDK without the hook
+        return
+
+    def prepare(request: Any) -> None:
+        attempt = _SYNC_ATTEMPT.get()
+        if attempt is not None:
+            if attempt.given_up:
+                raise TimeoutError("the attempt was given up")
+            attempt.extensions.append(request.extensions)
+        original(request)
+
+    with contextlib.suppress(AttributeError, TypeError):
+        client._prepare_request = prepare
 
 
 @dataclass(slots=True)

@@ -74,7 +74,9 @@ class ModelSettings:
     max_tokens: int | None = None
     """Upper bound on each reply's length; ``None`` leaves the server's default."""
     timeout: float | None = None
-    """Per-request timeout in seconds; ``None`` keeps the client's own."""
+    """Seconds one request attempt may take in all (each read, and the whole reply: a
+    server that trickles cannot stretch it); ``None`` keeps the client's own timeout (600 s
+    when it has no single number)."""
     extra_body: Mapping[str, Any] | None = None
     """Provider-specific fields sent as they are (e.g. ``{"enable_thinking": False}``)."""
 
@@ -123,11 +125,13 @@ class Usage:
     requests: int = 0
 
     def add(self, other: Usage) -> None:
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.total_tokens += other.total_tokens
-        self.cached_tokens += other.cached_tokens
-        self.requests += other.requests
+        # A count is never negative: a server that reports -100 tokens must not lower the
+        # sum a token budget is checked against.
+        self.prompt_tokens += max(0, other.prompt_tokens)
+        self.completion_tokens += max(0, other.completion_tokens)
+        self.total_tokens += max(0, other.total_tokens)
+        self.cached_tokens += max(0, other.cached_tokens)
+        self.requests += max(0, other.requests)
 
     def __add__(self, other: Usage) -> Usage:
         out = dataclasses.replace(self)
@@ -155,6 +159,8 @@ class ModelResponse:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
+    events: list[str] = field(default_factory=list)
+    """What was odd about the reply itself (a usage count that was not a count...)."""
 
 
 # --- the text parser's result ---------------------------------------------------------------

@@ -639,6 +639,94 @@ def test_a_cut_off_argument_object_never_becomes_a_runnable_call(
         assert call.error is not None, (prefix, call)
 
 
+# --- usage fields of a reply ---------------------------------------------------------------------------
+
+usage_values = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats()
+    | st.text(max_size=12)
+    | st.from_regex(r"\A\s*-?\d{1,25}(\.\d*)?(e-?\d{1,4})?\s*\Z")
+    | st.lists(st.integers(), max_size=2)
+    | st.dictionaries(st.text(max_size=5), st.integers(), max_size=2)
+)
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+usage_bodies = st.one_of(
+    st.dictionaries(
+        st.sampled_from(
+            [*USAGE_FIELDS, "prompt_tokens_details", "prompt_cache_hit_tokens", "other"]
+        ),
+        usage_values | st.dictionaries(st.just("cached_tokens"), usage_values, max_size=1),
+        max_size=6,
+    ),
+    usage_values,
+)
+
+
+@settings(PROFILE)
+@given(usages=st.lists(usage_bodies, min_size=1, max_size=4))
+@example(usages=[{"prompt_tokens": 10, "completion_tokens": "abc", "total_tokens": 15}])
+@example(usages=[{"prompt_tokens": -1000, "completion_tokens": 400, "total_tokens": -600}])
+@example(usages=[{"total_tokens": "1e999"}, {"completion_tokens": float("nan")}])
+@example(usages=[{"prompt_tokens": "9" * 5000}])
+def test_any_usage_fields_give_counts_that_only_grow(usages: list[Any]) -> None:
+    """Whatever a server puts in ``usage`` (through the SDK, which keeps what it cannot
+    validate): the reply is read, every count is a non-negative int, the total covers its
+    parts, and a run's running total never goes down, so a token budget always holds."""
+    from openai.types.chat import ChatCompletion
+
+    from react_engine.model import response_from_sdk
+
+    running = Usage()
+    for usage in usages:
+        body = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "ok"},
+                }
+            ],
+            "usage": usage,
+        }
+        reply = response_from_sdk(ChatCompletion.construct(**body))
+        assert reply.content == "ok"
+        u = reply.usage
+        counts = (u.prompt_tokens, u.completion_tokens, u.total_tokens, u.cached_tokens)
+        assert all(type(c) is int and c >= 0 for c in counts), u
+        assert u.total_tokens >= u.prompt_tokens + u.completion_tokens
+        assert u.requests == 1
+        assert all(isinstance(e, str) and valid_unicode(e) == e for e in reply.events)
+        before = dataclasses.replace(running)
+        running.add(u)
+        assert running.total_tokens >= before.total_tokens
+        assert running.prompt_tokens >= before.prompt_tokens
+        assert running.completion_tokens >= before.completion_tokens
+
+
+@settings(PROFILE)
+@given(
+    parts=st.lists(st.integers(min_value=-(10**6), max_value=10**6), min_size=5, max_size=5).map(
+        lambda v: Usage(*v)
+    ),
+    steps=st.integers(min_value=1, max_value=5),
+)
+def test_adding_usage_never_lowers_a_count(parts: Usage, steps: int) -> None:
+    """A scripted model's (or a custom ChatModel's) negative counts do not lower the sum."""
+    total = Usage()
+    for _ in range(steps):
+        previous = dataclasses.replace(total)
+        total.add(parts)
+        for name in ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"):
+            assert getattr(total, name) >= getattr(previous, name) >= 0
+
+
 # --- a megabyte of adversarial text through the whole agent ----------------------------------------
 
 MB = 1_000_000

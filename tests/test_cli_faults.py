@@ -1,0 +1,232 @@
+"""The CLI as a process, when its user or its environment misbehaves (issue 12, round two).
+
+* Ctrl-C during a request that hangs: the process leaves within a second or two with
+  code 130, "interrupted", no traceback (a second Ctrl-C neither), and the trace file
+  holds what was done;
+* ``react-engine run ... | head -2``: a reader that goes away ends the process quietly
+  (code 141), never with a ``BrokenPipeError`` traceback;
+* ``--trace`` to a path that cannot be written: said before the run, not after it; and a
+  trace that fails after the run does not cost the answer.
+
+The processes talk to a loopback mock server only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from react_engine.cli import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, main
+from react_engine.mock_server import MockOpenAIServer, MockResponse, completion
+from react_engine.mock_server import tool_calls_completion as calls
+from react_engine.types import RunResult
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "REACT_ENGINE_MODEL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def child_env() -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OPENAI_", "REACT_ENGINE_", "HYPOTHESIS_"))
+    }
+    env["OPENAI_API_KEY"] = "sk-test-cli-faults"
+    env["PYTHONPATH"] = str(ROOT)
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def cli(url: str, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "react_engine",
+        "run",
+        "What is the weather in Paris?",
+        "--base-url",
+        url,
+        "--model",
+        "mock-model",
+        "--protocol",
+        "function_calling",
+        "--max-retries",
+        "0",
+        *extra,
+    ]
+
+
+class Script:
+    """Answers the first request with a tool call, the next ones with ``then``."""
+
+    def __init__(self, then: MockResponse) -> None:
+        self.then = then
+        self.seen = 0
+
+    def __call__(self, body: dict[str, Any]) -> MockResponse | dict[str, Any]:
+        self.seen += 1
+        if self.seen == 1:
+            return calls(("get_weather", {"location": "Paris"}))
+        return self.then
+
+
+def wait_for(condition: Any, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def hanging() -> Iterator[MockOpenAIServer]:
+    """A server that calls a tool, then hangs on the next request (30 s)."""
+    with MockOpenAIServer(Script(MockResponse(body=completion("late"), delay=30))) as srv:
+        yield srv
+
+
+# --- Ctrl-C -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_during_a_hanging_request_exits_at_once_with_the_trace(
+    hanging: MockOpenAIServer, tmp_path: Path, presses: int
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    proc = subprocess.Popen(
+        cli(hanging.base_url, "--trace", str(trace)),
+        cwd=ROOT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: len(hanging.requests) >= 2)  # the second request is in flight
+        time.sleep(0.3)
+        started = time.monotonic()
+        for _ in range(presses):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=10)
+        elapsed = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert elapsed < 2.0, elapsed
+    assert "interrupted" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["type"] for r in records] == ["run", "step", "result"]
+    assert records[-1]["stop_reason"] == "cancelled"
+    assert records[1]["actions"][0]["tool"] == "get_weather"  # the step done before Ctrl-C
+    assert "get_weather" in out
+
+
+# --- a reader that goes away --------------------------------------------------------------------------
+
+
+def test_a_reader_gone_before_the_first_line_ends_quietly(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "react_engine", "run", "Weather?", "--dry-run"],
+        cwd=ROOT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # `| head -0`: nobody reads
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=20) == EXIT_BROKEN_PIPE
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert err == ""
+
+
+def test_head_2_in_the_middle_of_a_run_ends_quietly_and_keeps_the_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    slow_final = MockResponse(body=completion("Overcast, 14°C."), delay=0.5)
+    with MockOpenAIServer(Script(slow_final)) as srv:
+        proc = subprocess.Popen(
+            cli(srv.base_url, "--trace", str(trace)),
+            cwd=ROOT,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            head = [proc.stdout.readline(), proc.stdout.readline()]  # `| head -2`
+            proc.stdout.close()
+            err = proc.stderr.read().decode()
+            code = proc.wait(timeout=20)
+        finally:
+            proc.stderr.close()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert all(head)
+    assert code == EXIT_BROKEN_PIPE, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert trace.exists() and "get_weather" in trace.read_text(encoding="utf-8")
+
+
+# --- a trace file that cannot be written --------------------------------------------------------------
+
+
+def test_an_unwritable_trace_path_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "no-such-dir" / "trace.jsonl"
+    assert main(["run", "Weather?", "--dry-run", "--trace", str(path)]) == EXIT_CONFIG
+    captured = capsys.readouterr()
+    assert "answer" not in captured.out  # nothing ran
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "--trace" in lines[0] and str(path) in lines[0]
+
+
+def test_a_trace_that_fails_after_the_run_keeps_the_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(self: RunResult, path: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RunResult, "write_trace", disk_full)
+    path = tmp_path / "trace.jsonl"
+    code = main(["run", "Weather?", "--dry-run", "--trace", str(path)])
+    captured = capsys.readouterr()
+    assert code == EXIT_CONFIG
+    assert "Beijing is sunny" in captured.out  # the answer is printed
+    lines = captured.err.strip().splitlines()
+    assert lines == [f"error: cannot write the trace to {path}: No space left on device"]
+
+
+def test_json_output_also_keeps_the_answer_when_the_trace_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: RunResult, path: str) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(RunResult, "write_trace", refuse)
+    code = main(["run", "Weather?", "--dry-run", "--json", "--trace", str(tmp_path / "t")])
+    captured = capsys.readouterr()
+    assert code == EXIT_CONFIG
+    assert json.loads(captured.out)["answer"].startswith("Beijing is sunny")
+    assert "Permission denied" in captured.err
