@@ -10,19 +10,18 @@ The model is served by ``llama-cpp-python``'s OpenAI-compatible server, started 
 child process so that the engine talks to it exactly as it talks to any other endpoint
 (the ``openai`` SDK over HTTP); nothing in the engine knows the model is local.
 
-One process and one model entry, :data:`MODEL_ALIAS`, serve both protocols (see
-``docs/local-model.md`` for the experiments behind this):
+One process and one model entry, :data:`MODEL_ALIAS`, serve every protocol through a
+small launcher, :data:`SERVER_BOOTSTRAP` (``docs/local-model.md`` has the experiments
+behind it):
 
-* requests without ``tools`` go to llama.cpp's plain ``chatml`` handler, which renders
-  messages verbatim and honours ``stop`` and ``seed``: the text Thought/Action/Observation
-  protocol;
-* requests with ``tools`` go to ``chatml-function-calling``, the stock format that
-  supports ``tools``/``tool_choice`` (grammar-constrained JSON arguments), with the gaps
-  we found filled in by a small launcher, :data:`SERVER_BOOTSTRAP`.
-
-Two aliases with different chat formats would have needed no launcher, but the server
-holds one model at a time and reloads it on every alias switch; the launcher also makes
-replies repeatable, which no configuration can.
+* requests without ``tools`` (or with ``tool_choice="none"``) go to llama.cpp's plain
+  ``chatml`` handler, which renders messages verbatim and honours ``stop``, ``seed`` and
+  a ``grammar`` (the text protocol's step grammar);
+* requests with ``tools`` are answered in one grammar-constrained generation: the tools
+  are listed in the system message and the grammar admits a ``<tool_call>`` whose
+  arguments fit the named tool's schema or, under ``"auto"``, a plain answer;
+* a cached prompt prefix is reused between requests in whole batches only, so a ReAct
+  step pays for its new tokens while a reply stays a function of the request alone.
 
 The server process is owned by a :class:`LocalServer`: it is bound to 127.0.0.1 on a
 free port, runs in its own process group (a Ctrl-C at the terminal reaches only us, and
