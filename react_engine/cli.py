@@ -344,9 +344,17 @@ def _make_agent(
     tools: Sequence[Tool],
     protocol: str,
     on_step: Callable[[Step], None] | None,
+    **options: Any,
 ) -> Agent:
+    """The agent a command runs: the endpoint, the flags, and ``options`` over them."""
     if ep.replies is not None:
         ep.replies.protocol = protocol
+    chosen: dict[str, Any] = {
+        "max_steps": args.max_steps,
+        "settings": _settings(args, ep),
+        "retry": RetryPolicy(max_attempts=args.max_retries + 1),
+        **options,
+    }
     return Agent(
         ep.model_for(protocol),
         tools,
@@ -356,10 +364,8 @@ def _make_agent(
         api_key=ep.api_key,
         template=args.template,
         implicit_final_answer=args.implicit_final_answer,
-        max_steps=args.max_steps,
         on_step=on_step,
-        settings=_settings(args, ep),
-        retry=RetryPolicy(max_attempts=args.max_retries + 1),
+        **chosen,
     )
 
 
@@ -604,19 +610,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         # one round of calls and then asks for the answer (--max-steps changes that).
         limits: dict[str, Any] = {"tool_choice": "required"}
         max_steps = args.max_steps if args.max_steps is not None else (1 if ep.local else 6)
-        agent = Agent(
-            ep.model_for(protocol),
-            tools,
-            protocol=protocol,
-            client=ep.client,
-            base_url=ep.base_url,
-            api_key=ep.api_key,
-            template=args.template,
-            max_steps=max_steps,
-            on_step=on_step,
-            on_call=on_call,
-            settings=_settings(args, ep),
-            retry=RetryPolicy(max_attempts=args.max_retries + 1),
+        agent = _make_agent(
+            args, ep, tools, protocol, on_step, max_steps=max_steps, on_call=on_call
         )
         if not args.json:
             print(f"model {agent.model} · {ep.where} · protocol {_describe_protocol(agent)}")

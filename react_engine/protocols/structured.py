@@ -54,7 +54,7 @@ from ..types import (
     UserTurn,
 )
 from .function_calling import decode_arguments
-from .text import render_tools, wrap_observation
+from .text import system_prompt, wrap_observation
 
 __all__ = ["CUT_OFF", "CUT_SHORT", "StructuredOutputProtocol", "step_json"]
 
@@ -142,25 +142,7 @@ class StructuredOutputProtocol(Protocol):
     # --- rendering ----------------------------------------------------------------------------
 
     def _system(self, ctx: RequestContext) -> str:
-        t = self.template
-        schemas = tuple(tool.openai_schema() for tool in ctx.tools)
-        names = ctx.tool_names()
-        system = t.fill(
-            "system",
-            instructions=ctx.instructions or "",
-            tools=render_tools(schemas) if schemas else "(no tools)",
-            tool_names=", ".join(names),
-        ).strip()
-        extra = None
-        if not names and t.has("no_tools"):
-            extra = t.fill("no_tools")
-        elif ctx.tool_choice == "none" and t.has("tool_none"):
-            extra = t.fill("tool_none")
-        elif ctx.tool_choice in names and t.has("tool_named"):
-            extra = t.fill("tool_named", tool=ctx.tool_choice)
-        elif ctx.tool_choice == "required" and t.has("tool_required"):
-            extra = t.fill("tool_required", tool_names=", ".join(names))
-        return f"{system}\n\n{extra}" if extra else system
+        return system_prompt(self.template, ctx)
 
     def render(self, ctx: RequestContext) -> list[Message]:
         messages: list[Message] = [SystemMessage(self._system(ctx))]

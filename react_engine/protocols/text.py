@@ -54,7 +54,7 @@ from ..types import (
     UserTurn,
 )
 
-__all__ = ["TextReActProtocol", "render_tools"]
+__all__ = ["TextReActProtocol", "render_tools", "system_prompt"]
 
 log = logging.getLogger("react_engine")
 
@@ -81,6 +81,31 @@ def render_tools(tools: list[dict[str, object]] | tuple[dict[str, object], ...])
             )
         )
     return "\n".join(lines)
+
+
+def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
+    """A prompt template's system text: the instructions and tools, plus what the request's
+    ``tool_choice`` asks for, in the template's words (for protocols that prompt for the
+    format rather than send native tools)."""
+    t = template
+    schemas = tuple(tool.openai_schema() for tool in ctx.tools)
+    names = ctx.tool_names()
+    system = t.fill(
+        "system",
+        instructions=ctx.instructions or "",
+        tools=render_tools(schemas) if schemas else "(no tools)",
+        tool_names=", ".join(names),
+    ).strip()
+    extra = None
+    if not names and t.has("no_tools"):
+        extra = t.fill("no_tools")
+    elif ctx.tool_choice == "none" and t.has("tool_none"):
+        extra = t.fill("tool_none")
+    elif ctx.tool_choice in names and t.has("tool_named"):
+        extra = t.fill("tool_named", tool=ctx.tool_choice)
+    elif ctx.tool_choice == "required" and t.has("tool_required"):
+        extra = t.fill("tool_required", tool_names=", ".join(names))
+    return f"{system}\n\n{extra}" if extra else system
 
 
 def wrap_observation(text: str) -> str:
@@ -167,25 +192,7 @@ class TextReActProtocol(Protocol):
     # --- rendering ----------------------------------------------------------------------------
 
     def _system(self, ctx: RequestContext) -> str:
-        t = self.template
-        schemas = tuple(tool.openai_schema() for tool in ctx.tools)
-        system = t.fill(
-            "system",
-            instructions=ctx.instructions or "",
-            tools=render_tools(schemas) if schemas else "(no tools)",
-            tool_names=", ".join(ctx.tool_names()),
-        ).strip()
-        extra = None
-        names = ctx.tool_names()
-        if not names and t.has("no_tools"):
-            extra = t.fill("no_tools")
-        elif ctx.tool_choice == "none" and t.has("tool_none"):
-            extra = t.fill("tool_none")
-        elif ctx.tool_choice in names and t.has("tool_named"):
-            extra = t.fill("tool_named", tool=ctx.tool_choice)
-        elif ctx.tool_choice == "required" and t.has("tool_required"):
-            extra = t.fill("tool_required", tool_names=", ".join(names))
-        return f"{system}\n\n{extra}" if extra else system
+        return system_prompt(self.template, ctx)
 
     def render(self, ctx: RequestContext) -> list[Message]:
         messages: list[Message] = [SystemMessage(self._system(ctx))]
