@@ -35,7 +35,15 @@ from .model import (
 )
 from .parsing import RepairResult, parse_react, repair_json
 from .prompts import PromptTemplate, list_templates, load_template
-from .protocol import Decision, PendingCall, Protocol, RequestContext
+from .protocol import (
+    CallTools,
+    Decision,
+    FinalAnswer,
+    FormatError,
+    PendingCall,
+    Protocol,
+    RequestContext,
+)
 from .protocols import FunctionCallingProtocol, StructuredOutputProtocol, TextReActProtocol
 from .tools import Tool, tool
 from .types import (
@@ -56,6 +64,7 @@ __all__ = [
     "ActionRecord",
     "Agent",
     "AgentConfig",
+    "CallTools",
     "Capabilities",
     "CapabilityCache",
     "CapabilityRegistry",
@@ -64,6 +73,8 @@ __all__ = [
     "Conversation",
     "Decision",
     "ErrorBudgetExhausted",
+    "FinalAnswer",
+    "FormatError",
     "FunctionCallingProtocol",
     "JSONRepairError",
     "ModelAPIError",

@@ -39,7 +39,6 @@ from .errors import ConfigurationError
 __all__ = [
     "CACHE_ENV",
     "REGISTRY_ENV",
-    "REJECTION_OVERRIDES",
     "Capabilities",
     "CapabilityCache",
     "CapabilityRegistry",
@@ -111,10 +110,6 @@ class Capabilities:
     ``response_format`` JSON Schema, also read by Ollama's and most other ``/v1``
     endpoints: JSON only, no grammar for the text protocol)."""
 
-    json_mode: bool = False
-    """``response_format={"type": "json_object"}`` is accepted. Only worth using with the
-    ``json`` text template; off unless the provider documents it."""
-
     text_template: TextTemplate = "classic"
     """Which text-protocol prompt suits the model: ``classic`` (Thought/Action/Action Input),
     ``json`` (the action as one JSON object) or ``zh`` (Chinese labels). Every shipped
@@ -140,7 +135,6 @@ _BOOL_FIELDS: Final[tuple[str, ...]] = (
     "tool_choice_required",
     "stop",
     "constrained_decoding",
-    "json_mode",
     "reasoning",
 )
 _STR_FIELDS: Final[tuple[str, ...]] = ("text_template", "constraint_style", "source", "note")
@@ -643,15 +637,6 @@ def resolve(
 
 # --- recognising rejections ---------------------------------------------------------------------
 
-
-REJECTION_OVERRIDES: Final[Mapping[RejectedParam, Mapping[str, bool]]] = {
-    "tools": {"function_calling": False},
-    "tool_choice": {"tool_choice_required": False},
-    "parallel_tool_calls": {"parallel_tool_calls": False},
-    "stop": {"stop": False},
-    "constrained_decoding": {"constrained_decoding": False},
-}
-"""What to :meth:`CapabilityCache.remember` after each kind of rejection."""
 
 _PRIORITY: Final[tuple[RejectedParam, ...]] = (
     "tools",

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
-from .agent import PROTOCOL_NAMES, Agent, Conversation
+from .agent import Agent, Conversation
 from .compare import CompareSettings, Target, TaskRun, format_report, run_comparison, write_outputs
 from .compare_tasks import (
     ALL_PROTOCOLS,
@@ -60,6 +60,7 @@ from .errors import (
 )
 from .model import ChatModel, RetryPolicy, ScriptedModel, mask_key
 from .render import StepPrinter, _isatty, format_history, format_result, use_color
+from .selection import protocol_names
 from .tools import Tool
 from .types import (
     ActionRecord,
@@ -788,8 +789,8 @@ class ChatSession:
             self.say(f"trace: appending each turn to {rest}")
 
     def _set_protocol(self, rest: str) -> None:
-        if rest not in PROTOCOL_NAMES:
-            self.say(f"protocol: {self.protocol}; usage: /protocol {'|'.join(PROTOCOL_NAMES)}")
+        if rest not in protocol_names():
+            self.say(f"protocol: {self.protocol}; usage: /protocol {'|'.join(protocol_names())}")
             return
         self.protocol = rest
         self.conversation.agent = self._agent()
@@ -962,7 +963,7 @@ def _add_endpoint_options(p: argparse.ArgumentParser, *, many_models: bool = Fal
 
 def _add_agent_options(p: argparse.ArgumentParser) -> None:
     _add_endpoint_options(p)
-    p.add_argument("--protocol", choices=list(PROTOCOL_NAMES), default="auto")
+    p.add_argument("--protocol", choices=list(protocol_names()), default="auto")
     p.add_argument("--template", help="text template: classic, json, zh, or a .toml path")
     p.add_argument(
         "--implicit-final-answer",

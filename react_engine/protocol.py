@@ -4,8 +4,14 @@ A protocol owns everything that varies between ways of calling tools, and nothin
 
 * :meth:`Protocol.build_request` renders the protocol-neutral history (user turns and
   :class:`~react_engine.types.Step` records) into one chat request;
-* :meth:`Protocol.parse_reply` turns the model's reply into a :class:`Decision`: calls to
-  run, a final answer, or a format error to send back to the model.
+* :meth:`Protocol.read_reply` reads the model's reply in the protocol's own format into a
+  :data:`Decision`: tools to call (:class:`CallTools`), a :class:`FinalAnswer`, or a
+  :class:`FormatError` to send back to the model.
+
+What every protocol must enforce the same way (``tool_choice``, a reply cut by the length
+limit, call ids, the server's reasoning joining the thought) is written once, in
+:mod:`react_engine.policy`, and applied by :meth:`Protocol.parse_reply`; a protocol words
+the feedback in its own format through :meth:`Protocol.reject`.
 
 Because the history is neutral, a conversation can switch protocol between requests (a
 run-time fallback, or a new model between turns): the next protocol renders the same
@@ -13,7 +19,8 @@ history its own way. The loop in :mod:`react_engine.agent` knows nothing of prom
 message shapes, and a protocol knows nothing of transport, retries or tool execution.
 
 A new protocol is one module with one class deriving from :class:`Protocol`, passed as a
-value: ``Agent(protocol=MyProtocol())``.
+value (``Agent(protocol=MyProtocol())``) or registered by name with
+:func:`react_engine.selection.register`.
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ from .types import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
-    Step,
     ToolChoice,
 )
 
@@ -39,7 +45,15 @@ if TYPE_CHECKING:
     from .capabilities import Capabilities
     from .tools import Tool
 
-__all__ = ["Decision", "PendingCall", "Protocol", "RequestContext"]
+__all__ = [
+    "CallTools",
+    "Decision",
+    "FinalAnswer",
+    "FormatError",
+    "PendingCall",
+    "Protocol",
+    "RequestContext",
+]
 
 
 @dataclass(slots=True)
@@ -65,9 +79,12 @@ class RequestContext:
 
 @dataclass(slots=True)
 class PendingCall:
-    """A call the model asked for, before it runs."""
+    """A call read from a reply, before it runs (it becomes an
+    :class:`~react_engine.types.ActionRecord` once it has run or been refused)."""
 
-    id: str
+    id: str | None
+    """The provider's call id, ``""`` when it sent none, ``None`` when the format has no
+    ids (text formats, salvaged calls). The policy makes every id unique and non-empty."""
     tool: str
     arguments: dict[str, Any] | str
     """Decoded arguments: a JSON object, or the plain text the model wrote."""
@@ -76,24 +93,48 @@ class PendingCall:
     """Why the arguments could not be decoded (the call then becomes an error observation)."""
     salvaged: bool = False
     repairs: list[str] = field(default_factory=list)
+    cut: bool | None = None
+    """The protocol's reading of a reply cut by the length limit: ``True`` when this call's
+    arguments were cut, ``False`` when the reply is known to go on past them, ``None`` when
+    the protocol cannot tell (the policy then trusts only arguments that are complete JSON
+    as they stand)."""
 
 
-@dataclass(slots=True)
-class Decision:
-    """A reply, read by a protocol: exactly one of calls, a final answer, or a format error."""
-
+@dataclass(slots=True, kw_only=True)
+class _Reading:
     text: str | None
     """The reply as it stays in the transcript."""
     thought: str | None = None
-    calls: list[PendingCall] = field(default_factory=list)
-    final_answer: str | None = None
-    format_error: str | None = None
-    """A message for the model explaining what was wrong with its reply and what to write."""
-    problem: str | None = None
-    """With a format error: what the reply was, in a few words for the run's error message
-    ("a tool call written as text", "empty"), should it be the last one."""
     repairs: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class CallTools(_Reading):
+    """The reply asks for tool calls (at least one)."""
+
+    calls: list[PendingCall]
+
+
+@dataclass(slots=True, kw_only=True)
+class FinalAnswer(_Reading):
+    """The reply is the final answer."""
+
+    answer: str
+
+
+@dataclass(slots=True, kw_only=True)
+class FormatError(_Reading):
+    """The reply cannot be used; ``feedback`` tells the model what to write instead."""
+
+    feedback: str
+    problem: str | None = None
+    """What the reply was, in a few words for the run's error message ("a tool call written
+    as text", "empty"), should it be the last one."""
+
+
+Decision = CallTools | FinalAnswer | FormatError
+"""A reply, read by a protocol: exactly one of calls, a final answer, or a format error."""
 
 
 class Protocol(ABC):
@@ -110,8 +151,31 @@ class Protocol(ABC):
         """One chat request for the next step."""
 
     @abstractmethod
+    def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+        """Read the model's reply in this protocol's format. Never raises for a bad reply:
+        returns a :class:`FormatError`. The shared rules are applied afterwards."""
+
+    def reject(
+        self, decision: Decision, error: str, *, forced: bool = False, problem: str | None = None
+    ) -> FormatError:
+        """A reply the policy refuses, as this protocol's feedback. ``error`` is a clause
+        ("no tool may be used for this question"); ``forced`` is true on a forced final
+        request, whose instruction needs no reminder of how to call tools."""
+        return FormatError(
+            text=decision.text,
+            thought=decision.thought,
+            feedback=f"Your reply could not be used: {error}.",
+            problem=problem,
+            repairs=list(decision.repairs),
+            events=list(decision.events),
+        )
+
     def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
-        """Read the model's reply. Never raises for a bad reply: returns a format error."""
+        """Read the reply and apply the rules every protocol shares (see
+        :func:`react_engine.policy.apply`)."""
+        from .policy import apply
+
+        return apply(self, self.read_reply(reply, ctx), reply, ctx)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -161,8 +225,3 @@ def guard_depth(call: PendingCall) -> None:
     if call.error is None and isinstance(call.arguments, dict) and too_deep(call.arguments):
         call.error = TOO_DEEP
         call.arguments = call.raw_arguments
-
-
-def step_observations(step: Step) -> list[tuple[str, str]]:
-    """(tool name, observation) per action of a step, in call order."""
-    return [(a.tool, a.observation) for a in step.actions]

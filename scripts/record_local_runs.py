@@ -27,7 +27,6 @@ def main() -> None:
                 base_url=ep.base_url,
                 api_key=ep.api_key,
                 protocol=protocol,
-                text_model=ep.text_model,
                 capability_cache=CapabilityCache(),
                 settings=ModelSettings(temperature=0.0, seed=42, max_tokens=128),
                 max_steps=4,

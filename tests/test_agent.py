@@ -340,7 +340,7 @@ def test_required_tool_choice_makes_a_bare_answer_a_format_error() -> None:
     result = agent.run("q", tool_choice="required", max_steps=1)
     assert result.answer == "1" and result.stop_reason == "max_steps"
     assert result.steps[0].kind == "format_error"
-    assert "You must call one of these tools" in (result.steps[0].feedback or "")
+    assert "a tool must be used before the final answer" in (result.steps[0].feedback or "")
 
 
 def test_empty_reply_is_fed_back() -> None:

@@ -16,7 +16,6 @@ from react_engine import capabilities as caps_module
 from react_engine.capabilities import (
     CACHE_ENV,
     REGISTRY_ENV,
-    REJECTION_OVERRIDES,
     Capabilities,
     CapabilityCache,
     CapabilityRegistry,
@@ -27,6 +26,7 @@ from react_engine.capabilities import (
     resolve,
 )
 from react_engine.errors import ConfigurationError, UserError
+from react_engine.selection import REACTIONS
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_shipped_default_matches_the_dataclass_defaults(registry: CapabilityRegi
 # (model name as users write it, expected pattern, expected fields)
 LOOKUPS: list[tuple[str, str, dict[str, Any]]] = [
     ("gpt-4o", "gpt-4o*", {"function_calling": True, "parallel_tool_calls": True, "stop": True}),
-    ("gpt-4o-mini-2024-07-18", "gpt-4o*", {"tool_choice_required": True, "json_mode": True}),
+    ("gpt-4o-mini-2024-07-18", "gpt-4o*", {"tool_choice_required": True}),
     ("openai/gpt-4.1-mini", "gpt-4.1*", {"function_calling": True}),
     ("gpt-4-turbo", "gpt-4-turbo*", {"function_calling": True}),
     ("gpt-4", "gpt-4", {"parallel_tool_calls": False}),
@@ -311,7 +311,7 @@ def test_load_file_default_replaces_the_default(tmp_path: Path) -> None:
         ({"models": [{"patterns": "gpt*"}]}, r"models\[0\]: needs 'pattern'"),
         ({"models": [{"pattern": 3}]}, "pattern must be a non-empty string"),
         ({"models": [{"pattern": "a", "fc": True}]}, r"models\[0\]: unknown field 'fc'"),
-        ({"models": [{"pattern": "a", "json_mode": "yes"}]}, "'json_mode' must be true or false"),
+        ({"models": [{"pattern": "a", "stop": "yes"}]}, "'stop' must be true or false"),
         ({"default": {"stop": None}}, "default: 'stop' must be true or false"),
     ],
 )
@@ -359,11 +359,11 @@ def test_default_registry_is_shared_and_built_once(monkeypatch: pytest.MonkeyPat
 def test_constructor_entries(registry: CapabilityRegistry) -> None:
     custom = CapabilityRegistry(
         [("a*", Capabilities(stop=False)), ("*", Capabilities(function_calling=False))],
-        default=Capabilities(json_mode=True),
+        default=Capabilities(parallel_tool_calls=True),
     )
     assert custom.lookup("abc")[0].stop is False
     assert custom.lookup("xyz") == (Capabilities(function_calling=False), "*")
-    assert custom.default.json_mode is True
+    assert custom.default.parallel_tool_calls is True
 
 
 # --- learned decisions ---------------------------------------------------------------------
@@ -397,7 +397,7 @@ def test_cache_get_returns_a_copy() -> None:
 def test_cache_clear() -> None:
     cache = CapabilityCache()
     cache.remember(URL, "a", stop=False)
-    cache.remember(URL, "b", json_mode=False)
+    cache.remember(URL, "b", parallel_tool_calls=False)
     cache.clear()
     assert cache.entries() == []
 
@@ -588,22 +588,22 @@ def test_a_classified_rejection_is_learned(registry: CapabilityRegistry) -> None
     body = '{"error":"registry.ollama.ai/library/gemma:2b does not support tools"}'
     kind = classify_rejection(400, body)
     assert kind == "tools"
-    cache.remember("http://localhost:11434/v1", "my-gemma", **REJECTION_OVERRIDES[kind])
+    cache.remember("http://localhost:11434/v1", "my-gemma", **{REACTIONS[kind].capability: False})
     found, reason = resolve(registry, cache, "http://localhost:11434/v1", "my-gemma")
     assert found.function_calling is False
     assert reason.startswith("learned: function_calling=False")
 
 
-def test_every_rejection_kind_has_an_override() -> None:
-    assert set(REJECTION_OVERRIDES) == {
+def test_every_rejection_kind_has_a_reaction() -> None:
+    assert set(REACTIONS) == {
         "tools",
         "stop",
         "tool_choice",
         "parallel_tool_calls",
         "constrained_decoding",
     }
-    for overrides in REJECTION_OVERRIDES.values():
-        CapabilityCache().remember(URL, "m", **overrides)  # all valid capability names
+    for reaction in REACTIONS.values():
+        CapabilityCache().remember(URL, "m", **{reaction.capability: False})  # valid names
 
 
 # --- classify_rejection -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from react_engine import Agent, ScriptedModel, TextReActProtocol, reply, tool_call_reply
 from react_engine.demo_tools import calculator, get_weather
-from react_engine.protocols import function_calling, text
+from react_engine.policy import WRITTEN_CALL
 from react_engine.salvage import written_call
 
 WRITTEN = {
@@ -92,7 +92,7 @@ def test_function_calling_gets_one_more_forced_request(form: str) -> None:
     assert retry["tool_choice"] == "none"
     said, feedback, force = retry["messages"][-3:]
     assert said == {"role": "assistant", "content": WRITTEN[form]}
-    assert feedback == {"role": "user", "content": function_calling.WRITTEN_CALL}
+    assert feedback == {"role": "user", "content": f"Your reply could not be used: {WRITTEN_CALL}."}
     assert force["role"] == "user" and "Stop calling tools now" in force["content"]
 
 
@@ -168,7 +168,7 @@ def test_text_gets_one_more_forced_request(written: str) -> None:
     assert [s.kind for s in result.steps] == ["action", "format_error", "final"]
     assert len(result.tool_calls) == 1
     feedback = result.steps[1].feedback or ""
-    assert feedback == f"Observation: Your reply could not be used: {text.WRITTEN_CALL}"
+    assert feedback == f"Observation: Your reply could not be used: {WRITTEN_CALL}"
     said, sent_feedback, force = model.payloads[-1]["messages"][-3:]
     assert said["role"] == "assistant"
     assert sent_feedback == {"role": "user", "content": feedback}

@@ -25,8 +25,9 @@ from react_engine import (
 )
 from react_engine.cli import main
 from react_engine.demo_tools import calculator, get_weather
-from react_engine.protocol import RequestContext
-from react_engine.protocols.structured import CUT_OFF, step_json
+from react_engine.policy import CUT_OFF
+from react_engine.protocol import CallTools, FinalAnswer, FormatError, RequestContext
+from react_engine.protocols.structured import step_json
 from react_engine.types import Usage
 
 
@@ -249,9 +250,8 @@ def test_a_reply_cut_by_the_length_limit_never_runs_its_call() -> None:
     assert calls == ["Paris"]  # only the complete call ran
 
     decision = parse('{"thought": "I will call the too', finish_reason="length")
-    assert decision.format_error is not None and "cut off by the length limit" in (
-        decision.format_error
-    )
+    assert isinstance(decision, FormatError)
+    assert "cut off by the length limit" in decision.feedback
 
 
 def test_forced_final_answer() -> None:
@@ -281,7 +281,7 @@ def test_a_call_under_the_forced_final_is_not_run() -> None:
     result = agent.run("q")
     assert [a.arguments for a in result.tool_calls] == [{"location": "Paris"}]
     assert result.steps[1].kind == "format_error"
-    assert "a final answer was required" in (result.steps[1].feedback or "")
+    assert "no tool can run now" in (result.steps[1].feedback or "")
     assert result.stop_reason == "max_steps"
 
 
@@ -308,7 +308,7 @@ def test_tool_choice_named() -> None:
     )
     result = agent.run("1+1?", tool_choice="calculator")
     assert [s.kind for s in result.steps] == ["format_error", "action", "final"]
-    assert "must be calculator, not get_weather" in (result.steps[0].feedback or "")
+    assert "only calculator may be called now, not get_weather" in (result.steps[0].feedback or "")
     assert "must use the tool calculator" in model.payloads[0]["messages"][0]["content"]
     assert [a.tool for a in result.tool_calls] == ["calculator"]
 
@@ -352,24 +352,23 @@ def test_tool_choice_none() -> None:
 )
 def test_parse_reply_never_raises(content: str | None) -> None:
     decision = parse(content)
-    outcomes = [
-        bool(decision.calls),
-        decision.final_answer is not None,
-        bool(decision.format_error),
-    ]
-    assert sum(outcomes) == 1, decision
+    assert isinstance(decision, CallTools | FinalAnswer | FormatError), decision
+    if isinstance(decision, CallTools):
+        assert decision.calls
+    if isinstance(decision, FormatError):
+        assert decision.feedback
 
 
 def test_both_shapes_at_once_is_a_format_error() -> None:
     decision = parse('{"action": {"tool": "get_weather", "final_answer": "both"}}')
-    assert decision.format_error is not None and "only one of them" in decision.format_error
+    assert isinstance(decision, FormatError) and "only one of them" in decision.feedback
 
 
 def test_reasoning_content_joins_the_thought() -> None:
     response = reply(final("x", thought="Short."), reasoning="Long reasoning.")
     decision = StructuredOutputProtocol().parse_reply(response, ctx())
     assert decision.thought == "Long reasoning.\n\nShort."
-    assert decision.final_answer == "x"
+    assert isinstance(decision, FinalAnswer) and decision.answer == "x"
 
 
 # --- histories from another protocol ------------------------------------------------------------
@@ -492,10 +491,10 @@ def test_cli_dry_run_under_the_structured_protocol(capsys: pytest.CaptureFixture
 @pytest.mark.parametrize("answer", ["<your answer>", " <the final answer> ", "...", "…"])
 def test_a_placeholder_copied_from_the_prompt_is_not_an_answer(answer: str) -> None:
     decision = parse(final(answer))
-    assert decision.final_answer is None
-    assert decision.format_error is not None and "placeholder" in decision.format_error
+    assert isinstance(decision, FormatError) and "placeholder" in decision.feedback
 
 
 @pytest.mark.parametrize("answer", ["<html>", "<b>", "See the answer above...", "Yes..."])
 def test_answers_that_only_look_like_placeholders_are_kept(answer: str) -> None:
-    assert parse(final(answer)).final_answer == answer
+    decision = parse(final(answer))
+    assert isinstance(decision, FinalAnswer) and decision.answer == answer

@@ -19,7 +19,6 @@ marked ``salvaged`` in the trace, instead of being taken for the final answer.
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 from .._nesting import TOO_DEEP, too_deep
@@ -27,7 +26,10 @@ from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json, split_think
 from ..prompts import PromptTemplate, load_template
 from ..protocol import (
+    CallTools,
     Decision,
+    FinalAnswer,
+    FormatError,
     PendingCall,
     Protocol,
     RequestContext,
@@ -35,7 +37,7 @@ from ..protocol import (
     guard_depth,
     parsed_arguments_error,
 )
-from ..salvage import salvage_calls, strip_salvaged, written_call
+from ..salvage import salvage_calls, strip_salvaged
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -50,25 +52,7 @@ from ..types import (
     UserTurn,
 )
 
-__all__ = [
-    "CUT_OFF",
-    "WRITTEN_CALL",
-    "FunctionCallingProtocol",
-    "decode_arguments",
-    "new_call_id",
-]
-
-
-WRITTEN_CALL = (
-    "Your reply was a tool call written as text, but no tool can run now. Using only the "
-    "tool results you already have, write your final answer in words."
-)
-"""Feedback for a forced final answer that is a call written as text."""
-
-CUT_OFF = (
-    "the reply was cut off by the length limit (max_tokens) inside these arguments, so the "
-    "call was not run; call the tool again with complete arguments"
-)
+__all__ = ["FunctionCallingProtocol", "decode_arguments"]
 
 
 CUT_PARAMETER = (
@@ -89,15 +73,6 @@ def _cut_parameter(content: str, span: tuple[int, int]) -> bool:
     return not any(tag in tail for tag in ("</parameter>", "</function>", "</tool_call>"))
 
 
-def _complete_json(raw: str) -> bool:
-    """Whether a call's argument text is JSON as it stands, with nothing missing."""
-    try:
-        json.loads(raw)
-    except ValueError:
-        return False
-    return True
-
-
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"
 """A reply that does not open with a call's markup (``<tool_call>``, a JSON object or
 list): what a forced final answer may be, on servers that take grammars."""
@@ -110,10 +85,6 @@ def _answer_constraint(ctx: RequestContext) -> Constraint | None:
     if not caps.constrained_decoding or caps.constraint_style not in ("llama.cpp", "vllm"):
         return None
     return Constraint(style=caps.constraint_style, grammar=_ANSWER_GRAMMAR)
-
-
-def new_call_id() -> str:
-    return "call_" + uuid.uuid4().hex[:24]
 
 
 def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[str]]:
@@ -239,45 +210,31 @@ class FunctionCallingProtocol(Protocol):
 
     # --- reading replies -------------------------------------------------------------------
 
-    def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+    def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         content = reply.content or ""
         # A think block in the content is reasoning, like ``reply.reasoning``: it goes to
         # the thought and never into the answer.
         think, said = split_think(content)
-        reasoning = _join(reply.reasoning, think)
-        thought = _join(reasoning, said.strip() or None)
+        thought = _join(think, said.strip() or None)
         if ctx.force_final:
+            # Tools are off: only the text can be the answer (the policy refuses a call
+            # written as text).
             answer = said.strip()
             if not answer:
-                return Decision(
+                return FormatError(
                     text=content,
-                    thought=reasoning,
-                    format_error=self.template.fill("force_final"),
-                    problem="only reasoning" if think else "empty",
+                    thought=think,
+                    feedback=self.template.fill("force_final"),
+                    problem="only reasoning" if think or reply.reasoning else "empty",
                 )
-            if written_call(answer, ctx.tool_names()):
-                # Tools are off: a call written as text is not an answer.
-                return Decision(
-                    text=content,
-                    thought=reasoning,
-                    format_error=WRITTEN_CALL,
-                    problem="a tool call written as text",
-                )
-            return Decision(text=content, thought=reasoning, final_answer=answer)
+            return FinalAnswer(text=content, thought=think, answer=answer)
 
         calls: list[PendingCall] = []
-        events: list[str] = []
-        seen: set[str] = set()
         for raw in reply.tool_calls:
-            call_id = raw.id or ""
-            if not call_id or call_id in seen:
-                events.append("generated_call_id" if not call_id else "duplicate_call_id")
-                call_id = new_call_id()
-            seen.add(call_id)
             arguments, error, repairs = decode_arguments(raw.arguments)
             calls.append(
                 PendingCall(
-                    id=call_id,
+                    id=raw.id or "",
                     tool=raw.name,
                     arguments=arguments,
                     raw_arguments=raw.arguments,
@@ -285,48 +242,26 @@ class FunctionCallingProtocol(Protocol):
                     repairs=repairs,
                 )
             )
-        if (
-            calls
-            and reply.finish_reason == "length"
-            and not _complete_json(calls[-1].raw_arguments)
-        ):
-            # The reply hit the length limit inside the last call's arguments: JSON repair
-            # would "complete" a cut value ('{"path": "/tmp/imp'), so that call does not run.
-            calls[-1].error = CUT_OFF
         if calls:
-            return _within_choice(
-                Decision(
-                    text=content or None,
-                    thought=thought,
-                    calls=calls,
-                    repairs=[r for c in calls for r in c.repairs],
-                    events=events,
-                ),
-                ctx,
+            return CallTools(
+                text=content or None,
+                thought=thought,
+                calls=calls,
+                repairs=[r for c in calls for r in c.repairs],
             )
 
         if self.salvage and ctx.tools and content.strip():
             salvaged = self._salvage(content, ctx)
             if salvaged is not None:
-                return _within_choice(salvaged, ctx)
+                return salvaged
 
         if not said.strip():
-            return Decision(
-                text=content,
-                thought=reasoning,
-                format_error=self.template.fill("empty_reply"),
+            return FormatError(
+                text=content, thought=think, feedback=self.template.fill("empty_reply")
             )
-        names = ctx.tool_names()
-        if ctx.tools and (ctx.tool_choice == "required" or ctx.tool_choice in names):
-            wanted = [ctx.tool_choice] if ctx.tool_choice in names else names
-            return Decision(
-                text=content,
-                thought=thought,
-                format_error=self.template.fill("tool_required", tool_names=", ".join(wanted)),
-            )
-        return Decision(text=content, thought=reasoning, final_answer=said.strip())
+        return FinalAnswer(text=content, thought=think, answer=said.strip())
 
-    def _salvage(self, content: str, ctx: RequestContext) -> Decision | None:
+    def _salvage(self, content: str, ctx: RequestContext) -> CallTools | None:
         names = ctx.tool_names()
         found = salvage_calls(content, names)
         if found:
@@ -353,7 +288,7 @@ class FunctionCallingProtocol(Protocol):
                     error = CUT_PARAMETER
                 calls.append(
                     PendingCall(
-                        id=new_call_id(),
+                        id=None,
                         tool=call.name,
                         arguments=args,
                         raw_arguments=raw,
@@ -364,7 +299,7 @@ class FunctionCallingProtocol(Protocol):
                 repairs.append(f"salvaged:{call.format}")
             rest = strip_salvaged(content, found).strip()
             think, said = split_think(rest)
-            return Decision(
+            return CallTools(
                 text=rest or None,
                 thought=_join(think, said.strip() or None),
                 calls=calls,
@@ -380,7 +315,7 @@ class FunctionCallingProtocol(Protocol):
         calls = []
         for action in parsed.actions:
             pending = PendingCall(
-                id=new_call_id(),
+                id=None,
                 tool=action.tool,
                 arguments=action.args,
                 raw_arguments=action.raw_input,
@@ -389,32 +324,12 @@ class FunctionCallingProtocol(Protocol):
             )
             guard_depth(pending)
             calls.append(pending)
-        return Decision(
+        return CallTools(
             text=parsed.thought,
             thought=parsed.thought,
             calls=calls,
             repairs=[*parsed.repairs, "salvaged:react_text"],
         )
-
-
-def _within_choice(decision: Decision, ctx: RequestContext) -> Decision:
-    """Calls that ``tool_choice`` forbids become a format error, not a run: many servers
-    ignore ``tool_choice`` (``"none"`` or a tool's name), and the user's choice must hold."""
-    names = ctx.tool_names()
-    if ctx.tool_choice == "none":
-        error = "No tool may be called for this question: reply with the final answer as text."
-    elif ctx.tool_choice in names and any(c.tool != ctx.tool_choice for c in decision.calls):
-        wrong = next(c.tool for c in decision.calls if c.tool != ctx.tool_choice)
-        error = f"Only {ctx.tool_choice} may be called now, not {wrong}: call {ctx.tool_choice}."
-    else:
-        return decision
-    return Decision(
-        text=decision.text,
-        thought=decision.thought,
-        format_error=error,
-        repairs=decision.repairs,
-        events=[*decision.events, "tool_choice_enforced"],
-    )
 
 
 def _join(a: str | None, b: str | None) -> str | None:

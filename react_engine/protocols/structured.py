@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +38,16 @@ from ..grammar import GrammarError, schema_grammar, step_schema
 from ..parsing import patterns as P
 from ..parsing import repair_json
 from ..prompts import PromptTemplate, load_template
-from ..protocol import Decision, PendingCall, Protocol, RequestContext, arguments_json
+from ..protocol import (
+    CallTools,
+    Decision,
+    FinalAnswer,
+    FormatError,
+    PendingCall,
+    Protocol,
+    RequestContext,
+    arguments_json,
+)
 from ..tools import Tool
 from ..types import (
     ActionRecord,
@@ -56,14 +64,10 @@ from ..types import (
 from .function_calling import decode_arguments
 from .text import system_prompt, wrap_observation
 
-__all__ = ["CUT_OFF", "CUT_SHORT", "StructuredOutputProtocol", "step_json"]
+__all__ = ["CUT_SHORT", "StructuredOutputProtocol", "step_json"]
 
 log = logging.getLogger("react_engine")
 
-CUT_OFF = (
-    "the reply was cut off by the length limit (max_tokens) before its JSON object was "
-    "complete, so the tool was not run; write the whole object again, with a shorter thought"
-)
 CUT_SHORT = (
     "the reply was cut off by the length limit (max_tokens) before its JSON object was "
     "complete; write the whole object again, with a shorter thought"
@@ -262,19 +266,30 @@ class StructuredOutputProtocol(Protocol):
 
     # --- reading replies ----------------------------------------------------------------------
 
-    def _format_error(self, text: str | None, error: str, thought: str | None = None) -> Decision:
+    def reject(
+        self, decision: Decision, error: str, *, forced: bool = False, problem: str | None = None
+    ) -> FormatError:
+        refused = self._format_error(decision.text, error, decision.thought, forced=forced)
+        refused.problem = problem
+        refused.repairs = list(decision.repairs)
+        refused.events = list(decision.events)
+        return refused
+
+    def _format_error(
+        self, text: str | None, error: str, thought: str | None = None, *, forced: bool = False
+    ) -> FormatError:
         t = self.template
-        reminder = t.fill("format_reminder") if t.has("format_reminder") else ""
-        return Decision(
+        reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
+        return FormatError(
             text=text,
             thought=thought,
-            format_error=t.fill("format_error", error=error, reminder=reminder).strip(),
+            feedback=t.fill("format_error", error=error, reminder=reminder).strip(),
         )
 
-    def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+    def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""
         think, body, repairs = _split_think(raw)
-        reasoning = _join(reply.reasoning, think)
+        reasoning = think
         text = body.strip() or None
         if not body.strip():
             return self._format_error(raw.strip() or None, "the reply was empty", reasoning)
@@ -301,29 +316,13 @@ class StructuredOutputProtocol(Protocol):
         if read.error is not None:
             return self._format_error(text, CUT_SHORT if truncated else read.error, thought)
 
-        names = ctx.tool_names()
         if read.tool is not None:
-            if ctx.force_final:
-                return self._format_error(text, "a final answer was required", thought)
-            if ctx.tool_choice == "none" or not names:
-                return self._format_error(text, "no tool may be used for this question", thought)
-            if ctx.tool_choice in names and read.tool != ctx.tool_choice:
-                return self._format_error(
-                    text, f"the tool must be {ctx.tool_choice}, not {read.tool}", thought
-                )
             call = _pending(read.tool, read.arguments, read.raw_arguments)
             repairs += call.repairs
-            if truncated:
-                call.error = CUT_OFF  # never run a call whose JSON was completed by repair
-            return Decision(text=text, thought=thought, calls=[call], repairs=repairs)
+            call.cut = truncated  # never run a call whose JSON was completed by repair
+            return CallTools(text=text, thought=thought, calls=[call], repairs=repairs)
 
         answer = read.final_answer or ""
-        if (
-            not ctx.force_final
-            and names
-            and (ctx.tool_choice == "required" or ctx.tool_choice in names)
-        ):
-            return self._format_error(text, "a tool must be used before the final answer", thought)
         if not answer.strip():
             return self._format_error(text, "the final answer was empty", thought)
         if _PLACEHOLDER.fullmatch(answer):
@@ -335,7 +334,7 @@ class StructuredOutputProtocol(Protocol):
             )
         if truncated:
             repairs.append("cut_by_length")
-        return Decision(text=text, thought=thought, final_answer=answer.strip(), repairs=repairs)
+        return FinalAnswer(text=text, thought=thought, answer=answer.strip(), repairs=repairs)
 
 
 # --- reading a step object --------------------------------------------------------------------
@@ -408,7 +407,7 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
 
 
 def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
-    call_id = "call_" + uuid.uuid4().hex[:24]
+    call_id = None
     if too_deep(arguments):  # checked before json.dumps, which may not get that deep
         text = raw if raw is not None else CUT
         return PendingCall(

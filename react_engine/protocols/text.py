@@ -27,14 +27,17 @@ from __future__ import annotations
 import json
 import logging
 import re
-import uuid
 
 from ..errors import ReActParseError
 from ..grammar import GrammarError, ReactLabels, react_grammar
 from ..parsing import parse_react
+from ..policy import WRITTEN_CALL
 from ..prompts import PromptTemplate, load_template
 from ..protocol import (
+    CallTools,
     Decision,
+    FinalAnswer,
+    FormatError,
     PendingCall,
     Protocol,
     RequestContext,
@@ -119,34 +122,7 @@ def wrap_observation(text: str) -> str:
     return f"{_OBS_OPEN}{safe}{_OBS_CLOSE}"
 
 
-CUT_OFF = (
-    "the reply was cut off by the length limit (max_tokens) inside this Action Input, so the "
-    "action was not run; write the action again with its complete input"
-)
-WRITTEN_CALL = (
-    "it is a tool call written as text, and no tool can run now. Using only the "
-    "observations you already have, write the answer in words after 'Final Answer:'"
-)
-"""Why a forced final answer that is a call (an Action, or a call in any other syntax)
-is not an answer."""
-
 _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial_stop"})
-
-
-def _cut_in_last_action(repairs: list[str], last: PendingCall) -> bool:
-    """Whether a reply that hit the length limit ended inside its last action's input.
-
-    JSON repair would complete a cut input (``{"path": "/tmp/imp``) and a plain-text input
-    cannot be told complete, so such an action does not run, unless the reply went on past
-    it (an invented observation was cut) or its input is complete JSON as it stands.
-    """
-    if _CUT_AFTER_ACTION.intersection(repairs):
-        return False
-    try:
-        json.loads(last.raw_arguments)
-    except ValueError:
-        return True
-    return False
 
 
 class TextReActProtocol(Protocol):
@@ -316,6 +292,15 @@ class TextReActProtocol(Protocol):
 
     # --- reading replies ------------------------------------------------------------------------
 
+    def reject(
+        self, decision: Decision, error: str, *, forced: bool = False, problem: str | None = None
+    ) -> FormatError:
+        refused = self._format_error(decision.text, error, decision.thought, forced=forced)
+        refused.problem = problem or refused.problem
+        refused.repairs = list(decision.repairs)
+        refused.events = list(decision.events)
+        return refused
+
     def _format_error(
         self,
         text: str | None,
@@ -323,26 +308,19 @@ class TextReActProtocol(Protocol):
         thought: str | None = None,
         *,
         forced: bool = False,
-        problem: str | None = None,
-    ) -> Decision:
+    ) -> FormatError:
         t = self.template
         # A forced final request repeats its own instruction: no reminder offering an Action.
         reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
-        return Decision(
+        return FormatError(
             text=text,
             thought=thought,
-            format_error=t.fill("format_error", error=error, reminder=reminder).rstrip(),
-            problem=problem or (f"not in the expected format ({error})" if forced else None),
+            feedback=t.fill("format_error", error=error, reminder=reminder).rstrip(),
+            problem=f"not in the expected format ({error})" if forced else None,
         )
 
-    def _written_call(self, text: str | None, thought: str | None) -> Decision:
-        return self._format_error(
-            text, WRITTEN_CALL, thought, forced=True, problem="a tool call written as text"
-        )
-
-    def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+    def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""
-        names = ctx.tool_names()
         try:
             parsed = parse_react(
                 raw,
@@ -351,64 +329,37 @@ class TextReActProtocol(Protocol):
                 implicit_final_answer=self.implicit_final_answer,
             )
         except ReActParseError as exc:
-            if ctx.force_final and written_call(raw, names):
-                return self._written_call(raw.strip() or None, reply.reasoning)
-            return self._format_error(
-                raw.strip() or None, str(exc), reply.reasoning, forced=ctx.force_final
-            )
-        thought = parsed.thought
-        if reply.reasoning:
-            thought = f"{reply.reasoning}\n\n{thought}" if thought else reply.reasoning
+            refused = self._format_error(raw.strip() or None, str(exc), forced=ctx.force_final)
+            if ctx.force_final and written_call(raw, ctx.tool_names()):
+                return self.reject(
+                    refused, WRITTEN_CALL, forced=True, problem="a tool call written as text"
+                )
+            return refused
         text = parsed.text or raw.strip()
-
-        if ctx.force_final and (parsed.actions or written_call(parsed.final_answer or "", names)):
-            # No tool can run now: an Action, or a Final Answer that is a call, is no answer.
-            return self._written_call(text, thought)
-
+        repairs = self._repairs(parsed.repairs)
         if parsed.actions:
-            if ctx.tool_choice == "none" or not names:
-                return self._format_error(text, "no tool may be used for this question", thought)
-            if ctx.tool_choice in names:
-                wrong = [a.tool for a in parsed.actions if a.tool != ctx.tool_choice]
-                if wrong:
-                    return self._format_error(
-                        text, f"the action must be {ctx.tool_choice}, not {wrong[0]}", thought
-                    )
+            # An invented observation cut after the action: the reply went on past it.
+            went_on = bool(_CUT_AFTER_ACTION.intersection(parsed.repairs))
             calls = []
             for action in parsed.actions:
                 call = PendingCall(
-                    id="call_" + uuid.uuid4().hex[:24],
+                    id=None,
                     tool=action.tool,
                     arguments=action.args,
                     raw_arguments=action.raw_input,
                     error=parsed_arguments_error(action.args, parsed.repairs),
+                    cut=False if went_on else None,
                 )
                 guard_depth(call)
                 calls.append(call)
-            if reply.finish_reason == "length" and _cut_in_last_action(parsed.repairs, calls[-1]):
-                calls[-1].error = CUT_OFF
-            return Decision(
-                text=text, thought=thought, calls=calls, repairs=self._repairs(parsed.repairs)
-            )
-
+            return CallTools(text=text, thought=parsed.thought, calls=calls, repairs=repairs)
         if parsed.final_answer is not None:
-            if (
-                not ctx.force_final
-                and names
-                and (ctx.tool_choice == "required" or ctx.tool_choice in names)
-            ):
-                return self._format_error(
-                    text, "a tool must be used before the final answer", thought
-                )
-            return Decision(
-                text=text,
-                thought=thought,
-                final_answer=parsed.final_answer,
-                repairs=self._repairs(parsed.repairs),
+            return FinalAnswer(
+                text=text, thought=parsed.thought, answer=parsed.final_answer, repairs=repairs
             )
         return self._format_error(
             text,
             "the reply has neither an Action nor a Final Answer",
-            thought,
+            parsed.thought,
             forced=ctx.force_final,
         )

@@ -1,0 +1,138 @@
+"""A run's limits and behaviour (:class:`AgentConfig`), and the checks that reject a wrong
+option when the agent is built, with a message naming it, instead of failing deep inside a
+run."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigurationError
+from .model import RetryPolicy
+from .tools import Tool
+from .types import ModelSettings, ToolChoice
+
+__all__ = ["AgentConfig", "check_config", "describe", "tool_list"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """Limits and behaviour of a run. Every field can be overridden per run."""
+
+    max_steps: int = 10
+    """Model turns that may call tools. When they are spent, one last request asks for a
+    final answer with tools switched off, so a run that ran long still answers. A reply to
+    it that is no answer (a tool call written as text, an empty reply) is fed back once;
+    after a second one the run ends with ``answer=None`` and ``error`` saying why."""
+    max_tool_calls: int | None = None
+    """Tool calls per run, all steps together; past it the run stops (``tool_budget``)."""
+    max_calls_per_step: int = 16
+    """Tool calls run from one reply; the ones beyond it are not run, and each gets an
+    observation saying so (a reply with 10,000 parallel calls runs 16)."""
+    max_total_tokens: int | None = None
+    """A cost ceiling: total tokens per run; past it the run stops (``token_budget``)."""
+    deadline: float | None = None
+    """Wall-clock seconds for the whole run; past it the run stops (``deadline``)."""
+    max_consecutive_errors: int = 3
+    """Consecutive failed turns (format errors, failing calls) fed back to the model before
+    the run gives up with :class:`ErrorBudgetExhausted`. Separate from network retries."""
+    loop_limit: int = 3
+    """The same tool with the same arguments this many times earns a warning; once more and
+    the run is asked for its final answer (``loop``)."""
+    max_observation_chars: int | None = 4000
+    """Longer observations are truncated with a visible marker (tools can override)."""
+    tool_timeout: float | None = 120.0
+    """Seconds a tool call may take unless the tool sets its own ``timeout``."""
+    tool_choice: ToolChoice = "auto"
+    """``"auto"``, ``"required"``, ``"none"`` or a tool name (emulated by the text protocol)."""
+    reset_tool_choice: bool = True
+    """Once a tool has run, a ``"required"`` or named ``tool_choice`` becomes ``"auto"``, so
+    the model can answer with what it got instead of being made to call tools until the
+    step budget is spent. ``False`` keeps the choice for the whole run."""
+    multi_action: bool = True
+    """Text protocol: run every action of a reply (like parallel calls), or only the first."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """Temperature, seed, max_tokens, timeout, extra_body."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """Network retries of transient API errors."""
+
+
+def check_config(cfg: AgentConfig) -> None:
+    """Every option's type and range, so a wrong one fails here with a clear message
+    rather than as a foreign ``TypeError`` deep inside a run (or not at all)."""
+    check_int(cfg.max_steps, "max_steps", minimum=1)
+    check_int(cfg.max_consecutive_errors, "max_consecutive_errors", minimum=0)
+    check_int(cfg.loop_limit, "loop_limit", minimum=1)
+    check_int(cfg.max_calls_per_step, "max_calls_per_step", minimum=1)
+    for name in ("max_tool_calls", "max_total_tokens", "max_observation_chars"):
+        check_int(getattr(cfg, name), name, minimum=1, optional=True)
+    for name in ("deadline", "tool_timeout"):
+        check_seconds(getattr(cfg, name), name)
+    if not isinstance(cfg.tool_choice, str):
+        raise ConfigurationError(
+            f"tool_choice must be 'auto', 'required', 'none' or a tool name, "
+            f"not {describe(cfg.tool_choice)}"
+        )
+    for name in ("reset_tool_choice", "multi_action"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigurationError(
+                f"{name} must be True or False, not {describe(getattr(cfg, name))}"
+            )
+    if not isinstance(cfg.settings, ModelSettings):
+        raise ConfigurationError(f"settings must be a ModelSettings, not {describe(cfg.settings)}")
+    check_seconds(cfg.settings.timeout, "settings.timeout")
+    if not isinstance(cfg.retry, RetryPolicy):
+        raise ConfigurationError(f"retry must be a RetryPolicy, not {describe(cfg.retry)}")
+
+
+def describe(value: Any) -> str:
+    """A wrong option's value and type, for a configuration error."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def check_int(value: Any, name: str, *, minimum: int, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = "an int or None" if optional else "an int"
+        raise ConfigurationError(f"{name} must be {kind}, not {describe(value)}")
+    if value < minimum:
+        raise ConfigurationError(f"{name} must be at least {minimum}, not {value}")
+
+
+def check_seconds(value: Any, name: str) -> None:
+    """``None`` (no limit) or a positive, finite number of seconds."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(
+            f"{name} must be seconds (a number) or None, not {describe(value)}"
+        )
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(
+            f"{name} must be a positive, finite number of seconds (None for no limit), "
+            f"not {value!r}"
+        )
+
+
+def tool_list(tools: Any) -> list[Tool | Callable[..., Any]]:
+    """``tools=`` as a list. A single tool (a :class:`Tool` or a function) is taken as a
+    one-tool list; anything else must be an iterable of tools or functions."""
+    if isinstance(tools, Tool) or (callable(tools) and not isinstance(tools, type)):
+        return [tools]
+    if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
+        raise ConfigurationError(
+            f"tools must be a list of tools or typed functions, not {describe(tools)}"
+        )
+    items = list(tools)
+    for item in items:
+        if not isinstance(item, Tool) and (not callable(item) or isinstance(item, type)):
+            raise ConfigurationError(
+                f"every tool must be a Tool or a typed function, not {describe(item)}"
+            )
+    return items

@@ -1,0 +1,286 @@
+"""Running the calls of one reply: approval, timeouts, loop detection, observations.
+
+Every way a call can go wrong ends in its :class:`~react_engine.types.ActionRecord` (an
+unknown tool, arguments that fail validation, a denied approval, a timeout, a tool that
+raises) and so in an observation the model reads; nothing here raises for a bad call. A
+``BaseException`` from a tool (``SystemExit``, ``KeyboardInterrupt``) is recorded on its
+call and ends the run once the step is recorded (:meth:`ToolRunner.abort`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from ._threads import ThreadsExhausted, run_sync_call, stuck_threads
+from .errors import RunAborted
+from .observations import render_observation, valid_unicode
+from .protocol import PendingCall
+from .state import RunState
+from .tools import Tool, ToolArgumentsError, within
+from .types import ActionRecord
+
+__all__ = ["ApprovalCallback", "CallCallback", "ToolRunner", "skipped"]
+
+log = logging.getLogger("react_engine")
+
+ApprovalCallback = Callable[[ActionRecord], "bool | Awaitable[bool]"]
+CallCallback = Callable[[ActionRecord], "Awaitable[None] | None"]
+
+
+class ToolRunner:
+    """Runs a reply's calls against the agent's tools."""
+
+    def __init__(
+        self,
+        tools: Sequence[Tool],
+        approve: ApprovalCallback | None = None,
+        on_call: CallCallback | None = None,
+    ) -> None:
+        self.by_name = {t.name: t for t in tools}
+        self.approve = approve
+        self.on_call = on_call
+
+    async def run(self, state: RunState, calls: Sequence[PendingCall]) -> list[ActionRecord]:
+        """Run ``calls`` (in parallel when there are several) and return their records."""
+        by_name = self.by_name
+        prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
+        for call in calls:
+            record = ActionRecord(
+                id=call.id or "",
+                tool=call.tool,
+                arguments=call.arguments,
+                raw_arguments=call.raw_arguments,
+                salvaged=call.salvaged,
+            )
+            tool = by_name.get(call.tool)
+            validated: Any = None
+            if tool is None:
+                valid = ", ".join(sorted(by_name)) or "(none)"
+                _fail(record, "unknown_tool", f"unknown tool {call.tool!r}. Valid tools: {valid}.")
+            elif call.error is not None:
+                _fail(record, "invalid_arguments", call.error)
+            else:
+                try:
+                    validated = tool.validate(call.arguments)
+                    if isinstance(call.arguments, str):
+                        record.arguments = validated.model_dump(mode="json", exclude_unset=True)
+                except ToolArgumentsError as exc:
+                    _fail(record, "invalid_arguments", exc.message)
+            if record.status == "ok":
+                key = _call_key(record)
+                state.repeats[key] += 1
+                seen = state.repeats[key]
+                if seen > state.config.loop_limit:
+                    record.status = "skipped"
+                    earlier = state.results.get(key)
+                    if earlier is not None:
+                        # The model asked for what it already has: give it the same result
+                        # again (the trace says it was not re-run), then ask for the answer.
+                        record.observation = earlier
+                        record.error = "repeated call: given the earlier identical call's result"
+                    else:
+                        record.observation = (
+                            f"Not run again: {call.tool} was already called {seen - 1} times "
+                            "with these arguments. Give your final answer now."
+                        )
+                    state.force_final = "loop"
+                    tool = None
+                elif seen == state.config.loop_limit and seen > 1:
+                    record.error = "repeated"
+            prepared.append((record, tool, validated))
+
+        runnable = [(r, t, v) for r, t, v in prepared if t is not None and r.status == "ok"]
+        if len(runnable) == 1:
+            await self._call(state, *runnable[0])
+        elif runnable:
+            await asyncio.gather(*(self._call(state, r, t, v) for r, t, v in runnable))
+        for record, _, _ in prepared:
+            if record.status == "ok":
+                state.results[_call_key(record)] = record.observation
+            if record.error == "repeated" and record.status == "ok":
+                record.error = None
+                record.observation += (
+                    f"\n[Warning: you have called {record.tool} with these same arguments "
+                    f"{state.config.loop_limit} times. Do not repeat it: use what you have or "
+                    "give your final answer.]"
+                )
+        return [r for r, _, _ in prepared]
+
+    async def _call(
+        self, state: RunState, record: ActionRecord, tool: Tool, validated: Any
+    ) -> None:
+        """Run one approved call; every way it can go wrong ends in its observation.
+
+        A ``BaseException`` from the tool or the approver (``SystemExit``,
+        ``KeyboardInterrupt``, a ``CancelledError`` that is not the run's own cancellation)
+        is recorded on the call and kept in ``state.abort``; the turn records its step and
+        then ends the run (see :meth:`abort`)."""
+        try:
+            if not await self._approved(state, record, tool):
+                return
+            if self.on_call is not None:
+                announced = self.on_call(record)
+                if inspect.isawaitable(announced):
+                    await announced
+            await self._invoke(state, record, tool, validated)
+        except asyncio.CancelledError as exc:
+            if _being_cancelled():
+                if record.status == "ok" and not record.observation:
+                    _fail(record, "error", f"{tool.name} was interrupted: the run was cancelled")
+                raise
+            self._note_abort(state, record, tool, exc)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit) as exc:
+            self._note_abort(state, record, tool, exc)
+
+    async def _approved(self, state: RunState, record: ActionRecord, tool: Tool) -> bool:
+        """Ask the approver, within the run's deadline. A sync approver runs on a worker
+        thread, so a slow one (a person at a prompt) neither stalls the event loop nor
+        outlives the deadline."""
+        if not tool.requires_approval:
+            return True
+        approve = self.approve
+        if approve is None:
+            _fail(record, "denied", "this tool needs approval and no approver is configured")
+            return False
+        remaining = state.remaining()
+        if remaining is not None and remaining <= 0:
+            _fail(record, "denied", "the run's deadline passed before the approval was asked")
+            return False
+        try:
+            if inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(
+                getattr(approve, "__call__", None)  # noqa: B004 - objects with async __call__
+            ):
+                verdict: Any = approve(record)
+            else:
+                verdict = await run_sync_call(approve, record, timeout=remaining)
+            if inspect.isawaitable(verdict):
+                left = state.remaining()
+                if left is None:
+                    verdict = await verdict
+                else:
+                    verdict = await within(verdict, max(left, 0.001))
+        except TimeoutError:
+            log.warning("no approval for %s before the run's deadline", tool.name)
+            _fail(
+                record,
+                "denied",
+                "the approval did not come before the run's deadline, so this call was not run",
+            )
+            return False
+        except ThreadsExhausted as exc:
+            _fail(record, "denied", f"the approval could not be asked: {exc}")
+            return False
+        except Exception as exc:  # a failing approver approves nothing
+            log.warning("the approval callback failed for %s: %r", tool.name, exc)
+            _fail(
+                record,
+                "denied",
+                f"the approval check failed ({type(exc).__name__}), so this call was not run",
+            )
+            return False
+        if verdict is not True:
+            _fail(record, "denied", "the user did not approve this call")
+            return False
+        return True
+
+    async def _invoke(
+        self, state: RunState, record: ActionRecord, tool: Tool, validated: Any
+    ) -> None:
+        cfg = state.config
+        timeout = tool.timeout if tool.timeout is not None else cfg.tool_timeout
+        remaining = state.remaining()
+        if remaining is not None:
+            timeout = max(remaining, 0.001) if timeout is None else min(timeout, remaining)
+            timeout = max(timeout, 0.001)
+        started = time.perf_counter()
+        try:
+            value = await tool.ainvoke(validated, timeout)
+            limit = tool.max_observation_chars or cfg.max_observation_chars
+            record.observation = render_observation(value, limit=limit, summarize=tool.summarize)
+        except TimeoutError:
+            message = f"{tool.name} did not finish within {timeout:g}s"
+            if not tool.is_async:
+                message += " (it is still running on its thread: a sync function cannot be stopped)"
+                event = (
+                    f"{tool.name} overran its {timeout:g}s timeout and was left running "
+                    f"({stuck_threads()} sync calls stuck)"
+                )
+                log.warning("%s", event)
+                state.events.append(event)
+            _fail(record, "timeout", message)
+        except ThreadsExhausted as exc:
+            message = (
+                f"{tool.name} was not run: {exc}; sync tools will run again once some of them end"
+            )
+            log.warning("%s", message)
+            state.events.append(message)
+            _fail(record, "error", message)
+        except Exception as exc:
+            _fail(record, "error", f"{tool.name} failed: {type(exc).__name__}: {exc}")
+        finally:
+            record.duration_s = time.perf_counter() - started
+
+    @staticmethod
+    def _note_abort(state: RunState, record: ActionRecord, tool: Tool, exc: BaseException) -> None:
+        _fail(record, "error", f"{tool.name} raised {type(exc).__name__}: the run was aborted")
+        if state.abort is None:
+            state.abort = exc
+
+    @staticmethod
+    def abort(state: RunState) -> None:
+        """End the run after a tool raised a ``BaseException`` (its step is recorded).
+
+        ``KeyboardInterrupt`` is re-raised as it is, so that Ctrl-C still stops the program
+        (turning it into an ``Exception`` would let ``except Exception`` swallow it); the
+        result so far rides on it as ``exc.result`` (a conversation's history keeps the step
+        anyway). Everything else (``SystemExit``, a ``CancelledError`` the tool raised
+        itself, ``GeneratorExit``) becomes :class:`RunAborted`, with the original as its
+        ``__cause__``: a tool has no business ending the caller's program or task.
+        """
+        exc = state.abort
+        assert exc is not None
+        message = f"a tool raised {type(exc).__name__}; the run was aborted"
+        result = state.result(None, "error", error=message)
+        if isinstance(exc, KeyboardInterrupt):
+            exc.result = result  # type: ignore[attr-defined]
+            raise exc
+        raise RunAborted(message, result=result) from exc
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task itself is being cancelled (not a tool raising
+    ``CancelledError`` of its own)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _fail(record: ActionRecord, status: Any, message: str) -> None:
+    message = valid_unicode(message)  # an exception's text can hold lone surrogates
+    record.status = status
+    record.error = message
+    record.observation = f"Error: {message}"
+
+
+def skipped(call: PendingCall, why: str) -> ActionRecord:
+    return ActionRecord(
+        id=call.id or "",
+        tool=call.tool,
+        arguments=call.arguments,
+        raw_arguments=call.raw_arguments,
+        observation=f"Skipped: {why}.",
+        status="skipped",
+        error=why,
+        salvaged=call.salvaged,
+    )
+
+
+def _call_key(record: ActionRecord) -> str:
+    args = record.arguments
+    body = json.dumps(args, sort_keys=True, ensure_ascii=False) if isinstance(args, dict) else args
+    return f"{record.tool}\x00{body}"

@@ -1,0 +1,129 @@
+"""The rules every protocol's reading obeys, written once and applied to its :data:`Decision`.
+
+A protocol reads a reply in its own format (:meth:`Protocol.read_reply`); what must hold
+whatever the format is decided here, in this order:
+
+1. **Reasoning joins the thought.** A server's separate ``reasoning_content`` goes first in
+   the step's thought, never into the answer or the calls.
+2. **Call ids.** Every call gets an id that is unique within the reply: the provider's
+   when it sent a usable one, a generated one otherwise (reported as an event).
+3. **Length cuts.** In a reply cut by ``max_tokens``, a call whose arguments may be cut
+   short never runs: JSON repair would "complete" ``{"path": "/tmp/imp`` into a value the
+   model never wrote. The protocol says what it knows (:attr:`PendingCall.cut`); without
+   a verdict only arguments that are complete JSON as they stand are trusted.
+4. **``tool_choice`` and forced answers.** Many servers ignore ``tool_choice``, and the
+   text protocols can only ask; the user's choice holds anyway. No call runs when none may
+   be made (``"none"``, no tools, a forced final answer), only the named tool runs when one
+   is named, and a final answer is refused while a call is required. A forced final answer
+   that is a call written as text is no answer.
+
+A refused reply becomes a :class:`FormatError` worded by the protocol (:meth:`Protocol.reject`),
+so the model is told what to write instead, within the run's error budget.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from .protocol import CallTools, Decision, FinalAnswer, FormatError, PendingCall, Protocol
+from .protocol import RequestContext as Context
+from .salvage import written_call
+from .types import ModelResponse
+
+__all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "new_call_id"]
+
+CUT_OFF = (
+    "the reply was cut off by the length limit (max_tokens) inside this call's arguments, "
+    "so the call was not run; call the tool again with complete arguments"
+)
+"""The error of a call whose arguments a length cut may have shortened."""
+
+WRITTEN_CALL = (
+    "it is a tool call written as text, and no tool can run now: using only the results "
+    "you already have, write your final answer in words"
+)
+"""Why a forced final answer that is a call (in any syntax) is not an answer."""
+
+
+def new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Context) -> Decision:
+    """``decision`` with the shared rules applied; a refused reply becomes a format error."""
+    if reply.reasoning:
+        decision.thought = (
+            f"{reply.reasoning}\n\n{decision.thought}" if decision.thought else reply.reasoning
+        )
+    match decision:
+        case CallTools():
+            _assign_ids(decision)
+            _refuse_cut(decision.calls, reply)
+            return _calls_allowed(protocol, decision, ctx)
+        case FinalAnswer():
+            return _answer_allowed(protocol, decision, ctx)
+        case FormatError():
+            return decision
+
+
+def _assign_ids(decision: CallTools) -> None:
+    seen: set[str] = set()
+    for call in decision.calls:
+        if not call.id or call.id in seen:
+            if call.id is not None:  # the provider sent none, or one already used
+                decision.events.append("duplicate_call_id" if call.id else "generated_call_id")
+            call.id = new_call_id()
+        seen.add(call.id)
+
+
+def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:
+    if reply.finish_reason != "length" or not calls:
+        return
+    last = calls[-1]
+    if last.cut is False:
+        return
+    if last.cut or not _complete_json(last.raw_arguments):
+        last.error = CUT_OFF
+
+
+def _complete_json(raw: str) -> bool:
+    try:
+        json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _calls_allowed(protocol: Protocol, decision: CallTools, ctx: Context) -> Decision:
+    names = ctx.tool_names()
+    if ctx.force_final:
+        return protocol.reject(
+            decision, WRITTEN_CALL, forced=True, problem="a tool call written as text"
+        )
+    if ctx.tool_choice == "none" or not names:
+        error = "no tool may be used for this question: write the final answer"
+    elif ctx.tool_choice in names and any(c.tool != ctx.tool_choice for c in decision.calls):
+        wrong = next(c.tool for c in decision.calls if c.tool != ctx.tool_choice)
+        error = f"only {ctx.tool_choice} may be called now, not {wrong}: call {ctx.tool_choice}"
+    else:
+        return decision
+    refused = protocol.reject(decision, error)
+    refused.events.append("tool_choice_enforced")
+    return refused
+
+
+def _answer_allowed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> Decision:
+    names = ctx.tool_names()
+    if ctx.force_final:
+        if written_call(decision.answer, names):
+            return protocol.reject(
+                decision, WRITTEN_CALL, forced=True, problem="a tool call written as text"
+            )
+        return decision
+    if names and (ctx.tool_choice == "required" or ctx.tool_choice in names):
+        wanted = ctx.tool_choice if ctx.tool_choice in names else "one of: " + ", ".join(names)
+        return protocol.reject(
+            decision, f"a tool must be used before the final answer: call {wanted}"
+        )
+    return decision

@@ -1,0 +1,168 @@
+"""One run's state, the budgets that end it, and what each turn of the loop returns.
+
+A turn of :meth:`Agent._loop <react_engine.agent.Agent>` returns one of three small
+outcomes: :class:`RunAgain`, :class:`Finish` or :class:`Stop`. The budgets a run can spend
+(deadline, tokens, tool calls, consecutive errors) are checked here, in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from .capabilities import Capabilities
+from .config import AgentConfig
+from .protocol import FormatError, Protocol
+from .types import HistoryItem, ModelResponse, ModelSettings, RunResult, Step, StopReason, Usage
+
+if TYPE_CHECKING:
+    from .model import ChatModel
+
+__all__ = ["Finish", "Outcome", "RunAgain", "RunState", "Stop"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RunAgain:
+    """Ask the model again (after tool results, a format error or an adaptation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The model gave its final answer."""
+
+    answer: str
+    reason: StopReason
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A budget or limit ended the run without a final answer."""
+
+    reason: StopReason
+    message: str
+
+
+Outcome = RunAgain | Finish | Stop
+
+
+@dataclass(slots=True)
+class RunState:
+    """Everything one run accumulates; a conversation keeps only the history."""
+
+    question: str
+    history: list[HistoryItem]
+    protocol: Protocol
+    protocol_reason: str
+    caps: Capabilities
+    config: AgentConfig
+    model: ChatModel
+    model_name: str
+    steps: list[Step] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    started: float = field(default_factory=time.perf_counter)
+    action_turns: int = 0
+    tool_calls: int = 0
+    consecutive_errors: int = 0
+    adaptations: int = 0
+    force_final: Literal["max_steps", "loop"] | None = None
+    final_retries: int = 0
+    repeats: Counter[str] = field(default_factory=Counter)
+    results: dict[str, str] = field(default_factory=dict)
+    """The latest observation per (tool, arguments), quoted back when a call repeats."""
+    events: list[str] = field(default_factory=list)
+    pending_events: list[str] = field(default_factory=list)
+    last_reply: ModelResponse | None = None
+    abort: BaseException | None = None
+    """A ``BaseException`` a tool raised: the run ends once its step is recorded."""
+
+    def remaining(self) -> float | None:
+        if self.config.deadline is None:
+            return None
+        return self.config.deadline - (time.perf_counter() - self.started)
+
+    def deadline_passed(self) -> bool:
+        left = self.remaining()
+        return left is not None and left <= 0
+
+    async def with_deadline(self, coro: Coroutine[Any, Any, T]) -> T:
+        left = self.remaining()
+        if left is None:
+            return await coro
+        return await asyncio.wait_for(coro, max(left, 0.001))
+
+    def result(self, answer: str | None, reason: StopReason, error: str | None = None) -> RunResult:
+        return RunResult(
+            question=self.question,
+            answer=answer,
+            steps=list(self.steps),
+            usage=dataclasses.replace(self.usage),
+            protocol=self.protocol.name,
+            protocol_reason=self.protocol_reason,
+            stop_reason=reason,
+            model=self.model_name,
+            duration_s=time.perf_counter() - self.started,
+            error=error,
+            events=list(self.events),
+        )
+
+    # --- budgets ------------------------------------------------------------------------------
+
+    def spent(self) -> Stop | None:
+        """The budget that ends the run before its next request, if any."""
+        if self.deadline_passed():
+            return self.deadline_stop()
+        return self.tokens_spent()
+
+    def deadline_stop(self) -> Stop:
+        return Stop("deadline", f"the run's deadline of {self.config.deadline}s has passed")
+
+    def tokens_spent(self) -> Stop | None:
+        limit = self.config.max_total_tokens
+        if limit is not None and self.usage.total_tokens >= limit:
+            return Stop("token_budget", f"the token budget of {limit} is spent")
+        return None
+
+    def tools_spent(self, calls: int) -> Stop | None:
+        """Whether running ``calls`` more tool calls would pass the run's tool-call budget."""
+        limit = self.config.max_tool_calls
+        if limit is not None and self.tool_calls + calls > limit:
+            return Stop("tool_budget", f"the tool-call budget of {limit} is spent")
+        return None
+
+    def failed_turn(self) -> Outcome:
+        """Count a turn that failed (a format error, only failing calls)."""
+        self.consecutive_errors += 1
+        budget = self.config.max_consecutive_errors
+        if self.consecutive_errors > budget:
+            return Stop(
+                "error_budget",
+                f"{self.consecutive_errors} consecutive failed turns (budget {budget})",
+            )
+        return RunAgain()
+
+    def settings(self) -> ModelSettings:
+        """The request settings, with a timeout that ends with the run's deadline.
+
+        A blocking client's request runs in a worker thread that cancelling cannot stop,
+        and ``asyncio.run`` waits for that thread: without this bound,
+        ``agent.run(deadline=5)`` against a server that hangs would return only when the
+        HTTP timeout (600 s by default) fires.
+        """
+        settings, left = self.config.settings, self.remaining()
+        if left is None or (settings.timeout is not None and settings.timeout <= left):
+            return settings
+        return dataclasses.replace(settings, timeout=max(left, 0.001))
+
+
+def no_final_answer(why: Literal["max_steps", "loop"], decision: FormatError) -> str:
+    """The run's error when the forced final answer never came."""
+    when = "after the step budget" if why == "max_steps" else "after a loop was detected"
+    message = f"the model did not give a final answer in words {when}"
+    return f"{message}: its last reply was {decision.problem}" if decision.problem else message
