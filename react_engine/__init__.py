@@ -25,18 +25,12 @@ from .errors import (
     UserError,
 )
 from .local import local_server
-from .model import (
-    ChatModel,
-    OpenAIChatModel,
-    RetryPolicy,
-    ScriptedModel,
-    reply,
-    tool_call_reply,
-)
+from .model import ChatModel, OpenAIChatModel, RetryPolicy
 from .parsing import RepairResult, parse_react, repair_json
 from .prompts import PromptTemplate, list_templates, load_template
 from .protocol import Decision, PendingCall, Protocol, RequestContext
 from .protocols import FunctionCallingProtocol, StructuredOutputProtocol, TextReActProtocol
+from .testing import ScriptedModel, reply, tool_call_reply
 from .tools import Tool, tool
 from .types import (
     ActionRecord,

@@ -18,8 +18,8 @@ from react_engine import (
     list_templates,
     load_template,
 )
-from react_engine.demo_tools import calculator, get_weather
 from react_engine.prompts import parse_template
+from react_engine.testing.tools import calculator, get_weather
 
 
 def make_agent(script: list[Any], **kwargs: Any) -> tuple[Agent, ScriptedModel]:

@@ -32,6 +32,7 @@ import uuid
 from ..errors import ReActParseError
 from ..grammar import GrammarError, ReactLabels, react_grammar
 from ..parsing import parse_react
+from ..parsing.salvage import written_call
 from ..prompts import PromptTemplate, load_template
 from ..protocol import (
     Decision,
@@ -41,7 +42,6 @@ from ..protocol import (
     guard_depth,
     parsed_arguments_error,
 )
-from ..salvage import written_call
 from ..types import (
     AssistantMessage,
     Constraint,

@@ -27,7 +27,7 @@ from react_engine import (
     RunAborted,
     RunResult,
 )
-from react_engine.demo_tools import DEMO_TOOLS
+from react_engine.cli.demo import DEMO_TOOLS
 from react_engine.local import LocalEndpoint
 from react_engine.model import request_payload
 

@@ -44,9 +44,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-from .errors import ReActParseError
-from .parsing import parse_react
-from .parsing.json_repair import fence_close
+from ..errors import ReActParseError
+from .json_repair import fence_close
+from .react import parse_react
 
 __all__ = ["SalvageFormat", "SalvagedCall", "salvage_calls", "strip_salvaged", "written_call"]
 

@@ -1,15 +1,15 @@
 """The comparison's tasks: data files, their checker, and their scripted transcripts.
 
-A task is one JSON file; the suite ships inside the package as ``react_engine/tasks/*.json``
-(read with :mod:`importlib.resources`, so an installed ``react-engine compare`` needs no
-source checkout), and ``--tasks DIR`` runs a directory of your own instead. Adding a task
-needs no Python::
+A task is one JSON file; the suite ships inside the package as
+``react_engine/compare/tasks/*.json`` (read with :mod:`importlib.resources`, so an
+installed ``react-engine compare`` needs no source checkout), and ``--tasks DIR`` runs a
+directory of your own instead. Adding a task needs no Python::
 
     {
       "id": "weather_two_cities",              # the file's stem
       "covers": "two independent calls ...",   # what the task is there to show
       "question": "What's the weather ...?",
-      "tools": ["get_weather"],                # names from compare_tools.TASK_TOOLS
+      "tools": ["get_weather"],                # names from compare.tools.TASK_TOOLS
       "instructions": null,                    # optional system prompt
       "check": {
         "answer_contains": ["24", ["sunny", "晴"]],   # each entry: a string, or alternatives
@@ -46,11 +46,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .compare_tools import TASK_TOOLS
-from .errors import ConfigurationError
-from .model import ScriptedModel, request_payload
-from .tools import Tool
-from .types import ModelRequest, ModelResponse, RawToolCall, RunResult, Usage
+from ..errors import ConfigurationError
+from ..model import request_payload
+from ..testing import ScriptedModel
+from ..tools import Tool
+from ..types import ModelRequest, ModelResponse, RawToolCall, RunResult, Usage
+from .tools import TASK_TOOLS
 
 __all__ = [
     "ALL_PROTOCOLS",
@@ -180,8 +181,8 @@ class Task(_Strict):
 
 
 def default_tasks_dir() -> Traversable:
-    """The task suite shipped inside the package (``react_engine/tasks``)."""
-    return resources.files("react_engine").joinpath("tasks")
+    """The task suite shipped inside the package (``react_engine/compare/tasks``)."""
+    return resources.files("react_engine.compare").joinpath("tasks")
 
 
 def load_task(path: Traversable) -> Task:
