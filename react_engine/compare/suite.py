@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -48,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigurationError
 from ..model import request_payload
-from ..testing import ScriptedModel
+from ..testing import Script, ScriptedModel, ScriptExhausted
 from ..tools import Tool
 from ..types import ModelRequest, ModelResponse, RawToolCall, RunResult, Usage
 from .tools import TASK_TOOLS
@@ -315,16 +314,19 @@ class Transcript:
 
     def __init__(self, replies: Iterable[ScriptReply], *, label: str) -> None:
         self.label = label
-        self._replies = deque(replies)
+        self._script: Script[ModelRequest, ScriptReply] = Script(replies)
 
     @property
     def remaining(self) -> int:
-        return len(self._replies)
+        return self._script.remaining
 
     def __call__(self, request: ModelRequest) -> ModelResponse:
-        if not self._replies:
-            raise ConfigurationError(f"{self.label}: the scripted transcript has no reply left")
-        reply = self._replies.popleft()
+        try:
+            reply = self._script.answer(request)
+        except ScriptExhausted:
+            raise ConfigurationError(
+                f"{self.label}: the scripted transcript has no reply left"
+            ) from None
         prompt = _estimate_prompt(request)
         completion = _estimate_completion(reply)
         return reply.response(Usage(prompt, completion, prompt + completion, 0, 1))
