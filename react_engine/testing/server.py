@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from .script import Script, ScriptExhausted
 
@@ -146,7 +146,7 @@ class MockOpenAIServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> MockOpenAIServer:
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._serve, name="mock-openai", daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
@@ -163,7 +163,7 @@ class MockOpenAIServer:
             self._thread.join(5)
         self._loop = self._server = None
 
-    def __enter__(self) -> MockOpenAIServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -275,8 +275,8 @@ Answer = MockResponse | dict[str, Any]
 :class:`MockResponse`, faults included."""
 
 
-class ScriptedServer:
-    """A loopback OpenAI-compatible server whose answers come from a script.
+class ScriptedServer(MockOpenAIServer):
+    """A :class:`MockOpenAIServer` whose answers come from a script.
 
     Each item is an :data:`Answer` or a function of the decoded request body returning one.
     Once the script is spent, ``default`` answers, or a 500 saying the script ran out
@@ -288,8 +288,8 @@ class ScriptedServer:
         *items: Answer | Callable[[dict[str, Any]], Answer],
         default: Answer | Callable[[dict[str, Any]], Answer] | None = None,
     ) -> None:
+        super().__init__(self._answer_from_script)
         self.script: Script[dict[str, Any], Answer] = Script(items, default=default)
-        self.mock = MockOpenAIServer(self._respond)
 
     @property
     def default(self) -> Answer | Callable[[dict[str, Any]], Answer] | None:
@@ -306,29 +306,8 @@ class ScriptedServer:
     def remaining(self) -> int:
         return self.script.remaining
 
-    @property
-    def base_url(self) -> str:
-        return self.mock.base_url
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """Every decoded request body, in arrival order."""
-        return self.mock.requests
-
-    def _respond(self, body: dict[str, Any]) -> Answer:
+    def _answer_from_script(self, body: dict[str, Any]) -> Answer:
         try:
             return self.script.answer(body)
         except ScriptExhausted:
             return MockResponse(500, {"error": {"message": "the test script ran out"}})
-
-    def __enter__(self) -> ScriptedServer:
-        self.mock.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.mock.stop()
