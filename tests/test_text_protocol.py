@@ -319,6 +319,19 @@ def test_templates_are_filled_strictly() -> None:
         load_template("nonexistent")
 
 
+def test_a_label_nothing_reads_is_an_error() -> None:
+    texts = {
+        "system": "{tools} {tool_names}",
+        "question": "{question}",
+        "observation": "{observation}",
+        "format_error": "{error}",
+    }
+    with pytest.raises(TemplateError, match="unknown labels observation"):
+        parse_template({**texts, "labels": {"observation": "Obs"}}, name="bad")
+    labels = {"thought": "T", "final_thought": "done", "colon": ": ", "action_format": "lines"}
+    assert parse_template({**texts, "labels": labels}, name="ok").label("thought", "") == "T"
+
+
 def test_user_template_from_a_file(tmp_path: Any) -> None:
     path = tmp_path / "mine.toml"
     path.write_text(
