@@ -26,11 +26,14 @@ Guard rails, because a false positive runs a tool the model never asked for:
 * only names in ``tool_names`` are salvaged; with no tools, nothing is;
 * Python syntax counts only on a line of its own (or as a whole ``[f(), g()]`` reply), is
   parsed with :mod:`ast` and literal-evaluated, never executed;
-* calls inside ``<think>...</think>`` are drafts, not calls, and are skipped;
+* calls inside a think block (``<think>``, ``<thinking>``, ``<reasoning>``, read as the
+  text parser reads them) are drafts, not calls, and are skipped;
 * broken JSON arguments stay the raw string (the caller may repair them).
 
-Every pattern is linear (no nested quantifiers, bounded gaps), and every scan resumes
-where the previous one stopped, so a megabyte of adversarial text is still cheap.
+The patterns live with the parser's in :mod:`.patterns` (linear: no nested quantifiers,
+bounded gaps), call objects, think blocks and fences are read by :mod:`.common` as the
+parser reads them, and every scan resumes where the previous one stopped, so a megabyte
+of adversarial text is still cheap.
 """
 
 from __future__ import annotations
@@ -370,14 +373,14 @@ def _tagged(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        is_block = token.group() == "<tool_call>"
+        is_block = token.group() == P.CALL_OPEN
         if not is_block and token.group(1) is None:
             i += 1
             continue
         j = i + 1
-        while j < len(tokens) and tokens[j].group() not in ("<tool_call>", "</tool_call>"):
+        while j < len(tokens) and tokens[j].group() not in (P.CALL_OPEN, P.CALL_CLOSE):
             j += 1
-        closed = is_block and j < len(tokens) and tokens[j].group() == "</tool_call>"
+        closed = is_block and j < len(tokens) and tokens[j].group() == P.CALL_CLOSE
         body_end = tokens[j].start() if j < len(tokens) else len(text)
         if not is_block:
             for name, arguments, start, end, fmt in _functions(text, tokens[i:j], body_end):
@@ -426,7 +429,7 @@ def _functions(
         end = body_end = region_end
         while k < len(tokens):
             token = tokens[k]
-            if token.group() == "</function>":
+            if token.group() == P.FUNCTION_CLOSE:
                 body_end, end = token.start(), token.end()
                 k += 1
                 break
@@ -553,12 +556,12 @@ def _llama_tag(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     out: list[SalvagedCall] = []
     tokens = list(P.LLAMA_TAG.finditer(text))
     for index, token in enumerate(tokens):
-        if token.group() != "<|python_tag|>":
+        if token.group() != P.PYTHON_TAG:
             continue
         following = tokens[index + 1] if index + 1 < len(tokens) else None
         body_end = following.start() if following is not None else len(text)
         end = body_end
-        if following is not None and following.group() != "<|python_tag|>":
+        if following is not None and following.group() != P.PYTHON_TAG:
             end = following.end()
         json_start = _first_of(text, "{[", token.end(), body_end)
         if json_start is not None and not text[token.end() : json_start].strip():
