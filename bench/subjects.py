@@ -218,7 +218,7 @@ def engine_offline(protocol: str) -> Agent:
 
 def capture_requests() -> dict[str, list[dict[str, Any]]]:
     """The JSON bodies the SDK sent during one run of each subject (an in-process server)."""
-    from react_engine.mock_server import MockOpenAIServer
+    from react_engine.testing import MockOpenAIServer
 
     from .server import mock_responder
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from react_engine.demo_tools import get_weather
+from react_engine.testing.tools import get_weather
 
 __all__ = ["CALLS_PER_RUN", "MODEL", "QUESTION", "TOOL", "respond"]
 

@@ -25,14 +25,7 @@ from .errors import (
     UserError,
 )
 from .local import local_server
-from .model import (
-    ChatModel,
-    OpenAIChatModel,
-    RetryPolicy,
-    ScriptedModel,
-    reply,
-    tool_call_reply,
-)
+from .model import ChatModel, OpenAIChatModel, RetryPolicy
 from .parsing import RepairResult, parse_react, repair_json
 from .prompts import PromptTemplate, list_templates, load_template
 from .protocol import (
@@ -45,6 +38,7 @@ from .protocol import (
     RequestContext,
 )
 from .protocols import FunctionCallingProtocol, StructuredOutputProtocol, TextReActProtocol
+from .testing import ScriptedModel, reply, tool_call_reply
 from .tools import Tool, tool
 from .types import (
     ActionRecord,

@@ -14,7 +14,7 @@ kept apart from the model's misbehaviour and from transport failures::
     ├── ModelAPIError              the chat API failed (after retries, where retrying made sense)
     │   ├── ModelRequestError      a 4xx the server will answer the same way again
     │   ├── ModelUnavailableError  transient failures that outlived the retry budget
-    │   └── LocalServerError       the embedded llama.cpp server could not start (local.py)
+    │   └── LocalServerError       the embedded llama.cpp server could not start (local/)
     └── RunAborted                 a run the engine gave up on; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
 

@@ -2,8 +2,8 @@
 
 :class:`OpenAIChatModel` is the only code in react-engine that builds ``{"role": ...}``
 dicts and talks to the ``openai`` SDK (sync or async client, any ``base_url``).
-:class:`ScriptedModel` is the fake that ships with the seam: queued replies or a function of
-the request, used by the tests, dry runs and the comparison script.
+:class:`~react_engine.testing.ScriptedModel` is the fake that ships with the seam: queued
+replies or a function of the request, used by the tests, dry runs and the comparison script.
 
 Retries live here too, apart from both: :func:`complete_with_retries` retries what is
 transient (429 honouring ``Retry-After``, 5xx, timeouts, dropped connections, garbled
@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import contextvars
 import email.utils
-import inspect
 import json
 import math
 import random
@@ -25,10 +24,9 @@ import socket
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
 import openai
 from tenacity import (
@@ -40,7 +38,7 @@ from tenacity import (
 )
 
 from ._threads import run_blocking
-from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError, UserError
+from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError
 from .observations import valid_unicode
 from .types import (
     AssistantMessage,
@@ -59,12 +57,9 @@ __all__ = [
     "ChatModel",
     "OpenAIChatModel",
     "RetryPolicy",
-    "ScriptedModel",
     "complete_with_retries",
     "mask_secret",
-    "reply",
     "request_payload",
-    "tool_call_reply",
 ]
 
 
@@ -660,110 +655,3 @@ async def complete_with_retries(
         exc.attempts = attempts
         raise
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-# --- the scripted model ----------------------------------------------------------------------
-
-ScriptItem: TypeAlias = (
-    "ModelResponse | str | BaseException | Callable[[ModelRequest], ModelResponse | str]"
-)
-
-
-def reply(
-    content: str | None = None, *, reasoning: str | None = None, usage: Usage | None = None
-) -> ModelResponse:
-    """A scripted text reply."""
-    return ModelResponse(
-        content=content,
-        reasoning=reasoning,
-        finish_reason="stop",
-        usage=usage or Usage(requests=1),
-    )
-
-
-def tool_call_reply(
-    *calls: tuple[str, Mapping[str, Any] | str] | tuple[str, Mapping[str, Any] | str, str | None],
-    content: str | None = None,
-    usage: Usage | None = None,
-) -> ModelResponse:
-    """A scripted reply with native tool calls: ``(name, args)`` or ``(name, args, id)``.
-
-    Ids default to ``call_1``, ``call_2``... in order; pass ``None`` to omit one.
-    """
-    out: list[RawToolCall] = []
-    for i, call in enumerate(calls, 1):
-        name, args = call[0], call[1]
-        call_id = call[2] if len(call) > 2 else f"call_{i}"
-        text = args if isinstance(args, str) else json.dumps(dict(args), ensure_ascii=False)
-        out.append(RawToolCall(call_id, name, text))
-    return ModelResponse(
-        content=content,
-        tool_calls=out,
-        finish_reason="tool_calls",
-        usage=usage or Usage(requests=1),
-    )
-
-
-class ScriptedModel(ChatModel):
-    """A model that answers from a script: a queue of replies, or a function of the request.
-
-    Each queued item is a :class:`ModelResponse`, a string (a plain text reply), an exception
-    (raised for that request, e.g. ``ModelUnavailableError(status_code=429)``), or a
-    function of the request returning one of those. ``requests`` and ``payloads`` record
-    what was asked, typed and exactly as the SDK would have sent it.
-    """
-
-    def __init__(
-        self,
-        script: Iterable[Any] | Callable[[ModelRequest], Any] = (),
-        *,
-        base_url: str = "scripted://",
-        default: Any = None,
-    ) -> None:
-        self._fn: Callable[[ModelRequest], Any] | None = None
-        self._queue: deque[Any] = deque()
-        if callable(script):
-            self._fn = script
-        else:
-            self._queue.extend(script)
-        self.default = default
-        """What to answer once the queue is empty (``None``: raise :class:`ScriptExhausted`)."""
-        self.base_url = base_url
-        self.requests: list[ModelRequest] = []
-        self.payloads: list[dict[str, Any]] = []
-
-    def push(self, *items: Any) -> None:
-        self._queue.extend(items)
-
-    @property
-    def remaining(self) -> int:
-        return len(self._queue)
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
-        self.payloads.append(request_payload(request))
-        if self._fn is not None:
-            item = self._fn(request)
-        elif self._queue:
-            item = self._queue.popleft()
-        elif self.default is not None:
-            item = self.default
-        else:
-            raise ScriptExhausted(
-                f"the scripted model has no reply left for request #{len(self.requests)}"
-            )
-        if callable(item) and not isinstance(item, ModelResponse):
-            item = item(request)
-        if inspect.isawaitable(item):
-            item = await item
-        if isinstance(item, BaseException):
-            raise item
-        if isinstance(item, str):
-            return reply(item)
-        if isinstance(item, ModelResponse):
-            return item
-        raise TypeError(f"a script item must be a reply, a string or an exception: {item!r}")
-
-
-class ScriptExhausted(UserError):
-    """The scripted model was asked more often than its script allows."""

@@ -26,9 +26,9 @@ from __future__ import annotations
 import json
 import uuid
 
+from .parsing.salvage import written_call
 from .protocol import CallTools, Decision, FinalAnswer, FormatError, PendingCall, Protocol
 from .protocol import RequestContext as Context
-from .salvage import written_call
 from .types import ModelResponse
 
 __all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "new_call_id"]

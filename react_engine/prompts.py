@@ -88,6 +88,22 @@ _SCHEMAS: dict[str, dict[str, tuple[frozenset[str], frozenset[str]]]] = {
 
 _META_KEYS = frozenset({"name", "description", "kind", "stop", "labels"})
 
+LABEL_KEYS: frozenset[str] = frozenset(
+    {
+        "thought",  # the label words the text protocol's step grammar admits...
+        "action",
+        "action_input",
+        "final_answer",
+        "colon",  # ... and the colon after them (": ", or a full-width "：")
+        "final_thought",  # the thought before a final answer
+        "plan_prefix",  # how a thought before an action begins
+        "action_format",  # "lines" (Action / Action Input) or "json_blob"
+    }
+)
+"""The keys a ``[labels]`` table may hold: what the text protocol reads to build its
+grammar (:class:`~react_engine.grammar.ReactLabels`). The parser reads every spelling on
+its own, so a label nothing reads is an error rather than a silent no-op."""
+
 
 @dataclass(frozen=True, slots=True)
 class PromptTemplate:
@@ -196,6 +212,13 @@ def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> P
     labels = data.get("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         raise TemplateError(f"template {name!r}: labels must be a table of strings", template=name)
+    unknown = sorted(set(labels) - LABEL_KEYS)
+    if unknown:
+        raise TemplateError(
+            f"template {name!r}: unknown labels {', '.join(unknown)}"
+            f" (known: {', '.join(sorted(LABEL_KEYS))})",
+            template=name,
+        )
     return _check(
         PromptTemplate(
             name=str(data.get("name", name)),

@@ -219,7 +219,7 @@ def record(endpoint: LocalEndpoint, out: Path) -> list[str]:
     with openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key) as client:
         for index, request in enumerate(text_requests(), start=1):
             params = {
-                "model": endpoint.text_model,
+                "model": endpoint.model,
                 "temperature": 0,
                 "seed": SEED,
                 "stop": STOP,

@@ -23,7 +23,7 @@ from react_engine import (
     tool,
     tool_call_reply,
 )
-from react_engine.demo_tools import calculator, get_weather
+from react_engine.testing.tools import calculator, get_weather
 from react_engine.types import Usage
 
 

@@ -20,16 +20,19 @@ from typing import Any
 
 import pytest
 
-from react_engine import AgentConfig, cli
+from react_engine import AgentConfig
 from react_engine.cli import ChatSession, Endpoint, build_parser, main
-from react_engine.mock_server import (
+from react_engine.cli import commands as cli
+from react_engine.cli.render import StepPrinter, format_step, format_step_plain
+from react_engine.testing import (
     MockOpenAIServer,
     MockResponse,
+    ScriptedModel,
     completion,
+    reply,
+    tool_call_reply,
     tool_calls_completion,
 )
-from react_engine.model import ScriptedModel, reply, tool_call_reply
-from react_engine.render import StepPrinter, format_step, format_step_plain
 from react_engine.types import ModelRequest, ModelResponse, Step, UserTurn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +149,7 @@ def test_run_scripted_task_file_and_tools_module(
     assert "step 1 [text] observation: HI" in out
 
     # A task file is a script too: its transcript for the protocol that runs.
-    task = ROOT / "react_engine" / "tasks" / "chinese_weather.json"
+    task = ROOT / "react_engine" / "compare" / "tasks" / "chinese_weather.json"
     assert main(["run", "上海天气？", "--scripted", str(task), "--protocol", "text"]) == 0
     out = capsys.readouterr().out
     assert "step 1 [text] repairs: fullwidth_colon" in out
@@ -629,7 +632,7 @@ def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
 
 
 def test_a_multi_line_answer_stays_indented() -> None:
-    from react_engine.render import format_result
+    from react_engine.cli.render import format_result
     from react_engine.types import RunResult, Usage
 
     result = RunResult("q", "one\ntwo", [], Usage(), "text", "explicit", "final_answer", "m")
@@ -667,7 +670,7 @@ def test_demo_fails_an_answer_that_does_not_carry_the_tools_data(
 
 def test_demo_check_reads_the_temperature_from_successful_calls_only() -> None:
     from react_engine.cli import demo_check
-    from react_engine.demo_tools import get_weather
+    from react_engine.testing.tools import get_weather
 
     def run(answer: str, *calls: dict[str, Any]) -> Any:
         replies = [tool_call_reply(("get_weather", c, None)) for c in calls] + [reply(answer)]

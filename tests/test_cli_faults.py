@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from react_engine.cli import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, main
-from react_engine.mock_server import MockOpenAIServer, MockResponse, completion
-from react_engine.mock_server import tool_calls_completion as calls
+from react_engine.testing import MockOpenAIServer, MockResponse, completion
+from react_engine.testing import tool_calls_completion as calls
 from react_engine.types import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]

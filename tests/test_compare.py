@@ -31,7 +31,7 @@ from react_engine.compare import (
     run_comparison,
     write_outputs,
 )
-from react_engine.compare_tasks import (
+from react_engine.compare.suite import (
     PROTOCOLS,
     Task,
     Transcript,
@@ -41,13 +41,13 @@ from react_engine.compare_tasks import (
     load_task,
     load_tasks,
 )
-from react_engine.compare_tools import TASK_TOOLS, fetch_build_log, find_user, list_todo_tasks
+from react_engine.compare.tools import TASK_TOOLS, fetch_build_log, find_user, list_todo_tasks
 from react_engine.errors import ConfigurationError
-from react_engine.mock_server import MockOpenAIServer, completion, tool_calls_completion
+from react_engine.testing import MockOpenAIServer, completion, tool_calls_completion
 from react_engine.types import ActionRecord, RunResult, Step, Usage
 
 ROOT = Path(__file__).resolve().parent.parent
-TASK_FILES = sorted((ROOT / "react_engine" / "tasks").glob("*.json"))
+TASK_FILES = sorted((ROOT / "react_engine" / "compare" / "tasks").glob("*.json"))
 
 
 @pytest.fixture(autouse=True)
@@ -62,8 +62,8 @@ def _no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_default_tasks_are_package_data() -> None:
     # Read through importlib.resources, so an installed package finds them (see
     # tests/test_packaging.py for the built wheel); from the source tree that is this folder.
-    assert default_tasks_dir() == resources.files("react_engine").joinpath("tasks")
-    assert Path(str(default_tasks_dir())) == ROOT / "react_engine" / "tasks"
+    assert default_tasks_dir() == resources.files("react_engine.compare").joinpath("tasks")
+    assert Path(str(default_tasks_dir())) == ROOT / "react_engine" / "compare" / "tasks"
     assert [t.id for t in load_tasks()] == [p.stem for p in TASK_FILES]
     assert len(TASK_FILES) >= 12
 
@@ -588,7 +588,7 @@ def test_compare_against_an_endpoint_with_two_models(
 def test_compare_reports_a_bad_key_in_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from react_engine.mock_server import MockResponse
+    from react_engine.testing import MockResponse
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-0123456789")
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import openai
 import pytest
-from support.server import ScriptedServer
 
 from react_engine import (
     Agent,
@@ -31,7 +30,7 @@ from react_engine import (
     RunResult,
     Tool,
 )
-from react_engine.mock_server import MockResponse, completion, tool_calls_completion
+from react_engine.testing import MockResponse, ScriptedServer, completion, tool_calls_completion
 
 TOKEN = re.compile(r"T-[0-9a-f]{16}")
 RUNS = 500

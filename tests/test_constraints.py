@@ -30,7 +30,6 @@ from react_engine import (
     tool_call_reply,
 )
 from react_engine.capabilities import classify_rejection
-from react_engine.demo_tools import calculator, get_weather
 from react_engine.grammar import (
     GrammarError,
     ReactLabels,
@@ -39,10 +38,11 @@ from react_engine.grammar import (
     schema_rules,
     step_schema,
 )
-from react_engine.mock_server import MockOpenAIServer, MockResponse, completion
 from react_engine.model import request_payload
 from react_engine.protocol import Protocol, RequestContext
 from react_engine.protocols import StructuredOutputProtocol, TextReActProtocol
+from react_engine.testing import MockOpenAIServer, MockResponse, completion
+from react_engine.testing.tools import calculator, get_weather
 from react_engine.types import ModelRequest
 
 TEXT_CALL = (
@@ -758,8 +758,8 @@ def test_the_text_react_grammar() -> None:
 
 
 def test_tool_schemas_of_the_shipped_tools_all_compile() -> None:
-    from react_engine.compare_tools import TASK_TOOLS
-    from react_engine.demo_tools import DEMO_TOOLS
+    from react_engine.cli.demo import DEMO_TOOLS
+    from react_engine.compare.tools import TASK_TOOLS
 
     every: list[Tool] = [*DEMO_TOOLS, *TASK_TOOLS.values()]
     schema = step_schema([t.openai_schema() for t in every])

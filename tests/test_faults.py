@@ -18,9 +18,8 @@ from typing import Any
 
 import openai
 import pytest
-from support.server import (
+from support.replies import (
     FakeSleep,
-    ScriptedServer,
     call_body,
     final_body,
     last_feedback,
@@ -40,7 +39,7 @@ from react_engine import (
     RunResult,
     Tool,
 )
-from react_engine.mock_server import MockResponse, completion
+from react_engine.testing import MockResponse, ScriptedServer, completion
 
 PROTOCOLS = ["function_calling", "text"]
 CLIENTS = ["sync", "async"]

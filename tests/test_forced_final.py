@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from react_engine import Agent, ScriptedModel, TextReActProtocol, reply, tool_call_reply
-from react_engine.demo_tools import calculator, get_weather
+from react_engine.parsing.salvage import written_call
 from react_engine.policy import WRITTEN_CALL
-from react_engine.salvage import written_call
+from react_engine.testing.tools import calculator, get_weather
 
 WRITTEN = {
     "python": 'get_weather(location="Paris")',

@@ -156,11 +156,15 @@ def test_the_wheel_ships_the_tasks_prompts_and_license(dist: dict[str, Path]) ->
                 if n.startswith(prefix) and n.endswith(suffix) and "/" not in n[len(prefix) :]
             }
 
-        tasks = shipped("react_engine/tasks/", ".json")
+        tasks = shipped("react_engine/compare/tasks/", ".json")
         assert len(tasks) >= 12
-        assert tasks == _source_files("react_engine/tasks", "*.json")
+        assert tasks == _source_files("react_engine/compare/tasks", "*.json")
         assert shipped("react_engine/prompts/", ".toml") == _source_files("prompts", "*.toml")
-        assert {"react_engine/capabilities.json", "react_engine/py.typed"} <= names
+        assert {
+            "react_engine/capabilities.json",
+            "react_engine/py.typed",
+            "react_engine/local/server.py",
+        } <= names
         info = f"react_engine-{version}.dist-info"
         assert whl.read(f"{info}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
         metadata = whl.read(f"{info}/METADATA").decode()
@@ -176,7 +180,10 @@ def test_the_sdist_has_what_a_wheel_build_needs(dist: dict[str, Path]) -> None:
     with tarfile.open(dist["sdist"]) as sdist:
         names = {n.removeprefix(top) for n in sdist.getnames()}
     expected = {"LICENSE", "README.md", "pyproject.toml", "react_engine/capabilities.json"}
-    expected |= {f"react_engine/tasks/{n}" for n in _source_files("react_engine/tasks", "*.json")}
+    expected |= {
+        f"react_engine/compare/tasks/{n}"
+        for n in _source_files("react_engine/compare/tasks", "*.json")
+    }
     expected |= {f"prompts/{n}" for n in _source_files("prompts", "*.toml")}
     assert expected <= names
     assert not any(n.startswith(("fixtures/", "tests/", "docs/", "bench/")) for n in names)
@@ -198,7 +205,7 @@ def test_the_installed_wheel_runs_compare_without_the_source_tree(
         sys.path.insert(0, sys.argv[1])
         import react_engine
         from react_engine.cli import main
-        from react_engine.compare_tasks import default_tasks_dir, load_tasks
+        from react_engine.compare.suite import default_tasks_dir, load_tasks
         from react_engine.prompts import load_template
 
         assert react_engine.__file__.startswith(sys.argv[1]), react_engine.__file__
@@ -216,6 +223,6 @@ def test_the_installed_wheel_runs_compare_without_the_source_tree(
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    n = len(_source_files("react_engine/tasks", "*.json"))
+    n = len(_source_files("react_engine/compare/tasks", "*.json"))
     assert f"tasks {n}\n" in done.stdout
     assert f"{n} tasks" in done.stdout and "TOTAL" in done.stdout

@@ -20,12 +20,12 @@ from react_engine import (
     reply,
     tool_call_reply,
 )
-from react_engine.demo_tools import get_weather
-from react_engine.mock_server import (
+from react_engine.testing import (
     MockOpenAIServer,
     MockResponse,
     completion,
 )
+from react_engine.testing.tools import get_weather
 
 # Error bodies as the providers send them when a model or deployment cannot take tools.
 TOOLS_REJECTED = {

@@ -23,7 +23,7 @@ from typing import Any
 
 import openai
 import pytest
-from support.server import FakeSleep, ScriptedServer, call_body, final_body
+from support.replies import FakeSleep, call_body, final_body
 
 from react_engine import (
     Agent,
@@ -36,7 +36,7 @@ from react_engine import (
     RunResult,
     Tool,
 )
-from react_engine.mock_server import completion
+from react_engine.testing import ScriptedServer, completion
 
 PROTOCOLS = ["function_calling", "text"]
 CLIENTS = ["sync", "async"]
@@ -288,7 +288,7 @@ ECHO_FAULTS = {
 def test_no_link_of_the_exception_chain_holds_the_key(
     server: ScriptedServer, fault: str, client: str
 ) -> None:
-    from react_engine.mock_server import MockResponse
+    from react_engine.testing import MockResponse
 
     status, body = ECHO_FAULTS[fault]
     server.default = MockResponse(status, body)

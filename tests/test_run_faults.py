@@ -24,7 +24,6 @@ from typing import Any
 
 import openai
 import pytest
-from support.server import ScriptedServer
 
 from react_engine import (
     ActionRecord,
@@ -43,7 +42,7 @@ from react_engine import (
     reply,
     tool_call_reply,
 )
-from react_engine.mock_server import completion
+from react_engine.testing import ScriptedServer, completion
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from react_engine.salvage import SalvagedCall, salvage_calls, strip_salvaged
+from react_engine.parsing.salvage import SalvagedCall, salvage_calls, strip_salvaged
 
 TOOLS = frozenset({"get_weather", "get_time", "search"})
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import openai
 import pytest
-from support.server import FakeSleep, ScriptedServer, call_body, final_body
+from support.replies import FakeSleep, call_body, final_body
 
 from react_engine import (
     Agent,
@@ -29,9 +29,9 @@ from react_engine import (
     RunResult,
 )
 from react_engine.cli import main
-from react_engine.demo_tools import calculator, get_weather
-from react_engine.mock_server import MockResponse
 from react_engine.model import OpenAIChatModel, mask_key, mask_secret
+from react_engine.testing import MockResponse, ScriptedServer
+from react_engine.testing.tools import calculator, get_weather
 
 SECRET_PART = "7f3c9a51e2b84d06aa19c3e5b7d2f408"
 KEY = f"sk-live-PLANTED-{SECRET_PART}"

@@ -24,10 +24,10 @@ from react_engine import (
     tool_call_reply,
 )
 from react_engine.cli import main
-from react_engine.demo_tools import calculator, get_weather
 from react_engine.policy import CUT_OFF
 from react_engine.protocol import CallTools, FinalAnswer, FormatError, RequestContext
 from react_engine.protocols.structured import step_json
+from react_engine.testing.tools import calculator, get_weather
 from react_engine.types import Usage
 
 

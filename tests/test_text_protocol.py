@@ -18,8 +18,8 @@ from react_engine import (
     list_templates,
     load_template,
 )
-from react_engine.demo_tools import calculator, get_weather
 from react_engine.prompts import parse_template
+from react_engine.testing.tools import calculator, get_weather
 
 
 def make_agent(script: list[Any], **kwargs: Any) -> tuple[Agent, ScriptedModel]:
@@ -317,6 +317,19 @@ def test_templates_are_filled_strictly() -> None:
         template.fill("question")
     with pytest.raises(TemplateError, match="no template"):
         load_template("nonexistent")
+
+
+def test_a_label_nothing_reads_is_an_error() -> None:
+    texts = {
+        "system": "{tools} {tool_names}",
+        "question": "{question}",
+        "observation": "{observation}",
+        "format_error": "{error}",
+    }
+    with pytest.raises(TemplateError, match="unknown labels observation"):
+        parse_template({**texts, "labels": {"observation": "Obs"}}, name="bad")
+    labels = {"thought": "T", "final_thought": "done", "colon": ": ", "action_format": "lines"}
+    assert parse_template({**texts, "labels": labels}, name="ok").label("thought", "") == "T"
 
 
 def test_user_template_from_a_file(tmp_path: Any) -> None:

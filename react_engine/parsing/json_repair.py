@@ -95,6 +95,7 @@ __all__ = [
     "MAX_REPAIR_CHARS",
     "RepairResult",
     "decode_prefix",
+    "fence_body",
     "fence_close",
     "repair_json",
 ]
@@ -248,7 +249,7 @@ def _repair(text: str, repairs: _Repairs) -> Any:
     fence = P.FENCE_OPEN.match(s, lo, hi)
     if fence is not None and fence.start("fence") == lo:
         repairs.add("code_fence")
-        lo, close, tail = _fence_body(s, fence, hi)
+        lo, close, tail = fence_body(s, fence, hi)
         if s[tail:hi].strip():
             repairs.add("extracted_from_text")
         hi = close
@@ -299,7 +300,7 @@ def _reason(exc: JSONRepairError) -> str:
     return message.rsplit(" (at offset", 1)[0]
 
 
-def _fence_body(s: str, fence: re.Match[str], hi: int) -> tuple[int, int, int]:
+def fence_body(s: str, fence: re.Match[str], hi: int) -> tuple[int, int, int]:
     """For a fence opened by ``fence``: where its content starts and ends, and where the
     closing fence ends (``hi`` when it is never closed)."""
     start = fence.end()
@@ -369,7 +370,7 @@ def _extract(
     if fence_at >= 0:
         fence = P.FENCE_OPEN.match(s, fence_at, hi)
         assert fence is not None, "FENCE_OPEN matches wherever ``` is"
-        body, body_end, _tail = _fence_body(s, fence, hi)
+        body, body_end, _tail = fence_body(s, fence, hi)
         inner = s[body:body_end]
         if inner.strip()[:1] in ("{", "["):
             try:

@@ -212,19 +212,34 @@ FENCE_LINE: Final = re.compile(r"^[ \t]{0,3}(?:`{3,}|~{3,})", re.MULTILINE)
 FENCE_OPEN: Final = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})(?P<lang>[\w+.#-]*)")
 """An opening fence and its language tag, matched where the text starts."""
 
-THINK_OPEN: Final = re.compile(r"\s*<(?P<tag>think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_WORDS: Final = "think|thinking|reasoning"
+
+THINK_OPEN: Final = re.compile(rf"\s*<(?P<tag>{_THINK_WORDS})>", re.IGNORECASE)
 """A think block's opening tag at the start of a reply (matched at position 0)."""
 
-THINK_CLOSE: Final = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
+THINK_CLOSE: Final = re.compile(rf"</(?:{_THINK_WORDS})>", re.IGNORECASE)
 """A think block's closing tag, searched for anywhere (DeepSeek-R1 often omits the opening)."""
 
+THINK_TAG: Final = re.compile(rf"<(?P<close>/?)(?:{_THINK_WORDS})>", re.IGNORECASE)
+"""A think tag, opening or closing (``close`` is ``"/"``), searched for anywhere."""
+
+# Native tool-call markup, as the model families write it (the salvage module's docstring
+# has the whole formats).
+CALL_OPEN: Final = "<tool_call>"  # Hermes / Qwen 2.5 block
+CALL_CLOSE: Final = "</tool_call>"
+MISTRAL_CALLS: Final = "[TOOL_CALLS]"  # Mistral
+PYTHON_TAG: Final = "<|python_tag|>"  # Llama 3.x
+FUNCTION_OPEN: Final = "<function="  # Llama 3.1, Qwen3-Coder: <function=NAME>
+FUNCTION_CLOSE: Final = "</function>"
+
 TOOL_CALL_TAG: Final = re.compile(
-    r"<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>|<function=(?P<fname>[\w.\-]{1,100})>"
+    rf"{re.escape(CALL_OPEN)}|{re.escape(MISTRAL_CALLS)}|{re.escape(PYTHON_TAG)}"
+    rf"|{re.escape(FUNCTION_OPEN)}(?P<fname>[\w.\-]{{1,100}})>"
 )
 """Native tool-call markup leaking into text: Hermes/Qwen ``<tool_call>``, Mistral
 ``[TOOL_CALLS]``, Llama 3 ``<|python_tag|>`` and ``<function=name>``."""
 
-TOOL_CALL_CLOSE: Final = re.compile(r"</tool_call>|</function>")
+TOOL_CALL_CLOSE: Final = re.compile(rf"{re.escape(CALL_CLOSE)}|{re.escape(FUNCTION_CLOSE)}")
 """The closing tag of :data:`TOOL_CALL_TAG` markup."""
 
 SPECIAL_TOKEN: Final = re.compile(r"<\|[\w]{1,40}\|>|</s>|<eos>|<end_of_turn>|<\|endoftext\|>")
@@ -294,3 +309,80 @@ STRING_CHUNK: Final[dict[str, re.Pattern[str]]] = {
 
 AFTER_QUOTE: Final = re.compile(r"[ \t]*")
 """Spaces after a quote, skipped to see whether the quote closes the string."""
+
+
+# --- tool calls written as text (salvage) -----------------------------------------------------
+
+CALL_MARKUP: Final = re.compile(
+    rf"{re.escape(CALL_OPEN)}"  # Hermes block open
+    rf"|{re.escape(CALL_CLOSE)}"  # Hermes block close
+    rf"|{re.escape(FUNCTION_OPEN)}([^<>\n]{{1,200}})>"  # function open, name in group 1
+    rf"|{re.escape(FUNCTION_CLOSE)}"  # function close
+    r"|<parameter=([^<>\n]{1,200})>"  # parameter open, name in group 2
+    r"|</parameter>"  # parameter close
+)
+"""Hermes/Qwen ``<tool_call>`` tags, Qwen3-Coder and Llama 3.1 ``<function=...>`` tags and
+Qwen3-Coder ``<parameter=...>`` tags, read in one pass."""
+
+DEEPSEEK_TOKEN: Final = re.compile(
+    r"<[|｜]tool[_▁]calls[_▁](begin|end)[|｜]>"  # block open/close, group 1
+    r"|<[|｜]tool[_▁]call[_▁](begin|end)[|｜]>"  # call open/close, group 2
+    r"|<[|｜]tool[_▁]sep[|｜]>"  # between type or name and the arguments
+)
+"""DeepSeek's tool-call special tokens, with the full-width bar ``｜`` and ``▁`` or their
+ASCII look-alikes."""
+
+MISTRAL_MARK: Final = re.compile(re.escape(MISTRAL_CALLS))
+"""Mistral's ``[TOOL_CALLS]``, searched for anywhere."""
+
+MISTRAL_NAMED: Final = re.compile(
+    r"\s*([A-Za-z0-9_.\-]{1,128})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?\[ARGS\]"
+)
+"""Mistral v11+ after ``[TOOL_CALLS]``: ``NAME[ARGS]``, or ``NAME[CALL_ID]id[ARGS]``
+(matched at a position)."""
+
+LLAMA_TAG: Final = re.compile(rf"{re.escape(PYTHON_TAG)}|<\|eom_id\|>|<\|eot_id\|>")
+"""Llama 3.x ``<|python_tag|>`` and the end-of-message tokens that close its call."""
+
+LOOSE_NAME: Final = re.compile(r'"name"\s*:\s*"([^"\\\n]{1,200})"')
+"""The ``"name": "f"`` of a call object whose JSON is broken."""
+
+LOOSE_ARGS: Final = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
+"""The arguments key of a call object whose JSON is broken; the value follows."""
+
+LOOSE_CALL_START: Final = re.compile(r'\{\s*"name"\s*:')
+"""A call object's start, ``{"name":`` (matched at a position)."""
+
+QUOTE_OR_ESCAPE: Final = re.compile(r'["\\]')
+"""Where a JSON string may end: a quote, or a backslash escaping the next character."""
+
+JSON_STRUCTURE: Final = re.compile(r'[{}\[\]"\\]')
+"""The characters a bracket scanner stops at in JSON: brackets, quotes, backslashes."""
+
+PYTHON_STRUCTURE: Final = re.compile(r"[(){}\[\]\"'\\\n]")
+"""The same for a Python call: brackets, both quotes, backslashes, and the newline a
+one-line string may not cross."""
+
+LINE_TAIL: Final = re.compile(r"([ \t`;]*)(?:\r?\n|$)")
+"""What may follow a Python call on its line: spaces, inline-code backticks, ``;``
+(matched at a position)."""
+
+IDENT_CALL: Final = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]{0,127})\s*\(")
+"""``name(`` with an identifier name (matched at a position)."""
+
+AFTER_FUNCTIONS_NAME: Final = re.compile(r"[ \t]*(?:[:({\n]|$)")
+"""What ends the name in llama.cpp's ``functions.NAME:`` notation (matched right after the
+name): ``functions.f returned ...`` is a model reporting a result, not calling."""
+
+EMPTY_FENCE: Final = re.compile(r"```[\w-]*\s*```")
+"""A code fence with nothing left inside (once the calls in it are removed)."""
+
+BLANK_LINES: Final = re.compile(r"\n\s*\n")
+"""A run of blank lines, collapsed to one."""
+
+
+def call_line(names: list[str]) -> re.Pattern[str]:
+    """``NAME(`` at the start of a line (after indentation or backticks), for any of
+    ``names`` (identifiers; the longest should come first)."""
+    alternatives = "|".join(re.escape(n) for n in names)
+    return re.compile(rf"^[ \t`]*({alternatives})[ \t]*\(", re.MULTILINE)

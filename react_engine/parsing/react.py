@@ -153,7 +153,8 @@ from typing import Any, Final
 from ..errors import JSONRepairError, ReActParseError
 from ..types import ParsedAction, ParsedStep, to_jsonable
 from . import patterns as P
-from .json_repair import JSON_REPAIR_CODES, decode_prefix, fence_close, repair_json, run_end
+from .common import call_objects, think_blocks, unfence
+from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
 
 __all__ = ["PARSE_REPAIR_CODES", "cut_reply", "parse_react", "split_think"]
 
@@ -226,51 +227,13 @@ _FINISH_NAMES: Final = frozenset(
 _NOOP_NAMES: Final = frozenset(
     {"none", "null", "n/a", "na", "noaction", "nothing", "无", "没有", "-", "—"}
 )
-_NAME_KEYS: Final = (
-    "action",
-    "toolname",
-    "tool",
-    "name",
-    "function",
-    "functionname",
-    "actionname",
-)
-_ARGS_KEYS: Final = (
-    "actioninput",
-    "arguments",
-    "parameters",
-    "args",
-    "input",
-    "toolinput",
-    "params",
-    "inputs",
-    "actioninputs",
-    "kwargs",
-    "toolarguments",
-    "toolargs",
-    "toolparameters",
-    "toolparams",
-    "toolinputs",
-    "functionarguments",
-    "functionargs",
-    "functionparameters",
-    "functionparams",
-    "functioninput",
-    "actionarguments",
-    "actionargs",
-    "actionparameters",
-    "actionparams",
-)
-_CALL_META_KEYS: Final = frozenset({"id", "type", "index", "callid", "toolcallid", "observation"})
-"""Keys of a call object that are neither its name nor its arguments."""
-_THOUGHT_KEYS: Final = ("thought", "thoughts", "reasoning")
 _PARTIAL_FORMS: Final = tuple(
     spelling + colon
     for word in ("Observation", "Observations", "Obs", "观察", "观察结果", "观测", "观测结果")
     for spelling in dict.fromkeys((word, word.lower(), word.upper()))
     for colon in (":", "：")
 )
-_BLOB_OPENERS: Final = ("{", "[", "```", "~~~", "<tool_call>", "<|python_tag|>", "<function=")
+_BLOB_OPENERS: Final = ("{", "[", "```", "~~~", P.CALL_OPEN, P.PYTHON_TAG, P.FUNCTION_OPEN)
 _LONGEST_FORM: Final = max(len(form) for form in _PARTIAL_FORMS)
 _MAX_BLOB_CANDIDATES: Final = 16
 MAX_LABELS: Final = 1000
@@ -367,17 +330,21 @@ def split_think(text: str) -> tuple[str | None, str]:
 
 
 def _think_span(text: str) -> tuple[str | None, int, str | None]:
-    """The think block's content, where the reply proper starts, and the repair code."""
-    opening = P.THINK_OPEN.match(text)
-    if opening is not None:
-        closing = P.THINK_CLOSE.search(text, opening.end())
-        if closing is None:
-            return None, opening.end(), "unclosed_think"
-        return text[opening.end() : closing.start()], closing.end(), "think_block"
-    closing = P.THINK_CLOSE.search(text)
-    if closing is None:
+    """The think block's content, where the reply proper starts, and the repair code.
+
+    Only the first block counts: one at the start of the reply, or everything before the
+    first closing tag (a block whose opening the server ate, or prose then a block).
+    """
+    block = next(think_blocks(text), None)
+    if block is None:
         return None, 0, None
-    return text[: closing.start()], closing.end(), "think_block"
+    if block.opened and not text[: block.start].strip():
+        if not block.closed:
+            return None, block.content_start, "unclosed_think"
+        return text[block.content_start : block.content_end], block.end, "think_block"
+    if not block.closed:
+        return None, 0, None
+    return text[: block.content_end], block.end, "think_block"
 
 
 def _first_observation(body: str) -> int:
@@ -855,7 +822,7 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     if not text:
         return {}, ["empty_action_input"]
     if text.startswith(("```", "~~~")):
-        inner, after = _unfence(text)
+        inner, after = unfence(text) or (text, "")
         codes.append("fenced_json")
         if after.strip():
             codes.append("text_after_input")
@@ -971,21 +938,6 @@ def _kwargs(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _unfence(text: str) -> tuple[str, str]:
-    """The content of the fence ``text`` starts with, and the text after its close."""
-    m = P.FENCE_OPEN.match(text)
-    if m is None:  # pragma: no cover - callers check the text starts with a fence
-        return text, ""
-    start = m.end()
-    eol = text.find("\n", start)
-    if eol >= 0 and not text[start:eol].strip():
-        start = eol + 1
-    close = fence_close(text, start, len(text), m.group("fence"))
-    if close < 0:
-        return text[start:], ""
-    return text[start:close], text[close + len(m.group("fence")) :]
-
-
 # --- JSON blobs --------------------------------------------------------------------------------
 
 
@@ -1012,7 +964,7 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
         else:
             value, end, cut = _json_prefix(text, start, codes)
     elif text.startswith(("```", "~~~"), pos):
-        inner, after = _unfence(text[pos:])
+        inner, after = unfence(text[pos:]) or (text[pos:], "")
         end = len(text) - len(after)
         codes.append("fenced_json")
         value, cut = _json_value(inner, codes)
@@ -1023,13 +975,14 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
         return None
     if fname is not None:
         value = {"name": fname, "arguments": value}
-    calls = _calls(value)
+    calls = call_objects(value)
     if calls is None:
         return None
     items: list[_Item] = []
-    for tool, args, given, thought in calls:
-        item = _Item(pos, tool=tool, has_input=True, thought=thought, codes=list(codes))
-        if _is_finish(tool):
+    for call in calls:
+        item = _Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
+        args = call.arguments
+        if _is_finish(call.tool):
             item.final = _answer_text(args)
             item.codes.append("final_as_action")
         elif cut:
@@ -1038,10 +991,10 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
         else:
             item.args = _blob_args(args, item.codes)
             item.raw_input = args if isinstance(args, str) else _dumps(args, text[pos:end])
-            if given is None:
+            if call.given is None:
                 item.codes.append("missing_action_input")
-            elif given:
-                item.codes.append(given)
+            elif call.given:
+                item.codes.append(call.given)
         items.append(item)
     return items, end
 
@@ -1081,55 +1034,6 @@ def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int, bool]
         cut = True
     codes.extend("json:" + c for c in repairs)
     return value, end, cut
-
-
-def _calls(value: Any) -> list[tuple[str, Any, str | None, str | None]] | None:
-    """(tool, arguments, how the arguments were given, thought) for each call in a blob.
-
-    How: ``""`` under an arguments key, ``"flat_arguments"`` as the call object's other
-    keys (``{"action": "search", "query": "cats"}``), None when not given at all.
-    """
-    if isinstance(value, list):
-        calls: list[tuple[str, Any, str | None, str | None]] = []
-        for element in value:
-            one = _calls(element) if isinstance(element, dict) else None
-            if one is None:
-                return None
-            calls.extend(one)
-        return calls or None
-    keys = {P.normalise_word(str(k)): k for k in value}  # a dict: blobs are {...} or [...]
-    if "toolcalls" in keys and isinstance(value[keys["toolcalls"]], list):
-        return _calls(value[keys["toolcalls"]])
-    thought: str | None = None
-    thought_key: str | None = None
-    for k in _THOUGHT_KEYS:
-        if k in keys and isinstance(value[keys[k]], str):
-            thought = value[keys[k]].strip() or None
-            thought_key = k
-            break
-    fn = value[keys["function"]] if "function" in keys else None
-    if isinstance(fn, dict):
-        inner = _calls(fn)
-        return [(t, a, h, thought) for t, a, h, _ in inner] if inner else None
-    name_key = next((k for k in _NAME_KEYS if k in keys and isinstance(value[keys[k]], str)), None)
-    if name_key is None or not value[keys[name_key]].strip():
-        return None
-    args_key = next((k for k in _ARGS_KEYS if k in keys), None)
-    if args_key is None and name_key == "name":
-        return None  # {"name": ...} alone is data, not a call
-    tool = value[keys[name_key]].strip()
-    if args_key is not None:
-        return [(tool, value[keys[args_key]], "", thought)]
-    # No arguments key: any other keys are the arguments, never dropped (a key the tool
-    # does not take fails its validation, and the model is told which)
-    flat = {
-        keys[k]: value[keys[k]]
-        for k in keys
-        if k != name_key and k != thought_key and k not in _CALL_META_KEYS
-    }
-    if flat:
-        return [(tool, flat, "flat_arguments", thought)]
-    return [(tool, None, None, thought)]
 
 
 def _find_blobs(sections: list[_Section], r: _Reading) -> None:

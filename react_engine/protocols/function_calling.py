@@ -24,6 +24,7 @@ from typing import Any
 from .._nesting import TOO_DEEP, too_deep
 from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json, split_think
+from ..parsing.salvage import salvage_calls, strip_salvaged
 from ..prompts import PromptTemplate, load_template
 from ..protocol import (
     CallTools,
@@ -37,7 +38,6 @@ from ..protocol import (
     guard_depth,
     parsed_arguments_error,
 )
-from ..salvage import salvage_calls, strip_salvaged
 from ..types import (
     AssistantMessage,
     Constraint,

@@ -31,6 +31,7 @@ import re
 from ..errors import ReActParseError
 from ..grammar import GrammarError, ReactLabels, react_grammar
 from ..parsing import parse_react
+from ..parsing.salvage import written_call
 from ..policy import WRITTEN_CALL
 from ..prompts import PromptTemplate, load_template
 from ..protocol import (
@@ -44,7 +45,6 @@ from ..protocol import (
     guard_depth,
     parsed_arguments_error,
 )
-from ..salvage import written_call
 from ..types import (
     AssistantMessage,
     Constraint,

@@ -27,7 +27,7 @@ from react_engine import (
     RunAborted,
     RunResult,
 )
-from react_engine.demo_tools import DEMO_TOOLS
+from react_engine.cli.demo import DEMO_TOOLS
 from react_engine.local import LocalEndpoint
 from react_engine.model import request_payload
 
@@ -110,7 +110,7 @@ def test_text_protocol_end_to_end(local_endpoint: LocalEndpoint) -> None:
     assert result.protocol == "text"
     assert_consistent(result)
     for payload in recording.payloads:
-        assert payload["model"] == local_endpoint.text_model
+        assert payload["model"] == local_endpoint.model
         assert "tools" not in payload
         assert "Observation:" in payload["stop"]
         assert payload["messages"][0]["content"].count('"name": "get_weather"') == 1

@@ -120,7 +120,6 @@ def test_non_loopback_host_is_refused() -> None:
 def test_server_lists_its_model(local_endpoint: LocalEndpoint, client: openai.OpenAI) -> None:
     assert local_endpoint.base_url == f"http://127.0.0.1:{local_endpoint.port}/v1"
     assert "smollm2" in local_endpoint.model
-    assert "smollm2" in local_endpoint.text_model
     ids = {model.id for model in client.models.list()}
     assert ids == {MODEL_ALIAS}
     assert os.getpgid(local_endpoint.pid) == local_endpoint.pid  # its own process group
@@ -136,7 +135,7 @@ def test_wrong_api_key_is_rejected(local_endpoint: LocalEndpoint) -> None:
 
 def _text_request(endpoint: LocalEndpoint, question: str) -> dict[str, Any]:
     return {
-        "model": endpoint.text_model,
+        "model": endpoint.model,
         "messages": [
             {"role": "system", "content": REACT_SYSTEM},
             {"role": "user", "content": f"Question: {question}"},
@@ -166,7 +165,7 @@ def test_plain_chat_with_stop_is_deterministic(
 
 def test_stop_sequence_cuts_the_reply(local_endpoint: LocalEndpoint, client: openai.OpenAI) -> None:
     request = {
-        "model": local_endpoint.text_model,
+        "model": local_endpoint.model,
         "messages": [{"role": "user", "content": "Count from 1 to 10, separated by commas."}],
         "temperature": 0,
         "seed": 42,
@@ -373,7 +372,7 @@ def test_prefix_reuse_keeps_replies_a_function_of_the_request(
     shared = _text_request(local_endpoint, "What is the weather in Beijing?")
     target = _text_request(local_endpoint, "What is 12 * 7? Use the calculator.")
     unrelated = {
-        "model": local_endpoint.text_model,
+        "model": local_endpoint.model,
         "messages": [{"role": "user", "content": "Say hello."}],
         "temperature": 0,
         "max_tokens": 8,

@@ -1,2 +1,3 @@
-"""Helpers shared by the reliability tests: a scripted fault-injecting server, fake sleeps,
-reply builders for both protocols, and the hypothesis profiles."""
+"""Helpers shared by the tests: fake sleeps and reply builders for both protocols
+(``replies``), golden files, a GBNF matcher and the hypothesis profiles. The scripted
+fault-injecting server itself ships with the library: react_engine.testing.ScriptedServer."""

@@ -9,6 +9,10 @@ raw (even malformed) body, a connection dropped before or in the middle of the r
 
 It runs its own event loop in a daemon thread, binds loopback only, and stops on
 :meth:`MockOpenAIServer.stop` or at the end of a ``with`` block.
+
+:class:`ScriptedServer` is that server answering from a :class:`~.script.Script`, the
+same queue (or function of the request) that drives the in-process
+:class:`~react_engine.testing.ScriptedModel`.
 """
 
 from __future__ import annotations
@@ -22,11 +26,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
+
+from .script import Script, ScriptExhausted
 
 __all__ = [
     "MockOpenAIServer",
     "MockResponse",
+    "ScriptedServer",
     "completion",
     "tool_calls_completion",
 ]
@@ -139,7 +146,7 @@ class MockOpenAIServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    def start(self) -> MockOpenAIServer:
+    def start(self) -> Self:
         self._thread = threading.Thread(target=self._serve, name="mock-openai", daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
@@ -156,7 +163,7 @@ class MockOpenAIServer:
             self._thread.join(5)
         self._loop = self._server = None
 
-    def __enter__(self) -> MockOpenAIServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -261,3 +268,46 @@ async def _write(writer: asyncio.StreamWriter, response: MockResponse) -> None:
     await writer.drain()
     if response.truncate_at is not None:
         writer.transport.abort()
+
+
+Answer = MockResponse | dict[str, Any]
+"""What a scripted server sends for one request: a JSON-ready body (status 200) or any
+:class:`MockResponse`, faults included."""
+
+
+class ScriptedServer(MockOpenAIServer):
+    """A :class:`MockOpenAIServer` whose answers come from a script.
+
+    Each item is an :data:`Answer` or a function of the decoded request body returning one.
+    Once the script is spent, ``default`` answers, or a 500 saying the script ran out
+    (which a client sees as a retried failure rather than as a hang).
+    """
+
+    def __init__(
+        self,
+        *items: Answer | Callable[[dict[str, Any]], Answer],
+        default: Answer | Callable[[dict[str, Any]], Answer] | None = None,
+    ) -> None:
+        super().__init__(self._answer_from_script)
+        self.script: Script[dict[str, Any], Answer] = Script(items, default=default)
+
+    @property
+    def default(self) -> Answer | Callable[[dict[str, Any]], Answer] | None:
+        return self.script.default
+
+    @default.setter
+    def default(self, value: Answer | Callable[[dict[str, Any]], Answer] | None) -> None:
+        self.script.default = value
+
+    def push(self, *items: Answer | Callable[[dict[str, Any]], Answer]) -> None:
+        self.script.push(*items)
+
+    @property
+    def remaining(self) -> int:
+        return self.script.remaining
+
+    def _answer_from_script(self, body: dict[str, Any]) -> Answer:
+        try:
+            return self.script.answer(body)
+        except ScriptExhausted:
+            return MockResponse(500, {"error": {"message": "the test script ran out"}})

@@ -1,74 +1,16 @@
-"""A :class:`MockOpenAIServer` that answers from a script, and reply builders for both protocols.
-
-Each test pushes the HTTP answers it wants, in order: a JSON-ready body (status 200), a
-:class:`MockResponse` (any fault), or a function of the request body returning either.
-Once the script is spent, ``default`` answers (or a 500 saying the script ran out, which a
-test sees as a retried failure rather than as a hang).
-"""
+"""Reply builders for both protocols and a fake sleep, for tests that drive the scripted
+server (:class:`react_engine.testing.ScriptedServer`)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import json
-import threading
-from collections import deque
-from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
-from react_engine.mock_server import MockOpenAIServer, MockResponse, completion
-
-Answer = MockResponse | dict[str, Any]
-ScriptItem = Answer | Callable[[dict[str, Any]], Answer]
+from react_engine.testing import completion
 
 _ids = itertools.count(1)
-
-
-class ScriptedServer:
-    """A loopback OpenAI-compatible server whose answers come from a queue."""
-
-    def __init__(self, *items: ScriptItem, default: ScriptItem | None = None) -> None:
-        self._queue: deque[ScriptItem] = deque(items)
-        self._lock = threading.Lock()
-        self.default = default
-        self.mock = MockOpenAIServer(self._respond)
-
-    def push(self, *items: ScriptItem) -> None:
-        with self._lock:
-            self._queue.extend(items)
-
-    @property
-    def remaining(self) -> int:
-        return len(self._queue)
-
-    @property
-    def base_url(self) -> str:
-        return self.mock.base_url
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """Every decoded request body, in arrival order."""
-        return self.mock.requests
-
-    def _respond(self, body: dict[str, Any]) -> Answer:
-        with self._lock:
-            item = self._queue.popleft() if self._queue else self.default
-        if item is None:
-            return MockResponse(500, {"error": {"message": "the test script ran out"}})
-        return item(body) if callable(item) else item
-
-    def __enter__(self) -> ScriptedServer:
-        self.mock.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.mock.stop()
 
 
 class FakeSleep:

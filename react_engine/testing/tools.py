@@ -1,4 +1,4 @@
-"""Built-in demo tools: canned weather for a handful of cities, and a safe calculator.
+"""Tools over fixed data: canned weather for a handful of cities, and a safe calculator.
 
 They are real tools (typed, validated, with docstrings) over fixed data, so demos, the
 comparison suite and the end-to-end tests repeat exactly and need no network.
@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from .tools import Tool, tool
+from ..tools import tool
 
-__all__ = ["DEMO_TOOLS", "WEATHER", "calculator", "get_weather"]
+__all__ = ["WEATHER", "calculator", "get_weather"]
 
 WEATHER: dict[str, dict[str, Any]] = {
     "beijing": {"city": "Beijing", "condition": "sunny", "temperature_c": 24, "humidity": 30},
@@ -124,6 +124,3 @@ def calculator(
     except SyntaxError as exc:
         raise ValueError(f"not an arithmetic expression: {exc.msg}") from None
     return _evaluate(tree)
-
-
-DEMO_TOOLS: list[Tool] = [get_weather, calculator]

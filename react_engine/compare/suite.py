@@ -1,15 +1,15 @@
 """The comparison's tasks: data files, their checker, and their scripted transcripts.
 
-A task is one JSON file; the suite ships inside the package as ``react_engine/tasks/*.json``
-(read with :mod:`importlib.resources`, so an installed ``react-engine compare`` needs no
-source checkout), and ``--tasks DIR`` runs a directory of your own instead. Adding a task
-needs no Python::
+A task is one JSON file; the suite ships inside the package as
+``react_engine/compare/tasks/*.json`` (read with :mod:`importlib.resources`, so an
+installed ``react-engine compare`` needs no source checkout), and ``--tasks DIR`` runs a
+directory of your own instead. Adding a task needs no Python::
 
     {
       "id": "weather_two_cities",              # the file's stem
       "covers": "two independent calls ...",   # what the task is there to show
       "question": "What's the weather ...?",
-      "tools": ["get_weather"],                # names from compare_tools.TASK_TOOLS
+      "tools": ["get_weather"],                # names from compare.tools.TASK_TOOLS
       "instructions": null,                    # optional system prompt
       "check": {
         "answer_contains": ["24", ["sunny", "晴"]],   # each entry: a string, or alternatives
@@ -37,20 +37,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path, PurePath
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .compare_tools import TASK_TOOLS
-from .errors import ConfigurationError
-from .model import ScriptedModel, request_payload
-from .tools import Tool
-from .types import ModelRequest, ModelResponse, RawToolCall, RunResult, Usage
+from ..errors import ConfigurationError
+from ..model import request_payload
+from ..selection import protocol_names
+from ..testing import Script, ScriptedModel, ScriptExhausted
+from ..tools import Tool
+from ..types import ModelRequest, ModelResponse, RawToolCall, RunResult, Usage
+from .tools import TASK_TOOLS
 
 __all__ = [
     "ALL_PROTOCOLS",
@@ -68,9 +69,10 @@ __all__ = [
     "load_tasks",
 ]
 
-ProtocolName = Literal["function_calling", "text", "structured"]
-ALL_PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text", "structured")
-"""Every protocol a comparison (or a script) can name."""
+ProtocolName = str
+"""A name in the protocol registry (:func:`react_engine.selection.protocol_names`)."""
+ALL_PROTOCOLS: tuple[ProtocolName, ...] = tuple(n for n in protocol_names() if n != "auto")
+"""Every protocol a comparison (or a script) can name: the registry's, as imported."""
 PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")
 """What ``compare`` runs unless ``--protocol`` says otherwise; every task has scripted
 replies for these."""
@@ -180,8 +182,8 @@ class Task(_Strict):
 
 
 def default_tasks_dir() -> Traversable:
-    """The task suite shipped inside the package (``react_engine/tasks``)."""
-    return resources.files("react_engine").joinpath("tasks")
+    """The task suite shipped inside the package (``react_engine/compare/tasks``)."""
+    return resources.files("react_engine.compare").joinpath("tasks")
 
 
 def load_task(path: Traversable) -> Task:
@@ -314,16 +316,19 @@ class Transcript:
 
     def __init__(self, replies: Iterable[ScriptReply], *, label: str) -> None:
         self.label = label
-        self._replies = deque(replies)
+        self._script: Script[ModelRequest, ScriptReply] = Script(replies)
 
     @property
     def remaining(self) -> int:
-        return len(self._replies)
+        return self._script.remaining
 
     def __call__(self, request: ModelRequest) -> ModelResponse:
-        if not self._replies:
-            raise ConfigurationError(f"{self.label}: the scripted transcript has no reply left")
-        reply = self._replies.popleft()
+        try:
+            reply = self._script.answer(request)
+        except ScriptExhausted:
+            raise ConfigurationError(
+                f"{self.label}: the scripted transcript has no reply left"
+            ) from None
         prompt = _estimate_prompt(request)
         completion = _estimate_completion(reply)
         return reply.response(Usage(prompt, completion, prompt + completion, 0, 1))

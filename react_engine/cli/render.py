@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from .types import ActionRecord, HistoryItem, RunResult, Step, UserTurn
+from ..types import ActionRecord, HistoryItem, RunResult, Step, UserTurn
 
 __all__ = [
     "StepPrinter",

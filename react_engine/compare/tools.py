@@ -1,9 +1,10 @@
 """Tools for the protocol comparison's tasks, over fixed data so runs repeat exactly.
 
-Beside the demo tools (:mod:`react_engine.demo_tools`) the suite needs a few tools that
-exercise what the seeds argue about: the workflow agent of seed ``004`` (users, to-do
-tasks, a leave request whose approver must be asked for, never guessed), a tool that
-always fails, and one whose result is far longer than an observation may be.
+Beside the demo's weather and calculator (:mod:`react_engine.testing.tools`) the suite
+needs a few tools that exercise what the seeds argue about: the workflow agent of seed
+``004`` (users, to-do tasks, a leave request whose approver must be asked for, never
+guessed), a tool that always fails, and one whose result is far longer than an
+observation may be.
 
 :data:`TASK_TOOLS` maps every name a task file may list to its tool.
 """
@@ -14,8 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from .demo_tools import calculator, get_weather
-from .tools import Tool, tool
+from ..testing.tools import calculator, get_weather
+from ..tools import Tool, tool
 
 __all__ = [
     "BUILD_LOG_LINES",

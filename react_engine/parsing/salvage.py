@@ -26,11 +26,14 @@ Guard rails, because a false positive runs a tool the model never asked for:
 * only names in ``tool_names`` are salvaged; with no tools, nothing is;
 * Python syntax counts only on a line of its own (or as a whole ``[f(), g()]`` reply), is
   parsed with :mod:`ast` and literal-evaluated, never executed;
-* calls inside ``<think>...</think>`` are drafts, not calls, and are skipped;
+* calls inside a think block (``<think>``, ``<thinking>``, ``<reasoning>``, read as the
+  text parser reads them) are drafts, not calls, and are skipped;
 * broken JSON arguments stay the raw string (the caller may repair them).
 
-Every pattern is linear (no nested quantifiers, bounded gaps), and every scan resumes
-where the previous one stopped, so a megabyte of adversarial text is still cheap.
+The patterns live with the parser's in :mod:`.patterns` (linear: no nested quantifiers,
+bounded gaps), call objects, think blocks and fences are read by :mod:`.common` as the
+parser reads them, and every scan resumes where the previous one stopped, so a megabyte
+of adversarial text is still cheap.
 """
 
 from __future__ import annotations
@@ -44,9 +47,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeAlias
 
-from .errors import ReActParseError
-from .parsing import parse_react
-from .parsing.json_repair import fence_close
+from ..errors import ReActParseError
+from . import patterns as P
+from .common import call_objects, think_blocks, unfence
+from .react import parse_react
 
 __all__ = ["SalvageFormat", "SalvagedCall", "salvage_calls", "strip_salvaged", "written_call"]
 
@@ -75,46 +79,6 @@ class SalvagedCall:
     """``text[start:end]`` that the call occupies. Calls from one wrapper (a DeepSeek
     block, a Mistral list) tile it, so removing all spans removes the wrapper too."""
 
-
-# --- patterns -------------------------------------------------------------------------------
-
-# Hermes / Qwen tags, Qwen3-Coder and Llama 3.1 <function=...> tags, in one pass.
-_RE_TAG = re.compile(
-    r"<tool_call>"  # Hermes block open
-    r"|</tool_call>"  # Hermes block close
-    r"|<function=([^<>\n]{1,200})>"  # function open, name in group 1
-    r"|</function>"  # function close
-    r"|<parameter=([^<>\n]{1,200})>"  # parameter open, name in group 2
-    r"|</parameter>"  # parameter close
-)
-# DeepSeek special tokens: full-width bar ｜ and ▁, or their ASCII look-alikes.
-_RE_DEEPSEEK = re.compile(
-    r"<[|｜]tool[_▁]calls[_▁](begin|end)[|｜]>"  # block open/close, group 1
-    r"|<[|｜]tool[_▁]call[_▁](begin|end)[|｜]>"  # call open/close, group 2
-    r"|<[|｜]tool[_▁]sep[|｜]>"  # between type or name and the arguments
-)
-_RE_MISTRAL = re.compile(r"\[TOOL_CALLS\]")
-# Mistral v11+: NAME[ARGS]{...}, optionally NAME[CALL_ID]id[ARGS]{...}
-_RE_MISTRAL_NAMED = re.compile(
-    r"\s*([A-Za-z0-9_.\-]{1,128})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?\[ARGS\]"
-)
-_RE_LLAMA_TAG = re.compile(r"<\|python_tag\|>|<\|eom_id\|>|<\|eot_id\|>")
-_RE_THINK = re.compile(r"<think>|</think>")
-# loose reading of a call object whose JSON is broken
-_RE_LOOSE_NAME = re.compile(r'"name"\s*:\s*"([^"\\\n]{1,200})"')
-_RE_LOOSE_ARGS = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
-_RE_LOOSE_CALL_START = re.compile(r'\{\s*"name"\s*:')
-_RE_QUOTE_OR_ESCAPE = re.compile(r'["\\]')
-# structural characters for the bracket scanners
-_RE_JSON_STRUCT = re.compile(r'[{}\[\]"\\]')
-_RE_PY_STRUCT = re.compile(r"[(){}\[\]\"'\\\n]")
-# what may surround a Python call on its line: indentation, inline-code backticks, ";"
-_RE_LINE_TAIL = re.compile(r"([ \t`;]*)(?:\r?\n|$)")
-_RE_IDENT_CALL = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]{0,127})\s*\(")
-
-# llama.cpp's "functions.NAME:" call notation: the name ends there ("functions.f returned
-# ..." is a model reporting a result, not calling)
-_RE_AFTER_FUNCTIONS_NAME = re.compile(r"[ \t]*(?:[:({\n]|$)")
 
 _MAX_CALL_CHARS: Final = 20_000
 """Longest Python call considered; longer ones are not calls a model meant to make."""
@@ -168,7 +132,7 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
     head = text.lstrip()
     for name in names:
         prefix = f"functions.{name}"
-        if head.startswith(prefix) and _RE_AFTER_FUNCTIONS_NAME.match(head, len(prefix)):
+        if head.startswith(prefix) and P.AFTER_FUNCTIONS_NAME.match(head, len(prefix)):
             return True
     if salvage_calls(text, names):
         return True
@@ -198,8 +162,8 @@ def strip_salvaged(text: str, calls: Sequence[SalvagedCall]) -> str:
         pos = end
     pieces.append(text[pos:])
     out = "".join(pieces)
-    out = re.sub(r"```[\w-]*\s*```", "", out)
-    out = re.sub(r"\n\s*\n", "\n\n", out)
+    out = P.EMPTY_FENCE.sub("", out)
+    out = P.BLANK_LINES.sub("\n\n", out)
     return out.strip()
 
 
@@ -210,23 +174,10 @@ _Piece: TypeAlias = tuple[str, Arguments, int, int]
 
 
 def _think_regions(text: str) -> list[tuple[int, int]]:
-    """``<think>...</think>`` spans. A ``</think>`` with no opening one closes a block
-    begun in the prompt (Qwen3's template), so it covers the text from the start; an
-    unclosed ``<think>`` (a truncated reply) runs to the end."""
-    regions: list[tuple[int, int]] = []
-    open_at: int | None = None
-    for match in _RE_THINK.finditer(text):
-        if match.group() == "<think>":
-            if open_at is None:
-                open_at = match.start()
-        elif open_at is not None:
-            regions.append((open_at, match.end()))
-            open_at = None
-        elif not regions:
-            regions.append((0, match.end()))
-    if open_at is not None:
-        regions.append((open_at, len(text)))
-    return regions
+    """The spans of the think blocks (:func:`~.common.think_blocks`): a closing tag with no
+    opening one closes a block begun in the prompt (Qwen3's template), so it covers the
+    text from the start; an unclosed opening tag (a truncated reply) runs to the end."""
+    return [(block.start, block.end) for block in think_blocks(text)]
 
 
 def _tile(
@@ -284,35 +235,29 @@ def _raw_arguments(src: str) -> Arguments:
     return _arguments(value) if ok else src
 
 
-def _call_from_object(obj: Any) -> tuple[str, Arguments] | None:
-    """Name and arguments from ``{"name", "arguments"|"parameters"}``, also when wrapped
-    OpenAI-style as ``{"type": "function", "function": {...}}``. Without an arguments key
-    the remaining keys are the arguments (``{"name": "f", "city": "Paris"}``)."""
-    if not isinstance(obj, dict):
+def _call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
+    """Names and arguments of the calls in one decoded JSON value, read as the text
+    parser reads a JSON action (:func:`~.common.call_objects`): ``{"name", "arguments"}``,
+    ``{"name", "parameters"}``, OpenAI's ``{"type": "function", "function": {...}}`` and
+    the other spellings. Without an arguments key the remaining keys are the arguments
+    (``{"name": "f", "city": "Paris"}``): only known tool names are salvaged."""
+    calls = call_objects(obj, name_alone=True)
+    if calls is None:
         return None
-    function = obj.get("function")
-    if not isinstance(obj.get("name"), str) and isinstance(function, dict):
-        obj = function
-    name = obj.get("name")
-    if not isinstance(name, str):
-        return None
-    for key in ("arguments", "parameters"):
-        if key in obj:
-            return name, _arguments(obj[key])
-    return name, {k: v for k, v in obj.items() if k not in ("name", "type", "id")}
+    return [(c.tool, _arguments(c.arguments)) for c in calls]
 
 
 def _loose_call(src: str) -> tuple[str, Arguments] | None:
     """Name and raw arguments from a call object that is not valid JSON."""
-    name = _RE_LOOSE_NAME.search(src)
+    name = P.LOOSE_NAME.search(src)
     if name is None:
         return None
-    args = _RE_LOOSE_ARGS.search(src)
+    args = P.LOOSE_ARGS.search(src)
     if args is None:
         return name.group(1), {}
     rest = src[args.end() :]
     if rest.startswith(("{", "[")):
-        end, _ = _scan(rest, 0, len(rest), _RE_JSON_STRUCT, '"')
+        end, _ = _scan(rest, 0, len(rest), P.JSON_STRUCTURE, '"')
         return name.group(1), _raw_arguments(rest[:end] if end is not None else rest)
     if rest.startswith('"'):
         ok, value = _loads(_json_string_prefix(rest))
@@ -324,7 +269,7 @@ def _json_string_prefix(src: str) -> str:
     """The JSON string literal at the start of ``src``, up to its closing quote."""
     pos = 1
     while True:
-        match = _RE_QUOTE_OR_ESCAPE.search(src, pos)
+        match = P.QUOTE_OR_ESCAPE.search(src, pos)
         if match is None:
             return src
         if match.group() == "\\":
@@ -333,22 +278,22 @@ def _json_string_prefix(src: str) -> str:
         return src[: match.end()]
 
 
-def _call_from_json(src: str) -> tuple[str, Arguments] | None:
-    """A call from the text of one JSON object; broken JSON is read loosely, keeping the
+def _call_from_json(src: str) -> list[tuple[str, Arguments]] | None:
+    """The calls in the text of one JSON object; broken JSON is read loosely, keeping the
     raw arguments."""
     ok, value = _loads(src)
     if ok:
         return _call_from_object(value)
-    return _loose_call(src)
+    loose = _loose_call(src)
+    return None if loose is None else [loose]
 
 
-def _unfence(src: str) -> str:
+def _unfence_whole(src: str) -> str:
     """The inside of a Markdown code fence wrapping all of ``src``, else ``src``."""
-    if src.startswith("```") and src.endswith("```") and len(src) >= 6:
-        first_newline = src.find("\n")
-        if first_newline != -1:
-            return src[first_newline + 1 : -3].strip()
-    return src
+    fenced = unfence(src)
+    if fenced is None or fenced[1].strip() or not src.endswith(("```", "~~~")):
+        return src
+    return fenced[0].strip()
 
 
 # --- bracket scanning -------------------------------------------------------------------------
@@ -407,11 +352,10 @@ def _json_objects(text: str, pos: int, limit: int) -> tuple[list[_Piece], int]:
             return pieces, cursor + 1
         if text[cursor] != "{":
             break
-        closed, _ = _scan(text, cursor, limit, _RE_JSON_STRUCT, '"')
+        closed, _ = _scan(text, cursor, limit, P.JSON_STRUCTURE, '"')
         end = closed if closed is not None else limit
-        call = _call_from_json(text[cursor:end])
-        if call is not None:
-            pieces.append((call[0], call[1], cursor, end))
+        for name, arguments in _call_from_json(text[cursor:end]) or ():
+            pieces.append((name, arguments, cursor, end))
         if closed is None:
             return pieces, limit
         cursor = end
@@ -425,18 +369,18 @@ def _tagged(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     """Hermes ``<tool_call>`` blocks (JSON or Qwen3-Coder XML inside) and bare
     ``<function=NAME>`` blocks (Qwen3-Coder XML or Llama 3.1 JSON)."""
     out: list[SalvagedCall] = []
-    tokens = list(_RE_TAG.finditer(text))
+    tokens = list(P.CALL_MARKUP.finditer(text))
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        is_block = token.group() == "<tool_call>"
+        is_block = token.group() == P.CALL_OPEN
         if not is_block and token.group(1) is None:
             i += 1
             continue
         j = i + 1
-        while j < len(tokens) and tokens[j].group() not in ("<tool_call>", "</tool_call>"):
+        while j < len(tokens) and tokens[j].group() not in (P.CALL_OPEN, P.CALL_CLOSE):
             j += 1
-        closed = is_block and j < len(tokens) and tokens[j].group() == "</tool_call>"
+        closed = is_block and j < len(tokens) and tokens[j].group() == P.CALL_CLOSE
         body_end = tokens[j].start() if j < len(tokens) else len(text)
         if not is_block:
             for name, arguments, start, end, fmt in _functions(text, tokens[i:j], body_end):
@@ -485,7 +429,7 @@ def _functions(
         end = body_end = region_end
         while k < len(tokens):
             token = tokens[k]
-            if token.group() == "</function>":
+            if token.group() == P.FUNCTION_CLOSE:
                 body_end, end = token.start(), token.end()
                 k += 1
                 break
@@ -536,7 +480,7 @@ def _deepseek(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             out.extend(_tile(pieces, "deepseek", block_start, end, names))
         pieces.clear()
 
-    tokens = list(_RE_DEEPSEEK.finditer(text))
+    tokens = list(P.DEEPSEEK_TOKEN.finditer(text))
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -572,22 +516,16 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
     # V3: TYPE<sep>NAME\n```json\n{...}\n```
     name, _, rest = stripped.partition("\n")
     fence = rest.find("```")
-    if fence != -1:
-        newline = rest.find("\n", fence)
-        first = rest.find("```", fence + 3)
-        inside_start = (
-            newline + 1 if newline != -1 and (first == -1 or newline < first) else fence + 3
-        )
-        closing = fence_close(rest, inside_start, len(rest), "```")
-        inside_end = closing if closing != -1 else len(rest)
-        rest = rest[inside_start:inside_end]
+    fenced = unfence(rest[fence:]) if fence != -1 else None
+    if fenced is not None:
+        rest = fenced[0]
     return name.strip(), _raw_arguments(rest)
 
 
 def _mistral(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}``."""
     out: list[SalvagedCall] = []
-    marks = list(_RE_MISTRAL.finditer(text))
+    marks = list(P.MISTRAL_MARK.finditer(text))
     for index, mark in enumerate(marks):
         region_end = marks[index + 1].start() if index + 1 < len(marks) else len(text)
         pos = mark.end()
@@ -599,13 +537,13 @@ def _mistral(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             pieces, end = _json_objects(text, pos, region_end)
             out.extend(_tile(pieces, "mistral", mark.start(), end, names))
             continue
-        named = _RE_MISTRAL_NAMED.match(text, pos, region_end)
+        named = P.MISTRAL_NAMED.match(text, pos, region_end)
         if named is None or named.group(1) not in names:
             continue
         args_start = named.end()
         end = region_end
         if args_start < region_end and text[args_start] == "{":
-            closed, _ = _scan(text, args_start, region_end, _RE_JSON_STRUCT, '"')
+            closed, _ = _scan(text, args_start, region_end, P.JSON_STRUCTURE, '"')
             end = closed if closed is not None else region_end
         arguments = _raw_arguments(text[args_start:end])
         out.append(SalvagedCall(named.group(1), arguments, "mistral", (mark.start(), end)))
@@ -616,14 +554,14 @@ def _llama_tag(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     """``<|python_tag|>`` then JSON calls (several may be chained with ``;``) or one
     Python call, up to ``<|eom_id|>``/``<|eot_id|>`` (included), the next tag, or the end."""
     out: list[SalvagedCall] = []
-    tokens = list(_RE_LLAMA_TAG.finditer(text))
+    tokens = list(P.LLAMA_TAG.finditer(text))
     for index, token in enumerate(tokens):
-        if token.group() != "<|python_tag|>":
+        if token.group() != P.PYTHON_TAG:
             continue
         following = tokens[index + 1] if index + 1 < len(tokens) else None
         body_end = following.start() if following is not None else len(text)
         end = body_end
-        if following is not None and following.group() != "<|python_tag|>":
+        if following is not None and following.group() != P.PYTHON_TAG:
             end = following.end()
         json_start = _first_of(text, "{[", token.end(), body_end)
         if json_start is not None and not text[token.end() : json_start].strip():
@@ -642,16 +580,15 @@ def _whole_json(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     name a known tool; broken JSON counts only when it starts with ``{"name"``."""
     start = len(text) - len(text.lstrip())
     end = len(text.rstrip())
-    body = _unfence(text[start:end])
+    body = _unfence_whole(text[start:end])
     if not body or body[0] + body[-1] not in ("{}", "[]"):
         return []
     ok, value = _loads(body)
     if ok:
-        items = value if isinstance(value, list) else [value]
-        calls = [_call_from_object(item) for item in items]
-        if not calls or any(c is None or c[0] not in names for c in calls):
+        calls = _call_from_object(value)
+        if not calls or any(name not in names for name, _ in calls):
             return []
-    elif _RE_LOOSE_CALL_START.match(body) is None:
+    elif P.LOOSE_CALL_START.match(body) is None:
         return []
     body_start = text.find(body, start)
     pieces, _ = _json_objects(text, body_start, body_start + len(body))
@@ -677,15 +614,13 @@ def _python(text: str, names: frozenset[str]) -> list[SalvagedCall]:
         if listed:
             return _tile(listed, "python", whole_start, whole_end, names)
     out: list[SalvagedCall] = []
-    alternatives = "|".join(re.escape(n) for n in idents)
-    pattern = re.compile(rf"^[ \t`]*({alternatives})[ \t]*\(", re.MULTILINE)
     resume = 0
-    for match in pattern.finditer(text):
+    for match in P.call_line(idents).finditer(text):
         if match.start() < resume:
             continue
         limit = min(len(text), match.start(1) + _MAX_CALL_CHARS)
-        close, resume = _scan(text, match.end() - 1, limit, _RE_PY_STRUCT, "'\"")
-        tail = _RE_LINE_TAIL.match(text, close) if close is not None else None
+        close, resume = _scan(text, match.end() - 1, limit, P.PYTHON_STRUCTURE, "'\"")
+        tail = P.LINE_TAIL.match(text, close) if close is not None else None
         if close is None or tail is None:
             continue
         call = _python_call(text[match.start(1) : close], names)
@@ -702,10 +637,10 @@ def _python_list(text: str, start: int, end: int, names: frozenset[str]) -> list
     out: list[_Piece] = []
     pos = start + 1
     while True:
-        head = _RE_IDENT_CALL.match(text, pos, end)
+        head = P.IDENT_CALL.match(text, pos, end)
         if head is None:
             return None
-        close, _ = _scan(text, head.end() - 1, end, _RE_PY_STRUCT, "'\"")
+        close, _ = _scan(text, head.end() - 1, end, P.PYTHON_STRUCTURE, "'\"")
         if close is None:
             return None
         call = _python_call(text[head.start(1) : close], names)

@@ -11,8 +11,8 @@ child process so that the engine talks to it exactly as it talks to any other en
 (the ``openai`` SDK over HTTP); nothing in the engine knows the model is local.
 
 One process and one model entry, :data:`MODEL_ALIAS`, serve every protocol through a
-small launcher, :data:`SERVER_BOOTSTRAP` (``docs/local-model.md`` has the experiments
-behind it):
+small program, :mod:`react_engine.local.server` (``docs/local-model.md`` has the
+experiments behind it):
 
 * requests without ``tools`` (or with ``tool_choice="none"``) go to llama.cpp's plain
   ``chatml`` handler, which renders messages verbatim and honours ``stop``, ``seed`` and
@@ -54,11 +54,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from .errors import ConfigurationError, ModelAPIError
+from ..errors import ConfigurationError, ModelAPIError
 
 __all__ = [
+    "CHAT_FORMAT",
     "MODEL_ALIAS",
     "MODEL_ENV_VAR",
+    "PARENT_ENV_VAR",
     "PORTABLE_CMAKE_ARGS",
     "LocalEndpoint",
     "LocalServer",
@@ -66,6 +68,7 @@ __all__ = [
     "check_local_install",
     "find_model_path",
     "local_server",
+    "server_command",
 ]
 
 MODEL_ALIAS: Final = "smollm2-135m-instruct"
@@ -108,9 +111,12 @@ _N_BATCH: Final = 64
 (so replies stay repeatable); 64 keeps that granularity fine at no cost in speed
 (601 prompt tokens: 2.47 s at 64, 2.45 s at 512, one thread)."""
 
-# Registered by SERVER_BOOTSTRAP: stock chatml for plain chat, chatml-function-calling
-# (repaired) for requests with tools.
-_CHAT_FORMAT: Final = "react-engine-chatml"
+CHAT_FORMAT: Final = "react-engine-chatml"
+"""The chat format the server program (:mod:`react_engine.local.server`) registers: stock
+chatml for plain chat, one grammar-constrained generation for requests with tools."""
+
+PARENT_ENV_VAR: Final = "REACT_ENGINE_PARENT_PID"
+"""Tells the server program the pid it must not outlive (this process)."""
 
 
 class LocalServerError(ModelAPIError):
@@ -143,10 +149,7 @@ class LocalEndpoint:
     api_key: str
     """A per-server random key the server checks, so other local users can't borrow it."""
     model: str
-    """The ``model=`` name for function-calling requests."""
-    text_model: str
-    """The ``model=`` name for text-protocol requests (today the same entry; kept apart
-    so callers need not change if the protocols ever need different entries)."""
+    """The ``model=`` name to send, whichever protocol runs."""
     log_path: Path
     """The server's stdout and stderr; show it when something goes wrong."""
     pid: int
@@ -365,9 +368,8 @@ class LocalServer:
             _terminate(process, self._stop_timeout)
         if self._workdir is not None:
             # The log stays (it may be needed to explain a failure); the rest goes.
-            for name in ("config.json", "llama_server_bootstrap.py"):
-                with contextlib.suppress(OSError):
-                    (self._workdir / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                (self._workdir / "config.json").unlink(missing_ok=True)
 
     def __enter__(self) -> LocalEndpoint:
         return self.start()
@@ -402,7 +404,7 @@ class LocalServer:
             "host": self._host,
             "port": port,
             "api_key": api_key,
-            "models": [{**common, "model_alias": MODEL_ALIAS, "chat_format": _CHAT_FORMAT}],
+            "models": [{**common, "model_alias": MODEL_ALIAS, "chat_format": CHAT_FORMAT}],
         }
 
     def _spawn_and_wait(self, model_path: Path, port: int, log_path: Path) -> LocalEndpoint:
@@ -410,11 +412,15 @@ class LocalServer:
         api_key = "sk-local-" + secrets.token_hex(8)
         config_path = self._workdir / "config.json"
         config_path.write_text(json.dumps(self._config(model_path, port, api_key), indent=2))
-        bootstrap_path = self._workdir / "llama_server_bootstrap.py"
-        bootstrap_path.write_text(SERVER_BOOTSTRAP)
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
         env["PYTHONUNBUFFERED"] = "1"
-        command = server_command(bootstrap_path, config_path)
+        # The server imports react_engine.grammar: from this very copy of the package,
+        # whatever the child's sys.path would otherwise find first.
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")) if p
+        )
+        env[PARENT_ENV_VAR] = str(os.getpid())
+        command = server_command(config_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
@@ -434,7 +440,6 @@ class LocalServer:
             base_url=f"http://{self._host}:{port}/v1",
             api_key=api_key,
             model=MODEL_ALIAS,
-            text_model=MODEL_ALIAS,
             log_path=log_path,
             pid=self._process.pid,
             port=port,
@@ -523,272 +528,17 @@ class LocalServer:
             time.sleep(0.1)
 
 
-# The server process runs this file (written next to the config) instead of
-# ``-m llama_cpp.server``: it applies three fixes to llama-cpp-python 0.3.x, each found
-# by experiment and described in docs/local-model.md, then runs the stock server main.
-# It imports only react_engine.grammar (the same JSON Schema -> GBNF writer the text
-# protocol uses), which needs nothing but the standard library.
-SERVER_BOOTSTRAP: Final = r'''"""Launch llama_cpp.server for react-engine."""
-
-import os
-import sys
-import threading
-import time
-
-# 0. Never outlive the engine. A parent killed with SIGKILL (or SIGTERM with no handler)
-#    cannot stop us, and we run in our own session, so a Ctrl-C does not reach us
-#    either: exit as soon as we are re-parented.
-_PARENT = os.getppid()
+_SERVER_PROGRAM: Final = Path(__file__).with_name("server.py")
+_PACKAGE_ROOT: Final = Path(__file__).resolve().parents[2]
+"""The directory holding this ``react_engine`` package."""
 
 
-def _watch_parent():
-    while os.getppid() == _PARENT:
-        time.sleep(0.5)
-    os._exit(0)
+def server_command(config_path: Path) -> list[str]:
+    """The exact command line of the server process (documented in docs/local-model.md).
 
-
-threading.Thread(target=_watch_parent, name="parent-watch", daemon=True).start()
-
-import json
-import re
-import uuid
-
-import jinja2.sandbox
-import llama_cpp
-import llama_cpp.llama_chat_format as chat_format
-
-from react_engine.grammar import schema_rules
-
-# 1. Prompt prefix reuse that keeps replies repeatable. The stock server reuses the KV
-#    cache of the longest common prefix with the previous prompt and evaluates the rest
-#    in batches that start where the match ended; those batches are cut differently from
-#    a from-scratch evaluation, their float results differ slightly, and an identical
-#    request can decode differently at temperature 0. We keep only a prefix that was
-#    evaluated as *prompt* (not generated one token at a time) and cut it down to a
-#    multiple of n_batch, so the rest is evaluated in exactly the batches a fresh
-#    evaluation would use: a reply stays a function of the request alone, and a ReAct
-#    step whose prompt extends the previous one costs only its new tokens.
-_generate = llama_cpp.Llama.generate
-
-
-def _generate_reusing_prefix(self, tokens, *args, **kwargs):
-    tokens = list(tokens)
-    if not args and kwargs.get("reset", True):
-        evaluated = getattr(self, "_react_engine_prompt_len", 0)
-        limit = min(self.n_tokens, evaluated, len(tokens) - 1)
-        common = 0
-        ids = self.input_ids
-        while common < limit and ids[common] == tokens[common]:
-            common += 1
-        keep = (common // self.n_batch) * self.n_batch
-        if keep > 0 and self._ctx.kv_cache_seq_rm(-1, keep, -1):
-            self.n_tokens = keep
-        else:
-            self.reset()
-        self._react_engine_prompt_len = len(tokens)
-    return _generate(self, tokens, *args, **kwargs)
-
-
-llama_cpp.Llama.generate = _generate_reusing_prefix
-
-
-# 2. No HTML escaping. chatml-function-calling renders with autoescape on, so the model
-#    reads &#34; for every quote in messages, tool results and call arguments.
-class _PlainEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
-    def __init__(self, *args, **kwargs):
-        kwargs["autoescape"] = False
-        super().__init__(*args, **kwargs)
-
-
-chat_format.ImmutableSandboxedEnvironment = _PlainEnvironment
-
-
-# 3. One model entry for both protocols, and tool calling the model can follow.
-#    Requests without tools (or with tool_choice "none") go to the stock "chatml"
-#    handler, which renders messages verbatim and honours `stop` and `seed`. Requests
-#    with tools go to the stock chatml-function-calling handler with its gaps filled: it
-#    drops role "tool" messages, lists the tools only inside a system message, treats a
-#    missing tool_choice as "none", fails on "required", applies `stop` to the JSON
-#    arguments, and when "auto" chooses to answer it can only produce an empty message.
-def _text(content):
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
-
-
-def _plain_chat(llama, messages, **kwargs):
-    # chatml renders assistant tool calls only through their text, and skips empty turns.
-    messages = [{"role": m["role"], "content": _calls_as_tags(m)} for m in messages]
-    kwargs.pop("tool_choice", None)
-    kwargs.pop("tools", None)
-    handler = chat_format.get_chat_completion_handler("chatml")
-    return handler(llama=llama, messages=messages, **kwargs)
-
-
-_CALL_OPEN = "<tool_call>"
-_CALL_CLOSE = "</tool_call>"
-
-
-def _literal(text):
-    return json.dumps(text)
-
-
-def _tools_grammar(tools, tool_choice):
-    """GBNF for one reply: a <tool_call> whose arguments fit the named tool's schema, or
-    (under "auto") a plain answer, which may not start with "<"."""
-    rules = {}
-    calls = []
-    for i, tool in enumerate(tools):
-        fn = tool["function"]
-        name = fn["name"]
-        if isinstance(tool_choice, dict) and tool_choice["function"]["name"] != name:
-            continue
-        root, tool_rules = schema_rules(fn.get("parameters") or {}, f"args{i}")
-        rules.update(tool_rules)
-        head = _literal('{"name": ' + json.dumps(name) + ', "arguments": ')
-        rules[f"call{i}"] = f'{head} {root} "}}"'
-        calls.append(f"call{i}")
-    opening, closing = _literal(_CALL_OPEN + chr(10)), _literal(chr(10) + _CALL_CLOSE)
-    call = f"{opening} ( {' | '.join(calls)} ) {closing}"
-    if tool_choice == "auto":
-        rules["root"] = "tool-call | answer"
-        rules["answer"] = "[^<\\x00] [^\\x00]*"
-    else:
-        rules["root"] = "tool-call"
-    rules["tool-call"] = call
-    return "\n".join(f"{k} ::= {v}" for k, v in rules.items()) + "\n"
-
-
-def _tools_system(system, tools):
-    listing = "\n".join(
-        json.dumps(
-            {
-                "name": t["function"]["name"],
-                "description": t["function"].get("description", ""),
-                "parameters": t["function"].get("parameters", {}),
-            },
-            ensure_ascii=False,
-        )
-        for t in tools
-    )
-    return (
-        f"{system}\n\nYou can call these tools:\n{listing}\n\n"
-        f"To call a tool, reply with\n{_CALL_OPEN}\n"
-        '{"name": <tool name>, "arguments": <the arguments as a JSON object>}\n'
-        f"{_CALL_CLOSE}\nWhen you have what you need, reply with the answer in plain text."
-    ).strip()
-
-
-@chat_format.register_chat_completion_handler("react-engine-chatml")
-def _chatml_tools(*, llama, messages, tools=None, tool_choice=None, stop=None, **kwargs):
-    """Plain chat, or tool calling in ONE generation: the tools are listed in the system
-    message and a grammar admits a <tool_call> with arguments valid for the tool's
-    schema or (under "auto") a plain answer. The stock chatml-function-calling format
-    needs two or three generations per reply, drops tool results and escapes HTML."""
-    names = {}
-    rewritten = []
-    for message in messages:
-        if message["role"] == "assistant":
-            for call in message.get("tool_calls") or []:
-                names[call["id"]] = call["function"]["name"]
-        if message["role"] == "tool":
-            name = names.get(message.get("tool_call_id"), "tool")
-            content = _text(message.get("content"))
-            message = {"role": "user", "content": f"functions.{name} returned:\n{content}"}
-        rewritten.append(message)
-    if not tools or tool_choice == "none":
-        return _plain_chat(llama, rewritten, stop=stop, **kwargs)
-    if tool_choice is None:
-        tool_choice = "auto"
-    if isinstance(tool_choice, str) and tool_choice not in ("auto", "required"):
-        raise ValueError(f"unknown tool_choice {tool_choice!r}")
-    if isinstance(tool_choice, dict):
-        wanted = tool_choice.get("function", {}).get("name")
-        if wanted not in {t["function"]["name"] for t in tools}:
-            raise ValueError(f"tool_choice names no tool: {wanted!r}")
-    kwargs["grammar"] = llama_cpp.LlamaGrammar.from_string(
-        _tools_grammar(tools, tool_choice), verbose=False
-    )
-    if rewritten and rewritten[0]["role"] == "system":
-        system = _text(rewritten[0].get("content"))
-        rewritten = rewritten[1:]
-    else:
-        system = "You are a helpful assistant."
-    rewritten.insert(0, {"role": "system", "content": _tools_system(system, tools)})
-    rewritten = [
-        {"role": m["role"], "content": _calls_as_tags(m)} for m in rewritten
-    ]
-    handler = chat_format.get_chat_completion_handler("chatml")
-    kwargs.pop("response_format", None)
-    response = handler(llama=llama, messages=rewritten, stop=None, **kwargs)
-    choice = response["choices"][0]
-    text = (choice["message"].get("content") or "").strip()
-    if not text.startswith(_CALL_OPEN):
-        return response
-    body = text[len(_CALL_OPEN):].split(_CALL_CLOSE, 1)[0].strip()
-    try:
-        data = json.loads(body)
-        arguments = json.dumps(data["arguments"], ensure_ascii=False)
-        name = data["name"]
-    except (ValueError, KeyError, TypeError):
-        # Cut by max_tokens inside the call: return the call with the arguments as far as
-        # they got, as OpenAI does; finish_reason "length" tells the client not to run it.
-        head = re.match(r'\{"name": ("(?:[^"\\]|\\.)*"), "arguments": ', body)
-        if head is None:
-            return response
-        name = json.loads(head.group(1))
-        arguments = body[head.end():]
-    choice["message"] = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "call_" + uuid.uuid4().hex[:24],
-                "type": "function",
-                "function": {"name": name, "arguments": arguments},
-            }
-        ],
-    }
-    if choice.get("finish_reason") != "length":
-        choice["finish_reason"] = "tool_calls"
-    return response
-
-
-def _calls_as_tags(message):
-    """An assistant turn's tool calls in the notation the model is asked to write."""
-    if message["role"] != "assistant":
-        return _text(message.get("content"))
-    calls = "".join(
-        f"{_CALL_OPEN}\n"
-        + json.dumps(
-            {"name": c["function"]["name"], "arguments": _json_or_text(c["function"]["arguments"])},
-            ensure_ascii=False,
-        )
-        + f"\n{_CALL_CLOSE}\n"
-        for c in message.get("tool_calls") or []
-    )
-    content = _text(message.get("content"))
-    return f"{content}\n{calls}".strip() if calls else content
-
-
-def _json_or_text(raw):
-    try:
-        return json.loads(raw)
-    except (TypeError, ValueError):
-        return raw
-
-
-if __name__ == "__main__":
-    from llama_cpp.server.__main__ import main
-
-    sys.argv[0] = "llama_cpp.server"
-    main()
-'''
-
-
-def server_command(bootstrap_path: Path, config_path: Path) -> list[str]:
-    """The exact command line of the server process (documented in docs/local-model.md)."""
-    return [sys.executable, str(bootstrap_path), "--config_file", str(config_path)]
+    ``server.py`` runs as a program; ``-P`` keeps its own directory off ``sys.path``.
+    """
+    return [sys.executable, "-P", str(_SERVER_PROGRAM), "--config_file", str(config_path)]
 
 
 def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
@@ -839,7 +589,7 @@ def local_server(
 
         with local_server() as ep:
             client = openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key)
-            client.chat.completions.create(model=ep.text_model, messages=..., stop=[...])
+            client.chat.completions.create(model=ep.model, messages=..., stop=[...])
     """
     server = LocalServer(
         model_path=model_path,

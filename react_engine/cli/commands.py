@@ -30,7 +30,6 @@ import importlib
 import io
 import json
 import os
-import re
 import signal
 import sys
 import threading
@@ -40,10 +39,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import __version__
-from .agent import Agent, Conversation
-from .compare import CompareSettings, Target, TaskRun, format_report, run_comparison, write_outputs
-from .compare_tasks import (
+from .. import __version__
+from ..agent import Agent, Conversation
+from ..compare.run import (
+    CompareSettings,
+    Target,
+    TaskRun,
+    format_report,
+    run_comparison,
+    write_outputs,
+)
+from ..compare.suite import (
     ALL_PROTOCOLS,
     PROTOCOLS,
     ScriptReply,
@@ -51,18 +57,18 @@ from .compare_tasks import (
     load_script,
     load_tasks,
 )
-from .errors import (
+from ..errors import (
     ConfigurationError,
     ModelAPIError,
     ReactEngineError,
     RunAborted,
     UserError,
 )
-from .model import ChatModel, RetryPolicy, ScriptedModel, mask_key
-from .render import StepPrinter, _isatty, format_history, format_result, use_color
-from .selection import protocol_names
-from .tools import Tool
-from .types import (
+from ..model import ChatModel, RetryPolicy, mask_key
+from ..selection import protocol_names
+from ..testing import ScriptedModel
+from ..tools import Tool
+from ..types import (
     ActionRecord,
     ModelRequest,
     ModelResponse,
@@ -72,12 +78,10 @@ from .types import (
     Usage,
     to_jsonable,
 )
+from .demo import DEMO_QUESTION, DEMO_TOOLS, DRY_RUN_SCRIPT, demo_check, get_weather
+from .render import StepPrinter, _isatty, format_history, format_result, use_color
 
 __all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
-
-DEMO_QUESTION = "What is the weather in Paris right now?"
-"""A question the model cannot answer without calling ``get_weather``: the demo checks
-that the answer carries the temperature the tool returned."""
 
 EXIT_CONFIG = 2
 EXIT_NO_ANSWER = 3
@@ -85,45 +89,6 @@ EXIT_API = 4
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a process the broken pipe would have killed."""
-
-_DRY_RUN_SCRIPT: dict[str, list[dict[str, Any]]] = {
-    "function_calling": [
-        {
-            "content": "I need the weather in both cities.",
-            "tool_calls": [
-                {"name": "get_weather", "arguments": {"location": "Beijing"}},
-                {"name": "get_weather", "arguments": {"location": "Guangzhou"}},
-            ],
-        },
-        {"content": "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."},
-    ],
-    "text": [
-        {
-            "content": "Thought: I need the weather in both cities.\n"
-            'Action: get_weather\nAction Input: {"location": "Beijing"}\n'
-            'Action: get_weather\nAction Input: {"location": "Guangzhou"}'
-        },
-        {
-            "content": "Thought: I now know the final answer\n"
-            "Final Answer: Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."
-        },
-    ],
-    "structured": [
-        {
-            "content": '{"thought": "I need the weather in Beijing first.", "action": '
-            '{"tool": "get_weather", "arguments": {"location": "Beijing"}}}'
-        },
-        {
-            "content": '{"thought": "Now Guangzhou.", "action": '
-            '{"tool": "get_weather", "arguments": {"location": "Guangzhou"}}}'
-        },
-        {
-            "content": '{"thought": "I now know the final answer", "action": {"final_answer": '
-            '"Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."}}'
-        },
-    ],
-}
-"""What ``--dry-run`` replays: the demo's weather question, under each protocol."""
 
 
 class _Exit(Exception):
@@ -170,16 +135,11 @@ class Endpoint:
     base_url: str | None = None
     api_key: str | None = None
     key_env: str = "OPENAI_API_KEY"
-    text_model: str | None = None
-    """A model name for the text protocol when the server wants another (an alias)."""
     local: bool = False
     client: ChatModel | None = field(default=None, compare=False)
     """A scripted model in place of an endpoint."""
     replies: _ScriptedReplies | None = field(default=None, compare=False)
     """The script behind ``client``, told which protocol the agent runs."""
-
-    def model_for(self, protocol: str) -> str:
-        return self.text_model if protocol == "text" and self.text_model else self.model
 
     @property
     def where(self) -> str:
@@ -236,7 +196,7 @@ def _script(args: argparse.Namespace) -> dict[str, list[ScriptReply]] | None:
     if getattr(args, "scripted", None):
         return load_script(Path(args.scripted))
     if getattr(args, "dry_run", False):
-        return {k: [ScriptReply.model_validate(r) for r in v] for k, v in _DRY_RUN_SCRIPT.items()}
+        return {k: [ScriptReply.model_validate(r) for r in v] for k, v in DRY_RUN_SCRIPT.items()}
     return None
 
 
@@ -265,7 +225,7 @@ def _endpoint(args: argparse.Namespace, *, local_default: bool) -> Iterator[Endp
 
 @contextlib.contextmanager
 def _local() -> Iterator[Endpoint]:
-    from .local import local_server
+    from ..local import local_server
 
     print(
         ">> starting the embedded SmolLM2-135M model on 127.0.0.1 (a few seconds)...",
@@ -278,7 +238,6 @@ def _local() -> Iterator[Endpoint]:
             local.model,
             local.base_url,
             local.api_key,
-            text_model=local.text_model,
             local=True,
         )
 
@@ -314,8 +273,6 @@ def _describe_api_failure(exc: ModelAPIError, ep: Endpoint | None, model: str | 
 
 def _load_tools(spec: str | None) -> list[Tool]:
     if not spec:
-        from .demo_tools import DEMO_TOOLS
-
         return list(DEMO_TOOLS)
     try:
         module = importlib.import_module(spec)
@@ -357,7 +314,7 @@ def _make_agent(
         **options,
     }
     return Agent(
-        ep.model_for(protocol),
+        ep.model,
         tools,
         protocol=protocol,
         client=ep.client,
@@ -550,44 +507,8 @@ class _Ticker:
             self.since = time.perf_counter()
 
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def demo_check(result: RunResult) -> tuple[bool, str]:
-    """Whether the answer carries the weather the tool returned (its temperature).
-
-    The demo's question cannot be answered without ``get_weather``; an answer that does
-    not contain the temperature of some successful call was not made from the tool's data.
-    """
-    if result.answer is None:
-        return False, "no answer"
-    temperatures: list[float] = []
-    for step in result.steps:
-        for action in step.actions:
-            if action.tool != "get_weather" or action.status != "ok":
-                continue
-            try:
-                data = json.loads(action.observation)
-            except ValueError:
-                continue
-            if isinstance(data, dict):
-                for key in ("temperature_c", "temperature_f"):
-                    if isinstance(data.get(key), int | float):
-                        temperatures.append(float(data[key]))
-    if not temperatures:
-        return False, "get_weather never returned data in this run"
-    said = {float(n) for n in _NUMBER.findall(result.answer)}
-    for value in temperatures:
-        if value in said:
-            return True, f"the answer carries the temperature get_weather returned ({value:g})"
-    shown = ", ".join(f"{v:g}" for v in temperatures)
-    return False, f"the answer does not carry the temperature get_weather returned ({shown})"
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The weather agent, with every step shown as it happens and the answer checked."""
-    from .demo_tools import get_weather
-
     tools = _load_tools(args.tools) if args.tools else [get_weather]
     _check_trace(args.trace)
     with _endpoint(args, local_default=True) as ep:
@@ -890,17 +811,13 @@ def _compare_targets(
             Target(
                 local.model,
                 p,
-                api_model=local.model_for(p),
+                api_model=local.model,
                 base_url=local.base_url,
                 api_key=local.api_key,
             )
             for p in chosen
         ]
-        alias = local.model_for("text")
-        source = "embedded llama.cpp server" + (
-            f"; text protocol via alias {alias}" if alias != local.model else ""
-        )
-        yield targets, source
+        yield targets, "embedded llama.cpp server"
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """The side-by-side protocol comparison: the same tasks under each protocol and model.
 
-:func:`run_comparison` runs every task of the suite (:mod:`react_engine.compare_tasks`)
+:func:`run_comparison` runs every task of the suite (:mod:`react_engine.compare.suite`)
 against every :class:`Target` (a model at an endpoint, under one protocol) with the same
 sampling settings and seed, checks each answer, and returns a :class:`Report`;
 :func:`format_report` prints it as a table per task and in total, and
@@ -39,12 +39,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .agent import Agent
-from .capabilities import CapabilityCache
-from .compare_tasks import ProtocolName, Task, Transcript, check_result
-from .errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
-from .model import RetryPolicy
-from .types import ModelSettings, RunResult
+from ..agent import Agent
+from ..capabilities import CapabilityCache
+from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
+from ..model import RetryPolicy
+from ..types import ModelSettings, RunResult
+from .suite import ProtocolName, Task, Transcript, check_result
 
 __all__ = [
     "METRICS",

@@ -1,0 +1,290 @@
+"""The local server process: llama-cpp-python's OpenAI-compatible server, with three fixes.
+
+:class:`~react_engine.local.LocalServer` runs this file as a program (``python -P
+.../react_engine/local/server.py --config_file config.json``, see :func:`server_command`);
+it is not meant to be imported. Run as ``__main__`` it watches its parent, applies three
+fixes to llama-cpp-python 0.3.x (:func:`install`), each found by experiment and
+described in docs/local-model.md, then runs the stock server main, the same entry point
+as ``python -m llama_cpp.server``. Importing it applies nothing.
+
+It uses react-engine only for :func:`~react_engine.grammar.schema_rules`, the same JSON
+Schema -> GBNF writer the text protocol uses, and for the launcher's constants.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import jinja2.sandbox
+import llama_cpp
+import llama_cpp.llama_chat_format
+
+from react_engine.grammar import schema_rules
+from react_engine.local.launcher import CHAT_FORMAT, PARENT_ENV_VAR
+
+# The fixes reach into llama-cpp-python's internals (0.3.x), which its type hints do not
+# describe (message dicts, the patched class attributes): they go through untyped handles.
+_llama: Any = llama_cpp
+chat_format: Any = llama_cpp.llama_chat_format
+
+
+# 0. Never outlive the engine. A parent killed with SIGKILL (or SIGTERM with no handler)
+#    cannot stop us, and we run in our own session, so a Ctrl-C does not reach us
+#    either: exit as soon as we are re-parented. The parent's pid comes from the
+#    launcher, so a parent that died while we were still importing is noticed too.
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+def watch_parent() -> None:
+    """Exit this process as soon as its parent is gone (checked twice a second)."""
+    parent = int(os.environ.get(PARENT_ENV_VAR) or os.getppid())
+    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+# 1. Prompt prefix reuse that keeps replies repeatable. The stock server reuses the KV
+#    cache of the longest common prefix with the previous prompt and evaluates the rest
+#    in batches that start where the match ended; those batches are cut differently from
+#    a from-scratch evaluation, their float results differ slightly, and an identical
+#    request can decode differently at temperature 0. We keep only a prefix that was
+#    evaluated as *prompt* (not generated one token at a time) and cut it down to a
+#    multiple of n_batch, so the rest is evaluated in exactly the batches a fresh
+#    evaluation would use: a reply stays a function of the request alone, and a ReAct
+#    step whose prompt extends the previous one costs only its new tokens.
+_generate = _llama.Llama.generate
+
+
+def _generate_reusing_prefix(self: Any, tokens: Any, *args: Any, **kwargs: Any) -> Any:
+    tokens = list(tokens)
+    if not args and kwargs.get("reset", True):
+        evaluated = getattr(self, "_react_engine_prompt_len", 0)
+        limit = min(self.n_tokens, evaluated, len(tokens) - 1)
+        common = 0
+        ids = self.input_ids
+        while common < limit and ids[common] == tokens[common]:
+            common += 1
+        keep = (common // self.n_batch) * self.n_batch
+        if keep > 0 and self._ctx.kv_cache_seq_rm(-1, keep, -1):
+            self.n_tokens = keep
+        else:
+            self.reset()
+        self._react_engine_prompt_len = len(tokens)
+    return _generate(self, tokens, *args, **kwargs)
+
+
+# 2. No HTML escaping. chatml-function-calling renders with autoescape on, so the model
+#    reads &#34; for every quote in messages, tool results and call arguments.
+class _PlainEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["autoescape"] = False
+        super().__init__(*args, **kwargs)
+
+
+# 3. One model entry for both protocols, and tool calling the model can follow.
+#    Requests without tools (or with tool_choice "none") go to the stock "chatml"
+#    handler, which renders messages verbatim and honours `stop` and `seed`. Requests
+#    with tools go to the stock chatml-function-calling handler with its gaps filled: it
+#    drops role "tool" messages, lists the tools only inside a system message, treats a
+#    missing tool_choice as "none", fails on "required", applies `stop` to the JSON
+#    arguments, and when "auto" chooses to answer it can only produce an empty message.
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+
+
+def _plain_chat(llama: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+    # chatml renders assistant tool calls only through their text, and skips empty turns.
+    messages = [{"role": m["role"], "content": _calls_as_tags(m)} for m in messages]
+    kwargs.pop("tool_choice", None)
+    kwargs.pop("tools", None)
+    handler = chat_format.get_chat_completion_handler("chatml")
+    return handler(llama=llama, messages=messages, **kwargs)
+
+
+_CALL_OPEN = "<tool_call>"
+_CALL_CLOSE = "</tool_call>"
+
+
+def _literal(text: str) -> str:
+    return json.dumps(text)
+
+
+def _tools_grammar(tools: list[dict[str, Any]], tool_choice: Any) -> str:
+    """GBNF for one reply: a <tool_call> whose arguments fit the named tool's schema, or
+    (under "auto") a plain answer, which may not start with "<"."""
+    rules = {}
+    calls = []
+    for i, tool in enumerate(tools):
+        fn = tool["function"]
+        name = fn["name"]
+        if isinstance(tool_choice, dict) and tool_choice["function"]["name"] != name:
+            continue
+        root, tool_rules = schema_rules(fn.get("parameters") or {}, f"args{i}")
+        rules.update(tool_rules)
+        head = _literal('{"name": ' + json.dumps(name) + ', "arguments": ')
+        rules[f"call{i}"] = f'{head} {root} "}}"'
+        calls.append(f"call{i}")
+    opening, closing = _literal(_CALL_OPEN + chr(10)), _literal(chr(10) + _CALL_CLOSE)
+    call = f"{opening} ( {' | '.join(calls)} ) {closing}"
+    if tool_choice == "auto":
+        rules["root"] = "tool-call | answer"
+        rules["answer"] = "[^<\\x00] [^\\x00]*"
+    else:
+        rules["root"] = "tool-call"
+    rules["tool-call"] = call
+    return "\n".join(f"{k} ::= {v}" for k, v in rules.items()) + "\n"
+
+
+def _tools_system(system: str, tools: list[dict[str, Any]]) -> str:
+    listing = "\n".join(
+        json.dumps(
+            {
+                "name": t["function"]["name"],
+                "description": t["function"].get("description", ""),
+                "parameters": t["function"].get("parameters", {}),
+            },
+            ensure_ascii=False,
+        )
+        for t in tools
+    )
+    return (
+        f"{system}\n\nYou can call these tools:\n{listing}\n\n"
+        f"To call a tool, reply with\n{_CALL_OPEN}\n"
+        '{"name": <tool name>, "arguments": <the arguments as a JSON object>}\n'
+        f"{_CALL_CLOSE}\nWhen you have what you need, reply with the answer in plain text."
+    ).strip()
+
+
+def _chatml_tools(
+    *,
+    llama: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    tool_choice: Any = None,
+    stop: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """Plain chat, or tool calling in ONE generation: the tools are listed in the system
+    message and a grammar admits a <tool_call> with arguments valid for the tool's
+    schema or (under "auto") a plain answer. The stock chatml-function-calling format
+    needs two or three generations per reply, drops tool results and escapes HTML."""
+    names = {}
+    rewritten = []
+    for message in messages:
+        if message["role"] == "assistant":
+            for call in message.get("tool_calls") or []:
+                names[call["id"]] = call["function"]["name"]
+        if message["role"] == "tool":
+            name = names.get(message.get("tool_call_id"), "tool")
+            content = _text(message.get("content"))
+            message = {"role": "user", "content": f"functions.{name} returned:\n{content}"}
+        rewritten.append(message)
+    if not tools or tool_choice == "none":
+        return _plain_chat(llama, rewritten, stop=stop, **kwargs)
+    if tool_choice is None:
+        tool_choice = "auto"
+    if isinstance(tool_choice, str) and tool_choice not in ("auto", "required"):
+        raise ValueError(f"unknown tool_choice {tool_choice!r}")
+    if isinstance(tool_choice, dict):
+        wanted = tool_choice.get("function", {}).get("name")
+        if wanted not in {t["function"]["name"] for t in tools}:
+            raise ValueError(f"tool_choice names no tool: {wanted!r}")
+    kwargs["grammar"] = _llama.LlamaGrammar.from_string(
+        _tools_grammar(tools, tool_choice), verbose=False
+    )
+    if rewritten and rewritten[0]["role"] == "system":
+        system = _text(rewritten[0].get("content"))
+        rewritten = rewritten[1:]
+    else:
+        system = "You are a helpful assistant."
+    rewritten.insert(0, {"role": "system", "content": _tools_system(system, tools)})
+    rewritten = [{"role": m["role"], "content": _calls_as_tags(m)} for m in rewritten]
+    handler = chat_format.get_chat_completion_handler("chatml")
+    kwargs.pop("response_format", None)
+    response = handler(llama=llama, messages=rewritten, stop=None, **kwargs)
+    choice = response["choices"][0]
+    text = (choice["message"].get("content") or "").strip()
+    if not text.startswith(_CALL_OPEN):
+        return response
+    body = text[len(_CALL_OPEN) :].split(_CALL_CLOSE, 1)[0].strip()
+    try:
+        data = json.loads(body)
+        arguments = json.dumps(data["arguments"], ensure_ascii=False)
+        name = data["name"]
+    except (ValueError, KeyError, TypeError):
+        # Cut by max_tokens inside the call: return the call with the arguments as far as
+        # they got, as OpenAI does; finish_reason "length" tells the client not to run it.
+        head = re.match(r'\{"name": ("(?:[^"\\]|\\.)*"), "arguments": ', body)
+        if head is None:
+            return response
+        name = json.loads(head.group(1))
+        arguments = body[head.end() :]
+    choice["message"] = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_" + uuid.uuid4().hex[:24],
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
+        ],
+    }
+    if choice.get("finish_reason") != "length":
+        choice["finish_reason"] = "tool_calls"
+    return response
+
+
+def _calls_as_tags(message: dict[str, Any]) -> str:
+    """An assistant turn's tool calls in the notation the model is asked to write."""
+    if message["role"] != "assistant":
+        return _text(message.get("content"))
+    calls = "".join(
+        f"{_CALL_OPEN}\n"
+        + json.dumps(
+            {"name": c["function"]["name"], "arguments": _json_or_text(c["function"]["arguments"])},
+            ensure_ascii=False,
+        )
+        + f"\n{_CALL_CLOSE}\n"
+        for c in message.get("tool_calls") or []
+    )
+    content = _text(message.get("content"))
+    return f"{content}\n{calls}".strip() if calls else content
+
+
+def _json_or_text(raw: Any) -> Any:
+    try:
+        return json.loads(raw)
+    except (TypeError, ValueError):
+        return raw
+
+
+def install() -> None:
+    """Apply the three fixes to the imported llama-cpp-python (done once, by :func:`main`)."""
+    _llama.Llama.generate = _generate_reusing_prefix
+    chat_format.ImmutableSandboxedEnvironment = _PlainEnvironment
+    chat_format.register_chat_completion_handler(CHAT_FORMAT)(_chatml_tools)
+
+
+def main() -> None:
+    """Watch the parent, apply the fixes, and run llama_cpp.server with our ``argv``."""
+    watch_parent()
+    install()
+    serve: Any = importlib.import_module("llama_cpp.server.__main__").main
+    sys.argv[0] = "llama_cpp.server"
+    serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""What the ReAct parser (:mod:`.react`) and the salvage of written calls (:mod:`.salvage`)
+both read, read one way: think blocks, code fences, and call objects.
+
+* :func:`think_blocks`: every ``<think>...</think>`` block (also ``<thinking>`` and
+  ``<reasoning>``, any case), including one whose opening tag the prompt held (a stray
+  closing tag) and one a truncated reply never closed;
+* :func:`unfence`: the inside of a Markdown code fence and the text after it;
+* :func:`call_objects`: a decoded JSON value read as tool calls, in every spelling of the
+  name and arguments keys the parser knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from . import patterns as P
+from .json_repair import fence_body
+
+__all__ = ["CallObject", "ThinkBlock", "call_objects", "think_blocks", "unfence"]
+
+
+# --- think blocks ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkBlock:
+    """One think block: ``text[start:end]`` in all, ``text[content_start:content_end]``
+    inside its tags."""
+
+    start: int
+    content_start: int
+    content_end: int
+    end: int
+    opened: bool
+    """Whether its opening tag is in the text (not when a stray closing tag ends a block
+    begun in the prompt, as Qwen3's template does: the block then starts at 0)."""
+    closed: bool
+    """Whether its closing tag is in the text (not in a reply cut while thinking: the
+    block then runs to the end)."""
+
+
+def think_blocks(text: str) -> Iterator[ThinkBlock]:
+    """The think blocks of ``text`` in order. Tags do not nest (an opening tag inside a
+    block is its text), and a stray closing tag counts only before any block."""
+    opening: int | None = None
+    content_start = 0
+    found = False
+    for tag in P.THINK_TAG.finditer(text):
+        if not tag.group("close"):
+            if opening is None:
+                opening, content_start = tag.start(), tag.end()
+        elif opening is not None:
+            yield ThinkBlock(opening, content_start, tag.start(), tag.end(), True, True)
+            opening, found = None, True
+        elif not found:
+            yield ThinkBlock(0, 0, tag.start(), tag.end(), False, True)
+            found = True
+    if opening is not None:
+        yield ThinkBlock(opening, content_start, len(text), len(text), True, False)
+
+
+# --- code fences ------------------------------------------------------------------------------
+
+
+def unfence(text: str) -> tuple[str, str] | None:
+    """The content of the code fence ``text`` starts with (after optional spaces), and the
+    text after its closing fence (``""`` when it is never closed); ``None`` when ``text``
+    does not start with a fence.
+
+    The language tag and the rest of the opening line are not content; a fence inside a
+    JSON string does not close the block (:func:`~.json_repair.fence_close`).
+    """
+    fence = P.FENCE_OPEN.match(text)
+    if fence is None:
+        return None
+    start, close, tail = fence_body(text, fence, len(text))
+    return text[start:close], text[tail:]
+
+
+# --- call objects -----------------------------------------------------------------------------
+
+_NAME_KEYS: Final = (
+    "action",
+    "toolname",
+    "tool",
+    "name",
+    "function",
+    "functionname",
+    "actionname",
+)
+_ARGS_KEYS: Final = (
+    "actioninput",
+    "arguments",
+    "parameters",
+    "args",
+    "input",
+    "toolinput",
+    "params",
+    "inputs",
+    "actioninputs",
+    "kwargs",
+    "toolarguments",
+    "toolargs",
+    "toolparameters",
+    "toolparams",
+    "toolinputs",
+    "functionarguments",
+    "functionargs",
+    "functionparameters",
+    "functionparams",
+    "functioninput",
+    "actionarguments",
+    "actionargs",
+    "actionparameters",
+    "actionparams",
+)
+_CALL_META_KEYS: Final = frozenset({"id", "type", "index", "callid", "toolcallid", "observation"})
+"""Keys of a call object that are neither its name nor its arguments."""
+_THOUGHT_KEYS: Final = ("thought", "thoughts", "reasoning")
+
+
+@dataclass(frozen=True, slots=True)
+class CallObject:
+    """One tool call read from a JSON value."""
+
+    tool: str
+    arguments: Any
+    """As written: an object, a string, any JSON value, or ``None`` when not given."""
+    given: str | None
+    """How the arguments were given: ``""`` under an arguments key, ``"flat_arguments"``
+    as the call object's other keys, ``None`` not at all."""
+    thought: str | None
+    """A thought written beside the call (``{"thought": ..., "action": ...}``)."""
+
+
+def call_objects(value: Any, *, name_alone: bool = False) -> list[CallObject] | None:
+    """The tool calls ``value`` (a decoded JSON object or array) holds, or ``None`` when it
+    is not a call (a list is calls only when every element is).
+
+    The name goes under ``action``, ``tool``, ``name``, ``function`` or their
+    ``tool_``/``function_``/``action_`` spellings, the arguments under ``arguments``,
+    ``parameters``, ``args``, ``action_input`` and their kin (any case, ``_``/``-``/space
+    ignored); OpenAI's ``{"function": {"name", "arguments"}}`` and ``{"tool_calls": [...]}``
+    are unwrapped. With no arguments key, the call's other keys are its arguments
+    (``{"action": "search", "query": "x"}``), never dropped. ``{"name": ...}`` without an
+    arguments key is data, not a call, unless ``name_alone``: callers that accept only
+    names of known tools may read ``{"name": "get_weather", "city": "Paris"}`` as a call.
+    """
+    if isinstance(value, list):
+        calls: list[CallObject] = []
+        for element in value:
+            if not isinstance(element, dict):
+                return None
+            one = call_objects(element, name_alone=name_alone)
+            if one is None:
+                return None
+            calls.extend(one)
+        return calls or None
+    if not isinstance(value, dict):
+        return None
+    keys = {P.normalise_word(str(k)): k for k in value}
+    if "toolcalls" in keys and isinstance(value[keys["toolcalls"]], list):
+        return call_objects(value[keys["toolcalls"]], name_alone=name_alone)
+    thought: str | None = None
+    thought_key: str | None = None
+    for k in _THOUGHT_KEYS:
+        if k in keys and isinstance(value[keys[k]], str):
+            thought = value[keys[k]].strip() or None
+            thought_key = k
+            break
+    fn = value[keys["function"]] if "function" in keys else None
+    if isinstance(fn, dict):
+        inner = call_objects(fn, name_alone=name_alone)
+        if not inner:
+            return None
+        return [CallObject(c.tool, c.arguments, c.given, thought) for c in inner]
+    name_key = next((k for k in _NAME_KEYS if k in keys and isinstance(value[keys[k]], str)), None)
+    if name_key is None or not value[keys[name_key]].strip():
+        return None
+    args_key = next((k for k in _ARGS_KEYS if k in keys), None)
+    if args_key is None and name_key == "name" and not name_alone:
+        return None  # {"name": ...} alone is data, not a call
+    tool = value[keys[name_key]].strip()
+    if args_key is not None:
+        return [CallObject(tool, value[keys[args_key]], "", thought)]
+    # No arguments key: any other keys are the arguments, never dropped (a key the tool
+    # does not take fails its validation, and the model is told which)
+    flat = {
+        keys[k]: value[keys[k]]
+        for k in keys
+        if k != name_key and k != thought_key and k not in _CALL_META_KEYS
+    }
+    if flat:
+        return [CallObject(tool, flat, "flat_arguments", thought)]
+    return [CallObject(tool, None, None, thought)]

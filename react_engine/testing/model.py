@@ -1,0 +1,109 @@
+"""The scripted chat model, the fake that ships with the :class:`ChatModel` seam."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeAlias
+
+from ..model import ChatModel, request_payload
+from ..types import ModelRequest, ModelResponse, RawToolCall, Usage
+from .script import Script
+
+__all__ = ["ScriptItem", "ScriptedModel", "reply", "tool_call_reply"]
+
+ScriptItem: TypeAlias = (
+    "ModelResponse | str | BaseException | Callable[[ModelRequest], ModelResponse | str]"
+)
+
+
+def reply(
+    content: str | None = None, *, reasoning: str | None = None, usage: Usage | None = None
+) -> ModelResponse:
+    """A scripted text reply."""
+    return ModelResponse(
+        content=content,
+        reasoning=reasoning,
+        finish_reason="stop",
+        usage=usage or Usage(requests=1),
+    )
+
+
+def tool_call_reply(
+    *calls: tuple[str, Mapping[str, Any] | str] | tuple[str, Mapping[str, Any] | str, str | None],
+    content: str | None = None,
+    usage: Usage | None = None,
+) -> ModelResponse:
+    """A scripted reply with native tool calls: ``(name, args)`` or ``(name, args, id)``.
+
+    Ids default to ``call_1``, ``call_2``... in order; pass ``None`` to omit one.
+    """
+    out: list[RawToolCall] = []
+    for i, call in enumerate(calls, 1):
+        name, args = call[0], call[1]
+        call_id = call[2] if len(call) > 2 else f"call_{i}"
+        text = args if isinstance(args, str) else json.dumps(dict(args), ensure_ascii=False)
+        out.append(RawToolCall(call_id, name, text))
+    return ModelResponse(
+        content=content,
+        tool_calls=out,
+        finish_reason="tool_calls",
+        usage=usage or Usage(requests=1),
+    )
+
+
+class ScriptedModel(ChatModel):
+    """A model that answers from a script: a queue of replies, or a function of the request.
+
+    Each queued item is a :class:`ModelResponse`, a string (a plain text reply), an exception
+    (raised for that request, e.g. ``ModelUnavailableError(status_code=429)``), or a
+    function of the request returning one of those. ``requests`` and ``payloads`` record
+    what was asked, typed and exactly as the SDK would have sent it. Once the script is
+    spent, ``default`` answers; without one, the request raises
+    :class:`~react_engine.testing.ScriptExhausted`.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Any] | Callable[[ModelRequest], Any] = (),
+        *,
+        base_url: str = "scripted://",
+        default: Any = None,
+    ) -> None:
+        self.script: Script[ModelRequest, Any] = Script(script, default=default)
+        self.base_url = base_url
+        self.requests: list[ModelRequest] = []
+        self.payloads: list[dict[str, Any]] = []
+
+    @property
+    def default(self) -> Any:
+        """What to answer once the queue is empty."""
+        return self.script.default
+
+    @default.setter
+    def default(self, value: Any) -> None:
+        self.script.default = value
+
+    def push(self, *items: Any) -> None:
+        self.script.push(*items)
+
+    @property
+    def remaining(self) -> int:
+        return self.script.remaining
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        self.payloads.append(request_payload(request))
+        item = self.script.answer(request)
+        if callable(item) and not isinstance(item, ModelResponse):
+            item = item(request)
+        if inspect.isawaitable(item):
+            item = await item
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, str):
+            return reply(item)
+        if isinstance(item, ModelResponse):
+            return item
+        raise TypeError(f"a script item must be a reply, a string or an exception: {item!r}")

@@ -1,0 +1,78 @@
+"""A script: the answers a fake gives, from a queue or from a function of the request.
+
+One mechanism behind every scripted fake: :class:`~react_engine.testing.ScriptedModel`
+(requests are :class:`~react_engine.types.ModelRequest`, items are replies) and
+:class:`~react_engine.testing.ScriptedServer` (requests are decoded HTTP bodies, items are
+response bodies). A queued item may itself be a function of the request, so that one
+answer can depend on what was asked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
+
+from ..errors import UserError
+
+__all__ = ["Script", "ScriptExhausted"]
+
+Request = TypeVar("Request")
+Item = TypeVar("Item")
+
+
+class ScriptExhausted(UserError):
+    """A scripted fake was asked more often than its script allows."""
+
+
+class Script(Generic[Request, Item]):
+    """Answers in order from a queue, or from one function of the request.
+
+    ``default`` answers once the queue is empty (``None``: :meth:`answer` raises
+    :class:`ScriptExhausted`). Safe to use from several threads: a server answers on its
+    own thread while the test pushes items.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Item | Callable[[Request], Item]] | Callable[[Request], Item] = (),
+        *,
+        default: Item | Callable[[Request], Item] | None = None,
+    ) -> None:
+        self._fn: Callable[[Request], Item] | None = None
+        self._queue: deque[Item | Callable[[Request], Item]] = deque()
+        if callable(script):
+            self._fn = script
+        else:
+            self._queue.extend(script)
+        self.default = default
+        self.asked = 0
+        """How many requests were answered (or found the script spent)."""
+        self._lock = threading.Lock()
+
+    def push(self, *items: Item | Callable[[Request], Item]) -> None:
+        with self._lock:
+            self._queue.extend(items)
+
+    @property
+    def remaining(self) -> int:
+        """Queued items never asked for."""
+        return len(self._queue)
+
+    def answer(self, request: Request) -> Item:
+        """The next item, called with ``request`` if it is a function."""
+        with self._lock:
+            self.asked += 1
+            asked = self.asked
+            if self._fn is not None:
+                item: Item | Callable[[Request], Item] | None = self._fn
+            elif self._queue:
+                item = self._queue.popleft()
+            else:
+                item = self.default
+        if item is None:
+            raise ScriptExhausted(f"the script has no reply left for request #{asked}")
+        if callable(item):
+            return item(request)
+        return item
