@@ -46,6 +46,7 @@ from .errors import (
     ModelRequestError,
     RunAborted,
 )
+from .mcp import MCPServerHandle, check_servers, connected_tools
 from .model import ChatModel, OpenAIChatModel, RetryPolicy, complete_with_retries, mask_key
 from .observations import render_observation, valid_unicode
 from .protocol import Decision, PendingCall, Protocol, RequestContext
@@ -134,7 +135,9 @@ class Agent:
     (one JSON object per reply), or a :class:`Protocol` instance. The endpoint is
     ``client=`` (an ``openai`` client or any :class:`ChatModel`), else
     ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Limits are
-    :class:`AgentConfig` fields, given as keywords.
+    :class:`AgentConfig` fields, given as keywords. ``mcp_servers`` (MCP server handles,
+    see :mod:`react_engine.mcp`) are connected for each run and their tools added to
+    ``tools``.
     """
 
     def __init__(
@@ -142,6 +145,7 @@ class Agent:
         model: str | None = None,
         tools: Sequence[Tool | Callable[..., Any]] = (),
         *,
+        mcp_servers: Sequence[MCPServerHandle] = (),
         protocol: str | Protocol = "auto",
         instructions: str | None = None,
         client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
@@ -167,6 +171,8 @@ class Agent:
             )
         self.model = name
         self.tools = as_tools(_tool_list(tools))
+        self.mcp_servers = check_servers(mcp_servers)
+        """Connected when a run starts, closed when it ends; their tools join ``tools``."""
         if instructions is not None and not isinstance(instructions, str):
             raise ConfigurationError(f"instructions must be a str, not {_describe(instructions)}")
         for option, callback in (("on_step", on_step), ("on_call", on_call), ("approve", approve)):
@@ -340,24 +346,28 @@ class Agent:
             raise ConfigurationError(f"the question must be a str, not {_describe(question)}")
         if history is not None and not isinstance(history, list):
             raise ConfigurationError(f"history must be a list, not {_describe(history)}")
-        if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
-            t.name for t in self.tools
-        }:
-            raise ConfigurationError(f"tool_choice {cfg.tool_choice!r} names no tool of this agent")
-        protocol, reason, caps = self.choose_protocol()
-        items = history if history is not None else []
-        items.append(UserTurn(question))
-        state = _RunState(
-            question=question,
-            history=items,
-            protocol=protocol,
-            protocol_reason=reason,
-            caps=caps,
-            config=cfg,
-            model=chat_model,
-            model_name=self.model,
-        )
-        return await self._loop(state)
+        async with connected_tools(self.mcp_servers, self.tools) as tools:
+            if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
+                t.name for t in tools
+            }:
+                raise ConfigurationError(
+                    f"tool_choice {cfg.tool_choice!r} names no tool of this agent"
+                )
+            protocol, reason, caps = self.choose_protocol()
+            items = history if history is not None else []
+            items.append(UserTurn(question))
+            state = _RunState(
+                question=question,
+                history=items,
+                protocol=protocol,
+                protocol_reason=reason,
+                caps=caps,
+                config=cfg,
+                model=chat_model,
+                model_name=self.model,
+                tools=tools,
+            )
+            return await self._loop(state)
 
     async def _loop(self, state: _RunState) -> RunResult:
         while True:
@@ -398,7 +408,7 @@ class Agent:
         ctx = RequestContext(
             model=text_alias or self.model,
             history=state.history,
-            tools=self.tools,
+            tools=state.tools,
             tool_choice=tool_choice,
             capabilities=state.caps,
             settings=_within_deadline(cfg.settings, state.remaining()),
@@ -572,7 +582,7 @@ class Agent:
     # --- tools ------------------------------------------------------------------------------
 
     async def _execute(self, state: _RunState, decision: Decision) -> list[ActionRecord]:
-        by_name = {t.name: t for t in self.tools}
+        by_name = {t.name: t for t in state.tools}
         prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
         for call in decision.calls:
             record = ActionRecord(
@@ -814,6 +824,8 @@ class _RunState:
     config: AgentConfig
     model: ChatModel
     model_name: str
+    tools: list[Tool]
+    """The agent's tools and those of its MCP servers, connected for this run."""
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.perf_counter)
