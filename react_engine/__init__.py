@@ -7,6 +7,8 @@ One agent loop, protocols behind one :class:`Protocol` interface, chosen per mod
 output but no tool calling).
 """
 
+import logging
+
 from .agent import Agent, AgentConfig, Conversation
 from .capabilities import Capabilities, CapabilityCache, CapabilityRegistry, default_registry
 from .errors import (
@@ -51,6 +53,11 @@ from .types import (
 )
 
 __version__ = "0.1.0"
+
+# A library logs, the application decides where it goes: without this handler, Python's
+# last-resort handler would print the library's warnings on the stderr of an application
+# that configured no logging at all.
+logging.getLogger("react_engine").addHandler(logging.NullHandler())
 
 __all__ = [
     "ActionRecord",

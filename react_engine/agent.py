@@ -74,6 +74,11 @@ PROTOCOL_NAMES: tuple[str, ...] = ("auto", "function_calling", "text", "structur
 
 log = logging.getLogger("react_engine")
 
+RUN_EVENT: Mapping[str, Any] = {"run_event": True}
+"""``extra=`` of a warning that is also one of the run's ``events`` (``RunResult.events``):
+a program that shows the events (the CLI prints them with the steps and the result) leaves
+these log records out, not to say the same thing twice."""
+
 T = TypeVar("T")
 
 FINAL_ANSWER_RETRIES = 1
@@ -478,7 +483,7 @@ class Agent:
                 f"{len(decision.calls)} tool calls in one reply: the first "
                 f"{cfg.max_calls_per_step} ran, {len(excess)} were not run (max_calls_per_step)"
             )
-            log.warning("%s", event)
+            log.warning("%s", event, extra=RUN_EVENT)
             step.events.append(event)
             state.events.append(event)
         too_many = (
@@ -564,7 +569,7 @@ class Agent:
             cache.remember(url, model, parallel_tool_calls=False)
             state.caps = dataclasses.replace(state.caps, parallel_tool_calls=False)
             event = "parallel_tool_calls rejected"
-        log.warning("%s (HTTP %s)", event, exc.status_code)
+        log.warning("%s (HTTP %s)", event, exc.status_code, extra=RUN_EVENT)
         state.pending_events.append(event)
         state.events.append(event)
         state.usage.requests += 1
@@ -745,14 +750,14 @@ class Agent:
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "
                     f"({stuck_threads()} sync calls stuck)"
                 )
-                log.warning("%s", event)
+                log.warning("%s", event, extra=RUN_EVENT)
                 state.events.append(event)
             _fail(record, "timeout", message)
         except ThreadsExhausted as exc:
             message = (
                 f"{tool.name} was not run: {exc}; sync tools will run again once some of them end"
             )
-            log.warning("%s", message)
+            log.warning("%s", message, extra=RUN_EVENT)
             state.events.append(message)
             _fail(record, "error", message)
         except Exception as exc:

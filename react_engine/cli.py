@@ -29,6 +29,7 @@ import contextlib
 import importlib
 import io
 import json
+import logging
 import os
 import re
 import signal
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
-from .agent import PROTOCOL_NAMES, Agent, Conversation
+from .agent import PROTOCOL_NAMES, RUN_EVENT, Agent, Conversation
 from .compare import CompareSettings, Target, TaskRun, format_report, run_comparison, write_outputs
 from .compare_tasks import (
     ALL_PROTOCOLS,
@@ -841,6 +842,10 @@ class ChatSession:
             f"   [{result.protocol} · {u.requests} LLM call(s) · {len(result.tool_calls)} tool "
             f"call(s) · {u.prompt_tokens}+{u.completion_tokens} tokens · {result.duration_s:.1f}s]"
         )
+        shown = {event for step in result.steps for event in step.events}
+        for event in result.events:
+            if event not in shown:  # the run's own events, which no step printed
+                self.say(f"   ! {event}")
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
@@ -1061,7 +1066,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     process = argv is None
     try:
-        code = _main(argv, process=process)
+        with _warnings_on_stderr():
+            code = _main(argv, process=process)
         if process:
             sys.stdout.flush()  # a pipe's buffer: a closed reader shows up here
     except BrokenPipeError:
@@ -1069,6 +1075,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if process and code == EXIT_INTERRUPTED:
         _exit_now(code)
     return code
+
+
+class _NotARunEvent(logging.Filter):
+    """Leaves out the warnings that are also a run's events (logged with ``RUN_EVENT``):
+    the CLI prints those with the steps and the result."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(getattr(record, key, False) for key in RUN_EVENT)
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """While the CLI runs, the library's warnings go to stderr, one ``warning:`` line each.
+
+    The library's logger has only a ``NullHandler`` of its own: without this, a program
+    that configures no logging (this one) would not see them at all. The handler is removed
+    when ``main`` returns, so calling ``main`` again does not print each warning twice.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    handler.addFilter(_NotARunEvent())
+    logger = logging.getLogger("react_engine")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _broken_pipe(process: bool) -> int:

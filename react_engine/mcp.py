@@ -33,6 +33,7 @@ a handle is created, never by ``import react_engine``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
@@ -53,6 +54,8 @@ __all__ = [
     "connected_tools",
     "mcp_tools",
 ]
+
+log = logging.getLogger("react_engine")
 
 INSTALL_HINT = "pip install 'react-engine[mcp]'"
 
@@ -137,26 +140,40 @@ class MCPServerHandle:
         """
         from mcp import Client
 
-        async with AsyncExitStack() as stack:
-            try:
-                transport = self._transport(stack)
-                client = await stack.enter_async_context(
-                    Client(transport, read_timeout_seconds=self.timeout)
-                )
-                connection = MCPConnection(self, client)
-                await connection.list_tools()
-            except ReactEngineError:
+        raised: list[BaseException] = []
+        try:
+            async with AsyncExitStack() as stack:
+                try:
+                    transport = self._transport(stack)
+                    client = await stack.enter_async_context(
+                        Client(transport, read_timeout_seconds=self.timeout)
+                    )
+                    connection = MCPConnection(self, client)
+                    await connection.list_tools()
+                except ReactEngineError:
+                    raise
+                except Exception as exc:
+                    raise MCPServerError(
+                        f"could not connect to the MCP server {self.name}: "
+                        f"{type(exc).__name__}: {_one_line(exc)}",
+                        server=self.name,
+                    ) from exc
+                try:
+                    yield connection
+                except BaseException as exc:
+                    raised.append(exc)
+                    raise
+                finally:
+                    connection.closed = True
+        except BaseExceptionGroup as group:
+            # The mcp client's task groups wrap whatever the block raised in an exception
+            # group: the caller gets its own exception back, as if no connection were open.
+            if not raised:
                 raise
-            except Exception as exc:
-                raise MCPServerError(
-                    f"could not connect to the MCP server {self.name}: "
-                    f"{type(exc).__name__}: {_one_line(exc)}",
-                    server=self.name,
-                ) from exc
-            try:
-                yield connection
-            finally:
-                connection.closed = True
+            _, rest = group.split(lambda exc: exc is raised[0])
+            if rest is not None:
+                log.warning("closing the MCP server %s failed: %s", self.name, _one_line(rest))
+            raise raised[0] from raised[0].__cause__
 
     async def __aenter__(self) -> MCPServerHandle:
         if self._stack is not None:
