@@ -154,8 +154,7 @@ class MCPServerHandle:
                     raise
                 except Exception as exc:
                     raise MCPServerError(
-                        f"could not connect to the MCP server {self.name}: "
-                        f"{type(exc).__name__}: {_one_line(exc)}",
+                        f"could not connect to the MCP server {self.name}: {_one_line(exc)}",
                         server=self.name,
                     ) from exc
                 try:
@@ -243,7 +242,7 @@ class MCPServerStdio(MCPServerHandle):
         if isinstance(args, str) or not all(isinstance(a, str) for a in args):
             raise ConfigurationError(f"MCP server args must be a list of str, not {args!r}")
         super().__init__(
-            " ".join([Path(command).name, *args])[:120],
+            " ".join([command, *args])[:200],
             prefix=prefix,
             requires_approval=requires_approval,
             timeout=timeout,
@@ -283,18 +282,19 @@ class MCPServerHTTP(MCPServerHandle):
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigurationError(f"an MCP HTTP server needs an http(s) URL, not {url!r}")
-        super().__init__(
-            url, prefix=prefix, requires_approval=requires_approval, timeout=timeout
-        )
+        super().__init__(url, prefix=prefix, requires_approval=requires_approval, timeout=timeout)
         self.url = url
         self.headers = dict(headers) if headers is not None else None
 
     def _transport(self, stack: AsyncExitStack) -> Any:
+        import httpx2
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
+        if not self.headers:
+            return streamable_http_client(self.url)
+        # The mcp package's own timeouts: a server may hold a response stream open for long.
         # The transport closes only an HTTP client it made itself; this one is ours to close.
-        http = create_mcp_http_client(headers=self.headers)
+        http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
         stack.push_async_callback(http.aclose)
         return streamable_http_client(self.url, http_client=http)
 
@@ -456,7 +456,9 @@ async def connected_tools(
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or repr(exc)
+    """An exception as ``Type: message`` on one line; a group (the mcp package's task groups
+    raise those) as its leaves."""
     if isinstance(exc, BaseExceptionGroup):
-        text = "; ".join(_one_line(e) for e in exc.exceptions)
-    return text[:300]
+        return "; ".join(_one_line(e) for e in exc.exceptions)[:300]
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__

@@ -604,7 +604,9 @@ def _json_annotation(node: Any) -> Any:
     return functools.reduce(operator.or_, (_JSON_TYPES[k] for k in kinds))
 
 
-def _model_from_schema(tool_name: str, schema: Mapping[str, Any], *, open_: bool) -> type[BaseModel]:
+def _model_from_schema(
+    tool_name: str, schema: Mapping[str, Any], *, open_: bool
+) -> type[BaseModel]:
     """An argument model for a JSON Schema: one field per top-level property.
 
     A property whose name is no Python identifier, or one a pydantic model already uses

@@ -130,9 +130,12 @@ def test_agent_calls_an_mcp_tool(transport: str, protocol: str, http_url: str) -
     assert result.answer == "42"
     (action,) = result.tool_calls
     assert (action.tool, action.status, action.observation) == ("add", "ok", "42")
-    assert '"42"' in second_request_text(model) or "42</observation>" in second_request_text(
-        model
-    )
+    # The server's result is what the model reads next.
+    if protocol == "function_calling":
+        seen = {"role": "tool", "tool_call_id": "call_1", "content": "42"}
+    else:
+        seen = {"role": "user", "content": "Observation: <observation>42</observation>"}
+    assert model.payloads[1]["messages"][-1] == seen
     first = model.payloads[0]
     if protocol == "function_calling":
         by_name = {t["function"]["name"]: t["function"] for t in first["tools"]}
@@ -258,7 +261,7 @@ async def test_explicit_connection_serves_several_runs_then_closes(http_url: str
             reply("no server"),
         ]
     )
-    server = MCPServerHTTP(http_url)
+    server = MCPServerHTTP(http_url, headers={"Authorization": "Bearer test-token"})
     with pytest.raises(ConfigurationError, match="not connected"):
         mcp_tools(server)
     async with server:
@@ -342,7 +345,8 @@ async def test_a_server_that_cannot_start_is_an_mcp_server_error() -> None:
     agent = Agent("m", mcp_servers=[missing], client=model)
     with pytest.raises(MCPServerError, match="could not connect to the MCP server") as caught:
         await agent.arun("q", history=history)
-    assert caught.value.server.startswith("python")
+    assert caught.value.server.startswith(sys.executable)
+    assert "MCPError: Connection closed" in str(caught.value)
     assert model.requests == [] and history == []
 
 
@@ -352,7 +356,9 @@ async def test_an_unreachable_http_server_is_an_mcp_server_error() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    agent = Agent("m", mcp_servers=[MCPServerHTTP(f"http://127.0.0.1:{port}/mcp")], client=ScriptedModel())
+    agent = Agent(
+        "m", mcp_servers=[MCPServerHTTP(f"http://127.0.0.1:{port}/mcp")], client=ScriptedModel()
+    )
     with pytest.raises(MCPServerError, match=f"127.0.0.1:{port}"):
         await agent.arun("q")
 
@@ -382,4 +388,3 @@ def test_without_the_mcp_package_the_error_names_the_extra(
     monkeypatch.setitem(sys.modules, "mcp", None)  # what an absent package looks like
     with pytest.raises(ConfigurationError, match=r"react-engine\[mcp\]"):
         MCPServerStdio("python", ["server.py"])
-
