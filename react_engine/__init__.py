@@ -4,7 +4,8 @@ One agent loop, protocols behind one :class:`Protocol` interface, chosen per mod
 :class:`FunctionCallingProtocol` (native ``tools``/``tool_calls``),
 :class:`TextReActProtocol` (Thought/Action/Observation text with a tolerant parser) and
 :class:`StructuredOutputProtocol` (one JSON object per reply, for models with JSON-schema
-output but no tool calling).
+output but no tool calling). Tools are typed functions (:func:`tool`) or the tools of MCP
+servers (:class:`MCPServerStdio`, :class:`MCPServerHTTP`).
 """
 
 import logging
@@ -15,6 +16,8 @@ from .errors import (
     ConfigurationError,
     ErrorBudgetExhausted,
     JSONRepairError,
+    MCPServerError,
+    MCPToolError,
     ModelAPIError,
     ModelBehaviorError,
     ModelRequestError,
@@ -27,6 +30,7 @@ from .errors import (
     UserError,
 )
 from .local import local_server
+from .mcp import MCPServerHTTP, MCPServerStdio, mcp_tools
 from .model import (
     ChatModel,
     OpenAIChatModel,
@@ -73,6 +77,10 @@ __all__ = [
     "ErrorBudgetExhausted",
     "FunctionCallingProtocol",
     "JSONRepairError",
+    "MCPServerError",
+    "MCPServerHTTP",
+    "MCPServerStdio",
+    "MCPToolError",
     "ModelAPIError",
     "ModelBehaviorError",
     "ModelRequest",
@@ -107,6 +115,7 @@ __all__ = [
     "list_templates",
     "load_template",
     "local_server",
+    "mcp_tools",
     "parse_react",
     "repair_json",
     "reply",

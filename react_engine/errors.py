@@ -16,6 +16,7 @@ kept apart from the model's misbehaviour and from transport failures::
     │   ├── ModelUnavailableError  transient failures that outlived the retry budget
     │   └── LocalServerError       the embedded llama.cpp server could not start (local.py)
     ├── MCPServerError             an MCP server could not be reached or listed (mcp.py)
+    ├── MCPToolError               an MCP tool's result flagged isError (an observation in a run)
     └── RunAborted                 a run the engine gave up on; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
 
@@ -149,6 +150,19 @@ class MCPServerError(ReactEngineError):
 
     def __init__(self, message: str, *, server: str) -> None:
         super().__init__(message)
+        self.server = server
+
+
+class MCPToolError(ReactEngineError):
+    """An MCP tool's result flagged ``isError``; the message is the text it returned.
+
+    Raised by the tool's function, so in a run it is the call's error observation, which the
+    model sees; only a direct call of the tool raises it to the caller.
+    """
+
+    def __init__(self, message: str, *, tool_name: str, server: str) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
         self.server = server
 
 

@@ -42,7 +42,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from .errors import ConfigurationError, MCPServerError, ReactEngineError
+from .errors import ConfigurationError, MCPServerError, MCPToolError, ReactEngineError
 from .tools import Tool
 
 __all__ = [
@@ -75,18 +75,6 @@ def _require_mcp() -> None:
         raise ConfigurationError(
             f"MCP servers need the mcp package, which is not installed: {INSTALL_HINT}"
         ) from exc
-
-
-class MCPToolError(Exception):
-    """An MCP tool's result flagged ``isError``: the message is the text it returned.
-
-    Raised by the tool's function, so the agent records it as the call's error observation.
-    """
-
-    def __init__(self, message: str, *, tool_name: str, server: str) -> None:
-        super().__init__(message)
-        self.tool_name = tool_name
-        self.server = server
 
 
 class MCPServerHandle:
