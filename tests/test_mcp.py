@@ -76,11 +76,17 @@ def call(protocol: str, name: str, arguments: dict[str, Any]) -> Any:
     """A scripted reply that calls one tool, in the protocol's own form."""
     if protocol == "function_calling":
         return tool_call_reply((name, arguments))
+    if protocol == "structured":
+        return json.dumps({"thought": "t", "action": {"tool": name, "arguments": arguments}})
     return f"Thought: I use {name}.\nAction: {name}\nAction Input: {json.dumps(arguments)}"
 
 
 def answer(protocol: str, text: str) -> Any:
-    return reply(text) if protocol == "function_calling" else f"Final Answer: {text}"
+    if protocol == "function_calling":
+        return reply(text)
+    if protocol == "structured":
+        return json.dumps({"thought": "t", "action": {"final_answer": text}})
+    return f"Final Answer: {text}"
 
 
 def second_request_text(model: ScriptedModel) -> str:
@@ -159,7 +165,7 @@ def test_agent_calls_an_mcp_tool(transport: str, protocol: str, http_url: str) -
         assert "one of [shout, add, get_weather, forecast, wait, files_read]" in system
 
 
-@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("protocol", [*PROTOCOLS, "structured"])
 async def test_mcp_tool_error_is_an_observation_the_model_sees(
     protocol: str, http_url: str
 ) -> None:
@@ -213,6 +219,44 @@ async def test_a_name_the_apis_refuse_is_rewritten_and_the_server_called_by_its_
     )
     result = await agent.arun("q")
     assert result.tool_calls[0].observation == "contents of /etc/motd"
+
+
+async def test_a_call_past_its_timeout_leaves_the_session_usable(http_url: str) -> None:
+    model = ScriptedModel(
+        [
+            tool_call_reply(("wait", {"seconds": 30}), ("add", {"a": 1, "b": 2})),
+            tool_call_reply(("add", {"a": 3, "b": 4})),
+            reply("done"),
+        ]
+    )
+    agent = Agent(
+        "m",
+        mcp_servers=[MCPServerHTTP(http_url)],
+        client=model,
+        protocol="function_calling",
+        tool_timeout=1.0,
+    )
+    result = await agent.arun("q")
+    waited, parallel, later = result.tool_calls
+    assert waited.status == "timeout"
+    assert waited.observation == "Error: wait did not finish within 1s"
+    assert (parallel.observation, later.observation) == ("3", "7")
+
+
+async def test_concurrent_runs_and_a_blocking_run_inside_the_loop(http_url: str) -> None:
+    def script(n: int) -> ScriptedModel:
+        return ScriptedModel([tool_call_reply(("add", {"a": n, "b": n})), reply(str(2 * n))])
+
+    server = MCPServerHTTP(http_url)  # one handle: each run opens its own connection
+    agents = [
+        Agent("m", mcp_servers=[server], client=script(n), protocol="function_calling")
+        for n in range(3)
+    ]
+    results = await asyncio.gather(*(agent.arun("q") for agent in agents))
+    assert [r.tool_calls[0].observation for r in results] == ["0", "2", "4"]
+    # agent.run() inside a running loop runs on a thread of its own, with its own loop.
+    blocking = Agent("m", mcp_servers=[server], client=script(5), protocol="function_calling")
+    assert blocking.run("q").tool_calls[0].observation == "10"
 
 
 # --- names ------------------------------------------------------------------------------------
