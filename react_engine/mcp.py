@@ -40,10 +40,16 @@ import sys
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import ConfigurationError, MCPServerError, MCPToolError, ReactEngineError
 from .tools import Tool
+
+if TYPE_CHECKING:  # the mcp package is optional: imported for real only when a handle is made
+    from mcp import Client
+    from mcp.client import Transport
+    from mcp.types import CallToolResult
+    from mcp.types import Tool as ToolSpec
 
 __all__ = [
     "MCPConnection",
@@ -114,7 +120,7 @@ class MCPServerHandle:
         self._stack: AsyncExitStack | None = None
         self._connection: MCPConnection | None = None
 
-    def _transport(self, stack: AsyncExitStack) -> Any:
+    def _transport(self, stack: AsyncExitStack) -> Transport:
         """The ``mcp`` transport (an async context manager of streams) for one connection;
         what it needs closed besides goes on ``stack``."""
         raise NotImplementedError
@@ -128,6 +134,7 @@ class MCPServerHandle:
         """
         from mcp import Client
 
+        yielded = False
         raised: list[BaseException] = []
         try:
             async with AsyncExitStack() as stack:
@@ -146,6 +153,7 @@ class MCPServerHandle:
                         server=self.name,
                     ) from exc
                 try:
+                    yielded = True
                     yield connection
                 except BaseException as exc:
                     raised.append(exc)
@@ -155,12 +163,15 @@ class MCPServerHandle:
         except BaseExceptionGroup as group:
             # The mcp client's task groups wrap whatever the block raised in an exception
             # group: the caller gets its own exception back, as if no connection were open.
-            if not raised:
+            # A block that went well is not undone by a server that fails to close.
+            if raised:
+                _, rest = group.split(lambda exc: exc is raised[0])
+                if rest is not None:
+                    log.warning("closing the MCP server %s failed: %s", self.name, _one_line(rest))
+                raise raised[0] from raised[0].__cause__
+            if not yielded or not isinstance(group, ExceptionGroup):
                 raise
-            _, rest = group.split(lambda exc: exc is raised[0])
-            if rest is not None:
-                log.warning("closing the MCP server %s failed: %s", self.name, _one_line(rest))
-            raise raised[0] from raised[0].__cause__
+            log.warning("closing the MCP server %s failed: %s", self.name, _one_line(group))
 
     async def __aenter__(self) -> MCPServerHandle:
         if self._stack is not None:
@@ -241,7 +252,7 @@ class MCPServerStdio(MCPServerHandle):
         self.cwd = cwd
         self.stderr = stderr
 
-    def _transport(self, stack: AsyncExitStack) -> Any:
+    def _transport(self, stack: AsyncExitStack) -> Transport:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         params = StdioServerParameters(
@@ -274,7 +285,7 @@ class MCPServerHTTP(MCPServerHandle):
         self.url = url
         self.headers = dict(headers) if headers is not None else None
 
-    def _transport(self, stack: AsyncExitStack) -> Any:
+    def _transport(self, stack: AsyncExitStack) -> Transport:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
@@ -294,7 +305,7 @@ class MCPServerHTTP(MCPServerHandle):
 class MCPConnection:
     """One open connection to an MCP server, and the tools it listed."""
 
-    def __init__(self, server: MCPServerHandle, client: Any) -> None:
+    def __init__(self, server: MCPServerHandle, client: Client) -> None:
         self.server = server
         self.client = client
         self.tools: list[Tool] = []
@@ -302,7 +313,7 @@ class MCPConnection:
 
     async def list_tools(self) -> list[Tool]:
         """List the server's tools (every page) as react-engine tools; keep them in ``tools``."""
-        specs: list[Any] = []
+        specs: list[ToolSpec] = []
         cursor: str | None = None
         for _ in range(_MAX_PAGES):
             page = await self.client.list_tools(cursor=cursor)
@@ -313,7 +324,7 @@ class MCPConnection:
         self.tools = [self._tool(spec) for spec in specs]
         return self.tools
 
-    def _tool(self, spec: Any) -> Tool:
+    def _tool(self, spec: ToolSpec) -> Tool:
         remote_name: str = spec.name
         name = (self.server.prefix + _API_NAME.sub("_", remote_name))[:64]
         if name[:1].isdigit() or name[:1] == "-":
@@ -349,24 +360,33 @@ class MCPConnection:
         return text
 
 
-def result_text(result: Any) -> str:
+def result_text(result: CallToolResult) -> str:
     """What the model sees of an MCP tool result: its text blocks, one per line (an image,
     audio or a binary resource as a one-line placeholder), else its structured content as
     JSON."""
+    from mcp.types import (
+        AudioContent,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
     parts: list[str] = []
     for block in result.content:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind in ("image", "audio"):
-            size = len(block.data) * 3 // 4
-            parts.append(f"[{kind}: {block.mime_type}, about {size} bytes, not shown]")
-        elif kind == "resource_link":
-            parts.append(f"[resource: {block.uri}]")
-        elif kind == "resource":
-            inner = block.resource
-            text = getattr(inner, "text", None)
-            parts.append(text if isinstance(text, str) else f"[resource: {inner.uri}, not shown]")
+        match block:
+            case TextContent(text=text):
+                parts.append(text)
+            case ImageContent() | AudioContent():
+                size = len(block.data) * 3 // 4
+                parts.append(f"[{block.type}: {block.mime_type}, about {size} bytes, not shown]")
+            case ResourceLink(uri=uri):
+                parts.append(f"[resource: {uri}]")
+            case EmbeddedResource(resource=TextResourceContents(text=text)):
+                parts.append(text)
+            case EmbeddedResource(resource=inner):
+                parts.append(f"[resource: {inner.uri}, {inner.mime_type or 'binary'}, not shown]")
     if not parts and result.structured_content is not None:
         return json.dumps(result.structured_content, ensure_ascii=False)
     return "\n".join(parts)

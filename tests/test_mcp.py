@@ -432,3 +432,38 @@ def test_without_the_mcp_package_the_error_names_the_extra(
     monkeypatch.setitem(sys.modules, "mcp", None)  # what an absent package looks like
     with pytest.raises(ConfigurationError, match=r"react-engine\[mcp\]"):
         MCPServerStdio("python", ["server.py"])
+
+
+def test_what_the_model_sees_of_each_kind_of_content() -> None:
+    from mcp.types import (
+        BlobResourceContents,
+        CallToolResult,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+        TextResourceContents,
+    )
+
+    from react_engine.mcp import result_text
+
+    mixed = CallToolResult(
+        content=[
+            TextContent(text="first"),
+            ImageContent(data="aGVsbG8h", mime_type="image/png"),
+            ResourceLink(name="notes", uri="file:///notes.md"),
+            EmbeddedResource(resource=TextResourceContents(uri="file:///a.txt", text="inline")),
+            EmbeddedResource(resource=BlobResourceContents(uri="file:///b.bin", blob="AAAA")),
+        ],
+        structured_content={"ignored": True},
+    )
+    assert result_text(mixed).splitlines() == [
+        "first",
+        "[image: image/png, about 6 bytes, not shown]",
+        "[resource: file:///notes.md]",
+        "inline",
+        "[resource: file:///b.bin, binary, not shown]",
+    ]
+    structured = CallToolResult(content=[], structured_content={"temp": 24, "city": "北京"})
+    assert result_text(structured) == '{"temp": 24, "city": "北京"}'
+    assert result_text(CallToolResult(content=[])) == ""
