@@ -4,8 +4,11 @@ One agent loop, protocols behind one :class:`Protocol` interface, chosen per mod
 :class:`FunctionCallingProtocol` (native ``tools``/``tool_calls``),
 :class:`TextReActProtocol` (Thought/Action/Observation text with a tolerant parser) and
 :class:`StructuredOutputProtocol` (one JSON object per reply, for models with JSON-schema
-output but no tool calling).
+output but no tool calling). Tools are typed functions (:func:`tool`) or the tools of MCP
+servers (:class:`MCPServerStdio`, :class:`MCPServerHTTP`).
 """
+
+import logging
 
 from .agent import Agent, AgentConfig, Conversation
 from .capabilities import Capabilities, CapabilityCache, CapabilityRegistry, default_registry
@@ -13,6 +16,8 @@ from .errors import (
     ConfigurationError,
     ErrorBudgetExhausted,
     JSONRepairError,
+    MCPServerError,
+    MCPToolError,
     ModelAPIError,
     ModelBehaviorError,
     ModelRequestError,
@@ -25,6 +30,7 @@ from .errors import (
     UserError,
 )
 from .local import local_server
+from .mcp import MCPServerHTTP, MCPServerStdio, mcp_tools
 from .model import ChatModel, OpenAIChatModel, RetryPolicy
 from .parsing import RepairResult, parse_react, repair_json
 from .prompts import PromptTemplate, list_templates, load_template
@@ -54,6 +60,11 @@ from .types import (
 
 __version__ = "0.1.0"
 
+# A library logs, the application decides where it goes: without this handler, Python's
+# last-resort handler would print the library's warnings on the stderr of an application
+# that configured no logging at all.
+logging.getLogger("react_engine").addHandler(logging.NullHandler())
+
 __all__ = [
     "ActionRecord",
     "Agent",
@@ -71,6 +82,10 @@ __all__ = [
     "FormatError",
     "FunctionCallingProtocol",
     "JSONRepairError",
+    "MCPServerError",
+    "MCPServerHTTP",
+    "MCPServerStdio",
+    "MCPToolError",
     "ModelAPIError",
     "ModelBehaviorError",
     "ModelRequest",
@@ -105,6 +120,7 @@ __all__ = [
     "list_templates",
     "load_template",
     "local_server",
+    "mcp_tools",
     "parse_react",
     "repair_json",
     "reply",

@@ -42,17 +42,18 @@ from .capabilities import (
 from .config import AgentConfig, check_config, describe, tool_list
 from .errors import ConfigurationError, ErrorBudgetExhausted, ModelAPIError, ModelRequestError
 from .execution import ApprovalCallback, CallCallback, ToolRunner, skipped
+from .mcp import MCPServerHandle, check_servers, connected_tools
 from .model import ChatModel, OpenAIChatModel, complete_with_retries, mask_key
 from .protocol import CallTools, FinalAnswer, FormatError, Protocol, RequestContext
 from .selection import ProtocolOptions, adapt, choose, protocol_names
-from .state import Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
+from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
 from .tools import Tool, as_tools
 from .types import HistoryItem, ModelResponse, RunResult, Step, UserTurn
 
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["PROTOCOL_NAMES", "Agent", "AgentConfig", "Conversation"]
+__all__ = ["PROTOCOL_NAMES", "RUN_EVENT", "Agent", "AgentConfig", "Conversation"]
 
 PROTOCOL_NAMES: tuple[str, ...] = protocol_names()
 """The names ``Agent(protocol=...)`` accepted when this module was imported (see
@@ -77,7 +78,9 @@ class Agent:
     (one JSON object per reply), or a :class:`Protocol` instance. The endpoint is
     ``client=`` (an ``openai`` client or any :class:`ChatModel`), else
     ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Limits are
-    :class:`AgentConfig` fields, given as keywords.
+    :class:`AgentConfig` fields, given as keywords. ``mcp_servers`` (MCP server handles,
+    see :mod:`react_engine.mcp`) are connected for each run and their tools added to
+    ``tools``.
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class Agent:
         model: str | None = None,
         tools: Sequence[Tool | Callable[..., Any]] = (),
         *,
+        mcp_servers: Sequence[MCPServerHandle] = (),
         protocol: str | Protocol = "auto",
         instructions: str | None = None,
         client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
@@ -109,6 +113,8 @@ class Agent:
             )
         self.model = name
         self.tools = as_tools(tool_list(tools))
+        self.mcp_servers = check_servers(mcp_servers)
+        """Connected when a run starts, closed when it ends; their tools join ``tools``."""
         if instructions is not None and not isinstance(instructions, str):
             raise ConfigurationError(f"instructions must be a str, not {describe(instructions)}")
         for option, callback in (("on_step", on_step), ("on_call", on_call), ("approve", approve)):
@@ -129,7 +135,7 @@ class Agent:
         """Called with each approved call just before its tool runs (a step's calls are
         reported again, with their observations, through ``on_step`` once they are done)."""
         self.approve = approve
-        self._runner = ToolRunner(self.tools, approve, on_call)
+        self._runner = ToolRunner(approve, on_call)
         try:
             self.config = dataclasses.replace(config or AgentConfig(), **limits)
         except TypeError as exc:
@@ -240,24 +246,28 @@ class Agent:
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
         if history is not None and not isinstance(history, list):
             raise ConfigurationError(f"history must be a list, not {describe(history)}")
-        if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
-            t.name for t in self.tools
-        }:
-            raise ConfigurationError(f"tool_choice {cfg.tool_choice!r} names no tool of this agent")
-        protocol, reason, caps = self.choose_protocol()
-        items = history if history is not None else []
-        items.append(UserTurn(question))
-        state = RunState(
-            question=question,
-            history=items,
-            protocol=protocol,
-            protocol_reason=reason,
-            caps=caps,
-            config=cfg,
-            model=chat_model,
-            model_name=self.model,
-        )
-        return await self._loop(state)
+        async with connected_tools(self.mcp_servers, self.tools) as tools:
+            if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
+                t.name for t in tools
+            }:
+                raise ConfigurationError(
+                    f"tool_choice {cfg.tool_choice!r} names no tool of this agent"
+                )
+            protocol, reason, caps = self.choose_protocol()
+            items = history if history is not None else []
+            items.append(UserTurn(question))
+            state = RunState(
+                question=question,
+                history=items,
+                protocol=protocol,
+                protocol_reason=reason,
+                caps=caps,
+                config=cfg,
+                model=chat_model,
+                model_name=self.model,
+                tools=tools,
+            )
+            return await self._loop(state)
 
     async def _loop(self, state: RunState) -> RunResult:
         while True:
@@ -301,7 +311,7 @@ class Agent:
         return RequestContext(
             model=self.model,
             history=state.history,
-            tools=self.tools,
+            tools=state.tools,
             tool_choice=tool_choice,
             capabilities=state.caps,
             settings=state.settings(),
@@ -379,7 +389,7 @@ class Agent:
                 f"{len(decision.calls)} tool calls in one reply: the first {limit} ran, "
                 f"{len(excess)} were not run (max_calls_per_step)"
             )
-            log.warning("%s", event)
+            log.warning("%s", event, extra=RUN_EVENT)
             step.events.append(event)
             state.events.append(event)
         if (stop := state.tools_spent(len(calls))) is not None:
@@ -425,7 +435,7 @@ class Agent:
         if change.protocol is not None:
             state.protocol = change.protocol
             state.protocol_reason = change.protocol_reason or state.protocol_reason
-        log.warning("%s (HTTP %s)", change.event, exc.status_code)
+        log.warning("%s (HTTP %s)", change.event, exc.status_code, extra=RUN_EVENT)
         state.pending_events.append(change.event)
         state.events.append(change.event)
         state.usage.requests += 1

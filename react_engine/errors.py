@@ -15,6 +15,8 @@ kept apart from the model's misbehaviour and from transport failures::
     │   ├── ModelRequestError      a 4xx the server will answer the same way again
     │   ├── ModelUnavailableError  transient failures that outlived the retry budget
     │   └── LocalServerError       the embedded llama.cpp server could not start (local/)
+    ├── MCPServerError             an MCP server could not be reached or listed (mcp.py)
+    ├── MCPToolError               an MCP tool's result flagged isError (an observation in a run)
     └── RunAborted                 a run the engine gave up on; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
 
@@ -22,7 +24,9 @@ Limits do not raise: ``max_steps``, ``loop_limit``, ``deadline``, ``max_tool_cal
 ``max_total_tokens`` end the run with a :class:`~react_engine.types.RunResult` whose
 ``stop_reason`` names the limit. Of the run errors only the error budget raises
 (:class:`ErrorBudgetExhausted`), a tool raising a ``BaseException`` (:class:`RunAborted`),
-and API failures (:class:`ModelAPIError`).
+API failures (:class:`ModelAPIError`) and an MCP server that cannot be connected when the
+run starts (:class:`MCPServerError`). A tool that fails, an MCP tool's ``isError`` result
+included, is an observation the model sees, not an exception.
 
 Constructors only store what they are given: no logging, no I/O.
 """
@@ -135,6 +139,31 @@ class ModelRequestError(ModelAPIError):
 
 class ModelUnavailableError(ModelAPIError):
     """Rate limits, 5xx, timeouts or connection errors that outlived the retry budget."""
+
+
+# --- tool servers ----------------------------------------------------------------------
+
+
+class MCPServerError(ReactEngineError):
+    """An MCP server that could not be started, reached or listed, or a connection used after
+    it was closed. ``server`` names it (its command or URL)."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class MCPToolError(ReactEngineError):
+    """An MCP tool's result flagged ``isError``; the message is the text it returned.
+
+    Raised by the tool's function, so in a run it is the call's error observation, which the
+    model sees; only a direct call of the tool raises it to the caller.
+    """
+
+    def __init__(self, message: str, *, tool_name: str, server: str) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.server = server
 
 
 # --- runs that stop early -----------------------------------------------------------------

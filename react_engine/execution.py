@@ -21,7 +21,7 @@ from ._threads import ThreadsExhausted, run_sync_call, stuck_threads
 from .errors import RunAborted
 from .observations import render_observation, valid_unicode
 from .protocol import PendingCall
-from .state import RunState
+from .state import RUN_EVENT, RunState
 from .tools import Tool, ToolArgumentsError, within
 from .types import ActionRecord
 
@@ -37,18 +37,14 @@ class ToolRunner:
     """Runs a reply's calls against the agent's tools."""
 
     def __init__(
-        self,
-        tools: Sequence[Tool],
-        approve: ApprovalCallback | None = None,
-        on_call: CallCallback | None = None,
+        self, approve: ApprovalCallback | None = None, on_call: CallCallback | None = None
     ) -> None:
-        self.by_name = {t.name: t for t in tools}
         self.approve = approve
         self.on_call = on_call
 
     async def run(self, state: RunState, calls: Sequence[PendingCall]) -> list[ActionRecord]:
         """Run ``calls`` (in parallel when there are several) and return their records."""
-        by_name = self.by_name
+        by_name = {t.name: t for t in state.tools}
         prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
         for call in calls:
             record = ActionRecord(
@@ -211,14 +207,14 @@ class ToolRunner:
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "
                     f"({stuck_threads()} sync calls stuck)"
                 )
-                log.warning("%s", event)
+                log.warning("%s", event, extra=RUN_EVENT)
                 state.events.append(event)
             _fail(record, "timeout", message)
         except ThreadsExhausted as exc:
             message = (
                 f"{tool.name} was not run: {exc}; sync tools will run again once some of them end"
             )
-            log.warning("%s", message)
+            log.warning("%s", message, extra=RUN_EVENT)
             state.events.append(message)
             _fail(record, "error", message)
         except Exception as exc:

@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -22,8 +22,14 @@ from .types import HistoryItem, ModelResponse, ModelSettings, RunResult, Step, S
 
 if TYPE_CHECKING:
     from .model import ChatModel
+    from .tools import Tool
 
-__all__ = ["Finish", "Outcome", "RunAgain", "RunState", "Stop"]
+__all__ = ["RUN_EVENT", "Finish", "Outcome", "RunAgain", "RunState", "Stop"]
+
+RUN_EVENT: Mapping[str, Any] = {"run_event": True}
+"""``extra=`` of a warning that is also one of the run's ``events`` (``RunResult.events``):
+a program that shows the events (the CLI prints them with the steps and the result) leaves
+these log records out, not to say the same thing twice."""
 
 T = TypeVar("T")
 
@@ -64,6 +70,8 @@ class RunState:
     config: AgentConfig
     model: ChatModel
     model_name: str
+    tools: list[Tool]
+    """The agent's tools and those of its MCP servers, connected for this run."""
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.perf_counter)

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import inspect
 import json
 import math
+import operator
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -66,6 +68,9 @@ class Tool:
     """The JSON Schema of the arguments: self-contained, ``additionalProperties: false``."""
     pass_model: bool = False
     """Call ``function(model_instance)`` instead of ``function(**fields)``."""
+    pass_arguments: bool = False
+    """Call ``function(arguments)`` with the validated arguments as one JSON-ready dict, the
+    keys the model gave and no others (tools built by :meth:`from_schema`)."""
     is_async: bool = False
     summarize: Callable[[Any], str] | None = None
     """Turns a raw result into what the model sees (observation injection)."""
@@ -82,7 +87,8 @@ class Tool:
 
     @property
     def argument_names(self) -> list[str]:
-        return list(self.args_model.model_fields)
+        """The arguments' names as the model writes them (aliases where there are some)."""
+        return [f.alias or n for n, f in self.args_model.model_fields.items()]
 
     def openai_schema(self) -> dict[str, Any]:
         """The entry for the ``tools`` array of a chat completion request."""
@@ -108,7 +114,8 @@ class Tool:
             else:
                 raise ToolArgumentsError(
                     f"arguments for {self.name!r} must be a JSON object with the fields "
-                    f"{', '.join(fields) or '(none)'}; got the plain text {arguments[:200]!r}"
+                    f"{', '.join(self.argument_names) or '(none)'}; got the plain text "
+                    f"{arguments[:200]!r}"
                 )
         if too_deep(arguments):
             raise ToolArgumentsError(TOO_DEEP)
@@ -129,6 +136,8 @@ class Tool:
         if self.pass_model:
             args: tuple[Any, ...] = (validated,)
             kwargs: dict[str, Any] = {}
+        elif self.pass_arguments:
+            args, kwargs = (_arguments_dict(validated),), {}
         else:
             args = ()
             kwargs = {name: getattr(validated, name) for name in self.args_model.model_fields}
@@ -143,6 +152,8 @@ class Tool:
         """Run a sync function in the calling thread (the agent never does: see :meth:`ainvoke`)."""
         if self.pass_model:
             return self.function(validated)
+        if self.pass_arguments:
+            return self.function(_arguments_dict(validated))
         return self.function(**{n: getattr(validated, n) for n in self.args_model.model_fields})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -299,6 +310,55 @@ class Tool:
             timeout=timeout,
             max_observation_chars=max_observation_chars,
         )
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        parameters: Mapping[str, Any],
+        function: Callable[[dict[str, Any]], Any],
+        *,
+        description: str = "",
+        summarize: Callable[[Any], str] | None = None,
+        requires_approval: bool = False,
+        timeout: float | None = None,
+        max_observation_chars: int | None = None,
+    ) -> Tool:
+        """Build a tool from a JSON Schema of its arguments plus a function (sync or async)
+        that takes them as one dict: a tool defined elsewhere, such as an MCP server's.
+
+        The schema is sent as it is, made self-contained (``$defs`` inlined, titles dropped)
+        and closed to other keys unless it says otherwise. The argument model checks what
+        the schema says at the top level (required fields, simple types, unknown keys);
+        whatever is deeper (nested objects, unions, formats) is left to the tool itself.
+        """
+        _check_name(name)
+        if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
+            raise ToolDefinitionError(
+                f"tool {name!r}: the arguments' schema must be a JSON Schema of an object, "
+                f"not {str(parameters)[:100]}",
+                tool_name=name,
+            )
+        schema = dict(parameters)
+        extra = schema.get("additionalProperties", False)
+        model = _model_from_schema(name, schema, open_=extra is not False)
+        built = cls._build(
+            name,
+            description,
+            model,
+            function,
+            pass_model=False,
+            summarize=summarize,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            max_observation_chars=max_observation_chars,
+        )
+        built.pass_arguments = True
+        built.parameters = strict_schema(schema)
+        if extra is not False:
+            built.parameters["additionalProperties"] = copy.deepcopy(extra)
+        built.strict = meets_strict_mode(built.parameters)
+        return built
 
     @classmethod
     def _build(
@@ -520,6 +580,77 @@ async def within(awaitable: Awaitable[T], timeout: float) -> T:
         return await asyncio.wait_for(_contained(awaitable), timeout)
     except _Escaped as escaped:
         raise escaped.original from None
+
+
+_JSON_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list[Any],
+    "object": dict[str, Any],
+    "null": type(None),
+}
+"""The Python type that validates each simple JSON Schema type (``float`` takes ints too)."""
+
+
+def _json_annotation(node: Any) -> Any:
+    """The annotation for one property's schema: its simple type or union of them, else
+    ``Any`` (a ``$ref``, ``anyOf``, no type at all: the tool itself checks those)."""
+    kind = node.get("type") if isinstance(node, Mapping) else None
+    kinds = [kind] if isinstance(kind, str) else kind
+    if not isinstance(kinds, list) or not kinds or any(k not in _JSON_TYPES for k in kinds):
+        return Any
+    return functools.reduce(operator.or_, (_JSON_TYPES[k] for k in kinds))
+
+
+def _model_from_schema(
+    tool_name: str, schema: Mapping[str, Any], *, open_: bool
+) -> type[BaseModel]:
+    """An argument model for a JSON Schema: one field per top-level property.
+
+    A property whose name is no Python identifier, or one a pydantic model already uses
+    (``json``, ``schema``), gets a field of another name with the JSON name as its alias.
+    """
+    props = schema.get("properties") or {}
+    required = schema.get("required") or []
+    if not isinstance(props, Mapping) or not isinstance(required, list):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: 'properties' must be an object and 'required' a list",
+            tool_name=tool_name,
+        )
+    fields: dict[str, Any] = {}
+    for i, (key, node) in enumerate(props.items()):
+        plain = isinstance(key, str) and key.isidentifier() and not key.startswith("_")
+        field_name = key if plain and not hasattr(BaseModel, key) else f"field_{i}"
+        annotation = _json_annotation(node)
+        description = node.get("description") if isinstance(node, Mapping) else None
+        if key in required:
+            default: Any = ...
+        else:
+            default = None
+            annotation = annotation if annotation is Any else annotation | None
+        fields[field_name] = (
+            annotation,
+            pydantic.Field(
+                default=default,
+                alias=None if field_name == key else str(key),
+                description=description if isinstance(description, str) else None,
+            ),
+        )
+    config = ConfigDict(extra="allow" if open_ else "forbid", populate_by_name=True)
+    try:
+        return pydantic.create_model(_model_name(tool_name), __config__=config, **fields)
+    except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: cannot build an argument model: {exc}", tool_name=tool_name
+        ) from exc
+
+
+def _arguments_dict(validated: BaseModel) -> dict[str, Any]:
+    """Validated arguments as JSON-ready data under their JSON names, only those given."""
+    data: dict[str, Any] = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return data
 
 
 def _check_name(name: str) -> None:

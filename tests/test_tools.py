@@ -276,3 +276,87 @@ def test_tool_options() -> None:
     assert delete_everything.requires_approval
     assert delete_everything.timeout == 2.0
     assert delete_everything.summarize is not None
+
+
+# --- tools from a JSON Schema (MCP servers' tools) ---------------------------------------
+
+
+SEARCH_SCHEMA: dict[str, Any] = {
+    "title": "searchArguments",
+    "type": "object",
+    "properties": {
+        "query": {"title": "Query", "type": "string", "description": "What to look for."},
+        "limit": {"type": "integer", "default": 10},
+        "json": {"type": "boolean"},
+        "max-age": {"type": ["number", "null"]},
+        "filter": {"$ref": "#/$defs/Filter"},
+    },
+    "required": ["query"],
+    "$defs": {"Filter": {"type": "object", "properties": {"tag": {"type": "string"}}}},
+}
+
+
+def test_tool_from_a_json_schema() -> None:
+    calls: list[dict[str, Any]] = []
+
+    async def search(arguments: dict[str, Any]) -> str:
+        calls.append(arguments)
+        return "found"
+
+    t = Tool.from_schema("search", SEARCH_SCHEMA, search, description="Search the docs.")
+    # The schema as sent: self-contained and without titles, closed to other keys.
+    assert t.parameters == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for."},
+            "limit": {"type": "integer", "default": 10},
+            "json": {"type": "boolean"},
+            "max-age": {"type": ["number", "null"]},
+            "filter": {
+                "type": "object",
+                "properties": {"tag": {"type": "string"}},
+                "additionalProperties": False,
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    assert not t.strict  # optional arguments
+    assert t.openai_schema()["function"]["description"] == "Search the docs."
+    assert t.argument_names == ["query", "limit", "json", "max-age", "filter"]
+
+    # Only the arguments given reach the function, under their JSON names.
+    validated = t.validate({"query": "mcp", "json": True, "max-age": 2, "filter": {"tag": "x"}})
+    assert asyncio.run(t.ainvoke(validated)) == "found"
+    assert calls == [{"query": "mcp", "json": True, "max-age": 2.0, "filter": {"tag": "x"}}]
+    asyncio.run(t.ainvoke(t.validate({"query": "q", "max-age": None})))
+    assert calls[-1] == {"query": "q", "max-age": None}
+
+    with pytest.raises(ToolArgumentsError, match="query: Field required"):
+        t.validate({"limit": 3})
+    with pytest.raises(ToolArgumentsError, match="limit: Input should be a valid integer"):
+        t.validate({"query": "q", "limit": "many"})
+    with pytest.raises(ToolArgumentsError, match="colour: unexpected field"):
+        t.validate({"query": "q", "colour": "red"})
+
+
+def test_tool_from_a_json_schema_one_argument_and_open_schemas() -> None:
+    def echo(arguments: dict[str, Any]) -> dict[str, Any]:
+        return arguments
+
+    one = Tool.from_schema(
+        "lookup", {"type": "object", "properties": {"word": {"type": "string"}}}, echo
+    )
+    # The text protocol's plain-string input, for a one-argument tool.
+    assert one.invoke_sync(one.validate("cat")) == {"word": "cat"}
+    assert one.strict is False  # "word" is not required
+
+    open_schema = {"type": "object", "properties": {}, "additionalProperties": True}
+    anything = Tool.from_schema("anything", open_schema, echo)
+    assert anything.parameters["additionalProperties"] is True
+    assert anything.invoke_sync(anything.validate({"x": 1, "y": [2]})) == {"x": 1, "y": [2]}
+
+    with pytest.raises(ToolDefinitionError, match="JSON Schema of an object"):
+        Tool.from_schema("bad", {"type": "string"}, echo)
+    with pytest.raises(ToolDefinitionError, match="invalid tool name"):
+        Tool.from_schema("files.read", {"type": "object"}, echo)

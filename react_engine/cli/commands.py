@@ -29,6 +29,7 @@ import contextlib
 import importlib
 import io
 import json
+import logging
 import os
 import signal
 import sys
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import __version__
-from ..agent import Agent, Conversation
+from ..agent import RUN_EVENT, Agent, Conversation
 from ..compare.run import (
     CompareSettings,
     Target,
@@ -763,6 +764,10 @@ class ChatSession:
             f"   [{result.protocol} · {u.requests} LLM call(s) · {len(result.tool_calls)} tool "
             f"call(s) · {u.prompt_tokens}+{u.completion_tokens} tokens · {result.duration_s:.1f}s]"
         )
+        shown = {event for step in result.steps for event in step.events}
+        for event in result.events:
+            if event not in shown:  # the run's own events, which no step printed
+                self.say(f"   ! {event}")
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
@@ -979,7 +984,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     process = argv is None
     try:
-        code = _main(argv, process=process)
+        with _warnings_on_stderr():
+            code = _main(argv, process=process)
         if process:
             sys.stdout.flush()  # a pipe's buffer: a closed reader shows up here
     except BrokenPipeError:
@@ -987,6 +993,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if process and code == EXIT_INTERRUPTED:
         _exit_now(code)
     return code
+
+
+class _NotARunEvent(logging.Filter):
+    """Leaves out the warnings that are also a run's events (logged with ``RUN_EVENT``):
+    the CLI prints those with the steps and the result."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(getattr(record, key, False) for key in RUN_EVENT)
+
+
+@contextlib.contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    """While the CLI runs, the library's warnings go to stderr, one ``warning:`` line each.
+
+    The library's logger has only a ``NullHandler`` of its own: without this, a program
+    that configures no logging (this one) would not see them at all. The handler is removed
+    when ``main`` returns, so calling ``main`` again does not print each warning twice.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    handler.addFilter(_NotARunEvent())
+    logger = logging.getLogger("react_engine")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 def _broken_pipe(process: bool) -> int:

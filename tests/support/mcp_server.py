@@ -1,0 +1,72 @@
+"""A small MCP server for the tests, built with the ``mcp`` package's own server API.
+
+``python mcp_server.py`` serves over stdin/stdout; ``python mcp_server.py http`` serves
+streamable HTTP on 127.0.0.1 at an ephemeral port, and prints ``PORT <n>`` once it listens.
+With ``MCP_TEST_PIDFILE`` set, the server writes its process id there when it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("react-engine-tests", log_level="WARNING")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+def get_weather(city: str, unit: str = "C") -> str:
+    """The current weather in a city."""
+    return f"{city}: sunny, 24°{unit} (from the MCP server, pid {os.getpid()})"
+
+
+@server.tool()
+def forecast(city: str) -> str:
+    """Tomorrow's weather in a city: a tool that always fails (its result is an error)."""
+    raise ToolError(f"no forecast for {city}: the station is down")
+
+
+@server.tool()
+async def wait(seconds: float) -> str:
+    """Wait, then say so."""
+    await asyncio.sleep(seconds)
+    return f"waited {seconds}s"
+
+
+@server.tool(name="files.read")
+def read_file(path: str) -> str:
+    """A tool whose name the chat APIs refuse (it has a dot)."""
+    return f"contents of {path}"
+
+
+async def _serve_http() -> None:
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    app = server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    http = uvicorn.Server(config)
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    await http.serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    if os.environ.get("MCP_TEST_PIDFILE"):
+        with open(os.environ["MCP_TEST_PIDFILE"], "w") as pidfile:
+            pidfile.write(str(os.getpid()))
+    if sys.argv[1:] == ["http"]:
+        asyncio.run(_serve_http())
+    else:
+        server.run("stdio")
