@@ -9,6 +9,7 @@ servers (:class:`MCPServerStdio`, :class:`MCPServerHTTP`).
 """
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from .agent import Agent, AgentConfig, Conversation
 from .capabilities import Capabilities, CapabilityCache, CapabilityRegistry, default_registry
@@ -29,7 +30,6 @@ from .errors import (
     ToolDefinitionError,
     UserError,
 )
-from .local import local_server
 from .mcp import MCPServerHTTP, MCPServerStdio, mcp_tools
 from .model import ChatModel, OpenAIChatModel, RetryPolicy
 from .parsing import RepairResult, parse_react, repair_json
@@ -44,7 +44,6 @@ from .protocol import (
     RequestContext,
 )
 from .protocols import FunctionCallingProtocol, StructuredOutputProtocol, TextReActProtocol
-from .testing import ScriptedModel, reply, tool_call_reply
 from .tools import Tool, tool
 from .types import (
     ActionRecord,
@@ -57,6 +56,31 @@ from .types import (
     Step,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from .local import local_server
+    from .testing import ScriptedModel, reply, tool_call_reply
+
+_LAZY = {
+    "local_server": "local",
+    "ScriptedModel": "testing",
+    "reply": "testing",
+    "tool_call_reply": "testing",
+}
+"""Names imported on first use: the local launcher and the test doubles are not needed to
+run an agent, and ``import react_engine`` stays light (no HTTP client, no launcher)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'react_engine' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
+import regex
+
 from .errors import ConfigurationError
 
 __all__ = [
@@ -661,37 +663,37 @@ _NEGATED_SUPPORT = r"(?:does not|doesn't|do not|don't|cannot|can't|unable to) su
 # Patterns over the lowercased error text. Each is linear: no nested quantifiers, and every
 # "anything" gap is bounded and cannot cross a sentence.
 # "Unsupported parameter: 'stop' ...", "Unrecognized request arguments supplied: a, b"
-_RE_PARAM_LIST = re.compile(
+_RE_PARAM_LIST = regex.compile(
     r"(?:unsupported|unknown|unrecognized|unrecognised) (?:request )?"
     r"(?:parameter|param|argument|field)s?(?: supplied)?\s*:\s*([^.\n]{1,200})"
 )
 # one name of such a list; "'tools[0].function.strict'" names a nested field, not ``tools``
-_RE_LIST_ITEM = re.compile(r"\s*['\"`]?([a-z_]+)(?:['\"`]|\s|$)")
+_RE_LIST_ITEM = regex.compile(r"\s*['\"`]?([a-z_]+)(?:['\"`]|\s|$)")
 # "'parallel_tool_calls' is not supported", "tools is not supported with this model"
-_RE_PARAM_NOT_SUPPORTED = re.compile(
+_RE_PARAM_NOT_SUPPORTED = regex.compile(
     rf"['\"`]?\b{_PARAM}\b['\"`]? (?:param(?:eter)? |argument )?(?:is|are) {_NOT_SUPPORTED}"
 )
 # llama.cpp without --jinja: "tools param requires --jinja flag"
-_RE_PARAM_REQUIRES = re.compile(rf"\b{_PARAM} param(?:eter)? requires\b")
+_RE_PARAM_REQUIRES = regex.compile(rf"\b{_PARAM} param(?:eter)? requires\b")
 # a Python server passing the request on as keyword arguments
-_RE_UNEXPECTED_KWARG = re.compile(rf"unexpected keyword argument ['\"]{_PARAM}['\"]")
+_RE_UNEXPECTED_KWARG = regex.compile(rf"unexpected keyword argument ['\"]{_PARAM}['\"]")
 # pydantic errors quoted as Python reprs (older vLLM) or as pydantic's own text
-_RE_EXTRA_REPR = re.compile(rf"'type': 'extra_forbidden', 'loc': \('body', '{_PARAM}'\)")
-_RE_EXTRA_TEXT = re.compile(
-    rf"^{_PARAM}\n[ \t]+extra (?:inputs|fields) (?:are )?not permitted", re.MULTILINE
+_RE_EXTRA_REPR = regex.compile(rf"'type': 'extra_forbidden', 'loc': \('body', '{_PARAM}'\)")
+_RE_EXTRA_TEXT = regex.compile(
+    rf"^{_PARAM}\n[ \t]+extra (?:inputs|fields) (?:are )?not permitted", regex.MULTILINE
 )
 # some context saying the named thing is not accepted (used with a JSON "param" field)
-_RE_UNSUPPORTED_CONTEXT = re.compile(
+_RE_UNSUPPORTED_CONTEXT = regex.compile(
     rf"{_NOT_SUPPORTED}|{_NEGATED_SUPPORT}|unrecognized|unknown parameter|"
     r"supported values are|extra_forbidden|extra inputs|requires --jinja"
 )
 # vLLM without --enable-auto-tool-choice: no tool calls at all under tool_choice "auto"
-_RE_VLLM_AUTO = re.compile(r"--enable-auto-tool-choice|\"auto\" tool choice requires")
-_RE_PARALLEL = re.compile(
+_RE_VLLM_AUTO = regex.compile(r"--enable-auto-tool-choice|\"auto\" tool choice requires")
+_RE_PARALLEL = regex.compile(
     rf"parallel[ _](?:tool|function)[ _]calls?\b[^.\n]{{0,60}}?{_NOT_SUPPORTED}"
     rf"|{_NEGATED_SUPPORT} parallel[ _](?:tool|function)"
 )
-_RE_TOOL_CHOICE = re.compile(
+_RE_TOOL_CHOICE = regex.compile(
     rf"tool[ _]choice\b[^.\n]{{0,60}}?{_NOT_SUPPORTED}"
     rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?tool[ _]choice"
 )
@@ -699,12 +701,12 @@ _TOOL_WORDS = (
     r"(?:tools?|tool[ _]use|tool[ _]calls?|tool[ _]calling|"
     r"function[ _]calling|function[ _]calls?|functions)"
 )
-_RE_TOOLS = re.compile(
+_RE_TOOLS = regex.compile(
     rf"{_NEGATED_SUPPORT} (?:the )?{_TOOL_WORDS}\b"
     rf"|\b{_TOOL_WORDS}\b(?: is| are)? (?:not supported|unsupported|not enabled|not available)"
     r"|not supported for [^.\n]{0,60}?(?:function[ _]calling|tool[ _]use|tools)"
 )
-_RE_STOP = re.compile(
+_RE_STOP = regex.compile(
     r"\bstop(?:[ _](?:sequences?|words?))?\b['\"`]?(?: param(?:eter)?)? (?:is|are) "
     rf"{_NOT_SUPPORTED}"
     rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?stop\b"
@@ -714,7 +716,7 @@ _RE_STOP = re.compile(
 _CONSTRAINT_PARAMS: Final = frozenset(
     {"grammar", "response_format", "guided_grammar", "guided_json", "json_schema", "format"}
 )
-_RE_CONSTRAINT: Final = re.compile(
+_RE_CONSTRAINT: Final = regex.compile(
     r"\b(grammar|response_format|guided_(?:grammar|json|decoding)|json_schema|structured output)"
     r"\b[^.\n]{0,80}?\b(not supported|unsupported|not allowed|unknown|unrecognized|"
     r"not permitted|invalid|extra)\b"
@@ -739,13 +741,28 @@ def classify_rejection(status_code: int | None, body: str) -> RejectedParam | No
     """
     if status_code is not None and status_code not in _REJECTION_STATUSES:
         return None
+    try:
+        return _classify(body)
+    except TimeoutError:
+        # The patterns are linear, but the body is a stranger's text: a scan that takes
+        # this long is not worth finishing, and an unclassified error is simply raised.
+        logger.warning("an error body took too long to classify; leaving it unclassified")
+        return None
+
+
+SCAN_TIMEOUT: float = 0.5
+"""Seconds each pattern may spend on one error body (``regex``'s ``timeout=``)."""
+
+
+def _classify(body: str) -> RejectedParam | None:
+    t = SCAN_TIMEOUT
     text, params, extra = _error_parts(body[:_MAX_BODY])
     text = text.lower()
     found: set[str] = set()
 
-    for match in _RE_PARAM_LIST.finditer(text):
+    for match in _RE_PARAM_LIST.finditer(text, timeout=t):
         for item in match.group(1).split(","):
-            name = _RE_LIST_ITEM.match(item)
+            name = _RE_LIST_ITEM.match(item, timeout=t)
             if name:
                 found.add(name.group(1))
     for pattern in (
@@ -755,25 +772,25 @@ def classify_rejection(status_code: int | None, body: str) -> RejectedParam | No
         _RE_EXTRA_REPR,
         _RE_EXTRA_TEXT,
     ):
-        found.update(m.group(1) for m in pattern.finditer(text))
+        found.update(m.group(1) for m in pattern.finditer(text, timeout=t))
     found.update(extra)
-    if any(p in _KINDS for p in params) and _RE_UNSUPPORTED_CONTEXT.search(text):
+    if any(p in _KINDS for p in params) and _RE_UNSUPPORTED_CONTEXT.search(text, timeout=t):
         found.update(params)
     for kind in _PRIORITY:
         if kind in found:
             return kind
 
-    if _RE_VLLM_AUTO.search(text):
+    if _RE_VLLM_AUTO.search(text, timeout=t):
         return "tools"
-    if _RE_PARALLEL.search(text):
+    if _RE_PARALLEL.search(text, timeout=t):
         return "parallel_tool_calls"
-    if _RE_TOOL_CHOICE.search(text):
+    if _RE_TOOL_CHOICE.search(text, timeout=t):
         return "tool_choice"
-    if _RE_TOOLS.search(text):
+    if _RE_TOOLS.search(text, timeout=t):
         return "tools"
-    if _RE_STOP.search(text):
+    if _RE_STOP.search(text, timeout=t):
         return "stop"
-    if found & _CONSTRAINT_PARAMS or _RE_CONSTRAINT.search(text):
+    if found & _CONSTRAINT_PARAMS or _RE_CONSTRAINT.search(text, timeout=t):
         return "constrained_decoding"
     return None
 

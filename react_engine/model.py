@@ -26,9 +26,8 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -36,6 +35,9 @@ from tenacity import (
     stop_after_attempt,
     stop_after_delay,
 )
+
+if TYPE_CHECKING:
+    import openai
 
 from ._threads import run_blocking
 from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError
@@ -362,6 +364,8 @@ TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 
 
 def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAPIError:
     """Map an SDK exception to our tree: transient ones to ModelUnavailableError."""
+    import openai  # loaded already: the exception came from it
+
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         body = mask_secret(_error_body(exc), secret)
@@ -401,6 +405,8 @@ class OpenAIChatModel(ChatModel):
     """
 
     def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI, *, owned: bool = False) -> None:
+        import openai  # only once a client exists: ``import react_engine`` stays light
+
         self._client = client.with_options(max_retries=0)
         self._is_async = isinstance(client, openai.AsyncOpenAI)
         if not self._is_async:
@@ -431,6 +437,8 @@ class OpenAIChatModel(ChatModel):
         shuts down; reusing the first loop's connections would fail with "Event loop is
         closed".
         """
+        import openai
+
         if asynchronous:
             return cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
         client = openai.OpenAI(base_url=base_url, api_key=api_key)
@@ -461,6 +469,8 @@ class OpenAIChatModel(ChatModel):
         return entry.client
 
     def _fresh_client(self) -> Any:
+        import openai
+
         return openai.AsyncOpenAI(base_url=self.base_url, api_key=self._secret).with_options(
             max_retries=0
         )

@@ -1102,3 +1102,17 @@ def test_server_entries_are_checked(tmp_path: Path) -> None:
         path.write_text(json.dumps(doc))
         with pytest.raises(ConfigurationError):
             CapabilityRegistry.from_file(path)
+
+
+def test_an_error_body_too_costly_to_scan_is_left_unclassified(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The rejection patterns run with ``regex``'s timeout on the server's text: when it
+    fires, the error is raised as it is instead of being "fixed" by dropping a feature."""
+    import react_engine.capabilities as capabilities
+
+    body = "tools is not supported " + "x" * 90_000
+    assert classify_rejection(400, body) == "tools"
+    monkeypatch.setattr(capabilities, "SCAN_TIMEOUT", 1e-9)
+    assert classify_rejection(400, body) is None
+    assert "too long to classify" in caplog.text

@@ -89,3 +89,23 @@ def test_the_package_is_typed() -> None:
     from importlib import resources
 
     assert resources.files("react_engine").joinpath("py.typed").is_file()
+
+
+def test_importing_the_library_does_not_import_the_sdk_or_the_launcher() -> None:
+    """``openai`` (about 0.7 s to import) waits until a client is built; the local launcher
+    and the test doubles until they are used (see ``make bench`` for the import time)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, react_engine\n"
+        "heavy = ['openai', 'react_engine.local.launcher', 'react_engine.testing', 'mcp']\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+        "react_engine.ScriptedModel, react_engine.local_server\n"
+        "print('react_engine.testing' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[0] == ""  # none of them
+    assert out[1] == "True"  # the lazy names still resolve
