@@ -172,6 +172,10 @@ class Task(_Strict):
         if missing:
             raise ValueError(f"check.must_call names tools the task does not offer: {missing}")
         for protocol, replies in self.scripted.items():
+            if protocol not in ALL_PROTOCOLS:
+                raise ValueError(
+                    f"scripted.{protocol}: not a protocol (one of {', '.join(ALL_PROTOCOLS)})"
+                )
             if not replies:
                 raise ValueError(f"scripted.{protocol} is empty")
             if protocol != "function_calling" and any(r.tool_calls for r in replies):
