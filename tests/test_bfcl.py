@@ -91,7 +91,7 @@ def test_missing_data_says_how_to_install_it(
     monkeypatch.setattr(bfcl_data.importlib.resources, "files", not_installed)
     with pytest.raises(BfclDataMissing, match="pip install --no-deps bfcl-eval"):
         load_cases()
-    with pytest.raises(BfclDataMissing, match="no BFCL_v4_simple_python.json"):
+    with pytest.raises(BfclDataMissing, match=r"no BFCL_v4_simple_python\.json"):
         load_cases(["simple"], root=tmp_path)  # type: ignore[arg-type]
 
 
