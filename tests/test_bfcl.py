@@ -92,7 +92,7 @@ def test_missing_data_says_how_to_install_it(
     with pytest.raises(BfclDataMissing, match="pip install --no-deps bfcl-eval"):
         load_cases()
     with pytest.raises(BfclDataMissing, match=r"no BFCL_v4_simple_python\.json"):
-        load_cases(["simple"], root=tmp_path)  # type: ignore[arg-type]
+        load_cases(["simple"], root=tmp_path)
 
 
 # --- schemas and tools ---------------------------------------------------------------------------

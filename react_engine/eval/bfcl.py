@@ -51,6 +51,7 @@ __all__ = [
     "PUBLISHED",
     "CaseResult",
     "EvalSettings",
+    "LiveEndpoint",
     "Report",
     "add_eval_parser",
     "format_report",
@@ -295,7 +296,9 @@ def load_recording(
 
 
 @dataclass(frozen=True, slots=True)
-class _Endpoint:
+class LiveEndpoint:
+    """A model at an OpenAI-compatible endpoint."""
+
     model: str
     base_url: str | None
     api_key: str | None
@@ -307,7 +310,7 @@ async def _run_all(
     cases: Sequence[Case],
     protocols: Sequence[str],
     report: Report,
-    endpoint: _Endpoint | None,
+    endpoint: LiveEndpoint | None,
     recorded: Mapping[str, Mapping[str, ModelResponse]],
     record: dict[str, dict[str, ModelResponse]] | None,
     quiet: bool,
@@ -349,7 +352,7 @@ def run_bfcl(
     cases: Sequence[Case],
     protocols: Sequence[str],
     *,
-    endpoint: _Endpoint | None = None,
+    endpoint: LiveEndpoint | None = None,
     recorded: Mapping[str, Mapping[str, ModelResponse]] | None = None,
     model: str = "scripted",
     source: str = "scripted",
@@ -360,7 +363,7 @@ def run_bfcl(
     """Every case under every protocol: live at ``endpoint``, or from ``recorded`` replies
     (``{protocol: {case id: reply}}``). ``record``, when given, collects the live replies."""
     if (endpoint is None) == (recorded is None):
-        raise ConfigurationError("run_bfcl needs an endpoint or recorded replies, not both")
+        raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:
         for protocol in protocols:
             missing = [c.id for c in cases if c.id not in recorded.get(protocol, {})]
@@ -600,7 +603,7 @@ def add_eval_parser(
     return p
 
 
-def _configured_endpoint(args: argparse.Namespace) -> _Endpoint:
+def _configured_endpoint(args: argparse.Namespace) -> LiveEndpoint:
     base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
     key_env = args.api_key_env or "OPENAI_API_KEY"
     key = os.environ.get(key_env) or None
@@ -614,11 +617,11 @@ def _configured_endpoint(args: argparse.Namespace) -> _Endpoint:
         )
     if not model:
         raise ConfigurationError("no model name: pass --model or set REACT_ENGINE_MODEL")
-    return _Endpoint(model, base_url, key, where=base_url or "the default OpenAI endpoint")
+    return LiveEndpoint(model, base_url, key, where=base_url or "the default OpenAI endpoint")
 
 
 @contextlib.contextmanager
-def _endpoint(args: argparse.Namespace) -> Iterator[_Endpoint]:
+def _endpoint(args: argparse.Namespace) -> Iterator[LiveEndpoint]:
     if not args.local:
         yield _configured_endpoint(args)
         return
@@ -628,7 +631,7 @@ def _endpoint(args: argparse.Namespace) -> Iterator[_Endpoint]:
         ">> starting the embedded SmolLM2-135M model on 127.0.0.1...", file=sys.stderr, flush=True
     )
     with local_server() as local:
-        yield _Endpoint(
+        yield LiveEndpoint(
             local.model,
             local.base_url,
             local.api_key,
