@@ -392,3 +392,12 @@ def test_a_rejected_key_stops_the_eval(
         )
     assert code == 4
     assert "sk-wrong-0123456789" not in capsys.readouterr().err
+
+
+def test_bfcls_published_pair_is_shown_for_a_model_it_covers() -> None:
+    report = run_bfcl(_cases(), ["text"], recorded=_replies(), model="Qwen2.5-7B-Instruct")
+    assert "BFCL leaderboard, overall score for this model: FC 44.7 / Prompt 42.7" in format_report(
+        report
+    )
+    report.model = "some-other-model"
+    assert "BFCL leaderboard" not in format_report(report)
