@@ -1,8 +1,8 @@
 """Our checker for BFCL's AST categories: is a list of calls one of the accepted answers?
 
 BFCL scores a call by comparing it with a list of accepted values per parameter, under a
-few normalisation rules. These are the rules we apply (written from BFCL's description of
-its checker, not from its code):
+few normalisation rules. These are the rules we apply: BFCL's, as its checker applies them
+to the five categories we run, in code of our own (where we depart, it says so):
 
 * **Function**: the name must be the expected one (we map our API-safe tool names back to
   BFCL's dotted names before checking).
@@ -11,9 +11,11 @@ its checker, not from its code):
   without ``""`` among its values must be given (``""`` marks "may be left out").
 * **Types**: the value has the documented type (a boolean is not an integer); an integer
   is accepted for a ``float`` and compared as a float; array elements have the item type
-  (integers again accepted for floats). A value of the same type as the accepted values,
-  where that differs from the documented type (an answer that names a variable), is
-  compared as it is. ``any`` accepts every type.
+  (integers again accepted for floats, which BFCL does not do; and items of another type
+  pass when the list is one of the accepted lists, as in a few answers BFCL ships). A
+  value of the same type as the accepted values, where that differs from the documented
+  type (an answer that names a variable), is compared as it is. ``any`` accepts every
+  type (BFCL: strings only).
 * **Strings** compare after normalising both sides: lower case, without spaces or any of
   ``, . / - _ * ^``, single quotes as double quotes ("April 1, 2024" = "april 1 2024").
 * **Lists** compare element by element, string elements normalised the same way.
