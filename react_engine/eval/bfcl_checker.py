@@ -11,8 +11,9 @@ to the five categories we run, in code of our own (where we depart, it says so):
   without ``""`` among its values must be given (``""`` marks "may be left out").
 * **Types**: the value has the documented type (a boolean is not an integer); an integer
   is accepted for a ``float`` and compared as a float; array elements have the item type
-  (integers again accepted for floats, which BFCL does not do; and items of another type
-  pass when the list is one of the accepted lists, as in a few answers BFCL ships). A
+  (two departures from BFCL, which fails both: integers are accepted for float items too,
+  and items of another type pass when the list is one of the accepted lists, as in
+  ``parallel_multiple_94``, whose answer has strings for integer items). A
   value of the same type as the accepted values, where that differs from the documented
   type (an answer that names a variable), is compared as it is. ``any`` accepts every
   type (BFCL: strings only).
