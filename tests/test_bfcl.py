@@ -398,3 +398,34 @@ def test_bfcls_published_pair_is_shown_for_a_model_it_covers() -> None:
     )
     report.model = "some-other-model"
     assert "BFCL leaderboard" not in format_report(report)
+
+
+def test_tool_choice_required_is_sent_and_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    seen: list[dict[str, Any]] = []
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body)
+        return tool_calls_completion(("determine_body_mass_index", {"weight": 10, "height": 5}))
+
+    args = ["eval", "bfcl", "--categories", "irrelevance", "--limit", "1", "--quiet"]
+    args += ["--protocol", "function_calling"]
+    with MockOpenAIServer(respond) as server:
+        live = [
+            *args,
+            "--base-url",
+            server.base_url,
+            "--model",
+            "gpt-4o",
+            "--tool-choice",
+            "required",
+        ]
+        assert main([*live, "--record", str(tmp_path)]) == 0
+    assert seen[0]["tool_choice"] == "required"
+    assert "tool_choice required" in capsys.readouterr().out
+    # The replay sends what was recorded, whatever the flag says.
+    assert main([*args, "--scripted", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "tool_choice required" in out and "irrelevance 1 0/1 0.0%" in " ".join(out.split())

@@ -32,7 +32,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,10 @@ class EvalSettings:
     """Seconds per request (a 2-core machine running the local model is slow)."""
     max_attempts: int = 3
     """Network attempts per request (transient failures only)."""
+    tool_choice: str = "auto"
+    """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call, which shows what a
+    model that would rather answer in prose calls when it must (irrelevance then fails by
+    design)."""
 
 
 @dataclass(slots=True)
@@ -208,6 +212,7 @@ async def run_case(
         capability_cache=CapabilityCache(),  # nothing learned leaks from case to case
         on_step=_stop_after_first,
         max_steps=1,
+        tool_choice=settings.tool_choice,
         retry=RetryPolicy(max_attempts=settings.max_attempts),
         settings=ModelSettings(
             temperature=settings.temperature,
@@ -447,7 +452,7 @@ def format_report(report: Report) -> str:
         f"BFCL (AST categories) · {report.model} ({report.source}) · "
         f"{len({r.case for r in report.results})} cases × {len(report.protocols)} protocol(s)"
         f" · one step each · temperature {s.temperature:g} · seed {s.seed} · "
-        f"max_tokens {s.max_tokens}",
+        f"max_tokens {s.max_tokens} · tool_choice {s.tool_choice}",
         "",
     ]
     head = [
@@ -596,6 +601,12 @@ def add_eval_parser(
         help="variable holding the API key (default: OPENAI_API_KEY)",
     )
     p.add_argument("--local", action="store_true", help="the embedded local model")
+    p.add_argument(
+        "--tool-choice",
+        choices=["auto", "required"],
+        default="auto",
+        help="'required': every reply must call a tool (irrelevance then fails by design)",
+    )
     p.add_argument("--max-tokens", type=int, default=256, metavar="N")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--temperature", type=float, default=0.0)
@@ -649,7 +660,10 @@ def run_eval_command(args: argparse.Namespace) -> int:
     categories = args.categories or list(CATEGORIES)
     protocols = [p for p in PROTOCOLS if p in (args.protocol or PROTOCOLS)]
     settings = EvalSettings(
-        temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens
+        temperature=args.temperature,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        tool_choice=args.tool_choice,
     )
     if args.scripted:
         directory = Path(args.scripted)
@@ -657,6 +671,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         meta: dict[str, Any] = {}
         for protocol in protocols:
             meta, recorded[protocol] = load_recording(directory, protocol)
+        settings = _recorded_settings(meta, settings)
         ids = sorted({i for replies in recorded.values() for i in replies})
         cases = load_cases(categories, only=ids)
         if args.limit is not None:
@@ -702,6 +717,19 @@ def run_eval_command(args: argparse.Namespace) -> int:
         )
         print(f"wrote {args.out}", file=sys.stderr)
     return 0
+
+
+def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSettings:
+    """The settings the replies were recorded with (the table says those), where the
+    recording names them; the flags otherwise."""
+    recorded = meta.get("settings")
+    if not isinstance(recorded, Mapping):
+        return given
+    known = {f.name for f in fields(EvalSettings)}
+    try:
+        return EvalSettings(**{k: v for k, v in recorded.items() if k in known})
+    except TypeError:
+        return given
 
 
 def _first(cases: Sequence[Case], limit: int) -> list[Case]:
