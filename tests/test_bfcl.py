@@ -429,3 +429,23 @@ def test_tool_choice_required_is_sent_and_replayed(
     assert main([*args, "--scripted", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "tool_choice required" in out and "irrelevance 1 0/1 0.0%" in " ".join(out.split())
+
+
+def test_no_constraints_leaves_the_grammar_out(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    seen: list[dict[str, Any]] = []
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        seen.append(body)
+        return completion("Thought: none fits.\nFinal Answer: 25")
+
+    args = ["eval", "bfcl", "--categories", "irrelevance", "--limit", "1", "--quiet"]
+    args += ["--protocol", "text", "--model", "smollm2-135m-instruct"]
+    with MockOpenAIServer(respond) as server:
+        assert main([*args, "--base-url", server.base_url]) == 0
+        assert main([*args, "--base-url", server.base_url, "--no-constraints"]) == 0
+    constrained, free = seen
+    assert "grammar" in json.dumps(constrained) and "grammar" not in json.dumps(free)
+    assert "no constrained decoding" in capsys.readouterr().out

@@ -91,6 +91,10 @@ class EvalSettings:
     """Seconds per request (a 2-core machine running the local model is slow)."""
     max_attempts: int = 3
     """Network attempts per request (transient failures only)."""
+    constrained: bool = True
+    """Let protocols constrain decoding where the server supports it (the registry says
+    so; the embedded server takes a GBNF grammar). ``False`` measures the parser alone:
+    the model may then write anything."""
     tool_choice: str = "auto"
     """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call, which shows what a
     model that would rather answer in prose calls when it must (irrelevance then fails by
@@ -203,13 +207,17 @@ async def run_case(
 ) -> CaseResult:
     """One model turn on ``case`` under ``protocol``, scored."""
     tools, names = case_tools(case)
+    cache = CapabilityCache()  # nothing learned leaks from case to case
+    if not settings.constrained:
+        for name in {model_name, text_model or model_name}:
+            cache.remember(model.base_url, name, constrained_decoding=False)
     agent = Agent(
         model_name,
         tools,
         protocol=protocol,
         client=model,
         text_model=text_model,
-        capability_cache=CapabilityCache(),  # nothing learned leaks from case to case
+        capability_cache=cache,
         on_step=_stop_after_first,
         max_steps=1,
         tool_choice=settings.tool_choice,
@@ -452,7 +460,8 @@ def format_report(report: Report) -> str:
         f"BFCL (AST categories) · {report.model} ({report.source}) · "
         f"{len({r.case for r in report.results})} cases × {len(report.protocols)} protocol(s)"
         f" · one step each · temperature {s.temperature:g} · seed {s.seed} · "
-        f"max_tokens {s.max_tokens} · tool_choice {s.tool_choice}",
+        f"max_tokens {s.max_tokens} · tool_choice {s.tool_choice}"
+        + ("" if s.constrained else " · no constrained decoding"),
         "",
     ]
     head = [
@@ -607,6 +616,11 @@ def add_eval_parser(
         default="auto",
         help="'required': every reply must call a tool (irrelevance then fails by design)",
     )
+    p.add_argument(
+        "--no-constraints",
+        action="store_true",
+        help="no constrained decoding even where the server supports it: the parser alone",
+    )
     p.add_argument("--max-tokens", type=int, default=256, metavar="N")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--temperature", type=float, default=0.0)
@@ -664,6 +678,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         seed=args.seed,
         max_tokens=args.max_tokens,
         tool_choice=args.tool_choice,
+        constrained=not args.no_constraints,
     )
     if args.scripted:
         directory = Path(args.scripted)
