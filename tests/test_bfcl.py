@@ -264,31 +264,55 @@ def test_a_recording_round_trips(tmp_path: Path) -> None:
 
 # --- the command -------------------------------------------------------------------------------
 
-EXPECTED_TABLE = ROOT / "fixtures" / "bfcl" / "expected.txt"
-"""The scripted run's table, every row: a change in a protocol's parser or in the checker
-that moves one score shows up as a diff here. Make it deliberately: ``pytest
---update-goldens`` rewrites the file (and update docs/bfcl.md with it)."""
+RECORDINGS = sorted(p.parent for p in DEFAULT_RECORDINGS.rglob("expected.txt"))
+"""Each directory of recorded replies beside ``expected.txt``, the table its scripted run
+prints, every row: a change in a protocol's parser or in the checker that moves one score
+shows up as a diff. Make it deliberately: ``pytest --update-goldens`` rewrites the files
+(and update docs/bfcl.md with them)."""
 
 
+def test_every_recording_has_its_expected_table() -> None:
+    assert [p.relative_to(DEFAULT_RECORDINGS).as_posix() for p in RECORDINGS] == [
+        ".",
+        "no-constraints",
+        "required",
+    ]
+
+
+@pytest.mark.parametrize(
+    "directory", RECORDINGS, ids=[p.relative_to(DEFAULT_RECORDINGS).as_posix() for p in RECORDINGS]
+)
 def test_scripted_eval_replays_the_recorded_set(
-    capsys: pytest.CaptureFixture[str], update_goldens: bool
+    directory: Path, capsys: pytest.CaptureFixture[str], update_goldens: bool
 ) -> None:
-    code = main(["eval", "bfcl", "--scripted", "--quiet"])
+    args = ["--scripted"] if directory == DEFAULT_RECORDINGS else ["--scripted", str(directory)]
+    code = main(["eval", "bfcl", *args, "--quiet"])
     out = capsys.readouterr().out
     assert code == 0, out
     head, *table = out.splitlines()
     assert "smollm2-135m-instruct (recorded replies in " in head
-    assert "50 cases × 3 protocol(s)" in head
+    expected = directory / "expected.txt"
     if update_goldens:
-        EXPECTED_TABLE.write_text("\n".join(table) + "\n", encoding="utf-8")
-    assert table == EXPECTED_TABLE.read_text(encoding="utf-8").splitlines()
+        expected.write_text("\n".join(table) + "\n", encoding="utf-8")
+    assert table == expected.read_text(encoding="utf-8").splitlines()
+
+
+def test_the_default_recording_runs_every_protocol_on_every_category(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["eval", "bfcl", "--scripted", "--quiet"]) == 0
+    assert "50 cases × 3 protocol(s)" in capsys.readouterr().out
 
 
 def test_the_recordings_are_of_the_embedded_model() -> None:
+    for directory in RECORDINGS:
+        for path in directory.glob("*.json"):
+            meta, replies = load_recording(directory, path.stem)
+            assert meta["model"].startswith("smollm2")
+            assert meta["settings"]["temperature"] == 0 and meta["settings"]["seed"] == 42
+            assert len(replies) in (40, 50)
     for protocol in PROTOCOLS:
-        meta, replies = load_recording(DEFAULT_RECORDINGS, protocol)
-        assert meta["model"].startswith("smollm2")
-        assert len(replies) == 50
+        _, replies = load_recording(DEFAULT_RECORDINGS, protocol)
         assert {k.rsplit("_", 1)[0] for k in replies} == {
             "simple_python",
             "multiple",

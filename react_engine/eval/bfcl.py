@@ -578,7 +578,8 @@ def add_eval_parser(
         nargs="?",
         const=str(DEFAULT_RECORDINGS),
         metavar="DIR",
-        help="no server: replay the replies recorded in DIR (default: fixtures/bfcl)",
+        help="no server: replay the replies recorded in DIR (default: fixtures/bfcl), under "
+        "each protocol recorded there",
     )
     p.add_argument(
         "--record",
@@ -682,6 +683,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
     )
     if args.scripted:
         directory = Path(args.scripted)
+        if not args.protocol:  # the protocols recorded there
+            protocols = [p for p in PROTOCOLS if (directory / f"{p}.json").is_file()] or protocols
         recorded: dict[str, dict[str, ModelResponse]] = {}
         meta: dict[str, Any] = {}
         for protocol in protocols:
