@@ -1,6 +1,7 @@
 # react-engine: one entry point for every job. Each target sets up what it needs.
 #   make demo    run the weather agent (embedded local model, or your endpoint if configured)
 #   make test    the whole suite, end-to-end tests against the real local server included
+#                (and `react-engine eval bfcl --scripted` on the recorded BFCL replies)
 #   make check   every gate: ruff, ruff format, mypy --strict, pytest with coverage floor
 #   make bench   benchmarks, written to bench/results.md
 #   make fuzz    long property-based fuzzing runs
@@ -34,12 +35,23 @@ $(STAMP): pyproject.toml react_engine/__init__.py | $(PY)
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,local,plot]'
 	@touch $(STAMP)
 
-venv: $(STAMP)
+# BFCL's test data for `react-engine eval bfcl` (tests/test_bfcl*.py need it). The wheel's
+# code depends on dozens of heavy packages the eval never imports (it reads the data files
+# only), so it goes in without them: --no-deps, which an extra in pyproject.toml cannot
+# say. The version is pinned: the recorded replies in fixtures/bfcl answer its cases.
+BFCL_EVAL_VERSION ?= 2026.3.23
+BFCL_STAMP := $(VENV)/.bfcl-eval-$(BFCL_EVAL_VERSION)
+
+$(BFCL_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --no-deps 'bfcl-eval==$(BFCL_EVAL_VERSION)'
+	@touch $(BFCL_STAMP)
+
+venv: $(STAMP) $(BFCL_STAMP)
 
 demo: $(STAMP)
 	$(PY) -m react_engine demo
 
-test: $(STAMP)
+test: $(STAMP) $(BFCL_STAMP)
 	@$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
 	exit $$rc
@@ -51,7 +63,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-check: lint typecheck
+check: lint typecheck $(BFCL_STAMP)
 	@$(PY) -m pytest -q -p no:cacheprovider --cov=react_engine --cov-branch \
 	  --cov-report=term-missing:skip-covered --cov-fail-under=85; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \

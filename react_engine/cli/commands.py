@@ -6,6 +6,7 @@ Commands::
     react-engine chat             a multi-turn conversation with slash commands
     react-engine compare          the side-by-side protocol comparison (react_engine.compare)
     react-engine demo             the weather agent (what ``make demo`` runs)
+    react-engine eval bfcl        BFCL's AST categories under each protocol (react_engine.eval)
 
 Where the model is: ``--base-url``/``--model``/``--api-key-env`` (or ``OPENAI_BASE_URL``,
 ``OPENAI_API_KEY``, ``REACT_ENGINE_MODEL``); ``--local`` for the embedded llama.cpp model,
@@ -65,6 +66,7 @@ from ..errors import (
     RunAborted,
     UserError,
 )
+from ..eval.bfcl import add_eval_parser, run_eval_command
 from ..model import ChatModel, RetryPolicy, mask_key
 from ..selection import protocol_names
 from ..testing import ScriptedModel
@@ -971,6 +973,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--max-tokens", type=int, default=256, metavar="N")
     compare.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    add_eval_parser(sub)
     return parser
 
 
@@ -1069,6 +1073,8 @@ def _main(argv: Sequence[str] | None, *, process: bool) -> int:
             return _cmd_demo(args)
         if args.command == "chat":
             return _cmd_chat(args)
+        if args.command == "eval":
+            return run_eval_command(args)
         return _cmd_compare(args)
     except _Exit as exc:
         print(f"error: {exc}", file=sys.stderr)

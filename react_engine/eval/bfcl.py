@@ -1,0 +1,755 @@
+"""``react-engine eval bfcl``: BFCL's AST categories, one step per case, under each protocol.
+
+Each case (:mod:`react_engine.eval.bfcl_data`) becomes an :class:`~react_engine.Agent`
+with the case's functions as tools, run for exactly one model turn: the request is built
+and the reply parsed by the protocol as in any run, and the turn's
+:class:`~react_engine.types.Step` is scored (:mod:`react_engine.eval.bfcl_checker`). Per
+protocol and category the report gives:
+
+* **accuracy**: cases whose calls are an accepted answer (irrelevance: a plain answer and
+  no call);
+* **decode failures**: replies the protocol could not read as a call or an answer (a
+  ``format_error`` step, or a call whose arguments are no JSON object); a failure in every
+  category, irrelevance included (where BFCL counts an unreadable reply as "no call");
+* **tokens per call**: prompt and completion tokens of the one request, as the server
+  counted them;
+* **fallbacks**: cases whose step carries an event (a protocol fallback, a dropped
+  parameter the server rejected); and **repaired**: replies read only after a repair.
+
+Replies come from an endpoint (``OPENAI_BASE_URL``..., or ``--local`` for the embedded
+model) and can be recorded (``--record DIR``); ``--scripted [DIR]`` replays recorded
+replies through the same request and parse path, with no server: the run is
+deterministic, so a test can pin its scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as _dt
+import json
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..agent import Agent
+from ..capabilities import CapabilityCache
+from ..errors import ConfigurationError, ModelAPIError, ModelRequestError
+from ..model import ChatModel, OpenAIChatModel, RetryPolicy
+from ..selection import protocol_names
+from ..testing import ScriptedModel
+from ..types import ModelRequest, ModelResponse, ModelSettings, RawToolCall, Step, Usage
+from .bfcl_checker import Call, check_calls
+from .bfcl_data import CATEGORIES, Case, case_tools, load_cases
+
+__all__ = [
+    "NATIVE_FC_DECODE_FAILURE_RATE",
+    "PROTOCOLS",
+    "PUBLISHED",
+    "CaseResult",
+    "EvalSettings",
+    "LiveEndpoint",
+    "Report",
+    "add_eval_parser",
+    "format_report",
+    "load_recording",
+    "run_bfcl",
+    "run_eval_command",
+    "save_recording",
+]
+
+PROTOCOLS: tuple[str, ...] = tuple(p for p in protocol_names() if p != "auto")
+"""The protocols the eval runs: every named one ("auto" picks one of them)."""
+
+NATIVE_FC_DECODE_FAILURE_RATE = 0.043
+"""BFCL's decode-failure rate for native function calling on these cases, as issue 14
+quotes it: the target our text protocol is measured against."""
+
+PUBLISHED: Mapping[str, tuple[float, float]] = {"qwen2.5-7b": (44.7, 42.7)}
+"""BFCL leaderboard overall scores (FC, Prompt) for models users run, keyed by a
+lower-case fragment of the model name. Only figures we can source: issue 14 quotes these;
+the ``bfcl-eval`` wheel ships no scores."""
+
+DEFAULT_RECORDINGS = Path(__file__).resolve().parents[2] / "fixtures" / "bfcl"
+"""Where ``--scripted`` and ``--record`` look without a directory: the checkout's
+recorded replies of the embedded model."""
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSettings:
+    """What every request shares, so that only the protocol differs."""
+
+    temperature: float = 0.0
+    """Greedy decoding, so a recording can be made again."""
+    seed: int = 42
+    max_tokens: int = 256
+    """Enough for a few calls; a model that rambles cannot stall a run on a small machine."""
+    request_timeout: float = 300.0
+    """Seconds per request (a 2-core machine running the local model is slow)."""
+    max_attempts: int = 3
+    """Network attempts per request (transient failures only)."""
+    constrained: bool = True
+    """Let protocols constrain decoding where the server supports it (the registry says
+    so; the embedded server takes a GBNF grammar). ``False`` measures the parser alone:
+    the model may then write anything."""
+    tool_choice: str = "auto"
+    """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call, which shows what a
+    model that would rather answer in prose calls when it must (irrelevance then fails by
+    design)."""
+
+
+@dataclass(slots=True)
+class CaseResult:
+    """One case under one protocol."""
+
+    case: str
+    category: str
+    protocol: str
+    correct: bool
+    decode_failure: bool
+    reason: str
+    """Why the case failed (the checker's words, or the protocol's feedback)."""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    """What the model called: BFCL names and the arguments as decoded."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    events: list[str] = field(default_factory=list)
+    repaired: bool = False
+    error: str | None = None
+    """An API failure that left the case without a reply (not counted as a decode failure)."""
+
+
+@dataclass(slots=True)
+class Report:
+    model: str
+    source: str
+    settings: EvalSettings
+    protocols: list[str]
+    categories: list[str]
+    results: list[CaseResult] = field(default_factory=list)
+    started_at: str = field(
+        default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    )
+
+
+# --- one step --------------------------------------------------------------------------------
+
+
+class _StepTaken(Exception):
+    """Raised from ``on_step`` to end a run after its first turn; carries the step."""
+
+    def __init__(self, step: Step) -> None:
+        super().__init__("one step taken")
+        self.step = step
+
+
+def _stop_after_first(step: Step) -> None:
+    raise _StepTaken(step)
+
+
+class _Tap(ChatModel):
+    """Passes requests to a model and keeps the last reply, for ``--record``."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.base_url = inner.base_url
+        self.last: ModelResponse | None = None
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.last = None
+        reply = await self.inner.complete(request)
+        self.last = reply
+        return reply
+
+
+def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) -> CaseResult:
+    """Score the one step a case got (see the module docstring for the figures)."""
+    calls = [
+        Call(names.get(a.tool, a.tool), a.arguments if isinstance(a.arguments, dict) else {})
+        for a in step.actions
+    ]
+    unreadable = [a for a in step.actions if a.status == "invalid_arguments"]
+    decode_failure = step.kind == "format_error" or bool(unreadable)
+    if step.kind == "format_error":
+        first = (step.feedback or "").strip().splitlines()[:1]
+        verdict_ok, reason = False, f"format error: {first[0] if first else ''}".strip()
+    elif unreadable:
+        verdict_ok, reason = False, f"unreadable arguments: {unreadable[0].error or ''}".strip()
+    else:
+        verdict = check_calls(case.category, case.functions, calls, case.answers)
+        verdict_ok, reason = verdict.ok, verdict.reason
+    return CaseResult(
+        case=case.id,
+        category=case.category,
+        protocol=protocol,
+        correct=verdict_ok,
+        decode_failure=decode_failure,
+        reason=reason,
+        calls=[{"name": c.name, "arguments": dict(c.arguments)} for c in calls],
+        prompt_tokens=step.usage.prompt_tokens,
+        completion_tokens=step.usage.completion_tokens,
+        events=list(step.events),
+        repaired=bool(step.repairs) or any(a.salvaged for a in step.actions),
+    )
+
+
+async def run_case(
+    case: Case,
+    protocol: str,
+    model: ChatModel,
+    model_name: str,
+    settings: EvalSettings,
+) -> CaseResult:
+    """One model turn on ``case`` under ``protocol``, scored."""
+    tools, names = case_tools(case)
+    cache = CapabilityCache()  # nothing learned leaks from case to case
+    if not settings.constrained:
+        cache.remember(model.base_url, model_name, constrained_decoding=False)
+    agent = Agent(
+        model_name,
+        tools,
+        protocol=protocol,
+        client=model,
+        capability_cache=cache,
+        on_step=_stop_after_first,
+        max_steps=1,
+        tool_choice=settings.tool_choice,
+        retry=RetryPolicy(max_attempts=settings.max_attempts),
+        settings=ModelSettings(
+            temperature=settings.temperature,
+            seed=settings.seed,
+            max_tokens=settings.max_tokens,
+            timeout=settings.request_timeout,
+        ),
+    )
+    try:
+        result = await agent.arun(case.question)
+    except _StepTaken as taken:
+        return score_step(case, protocol, taken.step, names)
+    except ModelAPIError as exc:
+        if isinstance(exc, ModelRequestError) and exc.status_code in (401, 403, 404):
+            raise  # every case would fail the same way
+        return CaseResult(
+            case.id, case.category, protocol, False, False, "no reply", error=str(exc)
+        )
+    # Unreachable with on_step raising, unless a limit ended the run before any step.
+    return CaseResult(
+        case.id, case.category, protocol, False, False, f"no step ({result.stop_reason})"
+    )
+
+
+# --- recordings ------------------------------------------------------------------------------
+
+
+def _reply_json(reply: ModelResponse) -> dict[str, Any]:
+    return {
+        "content": reply.content,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+        ],
+        "reasoning": reply.reasoning,
+        "finish_reason": reply.finish_reason,
+        "usage": {
+            "prompt_tokens": reply.usage.prompt_tokens,
+            "completion_tokens": reply.usage.completion_tokens,
+        },
+    }
+
+
+def _reply_from_json(data: Mapping[str, Any]) -> ModelResponse:
+    usage = data.get("usage") or {}
+    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    return ModelResponse(
+        content=data.get("content"),
+        tool_calls=[
+            RawToolCall(c.get("id"), c["name"], c["arguments"]) for c in data.get("tool_calls", ())
+        ],
+        reasoning=data.get("reasoning"),
+        finish_reason=data.get("finish_reason"),
+        usage=Usage(prompt, completion, prompt + completion, 0, 1),
+    )
+
+
+def save_recording(
+    directory: Path, protocol: str, replies: Mapping[str, ModelResponse], meta: Mapping[str, Any]
+) -> Path:
+    """Write ``<protocol>.json``: the meta and each case's raw reply, keyed by case id."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{protocol}.json"
+    body = {"meta": dict(meta), "replies": {k: _reply_json(v) for k, v in replies.items()}}
+    path.write_text(json.dumps(body, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def load_recording(
+    directory: Path, protocol: str
+) -> tuple[dict[str, Any], dict[str, ModelResponse]]:
+    """The meta and the replies recorded for ``protocol`` in ``directory``."""
+    path = directory / f"{protocol}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        replies = {k: _reply_from_json(v) for k, v in data["replies"].items()}
+    except FileNotFoundError:
+        raise ConfigurationError(
+            f"no recorded {protocol} replies in {directory} (record them with --record)"
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigurationError(f"cannot read the recording {path}: {exc}") from None
+    return dict(data.get("meta") or {}), replies
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LiveEndpoint:
+    """A model at an OpenAI-compatible endpoint."""
+
+    model: str
+    base_url: str | None
+    api_key: str | None
+    where: str = ""
+
+
+async def _run_all(
+    cases: Sequence[Case],
+    protocols: Sequence[str],
+    report: Report,
+    endpoint: LiveEndpoint | None,
+    recorded: Mapping[str, Mapping[str, ModelResponse]],
+    record: dict[str, dict[str, ModelResponse]] | None,
+    quiet: bool,
+) -> None:
+    live: ChatModel | None = None
+    if endpoint is not None:
+        live = OpenAIChatModel.connect(
+            endpoint.base_url, endpoint.api_key or "sk-no-key-required", asynchronous=True
+        )
+    total = len(cases) * len(protocols)
+    for protocol in protocols:
+        for case in cases:
+            if live is not None:
+                model: ChatModel = _Tap(live)
+            else:
+                reply = recorded[protocol][case.id]
+                model = ScriptedModel([reply])
+            result = await run_case(
+                case,
+                protocol,
+                model,
+                report.model,
+                report.settings,
+            )
+            report.results.append(result)
+            if record is not None and isinstance(model, _Tap) and model.last is not None:
+                record.setdefault(protocol, {})[case.id] = model.last
+            if not quiet:
+                verdict = "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
+                print(
+                    f"[{len(report.results):>4}/{total}] {protocol:<16} {case.id:<24} {verdict}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+
+def run_bfcl(
+    cases: Sequence[Case],
+    protocols: Sequence[str],
+    *,
+    endpoint: LiveEndpoint | None = None,
+    recorded: Mapping[str, Mapping[str, ModelResponse]] | None = None,
+    model: str = "scripted",
+    source: str = "scripted",
+    settings: EvalSettings | None = None,
+    record: dict[str, dict[str, ModelResponse]] | None = None,
+    quiet: bool = True,
+) -> Report:
+    """Every case under every protocol: live at ``endpoint``, or from ``recorded`` replies
+    (``{protocol: {case id: reply}}``). ``record``, when given, collects the live replies."""
+    if (endpoint is None) == (recorded is None):
+        raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
+    if recorded is not None:
+        for protocol in protocols:
+            missing = [c.id for c in cases if c.id not in recorded.get(protocol, {})]
+            if missing:
+                raise ConfigurationError(
+                    f"no recorded {protocol} reply for {', '.join(missing[:5])}"
+                    + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+                )
+    report = Report(
+        model=endpoint.model if endpoint is not None else model,
+        source=endpoint.where if endpoint is not None else source,
+        settings=settings or EvalSettings(),
+        protocols=list(protocols),
+        categories=list(dict.fromkeys(c.category for c in cases)),
+    )
+    asyncio.run(_run_all(cases, protocols, report, endpoint, recorded or {}, record, quiet))
+    return report
+
+
+# --- the table -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Tally:
+    cases: int = 0
+    correct: int = 0
+    decode_failures: int = 0
+    errors: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    fallbacks: int = 0
+    repaired: int = 0
+
+    def add(self, r: CaseResult) -> None:
+        self.cases += 1
+        self.correct += r.correct
+        self.decode_failures += r.decode_failure
+        self.errors += r.error is not None
+        self.calls += len(r.calls)
+        self.prompt_tokens += r.prompt_tokens
+        self.completion_tokens += r.completion_tokens
+        self.fallbacks += bool(r.events)
+        self.repaired += r.repaired
+
+    @property
+    def requests(self) -> int:
+        return self.cases - self.errors
+
+
+def tally(results: Sequence[CaseResult]) -> _Tally:
+    out = _Tally()
+    for r in results:
+        out.add(r)
+    return out
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "n/a"
+
+
+def _per(total: int, count: int) -> str:
+    return f"{total / count:.0f}" if count else "n/a"
+
+
+def _grid(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def format_report(report: Report) -> str:
+    """The table: one row per protocol and category, then each protocol's total."""
+    s = report.settings
+    lines = [
+        f"BFCL (AST categories) · {report.model} ({report.source}) · "
+        f"{len({r.case for r in report.results})} cases × {len(report.protocols)} protocol(s)"
+        f" · one step each · temperature {s.temperature:g} · seed {s.seed} · "
+        f"max_tokens {s.max_tokens} · tool_choice {s.tool_choice}"
+        + ("" if s.constrained else " · no constrained decoding"),
+        "",
+    ]
+    head = [
+        "protocol",
+        "category",
+        "cases",
+        "accuracy",
+        "decode fail",
+        "calls",
+        "prompt tok/call",
+        "compl tok/call",
+        "fallbacks",
+        "repaired",
+    ]
+    rows = [head]
+    totals: dict[str, _Tally] = {}
+    for protocol in report.protocols:
+        mine = [r for r in report.results if r.protocol == protocol]
+        totals[protocol] = tally(mine)
+        for category in [*report.categories, "TOTAL"]:
+            t = (
+                totals[protocol]
+                if category == "TOTAL"
+                else tally([r for r in mine if r.category == category])
+            )
+            if not t.cases:
+                continue
+            rows.append(
+                [
+                    protocol,
+                    category,
+                    str(t.cases),
+                    f"{t.correct}/{t.cases} {_pct(t.correct, t.cases)}",
+                    f"{t.decode_failures} {_pct(t.decode_failures, t.cases)}",
+                    str(t.calls),
+                    _per(t.prompt_tokens, t.requests),
+                    _per(t.completion_tokens, t.requests),
+                    str(t.fallbacks),
+                    str(t.repaired),
+                ]
+            )
+    lines += _grid(rows)
+    lines += [
+        "",
+        "accuracy: calls accepted by the AST checker (irrelevance: no call) · decode fail: "
+        "replies the protocol could not read as a call or an answer · tok/call: tokens of the "
+        "one request per case · fallbacks: cases with a protocol event",
+    ]
+    text = totals.get("text")
+    if text is not None and text.cases:
+        rate = text.decode_failures / text.cases
+        verdict = "meets" if rate <= NATIVE_FC_DECODE_FAILURE_RATE else "misses"
+        lines.append(
+            f"text protocol decode failures: {_pct(text.decode_failures, text.cases)} · target: at"
+            f" or below BFCL's native-FC rate, {100 * NATIVE_FC_DECODE_FAILURE_RATE:.1f}% "
+            f"(issue 14): {verdict} it"
+        )
+    errors = sum(t.errors for t in totals.values())
+    if errors:
+        lines.append(f"{errors} case(s) got no reply (API errors): counted as wrong")
+    published = _published(report.model)
+    if published is not None:
+        fc, prompt = published
+        lines.append(
+            f"BFCL leaderboard, overall score for this model: FC {fc} / Prompt {prompt} "
+            "(all BFCL categories, not only these five: compare the gap, not the level)"
+        )
+    return "\n".join(lines)
+
+
+def _published(model: str) -> tuple[float, float] | None:
+    name = model.lower()
+    return next((v for k, v in PUBLISHED.items() if k in name), None)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    totals = {}
+    for protocol in report.protocols:
+        mine = [r for r in report.results if r.protocol == protocol]
+        totals[protocol] = {
+            c: asdict(tally([r for r in mine if r.category == c])) for c in report.categories
+        } | {"TOTAL": asdict(tally(mine))}
+    return {
+        "meta": {
+            "model": report.model,
+            "source": report.source,
+            "started_at": report.started_at,
+            "settings": asdict(report.settings),
+            "protocols": report.protocols,
+            "categories": report.categories,
+            "react_engine": __version__,
+        },
+        "totals": totals,
+        "results": [asdict(r) for r in report.results],
+    }
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def add_eval_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Add ``eval`` (with its one benchmark, ``bfcl``) to the CLI's subcommands."""
+    evaluate = subparsers.add_parser("eval", help="benchmarks: eval bfcl (BFCL's AST categories)")
+    benches = evaluate.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    p = benches.add_parser(
+        "bfcl",
+        help="BFCL's simple/multiple/parallel/parallel_multiple/irrelevance cases, one step "
+        "each, under each protocol",
+    )
+    p.add_argument(
+        "--scripted",
+        nargs="?",
+        const=str(DEFAULT_RECORDINGS),
+        metavar="DIR",
+        help="no server: replay the replies recorded in DIR (default: fixtures/bfcl), under "
+        "each protocol recorded there",
+    )
+    p.add_argument(
+        "--record",
+        nargs="?",
+        const=str(DEFAULT_RECORDINGS),
+        metavar="DIR",
+        help="write the live replies to DIR/<protocol>.json (default: fixtures/bfcl)",
+    )
+    p.add_argument(
+        "--categories",
+        nargs="+",
+        choices=list(CATEGORIES),
+        metavar="CAT",
+        help=f"categories to run (default: all of {', '.join(CATEGORIES)})",
+    )
+    p.add_argument("--limit", type=int, metavar="N", help="the first N cases of each category")
+    p.add_argument(
+        "--protocol",
+        action="append",
+        choices=list(PROTOCOLS),
+        help="a protocol to run; repeatable (default: all of them)",
+    )
+    p.add_argument("--out", metavar="FILE", help="write the report (every case) as JSON")
+    p.add_argument("--model", help="model name (default: $REACT_ENGINE_MODEL / $OPENAI_MODEL)")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
+    p.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="variable holding the API key (default: OPENAI_API_KEY)",
+    )
+    p.add_argument("--local", action="store_true", help="the embedded local model")
+    p.add_argument(
+        "--tool-choice",
+        choices=["auto", "required"],
+        default="auto",
+        help="'required': every reply must call a tool (irrelevance then fails by design)",
+    )
+    p.add_argument(
+        "--no-constraints",
+        action="store_true",
+        help="no constrained decoding even where the server supports it: the parser alone",
+    )
+    p.add_argument("--max-tokens", type=int, default=256, metavar="N")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def _configured_endpoint(args: argparse.Namespace) -> LiveEndpoint:
+    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    key_env = args.api_key_env or "OPENAI_API_KEY"
+    key = os.environ.get(key_env) or None
+    if args.api_key_env and key is None:
+        raise ConfigurationError(f"--api-key-env {key_env}: the environment variable is not set")
+    model = args.model or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
+    if not (base_url or key):
+        raise ConfigurationError(
+            "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / OPENAI_API_KEY "
+            "and REACT_ENGINE_MODEL), --local for the embedded model, or --scripted"
+        )
+    if not model:
+        raise ConfigurationError("no model name: pass --model or set REACT_ENGINE_MODEL")
+    return LiveEndpoint(model, base_url, key, where=base_url or "the default OpenAI endpoint")
+
+
+@contextlib.contextmanager
+def _endpoint(args: argparse.Namespace) -> Iterator[LiveEndpoint]:
+    if not args.local:
+        yield _configured_endpoint(args)
+        return
+    from ..local import local_server
+
+    print(
+        ">> starting the embedded SmolLM2-135M model on 127.0.0.1...", file=sys.stderr, flush=True
+    )
+    with local_server() as local:
+        yield LiveEndpoint(
+            local.model,
+            local.base_url,
+            local.api_key,
+            "embedded llama.cpp server",
+        )
+
+
+def run_eval_command(args: argparse.Namespace) -> int:
+    """``react-engine eval bfcl``: print the table; 0 once the run is complete."""
+    if args.limit is not None and args.limit < 1:
+        raise ConfigurationError("--limit must be at least 1")
+    if args.scripted and (args.record or args.local):
+        raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
+    categories = args.categories or list(CATEGORIES)
+    protocols = [p for p in PROTOCOLS if p in (args.protocol or PROTOCOLS)]
+    settings = EvalSettings(
+        temperature=args.temperature,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        tool_choice=args.tool_choice,
+        constrained=not args.no_constraints,
+    )
+    if args.scripted:
+        directory = Path(args.scripted)
+        if not args.protocol:  # the protocols recorded there
+            protocols = [p for p in PROTOCOLS if (directory / f"{p}.json").is_file()] or protocols
+        recorded: dict[str, dict[str, ModelResponse]] = {}
+        meta: dict[str, Any] = {}
+        for protocol in protocols:
+            meta, recorded[protocol] = load_recording(directory, protocol)
+        settings = _recorded_settings(meta, settings)
+        ids = sorted({i for replies in recorded.values() for i in replies})
+        cases = load_cases(categories, only=ids)
+        if args.limit is not None:
+            cases = _first(cases, args.limit)
+        if not cases:
+            raise ConfigurationError(f"the recordings in {directory} hold none of these categories")
+        report = run_bfcl(
+            cases,
+            protocols,
+            recorded=recorded,
+            model=str(meta.get("model", "scripted")),
+            source=f"recorded replies in {directory}",
+            settings=settings,
+            quiet=args.quiet,
+        )
+    else:
+        cases = load_cases(categories, limit=args.limit)
+        record: dict[str, dict[str, ModelResponse]] | None = {} if args.record else None
+        with _endpoint(args) as endpoint:
+            report = run_bfcl(
+                cases,
+                protocols,
+                endpoint=endpoint,
+                settings=settings,
+                record=record,
+                quiet=args.quiet,
+            )
+        if record is not None:
+            meta = {
+                "model": report.model,
+                "source": report.source,
+                "recorded_at": report.started_at,
+                "settings": asdict(settings),
+                "react_engine": __version__,
+            }
+            for protocol, replies in record.items():
+                path = save_recording(Path(args.record), protocol, replies, meta)
+                print(f"wrote {path}", file=sys.stderr)
+    print(format_report(report))
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+        )
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSettings:
+    """The settings the replies were recorded with (the table says those), where the
+    recording names them; the flags otherwise."""
+    recorded = meta.get("settings")
+    if not isinstance(recorded, Mapping):
+        return given
+    known = {f.name for f in fields(EvalSettings)}
+    try:
+        return EvalSettings(**{k: v for k, v in recorded.items() if k in known})
+    except TypeError:
+        return given
+
+
+def _first(cases: Sequence[Case], limit: int) -> list[Case]:
+    seen: dict[str, int] = {}
+    out = []
+    for case in cases:
+        seen[case.category] = seen.get(case.category, 0) + 1
+        if seen[case.category] <= limit:
+            out.append(case)
+    return out

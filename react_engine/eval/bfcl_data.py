@@ -1,0 +1,264 @@
+"""BFCL's test cases, read from the ``bfcl-eval`` wheel, and their functions as our tools.
+
+The Berkeley Function Calling Leaderboard ships its data (Apache-2.0) inside the
+``bfcl-eval`` wheel as JSON Lines files: ``data/BFCL_v4_<category>.json`` holds the
+questions with the function documents offered, ``data/possible_answer/...`` the accepted
+calls. The wheel's code pulls in dozens of heavy dependencies, so it is installed with
+``pip install --no-deps bfcl-eval`` and only read as package data here
+(:mod:`importlib.resources`); no module of it is imported (its ``__init__.py`` is empty).
+
+BFCL describes parameters in its own dialect of JSON Schema: ``"dict"`` for an object,
+``"float"``, ``"tuple"``, ``"any"``, and ``"optional": true`` beside ``required``.
+:func:`to_json_schema` turns that into plain JSON Schema, and :func:`case_tools` wraps
+each function in a :class:`~react_engine.tools.Tool` that never runs: the eval reads the
+call the model decided on, it does not execute it.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import ConfigurationError
+from ..tools import Tool
+
+__all__ = [
+    "CATEGORIES",
+    "INSTALL_HINT",
+    "BfclDataMissing",
+    "Case",
+    "api_name",
+    "case_tools",
+    "data_root",
+    "load_cases",
+    "to_json_schema",
+]
+
+CATEGORIES: Mapping[str, str] = {
+    "simple": "simple_python",
+    "multiple": "multiple",
+    "parallel": "parallel",
+    "parallel_multiple": "parallel_multiple",
+    "irrelevance": "irrelevance",
+}
+"""The AST categories we run, by our name, with the file each lives in (BFCL v4 splits
+"simple" by language; we take the Python one, whose values are plain JSON)."""
+
+INSTALL_HINT = "pip install --no-deps bfcl-eval (make venv does it)"
+
+_TYPES: Mapping[str, str | None] = {
+    "dict": "object",
+    "float": "number",
+    "tuple": "array",
+    "any": None,
+    "string": "string",
+    "integer": "integer",
+    "boolean": "boolean",
+    "array": "array",
+    "object": "object",
+    "number": "number",
+}
+"""BFCL type names to JSON Schema types; ``None``: no constraint (``"any"``)."""
+
+_KEPT = ("description", "enum", "default", "format", "maximum", "minimum", "minItems", "maxItems")
+"""Keywords passed through unchanged; the rest (``optional``) are BFCL's own."""
+
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_\-]")
+"""Characters chat APIs refuse in a function name (BFCL uses dots: ``math.factorial``)."""
+
+
+class BfclDataMissing(ConfigurationError):
+    """The ``bfcl-eval`` wheel is not installed, or lacks a file we read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One BFCL test case: a question, the functions offered, the calls accepted."""
+
+    id: str
+    category: str
+    """Our category name (a key of :data:`CATEGORIES`)."""
+    question: str
+    """The user's message (every case in the five categories is one user turn)."""
+    functions: tuple[Mapping[str, Any], ...]
+    """BFCL's function documents, as shipped."""
+    answers: tuple[Mapping[str, Mapping[str, list[Any]]], ...]
+    """One ``{function: {param: [accepted values]}}`` per expected call; empty for
+    irrelevance, where the right answer is no call. ``""`` among the accepted values marks
+    a parameter that may be left out."""
+
+
+def data_root() -> Traversable:
+    """The wheel's ``data`` directory, or :class:`BfclDataMissing`."""
+    try:
+        root = importlib.resources.files("bfcl_eval") / "data"
+    except ModuleNotFoundError:
+        raise BfclDataMissing(f"the BFCL data is not installed: {INSTALL_HINT}") from None
+    if not root.is_dir():
+        raise BfclDataMissing(f"bfcl_eval has no data directory: reinstall it ({INSTALL_HINT})")
+    return root
+
+
+def _read_lines(path: Traversable) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise BfclDataMissing(f"the BFCL data has no {path.name}: {INSTALL_HINT}")
+    out: list[dict[str, Any]] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError as exc:
+            raise BfclDataMissing(f"{path.name} line {n} is not JSON: {exc}") from None
+    return out
+
+
+def load_cases(
+    categories: Sequence[str] = tuple(CATEGORIES),
+    *,
+    limit: int | None = None,
+    only: Sequence[str] = (),
+    root: Traversable | None = None,
+) -> list[Case]:
+    """The cases of ``categories``, in file order: the first ``limit`` of each, or those
+    whose ids are in ``only``."""
+    unknown = [c for c in categories if c not in CATEGORIES]
+    if unknown:
+        raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(CATEGORIES)}")
+    base = root if root is not None else data_root()
+    wanted = set(only)
+    cases: list[Case] = []
+    for category in categories:
+        stem = f"BFCL_v4_{CATEGORIES[category]}.json"
+        entries = _read_lines(base / stem)
+        answers: dict[str, list[Any]] = {}
+        if category != "irrelevance":
+            answers = {
+                a["id"]: a["ground_truth"] for a in _read_lines(base / "possible_answer" / stem)
+            }
+        picked = [e for e in entries if e["id"] in wanted] if wanted else entries
+        for entry in picked[:limit] if limit is not None else picked:
+            cases.append(_case(entry, category, answers))
+    return cases
+
+
+def _case(entry: Mapping[str, Any], category: str, answers: Mapping[str, Any]) -> Case:
+    case_id = entry["id"]
+    turns = entry["question"]
+    if len(turns) != 1 or [m["role"] for m in turns[0]] != ["user"]:
+        raise BfclDataMissing(
+            f"BFCL case {case_id} is not one user turn; this eval reads only those"
+        )
+    if category != "irrelevance" and case_id not in answers:
+        raise BfclDataMissing(f"BFCL case {case_id} has no possible answer")
+    return Case(
+        id=case_id,
+        category=category,
+        question=turns[0][0]["content"],
+        functions=tuple(entry["function"]),
+        answers=tuple(answers.get(case_id, ())),
+    )
+
+
+# --- BFCL's schemas as JSON Schema -----------------------------------------------------------
+
+
+def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
+    """One BFCL parameter schema as JSON Schema (recursively: properties and items)."""
+    out: dict[str, Any] = {}
+    kind = node.get("type")
+    if isinstance(kind, str):
+        if kind not in _TYPES:
+            raise ConfigurationError(f"unknown BFCL type {kind!r}")
+        mapped = _TYPES[kind]
+        if mapped is not None:
+            out["type"] = mapped
+    for key in _KEPT:
+        if key in node:
+            out[key] = node[key]
+    if kind == "float" and "enum" in out:
+        out["enum"] = [float(v) if isinstance(v, int) else v for v in out["enum"]]
+    items = node.get("items")
+    if isinstance(items, Mapping):
+        out["items"] = to_json_schema(items)
+    props = node.get("properties")
+    if isinstance(props, Mapping):
+        out["properties"] = {name: to_json_schema(p) for name, p in props.items()}
+        required = [r for r in node.get("required", ()) if r in props]
+        if required:
+            out["required"] = required
+    return out
+
+
+def parameters_schema(function: Mapping[str, Any]) -> dict[str, Any]:
+    """A function's parameters as the self-contained object schema a tool carries."""
+    schema = to_json_schema(function.get("parameters") or {"type": "dict"})
+    schema["type"] = "object"
+    schema.setdefault("properties", {})
+    schema["additionalProperties"] = False
+    return schema
+
+
+def api_name(name: str) -> str:
+    """A BFCL function name as chat APIs accept it: dots and other signs become ``_``
+    (what BFCL itself does for OpenAI-style APIs), at most 64 characters."""
+    safe = _UNSAFE_NAME.sub("_", name)
+    if not safe or safe[0].isdigit() or safe[0] == "-":
+        safe = "_" + safe
+    return safe[:64]
+
+
+class _AnyArguments(BaseModel):
+    """Accepts every argument object: the checker, not pydantic, judges the values."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+async def _not_run(**_: Any) -> str:
+    return "(not run: the BFCL eval scores the call, not its result)"
+
+
+def _arguments_model(schema: Mapping[str, Any]) -> type[BaseModel]:
+    """A model that takes any argument object. A one-parameter tool also gets that
+    parameter as a field, so a plain-text input (``Action Input: 5``) maps onto it as it
+    would for any tool of ours."""
+    props = list(schema.get("properties", {}))
+    usable = len(props) == 1 and props[0].isidentifier() and not props[0].startswith("_")
+    if usable and not hasattr(BaseModel, props[0]):
+        field: dict[str, Any] = {props[0]: (Any, None)}
+        return pydantic.create_model("OneArgument", __base__=_AnyArguments, **field)
+    return _AnyArguments
+
+
+def case_tools(case: Case) -> tuple[list[Tool], dict[str, str]]:
+    """The case's functions as tools, and a map from each tool's name back to BFCL's."""
+    tools: list[Tool] = []
+    names: dict[str, str] = {}
+    for function in case.functions:
+        name = api_name(function["name"])
+        if name in names:
+            raise ConfigurationError(
+                f"BFCL case {case.id}: {function['name']!r} and {names[name]!r} are both "
+                f"sent as {name!r}"
+            )
+        names[name] = function["name"]
+        schema = parameters_schema(function)
+        tools.append(
+            Tool(
+                name=name,
+                description=str(function.get("description") or ""),
+                args_model=_arguments_model(schema),
+                function=_not_run,
+                parameters=schema,
+                is_async=True,
+            )
+        )
+    return tools, names
