@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from react_engine import (
     reply,
     tool_call_reply,
 )
+from react_engine.cli import main as cli_main
 from react_engine.events import (
     ActionDecided,
     Event,
@@ -222,14 +225,14 @@ def test_the_runs_errors_are_raised_from_the_iteration() -> None:
     assert len(caught.value.result.steps) == 2
     assert not any(isinstance(e, RunDone) for e in seen)
 
-    with ScriptedServer(MockResponse(401, {"error": {"message": "bad key"}})) as server:
-        with pytest.raises(ModelRequestError):
-            collect(make_agent(server, "function_calling"))
+    refused = MockResponse(401, {"error": {"message": "bad key"}})
+    with ScriptedServer(refused) as server, pytest.raises(ModelRequestError):
+        collect(make_agent(server, "function_calling"))
 
 
 async def test_run_stream_inside_an_event_loop_is_refused() -> None:
     agent = Agent("m", client=ScriptedModel(["hi"]))
-    with pytest.raises(ConfigurationError, match="agent.iter"):
+    with pytest.raises(ConfigurationError, match=r"agent\.iter"):
         agent.run_stream("hi")
 
 
@@ -326,3 +329,25 @@ def test_builder_assembles_interleaved_fragments_by_index() -> None:
     assert out.content is None and out.finish_reason == "tool_calls"
     assert out.usage.completion_tokens == 5  # no usage chunk: counted, and said so
     assert any(e.startswith("usage estimated") for e in out.events)
+
+
+# --- the command line on a terminal ------------------------------------------------------------
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_the_cli_streams_on_a_terminal(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stdout", tty)
+    argv = ["run", "What's the weather in Beijing?"] if command == "run" else ["demo"]
+    assert cli_main([*argv, "--dry-run", "--protocol", "text"]) == 0
+    out = tty.getvalue()
+    # the reply's text as written, the call before its observation, then the step's block
+    assert out.index("Action: get_weather") < out.index("→ calling get_weather(")
+    assert out.index("→ calling get_weather(") < out.index("Observation:")
+    assert "── step 1" in out and "══ result" in out
