@@ -20,7 +20,9 @@ In the order a run sees them::
         ToolStarted / ToolFinished          per call that runs
       AnswerGiven
       StepDone                              the step, as ``on_step`` sees it
-    RunDone (the RunResult) | RunFailed (then the exception is raised)
+    RunDone (the RunResult) | RunFailed
+
+``RunFailed`` goes to the tracer only: ``iter`` raises the run's exception instead.
 
 ``step`` is the index of the step the event belongs to (``Step.index``).
 """
@@ -194,7 +196,7 @@ class RunDone:
 
 @dataclass(frozen=True, slots=True)
 class RunFailed:
-    """The run raised ``error`` (the iterator raises it right after this event)."""
+    """The run raised ``error`` (seen by the tracer; ``Agent.iter`` raises the error)."""
 
     error: BaseException
     kind: Literal["failed"] = "failed"
