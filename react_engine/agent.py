@@ -68,6 +68,7 @@ from .selection import ProtocolOptions, adapt, choose, protocol_names
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
 from .streaming import stream_with_retries
 from .tools import Tool, as_tools
+from .tracing import RunTracer, content_wanted, tracer_for
 from .types import (
     HistoryItem,
     ModelDelta,
@@ -129,6 +130,8 @@ class Agent:
         on_step: StepCallback | None = None,
         on_call: CallCallback | None = None,
         approve: ApprovalCallback | None = None,
+        tracer_provider: Any = None,
+        trace_content: bool | None = None,
         config: AgentConfig | None = None,
         **limits: Any,
     ) -> None:
@@ -163,6 +166,12 @@ class Agent:
         """Called with each approved call just before its tool runs (a step's calls are
         reported again, with their observations, through ``on_step`` once they are done)."""
         self.approve = approve
+        self.tracer_provider = tracer_provider
+        """An OpenTelemetry ``TracerProvider`` for the runs' spans; ``None``: the global one,
+        if the application set one; ``False``: no spans (see :mod:`react_engine.tracing`)."""
+        self.trace_content = trace_content
+        """Put prompts, replies, tool arguments and results in the spans (``None``: as the
+        ``REACT_ENGINE_TRACE_CONTENT`` environment variable says)."""
         self._runner = ToolRunner(approve, on_call)
         try:
             self.config = dataclasses.replace(config or AgentConfig(), **limits)
@@ -363,9 +372,12 @@ class Agent:
                 sinks=list(sinks),
                 streaming=streaming,
             )
+            tracer = tracer_for(self.tracer_provider)
+            if tracer is not None:
+                state.sinks.append(RunTracer(tracer, content=content_wanted(self.trace_content)))
             if not state.sinks:
                 return await self._loop(state)
-            state.emit(RunStarted(question, self.model, protocol.name))
+            state.emit(RunStarted(question, self.model, protocol.name, reason))
             try:
                 result = await self._loop(state)
             except BaseException as exc:
@@ -591,7 +603,7 @@ class Agent:
             state.protocol = change.protocol
             state.protocol_reason = change.protocol_reason or state.protocol_reason
         log.warning("%s (HTTP %s)", change.event, exc.status_code, extra=RUN_EVENT)
-        state.note(change.event, pending=True)
+        state.note(change.event, adaptation=True)
         state.usage.requests += 1
         return True
 

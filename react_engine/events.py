@@ -64,6 +64,8 @@ class RunStarted:
     model: str
     protocol: str
     """The protocol the run starts with (a fallback is a :class:`RunNotice` later)."""
+    reason: str = ""
+    """Why that protocol (``RunResult.protocol_reason``)."""
     kind: Literal["run_started"] = "run_started"
 
 
@@ -136,6 +138,8 @@ class RunNotice:
 
     step: int
     message: str
+    source: Literal["adaptation", "run"] = "run"
+    """``"adaptation"``: the run changed protocol or dropped a parameter the server refused."""
     kind: Literal["notice"] = "notice"
 
 

@@ -100,13 +100,14 @@ class RunState:
         for sink in self.sinks:
             sink(event)
 
-    def note(self, message: str, *, pending: bool = False) -> None:
-        """One of the run's ``events``; ``pending`` also puts it on the next step."""
-        if pending:
+    def note(self, message: str, *, adaptation: bool = False) -> None:
+        """One of the run's ``events``; an adaptation's also goes on the next step."""
+        if adaptation:
             self.pending_events.append(message)
         self.events.append(message)
         if self.sinks:
-            self.emit(RunNotice(len(self.steps), message))
+            source: Literal["adaptation", "run"] = "adaptation" if adaptation else "run"
+            self.emit(RunNotice(len(self.steps), message, source))
 
     def remaining(self) -> float | None:
         if self.config.deadline is None:
