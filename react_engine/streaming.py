@@ -166,7 +166,8 @@ class ReplyBuilder:
             if c.name
         ]
         return ModelResponse(
-            content=self._text if self._any_content else None,
+            # An empty text beside tool calls is no text, as non-streamed replies send it.
+            content=self._text if self._any_content and (self._text or not calls) else None,
             tool_calls=calls,
             reasoning="".join(self._reasoning) if self._reasoning else None,
             finish_reason=self._finish,

@@ -17,6 +17,7 @@ import json
 import sys
 from typing import Any
 
+import openai
 import pytest
 
 from react_engine import (
@@ -351,3 +352,19 @@ def test_the_cli_streams_on_a_terminal(command: str, monkeypatch: pytest.MonkeyP
     assert out.index("Action: get_weather") < out.index("→ calling get_weather(")
     assert out.index("→ calling get_weather(") < out.index("Observation:")
     assert "── step 1" in out and "══ result" in out
+
+
+def test_a_blocking_openai_client_streams_and_stops_live_too() -> None:
+    flood = MockResponse(body=completion(TEXT_ACTION + INVENTED), chunk_delay=0.002)
+    with ScriptedServer(flood, completion(TEXT_FINAL)) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="sk-test")
+        try:
+            agent = Agent("m", [get_weather], client=client, protocol="text")
+            events = collect(agent)
+        finally:
+            client.close()
+        first = server.streams[0]
+    assert first.closed_by_client and first.sent < first.available
+    assert len([e for e in events if isinstance(e, TextDelta) and e.step == 0]) > 5
+    result = events[-1]
+    assert isinstance(result, RunDone) and result.result.steps[0].text == TEXT_ACTION
