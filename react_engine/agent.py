@@ -14,6 +14,12 @@ unknown tool, arguments that are not JSON or fail validation, a tool that raises
 out, a reply in the wrong format) until the consecutive-error budget runs out; then the run
 stops with :class:`~react_engine.errors.ErrorBudgetExhausted`, which holds the transcript.
 
+What happens is reported at one point, :meth:`RunState.emit
+<react_engine.state.RunState.emit>`, as typed events (:mod:`react_engine.events`):
+:meth:`Agent.iter` and :meth:`Agent.run_stream` stream them to the caller (and ask the
+model for streamed replies), the OpenTelemetry tracer (:mod:`react_engine.tracing`) turns
+them into spans, and a plain :meth:`Agent.arun` with no tracer has no receiver at all.
+
 The agent knows protocols only through the :class:`~react_engine.protocol.Protocol`
 interface; which one runs, and how a run adapts to a server's refusals, is decided in
 :mod:`react_engine.selection`.

@@ -1,5 +1,10 @@
 """The chat-model seam: one call, ``complete(request) -> response``.
 
+A model may also stream (``stream(request)``, an async iterator of
+:class:`~react_engine.types.ModelDelta`); the default answers with ``complete`` and yields
+the whole reply as one delta, so implementing ``complete`` is enough. Assembling deltas,
+live stop detection and retries of streams are in :mod:`react_engine.streaming`.
+
 :class:`OpenAIChatModel` is the only code in react-engine that builds ``{"role": ...}``
 dicts and talks to the ``openai`` SDK (sync or async client, any ``base_url``).
 :class:`~react_engine.testing.ScriptedModel` is the fake that ships with the seam: queued
