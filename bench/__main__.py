@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from .parsing import measure_parsing
     from .scale import measure_scale
     from .server import ServerProcess, raise_fd_limit
+    from .streaming import measure_streaming
     from .tokens import measure_tokens
 
     def log(line: str) -> None:
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         _section("scale", lambda: measure_scale(base_url, quick=args.quick), results, log)
     _section("parsing", lambda: measure_parsing(quick=args.quick), results, log)
     _section("tokens", measure_tokens, results, log)
+    _section("streaming", lambda: measure_streaming(quick=args.quick), results, log)
     results["machine"]["loadavg_end"] = os.getloadavg()
     results["total_s"] = time.perf_counter() - started
 

@@ -554,6 +554,46 @@ def _tokens(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _streaming(r: dict[str, Any]) -> list[str]:
+    s = r.get("streaming", {})
+    if "error" in s:
+        return [f"Not measured: {s['error']}", ""]
+    stop = s.get("live_stop", {})
+    return [
+        f"The loopback mock server writes a reply of {s.get('words')} chunks, "
+        f"{s.get('chunk_delay_ms')} ms apart (a non-streamed request is answered after the "
+        "same total delay, all at once). Medians over "
+        f"{s.get('rounds')} interleaved rounds; ratios to the non-streamed reply of the same "
+        "round (`bench/streaming.py`).",
+        "",
+        *_table(
+            ["", "time", "ratio to the non-streamed reply"],
+            [
+                ["non-streamed, whole reply", _ms(s.get("non_streamed_ms")), "1.00×"],
+                ["streamed, first delta", _ms(s.get("first_delta_ms")), _x(s.get("ttft_ratio"))],
+                [
+                    "streamed, whole reply",
+                    _ms(s.get("streamed_total_ms")),
+                    _x(s.get("streamed_total_ratio")),
+                ],
+            ],
+        ),
+        "**Live stop detection.** The server ignores `stop` and writes an invented "
+        "`Observation:` and more after the action. Without live detection the client reads "
+        "the whole reply; with it, the client closes the stream at the label:",
+        "",
+        *_table(
+            ["", "chunks"],
+            [
+                ["written and read without live detection", str(stop.get("tokens_without"))],
+                ["written by the server with live detection", str(stop.get("chunks_sent_with"))],
+                ["read by the client (counted as tokens)", str(stop.get("tokens_read_with"))],
+                ["saved", _pct(stop.get("saving"))],
+            ],
+        ),
+    ]
+
+
 def render(results: dict[str, Any]) -> str:
     quick = " (quick smoke run: numbers too small to quote)" if results.get("quick") else ""
     lines = [
@@ -578,5 +618,8 @@ def render(results: dict[str, Any]) -> str:
         "## 4. Prompt tokens and prefix stability",
         "",
         *_tokens(results),
+        "## 5. Streaming: time to first token, live stop detection",
+        "",
+        *_streaming(results),
     ]
     return "\n".join(lines).rstrip() + "\n"

@@ -14,6 +14,12 @@ unknown tool, arguments that are not JSON or fail validation, a tool that raises
 out, a reply in the wrong format) until the consecutive-error budget runs out; then the run
 stops with :class:`~react_engine.errors.ErrorBudgetExhausted`, which holds the transcript.
 
+What happens is reported at one point, :meth:`RunState.emit
+<react_engine.state.RunState.emit>`, as typed events (:mod:`react_engine.events`):
+:meth:`Agent.iter` and :meth:`Agent.run_stream` stream them to the caller (and ask the
+model for streamed replies), the OpenTelemetry tracer (:mod:`react_engine.tracing`) turns
+them into spans, and a plain :meth:`Agent.arun` with no tracer has no receiver at all.
+
 The agent knows protocols only through the :class:`~react_engine.protocol.Protocol`
 interface; which one runs, and how a run adapts to a server's refusals, is decided in
 :mod:`react_engine.selection`.
@@ -21,12 +27,14 @@ interface; which one runs, and how a run adapts to a server's refusals, is decid
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import inspect
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._threads import run_coroutine
@@ -41,14 +49,41 @@ from .capabilities import (
 )
 from .config import AgentConfig, check_config, describe, tool_list
 from .errors import ConfigurationError, ErrorBudgetExhausted, ModelAPIError, ModelRequestError
+from .events import (
+    ActionDecided,
+    AnswerGiven,
+    Event,
+    ModelCallFailed,
+    ModelCallFinished,
+    ModelCallStarted,
+    ReasoningDelta,
+    ReplyDiscarded,
+    RunDone,
+    RunFailed,
+    RunStarted,
+    StepDone,
+    StoppedLive,
+    TextDelta,
+    Thought,
+)
 from .execution import ApprovalCallback, CallCallback, ToolRunner, skipped
 from .mcp import MCPServerHandle, check_servers, connected_tools
 from .model import ChatModel, OpenAIChatModel, complete_with_retries, mask_key
-from .protocol import CallTools, FinalAnswer, FormatError, Protocol, RequestContext
+from .protocol import CallTools, Decision, FinalAnswer, FormatError, Protocol, RequestContext
 from .selection import ProtocolOptions, adapt, choose, protocol_names
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
+from .streaming import stream_with_retries
 from .tools import Tool, as_tools
-from .types import HistoryItem, ModelResponse, RunResult, Step, UserTurn
+from .tracing import RunTracer, content_wanted, tracer_for
+from .types import (
+    HistoryItem,
+    ModelDelta,
+    ModelRequest,
+    ModelResponse,
+    RunResult,
+    Step,
+    UserTurn,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -101,6 +136,8 @@ class Agent:
         on_step: StepCallback | None = None,
         on_call: CallCallback | None = None,
         approve: ApprovalCallback | None = None,
+        tracer_provider: Any = None,
+        trace_content: bool | None = None,
         config: AgentConfig | None = None,
         **limits: Any,
     ) -> None:
@@ -135,6 +172,12 @@ class Agent:
         """Called with each approved call just before its tool runs (a step's calls are
         reported again, with their observations, through ``on_step`` once they are done)."""
         self.approve = approve
+        self.tracer_provider = tracer_provider
+        """An OpenTelemetry ``TracerProvider`` for the runs' spans; ``None``: the global one,
+        if the application set one; ``False``: no spans (see :mod:`react_engine.tracing`)."""
+        self.trace_content = trace_content
+        """Put prompts, replies, tool arguments and results in the spans (``None``: as the
+        ``REACT_ENGINE_TRACE_CONTENT`` environment variable says)."""
         self._runner = ToolRunner(approve, on_call)
         try:
             self.config = dataclasses.replace(config or AgentConfig(), **limits)
@@ -225,6 +268,70 @@ class Agent:
         """
         return await self._arun(question, self._model_async, history=history, **options)
 
+    async def iter(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Any,
+    ) -> AsyncGenerator[Event, None]:
+        """Answer one question, streaming: each reply's text as it is written, each
+        action before its tool runs, each step, and last :class:`~react_engine.events.RunDone`
+        with the :class:`RunResult` (see :mod:`react_engine.events`).
+
+        The run's errors are raised from the iteration as :meth:`arun` raises them.
+        Leaving the iteration early (``break``) cancels the run; wrap it in
+        ``contextlib.aclosing`` for that to happen at once rather than when the generator
+        is collected. Options are :meth:`arun`'s.
+        """
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+        async def run() -> RunResult:
+            try:
+                return await self._arun(
+                    question,
+                    self._model_async,
+                    history=history,
+                    sinks=[queue.put_nowait],
+                    streaming=True,
+                    **options,
+                )
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.ensure_future(run())
+        try:
+            while (event := await queue.get()) is not None:
+                if not isinstance(event, RunFailed):
+                    yield event
+            await task  # raises the run's error, if any
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            elif not task.cancelled():
+                task.exception()  # retrieved: an error raised above is not "never retrieved"
+
+    def run_stream(self, question: str, **options: Any) -> Iterator[Event]:
+        """:meth:`iter` for sync code: a blocking iterator over the run's events.
+
+        The run advances while the caller waits for the next event, on an event loop of
+        the iterator's own (closed when the iteration ends, early or not); a ``break``
+        cancels the run. Called from inside a running event loop it raises
+        :class:`ConfigurationError`: use ``async for event in agent.iter(...)`` there.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise ConfigurationError(
+                "run_stream() blocks; inside a running event loop use "
+                "`async for event in agent.iter(...)`"
+            )
+        return _blocking_events(self.iter(question, **options))
+
     def conversation(self) -> Conversation:
         """A multi-turn conversation that keeps its history, tool calls included."""
         return Conversation(self)
@@ -235,6 +342,8 @@ class Agent:
         chat_model: ChatModel,
         *,
         history: list[HistoryItem] | None = None,
+        sinks: Sequence[Callable[[Event], None]] = (),
+        streaming: bool = False,
         **options: Any,
     ) -> RunResult:
         try:
@@ -266,8 +375,22 @@ class Agent:
                 model=chat_model,
                 model_name=self.model,
                 tools=tools,
+                sinks=list(sinks),
+                streaming=streaming,
             )
-            return await self._loop(state)
+            tracer = tracer_for(self.tracer_provider)
+            if tracer is not None:
+                state.sinks.append(RunTracer(tracer, content=content_wanted(self.trace_content)))
+            if not state.sinks:
+                return await self._loop(state)
+            state.emit(RunStarted(question, self.model, protocol.name, reason))
+            try:
+                result = await self._loop(state)
+            except BaseException as exc:
+                state.emit(RunFailed(exc))
+                raise
+            state.emit(RunDone(result))
+            return result
 
     async def _loop(self, state: RunState) -> RunResult:
         while True:
@@ -324,19 +447,55 @@ class Agent:
         """One request, with network retries; a server's refusal of a parameter the run can
         do without adapts the run and asks for the turn again."""
         request = state.protocol.build_request(ctx)
+        index = len(state.steps)
+        if state.sinks:
+            state.emit(ModelCallStarted(index, request, state.protocol.name))
+        started = time.perf_counter()
         try:
-            reply = await state.with_deadline(
-                complete_with_retries(state.model, request, state.config.retry)
-            )
-        except TimeoutError:
+            reply = await state.with_deadline(self._request(state, request, index))
+        except TimeoutError as exc:
+            state.emit(ModelCallFailed(index, exc))
             return state.deadline_stop()
         except ModelRequestError as exc:
+            state.emit(ModelCallFailed(index, exc))
             if self._adapt(state, exc):
                 return RunAgain()
             raise
+        except ModelAPIError as exc:
+            state.emit(ModelCallFailed(index, exc))
+            raise
+        if state.sinks:
+            state.emit(ModelCallFinished(index, reply, time.perf_counter() - started))
         state.usage.add(reply.usage)
         state.last_reply = reply
         return reply
+
+    @staticmethod
+    async def _request(state: RunState, request: ModelRequest, index: int) -> ModelResponse:
+        """The reply to one request: whole, or streamed (each delta emitted as it comes)."""
+        if not state.streaming:
+            return await complete_with_retries(state.model, request, state.config.retry)
+
+        def on_delta(delta: ModelDelta) -> None:
+            if delta.reasoning:
+                state.emit(ReasoningDelta(index, delta.reasoning))
+            if delta.content:
+                state.emit(TextDelta(index, delta.content))
+
+        def on_discard(reason: str) -> None:
+            state.emit(ReplyDiscarded(index, reason))
+
+        def on_stop(label: str, chunks: int) -> None:
+            state.emit(StoppedLive(index, label, chunks))
+
+        return await stream_with_retries(
+            state.model,
+            request,
+            state.config.retry,
+            on_delta=on_delta,
+            on_discard=on_discard,
+            on_stop=on_stop,
+        )
 
     async def _decide(
         self, state: RunState, ctx: RequestContext, reply: ModelResponse, started: float
@@ -355,6 +514,8 @@ class Agent:
             events=[*state.pending_events, *reply.events, *decision.events],
         )
         state.pending_events.clear()
+        if state.sinks:
+            self._announce(state, step.index, decision)
         match decision:
             case FormatError(feedback=feedback):
                 step.kind, step.feedback = "format_error", feedback
@@ -372,6 +533,18 @@ class Agent:
                 return Finish(answer, state.force_final or "final_answer")
             case CallTools():
                 return await self._run_calls(state, step, decision, started)
+
+    @staticmethod
+    def _announce(state: RunState, index: int, decision: Decision) -> None:
+        if decision.thought:
+            state.emit(Thought(index, decision.thought))
+        match decision:
+            case CallTools(calls=calls):
+                state.emit(ActionDecided(index, tuple(calls)))
+            case FinalAnswer(answer=answer):
+                state.emit(AnswerGiven(index, answer))
+            case FormatError():
+                pass
 
     async def _run_calls(
         self, state: RunState, step: Step, decision: CallTools, started: float
@@ -391,7 +564,7 @@ class Agent:
             )
             log.warning("%s", event, extra=RUN_EVENT)
             step.events.append(event)
-            state.events.append(event)
+            state.note(event)
         if (stop := state.tools_spent(len(calls))) is not None:
             step.actions = [skipped(c, "the run's tool-call budget is spent") for c in calls]
             step.actions += [skipped(c, too_many) for c in excess]
@@ -436,8 +609,7 @@ class Agent:
             state.protocol = change.protocol
             state.protocol_reason = change.protocol_reason or state.protocol_reason
         log.warning("%s (HTTP %s)", change.event, exc.status_code, extra=RUN_EVENT)
-        state.pending_events.append(change.event)
-        state.events.append(change.event)
+        state.note(change.event, adaptation=True)
         state.usage.requests += 1
         return True
 
@@ -445,10 +617,23 @@ class Agent:
         step.duration_s = time.perf_counter() - started
         state.steps.append(step)
         state.history.append(step)
+        state.emit(StepDone(step))
         if self.on_step is not None:
             outcome = self.on_step(step)
             if inspect.isawaitable(outcome):
                 await outcome
+
+
+def _blocking_events(events: AsyncGenerator[Event, None]) -> Iterator[Event]:
+    with asyncio.Runner() as runner:
+        try:
+            while True:
+                try:
+                    yield runner.run(anext(events))
+                except StopAsyncIteration:
+                    return
+        finally:
+            runner.run(events.aclose())
 
 
 # --- conversations ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 from ._threads import ThreadsExhausted, run_sync_call, stuck_threads
 from .errors import RunAborted
+from .events import ToolFinished, ToolStarted
 from .observations import render_observation, valid_unicode
 from .protocol import PendingCall
 from .state import RUN_EVENT, RunState
@@ -124,7 +125,11 @@ class ToolRunner:
                 announced = self.on_call(record)
                 if inspect.isawaitable(announced):
                     await announced
-            await self._invoke(state, record, tool, validated)
+            state.emit(ToolStarted(len(state.steps), record))
+            try:
+                await self._invoke(state, record, tool, validated)
+            finally:
+                state.emit(ToolFinished(len(state.steps), record))
         except asyncio.CancelledError as exc:
             if _being_cancelled():
                 if record.status == "ok" and not record.observation:
@@ -208,14 +213,14 @@ class ToolRunner:
                     f"({stuck_threads()} sync calls stuck)"
                 )
                 log.warning("%s", event, extra=RUN_EVENT)
-                state.events.append(event)
+                state.note(event)
             _fail(record, "timeout", message)
         except ThreadsExhausted as exc:
             message = (
                 f"{tool.name} was not run: {exc}; sync tools will run again once some of them end"
             )
             log.warning("%s", message, extra=RUN_EVENT)
-            state.events.append(message)
+            state.note(message)
             _fail(record, "error", message)
         except Exception as exc:
             _fail(record, "error", f"{tool.name} failed: {type(exc).__name__}: {exc}")

@@ -1,5 +1,10 @@
 """The chat-model seam: one call, ``complete(request) -> response``.
 
+A model may also stream (``stream(request)``, an async iterator of
+:class:`~react_engine.types.ModelDelta`); the default answers with ``complete`` and yields
+the whole reply as one delta, so implementing ``complete`` is enough. Assembling deltas,
+live stop detection and retries of streams are in :mod:`react_engine.streaming`.
+
 :class:`OpenAIChatModel` is the only code in react-engine that builds ``{"role": ...}``
 dicts and talks to the ``openai`` SDK (sync or async client, any ``base_url``).
 :class:`~react_engine.testing.ScriptedModel` is the fake that ships with the seam: queued
@@ -24,7 +29,7 @@ import socket
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,10 +51,12 @@ from .types import (
     AssistantMessage,
     Constraint,
     Message,
+    ModelDelta,
     ModelRequest,
     ModelResponse,
     RawToolCall,
     SystemMessage,
+    ToolCallChunk,
     ToolMessage,
     Usage,
     UserMessage,
@@ -78,6 +85,15 @@ class ChatModel(ABC):
         Raise :class:`ModelUnavailableError` for failures worth retrying and
         :class:`ModelRequestError` for those that are not.
         """
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
+        """Answer one request as it is written, in :class:`ModelDelta` pieces.
+
+        The default answers with :meth:`complete` and yields the whole reply as one delta,
+        so a model that cannot stream (a scripted one, a third party's) still serves
+        ``Agent.iter``. Errors are those of :meth:`complete`.
+        """
+        yield ModelDelta.whole(await self.complete(request))
 
 
 # --- the SDK edge ------------------------------------------------------------------------
@@ -319,6 +335,48 @@ def response_from_sdk(completion: Any) -> ModelResponse:
     )
 
 
+def delta_from_chunk(chunk: Any) -> ModelDelta:
+    """Convert one SDK ``ChatCompletionChunk`` (or anything shaped like one) to a delta."""
+    events: list[str] = []
+    raw_usage = getattr(chunk, "usage", None)
+    usage = _usage(raw_usage, events) if raw_usage is not None else None
+    model = getattr(chunk, "model", None)
+    choices = getattr(chunk, "choices", None) or []
+    if not choices:
+        return ModelDelta(usage=usage, model=model, events=tuple(events))
+    choice = choices[0]
+    delta = getattr(choice, "delta", None)
+    content = _text_content(getattr(delta, "content", None)) if delta is not None else None
+    extra = (getattr(delta, "model_extra", None) or {}) if delta is not None else {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    calls: list[ToolCallChunk] = []
+    for position, tc in enumerate(getattr(delta, "tool_calls", None) or []):
+        index = getattr(tc, "index", None)
+        fn = getattr(tc, "function", None)
+        name = getattr(fn, "name", None) if fn is not None else None
+        arguments = getattr(fn, "arguments", None) if fn is not None else None
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        call_id = getattr(tc, "id", None)
+        calls.append(
+            ToolCallChunk(
+                index if isinstance(index, int) and not isinstance(index, bool) else position,
+                valid_unicode(str(call_id)) if call_id else None,
+                valid_unicode(str(name)) if name else None,
+                valid_unicode(arguments) if arguments else None,
+            )
+        )
+    return ModelDelta(
+        content=content,
+        reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) and reasoning else None,
+        tool_calls=tuple(calls),
+        finish_reason=getattr(choice, "finish_reason", None),
+        usage=usage,
+        model=model,
+        events=tuple(events),
+    )
+
+
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     if not headers:
         return None
@@ -426,6 +484,8 @@ class OpenAIChatModel(ChatModel):
             weakref.WeakKeyDictionary()
         )
         self._lent_first = False
+        self._stream_usage = True
+        """Ask for the usage chunk of a stream; off once the server rejected the option."""
         """Whether ``_client`` went to a loop already (it is closed with that loop)."""
 
     @classmethod
@@ -524,6 +584,87 @@ class OpenAIChatModel(ChatModel):
         except (TimeoutError, asyncio.CancelledError):
             attempt.abort(self._client)
             raise
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
+        """One streamed attempt (``stream=True``), bounded in total like :meth:`complete`.
+
+        ``stream_options={"include_usage": True}`` asks for the usage chunk; a server that
+        rejects the option is asked again without it, and not asked with it again. Closing
+        the generator closes the HTTP response (the server sees the connection end).
+        """
+        payload = request_payload(request)
+        payload["stream"] = True
+        if request.settings.timeout is not None:
+            payload["timeout"] = request.settings.timeout
+        limit = request.settings.timeout or self._default_timeout
+        deadline = asyncio.get_running_loop().time() + limit
+        stream: Any = None
+        attempt = _SyncAttempt()
+        error: ModelAPIError | None = None
+        finished = False
+        try:
+            stream = await self._open_stream(payload, deadline, attempt)
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        if self._is_async:
+                            chunk = await stream.__anext__()
+                        else:
+                            chunk = await run_blocking(next, stream, _DONE)
+                except StopAsyncIteration:
+                    break
+                if chunk is _DONE:
+                    break
+                yield delta_from_chunk(chunk)
+            finished = True
+        except ModelAPIError:
+            raise
+        except TimeoutError:
+            error = ModelUnavailableError(
+                f"the chat API timed out: no complete reply within {limit:g}s"
+            )
+        except Exception as exc:
+            error = translate_error(exc, secret=self._secret)
+        finally:
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    if self._is_async:
+                        await stream.close()
+                    else:
+                        if not finished:  # a worker thread may be blocked on a read
+                            attempt.abort(self._client)
+                        stream.close()
+            elif not finished and not self._is_async:
+                attempt.abort(self._client)
+        if error is not None:
+            raise error
+
+    async def _open_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
+        import openai
+
+        if self._stream_usage:
+            payload = {**payload, "stream_options": {"include_usage": True}}
+        try:
+            return await self._create_stream(payload, deadline, attempt)
+        except openai.APIStatusError as exc:
+            if not (self._stream_usage and exc.status_code in (400, 422)):
+                raise
+            if "stream_options" not in _error_body(exc) and "include_usage" not in _error_body(exc):
+                raise
+        self._stream_usage = False
+        payload = {k: v for k, v in payload.items() if k != "stream_options"}
+        return await self._create_stream(payload, deadline, attempt)
+
+    async def _create_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
+        async with asyncio.timeout_at(deadline):
+            if self._is_async:
+                create: Any = (await self._client_here()).chat.completions.create
+                return await create(**payload)
+            sync_create: Any = self._client.chat.completions.create
+            return await run_blocking(attempt.call, sync_create, payload)
+
+
+_DONE = object()
 
 
 DEFAULT_ATTEMPT_TIMEOUT = 600.0

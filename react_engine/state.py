@@ -11,12 +11,13 @@ import asyncio
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .capabilities import Capabilities
 from .config import AgentConfig
+from .events import Event, RunNotice
 from .protocol import FormatError, Protocol
 from .types import HistoryItem, ModelResponse, ModelSettings, RunResult, Step, StopReason, Usage
 
@@ -89,6 +90,24 @@ class RunState:
     last_reply: ModelResponse | None = None
     abort: BaseException | None = None
     """A ``BaseException`` a tool raised: the run ends once its step is recorded."""
+    sinks: list[Callable[[Event], None]] = field(default_factory=list)
+    """Who receives the run's events (:meth:`emit`): ``Agent.iter``'s queue, a tracer."""
+    streaming: bool = False
+    """Stream each reply (``Agent.iter``, ``run_stream``); ``arun`` asks for whole ones."""
+
+    def emit(self, event: Event) -> None:
+        """The one point where the loop reports what happens (see :mod:`react_engine.events`)."""
+        for sink in self.sinks:
+            sink(event)
+
+    def note(self, message: str, *, adaptation: bool = False) -> None:
+        """One of the run's ``events``; an adaptation's also goes on the next step."""
+        if adaptation:
+            self.pending_events.append(message)
+        self.events.append(message)
+        if self.sinks:
+            source: Literal["adaptation", "run"] = "adaptation" if adaptation else "run"
+            self.emit(RunNotice(len(self.steps), message, source))
 
     def remaining(self) -> float | None:
         if self.config.deadline is None:

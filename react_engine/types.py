@@ -163,6 +163,51 @@ class ModelResponse:
     """What was odd about the reply itself (a usage count that was not a count...)."""
 
 
+@dataclass(slots=True, frozen=True)
+class ToolCallChunk:
+    """A fragment of one streamed tool call. Fragments with the same ``index`` build one call:
+    the id and name usually come once, the arguments in pieces to concatenate."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ModelDelta:
+    """One piece of a streamed reply (:meth:`ChatModel.stream <react_engine.ChatModel>`).
+
+    Every field is optional: a chunk carries some text, or a tool call's fragment, or the
+    finish reason, or (last) the usage. :class:`~react_engine.streaming.ReplyBuilder`
+    assembles deltas into the same :class:`ModelResponse` a non-streamed call returns.
+    """
+
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCallChunk, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    events: tuple[str, ...] = ()
+    """What was odd about the reply (as :attr:`ModelResponse.events`)."""
+
+    @classmethod
+    def whole(cls, reply: ModelResponse) -> ModelDelta:
+        """A complete reply as one delta (what a model that cannot stream yields)."""
+        return cls(
+            content=reply.content,
+            reasoning=reply.reasoning,
+            tool_calls=tuple(
+                ToolCallChunk(i, c.id, c.name, c.arguments) for i, c in enumerate(reply.tool_calls)
+            ),
+            finish_reason=reply.finish_reason,
+            usage=reply.usage,
+            model=reply.model,
+            events=tuple(reply.events),
+        )
+
+
 # --- the text parser's result ---------------------------------------------------------------
 
 

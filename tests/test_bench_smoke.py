@@ -45,6 +45,7 @@ def test_report_has_every_section(quick_run: tuple[str, dict[str, object], str])
         "## 2. Parser and JSON repair",
         "## 3. Scale",
         "## 4. Prompt tokens and prefix stability",
+        "## 5. Streaming: time to first token, live stop detection",
     ):
         assert heading in md
     for fact in ("**Date**", "**Command**", "**Machine**", "**Python**", "**Load average**"):
@@ -97,3 +98,10 @@ def test_figures_have_the_expected_shape(
         for rows in series.values():
             assert [r["step"] for r in rows] == [1, 2, 3]
             assert all(0 <= r["cache_share"] <= 1 for r in rows[1:])
+
+    streaming = results["streaming"]
+    assert isinstance(streaming, dict)
+    assert streaming["ttft_ratio"] > 0 and streaming["streamed_total_ratio"] > 0
+    stop = streaming["live_stop"]
+    assert stop["cut_text_is_the_action"] is True
+    assert stop["chunks_sent_with"] < stop["tokens_without"]

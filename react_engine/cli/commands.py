@@ -67,6 +67,7 @@ from ..errors import (
     UserError,
 )
 from ..eval.bfcl import add_eval_parser, run_eval_command
+from ..events import ActionDecided, Event, RunDone, StepDone
 from ..model import ChatModel, RetryPolicy, mask_key
 from ..selection import protocol_names
 from ..testing import ScriptedModel
@@ -82,7 +83,7 @@ from ..types import (
     to_jsonable,
 )
 from .demo import DEMO_QUESTION, DEMO_TOOLS, DRY_RUN_SCRIPT, demo_check, get_weather
-from .render import StepPrinter, _isatty, format_history, format_result, use_color
+from .render import LivePrinter, StepPrinter, _isatty, format_history, format_result, use_color
 
 __all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
 
@@ -427,11 +428,14 @@ def _cmd_run(args: argparse.Namespace, *, local_default: bool) -> int:
     question: str = args.question
     with _endpoint(args, local_default=local_default) as ep:
         printer = None if args.json else StepPrinter(sys.stdout)
+        # On a terminal the run streams: tokens as they come, each action before its tool
+        # runs. Elsewhere (a pipe, a file, a test) the output is step by step, as before.
+        live = LivePrinter(sys.stdout, steps=printer) if printer and _isatty(sys.stdout) else None
         steps: list[Step] = []
 
         def on_step(step: Step) -> None:
             steps.append(step)
-            if printer is not None:
+            if printer is not None and live is None:
                 printer(step)
 
         agent = _make_agent(args, ep, tools, args.protocol, on_step)
@@ -440,7 +444,7 @@ def _cmd_run(args: argparse.Namespace, *, local_default: bool) -> int:
             print(f"model {agent.model} · {ep.where} · protocol {chosen}", flush=True)
         started = time.perf_counter()
         try:
-            result = agent.run(question)
+            result = agent.run(question) if live is None else _streamed(agent, question, live)
         except RunAborted as exc:
             _print_result(exc.result, args)
             raise _Exit(
@@ -458,6 +462,17 @@ def _cmd_run(args: argparse.Namespace, *, local_default: bool) -> int:
     return 0 if result.answer is not None else EXIT_NO_ANSWER
 
 
+def _streamed(
+    agent: Agent, question: str, show: Callable[[Event], None], **options: Any
+) -> RunResult:
+    """Run streaming, showing each event; the result, or the run's error raised."""
+    for event in agent.run_stream(question, **options):
+        show(event)
+        if isinstance(event, RunDone):
+            return event.result
+    raise AssertionError("a run's events end with RunDone")  # pragma: no cover
+
+
 # --- demo -------------------------------------------------------------------------------------
 
 
@@ -469,9 +484,11 @@ class _Ticker:
         self.live = _isatty(stream)
         self.since = time.perf_counter()
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self._shown = False
         self._thread: threading.Thread | None = None
+        self.paused: Callable[[], bool] = lambda: False
+        """True while something else writes on the line (a streamed reply)."""
 
     def __enter__(self) -> _Ticker:
         if self.live:
@@ -487,14 +504,16 @@ class _Ticker:
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            with self._lock:
+            with self.lock:
+                if self.paused():
+                    continue
                 elapsed = time.perf_counter() - self.since
                 self.stream.write(f"\r  … the model is thinking ({elapsed:4.1f} s)")
                 self.stream.flush()
                 self._shown = True
 
     def clear(self) -> None:
-        with self._lock:
+        with self.lock:
             if self._shown:
                 self.stream.write("\r" + " " * 48 + "\r")
                 self.stream.flush()
@@ -502,7 +521,7 @@ class _Ticker:
 
     def say(self, text: str) -> None:
         """Print a line, then start timing the next wait."""
-        with self._lock:
+        with self.lock:
             if self._shown:
                 self.stream.write("\r" + " " * 48 + "\r")
                 self._shown = False
@@ -519,14 +538,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         printer = None if args.json else StepPrinter(out)
         ticker = _Ticker(out if printer is not None else io.StringIO())
 
+        live = LivePrinter(out, steps=printer) if printer and _isatty(out) else None
+
         def on_call(record: ActionRecord) -> None:
-            ticker.say(f"  → calling {record.tool}({_args_text(record.arguments)})")
+            if live is None:
+                ticker.say(f"  → calling {record.tool}({_args_text(record.arguments)})")
 
         def on_step(step: Step) -> None:
-            if printer is not None:
+            if printer is not None and live is None:
                 ticker.clear()
                 printer(step)
             ticker.since = time.perf_counter()
+
+        def show(event: Event) -> None:
+            assert live is not None
+            if not live.writing:
+                ticker.clear()
+            with ticker.lock:  # the ticker does not write over the reply
+                live(event)
+            if isinstance(event, StepDone | ActionDecided):
+                ticker.since = time.perf_counter()
 
         protocol = args.protocol
         # The question needs a tool: the first step must call one (then the choice is
@@ -541,9 +572,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"model {agent.model} · {ep.where} · protocol {_describe_protocol(agent)}")
             print(f"question: {args.question}", flush=True)
+        if live is not None:
+            ticker.paused = lambda: live.writing
         with ticker:
             try:
-                result = agent.run(args.question, **limits)
+                if live is None:
+                    result = agent.run(args.question, **limits)
+                else:
+                    result = _streamed(agent, args.question, show, **limits)
             except RunAborted as exc:
                 ticker.clear()
                 _print_result(exc.result, args)

@@ -12,11 +12,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
+from ..events import ActionDecided, Event, ReasoningDelta, ReplyDiscarded, StepDone, TextDelta
 from ..types import ActionRecord, HistoryItem, RunResult, Step, UserTurn
 
 __all__ = [
+    "LivePrinter",
     "StepPrinter",
     "format_history",
     "format_result",
@@ -64,6 +66,13 @@ def use_color(stream: TextIO) -> bool:
 def _arguments(action: ActionRecord) -> str:
     args = action.arguments
     return json.dumps(args, ensure_ascii=False) if isinstance(args, dict) else repr(args)
+
+
+def call_arguments(arguments: dict[str, Any] | str) -> str:
+    """A call's arguments as ``key=value, ...`` (the text as it is when they are not JSON)."""
+    if isinstance(arguments, dict):
+        return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    return arguments
 
 
 def _indent(text: str, prefix: str) -> str:
@@ -206,6 +215,52 @@ class StepPrinter:
     def __call__(self, step: Step) -> None:
         text = format_step_plain(step) if self.plain else format_step(step, color=self.color)
         print(text, file=self.stream, flush=True)
+
+
+class LivePrinter:
+    """Shows a streamed run's events on a terminal: the model's text as it is written,
+    each action before its tool runs, then the step's block (:class:`StepPrinter`)."""
+
+    def __init__(self, stream: TextIO | None = None, *, steps: StepPrinter | None = None) -> None:
+        self.stream = stream or sys.stdout
+        self.steps = steps or StepPrinter(self.stream)
+        self._style = _Style(use_color(self.stream))
+        self._mid_line = False
+        self.writing = False
+        """Whether the model's text is being shown (a ticker must not write over it)."""
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+    def _end_line(self) -> None:
+        if self._mid_line:
+            self._write("\n")
+            self._mid_line = False
+
+    def __call__(self, event: Event) -> None:
+        match event:
+            case TextDelta(text=text) | ReasoningDelta(text=text):
+                tone = "dim" if isinstance(event, TextDelta) else "magenta"
+                self.writing = True
+                self._write(self._style(text, tone))
+                self._mid_line = not text.endswith("\n")
+            case ReplyDiscarded(reason=reason):
+                self._end_line()
+                self._write(
+                    self._style(f"   (the reply broke off: {reason}; asking again)\n", "yellow")
+                )
+            case ActionDecided(calls=calls):
+                self._end_line()
+                for call in calls:
+                    shown = _shorten(call_arguments(call.arguments), 200)
+                    self._write(f"  → calling {call.tool}({shown})\n")
+            case StepDone(step=step):
+                self._end_line()
+                self.writing = False
+                self.steps(step)
+            case _:
+                pass
 
 
 def _isatty(stream: TextIO) -> bool:

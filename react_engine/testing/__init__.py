@@ -15,7 +15,9 @@ from .server import (
     MockOpenAIServer,
     MockResponse,
     ScriptedServer,
+    StreamRecord,
     completion,
+    stream_chunks,
     tool_calls_completion,
 )
 
@@ -26,8 +28,10 @@ __all__ = [
     "ScriptExhausted",
     "ScriptedModel",
     "ScriptedServer",
+    "StreamRecord",
     "completion",
     "reply",
+    "stream_chunks",
     "tool_call_reply",
     "tool_calls_completion",
 ]

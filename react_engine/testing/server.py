@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -34,7 +35,9 @@ __all__ = [
     "MockOpenAIServer",
     "MockResponse",
     "ScriptedServer",
+    "StreamRecord",
     "completion",
+    "stream_chunks",
     "tool_calls_completion",
 ]
 
@@ -53,6 +56,25 @@ class MockResponse:
     """Close the connection without answering."""
     truncate_at: int | None = None
     """Send only this many bytes of the body, then close (a reply cut in the middle)."""
+    chunks: list[Any] | None = None
+    """A streamed reply's chunks as they are sent (JSON-ready values, or ``str``/``bytes``
+    sent as they are after ``data: ``); by default a completion body is streamed in
+    chunks of its own (see :func:`stream_chunks`) when the request asks for a stream."""
+    chunk_delay: float = 0.0
+    """Seconds between two chunks of a streamed reply (a model generating tokens)."""
+    drop_after: int | None = None
+    """Streamed replies: close the connection after this many chunks (a stream cut)."""
+
+
+@dataclass(slots=True)
+class StreamRecord:
+    """What the server did with one streamed reply."""
+
+    available: int
+    """Chunks the reply had (the ``[DONE]`` marker not counted)."""
+    sent: int = 0
+    closed_by_client: bool = False
+    """The client closed the connection before the last chunk was sent."""
 
 
 Responder = Callable[[dict[str, Any]], "MockResponse | dict[str, Any]"]
@@ -110,6 +132,54 @@ def tool_calls_completion(
     return completion(content, tool_calls=out, **kwargs)
 
 
+_WORD = re.compile(r"\S+\s*|\s+")
+
+
+def _pieces(text: str) -> list[str]:
+    """Text in word-sized pieces (each with its trailing blanks): one chunk per "token"."""
+    return _WORD.findall(text)
+
+
+def stream_chunks(
+    body: dict[str, Any], *, include_usage: bool = True, argument_piece: int = 8
+) -> list[dict[str, Any]]:
+    """A chat.completion body as the ``chat.completion.chunk`` objects of its stream.
+
+    Text and reasoning come a word at a time; each tool call starts with its id and name,
+    then its arguments come ``argument_piece`` characters at a time; the finish reason
+    comes last, then (``include_usage``) the usage in a chunk with no choices.
+    """
+    head = {
+        "id": body.get("id", f"chatcmpl-{next(_ids)}"),
+        "object": "chat.completion.chunk",
+        "created": body.get("created", int(time.time())),
+        "model": body.get("model", "mock-model"),
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    out = [chunk({"role": "assistant", "content": ""})]
+    for piece in _pieces(message.get("reasoning_content") or ""):
+        out.append(chunk({"reasoning_content": piece}))
+    for piece in _pieces(message.get("content") or ""):
+        out.append(chunk({"content": piece}))
+    for index, call in enumerate(message.get("tool_calls") or []):
+        fn = call.get("function") or {}
+        first = {"index": index, "id": call.get("id"), "type": "function"}
+        out.append(chunk({"tool_calls": [{**first, "function": {"name": fn.get("name")}}]}))
+        arguments = fn.get("arguments") or ""
+        for at in range(0, len(arguments), argument_piece):
+            piece = arguments[at : at + argument_piece]
+            out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    out.append(chunk({}, choice.get("finish_reason") or "stop"))
+    if include_usage and body.get("usage") is not None:
+        out.append({**head, "choices": [], "usage": body["usage"]})
+    return out
+
+
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -136,6 +206,8 @@ class MockOpenAIServer:
         self.host = host
         self.port = port
         self.requests: list[dict[str, Any]] = []
+        self.streams: list[StreamRecord] = []
+        """One record per streamed reply, in order: how many chunks it had and were sent."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -208,7 +280,7 @@ class MockOpenAIServer:
                         headers[k.strip().lower()] = v.strip()
                 length = int(headers.get("content-length", "0") or 0)
                 raw = await reader.readexactly(length) if length else b""
-                keep = await self._answer(method, path, raw, writer)
+                keep = await self._answer(method, path, raw, reader, writer)
                 if not keep:
                     break
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
@@ -220,7 +292,12 @@ class MockOpenAIServer:
                 writer.close()
 
     async def _answer(
-        self, method: str, path: str, raw: bytes, writer: asyncio.StreamWriter
+        self,
+        method: str,
+        path: str,
+        raw: bytes,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> bool:
         if method == "GET" and path.rstrip("/").endswith("/models"):
             await _write(writer, MockResponse(body={"object": "list", "data": [{"id": "mock"}]}))
@@ -245,8 +322,63 @@ class MockOpenAIServer:
         if response.drop:
             writer.transport.abort()
             return False
+        if response.chunks is not None or (
+            body.get("stream") is True
+            and response.status == 200
+            and isinstance(response.body, dict)
+        ):
+            return await self._stream(body, response, reader, writer)
         await _write(writer, response)
         return response.truncate_at is None
+
+    async def _stream(
+        self,
+        request: dict[str, Any],
+        response: MockResponse,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        """Send a reply as server-sent events, a chunk at a time; stop when the client goes."""
+        chunks = response.chunks
+        if chunks is None:
+            options = request.get("stream_options") or {}
+            usage = isinstance(options, dict) and options.get("include_usage") is True
+            chunks = stream_chunks(response.body, include_usage=usage)
+        record = StreamRecord(available=len(chunks))
+        with self._lock:
+            self.streams.append(record)
+        head = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Status')}"]
+        head += [f"{k}: {v}" for k, v in response.headers.items()]
+        head += ["content-type: text/event-stream", "transfer-encoding: chunked"]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        try:
+            await writer.drain()
+            for item in [*chunks, "[DONE]"]:
+                if response.drop_after is not None and record.sent >= response.drop_after:
+                    writer.transport.abort()
+                    return False
+                if record.sent and response.chunk_delay:
+                    await asyncio.sleep(response.chunk_delay)
+                if reader.at_eof() or writer.transport.is_closing():
+                    record.closed_by_client = True
+                    return False
+                if isinstance(item, bytes):
+                    data = item
+                elif isinstance(item, str):
+                    data = item.encode()
+                else:
+                    data = json.dumps(item, ensure_ascii=False).encode()
+                event = b"data: " + data + b"\n\n"
+                writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+                await writer.drain()
+                if item != "[DONE]":
+                    record.sent += 1
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        except ConnectionError:
+            record.closed_by_client = True
+            return False
+        return True
 
 
 async def _write(writer: asyncio.StreamWriter, response: MockResponse) -> None:

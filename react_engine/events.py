@@ -1,0 +1,228 @@
+"""What a run reports as it goes: typed events, each a dataclass with a literal ``kind``.
+
+The agent loop emits every event at one point (:meth:`RunState.emit
+<react_engine.state.RunState.emit>`); :meth:`Agent.iter <react_engine.Agent.iter>` and
+:meth:`Agent.run_stream <react_engine.Agent.run_stream>` hand them to the caller, the
+OpenTelemetry tracer (:mod:`react_engine.tracing`) turns them into spans, and
+:meth:`Agent.arun <react_engine.Agent.arun>` emits them to nobody.
+
+In the order a run sees them::
+
+    RunStarted
+      ModelCallStarted                      one per request
+        TextDelta / ReasoningDelta ...      streamed runs only
+        ReplyDiscarded                      a stream failed mid-way and is retried
+        StoppedLive                         the client cut the reply at a stop sequence
+      ModelCallFinished | ModelCallFailed
+      RunNotice                             a fallback, an adaptation, a skipped call...
+      Thought
+      ActionDecided                         before any tool runs
+        ToolStarted / ToolFinished          per call that runs
+      AnswerGiven
+      StepDone                              the step, as ``on_step`` sees it
+    RunDone (the RunResult) | RunFailed
+
+``RunFailed`` goes to the tracer only: ``iter`` raises the run's exception instead.
+
+``step`` is the index of the step the event belongs to (``Step.index``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from .protocol import PendingCall
+    from .types import ActionRecord, ModelRequest, ModelResponse, RunResult, Step
+
+__all__ = [
+    "ActionDecided",
+    "AnswerGiven",
+    "Event",
+    "ModelCallFailed",
+    "ModelCallFinished",
+    "ModelCallStarted",
+    "ReasoningDelta",
+    "ReplyDiscarded",
+    "RunDone",
+    "RunFailed",
+    "RunNotice",
+    "RunStarted",
+    "StepDone",
+    "StoppedLive",
+    "TextDelta",
+    "Thought",
+    "ToolFinished",
+    "ToolStarted",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    question: str
+    model: str
+    protocol: str
+    """The protocol the run starts with (a fallback is a :class:`RunNotice` later)."""
+    reason: str = ""
+    """Why that protocol (``RunResult.protocol_reason``)."""
+    kind: Literal["run_started"] = "run_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallStarted:
+    step: int
+    request: ModelRequest
+    protocol: str
+    kind: Literal["model_call_started"] = "model_call_started"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the reply's text, as the server wrote it (streamed runs only)."""
+
+    step: int
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the server's separate reasoning (``reasoning_content``)."""
+
+    step: int
+    text: str
+    kind: Literal["reasoning_delta"] = "reasoning_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyDiscarded:
+    """The stream failed after some deltas: forget them, the reply starts again."""
+
+    step: int
+    reason: str
+    kind: Literal["reply_discarded"] = "reply_discarded"
+
+
+@dataclass(frozen=True, slots=True)
+class StoppedLive:
+    """The server wrote past a stop sequence; the client cut the reply there and stopped
+    reading. ``completion_tokens`` were counted from the chunks received."""
+
+    step: int
+    stop: str
+    completion_tokens: int
+    kind: Literal["stopped_live"] = "stopped_live"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFinished:
+    step: int
+    reply: ModelResponse
+    duration_s: float
+    kind: Literal["model_call_finished"] = "model_call_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFailed:
+    """A request that failed for good (retries spent, or a refusal the run adapts to)."""
+
+    step: int
+    error: BaseException
+    kind: Literal["model_call_failed"] = "model_call_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class RunNotice:
+    """One of the run's ``events``: a protocol fallback, an adaptation, skipped calls."""
+
+    step: int
+    message: str
+    source: Literal["adaptation", "run"] = "run"
+    """``"adaptation"``: the run changed protocol or dropped a parameter the server refused."""
+    kind: Literal["notice"] = "notice"
+
+
+@dataclass(frozen=True, slots=True)
+class Thought:
+    step: int
+    text: str
+    kind: Literal["thought"] = "thought"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionDecided:
+    """The reply asks for these calls; none has run yet."""
+
+    step: int
+    calls: tuple[PendingCall, ...]
+    kind: Literal["action"] = "action"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    """A call was approved and its tool starts now."""
+
+    step: int
+    call: ActionRecord
+    kind: Literal["tool_started"] = "tool_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    """The tool returned, failed or timed out: ``call.observation`` is what the model sees."""
+
+    step: int
+    call: ActionRecord
+    kind: Literal["tool_finished"] = "tool_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerGiven:
+    step: int
+    answer: str
+    kind: Literal["final_answer"] = "final_answer"
+
+
+@dataclass(frozen=True, slots=True)
+class StepDone:
+    step: Step
+    kind: Literal["step"] = "step"
+
+
+@dataclass(frozen=True, slots=True)
+class RunDone:
+    """The last event of a run that returned: its result."""
+
+    result: RunResult
+    kind: Literal["done"] = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailed:
+    """The run raised ``error`` (seen by the tracer; ``Agent.iter`` raises the error)."""
+
+    error: BaseException
+    kind: Literal["failed"] = "failed"
+
+
+Event: TypeAlias = (
+    RunStarted
+    | ModelCallStarted
+    | TextDelta
+    | ReasoningDelta
+    | ReplyDiscarded
+    | StoppedLive
+    | ModelCallFinished
+    | ModelCallFailed
+    | RunNotice
+    | Thought
+    | ActionDecided
+    | ToolStarted
+    | ToolFinished
+    | AnswerGiven
+    | StepDone
+    | RunDone
+    | RunFailed
+)
+"""Every event a run emits; ``match event.kind`` or ``isinstance`` tells them apart."""

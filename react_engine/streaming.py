@@ -1,0 +1,276 @@
+"""Streamed replies: assembling deltas, stopping early at a stop sequence, retrying.
+
+:class:`ReplyBuilder` turns the :class:`~react_engine.types.ModelDelta` pieces of one
+streamed reply into the same :class:`~react_engine.types.ModelResponse` a non-streamed
+call returns: text and reasoning concatenated, tool calls assembled by index (id and name
+from their first fragment, arguments from every fragment), the finish reason and the
+usage of the last chunks.
+
+It also enforces the request's ``stop`` sequences on the client (*live stop detection*):
+a server that ignores ``stop`` keeps writing after the label ("Observation: ..." the model
+invented, then more); the builder cuts the text where the first stop sequence begins, and
+:func:`stream_with_retries` stops reading and closes the stream, so that server costs no
+more tokens than one that honours ``stop``. Text that could be the beginning of a stop
+sequence is held back until the next delta settles it, so a consumer never sees a piece
+of the label. The server's usage chunk never comes after such a cut: the completion
+tokens are then counted from the deltas received (one per chunk, as llama.cpp, vLLM and
+OpenAI send them) and the prompt tokens estimated from its length, and the reply's
+``events`` say so.
+
+Retries: a failure before the first delta is retried as for :func:`complete_with_retries`.
+A failure after some deltas were passed on is retried too, within the same budget: the
+``on_discard`` callback is told first, so that a consumer drops the partial reply it has
+shown (the agent emits :class:`~react_engine.events.ReplyDiscarded`); the next attempt
+streams the reply from its beginning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
+
+from .errors import ModelAPIError, ModelUnavailableError
+from .model import ChatModel, RetryPolicy, _wait
+from .types import ModelDelta, ModelRequest, ModelResponse, RawToolCall, ToolCallChunk, Usage
+
+__all__ = ["LIVE_STOP_EVENT", "ReplyBuilder", "stream_with_retries"]
+
+LIVE_STOP_EVENT = "stopped_live"
+"""How the event of a reply cut at a stop sequence by the client begins."""
+
+CHARS_PER_TOKEN = 4
+"""For the estimate of a prompt's tokens when the server sent no usage."""
+
+
+@dataclass(slots=True)
+class _Call:
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ReplyBuilder:
+    """Assembles one streamed reply; watches its text for ``stop`` sequences.
+
+    :meth:`add` takes a delta and returns what of it can be passed on now (the text up to
+    a stop sequence, less what might still become one); :attr:`stopped` is the stop
+    sequence found, once one is. :meth:`response` is the reply.
+    """
+
+    def __init__(self, stop: tuple[str, ...] | None = None) -> None:
+        self.stop = tuple(s for s in (stop or ()) if s)
+        self.stopped: str | None = None
+        self.chunks = 0
+        """Deltas with text, reasoning or a tool call: the completion tokens, estimated."""
+        self._content: list[str] = []
+        self._text = ""
+        self._shown = 0
+        self._any_content = False
+        self._reasoning: list[str] = []
+        self._calls: dict[int, _Call] = {}
+        self._finish: str | None = None
+        self._usage: Usage | None = None
+        self._model: str | None = None
+        self._events: list[str] = []
+
+    def add(self, delta: ModelDelta) -> ModelDelta | None:
+        """Take one delta; return the part to pass on (None when there is nothing yet)."""
+        if self.stopped is not None:
+            return None
+        if delta.content or delta.reasoning or delta.tool_calls:
+            self.chunks += 1
+        self._events.extend(delta.events)
+        if delta.model:
+            self._model = delta.model
+        if delta.usage is not None:
+            self._usage = delta.usage
+        if delta.finish_reason:
+            self._finish = delta.finish_reason
+        if delta.reasoning:
+            self._reasoning.append(delta.reasoning)
+        for chunk in delta.tool_calls:
+            self._add_call(chunk)
+        text = self._add_text(delta.content) if delta.content is not None else None
+        if not (text or delta.reasoning or delta.tool_calls):
+            return None
+        return ModelDelta(
+            content=text or None, reasoning=delta.reasoning, tool_calls=delta.tool_calls
+        )
+
+    def _add_text(self, piece: str) -> str:
+        self._any_content = True
+        if not self.stop:
+            self._text += piece
+            self._shown = len(self._text)
+            return piece
+        start = self._shown
+        self._text += piece
+        text = self._text
+        found = [(i, s) for s in self.stop if (i := text.find(s, start)) >= 0]
+        if found:
+            at, label = min(found)
+            self.stopped = label
+            self._text = text[:at]
+            self._finish = "stop"
+            out = text[self._shown : at]
+            self._shown = at
+            return out
+        held = _held_back(text, self.stop)
+        out = text[self._shown : len(text) - held]
+        self._shown = len(text) - held
+        return out
+
+    def flush(self) -> str:
+        """The text held back at the end of the stream (it was no stop sequence after all)."""
+        out = self._text[self._shown :]
+        self._shown = len(self._text)
+        return out
+
+    def _add_call(self, chunk: ToolCallChunk) -> None:
+        index = chunk.index
+        call = self._calls.setdefault(index, _Call())
+        if chunk.id and call.id is None:
+            call.id = chunk.id
+        if chunk.name and chunk.name != call.name:
+            # Most servers send the name once; a few send it again with every fragment.
+            call.name += chunk.name
+        if chunk.arguments:
+            call.arguments.append(chunk.arguments)
+
+    def response(self, request: ModelRequest | None = None) -> ModelResponse:
+        """The reply so far, as a non-streamed call would have returned it."""
+        events = list(self._events)
+        usage = self._usage
+        if self.stopped is not None:
+            events.append(
+                f"{LIVE_STOP_EVENT}: the server kept writing past the stop sequence "
+                f"{self.stopped!r}; the reply was cut there and the stream closed"
+            )
+        if usage is None:
+            usage = Usage(completion_tokens=self.chunks, requests=1)
+            prompt = _prompt_estimate(request)
+            usage.prompt_tokens = prompt
+            usage.total_tokens = prompt + self.chunks
+            events.append(
+                f"usage estimated: the stream ended without the server's usage; "
+                f"{self.chunks} completion tokens counted as chunks received, "
+                f"{prompt} prompt tokens estimated from its length"
+            )
+        calls = [
+            RawToolCall(c.id, c.name, "".join(c.arguments))
+            for _, c in sorted(self._calls.items())
+            if c.name
+        ]
+        return ModelResponse(
+            # An empty text beside tool calls is no text, as non-streamed replies send it.
+            content=self._text if self._any_content and (self._text or not calls) else None,
+            tool_calls=calls,
+            reasoning="".join(self._reasoning) if self._reasoning else None,
+            finish_reason=self._finish,
+            usage=usage,
+            model=self._model,
+            events=events,
+        )
+
+
+def _held_back(text: str, stops: tuple[str, ...]) -> int:
+    """The length of the longest end of ``text`` that begins some stop sequence."""
+    longest = 0
+    for stop in stops:
+        for n in range(min(len(stop) - 1, len(text)), longest, -1):
+            if text.endswith(stop[:n]):
+                longest = n
+                break
+    return longest
+
+
+def _prompt_estimate(request: ModelRequest | None) -> int:
+    if request is None:
+        return 0
+    chars = sum(len(getattr(m, "content", None) or "") for m in request.messages)
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+async def stream_once(
+    model: ChatModel,
+    request: ModelRequest,
+    on_delta: Callable[[ModelDelta], None] | None = None,
+    on_stop: Callable[[str, int], None] | None = None,
+) -> tuple[ModelResponse, bool]:
+    """One streamed attempt: the reply, and whether a delta was passed on before it ended.
+
+    On an error the exception carries ``delivered`` (whether deltas were passed on)."""
+    builder = ReplyBuilder(request.stop)
+    delivered = False
+    deltas: AsyncIterator[ModelDelta] = model.stream(request)
+    try:
+        async for delta in deltas:
+            out = builder.add(delta)
+            if out is not None and on_delta is not None:
+                on_delta(out)
+                delivered = True
+            if builder.stopped is not None:
+                break
+    except ModelAPIError as exc:
+        exc.delivered = delivered  # type: ignore[attr-defined]
+        raise
+    finally:
+        closing = getattr(deltas, "aclose", None)
+        if closing is not None:
+            # Closing the generator closes the HTTP response: the server sees the
+            # connection end and stops writing.
+            with contextlib.suppress(Exception):
+                await closing()
+    if builder.stopped is not None and on_stop is not None:
+        on_stop(builder.stopped, builder.chunks)
+    rest = builder.flush()
+    if rest and on_delta is not None:
+        on_delta(ModelDelta(content=rest))
+        delivered = True
+    return builder.response(request), delivered
+
+
+async def stream_with_retries(
+    model: ChatModel,
+    request: ModelRequest,
+    policy: RetryPolicy | None = None,
+    *,
+    on_delta: Callable[[ModelDelta], None] | None = None,
+    on_discard: Callable[[str], None] | None = None,
+    on_stop: Callable[[str, int], None] | None = None,
+) -> ModelResponse:
+    """``model.stream(request)`` assembled into a reply, retried on
+    :class:`ModelUnavailableError` (see the module docstring for a failure mid-stream)."""
+    policy = policy or RetryPolicy()
+    attempts = 0
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(max(1, policy.max_attempts)) | stop_after_delay(policy.max_total),
+        wait=_wait(policy),
+        retry=retry_if_exception_type(ModelUnavailableError),
+        sleep=policy.sleep or asyncio.sleep,
+        reraise=True,
+    )
+    try:
+        async for attempt in retrying:
+            with attempt:
+                attempts += 1
+                try:
+                    reply, _ = await stream_once(model, request, on_delta, on_stop)
+                except ModelUnavailableError as exc:
+                    if getattr(exc, "delivered", False) and on_discard is not None:
+                        on_discard(str(exc))
+                    raise
+                return reply
+    except ModelUnavailableError as exc:
+        exc.attempts = attempts
+        if attempts > 1:
+            exc.args = (f"{exc.args[0] if exc.args else exc} (after {attempts} attempts)",)
+        raise
+    except ModelAPIError as exc:
+        exc.attempts = attempts
+        raise
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,297 @@
+"""OpenTelemetry spans for runs, model calls and tool calls (the ``otel`` extra).
+
+A :class:`RunTracer` is one more receiver of a run's events (:mod:`react_engine.events`):
+it opens and closes spans as they come, following the GenAI semantic conventions::
+
+    invoke_agent                       the run
+      chat {model}                     one per request to the model
+      execute_tool {tool}              one per call that runs
+
+Attributes: ``gen_ai.operation.name``, ``gen_ai.request.model``, ``gen_ai.response.model``,
+``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` /
+``gen_ai.usage.output_tokens`` (per call, and the run's totals), ``gen_ai.tool.name``,
+``gen_ai.tool.call.id``; and ours: ``react_engine.protocol``, ``react_engine.repairs`` (the
+parser's repairs in the run), ``react_engine.stop_reason``, and span events
+``react_engine.fallback`` (a protocol fallback or adaptation), ``react_engine.event`` (the
+run's other events) and ``react_engine.stopped_live``. A failed request, a tool that failed
+and a run that raised set the span's status to ERROR (an exception is recorded).
+
+Prompts, replies, tool arguments and results are recorded only when asked
+(``Agent(trace_content=True)``, or ``REACT_ENGINE_TRACE_CONTENT=1``, or the GenAI
+convention's ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``): they may hold
+personal or secret data.
+
+When it is on: ``Agent(tracer_provider=provider)``, or, without one, whenever the
+application has set a global tracer provider (``opentelemetry.trace.set_tracer_provider``).
+The library imports ``opentelemetry`` only in those cases: an application that does not
+use it never loads it. ``Agent(tracer_provider=False)`` turns tracing off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .events import (
+    Event,
+    ModelCallFailed,
+    ModelCallFinished,
+    ModelCallStarted,
+    RunDone,
+    RunFailed,
+    RunNotice,
+    RunStarted,
+    StepDone,
+    StoppedLive,
+    ToolFinished,
+    ToolStarted,
+)
+from .model import message_dict
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+__all__ = ["RunTracer", "content_wanted", "tracer_for"]
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def content_wanted(option: bool | None) -> bool:
+    """Whether prompts and replies go into spans: the option, else the environment."""
+    if option is not None:
+        return option
+    for name in (
+        "REACT_ENGINE_TRACE_CONTENT",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    ):
+        if os.environ.get(name, "").strip().lower() in _TRUE:
+            return True
+    return False
+
+
+def tracer_for(provider: Any) -> Tracer | None:
+    """The tracer a run uses, or None when tracing is off (see the module docstring)."""
+    if provider is False:
+        return None
+    if provider is None:
+        api = sys.modules.get("opentelemetry.trace")
+        if api is None:  # nobody imported opentelemetry: no provider can be set
+            return None
+        provider = api.get_tracer_provider()
+        if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
+            return None
+    from . import __version__
+
+    tracer: Tracer = provider.get_tracer("react_engine", __version__)
+    return tracer
+
+
+class RunTracer:
+    """Turns one run's events into spans."""
+
+    def __init__(self, tracer: Tracer, *, content: bool = False) -> None:
+        from opentelemetry import context, trace
+
+        self._trace = trace
+        self._context = context
+        self.tracer = tracer
+        self.content = content
+        self._run: Span | None = None
+        self._run_token: object | None = None
+        self._chat: dict[int, Span] = {}
+        self._tools: dict[int, tuple[Span, object]] = {}
+        self._repairs: list[str] = []
+        self._model = ""
+
+    def __call__(self, event: Event) -> None:
+        match event:
+            case RunStarted():
+                self._start_run(event)
+            case ModelCallStarted():
+                self._start_chat(event)
+            case ModelCallFinished():
+                self._end_chat(event)
+            case ModelCallFailed(step=step, error=error):
+                span = self._chat.pop(step, None)
+                if span is not None:
+                    self._fail(span, error)
+                    span.end()
+            case StoppedLive(step=step, stop=stop, completion_tokens=tokens):
+                span = self._chat.get(step)
+                if span is not None:
+                    span.add_event(
+                        "react_engine.stopped_live",
+                        {"react_engine.stop": stop, "react_engine.completion_tokens": tokens},
+                    )
+            case RunNotice(message=message, source=source):
+                if self._run is not None:
+                    name = (
+                        "react_engine.fallback" if source == "adaptation" else "react_engine.event"
+                    )
+                    self._run.add_event(name, {"react_engine.message": message})
+            case ToolStarted():
+                self._start_tool(event)
+            case ToolFinished():
+                self._end_tool(event)
+            case StepDone(step=step):
+                for code in step.repairs:
+                    if code not in self._repairs:
+                        self._repairs.append(code)
+            case RunDone(result=result):
+                self._end_run(result.stop_reason, result.protocol, result.usage, None)
+                if self.content and self._run is not None and result.answer is not None:
+                    self._run.set_attribute("react_engine.answer", result.answer)
+                self._close()
+            case RunFailed(error=error):
+                failed = getattr(error, "result", None)
+                usage = getattr(failed, "usage", None)
+                self._end_run(getattr(failed, "stop_reason", None), None, usage, error)
+                self._close()
+            case _:
+                pass
+
+    # --- the run ---------------------------------------------------------------------------
+
+    def _start_run(self, event: RunStarted) -> None:
+        self._model = event.model
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "react-engine",
+            "gen_ai.request.model": event.model,
+            "react_engine.protocol": event.protocol,
+            "react_engine.protocol_reason": event.reason,
+        }
+        if self.content:
+            attributes["react_engine.question"] = event.question
+        self._run = self.tracer.start_span(
+            "invoke_agent", kind=self._trace.SpanKind.INTERNAL, attributes=attributes
+        )
+        # Current while the run lasts: spans the tools open nest under the run's.
+        self._run_token = self._context.attach(self._trace.set_span_in_context(self._run))
+
+    def _end_run(self, stop: Any, protocol: Any, usage: Any, error: BaseException | None) -> None:
+        span = self._run
+        if span is None:
+            return
+        if stop is not None:
+            span.set_attribute("react_engine.stop_reason", stop)
+        if protocol is not None:
+            span.set_attribute("react_engine.protocol", protocol)
+        if usage is not None:
+            span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+        span.set_attribute("react_engine.repairs", list(self._repairs))
+        if error is not None:
+            self._fail(span, error)
+
+    def _close(self) -> None:
+        """End every span still open (a run cancelled mid-request), the run's last."""
+        for span in self._chat.values():
+            span.end()
+        for span, _ in self._tools.values():
+            span.end()
+        self._chat.clear()
+        self._tools.clear()
+        if self._run_token is not None:
+            self._context.detach(self._run_token)  # type: ignore[arg-type]
+            self._run_token = None
+        if self._run is not None:
+            self._run.end()
+            self._run = None
+
+    # --- model calls -------------------------------------------------------------------------
+
+    def _parent(self) -> Any:
+        return self._trace.set_span_in_context(self._run) if self._run is not None else None
+
+    def _start_chat(self, event: ModelCallStarted) -> None:
+        request = event.request
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": request.model,
+            "react_engine.protocol": event.protocol,
+            "react_engine.step": event.step,
+        }
+        settings = request.settings
+        if settings.temperature is not None:
+            attributes["gen_ai.request.temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = settings.max_tokens
+        if settings.seed is not None:
+            attributes["gen_ai.request.seed"] = settings.seed
+        if request.stop:
+            attributes["gen_ai.request.stop_sequences"] = list(request.stop)
+        if self.content:
+            messages = [message_dict(m) for m in request.messages]
+            attributes["gen_ai.input.messages"] = json.dumps(messages, ensure_ascii=False)
+        self._chat[event.step] = self.tracer.start_span(
+            f"chat {request.model}",
+            context=self._parent(),
+            kind=self._trace.SpanKind.CLIENT,
+            attributes=attributes,
+        )
+
+    def _end_chat(self, event: ModelCallFinished) -> None:
+        span = self._chat.pop(event.step, None)
+        if span is None:
+            return
+        reply = event.reply
+        span.set_attribute("gen_ai.usage.input_tokens", reply.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", reply.usage.completion_tokens)
+        if reply.model:
+            span.set_attribute("gen_ai.response.model", reply.model)
+        if reply.finish_reason:
+            span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
+        if self.content:
+            output: dict[str, Any] = {"role": "assistant", "content": reply.content}
+            if reply.tool_calls:
+                output["tool_calls"] = [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+                ]
+            span.set_attribute("gen_ai.output.messages", json.dumps([output], ensure_ascii=False))
+        span.end()
+
+    # --- tool calls --------------------------------------------------------------------------
+
+    def _start_tool(self, event: ToolStarted) -> None:
+        call = event.call
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.tool,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+            "react_engine.step": event.step,
+        }
+        if self.content:
+            attributes["gen_ai.tool.call.arguments"] = call.raw_arguments
+        span = self.tracer.start_span(
+            f"execute_tool {call.tool}",
+            context=self._parent(),
+            kind=self._trace.SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        # Current while the tool runs (in the tool's own task): its spans nest under it.
+        token = self._context.attach(self._trace.set_span_in_context(span))
+        self._tools[id(call)] = (span, token)
+
+    def _end_tool(self, event: ToolFinished) -> None:
+        entry = self._tools.pop(id(event.call), None)
+        if entry is None:
+            return
+        span, token = entry
+        self._context.detach(token)  # type: ignore[arg-type]
+        call = event.call
+        span.set_attribute("react_engine.tool.status", call.status)
+        if self.content:
+            span.set_attribute("gen_ai.tool.call.result", call.observation)
+        if call.status != "ok":
+            span.set_attribute("error.type", call.status)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, call.error or ""))
+        span.end()
+
+    def _fail(self, span: Span, error: BaseException) -> None:
+        span.record_exception(error)
+        span.set_attribute("error.type", type(error).__qualname__)
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)[:300]))
