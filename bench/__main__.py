@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures")
     args = parser.parse_args(argv)
 
+    from .imports import measure_imports
     from .overhead import measure_overhead
     from .parsing import measure_parsing
     from .scale import measure_scale
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     _section("parsing", lambda: measure_parsing(quick=args.quick), results, log)
     _section("tokens", measure_tokens, results, log)
     _section("streaming", lambda: measure_streaming(quick=args.quick), results, log)
+    _section("imports", lambda: measure_imports(quick=args.quick), results, log)
     results["machine"]["loadavg_end"] = os.getloadavg()
     results["total_s"] = time.perf_counter() - started
 

@@ -594,6 +594,33 @@ def _streaming(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _imports(r: dict[str, Any]) -> list[str]:
+    s = r.get("imports", {})
+    if "error" in s:
+        return [f"Not measured: {s['error']}", ""]
+    verdict = "within" if s.get("within_target") else "over"
+    return [
+        "Fresh interpreters, each timing its own imports (start-up left out); medians over "
+        f"{s.get('rounds')} interleaved rounds (`bench/imports.py`). `import react_engine` no "
+        "longer imports `openai`, the local launcher or the test doubles.",
+        "",
+        *_table(
+            ["import", "time"],
+            [
+                ["pydantic (the baseline)", _ms(_ms_of(s.get("pydantic_s")))],
+                ["react_engine, beyond pydantic", _ms(_ms_of(s.get("react_engine_s")))],
+                ["openai (deferred until a client is built)", _ms(_ms_of(s.get("openai_s")))],
+            ],
+        ),
+        f"The library's own import is {verdict} the {s.get('target_s')} s target.",
+        "",
+    ]
+
+
+def _ms_of(seconds: Any) -> float | None:
+    return None if seconds is None else float(seconds) * 1000
+
+
 def render(results: dict[str, Any]) -> str:
     quick = " (quick smoke run: numbers too small to quote)" if results.get("quick") else ""
     lines = [
@@ -621,5 +648,9 @@ def render(results: dict[str, Any]) -> str:
         "## 5. Streaming: time to first token, live stop detection",
         "",
         *_streaming(results),
+        "",
+        "## 6. Import time",
+        "",
+        *_imports(results),
     ]
     return "\n".join(lines).rstrip() + "\n"

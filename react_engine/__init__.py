@@ -30,10 +30,7 @@ from .errors import (
     ToolDefinitionError,
     UserError,
 )
-from .mcp import MCPServerHTTP, MCPServerStdio, mcp_tools
 from .model import ChatModel, OpenAIChatModel, RetryPolicy
-from .parsing import RepairResult, parse_react, repair_json
-from .prompts import PromptTemplate, list_templates, load_template
 from .protocol import (
     CallTools,
     Decision,
@@ -43,7 +40,6 @@ from .protocol import (
     Protocol,
     RequestContext,
 )
-from .protocols import FunctionCallingProtocol, StructuredOutputProtocol, TextReActProtocol
 from .tools import Tool, tool
 from .types import (
     ActionRecord,
@@ -59,16 +55,33 @@ from .types import (
 
 if TYPE_CHECKING:
     from .local import local_server
+    from .mcp import MCPServerHTTP, MCPServerStdio, mcp_tools
+    from .parsing import RepairResult, parse_react, repair_json
+    from .prompts import PromptTemplate, list_templates, load_template
+    from .protocols import FunctionCallingProtocol, StructuredOutputProtocol, TextReActProtocol
     from .testing import ScriptedModel, reply, tool_call_reply
 
 _LAZY = {
+    "FunctionCallingProtocol": "protocols",
+    "TextReActProtocol": "protocols",
+    "StructuredOutputProtocol": "protocols",
+    "RepairResult": "parsing",
+    "parse_react": "parsing",
+    "repair_json": "parsing",
+    "PromptTemplate": "prompts",
+    "list_templates": "prompts",
+    "load_template": "prompts",
+    "MCPServerHTTP": "mcp",
+    "MCPServerStdio": "mcp",
+    "mcp_tools": "mcp",
     "local_server": "local",
     "ScriptedModel": "testing",
     "reply": "testing",
     "tool_call_reply": "testing",
 }
-"""Names imported on first use: the local launcher and the test doubles are not needed to
-run an agent, and ``import react_engine`` stays light (no HTTP client, no launcher)."""
+"""Names imported on first use, so that ``import react_engine`` stays light: the protocols
+and their parsers load when a run chooses one, the launcher and the test doubles when they
+are used, and the ``openai`` SDK when a client is built."""
 
 
 def __getattr__(name: str) -> Any:

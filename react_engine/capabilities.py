@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
-import regex
-
 from .errors import ConfigurationError
 
 __all__ = [
@@ -656,6 +654,25 @@ _KINDS: Final[frozenset[str]] = frozenset(_PRIORITY)
 _REJECTION_STATUSES: Final = frozenset({400, 404, 422, 500, 501})
 _MAX_BODY: Final = 100_000
 
+
+class _Pattern:
+    """A ``regex`` pattern compiled on first use (``regex`` is imported then too), so that
+    importing the library does not pay for patterns only a rejected request needs."""
+
+    __slots__ = ("_compiled", "_source")
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self._compiled: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            import regex
+
+            self._compiled = regex.compile(self._source)
+        return getattr(self._compiled, name)
+
+
 _PARAM = r"(tools|tool_choice|parallel_tool_calls|stop)"
 _NOT_SUPPORTED = r"(?:not supported|unsupported|not allowed|not permitted|not enabled)"
 _NEGATED_SUPPORT = r"(?:does not|doesn't|do not|don't|cannot|can't|unable to) support"
@@ -663,37 +680,35 @@ _NEGATED_SUPPORT = r"(?:does not|doesn't|do not|don't|cannot|can't|unable to) su
 # Patterns over the lowercased error text. Each is linear: no nested quantifiers, and every
 # "anything" gap is bounded and cannot cross a sentence.
 # "Unsupported parameter: 'stop' ...", "Unrecognized request arguments supplied: a, b"
-_RE_PARAM_LIST = regex.compile(
+_RE_PARAM_LIST = _Pattern(
     r"(?:unsupported|unknown|unrecognized|unrecognised) (?:request )?"
     r"(?:parameter|param|argument|field)s?(?: supplied)?\s*:\s*([^.\n]{1,200})"
 )
 # one name of such a list; "'tools[0].function.strict'" names a nested field, not ``tools``
-_RE_LIST_ITEM = regex.compile(r"\s*['\"`]?([a-z_]+)(?:['\"`]|\s|$)")
+_RE_LIST_ITEM = _Pattern(r"\s*['\"`]?([a-z_]+)(?:['\"`]|\s|$)")
 # "'parallel_tool_calls' is not supported", "tools is not supported with this model"
-_RE_PARAM_NOT_SUPPORTED = regex.compile(
+_RE_PARAM_NOT_SUPPORTED = _Pattern(
     rf"['\"`]?\b{_PARAM}\b['\"`]? (?:param(?:eter)? |argument )?(?:is|are) {_NOT_SUPPORTED}"
 )
 # llama.cpp without --jinja: "tools param requires --jinja flag"
-_RE_PARAM_REQUIRES = regex.compile(rf"\b{_PARAM} param(?:eter)? requires\b")
+_RE_PARAM_REQUIRES = _Pattern(rf"\b{_PARAM} param(?:eter)? requires\b")
 # a Python server passing the request on as keyword arguments
-_RE_UNEXPECTED_KWARG = regex.compile(rf"unexpected keyword argument ['\"]{_PARAM}['\"]")
+_RE_UNEXPECTED_KWARG = _Pattern(rf"unexpected keyword argument ['\"]{_PARAM}['\"]")
 # pydantic errors quoted as Python reprs (older vLLM) or as pydantic's own text
-_RE_EXTRA_REPR = regex.compile(rf"'type': 'extra_forbidden', 'loc': \('body', '{_PARAM}'\)")
-_RE_EXTRA_TEXT = regex.compile(
-    rf"^{_PARAM}\n[ \t]+extra (?:inputs|fields) (?:are )?not permitted", regex.MULTILINE
-)
+_RE_EXTRA_REPR = _Pattern(rf"'type': 'extra_forbidden', 'loc': \('body', '{_PARAM}'\)")
+_RE_EXTRA_TEXT = _Pattern(rf"(?m)^{_PARAM}\n[ \t]+extra (?:inputs|fields) (?:are )?not permitted")
 # some context saying the named thing is not accepted (used with a JSON "param" field)
-_RE_UNSUPPORTED_CONTEXT = regex.compile(
+_RE_UNSUPPORTED_CONTEXT = _Pattern(
     rf"{_NOT_SUPPORTED}|{_NEGATED_SUPPORT}|unrecognized|unknown parameter|"
     r"supported values are|extra_forbidden|extra inputs|requires --jinja"
 )
 # vLLM without --enable-auto-tool-choice: no tool calls at all under tool_choice "auto"
-_RE_VLLM_AUTO = regex.compile(r"--enable-auto-tool-choice|\"auto\" tool choice requires")
-_RE_PARALLEL = regex.compile(
+_RE_VLLM_AUTO = _Pattern(r"--enable-auto-tool-choice|\"auto\" tool choice requires")
+_RE_PARALLEL = _Pattern(
     rf"parallel[ _](?:tool|function)[ _]calls?\b[^.\n]{{0,60}}?{_NOT_SUPPORTED}"
     rf"|{_NEGATED_SUPPORT} parallel[ _](?:tool|function)"
 )
-_RE_TOOL_CHOICE = regex.compile(
+_RE_TOOL_CHOICE = _Pattern(
     rf"tool[ _]choice\b[^.\n]{{0,60}}?{_NOT_SUPPORTED}"
     rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?tool[ _]choice"
 )
@@ -701,12 +716,12 @@ _TOOL_WORDS = (
     r"(?:tools?|tool[ _]use|tool[ _]calls?|tool[ _]calling|"
     r"function[ _]calling|function[ _]calls?|functions)"
 )
-_RE_TOOLS = regex.compile(
+_RE_TOOLS = _Pattern(
     rf"{_NEGATED_SUPPORT} (?:the )?{_TOOL_WORDS}\b"
     rf"|\b{_TOOL_WORDS}\b(?: is| are)? (?:not supported|unsupported|not enabled|not available)"
     r"|not supported for [^.\n]{0,60}?(?:function[ _]calling|tool[ _]use|tools)"
 )
-_RE_STOP = regex.compile(
+_RE_STOP = _Pattern(
     r"\bstop(?:[ _](?:sequences?|words?))?\b['\"`]?(?: param(?:eter)?)? (?:is|are) "
     rf"{_NOT_SUPPORTED}"
     rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?stop\b"
@@ -716,7 +731,7 @@ _RE_STOP = regex.compile(
 _CONSTRAINT_PARAMS: Final = frozenset(
     {"grammar", "response_format", "guided_grammar", "guided_json", "json_schema", "format"}
 )
-_RE_CONSTRAINT: Final = regex.compile(
+_RE_CONSTRAINT: Final = _Pattern(
     r"\b(grammar|response_format|guided_(?:grammar|json|decoding)|json_schema|structured output)"
     r"\b[^.\n]{0,80}?\b(not supported|unsupported|not allowed|unknown|unrecognized|"
     r"not permitted|invalid|extra)\b"

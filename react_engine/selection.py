@@ -172,20 +172,30 @@ def adapt(
 
 
 def _builtin() -> None:
-    """The shipped protocols, one line each."""
-    from .protocols.function_calling import FunctionCallingProtocol
-    from .protocols.structured import StructuredOutputProtocol
-    from .protocols.text import TextReActProtocol
+    """The shipped protocols, one line each; a protocol's module (and its parser) is
+    imported when a run first builds it."""
 
-    register("function_calling", lambda o: FunctionCallingProtocol())
-    register(
-        "text",
-        lambda o: TextReActProtocol(
+    def function_calling(o: ProtocolOptions) -> Protocol:
+        from .protocols.function_calling import FunctionCallingProtocol
+
+        return FunctionCallingProtocol()
+
+    def text(o: ProtocolOptions) -> Protocol:
+        from .protocols.text import TextReActProtocol
+
+        return TextReActProtocol(
             template=o.template or o.capabilities.text_template,
             implicit_final_answer=o.implicit_final_answer,
-        ),
-    )
-    register("structured", lambda o: StructuredOutputProtocol())
+        )
+
+    def structured(o: ProtocolOptions) -> Protocol:
+        from .protocols.structured import StructuredOutputProtocol
+
+        return StructuredOutputProtocol()
+
+    register("function_calling", function_calling)
+    register("text", text)
+    register("structured", structured)
 
 
 _builtin()
