@@ -1,28 +1,17 @@
-"""The agent loop: one loop for every protocol.
+"""The :class:`Agent`: a model, tools, and a protocol chosen per model; and its ways to run.
 
-Each turn checks the run's budgets, sends one request (:meth:`Agent._send`, with network
-retries and the reaction to a server that rejects a parameter), lets the protocol read the
-reply into a :data:`~react_engine.protocol.Decision`, and acts on it
-(:meth:`Agent._decide`): run the calls (:class:`~react_engine.execution.ToolRunner`), take
-the final answer, or send the format error back. Each turn returns one small outcome
-(:class:`~react_engine.state.RunAgain`, :class:`~react_engine.state.Finish`,
-:class:`~react_engine.state.Stop`), and :meth:`Agent._loop`, a ``match`` over them, is the
-only place where control flow lives.
-
-Everything that can go wrong inside a run becomes something the model can act on (an
-unknown tool, arguments that are not JSON or fail validation, a tool that raises or times
-out, a reply in the wrong format) until the consecutive-error budget runs out; then the run
-stops with :class:`~react_engine.errors.ErrorBudgetExhausted`, which holds the transcript.
-
-What happens is reported at one point, :meth:`RunState.emit
-<react_engine.state.RunState.emit>`, as typed events (:mod:`react_engine.events`):
-:meth:`Agent.iter` and :meth:`Agent.run_stream` stream them to the caller (and ask the
-model for streamed replies), the OpenTelemetry tracer (:mod:`react_engine.tracing`) turns
-them into spans, and a plain :meth:`Agent.arun` with no tracer has no receiver at all.
+``run`` / ``arun`` answer one question, ``iter`` / ``run_stream`` stream the run as typed
+events (:mod:`react_engine.events`), and :class:`Conversation` keeps a history across
+questions. Each run is a :class:`~react_engine.state.RunState` driven by the one loop in
+:mod:`react_engine.loop`.
 
 The agent knows protocols only through the :class:`~react_engine.protocol.Protocol`
 interface; which one runs, and how a run adapts to a server's refusals, is decided in
-:mod:`react_engine.selection`.
+:mod:`react_engine.selection`. What happens in a run is reported at one point,
+:meth:`RunState.emit <react_engine.state.RunState.emit>`: :meth:`Agent.iter` and
+:meth:`Agent.run_stream` stream the events to the caller (and ask the model for streamed
+replies), the OpenTelemetry tracer (:mod:`react_engine.tracing`) turns them into spans, and
+a plain :meth:`Agent.arun` with no tracer has no receiver at all.
 """
 
 from __future__ import annotations
@@ -30,10 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import inspect
 import logging
 import os
-import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,44 +29,29 @@ from .capabilities import (
     Capabilities,
     CapabilityCache,
     CapabilityRegistry,
-    classify_rejection,
     default_cache,
     default_registry,
     resolve,
 )
 from .config import AgentConfig, check_config, describe, tool_list
-from .errors import ConfigurationError, ErrorBudgetExhausted, ModelAPIError, ModelRequestError
+from .errors import ConfigurationError
 from .events import (
-    ActionDecided,
-    AnswerGiven,
     Event,
-    ModelCallFailed,
-    ModelCallFinished,
-    ModelCallStarted,
-    ReasoningDelta,
-    ReplyDiscarded,
     RunDone,
     RunFailed,
     RunStarted,
-    StepDone,
-    StoppedLive,
-    TextDelta,
-    Thought,
 )
-from .execution import ApprovalCallback, CallCallback, ToolRunner, skipped
+from .execution import ApprovalCallback, CallCallback, ToolRunner
+from .loop import Loop
 from .mcp import MCPServerHandle, check_servers, connected_tools
-from .model import ChatModel, OpenAIChatModel, complete_with_retries, mask_key
-from .protocol import CallTools, Decision, FinalAnswer, FormatError, Protocol, RequestContext
-from .selection import ProtocolOptions, adapt, choose, protocol_names
-from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
-from .streaming import stream_with_retries
+from .model import ChatModel, OpenAIChatModel, mask_key
+from .protocol import Protocol
+from .selection import ProtocolOptions, choose, protocol_names
+from .state import RUN_EVENT, RunState
 from .tools import Tool, as_tools
 from .tracing import RunTracer, content_wanted, tracer_for
 from .types import (
     HistoryItem,
-    ModelDelta,
-    ModelRequest,
-    ModelResponse,
     RunResult,
     Step,
     UserTurn,
@@ -97,10 +69,6 @@ PROTOCOL_NAMES: tuple[str, ...] = protocol_names()
 log = logging.getLogger("react_engine")
 
 T = TypeVar("T")
-
-FINAL_ANSWER_RETRIES = 1
-"""Forced final requests sent again after a reply that is not an answer (a tool call
-written as text, an empty reply): the model gets the feedback and this many more tries."""
 
 StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
@@ -382,246 +350,15 @@ class Agent:
             if tracer is not None:
                 state.sinks.append(RunTracer(tracer, content=content_wanted(self.trace_content)))
             if not state.sinks:
-                return await self._loop(state)
+                return await Loop(self).run(state)
             state.emit(RunStarted(question, self.model, protocol.name, reason))
             try:
-                result = await self._loop(state)
+                result = await Loop(self).run(state)
             except BaseException as exc:
                 state.emit(RunFailed(exc))
                 raise
             state.emit(RunDone(result))
             return result
-
-    async def _loop(self, state: RunState) -> RunResult:
-        while True:
-            try:
-                outcome = await self._turn(state)
-            except ModelAPIError as exc:
-                exc.result = state.result(None, "error", error=str(exc))
-                raise
-            match outcome:
-                case RunAgain():
-                    continue
-                case Finish(answer=answer, reason=reason):
-                    return state.result(answer, reason)
-                case Stop(reason="error_budget", message=message):
-                    raise ErrorBudgetExhausted(
-                        message,
-                        result=state.result(None, "error_budget", error=message),
-                        attempts=state.consecutive_errors,
-                        last_reply=state.last_reply,
-                    )
-                case Stop(reason=reason, message=message):
-                    return state.result(None, reason, error=message)
-
-    async def _turn(self, state: RunState) -> Outcome:
-        if (stop := state.spent()) is not None:
-            return stop
-        if state.force_final is None and state.action_turns >= state.config.max_steps:
-            state.force_final = "max_steps"
-        ctx = self._context(state)
-        started = time.perf_counter()
-        sent = await self._send(state, ctx)
-        if not isinstance(sent, ModelResponse):
-            return sent
-        return await self._decide(state, ctx, sent, started)
-
-    def _context(self, state: RunState) -> RequestContext:
-        cfg = state.config
-        tool_choice = cfg.tool_choice
-        if cfg.reset_tool_choice and state.tool_calls > 0 and tool_choice != "none":
-            tool_choice = "auto"
-        return RequestContext(
-            model=self.model,
-            history=state.history,
-            tools=state.tools,
-            tool_choice=tool_choice,
-            capabilities=state.caps,
-            settings=state.settings(),
-            instructions=self.instructions,
-            force_final=state.force_final is not None,
-            multi_action=cfg.multi_action,
-        )
-
-    async def _send(self, state: RunState, ctx: RequestContext) -> ModelResponse | Outcome:
-        """One request, with network retries; a server's refusal of a parameter the run can
-        do without adapts the run and asks for the turn again."""
-        request = state.protocol.build_request(ctx)
-        index = len(state.steps)
-        if state.sinks:
-            state.emit(ModelCallStarted(index, request, state.protocol.name))
-        started = time.perf_counter()
-        try:
-            reply = await state.with_deadline(self._request(state, request, index))
-        except TimeoutError as exc:
-            state.emit(ModelCallFailed(index, exc))
-            return state.deadline_stop()
-        except ModelRequestError as exc:
-            state.emit(ModelCallFailed(index, exc))
-            if self._adapt(state, exc):
-                return RunAgain()
-            raise
-        except ModelAPIError as exc:
-            state.emit(ModelCallFailed(index, exc))
-            raise
-        if state.sinks:
-            state.emit(ModelCallFinished(index, reply, time.perf_counter() - started))
-        state.usage.add(reply.usage)
-        state.last_reply = reply
-        return reply
-
-    @staticmethod
-    async def _request(state: RunState, request: ModelRequest, index: int) -> ModelResponse:
-        """The reply to one request: whole, or streamed (each delta emitted as it comes)."""
-        if not state.streaming:
-            return await complete_with_retries(state.model, request, state.config.retry)
-
-        def on_delta(delta: ModelDelta) -> None:
-            if delta.reasoning:
-                state.emit(ReasoningDelta(index, delta.reasoning))
-            if delta.content:
-                state.emit(TextDelta(index, delta.content))
-
-        def on_discard(reason: str) -> None:
-            state.emit(ReplyDiscarded(index, reason))
-
-        def on_stop(label: str, chunks: int) -> None:
-            state.emit(StoppedLive(index, label, chunks))
-
-        return await stream_with_retries(
-            state.model,
-            request,
-            state.config.retry,
-            on_delta=on_delta,
-            on_discard=on_discard,
-            on_stop=on_stop,
-        )
-
-    async def _decide(
-        self, state: RunState, ctx: RequestContext, reply: ModelResponse, started: float
-    ) -> Outcome:
-        """Act on the protocol's reading of ``reply``: one :class:`Step` in the transcript."""
-        decision = state.protocol.parse_reply(reply, ctx)
-        step = Step(
-            index=len(state.steps),
-            kind="action",
-            protocol=state.protocol.name,
-            text=decision.text,
-            thought=decision.thought,
-            repairs=list(decision.repairs),
-            usage=reply.usage,
-            model_time_s=time.perf_counter() - started,
-            events=[*state.pending_events, *reply.events, *decision.events],
-        )
-        state.pending_events.clear()
-        if state.sinks:
-            self._announce(state, step.index, decision)
-        match decision:
-            case FormatError(feedback=feedback):
-                step.kind, step.feedback = "format_error", feedback
-                await self._record(state, step, started)
-                if state.force_final is None:
-                    return state.failed_turn()
-                # One more forced request, with the feedback; then the run ends unanswered.
-                if state.final_retries < FINAL_ANSWER_RETRIES:
-                    state.final_retries += 1
-                    return RunAgain()
-                return Stop(state.force_final, no_final_answer(state.force_final, decision))
-            case FinalAnswer(answer=answer):
-                step.kind, step.final_answer = "final", answer
-                await self._record(state, step, started)
-                return Finish(answer, state.force_final or "final_answer")
-            case CallTools():
-                return await self._run_calls(state, step, decision, started)
-
-    @staticmethod
-    def _announce(state: RunState, index: int, decision: Decision) -> None:
-        if decision.thought:
-            state.emit(Thought(index, decision.thought))
-        match decision:
-            case CallTools(calls=calls):
-                state.emit(ActionDecided(index, tuple(calls)))
-            case FinalAnswer(answer=answer):
-                state.emit(AnswerGiven(index, answer))
-            case FormatError():
-                pass
-
-    async def _run_calls(
-        self, state: RunState, step: Step, decision: CallTools, started: float
-    ) -> Outcome:
-        cfg = state.config
-        state.action_turns += 1
-        limit = cfg.max_calls_per_step
-        calls, excess = decision.calls[:limit], decision.calls[limit:]
-        too_many = (
-            f"the reply made {len(decision.calls)} tool calls and at most {limit} run per "
-            "reply; call it again in a later step if you still need it"
-        )
-        if excess:
-            event = (
-                f"{len(decision.calls)} tool calls in one reply: the first {limit} ran, "
-                f"{len(excess)} were not run (max_calls_per_step)"
-            )
-            log.warning("%s", event, extra=RUN_EVENT)
-            step.events.append(event)
-            state.note(event)
-        if (stop := state.tools_spent(len(calls))) is not None:
-            step.actions = [skipped(c, "the run's tool-call budget is spent") for c in calls]
-            step.actions += [skipped(c, too_many) for c in excess]
-            await self._record(state, step, started)
-            return stop
-        step.actions = await self._runner.run(state, calls)
-        step.actions += [skipped(c, too_many) for c in excess]
-        if state.abort is not None:
-            await self._record(state, step, started)
-            ToolRunner.abort(state)
-        state.tool_calls += sum(1 for a in step.actions if a.status != "skipped")
-        await self._record(state, step, started)
-        if state.force_final == "loop":
-            return RunAgain()
-        if (stop := state.tokens_spent()) is not None:
-            return stop
-        if all(a.status != "ok" for a in step.actions):
-            return state.failed_turn()
-        state.consecutive_errors = 0
-        return RunAgain()
-
-    def _adapt(self, state: RunState, exc: ModelRequestError) -> bool:
-        """React to a server that rejects a parameter (see
-        :data:`~react_engine.selection.REACTIONS`); True when the turn should be re-sent."""
-        kind = classify_rejection(exc.status_code, exc.body or str(exc))
-        if kind is None or state.adaptations >= 4:
-            return False
-        change = adapt(
-            kind,
-            current=state.protocol,
-            spec=self._protocol_spec,
-            options=self._options(state.caps),
-            model=self.model,
-            url=self.base_url,
-        )
-        if change is None:
-            return False
-        state.adaptations += 1
-        self.capability_cache.remember(self.base_url, self.model, **change.learned)
-        state.caps = change.capabilities
-        if change.protocol is not None:
-            state.protocol = change.protocol
-            state.protocol_reason = change.protocol_reason or state.protocol_reason
-        log.warning("%s (HTTP %s)", change.event, exc.status_code, extra=RUN_EVENT)
-        state.note(change.event, adaptation=True)
-        state.usage.requests += 1
-        return True
-
-    async def _record(self, state: RunState, step: Step, started: float) -> None:
-        step.duration_s = time.perf_counter() - started
-        state.steps.append(step)
-        state.history.append(step)
-        state.emit(StepDone(step))
-        if self.on_step is not None:
-            outcome = self.on_step(step)
-            if inspect.isawaitable(outcome):
-                await outcome
 
 
 def _blocking_events(events: AsyncGenerator[Event, None]) -> Iterator[Event]:

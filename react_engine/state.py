@@ -1,6 +1,6 @@
 """One run's state, the budgets that end it, and what each turn of the loop returns.
 
-A turn of :meth:`Agent._loop <react_engine.agent.Agent>` returns one of three small
+A turn of the loop (:class:`react_engine.loop.Loop`) returns one of three small
 outcomes: :class:`RunAgain`, :class:`Finish` or :class:`Stop`. The budgets a run can spend
 (deadline, tokens, tool calls, consecutive errors) are checked here, in one place.
 """
