@@ -349,6 +349,7 @@ class Agent:
             protocol=state.protocol.name,
             text=decision.text,
             thought=decision.thought,
+            reasoning=reply.reasoning,
             repairs=list(decision.repairs),
             usage=reply.usage,
             model_time_s=time.perf_counter() - started,
