@@ -372,14 +372,25 @@ def split_think(text: str) -> tuple[str | None, str]:
     The block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``) at the start,
     or everything before a stray ``</think>`` whose opening tag the server ate. An
     unclosed opening tag at the start makes the whole reply reasoning (the reply was cut
-    before the model finished thinking). Returns ``(reasoning, rest)``: the reasoning
-    stripped (``None`` when there is none or it is blank) and the text after the block;
-    ``(None, text)`` for a reply with no think block.
+    before the model finished thinking). Later blocks are taken out of the rest too (one
+    never closed runs to the end), their contents joining the reasoning. Returns
+    ``(reasoning, rest)``: the reasoning stripped (``None`` when there is none or it is
+    blank) and the text outside the blocks; ``(None, text)`` for a reply with no block.
     """
     think, body_start, code = _think_span(text)
-    if code is None:
+    rest = text[body_start:]
+    later = list(think_blocks(rest))
+    if code is None and not later:
         return None, text
-    return (think or "").strip() or None, text[body_start:]
+    parts = [(think or "").strip()]
+    kept: list[str] = []
+    at = 0
+    for block in later:
+        kept.append(rest[at : block.start])
+        parts.append(rest[block.content_start : block.content_end].strip())
+        at = block.end
+    kept.append(rest[at:])
+    return "\n\n".join(p for p in parts if p) or None, "".join(kept)
 
 
 def _think_span(text: str) -> tuple[str | None, int, str | None]:
