@@ -396,19 +396,20 @@ def split_think(text: str) -> tuple[str | None, str]:
 def _think_span(text: str) -> tuple[str | None, int, str | None]:
     """The think block's content, where the reply proper starts, and the repair code.
 
-    Only the first block counts: one at the start of the reply, or everything before the
-    first closing tag (a block whose opening the server ate, or prose then a block).
+    Only a leading block counts here: one at the start of the reply, or everything before
+    a stray closing tag (a block whose opening the server ate). A block after some text is
+    a later block (:func:`_mask_think`), so the text before it stays the reply's.
     """
     block = next(think_blocks(text), None)
     if block is None:
         return None, 0, None
-    if block.opened and not text[: block.start].strip():
-        if not block.closed:  # cut while thinking, or never closed: all of it is reasoning
-            return text[block.content_start :], len(text), "unclosed_think"
-        return text[block.content_start : block.content_end], block.end, "think_block"
-    if not block.closed:
+    if not block.opened:
+        return text[: block.content_end], block.end, "think_block"
+    if text[: block.start].strip():
         return None, 0, None
-    return text[: block.content_end], block.end, "think_block"
+    if not block.closed:  # cut while thinking, or never closed: all of it is reasoning
+        return text[block.content_start :], len(text), "unclosed_think"
+    return text[block.content_start : block.content_end], block.end, "think_block"
 
 
 def _first_observation(body: str) -> int:
