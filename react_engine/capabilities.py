@@ -134,8 +134,9 @@ class Capabilities:
     """The provider wants the reply's ``reasoning_content`` sent back on the assistant
     messages of the current question's tool-call turns (DeepSeek's thinking mode answers
     HTTP 400 without it; Kimi K2 Thinking reasons worse). Earlier questions' reasoning is
-    never sent. Learned both ways: a server that asks for the field turns this on, one
-    that rejects it turns it off."""
+    never sent. Only the function-calling protocol sends it: the text protocols make no
+    tool-call turns. Learned both ways: a server that asks for the field turns this on,
+    one that rejects it turns it off."""
 
     sampling: bool = True
     """The model takes ``temperature``. False for reasoning APIs that reject any value but

@@ -6,9 +6,9 @@ repeats one), and the assistant's ``content`` is kept as the step's visible thou
 results go back as ``tool`` messages in call order.
 
 A ``<think>...</think>`` block in the content (or ``<thinking>``/``<reasoning>``, or text
-before a stray ``</think>``, as the text parser reads them) is reasoning, like the
-server's ``reasoning_content``: it goes to the step's thought and never into the final
-answer. A reply that is only reasoning is an empty reply.
+before a stray ``</think>``, as the text parser reads them) is reasoning: it goes to the
+step's thought and never into the final answer (the server's ``reasoning_content`` is kept
+apart, as ``Step.reasoning``). A reply that is only reasoning is an empty reply.
 
 Reasoning travels back only where the provider wants it (``Capabilities.reasoning_echo``):
 see :meth:`FunctionCallingProtocol.render`.
