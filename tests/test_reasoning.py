@@ -26,8 +26,9 @@ from react_engine import (
 )
 from react_engine.cli.render import format_step, format_step_plain
 from react_engine.model import message_dict
+from react_engine.protocols.structured import CUT_SHORT
 from react_engine.testing import MockOpenAIServer, MockResponse, completion
-from react_engine.types import AssistantMessage, ToolCall
+from react_engine.types import AssistantMessage, ModelResponse, ToolCall, Usage
 
 URL_MODEL = "deepseek-reasoner"
 REASONING_1 = "  The user wants Paris.\n\nI should call get_weather  "
@@ -433,4 +434,15 @@ def test_function_calling_a_think_block_after_the_answer_is_not_in_it() -> None:
     content = "<think>a</think>Paris is overcast.<think>b: get_weather(location='Paris')"
     agent = Agent("gpt-4o", [Recorder().tool], client=ScriptedModel([content]), **fresh())
     result = agent.run("Weather in Paris?")
+    assert result.answer == "Paris is overcast."
+
+
+def test_structured_a_reply_cut_while_thinking_asks_for_a_shorter_one() -> None:
+    weather = Recorder()
+    cut = ModelResponse(content=f"<think>{CALL}", finish_reason="length", usage=Usage())
+    model = ScriptedModel([cut, FINAL])
+    agent = Agent("gpt-4o", [weather.tool], client=model, protocol="structured", **fresh())
+    result = agent.run("Weather in Paris?")
+    assert weather.calls == []
+    assert CUT_SHORT in (result.steps[0].feedback or "")
     assert result.answer == "Paris is overcast."
