@@ -63,7 +63,14 @@ TextTemplate: TypeAlias = Literal["classic", "json", "zh"]
 TEXT_TEMPLATES: Final[tuple[str, ...]] = ("classic", "json", "zh")
 
 RejectedParam: TypeAlias = Literal[
-    "tools", "stop", "tool_choice", "parallel_tool_calls", "constrained_decoding"
+    "tools",
+    "stop",
+    "tool_choice",
+    "parallel_tool_calls",
+    "constrained_decoding",
+    "temperature",
+    "reasoning_content",
+    "reasoning_content_missing",
 ]
 
 ConstraintStyle: TypeAlias = Literal["llama.cpp", "vllm", "json_schema"]
@@ -116,10 +123,25 @@ class Capabilities:
     family follows ``classic``; the others are for users to pick per model."""
 
     reasoning: bool = False
-    """A reasoning model: it thinks before answering, in ``<think>`` blocks or a separate
-    ``reasoning_content`` (strip that from the thought and the answer) or hidden (OpenAI's
-    o-series and GPT-5). Many of them reject or ignore sampling settings such as
-    ``temperature``, so don't send any."""
+    """A reasoning model: it thinks before answering, in ``<think>`` blocks, in a separate
+    ``reasoning_content`` or hidden (OpenAI's o-series and GPT-5). Its thinking counts
+    against ``max_tokens``: a bound that suits other models cuts it off before the answer
+    (the comparison script then sends none; the library sends none unless asked). Think
+    blocks never reach the answer or the action search, whatever this flag says: any
+    model may write them."""
+
+    reasoning_echo: bool = False
+    """The provider wants the reply's ``reasoning_content`` sent back on the assistant
+    messages of the current question's tool-call turns (DeepSeek's thinking mode answers
+    HTTP 400 without it; Kimi K2 Thinking reasons worse). Earlier questions' reasoning is
+    never sent. Only the function-calling protocol sends it: the text protocols make no
+    tool-call turns. Learned both ways: a server that asks for the field turns this on,
+    one that rejects it turns it off."""
+
+    sampling: bool = True
+    """The model takes ``temperature``. False for reasoning APIs that reject any value but
+    the default (OpenAI's o-series and GPT-5 answer HTTP 400) or ignore it (deepseek-reasoner):
+    the agent then does not send the user's temperature. A rejection is learned."""
 
     source: str = ""
     """Where the entry's facts come from: the provider documentation URL, ``"user"`` for
@@ -136,6 +158,8 @@ _BOOL_FIELDS: Final[tuple[str, ...]] = (
     "stop",
     "constrained_decoding",
     "reasoning",
+    "reasoning_echo",
+    "sampling",
 )
 _STR_FIELDS: Final[tuple[str, ...]] = ("text_template", "constraint_style", "source", "note")
 
@@ -643,7 +667,9 @@ _PRIORITY: Final[tuple[RejectedParam, ...]] = (
     "tool_choice",
     "parallel_tool_calls",
     "stop",
+    "temperature",
     "constrained_decoding",
+    "reasoning_content",
 )
 _KINDS: Final[frozenset[str]] = frozenset(_PRIORITY)
 
@@ -727,6 +753,28 @@ _RE_STOP = _Pattern(
     rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?stop\b"
 )
 
+# OpenAI's reasoning models: "Unsupported value: 'temperature' does not support 0 with this
+# model. Only the default (1) value is supported."
+_RE_TEMPERATURE = _Pattern(
+    r"\btemperature\b['\"`]?(?: param(?:eter)?)? (?:does not support|is not supported|"
+    r"is unsupported|not supported)"
+    r"|unsupported value:? ['\"`]?temperature\b"
+)
+# DeepSeek's thinking mode with tools: "Missing `reasoning_content` field in the assistant
+# message at message index 2" (the reasoning must be sent back while the tool loop goes on)
+_RE_REASONING_MISSING = _Pattern(
+    r"\bmissing\b[^.\n]{0,20}?\breasoning_content\b"
+    r"|\breasoning_content\b[^.\n]{0,40}?\b(?:is required|must be (?:passed|sent|provided|"
+    r"included))"
+)
+# a server that takes no reasoning_content in messages: "('reasoning_content' was
+# unexpected)", "reasoning_content ... not supported", "unknown field reasoning_content"
+_RE_REASONING_REJECTED = _Pattern(
+    rf"['\"`]?\breasoning_content\b['\"`]? (?:was unexpected|(?:is |are )?{_NOT_SUPPORTED})"
+    r"|(?:unknown|unrecognized|unexpected|extra) (?:field|key|property|argument)s?:? "
+    r"['\"`]?reasoning_content\b"
+)
+
 
 _CONSTRAINT_PARAMS: Final = frozenset(
     {"grammar", "response_format", "guided_grammar", "guided_json", "json_schema", "format"}
@@ -744,7 +792,9 @@ def classify_rejection(status_code: int | None, body: str) -> RejectedParam | No
     """Which request parameter a server rejected as unsupported, if its error says so.
 
     ``"tools"`` means the server (or model) takes no tools at all: fall back to the text
-    protocol. The others name a parameter to drop before retrying. ``None`` means the error
+    protocol. The others name a parameter to drop before retrying, except
+    ``"reasoning_content_missing"``: the server wants the reply's reasoning sent back on
+    the assistant messages (DeepSeek's thinking mode with tools). ``None`` means the error
     is something else (a bad schema, a context overflow, auth, a rate limit...) and must
     not be "fixed" by dropping features. ``status_code=None`` (unknown) is read like a 400.
 
@@ -773,6 +823,8 @@ def _classify(body: str) -> RejectedParam | None:
     t = SCAN_TIMEOUT
     text, params, extra = _error_parts(body[:_MAX_BODY])
     text = text.lower()
+    if _RE_REASONING_MISSING.search(text, timeout=t):
+        return "reasoning_content_missing"
     found: set[str] = set()
 
     for match in _RE_PARAM_LIST.finditer(text, timeout=t):
@@ -805,6 +857,10 @@ def _classify(body: str) -> RejectedParam | None:
         return "tools"
     if _RE_STOP.search(text, timeout=t):
         return "stop"
+    if _RE_TEMPERATURE.search(text, timeout=t):
+        return "temperature"
+    if _RE_REASONING_REJECTED.search(text, timeout=t):
+        return "reasoning_content"
     if found & _CONSTRAINT_PARAMS or _RE_CONSTRAINT.search(text, timeout=t):
         return "constrained_decoding"
     return None
@@ -852,6 +908,12 @@ def _walk_error(
             and re.search(r"extra_forbidden|extra (?:inputs|fields)", kind.lower())
         ):
             extra.append(loc[1])
+        elif (
+            isinstance(loc, list)
+            and loc[-1:] == ["reasoning_content"]
+            and re.search(r"extra_forbidden|extra (?:inputs|fields)", kind.lower())
+        ):
+            extra.append("reasoning_content")  # a message field: body.messages.N.<field>
         param = node.get("param")
         if isinstance(param, str):
             params.append(param)

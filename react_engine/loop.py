@@ -184,6 +184,7 @@ class Loop:
             protocol=state.protocol.name,
             text=decision.text,
             thought=decision.thought,
+            reasoning=reply.reasoning,
             repairs=list(decision.repairs),
             usage=reply.usage,
             model_time_s=time.perf_counter() - started,

@@ -128,6 +128,8 @@ def message_dict(message: Message) -> dict[str, Any]:
                 }
                 for c in message.tool_calls
             ]
+        if message.reasoning is not None:
+            out["reasoning_content"] = valid_unicode(message.reasoning)
         return out
     raise TypeError(f"not a message: {message!r}")  # pragma: no cover
 

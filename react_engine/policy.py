@@ -3,8 +3,10 @@
 A protocol reads a reply in its own format (:meth:`Protocol.read_reply`); what must hold
 whatever the format is decided here, in this order:
 
-1. **Reasoning joins the thought.** A server's separate ``reasoning_content`` goes first in
-   the step's thought, never into the answer or the calls.
+1. **Reasoning stays apart.** A server's separate ``reasoning_content`` never becomes the
+   answer or a call, and never joins the thought: the loop keeps it verbatim as
+   :attr:`Step.reasoning <react_engine.types.Step.reasoning>`, so that it can be sent back
+   as it came where the provider wants it (see ``Capabilities.reasoning_echo``).
 2. **Call ids.** Every call gets an id that is unique within the reply: the provider's
    when it sent a usable one, a generated one otherwise (reported as an event).
 3. **Length cuts.** In a reply cut by ``max_tokens``, a call whose arguments may be cut
@@ -52,10 +54,6 @@ def new_call_id() -> str:
 
 def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Context) -> Decision:
     """``decision`` with the shared rules applied; a refused reply becomes a format error."""
-    if reply.reasoning:
-        decision.thought = (
-            f"{reply.reasoning}\n\n{decision.thought}" if decision.thought else reply.reasoning
-        )
     match decision:
         case CallTools():
             _assign_ids(decision)

@@ -9,7 +9,7 @@ A protocol owns everything that varies between ways of calling tools, and nothin
   :class:`FormatError` to send back to the model.
 
 What every protocol must enforce the same way (``tool_choice``, a reply cut by the length
-limit, call ids, the server's reasoning joining the thought) is written once, in
+limit, call ids, the server's reasoning kept apart) is written once, in
 :mod:`react_engine.policy`, and applied by :meth:`Protocol.parse_reply`; a protocol words
 the feedback in its own format through :meth:`Protocol.reject`.
 

@@ -95,13 +95,15 @@ class Reaction:
     """What a run does when the server rejects one kind of parameter."""
 
     capability: str
-    """The :class:`Capabilities` flag to turn off for this run and remember for the model."""
+    """The :class:`Capabilities` flag to set for this run and remember for the model."""
     event: str
     """For the trace and the log; ``{model}`` and ``{url}`` are filled in."""
     switch_to: str | None = None
     """The protocol to continue with, when the rejection rules out the current one."""
     only_from: str | None = None
     """Apply only while this protocol runs (and the user let the agent choose)."""
+    value: bool = False
+    """What the flag becomes: off for a rejected parameter, on for a required one."""
 
 
 REACTIONS: Final[Mapping[RejectedParam, Reaction]] = {
@@ -121,6 +123,15 @@ REACTIONS: Final[Mapping[RejectedParam, Reaction]] = {
         "tool_choice_required", "tool_choice rejected; enforcing it client-side"
     ),
     "parallel_tool_calls": Reaction("parallel_tool_calls", "parallel_tool_calls rejected"),
+    "temperature": Reaction("sampling", "temperature rejected by {model}; sending none"),
+    "reasoning_content": Reaction(
+        "reasoning_echo", "reasoning_content rejected by {model} at {url}; not sending it back"
+    ),
+    "reasoning_content_missing": Reaction(
+        "reasoning_echo",
+        "{model} at {url} wants its reasoning_content back on tool-call turns; sending it",
+        value=True,
+    ),
 }
 """One row per parameter a server may reject."""
 
@@ -150,15 +161,15 @@ def adapt(
     capability is already off, or the user fixed the protocol that needs it)."""
     reaction = REACTIONS[kind]
     caps = options.capabilities
-    if not getattr(caps, reaction.capability):
+    if getattr(caps, reaction.capability) == reaction.value:
         return None
     if reaction.only_from is not None and (current.name != reaction.only_from or spec != "auto"):
         return None
-    learned: dict[str, Any] = {reaction.capability: False}
+    learned: dict[str, Any] = {reaction.capability: reaction.value}
     caps = dataclasses.replace(caps, **learned)
     adaptation = Adaptation(
         capabilities=caps,
-        learned={reaction.capability: False},
+        learned={reaction.capability: reaction.value},
         event=reaction.event.format(model=model, url=url),
     )
     if reaction.switch_to is None:

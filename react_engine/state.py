@@ -175,14 +175,19 @@ class RunState:
         return RunAgain()
 
     def settings(self) -> ModelSettings:
-        """The request settings, with a timeout that ends with the run's deadline.
+        """The request settings, shaped to the model and ending with the run's deadline.
+
+        A model that takes no ``temperature`` (``Capabilities.sampling`` false: OpenAI's
+        reasoning models answer HTTP 400 to any but the default) is sent none.
 
         A blocking client's request runs in a worker thread that cancelling cannot stop,
-        and ``asyncio.run`` waits for that thread: without this bound,
-        ``agent.run(deadline=5)`` against a server that hangs would return only when the
-        HTTP timeout (600 s by default) fires.
+        and ``asyncio.run`` waits for that thread: without a timeout that ends with the
+        deadline, ``agent.run(deadline=5)`` against a server that hangs would return only
+        when the HTTP timeout (600 s by default) fires.
         """
         settings, left = self.config.settings, self.remaining()
+        if not self.caps.sampling and settings.temperature is not None:
+            settings = dataclasses.replace(settings, temperature=None)
         if left is None or (settings.timeout is not None and settings.timeout <= left):
             return settings
         return dataclasses.replace(settings, timeout=max(left, 0.001))

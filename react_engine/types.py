@@ -44,6 +44,11 @@ class AssistantMessage:
     content: str | None
     tool_calls: tuple[ToolCall, ...] = ()
     role: Literal["assistant"] = "assistant"
+    reasoning: str | None = None
+    """The reply's separate reasoning, sent back as ``reasoning_content`` when set (``""``
+    included): providers in thinking mode want it on the tool-call turns of the current
+    question (see :meth:`FunctionCallingProtocol.render
+    <react_engine.protocols.function_calling.FunctionCallingProtocol.render>`)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -72,7 +77,10 @@ class ModelSettings:
     seed: int | None = None
     """Sent as ``seed`` where given, so runs repeat on servers that support it."""
     max_tokens: int | None = None
-    """Upper bound on each reply's length; ``None`` leaves the server's default."""
+    """Upper bound on each reply's length; ``None`` (the default) sends none and leaves the
+    server's own, which suits every kind of model: a reasoning model's thinking counts
+    against this bound (DeepSeek's default is 32K tokens for that reason), and a small
+    bound cuts it off before the answer is written."""
     timeout: float | None = None
     """Seconds one request attempt may take in all (each read, and the whole reply: a
     server that trickles cannot stretch it); ``None`` keeps the client's own timeout (600 s
@@ -283,6 +291,11 @@ class Step:
     text: str | None = None
     """The assistant's reply as kept in the transcript (content for function calling)."""
     thought: str | None = None
+    """The visible reasoning: the Thought, the text beside native calls, a ``<think>``
+    block written in the reply."""
+    reasoning: str | None = None
+    """The server's separate reasoning (``reasoning_content``), verbatim: kept apart from
+    the thought so it can be sent back as it came, where the provider wants it."""
     actions: list[ActionRecord] = field(default_factory=list)
     final_answer: str | None = None
     repairs: list[str] = field(default_factory=list)

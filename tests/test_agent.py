@@ -536,11 +536,12 @@ def test_a_think_block_is_thought_not_answer(content: str) -> None:
     assert result.steps[-1].text == content  # the transcript keeps the reply as written
 
 
-def test_a_think_block_joins_the_servers_reasoning() -> None:
+def test_the_servers_reasoning_is_kept_apart_from_a_think_block() -> None:
     agent, _ = make_agent([reply("<think>inline</think>Paris is sunny.", reasoning="separate")])
     result = agent.run("Weather in Paris?")
     assert result.answer == "Paris is sunny."
-    assert result.steps[-1].thought == "separate\n\ninline"
+    assert result.steps[-1].thought == "inline"
+    assert result.steps[-1].reasoning == "separate"
 
 
 def test_a_think_block_is_stripped_from_the_forced_final_answer() -> None:

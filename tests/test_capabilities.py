@@ -98,7 +98,11 @@ LOOKUPS: list[tuple[str, str, dict[str, Any]]] = [
     ("deepseek-chat", "deepseek-chat*", {"function_calling": True, "reasoning": False}),
     ("deepseek/deepseek-chat", "deepseek-chat*", {"function_calling": True}),
     ("deepseek/deepseek-chat-v3-0324", "deepseek-chat*", {"function_calling": True}),
-    ("deepseek-reasoner", "deepseek-reasoner*", {"function_calling": False, "reasoning": True}),
+    (
+        "deepseek-reasoner",
+        "deepseek-reasoner*",
+        {"function_calling": True, "reasoning": True, "reasoning_echo": True, "sampling": False},
+    ),
     ("deepseek-r1:7b", "deepseek-r1*", {"function_calling": False, "reasoning": True}),
     ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek-r1*", {"reasoning": True}),
     ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3*", {"function_calling": True}),
@@ -601,9 +605,12 @@ def test_every_rejection_kind_has_a_reaction() -> None:
         "tool_choice",
         "parallel_tool_calls",
         "constrained_decoding",
+        "temperature",
+        "reasoning_content",
+        "reasoning_content_missing",
     }
     for reaction in REACTIONS.values():
-        CapabilityCache().remember(URL, "m", **{reaction.capability: False})  # valid names
+        CapabilityCache().remember(URL, "m", **{reaction.capability: reaction.value})
 
 
 # --- classify_rejection -------------------------------------------------------------------------
@@ -877,7 +884,7 @@ REJECTIONS: list[tuple[str, int | None, str, str | None]] = [
         '{"error":{"message":"stop sequences are not supported for this model"}}',
         "stop",
     ),
-    # --- not a missing feature: never fall back for these --------------------------------
+    # --- reasoning models: temperature, reasoning_content both ways ------------------------
     (
         "openai-temperature",
         400,
@@ -886,6 +893,68 @@ REJECTIONS: list[tuple[str, int | None, str, str | None]] = [
             "default (1) value is supported.",
             "temperature",
             "unsupported_value",
+        ),
+        "temperature",
+    ),
+    (
+        "openai-temperature-parameter",
+        400,
+        openai_error(
+            "Unsupported parameter: 'temperature' is not supported with this model.",
+            "temperature",
+            "unsupported_parameter",
+        ),
+        "temperature",
+    ),
+    (
+        "deepseek-missing-reasoning-content",
+        400,
+        openai_error(
+            "Missing `reasoning_content` field in the assistant message at message index 2. "
+            "For more information, please refer to "
+            "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls",
+            None,
+            "invalid_request_error",
+        ),
+        "reasoning_content_missing",
+    ),
+    (
+        "openai-reasoning-content-unexpected",
+        400,
+        openai_error(
+            "Additional properties are not allowed ('reasoning_content' was unexpected) - "
+            "'messages.2'",
+            "messages.[2]",
+            None,
+        ),
+        "reasoning_content",
+    ),
+    (
+        "vllm-reasoning-content-extra",
+        400,
+        json.dumps(
+            {
+                "detail": [
+                    {
+                        "type": "extra_forbidden",
+                        "loc": ["body", "messages", 2, "reasoning_content"],
+                        "msg": "Extra inputs are not permitted",
+                        "input": "I need the weather.",
+                    }
+                ]
+            }
+        ),
+        "reasoning_content",
+    ),
+    # --- not a missing feature: never fall back for these --------------------------------
+    (
+        "reasoning-content-in-a-tool-result",
+        400,
+        openai_error(
+            "Invalid 'messages[3].content': string too long. The tool said: reasoning_content "
+            "is fine",
+            "messages[3].content",
+            "string_above_max_length",
         ),
         None,
     ),

@@ -122,4 +122,18 @@ def test_the_reaction_table() -> None:
         "parallel_tool_calls",
         "stop",
         "constrained_decoding",
+        "temperature",
+        "reasoning_content",
+        "reasoning_content_missing",
     }
+    # a required field is turned on, not off
+    wanted = adapt(
+        "reasoning_content_missing", current=fc, spec="auto", options=opts, model="m", url="u"
+    )
+    assert wanted is not None and wanted.learned == {"reasoning_echo": True}
+    assert wanted.capabilities.reasoning_echo is True and wanted.protocol is None
+    on = ProtocolOptions(Capabilities(reasoning_echo=True))
+    assert (
+        adapt("reasoning_content_missing", current=fc, spec="auto", options=on, model="m", url="u")
+        is None
+    )

@@ -147,7 +147,8 @@ def assert_valid_for_text(body: dict[str, Any]) -> None:
     [
         ("gpt-4o-mini", "function_calling"),
         ("deepseek-chat", "function_calling"),
-        ("deepseek-reasoner", "text"),
+        ("deepseek-reasoner", "function_calling"),
+        ("deepseek-r1:14b", "text"),
         ("qwen-plus", "function_calling"),
         ("smollm2-135m-instruct", "function_calling"),
         ("gemma2:9b", "text"),
@@ -395,9 +396,7 @@ def test_three_turns_switching_protocol_every_turn() -> None:
         ]
     )
     fc_agent = Agent("gpt-4o", [get_weather], client=fc_model, **fresh(registry=registry))
-    text_agent = Agent(
-        "deepseek-reasoner", [get_weather], client=text_model, **fresh(registry=registry)
-    )
+    text_agent = Agent("deepseek-r1", [get_weather], client=text_model, **fresh(registry=registry))
 
     conv = fc_agent.conversation()
     assert conv.ask("Weather in Beijing?").protocol == "function_calling"

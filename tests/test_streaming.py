@@ -285,7 +285,7 @@ def test_reasoning_deltas_are_reported_apart_from_the_text() -> None:
     assert reasoning == "Let me think about Paris."
     result = events[-1]
     assert isinstance(result, RunDone)
-    assert result.result.steps[0].thought is not None
+    assert result.result.steps[0].reasoning == "Let me think about Paris."
 
 
 # --- the builder on its own ---------------------------------------------------------------

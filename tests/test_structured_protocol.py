@@ -364,10 +364,10 @@ def test_both_shapes_at_once_is_a_format_error() -> None:
     assert isinstance(decision, FormatError) and "only one of them" in decision.feedback
 
 
-def test_reasoning_content_joins_the_thought() -> None:
+def test_reasoning_content_stays_out_of_the_thought_and_answer() -> None:
     response = reply(final("x", thought="Short."), reasoning="Long reasoning.")
     decision = StructuredOutputProtocol().parse_reply(response, ctx())
-    assert decision.thought == "Long reasoning.\n\nShort."
+    assert decision.thought == "Short."
     assert isinstance(decision, FinalAnswer) and decision.answer == "x"
 
 

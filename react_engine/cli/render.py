@@ -86,6 +86,9 @@ def format_step(step: Step, *, color: bool = False, width: int = 400) -> str:
     lines = [s(f"── step {step.index + 1} ({step.protocol}) ", "bold")]
     for event in step.events:
         lines.append(s(f"{pad}! {event}", "yellow"))
+    if step.reasoning:
+        reasoning = _indent(_shorten(step.reasoning, width), pad + "           ")
+        lines.append(s(f"{pad}Reasoning: {reasoning}", "dim"))
     if step.thought:
         thought = _indent(_shorten(step.thought, width), pad + "         ")
         lines.append(f"{pad}{s('Thought:', 'cyan')} {thought}")
@@ -127,6 +130,8 @@ def format_step_plain(step: Step, *, width: int = 400) -> str:
     """A step as plain lines, one fact per line, each starting ``step N [protocol]``."""
     head = f"step {step.index + 1} [{step.protocol}]"
     lines = [f"{head} event: {event}" for event in step.events]
+    if step.reasoning:
+        lines.append(f"{head} reasoning: {_one_line(step.reasoning, width)}")
     if step.thought:
         lines.append(f"{head} thought: {_one_line(step.thought, width)}")
     for action in step.actions:

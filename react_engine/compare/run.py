@@ -29,6 +29,7 @@ so each number can be recomputed from what was recorded:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as _dt
 import io
 import json
@@ -90,7 +91,9 @@ class CompareSettings:
     temperature: float = 0.0
     """Greedy decoding where the server allows it: differences come from the protocol."""
     max_tokens: int = 256
-    """Cap on each reply, so a model that rambles cannot stall a run on a small machine."""
+    """Cap on each reply, so a model that rambles cannot stall a run on a small machine.
+    Not sent to reasoning models (``Capabilities.reasoning``): their thinking counts
+    against it, and 256 tokens would end most replies before the answer."""
     request_timeout: float | None = 300.0
     """Seconds per request (a 2-core machine running the local model is slow)."""
     run_deadline: float | None = 900.0
@@ -268,6 +271,9 @@ def run_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
             timeout=settings.request_timeout,
         ),
     )
+    if agent.capabilities()[0].reasoning:
+        unbounded = dataclasses.replace(agent.config.settings, max_tokens=None)
+        agent.config = dataclasses.replace(agent.config, settings=unbounded)
     try:
         result = agent.run(task.question)
     except RunAborted as exc:

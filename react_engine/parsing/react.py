@@ -30,8 +30,10 @@ How a reply is read
 2. **Think blocks.** ``<think>...</think>`` (also ``<thinking>``/``<reasoning>``) at the
    start, or everything before a stray ``</think>`` whose opening tag the server ate (as
    DeepSeek-R1's template does), is skipped for parsing and put in front of the thought.
-   An unclosed ``<think>`` at the start is dropped when labels follow; a reply that is
-   nothing but unclosed reasoning is an error.
+   Every later block is blanked out before labels are looked for (offsets kept), its
+   content joining the thought. A block that is never closed runs to the end of the
+   reply: a ``<think>`` left open is reasoning however well-formed what follows looks,
+   so an ``Action:`` or ``Final Answer:`` inside any block is never read.
 3. **Labels** are found at the start of lines, in any case, with ``:`` or ``：``, spaces
    before the colon, Markdown around them (``**Action:**``, ``**Action**:``,
    ``*Thought:*``, ``### Action``, ``- Thought:``, ``> Thought:``), a number
@@ -96,7 +98,7 @@ only when nothing can be recovered:
 
 * the reply is empty or blank, or nothing is left after cutting an invented Observation
   (``pos`` 0 or the cut);
-* it is only a think block, or an unclosed ``<think>`` with no label after it;
+* it is only think blocks, or starts with a ``<think>`` that is never closed;
 * an ``Action:`` has no tool name and there is no other action or final answer;
 * an ``Action Input:`` comes before any ``Action:`` and there is nothing else;
 * a ``Final Answer:`` (or ``Action: Finish``) is empty and there is nothing else;
@@ -255,6 +257,9 @@ class _Cut:
     think: str | None  # content of the think block, if there is one
     body_start: int  # where the reply proper starts (after the think block)
     unclosed_think: bool
+    masked: str = ""  # the kept body with every later think block blanked out
+    later_think: list[str] = field(default_factory=list)  # those blocks' contents
+    blanked: bool = False  # whether any later block was blanked out
 
 
 def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> tuple[str, list[str]]:
@@ -276,12 +281,15 @@ def _cut(text: str, stop_words: Sequence[str] | None) -> _Cut:
     if think_code:
         codes.append(think_code)
     body = text[body_start:]
+    masked, later_think, later_code = _mask_think(body)
+    if later_code:
+        codes.append(later_code)
     end = len(body)
-    obs_at = _first_observation(body)
+    obs_at = _first_observation(masked)
     stop_at = -1
     for word in stop_words or ():
         if word:
-            at = body.find(word, 0, end if stop_at < 0 else stop_at)
+            at = masked.find(word, 0, end if stop_at < 0 else stop_at)
             if at >= 0:
                 stop_at = at
     if obs_at >= 0 or stop_at >= 0:
@@ -308,7 +316,54 @@ def _cut(text: str, stop_words: Sequence[str] | None) -> _Cut:
         think=think,
         body_start=body_start,
         unclosed_think=think_code == "unclosed_think",
+        masked=masked[: len(kept)],
+        later_think=later_think,
+        blanked=later_code is not None,
     )
+
+
+def _mask_think(body: str) -> tuple[str, list[str], str | None]:
+    """``body`` with every think block in it blanked out, their contents, and a repair code.
+
+    Blanks keep the line breaks and every offset, so labels, positions and errors stay
+    where they were; nothing written inside a block (an ``Action:`` the model only
+    considered, a ``Final Answer:`` it drafted) can be read as part of the step. A block
+    that is never closed runs to the end of the reply; a stray closing tag ends a block
+    that began at the start of ``body``.
+    """
+    spans: list[tuple[int, int]] = []
+    contents: list[str] = []
+    unclosed = False
+    for block in think_blocks(body):
+        spans.append((block.start, block.end))
+        contents.append(body[block.content_start : block.content_end].strip())
+        unclosed = unclosed or not block.closed
+    if not spans:
+        return body, [], None
+    chars = list(body)
+    for start, end in spans:
+        for i in range(start, end):
+            if chars[i] != "\n":
+                chars[i] = " "
+    return (
+        "".join(chars),
+        [c for c in contents if c],
+        ("unclosed_think" if unclosed else "think_block"),
+    )
+
+
+_BLANKED: Final = re.compile(r"(?<=\S)[ \t]{15,}")
+"""A run of blanks at least as long as an empty think block (``<think></think>``) after
+some text on the same line: where a block was blanked out inside a line."""
+
+
+def _tidy(text: str | None) -> str | None:
+    """Text read from a masked body, without the blanks its think blocks left."""
+    if text is None:
+        return None
+    lines = (_BLANKED.sub(" ", line).rstrip() for line in text.split("\n"))
+    tidied = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    return tidied
 
 
 def split_think(text: str) -> tuple[str | None, str]:
@@ -317,34 +372,44 @@ def split_think(text: str) -> tuple[str | None, str]:
     The block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``) at the start,
     or everything before a stray ``</think>`` whose opening tag the server ate. An
     unclosed opening tag at the start makes the whole reply reasoning (the reply was cut
-    before the model finished thinking). Returns ``(reasoning, rest)``: the reasoning
-    stripped (``None`` when there is none or it is blank) and the text after the block;
-    ``(None, text)`` for a reply with no think block.
+    before the model finished thinking). Later blocks are taken out of the rest too (one
+    never closed runs to the end), their contents joining the reasoning. Returns
+    ``(reasoning, rest)``: the reasoning stripped (``None`` when there is none or it is
+    blank) and the text outside the blocks; ``(None, text)`` for a reply with no block.
     """
     think, body_start, code = _think_span(text)
-    if code is None:
+    rest = text[body_start:]
+    later = list(think_blocks(rest))
+    if code is None and not later:
         return None, text
-    if code == "unclosed_think":
-        return text[body_start:].strip() or None, ""
-    return (think or "").strip() or None, text[body_start:]
+    parts = [(think or "").strip()]
+    kept: list[str] = []
+    at = 0
+    for block in later:
+        kept.append(rest[at : block.start])
+        parts.append(rest[block.content_start : block.content_end].strip())
+        at = block.end
+    kept.append(rest[at:])
+    return "\n\n".join(p for p in parts if p) or None, "".join(kept)
 
 
 def _think_span(text: str) -> tuple[str | None, int, str | None]:
     """The think block's content, where the reply proper starts, and the repair code.
 
-    Only the first block counts: one at the start of the reply, or everything before the
-    first closing tag (a block whose opening the server ate, or prose then a block).
+    Only a leading block counts here: one at the start of the reply, or everything before
+    a stray closing tag (a block whose opening the server ate). A block after some text is
+    a later block (:func:`_mask_think`), so the text before it stays the reply's.
     """
     block = next(think_blocks(text), None)
     if block is None:
         return None, 0, None
-    if block.opened and not text[: block.start].strip():
-        if not block.closed:
-            return None, block.content_start, "unclosed_think"
-        return text[block.content_start : block.content_end], block.end, "think_block"
-    if not block.closed:
+    if not block.opened:
+        return text[: block.content_end], block.end, "think_block"
+    if text[: block.start].strip():
         return None, 0, None
-    return text[: block.content_end], block.end, "think_block"
+    if not block.closed:  # cut while thinking, or never closed: all of it is reasoning
+        return text[block.content_start :], len(text), "unclosed_think"
+    return text[block.content_start : block.content_end], block.end, "think_block"
 
 
 def _first_observation(body: str) -> int:
@@ -614,10 +679,17 @@ def parse_react(
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
     cut = _cut(text, stop_words)
     offset = cut.body_start
-    body = cut.text[offset:]
-    think = cut.think.strip() if cut.think else ""
+    body = cut.masked  # the kept body, every later think block blanked out
+    think = "\n\n".join(t for t in (cut.think.strip() if cut.think else "", *cut.later_think) if t)
     if not body.strip():
-        if cut.think is not None or cut.unclosed_think:
+        if cut.unclosed_think:
+            raise ReActParseError(
+                "the reasoning block is never closed and no action or answer follows it",
+                text=text,
+                pos=len(cut.text),
+                expected="'</think>' then " + EXPECTED_STEP,
+            )
+        if cut.think is not None or cut.blanked:
             raise ReActParseError(
                 "the reply is only reasoning, with no action or final answer after it",
                 text=text,
@@ -636,13 +708,6 @@ def parse_react(
         _find_blobs(sections, reading)
     labelled = any(sec.kind != _PREAMBLE for sec in sections)
     if not labelled and not reading.items:
-        if cut.unclosed_think:
-            raise ReActParseError(
-                "the reasoning block is never closed and no action or answer follows it",
-                text=text,
-                pos=len(cut.text),
-                expected="'</think>' then " + EXPECTED_STEP,
-            )
         if not implicit_final_answer:
             raise ReActParseError(
                 "the reply has no label: neither an Action nor a Final Answer",
@@ -652,11 +717,15 @@ def parse_react(
             )
         return ParsedStep(
             thought=think or None,
-            final_answer=body.strip(),
+            final_answer=_tidy(body) if cut.blanked else body.strip(),
             repairs=[*cut.codes, "implicit_final_answer"],
             text=cut.text,
         )
-    return _choose(reading, cut, think, text, multi_action)
+    step = _choose(reading, cut, think, text, multi_action)
+    if cut.blanked:
+        step.final_answer = _tidy(step.final_answer)
+        step.thought = _tidy(step.thought) or None
+    return step
 
 
 def _read(sections: list[_Section]) -> _Reading:

@@ -6,9 +6,12 @@ repeats one), and the assistant's ``content`` is kept as the step's visible thou
 results go back as ``tool`` messages in call order.
 
 A ``<think>...</think>`` block in the content (or ``<thinking>``/``<reasoning>``, or text
-before a stray ``</think>``, as the text parser reads them) is reasoning, like the
-server's ``reasoning_content``: it goes to the step's thought and never into the final
-answer. A reply that is only reasoning is an empty reply.
+before a stray ``</think>``, as the text parser reads them) is reasoning: it goes to the
+step's thought and never into the final answer (the server's ``reasoning_content`` is kept
+apart, as ``Step.reasoning``). A reply that is only reasoning is an empty reply.
+
+Reasoning travels back only where the provider wants it (``Capabilities.reasoning_echo``):
+see :meth:`FunctionCallingProtocol.render`.
 
 Some models put the call in their text instead of ``tool_calls`` (Hermes ``<tool_call>``
 tags, DeepSeek's special tokens, Qwen3-Coder XML, ``name(arg=...)`` syntax, or a plain
@@ -151,19 +154,35 @@ class FunctionCallingProtocol(Protocol):
     # --- rendering -----------------------------------------------------------------------
 
     def render(self, ctx: RequestContext) -> list[Message]:
+        """The history as messages.
+
+        The reasoning rule, where ``ctx.capabilities.reasoning_echo`` holds (DeepSeek's
+        thinking mode, Kimi K2 Thinking): every assistant message since the last user
+        question carries its step's ``reasoning_content`` (``""`` for a step that had
+        none), because the model is still working on that question and its tool loop
+        continues from the reasoning it wrote; DeepSeek answers HTTP 400 when a tool-call
+        turn lacks it. Assistant messages of earlier questions carry none: their reasoning
+        is finished, and providers drop or refuse it. Without the capability no message
+        carries it (OpenAI and most servers reject the unknown field).
+        """
         messages: list[Message] = [
             SystemMessage(self.template.fill("system", instructions=ctx.instructions or "").strip())
         ]
-        for item in ctx.history:
+        last_question = max(
+            (i for i, item in enumerate(ctx.history) if isinstance(item, UserTurn)), default=-1
+        )
+        echo = ctx.capabilities.reasoning_echo
+        for i, item in enumerate(ctx.history):
             if isinstance(item, UserTurn):
                 messages.append(UserMessage(item.content))
             else:
-                messages.extend(self._render_step(item))
+                messages.extend(self._render_step(item, echo and i > last_question))
         return messages
 
-    def _render_step(self, step: Step) -> list[Message]:
+    def _render_step(self, step: Step, echo: bool = False) -> list[Message]:
         native = step.protocol == self.name
         content = step.text if native else step.thought
+        reasoning = (step.reasoning or "") if echo else None
         if step.kind == "final":
             return [
                 AssistantMessage(
@@ -173,14 +192,14 @@ class FunctionCallingProtocol(Protocol):
         if step.kind == "format_error":
             out: list[Message] = []
             if step.text and step.text.strip():
-                out.append(AssistantMessage(step.text))
+                out.append(AssistantMessage(step.text, reasoning=reasoning))
             out.append(UserMessage(step.feedback or "Your reply could not be used."))
             return out
         calls = tuple(
             ToolCall(a.id, a.tool, arguments_json(a.arguments, a.raw_arguments))
             for a in step.actions
         )
-        out = [AssistantMessage(content or None, calls)]
+        out = [AssistantMessage(content or None, calls, reasoning=reasoning)]
         out.extend(ToolMessage(a.id, a.tool, a.observation) for a in step.actions)
         if step.feedback:
             out.append(UserMessage(step.feedback))

@@ -35,8 +35,8 @@ from typing import Any
 from .._nesting import CUT, TOO_DEEP, too_deep
 from ..errors import JSONRepairError
 from ..grammar import GrammarError, schema_grammar, step_schema
-from ..parsing import patterns as P
 from ..parsing import repair_json
+from ..parsing.common import think_blocks
 from ..prompts import PromptTemplate, load_template
 from ..protocol import (
     CallTools,
@@ -64,13 +64,18 @@ from ..types import (
 from .function_calling import decode_arguments
 from .text import system_prompt, wrap_observation
 
-__all__ = ["CUT_SHORT", "StructuredOutputProtocol", "step_json"]
+__all__ = ["CUT_SHORT", "UNCLOSED_THINK", "StructuredOutputProtocol", "step_json"]
 
 log = logging.getLogger("react_engine")
 
 CUT_SHORT = (
     "the reply was cut off by the length limit (max_tokens) before its JSON object was "
     "complete; write the whole object again, with a shorter thought"
+)
+UNCLOSED_THINK = (
+    "the reply ends inside its reasoning (a <think> block that is never closed), so "
+    "nothing in it was used; close the reasoning with </think> and write the JSON object "
+    "after it"
 )
 _TRUNCATION: frozenset[str] = frozenset({"missing_quote", "missing_closing_bracket"})
 """JSON repairs that mean the text ended before the value did."""
@@ -292,7 +297,14 @@ class StructuredOutputProtocol(Protocol):
         reasoning = think
         text = body.strip() or None
         if not body.strip():
-            return self._format_error(raw.strip() or None, "the reply was empty", reasoning)
+            error = (
+                UNCLOSED_THINK
+                if "unclosed_think" in repairs and reply.finish_reason != "length"
+                else CUT_SHORT
+                if "unclosed_think" in repairs
+                else "the reply was empty"
+            )
+            return self._format_error(raw.strip() or None, error, reasoning)
         cut = reply.finish_reason == "length"
         try:
             decoded = repair_json(body.strip())
@@ -451,21 +463,35 @@ def _arguments_object(action: ActionRecord) -> dict[str, Any]:
 
 
 def _split_think(raw: str) -> tuple[str | None, str, list[str]]:
-    """A leading think block (or everything before a stray closing tag), and the rest."""
-    opening = P.THINK_OPEN.match(raw)
-    if opening:
-        closing = P.THINK_CLOSE.search(raw, opening.end())
-        if closing is None:
-            return None, raw[opening.end() :], ["unclosed_think"]
-        return (
-            raw[opening.end() : closing.start()].strip() or None,
-            raw[closing.end() :],
-            ["think_block"],
-        )
-    closing = P.THINK_CLOSE.search(raw)
-    if closing is not None and "{" not in raw[: closing.start()]:
-        return raw[: closing.start()].strip() or None, raw[closing.end() :], ["think_block"]
-    return None, raw, []
+    """The reasoning before the reply's JSON object, the rest, and the repair codes.
+
+    Until the text starts with the object (``{``, ``[`` or a fence), each think block is
+    set aside with any prose before it: a block at the start, everything before a stray
+    closing tag, prose then a block. A block never closed is reasoning to the end of the
+    reply, so a call quoted inside one is never read. Tags inside the object (a thought
+    that mentions ``</think>``) are its text.
+    """
+    thoughts: list[str] = []
+    codes: list[str] = []
+    body = raw
+    while body.lstrip()[:1] not in ("{", "[", "`"):
+        block = next(think_blocks(body), None)
+        if block is None:
+            break
+        prose = body[: block.start].strip()
+        content = body[block.content_start : block.content_end].strip()
+        thoughts += [t for t in (prose, content) if t]
+        if not block.closed:
+            codes.append("unclosed_think")
+            body = ""
+            break
+        codes.append("think_block")
+        body = body[block.end :]
+    return "\n\n".join(thoughts) or None, body, _dedupe(codes)
+
+
+def _dedupe(codes: list[str]) -> list[str]:
+    return list(dict.fromkeys(codes))
 
 
 def _first(value: Mapping[str, Any], keys: Sequence[str]) -> Any:
