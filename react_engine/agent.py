@@ -44,6 +44,7 @@ from .errors import ConfigurationError, ErrorBudgetExhausted, ModelAPIError, Mod
 from .execution import ApprovalCallback, CallCallback, ToolRunner, skipped
 from .mcp import MCPServerHandle, check_servers, connected_tools
 from .model import ChatModel, OpenAIChatModel, complete_with_retries, mask_key
+from .output import output_spec
 from .protocol import CallTools, FinalAnswer, FormatError, Protocol, RequestContext
 from .selection import ProtocolOptions, adapt, choose, protocol_names
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
@@ -279,8 +280,8 @@ class Agent:
             match outcome:
                 case RunAgain():
                     continue
-                case Finish(answer=answer, reason=reason):
-                    return state.result(answer, reason)
+                case Finish(answer=answer, reason=reason, output=output):
+                    return state.result(answer, reason, output=output)
                 case Stop(reason="error_budget", message=message):
                     raise ErrorBudgetExhausted(
                         message,
@@ -318,6 +319,7 @@ class Agent:
             instructions=self.instructions,
             force_final=state.force_final is not None,
             multi_action=cfg.multi_action,
+            output=output_spec(cfg.output_type),
         )
 
     async def _send(self, state: RunState, ctx: RequestContext) -> ModelResponse | Outcome:
@@ -366,10 +368,10 @@ class Agent:
                     state.final_retries += 1
                     return RunAgain()
                 return Stop(state.force_final, no_final_answer(state.force_final, decision))
-            case FinalAnswer(answer=answer):
+            case FinalAnswer(answer=answer, output=output):
                 step.kind, step.final_answer = "final", answer
                 await self._record(state, step, started)
-                return Finish(answer, state.force_final or "final_answer")
+                return Finish(answer, state.force_final or "final_answer", output)
             case CallTools():
                 return await self._run_calls(state, step, decision, started)
 
