@@ -10,11 +10,10 @@ import dataclasses
 import json
 from typing import Any, Literal
 
-from typing_extensions import TypedDict
-
 import pytest
 from pydantic import BaseModel
 from support.gbnf import matcher
+from typing_extensions import TypedDict
 
 from react_engine import (
     Agent,
@@ -29,7 +28,7 @@ from react_engine import (
 from react_engine.grammar import react_grammar, step_schema
 from react_engine.output import FINAL_RESULT, output_spec
 from react_engine.protocols.function_calling import FINAL_ALONE
-from react_engine.testing import ScriptedServer, completion, tool_calls_completion
+from react_engine.testing import ScriptedServer, tool_calls_completion
 from react_engine.testing.tools import get_weather
 
 
@@ -294,7 +293,7 @@ def test_text_final_answer_is_json_for_the_schema_shown_in_the_prompt() -> None:
 
 
 def test_text_invalid_answer_is_fed_back_then_corrected() -> None:
-    agent, model = make_agent(
+    agent, _ = make_agent(
         [text_final({"name": "Paris"}), text_final(PARIS)], "text", output_type=City
     )
     result = agent.run("q")
@@ -377,8 +376,6 @@ def test_structured_invalid_answer_is_fed_back_then_corrected() -> None:
 
 
 def test_step_schema_keeps_the_answer_definitions_at_the_root() -> None:
-    spec = output_spec(list[City])
-    assert spec is not None
     schema = step_schema(
         [], answer_schema={"$defs": {"A": {"type": "integer"}}, "$ref": "#/$defs/A"}
     )
