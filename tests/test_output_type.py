@@ -23,6 +23,7 @@ from react_engine import (
     ErrorBudgetExhausted,
     ScriptedModel,
     reply,
+    tool,
     tool_call_reply,
 )
 from react_engine.grammar import react_grammar, step_schema
@@ -232,6 +233,29 @@ def test_a_text_reply_is_taken_when_it_validates_and_refused_when_it_does_not() 
     assert result.output == City(**PARIS)
 
 
+def test_final_result_written_as_text_is_the_answer() -> None:
+    written = (
+        f'<tool_call>{{"name": "{FINAL_RESULT}", "arguments": {json.dumps(PARIS)}}}</tool_call>'
+    )
+    agent, _ = make_agent([reply(written)], "function_calling")
+    result = agent.run("q")
+    assert result.output == City(**PARIS)
+    assert any(r.startswith("salvaged:") for r in result.steps[0].repairs)
+
+
+def test_a_tool_named_final_result_is_refused_with_an_output_type() -> None:
+    @tool(name=FINAL_RESULT)
+    def clash(x: int) -> int:
+        """Clash."""
+        return x
+
+    agent, _ = make_agent([], "function_calling", tools=[clash])
+    with pytest.raises(ConfigurationError, match="final_result"):
+        agent.run("q")
+    agent, _ = make_agent(["Sunny."], "function_calling", tools=[clash], output_type=str)
+    assert agent.run("q").answer == "Sunny."
+
+
 def test_a_forced_final_offers_only_final_result() -> None:
     agent, model = make_agent(
         [tool_call_reply(WEATHER), tool_call_reply((FINAL_RESULT, PARIS))],
@@ -245,6 +269,17 @@ def test_a_forced_final_offers_only_final_result() -> None:
     assert [t["function"]["name"] for t in forced["tools"]] == [FINAL_RESULT]
     assert forced["tool_choice"] == "required"
     assert "call final_result" in forced["messages"][-1]["content"]
+
+
+def test_an_empty_forced_reply_is_asked_for_final_result_again() -> None:
+    agent, _ = make_agent(
+        [tool_call_reply(WEATHER), reply(""), tool_call_reply((FINAL_RESULT, PARIS))],
+        "function_calling",
+        max_steps=1,
+    )
+    result = agent.run("q")
+    assert result.output == City(**PARIS)
+    assert "call final_result" in (result.steps[1].feedback or "")
 
 
 def test_without_tools_final_result_is_the_only_tool() -> None:

@@ -244,8 +244,7 @@ class FunctionCallingProtocol(Protocol):
             tools: tuple[dict[str, Any], ...] = (final,)
             choice = required
             if ctx.force_final:
-                forced = "output_force_final" if t.has("output_force_final") else "force_final"
-                messages.append(UserMessage(t.fill(forced)))
+                messages.append(UserMessage(self._force_final_text(ctx)))
         else:
             tools = (*(tool.openai_schema() for tool in ctx.tools), final)
             choice = ctx.tool_choice if ctx.tool_choice in ctx.tool_names() else required
@@ -257,6 +256,10 @@ class FunctionCallingProtocol(Protocol):
             parallel_tool_calls=self.parallel_tool_calls,
             settings=ctx.settings,
         )
+
+    def _force_final_text(self, ctx: RequestContext) -> str:
+        typed = ctx.output is not None and self.template.has("output_force_final")
+        return self.template.fill("output_force_final" if typed else "force_final")
 
     # --- reading replies -------------------------------------------------------------------
 
@@ -273,13 +276,26 @@ class FunctionCallingProtocol(Protocol):
             return self._final_result(reply, finals[0], ctx)
         decision = self._read(reply, ctx)
         if isinstance(decision, CallTools):
+            if all(c.salvaged and c.tool == FINAL_RESULT for c in decision.calls):
+                # final_result written in the text (a <tool_call> block...): the answer.
+                first = decision.calls[0]
+                return self._final_result(
+                    reply,
+                    RawToolCall(None, FINAL_RESULT, first.raw_arguments),
+                    ctx,
+                    repairs=decision.repairs,
+                )
             for call in decision.calls:
                 if call.tool == FINAL_RESULT:
                     call.error = FINAL_ALONE
         return decision
 
     def _final_result(
-        self, reply: ModelResponse, call: RawToolCall, ctx: RequestContext
+        self,
+        reply: ModelResponse,
+        call: RawToolCall,
+        ctx: RequestContext,
+        repairs: list[str] | None = None,
     ) -> FinalAnswer:
         """A ``final_result`` call as the final answer: its arguments' value, as JSON text
         for the policy to validate (broken JSON is kept as written, and refused there)."""
@@ -287,13 +303,13 @@ class FunctionCallingProtocol(Protocol):
         content = reply.content or ""
         think, said = split_think(content)
         answer = call.arguments
-        repairs: list[str] = []
+        repairs = list(repairs or [])
         try:
             decoded = repair_json(call.arguments, allow_truncated=False)
         except JSONRepairError:
             pass
         else:
-            repairs = [f"json:{r}" for r in decoded.repairs]
+            repairs += [f"json:{r}" for r in decoded.repairs]
             answer = json.dumps(ctx.output.unwrap(decoded.value), ensure_ascii=False)
         return FinalAnswer(
             text=content or None,
@@ -316,7 +332,7 @@ class FunctionCallingProtocol(Protocol):
                 return FormatError(
                     text=content,
                     thought=think,
-                    feedback=self.template.fill("force_final"),
+                    feedback=self._force_final_text(ctx),
                     problem="only reasoning" if think or reply.reasoning else "empty",
                 )
             return FinalAnswer(text=content, thought=think, answer=answer)
@@ -342,7 +358,7 @@ class FunctionCallingProtocol(Protocol):
                 repairs=[r for c in calls for r in c.repairs],
             )
 
-        if self.salvage and ctx.tools and content.strip():
+        if self.salvage and (ctx.tools or ctx.output) and content.strip():
             salvaged = self._salvage(content, ctx)
             if salvaged is not None:
                 return salvaged
@@ -355,6 +371,8 @@ class FunctionCallingProtocol(Protocol):
 
     def _salvage(self, content: str, ctx: RequestContext) -> CallTools | None:
         names = ctx.tool_names()
+        if ctx.output is not None:
+            names.append(FINAL_RESULT)
         found = salvage_calls(content, names)
         if found:
             calls = []
