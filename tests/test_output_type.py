@@ -156,6 +156,7 @@ def test_function_calling_answers_through_the_final_result_tool() -> None:
     assert result.stop_reason == "final_answer"
     assert [s.kind for s in result.steps] == ["action", "final"]
     assert [a.tool for a in result.tool_calls] == ["get_weather"]  # final_result never runs
+    assert json.loads(result.to_jsonl().splitlines()[-1])["answer"] == result.answer
     first = model.payloads[0]
     names = [t["function"]["name"] for t in first["tools"]]
     assert names == ["get_weather", FINAL_RESULT]
