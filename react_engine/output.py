@@ -106,6 +106,11 @@ class OutputSpec:
         try:
             return self.adapter.validate_python(fixed.value), [f"json:{r}" for r in fixed.repairs]
         except ValidationError as exc:
+            if fixed.repairs:  # JSON found in prose ("Paris [1]"): maybe the text is the value
+                try:
+                    return self.adapter.validate_python(text.strip()), ["answer_as_string"]
+                except ValidationError:
+                    pass
             raise OutputError(
                 f"the final answer is not valid for the {self.name} schema: {_errors(exc)}"
             ) from None

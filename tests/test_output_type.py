@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from support.gbnf import matcher
 from typing_extensions import TypedDict
 
@@ -133,6 +133,8 @@ def test_reading_repairs_json_and_names_the_failing_fields() -> None:
         spec.read("It is sunny in Paris")
     word = output_spec(Literal["yes", "no"])
     assert word is not None and word.read("yes")[0] == "yes"
+    short = output_spec(Annotated[str, Field(max_length=20)])
+    assert short is not None and short.read("Paris [1]")[0] == "Paris [1]"
 
 
 def test_a_type_without_a_schema_is_refused_when_the_agent_is_built() -> None:
