@@ -213,10 +213,21 @@ class Verdict(BaseModel):
 def test_a_typed_answer_under_the_servers_grammar(
     local_endpoint: LocalEndpoint, protocol: str
 ) -> None:
-    agent, recording = make_agent(local_endpoint, protocol, output_type=Verdict)
-    result = agent.run(
-        "Is it sunny in Paris, and how warm? Answer without tools.", tool_choice="none"
-    )
+    ep = local_endpoint
+    with openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key, timeout=120) as client:
+        recording = Recording(OpenAIChatModel(client))
+        agent = Agent(
+            ep.model,
+            DEMO_TOOLS,
+            client=recording,
+            protocol=protocol,
+            capability_cache=CapabilityCache(),
+            settings=SETTINGS,
+            output_type=Verdict,
+        )
+        result = agent.run(
+            "Is it sunny in Paris, and how warm? Answer without tools.", tool_choice="none"
+        )
     assert isinstance(result.output, Verdict)
     assert Verdict.model_validate_json(result.answer or "") == result.output
     first = recording.payloads[0]
