@@ -45,6 +45,7 @@ from .execution import ApprovalCallback, CallCallback, ToolRunner
 from .loop import Loop
 from .mcp import MCPServerHandle, check_servers, connected_tools
 from .model import ChatModel, OpenAIChatModel, mask_key
+from .output import FINAL_RESULT, output_spec
 from .protocol import Protocol
 from .selection import ProtocolOptions, choose, protocol_names
 from .state import RUN_EVENT, RunState
@@ -81,9 +82,10 @@ class Agent:
     (one JSON object per reply), or a :class:`Protocol` instance. The endpoint is
     ``client=`` (an ``openai`` client or any :class:`ChatModel`), else
     ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Limits are
-    :class:`AgentConfig` fields, given as keywords. ``mcp_servers`` (MCP server handles,
-    see :mod:`react_engine.mcp`) are connected for each run and their tools added to
-    ``tools``.
+    :class:`AgentConfig` fields, given as keywords; ``output_type`` (one of them) makes the
+    final answer typed: ``result.output`` is then the validated value (a pydantic model
+    instance, a list...). ``mcp_servers`` (MCP server handles, see :mod:`react_engine.mcp`)
+    are connected for each run and their tools added to ``tools``.
     """
 
     def __init__(
@@ -232,7 +234,7 @@ class Agent:
         """Answer one question. ``history`` (a conversation's items) is extended in place.
 
         ``options`` override :class:`AgentConfig` fields for this run (``tool_choice``,
-        ``max_steps``, ``deadline``...).
+        ``max_steps``, ``deadline``, ``output_type``...).
         """
         return await self._arun(question, self._model_async, history=history, **options)
 
@@ -329,6 +331,11 @@ class Agent:
             }:
                 raise ConfigurationError(
                     f"tool_choice {cfg.tool_choice!r} names no tool of this agent"
+                )
+            if output_spec(cfg.output_type) is not None and FINAL_RESULT in {t.name for t in tools}:
+                raise ConfigurationError(
+                    f"a tool is named {FINAL_RESULT!r}, the name of the tool that gives a "
+                    "typed final answer (output_type): rename it"
                 )
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []

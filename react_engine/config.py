@@ -11,6 +11,7 @@ from typing import Any
 
 from .errors import ConfigurationError
 from .model import RetryPolicy
+from .output import output_spec
 from .tools import Tool
 from .types import ModelSettings, ToolChoice
 
@@ -57,6 +58,11 @@ class AgentConfig:
     """Temperature, seed, max_tokens, timeout, extra_body."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     """Network retries of transient API errors."""
+    output_type: Any = str
+    """The type of the final answer: ``str`` (plain text), or a pydantic model, dataclass,
+    ``TypedDict``, ``list[int]``... that the answer must be JSON valid for. The model is
+    shown its schema, an answer that fails validation is sent back naming the fields (a
+    failed turn), and ``result.output`` is the validated value."""
 
 
 def check_config(cfg: AgentConfig) -> None:
@@ -85,6 +91,7 @@ def check_config(cfg: AgentConfig) -> None:
     check_seconds(cfg.settings.timeout, "settings.timeout")
     if not isinstance(cfg.retry, RetryPolicy):
         raise ConfigurationError(f"retry must be a RetryPolicy, not {describe(cfg.retry)}")
+    output_spec(cfg.output_type)
 
 
 def describe(value: Any) -> str:

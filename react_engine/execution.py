@@ -57,11 +57,13 @@ class ToolRunner:
             )
             tool = by_name.get(call.tool)
             validated: Any = None
-            if tool is None:
+            if call.error is not None:
+                # The protocol's verdict comes first: it may refuse a call to a name that
+                # is no tool on purpose (``final_result`` made beside other calls).
+                _fail(record, "invalid_arguments", call.error)
+            elif tool is None:
                 valid = ", ".join(sorted(by_name)) or "(none)"
                 _fail(record, "unknown_tool", f"unknown tool {call.tool!r}. Valid tools: {valid}.")
-            elif call.error is not None:
-                _fail(record, "invalid_arguments", call.error)
             else:
                 try:
                     validated = tool.validate(call.arguments)

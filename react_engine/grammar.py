@@ -349,6 +349,7 @@ def react_grammar(
     allow_final: bool = True,
     only_tool: str | None = None,
     thought_chars: int = 300,
+    answer_schema: Mapping[str, Any] | None = None,
 ) -> str:
     """The GBNF grammar of one text ReAct reply.
 
@@ -356,7 +357,9 @@ def react_grammar(
     bare function objects. The reply is a one-line thought, then an action on one of the
     tools with arguments valid for its schema, or a final answer. ``final_only`` admits
     only the final answer (the forced last step); ``allow_final=False`` only actions
-    (``tool_choice="required"``); ``only_tool`` narrows the actions to one tool.
+    (``tool_choice="required"``); ``only_tool`` narrows the actions to one tool;
+    ``answer_schema`` makes the final answer one JSON value valid for that schema (a typed
+    ``output_type``) instead of free text.
     """
     rules: dict[str, str] = {}
     shared: dict[str, str] = {}
@@ -369,6 +372,11 @@ def react_grammar(
         rules["thought-text"] = f"{literal(lab.plan_prefix + ' ')} {rules['thought-text']}"
     rules["answer"] = f"{literal(lab.final_answer)} {sep} answer-text"
     rules["answer-text"] = "[^\\n] [^\\x00]*"
+    if answer_schema is not None:
+        root, answer_rules = schema_rules(answer_schema, "output")
+        for key, body in answer_rules.items():
+            (shared if key in _BASE_RULES else rules)[key] = body
+        rules["answer-text"] = root
     choices: list[str] = []
     if not final_only:
         for entry in tools:
@@ -429,6 +437,7 @@ def step_schema(
     final_only: bool = False,
     allow_final: bool = True,
     only_tool: str | None = None,
+    answer_schema: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON Schema of one structured-output step.
 
@@ -436,7 +445,8 @@ def step_schema(
     ``{"tool": NAME, "arguments": {...}}`` with arguments valid for that tool, or
     ``{"final_answer": "..."}``. Each tool is its own ``anyOf`` branch, so a server that
     enforces the schema ties the arguments to the tool that was named. The root is an
-    object (OpenAI's strict mode accepts no other root).
+    object (OpenAI's strict mode accepts no other root). ``answer_schema`` is the schema
+    of a typed final answer (``output_type``); the answer is a string without it.
     """
     branches: list[dict[str, Any]] = []
     defs: dict[str, Any] = {}
@@ -457,10 +467,14 @@ def step_schema(
                 }
             )
     if allow_final or final_only or not branches:
+        answer: dict[str, Any] = {"type": "string"}
+        if answer_schema is not None:
+            answer = dict(answer_schema)
+            defs.update(answer.pop("$defs", None) or {})
         branches.append(
             {
                 "type": "object",
-                "properties": {"final_answer": {"type": "string"}},
+                "properties": {"final_answer": answer},
                 "required": ["final_answer"],
                 "additionalProperties": False,
             }

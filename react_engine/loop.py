@@ -40,6 +40,7 @@ from .events import (
 )
 from .execution import ToolRunner, skipped
 from .model import complete_with_retries
+from .output import output_spec
 from .protocol import CallTools, Decision, FinalAnswer, FormatError, RequestContext
 from .selection import adapt
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
@@ -78,8 +79,8 @@ class Loop:
             match outcome:
                 case RunAgain():
                     continue
-                case Finish(answer=answer, reason=reason):
-                    return state.result(answer, reason)
+                case Finish(answer=answer, reason=reason, output=output):
+                    return state.result(answer, reason, output=output)
                 case Stop(reason="error_budget", message=message):
                     raise ErrorBudgetExhausted(
                         message,
@@ -117,6 +118,7 @@ class Loop:
             instructions=self.agent.instructions,
             force_final=state.force_final is not None,
             multi_action=cfg.multi_action,
+            output=output_spec(cfg.output_type),
         )
 
     async def _send(self, state: RunState, ctx: RequestContext) -> ModelResponse | Outcome:
@@ -204,10 +206,10 @@ class Loop:
                     state.final_retries += 1
                     return RunAgain()
                 return Stop(state.force_final, no_final_answer(state.force_final, decision))
-            case FinalAnswer(answer=answer):
+            case FinalAnswer(answer=answer, output=output):
                 step.kind, step.final_answer = "final", answer
                 await self._record(state, step, started)
-                return Finish(answer, state.force_final or "final_answer")
+                return Finish(answer, state.force_final or "final_answer", output)
             case CallTools():
                 return await self._run_calls(state, step, decision, started)
 

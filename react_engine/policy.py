@@ -18,6 +18,10 @@ whatever the format is decided here, in this order:
    be made (``"none"``, no tools, a forced final answer), only the named tool runs when one
    is named, and a final answer is refused while a call is required. A forced final answer
    that is a call written as text is no answer.
+5. **Typed answers.** With an ``output_type`` (:attr:`RequestContext.output`), the final
+   answer must be JSON valid for it (read with :func:`~react_engine.parsing.repair_json`);
+   the validated value becomes :attr:`FinalAnswer.output` and the answer its JSON text. A
+   failure names the failing fields, with the protocol's way to answer again.
 
 A refused reply becomes a :class:`FormatError` worded by the protocol (:meth:`Protocol.reject`),
 so the model is told what to write instead, within the run's error budget.
@@ -28,6 +32,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from .output import OutputError
 from .parsing.salvage import written_call
 from .protocol import CallTools, Decision, FinalAnswer, FormatError, PendingCall, Protocol
 from .protocol import RequestContext as Context
@@ -60,7 +65,8 @@ def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Con
             _refuse_cut(decision.calls, reply)
             return _calls_allowed(protocol, decision, ctx)
         case FinalAnswer():
-            return _answer_allowed(protocol, decision, ctx)
+            allowed = _answer_allowed(protocol, decision, ctx)
+            return _typed(protocol, allowed, ctx) if isinstance(allowed, FinalAnswer) else allowed
         case FormatError():
             return decision
 
@@ -124,4 +130,23 @@ def _answer_allowed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> 
         return protocol.reject(
             decision, f"a tool must be used before the final answer: call {wanted}"
         )
+    return decision
+
+
+def _typed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> Decision:
+    if ctx.output is None:
+        decision.output = decision.answer
+        return decision
+    try:
+        value, repairs = ctx.output.read(decision.answer)
+    except OutputError as exc:
+        return protocol.reject(
+            decision,
+            f"{exc}; {protocol.output_retry()}",
+            forced=ctx.force_final,
+            problem="an answer that does not match the output type",
+        )
+    decision.output = value
+    decision.answer = ctx.output.dump(value)
+    decision.repairs.extend(r for r in repairs if r not in decision.repairs)
     return decision

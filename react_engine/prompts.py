@@ -53,6 +53,8 @@ TEXT_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"thought", "answer"}),
         frozenset({"answer"}),
     ),
+    "output_schema": (frozenset({"schema", "type_name"}), frozenset({"schema"})),
+    "output_retry": (frozenset(), frozenset()),
 }
 
 FUNCTION_CALLING_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -60,6 +62,10 @@ FUNCTION_CALLING_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "force_final": (frozenset(), frozenset()),
     "tool_required": (frozenset({"tool_names"}), frozenset()),
     "empty_reply": (frozenset(), frozenset()),
+    "output_system": (frozenset(), frozenset()),
+    "output_tool": (frozenset({"type_name"}), frozenset()),
+    "output_force_final": (frozenset(), frozenset()),
+    "output_retry": (frozenset(), frozenset()),
 }
 
 STRUCTURED_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -76,6 +82,8 @@ STRUCTURED_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "tool_named": (frozenset({"tool"}), frozenset({"tool"})),
     "tool_none": (frozenset(), frozenset()),
     "no_tools": (frozenset(), frozenset()),
+    "output_schema": (frozenset({"schema", "type_name"}), frozenset({"schema"})),
+    "output_retry": (frozenset(), frozenset()),
 }
 """The structured-output protocol's template: replies are JSON objects, so there are no
 labels or stop sequences; the model is shown the JSON shape in ``system``."""

@@ -43,6 +43,7 @@ from .types import (
 
 if TYPE_CHECKING:
     from .capabilities import Capabilities
+    from .output import OutputSpec
     from .tools import Tool
 
 __all__ = [
@@ -72,6 +73,9 @@ class RequestContext:
     """Ask for a final answer now (step budget spent, loop detected): no more tool calls."""
     multi_action: bool = True
     """Text protocol: run every action of a reply, or only the first."""
+    output: OutputSpec | None = None
+    """The run's ``output_type``: the final answer must be JSON valid for it (``None``: any
+    text). The protocol shows its schema; the policy validates the answer."""
 
     def tool_names(self) -> list[str]:
         return [t.name for t in self.tools]
@@ -121,6 +125,8 @@ class FinalAnswer(_Reading):
     """The reply is the final answer."""
 
     answer: str
+    output: Any = None
+    """The answer as the run's ``output_type``, set by the policy once it validates."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -169,6 +175,11 @@ class Protocol(ABC):
             repairs=list(decision.repairs),
             events=list(decision.events),
         )
+
+    def output_retry(self) -> str:
+        """How to give a typed final answer again after it failed validation, as a clause
+        (the protocol's own words: "call final_result again...")."""
+        return "write the final answer again as JSON valid for the schema"
 
     def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         """Read the reply and apply the rules every protocol shares (see

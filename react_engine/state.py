@@ -46,6 +46,8 @@ class Finish:
 
     answer: str
     reason: StopReason
+    output: Any = None
+    """The answer as the run's ``output_type`` (the text itself without one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +126,17 @@ class RunState:
             return await coro
         return await asyncio.wait_for(coro, max(left, 0.001))
 
-    def result(self, answer: str | None, reason: StopReason, error: str | None = None) -> RunResult:
+    def result(
+        self,
+        answer: str | None,
+        reason: StopReason,
+        error: str | None = None,
+        output: Any = None,
+    ) -> RunResult:
         return RunResult(
             question=self.question,
             answer=answer,
+            output=output,
             steps=list(self.steps),
             usage=dataclasses.replace(self.usage),
             protocol=self.protocol.name,

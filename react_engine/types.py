@@ -329,6 +329,7 @@ class RunResult:
 
     question: str
     answer: str | None
+    """The final answer's text (with an ``output_type``, the value's JSON)."""
     steps: list[Step]
     usage: Usage
     protocol: str
@@ -339,6 +340,9 @@ class RunResult:
     duration_s: float = 0.0
     error: str | None = None
     events: list[str] = field(default_factory=list)
+    output: Any = None
+    """The final answer as the run's ``output_type`` (a model instance, a list...); the
+    answer text itself without one; ``None`` when the run gave no answer."""
 
     @property
     def tool_calls(self) -> list[ActionRecord]:

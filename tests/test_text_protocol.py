@@ -283,6 +283,8 @@ def test_every_shipped_template_renders(name: str) -> None:
         "thought": "th",
         "input": "{}",
         "answer": "a",
+        "schema": "S",
+        "type_name": "N",
     }
     for key in template.texts:
         filled = template.fill(key, **values)

@@ -13,6 +13,13 @@ apart, as ``Step.reasoning``). A reply that is only reasoning is an empty reply.
 Reasoning travels back only where the provider wants it (``Capabilities.reasoning_echo``):
 see :meth:`FunctionCallingProtocol.render`.
 
+With an ``output_type`` the request also carries a ``final_result`` tool whose parameters
+are the type's JSON Schema, and ``tool_choice`` asks for a call (the answer is one): the
+model answers by calling it, and that call is the final answer, never run as a tool. A
+``final_result`` call made beside other calls is refused (it would answer before their
+results are in); a text reply that is JSON valid for the type is taken as the answer too.
+On a forced final request ``final_result`` is the only tool.
+
 Some models put the call in their text instead of ``tool_calls`` (Hermes ``<tool_call>``
 tags, DeepSeek's special tokens, Qwen3-Coder XML, ``name(arg=...)`` syntax, or a plain
 Thought/Action block). With ``salvage=True`` (the default) those are executed as calls and
@@ -26,6 +33,7 @@ from typing import Any
 
 from .._nesting import TOO_DEEP, too_deep
 from ..errors import JSONRepairError, ReActParseError
+from ..output import FINAL_RESULT
 from ..parsing import parse_react, repair_json, split_think
 from ..parsing.salvage import salvage_calls, strip_salvaged
 from ..prompts import PromptTemplate, load_template
@@ -47,6 +55,7 @@ from ..types import (
     Message,
     ModelRequest,
     ModelResponse,
+    RawToolCall,
     Step,
     SystemMessage,
     ToolCall,
@@ -61,6 +70,12 @@ __all__ = ["FunctionCallingProtocol", "decode_arguments"]
 CUT_PARAMETER = (
     "the reply ends inside this call's last <parameter> (it is never closed), so the value "
     "may be cut off and the call was not run; call the tool again with complete arguments"
+)
+
+
+FINAL_ALONE = (
+    f"{FINAL_RESULT} gives the final answer and must be called alone, after the results "
+    "of the other calls are in; it was not run: call it again, alone, once you have them"
 )
 
 
@@ -207,6 +222,8 @@ class FunctionCallingProtocol(Protocol):
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
         messages = self.render(ctx)
+        if ctx.output is not None:
+            return self._typed_request(ctx, messages)
         tools = tuple(t.openai_schema() for t in ctx.tools) or None
         choice: str | None = None
         if tools:
@@ -227,9 +244,100 @@ class FunctionCallingProtocol(Protocol):
             constraint=_answer_constraint(ctx) if choice == "none" else None,
         )
 
+    def _typed_request(self, ctx: RequestContext, messages: list[Message]) -> ModelRequest:
+        """A request under an ``output_type``: the tools and ``final_result``, a call asked
+        for (the answer is one); only ``final_result`` when no tool may run."""
+        assert ctx.output is not None
+        t = self.template
+        if t.has("output_system") and isinstance(messages[0], SystemMessage):
+            messages[0] = SystemMessage(f"{messages[0].content}\n\n{t.fill('output_system')}")
+        describe = (
+            t.fill("output_tool", type_name=ctx.output.name)
+            if t.has("output_tool")
+            else "Give your final answer by calling this tool with it."
+        )
+        final = ctx.output.tool_schema(describe)
+        caps = ctx.capabilities
+        required = "required" if caps.tool_choice_required else "auto"
+        if ctx.force_final or ctx.tool_choice == "none" or not ctx.tools:
+            tools: tuple[dict[str, Any], ...] = (final,)
+            choice = required
+            if ctx.force_final:
+                messages.append(UserMessage(self._force_final_text(ctx)))
+        else:
+            tools = (*(tool.openai_schema() for tool in ctx.tools), final)
+            choice = ctx.tool_choice if ctx.tool_choice in ctx.tool_names() else required
+        return ModelRequest(
+            model=ctx.model,
+            messages=tuple(messages),
+            tools=tools,
+            tool_choice=choice,
+            parallel_tool_calls=self.parallel_tool_calls,
+            settings=ctx.settings,
+        )
+
+    def _force_final_text(self, ctx: RequestContext) -> str:
+        typed = ctx.output is not None and self.template.has("output_force_final")
+        return self.template.fill("output_force_final" if typed else "force_final")
+
     # --- reading replies -------------------------------------------------------------------
 
+    def output_retry(self) -> str:
+        if self.template.has("output_retry"):
+            return self.template.fill("output_retry")
+        return f"call {FINAL_RESULT}, alone, with arguments valid for its schema"
+
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+        if ctx.output is None:
+            return self._read(reply, ctx)
+        finals = [c for c in reply.tool_calls if c.name == FINAL_RESULT]
+        if finals and (ctx.force_final or len(finals) == len(reply.tool_calls)):
+            return self._final_result(reply, finals[0], ctx)
+        decision = self._read(reply, ctx)
+        if isinstance(decision, CallTools):
+            if all(c.salvaged and c.tool == FINAL_RESULT for c in decision.calls):
+                # final_result written in the text (a <tool_call> block...): the answer.
+                first = decision.calls[0]
+                return self._final_result(
+                    reply,
+                    RawToolCall(None, FINAL_RESULT, first.raw_arguments),
+                    ctx,
+                    repairs=decision.repairs,
+                )
+            for call in decision.calls:
+                if call.tool == FINAL_RESULT:
+                    call.error = FINAL_ALONE
+        return decision
+
+    def _final_result(
+        self,
+        reply: ModelResponse,
+        call: RawToolCall,
+        ctx: RequestContext,
+        repairs: list[str] | None = None,
+    ) -> FinalAnswer:
+        """A ``final_result`` call as the final answer: its arguments' value, as JSON text
+        for the policy to validate (broken JSON is kept as written, and refused there)."""
+        assert ctx.output is not None
+        content = reply.content or ""
+        think, said = split_think(content)
+        answer = call.arguments
+        repairs = list(repairs or [])
+        try:
+            decoded = repair_json(call.arguments, allow_truncated=False)
+        except JSONRepairError:
+            pass
+        else:
+            repairs += [f"json:{r}" for r in decoded.repairs]
+            answer = json.dumps(ctx.output.unwrap(decoded.value), ensure_ascii=False)
+        return FinalAnswer(
+            text=content or None,
+            thought=_join(think, said.strip() or None),
+            answer=answer,
+            repairs=repairs,
+        )
+
+    def _read(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         content = reply.content or ""
         # A think block in the content is reasoning, like ``reply.reasoning``: it goes to
         # the thought and never into the answer.
@@ -243,7 +351,7 @@ class FunctionCallingProtocol(Protocol):
                 return FormatError(
                     text=content,
                     thought=think,
-                    feedback=self.template.fill("force_final"),
+                    feedback=self._force_final_text(ctx),
                     problem="only reasoning" if think or reply.reasoning else "empty",
                 )
             return FinalAnswer(text=content, thought=think, answer=answer)
@@ -269,7 +377,7 @@ class FunctionCallingProtocol(Protocol):
                 repairs=[r for c in calls for r in c.repairs],
             )
 
-        if self.salvage and ctx.tools and content.strip():
+        if self.salvage and (ctx.tools or ctx.output) and content.strip():
             salvaged = self._salvage(content, ctx)
             if salvaged is not None:
                 return salvaged
@@ -282,6 +390,8 @@ class FunctionCallingProtocol(Protocol):
 
     def _salvage(self, content: str, ctx: RequestContext) -> CallTools | None:
         names = ctx.tool_names()
+        if ctx.output is not None:
+            names.append(FINAL_RESULT)
         found = salvage_calls(content, names)
         if found:
             calls = []

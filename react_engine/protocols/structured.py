@@ -241,6 +241,7 @@ class StructuredOutputProtocol(Protocol):
             final_only=final_only,
             allow_final=ctx.tool_choice == "auto",
             only_tool=named,
+            answer_schema=ctx.output.schema if ctx.output is not None else None,
         )
         admitted: list[Tool] = []
         if not final_only:
@@ -252,7 +253,9 @@ class StructuredOutputProtocol(Protocol):
         if not (self.constrain and caps.constrained_decoding):
             return None
         schema, tools = self.reply_schema(ctx)
-        strict = all(t.strict and _strict_compatible(t.parameters) for t in tools)
+        strict = all(t.strict and _strict_compatible(t.parameters) for t in tools) and (
+            ctx.output is None or ctx.output.strict
+        )
         grammar = None
         if caps.constraint_style == "llama.cpp":
             # llama.cpp reads a GBNF grammar; vLLM and json_schema servers take the schema
@@ -270,6 +273,11 @@ class StructuredOutputProtocol(Protocol):
         )
 
     # --- reading replies ----------------------------------------------------------------------
+
+    def output_retry(self) -> str:
+        if self.template.has("output_retry"):
+            return self.template.fill("output_retry")
+        return super().output_retry()
 
     def reject(
         self, decision: Decision, error: str, *, forced: bool = False, problem: str | None = None

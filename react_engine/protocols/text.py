@@ -88,8 +88,9 @@ def render_tools(tools: list[dict[str, object]] | tuple[dict[str, object], ...])
 
 def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
     """A prompt template's system text: the instructions and tools, plus what the request's
-    ``tool_choice`` asks for, in the template's words (for protocols that prompt for the
-    format rather than send native tools)."""
+    ``tool_choice`` asks for, and the schema of a typed final answer (``output_type``), in
+    the template's words (for protocols that prompt for the format rather than send native
+    tools)."""
     t = template
     schemas = tuple(tool.openai_schema() for tool in ctx.tools)
     names = ctx.tool_names()
@@ -108,7 +109,15 @@ def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
         extra = t.fill("tool_named", tool=ctx.tool_choice)
     elif ctx.tool_choice == "required" and t.has("tool_required"):
         extra = t.fill("tool_required", tool_names=", ".join(names))
-    return f"{system}\n\n{extra}" if extra else system
+    parts = [system, extra] if extra else [system]
+    if ctx.output is not None:
+        parts.append(
+            t.fill("output_schema", schema=ctx.output.schema_text(), type_name=ctx.output.name)
+            if t.has("output_schema")
+            else f"The final answer must be one JSON value valid for this JSON Schema:\n"
+            f"{ctx.output.schema_text()}"
+        )
+    return "\n\n".join(parts)
 
 
 def wrap_observation(text: str) -> str:
@@ -284,6 +293,7 @@ class TextReActProtocol(Protocol):
                 final_only=final_only,
                 allow_final=ctx.tool_choice == "auto",
                 only_tool=named,
+                answer_schema=ctx.output.schema if ctx.output is not None else None,
             )
         except GrammarError as exc:
             log.warning("no grammar for this request: %s", exc)
@@ -291,6 +301,11 @@ class TextReActProtocol(Protocol):
         return Constraint(style=caps.constraint_style, grammar=grammar)
 
     # --- reading replies ------------------------------------------------------------------------
+
+    def output_retry(self) -> str:
+        if self.template.has("output_retry"):
+            return self.template.fill("output_retry")
+        return super().output_retry()
 
     def reject(
         self, decision: Decision, error: str, *, forced: bool = False, problem: str | None = None

@@ -15,6 +15,7 @@ from typing import Any
 
 import openai
 import pytest
+from pydantic import BaseModel
 
 from react_engine import (
     Agent,
@@ -198,3 +199,39 @@ def test_make_demo_answers_from_the_tool(protocol: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "→ calling get_weather(" in done.stdout
     assert "✓ the answer carries the temperature get_weather returned (14)" in done.stdout
+
+
+class Verdict(BaseModel):
+    """An output type whose every value is short (no free string the model could run on
+    in until max_tokens): under a grammar its JSON always closes."""
+
+    sunny: bool
+    temperature_c: int
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text", "structured"])
+def test_a_typed_answer_under_the_servers_grammar(
+    local_endpoint: LocalEndpoint, protocol: str
+) -> None:
+    ep = local_endpoint
+    with openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key, timeout=120) as client:
+        recording = Recording(OpenAIChatModel(client))
+        agent = Agent(
+            ep.model,
+            DEMO_TOOLS,
+            client=recording,
+            protocol=protocol,
+            capability_cache=CapabilityCache(),
+            settings=SETTINGS,
+            output_type=Verdict,
+        )
+        result = agent.run(
+            "Is it sunny in Paris, and how warm? Answer without tools.", tool_choice="none"
+        )
+    assert isinstance(result.output, Verdict)
+    assert Verdict.model_validate_json(result.answer or "") == result.output
+    first = recording.payloads[0]
+    if protocol == "function_calling":  # the server holds the call to final_result's schema
+        assert [t["function"]["name"] for t in first["tools"]] == ["final_result"]
+    else:
+        assert "grammar" in first["extra_body"]
