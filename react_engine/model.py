@@ -54,7 +54,7 @@ from .types import (
     ModelDelta,
     ModelRequest,
     ModelResponse,
-    RawToolCall,
+    ReplyCall,
     SystemMessage,
     ToolCallChunk,
     ToolMessage,
@@ -304,7 +304,7 @@ def response_from_sdk(completion: Any) -> ModelResponse:
     message = getattr(choice, "message", None)
     if message is None:
         raise ModelUnavailableError("the API returned a choice with no message")
-    calls: list[RawToolCall] = []
+    calls: list[ReplyCall] = []
     for tc in getattr(message, "tool_calls", None) or []:
         fn = getattr(tc, "function", None)
         name = getattr(fn, "name", None) if fn is not None else None
@@ -315,7 +315,7 @@ def response_from_sdk(completion: Any) -> ModelResponse:
             arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
         call_id = getattr(tc, "id", None) or None
         calls.append(
-            RawToolCall(
+            ReplyCall(
                 None if call_id is None else valid_unicode(str(call_id)),
                 valid_unicode(str(name)),
                 valid_unicode(arguments),

@@ -35,7 +35,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from .errors import ModelAPIError, ModelUnavailableError
 from .model import ChatModel, RetryPolicy, _wait
-from .types import ModelDelta, ModelRequest, ModelResponse, RawToolCall, ToolCallChunk, Usage
+from .types import ModelDelta, ModelRequest, ModelResponse, ReplyCall, ToolCallChunk, Usage
 
 __all__ = ["LIVE_STOP_EVENT", "ReplyBuilder", "stream_with_retries"]
 
@@ -161,7 +161,7 @@ class ReplyBuilder:
                 f"{prompt} prompt tokens estimated from its length"
             )
         calls = [
-            RawToolCall(c.id, c.name, "".join(c.arguments))
+            ReplyCall(c.id, c.name, "".join(c.arguments))
             for _, c in sorted(self._calls.items())
             if c.name
         ]

@@ -148,8 +148,10 @@ class Usage:
 
 
 @dataclass(slots=True, frozen=True)
-class RawToolCall:
-    """A tool call as the provider returned it: the id may be missing, the arguments broken."""
+class ReplyCall:
+    """A reply call: a tool call as the provider returned it (the id may be missing, the
+    arguments broken). The protocol reads it into a :class:`~react_engine.protocol.PendingCall`,
+    which becomes an :class:`ActionRecord` once it has run."""
 
     id: str | None
     name: str
@@ -161,7 +163,7 @@ class ModelResponse:
     """One chat completion reply, provider-neutral."""
 
     content: str | None
-    tool_calls: list[RawToolCall] = field(default_factory=list)
+    tool_calls: list[ReplyCall] = field(default_factory=list)
     reasoning: str | None = None
     """Separate reasoning text (DeepSeek-R1's ``reasoning_content``), when the API sends it."""
     finish_reason: str | None = None

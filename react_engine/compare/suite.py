@@ -50,7 +50,7 @@ from ..model import request_payload
 from ..selection import protocol_names
 from ..testing import Script, ScriptedModel, ScriptExhausted
 from ..tools import Tool
-from ..types import ModelRequest, ModelResponse, RawToolCall, RunResult, Usage
+from ..types import ModelRequest, ModelResponse, ReplyCall, RunResult, Usage
 from .tools import TASK_TOOLS
 
 __all__ = [
@@ -100,7 +100,7 @@ class ScriptReply(_Strict):
 
     def response(self, usage: Usage) -> ModelResponse:
         calls = [
-            RawToolCall(
+            ReplyCall(
                 c.id or f"call_{i}",
                 c.name,
                 c.arguments

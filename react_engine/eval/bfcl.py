@@ -43,7 +43,7 @@ from ..errors import ConfigurationError, ModelAPIError, ModelRequestError
 from ..model import ChatModel, OpenAIChatModel, RetryPolicy
 from ..selection import protocol_names
 from ..testing import ScriptedModel
-from ..types import ModelRequest, ModelResponse, ModelSettings, RawToolCall, Step, Usage
+from ..types import ModelRequest, ModelResponse, ModelSettings, ReplyCall, Step, Usage
 from .bfcl_checker import Call, check_calls
 from .bfcl_data import CATEGORIES, Case, case_tools, load_cases
 
@@ -267,7 +267,7 @@ def _reply_from_json(data: Mapping[str, Any]) -> ModelResponse:
     return ModelResponse(
         content=data.get("content"),
         tool_calls=[
-            RawToolCall(c.get("id"), c["name"], c["arguments"]) for c in data.get("tool_calls", ())
+            ReplyCall(c.get("id"), c["name"], c["arguments"]) for c in data.get("tool_calls", ())
         ],
         reasoning=data.get("reasoning"),
         finish_reason=data.get("finish_reason"),

@@ -55,7 +55,7 @@ from ..types import (
     Message,
     ModelRequest,
     ModelResponse,
-    RawToolCall,
+    ReplyCall,
     Step,
     SystemMessage,
     ToolCall,
@@ -300,7 +300,7 @@ class FunctionCallingProtocol(Protocol):
                 first = decision.calls[0]
                 return self._final_result(
                     reply,
-                    RawToolCall(None, FINAL_RESULT, first.raw_arguments),
+                    ReplyCall(None, FINAL_RESULT, first.raw_arguments),
                     ctx,
                     repairs=decision.repairs,
                 )
@@ -312,7 +312,7 @@ class FunctionCallingProtocol(Protocol):
     def _final_result(
         self,
         reply: ModelResponse,
-        call: RawToolCall,
+        call: ReplyCall,
         ctx: RequestContext,
         repairs: list[str] | None = None,
     ) -> FinalAnswer:
