@@ -33,16 +33,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_after_attempt,
-    stop_after_delay,
-)
-
 if TYPE_CHECKING:
     import openai
+    from tenacity import RetryCallState
 
 from ._threads import run_blocking
 from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError
@@ -786,6 +779,13 @@ async def complete_with_retries(
     model: ChatModel, request: ModelRequest, policy: RetryPolicy = RetryPolicy()
 ) -> ModelResponse:
     """``model.complete(request)``, retried on :class:`ModelUnavailableError`."""
+    from tenacity import (  # imported with the first request, not with the library
+        AsyncRetrying,
+        retry_if_exception_type,
+        stop_after_attempt,
+        stop_after_delay,
+    )
+
     attempts = 0
     retrying = AsyncRetrying(
         stop=stop_after_attempt(max(1, policy.max_attempts)) | stop_after_delay(policy.max_total),

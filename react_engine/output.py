@@ -23,7 +23,6 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from .errors import ConfigurationError, JSONRepairError
-from .parsing import repair_json
 from .tools import meets_strict_mode, strict_schema
 
 __all__ = ["FINAL_RESULT", "OutputError", "OutputSpec", "output_spec"]
@@ -94,6 +93,8 @@ class OutputSpec:
             OutputError: the answer is not valid for the type; the message names the fields.
         """
         try:
+            from .parsing.json_repair import repair_json  # loaded with the first answer
+
             fixed = repair_json(text, allow_truncated=False)
         except JSONRepairError as exc:
             try:

@@ -31,8 +31,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
-
 from .errors import ModelAPIError, ModelUnavailableError
 from .model import ChatModel, RetryPolicy, _wait
 from .types import ModelDelta, ModelRequest, ModelResponse, ReplyCall, ToolCallChunk, Usage
@@ -245,6 +243,13 @@ async def stream_with_retries(
 ) -> ModelResponse:
     """``model.stream(request)`` assembled into a reply, retried on
     :class:`ModelUnavailableError` (see the module docstring for a failure mid-stream)."""
+    from tenacity import (  # imported with the first request, not with the library
+        AsyncRetrying,
+        retry_if_exception_type,
+        stop_after_attempt,
+        stop_after_delay,
+    )
+
     policy = policy or RetryPolicy()
     attempts = 0
     retrying = AsyncRetrying(
