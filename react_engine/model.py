@@ -775,10 +775,9 @@ def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
     return wait
 
 
-async def complete_with_retries(
-    model: ChatModel, request: ModelRequest, policy: RetryPolicy = RetryPolicy()
-) -> ModelResponse:
-    """``model.complete(request)``, retried on :class:`ModelUnavailableError`."""
+def retrying_for(policy: RetryPolicy) -> Any:
+    """A tenacity ``AsyncRetrying`` that retries :class:`ModelUnavailableError` within
+    ``policy`` (shared by the plain and the streamed request)."""
     from tenacity import (  # imported with the first request, not with the library
         AsyncRetrying,
         retry_if_exception_type,
@@ -786,14 +785,21 @@ async def complete_with_retries(
         stop_after_delay,
     )
 
-    attempts = 0
-    retrying = AsyncRetrying(
+    return AsyncRetrying(
         stop=stop_after_attempt(max(1, policy.max_attempts)) | stop_after_delay(policy.max_total),
         wait=_wait(policy),
         retry=retry_if_exception_type(ModelUnavailableError),
         sleep=policy.sleep or asyncio.sleep,
         reraise=True,
     )
+
+
+async def complete_with_retries(
+    model: ChatModel, request: ModelRequest, policy: RetryPolicy = RetryPolicy()
+) -> ModelResponse:
+    """``model.complete(request)``, retried on :class:`ModelUnavailableError`."""
+    attempts = 0
+    retrying = retrying_for(policy)
     try:
         async for attempt in retrying:
             with attempt:

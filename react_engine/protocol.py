@@ -161,16 +161,20 @@ class Protocol(ABC):
         """Read the model's reply in this protocol's format. Never raises for a bad reply:
         returns a :class:`FormatError`. The shared rules are applied afterwards."""
 
+    def feedback(self, error: str, *, forced: bool = False) -> str:
+        """The message that tells the model why its reply was refused. ``error`` is a clause
+        ("no tool may be used for this question"); ``forced`` is true on a forced final
+        request, whose instruction needs no reminder of how to call tools."""
+        return f"Your reply could not be used: {error}."
+
     def reject(
         self, decision: Decision, error: str, *, forced: bool = False, problem: str | None = None
     ) -> FormatError:
-        """A reply the policy refuses, as this protocol's feedback. ``error`` is a clause
-        ("no tool may be used for this question"); ``forced`` is true on a forced final
-        request, whose instruction needs no reminder of how to call tools."""
+        """A reply the policy refuses, as a format error in this protocol's words."""
         return FormatError(
             text=decision.text,
             thought=decision.thought,
-            feedback=f"Your reply could not be used: {error}.",
+            feedback=self.feedback(error, forced=forced),
             problem=problem,
             repairs=list(decision.repairs),
             events=list(decision.events),

@@ -26,13 +26,12 @@ streams the reply from its beginning.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from .errors import ModelAPIError, ModelUnavailableError
-from .model import ChatModel, RetryPolicy, _wait
+from .model import ChatModel, RetryPolicy, retrying_for
 from .types import ModelDelta, ModelRequest, ModelResponse, ReplyCall, ToolCallChunk, Usage
 
 __all__ = ["LIVE_STOP_EVENT", "ReplyBuilder", "stream_with_retries"]
@@ -243,22 +242,9 @@ async def stream_with_retries(
 ) -> ModelResponse:
     """``model.stream(request)`` assembled into a reply, retried on
     :class:`ModelUnavailableError` (see the module docstring for a failure mid-stream)."""
-    from tenacity import (  # imported with the first request, not with the library
-        AsyncRetrying,
-        retry_if_exception_type,
-        stop_after_attempt,
-        stop_after_delay,
-    )
-
     policy = policy or RetryPolicy()
     attempts = 0
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(max(1, policy.max_attempts)) | stop_after_delay(policy.max_total),
-        wait=_wait(policy),
-        retry=retry_if_exception_type(ModelUnavailableError),
-        sleep=policy.sleep or asyncio.sleep,
-        reraise=True,
-    )
+    retrying = retrying_for(policy)
     try:
         async for attempt in retrying:
             with attempt:

@@ -62,7 +62,7 @@ from ..types import (
     UserTurn,
 )
 from .function_calling import decode_arguments
-from .text import system_prompt, wrap_observation
+from .text import system_prompt, template_feedback, template_output_retry, wrap_observation
 
 __all__ = ["CUT_SHORT", "UNCLOSED_THINK", "StructuredOutputProtocol", "step_json"]
 
@@ -275,29 +275,15 @@ class StructuredOutputProtocol(Protocol):
     # --- reading replies ----------------------------------------------------------------------
 
     def output_retry(self) -> str:
-        if self.template.has("output_retry"):
-            return self.template.fill("output_retry")
-        return super().output_retry()
+        return template_output_retry(self.template) or super().output_retry()
 
-    def reject(
-        self, decision: Decision, error: str, *, forced: bool = False, problem: str | None = None
-    ) -> FormatError:
-        refused = self._format_error(decision.text, error, decision.thought, forced=forced)
-        refused.problem = problem
-        refused.repairs = list(decision.repairs)
-        refused.events = list(decision.events)
-        return refused
+    def feedback(self, error: str, *, forced: bool = False) -> str:
+        return template_feedback(self.template, error, forced=forced)
 
     def _format_error(
-        self, text: str | None, error: str, thought: str | None = None, *, forced: bool = False
+        self, text: str | None, error: str, thought: str | None = None
     ) -> FormatError:
-        t = self.template
-        reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
-        return FormatError(
-            text=text,
-            thought=thought,
-            feedback=t.fill("format_error", error=error, reminder=reminder).strip(),
-        )
+        return FormatError(text=text, thought=thought, feedback=self.feedback(error))
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""

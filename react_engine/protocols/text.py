@@ -134,6 +134,19 @@ def wrap_observation(text: str) -> str:
 _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial_stop"})
 
 
+def template_feedback(template: PromptTemplate, error: str, *, forced: bool = False) -> str:
+    """A refusal in a prompted protocol's words: its ``format_error`` message, with the
+    ``format_reminder`` of the reply's format unless the request was a forced final one
+    (whose own instruction says what to write)."""
+    reminder = template.fill("format_reminder") if template.has("format_reminder") else ""
+    return template.fill("format_error", error=error, reminder="" if forced else reminder).strip()
+
+
+def template_output_retry(template: PromptTemplate) -> str | None:
+    """The template's way to ask again for a typed answer that failed validation."""
+    return template.fill("output_retry") if template.has("output_retry") else None
+
+
 class TextReActProtocol(Protocol):
     """ReAct over plain chat: prompt templates, stop sequences and a tolerant parser."""
 
@@ -303,34 +316,18 @@ class TextReActProtocol(Protocol):
     # --- reading replies ------------------------------------------------------------------------
 
     def output_retry(self) -> str:
-        if self.template.has("output_retry"):
-            return self.template.fill("output_retry")
-        return super().output_retry()
+        return template_output_retry(self.template) or super().output_retry()
 
-    def reject(
-        self, decision: Decision, error: str, *, forced: bool = False, problem: str | None = None
-    ) -> FormatError:
-        refused = self._format_error(decision.text, error, decision.thought, forced=forced)
-        refused.problem = problem or refused.problem
-        refused.repairs = list(decision.repairs)
-        refused.events = list(decision.events)
-        return refused
+    def feedback(self, error: str, *, forced: bool = False) -> str:
+        return template_feedback(self.template, error, forced=forced)
 
     def _format_error(
-        self,
-        text: str | None,
-        error: str,
-        thought: str | None = None,
-        *,
-        forced: bool = False,
+        self, text: str | None, error: str, thought: str | None = None, *, forced: bool = False
     ) -> FormatError:
-        t = self.template
-        # A forced final request repeats its own instruction: no reminder offering an Action.
-        reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
         return FormatError(
             text=text,
             thought=thought,
-            feedback=t.fill("format_error", error=error, reminder=reminder).rstrip(),
+            feedback=self.feedback(error, forced=forced),
             problem=f"not in the expected format ({error})" if forced else None,
         )
 
