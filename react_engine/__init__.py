@@ -15,6 +15,7 @@ from .agent import Agent, AgentConfig, Conversation
 from .capabilities import Capabilities, CapabilityCache, CapabilityRegistry, default_registry
 from .errors import (
     ConfigurationError,
+    ContextWindowExceeded,
     ErrorBudgetExhausted,
     JSONRepairError,
     MCPServerError,
@@ -112,6 +113,7 @@ __all__ = [
     "CapabilityRegistry",
     "ChatModel",
     "ConfigurationError",
+    "ContextWindowExceeded",
     "Conversation",
     "Decision",
     "ErrorBudgetExhausted",

@@ -13,6 +13,7 @@ kept apart from the model's misbehaviour and from transport failures::
     │   └── JSONRepairError        action input that is not JSON and cannot be repaired
     ├── ModelAPIError              the chat API failed (after retries, where retrying made sense)
     │   ├── ModelRequestError      a 4xx the server will answer the same way again
+    │   │   └── ContextWindowExceeded  the request did not fit the model's context window
     │   ├── ModelUnavailableError  transient failures that outlived the retry budget
     │   └── LocalServerError       the embedded llama.cpp server could not start (local/)
     ├── MCPServerError             an MCP server could not be reached or listed (mcp.py)
@@ -20,9 +21,10 @@ kept apart from the model's misbehaviour and from transport failures::
     └── RunAborted                 a run the engine gave up on; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
 
-Limits do not raise: ``max_steps``, ``loop_limit``, ``deadline``, ``max_tool_calls`` and
-``max_total_tokens`` end the run with a :class:`~react_engine.types.RunResult` whose
-``stop_reason`` names the limit. Of the run errors only the error budget raises
+Limits do not raise: ``max_steps``, ``loop_limit``, ``deadline``, ``max_tool_calls``,
+``max_total_tokens`` and the model's context window (a request that does not fit even with
+earlier observations shortened) end the run with a :class:`~react_engine.types.RunResult`
+whose ``stop_reason`` names the limit. Of the run errors only the error budget raises
 (:class:`ErrorBudgetExhausted`), a tool raising a ``BaseException`` (:class:`RunAborted`),
 API failures (:class:`ModelAPIError`) and an MCP server that cannot be connected when the
 run starts (:class:`MCPServerError`). A tool that fails, an MCP tool's ``isError`` result
@@ -135,6 +137,14 @@ class ModelAPIError(ReactEngineError):
 
 class ModelRequestError(ModelAPIError):
     """A client error (4xx other than 429): retrying the same request will not help."""
+
+
+class ContextWindowExceeded(ModelRequestError):
+    """The request (prompt plus ``max_tokens``) did not fit the model's context window.
+
+    Within a run it is not raised: the loop shortens the observations the model has
+    already read and asks again, and a request that still does not fit ends the run with
+    ``stop_reason="context_window"``. A direct :meth:`ChatModel.complete` raises it."""
 
 
 class ModelUnavailableError(ModelAPIError):

@@ -24,7 +24,12 @@ import time
 from typing import TYPE_CHECKING
 
 from .capabilities import classify_rejection
-from .errors import ErrorBudgetExhausted, ModelAPIError, ModelRequestError
+from .errors import (
+    ContextWindowExceeded,
+    ErrorBudgetExhausted,
+    ModelAPIError,
+    ModelRequestError,
+)
 from .events import (
     ActionDecided,
     AnswerGiven,
@@ -40,6 +45,7 @@ from .events import (
 )
 from .execution import ToolRunner, skipped
 from .model import complete_with_retries
+from .observations import SHORTENED_LIMIT, shorten_observations
 from .output import output_spec
 from .protocol import CallTools, Decision, FinalAnswer, FormatError, RequestContext
 from .selection import adapt
@@ -134,6 +140,9 @@ class Loop:
         except TimeoutError as exc:
             state.emit(ModelCallFailed(index, exc))
             return state.deadline_stop()
+        except ContextWindowExceeded as exc:
+            state.emit(ModelCallFailed(index, exc))
+            return self._make_room(state, exc)
         except ModelRequestError as exc:
             state.emit(ModelCallFailed(index, exc))
             if self._adapt(state, exc):
@@ -264,6 +273,27 @@ class Loop:
             return state.failed_turn()
         state.consecutive_errors = 0
         return RunAgain()
+
+    @staticmethod
+    def _make_room(state: RunState, exc: ContextWindowExceeded) -> Outcome:
+        """The request did not fit the model's context window: shorten the observations the
+        model has already read (earlier steps' first, then the latest step's) and ask
+        again; when nothing is left to shorten, the run ends (``context_window``)."""
+        for keep_latest in (True, False):
+            shortened = shorten_observations(state.history, keep_latest=keep_latest)
+            if shortened:
+                event = (
+                    "the request did not fit the model's context window: "
+                    f"{shortened} observation(s) shortened to {SHORTENED_LIMIT} characters"
+                )
+                log.warning("%s", event, extra=RUN_EVENT)
+                state.note(event, adaptation=True)
+                return RunAgain()
+        return Stop(
+            "context_window",
+            "the request does not fit the model's context window, even with every "
+            f"observation shortened: {exc.body or exc}",
+        )
 
     def _adapt(self, state: RunState, exc: ModelRequestError) -> bool:
         """React to a server that rejects a parameter (see

@@ -38,7 +38,12 @@ if TYPE_CHECKING:
     from tenacity import RetryCallState
 
 from ._threads import run_blocking
-from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError
+from .errors import (
+    ContextWindowExceeded,
+    ModelAPIError,
+    ModelRequestError,
+    ModelUnavailableError,
+)
 from .observations import valid_unicode
 from .types import (
     AssistantMessage,
@@ -414,6 +419,30 @@ def _error_body(exc: Any) -> str:
 
 TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 
+_OVERFLOW_PHRASES = (
+    "context_length_exceeded",  # OpenAI's error code (also sent by many proxies)
+    "exceed_context_size",  # llama.cpp's server: type "exceed_context_size_error"
+    "maximum context length",  # OpenAI, vLLM, DeepSeek, llama-cpp-python: "This model's ..."
+    "context window",  # "exceed context window of 8192", "exceeds the context window"
+    "available context size",  # llama.cpp: "the request exceeds the available context size"
+    "prompt is too long",  # Anthropic's OpenAI-compatible endpoint
+    "reduce the length of the messages",  # Groq and others, after the figures
+    "input token count",  # Gemini: "The input token count (N) exceeds the maximum ..."
+)
+"""Lower-case phrases by which servers say a request does not fit the context window.
+Plain substring tests: the body is a stranger's text, and this stays linear in it."""
+
+
+def context_overflow(status_code: int | None, body: str, code: str | None = None) -> bool:
+    """Whether a rejected request failed because it does not fit the model's context window
+    (prompt plus ``max_tokens``); servers send a 400, some proxies a 413."""
+    if status_code not in (None, 400, 413, 422):
+        return False
+    if code == "context_length_exceeded":
+        return True
+    text = body[:4000].lower()
+    return any(phrase in text for phrase in _OVERFLOW_PHRASES)
+
 
 def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAPIError:
     """Map an SDK exception to our tree: transient ones to ModelUnavailableError."""
@@ -428,6 +457,8 @@ def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAP
             return ModelUnavailableError(
                 msg, status_code=status, body=body, retry_after=_retry_after(headers)
             )
+        if context_overflow(status, body, getattr(exc, "code", None)):
+            return ContextWindowExceeded(msg, status_code=status, body=body)
         return ModelRequestError(msg, status_code=status, body=body)
     if isinstance(exc, openai.APITimeoutError):
         return ModelUnavailableError("the chat API timed out")

@@ -16,7 +16,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["render_observation", "serialize_result", "truncate", "valid_unicode"]
+from .types import HistoryItem, Step
+
+__all__ = [
+    "render_observation",
+    "serialize_result",
+    "shorten_observations",
+    "truncate",
+    "valid_unicode",
+]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -84,3 +92,33 @@ def render_observation(
     if not isinstance(text, str):
         text = serialize_result(text)
     return truncate(valid_unicode(text), limit)
+
+
+SHORTENED_LIMIT = 400
+"""Characters an observation keeps when a request overflows the context window."""
+
+
+def shorten_observations(history: list[HistoryItem], *, keep_latest: bool) -> int:
+    """Shorten (in place, head and tail kept) the observations of ``history``'s steps that are
+    longer than :data:`SHORTENED_LIMIT`, for a request that overflowed the context window;
+    with ``keep_latest`` the last step's are left whole. Returns how many were shortened.
+
+    The history is what the model reads: its steps are replaced by copies, so the run's
+    ``steps`` (the trace) keep every observation whole."""
+    last = max((i for i, item in enumerate(history) if isinstance(item, Step)), default=-1)
+    shortened = 0
+    for i, item in enumerate(history):
+        if not isinstance(item, Step) or (keep_latest and i == last):
+            continue
+        long = sum(1 for a in item.actions if len(a.observation) > SHORTENED_LIMIT)
+        if not long:
+            continue
+        actions = [
+            dataclasses.replace(a, observation=truncate(a.observation, SHORTENED_LIMIT))
+            if len(a.observation) > SHORTENED_LIMIT
+            else a
+            for a in item.actions
+        ]
+        history[i] = dataclasses.replace(item, actions=actions)
+        shortened += long
+    return shortened

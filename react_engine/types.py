@@ -261,6 +261,7 @@ StopReason: TypeAlias = Literal[
     "tool_budget",
     "token_budget",
     "loop",
+    "context_window",
     "cancelled",
     "error",
 ]
