@@ -91,8 +91,9 @@ def test_the_package_is_typed() -> None:
     assert resources.files("react_engine").joinpath("py.typed").is_file()
 
 
-# What only a run needs, imported when one starts: the loop and its parts, and asyncio with
-# ``ssl``, ``socket`` and ``subprocess`` behind it (see the imports of react_engine/agent.py).
+# What only a run needs, imported when one starts: the loop and its parts, the protocols
+# and their parsers, and asyncio with ``ssl`` and ``socket`` behind it (see the imports of
+# react_engine/agent.py and the lazy names of react_engine/__init__.py).
 _RUN_ONLY = [
     "asyncio",
     "ssl",
@@ -104,7 +105,9 @@ _RUN_ONLY = [
     "react_engine.execution",
     "react_engine.loop",
     "react_engine.mcp",
+    "react_engine.parsing",
     "react_engine.policy",
+    "react_engine.protocols",
     "react_engine.state",
     "react_engine.streaming",
     "react_engine.tracing",
