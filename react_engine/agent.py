@@ -47,8 +47,9 @@ from .types import (
 )
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
-# asyncio with them) is imported when a run starts, so that ``import react_engine`` and
-# building an agent stay light; a test checks that the import leaves these modules out.
+# asyncio with them) is imported when a run starts (``from . import _running``), so that
+# ``import react_engine`` and building an agent stay light; tests/test_exports.py checks
+# that the import leaves these modules out.
 if TYPE_CHECKING:
     import openai
 
@@ -68,7 +69,7 @@ log = logging.getLogger("react_engine")
 
 def __getattr__(name: str) -> Any:
     if name == "RUN_EVENT":  # listed in __all__; defined with the run state
-        from .state import RUN_EVENT
+        from ._running import RUN_EVENT
 
         return RUN_EVENT
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -173,9 +174,9 @@ class Agent:
     @functools.cached_property
     def _runner(self) -> ToolRunner:
         """Runs the replies' calls (made with the first run: see the imports above)."""
-        from .execution import ToolRunner
+        from . import _running
 
-        return ToolRunner(self.approve, self.on_call)
+        return _running.ToolRunner(self.approve, self.on_call)
 
     # --- construction -----------------------------------------------------------------------
 
@@ -235,9 +236,9 @@ class Agent:
 
     def run(self, question: str, **options: Any) -> RunResult:
         """Answer one question (blocking). See :meth:`arun` for the options."""
-        from ._threads import run_coroutine
+        from . import _running
 
-        return run_coroutine(self._arun(question, self._model_sync, **options))
+        return _running.run_coroutine(self._arun(question, self._model_sync, **options))
 
     async def arun(
         self,
@@ -271,7 +272,7 @@ class Agent:
         """
         import asyncio
 
-        from .events import RunFailed
+        from . import _running
 
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
@@ -291,7 +292,7 @@ class Agent:
         task = asyncio.ensure_future(run())
         try:
             while (event := await queue.get()) is not None:
-                if not isinstance(event, RunFailed):
+                if not isinstance(event, _running.RunFailed):
                     yield event
             await task  # raises the run's error, if any
         finally:
@@ -346,13 +347,9 @@ class Agent:
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
         if history is not None and not isinstance(history, list):
             raise ConfigurationError(f"history must be a list, not {describe(history)}")
-        from .events import RunDone, RunFailed, RunStarted
-        from .loop import Loop
-        from .mcp import connected_tools
-        from .state import RunState
-        from .tracing import RunTracer, content_wanted, tracer_for
+        from . import _running
 
-        async with connected_tools(self.mcp_servers, self.tools) as tools:
+        async with _running.connected_tools(self.mcp_servers, self.tools) as tools:
             if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
                 t.name for t in tools
             }:
@@ -367,7 +364,7 @@ class Agent:
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
             items.append(UserTurn(question))
-            state = RunState(
+            state = _running.RunState(
                 question=question,
                 history=items,
                 protocol=protocol,
@@ -380,18 +377,19 @@ class Agent:
                 sinks=list(sinks),
                 streaming=streaming,
             )
-            tracer = tracer_for(self.tracer_provider)
+            tracer = _running.tracer_for(self.tracer_provider)
             if tracer is not None:
-                state.sinks.append(RunTracer(tracer, content=content_wanted(self.trace_content)))
+                content = _running.content_wanted(self.trace_content)
+                state.sinks.append(_running.RunTracer(tracer, content=content))
             if not state.sinks:
-                return await Loop(self).run(state)
-            state.emit(RunStarted(question, self.model, protocol.name, reason))
+                return await _running.Loop(self).run(state)
+            state.emit(_running.RunStarted(question, self.model, protocol.name, reason))
             try:
-                result = await Loop(self).run(state)
+                result = await _running.Loop(self).run(state)
             except BaseException as exc:
-                state.emit(RunFailed(exc))
+                state.emit(_running.RunFailed(exc))
                 raise
-            state.emit(RunDone(result))
+            state.emit(_running.RunDone(result))
             return result
 
 
@@ -421,9 +419,9 @@ class Conversation:
         self.history: list[HistoryItem] = history if history is not None else []
 
     def ask(self, question: str, **options: Any) -> RunResult:
-        from ._threads import run_coroutine
+        from . import _running
 
-        return run_coroutine(
+        return _running.run_coroutine(
             self.agent._arun(question, self.agent._model_sync, history=self.history, **options)
         )
 

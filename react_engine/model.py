@@ -578,7 +578,7 @@ class OpenAIChatModel(ChatModel):
         connection is shut down under it: the worker's read fails and the thread returns."""
         import asyncio
 
-        from ._threads import run_blocking
+        from . import _threads
 
         attempt = _SyncAttempt()
         create: Any = self._client.chat.completions.create
@@ -586,7 +586,7 @@ class OpenAIChatModel(ChatModel):
             # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
             # same moment, that cancellation wins (3.11's wait_for could swallow it).
             async with asyncio.timeout(limit):
-                return await run_blocking(attempt.call, create, payload)
+                return await _threads.run_blocking(attempt.call, create, payload)
         except (TimeoutError, asyncio.CancelledError):
             attempt.abort(self._client)
             raise
@@ -604,7 +604,7 @@ class OpenAIChatModel(ChatModel):
             payload["timeout"] = request.settings.timeout
         import asyncio
 
-        from ._threads import run_blocking
+        from . import _threads
 
         limit = request.settings.timeout or self._default_timeout
         deadline = asyncio.get_running_loop().time() + limit
@@ -620,7 +620,7 @@ class OpenAIChatModel(ChatModel):
                         if self._is_async:
                             chunk = await stream.__anext__()
                         else:
-                            chunk = await run_blocking(next, stream, _DONE)
+                            chunk = await _threads.run_blocking(next, stream, _DONE)
                 except StopAsyncIteration:
                     break
                 if chunk is _DONE:
@@ -668,14 +668,14 @@ class OpenAIChatModel(ChatModel):
     async def _create_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
         import asyncio
 
-        from ._threads import run_blocking
+        from . import _threads
 
         async with asyncio.timeout_at(deadline):
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create
                 return await create(**payload)
             sync_create: Any = self._client.chat.completions.create
-            return await run_blocking(attempt.call, sync_create, payload)
+            return await _threads.run_blocking(attempt.call, sync_create, payload)
 
 
 _DONE = object()

@@ -144,9 +144,9 @@ class Tool:
             if timeout is None:
                 return await running
             return await within(running, timeout)
-        from ._threads import run_sync_call  # with asyncio, loaded by the running loop
+        from . import _threads  # with asyncio: loaded by the running loop
 
-        return await run_sync_call(self.function, *args, timeout=timeout, **kwargs)
+        return await _threads.run_sync_call(self.function, *args, timeout=timeout, **kwargs)
 
     def invoke_sync(self, validated: BaseModel) -> Any:
         """Run a sync function in the calling thread (the agent never does: see :meth:`ainvoke`)."""

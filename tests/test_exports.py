@@ -100,6 +100,7 @@ _RUN_ONLY = [
     "socket",
     "concurrent.futures",
     "email.utils",
+    "react_engine._running",
     "react_engine._threads",
     "react_engine.events",
     "react_engine.execution",
