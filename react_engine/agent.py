@@ -16,15 +16,14 @@ a plain :meth:`Agent.arun` with no tracer has no receiver at all.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._threads import run_coroutine
 from .capabilities import (
     Capabilities,
     CapabilityCache,
@@ -35,22 +34,11 @@ from .capabilities import (
 )
 from .config import AgentConfig, check_config, describe, tool_list
 from .errors import ConfigurationError
-from .events import (
-    Event,
-    RunDone,
-    RunFailed,
-    RunStarted,
-)
-from .execution import ApprovalCallback, CallCallback, ToolRunner
-from .loop import Loop
-from .mcp import MCPServerHandle, check_servers, connected_tools
 from .model import ChatModel, OpenAIChatModel, mask_key
 from .output import FINAL_RESULT, output_spec
 from .protocol import Protocol
 from .selection import ProtocolOptions, choose, protocol_names
-from .state import RUN_EVENT, RunState
 from .tools import Tool, as_tools
-from .tracing import RunTracer, content_wanted, tracer_for
 from .types import (
     HistoryItem,
     RunResult,
@@ -58,8 +46,17 @@ from .types import (
     UserTurn,
 )
 
+# What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
+# asyncio with them) is imported when a run starts (``from . import _running``), so that
+# ``import react_engine`` and building an agent stay light; tests/test_exports.py checks
+# that the import leaves these modules out.
 if TYPE_CHECKING:
     import openai
+
+    from .events import Event
+    from .execution import ApprovalCallback, CallCallback, ToolRunner
+    from .mcp import MCPServerHandle
+    from .state import RUN_EVENT
 
 __all__ = ["PROTOCOL_NAMES", "RUN_EVENT", "Agent", "AgentConfig", "Conversation"]
 
@@ -68,6 +65,15 @@ PROTOCOL_NAMES: tuple[str, ...] = protocol_names()
 :func:`react_engine.selection.protocol_names` for the live list)."""
 
 log = logging.getLogger("react_engine")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RUN_EVENT":  # listed in __all__; defined with the run state
+        from ._running import RUN_EVENT
+
+        return RUN_EVENT
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 T = TypeVar("T")
 
@@ -119,6 +125,8 @@ class Agent:
                 "no model name: pass model=..., or set REACT_ENGINE_MODEL or OPENAI_MODEL"
             )
         self.model = name
+        from .mcp import check_servers  # the module only: the MCP SDK loads with a server
+
         self.tools = as_tools(tool_list(tools))
         self.mcp_servers = check_servers(mcp_servers)
         """Connected when a run starts, closed when it ends; their tools join ``tools``."""
@@ -148,7 +156,6 @@ class Agent:
         self.trace_content = trace_content
         """Put prompts, replies, tool arguments and results in the spans (``None``: as the
         ``REACT_ENGINE_TRACE_CONTENT`` environment variable says)."""
-        self._runner = ToolRunner(approve, on_call)
         try:
             self.config = dataclasses.replace(config or AgentConfig(), **limits)
         except TypeError as exc:
@@ -163,6 +170,13 @@ class Agent:
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self._model_sync, self._model_async = self._connect(client, base_url, self._api_key)
         self.base_url = self._model_async.base_url
+
+    @functools.cached_property
+    def _runner(self) -> ToolRunner:
+        """Runs the replies' calls (made with the first run: see the imports above)."""
+        from . import _running
+
+        return _running.ToolRunner(self.approve, self.on_call)
 
     # --- construction -----------------------------------------------------------------------
 
@@ -222,7 +236,9 @@ class Agent:
 
     def run(self, question: str, **options: Any) -> RunResult:
         """Answer one question (blocking). See :meth:`arun` for the options."""
-        return run_coroutine(self._arun(question, self._model_sync, **options))
+        from . import _running
+
+        return _running.run_coroutine(self._arun(question, self._model_sync, **options))
 
     async def arun(
         self,
@@ -254,6 +270,10 @@ class Agent:
         ``contextlib.aclosing`` for that to happen at once rather than when the generator
         is collected. Options are :meth:`arun`'s.
         """
+        import asyncio
+
+        from . import _running
+
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
         async def run() -> RunResult:
@@ -272,7 +292,7 @@ class Agent:
         task = asyncio.ensure_future(run())
         try:
             while (event := await queue.get()) is not None:
-                if not isinstance(event, RunFailed):
+                if not isinstance(event, _running.RunFailed):
                     yield event
             await task  # raises the run's error, if any
         finally:
@@ -291,6 +311,8 @@ class Agent:
         cancels the run. Called from inside a running event loop it raises
         :class:`ConfigurationError`: use ``async for event in agent.iter(...)`` there.
         """
+        import asyncio
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -325,7 +347,9 @@ class Agent:
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
         if history is not None and not isinstance(history, list):
             raise ConfigurationError(f"history must be a list, not {describe(history)}")
-        async with connected_tools(self.mcp_servers, self.tools) as tools:
+        from . import _running
+
+        async with _running.connected_tools(self.mcp_servers, self.tools) as tools:
             if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
                 t.name for t in tools
             }:
@@ -340,7 +364,7 @@ class Agent:
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
             items.append(UserTurn(question))
-            state = RunState(
+            state = _running.RunState(
                 question=question,
                 history=items,
                 protocol=protocol,
@@ -353,22 +377,25 @@ class Agent:
                 sinks=list(sinks),
                 streaming=streaming,
             )
-            tracer = tracer_for(self.tracer_provider)
+            tracer = _running.tracer_for(self.tracer_provider)
             if tracer is not None:
-                state.sinks.append(RunTracer(tracer, content=content_wanted(self.trace_content)))
+                content = _running.content_wanted(self.trace_content)
+                state.sinks.append(_running.RunTracer(tracer, content=content))
             if not state.sinks:
-                return await Loop(self).run(state)
-            state.emit(RunStarted(question, self.model, protocol.name, reason))
+                return await _running.Loop(self).run(state)
+            state.emit(_running.RunStarted(question, self.model, protocol.name, reason))
             try:
-                result = await Loop(self).run(state)
+                result = await _running.Loop(self).run(state)
             except BaseException as exc:
-                state.emit(RunFailed(exc))
+                state.emit(_running.RunFailed(exc))
                 raise
-            state.emit(RunDone(result))
+            state.emit(_running.RunDone(result))
             return result
 
 
 def _blocking_events(events: AsyncGenerator[Event, None]) -> Iterator[Event]:
+    import asyncio
+
     with asyncio.Runner() as runner:
         try:
             while True:
@@ -392,7 +419,9 @@ class Conversation:
         self.history: list[HistoryItem] = history if history is not None else []
 
     def ask(self, question: str, **options: Any) -> RunResult:
-        return run_coroutine(
+        from . import _running
+
+        return _running.run_coroutine(
             self.agent._arun(question, self.agent._model_sync, history=self.history, **options)
         )
 

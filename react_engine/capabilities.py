@@ -22,12 +22,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fnmatch
-import importlib.resources
 import json
 import logging
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -340,6 +338,8 @@ class CapabilityRegistry:
     def from_default(cls, *, env: Mapping[str, str] | None = None) -> CapabilityRegistry:
         """A fresh registry with the shipped entries, plus the file named by
         ``REACT_ENGINE_CAPABILITIES`` in ``env`` (``os.environ`` when ``None``), if set."""
+        import importlib.resources  # with the registry's first use, not with the library
+
         registry = cls()
         resource = importlib.resources.files("react_engine").joinpath("capabilities.json")
         registry._load_text(
@@ -587,6 +587,8 @@ class CapabilityCache:
                 for (url, model), o in sorted(data.items())
             ],
         }
+        import tempfile  # with the first lesson written, not with the library
+
         tmp_name: str | None = None
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)

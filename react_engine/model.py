@@ -18,14 +18,11 @@ bounded total time. Other 4xx surface at once as :class:`ModelRequestError`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
-import email.utils
 import json
 import math
 import random
-import socket
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -33,11 +30,15 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+# ``asyncio`` (with ``ssl``, ``socket``, ``subprocess``...) and the worker threads are
+# imported by the coroutines that use them, not with the library: a coroutine runs on an
+# event loop, so asyncio is loaded by then and the import is a lookup.
 if TYPE_CHECKING:
+    import asyncio
+
     import openai
     from tenacity import RetryCallState
 
-from ._threads import run_blocking
 from .errors import (
     ContextWindowExceeded,
     ModelAPIError,
@@ -392,6 +393,8 @@ def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
+        import email.utils  # an HTTP date: rare, so not imported with the library
+
         parsed = email.utils.parsedate_to_datetime(value) if value else None
         if parsed is None:
             return None
@@ -540,6 +543,8 @@ class OpenAIChatModel(ChatModel):
     async def _client_here(self) -> Any:
         if not self._owned:
             return self._client
+        import asyncio
+
         loop = asyncio.get_running_loop()
         entry = self._per_loop.get(loop)
         if entry is None:
@@ -568,6 +573,8 @@ class OpenAIChatModel(ChatModel):
         payload = request_payload(request)
         if request.settings.timeout is not None:
             payload["timeout"] = request.settings.timeout
+        import asyncio
+
         limit = request.settings.timeout or self._default_timeout
         error: ModelAPIError | None = None
         try:
@@ -600,13 +607,17 @@ class OpenAIChatModel(ChatModel):
         """The blocking client's call in a worker thread, given up after ``limit`` seconds
         (or when the run is cancelled). Cancelling cannot stop a thread, so the request's
         connection is shut down under it: the worker's read fails and the thread returns."""
+        import asyncio
+
+        from . import _threads
+
         attempt = _SyncAttempt()
         create: Any = self._client.chat.completions.create
         try:
             # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
             # same moment, that cancellation wins (3.11's wait_for could swallow it).
             async with asyncio.timeout(limit):
-                return await run_blocking(attempt.call, create, payload)
+                return await _threads.run_blocking(attempt.call, create, payload)
         except (TimeoutError, asyncio.CancelledError):
             attempt.abort(self._client)
             raise
@@ -622,6 +633,10 @@ class OpenAIChatModel(ChatModel):
         payload["stream"] = True
         if request.settings.timeout is not None:
             payload["timeout"] = request.settings.timeout
+        import asyncio
+
+        from . import _threads
+
         limit = request.settings.timeout or self._default_timeout
         deadline = asyncio.get_running_loop().time() + limit
         stream: Any = None
@@ -636,7 +651,7 @@ class OpenAIChatModel(ChatModel):
                         if self._is_async:
                             chunk = await stream.__anext__()
                         else:
-                            chunk = await run_blocking(next, stream, _DONE)
+                            chunk = await _threads.run_blocking(next, stream, _DONE)
                 except StopAsyncIteration:
                     break
                 if chunk is _DONE:
@@ -682,12 +697,16 @@ class OpenAIChatModel(ChatModel):
         return await self._create_stream(payload, deadline, attempt)
 
     async def _create_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
+        import asyncio
+
+        from . import _threads
+
         async with asyncio.timeout_at(deadline):
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create
                 return await create(**payload)
             sync_create: Any = self._client.chat.completions.create
-            return await run_blocking(attempt.call, sync_create, payload)
+            return await _threads.run_blocking(attempt.call, sync_create, payload)
 
 
 _DONE = object()
@@ -724,6 +743,8 @@ class _SyncAttempt:
         when its request does.
         """
         self.given_up = True
+        import socket
+
         with contextlib.suppress(Exception):
             pool = client._client._transport._pool
             for pending in list(pool._requests):
@@ -809,6 +830,8 @@ def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
 def retrying_for(policy: RetryPolicy) -> Any:
     """A tenacity ``AsyncRetrying`` that retries :class:`ModelUnavailableError` within
     ``policy`` (shared by the plain and the streamed request)."""
+    import asyncio
+
     from tenacity import (  # imported with the first request, not with the library
         AsyncRetrying,
         retry_if_exception_type,

@@ -12,7 +12,6 @@ not have, a pydantic model whose fields are not the function's parameters) is a
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import functools
 import inspect
@@ -28,7 +27,6 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._nesting import TOO_DEEP, too_deep
-from ._threads import run_sync_call
 from .errors import ToolDefinitionError
 
 __all__ = ["Tool", "ToolArgumentsError", "tool"]
@@ -146,7 +144,9 @@ class Tool:
             if timeout is None:
                 return await running
             return await within(running, timeout)
-        return await run_sync_call(self.function, *args, timeout=timeout, **kwargs)
+        from . import _threads  # with asyncio: loaded by the running loop
+
+        return await _threads.run_sync_call(self.function, *args, timeout=timeout, **kwargs)
 
     def invoke_sync(self, validated: BaseModel) -> Any:
         """Run a sync function in the calling thread (the agent never does: see :meth:`ainvoke`)."""
@@ -576,6 +576,8 @@ async def _contained(awaitable: Awaitable[T]) -> T:
 async def within(awaitable: Awaitable[T], timeout: float) -> T:
     """``asyncio.wait_for``, except that a ``KeyboardInterrupt`` or ``SystemExit`` from the
     awaitable reaches the caller, like any exception, instead of stopping the loop."""
+    import asyncio  # loaded by the running loop: not imported with the library
+
     try:
         return await asyncio.wait_for(_contained(awaitable), timeout)
     except _Escaped as escaped:

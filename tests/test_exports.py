@@ -91,6 +91,60 @@ def test_the_package_is_typed() -> None:
     assert resources.files("react_engine").joinpath("py.typed").is_file()
 
 
+# What only a run needs, imported when one starts: the loop and its parts, the protocols
+# and their parsers, and asyncio with ``ssl`` and ``socket`` behind it (see the imports of
+# react_engine/agent.py and the lazy names of react_engine/__init__.py).
+_RUN_ONLY = [
+    "asyncio",
+    "ssl",
+    "socket",
+    "concurrent.futures",
+    "email.utils",
+    "react_engine._running",
+    "react_engine._threads",
+    "react_engine.events",
+    "react_engine.execution",
+    "react_engine.loop",
+    "react_engine.mcp",
+    "react_engine.parsing",
+    "react_engine.policy",
+    "react_engine.protocols",
+    "react_engine.state",
+    "react_engine.streaming",
+    "react_engine.tracing",
+]
+
+
+def test_importing_the_library_leaves_the_run_machinery_out() -> None:
+    """``import react_engine`` loads none of what only a run needs, nor does building an
+    agent load the engine's run modules; the first run loads them, and the names stay
+    importable (``make bench``: import time)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, react_engine\n"
+        f"run_only = {_RUN_ONLY!r}\n"
+        "print(','.join(m for m in run_only if m in sys.modules))\n"
+        "agent = react_engine.Agent('m', client=react_engine.ScriptedModel(['4']))\n"
+        "ours = [m for m in run_only if m.startswith('react_engine.') and m != 'react_engine.mcp']\n"
+        "print(','.join(m for m in ours if m in sys.modules))\n"
+        "print(agent.run('2+2?').answer)\n"
+        "print([m for m in run_only if m not in sys.modules])\n"
+        "from react_engine.agent import RUN_EVENT\n"
+        "print(RUN_EVENT)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[0] == ""  # none of them with the import
+    assert out[1] == ""  # nor with an agent built (its client, here a test double, may
+    # load asyncio: the openai SDK does)
+    assert out[2] == "4"
+    assert out[3] == "['email.utils']"  # the run loaded the rest (that one parses HTTP dates)
+    assert out[4] == "{'run_event': True}"
+
+
 def test_importing_the_library_does_not_import_the_sdk_or_the_launcher() -> None:
     """``openai`` (about 0.7 s to import) waits until a client is built; the local launcher
     and the test doubles until they are used (see ``make bench`` for the import time)."""

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import __version__
-from ..agent import RUN_EVENT, Agent, Conversation
+from ..agent import Agent, Conversation
 from ..compare.run import (
     CompareSettings,
     Target,
@@ -70,6 +70,7 @@ from ..eval.bfcl import add_eval_parser, run_eval_command
 from ..events import ActionDecided, Event, RunDone, StepDone
 from ..model import ChatModel, RetryPolicy, mask_key
 from ..selection import protocol_names
+from ..state import RUN_EVENT
 from ..testing import ScriptedModel
 from ..tools import Tool
 from ..types import (
