@@ -14,6 +14,7 @@ EXPECTED = {
     "CapabilityRegistry",
     "ChatModel",
     "ConfigurationError",
+    "ContextWindowExceeded",
     "Conversation",
     "Decision",
     "ErrorBudgetExhausted",
