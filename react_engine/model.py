@@ -31,11 +31,10 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import openai
-    from tenacity import RetryCallState
 
 from ._threads import run_blocking
 from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError
@@ -62,7 +61,10 @@ __all__ = [
     "complete_with_retries",
     "mask_secret",
     "request_payload",
+    "with_retries",
 ]
+
+T = TypeVar("T")
 
 
 class ChatModel(ABC):
@@ -763,54 +765,50 @@ class RetryPolicy:
     """Replaces ``asyncio.sleep`` (tests pass a fake that records waits and returns at once)."""
 
 
-def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
-    def wait(state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        hint = getattr(exc, "retry_after", None)
-        if isinstance(hint, int | float):
-            return float(min(hint, policy.max_backoff))
-        exponential = policy.initial_backoff * float(2 ** max(0, state.attempt_number - 1))
-        return min(policy.max_backoff, exponential) + random.uniform(0, policy.jitter)
+def backoff(policy: RetryPolicy, error: ModelUnavailableError, attempt: int) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1 for the first): the
+    server's ``Retry-After`` when it sent one, else an exponential wait with jitter; at
+    most ``policy.max_backoff`` either way (the jitter aside)."""
+    hint = getattr(error, "retry_after", None)
+    if isinstance(hint, int | float):
+        return float(min(hint, policy.max_backoff))
+    exponential = policy.initial_backoff * float(2 ** max(0, attempt - 1))
+    return min(policy.max_backoff, exponential) + random.uniform(0, policy.jitter)
 
-    return wait
 
+async def with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
+    """``await attempt()``, again after each :class:`ModelUnavailableError` while
+    ``policy`` allows (shared by the plain and the streamed request).
 
-def retrying_for(policy: RetryPolicy) -> Any:
-    """A tenacity ``AsyncRetrying`` that retries :class:`ModelUnavailableError` within
-    ``policy`` (shared by the plain and the streamed request)."""
-    from tenacity import (  # imported with the first request, not with the library
-        AsyncRetrying,
-        retry_if_exception_type,
-        stop_after_attempt,
-        stop_after_delay,
-    )
-
-    return AsyncRetrying(
-        stop=stop_after_attempt(max(1, policy.max_attempts)) | stop_after_delay(policy.max_total),
-        wait=_wait(policy),
-        retry=retry_if_exception_type(ModelUnavailableError),
-        sleep=policy.sleep or asyncio.sleep,
-        reraise=True,
-    )
+    The last error is raised as it is, with the number of attempts made as its
+    ``attempts`` (and in its message, after more than one); any other error is raised at
+    once. A plain loop rather than a retry library: the first attempt, which nearly always
+    succeeds, costs nothing beyond the call itself and leaves no reference cycles for the
+    garbage collector.
+    """
+    sleep = policy.sleep or asyncio.sleep
+    limit = max(1, policy.max_attempts)
+    started = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return await attempt()
+        except ModelUnavailableError as exc:
+            if attempts >= limit or time.monotonic() - started >= policy.max_total:
+                exc.attempts = attempts
+                if attempts > 1:
+                    exc.args = (f"{exc.args[0] if exc.args else exc} (after {attempts} attempts)",)
+                raise
+            wait = backoff(policy, exc, attempts)
+        except ModelAPIError as exc:
+            exc.attempts = attempts
+            raise
+        await sleep(wait)
 
 
 async def complete_with_retries(
     model: ChatModel, request: ModelRequest, policy: RetryPolicy = RetryPolicy()
 ) -> ModelResponse:
     """``model.complete(request)``, retried on :class:`ModelUnavailableError`."""
-    attempts = 0
-    retrying = retrying_for(policy)
-    try:
-        async for attempt in retrying:
-            with attempt:
-                attempts += 1
-                return await model.complete(request)
-    except ModelUnavailableError as exc:
-        exc.attempts = attempts
-        if attempts > 1:
-            exc.args = (f"{exc.args[0] if exc.args else exc} (after {attempts} attempts)",)
-        raise
-    except ModelAPIError as exc:
-        exc.attempts = attempts
-        raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    return await with_retries(lambda: model.complete(request), policy)
