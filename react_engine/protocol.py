@@ -85,20 +85,21 @@ class RequestContext:
     def tool_names(self) -> list[str]:
         return [t.name for t in self.tools]
 
-    def once(self, owner: object, key: Hashable, compute: Callable[[], T]) -> T:
-        """``compute()``, computed once per run for ``owner`` and ``key``, then kept.
+    def once(self, owners: tuple[object, ...], key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, computed once per run for ``owners`` and ``key``, then kept.
 
         For what a run does not change, so that each request does not redo it: the system
-        prompt (``owner`` the template, ``key`` what else it is made of) or the messages
-        of a step already in the history (``owner`` the step, ``key`` the protocol and any
-        flag they depend on). ``owner`` is held, and matched by identity."""
-        slot = (id(owner), key)
+        prompt (``owners`` the template, ``key`` what else it is made of) or the messages
+        of a step already in the history (``owners`` the step and the protocol, ``key`` any
+        flag they depend on). ``owners`` are matched by identity (they need not be
+        hashable) and held for the run, so that no other object takes their place."""
+        slot = (*map(id, owners), key)
         hit = self.memo.get(slot)
-        if hit is not None and hit[0] is owner:
+        if hit is not None and all(a is b for a, b in zip(hit[0], owners, strict=True)):
             value: T = hit[1]
             return value
         value = compute()
-        self.memo[slot] = (owner, value)
+        self.memo[slot] = (owners, value)
         return value
 
 

@@ -194,7 +194,7 @@ class FunctionCallingProtocol(Protocol):
             else:
                 echoed = echo and i > last_question
                 render = functools.partial(self._render_step, item, echoed)
-                messages.extend(ctx.once(item, (self, echoed), render))
+                messages.extend(ctx.once((item, self), echoed, render))
         return messages
 
     def _render_step(self, step: Step, echo: bool = False) -> list[Message]:

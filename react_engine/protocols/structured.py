@@ -165,7 +165,8 @@ class StructuredOutputProtocol(Protocol):
                 )
                 messages.append(UserMessage(content))
             else:
-                messages.extend(ctx.once(item, self, functools.partial(self._render_step, item)))
+                render = functools.partial(self._render_step, item)
+                messages.extend(ctx.once((item, self), None, render))
         return messages
 
     def _render_step(self, step: Step) -> list[Message]:

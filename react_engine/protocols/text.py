@@ -93,7 +93,7 @@ def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
     the template's words (for protocols that prompt for the format rather than send native
     tools). Built once per run for each ``tool_choice`` (the tools are the run's)."""
     key = ("system_prompt", ctx.instructions, ctx.tool_choice, ctx.output)
-    return ctx.once(template, key, functools.partial(_system_prompt, template, ctx))
+    return ctx.once((template,), key, functools.partial(_system_prompt, template, ctx))
 
 
 def _system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
@@ -204,7 +204,8 @@ class TextReActProtocol(Protocol):
             if isinstance(item, UserTurn):
                 messages.append(UserMessage(self.template.fill("question", question=item.content)))
             else:
-                messages.extend(ctx.once(item, self, functools.partial(self._render_step, item)))
+                render = functools.partial(self._render_step, item)
+                messages.extend(ctx.once((item, self), None, render))
         return messages
 
     def _render_step(self, step: Step) -> list[Message]:
