@@ -234,6 +234,10 @@ def _entry(pattern: str, caps: Capabilities, where: str) -> _Entry:
     return _Entry(pattern, caps, re.compile(fnmatch.translate(pattern.lower())))
 
 
+_MAX_FOUND = 256
+"""Model names whose lookup a registry keeps (a process that serves more starts over)."""
+
+
 class CapabilityRegistry:
     """Ordered ``(glob pattern, Capabilities)`` entries; the first match wins.
 
@@ -258,6 +262,9 @@ class CapabilityRegistry:
             _entry(pattern, caps, "CapabilityRegistry") for pattern, caps in entries
         )
         self._servers: tuple[_ServerEntry, ...] = ()
+        self._found: dict[str, tuple[tuple[_Entry, ...], Capabilities, Capabilities, str]] = {}
+        """:meth:`lookup`'s answers per model name, each with the entries and default it
+        was found in (an answer found before a change of either is not used)."""
 
     @property
     def default(self) -> Capabilities:
@@ -282,13 +289,24 @@ class CapabilityRegistry:
         return None
 
     def lookup(self, model: str) -> tuple[Capabilities, str]:
-        """The capabilities of ``model`` and the pattern that matched (``"default"`` if none)."""
+        """The capabilities of ``model`` and the pattern that matched (``"default"`` if none).
+
+        Every run looks its model up, and the shipped file has about a hundred patterns:
+        the answer is kept per model name until the entries or the default change."""
+        entries, default = self._entries, self._default
+        found = self._found.get(model)
+        if found is not None and found[0] is entries and found[1] is default:
+            return found[2], found[3]
+        caps, pattern = default, "default"
         names = model_name_candidates(model)
-        for entry in self._entries:
-            for name in names:
-                if entry.regex.match(name):
-                    return entry.caps, entry.pattern
-        return self._default, "default"
+        for entry in entries:
+            if any(entry.regex.match(name) for name in names):
+                caps, pattern = entry.caps, entry.pattern
+                break
+        if len(self._found) >= _MAX_FOUND:
+            self._found.clear()
+        self._found[model] = (entries, default, caps, pattern)
+        return caps, pattern
 
     def register(self, pattern: str, **fields: Any) -> Capabilities:
         """Put ``pattern`` in front of every existing entry and return its capabilities.

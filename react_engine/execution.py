@@ -127,11 +127,13 @@ class ToolRunner:
                 announced = self.on_call(record)
                 if inspect.isawaitable(announced):
                     await announced
-            state.emit(ToolStarted(len(state.steps), record))
+            if state.sinks:
+                state.emit(ToolStarted(len(state.steps), record))
             try:
                 await self._invoke(state, record, tool, validated)
             finally:
-                state.emit(ToolFinished(len(state.steps), record))
+                if state.sinks:
+                    state.emit(ToolFinished(len(state.steps), record))
         except asyncio.CancelledError as exc:
             if _being_cancelled():
                 if record.status == "ok" and not record.observation:

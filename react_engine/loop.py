@@ -125,6 +125,7 @@ class Loop:
             force_final=state.force_final is not None,
             multi_action=cfg.multi_action,
             output=output_spec(cfg.output_type),
+            memo=state.memo,
         )
 
     async def _send(self, state: RunState, ctx: RequestContext) -> ModelResponse | Outcome:
@@ -328,7 +329,8 @@ class Loop:
         step.duration_s = time.perf_counter() - started
         state.steps.append(step)
         state.history.append(step)
-        state.emit(StepDone(step))
+        if state.sinks:
+            state.emit(StepDone(step))
         if self.agent.on_step is not None:
             outcome = self.agent.on_step(step)
             if inspect.isawaitable(outcome):

@@ -28,7 +28,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # ``asyncio`` (with ``ssl``, ``socket``, ``subprocess``...) and the worker threads are
 # imported by the coroutines that use them, not with the library: a coroutine runs on an
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     import asyncio
 
     import openai
-    from tenacity import RetryCallState
 
 from .errors import (
     ContextWindowExceeded,
@@ -68,7 +67,10 @@ __all__ = [
     "complete_with_retries",
     "mask_secret",
     "request_payload",
+    "with_retries",
 ]
+
+T = TypeVar("T")
 
 
 class ChatModel(ABC):
@@ -815,56 +817,93 @@ class RetryPolicy:
     """Replaces ``asyncio.sleep`` (tests pass a fake that records waits and returns at once)."""
 
 
-def _wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
-    def wait(state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        hint = getattr(exc, "retry_after", None)
-        if isinstance(hint, int | float):
-            return float(min(hint, policy.max_backoff))
-        exponential = policy.initial_backoff * float(2 ** max(0, state.attempt_number - 1))
-        return min(policy.max_backoff, exponential) + random.uniform(0, policy.jitter)
+def backoff(policy: RetryPolicy, error: BaseException | None, attempt: int) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1 for the first): the
+    server's ``Retry-After`` when it sent one, else an exponential wait with jitter; at
+    most ``policy.max_backoff`` either way (the jitter aside)."""
+    hint = getattr(error, "retry_after", None)
+    if isinstance(hint, int | float):
+        return float(min(hint, policy.max_backoff))
+    exponential = policy.initial_backoff * float(2 ** max(0, attempt - 1))
+    return min(policy.max_backoff, exponential) + random.uniform(0, policy.jitter)
 
-    return wait
+
+async def with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
+    """``await attempt()``, again after each :class:`ModelUnavailableError` while
+    ``policy`` allows (shared by the plain and the streamed request).
+
+    The last error is raised as it is, with the number of attempts made as its
+    ``attempts`` (and in its message, after more than one); any other error is raised at
+    once. The first attempt is a plain ``await``: it nearly always succeeds, and then costs
+    nothing beyond the call and leaves no objects in reference cycles (a tenacity
+    ``AsyncRetrying`` leaves about 37 per request, which set off garbage collections in the
+    middle of runs). Only a request that failed goes on to :func:`_retry`.
+    """
+    started = time.monotonic()
+    try:
+        return await attempt()
+    except ModelUnavailableError as exc:
+        return await _retry(attempt, policy, exc, started)
+    except ModelAPIError as exc:
+        exc.attempts = 1
+        raise
 
 
-def retrying_for(policy: RetryPolicy) -> Any:
-    """A tenacity ``AsyncRetrying`` that retries :class:`ModelUnavailableError` within
-    ``policy`` (shared by the plain and the streamed request)."""
+async def _retry(
+    attempt: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    failed: ModelUnavailableError,
+    started: float,
+) -> T:
+    """The attempts after a first one failed with ``failed``, with tenacity's
+    ``AsyncRetrying``: at most ``policy.max_attempts`` in all and none started
+    ``policy.max_total`` seconds after the first, each after its :func:`backoff`."""
     import asyncio
 
-    from tenacity import (  # imported with the first request, not with the library
+    from tenacity import (  # imported with the first failure, not with the library
         AsyncRetrying,
+        RetryCallState,
         retry_if_exception_type,
         stop_after_attempt,
         stop_after_delay,
     )
 
-    return AsyncRetrying(
-        stop=stop_after_attempt(max(1, policy.max_attempts)) | stop_after_delay(policy.max_total),
-        wait=_wait(policy),
-        retry=retry_if_exception_type(ModelUnavailableError),
-        sleep=policy.sleep or asyncio.sleep,
-        reraise=True,
-    )
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome is not None else None
+        return backoff(policy, error, state.attempt_number + 1)
+
+    attempts = 1
+    limit = max(1, policy.max_attempts)
+    left = policy.max_total - (time.monotonic() - started)
+    if limit > 1 and left > 0:
+        sleep = policy.sleep or asyncio.sleep
+        await sleep(backoff(policy, failed, 1))
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(limit - 1)
+            | stop_after_delay(max(0.0, policy.max_total - (time.monotonic() - started))),
+            wait=wait,
+            retry=retry_if_exception_type(ModelUnavailableError),
+            sleep=sleep,
+            reraise=True,
+        )
+        try:
+            async for trial in retrying:
+                with trial:
+                    attempts += 1
+                    return await attempt()
+        except ModelUnavailableError as exc:
+            failed = exc
+        except ModelAPIError as exc:
+            exc.attempts = attempts
+            raise
+    failed.attempts = attempts
+    if attempts > 1:
+        failed.args = (f"{failed.args[0] if failed.args else failed} (after {attempts} attempts)",)
+    raise failed
 
 
 async def complete_with_retries(
     model: ChatModel, request: ModelRequest, policy: RetryPolicy = RetryPolicy()
 ) -> ModelResponse:
     """``model.complete(request)``, retried on :class:`ModelUnavailableError`."""
-    attempts = 0
-    retrying = retrying_for(policy)
-    try:
-        async for attempt in retrying:
-            with attempt:
-                attempts += 1
-                return await model.complete(request)
-    except ModelUnavailableError as exc:
-        exc.attempts = attempts
-        if attempts > 1:
-            exc.args = (f"{exc.args[0] if exc.args else exc} (after {attempts} attempts)",)
-        raise
-    except ModelAPIError as exc:
-        exc.attempts = attempts
-        raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    return await with_retries(lambda: model.complete(request), policy)

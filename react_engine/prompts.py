@@ -13,6 +13,7 @@ path of their own file.
 
 from __future__ import annotations
 
+import functools
 import string
 import tomllib
 from collections.abc import Mapping
@@ -150,9 +151,11 @@ class PromptTemplate:
         return self.labels.get(key, default)
 
 
-def _fields(text: str, name: str, key: str) -> set[str]:
+@functools.lru_cache(maxsize=512)
+def _fields(text: str, name: str, key: str) -> frozenset[str]:
+    """The placeholders ``text`` uses (parsed once per text: templates fill it every turn)."""
     try:
-        return {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
+        return frozenset(f for _, f, _, _ in string.Formatter().parse(text) if f is not None)
     except ValueError as exc:
         raise TemplateError(
             f"template {name!r}: {key!r} is malformed ({exc}); write literal braces as {{{{ }}}}",

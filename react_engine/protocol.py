@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._nesting import TOO_DEEP, too_deep
 from .types import (
@@ -56,6 +56,8 @@ __all__ = [
     "RequestContext",
 ]
 
+T = TypeVar("T")
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -76,9 +78,29 @@ class RequestContext:
     output: OutputSpec | None = None
     """The run's ``output_type``: the final answer must be JSON valid for it (``None``: any
     text). The protocol shows its schema; the policy validates the answer."""
+    memo: dict[Hashable, Any] = field(default_factory=dict)
+    """What a protocol keeps between the requests of one run (the loop passes every request
+    of a run the same dict): see :meth:`once`."""
 
     def tool_names(self) -> list[str]:
         return [t.name for t in self.tools]
+
+    def once(self, owners: tuple[object, ...], key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, computed once per run for ``owners`` and ``key``, then kept.
+
+        For what a run does not change, so that each request does not redo it: the system
+        prompt (``owners`` the template, ``key`` what else it is made of) or the messages
+        of a step already in the history (``owners`` the step and the protocol, ``key`` any
+        flag they depend on). ``owners`` are matched by identity (they need not be
+        hashable) and held for the run, so that no other object takes their place."""
+        slot = (*map(id, owners), key)
+        hit = self.memo.get(slot)
+        if hit is not None and all(a is b for a, b in zip(hit[0], owners, strict=True)):
+            value: T = hit[1]
+            return value
+        value = compute()
+        self.memo[slot] = (owners, value)
+        return value
 
 
 @dataclass(slots=True)

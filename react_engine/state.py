@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -96,9 +96,16 @@ class RunState:
     """Who receives the run's events (:meth:`emit`): ``Agent.iter``'s queue, a tracer."""
     streaming: bool = False
     """Stream each reply (``Agent.iter``, ``run_stream``); ``arun`` asks for whole ones."""
+    memo: dict[Hashable, Any] = field(default_factory=dict)
+    """What the protocol keeps between the run's requests (:meth:`RequestContext.once
+    <react_engine.protocol.RequestContext.once>`): its system prompt, the messages of the
+    steps it has rendered, so that a request renders only what is new."""
 
     def emit(self, event: Event) -> None:
-        """The one point where the loop reports what happens (see :mod:`react_engine.events`)."""
+        """The one point where the loop reports what happens (see :mod:`react_engine.events`).
+
+        On the hot path callers check ``if state.sinks:`` first, so that a run nobody
+        listens to (``arun`` without a tracer) builds no event objects at all."""
         for sink in self.sinks:
             sink(event)
 

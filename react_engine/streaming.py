@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from .errors import ModelAPIError, ModelUnavailableError
-from .model import ChatModel, RetryPolicy, retrying_for
+from .model import ChatModel, RetryPolicy, with_retries
 from .types import ModelDelta, ModelRequest, ModelResponse, ReplyCall, ToolCallChunk, Usage
 
 __all__ = ["LIVE_STOP_EVENT", "ReplyBuilder", "stream_with_retries"]
@@ -242,26 +242,14 @@ async def stream_with_retries(
 ) -> ModelResponse:
     """``model.stream(request)`` assembled into a reply, retried on
     :class:`ModelUnavailableError` (see the module docstring for a failure mid-stream)."""
-    policy = policy or RetryPolicy()
-    attempts = 0
-    retrying = retrying_for(policy)
-    try:
-        async for attempt in retrying:
-            with attempt:
-                attempts += 1
-                try:
-                    reply, _ = await stream_once(model, request, on_delta, on_stop)
-                except ModelUnavailableError as exc:
-                    if getattr(exc, "delivered", False) and on_discard is not None:
-                        on_discard(str(exc))
-                    raise
-                return reply
-    except ModelUnavailableError as exc:
-        exc.attempts = attempts
-        if attempts > 1:
-            exc.args = (f"{exc.args[0] if exc.args else exc} (after {attempts} attempts)",)
-        raise
-    except ModelAPIError as exc:
-        exc.attempts = attempts
-        raise
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    async def attempt() -> ModelResponse:
+        try:
+            reply, _ = await stream_once(model, request, on_delta, on_stop)
+        except ModelUnavailableError as exc:
+            if getattr(exc, "delivered", False) and on_discard is not None:
+                on_discard(str(exc))
+            raise
+        return reply
+
+    return await with_retries(attempt, policy or RetryPolicy())

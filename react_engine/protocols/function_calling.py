@@ -28,6 +28,7 @@ marked ``salvaged`` in the trace, instead of being taken for the final answer.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -191,7 +192,9 @@ class FunctionCallingProtocol(Protocol):
             if isinstance(item, UserTurn):
                 messages.append(UserMessage(item.content))
             else:
-                messages.extend(self._render_step(item, echo and i > last_question))
+                echoed = echo and i > last_question
+                render = functools.partial(self._render_step, item, echoed)
+                messages.extend(ctx.once((item, self), echoed, render))
         return messages
 
     def _render_step(self, step: Step, echo: bool = False) -> list[Message]:

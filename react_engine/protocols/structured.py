@@ -25,6 +25,7 @@ tags as under the text protocol.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -164,7 +165,8 @@ class StructuredOutputProtocol(Protocol):
                 )
                 messages.append(UserMessage(content))
             else:
-                messages.extend(self._render_step(item))
+                render = functools.partial(self._render_step, item)
+                messages.extend(ctx.once((item, self), None, render))
         return messages
 
     def _render_step(self, step: Step) -> list[Message]:

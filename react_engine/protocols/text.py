@@ -24,6 +24,7 @@ error; ``"required"`` makes a bare answer a format error.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -90,7 +91,12 @@ def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
     """A prompt template's system text: the instructions and tools, plus what the request's
     ``tool_choice`` asks for, and the schema of a typed final answer (``output_type``), in
     the template's words (for protocols that prompt for the format rather than send native
-    tools)."""
+    tools). Built once per run for each ``tool_choice`` (the tools are the run's)."""
+    key = ("system_prompt", ctx.instructions, ctx.tool_choice, ctx.output)
+    return ctx.once((template,), key, functools.partial(_system_prompt, template, ctx))
+
+
+def _system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
     t = template
     schemas = tuple(tool.openai_schema() for tool in ctx.tools)
     names = ctx.tool_names()
@@ -198,7 +204,8 @@ class TextReActProtocol(Protocol):
             if isinstance(item, UserTurn):
                 messages.append(UserMessage(self.template.fill("question", question=item.content)))
             else:
-                messages.extend(self._render_step(item))
+                render = functools.partial(self._render_step, item)
+                messages.extend(ctx.once((item, self), None, render))
         return messages
 
     def _render_step(self, step: Step) -> list[Message]:
