@@ -269,6 +269,27 @@ def test_forced_final_answer() -> None:
     assert forced["content"] == load_template("structured").fill("force_final")
 
 
+def test_a_refused_forced_reply_is_not_reminded_of_tools() -> None:
+    # The forced request says what to write; its refusal must not offer a tool call again.
+    agent, model = make_agent(
+        [
+            step("get_weather", {"location": "Paris"}),
+            final("<your answer>"),
+            final("Paris is cloudy."),
+        ],
+        max_steps=1,
+    )
+    result = agent.run("q")
+    assert result.answer == "Paris is cloudy."
+    refused = result.steps[1]
+    assert refused.kind == "format_error"
+    assert "is the placeholder from the instructions" in (refused.feedback or "")
+    assert '"tool"' not in (refused.feedback or "")
+    # Outside a forced request the same refusal does show both shapes.
+    agent, _ = make_agent([final("<your answer>"), final("Paris is cloudy.")])
+    assert '"tool"' in (agent.run("q").steps[0].feedback or "")
+
+
 def test_a_call_under_the_forced_final_is_not_run() -> None:
     agent, _ = make_agent(
         [

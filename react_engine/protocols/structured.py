@@ -283,11 +283,14 @@ class StructuredOutputProtocol(Protocol):
         return template_feedback(self.template, error, forced=forced)
 
     def _format_error(
-        self, text: str | None, error: str, thought: str | None = None
+        self, text: str | None, error: str, thought: str | None = None, *, forced: bool = False
     ) -> FormatError:
-        return FormatError(text=text, thought=thought, feedback=self.feedback(error))
+        return FormatError(text=text, thought=thought, feedback=self.feedback(error, forced=forced))
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+        # A forced final request's own instruction says what to write: a refusal of its
+        # reply does not remind the model that it may call tools.
+        fail = functools.partial(self._format_error, forced=ctx.force_final)
         raw = reply.content or ""
         think, body, repairs = _split_think(raw)
         reasoning = think
@@ -300,13 +303,13 @@ class StructuredOutputProtocol(Protocol):
                 if "unclosed_think" in repairs
                 else "the reply was empty"
             )
-            return self._format_error(raw.strip() or None, error, reasoning)
+            return fail(raw.strip() or None, error, reasoning)
         cut = reply.finish_reason == "length"
         try:
             decoded = repair_json(body.strip())
         except JSONRepairError as exc:
             error = CUT_SHORT if cut else f"the reply is not a JSON object ({exc})"
-            return self._format_error(text, error, reasoning)
+            return fail(text, error, reasoning)
         repairs += [f"json:{r}" for r in decoded.repairs]
         truncated = cut and bool(_TRUNCATION.intersection(decoded.repairs))
         value = decoded.value
@@ -314,7 +317,7 @@ class StructuredOutputProtocol(Protocol):
             value = value[0]
             repairs.append("unwrapped_array")
         if not isinstance(value, dict):
-            return self._format_error(
+            return fail(
                 text, f"the reply must be a JSON object, not {type(value).__name__}", reasoning
             )
 
@@ -322,7 +325,7 @@ class StructuredOutputProtocol(Protocol):
         thought = _join(reasoning, read.thought)
         repairs += read.repairs
         if read.error is not None:
-            return self._format_error(text, CUT_SHORT if truncated else read.error, thought)
+            return fail(text, CUT_SHORT if truncated else read.error, thought)
 
         if read.tool is not None:
             call = _pending(read.tool, read.arguments, read.raw_arguments)
@@ -332,9 +335,9 @@ class StructuredOutputProtocol(Protocol):
 
         answer = read.final_answer or ""
         if not answer.strip():
-            return self._format_error(text, "the final answer was empty", thought)
+            return fail(text, "the final answer was empty", thought)
         if _PLACEHOLDER.fullmatch(answer):
-            return self._format_error(
+            return fail(
                 text,
                 f"the final answer {answer.strip()!r} is the placeholder from the instructions: "
                 "write the answer itself",
