@@ -8,6 +8,7 @@ exception), the trace is complete and consistent, usage is counted, and runs rep
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -235,3 +236,39 @@ def test_a_typed_answer_under_the_servers_grammar(
         assert [t["function"]["name"] for t in first["tools"]] == ["final_result"]
     else:
         assert "grammar" in first["extra_body"]
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+def test_an_observation_over_the_context_window_is_shortened(
+    local_endpoint: LocalEndpoint, protocol: str
+) -> None:
+    """The real server's 400 for a request over its context window (8,192 tokens) is
+    recognised: the observation the model reads is shortened and the turn sent again."""
+    from react_engine import tool
+
+    @tool
+    def read_log() -> str:
+        """Read the whole build log."""
+        return "".join(f"step {i}: compiled module_{i}.c without warnings\n" for i in range(900))
+
+    with openai.OpenAI(base_url=local_endpoint.base_url, api_key=local_endpoint.api_key) as client:
+        recording = Recording(OpenAIChatModel(client))
+        agent = Agent(
+            local_endpoint.model,
+            [read_log],
+            client=recording,
+            protocol=protocol,
+            capability_cache=CapabilityCache(),
+            settings=SETTINGS,
+            max_steps=1,
+            max_observation_chars=None,
+        )
+        result = agent.run("Read the build log. Were there warnings?", tool_choice="required")
+    assert [a.tool for a in result.tool_calls] == ["read_log"]
+    whole = result.tool_calls[0].observation
+    assert len(whole) > 40_000  # the trace keeps it whole
+    assert any("did not fit the model's context window" in e for e in result.events)
+    assert result.stop_reason in {"final_answer", "max_steps"}
+    # The request the server refused carried the whole log; the one after it a shortened one.
+    sizes = [len(json.dumps(p["messages"])) for p in recording.payloads]
+    assert max(sizes) > 40_000 and sizes[-1] < 5_000
