@@ -315,3 +315,15 @@ def test_a_direct_call_raises_the_typed_error(make_server: Any) -> None:
     assert isinstance(info.value, ModelRequestError)
     assert info.value.status_code == 400
     assert "sk-test" not in str(info.value)
+
+
+def test_a_streamed_run_makes_room_the_same_way(make_server: Any) -> None:
+    from react_engine.events import RunDone
+
+    srv, responder = make_server(16_000, calls=3)
+    events = list(_agent(srv, "text").run_stream("Read the three parts."))
+    done = events[-1]
+    assert isinstance(done, RunDone)
+    assert done.result.answer == "The build log has no errors."
+    assert responder.rejected == 1
+    assert all(body.get("stream") for body in srv.requests)
