@@ -237,6 +237,13 @@ _PARTIAL_FORMS: Final = tuple(
 )
 _BLOB_OPENERS: Final = ("{", "[", "```", "~~~", P.CALL_OPEN, P.PYTHON_TAG, P.FUNCTION_OPEN)
 _LONGEST_FORM: Final = max(len(form) for form in _PARTIAL_FORMS)
+_PARTIAL_PREFIXES: Final = frozenset(
+    form[:n] for form in _PARTIAL_FORMS for n in range(len(form) + 1)
+)
+"""Every beginning of a :data:`_PARTIAL_FORMS` spelling (a set lookup, not a scan)."""
+_BLOB_CHARS: Final = "{[<`~"
+"""A tool-call blob candidate in prose needs one of these: a bracket (``{``/``[``, also
+``[TOOL_CALLS]``), a tag (``<tool_call>``, ``<|python_tag|>``, ``<function=``) or a fence."""
 _MAX_BLOB_CANDIDATES: Final = 16
 MAX_LABELS: Final = 1000
 """Labels read per reply; any after that are text (a bound for hostile input)."""
@@ -434,7 +441,7 @@ def _partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
     core = last.strip(" \t>#*_-")
     if len(core) < 3 and core.isascii():
         return len(kept)
-    if len(core) < _LONGEST_FORM and any(form.startswith(core) for form in _PARTIAL_FORMS):
+    if len(core) < _LONGEST_FORM and core in _PARTIAL_PREFIXES:
         return nl
     for word in stop_words or ():
         word = word.lstrip("\n")
@@ -965,6 +972,8 @@ def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
         codes.extend("json:" + c for c in parsed.repairs)
         decoded: dict[str, Any] = parsed.value
         return decoded
+    if isinstance(value, dict):  # the usual case: no text needed, no code
+        return value
     args, more = _as_args(value, _dumps(value), [])
     codes.extend(more)
     return args
@@ -1143,6 +1152,8 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
     Candidates come from three position-ordered scans merged lazily; each is tried once,
     and the search gives up after ``_MAX_BLOB_CANDIDATES`` failures, so it stays linear.
     """
+    if not any(c in text for c in _BLOB_CHARS):  # every candidate needs one of them
+        return []
     candidates = heapq.merge(
         (m.start() for m in P.TOOL_CALL_TAG.finditer(text)),
         (m.start() for m in P.FENCE_LINE.finditer(text)),
