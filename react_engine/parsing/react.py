@@ -582,6 +582,67 @@ def _labels(body: str) -> list[_Label]:
     return labels
 
 
+_PLAIN_LABELS: Final = (
+    ("Action Input:", P.ACTION_INPUT),
+    ("Action:", P.ACTION),
+    ("Thought:", P.THOUGHT),
+    ("Final Answer:", P.FINAL),
+)
+_PLAIN_STARTS: Final = ("Action", "Thought:", "Final Answer:")
+
+
+def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Label]] | None:
+    """:func:`_cut` and :func:`_labels` of a plain reply, in one cheap pass; None when the
+    reply is not plain (the tolerant passes then read it).
+
+    A reply is plain when nothing in it needs cutting or a repair code: no ``<`` (so no
+    think block, special token or tool-call markup), no stop word, no partial stop at its
+    end, and each line either starts with a label spelled exactly ``Thought:``,
+    ``Action:``, ``Action Input:`` or ``Final Answer:`` (then a space or the end of the
+    line) or cannot start any label or Observation; no fence line comes before a label.
+    The result is then exactly what the two passes give (``tests/test_parse_plain.py``
+    checks it on every golden reply and on generated ones); only the labels that were
+    there are read, and :func:`_sections` onwards is shared.
+    """
+    if "<" in text:
+        return None
+    for word in stop_words or ():
+        if word and word in text:
+            return None
+    kept = text.rstrip()
+    if _partial_stop(kept, stop_words) < len(kept):
+        return None
+    labels: list[_Label] = []
+    fenced = False  # a fence line was seen: a later label might be inside it
+    start = 0
+    while True:
+        eol = kept.find("\n", start)
+        end = len(kept) if eol < 0 else eol
+        label = None
+        if kept.startswith(_PLAIN_STARTS, start):
+            for prefix, kind in _PLAIN_LABELS:
+                if kept.startswith(prefix, start):
+                    after = start + len(prefix)
+                    if after == end or kept[after] == " ":
+                        label = _Label(kind, P.STRONG, start, after, ())
+                    break
+        if label is not None:
+            if fenced or len(labels) >= MAX_LABELS - 1:
+                return None
+            labels.append(label)
+        elif start < end:
+            if P.LABEL.match(kept, start) or P.OBSERVATION_LABEL.match(kept, start):
+                return None
+            fenced = fenced or P.FENCE_LINE.match(kept, start) is not None
+        if eol < 0:
+            break
+        start = eol + 1
+    if not labels:
+        return None
+    cut = _Cut(text=kept, codes=[], think=None, body_start=0, unclosed_think=False, masked=kept)
+    return cut, labels
+
+
 def _sections(body: str, labels: list[_Label]) -> list[_Section]:
     """The reply split at the labels that count where they stand."""
     sections: list[_Section] = []
@@ -684,7 +745,8 @@ def parse_react(
     """
     if not text.strip():
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
-    cut = _cut(text, stop_words)
+    plain = _plain(text, stop_words)
+    cut = _cut(text, stop_words) if plain is None else plain[0]
     offset = cut.body_start
     body = cut.masked  # the kept body, every later think block blanked out
     think = "\n\n".join(t for t in (cut.think.strip() if cut.think else "", *cut.later_think) if t)
@@ -709,7 +771,7 @@ def parse_react(
             pos=0,
             expected=EXPECTED_STEP + " before any 'Observation:'",
         )
-    sections = _sections(body, _labels(body))
+    sections = _sections(body, _labels(body) if plain is None else plain[1])
     reading = _read(sections)
     if not any(sec.kind == P.ACTION for sec in sections):
         _find_blobs(sections, reading)
