@@ -87,6 +87,9 @@ def test_the_shortcut_takes_the_usual_replies() -> None:
     ]
     for text in usual:
         assert check_same(text, stop_words=TEXT_STOP), text
+    for text in usual[:3]:  # and the usual shapes are read directly
+        plain = R._plain(text, TEXT_STOP)
+        assert plain is not None and R._plain_step(plain[0].text, plain[1]) is not None, text
 
 
 EDGES = [
@@ -97,6 +100,12 @@ EDGES = [
     "Thought: x\n```\nFinal Answer: inside a fence\n```\nFinal Answer: y",
     "Thought: x\n```\nAction: f\n```",
     "Thought: I search. Action: search\nAction Input: {}",
+    "Thought: I know. Final Answer: 42\nAction: f\nAction Input: {}",
+    "Thought: Done. Final Answer: x\nFinal Answer: y",
+    "Thought: Hm. Action: g\nAction: f",
+    "Thought: x\nAction: f[q]\nAction Input: {}",
+    'Thought: x\nAction: f(q=1)\nAction Input: {"q": 2}',
+    'Thought: x\nAction: {"action": "f", "action_input": {}}\nAction Input: {}',
     "Thought: x\nAction: Finish\nAction Input: done",
     "Thought: x\nAction: None",
     "Thought: x\nAction: f.\nAction Input: {}",

@@ -637,10 +637,57 @@ def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Lab
         if eol < 0:
             break
         start = eol + 1
-    if not labels:
-        return None
     cut = _Cut(text=kept, codes=[], think=None, body_start=0, unclosed_think=False, masked=kept)
     return cut, labels
+
+
+def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
+    """The step of a plain reply of the usual shape, read directly; None for any other.
+
+    The shapes: ``Thought:`` at the start, then ``Final Answer:``, or ``Action:`` (a tool
+    name, or a JSON blob naming one call) with an optional ``Action Input:``. Anything that
+    would make :func:`_read` or :func:`_choose` do more than keep those parts (an inline
+    label or blob in the thought, a finish or no-op tool, a second call, an empty answer)
+    leaves the reply to them; the result is the same either way.
+    """
+    kinds = tuple(label.kind for label in labels)
+    if not 2 <= len(kinds) <= 3 or kinds[0] != P.THOUGHT or labels[0].start != 0:
+        return None
+    second = labels[1]
+    thought = kept[labels[0].content : second.start]
+    if P.INLINE_LABEL.search(thought) is not None:
+        return None
+    thought = thought.strip()
+    if kinds == (P.THOUGHT, P.FINAL):
+        answer = kept[second.content :].strip()
+        if not answer or any(c in thought for c in _BLOB_CHARS):
+            return None
+        return ParsedStep(thought=thought or None, final_answer=answer, repairs=[], text=kept)
+    if kinds not in ((P.THOUGHT, P.ACTION), (P.THOUGHT, P.ACTION, P.ACTION_INPUT)):
+        return None
+    end = labels[2].start if len(labels) == 3 else len(kept)
+    items, problem = _action(kept[second.content : end], second.content)
+    if problem is not None or len(items) != 1:
+        return None
+    item = items[0]
+    tool = item.tool
+    if (
+        tool is None
+        or item.final is not None
+        or _is_finish(tool)
+        or P.normalise_word(tool) in _NOOP_NAMES
+    ):
+        return None
+    if len(labels) == 3:
+        if item.has_input:
+            return None  # a second input: a second call
+        _fill(item, kept[labels[2].content :], [])
+    return ParsedStep(
+        thought=thought or None,
+        actions=[ParsedAction(tool=tool, args=item.args, raw_input=item.raw_input)],
+        repairs=_dedupe(item.codes),
+        text=kept,
+    )
 
 
 def _sections(body: str, labels: list[_Label]) -> list[_Section]:
@@ -746,6 +793,10 @@ def parse_react(
     if not text.strip():
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
     plain = _plain(text, stop_words)
+    if plain is not None:
+        step = _plain_step(plain[0].text, plain[1])
+        if step is not None:
+            return step
     cut = _cut(text, stop_words) if plain is None else plain[0]
     offset = cut.body_start
     body = cut.masked  # the kept body, every later think block blanked out
