@@ -139,6 +139,8 @@ EDGES = [
     "Final Answer: y\n观察：z",
     "Final Answer: 答案\n最终答案：z",
     "Thought: x\n\nFinal Answer: a ~~~ b",
+    "Thought: long\nFinal Answer: " + "a line\n" * 300,  # past the plain pass's line limit
+    "Thought: long\nAction: f\nAction Input: {\n" + '"k": 1,\n' * 250 + '"z": 0}',
 ]
 
 

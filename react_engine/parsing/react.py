@@ -589,6 +589,9 @@ _PLAIN_LABELS: Final = (
     ("Final Answer:", P.FINAL),
 )
 _PLAIN_STARTS: Final = ("Action", "Thought:", "Final Answer:")
+_PLAIN_MAX_LINES: Final = 200
+"""Replies with this many lines or more skip the plain pass: it reads each line in Python,
+and a hostile reply has a great many (the tolerant passes scan them in C)."""
 
 
 def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Label]] | None:
@@ -604,8 +607,8 @@ def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Lab
     checks it on every golden reply and on generated ones); only the labels that were
     there are read, and :func:`_sections` onwards is shared.
     """
-    if "<" in text:
-        return None
+    if "<" in text or text.count("\n") >= _PLAIN_MAX_LINES:
+        return None  # a long reply pays one pass, not two
     for word in stop_words or ():
         if word and word in text:
             return None
