@@ -140,6 +140,11 @@ Choosing: ``implicit_final_answer``, ``first_action_only``,
 The parser is a handful of small functions over ``(text, pos)``; every pattern lives in
 :mod:`react_engine.parsing.patterns`, and all of them run in linear time, so a hostile
 megabyte parses (or fails) in well under a second.
+
+A plain reply (canonical labels only, nothing to cut or repair) takes a shortcut: one pass
+over its lines finds the cut and the labels, and the usual shapes are read straight from
+them. The shortcut gives up at the first doubt, and its result is the tolerant passes'
+(``tests/test_parse_plain.py``).
 """
 
 from __future__ import annotations
