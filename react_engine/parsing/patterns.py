@@ -15,6 +15,7 @@ of label and its strength; :data:`LABEL` is built from it so the two never disag
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -117,7 +118,17 @@ CANONICAL: Final[dict[str, str]] = {
 
 def normalise_word(word: str) -> str:
     """The lookup key of a label word: lower case, no spaces, underscores or hyphens."""
+    if len(word) <= _CACHED_WORD_LEN:  # names and JSON keys repeat from reply to reply
+        return _normalise_cached(word)
+    return _normalise(word)
+
+
+def _normalise(word: str) -> str:
     return word.lower().replace(" ", "").replace("\t", "").replace("_", "").replace("-", "")
+
+
+_CACHED_WORD_LEN: Final = 64
+_normalise_cached: Final = functools.lru_cache(maxsize=1024)(_normalise)
 
 
 LABEL_WORDS: Final[dict[str, tuple[str, int]]] = {

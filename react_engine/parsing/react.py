@@ -140,6 +140,11 @@ Choosing: ``implicit_final_answer``, ``first_action_only``,
 The parser is a handful of small functions over ``(text, pos)``; every pattern lives in
 :mod:`react_engine.parsing.patterns`, and all of them run in linear time, so a hostile
 megabyte parses (or fails) in well under a second.
+
+A plain reply (canonical labels only, nothing to cut or repair) takes a shortcut: one pass
+over its lines finds the cut and the labels, and the usual shapes are read straight from
+them. The shortcut gives up at the first doubt, and its result is the tolerant passes'
+(``tests/test_parse_plain.py``).
 """
 
 from __future__ import annotations
@@ -237,6 +242,13 @@ _PARTIAL_FORMS: Final = tuple(
 )
 _BLOB_OPENERS: Final = ("{", "[", "```", "~~~", P.CALL_OPEN, P.PYTHON_TAG, P.FUNCTION_OPEN)
 _LONGEST_FORM: Final = max(len(form) for form in _PARTIAL_FORMS)
+_PARTIAL_PREFIXES: Final = frozenset(
+    form[:n] for form in _PARTIAL_FORMS for n in range(len(form) + 1)
+)
+"""Every beginning of a :data:`_PARTIAL_FORMS` spelling (a set lookup, not a scan)."""
+_BLOB_CHARS: Final = "{[<`~"
+"""A tool-call blob candidate in prose needs one of these: a bracket (``{``/``[``, also
+``[TOOL_CALLS]``), a tag (``<tool_call>``, ``<|python_tag|>``, ``<function=``) or a fence."""
 _MAX_BLOB_CANDIDATES: Final = 16
 MAX_LABELS: Final = 1000
 """Labels read per reply; any after that are text (a bound for hostile input)."""
@@ -434,7 +446,7 @@ def _partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
     core = last.strip(" \t>#*_-")
     if len(core) < 3 and core.isascii():
         return len(kept)
-    if len(core) < _LONGEST_FORM and any(form.startswith(core) for form in _PARTIAL_FORMS):
+    if len(core) < _LONGEST_FORM and core in _PARTIAL_PREFIXES:
         return nl
     for word in stop_words or ():
         word = word.lstrip("\n")
@@ -575,6 +587,117 @@ def _labels(body: str) -> list[_Label]:
     return labels
 
 
+_PLAIN_LABELS: Final = (
+    ("Action Input:", P.ACTION_INPUT),
+    ("Action:", P.ACTION),
+    ("Thought:", P.THOUGHT),
+    ("Final Answer:", P.FINAL),
+)
+_PLAIN_STARTS: Final = ("Action", "Thought:", "Final Answer:")
+_PLAIN_MAX_LINES: Final = 200
+"""Replies with this many lines or more skip the plain pass: it reads each line in Python,
+and a hostile reply has a great many (the tolerant passes scan them in C)."""
+
+
+def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Label]] | None:
+    """:func:`_cut` and :func:`_labels` of a plain reply, in one cheap pass; None when the
+    reply is not plain (the tolerant passes then read it).
+
+    A reply is plain when nothing in it needs cutting or a repair code: no ``<`` (so no
+    think block, special token or tool-call markup), no stop word, no partial stop at its
+    end, and each line either starts with a label spelled exactly ``Thought:``,
+    ``Action:``, ``Action Input:`` or ``Final Answer:`` (then a space or the end of the
+    line) or cannot start any label or Observation; no fence line comes before a label.
+    The result is then exactly what the two passes give (``tests/test_parse_plain.py``
+    checks it on every golden reply and on generated ones); only the labels that were
+    there are read, and :func:`_sections` onwards is shared.
+    """
+    if "<" in text or text.count("\n") >= _PLAIN_MAX_LINES:
+        return None  # a long reply pays one pass, not two
+    for word in stop_words or ():
+        if word and word in text:
+            return None
+    kept = text.rstrip()
+    if _partial_stop(kept, stop_words) < len(kept):
+        return None
+    labels: list[_Label] = []
+    fenced = False  # a fence line was seen: a later label might be inside it
+    start = 0
+    while True:
+        eol = kept.find("\n", start)
+        end = len(kept) if eol < 0 else eol
+        label = None
+        if kept.startswith(_PLAIN_STARTS, start):
+            for prefix, kind in _PLAIN_LABELS:
+                if kept.startswith(prefix, start):
+                    after = start + len(prefix)
+                    if after == end or kept[after] == " ":
+                        label = _Label(kind, P.STRONG, start, after, ())
+                    break
+        if label is not None:
+            if fenced or len(labels) >= MAX_LABELS - 1:
+                return None
+            labels.append(label)
+        elif start < end:
+            if P.LABEL.match(kept, start) or P.OBSERVATION_LABEL.match(kept, start):
+                return None
+            fenced = fenced or P.FENCE_LINE.match(kept, start) is not None
+        if eol < 0:
+            break
+        start = eol + 1
+    cut = _Cut(text=kept, codes=[], think=None, body_start=0, unclosed_think=False, masked=kept)
+    return cut, labels
+
+
+def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
+    """The step of a plain reply of the usual shape, read directly; None for any other.
+
+    The shapes: ``Thought:`` at the start, then ``Final Answer:``, or ``Action:`` (a tool
+    name, or a JSON blob naming one call) with an optional ``Action Input:``. Anything that
+    would make :func:`_read` or :func:`_choose` do more than keep those parts (an inline
+    label or blob in the thought, a finish or no-op tool, a second call, an empty answer)
+    leaves the reply to them; the result is the same either way.
+    """
+    kinds = tuple(label.kind for label in labels)
+    if not 2 <= len(kinds) <= 3 or kinds[0] != P.THOUGHT or labels[0].start != 0:
+        return None
+    second = labels[1]
+    thought = kept[labels[0].content : second.start]
+    if P.INLINE_LABEL.search(thought) is not None:
+        return None
+    thought = thought.strip()
+    if kinds == (P.THOUGHT, P.FINAL):
+        answer = kept[second.content :].strip()
+        if not answer or any(c in thought for c in _BLOB_CHARS):
+            return None
+        return ParsedStep(thought=thought or None, final_answer=answer, repairs=[], text=kept)
+    if kinds not in ((P.THOUGHT, P.ACTION), (P.THOUGHT, P.ACTION, P.ACTION_INPUT)):
+        return None
+    end = labels[2].start if len(labels) == 3 else len(kept)
+    items, problem = _action(kept[second.content : end], second.content)
+    if problem is not None or len(items) != 1:
+        return None
+    item = items[0]
+    tool = item.tool
+    if (
+        tool is None
+        or item.final is not None
+        or _is_finish(tool)
+        or P.normalise_word(tool) in _NOOP_NAMES
+    ):
+        return None
+    if len(labels) == 3:
+        if item.has_input:
+            return None  # a second input: a second call
+        _fill(item, kept[labels[2].content :], [])
+    return ParsedStep(
+        thought=thought or None,
+        actions=[ParsedAction(tool=tool, args=item.args, raw_input=item.raw_input)],
+        repairs=_dedupe(item.codes),
+        text=kept,
+    )
+
+
 def _sections(body: str, labels: list[_Label]) -> list[_Section]:
     """The reply split at the labels that count where they stand."""
     sections: list[_Section] = []
@@ -677,7 +800,12 @@ def parse_react(
     """
     if not text.strip():
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
-    cut = _cut(text, stop_words)
+    plain = _plain(text, stop_words)
+    if plain is not None:
+        step = _plain_step(plain[0].text, plain[1])
+        if step is not None:
+            return step
+    cut = _cut(text, stop_words) if plain is None else plain[0]
     offset = cut.body_start
     body = cut.masked  # the kept body, every later think block blanked out
     think = "\n\n".join(t for t in (cut.think.strip() if cut.think else "", *cut.later_think) if t)
@@ -702,7 +830,7 @@ def parse_react(
             pos=0,
             expected=EXPECTED_STEP + " before any 'Observation:'",
         )
-    sections = _sections(body, _labels(body))
+    sections = _sections(body, _labels(body) if plain is None else plain[1])
     reading = _read(sections)
     if not any(sec.kind == P.ACTION for sec in sections):
         _find_blobs(sections, reading)
@@ -965,6 +1093,8 @@ def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
         codes.extend("json:" + c for c in parsed.repairs)
         decoded: dict[str, Any] = parsed.value
         return decoded
+    if isinstance(value, dict):  # the usual case: no text needed, no code
+        return value
     args, more = _as_args(value, _dumps(value), [])
     codes.extend(more)
     return args
@@ -1143,6 +1273,8 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
     Candidates come from three position-ordered scans merged lazily; each is tried once,
     and the search gives up after ``_MAX_BLOB_CANDIDATES`` failures, so it stays linear.
     """
+    if not any(c in text for c in _BLOB_CHARS):  # every candidate needs one of them
+        return []
     candidates = heapq.merge(
         (m.start() for m in P.TOOL_CALL_TAG.finditer(text)),
         (m.start() for m in P.FENCE_LINE.finditer(text)),
