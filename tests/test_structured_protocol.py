@@ -271,7 +271,7 @@ def test_forced_final_answer() -> None:
 
 def test_a_refused_forced_reply_is_not_reminded_of_tools() -> None:
     # The forced request says what to write; its refusal must not offer a tool call again.
-    agent, model = make_agent(
+    agent, _ = make_agent(
         [
             step("get_weather", {"location": "Paris"}),
             final("<your answer>"),
