@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = [
+    "MAX_ENUM_VALUES",
+    "MAX_PROPERTIES",
+    "MAX_SCHEMA_CHARS",
     "GrammarError",
     "ReactLabels",
     "react_grammar",
@@ -41,6 +44,15 @@ __all__ = [
 ]
 
 _MAX_DEPTH: Final = 32
+
+# Past these sizes a schema gets no grammar (GrammarError: the request goes without a
+# constraint, the reply is still read and validated). They are OpenAI's limits for
+# Structured Outputs schemas (object properties in all, enum values in all, and the
+# characters of every property name, definition name, enum and const value together),
+# which keep a grammar within what llama.cpp and xgrammar compile in reasonable time.
+MAX_PROPERTIES: Final = 5000
+MAX_ENUM_VALUES: Final = 1000
+MAX_SCHEMA_CHARS: Final = 120_000
 _FENCE: Final = "`" * 3
 
 
@@ -119,6 +131,21 @@ class _Writer:
     rules: dict[str, str] = field(default_factory=dict)
     base: set[str] = field(default_factory=set)
     _refs: dict[str, str] = field(default_factory=dict)
+    _properties: int = 0
+    _enum_values: int = 0
+    _chars: int = 0
+
+    def count(self, *, properties: int = 0, enum_values: int = 0, chars: int = 0) -> None:
+        """Add to the schema's size; past OpenAI's limits the schema gets no grammar."""
+        self._properties += properties
+        self._enum_values += enum_values
+        self._chars += chars
+        if self._properties > MAX_PROPERTIES:
+            raise GrammarError(f"schema has more than {MAX_PROPERTIES} properties")
+        if self._enum_values > MAX_ENUM_VALUES:
+            raise GrammarError(f"schema has more than {MAX_ENUM_VALUES} enum values")
+        if self._chars > MAX_SCHEMA_CHARS:
+            raise GrammarError(f"schema names and values exceed {MAX_SCHEMA_CHARS} characters")
 
     def use(self, name: str) -> str:
         stack = [name]
@@ -149,11 +176,13 @@ class _Writer:
         if "$ref" in schema:
             return self._ref(schema["$ref"], depth)
         if "const" in schema:
+            self.count(chars=len(str(schema["const"])))
             return _json_literal(schema["const"])
         if "enum" in schema:
             values = schema["enum"]
             if not isinstance(values, list) or not values:
                 raise GrammarError(f"{name}: 'enum' must be a non-empty list")
+            self.count(enum_values=len(values), chars=sum(len(str(v)) for v in values))
             return self.add(name, " | ".join(_json_literal(v) for v in values))
         for key in ("anyOf", "oneOf"):
             if key in schema:
@@ -199,6 +228,7 @@ class _Writer:
             return self._refs[key]
         if key not in self.defs:
             raise GrammarError(f"reference {ref!r} names no definition")
+        self.count(chars=len(key))
         # Named before it is written, so a recursive definition refers to itself.
         rule = self.add(f"{self.prefix}-def-{key}", "")
         self._refs[key] = rule
@@ -242,6 +272,7 @@ class _Writer:
         if not isinstance(props, Mapping):
             raise GrammarError(f"{name}: 'properties' must be an object")
         required = set(schema.get("required") or ())
+        self.count(properties=len(props), chars=sum(len(str(k)) for k in props))
         if not props:
             extra = schema.get("additionalProperties", True)
             if extra is False:
@@ -254,30 +285,35 @@ class _Writer:
             value = self.node(props[key], f"{name}-{key}", depth + 1)
             members.append((f'{_json_literal(key)} ws ":" ws {value}', key in required))
         # tail(i, after): the members from i on, after a member was written or not. Named
-        # rules keep this linear in the number of properties.
-        tails: dict[tuple[int, bool], str] = {}
-
-        def tail(i: int, after: bool) -> str:
-            if i == len(members):
-                return ""
+        # rules keep this linear in the number of properties. They are written depth first
+        # with an explicit stack, not by recursion: a tool with thousands of parameters is
+        # as safe as one with three.
+        n = len(members)
+        tails: dict[tuple[int, bool], str] = {(n, True): "", (n, False): ""}
+        stack: list[tuple[int, bool]] = [(0, False)]
+        while stack:
+            i, after = stack[-1]
             if (i, after) in tails:
-                return tails[(i, after)]
+                stack.pop()
+                continue
             member, needed = members[i]
+            wanted = [(i + 1, True)] if needed else [(i + 1, True), (i + 1, after)]
+            missing = [key for key in wanted if key not in tails]
+            if missing:
+                stack.extend(reversed(missing))
+                continue
+            stack.pop()
             sep = '"," ws ' if after else ""
-            rest = tail(i + 1, True)
-            here = f"{sep}{member} {rest}".strip()
+            here = f"{sep}{member} {tails[(i + 1, True)]}".strip()
             if needed:
                 body = here
             else:
-                skip = tail(i + 1, after)
+                skip = tails[(i + 1, after)]
                 body = f"( {here} )" + (f" | {skip}" if skip else " | ")
                 if not skip:
                     body = f"( {here} )?"
-            rule = self.add(f"{name}-m{i}{'a' if after else ''}", body)
-            tails[(i, after)] = rule
-            return rule
-
-        return self.add(name, f'"{{" ws {tail(0, False)} ws "}}"')
+            tails[(i, after)] = self.add(f"{name}-m{i}{'a' if after else ''}", body)
+        return self.add(name, f'"{{" ws {tails[(0, False)]} ws "}}"')
 
 
 def _rule_name(text: str) -> str:

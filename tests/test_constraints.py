@@ -835,3 +835,77 @@ def test_function_calling_forced_final_rules_out_a_call_written_as_text() -> Non
     agent, model = scripted_agent("function_calling", "json_schema", ["Sunny."], tool_choice="none")
     agent.run("q")
     assert "extra_body" not in model.payloads[0] and "response_format" not in model.payloads[0]
+
+
+# --- schemas past the grammar's limits ----------------------------------------------------------
+
+
+def _wide_tool(width: int) -> Tool:
+    properties = {f"p{i}": {"type": "string"} for i in range(width)}
+    return Tool.from_schema(
+        "wide",
+        {"type": "object", "properties": properties, "required": ["p0"]},
+        lambda arguments: f"{len(arguments)} arguments",
+        description="A tool with many parameters.",
+    )
+
+
+@pytest.mark.parametrize("protocol", ["text", "structured"])
+@pytest.mark.parametrize("style", ["llama.cpp", "vllm"])
+def test_a_tool_with_thousands_of_parameters_runs_under_a_grammar(
+    protocol: str, style: str
+) -> None:
+    # The grammar writer recursed once per property: 1,000 parameters raised RecursionError.
+    call = (
+        'Thought: t\nAction: wide\nAction Input: {"p0": "x"}'
+        if protocol == "text"
+        else json.dumps({"thought": "t", "action": {"tool": "wide", "arguments": {"p0": "x"}}})
+    )
+    final = TEXT_FINAL if protocol == "text" else JSON_FINAL
+    agent, model = scripted_agent(protocol, style, [call, final], tools=[_wide_tool(3000)])
+    result = agent.run("Use wide.")
+    assert result.answer == "Sunny in Beijing."
+    assert result.steps[0].actions[0].observation == "1 arguments"
+    extra = model.payloads[0].get("extra_body", {})
+    assert extra.get("grammar") or extra.get("guided_grammar") or extra.get("guided_json")
+
+
+def test_the_grammar_is_built_without_recursion_for_wide_objects() -> None:
+    import sys
+
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(4000)}}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)  # the old writer needed one frame per property
+    try:
+        root, rules = schema_rules(schema, "wide")
+    finally:
+        sys.setrecursionlimit(limit)
+    assert root == "wide" and len(rules) > 4000
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (
+            {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(5001)}},
+            "more than 5000 properties",
+        ),
+        ({"enum": list(range(1001))}, "more than 1000 enum values"),
+        (
+            {"type": "object", "properties": {"a" * 120_001: {"type": "string"}}},
+            "exceed 120000 characters",
+        ),
+    ],
+)
+def test_schemas_past_openai_limits_get_no_grammar(schema: dict[str, Any], message: str) -> None:
+    with pytest.raises(GrammarError, match=message):
+        schema_rules(schema, "big")
+
+
+def test_a_tool_past_the_limits_runs_without_a_constraint() -> None:
+    call = 'Thought: t\nAction: wide\nAction Input: {"p0": "x"}'
+    agent, model = scripted_agent("text", "llama.cpp", [call, TEXT_FINAL], tools=[_wide_tool(6000)])
+    result = agent.run("Use wide.")
+    assert result.answer == "Sunny in Beijing."
+    assert result.steps[0].actions[0].status == "ok"
+    assert "grammar" not in model.payloads[0].get("extra_body", {})
