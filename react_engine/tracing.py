@@ -288,10 +288,20 @@ class RunTracer:
             span.set_attribute("gen_ai.tool.call.result", call.observation)
         if call.status != "ok":
             span.set_attribute("error.type", call.status)
-            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, call.error or ""))
+            # The error's text quotes the tool's exception, which may hold the tool's data
+            # (a password in a connection string): it is content, kept out unless wanted.
+            detail = (call.error or "") if self.content else call.status
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, detail))
         span.end()
 
     def _fail(self, span: Span, error: BaseException) -> None:
-        span.record_exception(error)
-        span.set_attribute("error.type", type(error).__qualname__)
-        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)[:300]))
+        kind = type(error).__qualname__
+        span.set_attribute("error.type", kind)
+        if self.content:
+            span.record_exception(error)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)[:300]))
+            return
+        # An error's message may quote a reply, a server's body or a tool's exception: only
+        # its type goes into the span unless content is wanted.
+        span.add_event("exception", {"exception.type": kind})
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, kind))

@@ -247,3 +247,72 @@ def test_a_program_that_does_not_trace_never_imports_opentelemetry() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def _everything(spans: tuple[ReadableSpan, ...]) -> str:
+    """Every string a span exports: attributes, events and status descriptions."""
+    parts = [all_text(spans)]
+    for span in spans:
+        parts.append(span.status.description or "")
+        parts.extend(e.name for e in span.events)
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+def test_a_failing_tool_leaks_nothing_without_content(
+    protocol: str, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    def broken(city: str) -> str:
+        """A tool whose error message holds secrets.
+
+        Args:
+            city: a city.
+        """
+        raise ValueError("db password=hunter2 for SSN-123-45-6789")
+
+    calls = (
+        [tool_call_reply(("broken", {"city": "Paris"})), reply("Sorry.")]
+        if protocol == "function_calling"
+        else [
+            'Thought: t\nAction: broken\nAction Input: {"city": "Paris"}',
+            "Thought: t\nFinal Answer: Sorry.",
+        ]
+    )
+    agent = Agent(
+        "m",
+        [broken],
+        client=ScriptedModel(calls),
+        protocol=protocol,
+        tracer_provider=provider,
+        trace_content=False,
+    )
+    result = agent.run("q")
+    assert "hunter2" in (result.steps[0].actions[0].observation or "")  # the model is told
+    spans = exporter.get_finished_spans()
+    (tool,) = by_name(spans)["execute_tool broken"]
+    assert tool.status.status_code == StatusCode.ERROR
+    text = _everything(spans)
+    assert "hunter2" not in text and "SSN" not in text
+
+
+def test_a_failed_run_leaks_no_message_without_content(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    secret = "Final Answer: the vault code is 4242"
+    model = ScriptedModel([secret, secret], default=reply(""))
+    agent = Agent(
+        "m",
+        client=model,
+        protocol="text",
+        max_consecutive_errors=0,
+        tracer_provider=provider,
+        output_type=int,
+    )
+    with pytest.raises(ErrorBudgetExhausted) as caught:
+        agent.run("q")
+    assert "4242" in str(caught.value) or "4242" in repr(caught.value.__dict__)
+    spans = exporter.get_finished_spans()
+    (run,) = by_name(spans)["invoke_agent"]
+    assert run.status.status_code == StatusCode.ERROR
+    assert run.status.description == "ErrorBudgetExhausted"
+    assert "4242" not in _everything(spans)
