@@ -591,6 +591,31 @@ def _streaming(r: dict[str, Any]) -> list[str]:
                 ["saved", _pct(stop.get("saving"))],
             ],
         ),
+        *_assembly(s.get("assembly", {})),
+    ]
+
+
+def _assembly(a: dict[str, Any]) -> list[str]:
+    if not a:
+        return []
+    small, large = a.get("deltas_small"), a.get("deltas_large")
+    rows = []
+    for key, label in (("plain", "no stop sequences"), ("with_stops", "watching stop sequences")):
+        row = a.get(key, {})
+        rows.append(
+            [
+                label,
+                f"{row.get('us_per_delta_small', 0):.2f} µs",
+                f"{row.get('us_per_delta_large', 0):.2f} µs",
+                _x(row.get("ratio")),
+            ]
+        )
+    return [
+        f"**Assembly of many small deltas.** One-character deltas fed to `ReplyBuilder`: the "
+        f"time per delta for {large} deltas as a ratio to the time per delta for {small} "
+        "(about 1.0× when assembly is linear in the reply's length):",
+        "",
+        *_table(["", f"per delta, {small}", f"per delta, {large}", "ratio"], rows),
     ]
 
 

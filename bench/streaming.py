@@ -12,6 +12,10 @@ the same total delay, all at once.
   ``Observation:`` and ``TAIL`` more words after the action. Without live detection the
   client reads the whole reply (its usage counts it); with it, the client closes the stream
   at the label. Reported: chunks the server wrote in each case, and the share saved.
+* **Assembly of many small deltas**: :class:`~react_engine.streaming.ReplyBuilder` fed
+  ``N`` one-character deltas, with and without stop sequences to watch. The time per delta
+  at ``10 N`` is reported as a ratio to the time per delta at ``N``: about 1 when assembly
+  is linear in the reply's length (it was quadratic: 200k deltas took 3.8 s).
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ import time
 from typing import Any
 
 from react_engine.model import OpenAIChatModel
-from react_engine.streaming import stream_once
+from react_engine.streaming import ReplyBuilder, stream_once
 from react_engine.testing import MockOpenAIServer, MockResponse, completion, stream_chunks
-from react_engine.types import ModelRequest, UserMessage
+from react_engine.types import ModelDelta, ModelRequest, UserMessage
 
 from .stats import median
 
@@ -112,6 +116,34 @@ async def _stop_saving(server: MockOpenAIServer, base_url: str) -> dict[str, Any
     }
 
 
+def _assemble(deltas: int, stop: tuple[str, ...]) -> float:
+    """Seconds per delta to assemble ``deltas`` one-character deltas (best of three)."""
+    pieces = [ModelDelta(content="ab"[i % 2]) for i in range(deltas)]
+    best = float("inf")
+    for _ in range(3):
+        builder = ReplyBuilder(stop)
+        started = time.perf_counter()
+        for piece in pieces:
+            builder.add(piece)
+        builder.response()
+        best = min(best, time.perf_counter() - started)
+    return best / deltas
+
+
+def measure_assembly(*, quick: bool = False) -> dict[str, Any]:
+    small = 2_000 if quick else 20_000
+    out: dict[str, Any] = {"deltas_small": small, "deltas_large": small * 10}
+    for key, stop in (("plain", ()), ("with_stops", STOP)):
+        per_small = _assemble(small, stop)
+        per_large = _assemble(small * 10, stop)
+        out[key] = {
+            "us_per_delta_small": per_small * 1e6,
+            "us_per_delta_large": per_large * 1e6,
+            "ratio": per_large / per_small if per_small else None,
+        }
+    return out
+
+
 def measure_streaming(*, quick: bool = False) -> dict[str, Any]:
     words = 16 if quick else WORDS
     delay = 0.002 if quick else DELAY_S
@@ -125,4 +157,5 @@ def measure_streaming(*, quick: bool = False) -> dict[str, Any]:
 
         out = asyncio.run(both())
     out.update({"words": words, "chunk_delay_ms": delay * 1e3})
+    out["assembly"] = measure_assembly(quick=quick)
     return out

@@ -63,9 +63,12 @@ class ReplyBuilder:
         self.stopped: str | None = None
         self.chunks = 0
         """Deltas with text, reasoning or a tool call: the completion tokens, estimated."""
-        self._content: list[str] = []
-        self._text = ""
-        self._shown = 0
+        self._shown: list[str] = []
+        """The text passed on so far, in pieces (joined once, at the end: appending to one
+        string would copy it on every delta, quadratic in a long reply)."""
+        self._pending = ""
+        """Text received but held back: it may be the beginning of a stop sequence. Never
+        longer than the longest stop sequence plus one delta."""
         self._any_content = False
         self._reasoning: list[str] = []
         self._calls: dict[int, _Call] = {}
@@ -101,31 +104,35 @@ class ReplyBuilder:
     def _add_text(self, piece: str) -> str:
         self._any_content = True
         if not self.stop:
-            self._text += piece
-            self._shown = len(self._text)
+            self._shown.append(piece)
             return piece
-        start = self._shown
-        self._text += piece
-        text = self._text
-        found = [(i, s) for s in self.stop if (i := text.find(s, start)) >= 0]
+        # A stop sequence can only begin in the held-back text or the new piece: whatever
+        # was passed on could not begin one (see _held_back).
+        text = self._pending + piece
+        found = [(i, s) for s in self.stop if (i := text.find(s)) >= 0]
         if found:
             at, label = min(found)
             self.stopped = label
-            self._text = text[:at]
             self._finish = "stop"
-            out = text[self._shown : at]
-            self._shown = at
-            return out
+            self._pending = ""
+            self._shown.append(text[:at])
+            return text[:at]
         held = _held_back(text, self.stop)
-        out = text[self._shown : len(text) - held]
-        self._shown = len(text) - held
+        out = text[: len(text) - held]
+        self._pending = text[len(text) - held :]
+        self._shown.append(out)
         return out
 
     def flush(self) -> str:
         """The text held back at the end of the stream (it was no stop sequence after all)."""
-        out = self._text[self._shown :]
-        self._shown = len(self._text)
+        out, self._pending = self._pending, ""
+        self._shown.append(out)
         return out
+
+    @property
+    def text(self) -> str:
+        """The reply's text so far, held-back text included."""
+        return "".join(self._shown) + self._pending
 
     def _add_call(self, chunk: ToolCallChunk) -> None:
         index = chunk.index
@@ -162,9 +169,10 @@ class ReplyBuilder:
             for _, c in sorted(self._calls.items())
             if c.name
         ]
+        text = self.text
         return ModelResponse(
             # An empty text beside tool calls is no text, as non-streamed replies send it.
-            content=self._text if self._any_content and (self._text or not calls) else None,
+            content=text if self._any_content and (text or not calls) else None,
             tool_calls=calls,
             reasoning="".join(self._reasoning) if self._reasoning else None,
             finish_reason=self._finish,
