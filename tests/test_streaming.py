@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
 import json
 import sys
 from typing import Any
@@ -329,7 +330,7 @@ def test_builder_output_does_not_depend_on_how_the_text_is_split(
     bounds = sorted({0, len(text), *(c for c in cuts if c <= len(text))})
     builder = ReplyBuilder(tuple(stops))
     passed = []
-    for start, end in zip(bounds, bounds[1:], strict=False):
+    for start, end in itertools.pairwise(bounds):
         out = builder.add(ModelDelta(content=text[start:end]))
         passed.append(out.content if out is not None and out.content else "")
     if builder.stopped is None:
