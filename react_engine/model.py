@@ -443,7 +443,9 @@ def context_overflow(status_code: int | None, body: str, code: str | None = None
     (prompt plus ``max_tokens``); servers send a 400, some proxies a 413."""
     if status_code not in (None, 400, 413, 422):
         return False
-    if code == "context_length_exceeded":
+    if code == "context_length_exceeded" or status_code == 413:
+        # 413 is "request entity too large": a proxy's own limit on the body, often a bare
+        # HTML page. What helps is the same as for a full context window: a shorter request.
         return True
     text = body[:4000].lower()
     return any(phrase in text for phrase in _OVERFLOW_PHRASES)
@@ -474,6 +476,8 @@ def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAP
         )
     if isinstance(exc, openai.APIResponseValidationError):
         return ModelUnavailableError("the chat API returned a malformed reply")
+    if isinstance(exc, openai.APIError):
+        return _stream_error(exc, secret)
     if isinstance(exc, openai.OpenAIError):
         return ModelRequestError(mask_secret(str(exc), secret)[:500])
     if isinstance(exc, ValueError | KeyError | TypeError | AttributeError):
@@ -484,6 +488,32 @@ def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAP
     return ModelUnavailableError(
         f"the chat API call failed: {type(exc).__name__}: {mask_secret(str(exc), secret)}"[:500]
     )
+
+
+_TRANSIENT_KINDS = (
+    "server_error",
+    "overloaded",
+    "rate_limit",
+    "timeout",
+    "unavailable",
+    "internal_error",
+    "try again",
+)
+"""Lower-case words by which an error sent inside a stream says it will pass."""
+
+
+def _stream_error(exc: Any, secret: str | None) -> ModelAPIError:
+    """An error the server sent as an event of a stream (``data: {"error": {...}}``), after
+    its 200: transient ("overloaded", "server_error") unless it says the request is wrong."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    kind = " ".join(str(body.get(key) or "") for key in ("type", "code", "message")).lower()
+    text = mask_secret(json.dumps(body, default=str) if body else str(exc), secret)
+    msg = f"the chat API sent an error inside the stream: {text[:500]}"
+    if context_overflow(None, kind, str(body.get("code") or "")):
+        return ContextWindowExceeded(msg, status_code=None, body=text)
+    if any(word in kind for word in _TRANSIENT_KINDS):
+        return ModelUnavailableError(msg, body=text)
+    return ModelRequestError(msg, body=text)
 
 
 class OpenAIChatModel(ChatModel):

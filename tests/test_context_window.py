@@ -97,6 +97,12 @@ OVERFLOWS: dict[str, tuple[int, Any]] = {
         ],
     ),
     "proxy_413": (413, "Request Entity Too Large: context window exceeded"),
+    "bare_proxy_413": (
+        413,
+        "<html><head><title>413 Request Entity Too Large</title></head><body>"
+        "<center><h1>413 Request Entity Too Large</h1></center><hr><center>nginx</center>"
+        "</body></html>",
+    ),
 }
 
 # 4xx errors that are not an overflow: they must stay plain ModelRequestErrors.
@@ -226,7 +232,9 @@ def _agent(srv: MockOpenAIServer, protocol: str, **options: Any) -> Agent:
 
 
 @pytest.mark.parametrize("protocol", ["function_calling", "text"])
-@pytest.mark.parametrize("provider", ["openai", "vllm", "llama_cpp_python", "llama_cpp_server"])
+@pytest.mark.parametrize(
+    "provider", ["openai", "vllm", "llama_cpp_python", "llama_cpp_server", "bare_proxy_413"]
+)
 def test_earlier_observations_are_shortened_and_the_run_answers(
     make_server: Any, protocol: str, provider: str
 ) -> None:

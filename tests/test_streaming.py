@@ -279,6 +279,37 @@ def test_a_stream_cut_midway_is_discarded_and_retried() -> None:
     assert isinstance(result, RunDone) and result.result.answer == "It is overcast in Paris."
 
 
+def _error_midway(error: dict[str, Any]) -> MockResponse:
+    """A stream that starts well, then carries an error event instead of the rest."""
+    chunks = stream_chunks(completion(TEXT_FINAL))
+    return MockResponse(chunks=[*chunks[:3], {"error": error}])
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"type": "server_error", "message": "overloaded"},
+        {"type": "overloaded_error", "message": "Overloaded"},
+        {"message": "Rate limit reached, please try again", "code": "rate_limit_exceeded"},
+    ],
+)
+def test_an_error_event_inside_a_stream_is_retried_as_transient(error: dict[str, Any]) -> None:
+    with ScriptedServer(_error_midway(error), completion(TEXT_FINAL)) as server:
+        events = collect(make_agent(server, "text"))
+        assert len(server.requests) == 2
+    assert sum(isinstance(e, ReplyDiscarded) for e in events) == 1
+    result = events[-1]
+    assert isinstance(result, RunDone) and result.result.answer == "It is overcast in Paris."
+
+
+def test_an_error_event_that_blames_the_request_is_not_retried() -> None:
+    error = {"type": "invalid_request_error", "message": "Invalid value for 'tools'"}
+    with ScriptedServer(_error_midway(error), default=completion(TEXT_FINAL)) as server:
+        with pytest.raises(ModelRequestError, match="inside the stream"):
+            collect(make_agent(server, "text"))
+        assert len(server.requests) == 1
+
+
 def test_reasoning_deltas_are_reported_apart_from_the_text() -> None:
     body = completion("It is overcast.")
     body["choices"][0]["message"]["reasoning_content"] = "Let me think about Paris."
