@@ -198,7 +198,15 @@ class Agent:
             raise ConfigurationError(
                 f"client must be an openai client or a ChatModel, not {type(client).__name__}"
             )
+        for option, value in (("base_url", base_url), ("api_key", api_key)):
+            if value is not None and not isinstance(value, str):
+                raise ConfigurationError(f"{option} must be a str, not {describe(value)}")
         url = base_url or os.environ.get("OPENAI_BASE_URL")
+        if url and not url.lower().startswith(("http://", "https://")):
+            raise ConfigurationError(
+                f"base_url must be an http:// or https:// URL, not {url!r} "
+                "(for example http://localhost:8080/v1)"
+            )
         if not url and not api_key:
             raise ConfigurationError(
                 "no endpoint: pass client=, base_url= or api_key=, set OPENAI_BASE_URL / "

@@ -204,28 +204,38 @@ def mask_key(key: str | None) -> str:
     return f"{key[:3]}...{key[-4:]}"
 
 
+MAX_TOKEN_COUNT = 10**12
+"""The largest token count read from a server: no request comes near a trillion tokens, and
+a larger figure (``1e308``) is garbage that would swamp every total built on it."""
+
+
 def _count(value: Any) -> int | None:
     """A token count as the server sent it, or ``None`` when it is not one.
 
     Servers send ints, but also floats (``12.0``), numeric strings, ``null``, or garbage
-    (``"abc"``); a negative count is read as 0, so it can never lower a running total.
+    (``"abc"``, ``1e308``); a negative count is read as 0, so it can never lower a running
+    total, and one past :data:`MAX_TOKEN_COUNT` is not a count.
     """
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return max(0, value)
-    if isinstance(value, float):
-        return max(0, int(value)) if math.isfinite(value) else None
-    if isinstance(value, str):
+    number: float | int
+    if isinstance(value, int | float):
+        number = value
+    elif isinstance(value, str):
         try:
-            return max(0, int(value.strip()))
+            number = int(value.strip())
         except ValueError:
             try:
                 number = float(value)
             except ValueError:
                 return None
-            return max(0, int(number)) if math.isfinite(number) else None
-    return None
+    else:
+        return None
+    if isinstance(number, float) and not math.isfinite(number):
+        return None
+    if number > MAX_TOKEN_COUNT:
+        return None
+    return max(0, int(number))
 
 
 def _field(raw: Any, name: str) -> Any:

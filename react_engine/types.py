@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +88,37 @@ class ModelSettings:
     when it has no single number)."""
     extra_body: Mapping[str, Any] | None = None
     """Provider-specific fields sent as they are (e.g. ``{"enable_thinking": False}``)."""
+
+    def __post_init__(self) -> None:
+        # A wrong value is the caller's mistake, said here and not by the server after a
+        # paid request (or, for a NaN temperature, taken for a malformed reply and retried).
+        _check_number("temperature", self.temperature, integer=False, low=0.0)
+        _check_number("seed", self.seed, integer=True, low=None)
+        _check_number("max_tokens", self.max_tokens, integer=True, low=1)
+        _check_number("timeout", self.timeout, integer=False, low=0.0, open_low=True)
+        if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
+            raise _settings_error(f"extra_body must be a mapping, not {self.extra_body!r}")
+
+
+def _settings_error(message: str) -> Exception:
+    from .errors import ConfigurationError
+
+    return ConfigurationError(f"ModelSettings: {message}")
+
+
+def _check_number(
+    name: str, value: Any, *, integer: bool, low: float | None, open_low: bool = False
+) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
+        kind = "an integer" if integer else "a number"
+        raise _settings_error(f"{name} must be {kind}, not {value!r}")
+    if not math.isfinite(value):
+        raise _settings_error(f"{name} must be a finite number, not {value!r}")
+    if low is not None and (value <= low if open_low else value < low):
+        bound = f"greater than {low:g}" if open_low else f"at least {low:g}"
+        raise _settings_error(f"{name} must be {bound}, not {value!r}")
 
 
 @dataclass(slots=True, frozen=True)

@@ -32,7 +32,6 @@ from react_engine import (
     CapabilityCache,
     CapabilityRegistry,
     ConfigurationError,
-    ModelSettings,
     RunAborted,
     ScriptedModel,
     Tool,
@@ -365,7 +364,7 @@ BAD_OPTIONS = [
     {"max_steps": True},
     {"settings": None},
     {"settings": {"temperature": 0}},
-    {"settings": ModelSettings(timeout=-1)},
+    # ModelSettings(timeout=-1) is refused when it is made: tests/test_bad_settings.py
     {"retry": None},
     {"tool_timeout": -1},
     {"tool_timeout": math.nan},
