@@ -10,6 +10,7 @@ call and ends the run once the step is recorded (:meth:`ToolRunner.abort`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -140,8 +141,10 @@ class ToolRunner:
                     _fail(record, "error", f"{tool.name} was interrupted: the run was cancelled")
                 raise
             self._note_abort(state, record, tool, exc)
-        except (KeyboardInterrupt, SystemExit, GeneratorExit) as exc:
-            self._note_abort(state, record, tool, exc)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                raise  # a tool's exceptions are observations already (_invoke); not this one
+            self._note_abort(state, record, tool, exc)  # raised again by abort()
 
     async def _approved(self, state: RunState, record: ActionRecord, tool: Tool) -> bool:
         """Ask the approver, within the run's deadline. A sync approver runs on a worker
@@ -241,21 +244,25 @@ class ToolRunner:
     def abort(state: RunState) -> None:
         """End the run after a tool raised a ``BaseException`` (its step is recorded).
 
-        ``KeyboardInterrupt`` is re-raised as it is, so that Ctrl-C still stops the program
-        (turning it into an ``Exception`` would let ``except Exception`` swallow it); the
-        result so far rides on it as ``exc.result`` (a conversation's history keeps the step
-        anyway). Everything else (``SystemExit``, a ``CancelledError`` the tool raised
-        itself, ``GeneratorExit``) becomes :class:`RunAborted`, with the original as its
-        ``__cause__``: a tool has no business ending the caller's program or task.
+        ``SystemExit``, a ``CancelledError`` the tool raised itself and ``GeneratorExit``
+        become :class:`RunAborted`, with the original as its ``__cause__``: a tool has no
+        business ending the caller's program or task. Any other ``BaseException``
+        (``KeyboardInterrupt``, a test framework's ``Failed``, gevent's ``Timeout``) is
+        re-raised as it is, so that it does what its raiser meant (Ctrl-C stops the
+        program, ``pytest.fail`` fails the test; turning it into an ``Exception`` would let
+        ``except Exception`` swallow it). Either way the result so far, with the step of
+        the call that raised, rides on it as ``exc.result`` (a conversation's history keeps
+        the step anyway).
         """
         exc = state.abort
         assert exc is not None
         message = f"a tool raised {type(exc).__name__}; the run was aborted"
         result = state.result(None, "error", error=message)
-        if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, SystemExit | GeneratorExit | asyncio.CancelledError):
+            raise RunAborted(message, result=result) from exc
+        with contextlib.suppress(AttributeError, TypeError):  # an exception with __slots__
             exc.result = result  # type: ignore[attr-defined]
-            raise exc
-        raise RunAborted(message, result=result) from exc
+        raise exc
 
 
 def _being_cancelled() -> bool:
