@@ -90,8 +90,8 @@ class Agent:
     :class:`AgentConfig` fields, given as keywords; ``output_type`` (one of them) makes the
     final answer typed: ``result.output`` is then the validated value (a pydantic model
     instance, a list...). ``temperature``, ``max_tokens``, ``seed`` and ``top_p``, given as
-    keywords, go into ``settings``. ``mcp_servers`` (MCP server handles, see :mod:`react_engine.mcp`)
-    are connected for each run and their tools added to ``tools``.
+    keywords, go into ``settings``. ``mcp_servers`` (MCP server handles, see
+    :mod:`react_engine.mcp`) are connected for each run and their tools added to ``tools``.
     """
 
     def __init__(

@@ -5,7 +5,6 @@ run."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -144,7 +143,11 @@ def _unknown_option(name: str, what: str, fields: set[str], agent_options: Colle
     head = f"unknown {what} option {name!r}"
     if name in _HINTS:
         return f"{head}: use {_HINTS[name]}"
-    known = sorted(fields | set(SAMPLING_SHORTHANDS) | (set(agent_options) if what == "Agent" else set()))
+    known = sorted(
+        fields | set(SAMPLING_SHORTHANDS) | (set(agent_options) if what == "Agent" else set())
+    )
+    import difflib  # only for a mistake: not loaded with the package
+
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
     if close:
         return f"{head}: did you mean {close[0]!r}?"

@@ -406,7 +406,7 @@ class RunResult:
 
 
 def _cut(text: str | None, limit: int = 60) -> str | None:
-    return text if text is None or len(text) <= limit else text[: limit - 1] + "…"
+    return text if text is None or len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _escape_separators(line: str) -> str:
