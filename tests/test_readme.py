@@ -213,7 +213,9 @@ def test_readme_block_runs(
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    example, scenario = EXAMPLES[index], SCRIPTS[IDS[index]]
+    example, scenario = EXAMPLES[index], SCRIPTS.get(IDS[index])
+    if scenario is None:
+        pytest.fail(f"README block {IDS[index]} ({example}) has no scenario in SCRIPTS")
     if index and (name := is_file(EXAMPLES[index - 1])):
         (reader_env / name).write_text(EXAMPLES[index - 1].source, encoding="utf-8")
     for path, text in scenario.files.items():
