@@ -169,6 +169,19 @@ def test_a_model_without_sampling_is_sent_no_top_p() -> None:
     assert "top_p" not in model.payloads[0] and "temperature" not in model.payloads[0]
 
 
+def test_top_p_is_on_the_chat_span() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    agent(top_p=0.25, tracer_provider=provider).run("q")
+    (chat,) = [s for s in spans.get_finished_spans() if s.name.startswith("chat ")]
+    assert chat.attributes is not None and chat.attributes["gen_ai.request.top_p"] == 0.25
+
+
 # --- RunResult's repr ------------------------------------------------------------------------
 
 
