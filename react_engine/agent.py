@@ -17,7 +17,6 @@ a plain :meth:`Agent.arun` with no tracer has no receiver at all.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import logging
 import os
@@ -32,7 +31,7 @@ from .capabilities import (
     default_registry,
     resolve,
 )
-from .config import AgentConfig, check_config, describe, tool_list
+from .config import AgentConfig, check_config, describe, tool_list, with_options
 from .errors import ConfigurationError
 from .model import ChatModel, OpenAIChatModel, mask_key
 from .output import FINAL_RESULT, output_spec
@@ -90,8 +89,9 @@ class Agent:
     ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Limits are
     :class:`AgentConfig` fields, given as keywords; ``output_type`` (one of them) makes the
     final answer typed: ``result.output`` is then the validated value (a pydantic model
-    instance, a list...). ``mcp_servers`` (MCP server handles, see :mod:`react_engine.mcp`)
-    are connected for each run and their tools added to ``tools``.
+    instance, a list...). ``temperature``, ``max_tokens``, ``seed`` and ``top_p``, given as
+    keywords, go into ``settings``. ``mcp_servers`` (MCP server handles, see
+    :mod:`react_engine.mcp`) are connected for each run and their tools added to ``tools``.
     """
 
     def __init__(
@@ -156,10 +156,9 @@ class Agent:
         self.trace_content = trace_content
         """Put prompts, replies, tool arguments and results in the spans (``None``: as the
         ``REACT_ENGINE_TRACE_CONTENT`` environment variable says)."""
-        try:
-            self.config = dataclasses.replace(config or AgentConfig(), **limits)
-        except TypeError as exc:
-            raise ConfigurationError(f"unknown Agent option: {exc}") from None
+        self.config = with_options(
+            config or AgentConfig(), limits, what="Agent", agent_options=_AGENT_OPTIONS
+        )
         check_config(self.config)
         self._protocol_spec = protocol
         if not isinstance(protocol, Protocol) and protocol not in protocol_names():
@@ -258,7 +257,8 @@ class Agent:
         """Answer one question. ``history`` (a conversation's items) is extended in place.
 
         ``options`` override :class:`AgentConfig` fields for this run (``tool_choice``,
-        ``max_steps``, ``deadline``, ``output_type``...).
+        ``max_steps``, ``deadline``, ``output_type``...), and ``temperature``, ``max_tokens``,
+        ``seed`` and ``top_p`` the agent's ``settings``.
         """
         return await self._arun(question, self._model_async, history=history, **options)
 
@@ -346,10 +346,11 @@ class Agent:
         streaming: bool = False,
         **options: Any,
     ) -> RunResult:
-        try:
-            cfg = dataclasses.replace(self.config, **options) if options else self.config
-        except TypeError as exc:
-            raise ConfigurationError(f"unknown run option: {exc}") from None
+        cfg = (
+            with_options(self.config, options, what="run", agent_options=_AGENT_OPTIONS)
+            if options
+            else self.config
+        )
         check_config(cfg)
         if not isinstance(question, str):
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
@@ -399,6 +400,14 @@ class Agent:
                 raise
             state.emit(_running.RunDone(result))
             return result
+
+
+_AGENT_OPTIONS = frozenset(
+    Agent.__init__.__code__.co_varnames[
+        1 : Agent.__init__.__code__.co_argcount + Agent.__init__.__code__.co_kwonlyargcount
+    ]
+)
+"""The keywords ``Agent(...)`` takes besides the :class:`AgentConfig` fields."""
 
 
 def _blocking_events(events: AsyncGenerator[Event, None]) -> Iterator[Event]:

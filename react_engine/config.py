@@ -4,10 +4,11 @@ run."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from .errors import ConfigurationError
 from .model import RetryPolicy
@@ -15,7 +16,14 @@ from .output import output_spec
 from .tools import Tool
 from .types import ModelSettings, ToolChoice
 
-__all__ = ["AgentConfig", "check_config", "describe", "tool_list"]
+__all__ = [
+    "SAMPLING_SHORTHANDS",
+    "AgentConfig",
+    "check_config",
+    "describe",
+    "tool_list",
+    "with_options",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +63,9 @@ class AgentConfig:
     multi_action: bool = True
     """Text protocol: run every action of a reply (like parallel calls), or only the first."""
     settings: ModelSettings = field(default_factory=ModelSettings)
-    """Temperature, seed, max_tokens, timeout, extra_body."""
+    """Temperature, seed, max_tokens, top_p, timeout, extra_body. ``temperature=``,
+    ``max_tokens=``, ``seed=`` and ``top_p=`` may also be given as options of their own
+    (see :func:`with_options`)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     """Network retries of transient API errors."""
     output_type: Any = str
@@ -63,6 +73,85 @@ class AgentConfig:
     ``TypedDict``, ``list[int]``... that the answer must be JSON valid for. The model is
     shown its schema, an answer that fails validation is sent back naming the fields (a
     failed turn), and ``result.output`` is the validated value."""
+
+
+SAMPLING_SHORTHANDS: Final[tuple[str, ...]] = ("temperature", "max_tokens", "seed", "top_p")
+""":class:`ModelSettings` fields accepted as options of their own, as users of other agent
+libraries write them first: ``Agent(m, tools, temperature=0)`` means
+``Agent(m, tools, settings=ModelSettings(temperature=0))``."""
+
+_HINTS: Final[Mapping[str, str]] = {
+    # Names other agent libraries use for what is spelled differently here.
+    "max_iterations": "max_steps",
+    "max_turns": "max_steps",
+    "model_settings": "settings",
+    "system_prompt": "instructions",
+    "max_retries": "retry=RetryPolicy(max_attempts=...)",
+    "timeout": (
+        "deadline (seconds for the whole run), tool_timeout (for one tool call) or "
+        "settings=ModelSettings(timeout=...) (for one request)"
+    ),
+}
+
+
+def with_options(
+    base: AgentConfig,
+    options: Mapping[str, Any],
+    *,
+    what: str,
+    agent_options: Collection[str] = (),
+) -> AgentConfig:
+    """``base`` with ``options`` applied: :class:`AgentConfig` fields by name, and the
+    :data:`SAMPLING_SHORTHANDS` merged into its ``settings``.
+
+    ``what`` names the caller in errors (``"Agent"`` or ``"run"``). ``agent_options`` are
+    the names ``Agent(...)`` takes besides the configuration: suggested for a misspelt
+    ``Agent`` option, and named as not per-run options when a run is given one.
+
+    A shorthand overrides the same field of ``base.settings`` (the agent's settings, when
+    a run is given one). Given together with ``settings=`` in the same call, it must agree
+    with that field, unless the field is ``None``: ``settings=ModelSettings(temperature=0.5),
+    temperature=0`` says two things, and is a :class:`ConfigurationError`.
+    """
+    fields = {f.name for f in dataclasses.fields(AgentConfig)}
+    unknown = [name for name in options if name not in fields and name not in SAMPLING_SHORTHANDS]
+    if unknown:
+        raise ConfigurationError(
+            "; ".join(_unknown_option(name, what, fields, agent_options) for name in unknown)
+        )
+    config = {k: v for k, v in options.items() if k in fields}
+    shorthand = {k: v for k, v in options.items() if k in SAMPLING_SHORTHANDS}
+    cfg = dataclasses.replace(base, **config)
+    if not shorthand or not isinstance(cfg.settings, ModelSettings):
+        return cfg  # a settings= of the wrong type is check_config's to report
+    explicit = config.get("settings")
+    if isinstance(explicit, ModelSettings):
+        for name, value in shorthand.items():
+            current = getattr(explicit, name)
+            if current is not None and current != value:
+                raise ConfigurationError(
+                    f"{name} is given twice, as {name}={value!r} and in "
+                    f"settings=ModelSettings({name}={current!r}): give it once"
+                )
+    return dataclasses.replace(cfg, settings=dataclasses.replace(cfg.settings, **shorthand))
+
+
+def _unknown_option(name: str, what: str, fields: set[str], agent_options: Collection[str]) -> str:
+    """The error for one option nobody takes, with the name that was probably meant."""
+    if what != "Agent" and name in agent_options:
+        return f"{name!r} is an option of Agent(...), not of a run: set it when building the agent"
+    head = f"unknown {what} option {name!r}"
+    if name in _HINTS:
+        return f"{head}: use {_HINTS[name]}"
+    known = sorted(
+        fields | set(SAMPLING_SHORTHANDS) | (set(agent_options) if what == "Agent" else set())
+    )
+    import difflib  # only for a mistake: not loaded with the package
+
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if close:
+        return f"{head}: did you mean {close[0]!r}?"
+    return f"{head}; the {what} options are {', '.join(known)}"
 
 
 def check_config(cfg: AgentConfig) -> None:
@@ -89,9 +178,27 @@ def check_config(cfg: AgentConfig) -> None:
     if not isinstance(cfg.settings, ModelSettings):
         raise ConfigurationError(f"settings must be a ModelSettings, not {describe(cfg.settings)}")
     check_seconds(cfg.settings.timeout, "settings.timeout")
+    check_settings(cfg.settings)
     if not isinstance(cfg.retry, RetryPolicy):
         raise ConfigurationError(f"retry must be a RetryPolicy, not {describe(cfg.retry)}")
     output_spec(cfg.output_type)
+
+
+def check_settings(s: ModelSettings) -> None:
+    """The sampling settings' types and ranges: ``temperature="0.2"`` fails here, not as
+    the server's 400 on the first request."""
+    for name, low, high in (("temperature", 0.0, None), ("top_p", 0.0, 1.0)):
+        value = getattr(s, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigurationError(f"{name} must be a number or None, not {describe(value)}")
+        if not math.isfinite(value) or value < low or (high is not None and value > high):
+            span = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+            raise ConfigurationError(f"{name} must be {span}, not {value!r}")
+    check_int(s.max_tokens, "max_tokens", minimum=1, optional=True)
+    if s.seed is not None and (isinstance(s.seed, bool) or not isinstance(s.seed, int)):
+        raise ConfigurationError(f"seed must be an int or None, not {describe(s.seed)}")
 
 
 def describe(value: Any) -> str:

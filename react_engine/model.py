@@ -160,6 +160,8 @@ def request_payload(request: ModelRequest) -> dict[str, Any]:
         payload["seed"] = s.seed
     if s.max_tokens is not None:
         payload["max_tokens"] = s.max_tokens
+    if s.top_p is not None:
+        payload["top_p"] = s.top_p
     extra: dict[str, Any] = dict(s.extra_body) if s.extra_body else {}
     if request.constraint is not None:
         _constrain(request.constraint, payload, extra)

@@ -194,7 +194,7 @@ class RunState:
         """The request settings, shaped to the model and ending with the run's deadline.
 
         A model that takes no ``temperature`` (``Capabilities.sampling`` false: OpenAI's
-        reasoning models answer HTTP 400 to any but the default) is sent none.
+        reasoning models answer HTTP 400 to any but the default) is sent none, nor ``top_p``.
 
         A blocking client's request runs in a worker thread that cancelling cannot stop,
         and ``asyncio.run`` waits for that thread: without a timeout that ends with the
@@ -202,8 +202,8 @@ class RunState:
         when the HTTP timeout (600 s by default) fires.
         """
         settings, left = self.config.settings, self.remaining()
-        if not self.caps.sampling and settings.temperature is not None:
-            settings = dataclasses.replace(settings, temperature=None)
+        if not self.caps.sampling and (settings.temperature, settings.top_p) != (None, None):
+            settings = dataclasses.replace(settings, temperature=None, top_p=None)
         if left is None or (settings.timeout is not None and settings.timeout <= left):
             return settings
         return dataclasses.replace(settings, timeout=max(left, 0.001))

@@ -18,7 +18,10 @@ import inspect
 import json
 import math
 import operator
+import os
 import re
+import sys
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast, get_type_hints, overload
@@ -465,6 +468,8 @@ def tool(
             timeout=timeout,
             max_observation_chars=max_observation_chars,
         )
+        if description is None:
+            _warn_if_undescribed(built, fn)
         return built
 
     if function is not None:
@@ -477,12 +482,38 @@ def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
     out: list[Tool] = []
     seen: set[str] = set()
     for item in items:
-        t = item if isinstance(item, Tool) else Tool.from_function(item)
+        if isinstance(item, Tool):
+            t = item
+        else:
+            t = Tool.from_function(item)
+            _warn_if_undescribed(t, item)
         if t.name in seen:
             raise ToolDefinitionError(f"two tools are named {t.name!r}", tool_name=t.name)
         seen.add(t.name)
         out.append(t)
     return out
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _warn_if_undescribed(built: Tool, function: Callable[..., Any]) -> None:
+    """A tool made from a function with no docstring (and no ``description=``) is sent to
+    the model with no description at all: say so where the user made it."""
+    if built.description.strip():
+        return
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller's frame
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    where = getattr(function, "__qualname__", None) or getattr(function, "__name__", "?")
+    lack = "only documents parameters" if inspect.getdoc(function) else "has no docstring"
+    warnings.warn(
+        f"tool {built.name!r}: the function {where} {lack}, so the model gets no "
+        "description of what the tool does; write one (its first paragraph describes the "
+        "tool, an Args: section each parameter) or pass @tool(description=...)",
+        UserWarning,
+        stacklevel=level,
+    )
 
 
 # --- schema ------------------------------------------------------------------------------------

@@ -221,6 +221,8 @@ class RunTracer:
             attributes["gen_ai.request.max_tokens"] = settings.max_tokens
         if settings.seed is not None:
             attributes["gen_ai.request.seed"] = settings.seed
+        if settings.top_p is not None:
+            attributes["gen_ai.request.top_p"] = settings.top_p
         if request.stop:
             attributes["gen_ai.request.stop_sequences"] = list(request.stop)
         if self.content:

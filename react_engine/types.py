@@ -88,6 +88,9 @@ class ModelSettings:
     when it has no single number)."""
     extra_body: Mapping[str, Any] | None = None
     """Provider-specific fields sent as they are (e.g. ``{"enable_thinking": False}``)."""
+    top_p: float | None = None
+    """Nucleus sampling, sent as ``top_p`` where given; like ``temperature``, not sent to a
+    model that takes no sampling parameters (``Capabilities.sampling`` false)."""
 
     def __post_init__(self) -> None:
         # A wrong value is the caller's mistake, said here and not by the server after a
@@ -358,7 +361,7 @@ class UserTurn:
 HistoryItem: TypeAlias = UserTurn | Step
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class RunResult:
     """Everything a run produced."""
 
@@ -378,6 +381,19 @@ class RunResult:
     output: Any = None
     """The final answer as the run's ``output_type`` (a model instance, a list...); the
     answer text itself without one; ``None`` when the run gave no answer."""
+
+    def __repr__(self) -> str:
+        """One line: the answer (cut at 60 characters), why the run stopped (and the error,
+        if any), the protocol, the number of steps and the tokens; ``result.steps`` and
+        :meth:`trace` have the rest."""
+        u = self.usage
+        error = "" if self.error is None else f", error={_cut(self.error)!r}"
+        return (
+            f"RunResult(answer={_cut(self.answer)!r}, stop_reason={self.stop_reason!r}"
+            f"{error}, protocol={self.protocol!r}, steps={len(self.steps)}, "
+            f"usage=<{u.total_tokens} tokens: {u.prompt_tokens} prompt, "
+            f"{u.completion_tokens} completion, {u.requests} requests>)"
+        )
 
     @property
     def tool_calls(self) -> list[ActionRecord]:
@@ -419,6 +435,10 @@ class RunResult:
     def write_trace(self, path: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(self.to_jsonl())
+
+
+def _cut(text: str | None, limit: int = 60) -> str | None:
+    return text if text is None or len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _escape_separators(line: str) -> str:

@@ -239,6 +239,7 @@ def test_definition_errors_are_raised_where_the_tool_is_defined() -> None:
         b: int
 
     def takes_a(a: int) -> int:
+        """Give a back."""
         return a
 
     with pytest.raises(ToolDefinitionError, match="fields the function does not take: b"):
