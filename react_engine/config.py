@@ -14,7 +14,7 @@ from .errors import ConfigurationError
 from .model import RetryPolicy
 from .output import output_spec
 from .tools import Tool
-from .types import ModelSettings, ToolChoice
+from .types import ModelSettings, ToolChoice, describe
 
 __all__ = [
     "SAMPLING_SHORTHANDS",
@@ -177,36 +177,9 @@ def check_config(cfg: AgentConfig) -> None:
             )
     if not isinstance(cfg.settings, ModelSettings):
         raise ConfigurationError(f"settings must be a ModelSettings, not {describe(cfg.settings)}")
-    check_seconds(cfg.settings.timeout, "settings.timeout")
-    check_settings(cfg.settings)
     if not isinstance(cfg.retry, RetryPolicy):
         raise ConfigurationError(f"retry must be a RetryPolicy, not {describe(cfg.retry)}")
     output_spec(cfg.output_type)
-
-
-def check_settings(s: ModelSettings) -> None:
-    """The sampling settings' types and ranges: ``temperature="0.2"`` fails here, not as
-    the server's 400 on the first request."""
-    for name, low, high in (("temperature", 0.0, None), ("top_p", 0.0, 1.0)):
-        value = getattr(s, name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigurationError(f"{name} must be a number or None, not {describe(value)}")
-        if not math.isfinite(value) or value < low or (high is not None and value > high):
-            span = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
-            raise ConfigurationError(f"{name} must be {span}, not {value!r}")
-    check_int(s.max_tokens, "max_tokens", minimum=1, optional=True)
-    if s.seed is not None and (isinstance(s.seed, bool) or not isinstance(s.seed, int)):
-        raise ConfigurationError(f"seed must be an int or None, not {describe(s.seed)}")
-
-
-def describe(value: Any) -> str:
-    """A wrong option's value and type, for a configuration error."""
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({type(value).__name__})"
 
 
 def check_int(value: Any, name: str, *, minimum: int, optional: bool = False) -> None:

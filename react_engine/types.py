@@ -95,33 +95,57 @@ class ModelSettings:
     def __post_init__(self) -> None:
         # A wrong value is the caller's mistake, said here and not by the server after a
         # paid request (or, for a NaN temperature, taken for a malformed reply and retried).
-        _check_number("temperature", self.temperature, integer=False, low=0.0)
-        _check_number("seed", self.seed, integer=True, low=None)
-        _check_number("max_tokens", self.max_tokens, integer=True, low=1)
-        _check_number("timeout", self.timeout, integer=False, low=0.0, open_low=True)
+        # Every way of making settings comes through here: ModelSettings(...), the
+        # temperature=/top_p=/... shorthands, dataclasses.replace.
+        _check_number("temperature", self.temperature, 0.0, None)
+        _check_number("top_p", self.top_p, 0.0, 1.0)
+        _check_int("max_tokens", self.max_tokens, 1)
+        _check_int("seed", self.seed, None)
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, int | float)
+            or not math.isfinite(self.timeout)
+            or self.timeout <= 0
+        ):
+            raise _settings_error(
+                "settings.timeout must be a positive, finite number of seconds (None for the "
+                f"client's own), not {describe(self.timeout)}"
+            )
         if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
-            raise _settings_error(f"extra_body must be a mapping, not {self.extra_body!r}")
+            raise _settings_error(f"extra_body must be a mapping, not {describe(self.extra_body)}")
 
 
 def _settings_error(message: str) -> Exception:
     from .errors import ConfigurationError
 
-    return ConfigurationError(f"ModelSettings: {message}")
+    return ConfigurationError(message)
 
 
-def _check_number(
-    name: str, value: Any, *, integer: bool, low: float | None, open_low: bool = False
-) -> None:
+def _check_number(name: str, value: Any, low: float, high: float | None) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
-        kind = "an integer" if integer else "a number"
-        raise _settings_error(f"{name} must be {kind}, not {value!r}")
-    if not math.isfinite(value):
-        raise _settings_error(f"{name} must be a finite number, not {value!r}")
-    if low is not None and (value <= low if open_low else value < low):
-        bound = f"greater than {low:g}" if open_low else f"at least {low:g}"
-        raise _settings_error(f"{name} must be {bound}, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _settings_error(f"{name} must be a number or None, not {describe(value)}")
+    if not math.isfinite(value) or value < low or (high is not None and value > high):
+        span = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
+        raise _settings_error(f"{name} must be {span}, not {value!r}")
+
+
+def _check_int(name: str, value: Any, low: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _settings_error(f"{name} must be an int or None, not {describe(value)}")
+    if low is not None and value < low:
+        raise _settings_error(f"{name} must be at least {low}, not {value}")
+
+
+def describe(value: Any) -> str:
+    """A wrong option's value and type, for a configuration error."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
 
 
 @dataclass(slots=True, frozen=True)
