@@ -60,6 +60,8 @@ CACHE_ENV: Final = "REACT_ENGINE_CAPABILITY_CACHE"
 TextTemplate: TypeAlias = Literal["classic", "json", "zh"]
 TEXT_TEMPLATES: Final[tuple[str, ...]] = ("classic", "json", "zh")
 
+# What a server refused, as named by classify_rejection(); "stream_tools" (a streamed
+# request with tools answered by an empty stream) is named by the loop, never by a body.
 RejectedParam: TypeAlias = Literal[
     "tools",
     "stop",
@@ -69,6 +71,7 @@ RejectedParam: TypeAlias = Literal[
     "temperature",
     "reasoning_content",
     "reasoning_content_missing",
+    "stream_tools",
 ]
 
 ConstraintStyle: TypeAlias = Literal["llama.cpp", "vllm", "json_schema"]
@@ -141,6 +144,14 @@ class Capabilities:
     the default (OpenAI's o-series and GPT-5 answer HTTP 400) or ignore it (deepseek-reasoner):
     the agent then does not send the user's temperature. A rejection is learned."""
 
+    stream_tools: bool = True
+    """The server streams its reply to a request that carries ``tools``. Some cannot: a
+    few vLLM and Ollama versions, and llama-cpp-python's server before react-engine's
+    fix, answer HTTP 200 and a stream with no chunk at all. A streamed run that meets one
+    sends the turn again without streaming and learns this as false: from then on its
+    requests with tools go unstreamed (each reply reaches the caller as one delta), the
+    others still stream."""
+
     source: str = ""
     """Where the entry's facts come from: the provider documentation URL, ``"user"`` for
     :meth:`CapabilityRegistry.register`, or the file it was loaded from."""
@@ -158,6 +169,7 @@ _BOOL_FIELDS: Final[tuple[str, ...]] = (
     "reasoning",
     "reasoning_echo",
     "sampling",
+    "stream_tools",
 )
 _STR_FIELDS: Final[tuple[str, ...]] = ("text_template", "constraint_style", "source", "note")
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from .capabilities import classify_rejection
+from .capabilities import RejectedParam, classify_rejection
 from .errors import (
     ContextWindowExceeded,
     ErrorBudgetExhausted,
@@ -44,13 +45,13 @@ from .events import (
     Thought,
 )
 from .execution import ToolRunner, skipped
-from .model import complete_with_retries
+from .model import ChatModel, complete_with_retries
 from .observations import SHORTENED_LIMIT, shorten_observations
 from .output import output_spec
 from .protocol import CallTools, Decision, FinalAnswer, FormatError, RequestContext
 from .selection import adapt
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
-from .streaming import stream_with_retries
+from .streaming import EmptyStream, Unstreamed, stream_with_retries
 from .types import ModelDelta, ModelRequest, ModelResponse, RunResult, Step
 
 if TYPE_CHECKING:
@@ -158,9 +159,11 @@ class Loop:
         state.last_reply = reply
         return reply
 
-    @staticmethod
-    async def _request(state: RunState, request: ModelRequest, index: int) -> ModelResponse:
-        """The reply to one request: whole, or streamed (each delta emitted as it comes)."""
+    async def _request(self, state: RunState, request: ModelRequest, index: int) -> ModelResponse:
+        """The reply to one request: whole, or streamed (each delta emitted as it comes).
+
+        A server that cannot stream this request (HTTP 200, no chunk) is asked again without
+        streaming, and its reply passed on as one delta; with tools, that is learned."""
         if not state.streaming:
             return await complete_with_retries(state.model, request, state.config.retry)
 
@@ -176,14 +179,33 @@ class Loop:
         def on_stop(label: str, chunks: int) -> None:
             state.emit(StoppedLive(index, label, chunks))
 
-        return await stream_with_retries(
-            state.model,
-            request,
-            state.config.retry,
-            on_delta=on_delta,
-            on_discard=on_discard,
-            on_stop=on_stop,
-        )
+        def streamed(model: ChatModel) -> Awaitable[ModelResponse]:
+            return stream_with_retries(
+                model,
+                request,
+                state.config.retry,
+                on_delta=on_delta,
+                on_discard=on_discard,
+                on_stop=on_stop,
+            )
+
+        if request.tools and not state.caps.stream_tools:
+            return await streamed(Unstreamed(state.model))
+        try:
+            return await streamed(state.model)
+        except EmptyStream:
+            self._cannot_stream(state, request)
+        return await streamed(Unstreamed(state.model))
+
+    def _cannot_stream(self, state: RunState, request: ModelRequest) -> None:
+        """The server sent an empty stream: with tools in the request, learn that it cannot
+        stream those (``stream_tools``); without, just say so. The request is sent again."""
+        if request.tools and self._learn(state, "stream_tools", "HTTP 200, no chunk"):
+            return
+        event = "the server sent an empty stream; the request was sent again without streaming"
+        log.warning("%s", event, extra=RUN_EVENT)
+        state.note(event, adaptation=True)
+        state.usage.requests += 1
 
     async def _decide(
         self, state: RunState, ctx: RequestContext, reply: ModelResponse, started: float
@@ -300,7 +322,12 @@ class Loop:
         """React to a server that rejects a parameter (see
         :data:`~react_engine.selection.REACTIONS`); True when the turn should be re-sent."""
         kind = classify_rejection(exc.status_code, exc.body or str(exc))
-        if kind is None or state.adaptations >= 4:
+        return kind is not None and self._learn(state, kind, f"HTTP {exc.status_code}")
+
+    def _learn(self, state: RunState, kind: RejectedParam, cause: str) -> bool:
+        """Adapt the run to what the server refused, and remember it for this model at this
+        endpoint; False when nothing is left to adapt (the refusal then stands)."""
+        if state.adaptations >= 4:
             return False
         change = adapt(
             kind,
@@ -320,7 +347,7 @@ class Loop:
         if change.protocol is not None:
             state.protocol = change.protocol
             state.protocol_reason = change.protocol_reason or state.protocol_reason
-        log.warning("%s (HTTP %s)", change.event, exc.status_code, extra=RUN_EVENT)
+        log.warning("%s (%s)", change.event, cause, extra=RUN_EVENT)
         state.note(change.event, adaptation=True)
         state.usage.requests += 1
         return True

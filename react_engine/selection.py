@@ -132,8 +132,14 @@ REACTIONS: Final[Mapping[RejectedParam, Reaction]] = {
         "{model} at {url} wants its reasoning_content back on tool-call turns; sending it",
         value=True,
     ),
+    "stream_tools": Reaction(
+        "stream_tools",
+        "{model} at {url} sent an empty stream for a request with tools; "
+        "sending such requests without streaming",
+    ),
 }
-"""One row per parameter a server may reject."""
+"""One row per parameter a server may reject (``stream_tools``: ``stream=True`` beside
+``tools``, refused with HTTP 200 and no chunk, which the loop sees, not the classifier)."""
 
 
 @dataclass(frozen=True, slots=True)

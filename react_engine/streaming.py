@@ -17,6 +17,12 @@ tokens are then counted from the deltas received (one per chunk, as llama.cpp, v
 OpenAI send them) and the prompt tokens estimated from its length, and the reply's
 ``events`` say so.
 
+A stream that ends after HTTP 200 without a single chunk is no reply at all: the server
+cannot stream this request (some do not stream replies to requests with ``tools``).
+:func:`stream_once` raises :class:`EmptyStream` for it, which is not retried; the loop sends
+the turn again through :class:`Unstreamed` (the same model, its whole reply as one delta)
+and learns ``stream_tools=False`` when the request carried tools.
+
 Retries: a failure before the first delta is retried as for :func:`complete_with_retries`.
 A failure after some deltas were passed on is retried too, within the same budget: the
 ``on_discard`` callback is told first, so that a consumer drops the partial reply it has
@@ -30,17 +36,34 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from .errors import ModelAPIError, ModelUnavailableError
+from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError
 from .model import ChatModel, RetryPolicy, with_retries
 from .types import ModelDelta, ModelRequest, ModelResponse, ReplyCall, ToolCallChunk, Usage
 
-__all__ = ["LIVE_STOP_EVENT", "ReplyBuilder", "stream_with_retries"]
+__all__ = ["LIVE_STOP_EVENT", "EmptyStream", "ReplyBuilder", "Unstreamed", "stream_with_retries"]
 
 LIVE_STOP_EVENT = "stopped_live"
 """How the event of a reply cut at a stop sequence by the client begins."""
 
 CHARS_PER_TOKEN = 4
 """For the estimate of a prompt's tokens when the server sent no usage."""
+
+
+class EmptyStream(ModelRequestError):
+    """HTTP 200 and a stream with no chunk: the server cannot stream this request, and a
+    retry would get the same. Sent again without ``stream`` it is answered."""
+
+
+class Unstreamed(ChatModel):
+    """``model`` asked without streaming: its :meth:`stream` is the default one, the
+    whole reply of :meth:`ChatModel.complete` as one delta."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+        self.base_url = model.base_url
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self.model.complete(request)
 
 
 @dataclass(slots=True)
@@ -208,12 +231,15 @@ async def stream_once(
 ) -> tuple[ModelResponse, bool]:
     """One streamed attempt: the reply, and whether a delta was passed on before it ended.
 
-    On an error the exception carries ``delivered`` (whether deltas were passed on)."""
+    On an error the exception carries ``delivered`` (whether deltas were passed on); a
+    stream without a single chunk raises :class:`EmptyStream`."""
     builder = ReplyBuilder(request.stop)
     delivered = False
+    received = 0
     deltas: AsyncIterator[ModelDelta] = model.stream(request)
     try:
         async for delta in deltas:
+            received += 1
             out = builder.add(delta)
             if out is not None and on_delta is not None:
                 on_delta(out)
@@ -230,6 +256,11 @@ async def stream_once(
             # connection end and stops writing.
             with contextlib.suppress(Exception):
                 await closing()
+    if not received:
+        raise EmptyStream(
+            "the server answered HTTP 200 with an empty stream: no chunk, no reply",
+            status_code=200,
+        )
     if builder.stopped is not None and on_stop is not None:
         on_stop(builder.stopped, builder.chunks)
     rest = builder.flush()

@@ -608,6 +608,7 @@ def test_every_rejection_kind_has_a_reaction() -> None:
         "temperature",
         "reasoning_content",
         "reasoning_content_missing",
+        "stream_tools",
     }
     for reaction in REACTIONS.values():
         CapabilityCache().remember(URL, "m", **{reaction.capability: reaction.value})

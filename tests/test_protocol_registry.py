@@ -125,6 +125,7 @@ def test_the_reaction_table() -> None:
         "temperature",
         "reasoning_content",
         "reasoning_content_missing",
+        "stream_tools",
     }
     # a required field is turned on, not off
     wanted = adapt(

@@ -1,8 +1,8 @@
-"""The local server process: llama-cpp-python's OpenAI-compatible server, with three fixes.
+"""The local server process: llama-cpp-python's OpenAI-compatible server, with four fixes.
 
 :class:`~react_engine.local.LocalServer` runs this file as a program (``python -P
 .../react_engine/local/server.py --config_file config.json``, see :func:`server_command`);
-it is not meant to be imported. Run as ``__main__`` it watches its parent, applies three
+it is not meant to be imported. Run as ``__main__`` it watches its parent, applies four
 fixes to llama-cpp-python 0.3.x (:func:`install`), each found by experiment and
 described in docs/local-model.md, then runs the stock server main, the same entry point
 as ``python -m llama_cpp.server``. Importing it applies nothing.
@@ -26,6 +26,7 @@ from typing import Any
 import jinja2.sandbox
 import llama_cpp
 import llama_cpp.llama_chat_format
+import pydantic
 
 from react_engine.grammar import schema_rules
 from react_engine.local.launcher import CHAT_FORMAT, PARENT_ENV_VAR
@@ -213,10 +214,24 @@ def _chatml_tools(
     handler = chat_format.get_chat_completion_handler("chatml")
     kwargs.pop("response_format", None)
     response = handler(llama=llama, messages=rewritten, stop=None, **kwargs)
+    if kwargs.get("stream"):
+        return _streamed_tool_reply(response)
     choice = response["choices"][0]
-    text = (choice["message"].get("content") or "").strip()
-    if not text.startswith(_CALL_OPEN):
+    call = _read_call(choice["message"].get("content") or "")
+    if call is None:
         return response
+    choice["message"] = {"role": "assistant", "content": None, "tool_calls": [call]}
+    if choice.get("finish_reason") != "length":
+        choice["finish_reason"] = "tool_calls"
+    return response
+
+
+def _read_call(text: str) -> dict[str, Any] | None:
+    """The tool call a reply wrote as a <tool_call> block (OpenAI's shape), or None when
+    it wrote an answer."""
+    text = text.strip()
+    if not text.startswith(_CALL_OPEN):
+        return None
     body = text[len(_CALL_OPEN) :].split(_CALL_CLOSE, 1)[0].strip()
     try:
         data = json.loads(body)
@@ -227,23 +242,119 @@ def _chatml_tools(
         # they got, as OpenAI does; finish_reason "length" tells the client not to run it.
         head = re.match(r'\{"name": ("(?:[^"\\]|\\.)*"), "arguments": ', body)
         if head is None:
-            return response
+            return None
         name = json.loads(head.group(1))
         arguments = body[head.end() :]
-    choice["message"] = {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {
-                "id": "call_" + uuid.uuid4().hex[:24],
-                "type": "function",
-                "function": {"name": name, "arguments": arguments},
-            }
-        ],
+    return {
+        "id": "call_" + uuid.uuid4().hex[:24],
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
     }
-    if choice.get("finish_reason") != "length":
-        choice["finish_reason"] = "tool_calls"
-    return response
+
+
+# 4. Streams. The stock handlers stream plain replies but never send usage, since the
+#    request model drops ``stream_options``; and a streamed request with tools reached
+#    the tool handler above, which read ``response["choices"]`` off an iterator: HTTP 200
+#    and an empty stream. Now a tool reply streams as OpenAI's do: the role, then either
+#    the answer's text as it is written or (once the text is known to open a <tool_call>)
+#    the call in one ``tool_calls`` delta when it is complete, then the finish reason.
+#    ``stream_options.include_usage`` adds the usage chunk (no choices) at the end, with
+#    the tokens counted as the generation went, the same numbers a whole reply carries.
+def _streamed_tool_reply(chunks: Any) -> Any:
+    """The chatml handler's chunks of a tool reply, as an answer or as one call."""
+    held: list[dict[str, Any]] = []
+    text = ""
+    is_call: bool | None = None  # None while the text could still open a <tool_call>
+    for chunk in chunks:
+        choice = chunk["choices"][0]
+        delta = choice.get("delta") or {}
+        if "content" not in delta and choice.get("finish_reason") is None:
+            yield chunk  # the role
+            continue
+        if is_call is False:
+            yield chunk
+            continue
+        if choice.get("finish_reason") is None:
+            text += delta.get("content") or ""
+            held.append(chunk)
+            start = text.lstrip()
+            if not start or (len(start) < len(_CALL_OPEN) and _CALL_OPEN.startswith(start)):
+                continue
+            is_call = start.startswith(_CALL_OPEN)
+            if not is_call:
+                yield from held
+                held.clear()
+            continue
+        # The last chunk: the finish reason. A text still undecided is read whole.
+        call = _read_call(text)
+        if call is None:
+            yield from held
+            yield chunk
+        else:
+            finish = "length" if choice.get("finish_reason") == "length" else "tool_calls"
+            yield _chunk(chunk, {"tool_calls": [{"index": 0, **call}]}, None)
+            yield _chunk(chunk, {}, finish)
+        return
+    yield from held  # no finish reason came (one always does): the text as it was
+
+
+def _chunk(like: dict[str, Any], delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {
+        "id": like["id"],
+        "object": "chat.completion.chunk",
+        "created": like["created"],
+        "model": like["model"],
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+
+
+def _generate_counting(self: Any, tokens: Any, *args: Any, **kwargs: Any) -> Any:
+    """Generation that keeps its usage on the model (one request at a time: the server
+    holds a lock for the length of a reply), counted as ``create_completion`` counts it:
+    the prompt's tokens, and each generated token but the end-of-generation one."""
+    tokens = list(tokens)
+    usage = {"prompt_tokens": len(tokens), "completion_tokens": 0, "total_tokens": len(tokens)}
+    self._react_engine_usage = usage
+    vocab = self._model.vocab
+    for token in _generate_reusing_prefix(self, tokens, *args, **kwargs):
+        if not _llama.llama_vocab_is_eog(vocab, token):
+            usage["completion_tokens"] += 1
+            usage["total_tokens"] += 1
+        yield token
+
+
+_create_chat_completion = _llama.Llama.create_chat_completion
+
+
+def _create_chat_completion_with_usage(
+    self: Any, *args: Any, stream_options: Any = None, **kwargs: Any
+) -> Any:
+    reply = _create_chat_completion(self, *args, **kwargs)
+    wanted = isinstance(stream_options, dict) and stream_options.get("include_usage") is True
+    if not (kwargs.get("stream") and wanted):
+        return reply
+    return _with_usage(self, reply)
+
+
+def _with_usage(llama: Any, chunks: Any) -> Any:
+    last: dict[str, Any] | None = None
+    for chunk in chunks:
+        last = chunk
+        yield chunk
+    usage = getattr(llama, "_react_engine_usage", None)
+    if last is not None and usage is not None:
+        yield {**_chunk(last, {}, None), "choices": [], "usage": dict(usage)}
+
+
+def _accept_stream_options() -> None:
+    """Let the server's request model keep ``stream_options`` (it drops unknown fields);
+    the chat route passes it on to ``create_chat_completion``. Must run before
+    ``llama_cpp.server.app`` is imported: the route's signature names the model."""
+    types: Any = importlib.import_module("llama_cpp.server.types")
+    base: type[pydantic.BaseModel] = types.CreateChatCompletionRequest
+    types.CreateChatCompletionRequest = pydantic.create_model(
+        base.__name__, __base__=base, stream_options=(dict[str, Any] | None, None)
+    )
 
 
 def _calls_as_tags(message: dict[str, Any]) -> str:
@@ -271,10 +382,13 @@ def _json_or_text(raw: Any) -> Any:
 
 
 def install() -> None:
-    """Apply the three fixes to the imported llama-cpp-python (done once, by :func:`main`)."""
-    _llama.Llama.generate = _generate_reusing_prefix
+    """Apply the four fixes to the imported llama-cpp-python (done once, by :func:`main`,
+    before the server's app is imported)."""
+    _llama.Llama.generate = _generate_counting
     chat_format.ImmutableSandboxedEnvironment = _PlainEnvironment
     chat_format.register_chat_completion_handler(CHAT_FORMAT)(_chatml_tools)
+    _llama.Llama.create_chat_completion = _create_chat_completion_with_usage
+    _accept_stream_options()
 
 
 def main() -> None:

@@ -8,7 +8,10 @@ production. The responder returns either a JSON-ready dict (sent with status 200
 raw (even malformed) body, a connection dropped before or in the middle of the reply.
 
 It runs its own event loop in a daemon thread, binds loopback only, and stops on
-:meth:`MockOpenAIServer.stop` or at the end of a ``with`` block.
+:meth:`MockOpenAIServer.stop` or at the end of a ``with`` block. One fault belongs to the
+server rather than to a reply: ``empty_tool_streams=True`` answers every streamed request
+that carries ``tools`` with HTTP 200 and an empty stream, as servers that cannot stream
+tool calls do.
 
 :class:`ScriptedServer` is that server answering from a :class:`~.script.Script`, the
 same queue (or function of the request) that drives the in-process
@@ -64,6 +67,8 @@ class MockResponse:
     """Seconds between two chunks of a streamed reply (a model generating tokens)."""
     drop_after: int | None = None
     """Streamed replies: close the connection after this many chunks (a stream cut)."""
+    done: bool = True
+    """Streamed replies: end with the ``data: [DONE]`` marker (False: the body just ends)."""
 
 
 @dataclass(slots=True)
@@ -197,12 +202,25 @@ class MockOpenAIServer:
     """An OpenAI-compatible server whose every answer comes from ``responder``.
 
     ``requests`` records each decoded request body in arrival order.
+
+    ``empty_tool_streams``: a streamed request that carries ``tools`` gets HTTP 200 and a
+    stream with no chunk and no ``[DONE]``, without asking ``responder`` (llama-cpp-python's
+    server did this before react-engine's fix; some vLLM and Ollama versions too). The
+    same request without ``stream`` is answered as usual.
     """
 
-    def __init__(self, responder: Responder, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        empty_tool_streams: bool = False,
+    ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the mock server binds loopback only")
         self.responder = responder
+        self.empty_tool_streams = empty_tool_streams
         self.host = host
         self.port = port
         self.requests: list[dict[str, Any]] = []
@@ -312,6 +330,8 @@ class MockOpenAIServer:
             return True
         with self._lock:
             self.requests.append(body)
+        if self.empty_tool_streams and body.get("stream") is True and body.get("tools"):
+            return await self._stream(body, MockResponse(chunks=[], done=False), reader, writer)
         try:
             answer = self.responder(body)
         except Exception as exc:  # a bug in a test's responder: say so over HTTP
@@ -353,7 +373,7 @@ class MockOpenAIServer:
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
         try:
             await writer.drain()
-            for item in [*chunks, "[DONE]"]:
+            for item in [*chunks, "[DONE]"] if response.done else chunks:
                 if response.drop_after is not None and record.sent >= response.drop_after:
                     writer.transport.abort()
                     return False
@@ -412,15 +432,17 @@ class ScriptedServer(MockOpenAIServer):
 
     Each item is an :data:`Answer` or a function of the decoded request body returning one.
     Once the script is spent, ``default`` answers, or a 500 saying the script ran out
-    (which a client sees as a retried failure rather than as a hang).
+    (which a client sees as a retried failure rather than as a hang). An empty stream sent
+    for ``empty_tool_streams`` uses no item.
     """
 
     def __init__(
         self,
         *items: Answer | Callable[[dict[str, Any]], Answer],
         default: Answer | Callable[[dict[str, Any]], Answer] | None = None,
+        empty_tool_streams: bool = False,
     ) -> None:
-        super().__init__(self._answer_from_script)
+        super().__init__(self._answer_from_script, empty_tool_streams=empty_tool_streams)
         self.script: Script[dict[str, Any], Answer] = Script(items, default=default)
 
     @property

@@ -299,6 +299,48 @@ def test_auto_tool_choice_returns_a_tool_call_or_a_message(
         assert isinstance(message.content, str)
 
 
+@pytest.mark.parametrize("tool_choice", ["required", "auto", None], ids=["call", "auto", "plain"])
+def test_a_streamed_reply_is_the_whole_reply_with_its_usage(
+    local_endpoint: LocalEndpoint, client: openai.OpenAI, tool_choice: str | None
+) -> None:
+    """Streamed, with or without tools, a reply is what the same request returns whole
+    (the call in one ``tool_calls`` delta, the text as it is written), and the usage chunk
+    that ``stream_options.include_usage`` asks for carries the same counts."""
+    request: dict[str, Any] = {
+        "model": local_endpoint.model,
+        "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "temperature": 0,
+        "seed": 42,
+        "max_tokens": 48,
+    }
+    if tool_choice is not None:
+        request |= {"tools": TOOLS[:1], "tool_choice": tool_choice}
+    whole = client.chat.completions.create(**request)
+    chunks = list(
+        client.chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert chunks[0].choices[0].delta.role == "assistant"
+    *replies, last = chunks
+    assert last.choices == [] and last.usage == whole.usage
+    assert all(c.usage is None for c in replies)
+    text = "".join(c.choices[0].delta.content or "" for c in replies)
+    calls = [call for c in replies for call in c.choices[0].delta.tool_calls or []]
+    message = whole.choices[0].message
+    assert text == (message.content or "")
+    assert [
+        (c.function and c.function.name, c.function and c.function.arguments) for c in calls
+    ] == [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
+    assert replies[-1].choices[0].finish_reason == whole.choices[0].finish_reason
+    if tool_choice == "required":
+        assert calls and calls[0].id and calls[0].index == 0
+    else:
+        assert len([c for c in replies if c.choices[0].delta.content]) > 1, "written as it comes"
+    unasked = list(client.chat.completions.create(**request, stream=True))
+    assert all(c.usage is None for c in unasked) and len(unasked) == len(replies)
+
+
 # --- process lifetime ----------------------------------------------------------------
 
 
