@@ -82,3 +82,15 @@ def test_a_call_cut_by_max_tokens_keeps_its_partial_arguments_and_says_length() 
 def test_a_reply_that_ends_while_it_could_still_open_a_call_is_text() -> None:
     given = chunks("<tool")
     assert list(server._streamed_tool_reply(iter(given))) == given
+
+
+def _tool(width: int) -> dict[str, Any]:
+    properties = {f"p{i}": {"type": "string"} for i in range(width)}
+    parameters = {"type": "object", "properties": properties, "required": ["p0"]}
+    return {"type": "function", "function": {"name": "wide", "parameters": parameters}}
+
+
+def test_tools_past_the_grammar_limits_are_served_without_a_grammar() -> None:
+    # 1,000 parameters used to raise RecursionError in the grammar writer: a 500.
+    assert server._grammar_for([_tool(1500)], "required") is not None
+    assert server._grammar_for([_tool(6000)], "required") is None

@@ -28,7 +28,7 @@ import llama_cpp
 import llama_cpp.llama_chat_format
 import pydantic
 
-from react_engine.grammar import schema_rules
+from react_engine.grammar import GrammarError, schema_rules
 from react_engine.local.launcher import CHAT_FORMAT, PARENT_ENV_VAR
 
 # The fixes reach into llama-cpp-python's internals (0.3.x), which its type hints do not
@@ -147,6 +147,18 @@ def _tools_grammar(tools: list[dict[str, Any]], tool_choice: Any) -> str:
     return "\n".join(f"{k} ::= {v}" for k, v in rules.items()) + "\n"
 
 
+def _grammar_for(tools: list[dict[str, Any]], tool_choice: Any) -> Any:
+    """The reply's grammar, or None for tools past the grammar writer's limits (thousands
+    of parameters, see react_engine.grammar): the model then writes unconstrained, and the
+    call reader takes what it wrote, as a server without grammars would."""
+    try:
+        text = _tools_grammar(tools, tool_choice)
+    except GrammarError as exc:
+        print(f"react-engine local server: no grammar for these tools: {exc}", file=sys.stderr)
+        return None
+    return _llama.LlamaGrammar.from_string(text, verbose=False)
+
+
 def _tools_system(system: str, tools: list[dict[str, Any]]) -> str:
     listing = "\n".join(
         json.dumps(
@@ -201,9 +213,9 @@ def _chatml_tools(
         wanted = tool_choice.get("function", {}).get("name")
         if wanted not in {t["function"]["name"] for t in tools}:
             raise ValueError(f"tool_choice names no tool: {wanted!r}")
-    kwargs["grammar"] = _llama.LlamaGrammar.from_string(
-        _tools_grammar(tools, tool_choice), verbose=False
-    )
+    grammar = _grammar_for(tools, tool_choice)
+    if grammar is not None:
+        kwargs["grammar"] = grammar
     if rewritten and rewritten[0]["role"] == "system":
         system = _text(rewritten[0].get("content"))
         rewritten = rewritten[1:]
