@@ -390,6 +390,10 @@ class Agent:
             if tracer is not None:
                 content = _running.content_wanted(self.trace_content)
                 state.sinks.append(_running.RunTracer(tracer, content=content))
+            if cfg.trace is not None:
+                from .tracefile import TraceFile
+
+                state.sinks.append(TraceFile(cfg.trace).open())
             if not state.sinks:
                 return await _running.Loop(self).run(state)
             state.emit(_running.RunStarted(question, self.model, protocol.name, reason))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -68,6 +69,10 @@ class AgentConfig:
     (see :func:`with_options`)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     """Network retries of transient API errors."""
+    trace: str | os.PathLike[str] | None = None
+    """A JSON Lines file the run appends its trace to as it happens (see
+    :mod:`react_engine.tracefile`): each reply, each tool start and each step is on disk
+    as soon as it happens, so a process killed mid-run leaves what it did and paid for."""
     output_type: Any = str
     """The type of the final answer: ``str`` (plain text), or a pydantic model, dataclass,
     ``TypedDict``, ``list[int]``... that the answer must be JSON valid for. The model is
@@ -179,6 +184,8 @@ def check_config(cfg: AgentConfig) -> None:
         raise ConfigurationError(f"settings must be a ModelSettings, not {describe(cfg.settings)}")
     if not isinstance(cfg.retry, RetryPolicy):
         raise ConfigurationError(f"retry must be a RetryPolicy, not {describe(cfg.retry)}")
+    if cfg.trace is not None and not isinstance(cfg.trace, str | os.PathLike):
+        raise ConfigurationError(f"trace must be a file path or None, not {describe(cfg.trace)}")
     output_spec(cfg.output_type)
 
 

@@ -1,0 +1,143 @@
+"""A run's trace on disk as it happens: what survives the process.
+
+``Agent(trace="run.jsonl")`` (or ``run(..., trace=...)``, or ``react-engine run --trace``)
+appends one JSON Lines record per event that matters, each written and flushed when it
+happens, so that a run killed at any point (SIGINT, SIGTERM, SIGKILL, a crash) leaves on
+disk every request that was paid for and every call that was started:
+
+``run``
+    the run began: question, model, protocol and why.
+``reply``
+    a reply arrived (before any of its calls runs): its text, calls, finish reason and the
+    request's usage. A killed run's cost is the sum of its ``reply`` records.
+``tool_started``
+    a call was approved and its tool starts: id, tool, arguments.
+``step``
+    a step is complete, as :meth:`RunResult.trace <react_engine.types.RunResult.trace>`
+    writes it (the calls with their observations).
+``result``
+    the run ended: the answer, the stop reason, the usage, or the error it raised.
+
+A finished run's ``run``, ``step`` and ``result`` records are the ones
+:meth:`~react_engine.types.RunResult.to_jsonl` gives; ``reply`` and ``tool_started`` sit
+between them. Records are flushed to the operating system, which keeps them through the
+death of the process; they are not ``fsync``-ed (a machine that loses power may lose the
+last ones), which would cost a disk round trip per record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import IO, Any
+
+from .errors import ConfigurationError
+from .events import (
+    Event,
+    ModelCallFinished,
+    RunDone,
+    RunFailed,
+    RunStarted,
+    StepDone,
+    ToolStarted,
+)
+from .types import _escape_separators, to_jsonable
+
+log = logging.getLogger("react_engine")
+
+__all__ = ["TraceFile"]
+
+
+class TraceFile:
+    """A sink of run events that appends the run's records to ``path`` as they happen."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._file: IO[str] | None = None
+        self._broken = False
+
+    def open(self) -> TraceFile:
+        """Open the file for appending, before the run: a path that cannot be written is
+        the caller's mistake, said before anything is paid for."""
+        try:
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+        except OSError as exc:
+            raise ConfigurationError(
+                f"trace={self.path!r}: cannot write it: {exc.strerror or exc}"
+            ) from None
+        return self
+
+    def __call__(self, event: Event) -> None:
+        match event:
+            case RunStarted():
+                self._write(
+                    {
+                        "type": "run",
+                        "question": event.question,
+                        "model": event.model,
+                        "protocol": event.protocol,
+                        "protocol_reason": event.reason,
+                    }
+                )
+            case ModelCallFinished(step=step, reply=reply, duration_s=duration):
+                self._write(
+                    {
+                        "type": "reply",
+                        "step": step,
+                        "text": reply.content,
+                        "tool_calls": to_jsonable(reply.tool_calls),
+                        "finish_reason": reply.finish_reason,
+                        "usage": to_jsonable(reply.usage),
+                        "duration_s": duration,
+                    }
+                )
+            case ToolStarted(step=step, call=call):
+                self._write(
+                    {
+                        "type": "tool_started",
+                        "step": step,
+                        "id": call.id,
+                        "tool": call.tool,
+                        "arguments": to_jsonable(call.arguments),
+                    }
+                )
+            case StepDone(step=step):
+                self._write({**to_jsonable(step), "type": "step"})
+            case RunDone(result=result):
+                self._write(result.trace()[-1])
+                self.close()
+            case RunFailed(error=error):
+                failed = getattr(error, "result", None)
+                record: dict[str, Any]
+                if failed is not None:
+                    record = failed.trace()[-1]
+                else:
+                    interrupted = isinstance(error, KeyboardInterrupt | asyncio.CancelledError)
+                    stop = "cancelled" if interrupted else "error"
+                    record = {"type": "result", "answer": None, "stop_reason": stop}
+                record["error"] = record.get("error") or f"{type(error).__name__}: {error}"[:500]
+                self._write(record)
+                self.close()
+            case _:
+                pass
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._broken:
+            return
+        try:
+            if self._file is None:
+                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+            line = _escape_separators(json.dumps(record, ensure_ascii=False))
+            self._file.write(line + "\n")
+            self._file.flush()
+        except OSError as exc:
+            # A full disk must not end the run: the trace stops, once, with a warning.
+            self._broken = True
+            log.warning("the trace file %s stopped being written: %s", self.path, exc)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
