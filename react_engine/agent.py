@@ -20,6 +20,7 @@ import contextlib
 import functools
 import logging
 import os
+import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -150,6 +151,14 @@ class Agent:
         """Called with each approved call just before its tool runs (a step's calls are
         reported again, with their observations, through ``on_step`` once they are done)."""
         self.approve = approve
+        if approve is not None and not self.mcp_servers and not _guarded(self.tools):
+            warnings.warn(
+                "approve= is set, but no tool of this agent has requires_approval=True, so "
+                "the approver will never be asked: set requires_approval=True on the tools "
+                "it should guard (@tool(requires_approval=True))",
+                UserWarning,
+                stacklevel=2,
+            )
         self.tracer_provider = tracer_provider
         """An OpenTelemetry ``TracerProvider`` for the runs' spans; ``None``: the global one,
         if the application set one; ``False``: no spans (see :mod:`react_engine.tracing`)."""
@@ -370,6 +379,8 @@ class Agent:
                     f"a tool is named {FINAL_RESULT!r}, the name of the tool that gives a "
                     "typed final answer (output_type): rename it"
                 )
+            if self.approve is not None and self.mcp_servers and not _guarded(tools):
+                log.warning("approve= is set, but no tool of this run requires approval")
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
             items.append(UserTurn(question))
@@ -404,6 +415,10 @@ class Agent:
                 raise
             state.emit(_running.RunDone(result))
             return result
+
+
+def _guarded(tools: Sequence[Tool]) -> bool:
+    return any(t.requires_approval for t in tools)
 
 
 _AGENT_OPTIONS = frozenset(

@@ -124,10 +124,9 @@ class ToolRunner:
         try:
             if not await self._approved(state, record, tool):
                 return
-            if self.on_call is not None:
-                announced = self.on_call(record)
-                if inspect.isawaitable(announced):
-                    await announced
+            if self.on_call is not None and not await state.callback(self.on_call, record):
+                _fail(record, "error", "the run's deadline passed before this call could start")
+                return
             if state.sinks:
                 state.emit(ToolStarted(len(state.steps), record))
             try:

@@ -18,7 +18,6 @@ What happens is reported at one point, :meth:`RunState.emit
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Awaitable
@@ -358,7 +357,6 @@ class Loop:
         state.history.append(step)
         if state.sinks:
             state.emit(StepDone(step))
-        if self.agent.on_step is not None:
-            outcome = self.agent.on_step(step)
-            if inspect.isawaitable(outcome):
-                await outcome
+        if self.agent.on_step is not None and not await state.callback(self.agent.on_step, step):
+            log.warning("on_step did not return before the run's deadline", extra=RUN_EVENT)
+            state.note("on_step did not return before the run's deadline")

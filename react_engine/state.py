@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Hashable, Mapping
@@ -133,6 +134,37 @@ class RunState:
             return await coro
         return await asyncio.wait_for(coro, max(left, 0.001))
 
+    async def callback(self, function: Callable[..., Any], *args: Any) -> bool:
+        """Call a user's callback (``on_step``, ``on_call``) within the run's deadline;
+        False when the deadline came first (the callback is left to finish on its own).
+
+        A sync callback runs on a worker thread, so a slow one (a print to a blocked pipe, a
+        database write) stalls neither this run past its deadline nor the other runs of the
+        process sharing the event loop; an async one is awaited with the time left.
+        """
+        from ._threads import ThreadsExhausted, run_sync_call
+        from .tools import within
+
+        left = self.remaining()
+        if left is not None and left <= 0:
+            return False
+        try:
+            if _is_async(function):
+                outcome = function(*args)
+            else:
+                outcome = await run_sync_call(function, *args, timeout=left)
+            if inspect.isawaitable(outcome):
+                left = self.remaining()
+                if left is None:
+                    await outcome
+                else:
+                    await within(outcome, max(left, 0.001))
+        except TimeoutError:
+            return False
+        except ThreadsExhausted as exc:
+            self.note(f"a callback was not called: {exc}")
+        return True
+
     def result(
         self,
         answer: str | None,
@@ -207,6 +239,12 @@ class RunState:
         if left is None or (settings.timeout is not None and settings.timeout <= left):
             return settings
         return dataclasses.replace(settings, timeout=max(left, 0.001))
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - objects with an async __call__
+    )
 
 
 def no_final_answer(why: Literal["max_steps", "loop"], decision: FormatError) -> str:

@@ -526,8 +526,8 @@ def test_the_tool_budget_counts_only_the_calls_that_would_run() -> None:
 def test_one_agent_across_event_loops_keeps_no_loop_or_client_alive() -> None:
     loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
 
-    def on_step(step: Any) -> None:
-        loops.append(weakref.ref(asyncio.get_running_loop()))
+    async def on_step(step: Any) -> None:  # async: it runs on the run's loop (a sync one
+        loops.append(weakref.ref(asyncio.get_running_loop()))  # runs on a worker thread)
 
     def async_clients() -> int:
         return sum(1 for o in gc.get_objects() if isinstance(o, openai.AsyncOpenAI))
