@@ -20,6 +20,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -355,6 +356,9 @@ class Agent:
         streaming: bool = False,
         **options: Any,
     ) -> RunResult:
+        # The run's clock (its deadline, its duration) starts now, not once the run
+        # machinery and the protocol are imported: a first run must not overshoot.
+        entered = time.perf_counter()
         cfg = (
             with_options(self.config, options, what="run", agent_options=_AGENT_OPTIONS)
             if options
@@ -396,6 +400,7 @@ class Agent:
                 tools=tools,
                 sinks=list(sinks),
                 streaming=streaming,
+                started=entered,
             )
             tracer = _running.tracer_for(self.tracer_provider)
             if tracer is not None:

@@ -115,3 +115,25 @@ def test_a_sync_on_step_does_not_stall_the_other_runs_of_the_loop() -> None:
 def test_an_approver_that_no_tool_asks_for_is_warned_about() -> None:
     with pytest.warns(UserWarning, match="no tool of this agent has requires_approval=True"):
         Agent("m", [get_weather], client=ScriptedModel([]), approve=lambda record: True)
+
+
+def test_the_deadline_counts_from_the_call_not_from_the_first_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A first run imports the run machinery and the protocol before its first request (a
+    # few hundred ms): that time is the run's too. Here choosing the protocol takes longer
+    # than the whole deadline, so no request may be sent.
+    original = Agent.choose_protocol
+
+    def slow(self: Agent) -> Any:
+        released = threading.Event()
+        released.wait(0.4)  # stands for the imports of a first run
+        return original(self)
+
+    monkeypatch.setattr(Agent, "choose_protocol", slow)
+    model = ScriptedModel([reply("never sent")])
+    agent = Agent("m", client=model, protocol="function_calling")
+    result = agent.run("q", deadline=0.2)
+    assert result.stop_reason == "deadline"
+    assert model.payloads == []
+    assert result.duration_s >= 0.4
