@@ -52,12 +52,13 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _err_line(err: str) -> str:
-    """stderr must be exactly one line starting with ``error:``, with no traceback."""
+    """stderr ends with one line starting with ``error:``, the only one, with no traceback
+    (a run's progress may come before it; an error found before the run is alone)."""
     assert "Traceback" not in err
     lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    return lines[0]
+    assert [line for line in lines if line.startswith("error")] == lines[-1:], err
+    assert lines[-1].startswith("error: ")
+    return lines[-1]
 
 
 def _weather_responder(body: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +82,10 @@ def server() -> Iterator[MockOpenAIServer]:
 
 def test_run_dry_run_shows_steps_protocol_and_result(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "What's the weather in Beijing and Guangzhou?", "--dry-run"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    # stdout is the answer and nothing else; the rest is on stderr.
+    assert captured.out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
+    out = captured.err
     lines = out.splitlines()
     # The protocol and why, before the steps.
     assert lines[0] == (
@@ -98,7 +102,8 @@ def test_run_dry_run_shows_steps_protocol_and_result(capsys: pytest.CaptureFixtu
     assert any(line.startswith("step 1 [function_calling] tokens: ") for line in lines)
     assert "step 2 [function_calling] final answer: Beijing is sunny at 24°C; " in out
     assert "   protocol: function_calling (registry: default)" in lines
-    assert "   answer: Beijing is sunny at 24°C; Guangzhou is rainy at 29°C." in lines
+    assert "   stop reason: the model gave its final answer (final_answer)" in lines
+    assert not any(line.startswith("   answer:") for line in lines)  # it is on stdout
 
 
 def test_run_json_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -144,16 +149,16 @@ def test_run_scripted_task_file_and_tools_module(
         ["run", "shout hi", "--tools", "my_tools", "--scripted", str(script), "--protocol", "text"]
     )
     assert code == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert 'step 1 [text] action: shout {"text": "hi"}' in out
     assert "step 1 [text] observation: HI" in out
 
     # A task file is a script too: its transcript for the protocol that runs.
     task = ROOT / "react_engine" / "compare" / "tasks" / "chinese_weather.json"
     assert main(["run", "上海天气？", "--scripted", str(task), "--protocol", "text"]) == 0
-    out = capsys.readouterr().out
-    assert "step 1 [text] repairs: fullwidth_colon" in out
-    assert "上海今天多云" in out
+    captured = capsys.readouterr()
+    assert "step 1 [text] repairs: fullwidth_colon" in captured.err
+    assert "上海今天多云" in captured.out
 
 
 def test_run_without_answer_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -162,13 +167,16 @@ def test_run_without_answer_exits_3(tmp_path: Path, capsys: pytest.CaptureFixtur
     code = main(["run", "q", "--scripted", str(script), "--protocol", "text"])
     captured = capsys.readouterr()
     assert code == 3
-    assert "format error" in captured.out  # the steps were shown as they happened
-    assert _err_line(captured.err).startswith("error: the run stopped without an answer")
+    assert captured.out == ""  # no answer: nothing on stdout
+    err = captured.err.splitlines()
+    assert "format error" in captured.err  # the steps were shown as they happened
+    assert "   answer: (none)" in err
+    assert err[-1].startswith("error: the run stopped without an answer")
 
 
 def test_demo_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--dry-run"]) == 0
-    assert "Guangzhou is rainy at 29°C" in capsys.readouterr().out
+    assert capsys.readouterr().out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
 
 
 def test_demo_uses_a_configured_endpoint(
@@ -178,8 +186,8 @@ def test_demo_uses_a_configured_endpoint(
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("REACT_ENGINE_MODEL", "gpt-4o-mini")
     assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    assert "protocol function_calling (registry: gpt-4o*)" in out.splitlines()[0]
+    err = capsys.readouterr().err
+    assert "protocol function_calling (registry: gpt-4o*)" in err.splitlines()[0]
     assert server.requests[0]["messages"][1]["content"] == cli.DEMO_QUESTION
 
 
@@ -202,7 +210,7 @@ def test_demo_falls_back_to_the_local_model_without_a_model_name(
     assert first["model"] == "smollm2-135m-instruct"
     # The local model's repeatable defaults.
     assert (first["temperature"], first["seed"], first["max_tokens"]) == (0.0, 42, 256)
-    assert "embedded local model at" in capsys.readouterr().out
+    assert "embedded local model at" in capsys.readouterr().err
 
 
 def test_run_against_an_endpoint(
@@ -212,7 +220,7 @@ def test_run_against_an_endpoint(
     argv = ["run", "Paris?", "--base-url", server.base_url, "--api-key-env", "MY_KEY"]
     code = main([*argv, "--model", "some-model", "--protocol", "text", "--max-tokens", "64"])
     assert code == 0
-    assert "answer: Paris is overcast, 14°C." in capsys.readouterr().out
+    assert capsys.readouterr().out == "Paris is overcast, 14°C.\n"
     assert "tools" not in server.requests[0]  # the text protocol: tools in the prompt
     assert server.requests[0]["max_tokens"] == 64
     assert "temperature" not in server.requests[0]  # not the local model: server defaults
@@ -438,16 +446,18 @@ def test_chat_slash_commands_and_turns(
         "--scripted",
         str(script),
     )
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out, err = captured.out, captured.err
     assert code == 0
-    assert "protocol function_calling (registry: default)" in out.splitlines()[0]
+    assert "protocol function_calling (registry: default)" in err.splitlines()[0]
     assert "/trace FILE" in out and "/protocol NAME" in out  # /help
     assert "  get_weather(location, unit): Get the current weather for a city." in out
     assert "assistant> Paris is overcast, 14°C." in out
     assert "protocol: text (explicit); the history is kept" in out
     assert "assistant> That is 57.2°F." in out
-    # The text protocol saw the first turn, rendered its own way.
-    assert "step 1 [text] action: calculator" in out
+    # The text protocol saw the first turn, rendered its own way; steps go to stderr.
+    assert "step 1 [text] action: calculator" in err
+    assert "step 1 [text] action: calculator" not in out
     history = out[out.index("[1] you: Weather in Paris?") :]
     assert history.splitlines()[:6] == [
         "[1] you: Weather in Paris?",
@@ -498,9 +508,10 @@ def test_chat_keeps_going_after_an_api_error(
     with MockOpenAIServer(flaky) as srv:
         argv = ["--base-url", srv.base_url, "--model", "gpt-4o", "--max-retries", "0"]
         code = _chat(monkeypatch, ["hi", "hi again", "/history"], *argv)
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 0
-    assert "error: HTTP 503 from the chat API: overloaded" in out
+    assert "error: HTTP 503 from the chat API: overloaded" in captured.err
     assert "assistant> hello" in out
     assert "[1] you: hi\n[2] you: hi again\n    assistant: hello" in out
 
@@ -523,12 +534,14 @@ class _Lines:
 def _session(
     model: ScriptedModel, lines: _Lines, tmp_path: Path
 ) -> tuple[ChatSession, io.StringIO]:
+    """A chat session whose stdout and stderr both go to the one buffer returned."""
     args = build_parser().parse_args(
         ["chat", "--protocol", "function_calling", "--trace", str(tmp_path / "t.jsonl")]
     )
     out = io.StringIO()
     endpoint = Endpoint("scripted", client=model)
-    return ChatSession(args, endpoint, cli._load_tools(None), out=out, read_line=lines), out
+    tools = cli._load_tools(None)
+    return ChatSession(args, endpoint, tools, out=out, err=out, read_line=lines), out
 
 
 def _interrupt(request: ModelRequest) -> ModelResponse:
@@ -616,6 +629,7 @@ def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
         Endpoint("scripted", client=model),
         cli._load_tools(None),
         out=out,
+        err=out,
         read_line=lines,
     )
     # A small error budget (the CLI has no flag for it): two bare thoughts exhaust it.
@@ -627,7 +641,10 @@ def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
     assert f"trace: appending each turn to {tmp_path / 't.jsonl'}" in text
     assert "trace: off\n" in text
     assert not (tmp_path / "t.jsonl").read_text("utf-8")  # tracing was switched off again
-    assert "(no answer: error_budget: 2 consecutive failed turns (budget 1))" in text
+    assert (
+        "(no answer: too many unusable replies in a row (error_budget): "
+        "2 consecutive failed turns (budget 1))"
+    ) in text
     assert session.conversation.steps[-1].kind == "format_error"
 
 
@@ -643,9 +660,9 @@ def test_demo_shows_the_call_before_its_tool_runs_and_checks_the_answer(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["demo", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert out.index('→ calling get_weather(location="Beijing")') < out.index("observation:")
-    assert "✓ the answer carries the temperature get_weather returned (24)" in out
+    err = capsys.readouterr().err
+    assert err.index('→ calling get_weather(location="Beijing")') < err.index("observation:")
+    assert "✓ the answer carries the temperature get_weather returned (24)" in err
 
 
 def test_demo_fails_an_answer_that_does_not_carry_the_tools_data(
@@ -663,9 +680,10 @@ def test_demo_fails_an_answer_that_does_not_carry_the_tools_data(
         )
     )
     code = main(["demo", "--scripted", str(script), "--protocol", "function_calling"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
     assert code == cli.EXIT_NO_ANSWER
-    assert "✗ the answer does not carry the temperature get_weather returned (14)" in out
+    assert "✗ the answer does not carry the temperature get_weather returned (14)" in captured.err
+    assert captured.out == "It is sunny and 28 degrees in Paris.\n"  # the answer, though wrong
 
 
 def test_demo_check_reads_the_temperature_from_successful_calls_only() -> None:
