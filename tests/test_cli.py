@@ -6,6 +6,7 @@ error paths check for one clear line on stderr, a non-zero code and no traceback
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import io
@@ -700,3 +701,288 @@ def test_demo_check_reads_the_temperature_from_successful_calls_only() -> None:
     assert not demo_check(run("It is 14 degrees.", {"location": "Atlantis"}))[0]  # tool failed
     assert not demo_check(run("It is 14 degrees."))[0]  # no call at all
     assert not demo_check(run("It is 140 degrees.", {"location": "Paris"}))[0]
+
+
+# --- Unix conventions (issue 19): stdout is the answer ------------------------------------------
+
+
+def test_quiet_prints_the_answer_and_nothing_else(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "-q", "Weather?", "--dry-run", "--protocol", "text"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
+    assert captured.err == ""
+    assert main(["demo", "--quiet", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
+    assert captured.err == ""
+
+
+def test_quiet_keeps_the_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["Thought: hmm"] * 5), encoding="utf-8")
+    assert main(["run", "-q", "q", "--scripted", str(script), "--protocol", "text"]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: the run stopped without an answer")
+    assert len(captured.err.splitlines()) == 1
+
+
+def test_run_dash_reads_the_question_from_stdin(
+    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("What is the weather\nin Paris?\n"))
+    argv = ["run", "-", "--base-url", server.base_url, "--model", "m", "-q"]
+    assert main([*argv, "--protocol", "function_calling"]) == 0
+    assert capsys.readouterr().out == "Paris is overcast, 14°C.\n"
+    assert server.requests[0]["messages"][1]["content"] == "What is the weather\nin Paris?"
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("  \n"))
+    assert main(["run", "-", "--dry-run"]) == 2
+    assert "no question on stdin" in _err_line(capsys.readouterr().err)
+
+
+def test_a_retry_is_shown_as_it_waits(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answers: Iterator[MockResponse | dict[str, Any]] = iter(
+        [
+            MockResponse(503, {"error": {"message": "overloaded"}}, {"retry-after": "0"}),
+            MockResponse(503, {"error": {"message": "overloaded"}}, {"retry-after": "0"}),
+            completion("hello"),
+        ]
+    )
+
+    def flaky(body: dict[str, Any]) -> MockResponse | dict[str, Any]:
+        return next(answers)
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with MockOpenAIServer(flaky) as srv:
+        code = main(["run", "hi", "--base-url", srv.base_url, "--model", "m", "--max-retries", "2"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert captured.out == "hello\n"
+    retries = [line for line in captured.err.splitlines() if "retry" in line]
+    assert retries == [
+        "   ↻ retry 1/2 in 0.0 s: HTTP 503 from the chat API: overloaded",
+        "   ↻ retry 2/2 in 0.0 s: HTTP 503 from the chat API: overloaded",
+    ]
+
+
+class _SlowTty(io.StringIO):
+    """A terminal (for the ticker) whose writes are recorded."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_chat_shows_a_ticker_on_a_terminal_and_strips_control_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def slow(request: ModelRequest) -> ModelResponse:
+        await asyncio.sleep(0.7)
+        return reply("Paris is overcast, 14°C.")
+
+    model = ScriptedModel([slow])
+    args = build_parser().parse_args(["chat", "--protocol", "function_calling"])
+    out, err = io.StringIO(), _SlowTty()
+    # Ctrl-L and an arrow key typed without line editing, around the question.
+    lines = _Lines("\x0cWeather in\tParis?\x1b[A\x1b[D\x7f")
+    session = ChatSession(
+        args, Endpoint("scripted", client=model), cli._load_tools(None), out=out, err=err,
+        read_line=lines,
+    )  # fmt: skip
+    assert session.loop() == 0
+    assert model.requests[0].messages[1].content == "Weather in\tParis?"  # type: ignore[union-attr]
+    assert "… the model is thinking" in err.getvalue()
+    assert out.getvalue() == "assistant> Paris is overcast, 14°C.\n\n"
+
+
+def test_clean_line() -> None:
+    assert cli.clean_line(" \x1b[1;5Chi\x00 there\x1bO\x9b ") == "hi there"
+    assert cli.clean_line("naïve 東京\t?") == "naïve 東京\t?"
+
+
+def test_line_editing_without_readline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Where Python has no readline (Windows), chat falls back to plain input()."""
+    monkeypatch.setattr(cli, "_isatty", lambda stream: True)
+    monkeypatch.setitem(sys.modules, "readline", None)  # `import readline` fails
+    args = build_parser().parse_args(["chat", "--history", str(tmp_path / "h")])
+    with cli._line_editing(args):
+        pass
+    assert not (tmp_path / "h").exists()
+
+
+def test_history_lives_in_the_xdg_state_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert cli.history_path() == tmp_path / "state" / "react-engine" / "chat_history"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cli.history_path() == tmp_path / ".local" / "state" / "react-engine" / "chat_history"
+
+
+# --- --tools --------------------------------------------------------------------------------------
+
+_SHOUT = (
+    "from react_engine import tool\n\n"
+    "@tool\n"
+    "def {name}(text: str) -> str:\n"
+    '    """Upper-case a text."""\n'
+    "    return text.upper()\n"
+)
+
+
+@pytest.fixture
+def console_script_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The working directory is tmp_path, which is not on sys.path: what the
+    ``react-engine`` console script sees (``python -m`` would add it)."""
+    monkeypatch.chdir(tmp_path)
+    here = {"", ".", str(tmp_path)}
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in here])
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "spec", ["cwd_tools_a", "cwd_tools_b.py", "./sub/cwd_tools_c.py", "{abs}/sub/cwd_tools_d.py"]
+)
+def test_tools_from_a_file_or_a_module_in_the_current_directory(
+    spec: str, console_script_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = spec.replace("{abs}", str(console_script_path))
+    name = Path(spec).stem
+    folder = console_script_path / ("sub" if "sub/" in spec else "")
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(_SHOUT.format(name=f"shout_{name[-1]}"), "utf-8")
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    tools = cli._load_tools(spec)
+    assert [t.name for t in tools] == [f"shout_{name[-1]}"]
+    assert tools[0].function("hi") == "HI"  # type: ignore[misc]
+    sys.modules.pop(name, None)
+
+
+def test_tools_that_are_not_there(
+    console_script_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "q", "--dry-run", "--tools", "./nope.py"]) == 2
+    assert "--tools ./nope.py: no such file" in _err_line(capsys.readouterr().err)
+    assert main(["run", "q", "--dry-run", "--tools", "no_such_module_xyz"]) == 2
+    line = _err_line(capsys.readouterr().err)
+    assert f"no module 'no_such_module_xyz' in {console_script_path}" in line
+    assert "--tools ./dir/mytools.py" in line
+
+
+# --- help, warnings, half-configured endpoints ---------------------------------------------------
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                for inner, deeper in _subparsers(sub):
+                    yield f"{name} {inner}", deeper
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    commands = dict(_subparsers(build_parser()))
+    assert {"run", "chat", "demo", "compare", "eval", "eval bfcl"} <= set(commands)
+    missing = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, sub in commands.items()
+        for action in sub._actions
+        if not isinstance(action, argparse._SubParsersAction | argparse._HelpAction)
+        and not action.help
+    ]
+    assert missing == []
+
+
+def test_run_help_has_a_description_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "The answer alone goes to stdout" in text
+    assert "examples:\n  react-engine run " in text
+    assert 'echo "Weather in Oslo, in Fahrenheit?" | react-engine run - --local' in text
+    assert "-q, --quiet" in text
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "structured", "auto"])
+def test_options_the_protocol_ignores_are_warned_about(
+    protocol: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "-q", "q", "--dry-run", "--protocol", protocol]
+    assert main([*argv, "--template", "zh", "--implicit-final-answer"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    shown = "function_calling" if protocol == "auto" else protocol
+    fallback = " unless the run falls back to text" if protocol == "auto" else ""
+    assert err == [
+        f"warning: {flag} does nothing under the {shown} protocol{fallback}: "
+        "only the text protocol reads it"
+        for flag in ("--template", "--implicit-final-answer")
+    ]
+    assert main(["run", "-q", "q", "--dry-run", "--protocol", "text", "--template", "zh"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_demo_refuses_a_base_url_without_a_model_like_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+
+    def no_local() -> Any:
+        raise AssertionError("the embedded model must not start")
+
+    monkeypatch.setattr(cli, "_local", no_local)
+    assert main(["run", "q"]) == 2
+    run_line = _err_line(capsys.readouterr().err)
+    assert main(["demo"]) == 2
+    assert _err_line(capsys.readouterr().err) == run_line
+    assert "no model name for http://127.0.0.1:9/v1: pass --model" in run_line
+
+
+def test_a_forced_answer_says_so_in_plain_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "forced.json"
+    call = {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}}]}
+    script.write_text(json.dumps({"function_calling": [call, {"content": "Overcast, 14°C."}]}))
+    argv = ["demo", "--scripted", str(script), "--protocol", "function_calling"]
+    assert main([*argv, "--max-steps", "1"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "   stop reason: the step budget was spent, so the model was asked for its final "
+        "answer without more tools (max_steps)"
+    ) in err.splitlines()
+    assert "✓ the answer carries the temperature get_weather returned (14)" in err
+
+
+def test_compare_says_why_the_png_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)  # not installed
+    argv = ["compare", "--scripted", "-q", "--task", "calculator_single", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert not (tmp_path / "comparison.png").exists()
+    assert "warning: comparison.png skipped: matplotlib is not installed" in err
+    assert main([*argv, "--no-plot"]) == 0  # asked for none: nothing to say
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_eval_bfcl_scripted_says_where_the_recordings_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from react_engine.eval import bfcl
+
+    installed = tmp_path / "site-packages" / "fixtures" / "bfcl"  # what a wheel install has
+    monkeypatch.setattr(bfcl, "DEFAULT_RECORDINGS", installed)
+    for flag in ("--scripted", "--record"):
+        assert main(["eval", "bfcl", flag, "--limit", "1"]) == 2
+        line = _err_line(capsys.readouterr().err)
+        assert (
+            f"{flag} without DIR uses the recordings in a source checkout's fixtures/bfcl/" in line
+        )
+        assert str(installed) in line and f"pass {flag} DIR" in line
+    assert not installed.exists()  # --record wrote nothing there
