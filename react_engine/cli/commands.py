@@ -8,6 +8,11 @@ Commands::
     react-engine demo             the weather agent (what ``make demo`` runs)
     react-engine eval bfcl        BFCL's AST categories under each protocol (react_engine.eval)
 
+What goes where, as Unix tools do: the answer alone on stdout (the JSON with ``--json``);
+the steps, the progress (a ticker while the model thinks and each network retry, on a
+terminal), the summary and the warnings on stderr, so ``react-engine run q > answer.txt``
+keeps the answer. ``-q`` prints the answer only; ``run -`` reads the question from stdin.
+
 Where the model is: ``--base-url``/``--model``/``--api-key-env`` (or ``OPENAI_BASE_URL``,
 ``OPENAI_API_KEY``, ``REACT_ENGINE_MODEL``); ``--local`` for the embedded llama.cpp model,
 which ``demo`` and ``compare`` use when no endpoint is configured; ``--dry-run`` (a canned

@@ -1,9 +1,11 @@
 """Human-readable rendering of steps, results and conversations, for terminals and logs.
 
 The loop knows nothing of this module: the CLI passes :class:`StepPrinter` as the agent's
-``on_step`` callback, so each step is shown as it happens. On a terminal a step is a small
-block with colour (unless ``NO_COLOR`` is set); elsewhere (a pipe, a file, a CI log) it is
-plain lines that each start with ``step N [protocol]`` and hold one thing, so they grep.
+``on_step`` callback, so each step is shown as it happens (on stderr). On a terminal a step
+is a small block with colour (unless ``NO_COLOR`` is set), and a streamed run is shown as
+it is written (:class:`LivePrinter`), each step once; elsewhere (a pipe, a file, a CI log)
+it is plain lines that each start with ``step N [protocol]`` and hold one thing, so they
+grep. :class:`Ticker` is the line that shows how long the model has been thinking.
 """
 
 from __future__ import annotations
