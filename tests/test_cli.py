@@ -200,7 +200,7 @@ def test_demo_falls_back_to_the_local_model_without_a_model_name(
     started: list[bool] = []
 
     @contextlib.contextmanager
-    def fake_local() -> Iterator[Endpoint]:
+    def fake_local(quiet: bool = False) -> Iterator[Endpoint]:
         started.append(True)
         yield Endpoint("smollm2-135m-instruct", server.base_url, "sk-local", local=True)
 
@@ -930,7 +930,7 @@ def test_demo_refuses_a_base_url_without_a_model_like_run(
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
 
-    def no_local() -> Any:
+    def no_local(quiet: bool = False) -> Any:
         raise AssertionError("the embedded model must not start")
 
     monkeypatch.setattr(cli, "_local", no_local)

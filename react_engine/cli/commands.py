@@ -242,21 +242,23 @@ def _endpoint(args: argparse.Namespace, *, local_default: bool) -> Iterator[Endp
                 "OPENAI_API_KEY and REACT_ENGINE_MODEL), use --local for the embedded model, "
                 "or --dry-run"
             )
-    with _local() as ep:
+    with _local(quiet=args.quiet) as ep:
         yield ep
 
 
 @contextlib.contextmanager
-def _local() -> Iterator[Endpoint]:
+def _local(*, quiet: bool = False) -> Iterator[Endpoint]:
     from ..local import local_server
 
-    print(
-        ">> starting the embedded SmolLM2-135M model on 127.0.0.1 (a few seconds)...",
-        file=sys.stderr,
-        flush=True,
-    )
+    if not quiet:
+        print(
+            ">> starting the embedded SmolLM2-135M model on 127.0.0.1 (a few seconds)...",
+            file=sys.stderr,
+            flush=True,
+        )
     with local_server() as local:
-        print(f">> local server ready at {local.base_url}", file=sys.stderr, flush=True)
+        if not quiet:
+            print(f">> local server ready at {local.base_url}", file=sys.stderr, flush=True)
         yield Endpoint(
             local.model,
             local.base_url,
