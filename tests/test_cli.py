@@ -769,13 +769,6 @@ def test_a_retry_is_shown_as_it_waits(
     ]
 
 
-class _SlowTty(io.StringIO):
-    """A terminal (for the ticker) whose writes are recorded."""
-
-    def isatty(self) -> bool:
-        return True
-
-
 def test_chat_shows_a_ticker_on_a_terminal_and_strips_control_characters(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -785,7 +778,7 @@ def test_chat_shows_a_ticker_on_a_terminal_and_strips_control_characters(
 
     model = ScriptedModel([slow])
     args = build_parser().parse_args(["chat", "--protocol", "function_calling"])
-    out, err = io.StringIO(), _SlowTty()
+    out, err = io.StringIO(), _Tty()  # a terminal: the ticker runs
     # Ctrl-L and an arrow key typed without line editing, around the question.
     lines = _Lines("\x0cWeather in\tParis?\x1b[A\x1b[D\x7f")
     session = ChatSession(
