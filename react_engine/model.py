@@ -857,6 +857,11 @@ class RetryPolicy:
     """Random seconds added to each exponential wait, so clients do not retry in lockstep."""
     sleep: Callable[[float], Awaitable[None]] | None = None
     """Replaces ``asyncio.sleep`` (tests pass a fake that records waits and returns at once)."""
+    on_retry: Callable[[int, float, BaseException], None] | None = None
+    """Called before each wait with the number of the attempt that follows (2 for the first
+    retry), the seconds it waits and the error of the attempt that failed: so a program can
+    show what a silent wait is (the CLI prints ``retry 1/3 in 0.6 s: ...``). It runs in the
+    run's event loop: it must return at once."""
 
 
 def backoff(policy: RetryPolicy, error: BaseException | None, attempt: int) -> float:
@@ -914,18 +919,29 @@ async def _retry(
         error = state.outcome.exception() if state.outcome is not None else None
         return backoff(policy, error, state.attempt_number + 1)
 
+    def before_sleep(state: RetryCallState) -> None:
+        if policy.on_retry is not None and state.outcome is not None:
+            error = state.outcome.exception()
+            waited = state.next_action.sleep if state.next_action is not None else 0.0
+            if error is not None:
+                policy.on_retry(attempts + 1, waited, error)
+
     attempts = 1
     limit = max(1, policy.max_attempts)
     left = policy.max_total - (time.monotonic() - started)
     if limit > 1 and left > 0:
         sleep = policy.sleep or asyncio.sleep
-        await sleep(backoff(policy, failed, 1))
+        first_wait = backoff(policy, failed, 1)
+        if policy.on_retry is not None:
+            policy.on_retry(2, first_wait, failed)
+        await sleep(first_wait)
         retrying = AsyncRetrying(
             stop=stop_after_attempt(limit - 1)
             | stop_after_delay(max(0.0, policy.max_total - (time.monotonic() - started))),
             wait=wait,
             retry=retry_if_exception_type(ModelUnavailableError),
             sleep=sleep,
+            before_sleep=before_sleep,
             reraise=True,
         )
         try:

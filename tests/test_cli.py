@@ -6,6 +6,7 @@ error paths check for one clear line on stderr, a non-zero code and no traceback
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import io
@@ -52,12 +53,13 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _err_line(err: str) -> str:
-    """stderr must be exactly one line starting with ``error:``, with no traceback."""
+    """stderr ends with one line starting with ``error:``, the only one, with no traceback
+    (a run's progress may come before it; an error found before the run is alone)."""
     assert "Traceback" not in err
     lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("error: ")
-    return lines[0]
+    assert [line for line in lines if line.startswith("error")] == lines[-1:], err
+    assert lines[-1].startswith("error: ")
+    return lines[-1]
 
 
 def _weather_responder(body: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +83,10 @@ def server() -> Iterator[MockOpenAIServer]:
 
 def test_run_dry_run_shows_steps_protocol_and_result(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "What's the weather in Beijing and Guangzhou?", "--dry-run"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    # stdout is the answer and nothing else; the rest is on stderr.
+    assert captured.out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
+    out = captured.err
     lines = out.splitlines()
     # The protocol and why, before the steps.
     assert lines[0] == (
@@ -98,7 +103,8 @@ def test_run_dry_run_shows_steps_protocol_and_result(capsys: pytest.CaptureFixtu
     assert any(line.startswith("step 1 [function_calling] tokens: ") for line in lines)
     assert "step 2 [function_calling] final answer: Beijing is sunny at 24°C; " in out
     assert "   protocol: function_calling (registry: default)" in lines
-    assert "   answer: Beijing is sunny at 24°C; Guangzhou is rainy at 29°C." in lines
+    assert "   stop reason: the model gave its final answer (final_answer)" in lines
+    assert not any(line.startswith("   answer:") for line in lines)  # it is on stdout
 
 
 def test_run_json_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -144,16 +150,16 @@ def test_run_scripted_task_file_and_tools_module(
         ["run", "shout hi", "--tools", "my_tools", "--scripted", str(script), "--protocol", "text"]
     )
     assert code == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert 'step 1 [text] action: shout {"text": "hi"}' in out
     assert "step 1 [text] observation: HI" in out
 
     # A task file is a script too: its transcript for the protocol that runs.
     task = ROOT / "react_engine" / "compare" / "tasks" / "chinese_weather.json"
     assert main(["run", "上海天气？", "--scripted", str(task), "--protocol", "text"]) == 0
-    out = capsys.readouterr().out
-    assert "step 1 [text] repairs: fullwidth_colon" in out
-    assert "上海今天多云" in out
+    captured = capsys.readouterr()
+    assert "step 1 [text] repairs: fullwidth_colon" in captured.err
+    assert "上海今天多云" in captured.out
 
 
 def test_run_without_answer_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -162,13 +168,16 @@ def test_run_without_answer_exits_3(tmp_path: Path, capsys: pytest.CaptureFixtur
     code = main(["run", "q", "--scripted", str(script), "--protocol", "text"])
     captured = capsys.readouterr()
     assert code == 3
-    assert "format error" in captured.out  # the steps were shown as they happened
-    assert _err_line(captured.err).startswith("error: the run stopped without an answer")
+    assert captured.out == ""  # no answer: nothing on stdout
+    err = captured.err.splitlines()
+    assert "format error" in captured.err  # the steps were shown as they happened
+    assert "   answer: (none)" in err
+    assert err[-1].startswith("error: the run stopped without an answer")
 
 
 def test_demo_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--dry-run"]) == 0
-    assert "Guangzhou is rainy at 29°C" in capsys.readouterr().out
+    assert capsys.readouterr().out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
 
 
 def test_demo_uses_a_configured_endpoint(
@@ -178,8 +187,8 @@ def test_demo_uses_a_configured_endpoint(
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("REACT_ENGINE_MODEL", "gpt-4o-mini")
     assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    assert "protocol function_calling (registry: gpt-4o*)" in out.splitlines()[0]
+    err = capsys.readouterr().err
+    assert "protocol function_calling (registry: gpt-4o*)" in err.splitlines()[0]
     assert server.requests[0]["messages"][1]["content"] == cli.DEMO_QUESTION
 
 
@@ -191,7 +200,7 @@ def test_demo_falls_back_to_the_local_model_without_a_model_name(
     started: list[bool] = []
 
     @contextlib.contextmanager
-    def fake_local() -> Iterator[Endpoint]:
+    def fake_local(quiet: bool = False) -> Iterator[Endpoint]:
         started.append(True)
         yield Endpoint("smollm2-135m-instruct", server.base_url, "sk-local", local=True)
 
@@ -202,7 +211,7 @@ def test_demo_falls_back_to_the_local_model_without_a_model_name(
     assert first["model"] == "smollm2-135m-instruct"
     # The local model's repeatable defaults.
     assert (first["temperature"], first["seed"], first["max_tokens"]) == (0.0, 42, 256)
-    assert "embedded local model at" in capsys.readouterr().out
+    assert "embedded local model at" in capsys.readouterr().err
 
 
 def test_run_against_an_endpoint(
@@ -212,7 +221,7 @@ def test_run_against_an_endpoint(
     argv = ["run", "Paris?", "--base-url", server.base_url, "--api-key-env", "MY_KEY"]
     code = main([*argv, "--model", "some-model", "--protocol", "text", "--max-tokens", "64"])
     assert code == 0
-    assert "answer: Paris is overcast, 14°C." in capsys.readouterr().out
+    assert capsys.readouterr().out == "Paris is overcast, 14°C.\n"
     assert "tools" not in server.requests[0]  # the text protocol: tools in the prompt
     assert server.requests[0]["max_tokens"] == 64
     assert "temperature" not in server.requests[0]  # not the local model: server defaults
@@ -438,16 +447,18 @@ def test_chat_slash_commands_and_turns(
         "--scripted",
         str(script),
     )
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out, err = captured.out, captured.err
     assert code == 0
-    assert "protocol function_calling (registry: default)" in out.splitlines()[0]
+    assert "protocol function_calling (registry: default)" in err.splitlines()[0]
     assert "/trace FILE" in out and "/protocol NAME" in out  # /help
     assert "  get_weather(location, unit): Get the current weather for a city." in out
     assert "assistant> Paris is overcast, 14°C." in out
     assert "protocol: text (explicit); the history is kept" in out
     assert "assistant> That is 57.2°F." in out
-    # The text protocol saw the first turn, rendered its own way.
-    assert "step 1 [text] action: calculator" in out
+    # The text protocol saw the first turn, rendered its own way; steps go to stderr.
+    assert "step 1 [text] action: calculator" in err
+    assert "step 1 [text] action: calculator" not in out
     history = out[out.index("[1] you: Weather in Paris?") :]
     assert history.splitlines()[:6] == [
         "[1] you: Weather in Paris?",
@@ -498,9 +509,10 @@ def test_chat_keeps_going_after_an_api_error(
     with MockOpenAIServer(flaky) as srv:
         argv = ["--base-url", srv.base_url, "--model", "gpt-4o", "--max-retries", "0"]
         code = _chat(monkeypatch, ["hi", "hi again", "/history"], *argv)
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 0
-    assert "error: HTTP 503 from the chat API: overloaded" in out
+    assert "error: HTTP 503 from the chat API: overloaded" in captured.err
     assert "assistant> hello" in out
     assert "[1] you: hi\n[2] you: hi again\n    assistant: hello" in out
 
@@ -523,12 +535,14 @@ class _Lines:
 def _session(
     model: ScriptedModel, lines: _Lines, tmp_path: Path
 ) -> tuple[ChatSession, io.StringIO]:
+    """A chat session whose stdout and stderr both go to the one buffer returned."""
     args = build_parser().parse_args(
         ["chat", "--protocol", "function_calling", "--trace", str(tmp_path / "t.jsonl")]
     )
     out = io.StringIO()
     endpoint = Endpoint("scripted", client=model)
-    return ChatSession(args, endpoint, cli._load_tools(None), out=out, read_line=lines), out
+    tools = cli._load_tools(None)
+    return ChatSession(args, endpoint, tools, out=out, err=out, read_line=lines), out
 
 
 def _interrupt(request: ModelRequest) -> ModelResponse:
@@ -616,6 +630,7 @@ def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
         Endpoint("scripted", client=model),
         cli._load_tools(None),
         out=out,
+        err=out,
         read_line=lines,
     )
     # A small error budget (the CLI has no flag for it): two bare thoughts exhaust it.
@@ -627,7 +642,10 @@ def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
     assert f"trace: appending each turn to {tmp_path / 't.jsonl'}" in text
     assert "trace: off\n" in text
     assert not (tmp_path / "t.jsonl").read_text("utf-8")  # tracing was switched off again
-    assert "(no answer: error_budget: 2 consecutive failed turns (budget 1))" in text
+    assert (
+        "(no answer: too many unusable replies in a row (error_budget): "
+        "2 consecutive failed turns (budget 1))"
+    ) in text
     assert session.conversation.steps[-1].kind == "format_error"
 
 
@@ -643,9 +661,9 @@ def test_demo_shows_the_call_before_its_tool_runs_and_checks_the_answer(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["demo", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert out.index('→ calling get_weather(location="Beijing")') < out.index("observation:")
-    assert "✓ the answer carries the temperature get_weather returned (24)" in out
+    err = capsys.readouterr().err
+    assert err.index('→ calling get_weather(location="Beijing")') < err.index("observation:")
+    assert "✓ the answer carries the temperature get_weather returned (24)" in err
 
 
 def test_demo_fails_an_answer_that_does_not_carry_the_tools_data(
@@ -663,9 +681,10 @@ def test_demo_fails_an_answer_that_does_not_carry_the_tools_data(
         )
     )
     code = main(["demo", "--scripted", str(script), "--protocol", "function_calling"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
     assert code == cli.EXIT_NO_ANSWER
-    assert "✗ the answer does not carry the temperature get_weather returned (14)" in out
+    assert "✗ the answer does not carry the temperature get_weather returned (14)" in captured.err
+    assert captured.out == "It is sunny and 28 degrees in Paris.\n"  # the answer, though wrong
 
 
 def test_demo_check_reads_the_temperature_from_successful_calls_only() -> None:
@@ -682,3 +701,281 @@ def test_demo_check_reads_the_temperature_from_successful_calls_only() -> None:
     assert not demo_check(run("It is 14 degrees.", {"location": "Atlantis"}))[0]  # tool failed
     assert not demo_check(run("It is 14 degrees."))[0]  # no call at all
     assert not demo_check(run("It is 140 degrees.", {"location": "Paris"}))[0]
+
+
+# --- Unix conventions (issue 19): stdout is the answer ------------------------------------------
+
+
+def test_quiet_prints_the_answer_and_nothing_else(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "-q", "Weather?", "--dry-run", "--protocol", "text"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
+    assert captured.err == ""
+    assert main(["demo", "--quiet", "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
+    assert captured.err == ""
+
+
+def test_quiet_keeps_the_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["Thought: hmm"] * 5), encoding="utf-8")
+    assert main(["run", "-q", "q", "--scripted", str(script), "--protocol", "text"]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: the run stopped without an answer")
+    assert len(captured.err.splitlines()) == 1
+
+
+def test_run_dash_reads_the_question_from_stdin(
+    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("What is the weather\nin Paris?\n"))
+    argv = ["run", "-", "--base-url", server.base_url, "--model", "m", "-q"]
+    assert main([*argv, "--protocol", "function_calling"]) == 0
+    assert capsys.readouterr().out == "Paris is overcast, 14°C.\n"
+    assert server.requests[0]["messages"][1]["content"] == "What is the weather\nin Paris?"
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("  \n"))
+    assert main(["run", "-", "--dry-run"]) == 2
+    assert "no question on stdin" in _err_line(capsys.readouterr().err)
+
+
+def test_a_retry_is_shown_as_it_waits(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answers: Iterator[MockResponse | dict[str, Any]] = iter(
+        [
+            MockResponse(503, {"error": {"message": "overloaded"}}, {"retry-after": "0"}),
+            MockResponse(503, {"error": {"message": "overloaded"}}, {"retry-after": "0"}),
+            completion("hello"),
+        ]
+    )
+
+    def flaky(body: dict[str, Any]) -> MockResponse | dict[str, Any]:
+        return next(answers)
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with MockOpenAIServer(flaky) as srv:
+        code = main(["run", "hi", "--base-url", srv.base_url, "--model", "m", "--max-retries", "2"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert captured.out == "hello\n"
+    retries = [line for line in captured.err.splitlines() if "retry" in line]
+    assert retries == [
+        "   ↻ retry 1/2 in 0.0 s: HTTP 503 from the chat API: overloaded",
+        "   ↻ retry 2/2 in 0.0 s: HTTP 503 from the chat API: overloaded",
+    ]
+
+
+def test_chat_shows_a_ticker_on_a_terminal_and_strips_control_characters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def slow(request: ModelRequest) -> ModelResponse:
+        await asyncio.sleep(0.7)
+        return reply("Paris is overcast, 14°C.")
+
+    model = ScriptedModel([slow])
+    args = build_parser().parse_args(["chat", "--protocol", "function_calling"])
+    out, err = io.StringIO(), _Tty()  # a terminal: the ticker runs
+    # Ctrl-L and an arrow key typed without line editing, around the question.
+    lines = _Lines("\x0cWeather in\tParis?\x1b[A\x1b[D\x7f")
+    session = ChatSession(
+        args, Endpoint("scripted", client=model), cli._load_tools(None), out=out, err=err,
+        read_line=lines,
+    )  # fmt: skip
+    assert session.loop() == 0
+    assert model.requests[0].messages[1].content == "Weather in\tParis?"  # type: ignore[union-attr]
+    assert "… the model is thinking" in err.getvalue()
+    assert out.getvalue() == "assistant> Paris is overcast, 14°C.\n\n"
+
+
+def test_clean_line() -> None:
+    assert cli.clean_line(" \x1b[1;5Chi\x00 there\x1bO\x9b ") == "hi there"
+    assert cli.clean_line("naïve 東京\t?") == "naïve 東京\t?"
+
+
+def test_line_editing_without_readline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Where Python has no readline (Windows), chat falls back to plain input()."""
+    monkeypatch.setattr(cli, "_isatty", lambda stream: True)
+    monkeypatch.setitem(sys.modules, "readline", None)  # `import readline` fails
+    args = build_parser().parse_args(["chat", "--history", str(tmp_path / "h")])
+    with cli._line_editing(args):
+        pass
+    assert not (tmp_path / "h").exists()
+
+
+def test_history_lives_in_the_xdg_state_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert cli.history_path() == tmp_path / "state" / "react-engine" / "chat_history"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cli.history_path() == tmp_path / ".local" / "state" / "react-engine" / "chat_history"
+
+
+# --- --tools --------------------------------------------------------------------------------------
+
+_SHOUT = (
+    "from react_engine import tool\n\n"
+    "@tool\n"
+    "def {name}(text: str) -> str:\n"
+    '    """Upper-case a text."""\n'
+    "    return text.upper()\n"
+)
+
+
+@pytest.fixture
+def console_script_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The working directory is tmp_path, which is not on sys.path: what the
+    ``react-engine`` console script sees (``python -m`` would add it)."""
+    monkeypatch.chdir(tmp_path)
+    here = {"", ".", str(tmp_path)}
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in here])
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "spec", ["cwd_tools_a", "cwd_tools_b.py", "./sub/cwd_tools_c.py", "{abs}/sub/cwd_tools_d.py"]
+)
+def test_tools_from_a_file_or_a_module_in_the_current_directory(
+    spec: str, console_script_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = spec.replace("{abs}", str(console_script_path))
+    name = Path(spec).stem
+    folder = console_script_path / ("sub" if "sub/" in spec else "")
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(_SHOUT.format(name=f"shout_{name[-1]}"), "utf-8")
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    tools = cli._load_tools(spec)
+    assert [t.name for t in tools] == [f"shout_{name[-1]}"]
+    assert tools[0].function("hi") == "HI"  # type: ignore[misc]
+    sys.modules.pop(name, None)
+
+
+def test_tools_that_are_not_there(
+    console_script_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "q", "--dry-run", "--tools", "./nope.py"]) == 2
+    assert "--tools ./nope.py: no such file" in _err_line(capsys.readouterr().err)
+    assert main(["run", "q", "--dry-run", "--tools", "no_such_module_xyz"]) == 2
+    line = _err_line(capsys.readouterr().err)
+    assert f"no module 'no_such_module_xyz' in {console_script_path}" in line
+    assert "--tools ./dir/mytools.py" in line
+
+
+# --- help, warnings, half-configured endpoints ---------------------------------------------------
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                for inner, deeper in _subparsers(sub):
+                    yield f"{name} {inner}", deeper
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    commands = dict(_subparsers(build_parser()))
+    assert {"run", "chat", "demo", "compare", "eval", "eval bfcl"} <= set(commands)
+    missing = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, sub in commands.items()
+        for action in sub._actions
+        if not isinstance(action, argparse._SubParsersAction | argparse._HelpAction)
+        and not action.help
+    ]
+    assert missing == []
+
+
+def test_run_help_has_a_description_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "The answer alone goes to stdout" in text
+    assert "examples:\n  react-engine run " in text
+    assert 'echo "Weather in Oslo, in Fahrenheit?" | react-engine run - --local' in text
+    assert "-q, --quiet" in text
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "structured", "auto"])
+def test_options_the_protocol_ignores_are_warned_about(
+    protocol: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "-q", "q", "--dry-run", "--protocol", protocol]
+    assert main([*argv, "--template", "zh", "--implicit-final-answer"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    shown = "function_calling" if protocol == "auto" else protocol
+    fallback = " unless the run falls back to text" if protocol == "auto" else ""
+    assert err == [
+        f"warning: {flag} does nothing under the {shown} protocol{fallback}: "
+        "only the text protocol reads it"
+        for flag in ("--template", "--implicit-final-answer")
+    ]
+    assert main(["run", "-q", "q", "--dry-run", "--protocol", "text", "--template", "zh"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_demo_refuses_a_base_url_without_a_model_like_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+
+    def no_local(quiet: bool = False) -> Any:
+        raise AssertionError("the embedded model must not start")
+
+    monkeypatch.setattr(cli, "_local", no_local)
+    assert main(["run", "q"]) == 2
+    run_line = _err_line(capsys.readouterr().err)
+    assert main(["demo"]) == 2
+    assert _err_line(capsys.readouterr().err) == run_line
+    assert "no model name for http://127.0.0.1:9/v1: pass --model" in run_line
+
+
+def test_a_forced_answer_says_so_in_plain_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "forced.json"
+    call = {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}}]}
+    script.write_text(json.dumps({"function_calling": [call, {"content": "Overcast, 14°C."}]}))
+    argv = ["demo", "--scripted", str(script), "--protocol", "function_calling"]
+    assert main([*argv, "--max-steps", "1"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "   stop reason: the step budget was spent, so the model was asked for its final "
+        "answer without more tools (max_steps)"
+    ) in err.splitlines()
+    assert "✓ the answer carries the temperature get_weather returned (14)" in err
+
+
+def test_compare_says_why_the_png_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)  # not installed
+    argv = ["compare", "--scripted", "-q", "--task", "calculator_single", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert not (tmp_path / "comparison.png").exists()
+    assert "warning: comparison.png skipped: matplotlib is not installed" in err
+    assert main([*argv, "--no-plot"]) == 0  # asked for none: nothing to say
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_eval_bfcl_scripted_says_where_the_recordings_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from react_engine.eval import bfcl
+
+    installed = tmp_path / "site-packages" / "fixtures" / "bfcl"  # what a wheel install has
+    monkeypatch.setattr(bfcl, "DEFAULT_RECORDINGS", installed)
+    for flag in ("--scripted", "--record"):
+        assert main(["eval", "bfcl", flag, "--limit", "1"]) == 2
+        line = _err_line(capsys.readouterr().err)
+        assert (
+            f"{flag} without DIR uses the recordings in a source checkout's fixtures/bfcl/" in line
+        )
+        assert str(installed) in line and f"pass {flag} DIR" in line
+    assert not installed.exists()  # --record wrote nothing there

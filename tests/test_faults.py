@@ -253,6 +253,26 @@ def test_retry_after_longer_than_the_backoff_cap_is_capped(
     assert harness.sleep.waits == [7.5]
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_on_retry_is_told_of_each_retry_before_its_wait(
+    server: ScriptedServer, harness: Harness, client: str
+) -> None:
+    """The hook the CLI shows retries with: the attempt that follows, its wait, the error."""
+    seen: list[tuple[int, float, str, int]] = []
+
+    def on_retry(attempt: int, wait: float, error: BaseException) -> None:
+        seen.append((attempt, wait, str(error), len(harness.sleep.waits)))
+
+    overloaded = MockResponse(503, {"error": {"message": "overloaded"}})
+    server.push(overloaded, overloaded, final_body("function_calling", "ok"))
+    policy = RetryPolicy(max_attempts=4, sleep=harness.sleep, on_retry=on_retry)
+    assert harness.run("function_calling", client=client, retry=policy).answer == "ok"
+    assert [attempt for attempt, *_ in seen] == [2, 3]  # the first retry, then the second
+    assert [wait for _, wait, *_ in seen] == harness.sleep.waits  # the waits that followed
+    assert [waited for *_, waited in seen] == [0, 1]  # each told before its wait
+    assert all("overloaded" in error for _, _, error, _ in seen)
+
+
 def test_retry_after_ms_is_honoured(server: ScriptedServer, harness: Harness) -> None:
     server.push(
         MockResponse(429, {"error": {"message": "slow down"}}, {"retry-after-ms": "250"}),

@@ -404,15 +404,20 @@ class _Tty(io.StringIO):
 @pytest.mark.parametrize("command", ["run", "demo"])
 def test_the_cli_streams_on_a_terminal(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
-    tty = _Tty()
-    monkeypatch.setattr(sys, "stdout", tty)
+    tty, stdout = _Tty(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", tty)  # where the steps go
+    monkeypatch.setattr(sys, "stdout", stdout)
     argv = ["run", "What's the weather in Beijing?"] if command == "run" else ["demo"]
     assert cli_main([*argv, "--dry-run", "--protocol", "text"]) == 0
     out = tty.getvalue()
-    # the reply's text as written, the call before its observation, then the step's block
-    assert out.index("Action: get_weather") < out.index("→ calling get_weather(")
-    assert out.index("→ calling get_weather(") < out.index("Observation:")
-    assert "── step 1" in out and "══ result" in out
+    # the step's header, the reply's text as written, the call before what it returned
+    assert out.index("── step 1") < out.index("Action: get_weather") < out.index("→ calling")
+    assert out.index("→ calling get_weather(") < out.index("← get_weather: ")
+    assert "══ result" in out
+    # each step once: the streamed text is not printed again in a block after it
+    assert out.count("Action: get_weather") == 2  # two calls in step 1's reply
+    assert out.count("Final Answer:") == 1
+    assert stdout.getvalue() == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
 
 
 def test_a_blocking_openai_client_streams_and_stops_live_too() -> None:

@@ -503,10 +503,11 @@ def test_cli_dry_run_under_the_structured_protocol(capsys: pytest.CaptureFixture
         ["run", "Weather in Beijing and Guangzhou?", "--dry-run", "--protocol", "structured"]
     )
     assert code == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.err
+    assert captured.out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
     assert "protocol structured (explicit)" in out
     assert 'step 2 [structured] action: get_weather {"location": "Guangzhou"}' in out
-    assert "answer: Beijing is sunny at 24°C; Guangzhou is rainy at 29°C." in out
 
 
 @pytest.mark.parametrize("answer", ["<your answer>", " <the final answer> ", "...", "…"])

@@ -8,6 +8,11 @@ Commands::
     react-engine demo             the weather agent (what ``make demo`` runs)
     react-engine eval bfcl        BFCL's AST categories under each protocol (react_engine.eval)
 
+What goes where, as Unix tools do: the answer alone on stdout (the JSON with ``--json``);
+the steps, the progress (a ticker while the model thinks and each network retry, on a
+terminal), the summary and the warnings on stderr, so ``react-engine run q > answer.txt``
+keeps the answer. ``-q`` prints the answer only; ``run -`` reads the question from stdin.
+
 Where the model is: ``--base-url``/``--model``/``--api-key-env`` (or ``OPENAI_BASE_URL``,
 ``OPENAI_API_KEY``, ``REACT_ENGINE_MODEL``); ``--local`` for the embedded llama.cpp model,
 which ``demo`` and ``compare`` use when no endpoint is configured; ``--dry-run`` (a canned
@@ -32,6 +37,7 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -67,7 +73,7 @@ from ..errors import (
     UserError,
 )
 from ..eval.bfcl import add_eval_parser, run_eval_command
-from ..events import ActionDecided, Event, RunDone, StepDone
+from ..events import Event, RunDone
 from ..model import ChatModel, RetryPolicy, mask_key
 from ..selection import protocol_names
 from ..state import RUN_EVENT
@@ -84,7 +90,17 @@ from ..types import (
     to_jsonable,
 )
 from .demo import DEMO_QUESTION, DEMO_TOOLS, DRY_RUN_SCRIPT, demo_check, get_weather
-from .render import LivePrinter, StepPrinter, _isatty, format_history, format_result, use_color
+from .render import (
+    LivePrinter,
+    StepPrinter,
+    Ticker,
+    _isatty,
+    call_arguments,
+    format_history,
+    format_result,
+    stop_words,
+    use_color,
+)
 
 __all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
 
@@ -174,7 +190,9 @@ def _configured(
     """The endpoint given by flags or the environment; ``None`` when there is none.
 
     With ``strict``, a half-configured endpoint is an error; otherwise (``demo``, ``compare``)
-    an environment with a key but no model name leaves the choice to the local model.
+    an environment with a key but no model name leaves the choice to the local model (a
+    key alone is often set for other programs). A base URL without a model name is an
+    error for every command: that user meant their server.
     """
     base_url = getattr(args, "base_url", None) or os.environ.get("OPENAI_BASE_URL") or None
     key, env = _api_key(args)
@@ -188,10 +206,10 @@ def _configured(
             )
         return None
     if not model:
-        if strict or flags:
+        if strict or flags or base_url:
             raise ConfigurationError(
                 f"no model name for {base_url or 'the OpenAI API'}: pass --model or set "
-                "REACT_ENGINE_MODEL"
+                "REACT_ENGINE_MODEL (or --local for the embedded model)"
             )
         return None
     return Endpoint(model, base_url, key, env)
@@ -224,21 +242,23 @@ def _endpoint(args: argparse.Namespace, *, local_default: bool) -> Iterator[Endp
                 "OPENAI_API_KEY and REACT_ENGINE_MODEL), use --local for the embedded model, "
                 "or --dry-run"
             )
-    with _local() as ep:
+    with _local(quiet=args.quiet) as ep:
         yield ep
 
 
 @contextlib.contextmanager
-def _local() -> Iterator[Endpoint]:
+def _local(*, quiet: bool = False) -> Iterator[Endpoint]:
     from ..local import local_server
 
-    print(
-        ">> starting the embedded SmolLM2-135M model on 127.0.0.1 (a few seconds)...",
-        file=sys.stderr,
-        flush=True,
-    )
+    if not quiet:
+        print(
+            ">> starting the embedded SmolLM2-135M model on 127.0.0.1 (a few seconds)...",
+            file=sys.stderr,
+            flush=True,
+        )
     with local_server() as local:
-        print(f">> local server ready at {local.base_url}", file=sys.stderr, flush=True)
+        if not quiet:
+            print(f">> local server ready at {local.base_url}", file=sys.stderr, flush=True)
         yield Endpoint(
             local.model,
             local.base_url,
@@ -277,10 +297,23 @@ def _describe_api_failure(exc: ModelAPIError, ep: Endpoint | None, model: str | 
 
 
 def _load_tools(spec: str | None) -> list[Tool]:
+    """The ``@tool`` functions of ``--tools``: a ``.py`` file, or a module importable from
+    the current directory (as ``python -m`` would find it, with no ``PYTHONPATH=.``)."""
     if not spec:
         return list(DEMO_TOOLS)
     try:
-        module = importlib.import_module(spec)
+        module = _import_tools(spec)
+    except ConfigurationError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name != spec.partition(".")[0]:
+            raise ConfigurationError(
+                f"cannot import tools module {spec!r}: ModuleNotFoundError: {_one_line(str(exc))}"
+            ) from None
+        raise ConfigurationError(
+            f"--tools {spec}: no module {exc.name!r} in {os.getcwd()} or on the Python path; "
+            "name a file to load it from elsewhere (--tools ./dir/mytools.py)"
+        ) from None
     except Exception as exc:  # any import failure is the user's to fix
         raise ConfigurationError(
             f"cannot import tools module {spec!r}: {type(exc).__name__}: {_one_line(str(exc))}"
@@ -289,6 +322,45 @@ def _load_tools(spec: str | None) -> list[Tool]:
     if not found:
         raise ConfigurationError(f"module {spec!r} defines no @tool")
     return found
+
+
+def _import_tools(spec: str) -> Any:
+    path = Path(spec)
+    if spec.endswith(".py") or os.sep in spec or "/" in spec:
+        if not path.is_file():
+            raise ConfigurationError(f"--tools {spec}: no such file")
+        return _import_file(path.resolve())
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)  # what `python -m` does; the console script does not
+    return importlib.import_module(spec)
+
+
+def _import_file(path: Path) -> Any:
+    """Import a ``.py`` file as a module (its folder on ``sys.path``, as ``python FILE``
+    has it, so that it can import its neighbours)."""
+    import importlib.util
+
+    name = path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    if loaded is not None or not name.isidentifier():
+        name = f"_react_engine_tools_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigurationError(f"--tools {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    sys.modules[name] = module  # pydantic and dataclasses look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def _settings(args: argparse.Namespace, ep: Endpoint) -> ModelSettings:
@@ -307,15 +379,18 @@ def _make_agent(
     tools: Sequence[Tool],
     protocol: str,
     on_step: Callable[[Step], None] | None,
+    *,
+    on_retry: Callable[[int, float, BaseException], None] | None = None,
     **options: Any,
 ) -> Agent:
-    """The agent a command runs: the endpoint, the flags, and ``options`` over them."""
+    """The agent a command runs: the endpoint, the flags, and ``options`` over them;
+    ``on_retry`` is told of each network retry before its wait."""
     if ep.replies is not None:
         ep.replies.protocol = protocol
     chosen: dict[str, Any] = {
         "max_steps": args.max_steps,
         "settings": _settings(args, ep),
-        "retry": RetryPolicy(max_attempts=args.max_retries + 1),
+        "retry": RetryPolicy(max_attempts=args.max_retries + 1, on_retry=on_retry),
         **options,
     }
     return Agent(
@@ -404,6 +479,8 @@ def _print_result(result: RunResult, args: argparse.Namespace) -> None:
 
 
 def _show_result(result: RunResult, args: argparse.Namespace) -> None:
+    """The answer alone on stdout (or the JSON with ``--json``); the rest of the result on
+    stderr, unless ``--quiet``."""
     if args.json:
         payload = {
             "question": result.question,
@@ -419,47 +496,151 @@ def _show_result(result: RunResult, args: argparse.Namespace) -> None:
             "steps": to_jsonable(result.steps),
         }
         print(json.dumps(payload, ensure_ascii=False, indent=2))
-    else:
-        print(format_result(result, color=use_color(sys.stdout)))
+        return
+    if not args.quiet:
+        summary = format_result(result, color=use_color(sys.stderr), answer=False)
+        print(summary, file=sys.stderr, flush=True)
+    if result.answer is not None:
+        print(result.answer, flush=True)
+
+
+class _Progress:
+    """What a command shows on stderr while a run goes: each step, each call before its
+    tool runs, each network retry, and a ticker while the model thinks (on a terminal).
+
+    With ``--quiet`` nothing; with ``--json`` only the ticker and the retries, on a
+    terminal. On a terminal ``run`` and ``demo`` stream (:class:`LivePrinter`): the model's
+    text as it is written, each step printed once.
+    """
+
+    def __init__(self, args: argparse.Namespace, *, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        quiet = bool(getattr(args, "quiet", False))
+        tty = _isatty(self.stream)
+        self.printer = None if quiet or getattr(args, "json", False) else StepPrinter(self.stream)
+        self.ticker = Ticker(self.stream, live=tty and not quiet)
+        self.live = LivePrinter(self.stream, steps=self.printer) if self.printer and tty else None
+        if self.live is not None:
+            live = self.live
+            self.ticker.paused = lambda: live.writing
+        self.max_retries: int = args.max_retries
+        self.steps: list[Step] = []
+        """The steps done so far (what a trace keeps of a run Ctrl-C interrupts)."""
+
+    def say(self, text: str) -> None:
+        if self.printer is not None:
+            self.ticker.say(text)
+
+    def on_step(self, step: Step) -> None:
+        self.steps.append(step)
+        if self.printer is not None and self.live is None:
+            with self.ticker.writing():
+                self.printer(step)
+
+    def on_call(self, record: ActionRecord) -> None:
+        if self.printer is not None and self.live is None:
+            self.ticker.say(f"  → calling {record.tool}({call_arguments(record.arguments)})")
+
+    def on_retry(self, attempt: int, wait: float, error: BaseException) -> None:
+        if self.printer is not None or self.ticker.live:
+            self.ticker.say(
+                f"   ↻ retry {attempt - 1}/{self.max_retries} in {wait:.1f} s: "
+                f"{_one_line(str(error), 200)}"
+            )
+
+    def show(self, event: Event) -> None:
+        """A streamed run's event, on the terminal (``live`` only)."""
+        assert self.live is not None
+        with self.ticker.writing():
+            self.live(event)
+
+    def run(self, agent: Agent, question: str, **options: Any) -> RunResult:
+        """The run, streamed on a terminal; the ticker shows the waits."""
+        with self.ticker:
+            if self.live is None:
+                return agent.run(question, **options)
+            return _streamed(agent, question, self.show, **options)
+
+
+def _read_question(args: argparse.Namespace) -> str:
+    """The question: the argument, or stdin when it is ``-``."""
+    question: str = args.question
+    if question != "-":
+        return question
+    if _isatty(sys.stdin) and not args.quiet:
+        print("(reading the question from stdin; end it with Ctrl-D)", file=sys.stderr)
+    question = sys.stdin.read().strip()
+    if not question:
+        raise ConfigurationError("run -: no question on stdin")
+    return question
+
+
+def _warn_unused_options(args: argparse.Namespace, agent: Agent) -> None:
+    """Say on stderr which options the chosen protocol does not read."""
+    protocol, _, _ = agent.choose_protocol()
+    if protocol.name == "text":
+        return
+    maybe = " unless the run falls back to text" if getattr(args, "protocol", "") == "auto" else ""
+    for flag, given in (
+        ("--template", getattr(args, "template", None)),
+        ("--implicit-final-answer", getattr(args, "implicit_final_answer", False)),
+    ):
+        if given:
+            print(
+                f"warning: {flag} does nothing under the {protocol.name} protocol{maybe}: "
+                "only the text protocol reads it",
+                file=sys.stderr,
+            )
+
+
+def _answer(
+    args: argparse.Namespace,
+    ep: Endpoint,
+    agent: Agent,
+    progress: _Progress,
+    question: str,
+    **options: Any,
+) -> RunResult:
+    """Run ``agent`` on ``question`` with ``progress`` on stderr; the result printed (and
+    traced), or the run's error as an :class:`_Exit`."""
+    started = time.perf_counter()
+    try:
+        result = progress.run(agent, question, **options)
+    except RunAborted as exc:
+        _print_result(exc.result, args)
+        raise _Exit(
+            f"the run stopped without an answer: {_one_line(str(exc))}", EXIT_NO_ANSWER
+        ) from None
+    except ModelAPIError as exc:
+        if exc.result is not None:
+            _write_trace(exc.result, args.trace)
+        raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
+    except (KeyboardInterrupt, BrokenPipeError):
+        # Ctrl-C, or the reader of our output went away: keep what was done.
+        _write_trace(_partial_result(agent, question, progress.steps, started), args.trace)
+        raise
+    _print_result(result, args)
+    return result
 
 
 def _cmd_run(args: argparse.Namespace, *, local_default: bool) -> int:
     tools = _load_tools(args.tools)
     _check_trace(args.trace)
-    question: str = args.question
+    question = _read_question(args)
     with _endpoint(args, local_default=local_default) as ep:
-        printer = None if args.json else StepPrinter(sys.stdout)
-        # On a terminal the run streams: tokens as they come, each action before its tool
-        # runs. Elsewhere (a pipe, a file, a test) the output is step by step, as before.
-        live = LivePrinter(sys.stdout, steps=printer) if printer and _isatty(sys.stdout) else None
-        steps: list[Step] = []
-
-        def on_step(step: Step) -> None:
-            steps.append(step)
-            if printer is not None and live is None:
-                printer(step)
-
-        agent = _make_agent(args, ep, tools, args.protocol, on_step)
-        chosen = _describe_protocol(agent)
-        if not args.json:
-            print(f"model {agent.model} · {ep.where} · protocol {chosen}", flush=True)
-        started = time.perf_counter()
-        try:
-            result = agent.run(question) if live is None else _streamed(agent, question, live)
-        except RunAborted as exc:
-            _print_result(exc.result, args)
-            raise _Exit(
-                f"the run stopped without an answer: {_one_line(str(exc))}", EXIT_NO_ANSWER
-            ) from None
-        except ModelAPIError as exc:
-            if exc.result is not None:
-                _write_trace(exc.result, args.trace)
-            raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
-        except (KeyboardInterrupt, BrokenPipeError):
-            # Ctrl-C, or the reader of our output went away: keep what was done.
-            _write_trace(_partial_result(agent, question, steps, started), args.trace)
-            raise
-        _print_result(result, args)
+        progress = _Progress(args)
+        agent = _make_agent(
+            args,
+            ep,
+            tools,
+            args.protocol,
+            progress.on_step,
+            on_call=progress.on_call,
+            on_retry=progress.on_retry,
+        )
+        _warn_unused_options(args, agent)
+        progress.say(f"model {agent.model} · {ep.where} · protocol {_describe_protocol(agent)}")
+        result = _answer(args, ep, agent, progress, question)
     return 0 if result.answer is not None else EXIT_NO_ANSWER
 
 
@@ -477,131 +658,36 @@ def _streamed(
 # --- demo -------------------------------------------------------------------------------------
 
 
-class _Ticker:
-    """Shows how long the model has been thinking, on a terminal, until the next event."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.live = _isatty(stream)
-        self.since = time.perf_counter()
-        self._stop = threading.Event()
-        self.lock = threading.Lock()
-        self._shown = False
-        self._thread: threading.Thread | None = None
-        self.paused: Callable[[], bool] = lambda: False
-        """True while something else writes on the line (a streamed reply)."""
-
-    def __enter__(self) -> _Ticker:
-        if self.live:
-            self._thread = threading.Thread(target=self._run, daemon=True, name="demo-ticker")
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.clear()
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            with self.lock:
-                if self.paused():
-                    continue
-                elapsed = time.perf_counter() - self.since
-                self.stream.write(f"\r  … the model is thinking ({elapsed:4.1f} s)")
-                self.stream.flush()
-                self._shown = True
-
-    def clear(self) -> None:
-        with self.lock:
-            if self._shown:
-                self.stream.write("\r" + " " * 48 + "\r")
-                self.stream.flush()
-                self._shown = False
-
-    def say(self, text: str) -> None:
-        """Print a line, then start timing the next wait."""
-        with self.lock:
-            if self._shown:
-                self.stream.write("\r" + " " * 48 + "\r")
-                self._shown = False
-            print(text, file=self.stream, flush=True)
-            self.since = time.perf_counter()
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The weather agent, with every step shown as it happens and the answer checked."""
     tools = _load_tools(args.tools) if args.tools else [get_weather]
     _check_trace(args.trace)
     with _endpoint(args, local_default=True) as ep:
-        out = sys.stdout
-        printer = None if args.json else StepPrinter(out)
-        ticker = _Ticker(out if printer is not None else io.StringIO())
-
-        live = LivePrinter(out, steps=printer) if printer and _isatty(out) else None
-
-        def on_call(record: ActionRecord) -> None:
-            if live is None:
-                ticker.say(f"  → calling {record.tool}({_args_text(record.arguments)})")
-
-        def on_step(step: Step) -> None:
-            if printer is not None and live is None:
-                ticker.clear()
-                printer(step)
-            ticker.since = time.perf_counter()
-
-        def show(event: Event) -> None:
-            assert live is not None
-            if not live.writing:
-                ticker.clear()
-            with ticker.lock:  # the ticker does not write over the reply
-                live(event)
-            if isinstance(event, StepDone | ActionDecided):
-                ticker.since = time.perf_counter()
-
-        protocol = args.protocol
+        progress = _Progress(args)
         # The question needs a tool: the first step must call one (then the choice is
         # the model's again). A 135M model given the choice after a result tends to call
         # the same tool again rather than answer, so on the embedded model the demo allows
         # one round of calls and then asks for the answer (--max-steps changes that).
-        limits: dict[str, Any] = {"tool_choice": "required"}
         max_steps = args.max_steps if args.max_steps is not None else (1 if ep.local else 6)
         agent = _make_agent(
-            args, ep, tools, protocol, on_step, max_steps=max_steps, on_call=on_call
+            args,
+            ep,
+            tools,
+            args.protocol,
+            progress.on_step,
+            max_steps=max_steps,
+            on_call=progress.on_call,
+            on_retry=progress.on_retry,
         )
-        if not args.json:
-            print(f"model {agent.model} · {ep.where} · protocol {_describe_protocol(agent)}")
-            print(f"question: {args.question}", flush=True)
-        if live is not None:
-            ticker.paused = lambda: live.writing
-        with ticker:
-            try:
-                if live is None:
-                    result = agent.run(args.question, **limits)
-                else:
-                    result = _streamed(agent, args.question, show, **limits)
-            except RunAborted as exc:
-                ticker.clear()
-                _print_result(exc.result, args)
-                raise _Exit(
-                    f"the run stopped without an answer: {_one_line(str(exc))}", EXIT_NO_ANSWER
-                ) from None
-            except ModelAPIError as exc:
-                raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
-        _print_result(result, args)
+        _warn_unused_options(args, agent)
+        progress.say(f"model {agent.model} · {ep.where} · protocol {_describe_protocol(agent)}")
+        progress.say(f"question: {args.question}")
+        result = _answer(args, ep, agent, progress, args.question, tool_choice="required")
     ok, why = demo_check(result)
-    if not args.json:
-        print(("✓ " if ok else "✗ ") + why, flush=True)
+    progress.say(("✓ " if ok else "✗ ") + why)
     if not ok:
         return EXIT_NO_ANSWER
     return 0
-
-
-def _args_text(arguments: dict[str, Any] | str) -> str:
-    if isinstance(arguments, dict):
-        return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
-    return arguments
 
 
 # --- chat -------------------------------------------------------------------------------------
@@ -621,7 +707,9 @@ Ctrl-C during an answer interrupts it; the conversation keeps what was done so f
 class ChatSession:
     """The interactive loop of ``react-engine chat``, with its slash commands.
 
-    Streams and the line reader are injectable, so the loop runs in-process in tests.
+    Answers and what the slash commands print go to ``out`` (stdout); the steps, the
+    ticker, each turn's figures and errors to ``err`` (stderr). Streams and the line
+    reader are injectable, so the loop runs in-process in tests.
     """
 
     def __init__(
@@ -631,38 +719,54 @@ class ChatSession:
         tools: Sequence[Tool],
         *,
         out: TextIO | None = None,
+        err: TextIO | None = None,
         read_line: Callable[[str], str] = input,
     ) -> None:
         self.args = args
         self.endpoint = endpoint
         self.tools = list(tools)
         self.out = out or sys.stdout
+        self.err = err or sys.stderr
         self.read_line = read_line
         self.protocol: str = args.protocol
         self.trace_path: str | None = args.trace
-        self.printer = StepPrinter(self.out)
+        self.progress = _Progress(args, stream=self.err)
         self.conversation = Conversation(self._agent())
 
     def _agent(self) -> Agent:
-        return _make_agent(self.args, self.endpoint, self.tools, self.protocol, self.printer)
+        p = self.progress
+        return _make_agent(
+            self.args,
+            self.endpoint,
+            self.tools,
+            self.protocol,
+            p.on_step,
+            on_call=p.on_call,
+            on_retry=p.on_retry,
+        )
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
+    def note(self, text: str) -> None:
+        """A line on stderr: progress, figures, errors."""
+        print(text, file=self.err, flush=True)
+
     def loop(self) -> int:
         agent = self.conversation.agent
-        self.say(
-            f"react-engine chat · model {agent.model} · {self.endpoint.where} · "
-            f"protocol {_describe_protocol(agent)}\nType a question, or /help."
-        )
+        if not self.args.quiet:
+            self.note(
+                f"react-engine chat · model {agent.model} · {self.endpoint.where} · "
+                f"protocol {_describe_protocol(agent)}\nType a question, or /help."
+            )
         while True:
             try:
-                line = self.read_line("you> ").strip()
+                line = clean_line(self.read_line("you> "))
             except EOFError:
                 self.say("")
                 return 0
             except KeyboardInterrupt:
-                self.say("\n(Ctrl-C: type /exit or press Ctrl-D to leave)")
+                self.note("\n(Ctrl-C: type /exit or press Ctrl-D to leave)")
                 continue
             if not line:
                 continue
@@ -766,16 +870,15 @@ class ChatSession:
             self.say(f"(cannot write the trace to {self.trace_path}: {exc.strerror or exc})")
 
     def ask(self, question: str) -> None:
-        import time
-
         history = self.conversation.history
         before = len(history)
         started = time.perf_counter()
         try:
-            result = asyncio.run(self.conversation.aask(question))
+            with self.progress.ticker:
+                result = asyncio.run(self.conversation.aask(question))
         except KeyboardInterrupt:
             steps = [i for i in history[before:] if isinstance(i, Step)]
-            self.say(
+            self.note(
                 f"\n(interrupted: the conversation keeps this question and the {len(steps)} "
                 "step(s) done so far)"
             )
@@ -786,7 +889,7 @@ class ChatSession:
         except RunAborted as exc:
             result = exc.result
         except ModelAPIError as exc:
-            self.say(
+            self.note(
                 f"error: {_describe_api_error(exc, self.endpoint, self.conversation.agent.model)}"
             )
             return
@@ -795,25 +898,87 @@ class ChatSession:
         if result.answer is not None:
             self.say(f"assistant> {result.answer}")
         else:
-            self.say(
-                f"(no answer: {result.stop_reason}{': ' + result.error if result.error else ''})"
+            self.note(
+                f"(no answer: {stop_words(result)}{': ' + result.error if result.error else ''})"
             )
+        if self.args.quiet:
+            return
         u = result.usage
-        self.say(
+        self.note(
             f"   [{result.protocol} · {u.requests} LLM call(s) · {len(result.tool_calls)} tool "
             f"call(s) · {u.prompt_tokens}+{u.completion_tokens} tokens · {result.duration_s:.1f}s]"
         )
         shown = {event for step in result.steps for event in step.events}
         for event in result.events:
             if event not in shown:  # the run's own events, which no step printed
-                self.say(f"   ! {event}")
+                self.note(f"   ! {event}")
+
+
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # an escape sequence a key sent (arrows: ESC [ A)
+    r"|\x1b[@-_]"  # a two-character escape
+    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]"  # any other control character (tab aside)
+)
+
+
+def clean_line(line: str) -> str:
+    """A typed line without control characters or the escape sequences of keys (an arrow
+    key without line editing, Ctrl-L), and without spaces around it."""
+    return _CONTROL.sub("", line).strip()
+
+
+def _history_hint() -> str:
+    return (
+        "$XDG_STATE_HOME/react-engine/chat_history, else ~/.local/state/react-engine/chat_history"
+    )
+
+
+def history_path() -> Path:
+    """Where ``chat`` keeps the questions typed on a terminal (the XDG state directory)."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "react-engine" / "chat_history"
+
+
+@contextlib.contextmanager
+def _line_editing(args: argparse.Namespace) -> Iterator[None]:
+    """On a terminal, ``input()`` gets readline's line editing (arrows, Ctrl-A/E, Ctrl-R)
+    and the history of earlier sessions; the history is saved when the chat ends. Off a
+    terminal, or where Python has no ``readline`` (Windows), plain ``input()``."""
+    if not (_isatty(sys.stdin) and _isatty(sys.stdout)):
+        yield
+        return
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - platforms without readline
+        yield
+        return
+    path = None if args.no_history else Path(args.history) if args.history else history_path()
+    if path is not None:
+        with contextlib.suppress(OSError):
+            readline.read_history_file(path)
+    readline.set_history_length(1000)
+    try:
+        yield
+    finally:
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                readline.write_history_file(path)
+            except OSError as exc:
+                print(
+                    f"warning: cannot save the chat history to {path}: {exc.strerror or exc}",
+                    file=sys.stderr,
+                )
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:
     tools = _load_tools(args.tools)
     _check_trace(args.trace)
     with _endpoint(args, local_default=False) as ep:
-        return ChatSession(args, ep, tools).loop()
+        session = ChatSession(args, ep, tools)
+        _warn_unused_options(args, session.conversation.agent)
+        with _line_editing(args):
+            return session.loop()
 
 
 # --- compare ----------------------------------------------------------------------------------
@@ -885,8 +1050,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             ) from None
     print(format_report(report))
     if args.out:
-        for path in write_outputs(report, Path(args.out), plot=not args.no_plot):
+        written = write_outputs(report, Path(args.out), plot=not args.no_plot)
+        for path in written:
             print(f"wrote {path}", file=sys.stderr)
+        if not args.no_plot and not any(p.suffix == ".png" for p in written):
+            print(
+                "warning: comparison.png skipped: matplotlib is not installed "
+                "(pip install 'react-engine[plot]', or --no-plot to say you want none)",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -924,25 +1096,63 @@ def _add_endpoint_options(p: argparse.ArgumentParser, *, many_models: bool = Fal
 
 def _add_agent_options(p: argparse.ArgumentParser) -> None:
     _add_endpoint_options(p)
-    p.add_argument("--protocol", choices=list(protocol_names()), default="auto")
-    p.add_argument("--template", help="text template: classic, json, zh, or a .toml path")
+    p.add_argument(
+        "--protocol",
+        choices=list(protocol_names()),
+        default="auto",
+        help="how the model calls tools: native function calling, text ReAct, structured "
+        "JSON, or auto (what the model's registry entry says; default: auto)",
+    )
+    p.add_argument(
+        "--template",
+        help="text protocol only: its prompt template, classic, json, zh, or a .toml path",
+    )
     p.add_argument(
         "--implicit-final-answer",
         action="store_true",
-        help="text protocol: take a reply with no labels as the final answer (default: an error)",
+        help="text protocol only: take a reply with no labels as the final answer "
+        "(default: an error)",
     )
     p.add_argument(
         "--tools",
         metavar="MODULE",
-        help="a module whose @tool functions the agent may call (default: the demo tools)",
+        help="the @tool functions the agent may call: a .py file (mytools.py, "
+        "./dir/mytools.py) or a module importable from here (mytools, pkg.tools); "
+        "default: the demo tools",
     )
-    p.add_argument("--max-steps", type=int, default=6, metavar="N")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=6,
+        metavar="N",
+        help="rounds of tool calls before the model must answer (default: 6)",
+    )
     p.add_argument(
         "--trace", metavar="FILE", help="append each run's trace to this JSON Lines file"
     )
-    p.add_argument("--temperature", type=float)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--max-tokens", type=int, metavar="N")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        help="sampling temperature (default: the server's; 0 for the embedded model)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="sampling seed, where the server takes one (default: none; 42 for the embedded model)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="longest reply per request, in tokens (default: the server's; 256 for the "
+        "embedded model)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="the answer only: no steps, progress or summary on stderr (warnings and errors still)",
+    )
     scripted = p.add_mutually_exclusive_group()
     scripted.add_argument(
         "--dry-run", action="store_true", help="no server: replay a canned weather transcript"
@@ -952,6 +1162,32 @@ def _add_agent_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+_RUN_DESCRIPTION = """\
+Answer one question with a ReAct agent, showing each step as it happens.
+
+The answer alone goes to stdout; the steps, progress and the run's summary go to
+stderr (-q leaves them out), so `react-engine run "..." > answer.txt` keeps just the
+answer. On a terminal the model's text streams as it is written, a ticker shows how long
+the model has been thinking, and network retries are shown as they wait.
+
+Where the model is: --base-url and --model (or OPENAI_BASE_URL, OPENAI_API_KEY and
+REACT_ENGINE_MODEL), --local for the embedded model, or --dry-run / --scripted FILE
+for no server at all.
+"""
+
+_RUN_EXAMPLES = """\
+examples:
+  react-engine run "What is the weather in Paris?" --local
+  react-engine run "What is 6*7?" --base-url http://127.0.0.1:8080/v1 --model qwen2.5-7b
+  react-engine run -q "Weather in Tokyo?" --local > answer.txt
+  echo "Weather in Oslo, in Fahrenheit?" | react-engine run - --local
+  react-engine run "Weather in Rome?" --tools ./mytools.py --protocol text --local
+  react-engine run "Weather in Paris?" --dry-run --json --trace run.jsonl
+
+exit codes: 0 answered, 2 configuration, 3 no answer, 4 API error, 130 Ctrl-C
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="react-engine", description="ReAct agents over any OpenAI-compatible chat API."
@@ -959,19 +1195,44 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"react-engine {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="answer one question, showing each step")
-    run.add_argument("question")
+    run = sub.add_parser(
+        "run",
+        help="answer one question, showing each step",
+        description=_RUN_DESCRIPTION,
+        epilog=_RUN_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("question", help="the question; - reads it from stdin")
     _add_agent_options(run)
     run.add_argument("--json", action="store_true", help="print the result as JSON, no live steps")
 
-    chat = sub.add_parser("chat", help="an interactive multi-turn conversation")
+    chat = sub.add_parser(
+        "chat",
+        help="an interactive multi-turn conversation",
+        description="A multi-turn conversation: type a question, or /help for the commands. "
+        "Answers go to stdout, steps and progress to stderr. On a terminal, lines can be "
+        "edited and earlier questions recalled (arrow keys); they are kept in a history file "
+        f"({_history_hint()}).",
+    )
     _add_agent_options(chat)
+    chat.add_argument(
+        "--history",
+        metavar="FILE",
+        help=f"the file that keeps the questions typed on a terminal (default: {_history_hint()})",
+    )
+    chat.add_argument(
+        "--no-history", action="store_true", help="keep no history file for this session"
+    )
 
     demo = sub.add_parser(
         "demo", help="the weather agent (embedded local model unless an endpoint is set)"
     )
     _add_agent_options(demo)
-    demo.add_argument("--question", default=DEMO_QUESTION)
+    demo.add_argument(
+        "--question",
+        default=DEMO_QUESTION,
+        help=f"the question to ask (default: {DEMO_QUESTION!r})",
+    )
     demo.set_defaults(max_steps=None)
     demo.add_argument("--json", action="store_true", help="print the result as JSON, no live steps")
 
@@ -997,19 +1258,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--scripted", action="store_true", help="replay each task's scripted transcripts: no server"
     )
     compare.add_argument(
-        "--out", metavar="DIR", help="write comparison.json, .csv, .txt and .png here"
+        "--out",
+        metavar="DIR",
+        help="write comparison.json, .csv, .txt and .png here (the PNG needs matplotlib)",
     )
     compare.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
-    compare.add_argument("--seed", type=int, default=42)
-    compare.add_argument("--temperature", type=float, default=0.0)
+    compare.add_argument(
+        "--seed", type=int, default=42, help="sampling seed for every request (default: 42)"
+    )
+    compare.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="sampling temperature for every request (default: 0)",
+    )
     compare.add_argument(
         "--tool-choice",
         choices=["auto", "required"],
         default="auto",
         help="'required': each run's first step must call a tool (then 'auto')",
     )
-    compare.add_argument("--max-tokens", type=int, default=256, metavar="N")
-    compare.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    compare.add_argument(
+        "--max-tokens",
+        type=int,
+        default=256,
+        metavar="N",
+        help="longest reply per request, in tokens (default: 256)",
+    )
+    compare.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
 
     add_eval_parser(sub)
     return parser

@@ -1,29 +1,44 @@
 """Human-readable rendering of steps, results and conversations, for terminals and logs.
 
 The loop knows nothing of this module: the CLI passes :class:`StepPrinter` as the agent's
-``on_step`` callback, so each step is shown as it happens. On a terminal a step is a small
-block with colour (unless ``NO_COLOR`` is set); elsewhere (a pipe, a file, a CI log) it is
-plain lines that each start with ``step N [protocol]`` and hold one thing, so they grep.
+``on_step`` callback, so each step is shown as it happens (on stderr). On a terminal a step
+is a small block with colour (unless ``NO_COLOR`` is set), and a streamed run is shown as
+it is written (:class:`LivePrinter`), each step once; elsewhere (a pipe, a file, a CI log)
+it is plain lines that each start with ``step N [protocol]`` and hold one thing, so they
+grep. :class:`Ticker` is the line that shows how long the model has been thinking.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
-from ..events import ActionDecided, Event, ReasoningDelta, ReplyDiscarded, StepDone, TextDelta
+from ..events import (
+    ActionDecided,
+    Event,
+    ModelCallStarted,
+    ReasoningDelta,
+    ReplyDiscarded,
+    StepDone,
+    TextDelta,
+)
 from ..types import ActionRecord, HistoryItem, RunResult, Step, UserTurn
 
 __all__ = [
     "LivePrinter",
     "StepPrinter",
+    "Ticker",
     "format_history",
     "format_result",
     "format_step",
     "format_step_plain",
+    "stop_words",
     "use_color",
 ]
 
@@ -79,38 +94,48 @@ def _indent(text: str, prefix: str) -> str:
     return text.replace("\n", "\n" + prefix)
 
 
-def format_step(step: Step, *, color: bool = False, width: int = 400) -> str:
-    """A step as a small block: thought, calls, observations, answer, repairs, tokens."""
+def format_step(
+    step: Step, *, color: bool = False, width: int = 400, shown: frozenset[str] = frozenset()
+) -> str:
+    """A step as a small block: thought, calls, observations, answer, repairs, tokens.
+
+    ``shown`` names the parts a live view has already written, which the block leaves out
+    so that nothing is printed twice: ``"header"``, ``"reasoning"`` (streamed), ``"text"``
+    (the reply streamed: its thought, answer or unusable text) and ``"calls"`` (each call
+    written before its tool ran: the block then shows only what each call returned).
+    """
     s = _Style(color)
     pad = "   "
-    lines = [s(f"── step {step.index + 1} ({step.protocol}) ", "bold")]
+    lines = [] if "header" in shown else [s(f"── step {step.index + 1} ({step.protocol}) ", "bold")]
     for event in step.events:
         lines.append(s(f"{pad}! {event}", "yellow"))
-    if step.reasoning:
+    if step.reasoning and "reasoning" not in shown:
         reasoning = _indent(_shorten(step.reasoning, width), pad + "           ")
         lines.append(s(f"{pad}Reasoning: {reasoning}", "dim"))
-    if step.thought:
+    if step.thought and "text" not in shown:
         thought = _indent(_shorten(step.thought, width), pad + "         ")
         lines.append(f"{pad}{s('Thought:', 'cyan')} {thought}")
     for action in step.actions:
         mark = s(" (salvaged from text)", "magenta") if action.salvaged else ""
+        tone = "green" if action.status == "ok" else "red"
+        status = "" if action.status == "ok" else s(f"  [{action.status}]", "red")
+        if "calls" in shown:  # the call is on screen: what it returned, and from which tool
+            observation = _indent(_shorten(action.observation, width), pad + "  ")
+            lines.append(f"  {s('←', tone)} {action.tool}{mark}: {observation}{status}")
+            continue
         lines.append(
             f"{pad}{s('Action:', 'cyan')} {action.tool}({_shorten(_arguments(action), width)})"
             + mark
         )
-        tone = "green" if action.status == "ok" else "red"
         observation = _indent(_shorten(action.observation, width), pad + "             ")
-        lines.append(
-            f"{pad}{s('Observation:', tone)} {observation}"
-            + ("" if action.status == "ok" else s(f"  [{action.status}]", "red"))
-        )
+        lines.append(f"{pad}{s('Observation:', tone)} {observation}{status}")
     if step.kind == "format_error":
         lines.append(
             s(f"{pad}Format error fed back: {_one_line(step.feedback or '', width)}", "yellow")
         )
-        if step.text:
+        if step.text and "text" not in shown:
             lines.append(s(f"{pad}(reply was: {_one_line(step.text, width)})", "dim"))
-    if step.final_answer is not None:
+    if step.final_answer is not None and "text" not in shown:
         answer = _indent(step.final_answer, pad + "              ")
         lines.append(f"{pad}{s('Final Answer:', 'green', 'bold')} {answer}")
     if step.repairs:
@@ -157,16 +182,53 @@ def format_step_plain(step: Step, *, width: int = 400) -> str:
     return "\n".join(lines)
 
 
-def format_result(result: RunResult, *, color: bool = False) -> str:
-    """The end of a run: answer, why it stopped, the protocol and why, calls and tokens."""
+_STOPPED = {
+    "final_answer": "the model gave its final answer",
+    "deadline": "the time limit passed",
+    "error_budget": "too many unusable replies in a row",
+    "tool_budget": "the tool-call budget ran out",
+    "token_budget": "the token budget ran out",
+    "context_window": "the conversation no longer fits the model's context window",
+    "cancelled": "cancelled",
+    "error": "an error ended the run",
+}
+"""Why a run stopped, in words, for each ``RunResult.stop_reason``."""
+
+
+def stop_words(result: RunResult) -> str:
+    """Why the run stopped, in plain words (the ``stop_reason`` code after them)."""
+    reason = result.stop_reason
+    if reason in ("max_steps", "loop"):
+        cause = (
+            "the step budget was spent"
+            if reason == "max_steps"
+            else "the model kept repeating the same call"
+        )
+        if result.answer is not None:
+            words = f"{cause}, so the model was asked for its final answer without more tools"
+        else:
+            words = f"{cause}, and no final answer came after it"
+    else:
+        words = _STOPPED.get(reason, reason)
+    return f"{words} ({reason})"
+
+
+def format_result(result: RunResult, *, color: bool = False, answer: bool = True) -> str:
+    """The end of a run: answer, why it stopped, the protocol and why, calls and tokens.
+
+    ``answer=False`` leaves out the answer when there is one (the CLI prints it alone, on
+    stdout); a run without one still says ``answer: (none)``.
+    """
     s = _Style(color)
     u = result.usage
-    answer = _indent(result.answer, " " * 11) if result.answer is not None else s("(none)", "red")
-    lines = [
-        s("══ result", "bold"),
-        f"   answer: {answer}",
-        f"   stop reason: {result.stop_reason}"
-        + (f" ({result.error})" if result.error and result.answer is None else ""),
+    lines = [s("══ result", "bold")]
+    if result.answer is None:
+        lines.append(f"   answer: {s('(none)', 'red')}")
+    elif answer:
+        lines.append(f"   answer: {_indent(result.answer, ' ' * 11)}")
+    lines += [
+        f"   stop reason: {stop_words(result)}"
+        + (f": {result.error}" if result.error and result.answer is None else ""),
         f"   protocol: {result.protocol} ({result.protocol_reason})",
         f"   steps: {len(result.steps)} · tool calls: {len(result.tool_calls)}"
         f" · LLM calls: {u.requests}",
@@ -223,14 +285,19 @@ class StepPrinter:
 
 
 class LivePrinter:
-    """Shows a streamed run's events on a terminal: the model's text as it is written,
-    each action before its tool runs, then the step's block (:class:`StepPrinter`)."""
+    """Shows a streamed run's events on a terminal: a step's header when its request
+    starts, the model's text as it is written, each call before its tool runs, then the
+    rest of the step (what the calls returned, tokens), so nothing is printed twice."""
 
     def __init__(self, stream: TextIO | None = None, *, steps: StepPrinter | None = None) -> None:
         self.stream = stream or sys.stdout
         self.steps = steps or StepPrinter(self.stream)
         self._style = _Style(use_color(self.stream))
         self._mid_line = False
+        self._header: int | None = None
+        """The step whose header is on screen."""
+        self._shown: set[str] = set()
+        """What the step's block need not repeat (see :func:`format_step`)."""
         self.writing = False
         """Whether the model's text is being shown (a ticker must not write over it)."""
 
@@ -245,8 +312,15 @@ class LivePrinter:
 
     def __call__(self, event: Event) -> None:
         match event:
+            case ModelCallStarted(step=index, protocol=protocol):
+                if self._header != index:  # once per step: a retried request is the same step
+                    self._end_line()
+                    self._header = index
+                    self._shown = {"header"}
+                    self._write(self._style(f"── step {index + 1} ({protocol}) ", "bold") + "\n")
             case TextDelta(text=text) | ReasoningDelta(text=text):
                 tone = "dim" if isinstance(event, TextDelta) else "magenta"
+                self._shown.add("text" if isinstance(event, TextDelta) else "reasoning")
                 self.writing = True
                 self._write(self._style(text, tone))
                 self._mid_line = not text.endswith("\n")
@@ -257,15 +331,90 @@ class LivePrinter:
                 )
             case ActionDecided(calls=calls):
                 self._end_line()
+                self._shown.add("calls")
                 for call in calls:
-                    shown = _shorten(call_arguments(call.arguments), 200)
-                    self._write(f"  → calling {call.tool}({shown})\n")
+                    arguments = _shorten(call_arguments(call.arguments), 200)
+                    self._write(f"  → calling {call.tool}({arguments})\n")
             case StepDone(step=step):
                 self._end_line()
                 self.writing = False
-                self.steps(step)
+                shown = frozenset(self._shown if self._header == step.index else ())
+                if self.steps.plain:
+                    self.steps(step)
+                else:
+                    block = format_step(step, color=self.steps.color, shown=shown)
+                    print(block, file=self.steps.stream, flush=True)
             case _:
                 pass
+
+
+class Ticker:
+    """Shows how long the model has been thinking, on a terminal, until the next line.
+
+    One line that rewrites itself (``… the model is thinking (2.4 s)``) on ``stream`` when
+    it is a terminal; nothing elsewhere. Whatever else the command prints on that stream
+    goes through :meth:`say` or :meth:`writing`, which clear the line first and time the
+    next wait from there. ``run``, ``chat`` and ``demo`` share it.
+    """
+
+    def __init__(self, stream: TextIO, *, live: bool | None = None) -> None:
+        self.stream = stream
+        self.live = _isatty(stream) if live is None else live
+        self.since = time.perf_counter()
+        self._stop = threading.Event()
+        self.lock = threading.RLock()
+        self._shown = False
+        self._thread: threading.Thread | None = None
+        self.paused: Callable[[], bool] = lambda: False
+        """True while something else writes on the line (a streamed reply)."""
+
+    def __enter__(self) -> Ticker:
+        self._stop.clear()
+        self.since = time.perf_counter()
+        if self.live:
+            self._thread = threading.Thread(target=self._run, daemon=True, name="cli-ticker")
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.clear()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            with self.lock:
+                if self.paused() or self._stop.is_set():
+                    continue
+                elapsed = time.perf_counter() - self.since
+                self.stream.write(f"\r  … the model is thinking ({elapsed:4.1f} s)")
+                self.stream.flush()
+                self._shown = True
+
+    def clear(self) -> None:
+        with self.lock:
+            if self._shown:
+                self.stream.write("\r" + " " * 48 + "\r")
+                self.stream.flush()
+                self._shown = False
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the line while something else is written; the next wait is timed from the
+        end of it."""
+        with self.lock:
+            self.clear()
+            try:
+                yield
+            finally:
+                self.since = time.perf_counter()
+
+    def say(self, text: str) -> None:
+        """Print a line, then start timing the next wait."""
+        with self.writing():
+            print(text, file=self.stream, flush=True)
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -77,7 +77,21 @@ the ``bfcl-eval`` wheel ships no scores."""
 
 DEFAULT_RECORDINGS = Path(__file__).resolve().parents[2] / "fixtures" / "bfcl"
 """Where ``--scripted`` and ``--record`` look without a directory: the checkout's
-recorded replies of the embedded model."""
+recorded replies of the embedded model. A source checkout only: an installed wheel does
+not ship them (they are test data about one llama.cpp build), so this path then does not
+exist and the command says where to get them."""
+
+
+def _default_recordings(flag: str) -> Path:
+    """:data:`DEFAULT_RECORDINGS`, or an error that says how to get them when this
+    react-engine is installed rather than run from a checkout."""
+    if DEFAULT_RECORDINGS.is_dir():
+        return DEFAULT_RECORDINGS
+    raise ConfigurationError(
+        f"{flag} without DIR uses the recordings in a source checkout's fixtures/bfcl/, "
+        f"and {DEFAULT_RECORDINGS} does not exist (an installed react-engine does not ship "
+        f"them): run from a clone of the repository, or pass {flag} DIR"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -572,7 +586,7 @@ def add_eval_parser(
     p.add_argument(
         "--scripted",
         nargs="?",
-        const=str(DEFAULT_RECORDINGS),
+        const="",
         metavar="DIR",
         help="no server: replay the replies recorded in DIR (default: fixtures/bfcl), under "
         "each protocol recorded there",
@@ -580,7 +594,7 @@ def add_eval_parser(
     p.add_argument(
         "--record",
         nargs="?",
-        const=str(DEFAULT_RECORDINGS),
+        const="",
         metavar="DIR",
         help="write the live replies to DIR/<protocol>.json (default: fixtures/bfcl)",
     )
@@ -618,10 +632,23 @@ def add_eval_parser(
         action="store_true",
         help="no constrained decoding even where the server supports it: the parser alone",
     )
-    p.add_argument("--max-tokens", type=int, default=256, metavar="N")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=256,
+        metavar="N",
+        help="longest reply per request, in tokens (default: 256)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=42, help="sampling seed for every request (default: 42)"
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="sampling temperature for every request (default: 0)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     return p
 
 
@@ -665,8 +692,14 @@ def run_eval_command(args: argparse.Namespace) -> int:
     """``react-engine eval bfcl``: print the table; 0 once the run is complete."""
     if args.limit is not None and args.limit < 1:
         raise ConfigurationError("--limit must be at least 1")
-    if args.scripted and (args.record or args.local):
+    scripted, recording = args.scripted is not None, args.record is not None
+    if scripted and (recording or args.local):
         raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
+    # Without DIR: the checkout's recordings (checked before a live run, not after it).
+    if args.scripted == "":
+        args.scripted = str(_default_recordings("--scripted"))
+    if args.record == "":
+        args.record = str(_default_recordings("--record"))
     categories = args.categories or list(CATEGORIES)
     protocols = [p for p in PROTOCOLS if p in (args.protocol or PROTOCOLS)]
     settings = EvalSettings(
@@ -676,7 +709,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         tool_choice=args.tool_choice,
         constrained=not args.no_constraints,
     )
-    if args.scripted:
+    if scripted:
         directory = Path(args.scripted)
         if not args.protocol:  # the protocols recorded there
             protocols = [p for p in PROTOCOLS if (directory / f"{p}.json").is_file()] or protocols
@@ -702,7 +735,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         )
     else:
         cases = load_cases(categories, limit=args.limit)
-        record: dict[str, dict[str, ModelResponse]] | None = {} if args.record else None
+        record: dict[str, dict[str, ModelResponse]] | None = {} if recording else None
         with _endpoint(args) as endpoint:
             report = run_bfcl(
                 cases,

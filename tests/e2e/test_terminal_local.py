@@ -41,21 +41,32 @@ SETTINGS = ModelSettings(temperature=0.0, seed=42, max_tokens=96)
 TEMPERATURE_KEYS = ("temperature_c", "temperature_f")
 
 
-def in_terminal(argv: list[str], *, timeout: float = 300) -> tuple[int, str]:
-    """Run ``argv`` with a pseudo-terminal for stdin, stdout and stderr; its exit status
-    and everything the terminal showed, colours removed."""
+def in_terminal(
+    argv: list[str], *, timeout: float = 300, stdout: Path | None = None
+) -> tuple[int, str]:
+    """Run ``argv`` with a pseudo-terminal for stdin, stdout and stderr (stdout to a file
+    if given: ``> out.txt``); its exit status and everything the terminal showed, colours
+    removed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.pop("REACT_ENGINE_MODEL", None)
     env.pop("NO_COLOR", None)
     env.setdefault("TERM", "xterm-256color")
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    out = stdout.open("wb") if stdout is not None else None
     try:
         proc = subprocess.Popen(
-            argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+            argv,
+            stdin=slave,
+            stdout=slave if out is None else out,
+            stderr=slave,
+            env=env,
+            start_new_session=True,
         )
     finally:
         os.close(slave)
+        if out is not None:
+            out.close()
     shown = bytearray()
     deadline = time.monotonic() + timeout
     try:
@@ -134,6 +145,31 @@ def test_run_local_on_a_terminal_answers(tmp_path: Path) -> None:
     assert answer.strip().splitlines()[0][:40] in shown
     for step in steps:
         assert step["usage"]["completion_tokens"] > 0, f"an empty reply: {step}"
+
+
+@pytest.mark.parametrize("where", ["terminal", "pipe"])
+def test_run_local_redirected_leaves_exactly_the_answer(where: str, tmp_path: Path) -> None:
+    """``react-engine run "What is the weather in Paris?" --local > out.txt``, typed in a
+    terminal (stderr is the terminal) and in a script (nothing is): the file holds the
+    answer and nothing else."""
+    out, trace = tmp_path / "out.txt", tmp_path / "run.jsonl"
+    argv = [sys.executable, "-m", "react_engine", "run", "What is the weather in Paris?"]
+    argv += ["--local", "--trace", str(trace)]
+    if where == "terminal":
+        status, shown = in_terminal(argv, stdout=out)
+    else:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+        env.pop("REACT_ENGINE_MODEL", None)
+        with out.open("wb") as file:
+            done = subprocess.run(
+                argv, stdout=file, stderr=subprocess.PIPE, env=env, timeout=300, check=False
+            )
+        status, shown = done.returncode, done.stderr.decode()
+    assert status == 0, shown
+    answer, _, _ = read_trace(trace)
+    assert answer, shown
+    assert out.read_text(encoding="utf-8") == answer + "\n"
+    assert "══ result" in shown  # the rest went to the terminal (or stderr)
 
 
 def streamed_agent(ep: LocalEndpoint) -> Agent:
