@@ -47,7 +47,10 @@ from .types import _escape_separators, to_jsonable
 
 log = logging.getLogger("react_engine")
 
-__all__ = ["TraceFile"]
+__all__ = ["TRACE_FAILED", "TraceFile"]
+
+TRACE_FAILED = "the trace could not be written to"
+"""How the event of a trace file that stopped being written begins."""
 
 
 class TraceFile:
@@ -56,7 +59,8 @@ class TraceFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._file: IO[str] | None = None
-        self._broken = False
+        self.failure: str | None = None
+        """Why the file stopped being written (a full disk), once it did."""
 
     def open(self) -> TraceFile:
         """Open the file for appending, before the run: a path that cannot be written is
@@ -107,6 +111,8 @@ class TraceFile:
                 self._write({**to_jsonable(step), "type": "step"})
             case RunDone(result=result):
                 self._write(result.trace()[-1])
+                if self.failure is not None:
+                    result.events.append(self.failure)
                 self.close()
             case RunFailed(error=error):
                 failed = getattr(error, "result", None)
@@ -124,18 +130,21 @@ class TraceFile:
                 pass
 
     def _write(self, record: dict[str, Any]) -> None:
-        if self._broken:
+        if self.failure is not None:
             return
         try:
-            if self._file is None:
-                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
-            line = _escape_separators(json.dumps(record, ensure_ascii=False))
-            self._file.write(line + "\n")
-            self._file.flush()
+            self._append(_escape_separators(json.dumps(record, ensure_ascii=False)) + "\n")
         except OSError as exc:
-            # A full disk must not end the run: the trace stops, once, with a warning.
-            self._broken = True
-            log.warning("the trace file %s stopped being written: %s", self.path, exc)
+            # A full disk must not end the run: the trace stops, once, and the run's result
+            # says so in its events (the CLI exits non-zero on it).
+            self.failure = f"{TRACE_FAILED} {self.path}: {exc.strerror or exc}"
+            log.warning("%s", self.failure)
+
+    def _append(self, line: str) -> None:
+        if self._file is None:
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+        self._file.write(line)
+        self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:

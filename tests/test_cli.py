@@ -118,6 +118,7 @@ def test_run_json_and_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert [s["kind"] for s in payload["steps"]] == ["action", "final"]
     assert len(payload["steps"][0]["actions"]) == 2  # a multi-action text step
     records = [json.loads(line) for line in trace.read_text("utf-8").splitlines()]
+    records = [r for r in records if r["type"] in ("run", "step", "result")]  # not replies
     assert [r["type"] for r in records] == ["run", "step", "step", "result"]
     assert records[-1]["answer"] == payload["answer"]
 
@@ -476,6 +477,7 @@ def test_chat_slash_commands_and_turns(
     assert out.rstrip().endswith("bye")
     # Only the turn after /trace was traced.
     records = [json.loads(line) for line in trace.read_text("utf-8").splitlines()]
+    records = [r for r in records if r["type"] in ("run", "step", "result")]  # not replies
     assert [r["type"] for r in records] == ["run", "step", "step", "result"]
     assert records[0]["question"] == "And in Fahrenheit?"
 
@@ -585,6 +587,7 @@ def test_ctrl_c_interrupts_the_run_but_keeps_the_conversation(tmp_path: Path) ->
     assert "    tool get_weather" in text and "[2] you: And Tokyo?" in text
     # The trace keeps the interrupted run too, marked cancelled.
     records = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text("utf-8").splitlines()]
+    records = [r for r in records if r["type"] in ("run", "step", "result")]  # not replies
     assert [r["type"] for r in records] == ["run", "step", "result", "run", "step", "result"]
     assert records[2]["stop_reason"] == "cancelled"
     assert records[5]["answer"] == "Tokyo is partly cloudy, 21°C."

@@ -29,7 +29,7 @@ import pytest
 from react_engine.cli import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, main
 from react_engine.testing import MockOpenAIServer, MockResponse, completion
 from react_engine.testing import tool_calls_completion as calls
-from react_engine.types import RunResult
+from react_engine.tracefile import TraceFile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,7 +134,7 @@ def test_ctrl_c_during_a_hanging_request_exits_at_once_with_the_trace(
     assert "interrupted" in err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     lines = trace.read_text(encoding="utf-8").splitlines()
-    records = [json.loads(line) for line in lines]
+    records = [r for r in map(json.loads, lines) if r["type"] in ("run", "step", "result")]
     assert [r["type"] for r in records] == ["run", "step", "result"]
     assert records[-1]["stop_reason"] == "cancelled"
     assert records[1]["actions"][0]["tool"] == "get_weather"  # the step done before Ctrl-C
@@ -209,10 +209,10 @@ def test_an_unwritable_trace_path_is_refused_before_the_run(
 def test_a_trace_that_fails_after_the_run_keeps_the_answer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def disk_full(self: RunResult, path: str) -> None:
+    def disk_full(self: TraceFile, line: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(RunResult, "write_trace", disk_full)
+    monkeypatch.setattr(TraceFile, "_append", disk_full)
     path = tmp_path / "trace.jsonl"
     code = main(["run", "Weather?", "--dry-run", "--trace", str(path)])
     captured = capsys.readouterr()
@@ -220,7 +220,7 @@ def test_a_trace_that_fails_after_the_run_keeps_the_answer(
     assert captured.out == "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C.\n"
     lines = captured.err.strip().splitlines()
     assert [line for line in lines if line.startswith("error")] == [
-        f"error: cannot write the trace to {path}: No space left on device"
+        f"error: the trace could not be written to {path}: No space left on device"
     ]
     assert lines[-1].startswith("error: ")  # said after the answer
 
@@ -228,10 +228,10 @@ def test_a_trace_that_fails_after_the_run_keeps_the_answer(
 def test_json_output_also_keeps_the_answer_when_the_trace_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(self: RunResult, path: str) -> None:
+    def refuse(self: TraceFile, line: str) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(RunResult, "write_trace", refuse)
+    monkeypatch.setattr(TraceFile, "_append", refuse)
     code = main(["run", "Weather?", "--dry-run", "--json", "--trace", str(tmp_path / "t")])
     captured = capsys.readouterr()
     assert code == EXIT_CONFIG

@@ -41,7 +41,6 @@ import re
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +85,6 @@ from ..types import (
     ModelSettings,
     RunResult,
     Step,
-    Usage,
     to_jsonable,
 )
 from .demo import DEMO_QUESTION, DEMO_TOOLS, DRY_RUN_SCRIPT, demo_check, get_weather
@@ -412,30 +410,6 @@ def _describe_protocol(agent: Agent) -> str:
     return f"{protocol.name} ({reason})"
 
 
-def _partial_result(agent: Agent, question: str, steps: list[Step], started: float) -> RunResult:
-    """What a trace file records of a run that Ctrl-C interrupted."""
-
-    protocol, reason, _ = agent.choose_protocol()
-    usage = Usage()
-    for step in steps:
-        usage.add(step.usage)
-    return RunResult(
-        question=question,
-        answer=None,
-        steps=list(steps),
-        usage=usage,
-        protocol=steps[-1].protocol if steps else protocol.name,
-        protocol_reason=reason,
-        stop_reason="cancelled",
-        model=agent.model,
-        duration_s=time.perf_counter() - started,
-        error="interrupted by the user (Ctrl-C)",
-    )
-
-
-# --- run and demo -----------------------------------------------------------------------------
-
-
 def _check_trace(path: str | None) -> None:
     """Fail before the run, not after it, when the trace file cannot be written."""
     if not path:
@@ -447,35 +421,6 @@ def _check_trace(path: str | None) -> None:
         raise ConfigurationError(
             f"--trace {path}: cannot write it: {exc.strerror or exc}"
         ) from None
-
-
-def _trace_error(result: RunResult, path: str | None) -> str | None:
-    """Append ``result`` to the trace file; what went wrong, in one line, if it could not."""
-    if not path:
-        return None
-    try:
-        result.write_trace(path)
-    except OSError as exc:
-        return f"cannot write the trace to {path}: {exc.strerror or exc}"
-    return None
-
-
-def _write_trace(result: RunResult, path: str | None) -> None:
-    """Append ``result`` to the trace file, or say in one line on stderr why it could not."""
-    error = _trace_error(result, path)
-    if error is not None:
-        print(f"error: {error}", file=sys.stderr)
-
-
-def _print_result(result: RunResult, args: argparse.Namespace) -> None:
-    """Print the result, then append it to the trace file: a trace that cannot be written
-    does not cost the answer (the error comes after it, and the exit code says so)."""
-    try:
-        _show_result(result, args)
-    finally:  # written even when the output cannot be (a closed pipe)
-        error = _trace_error(result, args.trace)
-    if error is not None:
-        raise _Exit(error, EXIT_CONFIG)
 
 
 def _show_result(result: RunResult, args: argparse.Namespace) -> None:
@@ -524,15 +469,12 @@ class _Progress:
             live = self.live
             self.ticker.paused = lambda: live.writing
         self.max_retries: int = args.max_retries
-        self.steps: list[Step] = []
-        """The steps done so far (what a trace keeps of a run Ctrl-C interrupts)."""
 
     def say(self, text: str) -> None:
         if self.printer is not None:
             self.ticker.say(text)
 
     def on_step(self, step: Step) -> None:
-        self.steps.append(step)
         if self.printer is not None and self.live is None:
             with self.ticker.writing():
                 self.printer(step)
@@ -601,25 +543,27 @@ def _answer(
     question: str,
     **options: Any,
 ) -> RunResult:
-    """Run ``agent`` on ``question`` with ``progress`` on stderr; the result printed (and
-    traced), or the run's error as an :class:`_Exit`."""
-    started = time.perf_counter()
+    """Run ``agent`` on ``question`` with ``progress`` on stderr; the result printed, or the
+    run's error as an :class:`_Exit`. With ``--trace`` the run writes its trace as it goes
+    (:mod:`react_engine.tracefile`): a run stopped by Ctrl-C, SIGTERM or SIGKILL leaves
+    every reply paid for and every call started on disk."""
+    if args.trace:
+        options["trace"] = args.trace
     try:
         result = progress.run(agent, question, **options)
     except RunAborted as exc:
-        _print_result(exc.result, args)
+        _show_result(exc.result, args)
         raise _Exit(
             f"the run stopped without an answer: {_one_line(str(exc))}", EXIT_NO_ANSWER
         ) from None
     except ModelAPIError as exc:
-        if exc.result is not None:
-            _write_trace(exc.result, args.trace)
         raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
-    except (KeyboardInterrupt, BrokenPipeError):
-        # Ctrl-C, or the reader of our output went away: keep what was done.
-        _write_trace(_partial_result(agent, question, progress.steps, started), args.trace)
-        raise
-    _print_result(result, args)
+    _show_result(result, args)
+    from ..tracefile import TRACE_FAILED
+
+    failed = next((e for e in result.events if e.startswith(TRACE_FAILED)), None)
+    if failed is not None:  # the answer is out; the exit code says the trace is not whole
+        raise _Exit(failed, EXIT_CONFIG)
     return result
 
 
@@ -863,28 +807,19 @@ class ChatSession:
 
     # --- a turn ----------------------------------------------------------------------------------
 
-    def _trace(self, result: RunResult) -> None:
-        try:
-            result.write_trace(str(self.trace_path))
-        except OSError as exc:
-            self.say(f"(cannot write the trace to {self.trace_path}: {exc.strerror or exc})")
-
     def ask(self, question: str) -> None:
         history = self.conversation.history
         before = len(history)
-        started = time.perf_counter()
+        options: dict[str, Any] = {"trace": self.trace_path} if self.trace_path else {}
         try:
             with self.progress.ticker:
-                result = asyncio.run(self.conversation.aask(question))
+                result = asyncio.run(self.conversation.aask(question, **options))
         except KeyboardInterrupt:
             steps = [i for i in history[before:] if isinstance(i, Step)]
             self.note(
                 f"\n(interrupted: the conversation keeps this question and the {len(steps)} "
                 "step(s) done so far)"
             )
-            if self.trace_path:
-                agent = self.conversation.agent
-                self._trace(_partial_result(agent, question, steps, started))
             return
         except RunAborted as exc:
             result = exc.result
@@ -893,8 +828,6 @@ class ChatSession:
                 f"error: {_describe_api_error(exc, self.endpoint, self.conversation.agent.model)}"
             )
             return
-        if self.trace_path:
-            self._trace(result)
         if result.answer is not None:
             self.say(f"assistant> {result.answer}")
         else:
