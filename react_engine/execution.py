@@ -49,6 +49,9 @@ class ToolRunner:
         by_name = {t.name: t for t in state.tools}
         prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
         for call in calls:
+            if call.skip is not None:  # held back by the policy (a blind or second call)
+                prepared.append((skipped(call, call.skip), None, None))
+                continue
             record = ActionRecord(
                 id=call.id or "",
                 tool=call.tool,
