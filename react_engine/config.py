@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -94,6 +95,10 @@ class AgentConfig:
     ``TypedDict``, ``list[int]``... that the answer must be JSON valid for. The model is
     shown its schema, an answer that fails validation is sent back naming the fields (a
     failed turn), and ``result.output`` is the validated value."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.multi_action, bool):  # the old spelling: warn once, then the new
+            object.__setattr__(self, "multi_action", deprecated_multi_action(self.multi_action))
 
 
 SAMPLING_SHORTHANDS: Final[tuple[str, ...]] = ("temperature", "max_tokens", "seed", "top_p")
@@ -208,17 +213,35 @@ def check_config(cfg: AgentConfig) -> None:
 MULTI_ACTION_MODES: tuple[MultiAction, ...] = ("independent", "first", "all")
 
 
+def deprecated_multi_action(value: bool) -> MultiAction:
+    """The mode an old boolean ``multi_action`` meant (``True``: ``"all"``, ``False``:
+    ``"first"``), with a ``DeprecationWarning`` pointing at the caller's line."""
+    mode: MultiAction = "all" if value else "first"
+    warnings.warn(
+        f"multi_action={value} is deprecated: write multi_action={mode!r} (the default is "
+        "now 'independent': read-only calls together, other calls one per reply)",
+        DeprecationWarning,
+        stacklevel=_outside_caller(),
+    )
+    return mode
+
+
+def _outside_caller() -> int:
+    """The ``stacklevel`` of the first frame outside this package and ``dataclasses``
+    (relative to :func:`deprecated_multi_action`'s call of ``warnings.warn``)."""
+    level, frame = 2, sys._getframe(2)
+    while frame.f_back is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if not (module == "dataclasses" or module.split(".")[0] == "react_engine"):
+            break
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def check_multi_action(value: Any) -> None:
-    """``multi_action`` is one of :data:`MULTI_ACTION_MODES`; the old booleans are accepted
-    with a ``DeprecationWarning`` (``True``: ``"all"``, ``False``: ``"first"``)."""
+    """``multi_action`` is one of :data:`MULTI_ACTION_MODES` (a boolean has been turned
+    into one with a warning when the configuration was made)."""
     if isinstance(value, bool):
-        new = "all" if value else "first"
-        warnings.warn(
-            f"multi_action={value} is deprecated: write multi_action={new!r} (the default "
-            "is now 'independent': read-only calls together, other calls one per reply)",
-            DeprecationWarning,
-            stacklevel=4,
-        )
         return
     if value not in MULTI_ACTION_MODES:
         raise ConfigurationError(
