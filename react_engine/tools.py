@@ -562,9 +562,7 @@ def tool(
             raise ToolDefinitionError(f"@tool: {key} must be True or False, not {value!r}")
     if hints:
         if annotations is not None:
-            raise ToolDefinitionError(
-                f"@tool: give annotations= or {', '.join(hints)}=, not both"
-            )
+            raise ToolDefinitionError(f"@tool: give annotations= or {', '.join(hints)}=, not both")
         annotations = ToolAnnotations(**hints)
 
     def wrap(fn: F) -> Tool:

@@ -112,7 +112,9 @@ def calls_body(style: str, *calls: Call) -> dict[str, Any]:
         listed = [{"action": name, "action_input": args} for name, args in calls]
         blob = json.dumps(listed, ensure_ascii=False)
         return completion(f"Thought: all at once.\nAction:\n```json\n{blob}\n```")
-    label, input_label = ("行动：", "行动输入：") if style == "zh" else ("Action: ", "Action Input: ")
+    label, input_label = (
+        ("行动：", "行动输入：") if style == "zh" else ("Action: ", "Action Input: ")
+    )
     lines = ["思考：一起做。" if style == "zh" else "Thought: all at once."]
     for name, args in calls:
         lines += [label + name, input_label + json.dumps(args, ensure_ascii=False)]
@@ -156,7 +158,9 @@ def test_an_empty_call_then_its_action_input_is_one_call(
     server: ScriptedServer, style: str, empty: str
 ) -> None:
     desk = Desk()
-    label, input_label = ("行动：", "行动输入：") if style == "zh" else ("Action: ", "Action Input: ")
+    label, input_label = (
+        ("行动：", "行动输入：") if style == "zh" else ("Action: ", "Action Input: ")
+    )
     written = (
         f"Thought: remind 李四.\n{label}send_reminder{empty}\n"
         f"{input_label}{json.dumps(REMINDER, ensure_ascii=False)}"
@@ -303,6 +307,7 @@ def test_one_action_per_reply_is_multi_action_first(server: ScriptedServer, styl
     )
     result = run(server, style, desk.tools, multi_action="first")
     assert desk.ran == [("grep", "TODO")]
+    assert [a.status for a in result.steps[0].actions] == ["ok", "skipped"]
     assert "one call runs per reply (multi_action='first')" in told(server)
 
 
