@@ -176,6 +176,16 @@ def test_an_empty_call_then_its_action_input_is_one_call(
 
 
 @pytest.mark.parametrize("style", ["text", "salvaged"])
+def test_an_empty_action_input_then_another_is_one_call(server: ScriptedServer, style: str) -> None:
+    desk = Desk()
+    written = f"Action: send_reminder\nAction Input: {{}}\nAction Input: {json.dumps(REMINDER)}"
+    server.push(completion(written), final_body(style))
+    result = run(server, style, desk.tools)
+    assert desk.ran == [("send_reminder", REMINDER)]
+    assert len(result.steps[0].actions) == 1
+
+
+@pytest.mark.parametrize("style", ["text", "salvaged"])
 def test_two_different_argument_sets_for_one_action_run_nothing(
     server: ScriptedServer, style: str
 ) -> None:

@@ -125,8 +125,8 @@ Actions: ``bracket_action``, ``unclosed_bracket``, ``paren_action``, ``inline_in
 (prose after the tool name), ``unlabeled_action_input`` (JSON after the tool name with no label),
 ``missing_action_input``, ``empty_action_input``, ``repeated_action_input`` (a second
 Action Input for the same Action: a second call of that tool), ``input_after_empty_call``
-(``Action: tool()``, ``tool[]`` or ``tool {}`` then an Action Input: one call, with that
-input), ``duplicate_input_dropped`` (arguments on the Action line, then the same ones as
+(``Action: tool()``, ``tool[]``, ``tool {}`` or an empty Action Input, then an Action
+Input: one call, with that input), ``duplicate_input_dropped`` (arguments on the Action line, then the same ones as
 the Action Input: one call), ``ambiguous_action_input`` (arguments on the Action line,
 then different ones as the Action Input: the action gets
 :attr:`~react_engine.types.ParsedAction.error` and never runs), ``input_before_action``
@@ -929,19 +929,21 @@ def _attach_input(r: _Reading, action: _Item, sec: _Section) -> None:
     """Give an Action its input; a second input for the same Action is a second call.
 
     Input written with the Action (``tool(...)``, ``tool[...]``, ``tool {...}``) and then
-    an Action Input are one call, never two: after an empty ``tool()`` the Action Input
-    is the input; the same arguments twice are one; different ones are ambiguous, and the
-    action never runs (:data:`AMBIGUOUS_INPUT`).
+    an Action Input are one call, never two: after an empty ``tool()`` (or an empty first
+    Action Input) the Action Input is the input, so no call runs on the tool's defaults
+    beside the real one; the same arguments twice are one; different ones are ambiguous,
+    and the action never runs (:data:`AMBIGUOUS_INPUT`).
     """
     if not action.has_input:
         _fill(action, sec.content, [])
         return
+    if action.args == {}:  # tool(), tool[], tool {}, an empty Action Input: no arguments yet
+        action.inline = False  # a further Action Input is a second call
+        action.codes = [c for c in action.codes if c != "empty_action_input"]
+        _fill(action, sec.content, ["input_after_empty_call"])
+        return
     if action.inline:
         action.inline = False  # a further Action Input is a second call
-        if action.args == {}:  # tool(), tool[], tool {}: no arguments written yet
-            action.codes = [c for c in action.codes if c != "empty_action_input"]
-            _fill(action, sec.content, ["input_after_empty_call"])
-            return
         args, _ = _input(sec.content)
         if args == action.args:
             action.codes.append("duplicate_input_dropped")
