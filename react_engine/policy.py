@@ -188,6 +188,8 @@ _MUSTACHE: Final = re.compile(r"\$?\{\{(?P<inner>[^{}\n]{1,80})\}\}")
 """``{{grep.output}}``, ``${{path}}``."""
 _SQUARE: Final = re.compile(rf"\[(?P<inner>{_WORDS})\]")
 """``[result of Grep]``, ``[file path]``."""
+_MAX_NAMED: Final = 8
+"""Calls held back that a step's event names one by one; the rest are counted."""
 _MAX_STRINGS: Final = 1000
 """Strings of one call's arguments looked at, at most (a bound for hostile arguments)."""
 
@@ -222,7 +224,7 @@ def placeholder(value: str, earlier: Sequence[str] = ()) -> str | None:
             return text
     if not earlier:
         return None
-    names = _names(tuple(dict.fromkeys(earlier)))
+    names = _names(tuple(earlier))
     for shape in (_ANGLE, _MUSTACHE, _SQUARE):
         for found in shape.finditer(value):
             if names.search(found.group("inner")):
@@ -261,7 +263,7 @@ def _strings(value: Any) -> list[str]:
     return found
 
 
-def _blind(call: PendingCall, earlier: Sequence[str]) -> str | None:
+def _blind(call: PendingCall, earlier: tuple[str, ...]) -> str | None:
     for text in _strings(call.arguments):
         found = placeholder(text, earlier)
         if found is not None:
@@ -276,11 +278,15 @@ def effects(decision: CallTools, ctx: Context) -> None:
     if len(calls) < 2:
         return
     mode = _mode(ctx.multi_action)
+    known = set(ctx.tool_names())
     read_only = {t.name for t in ctx.tools if t.annotations.read_only}
     changing: str | None = None  # the first call to a tool that is not read-only
     held: list[str] = []
+    seen: dict[str, None] = {}  # the agent's tools called so far in the reply, in order
     for index, call in enumerate(calls):
-        earlier = [c.tool for c in calls[:index]]
+        earlier = tuple(seen)
+        if call.tool in known:
+            seen[call.tool] = None
         if call.error is not None or call.skip is not None:
             if call.tool not in read_only:
                 changing = changing or call.tool
@@ -320,9 +326,12 @@ def effects(decision: CallTools, ctx: Context) -> None:
         call.skip = why
     if held:
         ran = len(calls) - len(held)
+        named = ", ".join(held[:_MAX_NAMED])
+        if len(held) > _MAX_NAMED:
+            named += f" and {len(held) - _MAX_NAMED} more"
         decision.events.append(
             f"{len(calls)} tool calls in one reply (multi_action={mode!r}): "
-            f"{ran} may run; not run: {', '.join(held)}"
+            f"{ran} may run; not run: {named}"
         )
 
 

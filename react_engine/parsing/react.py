@@ -126,9 +126,9 @@ Actions: ``bracket_action``, ``unclosed_bracket``, ``paren_action``, ``inline_in
 ``missing_action_input``, ``empty_action_input``, ``repeated_action_input`` (a second
 Action Input for the same Action: a second call of that tool), ``input_after_empty_call``
 (``Action: tool()``, ``tool[]``, ``tool {}`` or an empty Action Input, then an Action
-Input: one call, with that input), ``duplicate_input_dropped`` (arguments on the Action line, then the same ones as
-the Action Input: one call), ``ambiguous_action_input`` (arguments on the Action line,
-then different ones as the Action Input: the action gets
+Input: one call, with that input), ``duplicate_input_dropped`` (arguments on the Action
+line, then the same ones as the Action Input: one call), ``ambiguous_action_input``
+(arguments on the Action line, then different ones as the Action Input: the action gets
 :attr:`~react_engine.types.ParsedAction.error` and never runs), ``input_before_action``
 (an Action Input written just before its Action), ``orphan_input_dropped``.
 
