@@ -41,7 +41,7 @@ from .protocol import (
     Protocol,
     RequestContext,
 )
-from .tools import Tool, tool
+from .tools import Tool, ToolAnnotations, tool
 from .types import (
     ActionRecord,
     ModelRequest,
@@ -151,6 +151,7 @@ __all__ = [
     "TemplateError",
     "TextReActProtocol",
     "Tool",
+    "ToolAnnotations",
     "ToolDefinitionError",
     "Usage",
     "UserError",

@@ -72,6 +72,11 @@ class ToolRunner:
                         record.arguments = validated.model_dump(mode="json", exclude_unset=True)
                 except ToolArgumentsError as exc:
                     _fail(record, "invalid_arguments", exc.message)
+            if record.status == "ok" and call.skip is not None:
+                # Held back by the policy (a blind call, a second call with effects): a
+                # call that could not run anyway says why instead.
+                prepared.append((skipped(call, call.skip), None, None))
+                continue
             if record.status == "ok":
                 key = _call_key(record)
                 state.repeats[key] += 1

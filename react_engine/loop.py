@@ -275,7 +275,7 @@ class Loop:
             log.warning("%s", event, extra=RUN_EVENT)
             step.events.append(event)
             state.note(event)
-        if (stop := state.tools_spent(len(calls))) is not None:
+        if (stop := state.tools_spent(sum(1 for c in calls if c.skip is None))) is not None:
             step.actions = [skipped(c, "the run's tool-call budget is spent") for c in calls]
             step.actions += [skipped(c, too_many) for c in excess]
             await self._record(state, step, started)

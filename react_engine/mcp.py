@@ -18,7 +18,10 @@ can use it: function calling sends the schema in ``tools``, the text and structu
 protocols describe it in the prompt. Calling it calls the server. The result's text content
 is the observation (its structured content when it has no text); a result flagged
 ``isError`` raises :class:`MCPToolError`, which the agent turns into an error observation
-the model can act on, like any failing tool.
+the model can act on, like any failing tool. The server's annotations of a tool
+(``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ``openWorldHint``) become its
+:class:`~react_engine.tools.ToolAnnotations`, MCP's defaults where it gives none: a reply's
+calls to read-only tools run together, others one per reply (:mod:`react_engine.policy`).
 
 Name clashes: a server's tool named like a local tool, or like another server's tool, is a
 :class:`~react_engine.errors.ConfigurationError` when the tools are put together; the
@@ -43,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import ConfigurationError, MCPServerError, MCPToolError, ReactEngineError
-from .tools import Tool
+from .tools import Tool, ToolAnnotations
 
 if TYPE_CHECKING:  # the mcp package is optional: imported for real only when a handle is made
     from mcp import Client
@@ -340,6 +343,7 @@ class MCPConnection:
             call,
             description=description,
             requires_approval=self.server.requires_approval,
+            annotations=ToolAnnotations.from_mcp(spec.annotations),
         )
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> str:

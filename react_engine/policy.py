@@ -23,22 +23,44 @@ whatever the format is decided here, in this order:
    the validated value becomes :attr:`FinalAnswer.output` and the answer its JSON text. A
    failure names the failing fields, with the protocol's way to answer again.
 
+6. **Effects** (:func:`effects`). A reply with several calls (parallel ``tool_calls``,
+   several Actions, a JSON list of actions) runs what :attr:`RequestContext.multi_action`
+   allows: by default (``"independent"``) every call to a read-only tool
+   (:class:`~react_engine.tools.ToolAnnotations`) plus the first call to any other tool;
+   a read-only call written after that one waits as well, since it would run at the same
+   time as the change. In every mode a *blind* later call does not run: one whose
+   arguments hold a placeholder (:func:`placeholder`) instead of a value the model could
+   not know yet. A call held back is recorded as ``skipped``, its observation tells the
+   model why (it can make the call in its next step), and the step's events say so.
+
 A refused reply becomes a :class:`FormatError` worded by the protocol (:meth:`Protocol.reject`),
 so the model is told what to write instead, within the run's error budget.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import uuid
+from collections.abc import Sequence
+from typing import Any, Final
 
 from .output import OutputError
 from .parsing.salvage import written_call
-from .protocol import CallTools, Decision, FinalAnswer, FormatError, PendingCall, Protocol
+from .protocol import (
+    CallTools,
+    Decision,
+    FinalAnswer,
+    FormatError,
+    MultiAction,
+    PendingCall,
+    Protocol,
+)
 from .protocol import RequestContext as Context
 from .types import ModelResponse
 
-__all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "new_call_id"]
+__all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "effects", "new_call_id", "placeholder"]
 
 CUT_OFF = (
     "the reply was cut off by the length limit (max_tokens) inside this call's arguments, "
@@ -63,7 +85,10 @@ def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Con
         case CallTools():
             _assign_ids(decision)
             _refuse_cut(decision.calls, reply)
-            return _calls_allowed(protocol, decision, ctx)
+            allowed = _calls_allowed(protocol, decision, ctx)
+            if isinstance(allowed, CallTools):
+                effects(allowed, ctx)
+            return allowed
         case FinalAnswer():
             allowed = _answer_allowed(protocol, decision, ctx)
             return _typed(protocol, allowed, ctx) if isinstance(allowed, FinalAnswer) else allowed
@@ -150,3 +175,169 @@ def _typed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> Decision:
     decision.answer = ctx.output.dump(value)
     decision.repairs.extend(r for r in repairs if r not in decision.repairs)
     return decision
+
+
+# --- effects: which of a reply's calls run ---------------------------------------------------
+
+_WORDS: Final = r"[^\W\d_][^<>\[\]{}=\"'`\n]{0,78}"
+"""The inside of a bracketed placeholder: starts with a letter (any script), one line,
+no quotes, ``=`` or brackets (so no HTML tag with attributes, no JSON, no code)."""
+_ANGLE: Final = re.compile(rf"<(?P<inner>{_WORDS})>")
+"""``<the file Grep finds>``, ``<file_path>``."""
+_MUSTACHE: Final = re.compile(r"\$?\{\{(?P<inner>[^{}\n]{1,80})\}\}")
+"""``{{grep.output}}``, ``${{path}}``."""
+_SQUARE: Final = re.compile(rf"\[(?P<inner>{_WORDS})\]")
+"""``[result of Grep]``, ``[file path]``."""
+_MAX_NAMED: Final = 8
+"""Calls held back that a step's event names one by one; the rest are counted."""
+_MAX_STRINGS: Final = 1000
+"""Strings of one call's arguments looked at, at most (a bound for hostile arguments)."""
+
+
+def placeholder(value: str, earlier: Sequence[str] = ()) -> str | None:
+    """The placeholder ``value`` holds instead of a value, or ``None``.
+
+    Conservative on purpose, since a false positive holds back a real call. A string is a
+    placeholder when, stripped, it is *wholly* one of
+
+    * ``<words>`` with a space, ``_`` or ``-`` inside, or non-ASCII letters, or in
+      capitals (``<the file Grep finds>``, ``<file_path>``, ``<文件路径>``, ``<PATH>``; not
+      ``<div>``, ``</p>`` or a tag with attributes);
+    * ``{{anything}}`` or ``${{anything}}`` on one line (``{{grep.output}}``);
+    * ``[two or more words]`` starting with a letter (``[result of Grep]``; not
+      ``[1, 2]``, ``["a"]`` or ``[x]``);
+
+    or when a span of one of those shapes *inside* it names one of ``earlier`` (the tools
+    of the calls before it in the same reply, as a whole word, in any case):
+    ``/src/<the file Grep finds>``, ``{{Grep.output}}/x``. Text that merely holds markup
+    or a template (``<b>{{ name }}</b>``) is a value.
+    """
+    text = value.strip()
+    if len(text) <= 200:
+        m = _ANGLE.fullmatch(text)
+        if m is not None and _wordy(m.group("inner")):
+            return text
+        if _MUSTACHE.fullmatch(text) is not None:
+            return text
+        m = _SQUARE.fullmatch(text)
+        if m is not None and len(m.group("inner").split()) >= 2:
+            return text
+    if not earlier:
+        return None
+    names = _names(tuple(earlier))
+    for shape in (_ANGLE, _MUSTACHE, _SQUARE):
+        for found in shape.finditer(value):
+            if names.search(found.group("inner")):
+                return found.group()
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _names(tools: tuple[str, ...]) -> re.Pattern[str]:
+    """Any of ``tools`` as a whole word, in any case."""
+    alternatives = "|".join(re.escape(name) for name in tools)
+    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
+
+
+def _wordy(inner: str) -> bool:
+    """Whether the inside of ``<...>`` reads as words rather than as a tag name."""
+    return (
+        any(c.isspace() or c in "_-" for c in inner)
+        or not inner.isascii()
+        or (inner.isupper() and len(inner) > 1)
+    )
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings in a call's arguments (values, not keys), at most ``_MAX_STRINGS``."""
+    found: list[str] = []
+    stack = [value]
+    while stack and len(found) < _MAX_STRINGS:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed(item))
+    return found
+
+
+def _blind(call: PendingCall, earlier: tuple[str, ...]) -> str | None:
+    for text in _strings(call.arguments):
+        found = placeholder(text, earlier)
+        if found is not None:
+            return found
+    return None
+
+
+def effects(decision: CallTools, ctx: Context) -> None:
+    """Hold back the calls of a several-call reply that must not run now (see rule 6 of
+    the module docstring): each gets :attr:`PendingCall.skip`, the decision an event."""
+    calls = decision.calls
+    if len(calls) < 2:
+        return
+    mode = _mode(ctx.multi_action)
+    known = set(ctx.tool_names())
+    read_only = {t.name for t in ctx.tools if t.annotations.read_only}
+    changing: str | None = None  # the first call to a tool that is not read-only
+    held: list[str] = []
+    seen: dict[str, None] = {}  # the agent's tools called so far in the reply, in order
+    for index, call in enumerate(calls):
+        earlier = tuple(seen)
+        if call.tool in known:
+            seen[call.tool] = None
+        if call.error is not None or call.skip is not None:
+            if call.tool not in read_only:
+                changing = changing or call.tool
+            continue
+        why: str | None = None
+        found = _blind(call, earlier) if index else None
+        if found is not None:
+            why = (
+                f"{call.tool} was not run: its arguments hold the placeholder {found!r}, not "
+                f"a value, and the calls before it in your reply had not run yet; call "
+                f"{call.tool} again in your next step with the real value"
+            )
+            held.append(f"{call.tool} (blind: {found!r})")
+        elif mode == "first" and index:
+            why = (
+                f"{call.tool} was not run: one call runs per reply (multi_action='first'); "
+                "call it again in your next step if you still need it"
+            )
+            held.append(f"{call.tool} (one call per reply)")
+        elif mode == "independent" and changing is not None:
+            if call.tool in read_only:
+                why = (
+                    f"{call.tool} was not run: it came after {changing}, which may change "
+                    "what it reads, and would have run at the same time; call it again in "
+                    "your next step if you still need it"
+                )
+                held.append(f"{call.tool} (after {changing})")
+            else:
+                why = (
+                    f"{call.tool} was not run: it is not read-only, and only one such call "
+                    f"runs per reply ({changing} came first); call it again in your next "
+                    "step if you still need it"
+                )
+                held.append(f"{call.tool} (one call with effects per reply)")
+        if call.tool not in read_only:
+            changing = changing or call.tool
+        call.skip = why
+    if held:
+        ran = len(calls) - len(held)
+        named = ", ".join(held[:_MAX_NAMED])
+        if len(held) > _MAX_NAMED:
+            named += f" and {len(held) - _MAX_NAMED} more"
+        decision.events.append(
+            f"{len(calls)} tool calls in one reply (multi_action={mode!r}): "
+            f"{ran} may run; not run: {named}"
+        )
+
+
+def _mode(option: MultiAction | bool) -> MultiAction:
+    if option is True:
+        return "all"
+    if option is False:
+        return "first"
+    return option

@@ -29,7 +29,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from ._nesting import TOO_DEEP, too_deep
 from .types import (
@@ -51,12 +51,20 @@ __all__ = [
     "Decision",
     "FinalAnswer",
     "FormatError",
+    "MultiAction",
     "PendingCall",
     "Protocol",
     "RequestContext",
 ]
 
 T = TypeVar("T")
+
+MultiAction: TypeAlias = Literal["independent", "first", "all"]
+"""Which of a reply's several calls run (:attr:`AgentConfig.multi_action
+<react_engine.config.AgentConfig.multi_action>`, applied by :mod:`react_engine.policy`):
+``"independent"`` the read-only ones and the first other one, ``"first"`` the first one
+only, ``"all"`` every one. In every mode a later call whose arguments hold a placeholder
+(blind) is not run."""
 
 
 @dataclass(slots=True)
@@ -73,8 +81,10 @@ class RequestContext:
     """The user's system prompt: what the agent is for. The protocol adds its own format."""
     force_final: bool = False
     """Ask for a final answer now (step budget spent, loop detected): no more tool calls."""
-    multi_action: bool = True
-    """Text protocol: run every action of a reply, or only the first."""
+    multi_action: MultiAction | bool = "independent"
+    """Which of a reply's several calls run (see :data:`MultiAction`); the policy applies
+    it to every protocol. ``True`` and ``False`` are the old spellings of ``"all"`` and
+    ``"first"``."""
     output: OutputSpec | None = None
     """The run's ``output_type``: the final answer must be JSON valid for it (``None``: any
     text). The protocol shows its schema; the policy validates the answer."""
@@ -124,6 +134,10 @@ class PendingCall:
     arguments were cut, ``False`` when the reply is known to go on past them, ``None`` when
     the protocol cannot tell (the policy then trusts only arguments that are complete JSON
     as they stand)."""
+    skip: str | None = None
+    """Why the policy does not run this call although its arguments are fine (a blind
+    later call, a second call with effects in one reply): the call is recorded as
+    ``skipped`` and the model is told why, so that it can make it in a later step."""
 
 
 @dataclass(slots=True, kw_only=True)

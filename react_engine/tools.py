@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ._nesting import TOO_DEEP, too_deep
 from .errors import ToolDefinitionError
 
-__all__ = ["Tool", "ToolArgumentsError", "tool"]
+__all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "tool"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:\s*$", re.IGNORECASE)
@@ -55,6 +55,65 @@ class ToolArgumentsError(ValueError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnnotations:
+    """What calling a tool does to the world: MCP's tool annotations, under Python names.
+
+    The defaults are MCP's, i.e. the worst case: a tool that says nothing may change
+    things (``read_only=False``), destroy them (``destructive=True``), do so again when
+    called again (``idempotent=False``) and reach outside the program (``open_world=True``).
+    They are hints about the tool, given by whoever defined it, not promises the engine
+    can check. The engine uses ``read_only``: when a reply holds several calls, only the
+    independent read-only ones and the first other one run (see
+    :mod:`react_engine.policy`); the others are reported to the model as not run.
+    ``destructive`` and ``idempotent`` mean something only for a tool that is not
+    read-only.
+    """
+
+    read_only: bool = False
+    """The tool changes nothing (MCP ``readOnlyHint``)."""
+    destructive: bool = True
+    """A change it makes may destroy or overwrite what was there, rather than only add
+    to it (MCP ``destructiveHint``)."""
+    idempotent: bool = False
+    """Calling it again with the same arguments changes nothing more (MCP
+    ``idempotentHint``)."""
+    open_world: bool = True
+    """It reaches things outside the program (the web, other people), not only a closed
+    set of its own (MCP ``openWorldHint``)."""
+
+    @classmethod
+    def from_mcp(cls, hints: Any) -> ToolAnnotations:
+        """From an MCP listing's ``annotations`` (``mcp.types.ToolAnnotations``, its JSON
+        form as a mapping, or ``None``): a hint the server left out keeps MCP's default,
+        and so does one that is not a bool."""
+        if hints is None:
+            return cls()
+
+        def hint(python: str, wire: str, default: bool) -> bool:
+            if isinstance(hints, Mapping):
+                value = hints.get(wire, hints.get(python))
+            else:
+                value = getattr(hints, python, None)
+            return value if isinstance(value, bool) else default
+
+        return cls(
+            read_only=hint("read_only_hint", "readOnlyHint", False),
+            destructive=hint("destructive_hint", "destructiveHint", True),
+            idempotent=hint("idempotent_hint", "idempotentHint", False),
+            open_world=hint("open_world_hint", "openWorldHint", True),
+        )
+
+    def mcp_hints(self) -> dict[str, bool]:
+        """The annotations under MCP's names (``readOnlyHint``...)."""
+        return {
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
 
 
 @dataclass(slots=True)
@@ -85,6 +144,10 @@ class Tool:
     """Whether the schema meets OpenAI's strict mode rules, and so is sent with
     ``"strict": true``: every object in it, nested ones included, lists all its properties
     as required and allows no other keys (so no optional parameter, no ``dict`` argument)."""
+    annotations: ToolAnnotations = field(default_factory=ToolAnnotations)
+    """What a call does to the world (MCP's annotations; by default, the worst case). A
+    reply's several calls run together only where they are read-only: see
+    :class:`ToolAnnotations`."""
 
     @property
     def argument_names(self) -> list[str]:
@@ -174,6 +237,7 @@ class Tool:
         requires_approval: bool = False,
         timeout: float | None = None,
         max_observation_chars: int | None = None,
+        annotations: ToolAnnotations | None = None,
     ) -> Tool:
         """Build a tool from a typed function; its docstring gives the descriptions."""
         tool_name: str = name or str(getattr(function, "__name__", ""))
@@ -240,6 +304,7 @@ class Tool:
             requires_approval=requires_approval,
             timeout=timeout,
             max_observation_chars=max_observation_chars,
+            annotations=annotations,
         )
 
     @classmethod
@@ -254,6 +319,7 @@ class Tool:
         requires_approval: bool = False,
         timeout: float | None = None,
         max_observation_chars: int | None = None,
+        annotations: ToolAnnotations | None = None,
     ) -> Tool:
         """Build a tool from a pydantic model plus a function.
 
@@ -312,6 +378,7 @@ class Tool:
             requires_approval=requires_approval,
             timeout=timeout,
             max_observation_chars=max_observation_chars,
+            annotations=annotations,
         )
 
     @classmethod
@@ -326,6 +393,7 @@ class Tool:
         requires_approval: bool = False,
         timeout: float | None = None,
         max_observation_chars: int | None = None,
+        annotations: ToolAnnotations | None = None,
     ) -> Tool:
         """Build a tool from a JSON Schema of its arguments plus a function (sync or async)
         that takes them as one dict: a tool defined elsewhere, such as an MCP server's.
@@ -355,6 +423,7 @@ class Tool:
             requires_approval=requires_approval,
             timeout=timeout,
             max_observation_chars=max_observation_chars,
+            annotations=annotations,
         )
         built.pass_arguments = True
         built.parameters = strict_schema(schema)
@@ -376,7 +445,13 @@ class Tool:
         requires_approval: bool,
         timeout: float | None,
         max_observation_chars: int | None,
+        annotations: ToolAnnotations | None = None,
     ) -> Tool:
+        if annotations is not None and not isinstance(annotations, ToolAnnotations):
+            raise ToolDefinitionError(
+                f"tool {name!r}: annotations must be a ToolAnnotations, not {annotations!r}",
+                tool_name=name,
+            )
         if timeout is not None and (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
@@ -423,6 +498,7 @@ class Tool:
             timeout=timeout,
             max_observation_chars=max_observation_chars,
             strict=strict,
+            annotations=annotations if annotations is not None else ToolAnnotations(),
         )
 
 
@@ -439,6 +515,11 @@ def tool(
     requires_approval: bool = False,
     timeout: float | None = None,
     max_observation_chars: int | None = None,
+    annotations: ToolAnnotations | None = None,
+    read_only: bool | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
+    open_world: bool | None = None,
 ) -> Callable[[F], Tool]: ...
 
 
@@ -452,11 +533,37 @@ def tool(
     requires_approval: bool = False,
     timeout: float | None = None,
     max_observation_chars: int | None = None,
+    annotations: ToolAnnotations | None = None,
+    read_only: bool | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
+    open_world: bool | None = None,
 ) -> Tool | Callable[[F], Tool]:
     """Turn a typed function (sync or async) into a :class:`Tool`.
 
-    Use bare (``@tool``) or with options (``@tool(requires_approval=True)``).
+    Use bare (``@tool``) or with options (``@tool(requires_approval=True)``). What a call
+    does to the world is given as :class:`ToolAnnotations` (``annotations=``) or, one hint
+    at a time, as ``read_only=``, ``destructive=``, ``idempotent=``, ``open_world=`` (the
+    hints not given keep MCP's defaults): ``@tool(read_only=True)`` lets a reply's calls
+    to the tool run beside its other calls.
     """
+    hints = {
+        key: value
+        for key, value in (
+            ("read_only", read_only),
+            ("destructive", destructive),
+            ("idempotent", idempotent),
+            ("open_world", open_world),
+        )
+        if value is not None
+    }
+    for key, value in hints.items():
+        if not isinstance(value, bool):
+            raise ToolDefinitionError(f"@tool: {key} must be True or False, not {value!r}")
+    if hints:
+        if annotations is not None:
+            raise ToolDefinitionError(f"@tool: give annotations= or {', '.join(hints)}=, not both")
+        annotations = ToolAnnotations(**hints)
 
     def wrap(fn: F) -> Tool:
         built = Tool.from_function(
@@ -467,6 +574,7 @@ def tool(
             requires_approval=requires_approval,
             timeout=timeout,
             max_observation_chars=max_observation_chars,
+            annotations=annotations,
         )
         if description is None:
             _warn_if_undescribed(built, fn)

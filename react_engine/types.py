@@ -289,6 +289,9 @@ class ParsedAction:
     """A JSON object, or the plain string the model wrote as input."""
     raw_input: str = ""
     """The action input exactly as the model wrote it (after cutting), for the trace."""
+    error: str | None = None
+    """Why the action must not run although it was read (its Action line and its Action
+    Input give different arguments): the protocols refuse it with this text."""
 
 
 @dataclass(slots=True)

@@ -98,7 +98,7 @@ def test_weather_example_parallel_calls_paired_in_order() -> None:
 
 
 def test_parallel_calls_run_concurrently() -> None:
-    @tool
+    @tool(read_only=True)
     async def slow(n: int) -> int:
         """Sleep a little."""
         await asyncio.sleep(0.2)
@@ -352,12 +352,12 @@ def test_empty_reply_is_fed_back() -> None:
 
 
 def test_observation_truncation_and_summarize_hook() -> None:
-    @tool
+    @tool(read_only=True)
     def big() -> str:
         """Lots of text."""
         return "x" * 10_000
 
-    @tool(summarize=lambda rows: f"{len(rows)} rows")
+    @tool(summarize=lambda rows: f"{len(rows)} rows", read_only=True)
     def rows() -> list[int]:
         """Rows."""
         return list(range(50))
@@ -440,6 +440,7 @@ def test_approval_callback() -> None:
         [tool_call_reply(("wipe", {"path": "/"}), ("wipe", {"path": "/tmp/ok"})), reply("done")],
         tools=[wipe],
         approve=approve,
+        multi_action="all",  # both calls reach the approver
     )
     result = agent.run("clean up")
     denied, allowed = result.steps[0].actions
@@ -649,7 +650,7 @@ def test_a_repeated_call_is_answered_with_its_earlier_result() -> None:
 def test_on_call_announces_each_call_before_its_tool_runs() -> None:
     events: list[str] = []
 
-    @tool
+    @tool(read_only=True)
     def lookup(city: str) -> str:
         """Look a city up."""
         events.append(f"ran {city}")

@@ -78,7 +78,10 @@ def test_async_approver_decides_each_call(protocol: str) -> None:
         return record.arguments == {"path": "/tmp/scratch"}
 
     agent, model, wipe = make(
-        protocol, [call(protocol, "/", "/tmp/scratch"), final(protocol, "ok")], approve=approve
+        protocol,
+        [call(protocol, "/", "/tmp/scratch"), final(protocol, "ok")],
+        approve=approve,
+        multi_action="all",  # both calls reach the approver
     )
     result = asyncio.run(agent.arun("clean up"))
     assert wipe.deleted == ["/tmp/scratch"]

@@ -52,6 +52,7 @@ EXPECTED = {
     "TemplateError",
     "TextReActProtocol",
     "Tool",
+    "ToolAnnotations",
     "ToolDefinitionError",
     "Usage",
     "UserError",

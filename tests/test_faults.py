@@ -38,6 +38,7 @@ from react_engine import (
     RetryPolicy,
     RunResult,
     Tool,
+    ToolAnnotations,
 )
 from react_engine.testing import MockResponse, ScriptedServer, completion
 
@@ -61,7 +62,7 @@ class Lookup:
             self.calls.append(city)
             return {"city": city, "population": len(city) * 1000}
 
-        self.tool = Tool.from_function(lookup)
+        self.tool = Tool.from_function(lookup, annotations=ToolAnnotations(read_only=True))
 
 
 class Harness:

@@ -18,7 +18,15 @@ import re
 
 import pytest
 
-from react_engine import Agent, ScriptedModel, TextReActProtocol, Tool, reply, tool_call_reply
+from react_engine import (
+    Agent,
+    ScriptedModel,
+    TextReActProtocol,
+    Tool,
+    ToolAnnotations,
+    reply,
+    tool_call_reply,
+)
 from react_engine.protocols.text import wrap_observation
 
 TAG = re.compile(r"<\s*/?\s*observation\b[^<>]*>", re.IGNORECASE)
@@ -82,7 +90,8 @@ class Tools:
             self.wiped.append(path)
             return "deleted"
 
-        self.all = [Tool.from_function(fetch), Tool.from_function(wipe)]
+        read_only = ToolAnnotations(read_only=True)
+        self.all = [Tool.from_function(fetch, annotations=read_only), Tool.from_function(wipe)]
 
 
 ACTION = {

@@ -145,7 +145,16 @@ def test_agent_calls_an_mcp_tool(transport: str, protocol: str, http_url: str) -
     first = model.payloads[0]
     if protocol == "function_calling":
         by_name = {t["function"]["name"]: t["function"] for t in first["tools"]}
-        assert list(by_name) == ["shout", "add", "get_weather", "forecast", "wait", "files_read"]
+        assert list(by_name) == [
+            "shout",
+            "add",
+            "get_weather",
+            "forecast",
+            "wait",
+            "files_read",
+            "delete_note",
+            "touch",
+        ]
         assert by_name["add"] == {
             "name": "add",
             "description": "Add two integers.",
@@ -162,7 +171,10 @@ def test_agent_calls_an_mcp_tool(transport: str, protocol: str, http_url: str) -
         system = first["messages"][0]["content"]
         assert '{"name": "add", "description": "Add two integers."' in system
         assert '"name": "get_weather", "description": "The current weather in a city."' in system
-        assert "one of [shout, add, get_weather, forecast, wait, files_read]" in system
+        assert (
+            "one of [shout, add, get_weather, forecast, wait, files_read, delete_note, touch]"
+            in system
+        )
 
 
 @pytest.mark.parametrize("protocol", [*PROTOCOLS, "structured"])

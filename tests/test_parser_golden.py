@@ -37,7 +37,10 @@ def run_case(path: Path) -> dict[str, Any]:
         return {"error": {"type": "ReActParseError", "expected": exc.expected, "pos": exc.pos}}
     return {
         "thought": step.thought,
-        "actions": [{"tool": a.tool, "args": a.args} for a in step.actions],
+        "actions": [
+            {"tool": a.tool, "args": a.args, **({"error": a.error} if a.error else {})}
+            for a in step.actions
+        ],
         "final_answer": step.final_answer,
         "repairs": step.repairs,
         "text": step.text,

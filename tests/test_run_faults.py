@@ -93,6 +93,7 @@ def calls(tool: str, n: int) -> Any:
 
 
 def agent_for(tools: list[Tool], script: list[Any], **kwargs: Any) -> Agent:
+    kwargs.setdefault("multi_action", "all")  # these tools' many calls per reply all run
     return Agent(
         "gpt-4o-mini", tools, protocol="function_calling", client=ScriptedModel(script), **kwargs
     )
@@ -506,6 +507,7 @@ def test_max_calls_per_step_is_an_option_and_applies_to_text_replies() -> None:
         [tool],
         protocol="text",
         client=ScriptedModel([reply(text), reply("Final Answer: done")]),
+        multi_action="all",
     )
     result = agent.run("go", max_calls_per_step=2)
     assert sorted(seen) == [0, 1]

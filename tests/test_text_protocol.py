@@ -102,10 +102,12 @@ def test_several_actions_in_one_reply_run_as_one_step() -> None:
     assert obs.startswith("Observation 1 (get_weather): <observation>")
     assert "\nObservation 2 (get_weather): <observation>" in obs
 
-    agent, model = make_agent([two, "Final Answer: overcast"], multi_action=False)
+    agent, model = make_agent([two, "Final Answer: overcast"], multi_action="first")
     result = agent.run("Paris and London?")
-    assert len(result.steps[0].actions) == 1
-    assert "first_action_only" in result.steps[0].repairs
+    first, second = result.steps[0].actions
+    assert first.status == "ok" and second.status == "skipped"
+    assert "one call runs per reply" in second.observation
+    assert "one call runs per reply" in model.payloads[1]["messages"][3]["content"]
 
 
 def test_tolerated_deviations_run_and_are_reported() -> None:

@@ -124,7 +124,12 @@ Actions: ``bracket_action``, ``unclosed_bracket``, ``paren_action``, ``inline_in
 ``final_as_action``, ``noop_action_dropped``, ``empty_action_dropped``, ``ignored_text``
 (prose after the tool name), ``unlabeled_action_input`` (JSON after the tool name with no label),
 ``missing_action_input``, ``empty_action_input``, ``repeated_action_input`` (a second
-Action Input for the same Action: a second call of that tool), ``input_before_action``
+Action Input for the same Action: a second call of that tool), ``input_after_empty_call``
+(``Action: tool()``, ``tool[]``, ``tool {}`` or an empty Action Input, then an Action
+Input: one call, with that input), ``duplicate_input_dropped`` (arguments on the Action
+line, then the same ones as the Action Input: one call), ``ambiguous_action_input``
+(arguments on the Action line, then different ones as the Action Input: the action gets
+:attr:`~react_engine.types.ParsedAction.error` and never runs), ``input_before_action``
 (an Action Input written just before its Action), ``orphan_input_dropped``.
 
 Inputs: ``fenced_json``, ``backtick_input``, ``quoted_input``, ``unwrapped_array``
@@ -203,6 +208,9 @@ PARSE_REPAIR_CODES: Final = frozenset(
         "missing_action_input",
         "empty_action_input",
         "repeated_action_input",
+        "input_after_empty_call",
+        "duplicate_input_dropped",
+        "ambiguous_action_input",
         "input_before_action",
         "orphan_input_dropped",
         # inputs
@@ -763,6 +771,8 @@ class _Item:
     final: str | None = None
     thought: str | None = None
     codes: list[str] = field(default_factory=list)
+    inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
+    error: str | None = None  # why it must not run (two different inputs)
 
 
 @dataclass(slots=True)
@@ -907,10 +917,39 @@ def _orphan(r: _Reading, sec: _Section) -> None:
     r.codes.append((sec.start, "orphan_input_dropped"))
 
 
+AMBIGUOUS_INPUT: Final = (
+    "the Action gives {tool} two different sets of arguments (one on the Action line, one "
+    "as the Action Input), so the action was not run; write the Action with one Action Input"
+)
+"""Why an action with arguments both on its Action line and, different, in an Action Input
+never runs: either could be the one the model meant."""
+
+
 def _attach_input(r: _Reading, action: _Item, sec: _Section) -> None:
-    """Give an Action its input; a second input for the same Action is a second call."""
+    """Give an Action its input; a second input for the same Action is a second call.
+
+    Input written with the Action (``tool(...)``, ``tool[...]``, ``tool {...}``) and then
+    an Action Input are one call, never two: after an empty ``tool()`` (or an empty first
+    Action Input) the Action Input is the input, so no call runs on the tool's defaults
+    beside the real one; the same arguments twice are one; different ones are ambiguous,
+    and the action never runs (:data:`AMBIGUOUS_INPUT`).
+    """
     if not action.has_input:
         _fill(action, sec.content, [])
+        return
+    if action.args == {}:  # tool(), tool[], tool {}, an empty Action Input: no arguments yet
+        action.inline = False  # a further Action Input is a second call
+        action.codes = [c for c in action.codes if c != "empty_action_input"]
+        _fill(action, sec.content, ["input_after_empty_call"])
+        return
+    if action.inline:
+        action.inline = False  # a further Action Input is a second call
+        args, _ = _input(sec.content)
+        if args == action.args:
+            action.codes.append("duplicate_input_dropped")
+            return
+        action.error = AMBIGUOUS_INPUT.format(tool=action.tool)
+        action.codes.append("ambiguous_action_input")
         return
     item = _Item(sec.start, tool=action.tool)
     _fill(item, sec.content, ["repeated_action_input"])
@@ -941,6 +980,7 @@ def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
             items, end = found
             for item in items:
                 item.pos = at
+                item.inline = len(items) == 1
                 if stripped[end:].strip():
                     item.codes.append("text_after_input")
             return items, None
@@ -953,6 +993,7 @@ def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
     if P.TOOL_NAME.fullmatch(first):  # the usual "Action: tool_name"
         return _plain_action(item, first, rest, missing)
     m = P.INLINE_INPUT.search(first)
+    item.inline = True  # every form below but the last writes its input on the Action line
     if m is not None:
         item.codes.append("inline_label")
         _fill(item, stripped[m.end() :], [])
@@ -990,10 +1031,12 @@ def _plain_action(
     item: _Item, first: str, rest: str, missing: _Problem
 ) -> tuple[list[_Item], _Problem | None]:
     """``Action: tool`` whose input, if any, is on the following lines."""
+    item.inline = False
     if rest.strip():
         if rest.lstrip()[:1] in ("{", "[", "`", "~"):
             item.codes.append("unlabeled_action_input")
             _fill(item, rest, [])
+            item.inline = True
         else:
             item.codes.append("ignored_text")
     return _named(item, first, missing)
@@ -1403,7 +1446,7 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
     return ParsedStep(
         thought="\n\n".join(thoughts) or None,
         actions=[
-            ParsedAction(tool=item.tool, args=item.args, raw_input=item.raw_input)
+            ParsedAction(tool=item.tool, args=item.args, raw_input=item.raw_input, error=item.error)
             for item in kept
             if item.tool is not None and item.final is None
         ],

@@ -451,7 +451,7 @@ class FunctionCallingProtocol(Protocol):
                 tool=action.tool,
                 arguments=action.args,
                 raw_arguments=action.raw_input,
-                error=parsed_arguments_error(action.args, parsed.repairs),
+                error=action.error or parsed_arguments_error(action.args, parsed.repairs),
                 salvaged=True,
             )
             guard_depth(pending)

@@ -343,7 +343,7 @@ class TextReActProtocol(Protocol):
         try:
             parsed = parse_react(
                 raw,
-                multi_action=ctx.multi_action,
+                multi_action=True,  # which of several actions run: the policy's choice
                 stop_words=self.template.stop,
                 implicit_final_answer=self.implicit_final_answer,
             )
@@ -366,7 +366,7 @@ class TextReActProtocol(Protocol):
                     tool=action.tool,
                     arguments=action.args,
                     raw_arguments=action.raw_input,
-                    error=parsed_arguments_error(action.args, parsed.repairs),
+                    error=action.error or parsed_arguments_error(action.args, parsed.repairs),
                     cut=False if went_on else None,
                 )
                 guard_depth(call)

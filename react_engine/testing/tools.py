@@ -61,7 +61,7 @@ def _lookup(location: str) -> dict[str, Any] | None:
     return WEATHER.get(key)
 
 
-@tool
+@tool(read_only=True)
 def get_weather(
     location: str, unit: Literal["celsius", "fahrenheit"] = "celsius"
 ) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def _evaluate(node: ast.AST) -> float | int:
     raise ValueError("only numbers and + - * / // % ** ( ) are allowed")
 
 
-@tool
+@tool(read_only=True)
 def calculator(
     expression: Annotated[
         str, Field(max_length=200, description="An arithmetic expression, e.g. '(3 + 4) * 2'.")

@@ -14,39 +14,58 @@ import sys
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 server = MCPServer("react-engine-tests", log_level="WARNING")
 
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+"""What the server says of its tools that change nothing (all but ``delete_note``)."""
+NOTES = {"a": "first note", "b": "second note"}
 
-@server.tool()
+
+@server.tool(annotations=READ_ONLY)
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def get_weather(city: str, unit: str = "C") -> str:
     """The current weather in a city."""
     return f"{city}: sunny, 24°{unit} (from the MCP server, pid {os.getpid()})"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def forecast(city: str) -> str:
     """Tomorrow's weather in a city: a tool that always fails (its result is an error)."""
     raise ToolError(f"no forecast for {city}: the station is down")
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def wait(seconds: float) -> str:
     """Wait, then say so."""
     await asyncio.sleep(seconds)
     return f"waited {seconds}s"
 
 
-@server.tool(name="files.read")
+@server.tool(name="files.read", annotations=READ_ONLY)
 def read_file(path: str) -> str:
     """A tool whose name the chat APIs refuse (it has a dot)."""
     return f"contents of {path}"
+
+
+@server.tool(
+    annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+)
+def delete_note(key: str) -> str:
+    """Delete a note: a tool that changes things (and says so)."""
+    return f"deleted {key}: {NOTES.pop(key, 'no such note')}"
+
+
+@server.tool()
+def touch(key: str) -> str:
+    """A tool that says nothing of its effects (MCP's defaults apply)."""
+    return f"touched {key}"
 
 
 async def _serve_http() -> None:
