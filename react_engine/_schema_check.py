@@ -96,6 +96,10 @@ class SchemaCheck:
         self.tool_name = tool_name
         if exceeds_depth(schema, MAX_SCHEMA_DEPTH):
             raise self._bad(f"it nests deeper than {MAX_SCHEMA_DEPTH} levels")
+        try:
+            json.dumps(schema)
+        except (TypeError, ValueError) as exc:
+            raise self._bad(f"it holds a value that is not JSON ({exc})") from None
         schema = dict(schema)
         try:
             base = validators.validator_for(schema, default=jsonschema.Draft202012Validator)

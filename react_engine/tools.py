@@ -141,7 +141,8 @@ class Tool:
 
     async def ainvoke(self, validated: BaseModel, timeout: float | None = None) -> Any:
         """Run the function with validated arguments, within ``timeout`` seconds
-        (:class:`TimeoutError` past it).
+        (:class:`~react_engine._threads.DeadlinePassed`, a :class:`TimeoutError`, past it;
+        a ``TimeoutError`` the function raises itself is raised as it is).
 
         A sync function always runs on a worker thread, never on the event loop: a slow or
         stuck one would stall every run on the loop and ignore the timeout. A thread cannot
@@ -613,7 +614,9 @@ def meets_strict_mode(schema: Any) -> bool:
 
 class _Escaped(Exception):
     """Carries a ``KeyboardInterrupt`` or ``SystemExit`` out of the task that ``wait_for``
-    runs the awaitable in: raised in a task, those two stop the event loop itself."""
+    runs the awaitable in (raised in a task, those two stop the event loop itself), and a
+    ``TimeoutError`` of the awaitable's own, which ``wait_for`` would pass on looking like
+    its own timeout."""
 
     def __init__(self, original: BaseException) -> None:
         super().__init__(repr(original))
@@ -623,19 +626,25 @@ class _Escaped(Exception):
 async def _contained(awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
-    except (KeyboardInterrupt, SystemExit) as exc:
+    except (KeyboardInterrupt, SystemExit, TimeoutError) as exc:
         raise _Escaped(exc) from None
 
 
 async def within(awaitable: Awaitable[T], timeout: float) -> T:
     """``asyncio.wait_for``, except that a ``KeyboardInterrupt`` or ``SystemExit`` from the
-    awaitable reaches the caller, like any exception, instead of stopping the loop."""
+    awaitable reaches the caller, like any exception, instead of stopping the loop, and
+    that the time running out raises :class:`~react_engine._threads.DeadlinePassed` (a
+    ``TimeoutError``), apart from a ``TimeoutError`` the awaitable raised itself."""
     import asyncio  # loaded by the running loop: not imported with the library
+
+    from ._threads import DeadlinePassed
 
     try:
         return await asyncio.wait_for(_contained(awaitable), timeout)
     except _Escaped as escaped:
         raise escaped.original from None
+    except TimeoutError:
+        raise DeadlinePassed(timeout) from None
 
 
 def _allows_extra(schema: Any) -> bool:

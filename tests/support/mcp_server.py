@@ -2,12 +2,15 @@
 
 ``python mcp_server.py`` serves over stdin/stdout; ``python mcp_server.py http`` serves
 streamable HTTP on 127.0.0.1 at an ephemeral port, and prints ``PORT <n>`` once it listens.
-With ``MCP_TEST_PIDFILE`` set, the server writes its process id there when it starts.
+With ``MCP_TEST_PIDFILE`` set, the server writes its process id there when it starts;
+with ``MCP_TEST_CALLLOG`` set, ``book_room`` appends the arguments of every call it gets there;
+with ``MCP_TEST_BROKEN_TOOL`` set, it also lists a tool whose schema is not JSON Schema.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import sys
@@ -47,6 +50,56 @@ async def wait(seconds: float) -> str:
 def read_file(path: str) -> str:
     """A tool whose name the chat APIs refuse (it has a dot)."""
     return f"contents of {path}"
+
+
+BOOK_ROOM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "enum": ["Beijing", "Shanghai", "Guangzhou"]},
+        "product_sku": {"type": "string", "minLength": 10, "pattern": "^[A-Z0-9-]+$"},
+        "nights": {"type": "integer", "minimum": 1, "maximum": 14},
+        "guests": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                "required": ["name"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["city", "product_sku"],
+}
+
+
+def book_room(
+    city: str, product_sku: str, nights: int = 1, guests: list[dict[str, object]] | None = None
+) -> str:
+    """Book a hotel room. Its function takes whatever it is given, like many servers' tools:
+    the constraints are only in the schema it advertises (BOOK_ROOM_SCHEMA)."""
+    log = os.environ.get("MCP_TEST_CALLLOG")
+    arguments = {"city": city, "product_sku": product_sku, "nights": nights, "guests": guests}
+    if log:
+        with open(log, "a") as out:
+            out.write(json.dumps(arguments) + "\n")
+    return f"booked {product_sku} in {city} for {nights} nights"
+
+
+server.add_tool(book_room)
+server._tool_manager.get_tool("book_room").parameters = BOOK_ROOM_SCHEMA
+
+if os.environ.get("MCP_TEST_BROKEN_TOOL"):
+
+    def broken(x: str) -> str:
+        """A tool whose advertised schema is not JSON Schema."""
+        return x
+
+    server.add_tool(broken)
+    server._tool_manager.get_tool("broken").parameters = {
+        "type": "object",
+        "properties": {"x": {"type": "strnig"}},
+    }
 
 
 async def _serve_http() -> None:
