@@ -33,7 +33,7 @@ import regex
 from ._nesting import exceeds_depth
 from .errors import ToolDefinitionError
 
-__all__ = ["MAX_SCHEMA_DEPTH", "SchemaCheck"]
+__all__ = ["MAX_SCHEMA_DEPTH", "SchemaCheck", "schema_check"]
 
 MAX_SCHEMA_DEPTH: Final = 100
 """Deepest nesting of objects and arrays accepted in a tool's schema (about 50 levels of
@@ -80,10 +80,47 @@ def _number(value: Any) -> str:
     return _short(value) if not isinstance(value, float) or not value.is_integer() else str(value)
 
 
-class SchemaCheck:
-    """The compiled check of one tool's argument schema."""
+_CACHE: dict[str, SchemaCheck] = {}
+_CACHE_SIZE: Final = 256
+"""Checks kept by schema: an agent with MCP servers builds their tools again on every run,
+and checking a schema against the metaschema takes a few milliseconds."""
 
-    def __init__(self, tool_name: str, schema: Mapping[str, Any]) -> None:
+
+def schema_check(tool_name: str, schema: Mapping[str, Any]) -> SchemaCheck:
+    """The check for ``schema``; a :class:`ToolDefinitionError` when it cannot be one."""
+    if exceeds_depth(schema, MAX_SCHEMA_DEPTH):
+        raise _bad(tool_name, f"it nests deeper than {MAX_SCHEMA_DEPTH} levels")
+    try:
+        key = json.dumps(schema, sort_keys=True)
+        # A copy of our own, JSON through and through: changing the caller's dict later
+        # changes nothing here.
+        own: dict[str, Any] = json.loads(json.dumps(schema))
+    except (TypeError, ValueError) as exc:
+        raise _bad(tool_name, f"it holds a value that is not JSON ({exc})") from None
+    check = _CACHE.get(key)
+    if check is None:
+        check = SchemaCheck(tool_name, own)
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)), None)
+        _CACHE[key] = check
+    return check
+
+
+def _bad(tool_name: str, why: str) -> ToolDefinitionError:
+    return ToolDefinitionError(
+        f"tool {tool_name!r}: its arguments' schema is not a usable JSON Schema: {why}",
+        tool_name=tool_name,
+    )
+
+
+_CHECKERS: dict[Any, Any] = {}
+"""The validator class for each JSON Schema dialect, with our ``pattern``."""
+
+
+class SchemaCheck:
+    """The compiled check of one tool's argument schema (build it with :func:`schema_check`)."""
+
+    def __init__(self, tool_name: str, schema: dict[str, Any]) -> None:
         try:
             import jsonschema
             from jsonschema import validators
@@ -94,13 +131,6 @@ class SchemaCheck:
                 tool_name=tool_name,
             ) from exc
         self.tool_name = tool_name
-        if exceeds_depth(schema, MAX_SCHEMA_DEPTH):
-            raise self._bad(f"it nests deeper than {MAX_SCHEMA_DEPTH} levels")
-        try:
-            json.dumps(schema)
-        except (TypeError, ValueError) as exc:
-            raise self._bad(f"it holds a value that is not JSON ({exc})") from None
-        schema = dict(schema)
         try:
             base = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
             # Checked with a format checker of our own: a pattern is a ``regex`` pattern.
@@ -110,7 +140,7 @@ class SchemaCheck:
             problem = jsonschema.exceptions.best_match(meta.iter_errors(schema))
         except RecursionError:
             raise self._bad("it nests too deeply") from None
-        except Exception as exc:  # objects that are not JSON in the schema, say
+        except Exception as exc:
             raise self._bad(f"{type(exc).__name__}: {exc}") from None
         if problem is not None:
             where = _location(problem.absolute_path)
@@ -122,15 +152,14 @@ class SchemaCheck:
             elif "unevaluatedProperties" in base.VALIDATORS:
                 schema["unevaluatedProperties"] = False
         self.schema = schema
-        checker = validators.extend(base, {"pattern": _pattern})
+        checker = _CHECKERS.get(base)
+        if checker is None:
+            checker = _CHECKERS[base] = validators.extend(base, {"pattern": _pattern})
         self._validator = checker(schema)
         self._check_references(schema, base)
 
     def _bad(self, why: str) -> ToolDefinitionError:
-        return ToolDefinitionError(
-            f"tool {self.tool_name!r}: its arguments' schema is not a usable JSON Schema: {why}",
-            tool_name=self.tool_name,
-        )
+        return _bad(self.tool_name, why)
 
     def _check_references(self, schema: dict[str, Any], base: Any) -> None:
         """Every ``$ref`` resolves within the schema: nothing is fetched, ever."""

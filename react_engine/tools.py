@@ -351,7 +351,7 @@ class Tool:
         :mod:`react_engine._schema_check`) before the function runs; a schema that is not
         valid JSON Schema is a :class:`ToolDefinitionError` here.
         """
-        from ._schema_check import SchemaCheck
+        from ._schema_check import schema_check
 
         _check_name(name)
         if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
@@ -360,7 +360,7 @@ class Tool:
                 f"not {str(parameters)[:100]}",
                 tool_name=name,
             )
-        check = SchemaCheck(name, parameters)
+        check = schema_check(name, parameters)
         schema = dict(parameters)
         extra = schema.get("additionalProperties", False)
         model = _model_from_schema(name, schema)
