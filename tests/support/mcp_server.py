@@ -3,7 +3,8 @@
 ``python mcp_server.py`` serves over stdin/stdout; ``python mcp_server.py http`` serves
 streamable HTTP on 127.0.0.1 at an ephemeral port, and prints ``PORT <n>`` once it listens.
 With ``MCP_TEST_PIDFILE`` set, the server writes its process id there when it starts;
-with ``MCP_TEST_CALLLOG`` set, ``book_room`` appends the arguments of every call it gets there;
+with ``MCP_TEST_CALLLOG`` set, it also lists ``book_room``, which appends the arguments of
+every call it gets to that file;
 with ``MCP_TEST_BROKEN_TOOL`` set, it also lists a tool whose schema is not JSON Schema.
 """
 
@@ -78,16 +79,15 @@ def book_room(
 ) -> str:
     """Book a hotel room. Its function takes whatever it is given, like many servers' tools:
     the constraints are only in the schema it advertises (BOOK_ROOM_SCHEMA)."""
-    log = os.environ.get("MCP_TEST_CALLLOG")
     arguments = {"city": city, "product_sku": product_sku, "nights": nights, "guests": guests}
-    if log:
-        with open(log, "a") as out:
-            out.write(json.dumps(arguments) + "\n")
+    with open(os.environ["MCP_TEST_CALLLOG"], "a") as out:
+        out.write(json.dumps(arguments) + "\n")
     return f"booked {product_sku} in {city} for {nights} nights"
 
 
-server.add_tool(book_room)
-server._tool_manager.get_tool("book_room").parameters = BOOK_ROOM_SCHEMA
+if os.environ.get("MCP_TEST_CALLLOG"):
+    server.add_tool(book_room)
+    server._tool_manager.get_tool("book_room").parameters = BOOK_ROOM_SCHEMA
 
 if os.environ.get("MCP_TEST_BROKEN_TOOL"):
 
