@@ -69,7 +69,9 @@ class ToolRunner:
                 try:
                     validated = tool.validate(call.arguments)
                     if isinstance(call.arguments, str):
-                        record.arguments = validated.model_dump(mode="json", exclude_unset=True)
+                        record.arguments = validated.model_dump(
+                            mode="json", by_alias=True, exclude_unset=True
+                        )
                 except ToolArgumentsError as exc:
                     _fail(record, "invalid_arguments", exc.message)
             if record.status == "ok":

@@ -551,3 +551,23 @@ def test_an_mcp_tool_with_an_invalid_schema_is_left_out_and_the_others_work(
     sent = [t["function"]["name"] for t in model.payloads[0]["tools"]]
     assert "broken" not in sent and {"add", "book_room"} <= set(sent)
     assert any("'broken'" in r.getMessage() and "strnig" in r.getMessage() for r in caplog.records)
+
+
+def test_a_plain_input_for_a_one_argument_tool_is_recorded_under_its_json_name() -> None:
+    seen: list[dict[str, Any]] = []
+    t = Tool.from_schema(
+        "lookup",
+        {"type": "object", "properties": {"search-term": {"type": "string", "minLength": 2}}},
+        seen.append,
+    )
+    result, _ = run(
+        "text",
+        [t],
+        "Thought: look it up.\nAction: lookup\nAction Input: cats",
+        "Thought: again.\nAction: lookup\nAction Input: c",
+    )
+    first, second = actions(result)
+    assert (first.status, first.arguments) == ("ok", {"search-term": "cats"})
+    assert seen == [{"search-term": "cats"}]
+    assert second.status == "invalid_arguments"
+    assert "search-term: String should have at least 2 characters" in second.error
