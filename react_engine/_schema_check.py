@@ -53,6 +53,11 @@ _NUMBER = regex.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 """Keywords whose values are data, not schemas: a ``$ref`` in them is not a reference."""
 
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+"""Keywords whose values map names to schemas: a property may be named ``enum``."""
+
 
 def _short(value: Any, limit: int = 60) -> str:
     try:
@@ -74,10 +79,6 @@ def _either(words: list[str]) -> str:
 
 def _plural(n: Any, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _number(value: Any) -> str:
-    return _short(value) if not isinstance(value, float) or not value.is_integer() else str(value)
 
 
 _CACHE: dict[str, SchemaCheck] = {}
@@ -169,13 +170,17 @@ class SchemaCheck:
 
         spec = specification_with(base.META_SCHEMA.get("$schema", ""))
         resolver = Registry().resolver_with_root(spec.create_resource(schema))
-        stack: list[tuple[Any, Any]] = [(schema, resolver)]
+        # (node, resolver, whether node maps names to schemas, as ``properties`` does)
+        stack: list[tuple[Any, Any, bool]] = [(schema, resolver, False)]
         while stack:
-            node, here = stack.pop()
+            node, here, named = stack.pop()
             if isinstance(node, list):
-                stack.extend((item, here) for item in node)
+                stack.extend((item, here, False) for item in node)
                 continue
             if not isinstance(node, dict):
+                continue
+            if named:
+                stack.extend((v, here, False) for v in node.values())
                 continue
             if node is not schema and isinstance(node.get("$id"), str):
                 here = here.in_subresource(spec.create_resource(node))
@@ -190,7 +195,9 @@ class SchemaCheck:
                     ) from None
                 except Exception as exc:
                     raise self._bad(f"$ref {ref[:100]!r}: {type(exc).__name__}") from None
-            stack.extend((v, here) for k, v in node.items() if k not in _DATA_KEYWORDS)
+            stack.extend(
+                (v, here, k in _SCHEMA_MAPS) for k, v in node.items() if k not in _DATA_KEYWORDS
+            )
 
     def coerce(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments with the one lossless conversion the engine makes, at the top level
@@ -323,7 +330,7 @@ def _message(keyword: str, value: Any, failure: Any) -> str:
     if keyword == "uniqueItems":
         return "Array items should be unique"
     if keyword == "multipleOf":
-        return f"Input should be a multiple of {_number(value)}"
+        return f"Input should be a multiple of {_short(value)}"
     bounds = {
         "minimum": "greater than or equal to",
         "maximum": "less than or equal to",
@@ -336,7 +343,7 @@ def _message(keyword: str, value: Any, failure: Any) -> str:
     if keyword in bounds and isinstance(value, int | float) and not isinstance(value, bool):
         if isinstance(value, float) and not math.isfinite(value):
             return f"Input should be {bounds[keyword]} {value}"
-        return f"Input should be {bounds[keyword]} {_number(value)}"
+        return f"Input should be {bounds[keyword]} {_short(value)}"
     if keyword == "not":
         return "Input should not match the excluded schema"
     if keyword == "false" or failure.message.startswith("False schema"):

@@ -345,6 +345,11 @@ def echo(arguments: dict[str, Any]) -> dict[str, Any]:
             "does not resolve within the schema",
         ),
         ({"type": "object", "properties": {"a": {"type": "string", "x": {1, 2}}}}, "not JSON"),
+        # A property may be named like a keyword whose value is data.
+        (
+            {"type": "object", "properties": {"enum": {"$ref": "#/$defs/gone"}}},
+            "does not resolve within the schema",
+        ),
     ],
 )
 def test_an_invalid_schema_is_a_clear_error_where_the_tool_is_built(
@@ -571,3 +576,31 @@ def test_a_plain_input_for_a_one_argument_tool_is_recorded_under_its_json_name()
     assert seen == [{"search-term": "cats"}]
     assert second.status == "invalid_arguments"
     assert "search-term: String should have at least 2 characters" in second.error
+
+
+@pytest.mark.parametrize(
+    ("dialect", "bound", "expected"),
+    [
+        (
+            "http://json-schema.org/draft-04/schema#",
+            {"minimum": 0, "exclusiveMinimum": True},
+            "greater than 0",
+        ),
+        ("http://json-schema.org/draft-07/schema#", {"exclusiveMinimum": 0}, "greater than 0"),
+        ("https://json-schema.org/draft/2020-12/schema", {"exclusiveMinimum": 0}, "greater than 0"),
+    ],
+)
+def test_the_schemas_own_dialect_is_used(
+    dialect: str, bound: dict[str, Any], expected: str
+) -> None:
+    schema = {
+        "$schema": dialect,
+        "type": "object",
+        "properties": {"n": {"type": "number", **bound}},
+    }
+    t = Tool.from_schema("dialect", schema, echo)
+    assert t.invoke_sync(t.validate({"n": 1})) == {"n": 1}
+    with pytest.raises(Exception, match=f"n: Input should be {expected}"):
+        t.validate({"n": 0})
+    with pytest.raises(Exception, match="extra: unexpected field"):
+        t.validate({"n": 1, "extra": 1})
