@@ -604,3 +604,44 @@ def test_the_schemas_own_dialect_is_used(
         t.validate({"n": 0})
     with pytest.raises(Exception, match="extra: unexpected field"):
         t.validate({"n": 1, "extra": 1})
+
+
+def test_a_tool_functions_schema_and_its_validation_agree() -> None:
+    """What the schema sent to the model admits is what pydantic lets through, and the
+    reverse, for JSON values of the declared types (pydantic's lax conversions, such as
+    ``"5"`` for an ``int``, are outside this check: docs/reliability.md)."""
+    import jsonschema
+
+    seen: list[Any] = []
+    book = guest_tool(seen)
+    sent = jsonschema.Draft202012Validator(book.parameters)
+    base = {"city": "Beijing", "sku": "ABCDEFGHIJ"}
+    cases = [
+        base,
+        {**base, "city": "Shanghai"},
+        {**base, "city": "ShenZhen"},
+        {**base, "sku": "ABCDEFGHI"},
+        {**base, "sku": "ABCDEFGHIJ" * 5},
+        {**base, "sku": "ABCDEFGHI-"},
+        {**base, "nights": 1},
+        {**base, "nights": 14},
+        {**base, "nights": 0},
+        {**base, "nights": 15},
+        {**base, "guests": []},
+        {**base, "guests": [{"name": "a"}, {"name": "b"}]},
+        {**base, "guests": [{"name": "a"}] * 3},
+        {**base, "guests": [{"name": "a", "age": 3}]},
+        {**base, "guests": [{}]},
+        {**base, "lead": None},
+        {**base, "lead": {"name": "a"}},
+        {**base, "lead": {"name": "a", "vip": True}},
+        {**base, "other": 1},
+        {"city": "Beijing"},
+    ]
+    for arguments in cases:
+        try:
+            book.validate(arguments)
+            accepted = True
+        except Exception:
+            accepted = False
+        assert accepted == sent.is_valid(arguments), arguments
