@@ -175,7 +175,12 @@ async def run_sync_call(
         return value
     except BaseException as exc:
         if call.future.done():
-            raise  # the function's own outcome, a TimeoutError of its own too
+            if isinstance(exc, TimeoutError) and not call.future.cancelled():
+                # The function's own TimeoutError, or the time ran out just as it ended:
+                # its own outcome either way (result() raises what it raised, as raised).
+                ended: T = call.future.result()
+                return ended
+            raise
         waiter.cancel()  # its outcome, when it comes, is dropped
         _TOOLS.abandon(call)
         if isinstance(exc, TimeoutError) and timeout is not None:
