@@ -51,6 +51,18 @@ class ThreadsExhausted(RuntimeError):
     """Too many sync calls are stuck past their timeout for another one to start."""
 
 
+class DeadlinePassed(TimeoutError):
+    """The engine's own time limit for a call passed.
+
+    Apart from a ``TimeoutError`` the call raised itself (an HTTP client's read timeout
+    inside a tool, ``socket.timeout``), which is the call's own error, not the engine's.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"did not finish within {timeout:g}s")
+        self.timeout = timeout
+
+
 class _Call:
     __slots__ = ("abandoned", "function", "future")
 
@@ -150,9 +162,10 @@ async def run_sync_call(
 ) -> T:
     """``await`` a sync tool (or approver) on a daemon thread, within ``timeout`` seconds.
 
-    Raises :class:`TimeoutError` when the time is up and :class:`ThreadsExhausted` when too
-    many earlier calls are stuck; in both cases, and when the caller is cancelled, a call
-    still running is left to finish on its own thread.
+    Raises :class:`DeadlinePassed` when the time is up and :class:`ThreadsExhausted` when
+    too many earlier calls are stuck; in both cases, and when the caller is cancelled, a call
+    still running is left to finish on its own thread. A ``TimeoutError`` the function
+    raises is raised as it is.
     """
     context = contextvars.copy_context()
     call = _TOOLS.submit(functools.partial(context.run, function, *args, **kwargs))
@@ -160,10 +173,18 @@ async def run_sync_call(
     try:
         value: T = await (waiter if timeout is None else asyncio.wait_for(waiter, timeout))
         return value
-    except BaseException:
-        if not call.future.done():
-            waiter.cancel()  # its outcome, when it comes, is dropped
-            _TOOLS.abandon(call)
+    except BaseException as exc:
+        if call.future.done():
+            if isinstance(exc, TimeoutError) and not call.future.cancelled():
+                # The function's own TimeoutError, or the time ran out just as it ended:
+                # its own outcome either way (result() raises what it raised, as raised).
+                ended: T = call.future.result()
+                return ended
+            raise
+        waiter.cancel()  # its outcome, when it comes, is dropped
+        _TOOLS.abandon(call)
+        if isinstance(exc, TimeoutError) and timeout is not None:
+            raise DeadlinePassed(timeout) from None
         raise
 
 

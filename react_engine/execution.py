@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ._threads import ThreadsExhausted, run_sync_call, stuck_threads
+from ._threads import DeadlinePassed, ThreadsExhausted, run_sync_call, stuck_threads
 from .errors import RunAborted
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation, valid_unicode
@@ -69,7 +69,9 @@ class ToolRunner:
                 try:
                     validated = tool.validate(call.arguments)
                     if isinstance(call.arguments, str):
-                        record.arguments = validated.model_dump(mode="json", exclude_unset=True)
+                        record.arguments = validated.model_dump(
+                            mode="json", by_alias=True, exclude_unset=True
+                        )
                 except ToolArgumentsError as exc:
                     _fail(record, "invalid_arguments", exc.message)
             if record.status == "ok" and call.skip is not None:
@@ -215,7 +217,9 @@ class ToolRunner:
             value = await tool.ainvoke(validated, timeout)
             limit = tool.max_observation_chars or cfg.max_observation_chars
             record.observation = render_observation(value, limit=limit, summarize=tool.summarize)
-        except TimeoutError:
+        except DeadlinePassed:
+            # Only the engine's own limit: a TimeoutError the tool raised itself (its HTTP
+            # client's, say) is the tool's error, below, with its own text.
             message = f"{tool.name} did not finish within {timeout:g}s"
             if not tool.is_async:
                 message += " (it is still running on its thread: a sync function cannot be stopped)"

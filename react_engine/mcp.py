@@ -45,7 +45,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import ConfigurationError, MCPServerError, MCPToolError, ReactEngineError
+from .errors import (
+    ConfigurationError,
+    MCPServerError,
+    MCPToolError,
+    ReactEngineError,
+    ToolDefinitionError,
+)
 from .tools import Tool, ToolAnnotations
 
 if TYPE_CHECKING:  # the mcp package is optional: imported for real only when a handle is made
@@ -312,6 +318,9 @@ class MCPConnection:
         self.server = server
         self.client = client
         self.tools: list[Tool] = []
+        self.refused: dict[str, str] = {}
+        """Tools the server listed that cannot be used (a schema that is not JSON Schema),
+        by the server's name for them, with the reason; the others are used as usual."""
         self.closed = False
 
     async def list_tools(self) -> list[Tool]:
@@ -324,7 +333,16 @@ class MCPConnection:
             cursor = page.next_cursor
             if cursor is None:
                 break
-        self.tools = [self._tool(spec) for spec in specs]
+        tools: list[Tool] = []
+        self.refused = {}
+        for spec in specs:
+            try:
+                tools.append(self._tool(spec))
+            except ToolDefinitionError as exc:
+                # One broken tool does not cost the others: it is left out, and said so.
+                self.refused[spec.name] = str(exc)
+                log.warning("the MCP server %s: tool left out: %s", self.server.name, exc)
+        self.tools = tools
         return self.tools
 
     def _tool(self, spec: ToolSpec) -> Tool:

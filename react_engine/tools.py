@@ -13,24 +13,25 @@ not have, a pydantic model whose fields are not the function's parameters) is a
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import json
 import math
-import operator
 import os
 import re
 import sys
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ._nesting import TOO_DEEP, too_deep
 from .errors import ToolDefinitionError
+
+if TYPE_CHECKING:
+    from ._schema_check import SchemaCheck
 
 __all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "tool"]
 
@@ -148,6 +149,11 @@ class Tool:
     """What a call does to the world (MCP's annotations; by default, the worst case). A
     reply's several calls run together only where they are read-only: see
     :class:`ToolAnnotations`."""
+    schema_check: SchemaCheck | None = field(default=None, repr=False, compare=False)
+    """The whole JSON Schema the arguments must meet (tools built by :meth:`from_schema`)."""
+    forbid_extra: bool = field(default=False, repr=False, compare=False)
+    """Refuse unknown keys in nested objects too, as the schema sent says (pydantic's models
+    ignore them by default: the key would be dropped, not passed)."""
 
     @property
     def argument_names(self) -> list[str]:
@@ -171,8 +177,7 @@ class Tool:
             fields = self.args_model.model_fields
             if len(fields) == 1 and arguments.strip():
                 # A plain-string input for a one-argument tool ("Action: search[cats]").
-                (only,) = fields
-                arguments = {only: arguments}
+                arguments = {self.argument_names[0]: arguments}
             elif not arguments.strip() and not any(f.is_required() for f in fields.values()):
                 arguments = {}
             else:
@@ -183,14 +188,24 @@ class Tool:
                 )
         if too_deep(arguments):
             raise ToolArgumentsError(TOO_DEEP)
+        if self.schema_check is not None:
+            arguments = self.schema_check.coerce(arguments)
+            problems = self.schema_check.errors(arguments)
+            if problems:
+                raise ToolArgumentsError(
+                    f"invalid arguments for {self.name!r}: " + "; ".join(problems)
+                )
         try:
+            if self.forbid_extra:
+                return self.args_model.model_validate(dict(arguments), extra="forbid")
             return self.args_model.model_validate(dict(arguments))
         except ValidationError as exc:
             raise ToolArgumentsError(_format_validation_error(self.name, exc)) from None
 
     async def ainvoke(self, validated: BaseModel, timeout: float | None = None) -> Any:
         """Run the function with validated arguments, within ``timeout`` seconds
-        (:class:`TimeoutError` past it).
+        (:class:`~react_engine._threads.DeadlinePassed`, a :class:`TimeoutError`, past it;
+        a ``TimeoutError`` the function raises itself is raised as it is).
 
         A sync function always runs on a worker thread, never on the event loop: a slow or
         stuck one would stall every run on the loop and ignore the timeout. A thread cannot
@@ -399,10 +414,13 @@ class Tool:
         that takes them as one dict: a tool defined elsewhere, such as an MCP server's.
 
         The schema is sent as it is, made self-contained (``$defs`` inlined, titles dropped)
-        and closed to other keys unless it says otherwise. The argument model checks what
-        the schema says at the top level (required fields, simple types, unknown keys);
-        whatever is deeper (nested objects, unions, formats) is left to the tool itself.
+        and closed to other keys unless it says otherwise. Every call's arguments are
+        checked against the whole schema as written (with the ``jsonschema`` package: see
+        :mod:`react_engine._schema_check`) before the function runs; a schema that is not
+        valid JSON Schema is a :class:`ToolDefinitionError` here.
         """
+        from ._schema_check import schema_check
+
         _check_name(name)
         if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
             raise ToolDefinitionError(
@@ -410,9 +428,10 @@ class Tool:
                 f"not {str(parameters)[:100]}",
                 tool_name=name,
             )
+        check = schema_check(name, parameters)
         schema = dict(parameters)
         extra = schema.get("additionalProperties", False)
-        model = _model_from_schema(name, schema, open_=extra is not False)
+        model = _model_from_schema(name, schema)
         built = cls._build(
             name,
             description,
@@ -426,6 +445,7 @@ class Tool:
             annotations=annotations,
         )
         built.pass_arguments = True
+        built.schema_check = check
         built.parameters = strict_schema(schema)
         if extra is not False:
             built.parameters["additionalProperties"] = copy.deepcopy(extra)
@@ -481,6 +501,9 @@ class Tool:
             ) from exc
         parameters = strict_schema(raw_schema)
         strict = meets_strict_mode(parameters)
+        # pydantic ignores unknown keys in nested models unless told otherwise, while the
+        # schema sent forbids them: the call forbids them too, unless some model allows them.
+        forbid_extra = not _allows_extra(raw_schema)
         target = function
         is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
             getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
@@ -499,6 +522,7 @@ class Tool:
             max_observation_chars=max_observation_chars,
             strict=strict,
             annotations=annotations if annotations is not None else ToolAnnotations(),
+            forbid_extra=forbid_extra,
         )
 
 
@@ -698,7 +722,9 @@ def meets_strict_mode(schema: Any) -> bool:
 
 class _Escaped(Exception):
     """Carries a ``KeyboardInterrupt`` or ``SystemExit`` out of the task that ``wait_for``
-    runs the awaitable in: raised in a task, those two stop the event loop itself."""
+    runs the awaitable in (raised in a task, those two stop the event loop itself), and a
+    ``TimeoutError`` of the awaitable's own, which ``wait_for`` would pass on looking like
+    its own timeout."""
 
     def __init__(self, original: BaseException) -> None:
         super().__init__(repr(original))
@@ -708,47 +734,46 @@ class _Escaped(Exception):
 async def _contained(awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
-    except (KeyboardInterrupt, SystemExit) as exc:
+    except (KeyboardInterrupt, SystemExit, TimeoutError) as exc:
         raise _Escaped(exc) from None
 
 
 async def within(awaitable: Awaitable[T], timeout: float) -> T:
     """``asyncio.wait_for``, except that a ``KeyboardInterrupt`` or ``SystemExit`` from the
-    awaitable reaches the caller, like any exception, instead of stopping the loop."""
+    awaitable reaches the caller, like any exception, instead of stopping the loop, and
+    that the time running out raises :class:`~react_engine._threads.DeadlinePassed` (a
+    ``TimeoutError``), apart from a ``TimeoutError`` the awaitable raised itself."""
     import asyncio  # loaded by the running loop: not imported with the library
+
+    from ._threads import DeadlinePassed
 
     try:
         return await asyncio.wait_for(_contained(awaitable), timeout)
     except _Escaped as escaped:
         raise escaped.original from None
+    except TimeoutError:
+        raise DeadlinePassed(timeout) from None
 
 
-_JSON_TYPES: dict[str, Any] = {
-    "string": str,
-    "integer": int,
-    "number": float,
-    "boolean": bool,
-    "array": list[Any],
-    "object": dict[str, Any],
-    "null": type(None),
-}
-"""The Python type that validates each simple JSON Schema type (``float`` takes ints too)."""
+def _allows_extra(schema: Any) -> bool:
+    """Whether a pydantic model's JSON Schema has an object that allows other keys
+    (``additionalProperties: true``, from ``extra="allow"``)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("additionalProperties") is True:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
-def _json_annotation(node: Any) -> Any:
-    """The annotation for one property's schema: its simple type or union of them, else
-    ``Any`` (a ``$ref``, ``anyOf``, no type at all: the tool itself checks those)."""
-    kind = node.get("type") if isinstance(node, Mapping) else None
-    kinds = [kind] if isinstance(kind, str) else kind
-    if not isinstance(kinds, list) or not kinds or any(k not in _JSON_TYPES for k in kinds):
-        return Any
-    return functools.reduce(operator.or_, (_JSON_TYPES[k] for k in kinds))
-
-
-def _model_from_schema(
-    tool_name: str, schema: Mapping[str, Any], *, open_: bool
-) -> type[BaseModel]:
-    """An argument model for a JSON Schema: one field per top-level property.
+def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
+    """The argument model of a schema-defined tool: one untyped field per top-level
+    property, other keys allowed. It carries the arguments, which the schema check has
+    already passed; it checks nothing itself.
 
     A property whose name is no Python identifier, or one a pydantic model already uses
     (``json``, ``schema``), gets a field of another name with the JSON name as its alias.
@@ -764,22 +789,18 @@ def _model_from_schema(
     for i, (key, node) in enumerate(props.items()):
         plain = isinstance(key, str) and key.isidentifier() and not key.startswith("_")
         field_name = key if plain and not hasattr(BaseModel, key) else f"field_{i}"
-        annotation = _json_annotation(node)
         description = node.get("description") if isinstance(node, Mapping) else None
-        if key in required:
-            default: Any = ...
-        else:
-            default = None
-            annotation = annotation if annotation is Any else annotation | None
         fields[field_name] = (
-            annotation,
+            Any,
             pydantic.Field(
-                default=default,
+                default=None,
                 alias=None if field_name == key else str(key),
                 description=description if isinstance(description, str) else None,
             ),
         )
-    config = ConfigDict(extra="allow" if open_ else "forbid", populate_by_name=True)
+    # By JSON name only: a key named like another property's Python name ("field_3") must
+    # not fill that property.
+    config = ConfigDict(extra="allow", populate_by_name=False)
     try:
         return pydantic.create_model(_model_name(tool_name), __config__=config, **fields)
     except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:

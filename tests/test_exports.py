@@ -155,7 +155,8 @@ def test_importing_the_library_does_not_import_the_sdk_or_the_launcher() -> None
 
     code = (
         "import sys, react_engine\n"
-        "heavy = ['openai', 'react_engine.local.launcher', 'react_engine.testing', 'mcp']\n"
+        "heavy = ['openai', 'react_engine.local.launcher', 'react_engine.testing', 'mcp',"
+        " 'jsonschema']\n"
         "print(','.join(m for m in heavy if m in sys.modules))\n"
         "react_engine.ScriptedModel, react_engine.local_server\n"
         "print('react_engine.testing' in sys.modules)\n"

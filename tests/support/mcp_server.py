@@ -2,12 +2,16 @@
 
 ``python mcp_server.py`` serves over stdin/stdout; ``python mcp_server.py http`` serves
 streamable HTTP on 127.0.0.1 at an ephemeral port, and prints ``PORT <n>`` once it listens.
-With ``MCP_TEST_PIDFILE`` set, the server writes its process id there when it starts.
+With ``MCP_TEST_PIDFILE`` set, the server writes its process id there when it starts;
+with ``MCP_TEST_CALLLOG`` set, it also lists ``book_room``, which appends the arguments of
+every call it gets to that file;
+with ``MCP_TEST_BROKEN_TOOL`` set, it also lists a tool whose schema is not JSON Schema.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import sys
@@ -66,6 +70,55 @@ def delete_note(key: str) -> str:
 def touch(key: str) -> str:
     """A tool that says nothing of its effects (MCP's defaults apply)."""
     return f"touched {key}"
+
+
+BOOK_ROOM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "enum": ["Beijing", "Shanghai", "Guangzhou"]},
+        "product_sku": {"type": "string", "minLength": 10, "pattern": "^[A-Z0-9-]+$"},
+        "nights": {"type": "integer", "minimum": 1, "maximum": 14},
+        "guests": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                "required": ["name"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["city", "product_sku"],
+}
+
+
+def book_room(
+    city: str, product_sku: str, nights: int = 1, guests: list[dict[str, object]] | None = None
+) -> str:
+    """Book a hotel room. Its function takes whatever it is given, like many servers' tools:
+    the constraints are only in the schema it advertises (BOOK_ROOM_SCHEMA)."""
+    arguments = {"city": city, "product_sku": product_sku, "nights": nights, "guests": guests}
+    with open(os.environ["MCP_TEST_CALLLOG"], "a") as out:
+        out.write(json.dumps(arguments) + "\n")
+    return f"booked {product_sku} in {city} for {nights} nights"
+
+
+if os.environ.get("MCP_TEST_CALLLOG"):
+    server.add_tool(book_room)
+    server._tool_manager.get_tool("book_room").parameters = BOOK_ROOM_SCHEMA
+
+if os.environ.get("MCP_TEST_BROKEN_TOOL"):
+
+    def broken(x: str) -> str:
+        """A tool whose advertised schema is not JSON Schema."""
+        return x
+
+    server.add_tool(broken)
+    server._tool_manager.get_tool("broken").parameters = {
+        "type": "object",
+        "properties": {"x": {"type": "strnig"}},
+    }
 
 
 async def _serve_http() -> None:

@@ -1,0 +1,410 @@
+"""Checking a tool call's arguments against the tool's JSON Schema, all of it.
+
+A tool built from a JSON Schema (:meth:`Tool.from_schema <react_engine.tools.Tool.from_schema>`,
+so every MCP tool) has its arguments checked by the ``jsonschema`` package against the schema
+its author wrote (not the copy made for OpenAI's strict mode): types and unions, ``enum``,
+``const``, lengths, ``pattern``, bounds, ``multipleOf``, nested objects and arrays, ``required``,
+``additionalProperties``, ``$ref``/``$defs``, composition. One rule is the engine's own: an
+argument the schema does not name is refused unless the schema allows other keys
+(``additionalProperties`` or ``unevaluatedProperties`` at its top level), as it always was.
+``format`` stays an annotation, as JSON Schema 2020-12 says by default.
+
+A schema is checked when the tool is built: one that is not valid JSON Schema, nests deeper
+than :data:`MAX_SCHEMA_DEPTH` or refers (``$ref``) to anything outside itself is a
+:class:`~react_engine.errors.ToolDefinitionError` there. A ``pattern`` runs on the ``regex``
+package with a time limit, so a pattern that backtracks for ever cannot stall the event loop;
+``uniqueItems`` and ``enum`` compare canonical JSON texts in a set, in linear time, where
+``jsonschema`` compares values pairwise.
+
+Failures are short lines written for the model, in pydantic's words where pydantic has
+some: ``city: Input should be "Beijing", "Shanghai" or "Guangzhou"``.
+
+``jsonschema`` is imported here only, when the first schema-defined tool is built.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+import regex
+
+from ._nesting import exceeds_depth
+from .errors import ToolDefinitionError
+
+__all__ = ["MAX_SCHEMA_DEPTH", "SchemaCheck", "schema_check"]
+
+MAX_SCHEMA_DEPTH: Final = 100
+"""Deepest nesting of objects and arrays accepted in a tool's schema (about 50 levels of
+nested properties). A deeper one is a :class:`ToolDefinitionError`, not a ``RecursionError``."""
+
+PATTERN_SECONDS: Final = 0.1
+"""Time one ``pattern`` may take on one string; past it the value is refused."""
+
+MAX_REPORTED: Final = 8
+"""Failures listed in one observation; the rest are counted."""
+
+INSTALL_HINT = "pip install 'jsonschema>=4.18'"
+
+_NUMBER = regex.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+"""A JSON number, as a string a model may quote it in."""
+
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+"""Keywords whose values are data, not schemas: a ``$ref`` in them is not a reference."""
+
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+"""Keywords whose values map names to schemas: a property may be named ``enum``."""
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _location(path: Iterator[Any] | Any) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _either(words: list[str]) -> str:
+    if len(words) > 10:
+        words = [*words[:10], f"… ({len(words) - 10} more)"]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _plural(n: Any, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+_CACHE: dict[str, SchemaCheck] = {}
+_CACHE_SIZE: Final = 256
+"""Checks kept by schema: an agent with MCP servers builds their tools again on every run,
+and checking a schema against the metaschema takes a few milliseconds."""
+
+
+def schema_check(tool_name: str, schema: Mapping[str, Any]) -> SchemaCheck:
+    """The check for ``schema``; a :class:`ToolDefinitionError` when it cannot be one."""
+    if exceeds_depth(schema, MAX_SCHEMA_DEPTH):
+        raise _bad(tool_name, f"it nests deeper than {MAX_SCHEMA_DEPTH} levels")
+    try:
+        key = json.dumps(schema, sort_keys=True)
+        # A copy of our own, JSON through and through: changing the caller's dict later
+        # changes nothing here.
+        own: dict[str, Any] = json.loads(json.dumps(schema))
+    except (TypeError, ValueError) as exc:
+        raise _bad(tool_name, f"it holds a value that is not JSON ({exc})") from None
+    check = _CACHE.get(key)
+    if check is None:
+        check = SchemaCheck(tool_name, own)
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)), None)
+        _CACHE[key] = check
+    return check
+
+
+def _bad(tool_name: str, why: str) -> ToolDefinitionError:
+    return ToolDefinitionError(
+        f"tool {tool_name!r}: its arguments' schema is not a usable JSON Schema: {why}",
+        tool_name=tool_name,
+    )
+
+
+_CHECKERS: dict[Any, Any] = {}
+"""The validator class for each JSON Schema dialect, with our ``pattern``."""
+
+
+class SchemaCheck:
+    """The compiled check of one tool's argument schema (build it with :func:`schema_check`)."""
+
+    def __init__(self, tool_name: str, schema: dict[str, Any]) -> None:
+        try:
+            import jsonschema
+            from jsonschema import validators
+        except ImportError as exc:  # a core dependency: only a broken install gets here
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: checking a JSON Schema needs the jsonschema package, "
+                f"which is not installed: {INSTALL_HINT}",
+                tool_name=tool_name,
+            ) from exc
+        self.tool_name = tool_name
+        try:
+            base = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            # Checked with a format checker of our own: a pattern is a ``regex`` pattern.
+            formats = jsonschema.FormatChecker(formats=())
+            formats.checks("regex", raises=(regex.error, TypeError))(_compiles)
+            meta = base(base.META_SCHEMA, format_checker=formats)
+            problem = jsonschema.exceptions.best_match(meta.iter_errors(schema))
+        except RecursionError:
+            raise self._bad("it nests too deeply") from None
+        except Exception as exc:
+            raise self._bad(f"{type(exc).__name__}: {exc}") from None
+        if problem is not None:
+            where = _location(problem.absolute_path)
+            raise self._bad(f"{where + ': ' if where else ''}{problem.message[:300]}")
+        if "additionalProperties" not in schema and "unevaluatedProperties" not in schema:
+            composed = any(k in schema for k in ("allOf", "anyOf", "oneOf", "$ref", "if"))
+            if not composed:
+                schema["additionalProperties"] = False
+            elif "unevaluatedProperties" in base.VALIDATORS:
+                schema["unevaluatedProperties"] = False
+        self.schema = schema
+        checker = _CHECKERS.get(base)
+        if checker is None:
+            mine = {"pattern": _pattern, "uniqueItems": _unique_items, "enum": _enum}
+            checker = _CHECKERS[base] = validators.extend(base, mine)
+        self._validator = checker(schema)
+        self._check_references(schema, base)
+
+    def _bad(self, why: str) -> ToolDefinitionError:
+        return _bad(self.tool_name, why)
+
+    def _check_references(self, schema: dict[str, Any], base: Any) -> None:
+        """Every ``$ref`` resolves within the schema: nothing is fetched, ever."""
+        from referencing import Registry
+        from referencing.exceptions import Unresolvable
+        from referencing.jsonschema import specification_with
+
+        spec = specification_with(base.META_SCHEMA.get("$schema", ""))
+        resolver = Registry().resolver_with_root(spec.create_resource(schema))
+        # (node, resolver, whether node maps names to schemas, as ``properties`` does)
+        stack: list[tuple[Any, Any, bool]] = [(schema, resolver, False)]
+        while stack:
+            node, here, named = stack.pop()
+            if isinstance(node, list):
+                stack.extend((item, here, False) for item in node)
+                continue
+            if not isinstance(node, dict):
+                continue
+            if named:
+                stack.extend((v, here, False) for v in node.values())
+                continue
+            if node is not schema and isinstance(node.get("$id"), str):
+                here = here.in_subresource(spec.create_resource(node))
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                try:
+                    here.lookup(ref)
+                except Unresolvable:
+                    raise self._bad(
+                        f"$ref {ref[:100]!r} does not resolve within the schema (references "
+                        "to other documents are not fetched)"
+                    ) from None
+                except Exception as exc:
+                    raise self._bad(f"$ref {ref[:100]!r}: {type(exc).__name__}") from None
+            stack.extend(
+                (v, here, k in _SCHEMA_MAPS) for k, v in node.items() if k not in _DATA_KEYWORDS
+            )
+
+    def coerce(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments with the one lossless conversion the engine makes, at the top level
+        only, as it always has: a quoted JSON number for a property that takes a number but
+        no string (``"5"`` for an integer), ``"true"``/``"false"`` for one that takes a
+        boolean but no string. Everything else is left exactly as the model wrote it."""
+        out = dict(arguments)
+        props = self.schema.get("properties")
+        if not isinstance(props, dict):
+            return out
+        for key, value in out.items():
+            node = props.get(key)
+            if not isinstance(value, str) or not isinstance(node, dict):
+                continue
+            kind = node.get("type")
+            kinds = {kind} if isinstance(kind, str) else set(kind or ())
+            if "string" in kinds or not kinds:
+                continue
+            if _NUMBER.fullmatch(value) and kinds & {"integer", "number"}:
+                number = json.loads(value)
+                if math.isfinite(number) and ("number" in kinds or isinstance(number, int)):
+                    out[key] = number
+            elif value in ("true", "false") and "boolean" in kinds:
+                out[key] = value == "true"
+        return out
+
+    def errors(self, arguments: Any) -> list[str]:
+        """What is wrong with ``arguments`` (``field: message`` lines); empty when valid."""
+        found: dict[str, None] = {}
+        try:
+            failures = list(itertools.islice(self._validator.iter_errors(arguments), 50))
+        except RecursionError:
+            return ["(arguments): the tool's schema refers to itself without end"]
+        except Exception as exc:  # a schema that checked out but cannot be applied
+            return [f"(arguments): the tool's schema cannot be applied ({type(exc).__name__})"]
+        for failure in failures:
+            for line in _describe(failure):
+                found[line] = None
+        lines = list(found)
+        if len(lines) > MAX_REPORTED:
+            lines = [*lines[:MAX_REPORTED], f"and {len(lines) - MAX_REPORTED} more"]
+        return lines
+
+
+def _compiles(pattern: object) -> bool:
+    regex.compile(pattern)  # a non-string raises TypeError
+    return True
+
+
+def _canonical(value: Any) -> str:
+    """A text equal for two JSON values exactly when JSON Schema calls them equal: keys in
+    any order, ``1`` equal to ``1.0``, ``true`` apart from ``1``."""
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, dict):
+            return {str(k): norm(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [norm(x) for x in v]
+        return v
+
+    return json.dumps(norm(value), sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """``uniqueItems`` in linear time (``jsonschema`` compares objects pairwise: 5,000 of
+    them took 45 s, on the event loop)."""
+    from jsonschema.exceptions import ValidationError
+
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[str] = set()
+    for item in instance:
+        key = _canonical(item)
+        if key in seen:
+            yield ValidationError("has non-unique elements")
+            return
+        seen.add(key)
+
+
+_ENUMS: dict[int, tuple[Any, frozenset[str]]] = {}
+"""The canonical texts of each ``enum`` list seen, by the list's id (the list is kept with
+them, so the id cannot be reused while the entry lives)."""
+
+
+def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """``enum`` by set lookup (``jsonschema`` compares the value with each allowed one: a
+    10,000-value enum over a 1,000-item array took 1.6 s)."""
+    from jsonschema.exceptions import ValidationError
+
+    if not isinstance(enums, list):
+        return
+    entry = _ENUMS.get(id(enums))
+    if entry is None or entry[0] is not enums:
+        if len(_ENUMS) >= 4096:
+            _ENUMS.clear()
+        entry = _ENUMS[id(enums)] = (enums, frozenset(_canonical(v) for v in enums))
+    if _canonical(instance) not in entry[1]:
+        yield ValidationError(f"{_short(instance)} is not one of the allowed values")
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """``pattern`` on the ``regex`` package, with a time limit (``re`` has none)."""
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = regex.search(pattern, instance, timeout=PATTERN_SECONDS)
+    except TimeoutError:
+        yield ValidationError(f"took too long to match the pattern {_short(pattern)}")
+        return
+    if found is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _describe(failure: Any) -> list[str]:
+    """One failure as ``location: message`` lines (``required`` gives one per missing key)."""
+    from jsonschema.exceptions import best_match
+
+    path = list(failure.absolute_path)
+    where = _location(path) or "(arguments)"
+    keyword = failure.validator
+    value = failure.validator_value
+    instance = failure.instance
+    if keyword == "required" and isinstance(instance, dict) and isinstance(value, list):
+        missing = [k for k in value if isinstance(k, str) and k not in instance]
+        return [f"{_location([*path, k])}: Field required" for k in missing] or [
+            f"{where}: Field required"
+        ]
+    if keyword == "additionalProperties" and value is False and isinstance(instance, dict):
+        props = failure.schema.get("properties") or {}
+        patterns = failure.schema.get("patternProperties") or {}
+        extra = [
+            k for k in instance if k not in props and not any(_matches(p, k) for p in patterns)
+        ]
+        return [f"{_location([*path, k])}: unexpected field" for k in extra] or [
+            f"{where}: unexpected field"
+        ]
+    if keyword in ("anyOf", "oneOf"):
+        if keyword == "oneOf" and not failure.context:
+            return [f"{where}: Input matches more than one of the allowed schemas"]
+        closest = best_match(failure.context) if failure.context else None
+        hint = ""
+        if closest is not None:
+            inner = _describe(closest)[0]
+            hint = f" (for example, {inner})"
+        return [f"{where}: Input matches none of the allowed schemas{hint}"]
+    return [f"{where}: {_message(keyword, value, failure)}"]
+
+
+def _matches(pattern: Any, key: str) -> bool:
+    try:
+        return regex.search(pattern, key, timeout=PATTERN_SECONDS) is not None
+    except (regex.error, TimeoutError, TypeError):
+        return False
+
+
+def _message(keyword: str, value: Any, failure: Any) -> str:
+    """pydantic-like wording for one keyword's failure."""
+    if keyword == "type":
+        kinds = [value] if isinstance(value, str) else list(value)
+        words = ["null" if k == "null" else f"a valid {k}" for k in kinds]
+        return f"Input should be {_either(words)}"
+    if keyword == "enum" and isinstance(value, list):
+        return f"Input should be {_either([_short(v, 40) for v in value])}"
+    if keyword == "const":
+        return f"Input should be {_short(value)}"
+    if keyword in ("minLength", "maxLength"):
+        bound = "at least" if keyword == "minLength" else "at most"
+        return f"String should have {bound} {_plural(value, 'character')}"
+    if keyword in ("minItems", "maxItems"):
+        bound = "at least" if keyword == "minItems" else "at most"
+        return f"Array should have {bound} {_plural(value, 'item')}"
+    if keyword in ("minProperties", "maxProperties"):
+        bound = "at least" if keyword == "minProperties" else "at most"
+        return f"Object should have {bound} {value} {'property' if value == 1 else 'properties'}"
+    if keyword == "pattern" and failure.message.startswith("took too long"):
+        return f"String {failure.message}"
+    if keyword == "pattern":
+        return f"String should match pattern {_short(value)}"
+    if keyword == "uniqueItems":
+        return "Array items should be unique"
+    if keyword == "multipleOf":
+        return f"Input should be a multiple of {_short(value)}"
+    bounds = {
+        "minimum": "greater than or equal to",
+        "maximum": "less than or equal to",
+        "exclusiveMinimum": "greater than",
+        "exclusiveMaximum": "less than",
+    }
+    flag = "exclusive" + keyword[:1].upper() + keyword[1:]
+    if keyword in ("minimum", "maximum") and failure.schema.get(flag) is True:
+        keyword = flag  # draft 4: "exclusiveMinimum" is a flag beside the bound
+    if keyword in bounds and isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"Input should be {bounds[keyword]} {value}"
+        return f"Input should be {bounds[keyword]} {_short(value)}"
+    if keyword == "not":
+        return "Input should not match the excluded schema"
+    if keyword == "false" or failure.message.startswith("False schema"):
+        return "no value is allowed here"
+    text: str = failure.message
+    return text if len(text) <= 200 else text[:199] + "…"
