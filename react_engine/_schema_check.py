@@ -47,7 +47,7 @@ PATTERN_SECONDS: Final = 0.1
 MAX_REPORTED: Final = 8
 """Failures listed in one observation; the rest are counted."""
 
-INSTALL_HINT = "pip install 'jsonschema>=4.18'"
+INSTALL_HINT = "pip install 'react-engine[schema]' (or jsonschema>=4.18)"
 
 _NUMBER = regex.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 """A JSON number, as a string a model may quote it in."""
@@ -127,7 +127,7 @@ class SchemaCheck:
         try:
             import jsonschema
             from jsonschema import validators
-        except ImportError as exc:  # a core dependency: only a broken install gets here
+        except ImportError as exc:  # the schema extra (mcp brings it too)
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: checking a JSON Schema needs the jsonschema package, "
                 f"which is not installed: {INSTALL_HINT}",

@@ -668,3 +668,25 @@ def test_unique_items_and_enums_on_long_arrays_are_checked_in_linear_time() -> N
     assert t.invoke_sync(t.validate({"xs": distinct})) == {"xs": distinct}
     with pytest.raises(Exception, match=r"codes.1: Input should be \"v0\""):
         t.validate({"codes": ["v1", "v10000"]})
+
+
+def test_without_jsonschema_a_schema_tool_is_refused_where_it_is_built() -> None:
+    # jsonschema is the `schema` extra (and comes with `mcp`): never a silent no-check.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['jsonschema'] = None\n"
+        "from react_engine import Tool, ToolDefinitionError\n"
+        "schema = {'type': 'object', 'properties': {'city': {'enum': ['Beijing']}}}\n"
+        "try:\n"
+        "    Tool.from_schema('weather', schema, lambda arguments: 'sunny')\n"
+        "except ToolDefinitionError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "needs the jsonschema package" in out
+    assert "pip install 'react-engine[schema]'" in out
