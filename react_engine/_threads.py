@@ -44,7 +44,9 @@ MAX_TOOL_THREADS = 64
 """Sync tool calls (and sync approvers) running at once; more wait for a free thread."""
 MAX_STUCK_THREADS = 64
 """Threads left running by calls that overran their timeout or were cancelled (a thread
-cannot be stopped). Past this many, sync calls are refused until some of them end."""
+cannot be stopped). Past this many, sync calls are refused until some of them end, and no
+thread is started in place of one that gets stuck: the pool's threads, stuck ones
+included, never number more than ``MAX_TOOL_THREADS + MAX_STUCK_THREADS``."""
 
 
 class ThreadsExhausted(RuntimeError):
@@ -58,9 +60,15 @@ class DeadlinePassed(TimeoutError):
     inside a tool, ``socket.timeout``), which is the call's own error, not the engine's.
     """
 
-    def __init__(self, timeout: float) -> None:
-        super().__init__(f"did not finish within {timeout:g}s")
+    def __init__(self, timeout: float, *, started: bool = True) -> None:
+        super().__init__(
+            f"did not finish within {timeout:g}s"
+            if started
+            else f"did not start within {timeout:g}s: every worker thread was busy"
+        )
         self.timeout = timeout
+        self.started = started
+        """False for a sync call that was still waiting for a thread: it never ran."""
 
 
 class _Call:
@@ -104,10 +112,23 @@ class _DaemonPool:
             self._pending.append(call)
             if self._idle >= len(self._pending):
                 self._lock.notify()
-            elif self._threads < MAX_TOOL_THREADS:
-                self._threads += 1
-                threading.Thread(target=self._work, name="react-engine-tool", daemon=True).start()
+            else:
+                self._grow()
         return call
+
+    def _grow(self) -> None:
+        """Start one more thread, if the pool may have it (the lock is held)."""
+        if (
+            self._threads < MAX_TOOL_THREADS
+            and self._threads + self._stuck < MAX_TOOL_THREADS + MAX_STUCK_THREADS
+        ):
+            self._threads += 1
+            threading.Thread(target=self._work, name="react-engine-tool", daemon=True).start()
+
+    @property
+    def live(self) -> int:
+        """The pool's threads, stuck ones included."""
+        return self._threads + self._stuck
 
     def abandon(self, call: _Call) -> bool:
         """The caller stopped waiting; True when the call is still running (its thread is
@@ -116,12 +137,9 @@ class _DaemonPool:
             if call.future.running():
                 call.abandoned = True
                 self._stuck += 1
-                self._threads -= 1  # a fresh thread may take its place
+                self._threads -= 1  # a fresh thread may take its place, within the caps
                 if self._pending and self._idle < len(self._pending):
-                    self._threads += 1
-                    threading.Thread(
-                        target=self._work, name="react-engine-tool", daemon=True
-                    ).start()
+                    self._grow()
                 return True
             call.future.cancel()
             return False
@@ -145,7 +163,11 @@ class _DaemonPool:
             with self._lock:
                 if call.abandoned:
                     self._stuck -= 1
-                    return  # a fresh thread took its place in the pool
+                    # A fresh thread took its place in the pool, unless the caps kept it
+                    # from starting: then calls may be waiting that only this one can run.
+                    if self._pending and self._idle < len(self._pending):
+                        self._grow()
+                    return
             del call
 
 
@@ -155,6 +177,11 @@ _TOOLS = _DaemonPool()
 def stuck_threads() -> int:
     """Threads still running sync calls their callers gave up on."""
     return _TOOLS.stuck
+
+
+def tool_threads() -> int:
+    """The sync-tool pool's live threads, stuck ones included."""
+    return _TOOLS.live
 
 
 async def run_sync_call(
@@ -182,9 +209,9 @@ async def run_sync_call(
                 return ended
             raise
         waiter.cancel()  # its outcome, when it comes, is dropped
-        _TOOLS.abandon(call)
+        running = _TOOLS.abandon(call)
         if isinstance(exc, TimeoutError) and timeout is not None:
-            raise DeadlinePassed(timeout) from None
+            raise DeadlinePassed(timeout, started=running) from None
         raise
 
 

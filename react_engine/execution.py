@@ -217,11 +217,17 @@ class ToolRunner:
             value = await tool.ainvoke(validated, timeout)
             limit = tool.max_observation_chars or cfg.max_observation_chars
             record.observation = render_observation(value, limit=limit, summarize=tool.summarize)
-        except DeadlinePassed:
+        except DeadlinePassed as exc:
             # Only the engine's own limit: a TimeoutError the tool raised itself (its HTTP
             # client's, say) is the tool's error, below, with its own text.
             message = f"{tool.name} did not finish within {timeout:g}s"
-            if not tool.is_async:
+            if not exc.started:
+                message = (
+                    f"{tool.name} did not start within {timeout:g}s: every worker thread "
+                    f"for sync tools was busy ({stuck_threads()} stuck past their timeout), "
+                    "so it never ran"
+                )
+            elif not tool.is_async:
                 message += " (it is still running on its thread: a sync function cannot be stopped)"
                 event = (
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "

@@ -553,3 +553,57 @@ def test_one_agent_across_event_loops_keeps_no_loop_or_client_alive() -> None:
         assert len(loops) == 20
         assert sum(1 for ref in loops if ref() is not None) == 0
         assert async_clients() - before <= 1  # at most the agent's first client, closed
+
+
+# --- issue 23, row 4: the stuck-thread cap holds under many runs at once ----------------------
+
+
+def test_many_runs_of_stuck_calls_stay_within_the_thread_caps(gate: threading.Event) -> None:
+    # 12 runs x 16 calls that never return within their timeout: 192 sync calls for a pool
+    # of 64 threads and 64 stuck ones. The cap was checked only when a call was submitted,
+    # so stuck threads grew past it (192 threads here), and calls that never got a thread
+    # were reported as "still running on its thread".
+    entered: list[int] = []
+    peak: list[int] = [0]
+
+    def stuck(x: int) -> str:
+        """Wait for the gate.
+
+        Args:
+            x: anything.
+        """
+        entered.append(x)
+        peak[0] = max(peak[0], _threads.tool_threads())
+        gate.wait(30)
+        return f"released {x}"
+
+    tool = Tool.from_function(stuck, name="stuck")
+
+    async def run(timeout: float, delay: float) -> Any:
+        await asyncio.sleep(delay)
+        agent = agent_for([tool], [calls("stuck", 16), reply("gave up")])
+        return await agent.arun("go", tool_timeout=timeout)
+
+    async def main() -> list[Any]:
+        # Staggered: the first runs' calls get stuck while the later ones wait for a thread,
+        # and each stuck thread was replaced by a fresh one that took a waiting call.
+        first = [run(0.3, 0.0) for _ in range(4)]
+        later = [run(1.0, 0.1) for _ in range(8)]
+        return list(await asyncio.gather(*first, *later))
+
+    results = asyncio.run(main())
+    actions = [a for r in results for a in r.steps[0].actions]
+    assert len(actions) == 192
+    still_running = [a for a in actions if "still running on its thread" in (a.observation or "")]
+    never_ran = [a for a in actions if a not in still_running]
+    assert len(still_running) == len(entered)  # only calls that started say they run on
+    assert all(a.status in ("timeout", "error") for a in actions)
+    assert all(
+        "never ran" in (a.observation or "")
+        or "could not" in (a.observation or "")
+        or "stuck" in (a.observation or "")
+        for a in never_ran
+    )
+    cap = _threads.MAX_TOOL_THREADS + _threads.MAX_STUCK_THREADS
+    assert _threads.tool_threads() <= cap and peak[0] <= cap
+    assert len(entered) <= cap
