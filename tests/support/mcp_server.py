@@ -52,6 +52,12 @@ async def wait(seconds: float) -> str:
     return f"waited {seconds}s"
 
 
+@server.tool(annotations=READ_ONLY)
+def dump(size: int) -> str:
+    """A result of ``size`` characters (a tool that returns far too much)."""
+    return "x" * size
+
+
 @server.tool(name="files.read", annotations=READ_ONLY)
 def read_file(path: str) -> str:
     """A tool whose name the chat APIs refuse (it has a dot)."""
