@@ -520,3 +520,19 @@ def test_a_placeholder_copied_from_the_prompt_is_not_an_answer(answer: str) -> N
 def test_answers_that_only_look_like_placeholders_are_kept(answer: str) -> None:
     decision = parse(final(answer))
     assert isinstance(decision, FinalAnswer) and decision.answer == answer
+
+
+@pytest.mark.parametrize("depth", [150, 1200])
+def test_deep_arguments_are_said_to_be_deep_not_a_reply_that_is_no_object(depth: int) -> None:
+    # Issue 23, row 9: 1,200 levels were reported as "the reply is not a JSON object".
+    deep = "[" * depth + '"Paris"' + "]" * depth
+    call = '{"thought": "t", "action": {"tool": "get_weather", "arguments": {"location": ' + deep
+    final = json.dumps({"thought": "t", "action": {"final_answer": "Sunny."}})
+    model = ScriptedModel([call + "}}}", final])
+    result = Agent("m", [get_weather], client=model, protocol="structured").run("q")
+    first = result.steps[0]
+    said = first.feedback if first.kind == "format_error" else first.actions[0].observation
+    assert said is not None and "nested deeper than 100 levels" in said
+    assert "not a JSON object" not in said
+    assert all(a.status != "ok" for a in first.actions)
+    assert result.answer == "Sunny."

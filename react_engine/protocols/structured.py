@@ -308,7 +308,14 @@ class StructuredOutputProtocol(Protocol):
         try:
             decoded = repair_json(body.strip())
         except JSONRepairError as exc:
-            error = CUT_SHORT if cut else f"the reply is not a JSON object ({exc})"
+            if cut:
+                error = CUT_SHORT
+            elif "nesting deeper than" in str(exc):
+                # Almost always a call's arguments (the step itself is two levels deep):
+                # said as the other protocols say it, not as a reply that is no object.
+                error = f"the reply nests too deeply to be read: {TOO_DEEP}"
+            else:
+                error = f"the reply is not a JSON object ({exc})"
             return fail(text, error, reasoning)
         repairs += [f"json:{r}" for r in decoded.repairs]
         truncated = cut and bool(_TRUNCATION.intersection(decoded.repairs))
