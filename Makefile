@@ -73,7 +73,7 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 fuzz: $(STAMP)
-	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/test_parsing_properties.py tests/test_fuzz.py
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/test_parsing_properties.py tests/test_fuzz.py tests/test_schema_fuzz.py
 
 compare: $(STAMP)
 	$(PY) -m react_engine compare
