@@ -383,9 +383,7 @@ def harmony(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             continue
         name = match.group(1)
         body_end, end = _until(text, head.end(), _HARMONY_ENDS)
-        if not text.startswith("<|call|>", body_end) and not text.startswith(
-            "<|end|>", body_end
-        ):
+        if not text.startswith("<|call|>", body_end) and not text.startswith("<|end|>", body_end):
             end = body_end
         resume = end
         if name not in names:
@@ -510,7 +508,9 @@ def functionary(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             if tail != -1 and not text[end:tail].strip():
                 close = text.find("|>", tail, limit)
                 end = close + 2 if close != -1 else end
-        arguments: Arguments = _raw_arguments(text[body:end] if closed is None else text[body:closed])
+        arguments: Arguments = _raw_arguments(
+            text[body:end] if closed is None else text[body:closed]
+        )
         out.append(SalvagedCall(name, arguments, "functionary", (head.start(), end)))
     return out
 

@@ -134,6 +134,7 @@ def salvage_calls(
     think = _think_regions(text)
     think_starts = [start for start, _ in think]
     fences = _fence_regions(text)
+    fenced_last = bool(fences) and not text[fences[-1][1] :].strip(" \t\r\n`~")
     fence_starts = [start for start, _ in fences]
     accepted: list[SalvagedCall] = []
     starts: list[int] = []
@@ -142,10 +143,14 @@ def salvage_calls(
             region = bisect.bisect_right(think_starts, call.span[0]) - 1
             if region >= 0 and call.span[0] < think[region][1]:
                 continue
-            if call.format not in ("python", "json"):
-                region = bisect.bisect_right(fence_starts, call.span[0]) - 1
-                if region >= 0 and call.span[0] < fences[region][1]:
-                    continue
+            region = bisect.bisect_right(fence_starts, call.span[0]) - 1
+            if (
+                call.format != "python"
+                and region >= 0
+                and call.span[0] < fences[region][1]
+                and not (call.format == "json" and region == len(fences) - 1 and fenced_last)
+            ):
+                continue
             index = bisect.bisect_left(starts, call.span[0])
             if index > 0 and accepted[index - 1].span[1] > call.span[0]:
                 continue
@@ -209,7 +214,8 @@ def _detectors(text: str, prefer: str | None) -> list[_Detector]:
 
 def _fence_regions(text: str) -> list[tuple[int, int]]:
     """The code fences of ``text`` (opening line to closing line), unless one fence is the
-    whole reply: a fence with prose around it is an example, not a call."""
+    whole reply: markup in a fence with prose around it is an example, not a call (JSON
+    calls may still be fenced as the last thing of a reply; Python calls anywhere)."""
     if "```" not in text and "~~~" not in text:
         return []
     marks = [m.start() for m in P.FENCE_LINE.finditer(text)]
@@ -661,7 +667,7 @@ def _mistral(text: str, names: frozenset[str]) -> list[SalvagedCall]:
                 pos += 1
         if pieces:
             start = mark.start()
-            for name, arguments, piece_start, piece_end in pieces:
+            for name, arguments, _, piece_end in pieces:
                 if name in names:
                     out.append(SalvagedCall(name, arguments, "mistral", (start, piece_end)))
                 start = piece_end
