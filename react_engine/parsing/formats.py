@@ -477,7 +477,7 @@ def seed_oss(text: str, names: frozenset[str]) -> list[SalvagedCall]:
 
 
 _FUNCTIONARY: Final = re.compile(
-    rf"(?:^|(?<=[}}\]]))>>>[ \t]*({_NAME})[ \t]*\r?\n?"
+    rf">>>[ \t]*({_NAME})[ \t]*\r?\n?"
     rf"|<\|recipient\|>[ \t]*({_NAME})\s*<\|content\|>",
     re.MULTILINE,
 )

@@ -114,6 +114,7 @@ def salvage_calls(
     *,
     schemas: Mapping[str, Mapping[str, Any]] | None = None,
     prefer: str | None = None,
+    examples: bool = False,
 ) -> list[SalvagedCall]:
     """The tool calls written in ``text``, in order of appearance.
 
@@ -126,14 +127,15 @@ def salvage_calls(
 
     Not calls: anything in a think block, a format's markup inside a fenced example (a
     fence that is not the whole reply), and anything after an ``Observation:`` line the
-    model invented.
+    model invented. ``examples=True`` reads fenced examples too (to tell a reply whose
+    only calls are examples from one with no call at all).
     """
     names = frozenset(n for n in tool_names if n)
     if not text or not names:
         return []
     think = _think_regions(text)
     think_starts = [start for start, _ in think]
-    fences = _fence_regions(text)
+    fences = [] if examples else _fence_regions(text)
     fenced_last = bool(fences) and not text[fences[-1][1] :].strip(" \t\r\n`~")
     fence_starts = [start for start, _ in fences]
     accepted: list[SalvagedCall] = []

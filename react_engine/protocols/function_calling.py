@@ -465,6 +465,8 @@ class FunctionCallingProtocol(Protocol):
             return None
         if not parsed.actions or not all(a.tool in names for a in parsed.actions):
             return None
+        if "json_blob" in parsed.repairs and salvage_calls(content, names, examples=True):
+            return None  # the only calls are examples in a code fence: not calls
         calls = []
         for action in parsed.actions:
             pending = PendingCall(

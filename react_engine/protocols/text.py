@@ -64,6 +64,10 @@ __all__ = ["TextReActProtocol", "render_tools", "system_prompt"]
 
 _MAY_HOLD_CALL = re.compile(r"[{\[<>(]")
 """A character every native call format needs: a reply without one holds no call."""
+_EXAMPLE_ONLY = (
+    "the only call in the reply is an example inside a code block, which is not run; "
+    "write the Action outside any code block"
+)
 _UNLABELED = frozenset({"json_blob", "implicit_final_answer"})
 """Repairs meaning parse_react found no label of its own: the reply may be a native call."""
 
@@ -363,6 +367,9 @@ class TextReActProtocol(Protocol):
             prefer=ctx.capabilities.call_format or None,
         )
         if not found:
+            blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
+            if blob and salvage_calls(raw, ctx.tool_names(), examples=True):
+                return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
             return None
         calls, repairs = salvaged_calls(raw, found)
         rest = strip_salvaged(raw, found)
