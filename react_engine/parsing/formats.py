@@ -166,16 +166,35 @@ def type_arguments(
 # --- helpers ---------------------------------------------------------------------------------
 
 
+class _Finder:
+    """Where the next of some tokens is, from a position that only moves forward: each
+    token's last hit (or "none after here") is kept, so many opening tags with no closing
+    one cost one pass over the text, not one pass each."""
+
+    def __init__(self, text: str, ends: tuple[str, ...]) -> None:
+        self.text = text
+        self.ends = ends
+        self.hits = [-2] * len(ends)  # -2: not searched yet; -1: none after the last search
+        self.searched_from = [0] * len(ends)
+
+    def __call__(self, start: int) -> tuple[int, int]:
+        """``(where the body ends, where the span ends)``: at the first of the tokens at or
+        after ``start`` (the span takes it in), else at the end of the text."""
+        best, which = len(self.text), 0
+        for index, end in enumerate(self.ends):
+            hit = self.hits[index]
+            stale = 0 <= hit < start or (hit == -1 and start < self.searched_from[index])
+            if hit == -2 or stale:
+                hit = self.text.find(end, start)
+                self.hits[index], self.searched_from[index] = hit, start
+            if 0 <= hit < best:
+                best, which = hit, len(end)
+        return best, best + which
+
+
 def _until(text: str, start: int, ends: tuple[str, ...]) -> tuple[int, int]:
-    """``(where the body ends, where the span ends)``: at the first of ``ends`` after
-    ``start`` (the span takes it in), else at the end of the text."""
-    best = len(text)
-    which = ""
-    for end in ends:
-        found = text.find(end, start, best)
-        if found != -1 and found < best:
-            best, which = found, end
-    return best, best + len(which)
+    """:class:`_Finder` for one look-up."""
+    return _Finder(text, ends)(start)
 
 
 def _json_pieces(text: str, start: int, limit: int) -> list[_Piece]:
@@ -199,10 +218,11 @@ def _blocks(
     """JSON calls in ``opening ... closing`` blocks (the closing may be missing at the end
     of a reply, or be the next block's opening)."""
     out: list[SalvagedCall] = []
+    until = _Finder(text, (*closing, opening))
     pos = text.find(opening)
     while pos != -1:
         body = pos + len(opening)
-        body_end, end = _until(text, body, (*closing, opening))
+        body_end, end = until(body)
         if text.startswith(opening, body_end):
             end = body_end
         pieces = _json_pieces(text, body, body_end)
@@ -221,10 +241,11 @@ def glm45(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     """GLM-4.5 / 4.6: ``<tool_call>NAME`` then ``<arg_key>K</arg_key><arg_value>V</arg_value>``
     pairs (strings as written, other values as JSON), ``</tool_call>``."""
     out: list[SalvagedCall] = []
+    until = _Finder(text, ("</tool_call>", "<tool_call>"))
     pos = text.find("<tool_call>")
     while pos != -1:
         body = pos + len("<tool_call>")
-        body_end, end = _until(text, body, ("</tool_call>", "<tool_call>"))
+        body_end, end = until(body)
         if text.startswith("<tool_call>", body_end):
             end = body_end
         head = _GLM_HEAD.match(text, body, body_end)
@@ -307,12 +328,13 @@ def kimi(text: str, names: frozenset[str]) -> list[SalvagedCall]:
 def internlm(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     """InternLM2: ``<|action_start|><|plugin|>`` then a JSON call, ``<|action_end|>``."""
     out: list[SalvagedCall] = []
+    until = _Finder(text, ("<|action_end|>", "<|action_start|>"))
     pos = text.find("<|action_start|>")
     while pos != -1:
         body = pos + len("<|action_start|>")
         while body < len(text) and text[body] in " \t\r\n":
             body += 1
-        body_end, end = _until(text, body, ("<|action_end|>", "<|action_start|>"))
+        body_end, end = until(body)
         if text.startswith("<|action_start|>", body_end):
             end = body_end
         if text.startswith("<|plugin|>", body):
@@ -341,10 +363,11 @@ def llama4(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     """Llama 4: ``<|python_start|>`` then a pythonic list ``[f(k=...), g()]`` (or one
     call), up to ``<|python_end|>``."""
     out: list[SalvagedCall] = []
+    until = _Finder(text, ("<|python_end|>", "<|python_start|>"))
     pos = text.find("<|python_start|>")
     while pos != -1:
         body = pos + len("<|python_start|>")
-        body_end, end = _until(text, body, ("<|python_end|>", "<|python_start|>"))
+        body_end, end = until(body)
         if text.startswith("<|python_start|>", body_end):
             end = body_end
         start = body
@@ -374,6 +397,7 @@ def harmony(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     """gpt-oss (harmony): ``<|channel|>commentary to=functions.NAME <|constrain|>json
     <|message|>{...}<|call|>`` (the recipient may also come before the channel)."""
     out: list[SalvagedCall] = []
+    until = _Finder(text, _HARMONY_ENDS)
     resume = 0
     for match in _HARMONY_TO.finditer(text):
         if match.start() < resume:
@@ -382,7 +406,7 @@ def harmony(text: str, names: frozenset[str]) -> list[SalvagedCall]:
         if head is None or "<|message|>" in text[match.end() : head.end() - 11]:
             continue
         name = match.group(1)
-        body_end, end = _until(text, head.end(), _HARMONY_ENDS)
+        body_end, end = until(head.end())
         if not text.startswith("<|call|>", body_end) and not text.startswith("<|end|>", body_end):
             end = body_end
         resume = end
@@ -437,6 +461,7 @@ def minimax(text: str, names: frozenset[str]) -> list[SalvagedCall]:
         elif token.group(1) is not None:
             params: dict[str, Any] = {}
             end = len(text)
+            cut_by_invoke = False
             while i < len(tokens):
                 inner = tokens[i]
                 if inner.group() == "</invoke>":
@@ -445,12 +470,15 @@ def minimax(text: str, names: frozenset[str]) -> list[SalvagedCall]:
                     break
                 if inner.group(2) is None:
                     end = inner.start()  # the next invoke or the block's end: not closed
+                    cut_by_invoke = inner.group(1) is not None
                     break
                 i += 1
                 value_end = tokens[i].start() if i < len(tokens) else len(text)
                 params[inner.group(2).strip()] = strip_text_value(text[inner.end() : value_end])
                 if i < len(tokens) and tokens[i].group() == "</parameter>":
                     i += 1
+            if cut_by_invoke:
+                continue  # an invoke left open for the next one: not a call anyone finished
             pieces.append((token.group(1).strip(), params, token.start(), end))
     flush(None)
     return out
@@ -462,10 +490,11 @@ def seed_oss(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     from .salvage import _functions
 
     out: list[SalvagedCall] = []
+    until = _Finder(text, ("</seed:tool_call>", "<seed:tool_call>"))
     pos = text.find("<seed:tool_call>")
     while pos != -1:
         body = pos + len("<seed:tool_call>")
-        body_end, end = _until(text, body, ("</seed:tool_call>", "<seed:tool_call>"))
+        body_end, end = until(body)
         if text.startswith("<seed:tool_call>", body_end):
             end = body_end
         tokens = list(P.CALL_MARKUP.finditer(text, body, body_end))
