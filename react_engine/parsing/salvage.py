@@ -16,6 +16,11 @@ the model family's own format::
     json            {"name": "f", "parameters": {...}}   as the whole reply        Llama 3.x
     python          f(k="v") on a line of its own, or [f(k=1), g()] as the reply   Llama 3.2, Gemma
 
+and the formats of :mod:`.formats` (GLM-4.5, Kimi K2, InternLM2, Qwen2.5-Coder ``<tools>``,
+Jamba, Granite, Llama 4, gpt-oss harmony, MiniMax, Seed-OSS, Functionary, JSON calls on
+lines of their own). Each recogniser runs only when its marker is in the text; the one the
+capability registry names for the model (``call_format``) runs first.
+
 :func:`salvage_calls` finds them; :func:`strip_salvaged` removes them so that what is
 left is the step's thought. Thought/Action text is not handled here: that is the text
 protocol's parser. :func:`written_call` asks both (where tools are off, as for a forced
@@ -28,7 +33,9 @@ Guard rails, because a false positive runs a tool the model never asked for:
   parsed with :mod:`ast` and literal-evaluated, never executed;
 * calls inside a think block (``<think>``, ``<thinking>``, ``<reasoning>``, read as the
   text parser reads them) are drafts, not calls, and are skipped;
-* broken JSON arguments stay the raw string (the caller may repair them).
+* broken JSON arguments stay the raw string (the caller may repair them);
+* markup inside a fenced example (a code fence that is not the whole reply) is an example,
+  and calls after an ``Observation:`` line the model invented were not meant to run.
 
 The patterns live with the parser's in :mod:`.patterns` (linear: no nested quantifiers,
 bounded gaps), call objects, think blocks and fences are read by :mod:`.common` as the
