@@ -415,3 +415,47 @@ def test_a_megabyte_reply_is_read_quickly() -> None:
     for protocol in ("function_calling", "text"):
         decide(protocol, reply)
     assert time.perf_counter() - start < 5  # a loose bound on a shared machine; see the report
+
+
+def test_a_chain_followed_by_prose_is_read_whole_under_text() -> None:
+    reply = (
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}; '
+        '{"name": "get_time", "arguments": {"tz": "CET"}} and then I will answer.'
+    )
+    decision = decide("text", reply)
+    assert [(c.tool, c.arguments) for c in getattr(decision, "calls", [])] == [
+        ("get_weather", {"city": "Paris"}),
+        ("get_time", {"tz": "CET"}),
+    ]
+
+
+MEGABYTE = 1_000_000
+ADVERSARIAL = {
+    "glm-open-tags": "<tool_call>" * (MEGABYTE // 11),
+    "glm-open-values": "<tool_call>get_time\n"
+    + "<arg_key>a</arg_key><arg_value>" * (MEGABYTE // 31),
+    "kimi-tokens": "<|tool_call_begin|>" * (MEGABYTE // 19),
+    "kimi-calls-unclosed": "<|tool_call_begin|>get_time:0<|tool_call_argument_begin|>{"
+    * (MEGABYTE // 58),
+    "internlm-open": "<|action_start|><|plugin|>{" * (MEGABYTE // 27),
+    "tools-open": "<tools>{" * (MEGABYTE // 8),
+    "tool-calls-open": "<tool_calls>[" * (MEGABYTE // 13),
+    "granite-open": "<|tool_call|>[{" * (MEGABYTE // 15),
+    "python-start-open": "<|python_start|>[get_time(" * (MEGABYTE // 26),
+    "harmony-headers": "to=functions.get_time " * (MEGABYTE // 22),
+    "harmony-messages": "to=functions.get_time<|message|>{" * (MEGABYTE // 33),
+    "minimax-invokes": '<invoke name="get_time">' * (MEGABYTE // 24),
+    "seed-open": "<seed:tool_call><function=get_time>" * (MEGABYTE // 35),
+    "functionary-heads": ">>>get_time\n{" * (MEGABYTE // 13),
+    "json-lines-open": '{"name": "get_time", "arguments": {\n' * (MEGABYTE // 37),
+    "observation-lines": "Observation: x\n" * (MEGABYTE // 15),
+    "fences": "```\n<tool_call>\n" * (MEGABYTE // 16),
+}
+
+
+@pytest.mark.parametrize("text", [pytest.param(t, id=i) for i, t in ADVERSARIAL.items()])
+def test_a_megabyte_of_a_formats_markers_is_linear(text: str) -> None:
+    start = time.perf_counter()
+    salvage_calls(text, SCHEMAS, schemas=SCHEMAS)
+    # linear readers take well under a second here; a quadratic one takes tens of seconds
+    assert time.perf_counter() - start < 5

@@ -48,6 +48,9 @@ from .salvage import (
 
 __all__ = ["strip_text_value", "typed_value"]
 
+_DECODER: Final = json.JSONDecoder(strict=False)
+"""``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
+
 _NAME: Final = r"[\w.\-/:]{1,200}"
 
 # --- values written as text -------------------------------------------------------------------
@@ -97,7 +100,7 @@ def _types(schema: Mapping[str, Any]) -> list[str]:
 
 def _loads(src: str) -> tuple[bool, Any]:
     try:
-        return True, json.loads(src, strict=False)
+        return True, _DECODER.decode(src)
     except (ValueError, RecursionError):
         return False, None
 
@@ -554,7 +557,8 @@ def json_lines(text: str, names: frozenset[str]) -> list[SalvagedCall]:
 
     Stricter than a whole-reply JSON call: each object must be valid JSON with an
     explicit arguments key and a known tool name, and nothing but ``;``, ``,`` or
-    spaces may follow it on its line.
+    spaces may follow a lone object on its line (a chain of several may be followed by
+    prose: the text parser reads only the first of them, so they are all read here).
     """
     out: list[SalvagedCall] = []
     resume = 0
@@ -575,7 +579,8 @@ def json_lines(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             if not any(k in value for k in ("arguments", "parameters", "args", "function")):
                 break
             good.append(piece)
-        if good and len(good) == len(pieces) and _LINE_TAIL.match(text, good[-1][3]):
+        ends_line = _LINE_TAIL.match(text, good[-1][3]) is not None if good else False
+        if good and len(good) == len(pieces) and (ends_line or len(good) > 1):
             for name, arguments, piece_start, piece_end in good:
                 out.append(SalvagedCall(name, arguments, "json", (piece_start, piece_end)))
     return out

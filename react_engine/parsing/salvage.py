@@ -61,6 +61,9 @@ from .react import parse_react
 
 __all__ = ["SalvageFormat", "SalvagedCall", "salvage_calls", "strip_salvaged", "written_call"]
 
+_DECODER: Final = json.JSONDecoder(strict=False)
+"""``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
+
 SalvageFormat: TypeAlias = Literal[
     "hermes",
     "qwen_xml",
@@ -329,7 +332,7 @@ def _loads(src: str) -> tuple[bool, Any]:
     strings are accepted (``strict=False``): models write code arguments that way, and
     nothing else about the JSON is forgiven here."""
     try:
-        return True, json.loads(src, strict=False)
+        return True, _DECODER.decode(src)
     except (ValueError, RecursionError):
         return False, None
 
