@@ -120,7 +120,8 @@ def _request(model: str, *, stop: bool, named: bool) -> ModelRequest:
 
 async def aprobe(chat_model: ChatModel, model: str) -> ProbeResult:
     """Send the probe request (again without a parameter the server rejected, at most
-    twice more) and judge the reply."""
+    twice more) and judge the reply. A client error that is not a rejection of ``tools``
+    (a wrong API key, an unknown model) is raised: it says nothing about tools."""
     stop, named, requests = True, True, 0
     notes: list[str] = []
     base_url = chat_model.base_url
@@ -138,6 +139,8 @@ async def aprobe(chat_model: ChatModel, model: str) -> ProbeResult:
                 named = False
                 notes.append("the server rejected a named tool_choice")
                 continue
+            if kind != "tools":
+                raise  # a wrong key, an unknown model...: nothing learned about tools
             notes.append(f"HTTP {exc.status_code}: {(exc.body or str(exc))[:200]}")
             return ProbeResult(model, base_url, "rejected", stop, None, "", requests, notes)
         return _judge(model, base_url, reply, stop, requests, notes)

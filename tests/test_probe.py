@@ -145,3 +145,16 @@ def test_the_probe_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caps
     assert shown["recorded"]["function_calling"] is False
     saved = json.loads((tmp_path / "cache.json").read_text("utf-8"))
     assert "function_calling" in json.dumps(saved)
+
+
+def test_an_error_that_is_not_about_tools_is_raised_and_nothing_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
+    monkeypatch.setattr("react_engine.capabilities._default_cache", None)
+    unauthorized = MockResponse(401, {"error": {"message": "Invalid API key"}})
+    with ScriptedServer(unauthorized) as server:
+        code = main(["probe", "--base-url", server.base_url, "--model", "m"])
+    assert code != 0
+    assert "Invalid API key" in capsys.readouterr().err
+    assert not (tmp_path / "cache.json").exists()
