@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.native_formats import SCHEMAS, decide
 
-from react_engine import Agent, ScriptedModel, Tool
+from react_engine import Agent, ScriptedModel, Tool, ToolAnnotations
 from react_engine.capabilities import default_registry
 from react_engine.parsing import formats
 from react_engine.parsing.salvage import _detectors, salvage_calls
@@ -102,10 +102,16 @@ def test_qwen3_coder_layout_is_stripped_and_code_indentation_kept() -> None:
 
 
 def make_tools(ran: list[tuple[str, dict[str, Any]]]) -> list[Tool]:
+    """The tools, read-only (lookups): every call of a reply with several may run."""
+
     def runner(name: str) -> Any:
         return lambda args: ran.append((name, args)) or "ok"
 
-    return [Tool.from_schema(name, schema, runner(name)) for name, schema in SCHEMAS.items()]
+    lookup = ToolAnnotations(read_only=True)
+    return [
+        Tool.from_schema(name, schema, runner(name), annotations=lookup)
+        for name, schema in SCHEMAS.items()
+    ]
 
 
 GLM_REPLY = (
