@@ -117,6 +117,7 @@ class Agent:
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
+        probe: bool = False,
         **limits: Any,
     ) -> None:
         if model is not None and not isinstance(model, str):
@@ -171,6 +172,12 @@ class Agent:
         )
         check_config(self.config)
         self._protocol_spec = protocol
+        if not isinstance(probe, bool):
+            raise ConfigurationError(f"probe must be True or False, not {describe(probe)}")
+        self.probe = probe
+        """Under ``protocol="auto"``: before the first run, unless the capability cache
+        already knows this endpoint and model, send one probe request
+        (:mod:`react_engine.probe`) and record what the server does with tools."""
         if not isinstance(protocol, Protocol) and protocol not in protocol_names():
             known = ", ".join(repr(n) for n in protocol_names())
             raise ConfigurationError(
@@ -248,6 +255,16 @@ class Agent:
         caps, why = self.capabilities()
         protocol, reason = choose(self._protocol_spec, self._options(caps), why)
         return protocol, reason, caps
+
+    async def _probe_once(self, chat_model: ChatModel) -> None:
+        """Probe the endpoint unless the cache already holds what a probe records."""
+        if "function_calling" in self.capability_cache.get(self.base_url, self.model):
+            return
+        from .probe import aprobe
+
+        result = await aprobe(chat_model, self.model)
+        log.info("probe of %s at %s: tools %s", self.model, self.base_url, result.tools)
+        result.remember(self.capability_cache)
 
     # --- running ---------------------------------------------------------------------------
 
@@ -385,6 +402,8 @@ class Agent:
                 )
             if self.approve is not None and self.mcp_servers and not _guarded(tools):
                 log.warning("approve= is set, but no tool of this run requires approval")
+            if self.probe and self._protocol_spec == "auto":
+                await self._probe_once(chat_model)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
             items.append(UserTurn(question))

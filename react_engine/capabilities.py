@@ -152,6 +152,12 @@ class Capabilities:
     requests with tools go unstreamed (each reply reaches the caller as one delta), the
     others still stream."""
 
+    call_format: str = ""
+    """The family's own tool-call format, as its chat template writes it (``hermes``,
+    ``qwen_xml``, ``glm45``, ``kimi``, ``mistral``, ``llama``, ``llama4``, ``harmony``,
+    ...: the recognisers of :mod:`react_engine.parsing.formats`). A call the server left
+    in the reply text is read with that recogniser first; ``""`` (unknown) tries them all."""
+
     source: str = ""
     """Where the entry's facts come from: the provider documentation URL, ``"user"`` for
     :meth:`CapabilityRegistry.register`, or the file it was loaded from."""
@@ -171,7 +177,13 @@ _BOOL_FIELDS: Final[tuple[str, ...]] = (
     "sampling",
     "stream_tools",
 )
-_STR_FIELDS: Final[tuple[str, ...]] = ("text_template", "constraint_style", "source", "note")
+_STR_FIELDS: Final[tuple[str, ...]] = (
+    "text_template",
+    "constraint_style",
+    "call_format",
+    "source",
+    "note",
+)
 
 
 def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> Capabilities:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from ._threads import run_blocking
 from .capabilities import RejectedParam, classify_rejection
 from .errors import (
     ContextWindowExceeded,
@@ -59,6 +60,11 @@ if TYPE_CHECKING:
 __all__ = ["FINAL_ANSWER_RETRIES", "Loop"]
 
 log = logging.getLogger("react_engine")
+
+OFF_LOOP_CHARS = 32_000
+"""Replies longer than this are read on a worker thread: reading a megabyte of tool-call
+markup takes up to a few seconds of Python, which would otherwise stall every other task
+on the event loop (the thread yields the interpreter every few milliseconds)."""
 
 FINAL_ANSWER_RETRIES = 1
 """Forced final requests sent again after a reply that is not an answer (a tool call
@@ -210,7 +216,10 @@ class Loop:
         self, state: RunState, ctx: RequestContext, reply: ModelResponse, started: float
     ) -> Outcome:
         """Act on the protocol's reading of ``reply``: one :class:`Step` in the transcript."""
-        decision = state.protocol.parse_reply(reply, ctx)
+        if len(reply.content or "") > OFF_LOOP_CHARS:  # a long reading must not stall the loop
+            decision = await run_blocking(state.protocol.parse_reply, reply, ctx)
+        else:
+            decision = state.protocol.parse_reply(reply, ctx)
         step = Step(
             index=len(state.steps),
             kind="action",

@@ -88,6 +88,7 @@ from ..types import (
     to_jsonable,
 )
 from .demo import DEMO_QUESTION, DEMO_TOOLS, DRY_RUN_SCRIPT, demo_check, get_weather
+from .probe import add_probe_parser, run_probe_command
 from .render import (
     LivePrinter,
     StepPrinter,
@@ -1221,6 +1222,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
 
     add_eval_parser(sub)
+    add_probe_parser(sub)
     return parser
 
 
@@ -1321,6 +1323,8 @@ def _main(argv: Sequence[str] | None, *, process: bool) -> int:
             return _cmd_chat(args)
         if args.command == "eval":
             return run_eval_command(args)
+        if args.command == "probe":
+            return run_probe_command(args)
         return _cmd_compare(args)
     except _Exit as exc:
         print(f"error: {exc}", file=sys.stderr)

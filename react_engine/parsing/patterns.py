@@ -347,10 +347,18 @@ MISTRAL_MARK: Final = re.compile(re.escape(MISTRAL_CALLS))
 """Mistral's ``[TOOL_CALLS]``, searched for anywhere."""
 
 MISTRAL_NAMED: Final = re.compile(
-    r"\s*([A-Za-z0-9_.\-]{1,128})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?\[ARGS\]"
+    r"\s*([A-Za-z0-9_.\-]{1,128})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?(?:\[ARGS\]|(?=[ \t]*\{))"
 )
-"""Mistral v11+ after ``[TOOL_CALLS]``: ``NAME[ARGS]``, or ``NAME[CALL_ID]id[ARGS]``
-(matched at a position)."""
+"""Mistral v11+ after ``[TOOL_CALLS]``: ``NAME[ARGS]``, ``NAME[CALL_ID]id[ARGS]``, or
+``NAME{...}`` without ``[ARGS]`` (matched at a position)."""
+
+INVENTED_OBSERVATION: Final = re.compile(
+    r"^[ \t>*#_]*(?:observations?|obs|tool output|tool result|观察结果|观察|观测结果|观测)"
+    r"[ \t*_]*[:：]",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""An ``Observation:`` line: a reply that writes one after its call invented the result,
+and what follows it was not meant to run (searched for anywhere)."""
 
 LLAMA_TAG: Final = re.compile(rf"{re.escape(PYTHON_TAG)}|<\|eom_id\|>|<\|eot_id\|>")
 """Llama 3.x ``<|python_tag|>`` and the end-of-message tokens that close its call."""

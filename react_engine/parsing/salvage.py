@@ -16,6 +16,11 @@ the model family's own format::
     json            {"name": "f", "parameters": {...}}   as the whole reply        Llama 3.x
     python          f(k="v") on a line of its own, or [f(k=1), g()] as the reply   Llama 3.2, Gemma
 
+and the formats of :mod:`.formats` (GLM-4.5, Kimi K2, InternLM2, Qwen2.5-Coder ``<tools>``,
+Jamba, Granite, Llama 4, gpt-oss harmony, MiniMax, Seed-OSS, Functionary, JSON calls on
+lines of their own). Each recogniser runs only when its marker is in the text; the one the
+capability registry names for the model (``call_format``) runs first.
+
 :func:`salvage_calls` finds them; :func:`strip_salvaged` removes them so that what is
 left is the step's thought. Thought/Action text is not handled here: that is the text
 protocol's parser. :func:`written_call` asks both (where tools are off, as for a forced
@@ -28,7 +33,9 @@ Guard rails, because a false positive runs a tool the model never asked for:
   parsed with :mod:`ast` and literal-evaluated, never executed;
 * calls inside a think block (``<think>``, ``<thinking>``, ``<reasoning>``, read as the
   text parser reads them) are drafts, not calls, and are skipped;
-* broken JSON arguments stay the raw string (the caller may repair them).
+* broken JSON arguments stay the raw string (the caller may repair them);
+* markup inside a fenced example (a code fence that is not the whole reply) is an example,
+  and calls after an ``Observation:`` line the model invented were not meant to run.
 
 The patterns live with the parser's in :mod:`.patterns` (linear: no nested quantifiers,
 bounded gaps), call objects, think blocks and fences are read by :mod:`.common` as the
@@ -43,8 +50,8 @@ import bisect
 import json
 import keyword
 import re
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeAlias
 
 from ..errors import ReActParseError
@@ -54,9 +61,33 @@ from .react import parse_react
 
 __all__ = ["SalvageFormat", "SalvagedCall", "salvage_calls", "strip_salvaged", "written_call"]
 
+_DECODER: Final = json.JSONDecoder(strict=False)
+"""``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
+
 SalvageFormat: TypeAlias = Literal[
-    "hermes", "qwen_xml", "llama_function", "deepseek", "mistral", "llama", "json", "python"
+    "hermes",
+    "qwen_xml",
+    "llama_function",
+    "deepseek",
+    "mistral",
+    "llama",
+    "json",
+    "python",
+    "glm45",
+    "kimi",
+    "internlm",
+    "qwen25",
+    "jamba",
+    "granite",
+    "llama4",
+    "harmony",
+    "minimax",
+    "seed_oss",
+    "functionary",
 ]
+
+TEXT_VALUED: Final[frozenset[str]] = frozenset({"qwen_xml", "glm45", "minimax", "seed_oss"})
+"""Formats that write every argument value as text: typed by the tool's schema."""
 
 Arguments: TypeAlias = dict[str, Any] | str
 
@@ -87,25 +118,50 @@ _MAX_CALL_CHARS: Final = 20_000
 # --- the entry points -----------------------------------------------------------------------------
 
 
-def salvage_calls(text: str, tool_names: Collection[str]) -> list[SalvagedCall]:
+def salvage_calls(
+    text: str,
+    tool_names: Collection[str],
+    *,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+    prefer: str | None = None,
+    examples: bool = False,
+) -> list[SalvagedCall]:
     """The tool calls written in ``text``, in order of appearance.
 
     Only calls to names in ``tool_names`` are returned. Where two formats claim the same
     text, the more explicit one wins (special tokens and tags before bare JSON before
-    Python syntax).
+    Python syntax); ``prefer`` names a format family (the capability registry's
+    ``call_format`` for the model) whose recogniser is asked first. ``schemas`` maps a
+    tool's name to its parameters' JSON Schema: values that a format writes as text
+    (:data:`TEXT_VALUED`) are typed by it (without it, a value is JSON when it parses).
+
+    Not calls: anything in a think block, a format's markup inside a fenced example (a
+    fence that is not the whole reply), and anything after an ``Observation:`` line the
+    model invented. ``examples=True`` reads fenced examples too (to tell a reply whose
+    only calls are examples from one with no call at all).
     """
     names = frozenset(n for n in tool_names if n)
     if not text or not names:
         return []
     think = _think_regions(text)
     think_starts = [start for start, _ in think]
+    fences = [] if examples else _fence_regions(text)
+    fenced_last = bool(fences) and not text[fences[-1][1] :].strip(" \t\r\n`~")
+    fence_starts = [start for start, _ in fences]
     accepted: list[SalvagedCall] = []
     starts: list[int] = []
-    detectors = (_deepseek, _tagged, _mistral, _llama_tag, _whole_json, _python)
-    for detect in detectors:
+    for detect in _detectors(text, prefer):
         for call in detect(text, names):
             region = bisect.bisect_right(think_starts, call.span[0]) - 1
             if region >= 0 and call.span[0] < think[region][1]:
+                continue
+            region = bisect.bisect_right(fence_starts, call.span[0]) - 1
+            if (
+                call.format != "python"
+                and region >= 0
+                and call.span[0] < fences[region][1]
+                and not (call.format == "json" and region == len(fences) - 1 and fenced_last)
+            ):
                 continue
             index = bisect.bisect_left(starts, call.span[0])
             if index > 0 and accepted[index - 1].span[1] > call.span[0]:
@@ -114,7 +170,75 @@ def salvage_calls(text: str, tool_names: Collection[str]) -> list[SalvagedCall]:
                 continue
             starts.insert(index, call.span[0])
             accepted.insert(index, call)
-    return accepted
+    if accepted:
+        invented = P.INVENTED_OBSERVATION.search(text, accepted[0].span[1])
+        if invented is not None:
+            accepted = [call for call in accepted if call.span[0] < invented.start()]
+    return [_typed(call, schemas) for call in accepted]
+
+
+def _typed(call: SalvagedCall, schemas: Mapping[str, Mapping[str, Any]] | None) -> SalvagedCall:
+    """``call`` with its text values typed (formats in :data:`TEXT_VALUED` only)."""
+    if call.format not in TEXT_VALUED or not isinstance(call.arguments, dict):
+        return call
+    from .formats import type_arguments
+
+    schema = schemas.get(call.name) if schemas is not None else None
+    return replace(call, arguments=type_arguments(call.arguments, schema))
+
+
+_Detector: TypeAlias = Callable[[str, frozenset[str]], list[SalvagedCall]]
+
+
+def _detectors(text: str, prefer: str | None) -> list[_Detector]:
+    """The recognisers whose marker is in ``text``, the preferred family's first."""
+    from . import formats as F
+
+    table: list[tuple[tuple[str, ...], tuple[str, ...], _Detector]] = [
+        (("kimi",), ("<|tool_call_begin|>",), F.kimi),
+        (("deepseek",), ("tool▁call", "tool_call_begin", "tool_calls_begin"), _deepseek),
+        (("harmony", "gpt-oss"), ("<|message|>",), F.harmony),
+        (("internlm",), ("<|action_start|>",), F.internlm),
+        (("granite",), ("<|tool_call|>",), F.granite),
+        (("llama4",), ("<|python_start|>",), F.llama4),
+        (("minimax",), ("<invoke name=",), F.minimax),
+        (("seed_oss",), ("<seed:tool_call>",), F.seed_oss),
+        (("glm45",), ("<tool_call>",), F.glm45),
+        (("hermes", "qwen_xml", "llama_function"), ("<tool_call>", "<function="), _tagged),
+        (("qwen25",), ("<tools>",), F.qwen25),
+        (("jamba",), ("<tool_calls>",), F.jamba),
+        (("mistral",), ("[TOOL_CALLS]",), _mistral),
+        (("llama",), ("<|python_tag|>",), _llama_tag),
+        (("functionary",), (">>>", "<|recipient|>"), F.functionary),
+        (("json", "xlam"), ("{", "["), _whole_json),
+        (("json", "qwen25"), ("{",), F.json_lines),
+        (("python", "llama4"), ("(",), _python),
+    ]
+    present = [
+        (families, detect)
+        for families, markers, detect in table
+        if any(marker in text for marker in markers)
+    ]
+    if prefer:
+        present.sort(key=lambda entry: prefer not in entry[0])
+    return [detect for _, detect in present]
+
+
+def _fence_regions(text: str) -> list[tuple[int, int]]:
+    """The code fences of ``text`` (opening line to closing line), unless one fence is the
+    whole reply: markup in a fence with prose around it is an example, not a call (JSON
+    calls may still be fenced as the last thing of a reply; Python calls anywhere)."""
+    if "```" not in text and "~~~" not in text:
+        return []
+    marks = [m.start() for m in P.FENCE_LINE.finditer(text)]
+    regions = [(marks[i], marks[i + 1] + 3) for i in range(0, len(marks) - 1, 2)]
+    if len(marks) % 2:
+        regions.append((marks[-1], len(text)))
+    if len(regions) == 1 and not text[: regions[0][0]].strip():
+        close = text.find("\n", regions[0][1])
+        if close == -1 or not text[close:].strip():
+            return []
+    return regions
 
 
 def written_call(text: str, tool_names: Collection[str]) -> bool:
@@ -208,7 +332,7 @@ def _loads(src: str) -> tuple[bool, Any]:
     strings are accepted (``strict=False``): models write code arguments that way, and
     nothing else about the JSON is forgiven here."""
     try:
-        return True, json.loads(src, strict=False)
+        return True, _DECODER.decode(src)
     except (ValueError, RecursionError):
         return False, None
 
@@ -453,13 +577,12 @@ def _functions(
     return out
 
 
-def _parameter_value(raw: str) -> Any:
-    """A Qwen3-Coder parameter value: the newline after the tag and the one before the
-    closing tag belong to the format; the value is JSON when it parses (``3``, ``true``,
-    ``["a"]``), else the text as written."""
-    raw = raw.removeprefix("\n").removesuffix("\n")
-    ok, value = _loads(raw)
-    return value if ok else raw
+def _parameter_value(raw: str) -> str:
+    """A Qwen3-Coder parameter value as text, without the layout the template puts around
+    it (:func:`~.formats.strip_text_value`); :func:`_typed` types it by the schema."""
+    from .formats import strip_text_value
+
+    return strip_text_value(raw)
 
 
 def _deepseek(text: str, names: frozenset[str]) -> list[SalvagedCall]:
@@ -523,7 +646,8 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
 
 
 def _mistral(text: str, names: frozenset[str]) -> list[SalvagedCall]:
-    """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}``."""
+    """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}`` (v11+;
+    ``[ARGS]`` may be missing, and several calls may follow one mark)."""
     out: list[SalvagedCall] = []
     marks = list(P.MISTRAL_MARK.finditer(text))
     for index, mark in enumerate(marks):
@@ -537,16 +661,28 @@ def _mistral(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             pieces, end = _json_objects(text, pos, region_end)
             out.extend(_tile(pieces, "mistral", mark.start(), end, names))
             continue
-        named = P.MISTRAL_NAMED.match(text, pos, region_end)
-        if named is None or named.group(1) not in names:
-            continue
-        args_start = named.end()
-        end = region_end
-        if args_start < region_end and text[args_start] == "{":
-            closed, _ = _scan(text, args_start, region_end, P.JSON_STRUCTURE, '"')
-            end = closed if closed is not None else region_end
-        arguments = _raw_arguments(text[args_start:end])
-        out.append(SalvagedCall(named.group(1), arguments, "mistral", (mark.start(), end)))
+        pieces = []
+        while pos < region_end:
+            named = P.MISTRAL_NAMED.match(text, pos, region_end)
+            if named is None:
+                break
+            args_start = named.end()
+            while args_start < region_end and text[args_start] in " \t":
+                args_start += 1
+            end = region_end
+            if args_start < region_end and text[args_start] == "{":
+                closed, _ = _scan(text, args_start, region_end, P.JSON_STRUCTURE, '"')
+                end = closed if closed is not None else region_end
+            pieces.append((named.group(1), _raw_arguments(text[args_start:end]), pos, end))
+            pos = end
+            while pos < region_end and text[pos] in " \t\r\n,;":
+                pos += 1
+        if pieces:
+            start = mark.start()
+            for name, arguments, _, piece_end in pieces:
+                if name in names:
+                    out.append(SalvagedCall(name, arguments, "mistral", (start, piece_end)))
+                start = piece_end
     return out
 
 

@@ -36,7 +36,7 @@ from .._nesting import TOO_DEEP, too_deep
 from ..errors import JSONRepairError, ReActParseError
 from ..output import FINAL_RESULT
 from ..parsing import parse_react, repair_json, split_think
-from ..parsing.salvage import salvage_calls, strip_salvaged
+from ..parsing.salvage import SalvagedCall, salvage_calls, strip_salvaged
 from ..prompts import PromptTemplate, load_template
 from ..protocol import (
     CallTools,
@@ -80,16 +80,63 @@ FINAL_ALONE = (
 )
 
 
-def _cut_parameter(content: str, span: tuple[int, int]) -> bool:
-    """Whether a Qwen3-Coder XML call ends the reply inside its last ``<parameter=...>``:
-    no ``</parameter>``, ``</function>`` or ``</tool_call>`` after it, nothing after the
-    call. Its value is then whatever was written before the cut (``/tmp/important/sub``)."""
+_VALUE_TAGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "qwen_xml": ("<parameter=", ("</parameter>", "</function>", "</tool_call>")),
+    "seed_oss": ("<parameter=", ("</parameter>", "</function>", "</seed:tool_call>")),
+    "minimax": ("<parameter name=", ("</parameter>", "</invoke>", "</minimax:tool_call>")),
+    "glm45": ("<arg_value>", ("</arg_value>", "</tool_call>")),
+}
+"""Formats that write values between tags: the tag opening a value, and those closing it."""
+
+
+def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -> bool:
+    """Whether an XML-ish call (Qwen3-Coder, Seed-OSS, MiniMax, GLM) ends the reply inside
+    its last value: no closing tag after it, nothing after the call. Its value is then
+    whatever was written before the cut (``/tmp/important/sub``)."""
+    if fmt not in _VALUE_TAGS:
+        return False
+    opening, closings = _VALUE_TAGS[fmt]
     body = content[span[0] : span[1]]
-    last = body.rfind("<parameter=")
+    last = body.rfind(opening)
     if last < 0 or content[span[1] :].strip():
         return False
     tail = body[last:]
-    return not any(tag in tail for tag in ("</parameter>", "</function>", "</tool_call>"))
+    return not any(tag in tail for tag in closings)
+
+
+def salvaged_calls(content: str, found: list[SalvagedCall]) -> tuple[list[PendingCall], list[str]]:
+    """The pending calls for the calls :func:`~react_engine.parsing.salvage.salvage_calls`
+    found in ``content``, and the repairs (``salvaged:FORMAT``): shared by every protocol
+    that reads a call written in a model family's own format."""
+    calls = []
+    repairs = []
+    for call in found:
+        args: dict[str, Any] | str = call.arguments
+        error = None
+        if isinstance(args, str):
+            raw = args
+        elif too_deep(args):  # not re-encoded: json.dumps may not get that deep
+            raw = content[call.span[0] : call.span[1]]
+            args, error = raw, TOO_DEEP
+        else:
+            raw = json.dumps(args, ensure_ascii=False)
+        if isinstance(args, str) and error is None and args.lstrip()[:1] in ("{", "["):
+            args, error, fixes = decode_arguments(args)
+            repairs.extend(fixes)
+        if error is None and _cut_parameter(content, call.span, call.format):
+            error = CUT_PARAMETER
+        calls.append(
+            PendingCall(
+                id=None,
+                tool=call.name,
+                arguments=args,
+                raw_arguments=raw,
+                error=error,
+                salvaged=True,
+            )
+        )
+        repairs.append(f"salvaged:{call.format}")
+    return calls, repairs
 
 
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"
@@ -395,40 +442,14 @@ class FunctionCallingProtocol(Protocol):
         names = ctx.tool_names()
         if ctx.output is not None:
             names.append(FINAL_RESULT)
-        found = salvage_calls(content, names)
+        found = salvage_calls(
+            content,
+            names,
+            schemas={t.name: t.parameters for t in ctx.tools},
+            prefer=ctx.capabilities.call_format or None,
+        )
         if found:
-            calls = []
-            repairs = []
-            for call in found:
-                args: dict[str, Any] | str = call.arguments
-                error = None
-                if isinstance(args, str):
-                    raw = args
-                elif too_deep(args):  # not re-encoded: json.dumps may not get that deep
-                    raw = content[call.span[0] : call.span[1]]
-                    args, error = raw, TOO_DEEP
-                else:
-                    raw = json.dumps(args, ensure_ascii=False)
-                if isinstance(args, str) and error is None and args.lstrip()[:1] in ("{", "["):
-                    args, error, fixes = decode_arguments(args)
-                    repairs.extend(fixes)
-                if (
-                    error is None
-                    and call.format == "qwen_xml"
-                    and _cut_parameter(content, call.span)
-                ):
-                    error = CUT_PARAMETER
-                calls.append(
-                    PendingCall(
-                        id=None,
-                        tool=call.name,
-                        arguments=args,
-                        raw_arguments=raw,
-                        error=error,
-                        salvaged=True,
-                    )
-                )
-                repairs.append(f"salvaged:{call.format}")
+            calls, repairs = salvaged_calls(content, found)
             rest = strip_salvaged(content, found).strip()
             think, said = split_think(rest)
             return CallTools(
@@ -444,6 +465,8 @@ class FunctionCallingProtocol(Protocol):
             return None
         if not parsed.actions or not all(a.tool in names for a in parsed.actions):
             return None
+        if "json_blob" in parsed.repairs and salvage_calls(content, names, examples=True):
+            return None  # the only calls are examples in a code fence: not calls
         calls = []
         for action in parsed.actions:
             pending = PendingCall(

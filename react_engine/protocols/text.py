@@ -31,8 +31,8 @@ import re
 
 from ..errors import ReActParseError
 from ..grammar import GrammarError, ReactLabels, react_grammar
-from ..parsing import parse_react
-from ..parsing.salvage import written_call
+from ..parsing import parse_react, split_think
+from ..parsing.salvage import salvage_calls, strip_salvaged, written_call
 from ..policy import WRITTEN_CALL
 from ..prompts import PromptTemplate, load_template
 from ..protocol import (
@@ -52,13 +52,24 @@ from ..types import (
     Message,
     ModelRequest,
     ModelResponse,
+    ParsedStep,
     Step,
     SystemMessage,
     UserMessage,
     UserTurn,
 )
+from .function_calling import salvaged_calls
 
 __all__ = ["TextReActProtocol", "render_tools", "system_prompt"]
+
+_MAY_HOLD_CALL = re.compile(r"[{\[<>(]")
+"""A character every native call format needs: a reply without one holds no call."""
+_EXAMPLE_ONLY = (
+    "the only call in the reply is an example inside a code block, which is not run; "
+    "write the Action outside any code block"
+)
+_UNLABELED = frozenset({"json_blob", "implicit_final_answer"})
+"""Repairs meaning parse_react found no label of its own: the reply may be a native call."""
 
 log = logging.getLogger("react_engine")
 
@@ -338,6 +349,36 @@ class TextReActProtocol(Protocol):
             problem=f"not in the expected format ({error})" if forced else None,
         )
 
+    def _native(self, raw: str, parsed: ParsedStep | None, ctx: RequestContext) -> Decision | None:
+        """The calls of a reply written in a model family's own tool-call format (the
+        reader function calling's salvage uses), where the Thought/Action reading found no
+        label of its own: a reply it could not read, one without an action or an answer,
+        or one whose actions it took from a bare JSON blob (it reads only the first of
+        several chained blobs; the native reader reads them all)."""
+        if ctx.force_final or not ctx.tools or not _MAY_HOLD_CALL.search(raw):
+            return None
+        labeled = parsed is not None and (parsed.actions or parsed.final_answer is not None)
+        if labeled and parsed is not None and not _UNLABELED.intersection(parsed.repairs):
+            return None
+        found = salvage_calls(
+            raw,
+            ctx.tool_names(),
+            schemas={t.name: t.parameters for t in ctx.tools},
+            prefer=ctx.capabilities.call_format or None,
+        )
+        if not found:
+            blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
+            if blob and salvage_calls(raw, ctx.tool_names(), examples=True):
+                return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
+            return None
+        calls, repairs = salvaged_calls(raw, found)
+        rest = strip_salvaged(raw, found)
+        think, said = split_think(rest)
+        thought = "\n\n".join(p for p in (think, said.strip()) if p) or None
+        if not ctx.multi_action and len(calls) > 1:
+            calls, repairs = calls[:1], [*repairs, "first_action_only"]
+        return CallTools(text=raw.strip() or None, thought=thought, calls=calls, repairs=repairs)
+
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""
         try:
@@ -348,12 +389,18 @@ class TextReActProtocol(Protocol):
                 implicit_final_answer=self.implicit_final_answer,
             )
         except ReActParseError as exc:
+            native = self._native(raw, None, ctx)
+            if native is not None:
+                return native
             refused = self._format_error(raw.strip() or None, str(exc), forced=ctx.force_final)
             if ctx.force_final and written_call(raw, ctx.tool_names()):
                 return self.reject(
                     refused, WRITTEN_CALL, forced=True, problem="a tool call written as text"
                 )
             return refused
+        native = self._native(raw, parsed, ctx)
+        if native is not None:
+            return native
         text = parsed.text or raw.strip()
         repairs = self._repairs(parsed.repairs)
         if parsed.actions:

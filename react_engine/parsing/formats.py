@@ -1,0 +1,586 @@
+"""The model families' own tool-call formats, one small named recogniser each.
+
+:func:`~.salvage.salvage_calls` asks every recogniser in turn (the one the capability
+registry names for the model first); each starts with a substring test for its marker,
+so a reply without the marker costs one ``in``. The formats, as the families' chat
+templates write them::
+
+    glm45        <tool_call>f\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>
+    kimi         <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
+                 <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
+    internlm     <|action_start|><|plugin|>\\n{"name": "f", "parameters": {...}}<|action_end|>
+    qwen25       <tools>\\n{"name": "f", "arguments": {...}}\\n</tools>
+    jamba        <tool_calls>[{"name": "f", "arguments": {...}}]</tool_calls>
+    granite      <|tool_call|>[{"name": "f", "arguments": {...}}]
+    llama4       <|python_start|>[f(k="v"), g()]<|python_end|>
+    harmony      <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>
+    minimax      <minimax:tool_call><invoke name="f"><parameter name="k">v</parameter>
+                 </invoke></minimax:tool_call>
+    seed_oss     <seed:tool_call><function=f><parameter=k>v</parameter></function></seed:tool_call>
+    functionary  >>>f\\n{...}            (v3.2; several follow one another)
+                 <|recipient|>f\\n<|content|>{...}   (v2)
+    json_lines   {"name": "f", "arguments": {...}} on lines of their own, in prose
+
+GLM, Qwen3-Coder XML, MiniMax and Seed-OSS write every value as text: those values are
+typed by the tool's JSON Schema in :func:`typed_value` (``"5"`` becomes ``5`` only where
+the schema says integer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from . import patterns as P
+from .salvage import (
+    Arguments,
+    SalvagedCall,
+    _json_objects,
+    _Piece,
+    _python_call,
+    _python_list,
+    _raw_arguments,
+    _scan,
+    _tile,
+)
+
+__all__ = ["strip_text_value", "typed_value"]
+
+_DECODER: Final = json.JSONDecoder(strict=False)
+"""``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
+
+_NAME: Final = r"[\w.\-/:]{1,200}"
+
+# --- values written as text -------------------------------------------------------------------
+
+_TRAILING_INDENT: Final = re.compile(r"\n[ \t]*\Z")
+_INTEGER: Final = re.compile(r"[+-]?\d{1,300}")
+
+
+def strip_text_value(raw: str) -> str:
+    """A parameter value as an XML-ish template wrote it (Qwen3-Coder, MiniMax, Seed-OSS).
+
+    The newline after the opening tag and the one before the closing tag belong to the
+    format (as the template's own parser reads them). So does indentation that only lays
+    the tags out: when the closing tag is indented, the value's lines lose up to that much
+    of their common indentation (``"\\n        Dallas\\n        "`` is ``"Dallas"``).
+    Indentation the closing tag does not share is the value's own (code) and stays.
+    """
+    if not raw.startswith(("\n", "\r\n")):
+        return raw.removesuffix("\n").removesuffix("\r")
+    body = raw.removeprefix("\r").removeprefix("\n")
+    closing = _TRAILING_INDENT.search(body)
+    if closing is None:
+        return body
+    layout = len(closing.group()) - 1
+    body = body[: closing.start()].removesuffix("\r")
+    if not layout:
+        return body
+    lines = body.split("\n")
+    indents = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()]
+    cut = min([layout, *indents])
+    return "\n".join(line[cut:] if line.strip() else line.lstrip(" \t") for line in lines)
+
+
+def _types(schema: Mapping[str, Any]) -> list[str]:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return [kind]
+    if isinstance(kind, list):
+        return [k for k in kind if isinstance(k, str)]
+    out: list[str] = []
+    for key in ("anyOf", "oneOf"):
+        for option in schema.get(key) or ():
+            if isinstance(option, Mapping):
+                out.extend(_types(option))
+    return out
+
+
+def _loads(src: str) -> tuple[bool, Any]:
+    try:
+        return True, _DECODER.decode(src)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
+    """A value written as text, typed by its parameter's JSON Schema.
+
+    ``schema`` None means the tool's schema is unknown: the value is JSON when it parses
+    (``3``, ``true``, ``["a"]``), else the text. With a schema, text becomes a number, a
+    boolean, null, an object or an array only where the schema allows that type and the
+    text is exactly one; where it allows a string, or says nothing, the text stays.
+    """
+    if schema is None:
+        ok, value = _loads(raw)
+        return value if ok else raw
+    types = _types(schema)
+    if "string" in types:
+        return raw
+    text = raw.strip()
+    for kind in types:
+        if kind == "integer" and _INTEGER.fullmatch(text):
+            return int(text)
+        if kind == "number":
+            ok, value = _loads(text)
+            if ok and isinstance(value, int | float) and not isinstance(value, bool):
+                return value
+        if kind == "boolean" and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        if kind == "null" and text in ("null", "None"):
+            return None
+        if kind in ("object", "array") and text[:1] in ("{", "["):
+            ok, value = _loads(text)
+            if ok and isinstance(value, dict if kind == "object" else list):
+                return value
+    if not types and text[:1] in ("{", "["):  # a schema without a type admits any JSON
+        ok, value = _loads(text)
+        if ok:
+            return value
+    enum = schema.get("enum")
+    if not types and isinstance(enum, list) and raw not in enum:
+        ok, value = _loads(text)
+        if ok and value in enum:
+            return value
+    return raw
+
+
+def type_arguments(
+    arguments: Mapping[str, Any], schema: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Every text value of ``arguments`` typed by the tool's parameters schema (see
+    :func:`typed_value`); a parameter the schema does not list keeps its text."""
+    properties = schema.get("properties") if schema is not None else None
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if not isinstance(value, str):
+            out[key] = value
+        elif schema is None:
+            out[key] = typed_value(value, None)
+        elif isinstance(properties, Mapping) and isinstance(properties.get(key), Mapping):
+            out[key] = typed_value(value, properties[key])
+        else:
+            out[key] = value
+    return out
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+class _Finder:
+    """Where the next of some tokens is, from a position that only moves forward: each
+    token's last hit (or "none after here") is kept, so many opening tags with no closing
+    one cost one pass over the text, not one pass each."""
+
+    def __init__(self, text: str, ends: tuple[str, ...]) -> None:
+        self.text = text
+        self.ends = ends
+        self.hits = [-2] * len(ends)  # -2: not searched yet; -1: none after the last search
+        self.searched_from = [0] * len(ends)
+
+    def __call__(self, start: int) -> tuple[int, int]:
+        """``(where the body ends, where the span ends)``: at the first of the tokens at or
+        after ``start`` (the span takes it in), else at the end of the text."""
+        best, which = len(self.text), 0
+        for index, end in enumerate(self.ends):
+            hit = self.hits[index]
+            stale = 0 <= hit < start or (hit == -1 and start < self.searched_from[index])
+            if hit == -2 or stale:
+                hit = self.text.find(end, start)
+                self.hits[index], self.searched_from[index] = hit, start
+            if 0 <= hit < best:
+                best, which = hit, len(end)
+        return best, best + which
+
+
+def _until(text: str, start: int, ends: tuple[str, ...]) -> tuple[int, int]:
+    """:class:`_Finder` for one look-up."""
+    return _Finder(text, ends)(start)
+
+
+def _json_pieces(text: str, start: int, limit: int) -> list[_Piece]:
+    """The JSON call objects at the first bracket of ``text[start:limit]``."""
+    pos = start
+    while pos < limit and text[pos] in " \t\r\n":
+        pos += 1
+    if pos >= limit or text[pos] not in "{[":
+        return []
+    pieces, _ = _json_objects(text, pos, limit)
+    return pieces
+
+
+def _blocks(
+    text: str,
+    names: frozenset[str],
+    opening: str,
+    closing: tuple[str, ...],
+    fmt: Any,
+) -> list[SalvagedCall]:
+    """JSON calls in ``opening ... closing`` blocks (the closing may be missing at the end
+    of a reply, or be the next block's opening)."""
+    out: list[SalvagedCall] = []
+    until = _Finder(text, (*closing, opening))
+    pos = text.find(opening)
+    while pos != -1:
+        body = pos + len(opening)
+        body_end, end = until(body)
+        if text.startswith(opening, body_end):
+            end = body_end
+        pieces = _json_pieces(text, body, body_end)
+        out.extend(_tile(pieces, fmt, pos, end, names))
+        pos = text.find(opening, max(end, body))
+    return out
+
+
+# --- the recognisers ---------------------------------------------------------------------------
+
+_GLM_HEAD: Final = re.compile(rf"[ \t]*({_NAME})[ \t]*(?:\r?\n|(?=<arg_key>|</tool_call>|\Z))")
+_GLM_PAIR: Final = re.compile(r"\s*<arg_key>(.{0,200}?)</arg_key>\s*<arg_value>", re.DOTALL)
+
+
+def glm45(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """GLM-4.5 / 4.6: ``<tool_call>NAME`` then ``<arg_key>K</arg_key><arg_value>V</arg_value>``
+    pairs (strings as written, other values as JSON), ``</tool_call>``."""
+    out: list[SalvagedCall] = []
+    until = _Finder(text, ("</tool_call>", "<tool_call>"))
+    pos = text.find("<tool_call>")
+    while pos != -1:
+        body = pos + len("<tool_call>")
+        body_end, end = until(body)
+        if text.startswith("<tool_call>", body_end):
+            end = body_end
+        head = _GLM_HEAD.match(text, body, body_end)
+        if head is not None and head.group(1) in names:
+            arguments: dict[str, Any] | None = {}
+            cursor = head.end()
+            while arguments is not None:
+                pair = _GLM_PAIR.match(text, cursor, body_end)
+                if pair is None:
+                    if text[cursor:body_end].strip():
+                        arguments = None  # something else in the block: not this format
+                    break
+                value_end = text.find("</arg_value>", pair.end(), body_end)
+                if value_end == -1:
+                    value_end = body_end
+                    cursor = body_end
+                else:
+                    cursor = value_end + len("</arg_value>")
+                arguments[pair.group(1).strip()] = text[pair.end() : value_end]
+            if arguments is not None:
+                out.append(SalvagedCall(head.group(1), arguments, "glm45", (pos, end)))
+        pos = text.find("<tool_call>", max(end, body))
+    return out
+
+
+_KIMI_TOKEN: Final = re.compile(
+    r"<\|tool_calls_section_(begin|end)\|>"
+    r"|<\|tool_call_begin\|>"
+    r"|<\|tool_call_argument_begin\|>"
+    r"|<\|tool_call_end\|>"
+)
+_KIMI_ID: Final = re.compile(r"\s*(?:functions\.)?([\w.\-/]{1,200}?)(?::\d{1,6})?\s*\Z")
+
+
+def kimi(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
+    <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
+    out: list[SalvagedCall] = []
+    tokens = list(_KIMI_TOKEN.finditer(text))
+    section: int | None = None
+    pieces: list[_Piece] = []
+
+    def flush(section_end: int | None) -> None:
+        if section is None or not pieces:
+            for name, arguments, start, end in pieces:
+                if name in names:
+                    out.append(SalvagedCall(name, arguments, "kimi", (start, end)))
+        else:
+            end = section_end if section_end is not None else pieces[-1][3]
+            out.extend(_tile(pieces, "kimi", section, end, names))
+        pieces.clear()
+
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token.group(1) == "begin":
+            flush(None)
+            section = token.start()
+        elif token.group(1) == "end":
+            flush(token.end())
+            section = None
+        elif token.group() == "<|tool_call_begin|>":
+            if i >= len(tokens) or tokens[i].group() != "<|tool_call_argument_begin|>":
+                continue
+            ident = _KIMI_ID.match(text[token.end() : tokens[i].start()])
+            arg_start = tokens[i].end()
+            i += 1
+            closed = i < len(tokens) and tokens[i].group() == "<|tool_call_end|>"
+            body_end = tokens[i].start() if i < len(tokens) else len(text)
+            end = tokens[i].end() if closed else body_end
+            i += 1 if closed else 0
+            if ident is not None:
+                arguments = _raw_arguments(text[arg_start:body_end])
+                pieces.append((ident.group(1), arguments, token.start(), end))
+    flush(None)
+    return out
+
+
+def internlm(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """InternLM2: ``<|action_start|><|plugin|>`` then a JSON call, ``<|action_end|>``."""
+    out: list[SalvagedCall] = []
+    until = _Finder(text, ("<|action_end|>", "<|action_start|>"))
+    pos = text.find("<|action_start|>")
+    while pos != -1:
+        body = pos + len("<|action_start|>")
+        while body < len(text) and text[body] in " \t\r\n":
+            body += 1
+        body_end, end = until(body)
+        if text.startswith("<|action_start|>", body_end):
+            end = body_end
+        if text.startswith("<|plugin|>", body):
+            pieces = _json_pieces(text, body + len("<|plugin|>"), body_end)
+            out.extend(_tile(pieces, "internlm", pos, end, names))
+        pos = text.find("<|action_start|>", max(end, body))
+    return out
+
+
+def qwen25(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """Qwen2.5-Coder: JSON calls inside ``<tools> ... </tools>``."""
+    return _blocks(text, names, "<tools>", ("</tools>",), "qwen25")
+
+
+def jamba(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """Jamba (and MiniMax-M1): a JSON list, or JSON lines, inside ``<tool_calls>``."""
+    return _blocks(text, names, "<tool_calls>", ("</tool_calls>",), "jamba")
+
+
+def granite(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """Granite: ``<|tool_call|>`` then a JSON list of calls."""
+    return _blocks(text, names, "<|tool_call|>", ("<|end_of_text|>",), "granite")
+
+
+def llama4(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """Llama 4: ``<|python_start|>`` then a pythonic list ``[f(k=...), g()]`` (or one
+    call), up to ``<|python_end|>``."""
+    out: list[SalvagedCall] = []
+    until = _Finder(text, ("<|python_end|>", "<|python_start|>"))
+    pos = text.find("<|python_start|>")
+    while pos != -1:
+        body = pos + len("<|python_start|>")
+        body_end, end = until(body)
+        if text.startswith("<|python_start|>", body_end):
+            end = body_end
+        start = body
+        while start < body_end and text[start] in " \t\r\n":
+            start += 1
+        stop = body_end
+        while stop > start and text[stop - 1] in " \t\r\n":
+            stop -= 1
+        if text.startswith("[", start) and text.endswith("]", 0, stop):
+            listed = _python_list(text, start, stop, names)
+            if listed:
+                out.extend(_tile(listed, "llama4", pos, end, names))
+        else:
+            call = _python_call(text[start:stop], names)
+            if call is not None:
+                out.append(SalvagedCall(call[0], call[1], "llama4", (pos, end)))
+        pos = text.find("<|python_start|>", max(end, body))
+    return out
+
+
+_HARMONY_TO: Final = re.compile(rf"to=(?:functions\.)?({_NAME})")
+_HARMONY_HEAD: Final = re.compile(r"[^\n]{0,120}?<\|message\|>")
+_HARMONY_ENDS: Final = ("<|call|>", "<|end|>", "<|return|>", "<|start|>", "<|channel|>")
+
+
+def harmony(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """gpt-oss (harmony): ``<|channel|>commentary to=functions.NAME <|constrain|>json
+    <|message|>{...}<|call|>`` (the recipient may also come before the channel)."""
+    out: list[SalvagedCall] = []
+    until = _Finder(text, _HARMONY_ENDS)
+    resume = 0
+    for match in _HARMONY_TO.finditer(text):
+        if match.start() < resume:
+            continue
+        head = _HARMONY_HEAD.match(text, match.end())
+        if head is None or "<|message|>" in text[match.end() : head.end() - 11]:
+            continue
+        name = match.group(1)
+        body_end, end = until(head.end())
+        if not text.startswith("<|call|>", body_end) and not text.startswith("<|end|>", body_end):
+            end = body_end
+        resume = end
+        if name not in names:
+            continue
+        start = match.start()
+        for opener in ("<|start|>", "<|channel|>"):
+            found = text.rfind(opener, max(0, start - 80), start)
+            if found != -1 and "<|message|>" not in text[found:start]:
+                start = min(start, found)
+        out.append(
+            SalvagedCall(name, _raw_arguments(text[head.end() : body_end]), "harmony", (start, end))
+        )
+    return out
+
+
+_MINIMAX_TOKEN: Final = re.compile(
+    r'<invoke name="([^"<>\n]{1,200})">|</invoke>'
+    r'|<parameter name="([^"<>\n]{1,200})">|</parameter>'
+    r"|<minimax:tool_call>|</minimax:tool_call>"
+)
+
+
+def minimax(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """MiniMax-M2: ``<minimax:tool_call>`` holding ``<invoke name="NAME">`` elements with
+    ``<parameter name="K">V</parameter>`` children, values as text."""
+    out: list[SalvagedCall] = []
+    block: int | None = None
+    pieces: list[_Piece] = []
+    tokens = list(_MINIMAX_TOKEN.finditer(text))
+
+    def flush(block_end: int | None) -> None:
+        if block is None or not pieces:
+            for name, arguments, start, end in pieces:
+                if name in names:
+                    out.append(SalvagedCall(name, arguments, "minimax", (start, end)))
+        else:
+            end = block_end if block_end is not None else pieces[-1][3]
+            out.extend(_tile(pieces, "minimax", block, end, names))
+        pieces.clear()
+
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token.group() == "<minimax:tool_call>":
+            flush(None)
+            block = token.start()
+        elif token.group() == "</minimax:tool_call>":
+            flush(token.end())
+            block = None
+        elif token.group(1) is not None:
+            params: dict[str, Any] = {}
+            end = len(text)
+            cut_by_invoke = False
+            while i < len(tokens):
+                inner = tokens[i]
+                if inner.group() == "</invoke>":
+                    end = inner.end()
+                    i += 1
+                    break
+                if inner.group(2) is None:
+                    end = inner.start()  # the next invoke or the block's end: not closed
+                    cut_by_invoke = inner.group(1) is not None
+                    break
+                i += 1
+                value_end = tokens[i].start() if i < len(tokens) else len(text)
+                params[inner.group(2).strip()] = strip_text_value(text[inner.end() : value_end])
+                if i < len(tokens) and tokens[i].group() == "</parameter>":
+                    i += 1
+            if cut_by_invoke:
+                continue  # an invoke left open for the next one: not a call anyone finished
+            pieces.append((token.group(1).strip(), params, token.start(), end))
+    flush(None)
+    return out
+
+
+def seed_oss(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """Seed-OSS: Qwen3-Coder-style ``<function=NAME><parameter=K>V</parameter></function>``
+    inside ``<seed:tool_call> ... </seed:tool_call>``."""
+    from .salvage import _functions
+
+    out: list[SalvagedCall] = []
+    until = _Finder(text, ("</seed:tool_call>", "<seed:tool_call>"))
+    pos = text.find("<seed:tool_call>")
+    while pos != -1:
+        body = pos + len("<seed:tool_call>")
+        body_end, end = until(body)
+        if text.startswith("<seed:tool_call>", body_end):
+            end = body_end
+        tokens = list(P.CALL_MARKUP.finditer(text, body, body_end))
+        functions = _functions(text, tokens, body_end)
+        pieces = [(n, a, s, e) for n, a, s, e, _ in functions]
+        out.extend(_tile(pieces, "seed_oss", pos, end, names))
+        pos = text.find("<seed:tool_call>", max(end, body))
+    return out
+
+
+_FUNCTIONARY: Final = re.compile(
+    rf">>>[ \t]*({_NAME})[ \t]*\r?\n?"
+    rf"|<\|recipient\|>[ \t]*({_NAME})\s*<\|content\|>",
+    re.MULTILINE,
+)
+
+
+def functionary(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """Functionary: v3.2 ``>>>NAME\\n{...}`` (several in a row; ``>>>all`` is text) and
+    v2 ``<|recipient|>NAME\\n<|content|>{...}``."""
+    out: list[SalvagedCall] = []
+    heads = list(_FUNCTIONARY.finditer(text))
+    for index, head in enumerate(heads):
+        name = head.group(1) or head.group(2)
+        limit = heads[index + 1].start() if index + 1 < len(heads) else len(text)
+        if name not in names:
+            continue
+        body = head.end()
+        while body < limit and text[body] in " \t\r\n":
+            body += 1
+        if body >= limit:
+            out.append(SalvagedCall(name, {}, "functionary", (head.start(), limit)))
+            continue
+        if text[body] != "{":
+            continue
+        closed, _ = _scan(text, body, limit, P.JSON_STRUCTURE, '"')
+        end = closed if closed is not None else limit
+        if closed is not None:
+            tail = text.find("<|", end, limit)
+            if tail != -1 and not text[end:tail].strip():
+                close = text.find("|>", tail, limit)
+                end = close + 2 if close != -1 else end
+        arguments: Arguments = _raw_arguments(
+            text[body:end] if closed is None else text[body:closed]
+        )
+        out.append(SalvagedCall(name, arguments, "functionary", (head.start(), end)))
+    return out
+
+
+_LINE_TAIL: Final = re.compile(r"[ \t;,]*(?:\r?\n|\Z)")
+_LINE_OBJECT: Final = re.compile(r'^[ \t]*(?=\{\s*"(?:name|function|tool)"\s*:)', re.MULTILINE)
+
+
+def json_lines(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+    """JSON call objects standing on lines of their own inside prose (Qwen2.5-Coder's
+    bare ``{"name": ..., "arguments": ...}``), several chained with ``;`` or newlines.
+
+    Stricter than a whole-reply JSON call: each object must be valid JSON with an
+    explicit arguments key and a known tool name, and nothing but ``;``, ``,`` or
+    spaces may follow a lone object on its line (a chain of several may be followed by
+    prose: the text parser reads only the first of them, so they are all read here).
+    """
+    out: list[SalvagedCall] = []
+    resume = 0
+    for match in _LINE_OBJECT.finditer(text):
+        start = match.end()
+        if start < resume:
+            continue
+        pieces, end = _json_objects(text, start, len(text))
+        resume = max(end, start + 1)
+        if not pieces:
+            continue
+        good: list[_Piece] = []
+        for piece in pieces:
+            source = text[piece[2] : piece[3]]
+            ok, value = _loads(source)
+            if not ok or not isinstance(value, dict) or piece[0] not in names:
+                break
+            if not any(k in value for k in ("arguments", "parameters", "args", "function")):
+                break
+            good.append(piece)
+        ends_line = _LINE_TAIL.match(text, good[-1][3]) is not None if good else False
+        if good and len(good) == len(pieces) and (ends_line or len(good) > 1):
+            for name, arguments, piece_start, piece_end in good:
+                out.append(SalvagedCall(name, arguments, "json", (piece_start, piece_end)))
+    return out

@@ -1,0 +1,181 @@
+"""What an endpoint really does with tools: one tiny request, and what came back.
+
+A server may take ``tools`` and silently drop them (a proxy, a template without tool
+support): the model then answers "I cannot access real-time data" and the answer is
+accepted. :func:`probe` asks the model to call one tool, by name (``tool_choice`` naming
+it), with a ``stop`` sequence, and reads the reply:
+
+* **native calls**: the call came back in ``tool_calls``;
+* **written**: it came back as text, in the family's own format (salvage reads it; the
+  format is reported);
+* **ignored**: a plain answer, no call at all;
+* **rejected**: the server refused ``tools`` (HTTP 4xx).
+
+It also sees whether ``stop`` is accepted (a rejection of the parameter is retried once
+without it) and whether the named call came back exactly as the schema allows (a server
+that constrains the call to the named tool's schema). :meth:`ProbeResult.remember` writes
+what was seen into the capability cache, which ``protocol="auto"`` reads: an endpoint
+that ignores or rejects tools gets the text protocol from the next run on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .capabilities import CapabilityCache, classify_rejection
+from .errors import ModelRequestError
+from .model import ChatModel
+from .parsing.salvage import salvage_calls
+from .types import ModelRequest, ModelResponse, ModelSettings, SystemMessage, UserMessage
+
+__all__ = ["PROBE_TOOL", "ProbeResult", "aprobe"]
+
+PROBE_TOOL = "report_color"
+"""The tool the probe asks for: one argument, constrained to one value."""
+
+_COLOR = "blue"
+_STOP = "<<END-OF-PROBE>>"
+_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": PROBE_TOOL,
+        "description": "Report a color.",
+        "parameters": {
+            "type": "object",
+            "properties": {"color": {"type": "string", "enum": [_COLOR]}},
+            "required": ["color"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+Tools = Literal["native", "written", "ignored", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What one endpoint and model did with the probe request."""
+
+    model: str
+    base_url: str
+    tools: Tools
+    """``native``: the call came back in ``tool_calls``; ``written``: as text in a native
+    format (:attr:`call_format`); ``ignored``: no call at all; ``rejected``: HTTP 4xx."""
+    stop: bool
+    """The server took the ``stop`` parameter (and the reply does not run past it)."""
+    constrained: bool | None
+    """The named call came back with exactly the arguments the schema allows (``None``:
+    no native call to judge)."""
+    call_format: str = ""
+    """The format a written call was read in (``hermes``, ``glm45``...)."""
+    requests: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def native_calls(self) -> bool:
+        return self.tools == "native"
+
+    def overrides(self) -> dict[str, bool]:
+        """The capabilities this result establishes, as cache overrides. A server that
+        constrained the named call is recorded as constraining output; one that did not
+        is left as the registry says (a weak negative)."""
+        out = {"function_calling": self.native_calls, "stop": self.stop}
+        if self.constrained:
+            out["constrained_decoding"] = True
+        return out
+
+    def remember(self, cache: CapabilityCache) -> None:
+        """Record :meth:`overrides` for this endpoint and model."""
+        cache.remember(self.base_url or None, self.model, **self.overrides())
+
+    def summary(self) -> str:
+        lines = [
+            f"model:        {self.model}",
+            f"endpoint:     {self.base_url or '(default)'}",
+            f"tool calls:   {self.tools}"
+            + (f" (format {self.call_format})" if self.call_format else ""),
+            f"stop:         {'accepted' if self.stop else 'not honoured'}",
+            "constrained:  "
+            + {True: "yes", False: "no", None: "unknown (no native call)"}[self.constrained],
+            f"requests:     {self.requests}",
+        ]
+        lines.extend(f"note:         {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+def _request(model: str, *, stop: bool, named: bool) -> ModelRequest:
+    return ModelRequest(
+        model=model,
+        messages=(
+            SystemMessage("You are a test harness. Use the tool you are given."),
+            UserMessage(f"Call {PROBE_TOOL} with color {_COLOR}. Do not answer in text."),
+        ),
+        tools=(_SCHEMA,),
+        tool_choice=PROBE_TOOL if named else "auto",
+        stop=(_STOP,) if stop else None,
+        settings=ModelSettings(temperature=0.0, max_tokens=64),
+    )
+
+
+async def aprobe(chat_model: ChatModel, model: str) -> ProbeResult:
+    """Send the probe request (again without a parameter the server rejected, at most
+    twice more) and judge the reply. A client error that is not a rejection of ``tools``
+    (a wrong API key, an unknown model) is raised: it says nothing about tools."""
+    stop, named, requests = True, True, 0
+    notes: list[str] = []
+    base_url = chat_model.base_url
+    while True:
+        requests += 1
+        try:
+            reply = await chat_model.complete(_request(model, stop=stop, named=named))
+        except ModelRequestError as exc:
+            kind = classify_rejection(exc.status_code, exc.body or "")
+            if kind == "stop" and stop and requests < 3:
+                stop = False
+                notes.append("the server rejected 'stop'")
+                continue
+            if kind == "tool_choice" and named and requests < 3:
+                named = False
+                notes.append("the server rejected a named tool_choice")
+                continue
+            if kind != "tools":
+                raise  # a wrong key, an unknown model...: nothing learned about tools
+            notes.append(f"HTTP {exc.status_code}: {(exc.body or str(exc))[:200]}")
+            return ProbeResult(model, base_url, "rejected", stop, None, "", requests, notes)
+        return _judge(model, base_url, reply, stop, requests, notes)
+
+
+def _judge(
+    model: str,
+    base_url: str,
+    reply: ModelResponse,
+    stop: bool,
+    requests: int,
+    notes: list[str],
+) -> ProbeResult:
+    content = reply.content or ""
+    if stop and _STOP in content:
+        stop = False
+        notes.append("the reply ran past the stop sequence")
+    if reply.tool_calls:
+        call = reply.tool_calls[0]
+        constrained = call.name == PROBE_TOOL and _exact(call.arguments)
+        return ProbeResult(model, base_url, "native", stop, constrained, "", requests, notes)
+    written = salvage_calls(content, [PROBE_TOOL])
+    if written:
+        fmt = written[0].format
+        notes.append("the call came back as text: the server has no tool parser for it")
+        return ProbeResult(model, base_url, "written", stop, None, fmt, requests, notes)
+    if content.strip():
+        notes.append(f"answered in text: {content.strip()[:120]!r}")
+    return ProbeResult(model, base_url, "ignored", stop, None, "", requests, notes)
+
+
+def _exact(arguments: str | None) -> bool:
+    import json
+
+    try:
+        return bool(json.loads(arguments or "") == {"color": _COLOR})
+    except ValueError:
+        return False
