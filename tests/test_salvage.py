@@ -767,3 +767,13 @@ def test_any_json_arguments_round_trip(name: str, arguments: dict[str, Any], fmt
 def test_python_keyword_calls_round_trip(name: str, arguments: dict[str, Any]) -> None:
     src = f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
     assert calls_of(src) == [(name, arguments, "python")]
+
+
+def test_a_megabyte_of_call_lines_reads_only_what_a_reply_could_run() -> None:
+    # Issue 23, row 10: a megabyte of ``f(a=1)`` lines cost 13 s of CPU, one compile per line.
+    from react_engine.parsing.salvage import MAX_PYTHON_CALLS, salvage_calls
+
+    text = "get_weather(location='Paris')\n" * 40_000
+    calls = salvage_calls(text, ["get_weather"])
+    assert len(calls) == MAX_PYTHON_CALLS
+    assert all(c.arguments == {"location": "Paris"} for c in calls)

@@ -733,6 +733,12 @@ def _whole_json(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     return _tile(pieces, "json", start, end, names)
 
 
+MAX_PYTHON_CALLS = 1024
+"""Python call lines read from one reply. Each costs a ``compile`` (about 25 µs): a reply of
+a megabyte of ``f(a=1)`` lines took 13 s of CPU. No reply runs more than
+``max_calls_per_step`` calls (16 by default), and the calls read past it are only reported."""
+
+
 def _python(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     """``tool(k="v")`` alone on its line (plain, indented, in backticks or a fence), and a
     reply that is just a list of such calls ``[tool(k=1), other()]``."""
@@ -752,6 +758,8 @@ def _python(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     out: list[SalvagedCall] = []
     resume = 0
     for match in P.call_line(idents).finditer(text):
+        if len(out) >= MAX_PYTHON_CALLS:
+            break  # far more than a reply may run (max_calls_per_step): the rest unread
         if match.start() < resume:
             continue
         limit = min(len(text), match.start(1) + _MAX_CALL_CHARS)
