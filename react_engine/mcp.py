@@ -262,7 +262,10 @@ class MCPServerStdio(MCPServerHandle):
         self.stderr = stderr
 
     def _transport(self, stack: AsyncExitStack) -> Transport:
+        from mcp.client import stdio
         from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        _read_whole_lines(stdio)
 
         params = StdioServerParameters(
             command=self.command,
@@ -271,6 +274,48 @@ class MCPServerStdio(MCPServerHandle):
             cwd=Path(self.cwd) if self.cwd is not None else None,
         )
         return stdio_client(params, errlog=self.stderr or sys.stderr)
+
+
+def _read_whole_lines(stdio: Any) -> None:
+    """Make the mcp package's stdio client read a long message in linear time.
+
+    Its reader joins each chunk of the server's stdout (64 KiB at most) to the unfinished
+    line before it and splits again: quadratic in a message's length, so a 20 MB tool
+    result took over 30 s to read and the call timed out. The stream it reads from is
+    replaced (once, for the module) by one that hands it whole lines, joined once each;
+    the reader is unchanged. A later mcp with another reader is left alone.
+    """
+    found = getattr(stdio, "TextReceiveStream", None)
+    if found is None or getattr(found, "_react_engine_lines", False):
+        return
+    original: Any = found
+
+    class WholeLines:
+        _react_engine_lines = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._inner = original(*args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        def __aiter__(self) -> AsyncIterator[str]:
+            return self._lines()
+
+        async def _lines(self) -> AsyncIterator[str]:
+            pending: list[str] = []
+            async for chunk in self._inner:
+                cut = chunk.rfind("\n") + 1
+                if not cut:
+                    pending.append(chunk)
+                    continue
+                pending.append(chunk[:cut])
+                yield "".join(pending)
+                pending = [chunk[cut:]] if cut < len(chunk) else []
+            if pending:
+                yield "".join(pending)
+
+    stdio.TextReceiveStream = WholeLines
 
 
 class MCPServerHTTP(MCPServerHandle):

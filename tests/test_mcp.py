@@ -151,6 +151,7 @@ def test_agent_calls_an_mcp_tool(transport: str, protocol: str, http_url: str) -
             "get_weather",
             "forecast",
             "wait",
+            "dump",
             "files_read",
             "delete_note",
             "touch",
@@ -172,7 +173,7 @@ def test_agent_calls_an_mcp_tool(transport: str, protocol: str, http_url: str) -
         assert '{"name": "add", "description": "Add two integers."' in system
         assert '"name": "get_weather", "description": "The current weather in a city."' in system
         assert (
-            "one of [shout, add, get_weather, forecast, wait, files_read, delete_note, touch]"
+            "one of [shout, add, get_weather, forecast, wait, dump, files_read, delete_note, touch]"
             in system
         )
 
@@ -479,3 +480,16 @@ def test_what_the_model_sees_of_each_kind_of_content() -> None:
     structured = CallToolResult(content=[], structured_content={"temp": 24, "city": "北京"})
     assert result_text(structured) == '{"temp": 24, "city": "北京"}'
     assert result_text(CallToolResult(content=[])) == ""
+
+
+def test_a_twenty_megabyte_stdio_result_is_read_and_truncated_not_timed_out() -> None:
+    # Issue 23, row 9: the mcp package's stdio reader joined every 64 KiB chunk to the
+    # unfinished line before it: a 20 MB result took over 30 s and the call timed out.
+    size = 20_000_000
+    model = ScriptedModel([call("function_calling", "dump", {"size": size}), reply("big")])
+    agent = Agent("m", mcp_servers=[stdio_server()], client=model, protocol="function_calling")
+    result = agent.run("Dump it.", tool_timeout=15)
+    (action,) = result.steps[0].actions
+    assert action.status == "ok", action.observation
+    assert "truncated" in (action.observation or "") and len(action.observation or "") < 10_000
+    assert result.answer == "big"
