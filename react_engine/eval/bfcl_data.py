@@ -32,6 +32,7 @@ from ..tools import Tool
 
 __all__ = [
     "CATEGORIES",
+    "DEFAULT_CATEGORIES",
     "INSTALL_HINT",
     "BfclDataMissing",
     "Case",
@@ -48,9 +49,25 @@ CATEGORIES: Mapping[str, str] = {
     "parallel": "parallel",
     "parallel_multiple": "parallel_multiple",
     "irrelevance": "irrelevance",
+    "live_simple": "live_simple",
+    "live_multiple": "live_multiple",
+    "live_parallel": "live_parallel",
+    "live_parallel_multiple": "live_parallel_multiple",
+    "live_irrelevance": "live_irrelevance",
 }
-"""The AST categories we run, by our name, with the file each lives in (BFCL v4 splits
-"simple" by language; we take the Python one, whose values are plain JSON)."""
+"""The AST categories we run, by our name, with BFCL's name (and file) for each. BFCL v4
+splits "simple" by language; we take the Python one, whose values are plain JSON. The
+``live_`` ones are functions and questions real users contributed, graded the same way."""
+
+DEFAULT_CATEGORIES: tuple[str, ...] = (
+    "simple",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+)
+"""What runs when no category is named: BFCL's non-live AST categories (1,240 cases).
+The live ones (2,251 more) run when asked for."""
 
 INSTALL_HINT = "pip install --no-deps bfcl-eval (make venv does it)"
 
@@ -87,13 +104,23 @@ class Case:
     category: str
     """Our category name (a key of :data:`CATEGORIES`)."""
     question: str
-    """The user's message (every case in the five categories is one user turn)."""
+    """The user's (last) message: every case is one turn of the conversation."""
     functions: tuple[Mapping[str, Any], ...]
     """BFCL's function documents, as shipped."""
     answers: tuple[Mapping[str, Mapping[str, list[Any]]], ...]
     """One ``{function: {param: [accepted values]}}`` per expected call; empty for
     irrelevance, where the right answer is no call. ``""`` among the accepted values marks
     a parameter that may be left out."""
+    system: str | None = None
+    """A system message the case opens with (some live cases have one)."""
+    history: tuple[tuple[str, str], ...] = ()
+    """``(role, content)`` messages before the question, ``user`` or ``assistant`` (a few
+    live cases carry an earlier exchange)."""
+
+    @property
+    def bfcl_category(self) -> str:
+        """BFCL's name for the category (``simple_python`` for our ``simple``)."""
+        return CATEGORIES[self.category]
 
 
 def data_root() -> Traversable:
@@ -122,7 +149,7 @@ def _read_lines(path: Traversable) -> list[dict[str, Any]]:
 
 
 def load_cases(
-    categories: Sequence[str] = tuple(CATEGORIES),
+    categories: Sequence[str] = DEFAULT_CATEGORIES,
     *,
     limit: int | None = None,
     only: Sequence[str] = (),
@@ -140,7 +167,7 @@ def load_cases(
         stem = f"BFCL_v4_{CATEGORIES[category]}.json"
         entries = _read_lines(base / stem)
         answers: dict[str, list[Any]] = {}
-        if category != "irrelevance":
+        if "irrelevance" not in category:
             answers = {
                 a["id"]: a["ground_truth"] for a in _read_lines(base / "possible_answer" / stem)
             }
@@ -153,18 +180,26 @@ def load_cases(
 def _case(entry: Mapping[str, Any], category: str, answers: Mapping[str, Any]) -> Case:
     case_id = entry["id"]
     turns = entry["question"]
-    if len(turns) != 1 or [m["role"] for m in turns[0]] != ["user"]:
+    messages = list(turns[0]) if len(turns) == 1 else []
+    system = None
+    if messages and messages[0].get("role") == "system":
+        system = str(messages.pop(0)["content"])
+    roles = [m.get("role") for m in messages]
+    if not roles or roles[-1] != "user" or not set(roles) <= {"user", "assistant"}:
         raise BfclDataMissing(
-            f"BFCL case {case_id} is not one user turn; this eval reads only those"
+            f"BFCL case {case_id} is not one turn ending with the user's message; this eval "
+            "reads only those"
         )
-    if category != "irrelevance" and case_id not in answers:
+    if "irrelevance" not in category and case_id not in answers:
         raise BfclDataMissing(f"BFCL case {case_id} has no possible answer")
     return Case(
         id=case_id,
         category=category,
-        question=turns[0][0]["content"],
+        question=str(messages[-1]["content"]),
         functions=tuple(entry["function"]),
         answers=tuple(answers.get(case_id, ())),
+        system=system,
+        history=tuple((str(m["role"]), str(m["content"])) for m in messages[:-1]),
     )
 
 
