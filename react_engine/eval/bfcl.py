@@ -43,9 +43,20 @@ from ..errors import ConfigurationError, ModelAPIError, ModelRequestError
 from ..model import ChatModel, OpenAIChatModel, RetryPolicy
 from ..selection import protocol_names
 from ..testing import ScriptedModel
-from ..types import ModelRequest, ModelResponse, ModelSettings, ReplyCall, Step, Usage
+from ..protocol import Protocol
+from ..types import (
+    HistoryItem,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ReplyCall,
+    Step,
+    Usage,
+    UserTurn,
+)
 from .bfcl_checker import Call, check_calls
-from .bfcl_data import CATEGORIES, Case, case_tools, load_cases
+from .bfcl_data import CATEGORIES, DEFAULT_CATEGORIES, Case, case_tools, load_cases
+from .bfcl_prompt import BfclPromptProtocol
 
 __all__ = [
     "NATIVE_FC_DECODE_FAILURE_RATE",
@@ -64,7 +75,14 @@ __all__ = [
 ]
 
 PROTOCOLS: tuple[str, ...] = tuple(p for p in protocol_names() if p != "auto")
-"""The protocols the eval runs: every named one ("auto" picks one of them)."""
+"""The protocols the eval runs by default: every named one ("auto" picks one of them)."""
+
+BFCL_PROMPT = "bfcl-prompt"
+"""The text protocol prompted and read as BFCL's Prompt mode
+(:mod:`react_engine.eval.bfcl_prompt`): run with ``--protocol bfcl-prompt``."""
+
+ALL_PROTOCOLS: tuple[str, ...] = (*PROTOCOLS, BFCL_PROMPT)
+"""Every protocol the eval can run."""
 
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
 """BFCL's decode-failure rate for native function calling on these cases, as issue 14
@@ -227,7 +245,8 @@ async def run_case(
     agent = Agent(
         model_name,
         tools,
-        protocol=protocol,
+        protocol=case_protocol(case, protocol),
+        instructions=case.system,
         client=model,
         capability_cache=cache,
         on_step=_stop_after_first,
@@ -242,7 +261,7 @@ async def run_case(
         ),
     )
     try:
-        result = await agent.arun(case.question)
+        result = await agent.arun(case.question, history=case_history(case, protocol))
     except _StepTaken as taken:
         return score_step(case, protocol, taken.step, names)
     except ModelAPIError as exc:
@@ -255,6 +274,27 @@ async def run_case(
     return CaseResult(
         case.id, case.category, protocol, False, False, f"no step ({result.stop_reason})"
     )
+
+
+def case_protocol(case: Case, protocol: str) -> str | Protocol:
+    """The protocol to run ``case`` under: a name, or BFCL's Prompt mode for its functions."""
+    return BfclPromptProtocol(case.functions) if protocol == BFCL_PROMPT else protocol
+
+
+def case_history(case: Case, protocol: str) -> list[HistoryItem]:
+    """The exchange a (live) case carries before its question: user turns, and the
+    assistant's earlier replies as answered steps."""
+    items: list[HistoryItem] = []
+    for role, content in case.history:
+        if role == "user":
+            items.append(UserTurn(content))
+        else:
+            # The reply as it was written, sent back verbatim by every protocol.
+            step = Step(
+                index=0, kind="final", protocol=protocol, text=content, final_answer=content
+            )
+            items.append(step)
+    return items
 
 
 # --- recordings ------------------------------------------------------------------------------
@@ -520,6 +560,7 @@ def format_report(report: Report) -> str:
         "replies the protocol could not read as a call or an answer · tok/call: tokens of the "
         "one request per case · fallbacks: cases with a protocol event",
     ]
+    lines += _summary_lines(report)
     text = totals.get("text")
     if text is not None and text.cases:
         rate = text.decode_failures / text.cases
@@ -540,6 +581,64 @@ def format_report(report: Report) -> str:
             "(all BFCL categories, not only these five: compare the gap, not the level)"
         )
     return "\n".join(lines)
+
+
+NON_LIVE_CALLS = ("simple", "multiple", "parallel", "parallel_multiple")
+LIVE_CALLS = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
+
+
+def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
+    """BFCL's own figures for one protocol's results, under the leaderboard's column names
+    (``None`` where a category they need was not run):
+
+    * **Python Simple AST**: our ``simple`` (BFCL's ``simple_python``);
+    * **Non-Live AST Summary**: the *unweighted* mean of Simple, Multiple, Parallel and
+      Parallel Multiple AST, as BFCL computes it, with Python Simple AST standing for
+      Simple AST (BFCL averages Python, Java and JavaScript there; we run Python only);
+    * **Irrelevance**, **Live Irrelevance**: as run;
+    * **Live AST Summary**: the mean of the four live call categories *weighted* by their
+      case counts (BFCL weights the live ones, not the non-live ones).
+    """
+    acc: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for category in {r.category for r in results}:
+        t = tally([r for r in results if r.category == category])
+        acc[category], count[category] = t.correct / t.cases, t.cases
+
+    def unweighted(cats: Sequence[str]) -> float | None:
+        return sum(acc[c] for c in cats) / len(cats) if all(c in acc for c in cats) else None
+
+    def weighted(cats: Sequence[str]) -> float | None:
+        if not all(c in acc for c in cats):
+            return None
+        return sum(acc[c] * count[c] for c in cats) / sum(count[c] for c in cats)
+
+    return {
+        "Python Simple AST": acc.get("simple"),
+        "Non-Live AST Summary": unweighted(NON_LIVE_CALLS),
+        "Irrelevance": acc.get("irrelevance"),
+        "Live AST Summary": weighted(LIVE_CALLS),
+        "Live Irrelevance": acc.get("live_irrelevance"),
+    }
+
+
+def _summary_lines(report: Report) -> list[str]:
+    lines = []
+    for protocol in report.protocols:
+        summary = bfcl_summary([r for r in report.results if r.protocol == protocol])
+        shown = [f"{k} {100 * v:.1f}%" for k, v in summary.items() if v is not None]
+        if shown:
+            lines.append(f"  {protocol}: " + " · ".join(shown))
+    if not lines:
+        return []
+    return [
+        "BFCL's own figures, under the leaderboard's column names (TOTAL above is ours, "
+        "pooled over every case: no leaderboard column):",
+        *lines,
+        "  Non-Live AST Summary: unweighted mean of simple, multiple, parallel, "
+        "parallel_multiple (Python Simple AST for Simple AST) · Live AST Summary: weighted "
+        "by case count · docs/bfcl.md says which column each lines up with",
+    ]
 
 
 def _published(model: str) -> tuple[float, float] | None:
@@ -565,6 +664,10 @@ def report_json(report: Report) -> dict[str, Any]:
             "react_engine": __version__,
         },
         "totals": totals,
+        "bfcl_summary": {
+            p: bfcl_summary([r for r in report.results if r.protocol == p])
+            for p in report.protocols
+        },
         "results": [asdict(r) for r in report.results],
     }
 
@@ -603,14 +706,16 @@ def add_eval_parser(
         nargs="+",
         choices=list(CATEGORIES),
         metavar="CAT",
-        help=f"categories to run (default: all of {', '.join(CATEGORIES)})",
+        help=f"categories to run, of {', '.join(CATEGORIES)} (default: "
+        f"{', '.join(DEFAULT_CATEGORIES)})",
     )
     p.add_argument("--limit", type=int, metavar="N", help="the first N cases of each category")
     p.add_argument(
         "--protocol",
         action="append",
-        choices=list(PROTOCOLS),
-        help="a protocol to run; repeatable (default: all of them)",
+        choices=list(ALL_PROTOCOLS),
+        help=f"a protocol to run; repeatable (default: {', '.join(PROTOCOLS)}; "
+        f"{BFCL_PROMPT}: the text protocol with BFCL's Prompt-mode system prompt)",
     )
     p.add_argument("--out", metavar="FILE", help="write the report (every case) as JSON")
     p.add_argument("--model", help="model name (default: $REACT_ENGINE_MODEL / $OPENAI_MODEL)")
@@ -700,8 +805,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
         args.scripted = str(_default_recordings("--scripted"))
     if args.record == "":
         args.record = str(_default_recordings("--record"))
-    categories = args.categories or list(CATEGORIES)
-    protocols = [p for p in PROTOCOLS if p in (args.protocol or PROTOCOLS)]
+    categories = args.categories or list(DEFAULT_CATEGORIES)
+    protocols = [p for p in ALL_PROTOCOLS if p in (args.protocol or PROTOCOLS)]
     settings = EvalSettings(
         temperature=args.temperature,
         seed=args.seed,
@@ -712,7 +817,9 @@ def run_eval_command(args: argparse.Namespace) -> int:
     if scripted:
         directory = Path(args.scripted)
         if not args.protocol:  # the protocols recorded there
-            protocols = [p for p in PROTOCOLS if (directory / f"{p}.json").is_file()] or protocols
+            protocols = [
+                p for p in ALL_PROTOCOLS if (directory / f"{p}.json").is_file()
+            ] or protocols
         recorded: dict[str, dict[str, ModelResponse]] = {}
         meta: dict[str, Any] = {}
         for protocol in protocols:

@@ -9,9 +9,13 @@ calls. The wheel's code pulls in dozens of heavy dependencies, so it is installe
 
 BFCL describes parameters in its own dialect of JSON Schema: ``"dict"`` for an object,
 ``"float"``, ``"tuple"``, ``"any"``, and ``"optional": true`` beside ``required``.
-:func:`to_json_schema` turns that into plain JSON Schema, and :func:`case_tools` wraps
-each function in a :class:`~react_engine.tools.Tool` that never runs: the eval reads the
-call the model decided on, it does not execute it.
+:func:`to_json_schema` turns that into plain JSON Schema as BFCL's own conversion for
+function-calling models does: ``any`` becomes ``string`` (its checker reads it so), and a
+``float`` property becomes ``number`` with ``"format": "float"`` and " This is a float
+type value." after its description; :func:`case_tools` adds BFCL's " Note that the
+provided function is in Python 3 syntax." to each description, and wraps each function
+in a :class:`~react_engine.tools.Tool` that never runs: the eval reads the call the
+model decided on, it does not execute it.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from ..tools import Tool
 __all__ = [
     "CATEGORIES",
     "DEFAULT_CATEGORIES",
+    "FLOAT_NOTE",
     "INSTALL_HINT",
+    "PYTHON_HINT",
     "BfclDataMissing",
     "Case",
     "api_name",
@@ -75,7 +81,7 @@ _TYPES: Mapping[str, str | None] = {
     "dict": "object",
     "float": "number",
     "tuple": "array",
-    "any": None,
+    "any": "string",
     "string": "string",
     "integer": "integer",
     "boolean": "boolean",
@@ -83,7 +89,13 @@ _TYPES: Mapping[str, str | None] = {
     "object": "object",
     "number": "number",
 }
-"""BFCL type names to JSON Schema types; ``None``: no constraint (``"any"``)."""
+"""BFCL type names to JSON Schema types (``any`` as BFCL sends it: a string)."""
+
+PYTHON_HINT = " Note that the provided function is in Python 3 syntax."
+"""What BFCL appends to every Python function's description before sending it."""
+
+FLOAT_NOTE = " This is a float type value."
+"""What BFCL appends to a ``float`` property's description for function-calling models."""
 
 _KEPT = ("description", "enum", "default", "format", "maximum", "minimum", "minItems", "maxItems")
 """Keywords passed through unchanged; the rest (``optional``) are BFCL's own."""
@@ -226,10 +238,19 @@ def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
         out["items"] = to_json_schema(items)
     props = node.get("properties")
     if isinstance(props, Mapping):
-        out["properties"] = {name: to_json_schema(p) for name, p in props.items()}
+        out["properties"] = {name: _property_schema(p) for name, p in props.items()}
         required = [r for r in node.get("required", ()) if r in props]
         if required:
             out["required"] = required
+    return out
+
+
+def _property_schema(node: Mapping[str, Any]) -> dict[str, Any]:
+    """A property as BFCL converts it: a ``float`` one says so in its format and words."""
+    out = to_json_schema(node)
+    if node.get("type") == "float":
+        out["format"] = "float"
+        out["description"] = str(node.get("description") or "") + FLOAT_NOTE
     return out
 
 
@@ -289,7 +310,7 @@ def case_tools(case: Case) -> tuple[list[Tool], dict[str, str]]:
         tools.append(
             Tool(
                 name=name,
-                description=str(function.get("description") or ""),
+                description=str(function.get("description") or "") + PYTHON_HINT,
                 args_model=_arguments_model(schema),
                 function=_not_run,
                 parameters=schema,
