@@ -175,7 +175,9 @@ def test_every_function_of_the_ast_categories_converts() -> None:
         tools, names = case_tools(case)
         assert sorted(names.values()) == sorted(f["name"] for f in case.functions)
         for tool in tools:
-            assert tool.description.endswith(" Note that the provided function is in Python 3 syntax.")
+            assert tool.description.endswith(
+                " Note that the provided function is in Python 3 syntax."
+            )
             assert tool.parameters["type"] == "object"
             assert tool.parameters["additionalProperties"] is False
             assert types(tool.parameters) <= allowed, case.id

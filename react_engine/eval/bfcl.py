@@ -41,9 +41,9 @@ from ..agent import Agent
 from ..capabilities import CapabilityCache
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError
 from ..model import ChatModel, OpenAIChatModel, RetryPolicy
+from ..protocol import Protocol
 from ..selection import protocol_names
 from ..testing import ScriptedModel
-from ..protocol import Protocol
 from ..types import (
     HistoryItem,
     ModelRequest,

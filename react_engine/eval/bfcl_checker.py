@@ -178,9 +178,7 @@ def check_one(
         if name not in properties or name not in accepted:
             return Verdict(False, f"{call.name}: unexpected parameter {name!r}")
         try:
-            verdict = _check_value(
-                f"{call.name}.{name}", value, properties[name], accepted[name]
-            )
+            verdict = _check_value(f"{call.name}.{name}", value, properties[name], accepted[name])
         except _Malformed as exc:
             verdict = Verdict(False, f"{call.name}.{name}: {exc}")
         if not verdict.ok:
@@ -198,11 +196,11 @@ def _py_type(schema: Any) -> type:
     return _PY_TYPES[kind]
 
 
-def _type_ok(value: Any, accepted: Any, expected: type, item: type | None) -> bool | None:
+def _type_ok(value: Any, accepted: Sequence[Any], expected: type, item: type | None) -> bool | None:
     """BFCL's type check: ``None`` if the value fails it; else whether the value stands
     for a variable (the accepted values are of another type than documented), which is
     then compared as it is."""
-    answer_type = _answer_type(accepted) if isinstance(accepted, Sequence) else None
+    answer_type = _answer_type(accepted)
     variable = answer_type is not None and answer_type is not expected
     if type(value) is expected:
         if item is None:

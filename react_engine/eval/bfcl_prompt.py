@@ -34,6 +34,7 @@ from .bfcl_data import INSTALL_HINT, PYTHON_HINT, BfclDataMissing, api_name
 
 __all__ = ["BfclPromptProtocol", "bfcl_system_prompt", "parse_python_calls"]
 
+
 def _prompts() -> Any:
     try:
         return importlib.import_module("bfcl_eval.constants.default_prompts")
