@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["Call", "Verdict", "check_calls", "check_one", "is_irrelevance", "normalize_string"]
 
@@ -205,9 +205,10 @@ def _type_ok(value: Any, accepted: Sequence[Any], expected: type, item: type | N
     if type(value) is expected:
         if item is None:
             return variable
+        items: list[Any] = cast("list[Any]", value)
         for option in accepted:
             if type(option) is not list or all(
-                _type_ok(v, option, item, None) is not None for v in value
+                _type_ok(v, option, item, None) is not None for v in items
             ):
                 return variable
         return None
