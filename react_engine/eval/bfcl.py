@@ -71,18 +71,24 @@ from .bfcl_multi_turn import (
 from .bfcl_prompt import BfclPromptProtocol
 
 __all__ = [
+    "ALL_PROTOCOLS",
+    "BFCL_PROMPT",
     "NATIVE_FC_DECODE_FAILURE_RATE",
     "PROTOCOLS",
     "PUBLISHED",
     "CaseResult",
     "EvalSettings",
     "LiveEndpoint",
+    "Recorded",
     "Report",
     "add_eval_parser",
+    "bfcl_summary",
     "format_report",
     "load_recording",
     "run_bfcl",
+    "run_case",
     "run_eval_command",
+    "run_multi_turn_case",
     "save_recording",
 ]
 
@@ -845,6 +851,12 @@ def add_eval_parser(
     )
     p.add_argument("--limit", type=int, metavar="N", help="the first N cases of each category")
     p.add_argument(
+        "--cases",
+        nargs="+",
+        metavar="ID",
+        help="only these cases, by BFCL id (multi_turn_base_100...)",
+    )
+    p.add_argument(
         "--protocol",
         action="append",
         choices=list(ALL_PROTOCOLS),
@@ -949,6 +961,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
     if args.record == "":
         args.record = str(_default_recordings("--record"))
     categories = args.categories or list(DEFAULT_CATEGORIES)
+    if args.cases and not args.categories:  # the categories the ids belong to
+        categories = [*CATEGORIES, *MULTI_TURN_CATEGORIES]
     protocols = [p for p in ALL_PROTOCOLS if p in (args.protocol or PROTOCOLS)]
     settings = EvalSettings(
         temperature=args.temperature,
@@ -970,6 +984,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
             meta, recorded[protocol] = load_recording(directory, protocol)
         settings = _recorded_settings(meta, settings)
         ids = sorted({i for replies in recorded.values() for i in replies})
+        if args.cases:
+            ids = [i for i in ids if i in set(args.cases)]
         if not args.categories:  # every category recorded there
             categories = [*CATEGORIES, *MULTI_TURN_CATEGORIES]
         cases = _load_any(categories, only=ids)
@@ -987,7 +1003,9 @@ def run_eval_command(args: argparse.Namespace) -> int:
             quiet=args.quiet,
         )
     else:
-        cases = _load_any(categories, limit=args.limit)
+        cases = _load_any(categories, limit=args.limit, only=args.cases or ())
+        if not cases:
+            raise ConfigurationError("no BFCL case has these ids in these categories")
         record: dict[str, dict[str, Recorded]] | None = {} if recording else None
         with _endpoint(args) as endpoint:
             report = run_bfcl(
