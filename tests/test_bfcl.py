@@ -304,6 +304,7 @@ shows up as a diff. Make it deliberately: ``pytest --update-goldens`` rewrites t
 def test_every_recording_has_its_expected_table() -> None:
     assert [p.relative_to(DEFAULT_RECORDINGS).as_posix() for p in RECORDINGS] == [
         ".",
+        "multi-turn",
         "no-constraints",
         "required",
     ]
@@ -340,7 +341,7 @@ def test_the_recordings_are_of_the_embedded_model() -> None:
             meta, replies = load_recording(directory, path.stem)
             assert meta["model"].startswith("smollm2")
             assert meta["settings"]["temperature"] == 0 and meta["settings"]["seed"] == 42
-            assert len(replies) in (40, 50)
+            assert len(replies) in (40, 50) or directory.name == "multi-turn"
     for protocol in PROTOCOLS:
         _, replies = load_recording(DEFAULT_RECORDINGS, protocol)
         assert {k.rsplit("_", 1)[0] for k in replies} == {

@@ -639,10 +639,17 @@ def _grid(rows: list[list[str]]) -> list[str]:
 def format_report(report: Report) -> str:
     """The table: one row per protocol and category, then each protocol's total."""
     s = report.settings
+    multi = any(c in MULTI_TURN_CATEGORIES for c in report.categories)
+    ast = any(c not in MULTI_TURN_CATEGORIES for c in report.categories)
+    steps = []
+    if ast:
+        steps.append("one step per AST case" if multi else "one step each")
+    if multi:
+        steps.append(f"up to {s.max_turn_steps or step_limit() + 1} steps a turn")
     lines = [
         f"BFCL · {report.model} ({report.source}) · "
         f"{len({r.case for r in report.results})} cases × {len(report.protocols)} protocol(s)"
-        f" · one step each · temperature {s.temperature:g} · seed {s.seed} · "
+        f" · {' · '.join(steps)} · temperature {s.temperature:g} · seed {s.seed} · "
         f"max_tokens {s.max_tokens} · tool_choice {s.tool_choice}"
         + ("" if s.constrained else " · no constrained decoding"),
         "",
@@ -987,7 +994,9 @@ def run_eval_command(args: argparse.Namespace) -> int:
         if args.cases:
             ids = [i for i in ids if i in set(args.cases)]
         if not args.categories:  # every category recorded there
-            categories = [*CATEGORIES, *MULTI_TURN_CATEGORIES]
+            stems = {i.rsplit("_", 1)[0] for i in ids}
+            categories = [c for c in CATEGORIES if CATEGORIES[c] in stems]
+            categories += [c for c in MULTI_TURN_CATEGORIES if c in stems]
         cases = _load_any(categories, only=ids)
         if args.limit is not None:
             cases = _first(cases, args.limit)

@@ -150,6 +150,7 @@ def load_multi_turn_cases(
         )
     base = root if root is not None else data_root()
     wanted = set(only)
+    docs: dict[str, list[dict[str, Any]]] = {}
     cases: list[MultiTurnCase] = []
     for category in categories:
         stem = f"BFCL_v4_{category}.json"
@@ -157,18 +158,26 @@ def load_multi_turn_cases(
         truth = {a["id"]: a["ground_truth"] for a in _read_lines(base / "possible_answer" / stem)}
         picked = [e for e in entries if e["id"] in wanted] if wanted else entries
         for entry in picked[:limit] if limit is not None else picked:
-            cases.append(_case(base, entry, category, truth))
+            cases.append(_case(base, entry, category, truth, docs))
     return cases
 
 
 def _case(
-    root: Traversable, entry: Mapping[str, Any], category: str, truth: Mapping[str, Any]
+    root: Traversable,
+    entry: Mapping[str, Any],
+    category: str,
+    truth: Mapping[str, Any],
+    docs: dict[str, list[dict[str, Any]]],
 ) -> MultiTurnCase:
     case_id = entry["id"]
     if case_id not in truth:
         raise BfclDataMissing(f"BFCL case {case_id} has no ground truth")
     classes = tuple(entry["involved_classes"])
-    functions = _function_docs(root, classes)
+    functions = []
+    for name in classes:
+        if name not in docs:
+            docs[name] = _function_docs(root, [name])
+        functions += copy.deepcopy(docs[name])
     added: dict[int, tuple[Mapping[str, Any], ...]] = {}
     for index, names in (entry.get("missed_function") or {}).items():
         held = [f for f in functions if f["name"] in names]
