@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
+from react_engine.cli import main
 from react_engine.eval.bfcl import (
+    ALL_PROTOCOLS,
     BFCL_PROMPT,
+    DEFAULT_RECORDINGS,
     PROTOCOLS,
     EvalSettings,
     format_report,
@@ -144,3 +147,24 @@ def test_every_protocol_runs_a_multi_turn_case(protocol: str) -> None:
     # The first turn is right; the second turn made no call: BFCL fails it there.
     assert not result.correct and "turn 1" in result.reason
     assert "multi_turn_base" in format_report(report)
+
+
+def test_a_turn_that_spends_the_error_budget_ends_and_the_case_is_graded() -> None:
+    cases = load_multi_turn_cases(["multi_turn_base"], only=["multi_turn_base_1"])
+    garbage = [reply("no format at all")] * 40
+    report = run_bfcl(cases, ["text"], recorded={"text": {"multi_turn_base_1": garbage}})
+    (result,) = report.results
+    assert result.error is None and result.decode_failure
+    assert not result.correct and "turn 0" in result.reason
+
+
+def test_the_recorded_multi_turn_case_replays_from_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    directory = DEFAULT_RECORDINGS / "multi-turn"
+    args = ["eval", "bfcl", "--scripted", str(directory), "--quiet"]
+    assert main([*args, "--cases", "multi_turn_base_100"]) == 0
+    out = capsys.readouterr().out
+    assert "1 cases × 4 protocol(s)" in out and "up to 3 steps a turn" in out
+    for protocol in ALL_PROTOCOLS:
+        assert f"{protocol}: Multi Turn Base" in out

@@ -39,7 +39,7 @@ from typing import Any
 from .. import __version__
 from ..agent import Agent
 from ..capabilities import CapabilityCache
-from ..errors import ConfigurationError, ModelAPIError, ModelRequestError
+from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
 from ..model import ChatModel, OpenAIChatModel, RetryPolicy
 from ..protocol import Protocol
 from ..selection import protocol_names
@@ -347,7 +347,10 @@ async def run_multi_turn_case(
                 max_steps=limit,
                 **_agent_settings(settings),
             )
-            result = await agent.arun(message or added_functions_prompt(), history=history)
+            try:
+                result = await agent.arun(message or added_functions_prompt(), history=history)
+            except RunAborted as aborted:  # too many failed steps: the turn ends there
+                result = aborted.result
             steps += result.steps
             turn_calls: list[list[str]] = []
             for step in result.steps:
@@ -700,6 +703,11 @@ def format_report(report: Report) -> str:
         "replies the protocol could not read as a call or an answer · tok/call: tokens of the "
         "one request per case · fallbacks: cases with a protocol event",
     ]
+    if multi:
+        lines.append(
+            "multi-turn accuracy: BFCL's own multi-turn checker (state and results after each "
+            "turn) · tok/call there: per request, every step of every turn"
+        )
     lines += _summary_lines(report)
     text = totals.get("text")
     if text is not None and text.cases:
