@@ -1,6 +1,6 @@
-"""``react-engine eval bfcl``: BFCL's AST categories, one step per case, under each protocol.
+"""``react-engine eval bfcl``: BFCL's cases under each protocol, graded as BFCL grades.
 
-Each case (:mod:`react_engine.eval.bfcl_data`) becomes an :class:`~react_engine.Agent`
+An AST case (:mod:`react_engine.eval.bfcl_data`) becomes an :class:`~react_engine.Agent`
 with the case's functions as tools, run for exactly one model turn: the request is built
 and the reply parsed by the protocol as in any run, and the turn's
 :class:`~react_engine.types.Step` is scored (:mod:`react_engine.eval.bfcl_checker`). Per
@@ -15,6 +15,13 @@ protocol and category the report gives:
   counted them;
 * **fallbacks**: cases whose step carries an event (a protocol fallback, a dropped
   parameter the server rejected); and **repaired**: replies read only after a repair.
+
+A multi-turn case (:mod:`react_engine.eval.bfcl_multi_turn`) runs each turn through the
+whole agent loop, its tools running on BFCL's backends, and is graded by BFCL's own
+multi-turn checker. Beside the named protocols, ``bfcl-prompt``
+(:mod:`react_engine.eval.bfcl_prompt`) is the text protocol with BFCL's Prompt-mode
+system prompt. Under the table, :func:`bfcl_summary` gives BFCL's own figures under the
+leaderboard's column names.
 
 Replies come from an endpoint (``OPENAI_BASE_URL``..., or ``--local`` for the embedded
 model) and can be recorded (``--record DIR``); ``--scripted [DIR]`` replays recorded
