@@ -39,11 +39,13 @@ $(STAMP): pyproject.toml react_engine/__init__.py | $(PY)
 # code depends on dozens of heavy packages the eval never imports (it reads the data files
 # only), so it goes in without them: --no-deps, which an extra in pyproject.toml cannot
 # say. The version is pinned: the recorded replies in fixtures/bfcl answer its cases.
+# mpmath (pure Python, the version the wheel pins) is the one dependency the multi-turn
+# backends the eval runs need: BFCL's MathAPI imports it.
 BFCL_EVAL_VERSION ?= 2026.3.23
 BFCL_STAMP := $(VENV)/.bfcl-eval-$(BFCL_EVAL_VERSION)
 
 $(BFCL_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet --no-deps 'bfcl-eval==$(BFCL_EVAL_VERSION)'
+	$(PY) -m pip install --quiet --no-deps 'bfcl-eval==$(BFCL_EVAL_VERSION)' 'mpmath==1.3.0'
 	@touch $(BFCL_STAMP)
 
 venv: $(STAMP) $(BFCL_STAMP)

@@ -1,6 +1,6 @@
-"""``react-engine eval bfcl``: BFCL's AST categories, one step per case, under each protocol.
+"""``react-engine eval bfcl``: BFCL's cases under each protocol, graded as BFCL grades.
 
-Each case (:mod:`react_engine.eval.bfcl_data`) becomes an :class:`~react_engine.Agent`
+An AST case (:mod:`react_engine.eval.bfcl_data`) becomes an :class:`~react_engine.Agent`
 with the case's functions as tools, run for exactly one model turn: the request is built
 and the reply parsed by the protocol as in any run, and the turn's
 :class:`~react_engine.types.Step` is scored (:mod:`react_engine.eval.bfcl_checker`). Per
@@ -15,6 +15,13 @@ protocol and category the report gives:
   counted them;
 * **fallbacks**: cases whose step carries an event (a protocol fallback, a dropped
   parameter the server rejected); and **repaired**: replies read only after a repair.
+
+A multi-turn case (:mod:`react_engine.eval.bfcl_multi_turn`) runs each turn through the
+whole agent loop, its tools running on BFCL's backends, and is graded by BFCL's own
+multi-turn checker. Beside the named protocols, ``bfcl-prompt``
+(:mod:`react_engine.eval.bfcl_prompt`) is the text protocol with BFCL's Prompt-mode
+system prompt. Under the table, :func:`bfcl_summary` gives BFCL's own figures under the
+leaderboard's column names.
 
 Replies come from an endpoint (``OPENAI_BASE_URL``..., or ``--local`` for the embedded
 model) and can be recorded (``--record DIR``); ``--scripted [DIR]`` replays recorded
@@ -39,32 +46,68 @@ from typing import Any
 from .. import __version__
 from ..agent import Agent
 from ..capabilities import CapabilityCache
-from ..errors import ConfigurationError, ModelAPIError, ModelRequestError
+from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
 from ..model import ChatModel, OpenAIChatModel, RetryPolicy
+from ..protocol import Protocol
 from ..selection import protocol_names
-from ..testing import ScriptedModel
-from ..types import ModelRequest, ModelResponse, ModelSettings, ReplyCall, Step, Usage
+from ..testing import ScriptedModel, ScriptExhausted
+from ..types import (
+    HistoryItem,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ReplyCall,
+    Step,
+    Usage,
+    UserTurn,
+)
 from .bfcl_checker import Call, check_calls
-from .bfcl_data import CATEGORIES, Case, case_tools, load_cases
+from .bfcl_data import CATEGORIES, DEFAULT_CATEGORIES, Case, case_tools, load_cases
+from .bfcl_multi_turn import (
+    MULTI_TURN_CATEGORIES,
+    Backends,
+    MultiTurnCase,
+    added_functions_prompt,
+    call_string,
+    calls_json,
+    grade,
+    load_multi_turn_cases,
+    step_limit,
+    turn_tools,
+)
+from .bfcl_prompt import BfclPromptProtocol
 
 __all__ = [
+    "ALL_PROTOCOLS",
+    "BFCL_PROMPT",
     "NATIVE_FC_DECODE_FAILURE_RATE",
     "PROTOCOLS",
     "PUBLISHED",
     "CaseResult",
     "EvalSettings",
     "LiveEndpoint",
+    "Recorded",
     "Report",
     "add_eval_parser",
+    "bfcl_summary",
     "format_report",
     "load_recording",
     "run_bfcl",
+    "run_case",
     "run_eval_command",
+    "run_multi_turn_case",
     "save_recording",
 ]
 
 PROTOCOLS: tuple[str, ...] = tuple(p for p in protocol_names() if p != "auto")
-"""The protocols the eval runs: every named one ("auto" picks one of them)."""
+"""The protocols the eval runs by default: every named one ("auto" picks one of them)."""
+
+BFCL_PROMPT = "bfcl-prompt"
+"""The text protocol prompted and read as BFCL's Prompt mode
+(:mod:`react_engine.eval.bfcl_prompt`): run with ``--protocol bfcl-prompt``."""
+
+ALL_PROTOCOLS: tuple[str, ...] = (*PROTOCOLS, BFCL_PROMPT)
+"""Every protocol the eval can run."""
 
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
 """BFCL's decode-failure rate for native function calling on these cases, as issue 14
@@ -115,6 +158,10 @@ class EvalSettings:
     """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call, which shows what a
     model that would rather answer in prose calls when it must (irrelevance then fails by
     design)."""
+    max_turn_steps: int | None = None
+    """Multi-turn: steps one turn may take before the case is force-terminated (and
+    fails); ``None``: BFCL's own limit (``MAXIMUM_STEP_LIMIT``, 20, plus the step that
+    passes it, as BFCL counts)."""
 
 
 @dataclass(slots=True)
@@ -136,6 +183,8 @@ class CaseResult:
     repaired: bool = False
     error: str | None = None
     """An API failure that left the case without a reply (not counted as a decode failure)."""
+    requests: int = 1
+    """Model requests the case made (multi-turn: every step of every turn)."""
 
 
 @dataclass(slots=True)
@@ -167,17 +216,19 @@ def _stop_after_first(step: Step) -> None:
 
 
 class _Tap(ChatModel):
-    """Passes requests to a model and keeps the last reply, for ``--record``."""
+    """Passes requests to a model and keeps the replies, for ``--record``."""
 
     def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
         self.base_url = inner.base_url
         self.last: ModelResponse | None = None
+        self.replies: list[ModelResponse] = []
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.last = None
         reply = await self.inner.complete(request)
         self.last = reply
+        self.replies.append(reply)
         return reply
 
 
@@ -227,7 +278,8 @@ async def run_case(
     agent = Agent(
         model_name,
         tools,
-        protocol=protocol,
+        protocol=case_protocol(case, protocol),
+        instructions=case.system,
         client=model,
         capability_cache=cache,
         on_step=_stop_after_first,
@@ -242,7 +294,7 @@ async def run_case(
         ),
     )
     try:
-        result = await agent.arun(case.question)
+        result = await agent.arun(case.question, history=case_history(case, protocol))
     except _StepTaken as taken:
         return score_step(case, protocol, taken.step, names)
     except ModelAPIError as exc:
@@ -255,6 +307,118 @@ async def run_case(
     return CaseResult(
         case.id, case.category, protocol, False, False, f"no step ({result.stop_reason})"
     )
+
+
+def _agent_settings(settings: EvalSettings) -> dict[str, Any]:
+    return {
+        "tool_choice": settings.tool_choice,
+        "retry": RetryPolicy(max_attempts=settings.max_attempts),
+        "settings": ModelSettings(
+            temperature=settings.temperature,
+            seed=settings.seed,
+            max_tokens=settings.max_tokens,
+            timeout=settings.request_timeout,
+        ),
+    }
+
+
+async def run_multi_turn_case(
+    case: MultiTurnCase,
+    protocol: str,
+    model: ChatModel,
+    model_name: str,
+    settings: EvalSettings,
+) -> CaseResult:
+    """A multi-turn case: each turn one run of the agent loop on the conversation so far,
+    the tools running on the case's BFCL backends; graded by BFCL's checker."""
+    cache = CapabilityCache()
+    if not settings.constrained:
+        cache.remember(model.base_url, model_name, constrained_decoding=False)
+    limit = settings.max_turn_steps or step_limit() + 1
+    backends = Backends(case)
+    history: list[HistoryItem] = []
+    decoded: list[list[list[str]]] = []
+    steps: list[Step] = []
+    error: str | None = None
+    try:
+        backends.execute([])  # the instances exist from the start, as in BFCL's inference
+        for turn, message in enumerate(case.turns):
+            functions = case.functions_at(turn)
+            tools, names = turn_tools(functions, backends)
+            agent = Agent(
+                model_name,
+                tools,
+                protocol=BfclPromptProtocol(functions) if protocol == BFCL_PROMPT else protocol,
+                client=model,
+                capability_cache=cache,
+                max_steps=limit,
+                **_agent_settings(settings),
+            )
+            try:
+                result = await agent.arun(message or added_functions_prompt(), history=history)
+            except RunAborted as aborted:  # too many failed steps: the turn ends there
+                result = aborted.result
+            steps += result.steps
+            turn_calls: list[list[str]] = []
+            for step in result.steps:
+                made = [
+                    call_string(names[a.tool], a.arguments)
+                    for a in step.actions
+                    if a.tool in names
+                    and isinstance(a.arguments, dict)
+                    and a.status != "invalid_arguments"
+                ]
+                if any(c is not None for c in made):
+                    turn_calls.append([c for c in made if c is not None])
+            decoded.append(turn_calls)
+            if result.stop_reason == "max_steps":
+                break  # force-terminated: BFCL fails the case
+        correct, reason = grade(case, decoded, backends)
+    except ModelAPIError as exc:
+        if isinstance(exc, ModelRequestError) and exc.status_code in (401, 403, 404):
+            raise
+        correct, reason, error = False, "no reply", str(exc)
+    except ScriptExhausted as exc:
+        correct, reason, error = False, "no reply", f"the recording has no more replies: {exc}"
+    finally:
+        backends.close()
+    unreadable = any(a.status == "invalid_arguments" for s in steps for a in s.actions)
+    return CaseResult(
+        case=case.id,
+        category=case.category,
+        protocol=protocol,
+        correct=correct,
+        decode_failure=any(s.kind == "format_error" for s in steps) or unreadable,
+        reason=reason,
+        calls=calls_json(decoded),
+        prompt_tokens=sum(s.usage.prompt_tokens for s in steps),
+        completion_tokens=sum(s.usage.completion_tokens for s in steps),
+        events=[e for s in steps for e in s.events],
+        repaired=any(s.repairs or any(a.salvaged for a in s.actions) for s in steps),
+        error=error,
+        requests=len(steps),
+    )
+
+
+def case_protocol(case: Case, protocol: str) -> str | Protocol:
+    """The protocol to run ``case`` under: a name, or BFCL's Prompt mode for its functions."""
+    return BfclPromptProtocol(case.functions) if protocol == BFCL_PROMPT else protocol
+
+
+def case_history(case: Case, protocol: str) -> list[HistoryItem]:
+    """The exchange a (live) case carries before its question: user turns, and the
+    assistant's earlier replies as answered steps."""
+    items: list[HistoryItem] = []
+    for role, content in case.history:
+        if role == "user":
+            items.append(UserTurn(content))
+        else:
+            # The reply as it was written, sent back verbatim by every protocol.
+            step = Step(
+                index=0, kind="final", protocol=protocol, text=content, final_answer=content
+            )
+            items.append(step)
+    return items
 
 
 # --- recordings ------------------------------------------------------------------------------
@@ -289,25 +453,40 @@ def _reply_from_json(data: Mapping[str, Any]) -> ModelResponse:
     )
 
 
+Recorded = ModelResponse | list[ModelResponse]
+"""A case's recorded replies: one (an AST case), or every reply in order (multi-turn)."""
+
+
+def _recorded_json(value: Recorded) -> Any:
+    if isinstance(value, list):
+        return [_reply_json(v) for v in value]
+    return _reply_json(value)
+
+
+def _recorded_from_json(data: Any) -> Recorded:
+    if isinstance(data, list):
+        return [_reply_from_json(v) for v in data]
+    return _reply_from_json(data)
+
+
 def save_recording(
-    directory: Path, protocol: str, replies: Mapping[str, ModelResponse], meta: Mapping[str, Any]
+    directory: Path, protocol: str, replies: Mapping[str, Recorded], meta: Mapping[str, Any]
 ) -> Path:
-    """Write ``<protocol>.json``: the meta and each case's raw reply, keyed by case id."""
+    """Write ``<protocol>.json``: the meta and each case's raw reply (multi-turn: the list
+    of its replies), keyed by case id."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{protocol}.json"
-    body = {"meta": dict(meta), "replies": {k: _reply_json(v) for k, v in replies.items()}}
+    body = {"meta": dict(meta), "replies": {k: _recorded_json(v) for k, v in replies.items()}}
     path.write_text(json.dumps(body, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return path
 
 
-def load_recording(
-    directory: Path, protocol: str
-) -> tuple[dict[str, Any], dict[str, ModelResponse]]:
+def load_recording(directory: Path, protocol: str) -> tuple[dict[str, Any], dict[str, Recorded]]:
     """The meta and the replies recorded for ``protocol`` in ``directory``."""
     path = directory / f"{protocol}.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        replies = {k: _reply_from_json(v) for k, v in data["replies"].items()}
+        replies = {k: _recorded_from_json(v) for k, v in data["replies"].items()}
     except FileNotFoundError:
         raise ConfigurationError(
             f"no recorded {protocol} replies in {directory} (record them with --record)"
@@ -330,13 +509,16 @@ class LiveEndpoint:
     where: str = ""
 
 
+AnyCase = Case | MultiTurnCase
+
+
 async def _run_all(
-    cases: Sequence[Case],
+    cases: Sequence[AnyCase],
     protocols: Sequence[str],
     report: Report,
     endpoint: LiveEndpoint | None,
-    recorded: Mapping[str, Mapping[str, ModelResponse]],
-    record: dict[str, dict[str, ModelResponse]] | None,
+    recorded: Mapping[str, Mapping[str, Recorded]],
+    record: dict[str, dict[str, Recorded]] | None,
     quiet: bool,
 ) -> None:
     live: ChatModel | None = None
@@ -351,17 +533,19 @@ async def _run_all(
                 model: ChatModel = _Tap(live)
             else:
                 reply = recorded[protocol][case.id]
-                model = ScriptedModel([reply])
-            result = await run_case(
-                case,
-                protocol,
-                model,
-                report.model,
-                report.settings,
-            )
+                model = ScriptedModel(list(reply) if isinstance(reply, list) else [reply])
+            if isinstance(case, MultiTurnCase):
+                result = await run_multi_turn_case(
+                    case, protocol, model, report.model, report.settings
+                )
+            else:
+                result = await run_case(case, protocol, model, report.model, report.settings)
             report.results.append(result)
-            if record is not None and isinstance(model, _Tap) and model.last is not None:
-                record.setdefault(protocol, {})[case.id] = model.last
+            if record is not None and isinstance(model, _Tap):
+                if isinstance(case, MultiTurnCase):
+                    record.setdefault(protocol, {})[case.id] = list(model.replies)
+                elif model.last is not None:
+                    record.setdefault(protocol, {})[case.id] = model.last
             if not quiet:
                 verdict = "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
                 print(
@@ -372,19 +556,20 @@ async def _run_all(
 
 
 def run_bfcl(
-    cases: Sequence[Case],
+    cases: Sequence[AnyCase],
     protocols: Sequence[str],
     *,
     endpoint: LiveEndpoint | None = None,
-    recorded: Mapping[str, Mapping[str, ModelResponse]] | None = None,
+    recorded: Mapping[str, Mapping[str, Recorded]] | None = None,
     model: str = "scripted",
     source: str = "scripted",
     settings: EvalSettings | None = None,
-    record: dict[str, dict[str, ModelResponse]] | None = None,
+    record: dict[str, dict[str, Recorded]] | None = None,
     quiet: bool = True,
 ) -> Report:
     """Every case under every protocol: live at ``endpoint``, or from ``recorded`` replies
-    (``{protocol: {case id: reply}}``). ``record``, when given, collects the live replies."""
+    (``{protocol: {case id: reply, or a multi-turn case's replies}}``). ``record``, when
+    given, collects the live replies."""
     if (endpoint is None) == (recorded is None):
         raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:
@@ -420,6 +605,7 @@ class _Tally:
     completion_tokens: int = 0
     fallbacks: int = 0
     repaired: int = 0
+    requests: int = 0
 
     def add(self, r: CaseResult) -> None:
         self.cases += 1
@@ -431,10 +617,7 @@ class _Tally:
         self.completion_tokens += r.completion_tokens
         self.fallbacks += bool(r.events)
         self.repaired += r.repaired
-
-    @property
-    def requests(self) -> int:
-        return self.cases - self.errors
+        self.requests += r.requests if r.error is None else 0
 
 
 def tally(results: Sequence[CaseResult]) -> _Tally:
@@ -466,10 +649,17 @@ def _grid(rows: list[list[str]]) -> list[str]:
 def format_report(report: Report) -> str:
     """The table: one row per protocol and category, then each protocol's total."""
     s = report.settings
+    multi = any(c in MULTI_TURN_CATEGORIES for c in report.categories)
+    ast = any(c not in MULTI_TURN_CATEGORIES for c in report.categories)
+    steps = []
+    if ast:
+        steps.append("one step per AST case" if multi else "one step each")
+    if multi:
+        steps.append(f"up to {s.max_turn_steps or step_limit() + 1} steps a turn")
     lines = [
-        f"BFCL (AST categories) · {report.model} ({report.source}) · "
+        f"BFCL · {report.model} ({report.source}) · "
         f"{len({r.case for r in report.results})} cases × {len(report.protocols)} protocol(s)"
-        f" · one step each · temperature {s.temperature:g} · seed {s.seed} · "
+        f" · {' · '.join(steps)} · temperature {s.temperature:g} · seed {s.seed} · "
         f"max_tokens {s.max_tokens} · tool_choice {s.tool_choice}"
         + ("" if s.constrained else " · no constrained decoding"),
         "",
@@ -520,6 +710,12 @@ def format_report(report: Report) -> str:
         "replies the protocol could not read as a call or an answer · tok/call: tokens of the "
         "one request per case · fallbacks: cases with a protocol event",
     ]
+    if multi:
+        lines.append(
+            "multi-turn accuracy: BFCL's own multi-turn checker (state and results after each "
+            "turn) · tok/call there: per request, every step of every turn"
+        )
+    lines += _summary_lines(report)
     text = totals.get("text")
     if text is not None and text.cases:
         rate = text.decode_failures / text.cases
@@ -540,6 +736,71 @@ def format_report(report: Report) -> str:
             "(all BFCL categories, not only these five: compare the gap, not the level)"
         )
     return "\n".join(lines)
+
+
+NON_LIVE_CALLS = ("simple", "multiple", "parallel", "parallel_multiple")
+LIVE_CALLS = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
+
+
+def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
+    """BFCL's own figures for one protocol's results, under the leaderboard's column names
+    (``None`` where a category they need was not run):
+
+    * **Python Simple AST**: our ``simple`` (BFCL's ``simple_python``);
+    * **Non-Live AST Summary**: the *unweighted* mean of Simple, Multiple, Parallel and
+      Parallel Multiple AST, as BFCL computes it, with Python Simple AST standing for
+      Simple AST (BFCL averages Python, Java and JavaScript there; we run Python only);
+    * **Irrelevance**, **Live Irrelevance**: as run;
+    * **Live AST Summary**: the mean of the four live call categories *weighted* by their
+      case counts (BFCL weights the live ones, not the non-live ones);
+    * **Multi Turn** figures per category, and their unweighted mean as **Multi Turn
+      Overall Acc** when all four ran.
+    """
+    acc: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for category in {r.category for r in results}:
+        t = tally([r for r in results if r.category == category])
+        acc[category], count[category] = t.correct / t.cases, t.cases
+
+    def unweighted(cats: Sequence[str]) -> float | None:
+        return sum(acc[c] for c in cats) / len(cats) if all(c in acc for c in cats) else None
+
+    def weighted(cats: Sequence[str]) -> float | None:
+        if not all(c in acc for c in cats):
+            return None
+        return sum(acc[c] * count[c] for c in cats) / sum(count[c] for c in cats)
+
+    return {
+        "Python Simple AST": acc.get("simple"),
+        "Non-Live AST Summary": unweighted(NON_LIVE_CALLS),
+        "Irrelevance": acc.get("irrelevance"),
+        "Live AST Summary": weighted(LIVE_CALLS),
+        "Live Irrelevance": acc.get("live_irrelevance"),
+        "Multi Turn Base": acc.get("multi_turn_base"),
+        "Multi Turn Miss Func": acc.get("multi_turn_miss_func"),
+        "Multi Turn Miss Param": acc.get("multi_turn_miss_param"),
+        "Multi Turn Long Context": acc.get("multi_turn_long_context"),
+        "Multi Turn Overall Acc": unweighted(MULTI_TURN_CATEGORIES),
+    }
+
+
+def _summary_lines(report: Report) -> list[str]:
+    lines = []
+    for protocol in report.protocols:
+        summary = bfcl_summary([r for r in report.results if r.protocol == protocol])
+        shown = [f"{k} {100 * v:.1f}%" for k, v in summary.items() if v is not None]
+        if shown:
+            lines.append(f"  {protocol}: " + " · ".join(shown))
+    if not lines:
+        return []
+    return [
+        "BFCL's own figures, under the leaderboard's column names (TOTAL above is ours, "
+        "pooled over every case: no leaderboard column):",
+        *lines,
+        "  Non-Live AST Summary: unweighted mean of simple, multiple, parallel, "
+        "parallel_multiple (Python Simple AST for Simple AST) · Live AST Summary: weighted "
+        "by case count · docs/bfcl.md says which column each lines up with",
+    ]
 
 
 def _published(model: str) -> tuple[float, float] | None:
@@ -565,6 +826,10 @@ def report_json(report: Report) -> dict[str, Any]:
             "react_engine": __version__,
         },
         "totals": totals,
+        "bfcl_summary": {
+            p: bfcl_summary([r for r in report.results if r.protocol == p])
+            for p in report.protocols
+        },
         "results": [asdict(r) for r in report.results],
     }
 
@@ -601,16 +866,24 @@ def add_eval_parser(
     p.add_argument(
         "--categories",
         nargs="+",
-        choices=list(CATEGORIES),
+        choices=[*CATEGORIES, *MULTI_TURN_CATEGORIES],
         metavar="CAT",
-        help=f"categories to run (default: all of {', '.join(CATEGORIES)})",
+        help=f"categories to run, of {', '.join([*CATEGORIES, *MULTI_TURN_CATEGORIES])} "
+        f"(default: {', '.join(DEFAULT_CATEGORIES)}; --scripted: every one recorded)",
     )
     p.add_argument("--limit", type=int, metavar="N", help="the first N cases of each category")
     p.add_argument(
+        "--cases",
+        nargs="+",
+        metavar="ID",
+        help="only these cases, by BFCL id (multi_turn_base_100...)",
+    )
+    p.add_argument(
         "--protocol",
         action="append",
-        choices=list(PROTOCOLS),
-        help="a protocol to run; repeatable (default: all of them)",
+        choices=list(ALL_PROTOCOLS),
+        help=f"a protocol to run; repeatable (default: {', '.join(PROTOCOLS)}; "
+        f"{BFCL_PROMPT}: the text protocol with BFCL's Prompt-mode system prompt)",
     )
     p.add_argument("--out", metavar="FILE", help="write the report (every case) as JSON")
     p.add_argument("--model", help="model name (default: $REACT_ENGINE_MODEL / $OPENAI_MODEL)")
@@ -638,6 +911,13 @@ def add_eval_parser(
         default=256,
         metavar="N",
         help="longest reply per request, in tokens (default: 256)",
+    )
+    p.add_argument(
+        "--max-turn-steps",
+        type=int,
+        metavar="N",
+        help="multi-turn: steps a turn may take before the case is force-terminated "
+        "(default: BFCL's limit)",
     )
     p.add_argument(
         "--seed", type=int, default=42, help="sampling seed for every request (default: 42)"
@@ -692,6 +972,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
     """``react-engine eval bfcl``: print the table; 0 once the run is complete."""
     if args.limit is not None and args.limit < 1:
         raise ConfigurationError("--limit must be at least 1")
+    if args.max_turn_steps is not None and args.max_turn_steps < 1:
+        raise ConfigurationError("--max-turn-steps must be at least 1")
     scripted, recording = args.scripted is not None, args.record is not None
     if scripted and (recording or args.local):
         raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
@@ -700,26 +982,37 @@ def run_eval_command(args: argparse.Namespace) -> int:
         args.scripted = str(_default_recordings("--scripted"))
     if args.record == "":
         args.record = str(_default_recordings("--record"))
-    categories = args.categories or list(CATEGORIES)
-    protocols = [p for p in PROTOCOLS if p in (args.protocol or PROTOCOLS)]
+    categories = args.categories or list(DEFAULT_CATEGORIES)
+    if args.cases and not args.categories:  # the categories the ids belong to
+        categories = [*CATEGORIES, *MULTI_TURN_CATEGORIES]
+    protocols = [p for p in ALL_PROTOCOLS if p in (args.protocol or PROTOCOLS)]
     settings = EvalSettings(
         temperature=args.temperature,
         seed=args.seed,
         max_tokens=args.max_tokens,
         tool_choice=args.tool_choice,
         constrained=not args.no_constraints,
+        max_turn_steps=args.max_turn_steps,
     )
     if scripted:
         directory = Path(args.scripted)
         if not args.protocol:  # the protocols recorded there
-            protocols = [p for p in PROTOCOLS if (directory / f"{p}.json").is_file()] or protocols
-        recorded: dict[str, dict[str, ModelResponse]] = {}
+            protocols = [
+                p for p in ALL_PROTOCOLS if (directory / f"{p}.json").is_file()
+            ] or protocols
+        recorded: dict[str, dict[str, Recorded]] = {}
         meta: dict[str, Any] = {}
         for protocol in protocols:
             meta, recorded[protocol] = load_recording(directory, protocol)
         settings = _recorded_settings(meta, settings)
         ids = sorted({i for replies in recorded.values() for i in replies})
-        cases = load_cases(categories, only=ids)
+        if args.cases:
+            ids = [i for i in ids if i in set(args.cases)]
+        if not args.categories:  # every category recorded there
+            stems = {i.rsplit("_", 1)[0] for i in ids}
+            categories = [c for c in CATEGORIES if CATEGORIES[c] in stems]
+            categories += [c for c in MULTI_TURN_CATEGORIES if c in stems]
+        cases = _load_any(categories, only=ids)
         if args.limit is not None:
             cases = _first(cases, args.limit)
         if not cases:
@@ -734,8 +1027,10 @@ def run_eval_command(args: argparse.Namespace) -> int:
             quiet=args.quiet,
         )
     else:
-        cases = load_cases(categories, limit=args.limit)
-        record: dict[str, dict[str, ModelResponse]] | None = {} if recording else None
+        cases = _load_any(categories, limit=args.limit, only=args.cases or ())
+        if not cases:
+            raise ConfigurationError("no BFCL case has these ids in these categories")
+        record: dict[str, dict[str, Recorded]] | None = {} if recording else None
         with _endpoint(args) as endpoint:
             report = run_bfcl(
                 cases,
@@ -778,7 +1073,21 @@ def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSett
         return given
 
 
-def _first(cases: Sequence[Case], limit: int) -> list[Case]:
+def _load_any(
+    categories: Sequence[str], *, limit: int | None = None, only: Sequence[str] = ()
+) -> list[AnyCase]:
+    """AST and multi-turn cases of ``categories``, in that order."""
+    ast = [c for c in categories if c in CATEGORIES]
+    multi = [c for c in categories if c in MULTI_TURN_CATEGORIES]
+    out: list[AnyCase] = []
+    if ast:
+        out += load_cases(ast, limit=limit, only=only)
+    if multi:
+        out += load_multi_turn_cases(multi, limit=limit, only=only)
+    return out
+
+
+def _first(cases: Sequence[AnyCase], limit: int) -> list[AnyCase]:
     seen: dict[str, int] = {}
     out = []
     for case in cases:

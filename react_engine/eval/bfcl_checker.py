@@ -1,32 +1,42 @@
 """Our checker for BFCL's AST categories: is a list of calls one of the accepted answers?
 
 BFCL scores a call by comparing it with a list of accepted values per parameter, under a
-few normalisation rules. These are the rules we apply: BFCL's, as its checker applies them
-to the five categories we run, in code of our own (where we depart, it says so):
+few normalisation rules. These are the rules of the official checker (the ``bfcl-eval``
+wheel's ``ast_checker``, Python cases), in code of our own; ``tests/test_bfcl_official.py``
+runs both on thousands of generated answers and wants the same verdict every time:
 
+* **Count**: *simple* takes exactly one call, checked against the case's (only) function;
+  *multiple* takes as many calls as expected and checks the first; *parallel* categories
+  pair each expected call, in order, with the **first** not yet paired call that fits
+  (greedy, as BFCL does: an earlier expected call can take the call a later one needed).
 * **Function**: the name must be the expected one (we map our API-safe tool names back to
   BFCL's dotted names before checking).
 * **Parameters**: every parameter the function requires is there; every parameter given
   is one the function documents *and* the answer lists; a parameter the answer lists
   without ``""`` among its values must be given (``""`` marks "may be left out").
-* **Types**: the value has the documented type (a boolean is not an integer); an integer
-  is accepted for a ``float`` and compared as a float; array elements have the item type
-  (two departures from BFCL, which fails both: integers are accepted for float items too,
-  and items of another type pass when the list is one of the accepted lists, as in
-  ``parallel_multiple_94``, whose answer has strings for integer items). A
-  value of the same type as the accepted values, where that differs from the documented
-  type (an answer that names a variable), is compared as it is. ``any`` accepts every
-  type (BFCL: strings only).
-* **Strings** compare after normalising both sides: lower case, without spaces or any of
-  ``, . / - _ * ^``, single quotes as double quotes ("April 1, 2024" = "april 1 2024").
-* **Lists** compare element by element, string elements normalised the same way.
+* **Types**: the value has the documented type, where ``any`` means a string (a boolean
+  is not an integer); an integer is accepted for a ``float`` and compared as a float.
+  Array items have the item type, checked against each accepted list in turn: an integer
+  is no float item and a float no integer item, but an item of the type the accepted list
+  itself holds passes (``parallel_multiple_94`` lists strings for integer items: those
+  strings pass). An array whose accepted values include ``""`` skips the item check.
+  A value of the same type as the accepted values, where that differs from the documented
+  type (an answer that names a variable), passes and is compared as it is.
+* **Strings** (``any`` included) compare after normalising both sides: lower case,
+  without spaces or any of ``, . / - _ * ^``, single quotes as double quotes
+  ("April 1, 2024" = "april 1 2024").
+* **Lists** compare element by element, string elements normalised the same way; ``[]``
+  matches a parameter that may be left out (BFCL reads ``""`` as an empty list).
 * **Objects** (``dict``) match one accepted object: every key given is an accepted key
   whose value is among its accepted values (strings normalised), and every accepted key
   without ``""`` is given. A list of objects matches position by position.
-* **Other values** (numbers, booleans) must equal an accepted value.
-* **Parallel** categories: as many calls as expected, matched in any order (each expected
-  call to a different call of the model).
+* **Other values** (numbers, booleans) must be among the accepted values, by Python's
+  ``==`` as BFCL compares them (``1 == 1.0``).
 * **Irrelevance**: the right answer is no call at all.
+
+Where BFCL's checker would raise on a malformed answer (an array schema with no
+``items``, an unknown type name, items that are no objects where objects are listed) we
+return a failed verdict instead: nothing here raises on what a model wrote.
 """
 
 from __future__ import annotations
@@ -34,11 +44,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-__all__ = ["Call", "Verdict", "check_calls", "check_one", "normalize_string"]
+__all__ = ["Call", "Verdict", "check_calls", "check_one", "is_irrelevance", "normalize_string"]
 
-_PY_TYPES: Mapping[str, type | None] = {
+_PY_TYPES: Mapping[str, type] = {
     "string": str,
     "integer": int,
     "float": float,
@@ -46,12 +56,20 @@ _PY_TYPES: Mapping[str, type | None] = {
     "array": list,
     "tuple": list,
     "dict": dict,
-    "any": None,
+    "any": str,
 }
-"""BFCL type names to the Python type of a JSON-decoded value; ``None``: any type."""
+"""BFCL type names to the Python type a JSON-decoded value must have (``any``: a string,
+as BFCL's checker reads it)."""
+
+_NESTED = ("array", "tuple")
+"""Types whose items are type-checked."""
 
 _IGNORED = re.compile(r"[ ,./\-_*^]")
 """Characters a string comparison ignores."""
+
+
+class _Malformed(Exception):
+    """The answer or schema is one BFCL's checker would raise on: the call fails."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,18 +95,19 @@ def normalize_string(text: str) -> str:
 
 
 def _norm(value: Any) -> Any:
-    return normalize_string(value) if isinstance(value, str) else value
-
-
-def _same_type(value: Any, expected: type) -> bool:
-    return type(value) is expected
+    return normalize_string(value) if type(value) is str else value
 
 
 def _answer_type(accepted: Sequence[Any]) -> type | None:
+    """The type of the first accepted value that is not ``""`` (None: there is none)."""
     for option in accepted:
         if option != "":
             return type(option)
     return None
+
+
+def is_irrelevance(category: str) -> bool:
+    return "irrelevance" in category
 
 
 def check_calls(
@@ -97,47 +116,47 @@ def check_calls(
     calls: Sequence[Call],
     answers: Sequence[Mapping[str, Mapping[str, Sequence[Any]]]],
 ) -> Verdict:
-    """Whether ``calls`` is an accepted answer for a case of ``category``."""
-    if category == "irrelevance":
+    """Whether ``calls`` is an accepted answer for a case of ``category`` (ours or BFCL's
+    name: ``simple``, ``live_multiple``...)."""
+    if is_irrelevance(category):
         if calls:
             return Verdict(False, f"called {', '.join(c.name for c in calls)}; expected no call")
         return _OK
     if len(calls) != len(answers):
         return Verdict(False, f"{len(calls)} call(s); expected {len(answers)}")
     docs = {f["name"]: f for f in functions}
-    if not category.startswith("parallel"):
+    if "parallel" in category:
+        return _match_greedily(docs, list(calls), list(answers))
+    if "multiple" in category:
         return check_one(docs, calls[0], answers[0])
-    return _match_any_order(docs, list(calls), list(answers))
+    # simple: BFCL checks the one call against the case's first (and only) function.
+    ((_, accepted),) = answers[0].items()
+    first = functions[0] if functions else {"name": ""}
+    return check_one(docs, calls[0], {first["name"]: accepted})
 
 
-def _match_any_order(
+def _match_greedily(
     docs: Mapping[str, Mapping[str, Any]],
     calls: list[Call],
     answers: list[Mapping[str, Mapping[str, Sequence[Any]]]],
 ) -> Verdict:
-    """Pair every expected call with a distinct call of the model (a small bipartite
-    matching by backtracking: a few calls per case)."""
-    fits = [[check_one(docs, call, answer).ok for call in calls] for answer in answers]
-    taken = [False] * len(calls)
-
-    def assign(i: int) -> bool:
-        if i == len(answers):
-            return True
-        for j, fit in enumerate(fits[i]):
-            if fit and not taken[j]:
-                taken[j] = True
-                if assign(i + 1):
-                    return True
-                taken[j] = False
-        return False
-
-    if assign(0):
-        return _OK
-    for i, row in enumerate(fits):
-        if not any(row):
-            reasons = "; ".join(check_one(docs, c, answers[i]).reason for c in calls)
-            return Verdict(False, f"no call matches expected call #{i + 1} ({reasons})")
-    return Verdict(False, "the calls match the expected ones only if one call counts twice")
+    """Each expected call, in order, takes the first call not yet taken that fits it."""
+    taken: set[int] = set()
+    for i, answer in enumerate(answers):
+        reasons = []
+        for j, call in enumerate(calls):
+            if j in taken:
+                continue
+            verdict = check_one(docs, call, answer)
+            if verdict.ok:
+                taken.add(j)
+                break
+            reasons.append(verdict.reason)
+        else:
+            return Verdict(
+                False, f"no call left matches expected call #{i + 1} ({'; '.join(reasons)})"
+            )
+    return _OK
 
 
 def check_one(
@@ -158,7 +177,10 @@ def check_one(
     for name, value in call.arguments.items():
         if name not in properties or name not in accepted:
             return Verdict(False, f"{call.name}: unexpected parameter {name!r}")
-        verdict = _check_value(f"{call.name}.{name}", value, properties[name], accepted[name])
+        try:
+            verdict = _check_value(f"{call.name}.{name}", value, properties[name], accepted[name])
+        except _Malformed as exc:
+            verdict = Verdict(False, f"{call.name}.{name}: {exc}")
         if not verdict.ok:
             return verdict
     for name, values in accepted.items():
@@ -167,95 +189,98 @@ def check_one(
     return _OK
 
 
+def _py_type(schema: Any) -> type:
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    if not isinstance(kind, str) or kind not in _PY_TYPES:
+        raise _Malformed(f"no Python type for the BFCL type {kind!r}")
+    return _PY_TYPES[kind]
+
+
+def _type_ok(value: Any, accepted: Sequence[Any], expected: type, item: type | None) -> bool | None:
+    """BFCL's type check: ``None`` if the value fails it; else whether the value stands
+    for a variable (the accepted values are of another type than documented), which is
+    then compared as it is."""
+    answer_type = _answer_type(accepted)
+    variable = answer_type is not None and answer_type is not expected
+    if type(value) is expected:
+        if item is None:
+            return variable
+        items: list[Any] = cast("list[Any]", value)
+        for option in accepted:
+            if type(option) is not list or all(
+                _type_ok(v, option, item, None) is not None for v in items
+            ):
+                return variable
+        return None
+    if answer_type is not None and type(value) is answer_type:
+        return True
+    return None
+
+
 def _check_value(
     where: str, value: Any, schema: Mapping[str, Any], accepted: Sequence[Any]
 ) -> Verdict:
-    bfcl_type = schema.get("type", "any")
-    expected = _PY_TYPES.get(bfcl_type)
+    bfcl_type = schema.get("type")
+    expected = _py_type(schema)
+    item = _py_type(schema.get("items")) if bfcl_type in _NESTED else None
     if bfcl_type == "float" and type(value) is int:
         value = float(value)
-    if expected is not None and not _same_type(value, expected):
-        answer_type = _answer_type(accepted)
-        if answer_type is not None and answer_type is not expected and type(value) is answer_type:
-            # The answer names a variable (a string where a list is documented): compare as is.
-            return _plain(where, value, accepted)
-        return Verdict(
-            False, f"{where}: expected {bfcl_type}, got {type(value).__name__} {value!r}"
-        )
-    if expected is list:
-        item_type = _PY_TYPES.get((schema.get("items") or {}).get("type", "any"))
-        if item_type is not None:
-            for item in value:
-                if item_type is float and type(item) is int:
-                    continue
-                if not _same_type(item, item_type):
-                    if _list(where, value, accepted).ok:
-                        continue  # the answer itself has items of this type
-                    return Verdict(
-                        False,
-                        f"{where}: expected {item_type.__name__} items, got {type(item).__name__}"
-                        f" {item!r}",
-                    )
-        if item_type is dict:
-            return _list_of_objects(where, value, accepted)
-        return _list(where, value, accepted)
-    if expected is dict:
-        return _object(where, value, accepted)
-    if expected is str:
-        if _norm(value) in [_norm(a) for a in accepted if isinstance(a, str)]:
-            return _OK
-        return Verdict(False, f"{where}: {value!r} is not one of {list(accepted)!r}")
-    return _plain(where, value, accepted)
-
-
-def _plain(where: str, value: Any, accepted: Sequence[Any]) -> Verdict:
-    # type() guards equality across types: True == 1 and 1 == 1.0 in Python.
-    for option in accepted:
-        if (
-            option != ""
-            and value == option
-            and (type(value) is type(option) or _numbers(value, option))
-        ):
-            return _OK
+    variable = _type_ok(value, accepted, expected, item)
+    if variable is None:
+        shown = f"{bfcl_type}" + (f" of {schema['items'].get('type')}" if item else "")
+        return Verdict(False, f"{where}: expected {shown}, got {type(value).__name__} {value!r}")
+    if not variable:
+        if expected is dict:
+            fits = _object(value, accepted)
+        elif expected is list and item is dict:
+            fits = _list_of_objects(value, accepted)
+        elif expected is str:
+            fits = _norm(value) in [_norm(a) for a in accepted if type(a) is str]
+        elif expected is list:
+            fits = _list(value, accepted)
+        else:
+            fits = value in accepted
+    else:
+        fits = value in accepted
+    if fits:
+        return _OK
     return Verdict(False, f"{where}: {value!r} is not one of {list(accepted)!r}")
 
 
-def _numbers(a: Any, b: Any) -> bool:
-    return type(a) in (int, float) and type(b) in (int, float)
-
-
-def _list(where: str, value: list[Any], accepted: Sequence[Any]) -> Verdict:
+def _list(value: list[Any], accepted: Sequence[Any]) -> bool:
     mine = [_norm(v) for v in value]
+    options = []
     for option in accepted:
-        if isinstance(option, list) and mine == [_norm(v) for v in option]:
-            return _OK
-    return Verdict(False, f"{where}: {value!r} is not one of {list(accepted)!r}")
+        if type(option) is list or type(option) is str:
+            # BFCL reads every accepted value as a sequence: "" is an empty list.
+            options.append([_norm(v) for v in option])
+    return mine in options
 
 
-def _object_fits(value: Mapping[str, Any], option: Mapping[str, Sequence[Any]]) -> bool:
+def _object_fits(value: Mapping[str, Any], option: Any) -> bool:
+    if not isinstance(option, Mapping):
+        return False
     for key, item in value.items():
         if key not in option:
             return False
-        if _norm(item) not in [_norm(a) for a in option[key]]:
+        values = option[key]
+        if type(values) is not list:
+            raise _Malformed(f"the accepted values of {key!r} are no list")
+        if _norm(item) not in [_norm(a) for a in values]:
             return False
     return all(key in value or "" in values for key, values in option.items())
 
 
-def _object(where: str, value: Mapping[str, Any], accepted: Sequence[Any]) -> Verdict:
-    if any(isinstance(o, Mapping) and _object_fits(value, o) for o in accepted):
-        return _OK
-    return Verdict(False, f"{where}: {value!r} matches none of {list(accepted)!r}")
+def _object(value: Mapping[str, Any], accepted: Sequence[Any]) -> bool:
+    return any(_object_fits(value, option) for option in accepted if option != "")
 
 
-def _list_of_objects(where: str, value: list[Any], accepted: Sequence[Any]) -> Verdict:
+def _list_of_objects(value: list[Any], accepted: Sequence[Any]) -> bool:
     for option in accepted:
-        if (
-            isinstance(option, list)
-            and len(option) == len(value)
-            and all(
-                isinstance(v, Mapping) and isinstance(o, Mapping) and _object_fits(v, o)
-                for v, o in zip(value, option, strict=True)
-            )
-        ):
-            return _OK
-    return Verdict(False, f"{where}: {value!r} matches none of {list(accepted)!r}")
+        if not isinstance(option, (list, str)) or len(option) != len(value):
+            continue
+        if any(not isinstance(v, Mapping) for v in value):
+            raise _Malformed("items are no objects")
+        if all(_object_fits(v, o) for v, o in zip(value, option, strict=True)):
+            return True
+    return False

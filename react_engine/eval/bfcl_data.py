@@ -9,9 +9,13 @@ calls. The wheel's code pulls in dozens of heavy dependencies, so it is installe
 
 BFCL describes parameters in its own dialect of JSON Schema: ``"dict"`` for an object,
 ``"float"``, ``"tuple"``, ``"any"``, and ``"optional": true`` beside ``required``.
-:func:`to_json_schema` turns that into plain JSON Schema, and :func:`case_tools` wraps
-each function in a :class:`~react_engine.tools.Tool` that never runs: the eval reads the
-call the model decided on, it does not execute it.
+:func:`to_json_schema` turns that into plain JSON Schema as BFCL's own conversion for
+function-calling models does: ``any`` becomes ``string`` (its checker reads it so), and a
+``float`` property becomes ``number`` with ``"format": "float"`` and " This is a float
+type value." after its description; :func:`case_tools` adds BFCL's " Note that the
+provided function is in Python 3 syntax." to each description, and wraps each function
+in a :class:`~react_engine.tools.Tool` that never runs: the eval reads the call the
+model decided on, it does not execute it.
 """
 
 from __future__ import annotations
@@ -32,7 +36,10 @@ from ..tools import Tool
 
 __all__ = [
     "CATEGORIES",
+    "DEFAULT_CATEGORIES",
+    "FLOAT_NOTE",
     "INSTALL_HINT",
+    "PYTHON_HINT",
     "BfclDataMissing",
     "Case",
     "api_name",
@@ -48,9 +55,25 @@ CATEGORIES: Mapping[str, str] = {
     "parallel": "parallel",
     "parallel_multiple": "parallel_multiple",
     "irrelevance": "irrelevance",
+    "live_simple": "live_simple",
+    "live_multiple": "live_multiple",
+    "live_parallel": "live_parallel",
+    "live_parallel_multiple": "live_parallel_multiple",
+    "live_irrelevance": "live_irrelevance",
 }
-"""The AST categories we run, by our name, with the file each lives in (BFCL v4 splits
-"simple" by language; we take the Python one, whose values are plain JSON)."""
+"""The AST categories we run, by our name, with BFCL's name (and file) for each. BFCL v4
+splits "simple" by language; we take the Python one, whose values are plain JSON. The
+``live_`` ones are functions and questions real users contributed, graded the same way."""
+
+DEFAULT_CATEGORIES: tuple[str, ...] = (
+    "simple",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+)
+"""What runs when no category is named: BFCL's non-live AST categories (1,240 cases).
+The live ones (2,251 more) run when asked for."""
 
 INSTALL_HINT = "pip install --no-deps bfcl-eval (make venv does it)"
 
@@ -58,7 +81,7 @@ _TYPES: Mapping[str, str | None] = {
     "dict": "object",
     "float": "number",
     "tuple": "array",
-    "any": None,
+    "any": "string",
     "string": "string",
     "integer": "integer",
     "boolean": "boolean",
@@ -66,7 +89,13 @@ _TYPES: Mapping[str, str | None] = {
     "object": "object",
     "number": "number",
 }
-"""BFCL type names to JSON Schema types; ``None``: no constraint (``"any"``)."""
+"""BFCL type names to JSON Schema types (``any`` as BFCL sends it: a string)."""
+
+PYTHON_HINT = " Note that the provided function is in Python 3 syntax."
+"""What BFCL appends to every Python function's description before sending it."""
+
+FLOAT_NOTE = " This is a float type value."
+"""What BFCL appends to a ``float`` property's description for function-calling models."""
 
 _KEPT = ("description", "enum", "default", "format", "maximum", "minimum", "minItems", "maxItems")
 """Keywords passed through unchanged; the rest (``optional``) are BFCL's own."""
@@ -87,13 +116,23 @@ class Case:
     category: str
     """Our category name (a key of :data:`CATEGORIES`)."""
     question: str
-    """The user's message (every case in the five categories is one user turn)."""
+    """The user's (last) message: every case is one turn of the conversation."""
     functions: tuple[Mapping[str, Any], ...]
     """BFCL's function documents, as shipped."""
     answers: tuple[Mapping[str, Mapping[str, list[Any]]], ...]
     """One ``{function: {param: [accepted values]}}`` per expected call; empty for
     irrelevance, where the right answer is no call. ``""`` among the accepted values marks
     a parameter that may be left out."""
+    system: str | None = None
+    """A system message the case opens with (some live cases have one)."""
+    history: tuple[tuple[str, str], ...] = ()
+    """``(role, content)`` messages before the question, ``user`` or ``assistant`` (a few
+    live cases carry an earlier exchange)."""
+
+    @property
+    def bfcl_category(self) -> str:
+        """BFCL's name for the category (``simple_python`` for our ``simple``)."""
+        return CATEGORIES[self.category]
 
 
 def data_root() -> Traversable:
@@ -122,7 +161,7 @@ def _read_lines(path: Traversable) -> list[dict[str, Any]]:
 
 
 def load_cases(
-    categories: Sequence[str] = tuple(CATEGORIES),
+    categories: Sequence[str] = DEFAULT_CATEGORIES,
     *,
     limit: int | None = None,
     only: Sequence[str] = (),
@@ -140,7 +179,7 @@ def load_cases(
         stem = f"BFCL_v4_{CATEGORIES[category]}.json"
         entries = _read_lines(base / stem)
         answers: dict[str, list[Any]] = {}
-        if category != "irrelevance":
+        if "irrelevance" not in category:
             answers = {
                 a["id"]: a["ground_truth"] for a in _read_lines(base / "possible_answer" / stem)
             }
@@ -153,18 +192,26 @@ def load_cases(
 def _case(entry: Mapping[str, Any], category: str, answers: Mapping[str, Any]) -> Case:
     case_id = entry["id"]
     turns = entry["question"]
-    if len(turns) != 1 or [m["role"] for m in turns[0]] != ["user"]:
+    messages = list(turns[0]) if len(turns) == 1 else []
+    system = None
+    if messages and messages[0].get("role") == "system":
+        system = str(messages.pop(0)["content"])
+    roles = [m.get("role") for m in messages]
+    if not roles or roles[-1] != "user" or not set(roles) <= {"user", "assistant"}:
         raise BfclDataMissing(
-            f"BFCL case {case_id} is not one user turn; this eval reads only those"
+            f"BFCL case {case_id} is not one turn ending with the user's message; this eval "
+            "reads only those"
         )
-    if category != "irrelevance" and case_id not in answers:
+    if "irrelevance" not in category and case_id not in answers:
         raise BfclDataMissing(f"BFCL case {case_id} has no possible answer")
     return Case(
         id=case_id,
         category=category,
-        question=turns[0][0]["content"],
+        question=str(messages[-1]["content"]),
         functions=tuple(entry["function"]),
         answers=tuple(answers.get(case_id, ())),
+        system=system,
+        history=tuple((str(m["role"]), str(m["content"])) for m in messages[:-1]),
     )
 
 
@@ -191,10 +238,19 @@ def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
         out["items"] = to_json_schema(items)
     props = node.get("properties")
     if isinstance(props, Mapping):
-        out["properties"] = {name: to_json_schema(p) for name, p in props.items()}
+        out["properties"] = {name: _property_schema(p) for name, p in props.items()}
         required = [r for r in node.get("required", ()) if r in props]
         if required:
             out["required"] = required
+    return out
+
+
+def _property_schema(node: Mapping[str, Any]) -> dict[str, Any]:
+    """A property as BFCL converts it: a ``float`` one says so in its format and words."""
+    out = to_json_schema(node)
+    if node.get("type") == "float":
+        out["format"] = "float"
+        out["description"] = str(node.get("description") or "") + FLOAT_NOTE
     return out
 
 
@@ -254,7 +310,7 @@ def case_tools(case: Case) -> tuple[list[Tool], dict[str, str]]:
         tools.append(
             Tool(
                 name=name,
-                description=str(function.get("description") or ""),
+                description=str(function.get("description") or "") + PYTHON_HINT,
                 args_model=_arguments_model(schema),
                 function=_not_run,
                 parameters=schema,

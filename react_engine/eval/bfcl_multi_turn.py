@@ -1,0 +1,324 @@
+"""BFCL's multi-turn categories: a conversation with stateful backends, graded by BFCL.
+
+A multi-turn case (``multi_turn_base``, ``_miss_func``, ``_miss_param``,
+``_long_context``) is a few user turns against BFCL's own backends: a file system, a
+trading bot, a travel agency, a messaging service... Each turn runs through the agent
+loop under the protocol being measured, with the backends' functions as tools that really
+run: the ``bfcl-eval`` wheel's executor (``execute_multi_turn_func_call``) turns each call
+into the backend's method call on the case's own instances, as BFCL's inference does, and
+its result is the observation. A turn ends when the run ends (a final answer) or after
+BFCL's step limit (the case then fails, as BFCL fails a force-terminated case).
+
+Grading is BFCL's own ``multi_turn_checker``, imported from the wheel: after each turn
+whose ground truth has calls, it replays the model's calls and the ground truth's on fresh
+instances and compares the backends' states and the calls' results.
+
+The wheel keeps backend instances in a module-level table keyed by a model name and the
+case id; every run here uses a name of its own (``react_engine_<random>``) and removes its
+instances when it ends, so cases, protocols and repeated runs never share state.
+
+Arguments reach the backends only as Python literals written from the decoded JSON
+(``repr``), under the parameter names the model gave, which must be identifiers: a call
+with any other name is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import keyword
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..tools import Tool
+from .bfcl_data import (
+    INSTALL_HINT,
+    PYTHON_HINT,
+    BfclDataMissing,
+    _arguments_model,
+    _read_lines,
+    api_name,
+    data_root,
+    parameters_schema,
+)
+
+__all__ = [
+    "MULTI_TURN_CATEGORIES",
+    "Backends",
+    "MultiTurnCase",
+    "call_string",
+    "grade",
+    "load_multi_turn_cases",
+    "turn_tools",
+]
+
+MULTI_TURN_CATEGORIES: tuple[str, ...] = (
+    "multi_turn_base",
+    "multi_turn_miss_func",
+    "multi_turn_miss_param",
+    "multi_turn_long_context",
+)
+"""BFCL's multi-turn categories (200 cases each), by BFCL's names."""
+
+_PREFIX = "bfcl_eval.eval_checker.multi_turn_eval"
+
+
+def _wheel(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise BfclDataMissing(
+            f"BFCL's multi-turn backends cannot load ({exc}): {INSTALL_HINT}"
+        ) from None
+
+
+def step_limit() -> int:
+    """BFCL's limit on the steps of one turn (``MAXIMUM_STEP_LIMIT``)."""
+    return int(_wheel("bfcl_eval.constants.default_prompts").MAXIMUM_STEP_LIMIT)
+
+
+def added_functions_prompt() -> str:
+    """What BFCL says as the user when a turn brings the functions held out until then."""
+    prompts = _wheel("bfcl_eval.constants.default_prompts")
+    return str(prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC)
+
+
+@dataclass(frozen=True, slots=True)
+class MultiTurnCase:
+    """One BFCL multi-turn case."""
+
+    id: str
+    category: str
+    turns: tuple[str, ...]
+    """The user's message of each turn (``""``: a turn that only brings held-out
+    functions, answered with :func:`added_functions_prompt`)."""
+    functions: tuple[Mapping[str, Any], ...]
+    """The functions offered from the first turn (BFCL's documents, as shipped)."""
+    added: Mapping[int, tuple[Mapping[str, Any], ...]]
+    """Functions held out until a turn (``miss_func``), by turn index."""
+    initial_config: Mapping[str, Any]
+    involved_classes: tuple[str, ...]
+    ground_truth: tuple[tuple[str, ...], ...]
+    """BFCL's accepted calls of each turn, as Python call strings."""
+
+    @property
+    def bfcl_category(self) -> str:
+        return self.category
+
+    @property
+    def long_context(self) -> bool:
+        return "long_context" in self.category
+
+    def functions_at(self, turn: int) -> list[Mapping[str, Any]]:
+        """The functions offered during ``turn``."""
+        out = list(self.functions)
+        for index, functions in sorted(self.added.items()):
+            if index <= turn:
+                out.extend(functions)
+        return out
+
+
+def _function_docs(root: Traversable, classes: Sequence[str]) -> list[dict[str, Any]]:
+    files = _wheel("bfcl_eval.constants.executable_backend_config")
+    out: list[dict[str, Any]] = []
+    for name in classes:
+        stem = files.MULTI_TURN_FUNC_DOC_FILE_MAPPING.get(name)
+        if stem is None:
+            raise BfclDataMissing(f"BFCL has no function documents for {name}")
+        out.extend(_read_lines(root / "multi_turn_func_doc" / stem))
+    return out
+
+
+def load_multi_turn_cases(
+    categories: Sequence[str] = MULTI_TURN_CATEGORIES,
+    *,
+    limit: int | None = None,
+    only: Sequence[str] = (),
+    root: Traversable | None = None,
+) -> list[MultiTurnCase]:
+    """The cases of ``categories``, in file order: the first ``limit`` of each, or those
+    whose ids are in ``only``."""
+    unknown = [c for c in categories if c not in MULTI_TURN_CATEGORIES]
+    if unknown:
+        raise ConfigurationError(
+            f"unknown BFCL multi-turn categories {unknown}: use {', '.join(MULTI_TURN_CATEGORIES)}"
+        )
+    base = root if root is not None else data_root()
+    wanted = set(only)
+    docs: dict[str, list[dict[str, Any]]] = {}
+    cases: list[MultiTurnCase] = []
+    for category in categories:
+        stem = f"BFCL_v4_{category}.json"
+        entries = _read_lines(base / stem)
+        truth = {a["id"]: a["ground_truth"] for a in _read_lines(base / "possible_answer" / stem)}
+        picked = [e for e in entries if e["id"] in wanted] if wanted else entries
+        for entry in picked[:limit] if limit is not None else picked:
+            cases.append(_case(base, entry, category, truth, docs))
+    return cases
+
+
+def _case(
+    root: Traversable,
+    entry: Mapping[str, Any],
+    category: str,
+    truth: Mapping[str, Any],
+    docs: dict[str, list[dict[str, Any]]],
+) -> MultiTurnCase:
+    case_id = entry["id"]
+    if case_id not in truth:
+        raise BfclDataMissing(f"BFCL case {case_id} has no ground truth")
+    classes = tuple(entry["involved_classes"])
+    functions = []
+    for name in classes:
+        if name not in docs:
+            docs[name] = _function_docs(root, [name])
+        functions += copy.deepcopy(docs[name])
+    added: dict[int, tuple[Mapping[str, Any], ...]] = {}
+    for index, names in (entry.get("missed_function") or {}).items():
+        held = [f for f in functions if f["name"] in names]
+        functions = [f for f in functions if f["name"] not in names]
+        added[int(index)] = tuple(held)
+    turns = []
+    for messages in entry["question"]:
+        if any(m.get("role") != "user" for m in messages):
+            raise BfclDataMissing(f"BFCL case {case_id} has a turn that is not the user's")
+        turns.append("\n\n".join(str(m["content"]) for m in messages))
+    return MultiTurnCase(
+        id=case_id,
+        category=category,
+        turns=tuple(turns),
+        functions=tuple(functions),
+        added=added,
+        initial_config=entry.get("initial_config") or {},
+        involved_classes=classes,
+        ground_truth=tuple(tuple(t) for t in truth[case_id]),
+    )
+
+
+# --- the backends ---------------------------------------------------------------------------
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def call_string(name: str, arguments: Mapping[str, Any]) -> str | None:
+    """A call as BFCL's executor takes it, ``name(key=literal, ...)``; ``None`` when a
+    name is no plain identifier (nothing else could be made of it safely)."""
+    names = [name, *arguments]
+    if not all(_IDENTIFIER.match(n) and not keyword.iskeyword(n) for n in names):
+        return None
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+
+
+def _instance_prefix(model_name: str) -> str:
+    return re.sub(r"[-./:]", "_", model_name)
+
+
+class Backends:
+    """A case's backend instances, run by the wheel's executor under a name of our own."""
+
+    def __init__(self, case: MultiTurnCase) -> None:
+        self.case = case
+        self.model_name = f"react_engine_{uuid.uuid4().hex}"
+        self._utils = _wheel(f"{_PREFIX}.multi_turn_utils")
+
+    def execute(self, calls: Sequence[str]) -> list[str]:
+        results, _ = self._utils.execute_multi_turn_func_call(
+            list(calls),
+            copy.deepcopy(dict(self.case.initial_config)),
+            list(self.case.involved_classes),
+            self.model_name,
+            self.case.id,
+            long_context=self.case.long_context,
+            is_evaL_run=False,
+        )
+        return [str(r) for r in results]
+
+    def close(self) -> None:
+        """Drop every instance made under this run's name (the runs' and the grader's)."""
+        table = vars(self._utils)
+        prefix = _instance_prefix(self.model_name)
+        for key in [k for k in table if k.startswith(prefix)]:
+            del table[key]
+
+
+def turn_tools(
+    functions: Sequence[Mapping[str, Any]], backends: Backends
+) -> tuple[list[Tool], dict[str, str]]:
+    """The functions as tools that run on ``backends``, with a map from each tool's name
+    back to BFCL's (multi-turn names are plain identifiers: the same)."""
+    tools: list[Tool] = []
+    names: dict[str, str] = {}
+    for function in functions:
+        bfcl_name = str(function["name"])
+        name = api_name(bfcl_name)
+        names[name] = bfcl_name
+        schema = parameters_schema(function)
+
+        def run(arguments: dict[str, Any], _name: str = bfcl_name) -> str:
+            call = call_string(_name, arguments)
+            if call is None:
+                return "Error during execution: a parameter name is not an identifier"
+            (result,) = backends.execute([call])
+            return result
+
+        tools.append(
+            Tool(
+                name=name,
+                description=str(function.get("description") or "") + PYTHON_HINT,
+                args_model=_arguments_model(schema),
+                function=run,
+                parameters=schema,
+                pass_arguments=True,
+            )
+        )
+    return tools, names
+
+
+# --- grading ----------------------------------------------------------------------------------
+
+
+def grade(
+    case: MultiTurnCase, decoded: Sequence[Sequence[Sequence[str]]], backends: Backends
+) -> tuple[bool, str]:
+    """BFCL's verdict on the calls of each step of each turn (call strings), and why it
+    failed (empty when it did not)."""
+    if len(decoded) != len(case.ground_truth):
+        return False, (
+            f"force-terminated: {len(decoded)} turn(s) of {len(case.ground_truth)} completed"
+        )
+    checker = _wheel(f"{_PREFIX}.multi_turn_checker")
+    entry = {
+        "id": case.id,
+        "initial_config": copy.deepcopy(dict(case.initial_config)),
+        "involved_classes": list(case.involved_classes),
+    }
+    try:
+        result = checker.multi_turn_checker(
+            [[list(step) for step in turn] for turn in decoded],
+            [list(turn) for turn in case.ground_truth],
+            entry,
+            case.category,
+            backends.model_name,
+        )
+    except Exception as exc:  # the grader replays the model's calls: never crash the eval
+        return False, f"the grader failed: {type(exc).__name__}: {exc}"
+    if result.get("valid"):
+        return True, ""
+    message = str(result.get("error_message") or result.get("error_type") or "wrong")
+    return False, message if len(message) <= 300 else message[:297] + "..."
+
+
+def calls_json(decoded: Sequence[Sequence[Sequence[str]]]) -> list[dict[str, Any]]:
+    """The calls of a multi-turn run for the report: turn, step and call string."""
+    return [
+        {"name": call.split("(", 1)[0], "arguments": {"turn": t, "step": s, "call": call}}
+        for t, turn in enumerate(decoded)
+        for s, step in enumerate(turn)
+        for call in step
+    ]

@@ -1,0 +1,184 @@
+"""``bfcl-prompt``: the text protocol with BFCL's own Prompt-mode system prompt.
+
+BFCL's leaderboard has two columns per model: *FC* (native function calling) and
+*Prompt* (the functions listed in a system prompt, the reply a Python list of calls:
+``[get_weather(city="Paris"), ...]``). Our ``text`` protocol prompts with our own ReAct
+template, so its figures do not stand beside the Prompt column. This protocol does: it
+sends BFCL's default system prompt (its "classic" style, Python return format, functions
+as JSON, no tool-call tags) and reads the reply as BFCL's decoder does, a bracketed list
+of calls with literal keyword arguments.
+
+The prompt's words are read from the ``bfcl-eval`` wheel at run time
+(``bfcl_eval.constants.default_prompts``, a module with no imports of its own), so they
+are BFCL's exactly; only the assembly is ours. Function documents are BFCL's, in BFCL's
+dialect, with the "Python 3 syntax" note BFCL adds for Python cases.
+
+A reply that is no such list (prose, an empty list) is the final answer: no call, which is
+what BFCL makes of it too. A call whose arguments are not literals (a variable, an
+expression) is kept as a call with unreadable arguments: it never runs with a guessed
+value.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..protocol import CallTools, Decision, FinalAnswer, PendingCall, RequestContext
+from ..protocols.text import TextReActProtocol
+from ..types import Constraint, ModelResponse
+from .bfcl_data import INSTALL_HINT, PYTHON_HINT, BfclDataMissing, api_name
+
+__all__ = ["BfclPromptProtocol", "bfcl_system_prompt", "parse_python_calls"]
+
+
+def _prompts() -> Any:
+    try:
+        return importlib.import_module("bfcl_eval.constants.default_prompts")
+    except ModuleNotFoundError:
+        raise BfclDataMissing(f"BFCL's prompts are not installed: {INSTALL_HINT}") from None
+
+
+def with_python_hint(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The functions as BFCL sends them in a Python case: the description ends with
+    :data:`PYTHON_HINT`."""
+    out = []
+    for f in functions:
+        doc = json.loads(json.dumps(f))
+        doc["description"] = str(doc.get("description") or "") + PYTHON_HINT
+        out.append(doc)
+    return out
+
+
+def bfcl_system_prompt(functions: Sequence[Mapping[str, Any]]) -> str:
+    """BFCL's default Prompt-mode system prompt for ``functions`` (BFCL dialect, as the
+    case ships them)."""
+    p = _prompts()
+    style = p.PROMPT_STYLE_TEMPLATES["classic"]
+    output_format = p.OUTPUT_FORMAT_MAPPING["python"]
+    tools = style["available_tools"].format(
+        format="json", functions=json.dumps(with_python_hint(functions), indent=4)
+    )
+    return str(
+        p.PROMPT_TEMPLATE_MAPPING["plaintext"].format(
+            persona=style["persona"],
+            task=style["task"],
+            tool_call_format=style["tool_call_no_tag"].format(
+                output_format=output_format, param_types=p.PARAM_TYPE_MAPPING["python"]
+            ),
+            multiturn_behavior=style["multiturn_behavior"],
+            available_tools=tools,
+        )
+    )
+
+
+class _NotLiteral(ValueError):
+    pass
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return f"{head}.{node.attr}" if head is not None else None
+    return None
+
+
+def _jsonish(value: Any) -> Any:
+    """A literal as JSON would decode it: tuples and sets as lists."""
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return [_jsonish(v) for v in value]
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _jsonish(v) for k, v in value.items()}
+    if isinstance(value, (bytes, complex)):
+        raise _NotLiteral(f"{type(value).__name__} is no JSON value")
+    return value
+
+
+def parse_python_calls(text: str) -> list[tuple[str, dict[str, Any] | str, str | None]] | None:
+    """A reply as BFCL's Prompt-mode decoder reads it: ``[f(a=1), g.h(b="x")]`` (the
+    brackets may be left out; code fences are stripped). ``None`` when it is not a list of
+    calls. Each call is ``(name, arguments, error)``: arguments the literal keyword values,
+    or the call's source text with the reason when one is not a literal."""
+    body = text.strip("`\n ")
+    if body.startswith("python\n"):
+        body = body[len("python\n") :].strip()
+    if not body.startswith("["):
+        body = "[" + body
+    if not body.endswith("]"):
+        body = body + "]"
+    try:
+        tree = ast.parse(body, mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    if not isinstance(tree.body, ast.List):
+        return None
+    calls: list[tuple[str, dict[str, Any] | str, str | None]] = []
+    for node in tree.body.elts:
+        if not isinstance(node, ast.Call):
+            return None
+        name = _dotted(node.func)
+        if name is None:
+            return None
+        source = ast.get_source_segment(body, node) or name
+        try:
+            if node.args:
+                raise _NotLiteral("positional arguments: BFCL's functions take keywords")
+            args: dict[str, Any] = {}
+            for kw in node.keywords:
+                if kw.arg is None:
+                    raise _NotLiteral("a **mapping argument")
+                try:
+                    args[kw.arg] = _jsonish(ast.literal_eval(kw.value))
+                except (ValueError, TypeError, SyntaxError, RecursionError):
+                    raise _NotLiteral(f"the value of {kw.arg!r} is not a literal") from None
+        except _NotLiteral as exc:
+            calls.append((name, source, str(exc)))
+            continue
+        calls.append((name, args, None))
+    return calls
+
+
+class BfclPromptProtocol(TextReActProtocol):
+    """The text protocol, prompted and read as BFCL's Prompt mode (see the module)."""
+
+    name = "bfcl-prompt"
+
+    def __init__(self, functions: Sequence[Mapping[str, Any]]) -> None:
+        super().__init__(send_stop=False, constrain=False)
+        self.functions = tuple(functions)
+        """The case's functions, as BFCL ships them: the prompt lists these."""
+        self._prompt = bfcl_system_prompt(self.functions)
+
+    def __repr__(self) -> str:
+        return f"BfclPromptProtocol({len(self.functions)} functions)"
+
+    def _system(self, ctx: RequestContext) -> str:
+        # As BFCL: a case's own system message follows the generated prompt.
+        if ctx.instructions:
+            return f"{self._prompt}\n\n{ctx.instructions}"
+        return self._prompt
+
+    def _constraint(self, ctx: RequestContext) -> Constraint | None:
+        return None  # BFCL's Prompt mode decodes freely
+
+    def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
+        raw = (reply.content or "").strip()
+        parsed = parse_python_calls(raw) if raw else None
+        if not parsed:
+            return FinalAnswer(text=raw or None, answer=raw)
+        calls = [
+            PendingCall(
+                id=None,
+                tool=api_name(name),
+                arguments=args,
+                raw_arguments=args if isinstance(args, str) else json.dumps(args),
+                error=error,
+            )
+            for name, args, error in parsed
+        ]
+        return CallTools(text=raw, calls=calls)
