@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from .execution import ApprovalCallback, CallCallback, ToolRunner
     from .mcp import MCPServerHandle
     from .state import RUN_EVENT
+    from .store import Session
 
 __all__ = ["PROTOCOL_NAMES", "RUN_EVENT", "Agent", "AgentConfig", "Conversation"]
 
@@ -359,9 +360,10 @@ class Agent:
             )
         return _blocking_events(self.iter(question, **options))
 
-    def conversation(self) -> Conversation:
-        """A multi-turn conversation that keeps its history, tool calls included."""
-        return Conversation(self)
+    def conversation(self, *, session: Session | None = None) -> Conversation:
+        """A multi-turn conversation that keeps its history, tool calls included; in
+        ``session`` (:mod:`react_engine.store`), it outlives the process."""
+        return Conversation(self, session=session)
 
     async def _arun(
         self,
@@ -371,8 +373,13 @@ class Agent:
         history: list[HistoryItem] | None = None,
         sinks: Sequence[Callable[[Event], None]] = (),
         streaming: bool = False,
+        session: Session | None = None,
         **options: Any,
     ) -> RunResult:
+        if session is not None:
+            return await self._arun_in_session(
+                question, chat_model, session, history, sinks, streaming, options
+            )
         # The run's clock (its deadline, its duration) starts now, not once the run
         # machinery and the protocol are imported: a first run must not overshoot.
         entered = time.perf_counter()
@@ -441,6 +448,35 @@ class Agent:
             return result
 
 
+    async def _arun_in_session(
+        self,
+        question: str,
+        chat_model: ChatModel,
+        session: Session,
+        history: list[HistoryItem] | None,
+        sinks: Sequence[Callable[[Event], None]],
+        streaming: bool,
+        options: dict[str, Any],
+    ) -> RunResult:
+        """A run in a session: its history loaded first (into ``history`` in place, when
+        given), and what the run added appended when it ends, however it ends (an error, a
+        cancellation), so that no turn is lost."""
+        from .store import Session
+
+        if not isinstance(session, Session):
+            raise ConfigurationError(f"session must be a Session, not {describe(session)}")
+        items = history if history is not None else []
+        items[:] = await session.load()
+        start = len(items)
+        try:
+            return await self._arun(
+                question, chat_model, history=items, sinks=sinks, streaming=streaming, **options
+            )
+        finally:
+            if len(items) > start:
+                await session.append(items[start:])
+
+
 def _guarded(tools: Sequence[Tool]) -> bool:
     return any(t.requires_approval for t in tools)
 
@@ -474,18 +510,31 @@ class Conversation:
     """A multi-turn conversation with an agent: each question sees the earlier turns,
     their tool calls and results included. Interrupting a turn keeps what it did."""
 
-    def __init__(self, agent: Agent, history: list[HistoryItem] | None = None) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        history: list[HistoryItem] | None = None,
+        *,
+        session: Session | None = None,
+    ) -> None:
         self.agent = agent
         self.history: list[HistoryItem] = history if history is not None else []
+        self.session = session
+        """Where the history lives between turns: loaded into :attr:`history` before each
+        question (another process may have added to it), and each turn appended to it."""
 
     def ask(self, question: str, **options: Any) -> RunResult:
         from . import _running
 
+        if self.session is not None:
+            options["session"] = self.session
         return _running.run_coroutine(
             self.agent._arun(question, self.agent._model_sync, history=self.history, **options)
         )
 
     async def aask(self, question: str, **options: Any) -> RunResult:
+        if self.session is not None:
+            options["session"] = self.session
         return await self.agent.arun(question, history=self.history, **options)
 
     @property
