@@ -12,11 +12,15 @@ What is stored is the protocol-neutral history as versioned JSON
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .codec import StoreError
+from .runs import RunStore
 from .session import MemorySession, Session, SQLiteSession
 from .sqlite import STORE_ENV, SQLiteDB, default_path
+
+if TYPE_CHECKING:
+    from .postgres import PostgresSession
 
 __all__ = [
     "STORE_ENV",
@@ -36,8 +40,4 @@ def __getattr__(name: str) -> Any:
         from .postgres import PostgresSession
 
         return PostgresSession
-    if name == "RunStore":
-        from .runs import RunStore
-
-        return RunStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

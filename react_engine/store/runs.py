@@ -194,10 +194,10 @@ class RunStore:
 def idempotent(tool: Tool) -> bool:
     """Whether calling ``tool`` again changes nothing more: MCP's ``idempotentHint`` (or
     ``readOnlyHint``) in the tool's ``annotations``, or an ``idempotent`` attribute."""
+    if getattr(tool, "idempotent", False) is True:
+        return True
     notes = getattr(tool, "annotations", None)
-    if notes is not None:
-        return bool(getattr(notes, "idempotent", False) or getattr(notes, "read_only", False))
-    return bool(getattr(tool, "idempotent", False))
+    return bool(getattr(notes, "idempotent", False) or getattr(notes, "read_only", False))
 
 
 MAYBE_RAN = (
@@ -217,6 +217,8 @@ class RunJournal:
     calls: dict[str, tuple[str, ActionRecord]] = field(default_factory=dict)
     approvals: dict[str, bool] = field(default_factory=dict)
     steps_stored: int = 0
+    protocol: str | None = None
+    """The protocol the run began with (a resumed run reads its replies with it)."""
     reply_no: int = 0
     replayed_replies: int = 0
     replayed_calls: int = 0
@@ -230,12 +232,12 @@ class RunJournal:
         cls, store: RunStore, run_id: str, approvals: Mapping[str, bool] | None = None
     ) -> RunJournal:
         """The journal of a stored run, with ``approvals`` committed into it first."""
-        store.info(run_id)  # raises for an unknown run
+        info = store.info(run_id)  # raises for an unknown run
         for call_id, verdict in (approvals or {}).items():
             if not isinstance(verdict, bool):
                 raise StoreError(f"approval for {call_id!r} must be True or False")
             store.add(run_id, "approval", call_id, {"v": VERSION, "approved": verdict})
-        journal = cls(store, run_id)
+        journal = cls(store, run_id, protocol=info.protocol)
         for entry in store.entries(run_id):
             if entry.kind == "reply":
                 journal.replies.append(entry.body)
