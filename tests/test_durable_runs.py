@@ -135,3 +135,35 @@ def test_a_finished_run_resumed_sends_no_request(tmp_path: Path, server: Scripte
     assert first.run_id is not None and first.answer == "42"
     again = agent.resume(first.run_id)
     assert again.answer == "42" and len(server.requests) == 1
+
+
+def test_deferred_approvals_are_given_from_other_processes(
+    tmp_path: Path, server: ScriptedServer
+) -> None:
+    code, out = worker(tmp_path, server.base_url, "run", "r", "--approval")
+    verdicts = {1: "yes", 2: "no", 3: "yes"}
+    for n in (1, 2, 3):
+        assert code == 0 and out is not None
+        assert out["stop_reason"] == "awaiting_approval" and len(out["pending"]) == 1
+        assert out["answer"] is None
+        assert effects(tmp_path)[str(n)] == 0  # not run before it is approved
+        store = RunStore(tmp_path / "store.db")
+        assert store.info("r").status == "awaiting_approval"
+        approve = f"{out['pending'][0]}={verdicts[n]}"
+        code, out = worker(
+            tmp_path, server.base_url, "resume", "r", "--approval", "--approve", approve
+        )
+    assert code == 0 and out is not None
+    assert out["stop_reason"] == "final_answer"
+    denied = "Error: the user did not approve this call"
+    assert out["answer"] == f"done 1; {denied}; done 3"
+    assert [c[1] for c in out["calls"]] == ["ok", "denied", "ok"]
+    assert effects(tmp_path) == Counter({"1": 1, "3": 1})
+    assert len(server.requests) == 4
+
+
+def test_a_deferred_approval_without_a_store_is_refused() -> None:
+    from react_engine.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="needs a store"):
+        Agent("m", base_url="http://127.0.0.1:1/v1", approve="defer")
