@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .imports import measure_imports
     from .overhead import measure_overhead
+    from .durable import measure_durable
     from .parsing import measure_parsing
     from .scale import measure_scale
     from .server import ServerProcess, raise_fd_limit
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     with ServerProcess() as base_url:
         _section("overhead", lambda: measure_overhead(base_url, quick=args.quick), results, log)
         _section("scale", lambda: measure_scale(base_url, quick=args.quick), results, log)
+        _section("durable", lambda: measure_durable(base_url, quick=args.quick), results, log)
     _section("parsing", lambda: measure_parsing(quick=args.quick), results, log)
     _section("tokens", measure_tokens, results, log)
     _section("streaming", lambda: measure_streaming(quick=args.quick), results, log)

@@ -167,3 +167,34 @@ def test_a_deferred_approval_without_a_store_is_refused() -> None:
 
     with pytest.raises(ConfigurationError, match="needs a store"):
         Agent("m", base_url="http://127.0.0.1:1/v1", approve="defer")
+
+
+def test_an_approval_callback_may_defer(tmp_path: Path) -> None:
+    from react_engine.testing import ScriptedModel, tool_call_reply
+    from react_engine.tools import tool
+
+    ran: list[int] = []
+
+    @tool(requires_approval=True)
+    def act(n: int) -> str:
+        """Do step n."""
+        ran.append(n)
+        return f"done {n}"
+
+    def later(record: Any) -> str:
+        return "defer"
+
+    script = [tool_call_reply(("act", {"n": 1}), ("act", {"n": 2})), "ok"]
+    store = RunStore(tmp_path / "s.db")
+    agent = Agent("m", [act], client=ScriptedModel(script), store=store, approve=later)
+    waiting = agent.run("go")
+    assert waiting.stop_reason == "awaiting_approval" and not ran
+    assert [c.id for c in waiting.pending] == ["call_1", "call_2"]
+    done = agent.resume(waiting.run_id or "", approvals={"call_1": False, "call_2": True})
+    assert done.answer == "ok" and ran == [2]
+    assert [c.status for c in done.tool_calls] == ["denied", "ok"]
+    # Without a store, a callback's "defer" is a denial: nothing to resume from.
+    bare = Agent("m", [act], client=ScriptedModel(script), approve=later)
+    result = bare.run("go")
+    assert [c.status for c in result.tool_calls] == ["denied", "denied"]
+    assert "needs a store" in (result.tool_calls[0].error or "")
