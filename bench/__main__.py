@@ -55,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures")
     args = parser.parse_args(argv)
 
+    from .durable import measure_durable
     from .imports import measure_imports
     from .overhead import measure_overhead
-    from .durable import measure_durable
     from .parsing import measure_parsing
     from .scale import measure_scale
     from .server import ServerProcess, raise_fd_limit
