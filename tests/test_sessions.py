@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from react_engine import Agent
+from react_engine import Agent, tool
 from react_engine.errors import ConfigurationError
 from react_engine.store import MemorySession, SQLiteSession, StoreError
 from react_engine.store.codec import dump_item, load_item
@@ -25,6 +25,7 @@ from react_engine.types import Step, UserTurn
 APPENDS = 500
 
 
+@tool(read_only=True)  # two in one reply both run
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b

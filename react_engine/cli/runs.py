@@ -27,14 +27,16 @@ def add_runs_parser(
     runs = subparsers.add_parser("runs", help="the runs kept in a store: list, show, resume")
     actions = runs.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="the latest runs, newest first")
-    listing.add_argument("--limit", type=int, default=20, metavar="N")
+    listing.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="show at most N runs (default 20)"
+    )
     show = actions.add_parser("show", help="one run: its status and the steps committed")
-    show.add_argument("run_id", metavar="ID")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("run_id", metavar="ID", help="the run's id (runs list shows them)")
+    show.add_argument("--json", action="store_true", help="print the run as JSON")
     resume = actions.add_parser(
         "resume", help="finish a run whose process died, or one awaiting approval"
     )
-    resume.add_argument("run_id", metavar="ID")
+    resume.add_argument("run_id", metavar="ID", help="the run's id (runs list shows them)")
     resume.add_argument(
         "--approve",
         action="append",
@@ -103,14 +105,18 @@ def _show(store: RunStore, args: argparse.Namespace) -> int:
 
 
 def _resume(store: RunStore, args: argparse.Namespace) -> int:
+    from ..errors import ModelAPIError
     from .commands import (
+        EXIT_API,
         EXIT_CONFIG,
         EXIT_NO_ANSWER,
+        _describe_api_error,
         _endpoint,
         _Exit,
         _load_tools,
         _make_agent,
-        _print_result,
+        _Progress,
+        _show_result,
     )
 
     approvals: dict[str, bool] = {}
@@ -121,13 +127,14 @@ def _resume(store: RunStore, args: argparse.Namespace) -> int:
         approvals[call_id] = verdict == "yes"
     tools = _load_tools(args.tools)
     with _endpoint(args, local_default=False) as ep:
-        from .render import StepPrinter
-
-        printer = None if args.json else StepPrinter(sys.stdout)
-        agent = _make_agent(args, ep, tools, args.protocol, printer)
+        progress = _Progress(args)
+        agent = _make_agent(args, ep, tools, args.protocol, progress.on_step)
         agent.store = store
-        result = agent.resume(args.run_id, approvals=approvals)
-        _print_result(result, args)
+        try:
+            result = agent.resume(args.run_id, approvals=approvals)
+        except ModelAPIError as exc:
+            raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
+        _show_result(result, args)
     for call in result.pending:
-        print(f"awaiting approval: {call.id} {call.tool}({call.raw_arguments})")
+        print(f"awaiting approval: {call.id} {call.tool}({call.raw_arguments})", file=sys.stderr)
     return 0 if result.answer is not None else EXIT_NO_ANSWER

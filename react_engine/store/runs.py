@@ -192,12 +192,9 @@ class RunStore:
 
 
 def idempotent(tool: Tool) -> bool:
-    """Whether calling ``tool`` again changes nothing more: MCP's ``idempotentHint`` (or
-    ``readOnlyHint``) in the tool's ``annotations``, or an ``idempotent`` attribute."""
-    if getattr(tool, "idempotent", False) is True:
-        return True
-    notes = getattr(tool, "annotations", None)
-    return bool(getattr(notes, "idempotent", False) or getattr(notes, "read_only", False))
+    """Whether calling ``tool`` again changes nothing more: MCP's ``idempotentHint``, or
+    ``readOnlyHint``, in the tool's :class:`~react_engine.tools.ToolAnnotations`."""
+    return tool.annotations.idempotent or tool.annotations.read_only
 
 
 MAYBE_RAN = (

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from react_engine import Agent, Tool
+from react_engine import Agent
 from react_engine.store import RunStore
 from react_engine.tools import tool
 
@@ -36,10 +36,6 @@ class KillingStore(RunStore):
         self.commits += 1
         if self.kill_after is not None and self.commits == self.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
-
-
-class IdempotentTool(Tool):
-    idempotent = True
 
 
 def main() -> None:
@@ -65,9 +61,7 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         return f"done {n}"
 
-    made = tool(requires_approval=args.approval)(act)
-    if args.idempotent:
-        made = IdempotentTool(**{f: getattr(made, f) for f in made.__dataclass_fields__})
+    made = tool(requires_approval=args.approval, idempotent=args.idempotent)(act)
     agent = Agent(
         "mock-model",
         [made],
