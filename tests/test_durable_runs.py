@@ -175,7 +175,7 @@ def test_an_approval_callback_may_defer(tmp_path: Path) -> None:
 
     ran: list[int] = []
 
-    @tool(requires_approval=True)
+    @tool(requires_approval=True, read_only=True)  # read-only: both calls of a reply run
     def act(n: int) -> str:
         """Do step n."""
         ran.append(n)
