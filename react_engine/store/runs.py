@@ -79,7 +79,7 @@ class RunStore:
     ``~/.local/state/react-engine/store.db``)."""
 
     def __init__(self, path: str | os.PathLike[str] | SQLiteDB | None = None) -> None:
-        self.db = path if isinstance(path, SQLiteDB) else SQLiteDB(path)
+        self.db = SQLiteDB.shared(path)
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.db.path)!r})"

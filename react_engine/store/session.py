@@ -78,7 +78,7 @@ class SQLiteSession(Session):
         if not isinstance(name, str) or not name:
             raise ValueError("a session needs a non-empty name (a str)")
         self.name = name
-        self.db = path if isinstance(path, SQLiteDB) else SQLiteDB(path)
+        self.db = SQLiteDB.shared(path)
 
     async def load(self) -> list[HistoryItem]:
         return self.load_sync()

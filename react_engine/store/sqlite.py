@@ -57,6 +57,10 @@ CREATE TABLE IF NOT EXISTS run_entries (
 """
 
 
+_SHARED: dict[Path, SQLiteDB] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 def default_path() -> Path:
     """``$REACT_ENGINE_STORE``, else ``$XDG_STATE_HOME/react-engine/store.db`` (the state
     home defaulting to ``~/.local/state``)."""
@@ -78,6 +82,21 @@ class SQLiteDB:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+
+    @classmethod
+    def shared(
+        cls, path: str | os.PathLike[str] | SQLiteDB | None = None, *, timeout: float = 30.0
+    ) -> SQLiteDB:
+        """The one :class:`SQLiteDB` of this process for ``path``: sessions and stores
+        made per request share its connection instead of opening the file each time."""
+        if isinstance(path, SQLiteDB):
+            return path
+        resolved = (Path(path).expanduser() if path is not None else default_path()).resolve()
+        with _SHARED_LOCK:
+            db = _SHARED.get(resolved)
+            if db is None:
+                db = _SHARED[resolved] = cls(resolved, timeout=timeout)
+            return db
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
