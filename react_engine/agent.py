@@ -507,9 +507,9 @@ class Agent:
         try:
             result = await _running.Loop(self).run(state)
         except Exception as exc:
-            journal.store.failed(journal.run_id, exc)
+            journal.failed(exc)
             raise
-        journal.store.finish(journal.run_id, result)
+        journal.finish(result)
         return result
 
     # --- durable runs ------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def test_runs_list_show_and_resume(
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     with ScriptedServer(default=three_calls) as server:
         worker = [sys.executable, str(WORKER), str(db), server.base_url, str(effects)]
-        killed = subprocess.run([*worker, "run", "r1", "--kill-after", "8"], timeout=120)
+        killed = subprocess.run([*worker, "run", "r1", "--kill-after", "7"], timeout=120)
         assert killed.returncode == -9  # after the second step was committed
         assert main(["runs", "list", "--store", str(db)]) == 0
         assert "r1" in capsys.readouterr().out

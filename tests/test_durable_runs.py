@@ -28,7 +28,8 @@ from react_engine.testing import ScriptedServer, completion, tool_calls_completi
 
 WORKER = Path(__file__).parent / "support" / "durable_worker.py"
 ANSWER = "done 1; done 2; done 3"
-COMMITS = 14  # 4 replies, 3 x (started, done), 4 steps
+ENTRIES = 14  # 4 replies, 3 x (started, done), 4 steps
+COMMITS = 10  # a step is written with the next commit (the last one with the result)
 
 
 def three_calls(body: dict[str, Any]) -> dict[str, Any]:
@@ -68,7 +69,7 @@ def test_an_uninterrupted_run_commits_each_step(tmp_path: Path, server: Scripted
     assert out["answer"] == ANSWER and len(server.requests) == 4
     store = RunStore(tmp_path / "store.db")
     kinds = [e.kind for e in store.entries("r1")]
-    assert len(kinds) == COMMITS
+    assert len(kinds) == ENTRIES
     assert kinds[:4] == ["reply", "started", "done", "step"]
     assert store.info("r1").status == "final_answer"
     assert [s.kind for s in store.steps("r1")] == ["action"] * 3 + ["final"]

@@ -6,7 +6,9 @@ With a :class:`RunStore` (``Agent(store=...)``), a run writes, as it goes:
   read it and before any of its calls runs;
 * ``started``: a call about to run (after its approval), before its tool is invoked;
 * ``done``: the call's record (arguments, status, observation) once it has run;
-* ``step``: each step of the transcript, as the loop records it;
+* ``step``: each step of the transcript, written with the next commit (the next reply, or
+  the run's result): a run resumes from its replies and calls, so a crash that loses the
+  latest step loses nothing it needs, and a step costs no commit of its own;
 * ``approval``: a verdict given to :meth:`Agent.resume <react_engine.Agent.resume>`.
 
 :meth:`Agent.resume <react_engine.Agent.resume>` runs the run again from its question
@@ -23,6 +25,7 @@ process died is asked for again: that request is the only one a crash can repeat
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -105,18 +108,37 @@ class RunStore:
 
     def add(self, run_id: str, kind: str, key: str, body: Mapping[str, Any]) -> None:
         """Commit one entry of the run's journal."""
-        text = dumps(dict(body))
-        with self.db.write() as conn:
-            (last,) = conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM run_entries WHERE run = ?", (run_id,)
-            ).fetchone()
-            conn.execute(
-                "INSERT INTO run_entries (run, seq, kind, key, body, created) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, last + 1, kind, key, text, time.time()),
-            )
+        self.add_many(run_id, [(kind, key, body)])
 
-    def finish(self, run_id: str, result: RunResult) -> None:
+    def add_many(self, run_id: str, entries: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
+        """Commit entries of the run's journal, in one transaction."""
+        rows = [(kind, key, dumps(dict(body))) for kind, key, body in entries]
+        now = time.time()
+        with self.db.write() as conn:
+            self._insert(conn, run_id, rows, now)
+
+    @staticmethod
+    def _insert(
+        conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, str, str]], now: float
+    ) -> None:
+        if not rows:
+            return
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM run_entries WHERE run = ?", (run_id,)
+        ).fetchone()
+        conn.executemany(
+            "INSERT INTO run_entries (run, seq, kind, key, body, created) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(run_id, last + i, *row, now) for i, row in enumerate(rows, 1)],
+        )
+
+    def finish(
+        self,
+        run_id: str,
+        result: RunResult,
+        entries: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+    ) -> None:
+        """Write the run's outcome, with its last ``entries``, in one transaction."""
         record = {
             "v": VERSION,
             "answer": result.answer,
@@ -124,15 +146,25 @@ class RunStore:
             "error": result.error,
             "pending": [dump_record(a) for a in result.pending],
         }
+        rows = [(kind, key, dumps(dict(body))) for kind, key, body in entries]
+        now = time.time()
         with self.db.write() as conn:
+            self._insert(conn, run_id, rows, now)
             conn.execute(
                 "UPDATE runs SET status = ?, result = ?, updated = ? WHERE id = ?",
-                (result.stop_reason, dumps(record), time.time(), run_id),
+                (result.stop_reason, dumps(record), now, run_id),
             )
 
-    def failed(self, run_id: str, error: BaseException) -> None:
+    def failed(
+        self,
+        run_id: str,
+        error: BaseException,
+        entries: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
+    ) -> None:
         record = {"v": VERSION, "error": f"{type(error).__name__}: {error}"}
+        rows = [(kind, key, dumps(dict(body))) for kind, key, body in entries]
         with self.db.write() as conn:
+            self._insert(conn, run_id, rows, time.time())
             conn.execute(
                 "UPDATE runs SET status = 'failed', result = ?, updated = ? WHERE id = ?",
                 (dumps(record), time.time(), run_id),
@@ -219,6 +251,9 @@ class RunJournal:
     reply_no: int = 0
     replayed_replies: int = 0
     replayed_calls: int = 0
+    unwritten: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    """A step, written with the journal's next commit: a run resumes from its replies and
+    calls, so a step lost in a crash costs nothing (and a step saves a commit of its own)."""
 
     @classmethod
     def new(cls, store: RunStore, run_id: str | None = None) -> RunJournal:
@@ -269,7 +304,7 @@ class RunJournal:
                 call.id = call_id
         else:
             body = {"v": VERSION, "reply": dump_reply(reply), "ids": [c.id for c in calls]}
-            self.store.add(self.run_id, "reply", str(self.reply_no), body)
+            self._commit("reply", str(self.reply_no), body)
             self.replies.append(body)
         self.reply_no += 1
 
@@ -294,12 +329,12 @@ class RunJournal:
     def started(self, record: ActionRecord) -> None:
         key = self._key(record)
         if key not in self.calls:
-            self.store.add(self.run_id, "started", key, dump_record(record))
+            self._commit("started", key, dump_record(record))
             self.calls[key] = ("started", record)
 
     def done(self, record: ActionRecord) -> None:
         key = self._key(record)
-        self.store.add(self.run_id, "done", key, dump_record(record))
+        self._commit("done", key, dump_record(record))
         self.calls[key] = ("done", record)
 
     def approval(self, call_id: str) -> bool | None:
@@ -310,5 +345,18 @@ class RunJournal:
     def step(self, step: Step) -> None:
         if step.index < self.steps_stored:
             return  # replayed: stored already
-        self.store.add(self.run_id, "step", str(step.index), dump_item(step))
+        self.unwritten.append(("step", str(step.index), dump_item(step)))
         self.steps_stored = step.index + 1
+
+    def _commit(self, kind: str, key: str, body: dict[str, Any]) -> None:
+        self.store.add_many(self.run_id, [*self.unwritten, (kind, key, body)])
+        self.unwritten.clear()
+
+    def finish(self, result: RunResult) -> None:
+        """The run's outcome, with what is still unwritten."""
+        self.store.finish(self.run_id, result, self.unwritten)
+        self.unwritten.clear()
+
+    def failed(self, error: BaseException) -> None:
+        self.store.failed(self.run_id, error, self.unwritten)
+        self.unwritten.clear()

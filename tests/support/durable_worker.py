@@ -4,7 +4,8 @@ a loopback server with a store, and dies by SIGKILL where it is told to.
     python durable_worker.py DB URL EFFECTS run RUN_ID [--kill-after N] [--kill-in-tool K]
     python durable_worker.py DB URL EFFECTS resume RUN_ID [--approve ID=yes|no ...]
 
-``--kill-after N``: SIGKILL right after the store's N-th commit of the run's journal.
+``--kill-after N``: SIGKILL right after the store's N-th commit (transaction) of the
+run's journal.
 ``--kill-in-tool K``: SIGKILL inside the K-th call, after its side effect. Each call of
 ``act`` appends one line to EFFECTS (its side effect), so the test counts how often each ran.
 The result is printed as one JSON line.
@@ -31,8 +32,8 @@ class KillingStore(RunStore):
         self.kill_after = kill_after
         self.commits = 0
 
-    def add(self, run_id: str, kind: str, key: str, body: Any) -> None:
-        super().add(run_id, kind, key, body)
+    def add_many(self, run_id: str, entries: Any) -> None:
+        super().add_many(run_id, entries)
         self.commits += 1
         if self.kill_after is not None and self.commits == self.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
