@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures")
     args = parser.parse_args(argv)
 
+    from .durable import measure_durable
     from .imports import measure_imports
     from .overhead import measure_overhead
     from .parsing import measure_parsing
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     with ServerProcess() as base_url:
         _section("overhead", lambda: measure_overhead(base_url, quick=args.quick), results, log)
         _section("scale", lambda: measure_scale(base_url, quick=args.quick), results, log)
+        _section("durable", lambda: measure_durable(base_url, quick=args.quick), results, log)
     _section("parsing", lambda: measure_parsing(quick=args.quick), results, log)
     _section("tokens", measure_tokens, results, log)
     _section("streaming", lambda: measure_streaming(quick=args.quick), results, log)

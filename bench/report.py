@@ -662,6 +662,42 @@ def _ms_of(seconds: Any) -> float | None:
     return None if seconds is None else float(seconds) * 1000
 
 
+def _durable(r: dict[str, Any]) -> list[str]:
+    s = r.get("durable", {})
+    if not s:
+        return ["Not measured.", ""]
+    if "error" in s:
+        return [f"Not measured: {s['error']}", ""]
+    labels = {
+        "memory": "in memory (the baseline)",
+        "sqlite_runs": "SQLite run store: each step committed (`Agent(store=...)`)",
+        "sqlite_session": "SQLite session: loaded before, appended after (`session=`)",
+        "postgres_session": "PostgreSQL session (`PostgresSession`, embedded server)",
+    }
+    rows = [
+        [
+            labels.get(name, name),
+            f"{row['cpu_us_per_call']:.0f} µs",
+            _x(row.get("cpu_ratio")),
+            f"{row['wall_ms_per_call']:.2f} ms",
+            _x(row.get("wall_ratio")),
+        ]
+        for name, row in s.get("subjects", {}).items()
+    ]
+    lines = [
+        "The benchmark task under function calling against the mock server's process, with "
+        f"and without a store (`bench/durable.py`): medians over {s.get('rounds')} interleaved "
+        f"rounds of {s.get('runs_per_round')} runs; each ratio is to the in-memory run of the "
+        "same round. Client CPU is this process's only (the PostgreSQL server's is its own). "
+        "Target: at most 1.2× client CPU per LLM call with SQLite.",
+        "",
+        *_table(["", "client CPU per call", "ratio", "wall per call", "ratio"], rows),
+    ]
+    if s.get("postgres"):
+        lines.append(f"PostgreSQL not measured: {s['postgres']}.")
+    return [*lines, ""]
+
+
 def render(results: dict[str, Any]) -> str:
     quick = " (quick smoke run: numbers too small to quote)" if results.get("quick") else ""
     lines = [
@@ -693,5 +729,9 @@ def render(results: dict[str, Any]) -> str:
         "## 6. Import time",
         "",
         *_imports(results),
+        "",
+        "## 7. Durable state: what a store costs per LLM call",
+        "",
+        *_durable(results),
     ]
     return "\n".join(lines).rstrip() + "\n"

@@ -22,8 +22,8 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .capabilities import (
     Capabilities,
@@ -57,7 +57,9 @@ if TYPE_CHECKING:
     from .events import Event
     from .execution import ApprovalCallback, CallCallback, ToolRunner
     from .mcp import MCPServerHandle
-    from .state import RUN_EVENT
+    from .state import RUN_EVENT, RunState
+    from .store import RunStore, Session
+    from .store.runs import RunJournal
 
 __all__ = ["PROTOCOL_NAMES", "RUN_EVENT", "Agent", "AgentConfig", "Conversation"]
 
@@ -113,7 +115,8 @@ class Agent:
         capability_cache: CapabilityCache | None = None,
         on_step: StepCallback | None = None,
         on_call: CallCallback | None = None,
-        approve: ApprovalCallback | None = None,
+        approve: ApprovalCallback | Literal["defer"] | None = None,
+        store: RunStore | str | os.PathLike[str] | None = None,
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
@@ -135,7 +138,11 @@ class Agent:
         """Connected when a run starts, closed when it ends; their tools join ``tools``."""
         if instructions is not None and not isinstance(instructions, str):
             raise ConfigurationError(f"instructions must be a str, not {describe(instructions)}")
-        for option, callback in (("on_step", on_step), ("on_call", on_call), ("approve", approve)):
+        for option, callback in (
+            ("on_step", on_step),
+            ("on_call", on_call),
+            ("approve", None if approve == "defer" else approve),
+        ):
             if callback is not None and not callable(callback):
                 raise ConfigurationError(f"{option} must be callable, not {describe(callback)}")
         if config is not None and not isinstance(config, AgentConfig):
@@ -153,6 +160,17 @@ class Agent:
         """Called with each approved call just before its tool runs (a step's calls are
         reported again, with their observations, through ``on_step`` once they are done)."""
         self.approve = approve
+        """Asked before a tool that needs approval runs: a callback returning True (run it),
+        False, or ``"defer"``; or ``"defer"`` itself. A deferred approval ends the run with
+        ``stop_reason="awaiting_approval"`` and the calls in ``result.pending``, to be given
+        with :meth:`resume` (which needs a ``store``)."""
+        self.store = _run_store(store)
+        """Where runs are journalled, step by step, so that :meth:`resume` can finish one
+        whose process died (:class:`~react_engine.store.RunStore`; a path is a SQLite file)."""
+        if approve == "defer" and self.store is None:
+            raise ConfigurationError(
+                'approve="defer" needs a store to resume from: Agent(store=RunStore(...))'
+            )
         if approve is not None and not self.mcp_servers and not _guarded(self.tools):
             warnings.warn(
                 "approve= is set, but no tool of this agent has requires_approval=True, so "
@@ -359,9 +377,10 @@ class Agent:
             )
         return _blocking_events(self.iter(question, **options))
 
-    def conversation(self) -> Conversation:
-        """A multi-turn conversation that keeps its history, tool calls included."""
-        return Conversation(self)
+    def conversation(self, *, session: Session | None = None) -> Conversation:
+        """A multi-turn conversation that keeps its history, tool calls included; in
+        ``session`` (:mod:`react_engine.store`), it outlives the process."""
+        return Conversation(self, session=session)
 
     async def _arun(
         self,
@@ -371,8 +390,15 @@ class Agent:
         history: list[HistoryItem] | None = None,
         sinks: Sequence[Callable[[Event], None]] = (),
         streaming: bool = False,
+        session: Session | None = None,
+        run_id: str | None = None,
+        _journal: RunJournal | None = None,
         **options: Any,
     ) -> RunResult:
+        if session is not None:
+            return await self._arun_in_session(
+                question, chat_model, session, history, sinks, streaming, options
+            )
         # The run's clock (its deadline, its duration) starts now, not once the run
         # machinery and the protocol are imported: a first run must not overshoot.
         entered = time.perf_counter()
@@ -406,6 +432,10 @@ class Agent:
                 await self._probe_once(chat_model)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
+            journal = self._journal(run_id, _journal, question, items, protocol.name)
+            if journal is not None and journal.protocol not in (None, protocol.name):
+                # A resumed run reads its committed replies as it read them first.
+                protocol, reason = choose(journal.protocol, self._options(caps), "resumed")
             items.append(UserTurn(question))
             state = _running.RunState(
                 question=question,
@@ -420,6 +450,7 @@ class Agent:
                 sinks=list(sinks),
                 streaming=streaming,
                 started=entered,
+                journal=journal,
             )
             tracer = _running.tracer_for(self.tracer_provider)
             if tracer is not None:
@@ -430,19 +461,143 @@ class Agent:
 
                 state.sinks.append(TraceFile(cfg.trace).open())
             if not state.sinks:
-                return await _running.Loop(self).run(state)
+                return await self._drive(state)
             state.emit(_running.RunStarted(question, self.model, protocol.name, reason))
             try:
-                result = await _running.Loop(self).run(state)
+                result = await self._drive(state)
             except BaseException as exc:
                 state.emit(_running.RunFailed(exc))
                 raise
             state.emit(_running.RunDone(result))
             return result
 
+    def _journal(
+        self,
+        run_id: str | None,
+        resumed: RunJournal | None,
+        question: str,
+        history: list[HistoryItem],
+        protocol: str,
+    ) -> RunJournal | None:
+        """The run's journal (with a store): a new one, or the resumed run's."""
+        if run_id is not None and not isinstance(run_id, str):
+            raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
+        journal = resumed
+        if journal is None and self.store is not None:
+            from .store.runs import RunJournal
+
+            journal = RunJournal.new(self.store, run_id)
+        if journal is not None:
+            journal.store.begin(
+                journal.run_id,
+                question=question,
+                model=self.model,
+                protocol=journal.protocol or protocol,
+                history=history,
+            )
+        return journal
+
+    async def _drive(self, state: RunState) -> RunResult:
+        """The loop over ``state``; with a store, the run's outcome written to it."""
+        from . import _running
+
+        if state.journal is None:
+            return await _running.Loop(self).run(state)
+        journal = state.journal
+        try:
+            result = await _running.Loop(self).run(state)
+        except Exception as exc:
+            journal.failed(exc)
+            raise
+        journal.finish(result)
+        return result
+
+    # --- durable runs ------------------------------------------------------------------------
+
+    def resume(
+        self, run_id: str, *, approvals: Mapping[str, bool] | None = None, **options: Any
+    ) -> RunResult:
+        """Finish a stored run (blocking): see :meth:`aresume`."""
+        from . import _running
+
+        return _running.run_coroutine(self._aresume(run_id, self._model_sync, approvals, options))
+
+    async def aresume(
+        self, run_id: str, *, approvals: Mapping[str, bool] | None = None, **options: Any
+    ) -> RunResult:
+        """Finish a run of this agent's store: one whose process died, or one that stopped
+        awaiting approvals (``approvals`` maps their call ids to True or False; a False is
+        recorded as a denied call).
+
+        The run is taken again from its question, each committed model reply and finished
+        call served from the store (no request is sent, no tool runs again), and goes on
+        live from where it stopped. A call that was running when the process died is run
+        again only if its tool is idempotent; otherwise the model is told it may or may not
+        have happened. ``options`` are :meth:`arun`'s: give the ones the run had.
+        """
+        return await self._aresume(run_id, self._model_async, approvals, options)
+
+    async def _aresume(
+        self,
+        run_id: str,
+        chat_model: ChatModel,
+        approvals: Mapping[str, bool] | None,
+        options: dict[str, Any],
+    ) -> RunResult:
+        if self.store is None:
+            raise ConfigurationError("resume needs the agent's store: Agent(store=...)")
+        from .store.runs import RunJournal
+
+        journal = RunJournal.load(self.store, run_id, approvals)
+        info = self.store.info(run_id)
+        history = self.store.history(run_id)
+        return await self._arun(
+            info.question, chat_model, history=history, _journal=journal, **options
+        )
+
+    async def _arun_in_session(
+        self,
+        question: str,
+        chat_model: ChatModel,
+        session: Session,
+        history: list[HistoryItem] | None,
+        sinks: Sequence[Callable[[Event], None]],
+        streaming: bool,
+        options: dict[str, Any],
+    ) -> RunResult:
+        """A run in a session: its history loaded first (into ``history`` in place, when
+        given), and what the run added appended when it ends, however it ends (an error, a
+        cancellation), so that no turn is lost."""
+        from .store import Session
+
+        if not isinstance(session, Session):
+            raise ConfigurationError(f"session must be a Session, not {describe(session)}")
+        items = history if history is not None else []
+        items[:] = await session.load()
+        start = len(items)
+        try:
+            return await self._arun(
+                question, chat_model, history=items, sinks=sinks, streaming=streaming, **options
+            )
+        finally:
+            if len(items) > start:
+                await session.append(items[start:])
+
 
 def _guarded(tools: Sequence[Tool]) -> bool:
     return any(t.requires_approval for t in tools)
+
+
+def _run_store(store: Any) -> RunStore | None:
+    if store is None:
+        return None
+    from .store import RunStore
+
+    if isinstance(store, RunStore):
+        return store
+    if isinstance(store, str | os.PathLike):
+        return RunStore(store)
+    raise ConfigurationError(f"store must be a RunStore or a path, not {describe(store)}")
 
 
 _AGENT_OPTIONS = frozenset(
@@ -474,18 +629,31 @@ class Conversation:
     """A multi-turn conversation with an agent: each question sees the earlier turns,
     their tool calls and results included. Interrupting a turn keeps what it did."""
 
-    def __init__(self, agent: Agent, history: list[HistoryItem] | None = None) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        history: list[HistoryItem] | None = None,
+        *,
+        session: Session | None = None,
+    ) -> None:
         self.agent = agent
         self.history: list[HistoryItem] = history if history is not None else []
+        self.session = session
+        """Where the history lives between turns: loaded into :attr:`history` before each
+        question (another process may have added to it), and each turn appended to it."""
 
     def ask(self, question: str, **options: Any) -> RunResult:
         from . import _running
 
+        if self.session is not None:
+            options["session"] = self.session
         return _running.run_coroutine(
             self.agent._arun(question, self.agent._model_sync, history=self.history, **options)
         )
 
     async def aask(self, question: str, **options: Any) -> RunResult:
+        if self.session is not None:
+            options["session"] = self.session
         return await self.agent.arun(question, history=self.history, **options)
 
     @property

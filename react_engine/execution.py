@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ._threads import DeadlinePassed, ThreadsExhausted, run_sync_call, stuck_threads
 from .errors import RunAborted
@@ -31,7 +31,8 @@ __all__ = ["ApprovalCallback", "CallCallback", "ToolRunner", "skipped"]
 
 log = logging.getLogger("react_engine")
 
-ApprovalCallback = Callable[[ActionRecord], "bool | Awaitable[bool]"]
+ApprovalCallback = Callable[[ActionRecord], "bool | str | Awaitable[bool | str]"]
+"""Returns True to run the call; ``"defer"`` (with a store) ends the run awaiting it."""
 CallCallback = Callable[[ActionRecord], "Awaitable[None] | None"]
 
 
@@ -39,7 +40,9 @@ class ToolRunner:
     """Runs a reply's calls against the agent's tools."""
 
     def __init__(
-        self, approve: ApprovalCallback | None = None, on_call: CallCallback | None = None
+        self,
+        approve: ApprovalCallback | Literal["defer"] | None = None,
+        on_call: CallCallback | None = None,
     ) -> None:
         self.approve = approve
         self.on_call = on_call
@@ -128,16 +131,25 @@ class ToolRunner:
         ``KeyboardInterrupt``, a ``CancelledError`` that is not the run's own cancellation)
         is recorded on the call and kept in ``state.abort``; the turn records its step and
         then ends the run (see :meth:`abort`)."""
+        journal = state.journal
         try:
+            if journal is not None and self._replayed(state, record, tool):
+                return
             if not await self._approved(state, record, tool):
+                if journal is not None and record.status == "denied":
+                    journal.done(record)
                 return
             if self.on_call is not None and not await state.callback(self.on_call, record):
                 _fail(record, "error", "the run's deadline passed before this call could start")
                 return
             if state.sinks:
                 state.emit(ToolStarted(len(state.steps), record))
+            if journal is not None:
+                journal.started(record)  # before the tool: a crash inside it is known
             try:
                 await self._invoke(state, record, tool, validated)
+                if journal is not None:
+                    journal.done(record)
             finally:
                 if state.sinks:
                     state.emit(ToolFinished(len(state.steps), record))
@@ -152,6 +164,40 @@ class ToolRunner:
                 raise  # a tool's exceptions are observations already (_invoke); not this one
             self._note_abort(state, record, tool, exc)  # raised again by abort()
 
+    @staticmethod
+    def _replayed(state: RunState, record: ActionRecord, tool: Tool) -> bool:
+        """A resumed run: a call that finished before the crash is given its record (its
+        tool is not run again); one that was running then is run again only if its tool is
+        idempotent, else the model is told it may or may not have happened."""
+        from .store.runs import MAYBE_RAN, idempotent
+
+        assert state.journal is not None
+        kept = state.journal.finished(record)
+        if kept is not None:
+            for name in ("arguments", "observation", "status", "error", "duration_s"):
+                setattr(record, name, getattr(kept, name))
+            return True
+        if state.journal.in_flight(record) and not idempotent(tool):
+            _fail(record, "error", MAYBE_RAN)
+            state.journal.done(record)
+            return True
+        return False
+
+    def _defer(self, state: RunState, record: ActionRecord) -> bool:
+        """An approval put off: the run stops, awaiting it (with a store to resume from)."""
+        if state.journal is None:
+            _fail(
+                record,
+                "denied",
+                "the approval was deferred, and a deferred approval needs a store "
+                "(Agent(store=...)) to be given later, so this call was not run",
+            )
+            return False
+        record.status, record.error = "skipped", "awaiting approval"
+        record.observation = "Skipped: awaiting approval."
+        state.deferred.append(record)
+        return False
+
     async def _approved(self, state: RunState, record: ActionRecord, tool: Tool) -> bool:
         """Ask the approver, within the run's deadline. A sync approver runs on a worker
         thread, so a slow one (a person at a prompt) neither stalls the event loop nor
@@ -159,6 +205,13 @@ class ToolRunner:
         if not tool.requires_approval:
             return True
         approve = self.approve
+        given = state.journal.approval(record.id) if state.journal is not None else None
+        if given is not None:  # given to agent.resume
+            if not given:
+                _fail(record, "denied", "the user did not approve this call")
+            return given
+        if approve == "defer":
+            return self._defer(state, record)
         if approve is None:
             _fail(record, "denied", "this tool needs approval and no approver is configured")
             return False
@@ -198,6 +251,8 @@ class ToolRunner:
                 f"the approval check failed ({type(exc).__name__}), so this call was not run",
             )
             return False
+        if verdict == "defer":
+            return self._defer(state, record)
         if verdict is not True:
             _fail(record, "denied", "the user did not approve this call")
             return False

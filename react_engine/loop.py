@@ -169,6 +169,8 @@ class Loop:
 
         A server that cannot stream this request (HTTP 200, no chunk) is asked again without
         streaming, and its reply passed on as one delta; with tools, that is learned."""
+        if state.journal is not None and (saved := state.journal.saved_reply()) is not None:
+            return saved  # a resumed run: this reply was committed before the crash
         if not state.streaming:
             return await complete_with_retries(state.model, request, state.config.retry)
 
@@ -220,6 +222,8 @@ class Loop:
             decision = await run_blocking(state.protocol.parse_reply, reply, ctx)
         else:
             decision = state.protocol.parse_reply(reply, ctx)
+        if state.journal is not None:
+            state.journal.decided(reply, decision)
         step = Step(
             index=len(state.steps),
             kind="action",
@@ -290,6 +294,8 @@ class Loop:
             await self._record(state, step, started)
             return stop
         step.actions = await self.agent._runner.run(state, calls)
+        if state.deferred:  # the step goes on when the approvals come (agent.resume)
+            return Stop("awaiting_approval", f"{len(state.deferred)} call(s) await approval")
         step.actions += [skipped(c, too_many) for c in excess]
         if state.abort is not None:
             await self._record(state, step, started)
@@ -364,6 +370,8 @@ class Loop:
         step.duration_s = time.perf_counter() - started
         state.steps.append(step)
         state.history.append(step)
+        if state.journal is not None:
+            state.journal.step(step)
         if state.sinks:
             state.emit(StepDone(step))
         if self.agent.on_step is not None and not await state.callback(self.agent.on_step, step):

@@ -20,10 +20,20 @@ from .capabilities import Capabilities
 from .config import AgentConfig
 from .events import Event, RunNotice
 from .protocol import FormatError, Protocol
-from .types import HistoryItem, ModelResponse, ModelSettings, RunResult, Step, StopReason, Usage
+from .types import (
+    ActionRecord,
+    HistoryItem,
+    ModelResponse,
+    ModelSettings,
+    RunResult,
+    Step,
+    StopReason,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from .model import ChatModel
+    from .store.runs import RunJournal
     from .tools import Tool
 
 __all__ = ["RUN_EVENT", "Finish", "Outcome", "RunAgain", "RunState", "Stop"]
@@ -97,6 +107,13 @@ class RunState:
     """Who receives the run's events (:meth:`emit`): ``Agent.iter``'s queue, a tracer."""
     streaming: bool = False
     """Stream each reply (``Agent.iter``, ``run_stream``); ``arun`` asks for whole ones."""
+    journal: RunJournal | None = None
+    """The run's journal in a store (``Agent(store=...)``): each reply, call and step
+    committed as it completes; on a resumed run, what was done already (see
+    :mod:`react_engine.store.runs`)."""
+    deferred: list[ActionRecord] = field(default_factory=list)
+    """Calls whose approval was deferred (``approve="defer"``): the run stops with
+    ``awaiting_approval`` and these in ``RunResult.pending``."""
     memo: dict[Hashable, Any] = field(default_factory=dict)
     """What the protocol keeps between the run's requests (:meth:`RequestContext.once
     <react_engine.protocol.RequestContext.once>`): its system prompt, the messages of the
@@ -185,6 +202,8 @@ class RunState:
             duration_s=time.perf_counter() - self.started,
             error=error,
             events=list(self.events),
+            run_id=self.journal.run_id if self.journal is not None else None,
+            pending=list(self.deferred),
         )
 
     # --- budgets ------------------------------------------------------------------------------

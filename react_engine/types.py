@@ -326,6 +326,7 @@ StopReason: TypeAlias = Literal[
     "context_window",
     "cancelled",
     "error",
+    "awaiting_approval",
 ]
 
 
@@ -408,6 +409,11 @@ class RunResult:
     output: Any = None
     """The final answer as the run's ``output_type`` (a model instance, a list...); the
     answer text itself without one; ``None`` when the run gave no answer."""
+    run_id: str | None = None
+    """The run's id in the agent's store (``Agent(store=...)``), for ``agent.resume``."""
+    pending: list[ActionRecord] = field(default_factory=list)
+    """Calls waiting for an approval (``stop_reason="awaiting_approval"``): answer them
+    with ``agent.resume(run_id, approvals={call.id: True or False})``."""
 
     def __repr__(self) -> str:
         """One line: the answer (cut at 60 characters), why the run stopped (and the error,

@@ -46,6 +46,7 @@ def test_report_has_every_section(quick_run: tuple[str, dict[str, object], str])
         "## 3. Scale",
         "## 4. Prompt tokens and prefix stability",
         "## 5. Streaming: time to first token, live stop detection",
+        "## 7. Durable state: what a store costs per LLM call",
     ):
         assert heading in md
     for fact in ("**Date**", "**Command**", "**Machine**", "**Python**", "**Load average**"):

@@ -149,6 +149,17 @@ SCRIPTS: dict[str, Scenario] = {
         files={"notes/trip.md": "Beijing in May: pack an umbrella.\n"},
         check=_saw_file_contents,
     ),
+    "sessions-and-durable-runs": Scenario(
+        [
+            call("get_weather", location="Paris"),
+            answer("Overcast, 14°C."),
+            call("get_weather", location="Beijing"),
+            answer("Sunny, 24°C."),
+            # resume() of the finished run asks for nothing.
+            call("send_email", to="bob@example.com", body="The report is ready."),
+            answer("Sent."),
+        ],  # the block's #> lines are its printed output
+    ),
     # In process, without a server.
     "the-parser-on-its-own": Scenario(),
     "testing-an-agent-without-a-model": Scenario(),

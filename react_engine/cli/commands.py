@@ -100,6 +100,7 @@ from .render import (
     stop_words,
     use_color,
 )
+from .runs import add_runs_parser, chat_session, run_runs_command
 
 __all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
 
@@ -676,7 +677,9 @@ class ChatSession:
         self.protocol: str = args.protocol
         self.trace_path: str | None = args.trace
         self.progress = _Progress(args, stream=self.err)
-        self.conversation = Conversation(self._agent())
+        self.conversation = Conversation(
+            self._agent(), session=chat_session(getattr(args, "session", None))
+        )
 
     def _agent(self) -> Agent:
         p = self.progress
@@ -1157,6 +1160,11 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--no-history", action="store_true", help="keep no history file for this session"
     )
+    chat.add_argument(
+        "--session",
+        metavar="NAME",
+        help="keep the conversation in this session of the store ($REACT_ENGINE_STORE)",
+    )
 
     demo = sub.add_parser(
         "demo", help="the weather agent (embedded local model unless an endpoint is set)"
@@ -1223,6 +1231,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_parser(sub)
     add_probe_parser(sub)
+    add_runs_parser(sub)
     return parser
 
 
@@ -1325,6 +1334,8 @@ def _main(argv: Sequence[str] | None, *, process: bool) -> int:
             return run_eval_command(args)
         if args.command == "probe":
             return run_probe_command(args)
+        if args.command == "runs":
+            return run_runs_command(args)
         return _cmd_compare(args)
     except _Exit as exc:
         print(f"error: {exc}", file=sys.stderr)

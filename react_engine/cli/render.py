@@ -191,6 +191,7 @@ _STOPPED = {
     "context_window": "the conversation no longer fits the model's context window",
     "cancelled": "cancelled",
     "error": "an error ended the run",
+    "awaiting_approval": "calls wait for approval (react-engine runs resume ID --approve ...)",
 }
 """Why a run stopped, in words, for each ``RunResult.stop_reason``."""
 

@@ -1,0 +1,140 @@
+"""``react-engine runs list | show ID | resume ID``: the runs of a store.
+
+``chat --session NAME`` keeps a chat's history in the same store (see
+:mod:`react_engine.store`). The store is ``--store PATH``, else ``$REACT_ENGINE_STORE``,
+else ``~/.local/state/react-engine/store.db``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+
+from ..store import RunStore, SQLiteSession
+from ..types import to_jsonable
+
+__all__ = ["add_runs_parser", "chat_session", "run_runs_command"]
+
+
+def add_runs_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Add ``runs`` (list, show, resume) to the CLI's subcommands."""
+    from .commands import _add_agent_options
+
+    runs = subparsers.add_parser("runs", help="the runs kept in a store: list, show, resume")
+    actions = runs.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="the latest runs, newest first")
+    listing.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="show at most N runs (default 20)"
+    )
+    show = actions.add_parser("show", help="one run: its status and the steps committed")
+    show.add_argument("run_id", metavar="ID", help="the run's id (runs list shows them)")
+    show.add_argument("--json", action="store_true", help="print the run as JSON")
+    resume = actions.add_parser(
+        "resume", help="finish a run whose process died, or one awaiting approval"
+    )
+    resume.add_argument("run_id", metavar="ID", help="the run's id (runs list shows them)")
+    resume.add_argument(
+        "--approve",
+        action="append",
+        default=[],
+        metavar="CALL_ID=yes|no",
+        help="the verdict on a call awaiting approval; repeatable",
+    )
+    resume.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_agent_options(resume)
+    for p in (listing, show, resume):
+        p.add_argument("--store", metavar="PATH", help="the SQLite file (default: see docs)")
+    return runs
+
+
+def chat_session(name: str | None, store: str | None = None) -> SQLiteSession | None:
+    """``chat --session NAME``: the chat's history in the store's session NAME."""
+    return None if name is None else SQLiteSession(name, store)
+
+
+def _when(stamp: float) -> str:
+    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def run_runs_command(args: argparse.Namespace) -> int:
+    store = RunStore(args.store)
+    if args.runs_command == "list":
+        runs = store.runs(args.limit)
+        if not runs:
+            print(f"no runs in {store.db.path}")
+        for run in runs:
+            question = run.question if len(run.question) <= 50 else run.question[:49] + "…"
+            print(f"{run.id}  {_when(run.updated)}  {run.status:<18} {run.model}  {question}")
+        return 0
+    if args.runs_command == "show":
+        return _show(store, args)
+    return _resume(store, args)
+
+
+def _show(store: RunStore, args: argparse.Namespace) -> int:
+    info = store.info(args.run_id)
+    steps = store.steps(args.run_id)
+    result = store.result(args.run_id) or {}
+    if args.json:
+        payload = {
+            **to_jsonable(info),
+            "result": result,
+            "steps": to_jsonable(steps),
+        }
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        return 0
+    from .render import format_history
+
+    print(f"run {info.id} · {info.status} · model {info.model} · protocol {info.protocol}")
+    print(f"question: {info.question}")
+    if steps:
+        print(format_history(steps))
+    calls = {e.key: e for e in store.entries(args.run_id) if e.kind in ("started", "done")}
+    for key, entry in calls.items():
+        if entry.kind == "started":
+            print(f"in flight when the process stopped: {entry.body['tool']} ({key})")
+    for call in result.get("pending") or ():
+        print(f"awaiting approval: {call['id']} {call['tool']}({call['raw_arguments']})")
+    if result.get("answer") is not None:
+        print(f"answer: {result['answer']}")
+    return 0
+
+
+def _resume(store: RunStore, args: argparse.Namespace) -> int:
+    from ..errors import ModelAPIError
+    from .commands import (
+        EXIT_API,
+        EXIT_CONFIG,
+        EXIT_NO_ANSWER,
+        _describe_api_error,
+        _endpoint,
+        _Exit,
+        _load_tools,
+        _make_agent,
+        _Progress,
+        _show_result,
+    )
+
+    approvals: dict[str, bool] = {}
+    for given in args.approve:
+        call_id, sep, verdict = given.partition("=")
+        if not sep or verdict not in ("yes", "no"):
+            raise _Exit(f"--approve takes CALL_ID=yes or CALL_ID=no, not {given!r}", EXIT_CONFIG)
+        approvals[call_id] = verdict == "yes"
+    tools = _load_tools(args.tools)
+    with _endpoint(args, local_default=False) as ep:
+        progress = _Progress(args)
+        agent = _make_agent(args, ep, tools, args.protocol, progress.on_step)
+        agent.store = store
+        try:
+            result = agent.resume(args.run_id, approvals=approvals)
+        except ModelAPIError as exc:
+            raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
+        _show_result(result, args)
+    for call in result.pending:
+        print(f"awaiting approval: {call.id} {call.tool}({call.raw_arguments})", file=sys.stderr)
+    return 0 if result.answer is not None else EXIT_NO_ANSWER

@@ -1,0 +1,158 @@
+"""The history as JSON, and back: what a store writes and reads.
+
+Every record carries ``"v"`` (the format's version) and ``"type"``. What is stored is the
+protocol-neutral history (:class:`~react_engine.types.UserTurn` and
+:class:`~react_engine.types.Step`), never a protocol's messages: a session begun under
+function calling renders under text later (or the reverse), and a step's call ids are made
+fit for the protocol that renders it, as for any history.
+
+A record of a newer version than this code reads is refused with :class:`StoreError`
+rather than read wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import ReactEngineError
+from ..types import (
+    ActionRecord,
+    HistoryItem,
+    ModelResponse,
+    ReplyCall,
+    Step,
+    Usage,
+    UserTurn,
+    to_jsonable,
+)
+
+__all__ = [
+    "VERSION",
+    "StoreError",
+    "dump_item",
+    "dump_record",
+    "dump_reply",
+    "dumps",
+    "load_item",
+    "load_record",
+    "load_reply",
+]
+
+VERSION = 1
+"""The version written in every record; readers accept this one and older."""
+
+
+class StoreError(ReactEngineError):
+    """A store could not be read or written: a record it cannot read, an unknown run."""
+
+
+def dumps(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _checked(data: Any, kind: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise StoreError(f"a stored {kind} is not a JSON object: {str(data)[:80]!r}")
+    version = data.get("v")
+    if not isinstance(version, int) or version > VERSION:
+        raise StoreError(
+            f"a stored {kind} has format version {version!r}; this react-engine reads "
+            f"versions up to {VERSION} (upgrade react-engine to read it)"
+        )
+    return data
+
+
+def dump_item(item: HistoryItem) -> dict[str, Any]:
+    """One history item as a JSON-ready record."""
+    if isinstance(item, UserTurn):
+        return {"v": VERSION, "type": "user", "content": item.content}
+    if isinstance(item, Step):
+        record: dict[str, Any] = to_jsonable(item)
+        record["v"], record["type"] = VERSION, "step"
+        return record
+    raise StoreError(f"not a history item: {type(item).__name__}")
+
+
+def load_item(data: Any) -> HistoryItem:
+    record = _checked(data, "history item")
+    kind = record.get("type")
+    if kind == "user":
+        return UserTurn(str(record.get("content", "")))
+    if kind == "step":
+        return load_step(record)
+    raise StoreError(f"a stored history item has an unknown type {kind!r}")
+
+
+def load_step(record: dict[str, Any]) -> Step:
+    usage = record.get("usage") or {}
+    return Step(
+        index=int(record["index"]),
+        kind=record["kind"],
+        protocol=str(record.get("protocol", "")),
+        text=record.get("text"),
+        thought=record.get("thought"),
+        reasoning=record.get("reasoning"),
+        actions=[load_record(a) for a in record.get("actions") or ()],
+        final_answer=record.get("final_answer"),
+        repairs=list(record.get("repairs") or ()),
+        feedback=record.get("feedback"),
+        usage=_usage(usage),
+        started_at=float(record.get("started_at", 0.0)),
+        duration_s=float(record.get("duration_s", 0.0)),
+        model_time_s=float(record.get("model_time_s", 0.0)),
+        events=list(record.get("events") or ()),
+    )
+
+
+def dump_record(record: ActionRecord) -> dict[str, Any]:
+    out: dict[str, Any] = to_jsonable(record)
+    out["v"] = VERSION
+    return out
+
+
+def load_record(data: Any) -> ActionRecord:
+    record = data if isinstance(data, dict) and "v" not in data else _checked(data, "call")
+    return ActionRecord(
+        id=str(record["id"]),
+        tool=str(record["tool"]),
+        arguments=record["arguments"],
+        raw_arguments=str(record.get("raw_arguments", "")),
+        observation=str(record.get("observation", "")),
+        status=record.get("status", "ok"),
+        error=record.get("error"),
+        duration_s=float(record.get("duration_s", 0.0)),
+        salvaged=bool(record.get("salvaged", False)),
+    )
+
+
+def dump_reply(reply: ModelResponse) -> dict[str, Any]:
+    out: dict[str, Any] = to_jsonable(reply)
+    out["v"] = VERSION
+    return out
+
+
+def load_reply(data: Any) -> ModelResponse:
+    record = _checked(data, "model reply")
+    return ModelResponse(
+        content=record.get("content"),
+        tool_calls=[
+            ReplyCall(c.get("id"), str(c["name"]), str(c["arguments"]))
+            for c in record.get("tool_calls") or ()
+        ],
+        reasoning=record.get("reasoning"),
+        finish_reason=record.get("finish_reason"),
+        usage=_usage(record.get("usage") or {}),
+        model=record.get("model"),
+        events=list(record.get("events") or ()),
+    )
+
+
+def _usage(data: dict[str, Any]) -> Usage:
+    return Usage(
+        prompt_tokens=int(data.get("prompt_tokens", 0)),
+        completion_tokens=int(data.get("completion_tokens", 0)),
+        total_tokens=int(data.get("total_tokens", 0)),
+        cached_tokens=int(data.get("cached_tokens", 0)),
+        requests=int(data.get("requests", 0)),
+    )

@@ -1,0 +1,147 @@
+"""The embedded store: one SQLite file (stdlib ``sqlite3``) in WAL mode, shared safely by
+several processes on one machine.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock
+before reading the next sequence number: two processes appending to one session at once
+are serialised by SQLite, so their messages never interleave inside a batch and none is
+lost. ``synchronous=NORMAL`` with WAL keeps every committed transaction through a crash of
+the process (a power cut may lose the last ones, never corrupt the file).
+
+Calls are made directly from the event loop: a write takes well under a millisecond on a
+local disk, less than handing it to a thread would cost. A writer that waits for another
+process's lock waits at most ``timeout`` seconds (SQLite's busy timeout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["STORE_ENV", "SQLiteDB", "default_path"]
+
+STORE_ENV = "REACT_ENGINE_STORE"
+"""Environment variable naming the default SQLite file of sessions and runs."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS session_items (
+    session TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    item TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (session, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    question TEXT NOT NULL,
+    model TEXT NOT NULL,
+    protocol TEXT NOT NULL,
+    header TEXT NOT NULL,
+    result TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_entries (
+    run TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (run, seq)
+) WITHOUT ROWID;
+"""
+
+
+_SHARED: dict[Path, SQLiteDB] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def default_path() -> Path:
+    """``$REACT_ENGINE_STORE``, else ``$XDG_STATE_HOME/react-engine/store.db`` (the state
+    home defaulting to ``~/.local/state``)."""
+    named = os.environ.get(STORE_ENV, "").strip()
+    if named:
+        return Path(named).expanduser()
+    state = os.environ.get("XDG_STATE_HOME", "").strip()
+    base = Path(state).expanduser() if state else Path.home() / ".local" / "state"
+    return base / "react-engine" / "store.db"
+
+
+class SQLiteDB:
+    """One SQLite file: a connection per process (made again after a ``fork``), used under
+    a lock so that the threads of one process take turns."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0):
+        self.path = Path(path).expanduser() if path is not None else default_path()
+        self.timeout = timeout
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+
+    @classmethod
+    def shared(
+        cls, path: str | os.PathLike[str] | SQLiteDB | None = None, *, timeout: float = 30.0
+    ) -> SQLiteDB:
+        """The one :class:`SQLiteDB` of this process for ``path``: sessions and stores
+        made per request share its connection instead of opening the file each time."""
+        if isinstance(path, SQLiteDB):
+            return path
+        resolved = (Path(path).expanduser() if path is not None else default_path()).resolve()
+        with _SHARED_LOCK:
+            db = _SHARED.get(resolved)
+            if db is None:
+                db = _SHARED[resolved] = cls(resolved, timeout=timeout)
+            return db
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+            conn.executescript(_SCHEMA)  # idempotent; a concurrent creator waits its turn
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``): committed when the block ends,
+        rolled back if it raises."""
+        with self._lock:
+            conn = self._connection()
+            with _immediate(conn):
+                yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A connection for reads (each statement sees one committed state)."""
+        with self._lock:
+            yield self._connection()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteDB({str(self.path)!r})"
+
+
+@contextlib.contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

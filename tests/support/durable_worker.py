@@ -1,0 +1,90 @@
+"""A worker process for tests/test_durable_runs.py: runs (or resumes) a 3-call run against
+a loopback server with a store, and dies by SIGKILL where it is told to.
+
+    python durable_worker.py DB URL EFFECTS run RUN_ID [--kill-after N] [--kill-in-tool K]
+    python durable_worker.py DB URL EFFECTS resume RUN_ID [--approve ID=yes|no ...]
+
+``--kill-after N``: SIGKILL right after the store's N-th commit (transaction) of the
+run's journal.
+``--kill-in-tool K``: SIGKILL inside the K-th call, after its side effect. Each call of
+``act`` appends one line to EFFECTS (its side effect), so the test counts how often each ran.
+The result is printed as one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from react_engine import Agent
+from react_engine.store import RunStore
+from react_engine.tools import tool
+
+
+class KillingStore(RunStore):
+    def __init__(self, path: str, kill_after: int | None) -> None:
+        super().__init__(path)
+        self.kill_after = kill_after
+        self.commits = 0
+
+    def add_many(self, run_id: str, entries: Any) -> None:
+        super().add_many(run_id, entries)
+        self.commits += 1
+        if self.kill_after is not None and self.commits == self.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("db")
+    parser.add_argument("url")
+    parser.add_argument("effects")
+    parser.add_argument("mode", choices=["run", "resume"])
+    parser.add_argument("run_id")
+    parser.add_argument("--kill-after", type=int)
+    parser.add_argument("--kill-in-tool", type=int)
+    parser.add_argument("--idempotent", action="store_true")
+    parser.add_argument("--approval", action="store_true", help='approve="defer" on act')
+    parser.add_argument("--approve", action="append", default=[])
+    args = parser.parse_args()
+    effects = Path(args.effects)
+
+    def act(n: int) -> str:
+        """Do step n (a side effect: one line in the effects file)."""
+        with effects.open("a") as fh:
+            fh.write(f"{n}\n")
+        if args.kill_in_tool == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f"done {n}"
+
+    made = tool(requires_approval=args.approval, idempotent=args.idempotent)(act)
+    agent = Agent(
+        "mock-model",
+        [made],
+        base_url=args.url,
+        api_key="sk-test",
+        protocol="function_calling",
+        store=KillingStore(args.db, args.kill_after),
+        approve="defer" if args.approval else None,
+    )
+    if args.mode == "run":
+        result = agent.run("do the three steps", run_id=args.run_id)
+    else:
+        approvals = {k: v == "yes" for k, v in (a.split("=", 1) for a in args.approve)}
+        result = agent.resume(args.run_id, approvals=approvals)
+    out = {
+        "answer": result.answer,
+        "stop_reason": result.stop_reason,
+        "pending": [a.id for a in result.pending],
+        "calls": [[a.tool, a.status, a.observation] for a in result.tool_calls],
+    }
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
