@@ -903,8 +903,21 @@ def test_schemas_past_openai_limits_get_no_grammar(schema: dict[str, Any], messa
 
 
 def test_a_tool_past_the_limits_runs_without_a_constraint() -> None:
+    # 1,500 enum values: past the grammar's limit (a tool with more than 5,000 properties is
+    # refused where it is built: tests/test_schema_fuzz.py).
+    codes = Tool.from_schema(
+        "wide",
+        {
+            "type": "object",
+            "properties": {
+                "p0": {"type": "string", "enum": ["x", *(f"c{i}" for i in range(1500))]}
+            },
+            "required": ["p0"],
+        },
+        lambda arguments: f"{len(arguments)} arguments",
+    )
     call = 'Thought: t\nAction: wide\nAction Input: {"p0": "x"}'
-    agent, model = scripted_agent("text", "llama.cpp", [call, TEXT_FINAL], tools=[_wide_tool(6000)])
+    agent, model = scripted_agent("text", "llama.cpp", [call, TEXT_FINAL], tools=[codes])
     result = agent.run("Use wide.")
     assert result.answer == "Sunny in Beijing."
     assert result.steps[0].actions[0].status == "ok"
