@@ -99,6 +99,7 @@ def test_the_concurrency_is_what_was_asked_and_the_order_is_the_jobs() -> None:
         assert (finished == list(range(20))) == (n == 1)
     with pytest.raises(ConfigurationError, match="at least 1"):
         run_jobs(jobs, one, concurrency=0)
+    assert run_jobs([], one, ray="") == []  # nothing left to run: no cluster started
 
 
 def test_a_live_concurrent_run_records_what_the_sequential_one_does(

@@ -204,6 +204,8 @@ def run_jobs(
     outcomes come back in the jobs' order."""
     if concurrency < 1:
         raise ConfigurationError("--concurrency must be at least 1")
+    if not jobs:  # a resumed run with nothing left: no cluster to start
+        return []
     outcomes: dict[int, Outcome] = {}
 
     def done(job: Job, outcome: Outcome) -> None:
