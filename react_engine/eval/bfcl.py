@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime as _dt
+import functools
 import json
 import os
 import sys
@@ -61,6 +62,7 @@ from ..types import (
     Usage,
     UserTurn,
 )
+from .batch import Job, Progress, ResultsFile, result_from_record, run_jobs
 from .bfcl_checker import Call, check_calls
 from .bfcl_data import CATEGORIES, DEFAULT_CATEGORIES, Case, case_tools, load_cases
 from .bfcl_multi_turn import (
@@ -512,47 +514,46 @@ class LiveEndpoint:
 AnyCase = Case | MultiTurnCase
 
 
-async def _run_all(
-    cases: Sequence[AnyCase],
-    protocols: Sequence[str],
-    report: Report,
-    endpoint: LiveEndpoint | None,
-    recorded: Mapping[str, Mapping[str, Recorded]],
-    record: dict[str, dict[str, Recorded]] | None,
-    quiet: bool,
-) -> None:
-    live: ChatModel | None = None
-    if endpoint is not None:
-        live = OpenAIChatModel.connect(
-            endpoint.base_url, endpoint.api_key or "sk-no-key-required", asynchronous=True
-        )
-    total = len(cases) * len(protocols)
-    for protocol in protocols:
-        for case in cases:
-            if live is not None:
-                model: ChatModel = _Tap(live)
-            else:
-                reply = recorded[protocol][case.id]
-                model = ScriptedModel(list(reply) if isinstance(reply, list) else [reply])
-            if isinstance(case, MultiTurnCase):
-                result = await run_multi_turn_case(
-                    case, protocol, model, report.model, report.settings
-                )
-            else:
-                result = await run_case(case, protocol, model, report.model, report.settings)
-            report.results.append(result)
-            if record is not None and isinstance(model, _Tap):
-                if isinstance(case, MultiTurnCase):
-                    record.setdefault(protocol, {})[case.id] = list(model.replies)
-                elif model.last is not None:
-                    record.setdefault(protocol, {})[case.id] = model.last
-            if not quiet:
-                verdict = "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
-                print(
-                    f"[{len(report.results):>4}/{total}] {protocol:<16} {case.id:<24} {verdict}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+async def _run_job(
+    job: Job, live: ChatModel | None, model_name: str, settings: EvalSettings
+) -> tuple[CaseResult, Any]:
+    """One case under one protocol; the replies it got, as recorded, when it ran live."""
+    case, protocol = job.case, job.protocol
+    if live is not None:
+        model: ChatModel = _Tap(live)
+    else:
+        reply = job.replies
+        model = ScriptedModel(list(reply) if isinstance(reply, list) else [reply])
+    if isinstance(case, MultiTurnCase):
+        result = await run_multi_turn_case(case, protocol, model, model_name, settings)
+    else:
+        result = await run_case(case, protocol, model, model_name, settings)
+    replies: Any = None
+    if isinstance(model, _Tap):
+        if isinstance(case, MultiTurnCase):
+            replies = _recorded_json(list(model.replies))
+        elif model.last is not None:
+            replies = _recorded_json(model.last)
+    return result, replies
+
+
+def _connect_live(endpoint: LiveEndpoint | None) -> ChatModel | None:
+    if endpoint is None:
+        return None
+    return OpenAIChatModel.connect(
+        endpoint.base_url, endpoint.api_key or "sk-no-key-required", asynchronous=True
+    )
+
+
+def _ray_job(
+    endpoint: LiveEndpoint | None, model_name: str, settings: EvalSettings, job: Job
+) -> tuple[CaseResult, Any]:
+    """A job as a Ray task: in the worker, on an event loop of its own."""
+    return asyncio.run(_run_job(job, _connect_live(endpoint), model_name, settings))
+
+
+def _verdict(result: CaseResult) -> str:
+    return "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
 
 
 def run_bfcl(
@@ -566,10 +567,20 @@ def run_bfcl(
     settings: EvalSettings | None = None,
     record: dict[str, dict[str, Recorded]] | None = None,
     quiet: bool = True,
+    concurrency: int = 1,
+    ray: str | None = None,
+    results: Path | None = None,
+    resume: bool = False,
 ) -> Report:
     """Every case under every protocol: live at ``endpoint``, or from ``recorded`` replies
     (``{protocol: {case id: reply, or a multi-turn case's replies}}``). ``record``, when
-    given, collects the live replies."""
+    given, collects the live replies.
+
+    ``concurrency``: cases run at once, as async runs in this process; ``ray``: run them
+    as tasks on the Ray cluster at that address (``""``: a local one). ``results``: a
+    JSONL file each case's record is appended to as it finishes; ``resume`` skips the
+    cases already there. The report's results are in the same order however they ran
+    (:mod:`react_engine.eval.batch`)."""
     if (endpoint is None) == (recorded is None):
         raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:
@@ -587,7 +598,61 @@ def run_bfcl(
         protocols=list(protocols),
         categories=list(dict.fromkeys(c.category for c in cases)),
     )
-    asyncio.run(_run_all(cases, protocols, report, endpoint, recorded or {}, record, quiet))
+    replayed = recorded or {}
+    jobs = [
+        Job(i, protocol, case, None if endpoint is not None else replayed[protocol][case.id])
+        for i, (protocol, case) in enumerate((p, c) for p in protocols for c in cases)
+    ]
+    store: ResultsFile | None = None
+    if results is not None:
+        meta = {
+            "model": report.model,
+            "source": report.source,
+            "settings": asdict(report.settings),
+        }
+        store = ResultsFile(results, meta, resume=resume)
+    elif resume:
+        raise ConfigurationError("--resume continues the evaluation in --results FILE")
+    saved = store.done if store is not None else {}
+    todo = [job for job in jobs if job.key not in saved]
+    progress = Progress(len(jobs), sys.stderr, done=len(jobs) - len(todo))
+    if quiet:
+        progress.live = False
+
+    def finished(job: Job, outcome: tuple[CaseResult, Any]) -> None:
+        result, replies = outcome
+        if store is not None:
+            store.append(job, result, replies)
+        line = f"[{progress.done + 1:>4}/{len(jobs)}] {job.protocol:<16} {job.case.id:<24} "
+        if quiet:
+            progress.done += 1
+        else:
+            progress.advance(line + _verdict(result))
+
+    live = _connect_live(endpoint) if ray is None else None
+    try:
+        ran = run_jobs(
+            todo,
+            lambda job: _run_job(job, live, report.model, report.settings),
+            concurrency=concurrency,
+            ray=ray,
+            ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
+            on_done=finished,
+        )
+    finally:
+        progress.close()
+        if store is not None:
+            store.close()
+    outcomes = dict(zip((job.key for job in todo), ran, strict=True))
+    for job in jobs:
+        if job.key in outcomes:
+            result, replies = outcomes[job.key]
+        else:
+            result = result_from_record(CaseResult, saved[job.key])
+            replies = saved[job.key].get("replies")
+        report.results.append(result)
+        if record is not None and replies is not None:
+            record.setdefault(job.protocol, {})[job.case.id] = _recorded_from_json(replies)
     return report
 
 
@@ -928,7 +993,36 @@ def add_eval_parser(
         default=0.0,
         help="sampling temperature for every request (default: 0)",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        metavar="N",
+        help="cases run at once, as concurrent async runs in this process (default: 1); "
+        "the results are the same, in the same order",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run the cases as tasks on the Ray cluster at ADDRESS (without one: a local "
+        "cluster on 127.0.0.1); needs react-engine[ray]",
+    )
+    p.add_argument(
+        "--results",
+        metavar="FILE",
+        help="append each case's record to FILE (JSON lines) as it finishes",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the evaluation in --results FILE: the cases recorded there are not "
+        "run again",
+    )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines or progress bar on stderr"
+    )
     return p
 
 
@@ -974,6 +1068,16 @@ def run_eval_command(args: argparse.Namespace) -> int:
         raise ConfigurationError("--limit must be at least 1")
     if args.max_turn_steps is not None and args.max_turn_steps < 1:
         raise ConfigurationError("--max-turn-steps must be at least 1")
+    if args.concurrency < 1:
+        raise ConfigurationError("--concurrency must be at least 1")
+    if args.resume and not args.results:
+        raise ConfigurationError("--resume continues the evaluation in --results FILE")
+    batch: dict[str, Any] = {
+        "concurrency": args.concurrency,
+        "ray": args.ray,
+        "results": Path(args.results) if args.results else None,
+        "resume": args.resume,
+    }
     scripted, recording = args.scripted is not None, args.record is not None
     if scripted and (recording or args.local):
         raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
@@ -1025,6 +1129,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
             source=f"recorded replies in {directory}",
             settings=settings,
             quiet=args.quiet,
+            **batch,
         )
     else:
         cases = _load_any(categories, limit=args.limit, only=args.cases or ())
@@ -1039,6 +1144,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
                 settings=settings,
                 record=record,
                 quiet=args.quiet,
+                **batch,
             )
         if record is not None:
             meta = {
