@@ -42,6 +42,7 @@ from ..protocol import (
     FormatError,
     PendingCall,
     Protocol,
+    Refusal,
     RequestContext,
     guard_depth,
     parsed_arguments_error,
@@ -154,7 +155,10 @@ _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial
 def template_feedback(template: PromptTemplate, error: str, *, forced: bool = False) -> str:
     """A refusal in a prompted protocol's words: its ``format_error`` message, with the
     ``format_reminder`` of the reply's format unless the request was a forced final one
-    (whose own instruction says what to write)."""
+    (whose own instruction says what to write). A :class:`~react_engine.protocol.Refusal`
+    is worded by the template's ``error_<code>`` text where it has one (in its language)."""
+    if isinstance(error, Refusal) and template.has(f"error_{error.code}"):
+        error = template.fill(f"error_{error.code}", **error.values)
     reminder = template.fill("format_reminder") if template.has("format_reminder") else ""
     return template.fill("format_error", error=error, reminder="" if forced else reminder).strip()
 
@@ -392,11 +396,14 @@ class TextReActProtocol(Protocol):
             native = self._native(raw, None, ctx)
             if native is not None:
                 return native
-            refused = self._format_error(raw.strip() or None, str(exc), forced=ctx.force_final)
+            plain = self._plain(raw, ctx) if _NO_LABEL in exc.reason else None
+            error = self._unlabeled() if plain is not None else _parse_refusal(exc)
+            refused = self._format_error(raw.strip() or None, error, forced=ctx.force_final)
             if ctx.force_final and written_call(raw, ctx.tool_names()):
                 return self.reject(
                     refused, WRITTEN_CALL, forced=True, problem="a tool call written as text"
                 )
+            refused.plain = plain
             return refused
         native = self._native(raw, parsed, ctx)
         if native is not None:
@@ -425,7 +432,49 @@ class TextReActProtocol(Protocol):
             )
         return self._format_error(
             text,
-            "the reply has neither an Action nor a Final Answer",
+            Refusal("no_step", "the reply has neither an Action nor a Final Answer"),
             parsed.thought,
             forced=ctx.force_final,
         )
+
+    def _plain(self, raw: str, ctx: RequestContext) -> str | None:
+        """A reply with no label at all, read as the answer it would be (see
+        :attr:`FormatError.plain <react_engine.protocol.FormatError.plain>`)."""
+        try:
+            parsed = parse_react(
+                raw,
+                multi_action=ctx.multi_action,
+                stop_words=self.template.stop,
+                implicit_final_answer=True,
+            )
+        except ReActParseError:
+            return None
+        if "implicit_final_answer" not in parsed.repairs or not parsed.final_answer:
+            return None
+        return parsed.final_answer
+
+    def _unlabeled(self) -> Refusal:
+        label = self.template.label("final_answer", "Final Answer")
+        return Refusal(
+            "unlabeled",
+            f"the reply has no label: if it is your final answer, write '{label}:' before it; "
+            "to use a tool, write an action",
+        )
+
+
+_NO_LABEL = "has no label"
+"""In the parser's message for a reply with no label at all."""
+
+_PARSE_CODES = {
+    "the reply is empty": "empty",
+    "the reasoning block is never closed and no action or answer follows it": "only_reasoning",
+    "the reply is only reasoning, with no action or final answer after it": "only_reasoning",
+    "the reply has thoughts but no action and no final answer": "no_step",
+    "nothing is left of the reply once the invented Observation is cut": "no_step",
+}
+"""The parser's refusals a template may word by name; any other is ``error_unreadable``."""
+
+
+def _parse_refusal(exc: ReActParseError) -> Refusal:
+    code = _PARSE_CODES.get(exc.reason, "unreadable")
+    return Refusal(code, str(exc), line=str(exc.line), column=str(exc.column))
