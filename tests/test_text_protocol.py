@@ -287,6 +287,12 @@ def test_every_shipped_template_renders(name: str) -> None:
         "answer": "a",
         "schema": "S",
         "type_name": "N",
+        "line": 1,
+        "column": 2,
+        "wrong": "w",
+        "tools": "a, b",
+        "detail": "d",
+        "retry": "again",
     }
     for key in template.texts:
         filled = template.fill(key, **values)
