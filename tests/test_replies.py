@@ -423,7 +423,7 @@ AMBIGUOUS = [
     "name: iPhone, colour: red",  # colour is no parameter
     "name: iPhone, name: iPad",  # the same key twice
     "name: 'iPhone, category: phone",  # a quote never closed
-    "name: iPhone 15 \"Pro\", category: phone",  # quotes inside a bare value
+    'name: iPhone 15 "Pro", category: phone',  # quotes inside a bare value
 ]
 
 
@@ -449,6 +449,6 @@ def test_a_bare_input_that_names_a_parameter_is_refused_not_guessed() -> None:
 
 
 def test_quoted_key_values_keep_their_commas() -> None:
-    text = 'Thought: look\nAction: search_product(name: "iPhone, 15", category: \'phone\')'
+    text = "Thought: look\nAction: search_product(name: \"iPhone, 15\", category: 'phone')"
     result, tools, _ = run_scripted("text", [text, final_text("text", "3")])
     assert tools.calls == [("search_product", {"name": "iPhone, 15", "category": "phone"})]

@@ -14,8 +14,10 @@ Observations are wrapped in ``<observation>`` tags (any closing tag inside is de
 and only the model's own reply is ever parsed, so a tool result that says
 ``Final Answer:`` or ``Action:`` cannot end the run or trigger a tool.
 
-A reply with no label at all is a format error unless ``implicit_final_answer=True``
-takes it for the final answer.
+A reply with no label at all is sent back once with a reminder of the format; plain prose
+again is the final answer (the policy decides: see :attr:`FormatError.plain
+<react_engine.protocol.FormatError.plain>`). ``implicit_final_answer=True`` takes the
+first one for the answer.
 
 ``tool_choice`` is emulated: ``"none"`` tells the model to answer now and treats an action
 as a format error; a tool name is named in the prompt and any other action is a format
@@ -193,8 +195,9 @@ class TextReActProtocol(Protocol):
         decoding (``Capabilities.constrained_decoding`` with a grammar style)."""
         self.implicit_final_answer = implicit_final_answer
         """Take a reply with no label at all as the final answer. Off by default: such a
-        reply is a format error, since a model that ignores the format is likely answering
-        from its own weights without the facts a tool would give."""
+        reply is sent back once with a reminder of the format, since a model that ignores
+        the format may be answering from its own weights without the facts a tool would
+        give; a plain reply again is the answer."""
         if self.template.kind != "text":
             raise ValueError(f"template {self.template.name!r} is not a text ReAct template")
         chinese = any(not label.isascii() for label in self.template.labels.values())
