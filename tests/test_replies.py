@@ -22,6 +22,8 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from react_engine import (
     Agent,
@@ -32,6 +34,8 @@ from react_engine import (
     RunResult,
     Tool,
 )
+from react_engine.parsing import patterns as P
+from react_engine.parsing.arguments import read_text_arguments
 from react_engine.protocols import TextReActProtocol
 from react_engine.testing import (
     ScriptedModel,
@@ -385,7 +389,7 @@ def test_a_bare_input_is_the_value_of_the_one_required_parameter(protocol: str) 
 
 def test_a_bare_action_input_line_is_read_the_same_way() -> None:
     text = "Thought: look\nAction: get_weather\nAction Input: Beijing"
-    result, tools, _ = run_scripted("text", [text, final_text("text", "14")])
+    _, tools, _ = run_scripted("text", [text, final_text("text", "14")])
     assert tools.calls == [("get_weather", {"city": "Beijing", "unit": "celsius"})]
 
 
@@ -450,5 +454,84 @@ def test_a_bare_input_that_names_a_parameter_is_refused_not_guessed() -> None:
 
 def test_quoted_key_values_keep_their_commas() -> None:
     text = "Thought: look\nAction: search_product(name: \"iPhone, 15\", category: 'phone')"
-    result, tools, _ = run_scripted("text", [text, final_text("text", "3")])
+    _, tools, _ = run_scripted("text", [text, final_text("text", "3")])
     assert tools.calls == [("search_product", {"name": "iPhone, 15", "category": "phone"})]
+
+
+# --- the reader of text inputs: exactly the arguments written, or none -------------------------
+
+NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,11}", fullmatch=True)
+VALUES = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    max_size=24,
+)
+
+
+def written(arguments: dict[str, str], names: list[str], colon: str, sep: str) -> str:
+    """``arguments`` as a model writes ``key: value`` pairs: plain where a plain value reads
+    back as itself, quoted (JSON) otherwise."""
+    parts = []
+    for key, value in arguments.items():
+        plain = (
+            value
+            and value == value.strip()
+            and not any(c in value for c in ",，\n\"'“”‘’")
+            and value not in ("null", "None")
+            and not any(m["key"] in names for m in P.ARGUMENT_KEY_ANYWHERE.finditer(value))
+        )
+        shown = value if plain else json.dumps(value, ensure_ascii=False)
+        parts.append(f"{key}{colon}{shown}")
+    return sep.join(parts)
+
+
+def damaged(arguments: dict[str, str], names: list[str], colon: str, sep: str, how: int) -> str:
+    """One way a model garbles the pairs: no separator, a quote cut off or left over, a key
+    written twice, prose before them, a key glued to the last value, a key no parameter."""
+    text = written(arguments, names, colon, sep)
+    if how == 0:
+        return written(arguments, names, colon, " ")
+    if how == 1:
+        return text[:-1] if text.endswith('"') else text + '"'
+    if how == 2:
+        return f"{text}{sep}{names[0]}{colon}again"
+    if how == 3:
+        return f"see {text}"
+    if how == 4:
+        return f"{text} {names[-1]}{colon}more"
+    return "unknown_key" + text[len(names[0]) :]
+
+
+DAMAGES = 6
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(NAMES, min_size=1, max_size=4, unique=True).filter(lambda n: "unknown_key" not in n),
+    st.lists(VALUES, min_size=4, max_size=4),
+    st.sampled_from([": ", "=", "：", " : "]),
+    st.sampled_from([", ", ",", "\n", "，"]),
+    st.integers(0, DAMAGES - 1),
+)
+def test_text_inputs_read_back_exactly_or_not_at_all(
+    names: list[str], values: list[str], colon: str, sep: str, how: int
+) -> None:
+    """For random tools and arguments (300 examples), the pairs as written read back as
+    exactly the arguments; a damaged form (one of 6, drawn for each example) reads as
+    exactly the arguments, or as the whole text for a tool's one parameter (a bare input,
+    passed as written), or not at all."""
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "string"} for n in names},
+        "required": list(names),
+    }
+    arguments = dict(zip(names, values, strict=False))
+    read = read_text_arguments(written(arguments, names, colon, sep), schema)
+    assert (read.arguments, read.repair) == (arguments, "key_value_arguments")
+    text = damaged(arguments, names, colon, sep, how)
+    broken = read_text_arguments(text, schema)
+    if broken.repair == "key_value_arguments":
+        assert broken.arguments == arguments
+    elif broken.repair == "bare_input_to_parameter":
+        assert broken.arguments == {names[0]: text.strip()} and len(names) == 1
+    else:
+        assert broken.arguments is None

@@ -290,7 +290,6 @@ def test_every_shipped_template_renders(name: str) -> None:
         "line": 1,
         "column": 2,
         "wrong": "w",
-        "tools": "a, b",
         "detail": "d",
         "retry": "again",
     }
