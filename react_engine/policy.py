@@ -149,9 +149,12 @@ def _plain_after_reminder(decision: Decision, ctx: Context) -> Decision:
         return decision
     if written_call(decision.plain, ctx.tool_names()):
         return decision
+    # Reminded once: the step before is this same refusal (a plain reply's reminder says
+    # nothing about the reply itself, so the feedback is the same text).
     last = ctx.history[-1] if ctx.history else None
-    if not (isinstance(last, Step) and last.kind == "format_error" and UNLABELED in last.events):
-        decision.events.append(UNLABELED)
+    if not (isinstance(last, Step) and last.kind == "format_error"):
+        return decision
+    if last.feedback != decision.feedback:
         return decision
     return FinalAnswer(
         text=decision.text,
@@ -160,10 +163,6 @@ def _plain_after_reminder(decision: Decision, ctx: Context) -> Decision:
         repairs=[*decision.repairs, "unlabeled_answer"],
         events=list(decision.events),
     )
-
-
-UNLABELED = "unlabeled_reply"
-"""The event of a plain reply sent back with a reminder of the format (once)."""
 
 
 def _text_inputs(decision: CallTools, ctx: Context) -> None:
