@@ -147,8 +147,11 @@ def _plain_after_reminder(decision: Decision, ctx: Context) -> Decision:
     """A plain reply (no label, no call) after a reminder of the format is the answer."""
     if not isinstance(decision, FormatError) or decision.plain is None:
         return decision
-    if written_call(decision.plain, ctx.tool_names()):
-        return decision
+    names = ctx.tool_names()
+    if names and (
+        written_call(decision.plain, names) or P.tool_call_anywhere(names).search(decision.plain)
+    ):
+        return decision  # a call written as text is no answer, however often it comes
     # Reminded once: the step before is this same refusal (a plain reply's reminder says
     # nothing about the reply itself, so the feedback is the same text).
     last = ctx.history[-1] if ctx.history else None

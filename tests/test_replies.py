@@ -279,11 +279,19 @@ def test_the_reminder_is_needed_again_after_a_step_in_the_format() -> None:
     assert len(tools.calls) == 1
 
 
-def test_a_plain_reply_that_is_a_call_written_as_text_is_never_the_answer() -> None:
-    call = "get_weather(city='Paris')"
-    result, _, _ = run_scripted("text", [call, call, final_text("text", "14")])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "get_weather(city='Paris')",
+        "search_product(name: iPhone, category: phone)",
+        "# 查询商品 → search_product(name: iPhone, category: phone)",
+    ],
+)
+def test_a_plain_reply_that_is_a_call_written_as_text_is_never_the_answer(call: str) -> None:
+    result, tools, _ = run_scripted("text", [call, call, final_text("text", "14")])
     assert result.answer == "14"
-    assert all(s.kind == "format_error" for s in result.steps[:-1])
+    assert [s.kind for s in result.steps] == ["format_error", "format_error", "final"]
+    assert tools.calls == []
 
 
 ASCII_WORD = re.compile(r"[A-Za-z]{2,}")

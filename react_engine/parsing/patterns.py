@@ -416,3 +416,10 @@ ARGUMENT_KEY_ANYWHERE: Final = re.compile(
     r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*[:：=]"
 )
 """The same key, searched for anywhere (a word that is not part of a longer one)."""
+
+
+def tool_call_anywhere(names: list[str]) -> re.Pattern[str]:
+    """``NAME(`` anywhere in a text (not inside a longer name), for any of ``names`` (the
+    longest first): a call written in prose, ``# 查询商品 → search_product(name: iPhone)``."""
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.\-])(?:{alternatives})[ \t]*\(")
