@@ -33,7 +33,7 @@ whatever the format is decided here, in this order:
    not know yet. A call held back is recorded as ``skipped``, its observation tells the
    model why (it can make the call in its next step), and the step's events say so.
 
-Before those, and after the length cuts:
+Four more rules, each its own step of :func:`apply` (the first two before the others):
 
 * **Native calls first.** A reply that carries native ``tool_calls`` is read as those calls
   under every protocol (seed 003 checks ``tool_calls`` first, then the text), where the
