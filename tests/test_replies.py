@@ -34,6 +34,7 @@ from react_engine import (
     RunResult,
     Tool,
 )
+from react_engine.events import RunDone
 from react_engine.parsing import patterns as P
 from react_engine.parsing.arguments import read_text_arguments
 from react_engine.protocols import TextReActProtocol
@@ -160,6 +161,35 @@ def test_native_tool_calls_run_under_every_protocol(
     # The model is shown the result of its call on the next request.
     second = json.dumps(server.requests[1]["messages"], ensure_ascii=False)
     assert "Paris: 14 celsius" in second
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_native_tool_calls_run_under_every_protocol_when_streamed(
+    server: ScriptedServer, protocol: str
+) -> None:
+    """The same over a streamed reply: the call arrives in pieces, and still runs once."""
+    server.push(
+        tool_calls_completion(("get_weather", {"city": "Paris"}), content=None),
+        completion(final_text(protocol, "Paris is 14°C.")),
+    )
+    tools = Recorder()
+    with openai.OpenAI(base_url=server.base_url, api_key="sk-test-replies") as sdk:
+        agent = Agent(
+            "mock-model",
+            tools.tools,
+            protocol=protocol,
+            client=sdk,
+            settings=ModelSettings(timeout=10.0),
+            retry=RetryPolicy(max_attempts=1),
+            capability_cache=CapabilityCache(),
+            registry=CapabilityRegistry.from_default(env={}),
+        )
+        events = list(agent.run_stream("What is the weather in Paris?"))
+    done = events[-1]
+    assert isinstance(done, RunDone)
+    assert done.result.answer == "Paris is 14°C."
+    assert tools.calls == [("get_weather", {"city": "Paris", "unit": "celsius"})]
+    assert all(r.get("stream") for r in server.requests)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
