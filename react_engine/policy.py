@@ -187,18 +187,25 @@ def _text_inputs(decision: CallTools, ctx: Context) -> None:
 
 
 def _unlabel(decision: FinalAnswer) -> None:
-    """An answer written as ReAct steps becomes the text after its final-answer label."""
+    """An answer written as ReAct steps becomes the text after its final-answer label; one
+    that is only a labelled thought, the text after the label."""
     answer = decision.answer
     if not _starts_with_label(answer):
         return
     try:
         parsed = parse_react(answer)
     except ReActParseError:
-        return
-    if parsed.actions or not parsed.final_answer:
-        return
-    decision.answer = parsed.final_answer
-    decision.thought = _join(decision.thought, parsed.thought)
+        parsed = None
+    if parsed is not None and parsed.actions:
+        return  # a call written as text, not labels around an answer
+    if parsed is not None and parsed.final_answer:
+        decision.answer = parsed.final_answer
+        decision.thought = _join(decision.thought, parsed.thought)
+    else:
+        rest = _unlabelled(answer.lstrip())
+        if not rest or rest == answer.lstrip():
+            return
+        decision.answer = rest
     decision.repairs.append("answer_labels")
 
 

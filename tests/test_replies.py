@@ -257,6 +257,12 @@ def test_a_labelled_structured_answer_loses_its_labels(
     assert result.steps[-1].thought == "\n\n".join(t for t in ("done", thought) if t)
 
 
+def test_a_labelled_thought_alone_under_function_calling_loses_its_label() -> None:
+    result, _, _ = run_scripted("function_calling", [reply("Thought: I know it. Paris is 14°C.")])
+    assert result.answer == "I know it. Paris is 14°C."
+    assert "answer_labels" in result.steps[-1].repairs
+
+
 def test_an_answer_that_only_mentions_a_label_is_kept_whole() -> None:
     text = 'The ReAct format ends with a line such as "Final Answer: 42".'
     result, _, _ = run_scripted("function_calling", [reply(text)])
