@@ -385,6 +385,7 @@ def test_every_format_feedback_under_the_zh_template_is_chinese(case: str) -> No
 def test_a_reply_past_the_tool_budget_runs_the_calls_within_it_then_answers(
     protocol: str,
 ) -> None:
+    # Every call of a reply may run (multi_action="all"), so the budget alone stops one.
     result, tools, model = run_scripted(
         protocol,
         [
@@ -392,6 +393,7 @@ def test_a_reply_past_the_tool_budget_runs_the_calls_within_it_then_answers(
             final_text(protocol, "Paris is 14°C."),
         ],
         max_tool_calls=1,
+        multi_action="all",
     )
     assert tools.calls == [("get_weather", {"city": "Paris", "unit": "celsius"})]
     first, second = result.steps[0].actions

@@ -446,7 +446,7 @@ class TextReActProtocol(Protocol):
         try:
             parsed = parse_react(
                 raw,
-                multi_action=ctx.multi_action,
+                multi_action=True,
                 stop_words=self.template.stop,
                 implicit_final_answer=True,
             )
