@@ -318,7 +318,6 @@ def test_the_reminder_is_needed_again_after_a_step_in_the_format() -> None:
 @pytest.mark.parametrize(
     "call",
     [
-        "get_weather(city='Paris')",
         "search_product(name: iPhone, category: phone)",
         "# 查询商品 → search_product(name: iPhone, category: phone)",
     ],
