@@ -40,7 +40,9 @@ class AgentConfig:
     it that is no answer (a tool call written as text, an empty reply) is fed back once;
     after a second one the run ends with ``answer=None`` and ``error`` saying why."""
     max_tool_calls: int | None = None
-    """Tool calls per run, all steps together; past it the run stops (``tool_budget``)."""
+    """Tool calls per run, all steps together. The calls of a reply within it run, the rest
+    are not run (each gets an observation saying so), and once it is spent the model is
+    asked for its final answer, tools off (``stop_reason="tool_budget"``)."""
     max_calls_per_step: int = 16
     """Tool calls run from one reply; the ones beyond it are not run, and each gets an
     observation saying so (a reply with 10,000 parallel calls runs 16)."""

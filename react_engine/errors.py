@@ -90,6 +90,8 @@ class ReActParseError(ModelBehaviorError, ValueError):
         line = text.count("\n", 0, pos) + 1
         column = pos - (text.rfind("\n", 0, pos) + 1) + 1
         super().__init__(f"{message} (line {line}, column {column}; expected {expected})")
+        self.reason = message
+        """What is wrong, without where (the message's first part)."""
         self.text = text
         self.pos = pos
         self.line = line

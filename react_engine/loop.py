@@ -48,7 +48,7 @@ from .execution import ToolRunner, skipped
 from .model import ChatModel, complete_with_retries
 from .observations import SHORTENED_LIMIT, shorten_observations
 from .output import output_spec
-from .protocol import CallTools, Decision, FinalAnswer, FormatError, RequestContext
+from .protocol import CallTools, Decision, FinalAnswer, FormatError, PendingCall, RequestContext
 from .selection import adapt
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
 from .streaming import EmptyStream, Unstreamed, stream_with_retries
@@ -288,21 +288,42 @@ class Loop:
             log.warning("%s", event, extra=RUN_EVENT)
             step.events.append(event)
             state.note(event)
-        if (stop := state.tools_spent(sum(1 for c in calls if c.skip is None))) is not None:
-            step.actions = [skipped(c, "the run's tool-call budget is spent") for c in calls]
-            step.actions += [skipped(c, too_many) for c in excess]
-            await self._record(state, step, started)
-            return stop
-        step.actions = await self.agent._runner.run(state, calls)
+        # The run's tool-call budget: the first calls within it run (a call the policy
+        # holds back does not count), the rest are reported as not run, and once it is
+        # spent the model is asked for its final answer.
+        room = state.tools_left()
+        over: list[PendingCall] = []
+        if room is not None:
+            kept: list[PendingCall] = []
+            for call in calls:
+                if call.skip is not None or room > 0:
+                    room -= call.skip is None
+                    kept.append(call)
+                else:
+                    over.append(call)
+            calls = kept
+        if over:
+            event = (
+                f"{len(calls) + len(over)} tool calls in one reply: {len(over)} were not run "
+                f"(the tool-call budget of {cfg.max_tool_calls} is spent)"
+            )
+            log.warning("%s", event, extra=RUN_EVENT)
+            step.events.append(event)
+            state.note(event)
+        spent = "the run's tool-call budget is spent: give your final answer now"
+        step.actions = await self.agent._runner.run(state, calls) if calls else []
         if state.deferred:  # the step goes on when the approvals come (agent.resume)
             return Stop("awaiting_approval", f"{len(state.deferred)} call(s) await approval")
+        step.actions += [skipped(c, spent) for c in over]
         step.actions += [skipped(c, too_many) for c in excess]
         if state.abort is not None:
             await self._record(state, step, started)
             ToolRunner.abort(state)
         state.tool_calls += sum(1 for a in step.actions if a.status != "skipped")
         await self._record(state, step, started)
-        if state.force_final == "loop":
+        if state.force_final is None and state.tools_left() == 0:
+            state.force_final = "tool_budget"
+        if state.force_final in ("loop", "tool_budget"):
             return RunAgain()
         if (stop := state.tokens_spent()) is not None:
             return stop

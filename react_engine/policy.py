@@ -33,6 +33,22 @@ whatever the format is decided here, in this order:
    not know yet. A call held back is recorded as ``skipped``, its observation tells the
    model why (it can make the call in its next step), and the step's events say so.
 
+Four more rules, each its own step of :func:`apply` (the first two before the others):
+
+* **Native calls first.** A reply that carries native ``tool_calls`` is read as those calls
+  under every protocol (seed 003 checks ``tool_calls`` first, then the text), where the
+  protocol does not read them itself (:attr:`Protocol.reads_native_calls`).
+* **A plain reply, after one reminder, is the answer.** A reply in no format at all
+  (:attr:`FormatError.plain`: no label, no call) is sent back once with a reminder of the
+  format; when the next reply is plain prose again, it is the final answer, marked
+  ``unlabeled_answer``.
+* **Text inputs onto parameters.** A call whose input is text is read onto the tool's
+  parameters where that is not a guess (:mod:`react_engine.parsing.arguments`): a bare
+  value for a tool with one required parameter, ``key: value`` pairs naming parameters.
+* **Labels never reach an answer.** A final answer written as ReAct steps
+  (``Thought: ...`` then ``Final Answer: ...``, in any spelling the parser knows) is the
+  text after its final-answer label; the rest is the thought.
+
 A refused reply becomes a :class:`FormatError` worded by the protocol (:meth:`Protocol.reject`),
 so the model is told what to write instead, within the run's error budget.
 """
@@ -46,7 +62,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Final
 
+from .errors import ReActParseError
 from .output import OutputError
+from .parsing import parse_react, split_think
+from .parsing import patterns as P
+from .parsing.arguments import read_text_arguments
 from .parsing.salvage import written_call
 from .protocol import (
     CallTools,
@@ -56,9 +76,10 @@ from .protocol import (
     MultiAction,
     PendingCall,
     Protocol,
+    Refusal,
 )
 from .protocol import RequestContext as Context
-from .types import ModelResponse
+from .types import ModelResponse, Step
 
 __all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "effects", "new_call_id", "placeholder"]
 
@@ -68,9 +89,10 @@ CUT_OFF = (
 )
 """The error of a call whose arguments a length cut may have shortened."""
 
-WRITTEN_CALL = (
+WRITTEN_CALL = Refusal(
+    "written_call",
     "it is a tool call written as text, and no tool can run now: using only the results "
-    "you already have, write your final answer in words"
+    "you already have, write your final answer in words",
 )
 """Why a forced final answer that is a call (in any syntax) is not an answer."""
 
@@ -81,19 +103,129 @@ def new_call_id() -> str:
 
 def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Context) -> Decision:
     """``decision`` with the shared rules applied; a refused reply becomes a format error."""
+    decision = _native_calls_first(protocol, decision, reply)
+    decision = _plain_after_reminder(decision, ctx)
     match decision:
         case CallTools():
             _assign_ids(decision)
             _refuse_cut(decision.calls, reply)
+            _text_inputs(decision, ctx)
             allowed = _calls_allowed(protocol, decision, ctx)
             if isinstance(allowed, CallTools):
                 effects(allowed, ctx)
             return allowed
         case FinalAnswer():
+            _unlabel(decision)
             allowed = _answer_allowed(protocol, decision, ctx)
             return _typed(protocol, allowed, ctx) if isinstance(allowed, FinalAnswer) else allowed
         case FormatError():
             return decision
+
+
+def _native_calls_first(protocol: Protocol, decision: Decision, reply: ModelResponse) -> Decision:
+    """The reply's native ``tool_calls``, where the protocol read only its text: the calls
+    run, and the text is the thought (an Action written beside them is not run twice)."""
+    if not reply.tool_calls or protocol.reads_native_calls:
+        return decision
+    from .protocols.function_calling import native_calls  # the protocols import this module
+
+    calls = native_calls(reply)
+    thought = decision.thought
+    if thought is None:
+        think, said = split_think(reply.content or "")
+        thought = _join(think, _unlabelled(said.strip()) or None)
+    return CallTools(
+        text=None,  # the step is shown to the model as calls, in its protocol's own format
+        thought=thought,
+        calls=calls,
+        repairs=[r for c in calls for r in c.repairs],
+        events=[*decision.events, "native_tool_calls"],
+    )
+
+
+def _plain_after_reminder(decision: Decision, ctx: Context) -> Decision:
+    """A plain reply (no label, no call) after a reminder of the format is the answer."""
+    if not isinstance(decision, FormatError) or decision.plain is None:
+        return decision
+    names = ctx.tool_names()
+    if names and (
+        written_call(decision.plain, names) or P.tool_call_anywhere(names).search(decision.plain)
+    ):
+        return decision  # a call written as text is no answer, however often it comes
+    # Reminded once: the step before is this same refusal (a plain reply's reminder says
+    # nothing about the reply itself, so the feedback is the same text).
+    last = ctx.history[-1] if ctx.history else None
+    if not (isinstance(last, Step) and last.kind == "format_error"):
+        return decision
+    if last.feedback != decision.feedback:
+        return decision
+    return FinalAnswer(
+        text=decision.text,
+        thought=decision.thought,
+        answer=decision.plain,
+        repairs=[*decision.repairs, "unlabeled_answer"],
+        events=list(decision.events),
+    )
+
+
+def _text_inputs(decision: CallTools, ctx: Context) -> None:
+    """Text inputs read onto the tool's parameters where that is no guess (see
+    :func:`~react_engine.parsing.arguments.read_text_arguments`); ambiguous ones refused."""
+    tools = {t.name: t for t in ctx.tools}
+    for call in decision.calls:
+        tool = tools.get(call.tool)
+        if call.error is not None or not isinstance(call.arguments, str) or tool is None:
+            continue
+        read = read_text_arguments(call.arguments, tool.parameters)
+        if read.error is not None:
+            call.error = read.error
+        elif read.arguments is not None and read.repair is not None:
+            call.arguments = read.arguments
+            call.repairs.append(read.repair)
+            if read.repair not in decision.repairs:
+                decision.repairs.append(read.repair)
+
+
+def _unlabel(decision: FinalAnswer) -> None:
+    """An answer written as ReAct steps becomes the text after its final-answer label; one
+    that is only a labelled thought, the text after the label."""
+    answer = decision.answer
+    if not _starts_with_label(answer):
+        return
+    try:
+        parsed = parse_react(answer)
+    except ReActParseError:
+        parsed = None
+    if parsed is not None and parsed.actions:
+        return  # a call written as text, not labels around an answer
+    if parsed is not None and parsed.final_answer:
+        decision.answer = parsed.final_answer
+        decision.thought = _join(decision.thought, parsed.thought)
+    else:
+        rest = _unlabelled(answer.lstrip())
+        if not rest or rest == answer.lstrip():
+            return
+        decision.answer = rest
+    decision.repairs.append("answer_labels")
+
+
+def _starts_with_label(text: str) -> bool:
+    found = P.LABEL.match(text.lstrip())
+    return found is not None and bool(found["colon"] or found["em"])
+
+
+def _unlabelled(text: str) -> str:
+    """``text`` without a leading thought label ("Thought: I will look it up")."""
+    found = P.LABEL.match(text)
+    if found is None or not found["colon"]:
+        return text
+    kind, _ = P.LABEL_WORDS.get(P.normalise_word(found["word"]), ("", 0))
+    return text[found.end() :].strip() if kind == P.THOUGHT else text
+
+
+def _join(a: str | None, b: str | None) -> str | None:
+    parts = [p.strip() for p in (a, b) if p and p.strip()]
+    return "\n\n".join(parts) if parts else None
 
 
 def _assign_ids(decision: CallTools) -> None:
@@ -131,10 +263,17 @@ def _calls_allowed(protocol: Protocol, decision: CallTools, ctx: Context) -> Dec
             decision, WRITTEN_CALL, forced=True, problem="a tool call written as text"
         )
     if ctx.tool_choice == "none" or not names:
-        error = "no tool may be used for this question: write the final answer"
+        error = Refusal(
+            "tool_none", "no tool may be used for this question: write the final answer"
+        )
     elif ctx.tool_choice in names and any(c.tool != ctx.tool_choice for c in decision.calls):
         wrong = next(c.tool for c in decision.calls if c.tool != ctx.tool_choice)
-        error = f"only {ctx.tool_choice} may be called now, not {wrong}: call {ctx.tool_choice}"
+        error = Refusal(
+            "tool_named",
+            f"only {ctx.tool_choice} may be called now, not {wrong}: call {ctx.tool_choice}",
+            tool=ctx.tool_choice,
+            wrong=wrong,
+        )
     else:
         return decision
     refused = protocol.reject(decision, error)
@@ -151,9 +290,15 @@ def _answer_allowed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> 
             )
         return decision
     if names and (ctx.tool_choice == "required" or ctx.tool_choice in names):
-        wanted = ctx.tool_choice if ctx.tool_choice in names else "one of: " + ", ".join(names)
+        tools = ctx.tool_choice if ctx.tool_choice in names else ", ".join(names)
+        wanted = ctx.tool_choice if ctx.tool_choice in names else "one of: " + tools
         return protocol.reject(
-            decision, f"a tool must be used before the final answer: call {wanted}"
+            decision,
+            Refusal(
+                "tool_required",
+                f"a tool must be used before the final answer: call {wanted}",
+                tools=tools,
+            ),
         )
     return decision
 
@@ -165,9 +310,10 @@ def _typed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> Decision:
     try:
         value, repairs = ctx.output.read(decision.answer)
     except OutputError as exc:
+        retry = protocol.output_retry()
         return protocol.reject(
             decision,
-            f"{exc}; {protocol.output_retry()}",
+            Refusal("output", f"{exc}; {retry}", detail=str(exc), retry=retry),
             forced=ctx.force_final,
             problem="an answer that does not match the output type",
         )

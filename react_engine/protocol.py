@@ -54,6 +54,7 @@ __all__ = [
     "MultiAction",
     "PendingCall",
     "Protocol",
+    "Refusal",
     "RequestContext",
 ]
 
@@ -140,6 +141,21 @@ class PendingCall:
     ``skipped`` and the model is told why, so that it can make it in a later step."""
 
 
+class Refusal(str):
+    """Why a reply is refused: a clause in English, as every protocol may send it, with a
+    ``code`` and ``values`` by which a prompt template words it in its own language (its
+    ``error_<code>`` text, see :meth:`Protocol.feedback`). A plain ``str`` everywhere else."""
+
+    code: str
+    values: dict[str, str]
+
+    def __new__(cls, code: str, text: str, /, **values: str) -> Refusal:
+        refusal = super().__new__(cls, text)
+        refusal.code = code
+        refusal.values = values
+        return refusal
+
+
 @dataclass(slots=True, kw_only=True)
 class _Reading:
     text: str | None
@@ -173,6 +189,10 @@ class FormatError(_Reading):
     problem: str | None = None
     """What the reply was, in a few words for the run's error message ("a tool call written
     as text", "empty"), should it be the last one."""
+    plain: str | None = None
+    """The reply read as plain prose in no format at all (no label, no call): the answer it
+    would be. The policy takes it as the final answer when the model, once reminded of the
+    format, replies in plain prose again."""
 
 
 Decision = CallTools | FinalAnswer | FormatError
@@ -183,6 +203,9 @@ class Protocol(ABC):
     """How tool calls travel between the agent and the model. Subclass once, pass as a value."""
 
     name: str = "protocol"
+    reads_native_calls: bool = False
+    """Whether :meth:`read_reply` reads the reply's native ``tool_calls`` itself. Where it
+    does not, the policy reads them first: a native call is honoured under every protocol."""
 
     @abstractmethod
     def render(self, ctx: RequestContext) -> list[Message]:

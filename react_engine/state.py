@@ -93,7 +93,7 @@ class RunState:
     tool_calls: int = 0
     consecutive_errors: int = 0
     adaptations: int = 0
-    force_final: Literal["max_steps", "loop"] | None = None
+    force_final: Literal["max_steps", "loop", "tool_budget"] | None = None
     final_retries: int = 0
     repeats: Counter[str] = field(default_factory=Counter)
     results: dict[str, str] = field(default_factory=dict)
@@ -223,12 +223,10 @@ class RunState:
             return Stop("token_budget", f"the token budget of {limit} is spent")
         return None
 
-    def tools_spent(self, calls: int) -> Stop | None:
-        """Whether running ``calls`` more tool calls would pass the run's tool-call budget."""
+    def tools_left(self) -> int | None:
+        """Tool calls the run may still make (``None``: no budget)."""
         limit = self.config.max_tool_calls
-        if limit is not None and self.tool_calls + calls > limit:
-            return Stop("tool_budget", f"the tool-call budget of {limit} is spent")
-        return None
+        return None if limit is None else max(limit - self.tool_calls, 0)
 
     def failed_turn(self) -> Outcome:
         """Count a turn that failed (a format error, only failing calls)."""
@@ -266,8 +264,12 @@ def _is_async(function: Callable[..., Any]) -> bool:
     )
 
 
-def no_final_answer(why: Literal["max_steps", "loop"], decision: FormatError) -> str:
+def no_final_answer(why: Literal["max_steps", "loop", "tool_budget"], decision: FormatError) -> str:
     """The run's error when the forced final answer never came."""
-    when = "after the step budget" if why == "max_steps" else "after a loop was detected"
+    when = {
+        "max_steps": "after the step budget",
+        "loop": "after a loop was detected",
+        "tool_budget": "after the tool-call budget was spent",
+    }[why]
     message = f"the model did not give a final answer in words {when}"
     return f"{message}: its last reply was {decision.problem}" if decision.problem else message

@@ -226,19 +226,24 @@ def test_step_budget_forces_a_final_answer_with_tool_choice_none() -> None:
 
 
 def test_tool_call_budget() -> None:
-    agent, _ = make_agent(
+    agent, model = make_agent(
         [
             tool_call_reply(("calculator", {"expression": "1"})),
             tool_call_reply(
                 ("calculator", {"expression": "2"}), ("calculator", {"expression": "3"})
             ),
+            reply("6"),
         ],
         max_tool_calls=2,
     )
     result = agent.run("q")
+    # The call within the budget runs, the one past it does not, and the spent budget
+    # asks for the final answer (tools off) instead of ending the run without one.
     assert result.stop_reason == "tool_budget"
-    assert result.answer is None
-    assert [a.status for a in result.steps[1].actions] == ["skipped", "skipped"]
+    assert result.answer == "6"
+    assert [a.status for a in result.steps[1].actions] == ["ok", "skipped"]
+    assert "budget" in (result.steps[1].actions[1].error or "")
+    assert model.payloads[-1]["tool_choice"] == "none"
 
 
 def test_token_budget() -> None:

@@ -175,17 +175,20 @@ def test_tool_budget_stops_before_the_dangerous_call_is_even_proposed(protocol: 
     asked: list[Any] = []
     agent, _, wipe = make(
         protocol,
-        [call(protocol, "/a"), call(protocol, "/b"), call(protocol, "/c")],
+        [call(protocol, "/a"), call(protocol, "/b"), call(protocol, "/c"), final(protocol, "ok")],
         approve=lambda record: asked.append(record.arguments) or True,
         max_tool_calls=2,
     )
     result = agent.run("clean up")
+    # The budget is spent after /b: the model is asked for its final answer, its call of
+    # /c is refused as no answer (never run, never even proposed for approval), and its
+    # next reply is the answer.
     assert result.stop_reason == "tool_budget"
-    assert result.answer is None
+    assert result.answer == "ok"
     assert wipe.deleted == ["/a", "/b"]
     assert asked == [{"path": "/a"}, {"path": "/b"}]
-    assert [a.status for s in result.steps for a in s.actions] == ["ok", "ok", "skipped"]
-    assert "tool-call budget" in (result.error or "")
+    assert [a.status for s in result.steps for a in s.actions] == ["ok", "ok"]
+    assert [s.kind for s in result.steps] == ["action", "action", "format_error", "final"]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -475,12 +475,12 @@ def test_a_text_step_with_plain_input_is_rendered_as_an_object() -> None:
         capability_cache=CapabilityCache(),
     )
     conversation.ask("Sure?")
-    # The plain-text input did not validate (get_weather has two fields), so it stayed a
-    # string; a JSON object must hold it all the same.
+    # The plain-text input is the value of get_weather's one required parameter (a bare
+    # input read losslessly), and the step is rendered with it as a JSON object.
     said = json.loads(model.payloads[0]["messages"][2]["content"])
     assert said == {
         "thought": "look",
-        "action": {"tool": "get_weather", "arguments": {"input": "Paris"}},
+        "action": {"tool": "get_weather", "arguments": {"location": "Paris"}},
     }
 
 

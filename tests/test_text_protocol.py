@@ -287,6 +287,11 @@ def test_every_shipped_template_renders(name: str) -> None:
         "answer": "a",
         "schema": "S",
         "type_name": "N",
+        "line": 1,
+        "column": 2,
+        "wrong": "w",
+        "detail": "d",
+        "retry": "again",
     }
     for key in template.texts:
         filled = template.fill(key, **values)

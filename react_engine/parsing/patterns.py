@@ -405,3 +405,21 @@ def call_line(names: list[str]) -> re.Pattern[str]:
     ``names`` (identifiers; the longest should come first)."""
     alternatives = "|".join(re.escape(n) for n in names)
     return re.compile(rf"^[ \t`]*({alternatives})[ \t]*\(", re.MULTILINE)
+
+
+# --- text arguments ("name: iPhone, category: phone") ----------------------------------------
+
+ARGUMENT_KEY: Final = re.compile(r"[ \t\n]*(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*[:：=][ \t]*")
+"""A key and its colon (or ``=``) where a ``key: value`` pair starts (matched at a position)."""
+
+ARGUMENT_KEY_ANYWHERE: Final = re.compile(
+    r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*[:：=]"
+)
+"""The same key, searched for anywhere (a word that is not part of a longer one)."""
+
+
+def tool_call_anywhere(names: list[str]) -> re.Pattern[str]:
+    """``NAME(`` anywhere in a text (not inside a longer name), for any of ``names`` (the
+    longest first): a call written in prose, ``# 查询商品 → search_product(name: iPhone)``."""
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.\-])(?:{alternatives})[ \t]*\(")

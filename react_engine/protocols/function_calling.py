@@ -65,7 +65,7 @@ from ..types import (
     UserTurn,
 )
 
-__all__ = ["FunctionCallingProtocol", "decode_arguments"]
+__all__ = ["FunctionCallingProtocol", "decode_arguments", "native_calls"]
 
 
 CUT_PARAMETER = (
@@ -191,11 +191,30 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
     return value, None, repairs
 
 
+def native_calls(reply: ModelResponse) -> list[PendingCall]:
+    """The reply's native ``tool_calls``, decoded (:func:`decode_arguments`), in order."""
+    calls: list[PendingCall] = []
+    for raw in reply.tool_calls:
+        arguments, error, repairs = decode_arguments(raw.arguments)
+        calls.append(
+            PendingCall(
+                id=raw.id or "",
+                tool=raw.name,
+                arguments=arguments,
+                raw_arguments=raw.arguments,
+                error=error,
+                repairs=repairs,
+            )
+        )
+    return calls
+
+
 class FunctionCallingProtocol(Protocol):
     """Tools as native ``tools`` / ``tool_calls``; parallel calls; JSON Schema arguments
     (sent ``strict`` when every property is required, see :attr:`Tool.strict`)."""
 
     name = "function_calling"
+    reads_native_calls = True
 
     def __init__(
         self,
@@ -406,19 +425,7 @@ class FunctionCallingProtocol(Protocol):
                 )
             return FinalAnswer(text=content, thought=think, answer=answer)
 
-        calls: list[PendingCall] = []
-        for raw in reply.tool_calls:
-            arguments, error, repairs = decode_arguments(raw.arguments)
-            calls.append(
-                PendingCall(
-                    id=raw.id or "",
-                    tool=raw.name,
-                    arguments=arguments,
-                    raw_arguments=raw.arguments,
-                    error=error,
-                    repairs=repairs,
-                )
-            )
+        calls = native_calls(reply)
         if calls:
             return CallTools(
                 text=content or None,

@@ -46,6 +46,7 @@ from ..protocol import (
     FormatError,
     PendingCall,
     Protocol,
+    Refusal,
     RequestContext,
     arguments_json,
 )
@@ -65,7 +66,7 @@ from ..types import (
 from .function_calling import decode_arguments
 from .text import system_prompt, template_feedback, template_output_retry, wrap_observation
 
-__all__ = ["CUT_SHORT", "UNCLOSED_THINK", "StructuredOutputProtocol", "step_json"]
+__all__ = ["CUT_SHORT", "PLAIN", "UNCLOSED_THINK", "StructuredOutputProtocol", "step_json"]
 
 log = logging.getLogger("react_engine")
 
@@ -78,6 +79,7 @@ UNCLOSED_THINK = (
     "nothing in it was used; close the reasoning with </think> and write the JSON object "
     "after it"
 )
+PLAIN = Refusal("unlabeled", "the reply is plain text, not a JSON object")
 _TRUNCATION: frozenset[str] = frozenset({"missing_quote", "missing_closing_bracket"})
 """JSON repairs that mean the text ended before the value did."""
 
@@ -314,6 +316,10 @@ class StructuredOutputProtocol(Protocol):
                 # Almost always a call's arguments (the step itself is two levels deep):
                 # said as the other protocols say it, not as a reply that is no object.
                 error = f"the reply nests too deeply to be read: {TOO_DEEP}"
+            elif body.lstrip()[:1] not in ("{", "[", "`"):
+                refused = fail(text, PLAIN, reasoning)
+                refused.plain = body.strip()  # prose: the answer, should it come again
+                return refused
             else:
                 error = f"the reply is not a JSON object ({exc})"
             return fail(text, error, reasoning)

@@ -14,8 +14,10 @@ Observations are wrapped in ``<observation>`` tags (any closing tag inside is de
 and only the model's own reply is ever parsed, so a tool result that says
 ``Final Answer:`` or ``Action:`` cannot end the run or trigger a tool.
 
-A reply with no label at all is a format error unless ``implicit_final_answer=True``
-takes it for the final answer.
+A reply with no label at all is sent back once with a reminder of the format; plain prose
+again is the final answer (the policy decides: see :attr:`FormatError.plain
+<react_engine.protocol.FormatError.plain>`). ``implicit_final_answer=True`` takes the
+first one for the answer.
 
 ``tool_choice`` is emulated: ``"none"`` tells the model to answer now and treats an action
 as a format error; a tool name is named in the prompt and any other action is a format
@@ -42,6 +44,7 @@ from ..protocol import (
     FormatError,
     PendingCall,
     Protocol,
+    Refusal,
     RequestContext,
     guard_depth,
     parsed_arguments_error,
@@ -154,7 +157,10 @@ _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial
 def template_feedback(template: PromptTemplate, error: str, *, forced: bool = False) -> str:
     """A refusal in a prompted protocol's words: its ``format_error`` message, with the
     ``format_reminder`` of the reply's format unless the request was a forced final one
-    (whose own instruction says what to write)."""
+    (whose own instruction says what to write). A :class:`~react_engine.protocol.Refusal`
+    is worded by the template's ``error_<code>`` text where it has one (in its language)."""
+    if isinstance(error, Refusal) and template.has(f"error_{error.code}"):
+        error = template.fill(f"error_{error.code}", **error.values)
     reminder = template.fill("format_reminder") if template.has("format_reminder") else ""
     return template.fill("format_error", error=error, reminder="" if forced else reminder).strip()
 
@@ -189,8 +195,9 @@ class TextReActProtocol(Protocol):
         decoding (``Capabilities.constrained_decoding`` with a grammar style)."""
         self.implicit_final_answer = implicit_final_answer
         """Take a reply with no label at all as the final answer. Off by default: such a
-        reply is a format error, since a model that ignores the format is likely answering
-        from its own weights without the facts a tool would give."""
+        reply is sent back once with a reminder of the format, since a model that ignores
+        the format may be answering from its own weights without the facts a tool would
+        give; a plain reply again is the answer."""
         if self.template.kind != "text":
             raise ValueError(f"template {self.template.name!r} is not a text ReAct template")
         chinese = any(not label.isascii() for label in self.template.labels.values())
@@ -392,11 +399,14 @@ class TextReActProtocol(Protocol):
             native = self._native(raw, None, ctx)
             if native is not None:
                 return native
-            refused = self._format_error(raw.strip() or None, str(exc), forced=ctx.force_final)
+            plain = self._plain(raw, ctx) if _NO_LABEL in exc.reason else None
+            error = self._unlabeled() if plain is not None else _parse_refusal(exc)
+            refused = self._format_error(raw.strip() or None, error, forced=ctx.force_final)
             if ctx.force_final and written_call(raw, ctx.tool_names()):
                 return self.reject(
                     refused, WRITTEN_CALL, forced=True, problem="a tool call written as text"
                 )
+            refused.plain = plain
             return refused
         native = self._native(raw, parsed, ctx)
         if native is not None:
@@ -425,7 +435,49 @@ class TextReActProtocol(Protocol):
             )
         return self._format_error(
             text,
-            "the reply has neither an Action nor a Final Answer",
+            Refusal("no_step", "the reply has neither an Action nor a Final Answer"),
             parsed.thought,
             forced=ctx.force_final,
         )
+
+    def _plain(self, raw: str, ctx: RequestContext) -> str | None:
+        """A reply with no label at all, read as the answer it would be (see
+        :attr:`FormatError.plain <react_engine.protocol.FormatError.plain>`)."""
+        try:
+            parsed = parse_react(
+                raw,
+                multi_action=True,
+                stop_words=self.template.stop,
+                implicit_final_answer=True,
+            )
+        except ReActParseError:
+            return None
+        if "implicit_final_answer" not in parsed.repairs or not parsed.final_answer:
+            return None
+        return parsed.final_answer
+
+    def _unlabeled(self) -> Refusal:
+        label = self.template.label("final_answer", "Final Answer")
+        return Refusal(
+            "unlabeled",
+            f"the reply has no label: if it is your final answer, write '{label}:' before it; "
+            "to use a tool, write an action",
+        )
+
+
+_NO_LABEL = "has no label"
+"""In the parser's message for a reply with no label at all."""
+
+_PARSE_CODES = {
+    "the reply is empty": "empty",
+    "the reasoning block is never closed and no action or answer follows it": "only_reasoning",
+    "the reply is only reasoning, with no action or final answer after it": "only_reasoning",
+    "the reply has thoughts but no action and no final answer": "no_step",
+    "nothing is left of the reply once the invented Observation is cut": "no_step",
+}
+"""The parser's refusals a template may word by name; any other is ``error_unreadable``."""
+
+
+def _parse_refusal(exc: ReActParseError) -> Refusal:
+    code = _PARSE_CODES.get(exc.reason, "unreadable")
+    return Refusal(code, str(exc), line=str(exc.line), column=str(exc.column))

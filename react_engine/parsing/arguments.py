@@ -1,0 +1,122 @@
+"""Plain-text arguments read onto a tool's parameters, when the reading is not a guess.
+
+A model sometimes writes a call's input as text rather than a JSON object:
+
+* a bare value, ``{"action": "get_weather", "action_input": "Beijing"}`` or
+  ``Action Input: Beijing``: for a tool with exactly one required parameter (or one
+  parameter in all) the value can only be that parameter's;
+* ``key: value`` pairs, ``search_product(name: iPhone, category: phone)``: each key a
+  parameter of the tool, each value a quoted string or plain text holding no quote, no
+  separator and no other ``key:``.
+
+Both keep every value exactly as the model wrote it (the repair codes
+``bare_input_to_parameter`` and ``key_value_arguments`` are lossless). Anything else is
+left as text for the tool's validation to refuse, and text that mentions a parameter as
+a key but cannot be read that way is refused here: whether ``Beijing, unit: kelvin`` is one
+city or a city and a unit is a guess.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import patterns as P
+
+__all__ = ["AMBIGUOUS", "TextArguments", "read_text_arguments"]
+
+AMBIGUOUS = (
+    "the input names some of the tool's parameters as 'key: value' but cannot be read as "
+    "such pairs without guessing, so the action was not run; write the arguments as a "
+    "JSON object"
+)
+"""Why text that only partly reads as ``key: value`` pairs never runs."""
+
+_SEPARATORS = ",，\n"
+_QUOTES = "\"'“”‘’"
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True, slots=True)
+class TextArguments:
+    """What :func:`read_text_arguments` made of a text input."""
+
+    arguments: dict[str, Any] | None = None
+    """The arguments object, when the text reads as one without a guess."""
+    repair: str | None = None
+    """``bare_input_to_parameter`` or ``key_value_arguments``, with ``arguments``."""
+    error: str | None = None
+    """Why the text must not run (it is ambiguous), or ``None``."""
+
+
+def read_text_arguments(text: str, parameters: Mapping[str, Any]) -> TextArguments:
+    """Read a call's text input onto the parameters of a tool whose arguments' JSON Schema
+    is ``parameters``. ``TextArguments()`` when it cannot (the text stays as it is)."""
+    props = parameters.get("properties")
+    if not isinstance(props, Mapping) or not text.strip():
+        return TextArguments()
+    names = [str(n) for n in props]
+    pairs = _key_values(text, names)
+    if pairs is not None:
+        return TextArguments(dict(pairs), "key_value_arguments")
+    if _names_a_parameter(text, names):
+        return TextArguments(error=AMBIGUOUS)
+    required = parameters.get("required")
+    needed = [n for n in required if n in props] if isinstance(required, list) else []
+    if len(needed) == 1:
+        return TextArguments({needed[0]: text.strip()}, "bare_input_to_parameter")
+    if not needed and len(names) == 1:
+        return TextArguments({names[0]: text.strip()}, "bare_input_to_parameter")
+    return TextArguments()
+
+
+def _key_values(text: str, names: Collection[str]) -> list[tuple[str, Any]] | None:
+    """``k: v, k2: "v 2"`` as pairs, when every key is one of ``names`` (once) and every
+    value is unambiguous; ``None`` otherwise."""
+    out: list[tuple[str, Any]] = []
+    pos, end = 0, len(text)
+    while True:
+        key = P.ARGUMENT_KEY.match(text, pos)
+        if key is None or key["key"] not in names or any(k == key["key"] for k, _ in out):
+            return None
+        pos = key.end()
+        value: Any
+        if pos < end and text[pos] == '"':
+            try:
+                value, pos = _DECODER.raw_decode(text, pos)
+            except ValueError:
+                return None
+        elif pos < end and text[pos] == "'":
+            close = text.find("'", pos + 1)
+            if close < 0 or "\n" in text[pos:close]:
+                return None
+            value, pos = text[pos + 1 : close], close + 1
+        else:
+            found = (text.find(sep, pos) for sep in _SEPARATORS)
+            stop = min((i for i in found if i >= 0), default=end)
+            value = text[pos:stop].strip()
+            if (
+                not value
+                or any(q in value for q in _QUOTES)
+                or value in ("null", "None")
+                or _names_a_parameter(value, names)
+            ):
+                return None
+            pos = stop
+        out.append((key["key"], value))
+        while pos < end and text[pos] in " \t":
+            pos += 1
+        if pos >= end:
+            return out
+        if text[pos] not in _SEPARATORS:
+            return None
+        pos += 1
+        if not text[pos:].strip():
+            return out
+
+
+def _names_a_parameter(text: str, names: Collection[str]) -> bool:
+    """Whether a parameter's name stands as a key somewhere in ``text``."""
+    return any(m["key"] in names for m in P.ARGUMENT_KEY_ANYWHERE.finditer(text))
