@@ -36,7 +36,10 @@ tolerance it applies as a short, stable code:
 ``missing_comma``
     ``{"a": 1 "b": 2}``, ``[1 2]``.
 ``missing_colon``
-    ``{"a" 1}``, or ``=`` / ``：`` where the colon goes.
+    ``{"a" 1}``, or ``=`` where the colon goes.
+``fullwidth_delimiter``
+    a full-width ``：`` or ``，`` outside the strings, as Chinese models write them
+    (``{"userId"："user_2"，"days"："10"}``): a quote followed by ``，`` closes its string.
 ``control_char_in_string``
     a raw newline, tab or other control character inside a string.
 ``invalid_escape``
@@ -47,11 +50,23 @@ tolerance it applies as a short, stable code:
 ``missing_quote``
     a string still open at the end of the text.
 ``missing_closing_bracket``
-    brackets still open at the end of the text, or closed by the wrong bracket.
+    brackets still open at the end of the text.
+``mismatched_bracket``
+    a bracket closed by an enclosing bracket of the other kind (``{"a": [1}``), or a
+    closing bracket inside the value with nothing to close (``{"a": 1], "b": 2}``).
+``truncated_after_comma``
+    the text ends right after a comma inside an object or array (cut off: more was
+    coming); what was written before it is kept.
+``bracket_in_comment``
+    brackets still open at the end of the text when a comment ran to the end: the
+    closing brackets may be inside the comment (``{"a": "x" // "y"}``).
 ``extra_closing_bracket``
-    closing brackets with nothing to close, e.g. the trailing ``}]`` of seed 001.
+    closing brackets after the complete value, e.g. the trailing ``}]`` of seed 001.
 ``extra_data``
-    text after a complete value (a second value, prose): the first value is returned.
+    prose after a complete value: the value is returned.
+``extra_value``
+    a second value (or a quote or bracket on the same line) after a complete value: the
+    first value is returned, but where the value the model meant ends is a guess.
 ``number_format``
     ``+1``, ``.5``, ``5.``; a number with leading zeros (``007``) becomes the *string*
     ``"007"`` so no digit is lost.
@@ -126,13 +141,18 @@ JSON_REPAIR_CODES: Final = frozenset(
         "extra_comma",
         "missing_comma",
         "missing_colon",
+        "fullwidth_delimiter",
         "control_char_in_string",
         "invalid_escape",
         "unescaped_quote",
         "missing_quote",
         "missing_closing_bracket",
+        "mismatched_bracket",
+        "bracket_in_comment",
+        "truncated_after_comma",
         "extra_closing_bracket",
         "extra_data",
+        "extra_value",
         "number_format",
     }
 )
@@ -203,12 +223,14 @@ _DECODER: Final = json.JSONDecoder()
 class _Repairs:
     """An ordered set of repair codes."""
 
-    __slots__ = ("_seen", "allow_truncated")
+    __slots__ = ("_seen", "allow_truncated", "comment_to_end")
 
     def __init__(self, allow_truncated: bool = True) -> None:
         self._seen: dict[str, None] = {}
         self.allow_truncated = allow_truncated
         """Close what is still open at the end of the text (else that is an error)."""
+        self.comment_to_end = False
+        """A comment ran to the end of the text (closing brackets may be inside it)."""
 
     def child(self) -> _Repairs:
         """A fresh set for one attempt, under the same rules."""
@@ -357,8 +379,27 @@ def _trailing(s: str, pos: int, hi: int, repairs: _Repairs) -> None:
     rest = s[pos:hi]
     if rest.strip(" \t\r\n}]") == "":
         repairs.add("extra_closing_bracket")
+    elif _another_value(s, pos, hi):
+        repairs.add("extra_value")
     else:
         repairs.add("extra_data")
+
+
+def _another_value(s: str, pos: int, hi: int) -> bool:
+    """Whether the text after a complete value (at ``pos``) may be part of what the model
+    meant as the value: right after it on the same line, or holding a quote or bracket
+    there, or another value after closers and commas (``{...}, {...}``)."""
+    if pos > 0 and s[pos - 1] not in " \t\r\n":
+        return True
+    eol = s.find("\n", pos, hi)
+    line = s[pos : hi if eol < 0 else eol]
+    if any(c in _VALUE_MARKS for c in line):
+        return True
+    after = s[pos:hi].lstrip(" \t\r\n}],，")
+    return after[:1] in _VALUE_MARKS
+
+
+_VALUE_MARKS: Final = frozenset("{}[]\"'“”‘’")
 
 
 def _extract(
@@ -448,10 +489,12 @@ def _skip(s: str, pos: int, hi: int, repairs: _Repairs) -> int:
             else:
                 close = s.find("*/", pos + 2, hi)
                 pos = hi if close < 0 else close + 2
+            repairs.comment_to_end = pos >= hi
         elif c == "#":
             repairs.add("comment")
             eol = s.find("\n", pos, hi)
             pos = hi if eol < 0 else eol
+            repairs.comment_to_end = pos >= hi
         else:
             return pos
 
@@ -511,6 +554,9 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
             return _close_all(stack, repairs, s, pos), pos
         c = s[pos]
         top = stack[-1]
+        if c == "，":
+            repairs.add("fullwidth_delimiter")
+            c = ","
         if state == _KEY:
             if c == "}":
                 state = _AFTER  # falls through to the closing code below
@@ -524,8 +570,11 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
                     pos = _skip(s, pos, hi, repairs)
                 if pos < hi and s[pos] == ":":
                     pos += 1
-                elif pos < hi and s[pos] in "：=":
-                    repairs.add("missing_colon")  # a full-width colon or "=" in its place
+                elif pos < hi and s[pos] == "：":
+                    repairs.add("fullwidth_delimiter")
+                    pos += 1
+                elif pos < hi and s[pos] == "=":
+                    repairs.add("missing_colon")  # "=" in its place
                     pos += 1
                 elif pos < hi and _starts_value(s[pos]):
                     repairs.add("missing_colon")
@@ -547,10 +596,13 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
             pos += 1
             if pos < hi and s[pos] in _SKIPPABLE:
                 pos = _skip(s, pos, hi, repairs)
-            while pos < hi and s[pos] == ",":
+            while pos < hi and s[pos] in ",，":
                 repairs.add("extra_comma")
                 pos = _skip(s, pos + 1, hi, repairs)
-            if pos >= hi or s[pos] == ("}" if type(top) is dict else "]"):
+            if pos >= hi:
+                repairs.add("truncated_after_comma")  # more may have followed: cut off
+                continue
+            if s[pos] == ("}" if type(top) is dict else "]"):
                 repairs.add("trailing_comma")
                 continue
             state = _KEY if type(top) is dict else _VALUE
@@ -558,10 +610,10 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
         if c == "}" or c == "]":
             if c != ("}" if type(top) is dict else "]"):
                 if not any(_closer(f) == c for f in stack):
-                    repairs.add("extra_closing_bracket")
+                    repairs.add("mismatched_bracket")  # a stray closer inside the value
                     pos += 1
                     continue
-                repairs.add("missing_closing_bracket")  # closed by an enclosing bracket
+                repairs.add("mismatched_bracket")  # closed by an enclosing bracket
             else:
                 pos += 1
             stack.pop()
@@ -628,6 +680,8 @@ def _close_all(stack: list[Any], repairs: _Repairs, s: str, pos: int) -> Any:
     if not repairs.allow_truncated:
         raise _error(f"truncated: {len(stack)} bracket(s) never closed", s, pos)
     repairs.add("missing_closing_bracket")
+    if repairs.comment_to_end:
+        repairs.add("bracket_in_comment")
     return stack[0]
 
 
@@ -801,7 +855,7 @@ def _closes(s: str, after: int, hi: int, is_key: bool) -> bool:
     if is_key or after >= hi:
         return True
     nxt = s[after]
-    if nxt in ",}]\n\r#":
+    if nxt in ",}]\n\r#，":
         return True
     return nxt == "/" and after + 1 < hi and s[after + 1] in "/*"
 
