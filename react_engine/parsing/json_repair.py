@@ -57,6 +57,9 @@ tolerance it applies as a short, stable code:
 ``truncated_after_comma``
     the text ends right after a comma inside an object or array (cut off: more was
     coming); what was written before it is kept.
+``truncated_number``
+    brackets still open at the end of the text right after a number: the number may be
+    cut (``{"n": 1`` of ``{"n": 12}``).
 ``bracket_in_comment``
     brackets still open at the end of the text when a comment ran to the end: the
     closing brackets may be inside the comment (``{"a": "x" // "y"}``).
@@ -150,6 +153,7 @@ JSON_REPAIR_CODES: Final = frozenset(
         "mismatched_bracket",
         "bracket_in_comment",
         "truncated_after_comma",
+        "truncated_number",
         "extra_closing_bracket",
         "extra_data",
         "extra_value",
@@ -667,6 +671,7 @@ def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
 
 
 _SLOW: Final = object()
+_NUMBER_END: Final = frozenset("0123456789.eE+-")
 
 
 def _closer(container: Any) -> str:
@@ -682,6 +687,8 @@ def _close_all(stack: list[Any], repairs: _Repairs, s: str, pos: int) -> Any:
     repairs.add("missing_closing_bracket")
     if repairs.comment_to_end:
         repairs.add("bracket_in_comment")
+    elif pos > 0 and s[pos - 1] in _NUMBER_END:
+        repairs.add("truncated_number")  # 1 or 12? the text may end inside the number
     return stack[0]
 
 

@@ -1091,7 +1091,7 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
         return _as_args(value, text, codes)
     unquoted = _unquote(text)
     if unquoted is None:
-        if text[:1] in "\"“":  # a string opened and never closed as one: cut or broken
+        if text[:1] in '"“':  # a string opened and never closed as one: cut or broken
             return text, [*codes, "action_input_not_json"]
         return text, codes
     codes.append("quoted_input")

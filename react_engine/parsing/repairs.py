@@ -51,7 +51,7 @@ GUESS: Final = False
 REPAIRS: Final[Mapping[str, Repair]] = _table(
     # --- JSON (parsing/json_repair.py; reported as ``json:<code>`` inside replies) ----------
     ("json", "code_fence", OK, "the JSON was wrapped in a Markdown code fence"),
-    ("json", "extracted_from_text", OK, "the JSON sat inside prose"),
+    ("json", "extracted_from_text", GUESS, "the JSON taken from inside other text"),
     ("json", "bom", OK, "a byte-order mark before the JSON"),
     ("json", "doubled_braces", OK, "{{ }} written for { } (a template's escaping)"),
     ("json", "comment", OK, "a comment outside the strings"),
@@ -87,6 +87,7 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("json", "bracket_in_comment", GUESS, "a comment runs to the end while brackets are open"),
     ("json", "extra_value", GUESS, "a second value after the first one"),
     ("json", "truncated_after_comma", GUESS, "the text ends after a comma (cut off)"),
+    ("json", "truncated_number", GUESS, "the text ends inside a number (cut off)"),
     # --- text ReAct (parsing/react.py) --------------------------------------------------------
     ("text", "cut_observation", OK, "an Observation the model invented was cut"),
     ("text", "cut_stop_word", OK, "text after a stop word was cut"),
@@ -197,7 +198,9 @@ def refusal(lossy: Iterable[str]) -> str:
     reasons: list[str] = []
     for code in lossy:
         entry = _entry(code)
-        reason = entry.what if entry is not None else f"a repair the engine cannot vouch for ({code})"
+        reason = (
+            entry.what if entry is not None else f"a repair the engine cannot vouch for ({code})"
+        )
         if reason not in reasons:
             reasons.append(reason)
     return (
