@@ -388,3 +388,25 @@ def test_a_lossy_repair_still_reads_a_final_answer(server: ScriptedServer) -> No
 def test_readme_says_what_is_never_guessed() -> None:
     readme = (DOCS.parent.parent / "README.md").read_text("utf-8")
     assert re.search(r"never guess", readme, re.I)
+
+
+def test_an_otel_trace_names_the_lossy_repairs() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from react_engine import ScriptedModel, tool_call_reply
+    from react_engine.testing import reply
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    files = Files()
+    model = ScriptedModel(
+        [tool_call_reply(("delete_path", '{"path": "/srv/x" "/etc"}')), reply("done")]
+    )
+    Agent("m", files.tools, client=model, tracer_provider=provider).run("clean up")
+    (run,) = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent"]
+    assert files.calls == []
+    assert tuple((run.attributes or {})["react_engine.lossy_repairs"]) == ("json:unescaped_quote",)  # type: ignore[arg-type]
+    assert not [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]

@@ -11,6 +11,10 @@ tolerance it applies as a short, stable code:
     the JSON sat inside prose; the first complete JSON object (or array holding
     objects) was taken, else the first complete value (so a citation ``[1]`` before
     the arguments does not win). Fenced blocks in the prose are tried first.
+``extracted_fragment``
+    with ``extracted_from_text``: something before the value that looks like JSON failed to
+    decode, so the value may be a fragment of it and which part the model meant is a
+    guess: ``"{{A: {{}}}}`` is not ``{}``.
 ``bom``
     a byte-order mark before the value.
 ``doubled_braces``
@@ -132,6 +136,7 @@ JSON_REPAIR_CODES: Final = frozenset(
     {
         "code_fence",
         "extracted_from_text",
+        "extracted_fragment",
         "bom",
         "doubled_braces",
         "comment",
@@ -313,8 +318,9 @@ def _repair(text: str, repairs: _Repairs) -> Any:
     if _skip(s, end, hi, attempt) >= hi:
         repairs.extend(attempt)
         return value
-    try:
-        return _extract(text, s, end, hi, repairs, None)
+    try:  # JSON after a scalar ('"{"A": {}}'): maybe a fragment of what was meant
+        after = _error("a value before the JSON", text, end)
+        return _extract(text, s, end, hi, repairs, after)
     except JSONRepairError:
         repairs.extend(attempt)
         repairs.add("extra_data")
@@ -430,7 +436,7 @@ def _extract(
                 return result.value
     resume = pos
     tried = 0
-    fallback: list[tuple[Any, _Repairs]] = []  # the first value that holds no object
+    fallback: list[tuple[Any, _Repairs, int]] = []  # the first value that holds no object
     for m in P.JSON_OPEN.finditer(s, pos, hi):
         start = m.start()
         if start < resume:
@@ -451,19 +457,36 @@ def _extract(
             isinstance(value, list) and any(isinstance(v, dict) for v in value)
         ):
             repairs.add("extracted_from_text")
+            if error is not None or _quote_before(s, pos, start):  # a fragment?
+                repairs.add("extracted_fragment")
             repairs.extend(attempt)
             return value
         if not fallback:
-            fallback.append((value, attempt))  # "[1]" in prose: keep looking for an object
+            fallback.append((value, attempt, start))  # "[1]" in prose: look for an object
         resume = end
     if fallback:
-        value, attempt = fallback[0]
+        value, attempt, _ = fallback[0]
         repairs.add("extracted_from_text")
+        if error is not None or _quote_before(s, pos, fallback[0][2]):
+            repairs.add("extracted_fragment")
         repairs.extend(attempt)
         return value
     if error is not None:
         raise _error(_reason(error), text, error.pos) from None
     raise _error("no JSON value in the text", text, pos)
+
+
+def _quote_before(s: str, pos: int, start: int) -> bool:
+    """Whether a quote that may open a string (not an apostrophe inside a word) comes
+    before ``start``: the value found there may then be inside that string."""
+    for m in _QUOTE.finditer(s, pos, start):
+        at = m.start()
+        if s[at] != "'" or at == 0 or not s[at - 1].isalpha():
+            return True
+    return False
+
+
+_QUOTE: Final = re.compile("[\"'“”‘’]")
 
 
 class _TooDeep(JSONRepairError):

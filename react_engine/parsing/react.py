@@ -62,9 +62,10 @@ How a reply is read
    is dropped.
 5. **Action Input** is JSON (repaired by :func:`~react_engine.parsing.repair_json` when
    broken, codes prefixed ``json:``), fenced JSON, a quoted string (unquoted) or plain
-   text (kept as a string). Input that starts like JSON but cannot be repaired, or is cut
-   off (a string, object or array still open at its end: never closed by the repair,
-   which would invent a value), is kept as the plain string (``action_input_not_json``):
+   text (kept as a string). Input that starts like JSON (or like a quoted string) but cannot
+   be repaired, or is cut off (a string, object or array still open at its end: never
+   closed by the repair, which would invent a value), is kept as the plain string
+   (``action_input_not_json``):
    the protocols never run such a call, and tell the model. A JSON blob cut off the same
    way keeps its JSON text as the input of each call it names, with the same code. A
    fence inside a JSON string does not close a fenced input. **An empty or missing Action
@@ -81,6 +82,8 @@ How a reply is read
    the unlabeled text before the first label and every kept Thought, joined by blank
    lines.
 
+Each ``ParsedAction`` carries the repairs of its own reading (``repairs``), which decide
+whether it may run (:mod:`.repairs`: a call read with a lossy one never does).
 ``ParsedAction.raw_input`` is the input as the model wrote it (stripped; a fenced input
 keeps its fence), or for a JSON blob the ``action_input`` re-serialised. Hostile input
 is bounded: at most :data:`MAX_LABELS` labels, :data:`MAX_FENCES` fence lines and

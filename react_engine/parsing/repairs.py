@@ -51,7 +51,13 @@ GUESS: Final = False
 REPAIRS: Final[Mapping[str, Repair]] = _table(
     # --- JSON (parsing/json_repair.py; reported as ``json:<code>`` inside replies) ----------
     ("json", "code_fence", OK, "the JSON was wrapped in a Markdown code fence"),
-    ("json", "extracted_from_text", GUESS, "the JSON taken from inside other text"),
+    ("json", "extracted_from_text", OK, "the JSON sat inside prose"),
+    (
+        "json",
+        "extracted_fragment",
+        GUESS,
+        "the JSON taken from inside other text that is not JSON (which part is meant is a guess)",
+    ),
     ("json", "bom", OK, "a byte-order mark before the JSON"),
     ("json", "doubled_braces", OK, "{{ }} written for { } (a template's escaping)"),
     ("json", "comment", OK, "a comment outside the strings"),
