@@ -16,6 +16,7 @@ Profiles as in ``test_parsing_properties.py``: 200 examples by default,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import string
@@ -232,10 +233,8 @@ def _as_written(text: str) -> list[str]:
     a closer of the arguments was deleted): what the model wrote, read exactly."""
     out = []
     for end in ("", "}", "]", "}}", "]}", "}}}"):
-        try:
+        with contextlib.suppress(ValueError, RecursionError):
             out.append(json.dumps(json.loads(text + end, strict=False), sort_keys=True))
-        except (ValueError, RecursionError):
-            pass
     # a complete object after prose (no quote or bracket before it): the object as written
     start = text.find("{")
     if start > 0 and not any(c in "\"'“”‘’{}[]" for c in text[:start]):
