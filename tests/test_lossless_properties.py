@@ -235,9 +235,9 @@ def _as_written(text: str) -> list[str]:
     for end in ("", "}", "]", "}}", "]}", "}}}"):
         with contextlib.suppress(ValueError, RecursionError):
             out.append(json.dumps(json.loads(text + end, strict=False), sort_keys=True))
-    # a complete object after prose (no quote or bracket before it): the object as written
+    # a complete object after prose (no quote or brace before it): the object as written
     start = text.find("{")
-    if start > 0 and not any(c in "\"'“”‘’{}[]" for c in text[:start]):
+    if start > 0 and not any(c in "\"'“”‘’{}" for c in text[:start]):
         try:
             value = json.JSONDecoder(strict=False).raw_decode(text, start)[0]
         except (ValueError, RecursionError):

@@ -18,8 +18,8 @@ tolerance it applies as a short, stable code:
 ``bom``
     a byte-order mark before the value.
 ``doubled_braces``
-    ``{{ ... }}`` as left by f-string / ``str.format`` templates; every ``{{``/``}}``
-    became ``{``/``}`` (also inside strings).
+    ``{{ ... }}`` as left by f-string / ``str.format`` templates (doubled at both ends);
+    every ``{{``/``}}`` became ``{``/``}`` (also inside strings).
 ``comment``
     ``// ...``, ``/* ... */`` or ``# ...`` comments outside strings.
 ``single_quotes``
@@ -285,7 +285,7 @@ def _repair(text: str, repairs: _Repairs) -> Any:
             repairs.add("extracted_from_text")
         hi = close
     lo = run_end(P.JSON_WS, s, lo, hi)
-    if s.startswith("{{", lo):
+    if s.startswith("{{", lo) and s[lo:hi].rstrip().endswith("}}"):  # a template's escaping
         repairs.add("doubled_braces")
         s = s[lo:hi].replace("{{", "{").replace("}}", "}")
         lo, hi = 0, len(s)
@@ -486,7 +486,7 @@ def _quote_before(s: str, pos: int, start: int) -> bool:
     return False
 
 
-_QUOTE: Final = re.compile("[\"'“”‘’]")
+_QUOTE: Final = re.compile("[\"'“”‘’{}]")
 
 
 class _TooDeep(JSONRepairError):
