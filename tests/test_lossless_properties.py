@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import string
 from collections import Counter
 from collections.abc import Callable
@@ -221,10 +222,28 @@ def _prefix(read: Any, full: Any) -> bool:
             not keys or _prefix(read[keys[-1]], full[keys[-1]])
         )
     if isinstance(full, list) and isinstance(read, list):
+        if not read:
+            return True
         if len(read) > len(full) or read[:-1] != full[: len(read) - 1]:
             return False
         return not read or _prefix(read[-1], full[len(read) - 1])
     return json.dumps(read) == json.dumps(full)
+
+
+def _ascii_delimiters(text: str) -> str:
+    """``，`` and ``：`` outside double-quoted strings as ``,`` and ``:``."""
+    out, in_string, escaped = [], False, False
+    for c in text:
+        if in_string:
+            if c == '"' and not escaped:
+                in_string = False
+            escaped = c == "\\" and not escaped
+        elif c == '"':
+            in_string = True
+        else:
+            c = {"，": ",", "：": ":"}.get(c, c)
+        out.append(c)
+    return "".join(out)
 
 
 def _as_written(text: str) -> list[str]:
@@ -232,17 +251,26 @@ def _as_written(text: str) -> list[str]:
     final brackets may be missing at the end of the reply, as a structured step's are when
     a closer of the arguments was deleted): what the model wrote, read exactly."""
     out = []
-    for end in ("", "}", "]", "}}", "]}", "}}}"):
-        with contextlib.suppress(ValueError, RecursionError):
-            out.append(json.dumps(json.loads(text + end, strict=False), sort_keys=True))
+    # what is lossless as written: full-width delimiters, numbers written .5 or 5.,
+    # trailing commas
+    fullwidth = _ascii_delimiters(text)
+    variants = {text, fullwidth}
+    for t in (text, fullwidth):
+        t = re.sub(r"(?<![\w.])\.(\d)", r"0.\1", t)
+        variants |= {t, re.sub(r"(\d)\.(?!\d)", r"\1.0", t)}
+    variants |= {re.sub(r",\s*(?=[}\]]|$)", "", v) for v in variants}  # trailing commas
+    for variant in variants:
+        for end in ("", "}", "]", "}}", "]}", "}}}"):
+            with contextlib.suppress(ValueError, RecursionError):
+                out.append(json.dumps(json.loads(variant + end, strict=False), sort_keys=True))
     # a complete object after prose (no quote or brace before it): the object as written
     start = text.find("{")
     if start > 0 and not any(c in "\"'“”‘’{}" for c in text[:start]):
-        try:
-            value = json.JSONDecoder(strict=False).raw_decode(text, start)[0]
-        except (ValueError, RecursionError):
-            pass
-        else:
+        for variant in variants:
+            try:
+                value = json.JSONDecoder(strict=False).raw_decode(variant, variant.find("{"))[0]
+            except (ValueError, RecursionError):
+                continue
             out.append(json.dumps(value, sort_keys=True))
     return out
 
