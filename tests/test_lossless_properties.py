@@ -134,10 +134,10 @@ WRAPS: dict[str, Callable[[str], str]] = {
 }
 """Lossless things around the value (or a missing last brace at the very end)."""
 
-MUTATIONS = "\"'“”‘’：，,:{}[]\\ \nx/#"
+MUTATIONS = "\"'“”‘’：，,:{}[]\\ \nx"
 """Characters inserted into the JSON: the ones that decide where a value ends. (Deleting a
-character can make another lossless reading, an unquoted key, which only the decoder
-could say; the lossless styles above cover those.)"""
+character can make another lossless reading, an unquoted key, and a ``#`` or ``/`` a
+comment, which only the decoder could say; the lossless styles above cover those.)"""
 
 # --- one damaged reply per protocol ---------------------------------------------------------------
 

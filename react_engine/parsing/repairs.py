@@ -71,7 +71,12 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("json", "missing_closing_bracket", OK, "closing brackets missing at the very end"),
     ("json", "extra_closing_bracket", OK, "closing brackets with nothing to close"),
     ("json", "extra_data", OK, "prose after the complete JSON value"),
-    ("json", "number_format", OK, "a number written +1, .5, 5. or 007 (digits kept)"),
+    (
+        "json",
+        "number_format",
+        GUESS,
+        "a number JSON does not allow (+1, .5, 5., 007: is 9，00 nine, or 9 and 0?)",
+    ),
     ("json", "unquoted_value", GUESS, "a text value without quotes (where it ends is a guess)"),
     ("json", "extra_comma", GUESS, "two commas in a row (a value may be missing)"),
     ("json", "missing_comma", GUESS, "two values with no comma between them"),
