@@ -58,6 +58,8 @@ class ToolRunner:
                 arguments=call.arguments,
                 raw_arguments=call.raw_arguments,
                 salvaged=call.salvaged,
+                repairs=list(call.repairs),
+                lossy=list(call.lossy),
             )
             tool = by_name.get(call.tool)
             validated: Any = None
@@ -358,6 +360,8 @@ def skipped(call: PendingCall, why: str) -> ActionRecord:
         status="skipped",
         error=why,
         salvaged=call.salvaged,
+        repairs=list(call.repairs),
+        lossy=list(call.lossy),
     )
 
 

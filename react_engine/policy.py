@@ -9,21 +9,28 @@ whatever the format is decided here, in this order:
    as it came where the provider wants it (see ``Capabilities.reasoning_echo``).
 2. **Call ids.** Every call gets an id that is unique within the reply: the provider's
    when it sent a usable one, a generated one otherwise (reported as an event).
-3. **Length cuts.** In a reply cut by ``max_tokens``, a call whose arguments may be cut
+3. **Only what the model wrote runs.** A call runs with exactly the arguments the model
+   wrote, after lossless repairs only (a fence, a label, a quote style, full-width
+   delimiters...), or not at all: a call whose reading took a lossy repair (a quote that
+   may or may not end its string, tokens merged, unquoted text, a value cut off) becomes
+   an error observation that says what was wrong, and the model writes it again. Which
+   repair is which is one table, :mod:`react_engine.parsing.repairs`; the trace keeps
+   both lists (:attr:`ActionRecord.repairs <react_engine.types.ActionRecord.repairs>`,
+   ``.lossy``). A final answer may be read with any repair.
+4. **Length cuts.** In a reply cut by ``max_tokens``, a call whose arguments may be cut
    short never runs: JSON repair would "complete" ``{"path": "/tmp/imp`` into a value the
    model never wrote. The protocol says what it knows (:attr:`PendingCall.cut`); without
    a verdict only arguments that are complete JSON as they stand are trusted.
-4. **``tool_choice`` and forced answers.** Many servers ignore ``tool_choice``, and the
+5. **``tool_choice`` and forced answers.** Many servers ignore ``tool_choice``, and the
    text protocols can only ask; the user's choice holds anyway. No call runs when none may
    be made (``"none"``, no tools, a forced final answer), only the named tool runs when one
    is named, and a final answer is refused while a call is required. A forced final answer
    that is a call written as text is no answer.
-5. **Typed answers.** With an ``output_type`` (:attr:`RequestContext.output`), the final
+6. **Typed answers.** With an ``output_type`` (:attr:`RequestContext.output`), the final
    answer must be JSON valid for it (read with :func:`~react_engine.parsing.repair_json`);
    the validated value becomes :attr:`FinalAnswer.output` and the answer its JSON text. A
    failure names the failing fields, with the protocol's way to answer again.
-
-6. **Effects** (:func:`effects`). A reply with several calls (parallel ``tool_calls``,
+7. **Effects** (:func:`effects`). A reply with several calls (parallel ``tool_calls``,
    several Actions, a JSON list of actions) runs what :attr:`RequestContext.multi_action`
    allows: by default (``"independent"``) every call to a read-only tool
    (:class:`~react_engine.tools.ToolAnnotations`) plus the first call to any other tool;
@@ -67,6 +74,7 @@ from .output import OutputError
 from .parsing import parse_react, split_think
 from .parsing import patterns as P
 from .parsing.arguments import read_text_arguments
+from .parsing.repairs import lossy_repairs, refusal
 from .parsing.salvage import written_call
 from .protocol import (
     CallTools,
@@ -108,6 +116,7 @@ def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Con
     match decision:
         case CallTools():
             _assign_ids(decision)
+            _refuse_lossy(decision.calls)
             _refuse_cut(decision.calls, reply)
             _text_inputs(decision, ctx)
             allowed = _calls_allowed(protocol, decision, ctx)
@@ -236,6 +245,14 @@ def _assign_ids(decision: CallTools) -> None:
                 decision.events.append("duplicate_call_id" if call.id else "generated_call_id")
             call.id = new_call_id()
         seen.add(call.id)
+
+
+def _refuse_lossy(calls: list[PendingCall]) -> None:
+    """A call whose arguments were read with a guess does not run (rule 3)."""
+    for call in calls:
+        call.lossy = lossy_repairs(call.repairs)
+        if call.lossy and call.error is None:
+            call.error = refusal(call.lossy)
 
 
 def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:

@@ -130,6 +130,12 @@ class PendingCall:
     """Why the arguments could not be decoded (the call then becomes an error observation)."""
     salvaged: bool = False
     repairs: list[str] = field(default_factory=list)
+    """The repairs the reading of this call took: its arguments, and for a format where the
+    call is the whole reply (structured), the reply around them. The policy refuses a call
+    with any lossy one (:mod:`react_engine.parsing.repairs`), so a protocol reports every
+    repair that could have changed what this call's arguments are."""
+    lossy: list[str] = field(default_factory=list)
+    """Those of :attr:`repairs` that guessed a value, set by the policy."""
     cut: bool | None = None
     """The protocol's reading of a reply cut by the length limit: ``True`` when this call's
     arguments were cut, ``False`` when the reply is known to go on past them, ``None`` when

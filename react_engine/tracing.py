@@ -11,10 +11,12 @@ Attributes: ``gen_ai.operation.name``, ``gen_ai.request.model``, ``gen_ai.respon
 ``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` /
 ``gen_ai.usage.output_tokens`` (per call, and the run's totals), ``gen_ai.tool.name``,
 ``gen_ai.tool.call.id``; and ours: ``react_engine.protocol``, ``react_engine.repairs`` (the
-parser's repairs in the run), ``react_engine.stop_reason``, and span events
-``react_engine.fallback`` (a protocol fallback or adaptation), ``react_engine.event`` (the
-run's other events) and ``react_engine.stopped_live``. A failed request, a tool that failed
-and a run that raised set the span's status to ERROR (an exception is recorded).
+parser's repairs in the run), ``react_engine.lossy_repairs`` (those that guessed a value in
+a call, which was therefore refused: only when there are some),
+``react_engine.stop_reason``, and span events ``react_engine.fallback`` (a protocol
+fallback or adaptation), ``react_engine.event`` (the run's other events) and
+``react_engine.stopped_live``. A failed request, a tool that failed and a run that raised
+set the span's status to ERROR (an exception is recorded).
 
 Prompts, replies, tool arguments and results are recorded only when asked
 (``Agent(trace_content=True)``, or ``REACT_ENGINE_TRACE_CONTENT=1``, or the GenAI
@@ -103,6 +105,7 @@ class RunTracer:
         self._chat: dict[int, Span] = {}
         self._tools: dict[int, tuple[Span, object]] = {}
         self._repairs: list[str] = []
+        self._lossy: list[str] = []
         self._model = ""
 
     def __call__(self, event: Event) -> None:
@@ -139,6 +142,8 @@ class RunTracer:
                 for code in step.repairs:
                     if code not in self._repairs:
                         self._repairs.append(code)
+                for action in step.actions:
+                    self._lossy.extend(c for c in action.lossy if c not in self._lossy)
             case RunDone(result=result):
                 self._end_run(result.stop_reason, result.protocol, result.usage, None)
                 if self.content and self._run is not None and result.answer is not None:
@@ -183,6 +188,8 @@ class RunTracer:
             span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
         span.set_attribute("react_engine.repairs", list(self._repairs))
+        if self._lossy:
+            span.set_attribute("react_engine.lossy_repairs", list(self._lossy))
         if error is not None:
             self._fail(span, error)
 

@@ -292,6 +292,9 @@ class ParsedAction:
     error: str | None = None
     """Why the action must not run although it was read (its Action line and its Action
     Input give different arguments): the protocols refuse it with this text."""
+    repairs: list[str] = field(default_factory=list, compare=False)
+    """The repairs this action's own reading took (a subset of the step's): what decides
+    whether it may run (:mod:`react_engine.parsing.repairs`)."""
 
 
 @dataclass(slots=True)
@@ -345,6 +348,11 @@ class ActionRecord:
     duration_s: float = 0.0
     salvaged: bool = False
     """True when the call was recovered from reply text instead of native ``tool_calls``."""
+    repairs: list[str] = field(default_factory=list)
+    """The repairs its arguments' reading took."""
+    lossy: list[str] = field(default_factory=list)
+    """Those of ``repairs`` that guessed a value (:mod:`react_engine.parsing.repairs`): a
+    call with any is never run."""
 
 
 @dataclass(slots=True)

@@ -144,7 +144,9 @@ def test_ids_generated_when_missing_or_repeated() -> None:
             "unknown_tool",
             "Valid tools: calculator, get_weather",
         ),
-        (("get_weather", "{location: Paris}"), "ok", "Paris"),  # repaired JSON still runs
+        (("get_weather", "{location: 'Paris',}"), "ok", "Paris"),  # lossless repairs still run
+        # ... a guessed value never does: where does the unquoted Paris end?
+        (("get_weather", "{location: Paris}"), "invalid_arguments", "without quotes"),
         # ... but cut-off JSON is not closed by the repair: it never runs
         (("get_weather", '{"location": "Par'), "invalid_arguments", "truncated"),
         (("get_weather", "not json at all {"), "invalid_arguments", "not valid JSON"),

@@ -18,6 +18,8 @@ from support.goldens import expected_for
 
 from react_engine.errors import ReActParseError
 from react_engine.parsing import PARSE_REPAIR_CODES, parse_react
+from react_engine.parsing.repairs import lossy_repairs
+from react_engine.types import ParsedAction
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "parser"
 CASES = sorted(FIXTURES.glob("*.txt"))
@@ -37,14 +39,23 @@ def run_case(path: Path) -> dict[str, Any]:
         return {"error": {"type": "ReActParseError", "expected": exc.expected, "pos": exc.pos}}
     return {
         "thought": step.thought,
-        "actions": [
-            {"tool": a.tool, "args": a.args, **({"error": a.error} if a.error else {})}
-            for a in step.actions
-        ],
+        "actions": [_action(a) for a in step.actions],
         "final_answer": step.final_answer,
         "repairs": step.repairs,
         "text": step.text,
     }
+
+
+def _action(action: ParsedAction) -> dict[str, Any]:
+    """An action as its golden shows it; ``lossy`` (the repairs that guessed a value, so
+    that the call is refused) only where there are some."""
+    out: dict[str, Any] = {"tool": action.tool, "args": action.args}
+    if action.error:
+        out["error"] = action.error
+    lossy = lossy_repairs(action.repairs)
+    if lossy:
+        out["lossy"] = lossy
+    return out
 
 
 def test_there_are_goldens() -> None:

@@ -11,17 +11,23 @@ tolerance it applies as a short, stable code:
     the JSON sat inside prose; the first complete JSON object (or array holding
     objects) was taken, else the first complete value (so a citation ``[1]`` before
     the arguments does not win). Fenced blocks in the prose are tried first.
+``extracted_fragment``
+    with ``extracted_from_text``: something before the value that looks like JSON failed to
+    decode, so the value may be a fragment of it and which part the model meant is a
+    guess: ``"{{A: {{}}}}`` is not ``{}``.
 ``bom``
     a byte-order mark before the value.
 ``doubled_braces``
-    ``{{ ... }}`` as left by f-string / ``str.format`` templates; every ``{{``/``}}``
-    became ``{``/``}`` (also inside strings).
+    ``{{ ... }}`` as left by f-string / ``str.format`` templates (doubled at both ends);
+    every ``{{``/``}}`` became ``{``/``}`` (also inside strings).
 ``comment``
     ``// ...``, ``/* ... */`` or ``# ...`` comments outside strings.
 ``single_quotes``
     ``'...'`` strings.
 ``smart_quotes``
     ``“...”`` or ``‘...’`` strings.
+``mixed_quotes``
+    a string opened by a curly quote and closed by a straight one (``“null"``).
 ``python_literal``
     ``True``, ``False``, ``None``.
 ``unquoted_key``
@@ -36,7 +42,10 @@ tolerance it applies as a short, stable code:
 ``missing_comma``
     ``{"a": 1 "b": 2}``, ``[1 2]``.
 ``missing_colon``
-    ``{"a" 1}``, or ``=`` / ``：`` where the colon goes.
+    ``{"a" 1}``, or ``=`` where the colon goes.
+``fullwidth_delimiter``
+    a full-width ``：`` or ``，`` outside the strings, as Chinese models write them
+    (``{"userId"："user_2"，"days"："10"}``): a quote followed by ``，`` closes its string.
 ``control_char_in_string``
     a raw newline, tab or other control character inside a string.
 ``invalid_escape``
@@ -47,11 +56,26 @@ tolerance it applies as a short, stable code:
 ``missing_quote``
     a string still open at the end of the text.
 ``missing_closing_bracket``
-    brackets still open at the end of the text, or closed by the wrong bracket.
+    brackets still open at the end of the text.
+``mismatched_bracket``
+    a bracket closed by an enclosing bracket of the other kind (``{"a": [1}``), or a
+    closing bracket inside the value with nothing to close (``{"a": 1], "b": 2}``).
+``truncated_after_comma``
+    the text ends right after a comma inside an object or array (cut off: more was
+    coming); what was written before it is kept.
+``truncated_number``
+    brackets still open at the end of the text right after a number: the number may be
+    cut (``{"n": 1`` of ``{"n": 12}``).
+``bracket_in_comment``
+    brackets still open at the end of the text when a comment ran to the end: the
+    closing brackets may be inside the comment (``{"a": "x" // "y"}``).
 ``extra_closing_bracket``
-    closing brackets with nothing to close, e.g. the trailing ``}]`` of seed 001.
+    closing brackets after the complete value, e.g. the trailing ``}]`` of seed 001.
 ``extra_data``
-    text after a complete value (a second value, prose): the first value is returned.
+    prose after a complete value: the value is returned.
+``extra_value``
+    a second value (or a quote or bracket on the same line) after a complete value: the
+    first value is returned, but where the value the model meant ends is a guess.
 ``number_format``
     ``+1``, ``.5``, ``5.``; a number with leading zeros (``007``) becomes the *string*
     ``"007"`` so no digit is lost.
@@ -114,11 +138,13 @@ JSON_REPAIR_CODES: Final = frozenset(
     {
         "code_fence",
         "extracted_from_text",
+        "extracted_fragment",
         "bom",
         "doubled_braces",
         "comment",
         "single_quotes",
         "smart_quotes",
+        "mixed_quotes",
         "python_literal",
         "unquoted_key",
         "unquoted_value",
@@ -126,13 +152,19 @@ JSON_REPAIR_CODES: Final = frozenset(
         "extra_comma",
         "missing_comma",
         "missing_colon",
+        "fullwidth_delimiter",
         "control_char_in_string",
         "invalid_escape",
         "unescaped_quote",
         "missing_quote",
         "missing_closing_bracket",
+        "mismatched_bracket",
+        "bracket_in_comment",
+        "truncated_after_comma",
+        "truncated_number",
         "extra_closing_bracket",
         "extra_data",
+        "extra_value",
         "number_format",
     }
 )
@@ -203,12 +235,14 @@ _DECODER: Final = json.JSONDecoder()
 class _Repairs:
     """An ordered set of repair codes."""
 
-    __slots__ = ("_seen", "allow_truncated")
+    __slots__ = ("_seen", "allow_truncated", "comment_to_end")
 
     def __init__(self, allow_truncated: bool = True) -> None:
         self._seen: dict[str, None] = {}
         self.allow_truncated = allow_truncated
         """Close what is still open at the end of the text (else that is an error)."""
+        self.comment_to_end = False
+        """A comment ran to the end of the text (closing brackets may be inside it)."""
 
     def child(self) -> _Repairs:
         """A fresh set for one attempt, under the same rules."""
@@ -254,7 +288,7 @@ def _repair(text: str, repairs: _Repairs) -> Any:
             repairs.add("extracted_from_text")
         hi = close
     lo = run_end(P.JSON_WS, s, lo, hi)
-    if s.startswith("{{", lo):
+    if s.startswith("{{", lo) and s[lo:hi].rstrip().endswith("}}"):  # a template's escaping
         repairs.add("doubled_braces")
         s = s[lo:hi].replace("{{", "{").replace("}}", "}")
         lo, hi = 0, len(s)
@@ -287,8 +321,9 @@ def _repair(text: str, repairs: _Repairs) -> Any:
     if _skip(s, end, hi, attempt) >= hi:
         repairs.extend(attempt)
         return value
-    try:
-        return _extract(text, s, end, hi, repairs, None)
+    try:  # JSON after a scalar ('"{"A": {}}'): maybe a fragment of what was meant
+        after = _error("a value before the JSON", text, end)
+        return _extract(text, s, end, hi, repairs, after)
     except JSONRepairError:
         repairs.extend(attempt)
         repairs.add("extra_data")
@@ -357,8 +392,27 @@ def _trailing(s: str, pos: int, hi: int, repairs: _Repairs) -> None:
     rest = s[pos:hi]
     if rest.strip(" \t\r\n}]") == "":
         repairs.add("extra_closing_bracket")
+    elif _another_value(s, pos, hi):
+        repairs.add("extra_value")
     else:
         repairs.add("extra_data")
+
+
+def _another_value(s: str, pos: int, hi: int) -> bool:
+    """Whether the text after a complete value (at ``pos``) may be part of what the model
+    meant as the value: right after it on the same line, or holding a quote or bracket
+    there, or another value after closers and commas (``{...}, {...}``)."""
+    if pos > 0 and s[pos - 1] not in " \t\r\n":
+        return True
+    eol = s.find("\n", pos, hi)
+    line = s[pos : hi if eol < 0 else eol]
+    if any(c in _VALUE_MARKS for c in line):
+        return True
+    after = s[pos:hi].lstrip(" \t\r\n}],，")
+    return after[:1] in _VALUE_MARKS
+
+
+_VALUE_MARKS: Final = frozenset("{}[]\"'“”‘’")
 
 
 def _extract(
@@ -385,7 +439,7 @@ def _extract(
                 return result.value
     resume = pos
     tried = 0
-    fallback: list[tuple[Any, _Repairs]] = []  # the first value that holds no object
+    fallback: list[tuple[Any, _Repairs, int]] = []  # the first value that holds no object
     for m in P.JSON_OPEN.finditer(s, pos, hi):
         start = m.start()
         if start < resume:
@@ -406,19 +460,36 @@ def _extract(
             isinstance(value, list) and any(isinstance(v, dict) for v in value)
         ):
             repairs.add("extracted_from_text")
+            if error is not None or _quote_before(s, pos, start):  # a fragment?
+                repairs.add("extracted_fragment")
             repairs.extend(attempt)
             return value
         if not fallback:
-            fallback.append((value, attempt))  # "[1]" in prose: keep looking for an object
+            fallback.append((value, attempt, start))  # "[1]" in prose: look for an object
         resume = end
     if fallback:
-        value, attempt = fallback[0]
+        value, attempt, _ = fallback[0]
         repairs.add("extracted_from_text")
+        if error is not None or _quote_before(s, pos, fallback[0][2]):
+            repairs.add("extracted_fragment")
         repairs.extend(attempt)
         return value
     if error is not None:
         raise _error(_reason(error), text, error.pos) from None
     raise _error("no JSON value in the text", text, pos)
+
+
+def _quote_before(s: str, pos: int, start: int) -> bool:
+    """Whether a quote that may open a string (not an apostrophe inside a word) comes
+    before ``start``: the value found there may then be inside that string."""
+    for m in _QUOTE.finditer(s, pos, start):
+        at = m.start()
+        if s[at] != "'" or at == 0 or not s[at - 1].isalpha():
+            return True
+    return False
+
+
+_QUOTE: Final = re.compile("[\"'“”‘’{}]")
 
 
 class _TooDeep(JSONRepairError):
@@ -448,10 +519,12 @@ def _skip(s: str, pos: int, hi: int, repairs: _Repairs) -> int:
             else:
                 close = s.find("*/", pos + 2, hi)
                 pos = hi if close < 0 else close + 2
+            repairs.comment_to_end = pos >= hi
         elif c == "#":
             repairs.add("comment")
             eol = s.find("\n", pos, hi)
             pos = hi if eol < 0 else eol
+            repairs.comment_to_end = pos >= hi
         else:
             return pos
 
@@ -511,6 +584,9 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
             return _close_all(stack, repairs, s, pos), pos
         c = s[pos]
         top = stack[-1]
+        if c == "，":
+            repairs.add("fullwidth_delimiter")
+            c = ","
         if state == _KEY:
             if c == "}":
                 state = _AFTER  # falls through to the closing code below
@@ -524,8 +600,11 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
                     pos = _skip(s, pos, hi, repairs)
                 if pos < hi and s[pos] == ":":
                     pos += 1
-                elif pos < hi and s[pos] in "：=":
-                    repairs.add("missing_colon")  # a full-width colon or "=" in its place
+                elif pos < hi and s[pos] == "：":
+                    repairs.add("fullwidth_delimiter")
+                    pos += 1
+                elif pos < hi and s[pos] == "=":
+                    repairs.add("missing_colon")  # "=" in its place
                     pos += 1
                 elif pos < hi and _starts_value(s[pos]):
                     repairs.add("missing_colon")
@@ -547,10 +626,13 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
             pos += 1
             if pos < hi and s[pos] in _SKIPPABLE:
                 pos = _skip(s, pos, hi, repairs)
-            while pos < hi and s[pos] == ",":
+            while pos < hi and s[pos] in ",，":
                 repairs.add("extra_comma")
                 pos = _skip(s, pos + 1, hi, repairs)
-            if pos >= hi or s[pos] == ("}" if type(top) is dict else "]"):
+            if pos >= hi:
+                repairs.add("truncated_after_comma")  # more may have followed: cut off
+                continue
+            if s[pos] == ("}" if type(top) is dict else "]"):
                 repairs.add("trailing_comma")
                 continue
             state = _KEY if type(top) is dict else _VALUE
@@ -558,10 +640,10 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
         if c == "}" or c == "]":
             if c != ("}" if type(top) is dict else "]"):
                 if not any(_closer(f) == c for f in stack):
-                    repairs.add("extra_closing_bracket")
+                    repairs.add("mismatched_bracket")  # a stray closer inside the value
                     pos += 1
                     continue
-                repairs.add("missing_closing_bracket")  # closed by an enclosing bracket
+                repairs.add("mismatched_bracket")  # closed by an enclosing bracket
             else:
                 pos += 1
             stack.pop()
@@ -615,6 +697,7 @@ def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
 
 
 _SLOW: Final = object()
+_NUMBER_END: Final = frozenset("0123456789.eE+-")
 
 
 def _closer(container: Any) -> str:
@@ -628,6 +711,10 @@ def _close_all(stack: list[Any], repairs: _Repairs, s: str, pos: int) -> Any:
     if not repairs.allow_truncated:
         raise _error(f"truncated: {len(stack)} bracket(s) never closed", s, pos)
     repairs.add("missing_closing_bracket")
+    if repairs.comment_to_end:
+        repairs.add("bracket_in_comment")
+    elif pos > 0 and s[pos - 1] in _NUMBER_END:
+        repairs.add("truncated_number")  # 1 or 12? the text may end inside the number
     return stack[0]
 
 
@@ -779,6 +866,8 @@ def _string(
         else:  # one of the closing quotes the chunk stops at
             after = run_end(P.AFTER_QUOTE, s, i + 1, hi)
             if _closes(s, after, hi, is_key):
+                if quote in "“”‘’" and c in "\"'":
+                    repairs.add("mixed_quotes")
                 return "".join(parts), i + 1
             repairs.add("unescaped_quote")
             parts.append(c)
@@ -801,7 +890,7 @@ def _closes(s: str, after: int, hi: int, is_key: bool) -> bool:
     if is_key or after >= hi:
         return True
     nxt = s[after]
-    if nxt in ",}]\n\r#":
+    if nxt in ",}]\n\r#，":
         return True
     return nxt == "/" and after + 1 < hi and s[after + 1] in "/*"
 

@@ -62,9 +62,10 @@ How a reply is read
    is dropped.
 5. **Action Input** is JSON (repaired by :func:`~react_engine.parsing.repair_json` when
    broken, codes prefixed ``json:``), fenced JSON, a quoted string (unquoted) or plain
-   text (kept as a string). Input that starts like JSON but cannot be repaired, or is cut
-   off (a string, object or array still open at its end: never closed by the repair,
-   which would invent a value), is kept as the plain string (``action_input_not_json``):
+   text (kept as a string). Input that starts like JSON (or like a quoted string) but cannot
+   be repaired, or is cut off (a string, object or array still open at its end: never
+   closed by the repair, which would invent a value), is kept as the plain string
+   (``action_input_not_json``):
    the protocols never run such a call, and tell the model. A JSON blob cut off the same
    way keeps its JSON text as the input of each call it names, with the same code. A
    fence inside a JSON string does not close a fenced input. **An empty or missing Action
@@ -81,6 +82,8 @@ How a reply is read
    the unlabeled text before the first label and every kept Thought, joined by blank
    lines.
 
+Each ``ParsedAction`` carries the repairs of its own reading (``repairs``), which decide
+whether it may run (:mod:`.repairs`: a call read with a lossy one never does).
 ``ParsedAction.raw_input`` is the input as the model wrote it (stripped; a fenced input
 keeps its fence), or for a JSON blob the ``action_input`` re-serialised. Hostile input
 is bounded: at most :data:`MAX_LABELS` labels, :data:`MAX_FENCES` fence lines and
@@ -700,7 +703,11 @@ def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
         _fill(item, kept[labels[2].content :], [])
     return ParsedStep(
         thought=thought or None,
-        actions=[ParsedAction(tool=tool, args=item.args, raw_input=item.raw_input)],
+        actions=[
+            ParsedAction(
+                tool=tool, args=item.args, raw_input=item.raw_input, repairs=_dedupe(item.codes)
+            )
+        ],
         repairs=_dedupe(item.codes),
         text=kept,
     )
@@ -1087,6 +1094,8 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
         return _as_args(value, text, codes)
     unquoted = _unquote(text)
     if unquoted is None:
+        if text[:1] in '"“':  # a string opened and never closed as one: cut or broken
+            return text, [*codes, "action_input_not_json"]
         return text, codes
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
@@ -1149,7 +1158,7 @@ def _call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:
         args, more = _input(inner)
         codes.extend(more)
         return args
-    kwargs = _kwargs(inner)
+    kwargs = _kwargs(inner, codes)
     if kwargs is not None:
         return kwargs
     args, more = _input(inner)
@@ -1157,9 +1166,13 @@ def _call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:
     return args
 
 
-def _kwargs(text: str) -> dict[str, Any] | None:
-    """``key="v", n=2`` as a dict (values decoded as JSON where they are), or None."""
+def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
+    """``key="v", n=2`` as a dict (values decoded as JSON where they are), or None.
+
+    The repairs a value took join ``codes`` (as ``json:`` codes); a value that is no JSON
+    at all (``path=/srv/x``) is kept as text, reported as ``json:unquoted_value``."""
     out: dict[str, Any] = {}
+    found: list[str] = []
     pos = 0
     for _ in range(MAX_KWARGS):
         m = P.KWARG.match(text, pos)
@@ -1167,11 +1180,16 @@ def _kwargs(text: str) -> dict[str, Any] | None:
             return None
         value = m.group("value").strip()
         try:
-            out[m.group("key")] = repair_json(value).value if value else ""
+            result = repair_json(value, allow_truncated=False) if value else None
         except JSONRepairError:
             out[m.group("key")] = value
+            found.append("json:unquoted_value")
+        else:
+            out[m.group("key")] = result.value if result is not None else ""
+            found.extend("json:" + c for c in (result.repairs if result is not None else ()))
         pos = m.end()
         if pos >= len(text):
+            codes.extend(c for c in dict.fromkeys(found) if c not in codes)
             return out
         sep = P.KWARG_SEP.match(text, pos)
         if sep is None:
@@ -1446,7 +1464,13 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
     return ParsedStep(
         thought="\n\n".join(thoughts) or None,
         actions=[
-            ParsedAction(tool=item.tool, args=item.args, raw_input=item.raw_input, error=item.error)
+            ParsedAction(
+                tool=item.tool,
+                args=item.args,
+                raw_input=item.raw_input,
+                error=item.error,
+                repairs=_dedupe(item.codes),
+            )
             for item in kept
             if item.tool is not None and item.final is None
         ],

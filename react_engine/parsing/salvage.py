@@ -52,14 +52,21 @@ import keyword
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 from ..errors import ReActParseError
 from . import patterns as P
 from .common import call_objects, think_blocks, unfence
 from .react import parse_react
 
-__all__ = ["SalvageFormat", "SalvagedCall", "salvage_calls", "strip_salvaged", "written_call"]
+__all__ = [
+    "SALVAGE_REPAIR_CODES",
+    "SalvageFormat",
+    "SalvagedCall",
+    "salvage_calls",
+    "strip_salvaged",
+    "written_call",
+]
 
 _DECODER: Final = json.JSONDecoder(strict=False)
 """``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
@@ -109,6 +116,42 @@ class SalvagedCall:
     span: tuple[int, int]
     """``text[start:end]`` that the call occupies. Calls from one wrapper (a DeepSeek
     block, a Mistral list) tile it, so removing all spans removes the wrapper too."""
+    repairs: tuple[str, ...] = ()
+    """``("loose_arguments",)`` when the arguments were read out of a call object that is
+    not JSON and are no JSON themselves (``"arguments": /srv/x}``): a guess, never run
+    (:mod:`.repairs`)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.arguments, _Loose):
+            object.__setattr__(self, "arguments", str(self.arguments))
+            object.__setattr__(self, "repairs", (*self.repairs, "loose_arguments"))
+        elif isinstance(self.arguments, _LooseDict):
+            object.__setattr__(self, "arguments", dict(self.arguments))
+            object.__setattr__(self, "repairs", (*self.repairs, "loose_arguments"))
+
+
+class _Loose(str):
+    """Argument text read loosely from broken call JSON (see :attr:`SalvagedCall.repairs`)."""
+
+    __slots__ = ()
+
+
+class _LooseDict(dict[str, Any]):
+    """Arguments read loosely from broken call JSON (see :attr:`SalvagedCall.repairs`)."""
+
+    __slots__ = ()
+
+
+def _loose(arguments: Arguments) -> Arguments:
+    return _Loose(arguments) if isinstance(arguments, str) else _LooseDict(arguments)
+
+
+SALVAGE_REPAIR_CODES: Final = frozenset(
+    {f"salvaged:{fmt}" for fmt in get_args(SalvageFormat)}
+    | {"salvaged:react_text", "loose_arguments"}
+)
+"""Every code a salvaged call may carry: ``salvaged:<format>`` (added by the protocol that
+runs it, ``react_text`` for a Thought/Action block) and ``loose_arguments``."""
 
 
 _MAX_CALL_CHARS: Final = 20_000
@@ -372,21 +415,30 @@ def _call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
 
 
 def _loose_call(src: str) -> tuple[str, Arguments] | None:
-    """Name and raw arguments from a call object that is not valid JSON."""
+    """Name and raw arguments from a call object that is not valid JSON.
+
+    The arguments are exact when they are one complete JSON value followed by nothing but
+    closing braces (``{"name": "f", "arguments": {...}`` missing its last brace); any other
+    reading is a guess (:attr:`SalvagedCall.repairs`)."""
     name = P.LOOSE_NAME.search(src)
     if name is None:
         return None
     args = P.LOOSE_ARGS.search(src)
     if args is None:
-        return name.group(1), {}
+        return name.group(1), _LooseDict()
     rest = src[args.end() :]
     if rest.startswith(("{", "[")):
         end, _ = _scan(rest, 0, len(rest), P.JSON_STRUCTURE, '"')
-        return name.group(1), _raw_arguments(rest[:end] if end is not None else rest)
+        value = _raw_arguments(rest[:end] if end is not None else rest)
+        exact = end is not None and not rest[end:].strip(" \t\r\n}")
+        return name.group(1), value if exact else _loose(value)
     if rest.startswith('"'):
-        ok, value = _loads(_json_string_prefix(rest))
-        return name.group(1), _arguments(value) if ok else rest.strip()
-    return name.group(1), _raw_arguments(rest.rstrip().removesuffix("}"))
+        literal = _json_string_prefix(rest)
+        ok, value = _loads(literal)
+        if ok and not rest[len(literal) :].strip(" \t\r\n}"):
+            return name.group(1), _arguments(value)
+        return name.group(1), _loose(_arguments(value) if ok else rest.strip())
+    return name.group(1), _loose(_raw_arguments(rest.rstrip().removesuffix("}")))
 
 
 def _json_string_prefix(src: str) -> str:

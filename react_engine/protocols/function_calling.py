@@ -120,9 +120,11 @@ def salvaged_calls(content: str, found: list[SalvagedCall]) -> tuple[list[Pendin
             args, error = raw, TOO_DEEP
         else:
             raw = json.dumps(args, ensure_ascii=False)
+        fixes: list[str] = [*call.repairs]
         if isinstance(args, str) and error is None and args.lstrip()[:1] in ("{", "["):
-            args, error, fixes = decode_arguments(args)
-            repairs.extend(fixes)
+            args, error, decoded = decode_arguments(args)
+            fixes += decoded
+        repairs.extend(fixes)
         if error is None and _cut_parameter(content, call.span, call.format):
             error = CUT_PARAMETER
         calls.append(
@@ -133,6 +135,7 @@ def salvaged_calls(content: str, found: list[SalvagedCall]) -> tuple[list[Pendin
                 raw_arguments=raw,
                 error=error,
                 salvaged=True,
+                repairs=[f"salvaged:{call.format}", *fixes],
             )
         )
         repairs.append(f"salvaged:{call.format}")
@@ -483,6 +486,7 @@ class FunctionCallingProtocol(Protocol):
                 raw_arguments=action.raw_input,
                 error=action.error or parsed_arguments_error(action.args, parsed.repairs),
                 salvaged=True,
+                repairs=["salvaged:react_text", *action.repairs],
             )
             guard_depth(pending)
             calls.append(pending)

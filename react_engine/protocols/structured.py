@@ -343,6 +343,8 @@ class StructuredOutputProtocol(Protocol):
         if read.tool is not None:
             call = _pending(read.tool, read.arguments, read.raw_arguments)
             repairs += call.repairs
+            # the call is the whole reply: every repair of its JSON may have moved it
+            call.repairs = list(dict.fromkeys(repairs))
             call.cut = truncated  # never run a call whose JSON was completed by repair
             return CallTools(text=text, thought=thought, calls=[call], repairs=repairs)
 

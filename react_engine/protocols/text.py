@@ -424,6 +424,7 @@ class TextReActProtocol(Protocol):
                     arguments=action.args,
                     raw_arguments=action.raw_input,
                     error=action.error or parsed_arguments_error(action.args, parsed.repairs),
+                    repairs=self._repairs(action.repairs),
                     cut=False if went_on else None,
                 )
                 guard_depth(call)

@@ -1,0 +1,266 @@
+"""Which repairs recover what the model wrote, and which guess: the one table.
+
+Every tolerance a reader applies is reported as a short code (:mod:`.json_repair`,
+:mod:`.react`, :mod:`.salvage` and the protocols). Each code is **lossless** (the value
+the model wrote is recovered exactly: a fence, a label, a trailing comma, a quote style,
+a missing final brace at the very end, full-width delimiters outside strings) or
+**lossy** (a value had to be guessed: a string cut off, tokens merged, unquoted text, a
+quote that may or may not end its string).
+
+The rule built on it (:func:`react_engine.policy.apply`, for every protocol): a call
+whose arguments were read with a lossy repair never runs; the model is told what was
+wrong and asked to write it again. A lossy repair may still be used to read a final
+answer. A code missing from the table counts as lossy.
+
+``json:`` codes (a JSON repair inside a reply) are classified as their JSON code. The
+table in ``docs/reliability.md`` is :func:`markdown_table`, checked by
+``tests/test_lossless.py`` (``--update-goldens`` rewrites it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = ["REPAIRS", "Repair", "is_lossy", "lossy_repairs", "markdown_table", "refusal"]
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """One repair code: where it comes from, whether it is lossless, what it means."""
+
+    code: str
+    source: Literal["json", "text", "salvage", "protocol"]
+    lossless: bool
+    what: str
+    """What the reader saw, as a clause a model can act on (used in refusals)."""
+
+
+def _table(*rows: tuple[str, str, bool, str]) -> dict[str, Repair]:
+    out: dict[str, Repair] = {}
+    for source, code, lossless, what in rows:
+        assert code not in out, code
+        out[code] = Repair(code, source, lossless, what)  # type: ignore[arg-type]
+    return out
+
+
+OK: Final = True
+GUESS: Final = False
+
+REPAIRS: Final[Mapping[str, Repair]] = _table(
+    # --- JSON (parsing/json_repair.py; reported as ``json:<code>`` inside replies) ----------
+    ("json", "code_fence", OK, "the JSON was wrapped in a Markdown code fence"),
+    ("json", "extracted_from_text", OK, "the JSON sat inside prose"),
+    (
+        "json",
+        "extracted_fragment",
+        GUESS,
+        "the JSON taken from inside other text that is not JSON (which part is meant is a guess)",
+    ),
+    ("json", "bom", OK, "a byte-order mark before the JSON"),
+    ("json", "doubled_braces", OK, "{{ }} written for { } (a template's escaping)"),
+    ("json", "comment", OK, "a comment outside the strings"),
+    ("json", "single_quotes", OK, "strings in single quotes"),
+    ("json", "smart_quotes", OK, "strings in curly quotes"),
+    (
+        "json",
+        "mixed_quotes",
+        GUESS,
+        "a string opened by a curly quote and closed by a straight one (where it ends is a guess)",
+    ),
+    ("json", "python_literal", OK, "True, False or None for true, false, null"),
+    ("json", "unquoted_key", OK, "a key without quotes"),
+    ("json", "trailing_comma", OK, "a comma before a closing bracket"),
+    ("json", "fullwidth_delimiter", OK, "a full-width ： or ， outside the strings"),
+    ("json", "control_char_in_string", OK, "a raw newline or tab inside a string"),
+    ("json", "missing_closing_bracket", OK, "closing brackets missing at the very end"),
+    ("json", "extra_closing_bracket", OK, "closing brackets with nothing to close"),
+    ("json", "extra_data", OK, "prose after the complete JSON value"),
+    (
+        "json",
+        "number_format",
+        GUESS,
+        "a number JSON does not allow (+1, .5, 5., 007: is 9，00 nine, or 9 and 0?)",
+    ),
+    ("json", "unquoted_value", GUESS, "a text value without quotes (where it ends is a guess)"),
+    ("json", "extra_comma", GUESS, "two commas in a row (a value may be missing)"),
+    ("json", "missing_comma", GUESS, "two values with no comma between them"),
+    ("json", "missing_colon", GUESS, "a key and its value with no colon between them"),
+    (
+        "json",
+        "invalid_escape",
+        GUESS,
+        "a backslash JSON does not know (write a backslash as \\\\)",
+    ),
+    (
+        "json",
+        "unescaped_quote",
+        GUESS,
+        'a quote inside a string that may or may not end it (write it as \\")',
+    ),
+    ("json", "missing_quote", GUESS, "a string that is never closed (cut off)"),
+    ("json", "mismatched_bracket", GUESS, "a bracket closed by the wrong kind of bracket"),
+    ("json", "bracket_in_comment", GUESS, "a comment runs to the end while brackets are open"),
+    ("json", "extra_value", GUESS, "a second value after the first one"),
+    ("json", "truncated_after_comma", GUESS, "the text ends after a comma (cut off)"),
+    ("json", "truncated_number", GUESS, "the text ends inside a number (cut off)"),
+    # --- text ReAct (parsing/react.py) --------------------------------------------------------
+    ("text", "cut_observation", OK, "an Observation the model invented was cut"),
+    ("text", "cut_stop_word", OK, "text after a stop word was cut"),
+    ("text", "trim_partial_stop", OK, "a partial stop word at the end was cut"),
+    ("text", "special_token", OK, "a chat-template token at the end was dropped"),
+    ("text", "think_block", OK, "a think block set aside as reasoning"),
+    ("text", "unclosed_think", OK, "a think block never closed, read as reasoning"),
+    ("text", "label_case", OK, "a label in another case"),
+    ("text", "label_synonym", OK, "a label synonym"),
+    ("text", "chinese_label", OK, "a Chinese label"),
+    ("text", "fullwidth_colon", OK, "a label with a full-width colon"),
+    ("text", "space_before_colon", OK, "a space before a label's colon"),
+    ("text", "markdown_label", OK, "a label in Markdown"),
+    ("text", "numbered_label", OK, "a numbered label"),
+    ("text", "indented_label", OK, "an indented label"),
+    ("text", "inline_label", OK, "a label inside a line"),
+    ("text", "question_echo", OK, "the question echoed"),
+    ("text", "unlabeled_thought", OK, "prose before the first label, kept as thought"),
+    ("text", "bracket_action", OK, "tool[input]"),
+    ("text", "paren_action", OK, "tool(key=value)"),
+    ("text", "inline_input", OK, "tool {json} on one line"),
+    ("text", "flat_arguments", OK, "a JSON action whose other keys are its arguments"),
+    ("text", "decorated_tool_name", OK, "a tool name in Markdown or backticks"),
+    ("text", "json_blob", OK, "the action written as a JSON object"),
+    ("text", "tool_call_tag", OK, "the action in <tool_call> tags"),
+    ("text", "final_as_action", OK, "the final answer written as an action"),
+    ("text", "noop_action_dropped", OK, "an Action: None dropped"),
+    ("text", "empty_action_dropped", OK, "an Action with no tool name dropped"),
+    ("text", "unlabeled_action_input", OK, "JSON after the tool name with no label"),
+    ("text", "missing_action_input", OK, "no Action Input: no arguments"),
+    ("text", "empty_action_input", OK, "an empty Action Input: no arguments"),
+    ("text", "input_before_action", OK, "the Action Input written just before its Action"),
+    ("text", "input_after_empty_call", OK, "tool() then an Action Input: one call, that input"),
+    ("text", "duplicate_input_dropped", OK, "the same arguments on the Action line and after"),
+    ("text", "orphan_input_dropped", OK, "an Action Input with no Action dropped"),
+    ("text", "fenced_json", OK, "the input in a code fence"),
+    ("text", "backtick_input", OK, "the input in backticks"),
+    ("text", "quoted_input", OK, "the input as one quoted string"),
+    ("text", "unwrapped_array", OK, "[{...}] for the arguments object"),
+    ("text", "json_string_arguments", OK, "the arguments object as a JSON string"),
+    ("text", "action_input_not_object", OK, "JSON that is not an object, kept as text"),
+    ("text", "text_after_input", OK, "prose after a delimited input"),
+    ("text", "implicit_final_answer", OK, "a reply with no label taken as the answer"),
+    ("text", "first_action_only", OK, "only the first action kept"),
+    ("text", "action_after_final_dropped", OK, "an action after the final answer dropped"),
+    ("text", "final_after_action_dropped", OK, "a final answer after an action dropped"),
+    ("text", "text_after_final_dropped", OK, "text after the final answer dropped"),
+    ("text", "empty_final_dropped", OK, "an empty final answer dropped"),
+    ("text", "unclosed_bracket", GUESS, "tool[input with no closing bracket (cut off)"),
+    ("text", "ignored_text", GUESS, "text after the tool name that may be its input"),
+    (
+        "text",
+        "repeated_action_input",
+        GUESS,
+        "a second Action Input for one Action (which one is meant is a guess)",
+    ),
+    (
+        "text",
+        "ambiguous_action_input",
+        GUESS,
+        "different arguments on the Action line and in the Action Input",
+    ),
+    (
+        "text",
+        "action_input_not_json",
+        GUESS,
+        "input that starts like JSON but is cut off or broken",
+    ),
+    # --- calls written as text (parsing/salvage.py) ------------------------------------------
+    ("salvage", "salvaged:hermes", OK, "a <tool_call> block in the text"),
+    ("salvage", "salvaged:qwen_xml", OK, "a <function=...><parameter=...> block in the text"),
+    ("salvage", "salvaged:llama_function", OK, "a <function=...>{...} block in the text"),
+    ("salvage", "salvaged:deepseek", OK, "DeepSeek's tool-call tokens in the text"),
+    ("salvage", "salvaged:mistral", OK, "[TOOL_CALLS] in the text"),
+    ("salvage", "salvaged:llama", OK, "<|python_tag|> in the text"),
+    ("salvage", "salvaged:json", OK, "a reply that is only a JSON call"),
+    ("salvage", "salvaged:python", OK, "a Python-style call on its own line"),
+    ("salvage", "salvaged:glm45", OK, "GLM-4.5's <tool_call> with <arg_key>/<arg_value>"),
+    ("salvage", "salvaged:kimi", OK, "Kimi K2's tool-call tokens in the text"),
+    ("salvage", "salvaged:internlm", OK, "InternLM's <|action_start|> call in the text"),
+    ("salvage", "salvaged:qwen25", OK, "Qwen2.5's ✿FUNCTION✿ call in the text"),
+    ("salvage", "salvaged:jamba", OK, "Jamba's <tool_calls> list in the text"),
+    ("salvage", "salvaged:granite", OK, "Granite's <|tool_call|> list in the text"),
+    ("salvage", "salvaged:llama4", OK, "Llama 4's [f(k=v)] calls in the text"),
+    ("salvage", "salvaged:harmony", OK, "gpt-oss's Harmony call in the text"),
+    ("salvage", "salvaged:minimax", OK, "MiniMax's <invoke> call in the text"),
+    ("salvage", "salvaged:seed_oss", OK, "Seed-OSS's <seed:tool_call> in the text"),
+    ("salvage", "salvaged:functionary", OK, "Functionary's >>>f call in the text"),
+    ("salvage", "salvaged:react_text", OK, "a Thought/Action block under function calling"),
+    (
+        "salvage",
+        "loose_arguments",
+        GUESS,
+        "arguments read out of a call object that is not JSON",
+    ),
+    # --- the protocols ------------------------------------------------------------------------
+    ("protocol", "empty_arguments", OK, "empty arguments: no arguments"),
+    ("protocol", "double_encoded_arguments", OK, "the arguments object as a JSON string"),
+    ("protocol", "action_blob", OK, '{"action": tool, "action_input": ...}'),
+    ("protocol", "flat_step", OK, '{"tool": ..., "arguments": ...} with no "action"'),
+    ("protocol", "missing_arguments", OK, "no arguments key: no arguments"),
+    ("protocol", "arguments_key", OK, "the arguments under another key"),
+    ("protocol", "arguments_as_string", OK, "the arguments object as a JSON string"),
+    ("protocol", "null_arguments", OK, "null arguments: no arguments"),
+    ("protocol", "cut_by_length", GUESS, "the reply was cut by the length limit"),
+    # --- the policy (policy.py, parsing/arguments.py) ---------------------------------------
+    (
+        "policy",
+        "bare_input_to_parameter",
+        OK,
+        "a text input given to the tool's one required parameter, as written",
+    ),
+    ("policy", "key_value_arguments", OK, "key: value pairs naming the tool's parameters"),
+    ("policy", "answer_labels", OK, "ReAct labels taken off a final answer"),
+    ("policy", "unlabeled_answer", OK, "a plain reply, after a reminder, taken as the answer"),
+)
+"""Every repair code any reader reports, with its class."""
+
+
+def _entry(code: str) -> Repair | None:
+    return REPAIRS.get(code.removeprefix("json:"))
+
+
+def is_lossy(code: str) -> bool:
+    """Whether ``code`` means a value had to be guessed (unknown codes: yes)."""
+    entry = _entry(code)
+    return entry is None or not entry.lossless
+
+
+def lossy_repairs(codes: Iterable[str]) -> list[str]:
+    """The lossy codes among ``codes``, in order, once each."""
+    return [c for c in dict.fromkeys(codes) if is_lossy(c)]
+
+
+def refusal(lossy: Iterable[str]) -> str:
+    """Why a call read with the ``lossy`` repairs was not run, as a clause for the model."""
+    reasons: list[str] = []
+    for code in lossy:
+        entry = _entry(code)
+        reason = (
+            entry.what if entry is not None else f"a repair the engine cannot vouch for ({code})"
+        )
+        if reason not in reasons:
+            reasons.append(reason)
+    return (
+        "the arguments could not be read exactly as written, so the call was not run: "
+        + "; ".join(reasons)
+        + ". Call the tool again with the arguments as one complete, valid JSON object"
+    )
+
+
+def markdown_table() -> str:
+    """The table as it stands in ``docs/reliability.md``."""
+    lines = ["| code | from | class | what was read |", "|---|---|---|---|"]
+    for entry in sorted(REPAIRS.values(), key=lambda r: (r.source, not r.lossless, r.code)):
+        kind = "lossless" if entry.lossless else "**lossy**"
+        what = entry.what.replace("|", "\\|")
+        lines.append(f"| `{entry.code}` | {entry.source} | {kind} | {what} |")
+    return "\n".join(lines)
