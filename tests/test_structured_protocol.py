@@ -536,3 +536,25 @@ def test_deep_arguments_are_said_to_be_deep_not_a_reply_that_is_no_object(depth:
     assert "not a JSON object" not in said
     assert all(a.status != "ok" for a in first.actions)
     assert result.answer == "Sunny."
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        # one closing bracket too early: "unit" lands beside the arguments
+        '{"thought": "t", "action": {"tool": "get_weather", "arguments": {"location": "Paris"}, '
+        '"unit": "fahrenheit"}}',
+        # two too early: "unit" lands beside the action
+        '{"thought": "t", "action": {"tool": "get_weather", "arguments": {"location": "Paris"}}, '
+        '"unit": "fahrenheit"}',
+    ],
+)
+def test_a_key_beside_the_arguments_is_refused_not_dropped(step: str) -> None:
+    # Found by the lossless property test: the tool ran on part of what the model wrote.
+    final = json.dumps({"thought": "t", "action": {"final_answer": "Sunny."}})
+    model = ScriptedModel([step, final])
+    result = Agent("m", [get_weather], client=model, protocol="structured").run("q")
+    first = result.steps[0]
+    assert first.kind == "format_error" and not first.actions
+    assert '"unit"' in (first.feedback or "")
+    assert result.answer == "Sunny."

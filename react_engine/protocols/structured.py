@@ -420,6 +420,22 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
         )
         return out
     out.tool = tool.strip()
+    # A key beside the arguments may be an argument the model wrote one bracket too late
+    # ({"arguments": {"a": 1}, "b": 2}): dropping it would run the tool on part of what it
+    # meant, and guessing it belongs inside would be a guess. The call is refused.
+    known = {"tool", "name", *_ARGUMENT_KEYS}
+    stray = [k for k in body if k not in known]
+    if body is value:  # a flat step: the thought sits beside the call
+        stray = [k for k in stray if k not in ("thought", "action")]
+    elif isinstance(action, Mapping):
+        stray += [k for k in value if k not in ("thought", "action")]
+    if stray:
+        names = ", ".join(json.dumps(k, ensure_ascii=False) for k in stray[:5])
+        out.error = (
+            f"the step has keys beside the tool and its arguments ({names}): put every "
+            'argument inside "arguments" and write the step again'
+        )
+        return out
     present = [k for k in _ARGUMENT_KEYS if k in body]
     if not present:
         out.arguments = {}

@@ -18,6 +18,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,9 +105,9 @@ class SQLiteDB:
             conn = sqlite3.connect(
                 self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
             )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+            _wal(conn, self.timeout)
+            conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)  # idempotent; a concurrent creator waits its turn
             self._conn, self._pid = conn, os.getpid()
         return self._conn
@@ -145,3 +146,18 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode. Switching takes the file's lock for a moment, and SQLite
+    answers "database is locked" at once, busy timeout or not, when another process opens
+    the same new file at the same time: the switch is tried again until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
