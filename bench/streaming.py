@@ -12,7 +12,7 @@ the same total delay, all at once.
   ``Observation:`` and ``TAIL`` more words after the action. Without live detection the
   client reads the whole reply (its usage counts it); with it, the client closes the stream
   at the label. Reported: chunks the server wrote in each case, and the share saved.
-* **Assembly of many small deltas**: :class:`~react_engine.streaming.ReplyBuilder` fed
+* **Assembly of many small deltas**: :class:`~react_engine.transport.streaming.ReplyBuilder` fed
   ``N`` one-character deltas, with and without stop sequences to watch. The time per delta
   at ``10 N`` is reported as a ratio to the time per delta at ``N``: about 1 when assembly
   is linear in the reply's length (it was quadratic: 200k deltas took 3.8 s).
@@ -24,9 +24,9 @@ import asyncio
 import time
 from typing import Any
 
-from react_engine.model import OpenAIChatModel
-from react_engine.streaming import ReplyBuilder, stream_once
 from react_engine.testing import MockOpenAIServer, MockResponse, completion, stream_chunks
+from react_engine.transport.model import OpenAIChatModel
+from react_engine.transport.streaming import ReplyBuilder, stream_once
 from react_engine.types import ModelDelta, ModelRequest, UserMessage
 
 from .stats import median

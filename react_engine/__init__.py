@@ -11,8 +11,7 @@ servers (:class:`MCPServerStdio`, :class:`MCPServerHTTP`).
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .agent import Agent, AgentConfig, Conversation
-from .capabilities import Capabilities, CapabilityCache, CapabilityRegistry, default_registry
+from . import _moved  # the old module paths, kept working (see _moved.py)
 from .errors import (
     ConfigurationError,
     ContextWindowExceeded,
@@ -31,8 +30,7 @@ from .errors import (
     ToolDefinitionError,
     UserError,
 )
-from .model import ChatModel, OpenAIChatModel, RetryPolicy
-from .protocol import (
+from .protocols.base import (
     CallTools,
     Decision,
     FinalAnswer,
@@ -41,7 +39,15 @@ from .protocol import (
     Protocol,
     RequestContext,
 )
-from .tools import Tool, ToolAnnotations, tool
+from .run.agent import Agent, AgentConfig, Conversation
+from .tools.base import Tool, ToolAnnotations, tool
+from .transport.capabilities import (
+    Capabilities,
+    CapabilityCache,
+    CapabilityRegistry,
+    default_registry,
+)
+from .transport.model import ChatModel, OpenAIChatModel, RetryPolicy
 from .types import (
     ActionRecord,
     ModelRequest,
@@ -56,11 +62,11 @@ from .types import (
 
 if TYPE_CHECKING:
     from .local import local_server
-    from .mcp import MCPServerHTTP, MCPServerStdio, mcp_tools
     from .parsing import RepairResult, parse_react, repair_json
-    from .prompts import PromptTemplate, list_templates, load_template
     from .protocols import FunctionCallingProtocol, StructuredOutputProtocol, TextReActProtocol
+    from .protocols.prompts import PromptTemplate, list_templates, load_template
     from .testing import ScriptedModel, reply, tool_call_reply
+    from .tools.mcp import MCPServerHTTP, MCPServerStdio, mcp_tools
 
 _LAZY = {
     "FunctionCallingProtocol": "protocols",
@@ -69,12 +75,12 @@ _LAZY = {
     "RepairResult": "parsing",
     "parse_react": "parsing",
     "repair_json": "parsing",
-    "PromptTemplate": "prompts",
-    "list_templates": "prompts",
-    "load_template": "prompts",
-    "MCPServerHTTP": "mcp",
-    "MCPServerStdio": "mcp",
-    "mcp_tools": "mcp",
+    "PromptTemplate": "protocols.prompts",
+    "list_templates": "protocols.prompts",
+    "load_template": "protocols.prompts",
+    "MCPServerHTTP": "tools.mcp",
+    "MCPServerStdio": "tools.mcp",
+    "mcp_tools": "tools.mcp",
     "local_server": "local",
     "ScriptedModel": "testing",
     "reply": "testing",
@@ -87,6 +93,11 @@ are used, and the ``openai`` SDK when a client is built."""
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
+    if module is None and name in _moved.MOVED:
+        # ``react_engine.run.loop`` read as an attribute: the old path, with its warning.
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     if module is None:
         raise AttributeError(f"module 'react_engine' has no attribute {name!r}")
     import importlib

@@ -1,7 +1,7 @@
 """Typed messages, model requests and replies, steps and results.
 
 Everything in the engine speaks these types. Plain ``{"role": ...}`` dicts exist only in
-:mod:`react_engine.model`, the module that talks to the ``openai`` SDK.
+:mod:`react_engine.transport.model`, the module that talks to the ``openai`` SDK.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ._nesting import CUT, MAX_TRACE_DEPTH
+from .tools._nesting import CUT, MAX_TRACE_DEPTH
 
 # --- messages ----------------------------------------------------------------------------
 
@@ -151,7 +151,7 @@ def describe(value: Any) -> str:
 @dataclass(slots=True, frozen=True)
 class Constraint:
     """Constrained decoding for one request: what the reply must match, and how the server
-    takes it (a :class:`~react_engine.capabilities.Capabilities` ``constraint_style``).
+    takes it (a :class:`~react_engine.transport.capabilities.Capabilities` ``constraint_style``).
 
     A protocol sets ``grammar`` (GBNF), ``json_schema``, or both (the grammar is then the
     schema's own, for servers that take grammars only).
@@ -209,8 +209,9 @@ class Usage:
 @dataclass(slots=True, frozen=True)
 class ReplyCall:
     """A reply call: a tool call as the provider returned it (the id may be missing, the
-    arguments broken). The protocol reads it into a :class:`~react_engine.protocol.PendingCall`,
-    which becomes an :class:`ActionRecord` once it has run."""
+    arguments broken). The protocol reads it into a
+    :class:`~react_engine.protocols.base.PendingCall`, which becomes an :class:`ActionRecord`
+    once it has run."""
 
     id: str | None
     name: str
@@ -248,7 +249,7 @@ class ModelDelta:
     """One piece of a streamed reply (:meth:`ChatModel.stream <react_engine.ChatModel>`).
 
     Every field is optional: a chunk carries some text, or a tool call's fragment, or the
-    finish reason, or (last) the usage. :class:`~react_engine.streaming.ReplyBuilder`
+    finish reason, or (last) the usage. :class:`~react_engine.transport.streaming.ReplyBuilder`
     assembles deltas into the same :class:`ModelResponse` a non-streamed call returns.
     """
 

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from react_engine import capabilities as caps_module
-from react_engine.capabilities import (
+from react_engine.errors import ConfigurationError, UserError
+from react_engine.protocols.registry import REACTIONS
+from react_engine.transport import capabilities as caps_module
+from react_engine.transport.capabilities import (
     CACHE_ENV,
     REGISTRY_ENV,
     Capabilities,
@@ -25,8 +27,6 @@ from react_engine.capabilities import (
     model_name_candidates,
     resolve,
 )
-from react_engine.errors import ConfigurationError, UserError
-from react_engine.selection import REACTIONS
 
 
 @pytest.fixture
@@ -38,14 +38,14 @@ def registry() -> CapabilityRegistry:
 
 
 def shipped_document() -> dict[str, Any]:
-    resource = importlib.resources.files("react_engine").joinpath("capabilities.json")
+    resource = importlib.resources.files("react_engine.transport").joinpath("capabilities.json")
     data: dict[str, Any] = json.loads(resource.read_text(encoding="utf-8"))
     return data
 
 
 def test_shipped_file_is_package_data() -> None:
     # It sits inside the package, so a wheel carries it and importlib.resources finds it.
-    resource = importlib.resources.files("react_engine").joinpath("capabilities.json")
+    resource = importlib.resources.files("react_engine.transport").joinpath("capabilities.json")
     assert resource.is_file()
 
 
@@ -468,7 +468,7 @@ def test_corrupt_cache_is_ignored_with_a_warning(
 ) -> None:
     path = tmp_path / "cache.json"
     path.write_text(content, encoding="latin-1")
-    with caplog.at_level(logging.WARNING, logger="react_engine.capabilities"):
+    with caplog.at_level(logging.WARNING, logger="react_engine.transport.capabilities"):
         cache = CapabilityCache(path)
     assert cache.entries() == []
     assert "capability cache" in caplog.text
@@ -492,7 +492,7 @@ def test_bad_cache_entries_are_skipped(tmp_path: Path, caplog: pytest.LogCapture
             ],
         },
     )
-    with caplog.at_level(logging.WARNING, logger="react_engine.capabilities"):
+    with caplog.at_level(logging.WARNING, logger="react_engine.transport.capabilities"):
         cache = CapabilityCache(path)
     assert cache.entries() == [(URL, "good", {"stop": False})]
     assert "bad entry" in caplog.text
@@ -503,7 +503,7 @@ def test_unreadable_cache_path_never_crashes(
 ) -> None:
     path = tmp_path / "a-directory"
     path.mkdir()
-    with caplog.at_level(logging.WARNING, logger="react_engine.capabilities"):
+    with caplog.at_level(logging.WARNING, logger="react_engine.transport.capabilities"):
         cache = CapabilityCache(path)
         cache.remember(URL, "m", stop=False)  # cannot be saved: still learned in memory
     assert cache.get(URL, "m") == {"stop": False}
@@ -1179,7 +1179,7 @@ def test_an_error_body_too_costly_to_scan_is_left_unclassified(
 ) -> None:
     """The rejection patterns run with ``regex``'s timeout on the server's text: when it
     fires, the error is raised as it is instead of being "fixed" by dropping a feature."""
-    import react_engine.capabilities as capabilities
+    import react_engine.transport.capabilities as capabilities
 
     body = "tools is not supported " + "x" * 90_000
     assert classify_rejection(400, body) == "tools"

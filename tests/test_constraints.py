@@ -29,8 +29,12 @@ from react_engine import (
     tool,
     tool_call_reply,
 )
-from react_engine.capabilities import classify_rejection
-from react_engine.grammar import (
+from react_engine.protocols import StructuredOutputProtocol, TextReActProtocol
+from react_engine.protocols.base import Protocol, RequestContext
+from react_engine.testing import MockOpenAIServer, MockResponse, completion
+from react_engine.testing.tools import calculator, get_weather
+from react_engine.transport.capabilities import classify_rejection
+from react_engine.transport.grammar import (
     GrammarError,
     ReactLabels,
     react_grammar,
@@ -38,11 +42,7 @@ from react_engine.grammar import (
     schema_rules,
     step_schema,
 )
-from react_engine.model import request_payload
-from react_engine.protocol import Protocol, RequestContext
-from react_engine.protocols import StructuredOutputProtocol, TextReActProtocol
-from react_engine.testing import MockOpenAIServer, MockResponse, completion
-from react_engine.testing.tools import calculator, get_weather
+from react_engine.transport.model import request_payload
 from react_engine.types import ModelRequest
 
 TEXT_CALL = (

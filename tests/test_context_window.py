@@ -26,9 +26,9 @@ from react_engine import (
     OpenAIChatModel,
     tool,
 )
-from react_engine.model import context_overflow
-from react_engine.observations import SHORTENED_LIMIT
+from react_engine.run.observations import SHORTENED_LIMIT
 from react_engine.testing import MockOpenAIServer, MockResponse, completion, tool_calls_completion
+from react_engine.transport.model import context_overflow
 from react_engine.types import UserMessage
 
 # How providers word an overflow (status, body).
@@ -326,7 +326,7 @@ def test_a_direct_call_raises_the_typed_error(make_server: Any) -> None:
 
 
 def test_a_streamed_run_makes_room_the_same_way(make_server: Any) -> None:
-    from react_engine.events import RunDone
+    from react_engine.run.events import RunDone
 
     srv, responder = make_server(16_000, calls=3)
     events = list(_agent(srv, "text").run_stream("Read the three parts."))

@@ -44,10 +44,10 @@ from react_engine import (
     tool,
     tool_call_reply,
 )
-from react_engine.mcp import MCPServerStdio, mcp_tools
-from react_engine.policy import placeholder
+from react_engine.protocols.policy import placeholder
 from react_engine.testing import ScriptedServer, completion
 from react_engine.testing.server import tool_calls_completion
+from react_engine.tools.mcp import MCPServerStdio, mcp_tools
 
 SERVER = Path(__file__).parent / "support" / "mcp_server.py"
 

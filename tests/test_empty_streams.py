@@ -23,9 +23,8 @@ import openai
 import pytest
 
 from react_engine import Agent, CapabilityCache, RetryPolicy
-from react_engine import capabilities as capabilities_module
 from react_engine.cli import main as cli_main
-from react_engine.events import Event, RunDone, RunNotice, TextDelta
+from react_engine.run.events import Event, RunDone, RunNotice, TextDelta
 from react_engine.testing import (
     MockResponse,
     ScriptedServer,
@@ -33,6 +32,7 @@ from react_engine.testing import (
     tool_calls_completion,
 )
 from react_engine.testing.tools import get_weather
+from react_engine.transport import capabilities as capabilities_module
 from react_engine.types import RunResult
 
 ANSWER = "It is overcast in Paris, 14°C."

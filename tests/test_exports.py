@@ -93,27 +93,27 @@ def test_the_package_is_typed() -> None:
     assert resources.files("react_engine").joinpath("py.typed").is_file()
 
 
-# What only a run needs, imported when one starts: the loop and its parts, the protocols
-# and their parsers, and asyncio with ``ssl`` and ``socket`` behind it (see the imports of
-# react_engine/agent.py and the lazy names of react_engine/__init__.py).
+# What only a run needs, imported when one starts: the loop and its parts, the protocol
+# chosen and its parsers, and asyncio with ``ssl`` and ``socket`` behind it (see the imports of
+# react_engine/run/agent.py and the lazy names of react_engine/__init__.py).
 _RUN_ONLY = [
     "asyncio",
     "ssl",
     "socket",
     "concurrent.futures",
     "email.utils",
-    "react_engine._running",
-    "react_engine._threads",
-    "react_engine.events",
-    "react_engine.execution",
-    "react_engine.loop",
-    "react_engine.mcp",
+    "react_engine.run._running",
+    "react_engine.run._threads",
+    "react_engine.run.events",
+    "react_engine.run.execution",
+    "react_engine.run.loop",
+    "react_engine.tools.mcp",
     "react_engine.parsing",
-    "react_engine.policy",
-    "react_engine.protocols",
-    "react_engine.state",
-    "react_engine.streaming",
-    "react_engine.tracing",
+    "react_engine.protocols.policy",
+    "react_engine.protocols.function_calling",
+    "react_engine.run.state",
+    "react_engine.transport.streaming",
+    "react_engine.run.tracing",
 ]
 
 
@@ -129,11 +129,11 @@ def test_importing_the_library_leaves_the_run_machinery_out() -> None:
         f"run_only = {_RUN_ONLY!r}\n"
         "print(','.join(m for m in run_only if m in sys.modules))\n"
         "agent = react_engine.Agent('m', client=react_engine.ScriptedModel(['4']))\n"
-        "ours = [m for m in run_only if m.startswith('react_engine.') and m != 'react_engine.mcp']\n"
+        "ours = [m for m in run_only if m.startswith('react_engine.') and m != 'react_engine.tools.mcp']\n"
         "print(','.join(m for m in ours if m in sys.modules))\n"
         "print(agent.run('2+2?').answer)\n"
         "print([m for m in run_only if m not in sys.modules])\n"
-        "from react_engine.agent import RUN_EVENT\n"
+        "from react_engine.run.agent import RUN_EVENT\n"
         "print(RUN_EVENT)\n"
     )
     out = subprocess.run(

@@ -13,7 +13,7 @@ import pytest
 
 from react_engine import Agent, ScriptedModel, TextReActProtocol, reply, tool_call_reply
 from react_engine.parsing.salvage import written_call
-from react_engine.policy import WRITTEN_CALL
+from react_engine.protocols.policy import WRITTEN_CALL
 from react_engine.testing.tools import calculator, get_weather
 
 WRITTEN = {

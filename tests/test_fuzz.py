@@ -46,8 +46,8 @@ from react_engine import (
     Tool,
     tool,
 )
-from react_engine.observations import render_observation, serialize_result, valid_unicode
-from react_engine.protocol import Protocol
+from react_engine.protocols.base import Protocol
+from react_engine.run.observations import render_observation, serialize_result, valid_unicode
 from react_engine.tools import ToolArgumentsError
 from react_engine.types import ReplyCall, Usage
 
@@ -568,7 +568,7 @@ def _nested_arguments(kinds: list[bool]) -> str:
 def test_arguments_of_any_depth_run_within_the_limit_and_never_crash(
     kinds: list[bool], form: str
 ) -> None:
-    from react_engine._nesting import MAX_ARGUMENT_DEPTH
+    from react_engine.tools._nesting import MAX_ARGUMENT_DEPTH
 
     protocol, make = ARG_FORMS[form]
     depth = len(kinds) + 1  # the arguments object itself is level 1
@@ -677,7 +677,7 @@ def test_any_usage_fields_give_counts_that_only_grow(usages: list[Any]) -> None:
     parts, and a run's running total never goes down, so a token budget always holds."""
     from openai.types.chat import ChatCompletion
 
-    from react_engine.model import response_from_sdk
+    from react_engine.transport.model import response_from_sdk
 
     running = Usage()
     for usage in usages:

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from react_engine import Agent, RunResult, Tool
-from react_engine.capabilities import CapabilityCache, CapabilityRegistry
 from react_engine.parsing import JSON_REPAIR_CODES, PARSE_REPAIR_CODES, repair_json
 from react_engine.parsing.repairs import REPAIRS, is_lossy, lossy_repairs, markdown_table
 from react_engine.parsing.salvage import SALVAGE_REPAIR_CODES
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
+from react_engine.transport.capabilities import CapabilityCache, CapabilityRegistry
 
 PROTOCOLS = ["function_calling", "text", "structured"]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"

@@ -29,11 +29,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from react_engine import Tool
-from react_engine.capabilities import Capabilities
-from react_engine.protocol import CallTools, Protocol, RequestContext
+from react_engine.protocols.base import CallTools, Protocol, RequestContext
 from react_engine.protocols.function_calling import FunctionCallingProtocol
 from react_engine.protocols.structured import StructuredOutputProtocol
 from react_engine.protocols.text import TextReActProtocol
+from react_engine.transport.capabilities import Capabilities
 from react_engine.types import ModelResponse, ReplyCall
 
 settings.register_profile(

@@ -30,7 +30,7 @@ from react_engine import (
     tool_call_reply,
 )
 from react_engine.errors import MCPServerError
-from react_engine.mcp import MCPServerHTTP, MCPServerStdio, MCPToolError, mcp_tools
+from react_engine.tools.mcp import MCPServerHTTP, MCPServerStdio, MCPToolError, mcp_tools
 
 SERVER = Path(__file__).parent / "support" / "mcp_server.py"
 PROTOCOLS = ["function_calling", "text"]
@@ -458,7 +458,7 @@ def test_what_the_model_sees_of_each_kind_of_content() -> None:
         TextResourceContents,
     )
 
-    from react_engine.mcp import result_text
+    from react_engine.tools.mcp import result_text
 
     mixed = CallToolResult(
         content=[

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from support.native_formats import SCHEMAS, decide
 
 from react_engine import Agent, ScriptedModel, Tool, ToolAnnotations
-from react_engine.capabilities import default_registry
 from react_engine.parsing import formats
 from react_engine.parsing.salvage import _detectors, salvage_calls
+from react_engine.transport.capabilities import default_registry
 
 
 def calls_of(text: str, **kwargs: Any) -> list[tuple[str, Any, str]]:

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from react_engine import Agent, ScriptedModel, reply, tool_call_reply
-from react_engine.capabilities import Capabilities, CapabilityRegistry
 from react_engine.errors import ModelUnavailableError
-from react_engine.model import RetryPolicy, with_retries
-from react_engine.protocol import RequestContext
+from react_engine.protocols.base import RequestContext
 from react_engine.protocols.text import TextReActProtocol
 from react_engine.testing.tools import get_weather
+from react_engine.transport.capabilities import Capabilities, CapabilityRegistry
+from react_engine.transport.model import RetryPolicy, with_retries
 from react_engine.types import Message, Step
 
 

@@ -161,7 +161,7 @@ def test_the_wheel_ships_the_tasks_prompts_and_license(dist: dict[str, Path]) ->
         assert tasks == _source_files("react_engine/compare/tasks", "*.json")
         assert shipped("react_engine/prompts/", ".toml") == _source_files("prompts", "*.toml")
         assert {
-            "react_engine/capabilities.json",
+            "react_engine/transport/capabilities.json",
             "react_engine/py.typed",
             "react_engine/local/server.py",
         } <= names
@@ -179,7 +179,12 @@ def test_the_sdist_has_what_a_wheel_build_needs(dist: dict[str, Path]) -> None:
     top = f"react_engine-{react_engine.__version__}/"
     with tarfile.open(dist["sdist"]) as sdist:
         names = {n.removeprefix(top) for n in sdist.getnames()}
-    expected = {"LICENSE", "README.md", "pyproject.toml", "react_engine/capabilities.json"}
+    expected = {
+        "LICENSE",
+        "README.md",
+        "pyproject.toml",
+        "react_engine/transport/capabilities.json",
+    }
     expected |= {
         f"react_engine/compare/tasks/{n}"
         for n in _source_files("react_engine/compare/tasks", "*.json")
@@ -206,7 +211,7 @@ def test_the_installed_wheel_runs_compare_without_the_source_tree(
         import react_engine
         from react_engine.cli import main
         from react_engine.compare.suite import default_tasks_dir, load_tasks
-        from react_engine.prompts import load_template
+        from react_engine.protocols.prompts import load_template
 
         assert react_engine.__file__.startswith(sys.argv[1]), react_engine.__file__
         assert str(default_tasks_dir()).startswith(sys.argv[1]), default_tasks_dir()

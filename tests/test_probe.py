@@ -13,8 +13,6 @@ import pytest
 
 from react_engine import Agent, CapabilityCache
 from react_engine.cli.commands import main
-from react_engine.model import OpenAIChatModel
-from react_engine.probe import PROBE_TOOL, aprobe
 from react_engine.testing.server import (
     MockResponse,
     ScriptedServer,
@@ -22,6 +20,8 @@ from react_engine.testing.server import (
     tool_calls_completion,
 )
 from react_engine.testing.tools import get_weather
+from react_engine.transport.model import OpenAIChatModel
+from react_engine.transport.probe import PROBE_TOOL, aprobe
 
 NATIVE = tool_calls_completion((PROBE_TOOL, {"color": "blue"}))
 IGNORED = completion("I cannot access real-time data, but blue is a nice color.")
@@ -136,7 +136,7 @@ def test_no_probe_by_default(tmp_path: Path) -> None:
 
 def test_the_probe_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
-    monkeypatch.setattr("react_engine.capabilities._default_cache", None)
+    monkeypatch.setattr("react_engine.transport.capabilities._default_cache", None)
     with ScriptedServer(IGNORED) as server:
         code = main(["probe", "--base-url", server.base_url, "--model", "m", "--json"])
     assert code == 0
@@ -151,7 +151,7 @@ def test_an_error_that_is_not_about_tools_is_raised_and_nothing_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
-    monkeypatch.setattr("react_engine.capabilities._default_cache", None)
+    monkeypatch.setattr("react_engine.transport.capabilities._default_cache", None)
     unauthorized = MockResponse(401, {"error": {"message": "Invalid API key"}})
     with ScriptedServer(unauthorized) as server:
         code = main(["probe", "--base-url", server.base_url, "--model", "m"])

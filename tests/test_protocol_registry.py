@@ -12,10 +12,11 @@ from collections.abc import Iterator
 import pytest
 from support.toy_protocol import ToyProtocol
 
-from react_engine import Agent, Capabilities, ConfigurationError, ScriptedModel, selection
+from react_engine import Agent, Capabilities, ConfigurationError, ScriptedModel
 from react_engine.cli.commands import build_parser
 from react_engine.protocols import FunctionCallingProtocol, TextReActProtocol
-from react_engine.selection import ProtocolOptions, adapt, choose, protocol_names, register
+from react_engine.protocols import registry as selection
+from react_engine.protocols.registry import ProtocolOptions, adapt, choose, protocol_names, register
 from react_engine.testing.tools import get_weather
 
 

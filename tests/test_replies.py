@@ -34,10 +34,10 @@ from react_engine import (
     RunResult,
     Tool,
 )
-from react_engine.events import RunDone
 from react_engine.parsing import patterns as P
 from react_engine.parsing.arguments import read_text_arguments
 from react_engine.protocols import TextReActProtocol
+from react_engine.run.events import RunDone
 from react_engine.testing import (
     ScriptedModel,
     ScriptedServer,

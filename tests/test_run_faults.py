@@ -37,10 +37,10 @@ from react_engine import (
     Tool,
     ToolDefinitionError,
     UserError,
-    _threads,
     reply,
     tool_call_reply,
 )
+from react_engine.run import _threads
 from react_engine.testing import ScriptedServer, completion
 
 REPO = Path(__file__).resolve().parents[1]

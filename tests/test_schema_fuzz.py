@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from support.fuzzing import PROFILE
 
 from react_engine import Tool, ToolDefinitionError
-from react_engine.grammar import GrammarError, react_grammar, schema_grammar, step_schema
+from react_engine.transport.grammar import GrammarError, react_grammar, schema_grammar, step_schema
 
 odd_names = st.sampled_from(
     ["a", "", " ", "with space", "dot.name", "$ref", "properties", "ünï", "-", "0", "a" * 300]

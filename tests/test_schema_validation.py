@@ -30,7 +30,7 @@ from react_engine import (
     tool,
     tool_call_reply,
 )
-from react_engine.mcp import MCPServerStdio
+from react_engine.tools.mcp import MCPServerStdio
 
 PROTOCOLS = ["function_calling", "text", "structured"]
 SERVER = Path(__file__).parent / "support" / "mcp_server.py"

@@ -35,7 +35,7 @@ from react_engine import (
     tool_call_reply,
 )
 from react_engine.cli import main as cli_main
-from react_engine.events import (
+from react_engine.run.events import (
     ActionDecided,
     Event,
     ReplyDiscarded,
@@ -46,7 +46,6 @@ from react_engine.events import (
     ToolFinished,
     ToolStarted,
 )
-from react_engine.streaming import ReplyBuilder
 from react_engine.testing import (
     MockResponse,
     ScriptedServer,
@@ -55,6 +54,7 @@ from react_engine.testing import (
     tool_calls_completion,
 )
 from react_engine.testing.tools import get_weather
+from react_engine.transport.streaming import ReplyBuilder
 from react_engine.types import ModelDelta, ToolCallChunk
 
 TEXT_ACTION = (

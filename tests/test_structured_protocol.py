@@ -24,8 +24,8 @@ from react_engine import (
     tool_call_reply,
 )
 from react_engine.cli import main
-from react_engine.policy import CUT_OFF
-from react_engine.protocol import CallTools, FinalAnswer, FormatError, RequestContext
+from react_engine.protocols.base import CallTools, FinalAnswer, FormatError, RequestContext
+from react_engine.protocols.policy import CUT_OFF
 from react_engine.protocols.structured import step_json
 from react_engine.testing.tools import calculator, get_weather
 from react_engine.types import Usage
@@ -95,7 +95,7 @@ def test_the_template_must_be_a_structured_one() -> None:
     with pytest.raises(ValueError, match="not a structured template"):
         StructuredOutputProtocol(template="classic")
     with pytest.raises(TemplateError, match="unknown key"):
-        from react_engine.prompts import parse_template
+        from react_engine.protocols.prompts import parse_template
 
         parse_template(
             {

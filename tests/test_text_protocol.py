@@ -18,7 +18,7 @@ from react_engine import (
     list_templates,
     load_template,
 )
-from react_engine.prompts import parse_template
+from react_engine.protocols.prompts import parse_template
 from react_engine.testing.tools import calculator, get_weather
 
 

@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import __version__
-from ..agent import Agent, Conversation
 from ..compare.run import (
     CompareSettings,
     Target,
@@ -72,12 +71,13 @@ from ..errors import (
     UserError,
 )
 from ..eval.bfcl import add_eval_parser, run_eval_command
-from ..events import Event, RunDone
-from ..model import ChatModel, RetryPolicy, mask_key
-from ..selection import protocol_names
-from ..state import RUN_EVENT
+from ..protocols.registry import protocol_names
+from ..run.agent import Agent, Conversation
+from ..run.events import Event, RunDone
+from ..run.state import RUN_EVENT
 from ..testing import ScriptedModel
 from ..tools import Tool
+from ..transport.model import ChatModel, RetryPolicy, mask_key
 from ..types import (
     ActionRecord,
     ModelRequest,
@@ -547,7 +547,7 @@ def _answer(
 ) -> RunResult:
     """Run ``agent`` on ``question`` with ``progress`` on stderr; the result printed, or the
     run's error as an :class:`_Exit`. With ``--trace`` the run writes its trace as it goes
-    (:mod:`react_engine.tracefile`): a run stopped by Ctrl-C, SIGTERM or SIGKILL leaves
+    (:mod:`react_engine.run.tracefile`): a run stopped by Ctrl-C, SIGTERM or SIGKILL leaves
     every reply paid for and every call started on disk."""
     if args.trace:
         options["trace"] = args.trace
@@ -561,7 +561,7 @@ def _answer(
     except ModelAPIError as exc:
         raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
     _show_result(result, args)
-    from ..tracefile import TRACE_FAILED
+    from ..run.tracefile import TRACE_FAILED
 
     failed = next((e for e in result.events if e.startswith(TRACE_FAILED)), None)
     if failed is not None:  # the answer is out; the exit code says the trace is not whole

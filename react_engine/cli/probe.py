@@ -1,6 +1,6 @@
 """``react-engine probe``: what an endpoint does with tools, learned once per endpoint.
 
-Sends :mod:`react_engine.probe`'s one tiny request, prints what came back, and records it
+Sends :mod:`react_engine.transport.probe`'s one tiny request, prints what came back, and records it
 in the capability cache (``--no-record`` to only look), so that ``protocol="auto"`` picks
 the text protocol for a server that ignores or rejects tools.
 """
@@ -35,10 +35,10 @@ def add_probe_parser(sub: Any) -> None:
 
 
 def run_probe_command(args: argparse.Namespace) -> int:
-    from ..capabilities import default_cache
     from ..errors import ConfigurationError
-    from ..model import OpenAIChatModel
-    from ..probe import aprobe
+    from ..transport.capabilities import default_cache
+    from ..transport.model import OpenAIChatModel
+    from ..transport.probe import aprobe
 
     model = args.model or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
     base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
-from ..events import (
+from ..run.events import (
     ActionDecided,
     Event,
     ModelCallStarted,

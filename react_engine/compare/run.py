@@ -40,10 +40,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..agent import Agent
-from ..capabilities import CapabilityCache
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
-from ..model import RetryPolicy
+from ..run.agent import Agent
+from ..transport.capabilities import CapabilityCache
+from ..transport.model import RetryPolicy
 from ..types import ModelSettings, RunResult
 from .suite import ProtocolName, Task, Transcript, check_result
 

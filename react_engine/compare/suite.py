@@ -46,10 +46,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ConfigurationError
-from ..model import request_payload
-from ..selection import protocol_names
+from ..protocols.registry import protocol_names
 from ..testing import Script, ScriptedModel, ScriptExhausted
 from ..tools import Tool
+from ..transport.model import request_payload
 from ..types import ModelRequest, ModelResponse, ReplyCall, RunResult, Usage
 from .tools import TASK_TOOLS
 
@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 ProtocolName = str
-"""A name in the protocol registry (:func:`react_engine.selection.protocol_names`)."""
+"""A name in the protocol registry (:func:`react_engine.protocols.registry.protocol_names`)."""
 ALL_PROTOCOLS: tuple[ProtocolName, ...] = tuple(n for n in protocol_names() if n != "auto")
 """Every protocol a comparison (or a script) can name: the registry's, as imported."""
 PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")

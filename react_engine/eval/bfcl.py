@@ -45,13 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..agent import Agent
-from ..capabilities import CapabilityCache
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
-from ..model import ChatModel, OpenAIChatModel, RetryPolicy
-from ..protocol import Protocol
-from ..selection import protocol_names
+from ..protocols.base import Protocol
+from ..protocols.registry import protocol_names
+from ..run.agent import Agent
 from ..testing import ScriptedModel, ScriptExhausted
+from ..transport.capabilities import CapabilityCache
+from ..transport.model import ChatModel, OpenAIChatModel, RetryPolicy
 from ..types import (
     HistoryItem,
     ModelRequest,

@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..protocol import CallTools, Decision, FinalAnswer, PendingCall, RequestContext
+from ..protocols.base import CallTools, Decision, FinalAnswer, PendingCall, RequestContext
 from ..protocols.text import TextReActProtocol
 from ..types import Constraint, ModelResponse
 from .bfcl_data import INSTALL_HINT, PYTHON_HINT, BfclDataMissing, api_name

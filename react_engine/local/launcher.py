@@ -414,7 +414,7 @@ class LocalServer:
         config_path.write_text(json.dumps(self._config(model_path, port, api_key), indent=2))
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
         env["PYTHONUNBUFFERED"] = "1"
-        # The server imports react_engine.grammar: from this very copy of the package,
+        # The server imports react_engine.transport.grammar: from this very copy of the package,
         # whatever the child's sys.path would otherwise find first.
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")) if p

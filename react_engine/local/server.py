@@ -7,7 +7,7 @@ fixes to llama-cpp-python 0.3.x (:func:`install`), each found by experiment and
 described in docs/local-model.md, then runs the stock server main, the same entry point
 as ``python -m llama_cpp.server``. Importing it applies nothing.
 
-It uses react-engine only for :func:`~react_engine.grammar.schema_rules`, the same JSON
+It uses react-engine only for :func:`~react_engine.transport.grammar.schema_rules`, the same JSON
 Schema -> GBNF writer the text protocol uses, and for the launcher's constants.
 """
 
@@ -28,8 +28,8 @@ import llama_cpp
 import llama_cpp.llama_chat_format
 import pydantic
 
-from react_engine.grammar import GrammarError, schema_rules
 from react_engine.local.launcher import CHAT_FORMAT, PARENT_ENV_VAR
+from react_engine.transport.grammar import GrammarError, schema_rules
 
 # The fixes reach into llama-cpp-python's internals (0.3.x), which its type hints do not
 # describe (message dicts, the patched class attributes): they go through untyped handles.
@@ -149,7 +149,7 @@ def _tools_grammar(tools: list[dict[str, Any]], tool_choice: Any) -> str:
 
 def _grammar_for(tools: list[dict[str, Any]], tool_choice: Any) -> Any:
     """The reply's grammar, or None for tools past the grammar writer's limits (thousands
-    of parameters, see react_engine.grammar): the model then writes unconstrained, and the
+    of parameters, see react_engine.transport.grammar): the model then writes unconstrained, and the
     call reader takes what it wrote, as a server without grammars would."""
     try:
         text = _tools_grammar(tools, tool_choice)

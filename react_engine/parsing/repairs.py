@@ -7,7 +7,7 @@ a missing final brace at the very end, full-width delimiters outside strings) or
 **lossy** (a value had to be guessed: a string cut off, tokens merged, unquoted text, a
 quote that may or may not end its string).
 
-The rule built on it (:func:`react_engine.policy.apply`, for every protocol): a call
+The rule built on it (:func:`react_engine.protocols.policy.apply`, for every protocol): a call
 whose arguments were read with a lossy repair never runs; the model is told what was
 wrong and asked to write it again. A lossy repair may still be used to read a final
 answer. A code missing from the table counts as lossy.

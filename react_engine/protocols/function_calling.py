@@ -32,24 +32,11 @@ import functools
 import json
 from typing import Any
 
-from .._nesting import TOO_DEEP, too_deep
 from ..errors import JSONRepairError, ReActParseError
-from ..output import FINAL_RESULT
 from ..parsing import parse_react, repair_json, split_think
 from ..parsing.salvage import SalvagedCall, salvage_calls, strip_salvaged
-from ..prompts import PromptTemplate, load_template
-from ..protocol import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    PendingCall,
-    Protocol,
-    RequestContext,
-    arguments_json,
-    guard_depth,
-    parsed_arguments_error,
-)
+from ..run.output import FINAL_RESULT
+from ..tools._nesting import TOO_DEEP, too_deep
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -64,6 +51,19 @@ from ..types import (
     UserMessage,
     UserTurn,
 )
+from .base import (
+    CallTools,
+    Decision,
+    FinalAnswer,
+    FormatError,
+    PendingCall,
+    Protocol,
+    RequestContext,
+    arguments_json,
+    guard_depth,
+    parsed_arguments_error,
+)
+from .prompts import PromptTemplate, load_template
 
 __all__ = ["FunctionCallingProtocol", "decode_arguments", "native_calls"]
 

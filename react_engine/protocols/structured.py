@@ -7,7 +7,7 @@ grammars, vLLM guided decoding) but have no native tool calling. A step is::
     {"thought": "...", "action": {"final_answer": "Sunny in Paris."}}
 
 Where the server constrains decoding (``Capabilities.constrained_decoding``) the request
-carries :func:`~react_engine.grammar.step_schema` for this agent's tools: a JSON Schema
+carries :func:`~react_engine.transport.grammar.step_schema` for this agent's tools: a JSON Schema
 for ``"json_schema"`` and ``"vllm"`` servers, the same schema as a GBNF grammar for
 llama.cpp. The model then cannot name a tool that does not exist, write arguments its
 schema forbids, or break the JSON. Without a constraint the system prompt asks for the
@@ -33,24 +33,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._nesting import CUT, TOO_DEEP, too_deep
 from ..errors import JSONRepairError
-from ..grammar import GrammarError, schema_grammar, step_schema
 from ..parsing import repair_json
 from ..parsing.common import think_blocks
-from ..prompts import PromptTemplate, load_template
-from ..protocol import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    PendingCall,
-    Protocol,
-    Refusal,
-    RequestContext,
-    arguments_json,
-)
-from ..tools import Tool
+from ..tools._nesting import CUT, TOO_DEEP, too_deep
+from ..tools.base import Tool
+from ..transport.grammar import GrammarError, schema_grammar, step_schema
 from ..types import (
     ActionRecord,
     AssistantMessage,
@@ -63,7 +51,19 @@ from ..types import (
     UserMessage,
     UserTurn,
 )
+from .base import (
+    CallTools,
+    Decision,
+    FinalAnswer,
+    FormatError,
+    PendingCall,
+    Protocol,
+    Refusal,
+    RequestContext,
+    arguments_json,
+)
 from .function_calling import decode_arguments
+from .prompts import PromptTemplate, load_template
 from .text import system_prompt, template_feedback, template_output_retry, wrap_observation
 
 __all__ = ["CUT_SHORT", "PLAIN", "UNCLOSED_THINK", "StructuredOutputProtocol", "step_json"]

@@ -16,7 +16,7 @@ and only the model's own reply is ever parsed, so a tool result that says
 
 A reply with no label at all is sent back once with a reminder of the format; plain prose
 again is the final answer (the policy decides: see :attr:`FormatError.plain
-<react_engine.protocol.FormatError.plain>`). ``implicit_final_answer=True`` takes the
+<react_engine.protocols.base.FormatError.plain>`). ``implicit_final_answer=True`` takes the
 first one for the answer.
 
 ``tool_choice`` is emulated: ``"none"`` tells the model to answer now and treats an action
@@ -32,23 +32,9 @@ import logging
 import re
 
 from ..errors import ReActParseError
-from ..grammar import GrammarError, ReactLabels, react_grammar
 from ..parsing import parse_react, split_think
 from ..parsing.salvage import salvage_calls, strip_salvaged, written_call
-from ..policy import WRITTEN_CALL
-from ..prompts import PromptTemplate, load_template
-from ..protocol import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    PendingCall,
-    Protocol,
-    Refusal,
-    RequestContext,
-    guard_depth,
-    parsed_arguments_error,
-)
+from ..transport.grammar import GrammarError, ReactLabels, react_grammar
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -61,7 +47,21 @@ from ..types import (
     UserMessage,
     UserTurn,
 )
+from .base import (
+    CallTools,
+    Decision,
+    FinalAnswer,
+    FormatError,
+    PendingCall,
+    Protocol,
+    Refusal,
+    RequestContext,
+    guard_depth,
+    parsed_arguments_error,
+)
 from .function_calling import salvaged_calls
+from .policy import WRITTEN_CALL
+from .prompts import PromptTemplate, load_template
 
 __all__ = ["TextReActProtocol", "render_tools", "system_prompt"]
 
@@ -157,7 +157,7 @@ _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial
 def template_feedback(template: PromptTemplate, error: str, *, forced: bool = False) -> str:
     """A refusal in a prompted protocol's words: its ``format_error`` message, with the
     ``format_reminder`` of the reply's format unless the request was a forced final one
-    (whose own instruction says what to write). A :class:`~react_engine.protocol.Refusal`
+    (whose own instruction says what to write). A :class:`~react_engine.protocols.base.Refusal`
     is worded by the template's ``error_<code>`` text where it has one (in its language)."""
     if isinstance(error, Refusal) and template.has(f"error_{error.code}"):
         error = template.fill(f"error_{error.code}", **error.values)
@@ -443,7 +443,7 @@ class TextReActProtocol(Protocol):
 
     def _plain(self, raw: str, ctx: RequestContext) -> str | None:
         """A reply with no label at all, read as the answer it would be (see
-        :attr:`FormatError.plain <react_engine.protocol.FormatError.plain>`)."""
+        :attr:`FormatError.plain <react_engine.protocols.base.FormatError.plain>`)."""
         try:
             parsed = parse_react(
                 raw,

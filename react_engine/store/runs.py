@@ -49,8 +49,8 @@ from .sqlite import SQLiteDB
 if TYPE_CHECKING:
     import os
 
-    from ..protocol import Decision
-    from ..tools import Tool
+    from ..protocols.base import Decision
+    from ..tools.base import Tool
 
 __all__ = ["RunInfo", "RunJournal", "RunStore", "idempotent"]
 
@@ -295,7 +295,7 @@ class RunJournal:
     def decided(self, reply: ModelResponse, decision: Decision) -> None:
         """After the protocol read ``reply``: commit it (a live reply), or give the calls
         the ids they had (a replayed one: ids made up for text replies are random)."""
-        from ..protocol import CallTools
+        from ..protocols.base import CallTools
 
         calls = decision.calls if isinstance(decision, CallTools) else []
         if self.reply_no < len(self.replies):

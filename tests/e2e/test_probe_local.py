@@ -8,8 +8,8 @@ from pathlib import Path
 
 from react_engine import CapabilityCache
 from react_engine.local import LocalEndpoint
-from react_engine.model import OpenAIChatModel
-from react_engine.probe import aprobe
+from react_engine.transport.model import OpenAIChatModel
+from react_engine.transport.probe import aprobe
 
 
 def test_probe_of_the_local_server(local_endpoint: LocalEndpoint, tmp_path: Path) -> None:

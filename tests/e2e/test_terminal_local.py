@@ -31,8 +31,8 @@ import pytest
 
 from react_engine import Agent, CapabilityCache, ModelSettings, RunResult
 from react_engine.cli.demo import DEMO_TOOLS
-from react_engine.events import Event, RunDone, TextDelta
 from react_engine.local import LocalEndpoint
+from react_engine.run.events import Event, RunDone, TextDelta
 
 pytestmark = pytest.mark.e2e
 

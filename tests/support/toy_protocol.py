@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from react_engine.protocol import (
+from react_engine.protocols.base import (
     CallTools,
     Decision,
     FinalAnswer,

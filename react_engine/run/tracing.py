@@ -1,6 +1,6 @@
 """OpenTelemetry spans for runs, model calls and tool calls (the ``otel`` extra).
 
-A :class:`RunTracer` is one more receiver of a run's events (:mod:`react_engine.events`):
+A :class:`RunTracer` is one more receiver of a run's events (:mod:`react_engine.run.events`):
 it opens and closes spans as they come, following the GenAI semantic conventions::
 
     invoke_agent                       the run
@@ -36,6 +36,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..transport.model import message_dict
 from .events import (
     Event,
     ModelCallFailed,
@@ -50,7 +51,6 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .model import message_dict
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -84,7 +84,7 @@ def tracer_for(provider: Any) -> Tracer | None:
         provider = api.get_tracer_provider()
         if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
             return None
-    from . import __version__
+    from .. import __version__
 
     tracer: Tracer = provider.get_tracer("react_engine", __version__)
     return tracer

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .types import HistoryItem, Step
+from ..types import HistoryItem, Step
 
 __all__ = [
     "render_observation",

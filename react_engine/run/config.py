@@ -13,12 +13,12 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .errors import ConfigurationError
-from .model import RetryPolicy
+from ..errors import ConfigurationError
+from ..protocols.base import MultiAction
+from ..tools.base import Tool
+from ..transport.model import RetryPolicy
+from ..types import ModelSettings, ToolChoice, describe
 from .output import output_spec
-from .protocol import MultiAction
-from .tools import Tool
-from .types import ModelSettings, ToolChoice, describe
 
 __all__ = [
     "SAMPLING_SHORTHANDS",
@@ -90,7 +90,7 @@ class AgentConfig:
     """Network retries of transient API errors."""
     trace: str | os.PathLike[str] | None = None
     """A JSON Lines file the run appends its trace to as it happens (see
-    :mod:`react_engine.tracefile`): each reply, each tool start and each step is on disk
+    :mod:`react_engine.run.tracefile`): each reply, each tool start and each step is on disk
     as soon as it happens, so a process killed mid-run leaves what it did and paid for."""
     output_type: Any = str
     """The type of the final answer: ``str`` (plain text), or a pydantic model, dataclass,

@@ -10,17 +10,17 @@ A protocol owns everything that varies between ways of calling tools, and nothin
 
 What every protocol must enforce the same way (``tool_choice``, a reply cut by the length
 limit, call ids, the server's reasoning kept apart) is written once, in
-:mod:`react_engine.policy`, and applied by :meth:`Protocol.parse_reply`; a protocol words
+:mod:`react_engine.protocols.policy`, and applied by :meth:`Protocol.parse_reply`; a protocol words
 the feedback in its own format through :meth:`Protocol.reject`.
 
 Because the history is neutral, a conversation can switch protocol between requests (a
 run-time fallback, or a new model between turns): the next protocol renders the same
-history its own way. The loop in :mod:`react_engine.agent` knows nothing of prompts or
+history its own way. The loop in :mod:`react_engine.run.agent` knows nothing of prompts or
 message shapes, and a protocol knows nothing of transport, retries or tool execution.
 
 A new protocol is one module with one class deriving from :class:`Protocol`, passed as a
 value (``Agent(protocol=MyProtocol())``) or registered by name with
-:func:`react_engine.selection.register`.
+:func:`react_engine.protocols.registry.register`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
-from ._nesting import TOO_DEEP, too_deep
-from .types import (
+from ..tools._nesting import TOO_DEEP, too_deep
+from ..types import (
     HistoryItem,
     Message,
     ModelRequest,
@@ -42,9 +42,9 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from .capabilities import Capabilities
-    from .output import OutputSpec
-    from .tools import Tool
+    from ..run.output import OutputSpec
+    from ..tools.base import Tool
+    from ..transport.capabilities import Capabilities
 
 __all__ = [
     "CallTools",
@@ -62,10 +62,10 @@ T = TypeVar("T")
 
 MultiAction: TypeAlias = Literal["independent", "first", "all"]
 """Which of a reply's several calls run (:attr:`AgentConfig.multi_action
-<react_engine.config.AgentConfig.multi_action>`, applied by :mod:`react_engine.policy`):
-``"independent"`` the read-only ones and the first other one, ``"first"`` the first one
-only, ``"all"`` every one. In every mode a later call whose arguments hold a placeholder
-(blind) is not run."""
+<react_engine.run.config.AgentConfig.multi_action>`, applied by
+:mod:`react_engine.protocols.policy`): ``"independent"`` the read-only ones and the first
+other one, ``"first"`` the first one only, ``"all"`` every one. In every mode a later call
+whose arguments hold a placeholder (blind) is not run."""
 
 
 @dataclass(slots=True)
@@ -252,7 +252,7 @@ class Protocol(ABC):
 
     def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         """Read the reply and apply the rules every protocol shares (see
-        :func:`react_engine.policy.apply`)."""
+        :func:`react_engine.protocols.policy.apply`)."""
         from .policy import apply
 
         return apply(self, self.read_reply(reply, ctx), reply, ctx)

@@ -69,14 +69,15 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Final
 
-from .errors import ReActParseError
-from .output import OutputError
-from .parsing import parse_react, split_think
-from .parsing import patterns as P
-from .parsing.arguments import read_text_arguments
-from .parsing.repairs import lossy_repairs, refusal
-from .parsing.salvage import written_call
-from .protocol import (
+from ..errors import ReActParseError
+from ..parsing import parse_react, split_think
+from ..parsing import patterns as P
+from ..parsing.arguments import read_text_arguments
+from ..parsing.repairs import lossy_repairs, refusal
+from ..parsing.salvage import written_call
+from ..run.output import OutputError
+from ..types import ModelResponse, Step
+from .base import (
     CallTools,
     Decision,
     FinalAnswer,
@@ -86,8 +87,7 @@ from .protocol import (
     Protocol,
     Refusal,
 )
-from .protocol import RequestContext as Context
-from .types import ModelResponse, Step
+from .base import RequestContext as Context
 
 __all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "effects", "new_call_id", "placeholder"]
 
@@ -136,7 +136,7 @@ def _native_calls_first(protocol: Protocol, decision: Decision, reply: ModelResp
     run, and the text is the thought (an Action written beside them is not run twice)."""
     if not reply.tool_calls or protocol.reads_native_calls:
         return decision
-    from .protocols.function_calling import native_calls  # the protocols import this module
+    from .function_calling import native_calls  # the protocols import this module
 
     calls = native_calls(reply)
     thought = decision.thought

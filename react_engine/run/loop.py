@@ -1,10 +1,10 @@
 """The loop: one loop for every protocol, and the only place where control flow lives.
 
-Each turn checks the run's budgets (:class:`~react_engine.state.RunState`), sends one
+Each turn checks the run's budgets (:class:`~react_engine.run.state.RunState`), sends one
 request (:meth:`Loop._send`, with network retries, streamed when the caller streams, and
 the reaction to a server that rejects a parameter), lets the protocol read the reply into
-a :data:`~react_engine.protocol.Decision`, and acts on it (:meth:`Loop._decide`): run the
-calls (:class:`~react_engine.execution.ToolRunner`), take the final answer, or send the
+a :data:`~react_engine.protocols.base.Decision`, and acts on it (:meth:`Loop._decide`): run the
+calls (:class:`~react_engine.run.execution.ToolRunner`), take the final answer, or send the
 format error back. Each turn returns one small outcome (``RunAgain``, ``Finish``,
 ``Stop``), and :meth:`Loop.run` is a ``match`` over them.
 
@@ -13,7 +13,7 @@ unknown tool, arguments that are not JSON or fail validation, a tool that raises
 out, a reply in the wrong format) until the consecutive-error budget runs out; then the run
 stops with :class:`~react_engine.errors.ErrorBudgetExhausted`, which holds the transcript.
 What happens is reported at one point, :meth:`RunState.emit
-<react_engine.state.RunState.emit>`, as typed events (:mod:`react_engine.events`).
+<react_engine.run.state.RunState.emit>`, as typed events (:mod:`react_engine.run.events`).
 """
 
 from __future__ import annotations
@@ -23,14 +23,26 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ._threads import run_blocking
-from .capabilities import RejectedParam, classify_rejection
-from .errors import (
+from ..errors import (
     ContextWindowExceeded,
     ErrorBudgetExhausted,
     ModelAPIError,
     ModelRequestError,
 )
+from ..protocols.base import (
+    CallTools,
+    Decision,
+    FinalAnswer,
+    FormatError,
+    PendingCall,
+    RequestContext,
+)
+from ..protocols.registry import adapt
+from ..transport.capabilities import RejectedParam, classify_rejection
+from ..transport.model import ChatModel, complete_with_retries
+from ..transport.streaming import EmptyStream, Unstreamed, stream_with_retries
+from ..types import ModelDelta, ModelRequest, ModelResponse, RunResult, Step
+from ._threads import run_blocking
 from .events import (
     ActionDecided,
     AnswerGiven,
@@ -45,14 +57,9 @@ from .events import (
     Thought,
 )
 from .execution import ToolRunner, skipped
-from .model import ChatModel, complete_with_retries
 from .observations import SHORTENED_LIMIT, shorten_observations
 from .output import output_spec
-from .protocol import CallTools, Decision, FinalAnswer, FormatError, PendingCall, RequestContext
-from .selection import adapt
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
-from .streaming import EmptyStream, Unstreamed, stream_with_retries
-from .types import ModelDelta, ModelRequest, ModelResponse, RunResult, Step
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -355,7 +362,8 @@ class Loop:
 
     def _adapt(self, state: RunState, exc: ModelRequestError) -> bool:
         """React to a server that rejects a parameter (see
-        :data:`~react_engine.selection.REACTIONS`); True when the turn should be re-sent."""
+        :data:`~react_engine.protocols.registry.REACTIONS`); True when the turn should be
+        re-sent."""
         kind = classify_rejection(exc.status_code, exc.body or str(exc))
         return kind is not None and self._learn(state, kind, f"HTTP {exc.status_code}")
 

@@ -1,9 +1,9 @@
 """What a run reports as it goes: typed events, each a dataclass with a literal ``kind``.
 
 The agent loop emits every event at one point (:meth:`RunState.emit
-<react_engine.state.RunState.emit>`); :meth:`Agent.iter <react_engine.Agent.iter>` and
+<react_engine.run.state.RunState.emit>`); :meth:`Agent.iter <react_engine.Agent.iter>` and
 :meth:`Agent.run_stream <react_engine.Agent.run_stream>` hand them to the caller, the
-OpenTelemetry tracer (:mod:`react_engine.tracing`) turns them into spans, and
+OpenTelemetry tracer (:mod:`react_engine.run.tracing`) turns them into spans, and
 :meth:`Agent.arun <react_engine.Agent.arun>` emits them to nobody.
 
 In the order a run sees them::
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 if TYPE_CHECKING:
-    from .protocol import PendingCall
-    from .types import ActionRecord, ModelRequest, ModelResponse, RunResult, Step
+    from ..protocols.base import PendingCall
+    from ..types import ActionRecord, ModelRequest, ModelResponse, RunResult, Step
 
 __all__ = [
     "ActionDecided",

@@ -23,11 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..errors import ModelRequestError
+from ..parsing.salvage import salvage_calls
+from ..types import ModelRequest, ModelResponse, ModelSettings, SystemMessage, UserMessage
 from .capabilities import CapabilityCache, classify_rejection
-from .errors import ModelRequestError
 from .model import ChatModel
-from .parsing.salvage import salvage_calls
-from .types import ModelRequest, ModelResponse, ModelSettings, SystemMessage, UserMessage
 
 __all__ = ["PROBE_TOOL", "ProbeResult", "aprobe"]
 

@@ -7,7 +7,7 @@ Two tables, read by the agent and nothing else:
   choices from it. A new protocol is one module and one :func:`register` call (or one
   line in :func:`_builtin`).
 * :data:`REACTIONS`, what to do when a server rejects a parameter
-  (:func:`~react_engine.capabilities.classify_rejection` names it): the capability to turn
+  (:func:`~react_engine.transport.capabilities.classify_rejection` names it): the capability to turn
   off and remember, the protocol to switch to, and the event the trace shows.
 """
 
@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .capabilities import Capabilities, RejectedParam
-from .errors import ConfigurationError
-from .protocol import Protocol
+from ..errors import ConfigurationError
+from ..transport.capabilities import Capabilities, RejectedParam
+from .base import Protocol
 
 __all__ = [
     "PROTOCOLS",
@@ -193,12 +193,12 @@ def _builtin() -> None:
     imported when a run first builds it."""
 
     def function_calling(o: ProtocolOptions) -> Protocol:
-        from .protocols.function_calling import FunctionCallingProtocol
+        from .function_calling import FunctionCallingProtocol
 
         return FunctionCallingProtocol()
 
     def text(o: ProtocolOptions) -> Protocol:
-        from .protocols.text import TextReActProtocol
+        from .text import TextReActProtocol
 
         return TextReActProtocol(
             template=o.template or o.capabilities.text_template,
@@ -206,7 +206,7 @@ def _builtin() -> None:
         )
 
     def structured(o: ProtocolOptions) -> Protocol:
-        from .protocols.structured import StructuredOutputProtocol
+        from .structured import StructuredOutputProtocol
 
         return StructuredOutputProtocol()
 

@@ -33,7 +33,8 @@ import logging
 import os
 from typing import IO, Any
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
+from ..types import _escape_separators, to_jsonable
 from .events import (
     Event,
     ModelCallFinished,
@@ -43,7 +44,6 @@ from .events import (
     StepDone,
     ToolStarted,
 )
-from .types import _escape_separators, to_jsonable
 
 log = logging.getLogger("react_engine")
 

@@ -32,8 +32,8 @@ from typing import Any, Final
 
 import regex
 
+from ..errors import ToolDefinitionError
 from ._nesting import exceeds_depth
-from .errors import ToolDefinitionError
 
 __all__ = ["MAX_SCHEMA_DEPTH", "MAX_SCHEMA_PROPERTIES", "SchemaCheck", "schema_check"]
 

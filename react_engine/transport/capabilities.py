@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 __all__ = [
     "CACHE_ENV",
@@ -383,10 +383,10 @@ class CapabilityRegistry:
         import importlib.resources  # with the registry's first use, not with the library
 
         registry = cls()
-        resource = importlib.resources.files("react_engine").joinpath("capabilities.json")
+        resource = importlib.resources.files("react_engine.transport").joinpath("capabilities.json")
         registry._load_text(
             resource.read_text(encoding="utf-8"),
-            "shipped react_engine/capabilities.json",
+            "shipped react_engine/transport/capabilities.json",
             source="react-engine",
         )
         override = (os.environ if env is None else env).get(REGISTRY_ENV, "").strip()

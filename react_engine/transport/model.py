@@ -3,7 +3,7 @@
 A model may also stream (``stream(request)``, an async iterator of
 :class:`~react_engine.types.ModelDelta`); the default answers with ``complete`` and yields
 the whole reply as one delta, so implementing ``complete`` is enough. Assembling deltas,
-live stop detection and retries of streams are in :mod:`react_engine.streaming`.
+live stop detection and retries of streams are in :mod:`react_engine.transport.streaming`.
 
 :class:`OpenAIChatModel` is the only code in react-engine that builds ``{"role": ...}``
 dicts and talks to the ``openai`` SDK (sync or async client, any ``base_url``).
@@ -38,14 +38,14 @@ if TYPE_CHECKING:
 
     import openai
 
-from .errors import (
+from ..errors import (
     ContextWindowExceeded,
     ModelAPIError,
     ModelRequestError,
     ModelUnavailableError,
 )
-from .observations import valid_unicode
-from .types import (
+from ..run.observations import valid_unicode
+from ..types import (
     AssistantMessage,
     Constraint,
     Message,
@@ -653,7 +653,7 @@ class OpenAIChatModel(ChatModel):
         connection is shut down under it: the worker's read fails and the thread returns."""
         import asyncio
 
-        from . import _threads
+        from ..run import _threads
 
         attempt = _SyncAttempt()
         create: Any = self._client.chat.completions.create
@@ -679,7 +679,7 @@ class OpenAIChatModel(ChatModel):
             payload["timeout"] = request.settings.timeout
         import asyncio
 
-        from . import _threads
+        from ..run import _threads
 
         limit = request.settings.timeout or self._default_timeout
         deadline = asyncio.get_running_loop().time() + limit
@@ -743,7 +743,7 @@ class OpenAIChatModel(ChatModel):
     async def _create_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
         import asyncio
 
-        from . import _threads
+        from ..run import _threads
 
         async with asyncio.timeout_at(deadline):
             if self._is_async:

@@ -9,7 +9,7 @@ validated value (``result.answer`` stays the text: the value's JSON).
 protocol shows the schema its own way (a ``final_result`` tool under function calling, the
 system prompt and grammar under text, the ``final_answer`` field's schema under
 structured); the one rule that the answer must validate is applied to every protocol's
-reading in :mod:`react_engine.policy`, and a failure goes back to the model as a format
+reading in :mod:`react_engine.protocols.policy`, and a failure goes back to the model as a format
 error naming the fields, within the run's consecutive-error budget.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .errors import ConfigurationError, JSONRepairError
-from .tools import meets_strict_mode, strict_schema
+from ..errors import ConfigurationError, JSONRepairError
+from ..tools.base import meets_strict_mode, strict_schema
 
 __all__ = ["FINAL_RESULT", "OutputError", "OutputSpec", "output_spec"]
 
@@ -93,7 +93,7 @@ class OutputSpec:
             OutputError: the answer is not valid for the type; the message names the fields.
         """
         try:
-            from .parsing.json_repair import repair_json  # loaded with the first answer
+            from ..parsing.json_repair import repair_json  # loaded with the first answer
 
             fixed = repair_json(text, allow_truncated=False)
         except JSONRepairError as exc:

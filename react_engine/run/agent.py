@@ -1,16 +1,16 @@
 """The :class:`Agent`: a model, tools, and a protocol chosen per model; and its ways to run.
 
 ``run`` / ``arun`` answer one question, ``iter`` / ``run_stream`` stream the run as typed
-events (:mod:`react_engine.events`), and :class:`Conversation` keeps a history across
-questions. Each run is a :class:`~react_engine.state.RunState` driven by the one loop in
-:mod:`react_engine.loop`.
+events (:mod:`react_engine.run.events`), and :class:`Conversation` keeps a history across
+questions. Each run is a :class:`~react_engine.run.state.RunState` driven by the one loop in
+:mod:`react_engine.run.loop`.
 
-The agent knows protocols only through the :class:`~react_engine.protocol.Protocol`
+The agent knows protocols only through the :class:`~react_engine.protocols.base.Protocol`
 interface; which one runs, and how a run adapts to a server's refusals, is decided in
-:mod:`react_engine.selection`. What happens in a run is reported at one point,
-:meth:`RunState.emit <react_engine.state.RunState.emit>`: :meth:`Agent.iter` and
+:mod:`react_engine.protocols.registry`. What happens in a run is reported at one point,
+:meth:`RunState.emit <react_engine.run.state.RunState.emit>`: :meth:`Agent.iter` and
 :meth:`Agent.run_stream` stream the events to the caller (and ask the model for streamed
-replies), the OpenTelemetry tracer (:mod:`react_engine.tracing`) turns them into spans, and
+replies), the OpenTelemetry tracer (:mod:`react_engine.run.tracing`) turns them into spans, and
 a plain :meth:`Agent.arun` with no tracer has no receiver at all.
 """
 
@@ -25,7 +25,11 @@ import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .capabilities import (
+from ..errors import ConfigurationError
+from ..protocols.base import Protocol
+from ..protocols.registry import ProtocolOptions, choose, protocol_names
+from ..tools.base import Tool, as_tools
+from ..transport.capabilities import (
     Capabilities,
     CapabilityCache,
     CapabilityRegistry,
@@ -33,19 +37,15 @@ from .capabilities import (
     default_registry,
     resolve,
 )
-from .config import AgentConfig, check_config, describe, tool_list, with_options
-from .errors import ConfigurationError
-from .model import ChatModel, OpenAIChatModel, mask_key
-from .output import FINAL_RESULT, output_spec
-from .protocol import Protocol
-from .selection import ProtocolOptions, choose, protocol_names
-from .tools import Tool, as_tools
-from .types import (
+from ..transport.model import ChatModel, OpenAIChatModel, mask_key
+from ..types import (
     HistoryItem,
     RunResult,
     Step,
     UserTurn,
 )
+from .config import AgentConfig, check_config, describe, tool_list, with_options
+from .output import FINAL_RESULT, output_spec
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
 # asyncio with them) is imported when a run starts (``from . import _running``), so that
@@ -54,18 +54,18 @@ from .types import (
 if TYPE_CHECKING:
     import openai
 
+    from ..store import RunStore, Session
+    from ..store.runs import RunJournal
+    from ..tools.mcp import MCPServerHandle
     from .events import Event
     from .execution import ApprovalCallback, CallCallback, ToolRunner
-    from .mcp import MCPServerHandle
     from .state import RUN_EVENT, RunState
-    from .store import RunStore, Session
-    from .store.runs import RunJournal
 
 __all__ = ["PROTOCOL_NAMES", "RUN_EVENT", "Agent", "AgentConfig", "Conversation"]
 
 PROTOCOL_NAMES: tuple[str, ...] = protocol_names()
 """The names ``Agent(protocol=...)`` accepted when this module was imported (see
-:func:`react_engine.selection.protocol_names` for the live list)."""
+:func:`react_engine.protocols.registry.protocol_names` for the live list)."""
 
 log = logging.getLogger("react_engine")
 
@@ -95,7 +95,7 @@ class Agent:
     final answer typed: ``result.output`` is then the validated value (a pydantic model
     instance, a list...). ``temperature``, ``max_tokens``, ``seed`` and ``top_p``, given as
     keywords, go into ``settings``. ``mcp_servers`` (MCP server handles, see
-    :mod:`react_engine.mcp`) are connected for each run and their tools added to ``tools``.
+    :mod:`react_engine.tools.mcp`) are connected for each run and their tools added to ``tools``.
     """
 
     def __init__(
@@ -131,7 +131,7 @@ class Agent:
                 "no model name: pass model=..., or set REACT_ENGINE_MODEL or OPENAI_MODEL"
             )
         self.model = name
-        from .mcp import check_servers  # the module only: the MCP SDK loads with a server
+        from ..tools.mcp import check_servers  # the module only: the MCP SDK loads with a server
 
         self.tools = as_tools(tool_list(tools))
         self.mcp_servers = check_servers(mcp_servers)
@@ -181,7 +181,7 @@ class Agent:
             )
         self.tracer_provider = tracer_provider
         """An OpenTelemetry ``TracerProvider`` for the runs' spans; ``None``: the global one,
-        if the application set one; ``False``: no spans (see :mod:`react_engine.tracing`)."""
+        if the application set one; ``False``: no spans (see :mod:`react_engine.run.tracing`)."""
         self.trace_content = trace_content
         """Put prompts, replies, tool arguments and results in the spans (``None``: as the
         ``REACT_ENGINE_TRACE_CONTENT`` environment variable says)."""
@@ -195,7 +195,7 @@ class Agent:
         self.probe = probe
         """Under ``protocol="auto"``: before the first run, unless the capability cache
         already knows this endpoint and model, send one probe request
-        (:mod:`react_engine.probe`) and record what the server does with tools."""
+        (:mod:`react_engine.transport.probe`) and record what the server does with tools."""
         if not isinstance(protocol, Protocol) and protocol not in protocol_names():
             known = ", ".join(repr(n) for n in protocol_names())
             raise ConfigurationError(
@@ -278,7 +278,7 @@ class Agent:
         """Probe the endpoint unless the cache already holds what a probe records."""
         if "function_calling" in self.capability_cache.get(self.base_url, self.model):
             return
-        from .probe import aprobe
+        from ..transport.probe import aprobe
 
         result = await aprobe(chat_model, self.model)
         log.info("probe of %s at %s: tools %s", self.model, self.base_url, result.tools)
@@ -315,8 +315,8 @@ class Agent:
         **options: Any,
     ) -> AsyncGenerator[Event, None]:
         """Answer one question, streaming: each reply's text as it is written, each
-        action before its tool runs, each step, and last :class:`~react_engine.events.RunDone`
-        with the :class:`RunResult` (see :mod:`react_engine.events`).
+        action before its tool runs, each step, and last :class:`~react_engine.run.events.RunDone`
+        with the :class:`RunResult` (see :mod:`react_engine.run.events`).
 
         The run's errors are raised from the iteration as :meth:`arun` raises them.
         Leaving the iteration early (``break``) cancels the run; wrap it in
@@ -484,7 +484,7 @@ class Agent:
             raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
         journal = resumed
         if journal is None and self.store is not None:
-            from .store.runs import RunJournal
+            from ..store.runs import RunJournal
 
             journal = RunJournal.new(self.store, run_id)
         if journal is not None:
@@ -546,7 +546,7 @@ class Agent:
     ) -> RunResult:
         if self.store is None:
             raise ConfigurationError("resume needs the agent's store: Agent(store=...)")
-        from .store.runs import RunJournal
+        from ..store.runs import RunJournal
 
         journal = RunJournal.load(self.store, run_id, approvals)
         info = self.store.info(run_id)
@@ -568,7 +568,7 @@ class Agent:
         """A run in a session: its history loaded first (into ``history`` in place, when
         given), and what the run added appended when it ends, however it ends (an error, a
         cancellation), so that no turn is lost."""
-        from .store import Session
+        from ..store import Session
 
         if not isinstance(session, Session):
             raise ConfigurationError(f"session must be a Session, not {describe(session)}")
@@ -591,7 +591,7 @@ def _guarded(tools: Sequence[Tool]) -> bool:
 def _run_store(store: Any) -> RunStore | None:
     if store is None:
         return None
-    from .store import RunStore
+    from ..store import RunStore
 
     if isinstance(store, RunStore):
         return store

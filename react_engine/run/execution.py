@@ -18,14 +18,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
+from ..errors import RunAborted
+from ..protocols.base import PendingCall
+from ..tools.base import Tool, ToolArgumentsError, within
+from ..types import ActionRecord
 from ._threads import DeadlinePassed, ThreadsExhausted, run_sync_call, stuck_threads
-from .errors import RunAborted
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation, valid_unicode
-from .protocol import PendingCall
 from .state import RUN_EVENT, RunState
-from .tools import Tool, ToolArgumentsError, within
-from .types import ActionRecord
 
 __all__ = ["ApprovalCallback", "CallCallback", "ToolRunner", "skipped"]
 
@@ -171,7 +171,7 @@ class ToolRunner:
         """A resumed run: a call that finished before the crash is given its record (its
         tool is not run again); one that was running then is run again only if its tool is
         idempotent, else the model is told it may or may not have happened."""
-        from .store.runs import MAYBE_RAN, idempotent
+        from ..store.runs import MAYBE_RAN, idempotent
 
         assert state.journal is not None
         kept = state.journal.finished(record)

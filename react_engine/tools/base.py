@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..errors import ToolDefinitionError
 from ._nesting import TOO_DEEP, too_deep
-from .errors import ToolDefinitionError
 
 if TYPE_CHECKING:
     from ._schema_check import SchemaCheck
@@ -68,7 +68,7 @@ class ToolAnnotations:
     They are hints about the tool, given by whoever defined it, not promises the engine
     can check. The engine uses ``read_only``: when a reply holds several calls, only the
     independent read-only ones and the first other one run (see
-    :mod:`react_engine.policy`); the others are reported to the model as not run.
+    :mod:`react_engine.protocols.policy`); the others are reported to the model as not run.
     ``destructive`` and ``idempotent`` mean something only for a tool that is not
     read-only.
     """
@@ -204,13 +204,13 @@ class Tool:
 
     async def ainvoke(self, validated: BaseModel, timeout: float | None = None) -> Any:
         """Run the function with validated arguments, within ``timeout`` seconds
-        (:class:`~react_engine._threads.DeadlinePassed`, a :class:`TimeoutError`, past it;
+        (:class:`~react_engine.run._threads.DeadlinePassed`, a :class:`TimeoutError`, past it;
         a ``TimeoutError`` the function raises itself is raised as it is).
 
         A sync function always runs on a worker thread, never on the event loop: a slow or
         stuck one would stall every run on the loop and ignore the timeout. A thread cannot
         be stopped, so one that overruns is left to finish on its own (see
-        :func:`react_engine._threads.run_sync_call`).
+        :func:`react_engine.run._threads.run_sync_call`).
         """
         if self.pass_model:
             args: tuple[Any, ...] = (validated,)
@@ -225,7 +225,7 @@ class Tool:
             if timeout is None:
                 return await running
             return await within(running, timeout)
-        from . import _threads  # with asyncio: loaded by the running loop
+        from ..run import _threads  # with asyncio: loaded by the running loop
 
         return await _threads.run_sync_call(self.function, *args, timeout=timeout, **kwargs)
 
@@ -416,7 +416,7 @@ class Tool:
         The schema is sent as it is, made self-contained (``$defs`` inlined, titles dropped)
         and closed to other keys unless it says otherwise. Every call's arguments are
         checked against the whole schema as written (with the ``jsonschema`` package: see
-        :mod:`react_engine._schema_check`) before the function runs; a schema that is not
+        :mod:`react_engine.tools._schema_check`) before the function runs; a schema that is not
         valid JSON Schema is a :class:`ToolDefinitionError` here.
         """
         from ._schema_check import schema_check
@@ -626,7 +626,7 @@ def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
     return out
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _warn_if_undescribed(built: Tool, function: Callable[..., Any]) -> None:
@@ -741,11 +741,11 @@ async def _contained(awaitable: Awaitable[T]) -> T:
 async def within(awaitable: Awaitable[T], timeout: float) -> T:
     """``asyncio.wait_for``, except that a ``KeyboardInterrupt`` or ``SystemExit`` from the
     awaitable reaches the caller, like any exception, instead of stopping the loop, and
-    that the time running out raises :class:`~react_engine._threads.DeadlinePassed` (a
+    that the time running out raises :class:`~react_engine.run._threads.DeadlinePassed` (a
     ``TimeoutError``), apart from a ``TimeoutError`` the awaitable raised itself."""
     import asyncio  # loaded by the running loop: not imported with the library
 
-    from ._threads import DeadlinePassed
+    from ..run._threads import DeadlinePassed
 
     try:
         return await asyncio.wait_for(_contained(awaitable), timeout)

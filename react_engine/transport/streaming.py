@@ -26,7 +26,7 @@ and learns ``stream_tools=False`` when the request carried tools.
 Retries: a failure before the first delta is retried as for :func:`complete_with_retries`.
 A failure after some deltas were passed on is retried too, within the same budget: the
 ``on_discard`` callback is told first, so that a consumer drops the partial reply it has
-shown (the agent emits :class:`~react_engine.events.ReplyDiscarded`); the next attempt
+shown (the agent emits :class:`~react_engine.run.events.ReplyDiscarded`); the next attempt
 streams the reply from its beginning.
 """
 
@@ -36,9 +36,9 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from .errors import ModelAPIError, ModelRequestError, ModelUnavailableError
+from ..errors import ModelAPIError, ModelRequestError, ModelUnavailableError
+from ..types import ModelDelta, ModelRequest, ModelResponse, ReplyCall, ToolCallChunk, Usage
 from .model import ChatModel, RetryPolicy, with_retries
-from .types import ModelDelta, ModelRequest, ModelResponse, ReplyCall, ToolCallChunk, Usage
 
 __all__ = ["LIVE_STOP_EVENT", "EmptyStream", "ReplyBuilder", "Unstreamed", "stream_with_retries"]
 

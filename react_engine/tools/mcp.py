@@ -21,7 +21,7 @@ is the observation (its structured content when it has no text); a result flagge
 the model can act on, like any failing tool. The server's annotations of a tool
 (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ``openWorldHint``) become its
 :class:`~react_engine.tools.ToolAnnotations`, MCP's defaults where it gives none: a reply's
-calls to read-only tools run together, others one per reply (:mod:`react_engine.policy`).
+calls to read-only tools run together, others one per reply (:mod:`react_engine.protocols.policy`).
 
 Name clashes: a server's tool named like a local tool, or like another server's tool, is a
 :class:`~react_engine.errors.ConfigurationError` when the tools are put together; the
@@ -45,14 +45,14 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import (
+from ..errors import (
     ConfigurationError,
     MCPServerError,
     MCPToolError,
     ReactEngineError,
     ToolDefinitionError,
 )
-from .tools import Tool, ToolAnnotations
+from .base import Tool, ToolAnnotations
 
 if TYPE_CHECKING:  # the mcp package is optional: imported for real only when a handle is made
     from mcp import Client

@@ -1,6 +1,6 @@
 """One run's state, the budgets that end it, and what each turn of the loop returns.
 
-A turn of the loop (:class:`react_engine.loop.Loop`) returns one of three small
+A turn of the loop (:class:`react_engine.run.loop.Loop`) returns one of three small
 outcomes: :class:`RunAgain`, :class:`Finish` or :class:`Stop`. The budgets a run can spend
 (deadline, tokens, tool calls, consecutive errors) are checked here, in one place.
 """
@@ -16,11 +16,9 @@ from collections.abc import Callable, Coroutine, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .capabilities import Capabilities
-from .config import AgentConfig
-from .events import Event, RunNotice
-from .protocol import FormatError, Protocol
-from .types import (
+from ..protocols.base import FormatError, Protocol
+from ..transport.capabilities import Capabilities
+from ..types import (
     ActionRecord,
     HistoryItem,
     ModelResponse,
@@ -30,11 +28,13 @@ from .types import (
     StopReason,
     Usage,
 )
+from .config import AgentConfig
+from .events import Event, RunNotice
 
 if TYPE_CHECKING:
-    from .model import ChatModel
-    from .store.runs import RunJournal
-    from .tools import Tool
+    from ..store.runs import RunJournal
+    from ..tools.base import Tool
+    from ..transport.model import ChatModel
 
 __all__ = ["RUN_EVENT", "Finish", "Outcome", "RunAgain", "RunState", "Stop"]
 
@@ -116,11 +116,11 @@ class RunState:
     ``awaiting_approval`` and these in ``RunResult.pending``."""
     memo: dict[Hashable, Any] = field(default_factory=dict)
     """What the protocol keeps between the run's requests (:meth:`RequestContext.once
-    <react_engine.protocol.RequestContext.once>`): its system prompt, the messages of the
+    <react_engine.protocols.base.RequestContext.once>`): its system prompt, the messages of the
     steps it has rendered, so that a request renders only what is new."""
 
     def emit(self, event: Event) -> None:
-        """The one point where the loop reports what happens (see :mod:`react_engine.events`).
+        """The one point where the loop reports what happens (see :mod:`react_engine.run.events`).
 
         On the hot path callers check ``if state.sinks:`` first, so that a run nobody
         listens to (``arun`` without a tracer) builds no event objects at all."""
@@ -159,8 +159,8 @@ class RunState:
         database write) stalls neither this run past its deadline nor the other runs of the
         process sharing the event loop; an async one is awaited with the time left.
         """
+        from ..tools.base import within
         from ._threads import ThreadsExhausted, run_sync_call
-        from .tools import within
 
         left = self.remaining()
         if left is not None and left <= 0:

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import TemplateError
+from ..errors import TemplateError
 
 __all__ = ["PromptTemplate", "list_templates", "load_template"]
 
@@ -71,7 +71,7 @@ ERROR_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "error_output": (frozenset({"detail", "retry"}), frozenset()),
 }
 """A prompted protocol's refusals in the template's own words (its language), by the code
-of the :class:`~react_engine.protocol.Refusal`; without one, the English clause is used."""
+of the :class:`~react_engine.protocols.base.Refusal`; without one, the English clause is used."""
 TEXT_SCHEMA.update(ERROR_SCHEMA)
 
 FUNCTION_CALLING_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -127,7 +127,7 @@ LABEL_KEYS: frozenset[str] = frozenset(
     }
 )
 """The keys a ``[labels]`` table may hold: what the text protocol reads to build its
-grammar (:class:`~react_engine.grammar.ReactLabels`). The parser reads every spelling on
+grammar (:class:`~react_engine.transport.grammar.ReactLabels`). The parser reads every spelling on
 its own, so a label nothing reads is an error rather than a silent no-op."""
 
 
@@ -263,7 +263,7 @@ def _builtin_dir() -> Path | None:
     packaged = resources.files("react_engine").joinpath("prompts")
     if packaged.is_dir():
         return Path(str(packaged))
-    source_tree = Path(__file__).resolve().parent.parent / "prompts"
+    source_tree = Path(__file__).resolve().parents[2] / "prompts"
     return source_tree if source_tree.is_dir() else None
 
 
