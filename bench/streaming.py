@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from react_engine.testing import MockOpenAIServer, MockResponse, completion, stream_chunks
-from react_engine.transport.model import OpenAIChatModel
+from react_engine.transport.openai_model import OpenAIChatModel
 from react_engine.transport.streaming import ReplyBuilder, stream_once
 from react_engine.types import ModelDelta, ModelRequest, UserMessage
 

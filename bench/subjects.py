@@ -15,7 +15,8 @@ from typing import Any
 import openai
 
 from react_engine import Agent, ModelRequest, ModelResponse, reply, tool_call_reply
-from react_engine.transport.model import ChatModel, request_payload
+from react_engine.transport.base import ChatModel
+from react_engine.transport.wire import request_payload
 from react_engine.types import ToolMessage, UserMessage
 
 from . import baselines

@@ -1,7 +1,7 @@
 """Typed messages, model requests and replies, steps and results.
 
 Everything in the engine speaks these types. Plain ``{"role": ...}`` dicts exist only in
-:mod:`react_engine.transport.model`, the module that talks to the ``openai`` SDK.
+:mod:`react_engine.transport.wire`, the wire format of the ``openai`` SDK.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from react_engine.transport.grammar import (
     schema_rules,
     step_schema,
 )
-from react_engine.transport.model import request_payload
+from react_engine.transport.wire import request_payload
 from react_engine.types import ModelRequest
 
 TEXT_CALL = (

@@ -28,7 +28,7 @@ from react_engine import (
 )
 from react_engine.run.observations import SHORTENED_LIMIT
 from react_engine.testing import MockOpenAIServer, MockResponse, completion, tool_calls_completion
-from react_engine.transport.model import context_overflow
+from react_engine.transport.wire import context_overflow
 from react_engine.types import UserMessage
 
 # How providers word an overflow (status, body).

@@ -677,7 +677,7 @@ def test_any_usage_fields_give_counts_that_only_grow(usages: list[Any]) -> None:
     parts, and a run's running total never goes down, so a token budget always holds."""
     from openai.types.chat import ChatCompletion
 
-    from react_engine.transport.model import response_from_sdk
+    from react_engine.transport.wire import response_from_sdk
 
     running = Usage()
     for usage in usages:

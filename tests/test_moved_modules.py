@@ -131,3 +131,18 @@ def test_the_scan_sees_an_old_import(tmp_path: Path) -> None:
     targets = {t for f in (root_module, nested) for _, t in _imported(f, package_dir)}
     old = {f"react_engine.{name}" for name in ("loop", "model", "protocol", "selection")}
     assert old <= targets
+
+
+def test_names_of_a_split_module_stay_importable_from_it() -> None:
+    """model.py was split (seam, wire format, OpenAI adapter, clients, retries): its names
+    are still read from it, as the objects of the modules they live in."""
+    from react_engine.transport import base, model, openai_model, retries, streaming, wire
+
+    assert model.ChatModel is base.ChatModel
+    assert model.OpenAIChatModel is openai_model.OpenAIChatModel
+    assert model.with_retries is retries.with_retries
+    assert model.request_payload is wire.request_payload
+    assert set(model.__all__) <= set(vars(model))
+    with pytest.warns(DeprecationWarning, match=r"transport\.retries\.stream_with_retries"):
+        moved = streaming.stream_with_retries  # type: ignore[attr-defined]
+    assert moved is retries.stream_with_retries

@@ -17,7 +17,7 @@ from react_engine.protocols.base import RequestContext
 from react_engine.protocols.text import TextReActProtocol
 from react_engine.testing.tools import get_weather
 from react_engine.transport.capabilities import Capabilities, CapabilityRegistry
-from react_engine.transport.model import RetryPolicy, with_retries
+from react_engine.transport.retries import RetryPolicy, with_retries
 from react_engine.types import Message, Step
 
 

@@ -20,7 +20,7 @@ from react_engine.testing.server import (
     tool_calls_completion,
 )
 from react_engine.testing.tools import get_weather
-from react_engine.transport.model import OpenAIChatModel
+from react_engine.transport.openai_model import OpenAIChatModel
 from react_engine.transport.probe import PROBE_TOOL, aprobe
 
 NATIVE = tool_calls_completion((PROBE_TOOL, {"color": "blue"}))

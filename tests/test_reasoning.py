@@ -27,7 +27,7 @@ from react_engine import (
 from react_engine.cli.render import format_step, format_step_plain
 from react_engine.protocols.structured import CUT_SHORT
 from react_engine.testing import MockOpenAIServer, MockResponse, completion
-from react_engine.transport.model import message_dict
+from react_engine.transport.wire import message_dict
 from react_engine.types import AssistantMessage, ModelResponse, ToolCall, Usage
 
 URL_MODEL = "deepseek-reasoner"

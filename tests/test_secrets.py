@@ -31,7 +31,8 @@ from react_engine import (
 from react_engine.cli import main
 from react_engine.testing import MockResponse, ScriptedServer
 from react_engine.testing.tools import calculator, get_weather
-from react_engine.transport.model import OpenAIChatModel, mask_key, mask_secret
+from react_engine.transport.openai_model import OpenAIChatModel
+from react_engine.transport.wire import mask_key, mask_secret
 
 SECRET_PART = "7f3c9a51e2b84d06aa19c3e5b7d2f408"
 KEY = f"sk-live-PLANTED-{SECRET_PART}"

@@ -77,7 +77,9 @@ from ..run.events import Event, RunDone
 from ..run.state import RUN_EVENT
 from ..testing import ScriptedModel
 from ..tools import Tool
-from ..transport.model import ChatModel, RetryPolicy, mask_key
+from ..transport.base import ChatModel
+from ..transport.retries import RetryPolicy
+from ..transport.wire import mask_key
 from ..types import (
     ActionRecord,
     ModelRequest,

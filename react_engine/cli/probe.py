@@ -37,7 +37,7 @@ def add_probe_parser(sub: Any) -> None:
 def run_probe_command(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError
     from ..transport.capabilities import default_cache
-    from ..transport.model import OpenAIChatModel
+    from ..transport.openai_model import OpenAIChatModel
     from ..transport.probe import aprobe
 
     model = args.model or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")

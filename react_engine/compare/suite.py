@@ -49,7 +49,7 @@ from ..errors import ConfigurationError
 from ..protocols.registry import protocol_names
 from ..testing import Script, ScriptedModel, ScriptExhausted
 from ..tools import Tool
-from ..transport.model import request_payload
+from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, ReplyCall, RunResult, Usage
 from .tools import TASK_TOOLS
 

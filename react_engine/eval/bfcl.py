@@ -50,8 +50,10 @@ from ..protocols.base import Protocol
 from ..protocols.registry import protocol_names
 from ..run.agent import Agent
 from ..testing import ScriptedModel, ScriptExhausted
+from ..transport.base import ChatModel
 from ..transport.capabilities import CapabilityCache
-from ..transport.model import ChatModel, OpenAIChatModel, RetryPolicy
+from ..transport.openai_model import OpenAIChatModel
+from ..transport.retries import RetryPolicy
 from ..types import (
     HistoryItem,
     ModelRequest,

@@ -29,6 +29,7 @@ from ..errors import ConfigurationError
 from ..protocols.base import Protocol
 from ..protocols.registry import ProtocolOptions, choose, protocol_names
 from ..tools.base import Tool, as_tools
+from ..transport.base import ChatModel
 from ..transport.capabilities import (
     Capabilities,
     CapabilityCache,
@@ -37,7 +38,8 @@ from ..transport.capabilities import (
     default_registry,
     resolve,
 )
-from ..transport.model import ChatModel, OpenAIChatModel, mask_key
+from ..transport.openai_model import OpenAIChatModel
+from ..transport.wire import mask_key
 from ..types import (
     HistoryItem,
     RunResult,

@@ -16,7 +16,7 @@ from typing import Any, Final
 from ..errors import ConfigurationError
 from ..protocols.base import MultiAction
 from ..tools.base import Tool
-from ..transport.model import RetryPolicy
+from ..transport.retries import RetryPolicy
 from ..types import ModelSettings, ToolChoice, describe
 from .output import output_spec
 

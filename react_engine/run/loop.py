@@ -38,9 +38,10 @@ from ..protocols.base import (
     RequestContext,
 )
 from ..protocols.registry import adapt
+from ..transport.base import ChatModel
 from ..transport.capabilities import RejectedParam, classify_rejection
-from ..transport.model import ChatModel, complete_with_retries
-from ..transport.streaming import EmptyStream, Unstreamed, stream_with_retries
+from ..transport.retries import complete_with_retries, stream_with_retries
+from ..transport.streaming import EmptyStream, Unstreamed
 from ..types import ModelDelta, ModelRequest, ModelResponse, RunResult, Step
 from ._threads import run_blocking
 from .events import (

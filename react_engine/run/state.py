@@ -34,7 +34,7 @@ from .events import Event, RunNotice
 if TYPE_CHECKING:
     from ..store.runs import RunJournal
     from ..tools.base import Tool
-    from ..transport.model import ChatModel
+    from ..transport.base import ChatModel
 
 __all__ = ["RUN_EVENT", "Finish", "Outcome", "RunAgain", "RunState", "Stop"]
 

@@ -36,7 +36,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..transport.model import message_dict
+from ..transport.wire import message_dict
 from .events import (
     Event,
     ModelCallFailed,

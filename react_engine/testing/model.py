@@ -7,7 +7,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
-from ..transport.model import ChatModel, request_payload
+from ..transport.base import ChatModel
+from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, ReplyCall, Usage
 from .script import Script
 

@@ -26,8 +26,8 @@ from typing import Literal
 from ..errors import ModelRequestError
 from ..parsing.salvage import salvage_calls
 from ..types import ModelRequest, ModelResponse, ModelSettings, SystemMessage, UserMessage
+from .base import ChatModel
 from .capabilities import CapabilityCache, classify_rejection
-from .model import ChatModel
 
 __all__ = ["PROBE_TOOL", "ProbeResult", "aprobe"]
 

@@ -1,4 +1,4 @@
-"""Streamed replies: assembling deltas, stopping early at a stop sequence, retrying.
+"""Streamed replies: assembling deltas, stopping early at a stop sequence.
 
 :class:`ReplyBuilder` turns the :class:`~react_engine.types.ModelDelta` pieces of one
 streamed reply into the same :class:`~react_engine.types.ModelResponse` a non-streamed
@@ -9,7 +9,7 @@ usage of the last chunks.
 It also enforces the request's ``stop`` sequences on the client (*live stop detection*):
 a server that ignores ``stop`` keeps writing after the label ("Observation: ..." the model
 invented, then more); the builder cuts the text where the first stop sequence begins, and
-:func:`stream_with_retries` stops reading and closes the stream, so that server costs no
+:func:`stream_once` stops reading and closes the stream, so that server costs no
 more tokens than one that honours ``stop``. Text that could be the beginning of a stop
 sequence is held back until the next delta settles it, so a consumer never sees a piece
 of the label. The server's usage chunk never comes after such a cut: the completion
@@ -23,7 +23,9 @@ cannot stream this request (some do not stream replies to requests with ``tools`
 the turn again through :class:`Unstreamed` (the same model, its whole reply as one delta)
 and learns ``stream_tools=False`` when the request carried tools.
 
-Retries: a failure before the first delta is retried as for :func:`complete_with_retries`.
+Retries (:func:`~react_engine.transport.retries.stream_with_retries`): a failure before
+the first delta is retried as for
+:func:`~react_engine.transport.retries.complete_with_retries`.
 A failure after some deltas were passed on is retried too, within the same budget: the
 ``on_discard`` callback is told first, so that a consumer drops the partial reply it has
 shown (the agent emits :class:`~react_engine.run.events.ReplyDiscarded`); the next attempt
@@ -35,12 +37,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..errors import ModelAPIError, ModelRequestError, ModelUnavailableError
+from ..errors import ModelAPIError, ModelRequestError
 from ..types import ModelDelta, ModelRequest, ModelResponse, ReplyCall, ToolCallChunk, Usage
-from .model import ChatModel, RetryPolicy, with_retries
+from .base import ChatModel
 
-__all__ = ["LIVE_STOP_EVENT", "EmptyStream", "ReplyBuilder", "Unstreamed", "stream_with_retries"]
+__all__ = ["LIVE_STOP_EVENT", "EmptyStream", "ReplyBuilder", "Unstreamed", "stream_once"]
 
 LIVE_STOP_EVENT = "stopped_live"
 """How the event of a reply cut at a stop sequence by the client begins."""
@@ -270,25 +273,17 @@ async def stream_once(
     return builder.response(request), delivered
 
 
-async def stream_with_retries(
-    model: ChatModel,
-    request: ModelRequest,
-    policy: RetryPolicy | None = None,
-    *,
-    on_delta: Callable[[ModelDelta], None] | None = None,
-    on_discard: Callable[[str], None] | None = None,
-    on_stop: Callable[[str, int], None] | None = None,
-) -> ModelResponse:
-    """``model.stream(request)`` assembled into a reply, retried on
-    :class:`ModelUnavailableError` (see the module docstring for a failure mid-stream)."""
+def __getattr__(name: str) -> Any:
+    """``stream_with_retries`` moved beside the retry engine; the old name still works."""
+    if name != "stream_with_retries":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
 
-    async def attempt() -> ModelResponse:
-        try:
-            reply, _ = await stream_once(model, request, on_delta, on_stop)
-        except ModelUnavailableError as exc:
-            if getattr(exc, "delivered", False) and on_discard is not None:
-                on_discard(str(exc))
-            raise
-        return reply
+    from . import retries  # an old name's shim: at its use, never with this module
 
-    return await with_retries(attempt, policy or RetryPolicy())
+    warnings.warn(
+        f"{__name__}.stream_with_retries moved to {retries.__name__}.stream_with_retries",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return retries.stream_with_retries

@@ -31,7 +31,7 @@ from react_engine import (
 )
 from react_engine.cli.demo import DEMO_TOOLS
 from react_engine.local import LocalEndpoint
-from react_engine.transport.model import request_payload
+from react_engine.transport.wire import request_payload
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from react_engine import CapabilityCache
 from react_engine.local import LocalEndpoint
-from react_engine.transport.model import OpenAIChatModel
+from react_engine.transport.openai_model import OpenAIChatModel
 from react_engine.transport.probe import aprobe
 
 

@@ -1,0 +1,270 @@
+"""The adapter to the ``openai`` SDK: :class:`OpenAIChatModel`, with a sync or an async
+client and any ``base_url``.
+
+Its requests and replies go through :mod:`~react_engine.transport.wire`; an async client
+per event loop and the abort of a blocking attempt are in
+:mod:`~react_engine.transport.clients`. The SDK's own retries are off: the retry budget
+is :mod:`~react_engine.transport.retries`' alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+# ``asyncio`` (with ``ssl``, ``socket``, ``subprocess``...) and the worker threads are
+# imported by the coroutines that use them, not with the library: a coroutine runs on an
+# event loop, so asyncio is loaded by then and the import is a lookup.
+if TYPE_CHECKING:
+    import asyncio
+
+    import openai
+
+from ..errors import ModelAPIError, ModelUnavailableError
+from ..types import ModelDelta, ModelRequest, ModelResponse
+from .base import ChatModel
+from .clients import LoopClient, SyncAttempt, close_at_loop_shutdown, note_requests
+from .wire import (
+    delta_from_chunk,
+    error_body,
+    mask_key,
+    request_payload,
+    response_from_sdk,
+    translate_error,
+)
+
+__all__ = ["DEFAULT_ATTEMPT_TIMEOUT", "OpenAIChatModel"]
+
+
+class OpenAIChatModel(ChatModel):
+    """Chat completions through the ``openai`` SDK, with a sync or an async client.
+
+    The SDK's own retries are switched off (``max_retries=0``) so that the retry budget of
+    :func:`complete_with_retries` is the only one.
+    """
+
+    def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI, *, owned: bool = False) -> None:
+        import openai  # only once a client exists: ``import react_engine`` stays light
+
+        self._client = client.with_options(max_retries=0)
+        self._is_async = isinstance(client, openai.AsyncOpenAI)
+        if not self._is_async:
+            note_requests(self._client)
+        timeout = getattr(client, "timeout", None)
+        self._default_timeout = (
+            float(timeout)
+            if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
+            else DEFAULT_ATTEMPT_TIMEOUT
+        )
+        self.base_url = str(client.base_url).rstrip("/")
+        key = getattr(client, "api_key", None)
+        self._secret: str | None = key if isinstance(key, str) else None
+        self._owned = owned and self._is_async
+        """An async client this model built itself (see :meth:`connect`): one per event loop."""
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lent_first = False
+        self._stream_usage = True
+        """Ask for the usage chunk of a stream; off once the server rejected the option."""
+        """Whether ``_client`` went to a loop already (it is closed with that loop)."""
+
+    @classmethod
+    def connect(cls, base_url: str | None, api_key: str, *, asynchronous: bool) -> OpenAIChatModel:
+        """A model on a client of its own for ``base_url``.
+
+        An async client's pooled connections belong to the event loop that opened them, so
+        each ``asyncio.run(agent.arun(...))`` gets its own client, closed when that loop
+        shuts down; reusing the first loop's connections would fail with "Event loop is
+        closed".
+        """
+        import openai
+
+        if asynchronous:
+            return cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
+        client = openai.OpenAI(base_url=base_url, api_key=api_key)
+        model = cls(client)
+        # The pooled connections are ours: close them when the model goes away, rather
+        # than leave open sockets for the garbage collector to warn about.
+        weakref.finalize(model, client.close)
+        return model
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(base_url={self.base_url!r}, api_key={mask_key(self._secret)!r})"
+
+    async def _client_here(self) -> Any:
+        if not self._owned:
+            return self._client
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        entry = self._per_loop.get(loop)
+        if entry is None:
+            client = self._client if not self._lent_first else self._fresh_client()
+            self._lent_first = True
+            # Registered with the loop as an async generator, so that the loop's shutdown
+            # (asyncio.run does it) closes the client's connections while it still can, and
+            # drops the entry: the generator holds the loop (its finalizer hook), so an
+            # entry left behind would keep every loop and client alive.
+            closer = close_at_loop_shutdown(client, self._per_loop, loop)
+            entry = self._per_loop[loop] = LoopClient(client, closer)
+            await closer.__anext__()
+        return entry.client
+
+    def _fresh_client(self) -> Any:
+        import openai
+
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self._secret).with_options(
+            max_retries=0
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One attempt, bounded in total by ``settings.timeout`` (else the client's own
+        timeout, else :data:`DEFAULT_ATTEMPT_TIMEOUT`): the HTTP timeout bounds each read
+        only, and a server that trickles a byte at a time would hold a run forever."""
+        payload = request_payload(request)
+        if request.settings.timeout is not None:
+            payload["timeout"] = request.settings.timeout
+        import asyncio
+
+        limit = request.settings.timeout or self._default_timeout
+        error: ModelAPIError | None = None
+        try:
+            if self._is_async:
+                create: Any = (await self._client_here()).chat.completions.create
+                async with asyncio.timeout(limit):
+                    completion = await create(**payload)
+            else:
+                completion = await self._complete_sync(payload, limit)
+            if isinstance(completion, str):  # a server that answered with non-JSON text
+                raise ValueError("non-JSON body")
+        except ModelAPIError:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            error = ModelUnavailableError(
+                f"the chat API timed out: no complete reply within {limit:g}s"
+            )
+        except Exception as exc:
+            error = translate_error(exc, secret=self._secret)
+        if error is not None:
+            # Raised outside the ``except`` block: ``raise ... from None`` would still keep
+            # the SDK's exception as ``__context__``, and its message, its request and the
+            # request's headers hold the unmasked API key.
+            raise error
+        return response_from_sdk(completion)
+
+    async def _complete_sync(self, payload: dict[str, Any], limit: float) -> Any:
+        """The blocking client's call in a worker thread, given up after ``limit`` seconds
+        (or when the run is cancelled). Cancelling cannot stop a thread, so the request's
+        connection is shut down under it: the worker's read fails and the thread returns."""
+        import asyncio
+
+        from ..run import _threads
+
+        attempt = SyncAttempt()
+        create: Any = self._client.chat.completions.create
+        try:
+            # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
+            # same moment, that cancellation wins (3.11's wait_for could swallow it).
+            async with asyncio.timeout(limit):
+                return await _threads.run_blocking(attempt.call, create, payload)
+        except (TimeoutError, asyncio.CancelledError):
+            attempt.abort(self._client)
+            raise
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
+        """One streamed attempt (``stream=True``), bounded in total like :meth:`complete`.
+
+        ``stream_options={"include_usage": True}`` asks for the usage chunk; a server that
+        rejects the option is asked again without it, and not asked with it again. Closing
+        the generator closes the HTTP response (the server sees the connection end).
+        """
+        payload = request_payload(request)
+        payload["stream"] = True
+        if request.settings.timeout is not None:
+            payload["timeout"] = request.settings.timeout
+        import asyncio
+
+        from ..run import _threads
+
+        limit = request.settings.timeout or self._default_timeout
+        deadline = asyncio.get_running_loop().time() + limit
+        stream: Any = None
+        attempt = SyncAttempt()
+        error: ModelAPIError | None = None
+        finished = False
+        try:
+            stream = await self._open_stream(payload, deadline, attempt)
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        if self._is_async:
+                            chunk = await stream.__anext__()
+                        else:
+                            chunk = await _threads.run_blocking(next, stream, _DONE)
+                except StopAsyncIteration:
+                    break
+                if chunk is _DONE:
+                    break
+                yield delta_from_chunk(chunk)
+            finished = True
+        except ModelAPIError:
+            raise
+        except TimeoutError:
+            error = ModelUnavailableError(
+                f"the chat API timed out: no complete reply within {limit:g}s"
+            )
+        except Exception as exc:
+            error = translate_error(exc, secret=self._secret)
+        finally:
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    if self._is_async:
+                        await stream.close()
+                    else:
+                        if not finished:  # a worker thread may be blocked on a read
+                            attempt.abort(self._client)
+                        stream.close()
+            elif not finished and not self._is_async:
+                attempt.abort(self._client)
+        if error is not None:
+            raise error
+
+    async def _open_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
+        import openai
+
+        if self._stream_usage:
+            payload = {**payload, "stream_options": {"include_usage": True}}
+        try:
+            return await self._create_stream(payload, deadline, attempt)
+        except openai.APIStatusError as exc:
+            if not (self._stream_usage and exc.status_code in (400, 422)):
+                raise
+            if "stream_options" not in error_body(exc) and "include_usage" not in error_body(exc):
+                raise
+        self._stream_usage = False
+        payload = {k: v for k, v in payload.items() if k != "stream_options"}
+        return await self._create_stream(payload, deadline, attempt)
+
+    async def _create_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
+        import asyncio
+
+        from ..run import _threads
+
+        async with asyncio.timeout_at(deadline):
+            if self._is_async:
+                create: Any = (await self._client_here()).chat.completions.create
+                return await create(**payload)
+            sync_create: Any = self._client.chat.completions.create
+            return await _threads.run_blocking(attempt.call, sync_create, payload)
+
+
+_DONE = object()
+
+
+DEFAULT_ATTEMPT_TIMEOUT = 600.0
+"""Seconds one request may take in all, when neither the settings nor the client say."""

@@ -1,0 +1,185 @@
+"""Retries: what is transient is tried again, within bounds.
+
+:func:`with_retries` retries a :class:`ModelUnavailableError` (429 honouring
+``Retry-After``, 5xx, timeouts, dropped connections, garbled bodies) with exponential
+backoff and jitter, within a bounded number of attempts and a bounded total time; other
+errors (4xx: :class:`ModelRequestError`) surface at once. The plain request
+(:func:`complete_with_retries`) and the streamed one (:func:`stream_with_retries`) share
+it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from ..errors import ModelAPIError, ModelUnavailableError
+from ..types import ModelDelta, ModelRequest, ModelResponse
+
+if TYPE_CHECKING:
+    from .base import ChatModel
+
+__all__ = [
+    "RetryPolicy",
+    "backoff",
+    "complete_with_retries",
+    "stream_with_retries",
+    "with_retries",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How transient API failures are retried (network retries; format retries are apart)."""
+
+    max_attempts: int = 4
+    """Attempts per request in all, the first included."""
+    initial_backoff: float = 0.5
+    """Seconds before the first retry; doubles each time, with jitter."""
+    max_backoff: float = 20.0
+    """Upper bound on one wait, ``Retry-After`` included."""
+    max_total: float = 90.0
+    """Give up once this many seconds have passed since the first attempt."""
+    jitter: float = 0.5
+    """Random seconds added to each exponential wait, so clients do not retry in lockstep."""
+    sleep: Callable[[float], Awaitable[None]] | None = None
+    """Replaces ``asyncio.sleep`` (tests pass a fake that records waits and returns at once)."""
+    on_retry: Callable[[int, float, BaseException], None] | None = None
+    """Called before each wait with the number of the attempt that follows (2 for the first
+    retry), the seconds it waits and the error of the attempt that failed: so a program can
+    show what a silent wait is (the CLI prints ``retry 1/3 in 0.6 s: ...``). It runs in the
+    run's event loop: it must return at once."""
+
+
+def backoff(policy: RetryPolicy, error: BaseException | None, attempt: int) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1 for the first): the
+    server's ``Retry-After`` when it sent one, else an exponential wait with jitter; at
+    most ``policy.max_backoff`` either way (the jitter aside)."""
+    hint = getattr(error, "retry_after", None)
+    if isinstance(hint, int | float):
+        return float(min(hint, policy.max_backoff))
+    exponential = policy.initial_backoff * float(2 ** max(0, attempt - 1))
+    return min(policy.max_backoff, exponential) + random.uniform(0, policy.jitter)
+
+
+async def with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
+    """``await attempt()``, again after each :class:`ModelUnavailableError` while
+    ``policy`` allows (shared by the plain and the streamed request).
+
+    The last error is raised as it is, with the number of attempts made as its
+    ``attempts`` (and in its message, after more than one); any other error is raised at
+    once. The first attempt is a plain ``await``: it nearly always succeeds, and then costs
+    nothing beyond the call and leaves no objects in reference cycles (a tenacity
+    ``AsyncRetrying`` leaves about 37 per request, which set off garbage collections in the
+    middle of runs). Only a request that failed goes on to :func:`_retry`.
+    """
+    started = time.monotonic()
+    try:
+        return await attempt()
+    except ModelUnavailableError as exc:
+        return await _retry(attempt, policy, exc, started)
+    except ModelAPIError as exc:
+        exc.attempts = 1
+        raise
+
+
+async def _retry(
+    attempt: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    failed: ModelUnavailableError,
+    started: float,
+) -> T:
+    """The attempts after a first one failed with ``failed``, with tenacity's
+    ``AsyncRetrying``: at most ``policy.max_attempts`` in all and none started
+    ``policy.max_total`` seconds after the first, each after its :func:`backoff`."""
+    import asyncio
+
+    from tenacity import (  # imported with the first failure, not with the library
+        AsyncRetrying,
+        RetryCallState,
+        retry_if_exception_type,
+        stop_after_attempt,
+        stop_after_delay,
+    )
+
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome is not None else None
+        return backoff(policy, error, state.attempt_number + 1)
+
+    def before_sleep(state: RetryCallState) -> None:
+        if policy.on_retry is not None and state.outcome is not None:
+            error = state.outcome.exception()
+            waited = state.next_action.sleep if state.next_action is not None else 0.0
+            if error is not None:
+                policy.on_retry(attempts + 1, waited, error)
+
+    attempts = 1
+    limit = max(1, policy.max_attempts)
+    left = policy.max_total - (time.monotonic() - started)
+    if limit > 1 and left > 0:
+        sleep = policy.sleep or asyncio.sleep
+        first_wait = backoff(policy, failed, 1)
+        if policy.on_retry is not None:
+            policy.on_retry(2, first_wait, failed)
+        await sleep(first_wait)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(limit - 1)
+            | stop_after_delay(max(0.0, policy.max_total - (time.monotonic() - started))),
+            wait=wait,
+            retry=retry_if_exception_type(ModelUnavailableError),
+            sleep=sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            async for trial in retrying:
+                with trial:
+                    attempts += 1
+                    return await attempt()
+        except ModelUnavailableError as exc:
+            failed = exc
+        except ModelAPIError as exc:
+            exc.attempts = attempts
+            raise
+    failed.attempts = attempts
+    if attempts > 1:
+        failed.args = (f"{failed.args[0] if failed.args else failed} (after {attempts} attempts)",)
+    raise failed
+
+
+async def complete_with_retries(
+    model: ChatModel, request: ModelRequest, policy: RetryPolicy = RetryPolicy()
+) -> ModelResponse:
+    """``model.complete(request)``, retried on :class:`ModelUnavailableError`."""
+    return await with_retries(lambda: model.complete(request), policy)
+
+
+async def stream_with_retries(
+    model: ChatModel,
+    request: ModelRequest,
+    policy: RetryPolicy | None = None,
+    *,
+    on_delta: Callable[[ModelDelta], None] | None = None,
+    on_discard: Callable[[str], None] | None = None,
+    on_stop: Callable[[str, int], None] | None = None,
+) -> ModelResponse:
+    """``model.stream(request)`` assembled into a reply, retried on
+    :class:`ModelUnavailableError` (see the module docstring for a failure mid-stream)."""
+
+    from .streaming import stream_once  # with the first stream, not with the library
+
+    async def attempt() -> ModelResponse:
+        try:
+            reply, _ = await stream_once(model, request, on_delta, on_stop)
+        except ModelUnavailableError as exc:
+            if getattr(exc, "delivered", False) and on_discard is not None:
+                on_discard(str(exc))
+            raise
+        return reply
+
+    return await with_retries(attempt, policy or RetryPolicy())

@@ -1,0 +1,482 @@
+"""The wire format: typed requests to the chat completions API's keyword arguments, and
+the SDK's replies, chunks and exceptions back to ours.
+
+This is the only code in react-engine that builds ``{"role": ...}`` dicts
+(:func:`message_dict`, :func:`request_payload`) and reads the SDK's objects
+(:func:`response_from_sdk`, :func:`delta_from_chunk`, :func:`translate_error`: transient
+failures become :class:`ModelUnavailableError`, a request over the context window
+:class:`ContextWindowExceeded`, other 4xx :class:`ModelRequestError`). Replies are read
+tolerantly (token counts that are not counts, content as a list of parts) and made valid
+Unicode; secrets are masked in every message built from a server's text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import (
+    ContextWindowExceeded,
+    ModelAPIError,
+    ModelRequestError,
+    ModelUnavailableError,
+)
+from ..run.observations import valid_unicode
+from ..types import (
+    AssistantMessage,
+    Constraint,
+    Message,
+    ModelDelta,
+    ModelRequest,
+    ModelResponse,
+    ReplyCall,
+    SystemMessage,
+    ToolCallChunk,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+
+__all__ = [
+    "TRANSIENT_STATUS",
+    "context_overflow",
+    "delta_from_chunk",
+    "error_body",
+    "mask_key",
+    "mask_secret",
+    "message_dict",
+    "request_payload",
+    "response_from_sdk",
+    "translate_error",
+]
+
+
+def message_dict(message: Message) -> dict[str, Any]:
+    """One typed message as the chat completions API wants it.
+
+    Text is made valid Unicode on the way out: one lone surrogate anywhere in the history
+    (a tool's ``surrogateescape`` output, a question) would otherwise make every later
+    request of the run impossible to encode.
+    """
+    if isinstance(message, SystemMessage | UserMessage):
+        return {"role": message.role, "content": valid_unicode(message.content)}
+    if isinstance(message, ToolMessage):
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "content": valid_unicode(message.content),
+        }
+    if isinstance(message, AssistantMessage):
+        # An empty string rather than null: llama.cpp's server (and others) reject a null
+        # content even beside tool_calls; OpenAI accepts both.
+        content = "" if message.content is None else valid_unicode(message.content)
+        out: dict[str, Any] = {"role": "assistant", "content": content}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": valid_unicode(c.arguments)},
+                }
+                for c in message.tool_calls
+            ]
+        if message.reasoning is not None:
+            out["reasoning_content"] = valid_unicode(message.reasoning)
+        return out
+    raise TypeError(f"not a message: {message!r}")  # pragma: no cover
+
+
+def request_payload(request: ModelRequest) -> dict[str, Any]:
+    """The exact keyword arguments passed to ``client.chat.completions.create``."""
+    payload: dict[str, Any] = {
+        "model": request.model,
+        "messages": [message_dict(m) for m in request.messages],
+    }
+    if request.tools:
+        payload["tools"] = list(request.tools)
+        if request.tool_choice is not None:
+            choice = request.tool_choice
+            if choice in ("auto", "required", "none"):
+                payload["tool_choice"] = choice
+            else:
+                payload["tool_choice"] = {"type": "function", "function": {"name": choice}}
+        if request.parallel_tool_calls is not None:
+            payload["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.stop:
+        payload["stop"] = list(request.stop)
+    s = request.settings
+    if s.temperature is not None:
+        payload["temperature"] = s.temperature
+    if s.seed is not None:
+        payload["seed"] = s.seed
+    if s.max_tokens is not None:
+        payload["max_tokens"] = s.max_tokens
+    if s.top_p is not None:
+        payload["top_p"] = s.top_p
+    extra: dict[str, Any] = dict(s.extra_body) if s.extra_body else {}
+    if request.constraint is not None:
+        _constrain(request.constraint, payload, extra)
+    if extra:
+        payload["extra_body"] = extra
+    return payload
+
+
+def _constrain(c: Constraint, payload: dict[str, Any], extra: dict[str, Any]) -> None:
+    """Put a constraint where its kind of server reads it.
+
+    llama.cpp (its own server and llama-cpp-python) reads a GBNF ``grammar``; vLLM reads
+    ``guided_grammar`` / ``guided_json``; OpenAI and the many ``/v1`` servers that copy it
+    (Ollama among them) read ``response_format`` with a JSON Schema.
+    """
+    if c.style == "llama.cpp" and c.grammar is not None:
+        extra["grammar"] = c.grammar
+    elif c.style == "vllm" and c.grammar is not None:
+        extra["guided_grammar"] = c.grammar
+    elif c.style == "vllm" and c.json_schema is not None:
+        extra["guided_json"] = dict(c.json_schema)
+    elif c.json_schema is not None:
+        spec: dict[str, Any] = {"name": c.name, "schema": dict(c.json_schema)}
+        if c.strict:
+            spec["strict"] = True
+        payload["response_format"] = {"type": "json_schema", "json_schema": spec}
+
+
+def mask_secret(text: str, secret: str | None) -> str:
+    """Replace a secret (an API key) wherever it appears by a masked form."""
+    if not secret or len(secret) < 4 or secret not in text:
+        return text
+    return text.replace(secret, mask_key(secret))
+
+
+def mask_key(key: str | None) -> str:
+    """``sk-abc...wxyz`` style: enough to tell keys apart, not enough to use one."""
+    if not key:
+        return "(none)"
+    if len(key) <= 8:
+        return "***"
+    return f"{key[:3]}...{key[-4:]}"
+
+
+MAX_TOKEN_COUNT = 10**12
+"""The largest token count read from a server: no request comes near a trillion tokens, and
+a larger figure (``1e308``) is garbage that would swamp every total built on it."""
+
+
+def _count(value: Any) -> int | None:
+    """A token count as the server sent it, or ``None`` when it is not one.
+
+    Servers send ints, but also floats (``12.0``), numeric strings, ``null``, or garbage
+    (``"abc"``, ``1e308``); a negative count is read as 0, so it can never lower a running
+    total, and one past :data:`MAX_TOKEN_COUNT` is not a count.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    number: float | int
+    if isinstance(value, int | float):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = int(value.strip())
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                return None
+    else:
+        return None
+    if isinstance(number, float) and not math.isfinite(number):
+        return None
+    if number > MAX_TOKEN_COUNT:
+        return None
+    return max(0, int(number))
+
+
+def _field(raw: Any, name: str) -> Any:
+    if isinstance(raw, Mapping):
+        return raw.get(name)
+    return getattr(raw, name, None)
+
+
+def _usage(raw: Any, events: list[str] | None = None) -> Usage:
+    """Token counts from the reply's ``usage``: counts that are not counts are read as 0
+    (and named in ``events``), negative ones as 0."""
+    if raw is None:
+        return Usage(requests=1)
+    if isinstance(raw, str | bytes | int | float | list | tuple):
+        if events is not None:
+            events.append(f"the reply's usage was not an object, ignored: {_one_value(raw)}")
+        return Usage(requests=1)
+    bad: list[str] = []
+
+    def count(source: Any, name: str) -> int:
+        value = _field(source, name)
+        number = _count(value)
+        if number is None:
+            if value is not None:
+                bad.append(f"{name}={_one_value(value)}")
+            return 0
+        return number
+
+    prompt = count(raw, "prompt_tokens")
+    completion = count(raw, "completion_tokens")
+    total = max(count(raw, "total_tokens"), prompt + completion)
+    cached = 0
+    details = _field(raw, "prompt_tokens_details")
+    if details is not None:
+        cached = count(details, "cached_tokens")
+    if not cached:
+        extra = getattr(raw, "model_extra", None)
+        if isinstance(extra, Mapping) and "prompt_cache_hit_tokens" in extra:  # DeepSeek
+            cached = count(extra, "prompt_cache_hit_tokens")
+    if bad and events is not None:
+        events.append(f"the reply's usage had invalid counts, read as 0: {', '.join(bad)}")
+    return Usage(prompt, completion, total, cached, 1)
+
+
+def _one_value(value: Any) -> str:
+    text = valid_unicode(repr(value))
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _text_content(content: Any) -> str | None:
+    """The reply's text: a string, or the text parts of a list of content parts
+    (``[{"type": "text", "text": "..."}]``), joined."""
+    if isinstance(content, str):
+        return valid_unicode(content)
+    if not isinstance(content, list | tuple):
+        return None
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        kind = _field(part, "type")
+        text = _field(part, "text")
+        if kind in (None, "text", "output_text") and isinstance(text, str):
+            texts.append(text)
+    if not texts:
+        return None
+    return valid_unicode("".join(texts))
+
+
+def response_from_sdk(completion: Any) -> ModelResponse:
+    """Convert an SDK ``ChatCompletion`` (or anything shaped like one) to a ModelResponse."""
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        raise ModelUnavailableError("the API returned a reply with no choices")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None:
+        raise ModelUnavailableError("the API returned a choice with no message")
+    calls: list[ReplyCall] = []
+    for tc in getattr(message, "tool_calls", None) or []:
+        fn = getattr(tc, "function", None)
+        name = getattr(fn, "name", None) if fn is not None else None
+        if not name:
+            continue
+        arguments = getattr(fn, "arguments", None)
+        if not isinstance(arguments, str):
+            arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+        call_id = getattr(tc, "id", None) or None
+        calls.append(
+            ReplyCall(
+                None if call_id is None else valid_unicode(str(call_id)),
+                valid_unicode(str(name)),
+                valid_unicode(arguments),
+            )
+        )
+    extra = getattr(message, "model_extra", None) or {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
+    events: list[str] = []
+    usage = _usage(getattr(completion, "usage", None), events)
+    return ModelResponse(
+        content=_text_content(getattr(message, "content", None)),
+        tool_calls=calls,
+        reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) else None,
+        finish_reason=getattr(choice, "finish_reason", None),
+        usage=usage,
+        model=getattr(completion, "model", None),
+        events=events,
+    )
+
+
+def delta_from_chunk(chunk: Any) -> ModelDelta:
+    """Convert one SDK ``ChatCompletionChunk`` (or anything shaped like one) to a delta."""
+    events: list[str] = []
+    raw_usage = getattr(chunk, "usage", None)
+    usage = _usage(raw_usage, events) if raw_usage is not None else None
+    model = getattr(chunk, "model", None)
+    choices = getattr(chunk, "choices", None) or []
+    if not choices:
+        return ModelDelta(usage=usage, model=model, events=tuple(events))
+    choice = choices[0]
+    delta = getattr(choice, "delta", None)
+    content = _text_content(getattr(delta, "content", None)) if delta is not None else None
+    extra = (getattr(delta, "model_extra", None) or {}) if delta is not None else {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    calls: list[ToolCallChunk] = []
+    for position, tc in enumerate(getattr(delta, "tool_calls", None) or []):
+        index = getattr(tc, "index", None)
+        fn = getattr(tc, "function", None)
+        name = getattr(fn, "name", None) if fn is not None else None
+        arguments = getattr(fn, "arguments", None) if fn is not None else None
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        call_id = getattr(tc, "id", None)
+        calls.append(
+            ToolCallChunk(
+                index if isinstance(index, int) and not isinstance(index, bool) else position,
+                valid_unicode(str(call_id)) if call_id else None,
+                valid_unicode(str(name)) if name else None,
+                valid_unicode(arguments) if arguments else None,
+            )
+        )
+    return ModelDelta(
+        content=content,
+        reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) and reasoning else None,
+        tool_calls=tuple(calls),
+        finish_reason=getattr(choice, "finish_reason", None),
+        usage=usage,
+        model=model,
+        events=tuple(events),
+    )
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        import email.utils  # an HTTP date: rare, so not imported with the library
+
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+def error_body(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            text: str = err["message"]
+            if err.get("param"):
+                text += f" (param: {err['param']})"
+            return text
+        return json.dumps(body, ensure_ascii=False)
+    if isinstance(body, str):
+        return body
+    response = getattr(exc, "response", None)
+    try:
+        return str(response.text) if response is not None else str(exc)
+    except Exception:  # a streamed or closed response
+        return str(exc)
+
+
+TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+
+_OVERFLOW_PHRASES = (
+    "context_length_exceeded",  # OpenAI's error code (also sent by many proxies)
+    "exceed_context_size",  # llama.cpp's server: type "exceed_context_size_error"
+    "maximum context length",  # OpenAI, vLLM, DeepSeek, llama-cpp-python: "This model's ..."
+    "context window",  # "exceed context window of 8192", "exceeds the context window"
+    "available context size",  # llama.cpp: "the request exceeds the available context size"
+    "prompt is too long",  # Anthropic's OpenAI-compatible endpoint
+    "reduce the length of the messages",  # Groq and others, after the figures
+    "input token count",  # Gemini: "The input token count (N) exceeds the maximum ..."
+)
+"""Lower-case phrases by which servers say a request does not fit the context window.
+Plain substring tests: the body is a stranger's text, and this stays linear in it."""
+
+
+def context_overflow(status_code: int | None, body: str, code: str | None = None) -> bool:
+    """Whether a rejected request failed because it does not fit the model's context window
+    (prompt plus ``max_tokens``); servers send a 400, some proxies a 413."""
+    if status_code not in (None, 400, 413, 422):
+        return False
+    if code == "context_length_exceeded" or status_code == 413:
+        # 413 is "request entity too large": a proxy's own limit on the body, often a bare
+        # HTML page. What helps is the same as for a full context window: a shorter request.
+        return True
+    text = body[:4000].lower()
+    return any(phrase in text for phrase in _OVERFLOW_PHRASES)
+
+
+def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAPIError:
+    """Map an SDK exception to our tree: transient ones to ModelUnavailableError."""
+    import openai  # loaded already: the exception came from it
+
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        body = mask_secret(error_body(exc), secret)
+        headers = getattr(exc.response, "headers", None)
+        msg = f"HTTP {status} from the chat API: {body[:500]}"
+        if status in TRANSIENT_STATUS or status >= 500:
+            return ModelUnavailableError(
+                msg, status_code=status, body=body, retry_after=_retry_after(headers)
+            )
+        if context_overflow(status, body, getattr(exc, "code", None)):
+            return ContextWindowExceeded(msg, status_code=status, body=body)
+        return ModelRequestError(msg, status_code=status, body=body)
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelUnavailableError("the chat API timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc
+        return ModelUnavailableError(
+            f"cannot reach the chat API: {mask_secret(str(cause), secret)[:300]}"
+        )
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ModelUnavailableError("the chat API returned a malformed reply")
+    if isinstance(exc, openai.APIError):
+        return _stream_error(exc, secret)
+    if isinstance(exc, openai.OpenAIError):
+        return ModelRequestError(mask_secret(str(exc), secret)[:500])
+    if isinstance(exc, ValueError | KeyError | TypeError | AttributeError):
+        # A body that is not JSON, or JSON of the wrong shape.
+        return ModelUnavailableError(
+            f"the chat API returned a malformed reply ({type(exc).__name__})"
+        )
+    return ModelUnavailableError(
+        f"the chat API call failed: {type(exc).__name__}: {mask_secret(str(exc), secret)}"[:500]
+    )
+
+
+_TRANSIENT_KINDS = (
+    "server_error",
+    "overloaded",
+    "rate_limit",
+    "timeout",
+    "unavailable",
+    "internal_error",
+    "try again",
+)
+"""Lower-case words by which an error sent inside a stream says it will pass."""
+
+
+def _stream_error(exc: Any, secret: str | None) -> ModelAPIError:
+    """An error the server sent as an event of a stream (``data: {"error": {...}}``), after
+    its 200: transient ("overloaded", "server_error") unless it says the request is wrong."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    kind = " ".join(str(body.get(key) or "") for key in ("type", "code", "message")).lower()
+    text = mask_secret(json.dumps(body, default=str) if body else str(exc), secret)
+    msg = f"the chat API sent an error inside the stream: {text[:500]}"
+    if context_overflow(None, kind, str(body.get("code") or "")):
+        return ContextWindowExceeded(msg, status_code=None, body=text)
+    if any(word in kind for word in _TRANSIENT_KINDS):
+        return ModelUnavailableError(msg, body=text)
+    return ModelRequestError(msg, body=text)
