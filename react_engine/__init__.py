@@ -42,12 +42,8 @@ from .protocols.base import (
 from .run.agent import Agent, AgentConfig, Conversation
 from .tools.base import Tool, ToolAnnotations, tool
 from .transport.base import ChatModel
-from .transport.capabilities import (
-    Capabilities,
-    CapabilityCache,
-    CapabilityRegistry,
-    default_registry,
-)
+from .transport.capabilities import Capabilities, CapabilityRegistry, default_registry
+from .transport.learned import CapabilityCache
 from .transport.openai_model import OpenAIChatModel
 from .transport.retries import RetryPolicy
 from .types import (

@@ -13,20 +13,17 @@ from typing import Any
 import pytest
 
 from react_engine.errors import ConfigurationError, UserError
-from react_engine.protocols.registry import REACTIONS
 from react_engine.transport import capabilities as caps_module
+from react_engine.transport import learned as learned_module
 from react_engine.transport.capabilities import (
-    CACHE_ENV,
     REGISTRY_ENV,
     Capabilities,
-    CapabilityCache,
     CapabilityRegistry,
-    classify_rejection,
-    default_cache,
     default_registry,
     model_name_candidates,
-    resolve,
 )
+from react_engine.transport.learned import CACHE_ENV, CapabilityCache, default_cache, resolve
+from react_engine.transport.rejections import REACTIONS, classify_rejection
 
 
 @pytest.fixture
@@ -468,7 +465,7 @@ def test_corrupt_cache_is_ignored_with_a_warning(
 ) -> None:
     path = tmp_path / "cache.json"
     path.write_text(content, encoding="latin-1")
-    with caplog.at_level(logging.WARNING, logger="react_engine.transport.capabilities"):
+    with caplog.at_level(logging.WARNING, logger="react_engine.transport.learned"):
         cache = CapabilityCache(path)
     assert cache.entries() == []
     assert "capability cache" in caplog.text
@@ -492,7 +489,7 @@ def test_bad_cache_entries_are_skipped(tmp_path: Path, caplog: pytest.LogCapture
             ],
         },
     )
-    with caplog.at_level(logging.WARNING, logger="react_engine.transport.capabilities"):
+    with caplog.at_level(logging.WARNING, logger="react_engine.transport.learned"):
         cache = CapabilityCache(path)
     assert cache.entries() == [(URL, "good", {"stop": False})]
     assert "bad entry" in caplog.text
@@ -503,7 +500,7 @@ def test_unreadable_cache_path_never_crashes(
 ) -> None:
     path = tmp_path / "a-directory"
     path.mkdir()
-    with caplog.at_level(logging.WARNING, logger="react_engine.transport.capabilities"):
+    with caplog.at_level(logging.WARNING, logger="react_engine.transport.learned"):
         cache = CapabilityCache(path)
         cache.remember(URL, "m", stop=False)  # cannot be saved: still learned in memory
     assert cache.get(URL, "m") == {"stop": False}
@@ -538,7 +535,7 @@ def test_cache_from_env(tmp_path: Path) -> None:
 def test_default_cache_reads_the_env_on_first_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(caps_module, "_default_cache", None)
+    monkeypatch.setattr(learned_module, "_default_cache", None)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c.json"))
     first = default_cache()
     assert default_cache() is first
@@ -546,7 +543,7 @@ def test_default_cache_reads_the_env_on_first_use(
 
 
 def test_default_cache_is_in_memory_without_the_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(caps_module, "_default_cache", None)
+    monkeypatch.setattr(learned_module, "_default_cache", None)
     monkeypatch.delenv(CACHE_ENV, raising=False)
     assert default_cache().path is None
 
@@ -579,7 +576,7 @@ def test_resolve_ignores_overrides_that_change_nothing(registry: CapabilityRegis
 def test_resolve_defaults_to_the_process_wide_registry_and_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(caps_module, "_default_cache", CapabilityCache())
+    monkeypatch.setattr(learned_module, "_default_cache", CapabilityCache())
     monkeypatch.setattr(caps_module, "_default_registry", CapabilityRegistry.from_default(env={}))
     default_cache().remember(URL, "unknown-model", function_calling=False)
     found, reason = resolve(None, None, URL, "unknown-model")
@@ -1179,10 +1176,10 @@ def test_an_error_body_too_costly_to_scan_is_left_unclassified(
 ) -> None:
     """The rejection patterns run with ``regex``'s timeout on the server's text: when it
     fires, the error is raised as it is instead of being "fixed" by dropping a feature."""
-    import react_engine.transport.capabilities as capabilities
+    import react_engine.transport.rejections as rejections
 
     body = "tools is not supported " + "x" * 90_000
     assert classify_rejection(400, body) == "tools"
-    monkeypatch.setattr(capabilities, "SCAN_TIMEOUT", 1e-9)
+    monkeypatch.setattr(rejections, "SCAN_TIMEOUT", 1e-9)
     assert classify_rejection(400, body) is None
     assert "too long to classify" in caplog.text

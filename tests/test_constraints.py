@@ -33,7 +33,6 @@ from react_engine.protocols import StructuredOutputProtocol, TextReActProtocol
 from react_engine.protocols.base import Protocol, RequestContext
 from react_engine.testing import MockOpenAIServer, MockResponse, completion
 from react_engine.testing.tools import calculator, get_weather
-from react_engine.transport.capabilities import classify_rejection
 from react_engine.transport.grammar import (
     GrammarError,
     ReactLabels,
@@ -42,6 +41,7 @@ from react_engine.transport.grammar import (
     schema_rules,
     step_schema,
 )
+from react_engine.transport.rejections import classify_rejection
 from react_engine.transport.wire import request_payload
 from react_engine.types import ModelRequest
 

@@ -27,7 +27,8 @@ from react_engine.parsing import JSON_REPAIR_CODES, PARSE_REPAIR_CODES, repair_j
 from react_engine.parsing.repairs import REPAIRS, is_lossy, lossy_repairs, markdown_table
 from react_engine.parsing.salvage import SALVAGE_REPAIR_CODES
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
-from react_engine.transport.capabilities import CapabilityCache, CapabilityRegistry
+from react_engine.transport.capabilities import CapabilityRegistry
+from react_engine.transport.learned import CapabilityCache
 
 PROTOCOLS = ["function_calling", "text", "structured"]
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"

@@ -67,8 +67,8 @@ def test_patch_through_an_old_path_patches_the_real_module(
 
     _forget("capabilities")
     with pytest.warns(DeprecationWarning):
-        monkeypatch.setattr("react_engine.capabilities._default_cache", "patched")
-    assert capabilities._default_cache == "patched"
+        monkeypatch.setattr("react_engine.capabilities._default_registry", "patched")
+    assert capabilities._default_registry == "patched"
 
 
 def test_old_paths_work_in_a_fresh_interpreter() -> None:
@@ -146,3 +146,25 @@ def test_names_of_a_split_module_stay_importable_from_it() -> None:
     with pytest.warns(DeprecationWarning, match=r"transport\.retries\.stream_with_retries"):
         moved = streaming.stream_with_retries  # type: ignore[attr-defined]
     assert moved is retries.stream_with_retries
+
+
+def test_names_of_the_split_capabilities_stay_importable_from_it() -> None:
+    """capabilities.py was split (registry / learned decisions / rejections): the names it
+    had still resolve there, with a warning naming their module now."""
+    from react_engine.transport import capabilities, learned, rejections
+
+    for name, module in [
+        ("CapabilityCache", learned),
+        ("default_cache", learned),
+        ("resolve", learned),
+        ("CACHE_ENV", learned),
+        ("classify_rejection", rejections),
+    ]:
+        with pytest.warns(DeprecationWarning, match=rf"{module.__name__}\.{name}\b"):
+            value = getattr(capabilities, name)
+        assert value is getattr(module, name)
+    with pytest.raises(AttributeError):
+        capabilities.no_such_name  # noqa: B018
+    from react_engine.protocols import registry
+
+    assert registry.REACTIONS is rejections.REACTIONS

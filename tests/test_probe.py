@@ -136,7 +136,7 @@ def test_no_probe_by_default(tmp_path: Path) -> None:
 
 def test_the_probe_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
-    monkeypatch.setattr("react_engine.transport.capabilities._default_cache", None)
+    monkeypatch.setattr("react_engine.transport.learned._default_cache", None)
     with ScriptedServer(IGNORED) as server:
         code = main(["probe", "--base-url", server.base_url, "--model", "m", "--json"])
     assert code == 0
@@ -151,7 +151,7 @@ def test_an_error_that_is_not_about_tools_is_raised_and_nothing_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
-    monkeypatch.setattr("react_engine.transport.capabilities._default_cache", None)
+    monkeypatch.setattr("react_engine.transport.learned._default_cache", None)
     unauthorized = MockResponse(401, {"error": {"message": "Invalid API key"}})
     with ScriptedServer(unauthorized) as server:
         code = main(["probe", "--base-url", server.base_url, "--model", "m"])

@@ -36,7 +36,7 @@ def add_probe_parser(sub: Any) -> None:
 
 def run_probe_command(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError
-    from ..transport.capabilities import default_cache
+    from ..transport.learned import default_cache
     from ..transport.openai_model import OpenAIChatModel
     from ..transport.probe import aprobe
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
 from ..run.agent import Agent
-from ..transport.capabilities import CapabilityCache
+from ..transport.learned import CapabilityCache
 from ..transport.retries import RetryPolicy
 from ..types import ModelSettings, RunResult
 from .suite import ProtocolName, Task, Transcript, check_result

@@ -51,7 +51,7 @@ from ..protocols.registry import protocol_names
 from ..run.agent import Agent
 from ..testing import ScriptedModel, ScriptExhausted
 from ..transport.base import ChatModel
-from ..transport.capabilities import CapabilityCache
+from ..transport.learned import CapabilityCache
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.retries import RetryPolicy
 from ..types import (

@@ -6,20 +6,21 @@ Two tables, read by the agent and nothing else:
   up here, ``"auto"`` asks :func:`choose`, and the CLI and the comparison list their
   choices from it. A new protocol is one module and one :func:`register` call (or one
   line in :func:`_builtin`).
-* :data:`REACTIONS`, what to do when a server rejects a parameter
-  (:func:`~react_engine.transport.capabilities.classify_rejection` names it): the capability to turn
-  off and remember, the protocol to switch to, and the event the trace shows.
+* what to do when a server rejects a parameter: :func:`adapt` applies the row of
+  :data:`~react_engine.transport.rejections.REACTIONS` (beside the classifier that names
+  the parameter) to the run's capabilities and protocol.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from ..errors import ConfigurationError
 from ..transport.capabilities import Capabilities, RejectedParam
+from ..transport.rejections import REACTIONS, Reaction
 from .base import Protocol
 
 __all__ = [
@@ -88,58 +89,6 @@ def choose(spec: str | Protocol, options: ProtocolOptions, why: str) -> tuple[Pr
 
 
 # --- reacting to rejections ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Reaction:
-    """What a run does when the server rejects one kind of parameter."""
-
-    capability: str
-    """The :class:`Capabilities` flag to set for this run and remember for the model."""
-    event: str
-    """For the trace and the log; ``{model}`` and ``{url}`` are filled in."""
-    switch_to: str | None = None
-    """The protocol to continue with, when the rejection rules out the current one."""
-    only_from: str | None = None
-    """Apply only while this protocol runs (and the user let the agent choose)."""
-    value: bool = False
-    """What the flag becomes: off for a rejected parameter, on for a required one."""
-
-
-REACTIONS: Final[Mapping[RejectedParam, Reaction]] = {
-    "tools": Reaction(
-        "function_calling",
-        "fallback: {model} at {url} rejected tools; switched to the text protocol",
-        switch_to="text",
-        only_from="function_calling",
-    ),
-    "stop": Reaction("stop", "stop sequences rejected; cutting replies client-side"),
-    "constrained_decoding": Reaction(
-        "constrained_decoding",
-        "constrained decoding rejected by {model} at {url}; "
-        "sending requests without a grammar or schema",
-    ),
-    "tool_choice": Reaction(
-        "tool_choice_required", "tool_choice rejected; enforcing it client-side"
-    ),
-    "parallel_tool_calls": Reaction("parallel_tool_calls", "parallel_tool_calls rejected"),
-    "temperature": Reaction("sampling", "temperature rejected by {model}; sending none"),
-    "reasoning_content": Reaction(
-        "reasoning_echo", "reasoning_content rejected by {model} at {url}; not sending it back"
-    ),
-    "reasoning_content_missing": Reaction(
-        "reasoning_echo",
-        "{model} at {url} wants its reasoning_content back on tool-call turns; sending it",
-        value=True,
-    ),
-    "stream_tools": Reaction(
-        "stream_tools",
-        "{model} at {url} sent an empty stream for a request with tools; "
-        "sending such requests without streaming",
-    ),
-}
-"""One row per parameter a server may reject (``stream_tools``: ``stream=True`` beside
-``tools``, refused with HTTP 200 and no chunk, which the loop sees, not the classifier)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,14 +30,8 @@ from ..protocols.base import Protocol
 from ..protocols.registry import ProtocolOptions, choose, protocol_names
 from ..tools.base import Tool, as_tools
 from ..transport.base import ChatModel
-from ..transport.capabilities import (
-    Capabilities,
-    CapabilityCache,
-    CapabilityRegistry,
-    default_cache,
-    default_registry,
-    resolve,
-)
+from ..transport.capabilities import Capabilities, CapabilityRegistry, default_registry
+from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key
 from ..types import (

@@ -39,7 +39,8 @@ from ..protocols.base import (
 )
 from ..protocols.registry import adapt
 from ..transport.base import ChatModel
-from ..transport.capabilities import RejectedParam, classify_rejection
+from ..transport.capabilities import RejectedParam
+from ..transport.rejections import classify_rejection
 from ..transport.retries import complete_with_retries, stream_with_retries
 from ..transport.streaming import EmptyStream, Unstreamed
 from ..types import ModelDelta, ModelRequest, ModelResponse, RunResult, Step
@@ -363,7 +364,7 @@ class Loop:
 
     def _adapt(self, state: RunState, exc: ModelRequestError) -> bool:
         """React to a server that rejects a parameter (see
-        :data:`~react_engine.protocols.registry.REACTIONS`); True when the turn should be
+        :data:`~react_engine.transport.rejections.REACTIONS`); True when the turn should be
         re-sent."""
         kind = classify_rejection(exc.status_code, exc.body or str(exc))
         return kind is not None and self._learn(state, kind, f"HTTP {exc.status_code}")

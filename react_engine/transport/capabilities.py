@@ -10,24 +10,24 @@ before::
     learned decisions  CapabilityCache: what a server rejected at run time,
                        per (base_url, model), optionally kept in a JSON file
 
-:func:`resolve` combines them and says which layer decided. :func:`classify_rejection`
-turns a server's error body into the parameter it rejected, so the agent can drop that
-parameter (or fall back to the text protocol), retry once and remember the lesson.
+This module holds the first two: :class:`Capabilities` and the :class:`CapabilityRegistry`.
+The learned decisions and :func:`~react_engine.transport.learned.resolve`, which combines
+the layers and says which one decided, are in :mod:`~react_engine.transport.learned`; the
+classifier of a server's rejections (:func:`~react_engine.transport.rejections.classify_rejection`)
+and what a run does about each are in :mod:`~react_engine.transport.rejections`.
 
 Nothing here talks to the network; it is all pure data and small functions.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import fnmatch
 import json
-import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias
@@ -35,27 +35,18 @@ from typing import Any, Final, Literal, TypeAlias
 from ..errors import ConfigurationError
 
 __all__ = [
-    "CACHE_ENV",
+    "BOOL_FIELDS",
     "REGISTRY_ENV",
     "Capabilities",
-    "CapabilityCache",
     "CapabilityRegistry",
     "RejectedParam",
     "TextTemplate",
-    "classify_rejection",
-    "default_cache",
     "default_registry",
     "model_name_candidates",
-    "resolve",
 ]
-
-logger = logging.getLogger(__name__)
 
 REGISTRY_ENV: Final = "REACT_ENGINE_CAPABILITIES"
 """Path of a JSON file (same schema as the shipped one) whose entries override the shipped ones."""
-
-CACHE_ENV: Final = "REACT_ENGINE_CAPABILITY_CACHE"
-"""Path of the JSON file in which the default cache keeps what it learned across runs."""
 
 TextTemplate: TypeAlias = Literal["classic", "json", "zh"]
 TEXT_TEMPLATES: Final[tuple[str, ...]] = ("classic", "json", "zh")
@@ -166,7 +157,7 @@ class Capabilities:
     """Why the entry says what it says, for ``--explain`` output and for reviewers."""
 
 
-_BOOL_FIELDS: Final[tuple[str, ...]] = (
+BOOL_FIELDS: Final[tuple[str, ...]] = (
     "function_calling",
     "parallel_tool_calls",
     "tool_choice_required",
@@ -190,7 +181,7 @@ def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> 
     """``base`` with ``fields`` applied, every name and value checked."""
     changes: dict[str, Any] = {}
     for name, value in fields.items():
-        if name in _BOOL_FIELDS:
+        if name in BOOL_FIELDS:
             if not isinstance(value, bool):
                 raise ConfigurationError(f"{where}: {name!r} must be true or false, got {value!r}")
         elif name in _STR_FIELDS:
@@ -207,7 +198,7 @@ def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> 
                     f"got {value!r}"
                 )
         else:
-            known = ", ".join(_BOOL_FIELDS + _STR_FIELDS)
+            known = ", ".join(BOOL_FIELDS + _STR_FIELDS)
             raise ConfigurationError(f"{where}: unknown field {name!r} (known: {known})")
         changes[name] = value
     return dataclasses.replace(base, **changes)
@@ -488,480 +479,28 @@ def default_registry() -> CapabilityRegistry:
         return _default_registry
 
 
-# --- learned decisions -----------------------------------------------------------------------
+_MOVED: Final = {
+    "CACHE_ENV": "learned",
+    "CapabilityCache": "learned",
+    "default_cache": "learned",
+    "resolve": "learned",
+    "classify_rejection": "rejections",
+}
+"""Names this module had before the split, and the module that holds each now."""
 
 
-_CacheKey: TypeAlias = tuple[str, str]
+def __getattr__(name: str) -> Any:
+    """A name of before the split, from its module now, with a DeprecationWarning."""
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
 
-
-def _cache_key(base_url: str | None, model: str) -> _CacheKey:
-    return ((base_url or "").strip().rstrip("/"), model.strip())
-
-
-class CapabilityCache:
-    """What servers rejected at run time, per ``(base_url, model)``.
-
-    After a server answers "does not support tools", the agent falls back to text and calls
-    ``remember(base_url, model, function_calling=False)``; the next run against the same
-    server skips the doomed request. The same model name can mean different things on
-    different servers (DeepSeek-V3 with and without a tool parser), hence the base URL in
-    the key.
-
-    In memory by default. With a ``path`` every change is written to a small JSON file,
-    atomically (temp file + :func:`os.replace`) so a crash never leaves half a file. Before
-    each change the file is read again, so several processes sharing it keep each other's
-    lessons. A file that cannot be read or parsed is ignored with a logged warning:
-    forgetting a lesson costs one request, crashing a run costs the run. All methods are
-    thread-safe.
-    """
-
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self._path = Path(path) if path is not None else None
-        self._lock = threading.RLock()
-        self._data: dict[_CacheKey, dict[str, bool]] = {}
-        if self._path is not None:
-            self._data = self._read() or {}
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> CapabilityCache:
-        """A cache persisted to ``REACT_ENGINE_CAPABILITY_CACHE`` if set, else in memory."""
-        path = (os.environ if env is None else env).get(CACHE_ENV, "").strip()
-        return cls(path or None)
-
-    @property
-    def path(self) -> Path | None:
-        """The file the cache is kept in, or ``None`` for memory only."""
-        return self._path
-
-    def get(self, base_url: str | None, model: str) -> dict[str, bool]:
-        """The learned overrides for this server and model (a copy; empty if none)."""
-        with self._lock:
-            return dict(self._data.get(_cache_key(base_url, model), {}))
-
-    def entries(self) -> list[tuple[str, str, dict[str, bool]]]:
-        """Every ``(base_url, model, overrides)`` learned so far, for display."""
-        with self._lock:
-            return [(url, model, dict(o)) for (url, model), o in sorted(self._data.items())]
-
-    def remember(self, base_url: str | None, model: str, **overrides: bool) -> None:
-        """Record capability overrides, e.g. ``function_calling=False``, merged into any
-        already known for this server and model."""
-        for name, value in overrides.items():
-            if name not in _BOOL_FIELDS:
-                raise ConfigurationError(
-                    f"CapabilityCache.remember: unknown capability {name!r} "
-                    f"(known: {', '.join(_BOOL_FIELDS)})"
-                )
-            if not isinstance(value, bool):
-                raise ConfigurationError(
-                    f"CapabilityCache.remember: {name} must be a bool, got {value!r}"
-                )
-        if not overrides:
-            return
-        key = _cache_key(base_url, model)
-
-        def change(data: dict[_CacheKey, dict[str, bool]]) -> None:
-            data[key] = {**data.get(key, {}), **overrides}
-
-        self._mutate(change)
-
-    def forget(self, base_url: str | None, model: str) -> None:
-        """Drop what was learned about this server and model."""
-        key = _cache_key(base_url, model)
-        self._mutate(lambda data: data.pop(key, None))
-
-    def clear(self) -> None:
-        """Drop everything learned (and empty the file, if there is one)."""
-        self._mutate(lambda data: data.clear())
-
-    def _mutate(self, change: Callable[[dict[_CacheKey, dict[str, bool]]], object]) -> None:
-        with self._lock:
-            data = self._data
-            if self._path is not None:
-                on_disk = self._read()
-                if on_disk is not None:
-                    data = on_disk
-            data = {k: dict(v) for k, v in data.items()}
-            change(data)
-            self._data = data
-            if self._path is not None:
-                self._write(data)
-
-    def _read(self) -> dict[_CacheKey, dict[str, bool]] | None:
-        """The file's entries; ``{}`` if it does not exist, ``None`` if it is unusable."""
-        assert self._path is not None
-        try:
-            text = self._path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {}
-        except (OSError, UnicodeDecodeError) as exc:
-            logger.warning("ignoring capability cache %s: cannot read it: %s", self._path, exc)
-            return None
-        try:
-            raw = json.loads(text)
-            if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
-                raise ValueError("expected an object with an 'entries' list")
-        except ValueError as exc:
-            logger.warning("ignoring corrupt capability cache %s: %s", self._path, exc)
-            return None
-        data: dict[_CacheKey, dict[str, bool]] = {}
-        for item in raw["entries"]:
-            try:
-                url, model, overrides = item["base_url"], item["model"], item["overrides"]
-                if not (isinstance(url, str) and isinstance(model, str)):
-                    raise TypeError("base_url and model must be strings")
-                clean = {
-                    k: v for k, v in overrides.items() if k in _BOOL_FIELDS and isinstance(v, bool)
-                }
-            except (KeyError, TypeError, AttributeError) as exc:
-                logger.warning("ignoring a bad entry in capability cache %s: %s", self._path, exc)
-                continue
-            if clean:
-                data[_cache_key(url, model)] = clean
-        return data
-
-    def _write(self, data: Mapping[_CacheKey, Mapping[str, bool]]) -> None:
-        assert self._path is not None
-        document = {
-            "version": 1,
-            "entries": [
-                {"base_url": url, "model": model, "overrides": dict(sorted(o.items()))}
-                for (url, model), o in sorted(data.items())
-            ],
-        }
-        import tempfile  # with the first lesson written, not with the library
-
-        tmp_name: str | None = None
-        try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(
-                "w",
-                encoding="utf-8",
-                dir=self._path.parent,
-                prefix=f".{self._path.name}.",
-                suffix=".tmp",
-                delete=False,
-            ) as fh:
-                tmp_name = fh.name
-                json.dump(document, fh, indent=2, ensure_ascii=False)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp_name, self._path)
-            tmp_name = None
-        except OSError as exc:
-            logger.warning("could not save capability cache %s: %s", self._path, exc)
-        finally:
-            if tmp_name is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp_name)
-
-
-_default_cache: CapabilityCache | None = None
-_default_cache_lock = threading.Lock()
-
-
-def default_cache() -> CapabilityCache:
-    """The process-wide cache: in memory, or in ``REACT_ENGINE_CAPABILITY_CACHE`` if set.
-
-    Built on first use, so the environment variable is read then, not at import.
-    """
-    global _default_cache
-    with _default_cache_lock:
-        if _default_cache is None:
-            _default_cache = CapabilityCache.from_env()
-        return _default_cache
-
-
-def resolve(
-    registry: CapabilityRegistry | None,
-    cache: CapabilityCache | None,
-    base_url: str | None,
-    model: str,
-) -> tuple[Capabilities, str]:
-    """The capabilities to use for ``model`` on ``base_url``, and why.
-
-    Learned overrides win over the registry. The reason is ``"registry: <pattern>"`` when
-    the registry decided alone, or ``"learned: stop=False (registry: o3*)"`` when a learned
-    override changed something. ``None`` means the process-wide default registry or cache.
-    """
-    registry = default_registry() if registry is None else registry
-    cache = default_cache() if cache is None else cache
-    caps, pattern = registry.lookup(model)
-    server = registry.lookup_server(base_url)
-    if server is not None:
-        fields, server_pattern = server
-        changes = {k: v for k, v in fields.items() if getattr(caps, k) != v}
-        if changes:
-            caps = dataclasses.replace(caps, **changes)
-            pattern = f"{pattern}, server {server_pattern}"
-    learned = cache.get(base_url, model)
-    changed: dict[str, Any] = {k: v for k, v in sorted(learned.items()) if getattr(caps, k) != v}
-    if not changed:
-        return caps, f"registry: {pattern}"
-    what = ", ".join(f"{k}={v}" for k, v in changed.items())
-    return dataclasses.replace(caps, **changed), f"learned: {what} (registry: {pattern})"
-
-
-# --- recognising rejections ---------------------------------------------------------------------
-
-
-_PRIORITY: Final[tuple[RejectedParam, ...]] = (
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "stop",
-    "temperature",
-    "constrained_decoding",
-    "reasoning_content",
-)
-_KINDS: Final[frozenset[str]] = frozenset(_PRIORITY)
-
-# 400/422 are the usual answers; 404 and 501 come from servers that treat an unknown
-# feature as a missing route; llama.cpp answers 500 for "tools param requires --jinja flag".
-# Every rule below needs the body to name the parameter or feature as unsupported, so a
-# 500 is only classified when its body says so. 401/403/429 and 502-504 never are.
-_REJECTION_STATUSES: Final = frozenset({400, 404, 422, 500, 501})
-_MAX_BODY: Final = 100_000
-
-
-class _Pattern:
-    """A ``regex`` pattern compiled on first use (``regex`` is imported then too), so that
-    importing the library does not pay for patterns only a rejected request needs."""
-
-    __slots__ = ("_compiled", "_source")
-
-    def __init__(self, source: str) -> None:
-        self._source = source
-        self._compiled: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._compiled is None:
-            import regex
-
-            self._compiled = regex.compile(self._source)
-        return getattr(self._compiled, name)
-
-
-_PARAM = r"(tools|tool_choice|parallel_tool_calls|stop)"
-_NOT_SUPPORTED = r"(?:not supported|unsupported|not allowed|not permitted|not enabled)"
-_NEGATED_SUPPORT = r"(?:does not|doesn't|do not|don't|cannot|can't|unable to) support"
-
-# Patterns over the lowercased error text. Each is linear: no nested quantifiers, and every
-# "anything" gap is bounded and cannot cross a sentence.
-# "Unsupported parameter: 'stop' ...", "Unrecognized request arguments supplied: a, b"
-_RE_PARAM_LIST = _Pattern(
-    r"(?:unsupported|unknown|unrecognized|unrecognised) (?:request )?"
-    r"(?:parameter|param|argument|field)s?(?: supplied)?\s*:\s*([^.\n]{1,200})"
-)
-# one name of such a list; "'tools[0].function.strict'" names a nested field, not ``tools``
-_RE_LIST_ITEM = _Pattern(r"\s*['\"`]?([a-z_]+)(?:['\"`]|\s|$)")
-# "'parallel_tool_calls' is not supported", "tools is not supported with this model"
-_RE_PARAM_NOT_SUPPORTED = _Pattern(
-    rf"['\"`]?\b{_PARAM}\b['\"`]? (?:param(?:eter)? |argument )?(?:is|are) {_NOT_SUPPORTED}"
-)
-# llama.cpp without --jinja: "tools param requires --jinja flag"
-_RE_PARAM_REQUIRES = _Pattern(rf"\b{_PARAM} param(?:eter)? requires\b")
-# a Python server passing the request on as keyword arguments
-_RE_UNEXPECTED_KWARG = _Pattern(rf"unexpected keyword argument ['\"]{_PARAM}['\"]")
-# pydantic errors quoted as Python reprs (older vLLM) or as pydantic's own text
-_RE_EXTRA_REPR = _Pattern(rf"'type': 'extra_forbidden', 'loc': \('body', '{_PARAM}'\)")
-_RE_EXTRA_TEXT = _Pattern(rf"(?m)^{_PARAM}\n[ \t]+extra (?:inputs|fields) (?:are )?not permitted")
-# some context saying the named thing is not accepted (used with a JSON "param" field)
-_RE_UNSUPPORTED_CONTEXT = _Pattern(
-    rf"{_NOT_SUPPORTED}|{_NEGATED_SUPPORT}|unrecognized|unknown parameter|"
-    r"supported values are|extra_forbidden|extra inputs|requires --jinja"
-)
-# vLLM without --enable-auto-tool-choice: no tool calls at all under tool_choice "auto"
-_RE_VLLM_AUTO = _Pattern(r"--enable-auto-tool-choice|\"auto\" tool choice requires")
-_RE_PARALLEL = _Pattern(
-    rf"parallel[ _](?:tool|function)[ _]calls?\b[^.\n]{{0,60}}?{_NOT_SUPPORTED}"
-    rf"|{_NEGATED_SUPPORT} parallel[ _](?:tool|function)"
-)
-_RE_TOOL_CHOICE = _Pattern(
-    rf"tool[ _]choice\b[^.\n]{{0,60}}?{_NOT_SUPPORTED}"
-    rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?tool[ _]choice"
-)
-_TOOL_WORDS = (
-    r"(?:tools?|tool[ _]use|tool[ _]calls?|tool[ _]calling|"
-    r"function[ _]calling|function[ _]calls?|functions)"
-)
-_RE_TOOLS = _Pattern(
-    rf"{_NEGATED_SUPPORT} (?:the )?{_TOOL_WORDS}\b"
-    rf"|\b{_TOOL_WORDS}\b(?: is| are)? (?:not supported|unsupported|not enabled|not available)"
-    r"|not supported for [^.\n]{0,60}?(?:function[ _]calling|tool[ _]use|tools)"
-)
-_RE_STOP = _Pattern(
-    r"\bstop(?:[ _](?:sequences?|words?))?\b['\"`]?(?: param(?:eter)?)? (?:is|are) "
-    rf"{_NOT_SUPPORTED}"
-    rf"|{_NEGATED_SUPPORT} (?:the )?['\"`]?stop\b"
-)
-
-# OpenAI's reasoning models: "Unsupported value: 'temperature' does not support 0 with this
-# model. Only the default (1) value is supported."
-_RE_TEMPERATURE = _Pattern(
-    r"\btemperature\b['\"`]?(?: param(?:eter)?)? (?:does not support|is not supported|"
-    r"is unsupported|not supported)"
-    r"|unsupported value:? ['\"`]?temperature\b"
-)
-# DeepSeek's thinking mode with tools: "Missing `reasoning_content` field in the assistant
-# message at message index 2" (the reasoning must be sent back while the tool loop goes on)
-_RE_REASONING_MISSING = _Pattern(
-    r"\bmissing\b[^.\n]{0,20}?\breasoning_content\b"
-    r"|\breasoning_content\b[^.\n]{0,40}?\b(?:is required|must be (?:passed|sent|provided|"
-    r"included))"
-)
-# a server that takes no reasoning_content in messages: "('reasoning_content' was
-# unexpected)", "reasoning_content ... not supported", "unknown field reasoning_content"
-_RE_REASONING_REJECTED = _Pattern(
-    rf"['\"`]?\breasoning_content\b['\"`]? (?:was unexpected|(?:is |are )?{_NOT_SUPPORTED})"
-    r"|(?:unknown|unrecognized|unexpected|extra) (?:field|key|property|argument)s?:? "
-    r"['\"`]?reasoning_content\b"
-)
-
-
-_CONSTRAINT_PARAMS: Final = frozenset(
-    {"grammar", "response_format", "guided_grammar", "guided_json", "json_schema", "format"}
-)
-_RE_CONSTRAINT: Final = _Pattern(
-    r"\b(grammar|response_format|guided_(?:grammar|json|decoding)|json_schema|structured output)"
-    r"\b[^.\n]{0,80}?\b(not supported|unsupported|not allowed|unknown|unrecognized|"
-    r"not permitted|invalid|extra)\b"
-    r"|\b(unsupported|unknown|unrecognized|extra)\b[^.\n]{0,40}?\b(grammar|response_format|"
-    r"guided_(?:grammar|json)|json_schema)\b"
-)
-
-
-def classify_rejection(status_code: int | None, body: str) -> RejectedParam | None:
-    """Which request parameter a server rejected as unsupported, if its error says so.
-
-    ``"tools"`` means the server (or model) takes no tools at all: fall back to the text
-    protocol. The others name a parameter to drop before retrying, except
-    ``"reasoning_content_missing"``: the server wants the reply's reasoning sent back on
-    the assistant messages (DeepSeek's thinking mode with tools). ``None`` means the error
-    is something else (a bad schema, a context overflow, auth, a rate limit...) and must
-    not be "fixed" by dropping features. ``status_code=None`` (unknown) is read like a 400.
-
-    The body may be JSON in any of the usual envelopes (OpenAI's ``{"error": {"message",
-    "param"}}``, vLLM's ``{"object": "error", ...}``, FastAPI's ``{"detail": [...]}``,
-    Ollama's ``{"error": "..."}``) or plain text. A JSON ``param`` field is trusted only
-    when the message also says the parameter is unsupported: OpenAI sets ``param: "stop"``
-    for a too-long stop list too, which is our bug and not a missing feature.
-    """
-    if status_code is not None and status_code not in _REJECTION_STATUSES:
-        return None
-    try:
-        return _classify(body)
-    except TimeoutError:
-        # The patterns are linear, but the body is a stranger's text: a scan that takes
-        # this long is not worth finishing, and an unclassified error is simply raised.
-        logger.warning("an error body took too long to classify; leaving it unclassified")
-        return None
-
-
-SCAN_TIMEOUT: float = 0.5
-"""Seconds each pattern may spend on one error body (``regex``'s ``timeout=``)."""
-
-
-def _classify(body: str) -> RejectedParam | None:
-    t = SCAN_TIMEOUT
-    text, params, extra = _error_parts(body[:_MAX_BODY])
-    text = text.lower()
-    if _RE_REASONING_MISSING.search(text, timeout=t):
-        return "reasoning_content_missing"
-    found: set[str] = set()
-
-    for match in _RE_PARAM_LIST.finditer(text, timeout=t):
-        for item in match.group(1).split(","):
-            name = _RE_LIST_ITEM.match(item, timeout=t)
-            if name:
-                found.add(name.group(1))
-    for pattern in (
-        _RE_PARAM_NOT_SUPPORTED,
-        _RE_PARAM_REQUIRES,
-        _RE_UNEXPECTED_KWARG,
-        _RE_EXTRA_REPR,
-        _RE_EXTRA_TEXT,
-    ):
-        found.update(m.group(1) for m in pattern.finditer(text, timeout=t))
-    found.update(extra)
-    if any(p in _KINDS for p in params) and _RE_UNSUPPORTED_CONTEXT.search(text, timeout=t):
-        found.update(params)
-    for kind in _PRIORITY:
-        if kind in found:
-            return kind
-
-    if _RE_VLLM_AUTO.search(text, timeout=t):
-        return "tools"
-    if _RE_PARALLEL.search(text, timeout=t):
-        return "parallel_tool_calls"
-    if _RE_TOOL_CHOICE.search(text, timeout=t):
-        return "tool_choice"
-    if _RE_TOOLS.search(text, timeout=t):
-        return "tools"
-    if _RE_STOP.search(text, timeout=t):
-        return "stop"
-    if _RE_TEMPERATURE.search(text, timeout=t):
-        return "temperature"
-    if _RE_REASONING_REJECTED.search(text, timeout=t):
-        return "reasoning_content"
-    if found & _CONSTRAINT_PARAMS or _RE_CONSTRAINT.search(text, timeout=t):
-        return "constrained_decoding"
-    return None
-
-
-def _error_parts(body: str) -> tuple[str, list[str], list[str]]:
-    """From an error body: its messages joined, the ``param`` fields, and the top-level
-    request fields that pydantic reported as forbidden extras."""
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return body, [], []
-    texts: list[str] = []
-    params: list[str] = []
-    extra: list[str] = []
-    _walk_error(data, texts, params, extra, 0)
-    return "\n".join(texts), params, extra
-
-
-def _walk_error(
-    node: Any, texts: list[str], params: list[str], extra: list[str], depth: int
-) -> None:
-    if depth > 12:
-        return
-    if isinstance(node, str):
-        texts.append(node)
-        stripped = node.strip()
-        if stripped[:1] in ("{", "[") and depth < 12:
-            try:
-                nested = json.loads(stripped)
-            except (ValueError, RecursionError):
-                return
-            _walk_error(nested, texts, params, extra, depth + 1)
-    elif isinstance(node, list):
-        for item in node:
-            _walk_error(item, texts, params, extra, depth + 1)
-    elif isinstance(node, dict):
-        loc = node.get("loc")
-        kind = str(node.get("type", "")) + " " + str(node.get("msg", ""))
-        if (
-            isinstance(loc, list)
-            and len(loc) == 2
-            and loc[0] == "body"
-            and isinstance(loc[1], str)
-            and re.search(r"extra_forbidden|extra (?:inputs|fields)", kind.lower())
-        ):
-            extra.append(loc[1])
-        elif (
-            isinstance(loc, list)
-            and loc[-1:] == ["reasoning_content"]
-            and re.search(r"extra_forbidden|extra (?:inputs|fields)", kind.lower())
-        ):
-            extra.append("reasoning_content")  # a message field: body.messages.N.<field>
-        param = node.get("param")
-        if isinstance(param, str):
-            params.append(param)
-        for key, value in node.items():
-            if key in ("input", "loc", "param"):
-                continue  # the request echoed back (tool descriptions are not errors)
-            _walk_error(value, texts, params, extra, depth + 1)
+    # importlib, not an import statement: the new modules import this one, and this
+    # shim for old code must not make a cycle of the package's imports.
+    new = importlib.import_module(f"{__package__}.{module}")
+    warnings.warn(
+        f"{__name__}.{name} moved to {new.__name__}.{name}", DeprecationWarning, stacklevel=2
+    )
+    return getattr(new, name)

@@ -27,7 +27,8 @@ from ..errors import ModelRequestError
 from ..parsing.salvage import salvage_calls
 from ..types import ModelRequest, ModelResponse, ModelSettings, SystemMessage, UserMessage
 from .base import ChatModel
-from .capabilities import CapabilityCache, classify_rejection
+from .learned import CapabilityCache
+from .rejections import classify_rejection
 
 __all__ = ["PROBE_TOOL", "ProbeResult", "aprobe"]
 

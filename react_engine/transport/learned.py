@@ -1,0 +1,244 @@
+"""What servers rejected at run time, and the capabilities a run uses.
+
+The third layer of :mod:`~react_engine.transport.capabilities`: a :class:`CapabilityCache`
+of learned decisions per ``(base_url, model)``, in memory or kept in a JSON file, over the
+shipped registry and the user's entries. :func:`resolve` combines the layers and says
+which one decided.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final, TypeAlias
+
+from ..errors import ConfigurationError
+from .capabilities import BOOL_FIELDS, Capabilities, CapabilityRegistry, default_registry
+
+__all__ = ["CACHE_ENV", "CapabilityCache", "default_cache", "resolve"]
+
+logger = logging.getLogger(__name__)
+
+CACHE_ENV: Final = "REACT_ENGINE_CAPABILITY_CACHE"
+"""Path of the JSON file in which the default cache keeps what it learned across runs."""
+
+
+# --- learned decisions -----------------------------------------------------------------------
+
+
+_CacheKey: TypeAlias = tuple[str, str]
+
+
+def _cache_key(base_url: str | None, model: str) -> _CacheKey:
+    return ((base_url or "").strip().rstrip("/"), model.strip())
+
+
+class CapabilityCache:
+    """What servers rejected at run time, per ``(base_url, model)``.
+
+    After a server answers "does not support tools", the agent falls back to text and calls
+    ``remember(base_url, model, function_calling=False)``; the next run against the same
+    server skips the doomed request. The same model name can mean different things on
+    different servers (DeepSeek-V3 with and without a tool parser), hence the base URL in
+    the key.
+
+    In memory by default. With a ``path`` every change is written to a small JSON file,
+    atomically (temp file + :func:`os.replace`) so a crash never leaves half a file. Before
+    each change the file is read again, so several processes sharing it keep each other's
+    lessons. A file that cannot be read or parsed is ignored with a logged warning:
+    forgetting a lesson costs one request, crashing a run costs the run. All methods are
+    thread-safe.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self._path = Path(path) if path is not None else None
+        self._lock = threading.RLock()
+        self._data: dict[_CacheKey, dict[str, bool]] = {}
+        if self._path is not None:
+            self._data = self._read() or {}
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CapabilityCache:
+        """A cache persisted to ``REACT_ENGINE_CAPABILITY_CACHE`` if set, else in memory."""
+        path = (os.environ if env is None else env).get(CACHE_ENV, "").strip()
+        return cls(path or None)
+
+    @property
+    def path(self) -> Path | None:
+        """The file the cache is kept in, or ``None`` for memory only."""
+        return self._path
+
+    def get(self, base_url: str | None, model: str) -> dict[str, bool]:
+        """The learned overrides for this server and model (a copy; empty if none)."""
+        with self._lock:
+            return dict(self._data.get(_cache_key(base_url, model), {}))
+
+    def entries(self) -> list[tuple[str, str, dict[str, bool]]]:
+        """Every ``(base_url, model, overrides)`` learned so far, for display."""
+        with self._lock:
+            return [(url, model, dict(o)) for (url, model), o in sorted(self._data.items())]
+
+    def remember(self, base_url: str | None, model: str, **overrides: bool) -> None:
+        """Record capability overrides, e.g. ``function_calling=False``, merged into any
+        already known for this server and model."""
+        for name, value in overrides.items():
+            if name not in BOOL_FIELDS:
+                raise ConfigurationError(
+                    f"CapabilityCache.remember: unknown capability {name!r} "
+                    f"(known: {', '.join(BOOL_FIELDS)})"
+                )
+            if not isinstance(value, bool):
+                raise ConfigurationError(
+                    f"CapabilityCache.remember: {name} must be a bool, got {value!r}"
+                )
+        if not overrides:
+            return
+        key = _cache_key(base_url, model)
+
+        def change(data: dict[_CacheKey, dict[str, bool]]) -> None:
+            data[key] = {**data.get(key, {}), **overrides}
+
+        self._mutate(change)
+
+    def forget(self, base_url: str | None, model: str) -> None:
+        """Drop what was learned about this server and model."""
+        key = _cache_key(base_url, model)
+        self._mutate(lambda data: data.pop(key, None))
+
+    def clear(self) -> None:
+        """Drop everything learned (and empty the file, if there is one)."""
+        self._mutate(lambda data: data.clear())
+
+    def _mutate(self, change: Callable[[dict[_CacheKey, dict[str, bool]]], object]) -> None:
+        with self._lock:
+            data = self._data
+            if self._path is not None:
+                on_disk = self._read()
+                if on_disk is not None:
+                    data = on_disk
+            data = {k: dict(v) for k, v in data.items()}
+            change(data)
+            self._data = data
+            if self._path is not None:
+                self._write(data)
+
+    def _read(self) -> dict[_CacheKey, dict[str, bool]] | None:
+        """The file's entries; ``{}`` if it does not exist, ``None`` if it is unusable."""
+        assert self._path is not None
+        try:
+            text = self._path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            logger.warning("ignoring capability cache %s: cannot read it: %s", self._path, exc)
+            return None
+        try:
+            raw = json.loads(text)
+            if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
+                raise ValueError("expected an object with an 'entries' list")
+        except ValueError as exc:
+            logger.warning("ignoring corrupt capability cache %s: %s", self._path, exc)
+            return None
+        data: dict[_CacheKey, dict[str, bool]] = {}
+        for item in raw["entries"]:
+            try:
+                url, model, overrides = item["base_url"], item["model"], item["overrides"]
+                if not (isinstance(url, str) and isinstance(model, str)):
+                    raise TypeError("base_url and model must be strings")
+                clean = {
+                    k: v for k, v in overrides.items() if k in BOOL_FIELDS and isinstance(v, bool)
+                }
+            except (KeyError, TypeError, AttributeError) as exc:
+                logger.warning("ignoring a bad entry in capability cache %s: %s", self._path, exc)
+                continue
+            if clean:
+                data[_cache_key(url, model)] = clean
+        return data
+
+    def _write(self, data: Mapping[_CacheKey, Mapping[str, bool]]) -> None:
+        assert self._path is not None
+        document = {
+            "version": 1,
+            "entries": [
+                {"base_url": url, "model": model, "overrides": dict(sorted(o.items()))}
+                for (url, model), o in sorted(data.items())
+            ],
+        }
+        import tempfile  # with the first lesson written, not with the library
+
+        tmp_name: str | None = None
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(
+                "w",
+                encoding="utf-8",
+                dir=self._path.parent,
+                prefix=f".{self._path.name}.",
+                suffix=".tmp",
+                delete=False,
+            ) as fh:
+                tmp_name = fh.name
+                json.dump(document, fh, indent=2, ensure_ascii=False)
+                fh.write("\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp_name, self._path)
+            tmp_name = None
+        except OSError as exc:
+            logger.warning("could not save capability cache %s: %s", self._path, exc)
+        finally:
+            if tmp_name is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp_name)
+
+
+_default_cache: CapabilityCache | None = None
+_default_cache_lock = threading.Lock()
+
+
+def default_cache() -> CapabilityCache:
+    """The process-wide cache: in memory, or in ``REACT_ENGINE_CAPABILITY_CACHE`` if set.
+
+    Built on first use, so the environment variable is read then, not at import.
+    """
+    global _default_cache
+    with _default_cache_lock:
+        if _default_cache is None:
+            _default_cache = CapabilityCache.from_env()
+        return _default_cache
+
+
+def resolve(
+    registry: CapabilityRegistry | None,
+    cache: CapabilityCache | None,
+    base_url: str | None,
+    model: str,
+) -> tuple[Capabilities, str]:
+    """The capabilities to use for ``model`` on ``base_url``, and why.
+
+    Learned overrides win over the registry. The reason is ``"registry: <pattern>"`` when
+    the registry decided alone, or ``"learned: stop=False (registry: o3*)"`` when a learned
+    override changed something. ``None`` means the process-wide default registry or cache.
+    """
+    registry = default_registry() if registry is None else registry
+    cache = default_cache() if cache is None else cache
+    caps, pattern = registry.lookup(model)
+    server = registry.lookup_server(base_url)
+    if server is not None:
+        fields, server_pattern = server
+        changes = {k: v for k, v in fields.items() if getattr(caps, k) != v}
+        if changes:
+            caps = dataclasses.replace(caps, **changes)
+            pattern = f"{pattern}, server {server_pattern}"
+    learned = cache.get(base_url, model)
+    changed: dict[str, Any] = {k: v for k, v in sorted(learned.items()) if getattr(caps, k) != v}
+    if not changed:
+        return caps, f"registry: {pattern}"
+    what = ", ".join(f"{k}={v}" for k, v in changed.items())
+    return dataclasses.replace(caps, **changed), f"learned: {what} (registry: {pattern})"
