@@ -40,7 +40,8 @@ from .protocols.base import (
     RequestContext,
 )
 from .run.agent import Agent, AgentConfig, Conversation
-from .tools.base import Tool, ToolAnnotations, tool
+from .tools.base import Tool, ToolAnnotations
+from .tools.decorator import tool
 from .transport.base import ChatModel
 from .transport.capabilities import Capabilities, CapabilityRegistry, default_registry
 from .transport.learned import CapabilityCache

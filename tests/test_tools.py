@@ -361,3 +361,29 @@ def test_tool_from_a_json_schema_one_argument_and_open_schemas() -> None:
         Tool.from_schema("bad", {"type": "string"}, echo)
     with pytest.raises(ToolDefinitionError, match="invalid tool name"):
         Tool.from_schema("files.read", {"type": "object"}, echo)
+
+
+def test_the_constructors_share_one_options_type_and_refuse_a_misspelt_option() -> None:
+    """The options of @tool, from_function, from_model and from_schema are one type
+    (ToolOptions); a misspelt one is an error where the tool is defined, not ignored."""
+    from react_engine.tools import ToolOptions
+
+    class Args(BaseModel):
+        x: int
+
+    def f(x: int) -> int:
+        """Echo x."""
+        return x
+
+    options: ToolOptions = {"requires_approval": True, "timeout": 2.0}
+    built = [
+        tool(**options)(f),
+        Tool.from_function(f, **options),
+        Tool.from_model(Args, f, **options),
+        Tool.from_schema("f", {"type": "object"}, lambda a: a, **options),
+    ]
+    assert [(t.requires_approval, t.timeout) for t in built] == [(True, 2.0)] * 4
+    with pytest.raises(TypeError, match="requires_aproval"):
+        tool(requires_aproval=True)(f)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="timout"):
+        Tool.from_schema("f", {"type": "object"}, lambda a: a, timout=3)  # type: ignore[call-arg]

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from ..errors import ConfigurationError
 from ..protocols.base import Protocol
 from ..protocols.registry import ProtocolOptions, choose, protocol_names
-from ..tools.base import Tool, as_tools
+from ..tools.base import Tool
+from ..tools.decorator import as_tools
 from ..transport.base import ChatModel
 from ..transport.capabilities import Capabilities, CapabilityRegistry, default_registry
 from ..transport.learned import CapabilityCache, default_cache, resolve

@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from ..errors import RunAborted
 from ..protocols.base import PendingCall
-from ..tools.base import Tool, ToolArgumentsError, within
+from ..tools.base import Tool, ToolArgumentsError
+from ..tools.timeouts import within
 from ..types import ActionRecord
 from ._threads import DeadlinePassed, ThreadsExhausted, run_sync_call, stuck_threads
 from .events import ToolFinished, ToolStarted

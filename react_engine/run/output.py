@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import ConfigurationError, JSONRepairError
-from ..tools.base import meets_strict_mode, strict_schema
+from ..tools.schema import meets_strict_mode, strict_schema
 
 __all__ = ["FINAL_RESULT", "OutputError", "OutputSpec", "output_spec"]
 

@@ -159,7 +159,7 @@ class RunState:
         database write) stalls neither this run past its deadline nor the other runs of the
         process sharing the event loop; an async one is awaited with the time left.
         """
-        from ..tools.base import within
+        from ..tools.timeouts import within
         from ._threads import ThreadsExhausted, run_sync_call
 
         left = self.remaining()

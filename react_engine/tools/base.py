@@ -14,35 +14,27 @@ from __future__ import annotations
 
 import copy
 import inspect
-import json
 import math
-import os
 import re
-import sys
-import warnings
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack, cast, get_type_hints
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ToolDefinitionError
 from ._nesting import TOO_DEEP, too_deep
+from .docstrings import parse_docstring
+from .schema import meets_strict_mode, strict_schema
+from .timeouts import within
 
 if TYPE_CHECKING:
     from ._schema_check import SchemaCheck
 
-__all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "tool"]
+__all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "ToolOptions"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
-_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters|Params)\s*:\s*$", re.IGNORECASE)
-_SECTION_HEADER = re.compile(
-    r"^\s*(Returns?|Raises|Yields|Examples?|Notes?|See Also)\s*:\s*$", re.IGNORECASE
-)
-_GOOGLE_ARG = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-_SPHINX_ARG = re.compile(r"^\s*:param\s+(?:[^:\s]+\s+)?(\w+)\s*:\s*(.*)$")
-
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
@@ -115,6 +107,26 @@ class ToolAnnotations:
             "idempotentHint": self.idempotent,
             "openWorldHint": self.open_world,
         }
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options every constructor of a :class:`Tool` takes (:func:`tool`,
+    :meth:`Tool.from_function`, :meth:`Tool.from_model`, :meth:`Tool.from_schema`), as
+    keywords; each is the :class:`Tool` field of the same name."""
+
+    summarize: Callable[[Any], str] | None
+    """Turns a raw result into what the model sees (observation injection)."""
+    requires_approval: bool
+    """Ask the run's approval callback before every call (default ``False``)."""
+    timeout: float | None
+    """Seconds a call may take before it becomes a timeout observation."""
+    max_observation_chars: int | None
+    """Per-tool override of the agent's observation length limit."""
+    annotations: ToolAnnotations | None
+    """What a call does to the world (default: MCP's worst case)."""
+
+
+_OPTIONS: frozenset[str] = frozenset(ToolOptions.__optional_keys__)
 
 
 @dataclass(slots=True)
@@ -248,16 +260,12 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-        summarize: Callable[[Any], str] | None = None,
-        requires_approval: bool = False,
-        timeout: float | None = None,
-        max_observation_chars: int | None = None,
-        annotations: ToolAnnotations | None = None,
+        **options: Unpack[ToolOptions],
     ) -> Tool:
         """Build a tool from a typed function; its docstring gives the descriptions."""
         tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_name(tool_name)
-        summary, arg_docs = _parse_docstring(inspect.getdoc(function) or "")
+        summary, arg_docs = parse_docstring(inspect.getdoc(function) or "")
         sig = inspect.signature(function)
         try:
             hints = get_type_hints(function, include_extras=True)
@@ -315,11 +323,7 @@ class Tool:
             model,
             function,
             pass_model=False,
-            summarize=summarize,
-            requires_approval=requires_approval,
-            timeout=timeout,
-            max_observation_chars=max_observation_chars,
-            annotations=annotations,
+            **options,
         )
 
     @classmethod
@@ -330,11 +334,7 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-        summarize: Callable[[Any], str] | None = None,
-        requires_approval: bool = False,
-        timeout: float | None = None,
-        max_observation_chars: int | None = None,
-        annotations: ToolAnnotations | None = None,
+        **options: Unpack[ToolOptions],
     ) -> Tool:
         """Build a tool from a pydantic model plus a function.
 
@@ -380,7 +380,7 @@ class Tool:
                 )
         doc = description
         if doc is None:
-            doc = _parse_docstring(inspect.getdoc(function) or "")[0] or (
+            doc = parse_docstring(inspect.getdoc(function) or "")[0] or (
                 inspect.getdoc(args_model) or ""
             )
         return cls._build(
@@ -389,11 +389,7 @@ class Tool:
             args_model,
             function,
             pass_model=pass_model,
-            summarize=summarize,
-            requires_approval=requires_approval,
-            timeout=timeout,
-            max_observation_chars=max_observation_chars,
-            annotations=annotations,
+            **options,
         )
 
     @classmethod
@@ -404,11 +400,7 @@ class Tool:
         function: Callable[[dict[str, Any]], Any],
         *,
         description: str = "",
-        summarize: Callable[[Any], str] | None = None,
-        requires_approval: bool = False,
-        timeout: float | None = None,
-        max_observation_chars: int | None = None,
-        annotations: ToolAnnotations | None = None,
+        **options: Unpack[ToolOptions],
     ) -> Tool:
         """Build a tool from a JSON Schema of its arguments plus a function (sync or async)
         that takes them as one dict: a tool defined elsewhere, such as an MCP server's.
@@ -438,11 +430,7 @@ class Tool:
             model,
             function,
             pass_model=False,
-            summarize=summarize,
-            requires_approval=requires_approval,
-            timeout=timeout,
-            max_observation_chars=max_observation_chars,
-            annotations=annotations,
+            **options,
         )
         built.pass_arguments = True
         built.schema_check = check
@@ -461,12 +449,14 @@ class Tool:
         function: Callable[..., Any],
         *,
         pass_model: bool,
-        summarize: Callable[[Any], str] | None,
-        requires_approval: bool,
-        timeout: float | None,
-        max_observation_chars: int | None,
-        annotations: ToolAnnotations | None = None,
+        **options: Unpack[ToolOptions],
     ) -> Tool:
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise TypeError(f"tool {name!r}: unexpected option {', '.join(unknown)}")
+        annotations = options.get("annotations")
+        timeout = options.get("timeout")
+        max_observation_chars = options.get("max_observation_chars")
         if annotations is not None and not isinstance(annotations, ToolAnnotations):
             raise ToolDefinitionError(
                 f"tool {name!r}: annotations must be a ToolAnnotations, not {annotations!r}",
@@ -516,8 +506,8 @@ class Tool:
             parameters=parameters,
             pass_model=pass_model,
             is_async=is_async,
-            summarize=summarize,
-            requires_approval=requires_approval,
+            summarize=options.get("summarize"),
+            requires_approval=options.get("requires_approval", False),
             timeout=timeout,
             max_observation_chars=max_observation_chars,
             strict=strict,
@@ -526,233 +516,7 @@ class Tool:
         )
 
 
-@overload
-def tool(function: F, /) -> Tool: ...
-
-
-@overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    summarize: Callable[[Any], str] | None = None,
-    requires_approval: bool = False,
-    timeout: float | None = None,
-    max_observation_chars: int | None = None,
-    annotations: ToolAnnotations | None = None,
-    read_only: bool | None = None,
-    destructive: bool | None = None,
-    idempotent: bool | None = None,
-    open_world: bool | None = None,
-) -> Callable[[F], Tool]: ...
-
-
-def tool(
-    function: F | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    summarize: Callable[[Any], str] | None = None,
-    requires_approval: bool = False,
-    timeout: float | None = None,
-    max_observation_chars: int | None = None,
-    annotations: ToolAnnotations | None = None,
-    read_only: bool | None = None,
-    destructive: bool | None = None,
-    idempotent: bool | None = None,
-    open_world: bool | None = None,
-) -> Tool | Callable[[F], Tool]:
-    """Turn a typed function (sync or async) into a :class:`Tool`.
-
-    Use bare (``@tool``) or with options (``@tool(requires_approval=True)``). What a call
-    does to the world is given as :class:`ToolAnnotations` (``annotations=``) or, one hint
-    at a time, as ``read_only=``, ``destructive=``, ``idempotent=``, ``open_world=`` (the
-    hints not given keep MCP's defaults): ``@tool(read_only=True)`` lets a reply's calls
-    to the tool run beside its other calls.
-    """
-    hints = {
-        key: value
-        for key, value in (
-            ("read_only", read_only),
-            ("destructive", destructive),
-            ("idempotent", idempotent),
-            ("open_world", open_world),
-        )
-        if value is not None
-    }
-    for key, value in hints.items():
-        if not isinstance(value, bool):
-            raise ToolDefinitionError(f"@tool: {key} must be True or False, not {value!r}")
-    if hints:
-        if annotations is not None:
-            raise ToolDefinitionError(f"@tool: give annotations= or {', '.join(hints)}=, not both")
-        annotations = ToolAnnotations(**hints)
-
-    def wrap(fn: F) -> Tool:
-        built = Tool.from_function(
-            fn,
-            name=name,
-            description=description,
-            summarize=summarize,
-            requires_approval=requires_approval,
-            timeout=timeout,
-            max_observation_chars=max_observation_chars,
-            annotations=annotations,
-        )
-        if description is None:
-            _warn_if_undescribed(built, fn)
-        return built
-
-    if function is not None:
-        return wrap(function)
-    return wrap
-
-
-def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
-    """Accept tools and plain typed functions alike; reject duplicate names."""
-    out: list[Tool] = []
-    seen: set[str] = set()
-    for item in items:
-        if isinstance(item, Tool):
-            t = item
-        else:
-            t = Tool.from_function(item)
-            _warn_if_undescribed(t, item)
-        if t.name in seen:
-            raise ToolDefinitionError(f"two tools are named {t.name!r}", tool_name=t.name)
-        seen.add(t.name)
-        out.append(t)
-    return out
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _warn_if_undescribed(built: Tool, function: Callable[..., Any]) -> None:
-    """A tool made from a function with no docstring (and no ``description=``) is sent to
-    the model with no description at all: say so where the user made it."""
-    if built.description.strip():
-        return
-    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller's frame
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
-    where = getattr(function, "__qualname__", None) or getattr(function, "__name__", "?")
-    lack = "only documents parameters" if inspect.getdoc(function) else "has no docstring"
-    warnings.warn(
-        f"tool {built.name!r}: the function {where} {lack}, so the model gets no "
-        "description of what the tool does; write one (its first paragraph describes the "
-        "tool, an Args: section each parameter) or pass @tool(description=...)",
-        UserWarning,
-        stacklevel=level,
-    )
-
-
-# --- schema ------------------------------------------------------------------------------------
-
-
-def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Inline ``$defs``, drop titles and forbid extra properties on every object.
-
-    The result is self-contained, which both the API and a text prompt need. Recursive
-    models keep their ``$ref``/``$defs`` (inlining them would not terminate).
-    """
-    schema = copy.deepcopy(schema)
-    defs: dict[str, Any] = schema.pop("$defs", {})
-
-    def resolve(node: Any, stack: tuple[str, ...]) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                key = ref[len("#/$defs/") :]
-                if key in stack or key not in defs:
-                    return node
-                merged = {**defs[key], **{k: v for k, v in node.items() if k != "$ref"}}
-                return resolve(merged, (*stack, key))
-            out = {k: resolve(v, stack) for k, v in node.items() if k != "title"}
-            if out.get("type") == "object" and "properties" in out:
-                out.setdefault("additionalProperties", False)
-            return out
-        if isinstance(node, list):
-            return [resolve(v, stack) for v in node]
-        return node
-
-    resolved: dict[str, Any] = resolve(schema, ())
-    if "$ref" in json.dumps(resolved):
-        resolved["$defs"] = {k: resolve(v, (k,)) for k, v in defs.items()}
-    resolved.setdefault("type", "object")
-    resolved.setdefault("properties", {})
-    resolved["additionalProperties"] = False
-    return resolved
-
-
-def meets_strict_mode(schema: Any) -> bool:
-    """Whether OpenAI's strict mode accepts ``schema``: every object schema in it (nested,
-    in arrays, unions and ``$defs`` too) requires all of its properties and forbids others.
-
-    A tool with an optional parameter (one with a default) fails this, and so does one
-    with a free-form mapping argument (``dict[str, int]``); such tools are sent without
-    ``strict``, since a strict request with them would be rejected.
-    """
-    if isinstance(schema, list):
-        return all(meets_strict_mode(s) for s in schema)
-    if not isinstance(schema, dict):
-        return True
-    props = schema.get("properties")
-    if schema.get("type") == "object" or isinstance(props, dict):
-        props = props if isinstance(props, dict) else {}
-        if schema.get("additionalProperties") is not False:
-            return False
-        if set(schema.get("required", [])) != set(props):
-            return False
-        if not all(meets_strict_mode(v) for v in props.values()):
-            return False
-    defs = schema.get("$defs")
-    if isinstance(defs, dict) and not all(meets_strict_mode(v) for v in defs.values()):
-        return False
-    return all(
-        meets_strict_mode(schema[key])
-        for key in ("items", "prefixItems", "anyOf", "oneOf", "allOf")
-        if key in schema
-    )
-
-
 # --- helpers -------------------------------------------------------------------------------
-
-
-class _Escaped(Exception):
-    """Carries a ``KeyboardInterrupt`` or ``SystemExit`` out of the task that ``wait_for``
-    runs the awaitable in (raised in a task, those two stop the event loop itself), and a
-    ``TimeoutError`` of the awaitable's own, which ``wait_for`` would pass on looking like
-    its own timeout."""
-
-    def __init__(self, original: BaseException) -> None:
-        super().__init__(repr(original))
-        self.original = original
-
-
-async def _contained(awaitable: Awaitable[T]) -> T:
-    try:
-        return await awaitable
-    except (KeyboardInterrupt, SystemExit, TimeoutError) as exc:
-        raise _Escaped(exc) from None
-
-
-async def within(awaitable: Awaitable[T], timeout: float) -> T:
-    """``asyncio.wait_for``, except that a ``KeyboardInterrupt`` or ``SystemExit`` from the
-    awaitable reaches the caller, like any exception, instead of stopping the loop, and
-    that the time running out raises :class:`~react_engine.run._threads.DeadlinePassed` (a
-    ``TimeoutError``), apart from a ``TimeoutError`` the awaitable raised itself."""
-    import asyncio  # loaded by the running loop: not imported with the library
-
-    from ..run._threads import DeadlinePassed
-
-    try:
-        return await asyncio.wait_for(_contained(awaitable), timeout)
-    except _Escaped as escaped:
-        raise escaped.original from None
-    except TimeoutError:
-        raise DeadlinePassed(timeout) from None
 
 
 def _allows_extra(schema: Any) -> bool:
@@ -827,59 +591,6 @@ def _check_name(name: str) -> None:
 
 def _model_name(tool_name: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[_\-]", tool_name)) + "Args"
-
-
-def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a docstring into its summary and per-argument descriptions.
-
-    Understands Google style (``Args:`` then ``name: text`` lines, continuation lines
-    indented deeper) and Sphinx style (``:param name: text``).
-    """
-    summary_lines: list[str] = []
-    args: dict[str, str] = {}
-    lines = doc.splitlines()
-    i = 0
-    in_args = False
-    current: str | None = None
-    current_indent = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        sphinx = _SPHINX_ARG.match(line)
-        if sphinx:
-            current = sphinx.group(1)
-            args[current] = sphinx.group(2).strip()
-            current_indent = len(line) - len(line.lstrip())
-            in_args = False
-            continue
-        if _ARGS_HEADER.match(line):
-            in_args = True
-            current = None
-            continue
-        if _SECTION_HEADER.match(line) or line.strip().startswith(":return"):
-            in_args = False
-            current = None
-            continue
-        if in_args:
-            if not line.strip():
-                current = None
-                continue
-            indent = len(line) - len(line.lstrip())
-            m = _GOOGLE_ARG.match(line)
-            if m and (current is None or indent <= current_indent):
-                current = m.group(1).lstrip("*")
-                args[current] = m.group(2).strip()
-                current_indent = indent
-            elif current is not None:
-                args[current] = (args[current] + " " + line.strip()).strip()
-            continue
-        if current is not None and line.strip() and (len(line) - len(line.lstrip())) > 0:
-            args[current] = (args[current] + " " + line.strip()).strip()
-            continue
-        current = None
-        if not args:
-            summary_lines.append(line)
-    return "\n".join(summary_lines).strip(), args
 
 
 def _format_validation_error(tool_name: str, exc: ValidationError) -> str:

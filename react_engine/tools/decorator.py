@@ -1,0 +1,133 @@
+"""The constructors users write: the :func:`tool` decorator, and :func:`as_tools`, which
+takes tools and plain typed functions alike.
+
+Both build through :meth:`Tool.from_function`, which reads the function once, at definition
+time; the options they share with :class:`Tool`'s other constructors are one type,
+:class:`~react_engine.tools.base.ToolOptions`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar, Unpack, overload
+
+from ..errors import ToolDefinitionError
+from .base import Tool, ToolAnnotations, ToolOptions
+
+__all__ = ["as_tools", "tool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def tool(function: F, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
+    open_world: bool | None = None,
+    **options: Unpack[ToolOptions],
+) -> Callable[[F], Tool]: ...
+
+
+def tool(
+    function: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool | None = None,
+    destructive: bool | None = None,
+    idempotent: bool | None = None,
+    open_world: bool | None = None,
+    **options: Unpack[ToolOptions],
+) -> Tool | Callable[[F], Tool]:
+    """Turn a typed function (sync or async) into a :class:`Tool`.
+
+    Use bare (``@tool``) or with options (``@tool(requires_approval=True)``). What a call
+    does to the world is given as :class:`ToolAnnotations` (``annotations=``) or, one hint
+    at a time, as ``read_only=``, ``destructive=``, ``idempotent=``, ``open_world=`` (the
+    hints not given keep MCP's defaults): ``@tool(read_only=True)`` lets a reply's calls
+    to the tool run beside its other calls.
+    """
+    hints = {
+        key: value
+        for key, value in (
+            ("read_only", read_only),
+            ("destructive", destructive),
+            ("idempotent", idempotent),
+            ("open_world", open_world),
+        )
+        if value is not None
+    }
+    for key, value in hints.items():
+        if not isinstance(value, bool):
+            raise ToolDefinitionError(f"@tool: {key} must be True or False, not {value!r}")
+    if hints:
+        if options.get("annotations") is not None:
+            raise ToolDefinitionError(f"@tool: give annotations= or {', '.join(hints)}=, not both")
+        options["annotations"] = ToolAnnotations(**hints)
+
+    def wrap(fn: F) -> Tool:
+        built = Tool.from_function(
+            fn,
+            name=name,
+            description=description,
+            **options,
+        )
+        if description is None:
+            _warn_if_undescribed(built, fn)
+        return built
+
+    if function is not None:
+        return wrap(function)
+    return wrap
+
+
+def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
+    """Accept tools and plain typed functions alike; reject duplicate names."""
+    out: list[Tool] = []
+    seen: set[str] = set()
+    for item in items:
+        if isinstance(item, Tool):
+            t = item
+        else:
+            t = Tool.from_function(item)
+            _warn_if_undescribed(t, item)
+        if t.name in seen:
+            raise ToolDefinitionError(f"two tools are named {t.name!r}", tool_name=t.name)
+        seen.add(t.name)
+        out.append(t)
+    return out
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _warn_if_undescribed(built: Tool, function: Callable[..., Any]) -> None:
+    """A tool made from a function with no docstring (and no ``description=``) is sent to
+    the model with no description at all: say so where the user made it."""
+    if built.description.strip():
+        return
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller's frame
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    where = getattr(function, "__qualname__", None) or getattr(function, "__name__", "?")
+    lack = "only documents parameters" if inspect.getdoc(function) else "has no docstring"
+    warnings.warn(
+        f"tool {built.name!r}: the function {where} {lack}, so the model gets no "
+        "description of what the tool does; write one (its first paragraph describes the "
+        "tool, an Args: section each parameter) or pass @tool(description=...)",
+        UserWarning,
+        stacklevel=level,
+    )

@@ -1,0 +1,80 @@
+"""A tool's JSON Schema made self-contained, and the test of OpenAI's strict mode.
+
+:func:`strict_schema` inlines ``$defs``, drops titles and closes every object to other
+keys; :func:`meets_strict_mode` says whether the result may be sent with
+``"strict": true``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+__all__ = ["meets_strict_mode", "strict_schema"]
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline ``$defs``, drop titles and forbid extra properties on every object.
+
+    The result is self-contained, which both the API and a text prompt need. Recursive
+    models keep their ``$ref``/``$defs`` (inlining them would not terminate).
+    """
+    schema = copy.deepcopy(schema)
+    defs: dict[str, Any] = schema.pop("$defs", {})
+
+    def resolve(node: Any, stack: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                key = ref[len("#/$defs/") :]
+                if key in stack or key not in defs:
+                    return node
+                merged = {**defs[key], **{k: v for k, v in node.items() if k != "$ref"}}
+                return resolve(merged, (*stack, key))
+            out = {k: resolve(v, stack) for k, v in node.items() if k != "title"}
+            if out.get("type") == "object" and "properties" in out:
+                out.setdefault("additionalProperties", False)
+            return out
+        if isinstance(node, list):
+            return [resolve(v, stack) for v in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema, ())
+    if "$ref" in json.dumps(resolved):
+        resolved["$defs"] = {k: resolve(v, (k,)) for k, v in defs.items()}
+    resolved.setdefault("type", "object")
+    resolved.setdefault("properties", {})
+    resolved["additionalProperties"] = False
+    return resolved
+
+
+def meets_strict_mode(schema: Any) -> bool:
+    """Whether OpenAI's strict mode accepts ``schema``: every object schema in it (nested,
+    in arrays, unions and ``$defs`` too) requires all of its properties and forbids others.
+
+    A tool with an optional parameter (one with a default) fails this, and so does one
+    with a free-form mapping argument (``dict[str, int]``); such tools are sent without
+    ``strict``, since a strict request with them would be rejected.
+    """
+    if isinstance(schema, list):
+        return all(meets_strict_mode(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    props = schema.get("properties")
+    if schema.get("type") == "object" or isinstance(props, dict):
+        props = props if isinstance(props, dict) else {}
+        if schema.get("additionalProperties") is not False:
+            return False
+        if set(schema.get("required", [])) != set(props):
+            return False
+        if not all(meets_strict_mode(v) for v in props.values()):
+            return False
+    defs = schema.get("$defs")
+    if isinstance(defs, dict) and not all(meets_strict_mode(v) for v in defs.values()):
+        return False
+    return all(
+        meets_strict_mode(schema[key])
+        for key in ("items", "prefixItems", "anyOf", "oneOf", "allOf")
+        if key in schema
+    )
