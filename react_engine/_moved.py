@@ -28,7 +28,7 @@ MOVED = {
     "tracing": "run.tracing",
     "tracefile": "run.tracefile",
     "observations": "run.observations",
-    "output": "run.output",
+    "output": "protocols.output",
     "config": "run.config",
     "_threads": "run._threads",
     "protocol": "protocols.base",

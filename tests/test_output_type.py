@@ -27,7 +27,7 @@ from react_engine import (
     tool_call_reply,
 )
 from react_engine.protocols.function_calling import FINAL_ALONE
-from react_engine.run.output import FINAL_RESULT, output_spec
+from react_engine.protocols.output import FINAL_RESULT, output_spec
 from react_engine.testing import ScriptedServer, tool_calls_completion
 from react_engine.testing.tools import get_weather
 from react_engine.transport.grammar import react_grammar, step_schema

@@ -15,7 +15,7 @@ the feedback in its own format through :meth:`Protocol.reject`.
 
 Because the history is neutral, a conversation can switch protocol between requests (a
 run-time fallback, or a new model between turns): the next protocol renders the same
-history its own way. The loop in :mod:`react_engine.run.agent` knows nothing of prompts or
+history its own way. The loop (:mod:`react_engine.run.loop`) knows nothing of prompts or
 message shapes, and a protocol knows nothing of transport, retries or tool execution.
 
 A new protocol is one module with one class deriving from :class:`Protocol`, passed as a
@@ -42,9 +42,9 @@ from ..types import (
 )
 
 if TYPE_CHECKING:
-    from ..run.output import OutputSpec
     from ..tools.base import Tool
     from ..transport.capabilities import Capabilities
+    from .output import OutputSpec
 
 __all__ = [
     "CallTools",

@@ -35,7 +35,6 @@ from typing import Any
 from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json, split_think
 from ..parsing.salvage import SalvagedCall, salvage_calls, strip_salvaged
-from ..run.output import FINAL_RESULT
 from ..tools._nesting import TOO_DEEP, too_deep
 from ..types import (
     AssistantMessage,
@@ -63,6 +62,7 @@ from .base import (
     guard_depth,
     parsed_arguments_error,
 )
+from .output import FINAL_RESULT
 from .prompts import PromptTemplate, load_template
 
 __all__ = ["FunctionCallingProtocol", "decode_arguments", "native_calls"]

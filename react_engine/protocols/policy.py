@@ -75,7 +75,6 @@ from ..parsing import patterns as P
 from ..parsing.arguments import read_text_arguments
 from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import written_call
-from ..run.output import OutputError
 from ..types import ModelResponse, Step
 from .base import (
     CallTools,
@@ -88,6 +87,7 @@ from .base import (
     Refusal,
 )
 from .base import RequestContext as Context
+from .output import OutputError
 
 __all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "effects", "new_call_id", "placeholder"]
 

@@ -1,10 +1,10 @@
 """The run: the agent, its loop and everything a run carries.
 
-``agent.py`` (:class:`Agent`, the entry point) and ``config.py`` load with the library;
-the rest loads when a run starts, through ``_running.py``: ``loop.py`` (the turns),
-``state.py`` (budgets and a turn's outcomes), ``execution.py`` (the tool runner),
-``events.py``, ``observations.py``, ``output.py`` (typed final answers), ``tracing.py``
-and ``tracefile.py`` (traces), ``_threads.py`` (the worker threads of sync tools).
+``agent.py`` (:class:`Agent`, the entry point), ``config.py`` and ``observations.py`` load
+with the library; the rest loads when a run starts, through ``_running.py``: ``loop.py``
+(the turns), ``state.py`` (budgets and a turn's outcomes), ``execution.py`` (the tool
+runner), ``events.py``, ``tracing.py`` and ``tracefile.py`` (traces), ``_threads.py`` (the
+worker threads of sync tools and sync clients).
 
 Nothing is imported here, so that importing one module does not load the others.
 """

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import ConfigurationError
 from ..protocols.base import Protocol
+from ..protocols.output import FINAL_RESULT, output_spec
 from ..protocols.registry import ProtocolOptions, choose, protocol_names
 from ..tools.base import Tool
 from ..tools.decorator import as_tools
@@ -42,7 +43,6 @@ from ..types import (
     UserTurn,
 )
 from .config import AgentConfig, check_config, describe, tool_list, with_options
-from .output import FINAL_RESULT, output_spec
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
 # asyncio with them) is imported when a run starts (``from . import _running``), so that

@@ -15,10 +15,10 @@ from typing import Any, Final
 
 from ..errors import ConfigurationError
 from ..protocols.base import MultiAction
+from ..protocols.output import output_spec
 from ..tools.base import Tool
 from ..transport.retries import RetryPolicy
 from ..types import ModelSettings, ToolChoice, describe
-from .output import output_spec
 
 __all__ = [
     "SAMPLING_SHORTHANDS",

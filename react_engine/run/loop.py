@@ -37,6 +37,7 @@ from ..protocols.base import (
     PendingCall,
     RequestContext,
 )
+from ..protocols.output import output_spec
 from ..protocols.registry import adapt
 from ..transport.base import ChatModel
 from ..transport.capabilities import RejectedParam
@@ -60,7 +61,6 @@ from .events import (
 )
 from .execution import ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
-from .output import output_spec
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
 
 if TYPE_CHECKING:
