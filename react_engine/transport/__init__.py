@@ -1,9 +1,14 @@
 """The transport: what goes over the wire to a model, and what its server accepts.
 
-``model.py`` (the :class:`ChatModel` seam, the ``openai`` adapter and retries),
-``streaming.py`` (a streamed reply assembled, stopped early, retried),
+``base.py`` (the :class:`ChatModel` seam), ``wire.py`` (requests to the SDK's keyword
+arguments, its replies and errors back), ``openai_model.py`` (the ``openai`` adapter) and
+``clients.py`` (its clients per event loop), ``retries.py`` (what is transient, tried
+again), ``streaming.py`` (a streamed reply assembled and stopped early),
 ``capabilities.py`` (+ ``capabilities.json``: what a model and its server accept),
-``grammar.py`` (JSON Schema to GBNF) and ``probe.py`` (asking a server what it accepts).
+``learned.py`` (what servers rejected at run time), ``rejections.py`` (a rejection read,
+and what a run does about it), ``grammar.py`` (JSON Schema to GBNF) and ``probe.py``
+(asking a server what it accepts). ``model.py`` keeps the names of the module it was
+before the split.
 
 Nothing is imported here, so that importing one module does not load the others.
 """
