@@ -277,10 +277,12 @@ def __getattr__(name: str) -> Any:
     """``stream_with_retries`` moved beside the retry engine; the old name still works."""
     if name != "stream_with_retries":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
     import warnings
 
-    from . import retries  # an old name's shim: at its use, never with this module
-
+    # importlib, not an import statement: retries imports this module, and this shim for
+    # old code must not make a cycle of the package's imports.
+    retries = importlib.import_module(f"{__package__}.retries")
     warnings.warn(
         f"{__name__}.stream_with_retries moved to {retries.__name__}.stream_with_retries",
         DeprecationWarning,
