@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml react_engine/__init__.py | $(PY)
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,local,plot]'
 	@touch $(STAMP)
 
-# BFCL's test data for `react-engine eval bfcl` (tests/test_bfcl*.py need it). The wheel's
+# BFCL's test data for `react-engine eval bfcl` (tests/eval/test_bfcl*.py need it). The wheel's
 # code depends on dozens of heavy packages the eval never imports (it reads the data files
 # only), so it goes in without them: --no-deps, which an extra in pyproject.toml cannot
 # say. The version is pinned: the recorded replies in fixtures/bfcl answer its cases.
@@ -75,7 +75,7 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 fuzz: $(STAMP)
-	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/test_parsing_properties.py tests/test_fuzz.py tests/test_schema_fuzz.py
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/parsing/test_properties.py tests/parsing/test_fuzz.py tests/tools/test_schema_fuzz.py
 
 compare: $(STAMP)
 	$(PY) -m react_engine compare

@@ -49,7 +49,7 @@ from .output import FINAL_RESULT, output_spec
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
 # asyncio with them) is imported when a run starts (``from . import _running``), so that
-# ``import react_engine`` and building an agent stay light; tests/test_exports.py checks
+# ``import react_engine`` and building an agent stay light; tests/api/test_exports.py checks
 # that the import leaves these modules out.
 if TYPE_CHECKING:
     import openai

@@ -20,7 +20,7 @@ import pytest
 
 from react_engine.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 RUN_WITH_A_WARNING = """
 import logging, sys

@@ -19,7 +19,7 @@ import react_engine
 from react_engine.cli import main
 from react_engine.local import PORTABLE_CMAKE_ARGS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_makefile_builds_llama_cpp_portably() -> None:

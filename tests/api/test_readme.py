@@ -37,7 +37,7 @@ import react_engine.local
 from react_engine.local import LocalEndpoint
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 EXAMPLES = list(find_examples(README))
 
 

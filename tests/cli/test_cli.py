@@ -36,7 +36,7 @@ from react_engine.testing import (
 )
 from react_engine.types import ModelRequest, ModelResponse, Step, UserTurn
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-0123456789abcdef"
 
 

@@ -17,7 +17,7 @@ from react_engine.store import SQLiteSession
 from react_engine.testing import ScriptedModel, ScriptedServer, completion, tool_calls_completion
 from react_engine.types import UserTurn
 
-WORKER = Path(__file__).parent / "support" / "durable_worker.py"
+WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
 
 
 def test_chat_session_keeps_the_conversation_across_chats(
@@ -68,7 +68,7 @@ def test_runs_list_show_and_resume(
 ) -> None:
     db, effects = tmp_path / "store.db", tmp_path / "effects"
     monkeypatch.setenv("DURABLE_EFFECTS", str(effects))
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1]))
     with ScriptedServer(default=three_calls) as server:
         worker = [sys.executable, str(WORKER), str(db), server.base_url, str(effects)]
         killed = subprocess.run([*worker, "run", "r1", "--kill-after", "7"], timeout=120)

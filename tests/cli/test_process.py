@@ -31,7 +31,7 @@ from react_engine.run.tracefile import TraceFile
 from react_engine.testing import MockOpenAIServer, MockResponse, completion
 from react_engine.testing import tool_calls_completion as calls
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

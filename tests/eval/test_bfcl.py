@@ -43,7 +43,7 @@ from react_engine.testing import (
 )
 from react_engine.types import ModelResponse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -46,7 +46,7 @@ from react_engine.errors import ConfigurationError
 from react_engine.testing import MockOpenAIServer, completion, tool_calls_completion
 from react_engine.types import ActionRecord, RunResult, Step, Usage
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TASK_FILES = sorted((ROOT / "react_engine" / "compare" / "tasks").glob("*.json"))
 
 
@@ -61,7 +61,7 @@ def _no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_default_tasks_are_package_data() -> None:
     # Read through importlib.resources, so an installed package finds them (see
-    # tests/test_packaging.py for the built wheel); from the source tree that is this folder.
+    # tests/api/test_packaging.py for the built wheel); from the source tree that is this folder.
     assert default_tasks_dir() == resources.files("react_engine.compare").joinpath("tasks")
     assert Path(str(default_tasks_dir())) == ROOT / "react_engine" / "compare" / "tasks"
     assert [t.id for t in load_tasks()] == [p.stem for p in TASK_FILES]

@@ -43,7 +43,7 @@ from react_engine import (
 from react_engine.run import _threads
 from react_engine.testing import ScriptedServer, completion
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -365,7 +365,7 @@ BAD_OPTIONS = [
     {"max_steps": True},
     {"settings": None},
     {"settings": {"temperature": 0}},
-    # ModelSettings(timeout=-1) is refused when it is made: tests/test_bad_settings.py
+    # ModelSettings(timeout=-1) is refused when it is made: tests/faults/test_settings.py
     {"retry": None},
     {"tool_timeout": -1},
     {"tool_timeout": math.nan},

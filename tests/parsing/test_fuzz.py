@@ -9,7 +9,7 @@
 * a megabyte of adversarial text through the whole agent (text protocol): a result or our
   own typed error.
 
-(The parser and JSON repair are fuzzed in ``test_parsing_properties.py``.) Example counts
+(The parser and JSON repair are fuzzed in ``test_properties.py``.) Example counts
 come from :mod:`support.fuzzing`: short by default, long under ``make fuzz``.
 """
 

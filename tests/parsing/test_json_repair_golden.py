@@ -17,7 +17,7 @@ from support.goldens import dump, expected_for
 from react_engine.errors import JSONRepairError
 from react_engine.parsing import JSON_REPAIR_CODES, repair_json
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "json_repair"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "json_repair"
 CASES = sorted(FIXTURES.glob("*.txt"))
 
 

@@ -30,7 +30,7 @@ from react_engine.testing import ScriptedServer, completion, tool_calls_completi
 from react_engine.transport.capabilities import CapabilityCache, CapabilityRegistry
 
 PROTOCOLS = ["function_calling", "text", "structured"]
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 
 # --- the table ----------------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ combined. Each damaged reply goes through the protocol and the policy (``parse_r
 a call that would run must carry exactly the original arguments (or, as plain text, the
 text the model wrote). The number of damaged replies read is asserted.
 
-Profiles as in ``test_parsing_properties.py``: 200 examples by default,
+Profiles as in ``test_properties.py``: 200 examples by default,
 ``HYPOTHESIS_PROFILE=fuzz`` for many more.
 """
 

@@ -24,7 +24,7 @@ from react_engine.errors import ReActParseError
 from react_engine.parsing import parse_react
 from react_engine.parsing import react as R
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "parser"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "parser"
 CASES = sorted(FIXTURES.glob("*.txt"))
 TEXT_STOP = ["\nObservation:"]  # what the text protocol's templates send
 

@@ -21,7 +21,7 @@ from react_engine.parsing import PARSE_REPAIR_CODES, parse_react
 from react_engine.parsing.repairs import lossy_repairs
 from react_engine.types import ParsedAction
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "parser"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "parser"
 CASES = sorted(FIXTURES.glob("*.txt"))
 
 

@@ -20,7 +20,7 @@ from support.native_formats import SCHEMAS, decide, summary
 
 from react_engine.parsing.salvage import salvage_calls, strip_salvaged
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "salvage"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "salvage"
 CASES = sorted(FIXTURES.glob("*.txt"))
 
 

@@ -904,7 +904,7 @@ def test_schemas_past_openai_limits_get_no_grammar(schema: dict[str, Any], messa
 
 def test_a_tool_past_the_limits_runs_without_a_constraint() -> None:
     # 1,500 enum values: past the grammar's limit (a tool with more than 5,000 properties is
-    # refused where it is built: tests/test_schema_fuzz.py).
+    # refused where it is built: tests/tools/test_schema_fuzz.py).
     codes = Tool.from_schema(
         "wide",
         {

@@ -49,7 +49,7 @@ from react_engine.testing import ScriptedServer, completion
 from react_engine.testing.server import tool_calls_completion
 from react_engine.tools.mcp import MCPServerStdio, mcp_tools
 
-SERVER = Path(__file__).parent / "support" / "mcp_server.py"
+SERVER = Path(__file__).parents[1] / "support" / "mcp_server.py"
 
 Call = tuple[str, dict[str, Any]]
 

@@ -30,7 +30,7 @@ from react_engine import (
 from react_engine.testing import MockResponse, ScriptedServer, completion
 from react_engine.testing.tools import get_weather
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SECRET_QUESTION = "What is the weather in Paris, says agent 007?"
 TEXT_ACTION = (
     'Thought: I need the weather.\nAction: get_weather\nAction Input: {"location": "Paris"}'

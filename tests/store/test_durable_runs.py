@@ -26,7 +26,7 @@ from react_engine.store import RunStore
 from react_engine.store.runs import MAYBE_RAN
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
 
-WORKER = Path(__file__).parent / "support" / "durable_worker.py"
+WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
 ANSWER = "done 1; done 2; done 3"
 ENTRIES = 14  # 4 replies, 3 x (started, done), 4 steps
 COMMITS = 10  # a step is written with the next commit (the last one with the result)

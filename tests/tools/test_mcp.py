@@ -32,7 +32,7 @@ from react_engine import (
 from react_engine.errors import MCPServerError
 from react_engine.tools.mcp import MCPServerHTTP, MCPServerStdio, MCPToolError, mcp_tools
 
-SERVER = Path(__file__).parent / "support" / "mcp_server.py"
+SERVER = Path(__file__).parents[1] / "support" / "mcp_server.py"
 PROTOCOLS = ["function_calling", "text"]
 
 

@@ -33,7 +33,7 @@ from react_engine import (
 from react_engine.tools.mcp import MCPServerStdio
 
 PROTOCOLS = ["function_calling", "text", "structured"]
-SERVER = Path(__file__).parent / "support" / "mcp_server.py"
+SERVER = Path(__file__).parents[1] / "support" / "mcp_server.py"
 
 # Seed 000's weather tool, as its author defines it: a JSON Schema with an enum.
 WEATHER_SCHEMA: dict[str, Any] = {
