@@ -53,8 +53,16 @@ venv: $(STAMP) $(BFCL_STAMP)
 demo: $(STAMP)
 	$(PY) -m react_engine demo
 
+# The suite runs on every core (pytest-xdist): the tests sharing a real server (llama.cpp,
+# PostgreSQL, MCP) or another module-wide fixture run on one worker (tests/conftest.py).
+# REACT_ENGINE_REQUIRE_ALL=1: every optional part is installed here, so a test that finds
+# one missing fails instead of skipping (tests/support/parts.py). A contributor's plain
+# `pytest` skips those tests with the reason; `pytest -m "not slow"` is the fast inner loop.
+PYTEST_WORKERS ?= auto
+PYTEST := REACT_ENGINE_REQUIRE_ALL=1 $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
+
 test: $(STAMP) $(BFCL_STAMP)
-	@$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; \
+	@$(PYTEST); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
 	exit $$rc
 
@@ -66,7 +74,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 check: lint typecheck $(BFCL_STAMP)
-	@$(PY) -m pytest -q -p no:cacheprovider --cov=react_engine --cov-branch \
+	@$(PYTEST) --cov=react_engine --cov-branch \
 	  --cov-report=term-missing:skip-covered --cov-fail-under=85; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
 	exit $$rc

@@ -7,12 +7,12 @@ than skip: a skipped benchmark test under ``make test`` would hide a broken inst
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.parts import BFCL, BFCL_HINT, require_module
 
 from react_engine.cli import main
 from react_engine.errors import ConfigurationError
@@ -27,7 +27,6 @@ from react_engine.eval.bfcl import (
 )
 from react_engine.eval.bfcl_data import (
     CATEGORIES,
-    INSTALL_HINT,
     BfclDataMissing,
     api_name,
     case_tools,
@@ -48,8 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module", autouse=True)
 def _bfcl_data() -> None:
-    if importlib.util.find_spec("bfcl_eval") is None:
-        pytest.fail(f"the BFCL data is not installed: {INSTALL_HINT}", pytrace=False)
+    require_module("bfcl_eval", BFCL, BFCL_HINT, module_level=False)
 
 
 # --- the data ----------------------------------------------------------------------------------

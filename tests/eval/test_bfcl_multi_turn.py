@@ -7,6 +7,7 @@ import importlib
 from typing import Any
 
 import pytest
+from support.parts import BFCL, BFCL_HINT, require_module
 
 from react_engine.cli import main
 from react_engine.eval.bfcl import (
@@ -28,7 +29,7 @@ from react_engine.eval.bfcl_prompt import parse_python_calls
 from react_engine.testing import reply, tool_call_reply
 from react_engine.types import ModelResponse
 
-pytest.importorskip("bfcl_eval", reason="needs the bfcl-eval wheel (make venv)")
+require_module("bfcl_eval", BFCL, BFCL_HINT)
 
 
 def test_every_multi_turn_category_loads() -> None:

@@ -25,12 +25,12 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import pytest
+from support.parts import BFCL, BFCL_HINT, require_module
 
 from react_engine.eval.bfcl_checker import Call, check_calls, is_irrelevance
 from react_engine.eval.bfcl_data import CATEGORIES, Case, load_cases
 
-pytest.importorskip("bfcl_eval", reason="needs the bfcl-eval wheel (make venv)")
+require_module("bfcl_eval", BFCL, BFCL_HINT)
 
 MINIMUM = 5000
 """The differential test compares at least this many candidates."""

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from support.parts import BFCL, BFCL_HINT, require_module
 
 from react_engine.eval.bfcl import (
     BFCL_PROMPT,
@@ -24,7 +25,7 @@ from react_engine.eval.bfcl_prompt import BfclPromptProtocol, parse_python_calls
 from react_engine.testing import ScriptedModel, reply
 from react_engine.types import ModelRequest
 
-pytest.importorskip("bfcl_eval", reason="needs the bfcl-eval wheel (make venv)")
+require_module("bfcl_eval", BFCL, BFCL_HINT)
 
 
 def test_a_python_call_list_is_read_as_bfcl_reads_it() -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.parts import PLOT, PLOT_HINT, require_module
 
 from react_engine.cli import main
 from react_engine.compare import (
@@ -473,7 +474,7 @@ def test_printed_table_shows_the_same_figures(scripted_run: dict[str, Any]) -> N
 
 
 def test_png_chart(scripted_run: dict[str, Any]) -> None:
-    pytest.importorskip("matplotlib")
+    require_module("matplotlib", PLOT, PLOT_HINT, module_level=False)
     png = scripted_run["out"] / "comparison.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000

@@ -18,6 +18,7 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 from support.gbnf import matcher
+from support.parts import LOCAL, LOCAL_HINT, require_module
 
 from react_engine import (
     Agent,
@@ -491,7 +492,7 @@ def test_the_fallback_works_with_a_sdk_client(server: MockOpenAIServer) -> None:
 def check(grammar: str, valid: list[Any], invalid: list[Any]) -> None:
     """llama.cpp parses the grammar, accepts every valid sample and rejects every invalid
     one. Samples are JSON values (dumped with and without spaces) or raw strings."""
-    llama_cpp = pytest.importorskip("llama_cpp")
+    llama_cpp = require_module("llama_cpp", LOCAL, LOCAL_HINT, module_level=False)
     llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)
     gbnf = matcher()
     assert gbnf.parses(grammar), grammar

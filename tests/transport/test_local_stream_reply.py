@@ -12,10 +12,11 @@ import json
 from typing import Any
 
 import pytest
+from support.parts import LOCAL, LOCAL_HINT, require_module
 
-pytest.importorskip("llama_cpp", reason="the local extra (llama-cpp-python) is not installed")
+require_module("llama_cpp", LOCAL, LOCAL_HINT)
 
-from react_engine.local import server
+from react_engine.local import server  # noqa: E402  (after the check above)
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"location": "Paris"}}\n</tool_call>'
 
