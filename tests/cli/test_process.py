@@ -1,7 +1,7 @@
 """The CLI as a process, when its user or its environment misbehaves (issue 12, round two).
 
-* Ctrl-C during a request that hangs: the process leaves within a second or two with
-  code 130, "interrupted", no traceback (a second Ctrl-C neither), and the trace file
+* Ctrl-C during a request that hangs: the process leaves at once, long before the reply,
+  with code 130, "interrupted", no traceback (a second Ctrl-C neither), and the trace file
   holds what was done;
 * ``react-engine run ... | head -0``: a reader that goes away ends the process quietly
   (code 141), never with a ``BrokenPipeError`` traceback;
@@ -93,10 +93,15 @@ def wait_for(condition: Any, timeout: float = 20.0) -> None:
         time.sleep(0.02)
 
 
+HANG = 600.0
+"""How long the hanging request waits for its reply: far beyond any wait of the tests, so
+that a process which waited for the reply cannot pass them."""
+
+
 @pytest.fixture
 def hanging() -> Iterator[MockOpenAIServer]:
-    """A server that calls a tool, then hangs on the next request (30 s)."""
-    with MockOpenAIServer(Script(MockResponse(body=completion("late"), delay=30))) as srv:
+    """A server that calls a tool, then hangs on the next request (for ``HANG`` seconds)."""
+    with MockOpenAIServer(Script(MockResponse(body=completion("late"), delay=HANG))) as srv:
         yield srv
 
 
@@ -119,18 +124,18 @@ def test_ctrl_c_during_a_hanging_request_exits_at_once_with_the_trace(
     try:
         wait_for(lambda: len(hanging.requests) >= 2)  # the second request is in flight
         time.sleep(0.3)
-        started = time.monotonic()
         for _ in range(presses):
             proc.send_signal(signal.SIGINT)
             time.sleep(0.05)
-        out, err = proc.communicate(timeout=10)
-        elapsed = time.monotonic() - started
+        # The process ends before the reply it was waiting for (HANG): it did not wait for
+        # it. 60 s only catches a process that does wait, however loaded the machine.
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == EXIT_INTERRUPTED, err
-    assert elapsed < 2.0, elapsed
+    assert len(hanging.requests) == 2  # no retry after Ctrl-C either
     assert "interrupted" in err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     lines = trace.read_text(encoding="utf-8").splitlines()
