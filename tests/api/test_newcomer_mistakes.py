@@ -1,4 +1,4 @@
-"""The mistakes a newcomer makes first, answered in their own terms (issue 19, part 5).
+"""The mistakes a newcomer makes first, answered in their own terms.
 
 A misspelt option gets the name that was meant, never a dataclass's ``__init__`` error; the
 sampling options other agent libraries take (``temperature=``, ``max_tokens=``, ``seed=``,

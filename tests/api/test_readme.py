@@ -1,4 +1,4 @@
-"""Every ```python block of README.md runs, as a reader would paste it (issue 19, part 3).
+"""Every ```python block of README.md runs, as a reader would paste it.
 
 The blocks are found and run with ``pytest-examples`` (the tool pydantic runs its docs
 with): each one alone, as the ``__main__`` module of a file of its own, so a block that

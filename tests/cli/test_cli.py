@@ -706,7 +706,7 @@ def test_demo_check_reads_the_temperature_from_successful_calls_only() -> None:
     assert not demo_check(run("It is 140 degrees.", {"location": "Paris"}))[0]
 
 
-# --- Unix conventions (issue 19): stdout is the answer ------------------------------------------
+# --- Unix conventions: stdout is the answer -----------------------------------------------------
 
 
 def test_quiet_prints_the_answer_and_nothing_else(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,4 @@
-"""The CLI as a process, when its user or its environment misbehaves (issue 12, round two).
+"""The CLI as a process, when its user or its environment misbehaves.
 
 * Ctrl-C during a request that hangs: the process leaves at once, long before the reply,
   with code 130, "interrupted", no traceback (a second Ctrl-C neither), and the trace file

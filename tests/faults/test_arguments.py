@@ -1,4 +1,4 @@
-"""Issue 12, items 4, 8 and 9: tool-call arguments that must never reach a tool as given.
+"""Tool-call arguments that must never reach a tool as given.
 
 * arguments nested deeper than ``MAX_ARGUMENT_DEPTH`` are an ``invalid_arguments``
   observation (never a bare ``RecursionError``), and a trace always serialises;
@@ -99,7 +99,7 @@ def only_action(result: RunResult) -> Any:
     return actions[0]
 
 
-# --- item 4: deep nesting ---------------------------------------------------------------------
+# --- deep nesting ------------------------------------------------------------------------------
 
 
 def test_nested_helper_has_the_depth_it_says() -> None:
@@ -189,7 +189,7 @@ def test_to_jsonl_serialises_anything_deep_that_gets_into_a_step(depth: int) -> 
     assert to_jsonable(shallow) == shallow  # nothing is cut within the limit
 
 
-# --- item 8: cut-off or unparseable arguments never run -------------------------------------------
+# --- cut-off or unparseable arguments never run ---------------------------------------------------
 
 TRUNCATED = [
     ("delete_path", '{"path": "/tmp/important/sub'),
@@ -259,7 +259,7 @@ def test_repair_json_can_refuse_truncation() -> None:
     assert repair_json('{"a": [1, 2}', allow_truncated=False).value == {"a": [1, 2]}
 
 
-# --- item 9: no silent data loss ------------------------------------------------------------------
+# --- no silent data loss --------------------------------------------------------------------------
 
 FENCE = "```"
 

@@ -1,6 +1,6 @@
 """A tool that raises a ``BaseException`` of a kind the engine does not know (pytest's
 ``Failed``, gevent's ``Timeout``) ends the run with the same exception, and the transcript
-rides on it as ``exc.result`` (issue 23, row 6). It used to escape with no result.
+rides on it as ``exc.result``. It used to escape with no result.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Callbacks share the run's one budget of time (issue 23, row 5).
+"""Callbacks share the run's one budget of time.
 
 ``on_step`` and ``on_call``, sync or async, end at the run's deadline; a sync callback runs
 on a worker thread, so a slow one stalls neither its run past the deadline nor the other

@@ -1,6 +1,6 @@
 """A server that answers a streamed request with tools by HTTP 200 and no chunk at all.
 
-llama-cpp-python's server did so before react-engine's own server was fixed (issue 19), and
+llama-cpp-python's server did so before react-engine's own server was fixed, and
 some vLLM and Ollama versions did not stream tool calls either. A streamed run (the CLI on
 a terminal, ``Agent.run_stream``, ``Agent.iter``) then got an empty reply on every
 function-calling turn and ended with ``ErrorBudgetExhausted``. Now the turn is sent again
@@ -87,7 +87,7 @@ def deltas(events: list[Event], step: int) -> list[str]:
 
 
 def test_the_fault_mode_is_an_empty_stream_only_for_streamed_requests_with_tools() -> None:
-    """The issue's repro, on the scripted server: the SDK gets 0 chunks for a streamed
+    """The failure as first seen, on the scripted server: the SDK gets 0 chunks for a streamed
     request with tools, a proper tool call without ``stream``, and a stream without tools."""
     with (
         ScriptedServer(default=weather_script()[0], empty_tool_streams=True) as server,

@@ -1,4 +1,4 @@
-"""Bad settings and bad figures from a server (issue 23, row 8).
+"""Bad settings and bad figures from a server.
 
 A wrong sampling setting is the caller's mistake, refused with a typed error when the
 settings are made, before any request is paid for. A server's token count that is no count

@@ -1,4 +1,4 @@
-"""Issue 20, item 7: a tool's own ``TimeoutError`` is the tool's error, not the engine's timeout.
+"""A tool's own ``TimeoutError`` is the tool's error, not the engine's timeout.
 
 A tool whose HTTP client gives up after 0.5 s raises ``TimeoutError`` (``socket.timeout`` is
 the same class): the model must read that error, with its text, as an ``error`` observation,

@@ -99,7 +99,7 @@ def agent_for(tools: list[Tool], script: list[Any], **kwargs: Any) -> Agent:
     )
 
 
-# --- item 2: sync tools never run on the event loop -----------------------------------------
+# --- sync tools never run on the event loop -------------------------------------------------
 
 
 def test_a_lone_sync_tool_is_bounded_by_tool_timeout(gate: threading.Event) -> None:
@@ -171,7 +171,7 @@ def test_concurrent_runs_with_a_blocking_tool_overlap() -> None:
     assert most[0] >= 5
 
 
-# --- item 3: stuck threads are bounded and never hold the process --------------------------
+# --- stuck threads are bounded and never hold the process ----------------------------------
 
 
 def test_stuck_sync_tools_do_not_starve_other_runs(gate: threading.Event) -> None:
@@ -240,7 +240,7 @@ def test_a_stuck_tool_does_not_keep_the_interpreter_alive() -> None:
     assert out.stdout.strip() == "answered"
 
 
-# --- item 10: BaseException from a tool --------------------------------------------------------
+# --- BaseException from a tool -----------------------------------------------------------------
 
 
 def raiser(exc: BaseException, *, asynchronous: bool = False) -> Tool:
@@ -315,7 +315,7 @@ def test_cancelling_the_run_still_cancels_it(gate: threading.Event) -> None:
     asyncio.run(main())
 
 
-# --- item 11: approvals within the deadline ------------------------------------------------
+# --- approvals within the deadline ---------------------------------------------------------
 
 
 def wipe_tool() -> Tool:
@@ -382,7 +382,7 @@ def test_a_sync_approver_does_not_block_the_event_loop() -> None:
     assert ticks >= 5
 
 
-# --- item 12: options of the wrong type ------------------------------------------------------
+# --- options of the wrong type ---------------------------------------------------------------
 
 
 BAD_OPTIONS = [
@@ -493,7 +493,7 @@ def test_configuration_errors_are_user_errors() -> None:
     assert AgentConfig().max_calls_per_step == 16
 
 
-# --- item 15: calls per reply ----------------------------------------------------------------
+# --- calls per reply -------------------------------------------------------------------------
 
 
 def counting_tool() -> tuple[Tool, list[int]]:
@@ -548,7 +548,7 @@ def test_the_tool_budget_counts_only_the_calls_that_would_run() -> None:
     assert len(seen) == 16
 
 
-# --- item 1: one agent across many event loops --------------------------------------------------
+# --- one agent across many event loops ----------------------------------------------------------
 
 
 def test_one_agent_across_event_loops_keeps_no_loop_or_client_alive() -> None:
@@ -581,7 +581,7 @@ def test_one_agent_across_event_loops_keeps_no_loop_or_client_alive() -> None:
         assert async_clients() - before <= 1  # at most the agent's first client, closed
 
 
-# --- issue 23, row 4: the stuck-thread cap holds under many runs at once ----------------------
+# --- the stuck-thread cap holds under many runs at once ----------------------------------------
 
 
 def test_many_runs_of_stuck_calls_stay_within_the_thread_caps(gate: threading.Event) -> None:

@@ -502,7 +502,7 @@ def test_parse_reply_never_raises_and_decides_one_thing(
             assert [c.id for c in decision.calls if c.id in first_ids] == first_ids
 
 
-# --- arguments nested deep, arguments cut off (issue 12, items 4 and 8) ----------------------------
+# --- arguments nested deep, arguments cut off -------------------------------------------------------
 
 
 def _store(data: Any) -> str:

@@ -1,11 +1,11 @@
-"""Issue 20, the core rule: a call runs with exactly the arguments the model wrote, after
+"""The core rule: a call runs with exactly the arguments the model wrote, after
 lossless repairs only, or it does not run and the model is told why.
 
 * every repair code any reader reports is classified, in one table
   (:mod:`react_engine.parsing.repairs`), and ``docs/reliability.md`` shows that table;
-* item 2: full-width ``：`` ``，`` and curly quotes decode to exactly what was meant, and a
+* full-width ``：`` ``，`` and curly quotes decode to exactly what was meant, and a
   reading that is ambiguous is refused;
-* item 3, the red team: 36 broken-argument shapes under every protocol, plus 5 that only
+* the red team: 36 broken-argument shapes under every protocol, plus 5 that only
   the structured protocol reads, run no tool (0 of 41; on main at 9bfd26e, 33 of 41
   ran: ``RED_TEAM_ON_MAIN``), over HTTP through the public :class:`Agent`;
 * the trace shows which repairs were lossy, and a lossy repair still reads an answer.
@@ -187,7 +187,7 @@ def call_reply(protocol: str, tool: str, arguments: str, *, cut: bool = False) -
     return completion(wrapper + arguments + ("" if cut else "}}"))
 
 
-# --- item 2: full-width punctuation --------------------------------------------------------------
+# --- full-width punctuation ----------------------------------------------------------------------
 
 LEAVE = {"userId": "user_2", "days": "10"}
 
@@ -236,7 +236,7 @@ def test_ambiguous_fullwidth_reading_is_refused(written: str) -> None:
     assert lossy_repairs(result.repairs), result
 
 
-# --- item 3: the red team ------------------------------------------------------------------------
+# --- the red team ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -298,7 +298,7 @@ SHAPES = [
 ]
 
 STRUCTURED_ONLY = {
-    # the issue's two: a reply cut mid-string with finish_reason "stop", and rm -rf /
+    # the two first found: a reply cut mid-string with finish_reason "stop", and rm -rf /
     "flat_step_cut": '{"tool": "delete_path", "arguments": {"path": "/srv/important/sub',
     "unquoted_arguments": (
         '{"thought": "clean up", "action": {"tool": "delete_path", "arguments": rm -rf /}}'

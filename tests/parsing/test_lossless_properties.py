@@ -1,4 +1,4 @@
-"""Issue 20's property: every way the readers know to damage a call either gives back
+"""The lossless property: every way the readers know to damage a call either gives back
 exactly the arguments the model meant, or no call that runs.
 
 Random tools and arguments are rendered as each protocol writes a call (native

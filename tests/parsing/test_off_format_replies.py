@@ -1,14 +1,14 @@
-"""Replies that are not in the protocol's format but say what the model meant (issue 20,
-items 8 to 11), through the public ``Agent`` API:
+"""Replies that are not in the protocol's format but say what the model meant, through the
+public ``Agent`` API:
 
-* item 8: native ``tool_calls`` are honoured under every protocol (seed 003 checks them
+* native ``tool_calls`` are honoured under every protocol (seed 003 checks them
   first, then the text), over HTTP with the shipped server;
-* item 9: labels never reach an answer (``Thought: ... Final Answer: ...`` under function
+* labels never reach an answer (``Thought: ... Final Answer: ...`` under function
   calling, inside a structured answer);
-* item 10: a plain reply, after one reminder, is the answer (``unlabeled_answer``), never an
+* a plain reply, after one reminder, is the answer (``unlabeled_answer``), never an
   exception; the zh template's feedback is Chinese; a reply with more calls than the
   tool-call budget runs those within it, then the run is asked for its final answer;
-* item 11: a bare input is the value of a tool's one required parameter, ``key: value``
+* a bare input is the value of a tool's one required parameter, ``key: value``
   pairs naming parameters are read (seed 000), anything ambiguous is refused.
 """
 
@@ -105,7 +105,7 @@ def run_scripted(
     return agent.run("What is the weather in Paris?"), tools, model
 
 
-# --- item 8: native tool_calls under every protocol, over HTTP -------------------------------
+# --- native tool_calls under every protocol, over HTTP ----------------------------------------
 
 
 @pytest.fixture
@@ -227,7 +227,7 @@ def test_a_native_call_is_no_forced_final_answer(protocol: str) -> None:
     assert [s.kind for s in result.steps] == ["action", "format_error", "final"]
 
 
-# --- item 9: labels never reach an answer ---------------------------------------------------
+# --- labels never reach an answer ------------------------------------------------------------
 
 LABELLED = [
     ("Thought: I know it.\nFinal Answer: Paris is 14°C.", "I know it.", "Paris is 14°C."),
@@ -269,7 +269,7 @@ def test_an_answer_that_only_mentions_a_label_is_kept_whole() -> None:
     assert result.answer == text
 
 
-# --- item 10: a plain reply after one reminder is the answer ----------------------------------
+# --- a plain reply after one reminder is the answer --------------------------------------------
 
 
 def zh() -> TextReActProtocol:
@@ -418,7 +418,7 @@ def test_a_text_reply_with_more_actions_than_the_budget_runs_the_first() -> None
     assert result.stop_reason == "tool_budget"
 
 
-# --- item 11: text inputs read onto the tool's parameters --------------------------------------
+# --- text inputs read onto the tool's parameters ------------------------------------------------
 
 BLOB = '{"action": "get_weather", "action_input": "Beijing"}'
 

@@ -770,7 +770,7 @@ def test_python_keyword_calls_round_trip(name: str, arguments: dict[str, Any]) -
 
 
 def test_a_megabyte_of_call_lines_reads_only_what_a_reply_could_run() -> None:
-    # Issue 23, row 10: a megabyte of ``f(a=1)`` lines cost 13 s of CPU, one compile per line.
+    # A megabyte of ``f(a=1)`` lines cost 13 s of CPU, one compile per line.
     from react_engine.parsing.salvage import MAX_PYTHON_CALLS, salvage_calls
 
     text = "get_weather(location='Paris')\n" * 40_000

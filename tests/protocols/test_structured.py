@@ -524,7 +524,7 @@ def test_answers_that_only_look_like_placeholders_are_kept(answer: str) -> None:
 
 @pytest.mark.parametrize("depth", [150, 1200])
 def test_deep_arguments_are_said_to_be_deep_not_a_reply_that_is_no_object(depth: int) -> None:
-    # Issue 23, row 9: 1,200 levels were reported as "the reply is not a JSON object".
+    # 1,200 levels were reported as "the reply is not a JSON object".
     deep = "[" * depth + '"Paris"' + "]" * depth
     call = '{"thought": "t", "action": {"tool": "get_weather", "arguments": {"location": ' + deep
     final = json.dumps({"thought": "t", "action": {"final_answer": "Sunny."}})

@@ -1,13 +1,13 @@
-"""Issue 20, items 1 and 4: a call runs once, with what the model wrote, and never blind.
+"""A call runs once, with what the model wrote, and never blind.
 
 Through the public API, with the model behind the shipped ``ScriptedServer`` (the real
 ``openai`` SDK over loopback HTTP) under each protocol a rule applies to:
 
-* item 1: ``Action: send_reminder()`` then an ``Action Input`` is one call with the real
+* ``Action: send_reminder()`` then an ``Action Input`` is one call with the real
   arguments, never a call with the defaults plus one with the arguments (text protocol,
   and a function-calling reply whose call was salvaged from its text); two different
   argument sets for one action run nothing;
-* item 4: in a reply with several calls (parallel ``tool_calls``, several Actions, a JSON
+* in a reply with several calls (parallel ``tool_calls``, several Actions, a JSON
   list of actions) a later call whose arguments hold a placeholder never runs, read-only
   calls run together, and only the first call to a tool that is not read-only runs
   (``multi_action="independent"``, the default); what is held back is reported to the
@@ -147,7 +147,7 @@ def told(server: ScriptedServer, request: int = 1) -> str:
     return json.dumps(server.requests[request]["messages"][2:], ensure_ascii=False)
 
 
-# --- item 1: an empty call then its Action Input is one call -------------------------------------
+# --- an empty call then its Action Input is one call ---------------------------------------------
 
 REMINDER = {"to": "user_2", "text": "请批假"}
 
@@ -213,7 +213,7 @@ def test_the_same_arguments_on_the_action_line_and_as_input_are_one_call(
     assert len(result.steps[0].actions) == 1
 
 
-# --- item 4: several calls in one reply -----------------------------------------------------------
+# --- several calls in one reply -------------------------------------------------------------------
 
 MULTI = ["function_calling", "text", "json_list"]
 

@@ -1,4 +1,4 @@
-"""The trace on disk as the run happens (issue 23: a trace that survives the process).
+"""The trace on disk as the run happens: a trace that survives the process.
 
 A worker process runs an agent against the loopback scripted server with ``trace=``; its
 tool blocks. The test kills the worker (SIGKILL, SIGTERM, SIGINT) while the tool runs and

@@ -1,6 +1,6 @@
 """Sessions: a conversation's history in a SQLite file, shared by processes.
 
-The concurrency test is the one the issue asks for: two OS processes append 500 items
+The concurrency test: two OS processes append 500 items
 each to one session at the same time; every item is there once, each writer's in its own
 order, 1,000 in all.
 """

@@ -483,7 +483,7 @@ def test_what_the_model_sees_of_each_kind_of_content() -> None:
 
 
 def test_a_twenty_megabyte_stdio_result_is_read_and_truncated_not_timed_out() -> None:
-    # Issue 23, row 9: the mcp package's stdio reader joined every 64 KiB chunk to the
+    # The mcp package's stdio reader joined every 64 KiB chunk to the
     # unfinished line before it: a 20 MB result took over 30 s and the call timed out.
     size = 20_000_000
     model = ScriptedModel([call("function_calling", "dump", {"size": size}), reply("big")])

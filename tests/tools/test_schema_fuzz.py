@@ -1,4 +1,4 @@
-"""Hostile tool schemas (issue 23): depth, width, odd names, ``$ref`` cycles, wrong types.
+"""Hostile tool schemas: depth, width, odd names, ``$ref`` cycles, wrong types.
 
 Each generated schema goes to tool construction (``Tool.from_schema``, as every MCP tool
 does) and, when a tool comes out, to every grammar style: the llama.cpp/vLLM GBNF of the

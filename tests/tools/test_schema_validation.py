@@ -1,4 +1,4 @@
-"""Issue 20, item 5: a tool runs only on arguments that meet its whole JSON Schema.
+"""A tool runs only on arguments that meet its whole JSON Schema.
 
 Tools built by ``Tool.from_schema`` (seed 000's style, and every MCP tool) have their
 arguments checked against the schema as written, with the ``jsonschema`` package; ``@tool``
@@ -127,7 +127,7 @@ def sent_after_first_step(model: ScriptedModel) -> str:
     return json.dumps(model.payloads[1]["messages"], ensure_ascii=False)
 
 
-# --- the issue's three cases, and every keyword, under every protocol ------------------------
+# --- the three first cases, and every keyword, under every protocol --------------------------
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
