@@ -2,7 +2,9 @@
 
 ``on_step`` and ``on_call``, sync or async, end at the run's deadline; a sync callback runs
 on a worker thread, so a slow one stalls neither its run past the deadline nor the other
-runs of the event loop. ``approve=`` with no tool that asks for approval is warned about.
+runs of the event loop. A slow approver, sync or async, is bounded by the deadline too, and
+a sync one does not block the event loop. ``approve=`` with no tool that asks for approval
+is warned about.
 
 No test measures time: each slow callback waits on an event the test sets only after the
 run has returned, so a run that waited for its callback would never return (the callback
@@ -13,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 import pytest
+from support.faults import agent_for, calls
 
-from react_engine import Agent, ScriptedModel, reply, tool, tool_call_reply
+from react_engine import ActionRecord, Agent, ScriptedModel, Tool, reply, tool, tool_call_reply
 from react_engine.testing.tools import get_weather
 
 LONG = 20.0
@@ -137,3 +141,70 @@ def test_the_deadline_counts_from_the_call_not_from_the_first_request(
     assert result.stop_reason == "deadline"
     assert model.payloads == []
     assert result.duration_s >= 0.4
+
+
+# --- approvals within the deadline ---------------------------------------------------------
+
+
+def wipe_tool() -> Tool:
+    def wipe(x: int) -> str:
+        """Wipe something.
+
+        Args:
+            x: anything.
+        """
+        return "wiped"
+
+    return Tool.from_function(wipe, requires_approval=True)
+
+
+def test_a_slow_sync_approver_is_bounded_by_the_deadline(gate: threading.Event) -> None:
+    answered: list[bool] = []
+
+    def approve(record: ActionRecord) -> bool:
+        gate.wait(30)
+        answered.append(True)
+        return True
+
+    agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("never")], approve=approve)
+    result = agent.run("go", deadline=1)
+    assert answered == []  # the run ended before the approver answered
+    assert result.stop_reason == "deadline"
+    (action,) = result.steps[0].actions
+    assert action.status == "denied" and "deadline" in action.observation
+
+
+def test_a_slow_async_approver_is_bounded_by_the_deadline() -> None:
+    answered: list[bool] = []
+
+    async def approve(record: ActionRecord) -> bool:
+        await asyncio.sleep(30)
+        answered.append(True)
+        return True
+
+    agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("never")], approve=approve)
+    result = agent.run("go", deadline=1)
+    assert answered == []  # the run ended before the approver answered
+    assert result.stop_reason == "deadline"
+    assert result.steps[0].actions[0].status == "denied"
+
+
+def test_a_sync_approver_does_not_block_the_event_loop() -> None:
+    ticks = 0
+
+    def approve(record: ActionRecord) -> bool:
+        time.sleep(0.5)
+        return True
+
+    async def main() -> None:
+        nonlocal ticks
+        agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("done")], approve=approve)
+        run = asyncio.create_task(agent.arun("go"))
+        while not run.done():
+            ticks += 1
+            await asyncio.sleep(0.02)
+        result = await run
+        assert result.steps[0].actions[0].observation == "wiped"
+
+    asyncio.run(main())
+    assert ticks >= 5

@@ -1,42 +1,40 @@
-"""Faults inside a run: tools that block, hang, overrun or raise ``BaseException``; slow
-approvals; replies with too many calls; options of the wrong type; one agent across many
-event loops (issue 12, items 1, 2, 3, 10, 11, 12, 15).
+"""Tools that misbehave inside a run: sync tools that block, hang or overrun their timeout,
+tools that raise ``BaseException``, and one agent used across many event loops.
 
-Each test failed before its fix. Stuck tools wait on a :class:`threading.Event` that the
-test sets when it ends, so no thread outlives the test that started it by more than a
-moment.
+Stuck tools wait on a :class:`threading.Event` (the ``gate`` fixture) that the test sets
+when it ends, so no thread outlives the test that started it by more than a moment.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import math
 import subprocess
 import sys
 import textwrap
 import threading
 import time
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
+from support.faults import (
+    agent_for,
+    blocking_tool,
+    calls,
+    sleeper,
+    wait_for_stuck_threads,
+)
 
 from react_engine import (
-    ActionRecord,
     Agent,
-    AgentConfig,
     CapabilityCache,
     CapabilityRegistry,
-    ConfigurationError,
     RunAborted,
     ScriptedModel,
     Tool,
-    ToolDefinitionError,
-    UserError,
     reply,
     tool_call_reply,
 )
@@ -44,59 +42,6 @@ from react_engine.run import _threads
 from react_engine.testing import ScriptedServer, completion
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def gate() -> Iterator[threading.Event]:
-    """Set when the test ends: releases every tool still blocked on it."""
-    event = threading.Event()
-    yield event
-    event.set()
-    wait_for_stuck_threads()
-
-
-def wait_for_stuck_threads() -> None:
-    stuck = getattr(_threads, "stuck_threads", lambda: 0)
-    deadline = time.monotonic() + 10
-    while stuck() and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
-def blocking_tool(gate: threading.Event, name: str = "stuck") -> Tool:
-    def stuck(x: int) -> str:
-        """Wait for the gate.
-
-        Args:
-            x: anything.
-        """
-        gate.wait(30)
-        return f"released {x}"
-
-    return Tool.from_function(stuck, name=name)
-
-
-def sleeper(seconds: float) -> Tool:
-    def nap(x: int) -> str:
-        """Block the thread for a while.
-
-        Args:
-            x: anything.
-        """
-        time.sleep(seconds)
-        return f"slept {x}"
-
-    return Tool.from_function(nap)
-
-
-def calls(tool: str, n: int) -> Any:
-    return tool_call_reply(*[(tool, {"x": i}) for i in range(n)])
-
-
-def agent_for(tools: list[Tool], script: list[Any], **kwargs: Any) -> Agent:
-    kwargs.setdefault("multi_action", "all")  # these tools' many calls per reply all run
-    return Agent(
-        "gpt-4o-mini", tools, protocol="function_calling", client=ScriptedModel(script), **kwargs
-    )
 
 
 # --- sync tools never run on the event loop -------------------------------------------------
@@ -313,239 +258,6 @@ def test_cancelling_the_run_still_cancels_it(gate: threading.Event) -> None:
             await run
 
     asyncio.run(main())
-
-
-# --- approvals within the deadline ---------------------------------------------------------
-
-
-def wipe_tool() -> Tool:
-    def wipe(x: int) -> str:
-        """Wipe something.
-
-        Args:
-            x: anything.
-        """
-        return "wiped"
-
-    return Tool.from_function(wipe, requires_approval=True)
-
-
-def test_a_slow_sync_approver_is_bounded_by_the_deadline(gate: threading.Event) -> None:
-    answered: list[bool] = []
-
-    def approve(record: ActionRecord) -> bool:
-        gate.wait(30)
-        answered.append(True)
-        return True
-
-    agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("never")], approve=approve)
-    result = agent.run("go", deadline=1)
-    assert answered == []  # the run ended before the approver answered
-    assert result.stop_reason == "deadline"
-    (action,) = result.steps[0].actions
-    assert action.status == "denied" and "deadline" in action.observation
-
-
-def test_a_slow_async_approver_is_bounded_by_the_deadline() -> None:
-    answered: list[bool] = []
-
-    async def approve(record: ActionRecord) -> bool:
-        await asyncio.sleep(30)
-        answered.append(True)
-        return True
-
-    agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("never")], approve=approve)
-    result = agent.run("go", deadline=1)
-    assert answered == []  # the run ended before the approver answered
-    assert result.stop_reason == "deadline"
-    assert result.steps[0].actions[0].status == "denied"
-
-
-def test_a_sync_approver_does_not_block_the_event_loop() -> None:
-    ticks = 0
-
-    def approve(record: ActionRecord) -> bool:
-        time.sleep(0.5)
-        return True
-
-    async def main() -> None:
-        nonlocal ticks
-        agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("done")], approve=approve)
-        run = asyncio.create_task(agent.arun("go"))
-        while not run.done():
-            ticks += 1
-            await asyncio.sleep(0.02)
-        result = await run
-        assert result.steps[0].actions[0].observation == "wiped"
-
-    asyncio.run(main())
-    assert ticks >= 5
-
-
-# --- options of the wrong type ---------------------------------------------------------------
-
-
-BAD_OPTIONS = [
-    {"max_steps": "3"},
-    {"max_steps": 2.5},
-    {"max_steps": True},
-    {"settings": None},
-    {"settings": {"temperature": 0}},
-    # ModelSettings(timeout=-1) is refused when it is made: tests/faults/test_settings.py
-    {"retry": None},
-    {"tool_timeout": -1},
-    {"tool_timeout": math.nan},
-    {"tool_timeout": "5"},
-    {"deadline": math.nan},
-    {"deadline": math.inf},
-    {"deadline": 0},
-    {"max_observation_chars": 0},
-    {"max_tool_calls": "2"},
-    {"max_calls_per_step": 0},
-    {"max_consecutive_errors": None},
-    {"loop_limit": 0},
-    {"tool_choice": None},
-    {"multi_action": "yes"},
-]
-
-
-@pytest.mark.parametrize("options", BAD_OPTIONS, ids=lambda o: repr(o))
-def test_bad_options_are_configuration_errors(options: dict[str, Any]) -> None:
-    with pytest.raises(ConfigurationError) as info:
-        agent_for([], [], **options)
-    assert next(iter(options)) in str(info.value)
-    agent = agent_for([], [reply("fine")])
-    with pytest.raises(ConfigurationError):
-        agent.run("go", **options)
-    assert agent.run("go").answer == "fine"  # nothing was spent on the bad run
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "says"),
-    [
-        ({"model": 123}, "model must be"),
-        ({"protocol": None}, "unknown protocol"),
-        ({"tools": "get_weather"}, "tools must be"),
-        ({"tools": 42}, "tools must be"),
-        ({"tools": [42]}, "every tool must be"),
-        ({"instructions": 3}, "instructions must be"),
-        ({"approve": "yes"}, "approve must be callable"),
-        ({"config": {"max_steps": 3}}, "config must be"),
-    ],
-)
-def test_bad_agent_arguments_are_configuration_errors(kwargs: dict[str, Any], says: str) -> None:
-    arguments: dict[str, Any] = {"model": "m", "client": ScriptedModel([])} | kwargs
-    with pytest.raises(ConfigurationError, match=says):
-        Agent(**arguments)
-
-
-def test_a_question_that_is_not_a_string_is_a_configuration_error() -> None:
-    agent = agent_for([], [reply("fine")])
-    with pytest.raises(ConfigurationError, match="question must be a str"):
-        agent.run(None)  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="history must be a list"):
-        asyncio.run(agent.arun("go", history=()))  # type: ignore[arg-type]
-
-
-def test_a_single_tool_is_taken_as_a_one_tool_list() -> None:
-    nap = sleeper(0)
-    agent = agent_for(nap, [calls("nap", 1), reply("done")])  # type: ignore[arg-type]
-    assert [t.name for t in agent.tools] == ["nap"]
-    assert agent.run("go").steps[0].actions[0].observation == "slept 0"
-
-    def ping() -> str:
-        """Ping."""
-        return "pong"
-
-    assert [t.name for t in agent_for(ping, []).tools] == ["ping"]  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("name", ["get_weather\n", "get weather", "1tool", "a" * 65, "ok\x00"])
-def test_bad_tool_names_are_rejected(name: str) -> None:
-    def f(x: int) -> int:
-        """F.
-
-        Args:
-            x: anything.
-        """
-        return x
-
-    with pytest.raises(ToolDefinitionError):
-        Tool.from_function(f, name=name)
-
-
-@pytest.mark.parametrize("timeout", [-1, 0, math.nan, "5"])
-def test_bad_tool_timeouts_are_rejected(timeout: Any) -> None:
-    def f(x: int) -> int:
-        """F.
-
-        Args:
-            x: anything.
-        """
-        return x
-
-    with pytest.raises(ToolDefinitionError, match="timeout"):
-        Tool.from_function(f, timeout=timeout)
-
-
-def test_configuration_errors_are_user_errors() -> None:
-    assert issubclass(ConfigurationError, UserError)
-    assert AgentConfig().max_calls_per_step == 16
-
-
-# --- calls per reply -------------------------------------------------------------------------
-
-
-def counting_tool() -> tuple[Tool, list[int]]:
-    seen: list[int] = []
-
-    def count(x: int) -> str:
-        """Count a call.
-
-        Args:
-            x: anything.
-        """
-        seen.append(x)
-        return f"counted {x}"
-
-    return Tool.from_function(count), seen
-
-
-def test_calls_beyond_max_calls_per_step_are_not_run() -> None:
-    tool, seen = counting_tool()
-    agent = agent_for([tool], [calls("count", 1000), reply("done")])
-    result = agent.run("go")
-    actions = result.steps[0].actions
-    assert len(actions) == 1000  # every call is answered, in order
-    assert sorted(seen) == list(range(16))
-    assert [a.status for a in actions[:16]] == ["ok"] * 16
-    assert all(a.status == "skipped" for a in actions[16:])
-    assert "at most 16 run per reply" in actions[16].observation
-    assert any("max_calls_per_step" in e for e in result.steps[0].events)
-    assert result.answer == "done"
-
-
-def test_max_calls_per_step_is_an_option_and_applies_to_text_replies() -> None:
-    tool, seen = counting_tool()
-    text = "\n".join(f'Thought: t\nAction: count\nAction Input: {{"x": {i}}}' for i in range(5))
-    agent = Agent(
-        "m",
-        [tool],
-        protocol="text",
-        client=ScriptedModel([reply(text), reply("Final Answer: done")]),
-        multi_action="all",
-    )
-    result = agent.run("go", max_calls_per_step=2)
-    assert sorted(seen) == [0, 1]
-    assert [a.status for a in result.steps[0].actions] == ["ok", "ok"] + ["skipped"] * 3
-
-
-def test_the_tool_budget_counts_only_the_calls_that_would_run() -> None:
-    tool, seen = counting_tool()
-    agent = agent_for([tool], [calls("count", 30), reply("done")])
-    result = agent.run("go", max_tool_calls=16)
-    assert result.answer == "done"
-    assert len(seen) == 16
 
 
 # --- one agent across many event loops ----------------------------------------------------------

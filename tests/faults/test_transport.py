@@ -1,231 +1,234 @@
-"""Replies and transports that break the engine in quieter ways (issue 12, round two).
+"""The transport failing under a run, through the real ``openai`` SDK over HTTP to a loopback
+server, under every protocol, with the sync and the async client.
 
-* usage counts that are not counts (``"abc"``, ``-500``, ``1e999``...): never a foreign
-  exception, never a negative total, so ``max_total_tokens`` still stops the run;
-* ``content`` sent as a list of parts: its text is read, not dropped;
-* a failed request's exception chain (``__cause__``, ``__context__``, args, traceback) never
-  holds the raw API key, with either client;
+* network faults and server errors are retried (``Retry-After`` honoured and capped),
+  then the run recovers or ends with a typed error that holds the transcript; client
+  errors are not retried;
+* a request that hangs past the run's deadline ends the run at the deadline;
 * a server that trickles its reply, one byte at a time: each attempt is bounded in total,
-  not only per read, with either client.
+  not only per read;
+* a failed request's exception chain (``__cause__``, ``__context__``, args, traceback)
+  never holds the raw API key.
 
-Every case goes through the real ``openai`` SDK over HTTP to a loopback server.
+No test really sleeps for a backoff: the retry policy's ``sleep`` is a fake that records
+the waits.
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import socket
 import threading
 import time
 import traceback
-from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
-from support.replies import FakeSleep, call_body, final_body
+from support.faults import (
+    ATTEMPTS,
+    CLIENTS,
+    GOOD,
+    PROTOCOLS,
+    Harness,
+    assert_first_step_kept,
+    lookup,
+    run_agent,
+)
+from support.replies import (
+    call_body,
+    final_body,
+)
 
 from react_engine import (
     Agent,
     CapabilityCache,
     CapabilityRegistry,
     ModelAPIError,
+    ModelRequestError,
     ModelSettings,
     ModelUnavailableError,
     RetryPolicy,
-    RunResult,
     Tool,
 )
-from react_engine.testing import ScriptedServer, completion
+from react_engine.testing import MockResponse, ScriptedServer, completion
 
-PROTOCOLS = ["function_calling", "text"]
-CLIENTS = ["sync", "async"]
+# --- transport faults: retried, then recovered or a typed error -----------------------------------
 
-
-def lookup(city: str) -> str:
-    """Facts about a city.
-
-    Args:
-        city: the city's name.
-    """
-    return f"{city}: 5000 people"
-
-
-def run_agent(
-    base_url: str,
-    protocol: str = "function_calling",
-    *,
-    client: str = "sync",
-    api_key: str = "sk-test-reply-faults",
-    timeout: float | None = 10.0,
-    **options: Any,
-) -> RunResult:
-    options.setdefault("retry", RetryPolicy(max_attempts=1, sleep=FakeSleep()))
-
-    def build(sdk: openai.OpenAI | openai.AsyncOpenAI) -> Agent:
-        return Agent(
-            "mock-model",
-            [Tool.from_function(lookup)],
-            protocol=protocol,
-            client=sdk,
-            settings=ModelSettings(timeout=timeout),
-            capability_cache=CapabilityCache(),
-            registry=CapabilityRegistry.from_default(env={}),
-            **options,
-        )
-
-    if client == "sync":
-        with openai.OpenAI(base_url=base_url, api_key=api_key) as sdk:
-            return build(sdk).run("Tell me about Paris.")
-
-    async def arun() -> RunResult:
-        async with openai.AsyncOpenAI(base_url=base_url, api_key=api_key) as sdk:
-            return await build(sdk).arun("Tell me about Paris.")
-
-    return asyncio.run(arun())
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as srv:
-        yield srv
-
-
-def with_usage(body: dict[str, Any], **usage: Any) -> dict[str, Any]:
-    body["usage"] = usage
-    return body
-
-
-# --- usage counts that are not counts -------------------------------------------------------------
-
-BAD_USAGE: dict[str, dict[str, Any]] = {
-    "string": {"prompt_tokens": 10, "completion_tokens": "abc", "total_tokens": 15},
-    "float_string": {"prompt_tokens": "1e999", "completion_tokens": 5, "total_tokens": "x"},
-    "nested_object": {"prompt_tokens": {"n": 1}, "completion_tokens": [5], "total_tokens": None},
-    "bool": {"prompt_tokens": True, "completion_tokens": False, "total_tokens": True},
-    "details_garbage": {
-        "prompt_tokens": 10,
-        "completion_tokens": 5,
-        "total_tokens": 15,
-        "prompt_tokens_details": {"cached_tokens": "lots"},
-    },
-    "usage_is_a_string": "n/a",  # type: ignore[dict-item]
+TRANSPORT_FAULTS: dict[str, tuple[MockResponse, int | None]] = {
+    "429_retry_after": (
+        MockResponse(429, {"error": {"message": "Rate limit reached"}}, {"retry-after": "3"}),
+        429,
+    ),
+    "500": (MockResponse(500, {"error": {"message": "internal error"}}), 500),
+    "502": (MockResponse(502, "<html><body>502 Bad Gateway</body></html>"), 502),
+    "503": (MockResponse(503, {"error": {"message": "overloaded"}}), 503),
+    "hang_past_timeout": (MockResponse(body=GOOD, delay=1.0), None),
+    "dropped_connection": (MockResponse(drop=True), None),
+    "malformed_json_body": (MockResponse(body=b'{"id": "chatcmpl-1", "choices": [{"mess'), None),
+    "html_body_with_200": (
+        MockResponse(body="<html>proxy error</html>", headers={"content-type": "text/html"}),
+        None,
+    ),
+    "no_choices_key": (MockResponse(body={"id": "x", "object": "chat.completion"}), None),
+    "empty_choices": (
+        MockResponse(body={"id": "x", "object": "chat.completion", "choices": []}),
+        None,
+    ),
+    "choice_without_message": (
+        MockResponse(body={"id": "x", "object": "chat.completion", "choices": [{"index": 0}]}),
+        None,
+    ),
+    "reply_cut_mid_body": (MockResponse(body=GOOD, truncate_at=60), None),
 }
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-@pytest.mark.parametrize("case", sorted(BAD_USAGE))
-def test_usage_counts_that_are_not_counts_do_not_break_the_run(
-    server: ScriptedServer, case: str, client: str
-) -> None:
-    first = call_body("function_calling", "lookup", {"city": "Paris"})
-    first["usage"] = BAD_USAGE[case]
-    server.push(first, final_body("function_calling", "Paris is big."))
-    result = run_agent(server.base_url, client=client)
-    assert result.answer == "Paris is big."
-    usage = result.steps[0].usage
-    for value in (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens):
-        assert isinstance(value, int) and value >= 0
-    assert usage.total_tokens >= usage.prompt_tokens + usage.completion_tokens
-    assert result.usage.total_tokens == usage.total_tokens + 15
-    if case != "bool":  # the SDK itself reads true/false as 1/0
-        assert any("usage" in e for e in result.steps[0].events)
-
-
-def test_a_garbage_count_is_named_in_the_step_events(server: ScriptedServer) -> None:
-    body = with_usage(
-        call_body("function_calling", "lookup", {"city": "Paris"}),
-        prompt_tokens=10,
-        completion_tokens="abc",
-        total_tokens=15,
-    )
-    server.push(body, final_body("function_calling", "ok"))
-    result = run_agent(server.base_url)
-    step = result.steps[0]
-    assert (step.usage.prompt_tokens, step.usage.completion_tokens) == (10, 0)
-    assert step.usage.total_tokens == 15
-    assert step.events == [
-        "the reply's usage had invalid counts, read as 0: completion_tokens='abc'"
-    ]
-
-
-def test_numeric_strings_and_floats_are_read_as_counts(server: ScriptedServer) -> None:
-    body = with_usage(
-        call_body("function_calling", "lookup", {"city": "Paris"}),
-        prompt_tokens="12",
-        completion_tokens=3.0,
-        total_tokens=" 15 ",
-    )
-    server.push(body, final_body("function_calling", "ok"))
-    step = run_agent(server.base_url).steps[0]
-    assert (step.usage.prompt_tokens, step.usage.completion_tokens, step.usage.total_tokens) == (
-        12,
-        3,
-        15,
-    )
-    assert step.events == []
+def _timeout_for(fault: str) -> float:
+    return 0.25 if fault == "hang_past_timeout" else 10.0
 
 
 @pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_negative_usage_is_not_summed_and_the_token_budget_still_stops_the_run(
-    server: ScriptedServer, protocol: str, client: str
+@pytest.mark.parametrize("fault", sorted(TRANSPORT_FAULTS))
+def test_transport_fault_is_retried_and_the_run_recovers(
+    server: ScriptedServer, harness: Harness, fault: str, protocol: str, client: str
 ) -> None:
-    """Each reply claims 400 real tokens but a total of -1000: summed, the run's total
-    would go down forever and the 1000-token budget would never stop it."""
-
-    def reply(body: dict[str, Any]) -> dict[str, Any]:
-        city = f"City{len(server.requests)}"
-        out = call_body(protocol, "lookup", {"city": city})
-        return with_usage(out, prompt_tokens=-1000, completion_tokens=400, total_tokens=-1000)
-
-    server.default = reply
-    result = run_agent(server.base_url, protocol, client=client, max_total_tokens=1000, max_steps=8)
-    assert result.stop_reason == "token_budget"
-    assert result.usage.total_tokens >= 1000
-    assert result.usage.prompt_tokens == 0
-    assert all(s.usage.total_tokens == 400 for s in result.steps)
-    assert len(result.steps) == 3
-
-
-# --- content as a list of parts --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("client", CLIENTS)
-@pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_content_sent_as_a_list_of_parts_is_read(
-    server: ScriptedServer, protocol: str, client: str
-) -> None:
-    first = call_body(protocol, "lookup", {"city": "Paris"})
-    text = first["choices"][0]["message"]["content"]
-    if text is not None:  # text protocol: the Thought/Action block, split in two parts
-        half = len(text) // 2
-        first["choices"][0]["message"]["content"] = [
-            {"type": "text", "text": text[:half]},
-            {"type": "text", "text": text[half:]},
-        ]
-    final = final_body(protocol, "Paris has 5000 people.")
-    answer = final["choices"][0]["message"]["content"]
-    final["choices"][0]["message"]["content"] = [
-        {"type": "text", "text": answer[:10]},
-        {"type": "image_url", "image_url": {"url": "data:,"}},
-        {"type": "text", "text": answer[10:]},
-    ]
-    server.push(first, final)
-    result = run_agent(server.base_url, protocol, client=client)
-    assert result.answer == "Paris has 5000 people."
-    assert [s.kind for s in result.steps] == ["action", "final"]
-    assert result.steps[0].actions[0].status == "ok"
-
-
-def test_a_list_of_parts_without_text_is_an_empty_reply(server: ScriptedServer) -> None:
+    response, _ = TRANSPORT_FAULTS[fault]
     server.push(
-        completion([{"type": "image_url", "image_url": {"url": "data:,"}}]),  # type: ignore[arg-type]
-        final_body("function_calling", "done"),
+        call_body(protocol, "lookup", {"city": "Paris"}),
+        response,
+        final_body(protocol, "Paris has 5000 people."),
     )
-    result = run_agent(server.base_url, max_consecutive_errors=2)
-    assert result.answer == "done"
-    assert [s.kind for s in result.steps] == ["format_error", "final"]
+    result = harness.run(protocol, client=client, timeout=_timeout_for(fault))
+
+    assert result.answer == "Paris has 5000 people."
+    assert result.stop_reason == "final_answer"
+    assert [s.kind for s in result.steps] == ["action", "final"]
+    assert_first_step_kept(result)
+    assert harness.lookup.calls == ["Paris"]  # the tool ran once: a retry re-sends, never re-runs
+    assert len(server.requests) == 3
+    assert server.requests[2] == server.requests[1]  # the very same request, sent again
+    assert len(harness.sleep.waits) == 1
+    if fault == "429_retry_after":
+        assert harness.sleep.waits == [3.0]  # the server's Retry-After, not our backoff
+    else:
+        assert 0.5 <= harness.sleep.waits[0] <= 1.0  # initial backoff plus jitter
+    assert result.usage.requests == 2  # the failed attempt produced no reply
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("fault", sorted(TRANSPORT_FAULTS))
+def test_persistent_transport_fault_ends_with_a_typed_error_and_the_transcript(
+    server: ScriptedServer, harness: Harness, fault: str, protocol: str, client: str
+) -> None:
+    response, status = TRANSPORT_FAULTS[fault]
+    server.push(call_body(protocol, "lookup", {"city": "Paris"}), *[response] * ATTEMPTS)
+    with pytest.raises(ModelUnavailableError) as info:
+        harness.run(protocol, client=client, timeout=_timeout_for(fault))
+
+    err = info.value
+    assert err.attempts == ATTEMPTS
+    assert f"after {ATTEMPTS} attempts" in str(err)
+    assert err.status_code == status
+    assert len(server.requests) == 1 + ATTEMPTS
+    assert len(harness.sleep.waits) == ATTEMPTS - 1
+    assert err.result is not None
+    assert err.result.stop_reason == "error"
+    assert err.result.error == str(err)
+    assert err.result.protocol == protocol
+    assert [s.kind for s in err.result.steps] == ["action"]
+    assert_first_step_kept(err.result)
+    assert harness.lookup.calls == ["Paris"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_hang_past_the_run_deadline_ends_the_run_on_time(
+    server: ScriptedServer, harness: Harness, protocol: str, client: str
+) -> None:
+    """The HTTP timeout is long and the server hangs as long: the deadline (1 s) still holds,
+    for the blocking client too, whose request runs in a thread nothing can cancel."""
+    hang = 60.0
+    server.push(
+        call_body(protocol, "lookup", {"city": "Paris"}),
+        MockResponse(body=GOOD, delay=hang),
+        MockResponse(body=GOOD, delay=hang),
+    )
+    started = time.perf_counter()
+    result = harness.run(
+        protocol, client=client, timeout=hang, deadline=1.0, retry=RetryPolicy(sleep=None)
+    )
+    elapsed = time.perf_counter() - started
+    assert result.stop_reason == "deadline"
+    assert result.answer is None
+    assert [s.kind for s in result.steps] == ["action"]
+    assert_first_step_kept(result)
+    assert len(server.requests) == 2  # the hung request was not retried either
+    # The run ended long before the hang or the HTTP timeout would have let it: a run that
+    # waited for either takes the whole minute.
+    assert elapsed < hang / 3
+
+
+def test_retry_after_longer_than_the_backoff_cap_is_capped(
+    server: ScriptedServer, harness: Harness
+) -> None:
+    server.push(
+        MockResponse(429, {"error": {"message": "slow down"}}, {"retry-after": "3600"}),
+        final_body("function_calling", "ok"),
+    )
+    harness.run("function_calling", retry=RetryPolicy(max_backoff=7.5, sleep=harness.sleep))
+    assert harness.sleep.waits == [7.5]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_on_retry_is_told_of_each_retry_before_its_wait(
+    server: ScriptedServer, harness: Harness, client: str
+) -> None:
+    """The hook the CLI shows retries with: the attempt that follows, its wait, the error."""
+    seen: list[tuple[int, float, str, int]] = []
+
+    def on_retry(attempt: int, wait: float, error: BaseException) -> None:
+        seen.append((attempt, wait, str(error), len(harness.sleep.waits)))
+
+    overloaded = MockResponse(503, {"error": {"message": "overloaded"}})
+    server.push(overloaded, overloaded, final_body("function_calling", "ok"))
+    policy = RetryPolicy(max_attempts=4, sleep=harness.sleep, on_retry=on_retry)
+    assert harness.run("function_calling", client=client, retry=policy).answer == "ok"
+    assert [attempt for attempt, *_ in seen] == [2, 3]  # the first retry, then the second
+    assert [wait for _, wait, *_ in seen] == harness.sleep.waits  # the waits that followed
+    assert [waited for *_, waited in seen] == [0, 1]  # each told before its wait
+    assert all("overloaded" in error for _, _, error, _ in seen)
+
+
+def test_retry_after_ms_is_honoured(server: ScriptedServer, harness: Harness) -> None:
+    server.push(
+        MockResponse(429, {"error": {"message": "slow down"}}, {"retry-after-ms": "250"}),
+        final_body("function_calling", "ok"),
+    )
+    assert harness.run("function_calling").answer == "ok"
+    assert harness.sleep.waits == [0.25]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_client_errors_are_not_retried_and_keep_the_transcript(
+    server: ScriptedServer, harness: Harness, protocol: str, status: int
+) -> None:
+    server.push(
+        call_body(protocol, "lookup", {"city": "Paris"}),
+        MockResponse(status, {"error": {"message": f"nope ({status})"}}),
+    )
+    with pytest.raises(ModelRequestError) as info:
+        harness.run(protocol)
+    err = info.value
+    assert err.status_code == status
+    assert err.attempts == 1
+    assert err.body == f"nope ({status})"
+    assert harness.sleep.waits == []
+    assert len(server.requests) == 2
+    assert err.result is not None and err.result.stop_reason == "error"
+    assert_first_step_kept(err.result)
 
 
 # --- the API key in the exception chain -------------------------------------------------------------
@@ -364,7 +367,6 @@ class TricklingServer:
             self._threads.append(worker)
 
     def _trickle(self, conn: socket.socket) -> None:
-        import json
 
         body = json.dumps(completion("x" * 2000)).encode()
         data = (
