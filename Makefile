@@ -53,13 +53,14 @@ venv: $(STAMP) $(BFCL_STAMP)
 demo: $(STAMP)
 	$(PY) -m react_engine demo
 
-# The suite runs on every core (pytest-xdist): the tests sharing a real server (llama.cpp,
-# PostgreSQL, MCP) or another module-wide fixture run on one worker (tests/conftest.py).
+# The suite runs on every core (pytest-xdist), one test file at a time per worker, so a
+# module's server (PostgreSQL, MCP) starts once; each worker running e2e tests starts its
+# own llama.cpp server, on a free port (tests/e2e/conftest.py).
 # REACT_ENGINE_REQUIRE_ALL=1: every optional part is installed here, so a test that finds
 # one missing fails instead of skipping (tests/support/parts.py). A contributor's plain
 # `pytest` skips those tests with the reason; `pytest -m "not slow"` is the fast inner loop.
 PYTEST_WORKERS ?= auto
-PYTEST := REACT_ENGINE_REQUIRE_ALL=1 $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST := REACT_ENGINE_REQUIRE_ALL=1 $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
 
 test: $(STAMP) $(BFCL_STAMP)
 	@$(PYTEST); rc=$$?; \

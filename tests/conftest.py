@@ -3,11 +3,11 @@
 * ``--update-goldens`` rewrites golden expectation files instead of comparing them.
 * Every test is hermetic: a socket guard fails any connection to a non-loopback address.
 * Every test under ``tests/e2e`` is marked ``e2e`` and ``slow``: ``pytest -m "not slow"``
-  is the fast inner loop (see README, "Tests").
-* Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``), the tests that share
-  one of our session-scoped fixtures (the llama.cpp server) run on one worker, and so do the
-  tests of a module with a module-scoped fixture (a PostgreSQL or MCP server, a built
-  wheel): each is started once, never once per worker.
+  is the fast inner loop.
+* Under pytest-xdist (``make test`` runs ``-n auto --dist loadfile``) each test file runs
+  on one worker, so a module-scoped server (PostgreSQL, MCP, a built wheel) starts once;
+  the session-scoped llama.cpp server (tests/e2e/conftest.py) starts once per worker that
+  runs e2e tests, each on a free port of its own.
 * A missing optional part (BFCL data, the local model, PostgreSQL...) skips the tests that
   need it, or fails them under ``REACT_ENGINE_REQUIRE_ALL=1``: tests/support/parts.py.
 """
@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import gc
-import inspect
 import ipaddress
 import socket
 from collections.abc import Iterator
@@ -34,44 +33,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-TESTS = Path(__file__).resolve().parent
-E2E = TESTS / "e2e"
+E2E = Path(__file__).resolve().parent / "e2e"
 
 
-def _ours(function: Any) -> bool:
-    try:
-        return TESTS in Path(inspect.getfile(function)).resolve().parents
-    except TypeError:
-        return False
-
-
-def _xdist_group(item: pytest.Item) -> str | None:
-    """The group of tests that must share a worker with this one: the tests using one of
-    our session-scoped fixtures, or the tests of a module with a module-scoped fixture."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    scopes = {
-        definition.scope
-        for definitions in info.name2fixturedefs.values()
-        for definition in definitions
-        if _ours(definition.func)  # not a plugin's (tmp_path_factory...)
-    }
-    if "session" in scopes:
-        return "session-fixtures"
-    if "module" in scopes or "package" in scopes:
-        return item.nodeid.split("::", 1)[0]
-    return None
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if E2E in item.path.resolve().parents:
-            item.add_marker(pytest.mark.e2e)
-            item.add_marker(pytest.mark.slow)
-        group = _xdist_group(item)
-        if group is not None and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if E2E in item.path.resolve().parents:
+        item.add_marker(pytest.mark.e2e)
+        item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
