@@ -83,6 +83,15 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what exists once the tests are collected (the imported modules, the test
+    items and their parameters): the collection after each test then scans only what the
+    tests made since. A full collection of the collected session took about 90 ms, three
+    quarters of the suite's CPU time; a leak is still found in the test that made it."""
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def _collect_garbage_after_each_test() -> Iterator[None]:
     """Collect garbage when each test ends, so an unclosed socket or file is reported
