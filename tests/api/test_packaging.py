@@ -137,6 +137,7 @@ def _source_files(folder: str, pattern: str) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((ROOT / folder).glob(pattern))}
 
 
+@pytest.mark.slow  # builds the wheel and sdist
 def test_the_wheel_ships_the_tasks_prompts_and_license(dist: dict[str, Path]) -> None:
     version = react_engine.__version__
     assert dist["wheel"].name == f"react_engine-{version}-py3-none-any.whl"
@@ -169,6 +170,7 @@ def test_the_wheel_ships_the_tasks_prompts_and_license(dist: dict[str, Path]) ->
     assert not any(n.startswith(("fixtures/", "tests/", "react_engine/fixtures")) for n in names)
 
 
+@pytest.mark.slow  # builds the wheel and sdist
 def test_the_sdist_has_what_a_wheel_build_needs(dist: dict[str, Path]) -> None:
     top = f"react_engine-{react_engine.__version__}/"
     with tarfile.open(dist["sdist"]) as sdist:
@@ -188,6 +190,7 @@ def test_the_sdist_has_what_a_wheel_build_needs(dist: dict[str, Path]) -> None:
     assert not any(n.startswith(("fixtures/", "tests/", "docs/", "bench/")) for n in names)
 
 
+@pytest.mark.slow  # builds the wheel and sdist
 def test_the_installed_wheel_runs_compare_without_the_source_tree(
     dist: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -31,6 +31,8 @@ from react_engine.run.tracefile import TraceFile
 from react_engine.testing import MockOpenAIServer, MockResponse, completion
 from react_engine.testing import tool_calls_completion as calls
 
+pytestmark = pytest.mark.slow  # the CLI as child processes, on pseudo-terminals
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs the whole quick bench in a child process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -212,6 +212,7 @@ def test_the_command_draws_no_bar_off_a_terminal(
 # --- Ray --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts a real local Ray instance
 def test_a_local_ray_cluster_gives_the_sequential_records(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

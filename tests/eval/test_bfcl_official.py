@@ -25,10 +25,13 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 from support.parts import BFCL, BFCL_HINT, require_module
 
 from react_engine.eval.bfcl_checker import Call, check_calls, is_irrelevance
 from react_engine.eval.bfcl_data import CATEGORIES, Case, load_cases
+
+pytestmark = pytest.mark.slow  # thousands of answers through BFCL's own checker
 
 require_module("bfcl_eval", BFCL, BFCL_HINT)
 

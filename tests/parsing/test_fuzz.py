@@ -51,6 +51,8 @@ from react_engine.run.observations import render_observation, serialize_result, 
 from react_engine.tools import ToolArgumentsError
 from react_engine.types import ReplyCall, Usage
 
+pytestmark = pytest.mark.slow  # property-based fuzzing (hypothesis)
+
 # --- strategies ---------------------------------------------------------------------------------
 
 json_scalars = (

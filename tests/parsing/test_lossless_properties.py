@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +36,8 @@ from react_engine.protocols.structured import StructuredOutputProtocol
 from react_engine.protocols.text import TextReActProtocol
 from react_engine.transport.capabilities import Capabilities
 from react_engine.types import ModelResponse, ReplyCall
+
+pytestmark = pytest.mark.slow  # property-based tests (hypothesis)
 
 settings.register_profile(
     "parsing", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]

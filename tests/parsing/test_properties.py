@@ -12,6 +12,7 @@ import os
 import string
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,8 @@ from react_engine.parsing import (
 )
 from react_engine.parsing import json_repair as json_repair_module
 from react_engine.parsing import patterns as P
+
+pytestmark = pytest.mark.slow  # property-based tests (hypothesis)
 
 settings.register_profile(
     "parsing", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -24,6 +24,8 @@ from react_engine import Agent, ConfigurationError, ScriptedModel, reply, tool_c
 from react_engine.testing import ScriptedServer, tool_calls_completion
 from react_engine.testing.tools import get_weather
 
+pytestmark = pytest.mark.slow  # worker processes killed mid-run
+
 ROOT = Path(__file__).resolve().parents[2]
 
 WORKER = textwrap.dedent(

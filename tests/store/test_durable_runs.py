@@ -26,6 +26,8 @@ from react_engine.store import RunStore
 from react_engine.store.runs import MAYBE_RAN
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
 
+pytestmark = pytest.mark.slow  # worker processes killed and resumed
+
 WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
 ANSWER = "done 1; done 2; done 3"
 ENTRIES = 14  # 4 replies, 3 x (started, done), 4 steps

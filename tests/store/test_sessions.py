@@ -38,6 +38,7 @@ def _writer(path: str, writer: str, start: multiprocessing.synchronize.Event) ->
         session.append_sync([UserTurn(f"{writer}-{i}")])
 
 
+@pytest.mark.slow  # two child processes
 def test_two_processes_append_500_each_to_one_sqlite_session(tmp_path: Path) -> None:
     path = str(tmp_path / "store.db")
     ctx = multiprocessing.get_context("spawn")

@@ -20,6 +20,8 @@ from react_engine.store import PostgresSession
 from react_engine.testing import ScriptedModel, reply, tool_call_reply
 from react_engine.types import Step, UserTurn
 
+pytestmark = pytest.mark.slow  # a real PostgreSQL server
+
 APPENDS = 500
 
 

@@ -32,6 +32,8 @@ from react_engine import (
 from react_engine.errors import MCPServerError
 from react_engine.tools.mcp import MCPServerHTTP, MCPServerStdio, MCPToolError, mcp_tools
 
+pytestmark = pytest.mark.slow  # real MCP servers in child processes
+
 SERVER = Path(__file__).parents[1] / "support" / "mcp_server.py"
 PROTOCOLS = ["function_calling", "text"]
 

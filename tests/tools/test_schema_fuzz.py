@@ -14,12 +14,15 @@ import contextlib
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.fuzzing import PROFILE
 
 from react_engine import Tool, ToolDefinitionError
 from react_engine.transport.grammar import GrammarError, react_grammar, schema_grammar, step_schema
+
+pytestmark = pytest.mark.slow  # generated hostile schemas (hypothesis)
 
 odd_names = st.sampled_from(
     ["a", "", " ", "with space", "dot.name", "$ref", "properties", "ünï", "-", "0", "a" * 300]
