@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml react_engine/__init__.py | $(PY)
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,local,plot]'
 	@touch $(STAMP)
 
-# BFCL's test data for `react-engine eval bfcl` (tests/test_bfcl*.py need it). The wheel's
+# BFCL's test data for `react-engine eval bfcl` (tests/eval/test_bfcl*.py need it). The wheel's
 # code depends on dozens of heavy packages the eval never imports (it reads the data files
 # only), so it goes in without them: --no-deps, which an extra in pyproject.toml cannot
 # say. The version is pinned: the recorded replies in fixtures/bfcl answer its cases.
@@ -53,8 +53,17 @@ venv: $(STAMP) $(BFCL_STAMP)
 demo: $(STAMP)
 	$(PY) -m react_engine demo
 
+# The suite runs on every core (pytest-xdist), one test file at a time per worker, so a
+# module's server (PostgreSQL, MCP) starts once; each worker running e2e tests starts its
+# own llama.cpp server, on a free port (tests/e2e/conftest.py).
+# REACT_ENGINE_REQUIRE_ALL=1: every optional part is installed here, so a test that finds
+# one missing fails instead of skipping (tests/support/parts.py). A contributor's plain
+# `pytest` skips those tests with the reason; `pytest -m "not slow"` is the fast inner loop.
+PYTEST_WORKERS ?= auto
+PYTEST := REACT_ENGINE_REQUIRE_ALL=1 $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
+
 test: $(STAMP) $(BFCL_STAMP)
-	@$(PY) -m pytest -q -p no:cacheprovider; rc=$$?; \
+	@$(PYTEST); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
 	exit $$rc
 
@@ -66,7 +75,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 check: lint typecheck $(BFCL_STAMP)
-	@$(PY) -m pytest -q -p no:cacheprovider --cov=react_engine --cov-branch \
+	@$(PYTEST) --cov=react_engine --cov-branch \
 	  --cov-report=term-missing:skip-covered --cov-fail-under=85; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
 	exit $$rc
@@ -75,7 +84,7 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 fuzz: $(STAMP)
-	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/test_parsing_properties.py tests/test_fuzz.py tests/test_schema_fuzz.py
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/parsing/test_properties.py tests/parsing/test_fuzz.py tests/tools/test_schema_fuzz.py
 
 compare: $(STAMP)
 	$(PY) -m react_engine compare

@@ -9,6 +9,6 @@ Every figure is a ratio against a baseline run in the same process and the same 
 * :mod:`bench.tokens`: prompt tokens per step and prefix stability with the local
   model's tokenizer.
 
-Nothing here asserts a timing; ``tests/test_bench_smoke.py`` only checks that a quick run
+Nothing here asserts a timing; ``tests/eval/test_bench_smoke.py`` only checks that a quick run
 produces every section.
 """

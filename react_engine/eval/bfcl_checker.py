@@ -2,7 +2,7 @@
 
 BFCL scores a call by comparing it with a list of accepted values per parameter, under a
 few normalisation rules. These are the rules of the official checker (the ``bfcl-eval``
-wheel's ``ast_checker``, Python cases), in code of our own; ``tests/test_bfcl_official.py``
+wheel's ``ast_checker``, Python cases), in code of our own; ``tests/eval/test_bfcl_official.py``
 runs both on thousands of generated answers and wants the same verdict every time:
 
 * **Count**: *simple* takes exactly one call, checked against the case's (only) function;

@@ -152,7 +152,7 @@ megabyte parses (or fails) in well under a second.
 A plain reply (canonical labels only, nothing to cut or repair) takes a shortcut: one pass
 over its lines finds the cut and the labels, and the usual shapes are read straight from
 them. The shortcut gives up at the first doubt, and its result is the tolerant passes'
-(``tests/test_parse_plain.py``).
+(``tests/parsing/test_parse_plain.py``).
 """
 
 from __future__ import annotations
@@ -619,7 +619,7 @@ def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Lab
     end, and each line either starts with a label spelled exactly ``Thought:``,
     ``Action:``, ``Action Input:`` or ``Final Answer:`` (then a space or the end of the
     line) or cannot start any label or Observation; no fence line comes before a label.
-    The result is then exactly what the two passes give (``tests/test_parse_plain.py``
+    The result is then exactly what the two passes give (``tests/parsing/test_parse_plain.py``
     checks it on every golden reply and on generated ones); only the labels that were
     there are read, and :func:`_sections` onwards is shared.
     """

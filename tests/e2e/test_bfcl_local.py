@@ -1,7 +1,7 @@
 """``react-engine eval bfcl`` against the real embedded model: the live path, end to end.
 
 The scores are not asserted (they depend on the CPU's kernels); the recorded set in
-``fixtures/bfcl`` pins them for the scripted run (tests/test_bfcl.py). Here: every case gets
+``fixtures/bfcl`` pins them for the scripted run (tests/eval/test_bfcl.py). Here: every case gets
 one real request under each protocol, the replies are recorded, and replaying the recording
 gives the same table.
 """

@@ -1,6 +1,6 @@
 """The README's embedded-model block, as pasted, against the real local model.
 
-tests/test_readme.py runs every README block with a stand-in for ``local_server()``; this
+tests/api/test_readme.py runs every README block with a stand-in for ``local_server()``; this
 runs the one block that starts the embedded model for real: the server process, the
 agent, a run and the printed answer. The 135M model's answer is not judged, only that the
 block runs to its end and prints one.
@@ -32,7 +32,7 @@ def test_the_embedded_model_block_runs_as_pasted(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
-    # See tests/test_readme.py: pytest-examples' rebuilt tracebacks break pytest on 3.11.
+    # See tests/api/test_readme.py: pytest-examples' rebuilt tracebacks break pytest on 3.11.
     monkeypatch.setattr(pytest_examples.run_code, "create_example_traceback", lambda *a: None)
     eval_example.run(block, rewrite_assertions=False)
     printed = capfd.readouterr().out.strip()

@@ -1,4 +1,4 @@
-"""A worker process for tests/test_durable_runs.py: runs (or resumes) a 3-call run against
+"""A worker process for tests/store/test_durable_runs.py: runs (or resumes) a 3-call run against
 a loopback server with a store, and dies by SIGKILL where it is told to.
 
     python durable_worker.py DB URL EFFECTS run RUN_ID [--kill-after N] [--kill-in-tool K]

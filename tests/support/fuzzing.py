@@ -1,4 +1,4 @@
-"""Hypothesis profiles for the reliability fuzz tests (``tests/test_fuzz.py``).
+"""Hypothesis profiles for the reliability fuzz tests (``tests/parsing/test_fuzz.py``).
 
 ``make fuzz`` sets ``HYPOTHESIS_PROFILE=fuzz`` and gets the long runs; otherwise the short
 ones run in ``make test``. The profiles are applied with ``@settings(PROFILE)`` on each test,

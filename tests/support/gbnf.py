@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from support.parts import LOCAL, LOCAL_HINT, require_module
+
 _INIT = "_Z23llama_grammar_init_implPK11llama_vocabPKcS3_bPS3_mPKim"
 _ACCEPT = "_Z20llama_grammar_acceptP13llama_grammarj"
 _STACKS = "_Z24llama_grammar_get_stacksP13llama_grammar"
@@ -104,7 +106,7 @@ def matcher() -> GrammarMatcher:
     missing."""
     global _matcher
     if _matcher is None:
-        llama_cpp = pytest.importorskip("llama_cpp")
+        llama_cpp = require_module("llama_cpp", LOCAL, LOCAL_HINT, module_level=False)
         lib = llama_cpp.llama_cpp._lib
         missing = [n for n in (_INIT, _ACCEPT, _STACKS, _FREE) if not hasattr(lib, n)]
         if missing or ctypes.sizeof(ctypes.c_void_p) != 8:

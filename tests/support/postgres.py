@@ -4,8 +4,9 @@ package and no download. Run as root, it runs the server as a system user of its
 (PostgreSQL refuses to run as root). The server listens on a Unix socket in its data
 directory, on this machine only.
 
-Where no server can be had, the tests skip with the reason, except in CI (``CI`` set),
-where they fail: a CI run never passes by skipping them.
+Where no server can be had, the tests skip with the reason, except under ``make test``
+(``REACT_ENGINE_REQUIRE_ALL`` set, tests/support/parts.py), where they fail: a CI run never
+passes by skipping them.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
-import pytest
+from support.parts import missing
 
 
-def unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"PostgreSQL tests cannot run in CI: {reason}", pytrace=False)
-    pytest.skip(f"no PostgreSQL server: {reason}")
+def unavailable(reason: str) -> NoReturn:
+    missing("a PostgreSQL server", reason)
 
 
 @contextmanager

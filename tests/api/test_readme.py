@@ -1,0 +1,249 @@
+"""Every ```python block of README.md runs, as a reader would paste it.
+
+The blocks are found and run with ``pytest-examples`` (the tool pydantic runs its docs
+with): each one alone, as the ``__main__`` module of a file of its own, so a block that
+leans on a name from an earlier one fails here. The model is the shipped loopback server
+(:class:`~react_engine.testing.ScriptedServer`), reached through ``OPENAI_BASE_URL`` and
+``OPENAI_API_KEY`` as the README says, with replies scripted for each block in
+:data:`SCRIPTS`; the conftest's socket guard fails a block that reaches past loopback.
+Every scripted reply must be asked for, so a block that stops calling the model fails too.
+
+Three kinds of block get a little more:
+
+* A block whose fence names a file (```` ```python title="files_server.py" ````) is that
+  file, as the reader saves it: it is written to the working directory of the next block,
+  which runs it (the MCP server that block's agent starts).
+* Lines ``#> ...`` under a ``print`` are its output: such a block is run with
+  ``run_print_check``, which fails when a print says anything else.
+* The embedded model block gets, for ``local_server()``, a stand-in that yields the
+  scripted server's address; tests/e2e/test_readme_local.py runs it against the real model.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_examples.run_code
+from pytest_examples import CodeExample, EvalExample, find_examples
+
+import react_engine.local
+from react_engine.local import LocalEndpoint
+from react_engine.testing import ScriptedServer, completion, tool_calls_completion
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+EXAMPLES = list(find_examples(README))
+
+
+def heading_of(example: CodeExample) -> str:
+    """The slug of the last heading above a block: ``"quickstart"``, ``"streaming"``..."""
+    above = README.read_text(encoding="utf-8").splitlines()[: example.start_line]
+    in_fence = False
+    title = "top"
+    for line in above:
+        if line.startswith("```"):
+            in_fence = not in_fence
+        elif not in_fence and line.startswith("#"):
+            title = line.lstrip("#").strip()
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def block_ids() -> list[str]:
+    """``heading`` for a section's first block, ``heading-2`` for its second..."""
+    ids: list[str] = []
+    for example in EXAMPLES:
+        base = heading_of(example)
+        n = sum(1 for i in ids if i == base or i.startswith(f"{base}-#"))
+        ids.append(base if n == 0 else f"{base}-#{n + 1}")
+    return ids
+
+
+IDS = block_ids()
+
+
+@dataclass
+class Scenario:
+    """What the model answers one block, and what the block must show for it."""
+
+    replies: list[Any] = field(default_factory=list)
+    printed: tuple[str, ...] = ()
+    """Text the block's output must hold (the scripted answer, typically)."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Files the block expects in its working directory (a reader's own data)."""
+    check: Callable[[ScriptedServer], None] | None = None
+    """More to assert on what the server was asked."""
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return tool_calls_completion((name, arguments))
+
+
+def answer(text: str) -> dict[str, Any]:
+    return completion(text)
+
+
+def _saw_file_contents(server: ScriptedServer) -> None:
+    """The MCP server really ran: the file it read reached the model as an observation."""
+    sent = repr(server.requests[-1]["messages"])
+    assert "Beijing in May: pack an umbrella" in sent
+    assert "notes/trip.md" in sent  # list_files' result
+
+
+SCRIPTS: dict[str, Scenario] = {
+    # Building agents makes no request.
+    "connecting-to-an-endpoint": Scenario(),
+    "quickstart": Scenario(
+        [
+            tool_calls_completion(
+                ("get_weather", {"location": "Beijing"}), ("get_weather", {"location": "Guangzhou"})
+            ),
+            answer("Beijing: sunny, 24°C. Guangzhou: sunny, 24°C."),
+            answer("Paris: sunny, 24°C."),
+            call("get_weather", location="Beijing"),
+            answer("Sunny in Beijing."),
+            answer("No umbrella needed: it is sunny."),
+        ],
+        printed=("RunResult(answer='Beijing: sunny, 24°C.", "No umbrella needed"),
+    ),
+    "quickstart-#2": Scenario(
+        [call("get_weather", location="Paris"), answer("It is overcast in Paris, 14°C.")],
+        printed=("It is overcast in Paris, 14°C.",),
+    ),
+    "streaming": Scenario(
+        [
+            call("get_weather", location="Paris"),
+            answer("Overcast, 14°C."),
+            call("get_weather", location="Paris"),
+            answer("Still overcast, 14°C."),
+        ],
+        printed=("→ ['get_weather']", "Overcast, 14°C.", "\nStill overcast, 14°C."),
+    ),
+    "tracing-opentelemetry": Scenario(
+        [call("get_weather", location="Paris"), answer("Overcast, 14°C.")],
+        printed=(
+            "['chat gpt-4o-mini', 'execute_tool get_weather', 'chat gpt-4o-mini', 'invoke_agent']",
+        ),
+    ),
+    "typed-final-answers": Scenario(
+        [
+            call("get_weather", location="Beijing"),
+            call("final_result", city="Beijing", temperature_c=24),
+            call("final_result", response=[24, 14]),
+        ],
+        printed=("city='Beijing' temperature_c=24",),
+    ),
+    "tools-from-mcp-servers-#2": Scenario(
+        [
+            call("fs_list_files", folder="notes"),
+            call("fs_read_file", path="notes/trip.md"),
+            call("get_weather", location="Beijing"),
+            answer("notes/trip.md mentions Beijing, where it is sunny and 24°C."),
+        ],
+        printed=("notes/trip.md mentions Beijing",),
+        files={"notes/trip.md": "Beijing in May: pack an umbrella.\n"},
+        check=_saw_file_contents,
+    ),
+    "sessions-and-durable-runs": Scenario(
+        [
+            call("get_weather", location="Paris"),
+            answer("Overcast, 14°C."),
+            call("get_weather", location="Beijing"),
+            answer("Sunny, 24°C."),
+            # resume() of the finished run asks for nothing.
+            call("send_email", to="bob@example.com", body="The report is ready."),
+            answer("Sent."),
+        ],  # the block's #> lines are its printed output
+    ),
+    # In process, without a server.
+    "the-parser-on-its-own": Scenario(),
+    "testing-an-agent-without-a-model": Scenario(),
+}
+
+
+def is_file(example: CodeExample) -> str | None:
+    """The file name a block's fence gives it (``title="files_server.py"``), if any."""
+    return example.prefix_settings().get("title")
+
+
+def test_every_python_block_is_found_and_has_a_scenario() -> None:
+    fences = re.findall(r"^```(\S*)", README.read_text(encoding="utf-8"), flags=re.M)
+    opening = fences[0::2]  # every other fence closes a block
+    assert sum(1 for lang in opening if lang == "python") == len(EXAMPLES) >= 9
+    runnable = {i for i, e in zip(IDS, EXAMPLES, strict=True) if not is_file(e)}
+    assert runnable == set(SCRIPTS), "a README block was added, renamed or removed: script it"
+    for i, example in enumerate(EXAMPLES):
+        if is_file(example):  # written for the next block, which must be run
+            assert i + 1 < len(EXAMPLES) and not is_file(EXAMPLES[i + 1])
+
+
+@pytest.fixture
+def reader_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A reader's shell: a fresh working directory and no model configured."""
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "REACT_ENGINE_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("REACT_ENGINE_CAPABILITY_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    # pytest-examples runs a block as __main__ and leaves it in sys.modules: put ours back.
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
+    # On a failure it rebuilds the traceback with frames made through ctypes, whose line
+    # table is wrong on Python 3.11 (it passes co_lnotab for co_linetable): formatting them
+    # raises StopIteration inside pytest's reporting, an INTERNALERROR that hides the
+    # block's error. The traceback it had is kept instead; its file is README_<lines>.py.
+    monkeypatch.setattr(pytest_examples.run_code, "create_example_traceback", lambda *a: None)
+    return tmp_path
+
+
+def stand_in_for_local_server(server: ScriptedServer) -> Callable[..., Any]:
+    @contextmanager
+    def local_server(**_: Any) -> Iterator[LocalEndpoint]:
+        yield LocalEndpoint(
+            base_url=server.base_url,
+            api_key="sk-local",
+            model="smollm2-135m",
+            log_path=Path("server.log"),
+            pid=0,
+            port=server.port,
+        )
+
+    return local_server
+
+
+@pytest.mark.parametrize(
+    "index", [i for i, e in enumerate(EXAMPLES) if not is_file(e)], ids=lambda i: IDS[i]
+)
+def test_readme_block_runs(
+    index: int,
+    eval_example: EvalExample,
+    reader_env: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    example, scenario = EXAMPLES[index], SCRIPTS.get(IDS[index])
+    if scenario is None:
+        pytest.fail(f"README block {IDS[index]} ({example}) has no scenario in SCRIPTS")
+    if index and (name := is_file(EXAMPLES[index - 1])):
+        (reader_env / name).write_text(EXAMPLES[index - 1].source, encoding="utf-8")
+    for path, text in scenario.files.items():
+        (reader_env / path).parent.mkdir(parents=True, exist_ok=True)
+        (reader_env / path).write_text(text, encoding="utf-8")
+    with ScriptedServer(*scenario.replies) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-readme-test")
+        monkeypatch.setattr(react_engine.local, "local_server", stand_in_for_local_server(server))
+        if "#>" in example.source:
+            eval_example.run_print_check(example, rewrite_assertions=False)
+        else:
+            eval_example.run(example, rewrite_assertions=False)
+        asked = len(server.requests)
+    assert asked == len(scenario.replies), f"the block asked the model {asked} times"
+    printed = capfd.readouterr().out
+    for text in scenario.printed:
+        assert text in printed
+    if scenario.check is not None:
+        scenario.check(server)

@@ -1,0 +1,92 @@
+"""The CLI's durable state: ``chat --session NAME`` and ``runs list | show | resume``."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from react_engine.cli import ChatSession, Endpoint, build_parser, main
+from react_engine.cli import commands as cli
+from react_engine.store import SQLiteSession
+from react_engine.testing import ScriptedModel, ScriptedServer, completion, tool_calls_completion
+from react_engine.types import UserTurn
+
+WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
+
+
+def test_chat_session_keeps_the_conversation_across_chats(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REACT_ENGINE_STORE", str(tmp_path / "store.db"))
+    args = build_parser().parse_args(["chat", "--session", "alice", "--protocol", "text"])
+    lines = iter(["my name is Alice", "/exit"])
+    out = io.StringIO()
+    first = ChatSession(
+        args,
+        Endpoint("scripted", client=ScriptedModel(["Final Answer: hello Alice"])),
+        cli._load_tools(None),
+        out=out,
+        read_line=lambda _: next(lines),
+    )
+    first.loop()
+    assert "hello Alice" in out.getvalue()
+
+    model = ScriptedModel(["Final Answer: you are Alice"])  # a new chat, later
+    lines = iter(["who am I?", "/exit"])
+    second = ChatSession(
+        args,
+        Endpoint("scripted", client=model),
+        [],
+        out=io.StringIO(),
+        read_line=lambda _: next(lines),
+    )
+    second.loop()
+    prompt = "\n".join(m.content or "" for m in model.requests[0].messages)
+    assert "my name is Alice" in prompt and "hello Alice" in prompt
+    stored = SQLiteSession("alice", tmp_path / "store.db").load_sync()
+    assert [i.content for i in stored if isinstance(i, UserTurn)] == [
+        "my name is Alice",
+        "who am I?",
+    ]
+
+
+def three_calls(body: dict[str, Any]) -> dict[str, Any]:
+    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    if len(results) < 3:
+        return tool_calls_completion(("act", {"n": len(results) + 1}))
+    return completion("; ".join(results))
+
+
+def test_runs_list_show_and_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, effects = tmp_path / "store.db", tmp_path / "effects"
+    monkeypatch.setenv("DURABLE_EFFECTS", str(effects))
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1]))
+    with ScriptedServer(default=three_calls) as server:
+        worker = [sys.executable, str(WORKER), str(db), server.base_url, str(effects)]
+        killed = subprocess.run([*worker, "run", "r1", "--kill-after", "7"], timeout=120)
+        assert killed.returncode == -9  # after the second step was committed
+        assert main(["runs", "list", "--store", str(db)]) == 0
+        assert "r1" in capsys.readouterr().out
+        assert main(["runs", "show", "r1", "--store", str(db)]) == 0
+        shown = capsys.readouterr().out
+        assert "running" in shown and "done 2" in shown
+        code = main(
+            [
+                "runs", "resume", "r1", "--store", str(db), "--base-url", server.base_url,
+                "--model", "mock-model", "--protocol", "function_calling",
+                "--tools", "support.durable_tools", "--json",
+            ]
+        )  # fmt: skip
+        assert code == 0
+        assert '"answer": "done 1; done 2; done 3"' in capsys.readouterr().out
+        assert len(server.requests) == 4
+    assert Counter(effects.read_text().split()) == Counter({"1": 1, "2": 1, "3": 1})
+    assert main(["runs", "show", "nope", "--store", str(db)]) != 0

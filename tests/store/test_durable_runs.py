@@ -1,0 +1,203 @@
+"""Resumable runs: a worker process is killed (SIGKILL) at every commit of a 3-call run
+and inside a tool; another process resumes the run from the store.
+
+The model is a loopback server that calls ``act(1)``, ``act(2)``, ``act(3)`` in turn and
+then answers with the observations it was shown. Each check: the resumed run ends with
+the uninterrupted run's answer; no committed model reply is asked for again (the server
+counts requests: exactly 4 per run); no call of the non-idempotent tool runs twice (the
+tool writes one line per run to a file); a call that was running at the crash is not run
+again and the model is told it may or may not have happened.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from react_engine import Agent
+from react_engine.store import RunStore
+from react_engine.store.runs import MAYBE_RAN
+from react_engine.testing import ScriptedServer, completion, tool_calls_completion
+
+pytestmark = pytest.mark.slow  # worker processes killed and resumed
+
+WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
+ANSWER = "done 1; done 2; done 3"
+ENTRIES = 14  # 4 replies, 3 x (started, done), 4 steps
+COMMITS = 10  # a step is written with the next commit (the last one with the result)
+
+
+def three_calls(body: dict[str, Any]) -> dict[str, Any]:
+    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    if len(results) < 3:
+        return tool_calls_completion(("act", {"n": len(results) + 1}))
+    return completion("; ".join(results))
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(default=three_calls) as srv:
+        yield srv
+
+
+def worker(tmp: Path, url: str, *args: str) -> tuple[int, dict[str, Any] | None]:
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), str(tmp / "store.db"), url, str(tmp / "effects"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if proc.returncode not in (0, -9):
+        raise AssertionError(proc.stderr)
+    out = json.loads(proc.stdout) if proc.returncode == 0 else None
+    return proc.returncode, out
+
+
+def effects(tmp: Path) -> Counter[str]:
+    path = tmp / "effects"
+    return Counter(path.read_text().split()) if path.exists() else Counter()
+
+
+def test_an_uninterrupted_run_commits_each_step(tmp_path: Path, server: ScriptedServer) -> None:
+    code, out = worker(tmp_path, server.base_url, "run", "r1")
+    assert code == 0 and out is not None
+    assert out["answer"] == ANSWER and len(server.requests) == 4
+    store = RunStore(tmp_path / "store.db")
+    kinds = [e.kind for e in store.entries("r1")]
+    assert len(kinds) == ENTRIES
+    assert kinds[:4] == ["reply", "started", "done", "step"]
+    assert store.info("r1").status == "final_answer"
+    assert [s.kind for s in store.steps("r1")] == ["action"] * 3 + ["final"]
+
+
+@pytest.mark.parametrize("kill_after", range(1, COMMITS + 1))
+def test_killed_after_each_commit_the_run_resumes(
+    tmp_path: Path, server: ScriptedServer, kill_after: int
+) -> None:
+    code, _ = worker(tmp_path, server.base_url, "run", "r", "--kill-after", str(kill_after))
+    assert code == -9
+    store = RunStore(tmp_path / "store.db")
+    assert store.info("r").status == "running"  # the process died mid-run
+    last = store.entries("r")[-1]
+    code, out = worker(tmp_path, server.base_url, "resume", "r")
+    assert code == 0 and out is not None
+    assert len(server.requests) == 4  # no committed reply asked for again
+    ran = effects(tmp_path)
+    assert max(ran.values()) == 1  # no call ran twice
+    assert store.info("r").status == "final_answer"
+    if last.kind == "started":  # killed before the tool ran: not run again, the model told
+        n = json.loads(last.body["raw_arguments"])["n"]
+        assert ran[str(n)] == 0
+        assert out["calls"][n - 1] == ["act", "error", f"Error: {MAYBE_RAN}"]
+        assert out["answer"] == ANSWER.replace(f"done {n}", f"Error: {MAYBE_RAN}")
+    else:
+        assert out["answer"] == ANSWER
+        assert sorted(ran) == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("call", [1, 2, 3])
+def test_killed_inside_a_tool_the_call_is_not_run_again(
+    tmp_path: Path, server: ScriptedServer, call: int
+) -> None:
+    code, _ = worker(tmp_path, server.base_url, "run", "r", "--kill-in-tool", str(call))
+    assert code == -9
+    code, out = worker(tmp_path, server.base_url, "resume", "r")
+    assert code == 0 and out is not None
+    assert effects(tmp_path)[str(call)] == 1  # it had happened; it is not repeated
+    assert out["calls"][call - 1][1:] == ["error", f"Error: {MAYBE_RAN}"]
+    assert out["answer"] == ANSWER.replace(f"done {call}", f"Error: {MAYBE_RAN}")
+    assert len(server.requests) == 4
+
+
+def test_an_idempotent_tool_killed_inside_is_run_again(
+    tmp_path: Path, server: ScriptedServer
+) -> None:
+    args = ("--kill-in-tool", "2", "--idempotent")
+    code, _ = worker(tmp_path, server.base_url, "run", "r", *args)
+    assert code == -9
+    code, out = worker(tmp_path, server.base_url, "resume", "r", "--idempotent")
+    assert code == 0 and out is not None
+    assert out["answer"] == ANSWER
+    assert effects(tmp_path) == Counter({"1": 1, "2": 2, "3": 1})
+    assert len(server.requests) == 4
+
+
+def test_a_finished_run_resumed_sends_no_request(tmp_path: Path, server: ScriptedServer) -> None:
+    store = RunStore(tmp_path / "s.db")
+    agent = Agent("m", base_url=server.base_url, api_key="k", store=store, protocol="text")
+    server.default = None
+    server.push(completion("Final Answer: 42"))
+    first = agent.run("q")
+    assert first.run_id is not None and first.answer == "42"
+    again = agent.resume(first.run_id)
+    assert again.answer == "42" and len(server.requests) == 1
+
+
+def test_deferred_approvals_are_given_from_other_processes(
+    tmp_path: Path, server: ScriptedServer
+) -> None:
+    code, out = worker(tmp_path, server.base_url, "run", "r", "--approval")
+    verdicts = {1: "yes", 2: "no", 3: "yes"}
+    for n in (1, 2, 3):
+        assert code == 0 and out is not None
+        assert out["stop_reason"] == "awaiting_approval" and len(out["pending"]) == 1
+        assert out["answer"] is None
+        assert effects(tmp_path)[str(n)] == 0  # not run before it is approved
+        store = RunStore(tmp_path / "store.db")
+        assert store.info("r").status == "awaiting_approval"
+        approve = f"{out['pending'][0]}={verdicts[n]}"
+        code, out = worker(
+            tmp_path, server.base_url, "resume", "r", "--approval", "--approve", approve
+        )
+    assert code == 0 and out is not None
+    assert out["stop_reason"] == "final_answer"
+    denied = "Error: the user did not approve this call"
+    assert out["answer"] == f"done 1; {denied}; done 3"
+    assert [c[1] for c in out["calls"]] == ["ok", "denied", "ok"]
+    assert effects(tmp_path) == Counter({"1": 1, "3": 1})
+    assert len(server.requests) == 4
+
+
+def test_a_deferred_approval_without_a_store_is_refused() -> None:
+    from react_engine.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="needs a store"):
+        Agent("m", base_url="http://127.0.0.1:1/v1", approve="defer")
+
+
+def test_an_approval_callback_may_defer(tmp_path: Path) -> None:
+    from react_engine.testing import ScriptedModel, tool_call_reply
+    from react_engine.tools import tool
+
+    ran: list[int] = []
+
+    @tool(requires_approval=True, read_only=True)  # read-only: both calls of a reply run
+    def act(n: int) -> str:
+        """Do step n."""
+        ran.append(n)
+        return f"done {n}"
+
+    def later(record: Any) -> str:
+        return "defer"
+
+    script = [tool_call_reply(("act", {"n": 1}), ("act", {"n": 2})), "ok"]
+    store = RunStore(tmp_path / "s.db")
+    agent = Agent("m", [act], client=ScriptedModel(script), store=store, approve=later)
+    waiting = agent.run("go")
+    assert waiting.stop_reason == "awaiting_approval" and not ran
+    assert [c.id for c in waiting.pending] == ["call_1", "call_2"]
+    done = agent.resume(waiting.run_id or "", approvals={"call_1": False, "call_2": True})
+    assert done.answer == "ok" and ran == [2]
+    assert [c.status for c in done.tool_calls] == ["denied", "ok"]
+    # Without a store, a callback's "defer" is a denial: nothing to resume from.
+    bare = Agent("m", [act], client=ScriptedModel(script), approve=later)
+    result = bare.run("go")
+    assert [c.status for c in result.tool_calls] == ["denied", "denied"]
+    assert "needs a store" in (result.tool_calls[0].error or "")
