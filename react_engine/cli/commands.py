@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import __version__
+from .. import Capabilities, __version__
 from ..compare.run import (
     CompareSettings,
     Target,
@@ -56,7 +56,6 @@ from ..compare.run import (
     write_outputs,
 )
 from ..compare.suite import (
-    ALL_PROTOCOLS,
     PROTOCOLS,
     ScriptReply,
     Transcript,
@@ -71,7 +70,7 @@ from ..errors import (
     UserError,
 )
 from ..eval.bfcl import add_eval_parser, run_eval_command
-from ..protocols.registry import protocol_names
+from ..protocols.registry import auto_order, protocol_names, registration
 from ..run.agent import Agent, Conversation
 from ..run.events import Event, RunDone
 from ..run.state import RUN_EVENT
@@ -131,20 +130,44 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 class _ScriptedReplies:
-    """The scripted model's replies per protocol: a request with ``tools`` is answered from
-    the function-calling list, one without from the text list, or from the structured list
-    when the agent runs that protocol (or from one shared list)."""
+    """The scripted model's replies per protocol: the list of the protocol the agent runs,
+    else the native (function-calling) list written in its format by the registry
+    (:meth:`Registration.scripted <react_engine.protocols.registry.Registration.scripted>`), else
+    the one shared list (``"*"``). Under ``"auto"``, a request with ``tools`` is the native
+    protocol's, one without the protocol ``"auto"`` falls back to."""
 
     def __init__(self, script: dict[str, list[ScriptReply]], label: str) -> None:
-        self._transcripts = {k: Transcript(v, label=f"{label} [{k}]") for k, v in script.items()}
+        self._script = script
+        self._label = label
+        self._transcripts: dict[str, Transcript] = {}
         self.protocol = "auto"
         """The protocol the agent was asked for (a structured request looks like a text one)."""
 
+    def _protocol(self, request: ModelRequest) -> str:
+        named = self.protocol if self.protocol in protocol_names()[1:] else None
+        if named is not None and registration(named).native_calls == bool(request.tools):
+            return named
+        if request.tools:
+            return "function_calling"
+        return auto_order(Capabilities(function_calling=False))[0]
+
+    def _transcript(self, protocol: str) -> Transcript | None:
+        replies = self._script.get(protocol)
+        native = self._script.get("function_calling")
+        if replies is None and native is not None:
+            written = registration(protocol).scripted([r.model_dump() for r in native])
+            replies = [ScriptReply.model_validate(r) for r in written]
+        key = protocol if replies is not None else "*"
+        replies = replies if replies is not None else self._script.get("*")
+        if replies is None:
+            return None
+        if key not in self._transcripts:
+            self._transcripts[key] = Transcript(replies, label=f"{self._label} [{key}]")
+        return self._transcripts[key]
+
     def __call__(self, request: ModelRequest) -> ModelResponse:
-        protocol = "function_calling" if request.tools else "text"
-        if protocol == "text" and self.protocol == "structured":
-            protocol = "structured"
-        transcript = self._transcripts.get(protocol) or self._transcripts.get("*")
+        protocol = self._protocol(request)
+        transcript = self._transcript(protocol)
         if transcript is None:
             raise ConfigurationError(f"the script has no replies for the {protocol} protocol")
         return transcript(request)
@@ -647,7 +670,7 @@ Commands:
   /tools            the tools the agent may call
   /settings         model, endpoint, API key (masked), protocol, limits
   /trace FILE       append each turn's trace to FILE (JSON Lines); /trace off to stop
-  /protocol NAME    switch protocol: auto, function_calling, text or structured (history kept)
+  /protocol NAME    switch protocol: {protocols} (history kept)
   /exit             leave (Ctrl-D too)
 Ctrl-C during an answer interrupts it; the conversation keeps what was done so far."""
 
@@ -736,7 +759,7 @@ class ChatSession:
             self.say("bye")
             return False
         if name == "/help":
-            self.say(_HELP)
+            self.say(_HELP.format(protocols=", ".join(protocol_names())))
         elif name == "/history":
             self.say(format_history(self.conversation.history))
         elif name == "/tools":
@@ -939,7 +962,7 @@ def _progress(run: TaskRun, done: int, total: int) -> None:
 def _compare_targets(
     args: argparse.Namespace, protocols: Sequence[str]
 ) -> Iterator[tuple[list[Target], str]]:
-    chosen = [p for p in ALL_PROTOCOLS if p in protocols]
+    chosen = [p for p in protocol_names()[1:] if p in protocols]
     if args.scripted:
         yield [Target("scripted", p, scripted=True) for p in chosen], "scripted"
         return
@@ -1187,7 +1210,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--protocol",
         action="append",
-        choices=list(ALL_PROTOCOLS),
+        choices=list(protocol_names()[1:]),
         help="a protocol to run; repeat for several (default: function_calling and text)",
     )
     compare.add_argument(

@@ -6,6 +6,9 @@
 * :mod:`.run`: runs the suite against models and protocols and reports the metrics.
 """
 
+import warnings
+from typing import Any
+
 from .run import (
     METRICS,
     CompareSettings,
@@ -21,7 +24,6 @@ from .run import (
     write_outputs,
 )
 from .suite import (
-    ALL_PROTOCOLS,
     PROTOCOLS,
     Check,
     ProtocolName,
@@ -33,11 +35,11 @@ from .suite import (
     load_script,
     load_task,
     load_tasks,
+    named_protocols,
 )
 from .tools import TASK_TOOLS
 
 __all__ = [
-    "ALL_PROTOCOLS",
     "METRICS",
     "PROTOCOLS",
     "TASK_TOOLS",
@@ -59,7 +61,20 @@ __all__ = [
     "load_task",
     "load_tasks",
     "metrics_from_trace",
+    "named_protocols",
     "run_comparison",
     "run_task",
     "write_outputs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ALL_PROTOCOLS":  # deprecated: it was a snapshot of the registry
+        warnings.warn(
+            "react_engine.compare.ALL_PROTOCOLS is deprecated: use "
+            "react_engine.protocols.registry.protocol_names()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return named_protocols()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

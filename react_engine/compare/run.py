@@ -247,7 +247,7 @@ def run_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
     """
     transcript: Transcript | None = None
     if target.scripted:
-        replies = task.scripted.get(target.protocol)
+        replies = task.script_for(target.protocol)
         if not replies:
             raise ConfigurationError(f"task {task.id} has no scripted {target.protocol} replies")
         transcript = Transcript(replies, label=f"task {task.id} ({target.protocol})")

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -46,7 +47,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ConfigurationError
-from ..protocols.registry import protocol_names
+from ..protocols.registry import protocol_names, registration
 from ..testing import Script, ScriptedModel, ScriptExhausted
 from ..tools import Tool
 from ..transport.wire import request_payload
@@ -54,7 +55,6 @@ from ..types import ModelRequest, ModelResponse, ReplyCall, RunResult, Usage
 from .tools import TASK_TOOLS
 
 __all__ = [
-    "ALL_PROTOCOLS",
     "PROTOCOLS",
     "Check",
     "ProtocolName",
@@ -67,12 +67,30 @@ __all__ = [
     "load_script",
     "load_task",
     "load_tasks",
+    "named_protocols",
 ]
 
 ProtocolName = str
 """A name in the protocol registry (:func:`react_engine.protocols.registry.protocol_names`)."""
-ALL_PROTOCOLS: tuple[ProtocolName, ...] = tuple(n for n in protocol_names() if n != "auto")
-"""Every protocol a comparison (or a script) can name: the registry's, as imported."""
+
+
+def named_protocols() -> tuple[ProtocolName, ...]:
+    """Every protocol a comparison (or a script) can name: the registry's, as it is now."""
+    return tuple(n for n in protocol_names() if n != "auto")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ALL_PROTOCOLS":  # deprecated: it was a snapshot of the registry
+        warnings.warn(
+            "react_engine.compare.suite.ALL_PROTOCOLS is deprecated: use "
+            "react_engine.protocols.registry.protocol_names()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return named_protocols()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")
 """What ``compare`` runs unless ``--protocol`` says otherwise; every task has scripted
 replies for these."""
@@ -171,15 +189,28 @@ class Task(_Strict):
         missing = [n for n in self.check.must_call if n not in self.tools]
         if missing:
             raise ValueError(f"check.must_call names tools the task does not offer: {missing}")
+        names = named_protocols()
         for protocol, replies in self.scripted.items():
-            if protocol not in ALL_PROTOCOLS:
-                raise ValueError(
-                    f"scripted.{protocol}: not a protocol (one of {', '.join(ALL_PROTOCOLS)})"
-                )
+            if protocol not in names:
+                raise ValueError(f"scripted.{protocol}: not a protocol (one of {', '.join(names)})")
             if not replies:
                 raise ValueError(f"scripted.{protocol} is empty")
-            if protocol != "function_calling" and any(r.tool_calls for r in replies):
+            native = registration(protocol).native_calls
+            if not native and any(r.tool_calls for r in replies):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
+
+    def script_for(self, protocol: ProtocolName) -> list[ScriptReply] | None:
+        """The scripted replies for ``protocol``: the task's own, or else its native
+        (function-calling) transcript written in that protocol's format by the registry
+        (:meth:`Registration.scripted <react_engine.protocols.registry.Registration.scripted>`)."""
+        own = self.scripted.get(protocol)
+        if own is not None or protocol not in named_protocols():
+            return own
+        native = self.scripted.get("function_calling")
+        if native is None:
+            return None
+        written = registration(protocol).scripted([r.model_dump() for r in native])
+        return [ScriptReply.model_validate(r) for r in written]
 
     def tool_objects(self) -> list[Tool]:
         return [TASK_TOOLS[name] for name in self.tools]
@@ -359,9 +390,10 @@ def load_script(path: Path) -> dict[str, list[ScriptReply]]:
         if isinstance(data, dict):
             out: dict[str, list[ScriptReply]] = {}
             for key, items in data.items():
-                if key not in ALL_PROTOCOLS or not isinstance(items, list):
+                if key not in named_protocols() or not isinstance(items, list):
                     raise ConfigurationError(
-                        f"script {path}: expected lists under {list(ALL_PROTOCOLS)}, got {key!r}"
+                        f"script {path}: expected lists under {list(named_protocols())}, "
+                        f"got {key!r}"
                     )
                 out[key] = [ScriptReply.model_validate(_reply(i)) for i in items]
             return out

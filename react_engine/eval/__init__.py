@@ -1,16 +1,18 @@
 """Benchmarks run through the engine: ``react-engine eval bfcl`` (:mod:`.bfcl`)."""
 
-from .bfcl import ALL_PROTOCOLS, PROTOCOLS, Report, bfcl_summary, format_report, run_bfcl
+import warnings
+from typing import Any
+
+from .bfcl import DEFAULT_PROTOCOLS, Report, bfcl_summary, eval_protocols, format_report, run_bfcl
 from .bfcl_checker import Call, Verdict, check_calls
 from .bfcl_data import CATEGORIES, Case, case_tools, load_cases, to_json_schema
 from .bfcl_multi_turn import MULTI_TURN_CATEGORIES, MultiTurnCase, load_multi_turn_cases
 from .bfcl_prompt import BfclPromptProtocol
 
 __all__ = [
-    "ALL_PROTOCOLS",
     "CATEGORIES",
+    "DEFAULT_PROTOCOLS",
     "MULTI_TURN_CATEGORIES",
-    "PROTOCOLS",
     "BfclPromptProtocol",
     "Call",
     "Case",
@@ -20,9 +22,23 @@ __all__ = [
     "bfcl_summary",
     "case_tools",
     "check_calls",
+    "eval_protocols",
     "format_report",
     "load_cases",
     "load_multi_turn_cases",
     "run_bfcl",
     "to_json_schema",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("PROTOCOLS", "ALL_PROTOCOLS"):  # deprecated: snapshots of the registry
+        warnings.warn(
+            f"react_engine.eval.{name} is deprecated: use "
+            "react_engine.protocols.registry.protocol_names() (or eval_protocols())",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        live = eval_protocols()
+        return live if name == "ALL_PROTOCOLS" else live[:-1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,6 +39,7 @@ import functools
 import json
 import os
 import sys
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -82,10 +83,9 @@ from .bfcl_multi_turn import (
 from .bfcl_prompt import BfclPromptProtocol
 
 __all__ = [
-    "ALL_PROTOCOLS",
     "BFCL_PROMPT",
+    "DEFAULT_PROTOCOLS",
     "NATIVE_FC_DECODE_FAILURE_RATE",
-    "PROTOCOLS",
     "PUBLISHED",
     "CaseResult",
     "EvalSettings",
@@ -94,6 +94,7 @@ __all__ = [
     "Report",
     "add_eval_parser",
     "bfcl_summary",
+    "eval_protocols",
     "format_report",
     "load_recording",
     "run_bfcl",
@@ -103,15 +104,33 @@ __all__ = [
     "save_recording",
 ]
 
-PROTOCOLS: tuple[str, ...] = tuple(p for p in protocol_names() if p != "auto")
-"""The protocols the eval runs by default: every named one ("auto" picks one of them)."""
+DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
+"""The protocols the eval runs unless ``--protocol`` says otherwise (those recorded in
+``fixtures/bfcl``); any registered protocol may be named."""
 
 BFCL_PROMPT = "bfcl-prompt"
 """The text protocol prompted and read as BFCL's Prompt mode
 (:mod:`react_engine.eval.bfcl_prompt`): run with ``--protocol bfcl-prompt``."""
 
-ALL_PROTOCOLS: tuple[str, ...] = (*PROTOCOLS, BFCL_PROMPT)
-"""Every protocol the eval can run."""
+
+def eval_protocols() -> tuple[str, ...]:
+    """Every protocol the eval can run: the registry's (as it is now: one registered
+    later is in it) and :data:`BFCL_PROMPT`."""
+    return (*(p for p in protocol_names() if p != "auto"), BFCL_PROMPT)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("PROTOCOLS", "ALL_PROTOCOLS"):  # deprecated: snapshots of the registry
+        warnings.warn(
+            f"react_engine.eval.bfcl.{name} is deprecated: use "
+            "react_engine.protocols.registry.protocol_names() (or eval_protocols())",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        live = eval_protocols()
+        return live if name == "ALL_PROTOCOLS" else live[:-1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
 """BFCL's decode-failure rate for native function calling on these cases, as issue 14
@@ -948,8 +967,8 @@ def add_eval_parser(
     p.add_argument(
         "--protocol",
         action="append",
-        choices=list(ALL_PROTOCOLS),
-        help=f"a protocol to run; repeatable (default: {', '.join(PROTOCOLS)}; "
+        choices=list(eval_protocols()),
+        help=f"a protocol to run; repeatable (default: {', '.join(DEFAULT_PROTOCOLS)}; "
         f"{BFCL_PROMPT}: the text protocol with BFCL's Prompt-mode system prompt)",
     )
     p.add_argument("--out", metavar="FILE", help="write the report (every case) as JSON")
@@ -1091,7 +1110,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     categories = args.categories or list(DEFAULT_CATEGORIES)
     if args.cases and not args.categories:  # the categories the ids belong to
         categories = [*CATEGORIES, *MULTI_TURN_CATEGORIES]
-    protocols = [p for p in ALL_PROTOCOLS if p in (args.protocol or PROTOCOLS)]
+    protocols = [p for p in eval_protocols() if p in (args.protocol or DEFAULT_PROTOCOLS)]
     settings = EvalSettings(
         temperature=args.temperature,
         seed=args.seed,
@@ -1104,7 +1123,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         directory = Path(args.scripted)
         if not args.protocol:  # the protocols recorded there
             protocols = [
-                p for p in ALL_PROTOCOLS if (directory / f"{p}.json").is_file()
+                p for p in eval_protocols() if (directory / f"{p}.json").is_file()
             ] or protocols
         recorded: dict[str, dict[str, Recorded]] = {}
         meta: dict[str, Any] = {}

@@ -2,6 +2,7 @@
 
 * :func:`parse_react` reads one Thought/Action/Observation reply into a
   :class:`~react_engine.types.ParsedStep`, reporting every tolerance it applied.
+* :func:`read_think` reads a reply's reasoning (think blocks), for every protocol.
 * :func:`cut_reply` is its first stage: cut where the model started inventing.
 * :func:`repair_json` decodes the JSON a model meant, reporting every repair.
 
@@ -9,16 +10,26 @@ All patterns live in :mod:`react_engine.parsing.patterns`.
 """
 
 from .json_repair import JSON_REPAIR_CODES, RepairResult, decode_prefix, repair_json
-from .react import EXPECTED_STEP, PARSE_REPAIR_CODES, cut_reply, parse_react, split_think
+from .react import (
+    EXPECTED_STEP,
+    PARSE_REPAIR_CODES,
+    Thinking,
+    cut_reply,
+    parse_react,
+    read_think,
+    split_think,
+)
 
 __all__ = [
     "EXPECTED_STEP",
     "JSON_REPAIR_CODES",
     "PARSE_REPAIR_CODES",
     "RepairResult",
+    "Thinking",
     "cut_reply",
     "decode_prefix",
     "parse_react",
+    "read_think",
     "repair_json",
     "split_think",
 ]

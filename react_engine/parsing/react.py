@@ -171,7 +171,14 @@ from . import patterns as P
 from .common import call_objects, think_blocks, unfence
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
 
-__all__ = ["PARSE_REPAIR_CODES", "cut_reply", "parse_react", "split_think"]
+__all__ = [
+    "PARSE_REPAIR_CODES",
+    "Thinking",
+    "cut_reply",
+    "parse_react",
+    "read_think",
+    "split_think",
+]
 
 PARSE_REPAIR_CODES: Final = frozenset(
     {
@@ -389,31 +396,81 @@ def _tidy(text: str | None) -> str | None:
     return tidied
 
 
-def split_think(text: str) -> tuple[str | None, str]:
-    """A reply's think block and the rest of the reply, as :func:`parse_react` sees them.
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """A reply read for its reasoning (:func:`read_think`)."""
 
-    The block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``) at the start,
-    or everything before a stray ``</think>`` whose opening tag the server ate. An
-    unclosed opening tag at the start makes the whole reply reasoning (the reply was cut
-    before the model finished thinking). Later blocks are taken out of the rest too (one
-    never closed runs to the end), their contents joining the reasoning. Returns
-    ``(reasoning, rest)``: the reasoning stripped (``None`` when there is none or it is
-    blank) and the text outside the blocks; ``(None, text)`` for a reply with no block.
+    reasoning: str | None
+    """What its think blocks hold (and, before a JSON payload, the prose around them),
+    stripped; ``None`` when there is none or it is blank."""
+    rest: str
+    """The reply without them."""
+    codes: tuple[str, ...] = ()
+    """``think_block``, ``unclosed_think`` (a block never closed: reasoning to the end)."""
+
+
+def read_think(text: str, *, payload: str = "") -> Thinking:
+    """The one reader of a reply's reasoning, for every protocol (the parser masks the
+    same blocks in place, keeping offsets: :func:`_mask_think`).
+
+    A think block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``, any case,
+    :func:`~react_engine.parsing.common.think_blocks`): one at the start of the reply, or
+    everything before a stray closing tag whose opening tag the server ate, and every
+    later block; a block never closed runs to the end of the reply (it was cut while
+    thinking, so nothing in it is read as a step).
+
+    ``payload``: the characters that open the reply's payload where it is delimited (a
+    JSON object: ``"{[`"``). Blocks are then read only before the payload, so that a tag
+    inside it (a thought that mentions ``</think>``) stays its text, and prose before a
+    block is reasoning too (it is not the payload).
     """
+    if payload:
+        return _think_before(text, payload)
     think, body_start, code = _think_span(text)
     rest = text[body_start:]
     later = list(think_blocks(rest))
     if code is None and not later:
-        return None, text
+        return Thinking(None, text)
     parts = [(think or "").strip()]
     kept: list[str] = []
+    codes = [code] if code else []
     at = 0
     for block in later:
         kept.append(rest[at : block.start])
         parts.append(rest[block.content_start : block.content_end].strip())
+        codes.append("think_block" if block.closed else "unclosed_think")
         at = block.end
     kept.append(rest[at:])
-    return "\n\n".join(p for p in parts if p) or None, "".join(kept)
+    reasoning = "\n\n".join(p for p in parts if p) or None
+    return Thinking(reasoning, "".join(kept), tuple(_dedupe(codes)))
+
+
+def _think_before(raw: str, payload: str) -> Thinking:
+    thoughts: list[str] = []
+    codes: list[str] = []
+    body = raw
+    while body.lstrip()[:1] not in tuple(payload):
+        block = next(think_blocks(body), None)
+        if block is None:
+            break
+        prose = body[: block.start].strip()
+        content = body[block.content_start : block.content_end].strip()
+        thoughts += [t for t in (prose, content) if t]
+        if not block.closed:
+            codes.append("unclosed_think")
+            body = ""
+            break
+        codes.append("think_block")
+        body = body[block.end :]
+    return Thinking("\n\n".join(thoughts) or None, body, tuple(_dedupe(codes)))
+
+
+def split_think(text: str) -> tuple[str | None, str]:
+    """A reply's think block and the rest of the reply, as :func:`parse_react` sees them:
+    ``(reasoning, rest)`` of :func:`read_think`, ``(None, text)`` for a reply with no
+    block."""
+    thinking = read_think(text)
+    return thinking.reasoning, thinking.rest
 
 
 def _think_span(text: str) -> tuple[str | None, int, str | None]:

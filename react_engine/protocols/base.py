@@ -25,13 +25,11 @@ value (``Agent(protocol=MyProtocol())``) or registered by name with
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..tools._nesting import TOO_DEEP, too_deep
 from ..types import (
     HistoryItem,
     Message,
@@ -40,13 +38,28 @@ from ..types import (
     ModelSettings,
     ToolChoice,
 )
+from .decision import (
+    NOT_JSON,
+    CallTools,
+    Decision,
+    FinalAnswer,
+    FormatError,
+    MultiAction,
+    PendingCall,
+    Refusal,
+    arguments_json,
+    guard_depth,
+    parsed_arguments_error,
+)
 
 if TYPE_CHECKING:
     from ..tools.base import Tool
     from ..transport.capabilities import Capabilities
     from .output import OutputSpec
+    from .registry import ProtocolOptions, ScriptStep
 
 __all__ = [
+    "NOT_JSON",
     "CallTools",
     "Decision",
     "FinalAnswer",
@@ -56,16 +69,12 @@ __all__ = [
     "Protocol",
     "Refusal",
     "RequestContext",
+    "arguments_json",
+    "guard_depth",
+    "parsed_arguments_error",
 ]
 
 T = TypeVar("T")
-
-MultiAction: TypeAlias = Literal["independent", "first", "all"]
-"""Which of a reply's several calls run (:attr:`AgentConfig.multi_action
-<react_engine.run.config.AgentConfig.multi_action>`, applied by
-:mod:`react_engine.protocols.policy`): ``"independent"`` the read-only ones and the first
-other one, ``"first"`` the first one only, ``"all"`` every one. In every mode a later call
-whose arguments hold a placeholder (blind) is not run."""
 
 
 @dataclass(slots=True)
@@ -114,97 +123,6 @@ class RequestContext:
         return value
 
 
-@dataclass(slots=True)
-class PendingCall:
-    """A call read from a reply, before it runs (it becomes an
-    :class:`~react_engine.types.ActionRecord` once it has run or been refused)."""
-
-    id: str | None
-    """The provider's call id, ``""`` when it sent none, ``None`` when the format has no
-    ids (text formats, salvaged calls). The policy makes every id unique and non-empty."""
-    tool: str
-    arguments: dict[str, Any] | str
-    """Decoded arguments: a JSON object, or the plain text the model wrote."""
-    raw_arguments: str
-    error: str | None = None
-    """Why the arguments could not be decoded (the call then becomes an error observation)."""
-    salvaged: bool = False
-    repairs: list[str] = field(default_factory=list)
-    """The repairs the reading of this call took: its arguments, and for a format where the
-    call is the whole reply (structured), the reply around them. The policy refuses a call
-    with any lossy one (:mod:`react_engine.parsing.repairs`), so a protocol reports every
-    repair that could have changed what this call's arguments are."""
-    lossy: list[str] = field(default_factory=list)
-    """Those of :attr:`repairs` that guessed a value, set by the policy."""
-    cut: bool | None = None
-    """The protocol's reading of a reply cut by the length limit: ``True`` when this call's
-    arguments were cut, ``False`` when the reply is known to go on past them, ``None`` when
-    the protocol cannot tell (the policy then trusts only arguments that are complete JSON
-    as they stand)."""
-    skip: str | None = None
-    """Why the policy does not run this call although its arguments are fine (a blind
-    later call, a second call with effects in one reply): the call is recorded as
-    ``skipped`` and the model is told why, so that it can make it in a later step."""
-
-
-class Refusal(str):
-    """Why a reply is refused: a clause in English, as every protocol may send it, with a
-    ``code`` and ``values`` by which a prompt template words it in its own language (its
-    ``error_<code>`` text, see :meth:`Protocol.feedback`). A plain ``str`` everywhere else."""
-
-    code: str
-    values: dict[str, str]
-
-    def __new__(cls, code: str, text: str, /, **values: str) -> Refusal:
-        refusal = super().__new__(cls, text)
-        refusal.code = code
-        refusal.values = values
-        return refusal
-
-
-@dataclass(slots=True, kw_only=True)
-class _Reading:
-    text: str | None
-    """The reply as it stays in the transcript."""
-    thought: str | None = None
-    repairs: list[str] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True, kw_only=True)
-class CallTools(_Reading):
-    """The reply asks for tool calls (at least one)."""
-
-    calls: list[PendingCall]
-
-
-@dataclass(slots=True, kw_only=True)
-class FinalAnswer(_Reading):
-    """The reply is the final answer."""
-
-    answer: str
-    output: Any = None
-    """The answer as the run's ``output_type``, set by the policy once it validates."""
-
-
-@dataclass(slots=True, kw_only=True)
-class FormatError(_Reading):
-    """The reply cannot be used; ``feedback`` tells the model what to write instead."""
-
-    feedback: str
-    problem: str | None = None
-    """What the reply was, in a few words for the run's error message ("a tool call written
-    as text", "empty"), should it be the last one."""
-    plain: str | None = None
-    """The reply read as plain prose in no format at all (no label, no call): the answer it
-    would be. The policy takes it as the final answer when the model, once reminded of the
-    format, replies in plain prose again."""
-
-
-Decision = CallTools | FinalAnswer | FormatError
-"""A reply, read by a protocol: exactly one of calls, a final answer, or a format error."""
-
-
 class Protocol(ABC):
     """How tool calls travel between the agent and the model. Subclass once, pass as a value."""
 
@@ -212,6 +130,23 @@ class Protocol(ABC):
     reads_native_calls: bool = False
     """Whether :meth:`read_reply` reads the reply's native ``tool_calls`` itself. Where it
     does not, the policy reads them first: a native call is honoured under every protocol."""
+
+    @classmethod
+    def from_options(cls, options: ProtocolOptions) -> Protocol:
+        """The protocol the registry builds for one model (``Agent(protocol=name)``): by
+        default ``cls()``; a protocol that reads a prompt template or another option takes
+        it from ``options``."""
+        return cls()
+
+    @staticmethod
+    def script(step: ScriptStep) -> list[dict[str, Any]]:
+        """``step`` as the scripted replies a model speaking this protocol would send (the
+        demo's ``--dry-run``, the comparison's scripted runs): by default native
+        ``tool_calls``, for protocols that send the tools natively."""
+        if step.answer is not None:
+            return [{"content": step.answer}]
+        calls = [{"name": name, "arguments": args} for name, args in step.calls]
+        return [{"content": step.thought, "tool_calls": calls}]
 
     @abstractmethod
     def render(self, ctx: RequestContext) -> list[Message]:
@@ -259,49 +194,3 @@ class Protocol(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
-
-
-def arguments_json(arguments: dict[str, Any] | str, raw: str) -> str:
-    """The JSON object text of a call's arguments, for native ``tool_calls`` messages."""
-    if isinstance(arguments, dict):
-        return json.dumps(arguments, ensure_ascii=False)
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        value = None
-    if isinstance(value, dict):
-        return raw
-    return json.dumps({"input": arguments}, ensure_ascii=False)
-
-
-NOT_JSON = (
-    "the Action Input is not valid JSON and could not be repaired (it is cut off, broken "
-    "or nested too deeply), so the action was not run; write it again as one complete "
-    "JSON object"
-)
-"""Why a parsed action whose input looks like JSON but is not (cut off, broken) never runs."""
-
-
-def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -> str | None:
-    """Why an action read by :func:`~react_engine.parsing.parse_react` must not run, or None.
-
-    Input that starts like a JSON object or array but could not be decoded (cut off, or
-    broken beyond repair) is kept as text by the parser; a tool must never receive it as
-    if it were a plain-text input.
-    """
-    if (
-        "action_input_not_json" in repairs
-        and isinstance(args, str)
-        and args.lstrip()[:1] in ("{", "[")
-    ):
-        return NOT_JSON
-    return None
-
-
-def guard_depth(call: PendingCall) -> None:
-    """Refuse arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH`: the call becomes an
-    ``invalid_arguments`` observation and keeps only the raw text, which every later
-    step (rendering, the trace) handles at any depth."""
-    if call.error is None and isinstance(call.arguments, dict) and too_deep(call.arguments):
-        call.error = TOO_DEEP
-        call.arguments = call.raw_arguments

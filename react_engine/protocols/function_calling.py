@@ -28,14 +28,12 @@ marked ``salvaged`` in the trace, instead of being taken for the final answer.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
 from ..errors import JSONRepairError, ReActParseError
-from ..parsing import parse_react, repair_json, split_think
-from ..parsing.salvage import SalvagedCall, salvage_calls, strip_salvaged
-from ..tools._nesting import TOO_DEEP, too_deep
+from ..parsing import parse_react, repair_json
+from ..parsing.salvage import salvage_calls, strip_salvaged
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -58,88 +56,33 @@ from .base import (
     PendingCall,
     Protocol,
     RequestContext,
-    arguments_json,
-    guard_depth,
-    parsed_arguments_error,
 )
+from .decision import arguments_json, guard_depth, parsed_arguments_error
 from .output import FINAL_RESULT
 from .prompts import PromptTemplate, load_template
-
-__all__ = ["FunctionCallingProtocol", "decode_arguments", "native_calls"]
-
-
-CUT_PARAMETER = (
-    "the reply ends inside this call's last <parameter> (it is never closed), so the value "
-    "may be cut off and the call was not run; call the tool again with complete arguments"
+from .shared import (  # decode_arguments, native_calls, salvaged_calls: importable here too
+    CUT_PARAMETER,
+    decode_arguments,
+    grammar_style,
+    native_calls,
+    reasoning,
+    render_history,
+    salvaged_calls,
 )
+
+__all__ = [
+    "CUT_PARAMETER",
+    "FunctionCallingProtocol",
+    "decode_arguments",
+    "native_calls",
+    "salvaged_calls",
+]
 
 
 FINAL_ALONE = (
     f"{FINAL_RESULT} gives the final answer and must be called alone, after the results "
     "of the other calls are in; it was not run: call it again, alone, once you have them"
 )
-
-
-_VALUE_TAGS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "qwen_xml": ("<parameter=", ("</parameter>", "</function>", "</tool_call>")),
-    "seed_oss": ("<parameter=", ("</parameter>", "</function>", "</seed:tool_call>")),
-    "minimax": ("<parameter name=", ("</parameter>", "</invoke>", "</minimax:tool_call>")),
-    "glm45": ("<arg_value>", ("</arg_value>", "</tool_call>")),
-}
-"""Formats that write values between tags: the tag opening a value, and those closing it."""
-
-
-def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -> bool:
-    """Whether an XML-ish call (Qwen3-Coder, Seed-OSS, MiniMax, GLM) ends the reply inside
-    its last value: no closing tag after it, nothing after the call. Its value is then
-    whatever was written before the cut (``/tmp/important/sub``)."""
-    if fmt not in _VALUE_TAGS:
-        return False
-    opening, closings = _VALUE_TAGS[fmt]
-    body = content[span[0] : span[1]]
-    last = body.rfind(opening)
-    if last < 0 or content[span[1] :].strip():
-        return False
-    tail = body[last:]
-    return not any(tag in tail for tag in closings)
-
-
-def salvaged_calls(content: str, found: list[SalvagedCall]) -> tuple[list[PendingCall], list[str]]:
-    """The pending calls for the calls :func:`~react_engine.parsing.salvage.salvage_calls`
-    found in ``content``, and the repairs (``salvaged:FORMAT``): shared by every protocol
-    that reads a call written in a model family's own format."""
-    calls = []
-    repairs = []
-    for call in found:
-        args: dict[str, Any] | str = call.arguments
-        error = None
-        if isinstance(args, str):
-            raw = args
-        elif too_deep(args):  # not re-encoded: json.dumps may not get that deep
-            raw = content[call.span[0] : call.span[1]]
-            args, error = raw, TOO_DEEP
-        else:
-            raw = json.dumps(args, ensure_ascii=False)
-        fixes: list[str] = [*call.repairs]
-        if isinstance(args, str) and error is None and args.lstrip()[:1] in ("{", "["):
-            args, error, decoded = decode_arguments(args)
-            fixes += decoded
-        repairs.extend(fixes)
-        if error is None and _cut_parameter(content, call.span, call.format):
-            error = CUT_PARAMETER
-        calls.append(
-            PendingCall(
-                id=None,
-                tool=call.name,
-                arguments=args,
-                raw_arguments=raw,
-                error=error,
-                salvaged=True,
-                repairs=[f"salvaged:{call.format}", *fixes],
-            )
-        )
-        repairs.append(f"salvaged:{call.format}")
-    return calls, repairs
 
 
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"
@@ -150,66 +93,8 @@ list): what a forced final answer may be, on servers that take grammars."""
 def _answer_constraint(ctx: RequestContext) -> Constraint | None:
     """Under ``tool_choice="none"``, where the server constrains with grammars, rule out a
     call written as text (a small model copies the calls it sees in the transcript)."""
-    caps = ctx.capabilities
-    if not caps.constrained_decoding or caps.constraint_style not in ("llama.cpp", "vllm"):
-        return None
-    return Constraint(style=caps.constraint_style, grammar=_ANSWER_GRAMMAR)
-
-
-def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[str]]:
-    """Decode a call's argument text: (arguments, error for the model, repairs applied)."""
-    text = raw.strip()
-    if not text:
-        return {}, None, ["empty_arguments"]
-    try:
-        value = json.loads(text)
-        repairs: list[str] = []
-    except RecursionError:
-        return raw, TOO_DEEP, []
-    except ValueError:
-        try:
-            # Sloppy but complete JSON is repaired; cut-off JSON is not: closing what the
-            # model never closed would run the tool on a value it did not write.
-            fixed = repair_json(text, allow_truncated=False)
-        except JSONRepairError as exc:
-            return raw, f"the arguments are not valid JSON ({exc})", []
-        value = fixed.value
-        repairs = [f"json:{r}" for r in fixed.repairs]
-    if too_deep(value):
-        return raw, TOO_DEEP, repairs
-    if isinstance(value, str):
-        # Double-encoded arguments ("{\"a\": 1}") happen with some servers.
-        try:
-            inner = json.loads(value)
-        except RecursionError:
-            return raw, TOO_DEEP, repairs
-        except ValueError:
-            inner = None
-        if isinstance(inner, dict):
-            if too_deep(inner):
-                return raw, TOO_DEEP, repairs
-            return inner, None, [*repairs, "double_encoded_arguments"]
-    if not isinstance(value, dict):
-        return raw, f"the arguments must be a JSON object, not {type(value).__name__}", repairs
-    return value, None, repairs
-
-
-def native_calls(reply: ModelResponse) -> list[PendingCall]:
-    """The reply's native ``tool_calls``, decoded (:func:`decode_arguments`), in order."""
-    calls: list[PendingCall] = []
-    for raw in reply.tool_calls:
-        arguments, error, repairs = decode_arguments(raw.arguments)
-        calls.append(
-            PendingCall(
-                id=raw.id or "",
-                tool=raw.name,
-                arguments=arguments,
-                raw_arguments=raw.arguments,
-                error=error,
-                repairs=repairs,
-            )
-        )
-    return calls
+    style = grammar_style(ctx)
+    return None if style is None else Constraint(style=style, grammar=_ANSWER_GRAMMAR)
 
 
 class FunctionCallingProtocol(Protocol):
@@ -250,21 +135,14 @@ class FunctionCallingProtocol(Protocol):
         is finished, and providers drop or refuse it. Without the capability no message
         carries it (OpenAI and most servers reject the unknown field).
         """
-        messages: list[Message] = [
-            SystemMessage(self.template.fill("system", instructions=ctx.instructions or "").strip())
-        ]
+        system = self.template.fill("system", instructions=ctx.instructions or "").strip()
         last_question = max(
             (i for i, item in enumerate(ctx.history) if isinstance(item, UserTurn)), default=-1
         )
         echo = ctx.capabilities.reasoning_echo
-        for i, item in enumerate(ctx.history):
-            if isinstance(item, UserTurn):
-                messages.append(UserMessage(item.content))
-            else:
-                echoed = echo and i > last_question
-                render = functools.partial(self._render_step, item, echoed)
-                messages.extend(ctx.once((item, self), echoed, render))
-        return messages
+        return render_history(
+            ctx, self, system, self._render_step, flag=lambda i: echo and i > last_question
+        )
 
     def _render_step(self, step: Step, echo: bool = False) -> list[Message]:
         native = step.protocol == self.name
@@ -392,7 +270,7 @@ class FunctionCallingProtocol(Protocol):
         for the policy to validate (broken JSON is kept as written, and refused there)."""
         assert ctx.output is not None
         content = reply.content or ""
-        think, said = split_think(content)
+        _, _, thought = reasoning(content)
         answer = call.arguments
         repairs = list(repairs or [])
         try:
@@ -402,19 +280,13 @@ class FunctionCallingProtocol(Protocol):
         else:
             repairs += [f"json:{r}" for r in decoded.repairs]
             answer = json.dumps(ctx.output.unwrap(decoded.value), ensure_ascii=False)
-        return FinalAnswer(
-            text=content or None,
-            thought=_join(think, said.strip() or None),
-            answer=answer,
-            repairs=repairs,
-        )
+        return FinalAnswer(text=content or None, thought=thought, answer=answer, repairs=repairs)
 
     def _read(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         content = reply.content or ""
         # A think block in the content is reasoning, like ``reply.reasoning``: it goes to
         # the thought and never into the answer.
-        think, said = split_think(content)
-        thought = _join(think, said.strip() or None)
+        think, said, thought = reasoning(content)
         if ctx.force_final:
             # Tools are off: only the text can be the answer (the policy refuses a call
             # written as text).
@@ -461,10 +333,9 @@ class FunctionCallingProtocol(Protocol):
         if found:
             calls, repairs = salvaged_calls(content, found)
             rest = strip_salvaged(content, found).strip()
-            think, said = split_think(rest)
             return CallTools(
                 text=rest or None,
-                thought=_join(think, said.strip() or None),
+                thought=reasoning(rest)[2],
                 calls=calls,
                 repairs=repairs,
             )
@@ -496,8 +367,3 @@ class FunctionCallingProtocol(Protocol):
             calls=calls,
             repairs=[*parsed.repairs, "salvaged:react_text"],
         )
-
-
-def _join(a: str | None, b: str | None) -> str | None:
-    parts = [p for p in (a, b) if p]
-    return "\n\n".join(parts) if parts else None

@@ -67,27 +67,30 @@ import json
 import re
 import uuid
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import ReActParseError
-from ..parsing import parse_react, split_think
+from ..parsing import parse_react
 from ..parsing import patterns as P
 from ..parsing.arguments import read_text_arguments
 from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import written_call
 from ..types import ModelResponse, Step
-from .base import (
+from .decision import (
     CallTools,
     Decision,
     FinalAnswer,
     FormatError,
     MultiAction,
     PendingCall,
-    Protocol,
     Refusal,
 )
-from .base import RequestContext as Context
 from .output import OutputError
+from .shared import join, native_calls, reasoning
+
+if TYPE_CHECKING:  # the seam applies this module: it is imported for types only
+    from .base import Protocol
+    from .base import RequestContext as Context
 
 __all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "effects", "new_call_id", "placeholder"]
 
@@ -103,6 +106,7 @@ WRITTEN_CALL = Refusal(
     "you already have, write your final answer in words",
 )
 """Why a forced final answer that is a call (in any syntax) is not an answer."""
+_WRITTEN = "a tool call written as text"
 
 
 def new_call_id() -> str:
@@ -112,12 +116,13 @@ def new_call_id() -> str:
 def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Context) -> Decision:
     """``decision`` with the shared rules applied; a refused reply becomes a format error."""
     decision = _native_calls_first(protocol, decision, reply)
+    decision = _forced_written_call(protocol, decision, reply, ctx)
     decision = _plain_after_reminder(decision, ctx)
     match decision:
         case CallTools():
             _assign_ids(decision)
-            _refuse_lossy(decision.calls)
             _refuse_cut(decision.calls, reply)
+            _refuse_lossy(decision.calls)
             _text_inputs(decision, ctx)
             allowed = _calls_allowed(protocol, decision, ctx)
             if isinstance(allowed, CallTools):
@@ -136,13 +141,11 @@ def _native_calls_first(protocol: Protocol, decision: Decision, reply: ModelResp
     run, and the text is the thought (an Action written beside them is not run twice)."""
     if not reply.tool_calls or protocol.reads_native_calls:
         return decision
-    from .function_calling import native_calls  # the protocols import this module
-
     calls = native_calls(reply)
     thought = decision.thought
     if thought is None:
-        think, said = split_think(reply.content or "")
-        thought = _join(think, _unlabelled(said.strip()) or None)
+        think, said, _ = reasoning(reply.content or "")
+        thought = join(think, _unlabelled(said.strip()))
     return CallTools(
         text=None,  # the step is shown to the model as calls, in its protocol's own format
         thought=thought,
@@ -150,6 +153,19 @@ def _native_calls_first(protocol: Protocol, decision: Decision, reply: ModelResp
         repairs=[r for c in calls for r in c.repairs],
         events=[*decision.events, "native_tool_calls"],
     )
+
+
+def _forced_written_call(
+    protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Context
+) -> Decision:
+    """On a forced final request, a reply the protocol could not read that is a call
+    written as text (in any syntax) is refused as such (rule 5): the model is told that
+    no tool can run now, not how to call one."""
+    if not ctx.force_final or not isinstance(decision, FormatError):
+        return decision
+    if not written_call(reply.content or "", ctx.tool_names()):
+        return decision
+    return protocol.reject(decision, WRITTEN_CALL, forced=True, problem=_WRITTEN)
 
 
 def _plain_after_reminder(decision: Decision, ctx: Context) -> Decision:
@@ -209,7 +225,7 @@ def _unlabel(decision: FinalAnswer) -> None:
         return  # a call written as text, not labels around an answer
     if parsed is not None and parsed.final_answer:
         decision.answer = parsed.final_answer
-        decision.thought = _join(decision.thought, parsed.thought)
+        decision.thought = join(decision.thought, parsed.thought)
     else:
         rest = _unlabelled(answer.lstrip())
         if not rest or rest == answer.lstrip():
@@ -232,11 +248,6 @@ def _unlabelled(text: str) -> str:
     return text[found.end() :].strip() if kind == P.THOUGHT else text
 
 
-def _join(a: str | None, b: str | None) -> str | None:
-    parts = [p.strip() for p in (a, b) if p and p.strip()]
-    return "\n\n".join(parts) if parts else None
-
-
 def _assign_ids(decision: CallTools) -> None:
     seen: set[str] = set()
     for call in decision.calls:
@@ -256,10 +267,17 @@ def _refuse_lossy(calls: list[PendingCall]) -> None:
 
 
 def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:
+    """A call whose arguments may be cut short never runs (rule 4): one the protocol says
+    ends inside a value it never closed (:attr:`PendingCall.cut` in its words), and in a
+    reply cut by the length limit, the last one unless the protocol knows the reply went
+    on past it or its arguments are complete JSON as they stand."""
+    for call in calls:
+        if isinstance(call.cut, str) and call.error is None:
+            call.error = call.cut
     if reply.finish_reason != "length" or not calls:
         return
     last = calls[-1]
-    if last.cut is False:
+    if last.cut is False or isinstance(last.cut, str):
         return
     if last.cut or not _complete_json(last.raw_arguments):
         last.error = CUT_OFF
@@ -276,9 +294,7 @@ def _complete_json(raw: str) -> bool:
 def _calls_allowed(protocol: Protocol, decision: CallTools, ctx: Context) -> Decision:
     names = ctx.tool_names()
     if ctx.force_final:
-        return protocol.reject(
-            decision, WRITTEN_CALL, forced=True, problem="a tool call written as text"
-        )
+        return protocol.reject(decision, WRITTEN_CALL, forced=True, problem=_WRITTEN)
     if ctx.tool_choice == "none" or not names:
         error = Refusal(
             "tool_none", "no tool may be used for this question: write the final answer"
@@ -302,9 +318,7 @@ def _answer_allowed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> 
     names = ctx.tool_names()
     if ctx.force_final:
         if written_call(decision.answer, names):
-            return protocol.reject(
-                decision, WRITTEN_CALL, forced=True, problem="a tool call written as text"
-            )
+            return protocol.reject(decision, WRITTEN_CALL, forced=True, problem=_WRITTEN)
         return decision
     if names and (ctx.tool_choice == "required" or ctx.tool_choice in names):
         tools = ctx.tool_choice if ctx.tool_choice in names else ", ".join(names)

@@ -24,7 +24,14 @@ from typing import Any
 
 from ..errors import TemplateError
 
-__all__ = ["PromptTemplate", "list_templates", "load_template"]
+__all__ = [
+    "TEMPLATE_KINDS",
+    "PromptTemplate",
+    "TemplateKind",
+    "add_template_kind",
+    "list_templates",
+    "load_template",
+]
 
 # key -> (allowed placeholders, required placeholders). Keys not listed here are free text
 # with no placeholders; unknown keys are an error so a typo does not pass unnoticed.
@@ -106,11 +113,41 @@ STRUCTURED_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 labels or stop sequences; the model is shown the JSON shape in ``system``."""
 STRUCTURED_SCHEMA.update(ERROR_SCHEMA)
 
-_SCHEMAS: dict[str, dict[str, tuple[frozenset[str], frozenset[str]]]] = {
-    "text": TEXT_SCHEMA,
-    "function_calling": FUNCTION_CALLING_SCHEMA,
-    "structured": STRUCTURED_SCHEMA,
+KindSchema = dict[str, tuple[frozenset[str], frozenset[str]]]
+"""A kind's texts: for each key, the placeholders it may use and those it must use."""
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateKind:
+    """What a template of one ``kind`` holds: the texts it may have (its schema) and those
+    it must have. A protocol names the kind it reads in its registration
+    (:attr:`~react_engine.protocols.registry.Registration.template_kind`);
+    a new protocol with templates of its own adds its kind with :func:`add_template_kind`."""
+
+    schema: KindSchema
+    needed: frozenset[str] = frozenset({"system"})
+
+
+TEMPLATE_KINDS: dict[str, TemplateKind] = {
+    "text": TemplateKind(
+        TEXT_SCHEMA, frozenset({"system", "question", "observation", "format_error"})
+    ),
+    "function_calling": TemplateKind(FUNCTION_CALLING_SCHEMA),
+    "structured": TemplateKind(
+        STRUCTURED_SCHEMA, frozenset({"system", "observation", "format_error"})
+    ),
 }
+"""Every kind of template :func:`parse_template` accepts, by name."""
+
+
+def add_template_kind(name: str, kind: TemplateKind) -> None:
+    """Accept templates of kind ``name`` (a later call replaces it)."""
+    if "system" not in kind.schema or not kind.needed <= set(kind.schema):
+        raise TemplateError(
+            f"template kind {name!r}: needs a 'system' text and a schema for each needed one"
+        )
+    TEMPLATE_KINDS[name] = kind
+
 
 _META_KEYS = frozenset({"name", "description", "kind", "stop", "labels"})
 
@@ -137,8 +174,9 @@ class PromptTemplate:
 
     name: str
     kind: str
-    """``"text"`` for the text ReAct protocol, ``"function_calling"`` for the native one,
-    ``"structured"`` for the structured-output (JSON) one."""
+    """One of :data:`TEMPLATE_KINDS`: ``"text"`` for the text ReAct protocol,
+    ``"function_calling"`` for the native one, ``"structured"`` for the structured-output
+    (JSON) one, or a kind a new protocol added."""
     texts: Mapping[str, str]
     stop: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -181,7 +219,7 @@ def _fields(text: str, name: str, key: str) -> frozenset[str]:
 
 
 def _check(template: PromptTemplate) -> PromptTemplate:
-    schema = _SCHEMAS[template.kind]
+    schema = TEMPLATE_KINDS[template.kind].schema
     for key, text in template.texts.items():
         if key not in schema:
             raise TemplateError(
@@ -209,12 +247,7 @@ def _check(template: PromptTemplate) -> PromptTemplate:
                 f"template {template.name!r}: {key!r} must use {', '.join(absent)}",
                 template=template.name,
             )
-    needed = {"system"}
-    if template.kind == "text":
-        needed |= {"question", "observation", "format_error"}
-    elif template.kind == "structured":
-        needed |= {"observation", "format_error"}
-    lacking = sorted(needed - set(template.texts))
+    lacking = sorted(TEMPLATE_KINDS[template.kind].needed - set(template.texts))
     if lacking:
         raise TemplateError(
             f"template {template.name!r} lacks {', '.join(lacking)}", template=template.name
@@ -225,7 +258,7 @@ def _check(template: PromptTemplate) -> PromptTemplate:
 def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> PromptTemplate:
     """Build and check a template from already-decoded TOML data."""
     kind = str(data.get("kind", "text"))
-    if kind not in _SCHEMAS:
+    if kind not in TEMPLATE_KINDS:
         raise TemplateError(f"template {name!r}: unknown kind {kind!r}", template=name)
     texts: dict[str, str] = {}
     for key, value in data.items():

@@ -2,20 +2,26 @@
 
 Two tables, read by the agent and nothing else:
 
-* :data:`PROTOCOLS`, a name → factory registry. ``Agent(protocol="text")`` looks the name
-  up here, ``"auto"`` asks :func:`choose`, and the CLI and the comparison list their
-  choices from it. A new protocol is one module and one :func:`register` call (or one
-  line in :func:`_builtin`).
+* :data:`PROTOCOLS`, the registry: one :class:`Registration` per name, which carries all
+  that the rest of the package needs to know of a protocol (its factory, the kind of
+  prompt template it reads, its place in ``"auto"``'s choice, and how a scripted reply is
+  written in its format for the demo, the CLI's ``--scripted`` runs and the comparison).
+  ``Agent(protocol="text")`` looks the name up here, ``"auto"`` asks :func:`choose`, and
+  the CLI, the comparison and the evaluation list their choices from it when they run, so
+  that a protocol registered later is accepted everywhere. A new protocol is one module
+  and one :func:`register` call (the shipped ones: one line each in :func:`_builtin`).
 * what to do when a server rejects a parameter: :func:`adapt` applies the row of
   :data:`~react_engine.transport.rejections.REACTIONS` (beside the classifier that names
-  the parameter) to the run's capabilities and protocol.
+  the parameter) to the run's capabilities and protocol (a ``switch_to="auto"`` row: the
+  next protocol of :func:`auto_order`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -29,10 +35,14 @@ __all__ = [
     "Adaptation",
     "ProtocolOptions",
     "Reaction",
+    "Registration",
+    "ScriptStep",
     "adapt",
+    "auto_order",
     "choose",
     "protocol_names",
     "register",
+    "registration",
 ]
 
 
@@ -48,44 +58,147 @@ class ProtocolOptions:
 
 ProtocolFactory = Callable[[ProtocolOptions], Protocol]
 
-PROTOCOLS: dict[str, ProtocolFactory] = {}
+
+@dataclass(frozen=True, slots=True)
+class ScriptStep:
+    """One model reply in no protocol's format, for scripted runs: a thought, then either
+    calls (``(tool, arguments)`` pairs: an object, or the argument text as a model sent it)
+    or a final answer. :meth:`Protocol.script <react_engine.protocols.base.Protocol.script>`
+    writes it the way a model speaking that protocol would."""
+
+    thought: str | None = None
+    calls: tuple[tuple[str, Mapping[str, Any] | str], ...] = ()
+    answer: str | None = None
+
+    @classmethod
+    def from_reply(cls, reply: Mapping[str, Any]) -> ScriptStep:
+        """A scripted reply in the native format (``content`` and ``tool_calls``) as a step."""
+        calls = tuple((c["name"], c.get("arguments", {})) for c in reply.get("tool_calls") or ())
+        if calls:
+            return cls(thought=reply.get("content"), calls=calls)
+        return cls(answer=reply.get("content") or "")
+
+
+ScriptWriter = Callable[[ScriptStep], list[dict[str, Any]]]
+"""A :class:`ScriptStep` as scripted replies (``{"content": ..., "tool_calls": [...]}``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """Everything the package knows of one protocol, by name. Calling it builds the
+    protocol (it is the factory, so ``PROTOCOLS[name](options)`` keeps working)."""
+
+    name: str
+    factory: ProtocolFactory
+    template_kind: str | None = None
+    """The ``kind`` of the prompt templates it reads (one of
+    :data:`react_engine.protocols.prompts.TEMPLATE_KINDS`), or ``None`` when it reads none."""
+    auto: int | None = None
+    """Its rank in ``"auto"``'s choice (highest first), ``None`` when ``"auto"`` never
+    chooses it."""
+    requires: str | None = None
+    """The :class:`~react_engine.transport.capabilities.Capabilities` flag ``"auto"`` needs on to
+    choose it (``"function_calling"``); when the server turns out to reject it, a run
+    that ``"auto"`` started falls back to the next protocol in :func:`auto_order`."""
+    native_calls: bool = False
+    """Whether its requests carry the tools natively (a scripted reply to them may hold
+    ``tool_calls``)."""
+    script: ScriptWriter | None = None
+    """How a scripted reply is written in its format (see :meth:`Protocol.script
+    <react_engine.protocols.base.Protocol.script>`); ``None``: native ``tool_calls``."""
+
+    def __call__(self, options: ProtocolOptions) -> Protocol:
+        return self.factory(options)
+
+    def write(self, step: ScriptStep) -> list[dict[str, Any]]:
+        """``step`` as scripted replies in this protocol's format."""
+        return (self.script or Protocol.script)(step)
+
+    def scripted(self, replies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """A scripted transcript in the native format (``content``, ``tool_calls``),
+        written in this protocol's format: how the demo and the comparison script a
+        protocol their files do not name."""
+        return [out for reply in replies for out in self.write(ScriptStep.from_reply(reply))]
+
+
+PROTOCOLS: dict[str, Registration] = {}
 """Every protocol ``Agent(protocol=...)`` accepts by name, in the order they are listed."""
 
 
-def register(name: str, factory: ProtocolFactory) -> None:
-    """Make ``factory`` available as ``Agent(protocol=name)`` (a later call replaces it)."""
+def register(
+    name: str,
+    factory: ProtocolFactory,
+    *,
+    template_kind: str | None = None,
+    auto: int | None = None,
+    requires: str | None = None,
+    native_calls: bool = False,
+    script: ScriptWriter | None = None,
+) -> Registration:
+    """Make ``factory`` available as ``Agent(protocol=name)``, everywhere a protocol is
+    named (a later call replaces it); see :class:`Registration` for the rest."""
     if not name or name == "auto":
         raise ConfigurationError(f"{name!r} cannot name a protocol")
-    PROTOCOLS[name] = factory
+    if requires is not None and not isinstance(getattr(Capabilities(), requires, None), bool):
+        raise ConfigurationError(f"{requires!r} is not a capability flag")
+    if template_kind is not None:
+        from .prompts import TEMPLATE_KINDS
+
+        if template_kind not in TEMPLATE_KINDS:
+            raise ConfigurationError(f"{template_kind!r} is not a kind of prompt template")
+    entry = Registration(name, factory, template_kind, auto, requires, native_calls, script)
+    PROTOCOLS[name] = entry
+    return entry
 
 
-def protocol_names() -> tuple[str, ...]:
-    """The names ``Agent(protocol=...)`` accepts, ``"auto"`` first."""
-    return ("auto", *PROTOCOLS)
-
-
-def build(name: str, options: ProtocolOptions) -> Protocol:
-    factory = PROTOCOLS.get(name)
-    if factory is None:
+def registration(name: str) -> Registration:
+    """The registry's entry for ``name``; :class:`ConfigurationError` for an unknown one."""
+    entry = PROTOCOLS.get(name)
+    if entry is None:
         known = ", ".join(repr(n) for n in protocol_names())
         raise ConfigurationError(
             f"unknown protocol {name!r}: use one of {known} or a Protocol instance"
         )
-    return factory(options)
+    if not isinstance(entry, Registration):  # a bare factory stored by older code
+        entry = Registration(name, entry)
+    return entry
+
+
+def protocol_names() -> tuple[str, ...]:
+    """The names ``Agent(protocol=...)`` accepts, ``"auto"`` first (read when called: a
+    protocol registered later is in it)."""
+    return ("auto", *PROTOCOLS)
+
+
+def build(name: str, options: ProtocolOptions) -> Protocol:
+    return registration(name)(options)
+
+
+def auto_order(capabilities: Capabilities) -> list[str]:
+    """The protocols ``"auto"`` may choose for a model with ``capabilities``, best first:
+    the registered ones with an :attr:`~Registration.auto` rank whose required capability
+    holds."""
+    ranked = [registration(name) for name in PROTOCOLS if registration(name).auto is not None]
+    ranked = [e for e in ranked if e.requires is None or getattr(capabilities, e.requires, False)]
+    ranked.sort(key=lambda e: -(e.auto or 0))  # stable: registration order breaks ties
+    return [e.name for e in ranked]
 
 
 def choose(spec: str | Protocol, options: ProtocolOptions, why: str) -> tuple[Protocol, str]:
     """The protocol for ``spec`` (a name, ``"auto"`` or an instance), and the reason.
 
-    ``"auto"`` takes native function calling where the capabilities say the model has it,
-    and the text protocol elsewhere; ``why`` is the capability lookup's own reason.
+    ``"auto"`` takes the first of :func:`auto_order` (native function calling where the
+    capabilities say the model has it, the text protocol elsewhere); ``why`` is the
+    capability lookup's own reason.
     """
     if isinstance(spec, Protocol):
         return spec, "explicit"
     if spec != "auto":
         return build(spec, options), "explicit"
-    name = "function_calling" if options.capabilities.function_calling else "text"
-    return build(name, options), why
+    order = auto_order(options.capabilities)
+    if not order:
+        raise ConfigurationError('no registered protocol can be chosen by protocol="auto"')
+    return build(order[0], options), why
 
 
 # --- reacting to rejections ----------------------------------------------------------------------
@@ -118,18 +231,26 @@ def adapt(
     caps = options.capabilities
     if getattr(caps, reaction.capability) == reaction.value:
         return None
-    if reaction.only_from is not None and (current.name != reaction.only_from or spec != "auto"):
+    if reaction.only_from is not None and (
+        spec != "auto" or not _runs_on(current, reaction.only_from, reaction.capability)
+    ):
         return None
     learned: dict[str, Any] = {reaction.capability: reaction.value}
     caps = dataclasses.replace(caps, **learned)
+    target = reaction.switch_to
+    if target == "auto":
+        order = auto_order(caps)
+        if not order:
+            return None
+        target = order[0]
     adaptation = Adaptation(
         capabilities=caps,
         learned={reaction.capability: reaction.value},
-        event=reaction.event.format(model=model, url=url),
+        event=reaction.event.format(model=model, url=url, protocol=target),
     )
-    if reaction.switch_to is None:
+    if target is None:
         return adaptation
-    switched = build(reaction.switch_to, dataclasses.replace(options, capabilities=caps))
+    switched = build(target, dataclasses.replace(options, capabilities=caps))
     return dataclasses.replace(
         adaptation,
         protocol=switched,
@@ -137,31 +258,39 @@ def adapt(
     )
 
 
+def _runs_on(current: Protocol, only_from: str, capability: str) -> bool:
+    """Whether ``current`` is the protocol a reaction's ``only_from`` names: by name, or
+    (``"auto"``) any registered protocol that requires the rejected capability."""
+    if only_from != "auto":
+        return current.name == only_from
+    entry = PROTOCOLS.get(current.name)
+    return entry is not None and registration(current.name).requires == capability
+
+
+def _shipped(module: str, cls: str) -> tuple[ProtocolFactory, ScriptWriter]:
+    """The factory and script writer of a protocol shipped in ``react_engine.protocols``:
+    its module (and its parser) is imported when a run first builds it."""
+
+    def load() -> type[Protocol]:
+        found: type[Protocol] = getattr(import_module(f"{__package__}.{module}"), cls)
+        return found
+
+    return (lambda options: load().from_options(options)), (lambda step: load().script(step))
+
+
+def _ship(name: str, cls: str, **entry: Any) -> None:
+    factory, script = _shipped(name, cls)
+    register(name, factory, script=script, **entry)
+
+
 def _builtin() -> None:
-    """The shipped protocols, one line each; a protocol's module (and its parser) is
-    imported when a run first builds it."""
-
-    def function_calling(o: ProtocolOptions) -> Protocol:
-        from .function_calling import FunctionCallingProtocol
-
-        return FunctionCallingProtocol()
-
-    def text(o: ProtocolOptions) -> Protocol:
-        from .text import TextReActProtocol
-
-        return TextReActProtocol(
-            template=o.template or o.capabilities.text_template,
-            implicit_final_answer=o.implicit_final_answer,
-        )
-
-    def structured(o: ProtocolOptions) -> Protocol:
-        from .structured import StructuredOutputProtocol
-
-        return StructuredOutputProtocol()
-
-    register("function_calling", function_calling)
-    register("text", text)
-    register("structured", structured)
+    """The shipped protocols, one line each (``"auto"`` takes the highest rank whose
+    required capability holds)."""
+    _ship("function_calling", "FunctionCallingProtocol", template_kind="function_calling",
+          auto=30, requires="function_calling", native_calls=True)  # fmt: skip
+    _ship("text", "TextReActProtocol", template_kind="text", auto=20)
+    _ship("structured", "StructuredOutputProtocol", template_kind="structured")
+    _ship("minimal", "MinimalProtocol", auto=10)
 
 
 _builtin()

@@ -31,11 +31,10 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import JSONRepairError
-from ..parsing import repair_json
-from ..parsing.common import think_blocks
+from ..parsing import read_think, repair_json
 from ..tools._nesting import CUT, TOO_DEEP, too_deep
 from ..tools.base import Tool
 from ..transport.grammar import GrammarError, schema_grammar, step_schema
@@ -47,9 +46,7 @@ from ..types import (
     ModelRequest,
     ModelResponse,
     Step,
-    SystemMessage,
     UserMessage,
-    UserTurn,
 )
 from .base import (
     CallTools,
@@ -60,11 +57,14 @@ from .base import (
     Protocol,
     Refusal,
     RequestContext,
-    arguments_json,
 )
-from .function_calling import decode_arguments
+from .decision import arguments_json
 from .prompts import PromptTemplate, load_template
+from .shared import answer_schema, constraint_style, decode_arguments, join, render_history
 from .text import system_prompt, template_feedback, template_output_retry, wrap_observation
+
+if TYPE_CHECKING:
+    from .registry import ScriptStep
 
 __all__ = ["CUT_SHORT", "PLAIN", "UNCLOSED_THINK", "StructuredOutputProtocol", "step_json"]
 
@@ -85,6 +85,9 @@ _TRUNCATION: frozenset[str] = frozenset({"missing_quote", "missing_closing_brack
 
 _PLACEHOLDER = re.compile(r"\s*(?:<[^<>\n]{0,40}\banswer\b[^<>\n]{0,20}>|\.{3}|…)\s*", re.I)
 """A final answer that only echoes the prompt's placeholder (``<your answer>``, ``...``)."""
+_JSON_OPENS = "{[`"
+"""What opens the reply's JSON object (or a fence around it): think blocks are read
+before it, never inside it."""
 _ARGUMENT_KEYS = ("arguments", "args", "parameters", "action_input", "input")
 _FINAL_NAMES = frozenset({"final answer", "final_answer", "finalanswer", "finish"})
 
@@ -148,6 +151,23 @@ class StructuredOutputProtocol(Protocol):
         if self.template.kind != "structured":
             raise ValueError(f"template {self.template.name!r} is not a structured template")
 
+    @staticmethod
+    def script(step: ScriptStep) -> list[dict[str, Any]]:
+        """One JSON object per reply: a step of several calls is several replies."""
+        if step.answer is not None:
+            return [{"content": step_json("I now know the final answer", final_answer=step.answer)}]
+        out = []
+        for i, (tool, args) in enumerate(step.calls):
+            thought = (step.thought or "I will use a tool.") if i == 0 else "Next call."
+            if isinstance(args, str):
+                action = (
+                    json.dumps({"tool": tool}, ensure_ascii=False)[:-1] + f', "arguments": {args}}}'
+                )
+                out.append({"content": f'{{"thought": {json.dumps(thought)}, "action": {action}}}'})
+            else:
+                out.append({"content": step_json(thought, tool=tool, arguments=args)})
+        return out
+
     def __repr__(self) -> str:
         return f"StructuredOutputProtocol(template={self.template.name!r})"
 
@@ -157,21 +177,14 @@ class StructuredOutputProtocol(Protocol):
         return system_prompt(self.template, ctx)
 
     def render(self, ctx: RequestContext) -> list[Message]:
-        messages: list[Message] = [SystemMessage(self._system(ctx))]
-        for item in ctx.history:
-            if isinstance(item, UserTurn):
-                content = (
-                    self.template.fill("question", question=item.content)
-                    if self.template.has("question")
-                    else item.content
-                )
-                messages.append(UserMessage(content))
-            else:
-                render = functools.partial(self._render_step, item)
-                messages.extend(ctx.once((item, self), None, render))
-        return messages
+        def question(text: str) -> Message:
+            if self.template.has("question"):
+                return UserMessage(self.template.fill("question", question=text))
+            return UserMessage(text)
 
-    def _render_step(self, step: Step) -> list[Message]:
+        return render_history(ctx, self, self._system(ctx), self._render_step, question=question)
+
+    def _render_step(self, step: Step, _: object = None) -> list[Message]:
         native = step.protocol == self.name and bool(step.text and step.text.strip())
         if step.kind == "final":
             if native:
@@ -245,7 +258,7 @@ class StructuredOutputProtocol(Protocol):
             final_only=final_only,
             allow_final=ctx.tool_choice == "auto",
             only_tool=named,
-            answer_schema=ctx.output.schema if ctx.output is not None else None,
+            answer_schema=answer_schema(ctx),
         )
         admitted: list[Tool] = []
         if not final_only:
@@ -253,15 +266,15 @@ class StructuredOutputProtocol(Protocol):
         return schema, admitted
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
-        caps = ctx.capabilities
-        if not (self.constrain and caps.constrained_decoding):
+        style = constraint_style(ctx, wanted=self.constrain)
+        if style is None:
             return None
         schema, tools = self.reply_schema(ctx)
         strict = all(t.strict and _strict_compatible(t.parameters) for t in tools) and (
             ctx.output is None or ctx.output.strict
         )
         grammar = None
-        if caps.constraint_style == "llama.cpp":
+        if style == "llama.cpp":
             # llama.cpp reads a GBNF grammar; vLLM and json_schema servers take the schema
             # itself (vLLM's own backends compile it, and not all of them read GBNF).
             try:
@@ -269,7 +282,7 @@ class StructuredOutputProtocol(Protocol):
             except GrammarError as exc:
                 log.warning("no grammar for this request, sending the JSON Schema: %s", exc)
         return Constraint(
-            style=caps.constraint_style,
+            style=style,
             grammar=grammar,
             json_schema=schema,
             name="react_step",
@@ -294,8 +307,8 @@ class StructuredOutputProtocol(Protocol):
         # reply does not remind the model that it may call tools.
         fail = functools.partial(self._format_error, forced=ctx.force_final)
         raw = reply.content or ""
-        think, body, repairs = _split_think(raw)
-        reasoning = think
+        thinking = read_think(raw, payload=_JSON_OPENS)
+        reasoning, body, repairs = thinking.reasoning, thinking.rest, list(thinking.codes)
         text = body.strip() or None
         if not body.strip():
             error = (
@@ -335,7 +348,7 @@ class StructuredOutputProtocol(Protocol):
             )
 
         read = _read_step(value)
-        thought = _join(reasoning, read.thought)
+        thought = join(reasoning, read.thought)
         repairs += read.repairs
         if read.error is not None:
             return fail(text, CUT_SHORT if truncated else read.error, thought)
@@ -345,7 +358,9 @@ class StructuredOutputProtocol(Protocol):
             repairs += call.repairs
             # the call is the whole reply: every repair of its JSON may have moved it
             call.repairs = list(dict.fromkeys(repairs))
-            call.cut = truncated  # never run a call whose JSON was completed by repair
+            # Its JSON completed by repair: in a reply cut by the length limit, the policy
+            # never runs it (the protocol says what it read, the policy decides).
+            call.cut = bool(_TRUNCATION.intersection(decoded.repairs))
             return CallTools(text=text, thought=thought, calls=[call], repairs=repairs)
 
         answer = read.final_answer or ""
@@ -492,34 +507,6 @@ def _arguments_object(action: ActionRecord) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"input": value}
 
 
-def _split_think(raw: str) -> tuple[str | None, str, list[str]]:
-    """The reasoning before the reply's JSON object, the rest, and the repair codes.
-
-    Until the text starts with the object (``{``, ``[`` or a fence), each think block is
-    set aside with any prose before it: a block at the start, everything before a stray
-    closing tag, prose then a block. A block never closed is reasoning to the end of the
-    reply, so a call quoted inside one is never read. Tags inside the object (a thought
-    that mentions ``</think>``) are its text.
-    """
-    thoughts: list[str] = []
-    codes: list[str] = []
-    body = raw
-    while body.lstrip()[:1] not in ("{", "[", "`"):
-        block = next(think_blocks(body), None)
-        if block is None:
-            break
-        prose = body[: block.start].strip()
-        content = body[block.content_start : block.content_end].strip()
-        thoughts += [t for t in (prose, content) if t]
-        if not block.closed:
-            codes.append("unclosed_think")
-            body = ""
-            break
-        codes.append("think_block")
-        body = body[block.end :]
-    return "\n\n".join(thoughts) or None, body, _dedupe(codes)
-
-
 def _dedupe(codes: list[str]) -> list[str]:
     return list(dict.fromkeys(codes))
 
@@ -530,8 +517,3 @@ def _first(value: Mapping[str, Any], keys: Sequence[str]) -> Any:
 
 def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _join(a: str | None, b: str | None) -> str | None:
-    parts = [p.strip() for p in (a, b) if p and p.strip()]
-    return "\n\n".join(parts) if parts else None

@@ -30,10 +30,11 @@ import functools
 import json
 import logging
 import re
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ReActParseError
-from ..parsing import parse_react, split_think
-from ..parsing.salvage import salvage_calls, strip_salvaged, written_call
+from ..parsing import parse_react
+from ..parsing.salvage import salvage_calls, strip_salvaged
 from ..transport.grammar import GrammarError, ReactLabels, react_grammar
 from ..types import (
     AssistantMessage,
@@ -43,9 +44,7 @@ from ..types import (
     ModelResponse,
     ParsedStep,
     Step,
-    SystemMessage,
     UserMessage,
-    UserTurn,
 )
 from .base import (
     CallTools,
@@ -56,12 +55,20 @@ from .base import (
     Protocol,
     Refusal,
     RequestContext,
-    guard_depth,
-    parsed_arguments_error,
 )
-from .function_calling import salvaged_calls
-from .policy import WRITTEN_CALL
+from .decision import guard_depth, parsed_arguments_error
 from .prompts import PromptTemplate, load_template
+from .shared import (
+    answer_schema,
+    grammar_style,
+    output_instruction,
+    reasoning,
+    render_history,
+    salvaged_calls,
+)
+
+if TYPE_CHECKING:
+    from .registry import ProtocolOptions, ScriptStep
 
 __all__ = ["TextReActProtocol", "render_tools", "system_prompt"]
 
@@ -129,15 +136,8 @@ def _system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
         extra = t.fill("tool_named", tool=ctx.tool_choice)
     elif ctx.tool_choice == "required" and t.has("tool_required"):
         extra = t.fill("tool_required", tool_names=", ".join(names))
-    parts = [system, extra] if extra else [system]
-    if ctx.output is not None:
-        parts.append(
-            t.fill("output_schema", schema=ctx.output.schema_text(), type_name=ctx.output.name)
-            if t.has("output_schema")
-            else f"The final answer must be one JSON value valid for this JSON Schema:\n"
-            f"{ctx.output.schema_text()}"
-        )
-    return "\n\n".join(parts)
+    parts = [system, extra, output_instruction(ctx, t)]
+    return "\n\n".join(p for p in parts if p)
 
 
 def wrap_observation(text: str) -> str:
@@ -204,6 +204,25 @@ class TextReActProtocol(Protocol):
         self._own_style = frozenset({"chinese_label", "fullwidth_colon"} if chinese else ())
         """Parser codes for what this template itself asks for: not repairs under it."""
 
+    @classmethod
+    def from_options(cls, options: ProtocolOptions) -> TextReActProtocol:
+        return cls(
+            template=options.template or options.capabilities.text_template,
+            implicit_final_answer=options.implicit_final_answer,
+        )
+
+    @staticmethod
+    def script(step: ScriptStep) -> list[dict[str, Any]]:
+        if step.answer is not None:
+            return [
+                {"content": f"Thought: I now know the final answer\nFinal Answer: {step.answer}"}
+            ]
+        lines = [f"Thought: {step.thought or 'I will use a tool.'}"]
+        for tool, args in step.calls:
+            shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            lines.append(f"Action: {tool}\nAction Input: {shown}")
+        return [{"content": "\n".join(lines)}]
+
     def _repairs(self, codes: list[str]) -> list[str]:
         return [c for c in codes if c not in self._own_style] if self._own_style else codes
 
@@ -217,16 +236,12 @@ class TextReActProtocol(Protocol):
         return system_prompt(self.template, ctx)
 
     def render(self, ctx: RequestContext) -> list[Message]:
-        messages: list[Message] = [SystemMessage(self._system(ctx))]
-        for item in ctx.history:
-            if isinstance(item, UserTurn):
-                messages.append(UserMessage(self.template.fill("question", question=item.content)))
-            else:
-                render = functools.partial(self._render_step, item)
-                messages.extend(ctx.once((item, self), None, render))
-        return messages
+        def question(text: str) -> Message:
+            return UserMessage(self.template.fill("question", question=text))
 
-    def _render_step(self, step: Step) -> list[Message]:
+        return render_history(ctx, self, self._system(ctx), self._render_step, question=question)
+
+    def _render_step(self, step: Step, _: object = None) -> list[Message]:
         t = self.template
         native = step.protocol == self.name and bool(step.text)
         if step.kind == "final":
@@ -316,11 +331,9 @@ class TextReActProtocol(Protocol):
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         """A grammar for the reply: a thought, then an action on one of the agent's tools
         with arguments valid for its schema, or a final answer (only that, when forced)."""
-        caps = ctx.capabilities
-        if not (self.constrain and caps.constrained_decoding):
-            return None
-        if caps.constraint_style not in ("llama.cpp", "vllm"):
-            return None  # a JSON Schema cannot describe a text reply
+        style = grammar_style(ctx, wanted=self.constrain)
+        if style is None:
+            return None  # no constraint, or a JSON Schema (which cannot describe a text reply)
         names = ctx.tool_names()
         final_only = ctx.force_final or ctx.tool_choice == "none" or not names
         named = ctx.tool_choice if ctx.tool_choice in names else None
@@ -331,12 +344,12 @@ class TextReActProtocol(Protocol):
                 final_only=final_only,
                 allow_final=ctx.tool_choice == "auto",
                 only_tool=named,
-                answer_schema=ctx.output.schema if ctx.output is not None else None,
+                answer_schema=answer_schema(ctx),
             )
         except GrammarError as exc:
             log.warning("no grammar for this request: %s", exc)
             return None
-        return Constraint(style=caps.constraint_style, grammar=grammar)
+        return Constraint(style=style, grammar=grammar)
 
     # --- reading replies ------------------------------------------------------------------------
 
@@ -379,9 +392,7 @@ class TextReActProtocol(Protocol):
                 return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
             return None
         calls, repairs = salvaged_calls(raw, found)
-        rest = strip_salvaged(raw, found)
-        think, said = split_think(rest)
-        thought = "\n\n".join(p for p in (think, said.strip()) if p) or None
+        thought = reasoning(strip_salvaged(raw, found))[2]
         if not ctx.multi_action and len(calls) > 1:
             calls, repairs = calls[:1], [*repairs, "first_action_only"]
         return CallTools(text=raw.strip() or None, thought=thought, calls=calls, repairs=repairs)
@@ -402,10 +413,6 @@ class TextReActProtocol(Protocol):
             plain = self._plain(raw, ctx) if _NO_LABEL in exc.reason else None
             error = self._unlabeled() if plain is not None else _parse_refusal(exc)
             refused = self._format_error(raw.strip() or None, error, forced=ctx.force_final)
-            if ctx.force_final and written_call(raw, ctx.tool_names()):
-                return self.reject(
-                    refused, WRITTEN_CALL, forced=True, problem="a tool call written as text"
-                )
             refused.plain = plain
             return refused
         native = self._native(raw, parsed, ctx)

@@ -58,11 +58,7 @@ if TYPE_CHECKING:
     from .execution import ApprovalCallback, CallCallback, ToolRunner
     from .state import RUN_EVENT, RunState
 
-__all__ = ["PROTOCOL_NAMES", "RUN_EVENT", "Agent", "AgentConfig", "Conversation"]
-
-PROTOCOL_NAMES: tuple[str, ...] = protocol_names()
-"""The names ``Agent(protocol=...)`` accepted when this module was imported (see
-:func:`react_engine.protocols.registry.protocol_names` for the live list)."""
+__all__ = ["RUN_EVENT", "Agent", "AgentConfig", "Conversation"]
 
 log = logging.getLogger("react_engine")
 
@@ -72,6 +68,14 @@ def __getattr__(name: str) -> Any:
         from ._running import RUN_EVENT
 
         return RUN_EVENT
+    if name == "PROTOCOL_NAMES":  # deprecated: it was a snapshot taken at import time
+        warnings.warn(
+            "react_engine.run.agent.PROTOCOL_NAMES is deprecated: use "
+            "react_engine.protocols.registry.protocol_names()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return protocol_names()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

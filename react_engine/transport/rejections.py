@@ -298,11 +298,15 @@ class Reaction:
     capability: str
     """The :class:`Capabilities` flag to set for this run and remember for the model."""
     event: str
-    """For the trace and the log; ``{model}`` and ``{url}`` are filled in."""
+    """For the trace and the log; ``{model}``, ``{url}`` and ``{protocol}`` (the protocol
+    switched to) are filled in."""
     switch_to: str | None = None
-    """The protocol to continue with, when the rejection rules out the current one."""
+    """The protocol to continue with, when the rejection rules out the current one:
+    ``"auto"`` for the next one ``"auto"`` would choose once the capability is off
+    (:func:`~react_engine.protocols.registry.auto_order`)."""
     only_from: str | None = None
-    """Apply only while this protocol runs (and the user let the agent choose)."""
+    """Apply only while this protocol runs (and the user let the agent choose); ``"auto"``
+    for any protocol whose registration requires the rejected capability."""
     value: bool = False
     """What the flag becomes: off for a rejected parameter, on for a required one."""
 
@@ -310,9 +314,9 @@ class Reaction:
 REACTIONS: Final[Mapping[RejectedParam, Reaction]] = {
     "tools": Reaction(
         "function_calling",
-        "fallback: {model} at {url} rejected tools; switched to the text protocol",
-        switch_to="text",
-        only_from="function_calling",
+        "fallback: {model} at {url} rejected tools; switched to the {protocol} protocol",
+        switch_to="auto",
+        only_from="auto",
     ),
     "stop": Reaction("stop", "stop sequences rejected; cutting replies client-side"),
     "constrained_decoding": Reaction(

@@ -111,6 +111,7 @@ _RUN_ONLY = [
     "react_engine.parsing",
     "react_engine.protocols.policy",
     "react_engine.protocols.function_calling",
+    "react_engine.protocols.shared",
     "react_engine.run.state",
     "react_engine.transport.streaming",
     "react_engine.run.tracing",

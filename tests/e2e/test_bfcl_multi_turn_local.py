@@ -12,7 +12,8 @@ from dataclasses import asdict
 import pytest
 
 from react_engine.eval.bfcl import (
-    ALL_PROTOCOLS,
+    BFCL_PROMPT,
+    DEFAULT_PROTOCOLS,
     EvalSettings,
     LiveEndpoint,
     Recorded,
@@ -36,8 +37,14 @@ def test_a_multi_turn_case_runs_live_under_every_protocol(
         local_endpoint.model, local_endpoint.base_url, local_endpoint.api_key, "embedded"
     )
     record: dict[str, dict[str, Recorded]] = {}
-    live = run_bfcl(cases, ALL_PROTOCOLS, endpoint=endpoint, settings=settings, record=record)
-    assert [r.protocol for r in live.results] == list(ALL_PROTOCOLS)
+    live = run_bfcl(
+        cases,
+        (*DEFAULT_PROTOCOLS, BFCL_PROMPT),
+        endpoint=endpoint,
+        settings=settings,
+        record=record,
+    )
+    assert [r.protocol for r in live.results] == list((*DEFAULT_PROTOCOLS, BFCL_PROMPT))
     for result in live.results:
         assert result.error is None, (result.protocol, result.error)
         assert result.requests >= len(cases[0].turns), result.protocol
@@ -46,7 +53,6 @@ def test_a_multi_turn_case_runs_live_under_every_protocol(
         assert result.correct == (result.reason == ""), (result.protocol, result.reason)
     replayed = run_bfcl(
         cases,
-        ALL_PROTOCOLS,
         recorded=record,
         model=live.model,
         settings=settings,

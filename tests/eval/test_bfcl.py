@@ -18,8 +18,8 @@ from react_engine.cli import main
 from react_engine.errors import ConfigurationError
 from react_engine.eval import bfcl_data
 from react_engine.eval.bfcl import (
+    DEFAULT_PROTOCOLS,
     DEFAULT_RECORDINGS,
-    PROTOCOLS,
     format_report,
     load_recording,
     run_bfcl,
@@ -244,7 +244,7 @@ def _replies() -> dict[str, dict[str, ModelResponse]]:
 
 
 def test_each_case_is_one_step_scored_per_protocol() -> None:
-    report = run_bfcl(_cases(), PROTOCOLS, recorded=_replies())
+    report = run_bfcl(_cases(), DEFAULT_PROTOCOLS, recorded=_replies())
     got = {(r.protocol, r.case): (r.correct, r.decode_failure, r.reason) for r in report.results}
     assert got[("function_calling", "simple_python_0")] == (True, False, "")
     assert got[("function_calling", "parallel_0")] == (True, False, "")
@@ -274,7 +274,7 @@ def test_recorded_replies_are_required_for_every_case() -> None:
     replies = _replies()
     del replies["text"]["parallel_0"]
     with pytest.raises(ConfigurationError, match="no recorded text reply for parallel_0"):
-        run_bfcl(_cases(), PROTOCOLS, recorded=replies)
+        run_bfcl(_cases(), DEFAULT_PROTOCOLS, recorded=replies)
 
 
 def test_a_recording_round_trips(tmp_path: Path) -> None:
@@ -340,7 +340,7 @@ def test_the_recordings_are_of_the_embedded_model() -> None:
             assert meta["model"].startswith("smollm2")
             assert meta["settings"]["temperature"] == 0 and meta["settings"]["seed"] == 42
             assert len(replies) in (40, 50) or directory.name == "multi-turn"
-    for protocol in PROTOCOLS:
+    for protocol in DEFAULT_PROTOCOLS:
         _, replies = load_recording(DEFAULT_RECORDINGS, protocol)
         assert {k.rsplit("_", 1)[0] for k in replies} == {
             "simple_python",

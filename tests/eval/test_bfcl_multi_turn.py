@@ -11,10 +11,9 @@ from support.parts import BFCL, BFCL_HINT, require_module
 
 from react_engine.cli import main
 from react_engine.eval.bfcl import (
-    ALL_PROTOCOLS,
     BFCL_PROMPT,
+    DEFAULT_PROTOCOLS,
     DEFAULT_RECORDINGS,
-    PROTOCOLS,
     EvalSettings,
     format_report,
     run_bfcl,
@@ -125,7 +124,7 @@ def test_a_turn_past_the_step_limit_is_force_terminated() -> None:
     assert not result.correct and result.reason.startswith("force-terminated: 1 turn(s) of 4")
 
 
-@pytest.mark.parametrize("protocol", [*PROTOCOLS, BFCL_PROMPT])
+@pytest.mark.parametrize("protocol", [*DEFAULT_PROTOCOLS, BFCL_PROMPT])
 def test_every_protocol_runs_a_multi_turn_case(protocol: str) -> None:
     written: dict[str, Any] = {
         "function_calling": tool_call_reply(("ls", {"a": True})),
@@ -167,5 +166,5 @@ def test_the_recorded_multi_turn_case_replays_from_the_command_line(
     assert main([*args, "--cases", "multi_turn_base_100"]) == 0
     out = capsys.readouterr().out
     assert "1 cases × 4 protocol(s)" in out and "up to 3 steps a turn" in out
-    for protocol in ALL_PROTOCOLS:
+    for protocol in (*DEFAULT_PROTOCOLS, BFCL_PROMPT):
         assert f"{protocol}: Multi Turn Base" in out

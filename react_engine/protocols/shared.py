@@ -1,0 +1,266 @@
+"""What every protocol reads and renders the same way, written once.
+
+* the calls a reply carries natively (:func:`native_calls`) or writes in a model family's
+  own format (:func:`salvaged_calls`), with their argument text decoded one way
+  (:func:`decode_arguments`): the policy reads native calls under every protocol, and
+  function calling and the text protocol both salvage written ones;
+* a reply's reasoning (:func:`reasoning`: the think reader every protocol uses, over
+  :func:`~react_engine.parsing.split_think`) and the joining of thoughts (:func:`join`);
+* the history as messages (:func:`render_history`: the system prompt, the user's
+  questions, each step in the protocol's own words, rendered once per run);
+* whether a request may carry a grammar (:func:`grammar_style`) or a JSON Schema
+  (:func:`constraint_style`): the one reading of ``Capabilities.constraint_style``.
+
+It imports nothing of the seam (:mod:`react_engine.protocols.base`) or of the policy, so that
+both can use it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import JSONRepairError
+from ..parsing import repair_json, split_think
+from ..parsing.salvage import SalvagedCall
+from ..tools._nesting import TOO_DEEP, too_deep
+from ..types import Message, ModelResponse, Step, SystemMessage, UserMessage, UserTurn
+from .decision import PendingCall
+
+if TYPE_CHECKING:
+    from ..transport.capabilities import ConstraintStyle
+    from .base import RequestContext
+    from .prompts import PromptTemplate
+
+__all__ = [
+    "CUT_PARAMETER",
+    "GRAMMAR_STYLES",
+    "answer_schema",
+    "constraint_style",
+    "decode_arguments",
+    "grammar_style",
+    "join",
+    "native_calls",
+    "output_instruction",
+    "reasoning",
+    "render_history",
+    "salvaged_calls",
+]
+
+
+# --- calls ---------------------------------------------------------------------------------
+
+
+CUT_PARAMETER = (
+    "the reply ends inside this call's last <parameter> (it is never closed), so the value "
+    "may be cut off and the call was not run; call the tool again with complete arguments"
+)
+
+
+_VALUE_TAGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "qwen_xml": ("<parameter=", ("</parameter>", "</function>", "</tool_call>")),
+    "seed_oss": ("<parameter=", ("</parameter>", "</function>", "</seed:tool_call>")),
+    "minimax": ("<parameter name=", ("</parameter>", "</invoke>", "</minimax:tool_call>")),
+    "glm45": ("<arg_value>", ("</arg_value>", "</tool_call>")),
+}
+"""Formats that write values between tags: the tag opening a value, and those closing it."""
+
+
+def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -> bool:
+    """Whether an XML-ish call (Qwen3-Coder, Seed-OSS, MiniMax, GLM) ends the reply inside
+    its last value: no closing tag after it, nothing after the call. Its value is then
+    whatever was written before the cut (``/tmp/important/sub``)."""
+    if fmt not in _VALUE_TAGS:
+        return False
+    opening, closings = _VALUE_TAGS[fmt]
+    body = content[span[0] : span[1]]
+    last = body.rfind(opening)
+    if last < 0 or content[span[1] :].strip():
+        return False
+    tail = body[last:]
+    return not any(tag in tail for tag in closings)
+
+
+def salvaged_calls(content: str, found: list[SalvagedCall]) -> tuple[list[PendingCall], list[str]]:
+    """The pending calls for the calls :func:`~react_engine.parsing.salvage.salvage_calls`
+    found in ``content``, and the repairs (``salvaged:FORMAT``): shared by every protocol
+    that reads a call written in a model family's own format."""
+    calls = []
+    repairs = []
+    for call in found:
+        args: dict[str, Any] | str = call.arguments
+        error = None
+        if isinstance(args, str):
+            raw = args
+        elif too_deep(args):  # not re-encoded: json.dumps may not get that deep
+            raw = content[call.span[0] : call.span[1]]
+            args, error = raw, TOO_DEEP
+        else:
+            raw = json.dumps(args, ensure_ascii=False)
+        fixes: list[str] = [*call.repairs]
+        if isinstance(args, str) and error is None and args.lstrip()[:1] in ("{", "["):
+            args, error, decoded = decode_arguments(args)
+            fixes += decoded
+        repairs.extend(fixes)
+        cut = CUT_PARAMETER if _cut_parameter(content, call.span, call.format) else None
+        calls.append(
+            PendingCall(
+                id=None,
+                tool=call.name,
+                arguments=args,
+                raw_arguments=raw,
+                error=error,
+                salvaged=True,
+                repairs=[f"salvaged:{call.format}", *fixes],
+                cut=cut,  # refused by the policy, which owns length cuts
+            )
+        )
+        repairs.append(f"salvaged:{call.format}")
+    return calls, repairs
+
+
+def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[str]]:
+    """Decode a call's argument text: (arguments, error for the model, repairs applied)."""
+    text = raw.strip()
+    if not text:
+        return {}, None, ["empty_arguments"]
+    try:
+        value = json.loads(text)
+        repairs: list[str] = []
+    except RecursionError:
+        return raw, TOO_DEEP, []
+    except ValueError:
+        try:
+            # Sloppy but complete JSON is repaired; cut-off JSON is not: closing what the
+            # model never closed would run the tool on a value it did not write.
+            fixed = repair_json(text, allow_truncated=False)
+        except JSONRepairError as exc:
+            return raw, f"the arguments are not valid JSON ({exc})", []
+        value = fixed.value
+        repairs = [f"json:{r}" for r in fixed.repairs]
+    if too_deep(value):
+        return raw, TOO_DEEP, repairs
+    if isinstance(value, str):
+        # Double-encoded arguments ("{\"a\": 1}") happen with some servers.
+        try:
+            inner = json.loads(value)
+        except RecursionError:
+            return raw, TOO_DEEP, repairs
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict):
+            if too_deep(inner):
+                return raw, TOO_DEEP, repairs
+            return inner, None, [*repairs, "double_encoded_arguments"]
+    if not isinstance(value, dict):
+        return raw, f"the arguments must be a JSON object, not {type(value).__name__}", repairs
+    return value, None, repairs
+
+
+def native_calls(reply: ModelResponse) -> list[PendingCall]:
+    """The reply's native ``tool_calls``, decoded (:func:`decode_arguments`), in order."""
+    calls: list[PendingCall] = []
+    for raw in reply.tool_calls:
+        arguments, error, repairs = decode_arguments(raw.arguments)
+        calls.append(
+            PendingCall(
+                id=raw.id or "",
+                tool=raw.name,
+                arguments=arguments,
+                raw_arguments=raw.arguments,
+                error=error,
+                repairs=repairs,
+            )
+        )
+    return calls
+
+
+# --- reasoning ------------------------------------------------------------------------------
+
+
+def join(*parts: str | None) -> str | None:
+    """The non-blank ``parts``, stripped, one paragraph each; ``None`` when none is left
+    (the one way a step's thought is put together from its pieces)."""
+    kept = [p.strip() for p in parts if p and p.strip()]
+    return "\n\n".join(kept) if kept else None
+
+
+def reasoning(content: str) -> tuple[str | None, str, str | None]:
+    """A reply's text read for its reasoning: ``(think, said, thought)``.
+
+    ``think`` is what its think blocks hold (:func:`~react_engine.parsing.split_think`,
+    the one reader of ``<think>`` every protocol uses: a leading block or the text before
+    a stray closing tag, a block never closed running to the end, later blocks taken out),
+    ``said`` the rest, and ``thought`` both, as a step's thought when the reply makes
+    calls: reasoning never reaches an answer or a call's arguments."""
+    think, said = split_think(content)
+    return think, said, join(think, said)
+
+
+# --- the history ----------------------------------------------------------------------------
+
+
+def render_history(
+    ctx: RequestContext,
+    owner: object,
+    system: str,
+    step: Callable[[Step, Any], list[Message]],
+    *,
+    question: Callable[[str], Message] = UserMessage,
+    flag: Callable[[int], Hashable] | None = None,
+) -> list[Message]:
+    """The history as one protocol's messages: ``system`` first, each user turn as
+    ``question(text)``, and each step as ``step(step, flag)``, computed once per run for
+    ``owner`` (:meth:`RequestContext.once <react_engine.protocols.base.RequestContext.once>`): a
+    step already in the history is not rendered again on the next request. ``flag(i)``,
+    when given, is what else the ``i``-th item's messages depend on (part of the key)."""
+    messages: list[Message] = [SystemMessage(system)]
+    for i, item in enumerate(ctx.history):
+        if isinstance(item, UserTurn):
+            messages.append(question(item.content))
+        else:
+            key = flag(i) if flag is not None else None
+            messages.extend(ctx.once((item, owner), key, functools.partial(step, item, key)))
+    return messages
+
+
+# --- constrained decoding -----------------------------------------------------------------
+
+GRAMMAR_STYLES: Final = frozenset({"llama.cpp", "vllm"})
+"""The constraint styles that take a GBNF grammar (vLLM's guided decoding reads one too)."""
+
+
+def constraint_style(ctx: RequestContext, *, wanted: bool = True) -> ConstraintStyle | None:
+    """The server's constraint style when this request may be constrained (``wanted``,
+    the protocol's own switch, and the server constrains decoding), else ``None``."""
+    caps = ctx.capabilities
+    return caps.constraint_style if wanted and caps.constrained_decoding else None
+
+
+def grammar_style(ctx: RequestContext, *, wanted: bool = True) -> ConstraintStyle | None:
+    """:func:`constraint_style`, where the style takes a grammar (a JSON Schema cannot
+    describe a text reply); ``None`` elsewhere."""
+    style = constraint_style(ctx, wanted=wanted)
+    return style if style in GRAMMAR_STYLES else None
+
+
+# --- typed answers ----------------------------------------------------------------------------
+
+
+def answer_schema(ctx: RequestContext) -> dict[str, Any] | None:
+    """The JSON Schema a typed final answer must meet (``output_type``), for a constraint;
+    ``None`` when any text is an answer. The policy validates the answer either way."""
+    return ctx.output.schema if ctx.output is not None else None
+
+
+def output_instruction(ctx: RequestContext, template: PromptTemplate | None = None) -> str | None:
+    """What a prompted protocol tells the model of a typed final answer: the schema, in
+    the template's ``output_schema`` words where it has them; ``None`` when untyped."""
+    if ctx.output is None:
+        return None
+    schema = ctx.output.schema_text()
+    if template is not None and template.has("output_schema"):
+        return template.fill("output_schema", schema=schema, type_name=ctx.output.name)
+    return f"The final answer must be one JSON value valid for this JSON Schema:\n{schema}"

@@ -1,0 +1,150 @@
+"""The protocol layer: one owner per rule, no import cycle, kinds of template that are open.
+
+The policy decides and the protocols only read and word: a rule moved out of one protocol
+into the policy now holds for every protocol, the minimal one included.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from react_engine import Agent, ScriptedModel, reply
+from react_engine.errors import ConfigurationError, TemplateError
+from react_engine.parsing import read_think, split_think
+from react_engine.protocols.prompts import (
+    TEMPLATE_KINDS,
+    TemplateKind,
+    add_template_kind,
+    parse_template,
+)
+from react_engine.protocols.registry import register
+from react_engine.testing.tools import calculator, get_weather
+
+PACKAGE = Path(__file__).resolve().parents[2] / "react_engine"
+HERMES = '<tool_call>{"name": "get_weather", "arguments": {"location": "Paris"}}</tool_call>'
+FIRST_STEP = {
+    "structured": '{"thought": "t", "action": {"tool": "get_weather", "arguments": '
+    '{"location": "Paris"}}}',
+    "minimal": 'CALL get_weather {"location": "Paris"}',
+}
+ANSWER = {
+    "structured": '{"thought": "t", "action": {"final_answer": "sunny, 24°C"}}',
+    "minimal": "ANSWER sunny, 24°C",
+}
+
+
+@pytest.mark.parametrize("protocol", ["structured", "minimal"])
+def test_a_forced_reply_that_is_a_written_call_is_refused_as_such_by_every_protocol(
+    protocol: str,
+) -> None:
+    """The policy owns the rule the text protocol used to apply itself: on a forced final
+    request, a reply that is a call written as text is told that no tool can run now."""
+    model = ScriptedModel([FIRST_STEP[protocol], HERMES, ANSWER[protocol]])
+    agent = Agent("m", [get_weather, calculator], protocol=protocol, client=model, max_steps=1)
+    result = agent.run("Weather in Paris?")
+    assert [s.kind for s in result.steps] == ["action", "format_error", "final"]
+    assert "write your final answer in words" in (result.steps[1].feedback or "")
+    assert result.answer == "sunny, 24°C"
+
+
+def test_a_salvaged_call_cut_inside_its_last_value_is_refused_by_the_policy() -> None:
+    """The protocol says where the reply ends (``PendingCall.cut``, in its words); the
+    policy refuses the call, whatever ended the reply."""
+    cut = "<tool_call>\n<function=get_weather>\n<parameter=location>\n/tmp/Par"
+    model = ScriptedModel([reply(cut), "It is sunny."])
+    result = Agent("m", [get_weather], protocol="function_calling", client=model).run("q")
+    [call] = result.tool_calls
+    assert call.status == "invalid_arguments" and "never closed" in (call.error or "")
+
+
+def test_one_think_reader() -> None:
+    text = "Sure. <think>hmm</think> The answer is 4."
+    assert split_think(text) == (read_think(text).reasoning, read_think(text).rest)
+    assert read_think(text).codes == ("think_block",)
+    # Where the payload is JSON, tags inside it are its text, and prose before a block is
+    # reasoning (the structured protocol's reading).
+    json_reply = 'Let me see <think>x</think>{"thought": "a </think> b"}'
+    got = read_think(json_reply, payload="{[`")
+    assert (got.reasoning, got.rest) == ("Let me see\n\nx", '{"thought": "a </think> b"}')
+    unclosed = read_think("<think>still thinking", payload="{[`")
+    assert (unclosed.rest, unclosed.codes) == ("", ("unclosed_think",))
+
+
+def test_template_kinds_are_open_and_named_by_the_registry() -> None:
+    assert {"text", "function_calling", "structured"} <= set(TEMPLATE_KINDS)
+    with pytest.raises(TemplateError, match="unknown kind 'lines'"):
+        parse_template({"kind": "lines", "system": "s"}, name="t")
+    with pytest.raises(ConfigurationError, match="not a kind of prompt template"):
+        register("lines", lambda options: None, template_kind="lines")  # type: ignore[arg-type,return-value]
+    schema: dict[str, Any] = {"system": (frozenset({"tools"}), frozenset({"tools"}))}
+    add_template_kind("lines", TemplateKind(schema))
+    try:
+        template = parse_template({"kind": "lines", "system": "Tools: {tools}"}, name="t")
+        assert template.kind == "lines"
+        with pytest.raises(TemplateError, match="must use tools"):
+            parse_template({"kind": "lines", "system": "none"}, name="t")
+    finally:
+        del TEMPLATE_KINDS["lines"]
+
+
+# --- no import cycle through the protocol layer ----------------------------------------------
+
+LAYER = ("protocols",)
+"""The protocol layer: the sub-package, by its first name in the package."""
+
+
+def _imports(path: Path, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """What ``module`` imports of the package, function-level imports included and
+    ``if TYPE_CHECKING:`` ones not."""
+    tree = ast.parse(path.read_text("utf-8"))
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for n in ast.walk(stmt)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = module.split(".")[: None if is_package else -1]
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            subs = {f"{base}.{a.name}" for a in node.names} & known
+            found |= subs or ({base} & known)
+    return found - {module}
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        files[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    known = set(files)
+    return {m: _imports(p, m, pkg, known) for m, (p, pkg) in files.items()}
+
+
+def test_no_import_cycle_passes_through_the_protocol_layer() -> None:
+    graph = _graph()
+    layer = [m for m in graph if m.split(".")[1:2] and m.split(".")[1] in LAYER]
+    assert "react_engine.protocols.policy" in layer and "react_engine.protocols.minimal" in layer
+    for start in layer:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()]:
+                assert nxt != start, f"an import cycle passes through {start}"
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
