@@ -1,8 +1,9 @@
-"""``python -m bench [--quick] [--out PATH] [--json PATH]``: run every benchmark, write the report.
+"""``python -m bench [--quick] [--only NAME ...] [--out PATH] [--json PATH]``: run the benchmarks,
+write the report.
 
 ``make bench`` runs it in full (a few minutes on two cores) and writes bench/results.md;
 ``--quick`` runs every section on small numbers (a smoke run: its figures are not worth
-quoting). The exit status is 0 when every section ran, whatever the figures say.
+quoting); ``--only durable`` runs that section alone (repeatable). The exit status is 0 when every section ran, whatever the figures say.
 """
 
 from __future__ import annotations
@@ -21,11 +22,17 @@ from .machine import machine_info
 from .report import render
 
 HERE = Path(__file__).resolve().parent
+_ONLY: list[str] = []
+
+
+SECTIONS = ("overhead", "scale", "durable", "parsing", "tokens", "streaming", "imports")
 
 
 def _section(
     name: str, fn: Callable[[], dict[str, Any]], results: dict[str, Any], log: Callable[[str], None]
 ) -> None:
+    if _ONLY and name not in _ONLY:
+        return
     log(f"[bench] {name}...")
     started = time.perf_counter()
     try:
@@ -53,7 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a fast smoke run, small numbers")
     parser.add_argument("--out", type=Path, default=HERE / "results.md", help="the report")
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=SECTIONS,
+        metavar="NAME",
+        help=f"run only this section (repeatable): {', '.join(SECTIONS)}",
+    )
     args = parser.parse_args(argv)
+    _ONLY[:] = args.only or []
 
     from .durable import measure_durable
     from .imports import measure_imports
@@ -70,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_fd_limit()
     started = time.perf_counter()
     command = "python -m bench" + (" --quick" if args.quick else "")
+    command += "".join(f" --only {name}" for name in _ONLY)
     results: dict[str, Any] = {"quick": args.quick, "command": command}
     results["machine"] = machine_info()
     with ServerProcess() as base_url:
