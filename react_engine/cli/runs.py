@@ -1,18 +1,23 @@
 """``react-engine runs list | show ID | resume ID``: the runs of a store.
 
 ``chat --session NAME`` keeps a chat's history in the same store (see
-:mod:`react_engine.store`). The store is ``--store PATH``, else ``$REACT_ENGINE_STORE``,
-else ``~/.local/state/react-engine/store.db``.
+:mod:`react_engine.store`). The store is ``--store PATH`` (a SQLite file, or a
+``postgresql://`` URI), else ``$REACT_ENGINE_STORE``, else
+``~/.local/state/react-engine/store.db``. ``runs resume ID --model M --protocol P`` may
+finish a run on another model and protocol than it began with.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import json
+import os
 import sys
 
-from ..store import RunStore, SQLiteSession
+from ..store import RunStore, Session, SQLiteSession
+from ..store.runs import is_postgres_url
 from ..types import to_jsonable
 
 __all__ = ["add_runs_parser", "chat_session", "run_runs_command"]
@@ -47,13 +52,26 @@ def add_runs_parser(
     resume.add_argument("--json", action="store_true", help="print the result as JSON")
     _add_agent_options(resume)
     for p in (listing, show, resume):
-        p.add_argument("--store", metavar="PATH", help="the SQLite file (default: see docs)")
+        p.add_argument(
+            "--store",
+            metavar="PATH|URI",
+            help="the SQLite file, or a postgresql:// URI (default: $REACT_ENGINE_STORE, "
+            "else ~/.local/state/react-engine/store.db)",
+        )
     return runs
 
 
-def chat_session(name: str | None, store: str | None = None) -> SQLiteSession | None:
-    """``chat --session NAME``: the chat's history in the store's session NAME."""
-    return None if name is None else SQLiteSession(name, store)
+def chat_session(name: str | None, store: str | None = None) -> Session | None:
+    """``chat --session NAME``: the chat's history in the store's session NAME (the store
+    given, else ``$REACT_ENGINE_STORE``: a SQLite file, or a ``postgresql://`` URI)."""
+    if name is None:
+        return None
+    target = store if store is not None else os.environ.get("REACT_ENGINE_STORE", "").strip()
+    if is_postgres_url(target):
+        from ..store.postgres import PostgresSession
+
+        return PostgresSession(name, target)
+    return SQLiteSession(name, store)
 
 
 def _when(stamp: float) -> str:
@@ -63,22 +81,26 @@ def _when(stamp: float) -> str:
 def run_runs_command(args: argparse.Namespace) -> int:
     store = RunStore(args.store)
     if args.runs_command == "list":
-        runs = store.runs(args.limit)
-        if not runs:
-            print(f"no runs in {store.db.path}")
-        for run in runs:
-            question = run.question if len(run.question) <= 50 else run.question[:49] + "…"
-            print(f"{run.id}  {_when(run.updated)}  {run.status:<18} {run.model}  {question}")
-        return 0
+        return asyncio.run(_list(store, args))
     if args.runs_command == "show":
-        return _show(store, args)
+        return asyncio.run(_show(store, args))
     return _resume(store, args)
 
 
-def _show(store: RunStore, args: argparse.Namespace) -> int:
-    info = store.info(args.run_id)
-    steps = store.steps(args.run_id)
-    result = store.result(args.run_id) or {}
+async def _list(store: RunStore, args: argparse.Namespace) -> int:
+    runs = await store.runs(args.limit)
+    if not runs:
+        print(f"no runs in {store}")
+    for run in runs:
+        question = run.question if len(run.question) <= 50 else run.question[:49] + "…"
+        print(f"{run.id}  {_when(run.updated)}  {run.status:<18} {run.model}  {question}")
+    return 0
+
+
+async def _show(store: RunStore, args: argparse.Namespace) -> int:
+    info = await store.info(args.run_id)
+    steps = await store.steps(args.run_id)
+    result = await store.result(args.run_id) or {}
     if args.json:
         payload = {
             **to_jsonable(info),
@@ -93,7 +115,8 @@ def _show(store: RunStore, args: argparse.Namespace) -> int:
     print(f"question: {info.question}")
     if steps:
         print(format_history(steps))
-    calls = {e.key: e for e in store.entries(args.run_id) if e.kind in ("started", "done")}
+    entries = await store.entries(args.run_id)
+    calls = {e.key: e for e in entries if e.kind in ("started", "done")}
     for key, entry in calls.items():
         if entry.kind == "started":
             print(f"in flight when the process stopped: {entry.body['tool']} ({key})")

@@ -167,7 +167,8 @@ class Agent:
         with :meth:`resume` (which needs a ``store``)."""
         self.store = _run_store(store)
         """Where runs are journalled, step by step, so that :meth:`resume` can finish one
-        whose process died (:class:`~react_engine.store.RunStore`; a path is a SQLite file)."""
+        whose process died (:class:`~react_engine.store.RunStore`; a path is a SQLite file, a
+        ``postgresql://`` URI a PostgreSQL database)."""
         if approve == "defer" and self.store is None:
             raise ConfigurationError(
                 'approve="defer" needs a store to resume from: Agent(store=RunStore(...))'
@@ -488,14 +489,13 @@ class Agent:
             from ..store.runs import RunJournal
 
             journal = RunJournal.new(self.store, run_id)
-        if journal is not None:
-            journal.store.begin(
-                journal.run_id,
-                question=question,
-                model=self.model,
-                protocol=journal.protocol or protocol,
-                history=history,
-            )
+        if journal is not None:  # recorded once the run is held (_drive)
+            journal.header = {
+                "question": question,
+                "model": self.model,
+                "protocol": journal.protocol or protocol,
+                "history": list(history),
+            }
         return journal
 
     async def _drive(self, state: RunState) -> RunResult:
@@ -504,13 +504,14 @@ class Agent:
 
         if state.journal is None:
             return await _running.Loop(self).run(state)
-        journal = state.journal
-        try:
-            result = await _running.Loop(self).run(state)
-        except Exception as exc:
-            journal.failed(exc)
-            raise
-        journal.finish(result)
+        async with state.journal.held() as journal:  # RunBusy if another worker runs it
+            await journal.open()
+            try:
+                result = await _running.Loop(self).run(state)
+            except Exception as exc:
+                await journal.failed(exc)
+                raise
+            await journal.finish(result)
         return result
 
     # --- durable runs ------------------------------------------------------------------------
@@ -549,12 +550,13 @@ class Agent:
             raise ConfigurationError("resume needs the agent's store: Agent(store=...)")
         from ..store.runs import RunJournal
 
-        journal = RunJournal.load(self.store, run_id, approvals)
-        info = self.store.info(run_id)
-        history = self.store.history(run_id)
-        return await self._arun(
-            info.question, chat_model, history=history, _journal=journal, **options
-        )
+        async with RunJournal(self.store, run_id).held() as journal:
+            await journal.load(approvals)
+            info = await self.store.info(run_id)
+            history = await self.store.history(run_id)
+            return await self._arun(
+                info.question, chat_model, history=history, _journal=journal, **options
+            )
 
     async def _arun_in_session(
         self,
@@ -597,8 +599,10 @@ def _run_store(store: Any) -> RunStore | None:
     if isinstance(store, RunStore):
         return store
     if isinstance(store, str | os.PathLike):
-        return RunStore(store)
-    raise ConfigurationError(f"store must be a RunStore or a path, not {describe(store)}")
+        return RunStore(store)  # a postgresql:// URI, or a SQLite file
+    raise ConfigurationError(
+        f"store must be a RunStore, a path or a postgresql:// URI, not {describe(store)}"
+    )
 
 
 _AGENT_OPTIONS = frozenset(

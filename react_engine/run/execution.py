@@ -136,11 +136,11 @@ class ToolRunner:
         then ends the run (see :meth:`abort`)."""
         journal = state.journal
         try:
-            if journal is not None and self._replayed(state, record, tool):
+            if journal is not None and await self._replayed(state, record, tool):
                 return
             if not await self._approved(state, record, tool):
                 if journal is not None and record.status == "denied":
-                    journal.done(record)
+                    await journal.done(record)
                 return
             if self.on_call is not None and not await state.callback(self.on_call, record):
                 _fail(record, "error", "the run's deadline passed before this call could start")
@@ -148,11 +148,11 @@ class ToolRunner:
             if state.sinks:
                 state.emit(ToolStarted(len(state.steps), record))
             if journal is not None:
-                journal.started(record)  # before the tool: a crash inside it is known
+                await journal.started(record)  # before the tool: a crash inside it is known
             try:
                 await self._invoke(state, record, tool, validated)
                 if journal is not None:
-                    journal.done(record)
+                    await journal.done(record)
             finally:
                 if state.sinks:
                     state.emit(ToolFinished(len(state.steps), record))
@@ -168,7 +168,7 @@ class ToolRunner:
             self._note_abort(state, record, tool, exc)  # raised again by abort()
 
     @staticmethod
-    def _replayed(state: RunState, record: ActionRecord, tool: Tool) -> bool:
+    async def _replayed(state: RunState, record: ActionRecord, tool: Tool) -> bool:
         """A resumed run: a call that finished before the crash is given its record (its
         tool is not run again); one that was running then is run again only if its tool is
         idempotent, else the model is told it may or may not have happened."""
@@ -182,7 +182,7 @@ class ToolRunner:
             return True
         if state.journal.in_flight(record) and not idempotent(tool):
             _fail(record, "error", MAYBE_RAN)
-            state.journal.done(record)
+            await state.journal.done(record)
             return True
         return False
 

@@ -232,7 +232,7 @@ class Loop:
         else:
             decision = state.protocol.parse_reply(reply, ctx)
         if state.journal is not None:
-            state.journal.decided(reply, decision)
+            await state.journal.decided(reply, decision)
         step = Step(
             index=len(state.steps),
             kind="action",

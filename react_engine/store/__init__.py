@@ -4,7 +4,9 @@
   :class:`~react_engine.store.postgres.PostgresSession` with the ``postgres`` extra;
   :class:`MemorySession`): a conversation's history, taken by ``session=``.
 * :class:`RunStore`: each run's steps committed as they complete, so that
-  ``agent.resume(run_id)`` finishes a run whose process died, and an approval can wait.
+  ``agent.resume(run_id)`` finishes a run whose process died, and an approval can wait;
+  ``RunStore(path)`` is a :class:`SQLiteRunStore`, ``RunStore("postgresql://...")`` a
+  :class:`~react_engine.store.postgres.PostgresRunStore`.
 
 What is stored is the protocol-neutral history as versioned JSON
 (:mod:`react_engine.store.codec`).
@@ -14,20 +16,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .codec import StoreError
-from .runs import RunStore
+from .codec import RunBusy, StoreError
+from .runs import RunStore, SQLiteRunStore
 from .session import MemorySession, Session, SQLiteSession
 from .sqlite import STORE_ENV, SQLiteDB, default_path
 
 if TYPE_CHECKING:
-    from .postgres import PostgresSession
+    from .postgres import PostgresRunStore, PostgresSession
 
 __all__ = [
     "STORE_ENV",
     "MemorySession",
+    "PostgresRunStore",
     "PostgresSession",
+    "RunBusy",
     "RunStore",
     "SQLiteDB",
+    "SQLiteRunStore",
     "SQLiteSession",
     "Session",
     "StoreError",
@@ -36,8 +41,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PostgresSession":  # psycopg is an extra: imported on first use
-        from .postgres import PostgresSession
+    if name in ("PostgresSession", "PostgresRunStore"):  # psycopg is an extra: on first use
+        from . import postgres
 
-        return PostgresSession
+        return getattr(postgres, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,6 +29,7 @@ from ..types import (
 
 __all__ = [
     "VERSION",
+    "RunBusy",
     "StoreError",
     "dump_item",
     "dump_record",
@@ -45,6 +46,16 @@ VERSION = 1
 
 class StoreError(ReactEngineError):
     """A store could not be read or written: a record it cannot read, an unknown run."""
+
+
+class RunBusy(StoreError):
+    """The run is being run by another worker (or another task of this process): two
+    workers never run one run at once (:meth:`RunStore.hold
+    <react_engine.store.RunStore.hold>`)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r} is being run by another worker")
+        self.run_id = run_id
 
 
 def dumps(value: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
-"""Sessions in PostgreSQL, through ``psycopg`` 3 (async): ``pip install
-'react-engine[postgres]'``.
+"""Sessions and runs in PostgreSQL, through ``psycopg`` 3 (async): ``pip install
+'react-engine[postgres]'``. :class:`PostgresRunStore` is described with its class; what
+follows is about :class:`PostgresSession`.
 
 For app servers on several machines sharing their users' conversations. An append is one
 transaction that first takes a transaction-scoped advisory lock on the session's name, then
@@ -19,18 +20,33 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
-from ..types import HistoryItem
-from .codec import dump_item, dumps, load_item
+from ..types import HistoryItem, RunResult
+from .codec import RunBusy, StoreError, dump_item, dumps, load_item
+from .runs import (
+    Entries,
+    Entry,
+    RunInfo,
+    RunStore,
+    error_json,
+    header_json,
+    is_postgres_url,
+    lock_key,
+    result_json,
+    rows_of,
+)
 from .session import Session
+from .sqlite import STORE_ENV
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["PostgresSession"]
+__all__ = ["PostgresRunStore", "PostgresSession"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS react_engine_session_items (
@@ -120,3 +136,260 @@ class PostgresSession(Session):
 
     def __repr__(self) -> str:
         return f"PostgresSession({self.name!r})"
+
+
+_RUN_SCHEMA = """
+CREATE TABLE IF NOT EXISTS react_engine_runs (
+    id text PRIMARY KEY,
+    status text NOT NULL,
+    question text NOT NULL,
+    model text NOT NULL,
+    protocol text NOT NULL,
+    header text NOT NULL,
+    result text,
+    created double precision NOT NULL,
+    updated double precision NOT NULL
+);
+CREATE TABLE IF NOT EXISTS react_engine_run_entries (
+    run text NOT NULL,
+    seq bigint NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
+    body text NOT NULL,
+    created double precision NOT NULL,
+    PRIMARY KEY (run, seq)
+)
+"""
+
+_INFO = "SELECT id, status, question, model, protocol, created, updated FROM react_engine_runs"
+
+
+class PostgresRunStore(RunStore):
+    """Runs in a PostgreSQL database (``conninfo``, a libpq connection string or URI, or a
+    ``psycopg_pool.AsyncConnectionPool`` as ``pool``): the contract of
+    :class:`~react_engine.store.RunStore`, for workers on several machines.
+
+    The lease (:meth:`hold`) is a session-level advisory lock on the run, taken on a
+    connection that the run then keeps for its commits: the server drops the lock when the
+    connection ends, a killed worker's too, so its run can be resumed at once. A commit is
+    one statement (in autocommit mode), numbered by the worker that holds the run: one
+    round trip per commit, the run's last entries and its outcome included."""
+
+    def __init__(self, conninfo: str | None = None, *, pool: Any = None) -> None:
+        if (
+            conninfo is None
+            and pool is None
+            and is_postgres_url(named := os.environ.get(STORE_ENV, "").strip())
+        ):
+            conninfo = named
+        if (conninfo is None) == (pool is None):
+            raise ConfigurationError("PostgresRunStore takes conninfo or pool (one of them)")
+        self.conninfo = conninfo
+        self.pool = pool
+        self._ready = False
+        self._held: dict[str, psycopg.AsyncConnection[Any]] = {}
+        self._seq: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return "PostgresRunStore(pool)" if self.pool is not None else "PostgresRunStore(...)"
+
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A connection of its own, in autocommit mode (a pool's is given back as it was)."""
+        if self.pool is not None:
+            async with self.pool.connection() as conn:
+                before = conn.autocommit
+                await conn.set_autocommit(True)
+                try:
+                    await self._schema(conn)
+                    yield conn
+                finally:
+                    if not conn.closed:
+                        await conn.set_autocommit(before)
+            return
+        try:
+            import psycopg
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ConfigurationError(
+                "PostgresRunStore needs psycopg 3: pip install 'react-engine[postgres]'"
+            ) from exc
+        assert self.conninfo is not None
+        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+            await self._schema(conn)
+            yield conn
+
+    @contextlib.asynccontextmanager
+    async def _connection(
+        self, run_id: str | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The held run's connection, else one of its own."""
+        held = self._held.get(run_id) if run_id is not None else None
+        if held is not None:
+            yield held
+            return
+        async with self._connect() as conn:
+            yield conn
+
+    async def _schema(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        if self._ready:
+            return
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('react_engine_schema'))")
+            await conn.execute(_RUN_SCHEMA)
+        self._ready = True
+
+    @contextlib.asynccontextmanager
+    async def hold(self, run_id: str) -> AsyncIterator[None]:
+        if run_id in self._held:
+            raise RunBusy(run_id)
+        key = lock_key(run_id)
+        async with self._connect() as conn:
+            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            row = await cur.fetchone()
+            if not (row and row[0]) or run_id in self._held:
+                raise RunBusy(run_id)
+            self._held[run_id] = conn
+            try:
+                yield
+            finally:
+                del self._held[run_id]
+                self._seq.pop(run_id, None)
+                if not conn.closed:  # a pooled connection must not keep the lock
+                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    # --- writing -----------------------------------------------------------------------------
+
+    async def begin(
+        self,
+        run_id: str,
+        *,
+        question: str,
+        model: str,
+        protocol: str,
+        history: Sequence[HistoryItem],
+    ) -> None:
+        now = time.time()
+        async with self._connection(run_id) as conn:
+            await conn.execute(
+                "INSERT INTO react_engine_runs (id, status, question, model, protocol, header, "
+                "created, updated) VALUES (%s, 'running', %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (id) DO UPDATE SET status = 'running', updated = excluded.updated",
+                (run_id, question, model, protocol, header_json(history), now, now),
+            )
+            if run_id in self._held:
+                cur = await conn.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM react_engine_run_entries WHERE run = %s",
+                    (run_id,),
+                )
+                row = await cur.fetchone()
+                self._seq[run_id] = int(row[0]) if row else 0
+
+    def _numbered(
+        self, run_id: str, rows: list[tuple[str, str, str]], now: float
+    ) -> tuple[str, list[Any]] | None:
+        """The held run's ``INSERT`` of ``rows`` (their numbers taken at once, so that the
+        run's concurrent calls commit side by side); None for a run not held."""
+        last = self._seq.get(run_id)
+        if last is None:
+            return None
+        self._seq[run_id] = last + len(rows)
+        params: list[Any] = []
+        for i, (kind, key, body) in enumerate(rows, last + 1):
+            params += (run_id, i, kind, key, body, now)
+        values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
+        sql = (
+            "INSERT INTO react_engine_run_entries (run, seq, kind, key, body, created) "
+            f"VALUES {values}"
+        )
+        return sql, params
+
+    async def _unheld_insert(
+        self, conn: psycopg.AsyncConnection[Any], run_id: str, rows: list[tuple[str, str, str]]
+    ) -> None:
+        cur = await conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM react_engine_run_entries WHERE run = %s",
+            (run_id,),
+        )
+        row = await cur.fetchone()
+        last, now = (int(row[0]) if row else 0), time.time()
+        async with conn.cursor() as batch:
+            await batch.executemany(
+                "INSERT INTO react_engine_run_entries (run, seq, kind, key, body, created) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                [(run_id, last + i, *r, now) for i, r in enumerate(rows, 1)],
+            )
+
+    async def add_many(self, run_id: str, entries: Entries) -> None:
+        rows = rows_of(entries)
+        if not rows:
+            return
+        statement = self._numbered(run_id, rows, time.time())
+        async with self._connection(run_id) as conn:
+            if statement is not None:
+                await conn.execute(*statement)
+                return
+            async with conn.transaction():
+                await self._unheld_insert(conn, run_id, rows)
+
+    async def finish(self, run_id: str, result: RunResult, entries: Entries = ()) -> None:
+        await self._end(run_id, result.stop_reason, result_json(result), entries)
+
+    async def failed(self, run_id: str, error: BaseException, entries: Entries = ()) -> None:
+        await self._end(run_id, "failed", error_json(error), entries)
+
+    async def _end(self, run_id: str, status: str, record: str, entries: Entries) -> None:
+        rows = rows_of(entries)
+        now = time.time()
+        update = "UPDATE react_engine_runs SET status = %s, result = %s, updated = %s WHERE id = %s"
+        statement = self._numbered(run_id, rows, now) if rows else None
+        async with self._connection(run_id) as conn:
+            if statement is not None:  # one statement: the last entries and the outcome
+                sql, params = statement
+                await conn.execute(
+                    f"WITH added AS ({sql}) {update}", [*params, status, record, now, run_id]
+                )
+                return
+            async with conn.transaction():
+                if rows:
+                    await self._unheld_insert(conn, run_id, rows)
+                await conn.execute(update, (status, record, now, run_id))
+
+    # --- reading -----------------------------------------------------------------------------
+
+    async def runs(self, limit: int = 50) -> list[RunInfo]:
+        async with self._connection() as conn:
+            cur = await conn.execute(f"{_INFO} ORDER BY updated DESC LIMIT %s", (limit,))
+            rows = await cur.fetchall()
+        return [RunInfo(*row) for row in rows]
+
+    async def info(self, run_id: str) -> RunInfo:
+        async with self._connection(run_id) as conn:
+            cur = await conn.execute(f"{_INFO} WHERE id = %s", (run_id,))
+            row = await cur.fetchone()
+        if row is None:
+            raise StoreError(f"no run {run_id!r} in this PostgreSQL store")
+        return RunInfo(*row)
+
+    async def _value(self, column: str, run_id: str) -> tuple[Any, ...] | None:
+        async with self._connection(run_id) as conn:
+            cur = await conn.execute(
+                f"SELECT {column} FROM react_engine_runs WHERE id = %s", (run_id,)
+            )
+            return await cur.fetchone()
+
+    async def _header(self, run_id: str) -> str | None:
+        row = await self._value("header", run_id)
+        return None if row is None else str(row[0])
+
+    async def result(self, run_id: str) -> dict[str, Any] | None:
+        row = await self._value("result", run_id)
+        return None if row is None or row[0] is None else dict(json.loads(row[0]))
+
+    async def entries(self, run_id: str) -> list[Entry]:
+        async with self._connection(run_id) as conn:
+            cur = await conn.execute(
+                "SELECT kind, key, body FROM react_engine_run_entries WHERE run = %s ORDER BY seq",
+                (run_id,),
+            )
+            rows = await cur.fetchall()
+        return [Entry(kind, key, json.loads(body)) for kind, key, body in rows]

@@ -24,17 +24,21 @@ process died is asked for again: that request is the only one a crash can repeat
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step
 from .codec import (
     VERSION,
+    RunBusy,
     StoreError,
     dump_item,
     dump_record,
@@ -44,15 +48,21 @@ from .codec import (
     load_record,
     load_reply,
 )
-from .sqlite import SQLiteDB
+from .sqlite import STORE_ENV, SQLiteDB
 
 if TYPE_CHECKING:
-    import os
-
     from ..protocols.base import Decision
     from ..tools.base import Tool
 
-__all__ = ["RunInfo", "RunJournal", "RunStore", "idempotent"]
+__all__ = [
+    "RunBusy",
+    "RunInfo",
+    "RunJournal",
+    "RunStore",
+    "SQLiteRunStore",
+    "idempotent",
+    "is_postgres_url",
+]
 
 
 @dataclass(slots=True, frozen=True)
@@ -76,18 +86,49 @@ class Entry:
     body: dict[str, Any]
 
 
+Entries = Sequence[tuple[str, str, Mapping[str, Any]]]
+
+
 class RunStore:
-    """Runs in a SQLite file (the same file as :class:`~react_engine.store.SQLiteSession`'s
-    sessions by default: ``$REACT_ENGINE_STORE``, else
-    ``~/.local/state/react-engine/store.db``)."""
+    """Where runs are journalled (``Agent(store=...)``): the contract of every backend.
 
-    def __init__(self, path: str | os.PathLike[str] | SQLiteDB | None = None) -> None:
-        self.db = SQLiteDB.shared(path)
+    ``RunStore(target)`` makes the backend ``target`` names: a ``postgresql://`` (or
+    ``postgres://``) URI is a :class:`~react_engine.store.postgres.PostgresRunStore` (the
+    ``postgres`` extra), anything else a path to a SQLite file, :class:`SQLiteRunStore`
+    (default: ``$REACT_ENGINE_STORE``, else ``~/.local/state/react-engine/store.db``, the
+    same file as :class:`~react_engine.store.SQLiteSession`'s sessions; a ``postgresql://``
+    URI there names a PostgreSQL store).
 
-    def __repr__(self) -> str:
-        return f"RunStore({str(self.db.path)!r})"
+    A run is written by one worker at a time: :meth:`hold` is its lease, taken before the
+    run is begun or resumed and given back when it ends (or when its process dies), so
+    that two workers resuming one run cannot both run it (the second gets
+    :class:`RunBusy`). The methods are coroutines; the SQLite ones do not wait (a write
+    takes microseconds on a local disk). A backend overrides every method that raises
+    :class:`NotImplementedError` here."""
 
-    def begin(
+    def __new__(cls, *args: Any, **kwargs: Any) -> RunStore:
+        if cls is RunStore:
+            target = args[0] if args else kwargs.get("path")
+            if target is None:
+                target = os.environ.get(STORE_ENV, "").strip()
+            if is_postgres_url(target) or "pool" in kwargs:
+                from .postgres import PostgresRunStore
+
+                cls = PostgresRunStore
+            else:
+                cls = SQLiteRunStore
+        return super().__new__(cls)
+
+    # --- the lease ---------------------------------------------------------------------------
+
+    def hold(self, run_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """The run's lease, for the ``async with`` block: :class:`RunBusy` if another
+        worker holds it. It ends with the block, or with the process."""
+        raise NotImplementedError
+
+    # --- writing -----------------------------------------------------------------------------
+
+    async def begin(
         self,
         run_id: str,
         *,
@@ -96,83 +137,196 @@ class RunStore:
         protocol: str,
         history: Sequence[HistoryItem],
     ) -> None:
-        header = {"v": VERSION, "history": [dump_item(i) for i in history]}
-        now = time.time()
-        with self.db.write() as conn:
-            conn.execute(
-                "INSERT INTO runs (id, status, question, model, protocol, header, created, "
-                "updated) VALUES (?, 'running', ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
-                "SET status = 'running', updated = excluded.updated",
-                (run_id, question, model, protocol, dumps(header), now, now),
-            )
+        """Record the run (or mark a stored one running again)."""
+        raise NotImplementedError
 
-    def add(self, run_id: str, kind: str, key: str, body: Mapping[str, Any]) -> None:
-        """Commit one entry of the run's journal."""
-        self.add_many(run_id, [(kind, key, body)])
-
-    def add_many(self, run_id: str, entries: Sequence[tuple[str, str, Mapping[str, Any]]]) -> None:
+    async def add_many(self, run_id: str, entries: Entries) -> None:
         """Commit entries of the run's journal, in one transaction."""
-        rows = [(kind, key, dumps(dict(body))) for kind, key, body in entries]
-        now = time.time()
-        with self.db.write() as conn:
-            self._insert(conn, run_id, rows, now)
+        raise NotImplementedError
 
-    @staticmethod
-    def _insert(
-        conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, str, str]], now: float
-    ) -> None:
-        if not rows:
-            return
-        (last,) = conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM run_entries WHERE run = ?", (run_id,)
-        ).fetchone()
-        conn.executemany(
-            "INSERT INTO run_entries (run, seq, kind, key, body, created) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            [(run_id, last + i, *row, now) for i, row in enumerate(rows, 1)],
-        )
+    async def add(self, run_id: str, kind: str, key: str, body: Mapping[str, Any]) -> None:
+        """Commit one entry of the run's journal."""
+        await self.add_many(run_id, [(kind, key, body)])
 
-    def finish(
-        self,
-        run_id: str,
-        result: RunResult,
-        entries: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
-    ) -> None:
+    async def finish(self, run_id: str, result: RunResult, entries: Entries = ()) -> None:
         """Write the run's outcome, with its last ``entries``, in one transaction."""
-        record = {
+        raise NotImplementedError
+
+    async def failed(self, run_id: str, error: BaseException, entries: Entries = ()) -> None:
+        """Write that the run raised ``error``, with its last ``entries``."""
+        raise NotImplementedError
+
+    # --- reading -----------------------------------------------------------------------------
+
+    async def runs(self, limit: int = 50) -> list[RunInfo]:
+        """The latest runs, the last updated first."""
+        raise NotImplementedError
+
+    async def info(self, run_id: str) -> RunInfo:
+        """One run (:class:`StoreError` for an unknown one)."""
+        raise NotImplementedError
+
+    async def _header(self, run_id: str) -> str | None:
+        raise NotImplementedError
+
+    async def history(self, run_id: str) -> list[HistoryItem]:
+        """The history the run started with (a conversation's earlier turns)."""
+        header = await self._header(run_id)
+        if header is None:
+            raise StoreError(f"no run {run_id!r} in {self}")
+        return [load_item(i) for i in json.loads(header).get("history", ())]
+
+    async def result(self, run_id: str) -> dict[str, Any] | None:
+        """The run's outcome as written by :meth:`finish` or :meth:`failed` (None before)."""
+        raise NotImplementedError
+
+    async def entries(self, run_id: str) -> list[Entry]:
+        """The run's journal, in commit order."""
+        raise NotImplementedError
+
+    async def steps(self, run_id: str) -> list[Step]:
+        """The run's steps committed so far."""
+        out: list[Step] = []
+        for entry in await self.entries(run_id):
+            if entry.kind == "step":
+                item = load_item(entry.body)
+                if isinstance(item, Step):
+                    out.append(item)
+        return out
+
+
+def is_postgres_url(target: object) -> bool:
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def header_json(history: Sequence[HistoryItem]) -> str:
+    return dumps({"v": VERSION, "history": [dump_item(i) for i in history]})
+
+
+def result_json(result: RunResult) -> str:
+    return dumps(
+        {
             "v": VERSION,
             "answer": result.answer,
             "stop_reason": result.stop_reason,
             "error": result.error,
             "pending": [dump_record(a) for a in result.pending],
         }
-        rows = [(kind, key, dumps(dict(body))) for kind, key, body in entries]
+    )
+
+
+def error_json(error: BaseException) -> str:
+    return dumps({"v": VERSION, "error": f"{type(error).__name__}: {error}"})
+
+
+def rows_of(entries: Entries) -> list[tuple[str, str, str]]:
+    return [(kind, key, dumps(dict(body))) for kind, key, body in entries]
+
+
+def lock_key(run_id: str) -> int:
+    """A run's lock: 62 bits of a hash of its id (a signed 64-bit integer's range)."""
+    return int.from_bytes(hashlib.blake2b(run_id.encode(), digest_size=8).digest()) >> 2
+
+
+class SQLiteRunStore(RunStore):
+    """Runs in a SQLite file (see :mod:`react_engine.store.sqlite`).
+
+    The lease is a POSIX lock on one byte of a file beside the database (``FILE-runs.lock``,
+    at an offset drawn from the run's id): the system drops it when the process dies, so a
+    killed worker's run can be resumed at once. (Where ``fcntl`` does not exist, on
+    Windows, the lease is kept within the process only.)
+
+    While a run is held, this process numbers its entries itself: one ``INSERT`` per
+    commit, no read of the last number."""
+
+    def __init__(self, path: str | os.PathLike[str] | SQLiteDB | None = None) -> None:
+        self.db = SQLiteDB.shared(path)
+        self._seq: dict[str, int] = {}
+        """The last entry number of each run this process holds."""
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.db.path)!r})"
+
+    @contextlib.asynccontextmanager
+    async def hold(self, run_id: str) -> AsyncIterator[None]:
+        with self.db.run_lock(run_id, lock_key(run_id)):
+            try:
+                yield
+            finally:
+                self._seq.pop(run_id, None)
+
+    async def begin(
+        self,
+        run_id: str,
+        *,
+        question: str,
+        model: str,
+        protocol: str,
+        history: Sequence[HistoryItem],
+    ) -> None:
+        header = header_json(history)
+        now = time.time()
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO runs (id, status, question, model, protocol, header, created, "
+                "updated) VALUES (?, 'running', ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
+                "SET status = 'running', updated = excluded.updated",
+                (run_id, question, model, protocol, header, now, now),
+            )
+            if self.db.holds(run_id):
+                self._seq[run_id] = self._last(conn, run_id)
+
+    async def add_many(self, run_id: str, entries: Entries) -> None:
+        rows = rows_of(entries)
+        if not rows:
+            return
+        now = time.time()
+        last = self._seq.get(run_id)
+        if last is not None:  # held: one statement, its own transaction
+            self.db.execute(*_entries_insert(run_id, last, rows, now))
+            self._seq[run_id] = last + len(rows)
+            return
+        with self.db.write() as conn:
+            self._insert(conn, run_id, rows, now)
+
+    def _insert(
+        self, conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, str, str]], now: float
+    ) -> None:
+        if not rows:
+            return
+        last = self._seq.get(run_id)
+        if last is None:
+            last = self._last(conn, run_id)
+        conn.execute(*_entries_insert(run_id, last, rows, now))
+        if run_id in self._seq:
+            self._seq[run_id] = last + len(rows)
+
+    @staticmethod
+    def _last(conn: sqlite3.Connection, run_id: str) -> int:
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM run_entries WHERE run = ?", (run_id,)
+        ).fetchone()
+        return int(last)
+
+    async def finish(self, run_id: str, result: RunResult, entries: Entries = ()) -> None:
+        self._end(run_id, result.stop_reason, result_json(result), entries)
+
+    async def failed(self, run_id: str, error: BaseException, entries: Entries = ()) -> None:
+        self._end(run_id, "failed", error_json(error), entries)
+
+    def _end(self, run_id: str, status: str, record: str, entries: Entries) -> None:
+        rows = rows_of(entries)
         now = time.time()
         with self.db.write() as conn:
             self._insert(conn, run_id, rows, now)
             conn.execute(
                 "UPDATE runs SET status = ?, result = ?, updated = ? WHERE id = ?",
-                (result.stop_reason, dumps(record), now, run_id),
-            )
-
-    def failed(
-        self,
-        run_id: str,
-        error: BaseException,
-        entries: Sequence[tuple[str, str, Mapping[str, Any]]] = (),
-    ) -> None:
-        record = {"v": VERSION, "error": f"{type(error).__name__}: {error}"}
-        rows = [(kind, key, dumps(dict(body))) for kind, key, body in entries]
-        with self.db.write() as conn:
-            self._insert(conn, run_id, rows, time.time())
-            conn.execute(
-                "UPDATE runs SET status = 'failed', result = ?, updated = ? WHERE id = ?",
-                (dumps(record), time.time(), run_id),
+                (status, record, now, run_id),
             )
 
     # --- reading -----------------------------------------------------------------------------
 
-    def runs(self, limit: int = 50) -> list[RunInfo]:
+    async def runs(self, limit: int = 50) -> list[RunInfo]:
         with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT id, status, question, model, protocol, created, updated FROM runs "
@@ -181,7 +335,7 @@ class RunStore:
             ).fetchall()
         return [RunInfo(*row) for row in rows]
 
-    def info(self, run_id: str) -> RunInfo:
+    async def info(self, run_id: str) -> RunInfo:
         with self.db.read() as conn:
             row = conn.execute(
                 "SELECT id, status, question, model, protocol, created, updated FROM runs "
@@ -192,35 +346,42 @@ class RunStore:
             raise StoreError(f"no run {run_id!r} in {self.db.path}")
         return RunInfo(*row)
 
-    def history(self, run_id: str) -> list[HistoryItem]:
-        """The history the run started with (a conversation's earlier turns)."""
+    async def _header(self, run_id: str) -> str | None:
         with self.db.read() as conn:
             row = conn.execute("SELECT header FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise StoreError(f"no run {run_id!r} in {self.db.path}")
-        return [load_item(i) for i in json.loads(row[0]).get("history", ())]
+        return None if row is None else str(row[0])
 
-    def result(self, run_id: str) -> dict[str, Any] | None:
+    async def result(self, run_id: str) -> dict[str, Any] | None:
         with self.db.read() as conn:
             row = conn.execute("SELECT result FROM runs WHERE id = ?", (run_id,)).fetchone()
         return None if row is None or row[0] is None else dict(json.loads(row[0]))
 
-    def entries(self, run_id: str) -> list[Entry]:
+    async def entries(self, run_id: str) -> list[Entry]:
         with self.db.read() as conn:
             rows = conn.execute(
                 "SELECT kind, key, body FROM run_entries WHERE run = ? ORDER BY seq", (run_id,)
             ).fetchall()
         return [Entry(kind, key, json.loads(body)) for kind, key, body in rows]
 
-    def steps(self, run_id: str) -> list[Step]:
-        """The run's steps committed so far."""
-        out: list[Step] = []
-        for entry in self.entries(run_id):
-            if entry.kind == "step":
-                item = load_item(entry.body)
-                if isinstance(item, Step):
-                    out.append(item)
-        return out
+
+def _entries_insert(
+    run_id: str, last: int, rows: list[tuple[str, str, str]], now: float
+) -> tuple[str, list[Any]]:
+    """One ``INSERT`` of ``rows``, numbered after ``last`` (one statement: one transaction
+    when run alone)."""
+    params: list[Any] = []
+    for i, (kind, key, body) in enumerate(rows, last + 1):
+        params += (run_id, i, kind, key, body, now)
+    sql = _INSERTS[len(rows)] if len(rows) < len(_INSERTS) else _insert_sql(len(rows))
+    return sql, params
+
+
+def _insert_sql(n: int) -> str:
+    values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * n)
+    return f"INSERT INTO run_entries (run, seq, kind, key, body, created) VALUES {values}"
+
+
+_INSERTS = [""] + [_insert_sql(n) for n in range(1, 9)]
 
 
 def idempotent(tool: Tool) -> bool:
@@ -254,34 +415,60 @@ class RunJournal:
     unwritten: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     """A step, written with the journal's next commit: a run resumes from its replies and
     calls, so a step lost in a crash costs nothing (and a step saves a commit of its own)."""
+    header: dict[str, Any] = field(default_factory=dict)
+    """What :meth:`open` records: the question, model, protocol and earlier history."""
+    holding: bool = False
 
     @classmethod
     def new(cls, store: RunStore, run_id: str | None = None) -> RunJournal:
         return cls(store, run_id or uuid.uuid4().hex[:16])
 
-    @classmethod
-    def load(
-        cls, store: RunStore, run_id: str, approvals: Mapping[str, bool] | None = None
-    ) -> RunJournal:
-        """The journal of a stored run, with ``approvals`` committed into it first."""
-        info = store.info(run_id)  # raises for an unknown run
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[RunJournal]:
+        """The run's lease (:meth:`RunStore.hold`) for the block; within a block that holds
+        it already, nothing more."""
+        if self.holding:
+            yield self
+            return
+        async with self.store.hold(self.run_id):
+            self.holding = True
+            try:
+                yield self
+            finally:
+                self.holding = False
+
+    async def load(self, approvals: Mapping[str, bool] | None = None) -> RunJournal:
+        """Read the stored run's journal (held), with ``approvals`` committed into it first."""
+        info = await self.store.info(self.run_id)  # raises for an unknown run
+        verdicts = []
         for call_id, verdict in (approvals or {}).items():
             if not isinstance(verdict, bool):
                 raise StoreError(f"approval for {call_id!r} must be True or False")
-            store.add(run_id, "approval", call_id, {"v": VERSION, "approved": verdict})
-        journal = cls(store, run_id, protocol=info.protocol)
-        for entry in store.entries(run_id):
+            verdicts.append(("approval", call_id, {"v": VERSION, "approved": verdict}))
+        if verdicts:
+            await self.store.add_many(self.run_id, verdicts)
+        self.protocol = info.protocol
+        for entry in await self.store.entries(self.run_id):
             if entry.kind == "reply":
-                journal.replies.append(entry.body)
+                self.replies.append(entry.body)
             elif entry.kind == "started":
-                journal.calls.setdefault(entry.key, ("started", load_record(entry.body)))
+                self.calls.setdefault(entry.key, ("started", load_record(entry.body)))
             elif entry.kind == "done":
-                journal.calls[entry.key] = ("done", load_record(entry.body))
+                self.calls[entry.key] = ("done", load_record(entry.body))
             elif entry.kind == "approval":
-                journal.approvals[entry.key] = bool(entry.body["approved"])
+                self.approvals[entry.key] = bool(entry.body["approved"])
             elif entry.kind == "step":
-                journal.steps_stored += 1
-        return journal
+                self.steps_stored += 1
+        return self
+
+    async def open(self) -> None:
+        """Record the run as running (under its lease)."""
+        await self.store.begin(self.run_id, **self.header)
+
+    @property
+    def replaying(self) -> bool:
+        """Whether the next model call's reply is a committed one."""
+        return self.reply_no < len(self.replies)
 
     # --- model replies -----------------------------------------------------------------------
 
@@ -292,7 +479,7 @@ class RunJournal:
             return load_reply(self.replies[self.reply_no]["reply"])
         return None
 
-    def decided(self, reply: ModelResponse, decision: Decision) -> None:
+    async def decided(self, reply: ModelResponse, decision: Decision) -> None:
         """After the protocol read ``reply``: commit it (a live reply), or give the calls
         the ids they had (a replayed one: ids made up for text replies are random)."""
         from ..protocols.base import CallTools
@@ -304,7 +491,7 @@ class RunJournal:
                 call.id = call_id
         else:
             body = {"v": VERSION, "reply": dump_reply(reply), "ids": [c.id for c in calls]}
-            self._commit("reply", str(self.reply_no), body)
+            await self._commit("reply", str(self.reply_no), body)
             self.replies.append(body)
         self.reply_no += 1
 
@@ -326,15 +513,15 @@ class RunJournal:
         kept = self.calls.get(self._key(record))
         return kept is not None and kept[0] == "started"
 
-    def started(self, record: ActionRecord) -> None:
+    async def started(self, record: ActionRecord) -> None:
         key = self._key(record)
         if key not in self.calls:
-            self._commit("started", key, dump_record(record))
+            await self._commit("started", key, dump_record(record))
             self.calls[key] = ("started", record)
 
-    def done(self, record: ActionRecord) -> None:
+    async def done(self, record: ActionRecord) -> None:
         key = self._key(record)
-        self._commit("done", key, dump_record(record))
+        await self._commit("done", key, dump_record(record))
         self.calls[key] = ("done", record)
 
     def approval(self, call_id: str) -> bool | None:
@@ -348,15 +535,18 @@ class RunJournal:
         self.unwritten.append(("step", str(step.index), dump_item(step)))
         self.steps_stored = step.index + 1
 
-    def _commit(self, kind: str, key: str, body: dict[str, Any]) -> None:
-        self.store.add_many(self.run_id, [*self.unwritten, (kind, key, body)])
-        self.unwritten.clear()
+    async def _commit(self, kind: str, key: str, body: dict[str, Any]) -> None:
+        if self.unwritten:
+            await self.store.add_many(self.run_id, [*self.unwritten, (kind, key, body)])
+            self.unwritten.clear()
+        else:
+            await self.store.add_many(self.run_id, ((kind, key, body),))
 
-    def finish(self, result: RunResult) -> None:
+    async def finish(self, result: RunResult) -> None:
         """The run's outcome, with what is still unwritten."""
-        self.store.finish(self.run_id, result, self.unwritten)
+        await self.store.finish(self.run_id, result, self.unwritten)
         self.unwritten.clear()
 
-    def failed(self, error: BaseException) -> None:
-        self.store.failed(self.run_id, error, self.unwritten)
+    async def failed(self, error: BaseException) -> None:
+        await self.store.failed(self.run_id, error, self.unwritten)
         self.unwritten.clear()

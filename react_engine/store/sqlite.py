@@ -19,8 +19,16 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+from .codec import RunBusy
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["STORE_ENV", "SQLiteDB", "default_path"]
 
@@ -83,6 +91,10 @@ class SQLiteDB:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self._held: set[str] = set()
+        """The runs this process holds (:meth:`run_lock`)."""
+        self._lock_fd: int | None = None
+        self._lock_pid = 0
 
     @classmethod
     def shared(
@@ -120,6 +132,50 @@ class SQLiteDB:
             conn = self._connection()
             with _immediate(conn):
                 yield conn
+
+    def execute(self, sql: str, params: Sequence[Any]) -> None:
+        """One statement, in a transaction of its own."""
+        with self._lock:
+            self._connection().execute(sql, params)
+
+    def _lock_file(self) -> int | None:
+        if fcntl is None:
+            return None
+        if self._lock_fd is None or self._lock_pid != os.getpid():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(f"{self.path}-runs.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            self._lock_pid = os.getpid()
+        return self._lock_fd
+
+    @contextlib.contextmanager
+    def run_lock(self, run_id: str, key: int) -> Iterator[None]:
+        """Hold run ``run_id`` (:class:`RunBusy` if another process or thread of this one
+        holds it): a POSIX lock on byte ``key`` of ``FILE-runs.lock``, which the system
+        drops when the process dies. POSIX locks belong to the process, so the runs this
+        process holds are also kept in a set. The lock file is opened once and never
+        closed: closing any descriptor of it would drop every lock of the process."""
+        with self._lock:
+            if self._lock_pid not in (0, os.getpid()):
+                self._held.clear()  # a forked child holds none of its parent's runs
+            if run_id in self._held:
+                raise RunBusy(run_id)
+            fd = self._lock_file()
+            if fd is not None:
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, key)
+                except OSError:
+                    raise RunBusy(run_id) from None
+            self._held.add(run_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held.discard(run_id)
+                if fd is not None and self._lock_pid == os.getpid():
+                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, key)
+
+    def holds(self, run_id: str) -> bool:
+        return run_id in self._held
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

@@ -1,5 +1,7 @@
 """Resumable runs: a worker process is killed (SIGKILL) at every commit of a 3-call run
-and inside a tool; another process resumes the run from the store.
+and inside a tool; another process resumes the run from the store. Every test runs against
+both backends of the run store's contract: a SQLite file, and a database of its own on a
+real PostgreSQL server (tests/support/postgres.py).
 
 The model is a loopback server that calls ``act(1)``, ``act(2)``, ``act(3)`` in turn and
 then answers with the observations it was shown. Each check: the resumed run ends with
@@ -11,15 +13,17 @@ again and the model is told it may or may not have happened.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+from support.postgres import fresh_database, postgres_server
 
 from react_engine import Agent
 from react_engine.store import RunStore
@@ -32,6 +36,27 @@ WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
 ANSWER = "done 1; done 2; done 3"
 ENTRIES = 14  # 4 replies, 3 x (started, done), 4 steps
 COMMITS = 10  # a step is written with the next commit (the last one with the result)
+
+
+T = TypeVar("T")
+
+
+def wait(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+@pytest.fixture(scope="module")
+def pg_uri() -> Iterator[str]:
+    with postgres_server() as uri:
+        yield uri
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the test's runs are stored: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    return fresh_database(request.getfixturevalue("pg_uri"))
 
 
 def three_calls(body: dict[str, Any]) -> dict[str, Any]:
@@ -47,9 +72,9 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-def worker(tmp: Path, url: str, *args: str) -> tuple[int, dict[str, Any] | None]:
+def worker(tmp: Path, db: str, url: str, *args: str) -> tuple[int, dict[str, Any] | None]:
     proc = subprocess.run(
-        [sys.executable, str(WORKER), str(tmp / "store.db"), url, str(tmp / "effects"), *args],
+        [sys.executable, str(WORKER), db, url, str(tmp / "effects"), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -65,33 +90,35 @@ def effects(tmp: Path) -> Counter[str]:
     return Counter(path.read_text().split()) if path.exists() else Counter()
 
 
-def test_an_uninterrupted_run_commits_each_step(tmp_path: Path, server: ScriptedServer) -> None:
-    code, out = worker(tmp_path, server.base_url, "run", "r1")
+def test_an_uninterrupted_run_commits_each_step(
+    tmp_path: Path, target: str, server: ScriptedServer
+) -> None:
+    code, out = worker(tmp_path, target, server.base_url, "run", "r1")
     assert code == 0 and out is not None
     assert out["answer"] == ANSWER and len(server.requests) == 4
-    store = RunStore(tmp_path / "store.db")
-    kinds = [e.kind for e in store.entries("r1")]
+    store = RunStore(target)
+    kinds = [e.kind for e in wait(store.entries("r1"))]
     assert len(kinds) == ENTRIES
     assert kinds[:4] == ["reply", "started", "done", "step"]
-    assert store.info("r1").status == "final_answer"
-    assert [s.kind for s in store.steps("r1")] == ["action"] * 3 + ["final"]
+    assert wait(store.info("r1")).status == "final_answer"
+    assert [s.kind for s in wait(store.steps("r1"))] == ["action"] * 3 + ["final"]
 
 
 @pytest.mark.parametrize("kill_after", range(1, COMMITS + 1))
 def test_killed_after_each_commit_the_run_resumes(
-    tmp_path: Path, server: ScriptedServer, kill_after: int
+    tmp_path: Path, target: str, server: ScriptedServer, kill_after: int
 ) -> None:
-    code, _ = worker(tmp_path, server.base_url, "run", "r", "--kill-after", str(kill_after))
+    code, _ = worker(tmp_path, target, server.base_url, "run", "r", "--kill-after", str(kill_after))
     assert code == -9
-    store = RunStore(tmp_path / "store.db")
-    assert store.info("r").status == "running"  # the process died mid-run
-    last = store.entries("r")[-1]
-    code, out = worker(tmp_path, server.base_url, "resume", "r")
+    store = RunStore(target)
+    assert wait(store.info("r")).status == "running"  # the process died mid-run
+    last = wait(store.entries("r"))[-1]
+    code, out = worker(tmp_path, target, server.base_url, "resume", "r")
     assert code == 0 and out is not None
     assert len(server.requests) == 4  # no committed reply asked for again
     ran = effects(tmp_path)
     assert max(ran.values()) == 1  # no call ran twice
-    assert store.info("r").status == "final_answer"
+    assert wait(store.info("r")).status == "final_answer"
     if last.kind == "started":  # killed before the tool ran: not run again, the model told
         n = json.loads(last.body["raw_arguments"])["n"]
         assert ran[str(n)] == 0
@@ -104,11 +131,11 @@ def test_killed_after_each_commit_the_run_resumes(
 
 @pytest.mark.parametrize("call", [1, 2, 3])
 def test_killed_inside_a_tool_the_call_is_not_run_again(
-    tmp_path: Path, server: ScriptedServer, call: int
+    tmp_path: Path, target: str, server: ScriptedServer, call: int
 ) -> None:
-    code, _ = worker(tmp_path, server.base_url, "run", "r", "--kill-in-tool", str(call))
+    code, _ = worker(tmp_path, target, server.base_url, "run", "r", "--kill-in-tool", str(call))
     assert code == -9
-    code, out = worker(tmp_path, server.base_url, "resume", "r")
+    code, out = worker(tmp_path, target, server.base_url, "resume", "r")
     assert code == 0 and out is not None
     assert effects(tmp_path)[str(call)] == 1  # it had happened; it is not repeated
     assert out["calls"][call - 1][1:] == ["error", f"Error: {MAYBE_RAN}"]
@@ -117,20 +144,22 @@ def test_killed_inside_a_tool_the_call_is_not_run_again(
 
 
 def test_an_idempotent_tool_killed_inside_is_run_again(
-    tmp_path: Path, server: ScriptedServer
+    tmp_path: Path, target: str, server: ScriptedServer
 ) -> None:
     args = ("--kill-in-tool", "2", "--idempotent")
-    code, _ = worker(tmp_path, server.base_url, "run", "r", *args)
+    code, _ = worker(tmp_path, target, server.base_url, "run", "r", *args)
     assert code == -9
-    code, out = worker(tmp_path, server.base_url, "resume", "r", "--idempotent")
+    code, out = worker(tmp_path, target, server.base_url, "resume", "r", "--idempotent")
     assert code == 0 and out is not None
     assert out["answer"] == ANSWER
     assert effects(tmp_path) == Counter({"1": 1, "2": 2, "3": 1})
     assert len(server.requests) == 4
 
 
-def test_a_finished_run_resumed_sends_no_request(tmp_path: Path, server: ScriptedServer) -> None:
-    store = RunStore(tmp_path / "s.db")
+def test_a_finished_run_resumed_sends_no_request(
+    tmp_path: Path, target: str, server: ScriptedServer
+) -> None:
+    store = RunStore(target)
     agent = Agent("m", base_url=server.base_url, api_key="k", store=store, protocol="text")
     server.default = None
     server.push(completion("Final Answer: 42"))
@@ -141,20 +170,20 @@ def test_a_finished_run_resumed_sends_no_request(tmp_path: Path, server: Scripte
 
 
 def test_deferred_approvals_are_given_from_other_processes(
-    tmp_path: Path, server: ScriptedServer
+    tmp_path: Path, target: str, server: ScriptedServer
 ) -> None:
-    code, out = worker(tmp_path, server.base_url, "run", "r", "--approval")
+    code, out = worker(tmp_path, target, server.base_url, "run", "r", "--approval")
     verdicts = {1: "yes", 2: "no", 3: "yes"}
     for n in (1, 2, 3):
         assert code == 0 and out is not None
         assert out["stop_reason"] == "awaiting_approval" and len(out["pending"]) == 1
         assert out["answer"] is None
         assert effects(tmp_path)[str(n)] == 0  # not run before it is approved
-        store = RunStore(tmp_path / "store.db")
-        assert store.info("r").status == "awaiting_approval"
+        store = RunStore(target)
+        assert wait(store.info("r")).status == "awaiting_approval"
         approve = f"{out['pending'][0]}={verdicts[n]}"
         code, out = worker(
-            tmp_path, server.base_url, "resume", "r", "--approval", "--approve", approve
+            tmp_path, target, server.base_url, "resume", "r", "--approval", "--approve", approve
         )
     assert code == 0 and out is not None
     assert out["stop_reason"] == "final_answer"
@@ -172,7 +201,7 @@ def test_a_deferred_approval_without_a_store_is_refused() -> None:
         Agent("m", base_url="http://127.0.0.1:1/v1", approve="defer")
 
 
-def test_an_approval_callback_may_defer(tmp_path: Path) -> None:
+def test_an_approval_callback_may_defer(target: str) -> None:
     from react_engine.testing import ScriptedModel, tool_call_reply
     from react_engine.tools import tool
 
@@ -188,7 +217,7 @@ def test_an_approval_callback_may_defer(tmp_path: Path) -> None:
         return "defer"
 
     script = [tool_call_reply(("act", {"n": 1}), ("act", {"n": 2})), "ok"]
-    store = RunStore(tmp_path / "s.db")
+    store = RunStore(target)
     agent = Agent("m", [act], client=ScriptedModel(script), store=store, approve=later)
     waiting = agent.run("go")
     assert waiting.stop_reason == "awaiting_approval" and not ran

@@ -1,6 +1,8 @@
 """A worker process for tests/store/test_durable_runs.py: runs (or resumes) a 3-call run against
 a loopback server with a store, and dies by SIGKILL where it is told to.
 
+DB is a SQLite file or a postgresql:// URI.
+
     python durable_worker.py DB URL EFFECTS run RUN_ID [--kill-after N] [--kill-in-tool K]
     python durable_worker.py DB URL EFFECTS resume RUN_ID [--approve ID=yes|no ...]
 
@@ -26,17 +28,22 @@ from react_engine.store import RunStore
 from react_engine.tools import tool
 
 
-class KillingStore(RunStore):
-    def __init__(self, path: str, kill_after: int | None) -> None:
-        super().__init__(path)
-        self.kill_after = kill_after
-        self.commits = 0
+def killing_store(target: str, kill_after: int | None) -> RunStore:
+    """The store at ``target`` (a SQLite file or a postgresql:// URI), killing this process
+    right after its ``kill_after``-th commit of the run's journal."""
+    store = RunStore(target)
+    commits = 0
+    add_many = store.add_many
 
-    def add_many(self, run_id: str, entries: Any) -> None:
-        super().add_many(run_id, entries)
-        self.commits += 1
-        if self.kill_after is not None and self.commits == self.kill_after:
+    async def counted(run_id: str, entries: Any) -> None:
+        nonlocal commits
+        await add_many(run_id, entries)
+        commits += 1
+        if kill_after is not None and commits == kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
+
+    store.add_many = counted  # type: ignore[method-assign]
+    return store
 
 
 def main() -> None:
@@ -69,7 +76,7 @@ def main() -> None:
         base_url=args.url,
         api_key="sk-test",
         protocol="function_calling",
-        store=KillingStore(args.db, args.kill_after),
+        store=killing_store(args.db, args.kill_after),
         approve="defer" if args.approval else None,
     )
     if args.mode == "run":

@@ -49,3 +49,18 @@ def postgres_server() -> Iterator[str]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             server.cleanup()
+
+
+def fresh_database(uri: str) -> str:
+    """A new, empty database on the server at ``uri``: its URI (one per test, so that tests
+    sharing a server see none of each other's rows)."""
+    import urllib.parse
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    parts = urllib.parse.urlsplit(uri)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
