@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import postgres
 
 from react_engine.cli import ChatSession, Endpoint, build_parser, main
 from react_engine.cli import commands as cli
@@ -18,6 +19,7 @@ from react_engine.testing import ScriptedModel, ScriptedServer, completion, tool
 from react_engine.types import UserTurn
 
 WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
+pg_uri, target = postgres.pg_uri, postgres.target  # the fixtures: a SQLite file, a database
 
 
 def test_chat_session_keeps_the_conversation_across_chats(
@@ -64,9 +66,12 @@ def three_calls(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_runs_list_show_and_resume(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    target: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    db, effects = tmp_path / "store.db", tmp_path / "effects"
+    db, effects = target, tmp_path / "effects"
     monkeypatch.setenv("DURABLE_EFFECTS", str(effects))
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1]))
     with ScriptedServer(default=three_calls) as server:
@@ -74,6 +79,9 @@ def test_runs_list_show_and_resume(
         killed = subprocess.run([*worker, "run", "r1", "--kill-after", "7"], timeout=120)
         assert killed.returncode == -9  # after the second step was committed
         assert main(["runs", "list", "--store", str(db)]) == 0
+        assert "r1" in capsys.readouterr().out
+        monkeypatch.setenv("REACT_ENGINE_STORE", str(db))  # the store named by the environment
+        assert main(["runs", "list"]) == 0
         assert "r1" in capsys.readouterr().out
         assert main(["runs", "show", "r1", "--store", str(db)]) == 0
         shown = capsys.readouterr().out

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from support.postgres import fresh_database, postgres_server
+from support import postgres
 
 from react_engine import Agent
 from react_engine.store import RunStore
@@ -39,24 +39,11 @@ COMMITS = 10  # a step is written with the next commit (the last one with the re
 
 
 T = TypeVar("T")
+pg_uri, target = postgres.pg_uri, postgres.target  # the fixtures: each test, on each backend
 
 
 def wait(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def pg_uri() -> Iterator[str]:
-    with postgres_server() as uri:
-        yield uri
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where the test's runs are stored: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        return str(tmp_path / "store.db")
-    return fresh_database(request.getfixturevalue("pg_uri"))
 
 
 def three_calls(body: dict[str, Any]) -> dict[str, Any]:
@@ -230,3 +217,56 @@ def test_an_approval_callback_may_defer(target: str) -> None:
     result = bare.run("go")
     assert [c.status for c in result.tool_calls] == ["denied", "denied"]
     assert "needs a store" in (result.tool_calls[0].error or "")
+
+
+def test_two_workers_resuming_one_run_do_not_both_run_it(
+    tmp_path: Path, target: str, server: ScriptedServer
+) -> None:
+    code, _ = worker(tmp_path, target, server.base_url, "run", "r", "--kill-after", "4")
+    assert code == -9  # after call 1's record: calls 2 and 3 are left
+    args = [sys.executable, str(WORKER), target, server.base_url, str(tmp_path / "effects")]
+    resumes = [
+        subprocess.Popen([*args, "resume", "r", "--slow", "1.5"], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [json.loads(p.communicate(timeout=120)[0]) for p in resumes]
+    assert all(p.returncode == 0 for p in resumes)
+    busy = [o for o in outs if "busy" in o]
+    done = [o for o in outs if "busy" not in o]
+    assert len(busy) == 1 and len(done) == 1  # one ran it, the other was refused
+    assert done[0]["answer"] == ANSWER
+    assert effects(tmp_path) == Counter({"1": 1, "2": 1, "3": 1})
+    assert len(server.requests) == 4
+
+
+def test_a_held_run_is_refused_in_the_same_process(target: str) -> None:
+    from react_engine.store import RunBusy
+    from react_engine.testing import ScriptedModel, tool_call_reply
+    from react_engine.tools import tool
+
+    async def main() -> None:
+        entered, release = asyncio.Event(), asyncio.Event()
+
+        @tool
+        async def act(n: int) -> str:
+            """Do step n."""
+            entered.set()
+            await release.wait()
+            return f"done {n}"
+
+        script = [tool_call_reply(("act", {"n": 1})), "ok"]
+        agent = Agent("m", [act], client=ScriptedModel(script), store=RunStore(target))
+        first = asyncio.create_task(agent.arun("go", run_id="held"))
+        await entered.wait()
+        for store in (agent.store, RunStore(target)):  # the same store, or another one
+            other = Agent("m", [act], client=ScriptedModel(script), store=store)
+            with pytest.raises(RunBusy, match="held"):
+                await other.aresume("held")
+            with pytest.raises(RunBusy):
+                await other.arun("go", run_id="held")
+        release.set()
+        assert (await first).answer == "ok"
+        again = await agent.aresume("held")  # given back when the run ended
+        assert again.answer == "ok"
+
+    asyncio.run(main())

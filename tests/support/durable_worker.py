@@ -10,6 +10,8 @@ DB is a SQLite file or a postgresql:// URI.
 run's journal.
 ``--kill-in-tool K``: SIGKILL inside the K-th call, after its side effect. Each call of
 ``act`` appends one line to EFFECTS (its side effect), so the test counts how often each ran.
+``--slow S``: each call of ``act`` takes S seconds. A resume refused because another worker
+holds the run prints ``{"busy": RUN_ID}``.
 The result is printed as one JSON line.
 """
 
@@ -20,11 +22,12 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from react_engine import Agent
-from react_engine.store import RunStore
+from react_engine.store import RunBusy, RunStore
 from react_engine.tools import tool
 
 
@@ -58,6 +61,7 @@ def main() -> None:
     parser.add_argument("--idempotent", action="store_true")
     parser.add_argument("--approval", action="store_true", help='approve="defer" on act')
     parser.add_argument("--approve", action="append", default=[])
+    parser.add_argument("--slow", type=float, default=0.0, help="each call takes this long")
     args = parser.parse_args()
     effects = Path(args.effects)
 
@@ -67,6 +71,7 @@ def main() -> None:
             fh.write(f"{n}\n")
         if args.kill_in_tool == n:
             os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(args.slow)
         return f"done {n}"
 
     made = tool(requires_approval=args.approval, idempotent=args.idempotent)(act)
@@ -83,7 +88,11 @@ def main() -> None:
         result = agent.run("do the three steps", run_id=args.run_id)
     else:
         approvals = {k: v == "yes" for k, v in (a.split("=", 1) for a in args.approve)}
-        result = agent.resume(args.run_id, approvals=approvals)
+        try:
+            result = agent.resume(args.run_id, approvals=approvals)
+        except RunBusy:
+            sys.stdout.write(json.dumps({"busy": args.run_id}) + "\n")
+            return
     out = {
         "answer": result.answer,
         "stop_reason": result.stop_reason,

@@ -16,6 +16,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
 
 from support.parts import missing
@@ -64,3 +65,19 @@ def fresh_database(uri: str) -> str:
         conn.execute(f"CREATE DATABASE {name}")
     parts = urllib.parse.urlsplit(uri)
     return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture(scope="module")
+def pg_uri() -> Iterator[str]:
+    """A PostgreSQL server for the module's tests (import this fixture to use it)."""
+    with postgres_server() as uri:
+        yield uri
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's runs are stored, once per backend: a SQLite file, or a fresh
+    PostgreSQL database (its URI)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    return fresh_database(request.getfixturevalue("pg_uri"))
