@@ -435,9 +435,16 @@ class Agent:
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
             journal = self._journal(run_id, _journal, question, items, protocol.name)
-            if journal is not None and journal.protocol not in (None, protocol.name):
-                # A resumed run reads its committed replies as it read them first.
-                protocol, reason = choose(journal.protocol, self._options(caps), "resumed")
+            if journal is not None and journal.protocol is not None:
+                # A resumed run goes on under this agent's protocol (under the one it was
+                # on, for "auto"), its committed replies read as they were first.
+                chosen = self._options(caps)
+                last = journal.last_protocol()
+                if self._protocol_spec == "auto" and last not in (None, protocol.name):
+                    protocol, reason = choose(last, chosen, "resumed")
+                protocol, reason = journal.resume_on(
+                    (protocol, reason), lambda name: choose(name, chosen, "resumed")[0]
+                )
             items.append(UserTurn(question))
             state = _running.RunState(
                 question=question,

@@ -117,6 +117,8 @@ class Loop:
             return stop
         if state.force_final is None and state.action_turns >= state.config.max_steps:
             state.force_final = "max_steps"
+        if state.journal is not None:
+            state.journal.before_turn(state)  # a resumed run: each reply read as it was
         ctx = self._context(state)
         started = time.perf_counter()
         sent = await self._send(state, ctx)
@@ -232,7 +234,7 @@ class Loop:
         else:
             decision = state.protocol.parse_reply(reply, ctx)
         if state.journal is not None:
-            await state.journal.decided(reply, decision)
+            await state.journal.decided(reply, decision, state.protocol.name)
         step = Step(
             index=len(state.steps),
             kind="action",

@@ -31,7 +31,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +51,8 @@ from .codec import (
 from .sqlite import STORE_ENV, SQLiteDB
 
 if TYPE_CHECKING:
-    from ..protocols.base import Decision
+    from ..protocols.base import Decision, Protocol
+    from ..run.state import RunState
     from ..tools.base import Tool
 
 __all__ = [
@@ -418,6 +419,11 @@ class RunJournal:
     header: dict[str, Any] = field(default_factory=dict)
     """What :meth:`open` records: the question, model, protocol and earlier history."""
     holding: bool = False
+    live: tuple[Protocol, str] | None = None
+    """A resumed run's protocol once its committed replies are spent (and the reason)."""
+    readers: dict[str, Protocol] = field(default_factory=dict)
+    """The protocols that read the committed replies again, by name."""
+    make_reader: Callable[[str], Protocol] | None = None
 
     @classmethod
     def new(cls, store: RunStore, run_id: str | None = None) -> RunJournal:
@@ -470,6 +476,46 @@ class RunJournal:
         """Whether the next model call's reply is a committed one."""
         return self.reply_no < len(self.replies)
 
+    def last_protocol(self) -> str | None:
+        """The protocol that read the run's latest committed reply."""
+        if not self.replies:
+            return self.protocol
+        return str(self.replies[-1].get("protocol") or self.protocol)
+
+    def resume_on(
+        self, live: tuple[Protocol, str], make_reader: Callable[[str], Protocol]
+    ) -> tuple[Protocol, str]:
+        """A resumed run goes on under ``live`` (the resuming agent's protocol, which may
+        not be the one the run began with). Each committed reply is read again by the
+        protocol that read it first (``make_reader`` builds it from its name), so that the
+        run takes the same turns; then ``live`` takes over (:meth:`before_turn`). The
+        history is protocol-neutral: ``live`` renders the replayed steps as it renders any
+        history, call ids made fit for it. Returns the protocol of the run's first turn."""
+        self.live, self.make_reader = live, make_reader
+        if not self.replaying:
+            self.live = None
+            return live
+        return self._reader(0), "resumed"
+
+    def _reader(self, reply_no: int) -> Protocol:
+        assert self.live is not None and self.make_reader is not None
+        name = str(self.replies[reply_no].get("protocol") or self.protocol)
+        if name == self.live[0].name:
+            return self.live[0]
+        if name not in self.readers:
+            self.readers[name] = self.make_reader(name)
+        return self.readers[name]
+
+    def before_turn(self, state: RunState) -> None:
+        """Before each model call of a resumed run: the protocol that reads its reply."""
+        if self.live is None:
+            return
+        if self.replaying:
+            state.protocol = self._reader(self.reply_no)
+            return
+        state.protocol, state.protocol_reason = self.live  # the replay is over: once
+        self.live = None
+
     # --- model replies -----------------------------------------------------------------------
 
     def saved_reply(self) -> ModelResponse | None:
@@ -479,7 +525,9 @@ class RunJournal:
             return load_reply(self.replies[self.reply_no]["reply"])
         return None
 
-    async def decided(self, reply: ModelResponse, decision: Decision) -> None:
+    async def decided(
+        self, reply: ModelResponse, decision: Decision, protocol: str | None = None
+    ) -> None:
         """After the protocol read ``reply``: commit it (a live reply), or give the calls
         the ids they had (a replayed one: ids made up for text replies are random)."""
         from ..protocols.base import CallTools
@@ -491,6 +539,8 @@ class RunJournal:
                 call.id = call_id
         else:
             body = {"v": VERSION, "reply": dump_reply(reply), "ids": [c.id for c in calls]}
+            if protocol is not None:
+                body["protocol"] = protocol  # the protocol that reads it again on a resume
             await self._commit("reply", str(self.reply_no), body)
             self.replies.append(body)
         self.reply_no += 1

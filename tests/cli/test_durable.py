@@ -98,3 +98,41 @@ def test_runs_list_show_and_resume(
         assert len(server.requests) == 4
     assert Counter(effects.read_text().split()) == Counter({"1": 1, "2": 1, "3": 1})
     assert main(["runs", "show", "nope", "--store", str(db)]) != 0
+
+
+def calls_in_either_protocol(body: dict[str, Any]) -> dict[str, Any]:
+    """``three_calls`` under function calling; the same run written as text without tools."""
+    if body.get("tools"):
+        return three_calls(body)
+    text = "\n".join(str(m.get("content") or "") for m in body["messages"])
+    done = [f"done {n}" for n in (1, 2, 3) if f"done {n}" in text]
+    if len(done) < 3:
+        n = len(done) + 1
+        return completion(f'Thought: next\nAction: act\nAction Input: {{"n": {n}}}')
+    return completion("Thought: all done\nFinal Answer: " + "; ".join(done))
+
+
+def test_runs_resume_on_another_model_and_protocol(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, effects = tmp_path / "store.db", tmp_path / "effects"
+    monkeypatch.setenv("DURABLE_EFFECTS", str(effects))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    with ScriptedServer(default=calls_in_either_protocol) as server:
+        worker = [sys.executable, str(WORKER), str(db), server.base_url, str(effects)]
+        killed = subprocess.run([*worker, "run", "r1", "--kill-after", "4"], timeout=120)
+        assert killed.returncode == -9  # the second reply committed, its call not started
+        code = main(
+            [
+                "runs", "resume", "r1", "--store", str(db), "--base-url", server.base_url,
+                "--model", "other-model", "--protocol", "text",
+                "--tools", "support.durable_tools", "--json",
+            ]
+        )  # fmt: skip
+        assert code == 0
+        assert '"answer": "done 1; done 2; done 3"' in capsys.readouterr().out
+        bodies = list(server.requests)
+    assert len(bodies) == 4  # 2 before the crash (function calling), 2 after (text)
+    assert [b["model"] for b in bodies] == ["mock-model"] * 2 + ["other-model"] * 2
+    assert [bool(b.get("tools")) for b in bodies] == [True, True, False, False]
+    assert Counter(effects.read_text().split()) == Counter({"1": 1, "2": 1, "3": 1})
