@@ -497,6 +497,7 @@ class Agent:
 
             journal = RunJournal.new(self.store, run_id)
         if journal is not None:  # recorded once the run is held (_drive)
+            journal.eager = callable(self.approve) or bool(self.on_call or self.on_step)
             journal.header = {
                 "question": question,
                 "model": self.model,

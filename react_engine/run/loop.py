@@ -404,7 +404,7 @@ class Loop:
         state.steps.append(step)
         state.history.append(step)
         if state.journal is not None:
-            state.journal.step(step)
+            await state.journal.step(step)
         if state.sinks:
             state.emit(StepDone(step))
         if self.agent.on_step is not None and not await state.callback(self.agent.on_step, step):

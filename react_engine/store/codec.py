@@ -58,8 +58,18 @@ class RunBusy(StoreError):
         self.run_id = run_id
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(value: dict[str, Any]) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """``value`` as compact JSON. The records are built field by field (below), faster than
+    walking the dataclasses; a value JSON cannot take as it is (a tool's arguments nested a
+    thousand levels deep, a cycle, a key that is not a string) goes through
+    :func:`~react_engine.types.to_jsonable` first, which cuts it, as a trace does."""
+    try:
+        return _ENCODER.encode(value)
+    except (TypeError, ValueError, RecursionError):
+        return _ENCODER.encode(to_jsonable(value))
 
 
 def _checked(data: Any, kind: str) -> dict[str, Any]:
@@ -75,13 +85,29 @@ def _checked(data: Any, kind: str) -> dict[str, Any]:
 
 
 def dump_item(item: HistoryItem) -> dict[str, Any]:
-    """One history item as a JSON-ready record."""
+    """One history item as a JSON-ready record (the fields of ``to_jsonable(item)``)."""
     if isinstance(item, UserTurn):
         return {"v": VERSION, "type": "user", "content": item.content}
     if isinstance(item, Step):
-        record: dict[str, Any] = to_jsonable(item)
-        record["v"], record["type"] = VERSION, "step"
-        return record
+        return {
+            "index": item.index,
+            "kind": item.kind,
+            "protocol": item.protocol,
+            "text": item.text,
+            "thought": item.thought,
+            "reasoning": item.reasoning,
+            "actions": [_record(a) for a in item.actions],
+            "final_answer": item.final_answer,
+            "repairs": list(item.repairs),
+            "feedback": item.feedback,
+            "usage": _usage_record(item.usage),
+            "started_at": item.started_at,
+            "duration_s": item.duration_s,
+            "model_time_s": item.model_time_s,
+            "events": list(item.events),
+            "v": VERSION,
+            "type": "step",
+        }
     raise StoreError(f"not a history item: {type(item).__name__}")
 
 
@@ -116,8 +142,35 @@ def load_step(record: dict[str, Any]) -> Step:
     )
 
 
+def _record(record: ActionRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "tool": record.tool,
+        "arguments": record.arguments,
+        "raw_arguments": record.raw_arguments,
+        "observation": record.observation,
+        "status": record.status,
+        "error": record.error,
+        "duration_s": record.duration_s,
+        "salvaged": record.salvaged,
+        "repairs": list(record.repairs),
+        "lossy": list(record.lossy),
+    }
+
+
+def _usage_record(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "requests": usage.requests,
+    }
+
+
 def dump_record(record: ActionRecord) -> dict[str, Any]:
-    out: dict[str, Any] = to_jsonable(record)
+    """A call's record (the fields of ``to_jsonable(record)``)."""
+    out = _record(record)
     out["v"] = VERSION
     return out
 
@@ -138,9 +191,19 @@ def load_record(data: Any) -> ActionRecord:
 
 
 def dump_reply(reply: ModelResponse) -> dict[str, Any]:
-    out: dict[str, Any] = to_jsonable(reply)
-    out["v"] = VERSION
-    return out
+    """A model reply (the fields of ``to_jsonable(reply)``)."""
+    return {
+        "content": reply.content,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+        ],
+        "reasoning": reply.reasoning,
+        "finish_reason": reply.finish_reason,
+        "usage": _usage_record(reply.usage),
+        "model": reply.model,
+        "events": list(reply.events),
+        "v": VERSION,
+    }
 
 
 def load_reply(data: Any) -> ModelResponse:

@@ -2,14 +2,19 @@
 
 With a :class:`RunStore` (``Agent(store=...)``), a run writes, as it goes:
 
-* ``reply``: each model reply, with the ids its calls were given, once the protocol has
-  read it and before any of its calls runs;
+* ``reply``: each model reply, with the ids its calls were given, read by the protocol,
+  committed before any of its calls runs and before the next request (with the first
+  call's ``started``, else with its step, else with the run's result: see
+  :attr:`RunJournal.eager`);
 * ``started``: a call about to run (after its approval), before its tool is invoked;
 * ``done``: the call's record (arguments, status, observation) once it has run;
-* ``step``: each step of the transcript, written with the next commit (the next reply, or
-  the run's result): a run resumes from its replies and calls, so a crash that loses the
-  latest step loses nothing it needs, and a step costs no commit of its own;
+* ``step``: each step of the transcript, written with the next commit (the next call's
+  start, or the run's result): a run resumes from its replies and calls, so a crash that
+  loses the latest step loses nothing it needs, and a step costs no commit of its own;
 * ``approval``: a verdict given to :meth:`Agent.resume <react_engine.Agent.resume>`.
+
+A 3-call run makes 6 commits besides its first (the run's row) and its last (the result):
+each call's start (with the reply and the step before) and each call's end.
 
 :meth:`Agent.resume <react_engine.Agent.resume>` runs the run again from its question
 with a :class:`RunJournal` in front of the model and the tools: the loop is deterministic
@@ -87,7 +92,8 @@ class Entry:
     body: dict[str, Any]
 
 
-Entries = Sequence[tuple[str, str, Mapping[str, Any]]]
+Entries = Sequence[tuple[str, str, Mapping[str, Any] | str]]
+"""Journal entries: their kind, key and body (a JSON object, or its text)."""
 
 
 class RunStore:
@@ -221,7 +227,11 @@ def error_json(error: BaseException) -> str:
 
 
 def rows_of(entries: Entries) -> list[tuple[str, str, str]]:
-    return [(kind, key, dumps(dict(body))) for kind, key, body in entries]
+    """The entries with their bodies as JSON (a body given as a str is JSON already)."""
+    return [
+        (kind, key, body if isinstance(body, str) else dumps(dict(body)))
+        for kind, key, body in entries
+    ]
 
 
 def lock_key(run_id: str) -> int:
@@ -413,12 +423,18 @@ class RunJournal:
     reply_no: int = 0
     replayed_replies: int = 0
     replayed_calls: int = 0
-    unwritten: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    unwritten: list[tuple[str, str, Mapping[str, Any] | str]] = field(default_factory=list)
     """A step, written with the journal's next commit: a run resumes from its replies and
     calls, so a step lost in a crash costs nothing (and a step saves a commit of its own)."""
     header: dict[str, Any] = field(default_factory=dict)
     """What :meth:`open` records: the question, model, protocol and earlier history."""
     holding: bool = False
+    eager: bool = False
+    """Commit each reply as soon as it is read. Otherwise (the default) a reply is committed
+    with its first call's start (before the tool runs), or with its step (before the next
+    request), or with the run's result: one transaction fewer per model call, and the same
+    guarantee, as nothing runs in between. The agent makes it eager when code of the user's
+    runs in between (``approve``, ``on_call``, ``on_step``: a human may take hours)."""
     live: tuple[Protocol, str] | None = None
     """A resumed run's protocol once its committed replies are spent (and the reason)."""
     readers: dict[str, Protocol] = field(default_factory=dict)
@@ -541,8 +557,11 @@ class RunJournal:
             body = {"v": VERSION, "reply": dump_reply(reply), "ids": [c.id for c in calls]}
             if protocol is not None:
                 body["protocol"] = protocol  # the protocol that reads it again on a resume
-            await self._commit("reply", str(self.reply_no), body)
             self.replies.append(body)
+            if self.eager:
+                await self._commit("reply", str(self.reply_no), body)
+            else:  # with the reply's first call, its step, or the run's result
+                self.unwritten.append(("reply", str(self.reply_no), dumps(body)))
         self.reply_no += 1
 
     # --- tool calls --------------------------------------------------------------------------
@@ -579,11 +598,20 @@ class RunJournal:
 
     # --- steps -------------------------------------------------------------------------------
 
-    def step(self, step: Step) -> None:
+    async def step(self, step: Step) -> None:
         if step.index < self.steps_stored:
             return  # replayed: stored already
-        self.unwritten.append(("step", str(step.index), dump_item(step)))
+        # Encoded now: the step may change later (an observation shortened to fit).
+        self.unwritten.append(("step", str(step.index), dumps(dump_item(step))))
         self.steps_stored = step.index + 1
+        if step.kind != "final" and any(kind == "reply" for kind, _, _ in self.unwritten):
+            await self.flush()  # its reply started no call: committed before the next request
+
+    async def flush(self) -> None:
+        """Commit what is unwritten."""
+        if self.unwritten:
+            await self.store.add_many(self.run_id, list(self.unwritten))
+            self.unwritten.clear()
 
     async def _commit(self, kind: str, key: str, body: dict[str, Any]) -> None:
         if self.unwritten:

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow  # worker processes killed and resumed
 WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
 ANSWER = "done 1; done 2; done 3"
 ENTRIES = 14  # 4 replies, 3 x (started, done), 4 steps
-COMMITS = 10  # a step is written with the next commit (the last one with the result)
+COMMITS = 6  # each call's start (with its reply and the step before) and end; then the result
 
 
 T = TypeVar("T")
@@ -223,7 +223,7 @@ def test_two_workers_resuming_one_run_do_not_both_run_it(
     tmp_path: Path, target: str, server: ScriptedServer
 ) -> None:
     code, _ = worker(tmp_path, target, server.base_url, "run", "r", "--kill-after", "4")
-    assert code == -9  # after call 1's record: calls 2 and 3 are left
+    assert code == -9  # after call 2's record: call 3 is left
     args = [sys.executable, str(WORKER), target, server.base_url, str(tmp_path / "effects")]
     resumes = [
         subprocess.Popen([*args, "resume", "r", "--slow", "1.5"], stdout=subprocess.PIPE, text=True)

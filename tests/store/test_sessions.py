@@ -143,3 +143,33 @@ def test_a_record_from_a_newer_version_is_refused() -> None:
     assert load_item(record) == UserTurn("hi")
     with pytest.raises(StoreError, match="version"):
         load_item({**record, "v": 99})
+
+
+def test_records_hold_every_field_of_the_types() -> None:
+    """The codec builds its records field by field (for speed): each holds what
+    ``to_jsonable`` gives for the type, so a field added to a type is not left out."""
+    from react_engine.store.codec import dump_record, dump_reply, dumps, load_record, load_reply
+    from react_engine.types import ActionRecord, ModelResponse, ReplyCall, Usage, to_jsonable
+
+    usage = Usage(1, 2, 3, 4, 5)
+    record = ActionRecord(
+        "c1", "act", {"n": [1, {"x": None}]}, '{"n": 1}', "done", "error", "e", 0.5, True,
+        ["r"], ["l"],
+    )  # fmt: skip
+    reply = ModelResponse("hi", [ReplyCall("c1", "act", "{}")], "why", "stop", usage, "m", ["e"])
+    step = Step(
+        2, "action", "text", "t", "th", "re", [record], None, ["rep"], "fb", usage, 1.0, 2.0,
+        3.0, ["ev"],
+    )  # fmt: skip
+    assert dump_record(record) == {**to_jsonable(record), "v": 1}
+    assert dump_reply(reply) == {**to_jsonable(reply), "v": 1}
+    assert dump_item(step) == {**to_jsonable(step), "v": 1, "type": "step"}
+    assert load_record(dump_record(record)).arguments == record.arguments
+    assert load_reply(dump_reply(reply)) == reply
+    # A value JSON cannot take as it is is cut, as in a trace, never an error.
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(5000):
+        node["a"] = node = {}
+    deep_record = ActionRecord("c2", "act", deep, "{}")
+    assert '"<cut: nested too deep>"' in dumps(dump_record(deep_record))
