@@ -3,7 +3,8 @@ write the report.
 
 ``make bench`` runs it in full (a few minutes on two cores) and writes bench/results.md;
 ``--quick`` runs every section on small numbers (a smoke run: its figures are not worth
-quoting); ``--only durable`` runs that section alone (repeatable). The exit status is 0 when every section ran, whatever the figures say.
+quoting); ``--only durable`` runs that section alone (repeatable). The exit status is 0
+when every section ran, whatever the figures say.
 """
 
 from __future__ import annotations
