@@ -1,10 +1,10 @@
 """A worker process for tests/store/test_durable_runs.py: runs (or resumes) a 3-call run against
 a loopback server with a store, and dies by SIGKILL where it is told to.
 
-DB is a SQLite file or a postgresql:// URI.
-
     python durable_worker.py DB URL EFFECTS run RUN_ID [--kill-after N] [--kill-in-tool K]
     python durable_worker.py DB URL EFFECTS resume RUN_ID [--approve ID=yes|no ...]
+
+DB is a SQLite file or a postgresql:// URI.
 
 ``--kill-after N``: SIGKILL right after the store's N-th commit (transaction) of the
 run's journal.
