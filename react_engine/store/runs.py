@@ -610,21 +610,21 @@ class RunJournal:
     async def flush(self) -> None:
         """Commit what is unwritten."""
         if self.unwritten:
-            await self.store.add_many(self.run_id, list(self.unwritten))
-            self.unwritten.clear()
+            await self.store.add_many(self.run_id, self._take())
+
+    def _take(self) -> list[tuple[str, str, Mapping[str, Any] | str]]:
+        """What is unwritten, taken before the commit awaits: the run's concurrent calls
+        commit side by side, and none may write it a second time."""
+        taken = list(self.unwritten)
+        self.unwritten.clear()
+        return taken
 
     async def _commit(self, kind: str, key: str, body: dict[str, Any]) -> None:
-        if self.unwritten:
-            await self.store.add_many(self.run_id, [*self.unwritten, (kind, key, body)])
-            self.unwritten.clear()
-        else:
-            await self.store.add_many(self.run_id, ((kind, key, body),))
+        await self.store.add_many(self.run_id, [*self._take(), (kind, key, body)])
 
     async def finish(self, result: RunResult) -> None:
         """The run's outcome, with what is still unwritten."""
-        await self.store.finish(self.run_id, result, self.unwritten)
-        self.unwritten.clear()
+        await self.store.finish(self.run_id, result, self._take())
 
     async def failed(self, error: BaseException) -> None:
-        await self.store.failed(self.run_id, error, self.unwritten)
-        self.unwritten.clear()
+        await self.store.failed(self.run_id, error, self._take())

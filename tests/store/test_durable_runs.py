@@ -270,3 +270,26 @@ def test_a_held_run_is_refused_in_the_same_process(target: str) -> None:
         assert again.answer == "ok"
 
     asyncio.run(main())
+
+
+def test_concurrent_calls_commit_their_reply_once(target: str) -> None:
+    from react_engine.testing import ScriptedModel, tool_call_reply
+    from react_engine.tools import tool
+
+    @tool(read_only=True)  # read-only: the reply's calls run side by side
+    async def look(n: int) -> str:
+        """Look at n."""
+        await asyncio.sleep(0.02)
+        return f"seen {n}"
+
+    calls = [("look", {"n": n}, f"c{n}") for n in (1, 2, 3)]
+    script = [tool_call_reply(*calls), "ok"]
+    store = RunStore(target)
+    model = ScriptedModel(script)
+    result = Agent("m", [look], client=model, store=store).run("go", run_id="side")
+    assert result.answer == "ok"
+    entries = wait(store.entries("side"))
+    assert [e.key for e in entries if e.kind == "reply"] == ["0", "1"]
+    assert sorted(e.key for e in entries if e.kind == "started") == ["0:c1", "0:c2", "0:c3"]
+    again = Agent("m", [look], client=ScriptedModel([]), store=store).resume("side")
+    assert again.answer == "ok"  # replayed whole: no request (the script is empty)
