@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
+import pytest
+
 from support.parts import missing
 
 
@@ -74,7 +76,7 @@ def pg_uri() -> Iterator[str]:
         yield uri
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Where a test's runs are stored, once per backend: a SQLite file, or a fresh
     PostgreSQL database (its URI)."""
