@@ -47,6 +47,10 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
+from ..harness.metrics import Figures, pct, per
+from ..harness.report import grid, json_text
+from ..harness.runner import Job, Outcome, Progress, run_cases
+from ..harness.settings import agent_options
 from ..protocols.base import Protocol
 from ..protocols.registry import protocol_names
 from ..run.agent import Agent
@@ -54,18 +58,15 @@ from ..testing import ScriptedModel, ScriptExhausted
 from ..transport.base import ChatModel
 from ..transport.learned import CapabilityCache
 from ..transport.openai_model import OpenAIChatModel
-from ..transport.retries import RetryPolicy
 from ..types import (
     HistoryItem,
     ModelRequest,
     ModelResponse,
-    ModelSettings,
     ReplyCall,
     Step,
     Usage,
     UserTurn,
 )
-from .batch import Job, Progress, ResultsFile, result_from_record, run_jobs
 from .bfcl_checker import Call, check_calls
 from .bfcl_data import CATEGORIES, DEFAULT_CATEGORIES, Case, case_tools, load_cases
 from .bfcl_multi_turn import (
@@ -295,26 +296,15 @@ async def run_case(
 ) -> CaseResult:
     """One model turn on ``case`` under ``protocol``, scored."""
     tools, names = case_tools(case)
-    cache = CapabilityCache()  # nothing learned leaks from case to case
-    if not settings.constrained:
-        cache.remember(model.base_url, model_name, constrained_decoding=False)
     agent = Agent(
         model_name,
         tools,
         protocol=case_protocol(case, protocol),
         instructions=case.system,
         client=model,
-        capability_cache=cache,
         on_step=_stop_after_first,
         max_steps=1,
-        tool_choice=settings.tool_choice,
-        retry=RetryPolicy(max_attempts=settings.max_attempts),
-        settings=ModelSettings(
-            temperature=settings.temperature,
-            seed=settings.seed,
-            max_tokens=settings.max_tokens,
-            timeout=settings.request_timeout,
-        ),
+        **agent_options(settings, _case_cache(model, model_name, settings)),
     )
     try:
         result = await agent.arun(case.question, history=case_history(case, protocol))
@@ -332,17 +322,12 @@ async def run_case(
     )
 
 
-def _agent_settings(settings: EvalSettings) -> dict[str, Any]:
-    return {
-        "tool_choice": settings.tool_choice,
-        "retry": RetryPolicy(max_attempts=settings.max_attempts),
-        "settings": ModelSettings(
-            temperature=settings.temperature,
-            seed=settings.seed,
-            max_tokens=settings.max_tokens,
-            timeout=settings.request_timeout,
-        ),
-    }
+def _case_cache(model: ChatModel, model_name: str, settings: EvalSettings) -> CapabilityCache:
+    """A case's own capability cache: nothing learned leaks from case to case."""
+    cache = CapabilityCache()
+    if not settings.constrained:
+        cache.remember(model.base_url, model_name, constrained_decoding=False)
+    return cache
 
 
 async def run_multi_turn_case(
@@ -354,9 +339,7 @@ async def run_multi_turn_case(
 ) -> CaseResult:
     """A multi-turn case: each turn one run of the agent loop on the conversation so far,
     the tools running on the case's BFCL backends; graded by BFCL's checker."""
-    cache = CapabilityCache()
-    if not settings.constrained:
-        cache.remember(model.base_url, model_name, constrained_decoding=False)
+    cache = _case_cache(model, model_name, settings)
     limit = settings.max_turn_steps or step_limit() + 1
     backends = Backends(case)
     history: list[HistoryItem] = []
@@ -373,9 +356,8 @@ async def run_multi_turn_case(
                 tools,
                 protocol=BfclPromptProtocol(functions) if protocol == BFCL_PROMPT else protocol,
                 client=model,
-                capability_cache=cache,
                 max_steps=limit,
-                **_agent_settings(settings),
+                **agent_options(settings, cache),
             )
             try:
                 result = await agent.arun(message or added_functions_prompt(), history=history)
@@ -500,7 +482,7 @@ def save_recording(
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{protocol}.json"
     body = {"meta": dict(meta), "replies": {k: _recorded_json(v) for k, v in replies.items()}}
-    path.write_text(json.dumps(body, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    path.write_text(json_text(body, indent=1), encoding="utf-8")
     return path
 
 
@@ -601,7 +583,7 @@ def run_bfcl(
     as tasks on the Ray cluster at that address (``""``: a local one). ``results``: a
     JSONL file each case's record is appended to as it finishes; ``resume`` skips the
     cases already there. The report's results are in the same order however they ran
-    (:mod:`react_engine.eval.batch`)."""
+    (:mod:`react_engine.harness.runner`)."""
     if (endpoint is None) == (recorded is None):
         raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:
@@ -624,53 +606,30 @@ def run_bfcl(
         Job(i, protocol, case, None if endpoint is not None else replayed[protocol][case.id])
         for i, (protocol, case) in enumerate((p, c) for p in protocols for c in cases)
     ]
-    store: ResultsFile | None = None
-    if results is not None:
-        meta = {
-            "model": report.model,
-            "source": report.source,
-            "settings": asdict(report.settings),
-        }
-        store = ResultsFile(results, meta, resume=resume)
-    elif resume:
-        raise ConfigurationError("--resume continues the evaluation in --results FILE")
-    saved = store.done if store is not None else {}
-    todo = [job for job in jobs if job.key not in saved]
-    progress = Progress(len(jobs), sys.stderr, done=len(jobs) - len(todo))
+    progress = Progress(len(jobs), sys.stderr)
     if quiet:
         progress.live = False
 
-    def finished(job: Job, outcome: tuple[CaseResult, Any]) -> None:
-        result, replies = outcome
-        if store is not None:
-            store.append(job, result, replies)
-        line = f"[{progress.done + 1:>4}/{len(jobs)}] {job.protocol:<16} {job.case.id:<24} "
+    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
         if quiet:
-            progress.done += 1
-        else:
-            progress.advance(line + _verdict(result))
+            return None
+        return f"[{done:>4}/{total}] {job.protocol:<16} {job.case.id:<24} " + _verdict(outcome[0])
 
     live = _connect_live(endpoint) if ray is None else None
-    try:
-        ran = run_jobs(
-            todo,
-            lambda job: _run_job(job, live, report.model, report.settings),
-            concurrency=concurrency,
-            ray=ray,
-            ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
-            on_done=finished,
-        )
-    finally:
-        progress.close()
-        if store is not None:
-            store.close()
-    outcomes = dict(zip((job.key for job in todo), ran, strict=True))
-    for job in jobs:
-        if job.key in outcomes:
-            result, replies = outcomes[job.key]
-        else:
-            result = result_from_record(CaseResult, saved[job.key])
-            replies = saved[job.key].get("replies")
+    outcomes = run_cases(
+        jobs,
+        lambda job: _run_job(job, live, report.model, report.settings),
+        result_type=CaseResult,
+        meta={"model": report.model, "source": report.source, "settings": asdict(report.settings)},
+        results=results,
+        resume=resume,
+        concurrency=concurrency,
+        ray=ray,
+        ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
+        progress=progress,
+        on_done=finished,
+    )
+    for job, (result, replies) in zip(jobs, outcomes, strict=True):
         report.results.append(result)
         if record is not None and replies is not None:
             record.setdefault(job.protocol, {})[job.case.id] = _recorded_from_json(replies)
@@ -681,7 +640,7 @@ def run_bfcl(
 
 
 @dataclass(slots=True)
-class _Tally:
+class _Tally(Figures):
     cases: int = 0
     correct: int = 0
     decode_failures: int = 0
@@ -693,43 +652,25 @@ class _Tally:
     repaired: int = 0
     requests: int = 0
 
-    def add(self, r: CaseResult) -> None:
-        self.cases += 1
-        self.correct += r.correct
-        self.decode_failures += r.decode_failure
-        self.errors += r.error is not None
-        self.calls += len(r.calls)
-        self.prompt_tokens += r.prompt_tokens
-        self.completion_tokens += r.completion_tokens
-        self.fallbacks += bool(r.events)
-        self.repaired += r.repaired
-        self.requests += r.requests if r.error is None else 0
+    @classmethod
+    def of(cls, r: CaseResult) -> _Tally:
+        """One case's figures."""
+        return cls(
+            cases=1,
+            correct=int(r.correct),
+            decode_failures=int(r.decode_failure),
+            errors=int(r.error is not None),
+            calls=len(r.calls),
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            fallbacks=int(bool(r.events)),
+            repaired=int(r.repaired),
+            requests=r.requests if r.error is None else 0,
+        )
 
 
 def tally(results: Sequence[CaseResult]) -> _Tally:
-    out = _Tally()
-    for r in results:
-        out.add(r)
-    return out
-
-
-def _pct(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "n/a"
-
-
-def _per(total: int, count: int) -> str:
-    return f"{total / count:.0f}" if count else "n/a"
-
-
-def _grid(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(
-            c.ljust(w) if i < 2 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in rows
-    ]
+    return _Tally.total(_Tally.of(r) for r in results)
 
 
 def format_report(report: Report) -> str:
@@ -780,16 +721,16 @@ def format_report(report: Report) -> str:
                     protocol,
                     category,
                     str(t.cases),
-                    f"{t.correct}/{t.cases} {_pct(t.correct, t.cases)}",
-                    f"{t.decode_failures} {_pct(t.decode_failures, t.cases)}",
+                    f"{t.correct}/{t.cases} {pct(t.correct, t.cases)}",
+                    f"{t.decode_failures} {pct(t.decode_failures, t.cases)}",
                     str(t.calls),
-                    _per(t.prompt_tokens, t.requests),
-                    _per(t.completion_tokens, t.requests),
+                    per(t.prompt_tokens, t.requests),
+                    per(t.completion_tokens, t.requests),
                     str(t.fallbacks),
                     str(t.repaired),
                 ]
             )
-    lines += _grid(rows)
+    lines += grid(rows, numeric_from=2)
     lines += [
         "",
         "accuracy: calls accepted by the AST checker (irrelevance: no call) · decode fail: "
@@ -807,7 +748,7 @@ def format_report(report: Report) -> str:
         rate = text.decode_failures / text.cases
         verdict = "meets" if rate <= NATIVE_FC_DECODE_FAILURE_RATE else "misses"
         lines.append(
-            f"text protocol decode failures: {_pct(text.decode_failures, text.cases)} · target: at"
+            f"text protocol decode failures: {pct(text.decode_failures, text.cases)} · target: at"
             f" or below BFCL's native-FC rate, {100 * NATIVE_FC_DECODE_FAILURE_RATE:.1f}% "
             f"(issue 14): {verdict} it"
         )
@@ -1180,9 +1121,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
                 print(f"wrote {path}", file=sys.stderr)
     print(format_report(report))
     if args.out:
-        Path(args.out).write_text(
-            json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
-        )
+        Path(args.out).write_text(json_text(report_json(report), indent=1), encoding="utf-8")
         print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
