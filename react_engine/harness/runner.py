@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigurationError
+from ..run._threads import run_coroutine
 
 __all__ = [
     "Job",
@@ -260,7 +261,7 @@ def run_jobs(
             raise ConfigurationError("a Ray run needs a worker function")
         _run_on_ray(jobs, ray_worker, ray, concurrency, done)
     else:
-        asyncio.run(_run_async(jobs, run_one, concurrency, done))
+        run_coroutine(_run_async(jobs, run_one, concurrency, done))
     return [outcomes[job.index] for job in jobs]
 
 
