@@ -32,6 +32,7 @@ import dataclasses
 import datetime as _dt
 import itertools
 import math
+import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,8 @@ from ..harness.report import csv_text, grid, json_text, write_text
 from ..harness.runner import Job, Outcome, run_cases
 from ..harness.settings import agent_options
 from ..run.agent import Agent
+from ..transport.base import ChatModel
+from ..transport.openai_model import OpenAIChatModel
 from ..types import RunResult
 from .suite import ProtocolName, Task, Transcript, check_result
 
@@ -248,10 +251,13 @@ def run_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
     return _task_run(task, target, result, transcript)
 
 
-async def arun_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
+async def arun_task(
+    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
+) -> TaskRun:
     """:func:`run_task` as a coroutine: what :func:`run_comparison` runs, concurrently
-    when asked to."""
-    agent, transcript = _agent(task, target, settings)
+    when asked to. ``client``: the model at the target's endpoint, shared by the runs of a
+    comparison (by default, the agent connects on its own)."""
+    agent, transcript = _agent(task, target, settings, client)
     try:
         result = await agent.arun(task.question)
     except (RunAborted, ModelAPIError) as exc:
@@ -260,7 +266,7 @@ async def arun_task(task: Task, target: Target, settings: CompareSettings) -> Ta
 
 
 def _agent(
-    task: Task, target: Target, settings: CompareSettings
+    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
 ) -> tuple[Agent, Transcript | None]:
     transcript: Transcript | None = None
     if target.scripted:
@@ -272,7 +278,7 @@ def _agent(
         target.api_model or target.model,
         task.tool_objects(),
         protocol=target.protocol,
-        client=transcript.model() if transcript is not None else None,
+        client=transcript.model() if transcript is not None else client,
         base_url=target.base_url,
         api_key=target.api_key,
         instructions=task.instructions,
@@ -317,6 +323,16 @@ def _task_run(
     )
 
 
+def _shared_client(target: Target) -> ChatModel | None:
+    """An async model at ``target``'s endpoint, resolved as :class:`Agent` resolves it;
+    ``None`` where the agent would refuse the endpoint (it then says why)."""
+    url = target.base_url or os.environ.get("OPENAI_BASE_URL")
+    key = target.api_key or os.environ.get("OPENAI_API_KEY")
+    if not (url or key) or (url and not url.lower().startswith(("http://", "https://"))):
+        return None
+    return OpenAIChatModel.connect(url, key or "sk-no-key-required", asynchronous=True)
+
+
 def run_comparison(
     tasks: Sequence[Task],
     targets: Sequence[Target],
@@ -341,9 +357,19 @@ def run_comparison(
         for i, (task, target) in enumerate((t, g) for t in tasks for g in targets)
     ]
 
+    # One client per endpoint for the whole comparison: its connections are closed with
+    # the event loop the runs share, not left to the garbage collector run by run.
+    clients = {
+        (t.base_url, t.api_key): client
+        for t in report.targets
+        if not t.scripted and (client := _shared_client(t)) is not None
+    }
+
     async def run_one(job: Job) -> Outcome:
+        target: Target = job.target
+        client = clients.get((target.base_url, target.api_key))
         try:
-            return await arun_task(job.case, job.target, report.settings), None
+            return await arun_task(job.case, target, report.settings, client), None
         except ModelAPIError as exc:
             exc.add_note(f"task {job.case.id}, {job.target.label}")
             raise

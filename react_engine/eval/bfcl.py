@@ -31,17 +31,14 @@ deterministic, so a test can pin its scores.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import datetime as _dt
 import functools
 import json
-import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +65,7 @@ from ..types import (
     UserTurn,
 )
 from .bfcl_checker import Call, check_calls
-from .bfcl_data import CATEGORIES, DEFAULT_CATEGORIES, Case, case_tools, load_cases
+from .bfcl_data import Case, case_tools
 from .bfcl_multi_turn import (
     MULTI_TURN_CATEGORIES,
     Backends,
@@ -77,61 +74,40 @@ from .bfcl_multi_turn import (
     call_string,
     calls_json,
     grade,
-    load_multi_turn_cases,
     step_limit,
     turn_tools,
 )
 from .bfcl_prompt import BfclPromptProtocol
 
 __all__ = [
+    "ALL_PROTOCOLS",
     "BFCL_PROMPT",
-    "DEFAULT_PROTOCOLS",
     "NATIVE_FC_DECODE_FAILURE_RATE",
+    "PROTOCOLS",
     "PUBLISHED",
     "CaseResult",
     "EvalSettings",
     "LiveEndpoint",
     "Recorded",
     "Report",
-    "add_eval_parser",
     "bfcl_summary",
-    "eval_protocols",
     "format_report",
     "load_recording",
     "run_bfcl",
     "run_case",
-    "run_eval_command",
     "run_multi_turn_case",
     "save_recording",
 ]
 
-DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
-"""The protocols the eval runs unless ``--protocol`` says otherwise (those recorded in
-``fixtures/bfcl``); any registered protocol may be named."""
+PROTOCOLS: tuple[str, ...] = tuple(p for p in protocol_names() if p != "auto")
+"""The protocols the eval runs by default: every named one ("auto" picks one of them)."""
 
 BFCL_PROMPT = "bfcl-prompt"
 """The text protocol prompted and read as BFCL's Prompt mode
 (:mod:`react_engine.eval.bfcl_prompt`): run with ``--protocol bfcl-prompt``."""
 
-
-def eval_protocols() -> tuple[str, ...]:
-    """Every protocol the eval can run: the registry's (as it is now: one registered
-    later is in it) and :data:`BFCL_PROMPT`."""
-    return (*(p for p in protocol_names() if p != "auto"), BFCL_PROMPT)
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("PROTOCOLS", "ALL_PROTOCOLS"):  # deprecated: snapshots of the registry
-        warnings.warn(
-            f"react_engine.eval.bfcl.{name} is deprecated: use "
-            "react_engine.protocols.registry.protocol_names() (or eval_protocols())",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        live = eval_protocols()
-        return live if name == "ALL_PROTOCOLS" else live[:-1]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+ALL_PROTOCOLS: tuple[str, ...] = (*PROTOCOLS, BFCL_PROMPT)
+"""Every protocol the eval can run."""
 
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
 """BFCL's decode-failure rate for native function calling on these cases, as issue 14
@@ -149,7 +125,7 @@ not ship them (they are test data about one llama.cpp build), so this path then 
 exist and the command says where to get them."""
 
 
-def _default_recordings(flag: str) -> Path:
+def default_recordings(flag: str) -> Path:
     """:data:`DEFAULT_RECORDINGS`, or an error that says how to get them when this
     react-engine is installed rather than run from a checkout."""
     if DEFAULT_RECORDINGS.is_dir():
@@ -861,303 +837,15 @@ def report_json(report: Report) -> dict[str, Any]:
     }
 
 
-# --- the command -----------------------------------------------------------------------------
-
-
-def add_eval_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
-    """Add ``eval`` (with its one benchmark, ``bfcl``) to the CLI's subcommands."""
-    evaluate = subparsers.add_parser("eval", help="benchmarks: eval bfcl (BFCL's AST categories)")
-    benches = evaluate.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
-    p = benches.add_parser(
-        "bfcl",
-        help="BFCL's simple/multiple/parallel/parallel_multiple/irrelevance cases, one step "
-        "each, under each protocol",
-    )
-    p.add_argument(
-        "--scripted",
-        nargs="?",
-        const="",
-        metavar="DIR",
-        help="no server: replay the replies recorded in DIR (default: fixtures/bfcl), under "
-        "each protocol recorded there",
-    )
-    p.add_argument(
-        "--record",
-        nargs="?",
-        const="",
-        metavar="DIR",
-        help="write the live replies to DIR/<protocol>.json (default: fixtures/bfcl)",
-    )
-    p.add_argument(
-        "--categories",
-        nargs="+",
-        choices=[*CATEGORIES, *MULTI_TURN_CATEGORIES],
-        metavar="CAT",
-        help=f"categories to run, of {', '.join([*CATEGORIES, *MULTI_TURN_CATEGORIES])} "
-        f"(default: {', '.join(DEFAULT_CATEGORIES)}; --scripted: every one recorded)",
-    )
-    p.add_argument("--limit", type=int, metavar="N", help="the first N cases of each category")
-    p.add_argument(
-        "--cases",
-        nargs="+",
-        metavar="ID",
-        help="only these cases, by BFCL id (multi_turn_base_100...)",
-    )
-    p.add_argument(
-        "--protocol",
-        action="append",
-        choices=list(eval_protocols()),
-        help=f"a protocol to run; repeatable (default: {', '.join(DEFAULT_PROTOCOLS)}; "
-        f"{BFCL_PROMPT}: the text protocol with BFCL's Prompt-mode system prompt)",
-    )
-    p.add_argument("--out", metavar="FILE", help="write the report (every case) as JSON")
-    p.add_argument("--model", help="model name (default: $REACT_ENGINE_MODEL / $OPENAI_MODEL)")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
-    p.add_argument(
-        "--api-key-env",
-        metavar="NAME",
-        help="variable holding the API key (default: OPENAI_API_KEY)",
-    )
-    p.add_argument("--local", action="store_true", help="the embedded local model")
-    p.add_argument(
-        "--tool-choice",
-        choices=["auto", "required"],
-        default="auto",
-        help="'required': every reply must call a tool (irrelevance then fails by design)",
-    )
-    p.add_argument(
-        "--no-constraints",
-        action="store_true",
-        help="no constrained decoding even where the server supports it: the parser alone",
-    )
-    p.add_argument(
-        "--max-tokens",
-        type=int,
-        default=256,
-        metavar="N",
-        help="longest reply per request, in tokens (default: 256)",
-    )
-    p.add_argument(
-        "--max-turn-steps",
-        type=int,
-        metavar="N",
-        help="multi-turn: steps a turn may take before the case is force-terminated "
-        "(default: BFCL's limit)",
-    )
-    p.add_argument(
-        "--seed", type=int, default=42, help="sampling seed for every request (default: 42)"
-    )
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=0.0,
-        help="sampling temperature for every request (default: 0)",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=int,
-        default=1,
-        metavar="N",
-        help="cases run at once, as concurrent async runs in this process (default: 1); "
-        "the results are the same, in the same order",
-    )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        metavar="ADDRESS",
-        help="run the cases as tasks on the Ray cluster at ADDRESS (without one: a local "
-        "cluster on 127.0.0.1); needs react-engine[ray]",
-    )
-    p.add_argument(
-        "--results",
-        metavar="FILE",
-        help="append each case's record to FILE (JSON lines) as it finishes",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the evaluation in --results FILE: the cases recorded there are not "
-        "run again",
-    )
-    p.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress lines or progress bar on stderr"
-    )
-    return p
-
-
-def _configured_endpoint(args: argparse.Namespace) -> LiveEndpoint:
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
-    key_env = args.api_key_env or "OPENAI_API_KEY"
-    key = os.environ.get(key_env) or None
-    if args.api_key_env and key is None:
-        raise ConfigurationError(f"--api-key-env {key_env}: the environment variable is not set")
-    model = args.model or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
-    if not (base_url or key):
-        raise ConfigurationError(
-            "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / OPENAI_API_KEY "
-            "and REACT_ENGINE_MODEL), --local for the embedded model, or --scripted"
+def __getattr__(name: str) -> Any:
+    if name in ("add_eval_parser", "run_eval_command"):  # the command moved to the CLI
+        warnings.warn(
+            f"react_engine.eval.bfcl.{name} is deprecated: the command is "
+            f"react_engine.cli.eval.{name}",
+            DeprecationWarning,
+            stacklevel=2,
         )
-    if not model:
-        raise ConfigurationError("no model name: pass --model or set REACT_ENGINE_MODEL")
-    return LiveEndpoint(model, base_url, key, where=base_url or "the default OpenAI endpoint")
+        from ..cli import eval as command
 
-
-@contextlib.contextmanager
-def _endpoint(args: argparse.Namespace) -> Iterator[LiveEndpoint]:
-    if not args.local:
-        yield _configured_endpoint(args)
-        return
-    from ..local import local_server
-
-    print(
-        ">> starting the embedded SmolLM2-135M model on 127.0.0.1...", file=sys.stderr, flush=True
-    )
-    with local_server() as local:
-        yield LiveEndpoint(
-            local.model,
-            local.base_url,
-            local.api_key,
-            "embedded llama.cpp server",
-        )
-
-
-def run_eval_command(args: argparse.Namespace) -> int:
-    """``react-engine eval bfcl``: print the table; 0 once the run is complete."""
-    if args.limit is not None and args.limit < 1:
-        raise ConfigurationError("--limit must be at least 1")
-    if args.max_turn_steps is not None and args.max_turn_steps < 1:
-        raise ConfigurationError("--max-turn-steps must be at least 1")
-    if args.concurrency < 1:
-        raise ConfigurationError("--concurrency must be at least 1")
-    if args.resume and not args.results:
-        raise ConfigurationError("--resume continues the evaluation in --results FILE")
-    batch: dict[str, Any] = {
-        "concurrency": args.concurrency,
-        "ray": args.ray,
-        "results": Path(args.results) if args.results else None,
-        "resume": args.resume,
-    }
-    scripted, recording = args.scripted is not None, args.record is not None
-    if scripted and (recording or args.local):
-        raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
-    # Without DIR: the checkout's recordings (checked before a live run, not after it).
-    if args.scripted == "":
-        args.scripted = str(_default_recordings("--scripted"))
-    if args.record == "":
-        args.record = str(_default_recordings("--record"))
-    categories = args.categories or list(DEFAULT_CATEGORIES)
-    if args.cases and not args.categories:  # the categories the ids belong to
-        categories = [*CATEGORIES, *MULTI_TURN_CATEGORIES]
-    protocols = [p for p in eval_protocols() if p in (args.protocol or DEFAULT_PROTOCOLS)]
-    settings = EvalSettings(
-        temperature=args.temperature,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        tool_choice=args.tool_choice,
-        constrained=not args.no_constraints,
-        max_turn_steps=args.max_turn_steps,
-    )
-    if scripted:
-        directory = Path(args.scripted)
-        if not args.protocol:  # the protocols recorded there
-            protocols = [
-                p for p in eval_protocols() if (directory / f"{p}.json").is_file()
-            ] or protocols
-        recorded: dict[str, dict[str, Recorded]] = {}
-        meta: dict[str, Any] = {}
-        for protocol in protocols:
-            meta, recorded[protocol] = load_recording(directory, protocol)
-        settings = _recorded_settings(meta, settings)
-        ids = sorted({i for replies in recorded.values() for i in replies})
-        if args.cases:
-            ids = [i for i in ids if i in set(args.cases)]
-        if not args.categories:  # every category recorded there
-            stems = {i.rsplit("_", 1)[0] for i in ids}
-            categories = [c for c in CATEGORIES if CATEGORIES[c] in stems]
-            categories += [c for c in MULTI_TURN_CATEGORIES if c in stems]
-        cases = _load_any(categories, only=ids)
-        if args.limit is not None:
-            cases = _first(cases, args.limit)
-        if not cases:
-            raise ConfigurationError(f"the recordings in {directory} hold none of these categories")
-        report = run_bfcl(
-            cases,
-            protocols,
-            recorded=recorded,
-            model=str(meta.get("model", "scripted")),
-            source=f"recorded replies in {directory}",
-            settings=settings,
-            quiet=args.quiet,
-            **batch,
-        )
-    else:
-        cases = _load_any(categories, limit=args.limit, only=args.cases or ())
-        if not cases:
-            raise ConfigurationError("no BFCL case has these ids in these categories")
-        record: dict[str, dict[str, Recorded]] | None = {} if recording else None
-        with _endpoint(args) as endpoint:
-            report = run_bfcl(
-                cases,
-                protocols,
-                endpoint=endpoint,
-                settings=settings,
-                record=record,
-                quiet=args.quiet,
-                **batch,
-            )
-        if record is not None:
-            meta = {
-                "model": report.model,
-                "source": report.source,
-                "recorded_at": report.started_at,
-                "settings": asdict(settings),
-                "react_engine": __version__,
-            }
-            for protocol, replies in record.items():
-                path = save_recording(Path(args.record), protocol, replies, meta)
-                print(f"wrote {path}", file=sys.stderr)
-    print(format_report(report))
-    if args.out:
-        Path(args.out).write_text(json_text(report_json(report), indent=1), encoding="utf-8")
-        print(f"wrote {args.out}", file=sys.stderr)
-    return 0
-
-
-def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSettings:
-    """The settings the replies were recorded with (the table says those), where the
-    recording names them; the flags otherwise."""
-    recorded = meta.get("settings")
-    if not isinstance(recorded, Mapping):
-        return given
-    known = {f.name for f in fields(EvalSettings)}
-    try:
-        return EvalSettings(**{k: v for k, v in recorded.items() if k in known})
-    except TypeError:
-        return given
-
-
-def _load_any(
-    categories: Sequence[str], *, limit: int | None = None, only: Sequence[str] = ()
-) -> list[AnyCase]:
-    """AST and multi-turn cases of ``categories``, in that order."""
-    ast = [c for c in categories if c in CATEGORIES]
-    multi = [c for c in categories if c in MULTI_TURN_CATEGORIES]
-    out: list[AnyCase] = []
-    if ast:
-        out += load_cases(ast, limit=limit, only=only)
-    if multi:
-        out += load_multi_turn_cases(multi, limit=limit, only=only)
-    return out
-
-
-def _first(cases: Sequence[AnyCase], limit: int) -> list[AnyCase]:
-    seen: dict[str, int] = {}
-    out = []
-    for case in cases:
-        seen[case.category] = seen.get(case.category, 0) + 1
-        if seen[case.category] <= limit:
-            out.append(case)
-    return out
+        return getattr(command, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
