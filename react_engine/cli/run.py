@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import ConfigurationError
+from ..run.agent import Agent
+from ..tools import Tool
 from .agents import (
     answer,
     check_trace,
@@ -15,7 +19,7 @@ from .agents import (
     warn_unused_options,
 )
 from .demo import DEMO_QUESTION, demo_check, get_weather
-from .endpoint import endpoint
+from .endpoint import Endpoint, endpoint
 from .exits import EXIT_NO_ANSWER
 from .options import add_agent_options
 from .progress import RunProgress
@@ -94,6 +98,30 @@ def _read_question(args: argparse.Namespace) -> str:
     return question
 
 
+def _shown_agent(
+    args: argparse.Namespace,
+    ep: Endpoint,
+    tools: Sequence[Tool],
+    progress: RunProgress,
+    **options: Any,
+) -> Agent:
+    """The agent of ``run`` or ``demo``, its progress on stderr; the options it does not
+    read warned about, and the model, endpoint and protocol said."""
+    agent = make_agent(
+        args,
+        ep,
+        tools,
+        args.protocol,
+        progress.on_step,
+        on_call=progress.on_call,
+        on_retry=progress.on_retry,
+        **options,
+    )
+    warn_unused_options(args, agent)
+    progress.say(f"model {agent.model} · {ep.where} · protocol {describe_protocol(agent)}")
+    return agent
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     """Answer one question, showing each step as it happens."""
     tools = load_tools(args.tools)
@@ -101,17 +129,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     question = _read_question(args)
     with endpoint(args, local_default=False) as ep:
         progress = RunProgress(args)
-        agent = make_agent(
-            args,
-            ep,
-            tools,
-            args.protocol,
-            progress.on_step,
-            on_call=progress.on_call,
-            on_retry=progress.on_retry,
-        )
-        warn_unused_options(args, agent)
-        progress.say(f"model {agent.model} · {ep.where} · protocol {describe_protocol(agent)}")
+        agent = _shown_agent(args, ep, tools, progress)
         result = answer(args, ep, agent, progress, question)
     return 0 if result.answer is not None else EXIT_NO_ANSWER
 
@@ -128,18 +146,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         # the same tool again rather than answer, so on the embedded model the demo allows
         # one round of calls and then asks for the answer (--max-steps changes that).
         max_steps = args.max_steps if args.max_steps is not None else (1 if ep.local else 6)
-        agent = make_agent(
-            args,
-            ep,
-            tools,
-            args.protocol,
-            progress.on_step,
-            max_steps=max_steps,
-            on_call=progress.on_call,
-            on_retry=progress.on_retry,
-        )
-        warn_unused_options(args, agent)
-        progress.say(f"model {agent.model} · {ep.where} · protocol {describe_protocol(agent)}")
+        agent = _shown_agent(args, ep, tools, progress, max_steps=max_steps)
         progress.say(f"question: {args.question}")
         result = answer(args, ep, agent, progress, args.question, tool_choice="required")
     ok, why = demo_check(result)
