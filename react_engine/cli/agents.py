@@ -191,7 +191,6 @@ def show_result(result: RunResult, args: argparse.Namespace) -> None:
         print(result.answer, flush=True)
 
 
-
 def warn_unused_options(args: argparse.Namespace, agent: Agent) -> None:
     """Say on stderr which options the chosen protocol does not read."""
     protocol, _, _ = agent.choose_protocol()
@@ -240,4 +239,3 @@ def answer(
     if failed is not None:  # the answer is out; the exit code says the trace is not whole
         raise Exit(failed, EXIT_CONFIG)
     return result
-

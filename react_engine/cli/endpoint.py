@@ -186,4 +186,3 @@ def _describe_api_failure(exc: ModelAPIError, ep: Endpoint | None, model: str | 
     if status is None and str(exc).startswith("cannot reach"):
         return f"cannot reach {where}: is the server running? ({one_line(str(exc), 200)})"
     return one_line(str(exc))
-

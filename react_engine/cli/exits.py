@@ -32,4 +32,3 @@ def one_line(text: str, limit: int = 300) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-

@@ -72,7 +72,6 @@ class RunProgress:
             return streamed(agent, question, self.show, **options)
 
 
-
 def streamed(
     agent: Agent, question: str, show: Callable[[Event], None], **options: Any
 ) -> RunResult:
@@ -82,4 +81,3 @@ def streamed(
         if isinstance(event, RunDone):
             return event.result
     raise AssertionError("a run's events end with RunDone")  # pragma: no cover
-

@@ -39,7 +39,6 @@ class ScriptedReplies:
         return transcript(request)
 
 
-
 def script_from_args(args: argparse.Namespace) -> dict[str, list[ScriptReply]] | None:
     """The replies ``--scripted FILE`` or ``--dry-run`` asks for; ``None`` for neither."""
     if getattr(args, "scripted", None):
@@ -47,4 +46,3 @@ def script_from_args(args: argparse.Namespace) -> dict[str, list[ScriptReply]] |
     if getattr(args, "dry_run", False):
         return {k: [ScriptReply.model_validate(r) for r in v] for k, v in DRY_RUN_SCRIPT.items()}
     return None
-
