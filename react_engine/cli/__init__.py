@@ -14,18 +14,9 @@
 * :mod:`.demo`: the demo's question, tools, dry-run transcript and answer check.
 """
 
-from .commands import (
-    EXIT_API,
-    EXIT_BROKEN_PIPE,
-    EXIT_CONFIG,
-    EXIT_INTERRUPTED,
-    EXIT_NO_ANSWER,
-    ChatSession,
-    Endpoint,
-    build_parser,
-    main,
-)
+from .commands import ChatSession, Endpoint, build_parser, main
 from .demo import DEMO_QUESTION, demo_check
+from .exits import EXIT_API, EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_NO_ANSWER
 
 __all__ = [
     "DEMO_QUESTION",

@@ -53,23 +53,13 @@ from .exits import (
     EXIT_BROKEN_PIPE,
     EXIT_CONFIG,
     EXIT_INTERRUPTED,
-    EXIT_NO_ANSWER,
+    EXIT_NO_ANSWER,  # noqa: F401 (kept importable from here)
     Exit,
     one_line,
 )
 from .parser import build_parser
 
-__all__ = [
-    "EXIT_API",
-    "EXIT_BROKEN_PIPE",
-    "EXIT_CONFIG",
-    "EXIT_INTERRUPTED",
-    "EXIT_NO_ANSWER",
-    "ChatSession",
-    "Endpoint",
-    "build_parser",
-    "main",
-]
+__all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
