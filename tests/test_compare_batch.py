@@ -7,6 +7,7 @@ records in the sequential order, and a resumed comparison runs only what is miss
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import re
 from dataclasses import asdict
@@ -19,6 +20,7 @@ from react_engine.cli import main
 from react_engine.compare import Target, TaskRun, format_report, run_comparison
 from react_engine.compare import run as compare_run
 from react_engine.compare.suite import load_tasks
+from react_engine.harness.runner import Progress
 
 
 @pytest.fixture(autouse=True)
@@ -168,3 +170,31 @@ def test_the_batch_options_are_checked_before_anything_runs(
 ) -> None:
     code, out, err = _compare(capsys, *args)
     assert code == 2 and message in err and out == ""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_with_its_eta_is_drawn_on_a_terminal_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tasks = load_tasks(only=["no_tool_capital", "weather_single"])
+    screen = _Terminal()
+    run_comparison(
+        tasks,
+        TARGETS,
+        source="scripted",
+        progress=lambda run, done, total: f"{done}/{total} {run.task} {run.protocol}",
+        bar=Progress(len(tasks) * len(TARGETS), screen),
+    )
+    drawn = screen.getvalue()
+    assert "1/4 no_tool_capital function_calling\n" in drawn
+    assert "4/4 weather_single text\n" in drawn
+    assert re.search(r"\] 3/4 +75% · [0-9.]+ s · ETA [0-9.]+ s", drawn)
+    assert drawn.endswith("\r\x1b[K")  # the bar is wiped at the end
+    assert main(["compare", "--scripted", "--task", "no_tool_capital"]) == 0
+    err = capsys.readouterr().err  # not a terminal: the lines, and no bar
+    assert "[  2/2] no_tool_capital · scripted · text: ok" in err
+    assert "\x1b" not in err and "ETA" not in err

@@ -19,6 +19,7 @@ from ..compare.run import (
 )
 from ..compare.suite import ALL_PROTOCOLS, PROTOCOLS, load_tasks
 from ..errors import ModelAPIError
+from ..harness.runner import Progress
 from .endpoint import Endpoint, configured_endpoint, describe_api_error, local_endpoint
 from .exits import EXIT_API, Exit
 from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
@@ -58,19 +59,20 @@ def add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     add_evaluation_options(
         compare, tool_choice_help="'required': each run's first step must call a tool (then 'auto')"
     )
-    compare.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    compare.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines or progress bar on stderr"
+    )
     compare.set_defaults(handler=_cmd_compare)
 
 
-def _progress(run: TaskRun, done: int, total: int) -> None:
+def _progress(run: TaskRun, done: int, total: int) -> str:
+    """A run's line on stderr, printed above the progress bar."""
     m = run.metrics
     verdict = "ok" if run.success else "FAILED"
-    print(
+    return (
         f"[{done:>3}/{total}] {run.task} · {run.model} · {run.protocol}: {verdict} · "
         f"{m.llm_calls} LLM calls · {m.prompt_tokens:,}+{m.completion_tokens:,} tokens · "
-        f"{m.wall_s:.1f}s",
-        file=sys.stderr,
-        flush=True,
+        f"{m.wall_s:.1f}s"
     )
 
 
@@ -126,6 +128,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 settings,
                 source=source,
                 progress=None if args.quiet else _progress,
+                bar=None if args.quiet else Progress(len(tasks) * len(targets), sys.stderr),
                 concurrency=args.concurrency,
                 results=Path(args.results) if args.results else None,
                 resume=args.resume,

@@ -42,7 +42,7 @@ from typing import Any
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
 from ..harness.metrics import Figures, pct
 from ..harness.report import csv_text, grid, json_text, write_text
-from ..harness.runner import Job, Outcome, run_cases
+from ..harness.runner import Job, Outcome, Progress, run_cases
 from ..harness.settings import agent_options
 from ..run.agent import Agent
 from ..transport.base import ChatModel
@@ -339,17 +339,20 @@ def run_comparison(
     settings: CompareSettings | None = None,
     *,
     source: str = "",
-    progress: Callable[[TaskRun, int, int], None] | None = None,
+    progress: Callable[[TaskRun, int, int], str | None] | None = None,
     concurrency: int = 1,
     results: Path | None = None,
     resume: bool = False,
+    bar: Progress | None = None,
 ) -> Report:
     """Every task under every target, task by task (so partial output reads side by side).
 
     ``concurrency``: runs at once, as async runs in this process; the report is the same,
     in the same order. ``results``: a JSONL file each run's record is appended to as it
     finishes; ``resume`` skips the runs already there (:mod:`react_engine.harness.runner`).
-    ``progress`` is told of each run as it finishes, with how many are done of how many.
+    ``progress`` is told of each run as it finishes, with how many are done of how many;
+    with a ``bar`` (a progress bar with an ETA, drawn on a terminal), the line it returns is
+    printed above the bar.
     """
     report = Report(list(tasks), list(targets), settings or CompareSettings(), source)
     jobs = [
@@ -374,9 +377,8 @@ def run_comparison(
             exc.add_note(f"task {job.case.id}, {job.target.label}")
             raise
 
-    def finished(job: Job, outcome: Outcome, done: int, total: int) -> None:
-        if progress is not None:
-            progress(outcome[0], done, total)
+    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
+        return progress(outcome[0], done, total) if progress is not None else None
 
     meta = {
         "source": source,
@@ -394,6 +396,7 @@ def run_comparison(
         results=results,
         resume=resume,
         concurrency=concurrency,
+        progress=bar,
         on_done=finished,
     )
     report.runs = [run for run, _ in outcomes]
