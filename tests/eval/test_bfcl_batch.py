@@ -7,18 +7,17 @@ those of the sequential run, in the same order."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.parts import BFCL, BFCL_HINT, DEV_HINT, require_module
 
 from react_engine.cli import main
 from react_engine.errors import ConfigurationError
 from react_engine.eval.bfcl import DEFAULT_RECORDINGS
-from react_engine.eval.bfcl_data import INSTALL_HINT
 from react_engine.harness.runner import Job, Progress, ResultsFile, run_jobs
 from react_engine.testing import MockOpenAIServer, completion
 
@@ -30,8 +29,7 @@ of the three recorded protocols)."""
 
 @pytest.fixture(scope="module", autouse=True)
 def _bfcl_data() -> None:
-    if importlib.util.find_spec("bfcl_eval") is None:
-        pytest.fail(f"the BFCL data is not installed: {INSTALL_HINT}", pytrace=False)
+    require_module("bfcl_eval", BFCL, BFCL_HINT, module_level=False)
 
 
 def _evaluate(
@@ -214,13 +212,14 @@ def test_the_command_draws_no_bar_off_a_terminal(
 # --- Ray --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts a real local Ray instance
 def test_a_local_ray_cluster_gives_the_sequential_records(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A real local Ray instance (loopback, no dashboard, no usage report): a 30-case
     evaluation under three protocols, and a multi-turn one, as Ray tasks."""
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
-    import ray  # the dev extra has it
+    ray = require_module("ray", "Ray", DEV_HINT, module_level=False)  # the dev extra has it
 
     scripted = ["--scripted", *THIRTY, "--quiet"]
     table, results, records, _ = _evaluate(capsys, tmp_path, "seq", *scripted)
