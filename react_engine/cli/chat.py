@@ -69,7 +69,7 @@ Commands:
   /tools            the tools the agent may call
   /settings         model, endpoint, API key (masked), protocol, limits
   /trace FILE       append each turn's trace to FILE (JSON Lines); /trace off to stop
-  /protocol NAME    switch protocol: auto, function_calling, text or structured (history kept)
+  /protocol NAME    switch protocol: {protocols} (history kept)
   /exit             leave (Ctrl-D too)
 Ctrl-C during an answer interrupts it; the conversation keeps what was done so far."""
 
@@ -158,7 +158,7 @@ class ChatSession:
             self.say("bye")
             return False
         if name == "/help":
-            self.say(_HELP)
+            self.say(_HELP.format(protocols=", ".join(protocol_names())))
         elif name == "/history":
             self.say(format_history(self.conversation.history))
         elif name == "/tools":

@@ -17,9 +17,10 @@ from ..compare.run import (
     run_comparison,
     write_outputs,
 )
-from ..compare.suite import ALL_PROTOCOLS, PROTOCOLS, load_tasks
+from ..compare.suite import PROTOCOLS, load_tasks
 from ..errors import ModelAPIError
 from ..harness.runner import Progress
+from ..protocols.registry import protocol_names
 from .endpoint import Endpoint, configured_endpoint, describe_api_error, local_endpoint
 from .exits import EXIT_API, Exit
 from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
@@ -36,7 +37,7 @@ def add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     compare.add_argument(
         "--protocol",
         action="append",
-        choices=list(ALL_PROTOCOLS),
+        choices=list(protocol_names()[1:]),
         help="a protocol to run; repeat for several (default: function_calling and text)",
     )
     compare.add_argument(
@@ -80,7 +81,7 @@ def _progress(run: TaskRun, done: int, total: int) -> str:
 def _compare_targets(
     args: argparse.Namespace, protocols: Sequence[str]
 ) -> Iterator[tuple[list[Target], str]]:
-    chosen = [p for p in ALL_PROTOCOLS if p in protocols]
+    chosen = [p for p in protocol_names()[1:] if p in protocols]
     if args.scripted:
         yield [Target("scripted", p, scripted=True) for p in chosen], "scripted"
         return

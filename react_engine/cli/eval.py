@@ -15,14 +15,14 @@ from typing import Any
 from .. import __version__
 from ..errors import ConfigurationError
 from ..eval.bfcl import (
-    ALL_PROTOCOLS,
     BFCL_PROMPT,
-    PROTOCOLS,
+    DEFAULT_PROTOCOLS,
     AnyCase,
     EvalSettings,
     LiveEndpoint,
     Recorded,
     default_recordings,
+    eval_protocols,
     format_report,
     load_recording,
     report_json,
@@ -82,8 +82,8 @@ def add_eval_parser(
     p.add_argument(
         "--protocol",
         action="append",
-        choices=list(ALL_PROTOCOLS),
-        help=f"a protocol to run; repeatable (default: {', '.join(PROTOCOLS)}; "
+        choices=list(eval_protocols()),
+        help=f"a protocol to run; repeatable (default: {', '.join(DEFAULT_PROTOCOLS)}; "
         f"{BFCL_PROMPT}: the text protocol with BFCL's Prompt-mode system prompt)",
     )
     p.add_argument("--out", metavar="FILE", help="write the report (every case) as JSON")
@@ -157,7 +157,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     categories = args.categories or list(DEFAULT_CATEGORIES)
     if args.cases and not args.categories:  # the categories the ids belong to
         categories = [*CATEGORIES, *MULTI_TURN_CATEGORIES]
-    protocols = [p for p in ALL_PROTOCOLS if p in (args.protocol or PROTOCOLS)]
+    protocols = [p for p in eval_protocols() if p in (args.protocol or DEFAULT_PROTOCOLS)]
     settings = EvalSettings(
         temperature=args.temperature,
         seed=args.seed,
@@ -170,7 +170,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
         directory = Path(args.scripted)
         if not args.protocol:  # the protocols recorded there
             protocols = [
-                p for p in ALL_PROTOCOLS if (directory / f"{p}.json").is_file()
+                p for p in eval_protocols() if (directory / f"{p}.json").is_file()
             ] or protocols
         recorded: dict[str, dict[str, Recorded]] = {}
         meta: dict[str, Any] = {}

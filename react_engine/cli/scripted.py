@@ -13,6 +13,8 @@ from pathlib import Path
 
 from ..compare.suite import ScriptReply, Transcript, load_script
 from ..errors import ConfigurationError
+from ..protocols.registry import auto_order, protocol_names, registration
+from ..transport.capabilities import Capabilities
 from ..types import ModelRequest, ModelResponse
 from .demo import DRY_RUN_SCRIPT
 
@@ -20,20 +22,44 @@ __all__ = ["ScriptedReplies", "script_from_args"]
 
 
 class ScriptedReplies:
-    """The scripted model's replies per protocol: a request with ``tools`` is answered from
-    the function-calling list, one without from the text list, or from the structured list
-    when the agent runs that protocol (or from one shared list)."""
+    """The scripted model's replies per protocol: the list of the protocol the agent runs,
+    else the native (function-calling) list written in its format by the registry
+    (:meth:`Registration.scripted <react_engine.protocols.registry.Registration.scripted>`), else
+    the one shared list (``"*"``). Under ``"auto"``, a request with ``tools`` is the native
+    protocol's, one without the protocol ``"auto"`` falls back to."""
 
     def __init__(self, script: dict[str, list[ScriptReply]], label: str) -> None:
-        self._transcripts = {k: Transcript(v, label=f"{label} [{k}]") for k, v in script.items()}
+        self._script = script
+        self._label = label
+        self._transcripts: dict[str, Transcript] = {}
         self.protocol = "auto"
         """The protocol the agent was asked for (a structured request looks like a text one)."""
 
+    def _protocol(self, request: ModelRequest) -> str:
+        named = self.protocol if self.protocol in protocol_names()[1:] else None
+        if named is not None and registration(named).native_calls == bool(request.tools):
+            return named
+        if request.tools:
+            return "function_calling"
+        return auto_order(Capabilities(function_calling=False))[0]
+
+    def _transcript(self, protocol: str) -> Transcript | None:
+        replies = self._script.get(protocol)
+        native = self._script.get("function_calling")
+        if replies is None and native is not None:
+            written = registration(protocol).scripted([r.model_dump() for r in native])
+            replies = [ScriptReply.model_validate(r) for r in written]
+        key = protocol if replies is not None else "*"
+        replies = replies if replies is not None else self._script.get("*")
+        if replies is None:
+            return None
+        if key not in self._transcripts:
+            self._transcripts[key] = Transcript(replies, label=f"{self._label} [{key}]")
+        return self._transcripts[key]
+
     def __call__(self, request: ModelRequest) -> ModelResponse:
-        protocol = "function_calling" if request.tools else "text"
-        if protocol == "text" and self.protocol == "structured":
-            protocol = "structured"
-        transcript = self._transcripts.get(protocol) or self._transcripts.get("*")
+        protocol = self._protocol(request)
+        transcript = self._transcript(protocol)
         if transcript is None:
             raise ConfigurationError(f"the script has no replies for the {protocol} protocol")
         return transcript(request)

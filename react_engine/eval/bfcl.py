@@ -80,10 +80,9 @@ from .bfcl_multi_turn import (
 from .bfcl_prompt import BfclPromptProtocol
 
 __all__ = [
-    "ALL_PROTOCOLS",
     "BFCL_PROMPT",
+    "DEFAULT_PROTOCOLS",
     "NATIVE_FC_DECODE_FAILURE_RATE",
-    "PROTOCOLS",
     "PUBLISHED",
     "CaseResult",
     "EvalSettings",
@@ -91,6 +90,7 @@ __all__ = [
     "Recorded",
     "Report",
     "bfcl_summary",
+    "eval_protocols",
     "format_report",
     "load_recording",
     "run_bfcl",
@@ -99,15 +99,20 @@ __all__ = [
     "save_recording",
 ]
 
-PROTOCOLS: tuple[str, ...] = tuple(p for p in protocol_names() if p != "auto")
-"""The protocols the eval runs by default: every named one ("auto" picks one of them)."""
+DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
+"""The protocols the eval runs unless ``--protocol`` says otherwise (those recorded in
+``fixtures/bfcl``); any registered protocol may be named."""
 
 BFCL_PROMPT = "bfcl-prompt"
 """The text protocol prompted and read as BFCL's Prompt mode
 (:mod:`react_engine.eval.bfcl_prompt`): run with ``--protocol bfcl-prompt``."""
 
-ALL_PROTOCOLS: tuple[str, ...] = (*PROTOCOLS, BFCL_PROMPT)
-"""Every protocol the eval can run."""
+
+def eval_protocols() -> tuple[str, ...]:
+    """Every protocol the eval can run: the registry's (as it is now: one registered
+    later is in it) and :data:`BFCL_PROMPT`."""
+    return (*(p for p in protocol_names() if p != "auto"), BFCL_PROMPT)
+
 
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
 """BFCL's decode-failure rate for native function calling on these cases, as issue 14
@@ -838,6 +843,15 @@ def report_json(report: Report) -> dict[str, Any]:
 
 
 def __getattr__(name: str) -> Any:
+    if name in ("PROTOCOLS", "ALL_PROTOCOLS"):  # deprecated: snapshots of the registry
+        warnings.warn(
+            f"react_engine.eval.bfcl.{name} is deprecated: use "
+            "react_engine.protocols.registry.protocol_names() (or eval_protocols())",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        live = eval_protocols()
+        return live if name == "ALL_PROTOCOLS" else live[:-1]
     if name in ("add_eval_parser", "run_eval_command"):  # the command moved to the CLI
         warnings.warn(
             f"react_engine.eval.bfcl.{name} is deprecated: the command is "
