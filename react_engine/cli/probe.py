@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 from typing import Any
+
+from .endpoint import required_endpoint
+from .options import add_endpoint_options
 
 __all__ = ["add_probe_parser", "run_probe_command"]
 
@@ -21,37 +23,24 @@ def add_probe_parser(sub: Any) -> None:
         "probe",
         help="send one tiny request: does the endpoint return native tool calls, honour stop?",
     )
-    p.add_argument("--model", help="model name (default: $REACT_ENGINE_MODEL / $OPENAI_MODEL)")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
-    p.add_argument(
-        "--api-key-env",
-        metavar="NAME",
-        help="environment variable holding the API key (default: OPENAI_API_KEY)",
-    )
+    add_endpoint_options(p, local=False, retries=False)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument(
         "--no-record", action="store_true", help="do not write the result to the capability cache"
     )
+    p.set_defaults(handler=run_probe_command)
 
 
 def run_probe_command(args: argparse.Namespace) -> int:
-    from ..errors import ConfigurationError
     from ..transport.learned import default_cache
     from ..transport.openai_model import OpenAIChatModel
     from ..transport.probe import aprobe
 
-    model = args.model or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
-    env = args.api_key_env or "OPENAI_API_KEY"
-    key = os.environ.get(env)
-    if args.api_key_env and not key:
-        raise ConfigurationError(f"--api-key-env {env}: the environment variable is not set")
-    if not model:
-        raise ConfigurationError("no model name: pass --model or set REACT_ENGINE_MODEL")
-    if not base_url and not key:
-        raise ConfigurationError("no endpoint: pass --base-url or set OPENAI_BASE_URL")
-    chat_model = OpenAIChatModel.connect(base_url, key or "sk-no-key-required", asynchronous=True)
-    result = asyncio.run(aprobe(chat_model, model))
+    ep = required_endpoint(args, [args.model] if args.model else [])
+    chat_model = OpenAIChatModel.connect(
+        ep.base_url, ep.api_key or "sk-no-key-required", asynchronous=True
+    )
+    result = asyncio.run(aprobe(chat_model, ep.model))
     if not args.no_record:
         result.remember(default_cache())
     if args.json:

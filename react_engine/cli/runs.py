@@ -16,9 +16,15 @@ import json
 import os
 import sys
 
+from ..errors import ModelAPIError
 from ..store import RunStore, Session, SQLiteSession
 from ..store.runs import is_postgres_url
 from ..types import to_jsonable
+from .agents import load_tools, make_agent, show_result
+from .endpoint import describe_api_error, endpoint
+from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit
+from .options import add_agent_options
+from .progress import RunProgress
 
 __all__ = ["add_runs_parser", "chat_session", "run_runs_command"]
 
@@ -27,8 +33,6 @@ def add_runs_parser(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse.ArgumentParser:
     """Add ``runs`` (list, show, resume) to the CLI's subcommands."""
-    from .commands import _add_agent_options
-
     runs = subparsers.add_parser("runs", help="the runs kept in a store: list, show, resume")
     actions = runs.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="the latest runs, newest first")
@@ -50,7 +54,7 @@ def add_runs_parser(
         help="the verdict on a call awaiting approval; repeatable",
     )
     resume.add_argument("--json", action="store_true", help="print the result as JSON")
-    _add_agent_options(resume)
+    add_agent_options(resume)
     for p in (listing, show, resume):
         p.add_argument(
             "--store",
@@ -58,6 +62,7 @@ def add_runs_parser(
             help="the SQLite file, or a postgresql:// URI (default: $REACT_ENGINE_STORE, "
             "else ~/.local/state/react-engine/store.db)",
         )
+    runs.set_defaults(handler=run_runs_command)
     return runs
 
 
@@ -128,36 +133,22 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
 
 
 def _resume(store: RunStore, args: argparse.Namespace) -> int:
-    from ..errors import ModelAPIError
-    from .commands import (
-        EXIT_API,
-        EXIT_CONFIG,
-        EXIT_NO_ANSWER,
-        _describe_api_error,
-        _endpoint,
-        _Exit,
-        _load_tools,
-        _make_agent,
-        _Progress,
-        _show_result,
-    )
-
     approvals: dict[str, bool] = {}
     for given in args.approve:
         call_id, sep, verdict = given.partition("=")
         if not sep or verdict not in ("yes", "no"):
-            raise _Exit(f"--approve takes CALL_ID=yes or CALL_ID=no, not {given!r}", EXIT_CONFIG)
+            raise Exit(f"--approve takes CALL_ID=yes or CALL_ID=no, not {given!r}", EXIT_CONFIG)
         approvals[call_id] = verdict == "yes"
-    tools = _load_tools(args.tools)
-    with _endpoint(args, local_default=False) as ep:
-        progress = _Progress(args)
-        agent = _make_agent(args, ep, tools, args.protocol, progress.on_step)
+    tools = load_tools(args.tools)
+    with endpoint(args, local_default=False) as ep:
+        progress = RunProgress(args)
+        agent = make_agent(args, ep, tools, args.protocol, progress.on_step)
         agent.store = store
         try:
             result = agent.resume(args.run_id, approvals=approvals)
         except ModelAPIError as exc:
-            raise _Exit(_describe_api_error(exc, ep, agent.model), EXIT_API) from None
-        _show_result(result, args)
+            raise Exit(describe_api_error(exc, ep, agent.model), EXIT_API) from None
+        show_result(result, args)
     for call in result.pending:
         print(f"awaiting approval: {call.id} {call.tool}({call.raw_arguments})", file=sys.stderr)
     return 0 if result.answer is not None else EXIT_NO_ANSWER

@@ -28,23 +28,26 @@ so each number can be recomputed from what was recorded:
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import datetime as _dt
-import io
-import json
+import itertools
 import math
+import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
+from ..harness.metrics import Figures, pct
+from ..harness.report import csv_text, grid, json_text, write_text
+from ..harness.runner import Job, Outcome, Progress, run_cases
+from ..harness.settings import agent_options
 from ..run.agent import Agent
-from ..transport.learned import CapabilityCache
-from ..transport.retries import RetryPolicy
-from ..types import ModelSettings, RunResult
+from ..transport.base import ChatModel
+from ..transport.openai_model import OpenAIChatModel
+from ..types import RunResult
 from .suite import ProtocolName, Task, Transcript, check_result
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
     "Target",
     "TaskRun",
     "Total",
+    "arun_task",
     "format_report",
     "metrics_from_trace",
     "run_comparison",
@@ -107,7 +111,7 @@ class CompareSettings:
 
 
 @dataclass(slots=True)
-class Metrics:
+class Metrics(Figures):
     """The figures of one run, or a sum of them."""
 
     llm_calls: int = 0
@@ -118,10 +122,6 @@ class Metrics:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     wall_s: float = 0.0
-
-    def add(self, other: Metrics) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 METRICS: tuple[tuple[str, str], ...] = (
@@ -224,9 +224,7 @@ class Report:
             mine = [
                 r for r in self.runs if (r.model, r.protocol) == (target.model, target.protocol)
             ]
-            metrics = Metrics()
-            for run in mine:
-                metrics.add(run.metrics)
+            metrics = Metrics.total(r.metrics for r in mine)
             out.append(
                 Total(
                     target.model, target.protocol, len(mine), sum(r.success for r in mine), metrics
@@ -245,6 +243,31 @@ def run_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
     request the server refuses (bad key, unknown model) and a server that cannot be reached
     at all raise :class:`ModelAPIError`: every other run would fail the same way.
     """
+    agent, transcript = _agent(task, target, settings)
+    try:
+        result = agent.run(task.question)
+    except (RunAborted, ModelAPIError) as exc:
+        result = _ended(exc)
+    return _task_run(task, target, result, transcript)
+
+
+async def arun_task(
+    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
+) -> TaskRun:
+    """:func:`run_task` as a coroutine: what :func:`run_comparison` runs, concurrently
+    when asked to. ``client``: the model at the target's endpoint, shared by the runs of a
+    comparison (by default, the agent connects on its own)."""
+    agent, transcript = _agent(task, target, settings, client)
+    try:
+        result = await agent.arun(task.question)
+    except (RunAborted, ModelAPIError) as exc:
+        result = _ended(exc)
+    return _task_run(task, target, result, transcript)
+
+
+def _agent(
+    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
+) -> tuple[Agent, Transcript | None]:
     transcript: Transcript | None = None
     if target.scripted:
         replies = task.script_for(target.protocol)
@@ -255,34 +278,27 @@ def run_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
         target.api_model or target.model,
         task.tool_objects(),
         protocol=target.protocol,
-        client=transcript.model() if transcript is not None else None,
+        client=transcript.model() if transcript is not None else client,
         base_url=target.base_url,
         api_key=target.api_key,
         instructions=task.instructions,
-        capability_cache=CapabilityCache(),  # nothing learned leaks from run to run
         max_steps=task.check.max_steps,
-        tool_choice=settings.tool_choice,
         deadline=settings.run_deadline,
-        retry=RetryPolicy(max_attempts=settings.max_attempts),
-        settings=ModelSettings(
-            temperature=settings.temperature,
-            seed=settings.seed,
-            max_tokens=settings.max_tokens,
-            timeout=settings.request_timeout,
-        ),
+        **agent_options(settings),
     )
     if agent.capabilities()[0].reasoning:
         unbounded = dataclasses.replace(agent.config.settings, max_tokens=None)
         agent.config = dataclasses.replace(agent.config, settings=unbounded)
-    try:
-        result = agent.run(task.question)
-    except RunAborted as exc:
-        result = exc.result
-    except ModelAPIError as exc:
-        if isinstance(exc, ModelRequestError) or exc.result is None or not exc.result.steps:
-            raise
-        result = exc.result
-    return _task_run(task, target, result, transcript)
+    return agent, transcript
+
+
+def _ended(exc: RunAborted | ModelAPIError) -> RunResult:
+    """The result of a run that ended early; the error again when no run could go on."""
+    if isinstance(exc, RunAborted):
+        return exc.result
+    if isinstance(exc, ModelRequestError) or exc.result is None or not exc.result.steps:
+        raise exc
+    return exc.result
 
 
 def _task_run(
@@ -307,27 +323,83 @@ def _task_run(
     )
 
 
+def _shared_client(target: Target) -> ChatModel | None:
+    """An async model at ``target``'s endpoint, resolved as :class:`Agent` resolves it;
+    ``None`` where the agent would refuse the endpoint (it then says why)."""
+    url = target.base_url or os.environ.get("OPENAI_BASE_URL")
+    key = target.api_key or os.environ.get("OPENAI_API_KEY")
+    if not (url or key) or (url and not url.lower().startswith(("http://", "https://"))):
+        return None
+    return OpenAIChatModel.connect(url, key or "sk-no-key-required", asynchronous=True)
+
+
 def run_comparison(
     tasks: Sequence[Task],
     targets: Sequence[Target],
     settings: CompareSettings | None = None,
     *,
     source: str = "",
-    progress: Callable[[TaskRun, int, int], None] | None = None,
+    progress: Callable[[TaskRun, int, int], str | None] | None = None,
+    concurrency: int = 1,
+    results: Path | None = None,
+    resume: bool = False,
+    bar: Progress | None = None,
 ) -> Report:
-    """Every task under every target, task by task (so partial output reads side by side)."""
+    """Every task under every target, task by task (so partial output reads side by side).
+
+    ``concurrency``: runs at once, as async runs in this process; the report is the same,
+    in the same order. ``results``: a JSONL file each run's record is appended to as it
+    finishes; ``resume`` skips the runs already there (:mod:`react_engine.harness.runner`).
+    ``progress`` is told of each run as it finishes, with how many are done of how many;
+    with a ``bar`` (a progress bar with an ETA, drawn on a terminal), the line it returns is
+    printed above the bar.
+    """
     report = Report(list(tasks), list(targets), settings or CompareSettings(), source)
-    total = len(tasks) * len(targets)
-    for task in tasks:
-        for target in targets:
-            try:
-                run = run_task(task, target, report.settings)
-            except ModelAPIError as exc:
-                exc.add_note(f"task {task.id}, {target.label}")
-                raise
-            report.runs.append(run)
-            if progress is not None:
-                progress(run, len(report.runs), total)
+    jobs = [
+        Job(i, target.protocol, task, model=target.model, target=target)
+        for i, (task, target) in enumerate((t, g) for t in tasks for g in targets)
+    ]
+
+    # One client per endpoint for the whole comparison: its connections are closed with
+    # the event loop the runs share, not left to the garbage collector run by run.
+    clients = {
+        (t.base_url, t.api_key): client
+        for t in report.targets
+        if not t.scripted and (client := _shared_client(t)) is not None
+    }
+
+    async def run_one(job: Job) -> Outcome:
+        target: Target = job.target
+        client = clients.get((target.base_url, target.api_key))
+        try:
+            return await arun_task(job.case, target, report.settings, client), None
+        except ModelAPIError as exc:
+            exc.add_note(f"task {job.case.id}, {job.target.label}")
+            raise
+
+    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
+        return progress(outcome[0], done, total) if progress is not None else None
+
+    meta = {
+        "source": source,
+        "settings": asdict(report.settings),
+        "targets": [
+            {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
+            for t in report.targets
+        ],
+    }
+    outcomes = run_cases(
+        jobs,
+        run_one,
+        result_type=TaskRun,
+        meta=meta,
+        results=results,
+        resume=resume,
+        concurrency=concurrency,
+        progress=bar,
+        on_done=finished,
+    )
+    report.runs = [run for run, _ in outcomes]
     return report
 
 
@@ -350,24 +422,8 @@ def _cell(metrics: Metrics, name: str) -> str:
     return f"{value:.2f}" if isinstance(value, float) else f"{value:,}"
 
 
-def _grid(rows: list[list[str]], numeric_from: int) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for row in rows:
-        cells = [
-            c.rjust(w) if i >= numeric_from else c.ljust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        out.append("  ".join(cells).rstrip())
-    return out
-
-
 def _ratio(a: float, b: float) -> str:
     return f"×{a / b:.2f}" if b else "n/a"
-
-
-def _pct(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "n/a"
 
 
 def format_report(report: Report) -> str:
@@ -404,7 +460,7 @@ def format_report(report: Report) -> str:
         row.append(f"{t.successes}/{t.runs}")
         row += [_cell(t.metrics, name) for name, _ in _COLUMNS]
         rows.append(row)
-    lines += _grid(rows, numeric_from=len(head) - len(_COLUMNS) - 1)
+    lines += grid(rows, numeric_from=len(head) - len(_COLUMNS) - 1)
     lines += [
         "",
         "LLM: model replies · tools: calls asked for · fmt err: replies the protocol could "
@@ -434,7 +490,8 @@ def _tradeoffs(totals: list[Total], models: list[str]) -> list[str]:
                 f"{m.prompt_tokens / max(t.runs, 1):,.0f} prompt + "
                 f"{m.completion_tokens / max(t.runs, 1):,.0f} completion tokens per task · "
                 f"{m.llm_calls / max(t.runs, 1):.1f} LLM calls per task · "
-                f"{m.repaired} of {m.llm_calls} replies repaired ({_pct(m.repaired, m.llm_calls)})"
+                f"{m.repaired} of {m.llm_calls} replies repaired "
+                f"({pct(m.repaired, m.llm_calls, digits=0)})"
                 f" · {m.format_errors} format errors · {m.retries} retries"
             )
         fc, text = mine.get("function_calling"), mine.get("text")
@@ -508,54 +565,44 @@ def report_json(report: Report) -> dict[str, Any]:
 
 def report_csv(report: Report) -> str:
     """One row per run, then one ``TOTAL`` row per target; the same figures as the JSON."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for r in report.runs:
-        writer.writerow(
-            {
-                "task": r.task,
-                "model": r.model,
-                "protocol": r.protocol,
-                "runs": 1,
-                "successes": int(r.success),
-                **asdict(r.metrics),
-                "stop_reason": r.stop_reason,
-                "failures": "; ".join(r.failures),
-            }
-        )
-    for t in report.totals():
-        writer.writerow(
-            {
-                "task": "TOTAL",
-                "model": t.model,
-                "protocol": t.protocol,
-                "runs": t.runs,
-                "successes": t.successes,
-                **asdict(t.metrics),
-                "stop_reason": "",
-                "failures": "",
-            }
-        )
-    return buffer.getvalue()
+    runs = (
+        {
+            "task": r.task,
+            "model": r.model,
+            "protocol": r.protocol,
+            "runs": 1,
+            "successes": int(r.success),
+            **asdict(r.metrics),
+            "stop_reason": r.stop_reason,
+            "failures": "; ".join(r.failures),
+        }
+        for r in report.runs
+    )
+    totals = (
+        {
+            "task": "TOTAL",
+            "model": t.model,
+            "protocol": t.protocol,
+            "runs": t.runs,
+            "successes": t.successes,
+            **asdict(t.metrics),
+            "stop_reason": "",
+            "failures": "",
+        }
+        for t in report.totals()
+    )
+    return csv_text(CSV_FIELDS, itertools.chain(runs, totals))
 
 
 def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:
     """Write ``comparison.json``, ``.csv``, ``.txt`` (the table) and, if matplotlib is
     installed and ``plot`` is true, ``.png``. Returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    path = out_dir / "comparison.json"
-    path.write_text(
-        json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
-    )
-    written.append(path)
-    path = out_dir / "comparison.csv"
-    path.write_text(report_csv(report), encoding="utf-8")
-    written.append(path)
-    path = out_dir / "comparison.txt"
-    path.write_text(format_report(report) + "\n", encoding="utf-8")
-    written.append(path)
+    written = [
+        write_text(out_dir / "comparison.json", json_text(report_json(report), indent=2)),
+        write_text(out_dir / "comparison.csv", report_csv(report)),
+        write_text(out_dir / "comparison.txt", format_report(report) + "\n"),
+    ]
     if plot:
         png = plot_report(report, out_dir / "comparison.png")
         if png is not None:

@@ -31,22 +31,23 @@ deterministic, so a test can pin its scores.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import datetime as _dt
 import functools
 import json
-import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
+from ..harness.metrics import Figures, pct, per
+from ..harness.report import grid, json_text
+from ..harness.runner import Job, Outcome, Progress, run_cases
+from ..harness.settings import agent_options
 from ..protocols.base import Protocol
 from ..protocols.registry import protocol_names
 from ..run.agent import Agent
@@ -54,20 +55,17 @@ from ..testing import ScriptedModel, ScriptExhausted
 from ..transport.base import ChatModel
 from ..transport.learned import CapabilityCache
 from ..transport.openai_model import OpenAIChatModel
-from ..transport.retries import RetryPolicy
 from ..types import (
     HistoryItem,
     ModelRequest,
     ModelResponse,
-    ModelSettings,
     ReplyCall,
     Step,
     Usage,
     UserTurn,
 )
-from .batch import Job, Progress, ResultsFile, result_from_record, run_jobs
 from .bfcl_checker import Call, check_calls
-from .bfcl_data import CATEGORIES, DEFAULT_CATEGORIES, Case, case_tools, load_cases
+from .bfcl_data import Case, case_tools
 from .bfcl_multi_turn import (
     MULTI_TURN_CATEGORIES,
     Backends,
@@ -76,7 +74,6 @@ from .bfcl_multi_turn import (
     call_string,
     calls_json,
     grade,
-    load_multi_turn_cases,
     step_limit,
     turn_tools,
 )
@@ -92,14 +89,12 @@ __all__ = [
     "LiveEndpoint",
     "Recorded",
     "Report",
-    "add_eval_parser",
     "bfcl_summary",
     "eval_protocols",
     "format_report",
     "load_recording",
     "run_bfcl",
     "run_case",
-    "run_eval_command",
     "run_multi_turn_case",
     "save_recording",
 ]
@@ -119,19 +114,6 @@ def eval_protocols() -> tuple[str, ...]:
     return (*(p for p in protocol_names() if p != "auto"), BFCL_PROMPT)
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("PROTOCOLS", "ALL_PROTOCOLS"):  # deprecated: snapshots of the registry
-        warnings.warn(
-            f"react_engine.eval.bfcl.{name} is deprecated: use "
-            "react_engine.protocols.registry.protocol_names() (or eval_protocols())",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        live = eval_protocols()
-        return live if name == "ALL_PROTOCOLS" else live[:-1]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
 """BFCL's decode-failure rate for native function calling on these cases, as issue 14
 quotes it: the target our text protocol is measured against."""
@@ -148,7 +130,7 @@ not ship them (they are test data about one llama.cpp build), so this path then 
 exist and the command says where to get them."""
 
 
-def _default_recordings(flag: str) -> Path:
+def default_recordings(flag: str) -> Path:
     """:data:`DEFAULT_RECORDINGS`, or an error that says how to get them when this
     react-engine is installed rather than run from a checkout."""
     if DEFAULT_RECORDINGS.is_dir():
@@ -295,26 +277,15 @@ async def run_case(
 ) -> CaseResult:
     """One model turn on ``case`` under ``protocol``, scored."""
     tools, names = case_tools(case)
-    cache = CapabilityCache()  # nothing learned leaks from case to case
-    if not settings.constrained:
-        cache.remember(model.base_url, model_name, constrained_decoding=False)
     agent = Agent(
         model_name,
         tools,
         protocol=case_protocol(case, protocol),
         instructions=case.system,
         client=model,
-        capability_cache=cache,
         on_step=_stop_after_first,
         max_steps=1,
-        tool_choice=settings.tool_choice,
-        retry=RetryPolicy(max_attempts=settings.max_attempts),
-        settings=ModelSettings(
-            temperature=settings.temperature,
-            seed=settings.seed,
-            max_tokens=settings.max_tokens,
-            timeout=settings.request_timeout,
-        ),
+        **agent_options(settings, _case_cache(model, model_name, settings)),
     )
     try:
         result = await agent.arun(case.question, history=case_history(case, protocol))
@@ -332,17 +303,12 @@ async def run_case(
     )
 
 
-def _agent_settings(settings: EvalSettings) -> dict[str, Any]:
-    return {
-        "tool_choice": settings.tool_choice,
-        "retry": RetryPolicy(max_attempts=settings.max_attempts),
-        "settings": ModelSettings(
-            temperature=settings.temperature,
-            seed=settings.seed,
-            max_tokens=settings.max_tokens,
-            timeout=settings.request_timeout,
-        ),
-    }
+def _case_cache(model: ChatModel, model_name: str, settings: EvalSettings) -> CapabilityCache:
+    """A case's own capability cache: nothing learned leaks from case to case."""
+    cache = CapabilityCache()
+    if not settings.constrained:
+        cache.remember(model.base_url, model_name, constrained_decoding=False)
+    return cache
 
 
 async def run_multi_turn_case(
@@ -354,9 +320,7 @@ async def run_multi_turn_case(
 ) -> CaseResult:
     """A multi-turn case: each turn one run of the agent loop on the conversation so far,
     the tools running on the case's BFCL backends; graded by BFCL's checker."""
-    cache = CapabilityCache()
-    if not settings.constrained:
-        cache.remember(model.base_url, model_name, constrained_decoding=False)
+    cache = _case_cache(model, model_name, settings)
     limit = settings.max_turn_steps or step_limit() + 1
     backends = Backends(case)
     history: list[HistoryItem] = []
@@ -373,9 +337,8 @@ async def run_multi_turn_case(
                 tools,
                 protocol=BfclPromptProtocol(functions) if protocol == BFCL_PROMPT else protocol,
                 client=model,
-                capability_cache=cache,
                 max_steps=limit,
-                **_agent_settings(settings),
+                **agent_options(settings, cache),
             )
             try:
                 result = await agent.arun(message or added_functions_prompt(), history=history)
@@ -500,7 +463,7 @@ def save_recording(
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{protocol}.json"
     body = {"meta": dict(meta), "replies": {k: _recorded_json(v) for k, v in replies.items()}}
-    path.write_text(json.dumps(body, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    path.write_text(json_text(body, indent=1), encoding="utf-8")
     return path
 
 
@@ -601,7 +564,7 @@ def run_bfcl(
     as tasks on the Ray cluster at that address (``""``: a local one). ``results``: a
     JSONL file each case's record is appended to as it finishes; ``resume`` skips the
     cases already there. The report's results are in the same order however they ran
-    (:mod:`react_engine.eval.batch`)."""
+    (:mod:`react_engine.harness.runner`)."""
     if (endpoint is None) == (recorded is None):
         raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:
@@ -624,53 +587,30 @@ def run_bfcl(
         Job(i, protocol, case, None if endpoint is not None else replayed[protocol][case.id])
         for i, (protocol, case) in enumerate((p, c) for p in protocols for c in cases)
     ]
-    store: ResultsFile | None = None
-    if results is not None:
-        meta = {
-            "model": report.model,
-            "source": report.source,
-            "settings": asdict(report.settings),
-        }
-        store = ResultsFile(results, meta, resume=resume)
-    elif resume:
-        raise ConfigurationError("--resume continues the evaluation in --results FILE")
-    saved = store.done if store is not None else {}
-    todo = [job for job in jobs if job.key not in saved]
-    progress = Progress(len(jobs), sys.stderr, done=len(jobs) - len(todo))
+    progress = Progress(len(jobs), sys.stderr)
     if quiet:
         progress.live = False
 
-    def finished(job: Job, outcome: tuple[CaseResult, Any]) -> None:
-        result, replies = outcome
-        if store is not None:
-            store.append(job, result, replies)
-        line = f"[{progress.done + 1:>4}/{len(jobs)}] {job.protocol:<16} {job.case.id:<24} "
+    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
         if quiet:
-            progress.done += 1
-        else:
-            progress.advance(line + _verdict(result))
+            return None
+        return f"[{done:>4}/{total}] {job.protocol:<16} {job.case.id:<24} " + _verdict(outcome[0])
 
     live = _connect_live(endpoint) if ray is None else None
-    try:
-        ran = run_jobs(
-            todo,
-            lambda job: _run_job(job, live, report.model, report.settings),
-            concurrency=concurrency,
-            ray=ray,
-            ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
-            on_done=finished,
-        )
-    finally:
-        progress.close()
-        if store is not None:
-            store.close()
-    outcomes = dict(zip((job.key for job in todo), ran, strict=True))
-    for job in jobs:
-        if job.key in outcomes:
-            result, replies = outcomes[job.key]
-        else:
-            result = result_from_record(CaseResult, saved[job.key])
-            replies = saved[job.key].get("replies")
+    outcomes = run_cases(
+        jobs,
+        lambda job: _run_job(job, live, report.model, report.settings),
+        result_type=CaseResult,
+        meta={"model": report.model, "source": report.source, "settings": asdict(report.settings)},
+        results=results,
+        resume=resume,
+        concurrency=concurrency,
+        ray=ray,
+        ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
+        progress=progress,
+        on_done=finished,
+    )
+    for job, (result, replies) in zip(jobs, outcomes, strict=True):
         report.results.append(result)
         if record is not None and replies is not None:
             record.setdefault(job.protocol, {})[job.case.id] = _recorded_from_json(replies)
@@ -681,7 +621,7 @@ def run_bfcl(
 
 
 @dataclass(slots=True)
-class _Tally:
+class _Tally(Figures):
     cases: int = 0
     correct: int = 0
     decode_failures: int = 0
@@ -693,43 +633,25 @@ class _Tally:
     repaired: int = 0
     requests: int = 0
 
-    def add(self, r: CaseResult) -> None:
-        self.cases += 1
-        self.correct += r.correct
-        self.decode_failures += r.decode_failure
-        self.errors += r.error is not None
-        self.calls += len(r.calls)
-        self.prompt_tokens += r.prompt_tokens
-        self.completion_tokens += r.completion_tokens
-        self.fallbacks += bool(r.events)
-        self.repaired += r.repaired
-        self.requests += r.requests if r.error is None else 0
+    @classmethod
+    def of(cls, r: CaseResult) -> _Tally:
+        """One case's figures."""
+        return cls(
+            cases=1,
+            correct=int(r.correct),
+            decode_failures=int(r.decode_failure),
+            errors=int(r.error is not None),
+            calls=len(r.calls),
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            fallbacks=int(bool(r.events)),
+            repaired=int(r.repaired),
+            requests=r.requests if r.error is None else 0,
+        )
 
 
 def tally(results: Sequence[CaseResult]) -> _Tally:
-    out = _Tally()
-    for r in results:
-        out.add(r)
-    return out
-
-
-def _pct(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "n/a"
-
-
-def _per(total: int, count: int) -> str:
-    return f"{total / count:.0f}" if count else "n/a"
-
-
-def _grid(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(
-            c.ljust(w) if i < 2 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in rows
-    ]
+    return _Tally.total(_Tally.of(r) for r in results)
 
 
 def format_report(report: Report) -> str:
@@ -780,16 +702,16 @@ def format_report(report: Report) -> str:
                     protocol,
                     category,
                     str(t.cases),
-                    f"{t.correct}/{t.cases} {_pct(t.correct, t.cases)}",
-                    f"{t.decode_failures} {_pct(t.decode_failures, t.cases)}",
+                    f"{t.correct}/{t.cases} {pct(t.correct, t.cases)}",
+                    f"{t.decode_failures} {pct(t.decode_failures, t.cases)}",
                     str(t.calls),
-                    _per(t.prompt_tokens, t.requests),
-                    _per(t.completion_tokens, t.requests),
+                    per(t.prompt_tokens, t.requests),
+                    per(t.completion_tokens, t.requests),
                     str(t.fallbacks),
                     str(t.repaired),
                 ]
             )
-    lines += _grid(rows)
+    lines += grid(rows, numeric_from=2)
     lines += [
         "",
         "accuracy: calls accepted by the AST checker (irrelevance: no call) · decode fail: "
@@ -807,7 +729,7 @@ def format_report(report: Report) -> str:
         rate = text.decode_failures / text.cases
         verdict = "meets" if rate <= NATIVE_FC_DECODE_FAILURE_RATE else "misses"
         lines.append(
-            f"text protocol decode failures: {_pct(text.decode_failures, text.cases)} · target: at"
+            f"text protocol decode failures: {pct(text.decode_failures, text.cases)} · target: at"
             f" or below BFCL's native-FC rate, {100 * NATIVE_FC_DECODE_FAILURE_RATE:.1f}% "
             f"(issue 14): {verdict} it"
         )
@@ -920,305 +842,24 @@ def report_json(report: Report) -> dict[str, Any]:
     }
 
 
-# --- the command -----------------------------------------------------------------------------
-
-
-def add_eval_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
-    """Add ``eval`` (with its one benchmark, ``bfcl``) to the CLI's subcommands."""
-    evaluate = subparsers.add_parser("eval", help="benchmarks: eval bfcl (BFCL's AST categories)")
-    benches = evaluate.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
-    p = benches.add_parser(
-        "bfcl",
-        help="BFCL's simple/multiple/parallel/parallel_multiple/irrelevance cases, one step "
-        "each, under each protocol",
-    )
-    p.add_argument(
-        "--scripted",
-        nargs="?",
-        const="",
-        metavar="DIR",
-        help="no server: replay the replies recorded in DIR (default: fixtures/bfcl), under "
-        "each protocol recorded there",
-    )
-    p.add_argument(
-        "--record",
-        nargs="?",
-        const="",
-        metavar="DIR",
-        help="write the live replies to DIR/<protocol>.json (default: fixtures/bfcl)",
-    )
-    p.add_argument(
-        "--categories",
-        nargs="+",
-        choices=[*CATEGORIES, *MULTI_TURN_CATEGORIES],
-        metavar="CAT",
-        help=f"categories to run, of {', '.join([*CATEGORIES, *MULTI_TURN_CATEGORIES])} "
-        f"(default: {', '.join(DEFAULT_CATEGORIES)}; --scripted: every one recorded)",
-    )
-    p.add_argument("--limit", type=int, metavar="N", help="the first N cases of each category")
-    p.add_argument(
-        "--cases",
-        nargs="+",
-        metavar="ID",
-        help="only these cases, by BFCL id (multi_turn_base_100...)",
-    )
-    p.add_argument(
-        "--protocol",
-        action="append",
-        choices=list(eval_protocols()),
-        help=f"a protocol to run; repeatable (default: {', '.join(DEFAULT_PROTOCOLS)}; "
-        f"{BFCL_PROMPT}: the text protocol with BFCL's Prompt-mode system prompt)",
-    )
-    p.add_argument("--out", metavar="FILE", help="write the report (every case) as JSON")
-    p.add_argument("--model", help="model name (default: $REACT_ENGINE_MODEL / $OPENAI_MODEL)")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
-    p.add_argument(
-        "--api-key-env",
-        metavar="NAME",
-        help="variable holding the API key (default: OPENAI_API_KEY)",
-    )
-    p.add_argument("--local", action="store_true", help="the embedded local model")
-    p.add_argument(
-        "--tool-choice",
-        choices=["auto", "required"],
-        default="auto",
-        help="'required': every reply must call a tool (irrelevance then fails by design)",
-    )
-    p.add_argument(
-        "--no-constraints",
-        action="store_true",
-        help="no constrained decoding even where the server supports it: the parser alone",
-    )
-    p.add_argument(
-        "--max-tokens",
-        type=int,
-        default=256,
-        metavar="N",
-        help="longest reply per request, in tokens (default: 256)",
-    )
-    p.add_argument(
-        "--max-turn-steps",
-        type=int,
-        metavar="N",
-        help="multi-turn: steps a turn may take before the case is force-terminated "
-        "(default: BFCL's limit)",
-    )
-    p.add_argument(
-        "--seed", type=int, default=42, help="sampling seed for every request (default: 42)"
-    )
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=0.0,
-        help="sampling temperature for every request (default: 0)",
-    )
-    p.add_argument(
-        "--concurrency",
-        type=int,
-        default=1,
-        metavar="N",
-        help="cases run at once, as concurrent async runs in this process (default: 1); "
-        "the results are the same, in the same order",
-    )
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        metavar="ADDRESS",
-        help="run the cases as tasks on the Ray cluster at ADDRESS (without one: a local "
-        "cluster on 127.0.0.1); needs react-engine[ray]",
-    )
-    p.add_argument(
-        "--results",
-        metavar="FILE",
-        help="append each case's record to FILE (JSON lines) as it finishes",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the evaluation in --results FILE: the cases recorded there are not "
-        "run again",
-    )
-    p.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress lines or progress bar on stderr"
-    )
-    return p
-
-
-def _configured_endpoint(args: argparse.Namespace) -> LiveEndpoint:
-    base_url = args.base_url or os.environ.get("OPENAI_BASE_URL") or None
-    key_env = args.api_key_env or "OPENAI_API_KEY"
-    key = os.environ.get(key_env) or None
-    if args.api_key_env and key is None:
-        raise ConfigurationError(f"--api-key-env {key_env}: the environment variable is not set")
-    model = args.model or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
-    if not (base_url or key):
-        raise ConfigurationError(
-            "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / OPENAI_API_KEY "
-            "and REACT_ENGINE_MODEL), --local for the embedded model, or --scripted"
+def __getattr__(name: str) -> Any:
+    if name in ("PROTOCOLS", "ALL_PROTOCOLS"):  # deprecated: snapshots of the registry
+        warnings.warn(
+            f"react_engine.eval.bfcl.{name} is deprecated: use "
+            "react_engine.protocols.registry.protocol_names() (or eval_protocols())",
+            DeprecationWarning,
+            stacklevel=2,
         )
-    if not model:
-        raise ConfigurationError("no model name: pass --model or set REACT_ENGINE_MODEL")
-    return LiveEndpoint(model, base_url, key, where=base_url or "the default OpenAI endpoint")
-
-
-@contextlib.contextmanager
-def _endpoint(args: argparse.Namespace) -> Iterator[LiveEndpoint]:
-    if not args.local:
-        yield _configured_endpoint(args)
-        return
-    from ..local import local_server
-
-    print(
-        ">> starting the embedded SmolLM2-135M model on 127.0.0.1...", file=sys.stderr, flush=True
-    )
-    with local_server() as local:
-        yield LiveEndpoint(
-            local.model,
-            local.base_url,
-            local.api_key,
-            "embedded llama.cpp server",
+        live = eval_protocols()
+        return live if name == "ALL_PROTOCOLS" else live[:-1]
+    if name in ("add_eval_parser", "run_eval_command"):  # the command moved to the CLI
+        warnings.warn(
+            f"react_engine.eval.bfcl.{name} is deprecated: the command is "
+            f"react_engine.cli.eval.{name}",
+            DeprecationWarning,
+            stacklevel=2,
         )
+        from ..cli import eval as command
 
-
-def run_eval_command(args: argparse.Namespace) -> int:
-    """``react-engine eval bfcl``: print the table; 0 once the run is complete."""
-    if args.limit is not None and args.limit < 1:
-        raise ConfigurationError("--limit must be at least 1")
-    if args.max_turn_steps is not None and args.max_turn_steps < 1:
-        raise ConfigurationError("--max-turn-steps must be at least 1")
-    if args.concurrency < 1:
-        raise ConfigurationError("--concurrency must be at least 1")
-    if args.resume and not args.results:
-        raise ConfigurationError("--resume continues the evaluation in --results FILE")
-    batch: dict[str, Any] = {
-        "concurrency": args.concurrency,
-        "ray": args.ray,
-        "results": Path(args.results) if args.results else None,
-        "resume": args.resume,
-    }
-    scripted, recording = args.scripted is not None, args.record is not None
-    if scripted and (recording or args.local):
-        raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
-    # Without DIR: the checkout's recordings (checked before a live run, not after it).
-    if args.scripted == "":
-        args.scripted = str(_default_recordings("--scripted"))
-    if args.record == "":
-        args.record = str(_default_recordings("--record"))
-    categories = args.categories or list(DEFAULT_CATEGORIES)
-    if args.cases and not args.categories:  # the categories the ids belong to
-        categories = [*CATEGORIES, *MULTI_TURN_CATEGORIES]
-    protocols = [p for p in eval_protocols() if p in (args.protocol or DEFAULT_PROTOCOLS)]
-    settings = EvalSettings(
-        temperature=args.temperature,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        tool_choice=args.tool_choice,
-        constrained=not args.no_constraints,
-        max_turn_steps=args.max_turn_steps,
-    )
-    if scripted:
-        directory = Path(args.scripted)
-        if not args.protocol:  # the protocols recorded there
-            protocols = [
-                p for p in eval_protocols() if (directory / f"{p}.json").is_file()
-            ] or protocols
-        recorded: dict[str, dict[str, Recorded]] = {}
-        meta: dict[str, Any] = {}
-        for protocol in protocols:
-            meta, recorded[protocol] = load_recording(directory, protocol)
-        settings = _recorded_settings(meta, settings)
-        ids = sorted({i for replies in recorded.values() for i in replies})
-        if args.cases:
-            ids = [i for i in ids if i in set(args.cases)]
-        if not args.categories:  # every category recorded there
-            stems = {i.rsplit("_", 1)[0] for i in ids}
-            categories = [c for c in CATEGORIES if CATEGORIES[c] in stems]
-            categories += [c for c in MULTI_TURN_CATEGORIES if c in stems]
-        cases = _load_any(categories, only=ids)
-        if args.limit is not None:
-            cases = _first(cases, args.limit)
-        if not cases:
-            raise ConfigurationError(f"the recordings in {directory} hold none of these categories")
-        report = run_bfcl(
-            cases,
-            protocols,
-            recorded=recorded,
-            model=str(meta.get("model", "scripted")),
-            source=f"recorded replies in {directory}",
-            settings=settings,
-            quiet=args.quiet,
-            **batch,
-        )
-    else:
-        cases = _load_any(categories, limit=args.limit, only=args.cases or ())
-        if not cases:
-            raise ConfigurationError("no BFCL case has these ids in these categories")
-        record: dict[str, dict[str, Recorded]] | None = {} if recording else None
-        with _endpoint(args) as endpoint:
-            report = run_bfcl(
-                cases,
-                protocols,
-                endpoint=endpoint,
-                settings=settings,
-                record=record,
-                quiet=args.quiet,
-                **batch,
-            )
-        if record is not None:
-            meta = {
-                "model": report.model,
-                "source": report.source,
-                "recorded_at": report.started_at,
-                "settings": asdict(settings),
-                "react_engine": __version__,
-            }
-            for protocol, replies in record.items():
-                path = save_recording(Path(args.record), protocol, replies, meta)
-                print(f"wrote {path}", file=sys.stderr)
-    print(format_report(report))
-    if args.out:
-        Path(args.out).write_text(
-            json.dumps(report_json(report), ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
-        )
-        print(f"wrote {args.out}", file=sys.stderr)
-    return 0
-
-
-def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSettings:
-    """The settings the replies were recorded with (the table says those), where the
-    recording names them; the flags otherwise."""
-    recorded = meta.get("settings")
-    if not isinstance(recorded, Mapping):
-        return given
-    known = {f.name for f in fields(EvalSettings)}
-    try:
-        return EvalSettings(**{k: v for k, v in recorded.items() if k in known})
-    except TypeError:
-        return given
-
-
-def _load_any(
-    categories: Sequence[str], *, limit: int | None = None, only: Sequence[str] = ()
-) -> list[AnyCase]:
-    """AST and multi-turn cases of ``categories``, in that order."""
-    ast = [c for c in categories if c in CATEGORIES]
-    multi = [c for c in categories if c in MULTI_TURN_CATEGORIES]
-    out: list[AnyCase] = []
-    if ast:
-        out += load_cases(ast, limit=limit, only=only)
-    if multi:
-        out += load_multi_turn_cases(multi, limit=limit, only=only)
-    return out
-
-
-def _first(cases: Sequence[AnyCase], limit: int) -> list[AnyCase]:
-    seen: dict[str, int] = {}
-    out = []
-    for case in cases:
-        seen[case.category] = seen.get(case.category, 0) + 1
-        if seen[case.category] <= limit:
-            out.append(case)
-    return out
+        return getattr(command, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

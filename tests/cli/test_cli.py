@@ -21,9 +21,18 @@ from typing import Any
 
 import pytest
 
-from react_engine import AgentConfig
-from react_engine.cli import ChatSession, Endpoint, build_parser, main
-from react_engine.cli import commands as cli
+from react_engine import Agent, AgentConfig
+from react_engine.cli import (
+    DEMO_QUESTION,
+    EXIT_NO_ANSWER,
+    ChatSession,
+    Endpoint,
+    build_parser,
+    main,
+)
+from react_engine.cli import chat as chat_cli
+from react_engine.cli import endpoint as endpoint_cli
+from react_engine.cli.agents import load_tools
 from react_engine.cli.render import StepPrinter, format_step, format_step_plain
 from react_engine.testing import (
     MockOpenAIServer,
@@ -190,7 +199,7 @@ def test_demo_uses_a_configured_endpoint(
     assert main(["demo"]) == 0
     err = capsys.readouterr().err
     assert "protocol function_calling (registry: gpt-4o*)" in err.splitlines()[0]
-    assert server.requests[0]["messages"][1]["content"] == cli.DEMO_QUESTION
+    assert server.requests[0]["messages"][1]["content"] == DEMO_QUESTION
 
 
 def test_demo_falls_back_to_the_local_model_without_a_model_name(
@@ -205,7 +214,7 @@ def test_demo_falls_back_to_the_local_model_without_a_model_name(
         started.append(True)
         yield Endpoint("smollm2-135m-instruct", server.base_url, "sk-local", local=True)
 
-    monkeypatch.setattr(cli, "_local", fake_local)
+    monkeypatch.setattr(endpoint_cli, "local_endpoint", fake_local)
     assert main(["demo"]) == 0
     assert started == [True]
     first = server.requests[0]
@@ -368,7 +377,7 @@ def _a_step() -> Step:
 
     agent = Agent(
         "m",
-        [cli._load_tools(None)[0]],
+        [load_tools(None)[0]],
         client=ScriptedModel(
             [tool_call_reply(("get_weather", {"location": "Paris"})), reply("ok")]
         ),
@@ -543,7 +552,7 @@ def _session(
     )
     out = io.StringIO()
     endpoint = Endpoint("scripted", client=model)
-    tools = cli._load_tools(None)
+    tools = load_tools(None)
     return ChatSession(args, endpoint, tools, out=out, err=out, read_line=lines), out
 
 
@@ -631,7 +640,7 @@ def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
     session = ChatSession(
         args,
         Endpoint("scripted", client=model),
-        cli._load_tools(None),
+        load_tools(None),
         out=out,
         err=out,
         read_line=lines,
@@ -685,7 +694,7 @@ def test_demo_fails_an_answer_that_does_not_carry_the_tools_data(
     )
     code = main(["demo", "--scripted", str(script), "--protocol", "function_calling"])
     captured = capsys.readouterr()
-    assert code == cli.EXIT_NO_ANSWER
+    assert code == EXIT_NO_ANSWER
     assert "✗ the answer does not carry the temperature get_weather returned (14)" in captured.err
     assert captured.out == "It is sunny and 28 degrees in Paris.\n"  # the answer, though wrong
 
@@ -696,7 +705,7 @@ def test_demo_check_reads_the_temperature_from_successful_calls_only() -> None:
 
     def run(answer: str, *calls: dict[str, Any]) -> Any:
         replies = [tool_call_reply(("get_weather", c, None)) for c in calls] + [reply(answer)]
-        agent = cli.Agent("m", [get_weather], client=ScriptedModel(replies), max_steps=5)
+        agent = Agent("m", [get_weather], client=ScriptedModel(replies), max_steps=5)
         return agent.run("Weather?")
 
     assert demo_check(run("Overcast, 14°C.", {"location": "Paris"}))[0]
@@ -785,7 +794,7 @@ def test_chat_shows_a_ticker_on_a_terminal_and_strips_control_characters(
     # Ctrl-L and an arrow key typed without line editing, around the question.
     lines = _Lines("\x0cWeather in\tParis?\x1b[A\x1b[D\x7f")
     session = ChatSession(
-        args, Endpoint("scripted", client=model), cli._load_tools(None), out=out, err=err,
+        args, Endpoint("scripted", client=model), load_tools(None), out=out, err=err,
         read_line=lines,
     )  # fmt: skip
     assert session.loop() == 0
@@ -795,16 +804,16 @@ def test_chat_shows_a_ticker_on_a_terminal_and_strips_control_characters(
 
 
 def test_clean_line() -> None:
-    assert cli.clean_line(" \x1b[1;5Chi\x00 there\x1bO\x9b ") == "hi there"
-    assert cli.clean_line("naïve 東京\t?") == "naïve 東京\t?"
+    assert chat_cli.clean_line(" \x1b[1;5Chi\x00 there\x1bO\x9b ") == "hi there"
+    assert chat_cli.clean_line("naïve 東京\t?") == "naïve 東京\t?"
 
 
 def test_line_editing_without_readline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Where Python has no readline (Windows), chat falls back to plain input()."""
-    monkeypatch.setattr(cli, "_isatty", lambda stream: True)
+    monkeypatch.setattr(chat_cli, "_isatty", lambda stream: True)
     monkeypatch.setitem(sys.modules, "readline", None)  # `import readline` fails
     args = build_parser().parse_args(["chat", "--history", str(tmp_path / "h")])
-    with cli._line_editing(args):
+    with chat_cli._line_editing(args):
         pass
     assert not (tmp_path / "h").exists()
 
@@ -813,10 +822,12 @@ def test_history_lives_in_the_xdg_state_directory(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    assert cli.history_path() == tmp_path / "state" / "react-engine" / "chat_history"
+    assert chat_cli.history_path() == tmp_path / "state" / "react-engine" / "chat_history"
     monkeypatch.delenv("XDG_STATE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert cli.history_path() == tmp_path / ".local" / "state" / "react-engine" / "chat_history"
+    assert (
+        chat_cli.history_path() == tmp_path / ".local" / "state" / "react-engine" / "chat_history"
+    )
 
 
 # --- --tools --------------------------------------------------------------------------------------
@@ -852,7 +863,7 @@ def test_tools_from_a_file_or_a_module_in_the_current_directory(
     folder.mkdir(exist_ok=True)
     (folder / f"{name}.py").write_text(_SHOUT.format(name=f"shout_{name[-1]}"), "utf-8")
     monkeypatch.delitem(sys.modules, name, raising=False)
-    tools = cli._load_tools(spec)
+    tools = load_tools(spec)
     assert [t.name for t in tools] == [f"shout_{name[-1]}"]
     assert tools[0].function("hi") == "HI"  # type: ignore[misc]
     sys.modules.pop(name, None)
@@ -929,7 +940,7 @@ def test_demo_refuses_a_base_url_without_a_model_like_run(
     def no_local(quiet: bool = False) -> Any:
         raise AssertionError("the embedded model must not start")
 
-    monkeypatch.setattr(cli, "_local", no_local)
+    monkeypatch.setattr(endpoint_cli, "local_endpoint", no_local)
     assert main(["run", "q"]) == 2
     run_line = _err_line(capsys.readouterr().err)
     assert main(["demo"]) == 2

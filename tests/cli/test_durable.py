@@ -13,7 +13,7 @@ import pytest
 from support import postgres
 
 from react_engine.cli import ChatSession, Endpoint, build_parser, main
-from react_engine.cli import commands as cli
+from react_engine.cli.agents import load_tools
 from react_engine.store import SQLiteSession
 from react_engine.testing import ScriptedModel, ScriptedServer, completion, tool_calls_completion
 from react_engine.types import UserTurn
@@ -32,7 +32,7 @@ def test_chat_session_keeps_the_conversation_across_chats(
     first = ChatSession(
         args,
         Endpoint("scripted", client=ScriptedModel(["Final Answer: hello Alice"])),
-        cli._load_tools(None),
+        load_tools(None),
         out=out,
         read_line=lambda _: next(lines),
     )

@@ -1,5 +1,5 @@
 """``react-engine eval bfcl`` at scale: ``--concurrency``, ``--ray``, ``--results`` /
-``--resume`` and the progress bar (react_engine/eval/batch.py).
+``--resume`` and the progress bar (react_engine/harness/runner.py).
 
 The promise under test: however the cases run, the per-case records and the tables are
 those of the sequential run, in the same order."""
@@ -17,8 +17,8 @@ from support.parts import BFCL, BFCL_HINT, DEV_HINT, require_module
 
 from react_engine.cli import main
 from react_engine.errors import ConfigurationError
-from react_engine.eval.batch import Job, Progress, ResultsFile, run_jobs
 from react_engine.eval.bfcl import DEFAULT_RECORDINGS
+from react_engine.harness.runner import Job, Progress, ResultsFile, run_jobs
 from react_engine.testing import MockOpenAIServer, completion
 
 MULTI_TURN = DEFAULT_RECORDINGS / "multi-turn"

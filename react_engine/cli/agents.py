@@ -1,0 +1,241 @@
+"""What the commands that run one agent share (run, demo, chat, runs resume): the tools
+of ``--tools``, the agent built from the flags, and a run's answer shown as Unix tools do
+(the answer alone on stdout, the rest on stderr)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError, ModelAPIError, RunAborted
+from ..run.agent import Agent
+from ..tools import Tool
+from ..transport.retries import RetryPolicy
+from ..types import ModelSettings, RunResult, Step, to_jsonable
+from .demo import DEMO_TOOLS
+from .endpoint import Endpoint, describe_api_error
+from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit, one_line
+from .progress import RunProgress
+from .render import format_result, use_color
+
+__all__ = [
+    "answer",
+    "check_trace",
+    "describe_protocol",
+    "load_tools",
+    "make_agent",
+    "sampling_settings",
+    "show_result",
+    "warn_unused_options",
+]
+
+
+def load_tools(spec: str | None) -> list[Tool]:
+    """The ``@tool`` functions of ``--tools``: a ``.py`` file, or a module importable from
+    the current directory (as ``python -m`` would find it, with no ``PYTHONPATH=.``)."""
+    if not spec:
+        return list(DEMO_TOOLS)
+    try:
+        module = _import_tools(spec)
+    except ConfigurationError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name != spec.partition(".")[0]:
+            raise ConfigurationError(
+                f"cannot import tools module {spec!r}: ModuleNotFoundError: {one_line(str(exc))}"
+            ) from None
+        raise ConfigurationError(
+            f"--tools {spec}: no module {exc.name!r} in {os.getcwd()} or on the Python path; "
+            "name a file to load it from elsewhere (--tools ./dir/mytools.py)"
+        ) from None
+    except Exception as exc:  # any import failure is the user's to fix
+        raise ConfigurationError(
+            f"cannot import tools module {spec!r}: {type(exc).__name__}: {one_line(str(exc))}"
+        ) from None
+    found = [v for v in vars(module).values() if isinstance(v, Tool)]
+    if not found:
+        raise ConfigurationError(f"module {spec!r} defines no @tool")
+    return found
+
+
+def _import_tools(spec: str) -> Any:
+    path = Path(spec)
+    if spec.endswith(".py") or os.sep in spec or "/" in spec:
+        if not path.is_file():
+            raise ConfigurationError(f"--tools {spec}: no such file")
+        return _import_file(path.resolve())
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)  # what `python -m` does; the console script does not
+    return importlib.import_module(spec)
+
+
+def _import_file(path: Path) -> Any:
+    """Import a ``.py`` file as a module (its folder on ``sys.path``, as ``python FILE``
+    has it, so that it can import its neighbours)."""
+    import importlib.util
+
+    name = path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path):
+        return loaded
+    if loaded is not None or not name.isidentifier():
+        name = f"_react_engine_tools_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigurationError(f"--tools {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    sys.modules[name] = module  # pydantic and dataclasses look the module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def sampling_settings(args: argparse.Namespace, ep: Endpoint) -> ModelSettings:
+    """Sampling settings: the flags, with repeatable defaults for the local model."""
+    local = ep.local
+    return ModelSettings(
+        temperature=args.temperature if args.temperature is not None else (0.0 if local else None),
+        seed=args.seed if args.seed is not None else (42 if local else None),
+        max_tokens=args.max_tokens if args.max_tokens is not None else (256 if local else None),
+    )
+
+
+def make_agent(
+    args: argparse.Namespace,
+    ep: Endpoint,
+    tools: Sequence[Tool],
+    protocol: str,
+    on_step: Callable[[Step], None] | None,
+    *,
+    on_retry: Callable[[int, float, BaseException], None] | None = None,
+    **options: Any,
+) -> Agent:
+    """The agent a command runs: the endpoint, the flags, and ``options`` over them;
+    ``on_retry`` is told of each network retry before its wait."""
+    if ep.replies is not None:
+        ep.replies.protocol = protocol
+    chosen: dict[str, Any] = {
+        "max_steps": args.max_steps,
+        "settings": sampling_settings(args, ep),
+        "retry": RetryPolicy(max_attempts=args.max_retries + 1, on_retry=on_retry),
+        **options,
+    }
+    return Agent(
+        ep.model,
+        tools,
+        protocol=protocol,
+        client=ep.client,
+        base_url=ep.base_url,
+        api_key=ep.api_key,
+        template=args.template,
+        implicit_final_answer=args.implicit_final_answer,
+        on_step=on_step,
+        **chosen,
+    )
+
+
+def describe_protocol(agent: Agent) -> str:
+    protocol, reason, _ = agent.choose_protocol()
+    return f"{protocol.name} ({reason})"
+
+
+def check_trace(path: str | None) -> None:
+    """Fail before the run, not after it, when the trace file cannot be written."""
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise ConfigurationError(
+            f"--trace {path}: cannot write it: {exc.strerror or exc}"
+        ) from None
+
+
+def show_result(result: RunResult, args: argparse.Namespace) -> None:
+    """The answer alone on stdout (or the JSON with ``--json``); the rest of the result on
+    stderr, unless ``--quiet``."""
+    if args.json:
+        payload = {
+            "question": result.question,
+            "answer": result.answer,
+            "stop_reason": result.stop_reason,
+            "error": result.error,
+            "model": result.model,
+            "protocol": result.protocol,
+            "protocol_reason": result.protocol_reason,
+            "usage": to_jsonable(result.usage),
+            "duration_s": result.duration_s,
+            "events": result.events,
+            "steps": to_jsonable(result.steps),
+        }
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        return
+    if not args.quiet:
+        summary = format_result(result, color=use_color(sys.stderr), answer=False)
+        print(summary, file=sys.stderr, flush=True)
+    if result.answer is not None:
+        print(result.answer, flush=True)
+
+
+def warn_unused_options(args: argparse.Namespace, agent: Agent) -> None:
+    """Say on stderr which options the chosen protocol does not read."""
+    protocol, _, _ = agent.choose_protocol()
+    if protocol.name == "text":
+        return
+    maybe = " unless the run falls back to text" if getattr(args, "protocol", "") == "auto" else ""
+    for flag, given in (
+        ("--template", getattr(args, "template", None)),
+        ("--implicit-final-answer", getattr(args, "implicit_final_answer", False)),
+    ):
+        if given:
+            print(
+                f"warning: {flag} does nothing under the {protocol.name} protocol{maybe}: "
+                "only the text protocol reads it",
+                file=sys.stderr,
+            )
+
+
+def answer(
+    args: argparse.Namespace,
+    ep: Endpoint,
+    agent: Agent,
+    progress: RunProgress,
+    question: str,
+    **options: Any,
+) -> RunResult:
+    """Run ``agent`` on ``question`` with ``progress`` on stderr; the result printed, or the
+    run's error as an :class:`Exit`. With ``--trace`` the run writes its trace as it goes
+    (:mod:`react_engine.run.tracefile`): a run stopped by Ctrl-C, SIGTERM or SIGKILL leaves
+    every reply paid for and every call started on disk."""
+    if args.trace:
+        options["trace"] = args.trace
+    try:
+        result = progress.run(agent, question, **options)
+    except RunAborted as exc:
+        show_result(exc.result, args)
+        raise Exit(
+            f"the run stopped without an answer: {one_line(str(exc))}", EXIT_NO_ANSWER
+        ) from None
+    except ModelAPIError as exc:
+        raise Exit(describe_api_error(exc, ep, agent.model), EXIT_API) from None
+    show_result(result, args)
+    from ..run.tracefile import TRACE_FAILED
+
+    failed = next((e for e in result.events if e.startswith(TRACE_FAILED)), None)
+    if failed is not None:  # the answer is out; the exit code says the trace is not whole
+        raise Exit(failed, EXIT_CONFIG)
+    return result

@@ -1,0 +1,342 @@
+"""``react-engine chat``: the multi-turn conversation (a REPL) and its slash commands."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import ModelAPIError, RunAborted
+from ..protocols.registry import protocol_names
+from ..run.agent import Agent, Conversation
+from ..tools import Tool
+from ..transport.wire import mask_key
+from ..types import Step
+from .agents import (
+    check_trace,
+    describe_protocol,
+    load_tools,
+    make_agent,
+    sampling_settings,
+    warn_unused_options,
+)
+from .endpoint import Endpoint, describe_api_error, endpoint
+from .options import add_agent_options
+from .progress import RunProgress
+from .render import _isatty, format_history, stop_words
+from .runs import chat_session
+
+__all__ = ["ChatSession", "add_chat_parser", "clean_line", "history_path"]
+
+
+def add_chat_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``chat`` to the CLI's subcommands."""
+    chat = sub.add_parser(
+        "chat",
+        help="an interactive multi-turn conversation",
+        description="A multi-turn conversation: type a question, or /help for the commands. "
+        "Answers go to stdout, steps and progress to stderr. On a terminal, lines can be "
+        "edited and earlier questions recalled (arrow keys); they are kept in a history file "
+        f"({_history_hint()}).",
+    )
+    add_agent_options(chat)
+    chat.add_argument(
+        "--history",
+        metavar="FILE",
+        help=f"the file that keeps the questions typed on a terminal (default: {_history_hint()})",
+    )
+    chat.add_argument(
+        "--no-history", action="store_true", help="keep no history file for this session"
+    )
+    chat.add_argument(
+        "--session",
+        metavar="NAME",
+        help="keep the conversation in this session of the store ($REACT_ENGINE_STORE)",
+    )
+    chat.set_defaults(handler=_cmd_chat)
+
+
+_HELP = """\
+Commands:
+  /help             this help
+  /history          the conversation so far: questions, tool calls, answers
+  /tools            the tools the agent may call
+  /settings         model, endpoint, API key (masked), protocol, limits
+  /trace FILE       append each turn's trace to FILE (JSON Lines); /trace off to stop
+  /protocol NAME    switch protocol: {protocols} (history kept)
+  /exit             leave (Ctrl-D too)
+Ctrl-C during an answer interrupts it; the conversation keeps what was done so far."""
+
+
+class ChatSession:
+    """The interactive loop of ``react-engine chat``, with its slash commands.
+
+    Answers and what the slash commands print go to ``out`` (stdout); the steps, the
+    ticker, each turn's figures and errors to ``err`` (stderr). Streams and the line
+    reader are injectable, so the loop runs in-process in tests.
+    """
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        endpoint: Endpoint,
+        tools: Sequence[Tool],
+        *,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        read_line: Callable[[str], str] = input,
+    ) -> None:
+        self.args = args
+        self.endpoint = endpoint
+        self.tools = list(tools)
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.read_line = read_line
+        self.protocol: str = args.protocol
+        self.trace_path: str | None = args.trace
+        self.progress = RunProgress(args, stream=self.err)
+        self.conversation = Conversation(
+            self._agent(), session=chat_session(getattr(args, "session", None))
+        )
+
+    def _agent(self) -> Agent:
+        p = self.progress
+        return make_agent(
+            self.args,
+            self.endpoint,
+            self.tools,
+            self.protocol,
+            p.on_step,
+            on_call=p.on_call,
+            on_retry=p.on_retry,
+        )
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def note(self, text: str) -> None:
+        """A line on stderr: progress, figures, errors."""
+        print(text, file=self.err, flush=True)
+
+    def loop(self) -> int:
+        agent = self.conversation.agent
+        if not self.args.quiet:
+            self.note(
+                f"react-engine chat · model {agent.model} · {self.endpoint.where} · "
+                f"protocol {describe_protocol(agent)}\nType a question, or /help."
+            )
+        while True:
+            try:
+                line = clean_line(self.read_line("you> "))
+            except EOFError:
+                self.say("")
+                return 0
+            except KeyboardInterrupt:
+                self.note("\n(Ctrl-C: type /exit or press Ctrl-D to leave)")
+                continue
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not self.command(line):
+                    return 0
+                continue
+            self.ask(line)
+
+    # --- slash commands ------------------------------------------------------------------------
+
+    def command(self, line: str) -> bool:
+        """Run a slash command; ``False`` means leave."""
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if name in ("/exit", "/quit"):
+            self.say("bye")
+            return False
+        if name == "/help":
+            self.say(_HELP.format(protocols=", ".join(protocol_names())))
+        elif name == "/history":
+            self.say(format_history(self.conversation.history))
+        elif name == "/tools":
+            for t in self.tools:
+                args = ", ".join(t.argument_names)
+                self.say(
+                    f"  {t.name}({args}): {t.description.splitlines()[0] if t.description else ''}"
+                )
+        elif name == "/settings":
+            self.say(self._settings_text())
+        elif name == "/trace":
+            self._set_trace(rest)
+        elif name == "/protocol":
+            self._set_protocol(rest)
+        else:
+            self.say(f"unknown command {name}; /help lists the commands")
+        return True
+
+    def _settings_text(self) -> str:
+        ep, agent, args = self.endpoint, self.conversation.agent, self.args
+        s = sampling_settings(args, ep)
+        sampling = ", ".join(
+            f"{k}={v}"
+            for k, v in (
+                ("temperature", s.temperature),
+                ("seed", s.seed),
+                ("max_tokens", s.max_tokens),
+            )
+            if v is not None
+        )
+        key = (
+            "(not used)"
+            if ep.client is not None
+            else f"{mask_key(ep.api_key)} (from ${ep.key_env})"
+        )
+        return "\n".join(
+            [
+                f"  model:     {agent.model}",
+                f"  endpoint:  {ep.where}",
+                f"  API key:   {key}",
+                f"  protocol:  {self.protocol} -> {describe_protocol(agent)}",
+                f"  template:  {args.template or '(the model family default)'}",
+                f"  tools:     {', '.join(t.name for t in self.tools)}",
+                f"  max steps: {args.max_steps}",
+                f"  sampling:  {sampling or '(server defaults)'}",
+                f"  trace:     {self.trace_path or 'off'}",
+                f"  history:   {len(self.conversation.history)} items",
+            ]
+        )
+
+    def _set_trace(self, rest: str) -> None:
+        if not rest:
+            self.say(f"trace: {self.trace_path or 'off'} (usage: /trace FILE or /trace off)")
+        elif rest == "off":
+            self.trace_path = None
+            self.say("trace: off")
+        else:
+            try:
+                with open(rest, "a", encoding="utf-8"):
+                    pass
+            except OSError as exc:
+                self.say(f"cannot write {rest}: {exc.strerror or exc}")
+                return
+            self.trace_path = rest
+            self.say(f"trace: appending each turn to {rest}")
+
+    def _set_protocol(self, rest: str) -> None:
+        if rest not in protocol_names():
+            self.say(f"protocol: {self.protocol}; usage: /protocol {'|'.join(protocol_names())}")
+            return
+        self.protocol = rest
+        self.conversation.agent = self._agent()
+        self.say(f"protocol: {describe_protocol(self.conversation.agent)}; the history is kept")
+
+    # --- a turn ----------------------------------------------------------------------------------
+
+    def ask(self, question: str) -> None:
+        history = self.conversation.history
+        before = len(history)
+        options: dict[str, Any] = {"trace": self.trace_path} if self.trace_path else {}
+        try:
+            with self.progress.ticker:
+                result = asyncio.run(self.conversation.aask(question, **options))
+        except KeyboardInterrupt:
+            steps = [i for i in history[before:] if isinstance(i, Step)]
+            self.note(
+                f"\n(interrupted: the conversation keeps this question and the {len(steps)} "
+                "step(s) done so far)"
+            )
+            return
+        except RunAborted as exc:
+            result = exc.result
+        except ModelAPIError as exc:
+            self.note(
+                f"error: {describe_api_error(exc, self.endpoint, self.conversation.agent.model)}"
+            )
+            return
+        if result.answer is not None:
+            self.say(f"assistant> {result.answer}")
+        else:
+            self.note(
+                f"(no answer: {stop_words(result)}{': ' + result.error if result.error else ''})"
+            )
+        if self.args.quiet:
+            return
+        u = result.usage
+        self.note(
+            f"   [{result.protocol} · {u.requests} LLM call(s) · {len(result.tool_calls)} tool "
+            f"call(s) · {u.prompt_tokens}+{u.completion_tokens} tokens · {result.duration_s:.1f}s]"
+        )
+        shown = {event for step in result.steps for event in step.events}
+        for event in result.events:
+            if event not in shown:  # the run's own events, which no step printed
+                self.note(f"   ! {event}")
+
+
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # an escape sequence a key sent (arrows: ESC [ A)
+    r"|\x1b[@-_]"  # a two-character escape
+    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]"  # any other control character (tab aside)
+)
+
+
+def clean_line(line: str) -> str:
+    """A typed line without control characters or the escape sequences of keys (an arrow
+    key without line editing, Ctrl-L), and without spaces around it."""
+    return _CONTROL.sub("", line).strip()
+
+
+def _history_hint() -> str:
+    return (
+        "$XDG_STATE_HOME/react-engine/chat_history, else ~/.local/state/react-engine/chat_history"
+    )
+
+
+def history_path() -> Path:
+    """Where ``chat`` keeps the questions typed on a terminal (the XDG state directory)."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "react-engine" / "chat_history"
+
+
+@contextlib.contextmanager
+def _line_editing(args: argparse.Namespace) -> Iterator[None]:
+    """On a terminal, ``input()`` gets readline's line editing (arrows, Ctrl-A/E, Ctrl-R)
+    and the history of earlier sessions; the history is saved when the chat ends. Off a
+    terminal, or where Python has no ``readline`` (Windows), plain ``input()``."""
+    if not (_isatty(sys.stdin) and _isatty(sys.stdout)):
+        yield
+        return
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - platforms without readline
+        yield
+        return
+    path = None if args.no_history else Path(args.history) if args.history else history_path()
+    if path is not None:
+        with contextlib.suppress(OSError):
+            readline.read_history_file(path)
+    readline.set_history_length(1000)
+    try:
+        yield
+    finally:
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                readline.write_history_file(path)
+            except OSError as exc:
+                print(
+                    f"warning: cannot save the chat history to {path}: {exc.strerror or exc}",
+                    file=sys.stderr,
+                )
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    tools = load_tools(args.tools)
+    check_trace(args.trace)
+    with endpoint(args, local_default=False) as ep:
+        session = ChatSession(args, ep, tools)
+        warn_unused_options(args, session.conversation.agent)
+        with _line_editing(args):
+            return session.loop()

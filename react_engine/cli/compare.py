@@ -1,0 +1,153 @@
+"""``react-engine compare``: the front end of the side-by-side comparison
+(:mod:`react_engine.compare`, run by :mod:`react_engine.harness`)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from ..compare.run import (
+    CompareSettings,
+    Target,
+    TaskRun,
+    format_report,
+    run_comparison,
+    write_outputs,
+)
+from ..compare.suite import PROTOCOLS, load_tasks
+from ..errors import ModelAPIError
+from ..harness.runner import Progress
+from ..protocols.registry import protocol_names
+from .endpoint import Endpoint, configured_endpoint, describe_api_error, local_endpoint
+from .exits import EXIT_API, Exit
+from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
+
+__all__ = ["add_compare_parser"]
+
+
+def add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``compare`` to the CLI's subcommands."""
+    compare = sub.add_parser(
+        "compare", help="run the task suite under each protocol and compare them side by side"
+    )
+    add_endpoint_options(compare, many_models=True)
+    compare.add_argument(
+        "--protocol",
+        action="append",
+        choices=list(protocol_names()[1:]),
+        help="a protocol to run; repeat for several (default: function_calling and text)",
+    )
+    compare.add_argument(
+        "--tasks",
+        metavar="DIR",
+        help="a directory of task files (default: the suite shipped with react-engine)",
+    )
+    compare.add_argument(
+        "--task", action="append", metavar="ID", help="run only this task; repeatable"
+    )
+    compare.add_argument(
+        "--scripted", action="store_true", help="replay each task's scripted transcripts: no server"
+    )
+    compare.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write comparison.json, .csv, .txt and .png here (the PNG needs matplotlib)",
+    )
+    compare.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
+    add_evaluation_options(
+        compare, tool_choice_help="'required': each run's first step must call a tool (then 'auto')"
+    )
+    compare.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines or progress bar on stderr"
+    )
+    compare.set_defaults(handler=_cmd_compare)
+
+
+def _progress(run: TaskRun, done: int, total: int) -> str:
+    """A run's line on stderr, printed above the progress bar."""
+    m = run.metrics
+    verdict = "ok" if run.success else "FAILED"
+    return (
+        f"[{done:>3}/{total}] {run.task} · {run.model} · {run.protocol}: {verdict} · "
+        f"{m.llm_calls} LLM calls · {m.prompt_tokens:,}+{m.completion_tokens:,} tokens · "
+        f"{m.wall_s:.1f}s"
+    )
+
+
+@contextlib.contextmanager
+def _compare_targets(
+    args: argparse.Namespace, protocols: Sequence[str]
+) -> Iterator[tuple[list[Target], str]]:
+    chosen = [p for p in protocol_names()[1:] if p in protocols]
+    if args.scripted:
+        yield [Target("scripted", p, scripted=True) for p in chosen], "scripted"
+        return
+    if not args.local:
+        ep = configured_endpoint(args, args.model or [], strict=False)
+        if ep is not None:
+            models = args.model or [ep.model]
+            targets = [
+                Target(m, p, base_url=ep.base_url, api_key=ep.api_key)
+                for m in models
+                for p in chosen
+            ]
+            yield targets, ep.where
+            return
+    with local_endpoint() as local:
+        targets = [
+            Target(
+                local.model,
+                p,
+                api_model=local.model,
+                base_url=local.base_url,
+                api_key=local.api_key,
+            )
+            for p in chosen
+        ]
+        yield targets, "embedded llama.cpp server"
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    """Run the task suite under each target; print the table, write the files."""
+    check_evaluation_options(args)
+    tasks = load_tasks(Path(args.tasks) if args.tasks else None, args.task or ())
+    settings = CompareSettings(
+        seed=args.seed,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        max_attempts=args.max_retries + 1,
+        tool_choice=args.tool_choice,
+    )
+    with _compare_targets(args, args.protocol or PROTOCOLS) as (targets, source):
+        try:
+            report = run_comparison(
+                tasks,
+                targets,
+                settings,
+                source=source,
+                progress=None if args.quiet else _progress,
+                bar=None if args.quiet else Progress(len(tasks) * len(targets), sys.stderr),
+                concurrency=args.concurrency,
+                results=Path(args.results) if args.results else None,
+                resume=args.resume,
+            )
+        except ModelAPIError as exc:
+            ep = Endpoint(targets[0].model, targets[0].base_url, targets[0].api_key)
+            raise Exit(
+                describe_api_error(exc, ep, targets[0].api_model or targets[0].model), EXIT_API
+            ) from None
+    print(format_report(report))
+    if args.out:
+        written = write_outputs(report, Path(args.out), plot=not args.no_plot)
+        for path in written:
+            print(f"wrote {path}", file=sys.stderr)
+        if not args.no_plot and not any(p.suffix == ".png" for p in written):
+            print(
+                "warning: comparison.png skipped: matplotlib is not installed "
+                "(pip install 'react-engine[plot]', or --no-plot to say you want none)",
+                file=sys.stderr,
+            )
+    return 0

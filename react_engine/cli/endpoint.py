@@ -1,0 +1,188 @@
+"""Where the model is: the endpoint a command talks to, from its flags and the environment.
+
+The endpoint options (:func:`~react_engine.cli.options.add_endpoint_options`) are read here
+for every command (run, chat, demo, compare, eval, probe, runs resume): ``--base-url``,
+``--model``, ``--api-key-env`` (or ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``,
+``REACT_ENGINE_MODEL``) and ``--local`` for the embedded llama.cpp model. An API failure
+is told here too, as one line that says what the user can do about it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import ConfigurationError, ModelAPIError
+from ..testing import ScriptedModel
+from ..transport.base import ChatModel
+from ..transport.wire import mask_key
+from .exits import one_line
+from .scripted import ScriptedReplies, script_from_args
+
+__all__ = [
+    "Endpoint",
+    "configured_endpoint",
+    "describe_api_error",
+    "endpoint",
+    "local_endpoint",
+    "required_endpoint",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A chat model the CLI talks to: an API endpoint, the local server, or a script."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    key_env: str = "OPENAI_API_KEY"
+    local: bool = False
+    client: ChatModel | None = field(default=None, compare=False)
+    """A scripted model in place of an endpoint."""
+    replies: ScriptedReplies | None = field(default=None, compare=False)
+    """The script behind ``client``, told which protocol the agent runs."""
+
+    @property
+    def where(self) -> str:
+        if self.client is not None:
+            return "scripted replies, no server"
+        if self.local:
+            return f"embedded local model at {self.base_url}"
+        return self.base_url or "the default OpenAI endpoint"
+
+
+def _env_model() -> str | None:
+    return os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
+
+
+def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
+    explicit = getattr(args, "api_key_env", None)
+    env = explicit or "OPENAI_API_KEY"
+    key = os.environ.get(env) or None
+    if explicit and key is None:
+        raise ConfigurationError(f"--api-key-env {explicit}: the environment variable is not set")
+    return key, env
+
+
+def configured_endpoint(
+    args: argparse.Namespace, models: Sequence[str], *, strict: bool
+) -> Endpoint | None:
+    """The endpoint given by flags or the environment; ``None`` when there is none.
+
+    With ``strict``, a half-configured endpoint is an error; otherwise (``demo``, ``compare``)
+    an environment with a key but no model name leaves the choice to the local model (a
+    key alone is often set for other programs). A base URL without a model name is an
+    error for every command: that user meant their server.
+    """
+    base_url = getattr(args, "base_url", None) or os.environ.get("OPENAI_BASE_URL") or None
+    key, env = _api_key(args)
+    flags = bool(getattr(args, "base_url", None) or models or getattr(args, "api_key_env", None))
+    model = models[0] if models else _env_model()
+    if not (base_url or key):
+        if flags:
+            raise ConfigurationError(
+                "no endpoint: pass --base-url or set OPENAI_BASE_URL (and the API key in "
+                "$OPENAI_API_KEY or --api-key-env NAME)"
+            )
+        return None
+    if not model:
+        if strict or flags or base_url:
+            raise ConfigurationError(
+                f"no model name for {base_url or 'the OpenAI API'}: pass --model or set "
+                "REACT_ENGINE_MODEL (or --local for the embedded model)"
+            )
+        return None
+    return Endpoint(model, base_url, key, env)
+
+
+def required_endpoint(
+    args: argparse.Namespace, models: Sequence[str], *, alternatives: str = ""
+) -> Endpoint:
+    """The endpoint given by flags or the environment, which must be there; the error
+    says what else the command takes (``alternatives``: ``", or --scripted"``...)."""
+    configured = configured_endpoint(args, models, strict=True)
+    if configured is None:
+        raise ConfigurationError(
+            "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / "
+            f"OPENAI_API_KEY and REACT_ENGINE_MODEL){alternatives}"
+        )
+    return configured
+
+
+@contextlib.contextmanager
+def endpoint(args: argparse.Namespace, *, local_default: bool) -> Iterator[Endpoint]:
+    """The chat model a command of one agent talks to: the script (``--dry-run``,
+    ``--scripted FILE``), the endpoint configured, or the embedded model (``--local``, or
+    with ``local_default`` when no endpoint is configured)."""
+    script = script_from_args(args)
+    if script is not None:
+        model = args.model or "scripted"
+        replies = ScriptedReplies(script, "script")
+        yield Endpoint(model, client=ScriptedModel(replies), replies=replies)
+        return
+    if not args.local:
+        models = [args.model] if args.model else []
+        if not local_default:
+            yield required_endpoint(
+                args, models, alternatives=", use --local for the embedded model, or --dry-run"
+            )
+            return
+        configured = configured_endpoint(args, models, strict=False)
+        if configured is not None:
+            yield configured
+            return
+    with local_endpoint(quiet=args.quiet) as ep:
+        yield ep
+
+
+@contextlib.contextmanager
+def local_endpoint(*, quiet: bool = False) -> Iterator[Endpoint]:
+    """The embedded llama.cpp model, started for the block and stopped after it."""
+    from ..local import local_server
+
+    if not quiet:
+        print(
+            ">> starting the embedded SmolLM2-135M model on 127.0.0.1 (a few seconds)...",
+            file=sys.stderr,
+            flush=True,
+        )
+    with local_server() as local:
+        if not quiet:
+            print(f">> local server ready at {local.base_url}", file=sys.stderr, flush=True)
+        yield Endpoint(
+            local.model,
+            local.base_url,
+            local.api_key,
+            local=True,
+        )
+
+
+def describe_api_error(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:
+    """One line that says what the user can do about an API failure."""
+    notes = "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))
+    return _describe_api_failure(exc, ep, model) + notes
+
+
+def _describe_api_failure(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:
+    log_path = getattr(exc, "log_path", None)
+    if log_path is not None:  # the local server did not start
+        return f"{one_line(str(exc).splitlines()[0])} (server log: {log_path})"
+    where = ep.where if ep is not None else "the server"
+    detail = one_line(exc.body or str(exc), 200)
+    status = exc.status_code
+    if status in (401, 403):
+        key = f"${ep.key_env} = {mask_key(ep.api_key)}" if ep is not None else "the API key"
+        return f"{where} rejected the API key ({key}): HTTP {status}: {detail}"
+    if status == 404:
+        return (
+            f"{where} does not know model {model!r} (HTTP 404: {detail}); "
+            "check --model and --base-url"
+        )
+    if status is None and str(exc).startswith("cannot reach"):
+        return f"cannot reach {where}: is the server running? ({one_line(str(exc), 200)})"
+    return one_line(str(exc))

@@ -1,0 +1,83 @@
+"""What a command shows on stderr while a run goes: each step, each call, each network
+retry, and the ticker while the model thinks (the widgets are :mod:`.render`'s)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from ..run.agent import Agent
+from ..run.events import Event, RunDone
+from ..types import ActionRecord, RunResult, Step
+from .exits import one_line
+from .render import LivePrinter, StepPrinter, Ticker, _isatty, call_arguments
+
+__all__ = ["RunProgress", "streamed"]
+
+
+class RunProgress:
+    """What a command shows on stderr while a run goes: each step, each call before its
+    tool runs, each network retry, and a ticker while the model thinks (on a terminal).
+
+    With ``--quiet`` nothing; with ``--json`` only the ticker and the retries, on a
+    terminal. On a terminal ``run`` and ``demo`` stream (:class:`LivePrinter`): the model's
+    text as it is written, each step printed once.
+    """
+
+    def __init__(self, args: argparse.Namespace, *, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        quiet = bool(getattr(args, "quiet", False))
+        tty = _isatty(self.stream)
+        self.printer = None if quiet or getattr(args, "json", False) else StepPrinter(self.stream)
+        self.ticker = Ticker(self.stream, live=tty and not quiet)
+        self.live = LivePrinter(self.stream, steps=self.printer) if self.printer and tty else None
+        if self.live is not None:
+            live = self.live
+            self.ticker.paused = lambda: live.writing
+        self.max_retries: int = args.max_retries
+
+    def say(self, text: str) -> None:
+        if self.printer is not None:
+            self.ticker.say(text)
+
+    def on_step(self, step: Step) -> None:
+        if self.printer is not None and self.live is None:
+            with self.ticker.writing():
+                self.printer(step)
+
+    def on_call(self, record: ActionRecord) -> None:
+        if self.printer is not None and self.live is None:
+            self.ticker.say(f"  → calling {record.tool}({call_arguments(record.arguments)})")
+
+    def on_retry(self, attempt: int, wait: float, error: BaseException) -> None:
+        if self.printer is not None or self.ticker.live:
+            self.ticker.say(
+                f"   ↻ retry {attempt - 1}/{self.max_retries} in {wait:.1f} s: "
+                f"{one_line(str(error), 200)}"
+            )
+
+    def show(self, event: Event) -> None:
+        """A streamed run's event, on the terminal (``live`` only)."""
+        assert self.live is not None
+        with self.ticker.writing():
+            self.live(event)
+
+    def run(self, agent: Agent, question: str, **options: Any) -> RunResult:
+        """The run, streamed on a terminal; the ticker shows the waits."""
+        with self.ticker:
+            if self.live is None:
+                return agent.run(question, **options)
+            return streamed(agent, question, self.show, **options)
+
+
+def streamed(
+    agent: Agent, question: str, show: Callable[[Event], None], **options: Any
+) -> RunResult:
+    """Run streaming, showing each event; the result, or the run's error raised."""
+    for event in agent.run_stream(question, **options):
+        show(event)
+        if isinstance(event, RunDone):
+            return event.result
+    raise AssertionError("a run's events end with RunDone")  # pragma: no cover

@@ -1,0 +1,74 @@
+"""The CLI's scripted model: ``--dry-run`` (the demo's canned transcript) and ``--scripted
+FILE`` answer from replies written in advance, per protocol, with no server.
+
+Beside the library's test doubles (:mod:`react_engine.testing`) rather than in them: the
+replies are the comparison's (:class:`~react_engine.compare.suite.Transcript`, with usage
+estimated from each request), and the library's doubles do not depend on the comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..compare.suite import ScriptReply, Transcript, load_script
+from ..errors import ConfigurationError
+from ..protocols.registry import auto_order, protocol_names, registration
+from ..transport.capabilities import Capabilities
+from ..types import ModelRequest, ModelResponse
+from .demo import DRY_RUN_SCRIPT
+
+__all__ = ["ScriptedReplies", "script_from_args"]
+
+
+class ScriptedReplies:
+    """The scripted model's replies per protocol: the list of the protocol the agent runs,
+    else the native (function-calling) list written in its format by the registry
+    (:meth:`Registration.scripted <react_engine.protocols.registry.Registration.scripted>`), else
+    the one shared list (``"*"``). Under ``"auto"``, a request with ``tools`` is the native
+    protocol's, one without the protocol ``"auto"`` falls back to."""
+
+    def __init__(self, script: dict[str, list[ScriptReply]], label: str) -> None:
+        self._script = script
+        self._label = label
+        self._transcripts: dict[str, Transcript] = {}
+        self.protocol = "auto"
+        """The protocol the agent was asked for (a structured request looks like a text one)."""
+
+    def _protocol(self, request: ModelRequest) -> str:
+        named = self.protocol if self.protocol in protocol_names()[1:] else None
+        if named is not None and registration(named).native_calls == bool(request.tools):
+            return named
+        if request.tools:
+            return "function_calling"
+        return auto_order(Capabilities(function_calling=False))[0]
+
+    def _transcript(self, protocol: str) -> Transcript | None:
+        replies = self._script.get(protocol)
+        native = self._script.get("function_calling")
+        if replies is None and native is not None:
+            written = registration(protocol).scripted([r.model_dump() for r in native])
+            replies = [ScriptReply.model_validate(r) for r in written]
+        key = protocol if replies is not None else "*"
+        replies = replies if replies is not None else self._script.get("*")
+        if replies is None:
+            return None
+        if key not in self._transcripts:
+            self._transcripts[key] = Transcript(replies, label=f"{self._label} [{key}]")
+        return self._transcripts[key]
+
+    def __call__(self, request: ModelRequest) -> ModelResponse:
+        protocol = self._protocol(request)
+        transcript = self._transcript(protocol)
+        if transcript is None:
+            raise ConfigurationError(f"the script has no replies for the {protocol} protocol")
+        return transcript(request)
+
+
+def script_from_args(args: argparse.Namespace) -> dict[str, list[ScriptReply]] | None:
+    """The replies ``--scripted FILE`` or ``--dry-run`` asks for; ``None`` for neither."""
+    if getattr(args, "scripted", None):
+        return load_script(Path(args.scripted))
+    if getattr(args, "dry_run", False):
+        return {k: [ScriptReply.model_validate(r) for r in v] for k, v in DRY_RUN_SCRIPT.items()}
+    return None

@@ -1,0 +1,422 @@
+"""How the harness runs its cases: one after another, concurrently, or on Ray.
+
+``react-engine eval bfcl`` and ``react-engine compare`` both run here. Every (protocol,
+case) pair (with ``compare``, every (model, protocol, task)) is a :class:`Job` with its
+place in the run's order. However
+jobs run, :func:`run_jobs` returns their results in that order, so a concurrent run or a
+Ray run gives the same per-case records, and the same tables, as a sequential one:
+
+* ``concurrency=1``: one job at a time (what the command always did);
+* ``concurrency=N``: up to N jobs as concurrent async runs (``Agent.arun``) in this
+  process, under a semaphore;
+* ``ray=ADDRESS``: each job a Ray task, run in a worker with its own event loop (the
+  address of a cluster, or ``""`` for a local one on loopback).
+
+Each finished job is appended as one JSON line to a results file (:class:`ResultsFile`,
+``--results FILE``); ``--resume`` reads the jobs already there and runs only the others,
+so a killed evaluation continues where it stopped. On a terminal, :class:`Progress` draws a
+progress bar with an ETA on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import typing
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import ConfigurationError
+from ..run._threads import run_coroutine
+
+__all__ = [
+    "Job",
+    "Outcome",
+    "Progress",
+    "ResultsFile",
+    "record_key",
+    "result_from_record",
+    "run_cases",
+    "run_jobs",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One case under one protocol (and one model, when a run compares several), at its
+    place in the run."""
+
+    index: int
+    protocol: str
+    case: Any
+    """Anything with an ``id``: a BFCL case, a multi-turn case, a comparison task."""
+    replies: Any = None
+    """The recorded replies to replay (``--scripted``); ``None`` for a live run."""
+    model: str | None = None
+    """The model, where the run has several (``compare --model a --model b``); ``None``
+    keeps the key and the record to (protocol, case)."""
+    target: Any = None
+    """What the front end needs besides the case to run it (a comparison's target)."""
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        if self.model is None:
+            return (self.protocol, self.case.id)
+        return (self.model, self.protocol, self.case.id)
+
+
+Outcome = tuple[Any, Any]
+"""What a job gives: its result record (a dataclass) and the replies it recorded (or
+``None``)."""
+
+
+def record_key(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """The key of the job a results record holds (:attr:`Job.key`)."""
+    if "model" in record:
+        return (record["model"], record["protocol"], record["case"])
+    return (record["protocol"], record["case"])
+
+
+# --- the results file ------------------------------------------------------------------------
+
+
+class ResultsFile:
+    """Per-case records, one JSON line each, appended as each case finishes.
+
+    The first line is ``{"meta": ...}`` (model, source, settings): a resumed run must have
+    the same, or its records would mix two evaluations. Every other line is
+    ``{"protocol", "case", "result", "replies"}`` (and ``"model"`` where the job names
+    one). A line cut short by a kill (the last
+    one) is dropped on resume; its case runs again.
+    """
+
+    def __init__(self, path: Path, meta: Mapping[str, Any], *, resume: bool) -> None:
+        self.path = path
+        self.done: dict[tuple[str, ...], dict[str, Any]] = {}
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        if text.strip() and not resume:
+            raise ConfigurationError(
+                f"{path} already holds results: pass --resume to continue that evaluation, "
+                "or another file"
+            )
+        lines = text.splitlines(keepends=True)
+        kept: list[str] = []
+        for number, line in enumerate(lines, 1):
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                if number == len(lines):  # cut short by a kill: that case runs again
+                    break
+                raise ConfigurationError(f"{path}:{number}: not a results record") from None
+            if number == 1:
+                if record.get("meta") != json.loads(json.dumps(meta)):
+                    raise ConfigurationError(
+                        f"{path} holds an evaluation with other settings "
+                        f"({record.get('meta')}): --resume continues the same one"
+                    )
+            else:
+                try:
+                    self.done[record_key(record)] = record
+                except (KeyError, TypeError):
+                    raise ConfigurationError(f"{path}:{number}: not a results record") from None
+            kept.append(line if line.endswith("\n") else line + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not kept:
+            kept = [json.dumps({"meta": meta}, ensure_ascii=False) + "\n"]
+        path.write_text("".join(kept), encoding="utf-8")
+        self._file: TextIO = path.open("a", encoding="utf-8")
+
+    def append(self, job: Job, result: Any, replies: Any) -> None:
+        record = {
+            **({} if job.model is None else {"model": job.model}),
+            "protocol": job.protocol,
+            "case": job.case.id,
+            "result": asdict(result),
+            "replies": replies,
+        }
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def result_from_record(cls: type[Any], record: Mapping[str, Any]) -> Any:
+    """The result a record holds, as ``cls`` (a dataclass; fields it no longer has are
+    left out, and a field that is itself a dataclass is rebuilt from its dict)."""
+    return _from_dict(cls, record["result"])
+
+
+def _from_dict(cls: type[Any], data: Mapping[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        kind, value = hints.get(f.name), data[f.name]
+        if isinstance(kind, type) and is_dataclass(kind) and isinstance(value, Mapping):
+            value = _from_dict(kind, value)
+        values[f.name] = value
+    return cls(**values)
+
+
+# --- the progress bar ------------------------------------------------------------------------
+
+
+class Progress:
+    """``[#####.....] 12/30  40% · 3.2 s · ETA 4.8 s`` on one line of ``stream``, redrawn as
+    jobs finish, when ``stream`` is a terminal; per-case lines (``say``) print above it."""
+
+    WIDTH = 24
+
+    def __init__(
+        self, total: int, stream: TextIO, *, done: int = 0, live: bool | None = None
+    ) -> None:
+        self.total, self.done, self.stream = total, done, stream
+        self.skipped = done  # resumed jobs: not counted in the rate
+        self.live = _isatty(stream) if live is None else live
+        self.since = time.perf_counter()
+        self._shown = False
+
+    def line(self, now: float | None = None) -> str:
+        elapsed = (time.perf_counter() if now is None else now) - self.since
+        share = self.done / self.total if self.total else 1.0
+        filled = round(self.WIDTH * share)
+        ran = self.done - self.skipped
+        if ran and self.done < self.total:
+            eta = f"ETA {elapsed / ran * (self.total - self.done):.1f} s"
+        elif self.done >= self.total:
+            eta = "done"
+        else:
+            eta = "ETA …"
+        return (
+            f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total} "
+            f"{100 * share:3.0f}% · {elapsed:.1f} s · {eta}"
+        )
+
+    def advance(self, message: str | None = None) -> None:
+        self.done += 1
+        self.say(message)
+
+    def say(self, message: str | None) -> None:
+        if self.live:
+            self.stream.write("\r\x1b[K")
+        if message is not None:
+            self.stream.write(message + "\n")
+        if self.live:
+            self.stream.write(self.line())
+            self._shown = True
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.live and self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._shown = False
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# --- running the jobs ------------------------------------------------------------------------
+
+
+RunOne = Callable[[Job], Awaitable[Outcome]]
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    run_one: RunOne,
+    *,
+    concurrency: int = 1,
+    ray: str | None = None,
+    ray_worker: Callable[[Job], Outcome] | None = None,
+    on_done: Callable[[Job, Outcome], None] = lambda job, outcome: None,
+) -> list[Outcome]:
+    """Run ``jobs`` (``run_one`` each, or ``ray_worker`` as a Ray task when ``ray`` is an
+    address or ``""``); ``on_done`` sees each as it finishes, in finishing order. The
+    outcomes come back in the jobs' order."""
+    if concurrency < 1:
+        raise ConfigurationError("--concurrency must be at least 1")
+    if not jobs:  # a resumed run with nothing left: no cluster to start
+        return []
+    outcomes: dict[int, Outcome] = {}
+
+    def done(job: Job, outcome: Outcome) -> None:
+        outcomes[job.index] = outcome
+        on_done(job, outcome)
+
+    if ray is not None:
+        if ray_worker is None:
+            raise ConfigurationError("a Ray run needs a worker function")
+        _run_on_ray(jobs, ray_worker, ray, concurrency, done)
+    else:
+        run_coroutine(_run_async(jobs, run_one, concurrency, done))
+    return [outcomes[job.index] for job in jobs]
+
+
+async def _run_async(
+    jobs: Sequence[Job],
+    run_one: RunOne,
+    concurrency: int,
+    done: Callable[[Job, Outcome], None],
+) -> None:
+    if concurrency == 1:
+        for job in jobs:
+            done(job, await run_one(job))
+        return
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(job: Job) -> None:
+        async with gate:
+            outcome = await run_one(job)
+        done(job, outcome)
+
+    tasks = [asyncio.ensure_future(one(job)) for job in jobs]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+OnDone = Callable[[Job, Outcome, int, int], str | None]
+"""Told of each finished job with how many are done (this one included) of how many; may
+return a line to print above the progress bar."""
+
+
+def run_cases(
+    jobs: Sequence[Job],
+    run_one: RunOne,
+    *,
+    result_type: type[Any],
+    meta: Mapping[str, Any],
+    results: Path | None = None,
+    resume: bool = False,
+    concurrency: int = 1,
+    ray: str | None = None,
+    ray_worker: Callable[[Job], Outcome] | None = None,
+    progress: Progress | None = None,
+    on_done: OnDone | None = None,
+) -> list[Outcome]:
+    """Run ``jobs`` as :func:`run_jobs` does, keeping each finished job's record in the
+    ``results`` file (JSON lines, its first line ``meta``); with ``resume``, the jobs
+    already recorded there are not run again, and their outcomes are read back as
+    ``result_type`` (a dataclass). The outcomes come back in the jobs' order, the resumed
+    ones among them. ``progress`` counts the jobs (the resumed ones as done) and prints
+    what ``on_done`` returns above its bar."""
+    if resume and results is None:
+        raise ConfigurationError("--resume continues the evaluation in --results FILE")
+    store = ResultsFile(results, meta, resume=resume) if results is not None else None
+    saved = store.done if store is not None else {}
+    todo = [job for job in jobs if job.key not in saved]
+    if progress is not None:
+        progress.done = progress.skipped = len(jobs) - len(todo)
+    count = len(jobs) - len(todo)
+
+    def finished(job: Job, outcome: Outcome) -> None:
+        nonlocal count
+        count += 1
+        if store is not None:
+            store.append(job, *outcome)
+        line = on_done(job, outcome, count, len(jobs)) if on_done is not None else None
+        if progress is not None:
+            progress.advance(line)
+
+    try:
+        ran = run_jobs(
+            todo,
+            run_one,
+            concurrency=concurrency,
+            ray=ray,
+            ray_worker=ray_worker,
+            on_done=finished,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+        if store is not None:
+            store.close()
+    outcomes = dict(zip((job.key for job in todo), ran, strict=True))
+    return [
+        outcomes[job.key]
+        if job.key in outcomes
+        else (result_from_record(result_type, saved[job.key]), saved[job.key].get("replies"))
+        for job in jobs
+    ]
+
+
+LOCAL_RAY_CPUS = 2
+"""CPUs a local Ray cluster gets at most (``--ray`` without an address)."""
+
+
+def _ray_module() -> Any:
+    # No usage report leaves the machine unless the user asked for one.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray
+    except ImportError:
+        raise ConfigurationError(
+            "--ray needs Ray: pip install 'react-engine[ray]' (or 'ray>=2.9')"
+        ) from None
+    return ray
+
+
+@dataclass(slots=True)
+class _RayCluster:
+    ray: Any
+    started: bool
+
+
+def _connect(address: str, concurrency: int) -> _RayCluster:
+    ray = _ray_module()
+    if ray.is_initialized():
+        return _RayCluster(ray, started=False)
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(
+            num_cpus=max(1, min(LOCAL_RAY_CPUS, os.cpu_count() or 1, concurrency)),
+            include_dashboard=False,
+            _node_ip_address="127.0.0.1",
+            log_to_driver=False,
+        )
+    return _RayCluster(ray, started=True)
+
+
+def _call(worker: Callable[[Job], Outcome], job: Job) -> Outcome:
+    """The Ray task: ``worker`` (any picklable callable) on one job."""
+    return worker(job)
+
+
+def _run_on_ray(
+    jobs: Sequence[Job],
+    worker: Callable[[Job], Outcome],
+    address: str,
+    concurrency: int,
+    done: Callable[[Job, Outcome], None],
+) -> None:
+    cluster = _connect(address, concurrency)
+    ray = cluster.ray
+    try:
+        task = ray.remote(num_cpus=1, max_retries=0)(_call)
+        shared = ray.put(worker)
+        pending = {task.remote(shared, job): job for job in jobs}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                done(pending.pop(ref), ray.get(ref))
+    finally:
+        if cluster.started:
+            ray.shutdown()

@@ -1,0 +1,65 @@
+"""The options commands share are declared once (react_engine/cli/options.py), so every
+command that talks to a model reads where it is the same way; the names the split of the
+CLI and of the harness moved keep working, with a DeprecationWarning."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+import pytest
+
+from react_engine.cli import build_parser
+
+ENDPOINT_COMMANDS = ["run", "chat", "demo", "compare", "eval bfcl", "probe", "runs resume"]
+
+
+def _command(parser: argparse.ArgumentParser, path: str) -> argparse.ArgumentParser:
+    for name in path.split():
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {s: a for a in parser._actions for s in a.option_strings}
+
+
+def test_every_command_that_talks_to_a_model_has_the_same_endpoint_options() -> None:
+    parser = build_parser()
+    seen = {path: _options(_command(parser, path)) for path in ENDPOINT_COMMANDS}
+    for flag in ("--base-url", "--api-key-env"):
+        helps = {path: options[flag].help for path, options in seen.items()}
+        assert len(set(helps.values())) == 1, helps
+    local = {p: o["--local"].help for p, o in seen.items() if p != "probe"}
+    assert len(set(local.values())) == 1, local
+    assert "--local" not in seen["probe"]  # probe asks the endpoint it is given
+
+
+def test_compare_and_eval_share_the_evaluation_options() -> None:
+    parser = build_parser()
+    compare, bfcl = (_options(_command(parser, p)) for p in ("compare", "eval bfcl"))
+    for flag in ("--seed", "--temperature", "--max-tokens", "--concurrency", "--results"):
+        assert (compare[flag].help, compare[flag].default) == (bfcl[flag].help, bfcl[flag].default)
+    assert "--resume" in compare and "--resume" in bfcl
+
+
+def test_the_batch_runner_moved_to_the_harness() -> None:
+    from react_engine.harness import runner
+
+    sys.modules.pop("react_engine.eval.batch", None)
+    with pytest.warns(DeprecationWarning, match="react_engine.harness.runner"):
+        batch = importlib.import_module("react_engine.eval.batch")
+    assert batch.run_jobs is runner.run_jobs and batch.Job is runner.Job
+
+
+def test_the_eval_command_moved_to_the_cli() -> None:
+    from react_engine.cli import eval as command
+    from react_engine.eval import bfcl
+
+    for name in ("add_eval_parser", "run_eval_command"):
+        with pytest.warns(DeprecationWarning, match=f"react_engine.cli.eval.{name}"):
+            assert getattr(bfcl, name) is getattr(command, name)
+    with pytest.raises(AttributeError):
+        bfcl.no_such_name  # noqa: B018

@@ -1,0 +1,200 @@
+"""``react-engine compare`` at scale: ``--concurrency``, ``--results`` and ``--resume``,
+through the harness runner that ``eval bfcl`` uses (react_engine/harness/runner.py).
+
+The promise under test: however the runs go, the report holds the sequential run's
+records in the sequential order, and a resumed comparison runs only what is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from react_engine.cli import main
+from react_engine.compare import Target, TaskRun, format_report, run_comparison
+from react_engine.compare import run as compare_run
+from react_engine.compare.suite import load_tasks
+from react_engine.harness.runner import Progress
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "REACT_ENGINE_MODEL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+TARGETS = [
+    Target("scripted", "function_calling", scripted=True),
+    Target("scripted", "text", scripted=True),
+]
+
+
+def _record(run: TaskRun) -> dict[str, Any]:
+    """A run without what varies from one run to the next (wall times, call ids)."""
+    return {
+        "task": run.task,
+        "protocol": run.protocol,
+        "success": run.success,
+        "failures": run.failures,
+        "answer": run.answer,
+        "stop_reason": run.stop_reason,
+        "metrics": {k: v for k, v in asdict(run.metrics).items() if k != "wall_s"},
+        "repairs": run.repairs,
+        "unused_replies": run.unused_replies,
+    }
+
+
+def _table(text: str) -> str:
+    """The table without the wall times (``0.01`` in the time column and the ratio)."""
+    return re.sub(r"\d+\.\d\d\b", "t", re.sub(r"wall time ×\S+", "wall time", text))
+
+
+class _Counting:
+    """Wraps ``arun_task``: counts the runs, the most at once, and makes later runs finish
+    first (so an order that followed the finishing would show)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, total: int) -> None:
+        self.inner = compare_run.arun_task
+        self.total = total
+        self.running = self.peak = 0
+        self.ran: list[str] = []
+        self.started = 0
+        monkeypatch.setattr(compare_run, "arun_task", self)
+
+    async def __call__(self, *args: Any) -> TaskRun:
+        self.started += 1
+        wait = 0.002 * (self.total - self.started)
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await asyncio.sleep(wait)
+            run: TaskRun = await self.inner(*args)
+        finally:
+            self.running -= 1
+        self.ran.append(f"{run.task}/{run.protocol}")
+        return run
+
+
+def test_concurrent_runs_give_the_sequential_report_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tasks = load_tasks()
+    sequential = run_comparison(tasks, TARGETS, source="scripted")
+    counting = _Counting(monkeypatch, len(tasks) * len(TARGETS))
+    concurrent = run_comparison(tasks, TARGETS, source="scripted", concurrency=4)
+    assert counting.peak == 4  # four at once, never more
+    assert counting.ran != [
+        f"{r.task}/{r.protocol}" for r in concurrent.runs
+    ]  # finished out of order
+    assert [_record(r) for r in concurrent.runs] == [_record(r) for r in sequential.runs]
+    assert [(r.task, r.protocol) for r in concurrent.runs] == [
+        (t.id, g.protocol) for t in tasks for g in TARGETS
+    ]
+    assert _table(format_report(concurrent)) == _table(format_report(sequential))
+
+
+def _compare(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["compare", "--scripted", "--quiet", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_the_command_runs_concurrently_and_prints_the_same_table(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, table, err = _compare(capsys)
+    assert code == 0, err
+    code8, table8, err8 = _compare(capsys, "--concurrency", "8")
+    assert code8 == 0, err8
+    assert "TOTAL" in table8
+    assert _table(table8) == _table(table)
+
+
+def test_a_killed_comparison_resumes_where_it_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = tmp_path / "runs.jsonl"
+    code, table, err = _compare(capsys, "--results", str(results), "--concurrency", "3")
+    assert code == 0, err
+    lines = results.read_text().splitlines()
+    assert set(json.loads(lines[0])) == {"meta"}
+    records = [json.loads(line) for line in lines[1:]]
+    total = len(records)
+    assert total == len(load_tasks()) * 2
+    assert {(r["model"], r["protocol"], r["case"]) for r in records} == {
+        ("scripted", p, t.id) for t in load_tasks() for p in ("function_calling", "text")
+    }
+    # Killed after five runs, in the middle of writing the sixth.
+    results.write_text("\n".join(lines[:6]) + "\n" + lines[6][:40])
+    counting = _Counting(monkeypatch, total)
+    code, resumed, err = _compare(capsys, "--results", str(results), "--resume")
+    assert code == 0, err
+    assert counting.started == total - 5  # only what was missing ran again
+    assert _table(resumed) == _table(table)
+    again = [json.loads(line) for line in results.read_text().splitlines()[1:]]
+    key = lambda r: (r["protocol"], r["case"])  # noqa: E731
+    assert sorted(map(key, again)) == sorted(map(key, records))
+    for before in records:
+        after = next(r for r in again if key(r) == key(before))
+        assert after["result"]["metrics"]["llm_calls"] == before["result"]["metrics"]["llm_calls"]
+        assert after["result"]["answer"] == before["result"]["answer"]
+
+
+def test_a_finished_results_file_is_refused_without_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "runs.jsonl"
+    args = ["--task", "no_tool_capital", "--results", str(results)]
+    assert _compare(capsys, *args)[0] == 0
+    code, _, err = _compare(capsys, *args)
+    assert code == 2 and "already holds results" in err
+    code, _, err = _compare(capsys, *args, "--resume", "--seed", "7")
+    assert code == 2 and "other settings" in err  # another comparison's file
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--concurrency", "0"], "--concurrency must be at least 1"),
+        (["--resume"], "--resume continues the evaluation in --results FILE"),
+    ],
+)
+def test_the_batch_options_are_checked_before_anything_runs(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _compare(capsys, *args)
+    assert code == 2 and message in err and out == ""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_with_its_eta_is_drawn_on_a_terminal_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tasks = load_tasks(only=["no_tool_capital", "weather_single"])
+    screen = _Terminal()
+    run_comparison(
+        tasks,
+        TARGETS,
+        source="scripted",
+        progress=lambda run, done, total: f"{done}/{total} {run.task} {run.protocol}",
+        bar=Progress(len(tasks) * len(TARGETS), screen),
+    )
+    drawn = screen.getvalue()
+    assert "1/4 no_tool_capital function_calling\n" in drawn
+    assert "4/4 weather_single text\n" in drawn
+    assert re.search(r"\] 3/4 +75% · [0-9.]+ s · ETA [0-9.]+ s", drawn)
+    assert drawn.endswith("\r\x1b[K")  # the bar is wiped at the end
+    assert main(["compare", "--scripted", "--task", "no_tool_capital"]) == 0
+    err = capsys.readouterr().err  # not a terminal: the lines, and no bar
+    assert "[  2/2] no_tool_capital · scripted · text: ok" in err
+    assert "\x1b" not in err and "ETA" not in err
