@@ -8,6 +8,7 @@ kept apart from the model's misbehaviour and from transport failures::
     │   ├── ToolDefinitionError    a tool whose schema and signature disagree, a bad name...
     │   ├── TemplateError          a prompt template with a missing or unknown placeholder
     │   └── ConfigurationError     no endpoint, an unknown protocol name, bad limits...
+    │       └── UnknownOptionError an option nobody takes (also a TypeError)
     ├── ModelBehaviorError         the model answered, but not in a usable way
     │   ├── ReActParseError        a text reply from which nothing could be recovered
     │   └── JSONRepairError        action input that is not JSON and cannot be repaired
@@ -70,6 +71,13 @@ class TemplateError(UserError):
 
 class ConfigurationError(UserError):
     """Bad settings: no endpoint, unknown protocol, negative limits, ..."""
+
+
+class UnknownOptionError(ConfigurationError, TypeError):
+    """A keyword that neither ``Agent(...)`` nor a run takes (``Agent(max_stesp=3)``).
+
+    A ``TypeError``, as Python's own for an unexpected keyword argument; the message names
+    the option that was probably meant."""
 
 
 # --- the model's misbehaviour -----------------------------------------------------------

@@ -12,9 +12,20 @@ import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
 from .tools._nesting import CUT, MAX_TRACE_DEPTH
+
+if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
+    from typing_extensions import TypeVar
+
+    OutputT = TypeVar("OutputT", default=Any)
+else:
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
+"""The type of a run's final answer (``Agent(output_type=...)``): ``RunResult[Person]``,
+``Agent[Person]``. A bare ``RunResult`` or ``Agent`` annotation means ``Any``, as before."""
 
 # --- messages ----------------------------------------------------------------------------
 
@@ -399,8 +410,9 @@ HistoryItem: TypeAlias = UserTurn | Step
 
 
 @dataclass(slots=True, repr=False)
-class RunResult:
-    """Everything a run produced."""
+class RunResult(Generic[OutputT]):
+    """Everything a run produced. ``RunResult[Person]`` is a run whose ``output_type`` is
+    ``Person`` (``Agent(output_type=Person).run(...)``); without one, ``RunResult[str]``."""
 
     question: str
     answer: str | None
@@ -415,9 +427,10 @@ class RunResult:
     duration_s: float = 0.0
     error: str | None = None
     events: list[str] = field(default_factory=list)
-    output: Any = None
+    output: OutputT | None = None
     """The final answer as the run's ``output_type`` (a model instance, a list...); the
-    answer text itself without one; ``None`` when the run gave no answer."""
+    answer text itself without one; ``None`` when the run gave no answer (``stop_reason``
+    says why), so ``RunResult[Person].output`` is a ``Person | None``."""
     run_id: str | None = None
     """The run's id in the agent's store (``Agent(store=...)``), for ``agent.resume``."""
     pending: list[ActionRecord] = field(default_factory=list)
