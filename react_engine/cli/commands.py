@@ -464,7 +464,7 @@ def _show_result(result: RunResult, args: argparse.Namespace) -> None:
             "protocol_reason": result.protocol_reason,
             "usage": to_jsonable(result.usage),
             "duration_s": result.duration_s,
-            "events": result.events,
+            "events": [notice.message for notice in result.notices],
             "steps": to_jsonable(result.steps),
         }
         print(json.dumps(payload, ensure_ascii=False, indent=2))
@@ -588,7 +588,7 @@ def _answer(
     _show_result(result, args)
     from ..run.tracefile import TRACE_FAILED
 
-    failed = next((e for e in result.events if e.startswith(TRACE_FAILED)), None)
+    failed = next((n.message for n in result.notices if n.message.startswith(TRACE_FAILED)), None)
     if failed is not None:  # the answer is out; the exit code says the trace is not whole
         raise _Exit(failed, EXIT_CONFIG)
     return result
@@ -870,8 +870,8 @@ class ChatSession:
             f"   [{result.protocol} · {u.requests} LLM call(s) · {len(result.tool_calls)} tool "
             f"call(s) · {u.prompt_tokens}+{u.completion_tokens} tokens · {result.duration_s:.1f}s]"
         )
-        shown = {event for step in result.steps for event in step.events}
-        for event in result.events:
+        shown = {notice.message for step in result.steps for notice in step.notices}
+        for event in (notice.message for notice in result.notices):
             if event not in shown:  # the run's own events, which no step printed
                 self.note(f"   ! {event}")
 

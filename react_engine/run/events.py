@@ -134,12 +134,19 @@ class ModelCallFailed:
 
 @dataclass(frozen=True, slots=True)
 class RunNotice:
-    """One of the run's ``events``: a protocol fallback, an adaptation, skipped calls."""
+    """Something notable in a run: a protocol fallback, an adaptation, calls not run, an
+    odd reply (a usage that was not a count, a call id the engine had to make up...).
+
+    The one type for them: emitted as it happens, and kept on its step
+    (:attr:`Step.notices <react_engine.types.Step.notices>`) and, for the run's own, on the
+    result (:attr:`RunResult.notices <react_engine.types.RunResult.notices>`). In traces
+    and stores a notice is its ``message``."""
 
     step: int
     message: str
-    source: Literal["adaptation", "run"] = "run"
-    """``"adaptation"``: the run changed protocol or dropped a parameter the server refused."""
+    source: Literal["adaptation", "run", "reply"] = "run"
+    """``"adaptation"``: the run changed protocol or dropped a parameter the server refused;
+    ``"reply"``: about the model's reply or its reading (kept on the step only)."""
     kind: Literal["notice"] = "notice"
 
 

@@ -62,3 +62,4 @@ def misspelt_options() -> None:
     Agent("m").run("q", deadlin=3)  # E: call-overload
     Agent("m", max_steps="3")  # E: call-overload
     wrong: RunResult[Person] = Agent("m").run("q")  # E: assignment
+    del wrong
