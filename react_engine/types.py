@@ -20,7 +20,7 @@ from .tools._nesting import CUT, MAX_TRACE_DEPTH
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
     from typing_extensions import TypeVar
 
-    from .events import RunNotice
+    from .run.events import RunNotice
 
     OutputT = TypeVar("OutputT", default=Any)
 else:
@@ -401,7 +401,7 @@ class Step:
     model_time_s: float = 0.0
     notices: list[RunNotice] = field(default_factory=list, metadata=AS_EVENTS)
     """Notable things that happened in this step: a protocol fallback, a dropped ``stop``, a
-    call not run... (the :class:`~react_engine.events.RunNotice` events of the step)."""
+    call not run... (the :class:`~react_engine.run.events.RunNotice` events of the step)."""
 
     @property
     def calls(self) -> list[ActionRecord]:
@@ -441,7 +441,7 @@ class RunResult(Generic[OutputT]):
     duration_s: float = 0.0
     error: str | None = None
     notices: list[RunNotice] = field(default_factory=list, metadata=AS_EVENTS)
-    """Notable things that happened in the run (:class:`~react_engine.events.RunNotice`):
+    """Notable things that happened in the run (:class:`~react_engine.run.events.RunNotice`):
     a protocol fallback, an adaptation to a server's refusal, calls not run..."""
     output: OutputT | None = None
     """The final answer as the run's ``output_type`` (a model instance, a list...); the

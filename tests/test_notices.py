@@ -14,7 +14,7 @@ import json
 import pytest
 
 from react_engine import Agent, ScriptedModel, reply, tool_call_reply
-from react_engine.events import RunNotice
+from react_engine.run.events import RunNotice
 from react_engine.store.codec import dump_item, load_item
 from react_engine.testing.tools import get_weather
 

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from ..errors import ReactEngineError
-from ..events import RunNotice
+from ..run.events import RunNotice
 from ..types import (
     ActionRecord,
     HistoryItem,
