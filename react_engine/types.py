@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 from .tools._nesting import CUT, MAX_TRACE_DEPTH
 
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
-    from typing_extensions import TypeVar
+    from typing_extensions import TypeVar, deprecated
 
     from .run.events import RunNotice
 
@@ -27,6 +27,11 @@ else:
     from typing import TypeVar
 
     OutputT = TypeVar("OutputT")
+
+    def deprecated(message: str) -> Any:  # the warning itself is raised by the property
+        return lambda function: function
+
+
 """The type of a run's final answer (``Agent(output_type=...)``): ``RunResult[Person]``,
 ``Agent[Person]``. A bare ``RunResult`` or ``Agent`` annotation means ``Any``, as before."""
 
@@ -408,6 +413,7 @@ class Step:
         return self.actions
 
     @property
+    @deprecated("read .notices (RunNotice events); their messages are the old strings")
     def events(self) -> list[str]:
         """Deprecated: the messages of :attr:`notices`."""
         return _deprecated_events(self.notices, "Step")
@@ -471,6 +477,7 @@ class RunResult(Generic[OutputT]):
         return [a for s in self.steps for a in s.actions]
 
     @property
+    @deprecated("read .notices (RunNotice events); their messages are the old strings")
     def events(self) -> list[str]:
         """Deprecated: the messages of :attr:`notices`."""
         return _deprecated_events(self.notices, "RunResult")

@@ -35,6 +35,7 @@ def test_mypy_strict_infers_the_typed_results_and_refuses_misspelt_options(
     stdout, stderr, status = api.run(
         [
             "--strict",
+            "--enable-error-code=deprecated",
             "--no-incremental",
             "--cache-dir=/dev/null",
             "--hide-error-context",

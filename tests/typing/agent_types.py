@@ -63,3 +63,9 @@ def misspelt_options() -> None:
     Agent("m", max_steps="3")  # E: call-overload
     wrong: RunResult[Person] = Agent("m").run("q")  # E: assignment
     del wrong
+
+
+def old_events(result: RunResult[str]) -> None:
+    # A type checker flags the deprecated list of strings (mypy: --enable-error-code deprecated).
+    assert_type(result.notices[0].message, str)
+    assert_type(result.events, list[str])  # E: deprecated
