@@ -94,10 +94,6 @@ class RunOptions(Options, total=False):
     """The run's id in the agent's store."""
 
 
-class _StreamOptions(RunOptions, total=False):
-    output_type: Any
-
-
 class Agent(Generic[OutputT]):
     """A ReAct agent: a model, tools, and a protocol chosen per model.
 
@@ -465,13 +461,40 @@ class Agent(Generic[OutputT]):
         """
         return await self._arun(question, self._model_async, history=history, **options)
 
+    @overload
+    def iter(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Event[OutputT], None]: ...
+    @overload
+    def iter(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: type[T],
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Event[T], None]: ...
+    @overload
+    def iter(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: Any,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Event[Any], None]: ...
+
     async def iter(
         self,
         question: str,
         *,
         history: list[HistoryItem] | None = None,
-        **options: Unpack[_StreamOptions],
-    ) -> AsyncGenerator[Event, None]:
+        **options: Any,
+    ) -> AsyncGenerator[Event[Any], None]:
         """Answer one question, streaming: each reply's text as it is written, each
         action before its tool runs, each step, and last :class:`~react_engine.run.events.RunDone`
         with the :class:`RunResult` (see :mod:`react_engine.run.events`).
@@ -514,13 +537,40 @@ class Agent(Generic[OutputT]):
             elif not task.cancelled():
                 task.exception()  # retrieved: an error raised above is not "never retrieved"
 
+    @overload
     def run_stream(
         self,
         question: str,
         *,
         history: list[HistoryItem] | None = None,
-        **options: Unpack[_StreamOptions],
-    ) -> Iterator[Event]:
+        **options: Unpack[RunOptions],
+    ) -> Iterator[Event[OutputT]]: ...
+    @overload
+    def run_stream(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: type[T],
+        **options: Unpack[RunOptions],
+    ) -> Iterator[Event[T]]: ...
+    @overload
+    def run_stream(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: Any,
+        **options: Unpack[RunOptions],
+    ) -> Iterator[Event[Any]]: ...
+
+    def run_stream(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Any,
+    ) -> Iterator[Event[Any]]:
         """:meth:`iter` for sync code: a blocking iterator over the run's events.
 
         The run advances while the caller waits for the next event, on an event loop of

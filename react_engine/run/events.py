@@ -30,7 +30,9 @@ In the order a run sees them::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Generic, Literal, TypeAlias
+
+from ..types import OutputT
 
 if TYPE_CHECKING:
     from ..protocols.base import PendingCall
@@ -198,10 +200,11 @@ class StepDone:
 
 
 @dataclass(frozen=True, slots=True)
-class RunDone:
-    """The last event of a run that returned: its result."""
+class RunDone(Generic[OutputT]):
+    """The last event of a run that returned: its result (``RunDone[Person]`` holds a
+    ``RunResult[Person]``)."""
 
-    result: RunResult
+    result: RunResult[OutputT]
     kind: Literal["done"] = "done"
 
 
@@ -229,7 +232,11 @@ Event: TypeAlias = (
     | ToolFinished
     | AnswerGiven
     | StepDone
-    | RunDone
+    | RunDone[OutputT]
     | RunFailed
 )
-"""Every event a run emits; ``match event.kind`` or ``isinstance`` tells them apart."""
+"""Every event a run emits; ``match event.kind`` or ``isinstance`` tells them apart.
+
+Generic in the run's output type, as :class:`RunDone` is: ``agent.iter(...)`` of an
+``Agent[Person]`` yields ``Event[Person]``, whose ``RunDone`` holds a ``RunResult[Person]``;
+a bare ``Event`` means ``Event[Any]``."""

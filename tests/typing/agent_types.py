@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from react_engine import Agent, RunResult
 from react_engine.run.agent import Conversation
+from react_engine.run.events import RunDone
 
 
 class Person(BaseModel):
@@ -69,3 +70,16 @@ def old_events(result: RunResult[str]) -> None:
     # A type checker flags the deprecated list of strings (mypy: --enable-error-code deprecated).
     assert_type(result.notices[0].message, str)
     assert_type(result.events, list[str])  # E: deprecated
+
+
+async def streamed_results() -> None:
+    agent = Agent("m", output_type=Person)
+    async for event in agent.iter("Who?"):
+        if isinstance(event, RunDone):
+            assert_type(event.result, RunResult[Person])
+    for event in agent.run_stream("Who?"):
+        if event.kind == "done":
+            assert_type(event.result.output, Person | None)
+    for other in agent.run_stream("How old?", output_type=int):
+        if isinstance(other, RunDone):
+            assert_type(other.result, RunResult[int])
