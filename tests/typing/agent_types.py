@@ -83,3 +83,9 @@ async def streamed_results() -> None:
     for other in agent.run_stream("How old?", output_type=int):
         if isinstance(other, RunDone):
             assert_type(other.result, RunResult[int])
+
+
+def options_from_a_dict(options: dict[str, Any]) -> None:
+    # Code that spreads a dict of options type-checks as before (the dict may hold an
+    # output_type, so the result is a RunResult[Any]).
+    assert_type(Agent("m", **options).run("q", **options), RunResult[Any])
