@@ -1,4 +1,4 @@
-"""The public edges are typed: ``mypy --strict`` on ``tests/typing/agent_types.py``.
+"""The public edges are typed: ``mypy --strict`` on ``tests/api/typechecked/agent_types.py``.
 
 That file is never run; it states what a type checker must infer (``assert_type``) and
 which lines it must refuse (``# E: <code>``). The test fails on an inference that changed
@@ -15,8 +15,8 @@ import pytest
 
 api = pytest.importorskip("mypy.api")
 
-ROOT = Path(__file__).parent.parent
-CHECKED = Path(__file__).parent / "typing" / "agent_types.py"
+ROOT = Path(__file__).parents[2]
+CHECKED = Path(__file__).parent / "typechecked" / "agent_types.py"
 
 
 def expected_errors(path: Path) -> set[tuple[int, str]]:
@@ -28,6 +28,7 @@ def expected_errors(path: Path) -> set[tuple[int, str]]:
     }
 
 
+@pytest.mark.slow  # mypy reads the package and its dependencies: about 30 s
 def test_mypy_strict_infers_the_typed_results_and_refuses_misspelt_options(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

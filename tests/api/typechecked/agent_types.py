@@ -1,4 +1,4 @@
-"""Type-checked, never run: ``tests/test_typing.py`` runs ``mypy --strict`` on this file.
+"""Type-checked, never run: ``tests/api/test_typing.py`` runs ``mypy --strict`` on this file.
 
 Each ``assert_type`` must hold, and each line marked ``# E: <code>`` must be a mypy error
 of that code (and no other line may be one): the agent is generic in its output type, and
