@@ -6,11 +6,15 @@ kept apart from the model's misbehaviour and from transport failures::
     ReactEngineError
     ├── UserError                  the caller's mistake: fix your code or configuration
     │   ├── ToolDefinitionError    a tool whose schema and signature disagree, a bad name...
-    │   ├── TemplateError          a prompt template with a missing or unknown placeholder
+    │   ├── TemplateError          a template with a bad placeholder, or another protocol's
+    │   ├── GrammarError           a JSON Schema the grammar writer cannot turn into GBNF
     │   └── ConfigurationError     no endpoint, an unknown protocol name, bad limits...
+    │       └── UnknownOptionError an option nobody takes (also a TypeError)
     ├── ModelBehaviorError         the model answered, but not in a usable way
     │   ├── ReActParseError        a text reply from which nothing could be recovered
-    │   └── JSONRepairError        action input that is not JSON and cannot be repaired
+    │   ├── JSONRepairError        action input that is not JSON and cannot be repaired
+    │   ├── ToolArgumentsError     arguments a tool cannot take (tools/base.py: an observation)
+    │   └── OutputError            an answer not valid for the output_type (protocols/output.py)
     ├── ModelAPIError              the chat API failed (after retries, where retrying made sense)
     │   ├── ModelRequestError      a 4xx the server will answer the same way again
     │   │   └── ContextWindowExceeded  the request did not fit the model's context window
@@ -18,6 +22,8 @@ kept apart from the model's misbehaviour and from transport failures::
     │   └── LocalServerError       the embedded llama.cpp server could not start (local/)
     ├── MCPServerError             an MCP server could not be reached or listed (mcp.py)
     ├── MCPToolError               an MCP tool's result flagged isError (an observation in a run)
+    ├── ThreadsExhausted           too many sync calls stuck past their timeout (run/_threads.py)
+    ├── DeadlinePassed             the engine's own time limit for a call (a TimeoutError)
     └── RunAborted                 a run the engine gave up on; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
 
@@ -29,6 +35,10 @@ whose ``stop_reason`` names the limit. Of the run errors only the error budget r
 API failures (:class:`ModelAPIError`) and an MCP server that cannot be connected when the
 run starts (:class:`MCPServerError`). A tool that fails, an MCP tool's ``isError`` result
 included, is an observation the model sees, not an exception.
+
+Where a class was a built-in error before it joined the tree (``ValueError``,
+``RuntimeError``, ``TimeoutError``) it still is one, so an ``except ValueError`` written
+for it goes on catching it.
 
 Constructors only store what they are given: no logging, no I/O.
 """
@@ -60,8 +70,9 @@ class ToolDefinitionError(UserError):
         self.tool_name = tool_name
 
 
-class TemplateError(UserError):
-    """A prompt template with a missing, unknown or malformed placeholder."""
+class TemplateError(UserError, ValueError):
+    """A prompt template with a missing, unknown or malformed placeholder, or of another
+    protocol's kind (a ``ValueError`` too, as a wrong template was one before)."""
 
     def __init__(self, message: str, *, template: str | None = None) -> None:
         super().__init__(message)
@@ -70,6 +81,13 @@ class TemplateError(UserError):
 
 class ConfigurationError(UserError):
     """Bad settings: no endpoint, unknown protocol, negative limits, ..."""
+
+
+class UnknownOptionError(ConfigurationError, TypeError):
+    """A keyword that neither ``Agent(...)`` nor a run takes (``Agent(max_stesp=3)``).
+
+    A ``TypeError``, as Python's own for an unexpected keyword argument; the message names
+    the option that was probably meant."""
 
 
 # --- the model's misbehaviour -----------------------------------------------------------

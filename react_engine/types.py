@@ -10,11 +10,35 @@ import dataclasses
 import json
 import math
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
 from .tools._nesting import CUT, MAX_TRACE_DEPTH
+
+if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
+    from typing_extensions import TypeVar, deprecated
+
+    from .run.events import RunNotice
+
+    OutputT = TypeVar("OutputT", default=Any)
+else:
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
+
+    def deprecated(message: str) -> Any:  # the warning itself is raised by the property
+        return lambda function: function
+
+
+"""The type of a run's final answer (``Agent(output_type=...)``): ``RunResult[Person]``,
+``Agent[Person]``. A bare ``RunResult`` or ``Agent`` annotation means ``Any``, as before."""
+
+AS_EVENTS: Mapping[str, str] = {"json": "events"}
+"""The metadata of a ``notices`` field: serialised (traces, stores) as the list of their
+messages under ``"events"``, the form the records had when notices were plain strings."""
+
 
 # --- messages ----------------------------------------------------------------------------
 
@@ -380,12 +404,19 @@ class Step:
     started_at: float = field(default_factory=time.time)
     duration_s: float = 0.0
     model_time_s: float = 0.0
-    events: list[str] = field(default_factory=list)
-    """Notable things that happened in this step: a protocol fallback, a dropped ``stop``..."""
+    notices: list[RunNotice] = field(default_factory=list, metadata=AS_EVENTS)
+    """Notable things that happened in this step: a protocol fallback, a dropped ``stop``, a
+    call not run... (the :class:`~react_engine.run.events.RunNotice` events of the step)."""
 
     @property
     def calls(self) -> list[ActionRecord]:
         return self.actions
+
+    @property
+    @deprecated("read .notices (RunNotice events); their messages are the old strings")
+    def events(self) -> list[str]:
+        """Deprecated: the messages of :attr:`notices`."""
+        return _deprecated_events(self.notices, "Step")
 
 
 @dataclass(slots=True, frozen=True)
@@ -399,8 +430,9 @@ HistoryItem: TypeAlias = UserTurn | Step
 
 
 @dataclass(slots=True, repr=False)
-class RunResult:
-    """Everything a run produced."""
+class RunResult(Generic[OutputT]):
+    """Everything a run produced. ``RunResult[Person]`` is a run whose ``output_type`` is
+    ``Person`` (``Agent(output_type=Person).run(...)``); without one, ``RunResult[str]``."""
 
     question: str
     answer: str | None
@@ -414,10 +446,13 @@ class RunResult:
     model: str
     duration_s: float = 0.0
     error: str | None = None
-    events: list[str] = field(default_factory=list)
-    output: Any = None
+    notices: list[RunNotice] = field(default_factory=list, metadata=AS_EVENTS)
+    """Notable things that happened in the run (:class:`~react_engine.run.events.RunNotice`):
+    a protocol fallback, an adaptation to a server's refusal, calls not run..."""
+    output: OutputT | None = None
     """The final answer as the run's ``output_type`` (a model instance, a list...); the
-    answer text itself without one; ``None`` when the run gave no answer."""
+    answer text itself without one; ``None`` when the run gave no answer (``stop_reason``
+    says why), so ``RunResult[Person].output`` is a ``Person | None``."""
     run_id: str | None = None
     """The run's id in the agent's store (``Agent(store=...)``), for ``agent.resume``."""
     pending: list[ActionRecord] = field(default_factory=list)
@@ -441,6 +476,12 @@ class RunResult:
     def tool_calls(self) -> list[ActionRecord]:
         return [a for s in self.steps for a in s.actions]
 
+    @property
+    @deprecated("read .notices (RunNotice events); their messages are the old strings")
+    def events(self) -> list[str]:
+        """Deprecated: the messages of :attr:`notices`."""
+        return _deprecated_events(self.notices, "RunResult")
+
     def trace(self) -> list[dict[str, Any]]:
         """The run as JSON-ready records: a header, one record per step, a footer."""
         head: dict[str, Any] = {
@@ -463,7 +504,7 @@ class RunResult:
                 "usage": to_jsonable(self.usage),
                 "duration_s": self.duration_s,
                 "error": self.error,
-                "events": list(self.events),
+                "events": [notice.message for notice in self.notices],
             }
         )
         return records
@@ -477,6 +518,16 @@ class RunResult:
     def write_trace(self, path: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(self.to_jsonl())
+
+
+def _deprecated_events(notices: Sequence[RunNotice], owner: str) -> list[str]:
+    warnings.warn(
+        f"{owner}.events is deprecated: read {owner}.notices (RunNotice events; "
+        "[n.message for n in notices] are the old strings)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return [notice.message for notice in notices]
 
 
 def _cut(text: str | None, limit: int = 60) -> str | None:
@@ -505,7 +556,12 @@ def _jsonable(value: Any, depth: int) -> Any:
         if depth <= 0:
             return CUT
         return {
-            f.name: _jsonable(getattr(value, f.name), depth - 1) for f in dataclasses.fields(value)
+            f.metadata.get("json", f.name): (
+                [notice.message for notice in getattr(value, f.name)]
+                if "json" in f.metadata  # AS_EVENTS
+                else _jsonable(getattr(value, f.name), depth - 1)
+            )
+            for f in dataclasses.fields(value)
         }
     if isinstance(value, Mapping):
         if depth <= 0:

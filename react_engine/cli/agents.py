@@ -179,7 +179,7 @@ def show_result(result: RunResult, args: argparse.Namespace) -> None:
             "protocol_reason": result.protocol_reason,
             "usage": to_jsonable(result.usage),
             "duration_s": result.duration_s,
-            "events": result.events,
+            "events": [notice.message for notice in result.notices],
             "steps": to_jsonable(result.steps),
         }
         print(json.dumps(payload, ensure_ascii=False, indent=2))
@@ -235,7 +235,7 @@ def answer(
     show_result(result, args)
     from ..run.tracefile import TRACE_FAILED
 
-    failed = next((e for e in result.events if e.startswith(TRACE_FAILED)), None)
+    failed = next((n.message for n in result.notices if n.message.startswith(TRACE_FAILED)), None)
     if failed is not None:  # the answer is out; the exit code says the trace is not whole
         raise Exit(failed, EXIT_CONFIG)
     return result

@@ -269,8 +269,8 @@ class ChatSession:
             f"   [{result.protocol} · {u.requests} LLM call(s) · {len(result.tool_calls)} tool "
             f"call(s) · {u.prompt_tokens}+{u.completion_tokens} tokens · {result.duration_s:.1f}s]"
         )
-        shown = {event for step in result.steps for event in step.events}
-        for event in result.events:
+        shown = {notice.message for step in result.steps for notice in step.notices}
+        for event in (notice.message for notice in result.notices):
             if event not in shown:  # the run's own events, which no step printed
                 self.note(f"   ! {event}")
 

@@ -107,8 +107,8 @@ def format_step(
     s = _Style(color)
     pad = "   "
     lines = [] if "header" in shown else [s(f"── step {step.index + 1} ({step.protocol}) ", "bold")]
-    for event in step.events:
-        lines.append(s(f"{pad}! {event}", "yellow"))
+    for notice in step.notices:
+        lines.append(s(f"{pad}! {notice.message}", "yellow"))
     if step.reasoning and "reasoning" not in shown:
         reasoning = _indent(_shorten(step.reasoning, width), pad + "           ")
         lines.append(s(f"{pad}Reasoning: {reasoning}", "dim"))
@@ -154,7 +154,7 @@ def format_step(
 def format_step_plain(step: Step, *, width: int = 400) -> str:
     """A step as plain lines, one fact per line, each starting ``step N [protocol]``."""
     head = f"step {step.index + 1} [{step.protocol}]"
-    lines = [f"{head} event: {event}" for event in step.events]
+    lines = [f"{head} event: {notice.message}" for notice in step.notices]
     if step.reasoning:
         lines.append(f"{head} reasoning: {_one_line(step.reasoning, width)}")
     if step.thought:
@@ -236,7 +236,7 @@ def format_result(result: RunResult, *, color: bool = False, answer: bool = True
         f"   tokens: {u.prompt_tokens} prompt + {u.completion_tokens} completion"
         f" = {u.total_tokens} (cached {u.cached_tokens}) · {result.duration_s:.2f}s",
     ]
-    lines += [s(f"   ! {event}", "yellow") for event in result.events]
+    lines += [s(f"   ! {notice.message}", "yellow") for notice in result.notices]
     return "\n".join(lines)
 
 

@@ -263,7 +263,7 @@ def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) 
         calls=[{"name": c.name, "arguments": dict(c.arguments)} for c in calls],
         prompt_tokens=step.usage.prompt_tokens,
         completion_tokens=step.usage.completion_tokens,
-        events=list(step.events),
+        events=[notice.message for notice in step.notices],
         repaired=bool(step.repairs) or any(a.salvaged for a in step.actions),
     )
 
@@ -379,7 +379,7 @@ async def run_multi_turn_case(
         calls=calls_json(decoded),
         prompt_tokens=sum(s.usage.prompt_tokens for s in steps),
         completion_tokens=sum(s.usage.completion_tokens for s in steps),
-        events=[e for s in steps for e in s.events],
+        events=[notice.message for s in steps for notice in s.notices],
         repaired=any(s.repairs or any(a.salvaged for a in s.actions) for s in steps),
         error=error,
         requests=len(steps),

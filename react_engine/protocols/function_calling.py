@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import JSONRepairError, ReActParseError
+from ..errors import JSONRepairError, ReActParseError, TemplateError
 from ..parsing import parse_react, repair_json
 from ..parsing.salvage import salvage_calls, strip_salvaged
 from ..types import (
@@ -119,7 +119,10 @@ class FunctionCallingProtocol(Protocol):
         self.parallel_tool_calls = parallel_tool_calls
         """Sent as ``parallel_tool_calls`` when set; ``None`` leaves the provider default."""
         if self.template.kind != "function_calling":
-            raise ValueError(f"template {self.template.name!r} is not a function-calling template")
+            raise TemplateError(
+                f"template {self.template.name!r} is not a function-calling template",
+                template=self.template.name,
+            )
 
     # --- rendering -----------------------------------------------------------------------
 

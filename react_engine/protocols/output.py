@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..errors import ConfigurationError, JSONRepairError
+from ..errors import ConfigurationError, JSONRepairError, ModelBehaviorError
 from ..tools.schema import meets_strict_mode, strict_schema
 
 __all__ = ["FINAL_RESULT", "OutputError", "OutputSpec", "output_spec"]
@@ -38,7 +38,7 @@ _MAX_ERRORS = 5
 _MAX_INPUT = 80
 
 
-class OutputError(ValueError):
+class OutputError(ModelBehaviorError, ValueError):
     """A final answer that does not validate; the message names the failing fields."""
 
 

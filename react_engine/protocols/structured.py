@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JSONRepairError
+from ..errors import JSONRepairError, TemplateError
 from ..parsing import read_think, repair_json
 from ..tools._nesting import CUT, TOO_DEEP, too_deep
 from ..tools.base import Tool
@@ -149,7 +149,10 @@ class StructuredOutputProtocol(Protocol):
         """Send the step's JSON Schema (or its grammar) where the server constrains decoding
         (``Capabilities.constrained_decoding``). Replies are read the same way either way."""
         if self.template.kind != "structured":
-            raise ValueError(f"template {self.template.name!r} is not a structured template")
+            raise TemplateError(
+                f"template {self.template.name!r} is not a structured template",
+                template=self.template.name,
+            )
 
     @staticmethod
     def script(step: ScriptStep) -> list[dict[str, Any]]:

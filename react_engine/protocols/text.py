@@ -32,7 +32,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ReActParseError
+from ..errors import ReActParseError, TemplateError
 from ..parsing import parse_react
 from ..parsing.salvage import salvage_calls, strip_salvaged
 from ..transport.grammar import GrammarError, ReactLabels, react_grammar
@@ -199,7 +199,10 @@ class TextReActProtocol(Protocol):
         the format may be answering from its own weights without the facts a tool would
         give; a plain reply again is the answer."""
         if self.template.kind != "text":
-            raise ValueError(f"template {self.template.name!r} is not a text ReAct template")
+            raise TemplateError(
+                f"template {self.template.name!r} is not a text ReAct template",
+                template=self.template.name,
+            )
         chinese = any(not label.isascii() for label in self.template.labels.values())
         self._own_style = frozenset({"chinese_label", "fullwidth_colon"} if chinese else ())
         """Parser codes for what this template itself asks for: not repairs under it."""

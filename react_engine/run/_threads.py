@@ -17,6 +17,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from ..errors import ReactEngineError
+
 T = TypeVar("T")
 
 _POOL: ThreadPoolExecutor | None = None
@@ -49,11 +51,11 @@ thread is started in place of one that gets stuck: the pool's threads, stuck one
 included, never number more than ``MAX_TOOL_THREADS + MAX_STUCK_THREADS``."""
 
 
-class ThreadsExhausted(RuntimeError):
+class ThreadsExhausted(ReactEngineError, RuntimeError):
     """Too many sync calls are stuck past their timeout for another one to start."""
 
 
-class DeadlinePassed(TimeoutError):
+class DeadlinePassed(ReactEngineError, TimeoutError):
     """The engine's own time limit for a call passed.
 
     Apart from a ``TimeoutError`` the call raised itself (an HTTP client's read timeout

@@ -23,7 +23,7 @@ import os
 import time
 import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack, overload
 
 from ..errors import ConfigurationError
 from ..protocols.base import Protocol
@@ -38,11 +38,12 @@ from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key
 from ..types import (
     HistoryItem,
+    OutputT,
     RunResult,
     Step,
     UserTurn,
 )
-from .config import AgentConfig, check_config, describe, tool_list, with_options
+from .config import AgentConfig, Options, check_config, describe, tool_list, with_options
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
 # asyncio with them) is imported when a run starts (``from . import _running``), so that
@@ -84,7 +85,16 @@ T = TypeVar("T")
 StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 
-class Agent:
+class RunOptions(Options, total=False):
+    """A run's keywords besides the configuration (:class:`~react_engine.run.config.Options`)."""
+
+    session: Session
+    """The run's history lives there (:mod:`react_engine.store`)."""
+    run_id: str
+    """The run's id in the agent's store."""
+
+
+class Agent(Generic[OutputT]):
     """A ReAct agent: a model, tools, and a protocol chosen per model.
 
     ``protocol`` is ``"auto"`` (the capability registry decides, and a server that rejects
@@ -97,7 +107,96 @@ class Agent:
     instance, a list...). ``temperature``, ``max_tokens``, ``seed`` and ``top_p``, given as
     keywords, go into ``settings``. ``mcp_servers`` (MCP server handles, see
     :mod:`react_engine.tools.mcp`) are connected for each run and their tools added to ``tools``.
+
+    The agent is generic in its output type: ``Agent(m, output_type=Person)`` is an
+    ``Agent[Person]``, whose runs give a ``RunResult[Person]``; without an ``output_type``,
+    an ``Agent[str]``. The options are typed (:class:`~react_engine.run.config.Options`): a type
+    checker refuses a misspelt one, and so does the agent at run time
+    (:class:`~react_engine.errors.UnknownOptionError`, a ``TypeError``).
     """
+
+    @overload
+    def __init__(
+        self: Agent[str],
+        model: str | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        *,
+        mcp_servers: Sequence[MCPServerHandle] = (),
+        protocol: str | Protocol = "auto",
+        instructions: str | None = None,
+        client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        template: str | None = None,
+        implicit_final_answer: bool = False,
+        registry: CapabilityRegistry | None = None,
+        capability_cache: CapabilityCache | None = None,
+        on_step: StepCallback | None = None,
+        on_call: CallCallback | None = None,
+        approve: ApprovalCallback | Literal["defer"] | None = None,
+        store: RunStore | str | os.PathLike[str] | None = None,
+        tracer_provider: Any = None,
+        trace_content: bool | None = None,
+        config: AgentConfig | None = None,
+        probe: bool = False,
+        **options: Unpack[Options],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[T],
+        model: str | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        *,
+        output_type: type[T],
+        mcp_servers: Sequence[MCPServerHandle] = (),
+        protocol: str | Protocol = "auto",
+        instructions: str | None = None,
+        client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        template: str | None = None,
+        implicit_final_answer: bool = False,
+        registry: CapabilityRegistry | None = None,
+        capability_cache: CapabilityCache | None = None,
+        on_step: StepCallback | None = None,
+        on_call: CallCallback | None = None,
+        approve: ApprovalCallback | Literal["defer"] | None = None,
+        store: RunStore | str | os.PathLike[str] | None = None,
+        tracer_provider: Any = None,
+        trace_content: bool | None = None,
+        config: AgentConfig | None = None,
+        probe: bool = False,
+        **options: Unpack[Options],
+    ) -> None: ...
+
+    @overload
+    def __init__(  # an output type that is no class: ``int | None``, ``Literal[...]``...
+        self: Agent[Any],
+        model: str | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        *,
+        output_type: Any,
+        mcp_servers: Sequence[MCPServerHandle] = (),
+        protocol: str | Protocol = "auto",
+        instructions: str | None = None,
+        client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        template: str | None = None,
+        implicit_final_answer: bool = False,
+        registry: CapabilityRegistry | None = None,
+        capability_cache: CapabilityCache | None = None,
+        on_step: StepCallback | None = None,
+        on_call: CallCallback | None = None,
+        approve: ApprovalCallback | Literal["defer"] | None = None,
+        store: RunStore | str | os.PathLike[str] | None = None,
+        tracer_provider: Any = None,
+        trace_content: bool | None = None,
+        config: AgentConfig | None = None,
+        probe: bool = False,
+        **options: Unpack[Options],
+    ) -> None: ...
 
     def __init__(
         self,
@@ -288,11 +387,65 @@ class Agent:
 
     # --- running ---------------------------------------------------------------------------
 
-    def run(self, question: str, **options: Any) -> RunResult:
+    @overload
+    def run(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> RunResult[OutputT]: ...
+    @overload
+    def run(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: type[T],
+        **options: Unpack[RunOptions],
+    ) -> RunResult[T]: ...
+    @overload
+    def run(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: Any,
+        **options: Unpack[RunOptions],
+    ) -> RunResult[Any]: ...
+
+    def run(self, question: str, **options: Any) -> RunResult[Any]:
         """Answer one question (blocking). See :meth:`arun` for the options."""
         from . import _running
 
         return _running.run_coroutine(self._arun(question, self._model_sync, **options))
+
+    @overload
+    async def arun(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> RunResult[OutputT]: ...
+    @overload
+    async def arun(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: type[T],
+        **options: Unpack[RunOptions],
+    ) -> RunResult[T]: ...
+    @overload
+    async def arun(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: Any,
+        **options: Unpack[RunOptions],
+    ) -> RunResult[Any]: ...
 
     async def arun(
         self,
@@ -300,7 +453,7 @@ class Agent:
         *,
         history: list[HistoryItem] | None = None,
         **options: Any,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """Answer one question. ``history`` (a conversation's items) is extended in place.
 
         ``options`` override :class:`AgentConfig` fields for this run (``tool_choice``,
@@ -309,13 +462,40 @@ class Agent:
         """
         return await self._arun(question, self._model_async, history=history, **options)
 
+    @overload
+    def iter(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Event[OutputT], None]: ...
+    @overload
+    def iter(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: type[T],
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Event[T], None]: ...
+    @overload
+    def iter(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: Any,
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Event[Any], None]: ...
+
     async def iter(
         self,
         question: str,
         *,
         history: list[HistoryItem] | None = None,
         **options: Any,
-    ) -> AsyncGenerator[Event, None]:
+    ) -> AsyncGenerator[Event[Any], None]:
         """Answer one question, streaming: each reply's text as it is written, each
         action before its tool runs, each step, and last :class:`~react_engine.run.events.RunDone`
         with the :class:`RunResult` (see :mod:`react_engine.run.events`).
@@ -331,7 +511,7 @@ class Agent:
 
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
-        async def run() -> RunResult:
+        async def run() -> RunResult[Any]:
             try:
                 return await self._arun(
                     question,
@@ -358,7 +538,40 @@ class Agent:
             elif not task.cancelled():
                 task.exception()  # retrieved: an error raised above is not "never retrieved"
 
-    def run_stream(self, question: str, **options: Any) -> Iterator[Event]:
+    @overload
+    def run_stream(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> Iterator[Event[OutputT]]: ...
+    @overload
+    def run_stream(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: type[T],
+        **options: Unpack[RunOptions],
+    ) -> Iterator[Event[T]]: ...
+    @overload
+    def run_stream(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        output_type: Any,
+        **options: Unpack[RunOptions],
+    ) -> Iterator[Event[Any]]: ...
+
+    def run_stream(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Any,
+    ) -> Iterator[Event[Any]]:
         """:meth:`iter` for sync code: a blocking iterator over the run's events.
 
         The run advances while the caller waits for the next event, on an event loop of
@@ -377,9 +590,9 @@ class Agent:
                 "run_stream() blocks; inside a running event loop use "
                 "`async for event in agent.iter(...)`"
             )
-        return _blocking_events(self.iter(question, **options))
+        return _blocking_events(self.iter(question, history=history, **options))
 
-    def conversation(self, *, session: Session | None = None) -> Conversation:
+    def conversation(self, *, session: Session | None = None) -> Conversation[OutputT]:
         """A multi-turn conversation that keeps its history, tool calls included; in
         ``session`` (:mod:`react_engine.store`), it outlives the process."""
         return Conversation(self, session=session)
@@ -396,7 +609,7 @@ class Agent:
         run_id: str | None = None,
         _journal: RunJournal | None = None,
         **options: Any,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         if session is not None:
             return await self._arun_in_session(
                 question, chat_model, session, history, sinks, streaming, options
@@ -506,7 +719,7 @@ class Agent:
             }
         return journal
 
-    async def _drive(self, state: RunState) -> RunResult:
+    async def _drive(self, state: RunState) -> RunResult[Any]:
         """The loop over ``state``; with a store, the run's outcome written to it."""
         from . import _running
 
@@ -524,17 +737,71 @@ class Agent:
 
     # --- durable runs ------------------------------------------------------------------------
 
+    @overload
+    def resume(
+        self,
+        run_id: str,
+        *,
+        approvals: Mapping[str, bool] | None = None,
+        **options: Unpack[Options],
+    ) -> RunResult[OutputT]: ...
+    @overload
+    def resume(
+        self,
+        run_id: str,
+        *,
+        approvals: Mapping[str, bool] | None = None,
+        output_type: type[T],
+        **options: Unpack[Options],
+    ) -> RunResult[T]: ...
+    @overload
+    def resume(
+        self,
+        run_id: str,
+        *,
+        approvals: Mapping[str, bool] | None = None,
+        output_type: Any,
+        **options: Unpack[Options],
+    ) -> RunResult[Any]: ...
+
     def resume(
         self, run_id: str, *, approvals: Mapping[str, bool] | None = None, **options: Any
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """Finish a stored run (blocking): see :meth:`aresume`."""
         from . import _running
 
         return _running.run_coroutine(self._aresume(run_id, self._model_sync, approvals, options))
 
+    @overload
+    async def aresume(
+        self,
+        run_id: str,
+        *,
+        approvals: Mapping[str, bool] | None = None,
+        **options: Unpack[Options],
+    ) -> RunResult[OutputT]: ...
+    @overload
+    async def aresume(
+        self,
+        run_id: str,
+        *,
+        approvals: Mapping[str, bool] | None = None,
+        output_type: type[T],
+        **options: Unpack[Options],
+    ) -> RunResult[T]: ...
+    @overload
+    async def aresume(
+        self,
+        run_id: str,
+        *,
+        approvals: Mapping[str, bool] | None = None,
+        output_type: Any,
+        **options: Unpack[Options],
+    ) -> RunResult[Any]: ...
+
     async def aresume(
         self, run_id: str, *, approvals: Mapping[str, bool] | None = None, **options: Any
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """Finish a run of this agent's store: one whose process died, or one that stopped
         awaiting approvals (``approvals`` maps their call ids to True or False; a False is
         recorded as a denied call).
@@ -553,7 +820,7 @@ class Agent:
         chat_model: ChatModel,
         approvals: Mapping[str, bool] | None,
         options: dict[str, Any],
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         if self.store is None:
             raise ConfigurationError("resume needs the agent's store: Agent(store=...)")
         from ..store.runs import RunJournal
@@ -575,7 +842,7 @@ class Agent:
         sinks: Sequence[Callable[[Event], None]],
         streaming: bool,
         options: dict[str, Any],
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """A run in a session: its history loaded first (into ``history`` in place, when
         given), and what the run added appended when it ends, however it ends (an error, a
         cancellation), so that no turn is lost."""
@@ -638,13 +905,13 @@ def _blocking_events(events: AsyncGenerator[Event, None]) -> Iterator[Event]:
 # --- conversations ---------------------------------------------------------------------------
 
 
-class Conversation:
+class Conversation(Generic[OutputT]):
     """A multi-turn conversation with an agent: each question sees the earlier turns,
     their tool calls and results included. Interrupting a turn keeps what it did."""
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent[OutputT],
         history: list[HistoryItem] | None = None,
         *,
         session: Session | None = None,
@@ -655,7 +922,18 @@ class Conversation:
         """Where the history lives between turns: loaded into :attr:`history` before each
         question (another process may have added to it), and each turn appended to it."""
 
-    def ask(self, question: str, **options: Any) -> RunResult:
+    @overload
+    def ask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]: ...
+    @overload
+    def ask(
+        self, question: str, *, output_type: type[T], **options: Unpack[Options]
+    ) -> RunResult[T]: ...
+    @overload
+    def ask(
+        self, question: str, *, output_type: Any, **options: Unpack[Options]
+    ) -> RunResult[Any]: ...
+
+    def ask(self, question: str, **options: Any) -> RunResult[Any]:
         from . import _running
 
         if self.session is not None:
@@ -664,10 +942,22 @@ class Conversation:
             self.agent._arun(question, self.agent._model_sync, history=self.history, **options)
         )
 
-    async def aask(self, question: str, **options: Any) -> RunResult:
+    @overload
+    async def aask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]: ...
+    @overload
+    async def aask(
+        self, question: str, *, output_type: type[T], **options: Unpack[Options]
+    ) -> RunResult[T]: ...
+    @overload
+    async def aask(
+        self, question: str, *, output_type: Any, **options: Unpack[Options]
+    ) -> RunResult[Any]: ...
+
+    async def aask(self, question: str, **options: Any) -> RunResult[Any]:
         if self.session is not None:
             options["session"] = self.session
-        return await self.agent.arun(question, history=self.history, **options)
+        result: RunResult[Any] = await self.agent.arun(question, history=self.history, **options)
+        return result
 
     @property
     def steps(self) -> list[Step]:

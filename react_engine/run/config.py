@@ -11,9 +11,9 @@ import sys
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, UnknownOptionError
 from ..protocols.base import MultiAction
 from ..protocols.output import output_spec
 from ..tools.base import Tool
@@ -23,6 +23,7 @@ from ..types import ModelSettings, ToolChoice, describe
 __all__ = [
     "SAMPLING_SHORTHANDS",
     "AgentConfig",
+    "Options",
     "check_config",
     "describe",
     "tool_list",
@@ -103,6 +104,33 @@ class AgentConfig:
             object.__setattr__(self, "multi_action", deprecated_multi_action(self.multi_action))
 
 
+class Options(TypedDict, total=False):
+    """The :class:`AgentConfig` fields and the :data:`SAMPLING_SHORTHANDS` as keywords of
+    ``Agent(...)`` and of a run (``agent.run(q, max_steps=3)``), typed, so that a type
+    checker refuses ``max_stesp=3`` as the engine does at run time. ``output_type`` is a
+    parameter of its own: it decides the result's type (``RunResult[Person]``)."""
+
+    max_steps: int
+    max_tool_calls: int | None
+    max_calls_per_step: int
+    max_total_tokens: int | None
+    deadline: float | None
+    max_consecutive_errors: int
+    loop_limit: int
+    max_observation_chars: int | None
+    tool_timeout: float | None
+    tool_choice: ToolChoice
+    reset_tool_choice: bool
+    multi_action: MultiAction | bool
+    settings: ModelSettings
+    retry: RetryPolicy
+    trace: str | os.PathLike[str] | None
+    temperature: float | None
+    max_tokens: int | None
+    seed: int | None
+    top_p: float | None
+
+
 SAMPLING_SHORTHANDS: Final[tuple[str, ...]] = ("temperature", "max_tokens", "seed", "top_p")
 """:class:`ModelSettings` fields accepted as options of their own, as users of other agent
 libraries write them first: ``Agent(m, tools, temperature=0)`` means
@@ -144,7 +172,7 @@ def with_options(
     fields = {f.name for f in dataclasses.fields(AgentConfig)}
     unknown = [name for name in options if name not in fields and name not in SAMPLING_SHORTHANDS]
     if unknown:
-        raise ConfigurationError(
+        raise UnknownOptionError(
             "; ".join(_unknown_option(name, what, fields, agent_options) for name in unknown)
         )
     config = {k: v for k, v in options.items() if k in fields}

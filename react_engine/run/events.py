@@ -30,7 +30,9 @@ In the order a run sees them::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Generic, Literal, TypeAlias
+
+from ..types import OutputT
 
 if TYPE_CHECKING:
     from ..protocols.base import PendingCall
@@ -134,12 +136,19 @@ class ModelCallFailed:
 
 @dataclass(frozen=True, slots=True)
 class RunNotice:
-    """One of the run's ``events``: a protocol fallback, an adaptation, skipped calls."""
+    """Something notable in a run: a protocol fallback, an adaptation, calls not run, an
+    odd reply (a usage that was not a count, a call id the engine had to make up...).
+
+    The one type for them: emitted as it happens, and kept on its step
+    (:attr:`Step.notices <react_engine.types.Step.notices>`) and, for the run's own, on the
+    result (:attr:`RunResult.notices <react_engine.types.RunResult.notices>`). In traces
+    and stores a notice is its ``message``."""
 
     step: int
     message: str
-    source: Literal["adaptation", "run"] = "run"
-    """``"adaptation"``: the run changed protocol or dropped a parameter the server refused."""
+    source: Literal["adaptation", "run", "reply"] = "run"
+    """``"adaptation"``: the run changed protocol or dropped a parameter the server refused;
+    ``"reply"``: about the model's reply or its reading (kept on the step only)."""
     kind: Literal["notice"] = "notice"
 
 
@@ -191,10 +200,11 @@ class StepDone:
 
 
 @dataclass(frozen=True, slots=True)
-class RunDone:
-    """The last event of a run that returned: its result."""
+class RunDone(Generic[OutputT]):
+    """The last event of a run that returned: its result (``RunDone[Person]`` holds a
+    ``RunResult[Person]``)."""
 
-    result: RunResult
+    result: RunResult[OutputT]
     kind: Literal["done"] = "done"
 
 
@@ -222,7 +232,11 @@ Event: TypeAlias = (
     | ToolFinished
     | AnswerGiven
     | StepDone
-    | RunDone
+    | RunDone[OutputT]
     | RunFailed
 )
-"""Every event a run emits; ``match event.kind`` or ``isinstance`` tells them apart."""
+"""Every event a run emits; ``match event.kind`` or ``isinstance`` tells them apart.
+
+Generic in the run's output type, as :class:`RunDone` is: ``agent.iter(...)`` of an
+``Agent[Person]`` yields ``Event[Person]``, whose ``RunDone`` holds a ``RunResult[Person]``;
+a bare ``Event`` means ``Event[Any]``."""

@@ -54,6 +54,7 @@ from .events import (
     ModelCallStarted,
     ReasoningDelta,
     ReplyDiscarded,
+    RunNotice,
     StepDone,
     StoppedLive,
     TextDelta,
@@ -245,7 +246,13 @@ class Loop:
             repairs=list(decision.repairs),
             usage=reply.usage,
             model_time_s=time.perf_counter() - started,
-            events=[*state.pending_events, *reply.events, *decision.events],
+            notices=[
+                *state.pending_events,
+                *(
+                    RunNotice(len(state.steps), e, "reply")
+                    for e in [*reply.events, *decision.events]
+                ),
+            ],
         )
         state.pending_events.clear()
         if state.sinks:
@@ -297,8 +304,7 @@ class Loop:
                 f"{len(excess)} were not run (max_calls_per_step)"
             )
             log.warning("%s", event, extra=RUN_EVENT)
-            step.events.append(event)
-            state.note(event)
+            step.notices.append(state.note(event))
         # The run's tool-call budget: the first calls within it run (a call the policy
         # holds back does not count), the rest are reported as not run, and once it is
         # spent the model is asked for its final answer.
@@ -319,8 +325,7 @@ class Loop:
                 f"(the tool-call budget of {cfg.max_tool_calls} is spent)"
             )
             log.warning("%s", event, extra=RUN_EVENT)
-            step.events.append(event)
-            state.note(event)
+            step.notices.append(state.note(event))
         spent = "the run's tool-call budget is spent: give your final answer now"
         step.actions = await self.agent._runner.run(state, calls) if calls else []
         if state.deferred:  # the step goes on when the approvals come (agent.resume)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["RUN_EVENT", "Finish", "Outcome", "RunAgain", "RunState", "Stop"]
 
 RUN_EVENT: Mapping[str, Any] = {"run_event": True}
-"""``extra=`` of a warning that is also one of the run's ``events`` (``RunResult.events``):
+"""``extra=`` of a warning that is also one of the run's notices (``RunResult.notices``):
 a program that shows the events (the CLI prints them with the steps and the result) leaves
 these log records out, not to say the same thing twice."""
 
@@ -98,8 +98,10 @@ class RunState:
     repeats: Counter[str] = field(default_factory=Counter)
     results: dict[str, str] = field(default_factory=dict)
     """The latest observation per (tool, arguments), quoted back when a call repeats."""
-    events: list[str] = field(default_factory=list)
-    pending_events: list[str] = field(default_factory=list)
+    events: list[RunNotice] = field(default_factory=list)
+    """The run's notices (``RunResult.notices``)."""
+    pending_events: list[RunNotice] = field(default_factory=list)
+    """Adaptations noted since the last step, which go on the next one too."""
     last_reply: ModelResponse | None = None
     abort: BaseException | None = None
     """A ``BaseException`` a tool raised: the run ends once its step is recorded."""
@@ -127,14 +129,15 @@ class RunState:
         for sink in self.sinks:
             sink(event)
 
-    def note(self, message: str, *, adaptation: bool = False) -> None:
-        """One of the run's ``events``; an adaptation's also goes on the next step."""
+    def note(self, message: str, *, adaptation: bool = False) -> RunNotice:
+        """One of the run's notices; an adaptation's also goes on the next step."""
+        notice = RunNotice(len(self.steps), message, "adaptation" if adaptation else "run")
         if adaptation:
-            self.pending_events.append(message)
-        self.events.append(message)
+            self.pending_events.append(notice)
+        self.events.append(notice)
         if self.sinks:
-            source: Literal["adaptation", "run"] = "adaptation" if adaptation else "run"
-            self.emit(RunNotice(len(self.steps), message, source))
+            self.emit(notice)
+        return notice
 
     def remaining(self) -> float | None:
         if self.config.deadline is None:
@@ -201,7 +204,7 @@ class RunState:
             model=self.model_name,
             duration_s=time.perf_counter() - self.started,
             error=error,
-            events=list(self.events),
+            notices=list(self.events),
             run_id=self.journal.run_id if self.journal is not None else None,
             pending=list(self.deferred),
         )

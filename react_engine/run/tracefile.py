@@ -40,6 +40,7 @@ from .events import (
     ModelCallFinished,
     RunDone,
     RunFailed,
+    RunNotice,
     RunStarted,
     StepDone,
     ToolStarted,
@@ -112,7 +113,7 @@ class TraceFile:
             case RunDone(result=result):
                 self._write(result.trace()[-1])
                 if self.failure is not None:
-                    result.events.append(self.failure)
+                    result.notices.append(RunNotice(len(result.steps), self.failure))
                 self.close()
             case RunFailed(error=error):
                 failed = getattr(error, "result", None)

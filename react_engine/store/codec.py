@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from ..errors import ReactEngineError
+from ..run.events import RunNotice
 from ..types import (
     ActionRecord,
     HistoryItem,
@@ -138,7 +139,9 @@ def load_step(record: dict[str, Any]) -> Step:
         started_at=float(record.get("started_at", 0.0)),
         duration_s=float(record.get("duration_s", 0.0)),
         model_time_s=float(record.get("model_time_s", 0.0)),
-        events=list(record.get("events") or ()),
+        notices=[
+            RunNotice(int(record["index"]), str(message)) for message in record.get("events") or ()
+        ],
     )
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack, cast, get_typ
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import ToolDefinitionError
+from ..errors import ModelBehaviorError, ToolDefinitionError
 from ._nesting import TOO_DEEP, too_deep
 from .docstrings import parse_docstring
 from .schema import meets_strict_mode, strict_schema
@@ -39,7 +39,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 
-class ToolArgumentsError(ValueError):
+class ToolArgumentsError(ModelBehaviorError, ValueError):
     """Arguments a tool cannot accept: not a JSON object, or failing validation.
 
     ``message`` is written for the model: it says which field is wrong and why.

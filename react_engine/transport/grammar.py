@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..errors import UserError
+
 __all__ = [
     "MAX_ENUM_VALUES",
     "MAX_PROPERTIES",
@@ -56,8 +58,10 @@ MAX_SCHEMA_CHARS: Final = 120_000
 _FENCE: Final = "`" * 3
 
 
-class GrammarError(ValueError):
-    """A JSON Schema uses something the grammar writer does not support."""
+class GrammarError(UserError, ValueError):
+    """A JSON Schema uses something the grammar writer does not support.
+
+    Within a run it is not raised: the request goes without a grammar."""
 
 
 _BASE_RULES: Final = {

@@ -36,7 +36,7 @@ def ping(n: int) -> str:
 model = ScriptedModel([tool_call_reply(("ping", {"n": 1}), ("ping", {"n": 2})), reply("done")])
 agent = Agent("m", tools=[ping], client=model, protocol="function_calling", max_calls_per_step=1)
 result = agent.run("q")
-print(result.answer, result.events)
+print(result.answer, [n.message for n in result.notices])
 """
 
 

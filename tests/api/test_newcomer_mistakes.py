@@ -65,6 +65,34 @@ def test_a_misspelt_run_option_gets_did_you_mean() -> None:
         agent().conversation().ask("q", deadlin=3)
 
 
+def test_a_misspelt_option_is_a_type_error_as_python_says_of_a_keyword() -> None:
+    # Python's own word for an unexpected keyword is TypeError; the engine's error is one too,
+    # and still a ConfigurationError (the library's tree) for code that catches that.
+    with pytest.raises(
+        TypeError, match=r"^unknown Agent option 'max_stesp': did you mean 'max_steps'\?$"
+    ):
+        Agent("m", client=ScriptedModel([reply("ok")]), max_stesp=3)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="did you mean 'deadline'"):
+        agent().run("q", deadlin=3)  # type: ignore[call-overload]
+
+
+def test_the_typed_options_are_the_config_fields_and_the_sampling_shorthands() -> None:
+    # The keywords a type checker accepts (Options) are the ones the engine takes at run
+    # time: a field added to AgentConfig and not to Options would be refused by mypy.
+    import dataclasses
+    import typing
+
+    from react_engine.run.config import SAMPLING_SHORTHANDS, AgentConfig, Options
+
+    fields = {f.name: f.type for f in dataclasses.fields(AgentConfig)}
+    typed = typing.get_type_hints(Options)
+    assert set(typed) == set(fields) - {"output_type"} | set(SAMPLING_SHORTHANDS)
+    assert Options.__total__ is False  # every option may be left out
+    config_hints = typing.get_type_hints(AgentConfig)
+    for name in set(typed) - set(SAMPLING_SHORTHANDS):
+        assert typed[name] == config_hints[name], name
+
+
 def test_an_agent_option_given_to_a_run_says_where_it_belongs() -> None:
     with pytest.raises(ConfigurationError, match="'protocol' is an option of Agent"):
         agent().run("q", protocol="text")

@@ -268,7 +268,9 @@ def test_an_observation_over_the_context_window_is_shortened(
     assert [a.tool for a in result.tool_calls] == ["read_log"]
     whole = result.tool_calls[0].observation
     assert len(whole) > 40_000  # the trace keeps it whole
-    assert any("did not fit the model's context window" in e for e in result.events)
+    assert any(
+        "did not fit the model's context window" in e for e in [n.message for n in result.notices]
+    )
     assert result.stop_reason in {"final_answer", "max_steps"}
     # The request the server refused carried the whole log; the one after it a shortened one.
     sizes = [len(json.dumps(p["messages"])) for p in recording.payloads]

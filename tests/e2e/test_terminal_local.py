@@ -191,7 +191,9 @@ def check_streamed(result: RunResult, events: list[Event]) -> None:
     assert result.steps[0].actions, "the first streamed reply is a tool call"
     for step in result.steps:
         assert step.usage.prompt_tokens > 0 and step.usage.completion_tokens > 0
-        assert not any(e.startswith("usage estimated") for e in step.events), step.events
+        assert not any(
+            e.startswith("usage estimated") for e in [n.message for n in step.notices]
+        ), [n.message for n in step.notices]
     last = result.steps[-1].index
     pieces = [e.text for e in events if isinstance(e, TextDelta) and e.step == last]
     assert len(pieces) > 1, "the answer arrived in pieces, as the server wrote it"

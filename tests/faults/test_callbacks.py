@@ -50,7 +50,10 @@ def test_a_slow_on_step_ends_at_the_deadline(asynchronous: bool) -> None:
     result = agent.run("Weather in Paris?")
     released.set()
     assert result.stop_reason == "deadline"
-    assert any("on_step did not return before the run's deadline" in e for e in result.events)
+    assert any(
+        "on_step did not return before the run's deadline" in e
+        for e in [n.message for n in result.notices]
+    )
     assert False not in finished_first  # no callback had to give up for the run to return
 
 

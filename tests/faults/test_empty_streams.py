@@ -117,9 +117,14 @@ def test_run_stream_sends_the_turn_again_unstreamed_and_learns_stream_tools() ->
     assert cache.get(server.base_url, "mock-model") == {"stream_tools": False}
     notices = [e.message for e in events if isinstance(e, RunNotice)]
     assert any("empty stream" in n for n in notices), notices
-    assert any("empty stream" in e for e in result.steps[0].events)
+    assert any("empty stream" in e for e in [n.message for n in result.steps[0].notices])
     assert result.usage.requests == 3, "the empty stream is a request too"
-    assert not [e for s in result.steps for e in s.events if e.startswith("usage estimated")]
+    assert not [
+        e
+        for s in result.steps
+        for e in [n.message for n in s.notices]
+        if e.startswith("usage estimated")
+    ]
 
 
 def test_iter_with_the_lesson_learned_sends_requests_with_tools_unstreamed() -> None:
@@ -160,7 +165,7 @@ def test_an_empty_stream_without_tools_is_sent_again_and_nothing_is_learned() ->
     assert deltas(events, 0) == [TEXT_ACTION]
     assert len(deltas(events, 1)) > 5
     assert cache.get(server.base_url, "mock-model") == {}
-    assert any("empty stream" in e for e in result.steps[0].events)
+    assert any("empty stream" in e for e in [n.message for n in result.steps[0].notices])
 
 
 class _Tty(io.StringIO):

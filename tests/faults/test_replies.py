@@ -175,7 +175,10 @@ def test_missing_empty_and_duplicate_call_ids_get_unique_ids_paired_in_order(
     assert all(ids) and len(set(ids)) == 4
     assert ids[1] == "dup"
     assert harness.lookup.calls == ["Paris", "Rome", "Oslo", "Lima"]
-    assert set(result.steps[0].events) == {"generated_call_id", "duplicate_call_id"}
+    assert set([n.message for n in result.steps[0].notices]) == {
+        "generated_call_id",
+        "duplicate_call_id",
+    }
     # The next request pairs every call with its result, by id and in order.
     messages = server.requests[1]["messages"]
     assistant, *tool_messages = messages[2:]
@@ -328,7 +331,7 @@ def test_usage_counts_that_are_not_counts_do_not_break_the_run(
     assert usage.total_tokens >= usage.prompt_tokens + usage.completion_tokens
     assert result.usage.total_tokens == usage.total_tokens + 15
     if case != "bool":  # the SDK itself reads true/false as 1/0
-        assert any("usage" in e for e in result.steps[0].events)
+        assert any("usage" in e for e in [n.message for n in result.steps[0].notices])
 
 
 def test_a_garbage_count_is_named_in_the_step_events(server: ScriptedServer) -> None:
@@ -343,7 +346,7 @@ def test_a_garbage_count_is_named_in_the_step_events(server: ScriptedServer) -> 
     step = result.steps[0]
     assert (step.usage.prompt_tokens, step.usage.completion_tokens) == (10, 0)
     assert step.usage.total_tokens == 15
-    assert step.events == [
+    assert [n.message for n in step.notices] == [
         "the reply's usage had invalid counts, read as 0: completion_tokens='abc'"
     ]
 
@@ -362,7 +365,7 @@ def test_numeric_strings_and_floats_are_read_as_counts(server: ScriptedServer) -
         3,
         15,
     )
-    assert step.events == []
+    assert [n.message for n in step.notices] == []
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -455,7 +458,7 @@ def test_calls_beyond_max_calls_per_step_are_not_run() -> None:
     assert [a.status for a in actions[:16]] == ["ok"] * 16
     assert all(a.status == "skipped" for a in actions[16:])
     assert "at most 16 run per reply" in actions[16].observation
-    assert any("max_calls_per_step" in e for e in result.steps[0].events)
+    assert any("max_calls_per_step" in e for e in [n.message for n in result.steps[0].notices])
     assert result.answer == "done"
 
 

@@ -80,7 +80,7 @@ def test_an_absurd_token_count_is_not_carried_into_the_totals() -> None:
     assert result.answer == "It is sunny."
     assert result.usage.completion_tokens == 0
     assert result.usage.total_tokens == 12
-    assert any("completion_tokens" in e for e in result.steps[0].events)
+    assert any("completion_tokens" in e for e in [n.message for n in result.steps[0].notices])
 
 
 # --- options of the wrong type ---------------------------------------------------------------

@@ -69,7 +69,9 @@ def test_a_tools_own_timeout_is_its_error(
     assert "fetch failed: TimeoutError" in action.observation
     assert "did not finish within" not in action.observation
     assert "still running on its thread" not in action.observation
-    assert not any("overran" in event for step in result.steps for event in step.events)
+    assert not any(
+        "overran" in event for step in result.steps for event in [n.message for n in step.notices]
+    )
     assert result.answer == "done"
 
 

@@ -58,7 +58,7 @@ def test_a_lone_sync_tool_is_bounded_by_tool_timeout(gate: threading.Event) -> N
     assert action.status == "timeout"
     assert "within 0.3s" in action.observation and "still running" in action.observation
     assert result.answer == "gave up"
-    assert any("left running" in e for e in result.events)
+    assert any("left running" in e for e in [n.message for n in result.notices])
 
 
 def test_a_sync_tool_does_not_block_the_event_loop() -> None:
@@ -147,7 +147,7 @@ def test_too_many_stuck_threads_refuse_new_sync_calls(
     (action,) = result.steps[0].actions
     assert action.status == "error"
     assert "was not run: 3 earlier sync calls are still running" in action.observation
-    assert any("not run" in e for e in result.events)
+    assert any("not run" in e for e in [n.message for n in result.notices])
     gate.set()
     wait_for_stuck_threads()
     again = agent_for([sleeper(0.01)], [calls("nap", 1), reply("ran")])

@@ -401,7 +401,7 @@ def test_a_reply_past_the_tool_budget_runs_the_calls_within_it_then_answers(
     assert "budget" in second.observation
     assert result.answer == "Paris is 14°C."
     assert result.stop_reason == "tool_budget"
-    assert any("tool-call budget" in e for e in result.events)
+    assert any("tool-call budget" in e for e in [n.message for n in result.notices])
     assert len(model.requests) == 2
 
 

@@ -446,8 +446,10 @@ def test_a_rejected_constraint_is_dropped_and_learned(
     assert field in server.requests[0]
     assert all(field not in body for body in server.requests[1:])
     assert server.requests[1]["messages"] == server.requests[0]["messages"]
-    assert any("constrained decoding rejected" in e for e in result.events)
-    assert any("constrained decoding rejected" in e for e in result.steps[0].events)
+    assert any("constrained decoding rejected" in e for e in [n.message for n in result.notices])
+    assert any(
+        "constrained decoding rejected" in e for e in [n.message for n in result.steps[0].notices]
+    )
     assert cache.get(server.base_url, "house-model") == {"constrained_decoding": False}
     assert agent.capabilities()[0].constrained_decoding is False
     assert agent.capabilities()[1].startswith("learned: constrained_decoding=False")
@@ -455,7 +457,7 @@ def test_a_rejected_constraint_is_dropped_and_learned(
     # The next run on the same model and endpoint wastes nothing.
     server.requests.clear()
     again = agent.run("Weather in Beijing?")
-    assert again.answer == "Sunny in Beijing." and not again.events
+    assert again.answer == "Sunny in Beijing." and not [n.message for n in again.notices]
     assert len(server.requests) == 2 and all(field not in b for b in server.requests)
 
 

@@ -58,7 +58,7 @@ def test_the_policy_holds_for_a_new_protocol(toy: None) -> None:
     assert [s.kind for s in result.steps] == ["format_error", "final"]
     assert result.tool_calls == []
     assert "no tool may be used" in (result.steps[0].feedback or "")
-    assert "tool_choice_enforced" in result.steps[0].events
+    assert "tool_choice_enforced" in [n.message for n in result.steps[0].notices]
 
     agent, _ = toy_agent(
         ["ANSWER from memory", 'CALL get_weather {"location": "Paris"}', "ANSWER sunny"],

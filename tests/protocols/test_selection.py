@@ -215,8 +215,10 @@ def test_fallback_to_text_when_the_server_rejects_tools(
     assert result.answer == "Sunny in Beijing."
     assert result.protocol == "text"
     assert result.protocol_reason.startswith("fallback")
-    assert any("switched to the text protocol" in e for e in result.events)
-    assert any("switched to the text protocol" in e for e in result.steps[0].events)
+    assert any("switched to the text protocol" in e for e in [n.message for n in result.notices])
+    assert any(
+        "switched to the text protocol" in e for e in [n.message for n in result.steps[0].notices]
+    )
     # One wasted request, and the question was not lost.
     assert len(server.requests) == 3
     assert "tools" in server.requests[0]
@@ -310,7 +312,7 @@ def test_stop_rejected_is_dropped_and_replies_are_cut_client_side(server: MockOp
     assert result.answer == "Sunny in Beijing."
     assert result.steps[0].text == TEXT_CALL
     assert "cut_observation" in result.steps[0].repairs
-    assert any("stop sequences rejected" in e for e in result.events)
+    assert any("stop sequences rejected" in e for e in [n.message for n in result.notices])
     assert len(server.requests) == 3 and "stop" in server.requests[0]
     assert cache.get(server.base_url, "house-model") == {"stop": False}
 

@@ -134,7 +134,10 @@ def test_ids_generated_when_missing_or_repeated() -> None:
     ids = [a.id for a in result.steps[0].actions]
     assert len(set(ids)) == 3 and all(ids)
     assert ids[1] == "dup"
-    assert set(result.steps[0].events) == {"generated_call_id", "duplicate_call_id"}
+    assert set([n.message for n in result.steps[0].notices]) == {
+        "generated_call_id",
+        "duplicate_call_id",
+    }
     sent = model.payloads[1]["messages"]
     assert [c["id"] for c in sent[2]["tool_calls"]] == ids
     assert [m["tool_call_id"] for m in sent[3:6]] == ids

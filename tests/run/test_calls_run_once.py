@@ -235,7 +235,9 @@ def test_a_blind_later_call_never_runs(server: ScriptedServer, style: str, path:
     assert read.status == "skipped" and read.arguments == {"path": path}
     assert "placeholder" in read.observation and "next step" in read.observation
     assert "placeholder" in told(server)  # the model learns it was not run, and why
-    assert any("not run: read (blind" in event for event in result.steps[0].events)
+    assert any(
+        "not run: read (blind" in event for event in [n.message for n in result.steps[0].notices]
+    )
 
 
 @pytest.mark.parametrize("style", MULTI)
@@ -248,7 +250,7 @@ def test_independent_read_only_calls_all_run(server: ScriptedServer, style: str)
     result = run(server, style, desk.tools)
     assert sorted(desk.ran) == [("grep", "TODO"), ("read", "README.md")]
     assert [a.status for a in result.steps[0].actions] == ["ok", "ok"]
-    assert not any("not run" in event for event in result.steps[0].events)
+    assert not any("not run" in event for event in [n.message for n in result.steps[0].notices])
 
 
 @pytest.mark.parametrize("style", MULTI)
@@ -271,7 +273,10 @@ def test_of_two_destructive_calls_only_the_first_runs(server: ScriptedServer, st
     assert second.status == "skipped"
     assert "only one such call runs per reply" in second.observation
     assert "only one such call runs per reply" in told(server)
-    assert any("not run: delete (one call with effects" in e for e in result.steps[0].events)
+    assert any(
+        "not run: delete (one call with effects" in e
+        for e in [n.message for n in result.steps[0].notices]
+    )
     assert sorted(desk.ran[:2]) == [("delete", "a.tmp"), ("grep", "tmp")]
     assert desk.ran[2:] == [("delete", "b.tmp")]
     assert result.answer == "done"
@@ -304,7 +309,7 @@ def test_a_json_list_of_actions_follows_the_same_rule_and_the_trace_says_so(
     # read as a JSON-blob action, or by the shared reader of JSON calls (salvaged:json)
     assert "json_blob" in step.repairs or "salvaged:json" in step.repairs
     assert [a.status for a in step.actions] == ["ok", "skipped"]
-    (event,) = step.events
+    (event,) = [n.message for n in step.notices]
     assert event.startswith("2 tool calls in one reply (multi_action='independent')")
     assert "send_reminder (one call with effects per reply)" in event
 

@@ -156,7 +156,7 @@ def test_a_server_that_wants_the_reasoning_back_is_learned(server: MockOpenAISer
     assert len(server.requests) == 3  # the call, the 400, the same request with reasoning
     assert "reasoning_content" not in server.requests[1]["messages"][2]
     assert server.requests[2]["messages"][2]["reasoning_content"] == REASONING_1
-    assert any("reasoning_content back" in e for e in result.events)
+    assert any("reasoning_content back" in e for e in [n.message for n in result.notices])
     assert cache.get(agent.base_url, "deepseek-chat") == {"reasoning_echo": True}
 
     server.requests.clear()

@@ -126,8 +126,8 @@ def test_a_server_that_ignores_stop_is_cut_at_the_label_and_the_stream_closed() 
     assert "cut_observation" not in step.repairs  # nothing left for the parser to cut
     stopped = [e for e in events if isinstance(e, StoppedLive)]
     assert len(stopped) == 1 and stopped[0].stop == "\nObservation:"
-    assert any(e.startswith("stopped_live") for e in step.events)
-    assert any(e.startswith("usage estimated") for e in step.events)
+    assert any(e.startswith("stopped_live") for e in [n.message for n in step.notices])
+    assert any(e.startswith("usage estimated") for e in [n.message for n in step.notices])
     # no usage chunk came: completion tokens are the chunks received
     assert step.usage.completion_tokens == stopped[0].completion_tokens
     assert 0 < step.usage.completion_tokens < len(stream_chunks(completion(TEXT_ACTION + INVENTED)))
@@ -263,7 +263,9 @@ def test_a_server_that_rejects_stream_options_is_asked_again_without_them() -> N
         assert ["stream_options" in body for body in server.requests] == [True, False]
     result = events[-1]
     assert isinstance(result, RunDone) and result.result.answer == "It is overcast."
-    assert any(e.startswith("usage estimated") for e in result.result.steps[0].events)
+    assert any(
+        e.startswith("usage estimated") for e in [n.message for n in result.result.steps[0].notices]
+    )
 
 
 def test_a_stream_cut_midway_is_discarded_and_retried() -> None:

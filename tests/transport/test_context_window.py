@@ -259,8 +259,10 @@ def test_earlier_observations_are_shortened_and_the_run_answers(
     assert LONG in observations[2]
     # The trace keeps what the tools returned, whole.
     assert [len(a.observation) > 6000 for a in result.tool_calls] == [True, True, True]
-    assert any("did not fit the model's context window" in e for e in result.events)
-    assert any("context window" in e for s in result.steps for e in s.events)
+    assert any(
+        "did not fit the model's context window" in e for e in [n.message for n in result.notices]
+    )
+    assert any("context window" in e for s in result.steps for e in [n.message for n in s.notices])
 
 
 def test_the_latest_observation_is_shortened_when_the_earlier_ones_are_not_enough(
