@@ -233,11 +233,18 @@ def _typed(call: SalvagedCall, schemas: Mapping[str, Mapping[str, Any]] | None) 
 _Detector: TypeAlias = Callable[[str, frozenset[str]], list[SalvagedCall]]
 
 
-def _detectors(text: str, prefer: str | None) -> list[_Detector]:
-    """The recognisers whose marker is in ``text``, the preferred family's first."""
+_DetectorRow: TypeAlias = tuple[tuple[str, ...], tuple[str, ...], _Detector]
+_TABLE: list[_DetectorRow] = []
+
+
+def _table() -> list[_DetectorRow]:
+    """Each recogniser with its format families and the markers that must be in a reply for
+    it to find anything, most explicit first (built once, on first use)."""
+    if _TABLE:
+        return _TABLE
     from . import formats as F
 
-    table: list[tuple[tuple[str, ...], tuple[str, ...], _Detector]] = [
+    _TABLE[:] = [
         (("kimi",), ("<|tool_call_begin|>",), F.kimi),
         (("deepseek",), ("tool▁call", "tool_call_begin", "tool_calls_begin"), _deepseek),
         (("harmony", "gpt-oss"), ("<|message|>",), F.harmony),
@@ -257,11 +264,17 @@ def _detectors(text: str, prefer: str | None) -> list[_Detector]:
         (("json", "qwen25"), ("{",), F.json_lines),
         (("python", "llama4"), ("(",), _python),
     ]
-    present = [
-        (families, detect)
-        for families, markers, detect in table
-        if any(marker in text for marker in markers)
-    ]
+    return _TABLE
+
+
+def _detectors(text: str, prefer: str | None) -> list[_Detector]:
+    """The recognisers whose marker is in ``text``, the preferred family's first."""
+    present: list[tuple[tuple[str, ...], _Detector]] = []
+    for families, markers, detect in _table():  # on every reply: plain loops, no generators
+        for marker in markers:
+            if marker in text:
+                present.append((families, detect))
+                break
     if prefer:
         present.sort(key=lambda entry: prefer not in entry[0])
     return [detect for _, detect in present]

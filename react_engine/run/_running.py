@@ -13,13 +13,14 @@ from ..tools.mcp import connected_tools
 from ._threads import run_coroutine
 from .events import RunDone, RunFailed, RunStarted
 from .execution import ToolRunner
-from .loop import Loop
+from .loop import Loop, LoopDeps
 from .state import RUN_EVENT, RunState
 from .tracing import RunTracer, content_wanted, tracer_for
 
 __all__ = [
     "RUN_EVENT",
     "Loop",
+    "LoopDeps",
     "RunDone",
     "RunFailed",
     "RunStarted",

@@ -723,12 +723,25 @@ class Agent(Generic[OutputT]):
         """The loop over ``state``; with a store, the run's outcome written to it."""
         from . import _running
 
+        loop = _running.Loop(
+            _running.LoopDeps(
+                model=self.model,
+                runner=self._runner,
+                instructions=self.instructions,
+                on_step=self.on_step,
+                protocol_spec=self._protocol_spec,
+                template=self.template,
+                implicit_final_answer=self.implicit_final_answer,
+                capability_cache=self.capability_cache,
+                base_url=self.base_url,
+            )
+        )
         if state.journal is None:
-            return await _running.Loop(self).run(state)
+            return await loop.run(state)
         async with state.journal.held() as journal:  # RunBusy if another worker runs it
             await journal.open()
             try:
-                result = await _running.Loop(self).run(state)
+                result = await loop.run(state)
             except Exception as exc:
                 await journal.failed(exc)
                 raise

@@ -2,23 +2,25 @@
 
 Every way a call can go wrong ends in its :class:`~react_engine.types.ActionRecord` (an
 unknown tool, arguments that fail validation, a denied approval, a timeout, a tool that
-raises) and so in an observation the model reads; nothing here raises for a bad call. A
-``BaseException`` from a tool (``SystemExit``, ``KeyboardInterrupt``) is recorded on its
-call and ends the run once the step is recorded (:meth:`ToolRunner.abort`).
+raises) and so in an observation the model reads; nothing here raises for a bad call.
+
+The runner decides nothing about the run: :meth:`ToolRunner.run` returns the records with a
+:data:`Verdict` (go on, ask for the final answer because a call repeats, stop awaiting
+approvals, or abort because a tool raised a ``BaseException``), and the loop
+(:mod:`react_engine.run.loop`) alone acts on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import RunAborted
 from ..protocols.base import PendingCall
 from ..tools.base import Tool, ToolArgumentsError
 from ..tools.timeouts import within
@@ -28,13 +30,79 @@ from .events import ToolFinished, ToolStarted
 from .observations import render_observation, valid_unicode
 from .state import RUN_EVENT, RunState
 
-__all__ = ["ApprovalCallback", "CallCallback", "ToolRunner", "skipped"]
+__all__ = [
+    "Abort",
+    "ApprovalCallback",
+    "AwaitApproval",
+    "CallCallback",
+    "Proceed",
+    "Ran",
+    "RepeatedCall",
+    "ToolRunner",
+    "Verdict",
+    "skipped",
+]
 
 log = logging.getLogger("react_engine")
 
 ApprovalCallback = Callable[[ActionRecord], "bool | str | Awaitable[bool | str]"]
 """Returns True to run the call; ``"defer"`` (with a store) ends the run awaiting it."""
 CallCallback = Callable[[ActionRecord], "Awaitable[None] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class Proceed:
+    """The calls ran (or were refused, each with its observation): the run goes on."""
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatedCall:
+    """A call was made more than ``loop_limit`` times with the same arguments: it was not
+    run again, and the model should be asked for its final answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitApproval:
+    """Approvals were deferred (``approve="defer"``): the run stops until they are given."""
+
+    calls: tuple[ActionRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """A tool (or the approver) raised a ``BaseException``: the run ends once the step is
+    recorded (the first one raised, when several calls did)."""
+
+    error: BaseException
+
+
+Verdict = Proceed | RepeatedCall | AwaitApproval | Abort
+"""What one reply's calls mean for the run, strongest first: awaiting approvals, an abort,
+a repeated call, else proceed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """One reply's calls, run: their records, in the reply's order, and the verdict."""
+
+    actions: list[ActionRecord]
+    verdict: Verdict
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What the calls of one reply report while they run (concurrently)."""
+
+    deferred: list[ActionRecord] = field(default_factory=list)
+    abort: BaseException | None = None
+    repeated: bool = False
+
+    def verdict(self) -> Verdict:
+        if self.deferred:
+            return AwaitApproval(tuple(self.deferred))
+        if self.abort is not None:
+            return Abort(self.abort)
+        return RepeatedCall() if self.repeated else Proceed()
 
 
 class ToolRunner:
@@ -48,8 +116,9 @@ class ToolRunner:
         self.approve = approve
         self.on_call = on_call
 
-    async def run(self, state: RunState, calls: Sequence[PendingCall]) -> list[ActionRecord]:
-        """Run ``calls`` (in parallel when there are several) and return their records."""
+    async def run(self, state: RunState, calls: Sequence[PendingCall]) -> Ran:
+        """Run ``calls`` (in parallel when there are several): their records and the verdict."""
+        batch = _Batch()
         by_name = {t.name: t for t in state.tools}
         prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
         for call in calls:
@@ -87,11 +156,11 @@ class ToolRunner:
                 continue
             if record.status == "ok":
                 key = _call_key(record)
-                state.repeats[key] += 1
-                seen = state.repeats[key]
+                state.seen.counts[key] += 1
+                seen = state.seen.counts[key]
                 if seen > state.config.loop_limit:
                     record.status = "skipped"
-                    earlier = state.results.get(key)
+                    earlier = state.seen.results.get(key)
                     if earlier is not None:
                         # The model asked for what it already has: give it the same result
                         # again (the trace says it was not re-run), then ask for the answer.
@@ -102,7 +171,7 @@ class ToolRunner:
                             f"Not run again: {call.tool} was already called {seen - 1} times "
                             "with these arguments. Give your final answer now."
                         )
-                    state.force_final = "loop"
+                    batch.repeated = True
                     tool = None
                 elif seen == state.config.loop_limit and seen > 1:
                     record.error = "repeated"
@@ -110,12 +179,12 @@ class ToolRunner:
 
         runnable = [(r, t, v) for r, t, v in prepared if t is not None and r.status == "ok"]
         if len(runnable) == 1:
-            await self._call(state, *runnable[0])
+            await self._call(state, batch, *runnable[0])
         elif runnable:
-            await asyncio.gather(*(self._call(state, r, t, v) for r, t, v in runnable))
+            await asyncio.gather(*(self._call(state, batch, r, t, v) for r, t, v in runnable))
         for record, _, _ in prepared:
             if record.status == "ok":
-                state.results[_call_key(record)] = record.observation
+                state.seen.results[_call_key(record)] = record.observation
             if record.error == "repeated" and record.status == "ok":
                 record.error = None
                 record.observation += (
@@ -123,22 +192,22 @@ class ToolRunner:
                     f"{state.config.loop_limit} times. Do not repeat it: use what you have or "
                     "give your final answer.]"
                 )
-        return [r for r, _, _ in prepared]
+        return Ran([r for r, _, _ in prepared], batch.verdict())
 
     async def _call(
-        self, state: RunState, record: ActionRecord, tool: Tool, validated: Any
+        self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool, validated: Any
     ) -> None:
         """Run one approved call; every way it can go wrong ends in its observation.
 
         A ``BaseException`` from the tool or the approver (``SystemExit``,
         ``KeyboardInterrupt``, a ``CancelledError`` that is not the run's own cancellation)
-        is recorded on the call and kept in ``state.abort``; the turn records its step and
-        then ends the run (see :meth:`abort`)."""
+        is recorded on the call and becomes the batch's :class:`Abort`; the loop records the
+        step and then ends the run."""
         journal = state.journal
         try:
             if journal is not None and await self._replayed(state, record, tool):
                 return
-            if not await self._approved(state, record, tool):
+            if not await self._approved(state, batch, record, tool):
                 if journal is not None and record.status == "denied":
                     await journal.done(record)
                 return
@@ -161,11 +230,11 @@ class ToolRunner:
                 if record.status == "ok" and not record.observation:
                     _fail(record, "error", f"{tool.name} was interrupted: the run was cancelled")
                 raise
-            self._note_abort(state, record, tool, exc)
+            _note_abort(batch, record, tool, exc)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 raise  # a tool's exceptions are observations already (_invoke); not this one
-            self._note_abort(state, record, tool, exc)  # raised again by abort()
+            _note_abort(batch, record, tool, exc)  # raised again by the loop
 
     @staticmethod
     async def _replayed(state: RunState, record: ActionRecord, tool: Tool) -> bool:
@@ -186,7 +255,8 @@ class ToolRunner:
             return True
         return False
 
-    def _defer(self, state: RunState, record: ActionRecord) -> bool:
+    @staticmethod
+    def _defer(state: RunState, batch: _Batch, record: ActionRecord) -> bool:
         """An approval put off: the run stops, awaiting it (with a store to resume from)."""
         if state.journal is None:
             _fail(
@@ -198,10 +268,12 @@ class ToolRunner:
             return False
         record.status, record.error = "skipped", "awaiting approval"
         record.observation = "Skipped: awaiting approval."
-        state.deferred.append(record)
+        batch.deferred.append(record)
         return False
 
-    async def _approved(self, state: RunState, record: ActionRecord, tool: Tool) -> bool:
+    async def _approved(
+        self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool
+    ) -> bool:
         """Ask the approver, within the run's deadline. A sync approver runs on a worker
         thread, so a slow one (a person at a prompt) neither stalls the event loop nor
         outlives the deadline."""
@@ -214,7 +286,7 @@ class ToolRunner:
                 _fail(record, "denied", "the user did not approve this call")
             return given
         if approve == "defer":
-            return self._defer(state, record)
+            return self._defer(state, batch, record)
         if approve is None:
             _fail(record, "denied", "this tool needs approval and no approver is configured")
             return False
@@ -255,7 +327,7 @@ class ToolRunner:
             )
             return False
         if verdict == "defer":
-            return self._defer(state, record)
+            return self._defer(state, batch, record)
         if verdict is not True:
             _fail(record, "denied", "the user did not approve this call")
             return False
@@ -266,7 +338,7 @@ class ToolRunner:
     ) -> None:
         cfg = state.config
         timeout = tool.timeout if tool.timeout is not None else cfg.tool_timeout
-        remaining = state.remaining()
+        remaining = None if cfg.deadline is None else state.remaining()
         if remaining is not None:
             timeout = max(remaining, 0.001) if timeout is None else min(timeout, remaining)
             timeout = max(timeout, 0.001)
@@ -306,35 +378,11 @@ class ToolRunner:
         finally:
             record.duration_s = time.perf_counter() - started
 
-    @staticmethod
-    def _note_abort(state: RunState, record: ActionRecord, tool: Tool, exc: BaseException) -> None:
-        _fail(record, "error", f"{tool.name} raised {type(exc).__name__}: the run was aborted")
-        if state.abort is None:
-            state.abort = exc
 
-    @staticmethod
-    def abort(state: RunState) -> None:
-        """End the run after a tool raised a ``BaseException`` (its step is recorded).
-
-        ``SystemExit``, a ``CancelledError`` the tool raised itself and ``GeneratorExit``
-        become :class:`RunAborted`, with the original as its ``__cause__``: a tool has no
-        business ending the caller's program or task. Any other ``BaseException``
-        (``KeyboardInterrupt``, a test framework's ``Failed``, gevent's ``Timeout``) is
-        re-raised as it is, so that it does what its raiser meant (Ctrl-C stops the
-        program, ``pytest.fail`` fails the test; turning it into an ``Exception`` would let
-        ``except Exception`` swallow it). Either way the result so far, with the step of
-        the call that raised, rides on it as ``exc.result`` (a conversation's history keeps
-        the step anyway).
-        """
-        exc = state.abort
-        assert exc is not None
-        message = f"a tool raised {type(exc).__name__}; the run was aborted"
-        result = state.result(None, "error", error=message)
-        if isinstance(exc, SystemExit | GeneratorExit | asyncio.CancelledError):
-            raise RunAborted(message, result=result) from exc
-        with contextlib.suppress(AttributeError, TypeError):  # an exception with __slots__
-            exc.result = result  # type: ignore[attr-defined]
-        raise exc
+def _note_abort(batch: _Batch, record: ActionRecord, tool: Tool, exc: BaseException) -> None:
+    _fail(record, "error", f"{tool.name} raised {type(exc).__name__}: the run was aborted")
+    if batch.abort is None:
+        batch.abort = exc
 
 
 def _being_cancelled() -> bool:

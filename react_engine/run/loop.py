@@ -1,6 +1,13 @@
 """The loop: one loop for every protocol, and the only place where control flow lives.
 
-Each turn checks the run's budgets (:class:`~react_engine.run.state.RunState`), sends one
+A :class:`Loop` is built from what it needs (:class:`LoopDeps`: the model's name, the tool
+runner, the instructions, the capability cache...), not from the agent: a test builds one
+with a scripted model and no :class:`~react_engine.run.agent.Agent` at all. What decides where
+a run goes next (its budgets, a forced final answer, the count of failed turns) is
+:class:`Control`, written here and nowhere else; the tool runner returns a verdict
+(:data:`~react_engine.run.execution.Verdict`) and the loop acts on it.
+
+Each turn checks the run's budgets, sends one
 request (:meth:`Loop._send`, with network retries, streamed when the caller streams, and
 the reaction to a server that rejects a parameter), lets the protocol read the reply into
 a :data:`~react_engine.protocols.base.Decision`, and acts on it (:meth:`Loop._decide`): run the
@@ -18,16 +25,21 @@ What happens is reported at one point, :meth:`RunState.emit
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import logging
 import time
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
 
 from ..errors import (
     ContextWindowExceeded,
     ErrorBudgetExhausted,
     ModelAPIError,
     ModelRequestError,
+    RunAborted,
 )
 from ..protocols.base import (
     CallTools,
@@ -35,16 +47,18 @@ from ..protocols.base import (
     FinalAnswer,
     FormatError,
     PendingCall,
+    Protocol,
     RequestContext,
 )
-from ..protocols.output import output_spec
-from ..protocols.registry import adapt
+from ..protocols.output import OutputSpec, output_spec
+from ..protocols.registry import ProtocolOptions, adapt
 from ..transport.base import ChatModel
 from ..transport.capabilities import RejectedParam
+from ..transport.learned import CapabilityCache
 from ..transport.rejections import classify_rejection
 from ..transport.retries import complete_with_retries, stream_with_retries
 from ..transport.streaming import EmptyStream, Unstreamed
-from ..types import ModelDelta, ModelRequest, ModelResponse, RunResult, Step
+from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunResult, Step
 from ._threads import run_blocking
 from .events import (
     ActionDecided,
@@ -60,14 +74,14 @@ from .events import (
     TextDelta,
     Thought,
 )
-from .execution import ToolRunner, skipped
+from .execution import Abort, AwaitApproval, RepeatedCall, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
 
-if TYPE_CHECKING:
-    from .agent import Agent
+__all__ = ["FINAL_ANSWER_RETRIES", "Control", "Loop", "LoopDeps"]
 
-__all__ = ["FINAL_ANSWER_RETRIES", "Loop"]
+
+StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 log = logging.getLogger("react_engine")
 
@@ -81,20 +95,56 @@ FINAL_ANSWER_RETRIES = 1
 written as text, an empty reply): the model gets the feedback and this many more tries."""
 
 
-class Loop:
-    """Runs one :class:`RunState` to its result for an agent (its model name, tools,
-    instructions, protocol choice, capability cache and callbacks)."""
+ForcedBy = Literal["max_steps", "loop", "tool_budget"]
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopDeps:
+    """What the loop needs from whoever runs it (an :class:`~react_engine.run.agent.Agent`
+    builds one per run; a test may build one by hand)."""
+
+    model: str
+    """The model's name, sent with every request."""
+    runner: ToolRunner = field(default_factory=ToolRunner)
+    """Runs each reply's calls (approval, timeouts, loop detection)."""
+    instructions: str | None = None
+    on_step: StepCallback | None = None
+    """Called with each step once it is recorded, within the run's deadline."""
+    protocol_spec: str | Protocol = "auto"
+    """What the user asked for, so that an adaptation chooses among the right protocols."""
+    template: str | None = None
+    implicit_final_answer: bool = False
+    capability_cache: CapabilityCache | None = None
+    """Where what a server refused is remembered for the next runs (``None``: not kept)."""
+    base_url: str = ""
+    """The endpoint, the capability cache's key with :attr:`model`."""
+
+
+@dataclass(slots=True)
+class Control:
+    """Where a run goes next: written by the loop only, one per run."""
+
+    output: OutputSpec | None
+    """The run's ``output_type``, read once."""
+    action_turns: int = 0
+    tool_calls: int = 0
+    consecutive_errors: int = 0
+    adaptations: int = 0
+    force_final: ForcedBy | None = None
+    final_retries: int = 0
+
+
+class Loop:
+    """Runs one :class:`RunState` to its result with what :class:`LoopDeps` gives."""
+
+    def __init__(self, deps: LoopDeps) -> None:
+        self.deps = deps
 
     async def run(self, state: RunState) -> RunResult:
-        return await self._loop(state)
-
-    async def _loop(self, state: RunState) -> RunResult:
+        ctl = Control(output_spec(state.config.output_type))
         while True:
             try:
-                outcome = await self._turn(state)
+                outcome = await self._turn(state, ctl)
             except ModelAPIError as exc:
                 exc.result = state.result(None, "error", error=str(exc))
                 raise
@@ -107,46 +157,48 @@ class Loop:
                     raise ErrorBudgetExhausted(
                         message,
                         result=state.result(None, "error_budget", error=message),
-                        attempts=state.consecutive_errors,
+                        attempts=ctl.consecutive_errors,
                         last_reply=state.last_reply,
                     )
                 case Stop(reason=reason, message=message):
                     return state.result(None, reason, error=message)
 
-    async def _turn(self, state: RunState) -> Outcome:
-        if (stop := state.spent()) is not None:
+    async def _turn(self, state: RunState, ctl: Control) -> Outcome:
+        cfg = state.config
+        left = None if cfg.deadline is None else state.remaining()
+        if left is not None and left <= 0:
+            return _deadline_stop(state)
+        if (stop := _tokens_spent(state)) is not None:
             return stop
-        if state.force_final is None and state.action_turns >= state.config.max_steps:
-            state.force_final = "max_steps"
+        if ctl.force_final is None and ctl.action_turns >= cfg.max_steps:
+            ctl.force_final = "max_steps"
         if state.journal is not None:
             state.journal.before_turn(state)  # a resumed run: each reply read as it was
-        ctx = self._context(state)
-        started = time.perf_counter()
-        sent = await self._send(state, ctx)
-        if not isinstance(sent, ModelResponse):
-            return sent
-        return await self._decide(state, ctx, sent, started)
-
-    def _context(self, state: RunState) -> RequestContext:
-        cfg = state.config
         tool_choice = cfg.tool_choice
-        if cfg.reset_tool_choice and state.tool_calls > 0 and tool_choice != "none":
+        if cfg.reset_tool_choice and ctl.tool_calls > 0 and tool_choice != "none":
             tool_choice = "auto"
-        return RequestContext(
-            model=self.agent.model,
+        ctx = RequestContext(
+            model=self.deps.model,
             history=state.history,
             tools=state.tools,
             tool_choice=tool_choice,
             capabilities=state.caps,
-            settings=state.settings(),
-            instructions=self.agent.instructions,
-            force_final=state.force_final is not None,
+            settings=_settings(state, left),
+            instructions=self.deps.instructions,
+            force_final=ctl.force_final is not None,
             multi_action=cfg.multi_action,
-            output=output_spec(cfg.output_type),
+            output=ctl.output,
             memo=state.memo,
         )
+        started = time.perf_counter()
+        sent = await self._send(state, ctl, ctx)
+        if not isinstance(sent, ModelResponse):
+            return sent
+        return await self._decide(state, ctl, ctx, sent, started)
 
-    async def _send(self, state: RunState, ctx: RequestContext) -> ModelResponse | Outcome:
+    async def _send(
+        self, state: RunState, ctl: Control, ctx: RequestContext
+    ) -> ModelResponse | Outcome:
         """One request, with network retries; a server's refusal of a parameter the run can
         do without adapts the run and asks for the turn again."""
         request = state.protocol.build_request(ctx)
@@ -155,16 +207,21 @@ class Loop:
             state.emit(ModelCallStarted(index, request, state.protocol.name))
         started = time.perf_counter()
         try:
-            reply = await state.with_deadline(self._request(state, request, index))
+            left = None if state.config.deadline is None else state.remaining()
+            if left is None:
+                reply = await self._request(state, ctl, request, index)
+            else:
+                async with asyncio.timeout(max(left, 0.001)):  # no task of its own
+                    reply = await self._request(state, ctl, request, index)
         except TimeoutError as exc:
             state.emit(ModelCallFailed(index, exc))
-            return state.deadline_stop()
+            return _deadline_stop(state)
         except ContextWindowExceeded as exc:
             state.emit(ModelCallFailed(index, exc))
             return self._make_room(state, exc)
         except ModelRequestError as exc:
             state.emit(ModelCallFailed(index, exc))
-            if self._adapt(state, exc):
+            if self._adapt(state, ctl, exc):
                 return RunAgain()
             raise
         except ModelAPIError as exc:
@@ -176,7 +233,9 @@ class Loop:
         state.last_reply = reply
         return reply
 
-    async def _request(self, state: RunState, request: ModelRequest, index: int) -> ModelResponse:
+    async def _request(
+        self, state: RunState, ctl: Control, request: ModelRequest, index: int
+    ) -> ModelResponse:
         """The reply to one request: whole, or streamed (each delta emitted as it comes).
 
         A server that cannot stream this request (HTTP 200, no chunk) is asked again without
@@ -213,13 +272,13 @@ class Loop:
         try:
             return await streamed(state.model)
         except EmptyStream:
-            self._cannot_stream(state, request)
+            self._cannot_stream(state, ctl, request)
         return await streamed(Unstreamed(state.model))
 
-    def _cannot_stream(self, state: RunState, request: ModelRequest) -> None:
+    def _cannot_stream(self, state: RunState, ctl: Control, request: ModelRequest) -> None:
         """The server sent an empty stream: with tools in the request, learn that it cannot
         stream those (``stream_tools``); without, just say so. The request is sent again."""
-        if request.tools and self._learn(state, "stream_tools", "HTTP 200, no chunk"):
+        if request.tools and self._learn(state, ctl, "stream_tools", "HTTP 200, no chunk"):
             return
         event = "the server sent an empty stream; the request was sent again without streaming"
         log.warning("%s", event, extra=RUN_EVENT)
@@ -227,7 +286,12 @@ class Loop:
         state.usage.requests += 1
 
     async def _decide(
-        self, state: RunState, ctx: RequestContext, reply: ModelResponse, started: float
+        self,
+        state: RunState,
+        ctl: Control,
+        ctx: RequestContext,
+        reply: ModelResponse,
+        started: float,
     ) -> Outcome:
         """Act on the protocol's reading of ``reply``: one :class:`Step` in the transcript."""
         if len(reply.content or "") > OFF_LOOP_CHARS:  # a long reading must not stall the loop
@@ -261,19 +325,19 @@ class Loop:
             case FormatError(feedback=feedback):
                 step.kind, step.feedback = "format_error", feedback
                 await self._record(state, step, started)
-                if state.force_final is None:
-                    return state.failed_turn()
+                if ctl.force_final is None:
+                    return _failed_turn(state, ctl)
                 # One more forced request, with the feedback; then the run ends unanswered.
-                if state.final_retries < FINAL_ANSWER_RETRIES:
-                    state.final_retries += 1
+                if ctl.final_retries < FINAL_ANSWER_RETRIES:
+                    ctl.final_retries += 1
                     return RunAgain()
-                return Stop(state.force_final, no_final_answer(state.force_final, decision))
+                return Stop(ctl.force_final, no_final_answer(ctl.force_final, decision))
             case FinalAnswer(answer=answer, output=output):
                 step.kind, step.final_answer = "final", answer
                 await self._record(state, step, started)
-                return Finish(answer, state.force_final or "final_answer", output)
+                return Finish(answer, ctl.force_final or "final_answer", output)
             case CallTools():
-                return await self._run_calls(state, step, decision, started)
+                return await self._run_calls(state, ctl, step, decision, started)
 
     @staticmethod
     def _announce(state: RunState, index: int, decision: Decision) -> None:
@@ -288,10 +352,10 @@ class Loop:
                 pass
 
     async def _run_calls(
-        self, state: RunState, step: Step, decision: CallTools, started: float
+        self, state: RunState, ctl: Control, step: Step, decision: CallTools, started: float
     ) -> Outcome:
         cfg = state.config
-        state.action_turns += 1
+        ctl.action_turns += 1
         limit = cfg.max_calls_per_step
         calls, excess = decision.calls[:limit], decision.calls[limit:]
         too_many = (
@@ -308,7 +372,7 @@ class Loop:
         # The run's tool-call budget: the first calls within it run (a call the policy
         # holds back does not count), the rest are reported as not run, and once it is
         # spent the model is asked for its final answer.
-        room = state.tools_left()
+        room = _tools_left(state, ctl)
         over: list[PendingCall] = []
         if room is not None:
             kept: list[PendingCall] = []
@@ -327,25 +391,30 @@ class Loop:
             log.warning("%s", event, extra=RUN_EVENT)
             step.notices.append(state.note(event))
         spent = "the run's tool-call budget is spent: give your final answer now"
-        step.actions = await self.agent._runner.run(state, calls) if calls else []
-        if state.deferred:  # the step goes on when the approvals come (agent.resume)
-            return Stop("awaiting_approval", f"{len(state.deferred)} call(s) await approval")
+        ran = await self.deps.runner.run(state, calls) if calls else None
+        step.actions = ran.actions if ran is not None else []
+        verdict = ran.verdict if ran is not None else None
+        if isinstance(verdict, AwaitApproval):  # the step goes on when the approvals come
+            state.deferred = list(verdict.calls)
+            return Stop("awaiting_approval", f"{len(verdict.calls)} call(s) await approval")
         step.actions += [skipped(c, spent) for c in over]
         step.actions += [skipped(c, too_many) for c in excess]
-        if state.abort is not None:
+        if isinstance(verdict, Abort):
             await self._record(state, step, started)
-            ToolRunner.abort(state)
-        state.tool_calls += sum(1 for a in step.actions if a.status != "skipped")
+            _abort(state, verdict.error)
+        if isinstance(verdict, RepeatedCall):
+            ctl.force_final = "loop"
+        ctl.tool_calls += sum(1 for a in step.actions if a.status != "skipped")
         await self._record(state, step, started)
-        if state.force_final is None and state.tools_left() == 0:
-            state.force_final = "tool_budget"
-        if state.force_final in ("loop", "tool_budget"):
+        if ctl.force_final is None and _tools_left(state, ctl) == 0:
+            ctl.force_final = "tool_budget"
+        if ctl.force_final in ("loop", "tool_budget"):
             return RunAgain()
-        if (stop := state.tokens_spent()) is not None:
+        if (stop := _tokens_spent(state)) is not None:
             return stop
         if all(a.status != "ok" for a in step.actions):
-            return state.failed_turn()
-        state.consecutive_errors = 0
+            return _failed_turn(state, ctl)
+        ctl.consecutive_errors = 0
         return RunAgain()
 
     @staticmethod
@@ -369,32 +438,32 @@ class Loop:
             f"observation shortened: {exc.body or exc}",
         )
 
-    def _adapt(self, state: RunState, exc: ModelRequestError) -> bool:
+    def _adapt(self, state: RunState, ctl: Control, exc: ModelRequestError) -> bool:
         """React to a server that rejects a parameter (see
         :data:`~react_engine.transport.rejections.REACTIONS`); True when the turn should be
         re-sent."""
         kind = classify_rejection(exc.status_code, exc.body or str(exc))
-        return kind is not None and self._learn(state, kind, f"HTTP {exc.status_code}")
+        return kind is not None and self._learn(state, ctl, kind, f"HTTP {exc.status_code}")
 
-    def _learn(self, state: RunState, kind: RejectedParam, cause: str) -> bool:
+    def _learn(self, state: RunState, ctl: Control, kind: RejectedParam, cause: str) -> bool:
         """Adapt the run to what the server refused, and remember it for this model at this
         endpoint; False when nothing is left to adapt (the refusal then stands)."""
-        if state.adaptations >= 4:
+        if ctl.adaptations >= 4:
             return False
+        deps = self.deps
         change = adapt(
             kind,
             current=state.protocol,
-            spec=self.agent._protocol_spec,
-            options=self.agent._options(state.caps),
-            model=self.agent.model,
-            url=self.agent.base_url,
+            spec=deps.protocol_spec,
+            options=ProtocolOptions(state.caps, deps.template, deps.implicit_final_answer),
+            model=deps.model,
+            url=deps.base_url,
         )
         if change is None:
             return False
-        state.adaptations += 1
-        self.agent.capability_cache.remember(
-            self.agent.base_url, self.agent.model, **change.learned
-        )
+        ctl.adaptations += 1
+        if deps.capability_cache is not None:
+            deps.capability_cache.remember(deps.base_url, deps.model, **change.learned)
         state.caps = change.capabilities
         if change.protocol is not None:
             state.protocol = change.protocol
@@ -412,6 +481,81 @@ class Loop:
             await state.journal.step(step)
         if state.sinks:
             state.emit(StepDone(step))
-        if self.agent.on_step is not None and not await state.callback(self.agent.on_step, step):
+        on_step = self.deps.on_step
+        if on_step is not None and not await state.callback(on_step, step):
             log.warning("on_step did not return before the run's deadline", extra=RUN_EVENT)
             state.note("on_step did not return before the run's deadline")
+
+
+# --- budgets: what ends a run, and what its requests are sent with ---------------------------
+
+
+def _deadline_stop(state: RunState) -> Stop:
+    return Stop("deadline", f"the run's deadline of {state.config.deadline}s has passed")
+
+
+def _tokens_spent(state: RunState) -> Stop | None:
+    limit = state.config.max_total_tokens
+    if limit is not None and state.usage.total_tokens >= limit:
+        return Stop("token_budget", f"the token budget of {limit} is spent")
+    return None
+
+
+def _tools_left(state: RunState, ctl: Control) -> int | None:
+    """Tool calls the run may still make (``None``: no budget)."""
+    limit = state.config.max_tool_calls
+    return None if limit is None else max(limit - ctl.tool_calls, 0)
+
+
+def _failed_turn(state: RunState, ctl: Control) -> Outcome:
+    """Count a turn that failed (a format error, only failing calls)."""
+    ctl.consecutive_errors += 1
+    budget = state.config.max_consecutive_errors
+    if ctl.consecutive_errors > budget:
+        return Stop(
+            "error_budget",
+            f"{ctl.consecutive_errors} consecutive failed turns (budget {budget})",
+        )
+    return RunAgain()
+
+
+def _settings(state: RunState, left: float | None) -> ModelSettings:
+    """The request settings, shaped to the model and ending with the run's deadline
+    (``left``: the seconds the run has left, ``None`` without a deadline).
+
+    A model that takes no ``temperature`` (``Capabilities.sampling`` false: OpenAI's
+    reasoning models answer HTTP 400 to any but the default) is sent none, nor ``top_p``.
+
+    A blocking client's request runs in a worker thread that cancelling cannot stop,
+    and ``asyncio.run`` waits for that thread: without a timeout that ends with the
+    deadline, ``agent.run(deadline=5)`` against a server that hangs would return only
+    when the HTTP timeout (600 s by default) fires.
+    """
+    settings = state.config.settings
+    if not state.caps.sampling and (settings.temperature, settings.top_p) != (None, None):
+        settings = dataclasses.replace(settings, temperature=None, top_p=None)
+    if left is None or (settings.timeout is not None and settings.timeout <= left):
+        return settings
+    return dataclasses.replace(settings, timeout=max(left, 0.001))
+
+
+def _abort(state: RunState, exc: BaseException) -> None:
+    """End the run after a tool raised a ``BaseException`` (its step is recorded).
+
+    ``SystemExit``, a ``CancelledError`` the tool raised itself and ``GeneratorExit``
+    become :class:`RunAborted`, with the original as its ``__cause__``: a tool has no
+    business ending the caller's program or task. Any other ``BaseException``
+    (``KeyboardInterrupt``, a test framework's ``Failed``, gevent's ``Timeout``) is
+    re-raised as it is, so that it does what its raiser meant (Ctrl-C stops the
+    program, ``pytest.fail`` fails the test; turning it into an ``Exception`` would let
+    ``except Exception`` swallow it). Either way the result so far, with the step of
+    the call that raised, rides on it as ``exc.result`` (a conversation's history keeps
+    the step anyway).
+    """
+    message = f"a tool raised {type(exc).__name__}; the run was aborted"
+    result = state.result(None, "error", error=message)
+    if isinstance(exc, SystemExit | GeneratorExit | asyncio.CancelledError):
+        raise RunAborted(message, result=result) from exc
+    with contextlib.suppress(AttributeError, TypeError):  # an exception with __slots__
+        exc.result = result  # type: ignore[attr-defined]
+    raise exc

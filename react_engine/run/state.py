@@ -1,20 +1,21 @@
-"""One run's state, the budgets that end it, and what each turn of the loop returns.
+"""One run's state, and what each turn of the loop returns.
 
 A turn of the loop (:class:`react_engine.run.loop.Loop`) returns one of three small
-outcomes: :class:`RunAgain`, :class:`Finish` or :class:`Stop`. The budgets a run can spend
-(deadline, tokens, tool calls, consecutive errors) are checked here, in one place.
+outcomes: :class:`RunAgain`, :class:`Finish` or :class:`Stop`. :class:`RunState` holds what
+a run accumulates (history, steps, usage, events); what decides where the run goes next
+(its budgets, a forced final answer, the error count) is the loop's own, in
+:class:`react_engine.run.loop.Control`, and nothing else writes it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import inspect
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..protocols.base import FormatError, Protocol
 from ..transport.capabilities import Capabilities
@@ -22,7 +23,6 @@ from ..types import (
     ActionRecord,
     HistoryItem,
     ModelResponse,
-    ModelSettings,
     RunResult,
     Step,
     StopReason,
@@ -36,14 +36,12 @@ if TYPE_CHECKING:
     from ..tools.base import Tool
     from ..transport.base import ChatModel
 
-__all__ = ["RUN_EVENT", "Finish", "Outcome", "RunAgain", "RunState", "Stop"]
+__all__ = ["RUN_EVENT", "Finish", "Outcome", "RunAgain", "RunState", "SeenCalls", "Stop"]
 
 RUN_EVENT: Mapping[str, Any] = {"run_event": True}
 """``extra=`` of a warning that is also one of the run's notices (``RunResult.notices``):
 a program that shows the events (the CLI prints them with the steps and the result) leaves
 these log records out, not to say the same thing twice."""
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +71,15 @@ Outcome = RunAgain | Finish | Stop
 
 
 @dataclass(slots=True)
+class SeenCalls:
+    """The run's calls by tool and arguments: how often each was made, and its latest
+    observation (quoted back when it repeats). The tool runner's memory of the run."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    results: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class RunState:
     """Everything one run accumulates; a conversation keeps only the history."""
 
@@ -89,22 +96,12 @@ class RunState:
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.perf_counter)
-    action_turns: int = 0
-    tool_calls: int = 0
-    consecutive_errors: int = 0
-    adaptations: int = 0
-    force_final: Literal["max_steps", "loop", "tool_budget"] | None = None
-    final_retries: int = 0
-    repeats: Counter[str] = field(default_factory=Counter)
-    results: dict[str, str] = field(default_factory=dict)
-    """The latest observation per (tool, arguments), quoted back when a call repeats."""
+    seen: SeenCalls = field(default_factory=SeenCalls)
     events: list[RunNotice] = field(default_factory=list)
     """The run's notices (``RunResult.notices``)."""
     pending_events: list[RunNotice] = field(default_factory=list)
     """Adaptations noted since the last step, which go on the next one too."""
     last_reply: ModelResponse | None = None
-    abort: BaseException | None = None
-    """A ``BaseException`` a tool raised: the run ends once its step is recorded."""
     sinks: list[Callable[[Event], None]] = field(default_factory=list)
     """Who receives the run's events (:meth:`emit`): ``Agent.iter``'s queue, a tracer."""
     streaming: bool = False
@@ -115,7 +112,7 @@ class RunState:
     :mod:`react_engine.store.runs`)."""
     deferred: list[ActionRecord] = field(default_factory=list)
     """Calls whose approval was deferred (``approve="defer"``): the run stops with
-    ``awaiting_approval`` and these in ``RunResult.pending``."""
+    ``awaiting_approval`` and these in ``RunResult.pending`` (set by the loop)."""
     memo: dict[Hashable, Any] = field(default_factory=dict)
     """What the protocol keeps between the run's requests (:meth:`RequestContext.once
     <react_engine.protocols.base.RequestContext.once>`): its system prompt, the messages of the
@@ -143,16 +140,6 @@ class RunState:
         if self.config.deadline is None:
             return None
         return self.config.deadline - (time.perf_counter() - self.started)
-
-    def deadline_passed(self) -> bool:
-        left = self.remaining()
-        return left is not None and left <= 0
-
-    async def with_deadline(self, coro: Coroutine[Any, Any, T]) -> T:
-        left = self.remaining()
-        if left is None:
-            return await coro
-        return await asyncio.wait_for(coro, max(left, 0.001))
 
     async def callback(self, function: Callable[..., Any], *args: Any) -> bool:
         """Call a user's callback (``on_step``, ``on_call``) within the run's deadline;
@@ -208,57 +195,6 @@ class RunState:
             run_id=self.journal.run_id if self.journal is not None else None,
             pending=list(self.deferred),
         )
-
-    # --- budgets ------------------------------------------------------------------------------
-
-    def spent(self) -> Stop | None:
-        """The budget that ends the run before its next request, if any."""
-        if self.deadline_passed():
-            return self.deadline_stop()
-        return self.tokens_spent()
-
-    def deadline_stop(self) -> Stop:
-        return Stop("deadline", f"the run's deadline of {self.config.deadline}s has passed")
-
-    def tokens_spent(self) -> Stop | None:
-        limit = self.config.max_total_tokens
-        if limit is not None and self.usage.total_tokens >= limit:
-            return Stop("token_budget", f"the token budget of {limit} is spent")
-        return None
-
-    def tools_left(self) -> int | None:
-        """Tool calls the run may still make (``None``: no budget)."""
-        limit = self.config.max_tool_calls
-        return None if limit is None else max(limit - self.tool_calls, 0)
-
-    def failed_turn(self) -> Outcome:
-        """Count a turn that failed (a format error, only failing calls)."""
-        self.consecutive_errors += 1
-        budget = self.config.max_consecutive_errors
-        if self.consecutive_errors > budget:
-            return Stop(
-                "error_budget",
-                f"{self.consecutive_errors} consecutive failed turns (budget {budget})",
-            )
-        return RunAgain()
-
-    def settings(self) -> ModelSettings:
-        """The request settings, shaped to the model and ending with the run's deadline.
-
-        A model that takes no ``temperature`` (``Capabilities.sampling`` false: OpenAI's
-        reasoning models answer HTTP 400 to any but the default) is sent none, nor ``top_p``.
-
-        A blocking client's request runs in a worker thread that cancelling cannot stop,
-        and ``asyncio.run`` waits for that thread: without a timeout that ends with the
-        deadline, ``agent.run(deadline=5)`` against a server that hangs would return only
-        when the HTTP timeout (600 s by default) fires.
-        """
-        settings, left = self.config.settings, self.remaining()
-        if not self.caps.sampling and (settings.temperature, settings.top_p) != (None, None):
-            settings = dataclasses.replace(settings, temperature=None, top_p=None)
-        if left is None or (settings.timeout is not None and settings.timeout <= left):
-            return settings
-        return dataclasses.replace(settings, timeout=max(left, 0.001))
 
 
 def _is_async(function: Callable[..., Any]) -> bool:

@@ -84,9 +84,10 @@ def tracer_for(provider: Any) -> Tracer | None:
         provider = api.get_tracer_provider()
         if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
             return None
-    from .. import __version__
-
-    tracer: Tracer = provider.get_tracer("react_engine", __version__)
+    # The package is imported before any of its modules: its version is read from it, not
+    # imported (an import of the package from here would close a cycle through the agent).
+    version = getattr(sys.modules.get("react_engine"), "__version__", None)
+    tracer: Tracer = provider.get_tracer("react_engine", version)
     return tracer
 
 

@@ -30,8 +30,8 @@ from .wire import (
     delta_from_chunk,
     error_body,
     mask_key,
-    request_payload,
     response_from_sdk,
+    sdk_arguments,
     translate_error,
 )
 
@@ -124,7 +124,7 @@ class OpenAIChatModel(ChatModel):
         """One attempt, bounded in total by ``settings.timeout`` (else the client's own
         timeout, else :data:`DEFAULT_ATTEMPT_TIMEOUT`): the HTTP timeout bounds each read
         only, and a server that trickles a byte at a time would hold a run forever."""
-        payload = request_payload(request)
+        payload = sdk_arguments(request)
         if request.settings.timeout is not None:
             payload["timeout"] = request.settings.timeout
         import asyncio
@@ -183,7 +183,7 @@ class OpenAIChatModel(ChatModel):
         rejects the option is asked again without it, and not asked with it again. Closing
         the generator closes the HTTP response (the server sees the connection end).
         """
-        payload = request_payload(request)
+        payload = sdk_arguments(request)
         payload["stream"] = True
         if request.settings.timeout is not None:
             payload["timeout"] = request.settings.timeout

@@ -50,6 +50,7 @@ __all__ = [
     "message_dict",
     "request_payload",
     "response_from_sdk",
+    "sdk_arguments",
     "translate_error",
 ]
 
@@ -122,6 +123,28 @@ def request_payload(request: ModelRequest) -> dict[str, Any]:
     if extra:
         payload["extra_body"] = extra
     return payload
+
+
+def sdk_arguments(request: ModelRequest) -> dict[str, Any]:
+    """The keywords of ``chat.completions.create`` for ``request``: its
+    :func:`request_payload`, the body as it is.
+
+    The payload is already the request body, every value a JSON type. Given as keywords,
+    the SDK would walk it again against its typed parameters (its ``transform``) to rename
+    aliased keys and format dates, neither of which a chat request has, at a cost that
+    grows with every message of the transcript (the largest part of the engine's overhead
+    per request, docs/performance.md). ``extra_body``, which the SDK sends as given,
+    carries it instead; only ``model`` and an empty ``messages`` (required) go as keywords.
+    The JSON sent is the same, and the settings' own ``extra_body`` still wins over it.
+    """
+    payload = request_payload(request)
+    body = {k: v for k, v in payload.items() if k not in ("model", "extra_body")}
+    extra = payload.get("extra_body")
+    return {
+        "model": payload["model"],
+        "messages": [],
+        "extra_body": {**body, **extra} if extra else body,
+    }
 
 
 def _constrain(c: Constraint, payload: dict[str, Any], extra: dict[str, Any]) -> None:

@@ -1,0 +1,233 @@
+"""The loop stands on its own: built from :class:`LoopDeps` with a scripted model and no
+``Agent``; the tool runner returns a verdict and writes no control state; and no run-side
+module is part of an import cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import react_engine
+from react_engine import ScriptedModel, Step, reply, tool, tool_call_reply
+from react_engine.protocols.base import PendingCall
+from react_engine.protocols.registry import ProtocolOptions, build
+from react_engine.run.config import AgentConfig
+from react_engine.run.execution import (
+    Abort,
+    AwaitApproval,
+    Proceed,
+    Ran,
+    RepeatedCall,
+    ToolRunner,
+)
+from react_engine.run.loop import Loop, LoopDeps
+from react_engine.run.state import RunState
+from react_engine.transport.capabilities import Capabilities
+from react_engine.types import UserTurn
+
+
+@tool
+def weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: the city.
+    """
+    return f"sunny in {city}"
+
+
+@tool(requires_approval=True)
+def wipe(path: str) -> str:
+    """Delete a path.
+
+    Args:
+        path: what to delete.
+    """
+    return f"deleted {path}"
+
+
+def run_state(model: ScriptedModel, protocol: str = "function_calling", **config: Any) -> RunState:
+    caps = Capabilities()
+    return RunState(
+        question="Weather in Paris?",
+        history=[UserTurn("Weather in Paris?")],
+        protocol=build(protocol, ProtocolOptions(caps, None, False)),
+        protocol_reason="explicit",
+        caps=caps,
+        config=AgentConfig(**config),
+        model=model,
+        model_name="scripted",
+        tools=[weather, wipe],
+    )
+
+
+TEXT_CALL = 'Thought: look it up\nAction: weather\nAction Input: {"city": "Paris"}'
+TEXT_ANSWER = "Thought: done\nFinal Answer: It is sunny in Paris."
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+def test_a_loop_runs_without_an_agent(protocol: str) -> None:
+    if protocol == "function_calling":
+        script: list[Any] = [
+            tool_call_reply(("weather", {"city": "Paris"})),
+            reply("It is sunny in Paris."),
+        ]
+    else:
+        script = [reply(TEXT_CALL), reply(TEXT_ANSWER)]
+    model = ScriptedModel(script)
+    seen: list[Step] = []
+    loop = Loop(LoopDeps(model="scripted", instructions="Be brief.", on_step=seen.append))
+
+    result = asyncio.run(loop.run(run_state(model, protocol)))
+
+    assert result.answer == "It is sunny in Paris."
+    assert result.stop_reason == "final_answer"
+    assert [s.kind for s in result.steps] == ["action", "final"]
+    assert result.steps[0].actions[0].observation == "sunny in Paris"
+    assert seen == result.steps
+    assert model.requests[0].model == "scripted"
+    assert "Be brief." in str(model.payloads[0]["messages"][0]["content"])
+
+
+def test_the_loop_forces_the_final_answer_on_the_runners_verdict() -> None:
+    """The runner reports a repeated call; the loop, not the runner, forces the answer."""
+    call = tool_call_reply(("weather", {"city": "Paris"}))
+    model = ScriptedModel([call, call, call, reply("Sunny.")])
+    state = run_state(model, loop_limit=2)
+
+    result = asyncio.run(Loop(LoopDeps(model="scripted")).run(state))
+
+    assert result.answer == "Sunny."
+    assert result.stop_reason == "loop"
+    assert result.steps[2].actions[0].status == "skipped"
+    assert model.requests[3].tool_choice == "none"  # the forced request: no more calls
+    assert model.requests[2].tool_choice == "auto"
+
+
+def pending(tool_name: str, **args: Any) -> PendingCall:
+    return PendingCall(id="call_1", tool=tool_name, arguments=args, raw_arguments=str(args))
+
+
+def test_the_runner_returns_a_verdict_and_writes_no_control_state() -> None:
+    state = run_state(ScriptedModel(), loop_limit=1)
+    runner = ToolRunner()
+    control = {"force_final", "abort", "tool_calls", "consecutive_errors", "action_turns"}
+    assert not control & set(RunState.__slots__)
+
+    first = asyncio.run(runner.run(state, [pending("weather", city="Paris")]))
+    again = asyncio.run(runner.run(state, [pending("weather", city="Paris")]))
+
+    assert isinstance(first, Ran) and isinstance(first.verdict, Proceed)
+    assert first.actions[0].observation == "sunny in Paris"
+    assert isinstance(again.verdict, RepeatedCall)
+    assert again.actions[0].status == "skipped"
+
+
+def test_a_base_exception_from_a_tool_is_a_verdict_not_a_raise() -> None:
+    @tool
+    def explode() -> str:
+        """Stop everything."""
+        raise KeyboardInterrupt
+
+    state = run_state(ScriptedModel())
+    state.tools = [explode]
+
+    ran = asyncio.run(ToolRunner().run(state, [pending("explode")]))
+
+    assert isinstance(ran.verdict, Abort)
+    assert isinstance(ran.verdict.error, KeyboardInterrupt)
+    assert ran.actions[0].status == "error"
+
+
+def test_a_deferred_approval_is_a_verdict(tmp_path: Path) -> None:
+    from react_engine.store import RunStore
+    from react_engine.store.runs import RunJournal
+
+    state = run_state(ScriptedModel())
+    journal = RunJournal.new(RunStore(tmp_path / "runs.db"), None)
+    journal.store.begin(journal.run_id, question="q", model="scripted", protocol="fc", history=[])
+    state.journal = journal
+    ran = asyncio.run(ToolRunner(approve="defer").run(state, [pending("wipe", path="/tmp/x")]))
+
+    assert isinstance(ran.verdict, AwaitApproval)
+    assert ran.verdict.calls == (ran.actions[0],)
+    assert ran.actions[0].status == "skipped"
+    assert state.deferred == []  # the loop, not the runner, keeps what awaits approval
+
+
+# --- import cycles --------------------------------------------------------------------------
+
+RUN_SIDE = {"agent", "loop", "state", "execution", "_running", "tracing", "events", "streaming"}
+"""The run's modules, by their last name (wherever the package layout puts them)."""
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every import of every module of the package (module level, ``TYPE_CHECKING``, or
+    inside a function alike): a cycle is a cycle for a reader whichever it is."""
+    root = Path(react_engine.__file__).parent
+    modules: dict[str, Path] = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1] if node.level else []
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                for alias in node.names:
+                    child = f"{target}.{alias.name}"
+                    graph[name].add(child if child in modules else target)
+            elif isinstance(node, ast.Import):
+                graph[name].update(alias.name for alias in node.names)
+    return {
+        name: {t for t in targets if t in modules and t != name} for name, targets in graph.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                top = stack.pop()
+                component.add(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                out.append(component)
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return out
+
+
+def test_no_run_side_module_is_in_an_import_cycle() -> None:
+    graph = _import_graph()
+    assert any(name.endswith(".loop") for name in graph)
+    tangled = [c for c in _cycles(graph) if {m.rpartition(".")[2] for m in c} & RUN_SIDE]
+    assert tangled == []
