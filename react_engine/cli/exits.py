@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..errors import ReactEngineError
+
 __all__ = [
     "EXIT_API",
     "EXIT_BROKEN_PIPE",
@@ -20,8 +22,9 @@ EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE: what a shell reports for a process the broken pipe would have killed."""
 
 
-class Exit(Exception):
-    """Leave ``main`` with one line on stderr and an exit code."""
+class Exit(ReactEngineError):
+    """Leave ``main`` with one line on stderr and an exit code (a command's own ending,
+    in the library's error tree like every other exception it defines)."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
