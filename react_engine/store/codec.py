@@ -105,7 +105,7 @@ def dump_item(item: HistoryItem) -> dict[str, Any]:
             "started_at": item.started_at,
             "duration_s": item.duration_s,
             "model_time_s": item.model_time_s,
-            "events": list(item.events),
+            "events": [notice.message for notice in item.notices],
             "v": VERSION,
             "type": "step",
         }

@@ -96,9 +96,9 @@ def test_each_step_is_rendered_once_per_run(monkeypatch: pytest.MonkeyPatch) -> 
     rendered: list[int] = []
     original = TextReActProtocol._render_step
 
-    def counting(self: TextReActProtocol, step: Step) -> list[Message]:
+    def counting(self: TextReActProtocol, step: Step, *flag: object) -> list[Message]:
         rendered.append(step.index)
-        return original(self, step)
+        return original(self, step, *flag)
 
     monkeypatch.setattr(TextReActProtocol, "_render_step", counting)
     agent = Agent(

@@ -149,6 +149,7 @@ def test_records_hold_every_field_of_the_types() -> None:
     """The codec builds its records field by field (for speed): each holds what
     ``to_jsonable`` gives for the type, so a field added to a type is not left out."""
     from react_engine.store.codec import dump_record, dump_reply, dumps, load_record, load_reply
+    from react_engine.run.events import RunNotice
     from react_engine.types import ActionRecord, ModelResponse, ReplyCall, Usage, to_jsonable
 
     usage = Usage(1, 2, 3, 4, 5)
@@ -159,7 +160,7 @@ def test_records_hold_every_field_of_the_types() -> None:
     reply = ModelResponse("hi", [ReplyCall("c1", "act", "{}")], "why", "stop", usage, "m", ["e"])
     step = Step(
         2, "action", "text", "t", "th", "re", [record], None, ["rep"], "fb", usage, 1.0, 2.0,
-        3.0, ["ev"],
+        3.0, [RunNotice(2, "ev")],
     )  # fmt: skip
     assert dump_record(record) == {**to_jsonable(record), "v": 1}
     assert dump_reply(reply) == {**to_jsonable(reply), "v": 1}
