@@ -30,6 +30,7 @@ def required() -> bool:
 def missing(part: str, reason: str, *, module_level: bool = False) -> NoReturn:
     """Skip the test (or, at import time, the module) for want of ``part``; fail it when
     every part is required."""
+    __tracebackhide__ = True  # the skip is reported where the test asked for the part
     message = f"{part} is not available: {reason}"
     if required():
         pytest.fail(f"{message} ({REQUIRE_ALL} is set: every part must be present)", pytrace=False)
@@ -39,6 +40,7 @@ def missing(part: str, reason: str, *, module_level: bool = False) -> NoReturn:
 def require_module(name: str, part: str, hint: str, *, module_level: bool = True) -> ModuleType:
     """Import ``name``, or skip (fail, when every part is required) with ``part`` and how
     to install it. Called at a test module's top by default, like ``pytest.importorskip``."""
+    __tracebackhide__ = True
     try:
         return importlib.import_module(name)
     except ImportError as exc:
