@@ -148,8 +148,8 @@ def test_a_record_from_a_newer_version_is_refused() -> None:
 def test_records_hold_every_field_of_the_types() -> None:
     """The codec builds its records field by field (for speed): each holds what
     ``to_jsonable`` gives for the type, so a field added to a type is not left out."""
-    from react_engine.store.codec import dump_record, dump_reply, dumps, load_record, load_reply
     from react_engine.run.events import RunNotice
+    from react_engine.store.codec import dump_record, dump_reply, dumps, load_record, load_reply
     from react_engine.types import ActionRecord, ModelResponse, ReplyCall, Usage, to_jsonable
 
     usage = Usage(1, 2, 3, 4, 5)
