@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import functools
+import importlib
 import json
 import sys
 import warnings
@@ -859,7 +860,5 @@ def __getattr__(name: str) -> Any:
             DeprecationWarning,
             stacklevel=2,
         )
-        from ..cli import eval as command
-
-        return getattr(command, name)
+        return getattr(importlib.import_module("react_engine.cli.eval"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import sqlite3
@@ -119,9 +120,7 @@ class RunStore:
             if target is None:
                 target = os.environ.get(STORE_ENV, "").strip()
             if is_postgres_url(target) or "pool" in kwargs:
-                from .postgres import PostgresRunStore
-
-                cls = PostgresRunStore
+                cls = _backend("postgresql")
             else:
                 cls = SQLiteRunStore
         return super().__new__(cls)
@@ -200,6 +199,17 @@ class RunStore:
                 if isinstance(item, Step):
                     out.append(item)
         return out
+
+
+_BACKENDS: dict[str, str] = {"postgresql": "react_engine.store.postgres:PostgresRunStore"}
+"""The run stores other than SQLite, by URI scheme: each is imported when a store of its
+kind is first opened (its driver is an extra), as ``module:class``."""
+
+
+def _backend(scheme: str) -> type[RunStore]:
+    module, _, name = _BACKENDS[scheme].partition(":")
+    cls: type[RunStore] = getattr(importlib.import_module(module), name)
+    return cls
 
 
 def is_postgres_url(target: object) -> bool:
