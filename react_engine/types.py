@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
+from .notices import Notice
 from .tools._nesting import CUT, MAX_TRACE_DEPTH
 
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
@@ -378,6 +379,11 @@ class ActionRecord:
     lossy: list[str] = field(default_factory=list)
     """Those of ``repairs`` that guessed a value (:mod:`react_engine.parsing.repairs`): a
     call with any is never run."""
+    notice: Notice | None = None
+    """When the engine wrote the observation itself (the call refused, held back or
+    failed, or a warning added to a result), its code (:mod:`react_engine.notices`), the
+    same in every language the observation may be worded in; ``None`` for a tool's own
+    result, and for a refusal worded by a protocol of its own."""
 
 
 @dataclass(slots=True)

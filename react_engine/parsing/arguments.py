@@ -23,15 +23,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..notices import Note, Notice
 from . import patterns as P
 
 __all__ = ["AMBIGUOUS", "TextArguments", "read_text_arguments"]
 
-AMBIGUOUS = (
-    "the input names some of the tool's parameters as 'key: value' but cannot be read as "
-    "such pairs without guessing, so the action was not run; write the arguments as a "
-    "JSON object"
-)
+AMBIGUOUS = Note(Notice.AMBIGUOUS_PAIRS)
 """Why text that only partly reads as ``key: value`` pairs never runs."""
 
 _SEPARATORS = ",，\n"

@@ -166,6 +166,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import JSONRepairError, ReActParseError
+from ..notices import WORDING, Note, Notice
 from ..types import ParsedAction, ParsedStep, to_jsonable
 from . import patterns as P
 from .common import call_objects, think_blocks, unfence
@@ -981,10 +982,7 @@ def _orphan(r: _Reading, sec: _Section) -> None:
     r.codes.append((sec.start, "orphan_input_dropped"))
 
 
-AMBIGUOUS_INPUT: Final = (
-    "the Action gives {tool} two different sets of arguments (one on the Action line, one "
-    "as the Action Input), so the action was not run; write the Action with one Action Input"
-)
+AMBIGUOUS_INPUT: Final = WORDING[Notice.AMBIGUOUS_INPUT][0]
 """Why an action with arguments both on its Action line and, different, in an Action Input
 never runs: either could be the one the model meant."""
 
@@ -1012,7 +1010,7 @@ def _attach_input(r: _Reading, action: _Item, sec: _Section) -> None:
         if args == action.args:
             action.codes.append("duplicate_input_dropped")
             return
-        action.error = AMBIGUOUS_INPUT.format(tool=action.tool)
+        action.error = Note(Notice.AMBIGUOUS_INPUT, tool=action.tool or "")
         action.codes.append("ambiguous_action_input")
         return
     item = _Item(sec.start, tool=action.tool)

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from ..notices import Note, Notice
+
 __all__ = ["REPAIRS", "Repair", "is_lossy", "lossy_repairs", "markdown_table", "refusal"]
 
 
@@ -224,6 +226,34 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
 """Every repair code any reader reports, with its class."""
 
 
+WHAT_ZH: Final[Mapping[str, str]] = {
+    "extracted_fragment": "JSON 是从其他不是 JSON 的文字中间取出来的（取哪一部分是猜测）",
+    "mixed_quotes": "一个字符串以弯引号开始、以直引号结束（它在哪里结束是猜测）",
+    "number_format": "JSON 不允许的数字写法（+1、.5、5.、007：9，00 是九，还是 9 和 0？）",
+    "unquoted_value": "一个没有引号的文本值（它在哪里结束是猜测）",
+    "extra_comma": "连续两个逗号（可能少了一个值）",
+    "missing_comma": "两个值之间没有逗号",
+    "missing_colon": "键和值之间没有冒号",
+    "invalid_escape": "JSON 不认识的反斜杠（反斜杠要写成 \\\\）",
+    "unescaped_quote": '字符串里的一个引号，可能是字符串的结尾，也可能不是（请写成 \\"）',
+    "missing_quote": "一个没有闭合的字符串（被截断）",
+    "mismatched_bracket": "括号被另一种括号闭合",
+    "bracket_in_comment": "括号还没闭合，注释就一直延续到了结尾",
+    "extra_value": "第一个值之后还有第二个值",
+    "truncated_after_comma": "文字在一个逗号之后结束（被截断）",
+    "truncated_number": "文字在一个数字中间结束（被截断）",
+    "unclosed_bracket": "tool[input 没有右括号（被截断）",
+    "ignored_text": "工具名后面的文字，可能是它的输入",
+    "repeated_action_input": "一个行动有两个行动输入（哪一个才是想要的是猜测）",
+    "ambiguous_action_input": "行动那一行和行动输入里的参数不同",
+    "action_input_not_json": "输入看起来像 JSON，但被截断或有误",
+    "loose_arguments": "参数是从一个不是 JSON 的调用对象里读出来的",
+    "cut_by_length": "回复被长度上限截断了",
+}
+"""The lossy repairs' :attr:`Repair.what` in Chinese, for refusals under a ``zh`` template
+(:func:`refusal`); a test checks that every lossy code has one."""
+
+
 def _entry(code: str) -> Repair | None:
     return REPAIRS.get(code.removeprefix("json:"))
 
@@ -239,20 +269,25 @@ def lossy_repairs(codes: Iterable[str]) -> list[str]:
     return [c for c in dict.fromkeys(codes) if is_lossy(c)]
 
 
-def refusal(lossy: Iterable[str]) -> str:
-    """Why a call read with the ``lossy`` repairs was not run, as a clause for the model."""
-    reasons: list[str] = []
+def refusal(lossy: Iterable[str]) -> Note:
+    """Why a call read with the ``lossy`` repairs was not run, as a clause for the model
+    (:attr:`Notice.LOSSY <react_engine.notices.Notice.LOSSY>`: each reason in English and
+    in Chinese, :data:`WHAT_ZH`)."""
+    reasons: list[tuple[str, str]] = []
     for code in lossy:
         entry = _entry(code)
-        reason = (
-            entry.what if entry is not None else f"a repair the engine cannot vouch for ({code})"
-        )
+        if entry is not None:
+            reason = (entry.what, WHAT_ZH.get(entry.code, entry.what))
+        else:
+            reason = (
+                f"a repair the engine cannot vouch for ({code})",
+                f"引擎无法担保的修复（{code}）",
+            )
         if reason not in reasons:
             reasons.append(reason)
-    return (
-        "the arguments could not be read exactly as written, so the call was not run: "
-        + "; ".join(reasons)
-        + ". Call the tool again with the arguments as one complete, valid JSON object"
+    return Note(
+        Notice.LOSSY,
+        reasons=("; ".join(en for en, _ in reasons), "；".join(zh for _, zh in reasons)),
     )
 
 

@@ -161,6 +161,13 @@ class Protocol(ABC):
         """Read the model's reply in this protocol's format. Never raises for a bad reply:
         returns a :class:`FormatError`. The shared rules are applied afterwards."""
 
+    @property
+    def language(self) -> str:
+        """The language of the engine's own observations for this protocol's calls (a call
+        refused, held back or failed: :mod:`react_engine.notices`): its prompt template's
+        (``template.language``), English without one."""
+        return str(getattr(getattr(self, "template", None), "language", "en"))
+
     def feedback(self, error: str, *, forced: bool = False) -> str:
         """The message that tells the model why its reply was refused. ``error`` is a clause
         ("no tool may be used for this question"); ``forced`` is true on a forced final

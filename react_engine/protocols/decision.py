@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ..notices import Note, Notice
 from ..tools._nesting import TOO_DEEP, too_deep
 
 __all__ = [
@@ -142,11 +143,7 @@ def arguments_json(arguments: dict[str, Any] | str, raw: str) -> str:
     return json.dumps({"input": arguments}, ensure_ascii=False)
 
 
-NOT_JSON = (
-    "the Action Input is not valid JSON and could not be repaired (it is cut off, broken "
-    "or nested too deeply), so the action was not run; write it again as one complete "
-    "JSON object"
-)
+NOT_JSON = Note(Notice.NOT_JSON)
 """Why a parsed action whose input looks like JSON but is not (cut off, broken) never runs."""
 
 

@@ -32,6 +32,7 @@ import json
 from typing import Any
 
 from ..errors import JSONRepairError, ReActParseError, TemplateError
+from ..notices import Note, Notice
 from ..parsing import parse_react, repair_json
 from ..parsing.salvage import salvage_calls, strip_salvaged
 from ..types import (
@@ -79,10 +80,7 @@ __all__ = [
 ]
 
 
-FINAL_ALONE = (
-    f"{FINAL_RESULT} gives the final answer and must be called alone, after the results "
-    "of the other calls are in; it was not run: call it again, alone, once you have them"
-)
+FINAL_ALONE = Note(Notice.FINAL_ALONE, tool=FINAL_RESULT)
 
 
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"

@@ -70,6 +70,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import ReActParseError
+from ..notices import Note, Notice
 from ..parsing import parse_react
 from ..parsing import patterns as P
 from ..parsing.arguments import read_text_arguments
@@ -94,10 +95,7 @@ if TYPE_CHECKING:  # the seam applies this module: it is imported for types only
 
 __all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "effects", "new_call_id", "placeholder"]
 
-CUT_OFF = (
-    "the reply was cut off by the length limit (max_tokens) inside this call's arguments, "
-    "so the call was not run; call the tool again with complete arguments"
-)
+CUT_OFF = Note(Notice.CUT_OFF)
 """The error of a call whose arguments a length cut may have shortened."""
 
 WRITTEN_CALL = Refusal(
@@ -471,32 +469,17 @@ def effects(decision: CallTools, ctx: Context) -> None:
         why: str | None = None
         found = _blind(call, earlier) if index else None
         if found is not None:
-            why = (
-                f"{call.tool} was not run: its arguments hold the placeholder {found!r}, not "
-                f"a value, and the calls before it in your reply had not run yet; call "
-                f"{call.tool} again in your next step with the real value"
-            )
+            why = Note(Notice.BLIND, tool=call.tool, placeholder=repr(found))
             held.append(f"{call.tool} (blind: {found!r})")
         elif mode == "first" and index:
-            why = (
-                f"{call.tool} was not run: one call runs per reply (multi_action='first'); "
-                "call it again in your next step if you still need it"
-            )
+            why = Note(Notice.ONE_PER_REPLY, tool=call.tool)
             held.append(f"{call.tool} (one call per reply)")
         elif mode == "independent" and changing is not None:
             if call.tool in read_only:
-                why = (
-                    f"{call.tool} was not run: it came after {changing}, which may change "
-                    "what it reads, and would have run at the same time; call it again in "
-                    "your next step if you still need it"
-                )
+                why = Note(Notice.AFTER_CHANGE, tool=call.tool, changing=changing)
                 held.append(f"{call.tool} (after {changing})")
             else:
-                why = (
-                    f"{call.tool} was not run: it is not read-only, and only one such call "
-                    f"runs per reply ({changing} came first); call it again in your next "
-                    "step if you still need it"
-                )
+                why = Note(Notice.ONE_CHANGE, tool=call.tool, changing=changing)
                 held.append(f"{call.tool} (one call with effects per reply)")
         if call.tool not in read_only:
             changing = changing or call.tool

@@ -14,6 +14,7 @@ path of their own file.
 from __future__ import annotations
 
 import functools
+import re
 import string
 import tomllib
 from collections.abc import Mapping
@@ -149,7 +150,7 @@ def add_template_kind(name: str, kind: TemplateKind) -> None:
     TEMPLATE_KINDS[name] = kind
 
 
-_META_KEYS = frozenset({"name", "description", "kind", "stop", "labels"})
+_META_KEYS = frozenset({"name", "description", "kind", "stop", "labels", "language"})
 
 LABEL_KEYS: frozenset[str] = frozenset(
     {
@@ -181,6 +182,11 @@ class PromptTemplate:
     stop: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
+    language: str = "en"
+    """The language the template speaks to the model (``"en"``, ``"zh"``): the engine's own
+    observations (a call refused, held back or failed, :mod:`react_engine.notices`) are
+    worded in it. A template's ``language`` key; without one, ``"zh"`` when its labels
+    are Chinese."""
 
     def has(self, key: str) -> bool:
         return key in self.texts
@@ -280,6 +286,11 @@ def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> P
             f" (known: {', '.join(sorted(LABEL_KEYS))})",
             template=name,
         )
+    language = data.get("language")
+    if language is None:
+        language = "zh" if any(_CJK.search(v) for v in labels.values()) else "en"
+    if not isinstance(language, str) or not language:
+        raise TemplateError(f"template {name!r}: language must be a string", template=name)
     return _check(
         PromptTemplate(
             name=str(data.get("name", name)),
@@ -288,8 +299,13 @@ def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> P
             stop=tuple(stop),
             labels=dict(labels),
             source=source,
+            language=language,
         )
     )
+
+
+_CJK = re.compile("[\u4e00-\u9fff]")
+"""A Chinese character (CJK unified ideographs): labels in Chinese make a ``"zh"`` template."""
 
 
 def _builtin_dir() -> Path | None:

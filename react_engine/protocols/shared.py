@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import JSONRepairError
+from ..notices import Note, Notice
 from ..parsing import repair_json, split_think
 from ..parsing.salvage import SalvagedCall
 from ..tools._nesting import TOO_DEEP, too_deep
@@ -53,10 +54,7 @@ __all__ = [
 # --- calls ---------------------------------------------------------------------------------
 
 
-CUT_PARAMETER = (
-    "the reply ends inside this call's last <parameter> (it is never closed), so the value "
-    "may be cut off and the call was not run; call the tool again with complete arguments"
-)
+CUT_PARAMETER = Note(Notice.CUT_PARAMETER)
 
 
 _VALUE_TAGS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -91,7 +89,7 @@ def salvaged_calls(content: str, found: list[SalvagedCall]) -> tuple[list[Pendin
     repairs = []
     for call in found:
         args: dict[str, Any] | str = call.arguments
-        error = None
+        error: str | None = None
         if isinstance(args, str):
             raw = args
         elif too_deep(args):  # not re-encoded: json.dumps may not get that deep
@@ -137,7 +135,7 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
             # model never closed would run the tool on a value it did not write.
             fixed = repair_json(text, allow_truncated=False)
         except JSONRepairError as exc:
-            return raw, f"the arguments are not valid JSON ({exc})", []
+            return raw, Note(Notice.INVALID_JSON, detail=str(exc)), []
         value = fixed.value
         repairs = [f"json:{r}" for r in fixed.repairs]
     if too_deep(value):
@@ -155,7 +153,7 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
                 return raw, TOO_DEEP, repairs
             return inner, None, [*repairs, "double_encoded_arguments"]
     if not isinstance(value, dict):
-        return raw, f"the arguments must be a JSON object, not {type(value).__name__}", repairs
+        return raw, Note(Notice.NOT_AN_OBJECT, kind=type(value).__name__), repairs
     return value, None, repairs
 
 

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..notices import Note, Notice, error_observation, skipped_observation
 from ..protocols.base import PendingCall
 from ..tools.base import Tool, ToolArgumentsError
 from ..tools.timeouts import within
@@ -120,6 +121,7 @@ class ToolRunner:
         """Run ``calls`` (in parallel when there are several): their records and the verdict."""
         batch = _Batch()
         by_name = {t.name: t for t in state.tools}
+        language = state.protocol.language
         prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
         for call in calls:
             record = ActionRecord(
@@ -136,10 +138,11 @@ class ToolRunner:
             if call.error is not None:
                 # The protocol's verdict comes first: it may refuse a call to a name that
                 # is no tool on purpose (``final_result`` made beside other calls).
-                _fail(record, "invalid_arguments", call.error)
+                _fail(record, "invalid_arguments", call.error, language)
             elif tool is None:
                 valid = ", ".join(sorted(by_name)) or "(none)"
-                _fail(record, "unknown_tool", f"unknown tool {call.tool!r}. Valid tools: {valid}.")
+                unknown = Note(Notice.UNKNOWN_TOOL, tool=repr(call.tool), valid=valid)
+                _fail(record, "unknown_tool", unknown, language)
             else:
                 try:
                     validated = tool.validate(call.arguments)
@@ -148,11 +151,11 @@ class ToolRunner:
                             mode="json", by_alias=True, exclude_unset=True
                         )
                 except ToolArgumentsError as exc:
-                    _fail(record, "invalid_arguments", exc.message)
+                    _fail(record, "invalid_arguments", exc.message, language)
             if record.status == "ok" and call.skip is not None:
                 # Held back by the policy (a blind call, a second call with effects): a
                 # call that could not run anyway says why instead.
-                prepared.append((skipped(call, call.skip), None, None))
+                prepared.append((skipped(call, call.skip, language), None, None))
                 continue
             if record.status == "ok":
                 key = _call_key(record)
@@ -167,10 +170,9 @@ class ToolRunner:
                         record.observation = earlier
                         record.error = "repeated call: given the earlier identical call's result"
                     else:
-                        record.observation = (
-                            f"Not run again: {call.tool} was already called {seen - 1} times "
-                            "with these arguments. Give your final answer now."
-                        )
+                        again = Note(Notice.NOT_RUN_AGAIN, tool=call.tool, times=str(seen - 1))
+                        record.observation = again.word(language)
+                        record.notice = again.code
                     batch.repeated = True
                     tool = None
                 elif seen == state.config.loop_limit and seen > 1:
@@ -187,11 +189,11 @@ class ToolRunner:
                 state.seen.results[_call_key(record)] = record.observation
             if record.error == "repeated" and record.status == "ok":
                 record.error = None
-                record.observation += (
-                    f"\n[Warning: you have called {record.tool} with these same arguments "
-                    f"{state.config.loop_limit} times. Do not repeat it: use what you have or "
-                    "give your final answer.]"
+                warning = Note(
+                    Notice.REPEAT_WARNING, tool=record.tool, times=str(state.config.loop_limit)
                 )
+                record.observation += "\n" + warning.word(language)
+                record.notice = warning.code
         return Ran([r for r, _, _ in prepared], batch.verdict())
 
     async def _call(
@@ -212,7 +214,7 @@ class ToolRunner:
                     await journal.done(record)
                 return
             if self.on_call is not None and not await state.callback(self.on_call, record):
-                _fail(record, "error", "the run's deadline passed before this call could start")
+                _fail(record, "error", Note(Notice.DEADLINE_BEFORE_CALL), _language(state))
                 return
             if state.sinks:
                 state.emit(ToolStarted(len(state.steps), record))
@@ -228,13 +230,14 @@ class ToolRunner:
         except asyncio.CancelledError as exc:
             if _being_cancelled():
                 if record.status == "ok" and not record.observation:
-                    _fail(record, "error", f"{tool.name} was interrupted: the run was cancelled")
+                    interrupted = Note(Notice.INTERRUPTED, tool=tool.name)
+                    _fail(record, "error", interrupted, _language(state))
                 raise
-            _note_abort(batch, record, tool, exc)
+            _note_abort(batch, record, tool, exc, _language(state))
         except BaseException as exc:
             if isinstance(exc, Exception):
                 raise  # a tool's exceptions are observations already (_invoke); not this one
-            _note_abort(batch, record, tool, exc)  # raised again by the loop
+            _note_abort(batch, record, tool, exc, _language(state))  # raised again by the loop
 
     @staticmethod
     async def _replayed(state: RunState, record: ActionRecord, tool: Tool) -> bool:
@@ -250,7 +253,7 @@ class ToolRunner:
                 setattr(record, name, getattr(kept, name))
             return True
         if state.journal.in_flight(record) and not idempotent(tool):
-            _fail(record, "error", MAYBE_RAN)
+            _fail(record, "error", MAYBE_RAN, _language(state))
             await state.journal.done(record)
             return True
         return False
@@ -259,15 +262,11 @@ class ToolRunner:
     def _defer(state: RunState, batch: _Batch, record: ActionRecord) -> bool:
         """An approval put off: the run stops, awaiting it (with a store to resume from)."""
         if state.journal is None:
-            _fail(
-                record,
-                "denied",
-                "the approval was deferred, and a deferred approval needs a store "
-                "(Agent(store=...)) to be given later, so this call was not run",
-            )
+            _fail(record, "denied", Note(Notice.DEFER_NEEDS_STORE), _language(state))
             return False
-        record.status, record.error = "skipped", "awaiting approval"
-        record.observation = "Skipped: awaiting approval."
+        waiting = Note(Notice.AWAITING_APPROVAL)
+        record.status, record.error, record.notice = "skipped", str(waiting), waiting.code
+        record.observation = skipped_observation(waiting, _language(state))
         batch.deferred.append(record)
         return False
 
@@ -279,20 +278,21 @@ class ToolRunner:
         outlives the deadline."""
         if not tool.requires_approval:
             return True
+        language = _language(state)
         approve = self.approve
         given = state.journal.approval(record.id) if state.journal is not None else None
         if given is not None:  # given to agent.resume
             if not given:
-                _fail(record, "denied", "the user did not approve this call")
+                _fail(record, "denied", Note(Notice.NOT_APPROVED), language)
             return given
         if approve == "defer":
             return self._defer(state, batch, record)
         if approve is None:
-            _fail(record, "denied", "this tool needs approval and no approver is configured")
+            _fail(record, "denied", Note(Notice.NO_APPROVER), language)
             return False
         remaining = state.remaining()
         if remaining is not None and remaining <= 0:
-            _fail(record, "denied", "the run's deadline passed before the approval was asked")
+            _fail(record, "denied", Note(Notice.APPROVAL_TOO_LATE), language)
             return False
         try:
             if inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(
@@ -309,27 +309,20 @@ class ToolRunner:
                     verdict = await within(verdict, max(left, 0.001))
         except TimeoutError:
             log.warning("no approval for %s before the run's deadline", tool.name)
-            _fail(
-                record,
-                "denied",
-                "the approval did not come before the run's deadline, so this call was not run",
-            )
+            _fail(record, "denied", Note(Notice.APPROVAL_TIMED_OUT), language)
             return False
         except ThreadsExhausted as exc:
-            _fail(record, "denied", f"the approval could not be asked: {exc}")
+            _fail(record, "denied", Note(Notice.APPROVAL_UNASKED, detail=str(exc)), language)
             return False
         except Exception as exc:  # a failing approver approves nothing
             log.warning("the approval callback failed for %s: %r", tool.name, exc)
-            _fail(
-                record,
-                "denied",
-                f"the approval check failed ({type(exc).__name__}), so this call was not run",
-            )
+            failed = Note(Notice.APPROVAL_FAILED, kind=type(exc).__name__)
+            _fail(record, "denied", failed, language)
             return False
         if verdict == "defer":
             return self._defer(state, batch, record)
         if verdict is not True:
-            _fail(record, "denied", "the user did not approve this call")
+            _fail(record, "denied", Note(Notice.NOT_APPROVED), language)
             return False
         return True
 
@@ -343,6 +336,7 @@ class ToolRunner:
             timeout = max(remaining, 0.001) if timeout is None else min(timeout, remaining)
             timeout = max(timeout, 0.001)
         started = time.perf_counter()
+        language = _language(state)
         try:
             value = await tool.ainvoke(validated, timeout)
             limit = tool.max_observation_chars or cfg.max_observation_chars
@@ -350,37 +344,37 @@ class ToolRunner:
         except DeadlinePassed as exc:
             # Only the engine's own limit: a TimeoutError the tool raised itself (its HTTP
             # client's, say) is the tool's error, below, with its own text.
-            message = f"{tool.name} did not finish within {timeout:g}s"
+            seconds = f"{timeout:g}"
+            message = Note(Notice.TIMEOUT, tool=tool.name, seconds=seconds)
             if not exc.started:
-                message = (
-                    f"{tool.name} did not start within {timeout:g}s: every worker thread "
-                    f"for sync tools was busy ({stuck_threads()} stuck past their timeout), "
-                    "so it never ran"
-                )
+                stuck = str(stuck_threads())
+                message = Note(Notice.NEVER_STARTED, tool=tool.name, seconds=seconds, stuck=stuck)
             elif not tool.is_async:
-                message += " (it is still running on its thread: a sync function cannot be stopped)"
+                message = Note(Notice.TIMEOUT_STILL_RUNNING, tool=tool.name, seconds=seconds)
                 event = (
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "
                     f"({stuck_threads()} sync calls stuck)"
                 )
                 log.warning("%s", event, extra=RUN_EVENT)
                 state.note(event)
-            _fail(record, "timeout", message)
+            _fail(record, "timeout", message, language)
         except ThreadsExhausted as exc:
-            message = (
-                f"{tool.name} was not run: {exc}; sync tools will run again once some of them end"
-            )
+            message = Note(Notice.NO_THREAD, tool=tool.name, detail=str(exc))
             log.warning("%s", message, extra=RUN_EVENT)
-            state.note(message)
-            _fail(record, "error", message)
+            state.note(str(message))
+            _fail(record, "error", message, language)
         except Exception as exc:
-            _fail(record, "error", f"{tool.name} failed: {type(exc).__name__}: {exc}")
+            error = f"{type(exc).__name__}: {exc}"
+            _fail(record, "error", Note(Notice.TOOL_FAILED, tool=tool.name, error=error), language)
         finally:
             record.duration_s = time.perf_counter() - started
 
 
-def _note_abort(batch: _Batch, record: ActionRecord, tool: Tool, exc: BaseException) -> None:
-    _fail(record, "error", f"{tool.name} raised {type(exc).__name__}: the run was aborted")
+def _note_abort(
+    batch: _Batch, record: ActionRecord, tool: Tool, exc: BaseException, language: str = "en"
+) -> None:
+    aborted = Note(Notice.ABORTED, tool=tool.name, kind=type(exc).__name__)
+    _fail(record, "error", aborted, language)
     if batch.abort is None:
         batch.abort = exc
 
@@ -392,25 +386,34 @@ def _being_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def _fail(record: ActionRecord, status: Any, message: str) -> None:
-    message = valid_unicode(message)  # an exception's text can hold lone surrogates
+def _language(state: RunState) -> str:
+    return state.protocol.language
+
+
+def _fail(record: ActionRecord, status: Any, message: str, language: str = "en") -> None:
+    """The call did not run or failed: ``message`` (a :class:`~react_engine.notices.Note`,
+    or a protocol's own words) is its error, and its observation in ``language``."""
     record.status = status
-    record.error = message
-    record.observation = f"Error: {message}"
+    record.error = valid_unicode(str(message))  # an exception's text can hold lone surrogates
+    record.notice = message.code if isinstance(message, Note) else None
+    record.observation = valid_unicode(error_observation(message, language))
 
 
-def skipped(call: PendingCall, why: str) -> ActionRecord:
+def skipped(call: PendingCall, why: str, language: str = "en") -> ActionRecord:
+    """The record of a call held back (not run, and not the model's fault): ``why`` is
+    shown to the model in ``language``."""
     return ActionRecord(
         id=call.id or "",
         tool=call.tool,
         arguments=call.arguments,
         raw_arguments=call.raw_arguments,
-        observation=f"Skipped: {why}.",
+        observation=skipped_observation(why, language),
         status="skipped",
-        error=why,
+        error=str(why),
         salvaged=call.salvaged,
         repairs=list(call.repairs),
         lossy=list(call.lossy),
+        notice=why.code if isinstance(why, Note) else None,
     )
 
 

@@ -41,6 +41,7 @@ from ..errors import (
     ModelRequestError,
     RunAborted,
 )
+from ..notices import Note, Notice
 from ..protocols.base import (
     CallTools,
     Decision,
@@ -358,10 +359,7 @@ class Loop:
         ctl.action_turns += 1
         limit = cfg.max_calls_per_step
         calls, excess = decision.calls[:limit], decision.calls[limit:]
-        too_many = (
-            f"the reply made {len(decision.calls)} tool calls and at most {limit} run per "
-            "reply; call it again in a later step if you still need it"
-        )
+        too_many = Note(Notice.TOO_MANY, count=str(len(decision.calls)), limit=str(limit))
         if excess:
             event = (
                 f"{len(decision.calls)} tool calls in one reply: the first {limit} ran, "
@@ -390,15 +388,16 @@ class Loop:
             )
             log.warning("%s", event, extra=RUN_EVENT)
             step.notices.append(state.note(event))
-        spent = "the run's tool-call budget is spent: give your final answer now"
+        spent = Note(Notice.BUDGET_SPENT)
+        language = state.protocol.language
         ran = await self.deps.runner.run(state, calls) if calls else None
         step.actions = ran.actions if ran is not None else []
         verdict = ran.verdict if ran is not None else None
         if isinstance(verdict, AwaitApproval):  # the step goes on when the approvals come
             state.deferred = list(verdict.calls)
             return Stop("awaiting_approval", f"{len(verdict.calls)} call(s) await approval")
-        step.actions += [skipped(c, spent) for c in over]
-        step.actions += [skipped(c, too_many) for c in excess]
+        step.actions += [skipped(c, spent, language) for c in over]
+        step.actions += [skipped(c, too_many, language) for c in excess]
         if isinstance(verdict, Abort):
             await self._record(state, step, started)
             _abort(state, verdict.error)

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from ..errors import ReactEngineError
+from ..notices import Notice
 from ..run.events import RunNotice
 from ..types import (
     ActionRecord,
@@ -190,7 +191,16 @@ def load_record(data: Any) -> ActionRecord:
         error=record.get("error"),
         duration_s=float(record.get("duration_s", 0.0)),
         salvaged=bool(record.get("salvaged", False)),
+        notice=_notice(record.get("notice")),
     )
+
+
+def _notice(value: Any) -> Notice | None:
+    """A stored notice code; one this version does not know (a newer writer's) is dropped."""
+    try:
+        return Notice(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def dump_reply(reply: ModelResponse) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..notices import Note, Notice
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step
 from .codec import (
     VERSION,
@@ -411,10 +412,7 @@ def idempotent(tool: Tool) -> bool:
     return tool.annotations.idempotent or tool.annotations.read_only
 
 
-MAYBE_RAN = (
-    "the process running this call stopped while it ran: it may or may not have "
-    "happened (check before calling it again)"
-)
+MAYBE_RAN = Note(Notice.MAYBE_RAN)
 
 
 @dataclass(slots=True)

@@ -24,6 +24,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ModelBehaviorError, ToolDefinitionError
+from ..notices import Note, Notice
 from ._nesting import TOO_DEEP, too_deep
 from .docstrings import parse_docstring
 from .schema import meets_strict_mode, strict_schema
@@ -194,9 +195,12 @@ class Tool:
                 arguments = {}
             else:
                 raise ToolArgumentsError(
-                    f"arguments for {self.name!r} must be a JSON object with the fields "
-                    f"{', '.join(self.argument_names) or '(none)'}; got the plain text "
-                    f"{arguments[:200]!r}"
+                    Note(
+                        Notice.PLAIN_TEXT_ARGUMENTS,
+                        tool=repr(self.name),
+                        fields=", ".join(self.argument_names) or "(none)",
+                        text=repr(arguments[:200]),
+                    )
                 )
         if too_deep(arguments):
             raise ToolArgumentsError(TOO_DEEP)
@@ -205,7 +209,7 @@ class Tool:
             problems = self.schema_check.errors(arguments)
             if problems:
                 raise ToolArgumentsError(
-                    f"invalid arguments for {self.name!r}: " + "; ".join(problems)
+                    Note(Notice.INVALID_ARGUMENTS, tool=repr(self.name), detail="; ".join(problems))
                 )
         try:
             if self.forbid_extra:
@@ -601,4 +605,4 @@ def _format_validation_error(tool_name: str, exc: ValidationError) -> str:
         if err.get("type") == "extra_forbidden":
             msg = "unexpected field"
         parts.append(f"{loc}: {msg}")
-    return f"invalid arguments for {tool_name!r}: " + "; ".join(parts)
+    return Note(Notice.INVALID_ARGUMENTS, tool=repr(tool_name), detail="; ".join(parts))

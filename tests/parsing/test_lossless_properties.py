@@ -263,6 +263,9 @@ def _as_written(text: str) -> list[str]:
         # JSON inside a single-quoted string, straight or curly (double-encoded arguments):
         # what the string holds is what the model wrote, read as JSON
         out += _as_written(stripped[1:-1])
+    if len(stripped) > 3 and stripped.startswith("{{") and stripped.endswith("}}"):
+        # a template's escaping ({{ }} for { }): every pair undone, inside strings as well
+        out += _as_written(stripped.replace("{{", "{").replace("}}", "}"))
     # what is lossless as written: full-width delimiters, numbers written .5 or 5.,
     # trailing commas
     fullwidth = _ascii_delimiters(text)
