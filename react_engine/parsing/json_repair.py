@@ -292,7 +292,7 @@ def _repair(text: str, repairs: _Repairs) -> Any:
         repairs.add("doubled_braces")
         s = s[lo:hi].replace("{{", "{").replace("}}", "}")
         lo, hi = 0, len(s)
-        if s.startswith("{{"):
+        if s.startswith("{{") and s.rstrip().endswith("}}"):  # escaped twice, at both ends
             s = s.replace("{{", "{").replace("}}", "}")
             hi = len(s)
     pos = _skip(s, lo, hi, repairs)

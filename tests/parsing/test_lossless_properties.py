@@ -348,3 +348,42 @@ def test_every_damaged_call_runs_exactly_or_not_at_all() -> None:
     assert TRIED["replies"] >= 1000, TRIED
     assert TRIED["exact"] >= 200, TRIED  # lossless damage is still read...
     assert TRIED["refused"] >= 300, TRIED  # ... and guesses are refused
+
+
+# --- readings the fuzz run raised, decided one by one ---------------------------------------------
+
+
+def _runs(protocol: str, written: str) -> list[Any]:
+    ctx = RequestContext(
+        model="m", history=[], tools=[_tool("kw2")], tool_choice="auto", capabilities=Capabilities()
+    )
+    decision = PROTOCOLS[protocol].parse_reply(
+        _reply(protocol, "kw2", written, ends_here=False), ctx
+    )
+    calls = decision.calls if isinstance(decision, CallTools) else []
+    return [c.arguments for c in calls if c.error is None]
+
+
+def test_a_single_quoted_string_holding_brackets_is_read_as_written() -> None:
+    """Decided: the decoder is right. ``'...'`` is a quote style (lossless) and what it holds,
+    brackets and double quotes included, is the string; the one brace then missing at the
+    very end of a structured step is the missing final brace (lossless). The model wrote a
+    string, and the tool gets that string, never ``{"a": 1}`` and ``b`` guessed apart."""
+    written = """{"k": '{"a": 1}, "b": 2}'"""
+    assert _runs("structured", written) == [{"k": '{"a": 1}, "b": 2}'}]
+    assert json.dumps({"k": '{"a": 1}, "b": 2}'}, sort_keys=True) in _as_written(written)
+    # the string left open swallows the brackets to the end: a guess, refused
+    assert _runs("structured", """{"k": '{"a": 1}, "b": 2}""") == []
+
+
+def test_braces_doubled_at_one_end_only_are_no_template_escaping() -> None:
+    """``{{{X}}`` is not ``{X}`` escaped (three braces open, two close): undoing "doubled
+    braces" twice at the start and once at the end guessed which braces the model meant.
+    Refused; ``{{X}}`` and ``{{{{X}}}}`` are read as written."""
+    inner = '{"a": {"b": 1}, "c": "{x}"}'
+    for protocol in PROTOCOLS:
+        assert _runs(protocol, "{{" + inner + "}") == [], protocol
+    for protocol in ("function_calling", "text"):
+        doubled = inner.replace("{", "{{").replace("}", "}}")
+        assert _runs(protocol, doubled) == [json.loads(inner)], protocol
+        assert _runs(protocol, doubled.replace("{", "{{").replace("}", "}}")) == [json.loads(inner)]
