@@ -91,6 +91,13 @@ OFF_LOOP_CHARS = 32_000
 markup takes up to a few seconds of Python, which would otherwise stall every other task
 on the event loop (the thread yields the interpreter every few milliseconds)."""
 
+MAX_ANSWERED = 1024
+"""Calls of one reply that get a record in the step (run, or answered as not run); the
+calls past them are left out of the transcript, counted in the step's event and in the
+observation of the calls not run. Thousands of calls in a megabyte of reply would
+otherwise cost a record, a rendered message and a request entry each, on the event loop
+and in every later request of the run."""
+
 FINAL_ANSWER_RETRIES = 1
 """Forced final requests sent again after a reply that is not an answer (a tool call
 written as text, an empty reply): the model gets the feedback and this many more tries."""
@@ -360,11 +367,15 @@ class Loop:
         limit = cfg.max_calls_per_step
         calls, excess = decision.calls[:limit], decision.calls[limit:]
         too_many = Note(Notice.TOO_MANY, count=str(len(decision.calls)), limit=str(limit))
+        left_out = max(0, len(decision.calls) - max(limit, MAX_ANSWERED))
         if excess:
             event = (
                 f"{len(decision.calls)} tool calls in one reply: the first {limit} ran, "
                 f"{len(excess)} were not run (max_calls_per_step)"
             )
+            if left_out:
+                event += f"; the last {left_out} are left out of the transcript"
+                excess = excess[: len(excess) - left_out]
             log.warning("%s", event, extra=RUN_EVENT)
             step.notices.append(state.note(event))
         # The run's tool-call budget: the first calls within it run (a call the policy

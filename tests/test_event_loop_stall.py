@@ -1,0 +1,146 @@
+"""A megabyte of reply never stalls the event loop (issue 21: "a 1 MB reply never stalls the
+event loop for more than about 50 ms").
+
+Wall-clock gaps of a heartbeat say little on a loaded 2-core machine: the operating system
+deschedules the whole process at will. What the engine controls is measured instead, in
+CPU time of the loop's own thread (``time.thread_time``, which does not advance while the
+thread waits or is descheduled):
+
+* the most CPU any one callback of the event loop takes while an agent reads a 1 MB reply
+  and records its step (the reading itself runs on a worker thread; what stays on the loop
+  must be small, whatever the reply holds: thousands of calls included);
+* a heartbeat task keeps ticking while the reply is read: the loop is free between the
+  reply's arrival and its step.
+
+``make bench`` reports the same numbers with the heartbeat's wall-clock gaps
+(``bench/stall.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import asyncio.events
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from react_engine import Agent, CapabilityCache, CapabilityRegistry, Tool
+from react_engine.errors import ReactEngineError
+from react_engine.testing import ScriptedModel
+
+MB = 1_000_000
+LOOP_CPU_LIMIT = 0.025
+"""CPU seconds one callback of the loop may take (half the 50 ms target: the rest is the
+worker's turn at the interpreter, at most ``sys.getswitchinterval()`` plus one C call)."""
+
+
+def _fill(unit: str) -> str:
+    return (unit * (MB // len(unit) + 1))[:MB]
+
+
+REPLIES = {
+    # thousands of calls: each would cost a record, a message and a request entry
+    "json_call_lines": _fill('{"name": "get_weather", "arguments": {"city": "Paris"}}\n'),
+    "function_tags": _fill("<function=get_weather>"),
+    "actions": _fill('Action: get_weather\nAction Input: {"city": "Paris"}\n'),
+    "hermes_open_tags": _fill("<tool_call>{"),
+    "prose_with_brackets": _fill("Some prose about the weather { and [ brackets ( here. "),
+}
+
+
+def _weather(city: str) -> str:
+    """The weather.
+
+    Args:
+        city: the city.
+    """
+    return f"{city}: 14"
+
+
+@contextmanager
+def loop_cpu() -> Iterator[list[float]]:
+    """The CPU time of the loop's thread in each callback the event loop runs."""
+    spent: list[float] = []
+    original = asyncio.events.Handle._run
+
+    def run(handle: Any) -> None:
+        start = time.thread_time()
+        try:
+            original(handle)
+        finally:
+            spent.append(time.thread_time() - start)
+
+    asyncio.events.Handle._run = run  # type: ignore[method-assign]
+    try:
+        yield spent
+    finally:
+        asyncio.events.Handle._run = original  # type: ignore[method-assign]
+
+
+async def _read(reply: str, protocol: str) -> int:
+    """Run an agent on ``reply`` beside a heartbeat; the heartbeat's ticks during the run."""
+    agent = Agent(
+        "scripted",
+        [Tool.from_function(_weather, name="get_weather")],
+        protocol=protocol,
+        client=ScriptedModel([reply], default="Final Answer: done"),
+        capability_cache=CapabilityCache(),
+        registry=CapabilityRegistry.from_default(env={}),
+        max_steps=2,
+        max_consecutive_errors=1,
+    )
+    ticks = 0
+    running = True
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while running:
+            await asyncio.sleep(0)
+            ticks += 1
+
+    beat = asyncio.create_task(heartbeat())
+    await asyncio.sleep(0)
+    try:
+        await agent.arun("What is the weather in Paris?")
+    except ReactEngineError:
+        pass  # a reply the run gives up on is fine: only the loop's freedom is measured
+    finally:
+        running = False
+        await beat
+    return ticks
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+@pytest.mark.parametrize("name", sorted(REPLIES))
+def test_a_megabyte_reply_leaves_the_event_loop_free(name: str, protocol: str) -> None:
+    with loop_cpu() as spent:
+        ticks = asyncio.run(_read(REPLIES[name], protocol))
+    worst = max(spent)
+    assert worst <= LOOP_CPU_LIMIT, (
+        f"one event-loop callback took {worst * 1000:.1f} ms of CPU reading {name!r} "
+        f"under {protocol} (limit {LOOP_CPU_LIMIT * 1000:.0f} ms)"
+    )
+    assert ticks > 10, "the heartbeat kept ticking while the reply was read"
+
+
+def test_a_reply_of_thousands_of_calls_answers_the_first_1024_and_counts_the_rest() -> None:
+    agent = Agent(
+        "scripted",
+        [Tool.from_function(_weather, name="get_weather")],
+        protocol="function_calling",
+        client=ScriptedModel([REPLIES["json_call_lines"]], default="done"),
+        capability_cache=CapabilityCache(),
+        registry=CapabilityRegistry.from_default(env={}),
+        multi_action="all",
+    )
+    result = agent.run("q")
+    made = REPLIES["json_call_lines"].count('"name"')
+    actions = result.steps[0].actions
+    assert len(actions) == 1024
+    assert actions[0].status == "ok"
+    assert all(a.status == "skipped" for a in actions[16:])  # past max_calls_per_step
+    assert f"the reply made {made} tool calls" in actions[-1].observation
+    assert any(f"the last {made - 1024} are left out" in e for e in result.steps[0].events)
