@@ -6,7 +6,7 @@ fails (a timeout, an exception), the observation the model reads is written by t
 engine, not by a tool. Each such observation has a stable code, :class:`Notice`, kept on
 the call's record (:attr:`ActionRecord.notice <react_engine.types.ActionRecord.notice>`),
 and its wording comes from one table, :data:`WORDING`, in the language of the protocol's
-prompt template (:attr:`PromptTemplate.language <react_engine.prompts.PromptTemplate.language>`):
+prompt template (``PromptTemplate.language``, :mod:`react_engine.protocols.prompts`):
 English, or Chinese under the ``zh`` template. A language the table does not know is
 worded in English.
 

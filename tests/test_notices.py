@@ -20,8 +20,8 @@ import pytest
 from react_engine import Agent, CapabilityCache, CapabilityRegistry, RunResult, Tool
 from react_engine.notices import LANGUAGES, WORDING, Note, Notice, error_observation
 from react_engine.parsing.repairs import REPAIRS, WHAT_ZH
-from react_engine.prompts import load_template, parse_template
 from react_engine.protocols import TextReActProtocol
+from react_engine.protocols.prompts import load_template, parse_template
 from react_engine.store.codec import dump_record, load_record
 from react_engine.testing import ScriptedModel
 from react_engine.types import ActionRecord, ModelResponse, Usage, UserMessage
