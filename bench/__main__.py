@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     from .parsing import measure_parsing
     from .scale import measure_scale
     from .server import ServerProcess, raise_fd_limit
+    from .stall import measure_stall
     from .streaming import measure_streaming
     from .tokens import measure_tokens
 
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         _section("scale", lambda: measure_scale(base_url, quick=args.quick), results, log)
         _section("durable", lambda: measure_durable(base_url, quick=args.quick), results, log)
     _section("parsing", lambda: measure_parsing(quick=args.quick), results, log)
+    _section("stall", lambda: measure_stall(quick=args.quick), results, log)
     _section("tokens", measure_tokens, results, log)
     _section("streaming", lambda: measure_streaming(quick=args.quick), results, log)
     _section("imports", lambda: measure_imports(quick=args.quick), results, log)

@@ -699,6 +699,36 @@ def _durable(r: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _stall(r: dict[str, Any]) -> list[str]:
+    s = r.get("stall", {})
+    if "error" in s:
+        return [f"Failed: {s['error']}", ""]
+    if not s:
+        return []
+    lines = [
+        "An agent reads each reply of 1 MB (scripted, in process) while a heartbeat sleeps "
+        "1 ms at a time on the same loop (`bench/stall.py`; the best of "
+        f"{s['rounds']} runs). *Loop CPU*: the most CPU of the loop's thread in one "
+        "callback (target: well under 50 ms; `tests/test_event_loop_stall.py` holds it "
+        "under 25 ms). *Heartbeat gap*: the longest wall-clock wait beyond the 1 ms sleep, "
+        "with the reading thread's turns, garbage collection and the machine's load in it. "
+        "*Full GC*: the longest collection of the oldest generation, which stops every thread.",
+        "",
+    ]
+    rows = [
+        [
+            case,
+            f"{c['loop_cpu_ms']:.1f} ms",
+            f"{c['heartbeat_gap_ms']:.1f} ms",
+            f"{c['full_gc_ms']:.1f} ms",
+            f"{c['run_ms']:.0f} ms",
+        ]
+        for case, c in s["cases"].items()
+    ]
+    lines += _table(["reply / protocol", "loop CPU", "heartbeat gap", "full GC", "run"], rows)
+    return lines
+
+
 def render(results: dict[str, Any]) -> str:
     quick = " (quick smoke run: numbers too small to quote)" if results.get("quick") else ""
     lines = [
@@ -734,5 +764,9 @@ def render(results: dict[str, Any]) -> str:
         "## 7. Durable state: what a store costs per LLM call",
         "",
         *_durable(results),
+        "",
+        "## 8. Event-loop stall: a 1 MB reply",
+        "",
+        *_stall(results),
     ]
     return "\n".join(lines).rstrip() + "\n"

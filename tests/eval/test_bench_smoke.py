@@ -49,6 +49,7 @@ def test_report_has_every_section(quick_run: tuple[str, dict[str, object], str])
         "## 4. Prompt tokens and prefix stability",
         "## 5. Streaming: time to first token, live stop detection",
         "## 7. Durable state: what a store costs per LLM call",
+        "## 8. Event-loop stall: a 1 MB reply",
     ):
         assert heading in md
     for fact in ("**Date**", "**Command**", "**Machine**", "**Python**", "**Load average**"):
@@ -86,6 +87,10 @@ def test_figures_have_the_expected_shape(
     assert parsing["parser"]["files"] > 0 and parsing["repair_broken"]["files"] > 0
     assert all(row["ratio"] > 0 for row in parsing["fast_path"])
     assert all(row["seconds"] is not None for row in parsing["adversarial"])
+
+    stall = results["stall"]
+    assert isinstance(stall, dict)
+    assert stall["cases"] and all(c["loop_cpu_ms"] > 0 for c in stall["cases"].values())
 
     scale = results["scale"]
     assert isinstance(scale, dict)
