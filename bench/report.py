@@ -709,8 +709,9 @@ def _stall(r: dict[str, Any]) -> list[str]:
         "An agent reads each reply of 1 MB (scripted, in process) while a heartbeat sleeps "
         "1 ms at a time on the same loop (`bench/stall.py`; the best of "
         f"{s['rounds']} runs). *Loop CPU*: the most CPU of the loop's thread in one "
-        "callback (target: well under 50 ms; `tests/test_event_loop_stall.py` holds it "
-        "under 25 ms). *Heartbeat gap*: the longest wall-clock wait beyond the 1 ms sleep, "
+        "callback, a full collection that starts there included (target: well under 50 ms; "
+        "`tests/run/test_event_loop_stall.py` holds it under 25 ms, collector off). "
+        "*Heartbeat gap*: the longest wall-clock wait beyond the 1 ms sleep, "
         "with the reading thread's turns, garbage collection and the machine's load in it. "
         "*Full GC*: the longest collection of the oldest generation, which stops every thread.",
         "",
