@@ -159,6 +159,7 @@ def _record(record: ActionRecord) -> dict[str, Any]:
         "salvaged": record.salvaged,
         "repairs": list(record.repairs),
         "lossy": list(record.lossy),
+        "notice": None if record.notice is None else str(record.notice),
     }
 
 
