@@ -34,9 +34,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from . import patterns as P
-from .salvage import (
+from .calls import (
     Arguments,
     SalvagedCall,
+    _functions,
     _json_objects,
     _Piece,
     _python_call,
@@ -44,6 +45,7 @@ from .salvage import (
     _raw_arguments,
     _scan,
     _tile,
+    strip_text_value,
 )
 
 __all__ = ["strip_text_value", "typed_value"]
@@ -55,33 +57,7 @@ _NAME: Final = r"[\w.\-/:]{1,200}"
 
 # --- values written as text -------------------------------------------------------------------
 
-_TRAILING_INDENT: Final = re.compile(r"\n[ \t]*\Z")
 _INTEGER: Final = re.compile(r"[+-]?\d{1,300}")
-
-
-def strip_text_value(raw: str) -> str:
-    """A parameter value as an XML-ish template wrote it (Qwen3-Coder, MiniMax, Seed-OSS).
-
-    The newline after the opening tag and the one before the closing tag belong to the
-    format (as the template's own parser reads them). So does indentation that only lays
-    the tags out: when the closing tag is indented, the value's lines lose up to that much
-    of their common indentation (``"\\n        Dallas\\n        "`` is ``"Dallas"``).
-    Indentation the closing tag does not share is the value's own (code) and stays.
-    """
-    if not raw.startswith(("\n", "\r\n")):
-        return raw.removesuffix("\n").removesuffix("\r")
-    body = raw.removeprefix("\r").removeprefix("\n")
-    closing = _TRAILING_INDENT.search(body)
-    if closing is None:
-        return body
-    layout = len(closing.group()) - 1
-    body = body[: closing.start()].removesuffix("\r")
-    if not layout:
-        return body
-    lines = body.split("\n")
-    indents = [len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()]
-    cut = min([layout, *indents])
-    return "\n".join(line[cut:] if line.strip() else line.lstrip(" \t") for line in lines)
 
 
 def _types(schema: Mapping[str, Any]) -> list[str]:
@@ -490,8 +466,6 @@ def minimax(text: str, names: frozenset[str]) -> list[SalvagedCall]:
 def seed_oss(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     """Seed-OSS: Qwen3-Coder-style ``<function=NAME><parameter=K>V</parameter></function>``
     inside ``<seed:tool_call> ... </seed:tool_call>``."""
-    from .salvage import _functions
-
     out: list[SalvagedCall] = []
     until = _Finder(text, ("</seed:tool_call>", "<seed:tool_call>"))
     pos = text.find("<seed:tool_call>")

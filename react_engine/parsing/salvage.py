@@ -39,24 +39,40 @@ Guard rails, because a false positive runs a tool the model never asked for:
 
 The patterns live with the parser's in :mod:`.patterns` (linear: no nested quantifiers,
 bounded gaps), call objects, think blocks and fences are read by :mod:`.common` as the
-parser reads them, and every scan resumes where the previous one stopped, so a megabyte
+parser reads them, the call type and the readers shared with :mod:`.formats` are in
+:mod:`.calls`, and every scan resumes where the previous one stopped, so a megabyte
 of adversarial text is still cheap.
 """
 
 from __future__ import annotations
 
-import ast
 import bisect
-import json
 import keyword
-import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Final, Literal, TypeAlias, get_args
+from dataclasses import replace
+from typing import Any, Final, TypeAlias, get_args
 
 from ..errors import ReActParseError
+from . import formats as F
 from . import patterns as P
-from .common import call_objects, think_blocks, unfence
+from .calls import (
+    _MAX_CALL_CHARS,
+    Arguments,
+    SalvagedCall,
+    SalvageFormat,
+    _call_from_object,
+    _functions,
+    _json_objects,
+    _loads,
+    _Piece,
+    _python_call,
+    _python_list,
+    _raw_arguments,
+    _scan,
+    _tile,
+)
+from .common import think_blocks, unfence
+from .formats import type_arguments
 from .react import parse_react
 
 __all__ = [
@@ -68,82 +84,8 @@ __all__ = [
     "written_call",
 ]
 
-_DECODER: Final = json.JSONDecoder(strict=False)
-"""``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
-
-SalvageFormat: TypeAlias = Literal[
-    "hermes",
-    "qwen_xml",
-    "llama_function",
-    "deepseek",
-    "mistral",
-    "llama",
-    "json",
-    "python",
-    "glm45",
-    "kimi",
-    "internlm",
-    "qwen25",
-    "jamba",
-    "granite",
-    "llama4",
-    "harmony",
-    "minimax",
-    "seed_oss",
-    "functionary",
-]
-
 TEXT_VALUED: Final[frozenset[str]] = frozenset({"qwen_xml", "glm45", "minimax", "seed_oss"})
 """Formats that write every argument value as text: typed by the tool's schema."""
-
-Arguments: TypeAlias = dict[str, Any] | str
-
-
-@dataclass(frozen=True, slots=True)
-class SalvagedCall:
-    """One tool call recovered from reply text."""
-
-    name: str
-    """A name from the ``tool_names`` given to :func:`salvage_calls`."""
-    arguments: dict[str, Any] | str
-    """The arguments as a JSON-compatible dict, or text: the raw text when it was not valid
-    JSON (repair it, or report invalid arguments to the model). A Python call with a single
-    positional argument gives that argument as text (a string as written, anything else as
-    JSON), like a text action input; several positional arguments are kept in order under
-    ``"__args__"`` (map them onto the tool's parameters, or report them)."""
-    format: SalvageFormat
-    """Which syntax the model used (see the module docstring)."""
-    span: tuple[int, int]
-    """``text[start:end]`` that the call occupies. Calls from one wrapper (a DeepSeek
-    block, a Mistral list) tile it, so removing all spans removes the wrapper too."""
-    repairs: tuple[str, ...] = ()
-    """``("loose_arguments",)`` when the arguments were read out of a call object that is
-    not JSON and are no JSON themselves (``"arguments": /srv/x}``): a guess, never run
-    (:mod:`.repairs`)."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.arguments, _Loose):
-            object.__setattr__(self, "arguments", str(self.arguments))
-            object.__setattr__(self, "repairs", (*self.repairs, "loose_arguments"))
-        elif isinstance(self.arguments, _LooseDict):
-            object.__setattr__(self, "arguments", dict(self.arguments))
-            object.__setattr__(self, "repairs", (*self.repairs, "loose_arguments"))
-
-
-class _Loose(str):
-    """Argument text read loosely from broken call JSON (see :attr:`SalvagedCall.repairs`)."""
-
-    __slots__ = ()
-
-
-class _LooseDict(dict[str, Any]):
-    """Arguments read loosely from broken call JSON (see :attr:`SalvagedCall.repairs`)."""
-
-    __slots__ = ()
-
-
-def _loose(arguments: Arguments) -> Arguments:
-    return _Loose(arguments) if isinstance(arguments, str) else _LooseDict(arguments)
 
 
 SALVAGE_REPAIR_CODES: Final = frozenset(
@@ -152,10 +94,6 @@ SALVAGE_REPAIR_CODES: Final = frozenset(
 )
 """Every code a salvaged call may carry: ``salvaged:<format>`` (added by the protocol that
 runs it, ``react_text`` for a Thought/Action block) and ``loose_arguments``."""
-
-
-_MAX_CALL_CHARS: Final = 20_000
-"""Longest Python call considered; longer ones are not calls a model meant to make."""
 
 
 # --- the entry points -----------------------------------------------------------------------------
@@ -224,8 +162,6 @@ def _typed(call: SalvagedCall, schemas: Mapping[str, Mapping[str, Any]] | None) 
     """``call`` with its text values typed (formats in :data:`TEXT_VALUED` only)."""
     if call.format not in TEXT_VALUED or not isinstance(call.arguments, dict):
         return call
-    from .formats import type_arguments
-
     schema = schemas.get(call.name) if schemas is not None else None
     return replace(call, arguments=type_arguments(call.arguments, schema))
 
@@ -242,8 +178,6 @@ def _table() -> list[_DetectorRow]:
     it to find anything, most explicit first (built once, on first use)."""
     if _TABLE:
         return _TABLE
-    from . import formats as F
-
     _TABLE[:] = [
         (("kimi",), ("<|tool_call_begin|>",), F.kimi),
         (("deepseek",), ("tool▁call", "tool_call_begin", "tool_calls_begin"), _deepseek),
@@ -349,9 +283,6 @@ def strip_salvaged(text: str, calls: Sequence[SalvagedCall]) -> str:
 
 # --- regions ----------------------------------------------------------------------------------
 
-_Piece: TypeAlias = tuple[str, Arguments, int, int]
-"""A call found in text: name, arguments, and the extent of its own syntax."""
-
 
 def _think_regions(text: str) -> list[tuple[int, int]]:
     """The spans of the think blocks (:func:`~.common.think_blocks`): a closing tag with no
@@ -360,121 +291,7 @@ def _think_regions(text: str) -> list[tuple[int, int]]:
     return [(block.start, block.end) for block in think_blocks(text)]
 
 
-def _tile(
-    pieces: Sequence[_Piece],
-    fmt: SalvageFormat,
-    start: int,
-    end: int,
-    names: frozenset[str],
-) -> list[SalvagedCall]:
-    """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
-    with spans that tile it: the first reaches back to the wrapper's start, each next one
-    begins where the previous ended, the last reaches to the wrapper's end."""
-    out: list[SalvagedCall] = []
-    previous_end = start
-    for index, (name, arguments, _, piece_end) in enumerate(pieces):
-        span_end = end if index == len(pieces) - 1 else piece_end
-        if name in names:
-            out.append(SalvagedCall(name, arguments, fmt, (previous_end, span_end)))
-        previous_end = span_end
-    return out
-
-
 # --- arguments -----------------------------------------------------------------------------------
-
-
-def _loads(src: str) -> tuple[bool, Any]:
-    """``json.loads`` that reports failure instead of raising. Raw newlines and tabs inside
-    strings are accepted (``strict=False``): models write code arguments that way, and
-    nothing else about the JSON is forgiven here."""
-    try:
-        return True, _DECODER.decode(src)
-    except (ValueError, RecursionError):
-        return False, None
-
-
-def _arguments(value: Any) -> Arguments:
-    """Normalise parsed arguments: a dict stays, JSON text holding an object is decoded
-    (some models double-encode), other text stays as written, nothing becomes ``{}``."""
-    if isinstance(value, dict):
-        return value
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        ok, decoded = _loads(value)
-        return decoded if ok and isinstance(decoded, dict) else value
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _raw_arguments(src: str) -> Arguments:
-    """Arguments given as JSON text: decoded when valid, else the stripped raw text."""
-    src = src.strip()
-    if not src:
-        return {}
-    ok, value = _loads(src)
-    return _arguments(value) if ok else src
-
-
-def _call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
-    """Names and arguments of the calls in one decoded JSON value, read as the text
-    parser reads a JSON action (:func:`~.common.call_objects`): ``{"name", "arguments"}``,
-    ``{"name", "parameters"}``, OpenAI's ``{"type": "function", "function": {...}}`` and
-    the other spellings. Without an arguments key the remaining keys are the arguments
-    (``{"name": "f", "city": "Paris"}``): only known tool names are salvaged."""
-    calls = call_objects(obj, name_alone=True)
-    if calls is None:
-        return None
-    return [(c.tool, _arguments(c.arguments)) for c in calls]
-
-
-def _loose_call(src: str) -> tuple[str, Arguments] | None:
-    """Name and raw arguments from a call object that is not valid JSON.
-
-    The arguments are exact when they are one complete JSON value followed by nothing but
-    closing braces (``{"name": "f", "arguments": {...}`` missing its last brace); any other
-    reading is a guess (:attr:`SalvagedCall.repairs`)."""
-    name = P.LOOSE_NAME.search(src)
-    if name is None:
-        return None
-    args = P.LOOSE_ARGS.search(src)
-    if args is None:
-        return name.group(1), _LooseDict()
-    rest = src[args.end() :]
-    if rest.startswith(("{", "[")):
-        end, _ = _scan(rest, 0, len(rest), P.JSON_STRUCTURE, '"')
-        value = _raw_arguments(rest[:end] if end is not None else rest)
-        exact = end is not None and not rest[end:].strip(" \t\r\n}")
-        return name.group(1), value if exact else _loose(value)
-    if rest.startswith('"'):
-        literal = _json_string_prefix(rest)
-        ok, value = _loads(literal)
-        if ok and not rest[len(literal) :].strip(" \t\r\n}"):
-            return name.group(1), _arguments(value)
-        return name.group(1), _loose(_arguments(value) if ok else rest.strip())
-    return name.group(1), _loose(_raw_arguments(rest.rstrip().removesuffix("}")))
-
-
-def _json_string_prefix(src: str) -> str:
-    """The JSON string literal at the start of ``src``, up to its closing quote."""
-    pos = 1
-    while True:
-        match = P.QUOTE_OR_ESCAPE.search(src, pos)
-        if match is None:
-            return src
-        if match.group() == "\\":
-            pos = match.end() + 1
-            continue
-        return src[: match.end()]
-
-
-def _call_from_json(src: str) -> list[tuple[str, Arguments]] | None:
-    """The calls in the text of one JSON object; broken JSON is read loosely, keeping the
-    raw arguments."""
-    ok, value = _loads(src)
-    if ok:
-        return _call_from_object(value)
-    loose = _loose_call(src)
-    return None if loose is None else [loose]
 
 
 def _unfence_whole(src: str) -> str:
@@ -483,72 +300,6 @@ def _unfence_whole(src: str) -> str:
     if fenced is None or fenced[1].strip() or not src.endswith(("```", "~~~")):
         return src
     return fenced[0].strip()
-
-
-# --- bracket scanning -------------------------------------------------------------------------
-
-
-def _scan(
-    text: str, start: int, limit: int, structure: re.Pattern[str], quotes: str
-) -> tuple[int | None, int]:
-    """Find the bracket closing the one at ``text[start]``, skipping string literals.
-
-    Returns ``(index after it, where scanning stopped)``, or ``(None, where it stopped)``
-    when it is not closed before ``limit`` (or, for Python, a string runs past its line).
-    Jumps from one structural character to the next, so the cost is one pass.
-    """
-    depth = 0
-    quote = ""
-    pos = start
-    while True:
-        match = structure.search(text, pos, limit)
-        if match is None:
-            return None, limit
-        char = match.group()
-        pos = match.end()
-        if quote:
-            if char == "\\":
-                pos += 1
-            elif char == quote:
-                quote = ""
-            elif char == "\n":
-                return None, pos
-        elif char in quotes:
-            quote = char
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-            if depth <= 0:
-                return pos, pos
-
-
-def _json_objects(text: str, pos: int, limit: int) -> tuple[list[_Piece], int]:
-    """Calls in JSON starting at ``text[pos]``: one object, a list of objects, or objects
-    chained with ``;`` (Llama 3.1). Each call keeps its own extent, and objects are read
-    one by one, so a broken one does not lose the others. Also returns where the JSON
-    ended (``limit`` if it never closed)."""
-    pieces: list[_Piece] = []
-    in_list = text[pos] == "["
-    cursor = pos + 1 if in_list else pos
-    end = cursor
-    while cursor < limit:
-        while cursor < limit and text[cursor] in " \t\r\n,;":
-            cursor += 1
-        if cursor >= limit:
-            return pieces, limit if in_list else end
-        if in_list and text[cursor] == "]":
-            return pieces, cursor + 1
-        if text[cursor] != "{":
-            break
-        closed, _ = _scan(text, cursor, limit, P.JSON_STRUCTURE, '"')
-        end = closed if closed is not None else limit
-        for name, arguments in _call_from_json(text[cursor:end]) or ():
-            pieces.append((name, arguments, cursor, end))
-        if closed is None:
-            return pieces, limit
-        cursor = end
-    return pieces, end
 
 
 # --- detectors ------------------------------------------------------------------------------------
@@ -596,58 +347,6 @@ def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
     """Index of the first of ``chars`` in ``text[start:end]``."""
     found = [p for p in (text.find(c, start, end) for c in chars) if p != -1]
     return min(found) if found else None
-
-
-def _functions(
-    text: str, tokens: Sequence[re.Match[str]], region_end: int
-) -> list[tuple[str, Arguments, int, int, SalvageFormat]]:
-    """``(name, arguments, start, end, format)`` for each ``<function=NAME>`` in ``tokens``.
-
-    A function ends at ``</function>``, at the next ``<function=``, or at ``region_end``.
-    Its body is either ``<parameter=KEY>value</parameter>`` pairs (Qwen3-Coder) or one
-    JSON object (Llama 3.1).
-    """
-    out: list[tuple[str, Arguments, int, int, SalvageFormat]] = []
-    k = 0
-    while k < len(tokens):
-        opening = tokens[k]
-        k += 1
-        if opening.group(1) is None:
-            continue
-        params: dict[str, Any] = {}
-        end = body_end = region_end
-        while k < len(tokens):
-            token = tokens[k]
-            if token.group() == P.FUNCTION_CLOSE:
-                body_end, end = token.start(), token.end()
-                k += 1
-                break
-            if token.group(1) is not None:  # the next function: this one was not closed
-                body_end = end = token.start()
-                break
-            k += 1
-            if token.group(2) is not None:
-                value_end = tokens[k].start() if k < len(tokens) else region_end
-                params[token.group(2).strip()] = _parameter_value(text[token.end() : value_end])
-                if k < len(tokens) and tokens[k].group() == "</parameter>":
-                    k += 1
-        name = opening.group(1).strip()
-        body = text[opening.end() : body_end].strip()
-        if params:
-            out.append((name, params, opening.start(), end, "qwen_xml"))
-        elif body.startswith("{"):
-            out.append((name, _raw_arguments(body), opening.start(), end, "llama_function"))
-        elif not body:
-            out.append((name, {}, opening.start(), end, "qwen_xml"))
-    return out
-
-
-def _parameter_value(raw: str) -> str:
-    """A Qwen3-Coder parameter value as text, without the layout the template puts around
-    it (:func:`~.formats.strip_text_value`); :func:`_typed` types it by the schema."""
-    from .formats import strip_text_value
-
-    return strip_text_value(raw)
 
 
 def _deepseek(text: str, names: frozenset[str]) -> list[SalvagedCall]:
@@ -838,72 +537,3 @@ def _python(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             span = (match.start(), tail.end(1))
             out.append(SalvagedCall(call[0], call[1], "python", span))
     return out
-
-
-def _python_list(text: str, start: int, end: int, names: frozenset[str]) -> list[_Piece] | None:
-    """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents; ``None``
-    unless every element is a call to a known tool."""
-    out: list[_Piece] = []
-    pos = start + 1
-    while True:
-        head = P.IDENT_CALL.match(text, pos, end)
-        if head is None:
-            return None
-        close, _ = _scan(text, head.end() - 1, end, P.PYTHON_STRUCTURE, "'\"")
-        if close is None:
-            return None
-        call = _python_call(text[head.start(1) : close], names)
-        if call is None:
-            return None
-        out.append((call[0], call[1], head.start(1), close))
-        pos = close
-        while pos < end and text[pos] in " \t\r\n":
-            pos += 1
-        if pos < end and text[pos] == ",":
-            pos += 1
-            continue
-        return out if pos == end - 1 else None
-
-
-def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | None:
-    """Parse ``src`` as exactly one call to a known tool with literal arguments.
-
-    ``f(a=1, b="x")`` gives ``{"a": 1, "b": "x"}``; ``f("Paris")`` gives ``"Paris"``, the
-    tool's single input as a text action input would give it (a non-string single value
-    gives its JSON text); other positional arguments are kept in order under
-    ``"__args__"``, since only the tool knows their names. Anything that is not a literal
-    (a variable, a nested call, ``**kw``) means the model wrote code, not a call: ``None``.
-    """
-    src = src.strip()
-    if len(src) > _MAX_CALL_CHARS:
-        return None
-    try:
-        tree = ast.parse(src, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    node = tree.body
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
-        return None
-    name = node.func.id
-    if name not in names:
-        return None
-    try:
-        positional = [ast.literal_eval(arg) for arg in node.args]
-        keywords: dict[str, Any] = {}
-        for kw in node.keywords:
-            if kw.arg is None:
-                return None
-            keywords[kw.arg] = ast.literal_eval(kw.value)
-    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-        return None
-    if len(positional) == 1 and not keywords and isinstance(positional[0], str):
-        return name, positional[0]
-    # Arguments must survive JSON like any others: tuples become lists; sets, bytes and
-    # complex numbers have no JSON form, so such a call is not salvaged.
-    try:
-        if len(positional) == 1 and not keywords:
-            return name, json.dumps(positional[0], ensure_ascii=False)
-        arguments = {"__args__": positional, **keywords} if positional else keywords
-        return name, json.loads(json.dumps(arguments, ensure_ascii=False))
-    except (TypeError, ValueError):
-        return None
