@@ -53,6 +53,7 @@ def test_a_multi_turn_case_runs_live_under_every_protocol(
         assert result.correct == (result.reason == ""), (result.protocol, result.reason)
     replayed = run_bfcl(
         cases,
+        (*DEFAULT_PROTOCOLS, BFCL_PROMPT),
         recorded=record,
         model=live.model,
         settings=settings,
