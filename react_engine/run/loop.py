@@ -52,6 +52,7 @@ from ..protocols.base import (
     RequestContext,
 )
 from ..protocols.output import OutputSpec, output_spec
+from ..protocols.policy import decide
 from ..protocols.registry import ProtocolOptions, adapt
 from ..transport.base import ChatModel
 from ..transport.capabilities import RejectedParam
@@ -303,9 +304,9 @@ class Loop:
     ) -> Outcome:
         """Act on the protocol's reading of ``reply``: one :class:`Step` in the transcript."""
         if len(reply.content or "") > OFF_LOOP_CHARS:  # a long reading must not stall the loop
-            decision = await run_blocking(state.protocol.parse_reply, reply, ctx)
+            decision = await run_blocking(decide, state.protocol, reply, ctx)
         else:
-            decision = state.protocol.parse_reply(reply, ctx)
+            decision = decide(state.protocol, reply, ctx)
         if state.journal is not None:
             await state.journal.decided(reply, decision, state.protocol.name)
         step = Step(
