@@ -195,9 +195,9 @@ class Protocol(ABC):
     def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         """Read the reply and apply the rules every protocol shares (see
         :func:`react_engine.protocols.policy.apply`)."""
-        from .policy import apply
+        from .policy import decide
 
-        return apply(self, self.read_reply(reply, ctx), reply, ctx)
+        return decide(self, reply, ctx)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -63,8 +63,8 @@ from .output import FINAL_RESULT
 from .prompts import PromptTemplate, load_template
 from .shared import (  # decode_arguments, native_calls, salvaged_calls: importable here too
     CUT_PARAMETER,
+    constraint_style,
     decode_arguments,
-    grammar_style,
     native_calls,
     reasoning,
     render_history,
@@ -91,7 +91,7 @@ list): what a forced final answer may be, on servers that take grammars."""
 def _answer_constraint(ctx: RequestContext) -> Constraint | None:
     """Under ``tool_choice="none"``, where the server constrains with grammars, rule out a
     call written as text (a small model copies the calls it sees in the transcript)."""
-    style = grammar_style(ctx)
+    style = constraint_style(ctx, grammar=True)
     return None if style is None else Constraint(style=style, grammar=_ANSWER_GRAMMAR)
 
 

@@ -93,7 +93,7 @@ if TYPE_CHECKING:  # the seam applies this module: it is imported for types only
     from .base import Protocol
     from .base import RequestContext as Context
 
-__all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "effects", "new_call_id", "placeholder"]
+__all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "decide", "effects", "new_call_id", "placeholder"]
 
 CUT_OFF = Note(Notice.CUT_OFF)
 """The error of a call whose arguments a length cut may have shortened."""
@@ -109,6 +109,13 @@ _WRITTEN = "a tool call written as text"
 
 def new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:24]
+
+
+def decide(protocol: Protocol, reply: ModelResponse, ctx: Context) -> Decision:
+    """The decision on ``reply``: the protocol's reading of it
+    (:meth:`~react_engine.protocols.base.Protocol.read_reply`) under the rules every protocol
+    shares (:func:`apply`). The loop calls this; ``Protocol.parse_reply`` is the same."""
+    return apply(protocol, protocol.read_reply(reply, ctx), reply, ctx)
 
 
 def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Context) -> Decision:

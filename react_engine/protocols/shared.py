@@ -8,8 +8,8 @@
   :func:`~react_engine.parsing.split_think`) and the joining of thoughts (:func:`join`);
 * the history as messages (:func:`render_history`: the system prompt, the user's
   questions, each step in the protocol's own words, rendered once per run);
-* whether a request may carry a grammar (:func:`grammar_style`) or a JSON Schema
-  (:func:`constraint_style`): the one reading of ``Capabilities.constraint_style``.
+* whether a request may carry a grammar or a JSON Schema (:func:`constraint_style`,
+  ``grammar=True`` for the former): the one reading of ``Capabilities.constraint_style``.
 
 It imports nothing of the seam (:mod:`react_engine.protocols.base`) or of the policy, so that
 both can use it.
@@ -230,18 +230,21 @@ GRAMMAR_STYLES: Final = frozenset({"llama.cpp", "vllm"})
 """The constraint styles that take a GBNF grammar (vLLM's guided decoding reads one too)."""
 
 
-def constraint_style(ctx: RequestContext, *, wanted: bool = True) -> ConstraintStyle | None:
+def constraint_style(
+    ctx: RequestContext, *, wanted: bool = True, grammar: bool = False
+) -> ConstraintStyle | None:
     """The server's constraint style when this request may be constrained (``wanted``,
-    the protocol's own switch, and the server constrains decoding), else ``None``."""
+    the protocol's own switch, and the server constrains decoding), else ``None``. With
+    ``grammar``, only a style that takes a grammar (a JSON Schema cannot describe a text
+    reply)."""
     caps = ctx.capabilities
-    return caps.constraint_style if wanted and caps.constrained_decoding else None
+    style = caps.constraint_style if wanted and caps.constrained_decoding else None
+    return None if grammar and style not in GRAMMAR_STYLES else style
 
 
 def grammar_style(ctx: RequestContext, *, wanted: bool = True) -> ConstraintStyle | None:
-    """:func:`constraint_style`, where the style takes a grammar (a JSON Schema cannot
-    describe a text reply); ``None`` elsewhere."""
-    style = constraint_style(ctx, wanted=wanted)
-    return style if style in GRAMMAR_STYLES else None
+    """``constraint_style(ctx, wanted=wanted, grammar=True)`` (the protocols call that)."""
+    return constraint_style(ctx, wanted=wanted, grammar=True)
 
 
 # --- typed answers ----------------------------------------------------------------------------

@@ -60,7 +60,7 @@ from .decision import guard_depth, parsed_arguments_error
 from .prompts import PromptTemplate, load_template
 from .shared import (
     answer_schema,
-    grammar_style,
+    constraint_style,
     output_instruction,
     reasoning,
     render_history,
@@ -334,7 +334,7 @@ class TextReActProtocol(Protocol):
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         """A grammar for the reply: a thought, then an action on one of the agent's tools
         with arguments valid for its schema, or a final answer (only that, when forced)."""
-        style = grammar_style(ctx, wanted=self.constrain)
+        style = constraint_style(ctx, wanted=self.constrain, grammar=True)
         if style is None:
             return None  # no constraint, or a JSON Schema (which cannot describe a text reply)
         names = ctx.tool_names()

@@ -52,6 +52,7 @@ from ..protocols.base import (
     RequestContext,
 )
 from ..protocols.output import OutputSpec, output_spec
+from ..protocols.policy import decide
 from ..protocols.registry import ProtocolOptions, adapt
 from ..transport.base import ChatModel
 from ..transport.capabilities import RejectedParam
@@ -303,9 +304,9 @@ class Loop:
     ) -> Outcome:
         """Act on the protocol's reading of ``reply``: one :class:`Step` in the transcript."""
         if len(reply.content or "") > OFF_LOOP_CHARS:  # a long reading must not stall the loop
-            decision = await run_blocking(state.protocol.parse_reply, reply, ctx)
+            decision = await run_blocking(decide, state.protocol, reply, ctx)
         else:
-            decision = state.protocol.parse_reply(reply, ctx)
+            decision = decide(state.protocol, reply, ctx)
         if state.journal is not None:
             await state.journal.decided(reply, decision, state.protocol.name)
         step = Step(
@@ -366,7 +367,6 @@ class Loop:
         ctl.action_turns += 1
         limit = cfg.max_calls_per_step
         calls, excess = decision.calls[:limit], decision.calls[limit:]
-        too_many = Note(Notice.TOO_MANY, count=str(len(decision.calls)), limit=str(limit))
         left_out = max(0, len(decision.calls) - max(limit, MAX_ANSWERED))
         if excess:
             event = (
@@ -399,7 +399,6 @@ class Loop:
             )
             log.warning("%s", event, extra=RUN_EVENT)
             step.notices.append(state.note(event))
-        spent = Note(Notice.BUDGET_SPENT)
         language = state.protocol.language
         ran = await self.deps.runner.run(state, calls) if calls else None
         step.actions = ran.actions if ran is not None else []
@@ -407,8 +406,12 @@ class Loop:
         if isinstance(verdict, AwaitApproval):  # the step goes on when the approvals come
             state.deferred = list(verdict.calls)
             return Stop("awaiting_approval", f"{len(verdict.calls)} call(s) await approval")
-        step.actions += [skipped(c, spent, language) for c in over]
-        step.actions += [skipped(c, too_many, language) for c in excess]
+        if over:  # the notices are worded only for a step that has calls left out
+            spent = Note(Notice.BUDGET_SPENT)
+            step.actions += [skipped(c, spent, language) for c in over]
+        if excess:
+            too_many = Note(Notice.TOO_MANY, count=str(len(decision.calls)), limit=str(limit))
+            step.actions += [skipped(c, too_many, language) for c in excess]
         if isinstance(verdict, Abort):
             await self._record(state, step, started)
             _abort(state, verdict.error)

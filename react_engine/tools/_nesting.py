@@ -32,10 +32,11 @@ TOO_DEEP: Final = Note(Notice.TOO_DEEP, depth=str(MAX_ARGUMENT_DEPTH))
 """The observation for a call whose arguments nest deeper than the limit."""
 
 
-def exceeds_depth(value: Any, limit: int) -> bool:
+def exceeds_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
     """Whether ``value`` holds objects/arrays (mappings, lists, tuples) nested more than
-    ``limit`` levels deep. Iterative, and stops as soon as the answer is known, so it is
-    safe on values of any depth (a cycle counts as too deep)."""
+    ``limit`` levels deep (by default :data:`MAX_ARGUMENT_DEPTH`, the limit on tool-call
+    arguments). Iterative, and stops as soon as the answer is known, so it is safe on
+    values of any depth (a cycle counts as too deep)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -47,10 +48,11 @@ def exceeds_depth(value: Any, limit: int) -> bool:
             continue
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        for child in children:
+            stack.append((child, depth + 1))
     return False
 
 
-def too_deep(arguments: Any) -> bool:
-    """Whether tool-call arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`."""
-    return exceeds_depth(arguments, MAX_ARGUMENT_DEPTH)
+too_deep = exceeds_depth
+"""Whether tool-call arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH` (the one walker
+under the name its callers read: not a wrapper, so the depth check is a single call)."""
