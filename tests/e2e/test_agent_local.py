@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -52,8 +53,21 @@ class Recording(ChatModel):
         return await self.inner.complete(request)
 
 
+_CLIENTS: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """Close the clients a test made when it ends: their sockets are closed by the test
+    that opened them, not by whichever later collection finds them."""
+    yield
+    while _CLIENTS:
+        _CLIENTS.pop().close()
+
+
 def make_agent(ep: LocalEndpoint, protocol: str, **kwargs: Any) -> tuple[Agent, Recording]:
     client = openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key, timeout=120)
+    _CLIENTS.append(client)
     recording = Recording(OpenAIChatModel(client))
     agent = Agent(
         ep.model,
