@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
-from .notices import Notice
 from .tools._nesting import CUT, MAX_TRACE_DEPTH
+from .wording import ObservationCode
 
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
     from typing_extensions import TypeVar, deprecated
@@ -379,9 +379,9 @@ class ActionRecord:
     lossy: list[str] = field(default_factory=list)
     """Those of ``repairs`` that guessed a value (:mod:`react_engine.parsing.repairs`): a
     call with any is never run."""
-    notice: Notice | None = None
+    observation_code: ObservationCode | None = None
     """When the engine wrote the observation itself (the call refused, held back or
-    failed, or a warning added to a result), its code (:mod:`react_engine.notices`), the
+    failed, or a warning added to a result), its code (:mod:`react_engine.wording`), the
     same in every language the observation may be worded in; ``None`` for a tool's own
     result, and for a refusal worded by a protocol of its own."""
 

@@ -23,12 +23,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..notices import Note, Notice
+from ..wording import Note, ObservationCode
 from . import patterns as P
 
 __all__ = ["AMBIGUOUS", "TextArguments", "read_text_arguments"]
 
-AMBIGUOUS = Note(Notice.AMBIGUOUS_PAIRS)
+AMBIGUOUS = Note(ObservationCode.AMBIGUOUS_PAIRS)
 """Why text that only partly reads as ``key: value`` pairs never runs."""
 
 _SEPARATORS = ",，\n"

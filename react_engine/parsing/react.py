@@ -166,8 +166,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import JSONRepairError, ReActParseError
-from ..notices import WORDING, Note, Notice
 from ..types import ParsedAction, ParsedStep, to_jsonable
+from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
 from .common import call_objects, think_blocks, unfence
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
@@ -982,7 +982,7 @@ def _orphan(r: _Reading, sec: _Section) -> None:
     r.codes.append((sec.start, "orphan_input_dropped"))
 
 
-AMBIGUOUS_INPUT: Final = WORDING[Notice.AMBIGUOUS_INPUT][0]
+AMBIGUOUS_INPUT: Final = WORDING[ObservationCode.AMBIGUOUS_INPUT][0]
 """Why an action with arguments both on its Action line and, different, in an Action Input
 never runs: either could be the one the model meant."""
 
@@ -1010,7 +1010,7 @@ def _attach_input(r: _Reading, action: _Item, sec: _Section) -> None:
         if args == action.args:
             action.codes.append("duplicate_input_dropped")
             return
-        action.error = Note(Notice.AMBIGUOUS_INPUT, tool=action.tool or "")
+        action.error = Note(ObservationCode.AMBIGUOUS_INPUT, tool=action.tool or "")
         action.codes.append("ambiguous_action_input")
         return
     item = _Item(sec.start, tool=action.tool)

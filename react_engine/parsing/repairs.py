@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ..notices import Note, Notice
+from ..wording import Note, ObservationCode
 
 __all__ = ["REPAIRS", "Repair", "is_lossy", "lossy_repairs", "markdown_table", "refusal"]
 
@@ -271,8 +271,8 @@ def lossy_repairs(codes: Iterable[str]) -> list[str]:
 
 def refusal(lossy: Iterable[str]) -> Note:
     """Why a call read with the ``lossy`` repairs was not run, as a clause for the model
-    (:attr:`Notice.LOSSY <react_engine.notices.Notice.LOSSY>`: each reason in English and
-    in Chinese, :data:`WHAT_ZH`)."""
+    (:attr:`ObservationCode.LOSSY <react_engine.wording.ObservationCode.LOSSY>`: each
+    reason in English and in Chinese, :data:`WHAT_ZH`)."""
     reasons: list[tuple[str, str]] = []
     for code in lossy:
         entry = _entry(code)
@@ -286,7 +286,7 @@ def refusal(lossy: Iterable[str]) -> Note:
         if reason not in reasons:
             reasons.append(reason)
     return Note(
-        Notice.LOSSY,
+        ObservationCode.LOSSY,
         reasons=("; ".join(en for en, _ in reasons), "；".join(zh for _, zh in reasons)),
     )
 

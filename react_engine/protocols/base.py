@@ -164,7 +164,7 @@ class Protocol(ABC):
     @property
     def language(self) -> str:
         """The language of the engine's own observations for this protocol's calls (a call
-        refused, held back or failed: :mod:`react_engine.notices`): its prompt template's
+        refused, held back or failed: :mod:`react_engine.wording`): its prompt template's
         (``template.language``), English without one."""
         return str(getattr(getattr(self, "template", None), "language", "en"))
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ..notices import Note, Notice
 from ..tools._nesting import TOO_DEEP, too_deep
+from ..wording import Note, ObservationCode
 
 __all__ = [
     "NOT_JSON",
@@ -143,7 +143,7 @@ def arguments_json(arguments: dict[str, Any] | str, raw: str) -> str:
     return json.dumps({"input": arguments}, ensure_ascii=False)
 
 
-NOT_JSON = Note(Notice.NOT_JSON)
+NOT_JSON = Note(ObservationCode.NOT_JSON)
 """Why a parsed action whose input looks like JSON but is not (cut off, broken) never runs."""
 
 

@@ -32,7 +32,6 @@ import json
 from typing import Any
 
 from ..errors import JSONRepairError, ReActParseError, TemplateError
-from ..notices import Note, Notice
 from ..parsing import parse_react, repair_json
 from ..parsing.salvage import salvage_calls, strip_salvaged
 from ..types import (
@@ -49,6 +48,7 @@ from ..types import (
     UserMessage,
     UserTurn,
 )
+from ..wording import Note, ObservationCode
 from .base import (
     CallTools,
     Decision,
@@ -80,7 +80,7 @@ __all__ = [
 ]
 
 
-FINAL_ALONE = Note(Notice.FINAL_ALONE, tool=FINAL_RESULT)
+FINAL_ALONE = Note(ObservationCode.FINAL_ALONE, tool=FINAL_RESULT)
 
 
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"

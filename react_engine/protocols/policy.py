@@ -70,13 +70,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import ReActParseError
-from ..notices import Note, Notice
 from ..parsing import parse_react
 from ..parsing import patterns as P
 from ..parsing.arguments import read_text_arguments
 from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import written_call
 from ..types import ModelResponse, Step
+from ..wording import Note, ObservationCode
 from .decision import (
     CallTools,
     Decision,
@@ -95,7 +95,7 @@ if TYPE_CHECKING:  # the seam applies this module: it is imported for types only
 
 __all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "decide", "effects", "new_call_id", "placeholder"]
 
-CUT_OFF = Note(Notice.CUT_OFF)
+CUT_OFF = Note(ObservationCode.CUT_OFF)
 """The error of a call whose arguments a length cut may have shortened."""
 
 WRITTEN_CALL = Refusal(
@@ -476,17 +476,17 @@ def effects(decision: CallTools, ctx: Context) -> None:
         why: str | None = None
         found = _blind(call, earlier) if index else None
         if found is not None:
-            why = Note(Notice.BLIND, tool=call.tool, placeholder=repr(found))
+            why = Note(ObservationCode.BLIND, tool=call.tool, placeholder=repr(found))
             held.append(f"{call.tool} (blind: {found!r})")
         elif mode == "first" and index:
-            why = Note(Notice.ONE_PER_REPLY, tool=call.tool)
+            why = Note(ObservationCode.ONE_PER_REPLY, tool=call.tool)
             held.append(f"{call.tool} (one call per reply)")
         elif mode == "independent" and changing is not None:
             if call.tool in read_only:
-                why = Note(Notice.AFTER_CHANGE, tool=call.tool, changing=changing)
+                why = Note(ObservationCode.AFTER_CHANGE, tool=call.tool, changing=changing)
                 held.append(f"{call.tool} (after {changing})")
             else:
-                why = Note(Notice.ONE_CHANGE, tool=call.tool, changing=changing)
+                why = Note(ObservationCode.ONE_CHANGE, tool=call.tool, changing=changing)
                 held.append(f"{call.tool} (one call with effects per reply)")
         if call.tool not in read_only:
             changing = changing or call.tool

@@ -184,7 +184,7 @@ class PromptTemplate:
     source: str = ""
     language: str = "en"
     """The language the template speaks to the model (``"en"``, ``"zh"``): the engine's own
-    observations (a call refused, held back or failed, :mod:`react_engine.notices`) are
+    observations (a call refused, held back or failed, :mod:`react_engine.wording`) are
     worded in it. A template's ``language`` key; without one, ``"zh"`` when its labels
     are Chinese."""
 

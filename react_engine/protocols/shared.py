@@ -23,11 +23,11 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import JSONRepairError
-from ..notices import Note, Notice
 from ..parsing import repair_json, split_think
 from ..parsing.salvage import SalvagedCall
 from ..tools._nesting import TOO_DEEP, too_deep
 from ..types import Message, ModelResponse, Step, SystemMessage, UserMessage, UserTurn
+from ..wording import Note, ObservationCode
 from .decision import PendingCall
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ __all__ = [
 # --- calls ---------------------------------------------------------------------------------
 
 
-CUT_PARAMETER = Note(Notice.CUT_PARAMETER)
+CUT_PARAMETER = Note(ObservationCode.CUT_PARAMETER)
 
 
 _VALUE_TAGS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -135,7 +135,7 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
             # model never closed would run the tool on a value it did not write.
             fixed = repair_json(text, allow_truncated=False)
         except JSONRepairError as exc:
-            return raw, Note(Notice.INVALID_JSON, detail=str(exc)), []
+            return raw, Note(ObservationCode.INVALID_JSON, detail=str(exc)), []
         value = fixed.value
         repairs = [f"json:{r}" for r in fixed.repairs]
     if too_deep(value):
@@ -153,7 +153,7 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
                 return raw, TOO_DEEP, repairs
             return inner, None, [*repairs, "double_encoded_arguments"]
     if not isinstance(value, dict):
-        return raw, Note(Notice.NOT_AN_OBJECT, kind=type(value).__name__), repairs
+        return raw, Note(ObservationCode.NOT_AN_OBJECT, kind=type(value).__name__), repairs
     return value, None, repairs
 
 

@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..notices import Note, Notice, error_observation, skipped_observation
 from ..protocols.base import PendingCall
 from ..tools.base import Tool, ToolArgumentsError
 from ..tools.timeouts import within
 from ..types import ActionRecord
+from ..wording import Note, ObservationCode, error_observation, skipped_observation
 from ._threads import DeadlinePassed, ThreadsExhausted, run_sync_call, stuck_threads
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation, valid_unicode
@@ -141,7 +141,7 @@ class ToolRunner:
                 _fail(record, "invalid_arguments", call.error, language)
             elif tool is None:
                 valid = ", ".join(sorted(by_name)) or "(none)"
-                unknown = Note(Notice.UNKNOWN_TOOL, tool=repr(call.tool), valid=valid)
+                unknown = Note(ObservationCode.UNKNOWN_TOOL, tool=repr(call.tool), valid=valid)
                 _fail(record, "unknown_tool", unknown, language)
             else:
                 try:
@@ -170,9 +170,11 @@ class ToolRunner:
                         record.observation = earlier
                         record.error = "repeated call: given the earlier identical call's result"
                     else:
-                        again = Note(Notice.NOT_RUN_AGAIN, tool=call.tool, times=str(seen - 1))
+                        again = Note(
+                            ObservationCode.NOT_RUN_AGAIN, tool=call.tool, times=str(seen - 1)
+                        )
                         record.observation = again.word(language)
-                        record.notice = again.code
+                        record.observation_code = again.code
                     batch.repeated = True
                     tool = None
                 elif seen == state.config.loop_limit and seen > 1:
@@ -190,10 +192,12 @@ class ToolRunner:
             if record.error == "repeated" and record.status == "ok":
                 record.error = None
                 warning = Note(
-                    Notice.REPEAT_WARNING, tool=record.tool, times=str(state.config.loop_limit)
+                    ObservationCode.REPEAT_WARNING,
+                    tool=record.tool,
+                    times=str(state.config.loop_limit),
                 )
                 record.observation += "\n" + warning.word(language)
-                record.notice = warning.code
+                record.observation_code = warning.code
         return Ran([r for r, _, _ in prepared], batch.verdict())
 
     async def _call(
@@ -214,7 +218,7 @@ class ToolRunner:
                     await journal.done(record)
                 return
             if self.on_call is not None and not await state.callback(self.on_call, record):
-                _fail(record, "error", Note(Notice.DEADLINE_BEFORE_CALL), _language(state))
+                _fail(record, "error", Note(ObservationCode.DEADLINE_BEFORE_CALL), _language(state))
                 return
             if state.sinks:
                 state.emit(ToolStarted(len(state.steps), record))
@@ -230,7 +234,7 @@ class ToolRunner:
         except asyncio.CancelledError as exc:
             if _being_cancelled():
                 if record.status == "ok" and not record.observation:
-                    interrupted = Note(Notice.INTERRUPTED, tool=tool.name)
+                    interrupted = Note(ObservationCode.INTERRUPTED, tool=tool.name)
                     _fail(record, "error", interrupted, _language(state))
                 raise
             _note_abort(batch, record, tool, exc, _language(state))
@@ -262,10 +266,10 @@ class ToolRunner:
     def _defer(state: RunState, batch: _Batch, record: ActionRecord) -> bool:
         """An approval put off: the run stops, awaiting it (with a store to resume from)."""
         if state.journal is None:
-            _fail(record, "denied", Note(Notice.DEFER_NEEDS_STORE), _language(state))
+            _fail(record, "denied", Note(ObservationCode.DEFER_NEEDS_STORE), _language(state))
             return False
-        waiting = Note(Notice.AWAITING_APPROVAL)
-        record.status, record.error, record.notice = "skipped", str(waiting), waiting.code
+        waiting = Note(ObservationCode.AWAITING_APPROVAL)
+        record.status, record.error, record.observation_code = "skipped", str(waiting), waiting.code
         record.observation = skipped_observation(waiting, _language(state))
         batch.deferred.append(record)
         return False
@@ -283,16 +287,16 @@ class ToolRunner:
         given = state.journal.approval(record.id) if state.journal is not None else None
         if given is not None:  # given to agent.resume
             if not given:
-                _fail(record, "denied", Note(Notice.NOT_APPROVED), language)
+                _fail(record, "denied", Note(ObservationCode.NOT_APPROVED), language)
             return given
         if approve == "defer":
             return self._defer(state, batch, record)
         if approve is None:
-            _fail(record, "denied", Note(Notice.NO_APPROVER), language)
+            _fail(record, "denied", Note(ObservationCode.NO_APPROVER), language)
             return False
         remaining = state.remaining()
         if remaining is not None and remaining <= 0:
-            _fail(record, "denied", Note(Notice.APPROVAL_TOO_LATE), language)
+            _fail(record, "denied", Note(ObservationCode.APPROVAL_TOO_LATE), language)
             return False
         try:
             if inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(
@@ -309,20 +313,22 @@ class ToolRunner:
                     verdict = await within(verdict, max(left, 0.001))
         except TimeoutError:
             log.warning("no approval for %s before the run's deadline", tool.name)
-            _fail(record, "denied", Note(Notice.APPROVAL_TIMED_OUT), language)
+            _fail(record, "denied", Note(ObservationCode.APPROVAL_TIMED_OUT), language)
             return False
         except ThreadsExhausted as exc:
-            _fail(record, "denied", Note(Notice.APPROVAL_UNASKED, detail=str(exc)), language)
+            _fail(
+                record, "denied", Note(ObservationCode.APPROVAL_UNASKED, detail=str(exc)), language
+            )
             return False
         except Exception as exc:  # a failing approver approves nothing
             log.warning("the approval callback failed for %s: %r", tool.name, exc)
-            failed = Note(Notice.APPROVAL_FAILED, kind=type(exc).__name__)
+            failed = Note(ObservationCode.APPROVAL_FAILED, kind=type(exc).__name__)
             _fail(record, "denied", failed, language)
             return False
         if verdict == "defer":
             return self._defer(state, batch, record)
         if verdict is not True:
-            _fail(record, "denied", Note(Notice.NOT_APPROVED), language)
+            _fail(record, "denied", Note(ObservationCode.NOT_APPROVED), language)
             return False
         return True
 
@@ -345,12 +351,16 @@ class ToolRunner:
             # Only the engine's own limit: a TimeoutError the tool raised itself (its HTTP
             # client's, say) is the tool's error, below, with its own text.
             seconds = f"{timeout:g}"
-            message = Note(Notice.TIMEOUT, tool=tool.name, seconds=seconds)
+            message = Note(ObservationCode.TIMEOUT, tool=tool.name, seconds=seconds)
             if not exc.started:
                 stuck = str(stuck_threads())
-                message = Note(Notice.NEVER_STARTED, tool=tool.name, seconds=seconds, stuck=stuck)
+                message = Note(
+                    ObservationCode.NEVER_STARTED, tool=tool.name, seconds=seconds, stuck=stuck
+                )
             elif not tool.is_async:
-                message = Note(Notice.TIMEOUT_STILL_RUNNING, tool=tool.name, seconds=seconds)
+                message = Note(
+                    ObservationCode.TIMEOUT_STILL_RUNNING, tool=tool.name, seconds=seconds
+                )
                 event = (
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "
                     f"({stuck_threads()} sync calls stuck)"
@@ -359,13 +369,18 @@ class ToolRunner:
                 state.note(event)
             _fail(record, "timeout", message, language)
         except ThreadsExhausted as exc:
-            message = Note(Notice.NO_THREAD, tool=tool.name, detail=str(exc))
+            message = Note(ObservationCode.NO_THREAD, tool=tool.name, detail=str(exc))
             log.warning("%s", message, extra=RUN_EVENT)
             state.note(str(message))
             _fail(record, "error", message, language)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            _fail(record, "error", Note(Notice.TOOL_FAILED, tool=tool.name, error=error), language)
+            _fail(
+                record,
+                "error",
+                Note(ObservationCode.TOOL_FAILED, tool=tool.name, error=error),
+                language,
+            )
         finally:
             record.duration_s = time.perf_counter() - started
 
@@ -373,7 +388,7 @@ class ToolRunner:
 def _note_abort(
     batch: _Batch, record: ActionRecord, tool: Tool, exc: BaseException, language: str = "en"
 ) -> None:
-    aborted = Note(Notice.ABORTED, tool=tool.name, kind=type(exc).__name__)
+    aborted = Note(ObservationCode.ABORTED, tool=tool.name, kind=type(exc).__name__)
     _fail(record, "error", aborted, language)
     if batch.abort is None:
         batch.abort = exc
@@ -391,11 +406,11 @@ def _language(state: RunState) -> str:
 
 
 def _fail(record: ActionRecord, status: Any, message: str, language: str = "en") -> None:
-    """The call did not run or failed: ``message`` (a :class:`~react_engine.notices.Note`,
+    """The call did not run or failed: ``message`` (a :class:`~react_engine.wording.Note`,
     or a protocol's own words) is its error, and its observation in ``language``."""
     record.status = status
     record.error = valid_unicode(str(message))  # an exception's text can hold lone surrogates
-    record.notice = message.code if isinstance(message, Note) else None
+    record.observation_code = message.code if isinstance(message, Note) else None
     record.observation = valid_unicode(error_observation(message, language))
 
 
@@ -413,7 +428,7 @@ def skipped(call: PendingCall, why: str, language: str = "en") -> ActionRecord:
         salvaged=call.salvaged,
         repairs=list(call.repairs),
         lossy=list(call.lossy),
-        notice=why.code if isinstance(why, Note) else None,
+        observation_code=why.code if isinstance(why, Note) else None,
     )
 
 

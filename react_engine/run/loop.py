@@ -41,7 +41,6 @@ from ..errors import (
     ModelRequestError,
     RunAborted,
 )
-from ..notices import Note, Notice
 from ..protocols.base import (
     CallTools,
     Decision,
@@ -61,6 +60,7 @@ from ..transport.rejections import classify_rejection
 from ..transport.retries import complete_with_retries, stream_with_retries
 from ..transport.streaming import EmptyStream, Unstreamed
 from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunResult, Step
+from ..wording import Note, ObservationCode
 from ._threads import run_blocking
 from .events import (
     ActionDecided,
@@ -407,10 +407,12 @@ class Loop:
             state.deferred = list(verdict.calls)
             return Stop("awaiting_approval", f"{len(verdict.calls)} call(s) await approval")
         if over:  # the notices are worded only for a step that has calls left out
-            spent = Note(Notice.BUDGET_SPENT)
+            spent = Note(ObservationCode.BUDGET_SPENT)
             step.actions += [skipped(c, spent, language) for c in over]
         if excess:
-            too_many = Note(Notice.TOO_MANY, count=str(len(decision.calls)), limit=str(limit))
+            too_many = Note(
+                ObservationCode.TOO_MANY, count=str(len(decision.calls)), limit=str(limit)
+            )
             step.actions += [skipped(c, too_many, language) for c in excess]
         if isinstance(verdict, Abort):
             await self._record(state, step, started)

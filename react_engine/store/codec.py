@@ -16,7 +16,6 @@ import json
 from typing import Any
 
 from ..errors import ReactEngineError
-from ..notices import Notice
 from ..run.events import RunNotice
 from ..types import (
     ActionRecord,
@@ -28,6 +27,7 @@ from ..types import (
     UserTurn,
     to_jsonable,
 )
+from ..wording import ObservationCode
 
 __all__ = [
     "VERSION",
@@ -159,7 +159,9 @@ def _record(record: ActionRecord) -> dict[str, Any]:
         "salvaged": record.salvaged,
         "repairs": list(record.repairs),
         "lossy": list(record.lossy),
-        "notice": None if record.notice is None else str(record.notice),
+        "observation_code": None
+        if record.observation_code is None
+        else str(record.observation_code),
     }
 
 
@@ -192,14 +194,14 @@ def load_record(data: Any) -> ActionRecord:
         error=record.get("error"),
         duration_s=float(record.get("duration_s", 0.0)),
         salvaged=bool(record.get("salvaged", False)),
-        notice=_notice(record.get("notice")),
+        observation_code=_notice(record.get("observation_code")),
     )
 
 
-def _notice(value: Any) -> Notice | None:
+def _notice(value: Any) -> ObservationCode | None:
     """A stored notice code; one this version does not know (a newer writer's) is dropped."""
     try:
-        return Notice(value) if value is not None else None
+        return ObservationCode(value) if value is not None else None
     except ValueError:
         return None
 

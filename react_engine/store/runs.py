@@ -41,8 +41,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..notices import Note, Notice
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step
+from ..wording import Note, ObservationCode
 from .codec import (
     VERSION,
     RunBusy,
@@ -412,7 +412,7 @@ def idempotent(tool: Tool) -> bool:
     return tool.annotations.idempotent or tool.annotations.read_only
 
 
-MAYBE_RAN = Note(Notice.MAYBE_RAN)
+MAYBE_RAN = Note(ObservationCode.MAYBE_RAN)
 
 
 @dataclass(slots=True)

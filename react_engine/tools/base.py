@@ -24,7 +24,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ModelBehaviorError, ToolDefinitionError
-from ..notices import Note, Notice
+from ..wording import Note, ObservationCode
 from ._nesting import TOO_DEEP, too_deep
 from .docstrings import parse_docstring
 from .schema import meets_strict_mode, strict_schema
@@ -196,7 +196,7 @@ class Tool:
             else:
                 raise ToolArgumentsError(
                     Note(
-                        Notice.PLAIN_TEXT_ARGUMENTS,
+                        ObservationCode.PLAIN_TEXT_ARGUMENTS,
                         tool=repr(self.name),
                         fields=", ".join(self.argument_names) or "(none)",
                         text=repr(arguments[:200]),
@@ -209,7 +209,11 @@ class Tool:
             problems = self.schema_check.errors(arguments)
             if problems:
                 raise ToolArgumentsError(
-                    Note(Notice.INVALID_ARGUMENTS, tool=repr(self.name), detail="; ".join(problems))
+                    Note(
+                        ObservationCode.INVALID_ARGUMENTS,
+                        tool=repr(self.name),
+                        detail="; ".join(problems),
+                    )
                 )
         try:
             if self.forbid_extra:
@@ -605,4 +609,4 @@ def _format_validation_error(tool_name: str, exc: ValidationError) -> str:
         if err.get("type") == "extra_forbidden":
             msg = "unexpected field"
         parts.append(f"{loc}: {msg}")
-    return Note(Notice.INVALID_ARGUMENTS, tool=repr(tool_name), detail="; ".join(parts))
+    return Note(ObservationCode.INVALID_ARGUMENTS, tool=repr(tool_name), detail="; ".join(parts))

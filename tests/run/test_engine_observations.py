@@ -2,8 +2,8 @@
 the template's language").
 
 A call the engine refuses, holds back or sees fail gets an observation the engine writes
-itself. Each has a stable code (``ActionRecord.notice``) and its wording comes from one
-table (``react_engine.notices``): Chinese under the ``zh`` template, English otherwise,
+itself. Each has a stable code (``ActionRecord.observation_code``) and its wording comes from one
+table (``react_engine.wording``): Chinese under the ``zh`` template, English otherwise,
 word for word as before. Each case runs through the public ``Agent`` API with a scripted
 model and reads the observation the model is sent next.
 """
@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from react_engine import Agent, CapabilityCache, CapabilityRegistry, RunResult, Tool
-from react_engine.notices import LANGUAGES, WORDING, Note, Notice, error_observation
 from react_engine.parsing.repairs import REPAIRS, WHAT_ZH
 from react_engine.protocols import TextReActProtocol
 from react_engine.protocols.prompts import load_template, parse_template
 from react_engine.store.codec import dump_record, load_record
 from react_engine.testing import ScriptedModel
 from react_engine.types import ActionRecord, ModelResponse, Usage, UserMessage
+from react_engine.wording import LANGUAGES, WORDING, Note, ObservationCode, error_observation
 
 # --- tools -----------------------------------------------------------------------------------
 
@@ -127,30 +127,35 @@ def _cut(content: str) -> ModelResponse:
 
 
 # case: (replies before the final one, options, expected code, index of the action)
-CASES: dict[str, tuple[Any, dict[str, Any], Notice, int]] = {
+CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
     "unknown_tool": (
         lambda g: [_action(g, "fly_away", '{"to": "月球"}')],
         {},
-        Notice.UNKNOWN_TOOL,
+        ObservationCode.UNKNOWN_TOOL,
         0,
     ),
     "invalid_arguments": (
         lambda g: [_action(g, "transfer", '{"amount": "很多"}')],
         {"approve": lambda record: True},
-        Notice.INVALID_ARGUMENTS,
+        ObservationCode.INVALID_ARGUMENTS,
         0,
     ),
-    "not_json": (lambda g: [_action(g, "get_weather", '{"city": "巴黎"')], {}, Notice.NOT_JSON, 0),
+    "not_json": (
+        lambda g: [_action(g, "get_weather", '{"city": "巴黎"')],
+        {},
+        ObservationCode.NOT_JSON,
+        0,
+    ),
     "lossy": (
         lambda g: [_action(g, "get_weather", '{"city": 巴黎}')],
         {},
-        Notice.LOSSY,
+        ObservationCode.LOSSY,
         0,
     ),
     "cut_off": (
         lambda g: [_cut(_action(g, "get_weather", '{"city": "巴黎"'))],
         {},
-        Notice.CUT_OFF,
+        ObservationCode.CUT_OFF,
         0,
     ),
     "ambiguous_input": (
@@ -158,7 +163,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], Notice, int]] = {
             _action(g, 'get_weather {"city": "巴黎"}', '{"city": "北京"}'),
         ],
         {},
-        Notice.AMBIGUOUS_INPUT,
+        ObservationCode.AMBIGUOUS_INPUT,
         0,
     ),
     "blind": (
@@ -170,7 +175,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], Notice, int]] = {
             )
         ],
         {},
-        Notice.BLIND,
+        ObservationCode.BLIND,
         1,
     ),
     "one_change": (
@@ -180,7 +185,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], Notice, int]] = {
             )
         ],
         {},
-        Notice.ONE_CHANGE,
+        ObservationCode.ONE_CHANGE,
         1,
     ),
     "after_change": (
@@ -190,7 +195,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], Notice, int]] = {
             )
         ],
         {},
-        Notice.AFTER_CHANGE,
+        ObservationCode.AFTER_CHANGE,
         1,
     ),
     "one_per_reply": (
@@ -198,7 +203,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], Notice, int]] = {
             _actions(g, ("get_weather", '{"city": "巴黎"}'), ("get_weather", '{"city": "北京"}'))
         ],
         {"multi_action": "first"},
-        Notice.ONE_PER_REPLY,
+        ObservationCode.ONE_PER_REPLY,
         1,
     ),
     "too_many": (
@@ -206,7 +211,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], Notice, int]] = {
             _actions(g, ("get_weather", '{"city": "巴黎"}'), ("get_weather", '{"city": "北京"}'))
         ],
         {"max_calls_per_step": 1},
-        Notice.TOO_MANY,
+        ObservationCode.TOO_MANY,
         1,
     ),
     "budget_spent": (
@@ -214,27 +219,32 @@ CASES: dict[str, tuple[Any, dict[str, Any], Notice, int]] = {
             _actions(g, ("get_weather", '{"city": "巴黎"}'), ("get_weather", '{"city": "北京"}'))
         ],
         {"max_tool_calls": 1},
-        Notice.BUDGET_SPENT,
+        ObservationCode.BUDGET_SPENT,
         1,
     ),
-    "no_approver": (lambda g: [_action(g, "transfer", '{"amount": 5}')], {}, Notice.NO_APPROVER, 0),
+    "no_approver": (
+        lambda g: [_action(g, "transfer", '{"amount": 5}')],
+        {},
+        ObservationCode.NO_APPROVER,
+        0,
+    ),
     "not_approved": (
         lambda g: [_action(g, "transfer", '{"amount": 5}')],
         {"approve": lambda record: False},
-        Notice.NOT_APPROVED,
+        ObservationCode.NOT_APPROVED,
         0,
     ),
     "tool_failed": (
         lambda g: [_action(g, "explode", '{"city": "巴黎"}')],
         {},
-        Notice.TOOL_FAILED,
+        ObservationCode.TOOL_FAILED,
         0,
     ),
-    "timeout": (lambda g: [_action(g, "slow", '{"city": "巴黎"}')], {}, Notice.TIMEOUT, 0),
+    "timeout": (lambda g: [_action(g, "slow", '{"city": "巴黎"}')], {}, ObservationCode.TIMEOUT, 0),
     "repeat_warning": (
         lambda g: [_action(g, "get_weather", '{"city": "巴黎"}')] * 2,
         {"loop_limit": 2},
-        Notice.REPEAT_WARNING,
+        ObservationCode.REPEAT_WARNING,
         0,
     ),
 }
@@ -259,13 +269,13 @@ def run_case(case: str, template: str) -> tuple[RunResult, ScriptedModel, Action
     )
     result = agent.run("巴黎天气怎么样？")
     actions = [s for s in result.steps if s.actions]
-    step = actions[-1] if code == Notice.REPEAT_WARNING else actions[0]
+    step = actions[-1] if code == ObservationCode.REPEAT_WARNING else actions[0]
     return result, model, step.actions[index]
 
 
 def _engines(record: ActionRecord) -> str:
     """The part of the observation the engine wrote (a warning follows a tool's result)."""
-    if record.notice == Notice.REPEAT_WARNING:
+    if record.observation_code == ObservationCode.REPEAT_WARNING:
         return record.observation.split("\n", 1)[1]
     return record.observation
 
@@ -289,12 +299,12 @@ def _sent_next(model: ScriptedModel, observation: str) -> bool:
 def test_under_zh_the_engines_observation_is_chinese(case: str) -> None:
     _, model, record = run_case(case, "zh")
     code = CASES[case][2]
-    assert record.notice == code, (record.notice, record.observation)
-    assert record.status != "ok" or code == Notice.REPEAT_WARNING
+    assert record.observation_code == code, (record.observation_code, record.observation)
+    assert record.status != "ok" or code == ObservationCode.REPEAT_WARNING
     engines = _engines(record)
     assert engines.startswith(("错误：", "未执行：", "[警告："))
     words = _words(engines)
-    if code == Notice.INVALID_ARGUMENTS:  # the validator's detail is kept as written
+    if code == ObservationCode.INVALID_ARGUMENTS:  # the validator's detail is kept as written
         words = _words(engines.split("：", 2)[1])
     assert not words, f"English in the zh observation: {sorted(words)} in {record.observation!r}"
     assert _sent_next(model, record.observation), "the model is sent the observation"
@@ -304,7 +314,7 @@ def test_under_zh_the_engines_observation_is_chinese(case: str) -> None:
 def test_under_english_templates_the_observation_is_worded_as_before(case: str) -> None:
     _, model, record = run_case(case, "classic")
     code = CASES[case][2]
-    assert record.notice == code
+    assert record.observation_code == code
     assert _engines(record).startswith(("Error: ", "Skipped: ", "[Warning: "))
     outside_values = re.sub(r"'[^']*'|\{[^}]*\}", "", _engines(record))
     assert not re.search("[\u4e00-\u9fff]", outside_values), record.observation
@@ -313,7 +323,7 @@ def test_under_english_templates_the_observation_is_worded_as_before(case: str) 
 
 def test_english_wording_is_unchanged_word_for_word() -> None:
     # the texts the observations had before they had codes (goldens and users' checks)
-    assert error_observation(Note(Notice.UNKNOWN_TOOL, tool="'x'", valid="a, b")) == (
+    assert error_observation(Note(ObservationCode.UNKNOWN_TOOL, tool="'x'", valid="a, b")) == (
         "Error: unknown tool 'x'. Valid tools: a, b."
     )
     _, _, record = run_case("budget_spent", "classic")
@@ -354,14 +364,14 @@ def _fields(text: str) -> set[str]:
 
 
 def test_every_notice_is_worded_in_every_language_with_the_same_values() -> None:
-    assert set(WORDING) == set(Notice)
+    assert set(WORDING) == set(ObservationCode)
     for code, texts in WORDING.items():
         assert len(texts) == len(LANGUAGES), code
         assert all(texts), code
         assert len({frozenset(_fields(t)) for t in texts}) == 1, code
         assert not ASCII_WORD.findall(
             re.sub(r"\{\w+\}", "", texts[1]).replace("JSON", "")
-        ) or code in (Notice.CUT_PARAMETER,), (code, texts[1])
+        ) or code in (ObservationCode.CUT_PARAMETER,), (code, texts[1])
 
 
 def test_every_lossy_repair_has_a_chinese_reason() -> None:
@@ -374,9 +384,9 @@ def test_a_note_keeps_its_code_through_copies_and_unknown_languages_read_english
     import copy
     import pickle
 
-    note = Note(Notice.TIMEOUT, tool="slow", seconds="0.05")
+    note = Note(ObservationCode.TIMEOUT, tool="slow", seconds="0.05")
     for kept in (copy.deepcopy(note), pickle.loads(pickle.dumps(note))):
-        assert isinstance(kept, Note) and kept.code == Notice.TIMEOUT
+        assert isinstance(kept, Note) and kept.code == ObservationCode.TIMEOUT
         assert kept.word("zh") == "slow 没有在 0.05 秒内完成"
     assert note.word("fr") == str(note) == "slow did not finish within 0.05s"
 
@@ -384,9 +394,12 @@ def test_a_note_keeps_its_code_through_copies_and_unknown_languages_read_english
 def test_a_stored_record_keeps_its_notice() -> None:
     _, _, record = run_case("no_approver", "zh")
     loaded = load_record(dump_record(record))
-    assert loaded.notice == Notice.NO_APPROVER and loaded.observation == record.observation
-    unknown = dump_record(record) | {"notice": "a_newer_code"}
-    assert load_record(unknown).notice is None
+    assert (
+        loaded.observation_code == ObservationCode.NO_APPROVER
+        and loaded.observation == record.observation
+    )
+    unknown = dump_record(record) | {"observation_code": "a_newer_code"}
+    assert load_record(unknown).observation_code is None
 
 
 def test_the_template_says_its_language() -> None:

@@ -3,12 +3,13 @@
 When a call is refused (arguments cut off or read with a guess, an unknown tool, invalid
 arguments), held back (a blind call, a second call with effects, the budget spent) or
 fails (a timeout, an exception), the observation the model reads is written by the
-engine, not by a tool. Each such observation has a stable code, :class:`Notice`, kept on
-the call's record (:attr:`ActionRecord.notice <react_engine.types.ActionRecord.notice>`),
-and its wording comes from one table, :data:`WORDING`, in the language of the protocol's
-prompt template (``PromptTemplate.language``, :mod:`react_engine.protocols.prompts`):
-English, or Chinese under the ``zh`` template. A language the table does not know is
-worded in English.
+engine, not by a tool. Each such observation has a stable code, :class:`ObservationCode`,
+kept on the call's record (:attr:`ActionRecord.observation_code
+<react_engine.types.ActionRecord.observation_code>`), and its wording comes from one
+table, :data:`WORDING`, in the language of the protocol's prompt template
+(``PromptTemplate.language``, :mod:`react_engine.protocols.prompts`): English, or
+Chinese under the ``zh`` template. A language the table does not know is worded in
+English.
 
 A :class:`Note` is the clause itself: a ``str`` (its English wording, as every reader of
 ``PendingCall.error`` and ``ActionRecord.error`` has always had it) that also carries its
@@ -26,14 +27,14 @@ __all__ = [
     "LANGUAGES",
     "WORDING",
     "Note",
-    "Notice",
+    "ObservationCode",
     "error_observation",
     "skipped_observation",
     "word",
 ]
 
 
-class Notice(StrEnum):
+class ObservationCode(StrEnum):
     """The code of an observation the engine writes itself."""
 
     # --- refused before running: the model wrote something that cannot run as written
@@ -86,182 +87,182 @@ LANGUAGES: Final = ("en", "zh")
 _AGAIN_EN = "call it again in your next step if you still need it"
 _AGAIN_ZH = "如果仍然需要，请在下一步再次调用它"
 
-WORDING: Final[dict[Notice, tuple[str, str]]] = {
+WORDING: Final[dict[ObservationCode, tuple[str, str]]] = {
     # code: (English, Chinese); ``{name}`` fields are the note's values
-    Notice.UNKNOWN_TOOL: (
+    ObservationCode.UNKNOWN_TOOL: (
         "unknown tool {tool}. Valid tools: {valid}.",
         "没有名为 {tool} 的工具。可用的工具：{valid}。",
     ),
-    Notice.INVALID_ARGUMENTS: (
+    ObservationCode.INVALID_ARGUMENTS: (
         "invalid arguments for {tool}: {detail}",
         "{tool} 的参数无效：{detail}",
     ),
-    Notice.PLAIN_TEXT_ARGUMENTS: (
+    ObservationCode.PLAIN_TEXT_ARGUMENTS: (
         "arguments for {tool} must be a JSON object with the fields {fields}; got the plain "
         "text {text}",
         "{tool} 的参数必须是一个含有字段 {fields} 的 JSON 对象；收到的却是纯文本 {text}",
     ),
-    Notice.NOT_AN_OBJECT: (
+    ObservationCode.NOT_AN_OBJECT: (
         "the arguments must be a JSON object, not {kind}",
         "参数必须是一个 JSON 对象，而不是 {kind}",
     ),
-    Notice.INVALID_JSON: (
+    ObservationCode.INVALID_JSON: (
         "the arguments are not valid JSON ({detail})",
         "参数不是有效的 JSON（{detail}）",
     ),
-    Notice.NOT_JSON: (
+    ObservationCode.NOT_JSON: (
         "the Action Input is not valid JSON and could not be repaired (it is cut off, broken "
         "or nested too deeply), so the action was not run; write it again as one complete "
         "JSON object",
         "行动输入不是有效的 JSON，也无法修复（被截断、格式有误或嵌套过深），因此没有执行这个"
         "行动；请把它重新写成一个完整的 JSON 对象",
     ),
-    Notice.CUT_OFF: (
+    ObservationCode.CUT_OFF: (
         "the reply was cut off by the length limit (max_tokens) inside this call's arguments, "
         "so the call was not run; call the tool again with complete arguments",
         "回复在这个调用的参数中间被长度上限截断了，因此没有执行这个调用；请用完整的参数再次调用该工具",
     ),
-    Notice.CUT_PARAMETER: (
+    ObservationCode.CUT_PARAMETER: (
         "the reply ends inside this call's last <parameter> (it is never closed), so the value "
         "may be cut off and the call was not run; call the tool again with complete arguments",
         "回复在这个调用的最后一个 <parameter> 中结束（它没有闭合），值可能被截断了，因此没有"
         "执行这个调用；请用完整的参数再次调用该工具",
     ),
-    Notice.LOSSY: (
+    ObservationCode.LOSSY: (
         "the arguments could not be read exactly as written, so the call was not run: "
         "{reasons}. Call the tool again with the arguments as one complete, valid JSON object",
         "参数无法按原样准确读取，因此没有执行这个调用：{reasons}。请把参数写成一个完整、有效的 "
         "JSON 对象，再次调用该工具",
     ),
-    Notice.TOO_DEEP: (
+    ObservationCode.TOO_DEEP: (
         "the arguments are nested deeper than {depth} levels, so the call was not run; send "
         "flatter arguments",
         "参数的嵌套超过了 {depth} 层，因此没有执行这个调用；请发送层次更少的参数",
     ),
-    Notice.AMBIGUOUS_PAIRS: (
+    ObservationCode.AMBIGUOUS_PAIRS: (
         "the input names some of the tool's parameters as 'key: value' but cannot be read as "
         "such pairs without guessing, so the action was not run; write the arguments as a "
         "JSON object",
         "输入里用“键: 值”的形式写了工具的部分参数，但不猜测就无法把它读成这样的键值对，因此"
         "没有执行这个行动；请把参数写成一个 JSON 对象",
     ),
-    Notice.AMBIGUOUS_INPUT: (
+    ObservationCode.AMBIGUOUS_INPUT: (
         "the Action gives {tool} two different sets of arguments (one on the Action line, one "
         "as the Action Input), so the action was not run; write the Action with one Action "
         "Input",
         "这个行动给了 {tool} 两组不同的参数（一组在行动那一行，一组在行动输入里），因此没有"
         "执行这个行动；请只写一个行动输入",
     ),
-    Notice.FINAL_ALONE: (
+    ObservationCode.FINAL_ALONE: (
         "{tool} gives the final answer and must be called alone, after the results of the "
         "other calls are in; it was not run: call it again, alone, once you have them",
         "{tool} 用来给出最终答案，必须在其他调用的结果都回来之后单独调用；这次没有执行它：拿到"
         "结果后请单独再调用一次",
     ),
-    Notice.BLIND: (
+    ObservationCode.BLIND: (
         "{tool} was not run: its arguments hold the placeholder {placeholder}, not a value, "
         "and the calls before it in your reply had not run yet; call {tool} again in your "
         "next step with the real value",
         "{tool} 没有执行：它的参数里是占位符 {placeholder}，不是真实的值，而你回复中在它之前"
         "的调用当时还没有执行；请在下一步用真实的值再次调用 {tool}",
     ),
-    Notice.ONE_PER_REPLY: (
+    ObservationCode.ONE_PER_REPLY: (
         "{tool} was not run: one call runs per reply (multi_action='first'); " + _AGAIN_EN,
         "{tool} 没有执行：每次回复只执行一个调用；" + _AGAIN_ZH,
     ),
-    Notice.AFTER_CHANGE: (
+    ObservationCode.AFTER_CHANGE: (
         "{tool} was not run: it came after {changing}, which may change what it reads, and "
         "would have run at the same time; " + _AGAIN_EN,
         "{tool} 没有执行：它写在 {changing} 之后，而 {changing} 可能改变它要读取的内容，两者"
         "又会同时执行；" + _AGAIN_ZH,
     ),
-    Notice.ONE_CHANGE: (
+    ObservationCode.ONE_CHANGE: (
         "{tool} was not run: it is not read-only, and only one such call runs per reply "
         "({changing} came first); " + _AGAIN_EN,
         "{tool} 没有执行：它不是只读的工具，而每次回复只执行一个这样的调用（{changing} 在前）；"
         + _AGAIN_ZH,
     ),
-    Notice.TOO_MANY: (
+    ObservationCode.TOO_MANY: (
         "the reply made {count} tool calls and at most {limit} run per reply; call it again "
         "in a later step if you still need it",
         "这次回复有 {count} 个工具调用，而每次回复最多执行 {limit} 个；如果仍然需要，请在后面的"
         "步骤中再次调用它",
     ),
-    Notice.BUDGET_SPENT: (
+    ObservationCode.BUDGET_SPENT: (
         "the run's tool-call budget is spent: give your final answer now",
         "本次运行的工具调用次数已经用完：请现在给出最终答案",
     ),
-    Notice.AWAITING_APPROVAL: ("awaiting approval", "正在等待批准"),
-    Notice.NOT_RUN_AGAIN: (
+    ObservationCode.AWAITING_APPROVAL: ("awaiting approval", "正在等待批准"),
+    ObservationCode.NOT_RUN_AGAIN: (
         "Not run again: {tool} was already called {times} times with these arguments. Give "
         "your final answer now.",
         "没有再次执行：已经用这些参数调用过 {tool} {times} 次了。请现在给出最终答案。",
     ),
-    Notice.REPEAT_WARNING: (
+    ObservationCode.REPEAT_WARNING: (
         "[Warning: you have called {tool} with these same arguments {times} times. Do not "
         "repeat it: use what you have or give your final answer.]",
         "[警告：你已经用同样的参数调用了 {tool} {times} 次。不要再重复：请使用已有的结果，"
         "或者给出最终答案。]",
     ),
-    Notice.NOT_APPROVED: ("the user did not approve this call", "用户没有批准这个调用"),
-    Notice.NO_APPROVER: (
+    ObservationCode.NOT_APPROVED: ("the user did not approve this call", "用户没有批准这个调用"),
+    ObservationCode.NO_APPROVER: (
         "this tool needs approval and no approver is configured",
         "这个工具需要批准，但没有设置批准者",
     ),
-    Notice.DEFER_NEEDS_STORE: (
+    ObservationCode.DEFER_NEEDS_STORE: (
         "the approval was deferred, and a deferred approval needs a store (Agent(store=...)) "
         "to be given later, so this call was not run",
         "批准被推迟了，而推迟的批准需要一个存储才能在之后给出，因此没有执行这个调用",
     ),
-    Notice.APPROVAL_TOO_LATE: (
+    ObservationCode.APPROVAL_TOO_LATE: (
         "the run's deadline passed before the approval was asked",
         "还没来得及请求批准，本次运行的截止时间就已经过了",
     ),
-    Notice.APPROVAL_TIMED_OUT: (
+    ObservationCode.APPROVAL_TIMED_OUT: (
         "the approval did not come before the run's deadline, so this call was not run",
         "在本次运行的截止时间之前没有得到批准，因此没有执行这个调用",
     ),
-    Notice.APPROVAL_UNASKED: (
+    ObservationCode.APPROVAL_UNASKED: (
         "the approval could not be asked: {detail}",
         "无法请求批准：{detail}",
     ),
-    Notice.APPROVAL_FAILED: (
+    ObservationCode.APPROVAL_FAILED: (
         "the approval check failed ({kind}), so this call was not run",
         "批准检查出错了（{kind}），因此没有执行这个调用",
     ),
-    Notice.DEADLINE_BEFORE_CALL: (
+    ObservationCode.DEADLINE_BEFORE_CALL: (
         "the run's deadline passed before this call could start",
         "这个调用还没开始，本次运行的截止时间就已经过了",
     ),
-    Notice.TIMEOUT: (
+    ObservationCode.TIMEOUT: (
         "{tool} did not finish within {seconds}s",
         "{tool} 没有在 {seconds} 秒内完成",
     ),
-    Notice.TIMEOUT_STILL_RUNNING: (
+    ObservationCode.TIMEOUT_STILL_RUNNING: (
         "{tool} did not finish within {seconds}s (it is still running on its thread: a sync "
         "function cannot be stopped)",
         "{tool} 没有在 {seconds} 秒内完成（它仍在自己的线程上运行：同步函数无法被停止）",
     ),
-    Notice.NEVER_STARTED: (
+    ObservationCode.NEVER_STARTED: (
         "{tool} did not start within {seconds}s: every worker thread for sync tools was busy "
         "({stuck} stuck past their timeout), so it never ran",
         "{tool} 没有在 {seconds} 秒内开始：运行同步工具的工作线程都在忙（{stuck} 个超时后仍未"
         "结束），因此它根本没有运行",
     ),
-    Notice.NO_THREAD: (
+    ObservationCode.NO_THREAD: (
         "{tool} was not run: {detail}; sync tools will run again once some of them end",
         "{tool} 没有执行：{detail}；等其中一些结束后，同步工具就能再次运行",
     ),
-    Notice.TOOL_FAILED: ("{tool} failed: {error}", "{tool} 执行失败：{error}"),
-    Notice.INTERRUPTED: (
+    ObservationCode.TOOL_FAILED: ("{tool} failed: {error}", "{tool} 执行失败：{error}"),
+    ObservationCode.INTERRUPTED: (
         "{tool} was interrupted: the run was cancelled",
         "{tool} 被中断了：本次运行已被取消",
     ),
-    Notice.ABORTED: (
+    ObservationCode.ABORTED: (
         "{tool} raised {kind}: the run was aborted",
         "{tool} 抛出了 {kind}：本次运行已中止",
     ),
-    Notice.MAYBE_RAN: (
+    ObservationCode.MAYBE_RAN: (
         "the process running this call stopped while it ran: it may or may not have happened "
         "(check before calling it again)",
         "运行这个调用的进程在调用过程中停止了：它可能执行了，也可能没有（再次调用之前请先确认）",
@@ -287,12 +288,12 @@ class Note(str):
     """One notice with its values: its English wording as a ``str``, worded again in
     another language by :meth:`word`. A value is a text kept as written (a tool's name, an
     exception's message), or a tuple of its wordings in :data:`LANGUAGES` (the reasons of
-    :attr:`Notice.LOSSY`)."""
+    :attr:`ObservationCode.LOSSY`)."""
 
-    code: Notice
+    code: ObservationCode
     values: dict[str, Value]
 
-    def __new__(cls, code: Notice, /, **values: Value) -> Note:
+    def __new__(cls, code: ObservationCode, /, **values: Value) -> Note:
         note = super().__new__(cls, _fill(code, 0, values))
         note.code = code
         note.values = values
@@ -307,11 +308,11 @@ class Note(str):
         return (_note, (self.code, self.values))
 
 
-def _note(code: Notice, values: dict[str, Value]) -> Note:
+def _note(code: ObservationCode, values: dict[str, Value]) -> Note:
     return Note(code, **values)
 
 
-def _fill(code: Notice, index: int, values: dict[str, Value]) -> str:
+def _fill(code: ObservationCode, index: int, values: dict[str, Value]) -> str:
     flat = {k: v[index] if isinstance(v, tuple) else v for k, v in values.items()}
     return WORDING[code][index].format(**flat)
 
