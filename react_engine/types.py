@@ -7,6 +7,7 @@ Everything in the engine speaks these types. Plain ``{"role": ...}`` dicts exist
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import time
@@ -21,8 +22,6 @@ from .wording import ObservationCode
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
     from typing_extensions import TypeVar, deprecated
 
-    from .run.events import RunNotice
-
     OutputT = TypeVar("OutputT", default=Any)
 else:
     from typing import TypeVar
@@ -31,6 +30,9 @@ else:
 
     def deprecated(message: str) -> Any:  # the warning itself is raised by the property
         return lambda function: function
+
+
+_T = TypeVar("_T")
 
 
 """The type of a run's final answer (``Agent(output_type=...)``): ``RunResult[Person]``,
@@ -386,6 +388,72 @@ class ActionRecord:
     result, and for a refusal worded by a protocol of its own."""
 
 
+@dataclass(frozen=True, slots=True)
+class RunNotice:
+    """Something notable in a run: a protocol fallback, an adaptation, calls not run, an
+    odd reply (a usage that was not a count, a call id the engine had to make up...).
+
+    The one type for them: emitted as it happens, and kept on its step
+    (:attr:`Step.notices`) and, for the run's own, on the
+    result (:attr:`RunResult.notices`). In traces
+    and stores a notice is its ``message``. Defined here, beside the records that keep it;
+    :mod:`react_engine.run.events` streams it with the other events."""
+
+    step: int
+    message: str
+    source: Literal["adaptation", "run", "reply"] = "run"
+    """``"adaptation"``: the run changed protocol or dropped a parameter the server refused;
+    ``"reply"``: about the model's reply or its reading (kept on the step only)."""
+    kind: Literal["notice"] = "notice"
+
+
+def _as_notices(owner: str, step: int, given: Sequence[RunNotice | str]) -> list[RunNotice]:
+    """``given``, each plain string (the ``events`` these records had before notices) made a
+    :class:`RunNotice` of ``step``, with a warning at the caller's line."""
+    warnings.warn(
+        f"{owner}(events=[...]) and messages given as strings are deprecated: pass "
+        "notices=[RunNotice(step, message), ...]",
+        DeprecationWarning,
+        stacklevel=3,  # _as_notices, the __init__ below, the caller
+    )
+    return [item if isinstance(item, RunNotice) else RunNotice(step, str(item)) for item in given]
+
+
+def _takes_old_events(cls: type[_T]) -> type[_T]:
+    """Let ``cls(..., events=[...])`` (the keyword before notices) and messages given as
+    strings keep working for a release: they become notices, with a warning. A record built
+    with notices goes straight to the dataclass's own ``__init__``."""
+    init = cls.__init__
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    at = names.index("notices")
+    step_at = names.index("index") if "index" in names else None
+
+    def __init__(self: _T, *args: Any, events: Sequence[str] | None = None, **kwargs: Any) -> None:
+        if events is not None and "notices" not in kwargs:
+            kwargs["notices"] = list(events)
+        given = args[at] if len(args) > at else kwargs.get("notices", ())
+        for item in given:  # a loop, not all(...): no frame of its own on the run's path
+            if type(item) is not RunNotice:
+                break
+        else:
+            init(self, *args, **kwargs)
+            return
+        step = -1
+        if step_at is not None:
+            step = args[step_at] if len(args) > step_at else kwargs.get("index", -1)
+        notices = _as_notices(cls.__name__, step, given)
+        if len(args) > at:
+            args = (*args[:at], notices, *args[at + 1 :])
+        else:
+            kwargs["notices"] = notices
+        init(self, *args, **kwargs)
+
+    functools.update_wrapper(__init__, init)
+    setattr(cls, "__init__", __init__)  # noqa: B010 (a method assigned after the class is made)
+    return cls
+
+
+@_takes_old_events
 @dataclass(slots=True)
 class Step:
     """One model turn in a run: the reply, the actions it asked for and their results."""
@@ -412,7 +480,7 @@ class Step:
     model_time_s: float = 0.0
     notices: list[RunNotice] = field(default_factory=list, metadata=AS_EVENTS)
     """Notable things that happened in this step: a protocol fallback, a dropped ``stop``, a
-    call not run... (the :class:`~react_engine.run.events.RunNotice` events of the step)."""
+    call not run... (the :class:`RunNotice` events of the step)."""
 
     @property
     def calls(self) -> list[ActionRecord]:
@@ -435,6 +503,7 @@ class UserTurn:
 HistoryItem: TypeAlias = UserTurn | Step
 
 
+@_takes_old_events
 @dataclass(slots=True, repr=False)
 class RunResult(Generic[OutputT]):
     """Everything a run produced. ``RunResult[Person]`` is a run whose ``output_type`` is

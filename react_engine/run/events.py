@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Literal, TypeAlias
 
-from ..types import OutputT
+from ..types import OutputT, RunNotice
 
 if TYPE_CHECKING:
     from ..protocols.base import PendingCall
@@ -132,24 +132,6 @@ class ModelCallFailed:
     step: int
     error: BaseException
     kind: Literal["model_call_failed"] = "model_call_failed"
-
-
-@dataclass(frozen=True, slots=True)
-class RunNotice:
-    """Something notable in a run: a protocol fallback, an adaptation, calls not run, an
-    odd reply (a usage that was not a count, a call id the engine had to make up...).
-
-    The one type for them: emitted as it happens, and kept on its step
-    (:attr:`Step.notices <react_engine.types.Step.notices>`) and, for the run's own, on the
-    result (:attr:`RunResult.notices <react_engine.types.RunResult.notices>`). In traces
-    and stores a notice is its ``message``."""
-
-    step: int
-    message: str
-    source: Literal["adaptation", "run", "reply"] = "run"
-    """``"adaptation"``: the run changed protocol or dropped a parameter the server refused;
-    ``"reply"``: about the model's reply or its reading (kept on the step only)."""
-    kind: Literal["notice"] = "notice"
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,3 +81,24 @@ def test_traces_and_stores_write_a_notice_as_its_message_under_events() -> None:
     assert [(n.step, n.message) for n in back.notices] == [(0, m) for m in record["events"]]
     footer = result.trace()[-1]
     assert footer["events"] == [n.message for n in result.notices] and "notices" not in footer
+
+
+def test_records_built_with_the_old_events_still_build_with_a_warning() -> None:
+    """Code that built a Step or a RunResult by hand with ``events=[...]`` (or strings in
+    that place) keeps working for a release: the messages become notices, and the warning
+    names ``notices=`` and points at the caller's line."""
+    from react_engine.types import RunResult, Step, Usage
+
+    with pytest.warns(DeprecationWarning, match=r"notices=\[RunNotice") as caught:
+        step = Step(3, "action", "text", events=["protocol fallback"])
+    assert step.notices == [RunNotice(3, "protocol fallback")]
+    assert caught[0].filename == __file__
+
+    with pytest.warns(DeprecationWarning, match=r"RunResult\(events="):
+        result = RunResult("q", "a", [], Usage(), "text", "explicit", "final_answer", "m", 0.0, None, ["old"])  # fmt: skip
+    assert result.notices == [RunNotice(-1, "old")]
+
+    # Built with notices, nothing is said and nothing is converted.
+    notice = RunNotice(1, "x", source="reply")
+    kept = Step(1, "action", "text", notices=[notice])
+    assert kept.notices[0] is notice
