@@ -1,4 +1,4 @@
-"""The module paths of before the layout by layer (issue 22), kept working.
+"""The module paths of before the layout by layer (the flat modules of 0.x), kept working.
 
 ``import react_engine.loop`` (or ``from react_engine.model import ChatModel``, or
 ``mock.patch("react_engine.protocol.X")``) gives the very module object of the new path,

@@ -1,5 +1,5 @@
-"""The engine's own observations, in the template's language (issue 20: "all feedback is in
-the template's language").
+"""The engine's own observations, in the template's language: all feedback the engine
+writes itself reaches the model in the language of the prompt template.
 
 A call the engine refuses, holds back or sees fail gets an observation the engine writes
 itself. Each has a stable code (``ActionRecord.observation_code``) and its wording comes from one

@@ -1,5 +1,4 @@
-"""A megabyte of reply never stalls the event loop (issue 21: "a 1 MB reply never stalls the
-event loop for more than about 50 ms").
+"""A megabyte of reply never stalls the event loop for more than about 50 ms.
 
 Wall-clock gaps of a heartbeat say little on a loaded 2-core machine: the operating system
 deschedules the whole process at will. What the engine controls is measured instead, in
@@ -34,28 +33,19 @@ from typing import Any
 
 import pytest
 
+from bench.stall import REPLIES as BENCH_REPLIES
 from react_engine import Agent, CapabilityCache, CapabilityRegistry, Tool
 from react_engine.errors import ReactEngineError
 from react_engine.testing import ScriptedModel
 
-MB = 1_000_000
 LOOP_CPU_LIMIT = 0.025
 """CPU seconds one callback of the loop may take (half the 50 ms target: the rest is the
 worker's turn at the interpreter, at most ``sys.getswitchinterval()`` plus one C call)."""
 
 
-def _fill(unit: str) -> str:
-    return (unit * (MB // len(unit) + 1))[:MB]
-
-
-REPLIES = {
-    # thousands of calls: each would cost a record, a message and a request entry
-    "json_call_lines": _fill('{"name": "get_weather", "arguments": {"city": "Paris"}}\n'),
-    "function_tags": _fill("<function=get_weather>"),
-    "actions": _fill('Action: get_weather\nAction Input: {"city": "Paris"}\n'),
-    "hermes_open_tags": _fill("<tool_call>{"),
-    "prose_with_brackets": _fill("Some prose about the weather { and [ brackets ( here. "),
-}
+REPLIES = {name: text for name, text in BENCH_REPLIES.items() if name != "final_answer"}
+"""The benchmark's 1 MB replies (``bench/stall.py``), those that hold calls or look like they
+might: thousands of calls each would cost a record, a message and a request entry."""
 
 
 def _weather(city: str) -> str:

@@ -1,4 +1,4 @@
-"""One reply to the next request in few spine hops (issue 22: at most 20).
+"""One reply to the next request in at most 20 spine hops.
 
 The measure (docs/architecture.md, "The spine"): a scripted two-step run (one tool call,
 then the answer) through the ``openai`` SDK against a loopback server, under
