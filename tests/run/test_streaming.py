@@ -16,6 +16,7 @@ import io
 import itertools
 import json
 import sys
+import time
 from typing import Any
 
 import openai
@@ -432,6 +433,12 @@ def test_a_blocking_openai_client_streams_and_stops_live_too() -> None:
         finally:
             client.close()
         first = server.streams[0]
+        # The server notices the close at its next chunk, on its own thread: wait for it
+        # (bounded) before the server shuts down, rather than read the record mid-flight.
+        for _ in range(1000):
+            if first.closed_by_client or first.sent == first.available:
+                break
+            time.sleep(0.01)
     assert first.closed_by_client and first.sent < first.available
     assert len([e for e in events if isinstance(e, TextDelta) and e.step == 0]) > 5
     result = events[-1]
