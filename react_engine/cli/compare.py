@@ -131,6 +131,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 progress=None if args.quiet else _progress,
                 bar=None if args.quiet else Progress(len(tasks) * len(targets), sys.stderr),
                 concurrency=args.concurrency,
+                ray=args.ray,
                 results=Path(args.results) if args.results else None,
                 resume=args.resume,
             )

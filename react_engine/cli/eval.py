@@ -106,14 +106,6 @@ def add_eval_parser(
         "(default: BFCL's limit)",
     )
     p.add_argument(
-        "--ray",
-        nargs="?",
-        const="",
-        metavar="ADDRESS",
-        help="run the cases as tasks on the Ray cluster at ADDRESS (without one: a local "
-        "cluster on 127.0.0.1); needs react-engine[ray]",
-    )
-    p.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines or progress bar on stderr"
     )
     p.set_defaults(handler=run_eval_command)

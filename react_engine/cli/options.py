@@ -129,7 +129,7 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
 def add_evaluation_options(p: argparse.ArgumentParser, *, tool_choice_help: str) -> None:
     """What ``compare`` and ``eval bfcl`` share: the sampling every request gets (the same
     for every protocol, so that only the protocol differs), and how the cases run
-    (:mod:`react_engine.harness.runner`): at once, into a results file, resumed."""
+    (:mod:`react_engine.harness.runner`): at once, on Ray, into a results file, resumed."""
     p.add_argument(
         "--seed", type=int, default=42, help="sampling seed for every request (default: 42)"
     )
@@ -156,6 +156,15 @@ def add_evaluation_options(p: argparse.ArgumentParser, *, tool_choice_help: str)
         metavar="N",
         help="cases run at once, as concurrent async runs in this process (default: 1); "
         "the results are the same, in the same order",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run the cases as tasks on the Ray cluster at ADDRESS (without one: a local "
+        "cluster on 127.0.0.1 of --concurrency CPUs, 2 at most); the results are the same, "
+        "in the same order; needs react-engine[ray]",
     )
     p.add_argument(
         "--results",

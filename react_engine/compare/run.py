@@ -28,13 +28,15 @@ so each number can be recomputed from what was recorded:
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as _dt
+import functools
 import itertools
 import math
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,6 +335,24 @@ def _shared_client(target: Target) -> ChatModel | None:
     return OpenAIChatModel.connect(url, key or "sk-no-key-required", asynchronous=True)
 
 
+async def _run_job(job: Job, settings: CompareSettings, client: ChatModel | None) -> Outcome:
+    """One task under one target, as a job of the harness (no replies to record)."""
+    target: Target = job.target
+    try:
+        return await arun_task(job.case, target, settings, client), None
+    except ModelAPIError as exc:
+        exc.add_note(f"task {job.case.id}, {target.label}")
+        raise
+
+
+def _ray_job(settings: CompareSettings, job: Job) -> Outcome:
+    """A job as a Ray task: in the worker, on an event loop of its own, with a client of
+    its own (closed with that loop)."""
+    target: Target = job.target
+    client = None if target.scripted else _shared_client(target)
+    return asyncio.run(_run_job(job, settings, client))
+
+
 def run_comparison(
     tasks: Sequence[Task],
     targets: Sequence[Target],
@@ -341,14 +361,16 @@ def run_comparison(
     source: str = "",
     progress: Callable[[TaskRun, int, int], str | None] | None = None,
     concurrency: int = 1,
+    ray: str | None = None,
     results: Path | None = None,
     resume: bool = False,
     bar: Progress | None = None,
 ) -> Report:
     """Every task under every target, task by task (so partial output reads side by side).
 
-    ``concurrency``: runs at once, as async runs in this process; the report is the same,
-    in the same order. ``results``: a JSONL file each run's record is appended to as it
+    ``concurrency``: runs at once, as async runs in this process; ``ray``: each run a task
+    on the Ray cluster at that address (``""``: a local one). Either way the report is the
+    same, in the same order. ``results``: a JSONL file each run's record is appended to as it
     finishes; ``resume`` skips the runs already there (:mod:`react_engine.harness.runner`).
     ``progress`` is told of each run as it finishes, with how many are done of how many;
     with a ``bar`` (a progress bar with an ETA, drawn on a terminal), the line it returns is
@@ -361,21 +383,17 @@ def run_comparison(
     ]
 
     # One client per endpoint for the whole comparison: its connections are closed with
-    # the event loop the runs share, not left to the garbage collector run by run.
+    # the event loop the runs share, not left to the garbage collector run by run. (On Ray,
+    # each worker's run connects on its own.)
     clients = {
         (t.base_url, t.api_key): client
         for t in report.targets
-        if not t.scripted and (client := _shared_client(t)) is not None
+        if ray is None and not t.scripted and (client := _shared_client(t)) is not None
     }
 
-    async def run_one(job: Job) -> Outcome:
+    def run_one(job: Job) -> Awaitable[Outcome]:
         target: Target = job.target
-        client = clients.get((target.base_url, target.api_key))
-        try:
-            return await arun_task(job.case, target, report.settings, client), None
-        except ModelAPIError as exc:
-            exc.add_note(f"task {job.case.id}, {job.target.label}")
-            raise
+        return _run_job(job, report.settings, clients.get((target.base_url, target.api_key)))
 
     def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
         return progress(outcome[0], done, total) if progress is not None else None
@@ -396,6 +414,8 @@ def run_comparison(
         results=results,
         resume=resume,
         concurrency=concurrency,
+        ray=ray,
+        ray_worker=functools.partial(_ray_job, report.settings),
         progress=bar,
         on_done=finished,
     )

@@ -400,6 +400,19 @@ def _call(worker: Callable[[Job], Outcome], job: Job) -> Outcome:
     return worker(job)
 
 
+def _result(ray: Any, ref: Any) -> Outcome:
+    """A task's outcome; a task's error raised as itself, as a run in this process raises
+    it (Ray wraps it in a ``RayTaskError`` that reads as the worker's traceback)."""
+    try:
+        outcome: Outcome = ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, Exception):
+            raise cause from None
+        raise
+    return outcome
+
+
 def _run_on_ray(
     jobs: Sequence[Job],
     worker: Callable[[Job], Outcome],
@@ -416,7 +429,7 @@ def _run_on_ray(
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                done(pending.pop(ref), ray.get(ref))
+                done(pending.pop(ref), _result(ray, ref))
     finally:
         if cluster.started:
             ray.shutdown()

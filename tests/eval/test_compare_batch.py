@@ -1,5 +1,6 @@
-"""``react-engine compare`` at scale: ``--concurrency``, ``--results`` and ``--resume``,
-through the harness runner that ``eval bfcl`` uses (react_engine/harness/runner.py).
+"""``react-engine compare`` at scale: ``--concurrency``, ``--ray``, ``--results`` and
+``--resume``, through the harness runner that ``eval bfcl`` uses
+(react_engine/harness/runner.py).
 
 The promise under test: however the runs go, the report holds the sequential run's
 records in the sequential order, and a resumed comparison runs only what is missing."""
@@ -10,11 +11,13 @@ import asyncio
 import io
 import json
 import re
+import socket
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.parts import DEV_HINT, require_module
 
 from react_engine.cli import main
 from react_engine.compare import Target, TaskRun, format_report, run_comparison
@@ -198,3 +201,78 @@ def test_the_progress_bar_with_its_eta_is_drawn_on_a_terminal_only(
     err = capsys.readouterr().err  # not a terminal: the lines, and no bar
     assert "[  2/2] no_tool_capital · scripted · text: ok" in err
     assert "\x1b" not in err and "ETA" not in err
+
+
+# --- Ray --------------------------------------------------------------------------------------
+
+THREE = ["--protocol", "function_calling", "--protocol", "text", "--protocol", "structured"]
+"""The suite's 13 tasks under three protocols: 39 runs."""
+
+
+def _same_everywhere(value: Any) -> Any:
+    """A results record without what differs between two runs of the same comparison:
+    times (``*_s``, ``*_at``) and the call ids the engine makes up."""
+    if isinstance(value, dict):
+        return {k: _same_everywhere(v) for k, v in value.items() if not k.endswith(("_s", "_at"))}
+    if isinstance(value, list):
+        return [_same_everywhere(v) for v in value]
+    if isinstance(value, str):
+        return re.sub(r"\bcall_[0-9a-f]{24}\b", "call_*", value)
+    return value
+
+
+def _records(path: Path) -> tuple[dict[str, Any], dict[tuple[str, ...], Any]]:
+    """A results file's first line (the comparison) and its records by run."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    records = {(r["model"], r["protocol"], r["case"]): _same_everywhere(r) for r in lines[1:]}
+    assert len(records) == len(lines) - 1  # one record per run
+    return lines[0], records
+
+
+@pytest.mark.slow  # starts a real local Ray instance, twice
+def test_a_local_ray_cluster_gives_the_sequential_comparison(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compare --ray`` on a real local Ray instance (loopback, no dashboard, no usage
+    report): 39 runs as Ray tasks, against the sequential run and ``--concurrency 8``."""
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    ray = require_module("ray", "Ray", DEV_HINT, module_level=False)  # the dev extra has it
+
+    runs: dict[str, tuple[str, dict[str, Any], dict[tuple[str, ...], Any]]] = {}
+    for name, extra in (
+        ("seq", []),
+        ("c8", ["--concurrency", "8"]),
+        ("ray", ["--ray", "--concurrency", "2"]),
+    ):
+        results = tmp_path / f"{name}.jsonl"
+        code, table, err = _compare(capsys, *THREE, "--results", str(results), *extra)
+        assert code == 0, err
+        runs[name] = (table, *_records(results))
+    assert not ray.is_initialized()  # the cluster it started is gone
+
+    table, meta, records = runs["seq"]
+    assert len(records) == 39 and all(r["result"]["trace"] for r in records.values())
+    for other in ("c8", "ray"):
+        other_table, other_meta, other_records = runs[other]
+        assert other_meta == meta  # one results format: the same comparison
+        assert other_records == records  # every field of every run, its trace included
+        assert _table(other_table) == _table(table)
+
+    # A run that cannot reach its server stops the comparison with the same message as in
+    # this process, not with the Ray worker's traceback.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+    live = ["--base-url", url, "--model", "m", "--max-retries", "0", "--task", "no_tool_capital"]
+    code, _, err = _live_compare(capsys, *live)
+    assert code == 4 and "cannot reach" in err, err
+    code_ray, _, err_ray = _live_compare(capsys, *live, "--ray")
+    assert code_ray == 4, err_ray
+    assert err_ray.splitlines()[-1] == err.splitlines()[-1]  # Ray's own log lines above it
+    assert not ray.is_initialized()
+
+
+def _live_compare(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["compare", "--quiet", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
