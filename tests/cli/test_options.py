@@ -40,8 +40,9 @@ def test_every_command_that_talks_to_a_model_has_the_same_endpoint_options() -> 
 def test_compare_and_eval_share_the_evaluation_options() -> None:
     parser = build_parser()
     compare, bfcl = (_options(_command(parser, p)) for p in ("compare", "eval bfcl"))
-    for flag in ("--seed", "--temperature", "--max-tokens", "--concurrency", "--results"):
+    for flag in ("--seed", "--temperature", "--max-tokens", "--concurrency", "--ray", "--results"):
         assert (compare[flag].help, compare[flag].default) == (bfcl[flag].help, bfcl[flag].default)
+    assert (compare["--ray"].nargs, compare["--ray"].const) == ("?", "")  # ADDRESS optional
     assert "--resume" in compare and "--resume" in bfcl
 
 
