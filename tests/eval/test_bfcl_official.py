@@ -11,7 +11,9 @@ mutations that probe each grading rule: accepted values and their alternatives, 
 normalisation, ints for floats and floats for ints (top level and array items), items of
 the answer's own type, ``[]`` for an optional array, ``any`` values of other types, objects
 and lists of objects, missing, extra and unexpected parameters, wrong names, and parallel
-calls in every order. Both checkers must give the same verdict on every one.
+calls in every order, those where the pairing decides among them (a call two expected calls
+accept, put before the call only the first accepts: BFCL pairs greedily and fails it, a
+matching in any order would pass it). Both checkers must give the same verdict on every one.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 import pytest
 from support.parts import BFCL, BFCL_HINT, require_module
 
-from react_engine.eval.bfcl_checker import Call, check_calls, is_irrelevance
+from react_engine.eval.bfcl_checker import Call, check_calls, check_one, is_irrelevance
 from react_engine.eval.bfcl_data import CATEGORIES, Case, load_cases
 
 pytestmark = pytest.mark.slow  # thousands of answers through BFCL's own checker
@@ -237,11 +239,65 @@ def _candidates(case: Case, rng: random.Random) -> Iterator[list[Call]]:
                 yield replaced(Call(call.name, {**call.arguments, param: variant}))
 
 
+def _docs(case: Case) -> dict[str, Any]:
+    return {f["name"]: f for f in case.functions}
+
+
+def _fits_both(case: Case, i: int, j: int) -> Call | None:
+    """A call that expected calls ``i`` and ``j`` both accept, if their answers share a
+    value for every parameter one of them needs (None otherwise)."""
+    ((name, first),) = case.answers[i].items()
+    ((other, second),) = case.answers[j].items()
+    if name != other:
+        return None
+    args = {}
+    for param in {**first, **second}:
+        mine, theirs = first.get(param, [""]), second.get(param, [""])
+        if "" in mine and "" in theirs:
+            continue
+        shared = [v for v in mine if v != "" and v in theirs]
+        if not shared:
+            return None
+        args[param] = _concrete(shared[0])
+    call, docs = Call(name, args), _docs(case)
+    both = check_one(docs, call, case.answers[i]).ok and check_one(docs, call, case.answers[j]).ok
+    return call if both else None
+
+
+def _pairing_candidates(case: Case, rng: random.Random) -> Iterator[list[Call]]:
+    """Right answers in which expected call ``j`` is answered by a call ``i`` accepts too,
+    placed where call ``i``'s own answer was (and that one moved to ``j``'s place)."""
+    if "parallel" not in case.category:
+        return
+    right = [_right_call(n, a, rng) for answer in case.answers for n, a in answer.items()]
+    for i, j in itertools.combinations(range(len(right)), 2):
+        shared = _fits_both(case, i, j)
+        if shared is not None:
+            calls = list(right)
+            calls[i], calls[j] = shared, right[i]
+            yield calls
+
+
+def _pairs_in_any_order(case: Case, calls: list[Call]) -> bool:
+    """Whether the calls answer a parallel case when paired in any order (not BFCL's rule)."""
+    if len(calls) != len(case.answers):
+        return False
+    docs = _docs(case)
+    fits = [[check_one(docs, call, answer).ok for call in calls] for answer in case.answers]
+    if not all(any(row) for row in fits):
+        return False
+    return any(
+        all(row[k] for row, k in zip(fits, order, strict=True))
+        for order in itertools.permutations(range(len(calls)))
+    )
+
+
 def all_candidates() -> Iterator[tuple[Case, list[Call]]]:
     rng = random.Random(2503)
     for case in load_cases(list(CATEGORIES)):
         every = list(_candidates(case, rng))
         kept = every[:1] + rng.sample(every[1:], min(PER_CASE - 1, len(every) - 1))
+        kept += _pairing_candidates(case, rng)  # few, and all kept
         for calls in kept:
             yield case, calls
 
@@ -251,6 +307,7 @@ def test_our_checker_agrees_with_bfcls_on_every_generated_answer() -> None:
     compared = raised = 0
     verdicts: dict[str, list[int]] = {}
     rules_hit: set[str] = set()
+    paired_greedily = 0  # answers BFCL fails that a pairing in any order would pass
     disagreements: list[str] = []
     for case, calls in all_candidates():
         try:
@@ -264,6 +321,8 @@ def test_our_checker_agrees_with_bfcls_on_every_generated_answer() -> None:
         tally[bool(theirs["valid"])] += 1
         if not theirs["valid"]:
             rules_hit.add(str(theirs.get("error_type", "irrelevance")))
+            if "parallel" in case.category and _pairs_in_any_order(case, calls):
+                paired_greedily += 1
         if ours.ok != bool(theirs["valid"]):
             disagreements.append(
                 f"{case.id}: ours {ours.ok} ({ours.reason}), BFCL {theirs['valid']} "
@@ -298,6 +357,7 @@ def test_our_checker_agrees_with_bfcls_on_every_generated_answer() -> None:
         "simple_function_checker:wrong_count",
     }
     assert wanted <= rules_hit, sorted(wanted - rules_hit)
+    assert paired_greedily >= 5, paired_greedily  # the pairing rule was put to the test (10)
 
 
 def test_the_official_checker_is_loaded_without_its_model_registry() -> None:
