@@ -15,6 +15,7 @@ from react_engine.eval.bfcl import (
     DEFAULT_PROTOCOLS,
     DEFAULT_RECORDINGS,
     EvalSettings,
+    eval_protocols,
     format_report,
     run_bfcl,
 )
@@ -124,20 +125,32 @@ def test_a_turn_past_the_step_limit_is_force_terminated() -> None:
     assert not result.correct and result.reason.startswith("force-terminated: 1 turn(s) of 4")
 
 
-@pytest.mark.parametrize("protocol", [*DEFAULT_PROTOCOLS, BFCL_PROMPT])
+WRITTEN: dict[str, Any] = {
+    "function_calling": tool_call_reply(("ls", {"a": True})),
+    "text": reply('Thought: list.\nAction: ls\nAction Input: {"a": true}'),
+    "structured": reply('{"thought": "t", "action": {"tool": "ls", "arguments": {"a": true}}}'),
+    "minimal": reply('CALL ls {"a": true}'),
+    BFCL_PROMPT: reply("[ls(a=True)]"),
+}
+"""The call ``ls(a=True)`` as each protocol the eval runs reads it."""
+
+FINAL: dict[str, Any] = {
+    "function_calling": reply("Listed."),
+    "text": reply("Thought: done.\nFinal Answer: Listed."),
+    "structured": reply('{"thought": "t", "action": {"final_answer": "Listed."}}'),
+    "minimal": reply("ANSWER Listed."),
+    BFCL_PROMPT: reply("Listed."),
+}
+
+
+def test_the_multi_turn_replies_cover_every_protocol_the_eval_runs() -> None:
+    assert set(WRITTEN) == set(FINAL) == set(eval_protocols())
+    assert set(DEFAULT_PROTOCOLS) <= set(WRITTEN)
+
+
+@pytest.mark.parametrize("protocol", list(WRITTEN))
 def test_every_protocol_runs_a_multi_turn_case(protocol: str) -> None:
-    written: dict[str, Any] = {
-        "function_calling": tool_call_reply(("ls", {"a": True})),
-        "text": reply('Thought: list.\nAction: ls\nAction Input: {"a": true}'),
-        "structured": reply('{"thought": "t", "action": {"tool": "ls", "arguments": {"a": true}}}'),
-        BFCL_PROMPT: reply("[ls(a=True)]"),
-    }
-    final: dict[str, Any] = {
-        "function_calling": reply("Listed."),
-        "text": reply("Thought: done.\nFinal Answer: Listed."),
-        "structured": reply('{"thought": "t", "action": {"final_answer": "Listed."}}'),
-        BFCL_PROMPT: reply("Listed."),
-    }
+    written, final = WRITTEN, FINAL
     cases = load_multi_turn_cases(["multi_turn_base"], only=["multi_turn_base_1"])
     replies = [written[protocol], final[protocol]] + [final[protocol]] * 3
     report = run_bfcl(cases, [protocol], recorded={protocol: {"multi_turn_base_1": replies}})
