@@ -3,6 +3,7 @@ loop, graded by BFCL's own multi-turn checker. Scripted replies, no server."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from typing import Any
 
@@ -18,15 +19,17 @@ from react_engine.eval.bfcl import (
     eval_protocols,
     format_report,
     run_bfcl,
+    run_multi_turn_case,
 )
 from react_engine.eval.bfcl_multi_turn import (
     MULTI_TURN_CATEGORIES,
     Backends,
+    added_functions_prompt,
     call_string,
     load_multi_turn_cases,
 )
 from react_engine.eval.bfcl_prompt import parse_python_calls
-from react_engine.testing import reply, tool_call_reply
+from react_engine.testing import ScriptedModel, reply, tool_call_reply
 from react_engine.types import ModelResponse
 
 require_module("bfcl_eval", BFCL, BFCL_HINT)
@@ -181,3 +184,20 @@ def test_the_recorded_multi_turn_case_replays_from_the_command_line(
     assert "1 cases × 4 protocol(s)" in out and "up to 3 steps a turn" in out
     for protocol in (*DEFAULT_PROTOCOLS, BFCL_PROMPT):
         assert f"{protocol}: Multi Turn Base" in out
+
+
+def test_held_out_functions_are_offered_from_their_turn_with_bfcls_words() -> None:
+    (case,) = load_multi_turn_cases(["multi_turn_miss_func"], limit=1)
+    ((turn, held),) = case.added.items()
+    held_names = {f["name"] for f in held}
+    model = ScriptedModel([reply("Done.")] * len(case.turns))  # every turn answered at once
+    result = asyncio.run(
+        run_multi_turn_case(case, "function_calling", model, "scripted", EvalSettings())
+    )
+    assert result.error is None and result.requests == len(case.turns)
+    offered = [{t["function"]["name"] for t in r.tools or ()} for r in model.requests]
+    for index, names in enumerate(offered):
+        assert (held_names <= names) == (index >= turn), index  # from that turn on, not before
+    asked = model.requests[turn].messages[-1]
+    assert asked.content == added_functions_prompt()  # the turn brings only the functions
+    assert not result.correct  # no call made: BFCL's checker fails the case
