@@ -54,15 +54,17 @@ def add_eval_parser(
         nargs="?",
         const="",
         metavar="DIR",
-        help="no server: replay the replies recorded in DIR (default: fixtures/bfcl), under "
-        "each protocol recorded there",
+        help="no server: replay the replies recorded in DIR (default: fixtures/bfcl, or "
+        "fixtures/bfcl/multi-turn when only multi-turn categories or cases are asked for), "
+        "under each protocol recorded there",
     )
     p.add_argument(
         "--record",
         nargs="?",
         const="",
         metavar="DIR",
-        help="write the live replies to DIR/<protocol>.json (default: fixtures/bfcl)",
+        help="write the live replies to DIR/<protocol>.json (default: fixtures/bfcl, or "
+        "fixtures/bfcl/multi-turn as for --scripted)",
     )
     p.add_argument(
         "--categories",
@@ -141,11 +143,14 @@ def run_eval_command(args: argparse.Namespace) -> int:
     scripted, recording = args.scripted is not None, args.record is not None
     if scripted and (recording or args.local):
         raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
-    # Without DIR: the checkout's recordings (checked before a live run, not after it).
-    if args.scripted == "":
-        args.scripted = str(default_recordings("--scripted"))
-    if args.record == "":
-        args.record = str(default_recordings("--record"))
+    # Without DIR: the checkout's recordings (checked before a live run, not after it);
+    # those of the multi-turn categories sit in their own directory, used when only
+    # multi-turn categories or cases are asked for.
+    multi_turn = _only_multi_turn(args.categories, args.cases)
+    for flag, given in (("--scripted", "scripted"), ("--record", "record")):
+        if getattr(args, given) == "":
+            directory = default_recordings(flag)
+            setattr(args, given, str(directory / "multi-turn" if multi_turn else directory))
     categories = args.categories or list(DEFAULT_CATEGORIES)
     if args.cases and not args.categories:  # the categories the ids belong to
         categories = [*CATEGORIES, *MULTI_TURN_CATEGORIES]
@@ -259,3 +264,13 @@ def _first(cases: Sequence[AnyCase], limit: int) -> list[AnyCase]:
         if seen[case.category] <= limit:
             out.append(case)
     return out
+
+
+def _only_multi_turn(categories: Sequence[str] | None, cases: Sequence[str] | None) -> bool:
+    """Whether the evaluation asked for is multi-turn only: its categories, or else its
+    case ids, all multi-turn (neither given: the single-turn default)."""
+    if categories:
+        return all(c in MULTI_TURN_CATEGORIES for c in categories)
+    if cases:
+        return all(i.rsplit("_", 1)[0] in MULTI_TURN_CATEGORIES for i in cases)
+    return False

@@ -186,6 +186,21 @@ def test_the_recorded_multi_turn_case_replays_from_the_command_line(
         assert f"{protocol}: Multi Turn Base" in out
 
 
+@pytest.mark.parametrize(
+    "selection",
+    [["--categories", "multi_turn_base"], ["--cases", "multi_turn_base_100"]],
+    ids=["categories", "cases"],
+)
+def test_scripted_without_a_directory_replays_the_multi_turn_recordings(
+    selection: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only multi-turn asked for: the checkout's multi-turn recordings, without naming them.
+    assert main(["eval", "bfcl", "--scripted", "--quiet", *selection]) == 0
+    out = capsys.readouterr().out
+    assert f"recorded replies in {DEFAULT_RECORDINGS / 'multi-turn'}" in out
+    assert "1 cases × 4 protocol(s)" in out and "function_calling: Multi Turn Base" in out
+
+
 def test_held_out_functions_are_offered_from_their_turn_with_bfcls_words() -> None:
     (case,) = load_multi_turn_cases(["multi_turn_miss_func"], limit=1)
     ((turn, held),) = case.added.items()
