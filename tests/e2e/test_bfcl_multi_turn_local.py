@@ -12,11 +12,10 @@ from dataclasses import asdict
 import pytest
 
 from react_engine.eval.bfcl import (
-    BFCL_PROMPT,
-    DEFAULT_PROTOCOLS,
     EvalSettings,
     LiveEndpoint,
     Recorded,
+    eval_protocols,
     run_bfcl,
 )
 from react_engine.eval.bfcl_multi_turn import load_multi_turn_cases
@@ -36,15 +35,17 @@ def test_a_multi_turn_case_runs_live_under_every_protocol(
     endpoint = LiveEndpoint(
         local_endpoint.model, local_endpoint.base_url, local_endpoint.api_key, "embedded"
     )
+    protocols = eval_protocols()  # every registered protocol, and BFCL's Prompt mode
+    assert {"function_calling", "text", "structured", "minimal", "bfcl-prompt"} <= set(protocols)
     record: dict[str, dict[str, Recorded]] = {}
     live = run_bfcl(
         cases,
-        (*DEFAULT_PROTOCOLS, BFCL_PROMPT),
+        protocols,
         endpoint=endpoint,
         settings=settings,
         record=record,
     )
-    assert [r.protocol for r in live.results] == list((*DEFAULT_PROTOCOLS, BFCL_PROMPT))
+    assert [r.protocol for r in live.results] == list(protocols)
     for result in live.results:
         assert result.error is None, (result.protocol, result.error)
         assert result.requests >= len(cases[0].turns), result.protocol
@@ -53,7 +54,7 @@ def test_a_multi_turn_case_runs_live_under_every_protocol(
         assert result.correct == (result.reason == ""), (result.protocol, result.reason)
     replayed = run_bfcl(
         cases,
-        (*DEFAULT_PROTOCOLS, BFCL_PROMPT),
+        protocols,
         recorded=record,
         model=live.model,
         settings=settings,
