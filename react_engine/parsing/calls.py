@@ -17,9 +17,9 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from . import patterns as P
 from .common import call_objects
@@ -97,6 +97,16 @@ class _LooseDict(dict[str, Any]):
 
 def _loose(arguments: Arguments) -> Arguments:
     return _Loose(arguments) if isinstance(arguments, str) else _LooseDict(arguments)
+
+
+class CallSink(Protocol):
+    """Where a recogniser writes the calls it finds, as into a list: the reader of
+    :mod:`.salvage` keeps each one or drops it as it comes, so that a recogniser holds
+    no list of its own (a megabyte of calls is not kept whole, only counted)."""
+
+    def append(self, call: SalvagedCall, /) -> None: ...
+
+    def extend(self, calls: Iterable[SalvagedCall], /) -> None: ...
 
 
 _MAX_CALL_CHARS: Final = 20_000

@@ -36,6 +36,7 @@ from typing import Any, Final
 from . import patterns as P
 from .calls import (
     Arguments,
+    CallSink,
     SalvagedCall,
     _functions,
     _json_objects,
@@ -193,10 +194,10 @@ def _blocks(
     opening: str,
     closing: tuple[str, ...],
     fmt: Any,
-) -> list[SalvagedCall]:
+    out: CallSink,
+) -> None:
     """JSON calls in ``opening ... closing`` blocks (the closing may be missing at the end
     of a reply, or be the next block's opening)."""
-    out: list[SalvagedCall] = []
     until = _Finder(text, (*closing, opening))
     pos = text.find(opening)
     while pos != -1:
@@ -207,7 +208,6 @@ def _blocks(
         pieces = _json_pieces(text, body, body_end)
         out.extend(_tile(pieces, fmt, pos, end, names))
         pos = text.find(opening, max(end, body))
-    return out
 
 
 # --- the recognisers ---------------------------------------------------------------------------
@@ -216,10 +216,9 @@ _GLM_HEAD: Final = re.compile(rf"[ \t]*({_NAME})[ \t]*(?:\r?\n|(?=<arg_key>|</to
 _GLM_PAIR: Final = re.compile(r"\s*<arg_key>(.{0,200}?)</arg_key>\s*<arg_value>", re.DOTALL)
 
 
-def glm45(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
     """GLM-4.5 / 4.6: ``<tool_call>NAME`` then ``<arg_key>K</arg_key><arg_value>V</arg_value>``
     pairs (strings as written, other values as JSON), ``</tool_call>``."""
-    out: list[SalvagedCall] = []
     until = _Finder(text, ("</tool_call>", "<tool_call>"))
     pos = text.find("<tool_call>")
     while pos != -1:
@@ -247,7 +246,6 @@ def glm45(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             if arguments is not None:
                 out.append(SalvagedCall(head.group(1), arguments, "glm45", (pos, end)))
         pos = text.find("<tool_call>", max(end, body))
-    return out
 
 
 _KIMI_TOKEN: Final = re.compile(
@@ -259,10 +257,9 @@ _KIMI_TOKEN: Final = re.compile(
 _KIMI_ID: Final = re.compile(r"\s*(?:functions\.)?([\w.\-/]{1,200}?)(?::\d{1,6})?\s*\Z")
 
 
-def kimi(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
     """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
     <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
-    out: list[SalvagedCall] = []
     tokens = list(_KIMI_TOKEN.finditer(text))
     section: int | None = None
     pieces: list[_Piece] = []
@@ -301,12 +298,10 @@ def kimi(text: str, names: frozenset[str]) -> list[SalvagedCall]:
                 arguments = _raw_arguments(text[arg_start:body_end])
                 pieces.append((ident.group(1), arguments, token.start(), end))
     flush(None)
-    return out
 
 
-def internlm(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
     """InternLM2: ``<|action_start|><|plugin|>`` then a JSON call, ``<|action_end|>``."""
-    out: list[SalvagedCall] = []
     until = _Finder(text, ("<|action_end|>", "<|action_start|>"))
     pos = text.find("<|action_start|>")
     while pos != -1:
@@ -320,28 +315,26 @@ def internlm(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             pieces = _json_pieces(text, body + len("<|plugin|>"), body_end)
             out.extend(_tile(pieces, "internlm", pos, end, names))
         pos = text.find("<|action_start|>", max(end, body))
-    return out
 
 
-def qwen25(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def qwen25(text: str, names: frozenset[str], out: CallSink) -> None:
     """Qwen2.5-Coder: JSON calls inside ``<tools> ... </tools>``."""
-    return _blocks(text, names, "<tools>", ("</tools>",), "qwen25")
+    _blocks(text, names, "<tools>", ("</tools>",), "qwen25", out)
 
 
-def jamba(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def jamba(text: str, names: frozenset[str], out: CallSink) -> None:
     """Jamba (and MiniMax-M1): a JSON list, or JSON lines, inside ``<tool_calls>``."""
-    return _blocks(text, names, "<tool_calls>", ("</tool_calls>",), "jamba")
+    _blocks(text, names, "<tool_calls>", ("</tool_calls>",), "jamba", out)
 
 
-def granite(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def granite(text: str, names: frozenset[str], out: CallSink) -> None:
     """Granite: ``<|tool_call|>`` then a JSON list of calls."""
-    return _blocks(text, names, "<|tool_call|>", ("<|end_of_text|>",), "granite")
+    _blocks(text, names, "<|tool_call|>", ("<|end_of_text|>",), "granite", out)
 
 
-def llama4(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
     """Llama 4: ``<|python_start|>`` then a pythonic list ``[f(k=...), g()]`` (or one
     call), up to ``<|python_end|>``."""
-    out: list[SalvagedCall] = []
     until = _Finder(text, ("<|python_end|>", "<|python_start|>"))
     pos = text.find("<|python_start|>")
     while pos != -1:
@@ -364,7 +357,6 @@ def llama4(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             if call is not None:
                 out.append(SalvagedCall(call[0], call[1], "llama4", (pos, end)))
         pos = text.find("<|python_start|>", max(end, body))
-    return out
 
 
 _HARMONY_TO: Final = re.compile(rf"to=(?:functions\.)?({_NAME})")
@@ -372,10 +364,9 @@ _HARMONY_HEAD: Final = re.compile(r"[^\n]{0,120}?<\|message\|>")
 _HARMONY_ENDS: Final = ("<|call|>", "<|end|>", "<|return|>", "<|start|>", "<|channel|>")
 
 
-def harmony(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def harmony(text: str, names: frozenset[str], out: CallSink) -> None:
     """gpt-oss (harmony): ``<|channel|>commentary to=functions.NAME <|constrain|>json
     <|message|>{...}<|call|>`` (the recipient may also come before the channel)."""
-    out: list[SalvagedCall] = []
     until = _Finder(text, _HARMONY_ENDS)
     resume = 0
     for match in _HARMONY_TO.finditer(text):
@@ -399,7 +390,6 @@ def harmony(text: str, names: frozenset[str]) -> list[SalvagedCall]:
         out.append(
             SalvagedCall(name, _raw_arguments(text[head.end() : body_end]), "harmony", (start, end))
         )
-    return out
 
 
 _MINIMAX_TOKEN: Final = re.compile(
@@ -409,10 +399,9 @@ _MINIMAX_TOKEN: Final = re.compile(
 )
 
 
-def minimax(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     """MiniMax-M2: ``<minimax:tool_call>`` holding ``<invoke name="NAME">`` elements with
     ``<parameter name="K">V</parameter>`` children, values as text."""
-    out: list[SalvagedCall] = []
     block: int | None = None
     pieces: list[_Piece] = []
     tokens = list(_MINIMAX_TOKEN.finditer(text))
@@ -460,13 +449,11 @@ def minimax(text: str, names: frozenset[str]) -> list[SalvagedCall]:
                 continue  # an invoke left open for the next one: not a call anyone finished
             pieces.append((token.group(1).strip(), params, token.start(), end))
     flush(None)
-    return out
 
 
-def seed_oss(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def seed_oss(text: str, names: frozenset[str], out: CallSink) -> None:
     """Seed-OSS: Qwen3-Coder-style ``<function=NAME><parameter=K>V</parameter></function>``
     inside ``<seed:tool_call> ... </seed:tool_call>``."""
-    out: list[SalvagedCall] = []
     until = _Finder(text, ("</seed:tool_call>", "<seed:tool_call>"))
     pos = text.find("<seed:tool_call>")
     while pos != -1:
@@ -479,7 +466,6 @@ def seed_oss(text: str, names: frozenset[str]) -> list[SalvagedCall]:
         pieces = [(n, a, s, e) for n, a, s, e, _ in functions]
         out.extend(_tile(pieces, "seed_oss", pos, end, names))
         pos = text.find("<seed:tool_call>", max(end, body))
-    return out
 
 
 _FUNCTIONARY: Final = re.compile(
@@ -489,10 +475,9 @@ _FUNCTIONARY: Final = re.compile(
 )
 
 
-def functionary(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
     """Functionary: v3.2 ``>>>NAME\\n{...}`` (several in a row; ``>>>all`` is text) and
     v2 ``<|recipient|>NAME\\n<|content|>{...}``."""
-    out: list[SalvagedCall] = []
     heads = list(_FUNCTIONARY.finditer(text))
     for index, head in enumerate(heads):
         name = head.group(1) or head.group(2)
@@ -518,14 +503,13 @@ def functionary(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             text[body:end] if closed is None else text[body:closed]
         )
         out.append(SalvagedCall(name, arguments, "functionary", (head.start(), end)))
-    return out
 
 
 _LINE_TAIL: Final = re.compile(r"[ \t;,]*(?:\r?\n|\Z)")
 _LINE_OBJECT: Final = re.compile(r'^[ \t]*(?=\{\s*"(?:name|function|tool)"\s*:)', re.MULTILINE)
 
 
-def json_lines(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
     """JSON call objects standing on lines of their own inside prose (Qwen2.5-Coder's
     bare ``{"name": ..., "arguments": ...}``), several chained with ``;`` or newlines.
 
@@ -534,7 +518,6 @@ def json_lines(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     spaces may follow a lone object on its line (a chain of several may be followed by
     prose: the text parser reads only the first of them, so they are all read here).
     """
-    out: list[SalvagedCall] = []
     resume = 0
     for match in _LINE_OBJECT.finditer(text):
         start = match.end()
@@ -557,4 +540,3 @@ def json_lines(text: str, names: frozenset[str]) -> list[SalvagedCall]:
         if good and len(good) == len(pieces) and (ends_line or len(good) > 1):
             for name, arguments, piece_start, piece_end in good:
                 out.append(SalvagedCall(name, arguments, "json", (piece_start, piece_end)))
-    return out

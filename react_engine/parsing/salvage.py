@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import bisect
 import keyword
-from collections.abc import Callable, Collection, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final, TypeAlias, get_args
 
@@ -58,6 +59,7 @@ from . import patterns as P
 from .calls import (
     _MAX_CALL_CHARS,
     Arguments,
+    CallSink,
     SalvagedCall,
     SalvageFormat,
     _call_from_object,
@@ -78,7 +80,9 @@ from .react import parse_react
 __all__ = [
     "SALVAGE_REPAIR_CODES",
     "SalvageFormat",
+    "Salvaged",
     "SalvagedCall",
+    "read_salvaged",
     "salvage_calls",
     "strip_salvaged",
     "written_call",
@@ -121,41 +125,125 @@ def salvage_calls(
     model invented. ``examples=True`` reads fenced examples too (to tell a reply whose
     only calls are examples from one with no call at all).
     """
+    return read_salvaged(text, tool_names, schemas=schemas, prefer=prefer, examples=examples).calls
+
+
+def read_salvaged(
+    text: str,
+    tool_names: Collection[str],
+    *,
+    limit: int | None = None,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+    prefer: str | None = None,
+    examples: bool = False,
+) -> Salvaged:
+    """:func:`salvage_calls`, keeping at most the first ``limit`` calls as objects: the
+    others are counted (:attr:`Salvaged.count`) and their spans kept, so that
+    :func:`strip_salvaged` still removes them all. A reply of 45,000 calls then costs
+    ``limit`` call objects, not 45,000 that the garbage collector would walk."""
     names = frozenset(n for n in tool_names if n)
     if not text or not names:
-        return []
-    think = _think_regions(text)
-    think_starts = [start for start, _ in think]
+        return Salvaged([], array("q"), array("q"))
     fences = [] if examples else _fence_regions(text)
     fenced_last = bool(fences) and not text[fences[-1][1] :].strip(" \t\r\n`~")
-    fence_starts = [start for start, _ in fences]
-    accepted: list[SalvagedCall] = []
-    starts: list[int] = []
+    found = _Found(limit, _think_regions(text), fences, fenced_last)
     for detect in _detectors(text, prefer):
-        for call in detect(text, names):
-            region = bisect.bisect_right(think_starts, call.span[0]) - 1
-            if region >= 0 and call.span[0] < think[region][1]:
-                continue
-            region = bisect.bisect_right(fence_starts, call.span[0]) - 1
-            if (
-                call.format != "python"
-                and region >= 0
-                and call.span[0] < fences[region][1]
-                and not (call.format == "json" and region == len(fences) - 1 and fenced_last)
-            ):
-                continue
-            index = bisect.bisect_left(starts, call.span[0])
-            if index > 0 and accepted[index - 1].span[1] > call.span[0]:
-                continue
-            if index < len(accepted) and accepted[index].span[0] < call.span[1]:
-                continue
-            starts.insert(index, call.span[0])
-            accepted.insert(index, call)
-    if accepted:
-        invented = P.INVENTED_OBSERVATION.search(text, accepted[0].span[1])
+        detect(text, names, found)
+    if found.starts:
+        invented = P.INVENTED_OBSERVATION.search(text, found.ends[0])
         if invented is not None:
-            accepted = [call for call in accepted if call.span[0] < invented.start()]
-    return [_typed(call, schemas) for call in accepted]
+            found.cut(bisect.bisect_left(found.starts, invented.start()))
+    return Salvaged([_typed(c, schemas) for c in found.calls], found.starts, found.ends)
+
+
+class Salvaged:
+    """The calls :func:`read_salvaged` found in a reply: the first ones as objects
+    (:attr:`calls`), every one by its span."""
+
+    __slots__ = ("_ends", "_starts", "calls")
+
+    def __init__(self, calls: list[SalvagedCall], starts: array[int], ends: array[int]) -> None:
+        self.calls = calls
+        """The first calls, in order of appearance (all of them, within the limit)."""
+        self._starts = starts
+        self._ends = ends
+
+    @property
+    def count(self) -> int:
+        """How many calls the reply holds: :attr:`calls` and those past the limit."""
+        return len(self._starts)
+
+    def spans(self) -> Iterator[tuple[int, int]]:
+        """Every call's ``text[start:end]``, in order."""
+        return zip(self._starts, self._ends, strict=True)
+
+    def __bool__(self) -> bool:
+        return bool(self._starts)
+
+
+class _Found:
+    """The calls the recognisers find, accepted as they come (a recogniser writes into it
+    as into a list: :meth:`append`, :meth:`extend`). A call in a think block, in a fenced
+    example or overlapping one accepted before is dropped; the others are kept in order of
+    position, the first ``limit`` as objects and all by their spans (two integer arrays:
+    no object per call for the collector to walk)."""
+
+    __slots__ = ("calls", "ends", "fenced_last", "fences", "limit", "starts", "think")
+
+    def __init__(
+        self,
+        limit: int | None,
+        think: list[tuple[int, int]],
+        fences: list[tuple[int, int]],
+        fenced_last: bool,
+    ) -> None:
+        self.limit = limit
+        self.think = think
+        self.fences = fences
+        self.fenced_last = fenced_last
+        self.calls: list[SalvagedCall] = []
+        self.starts: array[int] = array("q")
+        self.ends: array[int] = array("q")
+
+    def append(self, call: SalvagedCall) -> None:
+        start, end = call.span
+        think, fences = self.think, self.fences
+        if think:
+            region = bisect.bisect_right(think, (start, _END)) - 1
+            if region >= 0 and start < think[region][1]:
+                return
+        if fences and call.format != "python":
+            region = bisect.bisect_right(fences, (start, _END)) - 1
+            if (
+                region >= 0
+                and start < fences[region][1]
+                and not (call.format == "json" and region == len(fences) - 1 and self.fenced_last)
+            ):
+                return
+        starts, ends = self.starts, self.ends
+        index = bisect.bisect_left(starts, start)
+        if index > 0 and ends[index - 1] > start:
+            return
+        if index < len(starts) and starts[index] < end:
+            return
+        starts.insert(index, start)
+        ends.insert(index, end)
+        if self.limit is None or index < self.limit:
+            self.calls.insert(index, call)
+            if self.limit is not None and len(self.calls) > self.limit:
+                self.calls.pop()
+
+    def extend(self, calls: Iterable[SalvagedCall]) -> None:
+        for call in calls:
+            self.append(call)
+
+    def cut(self, count: int) -> None:
+        """Keep only the first ``count`` calls."""
+        del self.starts[count:], self.ends[count:], self.calls[count:]
+
+
+_END: Final = 1 << 62
+"""Past any position: ``(start, _END)`` sorts after every region that begins at ``start``."""
 
 
 def _typed(call: SalvagedCall, schemas: Mapping[str, Mapping[str, Any]] | None) -> SalvagedCall:
@@ -166,7 +254,7 @@ def _typed(call: SalvagedCall, schemas: Mapping[str, Mapping[str, Any]] | None) 
     return replace(call, arguments=type_arguments(call.arguments, schema))
 
 
-_Detector: TypeAlias = Callable[[str, frozenset[str]], list[SalvagedCall]]
+_Detector: TypeAlias = Callable[[str, frozenset[str], CallSink], None]
 
 
 _DetectorRow: TypeAlias = tuple[tuple[str, ...], tuple[str, ...], _Detector]
@@ -257,18 +345,20 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
     return any(action.tool in names for action in parsed.actions)
 
 
-def strip_salvaged(text: str, calls: Sequence[SalvagedCall]) -> str:
+def strip_salvaged(text: str, calls: Sequence[SalvagedCall] | Salvaged) -> str:
     """``text`` without the calls' spans: the prose around them, i.e. the step's thought.
 
     Code fences left empty by the removal are dropped and runs of blank lines collapse,
     so ``"Let me check.\\n```python\\nget_weather('Paris')\\n```"`` becomes
-    ``"Let me check."``.
+    ``"Let me check."``. ``calls`` may be what :func:`read_salvaged` read: the spans of
+    the calls past its limit are removed too.
     """
     if not calls:
         return text.strip()
+    spans = calls.spans() if isinstance(calls, Salvaged) else sorted(c.span for c in calls)
     pieces: list[str] = []
     pos = 0
-    for start, end in sorted(c.span for c in calls):
+    for start, end in spans:
         start, end = max(start, pos), min(end, len(text))
         if start >= end:
             continue
@@ -305,10 +395,9 @@ def _unfence_whole(src: str) -> str:
 # --- detectors ------------------------------------------------------------------------------------
 
 
-def _tagged(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
     """Hermes ``<tool_call>`` blocks (JSON or Qwen3-Coder XML inside) and bare
     ``<function=NAME>`` blocks (Qwen3-Coder XML or Llama 3.1 JSON)."""
-    out: list[SalvagedCall] = []
     tokens = list(P.CALL_MARKUP.finditer(text))
     i = 0
     while i < len(tokens):
@@ -340,7 +429,6 @@ def _tagged(text: str, names: frozenset[str]) -> list[SalvagedCall]:
                 pieces, _ = _json_objects(text, json_start, body_end)
                 out.extend(_tile(pieces, "hermes", token.start(), span_end, names))
         i = j + 1 if closed else j
-    return out
 
 
 def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
@@ -349,11 +437,10 @@ def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
     return min(found) if found else None
 
 
-def _deepseek(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
     """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``)
     special-token calls, full-width or ASCII. Calls inside one ``tool_calls_begin/end``
     block tile it; calls outside any block keep their own spans."""
-    out: list[SalvagedCall] = []
     block_start: int | None = None
     pieces: list[_Piece] = []
 
@@ -392,7 +479,6 @@ def _deepseek(text: str, names: frozenset[str]) -> list[SalvagedCall]:
                 call = _deepseek_call(head, text[separator.end() : body_end])
                 pieces.append((call[0], call[1], token.start(), end))
     flush(None)
-    return out
 
 
 def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
@@ -409,10 +495,9 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
     return name.strip(), _raw_arguments(rest)
 
 
-def _mistral(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}`` (v11+;
     ``[ARGS]`` may be missing, and several calls may follow one mark)."""
-    out: list[SalvagedCall] = []
     marks = list(P.MISTRAL_MARK.finditer(text))
     for index, mark in enumerate(marks):
         region_end = marks[index + 1].start() if index + 1 < len(marks) else len(text)
@@ -447,13 +532,11 @@ def _mistral(text: str, names: frozenset[str]) -> list[SalvagedCall]:
                 if name in names:
                     out.append(SalvagedCall(name, arguments, "mistral", (start, piece_end)))
                 start = piece_end
-    return out
 
 
-def _llama_tag(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
     """``<|python_tag|>`` then JSON calls (several may be chained with ``;``) or one
     Python call, up to ``<|eom_id|>``/``<|eot_id|>`` (included), the next tag, or the end."""
-    out: list[SalvagedCall] = []
     tokens = list(P.LLAMA_TAG.finditer(text))
     for index, token in enumerate(tokens):
         if token.group() != P.PYTHON_TAG:
@@ -471,10 +554,9 @@ def _llama_tag(text: str, names: frozenset[str]) -> list[SalvagedCall]:
         call = _python_call(text[token.end() : body_end], names)
         if call is not None:
             out.append(SalvagedCall(call[0], call[1], "llama", (token.start(), end)))
-    return out
 
 
-def _whole_json(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     """A reply that is nothing but a JSON call (or a list of calls), possibly fenced: Llama
     3.x without a tool parser answers ``{"name": ..., "parameters": ...}``. Every call must
     name a known tool; broken JSON counts only when it starts with ``{"name"``."""
@@ -482,19 +564,19 @@ def _whole_json(text: str, names: frozenset[str]) -> list[SalvagedCall]:
     end = len(text.rstrip())
     body = _unfence_whole(text[start:end])
     if not body or body[0] + body[-1] not in ("{}", "[]"):
-        return []
+        return
     ok, value = _loads(body)
     if ok:
         calls = _call_from_object(value)
         if not calls or any(name not in names for name, _ in calls):
-            return []
+            return
     elif P.LOOSE_CALL_START.match(body) is None:
-        return []
+        return
     body_start = text.find(body, start)
     pieces, _ = _json_objects(text, body_start, body_start + len(body))
     if not pieces or any(name not in names for name, *_ in pieces):
-        return []
-    return _tile(pieces, "json", start, end, names)
+        return
+    out.extend(_tile(pieces, "json", start, end, names))
 
 
 MAX_PYTHON_CALLS = 1024
@@ -503,7 +585,7 @@ a megabyte of ``f(a=1)`` lines took 13 s of CPU. No reply runs more than
 ``max_calls_per_step`` calls (16 by default), and the calls read past it are only reported."""
 
 
-def _python(text: str, names: frozenset[str]) -> list[SalvagedCall]:
+def _python(text: str, names: frozenset[str], out: CallSink) -> None:
     """``tool(k="v")`` alone on its line (plain, indented, in backticks or a fence), and a
     reply that is just a list of such calls ``[tool(k=1), other()]``."""
     idents = sorted(
@@ -512,17 +594,18 @@ def _python(text: str, names: frozenset[str]) -> list[SalvagedCall]:
         reverse=True,
     )
     if not idents:
-        return []
+        return
     whole_start = len(text) - len(text.lstrip())
     whole_end = len(text.rstrip())
     if text.startswith("[", whole_start) and text.endswith("]", 0, whole_end):
         listed = _python_list(text, whole_start, whole_end, names)
         if listed:
-            return _tile(listed, "python", whole_start, whole_end, names)
-    out: list[SalvagedCall] = []
+            out.extend(_tile(listed, "python", whole_start, whole_end, names))
+            return
+    read = 0
     resume = 0
     for match in P.call_line(idents).finditer(text):
-        if len(out) >= MAX_PYTHON_CALLS:
+        if read >= MAX_PYTHON_CALLS:
             break  # far more than a reply may run (max_calls_per_step): the rest unread
         if match.start() < resume:
             continue
@@ -536,4 +619,4 @@ def _python(text: str, names: frozenset[str]) -> list[SalvagedCall]:
             # the span takes the whole line but its newline: indentation, backticks, ";"
             span = (match.start(), tail.end(1))
             out.append(SalvagedCall(call[0], call[1], "python", span))
-    return out
+            read += 1
