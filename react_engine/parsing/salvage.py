@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import bisect
 import keyword
+import re
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -397,28 +398,34 @@ def _unfence_whole(src: str) -> str:
 
 def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
     """Hermes ``<tool_call>`` blocks (JSON or Qwen3-Coder XML inside) and bare
-    ``<function=NAME>`` blocks (Qwen3-Coder XML or Llama 3.1 JSON)."""
-    tokens = list(P.CALL_MARKUP.finditer(text))
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
+    ``<function=NAME>`` blocks (Qwen3-Coder XML or Llama 3.1 JSON).
+
+    The tags are read as they come, one block or bare function at a time (never all the
+    reply's tags at once: a megabyte of them is tens of thousands of match objects)."""
+    tokens = P.CALL_MARKUP.finditer(text)
+    token = next(tokens, None)
+    while token is not None:
         is_block = token.group() == P.CALL_OPEN
         if not is_block and token.group(1) is None:
-            i += 1
+            token = next(tokens, None)
             continue
-        j = i + 1
-        while j < len(tokens) and tokens[j].group() not in (P.CALL_OPEN, P.CALL_CLOSE):
-            j += 1
-        closed = is_block and j < len(tokens) and tokens[j].group() == P.CALL_CLOSE
-        body_end = tokens[j].start() if j < len(tokens) else len(text)
+        # a block's tags up to the next block tag; a bare function's up to the next function
+        inner: list[re.Match[str]] = []
+        following = next(tokens, None)
+        while following is not None and following.group() not in (P.CALL_OPEN, P.CALL_CLOSE):
+            if not is_block and following.group(1) is not None:
+                break
+            inner.append(following)
+            following = next(tokens, None)
+        body_end = following.start() if following is not None else len(text)
         if not is_block:
-            for name, arguments, start, end, fmt in _functions(text, tokens[i:j], body_end):
+            for name, arguments, start, end, fmt in _functions(text, [token, *inner], body_end):
                 if name in names:
                     out.append(SalvagedCall(name, arguments, fmt, (start, end)))
-            i = j
+            token = following
             continue
-        span_end = tokens[j].end() if closed else body_end
-        inner = tokens[i + 1 : j]
+        closed = following is not None and following.group() == P.CALL_CLOSE
+        span_end = following.end() if following is not None and closed else body_end
         if any(t.group(1) is not None for t in inner):
             functions = _functions(text, inner, body_end)
             pieces = [(n, a, s, e) for n, a, s, e, _ in functions]
@@ -428,7 +435,7 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
             if json_start is not None:
                 pieces, _ = _json_objects(text, json_start, body_end)
                 out.extend(_tile(pieces, "hermes", token.start(), span_end, names))
-        i = j + 1 if closed else j
+        token = next(tokens, None) if closed else following
 
 
 def _first_of(text: str, chars: str, start: int, end: int) -> int | None:

@@ -98,6 +98,10 @@ class RequestContext:
     output: OutputSpec | None = None
     """The run's ``output_type``: the final answer must be JSON valid for it (``None``: any
     text). The protocol shows its schema; the policy validates the answer."""
+    call_limit: int | None = None
+    """The most calls of one reply a protocol reads into objects (the loop answers no more):
+    the calls past it are only counted (:attr:`CallTools.more`), so that a reply of
+    thousands of calls costs no more objects than the step keeps. ``None``: no limit."""
     memo: dict[Hashable, Any] = field(default_factory=dict)
     """What a protocol keeps between the requests of one run (the loop passes every request
     of a run the same dict): see :meth:`once`."""

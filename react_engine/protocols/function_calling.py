@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import JSONRepairError, ReActParseError, TemplateError
 from ..parsing import parse_react, repair_json
-from ..parsing.salvage import salvage_calls, strip_salvaged
+from ..parsing.salvage import read_salvaged, salvage_calls, strip_salvaged
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -246,7 +246,10 @@ class FunctionCallingProtocol(Protocol):
             return self._final_result(reply, finals[0], ctx)
         decision = self._read(reply, ctx)
         if isinstance(decision, CallTools):
-            if all(c.salvaged and c.tool == FINAL_RESULT for c in decision.calls):
+            only_final = not decision.more and all(
+                c.salvaged and c.tool == FINAL_RESULT for c in decision.calls
+            )
+            if only_final:
                 # final_result written in the text (a <tool_call> block...): the answer.
                 first = decision.calls[0]
                 return self._final_result(
@@ -325,19 +328,21 @@ class FunctionCallingProtocol(Protocol):
         names = ctx.tool_names()
         if ctx.output is not None:
             names.append(FINAL_RESULT)
-        found = salvage_calls(
+        found = read_salvaged(
             content,
             names,
+            limit=ctx.call_limit,
             schemas={t.name: t.parameters for t in ctx.tools},
             prefer=ctx.capabilities.call_format or None,
         )
         if found:
-            calls, repairs = salvaged_calls(content, found)
+            calls, repairs = salvaged_calls(content, found.calls)
             rest = strip_salvaged(content, found).strip()
             return CallTools(
                 text=rest or None,
                 thought=reasoning(rest)[2],
                 calls=calls,
+                more=found.count - len(calls),
                 repairs=repairs,
             )
         # A Thought/Action block written as text by a model that was given native tools.

@@ -126,7 +126,7 @@ def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Con
     match decision:
         case CallTools():
             _assign_ids(decision)
-            _refuse_cut(decision.calls, reply)
+            _refuse_cut(decision.calls, reply, decision.more)
             _refuse_lossy(decision.calls)
             _text_inputs(decision, ctx)
             allowed = _calls_allowed(protocol, decision, ctx)
@@ -271,15 +271,16 @@ def _refuse_lossy(calls: list[PendingCall]) -> None:
             call.error = refusal(call.lossy)
 
 
-def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:
+def _refuse_cut(calls: list[PendingCall], reply: ModelResponse, more: int = 0) -> None:
     """A call whose arguments may be cut short never runs (rule 4): one the protocol says
     ends inside a value it never closed (:attr:`PendingCall.cut` in its words), and in a
     reply cut by the length limit, the last one unless the protocol knows the reply went
-    on past it or its arguments are complete JSON as they stand."""
+    on past it or its arguments are complete JSON as they stand (``more`` calls past
+    ``calls``: the reply's last call is not among them)."""
     for call in calls:
         if isinstance(call.cut, str) and call.error is None:
             call.error = call.cut
-    if reply.finish_reason != "length" or not calls:
+    if reply.finish_reason != "length" or not calls or more:
         return
     last = calls[-1]
     if last.cut is False or isinstance(last.cut, str):
@@ -497,7 +498,7 @@ def effects(decision: CallTools, ctx: Context) -> None:
         if len(held) > _MAX_NAMED:
             named += f" and {len(held) - _MAX_NAMED} more"
         decision.events.append(
-            f"{len(calls)} tool calls in one reply (multi_action={mode!r}): "
+            f"{len(calls) + decision.more} tool calls in one reply (multi_action={mode!r}): "
             f"{ran} may run; not run: {named}"
         )
 

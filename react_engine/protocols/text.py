@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ReActParseError, TemplateError
 from ..parsing import parse_react
-from ..parsing.salvage import salvage_calls, strip_salvaged
+from ..parsing.salvage import read_salvaged, salvage_calls, strip_salvaged
 from ..transport.grammar import GrammarError, ReactLabels, react_grammar
 from ..types import (
     AssistantMessage,
@@ -383,9 +383,10 @@ class TextReActProtocol(Protocol):
         labeled = parsed is not None and (parsed.actions or parsed.final_answer is not None)
         if labeled and parsed is not None and not _UNLABELED.intersection(parsed.repairs):
             return None
-        found = salvage_calls(
+        found = read_salvaged(
             raw,
             ctx.tool_names(),
+            limit=ctx.call_limit,
             schemas={t.name: t.parameters for t in ctx.tools},
             prefer=ctx.capabilities.call_format or None,
         )
@@ -394,11 +395,14 @@ class TextReActProtocol(Protocol):
             if blob and salvage_calls(raw, ctx.tool_names(), examples=True):
                 return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
             return None
-        calls, repairs = salvaged_calls(raw, found)
+        calls, repairs = salvaged_calls(raw, found.calls)
+        more = found.count - len(calls)
         thought = reasoning(strip_salvaged(raw, found))[2]
-        if not ctx.multi_action and len(calls) > 1:
-            calls, repairs = calls[:1], [*repairs, "first_action_only"]
-        return CallTools(text=raw.strip() or None, thought=thought, calls=calls, repairs=repairs)
+        if not ctx.multi_action and found.count > 1:
+            calls, more, repairs = calls[:1], 0, [*repairs, "first_action_only"]
+        return CallTools(
+            text=raw.strip() or None, thought=thought, calls=calls, more=more, repairs=repairs
+        )
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""

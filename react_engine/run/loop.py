@@ -197,6 +197,7 @@ class Loop:
             force_final=ctl.force_final is not None,
             multi_action=cfg.multi_action,
             output=ctl.output,
+            call_limit=max(cfg.max_calls_per_step, MAX_ANSWERED),
             memo=state.memo,
         )
         started = time.perf_counter()
@@ -366,16 +367,17 @@ class Loop:
         cfg = state.config
         ctl.action_turns += 1
         limit = cfg.max_calls_per_step
+        made = len(decision.calls) + decision.more  # calls past the read ones: counted
         calls, excess = decision.calls[:limit], decision.calls[limit:]
-        left_out = max(0, len(decision.calls) - max(limit, MAX_ANSWERED))
-        if excess:
+        left_out = max(0, made - max(limit, MAX_ANSWERED))
+        if made > limit:
             event = (
-                f"{len(decision.calls)} tool calls in one reply: the first {limit} ran, "
-                f"{len(excess)} were not run (max_calls_per_step)"
+                f"{made} tool calls in one reply: the first {limit} ran, "
+                f"{made - limit} were not run (max_calls_per_step)"
             )
             if left_out:
                 event += f"; the last {left_out} are left out of the transcript"
-                excess = excess[: len(excess) - left_out]
+                excess = excess[: max(limit, MAX_ANSWERED) - limit]
             log.warning("%s", event, extra=RUN_EVENT)
             step.notices.append(state.note(event))
         # The run's tool-call budget: the first calls within it run (a call the policy
@@ -410,9 +412,7 @@ class Loop:
             spent = Note(ObservationCode.BUDGET_SPENT)
             step.actions += [skipped(c, spent, language) for c in over]
         if excess:
-            too_many = Note(
-                ObservationCode.TOO_MANY, count=str(len(decision.calls)), limit=str(limit)
-            )
+            too_many = Note(ObservationCode.TOO_MANY, count=str(made), limit=str(limit))
             step.actions += [skipped(c, too_many, language) for c in excess]
         if isinstance(verdict, Abort):
             await self._record(state, step, started)
