@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from . import patterns as P
@@ -38,6 +38,8 @@ from .calls import (
     Arguments,
     CallSink,
     SalvagedCall,
+    _call_from_json,
+    _call_from_object,
     _functions,
     _json_objects,
     _Piece,
@@ -517,26 +519,62 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
     explicit arguments key and a known tool name, and nothing but ``;``, ``,`` or
     spaces may follow a lone object on its line (a chain of several may be followed by
     prose: the text parser reads only the first of them, so they are all read here).
+
+    A chain is read twice, object by object: once to check every call in it, once to
+    write them; none is held in between (a megabyte of JSON lines is one chain).
     """
     resume = 0
     for match in _LINE_OBJECT.finditer(text):
         start = match.end()
         if start < resume:
             continue
-        pieces, end = _json_objects(text, start, len(text))
+        count, last, end = 0, start, start
+        for object_start, end in _chain(text, start):
+            if count < 0:
+                continue  # a bad call: the chain is not read, only its end is found
+            calls = _good_calls(text[object_start:end], names)
+            if calls is None:
+                count = -1
+            elif calls:
+                count, last = count + len(calls), end
         resume = max(end, start + 1)
-        if not pieces:
-            continue
-        good: list[_Piece] = []
-        for piece in pieces:
-            source = text[piece[2] : piece[3]]
-            ok, value = _loads(source)
-            if not ok or not isinstance(value, dict) or piece[0] not in names:
-                break
-            if not any(k in value for k in ("arguments", "parameters", "args", "function")):
-                break
-            good.append(piece)
-        ends_line = _LINE_TAIL.match(text, good[-1][3]) is not None if good else False
-        if good and len(good) == len(pieces) and (ends_line or len(good) > 1):
-            for name, arguments, piece_start, piece_end in good:
-                out.append(SalvagedCall(name, arguments, "json", (piece_start, piece_end)))
+        ends_line = count > 0 and _LINE_TAIL.match(text, last) is not None
+        if count > 0 and (ends_line or count > 1):
+            for object_start, object_end in _chain(text, start):
+                for name, arguments in _call_from_json(text[object_start:object_end]) or ():
+                    out.append(SalvagedCall(name, arguments, "json", (object_start, object_end)))
+
+
+def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
+    """The spans of the JSON objects chained from ``text[pos]`` (a ``{``) with spaces,
+    ``,`` or ``;`` between them, as :func:`~.calls._json_objects` reads them: an object
+    never closed runs to the end of the text."""
+    cursor = pos
+    while cursor < len(text):
+        while cursor < len(text) and text[cursor] in " \t\r\n,;":
+            cursor += 1
+        if cursor >= len(text) or text[cursor] != "{":
+            return
+        closed, _ = _scan(text, cursor, len(text), P.JSON_STRUCTURE, '"')
+        yield cursor, closed if closed is not None else len(text)
+        if closed is None:
+            return
+        cursor = closed
+
+
+def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments]] | None:
+    """The calls of one chained JSON object (none: not a call), or ``None`` when one is
+    not good: broken JSON, an unknown tool, or no explicit arguments key."""
+    ok, value = _loads(source)
+    if not ok:
+        return None if _call_from_json(source) else []
+    calls = _call_from_object(value) or []
+    if calls and not isinstance(value, dict):
+        return None
+    for name, _ in calls:
+        if name not in names or not any(k in value for k in _ARGUMENT_KEYS):
+            return None
+    return calls
+
+
+_ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "function")

@@ -86,8 +86,9 @@ Each ``ParsedAction`` carries the repairs of its own reading (``repairs``), whic
 whether it may run (:mod:`.repairs`: a call read with a lossy one never does).
 ``ParsedAction.raw_input`` is the input as the model wrote it (stripped; a fenced input
 keeps its fence), or for a JSON blob the ``action_input`` re-serialised. Hostile input
-is bounded: at most :data:`MAX_LABELS` labels, :data:`MAX_FENCES` fence lines and
-:data:`MAX_KWARGS` ``key=value`` pairs are read; the rest is text.
+is bounded: at most :data:`MAX_LABELS` labels (and as many calls in JSON blobs),
+:data:`MAX_FENCES` fence lines and :data:`MAX_KWARGS` ``key=value`` pairs are read; the
+rest is text.
 
 ``chinese_label`` and ``fullwidth_colon`` are reported for every Chinese label, even
 when the prompt asked for Chinese labels: a comparison that counts "clean" replies for
@@ -1388,6 +1389,8 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
 
     Candidates come from three position-ordered scans merged lazily; each is tried once,
     and the search gives up after ``_MAX_BLOB_CANDIDATES`` failures, so it stays linear.
+    It stops once the blobs hold :data:`MAX_LABELS` calls: the rest is text, as for labels
+    (a megabyte of JSON lines would otherwise be tens of thousands of actions).
     """
     if not any(c in text for c in _BLOB_CHARS):  # every candidate needs one of them
         return []
@@ -1399,7 +1402,10 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
     found: list[tuple[int, int, list[_Item]]] = []
     resume = 0
     failures = 0
+    read = 0
     for start in candidates:
+        if read >= MAX_LABELS:
+            break
         if start < resume:
             continue
         at = run_end(P.JSON_WS, text, start, len(text))
@@ -1411,6 +1417,7 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
             resume = start + 1
             continue
         found.append((at, blob[1], blob[0]))
+        read += len(blob[0])
         resume = blob[1]
     return found
 
