@@ -13,7 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from react_engine.parsing.salvage import SalvagedCall, salvage_calls, strip_salvaged
+from react_engine.parsing.salvage import (
+    SalvagedCall,
+    read_salvaged,
+    salvage_calls,
+    strip_salvaged,
+)
 
 TOOLS = frozenset({"get_weather", "get_time", "search"})
 
@@ -777,3 +782,38 @@ def test_a_megabyte_of_call_lines_reads_only_what_a_reply_could_run() -> None:
     calls = salvage_calls(text, ["get_weather"])
     assert len(calls) == MAX_PYTHON_CALLS
     assert all(c.arguments == {"location": "Paris"} for c in calls)
+
+
+LONG_REPLY = "\n".join(
+    [
+        '<think>draft: <tool_call>{"name": "search", "arguments": {}}</tool_call></think>',
+        *(case[1] for case in CASES),
+        "Observation: the weather is fine.",
+        '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>',
+    ]
+)
+"""Every case's reply in one, between a think block and an invented observation (both
+hide calls), so that calls of every format, overlapping claims and cut-offs meet."""
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2, 7, 50, None])
+@pytest.mark.parametrize(
+    "text", [pytest.param(LONG_REPLY, id="all-cases"), *(c[1] for c in CASES[:12])]
+)
+def test_read_salvaged_keeps_the_first_calls_and_counts_every_one(
+    text: str, limit: int | None
+) -> None:
+    every = salvage_calls(text, TOOLS)
+    found = read_salvaged(text, TOOLS, limit=limit)
+    assert found.calls == every[:limit]
+    assert found.count == len(every)
+    assert bool(found) == bool(every)
+    assert strip_salvaged(text, found) == strip_salvaged(text, every)
+
+
+def test_read_salvaged_counts_the_calls_past_its_limit_without_reading_them() -> None:
+    text = "\n".join(f'{{"name": "search", "arguments": {{"q": "{i}"}}}}' for i in range(5000))
+    found = read_salvaged(text, TOOLS, limit=3)
+    assert [c.arguments for c in found.calls] == [{"q": "0"}, {"q": "1"}, {"q": "2"}]
+    assert found.count == 5000
+    assert strip_salvaged(text, found) == ""

@@ -11,11 +11,14 @@ thread waits or is descheduled):
 * a heartbeat task keeps ticking while the reply is read: the loop is free between the
   reply's arrival and its step.
 
-Python's cyclic garbage collector is off while a reply is measured: a full collection
-stops every thread for as long as the whole program's heap takes to walk (35-60 ms in
-this test process, whatever the engine does), so it would measure the heap, not the
-engine. What the engine owes it is a bounded number of objects per reply (a step answers
-at most ``MAX_ANSWERED`` calls).
+Python's cyclic garbage collector is off while a reply's CPU is measured: a full
+collection stops every thread for as long as the whole program's heap takes to walk, so
+it would measure the heap, not the engine. What the engine owes the collector is measured
+apart: the objects it tracks that are alive at once while a reply is read stay in
+proportion to the calls a step answers (``MAX_ANSWERED``), not to the calls the reply
+makes. A reply of 45,000 calls read into 45,000 call objects (and as many match objects,
+records...) made the collector run full collections of 60-110 ms during the read, each
+one stalling the loop.
 
 ``make bench`` reports the same numbers with the heartbeat's wall-clock gaps
 (``bench/stall.py``).
@@ -36,6 +39,7 @@ import pytest
 from bench.stall import REPLIES as BENCH_REPLIES
 from react_engine import Agent, CapabilityCache, CapabilityRegistry, Tool
 from react_engine.errors import ReactEngineError
+from react_engine.run.loop import MAX_ANSWERED
 from react_engine.testing import ScriptedModel
 
 LOOP_CPU_LIMIT = 0.025
@@ -79,6 +83,35 @@ def loop_cpu() -> Iterator[list[float]]:
         asyncio.events.Handle._run = original  # type: ignore[method-assign]
         if collecting:
             gc.enable()
+
+
+OBJECTS_PER_ANSWERED_CALL = 16
+"""Objects the collector tracks, alive at once while a reply is read, per call a step
+answers: the call as read, its pending call, its record, its message... (about 11 are
+used)."""
+
+
+@contextmanager
+def tracked_peak() -> Iterator[list[int]]:
+    """The most objects the collector tracks at once beyond those alive before, sampled at
+    each collection's start (a collection runs every 700 new objects)."""
+    collecting = gc.isenabled()
+    gc.enable()
+    gc.collect()
+    base = len(gc.get_objects())
+    peak = [0]
+
+    def sample(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            peak[0] = max(peak[0], len(gc.get_objects()) - base)
+
+    gc.callbacks.append(sample)
+    try:
+        yield peak
+    finally:
+        gc.callbacks.remove(sample)
+        if not collecting:
+            gc.disable()
 
 
 def _agent(reply: str, protocol: str) -> Agent:
@@ -133,12 +166,31 @@ def test_a_megabyte_reply_leaves_the_event_loop_free(name: str, protocol: str) -
     assert ticks > 10, "the heartbeat kept ticking while the reply was read"
 
 
-def test_a_reply_of_thousands_of_calls_answers_the_first_1024_and_counts_the_rest() -> None:
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+@pytest.mark.parametrize("name", sorted(REPLIES))
+def test_a_megabyte_reply_holds_objects_for_the_calls_a_step_answers_not_for_all(
+    name: str, protocol: str
+) -> None:
+    asyncio.run(_read(_agent("Final Answer: warm", protocol)))
+    agent = _agent(REPLIES[name], protocol)
+    with tracked_peak() as peak:
+        asyncio.run(_read(agent))
+    limit = OBJECTS_PER_ANSWERED_CALL * MAX_ANSWERED
+    assert peak[0] <= limit, (
+        f"reading {name!r} under {protocol} held {peak[0]} tracked objects at once "
+        f"(limit {limit}: {OBJECTS_PER_ANSWERED_CALL} per answered call)"
+    )
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+def test_a_reply_of_thousands_of_calls_answers_the_first_1024_and_counts_the_rest(
+    protocol: str,
+) -> None:
     agent = Agent(
         "scripted",
         [Tool.from_function(_weather, name="get_weather")],
-        protocol="function_calling",
-        client=ScriptedModel([REPLIES["json_call_lines"]], default="done"),
+        protocol=protocol,
+        client=ScriptedModel([REPLIES["json_call_lines"]], default="Final Answer: done"),
         capability_cache=CapabilityCache(),
         registry=CapabilityRegistry.from_default(env={}),
         multi_action="all",
