@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
@@ -122,18 +122,40 @@ def _tile(
     start: int,
     end: int,
     names: frozenset[str],
-) -> list[SalvagedCall]:
+) -> Iterator[SalvagedCall]:
     """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
     with spans that tile it: the first reaches back to the wrapper's start, each next one
-    begins where the previous ended, the last reaches to the wrapper's end."""
-    out: list[SalvagedCall] = []
+    begins where the previous ended, the last reaches to the wrapper's end (made one at a
+    time, as the reader of :mod:`.salvage` takes them)."""
     previous_end = start
     for index, (name, arguments, _, piece_end) in enumerate(pieces):
         span_end = end if index == len(pieces) - 1 else piece_end
         if name in names:
-            out.append(SalvagedCall(name, arguments, fmt, (previous_end, span_end)))
+            yield SalvagedCall(name, arguments, fmt, (previous_end, span_end))
         previous_end = span_end
-    return out
+
+
+class _Tokens:
+    """A recogniser's tokens (regex matches) read as they come, with a look at the next
+    one: never all of a reply's tokens at once (a megabyte of markup is tens of thousands
+    of match objects, which the garbage collector would walk)."""
+
+    __slots__ = ("_matches", "_next")
+
+    def __init__(self, matches: Iterator[re.Match[str]]) -> None:
+        self._matches = matches
+        self._next = next(matches, None)
+
+    def peek(self) -> re.Match[str] | None:
+        """The next token, left to read."""
+        return self._next
+
+    def take(self) -> re.Match[str] | None:
+        """The next token, read."""
+        token = self._next
+        if token is not None:
+            self._next = next(self._matches, None)
+        return token
 
 
 # --- arguments --------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from .calls import (
     _raw_arguments,
     _scan,
     _tile,
+    _Tokens,
     strip_text_value,
 )
 
@@ -262,24 +263,17 @@ _KIMI_ID: Final = re.compile(r"\s*(?:functions\.)?([\w.\-/]{1,200}?)(?::\d{1,6})
 def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
     """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
     <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
-    tokens = list(_KIMI_TOKEN.finditer(text))
+    tokens = _Tokens(_KIMI_TOKEN.finditer(text))
     section: int | None = None
     pieces: list[_Piece] = []
 
     def flush(section_end: int | None) -> None:
-        if section is None or not pieces:
-            for name, arguments, start, end in pieces:
-                if name in names:
-                    out.append(SalvagedCall(name, arguments, "kimi", (start, end)))
-        else:
+        if section is not None and pieces:
             end = section_end if section_end is not None else pieces[-1][3]
             out.extend(_tile(pieces, "kimi", section, end, names))
         pieces.clear()
 
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        i += 1
+    while (token := tokens.take()) is not None:
         if token.group(1) == "begin":
             flush(None)
             section = token.start()
@@ -287,18 +281,26 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
             flush(token.end())
             section = None
         elif token.group() == "<|tool_call_begin|>":
-            if i >= len(tokens) or tokens[i].group() != "<|tool_call_argument_begin|>":
+            argument = tokens.peek()
+            if argument is None or argument.group() != "<|tool_call_argument_begin|>":
                 continue
-            ident = _KIMI_ID.match(text[token.end() : tokens[i].start()])
-            arg_start = tokens[i].end()
-            i += 1
-            closed = i < len(tokens) and tokens[i].group() == "<|tool_call_end|>"
-            body_end = tokens[i].start() if i < len(tokens) else len(text)
-            end = tokens[i].end() if closed else body_end
-            i += 1 if closed else 0
+            ident = _KIMI_ID.match(text[token.end() : argument.start()])
+            tokens.take()
+            arg_start = argument.end()
+            following = tokens.peek()
+            closed = following is not None and following.group() == "<|tool_call_end|>"
+            body_end = following.start() if following is not None else len(text)
+            end = following.end() if following is not None and closed else body_end
+            if closed:
+                tokens.take()
             if ident is not None:
                 arguments = _raw_arguments(text[arg_start:body_end])
-                pieces.append((ident.group(1), arguments, token.start(), end))
+                if section is not None:
+                    pieces.append((ident.group(1), arguments, token.start(), end))
+                elif ident.group(1) in names:  # outside a section: its own span, at once
+                    out.append(
+                        SalvagedCall(ident.group(1), arguments, "kimi", (token.start(), end))
+                    )
     flush(None)
 
 
@@ -406,22 +408,15 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     ``<parameter name="K">V</parameter>`` children, values as text."""
     block: int | None = None
     pieces: list[_Piece] = []
-    tokens = list(_MINIMAX_TOKEN.finditer(text))
+    tokens = _Tokens(_MINIMAX_TOKEN.finditer(text))
 
     def flush(block_end: int | None) -> None:
-        if block is None or not pieces:
-            for name, arguments, start, end in pieces:
-                if name in names:
-                    out.append(SalvagedCall(name, arguments, "minimax", (start, end)))
-        else:
+        if block is not None and pieces:
             end = block_end if block_end is not None else pieces[-1][3]
             out.extend(_tile(pieces, "minimax", block, end, names))
         pieces.clear()
 
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        i += 1
+    while (token := tokens.take()) is not None:
         if token.group() == "<minimax:tool_call>":
             flush(None)
             block = token.start()
@@ -432,24 +427,28 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
             params: dict[str, Any] = {}
             end = len(text)
             cut_by_invoke = False
-            while i < len(tokens):
-                inner = tokens[i]
+            while (inner := tokens.peek()) is not None:
                 if inner.group() == "</invoke>":
                     end = inner.end()
-                    i += 1
+                    tokens.take()
                     break
                 if inner.group(2) is None:
                     end = inner.start()  # the next invoke or the block's end: not closed
                     cut_by_invoke = inner.group(1) is not None
                     break
-                i += 1
-                value_end = tokens[i].start() if i < len(tokens) else len(text)
+                tokens.take()
+                following = tokens.peek()
+                value_end = following.start() if following is not None else len(text)
                 params[inner.group(2).strip()] = strip_text_value(text[inner.end() : value_end])
-                if i < len(tokens) and tokens[i].group() == "</parameter>":
-                    i += 1
+                if following is not None and following.group() == "</parameter>":
+                    tokens.take()
             if cut_by_invoke:
                 continue  # an invoke left open for the next one: not a call anyone finished
-            pieces.append((token.group(1).strip(), params, token.start(), end))
+            name = token.group(1).strip()
+            if block is not None:
+                pieces.append((name, params, token.start(), end))
+            elif name in names:  # outside a block: its own span, written at once
+                out.append(SalvagedCall(name, params, "minimax", (token.start(), end)))
     flush(None)
 
 
@@ -480,10 +479,11 @@ _FUNCTIONARY: Final = re.compile(
 def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
     """Functionary: v3.2 ``>>>NAME\\n{...}`` (several in a row; ``>>>all`` is text) and
     v2 ``<|recipient|>NAME\\n<|content|>{...}``."""
-    heads = list(_FUNCTIONARY.finditer(text))
-    for index, head in enumerate(heads):
+    heads = _Tokens(_FUNCTIONARY.finditer(text))
+    while (head := heads.take()) is not None:
+        following = heads.peek()
         name = head.group(1) or head.group(2)
-        limit = heads[index + 1].start() if index + 1 < len(heads) else len(text)
+        limit = following.start() if following is not None else len(text)
         if name not in names:
             continue
         body = head.end()

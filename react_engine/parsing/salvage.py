@@ -73,6 +73,7 @@ from .calls import (
     _raw_arguments,
     _scan,
     _tile,
+    _Tokens,
 )
 from .common import think_blocks, unfence
 from .formats import type_arguments
@@ -452,20 +453,13 @@ def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
     pieces: list[_Piece] = []
 
     def flush(block_end: int | None) -> None:
-        if block_start is None:
-            for name, arguments, start, end in pieces:
-                if name in names:
-                    out.append(SalvagedCall(name, arguments, "deepseek", (start, end)))
-        elif pieces:
+        if block_start is not None and pieces:
             end = block_end if block_end is not None else pieces[-1][3]
             out.extend(_tile(pieces, "deepseek", block_start, end, names))
         pieces.clear()
 
-    tokens = list(P.DEEPSEEK_TOKEN.finditer(text))
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        i += 1
+    tokens = _Tokens(P.DEEPSEEK_TOKEN.finditer(text))
+    while (token := tokens.take()) is not None:
         if token.group(1) == "begin":
             flush(None)
             block_start = token.start()
@@ -473,18 +467,24 @@ def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
             flush(token.end())
             block_start = None
         elif token.group(2) == "begin":
-            separator = None
-            if i < len(tokens) and tokens[i].group(1) is None and tokens[i].group(2) is None:
-                separator = tokens[i]
-                i += 1
-            closed = i < len(tokens) and tokens[i].group(2) == "end"
-            body_end = tokens[i].start() if i < len(tokens) else len(text)
-            end = tokens[i].end() if closed else body_end
-            i += 1 if closed else 0
+            separator = tokens.peek()
+            if separator is not None and separator.group(1) is None and separator.group(2) is None:
+                tokens.take()
+            else:
+                separator = None
+            following = tokens.peek()
+            closed = following is not None and following.group(2) == "end"
+            body_end = following.start() if following is not None else len(text)
+            end = following.end() if following is not None and closed else body_end
+            if closed:
+                tokens.take()
             if separator is not None:
                 head = text[token.end() : separator.start()]
-                call = _deepseek_call(head, text[separator.end() : body_end])
-                pieces.append((call[0], call[1], token.start(), end))
+                name, arguments = _deepseek_call(head, text[separator.end() : body_end])
+                if block_start is not None:
+                    pieces.append((name, arguments, token.start(), end))
+                elif name in names:  # outside a block: its own span, written at once
+                    out.append(SalvagedCall(name, arguments, "deepseek", (token.start(), end)))
     flush(None)
 
 
@@ -505,9 +505,10 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
 def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}`` (v11+;
     ``[ARGS]`` may be missing, and several calls may follow one mark)."""
-    marks = list(P.MISTRAL_MARK.finditer(text))
-    for index, mark in enumerate(marks):
-        region_end = marks[index + 1].start() if index + 1 < len(marks) else len(text)
+    marks = _Tokens(P.MISTRAL_MARK.finditer(text))
+    while (mark := marks.take()) is not None:
+        following = marks.peek()
+        region_end = following.start() if following is not None else len(text)
         pos = mark.end()
         while pos < region_end and text[pos] in " \t\r\n":
             pos += 1
@@ -544,11 +545,11 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
 def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
     """``<|python_tag|>`` then JSON calls (several may be chained with ``;``) or one
     Python call, up to ``<|eom_id|>``/``<|eot_id|>`` (included), the next tag, or the end."""
-    tokens = list(P.LLAMA_TAG.finditer(text))
-    for index, token in enumerate(tokens):
+    tokens = _Tokens(P.LLAMA_TAG.finditer(text))
+    while (token := tokens.take()) is not None:
         if token.group() != P.PYTHON_TAG:
             continue
-        following = tokens[index + 1] if index + 1 < len(tokens) else None
+        following = tokens.peek()
         body_end = following.start() if following is not None else len(text)
         end = body_end
         if following is not None and following.group() != P.PYTHON_TAG:
