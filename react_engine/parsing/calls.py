@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
@@ -117,22 +117,35 @@ _Piece: TypeAlias = tuple[str, Arguments, int, int]
 
 
 def _tile(
-    pieces: Sequence[_Piece],
+    pieces: Iterable[_Piece],
     fmt: SalvageFormat,
     start: int,
-    end: int,
+    end: int | None,
     names: frozenset[str],
 ) -> Iterator[SalvagedCall]:
     """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
     with spans that tile it: the first reaches back to the wrapper's start, each next one
-    begins where the previous ended, the last reaches to the wrapper's end (made one at a
-    time, as the reader of :mod:`.salvage` takes them)."""
+    begins where the previous ended, the last reaches to the wrapper's end. ``end=None``:
+    where ``pieces``, a :func:`_json_objects_lazily` reader, says the JSON ended. The
+    pieces are read and the calls made one at a time, as the reader of :mod:`.salvage`
+    takes them."""
     previous_end = start
-    for index, (name, arguments, _, piece_end) in enumerate(pieces):
-        span_end = end if index == len(pieces) - 1 else piece_end
-        if name in names:
-            yield SalvagedCall(name, arguments, fmt, (previous_end, span_end))
-        previous_end = span_end
+    last: _Piece | None = None
+    reading = iter(pieces)
+    while True:
+        try:
+            piece = next(reading)
+        except StopIteration as stop:
+            end = stop.value if end is None else end
+            break
+        if last is not None:
+            if last[0] in names:
+                yield SalvagedCall(last[0], last[1], fmt, (previous_end, last[3]))
+            previous_end = last[3]
+        last = piece
+    if last is not None and last[0] in names:
+        assert end is not None, "the wrapper's end, given or read"
+        yield SalvagedCall(last[0], last[1], fmt, (previous_end, end))
 
 
 class _Tokens:
@@ -299,6 +312,17 @@ def _json_objects(text: str, pos: int, limit: int) -> tuple[list[_Piece], int]:
     one by one, so a broken one does not lose the others. Also returns where the JSON
     ended (``limit`` if it never closed)."""
     pieces: list[_Piece] = []
+    reading = _json_objects_lazily(text, pos, limit)
+    while True:
+        try:
+            pieces.append(next(reading))
+        except StopIteration as stop:
+            return pieces, stop.value
+
+
+def _json_objects_lazily(text: str, pos: int, limit: int) -> Generator[_Piece, None, int]:
+    """:func:`_json_objects` one call at a time (a list of thousands is not held whole);
+    where the JSON ended is the generator's return value."""
     in_list = text[pos] == "["
     cursor = pos + 1 if in_list else pos
     end = cursor
@@ -306,19 +330,19 @@ def _json_objects(text: str, pos: int, limit: int) -> tuple[list[_Piece], int]:
         while cursor < limit and text[cursor] in " \t\r\n,;":
             cursor += 1
         if cursor >= limit:
-            return pieces, limit if in_list else end
+            return limit if in_list else end
         if in_list and text[cursor] == "]":
-            return pieces, cursor + 1
+            return cursor + 1
         if text[cursor] != "{":
             break
         closed, _ = _scan(text, cursor, limit, P.JSON_STRUCTURE, '"')
         end = closed if closed is not None else limit
         for name, arguments in _call_from_json(text[cursor:end]) or ():
-            pieces.append((name, arguments, cursor, end))
+            yield name, arguments, cursor, end
         if closed is None:
-            return pieces, limit
+            return limit
         cursor = end
-    return pieces, end
+    return end
 
 
 # --- function markup and values written as text -----------------------------------------------

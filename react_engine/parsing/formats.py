@@ -41,7 +41,7 @@ from .calls import (
     _call_from_json,
     _call_from_object,
     _functions,
-    _json_objects,
+    _json_objects_lazily,
     _Piece,
     _python_call,
     _python_list,
@@ -180,15 +180,15 @@ def _until(text: str, start: int, ends: tuple[str, ...]) -> tuple[int, int]:
     return _Finder(text, ends)(start)
 
 
-def _json_pieces(text: str, start: int, limit: int) -> list[_Piece]:
-    """The JSON call objects at the first bracket of ``text[start:limit]``."""
+def _json_pieces(text: str, start: int, limit: int) -> Iterator[_Piece]:
+    """The JSON call objects at the first bracket of ``text[start:limit]``, read as they
+    are taken."""
     pos = start
     while pos < limit and text[pos] in " \t\r\n":
         pos += 1
     if pos >= limit or text[pos] not in "{[":
-        return []
-    pieces, _ = _json_objects(text, pos, limit)
-    return pieces
+        return iter(())
+    return _json_objects_lazily(text, pos, limit)
 
 
 def _blocks(

@@ -66,6 +66,7 @@ from .calls import (
     _call_from_object,
     _functions,
     _json_objects,
+    _json_objects_lazily,
     _loads,
     _Piece,
     _python_call,
@@ -434,8 +435,8 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
         else:
             json_start = _first_of(text, "{[", token.end(), body_end)
             if json_start is not None:
-                pieces, _ = _json_objects(text, json_start, body_end)
-                out.extend(_tile(pieces, "hermes", token.start(), span_end, names))
+                objects = _json_objects_lazily(text, json_start, body_end)
+                out.extend(_tile(objects, "hermes", token.start(), span_end, names))
         token = next(tokens, None) if closed else following
 
 
@@ -515,8 +516,8 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
         if pos >= region_end:
             continue
         if text[pos] in "[{":
-            pieces, end = _json_objects(text, pos, region_end)
-            out.extend(_tile(pieces, "mistral", mark.start(), end, names))
+            listed = _json_objects_lazily(text, pos, region_end)
+            out.extend(_tile(listed, "mistral", mark.start(), None, names))
             continue
         pieces = []
         while pos < region_end:
@@ -556,7 +557,7 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
             end = following.end()
         json_start = _first_of(text, "{[", token.end(), body_end)
         if json_start is not None and not text[token.end() : json_start].strip():
-            pieces, _ = _json_objects(text, json_start, body_end)
+            pieces = _json_objects_lazily(text, json_start, body_end)
             out.extend(_tile(pieces, "llama", token.start(), end, names))
             continue
         call = _python_call(text[token.end() : body_end], names)
