@@ -139,6 +139,16 @@ def _collect_garbage_after_each_test() -> Iterator[None]:
     gc.collect()
 
 
+_outliving_fixture_ended = False
+"""Whether a fixture that outlives a test (module-scoped and wider) ended in this test."""
+
+
+def pytest_fixture_post_finalizer(fixturedef: pytest.FixtureDef[object]) -> None:
+    global _outliving_fixture_ended
+    if fixturedef.scope != "function":
+        _outliving_fixture_ended = True
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
     """Freeze what survives each test, so the next test's collection scans only what that
@@ -151,17 +161,20 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
     What a test leaves is collected once more here, after pytest has dropped the test's
     fixture values (a cycle among them is reported in the next test's setup, as before),
-    then frozen. Garbage among frozen objects (a module-scoped fixture's, or something a
-    test left alive that a later test releases) is found when a test file ends: everything
-    is unfrozen, collected and frozen again, once per file (about 150 ms). At the end of
-    the session everything is unfrozen, so pytest's last collection sees it all."""
+    then frozen. Garbage among frozen objects is found by a full collection (everything
+    unfrozen, collected and frozen again: about 200 ms): after a test in which a
+    module-scoped (or wider) fixture ended, and when the tests of a folder end (for
+    something a test left alive that a later test released). At the end of the session
+    everything is unfrozen, so pytest's last collection sees it all."""
+    global _outliving_fixture_ended
     try:
         return (yield)
     finally:
         gc.collect()
         if nextitem is None:
             gc.unfreeze()
-        elif nextitem.path != item.path:
+        elif _outliving_fixture_ended or nextitem.path.parent != item.path.parent:
+            _outliving_fixture_ended = False
             gc.unfreeze()
             gc.collect()
             gc.freeze()

@@ -18,7 +18,10 @@ CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
 LEAK = "ResourceWarning: unclosed <socket.socket"
 
 FILES = {
-    "test_a_survivors.py": """
+    "holder.py": """
+KEPT = []
+""",
+    "first/test_a_survivors.py": """
 import gc
 
 KEPT = []
@@ -32,7 +35,7 @@ def test_the_next_test_does_not_scan_them():
     assert len(KEPT) == 100_000
     assert len(gc.get_objects()) < 20_000
 """,
-    "test_b_leak.py": """
+    "first/test_b_leak.py": """
 import socket
 
 
@@ -44,7 +47,7 @@ def test_leaks_a_socket_in_a_cycle():
 def test_after_the_leak():
     pass
 """,
-    "test_c_fixture_value.py": """
+    "first/test_c_fixture_value.py": """
 import socket
 
 import pytest
@@ -64,7 +67,7 @@ def test_takes_the_fixture(socket_in_a_cycle):
 def test_after_the_fixture_value():
     pass
 """,
-    "test_d_module_fixture.py": """
+    "first/test_d_module_fixture.py": """
 import socket
 
 import pytest
@@ -84,12 +87,38 @@ def test_first(shared_socket_in_a_cycle):
 def test_second(shared_socket_in_a_cycle):
     assert shared_socket_in_a_cycle
 """,
-    "test_e_next_file.py": """
+    "first/test_e_next_file.py": """
 def test_in_the_next_file():
     pass
 
 
 def test_last():
+    pass
+""",
+    "first/test_f_kept.py": """
+import socket
+
+import holder
+
+
+def test_keeps_a_socket_in_a_cycle_alive():
+    cycle = [socket.socket()]
+    cycle.append(cycle)
+    holder.KEPT.append(cycle)
+""",
+    "first/test_g_released.py": """
+import holder
+
+
+def test_releases_it():
+    holder.KEPT.clear()
+
+
+def test_after_the_release():
+    pass
+""",
+    "second/test_h_next_folder.py": """
+def test_in_the_next_folder():
     pass
 """,
 }
@@ -102,6 +131,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (root / "conftest.py").write_text(CONFTEST.read_text())
     (root / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
     for name, text in FILES.items():
+        (root / name).parent.mkdir(exist_ok=True)
         (root / name).write_text(text)
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_ADDOPTS", None)
@@ -143,10 +173,21 @@ def test_a_fixture_values_leak_is_reported_by_the_next_test(outcomes: dict[str, 
     assert LEAK in outcomes["test_after_the_fixture_value"]
 
 
-def test_a_module_fixtures_leak_is_reported_when_its_file_ends(outcomes: dict[str, str]) -> None:
+def test_a_module_fixtures_leak_is_reported_when_it_ends(outcomes: dict[str, str]) -> None:
     """The fixture's socket was made in an earlier test (frozen since): the full collection
-    at the end of its file finds it, and the next file's first test reports it."""
+    after the fixture ends finds it, and the next file's first test reports it."""
     assert outcomes["test_first"] == "passed"
     assert outcomes["test_second"] == "passed"
     assert LEAK in outcomes["test_in_the_next_file"]
     assert outcomes["test_last"] == "passed"
+
+
+def test_what_a_test_left_alive_and_a_later_one_released_is_reported_when_its_folder_ends(
+    outcomes: dict[str, str],
+) -> None:
+    """Kept alive by a test, the socket is frozen; released in a later test, it is found by
+    the full collection at the end of the folder, and the next folder's first test reports it."""
+    assert outcomes["test_keeps_a_socket_in_a_cycle_alive"] == "passed"
+    assert outcomes["test_releases_it"] == "passed"
+    assert outcomes["test_after_the_release"] == "passed"
+    assert LEAK in outcomes["test_in_the_next_folder"]
