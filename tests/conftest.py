@@ -10,6 +10,10 @@
   runs e2e tests, each on a free port of its own.
 * A missing optional part (BFCL data, the local model, PostgreSQL...) skips the tests that
   need it, or fails them under ``REACT_ENGINE_REQUIRE_ALL=1``: tests/support/parts.py.
+* Garbage is collected after each test, so a leaked socket fails the test that leaked it;
+  what survives a test is frozen, so that collection scans only what the test made
+  (:func:`pytest_runtest_protocol`; tests/suite/test_garbage.py).
+* The HTTP clients the tests build share one default TLS context (:func:`pytest_configure`).
 """
 
 from __future__ import annotations
