@@ -52,7 +52,6 @@ from .types import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
-    ParsedAction,
     ParsedStep,
     RunResult,
     Step,
@@ -91,6 +90,16 @@ are used, and the ``openai`` SDK when a client is built."""
 
 
 def __getattr__(name: str) -> Any:
+    if name == "ParsedAction":  # merged into PendingCall (the one type of a read call)
+        import warnings
+
+        warnings.warn(
+            "react_engine.ParsedAction is deprecated: use react_engine.PendingCall "
+            "(.arguments and .raw_arguments for .args and .raw_input)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PendingCall
     module = _LAZY.get(name)
     if module is None and name in _moved.MOVED:
         # ``react_engine.run.loop`` read as an attribute: the old path, with its warning.
@@ -143,7 +152,6 @@ __all__ = [
     "ModelSettings",
     "ModelUnavailableError",
     "OpenAIChatModel",
-    "ParsedAction",
     "ParsedStep",
     "PendingCall",
     "PromptTemplate",

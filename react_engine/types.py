@@ -48,9 +48,14 @@ messages under ``"events"``, the form the records had when notices were plain st
 
 @dataclass(slots=True, frozen=True)
 class ToolCall:
-    """A tool call as it is sent to or received from a chat API (arguments as JSON text)."""
+    """A tool call on the wire, in either direction (arguments as JSON text): as a reply
+    carries it (:attr:`ModelResponse.tool_calls`: the id may be missing, the arguments
+    broken) and as a request sends it back (:attr:`AssistantMessage.tool_calls`, every id
+    set). The protocol reads a reply's calls into :class:`PendingCall`, which becomes an
+    :class:`ActionRecord` once it has run; streamed, a call comes as
+    :class:`ToolCallChunk` fragments."""
 
-    id: str
+    id: str | None
     name: str
     arguments: str
 
@@ -233,24 +238,12 @@ class Usage:
         return out
 
 
-@dataclass(slots=True, frozen=True)
-class ReplyCall:
-    """A reply call: a tool call as the provider returned it (the id may be missing, the
-    arguments broken). The protocol reads it into a
-    :class:`~react_engine.protocols.base.PendingCall`, which becomes an :class:`ActionRecord`
-    once it has run."""
-
-    id: str | None
-    name: str
-    arguments: str
-
-
 @dataclass(slots=True)
 class ModelResponse:
     """One chat completion reply, provider-neutral."""
 
     content: str | None
-    tool_calls: list[ReplyCall] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
     reasoning: str | None = None
     """Separate reasoning text (DeepSeek-R1's ``reasoning_content``), when the API sends it."""
     finish_reason: str | None = None
@@ -305,24 +298,90 @@ class ModelDelta:
         )
 
 
-# --- the text parser's result ---------------------------------------------------------------
+# --- a call, read ---------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class ParsedAction:
-    """One action found in a text reply."""
+class PendingCall:
+    """A call read from a reply, before it runs (it becomes an :class:`ActionRecord` once
+    it has run or been refused).
 
+    The one type every reader produces: a protocol reading native calls, the text parser
+    (:func:`~react_engine.parsing.parse_react`'s actions), the salvage of calls written in
+    a model family's format (:func:`~react_engine.parsing.salvage.salvage_calls`, which sets
+    :attr:`format` and :attr:`span`) and the reader of JSON call objects (which sets
+    :attr:`thought`)."""
+
+    id: str | None
+    """The provider's call id, ``""`` when it sent none, ``None`` when the format has no
+    ids (text formats, salvaged calls). The policy makes every id unique and non-empty."""
     tool: str
-    args: dict[str, Any] | str
-    """A JSON object, or the plain string the model wrote as input."""
-    raw_input: str = ""
-    """The action input exactly as the model wrote it (after cutting), for the trace."""
+    arguments: dict[str, Any] | str
+    """Decoded arguments: a JSON object, or the plain text the model wrote."""
+    raw_arguments: str
+    """The arguments as the model wrote them (for a call salvaged with decoded arguments,
+    their JSON text). When they are the exact JSON text of :attr:`arguments` (:attr:`exact`),
+    this very text goes back to the model in the history."""
     error: str | None = None
-    """Why the action must not run although it was read (its Action line and its Action
-    Input give different arguments): the protocols refuse it with this text."""
-    repairs: list[str] = field(default_factory=list, compare=False)
-    """The repairs this action's own reading took (a subset of the step's): what decides
-    whether it may run (:mod:`react_engine.parsing.repairs`)."""
+    """Why the call must not run although it was read (arguments that could not be
+    decoded, an ambiguous input...): the call then becomes an error observation."""
+    salvaged: bool = False
+    repairs: list[str] = field(default_factory=list)
+    """The repairs the reading of this call took: its arguments, and for a format where the
+    call is the whole reply (structured), the reply around them. The policy refuses a call
+    with any lossy one (:mod:`react_engine.parsing.repairs`), so a protocol reports every
+    repair that could have changed what this call's arguments are."""
+    lossy: list[str] = field(default_factory=list)
+    """Those of :attr:`repairs` that guessed a value, set by the policy."""
+    cut: bool | str | None = None
+    """The protocol's reading of a reply cut by the length limit: ``True`` when this call's
+    arguments were cut, ``False`` when the reply is known to go on past them, ``None`` when
+    the protocol cannot tell (the policy then trusts only arguments that are complete JSON
+    as they stand). A text says, in the protocol's words, that the reply ends inside a
+    value it never closed, whatever ended it: the call never runs."""
+    skip: str | None = None
+    """Why the policy does not run this call although its arguments are fine (a blind
+    later call, a second call with effects in one reply): the call is recorded as
+    ``skipped`` and the model is told why, so that it can make it in a later step."""
+    exact: bool = False
+    """Whether :attr:`raw_arguments` is valid JSON that decodes, without any repair, to
+    :attr:`arguments` (a JSON object): the model's own text is then what the history sends
+    back, byte for byte, and the arguments are never encoded again."""
+    format: str = ""
+    """For a call written in a model family's own format (salvaged), which one
+    (:data:`~react_engine.parsing.salvage.SalvageFormat`); ``""`` for other calls."""
+    span: tuple[int, int] = (0, 0)
+    """For a salvaged call, ``text[start:end]`` that it occupies in the reply (``(0, 0)``
+    for other calls). Calls from one wrapper (a DeepSeek block, a Mistral list) tile it,
+    so removing all spans removes the wrapper too."""
+    thought: str | None = None
+    """A thought written beside the call in its own JSON object
+    (``{"thought": ..., "action": ...}``)."""
+
+    @property
+    @deprecated("read .tool (SalvagedCall.name is PendingCall.tool)")
+    def name(self) -> str:
+        """Deprecated: :attr:`tool` (the name :class:`SalvagedCall` had)."""
+        _renamed("SalvagedCall.name", "PendingCall.tool")
+        return self.tool
+
+    @property
+    @deprecated("read .arguments (ParsedAction.args is PendingCall.arguments)")
+    def args(self) -> dict[str, Any] | str:
+        """Deprecated: :attr:`arguments` (the name :class:`ParsedAction` had)."""
+        _renamed("ParsedAction.args", "PendingCall.arguments")
+        return self.arguments
+
+    @property
+    @deprecated("read .raw_arguments (ParsedAction.raw_input is PendingCall.raw_arguments)")
+    def raw_input(self) -> str:
+        """Deprecated: :attr:`raw_arguments` (the name :class:`ParsedAction` had)."""
+        _renamed("ParsedAction.raw_input", "PendingCall.raw_arguments")
+        return self.raw_arguments
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated: read {new}", DeprecationWarning, stacklevel=3)
 
 
 @dataclass(slots=True)
@@ -330,7 +389,9 @@ class ParsedStep:
     """What :func:`react_engine.parse_react` recovered from one reply."""
 
     thought: str | None = None
-    actions: list[ParsedAction] = field(default_factory=list)
+    actions: list[PendingCall] = field(default_factory=list)
+    """The actions, read: each a :class:`PendingCall` (``id`` ``None``; ``raw_arguments``
+    the input as the model wrote it, after cutting)."""
     final_answer: str | None = None
     repairs: list[str] = field(default_factory=list)
     """Codes of the tolerances applied, e.g. ``"fullwidth_colon"``, ``"cut_observation"``."""
@@ -386,6 +447,10 @@ class ActionRecord:
     failed, or a warning added to a result), its code (:mod:`react_engine.wording`), the
     same in every language the observation may be worded in; ``None`` for a tool's own
     result, and for a refusal worded by a protocol of its own."""
+    exact: bool = False
+    """Whether :attr:`raw_arguments` is the exact JSON text of :attr:`arguments` (the
+    model's own, valid as written, or the one encoding the reader made): the history sends
+    that text back as it is, and the arguments are never encoded again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -653,3 +718,27 @@ def iter_steps(history: Sequence[HistoryItem]) -> Iterator[Step]:
     for item in history:
         if isinstance(item, Step):
             yield item
+
+
+_DEPRECATED: Mapping[str, tuple[str, str]] = {
+    "ReplyCall": ("ToolCall", "react_engine.types.ToolCall (a reply's call: its id may be None)"),
+    "ParsedAction": (
+        "PendingCall",
+        "react_engine.types.PendingCall (.arguments and .raw_arguments for .args and .raw_input)",
+    ),
+}
+"""Call types merged into the four of the pipeline (:class:`ToolCall`,
+:class:`ToolCallChunk`, :class:`PendingCall`, :class:`ActionRecord`): the old names still
+import for a release, with a warning naming the replacement."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        target, says = _DEPRECATED[name]
+        warnings.warn(
+            f"react_engine.types.{name} is deprecated: use {says}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[target]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

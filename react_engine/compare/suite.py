@@ -51,7 +51,7 @@ from ..protocols.registry import protocol_names, registration
 from ..testing import Script, ScriptedModel, ScriptExhausted
 from ..tools import Tool
 from ..transport.wire import request_payload
-from ..types import ModelRequest, ModelResponse, ReplyCall, RunResult, Usage
+from ..types import ModelRequest, ModelResponse, RunResult, ToolCall, Usage
 from .tools import TASK_TOOLS
 
 __all__ = [
@@ -118,7 +118,7 @@ class ScriptReply(_Strict):
 
     def response(self, usage: Usage) -> ModelResponse:
         calls = [
-            ReplyCall(
+            ToolCall(
                 c.id or f"call_{i}",
                 c.name,
                 c.arguments

@@ -60,8 +60,8 @@ from ..types import (
     HistoryItem,
     ModelRequest,
     ModelResponse,
-    ReplyCall,
     Step,
+    ToolCall,
     Usage,
     UserTurn,
 )
@@ -432,7 +432,7 @@ def _reply_from_json(data: Mapping[str, Any]) -> ModelResponse:
     return ModelResponse(
         content=data.get("content"),
         tool_calls=[
-            ReplyCall(c.get("id"), c["name"], c["arguments"]) for c in data.get("tool_calls", ())
+            ToolCall(c.get("id"), c["name"], c["arguments"]) for c in data.get("tool_calls", ())
         ],
         reasoning=data.get("reasoning"),
         finish_reason=data.get("finish_reason"),

@@ -1,6 +1,7 @@
 """The calls that :mod:`.salvage` and :mod:`.formats` both build, and the readers they share.
 
-:class:`SalvagedCall` is one call recovered from reply text; a recogniser finds calls as
+:func:`found_call` makes one call recovered from reply text (a
+:class:`~react_engine.types.PendingCall`); a recogniser finds calls as
 pieces (:data:`_Piece`: name, arguments, extent) and :func:`_tile` turns those sharing one
 wrapper into calls whose spans tile it. The readers: JSON arguments (:func:`_raw_arguments`),
 call objects (:func:`_json_objects`, broken JSON read loosely), brackets skipping string
@@ -18,9 +19,9 @@ import ast
 import json
 import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
+from ..types import PendingCall
 from . import patterns as P
 from .common import call_objects
 
@@ -52,45 +53,42 @@ SalvageFormat: TypeAlias = Literal[
 Arguments: TypeAlias = dict[str, Any] | str
 
 
-@dataclass(frozen=True, slots=True)
-class SalvagedCall:
-    """One tool call recovered from reply text."""
+def found_call(
+    name: str, arguments: Arguments, fmt: SalvageFormat, span: tuple[int, int]
+) -> PendingCall:
+    """One tool call recovered from reply text, as a :class:`~react_engine.types.PendingCall`
+    with its :attr:`~react_engine.types.PendingCall.format` and
+    :attr:`~react_engine.types.PendingCall.span`.
 
-    name: str
-    """A name from the ``tool_names`` given to :func:`~.salvage.salvage_calls`."""
-    arguments: dict[str, Any] | str
-    """The arguments as a JSON-compatible dict, or text: the raw text when it was not valid
-    JSON (repair it, or report invalid arguments to the model). A Python call with a single
+    ``name`` is one of the ``tool_names`` given to :func:`~.salvage.salvage_calls`. The
+    arguments are a JSON-compatible dict, or text: the raw text when it was not valid JSON
+    (repair it, or report invalid arguments to the model). A Python call with a single
     positional argument gives that argument as text (a string as written, anything else as
     JSON), like a text action input; several positional arguments are kept in order under
-    ``"__args__"`` (map them onto the tool's parameters, or report them)."""
-    format: SalvageFormat
-    """Which syntax the model used (listed in :mod:`.salvage` and :mod:`.formats`)."""
-    span: tuple[int, int]
-    """``text[start:end]`` that the call occupies. Calls from one wrapper (a DeepSeek
-    block, a Mistral list) tile it, so removing all spans removes the wrapper too."""
-    repairs: tuple[str, ...] = ()
-    """``("loose_arguments",)`` when the arguments were read out of a call object that is
-    not JSON and are no JSON themselves (``"arguments": /srv/x}``): a guess, never run
-    (:mod:`.repairs`)."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.arguments, _Loose):
-            object.__setattr__(self, "arguments", str(self.arguments))
-            object.__setattr__(self, "repairs", (*self.repairs, "loose_arguments"))
-        elif isinstance(self.arguments, _LooseDict):
-            object.__setattr__(self, "arguments", dict(self.arguments))
-            object.__setattr__(self, "repairs", (*self.repairs, "loose_arguments"))
+    ``"__args__"`` (map them onto the tool's parameters, or report them). Arguments read
+    out of a call object that is not JSON and no JSON themselves (``"arguments": /srv/x}``)
+    carry the repair ``loose_arguments``: a guess, never run (:mod:`.repairs`). Its
+    ``raw_arguments`` are set when a protocol reads it
+    (:func:`~react_engine.protocols.shared.salvaged_calls`)."""
+    if isinstance(arguments, _Loose):
+        return PendingCall(
+            None, name, str(arguments), "", repairs=["loose_arguments"], format=fmt, span=span
+        )
+    if isinstance(arguments, _LooseDict):
+        return PendingCall(
+            None, name, dict(arguments), "", repairs=["loose_arguments"], format=fmt, span=span
+        )
+    return PendingCall(None, name, arguments, "", format=fmt, span=span)
 
 
 class _Loose(str):
-    """Argument text read loosely from broken call JSON (see :attr:`SalvagedCall.repairs`)."""
+    """Argument text read loosely from broken call JSON (see :func:`found_call`)."""
 
     __slots__ = ()
 
 
 class _LooseDict(dict[str, Any]):
-    """Arguments read loosely from broken call JSON (see :attr:`SalvagedCall.repairs`)."""
+    """Arguments read loosely from broken call JSON (see :func:`found_call`)."""
 
     __slots__ = ()
 
@@ -104,9 +102,9 @@ class CallSink(Protocol):
     :mod:`.salvage` keeps each one or drops it as it comes, so that a recogniser holds
     no list of its own (a megabyte of calls is not kept whole, only counted)."""
 
-    def append(self, call: SalvagedCall, /) -> None: ...
+    def append(self, call: PendingCall, /) -> None: ...
 
-    def extend(self, calls: Iterable[SalvagedCall], /) -> None: ...
+    def extend(self, calls: Iterable[PendingCall], /) -> None: ...
 
 
 _MAX_CALL_CHARS: Final = 20_000
@@ -122,7 +120,7 @@ def _tile(
     start: int,
     end: int | None,
     names: frozenset[str],
-) -> Iterator[SalvagedCall]:
+) -> Iterator[PendingCall]:
     """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
     with spans that tile it: the first reaches back to the wrapper's start, each next one
     begins where the previous ended, the last reaches to the wrapper's end. ``end=None``:
@@ -140,12 +138,12 @@ def _tile(
             break
         if last is not None:
             if last[0] in names:
-                yield SalvagedCall(last[0], last[1], fmt, (previous_end, last[3]))
+                yield found_call(last[0], last[1], fmt, (previous_end, last[3]))
             previous_end = last[3]
         last = piece
     if last is not None and last[0] in names:
         assert end is not None, "the wrapper's end, given or read"
-        yield SalvagedCall(last[0], last[1], fmt, (previous_end, end))
+        yield found_call(last[0], last[1], fmt, (previous_end, end))
 
 
 class _Tokens:
@@ -223,7 +221,7 @@ def _loose_call(src: str) -> tuple[str, Arguments] | None:
 
     The arguments are exact when they are one complete JSON value followed by nothing but
     closing braces (``{"name": "f", "arguments": {...}`` missing its last brace); any other
-    reading is a guess (:attr:`SalvagedCall.repairs`)."""
+    reading is a guess (:func:`found_call`)."""
     name = P.LOOSE_NAME.search(src)
     if name is None:
         return None
@@ -491,3 +489,24 @@ def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | Non
         return name, json.loads(json.dumps(arguments, ensure_ascii=False))
     except (TypeError, ValueError):
         return None
+
+
+def __getattr__(name: str) -> Any:
+    return _deprecated(__name__, name)
+
+
+def _deprecated(module: str, name: str) -> Any:
+    """``SalvagedCall``, merged into :class:`~react_engine.types.PendingCall`: still
+    importable for a release, with a warning naming it (``__getattr__`` of this module and
+    of :mod:`.salvage`)."""
+    if name != "SalvagedCall":
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"{module}.SalvagedCall is deprecated: salvage_calls returns "
+        "react_engine.types.PendingCall (.tool for .name; .format and .span as before)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return PendingCall

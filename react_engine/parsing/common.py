@@ -5,20 +5,31 @@ both read, read one way: think blocks, code fences, and call objects.
   ``<reasoning>``, any case), including one whose opening tag the prompt held (a stray
   closing tag) and one a truncated reply never closed;
 * :func:`unfence`: the inside of a Markdown code fence and the text after it;
-* :func:`call_objects`: a decoded JSON value read as tool calls, in every spelling of the
-  name and arguments keys the parser knows.
+* :func:`call_objects`: a decoded JSON value read as tool calls
+  (:class:`~react_engine.types.PendingCall`), in every spelling of the name and arguments
+  keys the parser knows.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..types import PendingCall, to_jsonable
 from . import patterns as P
 from .json_repair import fence_body
 
-__all__ = ["CallObject", "ThinkBlock", "call_objects", "think_blocks", "unfence"]
+__all__ = [
+    "NOT_OBJECT",
+    "ThinkBlock",
+    "call_objects",
+    "json_text",
+    "think_blocks",
+    "unfence",
+    "written_value",
+]
 
 
 # --- think blocks ---------------------------------------------------------------------------
@@ -121,21 +132,44 @@ _CALL_META_KEYS: Final = frozenset({"id", "type", "index", "callid", "toolcallid
 _THOUGHT_KEYS: Final = ("thought", "thoughts", "reasoning")
 
 
-@dataclass(frozen=True, slots=True)
-class CallObject:
-    """One tool call read from a JSON value."""
-
-    tool: str
-    arguments: Any
-    """As written: an object, a string, any JSON value, or ``None`` when not given."""
-    given: str | None
-    """How the arguments were given: ``""`` under an arguments key, ``"flat_arguments"``
-    as the call object's other keys, ``None`` not at all."""
-    thought: str | None
-    """A thought written beside the call (``{"thought": ..., "action": ...}``)."""
+NOT_OBJECT: Final = "action_input_not_object"
+"""The repair of a call object whose arguments are JSON but no object nor text (a list,
+a number...): :func:`call_objects` keeps them as their JSON text."""
 
 
-def call_objects(value: Any, *, name_alone: bool = False) -> list[CallObject] | None:
+def _call(tool: str, arguments: Any, given: str | None, thought: str | None) -> PendingCall:
+    """One call read from a JSON value, its arguments as written (see :func:`call_objects`)."""
+    repairs = ["missing_action_input"] if given is None else [given] if given else []
+    if isinstance(arguments, dict):
+        return PendingCall(None, tool, arguments, "", repairs=repairs, thought=thought)
+    if isinstance(arguments, str):
+        return PendingCall(None, tool, arguments, arguments, repairs=repairs, thought=thought)
+    if arguments is None:
+        return PendingCall(None, tool, {}, "null", repairs=repairs, thought=thought)
+    text = json_text(arguments)
+    return PendingCall(None, tool, text, text, repairs=[*repairs, NOT_OBJECT], thought=thought)
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text; one nested too deep for ``json.dumps`` (JSON decodes deeper
+    than it encodes) as an encoding cut at a safe depth."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (RecursionError, ValueError):
+        return json.dumps(to_jsonable(value), ensure_ascii=False)
+
+
+def written_value(call: PendingCall) -> Any:
+    """The arguments of a call from :func:`call_objects` as the JSON value written: ``None``
+    when none were given, a list or number as such (not as its :data:`NOT_OBJECT` text)."""
+    if isinstance(call.arguments, dict):
+        return None if call.raw_arguments == "null" else call.arguments
+    if NOT_OBJECT in call.repairs:
+        return json.loads(call.arguments)
+    return call.arguments
+
+
+def call_objects(value: Any, *, name_alone: bool = False) -> list[PendingCall] | None:
     """The tool calls ``value`` (a decoded JSON object or array) holds, or ``None`` when it
     is not a call (a list is calls only when every element is).
 
@@ -144,12 +178,20 @@ def call_objects(value: Any, *, name_alone: bool = False) -> list[CallObject] | 
     ``parameters``, ``args``, ``action_input`` and their kin (any case, ``_``/``-``/space
     ignored); OpenAI's ``{"function": {"name", "arguments"}}`` and ``{"tool_calls": [...]}``
     are unwrapped. With no arguments key, the call's other keys are its arguments
-    (``{"action": "search", "query": "x"}``), never dropped. ``{"name": ...}`` without an
-    arguments key is data, not a call, unless ``name_alone``: callers that accept only
-    names of known tools may read ``{"name": "get_weather", "city": "Paris"}`` as a call.
+    (``{"action": "search", "query": "x"}``, the repair ``flat_arguments``), never dropped;
+    with none at all, ``missing_action_input``. ``{"name": ...}`` without an arguments key
+    is data, not a call, unless ``name_alone``: callers that accept only names of known
+    tools may read ``{"name": "get_weather", "city": "Paris"}`` as a call.
+
+    Each call is a :class:`~react_engine.types.PendingCall` with the arguments as written:
+    an object, or text (``raw_arguments`` the same text), ``{}`` for ``null`` or none
+    (``raw_arguments`` ``"null"``), any other JSON value as its text with the repair
+    :data:`NOT_OBJECT` (:func:`written_value` gives the value back). A thought written
+    beside the call (``{"thought": ..., "action": ...}``) is its ``thought``. The caller
+    reads the arguments further, as its format wants.
     """
     if isinstance(value, list):
-        calls: list[CallObject] = []
+        calls: list[PendingCall] = []
         for element in value:
             if not isinstance(element, dict):
                 return None
@@ -175,7 +217,9 @@ def call_objects(value: Any, *, name_alone: bool = False) -> list[CallObject] | 
         inner = call_objects(fn, name_alone=name_alone)
         if not inner:
             return None
-        return [CallObject(c.tool, c.arguments, c.given, thought) for c in inner]
+        for call in inner:
+            call.thought = thought
+        return inner
     name_key = next((k for k in _NAME_KEYS if k in keys and isinstance(value[keys[k]], str)), None)
     if name_key is None or not value[keys[name_key]].strip():
         return None
@@ -184,7 +228,7 @@ def call_objects(value: Any, *, name_alone: bool = False) -> list[CallObject] | 
         return None  # {"name": ...} alone is data, not a call
     tool = value[keys[name_key]].strip()
     if args_key is not None:
-        return [CallObject(tool, value[keys[args_key]], "", thought)]
+        return [_call(tool, value[keys[args_key]], "", thought)]
     # No arguments key: any other keys are the arguments, never dropped (a key the tool
     # does not take fails its validation, and the model is told which)
     flat = {
@@ -193,5 +237,20 @@ def call_objects(value: Any, *, name_alone: bool = False) -> list[CallObject] | 
         if k != name_key and k != thought_key and k not in _CALL_META_KEYS
     }
     if flat:
-        return [CallObject(tool, flat, "flat_arguments", thought)]
-    return [CallObject(tool, None, None, thought)]
+        return [_call(tool, flat, "flat_arguments", thought)]
+    return [_call(tool, None, None, thought)]
+
+
+def __getattr__(name: str) -> Any:
+    if name != "CallObject":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"{__name__}.CallObject is deprecated: call_objects returns "
+        "react_engine.types.PendingCall (its thought, and the way the arguments were given "
+        "as a repair)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return PendingCall

@@ -37,7 +37,6 @@ from . import patterns as P
 from .calls import (
     Arguments,
     CallSink,
-    SalvagedCall,
     _call_from_json,
     _call_from_object,
     _functions,
@@ -49,6 +48,7 @@ from .calls import (
     _scan,
     _tile,
     _Tokens,
+    found_call,
     strip_text_value,
 )
 
@@ -247,7 +247,7 @@ def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
                     cursor = value_end + len("</arg_value>")
                 arguments[pair.group(1).strip()] = text[pair.end() : value_end]
             if arguments is not None:
-                out.append(SalvagedCall(head.group(1), arguments, "glm45", (pos, end)))
+                out.append(found_call(head.group(1), arguments, "glm45", (pos, end)))
         pos = text.find("<tool_call>", max(end, body))
 
 
@@ -298,9 +298,7 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
                 if section is not None:
                     pieces.append((ident.group(1), arguments, token.start(), end))
                 elif ident.group(1) in names:  # outside a section: its own span, at once
-                    out.append(
-                        SalvagedCall(ident.group(1), arguments, "kimi", (token.start(), end))
-                    )
+                    out.append(found_call(ident.group(1), arguments, "kimi", (token.start(), end)))
     flush(None)
 
 
@@ -359,7 +357,7 @@ def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
         else:
             call = _python_call(text[start:stop], names)
             if call is not None:
-                out.append(SalvagedCall(call[0], call[1], "llama4", (pos, end)))
+                out.append(found_call(call[0], call[1], "llama4", (pos, end)))
         pos = text.find("<|python_start|>", max(end, body))
 
 
@@ -392,7 +390,7 @@ def harmony(text: str, names: frozenset[str], out: CallSink) -> None:
             if found != -1 and "<|message|>" not in text[found:start]:
                 start = min(start, found)
         out.append(
-            SalvagedCall(name, _raw_arguments(text[head.end() : body_end]), "harmony", (start, end))
+            found_call(name, _raw_arguments(text[head.end() : body_end]), "harmony", (start, end))
         )
 
 
@@ -448,7 +446,7 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
             if block is not None:
                 pieces.append((name, params, token.start(), end))
             elif name in names:  # outside a block: its own span, written at once
-                out.append(SalvagedCall(name, params, "minimax", (token.start(), end)))
+                out.append(found_call(name, params, "minimax", (token.start(), end)))
     flush(None)
 
 
@@ -490,7 +488,7 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
         while body < limit and text[body] in " \t\r\n":
             body += 1
         if body >= limit:
-            out.append(SalvagedCall(name, {}, "functionary", (head.start(), limit)))
+            out.append(found_call(name, {}, "functionary", (head.start(), limit)))
             continue
         if text[body] != "{":
             continue
@@ -504,7 +502,7 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
         arguments: Arguments = _raw_arguments(
             text[body:end] if closed is None else text[body:closed]
         )
-        out.append(SalvagedCall(name, arguments, "functionary", (head.start(), end)))
+        out.append(found_call(name, arguments, "functionary", (head.start(), end)))
 
 
 _LINE_TAIL: Final = re.compile(r"[ \t;,]*(?:\r?\n|\Z)")
@@ -542,7 +540,7 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
         if count > 0 and (ends_line or count > 1):
             for object_start, object_end in _chain(text, start):
                 for name, arguments in _call_from_json(text[object_start:object_end]) or ():
-                    out.append(SalvagedCall(name, arguments, "json", (object_start, object_end)))
+                    out.append(found_call(name, arguments, "json", (object_start, object_end)))
 
 
 def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:

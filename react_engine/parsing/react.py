@@ -82,11 +82,12 @@ How a reply is read
    the unlabeled text before the first label and every kept Thought, joined by blank
    lines.
 
-Each ``ParsedAction`` carries the repairs of its own reading (``repairs``), which decide
-whether it may run (:mod:`.repairs`: a call read with a lossy one never does).
-``ParsedAction.raw_input`` is the input as the model wrote it (stripped; a fenced input
-keeps its fence), or for a JSON blob the ``action_input`` re-serialised. Hostile input
-is bounded: at most :data:`MAX_LABELS` labels (and as many calls in JSON blobs),
+Each action (a :class:`~react_engine.types.PendingCall`) carries the repairs of its own
+reading (``repairs``), which decide whether it may run (:mod:`.repairs`: a call read with
+a lossy one never does). Its ``raw_arguments`` is the input as the model wrote it
+(stripped; a fenced input keeps its fence), or for a JSON blob the ``action_input``
+serialised (``exact`` where it is the JSON text of the arguments). Hostile input is
+bounded: at most :data:`MAX_LABELS` labels (and as many calls in JSON blobs),
 :data:`MAX_FENCES` fence lines and :data:`MAX_KWARGS` ``key=value`` pairs are read; the
 rest is text.
 
@@ -133,7 +134,7 @@ Action Input for the same Action: a second call of that tool), ``input_after_emp
 Input: one call, with that input), ``duplicate_input_dropped`` (arguments on the Action
 line, then the same ones as the Action Input: one call), ``ambiguous_action_input``
 (arguments on the Action line, then different ones as the Action Input: the action gets
-:attr:`~react_engine.types.ParsedAction.error` and never runs), ``input_before_action``
+:attr:`~react_engine.types.PendingCall.error` and never runs), ``input_before_action``
 (an Action Input written just before its Action), ``orphan_input_dropped``.
 
 Inputs: ``fenced_json``, ``backtick_input``, ``quoted_input``, ``unwrapped_array``
@@ -167,10 +168,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import JSONRepairError, ReActParseError
-from ..types import ParsedAction, ParsedStep, to_jsonable
+from ..types import ParsedStep, PendingCall, to_jsonable
 from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
-from .common import call_objects, think_blocks, unfence
+from .common import NOT_OBJECT, call_objects, think_blocks, unfence, written_value
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
 
 __all__ = [
@@ -763,8 +764,13 @@ def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
     return ParsedStep(
         thought=thought or None,
         actions=[
-            ParsedAction(
-                tool=tool, args=item.args, raw_input=item.raw_input, repairs=_dedupe(item.codes)
+            PendingCall(
+                id=None,
+                tool=tool,
+                arguments=item.args,
+                raw_arguments=item.raw_input,
+                repairs=_dedupe(item.codes),
+                exact=_exact(item.args, item.raw_input),
             )
         ],
         repairs=_dedupe(item.codes),
@@ -1297,7 +1303,7 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
     items: list[_Item] = []
     for call in calls:
         item = _Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
-        args = call.arguments
+        args = written_value(call)
         if _is_finish(call.tool):
             item.final = _answer_text(args)
             item.codes.append("final_as_action")
@@ -1307,10 +1313,7 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
         else:
             item.args = _blob_args(args, item.codes)
             item.raw_input = args if isinstance(args, str) else _dumps(args, text[pos:end])
-            if call.given is None:
-                item.codes.append("missing_action_input")
-            elif call.given:
-                item.codes.append(call.given)
+            item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)
         items.append(item)
     return items, end
 
@@ -1526,12 +1529,14 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
     return ParsedStep(
         thought="\n\n".join(thoughts) or None,
         actions=[
-            ParsedAction(
+            PendingCall(
+                id=None,
                 tool=item.tool,
-                args=item.args,
-                raw_input=item.raw_input,
+                arguments=item.args,
+                raw_arguments=item.raw_input,
                 error=item.error,
                 repairs=_dedupe(item.codes),
+                exact=_exact(item.args, item.raw_input),
             )
             for item in kept
             if item.tool is not None and item.final is None
@@ -1543,6 +1548,17 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
 
 
 _END: Final = 1 << 62
+
+
+def _exact(args: dict[str, Any] | str, raw: str) -> bool:
+    """Whether ``raw`` is JSON text that decodes, as it stands, to the object ``args``
+    (:attr:`PendingCall.exact <react_engine.types.PendingCall.exact>`)."""
+    if not isinstance(args, dict) or raw[:1] != "{":
+        return False
+    try:
+        return bool(json.loads(raw) == args)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _dedupe(codes: list[str]) -> list[str]:

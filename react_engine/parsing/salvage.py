@@ -55,15 +55,16 @@ from dataclasses import replace
 from typing import Any, Final, TypeAlias, get_args
 
 from ..errors import ReActParseError
+from ..types import PendingCall
 from . import formats as F
 from . import patterns as P
 from .calls import (
     _MAX_CALL_CHARS,
     Arguments,
     CallSink,
-    SalvagedCall,
     SalvageFormat,
     _call_from_object,
+    _deprecated,
     _functions,
     _json_objects,
     _json_objects_lazily,
@@ -75,6 +76,7 @@ from .calls import (
     _scan,
     _tile,
     _Tokens,
+    found_call,
 )
 from .common import think_blocks, unfence
 from .formats import type_arguments
@@ -84,12 +86,16 @@ __all__ = [
     "SALVAGE_REPAIR_CODES",
     "SalvageFormat",
     "Salvaged",
-    "SalvagedCall",
     "read_salvaged",
     "salvage_calls",
     "strip_salvaged",
     "written_call",
 ]
+
+
+def __getattr__(name: str) -> Any:  # SalvagedCall, deprecated: PendingCall
+    return _deprecated(__name__, name)
+
 
 TEXT_VALUED: Final[frozenset[str]] = frozenset({"qwen_xml", "glm45", "minimax", "seed_oss"})
 """Formats that write every argument value as text: typed by the tool's schema."""
@@ -113,7 +119,7 @@ def salvage_calls(
     schemas: Mapping[str, Mapping[str, Any]] | None = None,
     prefer: str | None = None,
     examples: bool = False,
-) -> list[SalvagedCall]:
+) -> list[PendingCall]:
     """The tool calls written in ``text``, in order of appearance.
 
     Only calls to names in ``tool_names`` are returned. Where two formats claim the same
@@ -165,7 +171,7 @@ class Salvaged:
 
     __slots__ = ("_ends", "_starts", "calls")
 
-    def __init__(self, calls: list[SalvagedCall], starts: array[int], ends: array[int]) -> None:
+    def __init__(self, calls: list[PendingCall], starts: array[int], ends: array[int]) -> None:
         self.calls = calls
         """The first calls, in order of appearance (all of them, within the limit)."""
         self._starts = starts
@@ -204,11 +210,11 @@ class _Found:
         self.think = think
         self.fences = fences
         self.fenced_last = fenced_last
-        self.calls: list[SalvagedCall] = []
+        self.calls: list[PendingCall] = []
         self.starts: array[int] = array("q")
         self.ends: array[int] = array("q")
 
-    def append(self, call: SalvagedCall) -> None:
+    def append(self, call: PendingCall) -> None:
         start, end = call.span
         think, fences = self.think, self.fences
         if think:
@@ -236,7 +242,7 @@ class _Found:
             if self.limit is not None and len(self.calls) > self.limit:
                 self.calls.pop()
 
-    def extend(self, calls: Iterable[SalvagedCall]) -> None:
+    def extend(self, calls: Iterable[PendingCall]) -> None:
         for call in calls:
             self.append(call)
 
@@ -249,11 +255,11 @@ _END: Final = 1 << 62
 """Past any position: ``(start, _END)`` sorts after every region that begins at ``start``."""
 
 
-def _typed(call: SalvagedCall, schemas: Mapping[str, Mapping[str, Any]] | None) -> SalvagedCall:
+def _typed(call: PendingCall, schemas: Mapping[str, Mapping[str, Any]] | None) -> PendingCall:
     """``call`` with its text values typed (formats in :data:`TEXT_VALUED` only)."""
     if call.format not in TEXT_VALUED or not isinstance(call.arguments, dict):
         return call
-    schema = schemas.get(call.name) if schemas is not None else None
+    schema = schemas.get(call.tool) if schemas is not None else None
     return replace(call, arguments=type_arguments(call.arguments, schema))
 
 
@@ -348,7 +354,7 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
     return any(action.tool in names for action in parsed.actions)
 
 
-def strip_salvaged(text: str, calls: Sequence[SalvagedCall] | Salvaged) -> str:
+def strip_salvaged(text: str, calls: Sequence[PendingCall] | Salvaged) -> str:
     """``text`` without the calls' spans: the prose around them, i.e. the step's thought.
 
     Code fences left empty by the removal are dropped and runs of blank lines collapse,
@@ -423,7 +429,7 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
         if not is_block:
             for name, arguments, start, end, fmt in _functions(text, [token, *inner], body_end):
                 if name in names:
-                    out.append(SalvagedCall(name, arguments, fmt, (start, end)))
+                    out.append(found_call(name, arguments, fmt, (start, end)))
             token = following
             continue
         closed = following is not None and following.group() == P.CALL_CLOSE
@@ -485,7 +491,7 @@ def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
                 if block_start is not None:
                     pieces.append((name, arguments, token.start(), end))
                 elif name in names:  # outside a block: its own span, written at once
-                    out.append(SalvagedCall(name, arguments, "deepseek", (token.start(), end)))
+                    out.append(found_call(name, arguments, "deepseek", (token.start(), end)))
     flush(None)
 
 
@@ -539,7 +545,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
             start = mark.start()
             for name, arguments, _, piece_end in pieces:
                 if name in names:
-                    out.append(SalvagedCall(name, arguments, "mistral", (start, piece_end)))
+                    out.append(found_call(name, arguments, "mistral", (start, piece_end)))
                 start = piece_end
 
 
@@ -562,7 +568,7 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
             continue
         call = _python_call(text[token.end() : body_end], names)
         if call is not None:
-            out.append(SalvagedCall(call[0], call[1], "llama", (token.start(), end)))
+            out.append(found_call(call[0], call[1], "llama", (token.start(), end)))
 
 
 def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
@@ -667,5 +673,5 @@ def _python(text: str, names: frozenset[str], out: CallSink) -> None:
         if call is not None:
             # the span takes the whole line but its newline: indentation, backticks, ";"
             span = (match.start(), tail.end(1))
-            out.append(SalvagedCall(call[0], call[1], "python", span))
+            out.append(found_call(call[0], call[1], "python", span))
             read += 1

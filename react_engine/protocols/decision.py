@@ -1,4 +1,6 @@
-"""A reply, read: the :data:`Decision` a protocol returns, and the calls in it.
+"""A reply, read: the :data:`Decision` a protocol returns, and the calls in it
+(:class:`~react_engine.types.PendingCall`, defined with the other call types in
+:mod:`react_engine.types` so that the parsers below the protocols produce it too).
 
 The vocabulary the seam (:mod:`react_engine.protocols.base`), the rules every protocol
 shares (:mod:`react_engine.protocols.policy`) and the protocols speak; it depends on
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ..tools._nesting import TOO_DEEP, too_deep
+from ..types import PendingCall
 from ..wording import Note, ObservationCode
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "Refusal",
     "arguments_json",
     "guard_depth",
+    "json_object",
     "parsed_arguments_error",
 ]
 
@@ -36,40 +40,6 @@ MultiAction: TypeAlias = Literal["independent", "first", "all"]
 :mod:`react_engine.protocols.policy`): ``"independent"`` the read-only ones and the first
 other one, ``"first"`` the first one only, ``"all"`` every one. In every mode a later call
 whose arguments hold a placeholder (blind) is not run."""
-
-
-@dataclass(slots=True)
-class PendingCall:
-    """A call read from a reply, before it runs (it becomes an
-    :class:`~react_engine.types.ActionRecord` once it has run or been refused)."""
-
-    id: str | None
-    """The provider's call id, ``""`` when it sent none, ``None`` when the format has no
-    ids (text formats, salvaged calls). The policy makes every id unique and non-empty."""
-    tool: str
-    arguments: dict[str, Any] | str
-    """Decoded arguments: a JSON object, or the plain text the model wrote."""
-    raw_arguments: str
-    error: str | None = None
-    """Why the arguments could not be decoded (the call then becomes an error observation)."""
-    salvaged: bool = False
-    repairs: list[str] = field(default_factory=list)
-    """The repairs the reading of this call took: its arguments, and for a format where the
-    call is the whole reply (structured), the reply around them. The policy refuses a call
-    with any lossy one (:mod:`react_engine.parsing.repairs`), so a protocol reports every
-    repair that could have changed what this call's arguments are."""
-    lossy: list[str] = field(default_factory=list)
-    """Those of :attr:`repairs` that guessed a value, set by the policy."""
-    cut: bool | str | None = None
-    """The protocol's reading of a reply cut by the length limit: ``True`` when this call's
-    arguments were cut, ``False`` when the reply is known to go on past them, ``None`` when
-    the protocol cannot tell (the policy then trusts only arguments that are complete JSON
-    as they stand). A text says, in the protocol's words, that the reply ends inside a
-    value it never closed, whatever ended it: the call never runs."""
-    skip: str | None = None
-    """Why the policy does not run this call although its arguments are fine (a blind
-    later call, a second call with effects in one reply): the call is recorded as
-    ``skipped`` and the model is told why, so that it can make it in a later step."""
 
 
 class Refusal(str):
@@ -134,17 +104,28 @@ Decision = CallTools | FinalAnswer | FormatError
 """A reply, read by a protocol: exactly one of calls, a final answer, or a format error."""
 
 
-def arguments_json(arguments: dict[str, Any] | str, raw: str) -> str:
-    """The JSON object text of a call's arguments, for native ``tool_calls`` messages."""
+def arguments_json(arguments: dict[str, Any] | str, raw: str, *, exact: bool = False) -> str:
+    """The JSON object text of a call's arguments, for native ``tool_calls`` messages.
+
+    ``exact`` (:attr:`PendingCall.exact <react_engine.types.PendingCall.exact>`): ``raw``
+    is the arguments' own JSON text, sent as it is (the model's text, byte for byte: no
+    encoding again). Otherwise an object is encoded, and text becomes ``{"input": text}``
+    unless ``raw`` is itself a JSON object."""
     if isinstance(arguments, dict):
-        return json.dumps(arguments, ensure_ascii=False)
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
-        value = None
-    if isinstance(value, dict):
+        return raw if exact else json.dumps(arguments, ensure_ascii=False)
+    value = json_object(raw)
+    if value is not None:
         return raw
     return json.dumps({"input": arguments}, ensure_ascii=False)
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """``text`` decoded when it is one JSON object, else ``None``."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 NOT_JSON = Note(ObservationCode.NOT_JSON)
@@ -173,4 +154,4 @@ def guard_depth(call: PendingCall) -> None:
     step (rendering, the trace) handles at any depth."""
     if call.error is None and isinstance(call.arguments, dict) and too_deep(call.arguments):
         call.error = TOO_DEEP
-        call.arguments = call.raw_arguments
+        call.arguments, call.exact = call.raw_arguments, False

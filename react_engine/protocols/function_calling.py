@@ -40,7 +40,6 @@ from ..types import (
     Message,
     ModelRequest,
     ModelResponse,
-    ReplyCall,
     Step,
     SystemMessage,
     ToolCall,
@@ -54,7 +53,6 @@ from .base import (
     Decision,
     FinalAnswer,
     FormatError,
-    PendingCall,
     Protocol,
     RequestContext,
 )
@@ -162,7 +160,7 @@ class FunctionCallingProtocol(Protocol):
             out.append(UserMessage(step.feedback or "Your reply could not be used."))
             return out
         calls = tuple(
-            ToolCall(a.id, a.tool, arguments_json(a.arguments, a.raw_arguments))
+            ToolCall(a.id, a.tool, arguments_json(a.arguments, a.raw_arguments, exact=a.exact))
             for a in step.actions
         )
         out = [AssistantMessage(content or None, calls, reasoning=reasoning)]
@@ -254,7 +252,7 @@ class FunctionCallingProtocol(Protocol):
                 first = decision.calls[0]
                 return self._final_result(
                     reply,
-                    ReplyCall(None, FINAL_RESULT, first.raw_arguments),
+                    ToolCall(None, FINAL_RESULT, first.raw_arguments),
                     ctx,
                     repairs=decision.repairs,
                 )
@@ -266,7 +264,7 @@ class FunctionCallingProtocol(Protocol):
     def _final_result(
         self,
         reply: ModelResponse,
-        call: ReplyCall,
+        call: ToolCall,
         ctx: RequestContext,
         repairs: list[str] | None = None,
     ) -> FinalAnswer:
@@ -354,19 +352,12 @@ class FunctionCallingProtocol(Protocol):
             return None
         if "json_blob" in parsed.repairs and salvage_calls(content, names, examples=True):
             return None  # the only calls are examples in a code fence: not calls
-        calls = []
-        for action in parsed.actions:
-            pending = PendingCall(
-                id=None,
-                tool=action.tool,
-                arguments=action.args,
-                raw_arguments=action.raw_input,
-                error=action.error or parsed_arguments_error(action.args, parsed.repairs),
-                salvaged=True,
-                repairs=["salvaged:react_text", *action.repairs],
-            )
-            guard_depth(pending)
-            calls.append(pending)
+        calls = parsed.actions  # the parser's own calls, completed here
+        for call in calls:
+            call.error = call.error or parsed_arguments_error(call.arguments, parsed.repairs)
+            call.salvaged = True
+            call.repairs = ["salvaged:react_text", *call.repairs]
+            guard_depth(call)
         return CallTools(
             text=parsed.thought,
             thought=parsed.thought,

@@ -91,7 +91,7 @@ class MinimalProtocol(Protocol):
             said = f"ANSWER {step.final_answer or ''}"
         elif said is None:
             said = "\n".join(
-                f"CALL {a.tool} {arguments_json(a.arguments, a.raw_arguments)}"
+                f"CALL {a.tool} {arguments_json(a.arguments, a.raw_arguments, exact=a.exact)}"
                 for a in step.actions
             )
         out: list[Message] = [AssistantMessage(said)]
@@ -136,6 +136,6 @@ def _call(line: str) -> PendingCall | None:
         return None
     if not tool or not isinstance(arguments, dict):
         return None
-    call = PendingCall(id=None, tool=tool, arguments=arguments, raw_arguments=raw or "{}")
+    call = PendingCall(None, tool, arguments, raw or "{}", exact=True)  # sent back as written
     guard_depth(call)
     return call

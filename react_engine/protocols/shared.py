@@ -24,11 +24,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import JSONRepairError
 from ..parsing import repair_json, split_think
-from ..parsing.salvage import SalvagedCall
 from ..tools._nesting import TOO_DEEP, too_deep
-from ..types import Message, ModelResponse, Step, SystemMessage, UserMessage, UserTurn
+from ..types import (
+    Message,
+    ModelResponse,
+    PendingCall,
+    Step,
+    SystemMessage,
+    UserMessage,
+    UserTurn,
+)
 from ..wording import Note, ObservationCode
-from .decision import PendingCall
 
 if TYPE_CHECKING:
     from ..transport.capabilities import ConstraintStyle
@@ -81,42 +87,34 @@ def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -
     return not any(tag in tail for tag in closings)
 
 
-def salvaged_calls(content: str, found: list[SalvagedCall]) -> tuple[list[PendingCall], list[str]]:
-    """The pending calls for the calls :func:`~react_engine.parsing.salvage.salvage_calls`
-    found in ``content``, and the repairs (``salvaged:FORMAT``): shared by every protocol
-    that reads a call written in a model family's own format."""
-    calls = []
+def salvaged_calls(content: str, found: list[PendingCall]) -> tuple[list[PendingCall], list[str]]:
+    """The calls :func:`~react_engine.parsing.salvage.salvage_calls` found in ``content``,
+    completed as pending calls (their raw arguments, the repair ``salvaged:FORMAT``, a cut),
+    and the repairs: shared by every protocol that reads a call written in a model
+    family's own format. Decoded arguments are encoded here, once: that text is what the
+    history sends back (:attr:`~react_engine.types.PendingCall.exact`)."""
     repairs = []
     for call in found:
-        args: dict[str, Any] | str = call.arguments
-        error: str | None = None
+        args = call.arguments
+        fixes = call.repairs
         if isinstance(args, str):
-            raw = args
-        elif too_deep(args):  # not re-encoded: json.dumps may not get that deep
-            raw = content[call.span[0] : call.span[1]]
-            args, error = raw, TOO_DEEP
+            call.raw_arguments = args
+            if args.lstrip()[:1] in ("{", "["):
+                call.arguments, call.error, decoded = decode_arguments(args)
+                fixes = [*fixes, *decoded]
+        elif too_deep(args):  # not encoded: json.dumps may not get that deep
+            call.raw_arguments = call.arguments = content[call.span[0] : call.span[1]]
+            call.error = TOO_DEEP
         else:
-            raw = json.dumps(args, ensure_ascii=False)
-        fixes: list[str] = [*call.repairs]
-        if isinstance(args, str) and error is None and args.lstrip()[:1] in ("{", "["):
-            args, error, decoded = decode_arguments(args)
-            fixes += decoded
+            call.raw_arguments = json.dumps(args, ensure_ascii=False)
+            call.exact = True
         repairs.extend(fixes)
-        cut = CUT_PARAMETER if _cut_parameter(content, call.span, call.format) else None
-        calls.append(
-            PendingCall(
-                id=None,
-                tool=call.name,
-                arguments=args,
-                raw_arguments=raw,
-                error=error,
-                salvaged=True,
-                repairs=[f"salvaged:{call.format}", *fixes],
-                cut=cut,  # refused by the policy, which owns length cuts
-            )
-        )
+        if _cut_parameter(content, call.span, call.format):
+            call.cut = CUT_PARAMETER  # refused by the policy, which owns length cuts
+        call.salvaged = True
+        call.repairs = [f"salvaged:{call.format}", *fixes]
         repairs.append(f"salvaged:{call.format}")
-    return calls, repairs
+    return found, repairs
 
 
 def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[str]]:
@@ -170,6 +168,8 @@ def native_calls(reply: ModelResponse) -> list[PendingCall]:
                 raw_arguments=raw.arguments,
                 error=error,
                 repairs=repairs,
+                # valid JSON as written, no repair: sent back byte for byte, never re-encoded
+                exact=not repairs and error is None and isinstance(arguments, dict),
             )
         )
     return calls

@@ -58,7 +58,7 @@ from .base import (
     Refusal,
     RequestContext,
 )
-from .decision import arguments_json
+from .decision import json_object
 from .prompts import PromptTemplate, load_template
 from .shared import answer_schema, constraint_style, decode_arguments, join, render_history
 from .text import system_prompt, template_feedback, template_output_retry, wrap_observation
@@ -474,8 +474,12 @@ def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
             id=call_id, tool=tool, arguments=text, raw_arguments=text, error=TOO_DEEP
         )
     if isinstance(arguments, dict):
-        text = raw if raw is not None else json.dumps(arguments, ensure_ascii=False)
-        return PendingCall(id=call_id, tool=tool, arguments=arguments, raw_arguments=text)
+        if raw is not None:
+            return PendingCall(id=call_id, tool=tool, arguments=arguments, raw_arguments=raw)
+        text = json.dumps(arguments, ensure_ascii=False)  # the one encoding, kept
+        return PendingCall(
+            id=call_id, tool=tool, arguments=arguments, raw_arguments=text, exact=True
+        )
     if isinstance(arguments, str):
         # Arguments written as a JSON string ("{\"city\": \"Paris\"}"), or plain text.
         if arguments.lstrip()[:1] in ("{", "["):
@@ -504,10 +508,12 @@ def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
 
 
 def _arguments_object(action: ActionRecord) -> dict[str, Any]:
+    """A call's arguments as the object a step shows: text input is ``{"input": text}``
+    unless its raw text is itself a JSON object (decoded once, never encoded)."""
     if isinstance(action.arguments, dict):
         return action.arguments
-    value = json.loads(arguments_json(action.arguments, action.raw_arguments))
-    return value if isinstance(value, dict) else {"input": value}
+    value = json_object(action.raw_arguments)
+    return value if value is not None else {"input": action.arguments}
 
 
 def _dedupe(codes: list[str]) -> list[str]:

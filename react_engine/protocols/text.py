@@ -51,7 +51,6 @@ from .base import (
     Decision,
     FinalAnswer,
     FormatError,
-    PendingCall,
     Protocol,
     Refusal,
     RequestContext,
@@ -430,19 +429,12 @@ class TextReActProtocol(Protocol):
         if parsed.actions:
             # An invented observation cut after the action: the reply went on past it.
             went_on = bool(_CUT_AFTER_ACTION.intersection(parsed.repairs))
-            calls = []
-            for action in parsed.actions:
-                call = PendingCall(
-                    id=None,
-                    tool=action.tool,
-                    arguments=action.args,
-                    raw_arguments=action.raw_input,
-                    error=action.error or parsed_arguments_error(action.args, parsed.repairs),
-                    repairs=self._repairs(action.repairs),
-                    cut=False if went_on else None,
-                )
+            calls = parsed.actions  # the parser's own calls, completed here
+            for call in calls:
+                call.error = call.error or parsed_arguments_error(call.arguments, parsed.repairs)
+                call.repairs = self._repairs(call.repairs)
+                call.cut = False if went_on else None
                 guard_depth(call)
-                calls.append(call)
             return CallTools(text=text, thought=parsed.thought, calls=calls, repairs=repairs)
         if parsed.final_answer is not None:
             return FinalAnswer(

@@ -132,6 +132,7 @@ class ToolRunner:
                 salvaged=call.salvaged,
                 repairs=list(call.repairs),
                 lossy=list(call.lossy),
+                exact=call.exact,
             )
             tool = by_name.get(call.tool)
             validated: Any = None
@@ -145,10 +146,14 @@ class ToolRunner:
                 _fail(record, "unknown_tool", unknown, language)
             else:
                 try:
-                    validated = tool.validate(call.arguments)
+                    validated = tool.check(call.arguments)
                     if isinstance(call.arguments, str):
-                        record.arguments = validated.model_dump(
-                            mode="json", by_alias=True, exclude_unset=True
+                        record.arguments = (
+                            validated
+                            if isinstance(validated, dict)
+                            else validated.model_dump(
+                                mode="json", by_alias=True, exclude_unset=True
+                            )
                         )
                 except ToolArgumentsError as exc:
                     _fail(record, "invalid_arguments", exc.message, language)
@@ -253,7 +258,7 @@ class ToolRunner:
         assert state.journal is not None
         kept = state.journal.finished(record)
         if kept is not None:
-            for name in ("arguments", "observation", "status", "error", "duration_s"):
+            for name in ("arguments", "observation", "status", "error", "duration_s", "exact"):
                 setattr(record, name, getattr(kept, name))
             return True
         if state.journal.in_flight(record) and not idempotent(tool):
@@ -429,6 +434,7 @@ def skipped(call: PendingCall, why: str, language: str = "en") -> ActionRecord:
         repairs=list(call.repairs),
         lossy=list(call.lossy),
         observation_code=why.code if isinstance(why, Note) else None,
+        exact=call.exact,
     )
 
 

@@ -21,8 +21,8 @@ from ..types import (
     ActionRecord,
     HistoryItem,
     ModelResponse,
-    ReplyCall,
     Step,
+    ToolCall,
     Usage,
     UserTurn,
     to_jsonable,
@@ -162,6 +162,7 @@ def _record(record: ActionRecord) -> dict[str, Any]:
         "observation_code": None
         if record.observation_code is None
         else str(record.observation_code),
+        "exact": record.exact,
     }
 
 
@@ -195,6 +196,7 @@ def load_record(data: Any) -> ActionRecord:
         duration_s=float(record.get("duration_s", 0.0)),
         salvaged=bool(record.get("salvaged", False)),
         observation_code=_notice(record.get("observation_code")),
+        exact=record.get("exact") is True,  # absent in older records: encoded again
     )
 
 
@@ -227,7 +229,7 @@ def load_reply(data: Any) -> ModelResponse:
     return ModelResponse(
         content=record.get("content"),
         tool_calls=[
-            ReplyCall(c.get("id"), str(c["name"]), str(c["arguments"]))
+            ToolCall(c.get("id"), str(c["name"]), str(c["arguments"]))
             for c in record.get("tool_calls") or ()
         ],
         reasoning=record.get("reasoning"),

@@ -9,7 +9,7 @@ from typing import Any, TypeAlias
 
 from ..transport.base import ChatModel
 from ..transport.wire import request_payload
-from ..types import ModelRequest, ModelResponse, ReplyCall, Usage
+from ..types import ModelRequest, ModelResponse, ToolCall, Usage
 from .script import Script
 
 __all__ = ["ScriptItem", "ScriptedModel", "reply", "tool_call_reply"]
@@ -40,12 +40,12 @@ def tool_call_reply(
 
     Ids default to ``call_1``, ``call_2``... in order; pass ``None`` to omit one.
     """
-    out: list[ReplyCall] = []
+    out: list[ToolCall] = []
     for i, call in enumerate(calls, 1):
         name, args = call[0], call[1]
         call_id = call[2] if len(call) > 2 else f"call_{i}"
         text = args if isinstance(args, str) else json.dumps(dict(args), ensure_ascii=False)
-        out.append(ReplyCall(call_id, name, text))
+        out.append(ToolCall(call_id, name, text))
     return ModelResponse(
         content=content,
         tool_calls=out,

@@ -186,6 +186,13 @@ class Tool:
 
     def validate(self, arguments: Mapping[str, Any] | str) -> BaseModel:
         """Validate raw arguments; raise :class:`ToolArgumentsError` with a model-readable text."""
+        checked = self.check(arguments)
+        return checked if isinstance(checked, BaseModel) else self._model(checked)
+
+    def check(self, arguments: Mapping[str, Any] | str) -> BaseModel | dict[str, Any]:
+        """What :meth:`ainvoke` takes: :meth:`validate`'s model, or for a tool that takes
+        its arguments as one dict (:attr:`pass_arguments`, checked against the whole JSON
+        Schema), that dict itself: no model is built only to be dumped again."""
         if isinstance(arguments, str):
             fields = self.args_model.model_fields
             if len(fields) == 1 and arguments.strip():
@@ -205,8 +212,8 @@ class Tool:
         if too_deep(arguments):
             raise ToolArgumentsError(TOO_DEEP)
         if self.schema_check is not None:
-            arguments = self.schema_check.coerce(arguments)
-            problems = self.schema_check.errors(arguments)
+            coerced = self.schema_check.coerce(arguments)
+            problems = self.schema_check.errors(coerced)
             if problems:
                 raise ToolArgumentsError(
                     Note(
@@ -215,6 +222,12 @@ class Tool:
                         detail="; ".join(problems),
                     )
                 )
+            if self.pass_arguments:
+                return coerced
+            arguments = coerced
+        return self._model(arguments)
+
+    def _model(self, arguments: Mapping[str, Any]) -> BaseModel:
         try:
             if self.forbid_extra:
                 return self.args_model.model_validate(dict(arguments), extra="forbid")
@@ -222,7 +235,9 @@ class Tool:
         except ValidationError as exc:
             raise ToolArgumentsError(_format_validation_error(self.name, exc)) from None
 
-    async def ainvoke(self, validated: BaseModel, timeout: float | None = None) -> Any:
+    async def ainvoke(
+        self, validated: BaseModel | dict[str, Any], timeout: float | None = None
+    ) -> Any:
         """Run the function with validated arguments, within ``timeout`` seconds
         (:class:`~react_engine.run._threads.DeadlinePassed`, a :class:`TimeoutError`, past it;
         a ``TimeoutError`` the function raises itself is raised as it is).
@@ -249,7 +264,7 @@ class Tool:
 
         return await _threads.run_sync_call(self.function, *args, timeout=timeout, **kwargs)
 
-    def invoke_sync(self, validated: BaseModel) -> Any:
+    def invoke_sync(self, validated: BaseModel | dict[str, Any]) -> Any:
         """Run a sync function in the calling thread (the agent never does: see :meth:`ainvoke`)."""
         if self.pass_model:
             return self.function(validated)
@@ -581,8 +596,11 @@ def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseMo
         ) from exc
 
 
-def _arguments_dict(validated: BaseModel) -> dict[str, Any]:
-    """Validated arguments as JSON-ready data under their JSON names, only those given."""
+def _arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
+    """Validated arguments as JSON-ready data under their JSON names, only those given
+    (a dict from :meth:`Tool.check` is that already)."""
+    if isinstance(validated, dict):
+        return validated
     data: dict[str, Any] = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
     return data
 

@@ -36,11 +36,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelAPIError, ModelRequestError
-from ..types import ModelDelta, ModelRequest, ModelResponse, ReplyCall, ToolCallChunk, Usage
+from ..types import ModelDelta, ModelRequest, ModelResponse, ToolCall, ToolCallChunk, Usage
 from .base import ChatModel
 
 __all__ = ["LIVE_STOP_EVENT", "EmptyStream", "ReplyBuilder", "Unstreamed", "stream_once"]
@@ -69,13 +68,6 @@ class Unstreamed(ChatModel):
         return await self.model.complete(request)
 
 
-@dataclass(slots=True)
-class _Call:
-    id: str | None = None
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
 class ReplyBuilder:
     """Assembles one streamed reply; watches its text for ``stop`` sequences.
 
@@ -97,7 +89,11 @@ class ReplyBuilder:
         longer than the longest stop sequence plus one delta."""
         self._any_content = False
         self._reasoning: list[str] = []
-        self._calls: dict[int, _Call] = {}
+        self._call_ids: dict[int, str | None] = {}
+        """The tool calls so far, by index (a fragment's ``index``): the id (the first one
+        sent), the name and the argument pieces (joined once, at the end)."""
+        self._call_names: dict[int, str] = {}
+        self._call_arguments: dict[int, list[str]] = {}
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._model: str | None = None
@@ -162,14 +158,17 @@ class ReplyBuilder:
 
     def _add_call(self, chunk: ToolCallChunk) -> None:
         index = chunk.index
-        call = self._calls.setdefault(index, _Call())
-        if chunk.id and call.id is None:
-            call.id = chunk.id
-        if chunk.name and chunk.name != call.name:
+        if index not in self._call_ids:
+            self._call_ids[index], self._call_names[index] = None, ""
+            self._call_arguments[index] = []
+        if chunk.id and self._call_ids[index] is None:
+            self._call_ids[index] = chunk.id
+        name = self._call_names[index]
+        if chunk.name and chunk.name != name:
             # Most servers send the name once; a few send it again with every fragment.
-            call.name += chunk.name
+            self._call_names[index] = name + chunk.name
         if chunk.arguments:
-            call.arguments.append(chunk.arguments)
+            self._call_arguments[index].append(chunk.arguments)
 
     def response(self, request: ModelRequest | None = None) -> ModelResponse:
         """The reply so far, as a non-streamed call would have returned it."""
@@ -190,10 +189,11 @@ class ReplyBuilder:
                 f"{self.chunks} completion tokens counted as chunks received, "
                 f"{prompt} prompt tokens estimated from its length"
             )
+        names = self._call_names
         calls = [
-            ReplyCall(c.id, c.name, "".join(c.arguments))
-            for _, c in sorted(self._calls.items())
-            if c.name
+            ToolCall(self._call_ids[i], names[i], "".join(self._call_arguments[i]))
+            for i in sorted(names)
+            if names[i]
         ]
         text = self.text
         return ModelResponse(

@@ -32,8 +32,8 @@ from ..types import (
     ModelDelta,
     ModelRequest,
     ModelResponse,
-    ReplyCall,
     SystemMessage,
+    ToolCall,
     ToolCallChunk,
     ToolMessage,
     Usage,
@@ -294,7 +294,7 @@ def response_from_sdk(completion: Any) -> ModelResponse:
     message = getattr(choice, "message", None)
     if message is None:
         raise ModelUnavailableError("the API returned a choice with no message")
-    calls: list[ReplyCall] = []
+    calls: list[ToolCall] = []
     for tc in getattr(message, "tool_calls", None) or []:
         fn = getattr(tc, "function", None)
         name = getattr(fn, "name", None) if fn is not None else None
@@ -305,7 +305,7 @@ def response_from_sdk(completion: Any) -> ModelResponse:
             arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
         call_id = getattr(tc, "id", None) or None
         calls.append(
-            ReplyCall(
+            ToolCall(
                 None if call_id is None else valid_unicode(str(call_id)),
                 valid_unicode(str(name)),
                 valid_unicode(arguments),

@@ -34,7 +34,6 @@ EXPECTED = {
     "ModelSettings",
     "ModelUnavailableError",
     "OpenAIChatModel",
-    "ParsedAction",
     "ParsedStep",
     "PendingCall",
     "PromptTemplate",

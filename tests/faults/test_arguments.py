@@ -321,9 +321,9 @@ def test_numbered_action_input_labels_are_read() -> None:
     step = parse_react(
         'Thought: search\nAction 1: Google Search\nAction 1 Input: "capital of France"'
     )
-    assert [(a.tool, a.args) for a in step.actions] == [("Google Search", "capital of France")]
+    assert [(a.tool, a.arguments) for a in step.actions] == [("Google Search", "capital of France")]
     step = parse_react('Action 2: get_weather\nAction 2 Input: {"location": "Paris"}')
-    assert [(a.tool, a.args) for a in step.actions] == [("get_weather", {"location": "Paris"})]
+    assert [(a.tool, a.arguments) for a in step.actions] == [("get_weather", {"location": "Paris"})]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -49,7 +49,7 @@ from react_engine import (
 from react_engine.protocols.base import Protocol
 from react_engine.run.observations import render_observation, serialize_result, valid_unicode
 from react_engine.tools import ToolArgumentsError
-from react_engine.types import ReplyCall, Usage
+from react_engine.types import ToolCall, Usage
 
 pytestmark = pytest.mark.slow  # property-based fuzzing (hypothesis)
 
@@ -412,7 +412,7 @@ react_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=12), max_siz
 contents = st.none() | st.text() | react_text
 
 raw_calls = st.builds(
-    ReplyCall,
+    ToolCall,
     id=st.none() | st.sampled_from(["", "call_1", "call_1", "dup"]) | st.text(max_size=8),
     name=st.sampled_from([*TOOL_NAMES, "", "unknown_tool"]) | st.text(max_size=10),
     arguments=st.text()
@@ -523,7 +523,7 @@ ARG_FORMS = {
     "native": (
         "function_calling",
         lambda tool, args: ModelResponse(
-            content=None, tool_calls=[ReplyCall("call_1", tool, args)], finish_reason="tool_calls"
+            content=None, tool_calls=[ToolCall("call_1", tool, args)], finish_reason="tool_calls"
         ),
     ),
     "salvaged_action": (

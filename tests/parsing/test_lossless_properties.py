@@ -35,7 +35,7 @@ from react_engine.protocols.function_calling import FunctionCallingProtocol
 from react_engine.protocols.structured import StructuredOutputProtocol
 from react_engine.protocols.text import TextReActProtocol
 from react_engine.transport.capabilities import Capabilities
-from react_engine.types import ModelResponse, ReplyCall
+from react_engine.types import ModelResponse, ToolCall
 
 pytestmark = pytest.mark.slow  # property-based tests (hypothesis)
 
@@ -156,7 +156,7 @@ def _tool(name: str) -> Tool:
 
 def _reply(protocol: str, tool: str, written: str, *, ends_here: bool) -> ModelResponse:
     if protocol == "function_calling":
-        return ModelResponse(content=None, tool_calls=[ReplyCall("call_1", tool, written)])
+        return ModelResponse(content=None, tool_calls=[ToolCall("call_1", tool, written)])
     if protocol == "text":
         return ModelResponse(
             content=f"Thought: I will use {tool}.\nAction: {tool}\nAction Input: {written}",

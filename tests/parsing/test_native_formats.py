@@ -27,7 +27,7 @@ from react_engine.transport.capabilities import default_registry
 
 def calls_of(text: str, **kwargs: Any) -> list[tuple[str, Any, str]]:
     found = salvage_calls(text, SCHEMAS, schemas=SCHEMAS, **kwargs)
-    return [(c.name, c.arguments, c.format) for c in found]
+    return [(c.tool, c.arguments, c.format) for c in found]
 
 
 # --- values written as text are typed by the schema ------------------------------------------
@@ -332,7 +332,7 @@ def test_random_json_calls_round_trip_in_every_family(
     names = {n for n, _ in calls}
     prefer = data.draw(st.sampled_from([None, family]))
     found = salvage_calls(text, names, prefer=prefer)
-    assert [(c.name, c.arguments) for c in found] == calls, text
+    assert [(c.tool, c.arguments) for c in found] == calls, text
 
 
 # Formats that write values as text: a value's type comes from the schema.
@@ -408,7 +408,7 @@ def test_random_text_valued_calls_round_trip_typed_by_the_schema(
     text = TEXT_FAMILIES[family](calls)
     found = salvage_calls(text, set(schemas), schemas=schemas)
     expected = [(n, {k: v for k, (_, v) in p.items()}) for n, p in calls]
-    assert [(c.name, c.arguments) for c in found] == expected, text
+    assert [(c.tool, c.arguments) for c in found] == expected, text
 
 
 # --- cost -----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from react_engine.parsing import (
 )
 from react_engine.parsing import patterns as P
 from react_engine.parsing import react as react_module
-from react_engine.types import ParsedAction, ParsedStep
+from react_engine.types import ParsedStep, PendingCall
 
 CANONICAL = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"location": "Paris"}'
 
@@ -29,10 +29,12 @@ def test_canonical_reply_needs_no_repair() -> None:
     assert step == ParsedStep(
         thought="I need the weather.",
         actions=[
-            ParsedAction(
+            PendingCall(
+                id=None,
                 tool="get_weather",
-                args={"location": "Paris"},
-                raw_input='{"location": "Paris"}',
+                arguments={"location": "Paris"},
+                raw_arguments='{"location": "Paris"}',
+                exact=True,  # the model's own text is the arguments' JSON: sent back as is
             )
         ],
         final_answer=None,
@@ -57,7 +59,7 @@ def test_canonical_final_answer_needs_no_repair() -> None:
     ],
 )
 def test_raw_input_is_what_the_model_wrote(reply: str, raw: str) -> None:
-    assert parse_react(reply).actions[0].raw_input == raw
+    assert parse_react(reply).actions[0].raw_arguments == raw
 
 
 def test_text_is_the_kept_reply() -> None:
@@ -69,7 +71,8 @@ def test_text_is_the_kept_reply() -> None:
 
 def test_empty_action_input_gives_empty_arguments() -> None:
     for reply in ("Action: get_time\nAction Input:", "Action: get_time", "Action: get_time[]"):
-        assert parse_react(reply).actions == [ParsedAction("get_time", {}, "")]
+        (action,) = parse_react(reply).actions
+        assert (action.tool, action.arguments, action.raw_arguments) == ("get_time", {}, "")
 
 
 # --- options --------------------------------------------------------------------------------
@@ -82,14 +85,14 @@ TWO = (
 
 def test_multi_action_keeps_every_action_in_order() -> None:
     step = parse_react(TWO)
-    assert [a.args for a in step.actions] == [{"location": "Paris"}, {"location": "Rome"}]
+    assert [a.arguments for a in step.actions] == [{"location": "Paris"}, {"location": "Rome"}]
     assert step.thought == "Paris.\n\nRome."
     assert step.repairs == []
 
 
 def test_single_action_keeps_the_first_and_says_so() -> None:
     step = parse_react(TWO, multi_action=False)
-    assert [a.args for a in step.actions] == [{"location": "Paris"}]
+    assert [a.arguments for a in step.actions] == [{"location": "Paris"}]
     assert step.thought == "Paris."
     assert step.repairs == ["first_action_only"]
     assert step.text == TWO  # the transcript keeps what the model wrote
@@ -106,7 +109,7 @@ def test_stop_word_the_server_ignored_is_cut() -> None:
     step = parse_react(reply, stop_words=["<|observation|>"])
     assert step.text == CANONICAL
     assert step.repairs == ["cut_stop_word"]
-    assert step.actions[0].args == {"location": "Paris"}
+    assert step.actions[0].arguments == {"location": "Paris"}
 
 
 def test_stop_word_on_an_observation_label_reports_the_label() -> None:
@@ -381,4 +384,4 @@ def test_fences_past_the_bound_hide_nothing() -> None:
 def test_kwargs_past_the_bound_stay_text() -> None:
     inner = ", ".join(f"a{i}=1" for i in range(react_module.MAX_KWARGS + 1))
     step = parse_react(f"Action: f({inner})")
-    assert step.actions[0].args == inner
+    assert step.actions[0].arguments == inner

@@ -19,7 +19,7 @@ from support.goldens import expected_for
 from react_engine.errors import ReActParseError
 from react_engine.parsing import PARSE_REPAIR_CODES, parse_react
 from react_engine.parsing.repairs import lossy_repairs
-from react_engine.types import ParsedAction
+from react_engine.types import PendingCall
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "parser"
 CASES = sorted(FIXTURES.glob("*.txt"))
@@ -46,10 +46,11 @@ def run_case(path: Path) -> dict[str, Any]:
     }
 
 
-def _action(action: ParsedAction) -> dict[str, Any]:
-    """An action as its golden shows it; ``lossy`` (the repairs that guessed a value, so
+def _action(action: PendingCall) -> dict[str, Any]:
+    """An action as its golden shows it (under the names the goldens have always used:
+    ``args`` is :attr:`PendingCall.arguments`); ``lossy`` (the repairs that guessed a value, so
     that the call is refused) only where there are some."""
-    out: dict[str, Any] = {"tool": action.tool, "args": action.args}
+    out: dict[str, Any] = {"tool": action.tool, "args": action.arguments}
     if action.error:
         out["error"] = action.error
     lossy = lossy_repairs(action.repairs)

@@ -233,7 +233,7 @@ def _check_step(text: str, stop_words: list[str] | None = None) -> None:
     assert len(step.repairs) == len(set(step.repairs))
     for action in step.actions:
         assert action.tool
-        assert isinstance(action.args, dict | str)
+        assert isinstance(action.arguments, dict | str)
 
 
 @settings(PROFILE)
@@ -273,7 +273,7 @@ def test_canonical_action_parses_clean(thought: str, tool: str, args: dict[str, 
     step = parse_react(text)
     assert step.repairs == []
     assert step.thought == thought
-    assert [(a.tool, a.args) for a in step.actions] == [(tool, args)]
+    assert [(a.tool, a.arguments) for a in step.actions] == [(tool, args)]
 
 
 @settings(PROFILE)
@@ -291,7 +291,7 @@ def test_invented_observation_never_changes_the_action(
 ) -> None:
     head = f"Thought: {thought.strip() or 'x'}\nAction: {tool}\nAction Input: {json.dumps(args)}"
     step = parse_react(f"{head}\nObservation: {invented}\nThought: done\nFinal Answer: {invented}")
-    assert [(a.tool, a.args) for a in step.actions] == [(tool, args)]
+    assert [(a.tool, a.arguments) for a in step.actions] == [(tool, args)]
     assert step.final_answer is None
     assert step.text == head
     assert step.repairs == ["cut_observation"]

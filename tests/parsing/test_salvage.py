@@ -13,12 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from react_engine.parsing.salvage import (
-    SalvagedCall,
-    read_salvaged,
-    salvage_calls,
-    strip_salvaged,
-)
+from react_engine.parsing.calls import found_call
+from react_engine.parsing.salvage import read_salvaged, salvage_calls, strip_salvaged
+from react_engine.types import PendingCall
 
 TOOLS = frozenset({"get_weather", "get_time", "search"})
 
@@ -31,7 +28,7 @@ DS_SEP = "<｜tool▁sep｜>"
 
 
 def calls_of(text: str, tools: frozenset[str] = TOOLS) -> list[tuple[str, Any, str]]:
-    return [(c.name, c.arguments, c.format) for c in salvage_calls(text, tools)]
+    return [(c.tool, c.arguments, c.format) for c in salvage_calls(text, tools)]
 
 
 # (id, reply text, expected [(name, arguments, format)], expected thought after stripping)
@@ -456,7 +453,7 @@ CASES: list[tuple[str, str, list[tuple[str, Any, str]], str]] = [
 )
 def test_salvage(text: str, expected: list[tuple[str, Any, str]], thought: str) -> None:
     calls = salvage_calls(text, TOOLS)
-    assert [(c.name, c.arguments, c.format) for c in calls] == expected
+    assert [(c.tool, c.arguments, c.format) for c in calls] == expected
     assert strip_salvaged(text, calls) == thought
     spans = [c.span for c in calls]
     assert spans == sorted(spans)
@@ -528,14 +525,14 @@ def test_only_listed_names_are_salvaged() -> None:
 def test_tool_names_may_be_any_collection() -> None:
     text = '<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call>'
     for names in (["search"], ("search",), {"search"}, {"search": object()}.keys()):
-        assert [c.name for c in salvage_calls(text, names)] == ["search"]
+        assert [c.tool for c in salvage_calls(text, names)] == ["search"]
 
 
 def test_python_syntax_needs_identifier_names() -> None:
     # Function-calling names may contain "-", which Python syntax cannot express.
     assert salvage_calls('get-weather(city="x")', {"get-weather"}) == []
     text = '<tool_call>{"name": "get-weather", "arguments": {}}</tool_call>'
-    assert [c.name for c in salvage_calls(text, {"get-weather"})] == ["get-weather"]
+    assert [c.tool for c in salvage_calls(text, {"get-weather"})] == ["get-weather"]
 
 
 def test_longest_tool_name_wins() -> None:
@@ -587,7 +584,7 @@ def test_calls_from_different_formats_come_in_text_order() -> None:
         'get_time()\n<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call>\n'
         '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Bern"}}]'
     )
-    assert [(c.name, c.format) for c in salvage_calls(text, TOOLS)] == [
+    assert [(c.tool, c.format) for c in salvage_calls(text, TOOLS)] == [
         ("get_time", "python"),
         ("search", "hermes"),
         ("get_weather", "mistral"),
@@ -613,10 +610,15 @@ def test_arguments_are_always_json_compatible() -> None:
             assert json.loads(json.dumps(call.arguments)) == call.arguments
 
 
-def test_salvaged_call_is_frozen() -> None:
-    call = SalvagedCall("get_time", {}, "python", (0, 10))
-    with pytest.raises(AttributeError):
-        call.name = "other"  # type: ignore[misc]
+def test_salvaged_calls_are_pending_calls_and_the_old_names_still_read() -> None:
+    (call,) = salvage_calls('get_time(zone="UTC")', TOOLS)
+    assert isinstance(call, PendingCall)
+    assert (call.tool, call.format, call.span, call.id) == ("get_time", "python", (0, 20), None)
+    with pytest.warns(DeprecationWarning, match="PendingCall.tool"):
+        assert call.name == "get_time"
+    with pytest.warns(DeprecationWarning, match="PendingCall"):
+        from react_engine.parsing.salvage import SalvagedCall
+    assert SalvagedCall is PendingCall
 
 
 # --- strip_salvaged ---------------------------------------------------------------------------
@@ -628,10 +630,10 @@ def test_strip_without_calls_just_trims() -> None:
 
 def test_strip_tolerates_overlapping_and_out_of_range_spans() -> None:
     calls = [
-        SalvagedCall("a", {}, "python", (2, 6)),
-        SalvagedCall("b", {}, "python", (4, 8)),
-        SalvagedCall("c", {}, "python", (9, 99)),
-        SalvagedCall("d", {}, "python", (3, 5)),
+        found_call("a", {}, "python", (2, 6)),
+        found_call("b", {}, "python", (4, 8)),
+        found_call("c", {}, "python", (9, 99)),
+        found_call("d", {}, "python", (3, 5)),
     ]
     assert strip_salvaged("0123456789", calls) == "018"
 
@@ -722,7 +724,7 @@ def test_never_raises_and_spans_are_sane(text: str) -> None:
     calls = salvage_calls(text, TOOLS)
     previous_end = 0
     for call in calls:
-        assert call.name in TOOLS
+        assert call.tool in TOOLS
         start, end = call.span
         assert previous_end <= start < end <= len(text)
         previous_end = end

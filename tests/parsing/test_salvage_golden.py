@@ -28,7 +28,7 @@ def run_case(path: Path) -> dict[str, Any]:
     text = path.read_bytes().decode("utf-8")
     calls = salvage_calls(text, SCHEMAS, schemas=SCHEMAS)
     return {
-        "calls": [{"name": c.name, "arguments": c.arguments, "format": c.format} for c in calls],
+        "calls": [{"name": c.tool, "arguments": c.arguments, "format": c.format} for c in calls],
         "thought": strip_salvaged(text, calls),
         "function_calling": summary(decide("function_calling", text)),
         "text": summary(decide("text", text)),

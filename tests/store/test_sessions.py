@@ -150,14 +150,14 @@ def test_records_hold_every_field_of_the_types() -> None:
     ``to_jsonable`` gives for the type, so a field added to a type is not left out."""
     from react_engine.run.events import RunNotice
     from react_engine.store.codec import dump_record, dump_reply, dumps, load_record, load_reply
-    from react_engine.types import ActionRecord, ModelResponse, ReplyCall, Usage, to_jsonable
+    from react_engine.types import ActionRecord, ModelResponse, ToolCall, Usage, to_jsonable
 
     usage = Usage(1, 2, 3, 4, 5)
     record = ActionRecord(
         "c1", "act", {"n": [1, {"x": None}]}, '{"n": 1}', "done", "error", "e", 0.5, True,
         ["r"], ["l"],
     )  # fmt: skip
-    reply = ModelResponse("hi", [ReplyCall("c1", "act", "{}")], "why", "stop", usage, "m", ["e"])
+    reply = ModelResponse("hi", [ToolCall("c1", "act", "{}")], "why", "stop", usage, "m", ["e"])
     step = Step(
         2, "action", "text", "t", "th", "re", [record], None, ["rep"], "fb", usage, 1.0, 2.0,
         3.0, [RunNotice(2, "ev")],
