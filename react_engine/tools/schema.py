@@ -21,15 +21,16 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     models keep their ``$ref``/``$defs`` (inlining them would not terminate).
     """
     schema = copy.deepcopy(schema)
-    defs: dict[str, Any] = schema.pop("$defs", {})
+    given_defs = schema.pop("$defs", {})
+    defs: dict[str, Any] = given_defs if isinstance(given_defs, dict) else {}
 
     def resolve(node: Any, stack: tuple[str, ...]) -> Any:
         if isinstance(node, dict):
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith("#/$defs/"):
                 key = ref[len("#/$defs/") :]
-                if key in stack or key not in defs:
-                    return node
+                if key in stack or not isinstance(defs.get(key), dict):
+                    return node  # a cycle, a missing definition, or `true`/`false` kept as a $ref
                 merged = {**defs[key], **{k: v for k, v in node.items() if k != "$ref"}}
                 return resolve(merged, (*stack, key))
             out = {k: resolve(v, stack) for k, v in node.items() if k != "title"}
@@ -42,7 +43,7 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
     resolved: dict[str, Any] = resolve(schema, ())
     if "$ref" in json.dumps(resolved):
-        resolved["$defs"] = {k: resolve(v, (k,)) for k, v in defs.items()}
+        resolved["$defs"] = {k: resolve(v, (k,)) for k, v in defs.items()} if defs else given_defs
     resolved.setdefault("type", "object")
     resolved.setdefault("properties", {})
     resolved["additionalProperties"] = False

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from support.fuzzing import PROFILE
 
 from react_engine import Tool, ToolDefinitionError
+from react_engine.tools.schema import strict_schema
 from react_engine.transport.grammar import GrammarError, react_grammar, schema_grammar, step_schema
 
 pytestmark = pytest.mark.slow  # generated hostile schemas (hypothesis)
@@ -140,6 +141,18 @@ def test_ref_cycles_and_self_references() -> None:
             },
         }
     )
+
+
+def test_boolean_definitions_and_definitions_that_are_not_a_mapping() -> None:
+    # JSON Schema allows `true` / `false` as a schema; a $ref to one is kept, not inlined
+    # (hypothesis found `{"a": true}` raising TypeError in strict_schema).
+    for defs in ({"a": True}, {"a": False}, [1], 5):
+        schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "$defs": defs}
+        exercise(schema)
+    built = strict_schema(
+        {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "$defs": {"a": True}}
+    )
+    assert built["properties"]["x"] == {"$ref": "#/$defs/a"} and built["$defs"] == {"a": True}
 
 
 def test_deep_and_wide_schemas() -> None:
