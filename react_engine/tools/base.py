@@ -223,7 +223,10 @@ class Tool:
                     )
                 )
             if self.pass_arguments:
-                return coerced
+                # The tool's own containers: one that changes its arguments in place must
+                # not change what the step records (and, for a repaired call, what the
+                # model is shown) as the model's arguments.
+                return {k: _own(v) for k, v in coerced.items()}
             arguments = coerced
         return self._model(arguments)
 
@@ -628,3 +631,13 @@ def _format_validation_error(tool_name: str, exc: ValidationError) -> str:
             msg = "unexpected field"
         parts.append(f"{loc}: {msg}")
     return Note(ObservationCode.INVALID_ARGUMENTS, tool=repr(tool_name), detail="; ".join(parts))
+
+
+def _own(value: Any) -> Any:
+    """``value`` with fresh lists and dicts all the way down (decoded JSON holds no other
+    mutable value); a scalar as it is."""
+    if isinstance(value, dict):
+        return {k: _own(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_own(v) for v in value]
+    return value

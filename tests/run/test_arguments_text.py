@@ -124,3 +124,22 @@ def test_a_schema_tool_gets_the_checked_arguments_without_a_model_in_between() -
     # its declared fields first): no model built only to be dumped again
     assert given == [{"b": "x", "a": 5}] and list(given[0]) == ["b", "a"]
     assert isinstance(echo.check({"a": 1}), dict)
+
+
+def test_a_schema_tool_that_changes_its_arguments_leaves_the_record_as_written() -> None:
+    from react_engine.tools.base import Tool
+
+    def mutate(arguments: dict[str, Any]) -> str:
+        arguments["tags"].append("added")
+        arguments["where"]["city"] = "Nowhere"
+        arguments.pop("n")
+        return "ok"
+
+    schema = {"type": "object", "properties": {"tags": {}, "where": {}, "n": {}}}
+    tool_ = Tool.from_schema("mutate", schema, mutate)
+    written = '{"tags": ["a"], "where": {"city": "Paris"}, "n": 1}'
+    model = ScriptedModel([tool_call_reply(("mutate", written)), reply("done")])
+    result = Agent("m", client=model, tools=[tool_], protocol="function_calling").run("go")
+    (call,) = result.tool_calls
+    assert call.status == "ok"
+    assert call.arguments == json.loads(written)  # what the model wrote, not what the tool did
