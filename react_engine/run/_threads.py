@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import contextvars
 import functools
 import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..errors import ReactEngineError
@@ -73,13 +74,54 @@ class DeadlinePassed(ReactEngineError, TimeoutError):
         """False for a sync call that was still waiting for a thread: it never ran."""
 
 
-class _Call:
-    __slots__ = ("abandoned", "function", "future")
+_QUEUED, _RUNNING, _DONE, _DROPPED = range(4)
 
-    def __init__(self, function: Callable[[], Any], future: Future[Any]) -> None:
+
+class _Call:
+    """One sync call handed to the pool, and its outcome.
+
+    Not a ``concurrent.futures.Future`` wrapped in an asyncio one (``wrap_future``): that
+    pair costs about fifty container objects per call (a condition, its waiters, the
+    chained callbacks' closures), which at a thousand concurrent runs set off garbage
+    collections more often than anything else the engine does per tool call. The worker
+    stores the outcome here, under the pool's lock, and settles the caller's asyncio
+    future with one ``call_soon_threadsafe``."""
+
+    __slots__ = ("abandoned", "error", "function", "loop", "state", "value", "waiter")
+
+    def __init__(
+        self,
+        function: Callable[[], Any],
+        loop: asyncio.AbstractEventLoop,
+        waiter: asyncio.Future[Any],
+    ) -> None:
         self.function = function
-        self.future = future
+        self.loop = loop
+        self.waiter = waiter
+        self.state = _QUEUED
         self.abandoned = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Any:
+        """What the function returned, or its exception raised (the call has ended)."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def _settle(call: _Call) -> None:
+    """On the caller's loop: hand the ended call's outcome to its waiter (if still waited)."""
+    waiter = call.waiter
+    if waiter.done():
+        return
+    error = call.error
+    if error is None:
+        waiter.set_result(call.value)
+    elif isinstance(error, StopIteration):  # a future cannot hold one
+        waiter.set_exception(RuntimeError(f"the call raised {error!r}"))
+    else:
+        waiter.set_exception(error)
 
 
 class _DaemonPool:
@@ -104,8 +146,7 @@ class _DaemonPool:
     def stuck(self) -> int:
         return self._stuck
 
-    def submit(self, function: Callable[[], Any]) -> _Call:
-        call = _Call(function, Future())
+    def submit(self, call: _Call) -> None:
         with self._lock:
             if self._stuck >= MAX_STUCK_THREADS:
                 raise ThreadsExhausted(
@@ -116,7 +157,6 @@ class _DaemonPool:
                 self._lock.notify()
             else:
                 self._grow()
-        return call
 
     def _grow(self) -> None:
         """Start one more thread, if the pool may have it (the lock is held)."""
@@ -132,19 +172,20 @@ class _DaemonPool:
         """The pool's threads, stuck ones included."""
         return self._threads + self._stuck
 
-    def abandon(self, call: _Call) -> bool:
-        """The caller stopped waiting; True when the call is still running (its thread is
-        then stuck until it ends). A call still queued is dropped."""
+    def abandon(self, call: _Call) -> int:
+        """The caller stopped waiting: the call's state then. A call still running
+        (``_RUNNING``) leaves its thread stuck until it ends; one still queued is dropped
+        (``_DROPPED``); one that ended (``_DONE``) has its outcome on it."""
         with self._lock:
-            if call.future.running():
+            if call.state == _RUNNING:
                 call.abandoned = True
                 self._stuck += 1
                 self._threads -= 1  # a fresh thread may take its place, within the caps
                 if self._pending and self._idle < len(self._pending):
                     self._grow()
-                return True
-            call.future.cancel()
-            return False
+            elif call.state == _QUEUED:
+                call.state = _DROPPED
+            return call.state
 
     def _work(self) -> None:
         while True:
@@ -154,22 +195,27 @@ class _DaemonPool:
                     self._lock.wait()
                     self._idle -= 1
                 call = self._pending.popleft()
-                if not call.future.set_running_or_notify_cancel():
+                if call.state != _QUEUED:  # dropped by its caller while queued
                     continue
+                call.state = _RUNNING
             try:
-                value = call.function()
+                call.value = call.function()
             except BaseException as exc:  # handed to the caller, whatever it is
-                call.future.set_exception(exc)
-            else:
-                call.future.set_result(value)
+                call.error = exc
             with self._lock:
-                if call.abandoned:
+                call.state = _DONE
+                abandoned = call.abandoned
+                if abandoned:
                     self._stuck -= 1
                     # A fresh thread took its place in the pool, unless the caps kept it
                     # from starting: then calls may be waiting that only this one can run.
                     if self._pending and self._idle < len(self._pending):
                         self._grow()
-                    return
+            if not abandoned:
+                with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+                    call.loop.call_soon_threadsafe(_settle, call)
+            else:
+                return
             del call
 
 
@@ -197,23 +243,30 @@ async def run_sync_call(
     raises is raised as it is.
     """
     context = contextvars.copy_context()
-    call = _TOOLS.submit(functools.partial(context.run, function, *args, **kwargs))
-    waiter = asyncio.wrap_future(call.future)
+    loop = asyncio.get_running_loop()
+    work = functools.partial(context.run, function, *args, **kwargs)
+    call = _Call(work, loop, loop.create_future())
+    _TOOLS.submit(call)
     try:
-        value: T = await (waiter if timeout is None else asyncio.wait_for(waiter, timeout))
+        if timeout is None:
+            value: T = await call.waiter
+        else:
+            # asyncio.timeout, not wait_for: no task, future and callback of its own.
+            async with asyncio.timeout(timeout):
+                value = await call.waiter
         return value
     except BaseException as exc:
-        if call.future.done():
-            if isinstance(exc, TimeoutError) and not call.future.cancelled():
+        call.waiter.cancel()  # an outcome still to come is dropped
+        status = _TOOLS.abandon(call)
+        if status == _DONE:
+            if isinstance(exc, TimeoutError):
                 # The function's own TimeoutError, or the time ran out just as it ended:
-                # its own outcome either way (result() raises what it raised, as raised).
-                ended: T = call.future.result()
+                # its own outcome either way (raised as it raised it).
+                ended: T = call.outcome()
                 return ended
             raise
-        waiter.cancel()  # its outcome, when it comes, is dropped
-        running = _TOOLS.abandon(call)
         if isinstance(exc, TimeoutError) and timeout is not None:
-            raise DeadlinePassed(timeout, started=running) from None
+            raise DeadlinePassed(timeout, started=status == _RUNNING) from None
         raise
 
 
