@@ -218,7 +218,10 @@ class Loop:
         started = time.perf_counter()
         try:
             left = None if state.config.deadline is None else state.remaining()
-            if left is None:
+            if left is None and not state.streaming and state.journal is None:
+                # The usual request, without a coroutine of its own (see _request).
+                reply = await complete_with_retries(state.model, request, state.config.retry)
+            elif left is None:
                 reply = await self._request(state, ctl, request, index)
             else:
                 async with asyncio.timeout(max(left, 0.001)):  # no task of its own

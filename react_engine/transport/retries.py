@@ -155,8 +155,19 @@ async def _retry(
 async def complete_with_retries(
     model: ChatModel, request: ModelRequest, policy: RetryPolicy = RetryPolicy()
 ) -> ModelResponse:
-    """``model.complete(request)``, retried on :class:`ModelUnavailableError`."""
-    return await with_retries(lambda: model.complete(request), policy)
+    """``model.complete(request)``, retried on :class:`ModelUnavailableError`.
+
+    :func:`with_retries` spelt out for the first attempt: no closure and no coroutine of
+    its own per request (the objects a request holds while it waits for the reply are
+    what sets off garbage collections when a thousand runs wait at once)."""
+    started = time.monotonic()
+    try:
+        return await model.complete(request)
+    except ModelUnavailableError as exc:
+        return await _retry(lambda: model.complete(request), policy, exc, started)
+    except ModelAPIError as exc:
+        exc.attempts = 1
+        raise
 
 
 async def stream_with_retries(
