@@ -38,9 +38,32 @@ def _pool() -> ThreadPoolExecutor:
 
 async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``await`` a blocking call on the shared pool, with the caller's context variables."""
-    context = contextvars.copy_context()
-    call = functools.partial(context.run, function, *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(_pool(), call)
+    loop = asyncio.get_running_loop()
+    call = _Call(
+        functools.partial(contextvars.copy_context().run, function, *args, **kwargs),
+        loop,
+        loop.create_future(),
+    )
+    submitted = _pool().submit(_run_and_settle, call)
+    try:
+        value: T = await call.waiter
+        return value
+    except BaseException:
+        submitted.cancel()  # dropped if still queued; a running call ends on its own
+        raise
+
+
+def _run_and_settle(call: _Call) -> None:
+    """On a pool thread: run the call, then settle its waiter on the caller's loop (one
+    ``call_soon_threadsafe``; ``run_in_executor`` chains an asyncio future to the pool's
+    own with two more callbacks and their closures)."""
+    try:
+        call.value = call.function()
+    except BaseException as exc:  # handed to the caller, whatever it is
+        call.error = exc
+    call.state = _DONE
+    with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+        call.loop.call_soon_threadsafe(_settle, call)
 
 
 # --- sync tools ------------------------------------------------------------------------------
