@@ -99,7 +99,9 @@ def __getattr__(name: str) -> Any:
             DeprecationWarning,
             stacklevel=2,
         )
-        return PendingCall
+        from .types import LegacyParsedAction
+
+        return LegacyParsedAction
     module = _LAZY.get(name)
     if module is None and name in _moved.MOVED:
         # ``react_engine.run.loop`` read as an attribute: the old path, with its warning.

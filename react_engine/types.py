@@ -720,6 +720,34 @@ def iter_steps(history: Sequence[HistoryItem]) -> Iterator[Step]:
             yield item
 
 
+class _MergedCall(type):
+    """The old name of a call type merged into :class:`PendingCall`: built with its old
+    fields, it gives a :class:`PendingCall`, and ``isinstance`` / ``issubclass`` with it
+    test for :class:`PendingCall`."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, PendingCall)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, PendingCall)
+
+
+class LegacyParsedAction(metaclass=_MergedCall):
+    """``ParsedAction(tool, args, raw_input="", error=None, repairs=[])``, deprecated: the
+    :class:`PendingCall` it was (``.arguments`` / ``.raw_arguments`` for ``.args`` /
+    ``.raw_input``)."""
+
+    def __new__(  # type: ignore[misc]  # builds the type it was merged into
+        cls,
+        tool: str,
+        args: dict[str, Any] | str,
+        raw_input: str = "",
+        error: str | None = None,
+        repairs: Sequence[str] = (),
+    ) -> PendingCall:
+        return PendingCall(None, tool, args, raw_input, error=error, repairs=list(repairs))
+
+
 _DEPRECATED: Mapping[str, tuple[str, str]] = {
     "ReplyCall": ("ToolCall", "react_engine.types.ToolCall (a reply's call: its id may be None)"),
     "ParsedAction": (
@@ -740,5 +768,5 @@ def __getattr__(name: str) -> Any:
             DeprecationWarning,
             stacklevel=2,
         )
-        return globals()[target]
+        return LegacyParsedAction if name == "ParsedAction" else globals()[target]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

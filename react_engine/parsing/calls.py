@@ -21,7 +21,7 @@ import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
-from ..types import PendingCall
+from ..types import PendingCall, _MergedCall
 from . import patterns as P
 from .common import call_objects
 
@@ -509,4 +509,22 @@ def _deprecated(module: str, name: str) -> Any:
         DeprecationWarning,
         stacklevel=3,
     )
-    return PendingCall
+    return LegacySalvagedCall
+
+
+class LegacySalvagedCall(metaclass=_MergedCall):
+    """``SalvagedCall(name, arguments, format, span, repairs=())``, deprecated: the
+    :class:`~react_engine.types.PendingCall` :func:`found_call` gives (``.tool`` for
+    ``.name``)."""
+
+    def __new__(  # type: ignore[misc]  # builds the type it was merged into
+        cls,
+        name: str,
+        arguments: Arguments,
+        format: SalvageFormat,  # the old field's name
+        span: tuple[int, int],
+        repairs: Sequence[str] = (),
+    ) -> PendingCall:
+        call = found_call(name, arguments, format, span)
+        call.repairs.extend(r for r in repairs if r not in call.repairs)
+        return call

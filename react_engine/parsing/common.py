@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..types import PendingCall, to_jsonable
+from ..types import PendingCall, _MergedCall, to_jsonable
 from . import patterns as P
 from .json_repair import fence_body
 
@@ -253,4 +253,15 @@ def __getattr__(name: str) -> Any:
         DeprecationWarning,
         stacklevel=2,
     )
-    return PendingCall
+    return LegacyCallObject
+
+
+class LegacyCallObject(metaclass=_MergedCall):
+    """``CallObject(tool, arguments, given, thought)``, deprecated: the
+    :class:`~react_engine.types.PendingCall` :func:`call_objects` gives (:func:`written_value`
+    for the arguments as written)."""
+
+    def __new__(  # type: ignore[misc]  # builds the type it was merged into
+        cls, tool: str, arguments: Any, given: str | None, thought: str | None
+    ) -> PendingCall:
+        return _call(tool, arguments, given, thought)

@@ -17,7 +17,7 @@ import pytest
 
 import react_engine
 from react_engine.parsing import parse_react
-from react_engine.parsing.common import call_objects
+from react_engine.parsing.common import call_objects, written_value
 from react_engine.parsing.salvage import salvage_calls
 from react_engine.types import ActionRecord, PendingCall, ToolCall, ToolCallChunk
 
@@ -131,7 +131,42 @@ def test_the_old_call_types_import_with_a_warning_naming_the_new(
 
     with pytest.warns(DeprecationWarning, match=new.__name__):
         value = getattr(importlib.import_module(module), old)
-    assert value is new
+    # the new type, or a stand-in that tests for it: what users' isinstance checks see
+    assert value is new or (isinstance(new.__new__(new), value) and issubclass(new, value))
+
+
+def test_the_old_call_types_build_from_their_old_fields() -> None:
+    # Built positionally as they were, not read as PendingCall's own (id, tool, ...) order.
+    with pytest.warns(DeprecationWarning):
+        from react_engine.parsing.common import CallObject
+        from react_engine.parsing.salvage import SalvagedCall
+        from react_engine.types import ParsedAction, ReplyCall
+    parsed = ParsedAction("search", {"q": "x"}, '{"q": "x"}')
+    assert isinstance(parsed, PendingCall) and isinstance(parsed, ParsedAction)
+    assert (parsed.id, parsed.tool, parsed.arguments, parsed.raw_arguments) == (
+        None,
+        "search",
+        {"q": "x"},
+        '{"q": "x"}',
+    )
+    salvaged = SalvagedCall("get_weather", {"city": "Oslo"}, "hermes", (0, 40))
+    assert isinstance(salvaged, PendingCall) and isinstance(salvaged, SalvagedCall)
+    assert (salvaged.tool, salvaged.arguments, salvaged.format, salvaged.span) == (
+        "get_weather",
+        {"city": "Oslo"},
+        "hermes",
+        (0, 40),
+    )
+    assert (
+        salvage_calls(
+            '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>', ["get_weather"]
+        )[0].__class__
+        is PendingCall
+    )
+    found = CallObject("search", [1, 2], "", None)
+    assert found.tool == "search" and written_value(found) == [1, 2]
+    assert ReplyCall("call_1", "search", "{}") == ToolCall("call_1", "search", "{}")
+    assert not isinstance(ToolCall("call_1", "search", "{}"), ParsedAction)
 
 
 def test_the_old_attribute_names_read_with_a_warning() -> None:
