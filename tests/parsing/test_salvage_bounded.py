@@ -8,10 +8,10 @@ collection, which stops every thread, an event loop's included.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 
 import pytest
+from support.tracked import tracked_peak
 
 from react_engine.parsing.salvage import read_salvaged, salvage_calls
 
@@ -65,23 +65,8 @@ WRAPPERS = {
 
 
 def _peak(read: Callable[[], object]) -> int:
-    collecting = gc.isenabled()
-    gc.enable()
-    gc.collect()
-    base = len(gc.get_objects())
-    peak = [0]
-
-    def sample(phase: str, info: dict[str, object]) -> None:
-        if phase == "start":
-            peak[0] = max(peak[0], len(gc.get_objects()) - base)
-
-    gc.callbacks.append(sample)
-    try:
+    with tracked_peak() as peak:
         read()
-    finally:
-        gc.callbacks.remove(sample)
-        if not collecting:
-            gc.disable()
     return peak[0]
 
 

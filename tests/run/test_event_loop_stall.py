@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from support.tracked import tracked_peak
 
 from bench.stall import REPLIES as BENCH_REPLIES
 from react_engine import Agent, CapabilityCache, CapabilityRegistry, Tool
@@ -89,29 +90,6 @@ OBJECTS_PER_ANSWERED_CALL = 16
 """Objects the collector tracks, alive at once while a reply is read, per call a step
 answers: the call as read, its pending call, its record, its message... (about 11 are
 used)."""
-
-
-@contextmanager
-def tracked_peak() -> Iterator[list[int]]:
-    """The most objects the collector tracks at once beyond those alive before, sampled at
-    each collection's start (a collection runs every 700 new objects)."""
-    collecting = gc.isenabled()
-    gc.enable()
-    gc.collect()
-    base = len(gc.get_objects())
-    peak = [0]
-
-    def sample(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            peak[0] = max(peak[0], len(gc.get_objects()) - base)
-
-    gc.callbacks.append(sample)
-    try:
-        yield peak
-    finally:
-        gc.callbacks.remove(sample)
-        if not collecting:
-            gc.disable()
 
 
 def _agent(reply: str, protocol: str) -> Agent:
