@@ -222,6 +222,12 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("policy", "key_value_arguments", OK, "key: value pairs naming the tool's parameters"),
     ("policy", "answer_labels", OK, "ReAct labels taken off a final answer"),
     ("policy", "unlabeled_answer", OK, "a plain reply, after a reminder, taken as the answer"),
+    (
+        "policy",
+        "duplicate_key",
+        GUESS,
+        "a key written twice in one object with different values (which one was meant is a guess)",
+    ),
 )
 """Every repair code any reader reports, with its class."""
 
@@ -248,6 +254,7 @@ WHAT_ZH: Final[Mapping[str, str]] = {
     "ambiguous_action_input": "行动那一行和行动输入里的参数不同",
     "action_input_not_json": "输入看起来像 JSON，但被截断或有误",
     "loose_arguments": "参数是从一个不是 JSON 的调用对象里读出来的",
+    "duplicate_key": "同一个对象里一个键写了两次，值不同（哪一个才是想要的是猜测）",
     "cut_by_length": "回复被长度上限截断了",
 }
 """The lossy repairs' :attr:`Repair.what` in Chinese, for refusals under a ``zh`` template

@@ -264,11 +264,43 @@ def _assign_ids(decision: CallTools) -> None:
 
 
 def _refuse_lossy(calls: list[PendingCall]) -> None:
-    """A call whose arguments were read with a guess does not run (rule 3)."""
+    """A call whose arguments were read with a guess does not run (rule 3). Arguments
+    whose JSON text gives one key two different values (``{"path": "/tmp/a", "path":
+    "/home"}``) are such a guess: decoding keeps the last, the model may have meant either."""
     for call in calls:
+        if isinstance(call.arguments, dict) and _conflicting_keys(call.raw_arguments):
+            call.repairs.append("duplicate_key")
         call.lossy = lossy_repairs(call.repairs)
         if call.lossy and call.error is None:
             call.error = refusal(call.lossy)
+
+
+class _Conflict(Exception):
+    pass
+
+
+def _no_conflict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out and out[key] != value:
+            raise _Conflict
+        out[key] = value
+    return out
+
+
+def _conflicting_keys(raw: str) -> bool:
+    """Whether ``raw``, read as JSON, gives a key of one object two different values
+    (the same value twice is harmless); text that is no strict JSON is left to the
+    readers' own repairs."""
+    if raw.count(":") < 2:  # one key at most: nothing can be written twice
+        return False
+    try:
+        json.loads(raw, object_pairs_hook=_no_conflict)
+    except _Conflict:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 def _refuse_cut(calls: list[PendingCall], reply: ModelResponse, more: int = 0) -> None:

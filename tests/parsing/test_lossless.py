@@ -55,6 +55,8 @@ POLICY_CODES = {
     # policy: final answers only
     "answer_labels",
     "unlabeled_answer",
+    # policy._refuse_lossy: a key given two values
+    "duplicate_key",
 }
 
 
