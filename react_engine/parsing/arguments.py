@@ -25,6 +25,7 @@ from typing import Any
 
 from ..wording import Note, ObservationCode
 from . import patterns as P
+from .duplicates import object_from_pairs
 
 __all__ = ["AMBIGUOUS", "TextArguments", "read_text_arguments"]
 
@@ -33,7 +34,7 @@ AMBIGUOUS = Note(ObservationCode.AMBIGUOUS_PAIRS)
 
 _SEPARATORS = ",，\n"
 _QUOTES = "\"'“”‘’"
-_DECODER = json.JSONDecoder()
+_DECODER = json.JSONDecoder(object_pairs_hook=object_from_pairs)
 
 
 @dataclass(frozen=True, slots=True)

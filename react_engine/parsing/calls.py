@@ -24,8 +24,9 @@ from typing import Any, Final, Literal, Protocol, TypeAlias
 from ..types import PendingCall, _MergedCall
 from . import patterns as P
 from .common import call_objects
+from .duplicates import Conflicted, assign, has_conflict, object_from_pairs
 
-_DECODER: Final = json.JSONDecoder(strict=False)
+_DECODER: Final = json.JSONDecoder(strict=False, object_pairs_hook=object_from_pairs)
 """``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
 
 SalvageFormat: TypeAlias = Literal[
@@ -78,7 +79,8 @@ def found_call(
         return PendingCall(
             None, name, dict(arguments), "", repairs=["loose_arguments"], format=fmt, span=span
         )
-    return PendingCall(None, name, arguments, "", format=fmt, span=span)
+    repairs = ["duplicate_key"] if has_conflict(arguments) else []
+    return PendingCall(None, name, arguments, "", repairs=repairs, format=fmt, span=span)
 
 
 class _Loose(str):
@@ -405,7 +407,9 @@ def _functions(
             if token.group(2) is not None:
                 value_end = tokens[k].start() if k < len(tokens) else region_end
                 # text, without the template's layout: :mod:`.salvage` types it by the schema
-                params[token.group(2).strip()] = strip_text_value(text[token.end() : value_end])
+                params = assign(
+                    params, token.group(2).strip(), strip_text_value(text[token.end() : value_end])
+                )
                 if k < len(tokens) and tokens[k].group() == "</parameter>":
                     k += 1
         name = opening.group(1).strip()
@@ -475,7 +479,7 @@ def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | Non
         for kw in node.keywords:
             if kw.arg is None:
                 return None
-            keywords[kw.arg] = ast.literal_eval(kw.value)
+            keywords = assign(keywords, kw.arg, ast.literal_eval(kw.value))
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
     if len(positional) == 1 and not keywords and isinstance(positional[0], str):
@@ -486,7 +490,8 @@ def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | Non
         if len(positional) == 1 and not keywords:
             return name, json.dumps(positional[0], ensure_ascii=False)
         arguments = {"__args__": positional, **keywords} if positional else keywords
-        return name, json.loads(json.dumps(arguments, ensure_ascii=False))
+        decoded = json.loads(json.dumps(arguments, ensure_ascii=False))
+        return name, Conflicted(decoded) if isinstance(keywords, Conflicted) else decoded
     except (TypeError, ValueError):
         return None
 

@@ -51,10 +51,11 @@ from .calls import (
     found_call,
     strip_text_value,
 )
+from .duplicates import assign, object_from_pairs
 
 __all__ = ["strip_text_value", "typed_value"]
 
-_DECODER: Final = json.JSONDecoder(strict=False)
+_DECODER: Final = json.JSONDecoder(strict=False, object_pairs_hook=object_from_pairs)
 """``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
 
 _NAME: Final = r"[\w.\-/:]{1,200}"
@@ -245,7 +246,7 @@ def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
                     cursor = body_end
                 else:
                     cursor = value_end + len("</arg_value>")
-                arguments[pair.group(1).strip()] = text[pair.end() : value_end]
+                arguments = assign(arguments, pair.group(1).strip(), text[pair.end() : value_end])
             if arguments is not None:
                 out.append(found_call(head.group(1), arguments, "glm45", (pos, end)))
         pos = text.find("<tool_call>", max(end, body))
@@ -437,7 +438,9 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
                 tokens.take()
                 following = tokens.peek()
                 value_end = following.start() if following is not None else len(text)
-                params[inner.group(2).strip()] = strip_text_value(text[inner.end() : value_end])
+                params = assign(
+                    params, inner.group(2).strip(), strip_text_value(text[inner.end() : value_end])
+                )
                 if following is not None and following.group() == "</parameter>":
                     tokens.take()
             if cut_by_invoke:

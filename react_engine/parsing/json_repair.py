@@ -1,10 +1,14 @@
 """Tolerant JSON: the value a model meant, and a report of every repair it took.
 
 :func:`repair_json` first tries :func:`json.loads`; valid JSON comes back untouched with
-no repairs. Anything else goes through a single-pass tolerant decoder that keeps an
+no repairs (but ``duplicate_key``, below). Anything else goes through a single-pass tolerant decoder that keeps an
 explicit stack (no recursion, nesting capped at :data:`MAX_DEPTH`) and records each
 tolerance it applies as a short, stable code:
 
+``duplicate_key``
+    an object gives one key two different values (``{"path": "/tmp/a", "path":
+    "/home"}``): decoding keeps the last, the model may have meant either (a guess,
+    :mod:`.duplicates`); reported for valid JSON too.
 ``code_fence``
     the JSON was wrapped in a Markdown code fence (```json ... ```).
 ``extracted_from_text``
@@ -112,6 +116,7 @@ from typing import Any, Final
 
 from ..errors import JSONRepairError
 from . import patterns as P
+from .duplicates import conflicts, has_conflict, marked, object_from_pairs
 
 __all__ = [
     "JSON_REPAIR_CODES",
@@ -137,6 +142,7 @@ MAX_CANDIDATES: Final = 64
 JSON_REPAIR_CODES: Final = frozenset(
     {
         "code_fence",
+        "duplicate_key",
         "extracted_from_text",
         "extracted_fragment",
         "bom",
@@ -190,7 +196,11 @@ def repair_json(text: str, *, strict: bool = False, allow_truncated: bool = True
     what a cut-off tool call needs, where closing it would invent a value.
     """
     try:
-        return RepairResult(json.loads(text))
+        before = marked()
+        value = _DECODER.decode(text)
+        if marked() != before and has_conflict(value):
+            return RepairResult(value, ("duplicate_key",))
+        return RepairResult(value)
     except json.JSONDecodeError as exc:
         if strict:
             raise JSONRepairError(f"invalid JSON: {exc.msg}", text=text, pos=exc.pos) from None
@@ -217,10 +227,13 @@ def decode_prefix(
     find a JSON blob inside a reply. ``allow_truncated`` as for :func:`repair_json`.
     """
     try:
+        before = marked()
         value, end = _DECODER.raw_decode(text, pos)
     except (ValueError, RecursionError):
         pass
     else:
+        if marked() != before and has_conflict(value):
+            return value, end, ("duplicate_key",)
         return value, end, ()
     if len(text) - pos > MAX_REPAIR_CHARS:
         raise JSONRepairError("invalid JSON too long to repair", text=text, pos=pos)
@@ -229,7 +242,7 @@ def decode_prefix(
     return value, end, repairs.codes()
 
 
-_DECODER: Final = json.JSONDecoder()
+_DECODER: Final = json.JSONDecoder(object_pairs_hook=object_from_pairs)
 
 
 class _Repairs:
@@ -556,6 +569,8 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
                 if stack:
                     top = stack[-1]
                     if type(top) is dict:
+                        if keys[-1] in top:  # its old value against one not read yet
+                            repairs.add("duplicate_key")
                         top[keys[-1]] = container
                     else:
                         top.append(container)
@@ -575,6 +590,8 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
                 return value, pos
             top = stack[-1]
             if type(top) is dict:
+                if conflicts(top, keys[-1], value):
+                    repairs.add("duplicate_key")
                 top[keys[-1]] = value
             else:
                 top.append(value)

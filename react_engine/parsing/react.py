@@ -172,6 +172,7 @@ from ..types import ParsedStep, PendingCall, to_jsonable
 from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, think_blocks, unfence, written_value
+from .duplicates import DECODER, has_conflict
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
 
 __all__ = [
@@ -769,7 +770,7 @@ def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
                 tool=tool,
                 arguments=item.args,
                 raw_arguments=item.raw_input,
-                repairs=_dedupe(item.codes),
+                repairs=_call_repairs(item),
                 exact=_exact(item.args, item.raw_input),
             )
         ],
@@ -1143,7 +1144,7 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
         text = text[1:-1].strip()
     if text[:1] in ("{", "["):
         try:
-            value = json.loads(text)
+            value = DECODER.decode(text)
         except (ValueError, RecursionError):
             try:
                 # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
@@ -1162,7 +1163,7 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
         try:
-            value = json.loads(unquoted)
+            value = DECODER.decode(unquoted)
         except (ValueError, RecursionError):
             return unquoted, codes
         return value, [*codes, "json_string_arguments"]  # "{..." decodes to an object
@@ -1175,7 +1176,7 @@ def _unquote(text: str) -> str | None:
         return None
     if text[0] == '"':
         try:
-            value = json.loads(text)
+            value = DECODER.decode(text)
         except ValueError:
             return None
         return value if isinstance(value, str) else None
@@ -1535,7 +1536,7 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
                 arguments=item.args,
                 raw_arguments=item.raw_input,
                 error=item.error,
-                repairs=_dedupe(item.codes),
+                repairs=_call_repairs(item),
                 exact=_exact(item.args, item.raw_input),
             )
             for item in kept
@@ -1548,6 +1549,15 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
 
 
 _END: Final = 1 << 62
+
+
+def _call_repairs(item: _Item) -> list[str]:
+    """An action's repairs: its reading's, and ``json:duplicate_key`` when its arguments
+    give a key two values (:mod:`.duplicates`), however they were decoded."""
+    codes = _dedupe(item.codes)
+    if "json:duplicate_key" not in codes and has_conflict(item.args):
+        codes.append("json:duplicate_key")
+    return codes
 
 
 def _exact(args: dict[str, Any] | str, raw: str) -> bool:

@@ -105,6 +105,12 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("json", "mismatched_bracket", GUESS, "a bracket closed by the wrong kind of bracket"),
     ("json", "bracket_in_comment", GUESS, "a comment runs to the end while brackets are open"),
     ("json", "extra_value", GUESS, "a second value after the first one"),
+    (
+        "json",
+        "duplicate_key",
+        GUESS,
+        "a key written twice in one object with different values (which one was meant is a guess)",
+    ),
     ("json", "truncated_after_comma", GUESS, "the text ends after a comma (cut off)"),
     ("json", "truncated_number", GUESS, "the text ends inside a number (cut off)"),
     # --- text ReAct (parsing/react.py) --------------------------------------------------------
@@ -222,12 +228,6 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("policy", "key_value_arguments", OK, "key: value pairs naming the tool's parameters"),
     ("policy", "answer_labels", OK, "ReAct labels taken off a final answer"),
     ("policy", "unlabeled_answer", OK, "a plain reply, after a reminder, taken as the answer"),
-    (
-        "policy",
-        "duplicate_key",
-        GUESS,
-        "a key written twice in one object with different values (which one was meant is a guess)",
-    ),
 )
 """Every repair code any reader reports, with its class."""
 

@@ -73,6 +73,7 @@ from ..errors import ReActParseError
 from ..parsing import parse_react
 from ..parsing import patterns as P
 from ..parsing.arguments import read_text_arguments
+from ..parsing.duplicates import has_conflict
 from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import written_call
 from ..types import ModelResponse, Step
@@ -268,7 +269,11 @@ def _refuse_lossy(calls: list[PendingCall]) -> None:
     whose JSON text gives one key two different values (``{"path": "/tmp/a", "path":
     "/home"}``) are such a guess: decoding keeps the last, the model may have meant either."""
     for call in calls:
-        if isinstance(call.arguments, dict) and _conflicting_keys(call.raw_arguments):
+        if (
+            isinstance(call.arguments, dict)
+            and not any(c.endswith("duplicate_key") for c in call.repairs)
+            and (has_conflict(call.arguments) or _conflicting_keys(call.raw_arguments))
+        ):
             call.repairs.append("duplicate_key")
         call.lossy = lossy_repairs(call.repairs)
         if call.lossy and call.error is None:

@@ -55,8 +55,6 @@ POLICY_CODES = {
     # policy: final answers only
     "answer_labels",
     "unlabeled_answer",
-    # policy._refuse_lossy: a key given two values
-    "duplicate_key",
 }
 
 

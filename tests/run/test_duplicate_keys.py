@@ -48,7 +48,8 @@ def test_a_key_given_two_values_is_not_run(protocol: str, arguments: str) -> Non
     result = _run(protocol, arguments)
     (call,) = result.tool_calls
     assert deleted == []
-    assert call.status == "invalid_arguments" and "duplicate_key" in call.lossy
+    assert call.status == "invalid_arguments"
+    assert [c.removeprefix("json:") for c in call.lossy] == ["duplicate_key"]
     assert "a key written twice" in call.observation  # told why, so it can write it again
 
 
@@ -57,4 +58,43 @@ def test_a_key_written_twice_with_one_value_runs(protocol: str) -> None:
     result = _run(protocol, '{"path": "/tmp/a", "path": "/tmp/a"}')
     (call,) = result.tool_calls
     assert call.status == "ok" and deleted == ["/tmp/a"]
-    assert "duplicate_key" not in call.repairs
+    assert not any(c.endswith("duplicate_key") for c in call.repairs)
+
+
+WRITTEN = {
+    "single quotes (repaired)": ("text", "Action: remove\nAction Input: {'path': '/tmp/a', 'path': '/home'}"),
+    "JSON blob": ("text", '{"action": "remove", "action_input": {"path": "/tmp/a", "path": "/home"}}'),
+    "Hermes, text": ("text", '<tool_call>{"name": "remove", "arguments": {"path": "/tmp/a", "path": "/home"}}</tool_call>'),
+    "Hermes": ("function_calling", '<tool_call>{"name": "remove", "arguments": {"path": "/tmp/a", "path": "/home"}}</tool_call>'),
+    "GLM-4.5": ("function_calling", "<tool_call>remove\n<arg_key>path</arg_key>\n<arg_value>/tmp/a</arg_value>\n<arg_key>path</arg_key>\n<arg_value>/home</arg_value>\n</tool_call>"),
+    "Qwen3 XML": ("function_calling", "<tool_call>\n<function=remove>\n<parameter=path>\n/tmp/a\n</parameter>\n<parameter=path>\n/home\n</parameter>\n</function>\n</tool_call>"),
+    "MiniMax": ("function_calling", '<minimax:tool_call><invoke name="remove"><parameter name="path">/tmp/a</parameter><parameter name="path">/home</parameter></invoke></minimax:tool_call>'),
+    "Python call": ("function_calling", 'remove(path="/tmp/a", path="/home")'),
+    "Mistral": ("function_calling", '[TOOL_CALLS]remove[ARGS]{"path": "/tmp/a", "path": "/home"}'),
+    "Kimi K2": ("function_calling", "<|tool_calls_section_begin|><|tool_call_begin|>functions.remove:0<|tool_call_argument_begin|>{\"path\": \"/tmp/a\", \"path\": \"/home\"}<|tool_call_end|><|tool_calls_section_end|>"),
+}  # fmt: skip
+"""The same guess written in the other forms the readers take: repaired JSON, JSON call
+objects in the text, and each family's own format (salvaged under function calling)."""
+
+
+@pytest.mark.parametrize(("protocol", "text"), list(WRITTEN.values()), ids=list(WRITTEN))
+def test_a_key_given_two_values_in_any_written_form_is_not_run(protocol: str, text: str) -> None:
+    deleted.clear()
+    model = ScriptedModel([reply(text), reply("Final Answer: done")] * 2)
+    result = Agent("m", client=model, tools=[remove], protocol=protocol, max_steps=2).run("go")
+    assert deleted == []
+    assert result.tool_calls and all(c.status == "invalid_arguments" for c in result.tool_calls)
+    assert all(
+        [c.removeprefix("json:") for c in call.lossy] == ["duplicate_key"]
+        for call in result.tool_calls
+    )
+
+
+def test_repair_json_reports_a_key_given_two_values() -> None:
+    from react_engine import repair_json
+
+    assert repair_json('{"a": 1, "a": 2}').repairs == ("duplicate_key",)
+    assert repair_json("{'a': 1, 'a': 2}").repairs == ("single_quotes", "duplicate_key")
+    assert repair_json('{"a": [1, {"b": 1, "b": 2}]}').repairs == ("duplicate_key",)
+    assert repair_json('{"a": 1, "a": 1}').repairs == ()  # the same value: harmless
+    assert repair_json('{"a": 1, "b": 2}').repairs == ()
