@@ -73,7 +73,7 @@ from ..errors import ReActParseError
 from ..parsing import parse_react
 from ..parsing import patterns as P
 from ..parsing.arguments import read_text_arguments
-from ..parsing.duplicates import has_conflict
+from ..parsing.duplicates import DECODER, has_conflict
 from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import written_call
 from ..types import ModelResponse, Step
@@ -280,32 +280,17 @@ def _refuse_lossy(calls: list[PendingCall]) -> None:
             call.error = refusal(call.lossy)
 
 
-class _Conflict(Exception):
-    pass
-
-
-def _no_conflict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out and out[key] != value:
-            raise _Conflict
-        out[key] = value
-    return out
-
-
 def _conflicting_keys(raw: str) -> bool:
-    """Whether ``raw``, read as JSON, gives a key of one object two different values
-    (the same value twice is harmless); text that is no strict JSON is left to the
-    readers' own repairs."""
+    """Whether ``raw``, read as strict JSON, gives a key of one object two different
+    values (a reader that decoded it without :mod:`~react_engine.parsing.duplicates`, or
+    rebuilt the object, left no mark); text that is no strict JSON is left to the readers'
+    own repairs."""
     if raw.count(":") < 2:  # one key at most: nothing can be written twice
         return False
     try:
-        json.loads(raw, object_pairs_hook=_no_conflict)
-    except _Conflict:
-        return True
+        return has_conflict(DECODER.decode(raw))
     except (ValueError, RecursionError):
         return False
-    return False
 
 
 def _refuse_cut(calls: list[PendingCall], reply: ModelResponse, more: int = 0) -> None:
