@@ -43,7 +43,7 @@ REPLIES = {
 }
 
 
-def _weather(city: str) -> str:
+def weather(city: str) -> str:
     """The weather.
 
     Args:
@@ -52,10 +52,11 @@ def _weather(city: str) -> str:
     return f"{city}: 14"
 
 
-def _agent(reply: str, protocol: str) -> Agent:
+def stall_agent(reply: str, protocol: str) -> Agent:
+    """The agent that reads ``reply`` (then answers), as the bench and the stall tests run it."""
     return Agent(
         "scripted",
-        [Tool.from_function(_weather, name="get_weather")],
+        [Tool.from_function(weather, name="get_weather")],
         protocol=protocol,
         client=ScriptedModel([reply], default="Final Answer: done"),
         capability_cache=CapabilityCache(),
@@ -86,7 +87,7 @@ async def _run(agent: Agent, gaps: list[float]) -> None:
 
 
 def _one(reply: str, protocol: str) -> dict[str, Any]:
-    agent = _agent(reply, protocol)
+    agent = stall_agent(reply, protocol)
     loop_cpu: list[float] = [0.0]
     full_gc: list[float] = [0.0]
     gaps: list[float] = [0.0]

@@ -1,9 +1,9 @@
 """Tolerant JSON: the value a model meant, and a report of every repair it took.
 
 :func:`repair_json` first tries :func:`json.loads`; valid JSON comes back untouched with
-no repairs (but ``duplicate_key``, below). Anything else goes through a single-pass tolerant decoder that keeps an
-explicit stack (no recursion, nesting capped at :data:`MAX_DEPTH`) and records each
-tolerance it applies as a short, stable code:
+no repairs (but ``duplicate_key``, below). Anything else goes through a single-pass
+tolerant decoder that keeps an explicit stack (no recursion, nesting capped at
+:data:`MAX_DEPTH`) and records each tolerance it applies as a short, stable code:
 
 ``duplicate_key``
     an object gives one key two different values (``{"path": "/tmp/a", "path":

@@ -38,6 +38,7 @@ import pytest
 from support.tracked import tracked_peak
 
 from bench.stall import REPLIES as BENCH_REPLIES
+from bench.stall import stall_agent, weather
 from react_engine import Agent, CapabilityCache, CapabilityRegistry, Tool
 from react_engine.errors import ReactEngineError
 from react_engine.run.loop import MAX_ANSWERED
@@ -51,15 +52,6 @@ worker's turn at the interpreter, at most ``sys.getswitchinterval()`` plus one C
 REPLIES = {name: text for name, text in BENCH_REPLIES.items() if name != "final_answer"}
 """The benchmark's 1 MB replies (``bench/stall.py``), those that hold calls or look like they
 might: thousands of calls each would cost a record, a message and a request entry."""
-
-
-def _weather(city: str) -> str:
-    """The weather.
-
-    Args:
-        city: the city.
-    """
-    return f"{city}: 14"
 
 
 @contextmanager
@@ -92,19 +84,6 @@ answers: the call as read, its pending call, its record, its message... (about 1
 used)."""
 
 
-def _agent(reply: str, protocol: str) -> Agent:
-    return Agent(
-        "scripted",
-        [Tool.from_function(_weather, name="get_weather")],
-        protocol=protocol,
-        client=ScriptedModel([reply], default="Final Answer: done"),
-        capability_cache=CapabilityCache(),
-        registry=CapabilityRegistry.from_default(env={}),
-        max_steps=2,
-        max_consecutive_errors=1,
-    )
-
-
 async def _read(agent: Agent) -> int:
     """Run ``agent`` beside a heartbeat; the heartbeat's ticks during the run."""
     ticks = 0
@@ -132,8 +111,8 @@ async def _read(agent: Agent) -> int:
 @pytest.mark.parametrize("name", sorted(REPLIES))
 def test_a_megabyte_reply_leaves_the_event_loop_free(name: str, protocol: str) -> None:
     # a first run loads what only a run needs (imports, on first use): not the reply's cost
-    asyncio.run(_read(_agent("Final Answer: warm", protocol)))
-    agent = _agent(REPLIES[name], protocol)
+    asyncio.run(_read(stall_agent("Final Answer: warm", protocol)))
+    agent = stall_agent(REPLIES[name], protocol)
     with loop_cpu() as spent:
         ticks = asyncio.run(_read(agent))
     worst = max(spent)
@@ -149,8 +128,8 @@ def test_a_megabyte_reply_leaves_the_event_loop_free(name: str, protocol: str) -
 def test_a_megabyte_reply_holds_objects_for_the_calls_a_step_answers_not_for_all(
     name: str, protocol: str
 ) -> None:
-    asyncio.run(_read(_agent("Final Answer: warm", protocol)))
-    agent = _agent(REPLIES[name], protocol)
+    asyncio.run(_read(stall_agent("Final Answer: warm", protocol)))
+    agent = stall_agent(REPLIES[name], protocol)
     with tracked_peak() as peak:
         asyncio.run(_read(agent))
     limit = OBJECTS_PER_ANSWERED_CALL * MAX_ANSWERED
@@ -166,7 +145,7 @@ def test_a_reply_of_thousands_of_calls_answers_the_first_1024_and_counts_the_res
 ) -> None:
     agent = Agent(
         "scripted",
-        [Tool.from_function(_weather, name="get_weather")],
+        [Tool.from_function(weather, name="get_weather")],
         protocol=protocol,
         client=ScriptedModel([REPLIES["json_call_lines"]], default="Final Answer: done"),
         capability_cache=CapabilityCache(),
