@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ReActParseError, TemplateError
 from ..parsing import parse_react
-from ..parsing.salvage import read_salvaged, salvage_calls, strip_salvaged
+from ..parsing.salvage import read_salvaged, strip_salvaged
 from ..transport.grammar import GrammarError, ReactLabels, react_grammar
 from ..types import (
     AssistantMessage,
@@ -382,16 +382,23 @@ class TextReActProtocol(Protocol):
         labeled = parsed is not None and (parsed.actions or parsed.final_answer is not None)
         if labeled and parsed is not None and not _UNLABELED.intersection(parsed.repairs):
             return None
+        names = ctx.tool_names()
+        blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
+        # A blob's reply asks whether its calls are examples only: read with the fenced
+        # examples first. With none there, there is none outside them either (the same
+        # recognisers write the same calls; leaving examples out only drops more), so the
+        # usual blob reply is read once, not twice.
+        if blob and not read_salvaged(raw, names, limit=ctx.call_limit, examples=True):
+            return None
         found = read_salvaged(
             raw,
-            ctx.tool_names(),
+            names,
             limit=ctx.call_limit,
             schemas={t.name: t.parameters for t in ctx.tools},
             prefer=ctx.capabilities.call_format or None,
         )
         if not found:
-            blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
-            if blob and salvage_calls(raw, ctx.tool_names(), examples=True):
+            if blob:
                 return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
             return None
         calls, repairs = salvaged_calls(raw, found.calls)

@@ -1,0 +1,132 @@
+"""The engine's shortcuts on the path of every LLM call give what the long way gives.
+
+Each shortcut here saves work on the usual reply (issue 25, part 4: the engine's own CPU per
+call) and is checked against the long way it replaces, on every golden reply of the parser,
+the salvage reader and the recorded runs: the same decision, the same calls, the same
+errors. A second test per shortcut counts the work it saves, so that it cannot silently go.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from support.native_formats import TOOLS, context
+
+from react_engine import TextReActProtocol
+from react_engine.errors import ReActParseError
+from react_engine.parsing import parse_react
+from react_engine.parsing import salvage as SV
+from react_engine.protocols import text as T
+from react_engine.protocols.base import CallTools, FormatError, RequestContext
+from react_engine.types import ParsedStep
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def _corpus() -> list[str]:
+    """Every golden reply text: the parser's, the salvage reader's, the recorded runs'."""
+    texts = [p.read_bytes().decode("utf-8") for p in sorted(FIXTURES.glob("parser/*.txt"))]
+    texts += [p.read_bytes().decode("utf-8") for p in sorted(FIXTURES.glob("salvage/*.txt"))]
+    for path in sorted(FIXTURES.glob("recorded/*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        texts.extend(_contents(data))
+    return texts
+
+
+def _contents(value: Any) -> list[str]:
+    """The ``content`` strings anywhere in a recorded file."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            content = item.get("content")
+            if isinstance(content, str) and content:
+                found.append(content)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+CORPUS = _corpus()
+BLOB = (
+    'Thought: I need the weather.\nAction:\n```json\n{"action": "get_weather", '
+    '"action_input": {"city": "Paris"}}\n```'
+)
+
+
+def test_the_corpus_is_there() -> None:
+    assert len(CORPUS) > 400
+
+
+# --- the text protocol's native-call reading ------------------------------------------------
+
+
+def _native_long_way(
+    protocol: TextReActProtocol, raw: str, parsed: ParsedStep | None, ctx: RequestContext
+) -> Any:
+    """``TextReActProtocol._native`` as it was: every reply read without the fenced
+    examples, then a blob's reply that gave nothing read again with them."""
+    if ctx.force_final or not ctx.tools or not T._MAY_HOLD_CALL.search(raw):
+        return None
+    labeled = parsed is not None and (parsed.actions or parsed.final_answer is not None)
+    if labeled and parsed is not None and not T._UNLABELED.intersection(parsed.repairs):
+        return None
+    found = SV.read_salvaged(
+        raw,
+        ctx.tool_names(),
+        limit=ctx.call_limit,
+        schemas={t.name: t.parameters for t in ctx.tools},
+        prefer=ctx.capabilities.call_format or None,
+    )
+    if not found:
+        blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
+        if blob and SV.salvage_calls(raw, ctx.tool_names(), examples=True):
+            return protocol._format_error(raw.strip() or None, T._EXAMPLE_ONLY)
+        return None
+    with mock.patch.object(T, "read_salvaged", lambda *_a, **_k: found):
+        return protocol._native(raw, parsed, ctx)  # the same from here on
+
+
+def _parsed(protocol: TextReActProtocol, raw: str) -> ParsedStep | None:
+    try:
+        return parse_react(raw, multi_action=True, stop_words=protocol.template.stop)
+    except ReActParseError:
+        return None
+
+
+@pytest.mark.parametrize("call_format", ["", "hermes", "json"])
+def test_native_reading_is_the_long_way_on_every_golden_reply(call_format: str) -> None:
+    protocol = TextReActProtocol()
+    ctx = context(call_format)
+    blobs = examples = calls = 0
+    for raw in CORPUS:
+        parsed = _parsed(protocol, raw)
+        for given in (parsed, None):
+            fast = protocol._native(raw, given, ctx)
+            slow = _native_long_way(protocol, raw, given, ctx)
+            assert fast == slow, raw
+            blobs += given is not None and "json_blob" in given.repairs
+            examples += isinstance(fast, FormatError)
+            calls += isinstance(fast, CallTools)
+    # The corpus holds each case: blob replies, fenced examples only, salvaged calls.
+    assert blobs > 20 and examples > 0 and calls > 50
+
+
+def test_a_blob_reply_with_no_written_call_is_read_once() -> None:
+    protocol = TextReActProtocol()
+    ctx = context()
+    parsed = _parsed(protocol, BLOB)
+    assert parsed is not None and "json_blob" in parsed.repairs
+    with mock.patch.object(T, "read_salvaged", wraps=SV.read_salvaged) as reader:
+        assert protocol._native(BLOB, parsed, ctx) is None
+    assert reader.call_count == 1
+
+
+def test_tools_are_the_support_tools() -> None:
+    assert {t.name for t in TOOLS} >= {"get_weather"}
