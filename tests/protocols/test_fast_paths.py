@@ -9,12 +9,14 @@ errors. A second test per shortcut counts the work it saves, so that it cannot s
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
-from support.native_formats import TOOLS, context
+from support.native_formats import context
 
 from react_engine import TextReActProtocol
 from react_engine.errors import ReActParseError
@@ -22,6 +24,7 @@ from react_engine.parsing import parse_react
 from react_engine.parsing import salvage as SV
 from react_engine.protocols import text as T
 from react_engine.protocols.base import CallTools, FormatError, RequestContext
+from react_engine.protocols.policy import new_call_id
 from react_engine.types import ParsedStep
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -128,5 +131,24 @@ def test_a_blob_reply_with_no_written_call_is_read_once() -> None:
     assert reader.call_count == 1
 
 
-def test_tools_are_the_support_tools() -> None:
-    assert {t.name for t in TOOLS} >= {"get_weather"}
+# --- call ids ---------------------------------------------------------------------------------
+
+
+def test_generated_call_ids_are_what_uuid4_gave() -> None:
+    """``"call_"`` and the first 24 hex digits of a UUID4: its version nibble and variant
+    bits in place, the rest random."""
+    ids = [new_call_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for call_id in ids:
+        assert re.fullmatch(r"call_[0-9a-f]{24}", call_id)
+        value = uuid.UUID(hex=call_id[5:] + "0" * 8)
+        assert value.version == 4 and value.variant == uuid.RFC_4122
+    # every other digit takes every value
+    for position in (0, 11, 13, 15, 17, 23):
+        assert len({call_id[5 + position] for call_id in ids}) == 16
+    assert {call_id[5 + 16] for call_id in ids} == set("89ab")
+
+
+def test_a_call_id_is_made_without_a_uuid_object() -> None:
+    with mock.patch.object(uuid, "uuid4", side_effect=AssertionError("uuid4 called")):
+        assert new_call_id().startswith("call_")
