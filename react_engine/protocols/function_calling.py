@@ -344,6 +344,11 @@ class FunctionCallingProtocol(Protocol):
                 repairs=repairs,
             )
         # A Thought/Action block written as text by a model that was given native tools.
+        # Its calls count only when each names a tool, and the parser takes a name as
+        # written (no escape in the text: no JSON string spells it otherwise), so a reply
+        # that holds no tool's name (the usual answer) has none to read.
+        if "\\" not in content and not any(name in content for name in names):
+            return None
         try:
             parsed = parse_react(content)
         except ReActParseError:

@@ -18,12 +18,14 @@ from unittest import mock
 import pytest
 from support.native_formats import context
 
-from react_engine import TextReActProtocol
+from react_engine import Capabilities, FunctionCallingProtocol, TextReActProtocol, Tool
 from react_engine.errors import ReActParseError
 from react_engine.parsing import parse_react
 from react_engine.parsing import salvage as SV
+from react_engine.protocols import function_calling as FC
 from react_engine.protocols import text as T
 from react_engine.protocols.base import CallTools, FormatError, RequestContext
+from react_engine.protocols.decision import guard_depth, parsed_arguments_error
 from react_engine.protocols.policy import new_call_id
 from react_engine.types import ParsedStep
 
@@ -152,3 +154,94 @@ def test_generated_call_ids_are_what_uuid4_gave() -> None:
 def test_a_call_id_is_made_without_a_uuid_object() -> None:
     with mock.patch.object(uuid, "uuid4", side_effect=AssertionError("uuid4 called")):
         assert new_call_id().startswith("call_")
+
+
+# --- function calling: a Thought/Action block written as text -----------------------------------
+
+
+def _parsed_tools(text: str, **kwargs: Any) -> list[str]:
+    try:
+        return [a.tool for a in parse_react(text, **kwargs).actions]
+    except ReActParseError:
+        return []
+
+
+def test_the_parser_takes_a_tool_name_as_written() -> None:
+    """What the shortcut stands on: in a reply with no backslash, every tool name the
+    parser reads is written in it as it is."""
+    read = 0
+    for text in CORPUS:
+        if "\\" in text:
+            continue
+        for kwargs in ({}, {"stop_words": ["\nObservation:"], "multi_action": True}):
+            for tool in _parsed_tools(text, **kwargs):
+                assert tool in text, (tool, text)
+                read += 1
+    assert read > 300
+
+
+def _salvage_long_way(protocol: FunctionCallingProtocol, text: str, ctx: RequestContext) -> Any:
+    """``FunctionCallingProtocol._salvage`` as it was: every reply with no call in a
+    family's format read by the parser."""
+    names = ctx.tool_names()
+    if SV.read_salvaged(text, names):
+        return protocol._salvage(text, ctx)  # the same: the parser is not asked
+    try:
+        parsed = parse_react(text)
+    except ReActParseError:
+        return None
+    if not parsed.actions or not all(a.tool in names for a in parsed.actions):
+        return None
+    return _salvage_forced(protocol, text, ctx, parsed)
+
+
+def _salvage_forced(
+    protocol: FunctionCallingProtocol, text: str, ctx: RequestContext, parsed: ParsedStep
+) -> Any:
+    """The rest of ``_salvage`` for a reply the parser read calls to known tools from."""
+    names = ctx.tool_names()
+    if "json_blob" in parsed.repairs and SV.salvage_calls(text, names, examples=True):
+        return None
+    calls = parsed.actions
+    for call in calls:
+        call.error = call.error or parsed_arguments_error(call.arguments, parsed.repairs)
+        call.salvaged = True
+        call.repairs = ["salvaged:react_text", *call.repairs]
+        guard_depth(call)
+    return CallTools(
+        text=parsed.thought,
+        thought=parsed.thought,
+        calls=calls,
+        repairs=[*parsed.repairs, "salvaged:react_text"],
+    )
+
+
+def test_salvage_is_the_long_way_on_every_golden_reply() -> None:
+    protocol = FunctionCallingProtocol()
+    taken = 0
+    for text in CORPUS:
+        tools = {t for t in _parsed_tools(text) if t and t.isidentifier()}
+        for names in (["get_weather", "get_time", "search"], sorted(tools)):
+            ctx = RequestContext("m", [], _tools(names), "auto", Capabilities())
+            fast = protocol._salvage(text, ctx)
+            slow = _salvage_long_way(protocol, text, ctx)
+            assert fast == slow, text
+            taken += isinstance(fast, CallTools) and "salvaged:react_text" in fast.repairs
+    assert taken > 50
+
+
+def test_an_answer_naming_no_tool_is_not_parsed_for_calls() -> None:
+    protocol = FunctionCallingProtocol()
+    ctx = RequestContext("m", [], _tools(["get_weather"]), "auto", Capabilities())
+    answer = "Beijing is sunny, 24°C; Guangzhou is rainy (29°C)."
+    with mock.patch.object(FC, "parse_react", side_effect=AssertionError("parsed")):
+        assert protocol._salvage(answer, ctx) is None
+    named = "Thought: weather\nAction: get_weather\nAction Input: {}"
+    decision = protocol._salvage(named, ctx)
+    assert isinstance(decision, CallTools) and decision.calls[0].tool == "get_weather"
+
+
+def _tools(names: list[str]) -> list[Tool]:
+    return [
+        Tool.from_schema(n, {"type": "object", "properties": {}}, lambda a: "ok") for n in names
+    ]
