@@ -771,7 +771,7 @@ def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
                 arguments=item.args,
                 raw_arguments=item.raw_input,
                 repairs=_call_repairs(item),
-                exact=_exact(item.args, item.raw_input),
+                exact=_exact(item.args, item.raw_input, item.dumped),
             )
         ],
         repairs=_dedupe(item.codes),
@@ -846,6 +846,7 @@ class _Item:
     codes: list[str] = field(default_factory=list)
     inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
     error: str | None = None  # why it must not run (two different inputs)
+    dumped: tuple[Any, str] | None = None  # (args, raw_input) when raw_input is json.dumps(args)
 
 
 @dataclass(slots=True)
@@ -1313,7 +1314,14 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
             item.codes.append("action_input_not_json")
         else:
             item.args = _blob_args(args, item.codes)
-            item.raw_input = args if isinstance(args, str) else _dumps(args, text[pos:end])
+            if isinstance(args, str):
+                item.raw_input = args
+            else:
+                try:
+                    item.raw_input = json.dumps(args, ensure_ascii=False)
+                    item.dumped = (args, item.raw_input)
+                except (RecursionError, ValueError):  # nested too deep for json.dumps
+                    item.raw_input = text[pos:end]
             item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)
         items.append(item)
     return items, end
@@ -1537,7 +1545,7 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
                 raw_arguments=item.raw_input,
                 error=item.error,
                 repairs=_call_repairs(item),
-                exact=_exact(item.args, item.raw_input),
+                exact=_exact(item.args, item.raw_input, item.dumped),
             )
             for item in kept
             if item.tool is not None and item.final is None
@@ -1560,9 +1568,14 @@ def _call_repairs(item: _Item) -> list[str]:
     return codes
 
 
-def _exact(args: dict[str, Any] | str, raw: str) -> bool:
+def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:
     """Whether ``raw`` is JSON text that decodes, as it stands, to the object ``args``
-    (:attr:`PendingCall.exact <react_engine.types.PendingCall.exact>`)."""
+    (:attr:`PendingCall.exact <react_engine.types.PendingCall.exact>`).
+
+    ``dumped``: ``(args, raw)`` when ``raw`` is ``json.dumps(args)`` of a decoded object,
+    which decodes back to an equal one unless it holds a NaN (never equal to itself)."""
+    if dumped is not None and dumped[0] is args and dumped[1] is raw and "NaN" not in raw:
+        return isinstance(args, dict)
     if not isinstance(args, dict) or raw[:1] != "{":
         return False
     try:
