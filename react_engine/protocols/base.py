@@ -25,6 +25,7 @@ value (``Agent(protocol=MyProtocol())``) or registered by name with
 
 from __future__ import annotations
 
+import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -119,7 +120,7 @@ class RequestContext:
         hashable) and held for the run, so that no other object takes their place."""
         slot = (*map(id, owners), key)
         hit = self.memo.get(slot)
-        if hit is not None and all(a is b for a, b in zip(hit[0], owners, strict=True)):
+        if hit is not None and all(map(operator.is_, hit[0], owners)):  # slots hold one id each
             value: T = hit[1]
             return value
         value = compute()

@@ -200,12 +200,14 @@ class PromptTemplate:
                 f"template {self.name!r} has no {key!r} text", template=self.name
             ) from None
         used = _fields(text, self.name, key)
-        missing = sorted(used - set(values))
-        if missing:
+        if not values.keys() >= used:
+            missing = sorted(used - set(values))
             raise TemplateError(
                 f"template {self.name!r}: {key!r} needs a value for {', '.join(missing)}",
                 template=self.name,
             )
+        if len(values) == len(used):  # every value is used: the usual fill
+            return text.format(**values)
         return text.format(**{k: v for k, v in values.items() if k in used})
 
     def label(self, key: str, default: str) -> str:

@@ -19,15 +19,17 @@ import pytest
 from support.native_formats import context
 
 from react_engine import Capabilities, FunctionCallingProtocol, TextReActProtocol, Tool
-from react_engine.errors import ReActParseError
+from react_engine.errors import ReActParseError, TemplateError
 from react_engine.parsing import parse_react
 from react_engine.parsing import react as R
 from react_engine.parsing import salvage as SV
 from react_engine.protocols import function_calling as FC
+from react_engine.protocols import prompts as P
 from react_engine.protocols import text as T
 from react_engine.protocols.base import CallTools, FormatError, RequestContext
 from react_engine.protocols.decision import guard_depth, parsed_arguments_error
 from react_engine.protocols.policy import new_call_id
+from react_engine.protocols.prompts import PromptTemplate
 from react_engine.types import ParsedStep
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -288,3 +290,46 @@ def test_a_blob_is_not_decoded_again_to_tell_it_exact() -> None:
     with mock.patch.object(R.json, "loads", side_effect=AssertionError("decoded again")):
         step = parse_react(text, stop_words=["\nObservation:"])
     assert step.actions[0].exact is True
+
+
+# --- prompt templates: filling a text -------------------------------------------------------------
+
+
+def _fill_long_way(template: PromptTemplate, key: str, values: dict[str, Any]) -> str:
+    text = template.texts[key]
+    used = P._fields(text, template.name, key)
+    missing = sorted(used - set(values))
+    if missing:
+        raise TemplateError(
+            f"template {template.name!r}: {key!r} needs a value for {', '.join(missing)}",
+            template=template.name,
+        )
+    return text.format(**{k: v for k, v in values.items() if k in used})
+
+
+def _filled(fill: Any, *args: Any) -> Any:
+    try:
+        return fill(*args)
+    except TemplateError as exc:
+        return ("error", str(exc))
+
+
+def test_fill_is_the_long_way_for_every_shipped_text() -> None:
+    """Each text of each shipped template, with exactly its values, with one more, with
+    one fewer: the same text, or the same error."""
+    cases = 0
+    for name in P.list_templates():
+        template = P.load_template(name)
+        for key, text in template.texts.items():
+            used = sorted(P._fields(text, name, key))
+            exact = {f: f"<{f} {{x}}>" for f in used}
+            for values in (exact, {**exact, "unused": "u"}, dict(list(exact.items())[1:])):
+                fast = _filled(_fill, template, key, values)
+                slow = _filled(_fill_long_way, template, key, values)
+                assert fast == slow, (name, key, values)
+                cases += 1
+    assert cases > 100
+
+
+def _fill(template: PromptTemplate, key: str, values: dict[str, Any]) -> str:
+    return template.fill(key, **values)
