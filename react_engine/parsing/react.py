@@ -1318,7 +1318,7 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
                 item.raw_input = args
             else:
                 try:
-                    item.raw_input = json.dumps(args, ensure_ascii=False)
+                    item.raw_input = _JSON.encode(args)  # json.dumps(args, ensure_ascii=False)
                     item.dumped = (args, item.raw_input)
                 except (RecursionError, ValueError):  # nested too deep for json.dumps
                     item.raw_input = text[pos:end]
@@ -1435,6 +1435,10 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
 
 
 # --- choosing ------------------------------------------------------------------------------------
+
+
+_JSON: Final = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(..., ensure_ascii=False)``, its encoder made once."""
 
 
 def _dumps(value: Any, fallback: str | None = None) -> str:

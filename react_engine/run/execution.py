@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from ..protocols.base import PendingCall
 from ..tools.base import Tool, ToolArgumentsError
@@ -438,7 +438,11 @@ def skipped(call: PendingCall, why: str, language: str = "en") -> ActionRecord:
     )
 
 
+_KEY_JSON: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+"""``json.dumps(..., sort_keys=True, ensure_ascii=False)``, its encoder made once."""
+
+
 def _call_key(record: ActionRecord) -> str:
     args = record.arguments
-    body = json.dumps(args, sort_keys=True, ensure_ascii=False) if isinstance(args, dict) else args
+    body = _KEY_JSON.encode(args) if isinstance(args, dict) else args
     return f"{record.tool}\x00{body}"

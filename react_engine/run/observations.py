@@ -12,7 +12,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel
 
@@ -54,6 +54,10 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+_RESULT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default)
+"""The encoder of :func:`serialize_result`, made once (``json.dumps`` makes one per call)."""
+
+
 def serialize_result(value: Any) -> str:
     """A tool result as compact text: strings as they are, everything else as JSON."""
     if isinstance(value, str):
@@ -63,7 +67,7 @@ def serialize_result(value: Any) -> str:
     try:
         if isinstance(value, BaseModel):
             return value.model_dump_json()
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_default)
+        return _RESULT_JSON.encode(value)
     except Exception:  # circular or too deep, exotic keys, a __str__ that raises, huge ints
         pass
     try:

@@ -32,11 +32,21 @@ TOO_DEEP: Final = Note(ObservationCode.TOO_DEEP, depth=str(MAX_ARGUMENT_DEPTH))
 """The observation for a call whose arguments nest deeper than the limit."""
 
 
+_FLAT: Final = frozenset({str, int, float, bool, type(None)})
+"""Types that hold nothing (their subclasses may: they take the long way)."""
+
+
 def exceeds_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
     """Whether ``value`` holds objects/arrays (mappings, lists, tuples) nested more than
     ``limit`` levels deep (by default :data:`MAX_ARGUMENT_DEPTH`, the limit on tool-call
     arguments). Iterative, and stops as soon as the answer is known, so it is safe on
     values of any depth (a cycle counts as too deep)."""
+    if type(value) is dict and limit >= 1:  # the usual arguments: one object of plain values
+        for child in value.values():
+            if type(child) not in _FLAT:
+                break
+        else:
+            return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()

@@ -333,3 +333,66 @@ def test_fill_is_the_long_way_for_every_shipped_text() -> None:
 
 def _fill(template: PromptTemplate, key: str, values: dict[str, Any]) -> str:
     return template.fill(key, **values)
+
+
+# --- encoders made once, and the depth check of flat arguments ------------------------------------
+
+
+class _Dict(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _Str(str):
+    pass
+
+
+VALUES: list[Any] = [
+    {},
+    {"location": "Beijing"},
+    {"a": 1, "b": 2.5, "c": True, "d": None, "e": "é", "z": -0.0},
+    {"b": 1, "a": {"c": [1, 2]}},
+    {"a": float("inf"), "n": float("nan")},
+    {"a": _Str("x")},
+    _Dict(a=1),
+    {"a": (1, 2)},
+    {"a": {1, 2}, "b": b"bytes"},
+    ["x"],
+    "text",
+]
+
+
+def test_call_keys_and_results_are_encoded_as_json_dumps_encodes_them() -> None:
+    from react_engine.run import execution as E
+    from react_engine.run import observations as O
+    from react_engine.types import ActionRecord
+
+    for value in VALUES:
+        record = ActionRecord(id="c", tool="t", arguments=value, raw_arguments="")
+        if isinstance(value, dict) and not any(isinstance(v, set | bytes) for v in value.values()):
+            body = json.dumps(value, sort_keys=True, ensure_ascii=False)
+            assert E._call_key(record) == f"t\x00{body}"
+        expected = (
+            value
+            if isinstance(value, str)
+            else json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=O._default)
+        )
+        assert O.serialize_result(value) == expected
+
+
+def _deep(levels: int) -> Any:
+    value: Any = {"x": 1}
+    for _ in range(levels - 1):
+        value = {"x": value}
+    return value
+
+
+def test_the_depth_check_is_the_long_way() -> None:
+    from react_engine.tools import _nesting as N
+
+    def long_way(value: Any, limit: int) -> bool:
+        with mock.patch.object(N, "_FLAT", frozenset()):  # no type is flat: every walk
+            return N.exceeds_depth(value, limit)
+
+    for value in [*VALUES, _deep(1), _deep(2), _deep(100), _deep(101), [[[]]]]:
+        for limit in (-1, 0, 1, 2, 100):
+            assert N.exceeds_depth(value, limit) == long_way(value, limit), (value, limit)
