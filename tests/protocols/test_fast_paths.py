@@ -131,7 +131,11 @@ def test_a_blob_reply_with_no_written_call_is_read_once() -> None:
     ctx = context()
     parsed = _parsed(protocol, BLOB)
     assert parsed is not None and "json_blob" in parsed.repairs
-    with mock.patch.object(T, "read_salvaged", wraps=SV.read_salvaged) as reader:
+    reader = mock.Mock(wraps=SV.read_salvaged)
+    with (
+        mock.patch.object(T, "read_salvaged", reader),
+        mock.patch.object(SV, "read_salvaged", reader),
+    ):
         assert protocol._native(BLOB, parsed, ctx) is None
     assert reader.call_count == 1
 
@@ -396,3 +400,14 @@ def test_the_depth_check_is_the_long_way() -> None:
     for value in [*VALUES, _deep(1), _deep(2), _deep(100), _deep(101), [[[]]]]:
         for limit in (-1, 0, 1, 2, 100):
             assert N.exceeds_depth(value, limit) == long_way(value, limit), (value, limit)
+
+
+def test_call_keys_and_results_build_no_encoder_per_call() -> None:
+    from react_engine.run import execution as E
+    from react_engine.run import observations as O
+    from react_engine.types import ActionRecord
+
+    record = ActionRecord(id="c", tool="t", arguments={"b": 1, "a": "é"}, raw_arguments="")
+    with mock.patch.object(json, "dumps", side_effect=AssertionError("json.dumps")):
+        assert E._call_key(record) == 't\x00{"a": "é", "b": 1}'
+        assert O.serialize_result({"b": [1, 2], "a": None}) == '{"b":[1,2],"a":null}'
