@@ -301,9 +301,10 @@ def _table() -> list[_DetectorRow]:
 def _detectors(text: str, prefer: str | None) -> list[_Detector]:
     """The recognisers whose marker is in ``text``, the preferred family's first."""
     present: list[tuple[tuple[str, ...], _Detector]] = []
+    tags = "<" in text  # most markers are tags: without a "<", none of those is there
     for families, markers, detect in _table():  # on every reply: plain loops, no generators
         for marker in markers:
-            if marker in text:
+            if (tags or marker[0] != "<") and marker in text:
                 present.append((families, detect))
                 break
     if prefer:

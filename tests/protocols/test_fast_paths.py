@@ -411,3 +411,24 @@ def test_call_keys_and_results_build_no_encoder_per_call() -> None:
     with mock.patch.object(json, "dumps", side_effect=AssertionError("json.dumps")):
         assert E._call_key(record) == 't\x00{"a": "é", "b": 1}'
         assert O.serialize_result({"b": [1, 2], "a": None}) == '{"b":[1,2],"a":null}'
+
+
+def _detectors_long_way(text: str, prefer: str | None) -> list[Any]:
+    present = [
+        (families, detect)
+        for families, markers, detect in SV._table()
+        if any(marker in text for marker in markers)
+    ]
+    if prefer:
+        present.sort(key=lambda entry: prefer not in entry[0])
+    return [detect for _, detect in present]
+
+
+def test_the_recognisers_asked_are_the_long_way_on_every_golden_reply() -> None:
+    asked = 0
+    for text in [*CORPUS, "<|tool_call_begin|>", "a < b", "tool▁call", "[TOOL_CALLS]", ">>>"]:
+        for prefer in (None, "hermes", "json", "deepseek"):
+            fast = SV._detectors(text, prefer)
+            assert fast == _detectors_long_way(text, prefer), text
+            asked += len(fast)
+    assert asked > 1000
