@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Generator, Iterable, Iterator, Sequence
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar
 
 from ..types import PendingCall, _MergedCall
 from . import patterns as P
@@ -426,29 +426,89 @@ def _functions(
 # --- Python calls -----------------------------------------------------------------------------
 
 
-def _python_list(text: str, start: int, end: int, names: frozenset[str]) -> list[_Piece] | None:
-    """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents; ``None``
-    unless every element is a call to a known tool."""
-    out: list[_Piece] = []
-    pos = start + 1
+def _python_list(
+    text: str, start: int, end: int, names: frozenset[str]
+) -> Iterator[_Piece] | None:
+    """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents, read as they
+    are taken; ``None`` unless every element is a call to a known tool (checked first, one
+    element at a time: a list of thousands of calls is never held, see :func:`_checked`)."""
+    return _checked(lambda pos: _python_elements(text, pos, end, names), start + 1)
+
+
+def _python_elements(
+    text: str, pos: int, end: int, names: frozenset[str]
+) -> Generator[tuple[_Piece, int], None, bool]:
+    """The calls of the list ``text[...:end]`` from its element at ``pos``, each with
+    where the next element begins; returns whether every element was a call and the list
+    ends at ``end - 1``."""
     while True:
         head = P.IDENT_CALL.match(text, pos, end)
         if head is None:
-            return None
+            return False
         close, _ = _scan(text, head.end() - 1, end, P.PYTHON_STRUCTURE, "'\"")
         if close is None:
-            return None
+            return False
         call = _python_call(text[head.start(1) : close], names)
         if call is None:
-            return None
-        out.append((call[0], call[1], head.start(1), close))
+            return False
         pos = close
         while pos < end and text[pos] in " \t\r\n":
             pos += 1
         if pos < end and text[pos] == ",":
+            yield (call[0], call[1], head.start(1), close), pos + 1
             pos += 1
             continue
-        return out if pos == end - 1 else None
+        yield (call[0], call[1], head.start(1), close), pos
+        return pos == end - 1
+
+
+_T = TypeVar("_T")
+
+_HELD: Final = 64
+"""Items that :func:`_checked` keeps from its check of a list: a list of more is read
+again past them."""
+
+
+def _checked(
+    read: Callable[[int], Generator[tuple[_T, int], None, bool]], start: int
+) -> Iterator[_T] | None:
+    """The items ``read(start)`` gives, if it says at its end that they all were good, else
+    ``None``: a list whose items count only if every one does (a Python list of calls).
+
+    ``read(pos)`` yields each item with where the next one begins. The check keeps the
+    first :data:`_HELD` items and drops the others; the items past them are read again as
+    they are taken. A list of thousands of calls is then never held whole (the objects
+    alive at once stay few, whatever its length), at the cost of reading the items past
+    the first :data:`_HELD` twice."""
+    held: list[_T] = []
+    resume = start
+    more = False
+    reading = read(start)
+    while True:
+        try:
+            item, after = next(reading)
+        except StopIteration as stop:
+            if not stop.value:
+                return None
+            break
+        if len(held) < _HELD:
+            held.append(item)
+            resume = after
+        else:
+            more = True
+    if not more:
+        return iter(held)
+    return _again(held, read, resume)
+
+
+def _again(
+    held: list[_T], read: Callable[[int], Generator[tuple[_T, int], None, bool]], resume: int
+) -> Iterator[_T]:
+    """``held``, then the items that ``read(resume)`` gives again."""
+    yield from held
+    held.clear()
+    for item, _ in read(resume):
+        yield item
 
 
 def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | None:

@@ -50,7 +50,15 @@ import bisect
 import keyword
 import re
 from array import array
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import replace
 from typing import Any, Final, TypeAlias, get_args
 
@@ -59,6 +67,8 @@ from ..types import PendingCall
 from . import formats as F
 from . import patterns as P
 from .calls import (
+    _DECODER,
+    _HELD,
     _MAX_CALL_CHARS,
     Arguments,
     CallSink,
@@ -230,7 +240,11 @@ class _Found:
             ):
                 return
         starts, ends = self.starts, self.ends
-        index = bisect.bisect_left(starts, start)
+        # after the calls of no width already at ``start`` (the calls of one JSON object
+        # after its first, as :func:`~.calls._tile` spans them): they keep their order
+        index = bisect.bisect_right(starts, start)
+        if index > 0 and starts[index - 1] == start and ends[index - 1] > start:
+            index -= 1  # before the one call with a width that starts there
         if index > 0 and ends[index - 1] > start:
             return
         if index < len(starts) and starts[index] < end:
@@ -587,6 +601,15 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
             listed = _json_objects_lazily(text, body_start, body_start + len(body))
             out.extend(_tile(listed, "json", start, end, names))
         return
+    if P.LOOSE_CALL_START.match(body) is None and _TOOL_CALLS.search(body) is not None:
+        read, reading = _wrapped_calls(body, names)
+        if read:
+            if reading is not None:
+                body_start = text.find(body, start)
+                body_end = body_start + len(body)
+                pieces = ((n, a, body_start, body_end) for calls in reading for n, a in calls)
+                out.extend(_tile(pieces, "json", start, end, names))
+            return
     ok, value = _loads(body)
     if ok:
         calls = _call_from_object(value)
@@ -599,6 +622,135 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     if not pieces or any(name not in names for name, *_ in pieces):
         return
     out.extend(_tile(pieces, "json", start, end, names))
+
+
+_TOOL_CALLS: Final = re.compile(r"tool[ \t_-]*calls", re.IGNORECASE)
+"""What a reply holding a ``tool_calls`` key holds (a first sieve: a key spelled otherwise
+is still read, whole)."""
+
+_CallsOf: TypeAlias = list[tuple[str, Arguments]]
+
+
+def _wrapped_calls(body: str, names: frozenset[str]) -> tuple[bool, Iterator[_CallsOf] | None]:
+    """``body``, ``{...}``, read as an object wrapping one ``tool_calls`` list, member by
+    member and element by element (a list of thousands of calls is never held whole): the
+    calls of each element, as decoding ``body`` whole and reading its calls
+    (:func:`~.calls._call_from_object`) would give them, or ``None`` where that finds no
+    call to ``names`` (``body`` not JSON, an element not a call, an unknown tool, no
+    element). ``(False, None)``: not that shape (no ``tool_calls`` list, or two): read it
+    whole. Not for a body starting ``{"name":``, which is read loosely when not JSON."""
+    last = len(body) - 1  # the closing brace
+    pos = _skip_json_space(body, 1)
+    listed: tuple[list[_CallsOf], int, int] | None = None
+    while pos < last:  # a member at pos; "{}" has none
+        key, pos = _json_at(body, pos) if body[pos] == '"' else (_NOT_JSON, pos)
+        if not isinstance(key, str):
+            return True, None  # not JSON
+        pos = _skip_json_space(body, pos)
+        if pos >= last or body[pos] != ":":
+            return True, None
+        pos = _skip_json_space(body, pos + 1)
+        if P.normalise_word(key) == "toolcalls":
+            if listed is not None or body[pos] != "[":
+                return False, None  # two lists, or calls that are not a list
+            listed, pos = _check_listed(body, pos + 1, names)
+            if pos == -1:
+                return True, None
+        else:
+            value, pos = _json_at(body, pos)
+            if value is _NOT_JSON:
+                return True, None
+        pos = _skip_json_space(body, pos)
+        if pos == last:
+            break  # the closing brace
+        if pos > last or body[pos] != ",":
+            return True, None  # the value ran over the closing brace, or no comma
+        pos = _skip_json_space(body, pos + 1)
+        if pos == last:
+            return True, None  # "{..., }"
+    if listed is None:
+        return False, None
+    held, count, resume = listed
+    if not count:
+        return True, None
+    if count == len(held):
+        return True, iter(held)
+    return True, _listed_again(held, body, resume, names)
+
+
+_NOT_JSON: Final = object()
+
+
+def _json_at(body: str, pos: int) -> tuple[Any, int]:
+    """The JSON value at ``body[pos]`` and where it ends; :data:`_NOT_JSON` if none is."""
+    try:
+        return _DECODER.raw_decode(body, pos)
+    except (ValueError, RecursionError):
+        return _NOT_JSON, pos
+
+
+def _listed_calls(
+    body: str, pos: int, names: frozenset[str]
+) -> Generator[tuple[_CallsOf | None, int], None, int]:
+    """Each element of the JSON list whose first element is at ``body[pos]``: its calls
+    (``None``: not calls to ``names``), with where the next element begins. Returns where
+    the list ends (after its ``]``), -1 where it is not JSON."""
+    pos = _skip_json_space(body, pos)
+    if body.startswith("]", pos):
+        return pos + 1
+    while True:
+        value, after = _json_at(body, pos)
+        if value is _NOT_JSON:
+            return -1
+        calls = _call_from_object(value) if isinstance(value, dict) else None
+        if calls is not None and any(name not in names for name, _ in calls):
+            calls = None
+        pos = _skip_json_space(body, after)
+        if body.startswith(",", pos):
+            pos = _skip_json_space(body, pos + 1)
+            yield calls, pos
+            continue
+        yield calls, pos
+        return pos + 1 if body.startswith("]", pos) else -1
+
+
+def _check_listed(
+    body: str, pos: int, names: frozenset[str]
+) -> tuple[tuple[list[_CallsOf], int, int], int]:
+    """Check the ``tool_calls`` list whose first element is at ``body[pos]``: ``((the
+    calls of its first elements, how many elements, where the first not kept begins), where
+    the list ends)``; no element counted unless each is a call to ``names``; the end is -1
+    where the list is not JSON."""
+    held: list[_CallsOf] = []
+    resume = pos
+    count = 0
+    good = True
+    reading = _listed_calls(body, pos, names)
+    while True:
+        try:
+            calls, after = next(reading)
+        except StopIteration as stop:
+            end: int = stop.value
+            break
+        count += 1
+        if calls is None:
+            good = False
+            held.clear()
+        elif good and len(held) < _HELD:
+            held.append(calls)
+            resume = after
+    return (held, count if good else 0, resume), end
+
+
+def _listed_again(
+    held: list[_CallsOf], body: str, resume: int, names: frozenset[str]
+) -> Iterator[_CallsOf]:
+    """The calls of a checked list: those kept by the check, then the others read again."""
+    yield from held
+    held.clear()
+    for calls, _ in _listed_calls(body, resume, names):
+        if calls is not None:  # all are: the list was checked
+            yield calls
 
 
 def _list_of_calls(body: str, names: frozenset[str]) -> bool:

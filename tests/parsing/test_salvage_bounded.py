@@ -92,3 +92,44 @@ def test_a_reply_that_is_one_list_of_thousands_of_calls_holds_objects_for_those_
     found = read_salvaged(text, ["get_weather"], limit=LIMIT)
     assert (len(found.calls), found.count) == (LIMIT, made)
     assert found.calls == salvage_calls(text, ["get_weather"])[:LIMIT]
+
+
+PYTHON_LISTED = 'get_weather(city="P"), '
+WHOLE = {
+    "tool_calls_wrapper": ('{"tool_calls": [', LISTED, "]}"),
+    "tool_calls_message": ('{"role": "assistant", "content": null, "tool_calls": [', LISTED, "]}"),
+    "tool_calls_fenced": ('```json\n{"toolCalls": [', LISTED, "]}\n```"),
+    "python_list": ("[", PYTHON_LISTED, "]"),
+    "llama4_list": ("<|python_start|>[", PYTHON_LISTED, "]<|python_end|>"),
+}
+"""Replies that are one wrapper around thousands of calls, whose calls are calls only if
+every one of them is (a JSON object's ``tool_calls`` list, a Python list, Llama 4's)."""
+
+
+def _whole(head: str, unit: str, tail: str) -> tuple[str, int]:
+    made = SIZE // len(unit)
+    return head + ", ".join([unit.removesuffix(", ")] * made) + tail, made
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE))
+def test_a_wrapper_read_whole_before_now_holds_objects_for_the_calls_kept(name: str) -> None:
+    text, made = _whole(*WHOLE[name])
+    peak = _peak(lambda: read_salvaged(text, ["get_weather"], limit=LIMIT))
+    assert peak <= BOUND, f"{peak} objects alive at once reading {made} calls"
+    found = read_salvaged(text, ["get_weather"], limit=LIMIT)
+    assert (len(found.calls), found.count) == (LIMIT, made)
+    assert found.calls == salvage_calls(text, ["get_weather"])[:LIMIT]
+    assert [c.arguments for c in found.calls] == [{"city": "P"}] * LIMIT
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE))
+def test_a_wrapper_with_one_bad_call_at_its_end_is_refused_whole_in_bounded_objects(
+    name: str,
+) -> None:
+    head, unit, tail = WHOLE[name]
+    text, made = _whole(head, unit, tail)
+    cut = text.rindex("get_weather")
+    bad = text[:cut] + "get_time" + text[cut + len("get_weather") :]  # a tool it may not call
+    peak = _peak(lambda: read_salvaged(bad, ["get_weather"], limit=LIMIT))
+    assert peak <= BOUND, f"{peak} objects alive at once refusing {made} calls"
+    assert not read_salvaged(bad, ["get_weather"], limit=LIMIT)
