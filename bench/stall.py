@@ -33,6 +33,11 @@ def _fill(unit: str) -> str:
     return (unit * (MB // len(unit) + 1))[:MB]
 
 
+def _listed(head: str, call: str, tail: str) -> str:
+    """A reply of about 1 MB that is one list of calls: ``head``, calls, ``tail``."""
+    return head + ", ".join([call] * (MB // (len(call) + 2))) + tail
+
+
 REPLIES = {
     "json_call_lines": _fill('{"name": "get_weather", "arguments": {"city": "Paris"}}\n'),
     "function_tags": _fill("<function=get_weather>"),
@@ -40,6 +45,11 @@ REPLIES = {
     "hermes_open_tags": _fill("<tool_call>{"),
     "prose_with_brackets": _fill("Some prose about the weather { and [ brackets ( here. "),
     "final_answer": "Final Answer: " + _fill("answer "),
+    "tool_calls_wrapper": _listed(
+        '{"tool_calls": [', '{"name": "get_weather", "arguments": {"city": "Paris"}}', "]}"
+    ),
+    "python_list": _listed("[", 'get_weather(city="Paris")', "]"),
+    "llama4_list": _listed("<|python_start|>[", 'get_weather(city="Paris")', "]<|python_end|>"),
 }
 
 

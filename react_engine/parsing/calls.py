@@ -426,9 +426,7 @@ def _functions(
 # --- Python calls -----------------------------------------------------------------------------
 
 
-def _python_list(
-    text: str, start: int, end: int, names: frozenset[str]
-) -> Iterator[_Piece] | None:
+def _python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iterator[_Piece] | None:
     """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents, read as they
     are taken; ``None`` unless every element is a call to a known tool (checked first, one
     element at a time: a list of thousands of calls is never held, see :func:`_checked`)."""

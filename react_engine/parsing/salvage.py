@@ -607,8 +607,8 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
             if reading is not None:
                 body_start = text.find(body, start)
                 body_end = body_start + len(body)
-                pieces = ((n, a, body_start, body_end) for calls in reading for n, a in calls)
-                out.extend(_tile(pieces, "json", start, end, names))
+                shared = ((n, a, body_start, body_end) for calls in reading for n, a in calls)
+                out.extend(_tile(shared, "json", start, end, names))
             return
     ok, value = _loads(body)
     if ok:

@@ -1,0 +1,322 @@
+"""The replies whose calls count only if all of them do, read element by element, read
+exactly as they were read whole.
+
+Three forms were decoded whole before their calls were known to be calls: one JSON object
+wrapping a ``tool_calls`` list, a reply that is one Python list of calls, and the same list
+in Llama 4's ``<|python_start|>`` tag. They are now checked element by element, then read
+again element by element (:func:`~react_engine.parsing.salvage._wrapped_calls`,
+:func:`~react_engine.parsing.calls._python_list`), so that a list of thousands of calls
+never holds thousands of objects (``test_salvage_bounded.py``). Here the old whole reading
+(its code, kept below) is the reference: on the golden corpus and on generated replies of
+those forms, valid and broken, both give the same calls (arguments, repairs, spans), the
+same count, the same thought, and the same decision of each protocol (its calls, errors
+and repairs, or the refusal).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from support.native_formats import SCHEMAS, decide
+
+from react_engine.parsing import calls as C
+from react_engine.parsing import formats as F
+from react_engine.parsing import salvage as S
+from react_engine.parsing.salvage import read_salvaged, strip_salvaged
+
+NAMES = sorted(SCHEMAS)
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def _old_python_list(
+    text: str, start: int, end: int, names: frozenset[str]
+) -> list[C._Piece] | None:
+    """The reader of ``[f(...), g(...)]`` before: every element parsed, then all returned."""
+    out: list[C._Piece] = []
+    pos = start + 1
+    while True:
+        head = C.P.IDENT_CALL.match(text, pos, end)
+        if head is None:
+            return None
+        close, _ = C._scan(text, head.end() - 1, end, C.P.PYTHON_STRUCTURE, "'\"")
+        if close is None:
+            return None
+        call = C._python_call(text[head.start(1) : close], names)
+        if call is None:
+            return None
+        out.append((call[0], call[1], head.start(1), close))
+        pos = close
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos < end and text[pos] == ",":
+            pos += 1
+            continue
+        return out if pos == end - 1 else None
+
+
+@contextmanager
+def whole() -> Iterator[None]:
+    """The old reading: a reply ``{...}`` decoded whole (as before, when no object was
+    read as a ``tool_calls`` wrapper), Python lists parsed whole."""
+    with (
+        mock.patch.object(S, "_wrapped_calls", lambda body, names: (False, None)),
+        mock.patch.object(S, "_python_list", _old_python_list),
+        mock.patch.object(F, "_python_list", _old_python_list),
+    ):
+        yield
+
+
+def _value(value: Any) -> str:
+    return f"{type(value).__name__}:{value!r}"  # NaN equals itself; a marked dict is told
+
+
+def reading(text: str, limit: int | None) -> Any:
+    """All a reader says of ``text``, as plain data."""
+    found = read_salvaged(text, NAMES, limit=limit, schemas=SCHEMAS)
+    calls = [(c.tool, _value(c.arguments), c.repairs, c.format, c.span) for c in found.calls]
+    return calls, found.count, list(found.spans()), strip_salvaged(text, found)
+
+
+def decisions(text: str) -> list[str]:
+    """What each protocol decides on ``text`` (its calls, errors, repairs, or refusal)."""
+    return [repr(decide(p, text)) for p in ("function_calling", "text")]
+
+
+def assert_read_alike(text: str) -> None:
+    for limit in (None, 1, 2):
+        new = reading(text, limit)
+        with whole():
+            old = reading(text, limit)
+        assert new == old, (limit, text[:300])
+    new_decisions = decisions(text)
+    with whole():
+        old_decisions = decisions(text)
+    assert new_decisions == old_decisions, text[:300]
+
+
+def test_the_reference_is_the_whole_reading() -> None:
+    """The patch reaches the readers: a list checked whole is built whole."""
+    text = "[" + ", ".join(['get_weather(city="P")'] * 100) + "]"
+    with whole():
+        assert S._python_list is _old_python_list
+        assert isinstance(_old_python_list(text, 0, len(text), frozenset(NAMES)), list)
+    assert not isinstance(S._python_list(text, 0, len(text), frozenset(NAMES)), list)
+
+
+# --- the golden corpus ---------------------------------------------------------------------------
+
+CORPUS = sorted((FIXTURES / "salvage").glob("*.txt")) + sorted((FIXTURES / "parser").glob("*.txt"))
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[f"{p.parent.name}/{p.stem}" for p in CORPUS])
+def test_every_golden_reply_is_read_as_it_was_read_whole(path: Path) -> None:
+    assert_read_alike(path.read_bytes().decode("utf-8"))
+
+
+# --- generated replies ---------------------------------------------------------------------------
+
+_TEXT = st.text(alphabet=st.sampled_from("ab é\"\\'{}[](),:\n\t<>|`"), max_size=8)
+_SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-1000, 10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+    _TEXT,
+)
+_JSON = st.recursive(
+    _SCALAR,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=6,
+)
+_NAME = st.sampled_from([*NAMES, *NAMES, *NAMES, "rm", "get weather", ""])  # mostly known
+_KEY = st.sampled_from(["city", "days", "unit", "query", "tz", "name", "arguments"])
+
+
+def _members(draw: st.DrawFn, pairs: list[tuple[str, str]]) -> str:
+    """An object's text from its members' texts, keys repeated as drawn."""
+    if draw(st.integers(0, 5)) == 0 and pairs:
+        pairs = [*pairs, draw(st.sampled_from(pairs))]  # a key written twice
+    space = draw(st.sampled_from(["", " ", "\n  "]))
+    return "{" + space + ("," + space).join(f"{json.dumps(k)}: {v}" for k, v in pairs) + "}"
+
+
+@st.composite
+def json_call(draw: st.DrawFn) -> str:
+    """One element of a ``tool_calls`` list: a call in one of its spellings, or not a call."""
+    name = json.dumps(draw(_NAME))
+    args = {k: draw(_JSON) for k in draw(st.lists(_KEY, max_size=3))}
+    args_text = _members(draw, [(k, json.dumps(v)) for k, v in args.items()])
+    shape = draw(st.integers(0, 11)) % 9  # mostly {"name", "arguments"}
+    if shape == 0:
+        return _members(draw, [("name", name), ("arguments", args_text)])
+    if shape == 1:
+        return _members(draw, [("name", name), ("parameters", args_text)])
+    if shape == 2:  # OpenAI's, arguments as JSON text
+        inner = _members(draw, [("name", name), ("arguments", json.dumps(args_text))])
+        return _members(draw, [("id", '"call_1"'), ("type", '"function"'), ("function", inner)])
+    if shape == 3:  # no arguments key: the other keys are the arguments
+        return _members(draw, [("name", name), *((k, json.dumps(v)) for k, v in args.items())])
+    if shape == 4:  # nested
+        return _members(draw, [("tool_calls", "[" + draw(json_call()) + "]")])
+    if shape == 5:
+        return _members(draw, [("action", name), ("action_input", args_text)])
+    if shape == 6:
+        return _members(draw, [("name", name), ("arguments", json.dumps(draw(_JSON)))])
+    if shape == 7:
+        return json.dumps(draw(_JSON))  # not a call object
+    return _members(draw, [("thought", json.dumps(draw(_TEXT))), ("tool", name)])
+
+
+_WRAPPER_KEY = st.sampled_from(["tool_calls", "toolCalls", "Tool-Calls", "tool calls", "tools"])
+
+
+@st.composite
+def wrapper(draw: st.DrawFn) -> str:
+    """A reply that is one JSON object wrapping a ``tool_calls`` list."""
+    elements = draw(st.lists(json_call(), max_size=5))
+    space = draw(st.sampled_from(["", " ", "\n"]))
+    listed = "[" + space + ("," + space).join(elements) + space + "]"
+    pairs = [(draw(_WRAPPER_KEY), listed)]
+    for _ in range(draw(st.integers(0, 2))):
+        key = draw(st.sampled_from(["role", "content", "id", "tool_calls", "name"]))
+        pairs.insert(draw(st.integers(0, len(pairs))), (key, json.dumps(draw(_JSON))))
+    body = _members(draw, pairs)
+    fence = draw(st.sampled_from(["", "```json\n", "```\n"]))
+    return fence + body + ("\n```" if fence else "")
+
+
+_PY_VALUE = st.one_of(
+    st.integers(-5, 5).map(str),
+    st.text(alphabet=st.sampled_from("ab é\"'\\(),[]\n"), max_size=6).map(repr),
+    st.sampled_from(["None", "True", "[1, 'a']", "{'k': (1, 2)}", "-1.5", "1e999"]),
+)
+_PY_VALUE = st.one_of(*[_PY_VALUE] * 6, st.sampled_from(["{1, 2}", "x", "f()", "b'x'"]))
+"""Mostly literals JSON can hold."""
+
+
+@st.composite
+def python_call(draw: st.DrawFn) -> str:
+    """One element of a Python list of calls, or something else."""
+    name = draw(st.sampled_from([*NAMES, *NAMES, *NAMES, "rm", "print"]))
+    positional = draw(st.lists(_PY_VALUE, max_size=1 + draw(st.integers(0, 1))))
+    keys = draw(st.lists(_KEY, max_size=3, unique=draw(st.integers(0, 9)) > 0))
+    keywords = [f"{k}={draw(_PY_VALUE)}" for k in keys]
+    if draw(st.integers(0, 19)) == 7:  # now and then not a call
+        return draw(st.sampled_from(["1", "'text'", "get_weather", "{'a': 1}", "**k"]))
+    return f"{name}({', '.join([*positional, *keywords])})"
+
+
+@st.composite
+def python_list(draw: st.DrawFn) -> str:
+    """A reply that is one Python list of calls, bare or in Llama 4's tag."""
+    space = draw(st.sampled_from(["", " ", "\n"]))
+    listed = "[" + ("," + space).join(draw(st.lists(python_call(), min_size=1, max_size=4))) + "]"
+    if draw(st.booleans()):
+        return space + listed + space
+    around = draw(st.sampled_from(["", "Let me check.\n", "<think>x</think>"]))
+    end = draw(st.sampled_from(["<|python_end|>", "", "<|eot|>"]))
+    tagged = f"<|python_start|>{space}{listed}{space}{end}"
+    return around + tagged * draw(st.integers(1, 2)) + around
+
+
+_BREAK = st.sampled_from([",", "]", "}", "[", "{", '"', "'", "(", ")", "\\", " ", "\n", "x", ":"])
+
+
+@st.composite
+def broken(draw: st.DrawFn, replies: st.SearchStrategy[str]) -> str:
+    """A reply as generated, or cut short, or with one character dropped or added."""
+    text = draw(replies)
+    if not text:
+        return text
+    at = draw(st.integers(0, len(text) - 1))
+    how = draw(st.integers(0, 5)) - 2  # as generated half the time
+    if how == 1:
+        return text[:at]
+    if how == 2:
+        return text[:at] + text[at + 1 :]
+    if how == 3:
+        return text[:at] + draw(_BREAK) + text[at:]
+    return text
+
+
+_SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_SETTINGS
+@given(broken(wrapper()))
+@example('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "P"}}]}')
+@example('{"tool_calls": [{"name": "get_time", "arguments": {}}], "tool_calls": []}')
+@example('{"tool_calls": [], "toolCalls": [{"name": "get_time"}], "tool_calls": [{"name": "x"}]}')
+@example('{"tool_calls": [{"name": "get_time", "arguments": {}}], }')
+@example('{"tool_calls": [{"name": "get_time", "arguments": {}},]}')
+@example('{"tool_calls": {"name": "get_time", "arguments": {}}}')
+@example('{"role": "assistant", "tool_calls": [{"name": "get_time"}], "x": [1, }')
+@example('{"tool_calls": [{"name": "get_time", "arguments": {"tz": "a", "tz": "b"}}]}')
+@example('{"tool_calls": [1e999, {"name": "get_time", "arguments": {}}]}')
+@example('```json\n{"tool_calls": [{"name": "get_time"}, {"name": "search"}]}\n```')
+def test_a_tool_calls_wrapper_is_read_as_it_was_read_whole(text: str) -> None:
+    assert_read_alike(text)
+
+
+@_SETTINGS
+@given(broken(python_list()))
+@example('[get_weather(city="P"), get_time(tz="UTC")]')
+@example('[get_weather(city="P"), get_time(tz="UTC"),]')
+@example("[get_time(tz='a', tz='b')]")
+@example('<|python_start|>[get_weather(city="P"), x]<|python_end|>')
+def test_a_python_list_is_read_as_it_was_read_whole(text: str) -> None:
+    assert_read_alike(text)
+
+
+@pytest.mark.parametrize("count", [C._HELD - 1, C._HELD, C._HELD + 1, 3 * C._HELD])
+@pytest.mark.parametrize("bad", [None, 0, -1])
+def test_a_list_longer_than_its_check_keeps_is_read_as_it_was_read_whole(
+    count: int, bad: int | None
+) -> None:
+    """Lists around :data:`~react_engine.parsing.calls._HELD` elements: the elements past
+    those the check keeps are read again; one bad element refuses them all."""
+    json_calls = [f'{{"name": "get_time", "arguments": {{"tz": "{i}"}}}}' for i in range(count)]
+    py_calls = [f'get_time(tz="{i}")' for i in range(count)]
+    if bad is not None:
+        json_calls[bad] = '{"name": "rm", "arguments": {}}'
+        py_calls[bad] = "rm()"
+    for text in (
+        '{"tool_calls": [' + ", ".join(json_calls) + "]}",
+        "[" + ", ".join(py_calls) + "]",
+        "<|python_start|>[" + ", ".join(py_calls) + "]<|python_end|>",
+    ):
+        assert_read_alike(text)
+        found = read_salvaged(text, NAMES)
+        expected = [{"tz": str(i)} for i in range(count)] if bad is None else []
+        assert [c.arguments for c in found.calls] == expected
+
+
+@pytest.mark.parametrize("fence", ["", "```json\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"tool_calls": [{"name": "get_time", "arguments": {"tz": "%d"}}]}',
+        '<tool_call>{"tool_calls": [{"name": "get_time", "arguments": {"tz": "%d"}}]}</tool_call>',
+    ],
+    ids=["whole", "hermes"],
+)
+def test_the_calls_of_one_json_object_keep_their_written_order(text: str, fence: str) -> None:
+    """They share the object's extent: each after the first spans no text. Such calls were
+    put before the others already at their position (the third and later came out in
+    reverse), and a fenced reply's last one, which spans the closing fence, was dropped."""
+    one = '{"name": "get_time", "arguments": {"tz": "%d"}}'
+    listed = ", ".join(one % i for i in range(5))
+    reply = text.replace(one, "%s") % listed
+    reply = fence + reply + ("\n```" if fence else "")
+    found = read_salvaged(reply, NAMES)
+    assert [c.arguments for c in found.calls] == [{"tz": str(i)} for i in range(5)]
+    assert found.count == 5
+    assert not strip_salvaged(reply, found).strip("`")
