@@ -79,8 +79,19 @@ def found_call(
         return PendingCall(
             None, name, dict(arguments), "", repairs=["loose_arguments"], format=fmt, span=span
         )
+    if isinstance(arguments, _Guessed):
+        return PendingCall(
+            None, name, str(arguments), "", repairs=["duplicate_key"], format=fmt, span=span
+        )
     repairs = ["duplicate_key"] if has_conflict(arguments) else []
     return PendingCall(None, name, arguments, "", repairs=repairs, format=fmt, span=span)
+
+
+class _Guessed(str):
+    """Argument text of a call read out of an object that gives a key two values (see
+    :func:`_call_from_object`): the repair ``duplicate_key``, never run."""
+
+    __slots__ = ()
 
 
 class _Loose(str):
@@ -215,7 +226,19 @@ def _call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
     calls = call_objects(obj, name_alone=True)
     if calls is None:
         return None
-    return [(c.tool, _arguments(c.arguments)) for c in calls]
+    if not has_conflict(obj):
+        return [(c.tool, _arguments(c.arguments)) for c in calls]
+    # A key written twice with two values, in the object or anywhere in it (the name's,
+    # the arguments', a wrapper's "tool_calls"): which the model meant is a guess, and so
+    # is every call read from it, whatever its own arguments say.
+    return [(c.tool, _guessed(_arguments(c.arguments))) for c in calls]
+
+
+def _guessed(arguments: Arguments) -> Arguments:
+    """``arguments`` marked ``duplicate_key`` (:func:`found_call`)."""
+    if isinstance(arguments, str):
+        return _Guessed(arguments)
+    return arguments if has_conflict(arguments) else Conflicted(arguments)
 
 
 def _loose_call(src: str) -> tuple[str, Arguments] | None:

@@ -76,6 +76,7 @@ from .calls import (
     _call_from_object,
     _deprecated,
     _functions,
+    _guessed,
     _json_objects,
     _json_objects_lazily,
     _loads,
@@ -89,6 +90,7 @@ from .calls import (
     found_call,
 )
 from .common import think_blocks, unfence
+from .duplicates import has_conflict, marked
 from .formats import type_arguments
 from .react import parse_react
 
@@ -642,6 +644,8 @@ def _wrapped_calls(body: str, names: frozenset[str]) -> tuple[bool, Iterator[_Ca
     last = len(body) - 1  # the closing brace
     pos = _skip_json_space(body, 1)
     listed: tuple[list[_CallsOf], int, int] | None = None
+    guessed = False  # a key given two values anywhere: every call is a guess
+    members: dict[str, list[Any]] = {}  # the other members' values, to find a key twice
     while pos < last:  # a member at pos; "{}" has none
         key, pos = _json_at(body, pos) if body[pos] == '"' else (_NOT_JSON, pos)
         if not isinstance(key, str):
@@ -653,13 +657,17 @@ def _wrapped_calls(body: str, names: frozenset[str]) -> tuple[bool, Iterator[_Ca
         if P.normalise_word(key) == "toolcalls":
             if listed is not None or body[pos] != "[":
                 return False, None  # two lists, or calls that are not a list
-            listed, pos = _check_listed(body, pos + 1, names)
+            listed, pos, guessed_in_list = _check_listed(body, pos + 1, names)
             if pos == -1:
                 return True, None
+            guessed = guessed or guessed_in_list
         else:
+            before = marked()
             value, pos = _json_at(body, pos)
             if value is _NOT_JSON:
                 return True, None
+            guessed = guessed or (marked() != before and has_conflict(value))
+            members.setdefault(key, []).append(value)
         pos = _skip_json_space(body, pos)
         if pos == last:
             break  # the closing brace
@@ -673,9 +681,12 @@ def _wrapped_calls(body: str, names: frozenset[str]) -> tuple[bool, Iterator[_Ca
     held, count, resume = listed
     if not count:
         return True, None
-    if count == len(held):
-        return True, iter(held)
-    return True, _listed_again(held, body, resume, names)
+    for values in members.values():  # as the decoder's pairs hook tells a key twice
+        guessed = guessed or any(values[-1] != value for value in values)
+    reading = iter(held) if count == len(held) else _listed_again(held, body, resume, names)
+    if guessed:
+        return True, ([(name, _guessed(args)) for name, args in calls] for calls in reading)
+    return True, reading
 
 
 _NOT_JSON: Final = object()
@@ -691,55 +702,60 @@ def _json_at(body: str, pos: int) -> tuple[Any, int]:
 
 def _listed_calls(
     body: str, pos: int, names: frozenset[str]
-) -> Generator[tuple[_CallsOf | None, int], None, int]:
+) -> Generator[tuple[_CallsOf | None, bool, int], None, int]:
     """Each element of the JSON list whose first element is at ``body[pos]``: its calls
-    (``None``: not calls to ``names``), with where the next element begins. Returns where
-    the list ends (after its ``]``), -1 where it is not JSON."""
+    (``None``: not calls to ``names``), whether it gives a key two values, and where the
+    next element begins. Returns where the list ends (after its ``]``), -1 where it is not
+    JSON."""
     pos = _skip_json_space(body, pos)
     if body.startswith("]", pos):
         return pos + 1
     while True:
+        before = marked()
         value, after = _json_at(body, pos)
         if value is _NOT_JSON:
             return -1
+        conflicted = marked() != before and has_conflict(value)
         calls = _call_from_object(value) if isinstance(value, dict) else None
         if calls is not None and any(name not in names for name, _ in calls):
             calls = None
         pos = _skip_json_space(body, after)
         if body.startswith(",", pos):
             pos = _skip_json_space(body, pos + 1)
-            yield calls, pos
+            yield calls, conflicted, pos
             continue
-        yield calls, pos
+        yield calls, conflicted, pos
         return pos + 1 if body.startswith("]", pos) else -1
 
 
 def _check_listed(
     body: str, pos: int, names: frozenset[str]
-) -> tuple[tuple[list[_CallsOf], int, int], int]:
+) -> tuple[tuple[list[_CallsOf], int, int], int, bool]:
     """Check the ``tool_calls`` list whose first element is at ``body[pos]``: ``((the
     calls of its first elements, how many elements, where the first not kept begins), where
-    the list ends)``; no element counted unless each is a call to ``names``; the end is -1
-    where the list is not JSON."""
+    the list ends, whether an element gives a key two values)``; no element counted unless
+    each is a call to ``names``; the end is -1 where the list is not JSON."""
     held: list[_CallsOf] = []
     resume = pos
     count = 0
     good = True
+    guessed = False
     reading = _listed_calls(body, pos, names)
     while True:
         try:
-            calls, after = next(reading)
+            calls, conflicted, after = next(reading)
         except StopIteration as stop:
             end: int = stop.value
             break
         count += 1
+        guessed = guessed or conflicted
         if calls is None:
             good = False
             held.clear()
         elif good and len(held) < _HELD:
             held.append(calls)
             resume = after
-    return (held, count if good else 0, resume), end
+    return (held, count if good else 0, resume), end, guessed
 
 
 def _listed_again(
@@ -748,7 +764,7 @@ def _listed_again(
     """The calls of a checked list: those kept by the check, then the others read again."""
     yield from held
     held.clear()
-    for calls, _ in _listed_calls(body, resume, names):
+    for calls, _, _ in _listed_calls(body, resume, names):
         if calls is not None:  # all are: the list was checked
             yield calls
 

@@ -260,6 +260,10 @@ _SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[Hea
 @example('{"tool_calls": {"name": "get_time", "arguments": {}}}')
 @example('{"role": "assistant", "tool_calls": [{"name": "get_time"}], "x": [1, }')
 @example('{"tool_calls": [{"name": "get_time", "arguments": {"tz": "a", "tz": "b"}}]}')
+@example('{"role": 1, "tool_calls": [{"name": "get_time", "arguments": {}}], "role": 2}')
+@example('{"role": NaN, "tool_calls": [{"name": "get_time", "arguments": {}}], "role": NaN}')
+@example('{"x": {"a": 1, "a": 2}, "tool_calls": [{"name": "get_time", "arguments": {}}]}')
+@example('{"tool_calls": [{"name": "get_time"}, {"name": "search", "name": "get_time"}]}')
 @example('{"tool_calls": [1e999, {"name": "get_time", "arguments": {}}]}')
 @example('```json\n{"tool_calls": [{"name": "get_time"}, {"name": "search"}]}\n```')
 def test_a_tool_calls_wrapper_is_read_as_it_was_read_whole(text: str) -> None:

@@ -98,3 +98,44 @@ def test_repair_json_reports_a_key_given_two_values() -> None:
     assert repair_json('{"a": [1, {"b": 1, "b": 2}]}').repairs == ("duplicate_key",)
     assert repair_json('{"a": 1, "a": 1}').repairs == ()  # the same value: harmless
     assert repair_json('{"a": 1, "b": 2}').repairs == ()
+
+
+CALL_OBJECTS = {
+    "the arguments twice": '{"name": "remove", "arguments": {"path": "/tmp/a"}, "arguments": {"path": "/home"}}',
+    "the name twice": '{"name": "get_time", "name": "remove", "arguments": {"path": "/home"}}',
+    "an argument twice, no arguments key": '{"name": "remove", "path": "/tmp/a", "path": "/home"}',
+    "tool_calls twice": '{"tool_calls": [{"name": "remove", "arguments": {"path": "/tmp/a"}}], "tool_calls": [{"name": "remove", "arguments": {"path": "/home"}}]}',
+    "in a list": '[{"name": "remove", "arguments": {"path": "/tmp/a"}, "arguments": {"path": "/home"}}]',
+    "in a wrapper's list": '{"tool_calls": [{"name": "remove", "arguments": {"path": "/tmp/a"}, "arguments": {"path": "/home"}}]}',
+    "Hermes": '<tool_call>{"name": "remove", "arguments": {"path": "/tmp/a"}, "arguments": {"path": "/home"}}</tool_call>',
+    "Mistral": '[TOOL_CALLS][{"name": "remove", "arguments": {"path": "/tmp/a"}, "arguments": {"path": "/home"}}]',
+    "an action blob": '```json\n{"action": "remove", "action_input": {"path": "/tmp/a"}, "action_input": {"path": "/home"}}\n```',
+    "OpenAI's function object": '{"type": "function", "function": {"name": "remove", "arguments": "{\\"path\\": \\"/tmp/a\\"}", "arguments": "{\\"path\\": \\"/home\\"}"}}',
+}  # fmt: skip
+"""A call object itself giving a key two values: which arguments (or which tool, or which
+list of calls) the model meant is a guess. The readers of calls written in the text read
+the last, and ran ``remove("/home")``: only a key given two values inside the arguments
+was marked."""
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+@pytest.mark.parametrize("text", list(CALL_OBJECTS.values()), ids=list(CALL_OBJECTS))
+def test_a_call_object_giving_a_key_two_values_is_not_run(protocol: str, text: str) -> None:
+    deleted.clear()
+    model = ScriptedModel([reply(text), reply("Final Answer: done")] * 2)
+    result = Agent("m", client=model, tools=[remove], protocol=protocol, max_steps=2).run("go")
+    assert deleted == []
+    assert result.tool_calls and all(c.status == "invalid_arguments" for c in result.tool_calls)
+    for call in result.tool_calls:
+        assert [c.removeprefix("json:") for c in call.lossy] == ["duplicate_key"]
+        assert "a key written twice" in call.observation
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+def test_a_call_object_giving_a_key_one_value_twice_runs(protocol: str) -> None:
+    deleted.clear()
+    text = '{"name": "remove", "arguments": {"path": "/tmp/a"}, "arguments": {"path": "/tmp/a"}}'
+    model = ScriptedModel([reply(text), reply("Final Answer: done")])
+    result = Agent("m", client=model, tools=[remove], protocol=protocol, max_steps=2).run("go")
+    assert deleted == ["/tmp/a"]
+    assert [c.status for c in result.tool_calls] == ["ok"]
