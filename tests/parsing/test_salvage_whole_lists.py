@@ -182,6 +182,8 @@ _WRAPPER_KEY = st.sampled_from(["tool_calls", "toolCalls", "Tool-Calls", "tool c
 def wrapper(draw: st.DrawFn) -> str:
     """A reply that is one JSON object wrapping a ``tool_calls`` list."""
     elements = draw(st.lists(json_call(), max_size=5))
+    if draw(st.integers(0, 9)) == 7:  # past what a check keeps
+        elements *= C._HELD // max(len(elements), 1) + 1
     space = draw(st.sampled_from(["", " ", "\n"]))
     listed = "[" + space + ("," + space).join(elements) + space + "]"
     pairs = [(draw(_WRAPPER_KEY), listed)]
@@ -218,7 +220,10 @@ def python_call(draw: st.DrawFn) -> str:
 def python_list(draw: st.DrawFn) -> str:
     """A reply that is one Python list of calls, bare or in Llama 4's tag."""
     space = draw(st.sampled_from(["", " ", "\n"]))
-    listed = "[" + ("," + space).join(draw(st.lists(python_call(), min_size=1, max_size=4))) + "]"
+    elements = draw(st.lists(python_call(), min_size=1, max_size=4))
+    if draw(st.integers(0, 9)) == 7:  # past what a check keeps
+        elements *= C._HELD // len(elements) + 1
+    listed = "[" + ("," + space).join(elements) + "]"
     if draw(st.booleans()):
         return space + listed + space
     around = draw(st.sampled_from(["", "Let me check.\n", "<think>x</think>"]))
