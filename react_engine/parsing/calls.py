@@ -16,10 +16,12 @@ Both modules import this one and it imports neither, so the recognisers of
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import re
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar
+from array import array
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from ..types import PendingCall, _MergedCall
 from . import patterns as P
@@ -450,18 +452,78 @@ def _functions(
 
 
 def _python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iterator[_Piece] | None:
-    """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents, read as they
-    are taken; ``None`` unless every element is a call to a known tool (checked first, one
-    element at a time: a list of thousands of calls is never held, see :func:`_checked`)."""
-    return _checked(lambda pos: _python_elements(text, pos, end, names), start + 1)
+    """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents; ``None``
+    unless every element is a call to a known tool.
+
+    Every element is checked (parsed) before any is given, and a list of thousands of
+    calls is never held as objects: the first :data:`_HELD` calls are kept as they are,
+    the others packed as text (:class:`_Packed`) and unpacked as they are taken."""
+    held: list[_Piece] = []
+    packed = _Packed()
+    reading = _python_elements(text, start + 1, end, names)
+    while True:
+        try:
+            piece = next(reading)
+        except StopIteration as stop:
+            if not stop.value:
+                return None
+            break
+        if len(held) < _HELD:
+            held.append(piece)
+        else:
+            packed.add(piece)
+    return itertools.chain(held, packed) if packed else iter(held)
+
+
+_HELD: Final = 64
+"""Calls of a list checked whole that are kept as objects while the rest is checked."""
+
+
+class _Packed:
+    """Calls of a Python list (:func:`_python_call`'s) packed into text and integers, which
+    the garbage collector does not walk: each call's arguments as JSON text (they are
+    JSON values, already through ``json.dumps`` and back: they unpack equal), its name,
+    and its extent."""
+
+    __slots__ = ("_extents", "_names", "_texts")
+
+    _TEXT, _OBJECT, _MARKED = 0, 1, 2  # the arguments: as written, an object, a marked one
+
+    def __init__(self) -> None:
+        self._names: list[str] = []
+        self._texts: list[str] = []
+        self._extents: array[int] = array("q")  # start, end, kind for each call
+
+    def add(self, piece: _Piece) -> None:
+        name, arguments, start, end = piece
+        if isinstance(arguments, str):
+            kind, text = self._TEXT, arguments
+        else:
+            kind = self._MARKED if isinstance(arguments, Conflicted) else self._OBJECT
+            text = json.dumps(arguments, ensure_ascii=False)
+        self._names.append(name)
+        self._texts.append(text)
+        self._extents.extend((start, end, kind))
+
+    def __bool__(self) -> bool:
+        return bool(self._names)
+
+    def __iter__(self) -> Iterator[_Piece]:
+        extents = self._extents
+        for index, (name, text) in enumerate(zip(self._names, self._texts, strict=True)):
+            start, end, kind = extents[3 * index : 3 * index + 3]
+            if kind == self._TEXT:
+                yield name, text, start, end
+            else:
+                value = json.loads(text)
+                yield name, Conflicted(value) if kind == self._MARKED else value, start, end
 
 
 def _python_elements(
     text: str, pos: int, end: int, names: frozenset[str]
-) -> Generator[tuple[_Piece, int], None, bool]:
-    """The calls of the list ``text[...:end]`` from its element at ``pos``, each with
-    where the next element begins; returns whether every element was a call and the list
-    ends at ``end - 1``."""
+) -> Generator[_Piece, None, bool]:
+    """The calls of the list ``text[...:end]`` from its element at ``pos``, with their
+    extents; returns whether every element was a call and the list ends at ``end - 1``."""
     while True:
         head = P.IDENT_CALL.match(text, pos, end)
         if head is None:
@@ -475,61 +537,11 @@ def _python_elements(
         pos = close
         while pos < end and text[pos] in " \t\r\n":
             pos += 1
+        yield call[0], call[1], head.start(1), close
         if pos < end and text[pos] == ",":
-            yield (call[0], call[1], head.start(1), close), pos + 1
             pos += 1
             continue
-        yield (call[0], call[1], head.start(1), close), pos
         return pos == end - 1
-
-
-_T = TypeVar("_T")
-
-_HELD: Final = 64
-"""Items that :func:`_checked` keeps from its check of a list: a list of more is read
-again past them."""
-
-
-def _checked(
-    read: Callable[[int], Generator[tuple[_T, int], None, bool]], start: int
-) -> Iterator[_T] | None:
-    """The items ``read(start)`` gives, if it says at its end that they all were good, else
-    ``None``: a list whose items count only if every one does (a Python list of calls).
-
-    ``read(pos)`` yields each item with where the next one begins. The check keeps the
-    first :data:`_HELD` items and drops the others; the items past them are read again as
-    they are taken. A list of thousands of calls is then never held whole (the objects
-    alive at once stay few, whatever its length), at the cost of reading the items past
-    the first :data:`_HELD` twice."""
-    held: list[_T] = []
-    resume = start
-    more = False
-    reading = read(start)
-    while True:
-        try:
-            item, after = next(reading)
-        except StopIteration as stop:
-            if not stop.value:
-                return None
-            break
-        if len(held) < _HELD:
-            held.append(item)
-            resume = after
-        else:
-            more = True
-    if not more:
-        return iter(held)
-    return _again(held, read, resume)
-
-
-def _again(
-    held: list[_T], read: Callable[[int], Generator[tuple[_T, int], None, bool]], resume: int
-) -> Iterator[_T]:
-    """``held``, then the items that ``read(resume)`` gives again."""
-    yield from held
-    held.clear()
-    for item, _ in read(resume):
-        yield item
 
 
 def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | None:

@@ -3,9 +3,10 @@ exactly as they were read whole.
 
 Three forms were decoded whole before their calls were known to be calls: one JSON object
 wrapping a ``tool_calls`` list, a reply that is one Python list of calls, and the same list
-in Llama 4's ``<|python_start|>`` tag. They are now checked element by element, then read
-again element by element (:func:`~react_engine.parsing.salvage._wrapped_calls`,
-:func:`~react_engine.parsing.calls._python_list`), so that a list of thousands of calls
+in Llama 4's ``<|python_start|>`` tag. They are now checked element by element, then
+written element by element (:func:`~react_engine.parsing.salvage._wrapped_calls` reads
+a JSON list again, :func:`~react_engine.parsing.calls._python_list` unpacks the Python
+calls it packed as text), so that a list of thousands of calls
 never holds thousands of objects (``test_salvage_bounded.py``). Here the old whole reading
 (its code, kept below) is the reference: on the golden corpus and on generated replies of
 those forms, valid and broken, both give the same calls (arguments, repairs, spans), the
@@ -286,15 +287,19 @@ def test_a_python_list_is_read_as_it_was_read_whole(text: str) -> None:
 
 
 @pytest.mark.parametrize("count", [C._HELD - 1, C._HELD, C._HELD + 1, 3 * C._HELD])
-@pytest.mark.parametrize("bad", [None, 0, -1])
+@pytest.mark.parametrize("bad", [None, 0, -1, "twice"])
 def test_a_list_longer_than_its_check_keeps_is_read_as_it_was_read_whole(
-    count: int, bad: int | None
+    count: int, bad: int | str | None
 ) -> None:
     """Lists around :data:`~react_engine.parsing.calls._HELD` elements: the elements past
-    those the check keeps are read again; one bad element refuses them all."""
+    those the check keeps are read again (JSON) or unpacked (Python); one bad element refuses
+    them all."""
     json_calls = [f'{{"name": "get_time", "arguments": {{"tz": "{i}"}}}}' for i in range(count)]
     py_calls = [f'get_time(tz="{i}")' for i in range(count)]
-    if bad is not None:
+    if bad == "twice":  # the last call gives a key two values: it is marked, not run
+        json_calls[-1] = '{"name": "get_time", "arguments": {"tz": "a", "tz": "b"}}'
+        py_calls[-1] = 'get_time(tz="a", tz="b")'
+    elif bad is not None:
         json_calls[bad] = '{"name": "rm", "arguments": {}}'
         py_calls[bad] = "rm()"
     for text in (
@@ -304,7 +309,10 @@ def test_a_list_longer_than_its_check_keeps_is_read_as_it_was_read_whole(
     ):
         assert_read_alike(text)
         found = read_salvaged(text, NAMES)
-        expected = [{"tz": str(i)} for i in range(count)] if bad is None else []
+        expected = [{"tz": str(i)} for i in range(count)] if bad in (None, "twice") else []
+        if bad == "twice":
+            expected[-1] = {"tz": "b"}
+            assert found.calls[-1].repairs == ["duplicate_key"]
         assert [c.arguments for c in found.calls] == expected
 
 
