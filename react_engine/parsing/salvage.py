@@ -681,8 +681,8 @@ def _wrapped_calls(body: str, names: frozenset[str]) -> tuple[bool, Iterator[_Ca
     held, count, resume = listed
     if not count:
         return True, None
-    for values in members.values():  # as the decoder's pairs hook tells a key twice
-        guessed = guessed or any(values[-1] != value for value in values)
+    if any(len(values) > 1 for values in members.values()):  # as the decoder's pairs hook
+        guessed = guessed or any(v[-1] != value for v in members.values() for value in v)
     reading = iter(held) if count == len(held) else _listed_again(held, body, resume, names)
     if guessed:
         return True, ([(name, _guessed(args)) for name, args in calls] for calls in reading)

@@ -268,6 +268,8 @@ _SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[Hea
 @example('{"tool_calls": [{"name": "get_time", "arguments": {"tz": "a", "tz": "b"}}]}')
 @example('{"role": 1, "tool_calls": [{"name": "get_time", "arguments": {}}], "role": 2}')
 @example('{"role": NaN, "tool_calls": [{"name": "get_time", "arguments": {}}], "role": NaN}')
+@example('{"role": NaN, "tool_calls": [{"name": "get_time", "arguments": {}}]}')
+@example('{"x": NaN, "y": 1, "tool_calls": [{"name": "get_time", "arguments": {}}], "y": 1}')
 @example('{"x": {"a": 1, "a": 2}, "tool_calls": [{"name": "get_time", "arguments": {}}]}')
 @example('{"tool_calls": [{"name": "get_time"}, {"name": "search", "name": "get_time"}]}')
 @example('{"tool_calls": [1e999, {"name": "get_time", "arguments": {}}]}')
