@@ -8,14 +8,19 @@ A module-level pool avoids both.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # signal's C half: no stubs
 import asyncio
 import atexit
 import collections
 import contextlib
 import contextvars
 import functools
+import math
 import os
+import select
+import signal
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -295,6 +300,254 @@ async def run_sync_call(
         raise
 
 
+# --- the blocking SDK call inline on the private loop -------------------------------------------
+
+
+class _Runner(asyncio.Runner):  # type: ignore[misc]  # final in typeshed, not in asyncio
+    """``asyncio.Runner`` for the kept loop, with a run of its own (:meth:`run`).
+
+    Its Ctrl-C handler also gives up the blocking call running inline on the loop
+    (:func:`inline_watch`): that call is in a socket read, which the signal interrupts only
+    for the handler to run (PEP 475 then retries the read), so the handler has the
+    watchdog shut the call's connection down under it, and the first Ctrl-C cancels the
+    run as promptly as when the loop waits for a worker thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inline: _Watch | None = None
+        """The blocking call running inline on this runner's loop, if one is."""
+        self.on_sigint = self._on_interrupt  # one object: installed, then recognised
+        self._task: asyncio.Task[Any] | None = None
+        self._interrupts = 0
+
+    def run(self, coro: Coroutine[Any, Any, T], *, context: Any = None) -> T:
+        """``asyncio.Runner.run``: the coroutine in a task of its own, the first Ctrl-C
+        cancelling it and ending the run with ``KeyboardInterrupt``, a second raising
+        ``KeyboardInterrupt`` at once. The handler goes in and out through ``_signal``:
+        ``signal.signal`` and ``signal.getsignal`` try the handler as a ``Handlers`` enum
+        value and format the task's ``repr`` for the error they catch, about 11 µs a run."""
+        loop = self.get_loop()
+        task = self._task = loop.create_task(coro, context=context)
+        installed = False
+        if (
+            threading.current_thread() is threading.main_thread()
+            and _signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            with contextlib.suppress(ValueError):  # an interpreter without signals
+                _signal.signal(signal.SIGINT, self.on_sigint)
+                installed = True
+        self._interrupts = 0
+        try:
+            value: T = loop.run_until_complete(task)
+            return value
+        except asyncio.CancelledError:
+            if self._interrupts and task.uncancel() == 0:
+                raise KeyboardInterrupt() from None
+            raise
+        finally:
+            self._task = None
+            if installed and _signal.getsignal(signal.SIGINT) is self.on_sigint:
+                _signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _on_interrupt(self, signum: int, frame: Any) -> None:
+        watch = self.inline
+        if watch is not None:
+            watch.interrupt()
+        self._interrupts += 1
+        task = self._task
+        if self._interrupts == 1 and task is not None and not task.done():
+            task.cancel()
+            self.get_loop().call_soon_threadsafe(_nothing)  # wake a loop waiting in select
+            return
+        raise KeyboardInterrupt()
+
+
+def _nothing() -> None:
+    pass
+
+
+_RETRY_ABORT = 0.05
+"""Seconds between a given-up call's aborts while it has not ended (an abort finds nothing
+to shut down while the request is still connecting)."""
+
+
+class _Watch:
+    """One blocking call running inline, and what ends it: its deadline (``limit``
+    seconds), a Ctrl-C, and ``abort(target)`` to shut its connection down from another
+    thread."""
+
+    __slots__ = ("abort", "deadline", "expired", "interrupted", "runner", "target")
+
+    def __init__(
+        self, runner: _Runner, deadline: float, abort: Callable[[Any], None], target: Any
+    ) -> None:
+        self.runner = runner
+        self.deadline = deadline
+        self.abort = abort
+        self.target = target
+        self.expired = False
+        """The watchdog gave the call up at its deadline."""
+        self.interrupted = False
+        """A Ctrl-C gave the call up."""
+
+    def interrupt(self) -> None:
+        """From a signal handler, in the call's own thread: no lock taken (the thread may
+        hold one), only a byte written to wake the watchdog."""
+        self.interrupted = True
+        self.deadline = 0.0
+        _WATCHDOG.wake()
+
+
+class _Watchdog:
+    """One daemon thread for every inline call's deadline (none started per call).
+
+    Registering is a set insertion under a lock; the thread is woken (a byte in a pipe,
+    safe from a signal handler) only when the new deadline is earlier than its next
+    wake-up. A thread runs one inline call at a time, so the live calls are few and a
+    plain set, scanned when the thread wakes, does what a heap would; a call that ended
+    leaves nothing behind (a heap would keep its entry until its deadline, 600 s at the
+    default limit). A call past its deadline is aborted, then again every
+    :data:`_RETRY_ABORT` seconds until it ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watches: set[_Watch] = set()
+        self._wake_at = math.inf
+        self._pipe: tuple[int, int] | None = None
+
+    def add(self, watch: _Watch) -> None:
+        with self._lock:
+            self._watches.add(watch)
+            if watch.deadline < self._wake_at:
+                self._wake_at = watch.deadline
+                if self._pipe is None:
+                    self._start()
+                self.wake()
+
+    def discard(self, watch: _Watch) -> None:
+        self._watches.discard(watch)  # one bytecode under the GIL: no lock
+
+    def wake(self) -> None:
+        pipe = self._pipe
+        if pipe is not None:
+            with contextlib.suppress(OSError):  # full (already woken) or closed
+                os.write(pipe[1], b"\0")
+
+    def _start(self) -> None:
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        self._pipe = (read, write)
+        threading.Thread(
+            target=self._watch, args=(read,), name="react-engine-watchdog", daemon=True
+        ).start()
+
+    def _watch(self, read: int) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                due = [w for w in self._watches if w.deadline <= now]
+                for watch in due:
+                    watch.deadline = now + _RETRY_ABORT
+                self._wake_at = min((w.deadline for w in self._watches), default=math.inf)
+                wake_at = self._wake_at
+            for watch in due:
+                if not watch.interrupted:
+                    watch.expired = True
+                with contextlib.suppress(Exception):
+                    watch.abort(watch.target)
+            del due
+            timeout = None if wake_at == math.inf else max(wake_at - time.monotonic(), 0.0)
+            with contextlib.suppress(InterruptedError):
+                select.select([read], [], [], timeout)
+            with contextlib.suppress(OSError):
+                os.read(read, 512)
+
+
+_WATCHDOG = _Watchdog()
+
+
+def _watchdog_after_fork() -> None:
+    global _WATCHDOG
+    _WATCHDOG = _Watchdog()  # the parent's thread is not in the child, nor its lock's owner
+
+
+os.register_at_fork(after_in_child=_watchdog_after_fork)
+
+
+def inline_watch(limit: float, abort: Callable[[Any], None], target: Any) -> _Watch | None:
+    """Registered with the watchdog, the watch of a blocking call that may run inline on
+    the running loop, or ``None`` when it must go to a worker thread (:func:`run_blocking`).
+
+    Inline only on the engine's private loop of a blocking run (``agent.run()``, see
+    :func:`_run_on_kept_loop`), with nothing else on it that the call would hold up: no
+    other task, no timer (a run's deadline is one), no callback ready, no file descriptor
+    watched but the loop's own wake-up; on the main thread, only with the runner's own
+    Ctrl-C handler in place (it is what gives the call up, :class:`_Runner`); and never
+    once the run is being cancelled."""
+    kept: _KeptLoop | None = getattr(_KEPT, "loop", None)
+    if kept is None:
+        return None
+    runner = kept.runner
+    loop = asyncio.get_running_loop()
+    try:
+        if (
+            runner._loop is not loop  # type: ignore[attr-defined]
+            or loop._ready
+            or len(loop._selector.get_map()) != 1
+            or not all(timer.cancelled() for timer in loop._scheduled)
+        ):
+            return None
+    except AttributeError:  # a loop of another kind
+        return None
+    if (
+        threading.current_thread() is threading.main_thread()
+        and _signal.getsignal(signal.SIGINT) is not runner.on_sigint
+    ):
+        return None
+    task = asyncio.current_task(loop)
+    if task is None or len(asyncio.all_tasks(loop)) != 1:
+        return None
+    watch = _Watch(runner, time.monotonic() + limit, abort, target)
+    runner.inline = watch
+    _WATCHDOG.add(watch)
+    if task.cancelling():  # checked once the watch is in place: a Ctrl-C sees one or this
+        _end_inline(watch)
+        return None
+    return watch
+
+
+def _end_inline(watch: _Watch) -> None:
+    watch.runner.inline = None
+    _WATCHDOG.discard(watch)
+
+
+async def run_inline(watch: _Watch, function: Callable[..., T], /, *args: Any) -> T:
+    """Run a blocking call on the loop's own thread, with a copy of the caller's context
+    variables (as on a worker thread), under ``watch`` (from :func:`inline_watch`).
+
+    As :func:`run_blocking` inside ``asyncio.timeout``: past the deadline the watchdog
+    aborts the call and this raises ``TimeoutError``; a Ctrl-C aborts it and the run's
+    task, which the runner's handler cancelled, gets its ``CancelledError`` here."""
+    error: Exception | None = None
+    try:
+        value: T = contextvars.copy_context().run(function, *args)
+    except Exception as exc:  # raised below, once the call is given up or not
+        error = exc
+    finally:
+        _end_inline(watch)
+    try:
+        if watch.interrupted:
+            await asyncio.sleep(0)  # the cancellation is delivered at this yield
+        if error is not None:
+            if watch.expired:
+                raise TimeoutError  # outside an except block: not chained to the SDK's error
+            raise error
+        return value
+    finally:
+        del error
+
+
 class _KeptLoop:
     """One thread's event loop for its blocking runs (``agent.run()``), kept between them.
 
@@ -306,7 +559,7 @@ class _KeptLoop:
     __slots__ = ("pid", "runner")
 
     def __init__(self) -> None:
-        self.runner = asyncio.Runner()
+        self.runner = _Runner()
         self.pid = os.getpid()
 
     def close(self) -> None:
@@ -356,7 +609,9 @@ def _run_on_kept_loop(coro: Coroutine[Any, Any, T]) -> T:
     if kept is None or kept.pid != os.getpid():
         kept = _KEPT.loop = _KeptLoop()
     try:
-        value = kept.runner.run(coro)
+        # A fresh copy of the caller's context for each run: the runner's own (copied when
+        # its loop was made) would hand the first run's variables to every later one.
+        value = kept.runner.run(coro, context=contextvars.copy_context())
     except BaseException:
         _KEPT.loop = None
         kept.close()

@@ -158,15 +158,22 @@ class OpenAIChatModel(ChatModel):
         return response_from_sdk(completion)
 
     async def _complete_sync(self, payload: dict[str, Any], limit: float) -> Any:
-        """The blocking client's call in a worker thread, given up after ``limit`` seconds
-        (or when the run is cancelled). Cancelling cannot stop a thread, so the request's
-        connection is shut down under it: the worker's read fails and the thread returns."""
+        """The blocking client's call in a worker thread (or inline, on ``agent.run()``'s
+        own loop), given up after ``limit`` seconds or when the run is cancelled. Cancelling
+        cannot stop a thread, so the request's connection is shut down under it: the
+        worker's read fails and the thread returns."""
         import asyncio
 
         from ..run import _threads
 
         attempt = SyncAttempt()
         create: Any = self._client.chat.completions.create
+        # Alone on agent.run()'s private loop, the call runs on the loop's thread: no
+        # hand-off to a worker and back; a watchdog thread holds the limit, and Ctrl-C
+        # still gives the call up (run/_threads.py).
+        watch = _threads.inline_watch(limit, attempt.abort, self._client)
+        if watch is not None:
+            return await _threads.run_inline(watch, attempt.call, create, payload)
         try:
             # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
             # same moment, that cancellation wins (3.11's wait_for could swallow it).
