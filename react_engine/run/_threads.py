@@ -4,6 +4,11 @@
 creates and joins for every blocking ``Agent.run()``: threads are started and torn down on
 every run, and one stuck call (a sync tool past its timeout) holds the run until it ends.
 A module-level pool avoids both.
+
+And the blocking runs' own event loop (:func:`run_coroutine`), kept per thread, on which a
+sync client's request runs inline, without a worker thread, while the run is alone there
+(:func:`inline_watch`): one watchdog thread holds every inline request's time limit, and
+the loop's Ctrl-C handler aborts the request in progress.
 """
 
 from __future__ import annotations
@@ -435,12 +440,24 @@ class _Watchdog:
 
     def _start(self) -> None:
         read, write = os.pipe()
-        os.set_blocking(read, False)
-        os.set_blocking(write, False)
+        try:
+            os.set_blocking(read, False)
+            os.set_blocking(write, False)
+            threading.Thread(
+                target=self._watch, args=(read,), name="react-engine-watchdog", daemon=True
+            ).start()
+        except BaseException:  # no thread (the interpreter is exiting): no watch either
+            os.close(read)
+            os.close(write)
+            raise
         self._pipe = (read, write)
-        threading.Thread(
-            target=self._watch, args=(read,), name="react-engine-watchdog", daemon=True
-        ).start()
+
+    def close_pipe(self) -> None:
+        """In a forked child: the parent's thread is not there, its pipe is the parent's."""
+        pipe, self._pipe = self._pipe, None
+        for fd in pipe or ():
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _watch(self, read: int) -> None:
         while True:
@@ -469,6 +486,7 @@ _WATCHDOG = _Watchdog()
 
 def _watchdog_after_fork() -> None:
     global _WATCHDOG
+    _WATCHDOG.close_pipe()
     _WATCHDOG = _Watchdog()  # the parent's thread is not in the child, nor its lock's owner
 
 
@@ -510,7 +528,11 @@ def inline_watch(limit: float, abort: Callable[[Any], None], target: Any) -> _Wa
         return None
     watch = _Watch(runner, time.monotonic() + limit, abort, target)
     runner.inline = watch
-    _WATCHDOG.add(watch)
+    try:
+        _WATCHDOG.add(watch)
+    except Exception:  # no watchdog thread: the call goes to a worker thread
+        _end_inline(watch)
+        return None
     if task.cancelling():  # checked once the watch is in place: a Ctrl-C sees one or this
         _end_inline(watch)
         return None

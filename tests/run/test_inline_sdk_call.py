@@ -49,11 +49,12 @@ class RecordingOpenAI(openai.OpenAI):
     """A blocking client that notes the thread (and a context variable) each request is
     prepared on: the agent's own copy of it (``with_options``) is of this class too."""
 
-    sent: list[tuple[str, str]] = []
-
     def _prepare_request(self, request: Any) -> None:
-        RecordingOpenAI.sent.append((threading.current_thread().name, VAR.get()))
+        SENT.append((threading.current_thread().name, VAR.get()))
         super()._prepare_request(request)
+
+
+SENT: list[tuple[str, str]] = []
 
 
 CLIENTS: list[openai.OpenAI] = []
@@ -61,7 +62,7 @@ CLIENTS: list[openai.OpenAI] = []
 
 @pytest.fixture(autouse=True)
 def _clear() -> Iterator[None]:
-    RecordingOpenAI.sent.clear()
+    SENT.clear()
     yield
     while CLIENTS:
         CLIENTS.pop().close()
@@ -82,7 +83,7 @@ def _agent(base_url: str, tools: list[Any] | None = None, **options: Any) -> Age
 
 
 def _threads_used() -> list[str]:
-    return [name for name, _ in RecordingOpenAI.sent]
+    return [name for name, _ in SENT]
 
 
 def _on_caller(names: list[str], caller: str) -> bool:
@@ -157,7 +158,7 @@ def test_retries_and_context_variables_hold_inline() -> None:
             assert agent.run("go").answer == "done"
         finally:
             VAR.reset(token)
-    assert RecordingOpenAI.sent == [("MainThread", "the caller's")] * 2
+    assert SENT == [("MainThread", "the caller's")] * 2
 
 
 def test_each_run_sees_the_callers_context_of_the_moment() -> None:
@@ -172,7 +173,7 @@ def test_each_run_sees_the_callers_context_of_the_moment() -> None:
             agent.run("go")
         finally:
             VAR.reset(token)
-    assert [var for _, var in RecordingOpenAI.sent] == ["first", "second"]
+    assert [var for _, var in SENT] == ["first", "second"]
 
 
 # --- where the worker thread stays --------------------------------------------------------------
@@ -285,6 +286,28 @@ def test_the_watchdog_gives_a_trickling_reply_up_at_the_attempt_limit() -> None:
                 error = error.__cause__ or error.__context__
     assert _threads_used() == ["MainThread"] * 2
     assert len(_watchdogs()) == 1  # one thread for every call, not one per call
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_forked_child_gets_a_watchdog_of_its_own() -> None:
+    with Trickle() as trickle:
+        agent = _agent(trickle.base_url, settings=ModelSettings(timeout=0.5))
+        with pytest.raises(ModelUnavailableError):
+            agent.run("go")  # the parent's watchdog runs
+        pid = os.fork()
+        if pid == 0:  # the child: the parent's watchdog thread is not here
+            code = 1
+            try:
+                started = time.monotonic()
+                try:
+                    agent.run("go")
+                except ModelUnavailableError as exc:
+                    if "timed out" in str(exc) and time.monotonic() - started < 10:
+                        code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 # --- Ctrl-C: a real SIGINT --------------------------------------------------------------------------
