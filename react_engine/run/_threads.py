@@ -424,9 +424,9 @@ class _Watchdog:
         with self._lock:
             self._watches.add(watch)
             if watch.deadline < self._wake_at:
-                self._wake_at = watch.deadline
                 if self._pipe is None:
                     self._start()
+                self._wake_at = watch.deadline
                 self.wake()
 
     def discard(self, watch: _Watch) -> None:
@@ -461,24 +461,28 @@ class _Watchdog:
 
     def _watch(self, read: int) -> None:
         while True:
-            with self._lock:
-                now = time.monotonic()
-                due = [w for w in self._watches if w.deadline <= now]
-                for watch in due:
-                    watch.deadline = now + _RETRY_ABORT
-                self._wake_at = min((w.deadline for w in self._watches), default=math.inf)
-                wake_at = self._wake_at
-            for watch in due:
-                if not watch.interrupted:
-                    watch.expired = True
-                with contextlib.suppress(Exception):
-                    watch.abort(watch.target)
-            del due
+            wake_at = self._fire()
             timeout = None if wake_at == math.inf else max(wake_at - time.monotonic(), 0.0)
             with contextlib.suppress(InterruptedError):
                 select.select([read], [], [], timeout)
             with contextlib.suppress(OSError):
                 os.read(read, 512)
+
+    def _fire(self) -> float:
+        """Abort the calls past their deadline; the time of the next one. (A method of its
+        own: nothing of a call is held by the thread while it sleeps.)"""
+        with self._lock:
+            now = time.monotonic()
+            due = [w for w in self._watches if w.deadline <= now]
+            for watch in due:
+                watch.deadline = now + _RETRY_ABORT
+            wake_at = self._wake_at = min((w.deadline for w in self._watches), default=math.inf)
+        for watch in due:
+            if not watch.interrupted:
+                watch.expired = True
+            with contextlib.suppress(Exception):
+                watch.abort(watch.target)
+        return wake_at
 
 
 _WATCHDOG = _Watchdog()
@@ -490,7 +494,10 @@ def _watchdog_after_fork() -> None:
     _WATCHDOG = _Watchdog()  # the parent's thread is not in the child, nor its lock's owner
 
 
-os.register_at_fork(after_in_child=_watchdog_after_fork)
+_INLINE = hasattr(os, "register_at_fork")
+"""Calls run inline on POSIX only (the watchdog waits on a pipe with ``select``)."""
+if _INLINE:
+    os.register_at_fork(after_in_child=_watchdog_after_fork)
 
 
 def inline_watch(limit: float, abort: Callable[[Any], None], target: Any) -> _Watch | None:
@@ -504,7 +511,7 @@ def inline_watch(limit: float, abort: Callable[[Any], None], target: Any) -> _Wa
     Ctrl-C handler in place (it is what gives the call up, :class:`_Runner`); and never
     once the run is being cancelled."""
     kept: _KeptLoop | None = getattr(_KEPT, "loop", None)
-    if kept is None:
+    if kept is None or not _INLINE:
         return None
     runner = kept.runner
     loop = asyncio.get_running_loop()
