@@ -20,7 +20,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -313,15 +313,15 @@ def test_a_forked_child_gets_a_watchdog_of_its_own() -> None:
 # --- Ctrl-C: a real SIGINT --------------------------------------------------------------------------
 
 CHILD = textwrap.dedent(
-    """
+    '''
     import json, sys, threading, time
     import openai
     from react_engine import Agent, CapabilityCache, CapabilityRegistry, ModelSettings
-    from react_engine import OpenAIChatModel, RetryPolicy
+    from react_engine import OpenAIChatModel, RetryPolicy, tool
     from react_engine.run import _threads
 
-    if sys.argv[2] == "thread":
-        _threads.inline_watch = lambda *args: None  # the worker-thread path, for comparison
+    if sys.argv[2] == "thread":  # the worker-thread path, for comparison
+        _threads._alone_on = lambda loop: None
     names = []
 
     class Recording(openai.OpenAI):
@@ -329,8 +329,19 @@ CHILD = textwrap.dedent(
             names.append(threading.current_thread().name)
             super()._prepare_request(request)
 
+    @tool
+    def nap(city: str) -> str:
+        """Sleep a long time.
+
+        Args:
+            city: anything.
+        """
+        print("napping", flush=True)
+        time.sleep(30)
+        return "woke"
+
     agent = Agent(
-        "mock-model", [], client=OpenAIChatModel(Recording(base_url=sys.argv[1], api_key="sk-x")),
+        "mock-model", [nap], client=OpenAIChatModel(Recording(base_url=sys.argv[1], api_key="sk-x")),
         settings=ModelSettings(timeout=120.0), retry=RetryPolicy(max_attempts=1, sleep=None),
         capability_cache=CapabilityCache(), registry=CapabilityRegistry.from_default(env={}),
     )
@@ -343,42 +354,165 @@ CHILD = textwrap.dedent(
     outcome["next"] = agent.run("again").answer  # the loop and the client still serve
     outcome["threads"] = names
     print(json.dumps(outcome), flush=True)
-    """
+    '''
 )
+
+
+def _interrupt_child(server: ScriptedServer, path: str, ready: Callable[[Any], bool]) -> Any:
+    """Start the child, send it a SIGINT once ``ready(child)``; its outcome."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, server.base_url, path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert ready(child), "the child never got where it waits"
+        time.sleep(0.3)  # well into its wait
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    outcome = json.loads(out.splitlines()[-1])
+    # As a worker thread's run: KeyboardInterrupt at once (not after the long wait).
+    assert outcome["error"] == "KeyboardInterrupt"
+    assert outcome["interrupted_at"] - sent < 10
+    assert outcome["next"] == "after"
+    return outcome
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("path", ["inline", "thread"])
 def test_ctrl_c_cancels_a_run_waiting_for_a_silent_server(path: str) -> None:
+    def requested(child: Any) -> bool:
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return bool(server.requests)
+
     never = MockResponse(body=completion("too late"), delay=300)
     with ScriptedServer(never, completion("after")) as server:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}
-        child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, server.base_url, path],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not server.requests and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert server.requests, "the child never sent its request"
-            time.sleep(0.3)  # well into its wait for the reply
-            sent = time.monotonic()
-            child.send_signal(signal.SIGINT)
-            out, err = child.communicate(timeout=60)
-        finally:
-            if child.poll() is None:
-                child.kill()
-    assert child.returncode == 0, err
-    outcome = json.loads(out)
-    # As a worker thread's run: KeyboardInterrupt at once (not after the server's 300 s).
-    assert outcome["error"] == "KeyboardInterrupt"
-    assert outcome["interrupted_at"] - sent < 10
-    assert outcome["next"] == "after"
+        outcome = _interrupt_child(server, path, requested)
     if path == "inline":
         assert outcome["threads"] == ["MainThread"] * 2
     else:
         assert _on_workers(outcome["threads"])
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("path", ["inline", "thread"])
+def test_ctrl_c_cancels_a_run_waiting_for_a_sync_tool(path: str) -> None:
+    def napping(child: Any) -> bool:
+        return bool(child.stdout.readline().strip() == "napping")
+
+    nap = tool_calls_completion(("nap", {"city": "x"}))
+    with ScriptedServer(nap, completion("after")) as server:
+        _interrupt_child(server, path, napping)
+
+
+# --- a sync tool waited for by the loop's own thread --------------------------------------------
+
+SEEN_WAITING: list[str] = []
+LOOP: list[asyncio.AbstractEventLoop] = []
+
+
+@tool
+def where_is_the_loop(city: str) -> str:
+    """Look at what the run's thread does while this runs.
+
+    Args:
+        city: anything.
+    """
+    time.sleep(0.05)
+    frame = sys._current_frames()[threading.main_thread().ident or 0]
+    SEEN_WAITING.append(frame.f_code.co_name)
+    return threading.current_thread().name
+
+
+@tool
+async def keep_the_loop(city: str) -> str:
+    """Note the run's loop.
+
+    Args:
+        city: anything.
+    """
+    LOOP.append(asyncio.get_running_loop())
+    return "kept"
+
+
+@tool
+def call_back_into_the_loop(city: str) -> str:
+    """Run a coroutine on the run's own loop and wait for it, from the tool's thread.
+
+    Args:
+        city: anything.
+    """
+
+    async def answer() -> str:
+        await asyncio.sleep(0)
+        return f"{city} from the loop"
+
+    return asyncio.run_coroutine_threadsafe(answer(), LOOP[-1]).result(timeout=10)
+
+
+def test_a_sync_tool_runs_on_a_worker_thread_that_the_runs_thread_waits_for() -> None:
+    SEEN_WAITING.clear()
+    with ScriptedServer(*_two_steps("where_is_the_loop")) as server:
+        result = _agent(server.base_url, [where_is_the_loop]).run("go")
+    assert result.answer == "done"
+    assert "react-engine-tool" in _observation(result, 0)  # still on a worker thread
+    # The run's thread waits for it itself, not in the event loop's select().
+    assert SEEN_WAITING == ["_wait_here"]
+
+
+def test_a_sync_tool_calling_back_into_the_runs_loop_does_not_wait_for_itself() -> None:
+    LOOP.clear()
+    script = [
+        tool_calls_completion(("keep_the_loop", {"city": "Paris"})),
+        tool_calls_completion(("call_back_into_the_loop", {"city": "Paris"})),
+        completion("done"),
+    ]
+    with ScriptedServer(*script) as server:
+        agent = _agent(server.base_url, [keep_the_loop, call_back_into_the_loop])
+        started = time.monotonic()
+        result = agent.run("go")
+    assert time.monotonic() - started < 5  # handed back to the loop, not the 10 s wait
+    assert result.answer == "done"
+    assert "Paris from the loop" in _observation(result, 1)
+
+
+@tool(timeout=0.3)
+def oversleep(city: str) -> str:
+    """Sleep past the tool's timeout.
+
+    Args:
+        city: anything.
+    """
+    time.sleep(1.5)
+    return "late"
+
+
+@pytest.mark.parametrize("path", ["here", "loop"])
+def test_a_sync_tool_past_its_timeout_gives_the_same_step(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from react_engine.run import _threads
+
+    if path == "loop":
+        monkeypatch.setattr(_threads, "_alone_on", lambda loop: None)
+    with ScriptedServer(*_two_steps("oversleep")) as server:
+        started = time.monotonic()
+        result = _agent(server.base_url, [oversleep]).run("go")
+        elapsed = time.monotonic() - started
+    assert result.answer == "done"
+    assert elapsed < 1.4  # the timeout, not the sleep
+    assert "did not finish within 0.3s" in _observation(result, 0)
+
+
+def _observation(result: Any, step: int) -> str:
+    return repr(result.steps[step])
