@@ -312,7 +312,8 @@ async def run_sync_call(
     Raises :class:`DeadlinePassed` when the time is up and :class:`ThreadsExhausted` when
     too many earlier calls are stuck; in both cases, and when the caller is cancelled, a call
     still running is left to finish on its own thread. A ``TimeoutError`` the function
-    raises is raised as it is.
+    raises is raised as it is. In a blocking run alone on its loop (``agent.run()``), the
+    loop's thread waits for the worker itself (:func:`_wait_here`).
     """
     context = contextvars.copy_context()
     loop = asyncio.get_running_loop()
