@@ -172,7 +172,7 @@ from ..types import ParsedStep, PendingCall, to_jsonable
 from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, think_blocks, unfence, written_value
-from .duplicates import DECODER, has_conflict
+from .duplicates import DECODER, has_conflict, marked
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
 
 __all__ = [
@@ -847,6 +847,7 @@ class _Item:
     inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
     error: str | None = None  # why it must not run (two different inputs)
     dumped: tuple[Any, str] | None = None  # (args, raw_input) when raw_input is json.dumps(args)
+    tail: _Tail | None = None  # the calls of its blob past the limit: counted, not read
 
 
 @dataclass(slots=True)
@@ -873,6 +874,7 @@ def parse_react(
     multi_action: bool = True,
     stop_words: Sequence[str] | None = None,
     implicit_final_answer: bool = False,
+    limit: int | None = None,
 ) -> ParsedStep:
     """Parse one text ReAct reply; see the module docstring for what is tolerated.
 
@@ -880,6 +882,10 @@ def parse_react(
     one the server failed to honour, and a partial one at the very end is trimmed.
     ``implicit_final_answer`` takes a reply with no label at all (and no tool-call blob)
     as the final answer; by default such a reply is an error.
+    ``limit``: a JSON blob wrapping a ``tool_calls`` list (``{"tool_calls": [...]}``) is
+    read element by element, its calls past the first ``limit`` actions only counted
+    (:attr:`ParsedStep.more <react_engine.types.ParsedStep.more>`), so that a reply of
+    thousands of calls is never held whole; the step is otherwise the one read without it.
     Raises :class:`~react_engine.errors.ReActParseError` when nothing can be recovered.
     """
     if not text.strip():
@@ -917,7 +923,7 @@ def parse_react(
     sections = _sections(body, _labels(body) if plain is None else plain[1])
     reading = _read(sections)
     if not any(sec.kind == P.ACTION for sec in sections):
-        _find_blobs(sections, reading)
+        _find_blobs(sections, reading, limit)
     labelled = any(sec.kind != _PREAMBLE for sec in sections)
     if not labelled and not reading.items:
         if not implicit_final_answer:
@@ -1265,12 +1271,13 @@ def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
 # --- JSON blobs --------------------------------------------------------------------------------
 
 
-def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
+def _blob(text: str, pos: int, limit: int | None = None) -> tuple[list[_Item], int] | None:
     """The tool calls of a JSON blob or tool-call markup at ``pos``, and where it ends.
 
     None when what is there is not a tool call. A blob cut off before its JSON closes
     still names its tools, but its arguments are not made up by closing it: each call
-    keeps the blob's text as its input, with ``action_input_not_json``.
+    keeps the blob's text as its input, with ``action_input_not_json``. With a ``limit``,
+    a ``tool_calls`` wrapper is read element by element (:func:`_wrapped_blob`).
     """
     codes: list[str] = ["json_blob"]
     fname: str | None = None
@@ -1294,6 +1301,10 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
         value, cut = _json_value(inner, codes)
     else:
         json_at = pos
+        if limit is not None and text.startswith("{", pos) and _TOOL_CALLS.search(text, pos):
+            wrapped = _wrapped_blob(text, pos, limit)
+            if wrapped is not None:  # else not that shape, or not JSON as it stands: whole
+                return _wrapped_items(text, pos, codes, *wrapped)
         value, end, cut = _json_prefix(text, pos, codes)
     if value is None:
         return None
@@ -1304,26 +1315,210 @@ def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
         return None
     items: list[_Item] = []
     for call in calls:
-        item = _Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
-        args = written_value(call)
-        if _is_finish(call.tool):
-            item.final = _answer_text(args)
-            item.codes.append("final_as_action")
-        elif cut:
-            item.args = item.raw_input = (text[json_at:end] if json_at >= 0 else inner).strip()
-            item.codes.append("action_input_not_json")
+        items.append(_blob_item(call, text, pos, end, codes, cut, json_at, inner))
+    return items, end
+
+
+def _blob_item(
+    call: PendingCall,
+    text: str,
+    pos: int,
+    end: int,
+    codes: list[str],
+    cut: bool = False,
+    json_at: int = -1,
+    inner: str = "",
+) -> _Item:
+    """The item of one call of the blob ``text[pos:end]`` (see :func:`_blob`)."""
+    item = _Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
+    args = written_value(call)
+    if _is_finish(call.tool):
+        item.final = _answer_text(args)
+        item.codes.append("final_as_action")
+    elif cut:
+        item.args = item.raw_input = (text[json_at:end] if json_at >= 0 else inner).strip()
+        item.codes.append("action_input_not_json")
+    else:
+        item.args = _blob_args(args, item.codes)
+        if isinstance(args, str):
+            item.raw_input = args
         else:
-            item.args = _blob_args(args, item.codes)
-            if isinstance(args, str):
-                item.raw_input = args
-            else:
-                try:
-                    item.raw_input = _JSON.encode(args)  # json.dumps(args, ensure_ascii=False)
-                    item.dumped = (args, item.raw_input)
-                except (RecursionError, ValueError):  # nested too deep for json.dumps
-                    item.raw_input = text[pos:end]
-            item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)
-        items.append(item)
+            try:
+                item.raw_input = _JSON.encode(args)  # json.dumps(args, ensure_ascii=False)
+                item.dumped = (args, item.raw_input)
+            except (RecursionError, ValueError):  # nested too deep for json.dumps
+                item.raw_input = text[pos:end]
+        item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)
+    return item
+
+
+_TOOL_CALLS: Final = re.compile(r"tool[ \t_-]*calls", re.IGNORECASE)
+"""What a blob holding a ``tool_calls`` key holds (a first sieve for :func:`_wrapped_blob`)."""
+
+
+@dataclass(slots=True)
+class _Tail:
+    """The calls of a blob past those read as items, as much of them as a step says:
+    how many there are and, in order, what they would have added to it."""
+
+    count: int = 0
+    actions: int = 0  # actions before the first final answer
+    final: bool = False  # a final answer (not empty) among them
+    has_action: bool = False  # an action anywhere among them
+    last_action: bool = False  # the last call is an action before any final answer
+    codes: dict[str, None] = field(default_factory=dict)  # those actions' codes, in order
+    drops: dict[str, None] = field(default_factory=dict)  # the dropped calls' codes
+    thoughts: list[str] = field(default_factory=list)
+
+
+_NOT_CALLS: Final = object()
+""":func:`_wrapped_blob`'s answer for a wrapper that is valid JSON but not calls."""
+
+
+def _wrapped_blob(text: str, pos: int, limit: int) -> tuple[Any, _Tail | None, bool, int] | None:
+    """The ``{...}`` at ``text[pos]`` read as an object wrapping one ``tool_calls`` list,
+    member by member and element by element, as :func:`_json_prefix` then
+    :func:`~.common.call_objects` read it whole (the same decoder, the same key written
+    twice): ``(calls, tail, duplicate_key, end)``, ``calls`` the calls up to and including
+    the ``limit``-th that an answer or an action is, ``tail`` what follows (None if
+    nothing), or ``(_NOT_CALLS, None, False, end)`` where an element is not a call.
+    ``None`` where it is not that shape (no ``tool_calls`` list, two), or not JSON as it
+    stands (which the repairer reads whole, as before). A list of thousands of calls is
+    never held: each element is decoded, read and let go."""
+    pos = run_end(P.JSON_WS, text, pos + 1, len(text))
+    listed: tuple[Any, _Tail | None] | None = None
+    conflict = False
+    members: dict[str, list[Any]] = {}
+    while True:
+        if not text.startswith('"', pos):
+            return None
+        key, pos = _decoded(text, pos)
+        pos = run_end(P.JSON_WS, text, pos, len(text))
+        if key is _UNDECODED or not text.startswith(":", pos):
+            return None
+        pos = run_end(P.JSON_WS, text, pos + 1, len(text))
+        if P.normalise_word(key) == "toolcalls":
+            if listed is not None or not text.startswith("[", pos):
+                return None
+            read = _listed_elements(text, pos + 1, limit)
+            if read is None:
+                return None
+            calls, tail, conflicted, pos = read
+            listed = (calls, tail)
+        else:
+            before = marked()
+            value, pos = _decoded(text, pos)
+            if value is _UNDECODED:
+                return None
+            conflicted = marked() != before and has_conflict(value)
+            members.setdefault(key, []).append(value)
+        conflict = conflict or conflicted
+        pos = run_end(P.JSON_WS, text, pos, len(text))
+        if text.startswith("}", pos):
+            break
+        if not text.startswith(",", pos):
+            return None
+        pos = run_end(P.JSON_WS, text, pos + 1, len(text))
+    if listed is None:
+        return None
+    if any(len(values) > 1 for values in members.values()):  # as the pairs hook tells it
+        conflict = conflict or any(v[-1] != value for v in members.values() for value in v)
+    return listed[0], listed[1], conflict, pos + 1
+
+
+_UNDECODED: Final = object()
+
+
+def _decoded(text: str, pos: int) -> tuple[Any, int]:
+    """The JSON value at ``text[pos]`` as :func:`~.json_repair.decode_prefix` decodes it
+    when it is valid, and its end; :data:`_UNDECODED` if it is not."""
+    try:
+        return DECODER.raw_decode(text, pos)
+    except (ValueError, RecursionError):
+        return _UNDECODED, pos
+
+
+def _listed_elements(text: str, pos: int, limit: int) -> tuple[Any, _Tail | None, bool, int] | None:
+    """The elements of the ``tool_calls`` list opened before ``text[pos]`` (see
+    :func:`_wrapped_blob`); the last value is where the list ends (after its ``]``)."""
+    pos = run_end(P.JSON_WS, text, pos, len(text))
+    if text.startswith("]", pos):
+        return _NOT_CALLS, None, False, pos + 1  # an empty list is no call
+    calls: list[PendingCall] = []
+    tail: _Tail | None = None
+    usable = 0
+    conflict = False
+    good = True
+    while True:
+        before = marked()
+        value, pos = _decoded(text, pos)
+        if value is _UNDECODED:
+            return None
+        conflict = conflict or (marked() != before and has_conflict(value))
+        one = call_objects(value) if good and isinstance(value, dict) else None
+        if one is None:
+            good = False
+            calls.clear()
+            tail = None
+        for call in one or ():
+            if tail is not None:
+                _count(tail, call)
+                continue
+            calls.append(call)
+            usable += not _dropped(call)
+            if usable == limit:
+                tail = _Tail()
+        pos = run_end(P.JSON_WS, text, pos, len(text))
+        if text.startswith(",", pos):
+            pos = run_end(P.JSON_WS, text, pos + 1, len(text))
+            continue
+        if not text.startswith("]", pos):
+            return None
+        break
+    if not good:
+        return _NOT_CALLS, None, conflict, pos + 1
+    return calls, tail if tail is not None and tail.count else None, conflict, pos + 1
+
+
+def _dropped(call: PendingCall) -> str | None:
+    """The code :func:`_usable` drops a blob's call with (a no-op, an empty answer)."""
+    if _is_finish(call.tool):
+        return None if _answer_text(written_value(call)) else "empty_final_dropped"
+    return "noop_action_dropped" if P.normalise_word(call.tool) in _NOOP_NAMES else None
+
+
+def _count(tail: _Tail, call: PendingCall) -> None:
+    """Add ``call``, one past the limit, to ``tail``."""
+    tail.count += 1
+    if call.thought:
+        tail.thoughts.append(call.thought)
+    dropped = _dropped(call)
+    tail.last_action = False
+    if dropped is not None:
+        tail.drops[dropped] = None
+    elif _is_finish(call.tool):
+        tail.final = True
+    else:
+        tail.has_action = True
+        if not tail.final:
+            tail.actions += 1
+            tail.last_action = True
+            codes: list[str] = []
+            _blob_args(written_value(call), codes)
+            codes.extend(code for code in call.repairs if code != NOT_OBJECT)
+            tail.codes.update(dict.fromkeys(codes))
+
+
+def _wrapped_items(
+    text: str, pos: int, codes: list[str], calls: Any, tail: _Tail | None, conflict: bool, end: int
+) -> tuple[list[_Item], int] | None:
+    """The items of a wrapper :func:`_wrapped_blob` read, the tail on the last."""
+    if calls is _NOT_CALLS:
+        return None
+    if conflict:
+        codes.append("json:duplicate_key")
+    items = [_blob_item(call, text, pos, end, codes) for call in calls]
+    items[-1].tail = tail
     return items, end
 
 
@@ -1364,7 +1559,7 @@ def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int, bool]
     return value, end, cut
 
 
-def _find_blobs(sections: list[_Section], r: _Reading) -> None:
+def _find_blobs(sections: list[_Section], r: _Reading, limit: int | None = None) -> None:
     """Tool-call blobs in the thoughts and unlabeled text of a reply with no Action label.
 
     The first section holding one is used; all the blobs in it are read, in order. The
@@ -1373,7 +1568,7 @@ def _find_blobs(sections: list[_Section], r: _Reading) -> None:
     for sec in sections:
         if sec.kind not in (P.THOUGHT, _PREAMBLE):
             continue
-        found = _search_blobs(sec.content)
+        found = _search_blobs(sec.content, limit)
         if not found:
             continue
         start = found[0][0]
@@ -1384,19 +1579,25 @@ def _find_blobs(sections: list[_Section], r: _Reading) -> None:
             if sec.kind == _PREAMBLE and (sec.start, "unlabeled_thought") not in r.codes:
                 r.codes.append((sec.start, "unlabeled_thought"))
         if sec.content[found[-1][1] :].strip():
-            found[-1][2][-1].codes.append("text_after_input")
+            last = found[-1][2][-1]
+            if last.tail is None:
+                last.codes.append("text_after_input")
+            elif last.tail.last_action:
+                last.tail.codes["text_after_input"] = None
         for at, _end, items in found:
             for item in items:
                 item.pos = sec.content_start + at
                 if item.thought:
                     r.thoughts.append((item.pos, item.thought))
+                if item.tail is not None and item.tail.thoughts:
+                    r.thoughts.append((item.pos, "\n\n".join(item.tail.thoughts)))
                 r.items.append(item)
         r.items.sort(key=lambda it: it.pos)
         r.thoughts.sort(key=lambda pt: pt[0])
         return
 
 
-def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
+def _search_blobs(text: str, limit: int | None = None) -> list[tuple[int, int, list[_Item]]]:
     """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets.
 
     Candidates come from three position-ordered scans merged lazily; each is tried once,
@@ -1421,7 +1622,7 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
         if start < resume:
             continue
         at = run_end(P.JSON_WS, text, start, len(text))
-        blob = _blob(text, at)
+        blob = _blob(text, at, limit)
         if blob is None:
             failures += 1
             if failures >= _MAX_BLOB_CANDIDATES:
@@ -1429,7 +1630,8 @@ def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
             resume = start + 1
             continue
         found.append((at, blob[1], blob[0]))
-        read += len(blob[0])
+        tail = blob[0][-1].tail
+        read += len(blob[0]) + (tail.count if tail is not None else 0)
         resume = blob[1]
     return found
 
@@ -1487,6 +1689,9 @@ def _usable(r: _Reading) -> list[_Item]:
             r.problems.append(_Problem(item.pos, "the final answer is empty", "the answer text"))
             continue
         items.append(item)
+        if item.tail is not None:  # the calls past it, dropped as they would have been
+            for code in item.tail.drops:
+                r.codes.append((item.pos, code))
     return items
 
 
@@ -1512,30 +1717,53 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
     first = items[0]
     drops: list[str] = []
     later = [p for p, _ in r.thoughts] + r.others + [it.pos for it in items]
+    more = 0  # the actions kept past the items of a blob's tail: counted, not read
+    counted: dict[str, None] = {}  # their codes
     if first.final is not None:
         kept = [first]
         keep_until = min((p for p in later if p > first.pos), default=_END)
-        if any(it.final is None for it in items[1:]):
+        if any(it.final is None for it in items[1:]) or any(
+            it.tail is not None and it.tail.has_action for it in items
+        ):
             drops.append("action_after_final_dropped")
         elif keep_until != _END:
             drops.append("text_after_final_dropped")
     else:
         kept = []
+        taken = 0
+        last = first.pos
+        stopped = False  # a final answer in a tail
+        counting = False  # past a tail: the actions are counted, in order
         for item in items:
             if item.final is not None:
                 break
-            kept.append(item)
-        if len(kept) < len(items):
+            taken += 1
+            last = item.pos
+            if counting:
+                more += 1
+                counted.update(dict.fromkeys(item.codes))
+            else:
+                kept.append(item)
+            tail = item.tail
+            if tail is not None:
+                counting = True
+                more += tail.actions
+                counted.update(tail.codes)
+                if tail.final:
+                    stopped = True
+                    break
+        if stopped or taken < len(items):
             drops.append("final_after_action_dropped")
-        if not multi_action and len(kept) > 1:
-            kept = kept[:1]
+        if not multi_action and len(kept) + more > 1:
+            kept, more, counted, last = kept[:1], 0, {}, kept[0].pos
             drops.append("first_action_only")
         keep_until = _END
         if drops:
-            keep_until = min((p for p in later if p > kept[-1].pos), default=_END)
+            keep_until = min((p for p in later if p > last), default=_END)
     codes = [code for pos, code in sorted(r.codes, key=lambda pc: pc[0]) if pos < keep_until]
     for item in kept:
         codes.extend(item.codes)
+    codes.extend(counted)
     thoughts = [t for pos, t in r.thoughts if pos < keep_until and t]
     if think:
         thoughts.insert(0, think)
@@ -1557,6 +1785,7 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
         final_answer=first.final,
         repairs=_dedupe([*cut.codes, *codes, *drops]),
         text=cut.text,
+        more=more,
     )
 
 

@@ -418,6 +418,7 @@ class TextReActProtocol(Protocol):
                 multi_action=True,  # which of several actions run: the policy's choice
                 stop_words=self.template.stop,
                 implicit_final_answer=self.implicit_final_answer,
+                limit=ctx.call_limit,  # a blob's calls past it: counted (parsed.more)
             )
         except ReActParseError as exc:
             native = self._native(raw, None, ctx)
@@ -442,7 +443,9 @@ class TextReActProtocol(Protocol):
                 call.repairs = self._repairs(call.repairs)
                 call.cut = False if went_on else None
                 guard_depth(call)
-            return CallTools(text=text, thought=parsed.thought, calls=calls, repairs=repairs)
+            return CallTools(
+                text=text, thought=parsed.thought, calls=calls, more=parsed.more, repairs=repairs
+            )
         if parsed.final_answer is not None:
             return FinalAnswer(
                 text=text, thought=parsed.thought, answer=parsed.final_answer, repairs=repairs

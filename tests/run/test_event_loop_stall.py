@@ -123,23 +123,10 @@ def test_a_megabyte_reply_leaves_the_event_loop_free(name: str, protocol: str) -
     assert ticks > 10, "the heartbeat kept ticking while the reply was read"
 
 
-BLOB_READ_WHOLE = pytest.mark.xfail(
-    strict=True,
-    reason="the text protocol's parser (parse_react) decodes a JSON blob whole, and reads "
-    "every call of one blob: the salvage reader no longer does",
-)
-"""A ``{"tool_calls": [...]}`` reply under the text protocol: what is left to bound."""
-
-
 @pytest.mark.parametrize(
     ("name", "protocol"),
     [
-        pytest.param(
-            name,
-            protocol,
-            id=f"{protocol}-{name}",
-            marks=[BLOB_READ_WHOLE] if (name, protocol) == ("tool_calls_wrapper", "text") else [],
-        )
+        pytest.param(name, protocol, id=f"{protocol}-{name}")
         for name in sorted(REPLIES)
         for protocol in ("function_calling", "text")
     ],

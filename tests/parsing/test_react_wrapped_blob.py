@@ -1,0 +1,308 @@
+"""A ``{"tool_calls": [...]}`` blob under the text protocol, read element by element,
+reads as it was read whole.
+
+``parse_react(limit=...)`` reads such a blob one element at a time and keeps as objects the
+calls up to the ``limit``-th action (or answer), counting the others
+(:attr:`~react_engine.types.ParsedStep.more`), so that a reply of thousands of calls never
+holds thousands of objects (``tests/run/test_event_loop_stall.py``). The reference is the
+whole reading (``react._wrapped_blob`` answering "not that shape", which is what it
+answers for every other blob): on the golden corpus and on generated replies, valid and
+broken, shorter and longer than the limit, both give the same step (thought, answer,
+repairs, text, the same refusal) and the same actions, the new reading the first of them
+and the exact count of the others; and the text protocol decides the same.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from support.native_formats import TOOLS
+from support.tracked import tracked_peak
+
+from react_engine import Capabilities, TextReActProtocol
+from react_engine.errors import ReActParseError
+from react_engine.parsing import parse_react
+from react_engine.parsing import react as R
+from react_engine.protocols.base import CallTools, RequestContext
+from react_engine.types import ModelResponse
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+LIMITS = (1, 2, 3, 1024)
+
+
+@contextmanager
+def whole() -> Iterator[None]:
+    """The old reading: every blob decoded whole."""
+    with mock.patch.object(R, "_wrapped_blob", lambda text, pos, limit: None):
+        yield
+
+
+def _value(value: Any) -> str:
+    return f"{type(value).__name__}:{value!r}"  # NaN equals itself; a marked dict is told
+
+
+def step(text: str, limit: int | None, multi_action: bool = True) -> Any:
+    """All ``parse_react`` says of ``text``, as plain data: the step, or the refusal."""
+    try:
+        s = parse_react(text, limit=limit, multi_action=multi_action)
+    except ReActParseError as exc:
+        return ("refused", str(exc), exc.pos, exc.expected)
+    actions = [
+        (a.tool, _value(a.arguments), a.raw_arguments, a.repairs, a.error, a.exact)
+        for a in s.actions
+    ]
+    return (s.thought, s.final_answer, s.repairs, s.text), actions, s.more
+
+
+def decision(text: str, limit: int) -> Any:
+    """What the text protocol decides, asked to read at most ``limit`` calls as objects."""
+    ctx = RequestContext("m", [], TOOLS, "auto", Capabilities(), call_limit=limit)
+    made = TextReActProtocol().read_reply(ModelResponse(content=text), ctx)
+    if not isinstance(made, CallTools):
+        return repr(made), [], 0
+    calls = [(c.tool, _value(c.arguments), c.repairs, c.error, c.exact) for c in made.calls]
+    return (made.thought, made.text, made.repairs), calls, made.more
+
+
+def _alike(new: Any, old: Any, limit: int) -> None:
+    if old[0] == "refused" or new[0] == "refused":
+        assert new == old
+        return
+    (head, calls, more), (old_head, old_calls, old_more) = new, old
+    assert head == old_head
+    assert old_more == 0 or more == old_more  # the old reading counted only past a protocol's
+    assert calls == old_calls[: len(calls)]  # the first calls, as objects
+    assert len(calls) + more == len(old_calls) + old_more  # the others, counted exactly
+    assert len(calls) >= min(limit, len(old_calls))
+
+
+def assert_read_alike(text: str) -> None:
+    for multi_action in (True, False):
+        with whole():
+            old = step(text, None, multi_action)
+        assert step(text, None, multi_action) == old  # no limit: the whole reading
+        assert step(text, 10**9, multi_action) == old  # element by element, all kept
+        for limit in LIMITS:
+            _alike(step(text, limit, multi_action), old, limit)
+    for limit in LIMITS:
+        with whole():
+            old_decision = decision(text, limit)
+        _alike(decision(text, limit), old_decision, limit)
+
+
+def test_the_reference_is_the_whole_reading() -> None:
+    """The patch reaches the reader: under it, a wrapper's calls are all objects."""
+    text = json.dumps({"tool_calls": [{"name": "get_time", "arguments": {}}] * 10})
+    assert len(parse_react(text, limit=2).actions) == 2
+    with whole():
+        assert len(parse_react(text, limit=2).actions) == 10
+
+
+# --- the golden corpus ---------------------------------------------------------------------------
+
+CORPUS = sorted((FIXTURES / "parser").glob("*.txt")) + sorted((FIXTURES / "salvage").glob("*.txt"))
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[f"{p.parent.name}/{p.stem}" for p in CORPUS])
+def test_every_golden_reply_is_read_as_it_was_read_whole(path: Path) -> None:
+    assert_read_alike(path.read_bytes().decode("utf-8"))
+
+
+# --- generated replies ---------------------------------------------------------------------------
+
+_TEXT = st.text(alphabet=st.sampled_from("ab é\"\\'{}[](),:\n\t<>|`"), max_size=8)
+_SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-1000, 10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+    _TEXT,
+)
+_JSON = st.recursive(
+    _SCALAR,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=6,
+)
+_NAME = st.sampled_from(
+    ["get_weather", "get_time", "search", "get_time", "Finish", "final_answer", "none", "N/A", ""]
+)
+_KEY = st.sampled_from(["city", "tz", "query", "answer", "name", "arguments", "thought"])
+
+
+def _members(draw: st.DrawFn, pairs: list[tuple[str, str]]) -> str:
+    """An object's text from its members' texts, keys repeated as drawn."""
+    if draw(st.integers(0, 5)) == 0 and pairs:
+        pairs = [*pairs, draw(st.sampled_from(pairs))]  # a key written twice
+    space = draw(st.sampled_from(["", " ", "\n  "]))
+    return "{" + space + ("," + space).join(f"{json.dumps(k)}: {v}" for k, v in pairs) + "}"
+
+
+@st.composite
+def json_call(draw: st.DrawFn) -> str:
+    """One element of a ``tool_calls`` list: a call in one of its spellings, or not one."""
+    name = json.dumps(draw(_NAME))
+    args = {k: draw(_JSON) for k in draw(st.lists(_KEY, max_size=3))}
+    args_text = _members(draw, [(k, json.dumps(v)) for k, v in args.items()])
+    shape = draw(st.integers(0, 13)) % 10  # mostly {"name", "arguments"}
+    if shape == 0:
+        return _members(draw, [("name", name), ("arguments", args_text)])
+    if shape == 1:
+        return _members(draw, [("thought", json.dumps(draw(_TEXT))), ("action", name)])
+    if shape == 2:  # OpenAI's, arguments as JSON text
+        inner = _members(draw, [("name", name), ("arguments", json.dumps(args_text))])
+        return _members(draw, [("id", '"call_1"'), ("type", '"function"'), ("function", inner)])
+    if shape == 3:  # no arguments key: the other keys are the arguments
+        return _members(draw, [("action", name), *((k, json.dumps(v)) for k, v in args.items())])
+    if shape == 4:  # nested
+        return _members(draw, [("tool_calls", "[" + draw(json_call()) + "]")])
+    if shape == 5:
+        return _members(draw, [("action", name), ("action_input", args_text)])
+    if shape == 6:
+        return _members(draw, [("name", name), ("arguments", json.dumps(draw(_JSON)))])
+    if shape == 7:
+        return json.dumps(draw(_JSON))  # not a call object
+    if shape == 8:
+        return _members(draw, [("name", name)])  # data, not a call
+    return _members(draw, [("thought", json.dumps(draw(_TEXT))), ("tool", name)])
+
+
+_WRAPPER_KEY = st.sampled_from(["tool_calls", "toolCalls", "Tool-Calls", "tool calls", "tools"])
+
+
+@st.composite
+def wrapper(draw: st.DrawFn) -> str:
+    """One JSON object wrapping a ``tool_calls`` list."""
+    elements = draw(st.lists(json_call(), max_size=6))
+    if draw(st.integers(0, 9)) == 7:
+        elements *= draw(st.integers(2, 5))
+    space = draw(st.sampled_from(["", " ", "\n"]))
+    listed = "[" + space + ("," + space).join(elements) + space + "]"
+    pairs = [(draw(_WRAPPER_KEY), listed)]
+    for _ in range(draw(st.integers(0, 2))):
+        key = draw(st.sampled_from(["role", "thought", "id", "tool_calls", "name"]))
+        pairs.insert(draw(st.integers(0, len(pairs))), (key, json.dumps(draw(_JSON))))
+    return _members(draw, pairs)
+
+
+_PROSE = st.sampled_from(
+    ["", "", "Let me check.\n", "Thought: I need the weather.\n", "<think>x</think>\n"]
+)
+_AFTER = st.sampled_from(
+    ["", "", "\nDone.", "\nFinal Answer: 14", "\nObservation: 14", "\nAction Input: {}"]
+)
+
+
+@st.composite
+def reply(draw: st.DrawFn) -> str:
+    """A reply holding one or two wrappers, with prose, a fence or a label around them."""
+    blobs = [draw(wrapper()) for _ in range(draw(st.integers(1, 2)))]
+    how = draw(st.integers(0, 5))
+    if how == 4:
+        blobs[0] = "```json\n" + blobs[0] + "\n```"
+    if how == 5:
+        blobs[0] = "Action: " + blobs[0]
+    return draw(_PROSE) + "\n".join(blobs) + draw(_AFTER)
+
+
+_BREAK = st.sampled_from([",", "]", "}", "[", "{", '"', "(", "\\", " ", "\n", "x", ":"])
+
+
+@st.composite
+def broken(draw: st.DrawFn, replies: st.SearchStrategy[str]) -> str:
+    """A reply as generated, or cut short, or with one character dropped or added."""
+    text = draw(replies)
+    if not text:
+        return text
+    at = draw(st.integers(0, len(text) - 1))
+    how = draw(st.integers(0, 5)) - 2  # as generated half the time
+    if how == 1:
+        return text[:at]
+    if how == 2:
+        return text[:at] + text[at + 1 :]
+    if how == 3:
+        return text[:at] + draw(_BREAK) + text[at:]
+    return text
+
+
+CALL = '{"name": "get_time", "arguments": {"tz": "a"}}'
+THREE = '{"tool_calls": [' + ", ".join([CALL] * 3) + "]}"
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(broken(reply()))
+@example('{"tool_calls": [' + ", ".join([CALL] * 5) + "]}")
+@example('{"tool_calls": [{"name": "get_time", "arguments": {}}], "tool_calls": []}')
+@example('{"tool_calls": [{"name": "get_time", "arguments": {}}], }')
+@example('{"tool_calls": [{"name": "get_time", "arguments": {}},]}')
+@example('{"tool_calls": []}')
+@example('{"tool_calls": [' + CALL + ", " + CALL + ", 1]}")
+@example('{"tool_calls": [' + CALL + ", " + CALL + ', {"name": "x", "name": "y"}]}')
+@example(
+    '{"tool_calls": [' + CALL + ", " + CALL + ', {"name": "get_time", "a": {"t": 1, "t": 2}}]}'
+)
+@example('{"role": 1, "tool_calls": [' + CALL + ", " + CALL + '], "role": 2}')
+@example('{"role": NaN, "tool_calls": [' + CALL + ", " + CALL + "]}")
+@example('{"x": NaN, "tool_calls": [' + CALL + ", " + CALL + '], "x": NaN}')
+@example('{"tool_calls": [' + CALL + ", " + CALL + ', {"name": "none"}, {"name": "Finish"}]}')
+@example('{"tool_calls": [' + CALL + ', {"action": "Finish", "answer": "14"}, ' + CALL + "]}")
+@example('{"tool_calls": [{"action": "Finish", "answer": "14"}, ' + CALL + ", " + CALL + "]}")
+@example('{"tool_calls": [' + CALL + ", " + CALL + ", " + CALL + "]} and more text")
+@example('{"tool_calls": [' + CALL + ', {"thought": "t", "action": "get_time"}]}\nDone.')
+@example('{"tool_calls": [' + CALL + ", " + CALL + ", {\"name\": 'x'}]}")
+@example(THREE + "\n" + '{"tool_calls": [' + CALL + "]}")
+def test_a_tool_calls_wrapper_is_read_as_it_was_read_whole(text: str) -> None:
+    assert_read_alike(text)
+
+
+@pytest.mark.parametrize("count", [1023, 1024, 1025, 3000])
+@pytest.mark.parametrize("bad", [None, 0, -1, "twice", "finish", "noop"])
+def test_a_wrapper_longer_than_the_limit_is_read_as_it_was_read_whole(
+    count: int, bad: int | str | None
+) -> None:
+    """Around the 1,024 calls a step answers: the calls past them are counted, and one
+    element that is no call makes the blob no call; a key written twice in the last call
+    marks every call (``json:duplicate_key``) as the whole reading does."""
+    calls = [f'{{"name": "get_time", "arguments": {{"tz": "{i}"}}}}' for i in range(count)]
+    if bad == "twice":
+        calls[-1] = '{"name": "get_time", "arguments": {"tz": "a", "tz": "b"}}'
+    elif bad == "finish":
+        calls[-2] = '{"action": "Finish", "action_input": "done"}'
+    elif bad == "noop":
+        calls[-1] = '{"name": "none", "arguments": {}}'
+    elif bad is not None:
+        calls[bad] = "[1]"
+    text = 'Thought: many.\n{"tool_calls": [' + ", ".join(calls) + "]}"
+    assert_read_alike(text)
+    if bad in (0, -1):  # no call: a thought and nothing else
+        with pytest.raises(ReActParseError, match="no action"):
+            parse_react(text, limit=1024)
+        return
+    parsed = parse_react(text, limit=1024)
+    actions = count - (bad == "finish") * 2 - (bad == "noop")  # those before the answer run
+    assert len(parsed.actions) == min(actions, 1024)
+    assert parsed.more == actions - len(parsed.actions)
+    if bad == "twice":
+        assert "json:duplicate_key" in parsed.actions[0].repairs  # a guess: never run
+
+
+def test_a_megabyte_wrapper_holds_the_calls_kept_not_all() -> None:
+    """The 17,500 calls of a 1 MB wrapper: 1,024 read as objects, the rest counted, and
+    the objects alive at once in proportion (they were 105,000, read whole)."""
+    one = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    text = '{"tool_calls": [' + ", ".join([one] * 17_500) + "]}"
+    with tracked_peak() as peak:
+        parsed = parse_react(text, limit=64)
+    assert len(parsed.actions) == 64
+    assert parsed.more == 17_500 - 64
+    assert peak[0] <= 2_500
+    with whole(), tracked_peak() as old_peak:
+        parse_react(text, limit=64)
+    assert old_peak[0] > 50_000  # the measure sees the whole reading
