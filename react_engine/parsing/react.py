@@ -1431,11 +1431,36 @@ _UNDECODED: Final = object()
 
 def _decoded(text: str, pos: int) -> tuple[Any, int]:
     """The JSON value at ``text[pos]`` as :func:`~.json_repair.decode_prefix` decodes it
-    when it is valid, and its end; :data:`_UNDECODED` if it is not."""
+    when it is valid, and its end; :data:`_UNDECODED` if it is not, or if it nests deeper
+    than :data:`_DEEP` (decoded alone, it is less deep than inside the blob, where it might
+    have been too deep to decode: such a blob is read whole, as before)."""
     try:
-        return DECODER.raw_decode(text, pos)
+        value, end = DECODER.raw_decode(text, pos)
     except (ValueError, RecursionError):
         return _UNDECODED, pos
+    if end - pos > 2 * _DEEP and _deeper(value, _DEEP):
+        return _UNDECODED, pos
+    return value, end
+
+
+_DEEP: Final = 64
+"""Nesting past which an element is not read alone (JSON nests two levels a character)."""
+
+
+def _deeper(value: Any, depth: int) -> bool:
+    """Whether ``value`` nests lists and objects deeper than ``depth`` (walked with a
+    stack of its own)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        if level >= depth:
+            return True
+        stack.extend((child, level + 1) for child in item)
+    return False
 
 
 def _listed_elements(text: str, pos: int, limit: int) -> tuple[Any, _Tail | None, bool, int] | None:

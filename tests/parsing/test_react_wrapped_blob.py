@@ -306,3 +306,18 @@ def test_a_megabyte_wrapper_holds_the_calls_kept_not_all() -> None:
     with whole(), tracked_peak() as old_peak:
         parse_react(text, limit=64)
     assert old_peak[0] > 50_000  # the measure sees the whole reading
+
+
+def test_a_call_nested_as_deep_as_the_decoder_goes_is_read_as_it_was_read_whole() -> None:
+    """An element decoded alone is two levels less deep than inside its blob: at the
+    depth where the blob fails to decode whole (and is no call) the element alone would
+    decode. Elements that deep are read whole, as before, at every depth."""
+    for depth in range(50, 1010):
+        arg = "[" * depth + "]" * depth
+        for text in (
+            '{"tool_calls": [{"name": "get_time", "arguments": {"a": ' + arg + "}}, " + CALL + "]}",
+            '{"x": ' + arg + ', "tool_calls": [' + CALL + ", " + CALL + "]}",
+        ):
+            with whole():
+                old = step(text, None)
+            _alike(step(text, 1), old, 1)
