@@ -89,7 +89,9 @@ a lossy one never does). Its ``raw_arguments`` is the input as the model wrote i
 serialised (``exact`` where it is the JSON text of the arguments). Hostile input is
 bounded: at most :data:`MAX_LABELS` labels (and as many calls in JSON blobs),
 :data:`MAX_FENCES` fence lines and :data:`MAX_KWARGS` ``key=value`` pairs are read; the
-rest is text.
+rest is text. With a ``limit``, a ``{"tool_calls": [...]}`` blob of thousands of calls is
+read element by element: its calls past the limit are counted
+(:attr:`~react_engine.types.ParsedStep.more`), never held.
 
 ``chinese_label`` and ``fullwidth_colon`` are reported for every Chinese label, even
 when the prompt asked for Chinese labels: a comparison that counts "clean" replies for
