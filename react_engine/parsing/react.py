@@ -1273,12 +1273,12 @@ def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
 # --- JSON blobs --------------------------------------------------------------------------------
 
 
-def _blob(text: str, pos: int, limit: int | None = None) -> tuple[list[_Item], int] | None:
+def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_Item], int] | None:
     """The tool calls of a JSON blob or tool-call markup at ``pos``, and where it ends.
 
     None when what is there is not a tool call. A blob cut off before its JSON closes
     still names its tools, but its arguments are not made up by closing it: each call
-    keeps the blob's text as its input, with ``action_input_not_json``. With a ``limit``,
+    keeps the blob's text as its input, with ``action_input_not_json``. With ``wrapped``,
     a ``tool_calls`` wrapper is read element by element (:func:`_wrapped_blob`).
     """
     codes: list[str] = ["json_blob"]
@@ -1303,10 +1303,10 @@ def _blob(text: str, pos: int, limit: int | None = None) -> tuple[list[_Item], i
         value, cut = _json_value(inner, codes)
     else:
         json_at = pos
-        if limit is not None and text.startswith("{", pos) and _TOOL_CALLS.search(text, pos):
-            wrapped = _wrapped_blob(text, pos, limit)
-            if wrapped is not None:  # else not that shape, or not JSON as it stands: whole
-                return _wrapped_items(text, pos, codes, *wrapped)
+        if wrapped is not None and text.startswith("{", pos) and wrapped.ahead(text, pos):
+            read = _wrapped_blob(text, pos, wrapped.limit)
+            if read is not None:  # else not that shape, or not JSON as it stands: whole
+                return _wrapped_items(text, pos, codes, *read)
         value, end, cut = _json_prefix(text, pos, codes)
     if value is None:
         return None
@@ -1356,6 +1356,29 @@ def _blob_item(
 
 _TOOL_CALLS: Final = re.compile(r"tool[ \t_-]*calls", re.IGNORECASE)
 """What a blob holding a ``tool_calls`` key holds (a first sieve for :func:`_wrapped_blob`)."""
+
+
+class _Wrapped:
+    """The limit of the blobs of one text read as wrappers, and where the next
+    :data:`_TOOL_CALLS` is in it: each search resumes past the last, so a text of
+    thousands of blobs is searched once, not once a blob."""
+
+    __slots__ = ("_at", "_since", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._since = -1  # where the last search started
+        self._at = -1  # where it found one, -1 for nowhere
+
+    def ahead(self, text: str, pos: int) -> bool:
+        """Whether ``text[pos:]`` holds a :data:`_TOOL_CALLS`."""
+        if self._at >= pos:
+            return True
+        if self._since >= 0 and self._at < 0 and pos >= self._since:
+            return False
+        found = _TOOL_CALLS.search(text, pos)
+        self._since, self._at = pos, found.start() if found is not None else -1
+        return found is not None
 
 
 @dataclass(slots=True)
@@ -1493,7 +1516,7 @@ def _listed_elements(text: str, pos: int, limit: int) -> tuple[Any, _Tail | None
                 continue
             calls.append(call)
             usable += not _dropped(call)
-            if usable == limit:
+            if usable >= limit:
                 tail = _Tail()
         pos = run_end(P.JSON_WS, text, pos, len(text))
         if text.startswith(",", pos):
@@ -1595,7 +1618,7 @@ def _find_blobs(sections: list[_Section], r: _Reading, limit: int | None = None)
     for sec in sections:
         if sec.kind not in (P.THOUGHT, _PREAMBLE):
             continue
-        found = _search_blobs(sec.content, limit)
+        found = _search_blobs(sec.content, _Wrapped(limit) if limit is not None else None)
         if not found:
             continue
         start = found[0][0]
@@ -1624,7 +1647,7 @@ def _find_blobs(sections: list[_Section], r: _Reading, limit: int | None = None)
         return
 
 
-def _search_blobs(text: str, limit: int | None = None) -> list[tuple[int, int, list[_Item]]]:
+def _search_blobs(text: str, wrapped: _Wrapped | None = None) -> list[tuple[int, int, list[_Item]]]:
     """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets.
 
     Candidates come from three position-ordered scans merged lazily; each is tried once,
@@ -1649,7 +1672,7 @@ def _search_blobs(text: str, limit: int | None = None) -> list[tuple[int, int, l
         if start < resume:
             continue
         at = run_end(P.JSON_WS, text, start, len(text))
-        blob = _blob(text, at, limit)
+        blob = _blob(text, at, wrapped)
         if blob is None:
             failures += 1
             if failures >= _MAX_BLOB_CANDIDATES:

@@ -321,3 +321,23 @@ def test_a_call_nested_as_deep_as_the_decoder_goes_is_read_as_it_was_read_whole(
             with whole():
                 old = step(text, None)
             _alike(step(text, 1), old, 1)
+
+
+def test_a_reply_of_thousands_of_blobs_is_searched_for_a_wrapper_once() -> None:
+    """Each blob asks whether a ``tool_calls`` key lies ahead: the search resumes past the
+    last one, so a megabyte of JSON lines is scanned once (searching from each of its
+    thousand blobs to the end took 5 s of CPU, not 0.04)."""
+    line = '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+    text = line * 20_000
+    searches: list[int] = []
+    pattern = R._TOOL_CALLS
+
+    class Counting:
+        def search(self, s: str, pos: int = 0) -> Any:
+            searches.append(pos)
+            return pattern.search(s, pos)
+
+    with mock.patch.object(R, "_TOOL_CALLS", Counting()):
+        parsed = parse_react(text, limit=1024)
+    assert len(parsed.actions) == R.MAX_LABELS  # the blobs read: as many as labels
+    assert searches == [0]
