@@ -5,7 +5,10 @@ run each call with ``json.loads``'d arguments, append a ``tool`` message, repeat
 ``bare_text`` is seed 002's ``main`` (system prompt with the tools, one user message
 holding the question and the scratchpad, ``stop="Observation:"``, two regexes, repeat).
 Each has a sync twin with ``openai.OpenAI``. No validation, no trace, no retries of their
-own, no error budget: the least a working loop does.
+own, no error budget: the least a working loop does. The async ones call the tool inline,
+as the seeds do; ``off_loop=True`` runs it with ``asyncio.to_thread`` instead, as the
+engine runs a sync tool (a control for :mod:`bench.gccount`: one await between a reply
+and the next request, which is what sets off most collections at 1,000 runs).
 
 ``bare_chat`` is a control, not a seed: seed 002's loop with the transcript kept as chat
 turns (assistant reply, then a user message with the observation), the message shape the
@@ -15,6 +18,7 @@ rest of its gap to seed 002 is what the SDK charges for more messages.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -67,7 +71,12 @@ def _run_tool(name: str, arguments: Any) -> str:
 
 
 async def abare_fc(
-    client: openai.AsyncOpenAI, question: str, max_turns: int = 5, *, as_dict: bool = False
+    client: openai.AsyncOpenAI,
+    question: str,
+    max_turns: int = 5,
+    *,
+    as_dict: bool = False,
+    off_loop: bool = False,
 ) -> str | None:
     messages: list[Any] = [
         {"role": "system", "content": FC_SYSTEM},
@@ -83,7 +92,10 @@ async def abare_fc(
             return message.content
         for call in message.tool_calls:
             args = json.loads(call.function.arguments)
-            obs = _run_tool(call.function.name, args)
+            if off_loop:
+                obs = await asyncio.to_thread(_run_tool, call.function.name, args)
+            else:
+                obs = _run_tool(call.function.name, args)
             messages.append({"role": "tool", "content": obs, "tool_call_id": call.id})
     return None
 
@@ -113,7 +125,9 @@ def bare_fc(
 # --- seed 002: text ReAct ----------------------------------------------------------------
 
 
-async def abare_text(client: openai.AsyncOpenAI, question: str, max_iter: int = 5) -> str | None:
+async def abare_text(
+    client: openai.AsyncOpenAI, question: str, max_iter: int = 5, *, off_loop: bool = False
+) -> str | None:
     scratchpad = ""
     for _ in range(max_iter):
         messages: list[Any] = [
@@ -131,7 +145,10 @@ async def abare_text(client: openai.AsyncOpenAI, question: str, max_iter: int = 
         if not action:
             return None
         obj = json.loads(action.group(1))
-        result = _run_tool(obj["action"], obj["action_input"])
+        if off_loop:
+            result = await asyncio.to_thread(_run_tool, obj["action"], obj["action_input"])
+        else:
+            result = _run_tool(obj["action"], obj["action_input"])
         scratchpad += content + f"\nObservation: {result}\n"
     return None
 

@@ -88,6 +88,33 @@ thread is started in place of one that gets stuck: the pool's threads, stuck one
 included, never number more than ``MAX_TOOL_THREADS + MAX_STUCK_THREADS``."""
 
 
+BRIEF_WAIT = 0.0002
+"""Seconds the event loop's thread waits for a quick sync tool's call to end on its worker
+thread before it suspends the run (see :class:`Pace`): longer than a quick function takes
+there (a thread wake-up and a few microseconds of Python), short enough that a tool slower
+than it stalls the loop's other runs no more than that, once."""
+
+
+class Pace:
+    """Whether one sync tool's next call is expected to end within :data:`BRIEF_WAIT`
+    (each call is timed on its worker thread).
+
+    Why wait at all, with other runs on the loop: a run suspended while its tool runs has
+    let go of its request's objects and not yet built the next ones, and the event loop
+    resumes such runs back to back, so their frees, then their allocations, come in long
+    runs of one sign; generation 0's counter is allocations minus frees, never below zero,
+    so the frees are lost and the allocations set off collections. At 1,000 concurrent runs
+    that made half again as many collections for a run whose sync tool returns at once
+    (docs/performance.md, "what a run holds across an await"). A call that ends within the
+    wait goes on without a suspension; a tool whose call took longer is not waited for on
+    its next call, nor, while a call of it is running past the wait, on anyone's."""
+
+    __slots__ = ("quick",)
+
+    def __init__(self) -> None:
+        self.quick = True
+
+
 class ThreadsExhausted(ReactEngineError, RuntimeError):
     """Too many sync calls are stuck past their timeout for another one to start."""
 
@@ -124,7 +151,17 @@ class _Call:
     future with one ``call_soon_threadsafe`` (or, for a caller that waits for it in its own
     thread, releases its ``waiting`` lock: see :func:`_wait_here`)."""
 
-    __slots__ = ("abandoned", "error", "function", "loop", "state", "value", "waiter", "waiting")
+    __slots__ = (
+        "abandoned",
+        "elapsed",
+        "error",
+        "function",
+        "loop",
+        "state",
+        "value",
+        "waiter",
+        "waiting",
+    )
 
     def __init__(
         self,
@@ -139,6 +176,8 @@ class _Call:
         self.waiting = waiting
         self.state = _QUEUED
         self.abandoned = False
+        self.elapsed = 0.0
+        """Seconds the function ran, on its worker thread (for :class:`Pace`)."""
         self.value: Any = None
         self.error: BaseException | None = None
 
@@ -268,10 +307,12 @@ class _DaemonPool:
                 if call.state != _QUEUED:  # dropped by its caller while queued
                     continue
                 call.state = _RUNNING
+            started = time.perf_counter()
             try:
                 call.value = call.function()
             except BaseException as exc:  # handed to the caller, whatever it is
                 call.error = exc
+            call.elapsed = time.perf_counter() - started
             with self._lock:
                 call.state = _DONE
                 abandoned = call.abandoned
@@ -315,6 +356,20 @@ async def run_sync_call(
     raises is raised as it is. In a blocking run alone on its loop (``agent.run()``), the
     loop's thread waits for the worker itself (:func:`_wait_here`).
     """
+    return await call_sync(function, args, kwargs, timeout)
+
+
+async def call_sync(
+    function: Callable[..., T],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    timeout: float | None = None,
+    pace: Pace | None = None,
+) -> T:
+    """:func:`run_sync_call` of ``function(*args, **kwargs)``. With a tool's ``pace`` and
+    other runs on the loop, a call expected to be quick is waited for in the loop's thread
+    for up to :data:`BRIEF_WAIT` (it still runs on a worker thread), and its run goes on
+    without a suspension when it ends within it (see :class:`Pace`)."""
     context = contextvars.copy_context()
     loop = asyncio.get_running_loop()
     work = functools.partial(context.run, function, *args, **kwargs)
@@ -327,6 +382,25 @@ async def run_sync_call(
             here: T = await _wait_here(runner, _Call(work, loop, None, waiting), timeout)
             return here
         runner.inline = None
+    if pace is not None and pace.quick:
+        waiting = _Waiting()
+        call = _Call(work, loop, None, waiting)
+        _TOOLS.submit(call)
+        brief = BRIEF_WAIT if timeout is None else min(BRIEF_WAIT, timeout)
+        waiting.done.acquire(timeout=brief)
+        handed = _TOOLS.hand_to_loop(call)
+        if handed is None:  # it has ended: the run goes on without a suspension
+            pace.quick = call.elapsed < BRIEF_WAIT
+            if isinstance(call.error, StopIteration):  # as _settle hands it over
+                raise RuntimeError(f"the call raised {call.error!r}")
+            quick: T = call.outcome()
+            return quick
+        if call.state == _RUNNING:  # not one still queued: a thread was slow to take it
+            pace.quick = False  # the runs calling it meanwhile are not held up too
+        left = None if timeout is None else timeout - brief
+        ended: T = await _await_call(call, handed, timeout, left)
+        pace.quick = call.elapsed < BRIEF_WAIT
+        return ended
     waiter = loop.create_future()
     call = _Call(work, loop, waiter)
     _TOOLS.submit(call)

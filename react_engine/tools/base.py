@@ -31,6 +31,7 @@ from .schema import meets_strict_mode, strict_schema
 from .timeouts import within
 
 if TYPE_CHECKING:
+    from ..run._threads import Pace
     from ._schema_check import SchemaCheck
 
 __all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "ToolOptions"]
@@ -167,6 +168,9 @@ class Tool:
     forbid_extra: bool = field(default=False, repr=False, compare=False)
     """Refuse unknown keys in nested objects too, as the schema sent says (pydantic's models
     ignore them by default: the key would be dropped, not passed)."""
+    _pace: Pace | None = field(default=None, init=False, repr=False, compare=False)
+    """How long a sync function's calls take (:class:`~react_engine.run._threads.Pace`),
+    from its first call on."""
 
     @property
     def argument_names(self) -> list[str]:
@@ -248,7 +252,10 @@ class Tool:
         A sync function always runs on a worker thread, never on the event loop: a slow or
         stuck one would stall every run on the loop and ignore the timeout. A thread cannot
         be stopped, so one that overruns is left to finish on its own (see
-        :func:`react_engine.run._threads.run_sync_call`).
+        :func:`react_engine.run._threads.run_sync_call`). While its calls have been quick,
+        the loop waits for each on its own thread for at most
+        :data:`~react_engine.run._threads.BRIEF_WAIT` (0.2 ms) before it suspends the run
+        (:class:`~react_engine.run._threads.Pace`).
         """
         if self.pass_model:
             args: tuple[Any, ...] = (validated,)
@@ -265,7 +272,10 @@ class Tool:
             return await within(running, timeout)
         from ..run import _threads  # with asyncio: loaded by the running loop
 
-        return await _threads.run_sync_call(self.function, *args, timeout=timeout, **kwargs)
+        pace = self._pace
+        if pace is None:
+            pace = self._pace = _threads.Pace()
+        return await _threads.call_sync(self.function, args, kwargs, timeout, pace)
 
     def invoke_sync(self, validated: BaseModel | dict[str, Any]) -> Any:
         """Run a sync function in the calling thread (the agent never does: see :meth:`ainvoke`)."""
