@@ -26,6 +26,7 @@ import select
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -148,14 +149,17 @@ class _Call:
     chained callbacks' closures), which at a thousand concurrent runs set off garbage
     collections more often than anything else the engine does per tool call. The worker
     stores the outcome here, under the pool's lock, and settles the caller's asyncio
-    future with one ``call_soon_threadsafe`` (or, for a caller that waits for it in its own
-    thread, releases its ``waiting`` lock: see :func:`_wait_here`)."""
+    future with one ``call_soon_threadsafe`` (the sync-tool pool through the caller loop's
+    :class:`_Inbox`, shared by every call that ends before the loop wakes up), or, for a
+    caller that waits for it in its own thread, releases its ``waiting`` lock (see
+    :func:`_wait_here`)."""
 
     __slots__ = (
         "abandoned",
         "elapsed",
         "error",
         "function",
+        "inbox",
         "loop",
         "state",
         "value",
@@ -169,11 +173,13 @@ class _Call:
         loop: asyncio.AbstractEventLoop,
         waiter: asyncio.Future[Any] | None,
         waiting: _Waiting | None = None,
+        inbox: _Inbox | None = None,
     ) -> None:
         self.function = function
         self.loop = loop
         self.waiter = waiter
         self.waiting = waiting
+        self.inbox = inbox  # where a sync-tool pool thread leaves it ended (_DaemonPool)
         self.state = _QUEUED
         self.abandoned = False
         self.elapsed = 0.0
@@ -223,6 +229,51 @@ def _settle(call: _Call) -> None:
         waiter.set_exception(error)
 
 
+class _Inbox:
+    """One event loop's ended sync calls, waiting to be settled together.
+
+    A worker that ends a call appends it here; only the first one since the loop last
+    emptied the inbox wakes the loop (``call_soon_threadsafe``: a handle, a write to the
+    loop's self-pipe, and the worker giving up the GIL for that write), and the loop
+    settles every call it finds in one callback. Under load, a loop settles the calls of
+    many workers per wake-up. Lock-free: ``deque`` appends and pops are atomic, the loop
+    clears ``scheduled`` before it empties the deque, and a worker sets it after its
+    append, so an ended call is always either seen by a drain or followed by a wake-up
+    (at worst one wake-up too many, which finds the inbox empty)."""
+
+    __slots__ = ("calls", "scheduled")
+
+    def __init__(self) -> None:
+        self.calls: collections.deque[_Call] = collections.deque()
+        self.scheduled = False
+
+
+_INBOXES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
+
+
+def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
+    try:
+        inbox = _INBOXES.get(loop)
+        if inbox is None:
+            inbox = _INBOXES.setdefault(loop, _Inbox())
+    except TypeError:  # a loop that takes no weak reference: an inbox per call
+        return _Inbox()
+    return inbox
+
+
+def _settle_inbox(inbox: _Inbox) -> None:
+    """On the caller's loop: settle every call that ended since the loop last looked."""
+    inbox.scheduled = False  # before the drain: a call appended after this wakes us again
+    calls = inbox.calls
+    while calls:
+        _settle(calls.popleft())
+
+
+def _wake(loop: asyncio.AbstractEventLoop, inbox: _Inbox) -> None:
+    with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+        loop.call_soon_threadsafe(_settle_inbox, inbox)
+
+
 class _DaemonPool:
     """A bounded pool of daemon threads for sync tools.
 
@@ -232,13 +283,23 @@ class _DaemonPool:
     abandoned by its caller (a timeout, a cancelled run) gives its thread up: the thread
     ends when the call does, and a fresh one takes its place in the pool; at most
     :data:`MAX_STUCK_THREADS` such threads live at once.
+
+    Cheap hand-offs, for a thousand runs calling trivial tools at once: at most one
+    thread is on its way to the queue at a time (woken, or just started, and not yet
+    holding a call), and a thread that takes a call wakes the next one only if more calls
+    are queued, so a burst of calls does not wake a thread per call that then competes for
+    the GIL and finds the queue empty; each call still gets a thread of its own when its
+    predecessors run long. A thread takes its next call in the same lock section where it
+    records the end of the last one, the most recently idle thread is woken first (its
+    caches are warm), and ended calls go back to their loop through its :class:`_Inbox`.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
         self._pending: collections.deque[_Call] = collections.deque()
+        self._sleeping: list[threading.Lock] = []  # idle threads' wake-up locks (held)
         self._threads = 0  # threads serving the pool (stuck ones not counted)
-        self._idle = 0
+        self._waking = 0  # threads woken or started that have not yet looked at the queue
         self._stuck = 0
 
     @property
@@ -252,34 +313,26 @@ class _DaemonPool:
                     f"{self._stuck} earlier sync calls are still running past their timeout"
                 )
             self._pending.append(call)
-            if self._idle >= len(self._pending):
-                self._lock.notify()
-            else:
-                self._grow()
+            if not self._waking:
+                self._wake_one()
 
-    def _grow(self) -> None:
-        """Start one more thread, if the pool may have it (the lock is held)."""
-        if (
+    def _wake_one(self) -> None:
+        """Wake an idle thread, or start one if the pool may have it (the lock is held)."""
+        if self._sleeping:
+            self._waking += 1
+            self._sleeping.pop().release()
+        elif (
             self._threads < MAX_TOOL_THREADS
             and self._threads + self._stuck < MAX_TOOL_THREADS + MAX_STUCK_THREADS
         ):
             self._threads += 1
+            self._waking += 1
             threading.Thread(target=self._work, name="react-engine-tool", daemon=True).start()
 
     @property
     def live(self) -> int:
         """The pool's threads, stuck ones included."""
         return self._threads + self._stuck
-
-    def hand_to_loop(self, call: _Call) -> asyncio.Future[Any] | None:
-        """A call its caller waited for in its own thread (``waiting``), to be settled on
-        its loop instead (a future); ``None`` when it has ended already."""
-        with self._lock:
-            if call.state == _DONE:
-                return None
-            waiter = call.waiter = call.loop.create_future()
-            call.waiting = None
-            return waiter
 
     def abandon(self, call: _Call) -> int:
         """The caller stopped waiting: the call's state then. A call still running
@@ -290,46 +343,90 @@ class _DaemonPool:
                 call.abandoned = True
                 self._stuck += 1
                 self._threads -= 1  # a fresh thread may take its place, within the caps
-                if self._pending and self._idle < len(self._pending):
-                    self._grow()
+                if self._pending and not self._waking:
+                    self._wake_one()
             elif call.state == _QUEUED:
                 call.state = _DROPPED
             return call.state
 
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                while not self._pending:
-                    self._idle += 1
-                    self._lock.wait()
-                    self._idle -= 1
-                call = self._pending.popleft()
-                if call.state != _QUEUED:  # dropped by its caller while queued
-                    continue
+    def hand_to_loop(self, call: _Call) -> asyncio.Future[Any] | None:
+        """A call its caller waited for in its own thread (``waiting``), to be settled on
+        its loop instead (a future); ``None`` when it has ended already."""
+        with self._lock:
+            if call.state == _DONE:
+                return None
+            waiter = call.waiter = call.loop.create_future()
+            call.waiting = None
+            if call.inbox is None:
+                call.inbox = _inbox(call.loop)
+            return waiter
+
+    def _take(self) -> _Call | None:
+        """The next queued call, now running (the lock is held); wakes the next thread
+        when more are queued."""
+        pending = self._pending
+        while pending:
+            call = pending.popleft()
+            if call.state == _QUEUED:  # not dropped by its caller while queued
                 call.state = _RUNNING
+                if pending and not self._waking:
+                    self._wake_one()
+                return call
+        return None
+
+    def _work(self) -> None:
+        lock = self._lock
+        wake = threading.Lock()  # held while this thread sleeps; released to wake it
+        wake.acquire()
+        with lock:
+            self._waking -= 1
+            call = self._take()
+            if call is None:
+                self._sleeping.append(wake)
+        while True:
+            if call is None:
+                wake.acquire()
+                with lock:
+                    self._waking -= 1
+                    call = self._take()
+                    if call is None:  # another thread took it first
+                        self._sleeping.append(wake)
+                continue
             started = time.perf_counter()
             try:
                 call.value = call.function()
             except BaseException as exc:  # handed to the caller, whatever it is
                 call.error = exc
             call.elapsed = time.perf_counter() - started
-            with self._lock:
+            inbox = call.inbox
+            with lock:
                 call.state = _DONE
-                abandoned = call.abandoned
-                if abandoned:
+                if call.abandoned:
                     self._stuck -= 1
                     # A fresh thread took its place in the pool, unless the caps kept it
                     # from starting: then calls may be waiting that only this one can run.
-                    if self._pending and self._idle < len(self._pending):
-                        self._grow()
-            if abandoned:
-                return
-            if call.waiting is not None:
-                call.waiting.release()
-            else:
-                with contextlib.suppress(RuntimeError):  # the caller's loop is closed
-                    call.loop.call_soon_threadsafe(_settle, call)
-            del call
+                    if self._pending and not self._waking:
+                        self._wake_one()
+                    return
+                if call.waiting is not None:  # its caller waits, blocked: nothing to settle
+                    call.waiting.release()
+                    call = self._take()
+                    if call is None:
+                        self._sleeping.append(wake)
+                    continue
+                assert inbox is not None  # set by the time its caller awaits it
+                inbox.calls.append(call)
+                signal = not inbox.scheduled
+                inbox.scheduled = True
+                loop = call.loop
+                # The next call in the same lock section (or sleep, registered before the
+                # wake-up below, so that a call submitted meanwhile finds this thread).
+                call = self._take()
+                if call is None:
+                    self._sleeping.append(wake)
+            if signal:
+                _wake(loop, inbox)
+            del loop, inbox
 
 
 _TOOLS = _DaemonPool()
@@ -402,7 +499,7 @@ async def call_sync(
         pace.quick = call.elapsed < BRIEF_WAIT
         return ended
     waiter = loop.create_future()
-    call = _Call(work, loop, waiter)
+    call = _Call(work, loop, waiter, None, _inbox(loop))
     _TOOLS.submit(call)
     value: T = await _await_call(call, waiter, timeout, timeout)
     return value
