@@ -486,7 +486,9 @@ def _scale(r: dict[str, Any]) -> list[str]:
     lines += _table(["engine ÷", "baseline", "runs/s", "CPU per call", "heap per run"], ratio_rows)
     lines += [
         "Speed is the mean of two passes over the subjects, the second in reverse order, so a "
-        "change of load during the section weighs on both sides of a ratio; on a shared "
+        "change of load during the section weighs on both sides of a ratio; each pass times two "
+        "batches of runs one after the other in the subject's child process (the first batch "
+        "after the warm-up sets off more collections than later ones); on a shared "
         "machine the runs/s ratios still move by tens of percent between runs of this bench "
         "(compare the two passes). Memory is from the first pass.",
         "",
