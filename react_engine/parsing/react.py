@@ -723,14 +723,16 @@ def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Lab
     return cut, labels
 
 
-def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
+def _plain_step(kept: str, labels: list[_Label], limit: int | None = None) -> ParsedStep | None:
     """The step of a plain reply of the usual shape, read directly; None for any other.
 
     The shapes: ``Thought:`` at the start, then ``Final Answer:``, or ``Action:`` (a tool
     name, or a JSON blob naming one call) with an optional ``Action Input:``. Anything that
     would make :func:`_read` or :func:`_choose` do more than keep those parts (an inline
     label or blob in the thought, a finish or no-op tool, a second call, an empty answer)
-    leaves the reply to them; the result is the same either way.
+    leaves the reply to them; the result is the same either way. With ``limit``, a blob
+    is read no further than its first call (:func:`_wrapped_blob`): one of many is not
+    this shape.
     """
     kinds = tuple(label.kind for label in labels)
     if not 2 <= len(kinds) <= 3 or kinds[0] != P.THOUGHT or labels[0].start != 0:
@@ -748,8 +750,9 @@ def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
     if kinds not in ((P.THOUGHT, P.ACTION), (P.THOUGHT, P.ACTION, P.ACTION_INPUT)):
         return None
     end = labels[2].start if len(labels) == 3 else len(kept)
-    items, problem = _action(kept[second.content : end], second.content)
-    if problem is not None or len(items) != 1:
+    wrapped = _Wrapped(1) if limit is not None else None
+    items, problem = _action(kept[second.content : end], second.content, wrapped)
+    if problem is not None or len(items) != 1 or items[0].tail is not None:
         return None
     item = items[0]
     tool = item.tool
@@ -894,7 +897,7 @@ def parse_react(
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
     plain = _plain(text, stop_words)
     if plain is not None:
-        step = _plain_step(plain[0].text, plain[1])
+        step = _plain_step(plain[0].text, plain[1], limit)
         if step is not None:
             return step
     cut = _cut(text, stop_words) if plain is None else plain[0]
@@ -923,7 +926,7 @@ def parse_react(
             expected=EXPECTED_STEP + " before any 'Observation:'",
         )
     sections = _sections(body, _labels(body) if plain is None else plain[1])
-    reading = _read(sections)
+    reading = _read(sections, limit)
     if not any(sec.kind == P.ACTION for sec in sections):
         _find_blobs(sections, reading, limit)
     labelled = any(sec.kind != _PREAMBLE for sec in sections)
@@ -948,8 +951,12 @@ def parse_react(
     return step
 
 
-def _read(sections: list[_Section]) -> _Reading:
+def _read(sections: list[_Section], limit: int | None = None) -> _Reading:
+    """``limit``: the blobs of Actions are read as :func:`_blob` reads them with it, unless
+    an Action Input is there to attach to an Action's last call (which those cut short)."""
     r = _Reading()
+    if limit is not None and any(sec.kind == P.ACTION_INPUT for sec in sections):
+        limit = None
     labelled = any(sec.kind != _PREAMBLE for sec in sections)
     last_action: _Item | None = None
     orphan: _Section | None = None  # an Action Input still waiting for its Action
@@ -967,7 +974,8 @@ def _read(sections: list[_Section]) -> _Reading:
             else:
                 r.others.append(sec.start)
         elif sec.kind == P.ACTION:
-            items, problem = _action(sec.content, sec.content_start)
+            wrapped = _Wrapped(limit) if limit is not None else None
+            items, problem = _action(sec.content, sec.content_start, wrapped)
             if problem is not None:
                 r.problems.append(problem)
             r.items.extend(items)
@@ -1046,22 +1054,29 @@ def _fill(action: _Item, raw: str, codes: list[str]) -> None:
 # --- actions ------------------------------------------------------------------------------------
 
 
-def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
-    """The item(s) an Action section names (several for a list blob), or a problem."""
+def _action(
+    content: str, pos: int, wrapped: _Wrapped | None = None
+) -> tuple[list[_Item], _Problem | None]:
+    """The item(s) an Action section names (several for a list blob), or a problem;
+    ``wrapped`` as for :func:`_blob`."""
     stripped = content.strip()
     at = pos + (len(content) - len(content.lstrip()))
     missing = _Problem(at, "the Action has no tool name", "a tool name after 'Action:'")
     if not stripped:
         return [], missing
     if stripped.startswith(_BLOB_OPENERS):
-        found = _blob(stripped, 0)
+        found = _blob(stripped, 0, wrapped)
         if found is not None:
             items, end = found
+            tail = items[-1].tail
+            after = bool(stripped[end:].strip())
             for item in items:
                 item.pos = at
-                item.inline = len(items) == 1
-                if stripped[end:].strip():
+                item.inline = len(items) == 1 and tail is None
+                if after:
                     item.codes.append("text_after_input")
+            if after and tail is not None and tail.actions:
+                tail.codes["text_after_input"] = None  # as on each of its actions
             return items, None
         if stripped.startswith(("{", "```", "~~~")):
             return [], missing  # JSON that names no tool
@@ -1279,7 +1294,9 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
     None when what is there is not a tool call. A blob cut off before its JSON closes
     still names its tools, but its arguments are not made up by closing it: each call
     keeps the blob's text as its input, with ``action_input_not_json``. With ``wrapped``,
-    a ``tool_calls`` wrapper is read element by element (:func:`_wrapped_blob`).
+    a ``tool_calls`` wrapper or a list of calls, bare, fenced or in ``<tool_call>`` tags,
+    is read element by element (:func:`_wrapped_blob`) when it is valid JSON that the tag
+    or fence holds alone (anything else is read whole, as it was).
     """
     codes: list[str] = ["json_blob"]
     fname: str | None = None
@@ -1291,6 +1308,12 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
         fname = tag.group("fname")
         start = json_at = run_end(P.JSON_WS, text, tag.end(), len(text))
         closing = P.TOOL_CALL_CLOSE.search(text, start)
+        if fname is None and wrapped is not None:
+            stop = closing.start() if closing is not None else -1
+            read = _elements(text, start, wrapped, pos, stop)
+            if read is not None:
+                end = read[3] if closing is None else closing.end()
+                return _wrapped_items(text, pos, codes, *read[:3], end)
         if closing is not None:
             value, cut = _json_value(text[start : closing.start()], codes)
             end = closing.end()
@@ -1300,11 +1323,16 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
         inner, after = unfence(text[pos:]) or (text[pos:], "")
         end = len(text) - len(after)
         codes.append("fenced_json")
+        if wrapped is not None:
+            chunk = inner.strip()
+            read = _elements(chunk, 0, wrapped, pos, len(chunk), text)
+            if read is not None:
+                return _wrapped_items(text, pos, codes, *read[:3], end)
         value, cut = _json_value(inner, codes)
     else:
         json_at = pos
-        if wrapped is not None and text.startswith("{", pos) and wrapped.ahead(text, pos):
-            read = _wrapped_blob(text, pos, wrapped.limit)
+        if wrapped is not None:
+            read = _elements(text, pos, wrapped)
             if read is not None:  # else not that shape, or not JSON as it stands: whole
                 return _wrapped_items(text, pos, codes, *read)
         value, end, cut = _json_prefix(text, pos, codes)
@@ -1396,6 +1424,35 @@ class _Tail:
     thoughts: list[str] = field(default_factory=list)
 
 
+_LISTED_CALL: Final = re.compile(r"\[[ \t\n\r]*\{")
+"""How a list of calls opens (a first sieve for :func:`_wrapped_blob`)."""
+
+
+def _elements(
+    text: str,
+    pos: int,
+    wrapped: _Wrapped,
+    at: int = -1,
+    stop: int = -1,
+    whole: str | None = None,
+) -> tuple[Any, _Tail | None, bool, int] | None:
+    """:func:`_wrapped_blob` of ``text[pos:]`` if it may be a wrapper (a ``tool_calls``
+    key ahead of ``at`` in ``whole``, by default ``pos`` in ``text``) or a list of calls;
+    with ``stop`` (not -1), only where the blob ends there, or JSON whitespace from it to
+    there: where the whole reading decodes the text up to ``stop`` as one value."""
+    if text.startswith("{", pos):
+        if not wrapped.ahead(text if whole is None else whole, pos if at < 0 else at):
+            return None
+    elif _LISTED_CALL.match(text, pos) is None:
+        return None
+    read = _wrapped_blob(text, pos, wrapped.limit)
+    if read is None or stop < 0:
+        return read
+    if read[3] <= stop and run_end(P.JSON_WS, text, read[3], stop) == stop:
+        return read
+    return None  # the tag closes inside the blob, or something else is before it
+
+
 _NOT_CALLS: Final = object()
 """:func:`_wrapped_blob`'s answer for a wrapper that is valid JSON but not calls."""
 
@@ -1409,7 +1466,10 @@ def _wrapped_blob(text: str, pos: int, limit: int) -> tuple[Any, _Tail | None, b
     nothing), or ``(_NOT_CALLS, None, False, end)`` where an element is not a call.
     ``None`` where it is not that shape (no ``tool_calls`` list, two), or not JSON as it
     stands (which the repairer reads whole, as before). A list of thousands of calls is
-    never held: each element is decoded, read and let go."""
+    never held: each element is decoded, read and let go. A ``[...]`` at ``text[pos]`` is
+    read as that list alone, a list of calls."""
+    if text.startswith("[", pos):
+        return _listed_elements(text, pos + 1, limit)
     pos = run_end(P.JSON_WS, text, pos + 1, len(text))
     listed: tuple[Any, _Tail | None] | None = None
     conflict = False

@@ -1,4 +1,5 @@
-"""A ``{"tool_calls": [...]}`` blob under the text protocol, read element by element,
+"""A ``{"tool_calls": [...]}`` blob or a ``[...]`` list of calls under the text protocol,
+bare, after an ``Action:`` label, fenced or in ``<tool_call>`` tags, read element by element,
 reads as it was read whole.
 
 ``parse_react(limit=...)`` reads such a blob one element at a time and keeps as objects the
@@ -14,9 +15,10 @@ and the exact count of the others; and the text protocol decides the same.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -27,15 +29,18 @@ from hypothesis import strategies as st
 from support.native_formats import TOOLS
 from support.tracked import tracked_peak
 
+from bench.stall import stall_agent
 from react_engine import Capabilities, TextReActProtocol
-from react_engine.errors import ReActParseError
+from react_engine.errors import ReactEngineError, ReActParseError
 from react_engine.parsing import parse_react
 from react_engine.parsing import react as R
 from react_engine.protocols.base import CallTools, RequestContext
+from react_engine.run.loop import MAX_ANSWERED
 from react_engine.types import ModelResponse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LIMITS = (1, 2, 3, 1024)
+OBJECTS_PER_ANSWERED_CALL = 16  # as tests/run/test_event_loop_stall.py allows
 
 
 @contextmanager
@@ -201,14 +206,48 @@ _AFTER = st.sampled_from(
 
 
 @st.composite
+def listed(draw: st.DrawFn) -> str:
+    """A bare list of calls (or of elements that are not all calls)."""
+    elements = draw(st.lists(json_call(), max_size=6))
+    if draw(st.integers(0, 9)) == 7:
+        elements *= draw(st.integers(2, 5))
+    space = draw(st.sampled_from(["", " ", "\n"]))
+    return "[" + space + ("," + space).join(elements) + space + "]"
+
+
+_TAGS = st.sampled_from(
+    [
+        ("<tool_call>", "</tool_call>"),
+        ("<tool_call>\n", "\n</tool_call>"),
+        ("<tool_call>", " x</tool_call>"),  # text before the closing tag
+        ("<tool_call>", ""),  # never closed
+        ('<tool_call name="get_time">', "</tool_call>"),
+    ]
+)
+_FENCES = st.sampled_from(
+    [("```json\n", "\n```"), ("```\n", "```"), ("~~~json\n", "\n~~~"), ("```json\n", "\nx\n```")]
+)
+
+
+@st.composite
 def reply(draw: st.DrawFn) -> str:
-    """A reply holding one or two wrappers, with prose, a fence or a label around them."""
-    blobs = [draw(wrapper()) for _ in range(draw(st.integers(1, 2)))]
-    how = draw(st.integers(0, 5))
+    """A reply holding one or two wrappers or lists of calls, with prose, a fence, tags or
+    a label around them."""
+    blobs = [draw(wrapper() | listed()) for _ in range(draw(st.integers(1, 2)))]
+    how = draw(st.integers(0, 8))
     if how == 4:
-        blobs[0] = "```json\n" + blobs[0] + "\n```"
+        opener, closer = draw(_FENCES)
+        blobs[0] = opener + blobs[0] + closer
     if how == 5:
         blobs[0] = "Action: " + blobs[0]
+    if how == 6:
+        opener, closer = draw(_TAGS)
+        blobs[0] = opener + blobs[0] + closer
+    if how == 7:
+        opener, closer = draw(_FENCES | _TAGS)
+        blobs[0] = "Action: " + opener + blobs[0] + closer
+    if how == 8 and len(blobs) == 2:
+        blobs[1] = "Action: " + blobs[1]
     return draw(_PROSE) + "\n".join(blobs) + draw(_AFTER)
 
 
@@ -258,14 +297,67 @@ THREE = '{"tool_calls": [' + ", ".join([CALL] * 3) + "]}"
 @example('{"tool_calls": [' + CALL + ', {"thought": "t", "action": "get_time"}]}\nDone.')
 @example('{"tool_calls": [' + CALL + ", " + CALL + ", {\"name\": 'x'}]}")
 @example(THREE + "\n" + '{"tool_calls": [' + CALL + "]}")
+@example("Action: " + THREE)
+@example("Action: " + THREE + " and more text")
+@example("Action: " + THREE + "\nAction Input: {}")
+@example('Action Input: {"a": 1}\nAction: ' + THREE)
+@example("Action: " + THREE + "\nAction: " + THREE)
+@example('Action: {"tool_calls": [' + CALL + ', {"name": "none"}, {"name": "Finish"}]} x')
+@example(
+    'Action: {"tool_calls": [' + CALL + ', {"name": "Finish", "arguments": {}}, ' + CALL + "]}"
+)
+@example("Thought: t\nAction: " + THREE)
+@example('Thought: t\nAction: {"tool_calls": [' + CALL + "]}")
+@example('Thought: t\nAction: {"tool_calls": [{"name": "none"}, ' + CALL + "]}")
+@example("Thought: t\nAction: [" + CALL + "]")
+@example("```json\n" + THREE + "\n```")
+@example("```json\n" + THREE + "\n```\nDone.")
+@example("```json\n" + THREE + " x\n```")
+@example("```json\n" + THREE)
+@example("<tool_call>" + THREE + "</tool_call>")
+@example("<tool_call>\n" + THREE + "\n</tool_call>\nDone.")
+@example("<tool_call>" + THREE)
+@example("<tool_call>" + THREE + " x</tool_call>")
+@example('<tool_call>{"tool_calls": [' + CALL + ', {"name": "a", "arguments": "</tool_call>"}]}')
+@example(
+    '<tool_call>{"tool_calls": [' + CALL + ', {"name": "a", "arguments": "</tool_call>"}]}'
+    "</tool_call>"
+)
+@example('<tool_call name="get_time">' + THREE + "</tool_call>")
+@example("Action: <tool_call>" + THREE + "</tool_call>")
+@example("Action: ```json\n" + THREE + "\n```")
+@example("[" + ", ".join([CALL] * 3) + "]")
+@example("[" + ", ".join([CALL] * 3) + ", 1]")
+@example("[" + ", ".join([CALL] * 3) + ",]")
+@example("[" + ", ".join([CALL] * 3) + "] more")
+@example("[1, " + ", ".join([CALL] * 3) + "]")
+@example("[" + ", ".join([CALL] * 3) + ', {"name": "get_time", "arguments": {"a": 1, "a": 2}}]')
+@example("[]")
+@example("Action: [" + ", ".join([CALL] * 3) + "]")
+@example("```json\n[" + ", ".join([CALL] * 3) + "]\n```")
+@example("<tool_call>[" + ", ".join([CALL] * 3) + "]</tool_call>")
 def test_a_tool_calls_wrapper_is_read_as_it_was_read_whole(text: str) -> None:
     assert_read_alike(text)
 
 
+FORMS = {
+    "bare": ("Thought: many.\n", ""),
+    "action": ("Thought: many.\nAction: ", ""),
+    "action_after": ("Action: ", "\nDone."),
+    "fenced": ("Thought: many.\n```json\n", "\n```"),
+    "tagged": ("Thought: many.\n<tool_call>\n", "\n</tool_call>"),
+    "tagged_open": ("Thought: many.\n<tool_call>", ""),
+    "action_fenced": ("Thought: many.\nAction:\n```json\n", "\n```"),
+}
+"""Where a blob of calls stands in a reply: the text before it and after it."""
+
+
 @pytest.mark.parametrize("count", [1023, 1024, 1025, 3000])
 @pytest.mark.parametrize("bad", [None, 0, -1, "twice", "finish", "noop"])
+@pytest.mark.parametrize("listed", [False, True], ids=["wrapper", "list"])
+@pytest.mark.parametrize("form", sorted(FORMS))
 def test_a_wrapper_longer_than_the_limit_is_read_as_it_was_read_whole(
-    count: int, bad: int | str | None
+    count: int, bad: int | str | None, listed: bool, form: str
 ) -> None:
     """Around the 1,024 calls a step answers: the calls past them are counted, and one
     element that is no call makes the blob no call; a key written twice in the last call
@@ -279,10 +371,12 @@ def test_a_wrapper_longer_than_the_limit_is_read_as_it_was_read_whole(
         calls[-1] = '{"name": "none", "arguments": {}}'
     elif bad is not None:
         calls[bad] = "[1]"
-    text = 'Thought: many.\n{"tool_calls": [' + ", ".join(calls) + "]}"
+    blob = "[" + ", ".join(calls) + "]"
+    before, after = FORMS[form]
+    text = before + (blob if listed else '{"tool_calls": ' + blob + "}") + after
     assert_read_alike(text)
-    if bad in (0, -1):  # no call: a thought and nothing else
-        with pytest.raises(ReActParseError, match="no action"):
+    if bad in (0, -1):  # no call: a thought and nothing else, or an Action with none
+        with pytest.raises(ReActParseError):
             parse_react(text, limit=1024)
         return
     parsed = parse_react(text, limit=1024)
@@ -306,6 +400,54 @@ def test_a_megabyte_wrapper_holds_the_calls_kept_not_all() -> None:
     with whole(), tracked_peak() as old_peak:
         parse_react(text, limit=64)
     assert old_peak[0] > 50_000  # the measure sees the whole reading
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["wrapper", "list"])
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_megabyte_blob_of_each_form_holds_the_calls_kept_not_all(form: str, listed: bool) -> None:
+    """The same, the blob of calls after a label, fenced, in tags, or a bare list."""
+    one = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    blob = "[" + ", ".join([one] * 17_500) + "]"
+    before, after = FORMS[form]
+    text = before + (blob if listed else '{"tool_calls": ' + blob + "}") + after
+    with tracked_peak() as peak:
+        parsed = parse_react(text, limit=64)
+    assert len(parsed.actions) == 64
+    assert parsed.more == 17_500 - 64
+    assert peak[0] <= 2_500
+    with whole(), tracked_peak() as old_peak:
+        parse_react(text, limit=64)
+    assert old_peak[0] > 50_000  # the measure sees the whole reading
+
+
+AGENT_FORMS = sorted(set(FORMS) - {"tagged", "tagged_open"})
+"""The forms an agent reads in bounded objects: a ``tool_calls`` wrapper in ``<tool_call>``
+tags is also read by the salvage (:func:`~react_engine.parsing.salvage.read_salvaged`),
+which still reads that one whole."""
+
+
+async def _run(agent: Any) -> None:
+    with suppress(ReactEngineError):  # only the objects alive while it reads are measured
+        await agent.arun("What is the weather in Paris?")
+
+
+@pytest.mark.parametrize(
+    ("form", "listed"),
+    [(form, False) for form in AGENT_FORMS] + [(form, True) for form in sorted(FORMS)],
+)
+def test_an_agent_reads_a_megabyte_blob_of_each_form_in_bounded_objects(
+    form: str, listed: bool
+) -> None:
+    """As ``tests/run/test_event_loop_stall.py`` measures an agent reading a 1 MB reply:
+    the objects alive at once are those of the calls a step answers, not of all."""
+    one = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    blob = "[" + ", ".join([one] * (1_000_000 // (len(one) + 2))) + "]"
+    before, after = FORMS[form]
+    text = before + (blob if listed else '{"tool_calls": ' + blob + "}") + after
+    asyncio.run(_run(stall_agent("Final Answer: warm", "text")))
+    with tracked_peak() as peak:
+        asyncio.run(_run(stall_agent(text, "text")))
+    assert peak[0] <= OBJECTS_PER_ANSWERED_CALL * MAX_ANSWERED
 
 
 def test_a_call_nested_as_deep_as_the_decoder_goes_is_read_as_it_was_read_whole() -> None:
