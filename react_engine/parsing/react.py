@@ -750,8 +750,8 @@ def _plain_step(kept: str, labels: list[_Label], limit: int | None = None) -> Pa
     if kinds not in ((P.THOUGHT, P.ACTION), (P.THOUGHT, P.ACTION, P.ACTION_INPUT)):
         return None
     end = labels[2].start if len(labels) == 3 else len(kept)
-    wrapped = _Wrapped(1) if limit is not None else None
-    items, problem = _action(kept[second.content : end], second.content, wrapped)
+    one = 1 if limit is not None else None
+    items, problem = _action(kept[second.content : end], second.content, one)
     if problem is not None or len(items) != 1 or items[0].tail is not None:
         return None
     item = items[0]
@@ -955,8 +955,7 @@ def _read(sections: list[_Section], limit: int | None = None) -> _Reading:
     """``limit``: the blobs of Actions are read as :func:`_blob` reads them with it, unless
     an Action Input is there to attach to an Action's last call (which those cut short)."""
     r = _Reading()
-    if limit is not None and any(sec.kind == P.ACTION_INPUT for sec in sections):
-        limit = None
+    inputs: bool | None = None  # whether an Action Input is there, once asked
     labelled = any(sec.kind != _PREAMBLE for sec in sections)
     last_action: _Item | None = None
     orphan: _Section | None = None  # an Action Input still waiting for its Action
@@ -974,8 +973,9 @@ def _read(sections: list[_Section], limit: int | None = None) -> _Reading:
             else:
                 r.others.append(sec.start)
         elif sec.kind == P.ACTION:
-            wrapped = _Wrapped(limit) if limit is not None else None
-            items, problem = _action(sec.content, sec.content_start, wrapped)
+            if limit is not None and inputs is None:
+                inputs = any(s.kind == P.ACTION_INPUT for s in sections)
+            items, problem = _action(sec.content, sec.content_start, None if inputs else limit)
             if problem is not None:
                 r.problems.append(problem)
             r.items.extend(items)
@@ -1055,27 +1055,27 @@ def _fill(action: _Item, raw: str, codes: list[str]) -> None:
 
 
 def _action(
-    content: str, pos: int, wrapped: _Wrapped | None = None
+    content: str, pos: int, limit: int | None = None
 ) -> tuple[list[_Item], _Problem | None]:
     """The item(s) an Action section names (several for a list blob), or a problem;
-    ``wrapped`` as for :func:`_blob`."""
+    ``limit`` as for :func:`parse_react`."""
     stripped = content.strip()
     at = pos + (len(content) - len(content.lstrip()))
     missing = _Problem(at, "the Action has no tool name", "a tool name after 'Action:'")
     if not stripped:
         return [], missing
     if stripped.startswith(_BLOB_OPENERS):
-        found = _blob(stripped, 0, wrapped)
+        found = _blob(stripped, 0, _Wrapped(limit) if limit is not None else None)
         if found is not None:
             items, end = found
             tail = items[-1].tail
-            after = bool(stripped[end:].strip())
+            trailing = bool(stripped[end:].strip())
             for item in items:
                 item.pos = at
                 item.inline = len(items) == 1 and tail is None
-                if after:
+                if trailing:
                     item.codes.append("text_after_input")
-            if after and tail is not None and tail.actions:
+            if trailing and tail is not None and tail.actions:
                 tail.codes["text_after_input"] = None  # as on each of its actions
             return items, None
         if stripped.startswith(("{", "```", "~~~")):
@@ -1424,6 +1424,10 @@ class _Tail:
     thoughts: list[str] = field(default_factory=list)
 
 
+_SMALL_BLOB: Final = 8192
+"""Characters under which a blob is read whole (faster than element by element, and its
+objects are few whatever the limit; ``more`` is then 0 and every call an object)."""
+
 _LISTED_CALL: Final = re.compile(r"\[[ \t\n\r]*\{")
 """How a list of calls opens (a first sieve for :func:`_wrapped_blob`)."""
 
@@ -1439,7 +1443,10 @@ def _elements(
     """:func:`_wrapped_blob` of ``text[pos:]`` if it may be a wrapper (a ``tool_calls``
     key ahead of ``at`` in ``whole``, by default ``pos`` in ``text``) or a list of calls;
     with ``stop`` (not -1), only where the blob ends there, or JSON whitespace from it to
-    there: where the whole reading decodes the text up to ``stop`` as one value."""
+    there: where the whole reading decodes the text up to ``stop`` as one value. A blob
+    in less than :data:`_SMALL_BLOB` characters is read whole, as it was."""
+    if (stop if stop >= 0 else len(text)) - pos < _SMALL_BLOB:
+        return None
     if text.startswith("{", pos):
         if not wrapped.ahead(text if whole is None else whole, pos if at < 0 else at):
             return None

@@ -50,6 +50,13 @@ def whole() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def every_blob_by_elements() -> Iterator[None]:
+    """Every blob read element by element, however short: the readings compared here."""
+    with mock.patch.object(R, "_SMALL_BLOB", 0):
+        yield
+
+
 def _value(value: Any) -> str:
     return f"{type(value).__name__}:{value!r}"  # NaN equals itself; a marked dict is told
 
@@ -109,6 +116,16 @@ def test_the_reference_is_the_whole_reading() -> None:
     assert len(parse_react(text, limit=2).actions) == 2
     with whole():
         assert len(parse_react(text, limit=2).actions) == 10
+
+
+def test_a_short_blob_is_read_whole() -> None:
+    """A blob of fewer than ``_SMALL_BLOB`` characters is decoded whole (faster, and its
+    calls are few): every call an object, ``more`` 0, as before."""
+    text = json.dumps({"tool_calls": [{"name": "get_time", "arguments": {}}] * 10})
+    with mock.patch.object(R, "_SMALL_BLOB", len(text) + 1):
+        assert (len(parse_react(text, limit=2).actions), parse_react(text, limit=2).more) == (10, 0)
+    with mock.patch.object(R, "_SMALL_BLOB", len(text)):
+        assert (len(parse_react(text, limit=2).actions), parse_react(text, limit=2).more) == (2, 8)
 
 
 # --- the golden corpus ---------------------------------------------------------------------------
