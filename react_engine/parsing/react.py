@@ -1065,7 +1065,8 @@ def _action(
     if not stripped:
         return [], missing
     if stripped.startswith(_BLOB_OPENERS):
-        found = _blob(stripped, 0, _Wrapped(limit) if limit is not None else None)
+        big = limit is not None and len(stripped) >= _SMALL_BLOB  # else read whole, as it was
+        found = _blob(stripped, 0, _Wrapped(limit) if big and limit is not None else None)
         if found is not None:
             items, end = found
             tail = items[-1].tail
@@ -1308,7 +1309,7 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
         fname = tag.group("fname")
         start = json_at = run_end(P.JSON_WS, text, tag.end(), len(text))
         closing = P.TOOL_CALL_CLOSE.search(text, start)
-        if fname is None and wrapped is not None:
+        if fname is None and wrapped is not None and len(text) - start >= _SMALL_BLOB:
             stop = closing.start() if closing is not None else -1
             read = _elements(text, start, wrapped, pos, stop)
             if read is not None:
@@ -1323,7 +1324,7 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
         inner, after = unfence(text[pos:]) or (text[pos:], "")
         end = len(text) - len(after)
         codes.append("fenced_json")
-        if wrapped is not None:
+        if wrapped is not None and len(inner) >= _SMALL_BLOB:
             chunk = inner.strip()
             read = _elements(chunk, 0, wrapped, pos, len(chunk), text)
             if read is not None:
@@ -1331,7 +1332,7 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
         value, cut = _json_value(inner, codes)
     else:
         json_at = pos
-        if wrapped is not None:
+        if wrapped is not None and len(text) - pos >= _SMALL_BLOB:
             read = _elements(text, pos, wrapped)
             if read is not None:  # else not that shape, or not JSON as it stands: whole
                 return _wrapped_items(text, pos, codes, *read)
