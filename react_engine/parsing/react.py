@@ -89,8 +89,9 @@ a lossy one never does). Its ``raw_arguments`` is the input as the model wrote i
 serialised (``exact`` where it is the JSON text of the arguments). Hostile input is
 bounded: at most :data:`MAX_LABELS` labels (and as many calls in JSON blobs),
 :data:`MAX_FENCES` fence lines and :data:`MAX_KWARGS` ``key=value`` pairs are read; the
-rest is text. With a ``limit``, a ``{"tool_calls": [...]}`` blob of thousands of calls is
-read element by element: its calls past the limit are counted
+rest is text. With a ``limit``, a ``{"tool_calls": [...]}`` blob or a ``[...]`` list of
+thousands of calls (bare, after ``Action:``, fenced or in ``<tool_call>`` tags) is read
+element by element: its calls past the limit are counted
 (:attr:`~react_engine.types.ParsedStep.more`), never held.
 
 ``chinese_label`` and ``fullwidth_colon`` are reported for every Chinese label, even
@@ -887,7 +888,8 @@ def parse_react(
     one the server failed to honour, and a partial one at the very end is trimmed.
     ``implicit_final_answer`` takes a reply with no label at all (and no tool-call blob)
     as the final answer; by default such a reply is an error.
-    ``limit``: a JSON blob wrapping a ``tool_calls`` list (``{"tool_calls": [...]}``) is
+    ``limit``: a JSON blob wrapping a ``tool_calls`` list (``{"tool_calls": [...]}``) or a
+    list of calls, bare, after ``Action:``, fenced or in ``<tool_call>`` tags, is
     read element by element, its calls past the first ``limit`` actions only counted
     (:attr:`ParsedStep.more <react_engine.types.ParsedStep.more>`), so that a reply of
     thousands of calls is never held whole; the step is otherwise the one read without it.
