@@ -398,7 +398,6 @@ class _DaemonPool:
             except BaseException as exc:  # handed to the caller, whatever it is
                 call.error = exc
             call.elapsed = time.perf_counter() - started
-            inbox = call.inbox
             with lock:
                 call.state = _DONE
                 if call.abandoned:
@@ -414,6 +413,9 @@ class _DaemonPool:
                     if call is None:
                         self._sleeping.append(wake)
                     continue
+                # Read under the lock: a caller whose brief wait ran out may have handed the
+                # call to its loop (``hand_to_loop``) after the call ended, before this.
+                inbox = call.inbox
                 assert inbox is not None  # set by the time its caller awaits it
                 inbox.calls.append(call)
                 signal = not inbox.scheduled

@@ -86,3 +86,51 @@ def test_a_burst_of_calls_that_wait_on_each_other_still_gets_a_thread_each() -> 
 
     assert asyncio.run(main()) == list(range(8))
     assert not together.broken
+
+
+class _LockWithAHook:
+    """The pool's lock, running ``hook`` once, on the worker thread, just before the worker
+    takes the lock to record an ended call: the window in which a caller's brief wait can
+    run out and hand the call to its loop."""
+
+    def __init__(self) -> None:
+        self.real = threading.Lock()
+        self.armed = False
+        self.hook: Callable[[], None] | None = None
+
+    def __enter__(self) -> bool:
+        hook = self.hook
+        if self.armed and hook is not None:
+            self.armed = False
+            hook()
+        return self.real.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self.real.__exit__(*exc)
+
+
+def test_a_call_handed_to_its_loop_just_as_it_ends_is_still_settled() -> None:
+    # The worker used to read the call's inbox before taking the lock: a call handed to its
+    # loop in between (its caller's brief wait ran out) was never settled, and its run hung.
+    pool = _threads._DaemonPool()
+    lock = _LockWithAHook()
+    pool._lock = lock  # type: ignore[assignment]
+    handed: list[asyncio.Future[Any] | None] = []
+
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+
+        def function() -> str:
+            lock.armed = True  # the worker's next lock section records the end
+            return "done"
+
+        call = _threads._Call(function, loop, None, _threads._Waiting())
+        lock.hook = lambda: handed.append(pool.hand_to_loop(call))
+        pool.submit(call)
+        while not handed:
+            await asyncio.sleep(0.001)
+        waiter = handed[0]
+        assert waiter is not None  # the call had not ended yet when it was handed over
+        return await asyncio.wait_for(waiter, 30)
+
+    assert asyncio.run(main()) == "done"
