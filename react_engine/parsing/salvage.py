@@ -458,9 +458,34 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
         else:
             json_start = _first_of(text, "{[", token.end(), body_end)
             if json_start is not None:
-                objects = _json_objects_lazily(text, json_start, body_end)
-                out.extend(_tile(objects, "hermes", token.start(), span_end, names))
+                wrapped = _tagged_wrapper(text, token.end(), json_start, body_end)
+                if wrapped is None:
+                    wrapped = _json_objects_lazily(text, json_start, body_end)
+                out.extend(_tile(wrapped, "hermes", token.start(), span_end, names))
         token = next(tokens, None) if closed else following
+
+
+def _tagged_wrapper(
+    text: str, open_end: int, json_start: int, body_end: int
+) -> Iterator[_Piece] | None:
+    """The calls of a block that holds nothing but one ``{"tool_calls": [...]}`` object
+    (JSON whitespace only between it and its tags), read element by element as
+    :func:`_wrapped_calls` reads them, each with the object's extent, as reading the object
+    whole gives them (a list of thousands of calls is never held whole). ``None`` where
+    that is in doubt (other text in the block, the object not valid JSON as written or not
+    that shape): the block is then read whole, as before."""
+    if text[json_start] != "{" or text[open_end:json_start].strip(" \t\r\n"):
+        return None
+    stop = len(text[json_start:body_end].rstrip(" \t\r\n")) + json_start
+    if (
+        text[stop - 1] != "}"
+        or _TOOL_CALLS.search(text, json_start, stop) is None
+    ):
+        return None
+    read, reading = _wrapped_calls(text[json_start:stop], None)
+    if not read or reading is None:
+        return None  # not that shape, or no call: read whole, as before
+    return ((n, a, json_start, stop) for calls in reading for n, a in calls)
 
 
 def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
@@ -633,14 +658,17 @@ is still read, whole)."""
 _CallsOf: TypeAlias = list[tuple[str, Arguments]]
 
 
-def _wrapped_calls(body: str, names: frozenset[str]) -> tuple[bool, Iterator[_CallsOf] | None]:
+def _wrapped_calls(
+    body: str, names: frozenset[str] | None
+) -> tuple[bool, Iterator[_CallsOf] | None]:
     """``body``, ``{...}``, read as an object wrapping one ``tool_calls`` list, member by
     member and element by element (a list of thousands of calls is never held whole): the
     calls of each element, as decoding ``body`` whole and reading its calls
     (:func:`~.calls._call_from_object`) would give them, or ``None`` where that finds no
     call to ``names`` (``body`` not JSON, an element not a call, an unknown tool, no
     element). ``(False, None)``: not that shape (no ``tool_calls`` list, or two): read it
-    whole. Not for a body starting ``{"name":``, which is read loosely when not JSON."""
+    whole. Not for a body starting ``{"name":``, which is read loosely when not JSON.
+    ``names=None``: a call to any name counts (a Hermes block keeps the known ones)."""
     last = len(body) - 1  # the closing brace
     pos = _skip_json_space(body, 1)
     listed: tuple[list[_CallsOf], int, int] | None = None
@@ -701,7 +729,7 @@ def _json_at(body: str, pos: int) -> tuple[Any, int]:
 
 
 def _listed_calls(
-    body: str, pos: int, names: frozenset[str]
+    body: str, pos: int, names: frozenset[str] | None
 ) -> Generator[tuple[_CallsOf | None, bool, int], None, int]:
     """Each element of the JSON list whose first element is at ``body[pos]``: its calls
     (``None``: not calls to ``names``), whether it gives a key two values, and where the
@@ -717,7 +745,7 @@ def _listed_calls(
             return -1
         conflicted = marked() != before and has_conflict(value)
         calls = _call_from_object(value) if isinstance(value, dict) else None
-        if calls is not None and any(name not in names for name, _ in calls):
+        if calls is not None and names is not None and any(n not in names for n, _ in calls):
             calls = None
         pos = _skip_json_space(body, after)
         if body.startswith(",", pos):
@@ -729,7 +757,7 @@ def _listed_calls(
 
 
 def _check_listed(
-    body: str, pos: int, names: frozenset[str]
+    body: str, pos: int, names: frozenset[str] | None
 ) -> tuple[tuple[list[_CallsOf], int, int], int, bool]:
     """Check the ``tool_calls`` list whose first element is at ``body[pos]``: ``((the
     calls of its first elements, how many elements, where the first not kept begins), where
@@ -759,7 +787,7 @@ def _check_listed(
 
 
 def _listed_again(
-    held: list[_CallsOf], body: str, resume: int, names: frozenset[str]
+    held: list[_CallsOf], body: str, resume: int, names: frozenset[str] | None
 ) -> Iterator[_CallsOf]:
     """The calls of a checked list: those kept by the check, then the others read again."""
     yield from held

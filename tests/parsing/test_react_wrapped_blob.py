@@ -441,26 +441,19 @@ def test_a_megabyte_blob_of_each_form_holds_the_calls_kept_not_all(form: str, li
     assert old_peak[0] > 50_000  # the measure sees the whole reading
 
 
-AGENT_FORMS = sorted(set(FORMS) - {"tagged", "tagged_open"})
-"""The forms an agent reads in bounded objects: a ``tool_calls`` wrapper in ``<tool_call>``
-tags is also read by the salvage (:func:`~react_engine.parsing.salvage.read_salvaged`),
-which still reads that one whole."""
-
-
 async def _run(agent: Any) -> None:
     with suppress(ReactEngineError):  # only the objects alive while it reads are measured
         await agent.arun("What is the weather in Paris?")
 
 
-@pytest.mark.parametrize(
-    ("form", "listed"),
-    [(form, False) for form in AGENT_FORMS] + [(form, True) for form in sorted(FORMS)],
-)
+@pytest.mark.parametrize("listed", [False, True], ids=["wrapper", "list"])
+@pytest.mark.parametrize("form", sorted(FORMS))
 def test_an_agent_reads_a_megabyte_blob_of_each_form_in_bounded_objects(
     form: str, listed: bool
 ) -> None:
     """As ``tests/run/test_event_loop_stall.py`` measures an agent reading a 1 MB reply:
-    the objects alive at once are those of the calls a step answers, not of all."""
+    the objects alive at once are those of the calls a step answers, not of all (the
+    wrapper in ``<tool_call>`` tags, which the salvage also reads, held 91k)."""
     one = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
     blob = "[" + ", ".join([one] * (1_000_000 // (len(one) + 2))) + "]"
     before, after = FORMS[form]
@@ -468,6 +461,23 @@ def test_an_agent_reads_a_megabyte_blob_of_each_form_in_bounded_objects(
     asyncio.run(_run(stall_agent("Final Answer: warm", "text")))
     with tracked_peak() as peak:
         asyncio.run(_run(stall_agent(text, "text")))
+    assert peak[0] <= OBJECTS_PER_ANSWERED_CALL * MAX_ANSWERED
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+@pytest.mark.parametrize("form", ["tagged", "tagged_open"])
+def test_an_agent_reads_a_megabyte_tagged_wrapper_in_bounded_objects(
+    form: str, protocol: str
+) -> None:
+    """The ``{"tool_calls": [...]}`` wrapper in ``<tool_call>`` tags, under either protocol:
+    the salvage reads it element by element too (it read it whole: 91k objects)."""
+    one = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    blob = "[" + ", ".join([one] * (1_000_000 // (len(one) + 2))) + "]"
+    before, after = FORMS[form]
+    text = before + '{"tool_calls": ' + blob + "}" + after
+    asyncio.run(_run(stall_agent("Final Answer: warm", protocol)))
+    with tracked_peak() as peak:
+        asyncio.run(_run(stall_agent(text, protocol)))
     assert peak[0] <= OBJECTS_PER_ANSWERED_CALL * MAX_ANSWERED
 
 
