@@ -133,3 +133,28 @@ def test_a_wrapper_with_one_bad_call_at_its_end_is_refused_whole_in_bounded_obje
     peak = _peak(lambda: read_salvaged(bad, ["get_weather"], limit=LIMIT))
     assert peak <= BOUND, f"{peak} objects alive at once refusing {made} calls"
     assert not read_salvaged(bad, ["get_weather"], limit=LIMIT)
+
+
+TAGGED = {
+    "tool_calls_tagged": ('<tool_call>\n{"tool_calls": [', LISTED, "]}\n</tool_call>"),
+    "tool_calls_tagged_open": ('Let me check.\n<tool_call>{"tool_calls": [', LISTED, "]}"),
+}
+"""The same wrapper alone in Hermes tags (read whole, it held 28,000 objects here)."""
+
+
+@pytest.mark.parametrize("unknown", [False, True], ids=["known", "one_unknown"])
+@pytest.mark.parametrize("name", sorted(TAGGED))
+def test_a_tagged_wrapper_holds_objects_for_the_calls_kept(name: str, unknown: bool) -> None:
+    """A Hermes block keeps the calls to known tools (a call to another is dropped, as
+    when it was read whole), read element by element."""
+    text, made = _whole(*TAGGED[name])
+    if unknown:
+        cut = text.rindex("get_weather")
+        text = text[:cut] + "get_time" + text[cut + len("get_weather") :]
+    peak = _peak(lambda: read_salvaged(text, ["get_weather"], limit=LIMIT))
+    assert peak <= BOUND, f"{peak} objects alive at once reading {made} calls"
+    found = read_salvaged(text, ["get_weather"], limit=LIMIT)
+    assert (len(found.calls), found.count) == (LIMIT, made - unknown)
+    assert found.calls == salvage_calls(text, ["get_weather"])[:LIMIT]
+    assert [c.arguments for c in found.calls] == [{"city": "P"}] * LIMIT
+    assert all(c.format == "hermes" for c in found.calls)

@@ -192,6 +192,11 @@ def wrapper(draw: st.DrawFn) -> str:
         key = draw(st.sampled_from(["role", "content", "id", "tool_calls", "name"]))
         pairs.insert(draw(st.integers(0, len(pairs))), (key, json.dumps(draw(_JSON))))
     body = _members(draw, pairs)
+    if draw(st.integers(0, 2)) == 0:  # in Hermes tags, alone or beside other text
+        space = draw(st.sampled_from(["", " ", "\n", "\n\t "]))
+        open_ = draw(st.sampled_from(["<tool_call>", "Let me check.\n<tool_call>", "<tool_call>x"]))
+        close = draw(st.sampled_from(["</tool_call>", "", "</tool_call>\nDone.", " y</tool_call>"]))
+        return (open_ + space + body + space + close) * draw(st.integers(1, 2))
     fence = draw(st.sampled_from(["", "```json\n", "```\n"]))
     return fence + body + ("\n```" if fence else "")
 
@@ -274,6 +279,15 @@ _SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[Hea
 @example('{"tool_calls": [{"name": "get_time"}, {"name": "search", "name": "get_time"}]}')
 @example('{"tool_calls": [1e999, {"name": "get_time", "arguments": {}}]}')
 @example('```json\n{"tool_calls": [{"name": "get_time"}, {"name": "search"}]}\n```')
+@example('<tool_call>\n{"tool_calls": [{"name": "get_time"}, {"name": "rm"}]}\n</tool_call>')
+@example('<tool_call>{"tool_calls": [{"name": "get_time", "arguments": {"tz": "a", "tz": "b"}}]}')
+@example('<tool_call>{"tool_calls": [{"name": "get_time"}, 1]}</tool_call>')
+@example('<tool_call>{"tool_calls": [{"name": "get_time"}], "x": {"a": 1, "a": 2}}</tool_call>')
+@example('<tool_call>{"tool_calls": [{"name": "get_time"}]} {"name": "search"}</tool_call>')
+@example('<tool_call>{"tool_calls": [{"name": "get_time", "arguments": "</tool_call>"}]}</tool_call>')
+@example('<tool_call>{"tool_calls": [{"name": "get_time", "arguments": {"tz": "a"}]}</tool_call>')
+@example('<tool_call>{"tool_calls": []}</tool_call>')
+@example('<tool_call>{"name": "search", "tool_calls": [{"name": "get_time"}]}</tool_call>')
 def test_a_tool_calls_wrapper_is_read_as_it_was_read_whole(text: str) -> None:
     assert_read_alike(text)
 
@@ -294,8 +308,8 @@ def test_a_list_longer_than_its_check_keeps_is_read_as_it_was_read_whole(
     count: int, bad: int | str | None
 ) -> None:
     """Lists around :data:`~react_engine.parsing.calls._HELD` elements: the elements past
-    those the check keeps are read again (JSON) or unpacked (Python); one bad element refuses
-    them all."""
+    those the check keeps are read again (JSON) or unpacked (Python); one call to an
+    unknown tool refuses them all (a Hermes block drops that one only, as it always did)."""
     json_calls = [f'{{"name": "get_time", "arguments": {{"tz": "{i}"}}}}' for i in range(count)]
     py_calls = [f'get_time(tz="{i}")' for i in range(count)]
     if bad == "twice":  # the last call gives a key two values: it is marked, not run
@@ -306,12 +320,16 @@ def test_a_list_longer_than_its_check_keeps_is_read_as_it_was_read_whole(
         py_calls[bad] = "rm()"
     for text in (
         '{"tool_calls": [' + ", ".join(json_calls) + "]}",
+        '<tool_call>\n{"tool_calls": [' + ", ".join(json_calls) + "]}\n</tool_call>",
         "[" + ", ".join(py_calls) + "]",
         "<|python_start|>[" + ", ".join(py_calls) + "]<|python_end|>",
     ):
         assert_read_alike(text)
         found = read_salvaged(text, NAMES)
         expected = [{"tz": str(i)} for i in range(count)] if bad in (None, "twice") else []
+        if isinstance(bad, int) and text.startswith("<tool_call>"):  # a Hermes block
+            expected = [{"tz": str(i)} for i in range(count)]  # keeps its known tools' calls
+            del expected[bad]
         if bad == "twice":
             expected[-1] = {"tz": "b"}
             assert found.calls[-1].repairs == ["duplicate_key"]
