@@ -477,10 +477,7 @@ def _tagged_wrapper(
     if text[json_start] != "{" or text[open_end:json_start].strip(" \t\r\n"):
         return None
     stop = len(text[json_start:body_end].rstrip(" \t\r\n")) + json_start
-    if (
-        text[stop - 1] != "}"
-        or _TOOL_CALLS.search(text, json_start, stop) is None
-    ):
+    if text[stop - 1] != "}" or _TOOL_CALLS.search(text, json_start, stop) is None:
         return None
     read, reading = _wrapped_calls(text[json_start:stop], None)
     if not read or reading is None:

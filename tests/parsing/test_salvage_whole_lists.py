@@ -284,7 +284,9 @@ _SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[Hea
 @example('<tool_call>{"tool_calls": [{"name": "get_time"}, 1]}</tool_call>')
 @example('<tool_call>{"tool_calls": [{"name": "get_time"}], "x": {"a": 1, "a": 2}}</tool_call>')
 @example('<tool_call>{"tool_calls": [{"name": "get_time"}]} {"name": "search"}</tool_call>')
-@example('<tool_call>{"tool_calls": [{"name": "get_time", "arguments": "</tool_call>"}]}</tool_call>')
+@example(
+    '<tool_call>{"tool_calls": [{"name": "get_time", "arguments": "</tool_call>"}]}</tool_call>'
+)
 @example('<tool_call>{"tool_calls": [{"name": "get_time", "arguments": {"tz": "a"}]}</tool_call>')
 @example('<tool_call>{"tool_calls": []}</tool_call>')
 @example('<tool_call>{"name": "search", "tool_calls": [{"name": "get_time"}]}</tool_call>')
