@@ -26,6 +26,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support.fuzzing import JSON_TEXT, JSON_VALUE
 from support.native_formats import SCHEMAS, decide
 
 from react_engine.parsing import calls as C
@@ -124,19 +125,6 @@ def test_every_golden_reply_is_read_as_it_was_read_whole(path: Path) -> None:
 
 # --- generated replies ---------------------------------------------------------------------------
 
-_TEXT = st.text(alphabet=st.sampled_from("ab é\"\\'{}[](),:\n\t<>|`"), max_size=8)
-_SCALAR = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-1000, 10**20),
-    st.floats(allow_nan=True, allow_infinity=True),
-    _TEXT,
-)
-_JSON = st.recursive(
-    _SCALAR,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-    max_leaves=6,
-)
 _NAME = st.sampled_from([*NAMES, *NAMES, *NAMES, "rm", "get weather", ""])  # mostly known
 _KEY = st.sampled_from(["city", "days", "unit", "query", "tz", "name", "arguments"])
 
@@ -153,7 +141,7 @@ def _members(draw: st.DrawFn, pairs: list[tuple[str, str]]) -> str:
 def json_call(draw: st.DrawFn) -> str:
     """One element of a ``tool_calls`` list: a call in one of its spellings, or not a call."""
     name = json.dumps(draw(_NAME))
-    args = {k: draw(_JSON) for k in draw(st.lists(_KEY, max_size=3))}
+    args = {k: draw(JSON_VALUE) for k in draw(st.lists(_KEY, max_size=3))}
     args_text = _members(draw, [(k, json.dumps(v)) for k, v in args.items()])
     shape = draw(st.integers(0, 11)) % 9  # mostly {"name", "arguments"}
     if shape == 0:
@@ -170,10 +158,10 @@ def json_call(draw: st.DrawFn) -> str:
     if shape == 5:
         return _members(draw, [("action", name), ("action_input", args_text)])
     if shape == 6:
-        return _members(draw, [("name", name), ("arguments", json.dumps(draw(_JSON)))])
+        return _members(draw, [("name", name), ("arguments", json.dumps(draw(JSON_VALUE)))])
     if shape == 7:
-        return json.dumps(draw(_JSON))  # not a call object
-    return _members(draw, [("thought", json.dumps(draw(_TEXT))), ("tool", name)])
+        return json.dumps(draw(JSON_VALUE))  # not a call object
+    return _members(draw, [("thought", json.dumps(draw(JSON_TEXT))), ("tool", name)])
 
 
 _WRAPPER_KEY = st.sampled_from(["tool_calls", "toolCalls", "Tool-Calls", "tool calls", "tools"])
@@ -190,7 +178,7 @@ def wrapper(draw: st.DrawFn) -> str:
     pairs = [(draw(_WRAPPER_KEY), listed)]
     for _ in range(draw(st.integers(0, 2))):
         key = draw(st.sampled_from(["role", "content", "id", "tool_calls", "name"]))
-        pairs.insert(draw(st.integers(0, len(pairs))), (key, json.dumps(draw(_JSON))))
+        pairs.insert(draw(st.integers(0, len(pairs))), (key, json.dumps(draw(JSON_VALUE))))
     body = _members(draw, pairs)
     if draw(st.integers(0, 2)) == 0:  # in Hermes tags, alone or beside other text
         space = draw(st.sampled_from(["", " ", "\n", "\n\t "]))

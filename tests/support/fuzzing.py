@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 
@@ -33,3 +34,18 @@ settings.register_profile(
 )
 PROFILE = settings.get_profile("reliability-" + _name)
 HEAVY = settings.get_profile("reliability-heavy-" + _name)
+
+JSON_TEXT = st.text(alphabet=st.sampled_from("ab é\"\\'{}[](),:\n\t<>|`"), max_size=8)
+"""Short strings full of the characters that break JSON and the call readers."""
+JSON_VALUE = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-1000, 10**20),
+        st.floats(allow_nan=True, allow_infinity=True),
+        JSON_TEXT,
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(JSON_TEXT, inner, max_size=3),
+    max_leaves=6,
+)
+"""Small JSON values (NaN and infinities included) for generated call arguments."""
