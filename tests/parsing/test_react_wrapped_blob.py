@@ -26,7 +26,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from support.fuzzing import JSON_TEXT, JSON_VALUE
+from support.fuzzing import JSON_TEXT, JSON_VALUE, json_members
 from support.native_formats import TOOLS
 from support.tracked import tracked_peak
 
@@ -147,41 +147,35 @@ _NAME = st.sampled_from(
 _KEY = st.sampled_from(["city", "tz", "query", "answer", "name", "arguments", "thought"])
 
 
-def _members(draw: st.DrawFn, pairs: list[tuple[str, str]]) -> str:
-    """An object's text from its members' texts, keys repeated as drawn."""
-    if draw(st.integers(0, 5)) == 0 and pairs:
-        pairs = [*pairs, draw(st.sampled_from(pairs))]  # a key written twice
-    space = draw(st.sampled_from(["", " ", "\n  "]))
-    return "{" + space + ("," + space).join(f"{json.dumps(k)}: {v}" for k, v in pairs) + "}"
-
-
 @st.composite
 def json_call(draw: st.DrawFn) -> str:
     """One element of a ``tool_calls`` list: a call in one of its spellings, or not one."""
     name = json.dumps(draw(_NAME))
     args = {k: draw(JSON_VALUE) for k in draw(st.lists(_KEY, max_size=3))}
-    args_text = _members(draw, [(k, json.dumps(v)) for k, v in args.items()])
+    args_text = json_members(draw, [(k, json.dumps(v)) for k, v in args.items()])
     shape = draw(st.integers(0, 13)) % 10  # mostly {"name", "arguments"}
     if shape == 0:
-        return _members(draw, [("name", name), ("arguments", args_text)])
+        return json_members(draw, [("name", name), ("arguments", args_text)])
     if shape == 1:
-        return _members(draw, [("thought", json.dumps(draw(JSON_TEXT))), ("action", name)])
+        return json_members(draw, [("thought", json.dumps(draw(JSON_TEXT))), ("action", name)])
     if shape == 2:  # OpenAI's, arguments as JSON text
-        inner = _members(draw, [("name", name), ("arguments", json.dumps(args_text))])
-        return _members(draw, [("id", '"call_1"'), ("type", '"function"'), ("function", inner)])
+        inner = json_members(draw, [("name", name), ("arguments", json.dumps(args_text))])
+        return json_members(draw, [("id", '"call_1"'), ("type", '"function"'), ("function", inner)])
     if shape == 3:  # no arguments key: the other keys are the arguments
-        return _members(draw, [("action", name), *((k, json.dumps(v)) for k, v in args.items())])
+        return json_members(
+            draw, [("action", name), *((k, json.dumps(v)) for k, v in args.items())]
+        )
     if shape == 4:  # nested
-        return _members(draw, [("tool_calls", "[" + draw(json_call()) + "]")])
+        return json_members(draw, [("tool_calls", "[" + draw(json_call()) + "]")])
     if shape == 5:
-        return _members(draw, [("action", name), ("action_input", args_text)])
+        return json_members(draw, [("action", name), ("action_input", args_text)])
     if shape == 6:
-        return _members(draw, [("name", name), ("arguments", json.dumps(draw(JSON_VALUE)))])
+        return json_members(draw, [("name", name), ("arguments", json.dumps(draw(JSON_VALUE)))])
     if shape == 7:
         return json.dumps(draw(JSON_VALUE))  # not a call object
     if shape == 8:
-        return _members(draw, [("name", name)])  # data, not a call
-    return _members(draw, [("thought", json.dumps(draw(JSON_TEXT))), ("tool", name)])
+        return json_members(draw, [("name", name)])  # data, not a call
+    return json_members(draw, [("thought", json.dumps(draw(JSON_TEXT))), ("tool", name)])
 
 
 _WRAPPER_KEY = st.sampled_from(["tool_calls", "toolCalls", "Tool-Calls", "tool calls", "tools"])
@@ -199,7 +193,7 @@ def wrapper(draw: st.DrawFn) -> str:
     for _ in range(draw(st.integers(0, 2))):
         key = draw(st.sampled_from(["role", "thought", "id", "tool_calls", "name"]))
         pairs.insert(draw(st.integers(0, len(pairs))), (key, json.dumps(draw(JSON_VALUE))))
-    return _members(draw, pairs)
+    return json_members(draw, pairs)
 
 
 _PROSE = st.sampled_from(

@@ -8,6 +8,7 @@ push a megabyte through the whole agent per example.
 
 from __future__ import annotations
 
+import json
 import os
 
 from hypothesis import HealthCheck, settings
@@ -49,3 +50,12 @@ JSON_VALUE = st.recursive(
     max_leaves=6,
 )
 """Small JSON values (NaN and infinities included) for generated call arguments."""
+
+
+def json_members(draw: st.DrawFn, pairs: list[tuple[str, str]]) -> str:
+    """An object's text from its members' texts (key, value text), a key now and then
+    written twice, spaced as drawn."""
+    if draw(st.integers(0, 5)) == 0 and pairs:
+        pairs = [*pairs, draw(st.sampled_from(pairs))]  # a key written twice
+    space = draw(st.sampled_from(["", " ", "\n  "]))
+    return "{" + space + ("," + space).join(f"{json.dumps(k)}: {v}" for k, v in pairs) + "}"
