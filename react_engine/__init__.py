@@ -11,7 +11,6 @@ servers (:class:`MCPServerStdio`, :class:`MCPServerHTTP`).
 import logging
 from typing import TYPE_CHECKING, Any
 
-from . import _moved  # the old module paths, kept working (see _moved.py)
 from .errors import (
     ConfigurationError,
     ContextWindowExceeded,
@@ -90,24 +89,7 @@ are used, and the ``openai`` SDK when a client is built."""
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ParsedAction":  # merged into PendingCall (the one type of a read call)
-        import warnings
-
-        warnings.warn(
-            "react_engine.ParsedAction is deprecated: use react_engine.PendingCall "
-            "(.arguments and .raw_arguments for .args and .raw_input)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        from .types import LegacyParsedAction
-
-        return LegacyParsedAction
     module = _LAZY.get(name)
-    if module is None and name in _moved.MOVED:
-        # ``react_engine.run.loop`` read as an attribute: the old path, with its warning.
-        import importlib
-
-        return importlib.import_module(f"{__name__}.{name}")
     if module is None:
         raise AttributeError(f"module 'react_engine' has no attribute {name!r}")
     import importlib

@@ -7,11 +7,9 @@ Everything in the engine speaks these types. Plain ``{"role": ...}`` dicts exist
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import time
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
@@ -20,20 +18,13 @@ from .tools._nesting import CUT, MAX_TRACE_DEPTH
 from .wording import ObservationCode
 
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
-    from typing_extensions import TypeVar, deprecated
+    from typing_extensions import TypeVar
 
     OutputT = TypeVar("OutputT", default=Any)
 else:
     from typing import TypeVar
 
     OutputT = TypeVar("OutputT")
-
-    def deprecated(message: str) -> Any:  # the warning itself is raised by the property
-        return lambda function: function
-
-
-_T = TypeVar("_T")
-
 
 """The type of a run's final answer (``Agent(output_type=...)``): ``RunResult[Person]``,
 ``Agent[Person]``. A bare ``RunResult`` or ``Agent`` annotation means ``Any``, as before."""
@@ -358,31 +349,6 @@ class PendingCall:
     """A thought written beside the call in its own JSON object
     (``{"thought": ..., "action": ...}``)."""
 
-    @property
-    @deprecated("read .tool (SalvagedCall.name is PendingCall.tool)")
-    def name(self) -> str:
-        """Deprecated: :attr:`tool` (the name :class:`SalvagedCall` had)."""
-        _renamed("SalvagedCall.name", "PendingCall.tool")
-        return self.tool
-
-    @property
-    @deprecated("read .arguments (ParsedAction.args is PendingCall.arguments)")
-    def args(self) -> dict[str, Any] | str:
-        """Deprecated: :attr:`arguments` (the name :class:`ParsedAction` had)."""
-        _renamed("ParsedAction.args", "PendingCall.arguments")
-        return self.arguments
-
-    @property
-    @deprecated("read .raw_arguments (ParsedAction.raw_input is PendingCall.raw_arguments)")
-    def raw_input(self) -> str:
-        """Deprecated: :attr:`raw_arguments` (the name :class:`ParsedAction` had)."""
-        _renamed("ParsedAction.raw_input", "PendingCall.raw_arguments")
-        return self.raw_arguments
-
-
-def _renamed(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated: read {new}", DeprecationWarning, stacklevel=3)
-
 
 @dataclass(slots=True)
 class ParsedStep:
@@ -474,53 +440,6 @@ class RunNotice:
     kind: Literal["notice"] = "notice"
 
 
-def _as_notices(owner: str, step: int, given: Sequence[RunNotice | str]) -> list[RunNotice]:
-    """``given``, each plain string (the ``events`` these records had before notices) made a
-    :class:`RunNotice` of ``step``, with a warning at the caller's line."""
-    warnings.warn(
-        f"{owner}(events=[...]) and messages given as strings are deprecated: pass "
-        "notices=[RunNotice(step, message), ...]",
-        DeprecationWarning,
-        stacklevel=3,  # _as_notices, the __init__ below, the caller
-    )
-    return [item if isinstance(item, RunNotice) else RunNotice(step, str(item)) for item in given]
-
-
-def _takes_old_events(cls: type[_T]) -> type[_T]:
-    """Let ``cls(..., events=[...])`` (the keyword before notices) and messages given as
-    strings keep working for a release: they become notices, with a warning. A record built
-    with notices goes straight to the dataclass's own ``__init__``."""
-    init = cls.__init__
-    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    at = names.index("notices")
-    step_at = names.index("index") if "index" in names else None
-
-    def __init__(self: _T, *args: Any, events: Sequence[str] | None = None, **kwargs: Any) -> None:
-        if events is not None and "notices" not in kwargs:
-            kwargs["notices"] = list(events)
-        given = args[at] if len(args) > at else kwargs.get("notices", ())
-        for item in given:  # a loop, not all(...): no frame of its own on the run's path
-            if type(item) is not RunNotice:
-                break
-        else:
-            init(self, *args, **kwargs)
-            return
-        step = -1
-        if step_at is not None:
-            step = args[step_at] if len(args) > step_at else kwargs.get("index", -1)
-        notices = _as_notices(cls.__name__, step, given)
-        if len(args) > at:
-            args = (*args[:at], notices, *args[at + 1 :])
-        else:
-            kwargs["notices"] = notices
-        init(self, *args, **kwargs)
-
-    functools.update_wrapper(__init__, init)
-    setattr(cls, "__init__", __init__)  # noqa: B010 (a method assigned after the class is made)
-    return cls
-
-
-@_takes_old_events
 @dataclass(slots=True)
 class Step:
     """One model turn in a run: the reply, the actions it asked for and their results."""
@@ -553,12 +472,6 @@ class Step:
     def calls(self) -> list[ActionRecord]:
         return self.actions
 
-    @property
-    @deprecated("read .notices (RunNotice events); their messages are the old strings")
-    def events(self) -> list[str]:
-        """Deprecated: the messages of :attr:`notices`."""
-        return _deprecated_events(self.notices, "Step")
-
 
 @dataclass(slots=True, frozen=True)
 class UserTurn:
@@ -570,7 +483,6 @@ class UserTurn:
 HistoryItem: TypeAlias = UserTurn | Step
 
 
-@_takes_old_events
 @dataclass(slots=True, repr=False)
 class RunResult(Generic[OutputT]):
     """Everything a run produced. ``RunResult[Person]`` is a run whose ``output_type`` is
@@ -618,12 +530,6 @@ class RunResult(Generic[OutputT]):
     def tool_calls(self) -> list[ActionRecord]:
         return [a for s in self.steps for a in s.actions]
 
-    @property
-    @deprecated("read .notices (RunNotice events); their messages are the old strings")
-    def events(self) -> list[str]:
-        """Deprecated: the messages of :attr:`notices`."""
-        return _deprecated_events(self.notices, "RunResult")
-
     def trace(self) -> list[dict[str, Any]]:
         """The run as JSON-ready records: a header, one record per step, a footer."""
         head: dict[str, Any] = {
@@ -660,16 +566,6 @@ class RunResult(Generic[OutputT]):
     def write_trace(self, path: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(self.to_jsonl())
-
-
-def _deprecated_events(notices: Sequence[RunNotice], owner: str) -> list[str]:
-    warnings.warn(
-        f"{owner}.events is deprecated: read {owner}.notices (RunNotice events; "
-        "[n.message for n in notices] are the old strings)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return [notice.message for notice in notices]
 
 
 def _cut(text: str | None, limit: int = 60) -> str | None:
@@ -720,55 +616,3 @@ def iter_steps(history: Sequence[HistoryItem]) -> Iterator[Step]:
     for item in history:
         if isinstance(item, Step):
             yield item
-
-
-class _MergedCall(type):
-    """The old name of a call type merged into :class:`PendingCall`: built with its old
-    fields, it gives a :class:`PendingCall`, and ``isinstance`` / ``issubclass`` with it
-    test for :class:`PendingCall`."""
-
-    def __instancecheck__(cls, instance: Any) -> bool:
-        return isinstance(instance, PendingCall)
-
-    def __subclasscheck__(cls, subclass: type) -> bool:
-        return issubclass(subclass, PendingCall)
-
-
-class LegacyParsedAction(metaclass=_MergedCall):
-    """``ParsedAction(tool, args, raw_input="", error=None, repairs=[])``, deprecated: the
-    :class:`PendingCall` it was (``.arguments`` / ``.raw_arguments`` for ``.args`` /
-    ``.raw_input``)."""
-
-    def __new__(  # type: ignore[misc]  # builds the type it was merged into
-        cls,
-        tool: str,
-        args: dict[str, Any] | str,
-        raw_input: str = "",
-        error: str | None = None,
-        repairs: Sequence[str] = (),
-    ) -> PendingCall:
-        return PendingCall(None, tool, args, raw_input, error=error, repairs=list(repairs))
-
-
-_DEPRECATED: Mapping[str, tuple[str, str]] = {
-    "ReplyCall": ("ToolCall", "react_engine.types.ToolCall (a reply's call: its id may be None)"),
-    "ParsedAction": (
-        "PendingCall",
-        "react_engine.types.PendingCall (.arguments and .raw_arguments for .args and .raw_input)",
-    ),
-}
-"""Call types merged into the four of the pipeline (:class:`ToolCall`,
-:class:`ToolCallChunk`, :class:`PendingCall`, :class:`ActionRecord`): the old names still
-import for a release, with a warning naming the replacement."""
-
-
-def __getattr__(name: str) -> Any:
-    if name in _DEPRECATED:
-        target, says = _DEPRECATED[name]
-        warnings.warn(
-            f"react_engine.types.{name} is deprecated: use {says}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return LegacyParsedAction if name == "ParsedAction" else globals()[target]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,7 +53,6 @@ from .exits import (
     EXIT_BROKEN_PIPE,
     EXIT_CONFIG,
     EXIT_INTERRUPTED,
-    EXIT_NO_ANSWER,  # noqa: F401 (kept importable from here)
     Exit,
     one_line,
 )

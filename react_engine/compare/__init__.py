@@ -6,9 +6,6 @@
 * :mod:`.run`: runs the suite against models and protocols and reports the metrics.
 """
 
-import warnings
-from typing import Any
-
 from .run import (
     METRICS,
     CompareSettings,
@@ -66,15 +63,3 @@ __all__ = [
     "run_task",
     "write_outputs",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ALL_PROTOCOLS":  # deprecated: it was a snapshot of the registry
-        warnings.warn(
-            "react_engine.compare.ALL_PROTOCOLS is deprecated: use "
-            "react_engine.protocols.registry.protocol_names()",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return named_protocols()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -77,18 +76,6 @@ ProtocolName = str
 def named_protocols() -> tuple[ProtocolName, ...]:
     """Every protocol a comparison (or a script) can name: the registry's, as it is now."""
     return tuple(n for n in protocol_names() if n != "auto")
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ALL_PROTOCOLS":  # deprecated: it was a snapshot of the registry
-        warnings.warn(
-            "react_engine.compare.suite.ALL_PROTOCOLS is deprecated: use "
-            "react_engine.protocols.registry.protocol_names()",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return named_protocols()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")

@@ -1,8 +1,5 @@
 """Benchmarks run through the engine: ``react-engine eval bfcl`` (:mod:`.bfcl`)."""
 
-import warnings
-from typing import Any
-
 from .bfcl import DEFAULT_PROTOCOLS, Report, bfcl_summary, eval_protocols, format_report, run_bfcl
 from .bfcl_checker import Call, Verdict, check_calls
 from .bfcl_data import CATEGORIES, Case, case_tools, load_cases, to_json_schema
@@ -29,16 +26,3 @@ __all__ = [
     "run_bfcl",
     "to_json_schema",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("PROTOCOLS", "ALL_PROTOCOLS"):  # deprecated: snapshots of the registry
-        warnings.warn(
-            f"react_engine.eval.{name} is deprecated: use "
-            "react_engine.protocols.registry.protocol_names() (or eval_protocols())",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        live = eval_protocols()
-        return live if name == "ALL_PROTOCOLS" else live[:-1]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

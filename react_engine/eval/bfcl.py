@@ -34,10 +34,8 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import functools
-import importlib
 import json
 import sys
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -841,24 +839,3 @@ def report_json(report: Report) -> dict[str, Any]:
         },
         "results": [asdict(r) for r in report.results],
     }
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("PROTOCOLS", "ALL_PROTOCOLS"):  # deprecated: snapshots of the registry
-        warnings.warn(
-            f"react_engine.eval.bfcl.{name} is deprecated: use "
-            "react_engine.protocols.registry.protocol_names() (or eval_protocols())",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        live = eval_protocols()
-        return live if name == "ALL_PROTOCOLS" else live[:-1]
-    if name in ("add_eval_parser", "run_eval_command"):  # the command moved to the CLI
-        warnings.warn(
-            f"react_engine.eval.bfcl.{name} is deprecated: the command is "
-            f"react_engine.cli.eval.{name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module("react_engine.cli.eval"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

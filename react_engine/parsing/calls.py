@@ -23,7 +23,7 @@ from array import array
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
-from ..types import PendingCall, _MergedCall
+from ..types import PendingCall
 from . import patterns as P
 from .common import call_objects
 from .duplicates import Conflicted, assign, has_conflict, object_from_pairs
@@ -587,42 +587,3 @@ def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | Non
         return name, Conflicted(decoded) if isinstance(keywords, Conflicted) else decoded
     except (TypeError, ValueError):
         return None
-
-
-def __getattr__(name: str) -> Any:
-    return _deprecated(__name__, name)
-
-
-def _deprecated(module: str, name: str) -> Any:
-    """``SalvagedCall``, merged into :class:`~react_engine.types.PendingCall`: still
-    importable for a release, with a warning naming it (``__getattr__`` of this module and
-    of :mod:`.salvage`)."""
-    if name != "SalvagedCall":
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    import warnings
-
-    warnings.warn(
-        f"{module}.SalvagedCall is deprecated: salvage_calls returns "
-        "react_engine.types.PendingCall (.tool for .name; .format and .span as before)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return LegacySalvagedCall
-
-
-class LegacySalvagedCall(metaclass=_MergedCall):
-    """``SalvagedCall(name, arguments, format, span, repairs=())``, deprecated: the
-    :class:`~react_engine.types.PendingCall` :func:`found_call` gives (``.tool`` for
-    ``.name``)."""
-
-    def __new__(  # type: ignore[misc]  # builds the type it was merged into
-        cls,
-        name: str,
-        arguments: Arguments,
-        format: SalvageFormat,  # the old field's name
-        span: tuple[int, int],
-        repairs: Sequence[str] = (),
-    ) -> PendingCall:
-        call = found_call(name, arguments, format, span)
-        call.repairs.extend(r for r in repairs if r not in call.repairs)
-        return call

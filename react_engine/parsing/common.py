@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..types import PendingCall, _MergedCall, to_jsonable
+from ..types import PendingCall, to_jsonable
 from . import patterns as P
 from .json_repair import fence_body
 
@@ -239,29 +239,3 @@ def call_objects(value: Any, *, name_alone: bool = False) -> list[PendingCall] |
     if flat:
         return [_call(tool, flat, "flat_arguments", thought)]
     return [_call(tool, None, None, thought)]
-
-
-def __getattr__(name: str) -> Any:
-    if name != "CallObject":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import warnings
-
-    warnings.warn(
-        f"{__name__}.CallObject is deprecated: call_objects returns "
-        "react_engine.types.PendingCall (its thought, and the way the arguments were given "
-        "as a repair)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return LegacyCallObject
-
-
-class LegacyCallObject(metaclass=_MergedCall):
-    """``CallObject(tool, arguments, given, thought)``, deprecated: the
-    :class:`~react_engine.types.PendingCall` :func:`call_objects` gives (:func:`written_value`
-    for the arguments as written)."""
-
-    def __new__(  # type: ignore[misc]  # builds the type it was merged into
-        cls, tool: str, arguments: Any, given: str | None, thought: str | None
-    ) -> PendingCall:
-        return _call(tool, arguments, given, thought)

@@ -74,7 +74,6 @@ from .calls import (
     CallSink,
     SalvageFormat,
     _call_from_object,
-    _deprecated,
     _functions,
     _guessed,
     _json_objects,
@@ -103,10 +102,6 @@ __all__ = [
     "strip_salvaged",
     "written_call",
 ]
-
-
-def __getattr__(name: str) -> Any:  # SalvagedCall, deprecated: PendingCall
-    return _deprecated(__name__, name)
 
 
 TEXT_VALUED: Final[frozenset[str]] = frozenset({"qwen_xml", "glm45", "minimax", "seed_oss"})

@@ -92,10 +92,9 @@ class RequestContext:
     """The user's system prompt: what the agent is for. The protocol adds its own format."""
     force_final: bool = False
     """Ask for a final answer now (step budget spent, loop detected): no more tool calls."""
-    multi_action: MultiAction | bool = "independent"
+    multi_action: MultiAction = "independent"
     """Which of a reply's several calls run (see :data:`MultiAction`); the policy applies
-    it to every protocol. ``True`` and ``False`` are the old spellings of ``"all"`` and
-    ``"first"``."""
+    it to every protocol."""
     output: OutputSpec | None = None
     """The run's ``output_type``: the final answer must be JSON valid for it (``None``: any
     text). The protocol shows its schema; the policy validates the answer."""

@@ -83,7 +83,6 @@ from .decision import (
     Decision,
     FinalAnswer,
     FormatError,
-    MultiAction,
     PendingCall,
     Refusal,
 )
@@ -487,7 +486,7 @@ def effects(decision: CallTools, ctx: Context) -> None:
     calls = decision.calls
     if len(calls) < 2:
         return
-    mode = _mode(ctx.multi_action)
+    mode = ctx.multi_action
     known = set(ctx.tool_names())
     read_only = {t.name for t in ctx.tools if t.annotations.read_only}
     changing: str | None = None  # the first call to a tool that is not read-only
@@ -528,11 +527,3 @@ def effects(decision: CallTools, ctx: Context) -> None:
             f"{len(calls) + decision.more} tool calls in one reply (multi_action={mode!r}): "
             f"{ran} may run; not run: {named}"
         )
-
-
-def _mode(option: MultiAction | bool) -> MultiAction:
-    if option is True:
-        return "all"
-    if option is False:
-        return "first"
-    return option

@@ -47,7 +47,6 @@ __all__ = [
     "answer_schema",
     "constraint_style",
     "decode_arguments",
-    "grammar_style",
     "join",
     "native_calls",
     "output_instruction",
@@ -240,11 +239,6 @@ def constraint_style(
     caps = ctx.capabilities
     style = caps.constraint_style if wanted and caps.constrained_decoding else None
     return None if grammar and style not in GRAMMAR_STYLES else style
-
-
-def grammar_style(ctx: RequestContext, *, wanted: bool = True) -> ConstraintStyle | None:
-    """``constraint_style(ctx, wanted=wanted, grammar=True)`` (the protocols call that)."""
-    return constraint_style(ctx, wanted=wanted, grammar=True)
 
 
 # --- typed answers ----------------------------------------------------------------------------

@@ -404,8 +404,6 @@ class TextReActProtocol(Protocol):
         calls, repairs = salvaged_calls(raw, found.calls)
         more = found.count - len(calls)
         thought = reasoning(strip_salvaged(raw, found))[2]
-        if not ctx.multi_action and found.count > 1:
-            calls, more, repairs = calls[:1], 0, [*repairs, "first_action_only"]
         return CallTools(
             text=raw.strip() or None, thought=thought, calls=calls, more=more, repairs=repairs
         )

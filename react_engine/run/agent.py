@@ -69,14 +69,6 @@ def __getattr__(name: str) -> Any:
         from ._running import RUN_EVENT
 
         return RUN_EVENT
-    if name == "PROTOCOL_NAMES":  # deprecated: it was a snapshot taken at import time
-        warnings.warn(
-            "react_engine.run.agent.PROTOCOL_NAMES is deprecated: use "
-            "react_engine.protocols.registry.protocol_names()",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return protocol_names()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
-import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypedDict
@@ -69,7 +67,7 @@ class AgentConfig:
     """Once a tool has run, a ``"required"`` or named ``tool_choice`` becomes ``"auto"``, so
     the model can answer with what it got instead of being made to call tools until the
     step budget is spent. ``False`` keeps the choice for the whole run."""
-    multi_action: MultiAction | bool = "independent"
+    multi_action: MultiAction = "independent"
     """Which calls run when one reply holds several (parallel ``tool_calls``, several
     Actions, a JSON list of actions), the same under every protocol:
 
@@ -78,13 +76,12 @@ class AgentConfig:
       tool; read-only calls written after that one wait too, since they would run at the
       same time as its change;
     * ``"first"``: the first call only: "one action per reply";
-    * ``"all"``: every call, in parallel (what ``True`` meant before).
+    * ``"all"``: every call, in parallel.
 
     In every mode a later call whose arguments hold a placeholder (``<the file Grep
     finds>``, ``{{...}}``) does not run: it is blind. A call that does not run is recorded
     as ``skipped``, and its observation tells the model why, so that it can make the call
-    in its next step. ``True`` and ``False`` still work, as ``"all"`` and ``"first"``, with
-    a ``DeprecationWarning``."""
+    in its next step."""
     settings: ModelSettings = field(default_factory=ModelSettings)
     """Temperature, seed, max_tokens, top_p, timeout, extra_body. ``temperature=``,
     ``max_tokens=``, ``seed=`` and ``top_p=`` may also be given as options of their own
@@ -100,10 +97,6 @@ class AgentConfig:
     ``TypedDict``, ``list[int]``... that the answer must be JSON valid for. The model is
     shown its schema, an answer that fails validation is sent back naming the fields (a
     failed turn), and ``result.output`` is the validated value."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.multi_action, bool):  # the old spelling: warn once, then the new
-            object.__setattr__(self, "multi_action", deprecated_multi_action(self.multi_action))
 
 
 class Options(TypedDict, total=False):
@@ -123,7 +116,7 @@ class Options(TypedDict, total=False):
     tool_timeout: float | None
     tool_choice: ToolChoice
     reset_tool_choice: bool
-    multi_action: MultiAction | bool
+    multi_action: MultiAction
     settings: ModelSettings
     retry: RetryPolicy
     trace: str | os.PathLike[str] | None
@@ -245,36 +238,8 @@ def check_config(cfg: AgentConfig) -> None:
 MULTI_ACTION_MODES: tuple[MultiAction, ...] = ("independent", "first", "all")
 
 
-def deprecated_multi_action(value: bool) -> MultiAction:
-    """The mode an old boolean ``multi_action`` meant (``True``: ``"all"``, ``False``:
-    ``"first"``), with a ``DeprecationWarning`` pointing at the caller's line."""
-    mode: MultiAction = "all" if value else "first"
-    warnings.warn(
-        f"multi_action={value} is deprecated: write multi_action={mode!r} (the default is "
-        "now 'independent': read-only calls together, other calls one per reply)",
-        DeprecationWarning,
-        stacklevel=_outside_caller(),
-    )
-    return mode
-
-
-def _outside_caller() -> int:
-    """The ``stacklevel`` of the first frame outside this package and ``dataclasses``
-    (relative to :func:`deprecated_multi_action`'s call of ``warnings.warn``)."""
-    level, frame = 2, sys._getframe(2)
-    while frame.f_back is not None:
-        module = str(frame.f_globals.get("__name__", ""))
-        if not (module == "dataclasses" or module.split(".")[0] == "react_engine"):
-            break
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def check_multi_action(value: Any) -> None:
-    """``multi_action`` is one of :data:`MULTI_ACTION_MODES` (a boolean has been turned
-    into one with a warning when the configuration was made)."""
-    if isinstance(value, bool):
-        return
+    """``multi_action`` is one of :data:`MULTI_ACTION_MODES`."""
     if value not in MULTI_ACTION_MODES:
         raise ConfigurationError(
             "multi_action must be 'independent', 'first' or 'all', not " + describe(value)

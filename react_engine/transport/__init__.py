@@ -7,8 +7,7 @@ again), ``streaming.py`` (a streamed reply assembled and stopped early),
 ``capabilities.py`` (+ ``capabilities.json``: what a model and its server accept),
 ``learned.py`` (what servers rejected at run time), ``rejections.py`` (a rejection read,
 and what a run does about it), ``grammar.py`` (JSON Schema to GBNF) and ``probe.py``
-(asking a server what it accepts). ``model.py`` keeps the names of the module it was
-before the split.
+(asking a server what it accepts).
 
 Nothing is imported here, so that importing one module does not load the others.
 """

@@ -477,30 +477,3 @@ def default_registry() -> CapabilityRegistry:
         if _default_registry is None:
             _default_registry = CapabilityRegistry.from_default()
         return _default_registry
-
-
-_MOVED: Final = {
-    "CACHE_ENV": "learned",
-    "CapabilityCache": "learned",
-    "default_cache": "learned",
-    "resolve": "learned",
-    "classify_rejection": "rejections",
-}
-"""Names this module had before the split, and the module that holds each now."""
-
-
-def __getattr__(name: str) -> Any:
-    """A name of before the split, from its module now, with a DeprecationWarning."""
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    # importlib, not an import statement: the new modules import this one, and this
-    # shim for old code must not make a cycle of the package's imports.
-    new = importlib.import_module(f"{__package__}.{module}")
-    warnings.warn(
-        f"{__name__}.{name} moved to {new.__name__}.{name}", DeprecationWarning, stacklevel=2
-    )
-    return getattr(new, name)

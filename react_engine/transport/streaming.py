@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from ..errors import ModelAPIError, ModelRequestError
 from ..types import ModelDelta, ModelRequest, ModelResponse, ToolCall, ToolCallChunk, Usage
@@ -271,21 +270,3 @@ async def stream_once(
         on_delta(ModelDelta(content=rest))
         delivered = True
     return builder.response(request), delivered
-
-
-def __getattr__(name: str) -> Any:
-    """``stream_with_retries`` moved beside the retry engine; the old name still works."""
-    if name != "stream_with_retries":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    # importlib, not an import statement: retries imports this module, and this shim for
-    # old code must not make a cycle of the package's imports.
-    retries = importlib.import_module(f"{__package__}.retries")
-    warnings.warn(
-        f"{__name__}.stream_with_retries moved to {retries.__name__}.stream_with_retries",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return retries.stream_with_retries

@@ -1,4 +1,4 @@
-"""A tool call has four types along the pipeline, one per stage, and the old names still read.
+"""A tool call has four types along the pipeline, one per stage.
 
 ``ToolCall`` on the wire in both directions, ``ToolCallChunk`` a streamed fragment of one,
 ``PendingCall`` a call read (by a protocol, the text parser, the salvage of written calls
@@ -10,14 +10,11 @@ class with a name field and an arguments field, so that a fifth call type fails 
 from __future__ import annotations
 
 import ast
-import warnings
 from pathlib import Path
-
-import pytest
 
 import react_engine
 from react_engine.parsing import parse_react
-from react_engine.parsing.common import call_objects, written_value
+from react_engine.parsing.common import call_objects
 from react_engine.parsing.salvage import salvage_calls
 from react_engine.types import ActionRecord, PendingCall, ToolCall, ToolCallChunk
 
@@ -111,72 +108,3 @@ def test_the_wire_call_is_one_type_both_ways() -> None:
     assert ToolCallChunk(0, None, "get_time", "{}").index == 0
     assert ActionRecord("c1", "get_time", {}, "{}").exact is False
     assert reply_call.id is None
-
-
-@pytest.mark.parametrize(
-    ("module", "old", "new"),
-    [
-        ("react_engine.types", "ReplyCall", ToolCall),
-        ("react_engine.types", "ParsedAction", PendingCall),
-        ("react_engine", "ParsedAction", PendingCall),
-        ("react_engine.parsing.salvage", "SalvagedCall", PendingCall),
-        ("react_engine.parsing.calls", "SalvagedCall", PendingCall),
-        ("react_engine.parsing.common", "CallObject", PendingCall),
-    ],
-)
-def test_the_old_call_types_import_with_a_warning_naming_the_new(
-    module: str, old: str, new: type
-) -> None:
-    import importlib
-
-    with pytest.warns(DeprecationWarning, match=new.__name__):
-        value = getattr(importlib.import_module(module), old)
-    # the new type, or a stand-in that tests for it: what users' isinstance checks see
-    assert value is new or (isinstance(new.__new__(new), value) and issubclass(new, value))
-
-
-def test_the_old_call_types_build_from_their_old_fields() -> None:
-    # Built positionally as they were, not read as PendingCall's own (id, tool, ...) order.
-    with pytest.warns(DeprecationWarning):
-        from react_engine.parsing.common import CallObject
-        from react_engine.parsing.salvage import SalvagedCall
-        from react_engine.types import ParsedAction, ReplyCall
-    parsed = ParsedAction("search", {"q": "x"}, '{"q": "x"}')
-    assert isinstance(parsed, PendingCall) and isinstance(parsed, ParsedAction)
-    assert (parsed.id, parsed.tool, parsed.arguments, parsed.raw_arguments) == (
-        None,
-        "search",
-        {"q": "x"},
-        '{"q": "x"}',
-    )
-    salvaged = SalvagedCall("get_weather", {"city": "Oslo"}, "hermes", (0, 40))
-    assert isinstance(salvaged, PendingCall) and isinstance(salvaged, SalvagedCall)
-    assert (salvaged.tool, salvaged.arguments, salvaged.format, salvaged.span) == (
-        "get_weather",
-        {"city": "Oslo"},
-        "hermes",
-        (0, 40),
-    )
-    assert (
-        salvage_calls(
-            '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>', ["get_weather"]
-        )[0].__class__
-        is PendingCall
-    )
-    found = CallObject("search", [1, 2], "", None)
-    assert found.tool == "search" and written_value(found) == [1, 2]
-    assert ReplyCall("call_1", "search", "{}") == ToolCall("call_1", "search", "{}")
-    assert not isinstance(ToolCall("call_1", "search", "{}"), ParsedAction)
-
-
-def test_the_old_attribute_names_read_with_a_warning() -> None:
-    (action,) = parse_react('Action: get_time\nAction Input: {"zone": "UTC"}').actions
-    with pytest.warns(DeprecationWarning, match=r"PendingCall\.arguments"):
-        assert action.args == {"zone": "UTC"}
-    with pytest.warns(DeprecationWarning, match=r"PendingCall\.raw_arguments"):
-        assert action.raw_input == '{"zone": "UTC"}'
-    with pytest.warns(DeprecationWarning, match=r"PendingCall\.tool"):
-        assert action.name == "get_time"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert (action.tool, action.arguments) == ("get_time", {"zone": "UTC"})

@@ -213,13 +213,6 @@ def test_the_installed_wheel_runs_compare_without_the_source_tree(
         assert react_engine.__file__.startswith(sys.argv[1]), react_engine.__file__
         assert str(default_tasks_dir()).startswith(sys.argv[1]), default_tasks_dir()
         assert load_template("zh").source.startswith(sys.argv[1])
-        # The wheel's prompts/ data folder sits where the old module prompts.py was: the
-        # old path still gives the module, not that folder as a namespace package.
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            import react_engine.prompts as old
-        assert old is sys.modules["react_engine.protocols.prompts"], old
         from react_engine.transport.capabilities import default_registry
         assert default_registry().lookup("gpt-4o")[1] != "default"
         print("tasks", len(load_tasks()))

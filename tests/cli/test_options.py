@@ -1,14 +1,9 @@
 """The options commands share are declared once (react_engine/cli/options.py), so every
-command that talks to a model reads where it is the same way; the names the split of the
-CLI and of the harness moved keep working, with a DeprecationWarning."""
+command that talks to a model reads where it is the same way."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import sys
-
-import pytest
 
 from react_engine.cli import build_parser
 
@@ -44,23 +39,3 @@ def test_compare_and_eval_share_the_evaluation_options() -> None:
         assert (compare[flag].help, compare[flag].default) == (bfcl[flag].help, bfcl[flag].default)
     assert (compare["--ray"].nargs, compare["--ray"].const) == ("?", "")  # ADDRESS optional
     assert "--resume" in compare and "--resume" in bfcl
-
-
-def test_the_batch_runner_moved_to_the_harness() -> None:
-    from react_engine.harness import runner
-
-    sys.modules.pop("react_engine.eval.batch", None)
-    with pytest.warns(DeprecationWarning, match="react_engine.harness.runner"):
-        batch = importlib.import_module("react_engine.eval.batch")
-    assert batch.run_jobs is runner.run_jobs and batch.Job is runner.Job
-
-
-def test_the_eval_command_moved_to_the_cli() -> None:
-    from react_engine.cli import eval as command
-    from react_engine.eval import bfcl
-
-    for name in ("add_eval_parser", "run_eval_command"):
-        with pytest.warns(DeprecationWarning, match=f"react_engine.cli.eval.{name}"):
-            assert getattr(bfcl, name) is getattr(command, name)
-    with pytest.raises(AttributeError):
-        bfcl.no_such_name  # noqa: B018

@@ -610,15 +610,10 @@ def test_arguments_are_always_json_compatible() -> None:
             assert json.loads(json.dumps(call.arguments)) == call.arguments
 
 
-def test_salvaged_calls_are_pending_calls_and_the_old_names_still_read() -> None:
+def test_salvaged_calls_are_pending_calls() -> None:
     (call,) = salvage_calls('get_time(zone="UTC")', TOOLS)
     assert isinstance(call, PendingCall)
     assert (call.tool, call.format, call.span, call.id) == ("get_time", "python", (0, 20), None)
-    with pytest.warns(DeprecationWarning, match="PendingCall.tool"):
-        assert call.name == "get_time"
-    with pytest.warns(DeprecationWarning, match="PendingCall"):
-        from react_engine.parsing.salvage import SalvagedCall
-    assert isinstance(call, SalvagedCall) and issubclass(PendingCall, SalvagedCall)
 
 
 # --- strip_salvaged ---------------------------------------------------------------------------

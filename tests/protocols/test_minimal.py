@@ -233,22 +233,13 @@ def test_auto_ranks_it_last_and_falls_back_to_it(registry: None) -> None:
 def test_a_protocol_registered_later_is_accepted_everywhere(
     registry: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import react_engine.compare.suite
-    import react_engine.eval.bfcl
-    import react_engine.run.agent
+    from react_engine.compare.suite import named_protocols
+    from react_engine.eval.bfcl import eval_protocols
 
     register("toy", lambda options: ToyProtocol(), script=MinimalProtocol.script)
     assert "toy" in protocol_names()
-    with pytest.warns(DeprecationWarning, match="protocol_names"):
-        assert "toy" in react_engine.run.agent.PROTOCOL_NAMES
-    with pytest.warns(DeprecationWarning, match="protocol_names"):
-        assert "toy" in react_engine.compare.suite.ALL_PROTOCOLS
-    with pytest.warns(DeprecationWarning, match="protocol_names"):
-        assert "toy" in react_engine.eval.bfcl.PROTOCOLS
-    with pytest.warns(DeprecationWarning):
-        import react_engine.compare as compare
-
-        assert "toy" in compare.ALL_PROTOCOLS
+    assert "toy" in named_protocols()
+    assert "toy" in eval_protocols()
     parser = build_parser()
     assert parser.parse_args(["compare", "--protocol", "toy"]).protocol == ["toy"]
     assert parser.parse_args(["eval", "bfcl", "--protocol", "toy"]).protocol == ["toy"]

@@ -1,17 +1,14 @@
 """One vocabulary for what is notable in a run: :class:`RunNotice`.
 
 The notices a run streams (``Agent.iter``) are the ones its result keeps
-(``RunResult.notices``) and its steps keep (``Step.notices``), as typed events; the old
-``events`` lists of strings still read, with a ``DeprecationWarning``; and a trace or a
-store writes a notice as its message under ``"events"``, as before.
+(``RunResult.notices``) and its steps keep (``Step.notices``), as typed events; and a
+trace or a store writes a notice as its message under ``"events"``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-
-import pytest
 
 from react_engine import Agent, ScriptedModel, reply, tool_call_reply
 from react_engine.run.events import RunNotice
@@ -62,43 +59,14 @@ def test_a_step_keeps_its_notices_typed_with_their_step_and_source() -> None:
     assert result.steps[1].notices == []
 
 
-def test_the_old_events_lists_still_read_with_a_deprecation_warning() -> None:
-    result = over_budget().run("weather?")
-    with pytest.warns(DeprecationWarning, match=r"RunResult\.events is deprecated"):
-        assert result.events == [n.message for n in result.notices]
-    with pytest.warns(DeprecationWarning, match=r"Step\.events is deprecated"):
-        assert result.steps[0].events == [n.message for n in result.steps[0].notices]
-
-
 def test_traces_and_stores_write_a_notice_as_its_message_under_events() -> None:
     result = over_budget().run("weather?")
     step = result.steps[0]
     record = dump_item(step)
     assert "notices" not in record
     assert record["events"] == [n.message for n in step.notices]
-    json.dumps(record)  # as before: strings, nothing else
+    json.dumps(record)  # strings, nothing else
     back = load_item(record)
     assert [(n.step, n.message) for n in back.notices] == [(0, m) for m in record["events"]]
     footer = result.trace()[-1]
     assert footer["events"] == [n.message for n in result.notices] and "notices" not in footer
-
-
-def test_records_built_with_the_old_events_still_build_with_a_warning() -> None:
-    """Code that built a Step or a RunResult by hand with ``events=[...]`` (or strings in
-    that place) keeps working for a release: the messages become notices, and the warning
-    names ``notices=`` and points at the caller's line."""
-    from react_engine.types import RunResult, Step, Usage
-
-    with pytest.warns(DeprecationWarning, match=r"notices=\[RunNotice") as caught:
-        step = Step(3, "action", "text", events=["protocol fallback"])
-    assert step.notices == [RunNotice(3, "protocol fallback")]
-    assert caught[0].filename == __file__
-
-    with pytest.warns(DeprecationWarning, match=r"RunResult\(events="):
-        result = RunResult("q", "a", [], Usage(), "text", "explicit", "final_answer", "m", 0.0, None, ["old"])  # fmt: skip
-    assert result.notices == [RunNotice(-1, "old")]
-
-    # Built with notices, nothing is said and nothing is converted.
-    notice = RunNotice(1, "x", source="reply")
-    kept = Step(1, "action", "text", notices=[notice])
-    assert kept.notices[0] is notice

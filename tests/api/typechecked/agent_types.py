@@ -62,14 +62,9 @@ def misspelt_options() -> None:
     Agent("m", max_stesp=3)  # E: call-overload
     Agent("m").run("q", deadlin=3)  # E: call-overload
     Agent("m", max_steps="3")  # E: call-overload
+    Agent("m", multi_action=True)  # E: call-overload
     wrong: RunResult[Person] = Agent("m").run("q")  # E: assignment
     del wrong
-
-
-def old_events(result: RunResult[str]) -> None:
-    # A type checker flags the deprecated list of strings (mypy: --enable-error-code deprecated).
-    assert_type(result.notices[0].message, str)
-    assert_type(result.events, list[str])  # E: deprecated
 
 
 async def streamed_results() -> None:
