@@ -166,3 +166,23 @@ def test_importing_the_library_does_not_import_the_sdk_or_the_launcher() -> None
     ).stdout.split("\n")
     assert out[0] == ""  # none of them
     assert out[1] == "True"  # the lazy names still resolve
+
+
+def test_no_module_keeps_an_old_name_alive() -> None:
+    """Unreleased 0.x: a rename removes the old name (CHANGELOG.md lists it). No module
+    ``__getattr__`` answers for an old name with a warning, and no import hook aliases an
+    old module path; after the first release an old callable is marked with
+    ``typing_extensions.deprecated`` instead."""
+    import ast
+    from pathlib import Path
+
+    shims = []
+    for path in sorted(Path(react_engine.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        hooks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]
+        for node in (n for hook in hooks for n in ast.walk(hook)):
+            if isinstance(node, ast.Attribute) and node.attr == "warn":
+                shims.append(f"{path.name}: __getattr__ warns")
+        if "meta_path" in {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}:
+            shims.append(f"{path.name}: an import hook on sys.meta_path")
+    assert shims == []
