@@ -19,7 +19,7 @@ import sys
 
 from ..errors import ModelAPIError, UnknownApprovalError
 from ..store import RunStore, Session, SQLiteSession
-from ..store.approvals import pending_approvals
+from ..store.approvals import waiting
 from ..store.runs import RunInfo, is_postgres_url
 from ..types import ActionRecord, to_jsonable
 from .agents import load_tools, make_agent, show_result
@@ -144,7 +144,8 @@ def _resume(store: RunStore, args: argparse.Namespace) -> int:
     info, pending = asyncio.run(_stored(store, args.run_id))
     unknown = [i for i in approvals if i not in {c.id for c in pending}]
     if unknown:  # before any endpoint is needed; the calls awaiting approval still wait
-        raise Exit(str(UnknownApprovalError(info.id, tuple(unknown), _ids(pending))), EXIT_CONFIG)
+        waiting_ids = tuple(c.id for c in pending)
+        raise Exit(str(UnknownApprovalError(info.id, tuple(unknown), waiting_ids)), EXIT_CONFIG)
     if info.status not in ("running", "awaiting_approval", "failed"):
         return asyncio.run(_finished(store, info, args))  # nothing to run: no model needed
     if any(c.id not in approvals for c in pending):
@@ -169,23 +170,22 @@ def _resume(store: RunStore, args: argparse.Namespace) -> int:
 
 
 async def _stored(store: RunStore, run_id: str) -> tuple[RunInfo, list[ActionRecord]]:
-    return await store.info(run_id), await pending_approvals(store, run_id)
-
-
-def _ids(calls: list[ActionRecord]) -> tuple[str, ...]:
-    return tuple(c.id for c in calls)
+    """The stored run, and its calls awaiting approval."""
+    info = await store.info(run_id)
+    return info, [w.call for w in waiting(info.status, await store.entries(run_id))]
 
 
 def _how_to_approve(run_id: str, pending: list[ActionRecord], args: argparse.Namespace) -> None:
     """On stderr: the calls still awaiting approval, and the command that answers them."""
-    print(f"run {run_id} awaits approval of {len(pending)} call(s); none ran:", file=sys.stderr)
+    print(f"run {run_id} waits for approval of {len(pending)} call(s), not run:", file=sys.stderr)
     for call in pending:
         print(f"  {call.id}  {call.tool}({call.raw_arguments})", file=sys.stderr)
     store = f" --store {shlex.quote(args.store)}" if args.store else ""
     answers = " ".join(f"--approve {shlex.quote(c.id + '=yes')}" for c in pending)
     print(
         "answer each with --approve CALL_ID=yes (run it) or CALL_ID=no (deny it), with the "
-        f"run's model options:\n  react-engine runs resume {shlex.quote(run_id)}{store} {answers}",
+        "model options the run goes on with (--model, --base-url, --tools ...), e.g.:\n"
+        f"  react-engine runs resume {shlex.quote(run_id)}{store} {answers}",
         file=sys.stderr,
     )
 

@@ -27,9 +27,9 @@ from ..types import ActionRecord, describe
 from .codec import VERSION, dump_record, dumps, load_record
 
 if TYPE_CHECKING:
-    from .runs import Entry, RunStore
+    from .runs import Entry
 
-__all__ = ["Waiting", "bind", "call_digest", "deferred_entry", "pending_approvals", "waiting"]
+__all__ = ["Waiting", "bind", "call_digest", "deferred_entry", "waiting"]
 
 
 def call_digest(record: ActionRecord) -> str:
@@ -71,13 +71,6 @@ def waiting(status: str, entries: Sequence[Entry]) -> list[Waiting]:
         elif entry.kind in ("approval", "started", "done"):
             found.pop(entry.key, None)
     return [Waiting(k, e.body["digest"], load_record(e.body["call"])) for k, e in found.items()]
-
-
-async def pending_approvals(store: RunStore, run_id: str) -> list[ActionRecord]:
-    """The calls of the stored run ``run_id`` awaiting approval (none for a run that does
-    not wait for one)."""
-    info = await store.info(run_id)
-    return [w.call for w in waiting(info.status, await store.entries(run_id))]
 
 
 def bind(
