@@ -100,10 +100,11 @@ class UnknownApprovalError(UserError, ValueError):
     def __init__(self, run_id: str, unknown: tuple[str, ...], pending: tuple[str, ...]) -> None:
         names = ", ".join(repr(i) for i in unknown)
         if pending:
-            waiting = "the calls awaiting approval are " + ", ".join(repr(i) for i in pending)
+            waiting = ", ".join(repr(i) for i in pending)
+            message = f"run {run_id!r} has no call {names} awaiting approval; waiting: {waiting}"
         else:
-            waiting = "no call of it awaits approval"
-        super().__init__(f"run {run_id!r} has no call {names} awaiting approval: {waiting}")
+            message = f"run {run_id!r} has no call awaiting approval (approval given: {names})"
+        super().__init__(message)
         self.run_id = run_id
         self.unknown = unknown
         self.pending = pending

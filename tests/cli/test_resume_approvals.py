@@ -171,4 +171,4 @@ def test_resume_of_a_finished_run_prints_its_answer_with_no_model(
     assert payload["question"] == "2 + 2?" and payload["steps"][-1]["kind"] == "final"
     # An approval for a run that awaits none is an error, not ignored.
     assert main(["runs", "resume", "sum", "--store", str(db), "--approve", "call_1=yes"]) == 2
-    assert "no call of it awaits approval" in capsys.readouterr().err
+    assert "run 'sum' has no call awaiting approval" in capsys.readouterr().err
