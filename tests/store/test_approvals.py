@@ -16,7 +16,12 @@ import pytest
 from support import postgres
 
 from react_engine import Agent, ModelRequest, ModelResponse, ScriptedModel, tool_call_reply
-from react_engine.errors import RunExistsError, UnknownApprovalError, UserError
+from react_engine.errors import (
+    ConfigurationError,
+    RunExistsError,
+    UnknownApprovalError,
+    UserError,
+)
 from react_engine.store import RunStore
 from react_engine.tools import Tool, tool
 
@@ -141,6 +146,10 @@ def test_an_approval_for_a_call_not_awaiting_one_raises(target: str) -> None:
     assert error.pending == ("call_1", "call_2")
     assert "'call_1', 'call_2'" in str(error)
     assert rm.removed == [] and entries(target, run_id) == stored  # not even call_1
+    for wrong in ({"call_1": "yes"}, ["call_1"]):  # a verdict is True or False, in a mapping
+        with pytest.raises(ConfigurationError):
+            agent(target, rm, script).resume(run_id, approvals=wrong)  # type: ignore[arg-type]
+    assert rm.removed == [] and entries(target, run_id) == stored
     assert status(target, run_id) == "awaiting_approval"
     done = agent(target, rm, script).resume(run_id, approvals={"call_1": True, "call_2": False})
     assert done.answer == "done" and rm.removed == ["/a"]
