@@ -8,8 +8,10 @@ kept apart from the model's misbehaviour and from transport failures::
     │   ├── ToolDefinitionError    a tool whose schema and signature disagree, a bad name...
     │   ├── TemplateError          a template with a bad placeholder, or another protocol's
     │   ├── GrammarError           a JSON Schema the grammar writer cannot turn into GBNF
-    │   └── ConfigurationError     no endpoint, an unknown protocol name, bad limits...
-    │       └── UnknownOptionError an option nobody takes (also a TypeError)
+    │   ├── ConfigurationError     no endpoint, an unknown protocol name, bad limits...
+    │   │   └── UnknownOptionError an option nobody takes (also a TypeError)
+    │   ├── UnknownApprovalError   an approval for a call that is not awaiting one (a ValueError)
+    │   └── RunExistsError         a new run given the run_id of a stored run (a ValueError)
     ├── ModelBehaviorError         the model answered, but not in a usable way
     │   ├── ReActParseError        a text reply from which nothing could be recovered
     │   ├── JSONRepairError        action input that is not JSON and cannot be repaired
@@ -88,6 +90,37 @@ class UnknownOptionError(ConfigurationError, TypeError):
 
     A ``TypeError``, as Python's own for an unexpected keyword argument; the message names
     the option that was probably meant."""
+
+
+class UnknownApprovalError(UserError, ValueError):
+    """``resume(run_id, approvals=...)`` names a call id that is not awaiting approval in
+    that run (a typo, a call answered already, a run that no longer waits). Nothing was
+    recorded and nothing ran; ``pending`` lists the ids that do await approval."""
+
+    def __init__(self, run_id: str, unknown: tuple[str, ...], pending: tuple[str, ...]) -> None:
+        names = ", ".join(repr(i) for i in unknown)
+        if pending:
+            waiting = ", ".join(repr(i) for i in pending)
+            message = f"run {run_id!r} has no call {names} awaiting approval; waiting: {waiting}"
+        else:
+            message = f"run {run_id!r} has no call awaiting approval (approval given: {names})"
+        super().__init__(message)
+        self.run_id = run_id
+        self.unknown = unknown
+        self.pending = pending
+
+
+class RunExistsError(UserError, ValueError):
+    """A new run was given the ``run_id`` of a run the store holds already: a run id names
+    one run. Finish the stored one with ``agent.resume(run_id)``, or start the new one
+    under another id (or none: the agent makes one up)."""
+
+    def __init__(self, run_id: str, store: str) -> None:
+        super().__init__(
+            f"a run {run_id!r} is in {store} already: resume it with agent.resume({run_id!r}), "
+            "or give the new run another run_id"
+        )
+        self.run_id = run_id
 
 
 # --- the model's misbehaviour -----------------------------------------------------------

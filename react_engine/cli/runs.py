@@ -14,12 +14,14 @@ import asyncio
 import datetime
 import json
 import os
+import shlex
 import sys
 
-from ..errors import ModelAPIError
+from ..errors import ModelAPIError, UnknownApprovalError
 from ..store import RunStore, Session, SQLiteSession
-from ..store.runs import is_postgres_url
-from ..types import to_jsonable
+from ..store.approvals import waiting
+from ..store.runs import RunInfo, is_postgres_url
+from ..types import ActionRecord, to_jsonable
 from .agents import load_tools, make_agent, show_result
 from .endpoint import describe_api_error, endpoint
 from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit
@@ -139,16 +141,73 @@ def _resume(store: RunStore, args: argparse.Namespace) -> int:
         if not sep or verdict not in ("yes", "no"):
             raise Exit(f"--approve takes CALL_ID=yes or CALL_ID=no, not {given!r}", EXIT_CONFIG)
         approvals[call_id] = verdict == "yes"
+    info, pending = asyncio.run(_stored(store, args.run_id))
+    unknown = [i for i in approvals if i not in {c.id for c in pending}]
+    if unknown:  # before any endpoint is needed; the calls awaiting approval still wait
+        waiting_ids = tuple(c.id for c in pending)
+        raise Exit(str(UnknownApprovalError(info.id, tuple(unknown), waiting_ids)), EXIT_CONFIG)
+    if info.status not in ("running", "awaiting_approval", "failed"):
+        return asyncio.run(_finished(store, info, args))  # nothing to run: no model needed
+    if any(c.id not in approvals for c in pending):
+        _how_to_approve(info.id, pending, args)
+        return EXIT_NO_ANSWER
     tools = load_tools(args.tools)
     with endpoint(args, local_default=False) as ep:
         progress = RunProgress(args)
-        agent = make_agent(args, ep, tools, args.protocol, progress.on_step)
-        agent.store = store
+        # Calls the resumed run makes that need approval wait for the next resume.
+        defer = "defer" if any(t.requires_approval for t in tools) else None
+        agent = make_agent(
+            args, ep, tools, args.protocol, progress.on_step, store=store, approve=defer
+        )
         try:
             result = agent.resume(args.run_id, approvals=approvals)
         except ModelAPIError as exc:
             raise Exit(describe_api_error(exc, ep, agent.model), EXIT_API) from None
         show_result(result, args)
-    for call in result.pending:
-        print(f"awaiting approval: {call.id} {call.tool}({call.raw_arguments})", file=sys.stderr)
+    if result.pending:
+        _how_to_approve(info.id, result.pending, args)
     return 0 if result.answer is not None else EXIT_NO_ANSWER
+
+
+async def _stored(store: RunStore, run_id: str) -> tuple[RunInfo, list[ActionRecord]]:
+    """The stored run, and its calls awaiting approval."""
+    info = await store.info(run_id)
+    return info, [w.call for w in waiting(info.status, await store.entries(run_id))]
+
+
+def _how_to_approve(run_id: str, pending: list[ActionRecord], args: argparse.Namespace) -> None:
+    """On stderr: the calls still awaiting approval, and the command that answers them."""
+    print(f"run {run_id} waits for approval of {len(pending)} call(s), not run:", file=sys.stderr)
+    for call in pending:
+        print(f"  {call.id}  {call.tool}({call.raw_arguments})", file=sys.stderr)
+    store = f" --store {shlex.quote(args.store)}" if args.store else ""
+    answers = " ".join(f"--approve {shlex.quote(c.id + '=yes')}" for c in pending)
+    print(
+        "answer each with --approve CALL_ID=yes (run it) or CALL_ID=no (deny it), with the "
+        "model options the run goes on with (--model, --base-url, --tools ...), e.g.:\n"
+        f"  react-engine runs resume {shlex.quote(run_id)}{store} {answers}",
+        file=sys.stderr,
+    )
+
+
+async def _finished(store: RunStore, info: RunInfo, args: argparse.Namespace) -> int:
+    """A run that has ended: its stored answer, as ``run`` printed it (nothing runs)."""
+    result = await store.result(info.id) or {}
+    answer = result.get("answer")
+    if args.json:
+        payload = {
+            "question": info.question,
+            "answer": answer,
+            "stop_reason": result.get("stop_reason", info.status),
+            "error": result.get("error"),
+            "model": info.model,
+            "protocol": info.protocol,
+            "steps": to_jsonable(await store.steps(info.id)),
+        }
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+    else:
+        if not args.quiet:
+            print(f"run {info.id} has ended ({info.status}): its stored answer", file=sys.stderr)
+        if answer is not None:
+            print(answer)
+    return 0 if answer is not None else EXIT_NO_ANSWER

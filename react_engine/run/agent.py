@@ -83,7 +83,8 @@ class RunOptions(Options, total=False):
     session: Session
     """The run's history lives there (:mod:`react_engine.store`)."""
     run_id: str
-    """The run's id in the agent's store."""
+    """The run's id in the agent's store: a new one (a stored run's id raises
+    :class:`~react_engine.errors.RunExistsError`; finish that one with ``resume``)."""
 
 
 class Agent(Generic[OutputT]):
@@ -810,6 +811,12 @@ class Agent(Generic[OutputT]):
         """Finish a run of this agent's store: one whose process died, or one that stopped
         awaiting approvals (``approvals`` maps their call ids to True or False; a False is
         recorded as a denied call).
+
+        A verdict answers the call of that id awaiting approval now (``result.pending``),
+        that call only, once: a later call, even one reusing its id, waits for its own.
+        An id that awaits no approval raises
+        :class:`~react_engine.errors.UnknownApprovalError` (nothing is recorded, nothing
+        runs); a call left unanswered keeps waiting.
 
         The run is taken again from its question, each committed model reply and finished
         call served from the store (no request is sent, no tool runs again), and goes on

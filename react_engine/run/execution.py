@@ -276,6 +276,7 @@ class ToolRunner:
         waiting = Note(ObservationCode.AWAITING_APPROVAL)
         record.status, record.error, record.observation_code = "skipped", str(waiting), waiting.code
         record.observation = skipped_observation(waiting, _language(state))
+        state.journal.defer(record)
         batch.deferred.append(record)
         return False
 
@@ -289,13 +290,17 @@ class ToolRunner:
             return True
         language = _language(state)
         approve = self.approve
-        given = state.journal.approval(record.id) if state.journal is not None else None
-        if given is not None:  # given to agent.resume
+        journal = state.journal
+        # A verdict given to agent.resume answers this very call only (its reply, id, tool
+        # and arguments: store/approvals.py): a later call reusing its id is asked anew.
+        given = journal.approval(record) if journal is not None else None
+        if given is not None:
             if not given:
                 _fail(record, "denied", Note(ObservationCode.NOT_APPROVED), language)
             return given
-        if approve == "defer":
-            return self._defer(state, batch, record)
+        waited = journal is not None and journal.waited(record)
+        if approve == "defer" or (approve is None and waited):
+            return self._defer(state, batch, record)  # a call put off waits for its verdict
         if approve is None:
             _fail(record, "denied", Note(ObservationCode.NO_APPROVER), language)
             return False

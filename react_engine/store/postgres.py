@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, RunExistsError
 from ..types import HistoryItem, RunResult
 from .codec import RunBusy, StoreError, dump_item, dumps, load_item
 from .runs import (
@@ -37,6 +37,7 @@ from .runs import (
     header_json,
     is_postgres_url,
     lock_key,
+    on_conflict,
     result_json,
     rows_of,
 )
@@ -267,15 +268,18 @@ class PostgresRunStore(RunStore):
         model: str,
         protocol: str,
         history: Sequence[HistoryItem],
+        new: bool = True,
     ) -> None:
         now = time.time()
         async with self._connection(run_id) as conn:
-            await conn.execute(
+            cur = await conn.execute(
                 "INSERT INTO react_engine_runs (id, status, question, model, protocol, header, "
                 "created, updated) VALUES (%s, 'running', %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (id) DO UPDATE SET status = 'running', updated = excluded.updated",
+                + on_conflict(new),
                 (run_id, question, model, protocol, header_json(history), now, now),
             )
+            if new and cur.rowcount == 0:
+                raise RunExistsError(run_id, repr(self))
             if run_id in self._held:
                 cur = await conn.execute(
                     "SELECT COALESCE(MAX(seq), 0) FROM react_engine_run_entries WHERE run = %s",

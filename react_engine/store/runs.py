@@ -11,7 +11,10 @@ With a :class:`RunStore` (``Agent(store=...)``), a run writes, as it goes:
 * ``step``: each step of the transcript, written with the next commit (the next call's
   start, or the run's result): a run resumes from its replies and calls, so a crash that
   loses the latest step loses nothing it needs, and a step costs no commit of its own;
-* ``approval``: a verdict given to :meth:`Agent.resume <react_engine.Agent.resume>`.
+* ``deferred``: a call whose approval was put off (``approve="defer"``), with the run's
+  result;
+* ``approval``: a verdict given to :meth:`Agent.resume <react_engine.Agent.resume>`, bound
+  to the one deferred call it answers (:mod:`react_engine.store.approvals`).
 
 A 3-call run makes 6 commits besides its first (the run's row) and its last (the result):
 each call's start (with the reply and the step before) and each call's end.
@@ -39,10 +42,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, LiteralString
 
+from ..errors import RunExistsError
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step
 from ..wording import Note, ObservationCode
+from .approvals import bind, call_digest, deferred_entry, waiting
 from .codec import (
     VERSION,
     RunBusy,
@@ -143,8 +148,10 @@ class RunStore:
         model: str,
         protocol: str,
         history: Sequence[HistoryItem],
+        new: bool = True,
     ) -> None:
-        """Record the run (or mark a stored one running again)."""
+        """Record a ``new`` run (:class:`~react_engine.errors.RunExistsError` if the store
+        holds a run of that id already), or mark a stored one running again."""
         raise NotImplementedError
 
     async def add_many(self, run_id: str, entries: Entries) -> None:
@@ -221,6 +228,14 @@ def header_json(history: Sequence[HistoryItem]) -> str:
     return dumps({"v": VERSION, "history": [dump_item(i) for i in history]})
 
 
+def on_conflict(new: bool) -> LiteralString:
+    """What :meth:`RunStore.begin`'s ``INSERT`` does when the run's row exists: nothing for
+    a ``new`` run (which is then refused), else mark it running again."""
+    if new:
+        return "ON CONFLICT (id) DO NOTHING"
+    return "ON CONFLICT (id) DO UPDATE SET status = 'running', updated = excluded.updated"
+
+
 def result_json(result: RunResult) -> str:
     return dumps(
         {
@@ -285,16 +300,18 @@ class SQLiteRunStore(RunStore):
         model: str,
         protocol: str,
         history: Sequence[HistoryItem],
+        new: bool = True,
     ) -> None:
         header = header_json(history)
         now = time.time()
         with self.db.write() as conn:
-            conn.execute(
+            cur = conn.execute(
                 "INSERT INTO runs (id, status, question, model, protocol, header, created, "
-                "updated) VALUES (?, 'running', ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
-                "SET status = 'running', updated = excluded.updated",
+                f"updated) VALUES (?, 'running', ?, ?, ?, ?, ?, ?) {on_conflict(new)}",
                 (run_id, question, model, protocol, header, now, now),
             )
+            if new and cur.rowcount == 0:
+                raise RunExistsError(run_id, str(self.db.path))
             if self.db.holds(run_id):
                 self._seq[run_id] = self._last(conn, run_id)
 
@@ -424,7 +441,12 @@ class RunJournal:
     run_id: str
     replies: list[dict[str, Any]] = field(default_factory=list)
     calls: dict[str, tuple[str, ActionRecord]] = field(default_factory=dict)
-    approvals: dict[str, bool] = field(default_factory=dict)
+    approvals: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    """The verdicts given to the run, by call key: approved or not, and the call's digest."""
+    deferrals: dict[str, str] = field(default_factory=dict)
+    """The calls whose approval was put off before, by key: their digest."""
+    resumed: bool = False
+    """Read from the store (:meth:`load`): the run exists, and goes on."""
     steps_stored: int = 0
     protocol: str | None = None
     """The protocol the run began with (a resumed run reads its replies with it)."""
@@ -468,32 +490,34 @@ class RunJournal:
                 self.holding = False
 
     async def load(self, approvals: Mapping[str, bool] | None = None) -> RunJournal:
-        """Read the stored run's journal (held), with ``approvals`` committed into it first."""
+        """Read the stored run's journal (held), with ``approvals`` of the calls awaiting
+        approval committed into it (:func:`~react_engine.store.approvals.bind`)."""
         info = await self.store.info(self.run_id)  # raises for an unknown run
-        verdicts = []
-        for call_id, verdict in (approvals or {}).items():
-            if not isinstance(verdict, bool):
-                raise StoreError(f"approval for {call_id!r} must be True or False")
-            verdicts.append(("approval", call_id, {"v": VERSION, "approved": verdict}))
-        if verdicts:
-            await self.store.add_many(self.run_id, verdicts)
-        self.protocol = info.protocol
-        for entry in await self.store.entries(self.run_id):
+        entries = await self.store.entries(self.run_id)
+        if approvals is not None:
+            verdicts = bind(self.run_id, waiting(info.status, entries), approvals)
+            if verdicts:
+                await self.store.add_many(self.run_id, verdicts)
+                entries += [Entry(kind, key, body) for kind, key, body in verdicts]
+        self.protocol, self.resumed = info.protocol, True
+        for entry in entries:
             if entry.kind == "reply":
                 self.replies.append(entry.body)
             elif entry.kind == "started":
                 self.calls.setdefault(entry.key, ("started", load_record(entry.body)))
             elif entry.kind == "done":
                 self.calls[entry.key] = ("done", load_record(entry.body))
-            elif entry.kind == "approval":
-                self.approvals[entry.key] = bool(entry.body["approved"])
+            elif entry.kind == "approval" and "digest" in entry.body:
+                self.approvals[entry.key] = (entry.body["approved"] is True, entry.body["digest"])
+            elif entry.kind == "deferred":
+                self.deferrals[entry.key] = entry.body["digest"]
             elif entry.kind == "step":
                 self.steps_stored += 1
         return self
 
     async def open(self) -> None:
         """Record the run as running (under its lease)."""
-        await self.store.begin(self.run_id, **self.header)
+        await self.store.begin(self.run_id, **self.header, new=not self.resumed)
 
     @property
     def replaying(self) -> bool:
@@ -601,8 +625,20 @@ class RunJournal:
         await self._commit("done", key, dump_record(record))
         self.calls[key] = ("done", record)
 
-    def approval(self, call_id: str) -> bool | None:
-        return self.approvals.get(call_id)
+    def approval(self, record: ActionRecord) -> bool | None:
+        """The verdict given for this very call (its reply, id, tool and arguments), if any."""
+        given = self.approvals.get(self._key(record))
+        if given is None or given[1] != call_digest(record):
+            return None
+        return given[0]
+
+    def waited(self, record: ActionRecord) -> bool:
+        """Whether this very call's approval was put off before (it still waits for one)."""
+        return self.deferrals.get(self._key(record)) == call_digest(record)
+
+    def defer(self, record: ActionRecord) -> None:
+        """This call's approval is put off: journalled with the run's result."""
+        self.unwritten.append(deferred_entry(self._key(record), record))
 
     # --- steps -------------------------------------------------------------------------------
 
