@@ -43,7 +43,15 @@ from ..types import (
     Step,
     UserTurn,
 )
-from .config import AgentConfig, Options, check_config, describe, tool_list, with_options
+from .config import (
+    AgentConfig,
+    Options,
+    check_bool,
+    check_config,
+    describe,
+    tool_list,
+    with_options,
+)
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
 # asyncio with them) is imported when a run starts (``from . import _running``), so that
@@ -283,6 +291,7 @@ class Agent(Generic[OutputT]):
         self.tracer_provider = tracer_provider
         """An OpenTelemetry ``TracerProvider`` for the runs' spans; ``None``: the global one,
         if the application set one; ``False``: no spans (see :mod:`react_engine.run.tracing`)."""
+        check_bool(trace_content, "trace_content", optional=True)
         self.trace_content = trace_content
         """Put prompts, replies, tool arguments and results in the spans (``None``: as the
         ``REACT_ENGINE_TRACE_CONTENT`` environment variable says)."""
@@ -291,8 +300,7 @@ class Agent(Generic[OutputT]):
         )
         check_config(self.config)
         self._protocol_spec = protocol
-        if not isinstance(probe, bool):
-            raise ConfigurationError(f"probe must be True or False, not {describe(probe)}")
+        check_bool(probe, "probe")
         self.probe = probe
         """Under ``protocol="auto"``: before the first run, unless the capability cache
         already knows this endpoint and model, send one probe request
@@ -302,6 +310,10 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(
                 f"unknown protocol {protocol!r}: use one of {known} or a Protocol instance"
             )
+        if base_url is not None and not isinstance(base_url, str):
+            raise ConfigurationError(f"base_url must be a str, not {describe(base_url)}")
+        if api_key is not None and not isinstance(api_key, str):  # its value is not shown
+            raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self._model_sync, self._model_async = self._connect(client, base_url, self._api_key)
         self.base_url = self._model_async.base_url
@@ -333,9 +345,6 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(
                 f"client must be an openai client or a ChatModel, not {type(client).__name__}"
             )
-        for option, value in (("base_url", base_url), ("api_key", api_key)):
-            if value is not None and not isinstance(value, str):
-                raise ConfigurationError(f"{option} must be a str, not {describe(value)}")
         url = base_url or os.environ.get("OPENAI_BASE_URL")
         if url and not url.lower().startswith(("http://", "https://")):
             raise ConfigurationError(
