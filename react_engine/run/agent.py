@@ -35,7 +35,7 @@ from ..transport.base import ChatModel
 from ..transport.capabilities import Capabilities, CapabilityRegistry, default_registry
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
-from ..transport.wire import mask_key
+from ..transport.wire import mask_key, mask_url
 from ..types import (
     HistoryItem,
     OutputT,
@@ -348,7 +348,7 @@ class Agent(Generic[OutputT]):
         url = base_url or os.environ.get("OPENAI_BASE_URL")
         if url and not url.lower().startswith(("http://", "https://")):
             raise ConfigurationError(
-                f"base_url must be an http:// or https:// URL, not {url!r} "
+                f"base_url must be an http:// or https:// URL, not {mask_url(url)!r} "
                 "(for example http://localhost:8080/v1)"
             )
         if not url and not api_key:
@@ -365,7 +365,7 @@ class Agent(Generic[OutputT]):
     def __repr__(self) -> str:
         return (
             f"Agent(model={self.model!r}, tools={[t.name for t in self.tools]!r}, "
-            f"protocol={self._protocol_spec!r}, base_url={self.base_url!r}, "
+            f"protocol={self._protocol_spec!r}, base_url={mask_url(self.base_url)!r}, "
             f"api_key={mask_key(self._api_key)!r})"
         )
 
@@ -391,7 +391,7 @@ class Agent(Generic[OutputT]):
         from ..transport.probe import aprobe
 
         result = await aprobe(chat_model, self.model)
-        log.info("probe of %s at %s: tools %s", self.model, self.base_url, result.tools)
+        log.info("probe of %s at %s: tools %s", self.model, result.base_url, result.tools)
         result.remember(self.capability_cache)
 
     # --- running ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ..types import ModelRequest, ModelResponse, ModelSettings, SystemMessage, U
 from .base import ChatModel
 from .learned import CapabilityCache
 from .rejections import classify_rejection
+from .wire import mask_url
 
 __all__ = ["PROBE_TOOL", "ProbeResult", "aprobe"]
 
@@ -125,7 +126,7 @@ async def aprobe(chat_model: ChatModel, model: str) -> ProbeResult:
     (a wrong API key, an unknown model) is raised: it says nothing about tools."""
     stop, named, requests = True, True, 0
     notes: list[str] = []
-    base_url = chat_model.base_url
+    base_url = mask_url(chat_model.base_url)  # shown, and kept in the cache: no credentials
     while True:
         requests += 1
         try:
