@@ -390,7 +390,8 @@ class Agent(Generic[OutputT]):
             return
         from ..transport.probe import aprobe
 
-        result = await aprobe(chat_model, self.model)
+        # One request of the run: bounded as the run's requests are, not by PROBE_TIMEOUT.
+        result = await aprobe(chat_model, self.model, timeout=None)
         log.info("probe of %s at %s: tools %s", self.model, result.base_url, result.tools)
         result.remember(self.capability_cache)
 
