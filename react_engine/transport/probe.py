@@ -39,7 +39,8 @@ __all__ = ["PROBE_TIMEOUT", "PROBE_TOOL", "ProbeResult", "aprobe"]
 
 PROBE_TIMEOUT = 60.0
 """Seconds the whole probe may take by default: its request asks for 64 tokens at most,
-which a server that works answers well within it (a model loaded on first use included)."""
+which a working server answers well within it (``timeout=`` for a server that loads its
+model on the first request and is slow to)."""
 
 PROBE_TOOL = "report_color"
 """The tool the probe asks for: one argument, constrained to one value."""
