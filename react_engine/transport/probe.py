@@ -70,6 +70,7 @@ class ProbeResult:
 
     model: str
     base_url: str
+    """The endpoint, its credentials masked (:func:`~react_engine.transport.wire.mask_url`)."""
     tools: Tools
     """``native``: the call came back in ``tool_calls``; ``written``: as text in a native
     format (:attr:`call_format`); ``ignored``: no call at all; ``rejected``: HTTP 4xx."""
