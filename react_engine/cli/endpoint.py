@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..errors import ConfigurationError, ModelAPIError
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
-from ..transport.wire import mask_key
+from ..transport.wire import mask_key, mask_url
 from .exits import one_line
 from .scripted import ScriptedReplies, script_from_args
 
@@ -53,7 +53,7 @@ class Endpoint:
             return "scripted replies, no server"
         if self.local:
             return f"embedded local model at {self.base_url}"
-        return self.base_url or "the default OpenAI endpoint"
+        return mask_url(self.base_url) if self.base_url else "the default OpenAI endpoint"
 
 
 def _env_model() -> str | None:
@@ -93,7 +93,8 @@ def configured_endpoint(
     if not model:
         if strict or flags or base_url:
             raise ConfigurationError(
-                f"no model name for {base_url or 'the OpenAI API'}: pass --model or set "
+                f"no model name for {mask_url(base_url) if base_url else 'the OpenAI API'}: "
+                "pass --model or set "
                 "REACT_ENGINE_MODEL (or --local for the embedded model)"
             )
         return None

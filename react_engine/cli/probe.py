@@ -10,8 +10,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 from typing import Any
 
+from ..errors import ConfigurationError
+from ..transport.probe import PROBE_TIMEOUT, aprobe
 from .endpoint import required_endpoint
 from .options import add_endpoint_options
 
@@ -28,19 +31,29 @@ def add_probe_parser(sub: Any) -> None:
     p.add_argument(
         "--no-record", action="store_true", help="do not write the result to the capability cache"
     )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=PROBE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"give up on a server that does not answer within this (default: {PROBE_TIMEOUT:g})",
+    )
     p.set_defaults(handler=run_probe_command)
 
 
 def run_probe_command(args: argparse.Namespace) -> int:
     from ..transport.learned import default_cache
     from ..transport.openai_model import OpenAIChatModel
-    from ..transport.probe import aprobe
 
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigurationError(
+            f"--timeout must be a positive number of seconds, not {args.timeout:g}"
+        )
     ep = required_endpoint(args, [args.model] if args.model else [])
     chat_model = OpenAIChatModel.connect(
         ep.base_url, ep.api_key or "sk-no-key-required", asynchronous=True
     )
-    result = asyncio.run(aprobe(chat_model, ep.model))
+    result = asyncio.run(aprobe(chat_model, ep.model, timeout=args.timeout))
     if not args.no_record:
         result.remember(default_cache())
     if args.json:

@@ -353,6 +353,26 @@ def _ray_job(settings: CompareSettings, job: Job) -> Outcome:
     return asyncio.run(_run_job(job, settings, client))
 
 
+def _ray_failed(job: Job, why: str) -> Outcome:
+    """A run whose Ray worker died: failed, saying why, with no trace."""
+    target: Target = job.target
+    run = TaskRun(
+        task=job.case.id,
+        model=target.model,
+        protocol=target.protocol,
+        success=False,
+        failures=[why],
+        answer=None,
+        stop_reason="error",
+        protocol_reason="",
+        error=why,
+        metrics=Metrics(),
+        repairs={},
+        trace=[],
+    )
+    return run, None
+
+
 def run_comparison(
     tasks: Sequence[Task],
     targets: Sequence[Target],
@@ -370,7 +390,8 @@ def run_comparison(
 
     ``concurrency``: runs at once, as async runs in this process; ``ray``: each run a task
     on the Ray cluster at that address (``""``: a local one). Either way the report is the
-    same, in the same order. ``results``: a JSONL file each run's record is appended to as it
+    same, in the same order. On Ray, a run whose worker dies is a failed run (its error
+    says so) and the others go on. ``results``: a JSONL file each run's record is appended to as it
     finishes; ``resume`` skips the runs already there (:mod:`react_engine.harness.runner`).
     ``progress`` is told of each run as it finishes, with how many are done of how many;
     with a ``bar`` (a progress bar with an ETA, drawn on a terminal), the line it returns is
@@ -416,6 +437,7 @@ def run_comparison(
         concurrency=concurrency,
         ray=ray,
         ray_worker=functools.partial(_ray_job, report.settings),
+        ray_failed=_ray_failed,
         progress=bar,
         on_done=finished,
     )

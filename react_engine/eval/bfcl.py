@@ -535,6 +535,13 @@ def _ray_job(
     return asyncio.run(_run_job(job, _connect_live(endpoint), model_name, settings))
 
 
+def _ray_failed(job: Job, why: str) -> tuple[CaseResult, Any]:
+    """A case whose Ray worker died: not answered, saying why (not a decode failure)."""
+    case = job.case
+    result = CaseResult(case.id, case.category, job.protocol, False, False, why, error=why)
+    return result, None
+
+
 def _verdict(result: CaseResult) -> str:
     return "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
 
@@ -606,6 +613,7 @@ def run_bfcl(
         concurrency=concurrency,
         ray=ray,
         ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
+        ray_failed=_ray_failed,
         progress=progress,
         on_done=finished,
     )

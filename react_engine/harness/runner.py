@@ -10,7 +10,10 @@ Ray run gives the same per-case records, and the same tables, as a sequential on
 * ``concurrency=N``: up to N jobs as concurrent async runs (``Agent.arun``) in this
   process, under a semaphore;
 * ``ray=ADDRESS``: each job a Ray task, run in a worker with its own event loop (the
-  address of a cluster, or ``""`` for a local one on loopback).
+  address of a cluster, or ``""`` for a local one on loopback). A cluster that cannot be
+  reached within :data:`RAY_CONNECT_TIMEOUT` is a :class:`ConfigurationError`; a job whose
+  worker dies (killed, out of memory, its node lost) is the caller's failed outcome for it
+  (``ray_failed``), and the other jobs go on.
 
 Each finished job is appended as one JSON line to a results file (:class:`ResultsFile`,
 ``--results FILE``); ``--resume`` reads the jobs already there and runs only the others,
@@ -34,9 +37,11 @@ from ..errors import ConfigurationError
 from ..run._threads import run_coroutine
 
 __all__ = [
+    "RAY_CONNECT_TIMEOUT",
     "Job",
     "Outcome",
     "Progress",
+    "RayFailed",
     "ResultsFile",
     "record_key",
     "result_from_record",
@@ -233,6 +238,9 @@ def _isatty(stream: TextIO) -> bool:
 
 RunOne = Callable[[Job], Awaitable[Outcome]]
 
+RayFailed = Callable[[Job, str], Outcome]
+"""The outcome of a job whose Ray worker died, given why (one line): a failed case."""
+
 
 def run_jobs(
     jobs: Sequence[Job],
@@ -241,11 +249,13 @@ def run_jobs(
     concurrency: int = 1,
     ray: str | None = None,
     ray_worker: Callable[[Job], Outcome] | None = None,
+    ray_failed: RayFailed | None = None,
     on_done: Callable[[Job, Outcome], None] = lambda job, outcome: None,
 ) -> list[Outcome]:
     """Run ``jobs`` (``run_one`` each, or ``ray_worker`` as a Ray task when ``ray`` is an
-    address or ``""``); ``on_done`` sees each as it finishes, in finishing order. The
-    outcomes come back in the jobs' order."""
+    address or ``""``; ``ray_failed`` gives the outcome of a job whose worker died);
+    ``on_done`` sees each as it finishes, in finishing order. The outcomes come back in the
+    jobs' order."""
     if concurrency < 1:
         raise ConfigurationError("--concurrency must be at least 1")
     if not jobs:  # a resumed run with nothing left: no cluster to start
@@ -257,9 +267,9 @@ def run_jobs(
         on_done(job, outcome)
 
     if ray is not None:
-        if ray_worker is None:
-            raise ConfigurationError("a Ray run needs a worker function")
-        _run_on_ray(jobs, ray_worker, ray, concurrency, done)
+        if ray_worker is None or ray_failed is None:
+            raise ConfigurationError("a Ray run needs a worker function and a failed outcome")
+        _run_on_ray(jobs, ray_worker, ray_failed, ray, concurrency, done)
     else:
         run_coroutine(_run_async(jobs, run_one, concurrency, done))
     return [outcomes[job.index] for job in jobs]
@@ -307,6 +317,7 @@ def run_cases(
     concurrency: int = 1,
     ray: str | None = None,
     ray_worker: Callable[[Job], Outcome] | None = None,
+    ray_failed: RayFailed | None = None,
     progress: Progress | None = None,
     on_done: OnDone | None = None,
 ) -> list[Outcome]:
@@ -341,6 +352,7 @@ def run_cases(
             concurrency=concurrency,
             ray=ray,
             ray_worker=ray_worker,
+            ray_failed=ray_failed,
             on_done=finished,
         )
     finally:
@@ -359,6 +371,11 @@ def run_cases(
 
 LOCAL_RAY_CPUS = 2
 """CPUs a local Ray cluster gets at most (``--ray`` without an address)."""
+
+RAY_CONNECT_TIMEOUT = 20.0
+"""Seconds to reach a Ray cluster at an address (``--ray ADDRESS``): its port first, then
+Ray's own connection. Past it the run stops with a :class:`ConfigurationError`, where Ray
+would retry for minutes; a cluster that is up answers within a few seconds."""
 
 
 def _ray_module() -> Any:
@@ -384,9 +401,11 @@ def _connect(address: str, concurrency: int) -> _RayCluster:
     if ray.is_initialized():
         return _RayCluster(ray, started=False)
     if address:
-        ray.init(address=address, log_to_driver=False)
+        _reach(address)
+        _within_timeout(lambda: ray.init(address=address, log_to_driver=False), address)
     else:
         ray.init(
+            address="local",  # a cluster of its own, even where `ray start` left one
             num_cpus=max(1, min(LOCAL_RAY_CPUS, os.cpu_count() or 1, concurrency)),
             include_dashboard=False,
             _node_ip_address="127.0.0.1",
@@ -395,14 +414,62 @@ def _connect(address: str, concurrency: int) -> _RayCluster:
     return _RayCluster(ray, started=True)
 
 
+def _reach(address: str) -> None:
+    """Open and close a connection to the cluster's port, so that a dead address fails
+    at once (refused) or within :data:`RAY_CONNECT_TIMEOUT` (no answer); an address Ray
+    finds itself (``auto``) is left to Ray."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not (colon and host and port.isdigit()):
+        return
+    import socket
+
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), RAY_CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ConfigurationError(
+            f"cannot reach the Ray cluster at {address}: {why}; is it running? "
+            "(--ray without an address starts a local one)"
+        ) from None
+
+
+def _within_timeout(connect: Callable[[], object], address: str) -> None:
+    """``connect()`` (``ray.init``), given up after :data:`RAY_CONNECT_TIMEOUT`: a port that
+    answers but is no Ray cluster (its dashboard's, another server's) keeps Ray retrying
+    for minutes. It runs on a daemon thread, which is left behind when it times out."""
+    import threading
+
+    failure: list[Exception] = []
+
+    def attempt() -> None:
+        try:
+            connect()
+        except Exception as exc:  # raised below, in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=attempt, name="react-engine-ray-connect", daemon=True)
+    thread.start()
+    thread.join(RAY_CONNECT_TIMEOUT)
+    if thread.is_alive():
+        raise ConfigurationError(
+            f"the Ray cluster at {address} did not answer within {RAY_CONNECT_TIMEOUT:g} s: "
+            "is it the address of a cluster's head (its GCS port, 6379 by default)?"
+        )
+    if failure:
+        why = " ".join(str(failure[0]).split())[:300] or type(failure[0]).__name__
+        raise ConfigurationError(f"cannot connect to the Ray cluster at {address}: {why}")
+
+
 def _call(worker: Callable[[Job], Outcome], job: Job) -> Outcome:
     """The Ray task: ``worker`` (any picklable callable) on one job."""
     return worker(job)
 
 
-def _result(ray: Any, ref: Any) -> Outcome:
+def _result(ray: Any, ref: Any, job: Job, failed: RayFailed) -> Outcome:
     """A task's outcome; a task's error raised as itself, as a run in this process raises
-    it (Ray wraps it in a ``RayTaskError`` that reads as the worker's traceback)."""
+    it (Ray wraps it in a ``RayTaskError`` that reads as the worker's traceback). A task
+    whose worker died (killed, out of memory, its node lost) has ``failed``'s outcome: the
+    others' go on."""
     try:
         outcome: Outcome = ray.get(ref)
     except ray.exceptions.RayTaskError as exc:
@@ -410,12 +477,16 @@ def _result(ray: Any, ref: Any) -> Outcome:
         if isinstance(cause, Exception):
             raise cause from None
         raise
+    except ray.exceptions.RayError as exc:
+        why = " ".join(str(exc).split())[:300] or type(exc).__name__
+        return failed(job, f"its Ray worker failed ({type(exc).__name__}): {why}")
     return outcome
 
 
 def _run_on_ray(
     jobs: Sequence[Job],
     worker: Callable[[Job], Outcome],
+    failed: RayFailed,
     address: str,
     concurrency: int,
     done: Callable[[Job, Outcome], None],
@@ -429,7 +500,8 @@ def _run_on_ray(
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                done(pending.pop(ref), _result(ray, ref))
+                job = pending.pop(ref)
+                done(job, _result(ray, ref, job, failed))
     finally:
         if cluster.started:
             ray.shutdown()

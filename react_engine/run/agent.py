@@ -35,7 +35,7 @@ from ..transport.base import ChatModel
 from ..transport.capabilities import Capabilities, CapabilityRegistry, default_registry
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
-from ..transport.wire import mask_key
+from ..transport.wire import mask_key, mask_url
 from ..types import (
     HistoryItem,
     OutputT,
@@ -43,7 +43,15 @@ from ..types import (
     Step,
     UserTurn,
 )
-from .config import AgentConfig, Options, check_config, describe, tool_list, with_options
+from .config import (
+    AgentConfig,
+    Options,
+    check_bool,
+    check_config,
+    describe,
+    tool_list,
+    with_options,
+)
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
 # asyncio with them) is imported when a run starts (``from . import _running``), so that
@@ -276,6 +284,7 @@ class Agent(Generic[OutputT]):
         self.tracer_provider = tracer_provider
         """An OpenTelemetry ``TracerProvider`` for the runs' spans; ``None``: the global one,
         if the application set one; ``False``: no spans (see :mod:`react_engine.run.tracing`)."""
+        check_bool(trace_content, "trace_content", optional=True)
         self.trace_content = trace_content
         """Put prompts, replies, tool arguments and results in the spans (``None``: as the
         ``REACT_ENGINE_TRACE_CONTENT`` environment variable says)."""
@@ -284,8 +293,7 @@ class Agent(Generic[OutputT]):
         )
         check_config(self.config)
         self._protocol_spec = protocol
-        if not isinstance(probe, bool):
-            raise ConfigurationError(f"probe must be True or False, not {describe(probe)}")
+        check_bool(probe, "probe")
         self.probe = probe
         """Under ``protocol="auto"``: before the first run, unless the capability cache
         already knows this endpoint and model, send one probe request
@@ -295,6 +303,10 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(
                 f"unknown protocol {protocol!r}: use one of {known} or a Protocol instance"
             )
+        if base_url is not None and not isinstance(base_url, str):
+            raise ConfigurationError(f"base_url must be a str, not {describe(base_url)}")
+        if api_key is not None and not isinstance(api_key, str):  # its value is not shown
+            raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self._model_sync, self._model_async = self._connect(client, base_url, self._api_key)
         self.base_url = self._model_async.base_url
@@ -326,13 +338,10 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(
                 f"client must be an openai client or a ChatModel, not {type(client).__name__}"
             )
-        for option, value in (("base_url", base_url), ("api_key", api_key)):
-            if value is not None and not isinstance(value, str):
-                raise ConfigurationError(f"{option} must be a str, not {describe(value)}")
         url = base_url or os.environ.get("OPENAI_BASE_URL")
         if url and not url.lower().startswith(("http://", "https://")):
             raise ConfigurationError(
-                f"base_url must be an http:// or https:// URL, not {url!r} "
+                f"base_url must be an http:// or https:// URL, not {mask_url(url)!r} "
                 "(for example http://localhost:8080/v1)"
             )
         if not url and not api_key:
@@ -349,7 +358,7 @@ class Agent(Generic[OutputT]):
     def __repr__(self) -> str:
         return (
             f"Agent(model={self.model!r}, tools={[t.name for t in self.tools]!r}, "
-            f"protocol={self._protocol_spec!r}, base_url={self.base_url!r}, "
+            f"protocol={self._protocol_spec!r}, base_url={mask_url(self.base_url)!r}, "
             f"api_key={mask_key(self._api_key)!r})"
         )
 
@@ -374,8 +383,9 @@ class Agent(Generic[OutputT]):
             return
         from ..transport.probe import aprobe
 
-        result = await aprobe(chat_model, self.model)
-        log.info("probe of %s at %s: tools %s", self.model, self.base_url, result.tools)
+        # One request of the run: bounded as the run's requests are, not by PROBE_TIMEOUT.
+        result = await aprobe(chat_model, self.model, timeout=None)
+        log.info("probe of %s at %s: tools %s", self.model, result.base_url, result.tools)
         result.remember(self.capability_cache)
 
     # --- running ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ __all__ = [
     "SAMPLING_SHORTHANDS",
     "AgentConfig",
     "Options",
+    "check_bool",
     "check_config",
     "describe",
     "tool_list",
@@ -221,10 +222,7 @@ def check_config(cfg: AgentConfig) -> None:
             f"tool_choice must be 'auto', 'required', 'none' or a tool name, "
             f"not {describe(cfg.tool_choice)}"
         )
-    if not isinstance(cfg.reset_tool_choice, bool):
-        raise ConfigurationError(
-            f"reset_tool_choice must be True or False, not {describe(cfg.reset_tool_choice)}"
-        )
+    check_bool(cfg.reset_tool_choice, "reset_tool_choice")
     check_multi_action(cfg.multi_action)
     if not isinstance(cfg.settings, ModelSettings):
         raise ConfigurationError(f"settings must be a ModelSettings, not {describe(cfg.settings)}")
@@ -254,6 +252,16 @@ def check_int(value: Any, name: str, *, minimum: int, optional: bool = False) ->
         raise ConfigurationError(f"{name} must be {kind}, not {describe(value)}")
     if value < minimum:
         raise ConfigurationError(f"{name} must be at least {minimum}, not {value}")
+
+
+def check_bool(value: Any, name: str, *, optional: bool = False) -> None:
+    """``True`` or ``False`` (or ``None`` when ``optional``), nothing else: ``"no"`` and
+    ``"false"`` are true in Python, so a string would turn the option on."""
+    if value is None and optional:
+        return
+    if not isinstance(value, bool):
+        kind = "True, False or None" if optional else "True or False"
+        raise ConfigurationError(f"{name} must be {kind} (a bool), not {describe(value)}")
 
 
 def check_seconds(value: Any, name: str) -> None:

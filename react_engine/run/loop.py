@@ -59,6 +59,7 @@ from ..transport.learned import CapabilityCache
 from ..transport.rejections import classify_rejection
 from ..transport.retries import complete_with_retries, stream_with_retries
 from ..transport.streaming import EmptyStream, Unstreamed
+from ..transport.wire import mask_url
 from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunResult, Step
 from ..wording import Note, ObservationCode
 from ._threads import run_blocking
@@ -475,7 +476,7 @@ class Loop:
             spec=deps.protocol_spec,
             options=ProtocolOptions(state.caps, deps.template, deps.implicit_final_answer),
             model=deps.model,
-            url=deps.base_url,
+            url=mask_url(deps.base_url),  # the event goes into the trace and the store
         )
         if change is None:
             return False

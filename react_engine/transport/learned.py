@@ -20,6 +20,7 @@ from typing import Any, Final, TypeAlias
 
 from ..errors import ConfigurationError
 from .capabilities import BOOL_FIELDS, Capabilities, CapabilityRegistry, default_registry
+from .wire import mask_url
 
 __all__ = ["CACHE_ENV", "CapabilityCache", "default_cache", "resolve"]
 
@@ -36,7 +37,8 @@ _CacheKey: TypeAlias = tuple[str, str]
 
 
 def _cache_key(base_url: str | None, model: str) -> _CacheKey:
-    return ((base_url or "").strip().rstrip("/"), model.strip())
+    """The server (its credentials masked: they are not kept) and the model."""
+    return (mask_url((base_url or "").strip().rstrip("/")), model.strip())
 
 
 class CapabilityCache:
@@ -46,7 +48,9 @@ class CapabilityCache:
     ``remember(base_url, model, function_calling=False)``; the next run against the same
     server skips the doomed request. The same model name can mean different things on
     different servers (DeepSeek-V3 with and without a tool parser), hence the base URL in
-    the key.
+    the key, with the credentials it may carry masked
+    (:func:`~react_engine.transport.wire.mask_url`): they are neither kept in the file nor
+    shown by :meth:`entries`.
 
     In memory by default. With a ``path`` every change is written to a small JSON file,
     atomically (temp file + :func:`os.replace`) so a crash never leaves half a file. Before

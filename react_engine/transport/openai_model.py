@@ -30,6 +30,7 @@ from .wire import (
     delta_from_chunk,
     error_body,
     mask_key,
+    mask_url,
     response_from_sdk,
     sdk_arguments,
     translate_error,
@@ -92,7 +93,8 @@ class OpenAIChatModel(ChatModel):
         return model
 
     def __repr__(self) -> str:
-        return f"OpenAIChatModel(base_url={self.base_url!r}, api_key={mask_key(self._secret)!r})"
+        url, key = mask_url(self.base_url), mask_key(self._secret)
+        return f"OpenAIChatModel(base_url={url!r}, api_key={key!r})"
 
     async def _client_here(self) -> Any:
         if not self._owned:

@@ -16,6 +16,10 @@ without it) and whether the named call came back exactly as the schema allows (a
 that constrains the call to the named tool's schema). :meth:`ProbeResult.remember` writes
 what was seen into the capability cache, which ``protocol="auto"`` reads: an endpoint
 that ignores or rejects tools gets the text protocol from the next run on.
+
+The whole probe (its one to three requests) takes at most :data:`PROBE_TIMEOUT` seconds
+(``timeout=``; ``react-engine probe --timeout``): a server that takes the connection and
+never answers ends it with :class:`~react_engine.errors.ModelUnavailableError`.
 """
 
 from __future__ import annotations
@@ -23,14 +27,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..errors import ModelRequestError
+from ..errors import ModelRequestError, ModelUnavailableError
 from ..parsing.salvage import salvage_calls
 from ..types import ModelRequest, ModelResponse, ModelSettings, SystemMessage, UserMessage
 from .base import ChatModel
 from .learned import CapabilityCache
 from .rejections import classify_rejection
+from .wire import mask_url
 
-__all__ = ["PROBE_TOOL", "ProbeResult", "aprobe"]
+__all__ = ["PROBE_TIMEOUT", "PROBE_TOOL", "ProbeResult", "aprobe"]
+
+PROBE_TIMEOUT = 60.0
+"""Seconds the whole probe may take by default: its request asks for 64 tokens at most,
+which a working server answers well within it (``timeout=`` for a server that loads its
+model on the first request and is slow to)."""
 
 PROBE_TOOL = "report_color"
 """The tool the probe asks for: one argument, constrained to one value."""
@@ -60,6 +70,7 @@ class ProbeResult:
 
     model: str
     base_url: str
+    """The endpoint, its credentials masked (:func:`~react_engine.transport.wire.mask_url`)."""
     tools: Tools
     """``native``: the call came back in ``tool_calls``; ``written``: as text in a native
     format (:attr:`call_format`); ``ignored``: no call at all; ``rejected``: HTTP 4xx."""
@@ -119,13 +130,34 @@ def _request(model: str, *, stop: bool, named: bool) -> ModelRequest:
     )
 
 
-async def aprobe(chat_model: ChatModel, model: str) -> ProbeResult:
+async def aprobe(
+    chat_model: ChatModel, model: str, *, timeout: float | None = PROBE_TIMEOUT
+) -> ProbeResult:
     """Send the probe request (again without a parameter the server rejected, at most
     twice more) and judge the reply. A client error that is not a rejection of ``tools``
-    (a wrong API key, an unknown model) is raised: it says nothing about tools."""
+    (a wrong API key, an unknown model) is raised: it says nothing about tools.
+
+    ``timeout``: seconds for the whole probe, past which it raises
+    :class:`ModelUnavailableError` (``None``: each request is bounded by the client's own
+    timeout only)."""
+    import asyncio  # a coroutine's import: the loop has loaded it
+
+    base_url = mask_url(chat_model.base_url)  # shown, and kept in the cache: no credentials
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            return await _probe(chat_model, model, base_url)
+    except TimeoutError:
+        if not scope.expired():
+            raise  # not the probe's timeout
+        raise ModelUnavailableError(
+            f"the probe got no reply from {base_url or 'the endpoint'} within {timeout:g} s"
+        ) from None
+
+
+async def _probe(chat_model: ChatModel, model: str, base_url: str) -> ProbeResult:
     stop, named, requests = True, True, 0
     notes: list[str] = []
-    base_url = chat_model.base_url
     while True:
         requests += 1
         try:

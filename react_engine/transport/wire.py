@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -181,6 +182,32 @@ def mask_key(key: str | None) -> str:
     if len(key) <= 8:
         return "***"
     return f"{key[:3]}...{key[-4:]}"
+
+
+_URL = re.compile(
+    r"(?P<head>[^:/?#]+://)?(?P<user>[^/?#]*@)?(?P<path>[^?#]*)(?P<query>\?[^#]*)?(?P<tail>#.*)?",
+    re.DOTALL,
+)
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the credentials it may carry masked, to be shown, logged or kept: the
+    password of ``user:password@`` (a lone ``token@`` whole), every query value
+    (``?key=***``: the engine cannot tell a key from a version) and a fragment. Idempotent,
+    so a masked URL masks to itself; a URL without any is returned as it was."""
+    found = _URL.fullmatch(url)
+    assert found is not None  # every part is optional, and the path takes the rest
+    head, user, path, query, tail = found.group("head", "user", "path", "query", "tail")
+    if user:
+        name, colon, _ = user[:-1].partition(":")
+        user = f"{name}:***@" if colon else "***@"
+    if query:
+        pairs = (pair.partition("=") for pair in query[1:].split("&"))
+        query = "?" + "&".join(
+            f"{name}={'***' if value else ''}" if eq else ("***" if name else "")
+            for name, eq, value in pairs
+        )
+    return "".join((head or "", user or "", path, query or "", "#***" if tail else ""))
 
 
 MAX_TOKEN_COUNT = 10**12

@@ -10,8 +10,13 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import re
+import signal
 import socket
+import subprocess
+import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -276,3 +281,101 @@ def _live_compare(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, 
     code = main(["compare", "--quiet", *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compare_process(*args: str, timeout: float = 120, prelude: str = "") -> tuple[int, str]:
+    """``react-engine compare --scripted --quiet ARGS`` in a process of its own (Ray's
+    state stays out of this one), after ``prelude``; its exit code and stderr. ``timeout``
+    only catches a process that hangs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RAY_ADDRESS"))}
+    env |= {"PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
+    code = (
+        f"import sys\n{prelude}\nfrom react_engine.cli import main\n"
+        f"sys.exit(main(['compare', '--scripted', '--quiet', *{list(args)!r}]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return done.returncode, done.stderr
+
+
+def test_compare_at_a_dead_ray_address_fails_at_once_in_one_line() -> None:
+    """It hung past 240 s: Ray retries a dead address for minutes."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{closed.getsockname()[1]}"
+    started = time.monotonic()
+    code, err = _compare_process("--task", "no_tool_capital", "--ray", address, timeout=60)
+    assert time.monotonic() - started < 30
+    assert code == 2
+    assert err.startswith(f"error: cannot reach the Ray cluster at {address}: ")
+    assert err.endswith("(--ray without an address starts a local one)\n")
+    assert err.count("\n") == 1, err
+
+
+@pytest.mark.slow  # Ray retries for RAY_CONNECT_TIMEOUT (shortened here to 3 s)
+def test_compare_at_a_port_that_is_no_ray_cluster_gives_up() -> None:
+    """A port that takes the connection and never answers (the dashboard's, another
+    server's): the connection is given up after the timeout, and the process ends."""
+    require_module("ray", "Ray", DEV_HINT, module_level=False)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # the kernel accepts; nothing is ever read or written
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        prelude = "from react_engine.harness import runner\nrunner.RAY_CONNECT_TIMEOUT = 3"
+        started = time.monotonic()
+        code, err = _compare_process(
+            "--task", "no_tool_capital", "--ray", address, prelude=prelude, timeout=90
+        )
+    assert time.monotonic() - started < 60
+    assert code == 2, err
+    last = err.splitlines()[-1]  # Ray's own log lines above it
+    assert last == (
+        f"error: the Ray cluster at {address} did not answer within 3 s: is it the address "
+        "of a cluster's head (its GCS port, 6379 by default)?"
+    )
+
+
+@pytest.mark.slow  # starts a real local Ray instance
+def test_a_killed_ray_worker_fails_its_run_and_the_others_finish(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One worker is killed (SIGKILL, as the OOM killer does) in the middle of its run:
+    that run is reported failed, saying so; every other run finishes as in this process.
+    It aborted the whole comparison with Ray's ``WorkerCrashedError``."""
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    ray = require_module("ray", "Ray", DEV_HINT, module_level=False)
+    original = compare_run._ray_job
+    victim = ("weather_single", "text")
+
+    def dies_on_one(settings: Any, job: Any) -> Any:  # pickled by value, run in the worker
+        if (job.case.id, job.target.protocol) == victim:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(settings, job)
+
+    monkeypatch.setattr(compare_run, "_ray_job", dies_on_one)
+    tasks = load_tasks(only=["no_tool_capital", "weather_single", "calculator_single"])
+    expected = run_comparison(tasks, TARGETS, source="scripted")
+    report = run_comparison(tasks, TARGETS, source="scripted", ray="", concurrency=2)
+    assert not ray.is_initialized()  # the cluster it started is gone
+
+    assert [(r.task, r.protocol) for r in report.runs] == [
+        (r.task, r.protocol) for r in expected.runs
+    ]
+    for run, alone in zip(report.runs, expected.runs, strict=True):
+        if (run.task, run.protocol) == victim:
+            assert not run.success and run.stop_reason == "error" and run.trace == []
+            assert run.error is not None and run.failures == [run.error]
+            assert run.error.startswith("its Ray worker failed (WorkerCrashedError): ")
+        else:
+            assert _record(run) == _record(alone)
+    killed = next(t for t in report.totals() if t.protocol == "text")
+    assert killed.runs == 3 and killed.successes == 2

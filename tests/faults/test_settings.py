@@ -71,6 +71,33 @@ def test_a_bad_endpoint_is_a_configuration_error(options: dict[str, Any], messag
         Agent("m", **options)
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"api_key": 5}, "api_key must be a str, not int"),
+        ({"api_key": b"sk-bytes-secret-0123"}, "api_key must be a str, not bytes"),
+        ({"trace_content": "no"}, "trace_content must be True, False or None (a bool), not 'no'"),
+        ({"trace_content": "false"}, "trace_content must be True, False or None (a bool)"),
+        ({"trace_content": 1}, "trace_content must be True, False or None (a bool), not 1 (int)"),
+    ],
+)
+def test_api_key_and_trace_content_are_checked_with_a_client_too(
+    options: dict[str, Any], message: str
+) -> None:
+    """With ``client=`` the key is not used, but a wrong one is still refused when the
+    agent is made (it was a foreign ``TypeError`` from ``repr``, and ``"false"`` turned
+    content on in spans); a key's value is never shown, only its type."""
+    with pytest.raises(ConfigurationError) as caught:
+        agent_for([], [], **options)
+    assert str(caught.value).startswith(message)
+    assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize("value", [None, True, False])
+def test_trace_content_takes_a_bool_or_none(value: bool | None) -> None:
+    assert agent_for([], [], trace_content=value).trace_content is value
+
+
 def test_an_absurd_token_count_is_not_carried_into_the_totals() -> None:
     body = completion("It is sunny.")
     body["usage"] = {"prompt_tokens": 12, "completion_tokens": 1e308, "total_tokens": 1e308}

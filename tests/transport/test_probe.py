@@ -5,13 +5,18 @@ calls, honours ``stop`` and constrains a named call; the result goes to the cach
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from react_engine import Agent, CapabilityCache
+from react_engine import Agent, CapabilityCache, ModelUnavailableError
 from react_engine.cli.commands import main
 from react_engine.testing.server import (
     MockResponse,
@@ -158,3 +163,55 @@ def test_an_error_that_is_not_about_tools_is_raised_and_nothing_recorded(
     assert code != 0
     assert "Invalid API key" in capsys.readouterr().err
     assert not (tmp_path / "cache.json").exists()
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[str]:
+    """A loopback server that accepts connections, reads nothing and never answers; its
+    base URL."""
+    held: list[socket.socket] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+
+        def accept() -> None:
+            with contextlib.suppress(OSError):  # the listener closed: the test is over
+                while True:
+                    held.append(listener.accept()[0])
+
+        threading.Thread(target=accept, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        finally:
+            listener.shutdown(socket.SHUT_RDWR)
+    for conn in held:
+        conn.close()
+    assert held  # the probe did connect: it waited for an answer, not for a connection
+
+
+def test_the_probe_gives_up_on_a_server_that_never_answers() -> None:
+    with silent_server() as url:
+        model = OpenAIChatModel.connect(url, "sk-test", asynchronous=True)
+        started = time.monotonic()
+        with pytest.raises(ModelUnavailableError, match=r"no reply from .* within 0\.5 s"):
+            asyncio.run(aprobe(model, "m", timeout=0.5))
+    assert time.monotonic() - started < 5
+
+
+def test_the_probe_command_gives_up_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """``react-engine probe --timeout 1`` at a server that never answers: one line on
+    stderr, the API exit code, nothing recorded (it waited 600 s a request before)."""
+    monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
+    monkeypatch.setattr("react_engine.transport.learned._default_cache", None)
+    with silent_server() as url:
+        started = time.monotonic()
+        code = main(["probe", "--base-url", url, "--model", "m", "--timeout", "1"])
+    assert time.monotonic() - started < 6
+    out = capsys.readouterr()
+    assert code == 4 and out.out == ""
+    assert out.err == f"error: the probe got no reply from {url} within 1 s\n"
+    assert not (tmp_path / "cache.json").exists()
+    assert main(["probe", "--base-url", url, "--model", "m", "--timeout", "0"]) == 2
+    assert "--timeout must be a positive number" in capsys.readouterr().err

@@ -10,6 +10,7 @@ error) are the hard case: the engine must mask what it repeats.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import traceback
 from collections.abc import Iterator
@@ -31,8 +32,9 @@ from react_engine import (
 from react_engine.cli import main
 from react_engine.testing import MockResponse, ScriptedServer
 from react_engine.testing.tools import calculator, get_weather
+from react_engine.transport import learned as learned_module
 from react_engine.transport.openai_model import OpenAIChatModel
-from react_engine.transport.wire import mask_key, mask_secret
+from react_engine.transport.wire import mask_key, mask_secret, mask_url
 
 SECRET_PART = "7f3c9a51e2b84d06aa19c3e5b7d2f408"
 KEY = f"sk-live-PLANTED-{SECRET_PART}"
@@ -331,3 +333,71 @@ def test_the_cli_error_output_masks_an_echoed_key(
         trace=trace.read_text(encoding="utf-8") if trace.exists() else "",
         logs=log_text(debug_logs),
     )
+
+
+# --- credentials in the base URL ---------------------------------------------------------------
+
+URL_SECRET = "hunter2-in-the-url"
+
+
+def test_mask_url_masks_the_password_and_the_query_values_only() -> None:
+    cases = {
+        "http://user:pw@host:8/v1": "http://user:***@host:8/v1",
+        "https://ghp_token@host/v1": "https://***@host/v1",
+        "https://host/v1?key=sk-abc&api-version=1": "https://host/v1?key=***&api-version=***",
+        "https://host/v1?sk-bare#frag": "https://host/v1?***#***",
+        "http://u:p@ss@host/a@b": "http://u:***@host/a@b",  # the last @ before the path
+        "http://127.0.0.1:8080/v1": "http://127.0.0.1:8080/v1",
+        "": "",
+    }
+    for url, masked in cases.items():
+        assert mask_url(url) == masked
+        assert mask_url(masked) == masked  # a masked URL masks to itself
+
+
+def test_the_cache_keeps_no_url_credentials_and_finds_the_server_by_them(tmp_path: Path) -> None:
+    path = tmp_path / "caps.json"
+    url = f"http://user:{URL_SECRET}@127.0.0.1:9/v1?key={URL_SECRET}"
+    CapabilityCache(path).remember(url, "m", function_calling=False)
+    assert URL_SECRET not in path.read_text(encoding="utf-8")
+    again = CapabilityCache(path)
+    assert again.get(url, "m") == {"function_calling": False}  # the same server, read back
+    assert [e[0] for e in again.entries()] == ["http://user:***@127.0.0.1:9/v1?key=***"]
+
+
+def test_base_url_credentials_are_masked_in_the_banner_trace_probe_and_cache(
+    server: ScriptedServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``react-engine run`` (its banner, the fallback event in its trace), ``probe`` (text
+    and JSON) and the capability cache they write, with ``user:password@`` in the URL."""
+    _cli_env(monkeypatch, tmp_path)
+    monkeypatch.setattr(learned_module, "_default_cache", None)  # the file of _cli_env
+    url = server.base_url.replace("http://", f"http://user:{URL_SECRET}@")
+    refused = MockResponse(400, {"error": "library/gemma:2b does not support tools"})
+    # The run's two replies (tools refused, then the text protocol's), then the probes'.
+    server.push(refused, final_body("text", "Sunny."), *[final_body("text", "blue")] * 2)
+    trace = tmp_path / "trace.jsonl"
+    assert main(["run", "Weather?", "--base-url", url, "--model", "m", "--trace", str(trace)]) == 0
+    run = capsys.readouterr()
+    assert main(["probe", "--base-url", url, "--model", "m"]) == 0
+    probe = capsys.readouterr().out
+    assert main(["probe", "--base-url", url, "--model", "m", "--json"]) == 0
+    probe_json = json.loads(capsys.readouterr().out)
+    shown = {
+        "banner": run.err,
+        "answer": run.out,
+        "trace": trace.read_text(encoding="utf-8"),
+        "probe": probe,
+        "probe --json": probe_json["base_url"],
+        "cache": (tmp_path / "caps.json").read_text(encoding="utf-8"),
+        "agent": repr(Agent("m", base_url=url, api_key=KEY)),
+        "model": repr(OpenAIChatModel.connect(url, KEY, asynchronous=True)),
+    }
+    assert "Sunny." in run.out and "rejected tools" in shown["trace"]
+    for where, text in shown.items():
+        assert URL_SECRET not in text, f"the URL's password is shown in the {where}: {text}"
+    for where in ("banner", "trace", "probe", "probe --json", "cache", "agent", "model"):
+        assert "user:***@127.0.0.1" in shown[where], where
