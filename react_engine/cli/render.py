@@ -38,6 +38,7 @@ __all__ = [
     "format_result",
     "format_step",
     "format_step_plain",
+    "reason_words",
     "stop_words",
     "use_color",
 ]
@@ -198,14 +199,18 @@ _STOPPED = {
 
 def stop_words(result: RunResult) -> str:
     """Why the run stopped, in plain words (the ``stop_reason`` code after them)."""
-    reason = result.stop_reason
+    return reason_words(result.stop_reason, answered=result.answer is not None)
+
+
+def reason_words(reason: str, *, answered: bool) -> str:
+    """:func:`stop_words` of a run that stopped for ``reason``, with an answer or not."""
     if reason in ("max_steps", "loop"):
         cause = (
             "the step budget was spent"
             if reason == "max_steps"
             else "the model kept repeating the same call"
         )
-        if result.answer is not None:
+        if answered:
             words = f"{cause}, so the model was asked for its final answer without more tools"
         else:
             words = f"{cause}, and no final answer came after it"
