@@ -161,7 +161,7 @@ def _charts(steps: Sequence[Record]) -> str:
         "model time per step (s)",
         names,
         [("model time", [float(s.get("model_time_s") or 0.0) for s in steps])],
-        label=lambda v: f"{v:.2f}",
+        label=lambda v: f"{v:.3f}",
     )
     return f'<div class="charts">{tokens}{times}</div>'
 

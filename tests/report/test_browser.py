@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from react_engine.report import bfcl_html, comparison_html, run_html
+from react_engine.report import bfcl_html, comparison_html, run_html, screenshots
 from react_engine.report.browser import dump_dom, find_chromium, screenshot
 from react_engine.report.run import STATUS
 from react_engine.report.samples import (
@@ -115,3 +115,16 @@ def test_a_bfcl_report_in_the_browser(tmp_path: Path) -> None:
             assert result.reply in section.text()
     assert any(r.correct for r in report.results) and not all(r.correct for r in report.results)
     assert any(r.reply for r in report.results)
+
+
+def test_the_docs_pictures_are_made_by_the_sample_pages(tmp_path: Path) -> None:
+    parts.require_module("bfcl_eval", parts.BFCL, parts.BFCL_HINT, module_level=False)
+    assert screenshots.main([str(tmp_path)]) == 0
+    docs = Path(__file__).resolve().parents[2] / "docs" / "images"
+    for kind in screenshots.KINDS:
+        made = (tmp_path / f"report-{kind}.png").read_bytes()
+        kept = (docs / f"report-{kind}.png").read_bytes()
+        # The same window as the picture kept in docs/ (its pixels change with the date
+        # the page prints and the fonts installed, so they are not compared).
+        assert made[:8] == kept[:8] == b"\x89PNG\r\n\x1a\n"
+        assert struct.unpack(">II", made[16:24]) == struct.unpack(">II", kept[16:24])

@@ -21,6 +21,7 @@ from react_engine.report.samples import HOSTILE, comparison_report, run_result
 from react_engine.store import RunStore
 from react_engine.testing import ScriptedModel
 from react_engine.testing.tools import get_weather
+from react_engine.types import ModelResponse
 from tests.support import parts
 from tests.support.dom import Element, parse
 
@@ -174,3 +175,30 @@ def test_eval_bfcl_writes_the_page_with_html(
         assert ("pass" in cell.classes) == verdicts[
             cell.attrs["data-case"], cell.attrs["data-protocol"]
         ]
+
+
+def test_the_python_example_of_docs_reports_md_writes_a_run_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = Path(__file__).resolve().parents[2] / "docs" / "reports.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+    assert len(blocks) == 1
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], str(doc), "exec"), {})
+    tree = parse((tmp_path / "run.html").read_text(encoding="utf-8"))
+    steps = tree.find_all("li", cls="step")
+    assert [s.attrs["data-kind"] for s in steps] == ["action", "final"]
+    assert "14°C, overcast." in steps[1].text()
+
+
+def test_a_step_notice_and_the_protocol_reason_are_on_the_page() -> None:
+    notice = "the usage was <b>not</b> a count"
+    model = ScriptedModel([ModelResponse(content="The answer.", events=[notice])])
+    result = Agent("m", [get_weather], client=model).run("q")  # protocol="auto"
+    assert [n.message for n in result.steps[0].notices] == [notice]
+    tree = parse(result.to_html())
+    step = tree.find_all("li", cls="step")[0]
+    assert [n.text() for n in step.find_all("div", cls="notice")] == [notice]
+    assert not step.find_all("b")
+    head = tree.find_all("dl", cls="facts")[0].text()
+    assert f"{result.protocol} (why: {result.protocol_reason})" in head
