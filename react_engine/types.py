@@ -662,7 +662,7 @@ class RunResult(Generic[OutputT]):
         repairs, refusals, tokens and times (:mod:`react_engine.report`)."""
         from .report.run import run_html
 
-        return run_html(self)
+        return run_html(self.trace())
 
     def write_trace(self, path: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:

@@ -108,7 +108,8 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
     steps = await store.steps(args.run_id)
     result = await store.result(args.run_id) or {}
     if args.html:
-        from ..report.run import run_html, stored_run_records
+        from ..report.run import run_html
+        from ..report.stored import stored_run_records
 
         _write_html(args.html, run_html(stored_run_records(info, steps, result)))
     if args.json:

@@ -4,7 +4,8 @@ timeline of its steps.
 A run is read from its trace records (:meth:`RunResult.trace
 <react_engine.types.RunResult.trace>`: a header, one record per step, a footer), the form
 a comparison keeps each run in and a stored run can be put back into
-(:func:`stored_run_records`), so the three reports draw a run the same way. Each step shows
+(:func:`~react_engine.report.stored.stored_run_records`), so the three reports draw a run
+the same way (and this module needs none of the run's types). Each step shows
 what the model wrote (thought, separate reasoning, the reply itself when it differs), each
 call with its arguments as decoded and as written, its status (a call the engine refused
 or held back is marked so, with the observation the engine wrote for the model, word for
@@ -14,19 +15,15 @@ word), the repairs its reading took, what it returned, and the step's tokens and
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ..cli.render import reason_words
 from ..parsing.repairs import REPAIRS, is_lossy
-from ..types import RunResult, Step, to_jsonable
 from .page import block, esc, fold, page, slug
+from .stop import reason_words
 from .svg import bar_chart
 
-if TYPE_CHECKING:
-    from ..store.runs import RunInfo
-
-__all__ = ["STATUS", "run_html", "run_section", "stored_run_records"]
+__all__ = ["STATUS", "run_html", "run_section"]
 
 Record = Mapping[str, Any]
 
@@ -220,43 +217,10 @@ def run_section(
     )
 
 
-def run_html(run: RunResult | Sequence[Record], *, title: str = "") -> str:
-    """A run (a result, or its trace records) as a whole HTML page."""
-    records = run.trace() if isinstance(run, RunResult) else run
+def run_html(records: Sequence[Record], *, title: str = "") -> str:
+    """A run, as its trace records (``result.trace()``; ``result.to_html()`` is this), as a
+    whole HTML page."""
     head = next((r for r in records if r.get("type") == "run"), {})
     question = str(head.get("question", ""))
     title = title or f"react-engine run: {question[:80]}"
     return page(title, [f"<h1>{esc(title)}</h1>", run_section(records)])
-
-
-def stored_run_records(
-    info: RunInfo, steps: Iterable[Step], result: Mapping[str, Any] | None
-) -> list[dict[str, Any]]:
-    """A stored run (``react-engine runs show ID``) as trace records: what the store kept
-    of it (its steps so far, its result once it has one; no protocol reason)."""
-    kept = [{**to_jsonable(step), "type": "step"} for step in steps]
-    usage: dict[str, int] = {}
-    for step in kept:
-        for key, value in (step.get("usage") or {}).items():
-            usage[key] = usage.get(key, 0) + int(value or 0)
-    done = result or {}
-    return [
-        {
-            "type": "run",
-            "question": info.question,
-            "model": info.model,
-            "protocol": info.protocol,
-            "protocol_reason": None,
-        },
-        *kept,
-        {
-            "type": "result",
-            "answer": done.get("answer"),
-            "stop_reason": done.get("stop_reason") or info.status,
-            "usage": usage,
-            "duration_s": max(0.0, info.updated - info.created),
-            "error": done.get("error"),
-            "events": [],
-            "pending": list(done.get("pending") or ()),
-        },
-    ]

@@ -18,12 +18,11 @@ from . import samples
 from .bfcl import bfcl_html
 from .browser import screenshot
 from .comparison import comparison_html
-from .run import run_html
 
 __all__ = ["KINDS", "main", "sample_page"]
 
 KINDS: dict[str, Callable[[bool], str]] = {
-    "run": lambda hostile: run_html(samples.run_result(hostile=hostile)),
+    "run": lambda hostile: samples.run_result(hostile=hostile).to_html(),
     "comparison": lambda hostile: comparison_html(samples.comparison_report(hostile=hostile)),
     "bfcl": lambda hostile: bfcl_html(samples.bfcl_report(hostile=hostile)),
 }

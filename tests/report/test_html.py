@@ -50,7 +50,7 @@ def _hostile_stays_text(page: str, tree: Element) -> None:
 def test_a_run_page_shows_each_step_call_refusal_and_repair() -> None:
     result = run_result(hostile=True)
     page = result.to_html()
-    assert page == run_html(result)
+    assert page == run_html(result.trace())
     _self_contained(page)
     tree = parse(page)
     _hostile_stays_text(page, tree)
