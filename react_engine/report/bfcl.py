@@ -167,8 +167,6 @@ def _detail(result: CaseResult) -> str:
         for c in result.calls
         if isinstance(c, dict)
     )
-    if result.calls and not calls:  # multi-turn: each turn's calls as BFCL strings
-        calls = fold(_json(result.calls), "arguments")
     reply = (
         f'<div class="label">the reply</div>{fold(result.reply, "reply")}' if result.reply else ""
     )

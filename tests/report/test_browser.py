@@ -26,13 +26,15 @@ from react_engine.report.samples import (
 from tests.support import parts
 from tests.support.dom import Element, parse
 
+pytestmark = pytest.mark.slow  # Chromium runs as a subprocess
+
 REFUSED = {status for status, (cls, _) in STATUS.items() if cls == "refused"}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _chromium() -> None:
     if find_chromium() is None:
-        parts.missing(parts.CHROMIUM, f"no chromium on PATH ({parts.CHROMIUM_HINT})")
+        parts.missing(parts.CHROMIUM, f"no chromium on PATH: {parts.CHROMIUM_HINT}")
 
 
 def _load(page: str, path: Path) -> tuple[Element, str]:
