@@ -202,3 +202,25 @@ def test_a_step_notice_and_the_protocol_reason_are_on_the_page() -> None:
     assert not step.find_all("b")
     head = tree.find_all("dl", cls="facts")[0].text()
     assert f"{result.protocol} (why: {result.protocol_reason})" in head
+
+
+def test_an_unusable_reply_and_a_call_read_with_a_guess_show_what_the_engine_said() -> None:
+    guessed = 'Thought: x\nAction: get_weather\nAction Input: {location: Paris is nice, "x": 1}'
+    model = ScriptedModel(["Thought: let me think", guessed, "Final Answer: ok"])
+    result = Agent("m", [get_weather], protocol="text", client=model).run("q")
+    unusable, refused, _ = result.steps
+    assert unusable.kind == "format_error" and refused.actions[0].lossy
+    tree = parse(result.to_html())
+    first, second, _ = tree.find_all("li", cls="step")
+    assert first.attrs["data-kind"] == "format_error"
+    assert any(p.text() == unusable.feedback for p in first.find_all("pre", cls="feedback"))
+    assert any(p.text() == unusable.text for p in first.find_all("pre", cls="reply"))
+    [call] = second.find_all("div", cls="call")
+    assert "call-refused" in call.classes and call.attrs["data-status"] == "invalid_arguments"
+    action = refused.actions[0]
+    assert [p.text() for p in call.find_all("pre", cls="observation")] == [action.observation]
+    assert [p.text() for p in call.find_all("pre", cls="raw-arguments")] == [action.raw_arguments]
+    repairs = [li.text() for li in call.find_all("li") if li.find_all("code")]
+    assert [r.split(" ")[0] for r in repairs] == action.repairs
+    for code, line in zip(action.repairs, repairs, strict=True):
+        assert ("lossy" in line) == (code in action.lossy)
