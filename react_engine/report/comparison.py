@@ -86,7 +86,8 @@ def comparison_html(report: Report) -> str:
     models = list(dict.fromkeys(t.model for t in report.targets))
     title = f"react-engine compare: {len(report.tasks)} tasks × {len(report.targets)} targets"
     sub = (
-        f"{', '.join(models)} ({report.source or 'endpoint'}) · seed {s.seed} · temperature "
+        f"models: {', '.join(models)} · ran on: {report.source or 'an endpoint'} · seed {s.seed} · "
+        f"temperature "
         f"{s.temperature:g} · max_tokens {s.max_tokens} · tool_choice {s.tool_choice} · "
         f"started {report.started_at}"
     )
