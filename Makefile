@@ -5,6 +5,7 @@
 #   make check   every gate: ruff, ruff format, mypy --strict, pytest with coverage floor
 #   make bench   benchmarks, written to bench/results.md
 #   make fuzz    long property-based fuzzing runs
+#   make screenshots  the pictures of the HTML reports in docs/images (headless Chromium)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -15,7 +16,7 @@ STAMP  := $(VENV)/.installed
 # advertise AMX the native build crashes on the first token (docs/local-model.md).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: demo test check lint typecheck bench fuzz compare venv clean
+.PHONY: demo test check lint typecheck bench fuzz compare venv clean chromium screenshots
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "react-engine needs Python 3.11+"'
@@ -50,6 +51,25 @@ $(BFCL_STAMP): $(STAMP)
 
 venv: $(STAMP) $(BFCL_STAMP)
 
+# Headless Chromium for the browser tests of the HTML reports (tests/report/) and their
+# screenshots: Debian's chromium package, installed once when it is missing (apt-get, as
+# root). Where it cannot be installed, the tests that need it name it.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo ">> Installing headless Chromium (Debian's chromium) for the report tests."; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; } || \
+	    echo ">> apt-get could not install chromium: the report's browser tests will say so"; \
+	  else \
+	    echo ">> chromium is missing (apt-get install chromium as root): the report's browser tests will say so"; \
+	  fi; }
+
+# The pictures of docs/reports.md, made from the sample reports by headless Chromium.
+screenshots: $(STAMP) $(BFCL_STAMP) chromium
+	$(PY) -m react_engine.report.screenshots docs/images
+
 demo: $(STAMP)
 	$(PY) -m react_engine demo
 
@@ -62,7 +82,7 @@ demo: $(STAMP)
 PYTEST_WORKERS ?= auto
 PYTEST := REACT_ENGINE_REQUIRE_ALL=1 $(PY) -m pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile
 
-test: $(STAMP) $(BFCL_STAMP)
+test: $(STAMP) $(BFCL_STAMP) chromium
 	@$(PYTEST); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \
 	exit $$rc
@@ -74,7 +94,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-check: lint typecheck $(BFCL_STAMP)
+check: lint typecheck $(BFCL_STAMP) chromium
 	@$(PYTEST) --cov=react_engine --cov-branch \
 	  --cov-report=term-missing:skip-covered --cov-fail-under=85; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here"; exit 1; fi; \

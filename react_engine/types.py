@@ -563,6 +563,13 @@ class RunResult(Generic[OutputT]):
         lines = (json.dumps(r, ensure_ascii=False) for r in self.trace())
         return "".join(_escape_separators(line) + "\n" for line in lines)
 
+    def to_html(self) -> str:
+        """The run as one self-contained HTML page: its steps, calls, observations,
+        repairs, refusals, tokens and times (:mod:`react_engine.report`)."""
+        from .report.run import run_html
+
+        return run_html(self.trace())
+
     def write_trace(self, path: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(self.to_jsonl())

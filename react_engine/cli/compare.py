@@ -57,6 +57,11 @@ def add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="write comparison.json, .csv, .txt and .png here (the PNG needs matplotlib)",
     )
     compare.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
+    compare.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the comparison as one HTML page (charts, each task per protocol, each run)",
+    )
     add_evaluation_options(
         compare, tool_choice_help="'required': each run's first step must call a tool (then 'auto')"
     )
@@ -141,6 +146,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 describe_api_error(exc, ep, targets[0].api_model or targets[0].model), EXIT_API
             ) from None
     print(format_report(report))
+    if args.html:
+        from ..report.comparison import comparison_html
+
+        Path(args.html).write_text(comparison_html(report), encoding="utf-8")
+        print(f"wrote {args.html}", file=sys.stderr)
     if args.out:
         written = write_outputs(report, Path(args.out), plot=not args.no_plot)
         for path in written:

@@ -89,6 +89,11 @@ def add_eval_parser(
         f"{BFCL_PROMPT}: the text protocol with BFCL's Prompt-mode system prompt)",
     )
     p.add_argument("--out", metavar="FILE", help="write the report (every case) as JSON")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the report as one HTML page (charts, each case per protocol, each reply)",
+    )
     add_endpoint_options(p, retries=False)
     add_evaluation_options(
         p,
@@ -226,6 +231,11 @@ def run_eval_command(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).write_text(json_text(report_json(report), indent=1), encoding="utf-8")
         print(f"wrote {args.out}", file=sys.stderr)
+    if args.html:
+        from ..report.bfcl import bfcl_html
+
+        Path(args.html).write_text(bfcl_html(report), encoding="utf-8")
+        print(f"wrote {args.html}", file=sys.stderr)
     return 0
 
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
+from ..report.stop import reason_words
 from ..run.events import (
     ActionDecided,
     Event,
@@ -182,36 +183,9 @@ def format_step_plain(step: Step, *, width: int = 400) -> str:
     return "\n".join(lines)
 
 
-_STOPPED = {
-    "final_answer": "the model gave its final answer",
-    "deadline": "the time limit passed",
-    "error_budget": "too many unusable replies in a row",
-    "tool_budget": "the tool-call budget ran out",
-    "token_budget": "the token budget ran out",
-    "context_window": "the conversation no longer fits the model's context window",
-    "cancelled": "cancelled",
-    "error": "an error ended the run",
-    "awaiting_approval": "calls wait for approval (react-engine runs resume ID --approve ...)",
-}
-"""Why a run stopped, in words, for each ``RunResult.stop_reason``."""
-
-
 def stop_words(result: RunResult) -> str:
     """Why the run stopped, in plain words (the ``stop_reason`` code after them)."""
-    reason = result.stop_reason
-    if reason in ("max_steps", "loop"):
-        cause = (
-            "the step budget was spent"
-            if reason == "max_steps"
-            else "the model kept repeating the same call"
-        )
-        if result.answer is not None:
-            words = f"{cause}, so the model was asked for its final answer without more tools"
-        else:
-            words = f"{cause}, and no final answer came after it"
-    else:
-        words = _STOPPED.get(reason, reason)
-    return f"{words} ({reason})"
+    return reason_words(result.stop_reason, answered=result.answer is not None)
 
 
 def format_result(result: RunResult, *, color: bool = False, answer: bool = True) -> str:

@@ -44,6 +44,7 @@ def add_runs_parser(
     show = actions.add_parser("show", help="one run: its status and the steps committed")
     show.add_argument("run_id", metavar="ID", help="the run's id (runs list shows them)")
     show.add_argument("--json", action="store_true", help="print the run as JSON")
+    show.add_argument("--html", metavar="FILE", help="also write the run as an HTML page to FILE")
     resume = actions.add_parser(
         "resume", help="finish a run whose process died, or one awaiting approval"
     )
@@ -108,6 +109,11 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
     info = await store.info(args.run_id)
     steps = await store.steps(args.run_id)
     result = await store.result(args.run_id) or {}
+    if args.html:
+        from ..report.run import run_html
+        from ..report.stored import stored_run_records
+
+        _write_html(args.html, run_html(stored_run_records(info, steps, result)))
     if args.json:
         payload = {
             **to_jsonable(info),
@@ -132,6 +138,12 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
     if result.get("answer") is not None:
         print(f"answer: {result['answer']}")
     return 0
+
+
+def _write_html(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def _resume(store: RunStore, args: argparse.Namespace) -> int:

@@ -189,6 +189,9 @@ class CaseResult:
     """An API failure that left the case without a reply (not counted as a decode failure)."""
     requests: int = 1
     """Model requests the case made (multi-turn: every step of every turn)."""
+    reply: str | None = None
+    """What the model wrote, as the protocol kept it (an AST case's one reply; ``None``
+    for a multi-turn case, and a case without a reply): the HTML report shows it."""
 
 
 @dataclass(slots=True)
@@ -264,6 +267,7 @@ def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) 
         completion_tokens=step.usage.completion_tokens,
         events=[notice.message for notice in step.notices],
         repaired=bool(step.repairs) or any(a.salvaged for a in step.actions),
+        reply=step.text,
     )
 
 
