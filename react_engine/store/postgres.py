@@ -22,12 +22,12 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from ..types import HistoryItem, RunResult
-from .codec import RunBusy, StoreError, dump_item, dumps, load_item
+from .codec import RunBusy, StoreError, dump_item, dumps, load_item, storable
 from .runs import (
     Entries,
     Entry,
@@ -76,20 +76,17 @@ class PostgresSession(Session):
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         if self.pool is not None:
-            async with self.pool.connection() as conn:
+            with failures(self):
+                async with self.pool.connection() as conn:
+                    await self._schema(conn)
+                    yield conn
+            return
+        psycopg = _driver("PostgresSession")
+        assert self.conninfo is not None
+        with failures(self):
+            async with await psycopg.AsyncConnection.connect(self.conninfo) as conn:
                 await self._schema(conn)
                 yield conn
-            return
-        try:
-            import psycopg
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ConfigurationError(
-                "PostgresSession needs psycopg 3: pip install 'react-engine[postgres]'"
-            ) from exc
-        assert self.conninfo is not None
-        async with await psycopg.AsyncConnection.connect(self.conninfo) as conn:
-            await self._schema(conn)
-            yield conn
 
     async def _schema(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if self._ready:
@@ -136,6 +133,49 @@ class PostgresSession(Session):
 
     def __repr__(self) -> str:
         return f"PostgresSession({self.name!r})"
+
+
+def _driver(who: str) -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ConfigurationError(
+            f"{who} needs psycopg 3: pip install 'react-engine[postgres]'"
+        ) from exc
+    return psycopg
+
+
+@contextlib.contextmanager
+def failures(store: PostgresSession | PostgresRunStore) -> Iterator[None]:
+    """What ``psycopg`` raised (a connection refused or lost, a value the server refused),
+    as a :class:`StoreError` naming the database (never its password) and the cause."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as exc:
+        where = _where(store.conninfo)
+        if isinstance(exc, psycopg.OperationalError):
+            cause = "the connection failed or was lost"
+        elif isinstance(exc, psycopg.DataError):
+            cause = "the server refused a value"
+        else:
+            cause = type(exc).__name__
+        detail = " ".join(str(exc).split())[:300]
+        raise StoreError(f"store {where}: {cause} ({detail})", location=where) from None
+
+
+def _where(conninfo: str | None) -> str:
+    """The database a connection string names, without its credentials."""
+    if conninfo is None:
+        return "PostgreSQL (a pool)"
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(conninfo)
+    except Exception:
+        return "PostgreSQL"
+    return f"PostgreSQL database {parts.get('dbname', '?')!s} on {parts.get('host', 'localhost')!s}"
 
 
 _RUN_SCHEMA = """
@@ -196,27 +236,27 @@ class PostgresRunStore(RunStore):
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A connection of its own, in autocommit mode (a pool's is given back as it was)."""
+        psycopg = _driver("PostgresRunStore")
         if self.pool is not None:
-            async with self.pool.connection() as conn:
-                before = conn.autocommit
-                await conn.set_autocommit(True)
-                try:
-                    await self._schema(conn)
-                    yield conn
-                finally:
-                    if not conn.closed:
-                        await conn.set_autocommit(before)
+            with failures(self):
+                async with self.pool.connection() as conn:
+                    before = conn.autocommit
+                    await conn.set_autocommit(True)
+                    try:
+                        await self._schema(conn)
+                        yield conn
+                    finally:
+                        if not conn.closed:
+                            with contextlib.suppress(psycopg.Error):  # a lost connection
+                                await conn.set_autocommit(before)
             return
-        try:
-            import psycopg
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ConfigurationError(
-                "PostgresRunStore needs psycopg 3: pip install 'react-engine[postgres]'"
-            ) from exc
         assert self.conninfo is not None
-        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
-            await self._schema(conn)
-            yield conn
+        with failures(self):
+            async with await psycopg.AsyncConnection.connect(
+                self.conninfo, autocommit=True
+            ) as conn:
+                await self._schema(conn)
+                yield conn
 
     @contextlib.asynccontextmanager
     async def _connection(
@@ -225,7 +265,8 @@ class PostgresRunStore(RunStore):
         """The held run's connection, else one of its own."""
         held = self._held.get(run_id) if run_id is not None else None
         if held is not None:
-            yield held
+            with failures(self):
+                yield held
             return
         async with self._connect() as conn:
             yield conn
@@ -244,8 +285,9 @@ class PostgresRunStore(RunStore):
             raise RunBusy(run_id)
         key = lock_key(run_id)
         async with self._connect() as conn:
-            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
-            row = await cur.fetchone()
+            with failures(self):
+                cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+                row = await cur.fetchone()
             if not (row and row[0]) or run_id in self._held:
                 raise RunBusy(run_id)
             self._held[run_id] = conn
@@ -255,7 +297,9 @@ class PostgresRunStore(RunStore):
                 del self._held[run_id]
                 self._seq.pop(run_id, None)
                 if not conn.closed:  # a pooled connection must not keep the lock
-                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    # (a lost one keeps none: the server dropped it with the connection)
+                    with contextlib.suppress(_driver("PostgresRunStore").Error):
+                        await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -274,7 +318,13 @@ class PostgresRunStore(RunStore):
                 "INSERT INTO react_engine_runs (id, status, question, model, protocol, header, "
                 "created, updated) VALUES (%s, 'running', %s, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (id) DO UPDATE SET status = 'running', updated = excluded.updated",
-                (run_id, question, model, protocol, header_json(history), now, now),
+                (
+                    run_id,
+                    *map(storable, (question, model, protocol)),
+                    header_json(question, history),
+                    now,
+                    now,
+                ),
             )
             if run_id in self._held:
                 cur = await conn.execute(

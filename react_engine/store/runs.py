@@ -54,6 +54,7 @@ from .codec import (
     load_item,
     load_record,
     load_reply,
+    storable,
 )
 from .sqlite import STORE_ENV, SQLiteDB
 
@@ -178,10 +179,22 @@ class RunStore:
 
     async def history(self, run_id: str) -> list[HistoryItem]:
         """The history the run started with (a conversation's earlier turns)."""
+        return [load_item(i) for i in (await self._header_of(run_id)).get("history", ())]
+
+    async def question(self, run_id: str) -> str:
+        """The run's question as it was asked (:attr:`RunInfo.question` has what a listing
+        shows: a lone surrogate or a NUL there is escaped, as a store's column takes it)."""
+        question = (await self._header_of(run_id)).get("question")
+        return question if isinstance(question, str) else (await self.info(run_id)).question
+
+    async def _header_of(self, run_id: str) -> dict[str, Any]:
         header = await self._header(run_id)
         if header is None:
             raise StoreError(f"no run {run_id!r} in {self}")
-        return [load_item(i) for i in json.loads(header).get("history", ())]
+        try:
+            return dict(json.loads(header))
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"run {run_id!r} in {self}: its header is not JSON") from exc
 
     async def result(self, run_id: str) -> dict[str, Any] | None:
         """The run's outcome as written by :meth:`finish` or :meth:`failed` (None before)."""
@@ -217,8 +230,8 @@ def is_postgres_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
-def header_json(history: Sequence[HistoryItem]) -> str:
-    return dumps({"v": VERSION, "history": [dump_item(i) for i in history]})
+def header_json(question: str, history: Sequence[HistoryItem]) -> str:
+    return dumps({"v": VERSION, "question": question, "history": [dump_item(i) for i in history]})
 
 
 def result_json(result: RunResult) -> str:
@@ -286,14 +299,14 @@ class SQLiteRunStore(RunStore):
         protocol: str,
         history: Sequence[HistoryItem],
     ) -> None:
-        header = header_json(history)
+        header = header_json(question, history)
         now = time.time()
         with self.db.write() as conn:
             conn.execute(
                 "INSERT INTO runs (id, status, question, model, protocol, header, created, "
                 "updated) VALUES (?, 'running', ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE "
                 "SET status = 'running', updated = excluded.updated",
-                (run_id, question, model, protocol, header, now, now),
+                (run_id, *map(storable, (question, model, protocol)), header, now, now),
             )
             if self.db.holds(run_id):
                 self._seq[run_id] = self._last(conn, run_id)
