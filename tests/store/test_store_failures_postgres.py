@@ -20,7 +20,10 @@ pytestmark = pytest.mark.slow  # a real PostgreSQL server
 
 pg_uri = postgres.pg_uri  # the fixture: one server for the module
 
-ODD = "is \ud800 lone, \udfff too, and \x00 a NUL?"
+SURROGATES = "is \ud800 lone, \udfff too?"
+NUL = "is \x00 a NUL?"
+ESCAPED = {SURROGATES: "is \\ud800 lone, \\udfff too?", NUL: "is \\x00 a NUL?"}
+"""Each question, as the listing's column keeps it."""
 
 
 def wait(coro: Any) -> Any:
@@ -32,26 +35,27 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def test_a_lone_surrogate_and_a_nul_are_stored_and_resumed_exactly(pg_uri: str) -> None:
+@pytest.mark.parametrize("question", [SURROGATES, NUL], ids=["surrogates", "nul"])
+def test_a_lone_surrogate_and_a_nul_are_stored_and_resumed_exactly(
+    pg_uri: str, question: str
+) -> None:
     db = postgres.fresh_database(pg_uri)
-    model = ScriptedModel([tool_call_reply(("add", {"a": 1, "b": 2})), reply("3 \udc80 \x00")])
+    model = ScriptedModel([tool_call_reply(("add", {"a": 1, "b": 2})), reply(f"3 {question}")])
     bot = Agent(client=model, protocol="function_calling", store=db, model="m", tools=[add])
-    result = bot.run(ODD)
-    assert result.answer == "3 \udc80 \x00" and result.run_id is not None
+    result = bot.run(question)
+    assert result.answer == f"3 {question}" and result.run_id is not None
     store = RunStore(db)
-    assert wait(store.question(result.run_id)) == ODD
-    assert (
-        wait(store.info(result.run_id)).question == "is \\ud800 lone, \\udfff too, and \\x00 a NUL?"
-    )
+    assert wait(store.question(result.run_id)) == question
+    assert wait(store.info(result.run_id)).question == ESCAPED[question]
     resumed = bot.resume(result.run_id)  # replayed from the store: nothing asked again
-    assert resumed.question == ODD and resumed.answer == "3 \udc80 \x00"
+    assert resumed.question == question and resumed.answer == f"3 {question}"
     assert len(model.requests) == 2
 
     session = PostgresSession("odd", db)
     talk = Agent(client=ScriptedModel(["Final Answer: \ud800\x00"]), protocol="text", model="m")
-    assert talk.run(ODD, session=session).answer == "\ud800\x00"
+    assert talk.run(question, session=session).answer == "\ud800\x00"
     first, final = wait(session.load())
-    assert isinstance(first, UserTurn) and first.content == ODD
+    assert isinstance(first, UserTurn) and first.content == question
     assert isinstance(final, Step) and final.final_answer == "\ud800\x00"
 
 
