@@ -10,6 +10,12 @@ the process (a power cut may lose the last ones, never corrupt the file).
 Calls are made directly from the event loop: a write takes well under a millisecond on a
 local disk, less than handing it to a thread would cost. A writer that waits for another
 process's lock waits at most ``timeout`` seconds (SQLite's busy timeout).
+
+A file that cannot be written (a read-only file, or one in a read-only directory) is opened
+for reading: its runs and sessions can be listed and shown, and a write raises
+:class:`StoreError`. Whatever SQLite or the system raises (a corrupt or truncated file, a
+full disk, a lock file that cannot be made) leaves as a :class:`StoreError` naming the file
+and the cause (:func:`store_error`).
 """
 
 from __future__ import annotations
@@ -91,9 +97,6 @@ class SQLiteDB:
         """The file, its symbolic links and relative parts resolved: one file is one store
         (one lease per run) under whatever name it is opened."""
         self.timeout = timeout
-        self.read_only = False
-        """Whether the file is open for reading only (it, or its directory, cannot be
-        written): listing and showing runs work, a write raises :class:`StoreError`."""
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
@@ -134,7 +137,6 @@ class SQLiteDB:
             except BaseException:
                 conn.close()
                 raise
-            self.read_only = False
             return conn
         except (sqlite3.OperationalError, PermissionError) as exc:
             if not self.path.is_file() or not _denied(exc):
@@ -150,7 +152,6 @@ class SQLiteDB:
                 if flags.endswith("immutable=1"):
                     raise
                 continue
-            self.read_only = True
             return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
