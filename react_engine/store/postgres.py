@@ -14,6 +14,9 @@ Each operation takes a connection for itself: from ``pool`` when one is given (a
 ``conninfo``, closed when the operation ends. A connection belongs to one event loop, and
 ``Agent.run`` runs each call on a loop of its own, so a session keeps none between
 operations.
+
+What ``psycopg`` raises (a connection refused or lost, a value the server refuses) leaves as
+a :class:`StoreError` naming the database and host, never the password (:func:`failures`).
 """
 
 from __future__ import annotations
@@ -154,28 +157,37 @@ def failures(store: PostgresSession | PostgresRunStore) -> Iterator[None]:
     try:
         yield
     except psycopg.Error as exc:
-        where = _where(store.conninfo)
         if isinstance(exc, psycopg.OperationalError):
             cause = "the connection failed or was lost"
         elif isinstance(exc, psycopg.DataError):
             cause = "the server refused a value"
         else:
             cause = type(exc).__name__
+        where, secret = _where(store.conninfo)
         detail = " ".join(str(exc).split())[:300]
-        raise StoreError(f"store {where}: {cause} ({detail})", location=where) from None
+        if secret is None:  # echoed in the error, perhaps with its password: not a word of it
+            cause, detail = "its connection string cannot be read", ""
+        elif secret and secret in detail:
+            detail = detail.replace(secret, "***")
+        detail = f" ({detail})" if detail else ""
+        raise StoreError(f"store {where}: {cause}{detail}", location=where) from None
 
 
-def _where(conninfo: str | None) -> str:
-    """The database a connection string names, without its credentials."""
+def _where(conninfo: str | None) -> tuple[str, str | None]:
+    """The database a connection string names, without its credentials; and its password
+    ("" for none; None when the string cannot be read)."""
     if conninfo is None:
-        return "PostgreSQL (a pool)"
+        return "PostgreSQL (a pool)", ""
     from psycopg.conninfo import conninfo_to_dict
 
     try:
         parts = conninfo_to_dict(conninfo)
     except Exception:
-        return "PostgreSQL"
-    return f"PostgreSQL database {parts.get('dbname', '?')!s} on {parts.get('host', 'localhost')!s}"
+        return "PostgreSQL", None
+    where = (
+        f"PostgreSQL database {parts.get('dbname', '?')!s} on {parts.get('host', 'localhost')!s}"
+    )
+    return where, str(parts.get("password") or "")
 
 
 _RUN_SCHEMA = """

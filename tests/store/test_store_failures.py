@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.parts import missing
+from support.parts import missing, require_module
 
 from react_engine import Agent, StoreError
 from react_engine.cli import main
@@ -352,3 +352,26 @@ def test_runs_list_and_show_escape_stored_control_sequences(
     assert "answer hi\\x1b]0;pwned" in shown
     assert main(["runs", "show", run_id, "--store", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["question"] == f"question {HOSTILE}"
+
+
+# --- PostgreSQL, without a server ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "conninfo",
+    [
+        "postgresql://me:s3cret-pw@127.0.0.1:1/runs?connect_timeout=5",
+        "host=127.0.0.1 port=1 password=s3cret-pw dbname",  # a string psycopg cannot read
+    ],
+)
+def test_a_postgres_store_that_cannot_connect_is_a_store_error_without_its_password(
+    conninfo: str,
+) -> None:
+    require_module("psycopg", "psycopg", "pip install -e '.[postgres]'", module_level=False)
+    from react_engine.store import PostgresRunStore
+
+    with pytest.raises(StoreError) as raised:
+        wait(PostgresRunStore(conninfo).runs())
+    assert str(raised.value).startswith("store PostgreSQL")
+    assert "s3cret-pw" not in str(raised.value) and "s3cret-pw" not in repr(raised.value)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
