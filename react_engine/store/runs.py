@@ -82,6 +82,8 @@ class RunInfo:
     status: str
     """``running`` (or its process died), ``awaiting_approval``, or the stop reason."""
     question: str
+    """As a store's column holds it: a lone surrogate or a NUL escaped (``\\ud800``,
+    ``\\x00``); :meth:`RunStore.question` is the question as it was asked."""
     model: str
     protocol: str
     created: float
@@ -114,7 +116,8 @@ class RunStore:
     that two workers resuming one run cannot both run it (the second gets
     :class:`RunBusy`). The methods are coroutines; the SQLite ones do not wait (a write
     takes microseconds on a local disk). A backend overrides every method that raises
-    :class:`NotImplementedError` here."""
+    :class:`NotImplementedError` here, and raises :class:`StoreError` (never its driver's
+    errors) for a store that cannot be read or written."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RunStore:
         if cls is RunStore:
