@@ -132,7 +132,8 @@ def read_only(path: Path, where: str) -> list[str]:
     target = path if where == "file" else path.parent
     if os.geteuid() != 0:
         path.chmod(0o444)
-        target.chmod(0o555)
+        if where == "directory":
+            target.chmod(0o555)
         return []
     if shutil.which("unshare") is None:
         missing("a read-only bind mount (root, whom file modes do not stop)", "no unshare")
