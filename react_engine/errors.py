@@ -26,6 +26,8 @@ kept apart from the model's misbehaviour and from transport failures::
     ├── MCPToolError               an MCP tool's result flagged isError (an observation in a run)
     ├── ThreadsExhausted           too many sync calls stuck past their timeout (run/_threads.py)
     ├── DeadlinePassed             the engine's own time limit for a call (a TimeoutError)
+    ├── StoreError                 a store that cannot be read or written (react_engine.store)
+    │   └── RunBusy                a stored run another worker holds
     └── RunAborted                 a run the engine gave up on; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
 
@@ -227,6 +229,24 @@ class MCPToolError(ReactEngineError):
         super().__init__(message)
         self.tool_name = tool_name
         self.server = server
+
+
+# --- stores ----------------------------------------------------------------------------
+
+
+class StoreError(ReactEngineError):
+    """A store could not be read or written: a corrupt, truncated or read-only SQLite
+    file, a lost PostgreSQL connection, a record it cannot read, an unknown run.
+
+    ``location`` names the store (a SQLite file's path); ``result`` is the run so far when
+    a run's commit failed (None otherwise, and for a run that had not begun)."""
+
+    def __init__(
+        self, message: str, *, location: str | None = None, result: RunResult | None = None
+    ) -> None:
+        super().__init__(message)
+        self.location = location
+        self.result = result
 
 
 # --- runs that stop early -----------------------------------------------------------------

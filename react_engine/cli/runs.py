@@ -14,6 +14,7 @@ import asyncio
 import datetime
 import json
 import os
+import re
 import shlex
 import sys
 
@@ -82,6 +83,32 @@ def chat_session(name: str | None, store: str | None = None) -> Session | None:
     return SQLiteSession(name, store)
 
 
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+"""What a terminal must not be sent as it is: control characters (ESC starts a sequence
+that may recolour, move the cursor, retitle the window or write the clipboard; CR
+overwrites the line), bidirectional overrides, and lone surrogates (no encoding has them)."""
+
+
+def printable(text: str) -> str:
+    """Stored text (a question, a tool's output: anyone may have written it) as it may be
+    printed: each unsafe character shown as its escape (ESC as ``\\x1b``); new lines and
+    tabs kept."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _print(text: str) -> None:
+    print(printable(text))
+
+
 def _when(stamp: float) -> str:
     return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -98,10 +125,11 @@ def run_runs_command(args: argparse.Namespace) -> int:
 async def _list(store: RunStore, args: argparse.Namespace) -> int:
     runs = await store.runs(args.limit)
     if not runs:
-        print(f"no runs in {store}")
+        _print(f"no runs in {store}")
     for run in runs:
         question = run.question if len(run.question) <= 50 else run.question[:49] + "…"
-        print(f"{run.id}  {_when(run.updated)}  {run.status:<18} {run.model}  {question}")
+        question = " ".join(printable(question).split())  # one line per run
+        _print(f"{run.id}  {_when(run.updated)}  {run.status:<18} {run.model}  {question}")
     return 0
 
 
@@ -120,23 +148,25 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
             "result": result,
             "steps": to_jsonable(steps),
         }
-        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        # JSON escapes the C0 controls itself; the rest (a C1 CSI, a bidi override, a lone
+        # surrogate) as \\uXXXX, which reads back as the same text.
+        print(_UNSAFE.sub(_json_escape, json.dumps(payload, ensure_ascii=False, indent=2)))
         return 0
     from .render import format_history
 
-    print(f"run {info.id} · {info.status} · model {info.model} · protocol {info.protocol}")
-    print(f"question: {info.question}")
+    _print(f"run {info.id} · {info.status} · model {info.model} · protocol {info.protocol}")
+    _print(f"question: {info.question}")
     if steps:
-        print(format_history(steps))
+        _print(format_history(steps))
     entries = await store.entries(args.run_id)
     calls = {e.key: e for e in entries if e.kind in ("started", "done")}
     for key, entry in calls.items():
         if entry.kind == "started":
-            print(f"in flight when the process stopped: {entry.body['tool']} ({key})")
+            _print(f"in flight when the process stopped: {entry.body['tool']} ({key})")
     for call in result.get("pending") or ():
-        print(f"awaiting approval: {call['id']} {call['tool']}({call['raw_arguments']})")
+        _print(f"awaiting approval: {call['id']} {call['tool']}({call['raw_arguments']})")
     if result.get("answer") is not None:
-        print(f"answer: {result['answer']}")
+        _print(f"answer: {result['answer']}")
     return 0
 
 

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack, overload
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreError
 from ..protocols.base import Protocol
 from ..protocols.output import FINAL_RESULT, output_spec
 from ..protocols.registry import ProtocolOptions, choose, protocol_names
@@ -39,6 +39,7 @@ from ..transport.wire import mask_key, mask_url
 from ..types import (
     HistoryItem,
     OutputT,
+    RunNotice,
     RunResult,
     Step,
     UserTurn,
@@ -746,9 +747,18 @@ class Agent(Generic[OutputT]):
             try:
                 result = await loop.run(state)
             except Exception as exc:
-                await journal.failed(exc)
+                try:
+                    await journal.failed(exc)
+                except StoreError as lost:  # the run's own error is the one to raise
+                    exc.add_note(f"(its failure was not stored either: {lost})")
                 raise
-            await journal.finish(result)
+            try:
+                await journal.finish(result)
+            except StoreError as lost:  # the answer is the caller's all the same
+                log.warning("run %s: its result was not stored: %s", journal.run_id, lost)
+                notice = RunNotice(len(result.steps), f"the result was not stored: {lost}")
+                result.notices.append(notice)
+                state.emit(notice)
         return result
 
     # --- durable runs ------------------------------------------------------------------------
@@ -849,10 +859,10 @@ class Agent(Generic[OutputT]):
 
         async with RunJournal(self.store, run_id).held() as journal:
             await journal.load(approvals)
-            info = await self.store.info(run_id)
+            question = await self.store.question(run_id)
             history = await self.store.history(run_id)
             return await self._arun(
-                info.question, chat_model, history=history, _journal=journal, **options
+                question, chat_model, history=history, _journal=journal, **options
             )
 
     async def _arun_in_session(

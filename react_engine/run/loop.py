@@ -40,6 +40,7 @@ from ..errors import (
     ModelAPIError,
     ModelRequestError,
     RunAborted,
+    StoreError,
 )
 from ..protocols.base import (
     CallTools,
@@ -155,7 +156,7 @@ class Loop:
         while True:
             try:
                 outcome = await self._turn(state, ctl)
-            except ModelAPIError as exc:
+            except (ModelAPIError, StoreError) as exc:  # a store: a commit that failed
                 exc.result = state.result(None, "error", error=str(exc))
                 raise
             match outcome:

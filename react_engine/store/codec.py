@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import ReactEngineError
+from ..errors import StoreError
 from ..run.events import RunNotice
 from ..types import (
     ActionRecord,
@@ -40,14 +40,11 @@ __all__ = [
     "load_item",
     "load_record",
     "load_reply",
+    "storable",
 ]
 
 VERSION = 1
 """The version written in every record; readers accept this one and older."""
-
-
-class StoreError(ReactEngineError):
-    """A store could not be read or written: a record it cannot read, an unknown run."""
 
 
 class RunBusy(StoreError):
@@ -69,9 +66,30 @@ def dumps(value: dict[str, Any]) -> str:
     thousand levels deep, a cycle, a key that is not a string) goes through
     :func:`~react_engine.types.to_jsonable` first, which cuts it, as a trace does."""
     try:
-        return _ENCODER.encode(value)
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError):
-        return _ENCODER.encode(to_jsonable(value))
+        text = _ENCODER.encode(to_jsonable(value))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: written as its JSON escape, lossless
+            text = _ASCII.encode(json.loads(text))
+    return text
+
+
+_ASCII = json.JSONEncoder(separators=(",", ":"))
+
+
+def storable(text: str) -> str:
+    """``text`` as any store's text column takes it: a lone surrogate (no UTF-8 encoding
+    has one) written as its escape ``\\udXXX``, a NUL (PostgreSQL's ``text`` refuses it)
+    as ``\\x00``. For the columns shown in listings only: what a run needs again (its
+    question) is kept exactly in its JSON header too."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _checked(data: Any, kind: str) -> dict[str, Any]:

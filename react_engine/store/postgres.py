@@ -14,6 +14,9 @@ Each operation takes a connection for itself: from ``pool`` when one is given (a
 ``conninfo``, closed when the operation ends. A connection belongs to one event loop, and
 ``Agent.run`` runs each call on a loop of its own, so a session keeps none between
 operations.
+
+What ``psycopg`` raises (a connection refused or lost, a value the server refuses) leaves as
+a :class:`StoreError` naming the database and host, never the password (:func:`failures`).
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, RunExistsError
 from ..types import HistoryItem, RunResult
-from .codec import RunBusy, StoreError, dump_item, dumps, load_item
+from .codec import RunBusy, StoreError, dump_item, dumps, load_item, storable
 from .runs import (
     Entries,
     Entry,
@@ -77,20 +80,17 @@ class PostgresSession(Session):
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         if self.pool is not None:
-            async with self.pool.connection() as conn:
+            with failures(self):
+                async with self.pool.connection() as conn:
+                    await self._schema(conn)
+                    yield conn
+            return
+        psycopg = _driver("PostgresSession")
+        assert self.conninfo is not None
+        with failures(self):
+            async with await psycopg.AsyncConnection.connect(self.conninfo) as conn:
                 await self._schema(conn)
                 yield conn
-            return
-        try:
-            import psycopg
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ConfigurationError(
-                "PostgresSession needs psycopg 3: pip install 'react-engine[postgres]'"
-            ) from exc
-        assert self.conninfo is not None
-        async with await psycopg.AsyncConnection.connect(self.conninfo) as conn:
-            await self._schema(conn)
-            yield conn
 
     async def _schema(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if self._ready:
@@ -137,6 +137,58 @@ class PostgresSession(Session):
 
     def __repr__(self) -> str:
         return f"PostgresSession({self.name!r})"
+
+
+def _driver(who: str) -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ConfigurationError(
+            f"{who} needs psycopg 3: pip install 'react-engine[postgres]'"
+        ) from exc
+    return psycopg
+
+
+@contextlib.contextmanager
+def failures(store: PostgresSession | PostgresRunStore) -> Iterator[None]:
+    """What ``psycopg`` raised (a connection refused or lost, a value the server refused),
+    as a :class:`StoreError` naming the database (never its password) and the cause."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as exc:
+        if isinstance(exc, psycopg.OperationalError):
+            cause = "the connection failed or was lost"
+        elif isinstance(exc, psycopg.DataError):
+            cause = "the server refused a value"
+        else:
+            cause = type(exc).__name__
+        where, secret = _where(store.conninfo)
+        detail = " ".join(str(exc).split())[:300]
+        if secret is None:  # echoed in the error, perhaps with its password: not a word of it
+            cause, detail = "its connection string cannot be read", ""
+        elif secret and secret in detail:
+            detail = detail.replace(secret, "***")
+        detail = f" ({detail})" if detail else ""
+        raise StoreError(f"store {where}: {cause}{detail}", location=where) from None
+
+
+def _where(conninfo: str | None) -> tuple[str, str | None]:
+    """The database a connection string names, without its credentials; and its password
+    ("" for none; None when the string cannot be read)."""
+    if conninfo is None:
+        return "PostgreSQL (a pool)", ""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(conninfo)
+    except Exception:
+        return "PostgreSQL", None
+    where = (
+        f"PostgreSQL database {parts.get('dbname', '?')!s} on {parts.get('host', 'localhost')!s}"
+    )
+    return where, str(parts.get("password") or "")
 
 
 _RUN_SCHEMA = """
@@ -197,27 +249,27 @@ class PostgresRunStore(RunStore):
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A connection of its own, in autocommit mode (a pool's is given back as it was)."""
+        psycopg = _driver("PostgresRunStore")
         if self.pool is not None:
-            async with self.pool.connection() as conn:
-                before = conn.autocommit
-                await conn.set_autocommit(True)
-                try:
-                    await self._schema(conn)
-                    yield conn
-                finally:
-                    if not conn.closed:
-                        await conn.set_autocommit(before)
+            with failures(self):
+                async with self.pool.connection() as conn:
+                    before = conn.autocommit
+                    await conn.set_autocommit(True)
+                    try:
+                        await self._schema(conn)
+                        yield conn
+                    finally:
+                        if not conn.closed:
+                            with contextlib.suppress(psycopg.Error):  # a lost connection
+                                await conn.set_autocommit(before)
             return
-        try:
-            import psycopg
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ConfigurationError(
-                "PostgresRunStore needs psycopg 3: pip install 'react-engine[postgres]'"
-            ) from exc
         assert self.conninfo is not None
-        async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
-            await self._schema(conn)
-            yield conn
+        with failures(self):
+            async with await psycopg.AsyncConnection.connect(
+                self.conninfo, autocommit=True
+            ) as conn:
+                await self._schema(conn)
+                yield conn
 
     @contextlib.asynccontextmanager
     async def _connection(
@@ -226,7 +278,8 @@ class PostgresRunStore(RunStore):
         """The held run's connection, else one of its own."""
         held = self._held.get(run_id) if run_id is not None else None
         if held is not None:
-            yield held
+            with failures(self):
+                yield held
             return
         async with self._connect() as conn:
             yield conn
@@ -245,8 +298,9 @@ class PostgresRunStore(RunStore):
             raise RunBusy(run_id)
         key = lock_key(run_id)
         async with self._connect() as conn:
-            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
-            row = await cur.fetchone()
+            with failures(self):
+                cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+                row = await cur.fetchone()
             if not (row and row[0]) or run_id in self._held:
                 raise RunBusy(run_id)
             self._held[run_id] = conn
@@ -256,7 +310,9 @@ class PostgresRunStore(RunStore):
                 del self._held[run_id]
                 self._seq.pop(run_id, None)
                 if not conn.closed:  # a pooled connection must not keep the lock
-                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                    # (a lost one keeps none: the server dropped it with the connection)
+                    with contextlib.suppress(_driver("PostgresRunStore").Error):
+                        await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -276,7 +332,13 @@ class PostgresRunStore(RunStore):
                 "INSERT INTO react_engine_runs (id, status, question, model, protocol, header, "
                 "created, updated) VALUES (%s, 'running', %s, %s, %s, %s, %s, %s) "
                 + on_conflict(new),
-                (run_id, question, model, protocol, header_json(history), now, now),
+                (
+                    run_id,
+                    *map(storable, (question, model, protocol)),
+                    header_json(question, history),
+                    now,
+                    now,
+                ),
             )
             if new and cur.rowcount == 0:
                 raise RunExistsError(run_id, repr(self))

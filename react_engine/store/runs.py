@@ -59,6 +59,7 @@ from .codec import (
     load_item,
     load_record,
     load_reply,
+    storable,
 )
 from .sqlite import STORE_ENV, SQLiteDB
 
@@ -86,6 +87,8 @@ class RunInfo:
     status: str
     """``running`` (or its process died), ``awaiting_approval``, or the stop reason."""
     question: str
+    """As a store's column holds it: a lone surrogate or a NUL escaped (``\\ud800``,
+    ``\\x00``); :meth:`RunStore.question` is the question as it was asked."""
     model: str
     protocol: str
     created: float
@@ -118,7 +121,8 @@ class RunStore:
     that two workers resuming one run cannot both run it (the second gets
     :class:`RunBusy`). The methods are coroutines; the SQLite ones do not wait (a write
     takes microseconds on a local disk). A backend overrides every method that raises
-    :class:`NotImplementedError` here."""
+    :class:`NotImplementedError` here, and raises :class:`StoreError` (never its driver's
+    errors) for a store that cannot be read or written."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RunStore:
         if cls is RunStore:
@@ -185,10 +189,22 @@ class RunStore:
 
     async def history(self, run_id: str) -> list[HistoryItem]:
         """The history the run started with (a conversation's earlier turns)."""
+        return [load_item(i) for i in (await self._header_of(run_id)).get("history", ())]
+
+    async def question(self, run_id: str) -> str:
+        """The run's question as it was asked (:attr:`RunInfo.question` has what a listing
+        shows: a lone surrogate or a NUL there is escaped, as a store's column takes it)."""
+        question = (await self._header_of(run_id)).get("question")
+        return question if isinstance(question, str) else (await self.info(run_id)).question
+
+    async def _header_of(self, run_id: str) -> dict[str, Any]:
         header = await self._header(run_id)
         if header is None:
             raise StoreError(f"no run {run_id!r} in {self}")
-        return [load_item(i) for i in json.loads(header).get("history", ())]
+        try:
+            return dict(json.loads(header))
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"run {run_id!r} in {self}: its header is not JSON") from exc
 
     async def result(self, run_id: str) -> dict[str, Any] | None:
         """The run's outcome as written by :meth:`finish` or :meth:`failed` (None before)."""
@@ -224,8 +240,8 @@ def is_postgres_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
-def header_json(history: Sequence[HistoryItem]) -> str:
-    return dumps({"v": VERSION, "history": [dump_item(i) for i in history]})
+def header_json(question: str, history: Sequence[HistoryItem]) -> str:
+    return dumps({"v": VERSION, "question": question, "history": [dump_item(i) for i in history]})
 
 
 def on_conflict(new: bool) -> LiteralString:
@@ -302,13 +318,13 @@ class SQLiteRunStore(RunStore):
         history: Sequence[HistoryItem],
         new: bool = True,
     ) -> None:
-        header = header_json(history)
+        header = header_json(question, history)
         now = time.time()
         with self.db.write() as conn:
             cur = conn.execute(
                 "INSERT INTO runs (id, status, question, model, protocol, header, created, "
                 f"updated) VALUES (?, 'running', ?, ?, ?, ?, ?, ?) {on_conflict(new)}",
-                (run_id, question, model, protocol, header, now, now),
+                (run_id, *map(storable, (question, model, protocol)), header, now, now),
             )
             if new and cur.rowcount == 0:
                 raise RunExistsError(run_id, str(self.db.path))

@@ -10,6 +10,12 @@ the process (a power cut may lose the last ones, never corrupt the file).
 Calls are made directly from the event loop: a write takes well under a millisecond on a
 local disk, less than handing it to a thread would cost. A writer that waits for another
 process's lock waits at most ``timeout`` seconds (SQLite's busy timeout).
+
+A file that cannot be written (a read-only file, or one in a read-only directory) is opened
+for reading: its runs and sessions can be listed and shown, and a write raises
+:class:`StoreError`. Whatever SQLite or the system raises (a corrupt or truncated file, a
+full disk, a lock file that cannot be made) leaves as a :class:`StoreError` naming the file
+and the cause (:func:`store_error`).
 """
 
 from __future__ import annotations
@@ -22,15 +28,16 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from .codec import RunBusy
+from .codec import RunBusy, StoreError
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["STORE_ENV", "SQLiteDB", "default_path"]
+__all__ = ["STORE_ENV", "SQLiteDB", "default_path", "store_error"]
 
 STORE_ENV = "REACT_ENGINE_STORE"
 """Environment variable naming the default SQLite file of sessions and runs."""
@@ -67,7 +74,7 @@ CREATE TABLE IF NOT EXISTS run_entries (
 
 
 _SHARED: dict[Path, SQLiteDB] = {}
-_SHARED_LOCK = threading.Lock()
+_SHARED_LOCK = threading.RLock()
 
 
 def default_path() -> Path:
@@ -86,15 +93,15 @@ class SQLiteDB:
     a lock so that the threads of one process take turns."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0):
-        self.path = Path(path).expanduser() if path is not None else default_path()
+        self.path = _resolved(path)
+        """The file, its symbolic links and relative parts resolved: one file is one store
+        (one lease per run) under whatever name it is opened."""
         self.timeout = timeout
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
-        self._held: set[str] = set()
-        """The runs this process holds (:meth:`run_lock`)."""
-        self._lock_fd: int | None = None
-        self._lock_pid = 0
+        with _SHARED_LOCK:
+            self._leases = _LEASES.setdefault(self.path, _Leases(self.path))
 
     @classmethod
     def shared(
@@ -104,7 +111,7 @@ class SQLiteDB:
         made per request share its connection instead of opening the file each time."""
         if isinstance(path, SQLiteDB):
             return path
-        resolved = (Path(path).expanduser() if path is not None else default_path()).resolve()
+        resolved = _resolved(path)
         with _SHARED_LOCK:
             db = _SHARED.get(resolved)
             if db is None:
@@ -113,74 +120,83 @@ class SQLiteDB:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-            )
-            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
-            _wal(conn, self.timeout)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)  # idempotent; a concurrent creator waits its turn
-            self._conn, self._pid = conn, os.getpid()
+            self._conn, self._pid = self._open(), os.getpid()
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        """The file for reading and writing (made, in WAL mode, with its tables, if new);
+        for reading only when it, or its directory, cannot be written."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._connect(f"file:{quote(str(self.path))}")
+            try:
+                if not _ready(conn):
+                    _wal(conn, self.timeout)
+                    conn.executescript(_SCHEMA)  # idempotent; a concurrent creator waits
+                conn.execute("PRAGMA synchronous=NORMAL")
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+        except (sqlite3.OperationalError, PermissionError) as exc:
+            if not self.path.is_file() or not _denied(exc):
+                raise
+        # Read-only: the WAL's index (FILE-shm) cannot be made beside a file in a directory
+        # nobody may write, and then only the immutable mode reads it (no writer can be).
+        for flags in ("mode=ro", "mode=ro&immutable=1"):
+            conn = self._connect(f"file:{quote(str(self.path))}?{flags}")
+            try:
+                _ready(conn)
+            except sqlite3.OperationalError:
+                conn.close()
+                if flags.endswith("immutable=1"):
+                    raise
+                continue
+            return conn
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connect(self, uri: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            uri, timeout=self.timeout, isolation_level=None, check_same_thread=False, uri=True
+        )
+        conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+        return conn
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """What SQLite or the system raised, as a :class:`StoreError` naming the file and
+        the cause."""
+        try:
+            yield
+        except (sqlite3.Error, OSError, UnicodeError) as exc:
+            raise store_error(self.path, exc) from exc
 
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (``BEGIN IMMEDIATE``): committed when the block ends,
         rolled back if it raises."""
-        with self._lock:
+        with self._lock, self._failures():
             conn = self._connection()
             with _immediate(conn):
                 yield conn
 
     def execute(self, sql: str, params: Sequence[Any]) -> None:
         """One statement, in a transaction of its own."""
-        with self._lock:
+        with self._lock, self._failures():
             self._connection().execute(sql, params)
 
-    def _lock_file(self) -> int | None:
-        if fcntl is None:
-            return None
-        if self._lock_fd is None or self._lock_pid != os.getpid():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(f"{self.path}-runs.lock", os.O_RDWR | os.O_CREAT, 0o644)
-            self._lock_pid = os.getpid()
-        return self._lock_fd
-
-    @contextlib.contextmanager
-    def run_lock(self, run_id: str, key: int) -> Iterator[None]:
-        """Hold run ``run_id`` (:class:`RunBusy` if another process or thread of this one
-        holds it): a POSIX lock on byte ``key`` of ``FILE-runs.lock``, which the system
-        drops when the process dies. POSIX locks belong to the process, so the runs this
-        process holds are also kept in a set. The lock file is opened once and never
-        closed: closing any descriptor of it would drop every lock of the process."""
-        with self._lock:
-            if self._lock_pid not in (0, os.getpid()):
-                self._held.clear()  # a forked child holds none of its parent's runs
-            if run_id in self._held:
-                raise RunBusy(run_id)
-            fd = self._lock_file()
-            if fd is not None:
-                try:
-                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, key)
-                except OSError:
-                    raise RunBusy(run_id) from None
-            self._held.add(run_id)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._held.discard(run_id)
-                if fd is not None and self._lock_pid == os.getpid():
-                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, key)
+    def run_lock(self, run_id: str, key: int) -> contextlib.AbstractContextManager[None]:
+        """Hold run ``run_id`` (:class:`RunBusy` if another process, or another thread or
+        :class:`SQLiteDB` of this one, holds it): see :class:`_Leases`."""
+        return self._leases.hold(run_id, key)
 
     def holds(self, run_id: str) -> bool:
-        return run_id in self._held
+        return self._leases.holds(run_id)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A connection for reads (each statement sees one committed state)."""
-        with self._lock:
+        with self._lock, self._failures():
             yield self._connection()
 
     def close(self) -> None:
@@ -193,15 +209,136 @@ class SQLiteDB:
         return f"SQLiteDB({str(self.path)!r})"
 
 
+def _resolved(path: str | os.PathLike[str] | None) -> Path:
+    return (Path(path).expanduser() if path is not None else default_path()).resolve()
+
+
+def _ready(conn: sqlite3.Connection) -> bool:
+    """Whether the file has the store's tables (a read: "not a database" for a file that is
+    not one, or whose header is damaged)."""
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {"session_items", "runs", "run_entries"} <= {row[0] for row in rows}
+
+
+def _denied(exc: BaseException) -> bool:
+    """Whether ``exc`` says the file or its directory cannot be written."""
+    if isinstance(exc, PermissionError):
+        return True
+    name = getattr(exc, "sqlite_errorname", "")
+    return name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")) or any(
+        word in str(exc) for word in ("readonly", "unable to open")
+    )
+
+
+_CAUSES = {
+    "SQLITE_NOTADB": "not a SQLite database (a corrupt store, or another kind of file)",
+    "SQLITE_CORRUPT": "the file is corrupt or truncated",
+    "SQLITE_FULL": "the disk is full",
+    "SQLITE_READONLY": "the store is read-only (the file or its directory cannot be written)",
+    "SQLITE_CANTOPEN": "the file cannot be opened",
+    "SQLITE_IOERR": "an I/O error",
+    "SQLITE_BUSY": "another process holds the file's lock",
+    "SQLITE_LOCKED": "another process holds the file's lock",
+}
+
+
+def store_error(path: Path, exc: BaseException) -> StoreError:
+    """``exc`` (from SQLite or the system) as a :class:`StoreError` naming the file and the
+    cause."""
+    if isinstance(exc, StoreError):
+        return exc
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    cause = next((c for prefix, c in _CAUSES.items() if name.startswith(prefix)), None)
+    if cause is None and isinstance(exc, sqlite3.DatabaseError):
+        text = str(exc)
+        cause = next(
+            (c for word, c in _WORDS.items() if word in text), "the database could not be used"
+        )
+    if cause is None and isinstance(exc, OSError):
+        cause = f"{exc.strerror or type(exc).__name__} ({exc.filename or path})"
+    if cause is None:
+        cause = type(exc).__name__
+    detail = "" if isinstance(exc, OSError) else f" ({exc})"
+    return StoreError(f"store {path}: {cause}{detail}", location=str(path))
+
+
+_WORDS = {
+    "not a database": _CAUSES["SQLITE_NOTADB"],
+    "malformed": _CAUSES["SQLITE_CORRUPT"],
+    "disk is full": _CAUSES["SQLITE_FULL"],
+    "readonly": _CAUSES["SQLITE_READONLY"],
+    "unable to open": _CAUSES["SQLITE_CANTOPEN"],
+    "I/O error": _CAUSES["SQLITE_IOERR"],
+}
+"""The same causes, by their words (an SQLite error without an error name)."""
+
+
+class _Leases:
+    """The runs this process holds in one file, whatever name or :class:`SQLiteDB` it was
+    opened under: a POSIX lock on byte ``key`` of ``FILE-runs.lock``, which the system drops
+    when the process dies. POSIX locks belong to the process, so the runs it holds are also
+    kept in a set. The lock file is opened once and never closed: closing any descriptor of
+    it would drop every lock of the process."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._held: set[str] = set()
+        self._fd: int | None = None
+        self._pid = 0
+
+    def _file(self) -> int | None:
+        if fcntl is None:
+            return None
+        if self._fd is None or self._pid != os.getpid():
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(f"{self.path}-runs.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise store_error(self.path, exc) from None
+            self._pid = os.getpid()
+        return self._fd
+
+    @contextlib.contextmanager
+    def hold(self, run_id: str, key: int) -> Iterator[None]:
+        with self._lock:
+            if self._pid not in (0, os.getpid()):
+                self._held.clear()  # a forked child holds none of its parent's runs
+            if run_id in self._held:
+                raise RunBusy(run_id)
+            fd = self._file()
+            if fd is not None:
+                try:
+                    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, key)
+                except OSError:
+                    raise RunBusy(run_id) from None
+            self._held.add(run_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held.discard(run_id)
+                if fd is not None and self._pid == os.getpid():
+                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, key)
+
+    def holds(self, run_id: str) -> bool:
+        return run_id in self._held
+
+
+_LEASES: dict[Path, _Leases] = {}
+
+
 @contextlib.contextmanager
 def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite ends some failed transactions itself (a full disk)
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 def _wal(conn: sqlite3.Connection, timeout: float) -> None:

@@ -47,6 +47,7 @@ EXPECTED = {
     "RunResult",
     "ScriptedModel",
     "Step",
+    "StoreError",
     "StructuredOutputProtocol",
     "TemplateError",
     "TextReActProtocol",
