@@ -225,7 +225,7 @@ class Loop:
         if state.sinks:
             state.emit(ModelCallStarted(index, request, state.protocol.name))
         started = time.perf_counter()
-        left = state.remaining()
+        left = None if state.config.deadline is None else state.remaining()
         scope = asyncio.timeout(None if left is None else max(left, 0.001))  # no task of its own
         try:
             async with scope:
