@@ -99,7 +99,7 @@ async def _stop_saving(server: MockOpenAIServer, base_url: str) -> dict[str, Any
     request = ModelRequest(model="mock", messages=(UserMessage("act"),), stop=STOP)
     whole = await model.complete(request)
     before = len(server.streams)
-    cut, _ = await stream_once(model, request)
+    cut = await stream_once(model, request)
     for _ in range(200):  # the server notices the closed connection at its next write
         if server.streams[before].closed_by_client:
             break

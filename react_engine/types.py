@@ -345,6 +345,21 @@ class PendingCall:
     """For a salvaged call, ``text[start:end]`` that it occupies in the reply (``(0, 0)``
     for other calls). Calls from one wrapper (a DeepSeek block, a Mistral list) tile it,
     so removing all spans removes the wrapper too."""
+
+    def record(self) -> ActionRecord:
+        """This call's :class:`ActionRecord` before it runs (what the model wrote and how it
+        was read): the one way a call becomes a record."""
+        return ActionRecord(
+            id=self.id or "",
+            tool=self.tool,
+            arguments=self.arguments,
+            raw_arguments=self.raw_arguments,
+            salvaged=self.salvaged,
+            repairs=list(self.repairs),
+            lossy=list(self.lossy),
+            exact=self.exact,
+        )
+
     thought: str | None = None
     """A thought written beside the call in its own JSON object
     (``{"thought": ..., "action": ...}``)."""

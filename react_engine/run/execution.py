@@ -13,7 +13,6 @@ approvals, or abort because a tool raised a ``BaseException``), and the loop
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import time
@@ -23,13 +22,12 @@ from typing import Any, Final, Literal
 
 from ..protocols.base import PendingCall
 from ..tools.base import Tool, ToolArgumentsError
-from ..tools.timeouts import within
 from ..types import ActionRecord
 from ..wording import Note, ObservationCode, error_observation, skipped_observation
-from ._threads import DeadlinePassed, ThreadsExhausted, run_sync_call, stuck_threads
+from ._threads import DeadlinePassed, ThreadsExhausted, stuck_threads
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation, valid_unicode
-from .state import RUN_EVENT, RunState
+from .state import RUN_EVENT, RunState, call_user
 
 __all__ = [
     "Abort",
@@ -124,16 +122,7 @@ class ToolRunner:
         language = state.protocol.language
         prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
         for call in calls:
-            record = ActionRecord(
-                id=call.id or "",
-                tool=call.tool,
-                arguments=call.arguments,
-                raw_arguments=call.raw_arguments,
-                salvaged=call.salvaged,
-                repairs=list(call.repairs),
-                lossy=list(call.lossy),
-                exact=call.exact,
-            )
+            record = call.record()
             tool = by_name.get(call.tool)
             validated: Any = None
             if call.error is not None:
@@ -222,9 +211,15 @@ class ToolRunner:
                 if journal is not None and record.status == "denied":
                     await journal.done(record)
                 return
-            if self.on_call is not None and not await state.callback(self.on_call, record):
-                _fail(record, "error", Note(ObservationCode.DEADLINE_BEFORE_CALL), _language(state))
-                return
+            if self.on_call is not None:
+                try:
+                    await call_user(self.on_call, record, deadline=state.deadline_at())
+                except DeadlinePassed:
+                    late = Note(ObservationCode.DEADLINE_BEFORE_CALL)
+                    _fail(record, "error", late, _language(state))
+                    return
+                except ThreadsExhausted as exc:
+                    state.note(f"on_call was not called: {exc}")
             if state.sinks:
                 state.emit(ToolStarted(len(state.steps), record))
             if journal is not None:
@@ -273,9 +268,7 @@ class ToolRunner:
         if state.journal is None:
             _fail(record, "denied", Note(ObservationCode.DEFER_NEEDS_STORE), _language(state))
             return False
-        waiting = Note(ObservationCode.AWAITING_APPROVAL)
-        record.status, record.error, record.observation_code = "skipped", str(waiting), waiting.code
-        record.observation = skipped_observation(waiting, _language(state))
+        _skip(record, Note(ObservationCode.AWAITING_APPROVAL), _language(state))
         state.journal.defer(record)
         batch.deferred.append(record)
         return False
@@ -283,9 +276,7 @@ class ToolRunner:
     async def _approved(
         self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool
     ) -> bool:
-        """Ask the approver, within the run's deadline. A sync approver runs on a worker
-        thread, so a slow one (a person at a prompt) neither stalls the event loop nor
-        outlives the deadline."""
+        """Ask the approver, within the run's deadline (:func:`call_user`)."""
         if not tool.requires_approval:
             return True
         language = _language(state)
@@ -304,26 +295,14 @@ class ToolRunner:
         if approve is None:
             _fail(record, "denied", Note(ObservationCode.NO_APPROVER), language)
             return False
-        remaining = state.remaining()
-        if remaining is not None and remaining <= 0:
-            _fail(record, "denied", Note(ObservationCode.APPROVAL_TOO_LATE), language)
-            return False
         try:
-            if inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(
-                getattr(approve, "__call__", None)  # noqa: B004 - objects with async __call__
-            ):
-                verdict: Any = approve(record)
-            else:
-                verdict = await run_sync_call(approve, record, timeout=remaining)
-            if inspect.isawaitable(verdict):
-                left = state.remaining()
-                if left is None:
-                    verdict = await verdict
-                else:
-                    verdict = await within(verdict, max(left, 0.001))
-        except TimeoutError:
-            log.warning("no approval for %s before the run's deadline", tool.name)
-            _fail(record, "denied", Note(ObservationCode.APPROVAL_TIMED_OUT), language)
+            verdict = await call_user(approve, record, deadline=state.deadline_at())
+        except DeadlinePassed as exc:
+            late = ObservationCode.APPROVAL_TOO_LATE  # the approver was not asked
+            if exc.started:
+                log.warning("no approval for %s before the run's deadline", tool.name)
+                late = ObservationCode.APPROVAL_TIMED_OUT
+            _fail(record, "denied", Note(late), language)
             return False
         except ThreadsExhausted as exc:
             _fail(
@@ -427,20 +406,14 @@ def _fail(record: ActionRecord, status: Any, message: str, language: str = "en")
 def skipped(call: PendingCall, why: str, language: str = "en") -> ActionRecord:
     """The record of a call held back (not run, and not the model's fault): ``why`` is
     shown to the model in ``language``."""
-    return ActionRecord(
-        id=call.id or "",
-        tool=call.tool,
-        arguments=call.arguments,
-        raw_arguments=call.raw_arguments,
-        observation=skipped_observation(why, language),
-        status="skipped",
-        error=str(why),
-        salvaged=call.salvaged,
-        repairs=list(call.repairs),
-        lossy=list(call.lossy),
-        observation_code=why.code if isinstance(why, Note) else None,
-        exact=call.exact,
-    )
+    return _skip(call.record(), why, language)
+
+
+def _skip(record: ActionRecord, why: str, language: str) -> ActionRecord:
+    record.status, record.error = "skipped", str(why)
+    record.observation_code = why.code if isinstance(why, Note) else None
+    record.observation = skipped_observation(why, language)
+    return record
 
 
 _KEY_JSON: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=False)

@@ -54,16 +54,15 @@ from ..protocols.base import (
 from ..protocols.output import OutputSpec, output_spec
 from ..protocols.policy import decide
 from ..protocols.registry import ProtocolOptions, adapt
-from ..transport.base import ChatModel
 from ..transport.capabilities import RejectedParam
 from ..transport.learned import CapabilityCache
 from ..transport.rejections import classify_rejection
-from ..transport.retries import complete_with_retries, stream_with_retries
-from ..transport.streaming import EmptyStream, Unstreamed
+from ..transport.retries import with_retries
+from ..transport.streaming import EmptyStream, Unstreamed, stream_once
 from ..transport.wire import mask_url
 from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunResult, Step
 from ..wording import Note, ObservationCode
-from ._threads import run_blocking
+from ._threads import DeadlinePassed, ThreadsExhausted, run_blocking
 from .events import (
     ActionDecided,
     AnswerGiven,
@@ -80,7 +79,16 @@ from .events import (
 )
 from .execution import Abort, AwaitApproval, RepeatedCall, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
-from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, no_final_answer
+from .state import (
+    RUN_EVENT,
+    Finish,
+    Outcome,
+    RunAgain,
+    RunState,
+    Stop,
+    call_user,
+    no_final_answer,
+)
 
 __all__ = ["FINAL_ANSWER_RETRIES", "Control", "Loop", "LoopDeps"]
 
@@ -218,17 +226,14 @@ class Loop:
         if state.sinks:
             state.emit(ModelCallStarted(index, request, state.protocol.name))
         started = time.perf_counter()
+        left = None if state.config.deadline is None else state.remaining()
+        scope = asyncio.timeout(None if left is None else max(left, 0.001))  # no task of its own
         try:
-            left = None if state.config.deadline is None else state.remaining()
-            if left is None and not state.streaming and state.journal is None:
-                # The usual request, without a coroutine of its own (see _request).
-                reply = await complete_with_retries(state.model, request, state.config.retry)
-            elif left is None:
+            async with scope:
                 reply = await self._request(state, ctl, request, index)
-            else:
-                async with asyncio.timeout(max(left, 0.001)):  # no task of its own
-                    reply = await self._request(state, ctl, request, index)
         except TimeoutError as exc:
+            if not scope.expired():
+                raise
             state.emit(ModelCallFailed(index, exc))
             return _deadline_stop(state)
         except ContextWindowExceeded as exc:
@@ -257,8 +262,9 @@ class Loop:
         streaming, and its reply passed on as one delta; with tools, that is learned."""
         if state.journal is not None and (saved := state.journal.saved_reply()) is not None:
             return saved  # a resumed run: this reply was committed before the crash
+        retry = state.config.retry
         if not state.streaming:
-            return await complete_with_retries(state.model, request, state.config.retry)
+            return await with_retries(retry, state.model.complete, request)
 
         def on_delta(delta: ModelDelta) -> None:
             if delta.reasoning:
@@ -266,29 +272,23 @@ class Loop:
             if delta.content:
                 state.emit(TextDelta(index, delta.content))
 
-        def on_discard(reason: str) -> None:
-            state.emit(ReplyDiscarded(index, reason))
-
         def on_stop(label: str, chunks: int) -> None:
             state.emit(StoppedLive(index, label, chunks))
 
-        def streamed(model: ChatModel) -> Awaitable[ModelResponse]:
-            return stream_with_retries(
-                model,
-                request,
-                state.config.retry,
-                on_delta=on_delta,
-                on_discard=on_discard,
-                on_stop=on_stop,
-            )
+        def on_discard(reason: str) -> None:
+            state.emit(ReplyDiscarded(index, reason))
 
-        if request.tools and not state.caps.stream_tools:
-            return await streamed(Unstreamed(state.model))
-        try:
-            return await streamed(state.model)
-        except EmptyStream:
-            self._cannot_stream(state, ctl, request)
-        return await streamed(Unstreamed(state.model))
+        if not request.tools or state.caps.stream_tools:
+            try:
+                return await with_retries(
+                    retry, stream_once, state.model, request, on_delta, on_stop, on_discard
+                )
+            except EmptyStream:
+                self._cannot_stream(state, ctl, request)
+        unstreamed = Unstreamed(state.model)
+        return await with_retries(
+            retry, stream_once, unstreamed, request, on_delta, on_stop, on_discard
+        )
 
     def _cannot_stream(self, state: RunState, ctl: Control, request: ModelRequest) -> None:
         """The server sent an empty stream: with tools in the request, learn that it cannot
@@ -501,10 +501,14 @@ class Loop:
             await state.journal.step(step)
         if state.sinks:
             state.emit(StepDone(step))
-        on_step = self.deps.on_step
-        if on_step is not None and not await state.callback(on_step, step):
-            log.warning("on_step did not return before the run's deadline", extra=RUN_EVENT)
-            state.note("on_step did not return before the run's deadline")
+        if self.deps.on_step is not None:
+            try:
+                await call_user(self.deps.on_step, step, deadline=state.deadline_at())
+            except DeadlinePassed:
+                log.warning("on_step did not return before the run's deadline", extra=RUN_EVENT)
+                state.note("on_step did not return before the run's deadline")
+            except ThreadsExhausted as exc:
+                state.note(f"on_step was not called: {exc}")
 
 
 # --- budgets: what ends a run, and what its requests are sent with ---------------------------

@@ -36,7 +36,16 @@ if TYPE_CHECKING:
     from ..tools.base import Tool
     from ..transport.base import ChatModel
 
-__all__ = ["RUN_EVENT", "Finish", "Outcome", "RunAgain", "RunState", "SeenCalls", "Stop"]
+__all__ = [
+    "RUN_EVENT",
+    "Finish",
+    "Outcome",
+    "RunAgain",
+    "RunState",
+    "SeenCalls",
+    "Stop",
+    "call_user",
+]
 
 RUN_EVENT: Mapping[str, Any] = {"run_event": True}
 """``extra=`` of a warning that is also one of the run's notices (``RunResult.notices``):
@@ -141,36 +150,10 @@ class RunState:
             return None
         return self.config.deadline - (time.perf_counter() - self.started)
 
-    async def callback(self, function: Callable[..., Any], *args: Any) -> bool:
-        """Call a user's callback (``on_step``, ``on_call``) within the run's deadline;
-        False when the deadline came first (the callback is left to finish on its own).
-
-        A sync callback runs on a worker thread, so a slow one (a print to a blocked pipe, a
-        database write) stalls neither this run past its deadline nor the other runs of the
-        process sharing the event loop; an async one is awaited with the time left.
-        """
-        from ..tools.timeouts import within
-        from ._threads import ThreadsExhausted, run_sync_call
-
-        left = self.remaining()
-        if left is not None and left <= 0:
-            return False
-        try:
-            if _is_async(function):
-                outcome = function(*args)
-            else:
-                outcome = await run_sync_call(function, *args, timeout=left)
-            if inspect.isawaitable(outcome):
-                left = self.remaining()
-                if left is None:
-                    await outcome
-                else:
-                    await within(outcome, max(left, 0.001))
-        except TimeoutError:
-            return False
-        except ThreadsExhausted as exc:
-            self.note(f"a callback was not called: {exc}")
-        return True
+    def deadline_at(self) -> float | None:
+        """The run's deadline as a :func:`time.perf_counter` instant (``None``: none)."""
+        deadline = self.config.deadline
+        return None if deadline is None else self.started + deadline
 
     def result(
         self,
@@ -195,6 +178,38 @@ class RunState:
             run_id=self.journal.run_id if self.journal is not None else None,
             pending=list(self.deferred),
         )
+
+
+async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float | None) -> Any:
+    """``function(*args)``, awaited when it returns an awaitable, by ``deadline`` (a
+    :func:`time.perf_counter` instant; ``None``: unbounded): the one way the engine calls
+    a user's callback (``on_step``, ``on_call``, an approver).
+
+    A sync callback runs on a worker thread, so a slow one (a person at a prompt, a print
+    to a blocked pipe, a database write) stalls neither its run past the deadline nor the
+    other runs sharing the event loop; an async one is awaited with the time left.
+
+    Raises :class:`~react_engine.run._threads.DeadlinePassed` when the deadline comes
+    first (``started`` false: the callback was never called; else it is left to finish on
+    its own), :class:`~react_engine.run._threads.ThreadsExhausted` when too many sync calls
+    are stuck for another to start, and what the callback raises (a ``TimeoutError`` of its
+    own among them).
+    """
+    from ..tools.timeouts import within
+    from ._threads import DeadlinePassed, run_sync_call
+
+    left = None if deadline is None else deadline - time.perf_counter()
+    if left is not None and left <= 0:
+        raise DeadlinePassed(0.0, started=False)
+    if _is_async(function):
+        outcome = function(*args)
+    else:
+        outcome = await run_sync_call(function, *args, timeout=left)
+    if not inspect.isawaitable(outcome):
+        return outcome
+    if deadline is None:
+        return await outcome
+    return await within(outcome, max(deadline - time.perf_counter(), 0.001))
 
 
 def _is_async(function: Callable[..., Any]) -> bool:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     import openai
 
-from ..errors import ModelAPIError, ModelUnavailableError
+from ..errors import ModelAPIError
 from ..types import ModelDelta, ModelRequest, ModelResponse
 from .base import ChatModel
 from .clients import LoopClient, SyncAttempt, close_at_loop_shutdown, note_requests
@@ -43,7 +43,7 @@ class OpenAIChatModel(ChatModel):
     """Chat completions through the ``openai`` SDK, with a sync or an async client.
 
     The SDK's own retries are switched off (``max_retries=0``) so that the retry budget of
-    :func:`complete_with_retries` is the only one.
+    :func:`~react_engine.transport.retries.with_retries` is the only one.
     """
 
     def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI, *, owned: bool = False) -> None:
@@ -142,20 +142,9 @@ class OpenAIChatModel(ChatModel):
                 completion = await self._complete_sync(payload, limit)
             if isinstance(completion, str):  # a server that answered with non-JSON text
                 raise ValueError("non-JSON body")
-        except ModelAPIError:
-            raise
-        except asyncio.CancelledError:
-            raise
-        except TimeoutError:
-            error = ModelUnavailableError(
-                f"the chat API timed out: no complete reply within {limit:g}s"
-            )
         except Exception as exc:
-            error = translate_error(exc, secret=self._secret)
-        if error is not None:
-            # Raised outside the ``except`` block: ``raise ... from None`` would still keep
-            # the SDK's exception as ``__context__``, and its message, its request and the
-            # request's headers hold the unmasked API key.
+            error = translate_error(exc, secret=self._secret, limit=limit)
+        if error is not None:  # outside the ``except`` block: see translate_error
             raise error
         return response_from_sdk(completion)
 
@@ -221,14 +210,8 @@ class OpenAIChatModel(ChatModel):
                     break
                 yield delta_from_chunk(chunk)
             finished = True
-        except ModelAPIError:
-            raise
-        except TimeoutError:
-            error = ModelUnavailableError(
-                f"the chat API timed out: no complete reply within {limit:g}s"
-            )
         except Exception as exc:
-            error = translate_error(exc, secret=self._secret)
+            error = translate_error(exc, secret=self._secret, limit=limit)
         finally:
             if stream is not None:
                 with contextlib.suppress(Exception):

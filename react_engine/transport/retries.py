@@ -3,9 +3,9 @@
 :func:`with_retries` retries a :class:`ModelUnavailableError` (429 honouring
 ``Retry-After``, 5xx, timeouts, dropped connections, garbled bodies) with exponential
 backoff and jitter, within a bounded number of attempts and a bounded total time; other
-errors (4xx: :class:`ModelRequestError`) surface at once. The plain request
-(:func:`complete_with_retries`) and the streamed one (:func:`stream_with_retries`) share
-it.
+errors (4xx: :class:`ModelRequestError`) surface at once. It is the one wrapper around
+any model call: ``with_retries(policy, model.complete, request)`` for a whole reply,
+``with_retries(policy, stream_once, model, request, ...)`` for a streamed one.
 """
 
 from __future__ import annotations
@@ -14,23 +14,14 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import ParamSpec, TypeVar
 
 from ..errors import ModelAPIError, ModelUnavailableError
-from ..types import ModelDelta, ModelRequest, ModelResponse
 
-if TYPE_CHECKING:
-    from .base import ChatModel
-
-__all__ = [
-    "RetryPolicy",
-    "backoff",
-    "complete_with_retries",
-    "stream_with_retries",
-    "with_retries",
-]
+__all__ = ["RetryPolicy", "backoff", "with_retries"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,22 +58,25 @@ def backoff(policy: RetryPolicy, error: BaseException | None, attempt: int) -> f
     return min(policy.max_backoff, exponential) + random.uniform(0, policy.jitter)
 
 
-async def with_retries(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy) -> T:
-    """``await attempt()``, again after each :class:`ModelUnavailableError` while
-    ``policy`` allows (shared by the plain and the streamed request).
+async def with_retries(
+    policy: RetryPolicy, attempt: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """``await attempt(*args, **kwargs)``, again after each :class:`ModelUnavailableError`
+    while ``policy`` allows (the plain and the streamed request alike).
 
     The last error is raised as it is, with the number of attempts made as its
     ``attempts`` (and in its message, after more than one); any other error is raised at
     once. The first attempt is a plain ``await``: it nearly always succeeds, and then costs
     nothing beyond the call and leaves no objects in reference cycles (a tenacity
     ``AsyncRetrying`` leaves about 37 per request, which set off garbage collections in the
-    middle of runs). Only a request that failed goes on to :func:`_retry`.
+    middle of runs), and the arguments are passed on, not held by a closure. Only a
+    request that failed goes on to :func:`_retry`.
     """
     started = time.monotonic()
     try:
-        return await attempt()
+        return await attempt(*args, **kwargs)
     except ModelUnavailableError as exc:
-        return await _retry(attempt, policy, exc, started)
+        return await _retry(lambda: attempt(*args, **kwargs), policy, exc, started)
     except ModelAPIError as exc:
         exc.attempts = 1
         raise
@@ -150,47 +144,3 @@ async def _retry(
     if attempts > 1:
         failed.args = (f"{failed.args[0] if failed.args else failed} (after {attempts} attempts)",)
     raise failed
-
-
-async def complete_with_retries(
-    model: ChatModel, request: ModelRequest, policy: RetryPolicy = RetryPolicy()
-) -> ModelResponse:
-    """``model.complete(request)``, retried on :class:`ModelUnavailableError`.
-
-    :func:`with_retries` spelt out for the first attempt: no closure and no coroutine of
-    its own per request (the objects a request holds while it waits for the reply are
-    what sets off garbage collections when a thousand runs wait at once)."""
-    started = time.monotonic()
-    try:
-        return await model.complete(request)
-    except ModelUnavailableError as exc:
-        return await _retry(lambda: model.complete(request), policy, exc, started)
-    except ModelAPIError as exc:
-        exc.attempts = 1
-        raise
-
-
-async def stream_with_retries(
-    model: ChatModel,
-    request: ModelRequest,
-    policy: RetryPolicy | None = None,
-    *,
-    on_delta: Callable[[ModelDelta], None] | None = None,
-    on_discard: Callable[[str], None] | None = None,
-    on_stop: Callable[[str, int], None] | None = None,
-) -> ModelResponse:
-    """``model.stream(request)`` assembled into a reply, retried on
-    :class:`ModelUnavailableError` (see the module docstring for a failure mid-stream)."""
-
-    from .streaming import stream_once  # with the first stream, not with the library
-
-    async def attempt() -> ModelResponse:
-        try:
-            reply, _ = await stream_once(model, request, on_delta, on_stop)
-        except ModelUnavailableError as exc:
-            if getattr(exc, "delivered", False) and on_discard is not None:
-                on_discard(str(exc))
-            raise
-        return reply
-
-    return await with_retries(attempt, policy or RetryPolicy())

@@ -23,10 +23,9 @@ cannot stream this request (some do not stream replies to requests with ``tools`
 the turn again through :class:`Unstreamed` (the same model, its whole reply as one delta)
 and learns ``stream_tools=False`` when the request carried tools.
 
-Retries (:func:`~react_engine.transport.retries.stream_with_retries`): a failure before
-the first delta is retried as for
-:func:`~react_engine.transport.retries.complete_with_retries`.
-A failure after some deltas were passed on is retried too, within the same budget: the
+Retries (:func:`~react_engine.transport.retries.with_retries` around :func:`stream_once`,
+as around a whole reply): a failure before the first delta is retried as any other. A
+failure after some deltas were passed on is retried too, within the same budget: the
 ``on_discard`` callback is told first, so that a consumer drops the partial reply it has
 shown (the agent emits :class:`~react_engine.run.events.ReplyDiscarded`); the next attempt
 streams the reply from its beginning.
@@ -37,7 +36,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
-from ..errors import ModelAPIError, ModelRequestError
+from ..errors import ModelRequestError, ModelUnavailableError
 from ..types import ModelDelta, ModelRequest, ModelResponse, ToolCall, ToolCallChunk, Usage
 from .base import ChatModel
 
@@ -230,11 +229,11 @@ async def stream_once(
     request: ModelRequest,
     on_delta: Callable[[ModelDelta], None] | None = None,
     on_stop: Callable[[str, int], None] | None = None,
-) -> tuple[ModelResponse, bool]:
-    """One streamed attempt: the reply, and whether a delta was passed on before it ended.
-
-    On an error the exception carries ``delivered`` (whether deltas were passed on); a
-    stream without a single chunk raises :class:`EmptyStream`."""
+    on_discard: Callable[[str], None] | None = None,
+) -> ModelResponse:
+    """One streamed attempt, assembled into a reply; a stream without a single chunk raises
+    :class:`EmptyStream`. A transient failure after deltas were passed on calls
+    ``on_discard`` (with the error's text) before it is raised: what was shown is void."""
     builder = ReplyBuilder(request.stop)
     delivered = False
     received = 0
@@ -248,8 +247,9 @@ async def stream_once(
                 delivered = True
             if builder.stopped is not None:
                 break
-    except ModelAPIError as exc:
-        exc.delivered = delivered  # type: ignore[attr-defined]
+    except ModelUnavailableError as exc:
+        if delivered and on_discard is not None:
+            on_discard(str(exc))
         raise
     finally:
         closing = getattr(deltas, "aclose", None)
@@ -268,5 +268,4 @@ async def stream_once(
     rest = builder.flush()
     if rest and on_delta is not None:
         on_delta(ModelDelta(content=rest))
-        delivered = True
-    return builder.response(request), delivered
+    return builder.response(request)

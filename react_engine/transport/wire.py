@@ -467,10 +467,19 @@ def context_overflow(status_code: int | None, body: str, code: str | None = None
     return any(phrase in text for phrase in _OVERFLOW_PHRASES)
 
 
-def translate_error(exc: BaseException, *, secret: str | None = None) -> ModelAPIError:
-    """Map an SDK exception to our tree: transient ones to ModelUnavailableError."""
+def translate_error(
+    exc: BaseException, *, secret: str | None = None, limit: float | None = None
+) -> ModelAPIError:
+    """Map what one attempt raised to our tree (``complete`` and ``stream`` alike): ours
+    as it is, the attempt's own time limit (``limit`` seconds) and transient SDK errors to
+    ModelUnavailableError. The caller raises the result outside its ``except`` block: the
+    SDK's exception, kept as ``__context__``, would carry the unmasked API key."""
     import openai  # loaded already: the exception came from it
 
+    if isinstance(exc, ModelAPIError):
+        return exc
+    if isinstance(exc, TimeoutError) and limit is not None:
+        return ModelUnavailableError(f"the chat API timed out: no complete reply within {limit:g}s")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         body = mask_secret(error_body(exc), secret)

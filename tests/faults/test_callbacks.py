@@ -23,6 +23,7 @@ from support.faults import agent_for, calls
 
 from react_engine import ActionRecord, Agent, ScriptedModel, Tool, reply, tool, tool_call_reply
 from react_engine.testing.tools import get_weather
+from react_engine.wording import ObservationCode
 
 LONG = 20.0
 """How long a blocked callback waits before it gives up (only reached when the run
@@ -211,3 +212,25 @@ def test_a_sync_approver_does_not_block_the_event_loop() -> None:
 
     asyncio.run(main())
     assert ticks >= 5
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_an_approvers_own_timeout_error_is_its_failure_not_the_deadline(
+    asynchronous: bool,
+) -> None:
+    """Every callback goes through ``call_user``: only the run's deadline is the deadline."""
+
+    def approve_sync(record: ActionRecord) -> bool:
+        raise TimeoutError("the approval service timed out")
+
+    async def approve_async(record: ActionRecord) -> bool:
+        raise TimeoutError("the approval service timed out")
+
+    approve = approve_async if asynchronous else approve_sync
+    agent = agent_for([wipe_tool()], [calls("wipe", 1), reply("done")], approve=approve)
+    result = agent.run("go", deadline=30)
+    assert result.answer == "done"
+    (action,) = result.steps[0].actions
+    assert action.status == "denied"
+    assert action.observation_code == ObservationCode.APPROVAL_FAILED
+    assert "TimeoutError" in (action.error or "")

@@ -137,7 +137,7 @@ def test_with_retries_stops_after_max_attempts_and_says_so() -> None:
 
     policy = RetryPolicy(max_attempts=3, sleep=sleep)
     with pytest.raises(ModelUnavailableError) as info:
-        asyncio.run(with_retries(failing, policy))
+        asyncio.run(with_retries(policy, failing))
     assert attempts == 3 and info.value.attempts == 3
     assert waits == [0.25, 0.25]
     assert "(after 3 attempts)" in str(info.value)

@@ -1,4 +1,5 @@
-"""One reply to the next request in at most 20 spine hops.
+"""One reply to the next request in at most 20 spine hops, and through a bounded number
+of functions.
 
 The measure (docs/architecture.md, "The spine"): a scripted two-step run (one tool call,
 then the answer) through the ``openai`` SDK against a loopback server, under
@@ -13,6 +14,10 @@ helpers (a clock read, an id check, a Unicode clean-up) hang off the spine and a
 hops. Each function counts once. The tool is async, so that every frame runs on the
 profiled thread, and the run measured is the agent's second (the first imports what a run
 loads on first use).
+
+Merging two files removes the hops between them and leaves the code as it was, so the
+window is also measured in **functions**: every function of the package called in it, hop
+or leaf, each once, whatever file it is in.
 """
 
 from __future__ import annotations
@@ -61,8 +66,9 @@ def _ours(code: CodeType) -> bool:
     return code.co_filename.startswith(PACKAGE) and not code.co_filename.startswith(TESTING)
 
 
-def spine_hops(protocol: str) -> list[str]:
-    """The hops between the first reply and the second request, as ``file:function``."""
+def _window(protocol: str) -> list[tuple[CodeType, CodeType | None]]:
+    """Every fresh call into the package between the first reply and the second request,
+    with its caller's code (``None``: the event loop starting a task)."""
     create = openai.resources.chat.completions.AsyncCompletions.create.__code__
     started: dict[int, FrameType] = {}  # every frame entered: a second "call" is a resume
     window: list[tuple[CodeType, CodeType | None]] | None = None
@@ -103,7 +109,12 @@ def spine_hops(protocol: str) -> list[str]:
         answer = asyncio.run(main())
     assert answer == "It is sunny in Paris."
     assert len(windows) == 1  # two requests: one window between them
-    calls = windows[0]
+    return windows[0]
+
+
+def spine_hops(protocol: str) -> list[str]:
+    """The hops between the first reply and the second request, as ``file:function``."""
+    calls = _window(protocol)
     callers = {caller for _, caller in calls if caller is not None}
     hops = {
         f"{Path(code.co_filename).relative_to(PACKAGE)}:{code.co_qualname}"
@@ -112,6 +123,27 @@ def spine_hops(protocol: str) -> list[str]:
         and (caller is None or caller.co_filename != code.co_filename)
     }
     return sorted(hops)
+
+
+def spine_functions(protocol: str) -> list[str]:
+    """Every function of the package called between the first reply and the second request
+    (hops and leaves), as ``file:function``. Comprehensions, generator expressions and
+    lambdas are left out (Python 3.12 inlines the first): what counts is a ``def``."""
+    calls = _window(protocol)
+    return sorted(
+        {
+            f"{Path(code.co_filename).relative_to(PACKAGE)}:{code.co_qualname}"
+            for code, _ in calls
+            if not code.co_name.startswith("<")
+        }
+    )
+
+
+FUNCTIONS = {"function_calling": 75, "text": 92}
+"""Just above where the spine stands (73 functions for function calling, 90 for text, with
+one retry wrapper, one request path and ``PendingCall.record``): a change that adds a
+function between two requests fails here, with the functions listed, and moving functions
+between files changes nothing."""
 
 
 CEILING = LIMIT
@@ -132,3 +164,11 @@ def test_no_new_hop_on_the_spine(protocol: str) -> None:
 def test_one_reply_to_the_next_request_in_at_most_20_spine_hops(protocol: str) -> None:
     hops = spine_hops(protocol)
     assert len(hops) <= LIMIT, "\n".join(hops)
+
+
+@pytest.mark.parametrize("protocol", ["function_calling", "text"])
+def test_no_new_function_between_two_requests(protocol: str) -> None:
+    functions = spine_functions(protocol)
+    assert "run/execution.py:ToolRunner.run" in functions  # the measure sees the stages
+    assert "transport/retries.py:with_retries" in functions  # and the next request
+    assert len(functions) <= FUNCTIONS[protocol], "\n".join(functions)
