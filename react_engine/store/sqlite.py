@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..paths import state_dir
 from .codec import RunBusy
 
 try:
@@ -71,14 +72,13 @@ _SHARED_LOCK = threading.Lock()
 
 
 def default_path() -> Path:
-    """``$REACT_ENGINE_STORE``, else ``$XDG_STATE_HOME/react-engine/store.db`` (the state
-    home defaulting to ``~/.local/state``)."""
+    """``$REACT_ENGINE_STORE``, else ``store.db`` in the state directory
+    (:func:`~react_engine.paths.state_dir`: ``$XDG_STATE_HOME/react-engine``, the state home
+    defaulting to ``~/.local/state``)."""
     named = os.environ.get(STORE_ENV, "").strip()
     if named:
         return Path(named).expanduser()
-    state = os.environ.get("XDG_STATE_HOME", "").strip()
-    base = Path(state).expanduser() if state else Path.home() / ".local" / "state"
-    return base / "react-engine" / "store.db"
+    return state_dir() / "store.db"
 
 
 class SQLiteDB:
