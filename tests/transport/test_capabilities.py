@@ -14,7 +14,6 @@ import pytest
 
 from react_engine.errors import ConfigurationError, UserError
 from react_engine.transport import capabilities as caps_module
-from react_engine.transport import learned as learned_module
 from react_engine.transport.capabilities import (
     REGISTRY_ENV,
     Capabilities,
@@ -22,7 +21,13 @@ from react_engine.transport.capabilities import (
     default_registry,
     model_name_candidates,
 )
-from react_engine.transport.learned import CACHE_ENV, CapabilityCache, default_cache, resolve
+from react_engine.transport.learned import (
+    CACHE_ENV,
+    CapabilityCache,
+    default_cache,
+    resolve,
+    set_default_cache,
+)
 from react_engine.transport.rejections import REACTIONS, classify_rejection
 
 
@@ -537,13 +542,10 @@ def test_cache_from_env(tmp_path: Path) -> None:
 def test_default_cache_reads_the_env_on_first_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(learned_module, "_default_cache", None)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c.json"))
     first = default_cache()
     assert default_cache() is first
     assert first.path == tmp_path / "c.json"
-
-
 
 
 # --- resolve -----------------------------------------------------------------------------------
@@ -574,7 +576,7 @@ def test_resolve_ignores_overrides_that_change_nothing(registry: CapabilityRegis
 def test_resolve_defaults_to_the_process_wide_registry_and_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(learned_module, "_default_cache", CapabilityCache())
+    set_default_cache(CapabilityCache())
     monkeypatch.setattr(caps_module, "_default_registry", CapabilityRegistry.from_default(env={}))
     default_cache().remember(URL, "unknown-model", function_calling=False)
     found, reason = resolve(None, None, URL, "unknown-model")
