@@ -25,6 +25,7 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def user_env(home: Path, **extra: str) -> dict[str, str]:
+    home.mkdir()
     env = {
         k: v
         for k, v in os.environ.items()
@@ -36,6 +37,7 @@ def user_env(home: Path, **extra: str) -> dict[str, str]:
 def react_engine(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "react_engine", *argv],
+        cwd=env["HOME"],
         env=env,
         capture_output=True,
         text=True,
@@ -85,4 +87,4 @@ def test_off_keeps_nothing(tmp_path: Path) -> None:
     assert "learned" not in ran.stderr
     probe, *run = server.requests
     assert is_probe(probe) and run and "tools" in run[0]  # the lesson was not kept
-    assert not (home / ".local" / "state" / "react-engine" / "capabilities.json").exists()
+    assert list(home.iterdir()) == []  # no state directory, no file named "off"
