@@ -14,12 +14,18 @@
   what survives a test is frozen, so that collection scans only what the test made
   (:func:`pytest_runtest_protocol`; tests/suite/test_garbage.py).
 * The HTTP clients the tests build share one default TLS context (:func:`pytest_configure`).
+* Nothing is written into the user's home: ``XDG_STATE_HOME`` (where the run store, the
+  capability cache and the chat history live by default) points into pytest's temporary
+  directory, one directory per test, and the variables that name other places
+  (``REACT_ENGINE_STORE``, ``REACT_ENGINE_CAPABILITY_CACHE``) are unset; the process-wide
+  capability cache is built again for each test (:func:`_state_in_a_temporary_directory`).
 """
 
 from __future__ import annotations
 
 import gc
 import ipaddress
+import itertools
 import os
 import socket
 import ssl
@@ -124,6 +130,40 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
     yield
+
+
+_PLACES = ("REACT_ENGINE_STORE", "REACT_ENGINE_CAPABILITY_CACHE")
+"""Environment variables that name where the engine writes, unset for the tests."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The state home of the whole session, set before any other fixture, so that the
+    processes a session- or module-scoped fixture starts write there too."""
+    with pytest.MonkeyPatch.context() as mp:
+        home = tmp_path_factory.mktemp("state")
+        mp.setenv("XDG_STATE_HOME", str(home))
+        for name in _PLACES:
+            mp.delenv(name, raising=False)
+        yield home
+
+
+_test_number = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _state_in_a_temporary_directory(
+    _state_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Each test its own state home (made when something first writes there), and a
+    process-wide capability cache read from it: what one test's runs learned never
+    decides another's protocol."""
+    from react_engine.transport.learned import set_default_cache
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(_state_home / str(next(_test_number))))
+    set_default_cache(None)
+    yield
+    set_default_cache(None)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ModelAPIError, RunAborted
+from ..paths import state_dir
 from ..protocols.registry import protocol_names
 from ..run.agent import Agent, Conversation
 from ..tools import Tool
@@ -296,8 +296,7 @@ def _history_hint() -> str:
 
 def history_path() -> Path:
     """Where ``chat`` keeps the questions typed on a terminal (the XDG state directory)."""
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "react-engine" / "chat_history"
+    return state_dir() / "chat_history"
 
 
 @contextlib.contextmanager

@@ -2,20 +2,28 @@
 
 Sends :mod:`react_engine.transport.probe`'s one tiny request, prints what came back, and records it
 in the capability cache (``--no-record`` to only look), so that ``protocol="auto"`` picks
-the text protocol for a server that ignores or rejects tools.
+the text protocol for a server that ignores or rejects tools. The cache is a file in the
+state directory (:func:`~react_engine.transport.learned.default_cache`), so the runs of
+later processes use it.
+
+``--local`` probes the embedded model, on a server started for the probe; nothing is
+recorded then: the next ``--local`` run gets a server on another port, which the lesson
+would not be found under (the registry's entry for the embedded model decides).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..transport.probe import PROBE_TIMEOUT, aprobe
-from .endpoint import required_endpoint
+from .endpoint import Endpoint, local_endpoint, required_endpoint
 from .options import add_endpoint_options
 
 __all__ = ["add_probe_parser", "run_probe_command"]
@@ -26,7 +34,7 @@ def add_probe_parser(sub: Any) -> None:
         "probe",
         help="send one tiny request: does the endpoint return native tool calls, honour stop?",
     )
-    add_endpoint_options(p, local=False, retries=False)
+    add_endpoint_options(p, retries=False)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument(
         "--no-record", action="store_true", help="do not write the result to the capability cache"
@@ -49,13 +57,14 @@ def run_probe_command(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"--timeout must be a positive number of seconds, not {args.timeout:g}"
         )
-    ep = required_endpoint(args, [args.model] if args.model else [])
-    chat_model = OpenAIChatModel.connect(
-        ep.base_url, ep.api_key or "sk-no-key-required", asynchronous=True
-    )
-    result = asyncio.run(aprobe(chat_model, ep.model, timeout=args.timeout))
-    if not args.no_record:
-        result.remember(default_cache())
+    with _probed_endpoint(args) as ep:
+        chat_model = OpenAIChatModel.connect(
+            ep.base_url, ep.api_key or "sk-no-key-required", asynchronous=True
+        )
+        result = asyncio.run(aprobe(chat_model, ep.model, timeout=args.timeout))
+    cache = None if args.no_record or ep.local else default_cache()
+    if cache is not None:
+        result.remember(cache)
     if args.json:
         payload = {
             "model": result.model,
@@ -67,11 +76,28 @@ def run_probe_command(args: argparse.Namespace) -> int:
             "call_format": result.call_format,
             "requests": result.requests,
             "notes": result.notes,
-            "recorded": None if args.no_record else result.overrides(),
+            "recorded": None if cache is None else result.overrides(),
+            "cache": None if cache is None or cache.path is None else str(cache.path),
         }
         print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
         print(result.summary())
-        if not args.no_record:
-            print(f"recorded:     {result.overrides()}")
+        if cache is not None:
+            where = f"in {cache.path}" if cache.path else "in memory only (the cache is off)"
+            print(f"recorded:     {result.overrides()} {where}")
+        elif ep.local:
+            print("recorded:     nothing (the embedded server takes a new port at each start)")
     return 0
+
+
+@contextlib.contextmanager
+def _probed_endpoint(args: argparse.Namespace) -> Iterator[Endpoint]:
+    """The endpoint configured, or with ``--local`` the embedded model, started for the
+    probe and stopped after it."""
+    if not args.local:
+        yield required_endpoint(
+            args, [args.model] if args.model else [], alternatives=", or --local"
+        )
+        return
+    with local_endpoint() as ep:
+        yield ep

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..paths import state_dir
 from .codec import RunBusy, StoreError
 
 try:
@@ -78,14 +79,13 @@ _SHARED_LOCK = threading.RLock()
 
 
 def default_path() -> Path:
-    """``$REACT_ENGINE_STORE``, else ``$XDG_STATE_HOME/react-engine/store.db`` (the state
-    home defaulting to ``~/.local/state``)."""
+    """``$REACT_ENGINE_STORE``, else ``store.db`` in the state directory
+    (:func:`~react_engine.paths.state_dir`: ``$XDG_STATE_HOME/react-engine``, the state home
+    defaulting to ``~/.local/state``)."""
     named = os.environ.get(STORE_ENV, "").strip()
     if named:
         return Path(named).expanduser()
-    state = os.environ.get("XDG_STATE_HOME", "").strip()
-    base = Path(state).expanduser() if state else Path.home() / ".local" / "state"
-    return base / "react-engine" / "store.db"
+    return state_dir() / "store.db"
 
 
 class SQLiteDB:

@@ -4,6 +4,12 @@ The third layer of :mod:`~react_engine.transport.capabilities`: a :class:`Capabi
 of learned decisions per ``(base_url, model)``, in memory or kept in a JSON file, over the
 shipped registry and the user's entries. :func:`resolve` combines the layers and says
 which one decided.
+
+The process-wide cache (:func:`default_cache`) is kept in ``capabilities.json`` in the
+state directory (:func:`~react_engine.paths.state_dir`, beside the run store), so what one
+process learned (``react-engine probe``, a server's rejection) the next one uses.
+``REACT_ENGINE_CAPABILITY_CACHE`` names another file, or is ``off`` for memory only;
+:func:`set_default_cache` replaces it from Python.
 """
 
 from __future__ import annotations
@@ -14,20 +20,38 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
 from ..errors import ConfigurationError
+from ..paths import state_dir
 from .capabilities import BOOL_FIELDS, Capabilities, CapabilityRegistry, default_registry
 from .wire import mask_url
 
-__all__ = ["CACHE_ENV", "CapabilityCache", "default_cache", "resolve"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "CACHE_ENV",
+    "CACHE_FILE",
+    "CapabilityCache",
+    "default_cache",
+    "resolve",
+    "set_default_cache",
+]
 
 logger = logging.getLogger(__name__)
 
 CACHE_ENV: Final = "REACT_ENGINE_CAPABILITY_CACHE"
-"""Path of the JSON file in which the default cache keeps what it learned across runs."""
+"""Where the default cache keeps what it learned across runs: the path of a JSON file, or
+``off`` to keep it in memory only. Unset or empty: :data:`CACHE_FILE` in the state
+directory."""
+
+CACHE_FILE: Final = "capabilities.json"
+"""The default cache's file name in :func:`~react_engine.paths.state_dir`."""
 
 
 # --- learned decisions -----------------------------------------------------------------------
@@ -52,12 +76,13 @@ class CapabilityCache:
     (:func:`~react_engine.transport.wire.mask_url`): they are neither kept in the file nor
     shown by :meth:`entries`.
 
-    In memory by default. With a ``path`` every change is written to a small JSON file,
-    atomically (temp file + :func:`os.replace`) so a crash never leaves half a file. Before
-    each change the file is read again, so several processes sharing it keep each other's
-    lessons. A file that cannot be read or parsed is ignored with a logged warning:
-    forgetting a lesson costs one request, crashing a run costs the run. All methods are
-    thread-safe.
+    In memory without a ``path`` (:func:`default_cache` has one). With a ``path`` every
+    change is written to a small JSON file, atomically (temp file + :func:`os.replace`) so
+    a crash never leaves half a file. Each change reads the file again and writes it under
+    an exclusive lock (``flock`` on a ``.lock`` file beside it, where the system has one),
+    so several processes sharing it keep each other's lessons. A file that cannot be read,
+    parsed or written is ignored with a logged warning: forgetting a lesson costs one
+    request, crashing a run costs the run. All methods are thread-safe.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -69,9 +94,14 @@ class CapabilityCache:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CapabilityCache:
-        """A cache persisted to ``REACT_ENGINE_CAPABILITY_CACHE`` if set, else in memory."""
-        path = (os.environ if env is None else env).get(CACHE_ENV, "").strip()
-        return cls(path or None)
+        """The cache ``env`` (default: ``os.environ``) asks for: in the file
+        ``REACT_ENGINE_CAPABILITY_CACHE`` names, in memory if it is ``off``, else in
+        :data:`CACHE_FILE` in the state directory."""
+        environ = os.environ if env is None else env
+        named = environ.get(CACHE_ENV, "").strip()
+        if named.lower() == "off":
+            return cls(None)
+        return cls(Path(named).expanduser() if named else state_dir(environ) / CACHE_FILE)
 
     @property
     def path(self) -> Path | None:
@@ -120,7 +150,7 @@ class CapabilityCache:
         self._mutate(lambda data: data.clear())
 
     def _mutate(self, change: Callable[[dict[_CacheKey, dict[str, bool]]], object]) -> None:
-        with self._lock:
+        with self._lock, self._file_lock():
             data = self._data
             if self._path is not None:
                 on_disk = self._read()
@@ -131,6 +161,34 @@ class CapabilityCache:
             self._data = data
             if self._path is not None:
                 self._write(data)
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """Hold the file's lock, so that no other process writes between this one's read
+        and its write. Without a file, or where locking is not possible (no ``fcntl``, a
+        directory that cannot be written), the change goes ahead unlocked: a lesson may
+        then be lost to a concurrent write, never the file."""
+        if self._path is None or fcntl is None:
+            yield
+            return
+        lock_path = self._path.with_name(f".{self._path.name}.lock")
+        try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            logger.warning("capability cache %s: cannot lock it: %s", self._path, exc)
+            fd = None
+        if fd is None:
+            yield
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as exc:  # a file system without locks
+                logger.warning("capability cache %s: cannot lock it: %s", self._path, exc)
+            yield
+        finally:
+            os.close(fd)  # closing the last descriptor releases the lock
 
     def _read(self) -> dict[_CacheKey, dict[str, bool]] | None:
         """The file's entries; ``{}`` if it does not exist, ``None`` if it is unusable."""
@@ -207,15 +265,26 @@ _default_cache_lock = threading.Lock()
 
 
 def default_cache() -> CapabilityCache:
-    """The process-wide cache: in memory, or in ``REACT_ENGINE_CAPABILITY_CACHE`` if set.
+    """The process-wide cache, which agents and ``react-engine probe`` use unless given
+    another: :meth:`CapabilityCache.from_env` (``capabilities.json`` in the state
+    directory; ``REACT_ENGINE_CAPABILITY_CACHE`` names another file, or ``off``).
 
-    Built on first use, so the environment variable is read then, not at import.
+    Built on first use, so the environment is read then, not at import.
     """
     global _default_cache
     with _default_cache_lock:
         if _default_cache is None:
             _default_cache = CapabilityCache.from_env()
         return _default_cache
+
+
+def set_default_cache(cache: CapabilityCache | None) -> None:
+    """Make ``cache`` the process-wide cache from now on (``CapabilityCache()``: in memory
+    only, nothing read or written), or with ``None`` build it again from the environment
+    on next use. Agents built before keep the cache they had."""
+    global _default_cache
+    with _default_cache_lock:
+        _default_cache = cache
 
 
 def resolve(

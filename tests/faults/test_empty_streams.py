@@ -32,7 +32,7 @@ from react_engine.testing import (
     tool_calls_completion,
 )
 from react_engine.testing.tools import get_weather
-from react_engine.transport import learned as learned_module
+from react_engine.transport.learned import set_default_cache
 from react_engine.types import RunResult
 
 ANSWER = "It is overcast in Paris, 14°C."
@@ -180,7 +180,7 @@ def test_the_cli_on_a_terminal_answers_through_a_server_that_cannot_stream_tools
     """``run`` and ``demo`` stream when stdout is a terminal; against such a server they
     still end with the answer (exit 0), and the lesson goes to the process-wide cache."""
     cache = CapabilityCache()
-    monkeypatch.setattr(learned_module, "_default_cache", cache)
+    set_default_cache(cache)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     for name in ("OPENAI_BASE_URL", "REACT_ENGINE_MODEL", "OPENAI_MODEL"):

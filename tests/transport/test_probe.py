@@ -141,7 +141,6 @@ def test_no_probe_by_default(tmp_path: Path) -> None:
 
 def test_the_probe_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
-    monkeypatch.setattr("react_engine.transport.learned._default_cache", None)
     with ScriptedServer(IGNORED) as server:
         code = main(["probe", "--base-url", server.base_url, "--model", "m", "--json"])
     assert code == 0
@@ -156,7 +155,6 @@ def test_an_error_that_is_not_about_tools_is_raised_and_nothing_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
-    monkeypatch.setattr("react_engine.transport.learned._default_cache", None)
     unauthorized = MockResponse(401, {"error": {"message": "Invalid API key"}})
     with ScriptedServer(unauthorized) as server:
         code = main(["probe", "--base-url", server.base_url, "--model", "m"])
@@ -204,7 +202,6 @@ def test_the_probe_command_gives_up_in_one_line(
     """``react-engine probe --timeout 1`` at a server that never answers: one line on
     stderr, the API exit code, nothing recorded (it waited 600 s a request before)."""
     monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
-    monkeypatch.setattr("react_engine.transport.learned._default_cache", None)
     with silent_server() as url:
         started = time.monotonic()
         code = main(["probe", "--base-url", url, "--model", "m", "--timeout", "1"])

@@ -32,7 +32,6 @@ from react_engine import (
 from react_engine.cli import main
 from react_engine.testing import MockResponse, ScriptedServer
 from react_engine.testing.tools import calculator, get_weather
-from react_engine.transport import learned as learned_module
 from react_engine.transport.openai_model import OpenAIChatModel
 from react_engine.transport.wire import mask_key, mask_secret, mask_url
 
@@ -374,7 +373,6 @@ def test_base_url_credentials_are_masked_in_the_banner_trace_probe_and_cache(
     """``react-engine run`` (its banner, the fallback event in its trace), ``probe`` (text
     and JSON) and the capability cache they write, with ``user:password@`` in the URL."""
     _cli_env(monkeypatch, tmp_path)
-    monkeypatch.setattr(learned_module, "_default_cache", None)  # the file of _cli_env
     url = server.base_url.replace("http://", f"http://user:{URL_SECRET}@")
     refused = MockResponse(400, {"error": "library/gemma:2b does not support tools"})
     # The run's two replies (tools refused, then the text protocol's), then the probes'.
