@@ -1284,6 +1284,8 @@ def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
         sep = P.KWARG_SEP.match(text, pos)
         if sep is None:
             return None
+        if text[pos] == "，":
+            found.append("json:fullwidth_delimiter")
         pos = sep.end()
     return None
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ..errors import JSONRepairError
+from ..parsing.json_repair import repair_json
 from ..tools._nesting import TOO_DEEP, too_deep
 from ..types import PendingCall
 from ..wording import Note, ObservationCode
@@ -29,6 +31,7 @@ __all__ = [
     "PendingCall",
     "Refusal",
     "arguments_json",
+    "close_input",
     "guard_depth",
     "json_object",
     "parsed_arguments_error",
@@ -146,6 +149,32 @@ def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -
     ):
         return NOT_JSON
     return None
+
+
+def close_input(call: PendingCall, finish_reason: str | None) -> None:
+    """The closing-bracket rule for an Action Input :func:`~react_engine.parsing.parse_react`
+    kept as text because brackets are still open at its end (the parser does not know how
+    the reply ended, so it never closes them): in a reply not cut by the length limit, the
+    brackets open right after a complete value have exactly one completion, and the call
+    gets the object (``json:missing_closing_bracket``, lossless). Anything else missing (a
+    string's end, a value, a key's value, a number that may go on) stays refused, and so
+    does every input of a reply cut by length."""
+    text = call.arguments
+    if (
+        finish_reason == "length"
+        or not isinstance(text, str)
+        or "action_input_not_json" not in call.repairs
+        or "json_blob" in call.repairs  # the blob's whole text, not its arguments
+    ):
+        return
+    try:
+        fixed = repair_json(text, allow_truncated=False, close_brackets=True)
+    except JSONRepairError:
+        return
+    if isinstance(fixed.value, dict):
+        call.arguments = fixed.value
+        kept = [c for c in call.repairs if c != "action_input_not_json"]
+        call.repairs = [*kept, *(f"json:{c}" for c in fixed.repairs)]
 
 
 def guard_depth(call: PendingCall) -> None:
