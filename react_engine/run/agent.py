@@ -25,7 +25,7 @@ import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack, overload
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ModelAPIError
 from ..protocols.base import Protocol
 from ..protocols.output import FINAL_RESULT, output_spec
 from ..protocols.registry import ProtocolOptions, choose, protocol_names
@@ -138,7 +138,7 @@ class Agent(Generic[OutputT]):
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
-        probe: bool = False,
+        probe: bool | None = None,
         **options: Unpack[Options],
     ) -> None: ...
 
@@ -166,7 +166,7 @@ class Agent(Generic[OutputT]):
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
-        probe: bool = False,
+        probe: bool | None = None,
         **options: Unpack[Options],
     ) -> None: ...
 
@@ -194,7 +194,7 @@ class Agent(Generic[OutputT]):
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
-        probe: bool = False,
+        probe: bool | None = None,
         **options: Unpack[Options],
     ) -> None: ...
 
@@ -220,7 +220,7 @@ class Agent(Generic[OutputT]):
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
-        probe: bool = False,
+        probe: bool | None = None,
         **limits: Any,
     ) -> None:
         if model is not None and not isinstance(model, str):
@@ -291,12 +291,18 @@ class Agent(Generic[OutputT]):
         )
         check_config(self.config)
         self._protocol_spec = protocol
-        if not isinstance(probe, bool):
-            raise ConfigurationError(f"probe must be True or False, not {describe(probe)}")
+        if probe is not None and not isinstance(probe, bool):
+            raise ConfigurationError(f"probe must be True, False or None, not {describe(probe)}")
         self.probe = probe
         """Under ``protocol="auto"``: before the first run, unless the capability cache
         already knows this endpoint and model, send one probe request
-        (:mod:`react_engine.transport.probe`) and record what the server does with tools."""
+        (:mod:`react_engine.transport.probe`) and record what the server does with tools,
+        so that a server silently dropping ``tools`` gets the text protocol before the
+        first question. ``None`` (the default): probe an HTTP endpoint (the agent's own
+        OpenAI-compatible client), never a :class:`ChatModel` the caller passed in
+        (a scripted model, a custom transport: no server to find out about), and a probe
+        that fails is logged and the run goes on. ``False``: never; ``True``: always, and
+        a probe that fails fails the run."""
         if not isinstance(protocol, Protocol) and protocol not in protocol_names():
             known = ", ".join(repr(n) for n in protocol_names())
             raise ConfigurationError(
@@ -375,13 +381,23 @@ class Agent(Generic[OutputT]):
         protocol, reason = choose(self._protocol_spec, self._options(caps), why)
         return protocol, reason, caps
 
+    def _probes(self, chat_model: ChatModel) -> bool:
+        """Whether an ``"auto"`` run probes first (:attr:`probe`)."""
+        return self.probe if self.probe is not None else isinstance(chat_model, OpenAIChatModel)
+
     async def _probe_once(self, chat_model: ChatModel) -> None:
         """Probe the endpoint unless the cache already holds what a probe records."""
         if "function_calling" in self.capability_cache.get(self.base_url, self.model):
             return
         from ..transport.probe import aprobe
 
-        result = await aprobe(chat_model, self.model)
+        try:
+            result = await aprobe(chat_model, self.model)
+        except ModelAPIError as exc:
+            if self.probe:
+                raise
+            log.warning("probe of %s at %s failed, not probed: %s", self.model, self.base_url, exc)
+            return
         log.info("probe of %s at %s: tools %s", self.model, self.base_url, result.tools)
         result.remember(self.capability_cache)
 
@@ -643,7 +659,7 @@ class Agent(Generic[OutputT]):
                 )
             if self.approve is not None and self.mcp_servers and not _guarded(tools):
                 log.warning("approve= is set, but no tool of this run requires approval")
-            if self.probe and self._protocol_spec == "auto":
+            if self._protocol_spec == "auto" and self._probes(chat_model):
                 await self._probe_once(chat_model)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
