@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ..errors import JSONRepairError
-from ..parsing.json_repair import repair_json
 from ..tools._nesting import TOO_DEEP, too_deep
 from ..types import PendingCall
 from ..wording import Note, ObservationCode
@@ -167,6 +165,9 @@ def close_input(call: PendingCall, finish_reason: str | None) -> None:
         or "json_blob" in call.repairs  # the blob's whole text, not its arguments
     ):
         return
+    from ..errors import JSONRepairError  # here: the parsers load with the first reply read
+    from ..parsing.json_repair import repair_json
+
     try:
         fixed = repair_json(text, allow_truncated=False, close_brackets=True)
     except JSONRepairError:

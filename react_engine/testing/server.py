@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Self
 
-from ..transport.probe import PROBE_TOOL
 from .script import Script, ScriptExhausted
 
 __all__ = [
@@ -351,7 +350,7 @@ class MockOpenAIServer:
         elif _is_probe(body):
             with self._lock:
                 self.probes.append(body)
-            await _write(writer, MockResponse(body=_PROBE_ANSWER))
+            await _write(writer, MockResponse(body=_probe_answer()))
             return True
         with self._lock:
             self.requests.append(body)
@@ -427,10 +426,19 @@ class MockOpenAIServer:
 
 
 _TOOL_KEYS: Final = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
-_PROBE_ANSWER: Final = tool_calls_completion((PROBE_TOOL, '{"color": "Blue"}'))
-"""A tool-honouring, unconstrained server's answer to the probe: the named call, with an
-argument off the schema's one allowed value (so the probe learns nothing about
-constrained decoding)."""
+
+
+def _probe_tool() -> str:
+    from ..transport.probe import PROBE_TOOL  # here: it loads the parsers, a run's business
+
+    return PROBE_TOOL
+
+
+def _probe_answer() -> dict[str, Any]:
+    """A tool-honouring, unconstrained server's answer to the probe: the named call, with
+    an argument off the schema's one allowed value (so the probe learns nothing about
+    constrained decoding)."""
+    return tool_calls_completion((_probe_tool(), '{"color": "Blue"}'))
 
 
 def _is_probe(body: dict[str, Any]) -> bool:
@@ -438,7 +446,7 @@ def _is_probe(body: dict[str, Any]) -> bool:
     if not isinstance(tools, list) or len(tools) != 1 or not isinstance(tools[0], dict):
         return False
     function = tools[0].get("function")
-    return isinstance(function, dict) and function.get("name") == PROBE_TOOL
+    return isinstance(function, dict) and function.get("name") == _probe_tool()
 
 
 async def _write(writer: asyncio.StreamWriter, response: MockResponse) -> None:
