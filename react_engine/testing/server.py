@@ -20,7 +20,8 @@ endpoint and model under ``protocol="auto"``) is answered by the server itself, 
 server that honours ``tools`` but does not constrain decoding answers it (a native call
 to the probe tool, written loosely), so that scripts and responders hold only a run's own
 replies; :attr:`MockOpenAIServer.probes` records it. Under ``ignore_tools`` the probe,
-stripped of its tools like every request, goes to the responder.
+stripped of its tools like every request, goes to the responder, and so does it with
+``answer_probe=False`` (the probe's own tests script its answers).
 
 :class:`ScriptedServer` is that server answering from a :class:`~.script.Script`, the
 same queue (or function of the request) that drives the in-process
@@ -219,7 +220,8 @@ class MockOpenAIServer:
 
     ``ignore_tools``: ``tools``, ``tool_choice`` and ``parallel_tool_calls`` are dropped
     from each request before ``responder`` sees it (and ``requests`` records it so).
-    Otherwise the engine's probe request is answered here and recorded in ``probes``.
+    Otherwise the engine's probe request is answered here and recorded in ``probes``,
+    unless ``answer_probe=False``.
     """
 
     def __init__(
@@ -230,12 +232,14 @@ class MockOpenAIServer:
         port: int = 0,
         empty_tool_streams: bool = False,
         ignore_tools: bool = False,
+        answer_probe: bool = True,
     ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the mock server binds loopback only")
         self.responder = responder
         self.empty_tool_streams = empty_tool_streams
         self.ignore_tools = ignore_tools
+        self.answer_probe = answer_probe
         self.probes: list[dict[str, Any]] = []
         """The engine's probe requests this server answered itself (not in ``requests``)."""
         self.host = host
@@ -347,7 +351,7 @@ class MockOpenAIServer:
             return True
         if self.ignore_tools:
             body = {k: v for k, v in body.items() if k not in _TOOL_KEYS}
-        elif _is_probe(body):
+        elif self.answer_probe and _is_probe(body):
             with self._lock:
                 self.probes.append(body)
             await _write(writer, MockResponse(body=_probe_answer()))
@@ -490,11 +494,13 @@ class ScriptedServer(MockOpenAIServer):
         default: Answer | Callable[[dict[str, Any]], Answer] | None = None,
         empty_tool_streams: bool = False,
         ignore_tools: bool = False,
+        answer_probe: bool = True,
     ) -> None:
         super().__init__(
             self._answer_from_script,
             empty_tool_streams=empty_tool_streams,
             ignore_tools=ignore_tools,
+            answer_probe=answer_probe,
         )
         self.script: Script[dict[str, Any], Answer] = Script(items, default=default)
 
