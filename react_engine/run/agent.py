@@ -310,6 +310,7 @@ class Agent(Generic[OutputT]):
             )
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self._model_sync, self._model_async = self._connect(client, base_url, self._api_key)
+        self._own_client = not isinstance(client, ChatModel)  # an endpoint the agent reaches
         self.base_url = self._model_async.base_url
 
     @functools.cached_property
@@ -381,18 +382,19 @@ class Agent(Generic[OutputT]):
         protocol, reason = choose(self._protocol_spec, self._options(caps), why)
         return protocol, reason, caps
 
-    def _probes(self, chat_model: ChatModel) -> bool:
+    def _probes(self) -> bool:
         """Whether an ``"auto"`` run probes first (:attr:`probe`)."""
-        return self.probe if self.probe is not None else isinstance(chat_model, OpenAIChatModel)
+        return self.probe if self.probe is not None else self._own_client
 
-    async def _probe_once(self, chat_model: ChatModel) -> None:
-        """Probe the endpoint unless the cache already holds what a probe records."""
+    async def _probe_once(self, chat_model: ChatModel, timeout: float | None = None) -> None:
+        """Probe the endpoint unless the cache already holds what a probe records (each
+        request taking no longer than one of the run's may: ``timeout``)."""
         if "function_calling" in self.capability_cache.get(self.base_url, self.model):
             return
         from ..transport.probe import aprobe
 
         try:
-            result = await aprobe(chat_model, self.model)
+            result = await aprobe(chat_model, self.model, timeout=timeout)
         except ModelAPIError as exc:
             if self.probe:
                 raise
@@ -659,8 +661,8 @@ class Agent(Generic[OutputT]):
                 )
             if self.approve is not None and self.mcp_servers and not _guarded(tools):
                 log.warning("approve= is set, but no tool of this run requires approval")
-            if self._protocol_spec == "auto" and self._probes(chat_model):
-                await self._probe_once(chat_model)
+            if self._protocol_spec == "auto" and self._probes():
+                await self._probe_once(chat_model, cfg.settings.timeout)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
             journal = self._journal(run_id, _journal, question, items, protocol.name)

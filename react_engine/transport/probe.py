@@ -105,7 +105,7 @@ class ProbeResult:
         return "\n".join(lines)
 
 
-def _request(model: str, *, stop: bool, named: bool) -> ModelRequest:
+def _request(model: str, *, stop: bool, named: bool, timeout: float | None = None) -> ModelRequest:
     return ModelRequest(
         model=model,
         messages=(
@@ -115,21 +115,23 @@ def _request(model: str, *, stop: bool, named: bool) -> ModelRequest:
         tools=(_SCHEMA,),
         tool_choice=PROBE_TOOL if named else "auto",
         stop=(_STOP,) if stop else None,
-        settings=ModelSettings(temperature=0.0, max_tokens=64),
+        settings=ModelSettings(temperature=0.0, max_tokens=64, timeout=timeout),
     )
 
 
-async def aprobe(chat_model: ChatModel, model: str) -> ProbeResult:
+async def aprobe(chat_model: ChatModel, model: str, *, timeout: float | None = None) -> ProbeResult:
     """Send the probe request (again without a parameter the server rejected, at most
     twice more) and judge the reply. A client error that is not a rejection of ``tools``
-    (a wrong API key, an unknown model) is raised: it says nothing about tools."""
+    (a wrong API key, an unknown model) is raised: it says nothing about tools.
+    ``timeout``: seconds each request may take (``None``: the client's own)."""
     stop, named, requests = True, True, 0
     notes: list[str] = []
     base_url = chat_model.base_url
     while True:
         requests += 1
         try:
-            reply = await chat_model.complete(_request(model, stop=stop, named=named))
+            request = _request(model, stop=stop, named=named, timeout=timeout)
+            reply = await chat_model.complete(request)
         except ModelRequestError as exc:
             kind = classify_rejection(exc.status_code, exc.body or "")
             if kind == "stop" and stop and requests < 3:
