@@ -60,7 +60,9 @@ tolerant decoder that keeps an explicit stack (no recursion, nesting capped at
 ``missing_quote``
     a string still open at the end of the text.
 ``missing_closing_bracket``
-    brackets still open at the end of the text.
+    brackets still open at the end of the text. Lossless where nothing else is missing:
+    right after a complete value, in text not cut by a length limit, the closing brackets
+    are the one completion there is (``close_brackets=True``, the closing-bracket rule).
 ``mismatched_bracket``
     a bracket closed by an enclosing bracket of the other kind (``{"a": [1}``), or a
     closing bracket inside the value with nothing to close (``{"a": 1], "b": 2}``).
@@ -185,7 +187,9 @@ class RepairResult:
     repairs: tuple[str, ...] = ()
 
 
-def repair_json(text: str, *, strict: bool = False, allow_truncated: bool = True) -> RepairResult:
+def repair_json(
+    text: str, *, strict: bool = False, allow_truncated: bool = True, close_brackets: bool = False
+) -> RepairResult:
     """Decode ``text`` as JSON, repairing what models typically get wrong.
 
     Raises :class:`~react_engine.errors.JSONRepairError` (with the offset where decoding
@@ -194,6 +198,12 @@ def repair_json(text: str, *, strict: bool = False, allow_truncated: bool = True
     string, object or array still open at the end: ``{"path": "/tmp/imp``) is an error
     instead of being closed (``missing_quote``, ``missing_closing_bracket`` at the end):
     what a cut-off tool call needs, where closing it would invent a value.
+    ``close_brackets=True`` relaxes that by one case, the closing-bracket rule: brackets
+    still open at the end of the text right after a complete value (a closed string, a
+    literal, a closed container; not a number, a comma, a key or an opening bracket) have
+    exactly one completion, and are closed (``missing_closing_bracket``). Only for text
+    that was not cut by a length limit: the caller (or the policy, which owns length cuts)
+    makes sure of that.
     """
     try:
         before = marked()
@@ -213,7 +223,7 @@ def repair_json(text: str, *, strict: bool = False, allow_truncated: bool = True
             text=text,
             pos=0,
         )
-    repairs = _Repairs(allow_truncated)
+    repairs = _Repairs(allow_truncated, close_brackets)
     value = _repair(text, repairs)
     return RepairResult(value, repairs.codes())
 
@@ -248,18 +258,20 @@ _DECODER: Final = json.JSONDecoder(object_pairs_hook=object_from_pairs)
 class _Repairs:
     """An ordered set of repair codes."""
 
-    __slots__ = ("_seen", "allow_truncated", "comment_to_end")
+    __slots__ = ("_seen", "allow_truncated", "close_brackets", "comment_to_end")
 
-    def __init__(self, allow_truncated: bool = True) -> None:
+    def __init__(self, allow_truncated: bool = True, close_brackets: bool = False) -> None:
         self._seen: dict[str, None] = {}
         self.allow_truncated = allow_truncated
         """Close what is still open at the end of the text (else that is an error)."""
+        self.close_brackets = close_brackets
+        """With ``allow_truncated`` off: still close brackets open after a complete value."""
         self.comment_to_end = False
         """A comment ran to the end of the text (closing brackets may be inside it)."""
 
     def child(self) -> _Repairs:
         """A fresh set for one attempt, under the same rules."""
-        return _Repairs(self.allow_truncated)
+        return _Repairs(self.allow_truncated, self.close_brackets)
 
     def add(self, code: str) -> None:
         self._seen[code] = None
@@ -584,6 +596,7 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
     stack: list[Any] = []  # open containers, outermost first
     keys: list[str] = []  # the pending key of each open object ("" for arrays)
     state = _VALUE
+    dangling = False  # the text ends right after a comma
     value: Any
     while True:
         if pos < hi and s[pos] in _SKIPPABLE:
@@ -630,7 +643,7 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
             state = _AFTER
             continue
         if pos >= hi:
-            return _close_all(stack, repairs, s, pos), pos
+            return _close_all(stack, repairs, s, pos, state == _AFTER and not dangling), pos
         c = s[pos]
         top = stack[-1]
         if c == "，":
@@ -680,6 +693,7 @@ def _decode(s: str, pos: int, hi: int, repairs: _Repairs, *, allow_bare: bool) -
                 pos = _skip(s, pos + 1, hi, repairs)
             if pos >= hi:
                 repairs.add("truncated_after_comma")  # more may have followed: cut off
+                dangling = True
                 continue
             if s[pos] == ("}" if type(top) is dict else "]"):
                 repairs.add("trailing_comma")
@@ -747,23 +761,31 @@ def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
 
 _SLOW: Final = object()
 _NUMBER_END: Final = frozenset("0123456789.eE+-")
+_E_LITERALS: Final = ("true", "True", "false", "False")
 
 
 def _closer(container: Any) -> str:
     return "}" if isinstance(container, dict) else "]"
 
 
-def _close_all(stack: list[Any], repairs: _Repairs, s: str, pos: int) -> Any:
-    """Close what is still open at the end of the text; an empty root is not a value."""
+def _close_all(stack: list[Any], repairs: _Repairs, s: str, pos: int, after_value: bool) -> Any:
+    """Close what is still open at the end of the text; an empty root is not a value.
+
+    ``after_value``: the text ends right after a complete value (not after a comma, a key
+    or an opening bracket), where :attr:`_Repairs.close_brackets` may close it."""
     if len(stack) == 1 and not stack[0]:
         raise _error("truncated: nothing after the opening bracket", s, pos)
+    # 1 or 12? the text may end inside a number (the e of true or false is no number's)
+    number = s[pos - 1 : pos] in _NUMBER_END and not s.endswith(_E_LITERALS, 0, pos)
     if not repairs.allow_truncated:
-        raise _error(f"truncated: {len(stack)} bracket(s) never closed", s, pos)
+        closes = repairs.close_brackets and after_value and not number
+        if not closes or repairs.comment_to_end:
+            raise _error(f"truncated: {len(stack)} bracket(s) never closed", s, pos)
     repairs.add("missing_closing_bracket")
     if repairs.comment_to_end:
         repairs.add("bracket_in_comment")
-    elif pos > 0 and s[pos - 1] in _NUMBER_END:
-        repairs.add("truncated_number")  # 1 or 12? the text may end inside the number
+    elif number:
+        repairs.add("truncated_number")
     return stack[0]
 
 

@@ -282,8 +282,9 @@ KWARG: Final = re.compile(
 )
 """One ``key=value`` of a Python-style call (matched at a position, one after another)."""
 
-KWARG_SEP: Final = re.compile(r",[ \t]*")
-"""The separator between two :data:`KWARG` items."""
+KWARG_SEP: Final = re.compile(r"[,，][ \t]*")
+"""The separator between two :data:`KWARG` items (a full-width ``，`` too: after a complete
+value, outside any string, it has no other meaning)."""
 
 # --- JSON -----------------------------------------------------------------------------------
 

@@ -93,6 +93,10 @@ rest is text. With a ``limit``, a ``{"tool_calls": [...]}`` blob or a ``[...]`` 
 thousands of calls (bare, after ``Action:``, fenced or in ``<tool_call>`` tags) is read
 element by element: its calls past the limit are counted
 (:attr:`~react_engine.types.ParsedStep.more`), never held.
+Blobs chained with ``;`` (``{call}; {call}``, as Llama 3.1 writes them) are read
+together, every one, in order; a chained element that starts like JSON but cannot be read
+at all raises, so that a reading never stops at the first call as if it were the whole
+reply.
 
 ``chinese_label`` and ``fullwidth_colon`` are reported for every Chinese label, even
 when the prompt asked for Chinese labels: a comparison that counts "clean" replies for
@@ -895,6 +899,32 @@ def parse_react(
     thousands of calls is never held whole; the step is otherwise the one read without it.
     Raises :class:`~react_engine.errors.ReActParseError` when nothing can be recovered.
     """
+    try:
+        return _parse(text, multi_action, stop_words, implicit_final_answer, limit)
+    except _BrokenChain as exc:
+        raise ReActParseError(
+            "a call chained with ';' after another cannot be read",
+            text=text,
+            pos=exc.pos,
+            expected="every chained call as complete JSON",
+        ) from None
+
+
+class _BrokenChain(Exception):
+    """A call chained with ``;`` that cannot be read (``pos``: where, in the reply)."""
+
+    def __init__(self, pos: int) -> None:
+        super().__init__(pos)
+        self.pos = pos
+
+
+def _parse(
+    text: str,
+    multi_action: bool,
+    stop_words: Sequence[str] | None,
+    implicit_final_answer: bool,
+    limit: int | None,
+) -> ParsedStep:
     if not text.strip():
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
     plain = _plain(text, stop_words)
@@ -928,9 +958,12 @@ def parse_react(
             expected=EXPECTED_STEP + " before any 'Observation:'",
         )
     sections = _sections(body, _labels(body) if plain is None else plain[1])
-    reading = _read(sections, limit)
-    if not any(sec.kind == P.ACTION for sec in sections):
-        _find_blobs(sections, reading, limit)
+    try:
+        reading = _read(sections, limit)
+        if not any(sec.kind == P.ACTION for sec in sections):
+            _find_blobs(sections, reading, limit)
+    except _BrokenChain as exc:
+        raise _BrokenChain(offset + exc.pos) from None
     labelled = any(sec.kind != _PREAMBLE for sec in sections)
     if not labelled and not reading.items:
         if not implicit_final_answer:
@@ -1068,9 +1101,17 @@ def _action(
         return [], missing
     if stripped.startswith(_BLOB_OPENERS):
         big = limit is not None and len(stripped) >= _SMALL_BLOB  # else read whole, as it was
-        found = _blob(stripped, 0, _Wrapped(limit) if big and limit is not None else None)
+        wrapped = _Wrapped(limit) if big and limit is not None else None
+        found = _blob(stripped, 0, wrapped)
         if found is not None:
             items, end = found
+            try:
+                chained = _chained(stripped, end, wrapped)
+            except _BrokenChain as exc:
+                raise _BrokenChain(at + exc.pos) from None
+            if chained:
+                items = [*items, *(item for _, _, more in chained for item in more)]
+                end = chained[-1][1]
             tail = items[-1].tail
             trailing = bool(stripped[end:].strip())
             for item in items:
@@ -1284,6 +1325,8 @@ def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
         sep = P.KWARG_SEP.match(text, pos)
         if sep is None:
             return None
+        if text[pos] == "，":
+            found.append("json:fullwidth_delimiter")
         pos = sep.end()
     return None
 
@@ -1332,6 +1375,10 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
             if read is not None:
                 return _wrapped_items(text, pos, codes, *read[:3], end)
         value, cut = _json_value(inner, codes)
+        if "json:extra_value" in codes:  # {call}; {call} in the fence: every one of them
+            chain = _fenced_chain(inner.strip())
+            if chain:
+                return chain, end
     else:
         json_at = pos
         if wrapped is not None and len(text) - pos >= _SMALL_BLOB:
@@ -1688,7 +1735,10 @@ def _find_blobs(sections: list[_Section], r: _Reading, limit: int | None = None)
     for sec in sections:
         if sec.kind not in (P.THOUGHT, _PREAMBLE):
             continue
-        found = _search_blobs(sec.content, _Wrapped(limit) if limit is not None else None)
+        try:
+            found = _search_blobs(sec.content, _Wrapped(limit) if limit is not None else None)
+        except _BrokenChain as exc:
+            raise _BrokenChain(sec.content_start + exc.pos) from None
         if not found:
             continue
         start = found[0][0]
@@ -1749,11 +1799,51 @@ def _search_blobs(text: str, wrapped: _Wrapped | None = None) -> list[tuple[int,
                 break
             resume = start + 1
             continue
-        found.append((at, blob[1], blob[0]))
-        tail = blob[0][-1].tail
-        read += len(blob[0]) + (tail.count if tail is not None else 0)
-        resume = blob[1]
+        for one in [(at, blob[1], blob[0]), *_chained(text, blob[1], wrapped)]:
+            found.append(one)
+            tail = one[2][-1].tail
+            read += len(one[2]) + (tail.count if tail is not None else 0)
+            resume = one[1]
     return found
+
+
+def _fenced_chain(chunk: str) -> list[_Item]:
+    """The calls of a fence's content made of blobs chained with ``;`` (else none)."""
+    first = _blob(chunk, 0)
+    chained = _chained(chunk, first[1]) if first is not None else []
+    if first is None or not chained or chunk[chained[-1][1] :].strip():
+        return []
+    items = [item for found in (first[0], *(c[2] for c in chained)) for item in found]
+    for item in items:
+        item.codes.append("fenced_json")
+    return items
+
+
+_CHAIN: Final = re.compile(r"[ \t]*;\s*(?=[\[{<])")
+"""A ``;`` between two chained calls (Llama 3.1 writes ``{call}; {call}``)."""
+
+
+def _chained(
+    text: str, end: int, wrapped: _Wrapped | None = None
+) -> list[tuple[int, int, list[_Item]]]:
+    """The blobs chained with ``;`` after the one ending at ``end``: where each starts and
+    ends, and its calls, in order. A reading never stops at the first of several chained
+    calls as if it were the whole reply: JSON after a ``;`` that cannot be read at all
+    raises :class:`_BrokenChain`; JSON or markup that is no call stays text
+    (``text_after_input``). At most :data:`MAX_LABELS` blobs."""
+    out: list[tuple[int, int, list[_Item]]] = []
+    while len(out) < MAX_LABELS:
+        m = _CHAIN.match(text, end)
+        if m is None:
+            return out
+        blob = _blob(text, m.end(), wrapped)
+        if blob is None:
+            if _json_prefix(text, m.end(), [])[0] is None and text[m.end()] in "{[":
+                raise _BrokenChain(m.end())
+            return out
+        out.append((m.end(), blob[1], blob[0]))
+        end = blob[1]
+    return out
 
 
 # --- choosing ------------------------------------------------------------------------------------

@@ -74,9 +74,19 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("json", "python_literal", OK, "True, False or None for true, false, null"),
     ("json", "unquoted_key", OK, "a key without quotes"),
     ("json", "trailing_comma", OK, "a comma before a closing bracket"),
-    ("json", "fullwidth_delimiter", OK, "a full-width ： or ， outside the strings"),
+    (
+        "json",
+        "fullwidth_delimiter",
+        OK,
+        "a full-width ： or ， between tokens, outside the strings (one meaning there)",
+    ),
     ("json", "control_char_in_string", OK, "a raw newline or tab inside a string"),
-    ("json", "missing_closing_bracket", OK, "closing brackets missing at the very end"),
+    (
+        "json",
+        "missing_closing_bracket",
+        OK,
+        "only closing brackets missing, after a complete value (a reply cut by length: refused)",
+    ),
     ("json", "extra_closing_bracket", OK, "closing brackets with nothing to close"),
     ("json", "extra_data", OK, "prose after the complete JSON value"),
     (

@@ -29,6 +29,7 @@ __all__ = [
     "PendingCall",
     "Refusal",
     "arguments_json",
+    "close_input",
     "guard_depth",
     "json_object",
     "parsed_arguments_error",
@@ -146,6 +147,35 @@ def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -
     ):
         return NOT_JSON
     return None
+
+
+def close_input(call: PendingCall, finish_reason: str | None) -> None:
+    """The closing-bracket rule for an Action Input :func:`~react_engine.parsing.parse_react`
+    kept as text because brackets are still open at its end (the parser does not know how
+    the reply ended, so it never closes them): in a reply not cut by the length limit, the
+    brackets open right after a complete value have exactly one completion, and the call
+    gets the object (``json:missing_closing_bracket``, lossless). Anything else missing (a
+    string's end, a value, a key's value, a number that may go on) stays refused, and so
+    does every input of a reply cut by length."""
+    text = call.arguments
+    if (
+        finish_reason == "length"
+        or not isinstance(text, str)
+        or "action_input_not_json" not in call.repairs
+        or "json_blob" in call.repairs  # the blob's whole text, not its arguments
+    ):
+        return
+    from ..errors import JSONRepairError  # here: the parsers load with the first reply read
+    from ..parsing.json_repair import repair_json
+
+    try:
+        fixed = repair_json(text, allow_truncated=False, close_brackets=True)
+    except JSONRepairError:
+        return
+    if isinstance(fixed.value, dict):
+        call.arguments = fixed.value
+        kept = [c for c in call.repairs if c != "action_input_not_json"]
+        call.repairs = [*kept, *(f"json:{c}" for c in fixed.repairs)]
 
 
 def guard_depth(call: PendingCall) -> None:

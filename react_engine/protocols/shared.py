@@ -129,8 +129,10 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
     except ValueError:
         try:
             # Sloppy but complete JSON is repaired; cut-off JSON is not: closing what the
-            # model never closed would run the tool on a value it did not write.
-            fixed = repair_json(text, allow_truncated=False)
+            # model never closed would run the tool on a value it did not write. Only
+            # closing brackets after a complete value have one completion (the
+            # closing-bracket rule); the policy refuses it in a reply cut by length.
+            fixed = repair_json(text, allow_truncated=False, close_brackets=True)
         except JSONRepairError as exc:
             return raw, Note(ObservationCode.INVALID_JSON, detail=str(exc)), []
         value = fixed.value

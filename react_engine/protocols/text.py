@@ -55,7 +55,7 @@ from .base import (
     Refusal,
     RequestContext,
 )
-from .decision import guard_depth, parsed_arguments_error
+from .decision import close_input, guard_depth, parsed_arguments_error
 from .prompts import PromptTemplate, load_template
 from .shared import (
     answer_schema,
@@ -437,6 +437,7 @@ class TextReActProtocol(Protocol):
             went_on = bool(_CUT_AFTER_ACTION.intersection(parsed.repairs))
             calls = parsed.actions  # the parser's own calls, completed here
             for call in calls:
+                close_input(call, reply.finish_reason)
                 call.error = call.error or parsed_arguments_error(call.arguments, parsed.repairs)
                 call.repairs = self._repairs(call.repairs)
                 call.cut = False if went_on else None

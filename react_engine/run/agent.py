@@ -25,7 +25,7 @@ import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack, overload
 
-from ..errors import ConfigurationError, StoreError
+from ..errors import ConfigurationError, ModelAPIError, StoreError
 from ..protocols.base import Protocol
 from ..protocols.output import FINAL_RESULT, output_spec
 from ..protocols.registry import ProtocolOptions, choose, protocol_names
@@ -140,7 +140,7 @@ class Agent(Generic[OutputT]):
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
-        probe: bool = False,
+        probe: bool | None = None,
         **options: Unpack[Options],
     ) -> None: ...
 
@@ -168,7 +168,7 @@ class Agent(Generic[OutputT]):
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
-        probe: bool = False,
+        probe: bool | None = None,
         **options: Unpack[Options],
     ) -> None: ...
 
@@ -196,7 +196,7 @@ class Agent(Generic[OutputT]):
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
-        probe: bool = False,
+        probe: bool | None = None,
         **options: Unpack[Options],
     ) -> None: ...
 
@@ -222,7 +222,7 @@ class Agent(Generic[OutputT]):
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
-        probe: bool = False,
+        probe: bool | None = None,
         **limits: Any,
     ) -> None:
         if model is not None and not isinstance(model, str):
@@ -294,11 +294,17 @@ class Agent(Generic[OutputT]):
         )
         check_config(self.config)
         self._protocol_spec = protocol
-        check_bool(probe, "probe")
+        check_bool(probe, "probe", optional=True)
         self.probe = probe
         """Under ``protocol="auto"``: before the first run, unless the capability cache
         already knows this endpoint and model, send one probe request
-        (:mod:`react_engine.transport.probe`) and record what the server does with tools."""
+        (:mod:`react_engine.transport.probe`) and record what the server does with tools,
+        so that a server silently dropping ``tools`` gets the text protocol before the
+        first question. ``None`` (the default): probe an HTTP endpoint (the agent's own
+        OpenAI-compatible client), never a :class:`ChatModel` the caller passed in
+        (a scripted model, a custom transport: no server to find out about), and a probe
+        that fails is logged and the run goes on. ``False``: never; ``True``: always, and
+        a probe that fails fails the run."""
         if not isinstance(protocol, Protocol) and protocol not in protocol_names():
             known = ", ".join(repr(n) for n in protocol_names())
             raise ConfigurationError(
@@ -310,6 +316,7 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
         self._model_sync, self._model_async = self._connect(client, base_url, self._api_key)
+        self._own_client = not isinstance(client, ChatModel)  # an endpoint the agent reaches
         self.base_url = self._model_async.base_url
 
     @functools.cached_property
@@ -378,14 +385,26 @@ class Agent(Generic[OutputT]):
         protocol, reason = choose(self._protocol_spec, self._options(caps), why)
         return protocol, reason, caps
 
-    async def _probe_once(self, chat_model: ChatModel) -> None:
-        """Probe the endpoint unless the cache already holds what a probe records."""
+    def _probes(self) -> bool:
+        """Whether an ``"auto"`` run probes first (:attr:`probe`)."""
+        return self.probe if self.probe is not None else self._own_client
+
+    async def _probe_once(self, chat_model: ChatModel, timeout: float | None = None) -> None:
+        """Probe the endpoint unless the cache already holds what a probe records (each
+        request taking no longer than one of the run's may: ``timeout``)."""
         if "function_calling" in self.capability_cache.get(self.base_url, self.model):
             return
         from ..transport.probe import aprobe
 
-        # One request of the run: bounded as the run's requests are, not by PROBE_TIMEOUT.
-        result = await aprobe(chat_model, self.model, timeout=None)
+        try:
+            # One request of the run: bounded as the run's requests are, not by PROBE_TIMEOUT.
+            result = await aprobe(chat_model, self.model, timeout=timeout)
+        except ModelAPIError as exc:
+            if self.probe:
+                raise
+            where = mask_url(self.base_url)
+            log.warning("probe of %s at %s failed, not probed: %s", self.model, where, exc)
+            return
         log.info("probe of %s at %s: tools %s", self.model, result.base_url, result.tools)
         result.remember(self.capability_cache)
 
@@ -647,8 +666,8 @@ class Agent(Generic[OutputT]):
                 )
             if self.approve is not None and self.mcp_servers and not _guarded(tools):
                 log.warning("approve= is set, but no tool of this run requires approval")
-            if self.probe and self._protocol_spec == "auto":
-                await self._probe_once(chat_model)
+            if self._protocol_spec == "auto" and self._probes():
+                await self._probe_once(chat_model, cfg.settings.timeout)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
             journal = self._journal(run_id, _journal, question, items, protocol.name)

@@ -11,7 +11,17 @@ It runs its own event loop in a daemon thread, binds loopback only, and stops on
 :meth:`MockOpenAIServer.stop` or at the end of a ``with`` block. One fault belongs to the
 server rather than to a reply: ``empty_tool_streams=True`` answers every streamed request
 that carries ``tools`` with HTTP 200 and an empty stream, as servers that cannot stream
-tool calls do.
+tool calls do. Another is ``ignore_tools=True``: ``tools`` and ``tool_choice`` are dropped
+from every request before the responder sees it, as a server without tool support (a
+proxy, a chat template with no tools) silently does.
+
+The engine's capability probe (:mod:`react_engine.transport.probe`, sent once per new
+endpoint and model under ``protocol="auto"``) is answered by the server itself, as a
+server that honours ``tools`` but does not constrain decoding answers it (a native call
+to the probe tool, written loosely), so that scripts and responders hold only a run's own
+replies; :attr:`MockOpenAIServer.probes` records it. Under ``ignore_tools`` the probe,
+stripped of its tools like every request, goes to the responder, and so does it with
+``answer_probe=False`` (the probe's own tests script its answers).
 
 :class:`ScriptedServer` is that server answering from a :class:`~.script.Script`, the
 same queue (or function of the request) that drives the in-process
@@ -30,7 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from .script import Script, ScriptExhausted
 
@@ -207,6 +217,11 @@ class MockOpenAIServer:
     stream with no chunk and no ``[DONE]``, without asking ``responder`` (llama-cpp-python's
     server did this before react-engine's fix; some vLLM and Ollama versions too). The
     same request without ``stream`` is answered as usual.
+
+    ``ignore_tools``: ``tools``, ``tool_choice`` and ``parallel_tool_calls`` are dropped
+    from each request before ``responder`` sees it (and ``requests`` records it so).
+    Otherwise the engine's probe request is answered here and recorded in ``probes``,
+    unless ``answer_probe=False``.
     """
 
     def __init__(
@@ -216,11 +231,17 @@ class MockOpenAIServer:
         host: str = "127.0.0.1",
         port: int = 0,
         empty_tool_streams: bool = False,
+        ignore_tools: bool = False,
+        answer_probe: bool = True,
     ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the mock server binds loopback only")
         self.responder = responder
         self.empty_tool_streams = empty_tool_streams
+        self.ignore_tools = ignore_tools
+        self.answer_probe = answer_probe
+        self.probes: list[dict[str, Any]] = []
+        """The engine's probe requests this server answered itself (not in ``requests``)."""
         self.host = host
         self.port = port
         self.requests: list[dict[str, Any]] = []
@@ -328,6 +349,13 @@ class MockOpenAIServer:
         except ValueError:
             await _write(writer, MockResponse(400, {"error": {"message": "invalid JSON"}}))
             return True
+        if self.ignore_tools:
+            body = {k: v for k, v in body.items() if k not in _TOOL_KEYS}
+        elif self.answer_probe and _is_probe(body):
+            with self._lock:
+                self.probes.append(body)
+            await _write(writer, MockResponse(body=_probe_answer()))
+            return True
         with self._lock:
             self.requests.append(body)
         if self.empty_tool_streams and body.get("stream") is True and body.get("tools"):
@@ -401,6 +429,30 @@ class MockOpenAIServer:
         return True
 
 
+_TOOL_KEYS: Final = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
+
+
+def _probe_tool() -> str:
+    from ..transport.probe import PROBE_TOOL  # here: it loads the parsers, a run's business
+
+    return PROBE_TOOL
+
+
+def _probe_answer() -> dict[str, Any]:
+    """A tool-honouring, unconstrained server's answer to the probe: the named call, with
+    an argument off the schema's one allowed value (so the probe learns nothing about
+    constrained decoding)."""
+    return tool_calls_completion((_probe_tool(), '{"color": "Blue"}'))
+
+
+def _is_probe(body: dict[str, Any]) -> bool:
+    tools = body.get("tools")
+    if not isinstance(tools, list) or len(tools) != 1 or not isinstance(tools[0], dict):
+        return False
+    function = tools[0].get("function")
+    return isinstance(function, dict) and function.get("name") == _probe_tool()
+
+
 async def _write(writer: asyncio.StreamWriter, response: MockResponse) -> None:
     body = response.body
     if isinstance(body, bytes):
@@ -441,8 +493,15 @@ class ScriptedServer(MockOpenAIServer):
         *items: Answer | Callable[[dict[str, Any]], Answer],
         default: Answer | Callable[[dict[str, Any]], Answer] | None = None,
         empty_tool_streams: bool = False,
+        ignore_tools: bool = False,
+        answer_probe: bool = True,
     ) -> None:
-        super().__init__(self._answer_from_script, empty_tool_streams=empty_tool_streams)
+        super().__init__(
+            self._answer_from_script,
+            empty_tool_streams=empty_tool_streams,
+            ignore_tools=ignore_tools,
+            answer_probe=answer_probe,
+        )
         self.script: Script[dict[str, Any], Answer] = Script(items, default=default)
 
     @property

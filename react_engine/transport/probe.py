@@ -116,7 +116,7 @@ class ProbeResult:
         return "\n".join(lines)
 
 
-def _request(model: str, *, stop: bool, named: bool) -> ModelRequest:
+def _request(model: str, *, stop: bool, named: bool, timeout: float | None = None) -> ModelRequest:
     return ModelRequest(
         model=model,
         messages=(
@@ -126,7 +126,7 @@ def _request(model: str, *, stop: bool, named: bool) -> ModelRequest:
         tools=(_SCHEMA,),
         tool_choice=PROBE_TOOL if named else "auto",
         stop=(_STOP,) if stop else None,
-        settings=ModelSettings(temperature=0.0, max_tokens=64),
+        settings=ModelSettings(temperature=0.0, max_tokens=64, timeout=timeout),
     )
 
 
@@ -146,7 +146,7 @@ async def aprobe(
     scope = asyncio.timeout(timeout)
     try:
         async with scope:
-            return await _probe(chat_model, model, base_url)
+            return await _probe(chat_model, model, base_url, timeout)
     except TimeoutError:
         if not scope.expired():
             raise  # not the probe's timeout
@@ -155,13 +155,16 @@ async def aprobe(
         ) from None
 
 
-async def _probe(chat_model: ChatModel, model: str, base_url: str) -> ProbeResult:
+async def _probe(
+    chat_model: ChatModel, model: str, base_url: str, timeout: float | None
+) -> ProbeResult:
     stop, named, requests = True, True, 0
     notes: list[str] = []
     while True:
         requests += 1
         try:
-            reply = await chat_model.complete(_request(model, stop=stop, named=named))
+            request = _request(model, stop=stop, named=named, timeout=timeout)
+            reply = await chat_model.complete(request)
         except ModelRequestError as exc:
             kind = classify_rejection(exc.status_code, exc.body or "")
             if kind == "stop" and stop and requests < 3:

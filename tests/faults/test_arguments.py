@@ -194,12 +194,16 @@ def test_to_jsonl_serialises_anything_deep_that_gets_into_a_step(depth: int) -> 
 TRUNCATED = [
     ("delete_path", '{"path": "/tmp/important/sub'),
     ("get_weather", '{"location": "Paris", "unit": '),
-    ("get_weather", '{"location": "Paris"'),
-    ("get_weather", "{'location': 'Paris'"),
     ("get_weather", '{"location": "Paris", '),
     ("get_weather", "{"),
     ("get_weather", '{"location'),
 ]
+ONLY_CLOSERS = [
+    ("get_weather", '{"location": "Paris"'),
+    ("get_weather", "{'location': 'Paris'"),
+]
+"""Only closing brackets missing, after a complete value: the closing-bracket rule runs
+them in a reply not cut by length (docs/reliability.md)."""
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -212,7 +216,24 @@ def test_cut_off_arguments_never_run(protocol: str, tool: str, arguments: str) -
     assert tools.calls == []
 
 
-@pytest.mark.parametrize(("tool", "arguments"), TRUNCATED)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(("tool", "arguments"), ONLY_CLOSERS)
+@pytest.mark.parametrize("finish_reason", ["stop", "length"])
+def test_only_closing_brackets_missing_run_unless_cut_by_length(
+    protocol: str, tool: str, arguments: str, finish_reason: str
+) -> None:
+    written = call(protocol, tool, arguments)
+    written.finish_reason = finish_reason
+    result, tools = run(protocol, written)
+    action = only_action(result)
+    if finish_reason == "length":
+        assert action.status == "invalid_arguments" and tools.calls == []
+    else:
+        assert action.status == "ok"
+        assert tools.calls == [("get_weather", "Paris")]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), TRUNCATED + ONLY_CLOSERS)
 def test_cut_off_arguments_salvaged_from_text_never_run(tool: str, arguments: str) -> None:
     """Under function calling, a Thought/Action block (or a JSON action, or a
     ``<tool_call>`` tag) written as text and cut off: no tool runs."""

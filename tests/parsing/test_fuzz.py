@@ -619,7 +619,9 @@ def test_a_cut_off_argument_object_never_becomes_a_runnable_call(
     arguments: dict[str, Any], ascii_only: bool, cut: float, form: str, finish: str
 ) -> None:
     """Any strict prefix of a valid arguments object (the model stopped, or was stopped,
-    mid-call) is never a call that runs: no call, or one with an error."""
+    mid-call) is never a call that runs: no call, or one with an error. The one exception
+    is the closing-bracket rule: a reply not cut by length whose only missing text is
+    closing brackets after a complete value runs with exactly that value, closed."""
     text = json.dumps(arguments, ensure_ascii=ascii_only)
     prefix = text[: 1 + int(cut * (len(text) - 1))]
     protocol_name, make = ARG_FORMS[form]
@@ -638,7 +640,26 @@ def test_a_cut_off_argument_object_never_becomes_a_runnable_call(
     decision = protocol.parse_reply(reply, ctx)
     _check_decision(decision, reply, ctx)
     for call in decision.calls if isinstance(decision, CallTools) else []:
-        assert call.error is not None, (prefix, call)
+        if call.error is None:
+            assert finish != "length", (prefix, call)
+            assert call.arguments == json.loads(_closed(prefix)), (prefix, call)
+            assert "json:missing_closing_bracket" in call.repairs, (prefix, call)
+
+
+def _closed(prefix: str) -> str:
+    """``prefix`` with the brackets still open at its end closed (none inside strings)."""
+    openers: list[str] = []
+    in_string = escaped = False
+    for char in prefix:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            openers.append("}" if char == "{" else "]")
+        elif char in "}]":
+            openers.pop()
+    return prefix + "".join(reversed(openers))
 
 
 # --- usage fields of a reply ---------------------------------------------------------------------------

@@ -2,12 +2,15 @@
 
 Each ``fixtures/json_repair/NAME.txt`` is broken (or valid) JSON as a model wrote it;
 ``NAME.json`` beside it is ``{"value": ..., "repairs": [...]}`` or
-``{"error": "JSONRepairError"}``. ``pytest --update-goldens`` rewrites the expectations
+``{"error": "JSONRepairError"}``. An optional ``NAME.args.json`` holds keyword arguments
+for the call (``{"allow_truncated": false, "close_brackets": true}``: the closing-bracket
+rule, as tool arguments are read). ``pytest --update-goldens`` rewrites the expectations
 from the current code. See fixtures/json_repair/README.md.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +25,10 @@ CASES = sorted(FIXTURES.glob("*.txt"))
 
 
 def run_case(path: Path) -> dict[str, Any]:
+    args_path = path.with_suffix(".args.json")
+    kwargs = json.loads(args_path.read_text("utf-8")) if args_path.exists() else {}
     try:
-        result = repair_json(path.read_bytes().decode("utf-8"))
+        result = repair_json(path.read_bytes().decode("utf-8"), **kwargs)
     except JSONRepairError:
         return {"error": "JSONRepairError"}
     return {"value": result.value, "repairs": list(result.repairs)}

@@ -209,6 +209,7 @@ def test_fallback_to_text_when_the_server_rejects_tools(
         [get_weather],
         base_url=server.base_url,
         api_key="sk-x",
+        probe=False,  # the subject: a rejection met by the run itself
         **fresh(capability_cache=cache),
     )
     result = agent.run("Weather in Beijing?")

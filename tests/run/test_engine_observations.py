@@ -141,7 +141,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
         0,
     ),
     "not_json": (
-        lambda g: [_action(g, "get_weather", '{"city": "巴黎"')],
+        lambda g: [_action(g, "get_weather", '{"city": "巴黎",')],  # cut after a comma
         {},
         ObservationCode.NOT_JSON,
         0,

@@ -146,7 +146,7 @@ def test_a_server_that_wants_the_reasoning_back_is_learned(server: MockOpenAISer
         [weather.tool],
         base_url=server.base_url,
         api_key="sk-x",
-        **fresh(capability_cache=cache),
+        **fresh(capability_cache=cache, probe=False),  # only what the run learned
     )
     assert not agent.capabilities()[0].reasoning_echo
     result = agent.run("Weather in Paris?")
@@ -185,7 +185,7 @@ def test_a_server_that_rejects_reasoning_content_is_learned() -> None:
             [weather.tool],
             base_url=srv.base_url,
             api_key="sk-x",
-            **fresh(capability_cache=cache),
+            **fresh(capability_cache=cache, probe=False),  # only what the run learned
         )
         assert agent.capabilities()[0].reasoning_echo
         result = agent.run("Weather in Paris?")
@@ -286,7 +286,7 @@ def test_a_temperature_rejection_is_learned() -> None:
             base_url=srv.base_url,
             api_key="sk-x",
             settings=ModelSettings(temperature=0.0),
-            **fresh(capability_cache=cache),
+            **fresh(capability_cache=cache, probe=False),  # only what the run learned
         )
         assert agent.run("6 times 7?").answer == "42"
     assert cache.get(agent.base_url, "house-reasoner") == {"sampling": False}

@@ -40,7 +40,7 @@ STOP_REJECTED = MockResponse(
 
 
 def run_probe(*answers: Any) -> tuple[Any, ScriptedServer]:
-    with ScriptedServer(*answers) as server:
+    with ScriptedServer(*answers, answer_probe=False) as server:
         model = OpenAIChatModel.connect(server.base_url, "sk-test", asynchronous=True)
         result = asyncio.run(aprobe(model, "some-model"))
     return result, server
@@ -99,7 +99,7 @@ def test_agent_probe_chooses_the_protocol_from_what_it_saw(
 ) -> None:
     cache = CapabilityCache(tmp_path / "cache.json")
     final = completion("Final Answer: sunny") if protocol == "text" else completion("It is sunny.")
-    with ScriptedServer(answer, final) as server:
+    with ScriptedServer(answer, final, answer_probe=False) as server:
         agent = Agent(
             "some-model",
             [get_weather],
@@ -120,7 +120,7 @@ def test_agent_probe_chooses_the_protocol_from_what_it_saw(
 
 def test_agent_probes_once_per_endpoint(tmp_path: Path) -> None:
     cache = CapabilityCache(tmp_path / "cache.json")
-    with ScriptedServer(NATIVE, completion("one"), completion("two")) as server:
+    with ScriptedServer(NATIVE, completion("one"), completion("two"), answer_probe=False) as server:
         agent = Agent(
             "m", [get_weather], base_url=server.base_url, api_key="k", capability_cache=cache
         )
@@ -130,18 +130,33 @@ def test_agent_probes_once_per_endpoint(tmp_path: Path) -> None:
     assert len(server.requests) == 3
 
 
-def test_no_probe_by_default(tmp_path: Path) -> None:
+def test_no_probe_with_probe_false(tmp_path: Path) -> None:
     cache = CapabilityCache(tmp_path / "cache.json")
-    with ScriptedServer(completion("hello")) as server:
+    with ScriptedServer(completion("hello"), answer_probe=False) as server:
         Agent(
-            "m", [get_weather], base_url=server.base_url, api_key="k", capability_cache=cache
+            "m",
+            [get_weather],
+            base_url=server.base_url,
+            api_key="k",
+            capability_cache=cache,
+            probe=False,
         ).run("hi")
     assert len(server.requests) == 1
 
 
+def test_an_http_endpoint_is_probed_by_default(tmp_path: Path) -> None:
+    cache = CapabilityCache(tmp_path / "cache.json")
+    with ScriptedServer(IGNORED, completion("Final Answer: hello"), answer_probe=False) as server:
+        result = Agent(
+            "m", [get_weather], base_url=server.base_url, api_key="k", capability_cache=cache
+        ).run("hi")
+    assert len(server.requests) == 2  # the probe, then the question
+    assert result.protocol == "text" and result.answer == "hello"
+
+
 def test_the_probe_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
-    with ScriptedServer(IGNORED) as server:
+    with ScriptedServer(IGNORED, answer_probe=False) as server:
         code = main(["probe", "--base-url", server.base_url, "--model", "m", "--json"])
     assert code == 0
     shown = json.loads(capsys.readouterr().out)
@@ -156,7 +171,7 @@ def test_an_error_that_is_not_about_tools_is_raised_and_nothing_recorded(
 ) -> None:
     monkeypatch.setenv("REACT_ENGINE_CAPABILITY_CACHE", str(tmp_path / "cache.json"))
     unauthorized = MockResponse(401, {"error": {"message": "Invalid API key"}})
-    with ScriptedServer(unauthorized) as server:
+    with ScriptedServer(unauthorized, answer_probe=False) as server:
         code = main(["probe", "--base-url", server.base_url, "--model", "m"])
     assert code != 0
     assert "Invalid API key" in capsys.readouterr().err
