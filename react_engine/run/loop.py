@@ -58,10 +58,10 @@ from ..transport.capabilities import RejectedParam
 from ..transport.learned import CapabilityCache
 from ..transport.rejections import classify_rejection
 from ..transport.retries import complete_with_retries, stream_with_retries
+from ..runtime import run_blocking
 from ..transport.streaming import EmptyStream, Unstreamed
 from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunResult, Step
 from ..wording import Note, ObservationCode
-from ._threads import run_blocking
 from .events import (
     ActionDecided,
     AnswerGiven,
@@ -156,6 +156,9 @@ class Loop:
                 outcome = await self._turn(state, ctl)
             except ModelAPIError as exc:
                 exc.result = state.result(None, "error", error=str(exc))
+                raise
+            except asyncio.CancelledError as exc:  # the run so far rides on it (Ctrl-C)
+                exc.result = state.result(None, "cancelled", error="the run was cancelled")  # type: ignore[attr-defined]
                 raise
             match outcome:
                 case RunAgain():

@@ -150,7 +150,7 @@ class RunState:
         process sharing the event loop; an async one is awaited with the time left.
         """
         from ..tools.timeouts import within
-        from ._threads import ThreadsExhausted, run_sync_call
+        from ..runtime import ThreadsExhausted, run_sync_call
 
         left = self.remaining()
         if left is not None and left <= 0:

@@ -2,9 +2,9 @@
 
 An async client's pooled connections belong to the event loop that opened them: a model
 keeps one client per loop (:class:`LoopClient`), closed when that loop shuts down
-(:func:`close_at_loop_shutdown`). A blocking client runs in a worker thread, which
-cancelling cannot stop (or inline, where a watchdog thread or Ctrl-C gives it up, see
-``run/_threads.py``): :class:`SyncAttempt` records the HTTP requests of one attempt
+(:func:`close_at_loop_shutdown`). A blocking client runs in a worker thread
+(:func:`react_engine.runtime.run_blocking`), which cancelling cannot stop:
+:class:`SyncAttempt` records the HTTP requests of one attempt
 (:func:`note_requests` hooks the client) so that their sockets can be shut down when the
 attempt is given up.
 """

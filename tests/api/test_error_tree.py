@@ -66,8 +66,8 @@ def test_every_public_exception_derives_from_the_library_root() -> None:
         ("react_engine.protocols.output.OutputError", ModelBehaviorError, ValueError),
         ("react_engine.transport.grammar.GrammarError", UserError, ValueError),
         ("react_engine.errors.TemplateError", UserError, ValueError),
-        ("react_engine.run._threads.ThreadsExhausted", ReactEngineError, RuntimeError),
-        ("react_engine.run._threads.DeadlinePassed", ReactEngineError, TimeoutError),
+        ("react_engine.runtime.ThreadsExhausted", ReactEngineError, RuntimeError),
+        ("react_engine.runtime.DeadlinePassed", ReactEngineError, TimeoutError),
         ("react_engine.errors.UnknownOptionError", UserError, TypeError),
     ],
 )

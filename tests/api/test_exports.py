@@ -102,7 +102,7 @@ _RUN_ONLY = [
     "concurrent.futures",
     "email.utils",
     "react_engine.run._running",
-    "react_engine.run._threads",
+    "react_engine.runtime",
     "react_engine.run.events",
     "react_engine.run.execution",
     "react_engine.run.loop",
