@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 from ..errors import ModelAPIError, ModelUnavailableError
 from ..types import ModelDelta, ModelRequest, ModelResponse
 from .base import ChatModel
-from .clients import LoopClient, SyncAttempt, close_at_loop_shutdown, note_requests
+from .clients import (
+    LoopClient,
+    SyncAttempt,
+    close_at_loop_shutdown,
+    close_on_their_loops,
+    note_requests,
+)
 from .wire import (
     delta_from_chunk,
     error_body,
@@ -83,7 +89,12 @@ class OpenAIChatModel(ChatModel):
         import openai
 
         if asynchronous:
-            return cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
+            owned = cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
+            # A loop may outlive the model (``agent.run()``'s is kept per thread): close the
+            # model's clients on their loops when it goes, not leave their connections to
+            # the garbage collector.
+            weakref.finalize(owned, close_on_their_loops, owned._per_loop)
+            return owned
         client = openai.OpenAI(base_url=base_url, api_key=api_key)
         model = cls(client)
         # The pooled connections are ours: close them when the model goes away, rather
