@@ -23,7 +23,7 @@ kept apart from the model's misbehaviour and from transport failures::
     ├── MCPServerError             an MCP server could not be reached or listed (mcp.py)
     ├── MCPToolError               an MCP tool's result flagged isError (an observation in a run)
     ├── ThreadsExhausted           too many sync calls stuck past their timeout (runtime.py)
-    ├── DeadlinePassed             the engine's own time limit for a call (a TimeoutError; runtime.py)
+    ├── DeadlinePassed             the engine's own time limit for a call (runtime.py)
     └── RunAborted                 a run the engine gave up on; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
 

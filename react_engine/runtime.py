@@ -79,7 +79,7 @@ def _no_stop_iteration(function: Callable[[], T]) -> T:
         raise RuntimeError(f"the call raised {exc!r}") from None
 
 
-# --- blocking calls ------------------------------------------------------------------------------
+# --- blocking calls --------------------------------------------------------------------------
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
@@ -102,7 +102,7 @@ async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any)
     return await loop.run_in_executor(_pool(), _no_stop_iteration, work)
 
 
-# --- sync tools ------------------------------------------------------------------------------------
+# --- sync tools ------------------------------------------------------------------------------
 
 MAX_TOOL_THREADS = 64
 """Sync tool calls (and sync approvers, callbacks) running at once; more wait for a thread."""
@@ -302,7 +302,7 @@ async def run_sync_call(
         raise
 
 
-# --- the event loop of a blocking run ------------------------------------------------------------
+# --- the event loop of a blocking run --------------------------------------------------------
 
 
 class _Kept:

@@ -53,12 +53,12 @@ from ..protocols.base import (
 from ..protocols.output import OutputSpec, output_spec
 from ..protocols.policy import decide
 from ..protocols.registry import ProtocolOptions, adapt
+from ..runtime import run_blocking
 from ..transport.base import ChatModel
 from ..transport.capabilities import RejectedParam
 from ..transport.learned import CapabilityCache
 from ..transport.rejections import classify_rejection
 from ..transport.retries import complete_with_retries, stream_with_retries
-from ..runtime import run_blocking
 from ..transport.streaming import EmptyStream, Unstreamed
 from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunResult, Step
 from ..wording import Note, ObservationCode

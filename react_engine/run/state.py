@@ -149,8 +149,8 @@ class RunState:
         database write) stalls neither this run past its deadline nor the other runs of the
         process sharing the event loop; an async one is awaited with the time left.
         """
-        from ..tools.timeouts import within
         from ..runtime import ThreadsExhausted, run_sync_call
+        from ..tools.timeouts import within
 
         left = self.remaining()
         if left is not None and left <= 0:

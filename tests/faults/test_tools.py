@@ -36,9 +36,9 @@ from react_engine import (
     ScriptedModel,
     Tool,
     reply,
+    runtime,
     tool_call_reply,
 )
-from react_engine import runtime
 from react_engine.testing import ScriptedServer, completion
 
 REPO = Path(__file__).resolve().parents[2]

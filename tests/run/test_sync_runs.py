@@ -34,7 +34,6 @@ from react_engine import (
     ModelUnavailableError,
     OpenAIChatModel,
     RetryPolicy,
-    RunInterrupted,
     tool,
 )
 from react_engine.errors import ModelAPIError
@@ -329,7 +328,7 @@ def test_an_inline_tool_runs_in_the_runs_own_task_and_others_on_a_thread() -> No
     assert result.answer == "done"
     assert [_observation(result, 0), _observation(result, 1)] == ["3", "7"]
     here = threading.current_thread().name
-    assert WHERE == [(here, True), ("react-engine-tool", False)]
+    assert [(here, True), ("react-engine-tool", False)] == WHERE
     assert add_inline.inline and not add_on_a_thread.inline
 
 

@@ -22,9 +22,9 @@ from react_engine import (
     ScriptedModel,
     Tool,
     ToolAnnotations,
+    runtime,
     tool_call_reply,
 )
-from react_engine import runtime
 from react_engine.testing import ScriptedServer
 from support.replies import (
     FakeSleep,
