@@ -30,7 +30,6 @@ MOVED = {
     "observations": "run.observations",
     "output": "protocols.output",
     "config": "run.config",
-    "_threads": "run._threads",
     "protocol": "protocols.base",
     "policy": "protocols.policy",
     "selection": "protocols.registry",

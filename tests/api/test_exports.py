@@ -44,6 +44,7 @@ EXPECTED = {
     "RequestContext",
     "RetryPolicy",
     "RunAborted",
+    "RunInterrupted",
     "RunResult",
     "ScriptedModel",
     "Step",
