@@ -357,8 +357,9 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
     its own with a copy of the caller's context, the first Ctrl-C cancelling it and raising
     ``KeyboardInterrupt``, no event loop left current.
 
-    The thread's loop is kept for its next runs while a run leaves no task behind; a run
-    that leaves one, fails or is interrupted closes it, as ``asyncio.run`` would. Called
+    The thread's loop is kept for its next runs while a run leaves no task behind (a task
+    left gets a few loop iterations to end); a run that leaves one still pending, fails or is
+    interrupted closes the loop, as ``asyncio.run`` would. Called
     inside a running event loop, the coroutine runs on a thread of its own."""
     try:
         asyncio.get_running_loop()
@@ -375,12 +376,28 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
         _KEPT.kept = None
         kept.close()
         raise
-    if asyncio.all_tasks(kept.runner.get_loop()):
+    loop = kept.runner.get_loop()
+    if asyncio.all_tasks(loop):  # a task that ends in a few steps (a client's close) may go
+        with contextlib.suppress(Exception):
+            kept.runner.run(_let_tasks_end())
+    if asyncio.all_tasks(loop):
         _KEPT.kept = None
         kept.close()
     else:
         asyncio.set_event_loop(None)  # as asyncio.run leaves it
     return value
+
+
+_LEFTOVER_STEPS = 8
+"""Loop iterations a run's leftover tasks get to end before the loop is closed."""
+
+
+async def _let_tasks_end() -> None:
+    this = asyncio.current_task()
+    for _ in range(_LEFTOVER_STEPS):
+        if not asyncio.all_tasks() - {this}:
+            return
+        await asyncio.sleep(0)
 
 
 def _on_own_thread(coro: Coroutine[Any, Any, T]) -> T:

@@ -540,3 +540,31 @@ def test_a_forked_child_runs_an_agent_with_a_sync_tool_promptly() -> None:
     assert outcome["seconds"] < 5, outcome
     assert outcome["observation"] == "Paris: sunny"
     assert outcome["answer"] == "child done"
+
+
+# --- the kept loop and the clients on it -------------------------------------------------------
+
+
+def test_a_dropped_agents_client_is_closed_on_the_kept_loop_which_stays() -> None:
+    import gc
+
+    LOOP.clear()
+    script = [_call("keep_the_loop"), completion("done")] * 4
+    dropped: list[Agent] = []
+
+    async def collect(step: Any) -> None:
+        if step.kind == "final":  # the first agent goes while a run is on the kept loop
+            dropped.clear()
+            gc.collect()  # its client is closed there, not left unclosed (a warning here)
+
+    with ScriptedServer(*script) as server:
+        first = _built(server.base_url, [keep_the_loop])
+        assert first.run("go").answer == "done"
+        dropped.append(first)
+        del first
+        second = _built(server.base_url, [keep_the_loop], on_step=collect)
+        for _ in range(3):
+            assert second.run("go").answer == "done"
+    assert len(LOOP) == 4
+    assert all(loop is LOOP[0] for loop in LOOP)  # one loop, kept across the four runs
+    assert not LOOP[0].is_closed()
