@@ -24,12 +24,15 @@ kept apart from the model's misbehaviour and from transport failures::
     │   └── LocalServerError       the embedded llama.cpp server could not start (local/)
     ├── MCPServerError             an MCP server could not be reached or listed (mcp.py)
     ├── MCPToolError               an MCP tool's result flagged isError (an observation in a run)
-    ├── ThreadsExhausted           too many sync calls stuck past their timeout (run/_threads.py)
-    ├── DeadlinePassed             the engine's own time limit for a call (a TimeoutError)
+    ├── ThreadsExhausted           too many sync calls stuck past their timeout (runtime.py)
+    ├── DeadlinePassed             the engine's own time limit for a call (runtime.py)
     ├── StoreError                 a store that cannot be read or written (react_engine.store)
     │   └── RunBusy                a stored run another worker holds
     └── RunAborted                 a run the engine gave up on; carries the transcript so far
         └── ErrorBudgetExhausted   too many consecutive errors
+
+    KeyboardInterrupt
+    └── RunInterrupted             Ctrl-C in a blocking run; carries the run so far
 
 Limits do not raise: ``max_steps``, ``loop_limit``, ``deadline``, ``max_tool_calls``,
 ``max_total_tokens`` and the model's context window (a request that does not fit even with
@@ -273,3 +276,17 @@ class ErrorBudgetExhausted(RunAborted):
         super().__init__(message, result=result)
         self.attempts = attempts
         self.last_reply = last_reply
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C in a blocking run (``agent.run()``, ``agent.resume()``, a conversation's
+    ``ask``). ``result`` holds the run so far: the steps done before the interrupt, with
+    ``stop_reason="cancelled"``; a call the interrupt cut short is not among them.
+
+    A ``KeyboardInterrupt``, not a :class:`ReactEngineError`: ``except Exception`` does not
+    catch it, and a program that does not catch it ends as on any Ctrl-C. (An async run
+    cancelled by its caller raises ``CancelledError`` with the same ``result`` on it.)"""
+
+    def __init__(self, result: RunResult) -> None:
+        super().__init__("the run was interrupted")
+        self.result = result

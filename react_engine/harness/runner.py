@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigurationError
-from ..run._threads import run_coroutine
+from ..runtime import run_coroutine
 
 __all__ = [
     "RAY_CONNECT_TIMEOUT",

@@ -3,8 +3,8 @@
 ``agent.py`` (:class:`Agent`, the entry point), ``config.py`` and ``observations.py`` load
 with the library; the rest loads when a run starts, through ``_running.py``: ``loop.py``
 (the turns), ``state.py`` (budgets and a turn's outcomes), ``execution.py`` (the tool
-runner), ``events.py``, ``tracing.py`` and ``tracefile.py`` (traces), ``_threads.py`` (the
-worker threads of sync tools and sync clients).
+runner), ``events.py``, ``tracing.py`` and ``tracefile.py`` (traces). The worker threads
+and a blocking run's event loop are :mod:`react_engine.runtime`'s, below every layer.
 
 Nothing is imported here, so that importing one module does not load the others.
 """

@@ -357,11 +357,10 @@ class Agent(Generic[OutputT]):
                 "no endpoint: pass client=, base_url= or api_key=, set OPENAI_BASE_URL / "
                 "OPENAI_API_KEY, or start the embedded model with react_engine.local_server()"
             )
-        key = api_key or "sk-no-key-required"
-        return (
-            OpenAIChatModel.connect(url, key, asynchronous=False),
-            OpenAIChatModel.connect(url, key, asynchronous=True),
-        )
+        # One async client (one per event loop) for both APIs: ``agent.run()`` drives it on
+        # its thread's kept loop (react_engine/runtime.py), with no worker thread per request.
+        model = OpenAIChatModel.connect(url, api_key or "sk-no-key-required", asynchronous=True)
+        return model, model
 
     def __repr__(self) -> str:
         return (

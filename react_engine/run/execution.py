@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from ..protocols.base import PendingCall
+from ..runtime import DeadlinePassed, ThreadsExhausted, stuck_threads
 from ..tools.base import Tool, ToolArgumentsError
 from ..types import ActionRecord
 from ..wording import Note, ObservationCode, error_observation, skipped_observation
-from ._threads import DeadlinePassed, ThreadsExhausted, stuck_threads
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation, valid_unicode
 from .state import RUN_EVENT, RunState, call_user

@@ -54,6 +54,7 @@ from ..protocols.base import (
 from ..protocols.output import OutputSpec, output_spec
 from ..protocols.policy import decide
 from ..protocols.registry import ProtocolOptions, adapt
+from ..runtime import DeadlinePassed, ThreadsExhausted, run_blocking
 from ..transport.capabilities import RejectedParam
 from ..transport.learned import CapabilityCache
 from ..transport.rejections import classify_rejection
@@ -62,7 +63,6 @@ from ..transport.streaming import EmptyStream, Unstreamed, stream_once
 from ..transport.wire import mask_url
 from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunResult, Step
 from ..wording import Note, ObservationCode
-from ._threads import DeadlinePassed, ThreadsExhausted, run_blocking
 from .events import (
     ActionDecided,
     AnswerGiven,
@@ -166,6 +166,9 @@ class Loop:
                 outcome = await self._turn(state, ctl)
             except (ModelAPIError, StoreError) as exc:  # a store: a commit that failed
                 exc.result = state.result(None, "error", error=str(exc))
+                raise
+            except asyncio.CancelledError as exc:  # the run so far rides on it (Ctrl-C)
+                exc.result = state.result(None, "cancelled", error="the run was cancelled")  # type: ignore[attr-defined]
                 raise
             match outcome:
                 case RunAgain():

@@ -189,14 +189,14 @@ async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float
     to a blocked pipe, a database write) stalls neither its run past the deadline nor the
     other runs sharing the event loop; an async one is awaited with the time left.
 
-    Raises :class:`~react_engine.run._threads.DeadlinePassed` when the deadline comes
+    Raises :class:`~react_engine.runtime.DeadlinePassed` when the deadline comes
     first (``started`` false: the callback was never called; else it is left to finish on
-    its own), :class:`~react_engine.run._threads.ThreadsExhausted` when too many sync calls
+    its own), :class:`~react_engine.runtime.ThreadsExhausted` when too many sync calls
     are stuck for another to start, and what the callback raises (a ``TimeoutError`` of its
     own among them).
     """
+    from ..runtime import DeadlinePassed, run_sync_call
     from ..tools.timeouts import within
-    from ._threads import DeadlinePassed, run_sync_call
 
     left = None if deadline is None else deadline - time.perf_counter()
     if left is not None and left <= 0:

@@ -13,6 +13,7 @@ not have, a pydantic model whose fields are not the function's parameters) is a
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import math
 import re
@@ -31,7 +32,6 @@ from .schema import meets_strict_mode, strict_schema
 from .timeouts import within
 
 if TYPE_CHECKING:
-    from ..run._threads import Pace
     from ._schema_check import SchemaCheck
 
 __all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "ToolOptions"]
@@ -126,6 +126,9 @@ class ToolOptions(TypedDict, total=False):
     """Per-tool override of the agent's observation length limit."""
     annotations: ToolAnnotations | None
     """What a call does to the world (default: MCP's worst case)."""
+    inline: bool
+    """A sync function its author declares quick: called in the run's own task, with no
+    thread (default ``False``; see :attr:`Tool.inline`)."""
 
 
 _OPTIONS: frozenset[str] = frozenset(ToolOptions.__optional_keys__)
@@ -168,9 +171,12 @@ class Tool:
     forbid_extra: bool = field(default=False, repr=False, compare=False)
     """Refuse unknown keys in nested objects too, as the schema sent says (pydantic's models
     ignore them by default: the key would be dropped, not passed)."""
-    _pace: Pace | None = field(default=None, init=False, repr=False, compare=False)
-    """How long a sync function's calls take (:class:`~react_engine.run._threads.Pace`),
-    from its first call on."""
+    inline: bool = False
+    """A sync function its author declares quick (``@tool(inline=True)``): each call runs in
+    the run's own task, on the event loop's thread, with no worker thread and no hand-off.
+    Nothing can interrupt it there: no timeout, no deadline and no Ctrl-C takes effect
+    before it returns, and every other run on the loop waits for it. For a function that
+    returns in microseconds (arithmetic, a dict lookup), never for one that does I/O."""
 
     @property
     def argument_names(self) -> list[str]:
@@ -246,16 +252,14 @@ class Tool:
         self, validated: BaseModel | dict[str, Any], timeout: float | None = None
     ) -> Any:
         """Run the function with validated arguments, within ``timeout`` seconds
-        (:class:`~react_engine.run._threads.DeadlinePassed`, a :class:`TimeoutError`, past it;
+        (:class:`~react_engine.runtime.DeadlinePassed`, a :class:`TimeoutError`, past it;
         a ``TimeoutError`` the function raises itself is raised as it is).
 
-        A sync function always runs on a worker thread, never on the event loop: a slow or
-        stuck one would stall every run on the loop and ignore the timeout. A thread cannot
-        be stopped, so one that overruns is left to finish on its own (see
-        :func:`react_engine.run._threads.run_sync_call`). While its calls have been quick,
-        the loop waits for each on its own thread for at most
-        :data:`~react_engine.run._threads.BRIEF_WAIT` (0.2 ms) before it suspends the run
-        (:class:`~react_engine.run._threads.Pace`).
+        A sync function runs on a worker thread, not on the event loop: a slow or stuck one
+        would stall every run on the loop and ignore the timeout. A thread cannot be
+        stopped, so one that overruns is left to finish on its own (see
+        :func:`react_engine.runtime.run_sync_call`). A tool declared :attr:`inline` is
+        called right here instead, and ``timeout`` does not apply to it.
         """
         if self.pass_model:
             args: tuple[Any, ...] = (validated,)
@@ -270,12 +274,13 @@ class Tool:
             if timeout is None:
                 return await running
             return await within(running, timeout)
-        from ..run import _threads  # with asyncio: loaded by the running loop
+        if self.inline:
+            return self.function(*args, **kwargs)
+        from ..runtime import run_sync_call  # with asyncio: loaded by the running loop
 
-        pace = self._pace
-        if pace is None:
-            pace = self._pace = _threads.Pace()
-        return await _threads.call_sync(self.function, args, kwargs, timeout, pace)
+        # A partial: a tool may have a parameter named ``timeout``.
+        call = functools.partial(self.function, *args, **kwargs)
+        return await run_sync_call(call, timeout=timeout)
 
     def invoke_sync(self, validated: BaseModel | dict[str, Any]) -> Any:
         """Run a sync function in the calling thread (the agent never does: see :meth:`ainvoke`)."""
@@ -493,6 +498,11 @@ class Tool:
         annotations = options.get("annotations")
         timeout = options.get("timeout")
         max_observation_chars = options.get("max_observation_chars")
+        inline = options.get("inline", False)
+        if not isinstance(inline, bool):
+            raise ToolDefinitionError(
+                f"tool {name!r}: inline must be True or False, not {inline!r}", tool_name=name
+            )
         if annotations is not None and not isinstance(annotations, ToolAnnotations):
             raise ToolDefinitionError(
                 f"tool {name!r}: annotations must be a ToolAnnotations, not {annotations!r}",
@@ -549,6 +559,7 @@ class Tool:
             strict=strict,
             annotations=annotations if annotations is not None else ToolAnnotations(),
             forbid_extra=forbid_extra,
+            inline=inline and not is_async,
         )
 
 

@@ -58,7 +58,8 @@ def tool(
     does to the world is given as :class:`ToolAnnotations` (``annotations=``) or, one hint
     at a time, as ``read_only=``, ``destructive=``, ``idempotent=``, ``open_world=`` (the
     hints not given keep MCP's defaults): ``@tool(read_only=True)`` lets a reply's calls
-    to the tool run beside its other calls.
+    to the tool run beside its other calls. ``@tool(inline=True)`` declares a sync function
+    quick: it runs in the run's own task, with no thread (see :attr:`Tool.inline`).
     """
     hints = {
         key: value

@@ -19,11 +19,11 @@ T = TypeVar("T")
 
 async def within(awaitable: Awaitable[T], timeout: float) -> T:
     """``await awaitable`` for at most ``timeout`` seconds: the time running out raises
-    :class:`~react_engine.run._threads.DeadlinePassed` (a ``TimeoutError``); a
+    :class:`~react_engine.runtime.DeadlinePassed` (a ``TimeoutError``); a
     ``TimeoutError`` the awaitable raised itself is raised as it is."""
     import asyncio  # loaded by the running loop: not imported with the library
 
-    from ..run._threads import DeadlinePassed
+    from ..runtime import DeadlinePassed
 
     scope = asyncio.timeout(timeout)
     try:

@@ -2,9 +2,9 @@
 
 An async client's pooled connections belong to the event loop that opened them: a model
 keeps one client per loop (:class:`LoopClient`), closed when that loop shuts down
-(:func:`close_at_loop_shutdown`). A blocking client runs in a worker thread, which
-cancelling cannot stop (or inline, where a watchdog thread or Ctrl-C gives it up, see
-``run/_threads.py``): :class:`SyncAttempt` records the HTTP requests of one attempt
+(:func:`close_at_loop_shutdown`). A blocking client runs in a worker thread
+(:func:`react_engine.runtime.run_blocking`), which cancelling cannot stop:
+:class:`SyncAttempt` records the HTTP requests of one attempt
 (:func:`note_requests` hooks the client) so that their sockets can be shut down when the
 attempt is given up.
 """
@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["LoopClient", "SyncAttempt", "close_at_loop_shutdown", "note_requests"]
+__all__ = [
+    "LoopClient",
+    "SyncAttempt",
+    "close_at_loop_shutdown",
+    "close_on_their_loops",
+    "note_requests",
+]
 
 
 _SYNC_ATTEMPT: contextvars.ContextVar[SyncAttempt | None] = contextvars.ContextVar(
@@ -101,3 +107,19 @@ async def close_at_loop_shutdown(
         per_loop.pop(loop, None)
         with contextlib.suppress(Exception):
             await client.close()
+
+
+def close_on_their_loops(
+    per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClient],
+) -> None:
+    """Close each loop's client on that loop (from any thread, the garbage collector's
+    included): its closer runs when the loop next runs, or when it shuts down."""
+    for loop, entry in list(per_loop.items()):
+        with contextlib.suppress(RuntimeError):  # the loop is closed: so is the client
+            loop.call_soon_threadsafe(_close_entry, loop, entry)
+
+
+def _close_entry(loop: asyncio.AbstractEventLoop, entry: LoopClient) -> None:
+    # The client, not its closer: the loop's shutdown may close that generator at the same
+    # time (closing a client twice is harmless; a generator twice at once is an error).
+    loop.create_task(entry.client.close())

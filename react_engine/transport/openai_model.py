@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 from ..errors import ModelAPIError
 from ..types import ModelDelta, ModelRequest, ModelResponse
 from .base import ChatModel
-from .clients import LoopClient, SyncAttempt, close_at_loop_shutdown, note_requests
+from .clients import (
+    LoopClient,
+    SyncAttempt,
+    close_at_loop_shutdown,
+    close_on_their_loops,
+    note_requests,
+)
 from .wire import (
     delta_from_chunk,
     error_body,
@@ -84,7 +90,12 @@ class OpenAIChatModel(ChatModel):
         import openai
 
         if asynchronous:
-            return cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
+            owned = cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
+            # A loop may outlive the model (``agent.run()``'s is kept per thread): close the
+            # model's clients on their loops when it goes, not leave their connections to
+            # the garbage collector.
+            weakref.finalize(owned, close_on_their_loops, owned._per_loop)
+            return owned
         client = openai.OpenAI(base_url=base_url, api_key=api_key)
         model = cls(client)
         # The pooled connections are ours: close them when the model goes away, rather
@@ -149,27 +160,20 @@ class OpenAIChatModel(ChatModel):
         return response_from_sdk(completion)
 
     async def _complete_sync(self, payload: dict[str, Any], limit: float) -> Any:
-        """The blocking client's call in a worker thread (or inline, on ``agent.run()``'s
-        own loop), given up after ``limit`` seconds or when the run is cancelled. Cancelling
-        cannot stop a thread, so the request's connection is shut down under it: the
-        worker's read fails and the thread returns."""
+        """The blocking client's call on a worker thread, given up after ``limit`` seconds
+        or when the run is cancelled. Cancelling cannot stop a thread, so the request's
+        connection is shut down under it: the worker's read fails and the thread returns."""
         import asyncio
 
-        from ..run import _threads
+        from ..runtime import run_blocking
 
         attempt = SyncAttempt()
         create: Any = self._client.chat.completions.create
-        # Alone on agent.run()'s private loop, the call runs on the loop's thread: no
-        # hand-off to a worker and back; a watchdog thread holds the limit, and Ctrl-C
-        # still gives the call up (run/_threads.py).
-        watch = _threads.inline_watch(limit, attempt.abort, self._client)
-        if watch is not None:
-            return await _threads.run_inline(watch, attempt.call, create, payload)
         try:
             # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
             # same moment, that cancellation wins (3.11's wait_for could swallow it).
             async with asyncio.timeout(limit):
-                return await _threads.run_blocking(attempt.call, create, payload)
+                return await run_blocking(attempt.call, create, payload)
         except (TimeoutError, asyncio.CancelledError):
             attempt.abort(self._client)
             raise
@@ -187,7 +191,7 @@ class OpenAIChatModel(ChatModel):
             payload["timeout"] = request.settings.timeout
         import asyncio
 
-        from ..run import _threads
+        from ..runtime import run_blocking
 
         limit = request.settings.timeout or self._default_timeout
         deadline = asyncio.get_running_loop().time() + limit
@@ -203,7 +207,7 @@ class OpenAIChatModel(ChatModel):
                         if self._is_async:
                             chunk = await stream.__anext__()
                         else:
-                            chunk = await _threads.run_blocking(next, stream, _DONE)
+                            chunk = await run_blocking(next, stream, _DONE)
                 except StopAsyncIteration:
                     break
                 if chunk is _DONE:
@@ -245,14 +249,14 @@ class OpenAIChatModel(ChatModel):
     async def _create_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
         import asyncio
 
-        from ..run import _threads
+        from ..runtime import run_blocking
 
         async with asyncio.timeout_at(deadline):
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create
                 return await create(**payload)
             sync_create: Any = self._client.chat.completions.create
-            return await _threads.run_blocking(attempt.call, sync_create, payload)
+            return await run_blocking(attempt.call, sync_create, payload)
 
 
 _DONE = object()

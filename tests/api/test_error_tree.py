@@ -56,7 +56,11 @@ def test_every_public_exception_derives_from_the_library_root() -> None:
     names = {cls.__name__ for cls in classes.values()}
     assert {"ToolArgumentsError", "GrammarError", "OutputError", "ThreadsExhausted"} <= names
     outside = sorted(name for name, cls in classes.items() if not issubclass(cls, ReactEngineError))
-    assert outside == []
+    # Ctrl-C's own exception, with the run so far: a KeyboardInterrupt, which no
+    # ``except Exception`` (nor ``except ReactEngineError``) may swallow.
+    assert outside == ["react_engine.errors.RunInterrupted"]
+    assert issubclass(react_engine.RunInterrupted, KeyboardInterrupt)
+    assert not issubclass(react_engine.RunInterrupted, Exception)
 
 
 @pytest.mark.parametrize(
@@ -66,8 +70,8 @@ def test_every_public_exception_derives_from_the_library_root() -> None:
         ("react_engine.protocols.output.OutputError", ModelBehaviorError, ValueError),
         ("react_engine.transport.grammar.GrammarError", UserError, ValueError),
         ("react_engine.errors.TemplateError", UserError, ValueError),
-        ("react_engine.run._threads.ThreadsExhausted", ReactEngineError, RuntimeError),
-        ("react_engine.run._threads.DeadlinePassed", ReactEngineError, TimeoutError),
+        ("react_engine.runtime.ThreadsExhausted", ReactEngineError, RuntimeError),
+        ("react_engine.runtime.DeadlinePassed", ReactEngineError, TimeoutError),
         ("react_engine.errors.UnknownOptionError", UserError, TypeError),
     ],
 )

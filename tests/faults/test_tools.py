@@ -36,9 +36,9 @@ from react_engine import (
     ScriptedModel,
     Tool,
     reply,
+    runtime,
     tool_call_reply,
 )
-from react_engine.run import _threads
 from react_engine.testing import ScriptedServer, completion
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def test_a_lone_sync_tool_is_bounded_by_tool_timeout(gate: threading.Event) -> N
     result = agent.run("go", tool_timeout=0.3)
     # The run is over and the tool is still blocked (until the gate, or 30 s): the run did
     # not wait for it.
-    assert _threads.stuck_threads() == 1
+    assert runtime.stuck_threads() == 1
     (action,) = result.steps[0].actions
     assert action.status == "timeout"
     assert "within 0.3s" in action.observation and "still running" in action.observation
@@ -126,22 +126,22 @@ def test_stuck_sync_tools_do_not_starve_other_runs(gate: threading.Event) -> Non
     )
     result = agent.run("go", tool_timeout=0.2)
     assert [a.status for a in result.steps[0].actions] == ["timeout"] * 40
-    assert _threads.stuck_threads() == 40
+    assert runtime.stuck_threads() == 40
     # An unrelated run with a sync tool and a sync client gets threads at once.
     other = agent_for([sleeper(0.01)], [calls("nap", 2), reply("fine")])
     result = other.run("go")
     assert [a.observation for a in result.steps[0].actions] == ["slept 0", "slept 1"]
-    assert _threads.stuck_threads() == 40  # it ran while all 40 were still stuck
+    assert runtime.stuck_threads() == 40  # it ran while all 40 were still stuck
 
 
 def test_too_many_stuck_threads_refuse_new_sync_calls(
     gate: threading.Event, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wait_for_stuck_threads()  # of earlier tests
-    monkeypatch.setattr(_threads, "MAX_STUCK_THREADS", 3)
+    monkeypatch.setattr(runtime, "MAX_STUCK_THREADS", 3)
     agent = agent_for([blocking_tool(gate)], [calls("stuck", 3), reply("gave up")])
     agent.run("go", tool_timeout=0.2)
-    assert _threads.stuck_threads() == 3
+    assert runtime.stuck_threads() == 3
     refused = agent_for([sleeper(0.01)], [calls("nap", 1), reply("no tool")])
     result = refused.run("go")
     (action,) = result.steps[0].actions
@@ -311,7 +311,7 @@ def test_many_runs_of_stuck_calls_stay_within_the_thread_caps(gate: threading.Ev
             x: anything.
         """
         entered.append(x)
-        peak[0] = max(peak[0], _threads.tool_threads())
+        peak[0] = max(peak[0], runtime.tool_threads())
         gate.wait(30)
         return f"released {x}"
 
@@ -342,6 +342,6 @@ def test_many_runs_of_stuck_calls_stay_within_the_thread_caps(gate: threading.Ev
         or "stuck" in (a.observation or "")
         for a in never_ran
     )
-    cap = _threads.MAX_TOOL_THREADS + _threads.MAX_STUCK_THREADS
-    assert _threads.tool_threads() <= cap and peak[0] <= cap
+    cap = runtime.MAX_TOOL_THREADS + runtime.MAX_STUCK_THREADS
+    assert runtime.tool_threads() <= cap and peak[0] <= cap
     assert len(entered) <= cap

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from react_engine import Agent, ScriptedModel, reply, tool, tool_call_reply
-from react_engine.run._threads import run_sync_call
+from react_engine.runtime import run_sync_call
 from react_engine.testing.script import ScriptExhausted
 
 LOOPS: list[asyncio.AbstractEventLoop] = []

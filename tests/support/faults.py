@@ -22,9 +22,9 @@ from react_engine import (
     ScriptedModel,
     Tool,
     ToolAnnotations,
+    runtime,
     tool_call_reply,
 )
-from react_engine.run import _threads
 from react_engine.testing import ScriptedServer
 from support.replies import (
     FakeSleep,
@@ -161,7 +161,7 @@ def with_usage(body: dict[str, Any], **usage: Any) -> dict[str, Any]:
 
 
 def wait_for_stuck_threads() -> None:
-    stuck = getattr(_threads, "stuck_threads", lambda: 0)
+    stuck = getattr(runtime, "stuck_threads", lambda: 0)
     deadline = time.monotonic() + 10
     while stuck() and time.monotonic() < deadline:
         time.sleep(0.01)

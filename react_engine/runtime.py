@@ -1,0 +1,431 @@
+"""The runtime under every layer: threads for blocking work and the event loop of a blocking
+run, on public ``asyncio`` and ``threading`` only.
+
+- :func:`run_blocking`: a blocking call (a sync SDK client's request, a long reply's
+  reading) on one shared ``ThreadPoolExecutor``.
+- :func:`run_sync_call`: a sync tool, approver or callback on a bounded pool of daemon
+  threads, within a timeout (:class:`DeadlinePassed`). A thread cannot be stopped: a call
+  its caller gave up on (a timeout, a cancelled run) is left to end on its own thread, which
+  counts as stuck until then; past :data:`MAX_STUCK_THREADS` of them new calls are refused
+  (:class:`ThreadsExhausted`). The worker settles the caller's future with one
+  ``call_soon_threadsafe``.
+- :func:`run_coroutine`: a coroutine run to completion from sync code (``agent.run()``), on
+  an ``asyncio.Runner`` kept per thread (its loop, and the HTTP clients opened on it, serve
+  the thread's next runs); Ctrl-C cancels the run (the runner's own handler).
+
+After ``os.fork()`` the child gets fresh pools and a fresh runner: the parent's threads are
+not in the child, and the parent's loop shares its selector with the parent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import contextlib
+import contextvars
+import functools
+import os
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from .errors import ReactEngineError
+
+__all__ = [
+    "MAX_STUCK_THREADS",
+    "MAX_TOOL_THREADS",
+    "DeadlinePassed",
+    "ThreadsExhausted",
+    "run_blocking",
+    "run_coroutine",
+    "run_sync_call",
+    "stuck_threads",
+    "tool_threads",
+]
+
+T = TypeVar("T")
+
+
+class ThreadsExhausted(ReactEngineError, RuntimeError):
+    """Too many sync calls are stuck past their timeout for another one to start."""
+
+
+class DeadlinePassed(ReactEngineError, TimeoutError):
+    """The engine's own time limit for a call passed.
+
+    Apart from a ``TimeoutError`` the call raised itself (an HTTP client's read timeout
+    inside a tool, ``socket.timeout``), which is the call's own error, not the engine's.
+    """
+
+    def __init__(self, timeout: float, *, started: bool = True) -> None:
+        super().__init__(
+            f"did not finish within {timeout:g}s"
+            if started
+            else f"did not start within {timeout:g}s: every worker thread was busy"
+        )
+        self.timeout = timeout
+        self.started = started
+        """False for a sync call that was still waiting for a thread: it never ran."""
+
+
+def _no_stop_iteration(function: Callable[[], T]) -> T:
+    """``function()``, with a ``StopIteration`` it raises turned into a ``RuntimeError``: an
+    asyncio future cannot hold one."""
+    try:
+        return function()
+    except StopIteration as exc:
+        raise RuntimeError(f"the call raised {exc!r}") from None
+
+
+# --- blocking calls --------------------------------------------------------------------------
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="react-engine")
+        return _POOL
+
+
+async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``await`` a blocking call on the shared pool, with the caller's context variables.
+
+    Cancelling the caller drops a call still queued; one already running ends on its own."""
+    work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_pool(), _no_stop_iteration, work)
+
+
+# --- sync tools ------------------------------------------------------------------------------
+
+MAX_TOOL_THREADS = 64
+"""Sync tool calls (and sync approvers, callbacks) running at once; more wait for a thread."""
+MAX_STUCK_THREADS = 64
+"""Threads left running by calls that overran their timeout or were cancelled. Past this
+many, sync calls are refused until some of them end, and no thread is started in place of
+one that gets stuck: the pool's threads, stuck ones included, never number more than
+``MAX_TOOL_THREADS + MAX_STUCK_THREADS``."""
+
+_QUEUED, _RUNNING, _DONE, _DROPPED = range(4)
+
+
+class _Call:
+    """One sync call handed to the pool: its function, its caller's loop and future, and
+    its state (written under the pool's lock)."""
+
+    __slots__ = ("abandoned", "error", "function", "loop", "state", "value", "waiter")
+
+    def __init__(
+        self, function: Callable[[], Any], loop: asyncio.AbstractEventLoop, waiter: Any
+    ) -> None:
+        self.function = function
+        self.loop = loop
+        self.waiter: asyncio.Future[Any] = waiter
+        self.state = _QUEUED
+        self.abandoned = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Any:
+        """What the function returned, or its exception raised (the call has ended)."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def _settle(call: _Call) -> None:
+    """On the caller's loop: hand the ended call's outcome to its future, if still awaited."""
+    waiter = call.waiter
+    if waiter.done():
+        return
+    if call.error is None:
+        waiter.set_result(call.value)
+    elif isinstance(call.error, StopIteration):  # a future cannot hold one
+        waiter.set_exception(RuntimeError(f"the call raised {call.error!r}"))
+    else:
+        waiter.set_exception(call.error)
+
+
+class _ToolPool:
+    """A bounded pool of daemon threads for sync tools.
+
+    Apart from :func:`run_blocking`'s pool, so that stuck tools never starve a sync SDK
+    client's requests; of daemon threads, so that a tool stuck past its timeout never keeps
+    the interpreter from exiting (``ThreadPoolExecutor`` joins its threads at exit). A call
+    abandoned while it runs gives its thread up: the thread ends when the call does, and
+    another may take its place, within the caps."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._pending: collections.deque[_Call] = collections.deque()
+        self._idle = 0  # threads waiting for a call, not yet woken
+        self._threads = 0  # threads serving the pool (stuck ones not counted)
+        self._stuck = 0
+
+    @property
+    def stuck(self) -> int:
+        return self._stuck
+
+    @property
+    def live(self) -> int:
+        """The pool's threads, stuck ones included."""
+        return self._threads + self._stuck
+
+    def submit(self, call: _Call) -> None:
+        with self._lock:
+            if self._stuck >= MAX_STUCK_THREADS:
+                raise ThreadsExhausted(
+                    f"{self._stuck} earlier sync calls are still running past their timeout"
+                )
+            self._pending.append(call)
+            self._serve()
+
+    def _serve(self) -> None:
+        """Wake an idle thread for a queued call, or start one within the caps (the lock
+        is held)."""
+        if self._idle:
+            self._idle -= 1
+            self._wake.notify()
+        elif (
+            self._threads < MAX_TOOL_THREADS
+            and self._threads + self._stuck < MAX_TOOL_THREADS + MAX_STUCK_THREADS
+        ):
+            self._threads += 1
+            thread = threading.Thread(target=self._work, name="react-engine-tool", daemon=True)
+            try:
+                thread.start()
+            except BaseException:  # no thread (the interpreter is exiting)
+                self._threads -= 1
+                raise
+
+    def abandon(self, call: _Call) -> int:
+        """The caller stopped waiting: the call's state then. One still running
+        (``_RUNNING``) leaves its thread stuck until it ends; one still queued is dropped;
+        one that ended (``_DONE``) has its outcome on it."""
+        with self._lock:
+            if call.state == _RUNNING:
+                call.abandoned = True
+                self._stuck += 1
+                self._threads -= 1
+                if self._pending:
+                    self._serve()
+            elif call.state == _QUEUED:
+                call.state = _DROPPED
+            return call.state
+
+    def _next(self) -> _Call:
+        """The next queued call, now running; waits for one (the lock is held)."""
+        while True:
+            while not self._pending:
+                self._idle += 1
+                self._wake.wait()  # _serve took this thread off the idle count
+            call = self._pending.popleft()
+            if call.state == _QUEUED:  # not dropped by its caller while queued
+                call.state = _RUNNING
+                return call
+
+    def _work(self) -> None:
+        with self._lock:
+            call = self._next()
+        while True:
+            try:
+                call.value = call.function()
+            except BaseException as exc:  # handed to the caller, whatever it is
+                call.error = exc
+            with self._lock:
+                call.state = _DONE
+                if call.abandoned:
+                    self._stuck -= 1
+                    if self._pending:  # a thread the caps kept from starting
+                        self._serve()
+                    return
+            with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+                call.loop.call_soon_threadsafe(_settle, call)
+            with self._lock:
+                call = self._next()
+
+
+_TOOLS = _ToolPool()
+
+
+def stuck_threads() -> int:
+    """Threads still running sync calls their callers gave up on."""
+    return _TOOLS.stuck
+
+
+def tool_threads() -> int:
+    """The sync-tool pool's live threads, stuck ones included."""
+    return _TOOLS.live
+
+
+async def run_sync_call(
+    function: Callable[..., T], /, *args: Any, timeout: float | None = None, **kwargs: Any
+) -> T:
+    """``await`` a sync tool (or approver, or callback) on a daemon thread, within
+    ``timeout`` seconds, with the caller's context variables.
+
+    Raises :class:`DeadlinePassed` when the time is up and :class:`ThreadsExhausted` when
+    too many earlier calls are stuck; in both cases, and when the caller is cancelled, a call
+    still running is left to finish on its own thread. A ``TimeoutError`` the function
+    raises is raised as it is."""
+    loop = asyncio.get_running_loop()
+    work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    call = _Call(work, loop, loop.create_future())
+    pool = _TOOLS
+    pool.submit(call)
+    try:
+        if timeout is None:
+            value: T = await call.waiter
+        else:
+            # asyncio.timeout, not wait_for: no task of its own.
+            async with asyncio.timeout(timeout):
+                value = await call.waiter
+        return value
+    except BaseException as exc:
+        status = pool.abandon(call)
+        if status == _DONE:
+            if isinstance(exc, TimeoutError):
+                # The function's own TimeoutError, or the time ran out just as it ended:
+                # its own outcome either way.
+                ended: T = call.outcome()
+                return ended
+            raise
+        if isinstance(exc, TimeoutError) and timeout is not None:
+            raise DeadlinePassed(timeout, started=status == _RUNNING) from None
+        raise
+
+
+# --- the event loop of a blocking run --------------------------------------------------------
+
+
+class _Kept:
+    """One thread's ``asyncio.Runner``, kept between its blocking runs, and the process it
+    belongs to (a forked child makes its own)."""
+
+    __slots__ = ("__weakref__", "pid", "runner")
+
+    def __init__(self) -> None:
+        self.runner = asyncio.Runner()
+        self.pid = os.getpid()
+
+    def close(self) -> None:
+        """What ``asyncio.run`` does at its end: cancel what is left, finalise the async
+        generators (``shutdown_asyncgens``: an async client's closer among them), join the
+        default executor, close the loop."""
+        if self.pid == os.getpid():
+            with contextlib.suppress(Exception):
+                self.runner.close()
+
+    def __del__(self) -> None:  # the thread ended: its locals go
+        self.close()
+
+
+_KEPT = threading.local()
+_FORKED: list[_Kept] = []
+"""Runners a fork copied into this process: never closed here (their loop's selector is the
+parent's), never collected."""
+
+
+@atexit.register
+def _close_kept() -> None:
+    """At exit, close the main thread's runner while the interpreter is whole."""
+    kept: _Kept | None = getattr(_KEPT, "kept", None)
+    _KEPT.kept = None
+    if kept is not None:
+        kept.close()
+
+
+def _kept_runner() -> _Kept:
+    kept: _Kept | None = getattr(_KEPT, "kept", None)
+    if kept is not None and kept.pid == os.getpid():
+        return kept
+    if kept is not None:
+        _FORKED.append(kept)
+    kept = _KEPT.kept = _Kept()
+    return kept
+
+
+def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, as ``asyncio.run`` does: in a task of
+    its own with a copy of the caller's context, the first Ctrl-C cancelling it and raising
+    ``KeyboardInterrupt``, no event loop left current.
+
+    The thread's loop is kept for its next runs while a run leaves no task behind (a task
+    left gets a few loop iterations to end); a run that leaves one still pending, fails or is
+    interrupted closes the loop, as ``asyncio.run`` would. Called
+    inside a running event loop, the coroutine runs on a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        running = False
+    else:
+        running = True
+    if running:
+        return _on_own_thread(coro)
+    kept = _kept_runner()
+    try:
+        value = kept.runner.run(coro, context=contextvars.copy_context())
+    except BaseException:
+        _KEPT.kept = None
+        kept.close()
+        raise
+    loop = kept.runner.get_loop()
+    if asyncio.all_tasks(loop):  # a task that ends in a few steps (a client's close) may go
+        with contextlib.suppress(Exception):
+            kept.runner.run(_let_tasks_end())
+    if asyncio.all_tasks(loop):
+        _KEPT.kept = None
+        kept.close()
+    else:
+        asyncio.set_event_loop(None)  # as asyncio.run leaves it
+    return value
+
+
+_LEFTOVER_STEPS = 8
+"""Loop iterations a run's leftover tasks get to end before the loop is closed."""
+
+
+async def _let_tasks_end() -> None:
+    this = asyncio.current_task()
+    for _ in range(_LEFTOVER_STEPS):
+        if not asyncio.all_tasks() - {this}:
+            return
+        await asyncio.sleep(0)
+
+
+def _on_own_thread(coro: Coroutine[Any, Any, T]) -> T:
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="react-engine-run")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    value: T = box["value"]
+    return value
+
+
+def _after_fork_in_child() -> None:
+    """The parent's threads are not in the child, and its pools' locks may be held by one
+    of them: fresh pools (and, on first use, a fresh runner: see :func:`_kept_runner`)."""
+    global _POOL, _POOL_LOCK, _TOOLS
+    _POOL = None
+    _POOL_LOCK = threading.Lock()
+    _TOOLS = _ToolPool()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
