@@ -272,7 +272,7 @@ class Agent(Generic[OutputT]):
         ``postgresql://`` URI a PostgreSQL database)."""
         if approve == "defer" and self.store is None:
             raise ConfigurationError(
-                'approve="defer" needs a store to resume from: Agent(store=RunStore(...))'
+                'approve="defer" needs a store to resume from: Agent(store="runs.db")'
             )
         if approve is not None and not self.mcp_servers and not _guarded(self.tools):
             warnings.warn(

@@ -281,7 +281,7 @@ class SQLiteRunStore(RunStore):
         """The last entry number of each run this process holds."""
 
     def __repr__(self) -> str:
-        return f"RunStore({str(self.db.path)!r})"
+        return f"SQLiteRunStore({str(self.db.path)!r})"
 
     def session(self, name: str) -> SQLiteSession:
         return SQLiteSession(name, self.db)
