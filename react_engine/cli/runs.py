@@ -13,15 +13,14 @@ import argparse
 import asyncio
 import datetime
 import json
-import os
 import re
 import shlex
 import sys
 
 from ..errors import ModelAPIError, UnknownApprovalError
-from ..store import RunStore, Session, SQLiteSession
+from ..store import RunStore, Session, open_store
 from ..store.approvals import waiting
-from ..store.runs import RunInfo, is_postgres_url
+from ..store.runs import RunInfo
 from ..types import ActionRecord, to_jsonable
 from .agents import load_tools, make_agent, show_result
 from .endpoint import describe_api_error, endpoint
@@ -75,12 +74,7 @@ def chat_session(name: str | None, store: str | None = None) -> Session | None:
     given, else ``$REACT_ENGINE_STORE``: a SQLite file, or a ``postgresql://`` URI)."""
     if name is None:
         return None
-    target = store if store is not None else os.environ.get("REACT_ENGINE_STORE", "").strip()
-    if is_postgres_url(target):
-        from ..store.postgres import PostgresSession
-
-        return PostgresSession(name, target)
-    return SQLiteSession(name, store)
+    return open_store(store).session(name)
 
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -114,7 +108,7 @@ def _when(stamp: float) -> str:
 
 
 def run_runs_command(args: argparse.Namespace) -> int:
-    store = RunStore(args.store)
+    store = open_store(args.store)
     if args.runs_command == "list":
         return asyncio.run(_list(store, args))
     if args.runs_command == "show":

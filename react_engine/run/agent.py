@@ -61,11 +61,11 @@ from .config import (
 if TYPE_CHECKING:
     import openai
 
-    from ..store import RunStore, Session
-    from ..store.runs import RunJournal
     from ..tools.mcp import MCPServerHandle
     from .events import Event
     from .execution import ApprovalCallback, CallCallback, ToolRunner
+    from .journal import Journal, JournalStore
+    from .journal import SessionLike as Session
     from .state import RUN_EVENT, RunState
 
 __all__ = ["RUN_EVENT", "Agent", "AgentConfig", "Conversation"]
@@ -136,7 +136,7 @@ class Agent(Generic[OutputT]):
         on_step: StepCallback | None = None,
         on_call: CallCallback | None = None,
         approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: RunStore | str | os.PathLike[str] | None = None,
+        store: JournalStore | str | os.PathLike[str] | None = None,
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
@@ -164,7 +164,7 @@ class Agent(Generic[OutputT]):
         on_step: StepCallback | None = None,
         on_call: CallCallback | None = None,
         approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: RunStore | str | os.PathLike[str] | None = None,
+        store: JournalStore | str | os.PathLike[str] | None = None,
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
@@ -192,7 +192,7 @@ class Agent(Generic[OutputT]):
         on_step: StepCallback | None = None,
         on_call: CallCallback | None = None,
         approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: RunStore | str | os.PathLike[str] | None = None,
+        store: JournalStore | str | os.PathLike[str] | None = None,
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
@@ -218,7 +218,7 @@ class Agent(Generic[OutputT]):
         on_step: StepCallback | None = None,
         on_call: CallCallback | None = None,
         approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: RunStore | str | os.PathLike[str] | None = None,
+        store: JournalStore | str | os.PathLike[str] | None = None,
         tracer_provider: Any = None,
         trace_content: bool | None = None,
         config: AgentConfig | None = None,
@@ -272,7 +272,7 @@ class Agent(Generic[OutputT]):
         ``postgresql://`` URI a PostgreSQL database)."""
         if approve == "defer" and self.store is None:
             raise ConfigurationError(
-                'approve="defer" needs a store to resume from: Agent(store=RunStore(...))'
+                'approve="defer" needs a store to resume from: Agent(store="runs.db")'
             )
         if approve is not None and not self.mcp_servers and not _guarded(self.tools):
             warnings.warn(
@@ -629,7 +629,7 @@ class Agent(Generic[OutputT]):
         streaming: bool = False,
         session: Session | None = None,
         run_id: str | None = None,
-        _journal: RunJournal | None = None,
+        _journal: Journal | None = None,
         **options: Any,
     ) -> RunResult[Any]:
         if session is not None:
@@ -718,19 +718,17 @@ class Agent(Generic[OutputT]):
     def _journal(
         self,
         run_id: str | None,
-        resumed: RunJournal | None,
+        resumed: Journal | None,
         question: str,
         history: list[HistoryItem],
         protocol: str,
-    ) -> RunJournal | None:
+    ) -> Journal | None:
         """The run's journal (with a store): a new one, or the resumed run's."""
         if run_id is not None and not isinstance(run_id, str):
             raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
         journal = resumed
         if journal is None and self.store is not None:
-            from ..store.runs import RunJournal
-
-            journal = RunJournal.new(self.store, run_id)
+            journal = self.store.journal(run_id)
         if journal is not None:  # recorded once the run is held (_drive)
             journal.eager = callable(self.approve) or bool(self.on_call or self.on_step)
             journal.header = {
@@ -873,9 +871,7 @@ class Agent(Generic[OutputT]):
     ) -> RunResult[Any]:
         if self.store is None:
             raise ConfigurationError("resume needs the agent's store: Agent(store=...)")
-        from ..store.runs import RunJournal
-
-        async with RunJournal(self.store, run_id).held() as journal:
+        async with self.store.journal(run_id).held() as journal:
             await journal.load(approvals)
             question = await self.store.question(run_id)
             history = await self.store.history(run_id)
@@ -896,9 +892,9 @@ class Agent(Generic[OutputT]):
         """A run in a session: its history loaded first (into ``history`` in place, when
         given), and what the run added appended when it ends, however it ends (an error, a
         cancellation), so that no turn is lost."""
-        from ..store import Session
+        from .journal import SessionLike
 
-        if not isinstance(session, Session):
+        if not isinstance(session, SessionLike):
             raise ConfigurationError(f"session must be a Session, not {describe(session)}")
         items = history if history is not None else []
         items[:] = await session.load()
@@ -916,15 +912,15 @@ def _guarded(tools: Sequence[Tool]) -> bool:
     return any(t.requires_approval for t in tools)
 
 
-def _run_store(store: Any) -> RunStore | None:
+def _run_store(store: Any) -> JournalStore | None:
     if store is None:
         return None
-    from ..store import RunStore
+    from .journal import JournalStore, open_journal_store
 
-    if isinstance(store, RunStore):
+    if isinstance(store, JournalStore):
         return store
     if isinstance(store, str | os.PathLike):
-        return RunStore(store)  # a postgresql:// URI, or a SQLite file
+        return open_journal_store(store)  # a postgresql:// URI, or a SQLite file
     raise ConfigurationError(
         f"store must be a RunStore, a path or a postgresql:// URI, not {describe(store)}"
     )

@@ -248,16 +248,15 @@ class ToolRunner:
         """A resumed run: a call that finished before the crash is given its record (its
         tool is not run again); one that was running then is run again only if its tool is
         idempotent, else the model is told it may or may not have happened."""
-        from ..store.runs import MAYBE_RAN, idempotent
-
         assert state.journal is not None
         kept = state.journal.finished(record)
         if kept is not None:
             for name in ("arguments", "observation", "status", "error", "duration_s", "exact"):
                 setattr(record, name, getattr(kept, name))
             return True
-        if state.journal.in_flight(record) and not idempotent(tool):
-            _fail(record, "error", MAYBE_RAN, _language(state))
+        hints = tool.annotations  # calling it again changes nothing more (MCP's hints)
+        if state.journal.in_flight(record) and not (hints.idempotent or hints.read_only):
+            _fail(record, "error", Note(ObservationCode.MAYBE_RAN), _language(state))
             await state.journal.done(record)
             return True
         return False

@@ -32,9 +32,9 @@ from .config import AgentConfig
 from .events import Event, RunNotice
 
 if TYPE_CHECKING:
-    from ..store.runs import RunJournal
     from ..tools.base import Tool
     from ..transport.base import ChatModel
+    from .journal import Journal
 
 __all__ = [
     "RUN_EVENT",
@@ -115,7 +115,7 @@ class RunState:
     """Who receives the run's events (:meth:`emit`): ``Agent.iter``'s queue, a tracer."""
     streaming: bool = False
     """Stream each reply (``Agent.iter``, ``run_stream``); ``arun`` asks for whole ones."""
-    journal: RunJournal | None = None
+    journal: Journal | None = None
     """The run's journal in a store (``Agent(store=...)``): each reply, call and step
     committed as it completes; on a resumed run, what was done already (see
     :mod:`react_engine.store.runs`)."""

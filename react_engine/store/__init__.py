@@ -4,9 +4,10 @@
   :class:`~react_engine.store.postgres.PostgresSession` with the ``postgres`` extra;
   :class:`MemorySession`): a conversation's history, taken by ``session=``.
 * :class:`RunStore`: each run's steps committed as they complete, so that
-  ``agent.resume(run_id)`` finishes a run whose process died, and an approval can wait;
-  ``RunStore(path)`` is a :class:`SQLiteRunStore`, ``RunStore("postgresql://...")`` a
-  :class:`~react_engine.store.postgres.PostgresRunStore`.
+  ``agent.resume(run_id)`` finishes a run whose process died, and an approval can wait.
+* :func:`open_store`: the store a target names, by URI scheme (:func:`register_store`):
+  ``open_store(path)`` is a :class:`SQLiteRunStore`, ``open_store("postgresql://...")`` a
+  :class:`~react_engine.store.postgres.PostgresRunStore`; ``.session(name)`` a session in it.
 
 What is stored is the protocol-neutral history as versioned JSON
 (:mod:`react_engine.store.codec`).
@@ -14,15 +15,12 @@ What is stored is the protocol-neutral history as versioned JSON
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from .backends import open_store, register_store
 from .codec import RunBusy, StoreError
-from .runs import RunStore, SQLiteRunStore
+from .postgres import PostgresRunStore, PostgresSession  # registers postgresql:// (psycopg: on use)
+from .runs import RunJournal, RunStore, SQLiteRunStore
 from .session import MemorySession, Session, SQLiteSession
 from .sqlite import STORE_ENV, SQLiteDB, default_path
-
-if TYPE_CHECKING:
-    from .postgres import PostgresRunStore, PostgresSession
 
 __all__ = [
     "STORE_ENV",
@@ -30,6 +28,7 @@ __all__ = [
     "PostgresRunStore",
     "PostgresSession",
     "RunBusy",
+    "RunJournal",
     "RunStore",
     "SQLiteDB",
     "SQLiteRunStore",
@@ -37,12 +36,6 @@ __all__ = [
     "Session",
     "StoreError",
     "default_path",
+    "open_store",
+    "register_store",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("PostgresSession", "PostgresRunStore"):  # psycopg is an extra: on first use
-        from . import postgres
-
-        return getattr(postgres, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

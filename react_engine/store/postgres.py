@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, RunExistsError
 from ..types import HistoryItem, RunResult
+from .backends import register_store, store_scheme
 from .codec import RunBusy, StoreError, dump_item, dumps, load_item, storable
 from .runs import (
     Entries,
@@ -38,7 +39,6 @@ from .runs import (
     RunStore,
     error_json,
     header_json,
-    is_postgres_url,
     lock_key,
     on_conflict,
     result_json,
@@ -232,7 +232,7 @@ class PostgresRunStore(RunStore):
         if (
             conninfo is None
             and pool is None
-            and is_postgres_url(named := os.environ.get(STORE_ENV, "").strip())
+            and store_scheme(named := os.environ.get(STORE_ENV, "").strip()) in SCHEMES
         ):
             conninfo = named
         if (conninfo is None) == (pool is None):
@@ -245,6 +245,9 @@ class PostgresRunStore(RunStore):
 
     def __repr__(self) -> str:
         return "PostgresRunStore(pool)" if self.pool is not None else "PostgresRunStore(...)"
+
+    def session(self, name: str) -> PostgresSession:
+        return PostgresSession(name, self.conninfo, pool=self.pool)
 
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -443,7 +446,7 @@ class PostgresRunStore(RunStore):
             )
             return await cur.fetchone()
 
-    async def _header(self, run_id: str) -> str | None:
+    async def header(self, run_id: str) -> str | None:
         row = await self._value("header", run_id)
         return None if row is None else str(row[0])
 
@@ -459,3 +462,9 @@ class PostgresRunStore(RunStore):
             )
             rows = await cur.fetchall()
         return [Entry(kind, key, json.loads(body)) for kind, key, body in rows]
+
+
+SCHEMES = ("postgresql", "postgres")
+"""The URI schemes of a PostgreSQL store (:func:`~react_engine.store.open_store`)."""
+for _scheme in SCHEMES:
+    register_store(_scheme, PostgresRunStore)

@@ -34,19 +34,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import json
 import os
 import sqlite3
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, LiteralString
 
 from ..errors import RunExistsError
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step
-from ..wording import Note, ObservationCode
 from .approvals import bind, call_digest, deferred_entry, waiting
 from .codec import (
     VERSION,
@@ -61,12 +60,12 @@ from .codec import (
     load_reply,
     storable,
 )
-from .sqlite import STORE_ENV, SQLiteDB
+from .session import Session, SQLiteSession
+from .sqlite import SQLiteDB
 
 if TYPE_CHECKING:
     from ..protocols.base import Decision, Protocol
     from ..run.state import RunState
-    from ..tools.base import Tool
 
 __all__ = [
     "RunBusy",
@@ -74,8 +73,6 @@ __all__ = [
     "RunJournal",
     "RunStore",
     "SQLiteRunStore",
-    "idempotent",
-    "is_postgres_url",
 ]
 
 
@@ -106,44 +103,32 @@ Entries = Sequence[tuple[str, str, Mapping[str, Any] | str]]
 """Journal entries: their kind, key and body (a JSON object, or its text)."""
 
 
-class RunStore:
+class RunStore(ABC):
     """Where runs are journalled (``Agent(store=...)``): the contract of every backend.
 
-    ``RunStore(target)`` makes the backend ``target`` names: a ``postgresql://`` (or
-    ``postgres://``) URI is a :class:`~react_engine.store.postgres.PostgresRunStore` (the
-    ``postgres`` extra), anything else a path to a SQLite file, :class:`SQLiteRunStore`
-    (default: ``$REACT_ENGINE_STORE``, else ``~/.local/state/react-engine/store.db``, the
-    same file as :class:`~react_engine.store.SQLiteSession`'s sessions; a ``postgresql://``
-    URI there names a PostgreSQL store).
+    :func:`~react_engine.store.open_store` opens the store a target names (a path to a
+    SQLite file, :class:`SQLiteRunStore`; a ``postgresql://`` URI,
+    :class:`~react_engine.store.postgres.PostgresRunStore`; a scheme some backend
+    registered with :func:`~react_engine.store.register_store`). A backend implements the
+    abstract methods below; the others are written with them.
 
     A run is written by one worker at a time: :meth:`hold` is its lease, taken before the
     run is begun or resumed and given back when it ends (or when its process dies), so
     that two workers resuming one run cannot both run it (the second gets
     :class:`RunBusy`). The methods are coroutines; the SQLite ones do not wait (a write
-    takes microseconds on a local disk). A backend overrides every method that raises
-    :class:`NotImplementedError` here, and raises :class:`StoreError` (never its driver's
-    errors) for a store that cannot be read or written."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> RunStore:
-        if cls is RunStore:
-            target = args[0] if args else kwargs.get("path")
-            if target is None:
-                target = os.environ.get(STORE_ENV, "").strip()
-            if is_postgres_url(target) or "pool" in kwargs:
-                cls = _backend("postgresql")
-            else:
-                cls = SQLiteRunStore
-        return super().__new__(cls)
+    takes microseconds on a local disk). A backend raises :class:`StoreError` (never its
+    driver's errors) for a store that cannot be read or written."""
 
     # --- the lease ---------------------------------------------------------------------------
 
+    @abstractmethod
     def hold(self, run_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """The run's lease, for the ``async with`` block: :class:`RunBusy` if another
         worker holds it. It ends with the block, or with the process."""
-        raise NotImplementedError
 
     # --- writing -----------------------------------------------------------------------------
 
+    @abstractmethod
     async def begin(
         self,
         run_id: str,
@@ -156,36 +141,57 @@ class RunStore:
     ) -> None:
         """Record a ``new`` run (:class:`~react_engine.errors.RunExistsError` if the store
         holds a run of that id already), or mark a stored one running again."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def add_many(self, run_id: str, entries: Entries) -> None:
         """Commit entries of the run's journal, in one transaction."""
-        raise NotImplementedError
 
     async def add(self, run_id: str, kind: str, key: str, body: Mapping[str, Any]) -> None:
         """Commit one entry of the run's journal."""
         await self.add_many(run_id, [(kind, key, body)])
 
+    @abstractmethod
     async def finish(self, run_id: str, result: RunResult, entries: Entries = ()) -> None:
         """Write the run's outcome, with its last ``entries``, in one transaction."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def failed(self, run_id: str, error: BaseException, entries: Entries = ()) -> None:
         """Write that the run raised ``error``, with its last ``entries``."""
-        raise NotImplementedError
 
     # --- reading -----------------------------------------------------------------------------
 
+    @abstractmethod
     async def runs(self, limit: int = 50) -> list[RunInfo]:
         """The latest runs, the last updated first."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def info(self, run_id: str) -> RunInfo:
         """One run (:class:`StoreError` for an unknown one)."""
-        raise NotImplementedError
 
-    async def _header(self, run_id: str) -> str | None:
-        raise NotImplementedError
+    @abstractmethod
+    async def header(self, run_id: str) -> str | None:
+        """The run's header as :meth:`begin` wrote it (JSON text: :func:`header_json`), or
+        None for an unknown run."""
+
+    @abstractmethod
+    async def result(self, run_id: str) -> dict[str, Any] | None:
+        """The run's outcome as written by :meth:`finish` or :meth:`failed` (None before)."""
+
+    @abstractmethod
+    async def entries(self, run_id: str) -> list[Entry]:
+        """The run's journal, in commit order."""
+
+    # --- written with the above --------------------------------------------------------------
+
+    def journal(self, run_id: str | None = None) -> RunJournal:
+        """The journal of run ``run_id`` (a new id when None): what ``Agent(store=...)``
+        asks of a store (:class:`react_engine.run.journal.JournalStore`)."""
+        return RunJournal(self, run_id or uuid.uuid4().hex[:16])
+
+    def session(self, name: str) -> Session:
+        """The conversation ``name`` kept in this store (``chat --session NAME``); a
+        backend that keeps runs only raises :class:`StoreError`."""
+        raise StoreError(f"{self} keeps no sessions")
 
     async def history(self, run_id: str) -> list[HistoryItem]:
         """The history the run started with (a conversation's earlier turns)."""
@@ -198,21 +204,13 @@ class RunStore:
         return question if isinstance(question, str) else (await self.info(run_id)).question
 
     async def _header_of(self, run_id: str) -> dict[str, Any]:
-        header = await self._header(run_id)
+        header = await self.header(run_id)
         if header is None:
             raise StoreError(f"no run {run_id!r} in {self}")
         try:
             return dict(json.loads(header))
         except (ValueError, TypeError) as exc:
             raise StoreError(f"run {run_id!r} in {self}: its header is not JSON") from exc
-
-    async def result(self, run_id: str) -> dict[str, Any] | None:
-        """The run's outcome as written by :meth:`finish` or :meth:`failed` (None before)."""
-        raise NotImplementedError
-
-    async def entries(self, run_id: str) -> list[Entry]:
-        """The run's journal, in commit order."""
-        raise NotImplementedError
 
     async def steps(self, run_id: str) -> list[Step]:
         """The run's steps committed so far."""
@@ -223,21 +221,6 @@ class RunStore:
                 if isinstance(item, Step):
                     out.append(item)
         return out
-
-
-_BACKENDS: dict[str, str] = {"postgresql": "react_engine.store.postgres:PostgresRunStore"}
-"""The run stores other than SQLite, by URI scheme: each is imported when a store of its
-kind is first opened (its driver is an extra), as ``module:class``."""
-
-
-def _backend(scheme: str) -> type[RunStore]:
-    module, _, name = _BACKENDS[scheme].partition(":")
-    cls: type[RunStore] = getattr(importlib.import_module(module), name)
-    return cls
-
-
-def is_postgres_url(target: object) -> bool:
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
 def header_json(question: str, history: Sequence[HistoryItem]) -> str:
@@ -298,7 +281,10 @@ class SQLiteRunStore(RunStore):
         """The last entry number of each run this process holds."""
 
     def __repr__(self) -> str:
-        return f"RunStore({str(self.db.path)!r})"
+        return f"SQLiteRunStore({str(self.db.path)!r})"
+
+    def session(self, name: str) -> SQLiteSession:
+        return SQLiteSession(name, self.db)
 
     @contextlib.asynccontextmanager
     async def hold(self, run_id: str) -> AsyncIterator[None]:
@@ -401,7 +387,7 @@ class SQLiteRunStore(RunStore):
             raise StoreError(f"no run {run_id!r} in {self.db.path}")
         return RunInfo(*row)
 
-    async def _header(self, run_id: str) -> str | None:
+    async def header(self, run_id: str) -> str | None:
         with self.db.read() as conn:
             row = conn.execute("SELECT header FROM runs WHERE id = ?", (run_id,)).fetchone()
         return None if row is None else str(row[0])
@@ -437,15 +423,6 @@ def _insert_sql(n: int) -> str:
 
 
 _INSERTS = [""] + [_insert_sql(n) for n in range(1, 9)]
-
-
-def idempotent(tool: Tool) -> bool:
-    """Whether calling ``tool`` again changes nothing more: MCP's ``idempotentHint``, or
-    ``readOnlyHint``, in the tool's :class:`~react_engine.tools.ToolAnnotations`."""
-    return tool.annotations.idempotent or tool.annotations.read_only
-
-
-MAYBE_RAN = Note(ObservationCode.MAYBE_RAN)
 
 
 @dataclass(slots=True)
@@ -486,10 +463,6 @@ class RunJournal:
     readers: dict[str, Protocol] = field(default_factory=dict)
     """The protocols that read the committed replies again, by name."""
     make_reader: Callable[[str], Protocol] | None = None
-
-    @classmethod
-    def new(cls, store: RunStore, run_id: str | None = None) -> RunJournal:
-        return cls(store, run_id or uuid.uuid4().hex[:16])
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncIterator[RunJournal]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..errors import ConfigurationError
 from ..paths import state_dir
 from .codec import RunBusy, StoreError
 
@@ -210,7 +212,22 @@ class SQLiteDB:
 
 
 def _resolved(path: str | os.PathLike[str] | None) -> Path:
-    return (Path(path).expanduser() if path is not None else default_path()).resolve()
+    named = Path(path) if path is not None else default_path()
+    if _CONNINFO.search(named.name):
+        raise ConfigurationError(
+            "a store target reads as a key=value connection string (host=..., dbname=...), "
+            "which would name a SQLite file: for PostgreSQL give a postgresql:// URI "
+            "(postgresql://user:password@host:5432/dbname)"  # the target is not repeated
+        )
+    return named.expanduser().resolve()
+
+
+_CONNINFO = re.compile(
+    r"(?:^|\s)(?:host|hostaddr|port|dbname|user|password|passfile|sslmode|service"
+    r"|connect_timeout|application_name|options)\s*="
+)
+"""A libpq key=value connection string (``"host=db dbname=app password=..."``): as a file
+name, a SQLite file nobody meant, with the password in its name."""
 
 
 def _ready(conn: sqlite3.Connection) -> bool:

@@ -19,7 +19,7 @@ import pytest
 from react_engine import Agent
 from react_engine.cli import main
 from react_engine.cli.agents import load_tools
-from react_engine.store import RunStore
+from react_engine.store import open_store
 from react_engine.testing import ScriptedServer, completion
 
 TOOLS = '''
@@ -78,7 +78,7 @@ def waiting_run(db: Path, server: ScriptedServer, tools: Path) -> str:
         base_url=server.base_url,
         api_key="sk-test",
         protocol="function_calling",
-        store=RunStore(db),
+        store=open_store(db),
         approve="defer",
     )
     result = agent.run("clean up")
@@ -97,7 +97,7 @@ def resume(db: Path, server: ScriptedServer, tools: Path, run_id: str, *more: st
 
 
 def stored(db: Path, run_id: str) -> tuple[str, list[tuple[str, str]]]:
-    store = RunStore(db)
+    store = open_store(db)
     entries = asyncio.run(store.entries(run_id))
     return asyncio.run(store.info(run_id)).status, [(e.kind, e.key) for e in entries]
 
@@ -154,7 +154,7 @@ def test_resume_of_a_finished_run_prints_its_answer_with_no_model(
     db = tmp_path / "store.db"
     with ScriptedServer(completion("Final Answer: 4")) as server:
         agent = Agent(
-            "m", base_url=server.base_url, api_key="k", store=RunStore(db), protocol="text"
+            "m", base_url=server.base_url, api_key="k", store=open_store(db), protocol="text"
         )
         run_id = agent.run("2 + 2?", run_id="sum").run_id
     assert run_id == "sum"

@@ -18,7 +18,7 @@ from react_engine.report import comparison_html, run_html
 from react_engine.report.page import FOLD_CHARS
 from react_engine.report.run import STATUS
 from react_engine.report.samples import HOSTILE, comparison_report, run_result
-from react_engine.store import RunStore
+from react_engine.store import open_store
 from react_engine.testing import ScriptedModel
 from react_engine.testing.tools import get_weather
 from react_engine.types import ModelResponse
@@ -140,7 +140,7 @@ def test_runs_show_writes_a_stored_run_as_a_page(
             f"Final Answer: 14°C {HOSTILE}",
         ]
     )
-    agent = Agent("m", [get_weather], protocol="text", client=model, store=RunStore(str(db)))
+    agent = Agent("m", [get_weather], protocol="text", client=model, store=open_store(str(db)))
     result = agent.run("weather in Paris?")
     assert result.run_id is not None
     out = tmp_path / "run.html"

@@ -145,11 +145,10 @@ def test_a_base_exception_from_a_tool_is_a_verdict_not_a_raise() -> None:
 
 
 def test_a_deferred_approval_is_a_verdict(tmp_path: Path) -> None:
-    from react_engine.store import RunStore
-    from react_engine.store.runs import RunJournal
+    from react_engine.store import open_store
 
     state = run_state(ScriptedModel())
-    journal = RunJournal.new(RunStore(tmp_path / "runs.db"), None)
+    journal = open_store(tmp_path / "runs.db").journal()
     state.journal = journal
 
     async def run() -> Ran:

@@ -22,7 +22,7 @@ from react_engine.errors import (
     UnknownApprovalError,
     UserError,
 )
-from react_engine.store import RunStore
+from react_engine.store import open_store
 from react_engine.tools import Tool, tool
 
 pg_uri, target = postgres.pg_uri, postgres.target  # the fixtures: each test, on each backend
@@ -62,15 +62,15 @@ class Rm:
 def agent(db: str, rm: Rm, script: Callable[[ModelRequest], Any], **options: Any) -> Agent:
     """An agent of a new store object on ``db`` (a file, or a database), as in a new process."""
     options.setdefault("approve", "defer")
-    return Agent("m", [rm.tool], client=ScriptedModel(script), store=RunStore(db), **options)
+    return Agent("m", [rm.tool], client=ScriptedModel(script), store=open_store(db), **options)
 
 
 def status(db: str, run_id: str) -> str:
-    return asyncio.run(RunStore(db).info(run_id)).status
+    return asyncio.run(open_store(db).info(run_id)).status
 
 
 def entries(db: str, run_id: str) -> list[tuple[str, str]]:
-    return [(e.kind, e.key) for e in asyncio.run(RunStore(db).entries(run_id))]
+    return [(e.kind, e.key) for e in asyncio.run(open_store(db).entries(run_id))]
 
 
 def test_an_approval_runs_its_call_and_not_a_later_one_reusing_its_id(target: str) -> None:
@@ -177,7 +177,7 @@ def test_a_new_run_with_a_stored_runs_id_is_refused(target: str) -> None:
         agent(target, rm, by_turn("second answer")).run("second question", run_id="r1")
     assert isinstance(caught.value, UserError) and isinstance(caught.value, ValueError)
     assert caught.value.run_id == "r1"
-    info = asyncio.run(RunStore(target).info("r1"))
+    info = asyncio.run(open_store(target).info("r1"))
     assert (info.question, info.status) == ("first question", "final_answer")
     assert entries(target, "r1") == stored  # the two runs' journals are not merged
     assert agent(target, rm, by_turn("unused")).resume("r1").answer == "first answer"

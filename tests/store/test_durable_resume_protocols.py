@@ -18,7 +18,7 @@ import pytest
 from support import postgres
 
 from react_engine import Agent
-from react_engine.store import RunStore
+from react_engine.store import open_store
 from react_engine.testing import ScriptedModel, tool_call_reply
 from react_engine.tools import tool
 from react_engine.types import ModelResponse
@@ -66,7 +66,7 @@ def test_a_run_resumed_under_another_model_and_protocol(
         ran.append(n)
         return f"done {n}"
 
-    store = RunStore(target)
+    store = open_store(target)
     model_a = ScriptedModel([call(first, 1), call(first, 2), Died("the process died")])
     agent_a = Agent("model-a", [act], client=model_a, protocol=first, store=store)
     with pytest.raises(Died):
@@ -74,7 +74,7 @@ def test_a_run_resumed_under_another_model_and_protocol(
     assert ran == [1, 2] and len(model_a.requests) == 3
 
     model_b = ScriptedModel([call(second, 3), answer(second, "all three done")])
-    agent_b = Agent("model-b", [act], client=model_b, protocol=second, store=RunStore(target))
+    agent_b = Agent("model-b", [act], client=model_b, protocol=second, store=open_store(target))
     result = agent_b.resume("r")
 
     assert result.answer == "all three done" and result.stop_reason == "final_answer"
@@ -113,11 +113,11 @@ def test_an_auto_agent_resumes_under_the_protocol_the_run_was_on(target: str) ->
         return f"done {n}"
 
     model_a = ScriptedModel([call("text", 1), Died("the process died")])
-    first = Agent("m", [act], client=model_a, protocol="text", store=RunStore(target))
+    first = Agent("m", [act], client=model_a, protocol="text", store=open_store(target))
     with pytest.raises(Died):
         first.run("go", run_id="r")
     model_b = ScriptedModel([answer("text", "ok")])
-    again = Agent("m", [act], client=model_b, store=RunStore(target))  # protocol="auto"
+    again = Agent("m", [act], client=model_b, store=open_store(target))  # protocol="auto"
     result = again.resume("r")
     assert result.answer == "ok"
     assert [s.protocol for s in result.steps] == ["text", "text"]

@@ -26,14 +26,15 @@ import pytest
 from support import postgres
 
 from react_engine import Agent
-from react_engine.store import RunStore
-from react_engine.store.runs import MAYBE_RAN
+from react_engine.store import open_store
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
+from react_engine.wording import Note, ObservationCode
 
 pytestmark = pytest.mark.slow  # worker processes killed and resumed
 
 WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
 ANSWER = "done 1; done 2; done 3"
+MAYBE_RAN = Note(ObservationCode.MAYBE_RAN)  # a call in flight at the crash, not idempotent
 ENTRIES = 14  # 4 replies, 3 x (started, done), 4 steps
 COMMITS = 6  # each call's start (with its reply and the step before) and end; then the result
 
@@ -83,7 +84,7 @@ def test_an_uninterrupted_run_commits_each_step(
     code, out = worker(tmp_path, target, server.base_url, "run", "r1")
     assert code == 0 and out is not None
     assert out["answer"] == ANSWER and len(server.requests) == 4
-    store = RunStore(target)
+    store = open_store(target)
     kinds = [e.kind for e in wait(store.entries("r1"))]
     assert len(kinds) == ENTRIES
     assert kinds[:4] == ["reply", "started", "done", "step"]
@@ -97,7 +98,7 @@ def test_killed_after_each_commit_the_run_resumes(
 ) -> None:
     code, _ = worker(tmp_path, target, server.base_url, "run", "r", "--kill-after", str(kill_after))
     assert code == -9
-    store = RunStore(target)
+    store = open_store(target)
     assert wait(store.info("r")).status == "running"  # the process died mid-run
     last = wait(store.entries("r"))[-1]
     code, out = worker(tmp_path, target, server.base_url, "resume", "r")
@@ -146,7 +147,7 @@ def test_an_idempotent_tool_killed_inside_is_run_again(
 def test_a_finished_run_resumed_sends_no_request(
     tmp_path: Path, target: str, server: ScriptedServer
 ) -> None:
-    store = RunStore(target)
+    store = open_store(target)
     agent = Agent("m", base_url=server.base_url, api_key="k", store=store, protocol="text")
     server.default = None
     server.push(completion("Final Answer: 42"))
@@ -166,7 +167,7 @@ def test_deferred_approvals_are_given_from_other_processes(
         assert out["stop_reason"] == "awaiting_approval" and len(out["pending"]) == 1
         assert out["answer"] is None
         assert effects(tmp_path)[str(n)] == 0  # not run before it is approved
-        store = RunStore(target)
+        store = open_store(target)
         assert wait(store.info("r")).status == "awaiting_approval"
         approve = f"{out['pending'][0]}={verdicts[n]}"
         code, out = worker(
@@ -204,7 +205,7 @@ def test_an_approval_callback_may_defer(target: str) -> None:
         return "defer"
 
     script = [tool_call_reply(("act", {"n": 1}), ("act", {"n": 2})), "ok"]
-    store = RunStore(target)
+    store = open_store(target)
     agent = Agent("m", [act], client=ScriptedModel(script), store=store, approve=later)
     waiting = agent.run("go")
     assert waiting.stop_reason == "awaiting_approval" and not ran
@@ -255,10 +256,10 @@ def test_a_held_run_is_refused_in_the_same_process(target: str) -> None:
             return f"done {n}"
 
         script = [tool_call_reply(("act", {"n": 1})), "ok"]
-        agent = Agent("m", [act], client=ScriptedModel(script), store=RunStore(target))
+        agent = Agent("m", [act], client=ScriptedModel(script), store=open_store(target))
         first = asyncio.create_task(agent.arun("go", run_id="held"))
         await entered.wait()
-        for store in (agent.store, RunStore(target)):  # the same store, or another one
+        for store in (agent.store, open_store(target)):  # the same store, or another one
             other = Agent("m", [act], client=ScriptedModel(script), store=store)
             with pytest.raises(RunBusy, match="held"):
                 await other.aresume("held")
@@ -284,7 +285,7 @@ def test_concurrent_calls_commit_their_reply_once(target: str) -> None:
 
     calls = [("look", {"n": n}, f"c{n}") for n in (1, 2, 3)]
     script = [tool_call_reply(*calls), "ok"]
-    store = RunStore(target)
+    store = open_store(target)
     model = ScriptedModel(script)
     result = Agent("m", [look], client=model, store=store).run("go", run_id="side")
     assert result.answer == "ok"

@@ -27,7 +27,7 @@ from support.parts import missing, require_module
 
 from react_engine import Agent, StoreError
 from react_engine.cli import main
-from react_engine.store import RunBusy, RunStore, SQLiteDB
+from react_engine.store import RunBusy, SQLiteDB, SQLiteRunStore, open_store
 from react_engine.testing import ScriptedModel, reply, tool_call_reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def test_a_damaged_store_raises_store_error_from_the_api(tmp_path: Path, damage:
     path = tmp_path / "store.db"
     damage(path)
     with pytest.raises(StoreError) as listed:
-        wait(RunStore(path).runs())
+        wait(open_store(path).runs())
     assert str(path) in str(listed.value) and listed.value.location == str(path)
     assert "corrupt" in str(listed.value)
     with pytest.raises(StoreError, match="corrupt"):
@@ -148,7 +148,7 @@ CHECK = textwrap.dedent(
     """
     import asyncio, json, sys
     from react_engine import Agent, StoreError
-    from react_engine.store import RunStore
+    from react_engine.store import open_store
     from react_engine.testing import ScriptedModel
 
     path, run_id = sys.argv[1], sys.argv[2]
@@ -158,14 +158,14 @@ CHECK = textwrap.dedent(
         pass
     else:
         sys.exit("the store can be written: no permission was dropped")
-    out = {"runs": [r.id for r in asyncio.run(RunStore(path).runs())]}
+    out = {"runs": [r.id for r in asyncio.run(open_store(path).runs())]}
     agent = Agent(client=ScriptedModel(["Final Answer: 4"]), protocol="text", store=path, model="m")
     for name, call in (("run", lambda: agent.run("q")), ("resume", lambda: agent.resume(run_id))):
         try:
             call()
         except StoreError as exc:
             out[name] = [str(exc), exc.location]
-    out["question"] = asyncio.run(RunStore(path).question(run_id))
+    out["question"] = asyncio.run(open_store(path).question(run_id))
     print(json.dumps(out))
     """
 )
@@ -252,8 +252,8 @@ def test_a_full_disk_at_the_last_commit_keeps_the_answer(
     assert "the disk is full" in notice.message and str(path) in notice.message
     assert any("not stored" in r.getMessage() for r in caplog.records)
     assert result.run_id is not None
-    assert wait(RunStore(path).info(result.run_id)).status == "running"  # as after a crash
-    assert [e.kind for e in wait(RunStore(path).entries(result.run_id))] == [
+    assert wait(open_store(path).info(result.run_id)).status == "running"  # as after a crash
+    assert [e.kind for e in wait(open_store(path).entries(result.run_id))] == [
         "reply",
         "started",
         "done",
@@ -290,7 +290,7 @@ def test_a_lone_surrogate_in_the_question_is_stored_and_resumed_exactly(tmp_path
     bot = Agent(client=model, protocol="function_calling", store=str(path), model="m", tools=[add])
     result = bot.run(ODD)
     assert result.answer == "3 \udc80" and result.run_id is not None
-    store = RunStore(path)
+    store = open_store(path)
     assert wait(store.question(result.run_id)) == ODD
     assert (
         wait(store.info(result.run_id)).question == "is \\ud800 lone, \\udfff too, and \\x00 a NUL?"
@@ -318,9 +318,9 @@ def test_one_file_under_two_names_gives_one_lease(
     async def leases() -> list[str]:
         busy = []
         for name in names:
-            async with RunStore(SQLiteDB(str(path))).hold("r1"):
+            async with SQLiteRunStore(SQLiteDB(str(path))).hold("r1"):
                 try:
-                    async with RunStore(SQLiteDB(name)).hold("r1"):
+                    async with SQLiteRunStore(SQLiteDB(name)).hold("r1"):
                         pass
                 except RunBusy:
                     busy.append(name)

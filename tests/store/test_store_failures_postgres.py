@@ -12,7 +12,7 @@ import pytest
 from support import postgres
 
 from react_engine import Agent, StoreError
-from react_engine.store import PostgresSession, RunStore
+from react_engine.store import PostgresSession, open_store
 from react_engine.testing import ScriptedModel, reply, tool_call_reply
 from react_engine.types import Step, UserTurn
 
@@ -44,7 +44,7 @@ def test_a_lone_surrogate_and_a_nul_are_stored_and_resumed_exactly(
     bot = Agent(client=model, protocol="function_calling", store=db, model="m", tools=[add])
     result = bot.run(question)
     assert result.answer == f"3 {question}" and result.run_id is not None
-    store = RunStore(db)
+    store = open_store(db)
     assert wait(store.question(result.run_id)) == question
     assert wait(store.info(result.run_id)).question == ESCAPED[question]
     resumed = bot.resume(result.run_id)  # replayed from the store: nothing asked again
@@ -86,4 +86,4 @@ def test_a_connection_lost_in_a_run_raises_store_error_with_the_run_so_far(pg_ur
     assert result is not None and result.question == "Cut it" and result.answer is None
     assert result.run_id is not None
     assert raised.value.location is not None and "PostgreSQL database" in raised.value.location
-    assert wait(RunStore(db).info(result.run_id)).status == "running"  # as after a crash
+    assert wait(open_store(db).info(result.run_id)).status == "running"  # as after a crash

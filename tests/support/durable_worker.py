@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from react_engine import Agent
-from react_engine.store import RunBusy, RunStore
+from react_engine.store import RunBusy, RunStore, open_store
 from react_engine.tools import tool
 
 
 def killing_store(target: str, kill_after: int | None) -> RunStore:
     """The store at ``target`` (a SQLite file or a postgresql:// URI), killing this process
     right after its ``kill_after``-th commit of the run's journal."""
-    store = RunStore(target)
+    store = open_store(target)
     commits = 0
     add_many = store.add_many
 

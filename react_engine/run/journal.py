@@ -1,0 +1,117 @@
+"""What a run asks of a store: the :class:`Journal` of one run, the :class:`JournalStore`
+that gives journals (``Agent(store=...)``), and the :class:`SessionLike` that keeps a
+conversation (``session=``).
+
+The run layer defines these protocols and the store layer implements them
+(:class:`react_engine.store.RunStore`, :class:`react_engine.store.runs.RunJournal`,
+:class:`react_engine.store.Session`), so that ``run/`` never imports ``store/``. A store
+given by name (``Agent(store="runs.db")``, ``Agent(store="postgresql://...")``) is opened
+by the opener registered with :func:`set_store_opener`; the package registers
+:func:`react_engine.store.open_store` when it is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ..errors import ConfigurationError
+from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step
+
+if TYPE_CHECKING:
+    from ..protocols.base import Decision
+    from ..protocols.base import Protocol as RunProtocol
+    from .state import RunState
+
+__all__ = ["Journal", "JournalStore", "SessionLike", "open_journal_store", "set_store_opener"]
+
+
+class Journal(Protocol):
+    """One run's journal: what the run commits as it goes (each reply, call and step) and,
+    when it is resumed, what it did already (served again instead of asking the model or
+    running the tool). See :class:`react_engine.store.runs.RunJournal`."""
+
+    run_id: str
+    protocol: str | None
+    """The protocol a resumed run began with (None for a new run)."""
+    eager: bool
+    """Commit each reply as soon as it is read (user code runs between reply and call)."""
+    header: dict[str, Any]
+    """What :meth:`open` records: the question, model, protocol and earlier history."""
+
+    # --- the run's lease and its ends (the agent) ---------------------------------------------
+
+    def held(self) -> contextlib.AbstractAsyncContextManager[Journal]: ...
+    async def load(self, approvals: Mapping[str, bool] | None = None) -> Journal: ...
+    async def open(self) -> None: ...
+    async def finish(self, result: RunResult[Any]) -> None: ...
+    async def failed(self, error: BaseException) -> None: ...
+    def last_protocol(self) -> str | None: ...
+    def resume_on(
+        self,
+        live: tuple[RunProtocol, str],
+        make_reader: Callable[[str], RunProtocol],
+    ) -> tuple[RunProtocol, str]: ...
+
+    # --- model replies and steps (the loop) ---------------------------------------------------
+
+    def before_turn(self, state: RunState) -> None: ...
+    def saved_reply(self) -> ModelResponse | None: ...
+    async def decided(
+        self, reply: ModelResponse, decision: Decision, protocol: str | None = None
+    ) -> None: ...
+    async def step(self, step: Step) -> None: ...
+
+    # --- tool calls (the tool runner) ---------------------------------------------------------
+
+    def finished(self, record: ActionRecord) -> ActionRecord | None: ...
+    def in_flight(self, record: ActionRecord) -> bool: ...
+    async def started(self, record: ActionRecord) -> None: ...
+    async def done(self, record: ActionRecord) -> None: ...
+    def approval(self, record: ActionRecord) -> bool | None: ...
+    def waited(self, record: ActionRecord) -> bool: ...
+    def defer(self, record: ActionRecord) -> None: ...
+
+
+@runtime_checkable
+class JournalStore(Protocol):
+    """What ``Agent(store=...)`` takes: a store that gives each run its :class:`Journal`,
+    and tells a stored run's question and history (:meth:`Agent.resume
+    <react_engine.Agent.resume>`)."""
+
+    def journal(self, run_id: str | None = None) -> Journal:
+        """The journal of run ``run_id`` (a new id when None)."""
+        ...
+
+    async def question(self, run_id: str) -> str: ...
+    async def history(self, run_id: str) -> list[HistoryItem]: ...
+
+
+@runtime_checkable
+class SessionLike(Protocol):
+    """What ``session=`` takes: a conversation's history kept between runs
+    (:class:`react_engine.store.Session`)."""
+
+    async def load(self) -> list[HistoryItem]: ...
+    async def append(self, items: Sequence[HistoryItem]) -> None: ...
+
+
+StoreOpener = Callable[[str | os.PathLike[str]], JournalStore]
+
+_opener: list[StoreOpener] = []
+
+
+def set_store_opener(opener: StoreOpener) -> None:
+    """Register what opens a store given by name (a path or a URI) for ``Agent(store=...)``."""
+    _opener[:] = [opener]
+
+
+def open_journal_store(target: str | os.PathLike[str]) -> JournalStore:
+    """The store ``target`` names, through the registered opener."""
+    if not _opener:
+        raise ConfigurationError(
+            "no store opener is registered: give Agent(store=...) a store object"
+        )
+    return _opener[0](target)

@@ -1,0 +1,69 @@
+"""Opening a store by name: :func:`open_store` and the backends registered by URI scheme.
+
+A target is a path to a SQLite file (``"runs.db"``, ``sqlite:///abs/runs.db``) or a URI
+whose scheme some backend registered with :func:`register_store`: ``postgresql://`` and
+``postgres://`` by :mod:`react_engine.store.postgres`. No target means
+``$REACT_ENGINE_STORE``, else the default SQLite file (:func:`~react_engine.store.default_path`).
+One store keeps runs and, when its backend has them, sessions (:meth:`RunStore.session`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+from ..errors import ConfigurationError
+from .runs import RunStore, SQLiteRunStore
+from .sqlite import STORE_ENV
+
+__all__ = ["open_store", "register_store", "store_scheme"]
+
+StoreOpener = Callable[[str], RunStore]
+"""Makes the store a target names; it is given the whole target (``scheme://...``)."""
+
+_OPENERS: dict[str, StoreOpener] = {}
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def register_store(scheme: str, opener: StoreOpener) -> None:
+    """Open targets ``scheme://...`` with ``opener`` (a later registration replaces one)."""
+    _OPENERS[scheme.lower()] = opener
+
+
+def store_scheme(target: str) -> str | None:
+    """The URI scheme of ``target``, None for a plain path."""
+    match = _SCHEME.match(target)
+    return match.group(1).lower() if match else None
+
+
+def open_store(target: str | os.PathLike[str] | None = None) -> RunStore:
+    """The run store ``target`` names (see the module); sessions are ``.session(name)``.
+
+    An unknown scheme raises :class:`~react_engine.errors.ConfigurationError` naming the
+    registered ones; so does a libpq ``key=value`` connection string, which would
+    otherwise name a SQLite file (give a ``postgresql://`` URI)."""
+    if target is None:
+        target = os.environ.get(STORE_ENV, "").strip() or None
+    if target is None or not isinstance(target, str):
+        return SQLiteRunStore(target)
+    scheme = store_scheme(target)
+    if scheme is None:
+        return SQLiteRunStore(target)
+    opener = _OPENERS.get(scheme)
+    if opener is None:
+        known = ", ".join(f"{name}://" for name in sorted(_OPENERS))
+        raise ConfigurationError(
+            f"no store backend is registered for {scheme}:// (registered: {known}); "
+            "a path names a SQLite file"
+        )
+    return opener(target)
+
+
+def _sqlite(target: str) -> RunStore:
+    """``sqlite:///abs/runs.db`` (the URI's path), as ``sqlite://`` is written elsewhere."""
+    return SQLiteRunStore(target.removeprefix("sqlite://") or None)
+
+
+register_store("sqlite", _sqlite)

@@ -1,0 +1,101 @@
+"""open_store: one dispatch by URI scheme for run stores and sessions; a libpq key=value
+string refused instead of becoming a SQLite file; run/ reaching the store only through the
+protocols of run/journal.py."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import react_engine
+from react_engine import Agent
+from react_engine.errors import ConfigurationError
+from react_engine.store import (
+    PostgresRunStore,
+    PostgresSession,
+    RunStore,
+    SQLiteRunStore,
+    SQLiteSession,
+    open_store,
+)
+from react_engine.testing import ScriptedModel
+
+CONNINFO = "host=db.internal dbname=app user=app password=hunter2"
+
+
+def test_a_key_value_connection_string_is_refused_not_made_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for make in (
+        lambda: open_store(CONNINFO),
+        lambda: Agent("m", client=ScriptedModel([]), store=CONNINFO),
+        lambda: SQLiteSession("s", CONNINFO),
+    ):
+        with pytest.raises(ConfigurationError, match="postgresql://") as caught:
+            make()
+        assert "hunter2" not in str(caught.value)
+    monkeypatch.setenv("REACT_ENGINE_STORE", CONNINFO)
+    with pytest.raises(ConfigurationError, match="postgresql://"):
+        open_store()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_open_store_goes_by_scheme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "runs.db"
+    for target in (db, str(db), f"sqlite://{db}"):
+        store = open_store(target)
+        assert isinstance(store, SQLiteRunStore) and store.db.path == db
+    monkeypatch.setenv("REACT_ENGINE_STORE", str(db))
+    assert isinstance(open_store(), SQLiteRunStore) and open_store().db.path == db
+    for uri in ("postgresql://u@h/d", "postgres://u@h/d", "POSTGRESQL://u@h/d"):
+        assert isinstance(open_store(uri), PostgresRunStore)  # psycopg: on first use
+    with pytest.raises(ConfigurationError, match=r"nosuch://.*registered: .*postgresql://"):
+        open_store("nosuch://x")
+
+
+def test_a_store_gives_the_sessions_of_its_backend(tmp_path: Path) -> None:
+    session = open_store(tmp_path / "s.db").session("chat")
+    assert isinstance(session, SQLiteSession)
+    assert isinstance(open_store("postgresql://u@h/d").session("chat"), PostgresSession)
+    asyncio.run(session.append([]))
+    assert asyncio.run(session.load()) == []
+
+
+def test_run_store_is_abstract_and_names_its_contract() -> None:
+    with pytest.raises(TypeError):
+        RunStore()  # type: ignore[abstract]
+    assert RunStore.__abstractmethods__ == {
+        "hold",
+        "begin",
+        "add_many",
+        "finish",
+        "failed",
+        "runs",
+        "info",
+        "header",
+        "result",
+        "entries",
+    }
+
+
+def test_the_run_layer_imports_nothing_of_the_store() -> None:
+    run = Path(react_engine.__file__).parent / "run"
+    found = []
+    for path in sorted(run.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{'.' * node.level}{node.module or ''}"]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [
+                f"{path.name}: {name}"
+                for name in names
+                if name.startswith(("..store", "react_engine.store"))
+            ]
+    assert found == []
