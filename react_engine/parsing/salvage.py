@@ -64,6 +64,7 @@ from typing import Any, Final, TypeAlias, get_args
 
 from ..errors import ReActParseError
 from ..types import PendingCall
+from ..wording import Note, ObservationCode
 from . import formats as F
 from . import patterns as P
 from .calls import (
@@ -92,6 +93,7 @@ from .calls import (
 from .common import think_blocks, unfence
 from .duplicates import has_conflict, marked
 from .formats import type_arguments
+from .placement import NotAction, placement
 from .react import parse_react
 
 __all__ = [
@@ -108,6 +110,9 @@ __all__ = [
 def __getattr__(name: str) -> Any:  # SalvagedCall, deprecated: PendingCall
     return _deprecated(__name__, name)
 
+
+UNCLOSED: Final = Note(ObservationCode.UNCLOSED)
+"""Why a call whose opening tag is never closed does not run (the policy refuses it)."""
 
 TEXT_VALUED: Final[frozenset[str]] = frozenset({"qwen_xml", "glm45", "minimax", "seed_oss"})
 """Formats that write every argument value as text: typed by the tool's schema."""
@@ -170,24 +175,40 @@ def read_salvaged(
     found = _Found(limit, _think_regions(text), fences, fenced_last)
     for detect in _detectors(text, prefer):
         detect(text, names, found)
-    if found.starts:
-        invented = P.INVENTED_OBSERVATION.search(text, found.ends[0])
-        if invented is not None:
-            found.cut(bisect.bisect_left(found.starts, invented.start()))
-    return Salvaged([_typed(c, schemas) for c in found.calls], found.starts, found.ends)
+    withheld: NotAction | None = None
+    if found.starts and not examples:
+        verdicts = placement(text, list(found.spans()), sorted([*found.think, *fences]))
+        for index, verdict in enumerate(verdicts[: len(found.calls)]):
+            if verdict == "unclosed":  # kept, so that the model is told (the policy refuses it)
+                found.calls[index].cut = UNCLOSED
+        dropped = [v for v in verdicts if v is not None and v != "unclosed"]
+        if dropped:
+            withheld = dropped[0]
+            found.keep([i for i, v in enumerate(verdicts) if v is None or v == "unclosed"])
+    calls = [_typed(c, schemas) for c in found.calls]
+    return Salvaged(calls, found.starts, found.ends, withheld)
 
 
 class Salvaged:
     """The calls :func:`read_salvaged` found in a reply: the first ones as objects
     (:attr:`calls`), every one by its span."""
 
-    __slots__ = ("_ends", "_starts", "calls")
+    __slots__ = ("_ends", "_starts", "calls", "withheld")
 
-    def __init__(self, calls: list[PendingCall], starts: array[int], ends: array[int]) -> None:
+    def __init__(
+        self,
+        calls: list[PendingCall],
+        starts: array[int],
+        ends: array[int],
+        withheld: NotAction | None = None,
+    ) -> None:
         self.calls = calls
         """The first calls, in order of appearance (all of them, within the limit)."""
         self._starts = starts
         self._ends = ends
+        self.withheld = withheld
+        """Why the first call written where it is not the model's action was dropped
+        (:func:`~.placement.placement`), or ``None``: none was."""
 
     @property
     def count(self) -> int:
@@ -233,12 +254,16 @@ class _Found:
             region = bisect.bisect_right(think, (start, _END)) - 1
             if region >= 0 and start < think[region][1]:
                 return
-        if fences and call.format != "python":
+        if fences:
             region = bisect.bisect_right(fences, (start, _END)) - 1
             if (
                 region >= 0
                 and start < fences[region][1]
-                and not (call.format == "json" and region == len(fences) - 1 and self.fenced_last)
+                and not (
+                    call.format in ("json", "python")
+                    and region == len(fences) - 1
+                    and self.fenced_last
+                )
             ):
                 return
         starts, ends = self.starts, self.ends
@@ -262,9 +287,15 @@ class _Found:
         for call in calls:
             self.append(call)
 
-    def cut(self, count: int) -> None:
-        """Keep only the first ``count`` calls."""
-        del self.starts[count:], self.ends[count:], self.calls[count:]
+    def spans(self) -> Iterator[tuple[int, int]]:
+        return zip(self.starts, self.ends, strict=True)
+
+    def keep(self, indices: Sequence[int]) -> None:
+        """Keep only the calls at ``indices`` (in order)."""
+        held = len(self.calls)
+        self.calls = [self.calls[i] for i in indices if i < held]
+        self.starts = array("q", (self.starts[i] for i in indices))
+        self.ends = array("q", (self.ends[i] for i in indices))
 
 
 _END: Final = 1 << 62
