@@ -12,7 +12,7 @@ every call that is not the action, with the reason:
 * ``described``: the prose next to it (the line before, the rest of its line, the line
   after) presents it as an example, a description of how one would call it, a refusal, a
   condition or a quote (:data:`CUES`);
-* ``quoted``: inside quotation marks or a Markdown block quote;
+* ``quoted``: right after an opening quotation mark, or in a Markdown block quote;
 * ``unclosed``: its opening tag (``<tool_call>``, ``<function=...>``...) is never closed.
 
 Fenced examples and think blocks are the reader's own regions (see :mod:`.salvage`).
@@ -58,17 +58,17 @@ CUES: Final = re.compile(
     r"if (?:you|i|we|needed|necessary|required|desired|so|confirmed|approved|wanted)\b|"
     r"unless|once you|in case|suppose\w*|assuming|imagine|"
     # a quote
-    r"quot\w*|"
-    # the same in Chinese
-    r"例如|比如|示例|例子|举例|不会|不要|不能|无法|如果|假如|假设|拒绝|可以这样|这样调用"
-    r")(?![\w'’])",
+    r"quot\w*"
+    r")(?![\w'’])"
+    # the same in Chinese (no spaces between words: found anywhere)
+    r"|例如|比如|示例|例子|举例|不会|不要|不能|无法|如果|假如|假设|拒绝|可以这样|这样调用",
     re.IGNORECASE,
 )
-"""Words that say a call next to them is not meant now (matched as whole words)."""
+"""Words that say a call next to them is not meant now (English ones as whole words)."""
 
 _OBSERVATION: Final = re.compile(
     r"^[ \t>*#_]*(?:observations?|obs|tool output|tool result|观察结果|观察|观测结果|观测)"
-    r"[ \t*_]*[:：]",
+    r"(?:[ \t]*\d{1,3})?(?:[ \t]*[(（][^()（）\n]{0,60}[)）])?[ \t*_]*[:：]",
     re.IGNORECASE | re.MULTILINE,
 )
 _FINAL: Final = re.compile(
@@ -85,8 +85,7 @@ _CLOSERS: Final = (
     ("<function=", "</function>"),
 )
 """Opening tags whose closing tag a call written in them must have."""
-_OPEN_QUOTES: Final = "\"“'‘「『"
-_CLOSE_QUOTES: Final = {'"': '"', "“": "”", "'": "'", "‘": "’", "「": "」", "『": "』"}
+_OPEN_QUOTES: Final = "\"“'‘「『«"
 _CONTEXT: Final = 400
 """Characters of prose looked at on each side of a group of calls, at most."""
 
@@ -153,9 +152,8 @@ def _prose(
     lead = _blank(text, max(before, start - _CONTEXT), start, skip)
     tail = _blank(text, end, min(after, end + _CONTEXT), skip)
     opening = lead.rstrip(" \t*_`")[-1:]
-    closing = tail.lstrip(" \t*_`")[:1]
-    if opening and opening in _OPEN_QUOTES and closing == _CLOSE_QUOTES[opening]:
-        return "quoted"
+    if opening and opening in _OPEN_QUOTES:
+        return "quoted"  # the quote's end may lie inside what a reader took for the call
     line_start = lead.rfind("\n") + 1
     if lead[line_start:].lstrip(" \t").startswith(">"):
         return "quoted"

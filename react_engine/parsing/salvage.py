@@ -634,7 +634,10 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
         json_start = _first_of(text, "{[", token.end(), body_end)
         if json_start is not None and not text[token.end() : json_start].strip():
             pieces = _json_objects_lazily(text, json_start, body_end)
-            out.extend(_tile(pieces, "llama", token.start(), end, names))
+            # with no end token, the calls end where their JSON does: the text after
+            # them is prose (what it says decides whether they are the action)
+            tiled_end = end if following is not None else None
+            out.extend(_tile(pieces, "llama", token.start(), tiled_end, names))
             continue
         call = _python_call(text[token.end() : body_end], names)
         if call is not None:
