@@ -94,7 +94,7 @@ def _json_literal(raw: str) -> tuple[bool, Any]:
         text = fenced[0].strip()
     elif len(text) > 1 and text[0] == "`" and text[-1] == "`":
         text = text[1:-1].strip()
-    if not text or text[0] in "{\"":
+    if not text or text[0] in '{"':
         return False, None
     try:
         value = _DECODER.decode(text)

@@ -27,7 +27,9 @@ import re
 from collections.abc import Sequence
 from typing import Final, Literal, TypeAlias
 
-__all__ = ["CUES", "NotAction", "REASONS", "placement"]
+from . import patterns as P
+
+__all__ = ["CUES", "REASONS", "NotAction", "placement"]
 
 NotAction: TypeAlias = Literal[
     "after_observation", "after_final_answer", "described", "quoted", "unclosed"
@@ -66,16 +68,6 @@ CUES: Final = re.compile(
 )
 """Words that say a call next to them is not meant now (English ones as whole words)."""
 
-_OBSERVATION: Final = re.compile(
-    r"^[ \t>*#_]*(?:observations?|obs|tool output|tool result|观察结果|观察|观测结果|观测)"
-    r"(?:[ \t]*\d{1,3})?(?:[ \t]*[(（][^()（）\n]{0,60}[)）])?[ \t*_]*[:：]",
-    re.IGNORECASE | re.MULTILINE,
-)
-_FINAL: Final = re.compile(
-    r"^[ \t>*#_-]*(?:final[ \t_]*answer|final[ \t]+response|final[ \t]+output|最终答案|"
-    r"最终回答|最终回复|最终结果|最后答案)[ \t*_]*[:：]",
-    re.IGNORECASE | re.MULTILINE,
-)
 _CLOSERS: Final = (
     ("<tool_call>", "</tool_call>"),
     ("<seed:tool_call>", "</seed:tool_call>"),
@@ -100,8 +92,8 @@ def placement(
     order) whose text is neither a label nor prose around a call."""
     if not spans:
         return []
-    observation = _first_outside(_OBSERVATION, text, skip)
-    final = _first_outside(_FINAL, text, skip)
+    observation = _first_outside(P.INVENTED_OBSERVATION, text, skip)
+    final = _first_outside(P.FINAL_ANSWER_LINE, text, skip)
     out: list[NotAction | None] = [None] * len(spans)
     index = 0
     previous_end = 0

@@ -34,8 +34,13 @@ Guard rails, because a false positive runs a tool the model never asked for:
 * calls inside a think block (``<think>``, ``<thinking>``, ``<reasoning>``, read as the
   text parser reads them) are drafts, not calls, and are skipped;
 * broken JSON arguments stay the raw string (the caller may repair them);
-* markup inside a fenced example (a code fence that is not the whole reply) is an example,
-  and calls after an ``Observation:`` line the model invented were not meant to run.
+* markup inside a fenced example (a code fence that is not the whole reply, unless it is
+  the last thing in it) is an example;
+* only the model's action runs (:mod:`.placement`): a call after an ``Observation:`` line
+  the model invented or after its final answer, in prose that presents it as an example,
+  a refusal, a condition or a quote, or right after a quotation mark is dropped
+  (:attr:`Salvaged.withheld` says why); one whose opening tag is never closed is kept
+  with a refusal (:attr:`PendingCall.cut`), so that the model is told.
 
 The patterns live with the parser's in :mod:`.patterns` (linear: no nested quantifiers,
 bounded gaps), call objects, think blocks and fences are read by :mod:`.common` as the
@@ -147,9 +152,9 @@ def salvage_calls(
     (:data:`TEXT_VALUED`) are typed by it (without it, a value is JSON when it parses).
 
     Not calls: anything in a think block, a format's markup inside a fenced example (a
-    fence that is not the whole reply), and anything after an ``Observation:`` line the
-    model invented. ``examples=True`` reads fenced examples too (to tell a reply whose
-    only calls are examples from one with no call at all).
+    fence that is not the whole reply), and any call that is not the model's action
+    (:func:`~.placement.placement`). ``examples=True`` reads all of those too (to tell a
+    reply whose only calls are examples from one with no call at all).
     """
     return read_salvaged(text, tool_names, schemas=schemas, prefer=prefer, examples=examples).calls
 

@@ -90,8 +90,8 @@ from ..parsing import parse_react
 from ..parsing import patterns as P
 from ..parsing.arguments import read_text_arguments
 from ..parsing.duplicates import DECODER, has_conflict
-from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.placement import REASONS
+from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import read_salvaged, written_call
 from ..types import ModelResponse, Step
 from ..wording import Note, ObservationCode

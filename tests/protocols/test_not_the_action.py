@@ -55,7 +55,9 @@ async def no_sleep(_: float) -> None:
 def run_scripted(protocol: str, first: str) -> tuple[list[str], Any]:
     ran: list[str] = []
     model = ScriptedModel([first], default=FINAL[protocol])
-    agent = Agent("some-model", [rm_tool(ran)], client=model, protocol=protocol, max_consecutive_errors=5)
+    agent = Agent(
+        "some-model", [rm_tool(ran)], client=model, protocol=protocol, max_consecutive_errors=5
+    )
     return ran, agent.run("Delete nothing; what is 2 + 2?")
 
 
@@ -181,7 +183,9 @@ def test_a_number_for_an_integer_parameter_is_that_number() -> None:
         seen.append(n)
         return n * n
 
-    model = ScriptedModel(["Thought: square it\nAction: square\nAction Input: 12"], default=FINAL["text"])
+    model = ScriptedModel(
+        ["Thought: square it\nAction: square\nAction Input: 12"], default=FINAL["text"]
+    )
     result = Agent("some-model", [square], client=model, protocol="text").run("12 squared?")
     assert seen == [12]
     assert result.steps[0].actions[0].arguments == {"n": 12}

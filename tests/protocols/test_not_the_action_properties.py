@@ -105,15 +105,21 @@ def replies(draw: st.DrawFn) -> str:
         )
     )
     if position == "observation":
-        label = draw(st.sampled_from(["Observation:", "Observation 1:", "**Observation:**", "观察："]))
+        label = draw(
+            st.sampled_from(["Observation:", "Observation 1:", "**Observation:**", "观察："])
+        )
         gap = draw(st.sampled_from([" ", "\n"]))
         return f"{lead}\n{label}{gap}{call}\n{tail}"
     if position == "final":
-        label = draw(st.sampled_from(["Final Answer:", "final answer:", "**Final Answer:**", "最终答案："]))
+        label = draw(
+            st.sampled_from(["Final Answer:", "final answer:", "**Final Answer:**", "最终答案："])
+        )
         return f"{lead}\n{label} {draw(PROSE) or '4'}\n{call}\n{tail}"
     if position == "fence":
         fence = draw(st.sampled_from(FENCES))
-        after = draw(st.sampled_from(AFTER + ["Done.", "Tell me if that helps.", "Paris is sunny."]))
+        after = draw(
+            st.sampled_from([*AFTER, "Done.", "Tell me if that helps.", "Paris is sunny."])
+        )
         return f"{lead}\n{fence}\n{call}\n{fence[:3]}\n{after}"
     if position == "quote":
         open_, close = draw(st.sampled_from([('"', '"'), ("“", "”"), ("「", "」")]))
