@@ -4,7 +4,8 @@ The red team's five shapes (issue 36; the first is also issue 33's first point),
 a destructive ``rm`` offered, under every protocol, with a model that ignores ``stop``
 (the scripted model sends the whole reply) and streamed from the loopback server (which
 ignores ``stop`` too). On main at 954ddcb each ran ``rm("/srv/a")`` under function
-calling and under text. Then JSON ``null`` as an Action Input, which ran
+calling, and each but the call after ``Final Answer:`` under text (that one became an answer
+holding the call's markup). Then JSON ``null`` as an Action Input, which ran
 ``rm(path="null")``, and the text input that stays what the model wrote.
 """
 
@@ -197,3 +198,11 @@ def test_text_input_is_the_text_the_model_wrote(protocol: str) -> None:
     assert ran == ["rm -rf /"]  # seed 002's string action_input: the text as written
     ran, _ = run_scripted(protocol, 'Thought: delete\nAction: rm\nAction Input: "null"')
     assert ran == ["null"]  # a JSON string is text the model wrote
+
+
+def test_under_text_a_declined_call_in_a_thought_is_refused_with_the_reason() -> None:
+    reply = "Thought: I will only show it.\nHere is how you'd call it: " + CALL + " but I won't."
+    ran, result = run_scripted("text", reply)
+    assert ran == []
+    assert result.steps[0].kind == "format_error"
+    assert "was not run, because it is written in prose" in (result.steps[0].feedback or "")
