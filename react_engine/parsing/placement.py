@@ -23,8 +23,9 @@ in :mod:`react_engine.protocols.policy`.
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final, Literal, TypeAlias
 
 from . import patterns as P
@@ -92,8 +93,9 @@ def placement(
     order) whose text is neither a label nor prose around a call."""
     if not spans:
         return []
-    observation = _first_outside(P.INVENTED_OBSERVATION, text, skip)
-    final = _first_outside(P.FINAL_ANSWER_LINE, text, skip)
+    regions = _Regions(skip)
+    observation = _first_outside(P.INVENTED_OBSERVATION, text, regions)
+    final = _first_outside(P.FINAL_ANSWER_LINE, text, regions)
     out: list[NotAction | None] = [None] * len(spans)
     index = 0
     previous_end = 0
@@ -111,7 +113,7 @@ def placement(
         elif any(_unclosed(text, s, end) for s, _ in spans[first : index + 1]):
             reason = "unclosed"
         else:
-            reason = _prose(text, start, end, previous_end, following, skip)
+            reason = _prose(text, start, end, previous_end, following, regions)
         for member in range(first, index + 1):
             out[member] = reason
         previous_end = end
@@ -119,11 +121,33 @@ def placement(
     return out
 
 
-def _first_outside(
-    pattern: re.Pattern[str], text: str, skip: Sequence[tuple[int, int]]
-) -> int | None:
+class _Regions:
+    """Regions of a text (sorted by start, possibly overlapping), asked by position in
+    logarithmic time (a hostile reply may hold tens of thousands of them)."""
+
+    __slots__ = ("reach", "regions", "starts")
+
+    def __init__(self, regions: Sequence[tuple[int, int]]) -> None:
+        self.regions = sorted(regions)
+        self.starts = [s for s, _ in self.regions]
+        self.reach: list[int] = []  # the furthest end of the regions up to each one
+        for _, end in self.regions:
+            self.reach.append(max(end, self.reach[-1]) if self.reach else end)
+
+    def covers(self, pos: int) -> bool:
+        index = bisect.bisect_right(self.starts, pos) - 1
+        return index >= 0 and self.reach[index] > pos
+
+    def within(self, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """The regions that overlap ``[start, end)``."""
+        first = bisect.bisect_left(self.reach, start + 1)
+        last = bisect.bisect_left(self.starts, end)
+        return (r for r in self.regions[first:last] if r[1] > start)
+
+
+def _first_outside(pattern: re.Pattern[str], text: str, regions: _Regions) -> int | None:
     for found in pattern.finditer(text):
-        if not any(s <= found.start() < e for s, e in skip):
+        if not regions.covers(found.start()):
             return found.start()
     return None
 
@@ -133,12 +157,13 @@ def _unclosed(text: str, start: int, end: int) -> bool:
     head = text[start : start + 40].lstrip()
     for opener, closer in _CLOSERS:
         if head.startswith(opener):
-            return text.find(closer, start, end) == -1
+            after = text.find(opener, start + len(text[start : start + 40]) - len(head) + 1, end)
+            return text.find(closer, start, end if after == -1 else after) == -1
     return False
 
 
 def _prose(
-    text: str, start: int, end: int, before: int, after: int, skip: Sequence[tuple[int, int]]
+    text: str, start: int, end: int, before: int, after: int, skip: _Regions
 ) -> NotAction | None:
     """Why the prose around ``text[start:end]`` says the calls there are not meant now."""
     lead = _blank(text, max(before, start - _CONTEXT), start, skip)
@@ -153,12 +178,10 @@ def _prose(
     return "described" if CUES.search(near) else None
 
 
-def _blank(text: str, start: int, end: int, skip: Sequence[tuple[int, int]]) -> str:
+def _blank(text: str, start: int, end: int, skip: _Regions) -> str:
     """``text[start:end]`` with the ``skip`` regions in it blanked out."""
     piece = text[start:end]
-    for s, e in skip:
-        if e <= start or s >= end:
-            continue
+    for s, e in skip.within(start, end):
         a, b = max(s, start) - start, min(e, end) - start
         piece = piece[:a] + " " * (b - a) + piece[b:]
     return piece
