@@ -46,6 +46,7 @@ class ObservationCode(StrEnum):
     NOT_JSON = "not_json"
     CUT_OFF = "cut_off"
     CUT_PARAMETER = "cut_parameter"
+    UNCLOSED = "unclosed"
     LOSSY = "lossy"
     TOO_DEEP = "too_deep"
     AMBIGUOUS_PAIRS = "ambiguous_pairs"
@@ -127,6 +128,11 @@ WORDING: Final[dict[ObservationCode, tuple[str, str]]] = {
         "may be cut off and the call was not run; call the tool again with complete arguments",
         "回复在这个调用的最后一个 <parameter> 中结束（它没有闭合），值可能被截断了，因此没有"
         "执行这个调用；请用完整的参数再次调用该工具",
+    ),
+    ObservationCode.UNCLOSED: (
+        "this call's opening tag is never closed (its closing tag is missing), so the call "
+        "was not run; write the call again, closed, if you mean to make it",
+        "这个调用的开始标签没有闭合（缺少结束标签），因此没有执行这个调用；如果要调用，请把它完整地再写一次",
     ),
     ObservationCode.LOSSY: (
         "the arguments could not be read exactly as written, so the call was not run: "

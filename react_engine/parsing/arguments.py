@@ -25,6 +25,7 @@ from typing import Any
 
 from ..wording import Note, ObservationCode
 from . import patterns as P
+from .common import unfence
 from .duplicates import object_from_pairs
 
 __all__ = ["AMBIGUOUS", "TextArguments", "read_text_arguments"]
@@ -49,25 +50,91 @@ class TextArguments:
     """Why the text must not run (it is ambiguous), or ``None``."""
 
 
-def read_text_arguments(text: str, parameters: Mapping[str, Any]) -> TextArguments:
+def read_text_arguments(
+    text: str, parameters: Mapping[str, Any], raw: str | None = None
+) -> TextArguments:
     """Read a call's text input onto the parameters of a tool whose arguments' JSON Schema
-    is ``parameters``. ``TextArguments()`` when it cannot (the text stays as it is)."""
+    is ``parameters``. ``TextArguments()`` when it cannot (the text stays as it is).
+
+    ``raw``, the input as the model wrote it: where it is a JSON value that is neither an
+    object nor a string (``null``, a number, ``true``, a list), that value is never turned
+    into text. ``null`` is no value at all, so it is refused; any other such value is the
+    one parameter's only where that parameter's schema takes it as it is (``12`` for an
+    integer), and refused otherwise (``12`` is not the text ``"12"``)."""
     props = parameters.get("properties")
     if not isinstance(props, Mapping) or not text.strip():
         return TextArguments()
     names = [str(n) for n in props]
+    required = parameters.get("required")
+    needed = [n for n in required if n in props] if isinstance(required, list) else []
+    target = needed[0] if len(needed) == 1 else names[0] if not needed and len(names) == 1 else None
+    found, value = _json_literal(raw if raw is not None else text)
+    if found:
+        schema = props.get(target) if target is not None else None
+        if value is not None and isinstance(schema, Mapping) and _admits(schema, value):
+            assert target is not None
+            return TextArguments({target: value}, "bare_input_to_parameter")
+        return TextArguments(error=Note(ObservationCode.NOT_AN_OBJECT, kind=_kind(value)))
     pairs = _key_values(text, names)
     if pairs is not None:
         return TextArguments(dict(pairs), "key_value_arguments")
     if _names_a_parameter(text, names):
         return TextArguments(error=AMBIGUOUS)
-    required = parameters.get("required")
-    needed = [n for n in required if n in props] if isinstance(required, list) else []
-    if len(needed) == 1:
-        return TextArguments({needed[0]: text.strip()}, "bare_input_to_parameter")
-    if not needed and len(names) == 1:
-        return TextArguments({names[0]: text.strip()}, "bare_input_to_parameter")
+    if target is not None:
+        return TextArguments({target: text.strip()}, "bare_input_to_parameter")
     return TextArguments()
+
+
+def _json_literal(raw: str) -> tuple[bool, Any]:
+    """``(True, value)`` where ``raw`` (in a fence or backticks or not) is JSON whose value
+    is neither an object nor a string; ``(False, None)`` otherwise."""
+    text = raw.strip()
+    fenced = unfence(text) if text.startswith(("```", "~~~")) else None
+    if fenced is not None and not fenced[1].strip():
+        text = fenced[0].strip()
+    elif len(text) > 1 and text[0] == "`" and text[-1] == "`":
+        text = text[1:-1].strip()
+    if not text or text[0] in '{"':
+        return False, None
+    try:
+        value = _DECODER.decode(text)
+    except (ValueError, RecursionError):
+        return False, None
+    return not isinstance(value, dict | str), value
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+}
+
+
+def _admits(schema: Mapping[str, Any], value: Any) -> bool:
+    """Whether a parameter whose JSON Schema is ``schema`` takes ``value`` as it is (only its
+    declared ``type``: a schema that says nothing takes nothing)."""
+    declared = schema.get("type")
+    kinds = declared if isinstance(declared, list) else [declared]
+    for kind in kinds:
+        types = _JSON_TYPES.get(kind) if isinstance(kind, str) else None
+        if types is None:
+            continue
+        if isinstance(value, bool) and kind != "boolean":
+            continue
+        if isinstance(value, types) and not (kind == "integer" and isinstance(value, float)):
+            return True
+    return False
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a list"
 
 
 def _key_values(text: str, names: Collection[str]) -> list[tuple[str, Any]] | None:

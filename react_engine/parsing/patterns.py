@@ -355,11 +355,18 @@ MISTRAL_NAMED: Final = re.compile(
 
 INVENTED_OBSERVATION: Final = re.compile(
     r"^[ \t>*#_]*(?:observations?|obs|tool output|tool result|观察结果|观察|观测结果|观测)"
-    r"[ \t*_]*[:：]",
+    r"(?:[ \t]*\d{1,3})?(?:[ \t]*[(（][^()（）\n]{0,60}[)）])?[ \t*_]*[:：]",
     re.IGNORECASE | re.MULTILINE,
 )
-"""An ``Observation:`` line: a reply that writes one after its call invented the result,
-and what follows it was not meant to run (searched for anywhere)."""
+"""An ``Observation:`` line (numbered or not): a reply that writes one invented the result,
+and a call written after it was not meant to run (searched for anywhere)."""
+
+FINAL_ANSWER_LINE: Final = re.compile(
+    r"^[ \t>*#_-]*(?:final[ \t_]*answer|final[ \t]+response|final[ \t]+output|最终答案|"
+    r"最终回答|最终回复|最终结果|最后答案)[ \t*_]*[:：]",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""A line that starts a final answer: a call written after it was not meant to run."""
 
 LLAMA_TAG: Final = re.compile(rf"{re.escape(PYTHON_TAG)}|<\|eom_id\|>|<\|eot_id\|>")
 """Llama 3.x ``<|python_tag|>`` and the end-of-message tokens that close its call."""

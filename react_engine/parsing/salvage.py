@@ -34,8 +34,13 @@ Guard rails, because a false positive runs a tool the model never asked for:
 * calls inside a think block (``<think>``, ``<thinking>``, ``<reasoning>``, read as the
   text parser reads them) are drafts, not calls, and are skipped;
 * broken JSON arguments stay the raw string (the caller may repair them);
-* markup inside a fenced example (a code fence that is not the whole reply) is an example,
-  and calls after an ``Observation:`` line the model invented were not meant to run.
+* markup inside a fenced example (a code fence that is not the whole reply, unless it is
+  the last thing in it) is an example;
+* only the model's action runs (:mod:`.placement`): a call after an ``Observation:`` line
+  the model invented or after its final answer, in prose that presents it as an example,
+  a refusal, a condition or a quote, or right after a quotation mark is dropped
+  (:attr:`Salvaged.withheld` says why); one whose opening tag is never closed is kept
+  with a refusal (:attr:`PendingCall.cut`), so that the model is told.
 
 The patterns live with the parser's in :mod:`.patterns` (linear: no nested quantifiers,
 bounded gaps), call objects, think blocks and fences are read by :mod:`.common` as the
@@ -64,6 +69,7 @@ from typing import Any, Final, TypeAlias, get_args
 
 from ..errors import ReActParseError
 from ..types import PendingCall
+from ..wording import Note, ObservationCode
 from . import formats as F
 from . import patterns as P
 from .calls import (
@@ -91,6 +97,7 @@ from .calls import (
 from .common import think_blocks, unfence
 from .duplicates import has_conflict, marked
 from .formats import type_arguments
+from .placement import NotAction, placement
 from .react import parse_react
 
 __all__ = [
@@ -103,6 +110,9 @@ __all__ = [
     "written_call",
 ]
 
+
+UNCLOSED: Final = Note(ObservationCode.UNCLOSED)
+"""Why a call whose opening tag is never closed does not run (the policy refuses it)."""
 
 TEXT_VALUED: Final[frozenset[str]] = frozenset({"qwen_xml", "glm45", "minimax", "seed_oss"})
 """Formats that write every argument value as text: typed by the tool's schema."""
@@ -137,9 +147,9 @@ def salvage_calls(
     (:data:`TEXT_VALUED`) are typed by it (without it, a value is JSON when it parses).
 
     Not calls: anything in a think block, a format's markup inside a fenced example (a
-    fence that is not the whole reply), and anything after an ``Observation:`` line the
-    model invented. ``examples=True`` reads fenced examples too (to tell a reply whose
-    only calls are examples from one with no call at all).
+    fence that is not the whole reply), and any call that is not the model's action
+    (:func:`~.placement.placement`). ``examples=True`` reads all of those too (to tell a
+    reply whose only calls are examples from one with no call at all).
     """
     return read_salvaged(text, tool_names, schemas=schemas, prefer=prefer, examples=examples).calls
 
@@ -165,24 +175,40 @@ def read_salvaged(
     found = _Found(limit, _think_regions(text), fences, fenced_last)
     for detect in _detectors(text, prefer):
         detect(text, names, found)
-    if found.starts:
-        invented = P.INVENTED_OBSERVATION.search(text, found.ends[0])
-        if invented is not None:
-            found.cut(bisect.bisect_left(found.starts, invented.start()))
-    return Salvaged([_typed(c, schemas) for c in found.calls], found.starts, found.ends)
+    withheld: NotAction | None = None
+    if found.starts and not examples:
+        verdicts = placement(text, list(found.spans()), sorted([*found.think, *fences]))
+        for index, verdict in enumerate(verdicts[: len(found.calls)]):
+            if verdict == "unclosed":  # kept, so that the model is told (the policy refuses it)
+                found.calls[index].cut = UNCLOSED
+        dropped = [v for v in verdicts if v is not None and v != "unclosed"]
+        if dropped:
+            withheld = dropped[0]
+            found.keep([i for i, v in enumerate(verdicts) if v is None or v == "unclosed"])
+    calls = [_typed(c, schemas) for c in found.calls]
+    return Salvaged(calls, found.starts, found.ends, withheld)
 
 
 class Salvaged:
     """The calls :func:`read_salvaged` found in a reply: the first ones as objects
     (:attr:`calls`), every one by its span."""
 
-    __slots__ = ("_ends", "_starts", "calls")
+    __slots__ = ("_ends", "_starts", "calls", "withheld")
 
-    def __init__(self, calls: list[PendingCall], starts: array[int], ends: array[int]) -> None:
+    def __init__(
+        self,
+        calls: list[PendingCall],
+        starts: array[int],
+        ends: array[int],
+        withheld: NotAction | None = None,
+    ) -> None:
         self.calls = calls
         """The first calls, in order of appearance (all of them, within the limit)."""
         self._starts = starts
         self._ends = ends
+        self.withheld = withheld
+        """Why the first call written where it is not the model's action was dropped
+        (:func:`~.placement.placement`), or ``None``: none was."""
 
     @property
     def count(self) -> int:
@@ -228,12 +254,16 @@ class _Found:
             region = bisect.bisect_right(think, (start, _END)) - 1
             if region >= 0 and start < think[region][1]:
                 return
-        if fences and call.format != "python":
+        if fences:
             region = bisect.bisect_right(fences, (start, _END)) - 1
             if (
                 region >= 0
                 and start < fences[region][1]
-                and not (call.format == "json" and region == len(fences) - 1 and self.fenced_last)
+                and not (
+                    call.format in ("json", "python")
+                    and region == len(fences) - 1
+                    and self.fenced_last
+                )
             ):
                 return
         starts, ends = self.starts, self.ends
@@ -257,9 +287,15 @@ class _Found:
         for call in calls:
             self.append(call)
 
-    def cut(self, count: int) -> None:
-        """Keep only the first ``count`` calls."""
-        del self.starts[count:], self.ends[count:], self.calls[count:]
+    def spans(self) -> Iterator[tuple[int, int]]:
+        return zip(self.starts, self.ends, strict=True)
+
+    def keep(self, indices: Sequence[int]) -> None:
+        """Keep only the calls at ``indices`` (in order)."""
+        held = len(self.calls)
+        self.calls = [self.calls[i] for i in indices if i < held]
+        self.starts = array("q", (self.starts[i] for i in indices))
+        self.ends = array("q", (self.ends[i] for i in indices))
 
 
 _END: Final = 1 << 62
@@ -598,7 +634,10 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
         json_start = _first_of(text, "{[", token.end(), body_end)
         if json_start is not None and not text[token.end() : json_start].strip():
             pieces = _json_objects_lazily(text, json_start, body_end)
-            out.extend(_tile(pieces, "llama", token.start(), end, names))
+            # with no end token, the calls end where their JSON does: the text after
+            # them is prose (what it says decides whether they are the action)
+            tiled_end = end if following is not None else None
+            out.extend(_tile(pieces, "llama", token.start(), tiled_end, names))
             continue
         call = _python_call(text[token.end() : body_end], names)
         if call is not None:

@@ -17,6 +17,22 @@ whatever the format is decided here, in this order:
    repair is which is one table, :mod:`react_engine.parsing.repairs`; the trace keeps
    both lists (:attr:`ActionRecord.repairs <react_engine.types.ActionRecord.repairs>`,
    ``.lossy``). A final answer may be read with any repair.
+   **Only the model's action runs.** A call written in the reply's text runs only where
+   it is the model's action. Never one written after an ``Observation:`` the model wrote
+   itself, after its final answer, inside prose that presents it as an example, a
+   description of how one would call it, a refusal, a condition or a quote, inside a
+   fenced example or a think block, or whose opening tag is never closed; under every
+   protocol, streamed or not, whether the server honoured ``stop`` or not. When in doubt
+   it does not run, and the model is asked: an unclosed call is an error observation, and
+   a reply whose only such calls were set aside is refused as a final answer
+   (:func:`_not_the_action`) with the reason. Where a call is the action is read by one
+   reader, :mod:`react_engine.parsing.placement`, for every reader of calls in text
+   (:mod:`react_engine.parsing.salvage`). An input that is JSON but neither an object
+   nor a string is never turned into an argument value: ``null`` is refused, and a
+   number, boolean or list is the one parameter's only where its schema takes it as it
+   is (:func:`~react_engine.parsing.arguments.read_text_arguments`). Text is what the
+   model wrote: ``Action Input: rm -rf /`` for a tool with one string parameter is that
+   string.
 4. **Length cuts.** In a reply cut by ``max_tokens``, a call whose arguments may be cut
    short never runs: JSON repair would "complete" ``{"path": "/tmp/imp`` into a value the
    model never wrote. The protocol says what it knows (:attr:`PendingCall.cut`); without
@@ -74,8 +90,9 @@ from ..parsing import parse_react
 from ..parsing import patterns as P
 from ..parsing.arguments import read_text_arguments
 from ..parsing.duplicates import DECODER, has_conflict
+from ..parsing.placement import REASONS
 from ..parsing.repairs import lossy_repairs, refusal
-from ..parsing.salvage import written_call
+from ..parsing.salvage import read_salvaged, written_call
 from ..types import ModelResponse, Step
 from ..wording import Note, ObservationCode
 from .decision import (
@@ -139,6 +156,9 @@ def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Con
                 effects(allowed, ctx)
             return allowed
         case FinalAnswer():
+            refused = _not_the_action(protocol, decision, reply, ctx)
+            if refused is not None:
+                return refused
             _unlabel(decision)
             allowed = _answer_allowed(protocol, decision, ctx)
             return _typed(protocol, allowed, ctx) if isinstance(allowed, FinalAnswer) else allowed
@@ -178,6 +198,31 @@ def _forced_written_call(
     return protocol.reject(decision, WRITTEN_CALL, forced=True, problem=_WRITTEN)
 
 
+def _not_the_action(
+    protocol: Protocol, decision: FinalAnswer, reply: ModelResponse, ctx: Context
+) -> FormatError | None:
+    """A final answer whose reply holds a call that was set aside as not the model's action
+    (rule 3): the model is asked which it meant, with the reason the call did not run."""
+    names = ctx.tool_names()
+    content = reply.content or ""
+    if ctx.force_final or not names or not content:
+        return None
+    reason = read_salvaged(content, names, limit=1).withheld
+    if reason is None:
+        return None
+    why = REASONS[reason]
+    return protocol.reject(
+        decision,
+        Refusal(
+            "not_action",
+            f"the tool call in it was not run, because it is {why}; to use a tool now, "
+            "write the call alone, and to answer, write the answer without a tool call",
+            reason=why,
+        ),
+        problem="a tool call that is not the action",
+    )
+
+
 def _plain_after_reminder(decision: Decision, ctx: Context) -> Decision:
     """A plain reply (no label, no call) after a reminder of the format is the answer."""
     if not isinstance(decision, FormatError) or decision.plain is None:
@@ -211,7 +256,7 @@ def _text_inputs(decision: CallTools, ctx: Context) -> None:
         tool = tools.get(call.tool)
         if call.error is not None or not isinstance(call.arguments, str) or tool is None:
             continue
-        read = read_text_arguments(call.arguments, tool.parameters)
+        read = read_text_arguments(call.arguments, tool.parameters, call.raw_arguments)
         if read.error is not None:
             call.error = read.error
         elif read.arguments is not None and read.repair is not None:

@@ -77,6 +77,7 @@ ERROR_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "error_tool_named": (frozenset({"tool", "wrong"}), frozenset()),
     "error_tool_required": (frozenset({"tools"}), frozenset()),
     "error_output": (frozenset({"detail", "retry"}), frozenset()),
+    "error_not_action": (frozenset({"reason"}), frozenset()),
 }
 """A prompted protocol's refusals in the template's own words (its language), by the code
 of the :class:`~react_engine.protocols.base.Refusal`; without one, the English clause is used."""

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ReActParseError, TemplateError
 from ..parsing import parse_react
+from ..parsing.placement import REASONS
 from ..parsing.salvage import read_salvaged, strip_salvaged
 from ..transport.grammar import GrammarError, ReactLabels, react_grammar
 from ..types import (
@@ -398,6 +399,15 @@ class TextReActProtocol(Protocol):
             prefer=ctx.capabilities.call_format or None,
         )
         if not found:
+            if blob and found.withheld is not None:
+                why = REASONS[found.withheld]
+                refusal = Refusal(
+                    "not_action",
+                    f"the tool call in it was not run, because it is {why}; to use a tool "
+                    "now, write the action alone, and to answer, write the final answer",
+                    reason=why,
+                )
+                return self._format_error(raw.strip() or None, refusal)
             if blob:
                 return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
             return None

@@ -379,10 +379,15 @@ def test_a_qwen_xml_call_cut_inside_its_last_parameter_never_runs() -> None:
     action = only_action(result)
     assert action.status == "invalid_arguments" and action.salvaged
     assert tools.calls == []
-    for complete in (
-        cut + "\n</parameter>\n</function>\n</tool_call>",
-        cut + "\n</parameter>",  # the value is closed: only the wrappers are missing
+    result, tools = run(
+        "function_calling", reply(cut + "\n</parameter>\n</function>\n</tool_call>")
+    )
+    assert tools.calls == [("delete_path", "/tmp/important/sub")]
+    for unclosed in (
+        cut + "\n</parameter>",  # the value is closed, the <tool_call> is not: never run
         cut + "\n</function>",
     ):
-        result, tools = run("function_calling", reply(complete))
-        assert tools.calls == [("delete_path", "/tmp/important/sub")], complete
+        result, tools = run("function_calling", reply(unclosed))
+        action = only_action(result)
+        assert action.status == "invalid_arguments" and "closing tag" in action.observation
+        assert tools.calls == [], unclosed

@@ -398,9 +398,15 @@ CASES: list[tuple[str, str, list[tuple[str, Any, str]], str]] = [
     ),
     (
         "python-in-a-fence",
-        'Here goes:\n```python\nget_weather(city="Tokyo")\n```\nDone.',
+        'Here goes:\n```python\nget_weather(city="Tokyo")\n```',
         [("get_weather", {"city": "Tokyo"}, "python")],
-        "Here goes:\n\nDone.",
+        "Here goes:",
+    ),
+    (
+        "python-in-a-fence-with-prose-after-is-an-example",
+        'Here goes:\n```python\nget_weather(city="Tokyo")\n```\nDone.',
+        [],
+        'Here goes:\n```python\nget_weather(city="Tokyo")\n```\nDone.',
     ),
     (
         "python-gemma-tool-code-fence",
@@ -576,7 +582,9 @@ def test_python_lookalike_inside_json_arguments_is_not_a_second_call() -> None:
 
 def test_explicit_format_wins_over_a_python_call_around_it() -> None:
     text = 'search(query=\'<tool_call>{"name": "get_time", "arguments": {}}</tool_call>\')'
-    assert calls_of(text) == [("get_time", {}, "hermes")]
+    found = salvage_calls(text, TOOLS, examples=True)  # every call written, wherever it is
+    assert [(c.tool, c.arguments, c.format) for c in found] == [("get_time", {}, "hermes")]
+    assert calls_of(text) == []  # ... but a call inside a quoted string is not the action
 
 
 def test_calls_from_different_formats_come_in_text_order() -> None:
@@ -635,7 +643,7 @@ def test_strip_tolerates_overlapping_and_out_of_range_spans() -> None:
 
 def test_strip_collapses_blank_lines_and_empty_fences() -> None:
     text = "First.\n\n\n```python\nget_time()\n```\n\n\nLast."
-    assert strip_salvaged(text, salvage_calls(text, TOOLS)) == "First.\n\nLast."
+    assert strip_salvaged(text, salvage_calls(text, TOOLS, examples=True)) == "First.\n\nLast."
 
 
 # --- robustness ---------------------------------------------------------------------------------

@@ -1,0 +1,212 @@
+"""Where a call written in a reply's text is the model's action, and where it is not.
+
+A model that writes a call into its text (a ``<tool_call>`` block, a Python call line, a
+JSON call...) does not always mean to make it now. The reader of such calls
+(:mod:`.salvage`) asks :func:`placement` about each group of calls it found (calls that
+follow one another with nothing but white space between them are one group) and drops
+every call that is not the action, with the reason:
+
+* ``after_observation``: written after an ``Observation:`` line the model wrote itself
+  (it invented the tool's result; what follows was not meant to run);
+* ``after_final_answer``: written after a ``Final Answer:`` line;
+* ``described``: the prose next to it (the line before, the rest of its line, the line
+  after) presents it as an example, a description of how one would call it, a refusal, a
+  condition or a quote (:data:`CUES`);
+* ``quoted``: right after an opening quotation mark, or in a Markdown block quote;
+* ``unclosed``: its opening tag (``<tool_call>``, ``<function=...>``...) is never closed.
+
+Fenced examples and think blocks are the reader's own regions (see :mod:`.salvage`).
+When in doubt a call does not run: the cues are words, so a false alarm costs one more
+turn (the model is asked), never a call the model did not mean. The rule is stated once,
+in :mod:`react_engine.protocols.policy`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterator, Sequence
+from typing import Final, Literal, TypeAlias
+
+from . import patterns as P
+
+__all__ = ["CUES", "REASONS", "NotAction", "placement"]
+
+NotAction: TypeAlias = Literal[
+    "after_observation", "after_final_answer", "described", "quoted", "unclosed"
+]
+
+REASONS: Final[dict[str, str]] = {
+    "after_observation": "written after an Observation you wrote yourself (only the engine "
+    "writes observations)",
+    "after_final_answer": "written after your final answer",
+    "described": "written in prose that presents it as an example, a description, a "
+    "refusal, a condition or a quote, not as a call to make now",
+    "quoted": "quoted",
+    "unclosed": "never closed (its closing tag is missing)",
+}
+"""Each reason as a clause for the model ("the call was not run: it is ...")."""
+
+CUES: Final = re.compile(
+    r"(?<![\w'’])(?:"
+    # an example, a description of how one would call it
+    r"for example|for instance|e\.\s?g\.|examples?|samples?|such as|illustrat\w*|"
+    r"demonstrat\w*|for reference|hypothetical\w*|how (?:you|one|i|we|to)\b|"
+    r"here(?:'s|’s| is) how|would look|looks like|syntax|"
+    r"you(?:'d|’d| would| could| might| should)\b|would|could|might|"
+    # a refusal
+    r"won[’']t|will not|wouldn[’']t|can[’']t|cannot|can not|shouldn[’']t|should not|"
+    r"don[’']t|do not|not going to|refus\w*|declin\w*|unable|not allowed|never|"
+    # a condition
+    r"if (?:you|i|we|needed|necessary|required|desired|so|confirmed|approved|wanted)\b|"
+    r"unless|once you|in case|suppose\w*|assuming|imagine|"
+    # a quote
+    r"quot\w*"
+    r")(?![\w'’])"
+    # the same in Chinese (no spaces between words: found anywhere)
+    r"|例如|比如|示例|例子|举例|不会|不要|不能|无法|如果|假如|假设|拒绝|可以这样|这样调用",
+    re.IGNORECASE,
+)
+"""Words that say a call next to them is not meant now (English ones as whole words)."""
+
+_CLOSERS: Final = (
+    ("<tool_call>", "</tool_call>"),
+    ("<seed:tool_call>", "</seed:tool_call>"),
+    ("<minimax:tool_call>", "</minimax:tool_call>"),
+    ("<tool_calls>", "</tool_calls>"),
+    ("<tools>", "</tools>"),
+    ("<function=", "</function>"),
+)
+"""Opening tags whose closing tag a call written in them must have."""
+_OPEN_QUOTES: Final = "\"“'‘「『«"
+_CONTEXT: Final = 400
+"""Characters of prose looked at on each side of a group of calls, at most."""
+
+
+def placement(
+    text: str,
+    spans: Sequence[tuple[int, int]],
+    skip: Sequence[tuple[int, int]] = (),
+) -> list[NotAction | None]:
+    """For each of the calls at ``spans`` (in order, not overlapping), why it is not the
+    model's action, or ``None`` where it is. ``skip``: regions (think blocks, fences, in
+    order) whose text is neither a label nor prose around a call."""
+    if not spans:
+        return []
+    regions = _Regions(skip)
+    observation = _first_outside(P.INVENTED_OBSERVATION, text, regions)
+    final = _first_outside(P.FINAL_ANSWER_LINE, text, regions)
+    out: list[NotAction | None] = [None] * len(spans)
+    index = 0
+    previous_end = 0
+    while index < len(spans):
+        first = index
+        while index + 1 < len(spans) and not text[spans[index][1] : spans[index + 1][0]].strip():
+            index += 1  # the next call follows with white space between: the same group
+        start, end = spans[first][0], spans[index][1]
+        following = spans[index + 1][0] if index + 1 < len(spans) else len(text)
+        reason: NotAction | None = None
+        if observation is not None and start >= observation:
+            reason = "after_observation"
+        elif final is not None and start >= final:
+            reason = "after_final_answer"
+        elif any(_unclosed(text, s, end) for s, _ in spans[first : index + 1]):
+            reason = "unclosed"
+        else:
+            reason = _prose(text, start, end, previous_end, following, regions)
+        for member in range(first, index + 1):
+            out[member] = reason
+        previous_end = end
+        index += 1
+    return out
+
+
+class _Regions:
+    """Regions of a text (sorted by start, possibly overlapping), asked by position in
+    logarithmic time (a hostile reply may hold tens of thousands of them)."""
+
+    __slots__ = ("reach", "regions", "starts")
+
+    def __init__(self, regions: Sequence[tuple[int, int]]) -> None:
+        self.regions = sorted(regions)
+        self.starts = [s for s, _ in self.regions]
+        self.reach: list[int] = []  # the furthest end of the regions up to each one
+        for _, end in self.regions:
+            self.reach.append(max(end, self.reach[-1]) if self.reach else end)
+
+    def covers(self, pos: int) -> bool:
+        index = bisect.bisect_right(self.starts, pos) - 1
+        return index >= 0 and self.reach[index] > pos
+
+    def within(self, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """The regions that overlap ``[start, end)``."""
+        first = bisect.bisect_left(self.reach, start + 1)
+        last = bisect.bisect_left(self.starts, end)
+        return (r for r in self.regions[first:last] if r[1] > start)
+
+
+def _first_outside(pattern: re.Pattern[str], text: str, regions: _Regions) -> int | None:
+    for found in pattern.finditer(text):
+        if not regions.covers(found.start()):
+            return found.start()
+    return None
+
+
+def _unclosed(text: str, start: int, end: int) -> bool:
+    """Whether the call at ``start`` opens with a tag never closed before ``end``."""
+    head = text[start : start + 40].lstrip()
+    for opener, closer in _CLOSERS:
+        if head.startswith(opener):
+            after = text.find(opener, start + len(text[start : start + 40]) - len(head) + 1, end)
+            return text.find(closer, start, end if after == -1 else after) == -1
+    return False
+
+
+def _prose(
+    text: str, start: int, end: int, before: int, after: int, skip: _Regions
+) -> NotAction | None:
+    """Why the prose around ``text[start:end]`` says the calls there are not meant now."""
+    lead = _blank(text, max(before, start - _CONTEXT), start, skip)
+    tail = _blank(text, end, min(after, end + _CONTEXT), skip)
+    opening = lead.rstrip(" \t*_`")[-1:]
+    if opening and opening in _OPEN_QUOTES:
+        return "quoted"  # the quote's end may lie inside what a reader took for the call
+    line_start = lead.rfind("\n") + 1
+    if lead[line_start:].lstrip(" \t").startswith(">"):
+        return "quoted"
+    near = _last_line(lead) + "\n" + _first_line(tail)
+    return "described" if CUES.search(near) else None
+
+
+def _blank(text: str, start: int, end: int, skip: _Regions) -> str:
+    """``text[start:end]`` with the ``skip`` regions in it blanked out."""
+    piece = text[start:end]
+    for s, e in skip.within(start, end):
+        a, b = max(s, start) - start, min(e, end) - start
+        piece = piece[:a] + " " * (b - a) + piece[b:]
+    return piece
+
+
+def _last_line(lead: str) -> str:
+    """The line the calls start on (its text before them) and, where that is blank, the
+    last line with text before it."""
+    lines = lead.split("\n")
+    current = lines[-1]
+    if current.strip() or len(lines) == 1:
+        return current
+    for line in reversed(lines[:-1]):
+        if line.strip():
+            return line
+    return ""
+
+
+def _first_line(tail: str) -> str:
+    """The rest of the line the calls end on and, where that is blank, the next line with
+    text."""
+    lines = tail.split("\n")
+    if lines[0].strip() or len(lines) == 1:
+        return lines[0]
+    for line in lines[1:]:
+        if line.strip():
+            return line
+    return ""
