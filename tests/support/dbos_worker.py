@@ -1,0 +1,126 @@
+"""A worker process for tests/integrations/test_dbos*.py: an agent whose runs are DBOS
+workflows, against a loopback server, with DBOS's system database at SYSDB (a ``sqlite://``
+URL or a ``postgresql://`` URI).
+
+    python dbos_worker.py SYSDB URL EFFECTS run WFID [--kill-in-tool K] [--idempotent]
+    python dbos_worker.py SYSDB URL EFFECTS recover WFID [--idempotent]
+    python dbos_worker.py SYSDB URL EFFECTS work EXECUTOR --limit N
+
+``run`` starts the run WFID ("go") and prints its result as one JSON line; ``recover``
+launches DBOS (which recovers the runs a dead process of the same executor left) and
+prints the result of WFID. ``work`` serves the queue ``runs`` (concurrency 2) with each
+model request on the queue ``provider`` (at most N started per second), until killed.
+
+The tool ``act(n)`` appends ``WFID:n`` to EFFECTS (its side effect, counted by the tests);
+``--kill-in-tool K``: this process dies by SIGKILL inside the K-th call, after its side
+effect. ``--idempotent`` marks ``act`` idempotent. ``--approval``: ``act`` requires
+approval (the run waits for one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from dbos import DBOS
+
+from react_engine import Agent, Tool
+from react_engine.integrations.dbos import DBOSAgent, agent_queue
+from react_engine.tools import ToolAnnotations
+
+APP = "react-engine-tests"
+
+
+def build(args: argparse.Namespace) -> DBOSAgent[str]:
+    def act(n: int) -> str:
+        """Do step n."""
+        workflow = DBOS.workflow_id or "-"
+        with open(args.effects, "a") as fh:
+            fh.write(f"{workflow}:{n}\n")
+        if args.kill_in_tool == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f"done {n}"
+
+    tool = Tool.from_function(
+        act,
+        requires_approval=args.approval,
+        annotations=ToolAnnotations(idempotent=args.idempotent),
+    )
+    agent = Agent("m", [tool], base_url=args.url, protocol="function_calling")
+    requests = "provider" if args.mode == "work" else None
+    return DBOSAgent(agent, name="test", requests=requests)
+
+
+def launch(sysdb: str, executor: str) -> None:
+    DBOS(
+        config={
+            "name": APP,
+            "system_database_url": sysdb,
+            "application_version": "1",
+            "executor_id": executor,
+            "log_level": "WARNING",
+            "notification_listener_polling_interval_sec": 0.05,
+        }
+    )
+    DBOS.launch()
+
+
+def transcript(result: Any) -> dict[str, Any]:
+    return {
+        "answer": result.answer,
+        "stop_reason": result.stop_reason,
+        "steps": [
+            {
+                "kind": s.kind,
+                "text": s.text,
+                "final_answer": s.final_answer,
+                "actions": [[a.id, a.tool, a.arguments, a.status, a.observation] for a in s.actions],
+            }
+            for s in result.steps
+        ],
+    }
+
+
+async def result_of(durable: DBOSAgent[str], mode: str, workflow_id: str) -> Any:
+    if mode == "run":
+        handle = await durable.start("go", workflow_id=workflow_id)
+    else:
+        handle = await DBOS.retrieve_workflow_async(workflow_id)
+    return await handle.get_result()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("sysdb")
+    parser.add_argument("url")
+    parser.add_argument("effects")
+    parser.add_argument("mode", choices=["run", "recover", "work"])
+    parser.add_argument("name")
+    parser.add_argument("--kill-in-tool", type=int)
+    parser.add_argument("--idempotent", action="store_true")
+    parser.add_argument("--approval", action="store_true")
+    parser.add_argument("--limit", type=int, default=5)
+    args = parser.parse_args()
+    durable = build(args)
+    if args.mode == "work":
+        launch(args.sysdb, args.name)
+        agent_queue("runs", concurrency=2, polling_interval=0.05)
+        agent_queue("provider", limiter={"limit": args.limit, "period": 1.0}, polling_interval=0.05)
+        print("ready", flush=True)
+        while True:
+            time.sleep(1)
+    launch(args.sysdb, "local")
+    result = asyncio.run(result_of(durable, args.mode, args.name))
+    print(json.dumps(transcript(result)), flush=True)
+    DBOS.destroy()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
