@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import signal
-import sys
 import time
 from typing import Any
 
@@ -119,7 +118,7 @@ def main() -> None:
     result = asyncio.run(result_of(durable, args.mode, args.name))
     print(json.dumps(transcript(result)), flush=True)
     DBOS.destroy()
-    sys.exit(0)
+    os._exit(0)  # not waiting for DBOS's idle executor threads to be joined at exit
 
 
 if __name__ == "__main__":

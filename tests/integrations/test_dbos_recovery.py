@@ -1,0 +1,127 @@
+"""A run on DBOS whose worker process dies by SIGKILL, during a model request or inside a
+tool, is finished by a second worker process (DBOS's recovery of the dead executor's
+workflows), on a SQLite system database and on a real PostgreSQL.
+
+The loopback model calls ``act(1)``, ``act(2)``, ``act(3)`` and then answers with what it
+was shown; ``act`` appends one line per call to a file. Each check: the recovered run's
+transcript equals an uninterrupted run's; no model request that had an answer is sent
+again (the server counts them); a tool that is not idempotent never runs twice, and a call
+of it that was running at the crash is reported to the model as maybe done.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.parts import require_module
+
+require_module("dbos", "the dbos extra", "pip install -e '.[dbos]'")
+
+from integrations.dbos_support import (  # noqa: E402
+    effects,
+    finish,
+    pg_uri,
+    start,
+    sysdb,
+    three_calls,
+    without_ids,
+)
+
+from react_engine.store.runs import MAYBE_RAN  # noqa: E402
+from react_engine.testing import ScriptedServer  # noqa: E402
+
+__all__ = ["pg_uri", "sysdb"]  # the fixtures
+
+pytestmark = pytest.mark.slow  # worker processes killed and recovered
+
+ANSWER = "done 1; done 2; done 3"
+
+
+class Killer:
+    """The model's loopback server, which kills the worker when request ``at`` arrives
+    (before it is answered: the worker dies during the request)."""
+
+    def __init__(self, at: int | None = None) -> None:
+        self.at = at
+        self.pid: int | None = None
+        self.ready = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.count = getattr(self, "count", 0) + 1
+        if self.count == self.at:
+            self.ready.wait(30)
+            assert self.pid is not None
+            os.kill(self.pid, signal.SIGKILL)
+        return three_calls(body)
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """An uninterrupted run's transcript (its own server and system database)."""
+    plain = tmp_path_factory.mktemp("plain")
+    with ScriptedServer(default=three_calls) as server:
+        db = f"sqlite:///{plain / 'dbos.db'}"
+        code, out = finish(start(db, server.base_url, plain, "run", "plain"))
+        assert code == 0 and out is not None and len(server.requests) == 4
+    assert out["answer"] == ANSWER
+    yield without_ids(out)
+
+
+@pytest.mark.parametrize("at", [2, 4])
+def test_killed_during_a_model_request_the_run_is_finished_by_another_worker(
+    tmp_path: Path, sysdb: str, baseline: dict[str, Any], at: int
+) -> None:
+    killer = Killer(at)
+    with ScriptedServer(default=killer) as server:
+        proc = start(sysdb, server.base_url, tmp_path, "run", "r")
+        killer.pid = proc.pid
+        killer.ready.set()
+        code, _ = finish(proc)
+        assert code == -9 and len(server.requests) == at
+        code, out = finish(start(sysdb, server.base_url, tmp_path, "recover", "r"))
+        assert code == 0 and out is not None
+        # The request that died unanswered is sent again, and no other one.
+        assert len(server.requests) == 5
+        assert server.requests[at] == server.requests[at - 1]
+    assert without_ids(out) == baseline
+    assert effects(tmp_path) == {"r:1": 1, "r:2": 1, "r:3": 1}
+
+
+def test_killed_inside_a_tool_that_is_not_idempotent_the_call_is_not_run_again(
+    tmp_path: Path, sysdb: str, baseline: dict[str, Any]
+) -> None:
+    with ScriptedServer(default=three_calls) as server:
+        code, _ = finish(start(sysdb, server.base_url, tmp_path, "run", "r", "--kill-in-tool", "2"))
+        assert code == -9 and effects(tmp_path) == {"r:1": 1, "r:2": 1}
+        code, out = finish(start(sysdb, server.base_url, tmp_path, "recover", "r"))
+        assert code == 0 and out is not None
+        assert len(server.requests) == 4  # every reply was recorded: none asked for again
+    assert effects(tmp_path) == {"r:1": 1, "r:2": 1, "r:3": 1}  # act(2) ran once
+    maybe = f"Error: {MAYBE_RAN}"
+    assert out["steps"][1]["actions"][0][3:] == ["error", maybe]
+    expected = without_ids(out)
+    expected["steps"][1]["actions"][0][2:] = ["ok", "done 2"]
+    expected["answer"] = expected["steps"][3]["text"] = expected["steps"][3]["final_answer"] = ANSWER
+    assert expected == baseline  # the rest as in the uninterrupted run
+
+
+def test_killed_inside_an_idempotent_tool_the_call_runs_again(
+    tmp_path: Path, sysdb: str, baseline: dict[str, Any]
+) -> None:
+    with ScriptedServer(default=three_calls) as server:
+        args = ("--idempotent",)
+        code, _ = finish(
+            start(sysdb, server.base_url, tmp_path, "run", "r", "--kill-in-tool", "3", *args)
+        )
+        assert code == -9
+        code, out = finish(start(sysdb, server.base_url, tmp_path, "recover", "r", *args))
+        assert code == 0 and out is not None
+        assert len(server.requests) == 4
+    assert effects(tmp_path) == {"r:1": 1, "r:2": 1, "r:3": 2}  # only the interrupted one again
+    assert without_ids(out) == baseline
