@@ -160,7 +160,9 @@ class DurableModel(ChatModel):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if self._queue is not None:
             handle = await DBOS.enqueue_workflow_async(self._queue, self._request, request)
-            return load_reply(await handle.get_result())
+            # Polled: a model request takes a second or so, a wait of 1 s (DBOS's default
+            # for a workflow's result) would add as much again.
+            return load_reply(await handle.get_result(polling_interval_sec=0.05))
         return load_reply(await self.ask(request))
 
     async def ask(self, request: ModelRequest) -> dict[str, Any]:

@@ -4,12 +4,13 @@ URL or a ``postgresql://`` URI).
 
     python dbos_worker.py SYSDB URL EFFECTS run WFID [--kill-in-tool K] [--idempotent]
     python dbos_worker.py SYSDB URL EFFECTS recover WFID [--idempotent]
-    python dbos_worker.py SYSDB URL EFFECTS work EXECUTOR --limit N
+    python dbos_worker.py SYSDB URL EFFECTS work EXECUTOR --limit N --period PERIOD
 
 ``run`` starts the run WFID ("go") and prints its result as one JSON line; ``recover``
 launches DBOS (which recovers the runs a dead process of the same executor left) and
-prints the result of WFID. ``work`` serves the queue ``runs`` (concurrency 2) with each
-model request on the queue ``provider`` (at most N started per second), until killed.
+prints the result of WFID. ``work`` serves the queue ``runs`` (2 runs at once, one per
+worker) with each model request on the queue ``provider`` (at most N started per PERIOD seconds),
+until killed; EXECUTOR is its DBOS executor id.
 
 The tool ``act(n)`` appends ``WFID:n`` to EFFECTS (its side effect, counted by the tests);
 ``--kill-in-tool K``: this process dies by SIGKILL inside the K-th call, after its side
@@ -105,12 +106,13 @@ def main() -> None:
     parser.add_argument("--idempotent", action="store_true")
     parser.add_argument("--approval", action="store_true")
     parser.add_argument("--limit", type=int, default=5)
+    parser.add_argument("--period", type=float, default=1.0)
     args = parser.parse_args()
     durable = build(args)
     if args.mode == "work":
         launch(args.sysdb, args.name)
-        agent_queue("runs", concurrency=2, polling_interval=0.05)
-        agent_queue("provider", limiter={"limit": args.limit, "period": 1.0}, polling_interval=0.05)
+        agent_queue("runs", concurrency=2, worker_concurrency=1, polling_interval=0.05)
+        agent_queue("provider", limiter={"limit": args.limit, "period": args.period}, polling_interval=0.05)
         print("ready", flush=True)
         while True:
             time.sleep(1)
