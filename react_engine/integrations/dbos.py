@@ -43,7 +43,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypedDict, cast
 
-from dbos import DBOS, DBOSClient, Queue, StepReservation, WorkflowHandleAsync
+from dbos import DBOS, DBOSClient, Queue, SetEnqueueOptions, StepReservation, WorkflowHandleAsync
 
 from ..errors import ConfigurationError
 from ..protocols.base import CallTools, Decision
@@ -85,12 +85,18 @@ def agent_queue(
     limiter: Limiter | None = None,
     worker_concurrency: int | None = None,
     polling_interval: float = 1.0,
+    per_provider: bool = False,
 ) -> Queue:
     """A DBOS queue for runs (:meth:`DBOSAgent.enqueue`) or for model requests
     (``DBOSAgent(requests=...)``): at most ``concurrency`` running at once across every
     process, ``worker_concurrency`` in each, and ``limiter={"limit": N, "period":
     seconds}``: at most N started in any ``period`` seconds. Each process polls the queue
     every ``polling_interval`` seconds.
+
+    ``per_provider=True`` (a queue for model requests): ``concurrency`` and ``limiter``
+    hold for each provider (each base URL) on its own. The limiter is then checked in a
+    serializable transaction: on PostgreSQL, two processes that start requests at the
+    same moment could otherwise both take the last slot of the window.
 
     The queue is registered in DBOS's system database (``DBOS.register_queue``): call this
     once DBOS is launched; every launched process takes work from it."""
@@ -100,6 +106,15 @@ def agent_queue(
             raise ConfigurationError(f"limiter['limit'] must be an int >= 1, not {limit!r}")
         if not isinstance(period, int | float) or isinstance(period, bool) or period <= 0:
             raise ConfigurationError(f"limiter['period'] must be seconds > 0, not {period!r}")
+    if per_provider:
+        return DBOS.register_queue(
+            name,
+            partition_concurrency=concurrency,
+            partition_limiter=cast(Any, limiter),
+            worker_concurrency=worker_concurrency,
+            polling_interval_sec=polling_interval,
+            on_conflict="always_update",
+        )
     return DBOS.register_queue(
         name,
         global_concurrency=concurrency,
@@ -159,7 +174,8 @@ class DurableModel(ChatModel):
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if self._queue is not None:
-            handle = await DBOS.enqueue_workflow_async(self._queue, self._request, request)
+            with SetEnqueueOptions(queue_partition_key=self.base_url or "default"):
+                handle = await DBOS.enqueue_workflow_async(self._queue, self._request, request)
             # Polled: a model request takes a second or so, a wait of 1 s (DBOS's default
             # for a workflow's result) would add as much again.
             return load_reply(await handle.get_result(polling_interval_sec=0.05))
@@ -267,9 +283,13 @@ class DBOSJournal(RunJournal):
         if steps is None:
             return False
         tool = self.tools.get(record.tool)
-        if tool is not None and tool.requires_approval and self.deferring:
-            if record.id not in self.approvals:
-                return False  # it waited for its approval then, and does now
+        if (
+            tool is not None
+            and tool.requires_approval
+            and self.deferring
+            and record.id not in self.approvals
+        ):
+            return False  # it waited for its approval then, and does now
         started, finished = steps[0].step_id, steps[1].step_id
         return started in self.recorded and finished not in self.recorded
 
@@ -337,9 +357,11 @@ class DBOSAgent(Generic[OutputT]):
     same name, in every process that runs or recovers these runs, before
     ``DBOS.launch()``. ``sessions`` makes a session from its id (``lambda sid:
     SQLiteSession(sid, path)``) for runs given ``session_id=``. ``requests`` names a
-    queue that each model request is put on, as a workflow of its own (:func:`agent_queue`
-    with a ``limiter``: a provider's rate limit for the whole fleet). ``approval_timeout``: seconds a run waits for
-    approvals before it ends with ``stop_reason="awaiting_approval"``.
+    queue that each model request is put on, as a workflow of its own, in the partition
+    of the agent's endpoint (:func:`agent_queue` with ``per_provider=True`` and a
+    ``limiter``: a provider's rate limit for the whole fleet). ``approval_timeout``:
+    seconds a run waits for approvals before it ends with
+    ``stop_reason="awaiting_approval"``.
 
     An agent with an approval callback keeps it; otherwise calls to tools with
     ``requires_approval=True`` wait for :func:`approve`. MCP servers' tools run, but their
@@ -400,7 +422,8 @@ class DBOSAgent(Generic[OutputT]):
         """Start a run in this process; its handle (``await handle.get_result()``)."""
         args = self._args(question, history, options, session_id)
         with _workflow_id(workflow_id):
-            return cast(Any, await DBOS.start_workflow_async(self.workflow, *args))
+            handle = await DBOS.start_workflow_async(self.workflow, *args)
+        return cast("WorkflowHandleAsync[RunResult[OutputT]]", handle)
 
     async def enqueue(
         self,
@@ -417,7 +440,8 @@ class DBOSAgent(Generic[OutputT]):
         args = self._args(question, history, options, session_id)
         name = queue if isinstance(queue, str) else queue.name
         with _workflow_id(workflow_id):
-            return cast(Any, await DBOS.enqueue_workflow_async(name, self.workflow, *args))
+            handle = await DBOS.enqueue_workflow_async(name, self.workflow, *args)
+        return cast("WorkflowHandleAsync[RunResult[OutputT]]", handle)
 
     async def arun(self, question: str, **options: Any) -> RunResult[OutputT]:
         """Run to the end (a workflow in this process) and give the result."""

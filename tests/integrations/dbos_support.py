@@ -58,7 +58,5 @@ def effects(tmp: Path) -> Counter[str]:
 
 def without_ids(transcript: dict[str, Any]) -> dict[str, Any]:
     """The transcript with its call ids left out (the loopback server numbers them)."""
-    steps = [
-        {**s, "actions": [a[1:] for a in s["actions"]]} for s in transcript["steps"]
-    ]
+    steps = [{**s, "actions": [a[1:] for a in s["actions"]]} for s in transcript["steps"]]
     return {**transcript, "steps": steps}

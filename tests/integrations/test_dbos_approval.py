@@ -14,13 +14,13 @@ from support.parts import require_module
 require_module("dbos", "the dbos extra", "pip install -e '.[dbos]'")
 
 from dbos import DBOS, DBOSClient  # noqa: E402
+
 from integrations.dbos_support import (  # noqa: E402
     effects,
     finish,
     start,
     three_calls,
 )
-
 from react_engine.integrations.dbos import PENDING_EVENT, approve  # noqa: E402
 from react_engine.testing import ScriptedServer  # noqa: E402
 from react_engine.wording import Note, ObservationCode  # noqa: E402

@@ -19,8 +19,8 @@ from support.parts import require_module
 require_module("dbos", "the dbos extra", "pip install -e '.[dbos]'")
 
 from dbos import DBOSClient  # noqa: E402
-from integrations.dbos_support import effects, pg_uri, start, sysdb  # noqa: E402
 
+from integrations.dbos_support import effects, pg_uri, start, sysdb  # noqa: E402
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion  # noqa: E402
 
 __all__ = ["pg_uri", "sysdb"]  # the fixtures
@@ -66,7 +66,19 @@ def test_two_workers_run_twenty_queued_runs_once_each_within_the_rate_limit(
     try:
         with ScriptedServer(default=clock) as server:
             for executor in ("w1", "w2"):
-                workers.append(start(sysdb, server.base_url, tmp_path, "work", executor, "--limit", str(LIMIT), "--period", str(PERIOD)))
+                workers.append(
+                    start(
+                        sysdb,
+                        server.base_url,
+                        tmp_path,
+                        "work",
+                        executor,
+                        "--limit",
+                        str(LIMIT),
+                        "--period",
+                        str(PERIOD),
+                    )
+                )
             for proc in workers:
                 assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
             handles = [

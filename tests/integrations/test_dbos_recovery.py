@@ -32,7 +32,6 @@ from integrations.dbos_support import (  # noqa: E402
     three_calls,
     without_ids,
 )
-
 from react_engine.store.runs import MAYBE_RAN  # noqa: E402
 from react_engine.testing import ScriptedServer  # noqa: E402
 
@@ -107,7 +106,9 @@ def test_killed_inside_a_tool_that_is_not_idempotent_the_call_is_not_run_again(
     assert out["steps"][1]["actions"][0][3:] == ["error", maybe]
     expected = without_ids(out)
     expected["steps"][1]["actions"][0][2:] = ["ok", "done 2"]
-    expected["answer"] = expected["steps"][3]["text"] = expected["steps"][3]["final_answer"] = ANSWER
+    expected["answer"] = expected["steps"][3]["text"] = expected["steps"][3]["final_answer"] = (
+        ANSWER
+    )
     assert expected == baseline  # the rest as in the uninterrupted run
 
 

@@ -80,7 +80,9 @@ def transcript(result: Any) -> dict[str, Any]:
                 "kind": s.kind,
                 "text": s.text,
                 "final_answer": s.final_answer,
-                "actions": [[a.id, a.tool, a.arguments, a.status, a.observation] for a in s.actions],
+                "actions": [
+                    [a.id, a.tool, a.arguments, a.status, a.observation] for a in s.actions
+                ],
             }
             for s in result.steps
         ],
@@ -112,7 +114,12 @@ def main() -> None:
     if args.mode == "work":
         launch(args.sysdb, args.name)
         agent_queue("runs", concurrency=2, worker_concurrency=1, polling_interval=0.05)
-        agent_queue("provider", limiter={"limit": args.limit, "period": args.period}, polling_interval=0.05)
+        agent_queue(
+            "provider",
+            limiter={"limit": args.limit, "period": args.period},
+            polling_interval=0.05,
+            per_provider=True,
+        )
         print("ready", flush=True)
         while True:
             time.sleep(1)
