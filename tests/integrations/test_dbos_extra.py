@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # pytest in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 HIDDEN = (
     "import sys, pytest; sys.modules['dbos'] = None; "  # the package, as if not installed
