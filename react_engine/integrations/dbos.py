@@ -39,7 +39,7 @@ import contextvars
 import copy
 import dataclasses
 import pickle
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypedDict, cast
 
@@ -52,22 +52,34 @@ from ..store.codec import dump_item, dump_reply, load_item, load_reply
 from ..store.runs import RunJournal, RunStore, idempotent
 from ..tools.base import Tool
 from ..transport.base import ChatModel
-from ..types import HistoryItem, ModelRequest, ModelResponse, OutputT, RunResult, to_jsonable
+from ..types import (
+    HistoryItem,
+    ModelRequest,
+    ModelResponse,
+    OutputT,
+    RunResult,
+    Step,
+    to_jsonable,
+)
 
 __all__ = [
     "APPROVAL_TOPIC",
     "PENDING_EVENT",
+    "STEPS_STREAM",
     "DBOSAgent",
     "Limiter",
     "aapprove",
     "agent_queue",
     "approve",
+    "steps",
 ]
 
 APPROVAL_TOPIC = "react_engine.approval"
 """The topic of the messages :func:`approve` sends: ``{call_id: bool}``."""
 PENDING_EVENT = "react_engine.pending"
 """The workflow event that lists the calls awaiting approval (their records, as dicts)."""
+STEPS_STREAM = "react_engine.steps"
+"""The workflow's stream of its steps, each written as it is done (:func:`steps`)."""
 WEEK = 7 * 24 * 3600.0
 
 
@@ -151,6 +163,17 @@ def approve(
 async def aapprove(workflow_id: str, verdicts: Mapping[str, bool]) -> None:
     """:func:`approve` for async code."""
     await DBOS.send_async(workflow_id, _verdicts(verdicts), topic=APPROVAL_TOPIC)
+
+
+def steps(workflow_id: str, *, client: DBOSClient | None = None) -> Iterator[Step]:
+    """A run's steps as they are done, from any process (in one where DBOS is launched, or
+    through ``client``), until the run ends: what ``agent.run_stream`` gives step by step,
+    for a run on another machine (each step once, a recovered run's too)."""
+    source = client.read_stream if client is not None else DBOS.read_stream
+    for record in source(workflow_id, STEPS_STREAM):
+        item = load_item(record)
+        if isinstance(item, Step):
+            yield item
 
 
 # --- the steps -------------------------------------------------------------------------------
@@ -245,6 +268,8 @@ class DBOSJournal(RunJournal):
     tools: dict[str, Tool] = field(default_factory=dict)
     deferring: bool = False
     reserved: dict[str, tuple[StepReservation, StepReservation]] = field(default_factory=dict)
+    published: int = 0
+    """The steps written to the workflow's stream so far."""
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncIterator[RunJournal]:
@@ -307,8 +332,13 @@ class DBOSJournal(RunJournal):
     async def done(self, record: Any) -> None:
         self.calls[self._key(record)] = ("done", record)
 
-    async def step(self, step: Any) -> None:
-        pass
+    async def step(self, step: Step) -> None:
+        """Write the step to the workflow's stream (once: a run taken again after an
+        approval does its earlier steps again; a recovered one is given its writes)."""
+        if step.index < self.published:
+            return
+        self.published = step.index + 1
+        await DBOS.write_stream_async(STEPS_STREAM, dump_item(step))
 
     async def flush(self) -> None:
         pass
@@ -511,6 +541,7 @@ class DBOSAgent(Generic[OutputT]):
             result = await self._once(question, run, journal, options)
         if published and result.stop_reason != "awaiting_approval":
             await DBOS.set_event_async(PENDING_EVENT, [])
+        await DBOS.close_stream_async(STEPS_STREAM)
         if session_id is not None and self._sessions is not None:
             await self._sessions.append(session_id, run[len(base) :])
         return result

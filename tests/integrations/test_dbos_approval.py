@@ -1,6 +1,6 @@
 """A run on DBOS waits for approvals (``DBOS.recv``), given from another process with
 ``approve``: one approved, one denied, the third after the waiting worker was killed and
-another worker recovered the run."""
+another worker recovered the run; another process follows its steps (``steps``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from integrations.dbos_support import (  # noqa: E402
     start,
     three_calls,
 )
-from react_engine.integrations.dbos import PENDING_EVENT, approve  # noqa: E402
+from react_engine.integrations.dbos import PENDING_EVENT, approve, steps  # noqa: E402
 from react_engine.testing import ScriptedServer  # noqa: E402
 from react_engine.wording import Note, ObservationCode  # noqa: E402
 
@@ -56,6 +56,7 @@ def test_approvals_from_another_process_resume_the_waiting_run(tmp_path: Path) -
             approve("a", {awaiting(client, "a", 3): True}, client=client)
             code, out = finish(proc)
             assert len(server.requests) == 4  # the recovered run asked for no reply again
+            streamed = list(steps("a", client=client))  # as another process follows the run
     finally:
         client.destroy()
     assert code == 0 and out is not None
@@ -64,3 +65,5 @@ def test_approvals_from_another_process_resume_the_waiting_run(tmp_path: Path) -
     calls = [s["actions"][0][3:] for s in out["steps"][:3]]
     assert calls == [["ok", "done 1"], ["denied", denied], ["ok", "done 3"]]
     assert out["answer"] == f"done 1; {denied}; done 3"
+    assert [s.index for s in streamed] == [0, 1, 2, 3]  # each step once, across the crash
+    assert [[a.status for a in s.actions] for s in streamed] == [["ok"], ["denied"], ["ok"], []]
