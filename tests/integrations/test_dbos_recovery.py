@@ -46,8 +46,9 @@ class Killer:
     """The model's loopback server, which kills the worker when request ``at`` arrives
     (before it is answered: the worker dies during the request)."""
 
-    def __init__(self, at: int | None = None) -> None:
+    def __init__(self, at: int | None = None, script: Any = three_calls) -> None:
         self.at = at
+        self.script = script
         self.pid: int | None = None
         self.ready = threading.Event()
 
@@ -57,7 +58,7 @@ class Killer:
             self.ready.wait(30)
             assert self.pid is not None
             os.kill(self.pid, signal.SIGKILL)
-        return three_calls(body)
+        return dict(self.script(body))
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +127,49 @@ def test_killed_inside_an_idempotent_tool_the_call_runs_again(
         assert len(server.requests) == 4
     assert effects(tmp_path) == {"r:1": 1, "r:2": 1, "r:3": 2}  # only the interrupted one again
     assert without_ids(out) == baseline
+
+
+def typed_in_a_session(body: dict[str, Any]) -> dict[str, Any]:
+    """``act(1..3)`` for the question "go", then the typed answer (``final_result``); for
+    any other question, the plain answer with no call."""
+    from react_engine.testing import completion, tool_calls_completion
+
+    questions = [m["content"] for m in body["messages"] if m["role"] == "user"]
+    if questions[-1] != "go":
+        return completion("noted")
+    results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    if len(results) < 3:
+        return tool_calls_completion(("act", {"n": len(results) + 1}))
+    return tool_calls_completion(("final_result", {"summary": "; ".join(results)}))
+
+
+def test_a_typed_run_in_a_session_killed_during_its_last_request_gives_its_output(
+    tmp_path: Path,
+) -> None:
+    from react_engine.store import SQLiteSession
+    from react_engine.types import UserTurn
+
+    sysdb = f"sqlite:///{tmp_path / 'dbos.db'}"
+    session = ("--session", "s", "--sessions", str(tmp_path / "sessions.db"))
+    killer = Killer(5, typed_in_a_session)  # the 2nd run's last request: the typed answer
+    with ScriptedServer(default=killer) as server:
+        first = start(
+            sysdb, server.base_url, tmp_path, "run", "t1", "--question", "hello", *session
+        )
+        code, out = finish(first)
+        assert code == 0 and out is not None and out["answer"] == "noted"
+        proc = start(sysdb, server.base_url, tmp_path, "run", "t2", "--typed", *session)
+        killer.pid = proc.pid
+        killer.ready.set()
+        assert finish(proc) == (-9, None)
+        code, out = finish(start(sysdb, server.base_url, tmp_path, "recover", "t2", *session))
+        assert code == 0 and out is not None
+        assert len(server.requests) == 6 and server.requests[5] == server.requests[4]
+        assert server.requests[1]["messages"][1:3] == [  # the session's earlier turn
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "noted"},
+        ]
+    assert out["output"] == {"summary": ANSWER}
+    assert effects(tmp_path) == {"t2:1": 1, "t2:2": 1, "t2:3": 1}
+    history = SQLiteSession("s", tmp_path / "sessions.db").load_sync()
+    assert [i.content for i in history if isinstance(i, UserTurn)] == ["hello", "go"]  # once each

@@ -15,7 +15,9 @@ until killed; EXECUTOR is its DBOS executor id.
 The tool ``act(n)`` appends ``WFID:n`` to EFFECTS (its side effect, counted by the tests);
 ``--kill-in-tool K``: this process dies by SIGKILL inside the K-th call, after its side
 effect. ``--idempotent`` marks ``act`` idempotent. ``--approval``: ``act`` requires
-approval (the run waits for one).
+approval (the run waits for one). ``--typed``: the run's ``output_type`` is ``Done``.
+``--session ID --sessions FILE``: the run is a turn of the SQLite session ID in FILE.
+``--question``: the run's question ("go").
 """
 
 from __future__ import annotations
@@ -29,12 +31,20 @@ import time
 from typing import Any
 
 from dbos import DBOS
+from pydantic import BaseModel
 
 from react_engine import Agent, Tool
 from react_engine.integrations.dbos import DBOSAgent, agent_queue
+from react_engine.store import SQLiteSession
 from react_engine.tools import ToolAnnotations
 
 APP = "react-engine-tests"
+
+
+class Done(BaseModel):
+    """The typed answer of ``--typed`` runs."""
+
+    summary: str
 
 
 def build(args: argparse.Namespace) -> DBOSAgent[str]:
@@ -54,7 +64,12 @@ def build(args: argparse.Namespace) -> DBOSAgent[str]:
     )
     agent = Agent("m", [tool], base_url=args.url, protocol="function_calling")
     requests = "provider" if args.mode == "work" else None
-    return DBOSAgent(agent, name="test", requests=requests)
+    path = args.sessions
+
+    def session(session_id: str) -> SQLiteSession:
+        return SQLiteSession(session_id, path)
+
+    return DBOSAgent(agent, name="test", requests=requests, sessions=session)
 
 
 def launch(sysdb: str, executor: str) -> None:
@@ -74,6 +89,7 @@ def launch(sysdb: str, executor: str) -> None:
 def transcript(result: Any) -> dict[str, Any]:
     return {
         "answer": result.answer,
+        "output": result.output.model_dump() if isinstance(result.output, Done) else None,
         "stop_reason": result.stop_reason,
         "steps": [
             {
@@ -89,9 +105,13 @@ def transcript(result: Any) -> dict[str, Any]:
     }
 
 
-async def result_of(durable: DBOSAgent[str], mode: str, workflow_id: str) -> Any:
+async def result_of(durable: DBOSAgent[str], args: argparse.Namespace) -> Any:
+    mode, workflow_id = args.mode, args.name
     if mode == "run":
-        handle = await durable.start("go", workflow_id=workflow_id)
+        options: dict[str, Any] = {"output_type": Done} if args.typed else {}
+        handle = await durable.start(
+            args.question, workflow_id=workflow_id, session_id=args.session, **options
+        )
     else:
         handle = await DBOS.retrieve_workflow_async(workflow_id)
     return await handle.get_result()
@@ -109,6 +129,10 @@ def main() -> None:
     parser.add_argument("--approval", action="store_true")
     parser.add_argument("--limit", type=int, default=5)
     parser.add_argument("--period", type=float, default=1.0)
+    parser.add_argument("--question", default="go")
+    parser.add_argument("--typed", action="store_true")
+    parser.add_argument("--session")
+    parser.add_argument("--sessions", help="the SQLite file of the sessions")
     args = parser.parse_args()
     durable = build(args)
     if args.mode == "work":
@@ -124,7 +148,7 @@ def main() -> None:
         while True:
             time.sleep(1)
     launch(args.sysdb, "local")
-    result = asyncio.run(result_of(durable, args.mode, args.name))
+    result = asyncio.run(result_of(durable, args))
     print(json.dumps(transcript(result)), flush=True)
     DBOS.destroy()
     os._exit(0)  # not waiting for DBOS's idle executor threads to be joined at exit
