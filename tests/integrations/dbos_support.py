@@ -34,6 +34,19 @@ def three_calls(body: dict[str, Any]) -> dict[str, Any]:
     return completion("; ".join(results))
 
 
+def three_written_calls(body: dict[str, Any]) -> dict[str, Any]:
+    """:func:`three_calls` in the text protocol: the calls written as text, their ids made
+    up by the engine."""
+    from react_engine.testing import completion
+
+    done = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    if done < 3:
+        return completion(
+            f'Thought: step {done + 1}\nAction: act\nAction Input: {{"n": {done + 1}}}'
+        )
+    return completion(f"Final Answer: {done} calls made")
+
+
 def start(sysdb: str, url: str, tmp: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), sysdb, url, str(tmp / "effects"), *args],

@@ -30,6 +30,7 @@ from integrations.dbos_support import (  # noqa: E402
     start,
     sysdb,
     three_calls,
+    three_written_calls,
     without_ids,
 )
 from react_engine.store.runs import MAYBE_RAN  # noqa: E402
@@ -173,3 +174,28 @@ def test_a_typed_run_in_a_session_killed_during_its_last_request_gives_its_outpu
     assert effects(tmp_path) == {"t2:1": 1, "t2:2": 1, "t2:3": 1}
     history = SQLiteSession("s", tmp_path / "sessions.db").load_sync()
     assert [i.content for i in history if isinstance(i, UserTurn)] == ["hello", "go"]  # once each
+
+
+def test_a_text_protocol_run_killed_inside_a_tool_does_not_run_the_call_again(
+    tmp_path: Path,
+) -> None:
+    """Calls written as text: the recovered run knows the one that was running by its
+    place in the reply (the ids of written calls are made up: test_dbos_approval.py)."""
+    sysdb = f"sqlite:///{tmp_path / 'dbos.db'}"
+    text = ("--protocol", "text")
+    with ScriptedServer(default=three_written_calls) as server:
+        code, _ = finish(
+            start(sysdb, server.base_url, tmp_path, "run", "w", "--kill-in-tool", "2", *text)
+        )
+        assert code == -9
+        code, out = finish(start(sysdb, server.base_url, tmp_path, "recover", "w", *text))
+        assert code == 0 and out is not None
+        assert len(server.requests) == 4
+    assert effects(tmp_path) == {"w:1": 1, "w:2": 1, "w:3": 1}
+    calls = [s["actions"][0] for s in out["steps"][:3]]
+    assert [c[3:] for c in calls] == [
+        ["ok", "done 1"],
+        ["error", f"Error: {MAYBE_RAN}"],
+        ["ok", "done 3"],
+    ]
+    assert len({c[0] for c in calls}) == 3 and out["answer"] == "3 calls made"

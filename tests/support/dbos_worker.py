@@ -17,7 +17,7 @@ The tool ``act(n)`` appends ``WFID:n`` to EFFECTS (its side effect, counted by t
 effect. ``--idempotent`` marks ``act`` idempotent. ``--approval``: ``act`` requires
 approval (the run waits for one). ``--typed``: the run's ``output_type`` is ``Done``.
 ``--session ID --sessions FILE``: the run is a turn of the SQLite session ID in FILE.
-``--question``: the run's question ("go").
+``--question``: the run's question ("go"). ``--protocol``: the agent's (function calling).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def build(args: argparse.Namespace) -> DBOSAgent[str]:
         requires_approval=args.approval,
         annotations=ToolAnnotations(idempotent=args.idempotent),
     )
-    agent = Agent("m", [tool], base_url=args.url, protocol="function_calling")
+    agent = Agent("m", [tool], base_url=args.url, protocol=args.protocol)
     requests = "provider" if args.mode == "work" else None
     path = args.sessions
 
@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--period", type=float, default=1.0)
     parser.add_argument("--question", default="go")
     parser.add_argument("--typed", action="store_true")
+    parser.add_argument("--protocol", default="function_calling")
     parser.add_argument("--session")
     parser.add_argument("--sessions", help="the SQLite file of the sessions")
     args = parser.parse_args()
