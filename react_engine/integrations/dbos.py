@@ -232,10 +232,55 @@ class DurableTool(Tool):
             return await super().ainvoke(validated, timeout)
         _TOOL_STEP.set(None)
 
-        async def call() -> Any:
-            return _recordable(await Tool.ainvoke(self, validated, timeout))
+        raised: list[Exception] = []
 
-        return await reserved.run_async({"name": f"react_engine.tool {self.name}"}, call)
+        async def call() -> Any:
+            try:
+                return _recordable(await Tool.ainvoke(self, validated, timeout))
+            except Exception as exc:  # recorded as the step's output, read back below
+                raised.append(exc)
+                return Raised.of(exc, timeout)
+
+        value = await reserved.run_async({"name": f"react_engine.tool {self.name}"}, call)
+        if isinstance(value, Raised):
+            raise raised[0] if raised else value.exception()
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """A tool's exception as its step records it: the exception itself when pickle gives it
+    back, else its kind and text (the engine's own timeout is rebuilt from its fields), so
+    that a recovered run's model reads what the first execution's read."""
+
+    error: Exception | None
+    kind: str
+    text: str
+    deadline: tuple[float, bool] | None = None
+
+    @classmethod
+    def of(cls, exc: Exception, timeout: float | None) -> Raised:
+        from ..run._threads import DeadlinePassed
+
+        if isinstance(exc, DeadlinePassed):
+            return cls(None, type(exc).__name__, str(exc), (timeout or 0.0, exc.started))
+        try:
+            kept: Exception | None = pickle.loads(pickle.dumps(exc))
+        except Exception:
+            kept = None
+        return cls(kept, type(exc).__name__, str(exc))
+
+    def exception(self) -> Exception:
+        from ..run._threads import DeadlinePassed
+
+        if self.deadline is not None:
+            return DeadlinePassed(self.deadline[0], started=self.deadline[1])
+        if self.error is not None:
+            return self.error
+        # An exception pickle cannot give back: one of the same name and text, which is
+        # all the model is shown of it.
+        kind: type[Exception] = type(self.kind, (Exception,), {})
+        return kind(self.text)
 
 
 def _recordable(value: Any) -> Any:
@@ -321,12 +366,12 @@ class DBOSJournal(RunJournal):
     async def started(self, record: Any) -> None:
         key = self._key(record)
         steps = self.reserved.get(key)
+        _TOOL_STEP.set(None if steps is None else steps[1])
         if steps is None:
             return
         tool = self.tools.get(record.tool)
         if tool is not None and not idempotent(tool):
             await steps[0].run_async({"name": f"react_engine.call_started {record.tool}"}, _nothing)
-        _TOOL_STEP.set(steps[1])
         self.calls[key] = ("started", record)
 
     async def done(self, record: Any) -> None:

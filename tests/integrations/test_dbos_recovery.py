@@ -199,3 +199,25 @@ def test_a_text_protocol_run_killed_inside_a_tool_does_not_run_the_call_again(
         ["ok", "done 3"],
     ]
     assert len({c[0] for c in calls}) == 3 and out["answer"] == "3 calls made"
+
+
+def test_a_recovered_run_reads_the_timeouts_and_errors_its_tools_gave(tmp_path: Path) -> None:
+    """A call that overran its timeout and one that raised are recorded as such: the
+    recovered run's model is shown what the first execution's was, word for word."""
+    sysdb = f"sqlite:///{tmp_path / 'dbos.db'}"
+    faults = ("--slow-in-tool", "1", "--fail-in-tool", "2", "--idempotent")
+    with ScriptedServer(default=three_calls) as server:
+        code, plain = finish(start(sysdb, server.base_url, tmp_path, "run", "p", *faults))
+        assert code == 0 and plain is not None
+        args = (*faults, "--kill-in-tool", "3")
+        code, _ = finish(start(sysdb, server.base_url, tmp_path, "run", "r", *args))
+        assert code == -9
+        code, out = finish(start(sysdb, server.base_url, tmp_path, "recover", "r", *faults))
+        assert code == 0 and out is not None
+    calls = [s["actions"][0][3:] for s in plain["steps"][:2]]
+    assert calls[0][0] == "timeout" and calls[1] == [
+        "error",
+        "Error: act failed: ValueError: no luck with 2",
+    ]
+    assert without_ids(out) == without_ids(plain)
+    assert effects(tmp_path) == {"p:1": 1, "p:2": 1, "p:3": 1, "r:1": 1, "r:2": 1, "r:3": 2}

@@ -14,7 +14,8 @@ until killed; EXECUTOR is its DBOS executor id.
 
 The tool ``act(n)`` appends ``WFID:n`` to EFFECTS (its side effect, counted by the tests);
 ``--kill-in-tool K``: this process dies by SIGKILL inside the K-th call, after its side
-effect. ``--idempotent`` marks ``act`` idempotent. ``--approval``: ``act`` requires
+effect; ``--slow-in-tool K``: the K-th call overruns its timeout; ``--fail-in-tool K``:
+the K-th call raises. ``--idempotent`` marks ``act`` idempotent. ``--approval``: ``act`` requires
 approval (the run waits for one). ``--typed``: the run's ``output_type`` is ``Done``.
 ``--session ID --sessions FILE``: the run is a turn of the SQLite session ID in FILE.
 ``--question``: the run's question ("go"). ``--protocol``: the agent's (function calling).
@@ -55,11 +56,16 @@ def build(args: argparse.Namespace) -> DBOSAgent[str]:
             fh.write(f"{workflow}:{n}\n")
         if args.kill_in_tool == n:
             os.kill(os.getpid(), signal.SIGKILL)
+        if args.slow_in_tool == n:
+            time.sleep(1.0)  # past its 0.3 s timeout
+        if args.fail_in_tool == n:
+            raise ValueError(f"no luck with {n}")
         return f"done {n}"
 
     tool = Tool.from_function(
         act,
         requires_approval=args.approval,
+        timeout=0.3 if args.slow_in_tool else None,
         annotations=ToolAnnotations(idempotent=args.idempotent),
     )
     agent = Agent("m", [tool], base_url=args.url, protocol=args.protocol)
@@ -125,6 +131,8 @@ def main() -> None:
     parser.add_argument("mode", choices=["run", "recover", "work"])
     parser.add_argument("name")
     parser.add_argument("--kill-in-tool", type=int)
+    parser.add_argument("--slow-in-tool", type=int)
+    parser.add_argument("--fail-in-tool", type=int)
     parser.add_argument("--idempotent", action="store_true")
     parser.add_argument("--approval", action="store_true")
     parser.add_argument("--limit", type=int, default=5)
