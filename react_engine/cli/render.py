@@ -196,6 +196,13 @@ _STOPPED = {
 """Why a run stopped, in words, for each ``RunResult.stop_reason``."""
 
 
+def _calls_made(result: RunResult) -> str:
+    """``"1 tool call (get_weather)"``, ``"3 tool calls (get_weather, calculator)"``."""
+    names = list(dict.fromkeys(call.tool for call in result.tool_calls))
+    n = len(result.tool_calls)
+    return f"{n} tool call{'' if n == 1 else 's'}" + (f" ({', '.join(names)})" if names else "")
+
+
 def stop_words(result: RunResult) -> str:
     """Why the run stopped, in plain words (the ``stop_reason`` code after them)."""
     reason = result.stop_reason
@@ -206,7 +213,10 @@ def stop_words(result: RunResult) -> str:
             else "the model kept repeating the same call"
         )
         if result.answer is not None:
-            words = f"{cause}, so the model was asked for its final answer without more tools"
+            words = (
+                f"answered after {_calls_made(result)}; the final answer was asked for "
+                f"without tools once {cause}"
+            )
         else:
             words = f"{cause}, and no final answer came after it"
     else:

@@ -958,8 +958,8 @@ def test_a_forced_answer_says_so_in_plain_words(
     assert main([*argv, "--max-steps", "1"]) == 0
     err = capsys.readouterr().err
     assert (
-        "   stop reason: the step budget was spent, so the model was asked for its final "
-        "answer without more tools (max_steps)"
+        "   stop reason: answered after 1 tool call (get_weather); the final answer was "
+        "asked for without tools once the step budget was spent (max_steps)"
     ) in err.splitlines()
     assert "✓ the answer carries the temperature get_weather returned (14)" in err
 
