@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tests.support.parts import DOCS, DOCS_HINT, require_module
+from support.parts import DOCS, DOCS_HINT, require_module
 
 require_module("mkdocs", DOCS, DOCS_HINT)
 require_module("material", DOCS, DOCS_HINT)
