@@ -125,7 +125,7 @@ def _saw_file_contents(server: ScriptedServer) -> None:
 def _first_step_forced_then_answer_without_tools(server: ScriptedServer) -> None:
     """What the quick start's comment promises: a call first, then an answer, no tools."""
     first, last = server.requests
-    assert first["tool_choice"] == "required"
+    assert first["tool_choice"] == "required" and first["temperature"] == 0
     assert "tools" not in last or last.get("tool_choice") == "none"
 
 
