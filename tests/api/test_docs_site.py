@@ -35,6 +35,9 @@ def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "index.html").is_file()
     for page in ("quickstart", "cli", "protocols", "reports", "dbos"):
         assert (tmp_path / "site" / page / "index.html").is_file(), page
+    # The generated page: bench/results.md, as `make bench` last wrote it.
+    measured = (tmp_path / "site" / "measurements" / "index.html").read_text(encoding="utf-8")
+    assert "Produced by <code>make bench</code>" in measured
 
 
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
@@ -46,6 +49,9 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
             (docs / page.relative_to(ROOT / "docs")).parent.mkdir(parents=True, exist_ok=True)
             (docs / page.relative_to(ROOT / "docs")).write_bytes(page.read_bytes())
     (docs / "index.md").write_text("# Home\n\nSee [nowhere](nowhere.md).\n", encoding="utf-8")
+    for part in ("scripts/docs_hooks.py", "bench/results.md"):
+        (tmp_path / part).parent.mkdir(exist_ok=True)
+        (tmp_path / part).write_bytes((ROOT / part).read_bytes())
     config = tmp_path / "mkdocs.yml"
     config.write_text((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), encoding="utf-8")
     done = build(config, tmp_path / "site")
