@@ -4,6 +4,7 @@
 #                (and `react-engine eval bfcl --scripted` on the recorded BFCL replies)
 #   make check   every gate: ruff, ruff format, mypy --strict, pytest with coverage floor
 #   make bench   benchmarks, written to bench/results.md
+#   make docs    the documentation site (MkDocs, docs/ and mkdocs.yml) into site/, no warnings
 #   make fuzz    long property-based fuzzing runs
 #   make screenshots  the pictures of the HTML reports in docs/images (headless Chromium)
 
@@ -16,7 +17,7 @@ STAMP  := $(VENV)/.installed
 # advertise AMX the native build crashes on the first token (docs/local-model.md).
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: demo test check lint typecheck bench fuzz compare venv clean chromium screenshots
+.PHONY: demo test check lint typecheck bench fuzz compare docs venv clean chromium screenshots
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "react-engine needs Python 3.11+"'
@@ -33,7 +34,7 @@ $(STAMP): pyproject.toml react_engine/__init__.py | $(PY)
 	  echo ">> The first time, pip compiles llama-cpp-python from source: about 6 minutes on"; \
 	  echo ">> 2 cores (later runs reuse pip's cache and take seconds). Please wait..."; \
 	fi
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,local,plot,dbos]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,docs,local,plot,dbos]'
 	@touch $(STAMP)
 
 # BFCL's test data for `react-engine eval bfcl` (tests/eval/test_bfcl*.py need it). The wheel's
@@ -109,5 +110,10 @@ fuzz: $(STAMP)
 compare: $(STAMP)
 	$(PY) -m react_engine compare
 
+# Every ```python block of docs/ is run by tests/api/test_readme.py; --strict makes a broken
+# link or anchor an error.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -65,7 +65,8 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
         choices=list(protocol_names()),
         default="auto",
         help="how the model calls tools: native function calling, text ReAct, structured "
-        "JSON, or auto (what the model's registry entry says; default: auto)",
+        "JSON, minimal CALL/ANSWER lines, or auto (what the model's registry entry says; "
+        "default: auto)",
     )
     p.add_argument(
         "--template",

@@ -185,7 +185,8 @@ def format_step_plain(step: Step, *, width: int = 400) -> str:
 
 def stop_words(result: RunResult) -> str:
     """Why the run stopped, in plain words (the ``stop_reason`` code after them)."""
-    return reason_words(result.stop_reason, answered=result.answer is not None)
+    tools = [call.tool for call in result.tool_calls]
+    return reason_words(result.stop_reason, answered=result.answer is not None, tools=tools)
 
 
 def format_result(result: RunResult, *, color: bool = False, answer: bool = True) -> str:

@@ -45,7 +45,7 @@ _RUN_EXAMPLES = """\
 examples:
   react-engine run "What is the weather in Paris?" --local
   react-engine run "What is 6*7?" --base-url http://127.0.0.1:8080/v1 --model qwen2.5-7b
-  react-engine run -q "Weather in Tokyo?" --local > answer.txt
+  react-engine run -q "Weather in Tokyo?" --local --tool-choice required > answer.txt
   echo "Weather in Oslo, in Fahrenheit?" | react-engine run - --local
   react-engine run "Weather in Rome?" --tools ./mytools.py --protocol text --local
   react-engine run "Weather in Paris?" --dry-run --json --trace run.jsonl
@@ -65,6 +65,13 @@ def add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     run.add_argument("question", help="the question; - reads it from stdin")
     add_agent_options(run)
+    run.add_argument(
+        "--tool-choice",
+        choices=["auto", "required"],
+        default="auto",
+        help="'required': the first step must call a tool (then 'auto'), as the demo's does; "
+        "a small model may otherwise answer from memory",
+    )
     run.add_argument("--json", action="store_true", help="print the result as JSON, no live steps")
     run.set_defaults(handler=_cmd_run)
 
@@ -130,7 +137,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with endpoint(args, local_default=False) as ep:
         progress = RunProgress(args)
         agent = _shown_agent(args, ep, tools, progress)
-        result = answer(args, ep, agent, progress, question)
+        result = answer(args, ep, agent, progress, question, tool_choice=args.tool_choice)
     return 0 if result.answer is not None else EXIT_NO_ANSWER
 
 

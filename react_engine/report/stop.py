@@ -4,6 +4,8 @@ own types can reach it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = ["STOPPED", "reason_words"]
 
 STOPPED = {
@@ -20,9 +22,9 @@ STOPPED = {
 """Why a run stopped, in words, for each ``RunResult.stop_reason``."""
 
 
-def reason_words(reason: str, *, answered: bool) -> str:
+def reason_words(reason: str, *, answered: bool, tools: Sequence[str] = ()) -> str:
     """Why a run stopped for ``reason`` (with an answer, or not), in plain words, the code
-    after them."""
+    after them. ``tools``: the names of the calls the run made, one per call."""
     if reason in ("max_steps", "loop"):
         cause = (
             "the step budget was spent"
@@ -30,9 +32,19 @@ def reason_words(reason: str, *, answered: bool) -> str:
             else "the model kept repeating the same call"
         )
         if answered:
-            words = f"{cause}, so the model was asked for its final answer without more tools"
+            words = (
+                f"answered after {calls_made(tools)}; the final answer was asked for "
+                f"without tools once {cause}"
+            )
         else:
             words = f"{cause}, and no final answer came after it"
     else:
         words = STOPPED.get(reason, reason)
     return f"{words} ({reason})"
+
+
+def calls_made(tools: Sequence[str]) -> str:
+    """``"1 tool call (get_weather)"``, ``"3 tool calls (get_weather, calculator)"``."""
+    names = ", ".join(dict.fromkeys(tools))
+    n = len(tools)
+    return f"{n} tool call{'' if n == 1 else 's'}" + (f" ({names})" if names else "")

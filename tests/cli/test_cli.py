@@ -958,10 +958,25 @@ def test_a_forced_answer_says_so_in_plain_words(
     assert main([*argv, "--max-steps", "1"]) == 0
     err = capsys.readouterr().err
     assert (
-        "   stop reason: the step budget was spent, so the model was asked for its final "
-        "answer without more tools (max_steps)"
+        "   stop reason: answered after 1 tool call (get_weather); the final answer was "
+        "asked for without tools once the step budget was spent (max_steps)"
     ) in err.splitlines()
     assert "✓ the answer carries the temperature get_weather returned (14)" in err
+
+
+def test_run_tool_choice_required_makes_the_first_step_call_a_tool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A small model answers from memory; --tool-choice required sends that reply back."""
+    script = tmp_path / "memory.json"
+    call = {"tool_calls": [{"name": "get_weather", "arguments": {"location": "Paris"}}]}
+    replies = [{"content": "Paris, France."}, call, {"content": "Overcast, 14°C."}]
+    script.write_text(json.dumps({"function_calling": replies}))
+    argv = ["run", "Weather in Paris?", "--scripted", str(script), "-q"]
+    assert main([*argv, "--protocol", "function_calling"]) == 0
+    assert capsys.readouterr().out.strip() == "Paris, France."
+    assert main([*argv, "--protocol", "function_calling", "--tool-choice", "required"]) == 0
+    assert capsys.readouterr().out.strip() == "Overcast, 14°C."
 
 
 def test_compare_says_why_the_png_is_missing(

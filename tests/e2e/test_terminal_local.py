@@ -135,7 +135,8 @@ def test_the_demo_on_a_terminal_answers_from_the_tool(protocol: str, tmp_path: P
 
 
 def test_run_local_on_a_terminal_answers(tmp_path: Path) -> None:
-    """The README's first command line, in a terminal: the run ends with an answer."""
+    """A plain `run --local` in a terminal: the run ends with an answer (not judged here:
+    docs/cli.md says a small model free to answer from memory may be wrong)."""
     trace = tmp_path / "run.jsonl"
     argv = [sys.executable, "-m", "react_engine", "run", "--local"]
     status, shown = in_terminal([*argv, "What is the weather in Paris?", "--trace", str(trace)])
