@@ -23,7 +23,7 @@ from react_engine.testing.tools import get_weather
 @pytest.fixture
 def toy() -> Iterator[None]:
     saved = dict(selection.PROTOCOLS)
-    register("toy", lambda options: ToyProtocol())  # the one registry line
+    register(ToyProtocol)  # the one registry line
     yield
     selection.PROTOCOLS.clear()
     selection.PROTOCOLS.update(saved)
@@ -86,7 +86,7 @@ def test_an_unknown_name_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="unknown protocol 'nope'"):
         Agent("m", protocol="nope", client=ScriptedModel())
     with pytest.raises(ConfigurationError):
-        register("auto", lambda o: ToyProtocol())
+        register(ToyProtocol, name="auto")
 
 
 def test_auto_chooses_by_capability() -> None:
