@@ -39,7 +39,7 @@ from .protocols.base import (
     Protocol,
     RequestContext,
 )
-from .protocols.registry import shipped, shipped_names
+from .protocols.registry import shipped as _shipped_protocols
 from .run.agent import Agent, AgentConfig, Conversation
 from .tools.base import Tool, ToolAnnotations
 from .tools.decorator import tool
@@ -91,9 +91,10 @@ listed here: their registrations in :mod:`react_engine.protocols.registry` expor
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        value: Any = shipped(name)
-        if value is None:
+        entry = _shipped_protocols().get(name)
+        if entry is None:
             raise AttributeError(f"module 'react_engine' has no attribute {name!r}")
+        value: Any = entry.cls
     else:
         import importlib
 
@@ -170,4 +171,4 @@ __all__ = [
     "tool",
     "tool_call_reply",
 ]
-__all__ = sorted([*__all__, *shipped_names()])  # the shipped protocols, by their registrations
+__all__ = sorted([*__all__, *_shipped_protocols()])  # the shipped protocols, by their registrations

@@ -25,12 +25,12 @@ if TYPE_CHECKING:  # what type checkers, which cannot read the registry, see
 
 
 def __getattr__(name: str) -> Any:
-    cls = registry.shipped(name)
-    if cls is None:
+    entry = registry.shipped().get(name)
+    if entry is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = cls
-    return cls
+    globals()[name] = entry.cls
+    return entry.cls
 
 
 if not TYPE_CHECKING:  # type checkers read the imports above instead
-    __all__ = registry.shipped_names()
+    __all__ = list(registry.shipped())

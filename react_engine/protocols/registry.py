@@ -46,7 +46,6 @@ __all__ = [
     "register",
     "registration",
     "shipped",
-    "shipped_names",
 ]
 
 
@@ -110,7 +109,10 @@ class Registration:
         if not isinstance(self.protocol, str):
             return self.protocol
         module, _, name = self.protocol.partition(":")
-        found = getattr(import_module(module), name, None)
+        try:
+            found = getattr(import_module(module), name, None)
+        except ImportError as exc:
+            raise ConfigurationError(f"protocol {self.name!r}: cannot import {module}") from exc
         if not (isinstance(found, type) and issubclass(found, Protocol)):
             raise ConfigurationError(f"{self.protocol!r} names no Protocol class")
         return found
@@ -158,6 +160,8 @@ def register(
         if isinstance(protocol, str):
             raise ConfigurationError(f"a protocol registered by path ({protocol!r}) needs a name")
         name = protocol.name
+    if isinstance(protocol, str) and not all(protocol.partition(":")[::2]):
+        raise ConfigurationError(f"{protocol!r} is not a path like 'package.module:Class'")
     if not isinstance(protocol, str) and not (
         isinstance(protocol, type) and issubclass(protocol, Protocol)
     ):
@@ -290,34 +294,18 @@ def _runs_on(current: Protocol, only_from: str, capability: str) -> bool:
     return entry is not None and registration(current.name).requires == capability
 
 
-SHIPPED = f"{__package__}"
-"""Where the shipped protocols live: their classes are exported from there (and from
-``react_engine``) by their registrations, not by a list of names."""
-
-
-def shipped(class_name: str) -> type[Protocol] | None:
-    """The class of a shipped protocol by its class name (``"MinimalProtocol"``), imported
-    now; ``None`` when no shipped protocol has that name."""
-    for entry in list(PROTOCOLS.values()):
-        if entry.class_name == class_name and _is_shipped(entry):
-            return entry.cls
-    return None
-
-
-def shipped_names() -> list[str]:
-    """The class names of the shipped protocols, what ``react_engine`` exports."""
-    return [e.class_name for e in PROTOCOLS.values() if _is_shipped(e)]
-
-
-def _is_shipped(entry: Registration) -> bool:
-    where = entry.protocol if isinstance(entry.protocol, str) else entry.protocol.__module__
-    return where.startswith(f"{SHIPPED}.")
+def shipped() -> dict[str, Registration]:
+    """The shipped protocols (registered by a path in this package) by class name
+    (``"MinimalProtocol"``): what ``react_engine`` and ``react_engine.protocols`` export,
+    their modules imported on first use (:attr:`Registration.cls`)."""
+    here = f"{__package__}."
+    return {e.class_name: e for e in PROTOCOLS.values() if str(e.protocol).startswith(here)}
 
 
 def _builtin() -> None:
     """The shipped protocols, one line each (``"auto"`` takes the highest rank whose
     required capability holds)."""
-    at = f"{SHIPPED}."
+    at = f"{__package__}."
     register(at + "function_calling:FunctionCallingProtocol", name="function_calling",
              template_kind="function_calling", auto=30, requires="function_calling",
              native_calls=True)  # fmt: skip
