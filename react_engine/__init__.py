@@ -41,6 +41,7 @@ from .protocols.base import (
     Protocol,
     RequestContext,
 )
+from .protocols.registry import shipped as _shipped_protocols
 from .run.agent import Agent, AgentConfig, Conversation
 from .run.journal import JournalStore, set_store_opener
 from .tools.base import Tool, ToolAnnotations
@@ -64,15 +65,12 @@ from .types import (
 if TYPE_CHECKING:
     from .local import local_server
     from .parsing import RepairResult, parse_react, repair_json
-    from .protocols import FunctionCallingProtocol, StructuredOutputProtocol, TextReActProtocol
+    from .protocols import *  # noqa: F403 (the shipped protocols: registry.py exports them)
     from .protocols.prompts import PromptTemplate, list_templates, load_template
     from .testing import ScriptedModel, reply, tool_call_reply
     from .tools.mcp import MCPServerHTTP, MCPServerStdio, mcp_tools
 
 _LAZY = {
-    "FunctionCallingProtocol": "protocols",
-    "TextReActProtocol": "protocols",
-    "StructuredOutputProtocol": "protocols",
     "RepairResult": "parsing",
     "parse_react": "parsing",
     "repair_json": "parsing",
@@ -89,16 +87,21 @@ _LAZY = {
 }
 """Names imported on first use, so that ``import react_engine`` stays light: the protocols
 and their parsers load when a run chooses one, the launcher and the test doubles when they
-are used, and the ``openai`` SDK when a client is built."""
+are used, and the ``openai`` SDK when a client is built. The shipped protocols are not
+listed here: their registrations in :mod:`react_engine.protocols.registry` export them."""
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'react_engine' has no attribute {name!r}")
-    import importlib
+        entry = _shipped_protocols().get(name)
+        if entry is None:
+            raise AttributeError(f"module 'react_engine' has no attribute {name!r}")
+        value: Any = entry.cls
+    else:
+        import importlib
 
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
 
@@ -137,7 +140,6 @@ __all__ = [
     "ErrorBudgetExhausted",
     "FinalAnswer",
     "FormatError",
-    "FunctionCallingProtocol",
     "JSONRepairError",
     "MCPServerError",
     "MCPServerHTTP",
@@ -166,9 +168,7 @@ __all__ = [
     "ScriptedModel",
     "Step",
     "StoreError",
-    "StructuredOutputProtocol",
     "TemplateError",
-    "TextReActProtocol",
     "Tool",
     "ToolAnnotations",
     "ToolDefinitionError",
@@ -186,3 +186,4 @@ __all__ = [
     "tool",
     "tool_call_reply",
 ]
+__all__ = sorted([*__all__, *_shipped_protocols()])  # the shipped protocols, by their registrations

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from ..errors import ConfigurationError, ModelAPIError
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
+from ..transport.endpoint import API_KEY_ENV, base_url_from
 from ..transport.wire import mask_key, mask_url
 from .exits import one_line
 from .scripted import ScriptedReplies, script_from_args
@@ -40,7 +41,7 @@ class Endpoint:
     model: str
     base_url: str | None = None
     api_key: str | None = None
-    key_env: str = "OPENAI_API_KEY"
+    key_env: str = API_KEY_ENV
     local: bool = False
     client: ChatModel | None = field(default=None, compare=False)
     """A scripted model in place of an endpoint."""
@@ -62,7 +63,7 @@ def _env_model() -> str | None:
 
 def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
     explicit = getattr(args, "api_key_env", None)
-    env = explicit or "OPENAI_API_KEY"
+    env = explicit or API_KEY_ENV
     key = os.environ.get(env) or None
     if explicit and key is None:
         raise ConfigurationError(f"--api-key-env {explicit}: the environment variable is not set")
@@ -79,7 +80,7 @@ def configured_endpoint(
     key alone is often set for other programs). A base URL without a model name is an
     error for every command: that user meant their server.
     """
-    base_url = getattr(args, "base_url", None) or os.environ.get("OPENAI_BASE_URL") or None
+    base_url = base_url_from(getattr(args, "base_url", None))
     key, env = _api_key(args)
     flags = bool(getattr(args, "base_url", None) or models or getattr(args, "api_key_env", None))
     model = models[0] if models else _env_model()

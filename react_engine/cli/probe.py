@@ -50,17 +50,15 @@ def add_probe_parser(sub: Any) -> None:
 
 
 def run_probe_command(args: argparse.Namespace) -> int:
+    from ..transport.endpoint import connect
     from ..transport.learned import default_cache
-    from ..transport.openai_model import OpenAIChatModel
 
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise ConfigurationError(
             f"--timeout must be a positive number of seconds, not {args.timeout:g}"
         )
     with _probed_endpoint(args) as ep:
-        chat_model = OpenAIChatModel.connect(
-            ep.base_url, ep.api_key or "sk-no-key-required", asynchronous=True
-        )
+        chat_model = connect(ep.base_url, ep.api_key, asynchronous=True)
         result = asyncio.run(aprobe(chat_model, ep.model, timeout=args.timeout))
     cache = None if args.no_record or ep.local else default_cache()
     if cache is not None:

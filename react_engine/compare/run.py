@@ -34,7 +34,6 @@ import datetime as _dt
 import functools
 import itertools
 import math
-import os
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -48,7 +47,7 @@ from ..harness.runner import Job, Outcome, Progress, run_cases
 from ..harness.settings import agent_options
 from ..run.agent import Agent
 from ..transport.base import ChatModel
-from ..transport.openai_model import OpenAIChatModel
+from ..transport.endpoint import connect
 from ..types import RunResult
 from .suite import ProtocolName, Task, Transcript, check_result
 
@@ -328,11 +327,10 @@ def _task_run(
 def _shared_client(target: Target) -> ChatModel | None:
     """An async model at ``target``'s endpoint, resolved as :class:`Agent` resolves it;
     ``None`` where the agent would refuse the endpoint (it then says why)."""
-    url = target.base_url or os.environ.get("OPENAI_BASE_URL")
-    key = target.api_key or os.environ.get("OPENAI_API_KEY")
-    if not (url or key) or (url and not url.lower().startswith(("http://", "https://"))):
+    try:
+        return connect(target.base_url, target.api_key, asynchronous=True)
+    except ConfigurationError:
         return None
-    return OpenAIChatModel.connect(url, key or "sk-no-key-required", asynchronous=True)
 
 
 async def _run_job(job: Job, settings: CompareSettings, client: ChatModel | None) -> Outcome:

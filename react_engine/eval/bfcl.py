@@ -52,8 +52,8 @@ from ..protocols.registry import protocol_names
 from ..run.agent import Agent
 from ..testing import ScriptedModel, ScriptExhausted
 from ..transport.base import ChatModel
+from ..transport.endpoint import connect
 from ..transport.learned import CapabilityCache
-from ..transport.openai_model import OpenAIChatModel
 from ..types import (
     HistoryItem,
     ModelRequest,
@@ -527,9 +527,7 @@ async def _run_job(
 def _connect_live(endpoint: LiveEndpoint | None) -> ChatModel | None:
     if endpoint is None:
         return None
-    return OpenAIChatModel.connect(
-        endpoint.base_url, endpoint.api_key or "sk-no-key-required", asynchronous=True
-    )
+    return connect(endpoint.base_url, endpoint.api_key, asynchronous=True)
 
 
 def _ray_job(

@@ -588,8 +588,12 @@ def local_server(
     ``KeyboardInterrupt``)::
 
         with local_server() as ep:
-            client = openai.OpenAI(base_url=ep.base_url, api_key=ep.api_key)
-            client.chat.completions.create(model=ep.model, messages=..., stop=[...])
+            agent = Agent(ep.model, tools, base_url=ep.base_url, api_key=ep.api_key)
+            agent.run("...")
+
+    (``base_url`` and ``api_key`` are those of any OpenAI-compatible endpoint:
+    :func:`react_engine.transport.endpoint.connect` builds a chat model on them, and any
+    OpenAI client can use them too.)
     """
     server = LocalServer(
         model_path=model_path,

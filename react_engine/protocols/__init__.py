@@ -5,36 +5,32 @@ union), ``policy.py`` the rules every protocol shares, ``registry.py`` the regis
 the choice of a protocol per model, ``prompts.py`` the prompt templates, ``output.py`` the
 typed final answer (the schema a protocol asks for, the check of what came); ``decision.py``
 the vocabulary of a read reply (imported by the seam and the policy alike), ``shared.py``
-what every protocol reads and renders one way. The shipped protocols are one module each
-(``registry.py`` names them all): ``function_calling.py`` (native ``tools``/``tool_calls``),
-``text.py`` (Thought/Action/Observation text), ``structured.py`` (one JSON object per
-reply), and the smallest one, a template for your own. They load on first use, so that
+what every protocol reads and renders one way. The shipped protocols are one module each,
+and one registration each in ``registry.py``, which exports their classes from here:
+``function_calling.py`` (native ``tools``/``tool_calls``), ``text.py``
+(Thought/Action/Observation text), ``structured.py`` (one JSON object per reply), and
+``minimal.py``, the smallest one, a template for your own. They load on first use, so that
 the seam does not load them.
 """
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from .function_calling import FunctionCallingProtocol
-    from .structured import StructuredOutputProtocol
-    from .text import TextReActProtocol
+from . import registry
 
-_LAZY = {
-    "FunctionCallingProtocol": "function_calling",
-    "StructuredOutputProtocol": "structured",
-    "TextReActProtocol": "text",
-}
+if TYPE_CHECKING:  # what type checkers, which cannot read the registry, see
+    from .function_calling import FunctionCallingProtocol as FunctionCallingProtocol
+    from .minimal import MinimalProtocol as MinimalProtocol
+    from .structured import StructuredOutputProtocol as StructuredOutputProtocol
+    from .text import TextReActProtocol as TextReActProtocol
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    entry = registry.shipped().get(name)
+    if entry is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    globals()[name] = entry.cls
+    return entry.cls
 
 
-__all__ = ["FunctionCallingProtocol", "StructuredOutputProtocol", "TextReActProtocol"]
+if not TYPE_CHECKING:  # type checkers read the imports above instead
+    __all__ = list(registry.shipped())

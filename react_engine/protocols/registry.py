@@ -3,13 +3,15 @@
 Two tables, read by the agent and nothing else:
 
 * :data:`PROTOCOLS`, the registry: one :class:`Registration` per name, which carries all
-  that the rest of the package needs to know of a protocol (its factory, the kind of
-  prompt template it reads, its place in ``"auto"``'s choice, and how a scripted reply is
-  written in its format for the demo, the CLI's ``--scripted`` runs and the comparison).
+  that the rest of the package needs to know of a protocol (its class, the kind of
+  prompt template it reads, its place in ``"auto"``'s choice; the class says how it is
+  built and how a scripted reply is written in its format).
   ``Agent(protocol="text")`` looks the name up here, ``"auto"`` asks :func:`choose`, and
   the CLI, the comparison and the evaluation list their choices from it when they run, so
-  that a protocol registered later is accepted everywhere. A new protocol is one module
-  and one :func:`register` call (the shipped ones: one line each in :func:`_builtin`).
+  that a protocol registered later is accepted everywhere. A new protocol is one class
+  and one :func:`register` call (the shipped ones: one line each in :func:`_builtin`,
+  which is also what exports their classes from ``react_engine`` and
+  ``react_engine.protocols``: see :func:`shipped`).
 * what to do when a server rejects a parameter: :func:`adapt` applies the row of
   :data:`~react_engine.transport.rejections.REACTIONS` (beside the classifier that names
   the parameter) to the run's capabilities and protocol (a ``switch_to="auto"`` row: the
@@ -19,7 +21,7 @@ Two tables, read by the agent and nothing else:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Any
@@ -43,6 +45,7 @@ __all__ = [
     "protocol_names",
     "register",
     "registration",
+    "shipped",
 ]
 
 
@@ -54,9 +57,6 @@ class ProtocolOptions:
     template: str | None = None
     """The text template the user asked for; ``None`` lets the registry choose."""
     implicit_final_answer: bool = False
-
-
-ProtocolFactory = Callable[[ProtocolOptions], Protocol]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +79,16 @@ class ScriptStep:
         return cls(answer=reply.get("content") or "")
 
 
-ScriptWriter = Callable[[ScriptStep], list[dict[str, Any]]]
-"""A :class:`ScriptStep` as scripted replies (``{"content": ..., "tool_calls": [...]}``)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Registration:
     """Everything the package knows of one protocol, by name. Calling it builds the
-    protocol (it is the factory, so ``PROTOCOLS[name](options)`` keeps working)."""
+    protocol (``PROTOCOLS[name](options)``: the class's :meth:`Protocol.from_options
+    <react_engine.protocols.base.Protocol.from_options>`)."""
 
     name: str
-    factory: ProtocolFactory
+    protocol: type[Protocol] | str
+    """The class, or where it lives (``"package.module:Class"``), imported when a run first
+    builds it: how the shipped protocols keep ``import react_engine`` light."""
     template_kind: str | None = None
     """The ``kind`` of the prompt templates it reads (one of
     :data:`react_engine.protocols.prompts.TEMPLATE_KINDS`), or ``None`` when it reads none."""
@@ -103,16 +102,35 @@ class Registration:
     native_calls: bool = False
     """Whether its requests carry the tools natively (a scripted reply to them may hold
     ``tool_calls``)."""
-    script: ScriptWriter | None = None
-    """How a scripted reply is written in its format (see :meth:`Protocol.script
-    <react_engine.protocols.base.Protocol.script>`); ``None``: native ``tool_calls``."""
+
+    @property
+    def cls(self) -> type[Protocol]:
+        """The protocol's class (its module imported now if it was registered by path)."""
+        if not isinstance(self.protocol, str):
+            return self.protocol
+        module, _, name = self.protocol.partition(":")
+        try:
+            found = getattr(import_module(module), name, None)
+        except ImportError as exc:
+            raise ConfigurationError(f"protocol {self.name!r}: cannot import {module}") from exc
+        if not (isinstance(found, type) and issubclass(found, Protocol)):
+            raise ConfigurationError(f"{self.protocol!r} names no Protocol class")
+        return found
+
+    @property
+    def class_name(self) -> str:
+        """The class's name, read without importing its module."""
+        if isinstance(self.protocol, str):
+            return self.protocol.rpartition(":")[2]
+        return self.protocol.__name__
 
     def __call__(self, options: ProtocolOptions) -> Protocol:
-        return self.factory(options)
+        return self.cls.from_options(options)
 
     def write(self, step: ScriptStep) -> list[dict[str, Any]]:
-        """``step`` as scripted replies in this protocol's format."""
-        return (self.script or Protocol.script)(step)
+        """``step`` as scripted replies in this protocol's format (its
+        :meth:`Protocol.script <react_engine.protocols.base.Protocol.script>`)."""
+        return self.cls.script(step)
 
     def scripted(self, replies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """A scripted transcript in the native format (``content``, ``tool_calls``),
@@ -126,17 +144,28 @@ PROTOCOLS: dict[str, Registration] = {}
 
 
 def register(
-    name: str,
-    factory: ProtocolFactory,
+    protocol: type[Protocol] | str,
     *,
+    name: str | None = None,
     template_kind: str | None = None,
     auto: int | None = None,
     requires: str | None = None,
     native_calls: bool = False,
-    script: ScriptWriter | None = None,
 ) -> Registration:
-    """Make ``factory`` available as ``Agent(protocol=name)``, everywhere a protocol is
-    named (a later call replaces it); see :class:`Registration` for the rest."""
+    """Make the ``protocol`` class (or the ``"module:Class"`` that holds it) available as
+    ``Agent(protocol=name)``, everywhere a protocol is named; ``name`` defaults to the
+    class's :attr:`~react_engine.protocols.base.Protocol.name` (a later call replaces it).
+    See :class:`Registration` for the rest."""
+    if name is None:
+        if isinstance(protocol, str):
+            raise ConfigurationError(f"a protocol registered by path ({protocol!r}) needs a name")
+        name = protocol.name
+    if isinstance(protocol, str) and not all(protocol.partition(":")[::2]):
+        raise ConfigurationError(f"{protocol!r} is not a path like 'package.module:Class'")
+    if not isinstance(protocol, str) and not (
+        isinstance(protocol, type) and issubclass(protocol, Protocol)
+    ):
+        raise ConfigurationError(f"{protocol!r} is not a Protocol class")
     if not name or name == "auto":
         raise ConfigurationError(f"{name!r} cannot name a protocol")
     if requires is not None and not isinstance(getattr(Capabilities(), requires, None), bool):
@@ -146,7 +175,7 @@ def register(
 
         if template_kind not in TEMPLATE_KINDS:
             raise ConfigurationError(f"{template_kind!r} is not a kind of prompt template")
-    entry = Registration(name, factory, template_kind, auto, requires, native_calls, script)
+    entry = Registration(name, protocol, template_kind, auto, requires, native_calls)
     PROTOCOLS[name] = entry
     return entry
 
@@ -159,8 +188,6 @@ def registration(name: str) -> Registration:
         raise ConfigurationError(
             f"unknown protocol {name!r}: use one of {known} or a Protocol instance"
         )
-    if not isinstance(entry, Registration):  # a bare factory stored by older code
-        entry = Registration(name, entry)
     return entry
 
 
@@ -267,30 +294,24 @@ def _runs_on(current: Protocol, only_from: str, capability: str) -> bool:
     return entry is not None and registration(current.name).requires == capability
 
 
-def _shipped(module: str, cls: str) -> tuple[ProtocolFactory, ScriptWriter]:
-    """The factory and script writer of a protocol shipped in ``react_engine.protocols``:
-    its module (and its parser) is imported when a run first builds it."""
-
-    def load() -> type[Protocol]:
-        found: type[Protocol] = getattr(import_module(f"{__package__}.{module}"), cls)
-        return found
-
-    return (lambda options: load().from_options(options)), (lambda step: load().script(step))
-
-
-def _ship(name: str, cls: str, **entry: Any) -> None:
-    factory, script = _shipped(name, cls)
-    register(name, factory, script=script, **entry)
+def shipped() -> dict[str, Registration]:
+    """The shipped protocols (registered by a path in this package) by class name
+    (``"MinimalProtocol"``): what ``react_engine`` and ``react_engine.protocols`` export,
+    their modules imported on first use (:attr:`Registration.cls`)."""
+    here = f"{__package__}."
+    return {e.class_name: e for e in PROTOCOLS.values() if str(e.protocol).startswith(here)}
 
 
 def _builtin() -> None:
     """The shipped protocols, one line each (``"auto"`` takes the highest rank whose
     required capability holds)."""
-    _ship("function_calling", "FunctionCallingProtocol", template_kind="function_calling",
-          auto=30, requires="function_calling", native_calls=True)  # fmt: skip
-    _ship("text", "TextReActProtocol", template_kind="text", auto=20)
-    _ship("structured", "StructuredOutputProtocol", template_kind="structured")
-    _ship("minimal", "MinimalProtocol", auto=10)
+    at = f"{__package__}."
+    register(at + "function_calling:FunctionCallingProtocol", name="function_calling",
+             template_kind="function_calling", auto=30, requires="function_calling",
+             native_calls=True)  # fmt: skip
+    register(at + "text:TextReActProtocol", name="text", template_kind="text", auto=20)
+    register(at + "structured:StructuredOutputProtocol", name="structured", template_kind="structured")  # fmt: skip  # noqa: E501
+    register(at + "minimal:MinimalProtocol", name="minimal", auto=10)
 
 
 _builtin()

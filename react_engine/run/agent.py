@@ -33,6 +33,7 @@ from ..tools.base import Tool
 from ..tools.decorator import as_tools
 from ..transport.base import ChatModel
 from ..transport.capabilities import Capabilities, CapabilityRegistry, default_registry
+from ..transport.endpoint import api_key_from, connect
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key, mask_url
@@ -314,7 +315,7 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(f"base_url must be a str, not {describe(base_url)}")
         if api_key is not None and not isinstance(api_key, str):  # its value is not shown
             raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY")
+        self._api_key = api_key_from(api_key)
         self._model_sync, self._model_async = self._connect(client, base_url, self._api_key)
         self._own_client = not isinstance(client, ChatModel)  # an endpoint the agent reaches
         self.base_url = self._model_async.base_url
@@ -346,20 +347,9 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(
                 f"client must be an openai client or a ChatModel, not {type(client).__name__}"
             )
-        url = base_url or os.environ.get("OPENAI_BASE_URL")
-        if url and not url.lower().startswith(("http://", "https://")):
-            raise ConfigurationError(
-                f"base_url must be an http:// or https:// URL, not {mask_url(url)!r} "
-                "(for example http://localhost:8080/v1)"
-            )
-        if not url and not api_key:
-            raise ConfigurationError(
-                "no endpoint: pass client=, base_url= or api_key=, set OPENAI_BASE_URL / "
-                "OPENAI_API_KEY, or start the embedded model with react_engine.local_server()"
-            )
         # One async client (one per event loop) for both APIs: ``agent.run()`` drives it on
         # its thread's kept loop (react_engine/runtime.py), with no worker thread per request.
-        model = OpenAIChatModel.connect(url, api_key or "sk-no-key-required", asynchronous=True)
+        model = connect(base_url, api_key, asynchronous=True)
         return model, model
 
     def __repr__(self) -> str:

@@ -26,6 +26,7 @@ EXPECTED = {
     "MCPServerHTTP",
     "MCPServerStdio",
     "MCPToolError",
+    "MinimalProtocol",
     "ModelAPIError",
     "ModelBehaviorError",
     "ModelRequest",
@@ -79,6 +80,25 @@ def test_all_is_pinned() -> None:
 def test_every_exported_name_exists() -> None:
     for name in react_engine.__all__:
         assert getattr(react_engine, name) is not None, name
+
+
+def test_every_shipped_protocol_is_exported_by_its_registration() -> None:
+    """``react_engine.X`` and ``react_engine.protocols.X`` are the class the registry builds,
+    for every shipped protocol, the minimal one included."""
+    import react_engine.protocols
+    from react_engine.protocols.registry import PROTOCOLS, ProtocolOptions
+
+    shipped = [e for e in PROTOCOLS.values() if isinstance(e.protocol, str)]
+    assert {e.name for e in shipped} == {"function_calling", "text", "structured", "minimal"}
+    for entry in shipped:
+        cls = getattr(react_engine, entry.class_name)
+        assert cls is getattr(react_engine.protocols, entry.class_name) is entry.cls
+        assert type(entry(ProtocolOptions(react_engine.Capabilities()))) is cls
+        assert entry.class_name in react_engine.__all__
+        assert entry.class_name in react_engine.protocols.__all__
+    from react_engine import MinimalProtocol
+
+    assert MinimalProtocol.name == "minimal"
 
 
 def test_errors_share_one_root() -> None:

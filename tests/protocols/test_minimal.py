@@ -1,7 +1,8 @@
 """The fourth shipped protocol, ``minimal``, is accepted everywhere a protocol is named.
 
-It ships as one module (``react_engine/protocols/minimal.py``) and one registry line, and
-nothing else in the package names it: the agent, the CLI's ``--protocol``, the scripted
+It ships as one module (``react_engine/protocols/minimal.py``) and one registry line (which
+also exports it from ``react_engine``), and nothing else in the package names it but the
+import type checkers read: the agent, the CLI's ``--protocol``, the scripted
 router behind ``--dry-run``/``--scripted``, ``compare``, ``eval bfcl`` and ``auto``'s
 choice all read the registry when they run. The last tests register a protocol after
 import and check that the same places accept it.
@@ -63,20 +64,23 @@ def registry() -> Iterator[None]:
 # --- the protocol ----------------------------------------------------------------------------
 
 
-def test_it_is_named_in_two_places_only() -> None:
-    """Its module, and the one registry line; no list of protocols elsewhere names it."""
+def test_it_is_named_in_three_places_only() -> None:
+    """Its module, the one registry line (which exports it), and the one import that type
+    checkers read; no list of protocols elsewhere names it."""
     naming = sorted(
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
         if re.search(r"""["']minimal["']|\bMinimalProtocol\b""", path.read_text("utf-8"))
     )
-    assert naming == ["protocols/minimal.py", "protocols/registry.py"]
+    assert naming == ["protocols/__init__.py", "protocols/minimal.py", "protocols/registry.py"]
+    typed = (PACKAGE / "protocols" / "__init__.py").read_text("utf-8")
+    assert typed.count("MinimalProtocol") == 2  # ``from .minimal import X as X``
     line = [
         ln
         for ln in (PACKAGE / "protocols" / "registry.py").read_text("utf-8").splitlines()
         if '"minimal"' in ln
     ]
-    assert len(line) == 1 and line[0].strip().startswith("_ship(")
+    assert len(line) == 1 and line[0].strip().startswith("register(")
 
 
 def test_a_run_calls_a_tool_and_answers() -> None:
@@ -236,7 +240,10 @@ def test_a_protocol_registered_later_is_accepted_everywhere(
     from react_engine.compare.suite import named_protocols
     from react_engine.eval.bfcl import eval_protocols
 
-    register("toy", lambda options: ToyProtocol(), script=MinimalProtocol.script)
+    class ScriptedToy(ToyProtocol):
+        script = staticmethod(MinimalProtocol.script)
+
+    register(ScriptedToy)
     assert "toy" in protocol_names()
     assert "toy" in named_protocols()
     assert "toy" in eval_protocols()

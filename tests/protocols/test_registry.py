@@ -23,7 +23,7 @@ from react_engine.testing.tools import get_weather
 @pytest.fixture
 def toy() -> Iterator[None]:
     saved = dict(selection.PROTOCOLS)
-    register("toy", lambda options: ToyProtocol())  # the one registry line
+    register(ToyProtocol)  # the one registry line
     yield
     selection.PROTOCOLS.clear()
     selection.PROTOCOLS.update(saved)
@@ -86,7 +86,7 @@ def test_an_unknown_name_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="unknown protocol 'nope'"):
         Agent("m", protocol="nope", client=ScriptedModel())
     with pytest.raises(ConfigurationError):
-        register("auto", lambda o: ToyProtocol())
+        register(ToyProtocol, name="auto")
 
 
 def test_auto_chooses_by_capability() -> None:
@@ -139,3 +139,24 @@ def test_the_reaction_table() -> None:
         adapt("reasoning_content_missing", current=fc, spec="auto", options=on, model="m", url="u")
         is None
     )
+
+
+def test_a_registration_holds_the_class_or_its_path(toy: None) -> None:
+    """``register`` takes the class (named by its ``name``) or ``"module:Class"``, imported
+    when a run first builds it; a wrong one is a configuration error, never a crash."""
+    entry = register("support.toy_protocol:ToyProtocol", name="toy_by_path")
+    assert entry.class_name == "ToyProtocol" and entry.cls is ToyProtocol
+    agent = Agent("m", protocol="toy_by_path", client=ScriptedModel(["ANSWER by path"]))
+    assert agent.run("q").answer == "by path"
+    with pytest.raises(ConfigurationError, match="not a path like"):
+        register("support.toy_protocol", name="nope")
+    with pytest.raises(ConfigurationError, match="not a Protocol class"):
+        register(ScriptedModel, name="nope")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="needs a name"):
+        register("support.toy_protocol:ToyProtocol")
+    register("no_such_module_here:X", name="missing")
+    with pytest.raises(ConfigurationError, match="cannot import no_such_module_here"):
+        Agent("m", protocol="missing", client=ScriptedModel()).run("q")
+    named_wrong = register("support.toy_protocol:get_weather", name="wrong")
+    with pytest.raises(ConfigurationError, match="names no Protocol class"):
+        assert named_wrong.cls is None

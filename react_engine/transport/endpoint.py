@@ -1,0 +1,64 @@
+"""Where a model is: the engine's one rule from a base URL and an API key to a chat model.
+
+:func:`connect` is what the agent, the CLI's commands, the comparison and the evaluation
+call to reach an OpenAI-compatible endpoint, so that they agree on it:
+
+* the URL is ``base_url``, else ``$OPENAI_BASE_URL`` (:func:`base_url_from`); it must be
+  an ``http://`` or ``https://`` URL, and an error shows it masked;
+* the key is ``api_key``, else ``$OPENAI_API_KEY`` (:func:`api_key_from`); a server that
+  wants none (a local one) gets :data:`NO_KEY`;
+* with neither, there is no endpoint: a :class:`~react_engine.errors.ConfigurationError`
+  says how to give one;
+* the model owns its client (:meth:`OpenAIChatModel.connect
+  <react_engine.transport.openai_model.OpenAIChatModel.connect>`: the SDK's retries off,
+  one async client per event loop, the attempt timeout, the key masked in its ``repr``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigurationError
+from .wire import mask_url
+
+if TYPE_CHECKING:
+    from .openai_model import OpenAIChatModel
+
+__all__ = ["API_KEY_ENV", "BASE_URL_ENV", "NO_KEY", "api_key_from", "base_url_from", "connect"]
+
+BASE_URL_ENV = "OPENAI_BASE_URL"
+API_KEY_ENV = "OPENAI_API_KEY"
+NO_KEY = "sk-no-key-required"
+"""The key sent to a server that asked for none (the SDK requires one)."""
+
+
+def base_url_from(base_url: str | None) -> str | None:
+    """``base_url``, else ``$OPENAI_BASE_URL``; ``None`` when neither is set."""
+    return base_url or os.environ.get(BASE_URL_ENV) or None
+
+
+def api_key_from(api_key: str | None) -> str | None:
+    """``api_key``, else ``$OPENAI_API_KEY``; ``None`` when neither is set."""
+    return api_key or os.environ.get(API_KEY_ENV) or None
+
+
+def connect(
+    base_url: str | None = None, api_key: str | None = None, *, asynchronous: bool
+) -> OpenAIChatModel:
+    """A chat model for the endpoint at ``base_url`` with ``api_key``, by the rule above
+    (blocking calls, or ``asynchronous``)."""
+    url, key = base_url_from(base_url), api_key_from(api_key)
+    if url and not url.lower().startswith(("http://", "https://")):
+        raise ConfigurationError(
+            f"base_url must be an http:// or https:// URL, not {mask_url(url)!r} "
+            "(for example http://localhost:8080/v1)"
+        )
+    if not url and not key:
+        raise ConfigurationError(
+            f"no endpoint: pass client=, base_url= or api_key=, set {BASE_URL_ENV} / "
+            f"{API_KEY_ENV}, or start the embedded model with react_engine.local_server()"
+        )
+    from .openai_model import OpenAIChatModel  # the SDK loads with the first client
+
+    return OpenAIChatModel.connect(url, key or NO_KEY, asynchronous=asynchronous)
