@@ -33,10 +33,11 @@ from integrations.dbos_support import (  # noqa: E402
     three_written_calls,
     without_ids,
 )
-from react_engine.store.runs import MAYBE_RAN  # noqa: E402
 from react_engine.testing import ScriptedServer  # noqa: E402
+from react_engine.wording import Note, ObservationCode  # noqa: E402
 
 __all__ = ["pg_uri", "sysdb"]  # the fixtures
+MAYBE_RAN = Note(ObservationCode.MAYBE_RAN)  # a call in flight at the crash, not idempotent
 
 pytestmark = pytest.mark.slow  # worker processes killed and recovered
 
