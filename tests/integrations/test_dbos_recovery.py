@@ -75,6 +75,17 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     yield without_ids(out)
 
 
+def test_the_blocking_run_called_where_an_event_loop_runs_gives_the_same_run(
+    tmp_path: Path, baseline: dict[str, Any]
+) -> None:
+    db = f"sqlite:///{tmp_path / 'dbos.db'}"
+    with ScriptedServer(default=three_calls) as server:
+        code, out = finish(start(db, server.base_url, tmp_path, "run", "b", "--blocking"))
+        assert code == 0 and out is not None and len(server.requests) == 4
+    assert without_ids(out) == baseline
+    assert effects(tmp_path) == {"b:1": 1, "b:2": 1, "b:3": 1}
+
+
 @pytest.mark.parametrize("at", [2, 4])
 def test_killed_during_a_model_request_the_run_is_finished_by_another_worker(
     tmp_path: Path, sysdb: str, baseline: dict[str, Any], at: int
