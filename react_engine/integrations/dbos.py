@@ -307,7 +307,13 @@ class DBOSJournal(RunJournal):
     nothing. It draws each call's step numbers when the reply is read, knows from the steps
     recorded before this execution which call was in flight when a process died, and keeps
     the run's replies and calls in memory, to replay them when the workflow goes on after
-    an approval."""
+    an approval.
+
+    The replay is the run store's (:class:`~react_engine.store.runs.RunJournal`: each
+    reply read again by the protocol that first read it, each verdict matched to its call),
+    so this is a ``RunJournal``; it has no store, and overrides each method that would
+    write to one (:meth:`RunJournal.load` is never called: DBOS, not ``agent.resume``,
+    recovers a workflow)."""
 
     recorded: frozenset[int] = frozenset()
     """The step numbers recorded before this execution (an earlier process's)."""
