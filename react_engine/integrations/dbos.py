@@ -15,7 +15,7 @@ runs them, before ``DBOS.launch()``). In a run:
   neither read-only nor idempotent records a "started" step. A recovered run whose call
   had started and not finished (the process died inside the tool) runs it again only if
   the tool is read-only or idempotent; otherwise the model is told it may or may not have
-  happened, in the run store's words (:data:`~react_engine.store.runs.MAYBE_RAN`).
+  happened, in the run store's words (``ObservationCode.MAYBE_RAN``).
 
 A reply's calls run concurrently, so their steps are numbered when the reply is read
 (``DBOS.reserve_step``), in the reply's order: a recovered run gives each call the step
@@ -38,6 +38,7 @@ import contextlib
 import contextvars
 import copy
 import dataclasses
+import logging
 import pickle
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,11 +49,14 @@ from dbos import DBOS, DBOSClient, Queue, SetEnqueueOptions, StepReservation, Wo
 from ..errors import ConfigurationError
 from ..protocols.base import CallTools, Decision
 from ..run.agent import Agent
+from ..runtime import DeadlinePassed, run_coroutine
+from ..store.approvals import Waiting, bind, call_digest
 from ..store.codec import dump_item, dump_reply, load_item, load_reply
-from ..store.runs import RunJournal, RunStore, idempotent
+from ..store.runs import RunJournal, RunStore
 from ..tools.base import Tool
 from ..transport.base import ChatModel
 from ..types import (
+    ActionRecord,
     HistoryItem,
     ModelRequest,
     ModelResponse,
@@ -81,6 +85,7 @@ PENDING_EVENT = "react_engine.pending"
 STEPS_STREAM = "react_engine.steps"
 """The workflow's stream of its steps, each written as it is done (:func:`steps`)."""
 WEEK = 7 * 24 * 3600.0
+log = logging.getLogger(__name__)
 
 
 class Limiter(TypedDict):
@@ -260,8 +265,6 @@ class Raised:
 
     @classmethod
     def of(cls, exc: Exception, timeout: float | None) -> Raised:
-        from ..run._threads import DeadlinePassed
-
         if isinstance(exc, DeadlinePassed):
             return cls(None, type(exc).__name__, str(exc), (timeout or 0.0, exc.started))
         try:
@@ -271,8 +274,6 @@ class Raised:
         return cls(kept, type(exc).__name__, str(exc))
 
     def exception(self) -> Exception:
-        from ..run._threads import DeadlinePassed
-
         if self.deadline is not None:
             return DeadlinePassed(self.deadline[0], started=self.deadline[1])
         if self.error is not None:
@@ -306,7 +307,13 @@ class DBOSJournal(RunJournal):
     nothing. It draws each call's step numbers when the reply is read, knows from the steps
     recorded before this execution which call was in flight when a process died, and keeps
     the run's replies and calls in memory, to replay them when the workflow goes on after
-    an approval."""
+    an approval.
+
+    The replay is the run store's (:class:`~react_engine.store.runs.RunJournal`: each
+    reply read again by the protocol that first read it, each verdict matched to its call),
+    so this is a ``RunJournal``; it has no store, and overrides each method that would
+    write to one (:meth:`RunJournal.load` is never called: DBOS, not ``agent.resume``,
+    recovers a workflow)."""
 
     recorded: frozenset[int] = frozenset()
     """The step numbers recorded before this execution (an earlier process's)."""
@@ -315,6 +322,8 @@ class DBOSJournal(RunJournal):
     reserved: dict[str, tuple[StepReservation, StepReservation]] = field(default_factory=dict)
     published: int = 0
     """The steps written to the workflow's stream so far."""
+    waiting: dict[str, Waiting] = field(default_factory=dict)
+    """The calls awaiting a verdict, by key."""
 
     @contextlib.asynccontextmanager
     async def held(self) -> AsyncIterator[RunJournal]:
@@ -357,7 +366,7 @@ class DBOSJournal(RunJournal):
             tool is not None
             and tool.requires_approval
             and self.deferring
-            and record.id not in self.approvals
+            and self.approval(record) is None
         ):
             return False  # it waited for its approval then, and does now
         started, finished = steps[0].step_id, steps[1].step_id
@@ -370,7 +379,7 @@ class DBOSJournal(RunJournal):
         if steps is None:
             return
         tool = self.tools.get(record.tool)
-        if tool is not None and not idempotent(tool):
+        if tool is not None and not (tool.annotations.idempotent or tool.annotations.read_only):
             await steps[0].run_async({"name": f"react_engine.call_started {record.tool}"}, _nothing)
         self.calls[key] = ("started", record)
 
@@ -394,10 +403,30 @@ class DBOSJournal(RunJournal):
     async def failed(self, error: BaseException) -> None:
         pass
 
+    def defer(self, record: ActionRecord) -> None:
+        """This call waits for its verdict (:meth:`rewind` binds one to it)."""
+        key = self._key(record)
+        self.waiting[key] = Waiting(key, call_digest(record), record)
+
     def rewind(self, verdicts: Mapping[str, bool]) -> None:
         """Before the run is taken again from its question with ``verdicts``: its replies
-        and finished calls are served from memory, then it goes on live."""
-        self.approvals.update(verdicts)
+        and finished calls are served from memory, then it goes on live.
+
+        Each verdict is bound to the waiting call of its id (its reply, tool and arguments:
+        :mod:`react_engine.store.approvals`); one naming no waiting call is logged and left
+        out, and the run waits on."""
+        known = {
+            k: v for k, v in verdicts.items() if k in {w.call.id for w in self.waiting.values()}
+        }
+        if len(known) < len(verdicts):
+            log.warning(
+                "run %s: no call awaits approval under %s",
+                self.run_id,
+                ", ".join(repr(k) for k in verdicts if k not in known),
+            )
+        for _, key, body in bind(self.run_id, list(self.waiting.values()), known):
+            self.approvals[key] = (body["approved"] is True, body["digest"])
+            del self.waiting[key]
         self.protocol = str(self.header.get("protocol") or self.protocol or "")
         self.reply_no = 0
         self.live = None
@@ -525,9 +554,7 @@ class DBOSAgent(Generic[OutputT]):
 
     def run(self, question: str, **options: Any) -> RunResult[OutputT]:
         """:meth:`arun`, blocking."""
-        import asyncio
-
-        return asyncio.run(self.arun(question, **options))
+        return run_coroutine(self.arun(question, **options))
 
     @staticmethod
     def _args(

@@ -33,10 +33,11 @@ from integrations.dbos_support import (  # noqa: E402
     three_written_calls,
     without_ids,
 )
-from react_engine.store.runs import MAYBE_RAN  # noqa: E402
 from react_engine.testing import ScriptedServer  # noqa: E402
+from react_engine.wording import Note, ObservationCode  # noqa: E402
 
 __all__ = ["pg_uri", "sysdb"]  # the fixtures
+MAYBE_RAN = Note(ObservationCode.MAYBE_RAN)  # a call in flight at the crash, not idempotent
 
 pytestmark = pytest.mark.slow  # worker processes killed and recovered
 
@@ -72,6 +73,17 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         assert code == 0 and out is not None and len(server.requests) == 4
     assert out["answer"] == ANSWER
     yield without_ids(out)
+
+
+def test_the_blocking_run_called_where_an_event_loop_runs_gives_the_same_run(
+    tmp_path: Path, baseline: dict[str, Any]
+) -> None:
+    db = f"sqlite:///{tmp_path / 'dbos.db'}"
+    with ScriptedServer(default=three_calls) as server:
+        code, out = finish(start(db, server.base_url, tmp_path, "run", "b", "--blocking"))
+        assert code == 0 and out is not None and len(server.requests) == 4
+    assert without_ids(out) == baseline
+    assert effects(tmp_path) == {"b:1": 1, "b:2": 1, "b:3": 1}
 
 
 @pytest.mark.parametrize("at", [2, 4])

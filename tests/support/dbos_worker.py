@@ -18,7 +18,8 @@ effect; ``--slow-in-tool K``: the K-th call overruns its timeout; ``--fail-in-to
 the K-th call raises. ``--idempotent`` marks ``act`` idempotent. ``--approval``: ``act`` requires
 approval (the run waits for one). ``--typed``: the run's ``output_type`` is ``Done``.
 ``--session ID --sessions FILE``: the run is a turn of the SQLite session ID in FILE.
-``--question``: the run's question ("go"). ``--protocol``: the agent's (function calling).
+``--question``: the run's question ("go"). ``--blocking``: the run is started with the
+blocking ``DBOSAgent.run``, from inside a running event loop. ``--protocol``: the agent's (function calling).
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ def transcript(result: Any) -> dict[str, Any]:
 
 async def result_of(durable: DBOSAgent[str], args: argparse.Namespace) -> Any:
     mode, workflow_id = args.mode, args.name
+    if args.blocking:  # DBOSAgent.run, called where an event loop runs
+        return durable.run(args.question, workflow_id=workflow_id)
     if mode == "run":
         options: dict[str, Any] = {"output_type": Done} if args.typed else {}
         handle = await durable.start(
@@ -139,6 +142,7 @@ def main() -> None:
     parser.add_argument("--period", type=float, default=1.0)
     parser.add_argument("--question", default="go")
     parser.add_argument("--typed", action="store_true")
+    parser.add_argument("--blocking", action="store_true")
     parser.add_argument("--protocol", default="function_calling")
     parser.add_argument("--session")
     parser.add_argument("--sessions", help="the SQLite file of the sessions")
