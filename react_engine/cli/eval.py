@@ -14,23 +14,13 @@ from typing import Any
 
 from .. import __version__
 from ..errors import ConfigurationError
-from ..eval.bfcl import (
-    BFCL_PROMPT,
-    DEFAULT_PROTOCOLS,
-    AnyCase,
-    EvalSettings,
-    LiveEndpoint,
-    Recorded,
-    default_recordings,
-    eval_protocols,
-    format_report,
-    load_recording,
-    report_json,
-    run_bfcl,
-    save_recording,
-)
+from ..eval.bfcl import DEFAULT_PROTOCOLS, AnyCase, LiveEndpoint, eval_protocols, run_bfcl
+from ..eval.bfcl_case import EvalSettings
 from ..eval.bfcl_data import CATEGORIES, DEFAULT_CATEGORIES, load_cases
 from ..eval.bfcl_multi_turn import MULTI_TURN_CATEGORIES, load_multi_turn_cases
+from ..eval.bfcl_prompt import BFCL_PROMPT
+from ..eval.bfcl_recording import Recorded, default_recordings, load_recording, save_recording
+from ..eval.bfcl_report import format_report, report_json
 from ..harness.report import json_text
 from .endpoint import local_endpoint, required_endpoint
 from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options

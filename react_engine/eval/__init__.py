@@ -1,10 +1,11 @@
 """Benchmarks run through the engine: ``react-engine eval bfcl`` (:mod:`.bfcl`)."""
 
-from .bfcl import DEFAULT_PROTOCOLS, Report, bfcl_summary, eval_protocols, format_report, run_bfcl
+from .bfcl import DEFAULT_PROTOCOLS, eval_protocols, run_bfcl
 from .bfcl_checker import Call, Verdict, check_calls
 from .bfcl_data import CATEGORIES, Case, case_tools, load_cases, to_json_schema
 from .bfcl_multi_turn import MULTI_TURN_CATEGORIES, MultiTurnCase, load_multi_turn_cases
 from .bfcl_prompt import BfclPromptProtocol
+from .bfcl_report import Report, bfcl_summary, format_report
 
 __all__ = [
     "CATEGORIES",

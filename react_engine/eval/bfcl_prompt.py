@@ -32,7 +32,10 @@ from ..protocols.text import TextReActProtocol
 from ..types import Constraint, ModelResponse
 from .bfcl_data import INSTALL_HINT, PYTHON_HINT, BfclDataMissing, api_name
 
-__all__ = ["BfclPromptProtocol", "bfcl_system_prompt", "parse_python_calls"]
+__all__ = ["BFCL_PROMPT", "BfclPromptProtocol", "bfcl_system_prompt", "parse_python_calls"]
+
+BFCL_PROMPT = "bfcl-prompt"
+"""The name of this protocol in the eval: run with ``--protocol bfcl-prompt``."""
 
 
 def _prompts() -> Any:

@@ -10,7 +10,7 @@
   tool choice, a capability cache of its own).
 
 The front ends keep what is theirs: :mod:`react_engine.compare` its tasks, checker and
-trace metrics, :mod:`react_engine.eval.bfcl` its cases, grading and recordings; the
+trace metrics, :mod:`react_engine.eval` its cases, grading and recordings; the
 commands are :mod:`react_engine.cli.compare` and :mod:`react_engine.cli.eval`.
 """
 

@@ -18,7 +18,6 @@ city or a city and a unit is a guess.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 from ..wording import Note, ObservationCode
 from . import patterns as P
 from .common import unfence
-from .duplicates import object_from_pairs
+from .duplicates import DECODER
 
 __all__ = ["AMBIGUOUS", "TextArguments", "read_text_arguments"]
 
@@ -35,7 +34,6 @@ AMBIGUOUS = Note(ObservationCode.AMBIGUOUS_PAIRS)
 
 _SEPARATORS = ",，\n"
 _QUOTES = "\"'“”‘’"
-_DECODER = json.JSONDecoder(object_pairs_hook=object_from_pairs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +95,7 @@ def _json_literal(raw: str) -> tuple[bool, Any]:
     if not text or text[0] in '{"':
         return False, None
     try:
-        value = _DECODER.decode(text)
+        value = DECODER.decode(text)
     except (ValueError, RecursionError):
         return False, None
     return not isinstance(value, dict | str), value
@@ -150,7 +148,7 @@ def _key_values(text: str, names: Collection[str]) -> list[tuple[str, Any]] | No
         value: Any
         if pos < end and text[pos] == '"':
             try:
-                value, pos = _DECODER.raw_decode(text, pos)
+                value, pos = DECODER.raw_decode(text, pos)
             except ValueError:
                 return None
         elif pos < end and text[pos] == "'":

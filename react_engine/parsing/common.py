@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from ..types import PendingCall, to_jsonable
 from . import patterns as P
-from .json_repair import fence_body
+from .fences import fence_body
 
 __all__ = [
     "NOT_OBJECT",
@@ -81,7 +81,7 @@ def unfence(text: str) -> tuple[str, str] | None:
     does not start with a fence.
 
     The language tag and the rest of the opening line are not content; a fence inside a
-    JSON string does not close the block (:func:`~.json_repair.fence_close`).
+    JSON string does not close the block (:func:`~.fences.fence_close`).
     """
     fence = P.FENCE_OPEN.match(text)
     if fence is None:

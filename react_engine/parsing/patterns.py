@@ -431,3 +431,11 @@ def tool_call_anywhere(names: list[str]) -> re.Pattern[str]:
     longest first): a call written in prose, ``# 查询商品 → search_product(name: iPhone)``."""
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     return re.compile(rf"(?<![\w.\-])(?:{alternatives})[ \t]*\(")
+
+
+def run_end(pattern: re.Pattern[str], s: str, pos: int, hi: int) -> int:
+    """Where a run of ``pattern`` (one that also matches the empty string) starting at
+    ``pos`` ends."""
+    m = pattern.match(s, pos, hi)
+    assert m is not None, "run patterns match the empty string"
+    return m.end()

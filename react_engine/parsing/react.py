@@ -180,7 +180,8 @@ from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, think_blocks, unfence, written_value
 from .duplicates import DECODER, has_conflict, marked
-from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json, run_end
+from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
+from .patterns import run_end
 
 __all__ = [
     "PARSE_REPAIR_CODES",

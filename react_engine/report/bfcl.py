@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 
-from ..eval.bfcl import CaseResult, Report, tally
+from ..eval.bfcl_case import CaseResult
+from ..eval.bfcl_report import Report, tally
 from ..harness.metrics import pct, per
 from .page import esc, fold, page, slug
 from .svg import bar_chart

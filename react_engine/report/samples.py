@@ -18,9 +18,10 @@ from pathlib import Path
 
 from ..compare.run import CompareSettings, Report, Target, run_comparison
 from ..compare.suite import ScriptReply, Task, Transcript, load_tasks
-from ..eval.bfcl import Report as BfclReport
-from ..eval.bfcl import default_recordings, load_recording, run_bfcl
+from ..eval.bfcl import run_bfcl
 from ..eval.bfcl_data import load_cases
+from ..eval.bfcl_recording import default_recordings, load_recording
+from ..eval.bfcl_report import Report as BfclReport
 from ..run.agent import Agent
 from ..testing.tools import calculator, get_weather
 from ..types import ModelResponse, RunResult, Usage

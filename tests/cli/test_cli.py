@@ -996,10 +996,10 @@ def test_compare_says_why_the_png_is_missing(
 def test_eval_bfcl_scripted_says_where_the_recordings_are(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from react_engine.eval import bfcl
+    from react_engine.eval import bfcl_recording
 
     installed = tmp_path / "site-packages" / "fixtures" / "bfcl"  # what a wheel install has
-    monkeypatch.setattr(bfcl, "DEFAULT_RECORDINGS", installed)
+    monkeypatch.setattr(bfcl_recording, "DEFAULT_RECORDINGS", installed)
     for flag in ("--scripted", "--record"):
         assert main(["eval", "bfcl", flag, "--limit", "1"]) == 2
         line = _err_line(capsys.readouterr().err)

@@ -17,14 +17,7 @@ from support.parts import BFCL, BFCL_HINT, require_module
 from react_engine.cli import main
 from react_engine.errors import ConfigurationError
 from react_engine.eval import bfcl_data
-from react_engine.eval.bfcl import (
-    DEFAULT_PROTOCOLS,
-    DEFAULT_RECORDINGS,
-    format_report,
-    load_recording,
-    run_bfcl,
-    save_recording,
-)
+from react_engine.eval.bfcl import DEFAULT_PROTOCOLS, run_bfcl
 from react_engine.eval.bfcl_data import (
     CATEGORIES,
     BfclDataMissing,
@@ -33,6 +26,8 @@ from react_engine.eval.bfcl_data import (
     load_cases,
     to_json_schema,
 )
+from react_engine.eval.bfcl_recording import DEFAULT_RECORDINGS, load_recording, save_recording
+from react_engine.eval.bfcl_report import format_report
 from react_engine.testing import (
     MockOpenAIServer,
     completion,

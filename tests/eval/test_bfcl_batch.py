@@ -17,7 +17,7 @@ from support.parts import BFCL, BFCL_HINT, DEV_HINT, require_module
 
 from react_engine.cli import main
 from react_engine.errors import ConfigurationError
-from react_engine.eval.bfcl import DEFAULT_RECORDINGS
+from react_engine.eval.bfcl_recording import DEFAULT_RECORDINGS
 from react_engine.harness.runner import Job, Progress, ResultsFile, run_jobs
 from react_engine.testing import MockOpenAIServer, completion
 

@@ -11,16 +11,8 @@ import pytest
 from support.parts import BFCL, BFCL_HINT, require_module
 
 from react_engine.cli import main
-from react_engine.eval.bfcl import (
-    BFCL_PROMPT,
-    DEFAULT_PROTOCOLS,
-    DEFAULT_RECORDINGS,
-    EvalSettings,
-    eval_protocols,
-    format_report,
-    run_bfcl,
-    run_multi_turn_case,
-)
+from react_engine.eval.bfcl import DEFAULT_PROTOCOLS, eval_protocols, run_bfcl
+from react_engine.eval.bfcl_case import EvalSettings, run_multi_turn_case
 from react_engine.eval.bfcl_multi_turn import (
     MULTI_TURN_CATEGORIES,
     Backends,
@@ -28,7 +20,9 @@ from react_engine.eval.bfcl_multi_turn import (
     call_string,
     load_multi_turn_cases,
 )
-from react_engine.eval.bfcl_prompt import parse_python_calls
+from react_engine.eval.bfcl_prompt import BFCL_PROMPT, parse_python_calls
+from react_engine.eval.bfcl_recording import DEFAULT_RECORDINGS
+from react_engine.eval.bfcl_report import format_report
 from react_engine.testing import ScriptedModel, reply, tool_call_reply
 from react_engine.types import ModelResponse
 

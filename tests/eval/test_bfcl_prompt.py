@@ -11,17 +11,11 @@ from typing import Any
 import pytest
 from support.parts import BFCL, BFCL_HINT, require_module
 
-from react_engine.eval.bfcl import (
-    BFCL_PROMPT,
-    CaseResult,
-    EvalSettings,
-    bfcl_summary,
-    format_report,
-    run_bfcl,
-    run_case,
-)
+from react_engine.eval.bfcl import run_bfcl
+from react_engine.eval.bfcl_case import CaseResult, EvalSettings, run_case
 from react_engine.eval.bfcl_data import load_cases
-from react_engine.eval.bfcl_prompt import BfclPromptProtocol, parse_python_calls
+from react_engine.eval.bfcl_prompt import BFCL_PROMPT, BfclPromptProtocol, parse_python_calls
+from react_engine.eval.bfcl_report import bfcl_summary, format_report
 from react_engine.testing import ScriptedModel, reply
 from react_engine.types import ModelRequest
 

@@ -11,7 +11,7 @@ import pytest
 from react_engine.errors import JSONRepairError, ModelBehaviorError
 from react_engine.parsing import JSON_REPAIR_CODES, RepairResult, decode_prefix, repair_json
 from react_engine.parsing import json_repair as json_repair_module
-from react_engine.parsing.json_repair import MAX_DEPTH, MAX_REPAIR_CHARS
+from react_engine.parsing.json_decoder import MAX_DEPTH, MAX_REPAIR_CHARS
 
 
 def test_valid_json_takes_the_fast_path() -> None:

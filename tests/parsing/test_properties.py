@@ -26,6 +26,7 @@ from react_engine.parsing import (
 )
 from react_engine.parsing import json_repair as json_repair_module
 from react_engine.parsing import patterns as P
+from react_engine.parsing.json_decoder import Repairs
 
 pytestmark = pytest.mark.slow  # property-based tests (hypothesis)
 
@@ -337,7 +338,7 @@ def test_tolerant_decoder_agrees_with_json_on_valid_json(
 ) -> None:
     # Force the slow path on valid JSON: same value, and no repair reported.
     text = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
-    repairs = json_repair_module._Repairs()
+    repairs = Repairs()
     assert json_repair_module._repair(text, repairs) == value
     assert repairs.codes() == ()
 

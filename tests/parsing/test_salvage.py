@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import keyword
 from typing import Any
 
 import pytest
@@ -768,7 +769,7 @@ def test_any_json_arguments_round_trip(name: str, arguments: dict[str, Any], fmt
     name=st.sampled_from(sorted(TOOLS)),
     arguments=st.dictionaries(
         st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True).filter(
-            lambda k: k not in {"if", "in", "is", "or", "as", "def", "for", "not", "and", "del"}
+            lambda k: not keyword.iskeyword(k)
         ),
         st.none() | st.booleans() | st.integers() | st.text(max_size=10),
         max_size=4,

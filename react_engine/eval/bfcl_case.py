@@ -1,0 +1,282 @@
+"""One BFCL case under one protocol, run through the engine and scored.
+
+An AST case becomes an :class:`~react_engine.Agent` with the case's functions as tools,
+run for exactly one model turn: the request is built and the reply parsed by the protocol
+as in any run, and the turn's :class:`~react_engine.types.Step` is scored
+(:mod:`react_engine.eval.bfcl_checker`). A multi-turn case
+(:mod:`react_engine.eval.bfcl_multi_turn`) runs each turn through the whole agent loop,
+its tools running on BFCL's backends, and is graded by BFCL's own multi-turn checker.
+What a :class:`CaseResult` counts is said in :mod:`react_engine.eval.bfcl_report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ModelAPIError, ModelRequestError, RunAborted
+from ..harness.settings import agent_options
+from ..protocols.base import Protocol
+from ..run.agent import Agent
+from ..testing import ScriptExhausted
+from ..transport.base import ChatModel
+from ..transport.learned import CapabilityCache
+from ..types import HistoryItem, Step, UserTurn
+from .bfcl_checker import Call, check_calls
+from .bfcl_data import Case, case_tools
+from .bfcl_multi_turn import (
+    Backends,
+    MultiTurnCase,
+    added_functions_prompt,
+    call_string,
+    calls_json,
+    grade,
+    step_limit,
+    turn_tools,
+)
+from .bfcl_prompt import BFCL_PROMPT, BfclPromptProtocol
+
+__all__ = [
+    "CaseResult",
+    "EvalSettings",
+    "run_case",
+    "run_multi_turn_case",
+    "score_step",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSettings:
+    """What every request shares, so that only the protocol differs."""
+
+    temperature: float = 0.0
+    """Greedy decoding, so a recording can be made again."""
+    seed: int = 42
+    max_tokens: int = 256
+    """Enough for a few calls; a model that rambles cannot stall a run on a small machine."""
+    request_timeout: float = 300.0
+    """Seconds per request (a 2-core machine running the local model is slow)."""
+    max_attempts: int = 3
+    """Network attempts per request (transient failures only)."""
+    constrained: bool = True
+    """Let protocols constrain decoding where the server supports it (the registry says
+    so; the embedded server takes a GBNF grammar). ``False`` measures the parser alone:
+    the model may then write anything."""
+    tool_choice: str = "auto"
+    """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call, which shows what a
+    model that would rather answer in prose calls when it must (irrelevance then fails by
+    design)."""
+    max_turn_steps: int | None = None
+    """Multi-turn: steps one turn may take before the case is force-terminated (and
+    fails); ``None``: BFCL's own limit (``MAXIMUM_STEP_LIMIT``, 20, plus the step that
+    passes it, as BFCL counts)."""
+
+
+@dataclass(slots=True)
+class CaseResult:
+    """One case under one protocol."""
+
+    case: str
+    category: str
+    protocol: str
+    correct: bool
+    decode_failure: bool
+    reason: str
+    """Why the case failed (the checker's words, or the protocol's feedback)."""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    """What the model called: BFCL names and the arguments as decoded."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    events: list[str] = field(default_factory=list)
+    repaired: bool = False
+    error: str | None = None
+    """An API failure that left the case without a reply (not counted as a decode failure)."""
+    requests: int = 1
+    """Model requests the case made (multi-turn: every step of every turn)."""
+    reply: str | None = None
+    """What the model wrote, as the protocol kept it (an AST case's one reply; ``None``
+    for a multi-turn case, and a case without a reply): the HTML report shows it."""
+
+
+class _StepTaken(Exception):
+    """Raised from ``on_step`` to end a run after its first turn; carries the step."""
+
+    def __init__(self, step: Step) -> None:
+        super().__init__("one step taken")
+        self.step = step
+
+
+def _stop_after_first(step: Step) -> None:
+    raise _StepTaken(step)
+
+
+def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) -> CaseResult:
+    """Score the one step a case got (see the module docstring for the figures)."""
+    calls = [
+        Call(names.get(a.tool, a.tool), a.arguments if isinstance(a.arguments, dict) else {})
+        for a in step.actions
+    ]
+    unreadable = [a for a in step.actions if a.status == "invalid_arguments"]
+    decode_failure = step.kind == "format_error" or bool(unreadable)
+    if step.kind == "format_error":
+        first = (step.feedback or "").strip().splitlines()[:1]
+        verdict_ok, reason = False, f"format error: {first[0] if first else ''}".strip()
+    elif unreadable:
+        verdict_ok, reason = False, f"unreadable arguments: {unreadable[0].error or ''}".strip()
+    else:
+        verdict = check_calls(case.category, case.functions, calls, case.answers)
+        verdict_ok, reason = verdict.ok, verdict.reason
+    return CaseResult(
+        case=case.id,
+        category=case.category,
+        protocol=protocol,
+        correct=verdict_ok,
+        decode_failure=decode_failure,
+        reason=reason,
+        calls=[{"name": c.name, "arguments": dict(c.arguments)} for c in calls],
+        prompt_tokens=step.usage.prompt_tokens,
+        completion_tokens=step.usage.completion_tokens,
+        events=[notice.message for notice in step.notices],
+        repaired=bool(step.repairs) or any(a.salvaged for a in step.actions),
+        reply=step.text,
+    )
+
+
+async def run_case(
+    case: Case,
+    protocol: str,
+    model: ChatModel,
+    model_name: str,
+    settings: EvalSettings,
+) -> CaseResult:
+    """One model turn on ``case`` under ``protocol``, scored."""
+    tools, names = case_tools(case)
+    agent = Agent(
+        model_name,
+        tools,
+        protocol=_protocol(case.functions, protocol),
+        instructions=case.system,
+        client=model,
+        on_step=_stop_after_first,
+        max_steps=1,
+        **agent_options(settings, _case_cache(model, model_name, settings)),
+    )
+    try:
+        result = await agent.arun(case.question, history=_case_history(case, protocol))
+    except _StepTaken as taken:
+        return score_step(case, protocol, taken.step, names)
+    except ModelAPIError as exc:
+        if isinstance(exc, ModelRequestError) and exc.status_code in (401, 403, 404):
+            raise  # every case would fail the same way
+        return CaseResult(
+            case.id, case.category, protocol, False, False, "no reply", error=str(exc)
+        )
+    # Unreachable with on_step raising, unless a limit ended the run before any step.
+    return CaseResult(
+        case.id, case.category, protocol, False, False, f"no step ({result.stop_reason})"
+    )
+
+
+def _case_cache(model: ChatModel, model_name: str, settings: EvalSettings) -> CapabilityCache:
+    """A case's own capability cache: nothing learned leaks from case to case."""
+    cache = CapabilityCache()
+    if not settings.constrained:
+        cache.remember(model.base_url, model_name, constrained_decoding=False)
+    return cache
+
+
+async def run_multi_turn_case(
+    case: MultiTurnCase,
+    protocol: str,
+    model: ChatModel,
+    model_name: str,
+    settings: EvalSettings,
+) -> CaseResult:
+    """A multi-turn case: each turn one run of the agent loop on the conversation so far,
+    the tools running on the case's BFCL backends; graded by BFCL's checker."""
+    cache = _case_cache(model, model_name, settings)
+    limit = settings.max_turn_steps or step_limit() + 1
+    backends = Backends(case)
+    history: list[HistoryItem] = []
+    decoded: list[list[list[str]]] = []
+    steps: list[Step] = []
+    error: str | None = None
+    try:
+        backends.execute([])  # the instances exist from the start, as in BFCL's inference
+        for turn, message in enumerate(case.turns):
+            functions = case.functions_at(turn)
+            tools, names = turn_tools(functions, backends)
+            agent = Agent(
+                model_name,
+                tools,
+                protocol=_protocol(functions, protocol),
+                client=model,
+                max_steps=limit,
+                **agent_options(settings, cache),
+            )
+            try:
+                result = await agent.arun(message or added_functions_prompt(), history=history)
+            except RunAborted as aborted:  # too many failed steps: the turn ends there
+                result = aborted.result
+            steps += result.steps
+            turn_calls: list[list[str]] = []
+            for step in result.steps:
+                made = [
+                    call_string(names[a.tool], a.arguments)
+                    for a in step.actions
+                    if a.tool in names
+                    and isinstance(a.arguments, dict)
+                    and a.status != "invalid_arguments"
+                ]
+                if any(c is not None for c in made):
+                    turn_calls.append([c for c in made if c is not None])
+            decoded.append(turn_calls)
+            if result.stop_reason == "max_steps":
+                break  # force-terminated: BFCL fails the case
+        correct, reason = grade(case, decoded, backends)
+    except ModelAPIError as exc:
+        if isinstance(exc, ModelRequestError) and exc.status_code in (401, 403, 404):
+            raise
+        correct, reason, error = False, "no reply", str(exc)
+    except ScriptExhausted as exc:
+        correct, reason, error = False, "no reply", f"the recording has no more replies: {exc}"
+    finally:
+        backends.close()
+    unreadable = any(a.status == "invalid_arguments" for s in steps for a in s.actions)
+    return CaseResult(
+        case=case.id,
+        category=case.category,
+        protocol=protocol,
+        correct=correct,
+        decode_failure=any(s.kind == "format_error" for s in steps) or unreadable,
+        reason=reason,
+        calls=calls_json(decoded),
+        prompt_tokens=sum(s.usage.prompt_tokens for s in steps),
+        completion_tokens=sum(s.usage.completion_tokens for s in steps),
+        events=[notice.message for s in steps for notice in s.notices],
+        repaired=any(s.repairs or any(a.salvaged for a in s.actions) for s in steps),
+        error=error,
+        requests=len(steps),
+    )
+
+
+def _protocol(functions: Sequence[Mapping[str, Any]], protocol: str) -> str | Protocol:
+    """The protocol to run under: a name, or BFCL's Prompt mode for ``functions``."""
+    return BfclPromptProtocol(functions) if protocol == BFCL_PROMPT else protocol
+
+
+def _case_history(case: Case, protocol: str) -> list[HistoryItem]:
+    """The exchange a (live) case carries before its question: user turns, and the
+    assistant's earlier replies as answered steps."""
+    items: list[HistoryItem] = []
+    for role, content in case.history:
+        if role == "user":
+            items.append(UserTurn(content))
+        else:
+            # The reply as it was written, sent back verbatim by every protocol.
+            step = Step(
+                index=0, kind="final", protocol=protocol, text=content, final_answer=content
+            )
+            items.append(step)
+    return items

@@ -1,0 +1,139 @@
+"""Recorded replies of a BFCL run: ``--record`` writes them, ``--scripted`` replays them.
+
+A recording is one JSON file per protocol, ``<protocol>.json``: the meta of the run and
+each case's raw reply (a multi-turn case: every reply in order), keyed by case id.
+Replayed through the same request and parse path, with no server, a run is
+deterministic, so a test can pin its scores.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..harness.report import json_text
+from ..transport.base import ChatModel
+from ..types import ModelRequest, ModelResponse, ToolCall, Usage
+
+__all__ = [
+    "DEFAULT_RECORDINGS",
+    "Recorded",
+    "RecordingModel",
+    "default_recordings",
+    "load_recording",
+    "recorded_from_json",
+    "recorded_json",
+    "save_recording",
+]
+
+DEFAULT_RECORDINGS = Path(__file__).resolve().parents[2] / "fixtures" / "bfcl"
+"""Where ``--scripted`` and ``--record`` look without a directory: the checkout's
+recorded replies of the embedded model. A source checkout only: an installed wheel does
+not ship them (they are test data about one llama.cpp build), so this path then does not
+exist and the command says where to get them."""
+
+
+def default_recordings(flag: str) -> Path:
+    """:data:`DEFAULT_RECORDINGS`, or an error that says how to get them when this
+    react-engine is installed rather than run from a checkout."""
+    if DEFAULT_RECORDINGS.is_dir():
+        return DEFAULT_RECORDINGS
+    raise ConfigurationError(
+        f"{flag} without DIR uses the recordings in a source checkout's fixtures/bfcl/, "
+        f"and {DEFAULT_RECORDINGS} does not exist (an installed react-engine does not ship "
+        f"them): run from a clone of the repository, or pass {flag} DIR"
+    )
+
+
+class RecordingModel(ChatModel):
+    """Passes requests to a model and keeps the replies, for ``--record``."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.base_url = inner.base_url
+        self.last: ModelResponse | None = None
+        self.replies: list[ModelResponse] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.last = None
+        reply = await self.inner.complete(request)
+        self.last = reply
+        self.replies.append(reply)
+        return reply
+
+
+def _reply_json(reply: ModelResponse) -> dict[str, Any]:
+    return {
+        "content": reply.content,
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+        ],
+        "reasoning": reply.reasoning,
+        "finish_reason": reply.finish_reason,
+        "usage": {
+            "prompt_tokens": reply.usage.prompt_tokens,
+            "completion_tokens": reply.usage.completion_tokens,
+        },
+    }
+
+
+def _reply_from_json(data: Mapping[str, Any]) -> ModelResponse:
+    usage = data.get("usage") or {}
+    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+    return ModelResponse(
+        content=data.get("content"),
+        tool_calls=[
+            ToolCall(c.get("id"), c["name"], c["arguments"]) for c in data.get("tool_calls", ())
+        ],
+        reasoning=data.get("reasoning"),
+        finish_reason=data.get("finish_reason"),
+        usage=Usage(prompt, completion, prompt + completion, 0, 1),
+    )
+
+
+Recorded = ModelResponse | list[ModelResponse]
+"""A case's recorded replies: one (an AST case), or every reply in order (multi-turn)."""
+
+
+def recorded_json(value: Recorded) -> Any:
+    """``value`` as the JSON a recording holds."""
+    if isinstance(value, list):
+        return [_reply_json(v) for v in value]
+    return _reply_json(value)
+
+
+def recorded_from_json(data: Any) -> Recorded:
+    """The replies a recording's JSON holds."""
+    if isinstance(data, list):
+        return [_reply_from_json(v) for v in data]
+    return _reply_from_json(data)
+
+
+def save_recording(
+    directory: Path, protocol: str, replies: Mapping[str, Recorded], meta: Mapping[str, Any]
+) -> Path:
+    """Write ``<protocol>.json``: the meta and each case's raw reply (multi-turn: the list
+    of its replies), keyed by case id."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{protocol}.json"
+    body = {"meta": dict(meta), "replies": {k: recorded_json(v) for k, v in replies.items()}}
+    path.write_text(json_text(body, indent=1), encoding="utf-8")
+    return path
+
+
+def load_recording(directory: Path, protocol: str) -> tuple[dict[str, Any], dict[str, Recorded]]:
+    """The meta and the replies recorded for ``protocol`` in ``directory``."""
+    path = directory / f"{protocol}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        replies = {k: recorded_from_json(v) for k, v in data["replies"].items()}
+    except FileNotFoundError:
+        raise ConfigurationError(
+            f"no recorded {protocol} replies in {directory} (record them with --record)"
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigurationError(f"cannot read the recording {path}: {exc}") from None
+    return dict(data.get("meta") or {}), replies

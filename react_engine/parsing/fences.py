@@ -1,0 +1,100 @@
+"""Markdown code fences around JSON: where a fenced block's content starts and ends.
+
+A code fence inside a JSON string (``{"code": "```py ...```"}``) does not close the
+fence around the JSON: :func:`fence_close` looks for the closing fence after the
+complete value.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import JSONRepairError
+from . import patterns as P
+from .duplicates import DECODER
+from .json_decoder import MAX_REPAIR_CHARS, Repairs, decode_value
+from .patterns import run_end
+
+__all__ = ["fence_body", "fence_close"]
+
+
+def fence_body(s: str, fence: re.Match[str], hi: int) -> tuple[int, int, int]:
+    """For a fence opened by ``fence``: where its content starts and ends, and where the
+    closing fence ends (``hi`` when it is never closed)."""
+    start = fence.end()
+    eol = s.find("\n", start, hi)
+    if eol >= 0 and not s[start:eol].strip():
+        start = eol + 1
+    marker = fence.group("fence")
+    close = fence_close(s, start, hi, marker)
+    if close < 0:
+        return start, hi, hi
+    return start, close, close + len(marker)
+
+
+def fence_close(s: str, start: int, hi: int, marker: str) -> int:
+    """Where the fence ``marker`` closing a block whose content starts at ``start`` is,
+    or -1 when the block is never closed.
+
+    A fence inside a JSON string (``{"code": "```py ...```"}``) does not close the block:
+    when the content is a JSON object or array, the first fence after the complete value
+    (and only whitespace) closes it. Otherwise the first fence does.
+    """
+    first = s.find(marker, start, hi)
+    if first < 0:
+        return -1
+    lo = run_end(P.JSON_WS, s, start, hi)
+    if lo >= first or s[lo] not in "{[":
+        return first
+    if hi - lo > MAX_REPAIR_CHARS and _brackets_end(s, lo, first) is not None:
+        # a long value (only decoded, never repaired) whose brackets close before the
+        # first fence: decoded, it ends there too, or it is not JSON; either way the first
+        # fence closes the block (a reply of thousands of calls is not decoded whole here)
+        return first
+    end = _complete_value_end(s, lo, hi)
+    if end is not None and end > first:
+        after = run_end(P.JSON_WS, s, end, hi)
+        if s.startswith(marker, after, hi):
+            return after
+    return first
+
+
+def _brackets_end(s: str, lo: int, hi: int) -> int | None:
+    """Where the bracket at ``s[lo]`` is closed before ``hi``, skipping JSON strings: where
+    the JSON value starting there ends if it is JSON (``None``: not closed before ``hi``)."""
+    depth = 0
+    pos = lo
+    while True:
+        match = P.JSON_STRUCTURE.search(s, pos, hi)
+        if match is None:
+            return None
+        pos = match.end()
+        char = match.group()
+        if char == '"':
+            while True:  # to the closing quote, past escapes
+                match = P.QUOTE_OR_ESCAPE.search(s, pos, hi)
+                if match is None:
+                    return None
+                pos = match.end() + (match.group() == "\\")
+                if match.group() == '"':
+                    break
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                return pos
+
+
+def _complete_value_end(s: str, lo: int, hi: int) -> int | None:
+    """Where the complete JSON value (repaired, not cut off) starting at ``lo`` ends."""
+    try:
+        return DECODER.raw_decode(s if hi == len(s) else s[:hi], lo)[1]
+    except (ValueError, RecursionError):
+        pass
+    if hi - lo > MAX_REPAIR_CHARS:
+        return None
+    try:
+        return decode_value(s, lo, hi, Repairs(allow_truncated=False), allow_bare=False)[1]
+    except JSONRepairError:
+        return None

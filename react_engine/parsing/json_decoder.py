@@ -1,0 +1,517 @@
+"""The tolerant decoder of one JSON value, and the repairs it records.
+
+:func:`decode_value` reads one value starting at an offset with an explicit stack (no
+recursion, nesting capped at :data:`MAX_DEPTH`), adding to a :class:`Repairs` the code of
+each tolerance it applies (the codes are listed in :mod:`.json_repair`, which decides
+what a whole text means). Strings, numbers and whitespace are consumed by compiled
+patterns, so it runs in time linear in the length of the text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ..errors import JSONRepairError
+from . import patterns as P
+from .duplicates import conflicts
+from .patterns import run_end
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_REPAIR_CHARS",
+    "Repairs",
+    "TooDeep",
+    "decode_value",
+    "json_error",
+    "skip_blank",
+]
+
+MAX_DEPTH: Final = 500
+"""Deepest nesting the tolerant decoder accepts (``json.loads`` stops near 1000)."""
+
+MAX_REPAIR_CHARS: Final = 100_000
+"""Longest text the tolerant decoder takes on (valid JSON of any size takes the fast
+path). A model's broken JSON is never this long; the bound keeps hostile input cheap."""
+
+
+class Repairs:
+    """An ordered set of repair codes."""
+
+    __slots__ = ("_seen", "allow_truncated", "close_brackets", "comment_to_end")
+
+    def __init__(self, allow_truncated: bool = True, close_brackets: bool = False) -> None:
+        self._seen: dict[str, None] = {}
+        self.allow_truncated = allow_truncated
+        """Close what is still open at the end of the text (else that is an error)."""
+        self.close_brackets = close_brackets
+        """With ``allow_truncated`` off: still close brackets open after a complete value."""
+        self.comment_to_end = False
+        """A comment ran to the end of the text (closing brackets may be inside it)."""
+
+    def child(self) -> Repairs:
+        """A fresh set for one attempt, under the same rules."""
+        return Repairs(self.allow_truncated, self.close_brackets)
+
+    def add(self, code: str) -> None:
+        self._seen[code] = None
+
+    def extend(self, codes: Repairs) -> None:
+        self._seen.update(codes._seen)
+
+    def codes(self) -> tuple[str, ...]:
+        return tuple(self._seen)
+
+
+def json_error(message: str, text: str, pos: int) -> JSONRepairError:
+    """The error of a text that does not decode, at ``pos`` (kept inside the text)."""
+    return JSONRepairError(message, text=text, pos=min(max(pos, 0), len(text)))
+
+
+class TooDeep(JSONRepairError):
+    """Nesting beyond MAX_DEPTH: fatal, no other candidate is tried."""
+
+
+_VALUE: Final = 0  # expecting a value
+_KEY: Final = 1  # inside an object, expecting a key or "}"
+_AFTER: Final = 2  # after a value inside a container, expecting "," or a closer
+_FIRST: Final = 3  # just after "[", expecting a value or "]"
+
+
+def skip_blank(s: str, pos: int, hi: int, repairs: Repairs) -> int:
+    """Skip whitespace and comments."""
+    while True:
+        pos = run_end(P.JSON_WS, s, pos, hi)
+        if pos >= hi:
+            return pos
+        c = s[pos]
+        if c == "/" and pos + 1 < hi and s[pos + 1] in "/*":
+            repairs.add("comment")
+            if s[pos + 1] == "/":
+                eol = s.find("\n", pos, hi)
+                pos = hi if eol < 0 else eol
+            else:
+                close = s.find("*/", pos + 2, hi)
+                pos = hi if close < 0 else close + 2
+            repairs.comment_to_end = pos >= hi
+        elif c == "#":
+            repairs.add("comment")
+            eol = s.find("\n", pos, hi)
+            pos = hi if eol < 0 else eol
+            repairs.comment_to_end = pos >= hi
+        else:
+            return pos
+
+
+def decode_value(
+    s: str, pos: int, hi: int, repairs: Repairs, *, allow_bare: bool
+) -> tuple[Any, int]:
+    """Decode one value starting at ``pos``; return it and the offset after it.
+
+    Containers are attached to their parent when they open, so closing the ones still
+    open at the end of the text is just returning the root. Plain strings and numbers
+    take a short path; everything odd goes through :func:`_scalar`.
+    """
+    stack: list[Any] = []  # open containers, outermost first
+    keys: list[str] = []  # the pending key of each open object ("" for arrays)
+    state = _VALUE
+    dangling = False  # the text ends right after a comma
+    value: Any
+    while True:
+        if pos < hi and s[pos] in _SKIPPABLE:
+            pos = skip_blank(s, pos, hi, repairs)
+        if state == _VALUE:
+            if pos >= hi:  # only where a value must follow: after a key, or at the start
+                if stack:
+                    raise json_error(f"missing value for key {keys[-1]!r}", s, pos)
+                raise json_error("no JSON value", s, pos)
+            c = s[pos]
+            if c == "{" or c == "[":
+                if len(stack) >= MAX_DEPTH:
+                    raise TooDeep(f"nesting deeper than {MAX_DEPTH}", text=s, pos=pos)
+                container: Any = {} if c == "{" else []
+                if stack:
+                    top = stack[-1]
+                    if type(top) is dict:
+                        if keys[-1] in top:  # its old value against one not read yet
+                            repairs.add("duplicate_key")
+                        top[keys[-1]] = container
+                    else:
+                        top.append(container)
+                stack.append(container)
+                keys.append("")
+                pos += 1
+                state = _KEY if c == "{" else _FIRST
+                continue
+            value, end = _fast_scalar(s, pos, hi)
+            if value is _SLOW:
+                in_object = bool(stack) and type(stack[-1]) is dict
+                value, end = _scalar(
+                    s, pos, hi, repairs, allow_bare=allow_bare and in_object, top=not stack
+                )
+            pos = end
+            if not stack:
+                return value, pos
+            top = stack[-1]
+            if type(top) is dict:
+                if conflicts(top, keys[-1], value):
+                    repairs.add("duplicate_key")
+                top[keys[-1]] = value
+            else:
+                top.append(value)
+            state = _AFTER
+            continue
+        if pos >= hi:
+            return _close_all(stack, repairs, s, pos, state == _AFTER and not dangling), pos
+        c = s[pos]
+        top = stack[-1]
+        if c == "，":
+            repairs.add("fullwidth_delimiter")
+            c = ","
+        if state == _KEY:
+            if c == "}":
+                state = _AFTER  # falls through to the closing code below
+            elif c == ",":
+                repairs.add("extra_comma")
+                pos += 1
+                continue
+            else:
+                key, pos = _key(s, pos, hi, repairs)
+                if pos < hi and s[pos] in _SKIPPABLE:
+                    pos = skip_blank(s, pos, hi, repairs)
+                if pos < hi and s[pos] == ":":
+                    pos += 1
+                elif pos < hi and s[pos] == "：":
+                    repairs.add("fullwidth_delimiter")
+                    pos += 1
+                elif pos < hi and s[pos] == "=":
+                    repairs.add("missing_colon")  # "=" in its place
+                    pos += 1
+                elif pos < hi and _starts_value(s[pos]):
+                    repairs.add("missing_colon")
+                else:
+                    raise json_error(f"expected ':' after key {key!r}", s, pos)
+                keys[-1] = key
+                state = _VALUE
+                continue
+        elif state == _FIRST:
+            if c == ",":
+                repairs.add("extra_comma")
+                pos += 1
+                continue
+            if c != "]" and c != "}":
+                state = _VALUE
+                continue
+        # state == _AFTER: after a value, expecting "," or a closing bracket
+        if c == ",":
+            pos += 1
+            if pos < hi and s[pos] in _SKIPPABLE:
+                pos = skip_blank(s, pos, hi, repairs)
+            while pos < hi and s[pos] in ",，":
+                repairs.add("extra_comma")
+                pos = skip_blank(s, pos + 1, hi, repairs)
+            if pos >= hi:
+                repairs.add("truncated_after_comma")  # more may have followed: cut off
+                dangling = True
+                continue
+            if s[pos] == ("}" if type(top) is dict else "]"):
+                repairs.add("trailing_comma")
+                continue
+            state = _KEY if type(top) is dict else _VALUE
+            continue
+        if c == "}" or c == "]":
+            if c != ("}" if type(top) is dict else "]"):
+                if not any(_closer(f) == c for f in stack):
+                    repairs.add("mismatched_bracket")  # a stray closer inside the value
+                    pos += 1
+                    continue
+                repairs.add("mismatched_bracket")  # closed by an enclosing bracket
+            else:
+                pos += 1
+            stack.pop()
+            keys.pop()
+            if not stack:
+                return top, pos
+            state = _AFTER  # the closed container is a value of its parent
+            continue
+        if type(top) is dict and _starts_key(c):
+            repairs.add("missing_comma")
+            state = _KEY
+            continue
+        if type(top) is list and _starts_value(c):
+            repairs.add("missing_comma")
+            state = _VALUE
+            continue
+        raise json_error(f"unexpected {c!r}", s, pos)
+
+
+_SKIPPABLE: Final = frozenset(" \t\n\r/#")
+_NUMBER_TAIL: Final = frozenset(".eE+-_0123456789") | frozenset(
+    "abcdfghijklmnopqrstuvwxyzABCDFGHIJKLMNOPQRSTUVWXYZ$"
+)
+_PLAIN_STRING: Final = P.STRING_CHUNK['"']
+
+
+def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
+    """A well-formed string or number at ``pos``, or ``(_SLOW, pos)`` to take the long way.
+
+    Accepts exactly what :func:`_scalar` would read the same way without any repair.
+    """
+    c = s[pos]
+    if c == '"':
+        end = run_end(_PLAIN_STRING, s, pos + 1, hi)
+        if end < hi and s[end] == '"':
+            after = run_end(P.AFTER_QUOTE, s, end + 1, hi)
+            if after >= hi or s[after] in ",}]\n\r":
+                return s[pos + 1 : end], end + 1
+        return _SLOW, pos
+    if c in "-0123456789":
+        m = P.JSON_NUMBER.match(s, pos, hi)
+        if m is not None:
+            end = m.end()
+            if end >= hi or s[end] not in _NUMBER_TAIL:
+                token = m.group()
+                if "." in token or "e" in token or "E" in token:
+                    return float(token), end
+                if len(token) < 19:
+                    return int(token), end
+    return _SLOW, pos
+
+
+_SLOW: Final = object()
+_NUMBER_END: Final = frozenset("0123456789.eE+-")
+_E_LITERALS: Final = ("true", "True", "false", "False")
+
+
+def _closer(container: Any) -> str:
+    return "}" if isinstance(container, dict) else "]"
+
+
+def _close_all(stack: list[Any], repairs: Repairs, s: str, pos: int, after_value: bool) -> Any:
+    """Close what is still open at the end of the text; an empty root is not a value.
+
+    ``after_value``: the text ends right after a complete value (not after a comma, a key
+    or an opening bracket), where :attr:`Repairs.close_brackets` may close it."""
+    if len(stack) == 1 and not stack[0]:
+        raise json_error("truncated: nothing after the opening bracket", s, pos)
+    # 1 or 12? the text may end inside a number (the e of true or false is no number's)
+    number = s[pos - 1 : pos] in _NUMBER_END and not s.endswith(_E_LITERALS, 0, pos)
+    if not repairs.allow_truncated:
+        closes = repairs.close_brackets and after_value and not number
+        if not closes or repairs.comment_to_end:
+            raise json_error(f"truncated: {len(stack)} bracket(s) never closed", s, pos)
+    repairs.add("missing_closing_bracket")
+    if repairs.comment_to_end:
+        repairs.add("bracket_in_comment")
+    elif number:
+        repairs.add("truncated_number")
+    return stack[0]
+
+
+def _starts_value(c: str) -> bool:
+    return c in "{[\"'“”‘’-+.0123456789" or c.isalpha()
+
+
+def _starts_key(c: str) -> bool:
+    return c in "\"'“”‘’$_" or c.isalnum()
+
+
+def _key(s: str, pos: int, hi: int, repairs: Repairs) -> tuple[str, int]:
+    c = s[pos]
+    if c in "\"'“”‘’„":
+        return _string(s, pos, hi, repairs, is_key=True)
+    m = P.BARE_KEY.match(s, pos, hi)
+    if m is None:
+        raise json_error(f"expected a key, found {c!r}", s, pos)
+    repairs.add("unquoted_key")
+    return m.group(), m.end()
+
+
+def _scalar(
+    s: str, pos: int, hi: int, repairs: Repairs, *, allow_bare: bool, top: bool = False
+) -> tuple[Any, int]:
+    c = s[pos]
+    if c in "\"'“”‘’„":
+        # a string on its own ends at its first closing quote; text after it is not in it
+        return _string(s, pos, hi, repairs, is_key=top)
+    if c in "-+.0123456789":
+        m = P.JSON_NUMBER.match(s, pos, hi)
+        loose = P.LOOSE_NUMBER.match(s, pos, hi)
+        lit = P.JSON_LITERAL.match(s, pos, hi) if c == "-" else None
+        if lit is not None:
+            return _literal(lit.group("lit"), repairs), lit.end()
+        if loose is None:
+            raise json_error(f"unexpected {c!r}", s, pos)
+        end = loose.end()
+        if end < hi and (s[end].isalnum() or s[end] == "_"):
+            if allow_bare:
+                return _bare(s, pos, hi, repairs)
+            raise json_error("malformed number", s, end)
+        token = loose.group()
+        if m is None or m.end() != end:
+            repairs.add("number_format")
+            digits = token.lstrip("+-")
+            if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+                return token.lstrip("+"), end  # leading zeros: keep every digit
+        try:
+            if any(ch in token for ch in ".eE"):
+                return float(token), end
+            return int(token), end
+        except ValueError:
+            raise json_error("number out of range", s, pos) from None
+    lit = P.JSON_LITERAL.match(s, pos, hi)
+    if lit is not None:
+        return _literal(lit.group("lit"), repairs), lit.end()
+    if allow_bare:
+        return _bare(s, pos, hi, repairs)
+    raise json_error(f"unexpected {c!r}", s, pos)
+
+
+def _literal(word: str, repairs: Repairs) -> Any:
+    if word in ("True", "False", "None"):
+        repairs.add("python_literal")
+    return _LITERALS[word]
+
+
+_LITERALS: Final[dict[str, Any]] = {
+    "true": True,
+    "false": False,
+    "null": None,
+    "True": True,
+    "False": False,
+    "None": None,
+    "NaN": float("nan"),
+    "Infinity": float("inf"),
+    "-Infinity": float("-inf"),
+}
+
+
+def _bare(s: str, pos: int, hi: int, repairs: Repairs) -> tuple[str, int]:
+    m = P.BARE_VALUE.match(s, pos, hi)
+    if m is None:
+        raise json_error(f"unexpected {s[pos]!r}", s, pos)
+    word = m.group().rstrip(" \t")
+    repairs.add("unquoted_value")
+    return word, pos + len(word)
+
+
+_ESCAPES: Final = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+
+
+def _string(
+    s: str, pos: int, hi: int, repairs: Repairs, *, is_key: bool, raw: bool = False
+) -> tuple[str, int]:
+    """A string opened at ``pos`` by any kind of quote; returns it and the offset after it.
+
+    A backslash escape JSON does not know (``"C:\\Users"``) means the model wrote
+    backslashes as they are: the string is read again with every backslash literal
+    (except before its own quote), so ``\\notes`` stays a backslash and an ``n``.
+    """
+    quote = s[pos]
+    if quote == '"':
+        chunk = P.STRING_CHUNK['"']
+    elif quote == "'":
+        repairs.add("single_quotes")
+        chunk = P.STRING_CHUNK["'"]
+    else:
+        repairs.add("smart_quotes")
+        chunk = P.STRING_CHUNK["‘" if quote in "‘’" else "“"]
+    parts: list[str] = []
+    i = pos + 1
+    while True:
+        end = run_end(chunk, s, i, hi)
+        if end > i:
+            parts.append(s[i:end])
+            i = end
+        if i >= hi:
+            _open_string(s, i, repairs)
+            return "".join(parts), i
+        c = s[i]
+        if c == "\\":
+            if raw:
+                if i + 1 < hi and s[i + 1] == quote:
+                    parts.append(quote)
+                    i += 2
+                else:
+                    parts.append(c)
+                    i += 1
+                continue
+            i = _escape(s, i, hi, parts, repairs, quote)
+            if i < 0:
+                repairs.add("invalid_escape")
+                return _string(s, pos, hi, repairs, is_key=is_key, raw=True)
+        elif c < " ":
+            repairs.add("control_char_in_string")
+            parts.append(c)
+            i += 1
+        else:  # one of the closing quotes the chunk stops at
+            after = run_end(P.AFTER_QUOTE, s, i + 1, hi)
+            if _closes(s, after, hi, is_key):
+                if quote in "“”‘’" and c in "\"'":
+                    repairs.add("mixed_quotes")
+                return "".join(parts), i + 1
+            repairs.add("unescaped_quote")
+            parts.append(c)
+            i += 1
+
+
+def _open_string(s: str, pos: int, repairs: Repairs) -> None:
+    """A string still open at the end of the text: closed, or an error for cut-off text."""
+    if not repairs.allow_truncated:
+        raise json_error("truncated: a string is never closed", s, pos)
+    repairs.add("missing_quote")
+
+
+def _closes(s: str, after: int, hi: int, is_key: bool) -> bool:
+    """Whether a quote followed by ``s[after:]`` closes its string.
+
+    A key's quote always does. A value's quote does when a delimiter, a line end, a
+    comment or the end of the text follows; otherwise it is an unescaped inner quote.
+    """
+    if is_key or after >= hi:
+        return True
+    nxt = s[after]
+    if nxt in ",}]\n\r#，":
+        return True
+    return nxt == "/" and after + 1 < hi and s[after + 1] in "/*"
+
+
+def _escape(s: str, i: int, hi: int, parts: list[str], repairs: Repairs, quote: str) -> int:
+    """Decode the escape at ``i``; return the offset after it, or -1 for an unknown one."""
+    if i + 1 >= hi:
+        _open_string(s, hi, repairs)
+        return hi
+    e = s[i + 1]
+    if e in _ESCAPES:
+        parts.append(_ESCAPES[e])
+        return i + 2
+    if e == "'":  # JavaScript's escaped apostrophe, valid or not in this quote
+        if quote != "'":
+            repairs.add("invalid_escape")
+        parts.append("'")
+        return i + 2
+    if e == "u":
+        code = s[i + 2 : i + 6]
+        if len(code) == 4 and all(ch in _HEX for ch in code):
+            cp = int(code, 16)
+            if 0xD800 <= cp < 0xDC00 and s.startswith("\\u", i + 6):
+                low = s[i + 8 : i + 12]
+                if len(low) == 4 and all(ch in _HEX for ch in low):
+                    lo = int(low, 16)
+                    if 0xDC00 <= lo < 0xE000:
+                        parts.append(chr(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)))
+                        return i + 12
+            parts.append(chr(cp))
+            return i + 6
+    return -1
+
+
+_HEX: Final = frozenset("0123456789abcdefABCDEF")
