@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from react_engine import Capabilities, ModelResponse
-from react_engine.types import ToolCall
 from react_engine.protocols.base import CallTools, FormatError, Protocol, RequestContext
 from react_engine.protocols.function_calling import FunctionCallingProtocol
 from react_engine.protocols.limits import MAX_CALLS, MAX_REPLY_CHARS, READ_LIMIT
@@ -15,6 +14,7 @@ from react_engine.protocols.minimal import MinimalProtocol
 from react_engine.protocols.structured import StructuredOutputProtocol
 from react_engine.protocols.text import TextReActProtocol
 from react_engine.testing.tools import get_weather
+from react_engine.types import ToolCall
 
 PROTOCOLS = [
     FunctionCallingProtocol(),
