@@ -588,12 +588,6 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     body = _unfence_whole(text[start:end])
     if not body or body[0] + body[-1] not in ("{}", "[]"):
         return
-    if body[0] == "[":  # a list of calls: checked, then read, one element at a time
-        if _list_of_calls(body, names):
-            body_start = text.find(body, start)
-            listed = _json_objects_lazily(text, body_start, body_start + len(body))
-            out.extend(_tile(listed, "json", start, end, names))
-        return
     ok, value = _loads(body)
     if ok:
         calls = _call_from_object(value)
@@ -606,40 +600,6 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     if not pieces or any(name not in names for name, *_ in pieces):
         return
     out.extend(_tile(pieces, "json", start, end, names))
-
-
-def _list_of_calls(body: str, names: frozenset[str]) -> bool:
-    """Whether ``body``, ``[...]``, is a valid JSON array of objects that are calls to
-    ``names`` (at least one), as decoding it whole and reading the calls of the array would
-    say, but decoded one element at a time: a list of thousands of calls is never held."""
-    last = len(body) - 1  # the closing bracket
-    pos = _skip_json_space(body, 1)
-    if pos >= last:
-        return False  # []: no call
-    while True:
-        if body[pos] != "{":
-            return False
-        close, _ = _scan(body, pos, last, P.JSON_STRUCTURE, '"')
-        if close is None:
-            return False
-        ok, value = _loads(body[pos:close])
-        calls = _call_from_object(value) if ok else None
-        if not calls or any(name not in names for name, _ in calls):
-            return False
-        pos = _skip_json_space(body, close)
-        if pos == last:
-            return True
-        if body[pos] != ",":
-            return False
-        pos = _skip_json_space(body, pos + 1)
-        if pos >= last:
-            return False  # a trailing comma: not JSON
-
-
-def _skip_json_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
 
 
 MAX_PYTHON_CALLS = 1024
