@@ -1,4 +1,5 @@
-"""How long a 1 MB reply stalls the event loop (issue 21: at most about 50 ms).
+"""How long a 1 MB reply stalls the event loop (issue 21: at most about 50 ms; such a reply
+is refused at the edge, ``react_engine.protocols.limits``).
 
 An agent reads each 1 MB reply (a scripted model, in process) while a heartbeat task
 sleeps 1 ms at a time on the same loop. Per reply and protocol:
@@ -6,8 +7,8 @@ sleeps 1 ms at a time on the same loop. Per reply and protocol:
 * *loop CPU*: the most CPU time of the loop's thread in one callback (``time.thread_time``,
   which a loaded machine does not inflate): what the engine does on the loop;
 * *heartbeat gap*: the longest wall-clock wait of the heartbeat beyond its 1 ms sleep (the
-  stall as another task sees it: loop work, the reading thread's turns at the
-  interpreter, full garbage collections, and the machine's other load);
+  stall as another task sees it: loop work, full garbage collections, and the machine's
+  other load);
 * *full GC*: the longest collection of the oldest generation during the run (CPU time),
   which stops every thread and lasts as long as the process's heap takes to walk.
 """

@@ -1,8 +1,8 @@
 """The runtime under every layer: threads for blocking work and the event loop of a blocking
 run, on public ``asyncio`` and ``threading`` only.
 
-- :func:`run_blocking`: a blocking call (a sync SDK client's request, a long reply's
-  reading) on one shared ``ThreadPoolExecutor``.
+- :func:`run_blocking`: a blocking call (a sync SDK client's request) on one shared
+  ``ThreadPoolExecutor``.
 - :func:`run_sync_call`: a sync tool, approver or callback on a bounded pool of daemon
   threads, within a timeout (:class:`DeadlinePassed`). A thread cannot be stopped: a call
   its caller gave up on (a timeout, a cancelled run) is left to end on its own thread, which

@@ -378,8 +378,6 @@ class ParsedStep:
     """Codes of the tolerances applied, e.g. ``"fullwidth_colon"``, ``"cut_observation"``."""
     text: str = ""
     """The reply as kept in the transcript: invented observations and what follows cut."""
-    more: int = 0
-    """Actions past :attr:`actions`, counted but not read (``parse_react(limit=...)``)."""
 
 
 # --- steps, the trace and results ---------------------------------------------------------------

@@ -52,6 +52,8 @@ class ObservationCode(StrEnum):
     AMBIGUOUS_PAIRS = "ambiguous_pairs"
     AMBIGUOUS_INPUT = "ambiguous_input"
     FINAL_ALONE = "final_alone"
+    REPLY_TOO_LONG = "reply_too_long"
+    REPLY_TOO_MANY_CALLS = "reply_too_many_calls"
     # --- held back: the call may be made again in a later step
     BLIND = "blind"
     ONE_PER_REPLY = "one_per_reply"
@@ -193,6 +195,15 @@ WORDING: Final[dict[ObservationCode, tuple[str, str]]] = {
         "in a later step if you still need it",
         "这次回复有 {count} 个工具调用，而每次回复最多执行 {limit} 个；如果仍然需要，请在后面的"
         "步骤中再次调用它",
+    ),
+    ObservationCode.REPLY_TOO_LONG: (
+        "the reply is {count} characters; at most {limit} are read: write a shorter reply",
+        "这次回复有 {count} 个字符；最多只读取 {limit} 个：请写一个更短的回复",
+    ),
+    ObservationCode.REPLY_TOO_MANY_CALLS: (
+        "the reply makes more than {limit} tool calls; at most {limit} are read: make fewer "
+        "calls per reply",
+        "这次回复的工具调用超过 {limit} 个；最多只读取 {limit} 个：请每次回复少调用一些工具",
     ),
     ObservationCode.BUDGET_SPENT: (
         "the run's tool-call budget is spent: give your final answer now",

@@ -16,10 +16,8 @@ Both modules import this one and it imports neither, so the recognisers of
 from __future__ import annotations
 
 import ast
-import itertools
 import json
 import re
-from array import array
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
@@ -455,68 +453,14 @@ def _python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iter
     """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents; ``None``
     unless every element is a call to a known tool.
 
-    Every element is checked (parsed) before any is given, and a list of thousands of
-    calls is never held as objects: the first :data:`_HELD` calls are kept as they are,
-    the others packed as text (:class:`_Packed`) and unpacked as they are taken."""
-    held: list[_Piece] = []
-    packed = _Packed()
+    Every element is checked (parsed) before any is given."""
+    pieces: list[_Piece] = []
     reading = _python_elements(text, start + 1, end, names)
     while True:
         try:
-            piece = next(reading)
+            pieces.append(next(reading))
         except StopIteration as stop:
-            if not stop.value:
-                return None
-            break
-        if len(held) < _HELD:
-            held.append(piece)
-        else:
-            packed.add(piece)
-    return itertools.chain(held, packed) if packed else iter(held)
-
-
-_HELD: Final = 64
-"""Calls of a list checked whole that are kept as objects while the rest is checked."""
-
-
-class _Packed:
-    """Calls of a Python list (:func:`_python_call`'s) packed into text and integers, which
-    the garbage collector does not walk: each call's arguments as JSON text (they are
-    JSON values, already through ``json.dumps`` and back: they unpack equal), its name,
-    and its extent."""
-
-    __slots__ = ("_extents", "_names", "_texts")
-
-    _TEXT, _OBJECT, _MARKED = 0, 1, 2  # the arguments: as written, an object, a marked one
-
-    def __init__(self) -> None:
-        self._names: list[str] = []
-        self._texts: list[str] = []
-        self._extents: array[int] = array("q")  # start, end, kind for each call
-
-    def add(self, piece: _Piece) -> None:
-        name, arguments, start, end = piece
-        if isinstance(arguments, str):
-            kind, text = self._TEXT, arguments
-        else:
-            kind = self._MARKED if isinstance(arguments, Conflicted) else self._OBJECT
-            text = json.dumps(arguments, ensure_ascii=False)
-        self._names.append(name)
-        self._texts.append(text)
-        self._extents.extend((start, end, kind))
-
-    def __bool__(self) -> bool:
-        return bool(self._names)
-
-    def __iter__(self) -> Iterator[_Piece]:
-        extents = self._extents
-        for index, (name, text) in enumerate(zip(self._names, self._texts, strict=True)):
-            start, end, kind = extents[3 * index : 3 * index + 3]
-            if kind == self._TEXT:
-                yield name, text, start, end
-            else:
-                value = json.loads(text)
-                yield name, Conflicted(value) if kind == self._MARKED else value, start, end
+            return iter(pieces) if stop.value else None
 
 
 def _python_elements(

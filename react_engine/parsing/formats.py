@@ -176,11 +176,6 @@ class _Finder:
         return best, best + which
 
 
-def _until(text: str, start: int, ends: tuple[str, ...]) -> tuple[int, int]:
-    """:class:`_Finder` for one look-up."""
-    return _Finder(text, ends)(start)
-
-
 def _json_pieces(text: str, start: int, limit: int) -> Iterator[_Piece]:
     """The JSON call objects at the first bracket of ``text[start:limit]``, read as they
     are taken."""

@@ -33,7 +33,8 @@ How a reply is read
    Every later block is blanked out before labels are looked for (offsets kept), its
    content joining the thought. A block that is never closed runs to the end of the
    reply: a ``<think>`` left open is reasoning however well-formed what follows looks,
-   so an ``Action:`` or ``Final Answer:`` inside any block is never read.
+   so an ``Action:`` or ``Final Answer:`` inside any block is never read. The blocks
+   are read by :mod:`.think`, the one think reader every protocol uses.
 3. **Labels** are found at the start of lines, in any case, with ``:`` or ``：``, spaces
    before the colon, Markdown around them (``**Action:**``, ``**Action**:``,
    ``*Thought:*``, ``### Action``, ``- Thought:``, ``> Thought:``), a number
@@ -89,10 +90,8 @@ a lossy one never does). Its ``raw_arguments`` is the input as the model wrote i
 serialised (``exact`` where it is the JSON text of the arguments). Hostile input is
 bounded: at most :data:`MAX_LABELS` labels (and as many calls in JSON blobs),
 :data:`MAX_FENCES` fence lines and :data:`MAX_KWARGS` ``key=value`` pairs are read; the
-rest is text. With a ``limit``, a ``{"tool_calls": [...]}`` blob or a ``[...]`` list of
-thousands of calls (bare, after ``Action:``, fenced or in ``<tool_call>`` tags) is read
-element by element: its calls past the limit are counted
-(:attr:`~react_engine.types.ParsedStep.more`), never held.
+rest is text. With a ``limit``, at most that many actions are returned (the reply's
+length is bounded before it is read: :mod:`react_engine.protocols.limits`).
 Blobs chained with ``;`` (``{call}; {call}``, as Llama 3.1 writes them) are read
 together, every one, in order; a chained element that starts like JSON but cannot be read
 at all raises, so that a reading never stops at the first call as if it were the whole
@@ -178,19 +177,13 @@ from ..errors import JSONRepairError, ReActParseError
 from ..types import ParsedStep, PendingCall, to_jsonable
 from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
-from .common import NOT_OBJECT, call_objects, think_blocks, unfence, written_value
-from .duplicates import DECODER, has_conflict, marked
+from .common import NOT_OBJECT, call_objects, unfence, written_value
+from .duplicates import DECODER, has_conflict
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
 from .patterns import run_end
+from .think import mask_think, think_span
 
-__all__ = [
-    "PARSE_REPAIR_CODES",
-    "Thinking",
-    "cut_reply",
-    "parse_react",
-    "read_think",
-    "split_think",
-]
+__all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "cut_reply", "parse_react"]
 
 PARSE_REPAIR_CODES: Final = frozenset(
     {
@@ -319,11 +312,11 @@ def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> tuple[str, 
 
 def _cut(text: str, stop_words: Sequence[str] | None) -> _Cut:
     codes: list[str] = []
-    think, body_start, think_code = _think_span(text)
+    think, body_start, think_code = think_span(text)
     if think_code:
         codes.append(think_code)
     body = text[body_start:]
-    masked, later_think, later_code = _mask_think(body)
+    masked, later_think, later_code = mask_think(body)
     if later_code:
         codes.append(later_code)
     end = len(body)
@@ -364,36 +357,6 @@ def _cut(text: str, stop_words: Sequence[str] | None) -> _Cut:
     )
 
 
-def _mask_think(body: str) -> tuple[str, list[str], str | None]:
-    """``body`` with every think block in it blanked out, their contents, and a repair code.
-
-    Blanks keep the line breaks and every offset, so labels, positions and errors stay
-    where they were; nothing written inside a block (an ``Action:`` the model only
-    considered, a ``Final Answer:`` it drafted) can be read as part of the step. A block
-    that is never closed runs to the end of the reply; a stray closing tag ends a block
-    that began at the start of ``body``.
-    """
-    spans: list[tuple[int, int]] = []
-    contents: list[str] = []
-    unclosed = False
-    for block in think_blocks(body):
-        spans.append((block.start, block.end))
-        contents.append(body[block.content_start : block.content_end].strip())
-        unclosed = unclosed or not block.closed
-    if not spans:
-        return body, [], None
-    chars = list(body)
-    for start, end in spans:
-        for i in range(start, end):
-            if chars[i] != "\n":
-                chars[i] = " "
-    return (
-        "".join(chars),
-        [c for c in contents if c],
-        ("unclosed_think" if unclosed else "think_block"),
-    )
-
-
 _BLANKED: Final = re.compile(r"(?<=\S)[ \t]{15,}")
 """A run of blanks at least as long as an empty think block (``<think></think>``) after
 some text on the same line: where a block was blanked out inside a line."""
@@ -406,102 +369,6 @@ def _tidy(text: str | None) -> str | None:
     lines = (_BLANKED.sub(" ", line).rstrip() for line in text.split("\n"))
     tidied = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
     return tidied
-
-
-@dataclass(frozen=True, slots=True)
-class Thinking:
-    """A reply read for its reasoning (:func:`read_think`)."""
-
-    reasoning: str | None
-    """What its think blocks hold (and, before a JSON payload, the prose around them),
-    stripped; ``None`` when there is none or it is blank."""
-    rest: str
-    """The reply without them."""
-    codes: tuple[str, ...] = ()
-    """``think_block``, ``unclosed_think`` (a block never closed: reasoning to the end)."""
-
-
-def read_think(text: str, *, payload: str = "") -> Thinking:
-    """The one reader of a reply's reasoning, for every protocol (the parser masks the
-    same blocks in place, keeping offsets: :func:`_mask_think`).
-
-    A think block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``, any case,
-    :func:`~react_engine.parsing.common.think_blocks`): one at the start of the reply, or
-    everything before a stray closing tag whose opening tag the server ate, and every
-    later block; a block never closed runs to the end of the reply (it was cut while
-    thinking, so nothing in it is read as a step).
-
-    ``payload``: the characters that open the reply's payload where it is delimited (a
-    JSON object: ``"{[`"``). Blocks are then read only before the payload, so that a tag
-    inside it (a thought that mentions ``</think>``) stays its text, and prose before a
-    block is reasoning too (it is not the payload).
-    """
-    if payload:
-        return _think_before(text, payload)
-    think, body_start, code = _think_span(text)
-    rest = text[body_start:]
-    later = list(think_blocks(rest))
-    if code is None and not later:
-        return Thinking(None, text)
-    parts = [(think or "").strip()]
-    kept: list[str] = []
-    codes = [code] if code else []
-    at = 0
-    for block in later:
-        kept.append(rest[at : block.start])
-        parts.append(rest[block.content_start : block.content_end].strip())
-        codes.append("think_block" if block.closed else "unclosed_think")
-        at = block.end
-    kept.append(rest[at:])
-    reasoning = "\n\n".join(p for p in parts if p) or None
-    return Thinking(reasoning, "".join(kept), tuple(_dedupe(codes)))
-
-
-def _think_before(raw: str, payload: str) -> Thinking:
-    thoughts: list[str] = []
-    codes: list[str] = []
-    body = raw
-    while body.lstrip()[:1] not in tuple(payload):
-        block = next(think_blocks(body), None)
-        if block is None:
-            break
-        prose = body[: block.start].strip()
-        content = body[block.content_start : block.content_end].strip()
-        thoughts += [t for t in (prose, content) if t]
-        if not block.closed:
-            codes.append("unclosed_think")
-            body = ""
-            break
-        codes.append("think_block")
-        body = body[block.end :]
-    return Thinking("\n\n".join(thoughts) or None, body, tuple(_dedupe(codes)))
-
-
-def split_think(text: str) -> tuple[str | None, str]:
-    """A reply's think block and the rest of the reply, as :func:`parse_react` sees them:
-    ``(reasoning, rest)`` of :func:`read_think`, ``(None, text)`` for a reply with no
-    block."""
-    thinking = read_think(text)
-    return thinking.reasoning, thinking.rest
-
-
-def _think_span(text: str) -> tuple[str | None, int, str | None]:
-    """The think block's content, where the reply proper starts, and the repair code.
-
-    Only a leading block counts here: one at the start of the reply, or everything before
-    a stray closing tag (a block whose opening the server ate). A block after some text is
-    a later block (:func:`_mask_think`), so the text before it stays the reply's.
-    """
-    block = next(think_blocks(text), None)
-    if block is None:
-        return None, 0, None
-    if not block.opened:
-        return text[: block.content_end], block.end, "think_block"
-    if text[: block.start].strip():
-        return None, 0, None
-    if not block.closed:  # cut while thinking, or never closed: all of it is reasoning
-        return text[block.content_start :], len(text), "unclosed_think"
-    return text[block.content_start : block.content_end], block.end, "think_block"
 
 
 def _first_observation(body: str) -> int:
@@ -729,16 +596,14 @@ def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Lab
     return cut, labels
 
 
-def _plain_step(kept: str, labels: list[_Label], limit: int | None = None) -> ParsedStep | None:
+def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
     """The step of a plain reply of the usual shape, read directly; None for any other.
 
     The shapes: ``Thought:`` at the start, then ``Final Answer:``, or ``Action:`` (a tool
     name, or a JSON blob naming one call) with an optional ``Action Input:``. Anything that
     would make :func:`_read` or :func:`_choose` do more than keep those parts (an inline
     label or blob in the thought, a finish or no-op tool, a second call, an empty answer)
-    leaves the reply to them; the result is the same either way. With ``limit``, a blob
-    is read no further than its first call (:func:`_wrapped_blob`): one of many is not
-    this shape.
+    leaves the reply to them; the result is the same either way.
     """
     kinds = tuple(label.kind for label in labels)
     if not 2 <= len(kinds) <= 3 or kinds[0] != P.THOUGHT or labels[0].start != 0:
@@ -756,9 +621,8 @@ def _plain_step(kept: str, labels: list[_Label], limit: int | None = None) -> Pa
     if kinds not in ((P.THOUGHT, P.ACTION), (P.THOUGHT, P.ACTION, P.ACTION_INPUT)):
         return None
     end = labels[2].start if len(labels) == 3 else len(kept)
-    one = 1 if limit is not None else None
-    items, problem = _action(kept[second.content : end], second.content, one)
-    if problem is not None or len(items) != 1 or items[0].tail is not None:
+    items, problem = _action(kept[second.content : end], second.content)
+    if problem is not None or len(items) != 1:
         return None
     item = items[0]
     tool = item.tool
@@ -858,7 +722,6 @@ class _Item:
     inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
     error: str | None = None  # why it must not run (two different inputs)
     dumped: tuple[Any, str] | None = None  # (args, raw_input) when raw_input is json.dumps(args)
-    tail: _Tail | None = None  # the calls of its blob past the limit: counted, not read
 
 
 @dataclass(slots=True)
@@ -893,15 +756,11 @@ def parse_react(
     one the server failed to honour, and a partial one at the very end is trimmed.
     ``implicit_final_answer`` takes a reply with no label at all (and no tool-call blob)
     as the final answer; by default such a reply is an error.
-    ``limit``: a JSON blob wrapping a ``tool_calls`` list (``{"tool_calls": [...]}``) or a
-    list of calls, bare, after ``Action:``, fenced or in ``<tool_call>`` tags, is
-    read element by element, its calls past the first ``limit`` actions only counted
-    (:attr:`ParsedStep.more <react_engine.types.ParsedStep.more>`), so that a reply of
-    thousands of calls is never held whole; the step is otherwise the one read without it.
+    ``limit``: at most this many actions are returned (the reader stops there).
     Raises :class:`~react_engine.errors.ReActParseError` when nothing can be recovered.
     """
     try:
-        return _parse(text, multi_action, stop_words, implicit_final_answer, limit)
+        step = _parse(text, multi_action, stop_words, implicit_final_answer)
     except _BrokenChain as exc:
         raise ReActParseError(
             "a call chained with ';' after another cannot be read",
@@ -909,6 +768,9 @@ def parse_react(
             pos=exc.pos,
             expected="every chained call as complete JSON",
         ) from None
+    if limit is not None:
+        del step.actions[limit:]
+    return step
 
 
 class _BrokenChain(Exception):
@@ -924,13 +786,12 @@ def _parse(
     multi_action: bool,
     stop_words: Sequence[str] | None,
     implicit_final_answer: bool,
-    limit: int | None,
 ) -> ParsedStep:
     if not text.strip():
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
     plain = _plain(text, stop_words)
     if plain is not None:
-        step = _plain_step(plain[0].text, plain[1], limit)
+        step = _plain_step(plain[0].text, plain[1])
         if step is not None:
             return step
     cut = _cut(text, stop_words) if plain is None else plain[0]
@@ -960,9 +821,9 @@ def _parse(
         )
     sections = _sections(body, _labels(body) if plain is None else plain[1])
     try:
-        reading = _read(sections, limit)
+        reading = _read(sections)
         if not any(sec.kind == P.ACTION for sec in sections):
-            _find_blobs(sections, reading, limit)
+            _find_blobs(sections, reading)
     except _BrokenChain as exc:
         raise _BrokenChain(offset + exc.pos) from None
     labelled = any(sec.kind != _PREAMBLE for sec in sections)
@@ -987,11 +848,8 @@ def _parse(
     return step
 
 
-def _read(sections: list[_Section], limit: int | None = None) -> _Reading:
-    """``limit``: the blobs of Actions are read as :func:`_blob` reads them with it, unless
-    an Action Input is there to attach to an Action's last call (which those cut short)."""
+def _read(sections: list[_Section]) -> _Reading:
     r = _Reading()
-    inputs: bool | None = None  # whether an Action Input is there, once asked
     labelled = any(sec.kind != _PREAMBLE for sec in sections)
     last_action: _Item | None = None
     orphan: _Section | None = None  # an Action Input still waiting for its Action
@@ -1009,9 +867,7 @@ def _read(sections: list[_Section], limit: int | None = None) -> _Reading:
             else:
                 r.others.append(sec.start)
         elif sec.kind == P.ACTION:
-            if limit is not None and inputs is None:
-                inputs = any(s.kind == P.ACTION_INPUT for s in sections)
-            items, problem = _action(sec.content, sec.content_start, None if inputs else limit)
+            items, problem = _action(sec.content, sec.content_start)
             if problem is not None:
                 r.problems.append(problem)
             r.items.extend(items)
@@ -1090,38 +946,30 @@ def _fill(action: _Item, raw: str, codes: list[str]) -> None:
 # --- actions ------------------------------------------------------------------------------------
 
 
-def _action(
-    content: str, pos: int, limit: int | None = None
-) -> tuple[list[_Item], _Problem | None]:
-    """The item(s) an Action section names (several for a list blob), or a problem;
-    ``limit`` as for :func:`parse_react`."""
+def _action(content: str, pos: int) -> tuple[list[_Item], _Problem | None]:
+    """The item(s) an Action section names (several for a list blob), or a problem."""
     stripped = content.strip()
     at = pos + (len(content) - len(content.lstrip()))
     missing = _Problem(at, "the Action has no tool name", "a tool name after 'Action:'")
     if not stripped:
         return [], missing
     if stripped.startswith(_BLOB_OPENERS):
-        big = limit is not None and len(stripped) >= _SMALL_BLOB  # else read whole, as it was
-        wrapped = _Wrapped(limit) if big and limit is not None else None
-        found = _blob(stripped, 0, wrapped)
+        found = _blob(stripped, 0)
         if found is not None:
             items, end = found
             try:
-                chained = _chained(stripped, end, wrapped)
+                chained = _chained(stripped, end)
             except _BrokenChain as exc:
                 raise _BrokenChain(at + exc.pos) from None
             if chained:
                 items = [*items, *(item for _, _, more in chained for item in more)]
                 end = chained[-1][1]
-            tail = items[-1].tail
             trailing = bool(stripped[end:].strip())
             for item in items:
                 item.pos = at
-                item.inline = len(items) == 1 and tail is None
+                item.inline = len(items) == 1
                 if trailing:
                     item.codes.append("text_after_input")
-            if trailing and tail is not None and tail.actions:
-                tail.codes["text_after_input"] = None  # as on each of its actions
             return items, None
         if stripped.startswith(("{", "```", "~~~")):
             return [], missing  # JSON that names no tool
@@ -1335,15 +1183,12 @@ def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
 # --- JSON blobs --------------------------------------------------------------------------------
 
 
-def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_Item], int] | None:
+def _blob(text: str, pos: int) -> tuple[list[_Item], int] | None:
     """The tool calls of a JSON blob or tool-call markup at ``pos``, and where it ends.
 
     None when what is there is not a tool call. A blob cut off before its JSON closes
     still names its tools, but its arguments are not made up by closing it: each call
-    keeps the blob's text as its input, with ``action_input_not_json``. With ``wrapped``,
-    a ``tool_calls`` wrapper or a list of calls, bare, fenced or in ``<tool_call>`` tags,
-    is read element by element (:func:`_wrapped_blob`) when it is valid JSON that the tag
-    or fence holds alone (anything else is read whole, as it was).
+    keeps the blob's text as its input, with ``action_input_not_json``.
     """
     codes: list[str] = ["json_blob"]
     fname: str | None = None
@@ -1355,12 +1200,6 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
         fname = tag.group("fname")
         start = json_at = run_end(P.JSON_WS, text, tag.end(), len(text))
         closing = P.TOOL_CALL_CLOSE.search(text, start)
-        if fname is None and wrapped is not None and len(text) - start >= _SMALL_BLOB:
-            stop = closing.start() if closing is not None else -1
-            read = _elements(text, start, wrapped, pos, stop)
-            if read is not None:
-                end = read[3] if closing is None else closing.end()
-                return _wrapped_items(text, pos, codes, *read[:3], end)
         if closing is not None:
             value, cut = _json_value(text[start : closing.start()], codes)
             end = closing.end()
@@ -1370,11 +1209,6 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
         inner, after = unfence(text[pos:]) or (text[pos:], "")
         end = len(text) - len(after)
         codes.append("fenced_json")
-        if wrapped is not None and len(inner) >= _SMALL_BLOB:
-            chunk = inner.strip()
-            read = _elements(chunk, 0, wrapped, pos, len(chunk), text)
-            if read is not None:
-                return _wrapped_items(text, pos, codes, *read[:3], end)
         value, cut = _json_value(inner, codes)
         if "json:extra_value" in codes:  # {call}; {call} in the fence: every one of them
             chain = _fenced_chain(inner.strip())
@@ -1382,10 +1216,6 @@ def _blob(text: str, pos: int, wrapped: _Wrapped | None = None) -> tuple[list[_I
                 return chain, end
     else:
         json_at = pos
-        if wrapped is not None and len(text) - pos >= _SMALL_BLOB:
-            read = _elements(text, pos, wrapped)
-            if read is not None:  # else not that shape, or not JSON as it stands: whole
-                return _wrapped_items(text, pos, codes, *read)
         value, end, cut = _json_prefix(text, pos, codes)
     if value is None:
         return None
@@ -1433,263 +1263,6 @@ def _blob_item(
     return item
 
 
-_TOOL_CALLS: Final = re.compile(r"tool[ \t_-]*calls", re.IGNORECASE)
-"""What a blob holding a ``tool_calls`` key holds (a first sieve for :func:`_wrapped_blob`)."""
-
-
-class _Wrapped:
-    """The limit of the blobs of one text read as wrappers, and where the next
-    :data:`_TOOL_CALLS` is in it: each search resumes past the last, so a text of
-    thousands of blobs is searched once, not once a blob."""
-
-    __slots__ = ("_at", "_since", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._since = -1  # where the last search started
-        self._at = -1  # where it found one, -1 for nowhere
-
-    def ahead(self, text: str, pos: int) -> bool:
-        """Whether ``text[pos:]`` holds a :data:`_TOOL_CALLS`."""
-        if self._at >= pos:
-            return True
-        if self._since >= 0 and self._at < 0 and pos >= self._since:
-            return False
-        found = _TOOL_CALLS.search(text, pos)
-        self._since, self._at = pos, found.start() if found is not None else -1
-        return found is not None
-
-
-@dataclass(slots=True)
-class _Tail:
-    """The calls of a blob past those read as items, as much of them as a step says:
-    how many there are and, in order, what they would have added to it."""
-
-    count: int = 0
-    actions: int = 0  # actions before the first final answer
-    final: bool = False  # a final answer (not empty) among them
-    has_action: bool = False  # an action anywhere among them
-    last_action: bool = False  # the last call is an action before any final answer
-    codes: dict[str, None] = field(default_factory=dict)  # those actions' codes, in order
-    drops: dict[str, None] = field(default_factory=dict)  # the dropped calls' codes
-    thoughts: list[str] = field(default_factory=list)
-
-
-_SMALL_BLOB: Final = 8192
-"""Characters under which a blob is read whole (faster than element by element, and its
-objects are few whatever the limit; ``more`` is then 0 and every call an object)."""
-
-_LISTED_CALL: Final = re.compile(r"\[[ \t\n\r]*\{")
-"""How a list of calls opens (a first sieve for :func:`_wrapped_blob`)."""
-
-
-def _elements(
-    text: str,
-    pos: int,
-    wrapped: _Wrapped,
-    at: int = -1,
-    stop: int = -1,
-    whole: str | None = None,
-) -> tuple[Any, _Tail | None, bool, int] | None:
-    """:func:`_wrapped_blob` of ``text[pos:]`` if it may be a wrapper (a ``tool_calls``
-    key ahead of ``at`` in ``whole``, by default ``pos`` in ``text``) or a list of calls;
-    with ``stop`` (not -1), only where the blob ends there, or JSON whitespace from it to
-    there: where the whole reading decodes the text up to ``stop`` as one value. A blob
-    in less than :data:`_SMALL_BLOB` characters is read whole, as it was."""
-    if (stop if stop >= 0 else len(text)) - pos < _SMALL_BLOB:
-        return None
-    if text.startswith("{", pos):
-        if not wrapped.ahead(text if whole is None else whole, pos if at < 0 else at):
-            return None
-    elif _LISTED_CALL.match(text, pos) is None:
-        return None
-    read = _wrapped_blob(text, pos, wrapped.limit)
-    if read is None or stop < 0:
-        return read
-    if read[3] <= stop and run_end(P.JSON_WS, text, read[3], stop) == stop:
-        return read
-    return None  # the tag closes inside the blob, or something else is before it
-
-
-_NOT_CALLS: Final = object()
-""":func:`_wrapped_blob`'s answer for a wrapper that is valid JSON but not calls."""
-
-
-def _wrapped_blob(text: str, pos: int, limit: int) -> tuple[Any, _Tail | None, bool, int] | None:
-    """The ``{...}`` at ``text[pos]`` read as an object wrapping one ``tool_calls`` list,
-    member by member and element by element, as :func:`_json_prefix` then
-    :func:`~.common.call_objects` read it whole (the same decoder, the same key written
-    twice): ``(calls, tail, duplicate_key, end)``, ``calls`` the calls up to and including
-    the ``limit``-th that an answer or an action is, ``tail`` what follows (None if
-    nothing), or ``(_NOT_CALLS, None, False, end)`` where an element is not a call.
-    ``None`` where it is not that shape (no ``tool_calls`` list, two), or not JSON as it
-    stands (which the repairer reads whole, as before). A list of thousands of calls is
-    never held: each element is decoded, read and let go. A ``[...]`` at ``text[pos]`` is
-    read as that list alone, a list of calls."""
-    if text.startswith("[", pos):
-        return _listed_elements(text, pos + 1, limit)
-    pos = run_end(P.JSON_WS, text, pos + 1, len(text))
-    listed: tuple[Any, _Tail | None] | None = None
-    conflict = False
-    members: dict[str, list[Any]] = {}
-    while True:
-        if not text.startswith('"', pos):
-            return None
-        key, pos = _decoded(text, pos)
-        pos = run_end(P.JSON_WS, text, pos, len(text))
-        if key is _UNDECODED or not text.startswith(":", pos):
-            return None
-        pos = run_end(P.JSON_WS, text, pos + 1, len(text))
-        if P.normalise_word(key) == "toolcalls":
-            if listed is not None or not text.startswith("[", pos):
-                return None
-            read = _listed_elements(text, pos + 1, limit)
-            if read is None:
-                return None
-            calls, tail, conflicted, pos = read
-            listed = (calls, tail)
-        else:
-            before = marked()
-            value, pos = _decoded(text, pos)
-            if value is _UNDECODED:
-                return None
-            conflicted = marked() != before and has_conflict(value)
-            members.setdefault(key, []).append(value)
-        conflict = conflict or conflicted
-        pos = run_end(P.JSON_WS, text, pos, len(text))
-        if text.startswith("}", pos):
-            break
-        if not text.startswith(",", pos):
-            return None
-        pos = run_end(P.JSON_WS, text, pos + 1, len(text))
-    if listed is None:
-        return None
-    if any(len(values) > 1 for values in members.values()):  # as the pairs hook tells it
-        conflict = conflict or any(v[-1] != value for v in members.values() for value in v)
-    return listed[0], listed[1], conflict, pos + 1
-
-
-_UNDECODED: Final = object()
-
-
-def _decoded(text: str, pos: int) -> tuple[Any, int]:
-    """The JSON value at ``text[pos]`` as :func:`~.json_repair.decode_prefix` decodes it
-    when it is valid, and its end; :data:`_UNDECODED` if it is not, or if it nests deeper
-    than :data:`_DEEP` (decoded alone, it is less deep than inside the blob, where it might
-    have been too deep to decode: such a blob is read whole, as before)."""
-    try:
-        value, end = DECODER.raw_decode(text, pos)
-    except (ValueError, RecursionError):
-        return _UNDECODED, pos
-    if end - pos > 2 * _DEEP and _deeper(value, _DEEP):
-        return _UNDECODED, pos
-    return value, end
-
-
-_DEEP: Final = 64
-"""Nesting past which an element is not read alone (JSON nests two levels a character)."""
-
-
-def _deeper(value: Any, depth: int) -> bool:
-    """Whether ``value`` nests lists and objects deeper than ``depth`` (walked with a
-    stack of its own)."""
-    stack = [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            item = item.values()
-        elif not isinstance(item, list):
-            continue
-        if level >= depth:
-            return True
-        stack.extend((child, level + 1) for child in item)
-    return False
-
-
-def _listed_elements(text: str, pos: int, limit: int) -> tuple[Any, _Tail | None, bool, int] | None:
-    """The elements of the ``tool_calls`` list opened before ``text[pos]`` (see
-    :func:`_wrapped_blob`); the last value is where the list ends (after its ``]``)."""
-    pos = run_end(P.JSON_WS, text, pos, len(text))
-    if text.startswith("]", pos):
-        return _NOT_CALLS, None, False, pos + 1  # an empty list is no call
-    calls: list[PendingCall] = []
-    tail: _Tail | None = None
-    usable = 0
-    conflict = False
-    good = True
-    while True:
-        before = marked()
-        value, pos = _decoded(text, pos)
-        if value is _UNDECODED:
-            return None
-        conflict = conflict or (marked() != before and has_conflict(value))
-        one = call_objects(value) if good and isinstance(value, dict) else None
-        if one is None:
-            good = False
-            calls.clear()
-            tail = None
-        for call in one or ():
-            if tail is not None:
-                _count(tail, call)
-                continue
-            calls.append(call)
-            usable += not _dropped(call)
-            if usable >= limit:
-                tail = _Tail()
-        pos = run_end(P.JSON_WS, text, pos, len(text))
-        if text.startswith(",", pos):
-            pos = run_end(P.JSON_WS, text, pos + 1, len(text))
-            continue
-        if not text.startswith("]", pos):
-            return None
-        break
-    if not good:
-        return _NOT_CALLS, None, conflict, pos + 1
-    return calls, tail if tail is not None and tail.count else None, conflict, pos + 1
-
-
-def _dropped(call: PendingCall) -> str | None:
-    """The code :func:`_usable` drops a blob's call with (a no-op, an empty answer)."""
-    if _is_finish(call.tool):
-        return None if _answer_text(written_value(call)) else "empty_final_dropped"
-    return "noop_action_dropped" if P.normalise_word(call.tool) in _NOOP_NAMES else None
-
-
-def _count(tail: _Tail, call: PendingCall) -> None:
-    """Add ``call``, one past the limit, to ``tail``."""
-    tail.count += 1
-    if call.thought:
-        tail.thoughts.append(call.thought)
-    dropped = _dropped(call)
-    tail.last_action = False
-    if dropped is not None:
-        tail.drops[dropped] = None
-    elif _is_finish(call.tool):
-        tail.final = True
-    else:
-        tail.has_action = True
-        if not tail.final:
-            tail.actions += 1
-            tail.last_action = True
-            codes: list[str] = []
-            _blob_args(written_value(call), codes)
-            codes.extend(code for code in call.repairs if code != NOT_OBJECT)
-            tail.codes.update(dict.fromkeys(codes))
-
-
-def _wrapped_items(
-    text: str, pos: int, codes: list[str], calls: Any, tail: _Tail | None, conflict: bool, end: int
-) -> tuple[list[_Item], int] | None:
-    """The items of a wrapper :func:`_wrapped_blob` read, the tail on the last."""
-    if calls is _NOT_CALLS:
-        return None
-    if conflict:
-        codes.append("json:duplicate_key")
-    items = [_blob_item(call, text, pos, end, codes) for call in calls]
-    items[-1].tail = tail
-    return items, end
-
-
 def _json_value(chunk: str, codes: list[str]) -> tuple[Any, bool]:
     """A JSON object or array making up ``chunk`` (repaired), or None; and whether it was
     cut off (closed by the repair at the end of the chunk)."""
@@ -1727,7 +1300,7 @@ def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int, bool]
     return value, end, cut
 
 
-def _find_blobs(sections: list[_Section], r: _Reading, limit: int | None = None) -> None:
+def _find_blobs(sections: list[_Section], r: _Reading) -> None:
     """Tool-call blobs in the thoughts and unlabeled text of a reply with no Action label.
 
     The first section holding one is used; all the blobs in it are read, in order. The
@@ -1737,7 +1310,7 @@ def _find_blobs(sections: list[_Section], r: _Reading, limit: int | None = None)
         if sec.kind not in (P.THOUGHT, _PREAMBLE):
             continue
         try:
-            found = _search_blobs(sec.content, _Wrapped(limit) if limit is not None else None)
+            found = _search_blobs(sec.content)
         except _BrokenChain as exc:
             raise _BrokenChain(sec.content_start + exc.pos) from None
         if not found:
@@ -1750,25 +1323,19 @@ def _find_blobs(sections: list[_Section], r: _Reading, limit: int | None = None)
             if sec.kind == _PREAMBLE and (sec.start, "unlabeled_thought") not in r.codes:
                 r.codes.append((sec.start, "unlabeled_thought"))
         if sec.content[found[-1][1] :].strip():
-            last = found[-1][2][-1]
-            if last.tail is None:
-                last.codes.append("text_after_input")
-            elif last.tail.last_action:
-                last.tail.codes["text_after_input"] = None
+            found[-1][2][-1].codes.append("text_after_input")
         for at, _end, items in found:
             for item in items:
                 item.pos = sec.content_start + at
                 if item.thought:
                     r.thoughts.append((item.pos, item.thought))
-                if item.tail is not None and item.tail.thoughts:
-                    r.thoughts.append((item.pos, "\n\n".join(item.tail.thoughts)))
                 r.items.append(item)
         r.items.sort(key=lambda it: it.pos)
         r.thoughts.sort(key=lambda pt: pt[0])
         return
 
 
-def _search_blobs(text: str, wrapped: _Wrapped | None = None) -> list[tuple[int, int, list[_Item]]]:
+def _search_blobs(text: str) -> list[tuple[int, int, list[_Item]]]:
     """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets.
 
     Candidates come from three position-ordered scans merged lazily; each is tried once,
@@ -1793,17 +1360,16 @@ def _search_blobs(text: str, wrapped: _Wrapped | None = None) -> list[tuple[int,
         if start < resume:
             continue
         at = run_end(P.JSON_WS, text, start, len(text))
-        blob = _blob(text, at, wrapped)
+        blob = _blob(text, at)
         if blob is None:
             failures += 1
             if failures >= _MAX_BLOB_CANDIDATES:
                 break
             resume = start + 1
             continue
-        for one in [(at, blob[1], blob[0]), *_chained(text, blob[1], wrapped)]:
+        for one in [(at, blob[1], blob[0]), *_chained(text, blob[1])]:
             found.append(one)
-            tail = one[2][-1].tail
-            read += len(one[2]) + (tail.count if tail is not None else 0)
+            read += len(one[2])
             resume = one[1]
     return found
 
@@ -1824,9 +1390,7 @@ _CHAIN: Final = re.compile(r"[ \t]*;\s*(?=[\[{<])")
 """A ``;`` between two chained calls (Llama 3.1 writes ``{call}; {call}``)."""
 
 
-def _chained(
-    text: str, end: int, wrapped: _Wrapped | None = None
-) -> list[tuple[int, int, list[_Item]]]:
+def _chained(text: str, end: int) -> list[tuple[int, int, list[_Item]]]:
     """The blobs chained with ``;`` after the one ending at ``end``: where each starts and
     ends, and its calls, in order. A reading never stops at the first of several chained
     calls as if it were the whole reply: JSON after a ``;`` that cannot be read at all
@@ -1837,7 +1401,7 @@ def _chained(
         m = _CHAIN.match(text, end)
         if m is None:
             return out
-        blob = _blob(text, m.end(), wrapped)
+        blob = _blob(text, m.end())
         if blob is None:
             if _json_prefix(text, m.end(), [])[0] is None and text[m.end()] in "{[":
                 raise _BrokenChain(m.end())
@@ -1900,9 +1464,6 @@ def _usable(r: _Reading) -> list[_Item]:
             r.problems.append(_Problem(item.pos, "the final answer is empty", "the answer text"))
             continue
         items.append(item)
-        if item.tail is not None:  # the calls past it, dropped as they would have been
-            for code in item.tail.drops:
-                r.codes.append((item.pos, code))
     return items
 
 
@@ -1928,14 +1489,10 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
     first = items[0]
     drops: list[str] = []
     later = [p for p, _ in r.thoughts] + r.others + [it.pos for it in items]
-    more = 0  # the actions kept past the items of a blob's tail: counted, not read
-    counted: dict[str, None] = {}  # their codes
     if first.final is not None:
         kept = [first]
         keep_until = min((p for p in later if p > first.pos), default=_END)
-        if any(it.final is None for it in items[1:]) or any(
-            it.tail is not None and it.tail.has_action for it in items
-        ):
+        if any(it.final is None for it in items[1:]):
             drops.append("action_after_final_dropped")
         elif keep_until != _END:
             drops.append("text_after_final_dropped")
@@ -1943,30 +1500,16 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
         kept = []
         taken = 0
         last = first.pos
-        stopped = False  # a final answer in a tail
-        counting = False  # past a tail: the actions are counted, in order
         for item in items:
             if item.final is not None:
                 break
             taken += 1
             last = item.pos
-            if counting:
-                more += 1
-                counted.update(dict.fromkeys(item.codes))
-            else:
-                kept.append(item)
-            tail = item.tail
-            if tail is not None:
-                counting = True
-                more += tail.actions
-                counted.update(tail.codes)
-                if tail.final:
-                    stopped = True
-                    break
-        if stopped or taken < len(items):
+            kept.append(item)
+        if taken < len(items):
             drops.append("final_after_action_dropped")
-        if not multi_action and len(kept) + more > 1:
-            kept, more, counted, last = kept[:1], 0, {}, kept[0].pos
+        if not multi_action and len(kept) > 1:
+            kept, last = kept[:1], kept[0].pos
             drops.append("first_action_only")
         keep_until = _END
         if drops:
@@ -1974,7 +1517,6 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
     codes = [code for pos, code in sorted(r.codes, key=lambda pc: pc[0]) if pos < keep_until]
     for item in kept:
         codes.extend(item.codes)
-    codes.extend(counted)
     thoughts = [t for pos, t in r.thoughts if pos < keep_until and t]
     if think:
         thoughts.insert(0, think)
@@ -1996,7 +1538,6 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
         final_answer=first.final,
         repairs=_dedupe([*cut.codes, *codes, *drops]),
         text=cut.text,
-        more=more,
     )
 
 

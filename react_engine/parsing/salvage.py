@@ -54,17 +54,14 @@ from __future__ import annotations
 import bisect
 import keyword
 import re
-from array import array
 from collections.abc import (
     Callable,
     Collection,
-    Generator,
     Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypeAlias, get_args
 
 from ..errors import ReActParseError
@@ -73,15 +70,12 @@ from ..wording import Note, ObservationCode
 from . import formats as F
 from . import patterns as P
 from .calls import (
-    _DECODER,
-    _HELD,
     _MAX_CALL_CHARS,
     Arguments,
     CallSink,
     SalvageFormat,
     _call_from_object,
     _functions,
-    _guessed,
     _json_objects,
     _json_objects_lazily,
     _loads,
@@ -95,7 +89,6 @@ from .calls import (
     found_call,
 )
 from .common import think_blocks, unfence
-from .duplicates import has_conflict, marked
 from .formats import type_arguments
 from .placement import NotAction, placement
 from .react import parse_react
@@ -163,89 +156,68 @@ def read_salvaged(
     prefer: str | None = None,
     examples: bool = False,
 ) -> Salvaged:
-    """:func:`salvage_calls`, keeping at most the first ``limit`` calls as objects: the
-    others are counted (:attr:`Salvaged.count`) and their spans kept, so that
-    :func:`strip_salvaged` still removes them all. A reply of 45,000 calls then costs
-    ``limit`` call objects, not 45,000 that the garbage collector would walk."""
+    """:func:`salvage_calls`, the first ``limit`` calls only (the reply's length is
+    bounded before it is read: :mod:`react_engine.protocols.limits`)."""
     names = frozenset(n for n in tool_names if n)
     if not text or not names:
-        return Salvaged([], array("q"), array("q"))
+        return Salvaged([])
     fences = [] if examples else _fence_regions(text)
     fenced_last = bool(fences) and not text[fences[-1][1] :].strip(" \t\r\n`~")
-    found = _Found(limit, _think_regions(text), fences, fenced_last)
+    found = _Found(_think_regions(text), fences, fenced_last)
     for detect in _detectors(text, prefer):
         detect(text, names, found)
     withheld: NotAction | None = None
-    if found.starts and not examples:
-        verdicts = placement(text, list(found.spans()), sorted([*found.think, *fences]))
-        for index, verdict in enumerate(verdicts[: len(found.calls)]):
+    if found.calls and not examples:
+        spans = [c.span for c in found.calls]
+        verdicts = placement(text, spans, sorted([*found.think, *fences]))
+        for call, verdict in zip(found.calls, verdicts, strict=True):
             if verdict == "unclosed":  # kept, so that the model is told (the policy refuses it)
-                found.calls[index].cut = UNCLOSED
+                call.cut = UNCLOSED
         dropped = [v for v in verdicts if v is not None and v != "unclosed"]
         if dropped:
             withheld = dropped[0]
-            found.keep([i for i, v in enumerate(verdicts) if v is None or v == "unclosed"])
-    calls = [_typed(c, schemas) for c in found.calls]
-    return Salvaged(calls, found.starts, found.ends, withheld)
+            found.calls = [
+                c
+                for c, v in zip(found.calls, verdicts, strict=True)
+                if v is None or v == "unclosed"
+            ]
+    calls = [_typed(c, schemas) for c in found.calls[:limit]]
+    return Salvaged(calls, withheld)
 
 
+@dataclass(slots=True)
 class Salvaged:
-    """The calls :func:`read_salvaged` found in a reply: the first ones as objects
-    (:attr:`calls`), every one by its span."""
+    """The calls :func:`read_salvaged` found in a reply."""
 
-    __slots__ = ("_ends", "_starts", "calls", "withheld")
-
-    def __init__(
-        self,
-        calls: list[PendingCall],
-        starts: array[int],
-        ends: array[int],
-        withheld: NotAction | None = None,
-    ) -> None:
-        self.calls = calls
-        """The first calls, in order of appearance (all of them, within the limit)."""
-        self._starts = starts
-        self._ends = ends
-        self.withheld = withheld
-        """Why the first call written where it is not the model's action was dropped
-        (:func:`~.placement.placement`), or ``None``: none was."""
-
-    @property
-    def count(self) -> int:
-        """How many calls the reply holds: :attr:`calls` and those past the limit."""
-        return len(self._starts)
-
-    def spans(self) -> Iterator[tuple[int, int]]:
-        """Every call's ``text[start:end]``, in order."""
-        return zip(self._starts, self._ends, strict=True)
+    calls: list[PendingCall]
+    """The calls, in order of appearance (within the limit)."""
+    withheld: NotAction | None = None
+    """Why the first call written where it is not the model's action was dropped
+    (:func:`~.placement.placement`), or ``None``: none was."""
 
     def __bool__(self) -> bool:
-        return bool(self._starts)
+        return bool(self.calls)
 
 
 class _Found:
     """The calls the recognisers find, accepted as they come (a recogniser writes into it
     as into a list: :meth:`append`, :meth:`extend`). A call in a think block, in a fenced
     example or overlapping one accepted before is dropped; the others are kept in order of
-    position, the first ``limit`` as objects and all by their spans (two integer arrays:
-    no object per call for the collector to walk)."""
+    position."""
 
-    __slots__ = ("calls", "ends", "fenced_last", "fences", "limit", "starts", "think")
+    __slots__ = ("calls", "fenced_last", "fences", "starts", "think")
 
     def __init__(
         self,
-        limit: int | None,
         think: list[tuple[int, int]],
         fences: list[tuple[int, int]],
         fenced_last: bool,
     ) -> None:
-        self.limit = limit
         self.think = think
         self.fences = fences
         self.fenced_last = fenced_last
         self.calls: list[PendingCall] = []
-        self.starts: array[int] = array("q")
-        self.ends: array[int] = array("q")
+        self.starts: list[int] = []
 
     def append(self, call: PendingCall) -> None:
         start, end = call.span
@@ -266,36 +238,22 @@ class _Found:
                 )
             ):
                 return
-        starts, ends = self.starts, self.ends
+        starts, calls = self.starts, self.calls
         # after the calls of no width already at ``start`` (the calls of one JSON object
         # after its first, as :func:`~.calls._tile` spans them): they keep their order
         index = bisect.bisect_right(starts, start)
-        if index > 0 and starts[index - 1] == start and ends[index - 1] > start:
+        if index > 0 and starts[index - 1] == start and calls[index - 1].span[1] > start:
             index -= 1  # before the one call with a width that starts there
-        if index > 0 and ends[index - 1] > start:
+        if index > 0 and calls[index - 1].span[1] > start:
             return
         if index < len(starts) and starts[index] < end:
             return
         starts.insert(index, start)
-        ends.insert(index, end)
-        if self.limit is None or index < self.limit:
-            self.calls.insert(index, call)
-            if self.limit is not None and len(self.calls) > self.limit:
-                self.calls.pop()
+        calls.insert(index, call)
 
     def extend(self, calls: Iterable[PendingCall]) -> None:
         for call in calls:
             self.append(call)
-
-    def spans(self) -> Iterator[tuple[int, int]]:
-        return zip(self.starts, self.ends, strict=True)
-
-    def keep(self, indices: Sequence[int]) -> None:
-        """Keep only the calls at ``indices`` (in order)."""
-        held = len(self.calls)
-        self.calls = [self.calls[i] for i in indices if i < held]
-        self.starts = array("q", (self.starts[i] for i in indices))
-        self.ends = array("q", (self.ends[i] for i in indices))
 
 
 _END: Final = 1 << 62
@@ -407,12 +365,11 @@ def strip_salvaged(text: str, calls: Sequence[PendingCall] | Salvaged) -> str:
 
     Code fences left empty by the removal are dropped and runs of blank lines collapse,
     so ``"Let me check.\\n```python\\nget_weather('Paris')\\n```"`` becomes
-    ``"Let me check."``. ``calls`` may be what :func:`read_salvaged` read: the spans of
-    the calls past its limit are removed too.
+    ``"Let me check."``.
     """
     if not calls:
         return text.strip()
-    spans = calls.spans() if isinstance(calls, Salvaged) else sorted(c.span for c in calls)
+    spans = sorted(c.span for c in (calls.calls if isinstance(calls, Salvaged) else calls))
     pieces: list[str] = []
     pos = 0
     for start, end in spans:
@@ -489,31 +446,9 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
         else:
             json_start = _first_of(text, "{[", token.end(), body_end)
             if json_start is not None:
-                wrapped = _tagged_wrapper(text, token.end(), json_start, body_end)
-                if wrapped is None:
-                    wrapped = _json_objects_lazily(text, json_start, body_end)
-                out.extend(_tile(wrapped, "hermes", token.start(), span_end, names))
+                listed = _json_objects_lazily(text, json_start, body_end)
+                out.extend(_tile(listed, "hermes", token.start(), span_end, names))
         token = next(tokens, None) if closed else following
-
-
-def _tagged_wrapper(
-    text: str, open_end: int, json_start: int, body_end: int
-) -> Iterator[_Piece] | None:
-    """The calls of a block that holds nothing but one ``{"tool_calls": [...]}`` object
-    (JSON whitespace only between it and its tags), read element by element as
-    :func:`_wrapped_calls` reads them, each with the object's extent, as reading the object
-    whole gives them (a list of thousands of calls is never held whole). ``None`` where
-    that is in doubt (other text in the block, the object not valid JSON as written or not
-    that shape): the block is then read whole, as before."""
-    if text[json_start] != "{" or text[open_end:json_start].strip(" \t\r\n"):
-        return None
-    stop = len(text[json_start:body_end].rstrip(" \t\r\n")) + json_start
-    if text[stop - 1] != "}" or _TOOL_CALLS.search(text, json_start, stop) is None:
-        return None
-    read, reading = _wrapped_calls(text[json_start:stop], None)
-    if not read or reading is None:
-        return None  # not that shape, or no call: read whole, as before
-    return ((n, a, json_start, stop) for calls in reading for n, a in calls)
 
 
 def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
@@ -653,21 +588,6 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     body = _unfence_whole(text[start:end])
     if not body or body[0] + body[-1] not in ("{}", "[]"):
         return
-    if body[0] == "[":  # a list of calls: checked, then read, one element at a time
-        if _list_of_calls(body, names):
-            body_start = text.find(body, start)
-            listed = _json_objects_lazily(text, body_start, body_start + len(body))
-            out.extend(_tile(listed, "json", start, end, names))
-        return
-    if P.LOOSE_CALL_START.match(body) is None and _TOOL_CALLS.search(body) is not None:
-        read, reading = _wrapped_calls(body, names)
-        if read:
-            if reading is not None:
-                body_start = text.find(body, start)
-                body_end = body_start + len(body)
-                shared = ((n, a, body_start, body_end) for calls in reading for n, a in calls)
-                out.extend(_tile(shared, "json", start, end, names))
-            return
     ok, value = _loads(body)
     if ok:
         calls = _call_from_object(value)
@@ -680,186 +600,6 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     if not pieces or any(name not in names for name, *_ in pieces):
         return
     out.extend(_tile(pieces, "json", start, end, names))
-
-
-_TOOL_CALLS: Final = re.compile(r"tool[ \t_-]*calls", re.IGNORECASE)
-"""What a reply holding a ``tool_calls`` key holds (a first sieve: a key spelled otherwise
-is still read, whole)."""
-
-_CallsOf: TypeAlias = list[tuple[str, Arguments]]
-
-
-def _wrapped_calls(
-    body: str, names: frozenset[str] | None
-) -> tuple[bool, Iterator[_CallsOf] | None]:
-    """``body``, ``{...}``, read as an object wrapping one ``tool_calls`` list, member by
-    member and element by element (a list of thousands of calls is never held whole): the
-    calls of each element, as decoding ``body`` whole and reading its calls
-    (:func:`~.calls._call_from_object`) would give them, or ``None`` where that finds no
-    call to ``names`` (``body`` not JSON, an element not a call, an unknown tool, no
-    element). ``(False, None)``: not that shape (no ``tool_calls`` list, or two): read it
-    whole. Not for a body starting ``{"name":``, which is read loosely when not JSON.
-    ``names=None``: a call to any name counts (a Hermes block keeps the known ones)."""
-    last = len(body) - 1  # the closing brace
-    pos = _skip_json_space(body, 1)
-    listed: tuple[list[_CallsOf], int, int] | None = None
-    guessed = False  # a key given two values anywhere: every call is a guess
-    members: dict[str, list[Any]] = {}  # the other members' values, to find a key twice
-    while pos < last:  # a member at pos; "{}" has none
-        key, pos = _json_at(body, pos) if body[pos] == '"' else (_NOT_JSON, pos)
-        if not isinstance(key, str):
-            return True, None  # not JSON
-        pos = _skip_json_space(body, pos)
-        if pos >= last or body[pos] != ":":
-            return True, None
-        pos = _skip_json_space(body, pos + 1)
-        if P.normalise_word(key) == "toolcalls":
-            if listed is not None or body[pos] != "[":
-                return False, None  # two lists, or calls that are not a list
-            listed, pos, guessed_in_list = _check_listed(body, pos + 1, names)
-            if pos == -1:
-                return True, None
-            guessed = guessed or guessed_in_list
-        else:
-            before = marked()
-            value, pos = _json_at(body, pos)
-            if value is _NOT_JSON:
-                return True, None
-            guessed = guessed or (marked() != before and has_conflict(value))
-            members.setdefault(key, []).append(value)
-        pos = _skip_json_space(body, pos)
-        if pos == last:
-            break  # the closing brace
-        if pos > last or body[pos] != ",":
-            return True, None  # the value ran over the closing brace, or no comma
-        pos = _skip_json_space(body, pos + 1)
-        if pos == last:
-            return True, None  # "{..., }"
-    if listed is None:
-        return False, None
-    held, count, resume = listed
-    if not count:
-        return True, None
-    if any(len(values) > 1 for values in members.values()):  # as the decoder's pairs hook
-        guessed = guessed or any(v[-1] != value for v in members.values() for value in v)
-    reading = iter(held) if count == len(held) else _listed_again(held, body, resume, names)
-    if guessed:
-        return True, ([(name, _guessed(args)) for name, args in calls] for calls in reading)
-    return True, reading
-
-
-_NOT_JSON: Final = object()
-
-
-def _json_at(body: str, pos: int) -> tuple[Any, int]:
-    """The JSON value at ``body[pos]`` and where it ends; :data:`_NOT_JSON` if none is."""
-    try:
-        return _DECODER.raw_decode(body, pos)
-    except (ValueError, RecursionError):
-        return _NOT_JSON, pos
-
-
-def _listed_calls(
-    body: str, pos: int, names: frozenset[str] | None
-) -> Generator[tuple[_CallsOf | None, bool, int], None, int]:
-    """Each element of the JSON list whose first element is at ``body[pos]``: its calls
-    (``None``: not calls to ``names``), whether it gives a key two values, and where the
-    next element begins. Returns where the list ends (after its ``]``), -1 where it is not
-    JSON."""
-    pos = _skip_json_space(body, pos)
-    if body.startswith("]", pos):
-        return pos + 1
-    while True:
-        before = marked()
-        value, after = _json_at(body, pos)
-        if value is _NOT_JSON:
-            return -1
-        conflicted = marked() != before and has_conflict(value)
-        calls = _call_from_object(value) if isinstance(value, dict) else None
-        if calls is not None and names is not None and any(n not in names for n, _ in calls):
-            calls = None
-        pos = _skip_json_space(body, after)
-        if body.startswith(",", pos):
-            pos = _skip_json_space(body, pos + 1)
-            yield calls, conflicted, pos
-            continue
-        yield calls, conflicted, pos
-        return pos + 1 if body.startswith("]", pos) else -1
-
-
-def _check_listed(
-    body: str, pos: int, names: frozenset[str] | None
-) -> tuple[tuple[list[_CallsOf], int, int], int, bool]:
-    """Check the ``tool_calls`` list whose first element is at ``body[pos]``: ``((the
-    calls of its first elements, how many elements, where the first not kept begins), where
-    the list ends, whether an element gives a key two values)``; no element counted unless
-    each is a call to ``names``; the end is -1 where the list is not JSON."""
-    held: list[_CallsOf] = []
-    resume = pos
-    count = 0
-    good = True
-    guessed = False
-    reading = _listed_calls(body, pos, names)
-    while True:
-        try:
-            calls, conflicted, after = next(reading)
-        except StopIteration as stop:
-            end: int = stop.value
-            break
-        count += 1
-        guessed = guessed or conflicted
-        if calls is None:
-            good = False
-            held.clear()
-        elif good and len(held) < _HELD:
-            held.append(calls)
-            resume = after
-    return (held, count if good else 0, resume), end, guessed
-
-
-def _listed_again(
-    held: list[_CallsOf], body: str, resume: int, names: frozenset[str] | None
-) -> Iterator[_CallsOf]:
-    """The calls of a checked list: those kept by the check, then the others read again."""
-    yield from held
-    held.clear()
-    for calls, _, _ in _listed_calls(body, resume, names):
-        if calls is not None:  # all are: the list was checked
-            yield calls
-
-
-def _list_of_calls(body: str, names: frozenset[str]) -> bool:
-    """Whether ``body``, ``[...]``, is a valid JSON array of objects that are calls to
-    ``names`` (at least one), as decoding it whole and reading the calls of the array would
-    say, but decoded one element at a time: a list of thousands of calls is never held."""
-    last = len(body) - 1  # the closing bracket
-    pos = _skip_json_space(body, 1)
-    if pos >= last:
-        return False  # []: no call
-    while True:
-        if body[pos] != "{":
-            return False
-        close, _ = _scan(body, pos, last, P.JSON_STRUCTURE, '"')
-        if close is None:
-            return False
-        ok, value = _loads(body[pos:close])
-        calls = _call_from_object(value) if ok else None
-        if not calls or any(name not in names for name, _ in calls):
-            return False
-        pos = _skip_json_space(body, close)
-        if pos == last:
-            return True
-        if body[pos] != ",":
-            return False
-        pos = _skip_json_space(body, pos + 1)
-        if pos >= last:
-            return False  # a trailing comma: not JSON
-
-
-def _skip_json_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
 
 
 MAX_PYTHON_CALLS = 1024

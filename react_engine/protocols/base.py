@@ -99,9 +99,9 @@ class RequestContext:
     """The run's ``output_type``: the final answer must be JSON valid for it (``None``: any
     text). The protocol shows its schema; the policy validates the answer."""
     call_limit: int | None = None
-    """The most calls of one reply a protocol reads into objects (the loop answers no more):
-    the calls past it are only counted (:attr:`CallTools.more`), so that a reply of
-    thousands of calls costs no more objects than the step keeps. ``None``: no limit."""
+    """Where a protocol's readers of calls in text stop (the loop sets it to
+    :data:`~react_engine.protocols.limits.READ_LIMIT`: a reply with more calls than
+    ``MAX_CALLS`` is refused whole). ``None``: no limit."""
     memo: dict[Hashable, Any] = field(default_factory=dict)
     """What a protocol keeps between the requests of one run (the loop passes every request
     of a run the same dict): see :meth:`once`."""

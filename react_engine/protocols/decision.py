@@ -72,10 +72,6 @@ class CallTools(_Reading):
     """The reply asks for tool calls (at least one)."""
 
     calls: list[PendingCall]
-    more: int = 0
-    """Calls the reply makes past :attr:`calls`, counted but not read into objects (past
-    :attr:`RequestContext.call_limit <react_engine.protocols.base.RequestContext.call_limit>`):
-    the step reports them as not run."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -244,9 +244,7 @@ class FunctionCallingProtocol(Protocol):
             return self._final_result(reply, finals[0], ctx)
         decision = self._read(reply, ctx)
         if isinstance(decision, CallTools):
-            only_final = not decision.more and all(
-                c.salvaged and c.tool == FINAL_RESULT for c in decision.calls
-            )
+            only_final = all(c.salvaged and c.tool == FINAL_RESULT for c in decision.calls)
             if only_final:
                 # final_result written in the text (a <tool_call> block...): the answer.
                 first = decision.calls[0]
@@ -340,7 +338,6 @@ class FunctionCallingProtocol(Protocol):
                 text=rest or None,
                 thought=reasoning(rest)[2],
                 calls=calls,
-                more=found.count - len(calls),
                 repairs=repairs,
             )
         # A Thought/Action block written as text by a model that was given native tools.

@@ -103,6 +103,7 @@ from .decision import (
     PendingCall,
     Refusal,
 )
+from .limits import MAX_CALLS, too_large, too_many_calls
 from .output import OutputError
 from .shared import join, native_calls, reasoning
 
@@ -122,6 +123,7 @@ WRITTEN_CALL = Refusal(
 )
 """Why a forced final answer that is a call (in any syntax) is not an answer."""
 _WRITTEN = "a tool call written as text"
+_LARGE = "a reply past the limits of what is read"
 
 
 def new_call_id() -> str:
@@ -136,8 +138,19 @@ def new_call_id() -> str:
 def decide(protocol: Protocol, reply: ModelResponse, ctx: Context) -> Decision:
     """The decision on ``reply``: the protocol's reading of it
     (:meth:`~react_engine.protocols.base.Protocol.read_reply`) under the rules every protocol
-    shares (:func:`apply`). The loop calls this; ``Protocol.parse_reply`` is the same."""
-    return apply(protocol, protocol.read_reply(reply, ctx), reply, ctx)
+    shares (:func:`apply`). The loop calls this; ``Protocol.parse_reply`` is the same.
+
+    A reply past the bounds of :mod:`.limits` is refused before any reader runs, and so is
+    one in which the readers find more than :data:`~.limits.MAX_CALLS` calls."""
+    refused = too_large(reply)
+    if refused is None:
+        decision = protocol.read_reply(reply, ctx)
+        if not isinstance(decision, CallTools) or len(decision.calls) <= MAX_CALLS:
+            return apply(protocol, decision, reply, ctx)
+        refused = too_many_calls()
+    text = (reply.content or "").strip() or None
+    unread = FormatError(text=text, feedback="")
+    return protocol.reject(unread, refused.word(protocol.language), problem=_LARGE)
 
 
 def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Context) -> Decision:
@@ -148,7 +161,7 @@ def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Con
     match decision:
         case CallTools():
             _assign_ids(decision)
-            _refuse_cut(decision.calls, reply, decision.more)
+            _refuse_cut(decision.calls, reply)
             _refuse_lossy(decision.calls)
             _text_inputs(decision, ctx)
             allowed = _calls_allowed(protocol, decision, ctx)
@@ -342,16 +355,15 @@ def _conflicting_keys(raw: str) -> bool:
         return False
 
 
-def _refuse_cut(calls: list[PendingCall], reply: ModelResponse, more: int = 0) -> None:
+def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:
     """A call whose arguments may be cut short never runs (rule 4): one the protocol says
     ends inside a value it never closed (:attr:`PendingCall.cut` in its words), and in a
     reply cut by the length limit, the last one unless the protocol knows the reply went
-    on past it or its arguments are complete JSON as they stand (``more`` calls past
-    ``calls``: the reply's last call is not among them)."""
+    on past it or its arguments are complete JSON as they stand."""
     for call in calls:
         if isinstance(call.cut, str) and call.error is None:
             call.error = call.cut
-    if reply.finish_reason != "length" or not calls or more:
+    if reply.finish_reason != "length" or not calls:
         return
     last = calls[-1]
     if last.cut is False or isinstance(last.cut, str):
@@ -569,6 +581,6 @@ def effects(decision: CallTools, ctx: Context) -> None:
         if len(held) > _MAX_NAMED:
             named += f" and {len(held) - _MAX_NAMED} more"
         decision.events.append(
-            f"{len(calls) + decision.more} tool calls in one reply (multi_action={mode!r}): "
+            f"{len(calls)} tool calls in one reply (multi_action={mode!r}): "
             f"{ran} may run; not run: {named}"
         )

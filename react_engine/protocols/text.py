@@ -412,11 +412,8 @@ class TextReActProtocol(Protocol):
                 return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
             return None
         calls, repairs = salvaged_calls(raw, found.calls)
-        more = found.count - len(calls)
         thought = reasoning(strip_salvaged(raw, found))[2]
-        return CallTools(
-            text=raw.strip() or None, thought=thought, calls=calls, more=more, repairs=repairs
-        )
+        return CallTools(text=raw.strip() or None, thought=thought, calls=calls, repairs=repairs)
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""
@@ -426,7 +423,7 @@ class TextReActProtocol(Protocol):
                 multi_action=True,  # which of several actions run: the policy's choice
                 stop_words=self.template.stop,
                 implicit_final_answer=self.implicit_final_answer,
-                limit=ctx.call_limit,  # a blob's calls past it: counted (parsed.more)
+                limit=ctx.call_limit,  # stops there: more is refused (protocols.limits)
             )
         except ReActParseError as exc:
             native = self._native(raw, None, ctx)
@@ -452,9 +449,7 @@ class TextReActProtocol(Protocol):
                 call.repairs = self._repairs(call.repairs)
                 call.cut = False if went_on else None
                 guard_depth(call)
-            return CallTools(
-                text=text, thought=parsed.thought, calls=calls, more=parsed.more, repairs=repairs
-            )
+            return CallTools(text=text, thought=parsed.thought, calls=calls, repairs=repairs)
         if parsed.final_answer is not None:
             return FinalAnswer(
                 text=text, thought=parsed.thought, answer=parsed.final_answer, repairs=repairs

@@ -45,9 +45,8 @@ class AgentConfig:
     asked for its final answer, tools off (``stop_reason="tool_budget"``)."""
     max_calls_per_step: int = 16
     """Tool calls run from one reply; the ones beyond it are not run, and each gets an
-    observation saying so (a reply with 10,000 parallel calls runs 16), up to the first
-    1,024 calls of the reply (``loop.MAX_ANSWERED``): the rest are left out of the
-    transcript, counted in the step's event."""
+    observation saying so (a reply with 1,000 parallel calls runs 16). A reply with more
+    than ``protocols.limits.MAX_CALLS`` calls is refused whole, as a format error."""
     max_total_tokens: int | None = None
     """A cost ceiling: total tokens per run; past it the run stops (``token_budget``)."""
     deadline: float | None = None

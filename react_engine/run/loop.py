@@ -51,10 +51,11 @@ from ..protocols.base import (
     Protocol,
     RequestContext,
 )
+from ..protocols.limits import READ_LIMIT
 from ..protocols.output import OutputSpec, output_spec
 from ..protocols.policy import decide
 from ..protocols.registry import ProtocolOptions, adapt
-from ..runtime import DeadlinePassed, ThreadsExhausted, run_blocking
+from ..runtime import DeadlinePassed, ThreadsExhausted
 from ..transport.capabilities import RejectedParam
 from ..transport.learned import CapabilityCache
 from ..transport.rejections import classify_rejection
@@ -96,18 +97,6 @@ __all__ = ["FINAL_ANSWER_RETRIES", "Control", "Loop", "LoopDeps"]
 StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 log = logging.getLogger("react_engine")
-
-OFF_LOOP_CHARS = 32_000
-"""Replies longer than this are read on a worker thread: reading a megabyte of tool-call
-markup takes up to a few seconds of Python, which would otherwise stall every other task
-on the event loop (the thread yields the interpreter every few milliseconds)."""
-
-MAX_ANSWERED = 1024
-"""Calls of one reply that get a record in the step (run, or answered as not run); the
-calls past them are left out of the transcript, counted in the step's event and in the
-observation of the calls not run. Thousands of calls in a megabyte of reply would
-otherwise cost a record, a rendered message and a request entry each, on the event loop
-and in every later request of the run."""
 
 FINAL_ANSWER_RETRIES = 1
 """Forced final requests sent again after a reply that is not an answer (a tool call
@@ -210,7 +199,7 @@ class Loop:
             force_final=ctl.force_final is not None,
             multi_action=cfg.multi_action,
             output=ctl.output,
-            call_limit=max(cfg.max_calls_per_step, MAX_ANSWERED),
+            call_limit=READ_LIMIT,
             memo=state.memo,
         )
         started = time.perf_counter()
@@ -312,10 +301,7 @@ class Loop:
         started: float,
     ) -> Outcome:
         """Act on the protocol's reading of ``reply``: one :class:`Step` in the transcript."""
-        if len(reply.content or "") > OFF_LOOP_CHARS:  # a long reading must not stall the loop
-            decision = await run_blocking(decide, state.protocol, reply, ctx)
-        else:
-            decision = decide(state.protocol, reply, ctx)
+        decision = decide(state.protocol, reply, ctx)  # bounded at the edge (protocols.limits)
         if state.journal is not None:
             await state.journal.decided(reply, decision, state.protocol.name)
         step = Step(
@@ -375,17 +361,13 @@ class Loop:
         cfg = state.config
         ctl.action_turns += 1
         limit = cfg.max_calls_per_step
-        made = len(decision.calls) + decision.more  # calls past the read ones: counted
+        made = len(decision.calls)
         calls, excess = decision.calls[:limit], decision.calls[limit:]
-        left_out = max(0, made - max(limit, MAX_ANSWERED))
         if made > limit:
             event = (
                 f"{made} tool calls in one reply: the first {limit} ran, "
                 f"{made - limit} were not run (max_calls_per_step)"
             )
-            if left_out:
-                event += f"; the last {left_out} are left out of the transcript"
-                excess = excess[: max(limit, MAX_ANSWERED) - limit]
             log.warning("%s", event, extra=RUN_EVENT)
             step.notices.append(state.note(event))
         # The run's tool-call budget: the first calls within it run (a call the policy

@@ -1,15 +1,27 @@
-"""A reply of more calls than a step answers is read up to ``RequestContext.call_limit``:
-the calls past it are counted (``CallTools.more``), not read into objects."""
+"""Hostile replies are bounded once, at the edge (:mod:`react_engine.protocols.limits`):
+a reply too long, or with too many calls, is refused before (or instead of) being read,
+and the readers stop at ``RequestContext.call_limit``."""
 
 from __future__ import annotations
 
 import pytest
 
 from react_engine import Capabilities, ModelResponse
-from react_engine.protocols.base import CallTools, Protocol, RequestContext
+from react_engine.protocols.base import CallTools, FormatError, Protocol, RequestContext
 from react_engine.protocols.function_calling import FunctionCallingProtocol
+from react_engine.protocols.limits import MAX_CALLS, MAX_REPLY_CHARS, READ_LIMIT
+from react_engine.protocols.minimal import MinimalProtocol
+from react_engine.protocols.structured import StructuredOutputProtocol
 from react_engine.protocols.text import TextReActProtocol
 from react_engine.testing.tools import get_weather
+from react_engine.types import ToolCall
+
+PROTOCOLS = [
+    FunctionCallingProtocol(),
+    TextReActProtocol(),
+    StructuredOutputProtocol(),
+    MinimalProtocol(),
+]
 
 
 def _ctx(limit: int | None) -> RequestContext:
@@ -24,33 +36,65 @@ def _ctx(limit: int | None) -> RequestContext:
     )
 
 
-JSON_LINES = "\n".join(
-    f'{{"name": "get_weather", "arguments": {{"city": "C{i}"}}}}' for i in range(40)
-)
+def _lines(count: int) -> str:
+    return "\n".join(
+        f'{{"name": "get_weather", "arguments": {{"city": "C{i}"}}}}' for i in range(count)
+    )
 
 
 @pytest.mark.parametrize(
     "protocol", [FunctionCallingProtocol(), TextReActProtocol()], ids=["fc", "text"]
 )
-def test_calls_past_the_limit_are_counted_not_read(protocol: Protocol) -> None:
-    decision = protocol.parse_reply(ModelResponse(content=JSON_LINES), _ctx(5))
+def test_the_readers_stop_at_the_limit(protocol: Protocol) -> None:
+    decision = protocol.parse_reply(ModelResponse(content=_lines(40)), _ctx(5))
     assert isinstance(decision, CallTools)
     assert [c.arguments for c in decision.calls] == [{"city": f"C{i}"} for i in range(5)]
-    assert decision.more == 35
-    unlimited = protocol.parse_reply(ModelResponse(content=JSON_LINES), _ctx(None))
+    unlimited = protocol.parse_reply(ModelResponse(content=_lines(40)), _ctx(None))
     assert isinstance(unlimited, CallTools)
-    assert (len(unlimited.calls), unlimited.more) == (40, 0)
+    assert len(unlimited.calls) == 40
 
 
-def test_a_cut_reply_refuses_its_last_call_not_the_last_one_read() -> None:
-    # cut by the length limit: the reply's last call may be cut, the fifth is not
-    text = "\n".join(f'get_weather("C{i}")' for i in range(40))
-    protocol = FunctionCallingProtocol()
-    decision = protocol.parse_reply(ModelResponse(content=text, finish_reason="length"), _ctx(5))
-    assert isinstance(decision, CallTools)
-    assert len(decision.calls) == 5
-    assert decision.more == 35
-    assert all(call.error is None for call in decision.calls)
-    whole = protocol.parse_reply(ModelResponse(content=text, finish_reason="length"), _ctx(None))
-    assert isinstance(whole, CallTools)
-    assert whole.calls[-1].error is not None  # the reply's own last call, read, is refused
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.name)
+def test_a_reply_longer_than_the_limit_is_refused_before_it_is_read(protocol: Protocol) -> None:
+    text = "Final Answer: " + "x" * MAX_REPLY_CHARS
+    decision = protocol.parse_reply(ModelResponse(content=text), _ctx(READ_LIMIT))
+    assert isinstance(decision, FormatError)
+    assert f"the reply is {len(text):,} characters; at most {MAX_REPLY_CHARS:,}" in (
+        decision.feedback
+    )
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.name)
+def test_a_reply_at_the_limit_is_read(protocol: Protocol) -> None:
+    answer = "ANSWER " if isinstance(protocol, MinimalProtocol) else "Final Answer: "
+    text = answer + "x" * (MAX_REPLY_CHARS - len(answer))
+    decision = protocol.parse_reply(ModelResponse(content=text), _ctx(READ_LIMIT))
+    assert "characters; at most" not in getattr(decision, "feedback", "")
+
+
+@pytest.mark.parametrize(
+    "protocol", [FunctionCallingProtocol(), TextReActProtocol()], ids=["fc", "text"]
+)
+def test_a_reply_of_more_calls_than_the_most_is_refused(protocol: Protocol) -> None:
+    many = protocol.parse_reply(ModelResponse(content=_lines(MAX_CALLS + 1)), _ctx(READ_LIMIT))
+    assert isinstance(many, FormatError)
+    assert f"more than {MAX_CALLS} tool calls" in many.feedback
+    most = protocol.parse_reply(ModelResponse(content=_lines(MAX_CALLS)), _ctx(READ_LIMIT))
+    assert isinstance(most, CallTools)
+    assert len(most.calls) == MAX_CALLS
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.name)
+def test_more_native_calls_than_the_most_are_refused_before_reading(protocol: Protocol) -> None:
+    calls = [ToolCall(f"c{i}", "get_weather", '{"city": "P"}') for i in range(MAX_CALLS + 1)]
+    decision = protocol.parse_reply(ModelResponse(content=None, tool_calls=calls), _ctx(READ_LIMIT))
+    assert isinstance(decision, FormatError)
+    assert f"more than {MAX_CALLS} tool calls" in decision.feedback
+
+
+def test_the_refusal_is_worded_in_the_templates_language() -> None:
+    protocol = TextReActProtocol(template="zh")
+    text = "x" * (MAX_REPLY_CHARS + 1)
+    decision = protocol.parse_reply(ModelResponse(content=text), _ctx(READ_LIMIT))
+    assert isinstance(decision, FormatError)
+    assert f"这次回复有 {len(text):,} 个字符" in decision.feedback

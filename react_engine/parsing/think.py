@@ -1,0 +1,141 @@
+"""The one reader of a reply's reasoning (think blocks), for every protocol.
+
+:func:`read_think` sets the blocks apart; :func:`mask_think` blanks them out in place
+(keeping every offset) for :func:`~react_engine.parsing.parse_react`, and
+:func:`think_span` finds the block that leads a reply. What a think block is (its tags,
+a stray closing tag, a block never closed) is :func:`~react_engine.parsing.common.think_blocks`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .common import think_blocks
+
+__all__ = ["Thinking", "mask_think", "read_think", "split_think", "think_span"]
+
+
+def mask_think(body: str) -> tuple[str, list[str], str | None]:
+    """``body`` with every think block in it blanked out, their contents, and a repair code.
+
+    Blanks keep the line breaks and every offset, so labels, positions and errors stay
+    where they were; nothing written inside a block (an ``Action:`` the model only
+    considered, a ``Final Answer:`` it drafted) can be read as part of the step. A block
+    that is never closed runs to the end of the reply; a stray closing tag ends a block
+    that began at the start of ``body``.
+    """
+    spans: list[tuple[int, int]] = []
+    contents: list[str] = []
+    unclosed = False
+    for block in think_blocks(body):
+        spans.append((block.start, block.end))
+        contents.append(body[block.content_start : block.content_end].strip())
+        unclosed = unclosed or not block.closed
+    if not spans:
+        return body, [], None
+    chars = list(body)
+    for start, end in spans:
+        for i in range(start, end):
+            if chars[i] != "\n":
+                chars[i] = " "
+    return (
+        "".join(chars),
+        [c for c in contents if c],
+        ("unclosed_think" if unclosed else "think_block"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """A reply read for its reasoning (:func:`read_think`)."""
+
+    reasoning: str | None
+    """What its think blocks hold (and, before a JSON payload, the prose around them),
+    stripped; ``None`` when there is none or it is blank."""
+    rest: str
+    """The reply without them."""
+    codes: tuple[str, ...] = ()
+    """``think_block``, ``unclosed_think`` (a block never closed: reasoning to the end)."""
+
+
+def read_think(text: str, *, payload: str = "") -> Thinking:
+    """The one reader of a reply's reasoning, for every protocol (the parser masks the
+    same blocks in place, keeping offsets: :func:`mask_think`).
+
+    A think block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``, any case,
+    :func:`~react_engine.parsing.common.think_blocks`): one at the start of the reply, or
+    everything before a stray closing tag whose opening tag the server ate, and every
+    later block; a block never closed runs to the end of the reply (it was cut while
+    thinking, so nothing in it is read as a step).
+
+    ``payload``: the characters that open the reply's payload where it is delimited (a
+    JSON object: ``"{[`"``). Blocks are then read only before the payload, so that a tag
+    inside it (a thought that mentions ``</think>``) stays its text, and prose before a
+    block is reasoning too (it is not the payload).
+    """
+    if payload:
+        return _think_before(text, payload)
+    think, body_start, code = think_span(text)
+    rest = text[body_start:]
+    later = list(think_blocks(rest))
+    if code is None and not later:
+        return Thinking(None, text)
+    parts = [(think or "").strip()]
+    kept: list[str] = []
+    codes = [code] if code else []
+    at = 0
+    for block in later:
+        kept.append(rest[at : block.start])
+        parts.append(rest[block.content_start : block.content_end].strip())
+        codes.append("think_block" if block.closed else "unclosed_think")
+        at = block.end
+    kept.append(rest[at:])
+    reasoning = "\n\n".join(p for p in parts if p) or None
+    return Thinking(reasoning, "".join(kept), tuple(list(dict.fromkeys(codes))))
+
+
+def _think_before(raw: str, payload: str) -> Thinking:
+    thoughts: list[str] = []
+    codes: list[str] = []
+    body = raw
+    while body.lstrip()[:1] not in tuple(payload):
+        block = next(think_blocks(body), None)
+        if block is None:
+            break
+        prose = body[: block.start].strip()
+        content = body[block.content_start : block.content_end].strip()
+        thoughts += [t for t in (prose, content) if t]
+        if not block.closed:
+            codes.append("unclosed_think")
+            body = ""
+            break
+        codes.append("think_block")
+        body = body[block.end :]
+    return Thinking("\n\n".join(thoughts) or None, body, tuple(list(dict.fromkeys(codes))))
+
+
+def split_think(text: str) -> tuple[str | None, str]:
+    """A reply's think block and the rest of the reply, as :func:`parse_react` sees them:
+    ``(reasoning, rest)`` of :func:`read_think`, ``(None, text)`` for a reply with no
+    block."""
+    thinking = read_think(text)
+    return thinking.reasoning, thinking.rest
+
+
+def think_span(text: str) -> tuple[str | None, int, str | None]:
+    """The think block's content, where the reply proper starts, and the repair code.
+
+    Only a leading block counts here: one at the start of the reply, or everything before
+    a stray closing tag (a block whose opening the server ate). A block after some text is
+    a later block (:func:`mask_think`), so the text before it stays the reply's.
+    """
+    block = next(think_blocks(text), None)
+    if block is None:
+        return None, 0, None
+    if not block.opened:
+        return text[: block.content_end], block.end, "think_block"
+    if text[: block.start].strip():
+        return None, 0, None
+    if not block.closed:  # cut while thinking, or never closed: all of it is reasoning
+        return text[block.content_start :], len(text), "unclosed_think"
+    return text[block.content_start : block.content_end], block.end, "think_block"
