@@ -10,11 +10,12 @@ whatever the format is decided here, in this order:
 2. **Call ids.** Every call gets an id that is unique within the run (in the history the
    request was built from, a conversation's earlier turns included, and in its reply):
    the provider's when it sent one not used before; for one already used (servers that
-   number each reply's calls ``call_0``, ``call_1``... repeat them), the same id with
-   ``~2``, ``~3``... (the first not used), so that a replayed run gives the same ids; a
-   generated one when it sent none. Either is reported as an event; the history sent
-   back pairs each call with its result under the new id, and an approval given for an
-   id never reaches a later call that reused it.
+   number each reply's calls ``call_0``, ``call_1``... repeat them), that id with ``-2``,
+   ``-3``... (the first not used: the same on a replay; ``-`` passes the strictest
+   providers' id patterns and needs no quoting in a shell); a generated one when it sent
+   none. Either is reported as an event; the history sent back pairs each call with its
+   result under its new id, and an approval given for an id never reaches a later call
+   that reused it.
 3. **Only what the model wrote runs.** A call runs with exactly the arguments the model
    wrote, after lossless repairs only (a fence, a label, a quote style, full-width
    delimiters...), or not at all: a call whose reading took a lossy repair (a quote that
@@ -100,7 +101,7 @@ from ..parsing.duplicates import DECODER, has_conflict
 from ..parsing.placement import REASONS
 from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import read_salvaged, written_call
-from ..types import ModelResponse, Step, iter_steps
+from ..types import ModelResponse, Step
 from ..wording import Note, ObservationCode
 from .decision import (
     CallTools,
@@ -312,7 +313,7 @@ def _unlabelled(text: str) -> str:
 
 def _assign_ids(decision: CallTools, ctx: Context) -> None:
     """Rule 2: ids unique within the run, an id already used made unique deterministically."""
-    used = {action.id for step in iter_steps(ctx.history) for action in step.actions}
+    used = {a.id for item in ctx.history if isinstance(item, Step) for a in item.actions}
     for call in decision.calls:
         if not call.id:
             if call.id is not None:  # the provider sent an empty one (text calls have none)
@@ -321,7 +322,7 @@ def _assign_ids(decision: CallTools, ctx: Context) -> None:
         elif call.id in used:
             decision.events.append("duplicate_call_id")
             call.id = next(
-                f"{call.id}~{n}" for n in itertools.count(2) if f"{call.id}~{n}" not in used
+                f"{call.id}-{n}" for n in itertools.count(2) if f"{call.id}-{n}" not in used
             )
         used.add(call.id)
 

@@ -197,7 +197,7 @@ def test_call_ids_repeated_across_replies_get_run_unique_ids_paired_on_the_wire(
     server: ScriptedServer, harness: Harness, protocol: str
 ) -> None:
     """A server that numbers each reply's calls from ``call_0`` repeats ids: a call whose id
-    an earlier call of the run has gets ``~2``, ``~3``... (the first not used, even where
+    an earlier call of the run has gets ``-2``, ``-3``... (the first not used, even where
     the server itself sent that one), and each call keeps its result under that id."""
 
     def numbered(*calls: tuple[str, str]) -> dict[str, Any]:
@@ -207,14 +207,14 @@ def test_call_ids_repeated_across_replies_get_run_unique_ids_paired_on_the_wire(
     server.push(
         numbered(("call_0", "Paris"), ("call_1", "Rome")),
         numbered(("call_0", "Oslo"), ("call_1", "Lima")),
-        numbered(("call_1", "Kyiv"), ("call_1~3", "Bern")),
+        numbered(("call_1", "Kyiv"), ("call_1-3", "Bern")),
         final_body(protocol, "done"),
     )
     result = harness.run(protocol)
     assert result.answer == "done"
     assert harness.lookup.calls == ["Paris", "Rome", "Oslo", "Lima", "Kyiv", "Bern"]
     ids = [a.id for s in result.steps for a in s.actions]
-    assert ids == ["call_0", "call_1", "call_0~2", "call_1~2", "call_1~3", "call_1~3~2"]
+    assert ids == ["call_0", "call_1", "call_0-2", "call_1-2", "call_1-3", "call_1-3-2"]
     reported = [[n.message for n in s.notices].count("duplicate_call_id") for s in result.steps]
     assert reported == [0, 2, 2, 0]
     if protocol != "function_calling":
