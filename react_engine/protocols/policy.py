@@ -7,8 +7,15 @@ whatever the format is decided here, in this order:
    answer or a call, and never joins the thought: the loop keeps it verbatim as
    :attr:`Step.reasoning <react_engine.types.Step.reasoning>`, so that it can be sent back
    as it came where the provider wants it (see ``Capabilities.reasoning_echo``).
-2. **Call ids.** Every call gets an id that is unique within the reply: the provider's
-   when it sent a usable one, a generated one otherwise (reported as an event).
+2. **Call ids.** Every call gets an id that is unique within the run (in the history the
+   request was built from, a conversation's earlier turns included, and in its reply):
+   the provider's when it sent one not used before; for one already used (servers that
+   number each reply's calls ``call_0``, ``call_1``... repeat them), that id with ``-2``,
+   ``-3``... (the first not used: the same on a replay; ``-`` passes the strictest
+   providers' id patterns and needs no quoting in a shell); a generated one when it sent
+   none. Either is reported as an event; the history sent back pairs each call with its
+   result under its new id, and an approval given for an id never reaches a later call
+   that reused it.
 3. **Only what the model wrote runs.** A call runs with exactly the arguments the model
    wrote, after lossless repairs only (a fence, a label, a quote style, full-width
    delimiters...), or not at all: a call whose reading took a lossy repair (a quote that
@@ -79,6 +86,7 @@ so the model is told what to write instead, within the run's error budget.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -160,7 +168,7 @@ def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Con
     decision = _plain_after_reminder(decision, ctx)
     match decision:
         case CallTools():
-            _assign_ids(decision)
+            _assign_ids(decision, ctx)
             _refuse_cut(decision.calls, reply)
             _refuse_lossy(decision.calls)
             _text_inputs(decision, ctx)
@@ -316,14 +324,20 @@ def _unlabelled(text: str) -> str:
     return text[found.end() :].strip() if kind == P.THOUGHT else text
 
 
-def _assign_ids(decision: CallTools) -> None:
-    seen: set[str] = set()
+def _assign_ids(decision: CallTools, ctx: Context) -> None:
+    """Rule 2: ids unique within the run, an id already used made unique deterministically."""
+    used = {a.id for item in ctx.history if isinstance(item, Step) for a in item.actions}
     for call in decision.calls:
-        if not call.id or call.id in seen:
-            if call.id is not None:  # the provider sent none, or one already used
-                decision.events.append("duplicate_call_id" if call.id else "generated_call_id")
+        if not call.id:
+            if call.id is not None:  # the provider sent an empty one (text calls have none)
+                decision.events.append("generated_call_id")
             call.id = new_call_id()
-        seen.add(call.id)
+        elif call.id in used:
+            decision.events.append("duplicate_call_id")
+            call.id = next(
+                f"{call.id}-{n}" for n in itertools.count(2) if f"{call.id}-{n}" not in used
+            )
+        used.add(call.id)
 
 
 def _refuse_lossy(calls: list[PendingCall]) -> None:

@@ -118,14 +118,17 @@ def test_resume_without_an_answer_keeps_the_run_waiting(
     assert stored(db, run_id) == before  # nothing denied, nothing recorded
     assert len(server.requests) == requests and removed(tmp_path) == []
 
-    # The approval can still be given; the model's next call reuses the id: it waits.
+    # The approval can still be given; the model's next call reuses the id: it waits,
+    # under an id of its own, and the same approval given again is an error.
     assert resume(db, server, tools, run_id, "--approve", "call_1=yes") == 3
     err = capsys.readouterr().err
     assert removed(tmp_path) == ["/srv/a"]
-    assert 'call_1  rm({"path": "/etc"})' in err and "--approve call_1=yes" in err
+    assert 'call_1-2  rm({"path": "/etc"})' in err and "--approve call_1-2=yes" in err
     assert stored(db, run_id)[0] == "awaiting_approval"
+    assert resume(db, server, tools, run_id, "--approve", "call_1=yes") == 2
+    assert "'call_1-2'" in capsys.readouterr().err and removed(tmp_path) == ["/srv/a"]
 
-    assert resume(db, server, tools, run_id, "--approve", "call_1=no") == 0
+    assert resume(db, server, tools, run_id, "--approve", "call_1-2=no") == 0
     assert capsys.readouterr().out.strip() == "done"
     assert removed(tmp_path) == ["/srv/a"]
 

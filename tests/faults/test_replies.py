@@ -192,6 +192,42 @@ def test_missing_empty_and_duplicate_call_ids_get_unique_ids_paired_in_order(
     ]
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_call_ids_repeated_across_replies_get_run_unique_ids_paired_on_the_wire(
+    server: ScriptedServer, harness: Harness, protocol: str
+) -> None:
+    """A server that numbers each reply's calls from ``call_0`` repeats ids: a call whose id
+    an earlier call of the run has gets ``-2``, ``-3``... (the first not used, even where
+    the server itself sent that one), and each call keeps its result under that id."""
+
+    def numbered(*calls: tuple[str, str]) -> dict[str, Any]:
+        tool_calls = [raw_tool_call("lookup", json.dumps({"city": c}), i) for i, c in calls]
+        return completion(None, tool_calls=tool_calls)
+
+    server.push(
+        numbered(("call_0", "Paris"), ("call_1", "Rome")),
+        numbered(("call_0", "Oslo"), ("call_1", "Lima")),
+        numbered(("call_1", "Kyiv"), ("call_1-3", "Bern")),
+        final_body(protocol, "done"),
+    )
+    result = harness.run(protocol)
+    assert result.answer == "done"
+    assert harness.lookup.calls == ["Paris", "Rome", "Oslo", "Lima", "Kyiv", "Bern"]
+    ids = [a.id for s in result.steps for a in s.actions]
+    assert ids == ["call_0", "call_1", "call_0-2", "call_1-2", "call_1-3", "call_1-3-2"]
+    reported = [[n.message for n in s.notices].count("duplicate_call_id") for s in result.steps]
+    assert reported == [0, 2, 2, 0]
+    if protocol != "function_calling":
+        return  # the text protocol sends calls back as text: no ids on the wire
+    # The last request pairs every call with its result, by the run-unique id, in order.
+    messages = server.requests[-1]["messages"]
+    sent = [c["id"] for m in messages if m["role"] == "assistant" for c in m["tool_calls"]]
+    answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert sent == answered == ids
+    cities = [json.loads(m["content"])["city"] for m in messages if m["role"] == "tool"]
+    assert cities == harness.lookup.calls
+
+
 # --- a reply cut by the length limit: never run a call with truncated arguments -------------------
 
 CUT = {

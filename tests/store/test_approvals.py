@@ -1,6 +1,7 @@
 """An approval answers one call: the deferred call of that id awaiting approval when it is
 given (its reply, id, tool and arguments), once. A later call reusing the id, even for the
-same tool and arguments, waits for its own approval; a denial does not carry over; an id
+same tool and arguments, gets an id of its own (``call_1-2``) and waits for its own
+approval, so that an approval resent blindly raises; a denial does not carry over; an id
 that awaits no approval raises; and a run id names one run. Each test runs over a SQLite
 file and over a database on a real PostgreSQL server (tests/support/postgres.py), each
 resume with a new agent and a new store object, as another process would.
@@ -84,10 +85,10 @@ def test_an_approval_runs_its_call_and_not_a_later_one_reusing_its_id(target: st
     again = agent(target, rm, script).resume(run_id, approvals={"call_1": True})
     assert rm.removed == ["/srv/a"]  # not "/etc": the later call_1 waits for its own
     assert again.stop_reason == "awaiting_approval" and again.answer is None
-    assert [(c.id, c.arguments) for c in again.pending] == [("call_1", {"path": "/etc"})]
+    assert [(c.id, c.arguments) for c in again.pending] == [("call_1-2", {"path": "/etc"})]
     assert status(target, run_id) == "awaiting_approval"
 
-    done = agent(target, rm, script).resume(run_id, approvals={"call_1": False})
+    done = agent(target, rm, script).resume(run_id, approvals={"call_1-2": False})
     assert done.answer == "done" and rm.removed == ["/srv/a"]
     assert [(c.arguments, c.status) for c in done.tool_calls] == [
         ({"path": "/srv/a"}, "ok"),
@@ -102,7 +103,7 @@ def test_an_identical_later_call_waits_for_its_own_approval(target: str) -> None
     again = agent(target, rm, script).resume(waiting.run_id or "", approvals={"call_1": True})
     assert rm.removed == ["/tmp/x"]  # same id, tool and arguments, but another reply
     assert again.stop_reason == "awaiting_approval"
-    assert [(c.id, c.arguments) for c in again.pending] == [("call_1", {"path": "/tmp/x"})]
+    assert [(c.id, c.arguments) for c in again.pending] == [("call_1-2", {"path": "/tmp/x"})]
 
 
 def test_a_denial_does_not_carry_over(target: str) -> None:
@@ -113,7 +114,28 @@ def test_a_denial_does_not_carry_over(target: str) -> None:
     assert rm.removed == []
     assert [c.status for c in again.tool_calls] == ["denied"]  # /srv/a; /etc is not denied:
     assert again.stop_reason == "awaiting_approval"  # it waits
-    assert [(c.id, c.arguments) for c in again.pending] == [("call_1", {"path": "/etc"})]
+    assert [(c.id, c.arguments) for c in again.pending] == [("call_1-2", {"path": "/etc"})]
+
+
+def test_an_approval_resent_blindly_does_not_reach_a_later_call_reusing_its_id(
+    target: str,
+) -> None:
+    """The caller approves ``call_1`` again without reading ``pending``: the model's next
+    call, ``rm("/etc")``, came under ``call_1`` too, and must not run on that approval."""
+    rm = Rm()
+    script = by_turn(rm_call("/srv/a"), rm_call("/etc"), "done")
+    run_id = agent(target, rm, script).run("clean up").run_id or ""
+    again = agent(target, rm, script).resume(run_id, approvals={"call_1": True})
+    assert rm.removed == ["/srv/a"] and again.stop_reason == "awaiting_approval"
+    stored = entries(target, run_id)
+    with pytest.raises(UnknownApprovalError) as caught:
+        agent(target, rm, script).resume(run_id, approvals={"call_1": True})
+    assert caught.value.unknown == ("call_1",) and caught.value.pending == ("call_1-2",)
+    assert rm.removed == ["/srv/a"] and entries(target, run_id) == stored  # nothing run
+    assert status(target, run_id) == "awaiting_approval"
+    done = agent(target, rm, script).resume(run_id, approvals={"call_1-2": True})
+    assert done.answer == "done" and rm.removed == ["/srv/a", "/etc"]
+    assert [c.id for c in done.tool_calls] == ["call_1", "call_1-2"]
 
 
 def test_resuming_three_times_with_one_approval_runs_the_call_once(target: str) -> None:
