@@ -47,13 +47,15 @@ SENT: list[tuple[str, str]] = []
 CLIENTS: list[openai.OpenAI] = []
 
 
-class RecordingOpenAI(openai.OpenAI):
+def recording_client(base_url: str) -> openai.OpenAI:
     """A user's own blocking client that notes the thread (and a context variable) each
-    request is prepared on (the agent's copy of it, ``with_options``, is of this class)."""
+    request is sent on, through its HTTP client's public request hook."""
 
-    def _prepare_request(self, request: Any) -> None:
+    def note(request: Any) -> None:
         SENT.append((threading.current_thread().name, VAR.get()))
-        super()._prepare_request(request)
+
+    http = openai.DefaultHttpxClient(event_hooks={"request": [note]})
+    return openai.OpenAI(base_url=base_url, api_key=KEY, http_client=http)
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +70,7 @@ def _agent(base_url: str, tools: list[Any] | None = None, **options: Any) -> Age
     """An agent on a user's own blocking client."""
     options.setdefault("settings", ModelSettings(timeout=10.0))
     options.setdefault("retry", RetryPolicy(max_attempts=1, sleep=None))
-    CLIENTS.append(RecordingOpenAI(base_url=base_url, api_key=KEY))
+    CLIENTS.append(recording_client(base_url))
     return Agent(
         "mock-model",
         tools or [],
