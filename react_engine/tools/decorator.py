@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import sys
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, Unpack, overload
@@ -120,9 +119,10 @@ def _warn_if_undescribed(built: Tool, function: Callable[..., Any]) -> None:
     the model with no description at all: say so where the user made it."""
     if built.description.strip():
         return
-    level, frame = 2, sys._getframe(1)  # stacklevel 2: the caller's frame
+    here = inspect.currentframe()
+    level, frame = 2, here.f_back if here is not None else None  # stacklevel 2: the caller's
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+        level, frame = level + 1, frame.f_back
     where = getattr(function, "__qualname__", None) or getattr(function, "__name__", "?")
     lack = "only documents parameters" if inspect.getdoc(function) else "has no docstring"
     warnings.warn(

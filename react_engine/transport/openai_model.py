@@ -2,14 +2,14 @@
 client and any ``base_url``.
 
 Its requests and replies go through :mod:`~react_engine.transport.wire`; an async client
-per event loop and the abort of a blocking attempt are in
-:mod:`~react_engine.transport.clients`. The SDK's own retries are off: the retry budget
-is :mod:`~react_engine.transport.retries`' alone.
+per event loop is in :mod:`~react_engine.transport.clients`. The SDK's own retries are
+off: the retry budget is :mod:`~react_engine.transport.retries`' alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -25,13 +25,7 @@ if TYPE_CHECKING:
 from ..errors import ModelAPIError
 from ..types import ModelDelta, ModelRequest, ModelResponse
 from .base import ChatModel
-from .clients import (
-    LoopClient,
-    SyncAttempt,
-    close_at_loop_shutdown,
-    close_on_their_loops,
-    note_requests,
-)
+from .clients import LoopClient, close_at_loop_shutdown, close_on_their_loops
 from .wire import (
     delta_from_chunk,
     error_body,
@@ -57,8 +51,6 @@ class OpenAIChatModel(ChatModel):
 
         self._client = client.with_options(max_retries=0)
         self._is_async = isinstance(client, openai.AsyncOpenAI)
-        if not self._is_async:
-            note_requests(self._client)
         timeout = getattr(client, "timeout", None)
         self._default_timeout = (
             float(timeout)
@@ -161,22 +153,15 @@ class OpenAIChatModel(ChatModel):
 
     async def _complete_sync(self, payload: dict[str, Any], limit: float) -> Any:
         """The blocking client's call on a worker thread, given up after ``limit`` seconds
-        or when the run is cancelled. Cancelling cannot stop a thread, so the request's
-        connection is shut down under it: the worker's read fails and the thread returns."""
+        or when the run is cancelled. Cancelling cannot stop a thread: a given-up request
+        ends on its own daemon thread (see :func:`_blocking`)."""
         import asyncio
 
-        from ..runtime import run_blocking
-
-        attempt = SyncAttempt()
         create: Any = self._client.chat.completions.create
-        try:
-            # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
-            # same moment, that cancellation wins (3.11's wait_for could swallow it).
-            async with asyncio.timeout(limit):
-                return await run_blocking(attempt.call, create, payload)
-        except (TimeoutError, asyncio.CancelledError):
-            attempt.abort(self._client)
-            raise
+        # asyncio.timeout, not wait_for: when the run's deadline cancels this at the same
+        # moment, that cancellation wins (3.11's wait_for could swallow it).
+        async with asyncio.timeout(limit):
+            return await _blocking(create, **payload)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
         """One streamed attempt (``stream=True``), bounded in total like :meth:`complete`.
@@ -191,29 +176,24 @@ class OpenAIChatModel(ChatModel):
             payload["timeout"] = request.settings.timeout
         import asyncio
 
-        from ..runtime import run_blocking
-
         limit = request.settings.timeout or self._default_timeout
         deadline = asyncio.get_running_loop().time() + limit
         stream: Any = None
-        attempt = SyncAttempt()
         error: ModelAPIError | None = None
-        finished = False
         try:
-            stream = await self._open_stream(payload, deadline, attempt)
+            stream = await self._open_stream(payload, deadline)
             while True:
                 try:
                     async with asyncio.timeout_at(deadline):
                         if self._is_async:
                             chunk = await stream.__anext__()
                         else:
-                            chunk = await run_blocking(next, stream, _DONE)
+                            chunk = await _blocking(next, stream, _DONE)
                 except StopAsyncIteration:
                     break
                 if chunk is _DONE:
                     break
                 yield delta_from_chunk(chunk)
-            finished = True
         except Exception as exc:
             error = translate_error(exc, secret=self._secret, limit=limit)
         finally:
@@ -221,22 +201,18 @@ class OpenAIChatModel(ChatModel):
                 with contextlib.suppress(Exception):
                     if self._is_async:
                         await stream.close()
-                    else:
-                        if not finished:  # a worker thread may be blocked on a read
-                            attempt.abort(self._client)
+                    else:  # closes the connection under a worker thread still reading it
                         stream.close()
-            elif not finished and not self._is_async:
-                attempt.abort(self._client)
         if error is not None:
             raise error
 
-    async def _open_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
+    async def _open_stream(self, payload: dict[str, Any], deadline: float) -> Any:
         import openai
 
         if self._stream_usage:
             payload = {**payload, "stream_options": {"include_usage": True}}
         try:
-            return await self._create_stream(payload, deadline, attempt)
+            return await self._create_stream(payload, deadline)
         except openai.APIStatusError as exc:
             if not (self._stream_usage and exc.status_code in (400, 422)):
                 raise
@@ -244,22 +220,31 @@ class OpenAIChatModel(ChatModel):
                 raise
         self._stream_usage = False
         payload = {k: v for k, v in payload.items() if k != "stream_options"}
-        return await self._create_stream(payload, deadline, attempt)
+        return await self._create_stream(payload, deadline)
 
-    async def _create_stream(self, payload: dict[str, Any], deadline: float, attempt: Any) -> Any:
+    async def _create_stream(self, payload: dict[str, Any], deadline: float) -> Any:
         import asyncio
-
-        from ..runtime import run_blocking
 
         async with asyncio.timeout_at(deadline):
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create
                 return await create(**payload)
             sync_create: Any = self._client.chat.completions.create
-            return await run_blocking(attempt.call, sync_create, payload)
+            return await _blocking(sync_create, **payload)
 
 
 _DONE = object()
+
+
+async def _blocking(function: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """A blocking client's call on a daemon thread of the runtime's bounded pool. No public
+    interface of the SDK or its HTTP client stops a request under way: one given up (the
+    attempt's limit, a cancelled run, Ctrl-C) ends on its own, with the server's reply or
+    the SDK's read timeout, counted as a stuck thread until then, and never delays the
+    interpreter's exit (docs/reliability.md)."""
+    from ..runtime import run_sync_call
+
+    return await run_sync_call(functools.partial(function, *args, **kwargs))
 
 
 DEFAULT_ATTEMPT_TIMEOUT = 600.0

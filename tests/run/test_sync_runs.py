@@ -38,6 +38,7 @@ from react_engine import (
 )
 from react_engine.errors import ModelAPIError
 from react_engine.testing import MockResponse, ScriptedServer, completion, tool_calls_completion
+from react_engine.types import ModelRequest, UserMessage
 
 KEY = "sk-sync-runs-secret-0123456789"
 REPO = Path(__file__).resolve().parents[2]
@@ -46,13 +47,15 @@ SENT: list[tuple[str, str]] = []
 CLIENTS: list[openai.OpenAI] = []
 
 
-class RecordingOpenAI(openai.OpenAI):
+def recording_client(base_url: str) -> openai.OpenAI:
     """A user's own blocking client that notes the thread (and a context variable) each
-    request is prepared on (the agent's copy of it, ``with_options``, is of this class)."""
+    request is sent on, through its HTTP client's public request hook."""
 
-    def _prepare_request(self, request: Any) -> None:
+    def note(request: Any) -> None:
         SENT.append((threading.current_thread().name, VAR.get()))
-        super()._prepare_request(request)
+
+    http = openai.DefaultHttpxClient(event_hooks={"request": [note]})
+    return openai.OpenAI(base_url=base_url, api_key=KEY, http_client=http)
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +70,7 @@ def _agent(base_url: str, tools: list[Any] | None = None, **options: Any) -> Age
     """An agent on a user's own blocking client."""
     options.setdefault("settings", ModelSettings(timeout=10.0))
     options.setdefault("retry", RetryPolicy(max_attempts=1, sleep=None))
-    CLIENTS.append(RecordingOpenAI(base_url=base_url, api_key=KEY))
+    CLIENTS.append(recording_client(base_url))
     return Agent(
         "mock-model",
         tools or [],
@@ -133,9 +136,11 @@ def test_each_run_sees_the_callers_context_of_the_moment() -> None:
 
 class Trickle:
     """Answers with valid HTTP one byte every 0.1 s (a reply of minutes): only the
-    attempt's total limit ends the request. Notes when the client gives the connection up."""
+    attempt's total limit ends the request. Notes when the client gives the connection up.
+    ``streamed``: the headers of an event stream at once, then its body a byte at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, streamed: bool = False) -> None:
+        self.streamed = streamed
         self._sock = socket.create_server(("127.0.0.1", 0))
         self._sock.settimeout(0.1)
         self.base_url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
@@ -162,11 +167,19 @@ class Trickle:
 
     def _trickle(self, conn: socket.socket) -> None:
         body = json.dumps(completion("x" * 2000)).encode()
-        data = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-        data += f"content-length: {len(body)}\r\n\r\n".encode() + body
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        head += f"content-length: {len(body)}\r\n\r\n".encode()
+        if self.streamed:
+            body = b"data: " + json.dumps(CHUNK).encode() + b"\n\n"
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            head += f"content-length: {len(body) * 1000}\r\n\r\n".encode()
+            body *= 1000
+        data = body if self.streamed else head + body
         with conn:
             try:
                 conn.recv(65536)
+                if self.streamed:
+                    conn.sendall(head)
                 for byte in data:
                     if self._stop.wait(0.1):
                         return
@@ -184,12 +197,41 @@ def test_a_trickling_reply_is_given_up_at_the_attempt_limit() -> None:
         elapsed = time.monotonic() - started
         assert 0.9 < elapsed < 10, elapsed  # the limit, not the trickle's minutes
         assert "timed out" in str(info.value) and "1s" in str(info.value)
-        assert trickle.given_up.wait(5)  # the connection was shut down, not left
     error: BaseException | None = info.value
     while error is not None:  # only our own errors, none with the key
         assert isinstance(error, ModelAPIError), type(error)
         assert KEY not in str(error)
         error = error.__cause__ or error.__context__
+
+
+CHUNK = {
+    "id": "c",
+    "object": "chat.completion.chunk",
+    "created": 0,
+    "model": "mock-model",
+    "choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}],
+}
+
+
+def test_a_trickling_stream_given_up_has_its_connection_shut_down() -> None:
+    # A worker thread reads a blocking client's stream: cancelling cannot stop it, so the
+    # connection is shut down under it (docs/reliability.md), not left to the trickle.
+    async def read(model: OpenAIChatModel) -> None:
+        request = ModelRequest(
+            model="mock-model",
+            messages=(UserMessage("go"),),
+            settings=ModelSettings(timeout=1.0),
+        )
+        with pytest.raises(ModelUnavailableError, match="timed out"):
+            async for _ in model.stream(request):
+                pass
+
+    with Trickle(streamed=True) as trickle:
+        CLIENTS.append(openai.OpenAI(base_url=trickle.base_url, api_key=KEY))
+        started = time.monotonic()
+        asyncio.run(read(OpenAIChatModel(CLIENTS[-1])))  # past the headers, in the body
+        assert time.monotonic() - started < 5
+        assert trickle.given_up.wait(2)  # shut down, not left reading for minutes
 
 
 # --- sync tools ------------------------------------------------------------------------------------
