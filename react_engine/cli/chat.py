@@ -14,7 +14,8 @@ from typing import Any, TextIO
 from ..errors import ModelAPIError, RunAborted
 from ..paths import state_dir
 from ..protocols.registry import protocol_names
-from ..run.agent import Agent, Conversation
+from ..run.agent import Agent
+from ..run.conversation import Conversation
 from ..tools import Tool
 from ..transport.wire import mask_key
 from ..types import Step
