@@ -47,6 +47,7 @@ from . import durable
 from .config import (
     AgentConfig,
     Options,
+    RunOptions,
     check_bool,
     check_config,
     describe,
@@ -85,16 +86,6 @@ def __getattr__(name: str) -> Any:
 T = TypeVar("T")
 
 StepCallback = Callable[[Step], "Awaitable[None] | None"]
-
-
-class RunOptions(Options, total=False):
-    """A run's keywords besides the configuration (:class:`~react_engine.run.config.Options`)."""
-
-    session: Session
-    """The run's history lives there (:mod:`react_engine.store`)."""
-    run_id: str
-    """The run's id in the agent's store: a new one (a stored run's id raises
-    :class:`~react_engine.errors.RunExistsError`; finish that one with ``resume``)."""
 
 
 class Agent(Generic[OutputT]):

@@ -1,17 +1,42 @@
-"""A :class:`Conversation`: an agent's runs sharing one history, turn after turn."""
+"""A :class:`Conversation`: an agent's runs sharing one history, turn after turn.
+
+The conversation asks its agent for runs only (:class:`Answerer`, which
+:class:`~react_engine.run.agent.Agent` is), so that this module does not import the agent's,
+which builds conversations (``agent.conversation()``).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generic, Unpack
+from typing import TYPE_CHECKING, Generic, Protocol, Unpack
 
 from ..types import HistoryItem, OutputT, RunResult, Step
-from .config import Options
+from .config import Options, RunOptions
 
 if TYPE_CHECKING:
-    from .agent import Agent
     from .journal import SessionLike as Session
 
-__all__ = ["Conversation"]
+__all__ = ["Answerer", "Conversation"]
+
+
+class Answerer(Protocol[OutputT]):
+    """What a conversation asks of its agent: runs (an
+    :class:`~react_engine.run.agent.Agent`)."""
+
+    def run(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> RunResult[OutputT]: ...
+
+    async def arun(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> RunResult[OutputT]: ...
 
 
 class Conversation(Generic[OutputT]):
@@ -20,7 +45,7 @@ class Conversation(Generic[OutputT]):
 
     def __init__(
         self,
-        agent: Agent[OutputT],
+        agent: Answerer[OutputT],
         history: list[HistoryItem] | None = None,
         *,
         session: Session | None = None,
