@@ -1,9 +1,12 @@
 """The :class:`Agent`: a model, tools, and a protocol chosen per model; and its ways to run.
 
 ``run`` / ``arun`` answer one question, ``iter`` / ``run_stream`` stream the run as typed
-events (:mod:`react_engine.run.events`), and :class:`Conversation` keeps a history across
+events (:mod:`react_engine.run.events`), ``resume`` / ``aresume`` finish a stored run (what
+they do with the store: :mod:`react_engine.run.durable`), and ``conversation()`` gives a
+:class:`~react_engine.run.conversation.Conversation`, which keeps a history across
 questions. Each run is a :class:`~react_engine.run.state.RunState` driven by the one loop in
-:mod:`react_engine.run.loop`.
+:mod:`react_engine.run.loop`. The result's type is the agent's (``Agent[Person]``: its runs
+give ``RunResult[Person]``).
 
 The agent knows protocols only through the :class:`~react_engine.protocols.base.Protocol`
 interface; which one runs, and how a run adapts to a server's refusals, is decided in
