@@ -60,7 +60,7 @@ from .config import (
 from .conversation import Conversation
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
-# asyncio with them) is imported when a run starts (``from . import _running``), so that
+# asyncio with them) is imported when a run starts (``from . import running``), so that
 # ``import react_engine`` and building an agent stay light; tests/api/test_exports.py checks
 # that the import leaves these modules out.
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ log = logging.getLogger("react_engine")
 
 def __getattr__(name: str) -> Any:
     if name == "RUN_EVENT":  # listed in __all__; defined with the run state
-        from ._running import RUN_EVENT
+        from .running import RUN_EVENT
 
         return RUN_EVENT
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -317,9 +317,9 @@ class Agent(Generic[OutputT]):
     @functools.cached_property
     def _runner(self) -> ToolRunner:
         """Runs the replies' calls (made with the first run: see the imports above)."""
-        from . import _running
+        from . import running
 
-        return _running.ToolRunner(self.approve, self.on_call)
+        return running.ToolRunner(self.approve, self.on_call)
 
     # --- construction -----------------------------------------------------------------------
 
@@ -412,10 +412,10 @@ class Agent(Generic[OutputT]):
         **options: Unpack[RunOptions],
     ) -> RunResult[OutputT]:
         """Answer one question (blocking). See :meth:`arun` for the options."""
-        from . import _running
+        from . import running
 
         run = self._arun(question, self._model_sync, history=history, **options)
-        return _running.run_coroutine(run)
+        return running.run_coroutine(run)
 
     async def arun(
         self,
@@ -450,7 +450,7 @@ class Agent(Generic[OutputT]):
         """
         import asyncio
 
-        from . import _running
+        from . import running
 
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
@@ -470,7 +470,7 @@ class Agent(Generic[OutputT]):
         task = asyncio.ensure_future(run())
         try:
             while (event := await queue.get()) is not None:
-                if not isinstance(event, _running.RunFailed):
+                if not isinstance(event, running.RunFailed):
                     yield event
             await task  # raises the run's error, if any
         finally:
@@ -552,9 +552,9 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
         if history is not None and not isinstance(history, list):
             raise ConfigurationError(f"history must be a list, not {describe(history)}")
-        from . import _running
+        from . import running
 
-        async with _running.connected_tools(self.mcp_servers, self.tools) as tools:
+        async with running.connected_tools(self.mcp_servers, self.tools) as tools:
             if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
                 t.name for t in tools
             }:
@@ -593,7 +593,7 @@ class Agent(Generic[OutputT]):
                     (protocol, reason), lambda name: choose(name, chosen, "resumed")[0]
                 )
             items.append(UserTurn(question))
-            state = _running.RunState(
+            state = running.RunState(
                 question=question,
                 history=items,
                 protocol=protocol,
@@ -608,31 +608,31 @@ class Agent(Generic[OutputT]):
                 started=entered,
                 journal=journal,
             )
-            tracer = _running.tracer_for(self.tracer_provider)
+            tracer = running.tracer_for(self.tracer_provider)
             if tracer is not None:
-                content = _running.content_wanted(self.trace_content)
-                state.sinks.append(_running.RunTracer(tracer, content=content))
+                content = running.content_wanted(self.trace_content)
+                state.sinks.append(running.RunTracer(tracer, content=content))
             if cfg.trace is not None:
                 from .tracefile import TraceFile
 
                 state.sinks.append(TraceFile(cfg.trace).open())
             if not state.sinks:
                 return await self._drive(state)
-            state.emit(_running.RunStarted(question, self.model, protocol.name, reason))
+            state.emit(running.RunStarted(question, self.model, protocol.name, reason))
             try:
                 result = await self._drive(state)
             except BaseException as exc:
-                state.emit(_running.RunFailed(exc))
+                state.emit(running.RunFailed(exc))
                 raise
-            state.emit(_running.RunDone(result))
+            state.emit(running.RunDone(result))
             return result
 
     async def _drive(self, state: RunState) -> RunResult[Any]:
         """The loop over ``state``; with a store, the run's outcome written to it."""
-        from . import _running
+        from . import running
 
-        loop = _running.Loop(
-            _running.LoopDeps(
+        loop = running.Loop(
+            running.LoopDeps(
                 model=self.model,
                 runner=self._runner,
                 instructions=self.instructions,
@@ -658,9 +658,9 @@ class Agent(Generic[OutputT]):
         **options: Unpack[Options],
     ) -> RunResult[OutputT]:
         """Finish a stored run (blocking): see :meth:`aresume`."""
-        from . import _running
+        from . import running
 
-        return _running.run_coroutine(self._aresume(run_id, self._model_sync, approvals, options))
+        return running.run_coroutine(self._aresume(run_id, self._model_sync, approvals, options))
 
     async def aresume(
         self,
