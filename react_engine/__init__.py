@@ -42,7 +42,8 @@ from .protocols.base import (
     RequestContext,
 )
 from .protocols.registry import shipped as _shipped_protocols
-from .run.agent import Agent, AgentConfig, Conversation
+from .run.agent import Agent, AgentConfig
+from .run.conversation import Conversation
 from .run.journal import JournalStore, set_store_opener
 from .tools.base import Tool, ToolAnnotations
 from .tools.decorator import tool

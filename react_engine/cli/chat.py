@@ -14,7 +14,8 @@ from typing import Any, TextIO
 from ..errors import ModelAPIError, RunAborted
 from ..paths import state_dir
 from ..protocols.registry import protocol_names
-from ..run.agent import Agent, Conversation
+from ..run.agent import Agent
+from ..run.conversation import Conversation
 from ..tools import Tool
 from ..transport.wire import mask_key
 from ..types import Step
@@ -101,8 +102,9 @@ class ChatSession:
         self.protocol: str = args.protocol
         self.trace_path: str | None = args.trace
         self.progress = RunProgress(args, stream=self.err)
+        self.agent = self._agent()
         self.conversation = Conversation(
-            self._agent(), session=chat_session(getattr(args, "session", None))
+            self.agent, session=chat_session(getattr(args, "session", None))
         )
 
     def _agent(self) -> Agent:
@@ -125,7 +127,7 @@ class ChatSession:
         print(text, file=self.err, flush=True)
 
     def loop(self) -> int:
-        agent = self.conversation.agent
+        agent = self.agent
         if not self.args.quiet:
             self.note(
                 f"react-engine chat · model {agent.model} · {self.endpoint.where} · "
@@ -178,7 +180,7 @@ class ChatSession:
         return True
 
     def _settings_text(self) -> str:
-        ep, agent, args = self.endpoint, self.conversation.agent, self.args
+        ep, agent, args = self.endpoint, self.agent, self.args
         s = sampling_settings(args, ep)
         sampling = ", ".join(
             f"{k}={v}"
@@ -230,8 +232,8 @@ class ChatSession:
             self.say(f"protocol: {self.protocol}; usage: /protocol {'|'.join(protocol_names())}")
             return
         self.protocol = rest
-        self.conversation.agent = self._agent()
-        self.say(f"protocol: {describe_protocol(self.conversation.agent)}; the history is kept")
+        self.agent = self.conversation.agent = self._agent()
+        self.say(f"protocol: {describe_protocol(self.agent)}; the history is kept")
 
     # --- a turn ----------------------------------------------------------------------------------
 
@@ -252,9 +254,7 @@ class ChatSession:
         except RunAborted as exc:
             result = exc.result
         except ModelAPIError as exc:
-            self.note(
-                f"error: {describe_api_error(exc, self.endpoint, self.conversation.agent.model)}"
-            )
+            self.note(f"error: {describe_api_error(exc, self.endpoint, self.agent.model)}")
             return
         if result.answer is not None:
             self.say(f"assistant> {result.answer}")
@@ -336,6 +336,6 @@ def _cmd_chat(args: argparse.Namespace) -> int:
     check_trace(args.trace)
     with endpoint(args, local_default=False) as ep:
         session = ChatSession(args, ep, tools)
-        warn_unused_options(args, session.conversation.agent)
+        warn_unused_options(args, session.agent)
         with _line_editing(args):
             return session.loop()

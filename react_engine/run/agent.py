@@ -1,9 +1,12 @@
 """The :class:`Agent`: a model, tools, and a protocol chosen per model; and its ways to run.
 
 ``run`` / ``arun`` answer one question, ``iter`` / ``run_stream`` stream the run as typed
-events (:mod:`react_engine.run.events`), and :class:`Conversation` keeps a history across
+events (:mod:`react_engine.run.events`), ``resume`` / ``aresume`` finish a stored run (what
+they do with the store: :mod:`react_engine.run.durable`), and ``conversation()`` gives a
+:class:`~react_engine.run.conversation.Conversation`, which keeps a history across
 questions. Each run is a :class:`~react_engine.run.state.RunState` driven by the one loop in
-:mod:`react_engine.run.loop`.
+:mod:`react_engine.run.loop`. The result's type is the agent's (``Agent[Person]``: its runs
+give ``RunResult[Person]``).
 
 The agent knows protocols only through the :class:`~react_engine.protocols.base.Protocol`
 interface; which one runs, and how a run adapts to a server's refusals, is decided in
@@ -25,7 +28,7 @@ import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack, overload
 
-from ..errors import ConfigurationError, ModelAPIError, StoreError
+from ..errors import ConfigurationError, ModelAPIError
 from ..protocols.base import Protocol
 from ..protocols.output import FINAL_RESULT, output_spec
 from ..protocols.registry import ProtocolOptions, choose, protocol_names
@@ -40,23 +43,25 @@ from ..transport.wire import mask_key, mask_url
 from ..types import (
     HistoryItem,
     OutputT,
-    RunNotice,
     RunResult,
     Step,
     UserTurn,
 )
+from . import durable
 from .config import (
     AgentConfig,
     Options,
+    RunOptions,
     check_bool,
     check_config,
     describe,
     tool_list,
     with_options,
 )
+from .conversation import Conversation
 
 # What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
-# asyncio with them) is imported when a run starts (``from . import _running``), so that
+# asyncio with them) is imported when a run starts (``from . import running``), so that
 # ``import react_engine`` and building an agent stay light; tests/api/test_exports.py checks
 # that the import leaves these modules out.
 if TYPE_CHECKING:
@@ -69,14 +74,14 @@ if TYPE_CHECKING:
     from .journal import SessionLike as Session
     from .state import RUN_EVENT, RunState
 
-__all__ = ["RUN_EVENT", "Agent", "AgentConfig", "Conversation"]
+__all__ = ["RUN_EVENT", "Agent", "AgentConfig"]
 
 log = logging.getLogger("react_engine")
 
 
 def __getattr__(name: str) -> Any:
     if name == "RUN_EVENT":  # listed in __all__; defined with the run state
-        from ._running import RUN_EVENT
+        from .running import RUN_EVENT
 
         return RUN_EVENT
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -85,16 +90,6 @@ def __getattr__(name: str) -> Any:
 T = TypeVar("T")
 
 StepCallback = Callable[[Step], "Awaitable[None] | None"]
-
-
-class RunOptions(Options, total=False):
-    """A run's keywords besides the configuration (:class:`~react_engine.run.config.Options`)."""
-
-    session: Session
-    """The run's history lives there (:mod:`react_engine.store`)."""
-    run_id: str
-    """The run's id in the agent's store: a new one (a stored run's id raises
-    :class:`~react_engine.errors.RunExistsError`; finish that one with ``resume``)."""
 
 
 class Agent(Generic[OutputT]):
@@ -267,7 +262,7 @@ class Agent(Generic[OutputT]):
         False, or ``"defer"``; or ``"defer"`` itself. A deferred approval ends the run with
         ``stop_reason="awaiting_approval"`` and the calls in ``result.pending``, to be given
         with :meth:`resume` (which needs a ``store``)."""
-        self.store = _run_store(store)
+        self.store = durable.open_run_store(store)
         """Where runs are journalled, step by step, so that :meth:`resume` can finish one
         whose process died (:class:`~react_engine.store.RunStore`; a path is a SQLite file, a
         ``postgresql://`` URI a PostgreSQL database)."""
@@ -323,9 +318,9 @@ class Agent(Generic[OutputT]):
     @functools.cached_property
     def _runner(self) -> ToolRunner:
         """Runs the replies' calls (made with the first run: see the imports above)."""
-        from . import _running
+        from . import running
 
-        return _running.ToolRunner(self.approve, self.on_call)
+        return running.ToolRunner(self.approve, self.on_call)
 
     # --- construction -----------------------------------------------------------------------
 
@@ -399,73 +394,26 @@ class Agent(Generic[OutputT]):
 
     # --- running ---------------------------------------------------------------------------
 
-    @overload
     def run(
         self,
         question: str,
         *,
         history: list[HistoryItem] | None = None,
         **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]: ...
-    @overload
-    def run(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        output_type: type[T],
-        **options: Unpack[RunOptions],
-    ) -> RunResult[T]: ...
-    @overload
-    def run(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        output_type: Any,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[Any]: ...
-
-    def run(self, question: str, **options: Any) -> RunResult[Any]:
+    ) -> RunResult[OutputT]:
         """Answer one question (blocking). See :meth:`arun` for the options."""
-        from . import _running
+        from . import running
 
-        return _running.run_coroutine(self._arun(question, self._model_sync, **options))
-
-    @overload
-    async def arun(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]: ...
-    @overload
-    async def arun(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        output_type: type[T],
-        **options: Unpack[RunOptions],
-    ) -> RunResult[T]: ...
-    @overload
-    async def arun(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        output_type: Any,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[Any]: ...
+        run = self._arun(question, self._model_sync, history=history, **options)
+        return running.run_coroutine(run)
 
     async def arun(
         self,
         question: str,
         *,
         history: list[HistoryItem] | None = None,
-        **options: Any,
-    ) -> RunResult[Any]:
+        **options: Unpack[RunOptions],
+    ) -> RunResult[OutputT]:
         """Answer one question. ``history`` (a conversation's items) is extended in place.
 
         ``options`` override :class:`AgentConfig` fields for this run (``tool_choice``,
@@ -474,40 +422,13 @@ class Agent(Generic[OutputT]):
         """
         return await self._arun(question, self._model_async, history=history, **options)
 
-    @overload
-    def iter(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> AsyncGenerator[Event[OutputT], None]: ...
-    @overload
-    def iter(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        output_type: type[T],
-        **options: Unpack[RunOptions],
-    ) -> AsyncGenerator[Event[T], None]: ...
-    @overload
-    def iter(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        output_type: Any,
-        **options: Unpack[RunOptions],
-    ) -> AsyncGenerator[Event[Any], None]: ...
-
     async def iter(
         self,
         question: str,
         *,
         history: list[HistoryItem] | None = None,
-        **options: Any,
-    ) -> AsyncGenerator[Event[Any], None]:
+        **options: Unpack[RunOptions],
+    ) -> AsyncGenerator[Event[OutputT], None]:
         """Answer one question, streaming: each reply's text as it is written, each
         action before its tool runs, each step, and last :class:`~react_engine.run.events.RunDone`
         with the :class:`RunResult` (see :mod:`react_engine.run.events`).
@@ -519,7 +440,7 @@ class Agent(Generic[OutputT]):
         """
         import asyncio
 
-        from . import _running
+        from . import running
 
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
@@ -539,7 +460,7 @@ class Agent(Generic[OutputT]):
         task = asyncio.ensure_future(run())
         try:
             while (event := await queue.get()) is not None:
-                if not isinstance(event, _running.RunFailed):
+                if not isinstance(event, running.RunFailed):
                     yield event
             await task  # raises the run's error, if any
         finally:
@@ -550,40 +471,13 @@ class Agent(Generic[OutputT]):
             elif not task.cancelled():
                 task.exception()  # retrieved: an error raised above is not "never retrieved"
 
-    @overload
     def run_stream(
         self,
         question: str,
         *,
         history: list[HistoryItem] | None = None,
         **options: Unpack[RunOptions],
-    ) -> Iterator[Event[OutputT]]: ...
-    @overload
-    def run_stream(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        output_type: type[T],
-        **options: Unpack[RunOptions],
-    ) -> Iterator[Event[T]]: ...
-    @overload
-    def run_stream(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        output_type: Any,
-        **options: Unpack[RunOptions],
-    ) -> Iterator[Event[Any]]: ...
-
-    def run_stream(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Any,
-    ) -> Iterator[Event[Any]]:
+    ) -> Iterator[Event[OutputT]]:
         """:meth:`iter` for sync code: a blocking iterator over the run's events.
 
         The run advances while the caller waits for the next event, on an event loop of
@@ -623,8 +517,17 @@ class Agent(Generic[OutputT]):
         **options: Any,
     ) -> RunResult[Any]:
         if session is not None:
-            return await self._arun_in_session(
-                question, chat_model, session, history, sinks, streaming, options
+            return await durable.in_session(
+                session,
+                history,
+                lambda items: self._arun(
+                    question,
+                    chat_model,
+                    history=items,
+                    sinks=sinks,
+                    streaming=streaming,
+                    **options,
+                ),
             )
         # The run's clock (its deadline, its duration) starts now, not once the run
         # machinery and the protocol are imported: a first run must not overshoot.
@@ -639,9 +542,9 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
         if history is not None and not isinstance(history, list):
             raise ConfigurationError(f"history must be a list, not {describe(history)}")
-        from . import _running
+        from . import running
 
-        async with _running.connected_tools(self.mcp_servers, self.tools) as tools:
+        async with running.connected_tools(self.mcp_servers, self.tools) as tools:
             if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
                 t.name for t in tools
             }:
@@ -659,7 +562,16 @@ class Agent(Generic[OutputT]):
                 await self._probe_once(chat_model, cfg.settings.timeout)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
-            journal = self._journal(run_id, _journal, question, items, protocol.name)
+            journal = durable.journal_for(
+                self.store,
+                run_id,
+                _journal,
+                eager=callable(self.approve) or bool(self.on_call or self.on_step),
+                question=question,
+                model=self.model,
+                history=items,
+                protocol=protocol.name,
+            )
             if journal is not None and journal.protocol is not None:
                 # A resumed run goes on under this agent's protocol (under the one it was
                 # on, for "auto"), its committed replies read as they were first.
@@ -671,7 +583,7 @@ class Agent(Generic[OutputT]):
                     (protocol, reason), lambda name: choose(name, chosen, "resumed")[0]
                 )
             items.append(UserTurn(question))
-            state = _running.RunState(
+            state = running.RunState(
                 question=question,
                 history=items,
                 protocol=protocol,
@@ -686,55 +598,31 @@ class Agent(Generic[OutputT]):
                 started=entered,
                 journal=journal,
             )
-            tracer = _running.tracer_for(self.tracer_provider)
+            tracer = running.tracer_for(self.tracer_provider)
             if tracer is not None:
-                content = _running.content_wanted(self.trace_content)
-                state.sinks.append(_running.RunTracer(tracer, content=content))
+                content = running.content_wanted(self.trace_content)
+                state.sinks.append(running.RunTracer(tracer, content=content))
             if cfg.trace is not None:
                 from .tracefile import TraceFile
 
                 state.sinks.append(TraceFile(cfg.trace).open())
             if not state.sinks:
                 return await self._drive(state)
-            state.emit(_running.RunStarted(question, self.model, protocol.name, reason))
+            state.emit(running.RunStarted(question, self.model, protocol.name, reason))
             try:
                 result = await self._drive(state)
             except BaseException as exc:
-                state.emit(_running.RunFailed(exc))
+                state.emit(running.RunFailed(exc))
                 raise
-            state.emit(_running.RunDone(result))
+            state.emit(running.RunDone(result))
             return result
-
-    def _journal(
-        self,
-        run_id: str | None,
-        resumed: Journal | None,
-        question: str,
-        history: list[HistoryItem],
-        protocol: str,
-    ) -> Journal | None:
-        """The run's journal (with a store): a new one, or the resumed run's."""
-        if run_id is not None and not isinstance(run_id, str):
-            raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
-        journal = resumed
-        if journal is None and self.store is not None:
-            journal = self.store.journal(run_id)
-        if journal is not None:  # recorded once the run is held (_drive)
-            journal.eager = callable(self.approve) or bool(self.on_call or self.on_step)
-            journal.header = {
-                "question": question,
-                "model": self.model,
-                "protocol": journal.protocol or protocol,
-                "history": list(history),
-            }
-        return journal
 
     async def _drive(self, state: RunState) -> RunResult[Any]:
         """The loop over ``state``; with a store, the run's outcome written to it."""
-        from . import _running
+        from . import running
 
-        loop = _running.Loop(
-            _running.LoopDeps(
+        loop = running.Loop(
+            running.LoopDeps(
                 model=self.model,
                 runner=self._runner,
                 instructions=self.instructions,
@@ -748,92 +636,29 @@ class Agent(Generic[OutputT]):
         )
         if state.journal is None:
             return await loop.run(state)
-        async with state.journal.held() as journal:  # RunBusy if another worker runs it
-            await journal.open()
-            try:
-                result = await loop.run(state)
-            except Exception as exc:
-                try:
-                    await journal.failed(exc)
-                except StoreError as lost:  # the run's own error is the one to raise
-                    exc.add_note(f"(its failure was not stored either: {lost})")
-                raise
-            try:
-                await journal.finish(result)
-            except StoreError as lost:  # the answer is the caller's all the same
-                log.warning("run %s: its result was not stored: %s", journal.run_id, lost)
-                notice = RunNotice(len(result.steps), f"the result was not stored: {lost}")
-                result.notices.append(notice)
-                state.emit(notice)
-        return result
+        return await durable.journalled(loop, state, state.journal)
 
     # --- durable runs ------------------------------------------------------------------------
 
-    @overload
     def resume(
         self,
         run_id: str,
         *,
         approvals: Mapping[str, bool] | None = None,
         **options: Unpack[Options],
-    ) -> RunResult[OutputT]: ...
-    @overload
-    def resume(
-        self,
-        run_id: str,
-        *,
-        approvals: Mapping[str, bool] | None = None,
-        output_type: type[T],
-        **options: Unpack[Options],
-    ) -> RunResult[T]: ...
-    @overload
-    def resume(
-        self,
-        run_id: str,
-        *,
-        approvals: Mapping[str, bool] | None = None,
-        output_type: Any,
-        **options: Unpack[Options],
-    ) -> RunResult[Any]: ...
-
-    def resume(
-        self, run_id: str, *, approvals: Mapping[str, bool] | None = None, **options: Any
-    ) -> RunResult[Any]:
+    ) -> RunResult[OutputT]:
         """Finish a stored run (blocking): see :meth:`aresume`."""
-        from . import _running
+        from . import running
 
-        return _running.run_coroutine(self._aresume(run_id, self._model_sync, approvals, options))
+        return running.run_coroutine(self._aresume(run_id, self._model_sync, approvals, options))
 
-    @overload
     async def aresume(
         self,
         run_id: str,
         *,
         approvals: Mapping[str, bool] | None = None,
         **options: Unpack[Options],
-    ) -> RunResult[OutputT]: ...
-    @overload
-    async def aresume(
-        self,
-        run_id: str,
-        *,
-        approvals: Mapping[str, bool] | None = None,
-        output_type: type[T],
-        **options: Unpack[Options],
-    ) -> RunResult[T]: ...
-    @overload
-    async def aresume(
-        self,
-        run_id: str,
-        *,
-        approvals: Mapping[str, bool] | None = None,
-        output_type: Any,
-        **options: Unpack[Options],
-    ) -> RunResult[Any]: ...
-
-    async def aresume(
-        self, run_id: str, *, approvals: Mapping[str, bool] | None = None, **options: Any
-    ) -> RunResult[Any]:
+    ) -> RunResult[OutputT]:
         """Finish a run of this agent's store: one whose process died, or one that stopped
         awaiting approvals (``approvals`` maps their call ids to True or False; a False is
         recorded as a denied call).
@@ -857,63 +682,20 @@ class Agent(Generic[OutputT]):
         run_id: str,
         chat_model: ChatModel,
         approvals: Mapping[str, bool] | None,
-        options: dict[str, Any],
+        options: Mapping[str, Any],
     ) -> RunResult[Any]:
-        if self.store is None:
-            raise ConfigurationError("resume needs the agent's store: Agent(store=...)")
-        async with self.store.journal(run_id).held() as journal:
-            await journal.load(approvals)
-            question = await self.store.question(run_id)
-            history = await self.store.history(run_id)
-            return await self._arun(
+        return await durable.resumed(
+            self.store,
+            run_id,
+            approvals,
+            lambda question, history, journal: self._arun(
                 question, chat_model, history=history, _journal=journal, **options
-            )
-
-    async def _arun_in_session(
-        self,
-        question: str,
-        chat_model: ChatModel,
-        session: Session,
-        history: list[HistoryItem] | None,
-        sinks: Sequence[Callable[[Event], None]],
-        streaming: bool,
-        options: dict[str, Any],
-    ) -> RunResult[Any]:
-        """A run in a session: its history loaded first (into ``history`` in place, when
-        given), and what the run added appended when it ends, however it ends (an error, a
-        cancellation), so that no turn is lost."""
-        from .journal import SessionLike
-
-        if not isinstance(session, SessionLike):
-            raise ConfigurationError(f"session must be a Session, not {describe(session)}")
-        items = history if history is not None else []
-        items[:] = await session.load()
-        start = len(items)
-        try:
-            return await self._arun(
-                question, chat_model, history=items, sinks=sinks, streaming=streaming, **options
-            )
-        finally:
-            if len(items) > start:
-                await session.append(items[start:])
+            ),
+        )
 
 
 def _guarded(tools: Sequence[Tool]) -> bool:
     return any(t.requires_approval for t in tools)
-
-
-def _run_store(store: Any) -> JournalStore | None:
-    if store is None:
-        return None
-    from .journal import JournalStore, open_journal_store
-
-    if isinstance(store, JournalStore):
-        return store
-    if isinstance(store, str | os.PathLike):
-        return open_journal_store(store)  # a postgresql:// URI, or a SQLite file
-    raise ConfigurationError(
-        f"store must be a RunStore, a path or a postgresql:// URI, not {describe(store)}"
-    )
 
 
 _AGENT_OPTIONS = frozenset(
@@ -936,65 +718,3 @@ def _blocking_events(events: AsyncGenerator[Event, None]) -> Iterator[Event]:
                     return
         finally:
             runner.run(events.aclose())
-
-
-# --- conversations ---------------------------------------------------------------------------
-
-
-class Conversation(Generic[OutputT]):
-    """A multi-turn conversation with an agent: each question sees the earlier turns,
-    their tool calls and results included. Interrupting a turn keeps what it did."""
-
-    def __init__(
-        self,
-        agent: Agent[OutputT],
-        history: list[HistoryItem] | None = None,
-        *,
-        session: Session | None = None,
-    ) -> None:
-        self.agent = agent
-        self.history: list[HistoryItem] = history if history is not None else []
-        self.session = session
-        """Where the history lives between turns: loaded into :attr:`history` before each
-        question (another process may have added to it), and each turn appended to it."""
-
-    @overload
-    def ask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]: ...
-    @overload
-    def ask(
-        self, question: str, *, output_type: type[T], **options: Unpack[Options]
-    ) -> RunResult[T]: ...
-    @overload
-    def ask(
-        self, question: str, *, output_type: Any, **options: Unpack[Options]
-    ) -> RunResult[Any]: ...
-
-    def ask(self, question: str, **options: Any) -> RunResult[Any]:
-        from . import _running
-
-        if self.session is not None:
-            options["session"] = self.session
-        return _running.run_coroutine(
-            self.agent._arun(question, self.agent._model_sync, history=self.history, **options)
-        )
-
-    @overload
-    async def aask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]: ...
-    @overload
-    async def aask(
-        self, question: str, *, output_type: type[T], **options: Unpack[Options]
-    ) -> RunResult[T]: ...
-    @overload
-    async def aask(
-        self, question: str, *, output_type: Any, **options: Unpack[Options]
-    ) -> RunResult[Any]: ...
-
-    async def aask(self, question: str, **options: Any) -> RunResult[Any]:
-        if self.session is not None:
-            options["session"] = self.session
-        result: RunResult[Any] = await self.agent.arun(question, history=self.history, **options)
-        return result
-
-    @property
-    def steps(self) -> list[Step]:
-        return [item for item in self.history if isinstance(item, Step)]

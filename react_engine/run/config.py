@@ -9,7 +9,7 @@ import math
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypedDict
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..errors import ConfigurationError, UnknownOptionError
 from ..protocols.base import MultiAction
@@ -18,10 +18,14 @@ from ..tools.base import Tool
 from ..transport.retries import RetryPolicy
 from ..types import ModelSettings, ToolChoice, describe
 
+if TYPE_CHECKING:
+    from .journal import SessionLike
+
 __all__ = [
     "SAMPLING_SHORTHANDS",
     "AgentConfig",
     "Options",
+    "RunOptions",
     "check_bool",
     "check_config",
     "describe",
@@ -124,6 +128,16 @@ class Options(TypedDict, total=False):
     max_tokens: int | None
     seed: int | None
     top_p: float | None
+
+
+class RunOptions(Options, total=False):
+    """A run's keywords besides the configuration (:class:`~react_engine.run.config.Options`)."""
+
+    session: SessionLike
+    """The run's history lives there (:mod:`react_engine.store`)."""
+    run_id: str
+    """The run's id in the agent's store: a new one (a stored run's id raises
+    :class:`~react_engine.errors.RunExistsError`; finish that one with ``resume``)."""
 
 
 SAMPLING_SHORTHANDS: Final[tuple[str, ...]] = ("temperature", "max_tokens", "seed", "top_p")

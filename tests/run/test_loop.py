@@ -167,7 +167,7 @@ def test_a_deferred_approval_is_a_verdict(tmp_path: Path) -> None:
 
 # --- import cycles --------------------------------------------------------------------------
 
-RUN_SIDE = {"agent", "loop", "execution", "_running", "tracing"}
+RUN_SIDE = {"agent", "loop", "execution", "running", "tracing"}
 """The run's control flow, by last name (wherever the package layout puts them): the agent,
 the loop, the tool runner and what a run imports when it starts."""
 

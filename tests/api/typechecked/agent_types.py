@@ -12,7 +12,7 @@ from typing import Any, assert_type
 from pydantic import BaseModel
 
 from react_engine import Agent, RunResult
-from react_engine.run.agent import Conversation
+from react_engine.run.conversation import Conversation
 from react_engine.run.events import RunDone
 
 
@@ -36,9 +36,10 @@ async def typed_results() -> None:
     assert_type(conversation, Conversation[Person])
     assert_type(conversation.ask("And her age?"), RunResult[Person])
     assert_type(await conversation.aask("And his?"), RunResult[Person])
-    # A run's own output_type wins over the agent's.
-    assert_type(agent.run("How many?", output_type=int), RunResult[int])
-    assert_type(agent.run("Which?", output_type=list[int]), RunResult[list[int]])
+    # The output type is the agent's: a run cannot retype its result (build an agent with
+    # that output_type instead), so a type checker refuses a run's own output_type.
+    agent.run("How many?", output_type=int)  # E: call-arg
+    conversation.ask("Which?", output_type=list[int])  # E: call-arg
 
 
 def text_results() -> None:
@@ -60,7 +61,7 @@ def bare_annotations(agent: Agent, result: RunResult) -> None:
 
 def misspelt_options() -> None:
     Agent("m", max_stesp=3)  # E: call-overload
-    Agent("m").run("q", deadlin=3)  # E: call-overload
+    Agent("m").run("q", deadlin=3)  # E: call-arg
     Agent("m", max_steps="3")  # E: call-overload
     Agent("m", multi_action=True)  # E: call-overload
     wrong: RunResult[Person] = Agent("m").run("q")  # E: assignment
@@ -75,7 +76,8 @@ async def streamed_results() -> None:
     for event in agent.run_stream("Who?"):
         if event.kind == "done":
             assert_type(event.result.output, Person | None)
-    for other in agent.run_stream("How old?", output_type=int):
+    typed = Agent("m", output_type=int)
+    for other in typed.run_stream("How old?"):
         if isinstance(other, RunDone):
             assert_type(other.result, RunResult[int])
 

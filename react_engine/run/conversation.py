@@ -1,0 +1,77 @@
+"""A :class:`Conversation`: an agent's runs sharing one history, turn after turn.
+
+The conversation asks its agent for runs only (:class:`Answerer`, which
+:class:`~react_engine.run.agent.Agent` is), so that this module does not import the agent's,
+which builds conversations (``agent.conversation()``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Generic, Protocol, Unpack
+
+from ..types import HistoryItem, OutputT, RunResult, Step
+from .config import Options, RunOptions
+
+if TYPE_CHECKING:
+    from .journal import SessionLike as Session
+
+__all__ = ["Answerer", "Conversation"]
+
+
+class Answerer(Protocol[OutputT]):
+    """What a conversation asks of its agent: runs (an
+    :class:`~react_engine.run.agent.Agent`)."""
+
+    def run(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> RunResult[OutputT]: ...
+
+    async def arun(
+        self,
+        question: str,
+        *,
+        history: list[HistoryItem] | None = None,
+        **options: Unpack[RunOptions],
+    ) -> RunResult[OutputT]: ...
+
+
+class Conversation(Generic[OutputT]):
+    """A multi-turn conversation with an agent: each question sees the earlier turns,
+    their tool calls and results included. Interrupting a turn keeps what it did."""
+
+    def __init__(
+        self,
+        agent: Answerer[OutputT],
+        history: list[HistoryItem] | None = None,
+        *,
+        session: Session | None = None,
+    ) -> None:
+        self.agent = agent
+        self.history: list[HistoryItem] = history if history is not None else []
+        self.session = session
+        """Where the history lives between turns: loaded into :attr:`history` before each
+        question (another process may have added to it), and each turn appended to it."""
+
+    def ask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]:
+        """The next turn (blocking); ``options`` are :meth:`Agent.arun
+        <react_engine.run.agent.Agent.arun>`'s, for this turn."""
+        if self.session is None:
+            return self.agent.run(question, history=self.history, **options)
+        return self.agent.run(question, history=self.history, session=self.session, **options)
+
+    async def aask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]:
+        """The next turn; ``options`` are :meth:`Agent.arun
+        <react_engine.run.agent.Agent.arun>`'s, for this turn."""
+        if self.session is None:
+            return await self.agent.arun(question, history=self.history, **options)
+        return await self.agent.arun(
+            question, history=self.history, session=self.session, **options
+        )
+
+    @property
+    def steps(self) -> list[Step]:
+        return [item for item in self.history if isinstance(item, Step)]

@@ -1,0 +1,139 @@
+"""Durable runs: a run journalled in the agent's store, a stored run resumed, and a run
+whose history lives in a session.
+
+:class:`~react_engine.run.agent.Agent` keeps the public edges (``store=``, ``session=``,
+:meth:`~react_engine.run.agent.Agent.resume`); what they do with the store is here, on the
+protocols of :mod:`react_engine.run.journal` (``run/`` never imports ``store/``). A run's
+journal is made when the run starts (:func:`journal_for`), held and written while the loop
+runs (:func:`journalled`); :func:`resumed` loads a stored run and its approvals before the
+run is taken again from its question.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError, StoreError
+from ..types import HistoryItem, RunNotice, RunResult
+from .config import describe
+
+if TYPE_CHECKING:
+    from .journal import Journal, JournalStore
+    from .journal import SessionLike as Session
+    from .loop import Loop
+    from .state import RunState
+
+__all__ = ["in_session", "journal_for", "journalled", "open_run_store", "resumed"]
+
+log = logging.getLogger("react_engine")
+
+
+def open_run_store(store: Any) -> JournalStore | None:
+    """What ``Agent(store=...)`` was given, as a store: a store itself, or the one a path
+    (a SQLite file) or a ``postgresql://`` URI names."""
+    if store is None:
+        return None
+    from .journal import JournalStore, open_journal_store
+
+    if isinstance(store, JournalStore):
+        return store
+    if isinstance(store, str | os.PathLike):
+        return open_journal_store(store)  # a postgresql:// URI, or a SQLite file
+    raise ConfigurationError(
+        f"store must be a RunStore, a path or a postgresql:// URI, not {describe(store)}"
+    )
+
+
+def journal_for(
+    store: JournalStore | None,
+    run_id: str | None,
+    resumed: Journal | None,
+    *,
+    eager: bool,
+    question: str,
+    model: str,
+    history: list[HistoryItem],
+    protocol: str,
+) -> Journal | None:
+    """The run's journal (with a store): a new one, or the resumed run's. ``eager``: commit
+    each reply as soon as it is read (user code runs between a reply and its calls)."""
+    if run_id is not None and not isinstance(run_id, str):
+        raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
+    journal = resumed
+    if journal is None and store is not None:
+        journal = store.journal(run_id)
+    if journal is not None:  # recorded once the run is held (journalled)
+        journal.eager = eager
+        journal.header = {
+            "question": question,
+            "model": model,
+            "protocol": journal.protocol or protocol,
+            "history": list(history),
+        }
+    return journal
+
+
+async def journalled(loop: Loop, state: RunState, journal: Journal) -> RunResult[Any]:
+    """``loop`` over ``state`` with the run held in its store, and its outcome written
+    there: its result, or its error (raised all the same)."""
+    async with journal.held() as held:  # RunBusy if another worker runs it
+        await held.open()
+        try:
+            result = await loop.run(state)
+        except Exception as exc:
+            try:
+                await held.failed(exc)
+            except StoreError as lost:  # the run's own error is the one to raise
+                exc.add_note(f"(its failure was not stored either: {lost})")
+            raise
+        try:
+            await held.finish(result)
+        except StoreError as lost:  # the answer is the caller's all the same
+            log.warning("run %s: its result was not stored: %s", held.run_id, lost)
+            notice = RunNotice(len(result.steps), f"the result was not stored: {lost}")
+            result.notices.append(notice)
+            state.emit(notice)
+    return result
+
+
+async def resumed(
+    store: JournalStore | None,
+    run_id: str,
+    approvals: Mapping[str, bool] | None,
+    run: Callable[[str, list[HistoryItem], Journal], Awaitable[RunResult[Any]]],
+) -> RunResult[Any]:
+    """Stored run ``run_id``, held, its journal and ``approvals`` loaded, given to ``run``
+    with its question and earlier history (see :meth:`Agent.aresume
+    <react_engine.run.agent.Agent.aresume>`)."""
+    if store is None:
+        raise ConfigurationError("resume needs the agent's store: Agent(store=...)")
+    async with store.journal(run_id).held() as journal:
+        await journal.load(approvals)
+        question = await store.question(run_id)
+        history = await store.history(run_id)
+        return await run(question, history, journal)
+
+
+async def in_session(
+    session: Session,
+    history: list[HistoryItem] | None,
+    run: Callable[[list[HistoryItem]], Awaitable[RunResult[Any]]],
+) -> RunResult[Any]:
+    """A run in a session: its history loaded first (into ``history`` in place, when
+    given), and what the run added appended when it ends, however it ends (an error, a
+    cancellation), so that no turn is lost."""
+    from .journal import SessionLike
+
+    if not isinstance(session, SessionLike):
+        raise ConfigurationError(f"session must be a Session, not {describe(session)}")
+    items = history if history is not None else []
+    items[:] = await session.load()
+    start = len(items)
+    try:
+        return await run(items)
+    finally:
+        if len(items) > start:
+            await session.append(items[start:])
