@@ -12,7 +12,6 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import ConfigurationError
 from ..eval.bfcl import (
     BFCL_PROMPT,
@@ -32,6 +31,7 @@ from ..eval.bfcl import (
 from ..eval.bfcl_data import CATEGORIES, DEFAULT_CATEGORIES, load_cases
 from ..eval.bfcl_multi_turn import MULTI_TURN_CATEGORIES, load_multi_turn_cases
 from ..harness.report import json_text
+from ..version import __version__
 from .endpoint import local_endpoint, required_endpoint
 from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
 

@@ -41,7 +41,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
 from ..harness.metrics import Figures, pct, per
 from ..harness.report import grid, json_text
@@ -63,6 +62,7 @@ from ..types import (
     Usage,
     UserTurn,
 )
+from ..version import __version__
 from .bfcl_checker import Call, check_calls
 from .bfcl_data import Case, case_tools
 from .bfcl_multi_turn import (

@@ -43,9 +43,11 @@ __all__ = [
     "BfclDataMissing",
     "Case",
     "api_name",
+    "arguments_model",
     "case_tools",
     "data_root",
     "load_cases",
+    "read_lines",
     "to_json_schema",
 ]
 
@@ -146,7 +148,7 @@ def data_root() -> Traversable:
     return root
 
 
-def _read_lines(path: Traversable) -> list[dict[str, Any]]:
+def read_lines(path: Traversable) -> list[dict[str, Any]]:
     if not path.is_file():
         raise BfclDataMissing(f"the BFCL data has no {path.name}: {INSTALL_HINT}")
     out: list[dict[str, Any]] = []
@@ -177,11 +179,11 @@ def load_cases(
     cases: list[Case] = []
     for category in categories:
         stem = f"BFCL_v4_{CATEGORIES[category]}.json"
-        entries = _read_lines(base / stem)
+        entries = read_lines(base / stem)
         answers: dict[str, list[Any]] = {}
         if "irrelevance" not in category:
             answers = {
-                a["id"]: a["ground_truth"] for a in _read_lines(base / "possible_answer" / stem)
+                a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)
             }
         picked = [e for e in entries if e["id"] in wanted] if wanted else entries
         for entry in picked[:limit] if limit is not None else picked:
@@ -282,7 +284,7 @@ async def _not_run(**_: Any) -> str:
     return "(not run: the BFCL eval scores the call, not its result)"
 
 
-def _arguments_model(schema: Mapping[str, Any]) -> type[BaseModel]:
+def arguments_model(schema: Mapping[str, Any]) -> type[BaseModel]:
     """A model that takes any argument object. A one-parameter tool also gets that
     parameter as a field, so a plain-text input (``Action Input: 5``) maps onto it as it
     would for any tool of ours."""
@@ -311,7 +313,7 @@ def case_tools(case: Case) -> tuple[list[Tool], dict[str, str]]:
             Tool(
                 name=name,
                 description=str(function.get("description") or "") + PYTHON_HINT,
-                args_model=_arguments_model(schema),
+                args_model=arguments_model(schema),
                 function=_not_run,
                 parameters=schema,
                 is_async=True,

@@ -40,11 +40,11 @@ from .bfcl_data import (
     INSTALL_HINT,
     PYTHON_HINT,
     BfclDataMissing,
-    _arguments_model,
-    _read_lines,
     api_name,
+    arguments_model,
     data_root,
     parameters_schema,
+    read_lines,
 )
 
 __all__ = [
@@ -130,7 +130,7 @@ def _function_docs(root: Traversable, classes: Sequence[str]) -> list[dict[str, 
         stem = files.MULTI_TURN_FUNC_DOC_FILE_MAPPING.get(name)
         if stem is None:
             raise BfclDataMissing(f"BFCL has no function documents for {name}")
-        out.extend(_read_lines(root / "multi_turn_func_doc" / stem))
+        out.extend(read_lines(root / "multi_turn_func_doc" / stem))
     return out
 
 
@@ -154,8 +154,8 @@ def load_multi_turn_cases(
     cases: list[MultiTurnCase] = []
     for category in categories:
         stem = f"BFCL_v4_{category}.json"
-        entries = _read_lines(base / stem)
-        truth = {a["id"]: a["ground_truth"] for a in _read_lines(base / "possible_answer" / stem)}
+        entries = read_lines(base / stem)
+        truth = {a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)}
         picked = [e for e in entries if e["id"] in wanted] if wanted else entries
         for entry in picked[:limit] if limit is not None else picked:
             cases.append(_case(base, entry, category, truth, docs))
@@ -271,7 +271,7 @@ def turn_tools(
             Tool(
                 name=name,
                 description=str(function.get("description") or "") + PYTHON_HINT,
-                args_model=_arguments_model(schema),
+                args_model=arguments_model(schema),
                 function=run,
                 parameters=schema,
                 pass_arguments=True,
