@@ -61,7 +61,9 @@ from .types import (
     RunResult,
     Step,
     Usage,
+    set_html_renderer,
 )
+from .version import __version__
 
 if TYPE_CHECKING:
     from .local import local_server
@@ -107,8 +109,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__version__ = "0.1.0"
-
 # A library logs, the application decides where it goes: without this handler, Python's
 # last-resort handler would print the library's warnings on the stderr of an application
 # that configured no logging at all.
@@ -124,6 +124,17 @@ def _open_store(target: "str | os.PathLike[str]") -> "JournalStore":
 
 
 set_store_opener(_open_store)
+
+
+def _run_html(records: "list[dict[str, Any]]") -> str:
+    """``RunResult.to_html()``: `types` sits below `report`; the package, above both, lends
+    it the renderer (imported on first use, so ``import react_engine`` stays light)."""
+    from .report.run import run_html
+
+    return run_html(records)
+
+
+set_html_renderer(_run_html)
 
 __all__ = [
     "ActionRecord",

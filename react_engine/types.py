@@ -10,11 +10,13 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
-from .tools._nesting import CUT, MAX_TRACE_DEPTH
+from .errors import ConfigurationError
+from .nesting import CUT, MAX_TRACE_DEPTH
+from .text import escape_separators
 from .wording import ObservationCode
 
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
@@ -574,29 +576,31 @@ class RunResult(Generic[OutputT]):
         """The trace as JSON Lines. Line separators that some readers split on (U+2028,
         U+2029, U+0085) are escaped, so one record stays one line everywhere."""
         lines = (json.dumps(r, ensure_ascii=False) for r in self.trace())
-        return "".join(_escape_separators(line) + "\n" for line in lines)
+        return "".join(escape_separators(line) + "\n" for line in lines)
 
     def to_html(self) -> str:
         """The run as one self-contained HTML page: its steps, calls, observations,
-        repairs, refusals, tokens and times (:mod:`react_engine.report`)."""
-        from .report.run import run_html
-
-        return run_html(self.trace())
+        repairs, refusals, tokens and times (:mod:`react_engine.report`, which sits above
+        this module: the package registers its renderer, :func:`set_html_renderer`)."""
+        if not _html_renderer:
+            raise ConfigurationError("no HTML renderer is registered: import react_engine")
+        return _html_renderer[0](self.trace())
 
     def write_trace(self, path: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(self.to_jsonl())
 
 
+_html_renderer: list[Callable[[list[dict[str, Any]]], str]] = []
+
+
+def set_html_renderer(render: Callable[[list[dict[str, Any]]], str]) -> None:
+    """Register what :meth:`RunResult.to_html` renders a run's trace records with."""
+    _html_renderer[:] = [render]
+
+
 def _cut(text: str | None, limit: int = 60) -> str | None:
     return text if text is None or len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _escape_separators(line: str) -> str:
-    if "\u2028" in line or "\u2029" in line or "\x85" in line:
-        line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-        line = line.replace("\x85", "\\u0085")
-    return line
 
 
 def to_jsonable(value: Any, *, max_depth: int = MAX_TRACE_DEPTH) -> Any:

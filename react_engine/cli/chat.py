@@ -30,7 +30,7 @@ from .agents import (
 from .endpoint import Endpoint, describe_api_error, endpoint
 from .options import add_agent_options
 from .progress import RunProgress
-from .render import _isatty, format_history, stop_words
+from .render import format_history, is_tty, stop_words
 from .runs import chat_session
 
 __all__ = ["ChatSession", "add_chat_parser", "clean_line", "history_path"]
@@ -304,7 +304,7 @@ def _line_editing(args: argparse.Namespace) -> Iterator[None]:
     """On a terminal, ``input()`` gets readline's line editing (arrows, Ctrl-A/E, Ctrl-R)
     and the history of earlier sessions; the history is saved when the chat ends. Off a
     terminal, or where Python has no ``readline`` (Windows), plain ``input()``."""
-    if not (_isatty(sys.stdin) and _isatty(sys.stdout)):
+    if not (is_tty(sys.stdin) and is_tty(sys.stdout)):
         yield
         return
     try:

@@ -12,7 +12,6 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import ConfigurationError
 from ..eval.bfcl import DEFAULT_PROTOCOLS, AnyCase, LiveEndpoint, eval_protocols, run_bfcl
 from ..eval.bfcl_case import EvalSettings
@@ -22,6 +21,7 @@ from ..eval.bfcl_prompt import BFCL_PROMPT
 from ..eval.bfcl_recording import Recorded, default_recordings, load_recording, save_recording
 from ..eval.bfcl_report import format_report, report_json
 from ..harness.report import json_text
+from ..version import __version__
 from .endpoint import local_endpoint, required_endpoint
 from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import __version__
+from ..version import __version__
 from .chat import add_chat_parser
 from .compare import add_compare_parser
 from .eval import add_eval_parser

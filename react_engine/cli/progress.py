@@ -12,7 +12,7 @@ from ..run.agent import Agent
 from ..run.events import Event, RunDone
 from ..types import ActionRecord, RunResult, Step
 from .exits import one_line
-from .render import LivePrinter, StepPrinter, Ticker, _isatty, call_arguments
+from .render import LivePrinter, StepPrinter, Ticker, call_arguments, is_tty
 
 __all__ = ["RunProgress", "streamed"]
 
@@ -29,7 +29,7 @@ class RunProgress:
     def __init__(self, args: argparse.Namespace, *, stream: TextIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         quiet = bool(getattr(args, "quiet", False))
-        tty = _isatty(self.stream)
+        tty = is_tty(self.stream)
         self.printer = None if quiet or getattr(args, "json", False) else StepPrinter(self.stream)
         self.ticker = Ticker(self.stream, live=tty and not quiet)
         self.live = LivePrinter(self.stream, steps=self.printer) if self.printer and tty else None

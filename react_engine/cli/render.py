@@ -76,7 +76,7 @@ class _Style:
 
 def use_color(stream: TextIO) -> bool:
     """Colour only on a terminal, and never when ``NO_COLOR`` is set (no-color.org)."""
-    return not os.environ.get("NO_COLOR") and _isatty(stream)
+    return not os.environ.get("NO_COLOR") and is_tty(stream)
 
 
 def _arguments(action: ActionRecord) -> str:
@@ -253,7 +253,7 @@ class StepPrinter:
     ) -> None:
         self.stream = stream or sys.stdout
         self.color = use_color(self.stream) if color is None else color
-        self.plain = (not _isatty(self.stream)) if plain is None else plain
+        self.plain = (not is_tty(self.stream)) if plain is None else plain
 
     def __call__(self, step: Step) -> None:
         text = format_step_plain(step) if self.plain else format_step(step, color=self.color)
@@ -335,7 +335,7 @@ class Ticker:
 
     def __init__(self, stream: TextIO, *, live: bool | None = None) -> None:
         self.stream = stream
-        self.live = _isatty(stream) if live is None else live
+        self.live = is_tty(stream) if live is None else live
         self.since = time.perf_counter()
         self._stop = threading.Event()
         self.lock = threading.RLock()
@@ -393,7 +393,7 @@ class Ticker:
             print(text, file=self.stream, flush=True)
 
 
-def _isatty(stream: TextIO) -> bool:
+def is_tty(stream: TextIO) -> bool:
     try:  # a closed or file-less stream has no answer: not a terminal
         return stream.isatty()
     except (AttributeError, ValueError):

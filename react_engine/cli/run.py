@@ -23,7 +23,7 @@ from .endpoint import Endpoint, endpoint
 from .exits import EXIT_NO_ANSWER
 from .options import add_agent_options
 from .progress import RunProgress
-from .render import _isatty
+from .render import is_tty
 
 __all__ = ["add_demo_parser", "add_run_parser"]
 
@@ -97,7 +97,7 @@ def _read_question(args: argparse.Namespace) -> str:
     question: str = args.question
     if question != "-":
         return question
-    if _isatty(sys.stdin) and not args.quiet:
+    if is_tty(sys.stdin) and not args.quiet:
         print("(reading the question from stdin; end it with Ctrl-D)", file=sys.stderr)
     question = sys.stdin.read().strip()
     if not question:

@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .. import __version__
 from ..harness.metrics import Figures, pct, per
 from ..harness.report import grid
+from ..version import __version__
 from .bfcl_case import CaseResult, EvalSettings
 from .bfcl_multi_turn import MULTI_TURN_CATEGORIES, step_limit
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ..tools._nesting import TOO_DEEP, too_deep
+from ..nesting import TOO_DEEP, too_deep
 from ..types import PendingCall
 from ..wording import Note, ObservationCode
 

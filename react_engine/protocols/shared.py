@@ -23,8 +23,8 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import JSONRepairError
+from ..nesting import TOO_DEEP, too_deep
 from ..parsing import repair_json, split_think
-from ..tools._nesting import TOO_DEEP, too_deep
 from ..types import (
     Message,
     ModelResponse,

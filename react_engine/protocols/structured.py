@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import JSONRepairError, TemplateError
+from ..nesting import CUT, TOO_DEEP, too_deep
 from ..parsing import read_think, repair_json
-from ..tools._nesting import CUT, TOO_DEEP, too_deep
 from ..tools.base import Tool
 from ..transport.grammar import GrammarError, schema_grammar, step_schema
 from ..types import (

@@ -22,11 +22,12 @@ from typing import Any, Final, Literal
 
 from ..protocols.base import PendingCall
 from ..runtime import DeadlinePassed, ThreadsExhausted, stuck_threads
+from ..text import valid_unicode
 from ..tools.base import Tool, ToolArgumentsError
 from ..types import ActionRecord
 from ..wording import Note, ObservationCode, error_observation, skipped_observation
 from .events import ToolFinished, ToolStarted
-from .observations import render_observation, valid_unicode
+from .observations import render_observation
 from .state import RUN_EVENT, RunState, call_user
 
 __all__ = [

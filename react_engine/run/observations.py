@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable
 from typing import Any, Final
 
 from pydantic import BaseModel
 
+from ..text import valid_unicode
 from ..types import HistoryItem, Step
 
 __all__ = [
@@ -23,23 +23,7 @@ __all__ = [
     "serialize_result",
     "shorten_observations",
     "truncate",
-    "valid_unicode",
 ]
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def valid_unicode(text: str) -> str:
-    """``text`` with lone surrogates (from ``surrogateescape`` decoding, or a JSON ``\\ud83d``
-    escape) replaced by U+FFFD, so that it can be encoded as UTF-8: sent in a request,
-    written to a trace."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
-    return text
 
 
 def _default(value: Any) -> Any:

@@ -34,7 +34,8 @@ import os
 from typing import IO, Any
 
 from ..errors import ConfigurationError
-from ..types import _escape_separators, to_jsonable
+from ..text import escape_separators
+from ..types import to_jsonable
 from .events import (
     Event,
     ModelCallFinished,
@@ -134,7 +135,7 @@ class TraceFile:
         if self.failure is not None:
             return
         try:
-            self._append(_escape_separators(json.dumps(record, ensure_ascii=False)) + "\n")
+            self._append(escape_separators(json.dumps(record, ensure_ascii=False)) + "\n")
         except OSError as exc:
             # A full disk must not end the run: the trace stops, once, and the run's result
             # says so in its events (the CLI exits non-zero on it).

@@ -5,7 +5,7 @@
 ``docstrings.py`` the docstring reader; ``schema.py`` the self-contained schema and the
 strict-mode test; ``timeouts.py`` a call bounded in time; ``mcp.py`` the tools of MCP
 servers (imported when used); ``_schema_check.py`` the check of arguments against a whole
-JSON Schema; ``_nesting.py`` the depth limit shared by the validators and the trace.
+JSON Schema (the depth limit it shares with the trace is ``react_engine/nesting.py``).
 """
 
 from .base import Tool, ToolAnnotations, ToolArgumentsError, ToolOptions

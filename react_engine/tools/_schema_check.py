@@ -33,7 +33,7 @@ from typing import Any, Final
 import regex
 
 from ..errors import ToolDefinitionError
-from ._nesting import exceeds_depth
+from ..nesting import exceeds_depth
 
 __all__ = ["MAX_SCHEMA_DEPTH", "MAX_SCHEMA_PROPERTIES", "SchemaCheck", "schema_check"]
 

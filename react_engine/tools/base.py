@@ -25,8 +25,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ModelBehaviorError, ToolDefinitionError
+from ..nesting import TOO_DEEP, too_deep
 from ..wording import Note, ObservationCode
-from ._nesting import TOO_DEEP, too_deep
 from .docstrings import parse_docstring
 from .schema import meets_strict_mode, strict_schema
 from .timeouts import within

@@ -25,7 +25,7 @@ from ..errors import (
     ModelRequestError,
     ModelUnavailableError,
 )
-from ..run.observations import valid_unicode
+from ..text import valid_unicode
 from ..types import (
     AssistantMessage,
     Constraint,

@@ -88,8 +88,8 @@ def test_the_version_is_written_once_in_the_package() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in pyproject["project"]
     assert pyproject["project"]["dynamic"] == ["version"]
-    assert pyproject["tool"]["hatch"]["version"] == {"path": "react_engine/__init__.py"}
-    source = (ROOT / "react_engine" / "__init__.py").read_text()
+    assert pyproject["tool"]["hatch"]["version"] == {"path": "react_engine/version.py"}
+    source = (ROOT / "react_engine" / "version.py").read_text()
     assert re.findall(r'^__version__ = "([^"]+)"$', source, re.M) == [react_engine.__version__]
 
 

@@ -810,7 +810,7 @@ def test_clean_line() -> None:
 
 def test_line_editing_without_readline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Where Python has no readline (Windows), chat falls back to plain input()."""
-    monkeypatch.setattr(chat_cli, "_isatty", lambda stream: True)
+    monkeypatch.setattr(chat_cli, "is_tty", lambda stream: True)
     monkeypatch.setitem(sys.modules, "readline", None)  # `import readline` fails
     args = build_parser().parse_args(["chat", "--history", str(tmp_path / "h")])
     with chat_cli._line_editing(args):

@@ -19,8 +19,8 @@ import pytest
 
 from react_engine import Agent, RunResult, ScriptedModel, Tool, reply, tool_call_reply
 from react_engine.errors import JSONRepairError
+from react_engine.nesting import MAX_ARGUMENT_DEPTH, MAX_TRACE_DEPTH
 from react_engine.parsing import parse_react, repair_json
-from react_engine.tools._nesting import MAX_ARGUMENT_DEPTH, MAX_TRACE_DEPTH
 from react_engine.types import Step, to_jsonable
 
 PROTOCOLS = ["function_calling", "text"]
@@ -103,7 +103,7 @@ def only_action(result: RunResult) -> Any:
 
 
 def test_nested_helper_has_the_depth_it_says() -> None:
-    from react_engine.tools._nesting import exceeds_depth
+    from react_engine.nesting import exceeds_depth
 
     value = json.loads(nested(7))
     assert not exceeds_depth(value, 7) and exceeds_depth(value, 6)

@@ -47,7 +47,8 @@ from react_engine import (
     tool,
 )
 from react_engine.protocols.base import Protocol
-from react_engine.run.observations import render_observation, serialize_result, valid_unicode
+from react_engine.run.observations import render_observation, serialize_result
+from react_engine.text import valid_unicode
 from react_engine.tools import ToolArgumentsError
 from react_engine.types import ToolCall, Usage
 
@@ -570,7 +571,7 @@ def _nested_arguments(kinds: list[bool]) -> str:
 def test_arguments_of_any_depth_run_within_the_limit_and_never_crash(
     kinds: list[bool], form: str
 ) -> None:
-    from react_engine.tools._nesting import MAX_ARGUMENT_DEPTH
+    from react_engine.nesting import MAX_ARGUMENT_DEPTH
 
     protocol, make = ARG_FORMS[form]
     depth = len(kinds) + 1  # the arguments object itself is level 1

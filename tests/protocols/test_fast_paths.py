@@ -391,7 +391,7 @@ def _deep(levels: int) -> Any:
 
 
 def test_the_depth_check_is_the_long_way() -> None:
-    from react_engine.tools import _nesting as N
+    from react_engine import nesting as N
 
     def long_way(value: Any, limit: int) -> bool:
         with mock.patch.object(N, "_FLAT", frozenset()):  # no type is flat: every walk

@@ -1,4 +1,4 @@
-"""The protocol layer: one owner per rule, no import cycle, kinds of template that are open.
+"""The protocol layer: one owner per rule, kinds of template that are open.
 
 The policy decides and the protocols only read and word: a rule moved out of one protocol
 into the policy now holds for every protocol, the minimal one included.
@@ -6,8 +6,6 @@ into the policy now holds for every protocol, the minimal one included.
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +22,6 @@ from react_engine.protocols.prompts import (
 from react_engine.protocols.registry import register
 from react_engine.testing.tools import calculator, get_weather
 
-PACKAGE = Path(__file__).resolve().parents[2] / "react_engine"
 HERMES = '<tool_call>{"name": "get_weather", "arguments": {"location": "Paris"}}</tool_call>'
 FIRST_STEP = {
     "structured": '{"thought": "t", "action": {"tool": "get_weather", "arguments": '
@@ -89,62 +86,3 @@ def test_template_kinds_are_open_and_named_by_the_registry() -> None:
             parse_template({"kind": "lines", "system": "none"}, name="t")
     finally:
         del TEMPLATE_KINDS["lines"]
-
-
-# --- no import cycle through the protocol layer ----------------------------------------------
-
-LAYER = ("protocols",)
-"""The protocol layer: the sub-package, by its first name in the package."""
-
-
-def _imports(path: Path, module: str, is_package: bool, known: set[str]) -> set[str]:
-    """What ``module`` imports of the package, function-level imports included and
-    ``if TYPE_CHECKING:`` ones not."""
-    tree = ast.parse(path.read_text("utf-8"))
-    typing_only = {
-        id(n)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for stmt in node.body
-        for n in ast.walk(stmt)
-    }
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name in known)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = module.split(".")[: None if is_package else -1]
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join([*parts, *([node.module] if node.module else [])])
-            else:
-                base = node.module or ""
-            subs = {f"{base}.{a.name}" for a in node.names} & known
-            found |= subs or ({base} & known)
-    return found - {module}
-
-
-def _graph() -> dict[str, set[str]]:
-    files = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        is_package = parts[-1] == "__init__"
-        files[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
-    known = set(files)
-    return {m: _imports(p, m, pkg, known) for m, (p, pkg) in files.items()}
-
-
-def test_no_import_cycle_passes_through_the_protocol_layer() -> None:
-    graph = _graph()
-    layer = [m for m in graph if m.split(".")[1:2] and m.split(".")[1] in LAYER]
-    assert "react_engine.protocols.policy" in layer and "react_engine.protocols.minimal" in layer
-    for start in layer:
-        seen, todo = set(), [start]
-        while todo:
-            for nxt in graph[todo.pop()]:
-                assert nxt != start, f"an import cycle passes through {start}"
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)

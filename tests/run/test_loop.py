@@ -1,18 +1,16 @@
 """The loop stands on its own: built from :class:`LoopDeps` with a scripted model and no
-``Agent``; the tool runner returns a verdict and writes no control state; and no run-side
-module is part of an import cycle.
+``Agent``; and the tool runner returns a verdict and writes no control state (that no module
+is part of an import cycle: tests/api/test_layers.py).
 """
 
 from __future__ import annotations
 
-import ast
 import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import react_engine
 from react_engine import ScriptedModel, Step, reply, tool, tool_call_reply
 from react_engine.protocols.base import PendingCall
 from react_engine.protocols.registry import ProtocolOptions, build
@@ -163,77 +161,3 @@ def test_a_deferred_approval_is_a_verdict(tmp_path: Path) -> None:
     assert ran.verdict.calls == (ran.actions[0],)
     assert ran.actions[0].status == "skipped"
     assert state.deferred == []  # the loop, not the runner, keeps what awaits approval
-
-
-# --- import cycles --------------------------------------------------------------------------
-
-RUN_SIDE = {"agent", "loop", "execution", "running", "tracing"}
-"""The run's control flow, by last name (wherever the package layout puts them): the agent,
-the loop, the tool runner and what a run imports when it starts."""
-
-
-def _import_graph() -> dict[str, set[str]]:
-    """Every import of every module of the package (module level, ``TYPE_CHECKING``, or
-    inside a function alike): a cycle is a cycle for a reader whichever it is."""
-    root = Path(react_engine.__file__).parent
-    modules: dict[str, Path] = {}
-    for path in root.rglob("*.py"):
-        parts = list(path.relative_to(root.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        modules[".".join(parts)] = path
-    graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1] if node.level else []
-                target = ".".join([*base, *([node.module] if node.module else [])])
-                for alias in node.names:
-                    child = f"{target}.{alias.name}"
-                    graph[name].add(child if child in modules else target)
-            elif isinstance(node, ast.Import):
-                graph[name].update(alias.name for alias in node.names)
-    return {
-        name: {t for t in targets if t in modules and t != name} for name, targets in graph.items()
-    }
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """The strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    out: list[set[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for nxt in graph[node]:
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = set()
-            while True:
-                top = stack.pop()
-                component.add(top)
-                if top == node:
-                    break
-            if len(component) > 1:
-                out.append(component)
-
-    for node in graph:
-        if node not in index:
-            visit(node)
-    return out
-
-
-def test_the_run_control_flow_is_in_no_import_cycle() -> None:
-    graph = _import_graph()
-    assert any(name.endswith(".loop") for name in graph)
-    tangled = [c for c in _cycles(graph) if {m.rpartition(".")[2] for m in c} & RUN_SIDE]
-    assert tangled == []

@@ -4,13 +4,11 @@ protocols of run/journal.py."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
 from pathlib import Path
 
 import pytest
 
-import react_engine
 from react_engine import Agent
 from react_engine.errors import ConfigurationError
 from react_engine.store import (
@@ -80,22 +78,3 @@ def test_run_store_is_abstract_and_names_its_contract() -> None:
         "result",
         "entries",
     }
-
-
-def test_the_run_layer_imports_nothing_of_the_store() -> None:
-    run = Path(react_engine.__file__).parent / "run"
-    found = []
-    for path in sorted(run.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                names = [f"{'.' * node.level}{node.module or ''}"]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            found += [
-                f"{path.name}: {name}"
-                for name in names
-                if name.startswith(("..store", "react_engine.store"))
-            ]
-    assert found == []

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..wording import Note, ObservationCode
+from .wording import Note, ObservationCode
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "MAX_TRACE_DEPTH", "TOO_DEEP", "exceeds_depth", "too_deep"]
 

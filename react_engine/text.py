@@ -1,0 +1,35 @@
+"""Text made safe to send and to write: lone surrogates replaced, line separators escaped.
+
+Both are lossless for valid text and used below every layer (the wire format, the trace),
+so they sit at the bottom: this module imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["escape_separators", "valid_unicode"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates (from ``surrogateescape`` decoding, or a JSON ``\\ud83d``
+    escape) replaced by U+FFFD, so that it can be encoded as UTF-8: sent in a request,
+    written to a trace."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def escape_separators(line: str) -> str:
+    """A JSON line with the line separators some readers split on (U+2028, U+2029, U+0085)
+    escaped, so one record stays one line everywhere."""
+    if "\u2028" in line or "\u2029" in line or "\x85" in line:
+        line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        line = line.replace("\x85", "\\u0085")
+    return line
