@@ -43,6 +43,8 @@ from pytest_examples import CodeExample, EvalExample, find_examples
 
 import react_engine.local
 from react_engine.local import LocalEndpoint
+from react_engine.protocols import registry
+from react_engine.store import backends
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -274,6 +276,10 @@ def reader_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     # raises StopIteration inside pytest's reporting, an INTERNALERROR that hides the
     # block's error. The traceback it had is kept instead; its file is README_<lines>.py.
     monkeypatch.setattr(pytest_examples.run_code, "create_example_traceback", lambda *a: None)
+    # A block that registers a protocol or a store backend (docs/extending*.md) registers it
+    # in this process: the registries are put back as they were after it.
+    monkeypatch.setattr(registry, "PROTOCOLS", dict(registry.PROTOCOLS))
+    monkeypatch.setattr(backends, "_OPENERS", dict(backends._OPENERS))
     return tmp_path
 
 

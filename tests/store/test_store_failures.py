@@ -219,7 +219,7 @@ def fill_at(path: Path, spare_pages: int) -> None:
         conn.execute(f"PRAGMA max_page_count = {pages + spare_pages}")
 
 
-BIG = "y" * 200_000  # a final answer that needs some fifty more pages, three times over
+BIG = "y" * 90_000  # a final answer that needs some twenty more pages (under MAX_REPLY_CHARS)
 
 
 def calling(path: Path, tool: Any, *replies: Any) -> Agent:
