@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import ConfigurationError, ModelAPIError, RunAborted
 from ..run.agent import Agent
 from ..tools import Tool
+from ..transport.learned import CapabilityCache
 from ..transport.retries import RetryPolicy
 from ..types import ModelSettings, RunResult, Step, to_jsonable
 from .demo import DEMO_TOOLS
@@ -133,6 +134,8 @@ def make_agent(
         "retry": RetryPolicy(max_attempts=args.max_retries + 1, on_retry=on_retry),
         **options,
     }
+    if ep.local:  # the engine started this server on a new port: nothing to learn for later
+        chosen = {"probe": False, "capability_cache": CapabilityCache(), **chosen}
     return Agent(
         ep.model,
         tools,

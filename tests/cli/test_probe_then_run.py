@@ -88,3 +88,24 @@ def test_off_keeps_nothing(tmp_path: Path) -> None:
     # The lesson was not kept: the run in a new process probes again (auto probes by default).
     assert is_probe(probe) and run and is_probe(run[0])
     assert list(home.iterdir()) == []  # no state directory, no file named "off"
+
+
+def test_the_embedded_server_is_not_probed_and_leaves_no_lesson(tmp_path: Path) -> None:
+    """`--local` starts a server of the engine's own on a new port each time: a probe of it
+    would cost a request per run and leave an entry nobody can use again."""
+    from react_engine.cli.agents import make_agent
+    from react_engine.cli.endpoint import Endpoint
+    from react_engine.cli.parser import build_parser
+    from react_engine.testing.tools import get_weather
+    from react_engine.transport.learned import default_cache
+
+    args = build_parser().parse_args(["run", "What is the weather in Paris?"])
+    with ScriptedServer(answer_probe=False) as server:
+        server.default = lambda body: completion("Final Answer: sunny")
+        ep = Endpoint("some-model", base_url=server.base_url, api_key="k", local=True)
+        result = make_agent(args, ep, [get_weather], "auto", None).run("Weather in Paris?")
+    assert result.answer == "sunny"
+    assert not any(is_probe(r) for r in server.requests)  # no probe of its own
+    assert default_cache().entries() == []  # and nothing learned for later
+    path = default_cache().path
+    assert path is None or not path.exists()
