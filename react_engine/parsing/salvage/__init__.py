@@ -36,16 +36,16 @@ Guard rails, because a false positive runs a tool the model never asked for:
 * broken JSON arguments stay the raw string (the caller may repair them);
 * markup inside a fenced example (a code fence that is not the whole reply, unless it is
   the last thing in it) is an example;
-* only the model's action runs (:mod:`.placement`): a call after an ``Observation:`` line
+* only the model's action runs (:mod:`..placement`): a call after an ``Observation:`` line
   the model invented or after its final answer, in prose that presents it as an example,
   a refusal, a condition or a quote, or right after a quotation mark is dropped
   (:attr:`Salvaged.withheld` says why); one whose opening tag is never closed is kept
   with a refusal (:attr:`PendingCall.cut`), so that the model is told.
 
-The patterns live with the parser's in :mod:`.patterns` (linear: no nested quantifiers,
-bounded gaps), call objects, think blocks and fences are read by :mod:`.common` as the
+The patterns live with the parser's in :mod:`..patterns` (linear: no nested quantifiers,
+bounded gaps), call objects, think blocks and fences are read by :mod:`..common` as the
 parser reads them, the call type and the readers shared with :mod:`.formats` are in
-:mod:`.calls`, and every scan resumes where the previous one stopped, so a megabyte
+:mod:`.readers`, and every scan resumes where the previous one stopped, so a megabyte
 of adversarial text is still cheap.
 """
 
@@ -64,12 +64,16 @@ from collections.abc import (
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypeAlias, get_args
 
-from ..errors import ReActParseError
-from ..types import PendingCall
-from ..wording import Note, ObservationCode
+from ...errors import ReActParseError
+from ...types import PendingCall
+from ...wording import Note, ObservationCode
+from .. import patterns as P
+from ..common import think_blocks, unfence
+from ..placement import NotAction, placement
+from ..react import parse_react
 from . import formats as F
-from . import patterns as P
-from .calls import (
+from .formats import type_arguments
+from .readers import (
     MAX_CALL_CHARS,
     Arguments,
     CallSink,
@@ -88,10 +92,6 @@ from .calls import (
     tagged_functions,
     tile,
 )
-from .common import think_blocks, unfence
-from .formats import type_arguments
-from .placement import NotAction, placement
-from .react import parse_react
 
 __all__ = [
     "SALVAGE_REPAIR_CODES",

@@ -33,8 +33,9 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from . import patterns as P
-from .calls import (
+from .. import patterns as P
+from ..duplicates import assign, object_from_pairs
+from .readers import (
     Arguments,
     CallSink,
     Piece,
@@ -51,7 +52,6 @@ from .calls import (
     tagged_functions,
     tile,
 )
-from .duplicates import assign, object_from_pairs
 
 __all__ = ["strip_text_value", "typed_value"]
 

@@ -1,4 +1,4 @@
-"""The calls that :mod:`.salvage` and :mod:`.formats` both build, and the readers they share.
+"""The calls that :mod:`..salvage` and :mod:`.formats` both build, and the readers they share.
 
 :func:`found_call` makes one call recovered from reply text (a
 :class:`~react_engine.types.PendingCall`); a recogniser finds calls as
@@ -10,7 +10,7 @@ text (:func:`strip_text_value`) and Python calls (:func:`python_call`, literal-e
 never executed).
 
 Both modules import this one and it imports neither, so the recognisers of
-:mod:`.formats` and the table of :mod:`.salvage` that runs them need no import at call time.
+:mod:`.formats` and the table of :mod:`..salvage` that runs them need no import at call time.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
-from ..types import PendingCall
-from . import patterns as P
-from .common import call_objects
-from .duplicates import Conflicted, assign, has_conflict, object_from_pairs
+from ...types import PendingCall
+from .. import patterns as P
+from ..common import call_objects
+from ..duplicates import Conflicted, assign, has_conflict, object_from_pairs
 
 _DECODER: Final = json.JSONDecoder(strict=False, object_pairs_hook=object_from_pairs)
 """``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
@@ -68,7 +68,7 @@ def found_call(
     JSON), like a text action input; several positional arguments are kept in order under
     ``"__args__"`` (map them onto the tool's parameters, or report them). Arguments read
     out of a call object that is not JSON and no JSON themselves (``"arguments": /srv/x}``)
-    carry the repair ``loose_arguments``: a guess, never run (:mod:`.repairs`). Its
+    carry the repair ``loose_arguments``: a guess, never run (:mod:`..repairs`). Its
     ``raw_arguments`` are set when a protocol reads it
     (:func:`~react_engine.protocols.shared.salvaged_calls`)."""
     if isinstance(arguments, _Loose):
@@ -112,7 +112,7 @@ def _loose(arguments: Arguments) -> Arguments:
 
 class CallSink(Protocol):
     """Where a recogniser writes the calls it finds, as into a list: the reader of
-    :mod:`.salvage` keeps each one or drops it as it comes, so that a recogniser holds
+    :mod:`..salvage` keeps each one or drops it as it comes, so that a recogniser holds
     no list of its own (a megabyte of calls is not kept whole, only counted)."""
 
     def append(self, call: PendingCall, /) -> None: ...
@@ -138,7 +138,7 @@ def tile(
     with spans that tile it: the first reaches back to the wrapper's start, each next one
     begins where the previous ended, the last reaches to the wrapper's end. ``end=None``:
     where ``pieces``, a :func:`json_objects_lazily` reader, says the JSON ended. The
-    pieces are read and the calls made one at a time, as the reader of :mod:`.salvage`
+    pieces are read and the calls made one at a time, as the reader of :mod:`..salvage`
     takes them."""
     previous_end = start
     last: Piece | None = None
@@ -429,7 +429,7 @@ def tagged_functions(
             k += 1
             if token.group(2) is not None:
                 value_end = tokens[k].start() if k < len(tokens) else region_end
-                # text, without the template's layout: :mod:`.salvage` types it by the schema
+                # text, without the template's layout: :mod:`..salvage` types it by the schema
                 params = assign(
                     params, token.group(2).strip(), strip_text_value(text[token.end() : value_end])
                 )
