@@ -28,13 +28,12 @@ the schema says integer).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from .. import patterns as P
-from ..duplicates import assign, object_from_pairs
+from ..duplicates import assign
 from .readers import (
     Arguments,
     CallSink,
@@ -44,6 +43,7 @@ from .readers import (
     call_from_object,
     found_call,
     json_objects_lazily,
+    loads,
     python_call,
     python_list,
     raw_arguments,
@@ -54,9 +54,6 @@ from .readers import (
 )
 
 __all__ = ["strip_text_value", "typed_value"]
-
-_DECODER: Final = json.JSONDecoder(strict=False, object_pairs_hook=object_from_pairs)
-"""``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
 
 _NAME: Final = r"[\w.\-/:]{1,200}"
 
@@ -77,13 +74,6 @@ def _types(schema: Mapping[str, Any]) -> list[str]:
             if isinstance(option, Mapping):
                 out.extend(_types(option))
     return out
-
-
-def loads(src: str) -> tuple[bool, Any]:
-    try:
-        return True, _DECODER.decode(src)
-    except (ValueError, RecursionError):
-        return False, None
 
 
 def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
