@@ -191,7 +191,7 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
         GUESS,
         "input that starts like JSON but is cut off or broken",
     ),
-    # --- calls written as text (parsing/salvage.py) ------------------------------------------
+    # --- calls written as text (parsing/salvage/) ------------------------------------------
     ("salvage", "salvaged:hermes", OK, "a <tool_call> block in the text"),
     ("salvage", "salvaged:qwen_xml", OK, "a <function=...><parameter=...> block in the text"),
     ("salvage", "salvaged:llama_function", OK, "a <function=...>{...} block in the text"),

@@ -146,7 +146,7 @@ class Capabilities:
     call_format: str = ""
     """The family's own tool-call format, as its chat template writes it (``hermes``,
     ``qwen_xml``, ``glm45``, ``kimi``, ``mistral``, ``llama``, ``llama4``, ``harmony``,
-    ...: the recognisers of :mod:`react_engine.parsing.formats`). A call the server left
+    ...: the recognisers of :mod:`react_engine.parsing.salvage.formats`). A call the server left
     in the reply text is read with that recogniser first; ``""`` (unknown) tries them all."""
 
     source: str = ""

@@ -41,38 +41,6 @@ BASE = 0
 TOP = len(LAYERS) + 1
 """The package (``__init__.py``) and ``__main__.py``."""
 
-PRIVATE_IMPORTS_LEFT = frozenset(
-    {
-        "react_engine.parsing.formats imports react_engine.parsing.calls._call_from_json",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._call_from_object",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._functions",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._json_objects_lazily",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._Piece",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._python_call",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._python_list",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._raw_arguments",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._scan",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._tile",
-        "react_engine.parsing.formats imports react_engine.parsing.calls._Tokens",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._MAX_CALL_CHARS",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._call_from_object",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._functions",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._json_objects",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._json_objects_lazily",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._loads",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._Piece",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._python_call",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._python_list",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._raw_arguments",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._scan",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._tile",
-        "react_engine.parsing.salvage imports react_engine.parsing.calls._Tokens",
-    }
-)
-"""The salvage, split by age rather than by concept, passes these between its files; the
-split into a package with public shared readers (issue 32) empties this set. It may only
-shrink: an entry no longer found fails the test too."""
-
 
 @dataclass(frozen=True)
 class Import:
@@ -261,8 +229,7 @@ def test_no_import_cycle() -> None:
 
 
 def test_no_module_imports_a_private_name_of_another() -> None:
-    assert private_names() - PRIVATE_IMPORTS_LEFT == set()
-    assert PRIVATE_IMPORTS_LEFT - private_names() == set(), "shrink PRIVATE_IMPORTS_LEFT"
+    assert private_names() == set()
 
 
 # --- the measure -----------------------------------------------------------------------------

@@ -20,8 +20,7 @@ from support.native_formats import SCHEMAS, decide
 from support.timing import assert_linear
 
 from react_engine import Agent, ScriptedModel, Tool, ToolAnnotations
-from react_engine.parsing import formats
-from react_engine.parsing.salvage import _detectors, salvage_calls
+from react_engine.parsing.salvage import _detectors, formats, salvage_calls
 from react_engine.transport.capabilities import default_registry
 
 

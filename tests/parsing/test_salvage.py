@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from react_engine.parsing.calls import found_call
 from react_engine.parsing.salvage import read_salvaged, salvage_calls, strip_salvaged
+from react_engine.parsing.salvage.readers import found_call
 from react_engine.types import PendingCall
 
 TOOLS = frozenset({"get_weather", "get_time", "search"})

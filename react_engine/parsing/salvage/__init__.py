@@ -36,16 +36,16 @@ Guard rails, because a false positive runs a tool the model never asked for:
 * broken JSON arguments stay the raw string (the caller may repair them);
 * markup inside a fenced example (a code fence that is not the whole reply, unless it is
   the last thing in it) is an example;
-* only the model's action runs (:mod:`.placement`): a call after an ``Observation:`` line
+* only the model's action runs (:mod:`..placement`): a call after an ``Observation:`` line
   the model invented or after its final answer, in prose that presents it as an example,
   a refusal, a condition or a quote, or right after a quotation mark is dropped
   (:attr:`Salvaged.withheld` says why); one whose opening tag is never closed is kept
   with a refusal (:attr:`PendingCall.cut`), so that the model is told.
 
-The patterns live with the parser's in :mod:`.patterns` (linear: no nested quantifiers,
-bounded gaps), call objects, think blocks and fences are read by :mod:`.common` as the
+The patterns live with the parser's in :mod:`..patterns` (linear: no nested quantifiers,
+bounded gaps), call objects, think blocks and fences are read by :mod:`..common` as the
 parser reads them, the call type and the readers shared with :mod:`.formats` are in
-:mod:`.calls`, and every scan resumes where the previous one stopped, so a megabyte
+:mod:`.readers`, and every scan resumes where the previous one stopped, so a megabyte
 of adversarial text is still cheap.
 """
 
@@ -64,34 +64,34 @@ from collections.abc import (
 from dataclasses import dataclass, replace
 from typing import Any, Final, TypeAlias, get_args
 
-from ..errors import ReActParseError
-from ..types import PendingCall
-from ..wording import Note, ObservationCode
+from ...errors import ReActParseError
+from ...types import PendingCall
+from ...wording import Note, ObservationCode
+from .. import patterns as P
+from ..common import think_blocks, unfence
+from ..placement import NotAction, placement
+from ..react import parse_react
 from . import formats as F
-from . import patterns as P
-from .calls import (
-    _MAX_CALL_CHARS,
+from .formats import type_arguments
+from .readers import (
+    MAX_CALL_CHARS,
     Arguments,
     CallSink,
+    Piece,
     SalvageFormat,
-    _call_from_object,
-    _functions,
-    _json_objects,
-    _json_objects_lazily,
-    _loads,
-    _Piece,
-    _python_call,
-    _python_list,
-    _raw_arguments,
-    _scan,
-    _tile,
-    _Tokens,
+    Tokens,
+    call_from_object,
     found_call,
+    json_objects,
+    json_objects_lazily,
+    loads,
+    python_call,
+    python_list,
+    raw_arguments,
+    scan,
+    tagged_functions,
+    tile,
 )
-from .common import think_blocks, unfence
-from .formats import type_arguments
-from .placement import NotAction, placement
-from .react import parse_react
 
 __all__ = [
     "SALVAGE_REPAIR_CODES",
@@ -240,7 +240,7 @@ class _Found:
                 return
         starts, calls = self.starts, self.calls
         # after the calls of no width already at ``start`` (the calls of one JSON object
-        # after its first, as :func:`~.calls._tile` spans them): they keep their order
+        # after its first, as :func:`~.calls.tile` spans them): they keep their order
         index = bisect.bisect_right(starts, start)
         if index > 0 and starts[index - 1] == start and calls[index - 1].span[1] > start:
             index -= 1  # before the one call with a width that starts there
@@ -432,7 +432,9 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
             following = next(tokens, None)
         body_end = following.start() if following is not None else len(text)
         if not is_block:
-            for name, arguments, start, end, fmt in _functions(text, [token, *inner], body_end):
+            for name, arguments, start, end, fmt in tagged_functions(
+                text, [token, *inner], body_end
+            ):
                 if name in names:
                     out.append(found_call(name, arguments, fmt, (start, end)))
             token = following
@@ -440,14 +442,14 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
         closed = following is not None and following.group() == P.CALL_CLOSE
         span_end = following.end() if following is not None and closed else body_end
         if any(t.group(1) is not None for t in inner):
-            functions = _functions(text, inner, body_end)
+            functions = tagged_functions(text, inner, body_end)
             pieces = [(n, a, s, e) for n, a, s, e, _ in functions]
-            out.extend(_tile(pieces, "qwen_xml", token.start(), span_end, names))
+            out.extend(tile(pieces, "qwen_xml", token.start(), span_end, names))
         else:
             json_start = _first_of(text, "{[", token.end(), body_end)
             if json_start is not None:
-                listed = _json_objects_lazily(text, json_start, body_end)
-                out.extend(_tile(listed, "hermes", token.start(), span_end, names))
+                listed = json_objects_lazily(text, json_start, body_end)
+                out.extend(tile(listed, "hermes", token.start(), span_end, names))
         token = next(tokens, None) if closed else following
 
 
@@ -462,15 +464,15 @@ def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
     special-token calls, full-width or ASCII. Calls inside one ``tool_calls_begin/end``
     block tile it; calls outside any block keep their own spans."""
     block_start: int | None = None
-    pieces: list[_Piece] = []
+    pieces: list[Piece] = []
 
     def flush(block_end: int | None) -> None:
         if block_start is not None and pieces:
             end = block_end if block_end is not None else pieces[-1][3]
-            out.extend(_tile(pieces, "deepseek", block_start, end, names))
+            out.extend(tile(pieces, "deepseek", block_start, end, names))
         pieces.clear()
 
-    tokens = _Tokens(P.DEEPSEEK_TOKEN.finditer(text))
+    tokens = Tokens(P.DEEPSEEK_TOKEN.finditer(text))
     while (token := tokens.take()) is not None:
         if token.group(1) == "begin":
             flush(None)
@@ -504,20 +506,20 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
     """One call from the text before and after ``<｜tool▁sep｜>``."""
     stripped = body.lstrip()
     if stripped.startswith("{"):  # V3.1: NAME<sep>{...}
-        return head.strip(), _raw_arguments(stripped)
+        return head.strip(), raw_arguments(stripped)
     # V3: TYPE<sep>NAME\n```json\n{...}\n```
     name, _, rest = stripped.partition("\n")
     fence = rest.find("```")
     fenced = unfence(rest[fence:]) if fence != -1 else None
     if fenced is not None:
         rest = fenced[0]
-    return name.strip(), _raw_arguments(rest)
+    return name.strip(), raw_arguments(rest)
 
 
 def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}`` (v11+;
     ``[ARGS]`` may be missing, and several calls may follow one mark)."""
-    marks = _Tokens(P.MISTRAL_MARK.finditer(text))
+    marks = Tokens(P.MISTRAL_MARK.finditer(text))
     while (mark := marks.take()) is not None:
         following = marks.peek()
         region_end = following.start() if following is not None else len(text)
@@ -527,8 +529,8 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
         if pos >= region_end:
             continue
         if text[pos] in "[{":
-            listed = _json_objects_lazily(text, pos, region_end)
-            out.extend(_tile(listed, "mistral", mark.start(), None, names))
+            listed = json_objects_lazily(text, pos, region_end)
+            out.extend(tile(listed, "mistral", mark.start(), None, names))
             continue
         pieces = []
         while pos < region_end:
@@ -540,9 +542,9 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
                 args_start += 1
             end = region_end
             if args_start < region_end and text[args_start] == "{":
-                closed, _ = _scan(text, args_start, region_end, P.JSON_STRUCTURE, '"')
+                closed, _ = scan(text, args_start, region_end, P.JSON_STRUCTURE, '"')
                 end = closed if closed is not None else region_end
-            pieces.append((named.group(1), _raw_arguments(text[args_start:end]), pos, end))
+            pieces.append((named.group(1), raw_arguments(text[args_start:end]), pos, end))
             pos = end
             while pos < region_end and text[pos] in " \t\r\n,;":
                 pos += 1
@@ -557,7 +559,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
 def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
     """``<|python_tag|>`` then JSON calls (several may be chained with ``;``) or one
     Python call, up to ``<|eom_id|>``/``<|eot_id|>`` (included), the next tag, or the end."""
-    tokens = _Tokens(P.LLAMA_TAG.finditer(text))
+    tokens = Tokens(P.LLAMA_TAG.finditer(text))
     while (token := tokens.take()) is not None:
         if token.group() != P.PYTHON_TAG:
             continue
@@ -568,13 +570,13 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
             end = following.end()
         json_start = _first_of(text, "{[", token.end(), body_end)
         if json_start is not None and not text[token.end() : json_start].strip():
-            pieces = _json_objects_lazily(text, json_start, body_end)
+            pieces = json_objects_lazily(text, json_start, body_end)
             # with no end token, the calls end where their JSON does: the text after
             # them is prose (what it says decides whether they are the action)
             tiled_end = end if following is not None else None
-            out.extend(_tile(pieces, "llama", token.start(), tiled_end, names))
+            out.extend(tile(pieces, "llama", token.start(), tiled_end, names))
             continue
-        call = _python_call(text[token.end() : body_end], names)
+        call = python_call(text[token.end() : body_end], names)
         if call is not None:
             out.append(found_call(call[0], call[1], "llama", (token.start(), end)))
 
@@ -588,18 +590,18 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     body = _unfence_whole(text[start:end])
     if not body or body[0] + body[-1] not in ("{}", "[]"):
         return
-    ok, value = _loads(body)
+    ok, value = loads(body)
     if ok:
-        calls = _call_from_object(value)
+        calls = call_from_object(value)
         if not calls or any(name not in names for name, _ in calls):
             return
     elif P.LOOSE_CALL_START.match(body) is None:
         return
     body_start = text.find(body, start)
-    pieces, _ = _json_objects(text, body_start, body_start + len(body))
+    pieces, _ = json_objects(text, body_start, body_start + len(body))
     if not pieces or any(name not in names for name, *_ in pieces):
         return
-    out.extend(_tile(pieces, "json", start, end, names))
+    out.extend(tile(pieces, "json", start, end, names))
 
 
 MAX_PYTHON_CALLS = 1024
@@ -621,9 +623,9 @@ def _python(text: str, names: frozenset[str], out: CallSink) -> None:
     whole_start = len(text) - len(text.lstrip())
     whole_end = len(text.rstrip())
     if text.startswith("[", whole_start) and text.endswith("]", 0, whole_end):
-        listed = _python_list(text, whole_start, whole_end, names)
+        listed = python_list(text, whole_start, whole_end, names)
         if listed:
-            out.extend(_tile(listed, "python", whole_start, whole_end, names))
+            out.extend(tile(listed, "python", whole_start, whole_end, names))
             return
     read = 0
     resume = 0
@@ -632,12 +634,12 @@ def _python(text: str, names: frozenset[str], out: CallSink) -> None:
             break  # far more than a reply may run (max_calls_per_step): the rest unread
         if match.start() < resume:
             continue
-        limit = min(len(text), match.start(1) + _MAX_CALL_CHARS)
-        close, resume = _scan(text, match.end() - 1, limit, P.PYTHON_STRUCTURE, "'\"")
+        limit = min(len(text), match.start(1) + MAX_CALL_CHARS)
+        close, resume = scan(text, match.end() - 1, limit, P.PYTHON_STRUCTURE, "'\"")
         tail = P.LINE_TAIL.match(text, close) if close is not None else None
         if close is None or tail is None:
             continue
-        call = _python_call(text[match.start(1) : close], names)
+        call = python_call(text[match.start(1) : close], names)
         if call is not None:
             # the span takes the whole line but its newline: indentation, backticks, ";"
             span = (match.start(), tail.end(1))

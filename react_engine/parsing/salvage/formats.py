@@ -28,35 +28,32 @@ the schema says integer).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from . import patterns as P
-from .calls import (
+from .. import patterns as P
+from ..duplicates import assign
+from .readers import (
     Arguments,
     CallSink,
-    _call_from_json,
-    _call_from_object,
-    _functions,
-    _json_objects_lazily,
-    _Piece,
-    _python_call,
-    _python_list,
-    _raw_arguments,
-    _scan,
-    _tile,
-    _Tokens,
+    Piece,
+    Tokens,
+    call_from_json,
+    call_from_object,
     found_call,
+    json_objects_lazily,
+    loads,
+    python_call,
+    python_list,
+    raw_arguments,
+    scan,
     strip_text_value,
+    tagged_functions,
+    tile,
 )
-from .duplicates import assign, object_from_pairs
 
 __all__ = ["strip_text_value", "typed_value"]
-
-_DECODER: Final = json.JSONDecoder(strict=False, object_pairs_hook=object_from_pairs)
-"""``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
 
 _NAME: Final = r"[\w.\-/:]{1,200}"
 
@@ -79,13 +76,6 @@ def _types(schema: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _loads(src: str) -> tuple[bool, Any]:
-    try:
-        return True, _DECODER.decode(src)
-    except (ValueError, RecursionError):
-        return False, None
-
-
 def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
     """A value written as text, typed by its parameter's JSON Schema.
 
@@ -95,7 +85,7 @@ def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
     text is exactly one; where it allows a string, or says nothing, the text stays.
     """
     if schema is None:
-        ok, value = _loads(raw)
+        ok, value = loads(raw)
         return value if ok else raw
     types = _types(schema)
     if "string" in types:
@@ -105,7 +95,7 @@ def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
         if kind == "integer" and _INTEGER.fullmatch(text):
             return int(text)
         if kind == "number":
-            ok, value = _loads(text)
+            ok, value = loads(text)
             if ok and isinstance(value, int | float) and not isinstance(value, bool):
                 return value
         if kind == "boolean" and text.lower() in ("true", "false"):
@@ -113,16 +103,16 @@ def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
         if kind == "null" and text in ("null", "None"):
             return None
         if kind in ("object", "array") and text[:1] in ("{", "["):
-            ok, value = _loads(text)
+            ok, value = loads(text)
             if ok and isinstance(value, dict if kind == "object" else list):
                 return value
     if not types and text[:1] in ("{", "["):  # a schema without a type admits any JSON
-        ok, value = _loads(text)
+        ok, value = loads(text)
         if ok:
             return value
     enum = schema.get("enum")
     if not types and isinstance(enum, list) and raw not in enum:
-        ok, value = _loads(text)
+        ok, value = loads(text)
         if ok and value in enum:
             return value
     return raw
@@ -176,7 +166,7 @@ class _Finder:
         return best, best + which
 
 
-def _json_pieces(text: str, start: int, limit: int) -> Iterator[_Piece]:
+def _json_pieces(text: str, start: int, limit: int) -> Iterator[Piece]:
     """The JSON call objects at the first bracket of ``text[start:limit]``, read as they
     are taken."""
     pos = start
@@ -184,7 +174,7 @@ def _json_pieces(text: str, start: int, limit: int) -> Iterator[_Piece]:
         pos += 1
     if pos >= limit or text[pos] not in "{[":
         return iter(())
-    return _json_objects_lazily(text, pos, limit)
+    return json_objects_lazily(text, pos, limit)
 
 
 def _blocks(
@@ -205,7 +195,7 @@ def _blocks(
         if text.startswith(opening, body_end):
             end = body_end
         pieces = _json_pieces(text, body, body_end)
-        out.extend(_tile(pieces, fmt, pos, end, names))
+        out.extend(tile(pieces, fmt, pos, end, names))
         pos = text.find(opening, max(end, body))
 
 
@@ -259,14 +249,14 @@ _KIMI_ID: Final = re.compile(r"\s*(?:functions\.)?([\w.\-/]{1,200}?)(?::\d{1,6})
 def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
     """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
     <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
-    tokens = _Tokens(_KIMI_TOKEN.finditer(text))
+    tokens = Tokens(_KIMI_TOKEN.finditer(text))
     section: int | None = None
-    pieces: list[_Piece] = []
+    pieces: list[Piece] = []
 
     def flush(section_end: int | None) -> None:
         if section is not None and pieces:
             end = section_end if section_end is not None else pieces[-1][3]
-            out.extend(_tile(pieces, "kimi", section, end, names))
+            out.extend(tile(pieces, "kimi", section, end, names))
         pieces.clear()
 
     while (token := tokens.take()) is not None:
@@ -290,7 +280,7 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
             if closed:
                 tokens.take()
             if ident is not None:
-                arguments = _raw_arguments(text[arg_start:body_end])
+                arguments = raw_arguments(text[arg_start:body_end])
                 if section is not None:
                     pieces.append((ident.group(1), arguments, token.start(), end))
                 elif ident.group(1) in names:  # outside a section: its own span, at once
@@ -311,7 +301,7 @@ def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
             end = body_end
         if text.startswith("<|plugin|>", body):
             pieces = _json_pieces(text, body + len("<|plugin|>"), body_end)
-            out.extend(_tile(pieces, "internlm", pos, end, names))
+            out.extend(tile(pieces, "internlm", pos, end, names))
         pos = text.find("<|action_start|>", max(end, body))
 
 
@@ -347,11 +337,11 @@ def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
         while stop > start and text[stop - 1] in " \t\r\n":
             stop -= 1
         if text.startswith("[", start) and text.endswith("]", 0, stop):
-            listed = _python_list(text, start, stop, names)
+            listed = python_list(text, start, stop, names)
             if listed:
-                out.extend(_tile(listed, "llama4", pos, end, names))
+                out.extend(tile(listed, "llama4", pos, end, names))
         else:
-            call = _python_call(text[start:stop], names)
+            call = python_call(text[start:stop], names)
             if call is not None:
                 out.append(found_call(call[0], call[1], "llama4", (pos, end)))
         pos = text.find("<|python_start|>", max(end, body))
@@ -386,7 +376,7 @@ def harmony(text: str, names: frozenset[str], out: CallSink) -> None:
             if found != -1 and "<|message|>" not in text[found:start]:
                 start = min(start, found)
         out.append(
-            found_call(name, _raw_arguments(text[head.end() : body_end]), "harmony", (start, end))
+            found_call(name, raw_arguments(text[head.end() : body_end]), "harmony", (start, end))
         )
 
 
@@ -401,13 +391,13 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     """MiniMax-M2: ``<minimax:tool_call>`` holding ``<invoke name="NAME">`` elements with
     ``<parameter name="K">V</parameter>`` children, values as text."""
     block: int | None = None
-    pieces: list[_Piece] = []
-    tokens = _Tokens(_MINIMAX_TOKEN.finditer(text))
+    pieces: list[Piece] = []
+    tokens = Tokens(_MINIMAX_TOKEN.finditer(text))
 
     def flush(block_end: int | None) -> None:
         if block is not None and pieces:
             end = block_end if block_end is not None else pieces[-1][3]
-            out.extend(_tile(pieces, "minimax", block, end, names))
+            out.extend(tile(pieces, "minimax", block, end, names))
         pieces.clear()
 
     while (token := tokens.take()) is not None:
@@ -459,9 +449,9 @@ def seed_oss(text: str, names: frozenset[str], out: CallSink) -> None:
         if text.startswith("<seed:tool_call>", body_end):
             end = body_end
         tokens = list(P.CALL_MARKUP.finditer(text, body, body_end))
-        functions = _functions(text, tokens, body_end)
+        functions = tagged_functions(text, tokens, body_end)
         pieces = [(n, a, s, e) for n, a, s, e, _ in functions]
-        out.extend(_tile(pieces, "seed_oss", pos, end, names))
+        out.extend(tile(pieces, "seed_oss", pos, end, names))
         pos = text.find("<seed:tool_call>", max(end, body))
 
 
@@ -475,7 +465,7 @@ _FUNCTIONARY: Final = re.compile(
 def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
     """Functionary: v3.2 ``>>>NAME\\n{...}`` (several in a row; ``>>>all`` is text) and
     v2 ``<|recipient|>NAME\\n<|content|>{...}``."""
-    heads = _Tokens(_FUNCTIONARY.finditer(text))
+    heads = Tokens(_FUNCTIONARY.finditer(text))
     while (head := heads.take()) is not None:
         following = heads.peek()
         name = head.group(1) or head.group(2)
@@ -490,14 +480,14 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
             continue
         if text[body] != "{":
             continue
-        closed, _ = _scan(text, body, limit, P.JSON_STRUCTURE, '"')
+        closed, _ = scan(text, body, limit, P.JSON_STRUCTURE, '"')
         end = closed if closed is not None else limit
         if closed is not None:
             tail = text.find("<|", end, limit)
             if tail != -1 and not text[end:tail].strip():
                 close = text.find("|>", tail, limit)
                 end = close + 2 if close != -1 else end
-        arguments: Arguments = _raw_arguments(
+        arguments: Arguments = raw_arguments(
             text[body:end] if closed is None else text[body:closed]
         )
         out.append(found_call(name, arguments, "functionary", (head.start(), end)))
@@ -537,13 +527,13 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
         ends_line = count > 0 and _LINE_TAIL.match(text, last) is not None
         if count > 0 and (ends_line or count > 1):
             for object_start, object_end in _chain(text, start):
-                for name, arguments in _call_from_json(text[object_start:object_end]) or ():
+                for name, arguments in call_from_json(text[object_start:object_end]) or ():
                     out.append(found_call(name, arguments, "json", (object_start, object_end)))
 
 
 def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
     """The spans of the JSON objects chained from ``text[pos]`` (a ``{``) with spaces,
-    ``,`` or ``;`` between them, as :func:`~.calls._json_objects` reads them: an object
+    ``,`` or ``;`` between them, as :func:`~.calls.json_objects` reads them: an object
     never closed runs to the end of the text."""
     cursor = pos
     while cursor < len(text):
@@ -551,7 +541,7 @@ def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
             cursor += 1
         if cursor >= len(text) or text[cursor] != "{":
             return
-        closed, _ = _scan(text, cursor, len(text), P.JSON_STRUCTURE, '"')
+        closed, _ = scan(text, cursor, len(text), P.JSON_STRUCTURE, '"')
         yield cursor, closed if closed is not None else len(text)
         if closed is None:
             return
@@ -561,10 +551,10 @@ def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
 def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments]] | None:
     """The calls of one chained JSON object (none: not a call), or ``None`` when one is
     not good: broken JSON, an unknown tool, or no explicit arguments key."""
-    ok, value = _loads(source)
+    ok, value = loads(source)
     if not ok:
-        return None if _call_from_json(source) else []
-    calls = _call_from_object(value) or []
+        return None if call_from_json(source) else []
+    calls = call_from_object(value) or []
     if calls and not isinstance(value, dict):
         return None
     for name, _ in calls:

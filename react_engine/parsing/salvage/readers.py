@@ -1,16 +1,16 @@
-"""The calls that :mod:`.salvage` and :mod:`.formats` both build, and the readers they share.
+"""The calls that :mod:`..salvage` and :mod:`.formats` both build, and the readers they share.
 
 :func:`found_call` makes one call recovered from reply text (a
 :class:`~react_engine.types.PendingCall`); a recogniser finds calls as
-pieces (:data:`_Piece`: name, arguments, extent) and :func:`_tile` turns those sharing one
-wrapper into calls whose spans tile it. The readers: JSON arguments (:func:`_raw_arguments`),
-call objects (:func:`_json_objects`, broken JSON read loosely), brackets skipping string
-literals (:func:`_scan`), ``<function=NAME>`` markup (:func:`_functions`), values written as
-text (:func:`strip_text_value`) and Python calls (:func:`_python_call`, literal-evaluated,
+pieces (:data:`Piece`: name, arguments, extent) and :func:`tile` turns those sharing one
+wrapper into calls whose spans tile it. The readers: JSON arguments (:func:`raw_arguments`),
+call objects (:func:`json_objects`, broken JSON read loosely), brackets skipping string
+literals (:func:`scan`), ``<function=NAME>`` markup (:func:`tagged_functions`), values written as
+text (:func:`strip_text_value`) and Python calls (:func:`python_call`, literal-evaluated,
 never executed).
 
 Both modules import this one and it imports neither, so the recognisers of
-:mod:`.formats` and the table of :mod:`.salvage` that runs them need no import at call time.
+:mod:`.formats` and the table of :mod:`..salvage` that runs them need no import at call time.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any, Final, Literal, Protocol, TypeAlias
 
-from ..types import PendingCall
-from . import patterns as P
-from .common import call_objects
-from .duplicates import Conflicted, assign, has_conflict, object_from_pairs
+from ...types import PendingCall
+from .. import patterns as P
+from ..common import call_objects
+from ..duplicates import Conflicted, assign, has_conflict, object_from_pairs
 
 _DECODER: Final = json.JSONDecoder(strict=False, object_pairs_hook=object_from_pairs)
 """``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
@@ -68,7 +68,7 @@ def found_call(
     JSON), like a text action input; several positional arguments are kept in order under
     ``"__args__"`` (map them onto the tool's parameters, or report them). Arguments read
     out of a call object that is not JSON and no JSON themselves (``"arguments": /srv/x}``)
-    carry the repair ``loose_arguments``: a guess, never run (:mod:`.repairs`). Its
+    carry the repair ``loose_arguments``: a guess, never run (:mod:`..repairs`). Its
     ``raw_arguments`` are set when a protocol reads it
     (:func:`~react_engine.protocols.shared.salvaged_calls`)."""
     if isinstance(arguments, _Loose):
@@ -89,7 +89,7 @@ def found_call(
 
 class _Guessed(str):
     """Argument text of a call read out of an object that gives a key two values (see
-    :func:`_call_from_object`): the repair ``duplicate_key``, never run."""
+    :func:`call_from_object`): the repair ``duplicate_key``, never run."""
 
     __slots__ = ()
 
@@ -112,7 +112,7 @@ def _loose(arguments: Arguments) -> Arguments:
 
 class CallSink(Protocol):
     """Where a recogniser writes the calls it finds, as into a list: the reader of
-    :mod:`.salvage` keeps each one or drops it as it comes, so that a recogniser holds
+    :mod:`..salvage` keeps each one or drops it as it comes, so that a recogniser holds
     no list of its own (a megabyte of calls is not kept whole, only counted)."""
 
     def append(self, call: PendingCall, /) -> None: ...
@@ -120,15 +120,15 @@ class CallSink(Protocol):
     def extend(self, calls: Iterable[PendingCall], /) -> None: ...
 
 
-_MAX_CALL_CHARS: Final = 20_000
+MAX_CALL_CHARS: Final = 20_000
 """Longest Python call considered; longer ones are not calls a model meant to make."""
 
-_Piece: TypeAlias = tuple[str, Arguments, int, int]
+Piece: TypeAlias = tuple[str, Arguments, int, int]
 """A call found in text: name, arguments, and the extent of its own syntax."""
 
 
-def _tile(
-    pieces: Iterable[_Piece],
+def tile(
+    pieces: Iterable[Piece],
     fmt: SalvageFormat,
     start: int,
     end: int | None,
@@ -137,11 +137,11 @@ def _tile(
     """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
     with spans that tile it: the first reaches back to the wrapper's start, each next one
     begins where the previous ended, the last reaches to the wrapper's end. ``end=None``:
-    where ``pieces``, a :func:`_json_objects_lazily` reader, says the JSON ended. The
-    pieces are read and the calls made one at a time, as the reader of :mod:`.salvage`
+    where ``pieces``, a :func:`json_objects_lazily` reader, says the JSON ended. The
+    pieces are read and the calls made one at a time, as the reader of :mod:`..salvage`
     takes them."""
     previous_end = start
-    last: _Piece | None = None
+    last: Piece | None = None
     reading = iter(pieces)
     while True:
         try:
@@ -159,7 +159,7 @@ def _tile(
         yield found_call(last[0], last[1], fmt, (previous_end, end))
 
 
-class _Tokens:
+class Tokens:
     """A recogniser's tokens (regex matches) read as they come, with a look at the next
     one: never all of a reply's tokens at once (a megabyte of markup is tens of thousands
     of match objects, which the garbage collector would walk)."""
@@ -185,7 +185,7 @@ class _Tokens:
 # --- arguments --------------------------------------------------------------------------------
 
 
-def _loads(src: str) -> tuple[bool, Any]:
+def loads(src: str) -> tuple[bool, Any]:
     """``json.loads`` that reports failure instead of raising. Raw newlines and tabs inside
     strings are accepted (``strict=False``): models write code arguments that way, and
     nothing else about the JSON is forgiven here."""
@@ -203,21 +203,21 @@ def _arguments(value: Any) -> Arguments:
     if value is None:
         return {}
     if isinstance(value, str):
-        ok, decoded = _loads(value)
+        ok, decoded = loads(value)
         return decoded if ok and isinstance(decoded, dict) else value
     return json.dumps(value, ensure_ascii=False)
 
 
-def _raw_arguments(src: str) -> Arguments:
+def raw_arguments(src: str) -> Arguments:
     """Arguments given as JSON text: decoded when valid, else the stripped raw text."""
     src = src.strip()
     if not src:
         return {}
-    ok, value = _loads(src)
+    ok, value = loads(src)
     return _arguments(value) if ok else src
 
 
-def _call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
+def call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
     """Names and arguments of the calls in one decoded JSON value, read as the text
     parser reads a JSON action (:func:`~.common.call_objects`): ``{"name", "arguments"}``,
     ``{"name", "parameters"}``, OpenAI's ``{"type": "function", "function": {...}}`` and
@@ -255,17 +255,17 @@ def _loose_call(src: str) -> tuple[str, Arguments] | None:
         return name.group(1), _LooseDict()
     rest = src[args.end() :]
     if rest.startswith(("{", "[")):
-        end, _ = _scan(rest, 0, len(rest), P.JSON_STRUCTURE, '"')
-        value = _raw_arguments(rest[:end] if end is not None else rest)
+        end, _ = scan(rest, 0, len(rest), P.JSON_STRUCTURE, '"')
+        value = raw_arguments(rest[:end] if end is not None else rest)
         exact = end is not None and not rest[end:].strip(" \t\r\n}")
         return name.group(1), value if exact else _loose(value)
     if rest.startswith('"'):
         literal = _json_string_prefix(rest)
-        ok, value = _loads(literal)
+        ok, value = loads(literal)
         if ok and not rest[len(literal) :].strip(" \t\r\n}"):
             return name.group(1), _arguments(value)
         return name.group(1), _loose(_arguments(value) if ok else rest.strip())
-    return name.group(1), _loose(_raw_arguments(rest.rstrip().removesuffix("}")))
+    return name.group(1), _loose(raw_arguments(rest.rstrip().removesuffix("}")))
 
 
 def _json_string_prefix(src: str) -> str:
@@ -281,12 +281,12 @@ def _json_string_prefix(src: str) -> str:
         return src[: match.end()]
 
 
-def _call_from_json(src: str) -> list[tuple[str, Arguments]] | None:
+def call_from_json(src: str) -> list[tuple[str, Arguments]] | None:
     """The calls in the text of one JSON object; broken JSON is read loosely, keeping the
     raw arguments."""
-    ok, value = _loads(src)
+    ok, value = loads(src)
     if ok:
-        return _call_from_object(value)
+        return call_from_object(value)
     loose = _loose_call(src)
     return None if loose is None else [loose]
 
@@ -294,7 +294,7 @@ def _call_from_json(src: str) -> list[tuple[str, Arguments]] | None:
 # --- bracket scanning -------------------------------------------------------------------------
 
 
-def _scan(
+def scan(
     text: str, start: int, limit: int, structure: re.Pattern[str], quotes: str
 ) -> tuple[int | None, int]:
     """Find the bracket closing the one at ``text[start]``, skipping string literals.
@@ -329,13 +329,13 @@ def _scan(
                 return pos, pos
 
 
-def _json_objects(text: str, pos: int, limit: int) -> tuple[list[_Piece], int]:
+def json_objects(text: str, pos: int, limit: int) -> tuple[list[Piece], int]:
     """Calls in JSON starting at ``text[pos]``: one object, a list of objects, or objects
     chained with ``;`` (Llama 3.1). Each call keeps its own extent, and objects are read
     one by one, so a broken one does not lose the others. Also returns where the JSON
     ended (``limit`` if it never closed)."""
-    pieces: list[_Piece] = []
-    reading = _json_objects_lazily(text, pos, limit)
+    pieces: list[Piece] = []
+    reading = json_objects_lazily(text, pos, limit)
     while True:
         try:
             pieces.append(next(reading))
@@ -343,8 +343,8 @@ def _json_objects(text: str, pos: int, limit: int) -> tuple[list[_Piece], int]:
             return pieces, stop.value
 
 
-def _json_objects_lazily(text: str, pos: int, limit: int) -> Generator[_Piece, None, int]:
-    """:func:`_json_objects` one call at a time (a list of thousands is not held whole);
+def json_objects_lazily(text: str, pos: int, limit: int) -> Generator[Piece, None, int]:
+    """:func:`json_objects` one call at a time (a list of thousands is not held whole);
     where the JSON ended is the generator's return value."""
     in_list = text[pos] == "["
     cursor = pos + 1 if in_list else pos
@@ -358,9 +358,9 @@ def _json_objects_lazily(text: str, pos: int, limit: int) -> Generator[_Piece, N
             return cursor + 1
         if text[cursor] != "{":
             break
-        closed, _ = _scan(text, cursor, limit, P.JSON_STRUCTURE, '"')
+        closed, _ = scan(text, cursor, limit, P.JSON_STRUCTURE, '"')
         end = closed if closed is not None else limit
-        for name, arguments in _call_from_json(text[cursor:end]) or ():
+        for name, arguments in call_from_json(text[cursor:end]) or ():
             yield name, arguments, cursor, end
         if closed is None:
             return limit
@@ -399,7 +399,7 @@ def strip_text_value(raw: str) -> str:
     return "\n".join(line[cut:] if line.strip() else line.lstrip(" \t") for line in lines)
 
 
-def _functions(
+def tagged_functions(
     text: str, tokens: Sequence[re.Match[str]], region_end: int
 ) -> list[tuple[str, Arguments, int, int, SalvageFormat]]:
     """``(name, arguments, start, end, format)`` for each ``<function=NAME>`` in ``tokens``.
@@ -429,7 +429,7 @@ def _functions(
             k += 1
             if token.group(2) is not None:
                 value_end = tokens[k].start() if k < len(tokens) else region_end
-                # text, without the template's layout: :mod:`.salvage` types it by the schema
+                # text, without the template's layout: :mod:`..salvage` types it by the schema
                 params = assign(
                     params, token.group(2).strip(), strip_text_value(text[token.end() : value_end])
                 )
@@ -440,7 +440,7 @@ def _functions(
         if params:
             out.append((name, params, opening.start(), end, "qwen_xml"))
         elif body.startswith("{"):
-            out.append((name, _raw_arguments(body), opening.start(), end, "llama_function"))
+            out.append((name, raw_arguments(body), opening.start(), end, "llama_function"))
         elif not body:
             out.append((name, {}, opening.start(), end, "qwen_xml"))
     return out
@@ -449,12 +449,12 @@ def _functions(
 # --- Python calls -----------------------------------------------------------------------------
 
 
-def _python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iterator[_Piece] | None:
+def python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iterator[Piece] | None:
     """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents; ``None``
     unless every element is a call to a known tool.
 
     Every element is checked (parsed) before any is given."""
-    pieces: list[_Piece] = []
+    pieces: list[Piece] = []
     reading = _python_elements(text, start + 1, end, names)
     while True:
         try:
@@ -465,17 +465,17 @@ def _python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iter
 
 def _python_elements(
     text: str, pos: int, end: int, names: frozenset[str]
-) -> Generator[_Piece, None, bool]:
+) -> Generator[Piece, None, bool]:
     """The calls of the list ``text[...:end]`` from its element at ``pos``, with their
     extents; returns whether every element was a call and the list ends at ``end - 1``."""
     while True:
         head = P.IDENT_CALL.match(text, pos, end)
         if head is None:
             return False
-        close, _ = _scan(text, head.end() - 1, end, P.PYTHON_STRUCTURE, "'\"")
+        close, _ = scan(text, head.end() - 1, end, P.PYTHON_STRUCTURE, "'\"")
         if close is None:
             return False
-        call = _python_call(text[head.start(1) : close], names)
+        call = python_call(text[head.start(1) : close], names)
         if call is None:
             return False
         pos = close
@@ -488,7 +488,7 @@ def _python_elements(
         return pos == end - 1
 
 
-def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | None:
+def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | None:
     """Parse ``src`` as exactly one call to a known tool with literal arguments.
 
     ``f(a=1, b="x")`` gives ``{"a": 1, "b": "x"}``; ``f("Paris")`` gives ``"Paris"``, the
@@ -498,7 +498,7 @@ def _python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | Non
     (a variable, a nested call, ``**kw``) means the model wrote code, not a call: ``None``.
     """
     src = src.strip()
-    if len(src) > _MAX_CALL_CHARS:
+    if len(src) > MAX_CALL_CHARS:
         return None
     try:
         tree = ast.parse(src, mode="eval")
