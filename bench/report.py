@@ -122,7 +122,7 @@ def _headline(r: dict[str, Any]) -> list[str]:
         rows.append(cells)
     lines = [
         "Engine CPU per LLM call ÷ bare SDK loop CPU per LLM call, against the leanest bare "
-        f"loop of each protocol (target ≤ {TARGET_CPU}× sync and async; median of "
+        f"loop of each protocol (target ≤ {TARGET_CPU}×, sync and async; median of "
         "per-round ratios, interquartile range in brackets):",
         "",
     ]
