@@ -10,23 +10,15 @@ tolerance applied. A clean canonical reply::
     Action: get_weather
     Action Input: {"location": "Paris"}
 
-yields ``repairs == []``. :func:`cut_reply` is the first stage on its own, for callers
-that need to cut a streamed reply client-side.
+yields ``repairs == []``. :func:`~react_engine.parsing.cut_reply` is the first stage on its
+own, for callers that need to cut a streamed reply client-side.
 
 How a reply is read
 -------------------
 
-1. **Cut** (:func:`cut_reply`). A think block is set aside first. Then the reply is cut
-   at the first Observation label at the start of a line (any spelling below, e.g.
-   ``Observation:``, ``**Observation 1 (search):**``, ``观察：``) or at the first full
-   occurrence of a caller's stop word, whichever comes first: what follows was invented
-   by the model. Chat-template special tokens left at the end (``<|eot_id|>``) are
-   dropped, and so is a last line that is the beginning of an Observation label or of a
-   stop word (``\\nObserv``, ``\\nObservation`` without its colon, ``\\n观``), as servers
-   that stop mid-word leave them; such a line must be spelled in one case and be at
-   least three characters long unless it is Chinese, so a final answer ending in a line
-   ``O`` or ``OB`` keeps it. Trailing whitespace goes too: the result is
-   ``ParsedStep.text``, always a prefix of the reply.
+1. **Cut** (:mod:`.cut`, also :func:`~react_engine.parsing.cut_reply` on its own): at the
+   first Observation label or stop word, where the model started inventing; the kept text
+   is ``ParsedStep.text``, always a prefix of the reply.
 2. **Think blocks.** ``<think>...</think>`` (also ``<thinking>``/``<reasoning>``) at the
    start, or everything before a stray ``</think>`` whose opening tag the server ate (as
    DeepSeek-R1's template does), is skipped for parsing and put in front of the thought.
@@ -178,12 +170,12 @@ from ..types import ParsedStep, PendingCall, to_jsonable
 from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, unfence, written_value
+from .cut import Cut, content_start, cut_text, dedupe, partial_stop, tidy
 from .duplicates import DECODER, has_conflict
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
 from .patterns import run_end
-from .think import mask_think, think_span
 
-__all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "cut_reply", "parse_react"]
+__all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "parse_react"]
 
 PARSE_REPAIR_CODES: Final = frozenset(
     {
@@ -257,18 +249,7 @@ _FINISH_NAMES: Final = frozenset(
 _NOOP_NAMES: Final = frozenset(
     {"none", "null", "n/a", "na", "noaction", "nothing", "无", "没有", "-", "—"}
 )
-_PARTIAL_FORMS: Final = tuple(
-    spelling + colon
-    for word in ("Observation", "Observations", "Obs", "观察", "观察结果", "观测", "观测结果")
-    for spelling in dict.fromkeys((word, word.lower(), word.upper()))
-    for colon in (":", "：")
-)
 _BLOB_OPENERS: Final = ("{", "[", "```", "~~~", P.CALL_OPEN, P.PYTHON_TAG, P.FUNCTION_OPEN)
-_LONGEST_FORM: Final = max(len(form) for form in _PARTIAL_FORMS)
-_PARTIAL_PREFIXES: Final = frozenset(
-    form[:n] for form in _PARTIAL_FORMS for n in range(len(form) + 1)
-)
-"""Every beginning of a :data:`_PARTIAL_FORMS` spelling (a set lookup, not a scan)."""
 _BLOB_CHARS: Final = "{[<`~"
 """A tool-call blob candidate in prose needs one of these: a bracket (``{``/``[``, also
 ``[TOOL_CALLS]``), a tag (``<tool_call>``, ``<|python_tag|>``, ``<function=``) or a fence."""
@@ -280,130 +261,6 @@ MAX_FENCES: Final = 2000
 MAX_KWARGS: Final = 256
 """``key=value`` pairs read in ``tool(...)``; with more, the input stays text."""
 _PREAMBLE: Final = "preamble"
-
-
-# --- cutting ---------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Cut:
-    text: str  # the reply as kept
-    codes: list[str]
-    think: str | None  # content of the think block, if there is one
-    body_start: int  # where the reply proper starts (after the think block)
-    unclosed_think: bool
-    masked: str = ""  # the kept body with every later think block blanked out
-    later_think: list[str] = field(default_factory=list)  # those blocks' contents
-    blanked: bool = False  # whether any later block was blanked out
-
-
-def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> tuple[str, list[str]]:
-    """Cut a reply where the model started inventing, as a server's ``stop`` would.
-
-    Returns the kept text (trailing whitespace stripped) and the repair codes applied:
-    ``cut_observation`` / ``cut_stop_word`` for a cut at the first Observation label at
-    the start of a line / the first full stop word, ``special_token`` and
-    ``trim_partial_stop`` for what was trimmed at the end, ``think_block`` /
-    ``unclosed_think`` when a think block was set aside (never cut inside).
-    """
-    cut = _cut(text, stop_words)
-    return cut.text, cut.codes
-
-
-def _cut(text: str, stop_words: Sequence[str] | None) -> _Cut:
-    codes: list[str] = []
-    think, body_start, think_code = think_span(text)
-    if think_code:
-        codes.append(think_code)
-    body = text[body_start:]
-    masked, later_think, later_code = mask_think(body)
-    if later_code:
-        codes.append(later_code)
-    end = len(body)
-    obs_at = _first_observation(masked)
-    stop_at = -1
-    for word in stop_words or ():
-        if word:
-            at = masked.find(word, 0, end if stop_at < 0 else stop_at)
-            if at >= 0:
-                stop_at = at
-    if obs_at >= 0 or stop_at >= 0:
-        candidates = [at for at in (obs_at, stop_at) if at >= 0]
-        end = min(candidates)
-        if obs_at >= 0 and not body[end:obs_at].strip():
-            codes.append("cut_observation")
-        else:
-            codes.append("cut_stop_word")
-    kept = body[:end].rstrip()
-    while True:
-        lt = kept.rfind("<")
-        if lt < 0 or P.SPECIAL_TOKEN.fullmatch(kept, lt) is None:
-            break
-        kept = kept[:lt].rstrip()
-        codes.append("special_token")
-    partial = _partial_stop(kept, stop_words)
-    if partial < len(kept):
-        kept = kept[:partial].rstrip()
-        codes.append("trim_partial_stop")
-    return _Cut(
-        text=(text[:body_start] + kept).rstrip(),
-        codes=_dedupe(codes),
-        think=think,
-        body_start=body_start,
-        unclosed_think=think_code == "unclosed_think",
-        masked=masked[: len(kept)],
-        later_think=later_think,
-        blanked=later_code is not None,
-    )
-
-
-_BLANKED: Final = re.compile(r"(?<=\S)[ \t]{15,}")
-"""A run of blanks at least as long as an empty think block (``<think></think>``) after
-some text on the same line: where a block was blanked out inside a line."""
-
-
-def _tidy(text: str | None) -> str | None:
-    """Text read from a masked body, without the blanks its think blocks left."""
-    if text is None:
-        return None
-    lines = (_BLANKED.sub(" ", line).rstrip() for line in text.split("\n"))
-    tidied = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    return tidied
-
-
-def _first_observation(body: str) -> int:
-    """Where the first Observation label starts."""
-    for m in P.OBSERVATION_LABEL.finditer(body):
-        if _label_content_start(m, body) is not None:
-            return m.start()
-    return -1
-
-
-def _partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
-    """Where a last line that only begins an Observation label or a stop word starts.
-
-    The line must be a proper, case-consistent beginning of ``Observation:`` (or of a
-    stop word), at least three characters long unless it is Chinese (``观``): a final
-    answer ending in a line ``O`` or ``OB`` keeps it.
-    """
-    nl = kept.rfind("\n")
-    if nl < 0:
-        return len(kept)
-    last = kept[nl + 1 :]
-    core = last.strip(" \t>#*_-")
-    if len(core) < 3 and core.isascii():
-        return len(kept)
-    if len(core) < _LONGEST_FORM and core in _PARTIAL_PREFIXES:
-        return nl
-    for word in stop_words or ():
-        word = word.lstrip("\n")
-        if (
-            len(last) < len(word)
-            and word.startswith(last)
-            and (len(last) >= 3 or not last.isascii())
-        ):
-            return nl
-    return len(kept)
 
 
 # --- labels and sections -------------------------------------------------------------------
@@ -425,27 +282,6 @@ class _Section:
     content: str
     content_start: int
     codes: tuple[str, ...] = ()
-
-
-def _label_content_start(m: re.Match[str], text: str) -> int | None:
-    """Where a label candidate's content starts, or None when it is not a label.
-
-    Without a colon, a label must be a Markdown heading or bold alone on its line
-    (``### Action``, ``**Final Answer**``).
-    """
-    colon, pre, em = m.group("colon", "pre", "em")
-    return _content_start(m, text, colon, pre, em)
-
-
-def _content_start(m: re.Match[str], text: str, colon: str, pre: str, em: str) -> int | None:
-    if colon:
-        return m.end()
-    if "#" not in pre and not em:
-        return None
-    eol = text.find("\n", m.end())
-    if text[m.end() : eol if eol >= 0 else len(text)].strip():
-        return None
-    return m.end()
 
 
 @functools.lru_cache(maxsize=512)
@@ -516,7 +352,7 @@ def _labels(body: str) -> list[_Label]:
         if f < len(fences) and fences[f][0] < start <= fences[f][1]:
             continue
         groups = m.group(*_GROUPS)
-        content = _content_start(m, body, groups[7], groups[1], groups[2])
+        content = content_start(m, body, groups[7], groups[1], groups[2])
         if content is None:
             continue
         word = groups[9]
@@ -546,8 +382,8 @@ _PLAIN_MAX_LINES: Final = 200
 and a hostile reply has a great many (the tolerant passes scan them in C)."""
 
 
-def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Label]] | None:
-    """:func:`_cut` and :func:`_labels` of a plain reply, in one cheap pass; None when the
+def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[Cut, list[_Label]] | None:
+    """:func:`cut` and :func:`_labels` of a plain reply, in one cheap pass; None when the
     reply is not plain (the tolerant passes then read it).
 
     A reply is plain when nothing in it needs cutting or a repair code: no ``<`` (so no
@@ -565,7 +401,7 @@ def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Lab
         if word and word in text:
             return None
     kept = text.rstrip()
-    if _partial_stop(kept, stop_words) < len(kept):
+    if partial_stop(kept, stop_words) < len(kept):
         return None
     labels: list[_Label] = []
     fenced = False  # a fence line was seen: a later label might be inside it
@@ -592,7 +428,7 @@ def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Lab
         if eol < 0:
             break
         start = eol + 1
-    cut = _Cut(text=kept, codes=[], think=None, body_start=0, unclosed_think=False, masked=kept)
+    cut = Cut(text=kept, codes=[], think=None, body_start=0, unclosed_think=False, masked=kept)
     return cut, labels
 
 
@@ -649,7 +485,7 @@ def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
                 exact=_exact(item.args, item.raw_input, item.dumped),
             )
         ],
-        repairs=_dedupe(item.codes),
+        repairs=dedupe(item.codes),
         text=kept,
     )
 
@@ -794,7 +630,7 @@ def _parse(
         step = _plain_step(plain[0].text, plain[1])
         if step is not None:
             return step
-    cut = _cut(text, stop_words) if plain is None else plain[0]
+    cut = cut_text(text, stop_words) if plain is None else plain[0]
     offset = cut.body_start
     body = cut.masked  # the kept body, every later think block blanked out
     think = "\n\n".join(t for t in (cut.think.strip() if cut.think else "", *cut.later_think) if t)
@@ -837,14 +673,14 @@ def _parse(
             )
         return ParsedStep(
             thought=think or None,
-            final_answer=_tidy(body) if cut.blanked else body.strip(),
+            final_answer=tidy(body) if cut.blanked else body.strip(),
             repairs=[*cut.codes, "implicit_final_answer"],
             text=cut.text,
         )
     step = _choose(reading, cut, think, text, multi_action)
     if cut.blanked:
-        step.final_answer = _tidy(step.final_answer)
-        step.thought = _tidy(step.thought) or None
+        step.final_answer = tidy(step.final_answer)
+        step.thought = tidy(step.thought) or None
     return step
 
 
@@ -1467,7 +1303,7 @@ def _usable(r: _Reading) -> list[_Item]:
     return items
 
 
-def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -> ParsedStep:
+def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) -> ParsedStep:
     offset = cut.body_start
     items = _usable(r)
     if not items:
@@ -1536,7 +1372,7 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
             if item.tool is not None and item.final is None
         ],
         final_answer=first.final,
-        repairs=_dedupe([*cut.codes, *codes, *drops]),
+        repairs=dedupe([*cut.codes, *codes, *drops]),
         text=cut.text,
     )
 
@@ -1547,7 +1383,7 @@ _END: Final = 1 << 62
 def _call_repairs(item: _Item) -> list[str]:
     """An action's repairs: its reading's, and ``json:duplicate_key`` when its arguments
     give a key two values (:mod:`.duplicates`), however they were decoded."""
-    codes = _dedupe(item.codes)
+    codes = dedupe(item.codes)
     if "json:duplicate_key" not in codes and has_conflict(item.args):
         codes.append("json:duplicate_key")
     return codes
@@ -1567,7 +1403,3 @@ def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None 
         return bool(json.loads(raw) == args)
     except (ValueError, RecursionError):
         return False
-
-
-def _dedupe(codes: list[str]) -> list[str]:
-    return list(dict.fromkeys(codes))

@@ -1,6 +1,6 @@
 """The plain-reply shortcut of :func:`parse_react` gives exactly what the tolerant passes give.
 
-``react._plain`` stands in for ``_cut`` and ``_labels`` when a reply is plain (canonical
+``react._plain`` stands in for ``cut_text`` and ``_labels`` when a reply is plain (canonical
 labels, nothing to cut, see its docstring). Here every golden reply, a set of replies at
 the edge of "plain" and generated ones go through both ways: the shortcut's cut and labels
 must equal the passes' whenever it answers, and ``parse_react`` must return the same
@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from react_engine.errors import ReActParseError
 from react_engine.parsing import parse_react
 from react_engine.parsing import react as R
+from react_engine.parsing.cut import cut_text
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "parser"
 CASES = sorted(FIXTURES.glob("*.txt"))
@@ -51,7 +52,7 @@ def check_same(text: str, **kwargs: Any) -> bool:
     stop = kwargs.get("stop_words")
     plain = R._plain(text, stop)
     if plain is not None:
-        cut = R._cut(text, stop)
+        cut = cut_text(text, stop)
         assert plain == (cut, R._labels(cut.masked))
     fast = _outcome(text, kwargs)
     with mock.patch.object(R, "_plain", lambda _text, _stop: None):
