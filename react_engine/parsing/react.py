@@ -157,7 +157,6 @@ them. The shortcut gives up at the first doubt, and its result is the tolerant p
 
 from __future__ import annotations
 
-import functools
 import heapq
 import json
 import re
@@ -170,9 +169,18 @@ from ..types import ParsedStep, PendingCall, to_jsonable
 from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, unfence, written_value
-from .cut import Cut, content_start, cut_text, dedupe, partial_stop, tidy
+from .cut import Cut, cut_text, dedupe, tidy
 from .duplicates import DECODER, has_conflict
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
+from .labels import (
+    MAX_LABELS,
+    PREAMBLE,
+    Label,
+    Section,
+    find_labels,
+    plain_cut,
+    split_sections,
+)
 from .patterns import run_end
 
 __all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "parse_react"]
@@ -254,185 +262,11 @@ _BLOB_CHARS: Final = "{[<`~"
 """A tool-call blob candidate in prose needs one of these: a bracket (``{``/``[``, also
 ``[TOOL_CALLS]``), a tag (``<tool_call>``, ``<|python_tag|>``, ``<function=``) or a fence."""
 _MAX_BLOB_CANDIDATES: Final = 16
-MAX_LABELS: Final = 1000
-"""Labels read per reply; any after that are text (a bound for hostile input)."""
-MAX_FENCES: Final = 2000
-"""Code fence lines considered when deciding which labels sit inside a fence."""
 MAX_KWARGS: Final = 256
 """``key=value`` pairs read in ``tool(...)``; with more, the input stays text."""
-_PREAMBLE: Final = "preamble"
 
 
-# --- labels and sections -------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Label:
-    kind: str
-    strength: int
-    start: int  # start of the label's line
-    content: int  # where its content starts
-    codes: tuple[str, ...]
-
-
-@dataclass(slots=True)
-class _Section:
-    kind: str  # a label kind, or _PREAMBLE for the text before the first label
-    start: int
-    content: str
-    content_start: int
-    codes: tuple[str, ...] = ()
-
-
-@functools.lru_cache(maxsize=512)
-def _word_info(word: str) -> tuple[str, int, tuple[str, ...]]:
-    """Kind, strength and spelling repair code of a label word as it was written."""
-    kind, strength = P.LABEL_WORDS[P.normalise_word(word)]
-    canonical = P.CANONICAL[kind]
-    if word == canonical:
-        return kind, strength, ()
-    if not word.isascii():
-        return kind, strength, ("chinese_label",)
-    if word.lower() == canonical.lower():
-        return kind, strength, ("label_case",)
-    return kind, strength, ("label_synonym",)
-
-
-_GROUPS: Final = ("indent", "pre", "em", "num", "paren", "em2", "sp", "colon", "em3", "word")
-
-
-def _label_codes(groups: tuple[str, ...], word_codes: tuple[str, ...]) -> tuple[str, ...]:
-    indent, pre, em, num, paren, em2, sp, colon, em3, _word = groups
-    if not (indent or pre or em or num or paren or em2 or sp or em3) and colon != "：":
-        return word_codes
-    codes = list(word_codes)
-    if indent:
-        codes.append("indented_label")
-    if pre or em or em2 or em3:
-        codes.append("markdown_label")
-    if num or paren:
-        codes.append("numbered_label")
-    if colon and sp:
-        codes.append("space_before_colon")
-    if colon == "：":
-        codes.append("fullwidth_colon")
-    return tuple(codes)
-
-
-def _closed_fences(body: str) -> list[tuple[int, int]]:
-    """(opening line start, closing line start) of each closed fence pair (the first
-    ``MAX_FENCES`` fence lines only: past that, fences hide nothing)."""
-    spans: list[tuple[int, int]] = []
-    opened = -1
-    for count, m in enumerate(P.FENCE_LINE.finditer(body)):
-        if count >= MAX_FENCES:
-            break
-        eol = body.find("\n", m.end())
-        line_rest = body[m.end() : eol if eol >= 0 else len(body)]
-        if opened < 0:
-            if "```" in line_rest or "~~~" in line_rest:
-                continue  # a fence opened and closed on one line
-            opened = m.start()
-        else:
-            spans.append((opened, m.start()))
-            opened = -1
-    return spans
-
-
-def _labels(body: str) -> list[_Label]:
-    labels: list[_Label] = []
-    fences: list[tuple[int, int]] | None = None  # found once a label needs them
-    f = 0
-    for m in P.LABEL.finditer(body):
-        start = m.start()
-        if fences is None:
-            fences = _closed_fences(body)
-        while f < len(fences) and fences[f][1] < start:
-            f += 1
-        if f < len(fences) and fences[f][0] < start <= fences[f][1]:
-            continue
-        groups = m.group(*_GROUPS)
-        content = content_start(m, body, groups[7], groups[1], groups[2])
-        if content is None:
-            continue
-        word = groups[9]
-        numbered: tuple[str, ...] = ()
-        if any(ch.isdigit() for ch in word):  # "Action 1 Input": the number inside the word
-            word = P.INNER_NUMBER.sub("", word, count=1)
-            numbered = ("numbered_label",)
-        kind, strength, word_codes = _word_info(word)
-        codes = _label_codes(groups, word_codes)
-        if numbered and "numbered_label" not in codes:
-            codes = (*codes, *numbered)
-        labels.append(_Label(kind, strength, start, content, codes))
-        if len(labels) >= MAX_LABELS:
-            break  # the rest is text: no real reply has this many labels
-    return labels
-
-
-_PLAIN_LABELS: Final = (
-    ("Action Input:", P.ACTION_INPUT),
-    ("Action:", P.ACTION),
-    ("Thought:", P.THOUGHT),
-    ("Final Answer:", P.FINAL),
-)
-_PLAIN_STARTS: Final = ("Action", "Thought:", "Final Answer:")
-_PLAIN_MAX_LINES: Final = 200
-"""Replies with this many lines or more skip the plain pass: it reads each line in Python,
-and a hostile reply has a great many (the tolerant passes scan them in C)."""
-
-
-def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[Cut, list[_Label]] | None:
-    """:func:`cut` and :func:`_labels` of a plain reply, in one cheap pass; None when the
-    reply is not plain (the tolerant passes then read it).
-
-    A reply is plain when nothing in it needs cutting or a repair code: no ``<`` (so no
-    think block, special token or tool-call markup), no stop word, no partial stop at its
-    end, and each line either starts with a label spelled exactly ``Thought:``,
-    ``Action:``, ``Action Input:`` or ``Final Answer:`` (then a space or the end of the
-    line) or cannot start any label or Observation; no fence line comes before a label.
-    The result is then exactly what the two passes give (``tests/parsing/test_parse_plain.py``
-    checks it on every golden reply and on generated ones); only the labels that were
-    there are read, and :func:`_sections` onwards is shared.
-    """
-    if "<" in text or text.count("\n") >= _PLAIN_MAX_LINES:
-        return None  # a long reply pays one pass, not two
-    for word in stop_words or ():
-        if word and word in text:
-            return None
-    kept = text.rstrip()
-    if partial_stop(kept, stop_words) < len(kept):
-        return None
-    labels: list[_Label] = []
-    fenced = False  # a fence line was seen: a later label might be inside it
-    start = 0
-    while True:
-        eol = kept.find("\n", start)
-        end = len(kept) if eol < 0 else eol
-        label = None
-        if kept.startswith(_PLAIN_STARTS, start):
-            for prefix, kind in _PLAIN_LABELS:
-                if kept.startswith(prefix, start):
-                    after = start + len(prefix)
-                    if after == end or kept[after] == " ":
-                        label = _Label(kind, P.STRONG, start, after, ())
-                    break
-        if label is not None:
-            if fenced or len(labels) >= MAX_LABELS - 1:
-                return None
-            labels.append(label)
-        elif start < end:
-            if P.LABEL.match(kept, start) or P.OBSERVATION_LABEL.match(kept, start):
-                return None
-            fenced = fenced or P.FENCE_LINE.match(kept, start) is not None
-        if eol < 0:
-            break
-        start = eol + 1
-    cut = Cut(text=kept, codes=[], think=None, body_start=0, unclosed_think=False, masked=kept)
-    return cut, labels
-
-
-def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
+def _plain_step(kept: str, labels: list[Label]) -> ParsedStep | None:
     """The step of a plain reply of the usual shape, read directly; None for any other.
 
     The shapes: ``Thought:`` at the start, then ``Final Answer:``, or ``Action:`` (a tool
@@ -488,56 +322,6 @@ def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
         repairs=dedupe(item.codes),
         text=kept,
     )
-
-
-def _sections(body: str, labels: list[_Label]) -> list[_Section]:
-    """The reply split at the labels that count where they stand."""
-    sections: list[_Section] = []
-    first = labels[0].start if labels else len(body)
-    if body[:first].strip():
-        sections.append(_Section(_PREAMBLE, 0, body[:first], 0))
-    honoured: list[_Label] = []
-    for label in labels:
-        prev = honoured[-1].kind if honoured else None
-        if label.strength == P.WEAK:
-            if label.kind == P.ACTION_INPUT and prev != P.ACTION:
-                continue
-            if label.kind == P.FINAL and any(h.kind == P.FINAL for h in honoured):
-                continue
-        if label.kind == P.QUESTION and honoured and prev != P.FINAL:
-            continue
-        honoured.append(label)
-    for i, label in enumerate(honoured):
-        end = honoured[i + 1].start if i + 1 < len(honoured) else len(body)
-        sections.append(
-            _Section(label.kind, label.start, body[label.content : end], label.content, label.codes)
-        )
-    return _split_inline(sections)
-
-
-def _split_inline(sections: list[_Section]) -> list[_Section]:
-    """Split "Thought: ... . Action: x" on one line into a thought and an action."""
-    out: list[_Section] = []
-    for sec in sections:
-        m = P.INLINE_LABEL.search(sec.content) if sec.kind in (P.THOUGHT, _PREAMBLE) else None
-        if m is None:
-            out.append(sec)
-            continue
-        kind, _strength, word_codes = _word_info(m.group("word"))
-        out.append(
-            _Section(sec.kind, sec.start, sec.content[: m.start()], sec.content_start, sec.codes)
-        )
-        codes = ("inline_label", *word_codes)
-        out.append(
-            _Section(
-                kind,
-                sec.content_start + m.start(),
-                sec.content[m.end() :],
-                sec.content_start + m.end(),
-                codes,
-            )
-        )
-    return out
 
 
 # --- what the sections say -----------------------------------------------------------------------
@@ -625,7 +409,7 @@ def _parse(
 ) -> ParsedStep:
     if not text.strip():
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
-    plain = _plain(text, stop_words)
+    plain = plain_cut(text, stop_words)
     if plain is not None:
         step = _plain_step(plain[0].text, plain[1])
         if step is not None:
@@ -655,14 +439,14 @@ def _parse(
             pos=0,
             expected=EXPECTED_STEP + " before any 'Observation:'",
         )
-    sections = _sections(body, _labels(body) if plain is None else plain[1])
+    sections = split_sections(body, find_labels(body) if plain is None else plain[1])
     try:
         reading = _read(sections)
         if not any(sec.kind == P.ACTION for sec in sections):
             _find_blobs(sections, reading)
     except _BrokenChain as exc:
         raise _BrokenChain(offset + exc.pos) from None
-    labelled = any(sec.kind != _PREAMBLE for sec in sections)
+    labelled = any(sec.kind != PREAMBLE for sec in sections)
     if not labelled and not reading.items:
         if not implicit_final_answer:
             raise ReActParseError(
@@ -684,21 +468,21 @@ def _parse(
     return step
 
 
-def _read(sections: list[_Section]) -> _Reading:
+def _read(sections: list[Section]) -> _Reading:
     r = _Reading()
-    labelled = any(sec.kind != _PREAMBLE for sec in sections)
+    labelled = any(sec.kind != PREAMBLE for sec in sections)
     last_action: _Item | None = None
-    orphan: _Section | None = None  # an Action Input still waiting for its Action
+    orphan: Section | None = None  # an Action Input still waiting for its Action
     for index, sec in enumerate(sections):
         r.codes.extend((sec.start, code) for code in sec.codes)
-        if sec.kind == _PREAMBLE:
+        if sec.kind == PREAMBLE:
             if labelled:
                 r.thoughts.append((sec.start, sec.content.strip()))
                 r.codes.append((sec.start, "unlabeled_thought"))
         elif sec.kind == P.THOUGHT:
             r.thoughts.append((sec.start, sec.content.strip()))
         elif sec.kind == P.QUESTION:
-            if index == 0 or (index == 1 and sections[0].kind == _PREAMBLE):
+            if index == 0 or (index == 1 and sections[0].kind == PREAMBLE):
                 r.codes.append((sec.start, "question_echo"))
             else:
                 r.others.append(sec.start)
@@ -727,7 +511,7 @@ def _read(sections: list[_Section]) -> _Reading:
     return r
 
 
-def _orphan(r: _Reading, sec: _Section) -> None:
+def _orphan(r: _Reading, sec: Section) -> None:
     """An Action Input with no Action to belong to: dropped, and a problem if alone."""
     r.problems.append(
         _Problem(sec.start, "an Action Input with no Action before it", "'Action: <tool name>'")
@@ -740,7 +524,7 @@ AMBIGUOUS_INPUT: Final = WORDING[ObservationCode.AMBIGUOUS_INPUT][0]
 never runs: either could be the one the model meant."""
 
 
-def _attach_input(r: _Reading, action: _Item, sec: _Section) -> None:
+def _attach_input(r: _Reading, action: _Item, sec: Section) -> None:
     """Give an Action its input; a second input for the same Action is a second call.
 
     Input written with the Action (``tool(...)``, ``tool[...]``, ``tool {...}``) and then
@@ -1136,14 +920,14 @@ def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int, bool]
     return value, end, cut
 
 
-def _find_blobs(sections: list[_Section], r: _Reading) -> None:
+def _find_blobs(sections: list[Section], r: _Reading) -> None:
     """Tool-call blobs in the thoughts and unlabeled text of a reply with no Action label.
 
     The first section holding one is used; all the blobs in it are read, in order. The
     text before the first blob is the thought; text after the last is ignored.
     """
     for sec in sections:
-        if sec.kind not in (P.THOUGHT, _PREAMBLE):
+        if sec.kind not in (P.THOUGHT, PREAMBLE):
             continue
         try:
             found = _search_blobs(sec.content)
@@ -1156,7 +940,7 @@ def _find_blobs(sections: list[_Section], r: _Reading) -> None:
         r.thoughts = [(p, t) for p, t in r.thoughts if p != sec.start]
         if before:
             r.thoughts.append((sec.start, before))
-            if sec.kind == _PREAMBLE and (sec.start, "unlabeled_thought") not in r.codes:
+            if sec.kind == PREAMBLE and (sec.start, "unlabeled_thought") not in r.codes:
                 r.codes.append((sec.start, "unlabeled_thought"))
         if sec.content[found[-1][1] :].strip():
             found[-1][2][-1].codes.append("text_after_input")
