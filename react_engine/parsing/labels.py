@@ -1,10 +1,18 @@
 """The label scanner, and the plain-reply path that reads a plain reply in one pass.
 
-A label is a word of the protocol (``Thought``, ``Action``, ``Action Input``,
-``Final Answer``, their synonyms and Chinese forms) at the start of a line, written in
-any of the dialects :mod:`.patterns` knows (Markdown, numbered, indented, full-width
-colon); labels inside a closed code fence are text. The sections between labels are what
-:func:`~react_engine.parsing.react.parse_react` reads.
+Labels are found at the start of lines, in any case, with ``:`` or ``：``, spaces
+before the colon, Markdown around them (``**Action:**``, ``**Action**:``,
+``*Thought:*``, ``### Action``, ``- Thought:``, ``> Thought:``), a number
+(``Action 1:``, ``Action Input 2:``, ``Action 1 Input:``) and many synonyms:
+Thought(s)/Thinking/Reasoning/思考/想法/思路/推理; Action/行动/动作/操作;
+Action Input/Action Args/行动输入/动作输入/工具输入; Final Answer/Final Response/
+最终答案/最终回答/最终回复. Weak words are honoured only where they make sense:
+``Input:``/``Args:``/``Arguments:``/``Parameters:``/
+``输入``/``参数`` right after an Action, ``Answer:``/``Final:``/``答案``/``回答`` when no
+final answer has started. A leading ``Question:`` (the model echoing the prompt) is
+skipped; a later one ends a final answer. Labels inside closed code fences are
+text. In thoughts, ``Action:`` and ``Final Answer:`` are also found after the end of
+a sentence on the same line.
 
 A plain reply (canonical labels only, nothing to cut or repair) takes a shortcut:
 :func:`plain_cut` finds the cut and the labels in one pass over its lines, and gives up

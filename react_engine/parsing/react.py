@@ -27,19 +27,8 @@ How a reply is read
    reply: a ``<think>`` left open is reasoning however well-formed what follows looks,
    so an ``Action:`` or ``Final Answer:`` inside any block is never read. The blocks
    are read by :mod:`.think`, the one think reader every protocol uses.
-3. **Labels** are found at the start of lines, in any case, with ``:`` or ``：``, spaces
-   before the colon, Markdown around them (``**Action:**``, ``**Action**:``,
-   ``*Thought:*``, ``### Action``, ``- Thought:``, ``> Thought:``), a number
-   (``Action 1:``, ``Action Input 2:``, ``Action 1 Input:``) and many synonyms:
-   Thought(s)/Thinking/Reasoning/思考/想法/思路/推理; Action/行动/动作/操作;
-   Action Input/Action Args/行动输入/动作输入/工具输入; Final Answer/Final Response/
-   最终答案/最终回答/最终回复. Weak words are honoured only where they make sense:
-   ``Input:``/``Args:``/``Arguments:``/``Parameters:``/
-   ``输入``/``参数`` right after an Action, ``Answer:``/``Final:``/``答案``/``回答`` when no
-   final answer has started. A leading ``Question:`` (the model echoing the prompt) is
-   skipped; a later one ends a final answer. Labels inside closed code fences are
-   text. In thoughts, ``Action:`` and ``Final Answer:`` are also found after the end of
-   a sentence on the same line.
+3. **Labels** (:mod:`.labels`) are found at the start of lines, in many dialects and
+   synonyms; labels inside closed code fences are text.
 4. **Actions.** ``Action: tool`` followed by ``Action Input: ...``; ``tool[input]``;
    ``tool(key="v", n=1)``; ``tool {json}``; ``tool Action Input: ...`` on one line; a
    JSON blob after ``Action:`` or anywhere in a reply that has no Action label, fenced or
@@ -149,10 +138,8 @@ The parser is a handful of small functions over ``(text, pos)``; every pattern l
 :mod:`react_engine.parsing.patterns`, and all of them run in linear time, so a hostile
 megabyte parses (or fails) in well under a second.
 
-A plain reply (canonical labels only, nothing to cut or repair) takes a shortcut: one pass
-over its lines finds the cut and the labels, and the usual shapes are read straight from
-them. The shortcut gives up at the first doubt, and its result is the tolerant passes'
-(``tests/parsing/test_parse_plain.py``).
+A plain reply takes a shortcut (:func:`.labels.plain_cut`) whose result is the tolerant
+passes' (``tests/parsing/test_parse_plain.py``).
 """
 
 from __future__ import annotations
