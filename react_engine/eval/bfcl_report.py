@@ -30,11 +30,13 @@ from .bfcl_case import CaseResult, EvalSettings
 from .bfcl_multi_turn import MULTI_TURN_CATEGORIES, step_limit
 
 __all__ = [
+    "FIGURE_COLUMNS",
     "NATIVE_FC_DECODE_FAILURE_RATE",
     "PUBLISHED",
     "Report",
     "Tally",
     "bfcl_summary",
+    "figure_cells",
     "format_report",
     "report_json",
     "tally",
@@ -120,19 +122,7 @@ def format_report(report: Report) -> str:
         + ("" if s.constrained else " · no constrained decoding"),
         "",
     ]
-    head = [
-        "protocol",
-        "category",
-        "cases",
-        "accuracy",
-        "decode fail",
-        "calls",
-        "prompt tok/call",
-        "compl tok/call",
-        "fallbacks",
-        "repaired",
-    ]
-    rows = [head]
+    rows = [list(FIGURE_COLUMNS)]
     totals: dict[str, Tally] = {}
     for protocol in report.protocols:
         mine = [r for r in report.results if r.protocol == protocol]
@@ -145,20 +135,7 @@ def format_report(report: Report) -> str:
             )
             if not t.cases:
                 continue
-            rows.append(
-                [
-                    protocol,
-                    category,
-                    str(t.cases),
-                    f"{t.correct}/{t.cases} {pct(t.correct, t.cases)}",
-                    f"{t.decode_failures} {pct(t.decode_failures, t.cases)}",
-                    str(t.calls),
-                    per(t.prompt_tokens, t.requests),
-                    per(t.completion_tokens, t.requests),
-                    str(t.fallbacks),
-                    str(t.repaired),
-                ]
-            )
+            rows.append([protocol, category, *figure_cells(t)])
     lines += grid(rows, numeric_from=2)
     lines += [
         "",
@@ -289,3 +266,32 @@ def report_json(report: Report) -> dict[str, Any]:
         },
         "results": [asdict(r) for r in report.results],
     }
+
+
+FIGURE_COLUMNS = (
+    "protocol",
+    "category",
+    "cases",
+    "accuracy",
+    "decode fail",
+    "calls",
+    "prompt tok/call",
+    "compl tok/call",
+    "fallbacks",
+    "repaired",
+)
+"""The columns of the figures table, in the terminal and in the HTML report."""
+
+
+def figure_cells(t: Tally) -> list[str]:
+    """A figures row's cells after its protocol and category."""
+    return [
+        str(t.cases),
+        f"{t.correct}/{t.cases} {pct(t.correct, t.cases)}",
+        f"{t.decode_failures} {pct(t.decode_failures, t.cases)}",
+        str(t.calls),
+        per(t.prompt_tokens, t.requests),
+        per(t.completion_tokens, t.requests),
+        str(t.fallbacks),
+        str(t.repaired),
+    ]

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 
 from ..eval.bfcl_case import CaseResult
-from ..eval.bfcl_report import Report, tally
-from ..harness.metrics import pct, per
+from ..eval.bfcl_report import FIGURE_COLUMNS, Report, figure_cells, tally
 from .page import esc, fold, page, slug
 from .svg import bar_chart
 
@@ -76,18 +75,7 @@ def _charts(report: Report) -> str:
 
 
 def _figures(report: Report) -> str:
-    head = (
-        "protocol",
-        "category",
-        "cases",
-        "accuracy",
-        "decode fail",
-        "calls",
-        "prompt tok/call",
-        "compl tok/call",
-        "fallbacks",
-        "repaired",
-    )
+    head = FIGURE_COLUMNS
     rows = []
     for protocol in report.protocols:
         mine = [r for r in report.results if r.protocol == protocol]
@@ -95,16 +83,7 @@ def _figures(report: Report) -> str:
             t = tally(mine if category == "TOTAL" else [r for r in mine if r.category == category])
             if not t.cases:
                 continue
-            cells = [
-                str(t.cases),
-                f"{t.correct}/{t.cases} {pct(t.correct, t.cases)}",
-                f"{t.decode_failures} {pct(t.decode_failures, t.cases)}",
-                str(t.calls),
-                per(t.prompt_tokens, t.requests),
-                per(t.completion_tokens, t.requests),
-                str(t.fallbacks),
-                str(t.repaired),
-            ]
+            cells = figure_cells(t)
             rows.append(
                 f"<tr><th>{esc(protocol)}</th><td>{esc(category)}</td>"
                 + "".join(f'<td class="num">{esc(c)}</td>' for c in cells)
