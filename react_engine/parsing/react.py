@@ -10,15 +10,23 @@ tolerance applied. A clean canonical reply::
     Action: get_weather
     Action Input: {"location": "Paris"}
 
-yields ``repairs == []``. :func:`~react_engine.parsing.cut_reply` is the first stage on its
-own, for callers that need to cut a streamed reply client-side.
+yields ``repairs == []``. :func:`cut_reply` is the first stage on its own, for callers
+that need to cut a streamed reply client-side.
 
 How a reply is read
 -------------------
 
-1. **Cut** (:mod:`.cut`, also :func:`~react_engine.parsing.cut_reply` on its own): at the
-   first Observation label or stop word, where the model started inventing; the kept text
-   is ``ParsedStep.text``, always a prefix of the reply.
+1. **Cut** (:func:`cut_reply`). A think block is set aside first. Then the reply is cut
+   at the first Observation label at the start of a line (any spelling below, e.g.
+   ``Observation:``, ``**Observation 1 (search):**``, ``观察：``) or at the first full
+   occurrence of a caller's stop word, whichever comes first: what follows was invented
+   by the model. Chat-template special tokens left at the end (``<|eot_id|>``) are
+   dropped, and so is a last line that is the beginning of an Observation label or of a
+   stop word (``\\nObserv``, ``\\nObservation`` without its colon, ``\\n观``), as servers
+   that stop mid-word leave them; such a line must be spelled in one case and be at
+   least three characters long unless it is Chinese, so a final answer ending in a line
+   ``O`` or ``OB`` keeps it. Trailing whitespace goes too: the result is
+   ``ParsedStep.text``, always a prefix of the reply.
 2. **Think blocks.** ``<think>...</think>`` (also ``<thinking>``/``<reasoning>``) at the
    start, or everything before a stray ``</think>`` whose opening tag the server ate (as
    DeepSeek-R1's template does), is skipped for parsing and put in front of the thought.
@@ -27,8 +35,19 @@ How a reply is read
    reply: a ``<think>`` left open is reasoning however well-formed what follows looks,
    so an ``Action:`` or ``Final Answer:`` inside any block is never read. The blocks
    are read by :mod:`.think`, the one think reader every protocol uses.
-3. **Labels** (:mod:`.labels`) are found at the start of lines, in many dialects and
-   synonyms; labels inside closed code fences are text.
+3. **Labels** are found at the start of lines, in any case, with ``:`` or ``：``, spaces
+   before the colon, Markdown around them (``**Action:**``, ``**Action**:``,
+   ``*Thought:*``, ``### Action``, ``- Thought:``, ``> Thought:``), a number
+   (``Action 1:``, ``Action Input 2:``, ``Action 1 Input:``) and many synonyms:
+   Thought(s)/Thinking/Reasoning/思考/想法/思路/推理; Action/行动/动作/操作;
+   Action Input/Action Args/行动输入/动作输入/工具输入; Final Answer/Final Response/
+   最终答案/最终回答/最终回复. Weak words are honoured only where they make sense:
+   ``Input:``/``Args:``/``Arguments:``/``Parameters:``/
+   ``输入``/``参数`` right after an Action, ``Answer:``/``Final:``/``答案``/``回答`` when no
+   final answer has started. A leading ``Question:`` (the model echoing the prompt) is
+   skipped; a later one ends a final answer. Labels inside closed code fences are
+   text. In thoughts, ``Action:`` and ``Final Answer:`` are also found after the end of
+   a sentence on the same line.
 4. **Actions.** ``Action: tool`` followed by ``Action Input: ...``; ``tool[input]``;
    ``tool(key="v", n=1)``; ``tool {json}``; ``tool Action Input: ...`` on one line; a
    JSON blob after ``Action:`` or anywhere in a reply that has no Action label, fenced or
@@ -138,12 +157,15 @@ The parser is a handful of small functions over ``(text, pos)``; every pattern l
 :mod:`react_engine.parsing.patterns`, and all of them run in linear time, so a hostile
 megabyte parses (or fails) in well under a second.
 
-A plain reply takes a shortcut (:func:`.labels.plain_cut`) whose result is the tolerant
-passes' (``tests/parsing/test_parse_plain.py``).
+A plain reply (canonical labels only, nothing to cut or repair) takes a shortcut: one pass
+over its lines finds the cut and the labels, and the usual shapes are read straight from
+them. The shortcut gives up at the first doubt, and its result is the tolerant passes'
+(``tests/parsing/test_parse_plain.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import re
@@ -156,21 +178,12 @@ from ..types import ParsedStep, PendingCall, to_jsonable
 from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, unfence, written_value
-from .cut import Cut, cut_text, dedupe, tidy
 from .duplicates import DECODER, has_conflict
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
-from .labels import (
-    MAX_LABELS,
-    PREAMBLE,
-    Label,
-    Section,
-    find_labels,
-    plain_cut,
-    split_sections,
-)
 from .patterns import run_end
+from .think import mask_think, think_span
 
-__all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "parse_react"]
+__all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "cut_reply", "parse_react"]
 
 PARSE_REPAIR_CODES: Final = frozenset(
     {
@@ -244,16 +257,346 @@ _FINISH_NAMES: Final = frozenset(
 _NOOP_NAMES: Final = frozenset(
     {"none", "null", "n/a", "na", "noaction", "nothing", "无", "没有", "-", "—"}
 )
+_PARTIAL_FORMS: Final = tuple(
+    spelling + colon
+    for word in ("Observation", "Observations", "Obs", "观察", "观察结果", "观测", "观测结果")
+    for spelling in dict.fromkeys((word, word.lower(), word.upper()))
+    for colon in (":", "：")
+)
 _BLOB_OPENERS: Final = ("{", "[", "```", "~~~", P.CALL_OPEN, P.PYTHON_TAG, P.FUNCTION_OPEN)
+_LONGEST_FORM: Final = max(len(form) for form in _PARTIAL_FORMS)
+_PARTIAL_PREFIXES: Final = frozenset(
+    form[:n] for form in _PARTIAL_FORMS for n in range(len(form) + 1)
+)
+"""Every beginning of a :data:`_PARTIAL_FORMS` spelling (a set lookup, not a scan)."""
 _BLOB_CHARS: Final = "{[<`~"
 """A tool-call blob candidate in prose needs one of these: a bracket (``{``/``[``, also
 ``[TOOL_CALLS]``), a tag (``<tool_call>``, ``<|python_tag|>``, ``<function=``) or a fence."""
 _MAX_BLOB_CANDIDATES: Final = 16
+MAX_LABELS: Final = 1000
+"""Labels read per reply; any after that are text (a bound for hostile input)."""
+MAX_FENCES: Final = 2000
+"""Code fence lines considered when deciding which labels sit inside a fence."""
 MAX_KWARGS: Final = 256
 """``key=value`` pairs read in ``tool(...)``; with more, the input stays text."""
+_PREAMBLE: Final = "preamble"
 
 
-def _plain_step(kept: str, labels: list[Label]) -> ParsedStep | None:
+# --- cutting ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Cut:
+    text: str  # the reply as kept
+    codes: list[str]
+    think: str | None  # content of the think block, if there is one
+    body_start: int  # where the reply proper starts (after the think block)
+    unclosed_think: bool
+    masked: str = ""  # the kept body with every later think block blanked out
+    later_think: list[str] = field(default_factory=list)  # those blocks' contents
+    blanked: bool = False  # whether any later block was blanked out
+
+
+def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> tuple[str, list[str]]:
+    """Cut a reply where the model started inventing, as a server's ``stop`` would.
+
+    Returns the kept text (trailing whitespace stripped) and the repair codes applied:
+    ``cut_observation`` / ``cut_stop_word`` for a cut at the first Observation label at
+    the start of a line / the first full stop word, ``special_token`` and
+    ``trim_partial_stop`` for what was trimmed at the end, ``think_block`` /
+    ``unclosed_think`` when a think block was set aside (never cut inside).
+    """
+    cut = _cut(text, stop_words)
+    return cut.text, cut.codes
+
+
+def _cut(text: str, stop_words: Sequence[str] | None) -> _Cut:
+    codes: list[str] = []
+    think, body_start, think_code = think_span(text)
+    if think_code:
+        codes.append(think_code)
+    body = text[body_start:]
+    masked, later_think, later_code = mask_think(body)
+    if later_code:
+        codes.append(later_code)
+    end = len(body)
+    obs_at = _first_observation(masked)
+    stop_at = -1
+    for word in stop_words or ():
+        if word:
+            at = masked.find(word, 0, end if stop_at < 0 else stop_at)
+            if at >= 0:
+                stop_at = at
+    if obs_at >= 0 or stop_at >= 0:
+        candidates = [at for at in (obs_at, stop_at) if at >= 0]
+        end = min(candidates)
+        if obs_at >= 0 and not body[end:obs_at].strip():
+            codes.append("cut_observation")
+        else:
+            codes.append("cut_stop_word")
+    kept = body[:end].rstrip()
+    while True:
+        lt = kept.rfind("<")
+        if lt < 0 or P.SPECIAL_TOKEN.fullmatch(kept, lt) is None:
+            break
+        kept = kept[:lt].rstrip()
+        codes.append("special_token")
+    partial = _partial_stop(kept, stop_words)
+    if partial < len(kept):
+        kept = kept[:partial].rstrip()
+        codes.append("trim_partial_stop")
+    return _Cut(
+        text=(text[:body_start] + kept).rstrip(),
+        codes=_dedupe(codes),
+        think=think,
+        body_start=body_start,
+        unclosed_think=think_code == "unclosed_think",
+        masked=masked[: len(kept)],
+        later_think=later_think,
+        blanked=later_code is not None,
+    )
+
+
+_BLANKED: Final = re.compile(r"(?<=\S)[ \t]{15,}")
+"""A run of blanks at least as long as an empty think block (``<think></think>``) after
+some text on the same line: where a block was blanked out inside a line."""
+
+
+def _tidy(text: str | None) -> str | None:
+    """Text read from a masked body, without the blanks its think blocks left."""
+    if text is None:
+        return None
+    lines = (_BLANKED.sub(" ", line).rstrip() for line in text.split("\n"))
+    tidied = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    return tidied
+
+
+def _first_observation(body: str) -> int:
+    """Where the first Observation label starts."""
+    for m in P.OBSERVATION_LABEL.finditer(body):
+        if _label_content_start(m, body) is not None:
+            return m.start()
+    return -1
+
+
+def _partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
+    """Where a last line that only begins an Observation label or a stop word starts.
+
+    The line must be a proper, case-consistent beginning of ``Observation:`` (or of a
+    stop word), at least three characters long unless it is Chinese (``观``): a final
+    answer ending in a line ``O`` or ``OB`` keeps it.
+    """
+    nl = kept.rfind("\n")
+    if nl < 0:
+        return len(kept)
+    last = kept[nl + 1 :]
+    core = last.strip(" \t>#*_-")
+    if len(core) < 3 and core.isascii():
+        return len(kept)
+    if len(core) < _LONGEST_FORM and core in _PARTIAL_PREFIXES:
+        return nl
+    for word in stop_words or ():
+        word = word.lstrip("\n")
+        if (
+            len(last) < len(word)
+            and word.startswith(last)
+            and (len(last) >= 3 or not last.isascii())
+        ):
+            return nl
+    return len(kept)
+
+
+# --- labels and sections -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Label:
+    kind: str
+    strength: int
+    start: int  # start of the label's line
+    content: int  # where its content starts
+    codes: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Section:
+    kind: str  # a label kind, or _PREAMBLE for the text before the first label
+    start: int
+    content: str
+    content_start: int
+    codes: tuple[str, ...] = ()
+
+
+def _label_content_start(m: re.Match[str], text: str) -> int | None:
+    """Where a label candidate's content starts, or None when it is not a label.
+
+    Without a colon, a label must be a Markdown heading or bold alone on its line
+    (``### Action``, ``**Final Answer**``).
+    """
+    colon, pre, em = m.group("colon", "pre", "em")
+    return _content_start(m, text, colon, pre, em)
+
+
+def _content_start(m: re.Match[str], text: str, colon: str, pre: str, em: str) -> int | None:
+    if colon:
+        return m.end()
+    if "#" not in pre and not em:
+        return None
+    eol = text.find("\n", m.end())
+    if text[m.end() : eol if eol >= 0 else len(text)].strip():
+        return None
+    return m.end()
+
+
+@functools.lru_cache(maxsize=512)
+def _word_info(word: str) -> tuple[str, int, tuple[str, ...]]:
+    """Kind, strength and spelling repair code of a label word as it was written."""
+    kind, strength = P.LABEL_WORDS[P.normalise_word(word)]
+    canonical = P.CANONICAL[kind]
+    if word == canonical:
+        return kind, strength, ()
+    if not word.isascii():
+        return kind, strength, ("chinese_label",)
+    if word.lower() == canonical.lower():
+        return kind, strength, ("label_case",)
+    return kind, strength, ("label_synonym",)
+
+
+_GROUPS: Final = ("indent", "pre", "em", "num", "paren", "em2", "sp", "colon", "em3", "word")
+
+
+def _label_codes(groups: tuple[str, ...], word_codes: tuple[str, ...]) -> tuple[str, ...]:
+    indent, pre, em, num, paren, em2, sp, colon, em3, _word = groups
+    if not (indent or pre or em or num or paren or em2 or sp or em3) and colon != "：":
+        return word_codes
+    codes = list(word_codes)
+    if indent:
+        codes.append("indented_label")
+    if pre or em or em2 or em3:
+        codes.append("markdown_label")
+    if num or paren:
+        codes.append("numbered_label")
+    if colon and sp:
+        codes.append("space_before_colon")
+    if colon == "：":
+        codes.append("fullwidth_colon")
+    return tuple(codes)
+
+
+def _closed_fences(body: str) -> list[tuple[int, int]]:
+    """(opening line start, closing line start) of each closed fence pair (the first
+    ``MAX_FENCES`` fence lines only: past that, fences hide nothing)."""
+    spans: list[tuple[int, int]] = []
+    opened = -1
+    for count, m in enumerate(P.FENCE_LINE.finditer(body)):
+        if count >= MAX_FENCES:
+            break
+        eol = body.find("\n", m.end())
+        line_rest = body[m.end() : eol if eol >= 0 else len(body)]
+        if opened < 0:
+            if "```" in line_rest or "~~~" in line_rest:
+                continue  # a fence opened and closed on one line
+            opened = m.start()
+        else:
+            spans.append((opened, m.start()))
+            opened = -1
+    return spans
+
+
+def _labels(body: str) -> list[_Label]:
+    labels: list[_Label] = []
+    fences: list[tuple[int, int]] | None = None  # found once a label needs them
+    f = 0
+    for m in P.LABEL.finditer(body):
+        start = m.start()
+        if fences is None:
+            fences = _closed_fences(body)
+        while f < len(fences) and fences[f][1] < start:
+            f += 1
+        if f < len(fences) and fences[f][0] < start <= fences[f][1]:
+            continue
+        groups = m.group(*_GROUPS)
+        content = _content_start(m, body, groups[7], groups[1], groups[2])
+        if content is None:
+            continue
+        word = groups[9]
+        numbered: tuple[str, ...] = ()
+        if any(ch.isdigit() for ch in word):  # "Action 1 Input": the number inside the word
+            word = P.INNER_NUMBER.sub("", word, count=1)
+            numbered = ("numbered_label",)
+        kind, strength, word_codes = _word_info(word)
+        codes = _label_codes(groups, word_codes)
+        if numbered and "numbered_label" not in codes:
+            codes = (*codes, *numbered)
+        labels.append(_Label(kind, strength, start, content, codes))
+        if len(labels) >= MAX_LABELS:
+            break  # the rest is text: no real reply has this many labels
+    return labels
+
+
+_PLAIN_LABELS: Final = (
+    ("Action Input:", P.ACTION_INPUT),
+    ("Action:", P.ACTION),
+    ("Thought:", P.THOUGHT),
+    ("Final Answer:", P.FINAL),
+)
+_PLAIN_STARTS: Final = ("Action", "Thought:", "Final Answer:")
+_PLAIN_MAX_LINES: Final = 200
+"""Replies with this many lines or more skip the plain pass: it reads each line in Python,
+and a hostile reply has a great many (the tolerant passes scan them in C)."""
+
+
+def _plain(text: str, stop_words: Sequence[str] | None) -> tuple[_Cut, list[_Label]] | None:
+    """:func:`_cut` and :func:`_labels` of a plain reply, in one cheap pass; None when the
+    reply is not plain (the tolerant passes then read it).
+
+    A reply is plain when nothing in it needs cutting or a repair code: no ``<`` (so no
+    think block, special token or tool-call markup), no stop word, no partial stop at its
+    end, and each line either starts with a label spelled exactly ``Thought:``,
+    ``Action:``, ``Action Input:`` or ``Final Answer:`` (then a space or the end of the
+    line) or cannot start any label or Observation; no fence line comes before a label.
+    The result is then exactly what the two passes give (``tests/parsing/test_parse_plain.py``
+    checks it on every golden reply and on generated ones); only the labels that were
+    there are read, and :func:`_sections` onwards is shared.
+    """
+    if "<" in text or text.count("\n") >= _PLAIN_MAX_LINES:
+        return None  # a long reply pays one pass, not two
+    for word in stop_words or ():
+        if word and word in text:
+            return None
+    kept = text.rstrip()
+    if _partial_stop(kept, stop_words) < len(kept):
+        return None
+    labels: list[_Label] = []
+    fenced = False  # a fence line was seen: a later label might be inside it
+    start = 0
+    while True:
+        eol = kept.find("\n", start)
+        end = len(kept) if eol < 0 else eol
+        label = None
+        if kept.startswith(_PLAIN_STARTS, start):
+            for prefix, kind in _PLAIN_LABELS:
+                if kept.startswith(prefix, start):
+                    after = start + len(prefix)
+                    if after == end or kept[after] == " ":
+                        label = _Label(kind, P.STRONG, start, after, ())
+                    break
+        if label is not None:
+            if fenced or len(labels) >= MAX_LABELS - 1:
+                return None
+            labels.append(label)
+        elif start < end:
+            if P.LABEL.match(kept, start) or P.OBSERVATION_LABEL.match(kept, start):
+                return None
+            fenced = fenced or P.FENCE_LINE.match(kept, start) is not None
+        if eol < 0:
+            break
+        start = eol + 1
+    cut = _Cut(text=kept, codes=[], think=None, body_start=0, unclosed_think=False, masked=kept)
+    return cut, labels
+
+
+def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
     """The step of a plain reply of the usual shape, read directly; None for any other.
 
     The shapes: ``Thought:`` at the start, then ``Final Answer:``, or ``Action:`` (a tool
@@ -306,9 +649,59 @@ def _plain_step(kept: str, labels: list[Label]) -> ParsedStep | None:
                 exact=_exact(item.args, item.raw_input, item.dumped),
             )
         ],
-        repairs=dedupe(item.codes),
+        repairs=_dedupe(item.codes),
         text=kept,
     )
+
+
+def _sections(body: str, labels: list[_Label]) -> list[_Section]:
+    """The reply split at the labels that count where they stand."""
+    sections: list[_Section] = []
+    first = labels[0].start if labels else len(body)
+    if body[:first].strip():
+        sections.append(_Section(_PREAMBLE, 0, body[:first], 0))
+    honoured: list[_Label] = []
+    for label in labels:
+        prev = honoured[-1].kind if honoured else None
+        if label.strength == P.WEAK:
+            if label.kind == P.ACTION_INPUT and prev != P.ACTION:
+                continue
+            if label.kind == P.FINAL and any(h.kind == P.FINAL for h in honoured):
+                continue
+        if label.kind == P.QUESTION and honoured and prev != P.FINAL:
+            continue
+        honoured.append(label)
+    for i, label in enumerate(honoured):
+        end = honoured[i + 1].start if i + 1 < len(honoured) else len(body)
+        sections.append(
+            _Section(label.kind, label.start, body[label.content : end], label.content, label.codes)
+        )
+    return _split_inline(sections)
+
+
+def _split_inline(sections: list[_Section]) -> list[_Section]:
+    """Split "Thought: ... . Action: x" on one line into a thought and an action."""
+    out: list[_Section] = []
+    for sec in sections:
+        m = P.INLINE_LABEL.search(sec.content) if sec.kind in (P.THOUGHT, _PREAMBLE) else None
+        if m is None:
+            out.append(sec)
+            continue
+        kind, _strength, word_codes = _word_info(m.group("word"))
+        out.append(
+            _Section(sec.kind, sec.start, sec.content[: m.start()], sec.content_start, sec.codes)
+        )
+        codes = ("inline_label", *word_codes)
+        out.append(
+            _Section(
+                kind,
+                sec.content_start + m.start(),
+                sec.content[m.end() :],
+                sec.content_start + m.end(),
+                codes,
+            )
+        )
+    return out
 
 
 # --- what the sections say -----------------------------------------------------------------------
@@ -396,12 +789,12 @@ def _parse(
 ) -> ParsedStep:
     if not text.strip():
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
-    plain = plain_cut(text, stop_words)
+    plain = _plain(text, stop_words)
     if plain is not None:
         step = _plain_step(plain[0].text, plain[1])
         if step is not None:
             return step
-    cut = cut_text(text, stop_words) if plain is None else plain[0]
+    cut = _cut(text, stop_words) if plain is None else plain[0]
     offset = cut.body_start
     body = cut.masked  # the kept body, every later think block blanked out
     think = "\n\n".join(t for t in (cut.think.strip() if cut.think else "", *cut.later_think) if t)
@@ -426,14 +819,14 @@ def _parse(
             pos=0,
             expected=EXPECTED_STEP + " before any 'Observation:'",
         )
-    sections = split_sections(body, find_labels(body) if plain is None else plain[1])
+    sections = _sections(body, _labels(body) if plain is None else plain[1])
     try:
         reading = _read(sections)
         if not any(sec.kind == P.ACTION for sec in sections):
             _find_blobs(sections, reading)
     except _BrokenChain as exc:
         raise _BrokenChain(offset + exc.pos) from None
-    labelled = any(sec.kind != PREAMBLE for sec in sections)
+    labelled = any(sec.kind != _PREAMBLE for sec in sections)
     if not labelled and not reading.items:
         if not implicit_final_answer:
             raise ReActParseError(
@@ -444,32 +837,32 @@ def _parse(
             )
         return ParsedStep(
             thought=think or None,
-            final_answer=tidy(body) if cut.blanked else body.strip(),
+            final_answer=_tidy(body) if cut.blanked else body.strip(),
             repairs=[*cut.codes, "implicit_final_answer"],
             text=cut.text,
         )
     step = _choose(reading, cut, think, text, multi_action)
     if cut.blanked:
-        step.final_answer = tidy(step.final_answer)
-        step.thought = tidy(step.thought) or None
+        step.final_answer = _tidy(step.final_answer)
+        step.thought = _tidy(step.thought) or None
     return step
 
 
-def _read(sections: list[Section]) -> _Reading:
+def _read(sections: list[_Section]) -> _Reading:
     r = _Reading()
-    labelled = any(sec.kind != PREAMBLE for sec in sections)
+    labelled = any(sec.kind != _PREAMBLE for sec in sections)
     last_action: _Item | None = None
-    orphan: Section | None = None  # an Action Input still waiting for its Action
+    orphan: _Section | None = None  # an Action Input still waiting for its Action
     for index, sec in enumerate(sections):
         r.codes.extend((sec.start, code) for code in sec.codes)
-        if sec.kind == PREAMBLE:
+        if sec.kind == _PREAMBLE:
             if labelled:
                 r.thoughts.append((sec.start, sec.content.strip()))
                 r.codes.append((sec.start, "unlabeled_thought"))
         elif sec.kind == P.THOUGHT:
             r.thoughts.append((sec.start, sec.content.strip()))
         elif sec.kind == P.QUESTION:
-            if index == 0 or (index == 1 and sections[0].kind == PREAMBLE):
+            if index == 0 or (index == 1 and sections[0].kind == _PREAMBLE):
                 r.codes.append((sec.start, "question_echo"))
             else:
                 r.others.append(sec.start)
@@ -498,7 +891,7 @@ def _read(sections: list[Section]) -> _Reading:
     return r
 
 
-def _orphan(r: _Reading, sec: Section) -> None:
+def _orphan(r: _Reading, sec: _Section) -> None:
     """An Action Input with no Action to belong to: dropped, and a problem if alone."""
     r.problems.append(
         _Problem(sec.start, "an Action Input with no Action before it", "'Action: <tool name>'")
@@ -511,7 +904,7 @@ AMBIGUOUS_INPUT: Final = WORDING[ObservationCode.AMBIGUOUS_INPUT][0]
 never runs: either could be the one the model meant."""
 
 
-def _attach_input(r: _Reading, action: _Item, sec: Section) -> None:
+def _attach_input(r: _Reading, action: _Item, sec: _Section) -> None:
     """Give an Action its input; a second input for the same Action is a second call.
 
     Input written with the Action (``tool(...)``, ``tool[...]``, ``tool {...}``) and then
@@ -907,14 +1300,14 @@ def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int, bool]
     return value, end, cut
 
 
-def _find_blobs(sections: list[Section], r: _Reading) -> None:
+def _find_blobs(sections: list[_Section], r: _Reading) -> None:
     """Tool-call blobs in the thoughts and unlabeled text of a reply with no Action label.
 
     The first section holding one is used; all the blobs in it are read, in order. The
     text before the first blob is the thought; text after the last is ignored.
     """
     for sec in sections:
-        if sec.kind not in (P.THOUGHT, PREAMBLE):
+        if sec.kind not in (P.THOUGHT, _PREAMBLE):
             continue
         try:
             found = _search_blobs(sec.content)
@@ -927,7 +1320,7 @@ def _find_blobs(sections: list[Section], r: _Reading) -> None:
         r.thoughts = [(p, t) for p, t in r.thoughts if p != sec.start]
         if before:
             r.thoughts.append((sec.start, before))
-            if sec.kind == PREAMBLE and (sec.start, "unlabeled_thought") not in r.codes:
+            if sec.kind == _PREAMBLE and (sec.start, "unlabeled_thought") not in r.codes:
                 r.codes.append((sec.start, "unlabeled_thought"))
         if sec.content[found[-1][1] :].strip():
             found[-1][2][-1].codes.append("text_after_input")
@@ -1074,7 +1467,7 @@ def _usable(r: _Reading) -> list[_Item]:
     return items
 
 
-def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) -> ParsedStep:
+def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -> ParsedStep:
     offset = cut.body_start
     items = _usable(r)
     if not items:
@@ -1143,7 +1536,7 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
             if item.tool is not None and item.final is None
         ],
         final_answer=first.final,
-        repairs=dedupe([*cut.codes, *codes, *drops]),
+        repairs=_dedupe([*cut.codes, *codes, *drops]),
         text=cut.text,
     )
 
@@ -1154,7 +1547,7 @@ _END: Final = 1 << 62
 def _call_repairs(item: _Item) -> list[str]:
     """An action's repairs: its reading's, and ``json:duplicate_key`` when its arguments
     give a key two values (:mod:`.duplicates`), however they were decoded."""
-    codes = dedupe(item.codes)
+    codes = _dedupe(item.codes)
     if "json:duplicate_key" not in codes and has_conflict(item.args):
         codes.append("json:duplicate_key")
     return codes
@@ -1174,3 +1567,7 @@ def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None 
         return bool(json.loads(raw) == args)
     except (ValueError, RecursionError):
         return False
+
+
+def _dedupe(codes: list[str]) -> list[str]:
+    return list(dict.fromkeys(codes))

@@ -1,7 +1,7 @@
 """The plain-reply shortcut of :func:`parse_react` gives exactly what the tolerant passes give.
 
-``labels.plain_cut`` stands in for ``cut_text`` and ``labels.find_labels`` when a reply is
-plain (canonical labels, nothing to cut, see its docstring). Here every golden reply, a set of replies at
+``react._plain`` stands in for ``_cut`` and ``_labels`` when a reply is plain (canonical
+labels, nothing to cut, see its docstring). Here every golden reply, a set of replies at
 the edge of "plain" and generated ones go through both ways: the shortcut's cut and labels
 must equal the passes' whenever it answers, and ``parse_react`` must return the same
 :class:`~react_engine.types.ParsedStep` (``raw_input`` included) or raise the same error
@@ -23,8 +23,6 @@ from hypothesis import strategies as st
 from react_engine.errors import ReActParseError
 from react_engine.parsing import parse_react
 from react_engine.parsing import react as R
-from react_engine.parsing.cut import cut_text
-from react_engine.parsing.labels import find_labels, plain_cut
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "parser"
 CASES = sorted(FIXTURES.glob("*.txt"))
@@ -51,12 +49,12 @@ def _outcome(text: str, kwargs: dict[str, Any]) -> Any:
 def check_same(text: str, **kwargs: Any) -> bool:
     """Assert both ways agree; return whether the shortcut took the reply."""
     stop = kwargs.get("stop_words")
-    plain = plain_cut(text, stop)
+    plain = R._plain(text, stop)
     if plain is not None:
-        cut = cut_text(text, stop)
-        assert plain == (cut, find_labels(cut.masked))
+        cut = R._cut(text, stop)
+        assert plain == (cut, R._labels(cut.masked))
     fast = _outcome(text, kwargs)
-    with mock.patch.object(R, "plain_cut", lambda _text, _stop: None):
+    with mock.patch.object(R, "_plain", lambda _text, _stop: None):
         slow = _outcome(text, kwargs)
     assert fast == slow
     return plain is not None
@@ -90,7 +88,7 @@ def test_the_shortcut_takes_the_usual_replies() -> None:
     for text in usual:
         assert check_same(text, stop_words=TEXT_STOP), text
     for text in usual[:3]:  # and the usual shapes are read directly
-        plain = plain_cut(text, TEXT_STOP)
+        plain = R._plain(text, TEXT_STOP)
         assert plain is not None and R._plain_step(plain[0].text, plain[1]) is not None, text
 
 

@@ -14,7 +14,6 @@ from react_engine.parsing import (
     parse_react,
     split_think,
 )
-from react_engine.parsing import labels as labels_module
 from react_engine.parsing import patterns as P
 from react_engine.parsing import react as react_module
 from react_engine.types import ParsedStep, PendingCall
@@ -270,7 +269,7 @@ def test_every_label_word_is_recognised(word: str) -> None:
     m = P.LABEL.match(word + ":")
     assert m is not None and m.group("word") == word
     kind, _strength = P.LABEL_WORDS[P.normalise_word(word)]
-    assert labels_module.word_info(word)[0] == kind
+    assert react_module._word_info(word)[0] == kind
 
 
 @pytest.mark.parametrize("word", [w for w, k, _ in P._WORDS if k == P.OBSERVATION])
@@ -290,7 +289,7 @@ def test_every_observation_word_cuts(word: str) -> None:
     ],
 )
 def test_words_that_only_look_like_labels(line: str) -> None:
-    assert labels_module.find_labels(line) == []
+    assert react_module._labels(line) == []
 
 
 def test_label_codes_are_documented() -> None:
@@ -372,12 +371,12 @@ def test_hostile_megabyte_replies_complete(reply: str) -> None:
 
 
 def test_labels_past_the_bound_are_text() -> None:
-    many = "Thought: x\n" * (labels_module.MAX_LABELS + 5)
-    assert len(labels_module.find_labels(many)) == labels_module.MAX_LABELS
+    many = "Thought: x\n" * (react_module.MAX_LABELS + 5)
+    assert len(react_module._labels(many)) == react_module.MAX_LABELS
 
 
 def test_fences_past_the_bound_hide_nothing() -> None:
-    fences = "```\n" * (labels_module.MAX_FENCES + 1)  # odd: the last one would open
+    fences = "```\n" * (react_module.MAX_FENCES + 1)  # odd: the last one would open
     step = parse_react(fences + "Final Answer: done")
     assert step.final_answer == "done"
 
