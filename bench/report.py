@@ -708,17 +708,17 @@ def _stall(r: dict[str, Any]) -> list[str]:
     if not s:
         return []
     lines = [
-        "An agent reads each reply of 1 MB (scripted, in process) while a heartbeat sleeps "
-        "1 ms at a time on the same loop (`bench/stall.py`; the best of "
-        f"{s['rounds']} runs). *Loop CPU*: the most CPU of the loop's thread in one "
-        "callback, a full collection that starts there included (target: well under 50 ms; "
-        "`tests/run/test_event_loop_stall.py` holds it under 25 ms, collector off). "
-        "*Heartbeat gap*: the longest wall-clock wait beyond the 1 ms sleep, "
-        "with the reading thread's turns, garbage collection and the machine's load in it. "
-        "*Full GC*: the longest collection of the oldest generation, which stops every thread "
-        "(a reply's calls past the 1,024 a step answers are counted, not read into objects: "
-        "the same test holds the objects alive at once under 16 per answered call, so that "
-        "a reply of 45,000 calls no longer sets off full collections of 60-110 ms).",
+        "Each shape twice: at 1 MB, refused at the edge before any reader runs "
+        "(`MAX_REPLY_CHARS`), and at exactly `MAX_REPLY_CHARS`, the longest reply the "
+        "readers read (on a worker thread past `READ_ON_LOOP`). An agent reads each reply "
+        "(scripted, in process) while a heartbeat sleeps 1 ms at a time on the same loop "
+        f"(`bench/stall.py`; the best of {s['rounds']} runs). *Loop CPU*: the most CPU of "
+        "the loop's thread in one callback, a full collection that starts there included "
+        "(target: well under 50 ms; `tests/run/test_event_loop_stall.py` holds it under "
+        "25 ms, collector off). *Heartbeat gap*: the longest wall-clock wait beyond the "
+        "1 ms sleep, with the reading thread's turns, garbage collection and the machine's "
+        "load in it. *Full GC*: the longest collection of the oldest generation, which "
+        "stops every thread.",
         "",
     ]
     rows = [

@@ -1,8 +1,10 @@
-"""How long a 1 MB reply stalls the event loop (issue 21: at most about 50 ms; such a reply
-is refused at the edge, ``react_engine.protocols.limits``).
+"""How long a hostile reply stalls the event loop (issue 21: at most about 50 ms).
 
-An agent reads each 1 MB reply (a scripted model, in process) while a heartbeat task
-sleeps 1 ms at a time on the same loop. Per reply and protocol:
+Two sizes of each reply: 1 MB, which the edge refuses before any reader runs
+(``react_engine.protocols.limits.MAX_REPLY_CHARS``), and exactly ``MAX_REPLY_CHARS``, the
+longest reply the readers read whole (calls past ``MAX_CALLS`` stop them). An agent reads
+each one (a scripted model, in process) while a heartbeat task sleeps 1 ms at a time on the
+same loop. Per reply and protocol:
 
 * *loop CPU*: the most CPU time of the loop's thread in one callback (``time.thread_time``,
   which a loaded machine does not inflate): what the engine does on the loop;
@@ -23,6 +25,7 @@ from typing import Any
 
 from react_engine import Agent, CapabilityCache, CapabilityRegistry, Tool
 from react_engine.errors import ReactEngineError
+from react_engine.protocols.limits import MAX_REPLY_CHARS
 from react_engine.testing import ScriptedModel
 
 __all__ = ["REPLIES", "measure_stall"]
@@ -30,28 +33,42 @@ __all__ = ["REPLIES", "measure_stall"]
 MB = 1_000_000
 
 
-def _fill(unit: str) -> str:
-    return (unit * (MB // len(unit) + 1))[:MB]
+def _fill(unit: str, size: int = MB) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
 
 
-def _listed(head: str, call: str, tail: str) -> str:
-    """A reply of about 1 MB that is one list of calls: ``head``, calls, ``tail``."""
-    return head + ", ".join([call] * (MB // (len(call) + 2))) + tail
+def _listed(head: str, call: str, tail: str, size: int = MB) -> str:
+    """A reply of about ``size`` characters that is one list of calls: ``head``, calls, ``tail``."""
+    body = ", ".join([call] * ((size - len(head) - len(tail)) // (len(call) + 2)))
+    return head + body + tail
 
 
-REPLIES = {
-    "json_call_lines": _fill('{"name": "get_weather", "arguments": {"city": "Paris"}}\n'),
-    "function_tags": _fill("<function=get_weather>"),
-    "actions": _fill('Action: get_weather\nAction Input: {"city": "Paris"}\n'),
-    "hermes_open_tags": _fill("<tool_call>{"),
-    "prose_with_brackets": _fill("Some prose about the weather { and [ brackets ( here. "),
-    "final_answer": "Final Answer: " + _fill("answer "),
-    "tool_calls_wrapper": _listed(
-        '{"tool_calls": [', '{"name": "get_weather", "arguments": {"city": "Paris"}}', "]}"
-    ),
-    "python_list": _listed("[", 'get_weather(city="Paris")', "]"),
-    "llama4_list": _listed("<|python_start|>[", 'get_weather(city="Paris")', "]<|python_end|>"),
-}
+def _replies(size: int) -> dict[str, str]:
+    return {
+        "json_call_lines": _fill('{"name": "get_weather", "arguments": {"city": "Paris"}}\n', size),
+        "function_tags": _fill("<function=get_weather>", size),
+        "actions": _fill('Action: get_weather\nAction Input: {"city": "Paris"}\n', size),
+        "hermes_open_tags": _fill("<tool_call>{", size),
+        "prose_with_brackets": _fill("Prose about the weather { and [ brackets ( here. ", size),
+        "final_answer": "Final Answer: " + _fill("answer ", size - 14),
+        "tool_calls_wrapper": _listed(
+            '{"tool_calls": [',
+            '{"name": "get_weather", "arguments": {"city": "Paris"}}',
+            "]}",
+            size,
+        ),
+        "python_list": _listed("[", 'get_weather(city="Paris")', "]", size),
+        "llama4_list": _listed(
+            "<|python_start|>[", 'get_weather(city="Paris")', "]<|python_end|>", size
+        ),
+    }
+
+
+REPLIES = _replies(MB)
+"""Replies of 1 MB: refused at the edge, whatever they hold."""
+
+READ = _replies(MAX_REPLY_CHARS)
+"""Replies of exactly ``MAX_REPLY_CHARS``: the longest the readers read."""
 
 
 def weather(city: str) -> str:
@@ -143,13 +160,13 @@ def measure_stall(quick: bool = False) -> dict[str, Any]:
         _one("Final Answer: warm", protocol)
     cases: dict[str, Any] = {}
     chosen = ("json_call_lines", "prose_with_brackets") if quick else tuple(REPLIES)
-    for name in chosen:
-        reply = REPLIES[name]
-        for protocol in ("function_calling", "text"):
-            runs = [_one(reply, protocol) for _ in range(rounds)]
-            cases[f"{name} / {protocol}"] = {
-                key: min(r[key] for r in runs) for key in runs[0]
-            }  # the best of the rounds: the engine's share, the least of the machine's
+    for size, replies in (("1 MB", REPLIES), (f"{MAX_REPLY_CHARS:,} chars", READ)):
+        for name in chosen:
+            for protocol in ("function_calling", "text"):
+                runs = [_one(replies[name], protocol) for _ in range(rounds)]
+                cases[f"{name} ({size}) / {protocol}"] = {
+                    key: min(r[key] for r in runs) for key in runs[0]
+                }  # the best of the rounds: the engine's share, the least of the machine's
     worst = {
         key: max(c[key] for c in cases.values())
         for key in ("loop_cpu_ms", "heartbeat_gap_ms", "full_gc_ms")

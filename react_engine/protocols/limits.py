@@ -7,7 +7,9 @@ the model reads ("the reply is N characters; at most M are read"). The readers o
 written in text take ``limit=MAX_CALLS + 1`` (:data:`READ_LIMIT`) and stop there; a reply
 they find more than :data:`MAX_CALLS` calls in is refused the same way. So no reader ever
 meets more than a bounded text or holds more than a bounded number of calls, and a
-megabyte of tool-call markup costs the event loop one length check.
+megabyte of tool-call markup costs the event loop one length check. A reply longer than
+:data:`READ_ON_LOOP` is read on a worker thread, so that the loop's other tasks keep their
+turns while the readers work through it.
 """
 
 from __future__ import annotations
@@ -17,15 +19,27 @@ from typing import Final
 from ..types import ModelResponse
 from ..wording import Note, ObservationCode
 
-__all__ = ["MAX_CALLS", "MAX_REPLY_CHARS", "READ_LIMIT", "too_large", "too_many_calls"]
+__all__ = [
+    "MAX_CALLS",
+    "MAX_REPLY_CHARS",
+    "READ_LIMIT",
+    "READ_ON_LOOP",
+    "too_large",
+    "too_many_calls",
+]
 
 MAX_REPLY_CHARS: Final = 100_000
 """The most characters of one reply that are read (its text plus its native calls'
 arguments): about 25,000 tokens, several times what a model writes in one reply within
 the usual ``max_tokens``; the largest reply of the golden corpus is far below. A hostile
-reply just under it is read on the event loop: up to a few hundred milliseconds of CPU
-for the worst shapes (thousands of unclosed ``<tool_call>`` tags), against seconds for a
-megabyte, which is refused in one length check."""
+reply just under it takes the readers up to about 100 ms of CPU for the worst shapes
+(thousands of unclosed ``<tool_call>`` tags), off the event loop (:data:`READ_ON_LOOP`);
+a megabyte is refused in one length check."""
+
+READ_ON_LOOP: Final = 16_000
+"""The longest reply (counted as for :data:`MAX_REPLY_CHARS`) read on the event loop:
+at most about 15 ms of reading for the worst shapes. A longer one is read on a worker
+thread (``bench/stall.py`` measures both)."""
 
 MAX_CALLS: Final = 1024
 """The most tool calls of one reply that are read; a reply with more is refused whole."""

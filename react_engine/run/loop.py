@@ -51,11 +51,11 @@ from ..protocols.base import (
     Protocol,
     RequestContext,
 )
-from ..protocols.limits import READ_LIMIT
+from ..protocols.limits import READ_LIMIT, READ_ON_LOOP
 from ..protocols.output import OutputSpec, output_spec
 from ..protocols.policy import decide
 from ..protocols.registry import ProtocolOptions, adapt
-from ..runtime import DeadlinePassed, ThreadsExhausted
+from ..runtime import DeadlinePassed, ThreadsExhausted, run_blocking
 from ..transport.capabilities import RejectedParam
 from ..transport.learned import CapabilityCache
 from ..transport.rejections import classify_rejection
@@ -301,7 +301,13 @@ class Loop:
         started: float,
     ) -> Outcome:
         """Act on the protocol's reading of ``reply``: one :class:`Step` in the transcript."""
-        decision = decide(state.protocol, reply, ctx)  # bounded at the edge (protocols.limits)
+        # bounded at the edge (protocols.limits); a long reply is read off the event loop
+        size = len(reply.content or "") + sum(len(c.arguments) for c in reply.tool_calls)
+        decision = (
+            decide(state.protocol, reply, ctx)
+            if size <= READ_ON_LOOP
+            else await run_blocking(decide, state.protocol, reply, ctx)
+        )
         if state.journal is not None:
             await state.journal.decided(reply, decision, state.protocol.name)
         step = Step(

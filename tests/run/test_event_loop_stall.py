@@ -7,7 +7,8 @@ thread waits or is descheduled):
 
 * the most CPU any one callback of the event loop takes while an agent receives a 1 MB
   reply and records its step (the reply is past ``MAX_REPLY_CHARS``: it is refused at the
-  edge, before any reader runs, whatever it holds: thousands of calls included);
+  edge, before any reader runs, whatever it holds: thousands of calls included), and the
+  same shapes at exactly ``MAX_REPLY_CHARS``, the longest reply every reader reads;
 * a heartbeat task runs beside the run (the refusal takes no reading to wait for).
 
 Python's cyclic garbage collector is off while a reply's CPU is measured: a full
@@ -35,6 +36,7 @@ from typing import Any
 import pytest
 from support.tracked import tracked_peak
 
+from bench.stall import READ as BENCH_READ
 from bench.stall import REPLIES as BENCH_REPLIES
 from bench.stall import stall_agent, weather
 from react_engine import Agent, CapabilityCache, CapabilityRegistry, Tool
@@ -50,6 +52,9 @@ worker's turn at the interpreter, at most ``sys.getswitchinterval()`` plus one C
 REPLIES = {name: text for name, text in BENCH_REPLIES.items() if name != "final_answer"}
 """The benchmark's 1 MB replies (``bench/stall.py``), those that hold calls or look like they
 might: thousands of calls each would cost a record, a message and a request entry."""
+
+READ = {f"{name}@limit": text for name, text in BENCH_READ.items()}
+"""The same shapes at ``MAX_REPLY_CHARS``: not refused by size, read by every reader."""
 
 
 @contextmanager
@@ -105,11 +110,11 @@ async def _read(agent: Agent) -> int:
 
 
 @pytest.mark.parametrize("protocol", ["function_calling", "text"])
-@pytest.mark.parametrize("name", sorted(REPLIES))
-def test_a_megabyte_reply_leaves_the_event_loop_free(name: str, protocol: str) -> None:
+@pytest.mark.parametrize("name", sorted(REPLIES) + sorted(READ))
+def test_a_hostile_reply_leaves_the_event_loop_free(name: str, protocol: str) -> None:
     # a first run loads what only a run needs (imports, on first use): not the reply's cost
     asyncio.run(_read(stall_agent("Final Answer: warm", protocol)))
-    agent = stall_agent(REPLIES[name], protocol)
+    agent = stall_agent({**REPLIES, **READ}[name], protocol)
     with loop_cpu() as spent:
         ticks = asyncio.run(_read(agent))
     worst = max(spent)
