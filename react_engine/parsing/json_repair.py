@@ -117,7 +117,7 @@ from typing import Any, Final
 
 from ..errors import JSONRepairError
 from . import patterns as P
-from .duplicates import DECODER, has_conflict, marked
+from .duplicates import DUPLICATE_KEY, decode
 from .fences import fence_body
 from .json_decoder import (
     MAX_REPAIR_CHARS,
@@ -204,11 +204,8 @@ def repair_json(
     makes sure of that.
     """
     try:
-        before = marked()
-        value = DECODER.decode(text)
-        if marked() != before and has_conflict(value):
-            return RepairResult(value, ("duplicate_key",))
-        return RepairResult(value)
+        value, _, conflicted = decode(text)
+        return RepairResult(value, DUPLICATE_KEY if conflicted else ())
     except json.JSONDecodeError as exc:
         if strict:
             raise JSONRepairError(f"invalid JSON: {exc.msg}", text=text, pos=exc.pos) from None
@@ -235,14 +232,11 @@ def decode_prefix(
     find a JSON blob inside a reply. ``allow_truncated`` as for :func:`repair_json`.
     """
     try:
-        before = marked()
-        value, end = DECODER.raw_decode(text, pos)
+        value, end, conflicted = decode(text, pos)
     except (ValueError, RecursionError):
         pass
     else:
-        if marked() != before and has_conflict(value):
-            return value, end, ("duplicate_key",)
-        return value, end, ()
+        return value, end, DUPLICATE_KEY if conflicted else ()
     if len(text) - pos > MAX_REPAIR_CHARS:
         raise JSONRepairError("invalid JSON too long to repair", text=text, pos=pos)
     repairs = Repairs(allow_truncated)
