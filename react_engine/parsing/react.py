@@ -178,7 +178,7 @@ from ..types import ParsedStep, PendingCall, to_jsonable
 from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, unfence, written_value
-from .duplicates import decode
+from .duplicates import DUPLICATE_KEY, decode
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
 from .patterns import run_end
 from .think import mask_think, think_span
@@ -1061,13 +1061,17 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
         text = text[1:-1].strip()
     if text[:1] in ("{", "["):
         try:
-            # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
-            # that would run the tool on a value the model never finished writing
-            result = repair_json(text, allow_truncated=False)
-        except JSONRepairError:
-            return text, [*codes, "action_input_not_json"]
-        codes.extend("json:" + c for c in result.repairs)
-        return _as_args(result.value, text, codes)
+            value, _, conflicted = decode(text)
+            found = DUPLICATE_KEY if conflicted else ()
+        except (ValueError, RecursionError):
+            try:
+                # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
+                # that would run the tool on a value the model never finished writing
+                result = repair_json(text, allow_truncated=False)
+            except JSONRepairError:
+                return text, [*codes, "action_input_not_json"]
+            value, found = result.value, result.repairs
+        return _as_args(value, text, [*codes, *("json:" + c for c in found)])
     unquoted = _unquote(text)
     if unquoted is None:
         if text[:1] in '"“':  # a string opened and never closed as one: cut or broken
@@ -1076,11 +1080,11 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
         try:
-            result = repair_json(unquoted, strict=True)
-        except JSONRepairError:
+            value, _, conflicted = decode(unquoted)
+        except (ValueError, RecursionError):
             return unquoted, codes
-        found = ("json:" + c for c in result.repairs)  # "{..." decodes to an object
-        return result.value, [*codes, "json_string_arguments", *found]
+        twice = ["json:duplicate_key"] if conflicted else []  # "{..." decodes to an object
+        return value, [*codes, "json_string_arguments", *twice]
     return unquoted, codes
 
 
