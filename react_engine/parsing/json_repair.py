@@ -128,6 +128,7 @@ from .json_decoder import (
     skip_blank,
 )
 from .patterns import run_end
+from .repairs import REPAIRS
 
 __all__ = [
     "JSON_REPAIR_CODES",
@@ -139,42 +140,8 @@ __all__ = [
 MAX_CANDIDATES: Final = 64
 """How many places inside prose are tried before giving up on finding JSON there."""
 
-JSON_REPAIR_CODES: Final = frozenset(
-    {
-        "code_fence",
-        "duplicate_key",
-        "extracted_from_text",
-        "extracted_fragment",
-        "bom",
-        "doubled_braces",
-        "comment",
-        "single_quotes",
-        "smart_quotes",
-        "mixed_quotes",
-        "python_literal",
-        "unquoted_key",
-        "unquoted_value",
-        "trailing_comma",
-        "extra_comma",
-        "missing_comma",
-        "missing_colon",
-        "fullwidth_delimiter",
-        "control_char_in_string",
-        "invalid_escape",
-        "unescaped_quote",
-        "missing_quote",
-        "missing_closing_bracket",
-        "mismatched_bracket",
-        "bracket_in_comment",
-        "truncated_after_comma",
-        "truncated_number",
-        "extra_closing_bracket",
-        "extra_data",
-        "extra_value",
-        "number_format",
-    }
-)
-"""Every code :func:`repair_json` may report."""
+JSON_REPAIR_CODES: Final = frozenset(r.code for r in REPAIRS.values() if r.source == "json")
+"""Every code :func:`repair_json` may report: the ``json`` rows of :data:`.repairs.REPAIRS`."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -82,7 +82,6 @@ from .readers import (
     Tokens,
     call_from_object,
     found_call,
-    json_objects,
     json_objects_lazily,
     loads,
     python_call,
@@ -597,7 +596,7 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     elif P.LOOSE_CALL_START.match(body) is None:
         return
     body_start = text.find(body, start)
-    pieces, _ = json_objects(text, body_start, body_start + len(body))
+    pieces = list(json_objects_lazily(text, body_start, body_start + len(body)))
     if not pieces or any(name not in names for name, *_ in pieces):
         return
     out.extend(tile(pieces, "json", start, end, names))

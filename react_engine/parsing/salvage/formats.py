@@ -537,7 +537,7 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
 
 def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
     """The spans of the JSON objects chained from ``text[pos]`` (a ``{``) with spaces,
-    ``,`` or ``;`` between them, as :func:`~.calls.json_objects` reads them: an object
+    ``,`` or ``;`` between them, as :func:`~.readers.json_objects_lazily` reads them: an object
     never closed runs to the end of the text."""
     cursor = pos
     while cursor < len(text):

@@ -2,9 +2,9 @@
 
 :func:`found_call` makes one call recovered from reply text (a
 :class:`~react_engine.types.PendingCall`); a recogniser finds calls as
-pieces (:data:`Piece`: name, arguments, extent) and :func:`tile` turns those sharing one
+pieces (:data:`Piece`: name, arguments, extent, repairs) and :func:`tile` turns those sharing one
 wrapper into calls whose spans tile it. The readers: JSON arguments (:func:`raw_arguments`),
-call objects (:func:`json_objects`, broken JSON read loosely), brackets skipping string
+call objects (:func:`json_objects_lazily`, broken JSON read loosely), brackets skipping string
 literals (:func:`scan`), ``<function=NAME>`` markup (:func:`tagged_functions`), values written as
 text (:func:`strip_text_value`) and Python calls (:func:`python_call`, literal-evaluated,
 never executed).
@@ -297,23 +297,12 @@ def scan(
                 return pos, pos
 
 
-def json_objects(text: str, pos: int, limit: int) -> tuple[list[Piece], int]:
-    """Calls in JSON starting at ``text[pos]``: one object, a list of objects, or objects
-    chained with ``;`` (Llama 3.1). Each call keeps its own extent, and objects are read
-    one by one, so a broken one does not lose the others. Also returns where the JSON
-    ended (``limit`` if it never closed)."""
-    pieces: list[Piece] = []
-    reading = json_objects_lazily(text, pos, limit)
-    while True:
-        try:
-            pieces.append(next(reading))
-        except StopIteration as stop:
-            return pieces, stop.value
-
-
 def json_objects_lazily(text: str, pos: int, limit: int) -> Generator[Piece, None, int]:
-    """:func:`json_objects` one call at a time (a list of thousands is not held whole);
-    where the JSON ended is the generator's return value."""
+    """Calls in JSON starting at ``text[pos]``: one object, a list of objects, or objects
+    chained with ``;`` (Llama 3.1), one at a time (a list of thousands is not held whole).
+    Each call keeps its own extent, and objects are read one by one, so a broken one does
+    not lose the others. Where the JSON ended (``limit`` if it never closed) is the
+    generator's return value."""
     in_list = text[pos] == "["
     cursor = pos + 1 if in_list else pos
     end = cursor
@@ -420,41 +409,27 @@ def tagged_functions(
 
 def python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iterator[Piece] | None:
     """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents; ``None``
-    unless every element is a call to a known tool.
+    unless every element is a call to a known tool and the list ends at ``end - 1``.
 
     Every element is checked (parsed) before any is given."""
     pieces: list[Piece] = []
-    reading = _python_elements(text, start + 1, end, names)
-    while True:
-        try:
-            pieces.append(next(reading))
-        except StopIteration as stop:
-            return iter(pieces) if stop.value else None
-
-
-def _python_elements(
-    text: str, pos: int, end: int, names: frozenset[str]
-) -> Generator[Piece, None, bool]:
-    """The calls of the list ``text[...:end]`` from its element at ``pos``, with their
-    extents; returns whether every element was a call and the list ends at ``end - 1``."""
+    pos = start + 1
     while True:
         head = P.IDENT_CALL.match(text, pos, end)
         if head is None:
-            return False
+            return None
         close, _ = scan(text, head.end() - 1, end, P.PYTHON_STRUCTURE, "'\"")
-        if close is None:
-            return False
-        call = python_call(text[head.start(1) : close], names)
-        if call is None:
-            return False
+        call = python_call(text[head.start(1) : close], names) if close is not None else None
+        if close is None or call is None:
+            return None
         pos = close
         while pos < end and text[pos] in " \t\r\n":
             pos += 1
-        yield call[0], call[1], head.start(1), close, call[2]
+        pieces.append((call[0], call[1], head.start(1), close, call[2]))
         if pos < end and text[pos] == ",":
             pos += 1
             continue
-        return pos == end - 1
+        return iter(pieces) if pos == end - 1 else None
 
 
 def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments, Repairs] | None:
