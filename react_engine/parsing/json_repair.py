@@ -119,23 +119,11 @@ from ..errors import JSONRepairError
 from . import patterns as P
 from .duplicates import DUPLICATE_KEY, decode
 from .fences import fence_body
-from .json_decoder import (
-    MAX_REPAIR_CHARS,
-    Repairs,
-    TooDeep,
-    decode_value,
-    json_error,
-    skip_blank,
-)
+from .json_decoder import MAX_REPAIR_CHARS, Repairs, TooDeep, decode_value, json_error, skip_blank
 from .patterns import run_end
 from .repairs import REPAIRS
 
-__all__ = [
-    "JSON_REPAIR_CODES",
-    "RepairResult",
-    "decode_prefix",
-    "repair_json",
-]
+__all__ = ["JSON_REPAIR_CODES", "RepairResult", "decode_prefix", "repair_json"]
 
 MAX_CANDIDATES: Final = 64
 """How many places inside prose are tried before giving up on finding JSON there."""
@@ -330,7 +318,7 @@ def _extract(
                 return result.value
     resume = pos
     tried = 0
-    fallback: list[tuple[Any, Repairs, int]] = []  # the first value that holds no object
+    fallback: tuple[Any, Repairs, int] | None = None  # the first value holding no object
     for m in P.JSON_OPEN.finditer(s, pos, hi):
         start = m.start()
         if start < resume:
@@ -355,13 +343,13 @@ def _extract(
                 repairs.add("extracted_fragment")
             repairs.extend(attempt)
             return value
-        if not fallback:
-            fallback.append((value, attempt, start))  # "[1]" in prose: look for an object
+        if fallback is None:
+            fallback = (value, attempt, start)  # "[1]" in prose: look for an object
         resume = end
-    if fallback:
-        value, attempt, _ = fallback[0]
+    if fallback is not None:
+        value, attempt, start = fallback
         repairs.add("extracted_from_text")
-        if error is not None or _quote_before(s, pos, fallback[0][2]):
+        if error is not None or _quote_before(s, pos, start):
             repairs.add("extracted_fragment")
         repairs.extend(attempt)
         return value
