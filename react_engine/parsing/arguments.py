@@ -25,7 +25,7 @@ from typing import Any
 from ..wording import Note, ObservationCode
 from . import patterns as P
 from .common import unfence
-from .duplicates import DECODER
+from .duplicates import decode
 
 __all__ = ["AMBIGUOUS", "TextArguments", "read_text_arguments"]
 
@@ -95,7 +95,7 @@ def _json_literal(raw: str) -> tuple[bool, Any]:
     if not text or text[0] in '{"':
         return False, None
     try:
-        value = DECODER.decode(text)
+        value = decode(text)[0]
     except (ValueError, RecursionError):
         return False, None
     return not isinstance(value, dict | str), value
@@ -148,7 +148,7 @@ def _key_values(text: str, names: Collection[str]) -> list[tuple[str, Any]] | No
         value: Any
         if pos < end and text[pos] == '"':
             try:
-                value, pos = DECODER.raw_decode(text, pos)
+                value, pos, _ = decode(text, pos)
             except ValueError:
                 return None
         elif pos < end and text[pos] == "'":

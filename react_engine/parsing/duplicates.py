@@ -2,89 +2,47 @@
 
 ``{"path": "/tmp/a", "path": "/home"}`` decodes, in every JSON reader, to its last value;
 the model may have meant either, so arguments holding such an object are a guess and never
-run (the repair ``duplicate_key``, lossy). Every decoder of the readers builds its objects
-through :func:`object_from_pairs`, which marks such an object as a :class:`Conflicted`
-dict (the last value kept, as before); the readers that build objects themselves (the XML
-formats, Python calls, the JSON repairer) test each key with :func:`conflicts`.
-:func:`has_conflict` finds a mark anywhere in a value.
+run (the repair ``duplicate_key``, lossy). :func:`decode` returns, beside the value, whether
+the text holds such an object; the readers that build objects themselves (the XML formats,
+Python calls, the tolerant decoder) set each key with :func:`assign`, which says whether it
+replaced another value.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any
 
-__all__ = [
-    "DECODER",
-    "Conflicted",
-    "assign",
-    "conflicts",
-    "has_conflict",
-    "marked",
-    "object_from_pairs",
-]
+__all__ = ["DUPLICATE_KEY", "assign", "decode"]
+
+DUPLICATE_KEY: tuple[str, ...] = ("duplicate_key",)
+"""The repairs of arguments read from an object that gives a key two values."""
 
 
-class Conflicted(dict[str, Any]):
-    """A decoded object in which some key was written twice with different values."""
+def decode(text: str, pos: int | None = None, *, strict: bool = True) -> tuple[Any, int, bool]:
+    """``json.loads(text)`` (or, from ``pos``, the value there: ``raw_decode``), where it
+    ends, and whether an object in it gives a key two different values (the same value
+    twice is harmless; the last is kept). Raises what :mod:`json` raises."""
+    conflicted = False
 
-    __slots__ = ()
-
-
-_MARKED = [0]
-"""How many :class:`Conflicted` objects :func:`object_from_pairs` has made: a decoder's
-caller compares it before and after, and walks the value (:func:`has_conflict`) only when
-it moved (another thread's count moving costs only that walk)."""
-
-
-def marked() -> int:
-    """The count of :data:`_MARKED`, to compare before and after a decode."""
-    return _MARKED[0]
-
-
-def object_from_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``dict(pairs)``, a :class:`Conflicted` one when a key repeats with another value
-    (the same value twice is harmless)."""
-    out = dict(pairs)
-    if len(out) == len(pairs):
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal conflicted
+        out = dict(items)
+        if len(out) != len(items) and not conflicted:
+            conflicted = any(out[key] != value for key, value in items)
         return out
-    for key, value in pairs:
-        if out[key] != value:
-            _MARKED[0] += 1
-            return Conflicted(out)
-    return out
+
+    decoder = json.JSONDecoder(object_pairs_hook=pairs, strict=strict)
+    if pos is None:
+        value, end = decoder.decode(text), len(text)
+    else:
+        value, end = decoder.raw_decode(text, pos)
+    return value, end, conflicted
 
 
-def assign(target: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
-    """``target[key] = value``, for a reader building an object itself; returns
-    ``target``, or a :class:`Conflicted` copy of it when ``key`` held another value (go on
-    with what it returns)."""
-    if conflicts(target, key, value) and not isinstance(target, Conflicted):
-        target = Conflicted(target)
+def assign(target: dict[str, Any], key: str, value: Any) -> bool:
+    """``target[key] = value``, for a reader building an object itself; whether ``key``
+    held another value."""
+    replaced = key in target and target[key] != value
     target[key] = value
-    return target
-
-
-def conflicts(target: dict[str, Any], key: str, value: Any) -> bool:
-    """Whether ``target[key] = value`` would replace another value of ``key``: for the
-    readers that build objects themselves (the XML formats, Python calls, the repairer)."""
-    return key in target and target[key] != value
-
-
-def has_conflict(value: Any) -> bool:
-    """Whether ``value`` holds a :class:`Conflicted` object at any depth (walked with a
-    stack of its own: any depth, no recursion)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Conflicted):
-            return True
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
-
-
-DECODER: Final = json.JSONDecoder(object_pairs_hook=object_from_pairs)
-"""``json.loads`` with :func:`object_from_pairs` (``DECODER.decode(text)``)."""
+    return replaced

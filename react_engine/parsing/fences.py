@@ -11,7 +11,7 @@ import re
 
 from ..errors import JSONRepairError
 from . import patterns as P
-from .duplicates import DECODER
+from .duplicates import decode
 from .json_decoder import MAX_REPAIR_CHARS, Repairs, decode_value
 from .patterns import run_end
 
@@ -89,7 +89,7 @@ def _brackets_end(s: str, lo: int, hi: int) -> int | None:
 def _complete_value_end(s: str, lo: int, hi: int) -> int | None:
     """Where the complete JSON value (repaired, not cut off) starting at ``lo`` ends."""
     try:
-        return DECODER.raw_decode(s if hi == len(s) else s[:hi], lo)[1]
+        return decode(s if hi == len(s) else s[:hi], lo)[1]
     except (ValueError, RecursionError):
         pass
     if hi - lo > MAX_REPAIR_CHARS:

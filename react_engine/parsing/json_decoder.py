@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from ..errors import JSONRepairError
 from . import patterns as P
-from .duplicates import conflicts
+from .duplicates import assign
 from .patterns import run_end
 
 __all__ = [
@@ -153,9 +153,8 @@ def decode_value(
                 return value, pos
             top = stack[-1]
             if type(top) is dict:
-                if conflicts(top, keys[-1], value):
+                if assign(top, keys[-1], value):
                     repairs.add("duplicate_key")
-                top[keys[-1]] = value
             else:
                 top.append(value)
             state = _AFTER

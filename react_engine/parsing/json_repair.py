@@ -117,64 +117,19 @@ from typing import Any, Final
 
 from ..errors import JSONRepairError
 from . import patterns as P
-from .duplicates import DECODER, has_conflict, marked
+from .duplicates import DUPLICATE_KEY, decode
 from .fences import fence_body
-from .json_decoder import (
-    MAX_REPAIR_CHARS,
-    Repairs,
-    TooDeep,
-    decode_value,
-    json_error,
-    skip_blank,
-)
+from .json_decoder import MAX_REPAIR_CHARS, Repairs, TooDeep, decode_value, json_error, skip_blank
 from .patterns import run_end
+from .repairs import REPAIRS
 
-__all__ = [
-    "JSON_REPAIR_CODES",
-    "RepairResult",
-    "decode_prefix",
-    "repair_json",
-]
+__all__ = ["JSON_REPAIR_CODES", "RepairResult", "decode_prefix", "repair_json"]
 
 MAX_CANDIDATES: Final = 64
 """How many places inside prose are tried before giving up on finding JSON there."""
 
-JSON_REPAIR_CODES: Final = frozenset(
-    {
-        "code_fence",
-        "duplicate_key",
-        "extracted_from_text",
-        "extracted_fragment",
-        "bom",
-        "doubled_braces",
-        "comment",
-        "single_quotes",
-        "smart_quotes",
-        "mixed_quotes",
-        "python_literal",
-        "unquoted_key",
-        "unquoted_value",
-        "trailing_comma",
-        "extra_comma",
-        "missing_comma",
-        "missing_colon",
-        "fullwidth_delimiter",
-        "control_char_in_string",
-        "invalid_escape",
-        "unescaped_quote",
-        "missing_quote",
-        "missing_closing_bracket",
-        "mismatched_bracket",
-        "bracket_in_comment",
-        "truncated_after_comma",
-        "truncated_number",
-        "extra_closing_bracket",
-        "extra_data",
-        "extra_value",
-        "number_format",
-    }
-)
-"""Every code :func:`repair_json` may report."""
+JSON_REPAIR_CODES: Final = frozenset(r.code for r in REPAIRS.values() if r.source == "json")
+"""Every code :func:`repair_json` may report: the ``json`` rows of :data:`.repairs.REPAIRS`."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -204,11 +159,8 @@ def repair_json(
     makes sure of that.
     """
     try:
-        before = marked()
-        value = DECODER.decode(text)
-        if marked() != before and has_conflict(value):
-            return RepairResult(value, ("duplicate_key",))
-        return RepairResult(value)
+        value, _, conflicted = decode(text)
+        return RepairResult(value, DUPLICATE_KEY if conflicted else ())
     except json.JSONDecodeError as exc:
         if strict:
             raise JSONRepairError(f"invalid JSON: {exc.msg}", text=text, pos=exc.pos) from None
@@ -235,14 +187,11 @@ def decode_prefix(
     find a JSON blob inside a reply. ``allow_truncated`` as for :func:`repair_json`.
     """
     try:
-        before = marked()
-        value, end = DECODER.raw_decode(text, pos)
+        value, end, conflicted = decode(text, pos)
     except (ValueError, RecursionError):
         pass
     else:
-        if marked() != before and has_conflict(value):
-            return value, end, ("duplicate_key",)
-        return value, end, ()
+        return value, end, DUPLICATE_KEY if conflicted else ()
     if len(text) - pos > MAX_REPAIR_CHARS:
         raise JSONRepairError("invalid JSON too long to repair", text=text, pos=pos)
     repairs = Repairs(allow_truncated)
@@ -369,7 +318,7 @@ def _extract(
                 return result.value
     resume = pos
     tried = 0
-    fallback: list[tuple[Any, Repairs, int]] = []  # the first value that holds no object
+    fallback: tuple[Any, Repairs, int] | None = None  # the first value holding no object
     for m in P.JSON_OPEN.finditer(s, pos, hi):
         start = m.start()
         if start < resume:
@@ -394,13 +343,13 @@ def _extract(
                 repairs.add("extracted_fragment")
             repairs.extend(attempt)
             return value
-        if not fallback:
-            fallback.append((value, attempt, start))  # "[1]" in prose: look for an object
+        if fallback is None:
+            fallback = (value, attempt, start)  # "[1]" in prose: look for an object
         resume = end
-    if fallback:
-        value, attempt, _ = fallback[0]
+    if fallback is not None:
+        value, attempt, start = fallback
         repairs.add("extracted_from_text")
-        if error is not None or _quote_before(s, pos, fallback[0][2]):
+        if error is not None or _quote_before(s, pos, start):
             repairs.add("extracted_fragment")
         repairs.extend(attempt)
         return value

@@ -178,7 +178,7 @@ from ..types import ParsedStep, PendingCall, to_jsonable
 from ..wording import WORDING, Note, ObservationCode
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, unfence, written_value
-from .duplicates import DECODER, has_conflict
+from .duplicates import DUPLICATE_KEY, decode
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
 from .patterns import run_end
 from .think import mask_think, think_span
@@ -645,7 +645,7 @@ def _plain_step(kept: str, labels: list[_Label]) -> ParsedStep | None:
                 tool=tool,
                 arguments=item.args,
                 raw_arguments=item.raw_input,
-                repairs=_call_repairs(item),
+                repairs=_dedupe(item.codes),
                 exact=_exact(item.args, item.raw_input, item.dumped),
             )
         ],
@@ -1061,7 +1061,8 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
         text = text[1:-1].strip()
     if text[:1] in ("{", "["):
         try:
-            value = DECODER.decode(text)
+            value, _, conflicted = decode(text)
+            found = DUPLICATE_KEY if conflicted else ()
         except (ValueError, RecursionError):
             try:
                 # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
@@ -1069,9 +1070,8 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
                 result = repair_json(text, allow_truncated=False)
             except JSONRepairError:
                 return text, [*codes, "action_input_not_json"]
-            value = result.value
-            codes.extend("json:" + c for c in result.repairs)
-        return _as_args(value, text, codes)
+            value, found = result.value, result.repairs
+        return _as_args(value, text, [*codes, *("json:" + c for c in found)])
     unquoted = _unquote(text)
     if unquoted is None:
         if text[:1] in '"“':  # a string opened and never closed as one: cut or broken
@@ -1080,10 +1080,11 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
         try:
-            value = DECODER.decode(unquoted)
+            value, _, conflicted = decode(unquoted)
         except (ValueError, RecursionError):
             return unquoted, codes
-        return value, [*codes, "json_string_arguments"]  # "{..." decodes to an object
+        twice = ["json:duplicate_key"] if conflicted else []  # "{..." decodes to an object
+        return value, [*codes, "json_string_arguments", *twice]
     return unquoted, codes
 
 
@@ -1093,7 +1094,7 @@ def _unquote(text: str) -> str | None:
         return None
     if text[0] == '"':
         try:
-            value = DECODER.decode(text)
+            value = decode(text)[0]
         except ValueError:
             return None
         return value if isinstance(value, str) else None
@@ -1529,7 +1530,7 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
                 arguments=item.args,
                 raw_arguments=item.raw_input,
                 error=item.error,
-                repairs=_call_repairs(item),
+                repairs=_dedupe(item.codes),
                 exact=_exact(item.args, item.raw_input, item.dumped),
             )
             for item in kept
@@ -1542,15 +1543,6 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
 
 
 _END: Final = 1 << 62
-
-
-def _call_repairs(item: _Item) -> list[str]:
-    """An action's repairs: its reading's, and ``json:duplicate_key`` when its arguments
-    give a key two values (:mod:`.duplicates`), however they were decoded."""
-    codes = _dedupe(item.codes)
-    if "json:duplicate_key" not in codes and has_conflict(item.args):
-        codes.append("json:duplicate_key")
-    return codes
 
 
 def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:

@@ -97,7 +97,7 @@ from ..errors import ReActParseError
 from ..parsing import parse_react
 from ..parsing import patterns as P
 from ..parsing.arguments import read_text_arguments
-from ..parsing.duplicates import DECODER, has_conflict
+from ..parsing.duplicates import decode
 from ..parsing.placement import REASONS
 from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import read_salvaged, written_call
@@ -343,12 +343,14 @@ def _assign_ids(decision: CallTools, ctx: Context) -> None:
 def _refuse_lossy(calls: list[PendingCall]) -> None:
     """A call whose arguments were read with a guess does not run (rule 3). Arguments
     whose JSON text gives one key two different values (``{"path": "/tmp/a", "path":
-    "/home"}``) are such a guess: decoding keeps the last, the model may have meant either."""
+    "/home"}``) are such a guess: decoding keeps the last, the model may have meant either.
+    The readers report it in the call's repairs; the raw text is checked here for calls
+    decoded without them (native calls, text a reader kept as written)."""
     for call in calls:
         if (
             isinstance(call.arguments, dict)
             and not any(c.endswith("duplicate_key") for c in call.repairs)
-            and (has_conflict(call.arguments) or _conflicting_keys(call.raw_arguments))
+            and _conflicting_keys(call.raw_arguments)
         ):
             call.repairs.append("duplicate_key")
         call.lossy = lossy_repairs(call.repairs)
@@ -358,13 +360,11 @@ def _refuse_lossy(calls: list[PendingCall]) -> None:
 
 def _conflicting_keys(raw: str) -> bool:
     """Whether ``raw``, read as strict JSON, gives a key of one object two different
-    values (a reader that decoded it without :mod:`~react_engine.parsing.duplicates`, or
-    rebuilt the object, left no mark); text that is no strict JSON is left to the readers'
-    own repairs."""
+    values; text that is no strict JSON is left to the readers' own repairs."""
     if raw.count(":") < 2:  # one key at most: nothing can be written twice
         return False
     try:
-        return has_conflict(DECODER.decode(raw))
+        return decode(raw)[2]
     except (ValueError, RecursionError):
         return False
 

@@ -139,3 +139,23 @@ def test_a_call_object_giving_a_key_one_value_twice_runs(protocol: str) -> None:
     result = Agent("m", client=model, tools=[remove], protocol=protocol, max_steps=2).run("go")
     assert deleted == ["/tmp/a"]
     assert [c.status for c in result.tool_calls] == ["ok"]
+
+
+def test_the_readers_return_what_they_repaired_beside_plain_values() -> None:
+    from react_engine.parsing.duplicates import assign, decode
+    from react_engine.parsing.salvage.readers import call_from_json, python_call
+
+    assert decode('{"a": 1, "a": 2}') == ({"a": 2}, 16, True)
+    assert decode('[{"a": 1, "a": 1}]', 0)[2] is False  # the same value twice: harmless
+    target: dict[str, Any] = {}
+    assert not assign(target, "a", 1) and not assign(target, "a", 1)
+    assert assign(target, "a", 2) and target == {"a": 2}
+    twice = '{"name": "f", "arguments": {"a": 1}, "arguments": {"a": 2}}'
+    ((_, arguments, repairs),) = call_from_json(twice) or []
+    assert type(arguments) is dict and repairs == ("duplicate_key",)
+    assert call_from_json('{"name": "f", "arguments": /srv/x}') == [
+        ("f", "/srv/x", ("loose_arguments",))
+    ]
+    called = python_call('f(a=1, a="x")', frozenset({"f"}))
+    assert called is not None and called[2] == ("duplicate_key",)
+    assert type(called[1]) is dict and called[1] == {"a": "x"}

@@ -82,7 +82,6 @@ from .readers import (
     Tokens,
     call_from_object,
     found_call,
-    json_objects,
     json_objects_lazily,
     loads,
     python_call,
@@ -432,18 +431,17 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
             following = next(tokens, None)
         body_end = following.start() if following is not None else len(text)
         if not is_block:
-            for name, arguments, start, end, fmt in tagged_functions(
+            for (name, arguments, start, end, repairs), fmt in tagged_functions(
                 text, [token, *inner], body_end
             ):
                 if name in names:
-                    out.append(found_call(name, arguments, fmt, (start, end)))
+                    out.append(found_call(name, arguments, fmt, (start, end), repairs))
             token = following
             continue
         closed = following is not None and following.group() == P.CALL_CLOSE
         span_end = following.end() if following is not None and closed else body_end
         if any(t.group(1) is not None for t in inner):
-            functions = tagged_functions(text, inner, body_end)
-            pieces = [(n, a, s, e) for n, a, s, e, _ in functions]
+            pieces = [piece for piece, _ in tagged_functions(text, inner, body_end)]
             out.extend(tile(pieces, "qwen_xml", token.start(), span_end, names))
         else:
             json_start = _first_of(text, "{[", token.end(), body_end)
@@ -496,7 +494,7 @@ def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
                 head = text[token.end() : separator.start()]
                 name, arguments = _deepseek_call(head, text[separator.end() : body_end])
                 if block_start is not None:
-                    pieces.append((name, arguments, token.start(), end))
+                    pieces.append((name, arguments, token.start(), end, ()))
                 elif name in names:  # outside a block: its own span, written at once
                     out.append(found_call(name, arguments, "deepseek", (token.start(), end)))
     flush(None)
@@ -544,13 +542,13 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
             if args_start < region_end and text[args_start] == "{":
                 closed, _ = scan(text, args_start, region_end, P.JSON_STRUCTURE, '"')
                 end = closed if closed is not None else region_end
-            pieces.append((named.group(1), raw_arguments(text[args_start:end]), pos, end))
+            pieces.append((named.group(1), raw_arguments(text[args_start:end]), pos, end, ()))
             pos = end
             while pos < region_end and text[pos] in " \t\r\n,;":
                 pos += 1
         if pieces:
             start = mark.start()
-            for name, arguments, _, piece_end in pieces:
+            for name, arguments, _, piece_end, _ in pieces:
                 if name in names:
                     out.append(found_call(name, arguments, "mistral", (start, piece_end)))
                 start = piece_end
@@ -578,7 +576,7 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
             continue
         call = python_call(text[token.end() : body_end], names)
         if call is not None:
-            out.append(found_call(call[0], call[1], "llama", (token.start(), end)))
+            out.append(found_call(call[0], call[1], "llama", (token.start(), end), call[2]))
 
 
 def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
@@ -590,7 +588,7 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     body = _unfence_whole(text[start:end])
     if not body or body[0] + body[-1] not in ("{}", "[]"):
         return
-    ok, value = loads(body)
+    ok, value, _ = loads(body)  # a check: the calls are read again, with their repairs
     if ok:
         calls = call_from_object(value)
         if not calls or any(name not in names for name, _ in calls):
@@ -598,7 +596,7 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     elif P.LOOSE_CALL_START.match(body) is None:
         return
     body_start = text.find(body, start)
-    pieces, _ = json_objects(text, body_start, body_start + len(body))
+    pieces = list(json_objects_lazily(text, body_start, body_start + len(body)))
     if not pieces or any(name not in names for name, *_ in pieces):
         return
     out.extend(tile(pieces, "json", start, end, names))
@@ -643,5 +641,5 @@ def _python(text: str, names: frozenset[str], out: CallSink) -> None:
         if call is not None:
             # the span takes the whole line but its newline: indentation, backticks, ";"
             span = (match.start(), tail.end(1))
-            out.append(found_call(call[0], call[1], "python", span))
+            out.append(found_call(call[0], call[1], "python", span, call[2]))
             read += 1

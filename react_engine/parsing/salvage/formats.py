@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from .. import patterns as P
-from ..duplicates import assign
+from ..duplicates import DUPLICATE_KEY, assign
 from .readers import (
     Arguments,
     CallSink,
@@ -82,11 +82,12 @@ def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
     ``schema`` None means the tool's schema is unknown: the value is JSON when it parses
     (``3``, ``true``, ``["a"]``), else the text. With a schema, text becomes a number, a
     boolean, null, an object or an array only where the schema allows that type and the
-    text is exactly one; where it allows a string, or says nothing, the text stays.
+    text is exactly one; where it allows a string, or says nothing, the text stays. So does
+    JSON that gives a key two values (which it meant is a guess).
     """
     if schema is None:
-        ok, value = loads(raw)
-        return value if ok else raw
+        ok, value, conflicted = loads(raw)
+        return value if ok and not conflicted else raw
     types = _types(schema)
     if "string" in types:
         return raw
@@ -95,7 +96,7 @@ def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
         if kind == "integer" and _INTEGER.fullmatch(text):
             return int(text)
         if kind == "number":
-            ok, value = loads(text)
+            ok, value, _ = loads(text)
             if ok and isinstance(value, int | float) and not isinstance(value, bool):
                 return value
         if kind == "boolean" and text.lower() in ("true", "false"):
@@ -103,17 +104,17 @@ def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
         if kind == "null" and text in ("null", "None"):
             return None
         if kind in ("object", "array") and text[:1] in ("{", "["):
-            ok, value = loads(text)
-            if ok and isinstance(value, dict if kind == "object" else list):
+            ok, value, conflicted = loads(text)
+            if ok and not conflicted and isinstance(value, dict if kind == "object" else list):
                 return value
     if not types and text[:1] in ("{", "["):  # a schema without a type admits any JSON
-        ok, value = loads(text)
-        if ok:
+        ok, value, conflicted = loads(text)
+        if ok and not conflicted:
             return value
     enum = schema.get("enum")
     if not types and isinstance(enum, list) and raw not in enum:
-        ok, value = loads(text)
-        if ok and value in enum:
+        ok, value, conflicted = loads(text)
+        if ok and not conflicted and value in enum:
             return value
     return raw
 
@@ -218,6 +219,7 @@ def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
         head = _GLM_HEAD.match(text, body, body_end)
         if head is not None and head.group(1) in names:
             arguments: dict[str, Any] | None = {}
+            conflicted = False
             cursor = head.end()
             while arguments is not None:
                 pair = _GLM_PAIR.match(text, cursor, body_end)
@@ -231,9 +233,10 @@ def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
                     cursor = body_end
                 else:
                     cursor = value_end + len("</arg_value>")
-                arguments = assign(arguments, pair.group(1).strip(), text[pair.end() : value_end])
+                conflicted |= assign(arguments, pair.group(1).strip(), text[pair.end() : value_end])
             if arguments is not None:
-                out.append(found_call(head.group(1), arguments, "glm45", (pos, end)))
+                repairs = DUPLICATE_KEY if conflicted else ()
+                out.append(found_call(head.group(1), arguments, "glm45", (pos, end), repairs))
         pos = text.find("<tool_call>", max(end, body))
 
 
@@ -282,7 +285,7 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
             if ident is not None:
                 arguments = raw_arguments(text[arg_start:body_end])
                 if section is not None:
-                    pieces.append((ident.group(1), arguments, token.start(), end))
+                    pieces.append((ident.group(1), arguments, token.start(), end, ()))
                 elif ident.group(1) in names:  # outside a section: its own span, at once
                     out.append(found_call(ident.group(1), arguments, "kimi", (token.start(), end)))
     flush(None)
@@ -343,7 +346,7 @@ def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
         else:
             call = python_call(text[start:stop], names)
             if call is not None:
-                out.append(found_call(call[0], call[1], "llama4", (pos, end)))
+                out.append(found_call(call[0], call[1], "llama4", (pos, end), call[2]))
         pos = text.find("<|python_start|>", max(end, body))
 
 
@@ -409,6 +412,7 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
             block = None
         elif token.group(1) is not None:
             params: dict[str, Any] = {}
+            conflicted = False
             end = len(text)
             cut_by_invoke = False
             while (inner := tokens.peek()) is not None:
@@ -423,18 +427,18 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
                 tokens.take()
                 following = tokens.peek()
                 value_end = following.start() if following is not None else len(text)
-                params = assign(
-                    params, inner.group(2).strip(), strip_text_value(text[inner.end() : value_end])
-                )
+                value = strip_text_value(text[inner.end() : value_end])
+                conflicted |= assign(params, inner.group(2).strip(), value)
                 if following is not None and following.group() == "</parameter>":
                     tokens.take()
             if cut_by_invoke:
                 continue  # an invoke left open for the next one: not a call anyone finished
             name = token.group(1).strip()
+            repairs = DUPLICATE_KEY if conflicted else ()
             if block is not None:
-                pieces.append((name, params, token.start(), end))
+                pieces.append((name, params, token.start(), end, repairs))
             elif name in names:  # outside a block: its own span, written at once
-                out.append(found_call(name, params, "minimax", (token.start(), end)))
+                out.append(found_call(name, params, "minimax", (token.start(), end), repairs))
     flush(None)
 
 
@@ -450,8 +454,7 @@ def seed_oss(text: str, names: frozenset[str], out: CallSink) -> None:
             end = body_end
         tokens = list(P.CALL_MARKUP.finditer(text, body, body_end))
         functions = tagged_functions(text, tokens, body_end)
-        pieces = [(n, a, s, e) for n, a, s, e, _ in functions]
-        out.extend(tile(pieces, "seed_oss", pos, end, names))
+        out.extend(tile([piece for piece, _ in functions], "seed_oss", pos, end, names))
         pos = text.find("<seed:tool_call>", max(end, body))
 
 
@@ -527,13 +530,14 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
         ends_line = count > 0 and _LINE_TAIL.match(text, last) is not None
         if count > 0 and (ends_line or count > 1):
             for object_start, object_end in _chain(text, start):
-                for name, arguments in call_from_json(text[object_start:object_end]) or ():
-                    out.append(found_call(name, arguments, "json", (object_start, object_end)))
+                span = (object_start, object_end)
+                for name, arguments, repairs in call_from_json(text[slice(*span)]) or ():
+                    out.append(found_call(name, arguments, "json", span, repairs))
 
 
 def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
     """The spans of the JSON objects chained from ``text[pos]`` (a ``{``) with spaces,
-    ``,`` or ``;`` between them, as :func:`~.calls.json_objects` reads them: an object
+    ``,`` or ``;`` between them, as :func:`~.readers.json_objects_lazily` reads them: an object
     never closed runs to the end of the text."""
     cursor = pos
     while cursor < len(text):
@@ -551,7 +555,7 @@ def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
 def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments]] | None:
     """The calls of one chained JSON object (none: not a call), or ``None`` when one is
     not good: broken JSON, an unknown tool, or no explicit arguments key."""
-    ok, value = loads(source)
+    ok, value, _ = loads(source)  # the calls are read again, with their repairs
     if not ok:
         return None if call_from_json(source) else []
     calls = call_from_object(value) or []

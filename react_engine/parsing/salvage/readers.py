@@ -2,9 +2,9 @@
 
 :func:`found_call` makes one call recovered from reply text (a
 :class:`~react_engine.types.PendingCall`); a recogniser finds calls as
-pieces (:data:`Piece`: name, arguments, extent) and :func:`tile` turns those sharing one
+pieces (:data:`Piece`: name, arguments, extent, repairs) and :func:`tile` turns those sharing one
 wrapper into calls whose spans tile it. The readers: JSON arguments (:func:`raw_arguments`),
-call objects (:func:`json_objects`, broken JSON read loosely), brackets skipping string
+call objects (:func:`json_objects_lazily`, broken JSON read loosely), brackets skipping string
 literals (:func:`scan`), ``<function=NAME>`` markup (:func:`tagged_functions`), values written as
 text (:func:`strip_text_value`) and Python calls (:func:`python_call`, literal-evaluated,
 never executed).
@@ -24,10 +24,7 @@ from typing import Any, Final, Literal, Protocol, TypeAlias
 from ...types import PendingCall
 from .. import patterns as P
 from ..common import call_objects
-from ..duplicates import Conflicted, assign, has_conflict, object_from_pairs
-
-_DECODER: Final = json.JSONDecoder(strict=False, object_pairs_hook=object_from_pairs)
-"""``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
+from ..duplicates import DUPLICATE_KEY, assign, decode
 
 SalvageFormat: TypeAlias = Literal[
     "hermes",
@@ -52,10 +49,15 @@ SalvageFormat: TypeAlias = Literal[
 ]
 
 Arguments: TypeAlias = dict[str, Any] | str
+Repairs: TypeAlias = tuple[str, ...]
 
 
 def found_call(
-    name: str, arguments: Arguments, fmt: SalvageFormat, span: tuple[int, int]
+    name: str,
+    arguments: Arguments,
+    fmt: SalvageFormat,
+    span: tuple[int, int],
+    repairs: Repairs = (),
 ) -> PendingCall:
     """One tool call recovered from reply text, as a :class:`~react_engine.types.PendingCall`
     with its :attr:`~react_engine.types.PendingCall.format` and
@@ -68,46 +70,14 @@ def found_call(
     JSON), like a text action input; several positional arguments are kept in order under
     ``"__args__"`` (map them onto the tool's parameters, or report them). Arguments read
     out of a call object that is not JSON and no JSON themselves (``"arguments": /srv/x}``)
-    carry the repair ``loose_arguments``: a guess, never run (:mod:`..repairs`). Its
-    ``raw_arguments`` are set when a protocol reads it
+    carry the repair ``loose_arguments``, and arguments read from an object that gives a
+    key two values ``duplicate_key``: ``repairs``, guesses that never run (:mod:`..repairs`).
+    Its ``raw_arguments`` are set when a protocol reads it
     (:func:`~react_engine.protocols.shared.salvaged_calls`)."""
-    if isinstance(arguments, _Loose):
-        return PendingCall(
-            None, name, str(arguments), "", repairs=["loose_arguments"], format=fmt, span=span
-        )
-    if isinstance(arguments, _LooseDict):
-        return PendingCall(
-            None, name, dict(arguments), "", repairs=["loose_arguments"], format=fmt, span=span
-        )
-    if isinstance(arguments, _Guessed):
-        return PendingCall(
-            None, name, str(arguments), "", repairs=["duplicate_key"], format=fmt, span=span
-        )
-    repairs = ["duplicate_key"] if has_conflict(arguments) else []
-    return PendingCall(None, name, arguments, "", repairs=repairs, format=fmt, span=span)
+    return PendingCall(None, name, arguments, "", repairs=list(repairs), format=fmt, span=span)
 
 
-class _Guessed(str):
-    """Argument text of a call read out of an object that gives a key two values (see
-    :func:`call_from_object`): the repair ``duplicate_key``, never run."""
-
-    __slots__ = ()
-
-
-class _Loose(str):
-    """Argument text read loosely from broken call JSON (see :func:`found_call`)."""
-
-    __slots__ = ()
-
-
-class _LooseDict(dict[str, Any]):
-    """Arguments read loosely from broken call JSON (see :func:`found_call`)."""
-
-    __slots__ = ()
-
-
-def _loose(arguments: Arguments) -> Arguments:
-    return _Loose(arguments) if isinstance(arguments, str) else _LooseDict(arguments)
+_LOOSE: Final = ("loose_arguments",)
 
 
 class CallSink(Protocol):
@@ -123,8 +93,9 @@ class CallSink(Protocol):
 MAX_CALL_CHARS: Final = 20_000
 """Longest Python call considered; longer ones are not calls a model meant to make."""
 
-Piece: TypeAlias = tuple[str, Arguments, int, int]
-"""A call found in text: name, arguments, and the extent of its own syntax."""
+Piece: TypeAlias = tuple[str, Arguments, int, int, Repairs]
+"""A call found in text: name, arguments, the extent of its own syntax, and the repairs
+its arguments took."""
 
 
 def tile(
@@ -151,12 +122,12 @@ def tile(
             break
         if last is not None:
             if last[0] in names:
-                yield found_call(last[0], last[1], fmt, (previous_end, last[3]))
+                yield found_call(last[0], last[1], fmt, (previous_end, last[3]), last[4])
             previous_end = last[3]
         last = piece
     if last is not None and last[0] in names:
         assert end is not None, "the wrapper's end, given or read"
-        yield found_call(last[0], last[1], fmt, (previous_end, end))
+        yield found_call(last[0], last[1], fmt, (previous_end, end), last[4])
 
 
 class Tokens:
@@ -185,36 +156,40 @@ class Tokens:
 # --- arguments --------------------------------------------------------------------------------
 
 
-def loads(src: str) -> tuple[bool, Any]:
-    """``json.loads`` that reports failure instead of raising. Raw newlines and tabs inside
+def loads(src: str) -> tuple[bool, Any, bool]:
+    """``json.loads`` that reports failure instead of raising, and whether an object in
+    the value gives a key two values (:mod:`..duplicates`). Raw newlines and tabs inside
     strings are accepted (``strict=False``): models write code arguments that way, and
     nothing else about the JSON is forgiven here."""
     try:
-        return True, _DECODER.decode(src)
+        value, _, conflicted = decode(src, strict=False)
     except (ValueError, RecursionError):
-        return False, None
+        return False, None, False
+    return True, value, conflicted
 
 
 def _arguments(value: Any) -> Arguments:
     """Normalise parsed arguments: a dict stays, JSON text holding an object is decoded
-    (some models double-encode), other text stays as written, nothing becomes ``{}``."""
+    (some models double-encode), other text stays as written, nothing becomes ``{}``.
+    Text that gives a key two values stays text (the policy refuses it, as written)."""
     if isinstance(value, dict):
         return value
     if value is None:
         return {}
     if isinstance(value, str):
-        ok, decoded = loads(value)
-        return decoded if ok and isinstance(decoded, dict) else value
+        ok, decoded, conflicted = loads(value)
+        return decoded if ok and not conflicted and isinstance(decoded, dict) else value
     return json.dumps(value, ensure_ascii=False)
 
 
 def raw_arguments(src: str) -> Arguments:
-    """Arguments given as JSON text: decoded when valid, else the stripped raw text."""
+    """Arguments given as JSON text: decoded when valid, else the stripped raw text (as
+    when it gives a key two values: the policy refuses it, as written)."""
     src = src.strip()
     if not src:
         return {}
-    ok, value = loads(src)
-    return _arguments(value) if ok else src
+    ok, value, conflicted = loads(src)
+    return _arguments(value) if ok and not conflicted else src
 
 
 def call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
@@ -226,22 +201,10 @@ def call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
     calls = call_objects(obj, name_alone=True)
     if calls is None:
         return None
-    if not has_conflict(obj):
-        return [(c.tool, _arguments(c.arguments)) for c in calls]
-    # A key written twice with two values, in the object or anywhere in it (the name's,
-    # the arguments', a wrapper's "tool_calls"): which the model meant is a guess, and so
-    # is every call read from it, whatever its own arguments say.
-    return [(c.tool, _guessed(_arguments(c.arguments))) for c in calls]
+    return [(c.tool, _arguments(c.arguments)) for c in calls]
 
 
-def _guessed(arguments: Arguments) -> Arguments:
-    """``arguments`` marked ``duplicate_key`` (:func:`found_call`)."""
-    if isinstance(arguments, str):
-        return _Guessed(arguments)
-    return arguments if has_conflict(arguments) else Conflicted(arguments)
-
-
-def _loose_call(src: str) -> tuple[str, Arguments] | None:
+def _loose_call(src: str) -> tuple[str, Arguments, Repairs] | None:
     """Name and raw arguments from a call object that is not valid JSON.
 
     The arguments are exact when they are one complete JSON value followed by nothing but
@@ -252,20 +215,20 @@ def _loose_call(src: str) -> tuple[str, Arguments] | None:
         return None
     args = P.LOOSE_ARGS.search(src)
     if args is None:
-        return name.group(1), _LooseDict()
+        return name.group(1), {}, _LOOSE
     rest = src[args.end() :]
     if rest.startswith(("{", "[")):
         end, _ = scan(rest, 0, len(rest), P.JSON_STRUCTURE, '"')
         value = raw_arguments(rest[:end] if end is not None else rest)
         exact = end is not None and not rest[end:].strip(" \t\r\n}")
-        return name.group(1), value if exact else _loose(value)
+        return name.group(1), value, () if exact else _LOOSE
     if rest.startswith('"'):
         literal = _json_string_prefix(rest)
-        ok, value = loads(literal)
+        ok, value, _ = loads(literal)  # a string: no object in it
         if ok and not rest[len(literal) :].strip(" \t\r\n}"):
-            return name.group(1), _arguments(value)
-        return name.group(1), _loose(_arguments(value) if ok else rest.strip())
-    return name.group(1), _loose(raw_arguments(rest.rstrip().removesuffix("}")))
+            return name.group(1), _arguments(value), ()
+        return name.group(1), _arguments(value) if ok else rest.strip(), _LOOSE
+    return name.group(1), raw_arguments(rest.rstrip().removesuffix("}")), _LOOSE
 
 
 def _json_string_prefix(src: str) -> str:
@@ -281,14 +244,19 @@ def _json_string_prefix(src: str) -> str:
         return src[: match.end()]
 
 
-def call_from_json(src: str) -> list[tuple[str, Arguments]] | None:
-    """The calls in the text of one JSON object; broken JSON is read loosely, keeping the
-    raw arguments."""
-    ok, value = loads(src)
-    if ok:
-        return call_from_object(value)
-    loose = _loose_call(src)
-    return None if loose is None else [loose]
+def call_from_json(src: str) -> list[tuple[str, Arguments, Repairs]] | None:
+    """The calls in the text of one JSON object, with their repairs; broken JSON is read
+    loosely, keeping the raw arguments (``loose_arguments``)."""
+    ok, value, conflicted = loads(src)
+    if not ok:
+        loose = _loose_call(src)
+        return None if loose is None else [loose]
+    calls = call_from_object(value)
+    # A key written twice with two values, in the object or anywhere in it (the name's,
+    # the arguments', a wrapper's "tool_calls"): which the model meant is a guess, and so
+    # is every call read from it, whatever its own arguments say.
+    repairs = DUPLICATE_KEY if conflicted else ()
+    return None if calls is None else [(name, args, repairs) for name, args in calls]
 
 
 # --- bracket scanning -------------------------------------------------------------------------
@@ -329,23 +297,12 @@ def scan(
                 return pos, pos
 
 
-def json_objects(text: str, pos: int, limit: int) -> tuple[list[Piece], int]:
-    """Calls in JSON starting at ``text[pos]``: one object, a list of objects, or objects
-    chained with ``;`` (Llama 3.1). Each call keeps its own extent, and objects are read
-    one by one, so a broken one does not lose the others. Also returns where the JSON
-    ended (``limit`` if it never closed)."""
-    pieces: list[Piece] = []
-    reading = json_objects_lazily(text, pos, limit)
-    while True:
-        try:
-            pieces.append(next(reading))
-        except StopIteration as stop:
-            return pieces, stop.value
-
-
 def json_objects_lazily(text: str, pos: int, limit: int) -> Generator[Piece, None, int]:
-    """:func:`json_objects` one call at a time (a list of thousands is not held whole);
-    where the JSON ended is the generator's return value."""
+    """Calls in JSON starting at ``text[pos]``: one object, a list of objects, or objects
+    chained with ``;`` (Llama 3.1), one at a time (a list of thousands is not held whole).
+    Each call keeps its own extent, and objects are read one by one, so a broken one does
+    not lose the others. Where the JSON ended (``limit`` if it never closed) is the
+    generator's return value."""
     in_list = text[pos] == "["
     cursor = pos + 1 if in_list else pos
     end = cursor
@@ -360,8 +317,8 @@ def json_objects_lazily(text: str, pos: int, limit: int) -> Generator[Piece, Non
             break
         closed, _ = scan(text, cursor, limit, P.JSON_STRUCTURE, '"')
         end = closed if closed is not None else limit
-        for name, arguments in call_from_json(text[cursor:end]) or ():
-            yield name, arguments, cursor, end
+        for name, arguments, repairs in call_from_json(text[cursor:end]) or ():
+            yield name, arguments, cursor, end, repairs
         if closed is None:
             return limit
         cursor = end
@@ -401,14 +358,14 @@ def strip_text_value(raw: str) -> str:
 
 def tagged_functions(
     text: str, tokens: Sequence[re.Match[str]], region_end: int
-) -> list[tuple[str, Arguments, int, int, SalvageFormat]]:
-    """``(name, arguments, start, end, format)`` for each ``<function=NAME>`` in ``tokens``.
+) -> list[tuple[Piece, SalvageFormat]]:
+    """The call and its format for each ``<function=NAME>`` in ``tokens``.
 
     A function ends at ``</function>``, at the next ``<function=``, or at ``region_end``.
     Its body is either ``<parameter=KEY>value</parameter>`` pairs (Qwen3-Coder) or one
     JSON object (Llama 3.1).
     """
-    out: list[tuple[str, Arguments, int, int, SalvageFormat]] = []
+    out: list[tuple[Piece, SalvageFormat]] = []
     k = 0
     while k < len(tokens):
         opening = tokens[k]
@@ -416,6 +373,7 @@ def tagged_functions(
         if opening.group(1) is None:
             continue
         params: dict[str, Any] = {}
+        conflicted = False
         end = body_end = region_end
         while k < len(tokens):
             token = tokens[k]
@@ -430,19 +388,19 @@ def tagged_functions(
             if token.group(2) is not None:
                 value_end = tokens[k].start() if k < len(tokens) else region_end
                 # text, without the template's layout: :mod:`..salvage` types it by the schema
-                params = assign(
-                    params, token.group(2).strip(), strip_text_value(text[token.end() : value_end])
-                )
+                value = strip_text_value(text[token.end() : value_end])
+                conflicted |= assign(params, token.group(2).strip(), value)
                 if k < len(tokens) and tokens[k].group() == "</parameter>":
                     k += 1
         name = opening.group(1).strip()
         body = text[opening.end() : body_end].strip()
+        repairs = DUPLICATE_KEY if conflicted else ()
         if params:
-            out.append((name, params, opening.start(), end, "qwen_xml"))
+            out.append(((name, params, opening.start(), end, repairs), "qwen_xml"))
         elif body.startswith("{"):
-            out.append((name, raw_arguments(body), opening.start(), end, "llama_function"))
+            out.append(((name, raw_arguments(body), opening.start(), end, ()), "llama_function"))
         elif not body:
-            out.append((name, {}, opening.start(), end, "qwen_xml"))
+            out.append(((name, {}, opening.start(), end, ()), "qwen_xml"))
     return out
 
 
@@ -451,44 +409,30 @@ def tagged_functions(
 
 def python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iterator[Piece] | None:
     """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents; ``None``
-    unless every element is a call to a known tool.
+    unless every element is a call to a known tool and the list ends at ``end - 1``.
 
     Every element is checked (parsed) before any is given."""
     pieces: list[Piece] = []
-    reading = _python_elements(text, start + 1, end, names)
-    while True:
-        try:
-            pieces.append(next(reading))
-        except StopIteration as stop:
-            return iter(pieces) if stop.value else None
-
-
-def _python_elements(
-    text: str, pos: int, end: int, names: frozenset[str]
-) -> Generator[Piece, None, bool]:
-    """The calls of the list ``text[...:end]`` from its element at ``pos``, with their
-    extents; returns whether every element was a call and the list ends at ``end - 1``."""
+    pos = start + 1
     while True:
         head = P.IDENT_CALL.match(text, pos, end)
         if head is None:
-            return False
+            return None
         close, _ = scan(text, head.end() - 1, end, P.PYTHON_STRUCTURE, "'\"")
-        if close is None:
-            return False
-        call = python_call(text[head.start(1) : close], names)
-        if call is None:
-            return False
+        call = python_call(text[head.start(1) : close], names) if close is not None else None
+        if close is None or call is None:
+            return None
         pos = close
         while pos < end and text[pos] in " \t\r\n":
             pos += 1
-        yield call[0], call[1], head.start(1), close
+        pieces.append((call[0], call[1], head.start(1), close, call[2]))
         if pos < end and text[pos] == ",":
             pos += 1
             continue
-        return pos == end - 1
+        return iter(pieces) if pos == end - 1 else None
 
 
-def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | None:
+def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments, Repairs] | None:
     """Parse ``src`` as exactly one call to a known tool with literal arguments.
 
     ``f(a=1, b="x")`` gives ``{"a": 1, "b": "x"}``; ``f("Paris")`` gives ``"Paris"``, the
@@ -496,6 +440,7 @@ def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | None
     gives its JSON text); other positional arguments are kept in order under
     ``"__args__"``, since only the tool knows their names. Anything that is not a literal
     (a variable, a nested call, ``**kw``) means the model wrote code, not a call: ``None``.
+    A keyword given twice with two values is ``duplicate_key``.
     """
     src = src.strip()
     if len(src) > MAX_CALL_CHARS:
@@ -513,21 +458,22 @@ def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments] | None
     try:
         positional = [ast.literal_eval(arg) for arg in node.args]
         keywords: dict[str, Any] = {}
+        conflicted = False
         for kw in node.keywords:
             if kw.arg is None:
                 return None
-            keywords = assign(keywords, kw.arg, ast.literal_eval(kw.value))
+            conflicted |= assign(keywords, kw.arg, ast.literal_eval(kw.value))
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
     if len(positional) == 1 and not keywords and isinstance(positional[0], str):
-        return name, positional[0]
+        return name, positional[0], ()
     # Arguments must survive JSON like any others: tuples become lists; sets, bytes and
     # complex numbers have no JSON form, so such a call is not salvaged.
     try:
         if len(positional) == 1 and not keywords:
-            return name, json.dumps(positional[0], ensure_ascii=False)
+            return name, json.dumps(positional[0], ensure_ascii=False), ()
         arguments = {"__args__": positional, **keywords} if positional else keywords
         decoded = json.loads(json.dumps(arguments, ensure_ascii=False))
-        return name, Conflicted(decoded) if isinstance(keywords, Conflicted) else decoded
+        return name, decoded, DUPLICATE_KEY if conflicted else ()
     except (TypeError, ValueError):
         return None
