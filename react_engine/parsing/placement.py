@@ -1,10 +1,11 @@
 """Where a call written in a reply's text is the model's action, and where it is not.
 
-A model that writes a call into its text (a ``<tool_call>`` block, a Python call line, a
-JSON call...) does not always mean to make it now. The reader of such calls
-(:mod:`.salvage`) asks :func:`placement` about each group of calls it found (calls that
-follow one another with nothing but white space between them are one group) and drops
-every call that is not the action, with the reason:
+The rule: a complete, valid call of an offered tool, in the model's own format, written
+in the reply's text (on a line of its own or inside a sentence), is the model's action
+unless something marks it as not meant now; the text around it is the step's thought.
+The reader of such calls (:mod:`.salvage`) asks :func:`placement` about each group of
+calls it found (calls that follow one another with nothing but white space between them
+are one group) and drops every call that is not the action, with the reason:
 
 * ``after_observation``: written after an ``Observation:`` line the model wrote itself
   (it invented the tool's result; what follows was not meant to run);
@@ -68,6 +69,14 @@ CUES: Final = re.compile(
     re.IGNORECASE,
 )
 """Words that say a call next to them is not meant now (English ones as whole words)."""
+
+FOLLOW_UP: Final = re.compile(
+    r"(?<![\w'’])(?:would|do) you (?:like|want)\b"
+    r"(?![^?\n]*\b(?:me|run|call|execut\w*|proceed|confirm)\b)[^?\n]*\?",
+    re.IGNORECASE,
+)
+"""A question after a call that offers the user more ("Would you like to know more?"): its
+words are not cues (asking whether to run, call or proceed still is one)."""
 
 _CLOSERS: Final = (
     ("<tool_call>", "</tool_call>"),
@@ -174,7 +183,7 @@ def _prose(
     line_start = lead.rfind("\n") + 1
     if lead[line_start:].lstrip(" \t").startswith(">"):
         return "quoted"
-    near = _last_line(lead) + "\n" + _first_line(tail)
+    near = _last_line(lead) + "\n" + FOLLOW_UP.sub("", _first_line(tail))
     return "described" if CUES.search(near) else None
 
 

@@ -94,6 +94,8 @@ def _native_long_way(
     )
     if not found:
         blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
+        if blob and found.withheld is not None:  # a refusal that says why: the protocol's
+            return protocol._native(raw, parsed, ctx)  # wording (the reading is the same)
         if blob and SV.salvage_calls(raw, ctx.tool_names(), examples=True):
             return protocol._format_error(raw.strip() or None, T._EXAMPLE_ONLY)
         return None

@@ -13,8 +13,8 @@ the model family's own format::
     mistral         [TOOL_CALLS][{"name": "f", "arguments": {...}}]               Mistral
                     [TOOL_CALLS]f[ARGS]{...}                                      Mistral (v11+)
     llama           <|python_tag|>{"name": "f", "parameters": {...}}               Llama 3.x
-    json            {"name": "f", "parameters": {...}}   as the whole reply        Llama 3.x
-    python          f(k="v") on a line of its own, or [f(k=1), g()] as the reply   Llama 3.2, Gemma
+    json            {"name": "f", "parameters": {...}}   anywhere in the text     Llama 3.x
+    python          f(k="v") on a line of its own, or [f(k=1), g()] anywhere       Llama 3.2, Gemma
 
 and the formats of :mod:`.formats` (GLM-4.5, Kimi K2, InternLM2, Qwen2.5-Coder ``<tools>``,
 Jamba, Granite, Llama 4, gpt-oss harmony, MiniMax, Seed-OSS, Functionary, JSON calls on
@@ -29,8 +29,9 @@ final answer, whether a reply is a call written as text rather than an answer).
 Guard rails, because a false positive runs a tool the model never asked for:
 
 * only names in ``tool_names`` are salvaged; with no tools, nothing is;
-* Python syntax counts only on a line of its own (or as a whole ``[f(), g()]`` reply), is
-  parsed with :mod:`ast` and literal-evaluated, never executed;
+* Python syntax counts only on a line of its own or as a ``[f(), g()]`` list of calls
+  only, is parsed with :mod:`ast` and literal-evaluated, never executed; JSON in prose
+  only as valid call objects with an arguments key;
 * calls inside a think block (``<think>``, ``<thinking>``, ``<reasoning>``, read as the
   text parser reads them) are drafts, not calls, and are skipped;
 * broken JSON arguments stay the raw string (the caller may repair them);
@@ -69,7 +70,7 @@ from ...types import PendingCall
 from ...wording import Note, ObservationCode
 from .. import patterns as P
 from ..common import think_blocks, unfence
-from ..placement import NotAction, placement
+from ..placement import CUES, NotAction, placement
 from ..react import parse_react
 from . import formats as F
 from .formats import type_arguments
@@ -518,7 +519,8 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
 
 def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}`` (v11+;
-    ``[ARGS]`` may be missing, and several calls may follow one mark)."""
+    ``[ARGS]`` may be missing, and several calls may follow one mark), or by other text
+    and then a valid JSON list of calls."""
     marks = Tokens(P.MISTRAL_MARK.finditer(text))
     while (mark := marks.take()) is not None:
         following = marks.peek()
@@ -554,6 +556,19 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
                 if name in names:
                     out.append(found_call(name, arguments, "mistral", (start, piece_end)))
                 start = piece_end
+        elif (found := P.JSON_LIST_START.search(text, pos, region_end)) is not None:
+            # text between the mark and the list: the list counts when it is valid JSON of
+            # known calls and the text says nothing of an example (the placement's cues)
+            close, _ = scan(text, found.start(), region_end, P.JSON_STRUCTURE, '"')
+            ok, value = loads(text[found.start() : close]) if close is not None else (False, 0)
+            calls = call_from_object(value) if ok else None
+            if (
+                calls
+                and all(n in names for n, _ in calls)
+                and not CUES.search(text, pos, found.start())
+            ):
+                pieces, _ = json_objects(text, found.start(), close or 0)
+                out.extend(tile(pieces, "mistral", mark.start(), close, names))
 
 
 def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
@@ -612,7 +627,7 @@ a megabyte of ``f(a=1)`` lines took 13 s of CPU. No reply runs more than
 
 def _python(text: str, names: frozenset[str], out: CallSink) -> None:
     """``tool(k="v")`` alone on its line (plain, indented, in backticks or a fence), and a
-    reply that is just a list of such calls ``[tool(k=1), other()]``."""
+    list of such calls ``[tool(k=1), other()]``, the whole reply or inside its prose."""
     idents = sorted(
         (n for n in names if n.isidentifier() and not keyword.iskeyword(n)),
         key=len,
@@ -628,6 +643,18 @@ def _python(text: str, names: frozenset[str], out: CallSink) -> None:
             out.extend(tile(listed, "python", whole_start, whole_end, names))
             return
     read = 0
+    resume = 0
+    for match in P.call_list(idents).finditer(text):  # [f(k=1), g()] inside prose
+        if read >= MAX_PYTHON_CALLS:
+            return
+        if match.start() < resume:
+            continue
+        limit = min(len(text), match.start() + MAX_CALL_CHARS)
+        close, resume = scan(text, match.start(), limit, P.PYTHON_STRUCTURE, "'\"")
+        listed = python_list(text, match.start(), close, names) if close is not None else None
+        if close is not None and listed:
+            out.extend(tile(listed, "python", match.start(), close, names))
+            read += 1
     resume = 0
     for match in P.call_line(idents).finditer(text):
         if read >= MAX_PYTHON_CALLS:

@@ -19,7 +19,7 @@ templates write them::
     seed_oss     <seed:tool_call><function=f><parameter=k>v</parameter></function></seed:tool_call>
     functionary  >>>f\\n{...}            (v3.2; several follow one another)
                  <|recipient|>f\\n<|content|>{...}   (v2)
-    json_lines   {"name": "f", "arguments": {...}} on lines of their own, in prose
+    json_lines   {"name": "f", "arguments": {...}} anywhere in the text
 
 GLM, Qwen3-Coder XML, MiniMax and Seed-OSS write every value as text: those values are
 typed by the tool's JSON Schema in :func:`typed_value` (``"5"`` becomes ``5`` only where
@@ -186,7 +186,8 @@ def _blocks(
     out: CallSink,
 ) -> None:
     """JSON calls in ``opening ... closing`` blocks (the closing may be missing at the end
-    of a reply, or be the next block's opening)."""
+    of a reply, and the calls then end where their JSON does; or be the next block's
+    opening)."""
     until = _Finder(text, (*closing, opening))
     pos = text.find(opening)
     while pos != -1:
@@ -195,7 +196,7 @@ def _blocks(
         if text.startswith(opening, body_end):
             end = body_end
         pieces = _json_pieces(text, body, body_end)
-        out.extend(tile(pieces, fmt, pos, end, names))
+        out.extend(tile(pieces, fmt, pos, None if body_end == len(text) else end, names))
         pos = text.find(opening, max(end, body))
 
 
@@ -493,42 +494,48 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
         out.append(found_call(name, arguments, "functionary", (head.start(), end)))
 
 
-_LINE_TAIL: Final = re.compile(r"[ \t;,]*(?:\r?\n|\Z)")
-_LINE_OBJECT: Final = re.compile(r'^[ \t]*(?=\{\s*"(?:name|function|tool)"\s*:)', re.MULTILINE)
+_CALL_OBJECT: Final = re.compile(r'(?:\[\s*)?\{(?=\s*"(?:name|function|tool)"\s*:)')
 
 
 def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
-    """JSON call objects standing on lines of their own inside prose (Qwen2.5-Coder's
-    bare ``{"name": ..., "arguments": ...}``), several chained with ``;`` or newlines.
+    """JSON call objects written in the reply's text (Qwen2.5-Coder's bare
+    ``{"name": ..., "arguments": ...}`` on its own line; Llama 3's inside a sentence),
+    several chained with ``;``, ``,`` or white space, or in a list.
 
-    Stricter than a whole-reply JSON call: each object must be valid JSON with an
-    explicit arguments key and a known tool name, and nothing but ``;``, ``,`` or
-    spaces may follow a lone object on its line (a chain of several may be followed by
-    prose: the text parser reads only the first of them, so they are all read here).
+    Stricter than a whole-reply JSON call: each object of a chain must be valid JSON with
+    an explicit arguments key and a known tool name, and it must not be a value inside
+    other JSON (after a ``"key":``). Whether prose around it presents it as an example is
+    the placement's question (:mod:`..placement`), as for every call in text.
 
     A chain is read twice, object by object: once to check every call in it, once to
     write them; none is held in between (a megabyte of JSON lines is one chain).
     """
     resume = 0
-    for match in _LINE_OBJECT.finditer(text):
-        start = match.end()
+    for match in _CALL_OBJECT.finditer(text):
+        start = match.start()
         if start < resume:
             continue
-        count, last, end = 0, start, start
-        for object_start, end in _chain(text, start):
+        first = match.end() - 1  # the first object's "{"
+        count, end = 0, first
+        for object_start, end in _chain(text, first):
             if count < 0:
                 continue  # a bad call: the chain is not read, only its end is found
             calls = _good_calls(text[object_start:end], names)
-            if calls is None:
-                count = -1
-            elif calls:
-                count, last = count + len(calls), end
+            count = -1 if calls is None else count + len(calls)
         resume = max(end, start + 1)
-        ends_line = count > 0 and _LINE_TAIL.match(text, last) is not None
-        if count > 0 and (ends_line or count > 1):
-            for object_start, object_end in _chain(text, start):
+        last = end
+        if first > start:  # a list: it must close right after its last object
+            closing = _LIST_END.match(text, end)
+            count, last = (count, closing.end()) if closing else (-1, end)
+        if count > 0 and not text[max(0, start - 80) : start].rstrip().endswith('":'):
+            for object_start, object_end in _chain(text, first):
+                span = (start if object_start == first else object_start, object_end)
+                span = (span[0], last if object_end == end else object_end)
                 for name, arguments in call_from_json(text[object_start:object_end]) or ():
-                    out.append(found_call(name, arguments, "json", (object_start, object_end)))
+                    out.append(found_call(name, arguments, "json", span))
+
+
+_LIST_END: Final = re.compile(r"\s*\]")
 
 
 def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
