@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Final, Literal, TypeAlias
 
 from . import patterns as P
@@ -78,15 +78,6 @@ FOLLOW_UP: Final = re.compile(
 """A question after a call that offers the user more ("Would you like to know more?"): its
 words are not cues (asking whether to run, call or proceed still is one)."""
 
-_CLOSERS: Final = (
-    ("<tool_call>", "</tool_call>"),
-    ("<seed:tool_call>", "</seed:tool_call>"),
-    ("<minimax:tool_call>", "</minimax:tool_call>"),
-    ("<tool_calls>", "</tool_calls>"),
-    ("<tools>", "</tools>"),
-    ("<function=", "</function>"),
-)
-"""Opening tags whose closing tag a call written in them must have."""
 _OPEN_QUOTES: Final = "\"“'‘「『«"
 _CONTEXT: Final = 400
 """Characters of prose looked at on each side of a group of calls, at most."""
@@ -96,10 +87,12 @@ def placement(
     text: str,
     spans: Sequence[tuple[int, int]],
     skip: Sequence[tuple[int, int]] = (),
+    closers: Collection[tuple[str, str]] = (),
 ) -> list[NotAction | None]:
     """For each of the calls at ``spans`` (in order, not overlapping), why it is not the
     model's action, or ``None`` where it is. ``skip``: regions (think blocks, fences, in
-    order) whose text is neither a label nor prose around a call."""
+    order) whose text is neither a label nor prose around a call. ``closers``: opening
+    tags and the closing tag a call that opens with one must have (the formats' own)."""
     if not spans:
         return []
     regions = _Regions(skip)
@@ -119,7 +112,7 @@ def placement(
             reason = "after_observation"
         elif final is not None and start >= final:
             reason = "after_final_answer"
-        elif any(_unclosed(text, s, end) for s, _ in spans[first : index + 1]):
+        elif any(_unclosed(text, s, end, closers) for s, _ in spans[first : index + 1]):
             reason = "unclosed"
         else:
             reason = _prose(text, start, end, previous_end, following, regions)
@@ -161,10 +154,10 @@ def _first_outside(pattern: re.Pattern[str], text: str, regions: _Regions) -> in
     return None
 
 
-def _unclosed(text: str, start: int, end: int) -> bool:
+def _unclosed(text: str, start: int, end: int, closers: Collection[tuple[str, str]]) -> bool:
     """Whether the call at ``start`` opens with a tag never closed before ``end``."""
     head = text[start : start + 40].lstrip()
-    for opener, closer in _CLOSERS:
+    for opener, closer in closers:
         if head.startswith(opener):
             after = text.find(opener, start + len(text[start : start + 40]) - len(head) + 1, end)
             return text.find(closer, start, end if after == -1 else after) == -1

@@ -225,7 +225,7 @@ def test_the_preferred_recogniser_is_asked_first() -> None:
     text = GLM_REPLY + ' {"x": 1} [TOOL_CALLS]'
     assert _detectors(text, None)[0] is formats.glm45  # the fixed order: tags before bare JSON
     assert _detectors(text, "mistral")[0].__name__ == "_mistral"
-    assert _detectors(text, "json")[0].__name__ == "_whole_json"
+    assert _detectors(text, "json")[0].__name__ == "_json"
 
 
 def test_a_reply_without_markers_asks_no_recogniser() -> None:

@@ -417,13 +417,12 @@ def test_call_keys_and_results_build_no_encoder_per_call() -> None:
 
 def _detectors_long_way(text: str, prefer: str | None) -> list[Any]:
     present = [
-        (families, detect)
-        for families, markers, detect in SV._table()
-        if any(marker in text for marker in markers)
+        fmt
+        for fmt in SV.FORMATS.values()
+        if fmt.read is not None and any(marker in text for marker in fmt.markers or ("",))
     ]
-    if prefer:
-        present.sort(key=lambda entry: prefer not in entry[0])
-    return [detect for _, detect in present]
+    present.sort(key=lambda fmt: (prefer not in fmt.prefer, fmt.last))
+    return [fmt.read for fmt in present]
 
 
 def test_the_recognisers_asked_are_the_long_way_on_every_golden_reply() -> None:

@@ -19,7 +19,7 @@ import ast
 import json
 import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 from ...types import PendingCall
 from .. import patterns as P
@@ -29,27 +29,8 @@ from ..duplicates import Conflicted, assign, has_conflict, object_from_pairs
 _DECODER: Final = json.JSONDecoder(strict=False, object_pairs_hook=object_from_pairs)
 """``json.loads(..., strict=False)`` builds a decoder per call: one, shared."""
 
-SalvageFormat: TypeAlias = Literal[
-    "hermes",
-    "qwen_xml",
-    "llama_function",
-    "deepseek",
-    "mistral",
-    "llama",
-    "json",
-    "python",
-    "glm45",
-    "kimi",
-    "internlm",
-    "qwen25",
-    "jamba",
-    "granite",
-    "llama4",
-    "harmony",
-    "minimax",
-    "seed_oss",
-    "functionary",
-]
+SalvageFormat: TypeAlias = str
+"""The name of a native tool-call format (:func:`~.formats.register_format`)."""
 
 Arguments: TypeAlias = dict[str, Any] | str
 
