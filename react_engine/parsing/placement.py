@@ -12,9 +12,10 @@ are one group) and drops every call that is not the action, with the reason:
 * ``after_final_answer``: written after a ``Final Answer:`` line;
 * ``described``: the prose next to it (the line before, the rest of its line, the line
   after) presents it as an example, a description of how one would call it, a refusal, a
-  condition or a quote (:data:`CUES`);
+  condition or a quote (:data:`CUES`; a question offering more, :data:`FOLLOW_UP`, is not);
 * ``quoted``: right after an opening quotation mark, or in a Markdown block quote;
-* ``unclosed``: its opening tag (``<tool_call>``, ``<function=...>``...) is never closed.
+* ``unclosed``: its opening tag (``<tool_call>``, ``<function=...>``...: each format's
+  ``closes``, :func:`~.salvage.register_format`) is never closed.
 
 Fenced examples and think blocks are the reader's own regions (see :mod:`.salvage`).
 When in doubt a call does not run: the cues are words, so a false alarm costs one more
@@ -31,7 +32,7 @@ from typing import Final, Literal, TypeAlias
 
 from . import patterns as P
 
-__all__ = ["CUES", "REASONS", "NotAction", "placement"]
+__all__ = ["CUES", "FOLLOW_UP", "REASONS", "NotAction", "placement"]
 
 NotAction: TypeAlias = Literal[
     "after_observation", "after_final_answer", "described", "quoted", "unclosed"
