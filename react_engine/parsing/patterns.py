@@ -415,6 +415,17 @@ def call_line(names: list[str]) -> re.Pattern[str]:
     return re.compile(rf"^[ \t`]*({alternatives})[ \t]*\(", re.MULTILINE)
 
 
+JSON_LIST_START: Final = re.compile(r"\[\s*\{")
+"""A JSON list of objects begins."""
+
+
+def call_list(names: list[str]) -> re.Pattern[str]:
+    """``[NAME(`` anywhere: a pythonic list of calls (Llama 3.2, Gemma), for any of
+    ``names`` (identifiers; the longest should come first)."""
+    alternatives = "|".join(re.escape(n) for n in names)
+    return re.compile(rf"\[[ \t]*(?:{alternatives})[ \t]*\(")
+
+
 # --- text arguments ("name: iPhone, category: phone") ----------------------------------------
 
 ARGUMENT_KEY: Final = re.compile(r"[ \t\n]*(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*[:：=][ \t]*")

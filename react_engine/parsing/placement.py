@@ -1,19 +1,21 @@
 """Where a call written in a reply's text is the model's action, and where it is not.
 
-A model that writes a call into its text (a ``<tool_call>`` block, a Python call line, a
-JSON call...) does not always mean to make it now. The reader of such calls
-(:mod:`.salvage`) asks :func:`placement` about each group of calls it found (calls that
-follow one another with nothing but white space between them are one group) and drops
-every call that is not the action, with the reason:
+The rule: a complete, valid call of an offered tool, in the model's own format, written
+in the reply's text (on a line of its own or inside a sentence), is the model's action
+unless something marks it as not meant now; the text around it is the step's thought.
+The reader of such calls (:mod:`.salvage`) asks :func:`placement` about each group of
+calls it found (calls that follow one another with nothing but white space between them
+are one group) and drops every call that is not the action, with the reason:
 
 * ``after_observation``: written after an ``Observation:`` line the model wrote itself
   (it invented the tool's result; what follows was not meant to run);
 * ``after_final_answer``: written after a ``Final Answer:`` line;
 * ``described``: the prose next to it (the line before, the rest of its line, the line
   after) presents it as an example, a description of how one would call it, a refusal, a
-  condition or a quote (:data:`CUES`);
+  condition or a quote (:data:`CUES`; a question offering more, :data:`FOLLOW_UP`, is not);
 * ``quoted``: right after an opening quotation mark, or in a Markdown block quote;
-* ``unclosed``: its opening tag (``<tool_call>``, ``<function=...>``...) is never closed.
+* ``unclosed``: its opening tag (``<tool_call>``, ``<function=...>``...: each format's
+  ``closes``, :func:`~.salvage.register_format`) is never closed.
 
 Fenced examples and think blocks are the reader's own regions (see :mod:`.salvage`).
 When in doubt a call does not run: the cues are words, so a false alarm costs one more
@@ -25,12 +27,12 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Final, Literal, TypeAlias
 
 from . import patterns as P
 
-__all__ = ["CUES", "REASONS", "NotAction", "placement"]
+__all__ = ["CUES", "FOLLOW_UP", "REASONS", "NotAction", "placement"]
 
 NotAction: TypeAlias = Literal[
     "after_observation", "after_final_answer", "described", "quoted", "unclosed"
@@ -69,15 +71,14 @@ CUES: Final = re.compile(
 )
 """Words that say a call next to them is not meant now (English ones as whole words)."""
 
-_CLOSERS: Final = (
-    ("<tool_call>", "</tool_call>"),
-    ("<seed:tool_call>", "</seed:tool_call>"),
-    ("<minimax:tool_call>", "</minimax:tool_call>"),
-    ("<tool_calls>", "</tool_calls>"),
-    ("<tools>", "</tools>"),
-    ("<function=", "</function>"),
+FOLLOW_UP: Final = re.compile(
+    r"(?<![\w'’])(?:would|do) you (?:like|want)\b"
+    r"(?![^?\n]*\b(?:me|run|call|execut\w*|proceed|confirm)\b)[^?\n]*\?",
+    re.IGNORECASE,
 )
-"""Opening tags whose closing tag a call written in them must have."""
+"""A question after a call that offers the user more ("Would you like to know more?"): its
+words are not cues (asking whether to run, call or proceed still is one)."""
+
 _OPEN_QUOTES: Final = "\"“'‘「『«"
 _CONTEXT: Final = 400
 """Characters of prose looked at on each side of a group of calls, at most."""
@@ -87,10 +88,12 @@ def placement(
     text: str,
     spans: Sequence[tuple[int, int]],
     skip: Sequence[tuple[int, int]] = (),
+    closers: Collection[tuple[str, str]] = (),
 ) -> list[NotAction | None]:
     """For each of the calls at ``spans`` (in order, not overlapping), why it is not the
     model's action, or ``None`` where it is. ``skip``: regions (think blocks, fences, in
-    order) whose text is neither a label nor prose around a call."""
+    order) whose text is neither a label nor prose around a call. ``closers``: opening
+    tags and the closing tag a call that opens with one must have (the formats' own)."""
     if not spans:
         return []
     regions = _Regions(skip)
@@ -110,7 +113,7 @@ def placement(
             reason = "after_observation"
         elif final is not None and start >= final:
             reason = "after_final_answer"
-        elif any(_unclosed(text, s, end) for s, _ in spans[first : index + 1]):
+        elif any(_unclosed(text, s, end, closers) for s, _ in spans[first : index + 1]):
             reason = "unclosed"
         else:
             reason = _prose(text, start, end, previous_end, following, regions)
@@ -152,10 +155,10 @@ def _first_outside(pattern: re.Pattern[str], text: str, regions: _Regions) -> in
     return None
 
 
-def _unclosed(text: str, start: int, end: int) -> bool:
+def _unclosed(text: str, start: int, end: int, closers: Collection[tuple[str, str]]) -> bool:
     """Whether the call at ``start`` opens with a tag never closed before ``end``."""
     head = text[start : start + 40].lstrip()
-    for opener, closer in _CLOSERS:
+    for opener, closer in closers:
         if head.startswith(opener):
             after = text.find(opener, start + len(text[start : start + 40]) - len(head) + 1, end)
             return text.find(closer, start, end if after == -1 else after) == -1
@@ -174,7 +177,7 @@ def _prose(
     line_start = lead.rfind("\n") + 1
     if lead[line_start:].lstrip(" \t").startswith(">"):
         return "quoted"
-    near = _last_line(lead) + "\n" + _first_line(tail)
+    near = _last_line(lead) + "\n" + FOLLOW_UP.sub("", _first_line(tail))
     return "described" if CUES.search(near) else None
 
 

@@ -50,7 +50,7 @@ def _table(*rows: tuple[str, str, bool, str]) -> dict[str, Repair]:
 OK: Final = True
 GUESS: Final = False
 
-REPAIRS: Final[Mapping[str, Repair]] = _table(
+REPAIRS: Final[dict[str, Repair]] = _table(
     # --- JSON (parsing/json_repair.py; reported as ``json:<code>`` inside replies) ----------
     ("json", "code_fence", OK, "the JSON was wrapped in a Markdown code fence"),
     ("json", "extracted_from_text", OK, "the JSON sat inside prose"),
@@ -192,25 +192,6 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
         "input that starts like JSON but is cut off or broken",
     ),
     # --- calls written as text (parsing/salvage/) ------------------------------------------
-    ("salvage", "salvaged:hermes", OK, "a <tool_call> block in the text"),
-    ("salvage", "salvaged:qwen_xml", OK, "a <function=...><parameter=...> block in the text"),
-    ("salvage", "salvaged:llama_function", OK, "a <function=...>{...} block in the text"),
-    ("salvage", "salvaged:deepseek", OK, "DeepSeek's tool-call tokens in the text"),
-    ("salvage", "salvaged:mistral", OK, "[TOOL_CALLS] in the text"),
-    ("salvage", "salvaged:llama", OK, "<|python_tag|> in the text"),
-    ("salvage", "salvaged:json", OK, "a reply that is only a JSON call"),
-    ("salvage", "salvaged:python", OK, "a Python-style call on its own line"),
-    ("salvage", "salvaged:glm45", OK, "GLM-4.5's <tool_call> with <arg_key>/<arg_value>"),
-    ("salvage", "salvaged:kimi", OK, "Kimi K2's tool-call tokens in the text"),
-    ("salvage", "salvaged:internlm", OK, "InternLM's <|action_start|> call in the text"),
-    ("salvage", "salvaged:qwen25", OK, "Qwen2.5's ✿FUNCTION✿ call in the text"),
-    ("salvage", "salvaged:jamba", OK, "Jamba's <tool_calls> list in the text"),
-    ("salvage", "salvaged:granite", OK, "Granite's <|tool_call|> list in the text"),
-    ("salvage", "salvaged:llama4", OK, "Llama 4's [f(k=v)] calls in the text"),
-    ("salvage", "salvaged:harmony", OK, "gpt-oss's Harmony call in the text"),
-    ("salvage", "salvaged:minimax", OK, "MiniMax's <invoke> call in the text"),
-    ("salvage", "salvaged:seed_oss", OK, "Seed-OSS's <seed:tool_call> in the text"),
-    ("salvage", "salvaged:functionary", OK, "Functionary's >>>f call in the text"),
     ("salvage", "salvaged:react_text", OK, "a Thought/Action block under function calling"),
     (
         "salvage",
@@ -239,7 +220,8 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("policy", "answer_labels", OK, "ReAct labels taken off a final answer"),
     ("policy", "unlabeled_answer", OK, "a plain reply, after a reminder, taken as the answer"),
 )
-"""Every repair code any reader reports, with its class."""
+"""Every repair code any reader reports, with its class (``salvaged:FORMAT``, one per
+native format, is added by :func:`~react_engine.parsing.salvage.register_format`)."""
 
 
 WHAT_ZH: Final[Mapping[str, str]] = {

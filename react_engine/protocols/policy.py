@@ -24,8 +24,10 @@ whatever the format is decided here, in this order:
    repair is which is one table, :mod:`react_engine.parsing.repairs`; the trace keeps
    both lists (:attr:`ActionRecord.repairs <react_engine.types.ActionRecord.repairs>`,
    ``.lossy``). A final answer may be read with any repair.
-   **Only the model's action runs.** A call written in the reply's text runs only where
-   it is the model's action. Never one written after an ``Observation:`` the model wrote
+   **Only the model's action runs.** A complete, valid call of an offered tool, in the
+   model's own format, written in the reply's text (on its own line or inside a
+   sentence), runs when nothing marks it as not meant now; the text around it is the
+   step's thought. Never one written after an ``Observation:`` the model wrote
    itself, after its final answer, inside prose that presents it as an example, a
    description of how one would call it, a refusal, a condition or a quote, inside a
    fenced example or a think block, or whose opening tag is never closed; under every

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import JSONRepairError
 from ..nesting import TOO_DEEP, too_deep
 from ..parsing import repair_json, split_think
+from ..parsing.salvage import FORMATS
 from ..types import (
     Message,
     ModelResponse,
@@ -62,22 +63,14 @@ __all__ = [
 CUT_PARAMETER = Note(ObservationCode.CUT_PARAMETER)
 
 
-_VALUE_TAGS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "qwen_xml": ("<parameter=", ("</parameter>", "</function>", "</tool_call>")),
-    "seed_oss": ("<parameter=", ("</parameter>", "</function>", "</seed:tool_call>")),
-    "minimax": ("<parameter name=", ("</parameter>", "</invoke>", "</minimax:tool_call>")),
-    "glm45": ("<arg_value>", ("</arg_value>", "</tool_call>")),
-}
-"""Formats that write values between tags: the tag opening a value, and those closing it."""
-
-
 def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -> bool:
     """Whether an XML-ish call (Qwen3-Coder, Seed-OSS, MiniMax, GLM) ends the reply inside
     its last value: no closing tag after it, nothing after the call. Its value is then
     whatever was written before the cut (``/tmp/important/sub``)."""
-    if fmt not in _VALUE_TAGS:
+    registered = FORMATS.get(fmt)
+    if registered is None or registered.values is None:
         return False
-    opening, closings = _VALUE_TAGS[fmt]
+    opening, closings = registered.values
     body = content[span[0] : span[1]]
     last = body.rfind(opening)
     if last < 0 or content[span[1] :].strip():

@@ -43,6 +43,8 @@ from pytest_examples import CodeExample, EvalExample, find_examples
 
 import react_engine.local
 from react_engine.local import LocalEndpoint
+from react_engine.parsing import repairs
+from react_engine.parsing.salvage import FORMATS
 from react_engine.protocols import registry
 from react_engine.store import backends
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
@@ -136,6 +138,7 @@ SCRIPTS: dict[str, Scenario] = {
     "docs/reports.md:html-reports-a-run-a-comparison-an-evaluation-on-one-page": Scenario(),
     "docs/capability-cache.md:turning-it-off-or-keeping-it-elsewhere": Scenario(),
     "docs/extending.md:a-run-store-backend": Scenario(),
+    "docs/extending.md:a-native-tool-call-format": Scenario(),
     "docs/extending-protocols.md:the-worked-example-slash": Scenario(),
     # The README's quick start: the first step must call the tool, then the answer.
     "README.md:quick-start": Scenario(
@@ -263,7 +266,7 @@ def test_the_readme_is_one_screen_that_starts_with_a_virtual_environment() -> No
 
 
 @pytest.fixture
-def reader_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def reader_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     """A reader's shell: a fresh working directory and no model configured."""
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "REACT_ENGINE_MODEL"):
         monkeypatch.delenv(name, raising=False)
@@ -276,11 +279,16 @@ def reader_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     # raises StopIteration inside pytest's reporting, an INTERNALERROR that hides the
     # block's error. The traceback it had is kept instead; its file is README_<lines>.py.
     monkeypatch.setattr(pytest_examples.run_code, "create_example_traceback", lambda *a: None)
-    # A block that registers a protocol or a store backend (docs/extending*.md) registers it
-    # in this process: the registries are put back as they were after it.
+    # A block that registers a protocol, a store backend or a tool-call format
+    # (docs/extending*.md) registers it in this process: the registries are put back as
+    # they were after it (the formats' in place: other modules hold that dict).
     monkeypatch.setattr(registry, "PROTOCOLS", dict(registry.PROTOCOLS))
     monkeypatch.setattr(backends, "_OPENERS", dict(backends._OPENERS))
-    return tmp_path
+    monkeypatch.setattr(repairs, "REPAIRS", dict(repairs.REPAIRS))
+    formats = dict(FORMATS)
+    yield tmp_path
+    FORMATS.clear()
+    FORMATS.update(formats)
 
 
 def stand_in_for_local_server(server: ScriptedServer) -> Callable[..., Any]:

@@ -25,7 +25,7 @@ import pytest
 from react_engine import Agent, RunResult, Tool
 from react_engine.parsing import JSON_REPAIR_CODES, PARSE_REPAIR_CODES, repair_json
 from react_engine.parsing.repairs import REPAIRS, is_lossy, lossy_repairs, markdown_table
-from react_engine.parsing.salvage import SALVAGE_REPAIR_CODES
+from react_engine.parsing.salvage import FORMATS
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
 from react_engine.transport.capabilities import CapabilityRegistry
 from react_engine.transport.learned import CapabilityCache
@@ -62,7 +62,8 @@ def test_every_code_is_classified_once() -> None:
     known = (
         set(JSON_REPAIR_CODES)
         | {c for c in PARSE_REPAIR_CODES if not c.startswith("json:")}
-        | set(SALVAGE_REPAIR_CODES)
+        | {f"salvaged:{name}" for name in FORMATS}  # register_format adds each row
+        | {"salvaged:react_text", "loose_arguments"}
         | PROTOCOL_CODES
         | POLICY_CODES
     )

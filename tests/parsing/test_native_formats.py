@@ -20,7 +20,16 @@ from support.native_formats import SCHEMAS, decide
 from support.timing import assert_linear
 
 from react_engine import Agent, ScriptedModel, Tool, ToolAnnotations
-from react_engine.parsing.salvage import _detectors, formats, salvage_calls
+from react_engine.parsing import repairs
+from react_engine.parsing.salvage import (
+    FORMATS,
+    _detectors,
+    formats,
+    read_salvaged,
+    register_format,
+    salvage_calls,
+)
+from react_engine.parsing.salvage.readers import CallSink, found_call
 from react_engine.transport.capabilities import default_registry
 
 
@@ -225,7 +234,52 @@ def test_the_preferred_recogniser_is_asked_first() -> None:
     text = GLM_REPLY + ' {"x": 1} [TOOL_CALLS]'
     assert _detectors(text, None)[0] is formats.glm45  # the fixed order: tags before bare JSON
     assert _detectors(text, "mistral")[0].__name__ == "_mistral"
-    assert _detectors(text, "json")[0].__name__ == "_whole_json"
+    assert _detectors(text, "json")[0].__name__ == "_json"
+
+
+@pytest.fixture
+def restored_formats(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(repairs, "REPAIRS", dict(repairs.REPAIRS))
+    saved = dict(FORMATS)
+    yield
+    FORMATS.clear()
+    FORMATS.update(saved)
+
+
+def read_act(text: str, names: frozenset[str], out: CallSink) -> None:
+    """``<act NAME>key=value</act>``: one argument, written as text."""
+    start = text.find("<act ")
+    while start != -1:
+        head_end = text.find(">", start)
+        end = text.find("</act>", head_end)
+        stop = end + len("</act>") if end != -1 else len(text)
+        key, _, value = text[head_end + 1 : end if end != -1 else len(text)].partition("=")
+        if text[start + 5 : head_end] in names:
+            out.append(found_call(text[start + 5 : head_end], {key: value}, "act", (start, stop)))
+        start = text.find("<act ", stop)
+
+
+def test_one_registration_fills_every_table(restored_formats: Any) -> None:
+    assert "salvaged:act" not in repairs.REPAIRS
+    register_format(
+        "act",
+        read_act,
+        what="an <act> tag",
+        markers=("<act ",),
+        prefer=("act-family",),
+        closes=("<act ", "</act>"),
+        values=("=", ("</act>",)),
+    )
+    reply = "Checking. <act get_weather>days=3</act> Would you like to know more?"
+    assert calls_of(reply) == [("get_weather", {"days": 3}, "act")]  # typed: values=
+    assert not repairs.is_lossy("salvaged:act") and "an <act> tag" in repairs.markdown_table()
+    decision = decide("function_calling", reply)
+    assert decision.repairs == ["salvaged:act"]  # type: ignore[union-attr]
+    assert decide("text", reply).repairs == ["salvaged:act"]  # type: ignore[union-attr]
+    assert _detectors(reply + " {}", "act-family")[0] is read_act  # the preferred first
+    assert calls_of("For example: <act get_weather>days=3</act>") == []  # the placement's cues
+    unclosed = read_salvaged("Checking. <act get_weather>days=3", SCHEMAS)
+    assert unclosed.calls and unclosed.calls[0].cut is not None  # closes=: refused
 
 
 def test_a_reply_without_markers_asks_no_recogniser() -> None:

@@ -34,6 +34,12 @@ def calls_of(text: str, tools: frozenset[str] = TOOLS) -> list[tuple[str, Any, s
 
 # (id, reply text, expected [(name, arguments, format)], expected thought after stripping)
 CASES: list[tuple[str, str, list[tuple[str, Any, str]], str]] = [
+    (  # a complete call inside a sentence (the placement finds no cue around it)
+        "json-in-prose",
+        'Result: {"name": "get_time", "parameters": {}} as requested',
+        [("get_time", {}, "json")],
+        "Result:  as requested",
+    ),
     # --- Hermes / Qwen2.5 ---------------------------------------------------------------
     (
         "hermes-one",
@@ -494,7 +500,15 @@ NOT_CALLS: list[tuple[str, str]] = [
     ("python-set-keyword", "search(query={'a', 'b'})"),
     ("python-complex-in-args", "search('q', 1j)"),
     ("python-too-long", "<|python_tag|>search(query='" + "a" * 30_000 + "')"),
-    ("json-with-prose", 'Result: {"name": "get_time", "parameters": {}} as requested'),
+    ("json-prose-example", 'e.g. {"name": "get_time", "parameters": {}} as requested'),
+    ("json-value-in-json", '{"answer": {"name": "get_time", "parameters": {}}}'),
+    (
+        "json-offer-to-run",
+        'Ready: {"name": "get_time", "parameters": {}} Would you like me to run it?',
+    ),
+    ("python-list-unknown", "Done. [get_time(), shutdown()] as planned"),
+    ("python-list-example", "The syntax: [get_time(tz='UTC')] in a list."),
+    ("mistral-junk-broken", '[TOOL_CALLS] now [{"name": "get_time", "arguments": {]'),
     ("broken-json-not-call-shaped", '{"city": "Paris", "name": "get_time",'),
     ("mistral-unknown", '[TOOL_CALLS][{"name": "shutdown", "arguments": {}}]'),
     ("mistral-marker-alone", "[TOOL_CALLS]"),

@@ -1,8 +1,9 @@
 """Golden files for the model families' own tool-call formats.
 
 Each ``fixtures/salvage/NAME.txt`` is a raw reply written the way a family's chat template
-writes calls (one call, several, a call with text around it), or a negative (prose, code,
-an example in a fence, a call after an invented ``Observation:``, an unknown tool).
+writes calls (one call, several, a call with text around it, a call inside a sentence), or
+a negative (prose, code, an example in a fence or in prose, a call after an invented
+``Observation:``, an unknown tool).
 ``NAME.json`` beside it holds what the shared reader returns: the calls salvaged under
 function calling (name, arguments typed by the tools' schemas, format, the thought left),
 and the decision of the text protocol on the same reply. ``pytest --update-goldens``
@@ -42,8 +43,10 @@ def test_there_are_goldens_for_every_family() -> None:
         "granite", "llama4", "harmony", "minimax", "seed_oss", "functionary", "hermes",
         "deepseek_v3", "deepseek_v31", "qwen_xml", "xlam", "llama3_json", "jamba",
     ):  # fmt: skip
-        stems = {p.stem for p in CASES if p.stem.startswith(family + "_")}
-        assert {f"{family}_one", f"{family}_several", f"{family}_text_around"} <= stems, family
+        stems = {p.stem for p in CASES if family in p.stem}
+        shapes = {"one", "several", "text_around", "in_prose"}  # a call inside a sentence
+        assert {f"{family}_{shape}" for shape in shapes} <= stems, family
+        assert f"neg_{family}_prose_example" in stems, family  # the same, as an example
     assert "neg" in families or any(p.stem.startswith("neg_") for p in CASES)
 
 

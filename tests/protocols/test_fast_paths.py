@@ -94,6 +94,8 @@ def _native_long_way(
     )
     if not found:
         blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
+        if blob and found.withheld is not None:  # a refusal that says why: the protocol's
+            return protocol._native(raw, parsed, ctx)  # wording (the reading is the same)
         if blob and SV.salvage_calls(raw, ctx.tool_names(), examples=True):
             return protocol._format_error(raw.strip() or None, T._EXAMPLE_ONLY)
         return None
@@ -415,13 +417,12 @@ def test_call_keys_and_results_build_no_encoder_per_call() -> None:
 
 def _detectors_long_way(text: str, prefer: str | None) -> list[Any]:
     present = [
-        (families, detect)
-        for families, markers, detect in SV._table()
-        if any(marker in text for marker in markers)
+        fmt
+        for fmt in SV.FORMATS.values()
+        if fmt.read is not None and any(marker in text for marker in fmt.markers or ("",))
     ]
-    if prefer:
-        present.sort(key=lambda entry: prefer not in entry[0])
-    return [detect for _, detect in present]
+    present.sort(key=lambda fmt: (prefer not in fmt.prefer, fmt.last))
+    return [fmt.read for fmt in present]
 
 
 def test_the_recognisers_asked_are_the_long_way_on_every_golden_reply() -> None:

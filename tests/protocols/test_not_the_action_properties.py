@@ -2,7 +2,7 @@
 model's action, never runs, under any protocol, in 10,000 generated replies.
 
 Each reply puts a call to ``rm`` (in one of the formats the readers know: Hermes tags,
-Qwen3-Coder XML, a Python line, Mistral, Llama's python tag, a JSON line) after an
+Qwen3-Coder XML, a Python line or list, Mistral, Llama's python tag, JSON) after an
 invented ``Observation:``, after a ``Final Answer:``, in a fenced example with prose after
 it, in quotation marks or a block quote, in prose that declines, describes or conditions
 it, or leaves its tag unclosed. Every protocol reads it with the shared policy applied
@@ -57,6 +57,8 @@ def rendered(fmt: str, path: str) -> str:
             return f"<tool_call>\n<function=rm>\n<parameter=path>\n{path}\n</parameter>\n</function>\n</tool_call>"
         case "python":
             return f"rm(path={json.dumps(path)})"
+        case "python_list":
+            return f"[rm(path={json.dumps(path)})]"
         case "mistral":
             return f'[TOOL_CALLS][{{"name": "rm", "arguments": {args}}}]'
         case "llama":
@@ -65,7 +67,7 @@ def rendered(fmt: str, path: str) -> str:
             return f'{{"name": "rm", "arguments": {args}}}'
 
 
-FORMATS = ["hermes", "qwen_xml", "python", "mistral", "llama", "json"]
+FORMATS = ["hermes", "qwen_xml", "python", "python_list", "mistral", "llama", "json"]
 BEFORE = [
     "Here is how you'd call it:",
     "For example:",
@@ -127,10 +129,10 @@ def replies(draw: st.DrawFn) -> str:
     if position == "blockquote":
         return f"{lead}\n> {call}\n{tail}"
     if position == "before":
-        newline = "\n" if fmt in ("python", "json") else draw(st.sampled_from([" ", "\n"]))
+        newline = "\n" if fmt == "python" else draw(st.sampled_from([" ", "\n"]))
         return f"{lead}\n{draw(st.sampled_from(BEFORE))}{newline}{call}\n{tail}"
     if position == "after":
-        newline = "\n" if fmt in ("python", "json") else draw(st.sampled_from([" ", "\n"]))
+        newline = "\n" if fmt == "python" else draw(st.sampled_from([" ", "\n"]))
         return f"{lead}\n{call}{newline}{draw(st.sampled_from(AFTER))}"
     opened = rendered("hermes", draw(PATHS)).removesuffix("</tool_call>")
     end = draw(st.sampled_from(["", "\n", " "]))

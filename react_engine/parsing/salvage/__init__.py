@@ -13,13 +13,14 @@ the model family's own format::
     mistral         [TOOL_CALLS][{"name": "f", "arguments": {...}}]               Mistral
                     [TOOL_CALLS]f[ARGS]{...}                                      Mistral (v11+)
     llama           <|python_tag|>{"name": "f", "parameters": {...}}               Llama 3.x
-    json            {"name": "f", "parameters": {...}}   as the whole reply        Llama 3.x
-    python          f(k="v") on a line of its own, or [f(k=1), g()] as the reply   Llama 3.2, Gemma
+    json            {"name": "f", "parameters": {...}}   anywhere in the text     Llama 3.x
+    python          f(k="v") on a line of its own, or [f(k=1), g()] anywhere       Llama 3.2, Gemma
 
 and the formats of :mod:`.formats` (GLM-4.5, Kimi K2, InternLM2, Qwen2.5-Coder ``<tools>``,
 Jamba, Granite, Llama 4, gpt-oss harmony, MiniMax, Seed-OSS, Functionary, JSON calls on
-lines of their own). Each recogniser runs only when its marker is in the text; the one the
-capability registry names for the model (``call_format``) runs first.
+lines of their own). Each is registered with :func:`~.formats.register_format` (a new
+family is one more: ``docs/extending.md``), and its recogniser runs only when its marker is
+in the text; the one the capability registry names for the model (``call_format``) first.
 
 :func:`salvage_calls` finds them; :func:`strip_salvaged` removes them so that what is
 left is the step's thought. Thought/Action text is not handled here: that is the text
@@ -29,8 +30,9 @@ final answer, whether a reply is a call written as text rather than an answer).
 Guard rails, because a false positive runs a tool the model never asked for:
 
 * only names in ``tool_names`` are salvaged; with no tools, nothing is;
-* Python syntax counts only on a line of its own (or as a whole ``[f(), g()]`` reply), is
-  parsed with :mod:`ast` and literal-evaluated, never executed;
+* Python syntax counts only on a line of its own or as a ``[f(), g()]`` list of calls
+  only, is parsed with :mod:`ast` and literal-evaluated, never executed; JSON in prose
+  only as valid call objects with an arguments key;
 * calls inside a think block (``<think>``, ``<thinking>``, ``<reasoning>``, read as the
   text parser reads them) are drafts, not calls, and are skipped;
 * broken JSON arguments stay the raw string (the caller may repair them);
@@ -55,24 +57,23 @@ import bisect
 import keyword
 import re
 from collections.abc import (
-    Callable,
     Collection,
     Iterable,
     Mapping,
     Sequence,
 )
 from dataclasses import dataclass, replace
-from typing import Any, Final, TypeAlias, get_args
+from typing import Any, Final
 
 from ...errors import ReActParseError
 from ...types import PendingCall
 from ...wording import Note, ObservationCode
 from .. import patterns as P
 from ..common import think_blocks, unfence
-from ..placement import NotAction, placement
+from ..placement import CUES, NotAction, placement
 from ..react import parse_react
 from . import formats as F
-from .formats import type_arguments
+from .formats import FORMATS, NativeFormat, recogniser, register_format, type_arguments
 from .readers import (
     MAX_CALL_CHARS,
     Arguments,
@@ -93,10 +94,12 @@ from .readers import (
 )
 
 __all__ = [
-    "SALVAGE_REPAIR_CODES",
+    "FORMATS",
+    "NativeFormat",
     "SalvageFormat",
     "Salvaged",
     "read_salvaged",
+    "register_format",
     "salvage_calls",
     "strip_salvaged",
     "written_call",
@@ -105,18 +108,6 @@ __all__ = [
 
 UNCLOSED: Final = Note(ObservationCode.UNCLOSED)
 """Why a call whose opening tag is never closed does not run (the policy refuses it)."""
-
-TEXT_VALUED: Final[frozenset[str]] = frozenset({"qwen_xml", "glm45", "minimax", "seed_oss"})
-"""Formats that write every argument value as text: typed by the tool's schema."""
-
-
-SALVAGE_REPAIR_CODES: Final = frozenset(
-    {f"salvaged:{fmt}" for fmt in get_args(SalvageFormat)}
-    | {"salvaged:react_text", "loose_arguments"}
-)
-"""Every code a salvaged call may carry: ``salvaged:<format>`` (added by the protocol that
-runs it, ``react_text`` for a Thought/Action block) and ``loose_arguments``."""
-
 
 # --- the entry points -----------------------------------------------------------------------------
 
@@ -136,7 +127,7 @@ def salvage_calls(
     Python syntax); ``prefer`` names a format family (the capability registry's
     ``call_format`` for the model) whose recogniser is asked first. ``schemas`` maps a
     tool's name to its parameters' JSON Schema: values that a format writes as text
-    (:data:`TEXT_VALUED`) are typed by it (without it, a value is JSON when it parses).
+    (registered with ``values=``) are typed by it (without it, a value is JSON when it parses).
 
     Not calls: anything in a think block, a format's markup inside a fenced example (a
     fence that is not the whole reply), and any call that is not the model's action
@@ -168,7 +159,8 @@ def read_salvaged(
     withheld: NotAction | None = None
     if found.calls and not examples:
         spans = [c.span for c in found.calls]
-        verdicts = placement(text, spans, sorted([*found.think, *fences]))
+        closers = {f.closes for f in F.FORMATS.values() if f.closes is not None}
+        verdicts = placement(text, spans, sorted([*found.think, *fences]), closers)
         for call, verdict in zip(found.calls, verdicts, strict=True):
             if verdict == "unclosed":  # kept, so that the model is told (the policy refuses it)
                 call.cut = UNCLOSED
@@ -260,60 +252,28 @@ _END: Final = 1 << 62
 
 
 def _typed(call: PendingCall, schemas: Mapping[str, Mapping[str, Any]] | None) -> PendingCall:
-    """``call`` with its text values typed (formats in :data:`TEXT_VALUED` only)."""
-    if call.format not in TEXT_VALUED or not isinstance(call.arguments, dict):
+    """``call`` with its text values typed (formats that write values as text only)."""
+    fmt = F.FORMATS.get(call.format)
+    if fmt is None or fmt.values is None or not isinstance(call.arguments, dict):
         return call
     schema = schemas.get(call.tool) if schemas is not None else None
     return replace(call, arguments=type_arguments(call.arguments, schema))
 
 
-_Detector: TypeAlias = Callable[[str, frozenset[str], CallSink], None]
-
-
-_DetectorRow: TypeAlias = tuple[tuple[str, ...], tuple[str, ...], _Detector]
-_TABLE: list[_DetectorRow] = []
-
-
-def _table() -> list[_DetectorRow]:
-    """Each recogniser with its format families and the markers that must be in a reply for
-    it to find anything, most explicit first (built once, on first use)."""
-    if _TABLE:
-        return _TABLE
-    _TABLE[:] = [
-        (("kimi",), ("<|tool_call_begin|>",), F.kimi),
-        (("deepseek",), ("tool▁call", "tool_call_begin", "tool_calls_begin"), _deepseek),
-        (("harmony", "gpt-oss"), ("<|message|>",), F.harmony),
-        (("internlm",), ("<|action_start|>",), F.internlm),
-        (("granite",), ("<|tool_call|>",), F.granite),
-        (("llama4",), ("<|python_start|>",), F.llama4),
-        (("minimax",), ("<invoke name=",), F.minimax),
-        (("seed_oss",), ("<seed:tool_call>",), F.seed_oss),
-        (("glm45",), ("<tool_call>",), F.glm45),
-        (("hermes", "qwen_xml", "llama_function"), ("<tool_call>", "<function="), _tagged),
-        (("qwen25",), ("<tools>",), F.qwen25),
-        (("jamba",), ("<tool_calls>",), F.jamba),
-        (("mistral",), ("[TOOL_CALLS]",), _mistral),
-        (("llama",), ("<|python_tag|>",), _llama_tag),
-        (("functionary",), (">>>", "<|recipient|>"), F.functionary),
-        (("json", "xlam"), ("{", "["), _whole_json),
-        (("json", "qwen25"), ("{",), F.json_lines),
-        (("python", "llama4"), ("(",), _python),
-    ]
-    return _TABLE
-
-
-def _detectors(text: str, prefer: str | None) -> list[_Detector]:
-    """The recognisers whose marker is in ``text``, the preferred family's first."""
-    present: list[tuple[tuple[str, ...], _Detector]] = []
+def _detectors(text: str, prefer: str | None) -> list[F.Recogniser]:
+    """The recognisers whose marker is in ``text``, the preferred family's first, the
+    catch-alls (``last``) last."""
+    present: list[F.NativeFormat] = []
     tags = "<" in text  # most markers are tags: without a "<", none of those is there
-    for families, markers, detect in _table():  # on every reply: plain loops, no generators
-        for marker in markers:
-            if (tags or marker[0] != "<") and marker in text:
-                present.append((families, detect))
+    for fmt in F.FORMATS.values():  # on every reply: plain loops, no generators
+        if fmt.read is None:
+            continue
+        for marker in fmt.markers or ("",):
+            if (tags or marker[:1] != "<") and marker in text:
+                present.append(fmt)
                 break
-    if prefer:
-        present.sort(key=lambda entry: prefer not in entry[0])
-    return [detect for _, detect in present]
+    present.sort(key=lambda fmt: (prefer is None or prefer not in fmt.prefer, fmt.last))
+    return [fmt.read for fmt in present if fmt.read is not None]
 
 
 def _fence_regions(text: str) -> list[tuple[int, int]]:
@@ -408,6 +368,13 @@ def _unfence_whole(src: str) -> str:
 # --- detectors ------------------------------------------------------------------------------------
 
 
+@recogniser(
+    "hermes",
+    what="a <tool_call> block",
+    markers=("<tool_call>", "<function="),
+    prefer=("qwen_xml", "llama_function"),
+    closes=("<tool_call>", "</tool_call>"),
+)
 def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
     """Hermes ``<tool_call>`` blocks (JSON or Qwen3-Coder XML inside) and bare
     ``<function=NAME>`` blocks (Qwen3-Coder XML or Llama 3.1 JSON).
@@ -451,12 +418,26 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
         token = next(tokens, None) if closed else following
 
 
+register_format(
+    "qwen_xml",
+    what="a <function=...><parameter=...> block",
+    closes=("<function=", "</function>"),
+    values=("<parameter=", ("</parameter>", "</function>", "</tool_call>")),
+)
+register_format("llama_function", what="a <function=...>{...} block")
+
+
 def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
     """Index of the first of ``chars`` in ``text[start:end]``."""
     found = [p for p in (text.find(c, start, end) for c in chars) if p != -1]
     return min(found) if found else None
 
 
+@recogniser(
+    "deepseek",
+    what="DeepSeek's tool-call tokens",
+    markers=("tool▁call", "tool_call_begin", "tool_calls_begin"),
+)
 def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
     """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``)
     special-token calls, full-width or ASCII. Calls inside one ``tool_calls_begin/end``
@@ -514,9 +495,11 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
     return name.strip(), raw_arguments(rest)
 
 
+@recogniser("mistral", what="a [TOOL_CALLS] call", markers=("[TOOL_CALLS]",))
 def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}`` (v11+;
-    ``[ARGS]`` may be missing, and several calls may follow one mark)."""
+    ``[ARGS]`` may be missing, and several calls may follow one mark), or by other text
+    and then a valid JSON list of calls."""
     marks = Tokens(P.MISTRAL_MARK.finditer(text))
     while (mark := marks.take()) is not None:
         following = marks.peek()
@@ -552,8 +535,22 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
                 if name in names:
                     out.append(found_call(name, arguments, "mistral", (start, piece_end)))
                 start = piece_end
+        elif (found := P.JSON_LIST_START.search(text, pos, region_end)) is not None:
+            # text between the mark and the list: the list counts when it is valid JSON of
+            # known calls and the text says nothing of an example (the placement's cues)
+            close, _ = scan(text, found.start(), region_end, P.JSON_STRUCTURE, '"')
+            ok, value, _ = loads(text[found.start() : close]) if close else (False, 0, False)
+            calls = call_from_object(value) if ok else None
+            if (
+                calls
+                and all(n in names for n, _ in calls)
+                and not CUES.search(text, pos, found.start())
+            ):
+                listed = json_objects_lazily(text, found.start(), close or 0)
+                out.extend(tile(listed, "mistral", mark.start(), close, names))
 
 
+@recogniser("llama", what="a <|python_tag|> call", markers=("<|python_tag|>",))
 def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
     """``<|python_tag|>`` then JSON calls (several may be chained with ``;``) or one
     Python call, up to ``<|eom_id|>``/``<|eot_id|>`` (included), the next tag, or the end."""
@@ -602,15 +599,31 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     out.extend(tile(pieces, "json", start, end, names))
 
 
+@recogniser(
+    "json", what="a JSON call object", markers=("{", "["), prefer=("xlam", "qwen25"), last=True
+)
+def _json(text: str, names: frozenset[str], out: CallSink) -> None:
+    """A reply that is a JSON call, then JSON calls in its text (:func:`.formats.json_lines`)."""
+    _whole_json(text, names, out)
+    F.json_lines(text, names, out)
+
+
 MAX_PYTHON_CALLS = 1024
 """Python call lines read from one reply. Each costs a ``compile`` (about 25 µs): a reply of
 a megabyte of ``f(a=1)`` lines took 13 s of CPU. No reply runs more than
 ``max_calls_per_step`` calls (16 by default), and the calls read past it are only reported."""
 
 
+@recogniser(
+    "python",
+    what="a Python-style call on its own line, or a list of them",
+    markers=("(",),
+    prefer=("llama4",),
+    last=True,
+)
 def _python(text: str, names: frozenset[str], out: CallSink) -> None:
     """``tool(k="v")`` alone on its line (plain, indented, in backticks or a fence), and a
-    reply that is just a list of such calls ``[tool(k=1), other()]``."""
+    list of such calls ``[tool(k=1), other()]``, the whole reply or inside its prose."""
     idents = sorted(
         (n for n in names if n.isidentifier() and not keyword.iskeyword(n)),
         key=len,
@@ -626,6 +639,18 @@ def _python(text: str, names: frozenset[str], out: CallSink) -> None:
             out.extend(tile(listed, "python", whole_start, whole_end, names))
             return
     read = 0
+    resume = 0
+    for match in P.call_list(idents).finditer(text):  # [f(k=1), g()] inside prose
+        if read >= MAX_PYTHON_CALLS:
+            return
+        if match.start() < resume:
+            continue
+        limit = min(len(text), match.start() + MAX_CALL_CHARS)
+        close, resume = scan(text, match.start(), limit, P.PYTHON_STRUCTURE, "'\"")
+        listed = python_list(text, match.start(), close, names) if close is not None else None
+        if close is not None and listed:
+            out.extend(tile(listed, "python", match.start(), close, names))
+            read += 1
     resume = 0
     for match in P.call_line(idents).finditer(text):
         if read >= MAX_PYTHON_CALLS:

@@ -1,9 +1,13 @@
-"""The model families' own tool-call formats, one small named recogniser each.
+"""The model families' own tool-call formats: the registry, and one small recogniser each.
 
+:func:`register_format` records a format: its recogniser, the markers that must be in a
+reply for it to find anything, its row in the repair table (``salvaged:NAME``), and what
+the readers need to know of it (tags that must close, values written as text).
 :func:`~.salvage.salvage_calls` asks every recogniser in turn (the one the capability
-registry names for the model first); each starts with a substring test for its marker,
-so a reply without the marker costs one ``in``. The formats, as the families' chat
-templates write them::
+registry names for the model first, the catch-all JSON and Python readers last); each
+starts with a substring test for its marker, so a reply without the marker costs one
+``in``. Below, each family is one section: its recogniser and its registration. The
+formats, as the families' chat templates write them::
 
     glm45        <tool_call>f\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>
     kimi         <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
@@ -19,7 +23,7 @@ templates write them::
     seed_oss     <seed:tool_call><function=f><parameter=k>v</parameter></function></seed:tool_call>
     functionary  >>>f\\n{...}            (v3.2; several follow one another)
                  <|recipient|>f\\n<|content|>{...}   (v2)
-    json_lines   {"name": "f", "arguments": {...}} on lines of their own, in prose
+    json_lines   {"name": "f", "arguments": {...}} anywhere in the text
 
 GLM, Qwen3-Coder XML, MiniMax and Seed-OSS write every value as text: those values are
 typed by the tool's JSON Schema in :func:`typed_value` (``"5"`` becomes ``5`` only where
@@ -29,10 +33,12 @@ the schema says integer).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
 
 from .. import patterns as P
+from .. import repairs as R
 from ..duplicates import DUPLICATE_KEY, assign
 from .readers import (
     Arguments,
@@ -53,9 +59,79 @@ from .readers import (
     tile,
 )
 
-__all__ = ["strip_text_value", "typed_value"]
+__all__ = [
+    "FORMATS",
+    "NativeFormat",
+    "Recogniser",
+    "recogniser",
+    "register_format",
+    "typed_value",
+]
 
 _NAME: Final = r"[\w.\-/:]{1,200}"
+
+Recogniser: TypeAlias = Callable[[str, frozenset[str], CallSink], None]
+"""``read(text, names, out)``: appends to ``out`` each call to one of ``names`` written in
+``text``, made with :func:`~.readers.found_call` (or :func:`~.readers.tile`) with its span."""
+
+
+@dataclass(frozen=True, slots=True)
+class NativeFormat:
+    """A tool-call format, as :func:`register_format` records it."""
+
+    name: str
+    read: Recogniser | None
+    markers: tuple[str, ...]
+    prefer: tuple[str, ...]
+    closes: tuple[str, str] | None
+    values: tuple[str, tuple[str, ...]] | None
+    last: bool
+
+
+FORMATS: dict[str, NativeFormat] = {}
+"""Every registered format, by name, in the order their recognisers are asked."""
+
+
+def register_format(
+    name: str,
+    read: Recogniser | None = None,
+    *,
+    what: str,
+    markers: tuple[str, ...] = (),
+    prefer: tuple[str, ...] = (),
+    closes: tuple[str, str] | None = None,
+    values: tuple[str, tuple[str, ...]] | None = None,
+    last: bool = False,
+) -> NativeFormat:
+    """Register the tool-call format ``name``: every table a format needs, in one call.
+
+    ``read`` finds its calls (``None``: another format's recogniser writes them), asked
+    only when one of ``markers`` is in the reply (none: always), first when the capability
+    registry's ``call_format`` is ``name`` or one of ``prefer``; ``last`` puts it after
+    the others (a catch-all). ``what`` is its row in the repair table (the lossless code
+    ``salvaged:NAME``, :mod:`..repairs`). ``closes`` is an opening tag and the closing tag
+    a call written in it must have (else it is refused as unclosed, :mod:`..placement`).
+    ``values`` is the tag that opens a value written as text and the tags that may end
+    it: such values are typed by the tool's schema, and a reply that ends inside one was
+    cut there. Registering a name again replaces it.
+    """
+    fmt = NativeFormat(name, read, markers, (name, *prefer), closes, values, last)
+    FORMATS.pop(name, None)
+    FORMATS[name] = fmt
+    code = f"salvaged:{name}"
+    R.REPAIRS[code] = R.Repair(code, "salvage", True, what)
+    return fmt
+
+
+def recogniser(name: str, **options: Any) -> Callable[[Recogniser], Recogniser]:
+    """:func:`register_format` as the decorator of the format's recogniser."""
+
+    def register(read: Recogniser) -> Recogniser:
+        register_format(name, read, **options)
+        return read
+
+    return register
+
 
 # --- values written as text -------------------------------------------------------------------
 
@@ -187,7 +263,8 @@ def _blocks(
     out: CallSink,
 ) -> None:
     """JSON calls in ``opening ... closing`` blocks (the closing may be missing at the end
-    of a reply, or be the next block's opening)."""
+    of a reply, and the calls then end where their JSON does; or be the next block's
+    opening)."""
     until = _Finder(text, (*closing, opening))
     pos = text.find(opening)
     while pos != -1:
@@ -196,7 +273,7 @@ def _blocks(
         if text.startswith(opening, body_end):
             end = body_end
         pieces = _json_pieces(text, body, body_end)
-        out.extend(tile(pieces, fmt, pos, end, names))
+        out.extend(tile(pieces, fmt, pos, None if body_end == len(text) else end, names))
         pos = text.find(opening, max(end, body))
 
 
@@ -206,6 +283,13 @@ _GLM_HEAD: Final = re.compile(rf"[ \t]*({_NAME})[ \t]*(?:\r?\n|(?=<arg_key>|</to
 _GLM_PAIR: Final = re.compile(r"\s*<arg_key>(.{0,200}?)</arg_key>\s*<arg_value>", re.DOTALL)
 
 
+@recogniser(
+    "glm45",
+    what="GLM-4.5's <tool_call> with <arg_key>/<arg_value>",
+    markers=("<tool_call>",),
+    closes=("<tool_call>", "</tool_call>"),
+    values=("<arg_value>", ("</arg_value>", "</tool_call>")),
+)
 def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
     """GLM-4.5 / 4.6: ``<tool_call>NAME`` then ``<arg_key>K</arg_key><arg_value>V</arg_value>``
     pairs (strings as written, other values as JSON), ``</tool_call>``."""
@@ -249,6 +333,7 @@ _KIMI_TOKEN: Final = re.compile(
 _KIMI_ID: Final = re.compile(r"\s*(?:functions\.)?([\w.\-/]{1,200}?)(?::\d{1,6})?\s*\Z")
 
 
+@recogniser("kimi", what="Kimi K2's tool-call tokens", markers=("<|tool_call_begin|>",))
 def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
     """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
     <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
@@ -291,6 +376,7 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
     flush(None)
 
 
+@recogniser("internlm", what="InternLM's <|action_start|> call", markers=("<|action_start|>",))
 def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
     """InternLM2: ``<|action_start|><|plugin|>`` then a JSON call, ``<|action_end|>``."""
     until = _Finder(text, ("<|action_end|>", "<|action_start|>"))
@@ -308,21 +394,35 @@ def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
         pos = text.find("<|action_start|>", max(end, body))
 
 
+@recogniser(
+    "qwen25",
+    what="Qwen2.5-Coder's <tools> block",
+    markers=("<tools>",),
+    closes=("<tools>", "</tools>"),
+)
 def qwen25(text: str, names: frozenset[str], out: CallSink) -> None:
     """Qwen2.5-Coder: JSON calls inside ``<tools> ... </tools>``."""
     _blocks(text, names, "<tools>", ("</tools>",), "qwen25", out)
 
 
+@recogniser(
+    "jamba",
+    what="Jamba's <tool_calls> list",
+    markers=("<tool_calls>",),
+    closes=("<tool_calls>", "</tool_calls>"),
+)
 def jamba(text: str, names: frozenset[str], out: CallSink) -> None:
     """Jamba (and MiniMax-M1): a JSON list, or JSON lines, inside ``<tool_calls>``."""
     _blocks(text, names, "<tool_calls>", ("</tool_calls>",), "jamba", out)
 
 
+@recogniser("granite", what="Granite's <|tool_call|> list", markers=("<|tool_call|>",))
 def granite(text: str, names: frozenset[str], out: CallSink) -> None:
     """Granite: ``<|tool_call|>`` then a JSON list of calls."""
     _blocks(text, names, "<|tool_call|>", ("<|end_of_text|>",), "granite", out)
 
 
+@recogniser("llama4", what="Llama 4's [f(k=v)] calls", markers=("<|python_start|>",))
 def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
     """Llama 4: ``<|python_start|>`` then a pythonic list ``[f(k=...), g()]`` (or one
     call), up to ``<|python_end|>``."""
@@ -355,6 +455,7 @@ _HARMONY_HEAD: Final = re.compile(r"[^\n]{0,120}?<\|message\|>")
 _HARMONY_ENDS: Final = ("<|call|>", "<|end|>", "<|return|>", "<|start|>", "<|channel|>")
 
 
+@recogniser("harmony", what="gpt-oss's Harmony call", markers=("<|message|>",), prefer=("gpt-oss",))
 def harmony(text: str, names: frozenset[str], out: CallSink) -> None:
     """gpt-oss (harmony): ``<|channel|>commentary to=functions.NAME <|constrain|>json
     <|message|>{...}<|call|>`` (the recipient may also come before the channel)."""
@@ -390,6 +491,13 @@ _MINIMAX_TOKEN: Final = re.compile(
 )
 
 
+@recogniser(
+    "minimax",
+    what="MiniMax's <invoke> call",
+    markers=("<invoke name=",),
+    closes=("<minimax:tool_call>", "</minimax:tool_call>"),
+    values=("<parameter name=", ("</parameter>", "</invoke>", "</minimax:tool_call>")),
+)
 def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     """MiniMax-M2: ``<minimax:tool_call>`` holding ``<invoke name="NAME">`` elements with
     ``<parameter name="K">V</parameter>`` children, values as text."""
@@ -442,6 +550,13 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     flush(None)
 
 
+@recogniser(
+    "seed_oss",
+    what="Seed-OSS's <seed:tool_call>",
+    markers=("<seed:tool_call>",),
+    closes=("<seed:tool_call>", "</seed:tool_call>"),
+    values=("<parameter=", ("</parameter>", "</function>", "</seed:tool_call>")),
+)
 def seed_oss(text: str, names: frozenset[str], out: CallSink) -> None:
     """Seed-OSS: Qwen3-Coder-style ``<function=NAME><parameter=K>V</parameter></function>``
     inside ``<seed:tool_call> ... </seed:tool_call>``."""
@@ -465,6 +580,7 @@ _FUNCTIONARY: Final = re.compile(
 )
 
 
+@recogniser("functionary", what="Functionary's >>>f call", markers=(">>>", "<|recipient|>"))
 def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
     """Functionary: v3.2 ``>>>NAME\\n{...}`` (several in a row; ``>>>all`` is text) and
     v2 ``<|recipient|>NAME\\n<|content|>{...}``."""
@@ -496,43 +612,48 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
         out.append(found_call(name, arguments, "functionary", (head.start(), end)))
 
 
-_LINE_TAIL: Final = re.compile(r"[ \t;,]*(?:\r?\n|\Z)")
-_LINE_OBJECT: Final = re.compile(r'^[ \t]*(?=\{\s*"(?:name|function|tool)"\s*:)', re.MULTILINE)
+_CALL_OBJECT: Final = re.compile(r'(?:\[\s*)?\{(?=\s*"(?:name|function|tool)"\s*:)')
 
 
 def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
-    """JSON call objects standing on lines of their own inside prose (Qwen2.5-Coder's
-    bare ``{"name": ..., "arguments": ...}``), several chained with ``;`` or newlines.
+    """JSON call objects written in the reply's text (Qwen2.5-Coder's bare
+    ``{"name": ..., "arguments": ...}`` on its own line; Llama 3's inside a sentence),
+    several chained with ``;``, ``,`` or white space, or in a list.
 
-    Stricter than a whole-reply JSON call: each object must be valid JSON with an
-    explicit arguments key and a known tool name, and nothing but ``;``, ``,`` or
-    spaces may follow a lone object on its line (a chain of several may be followed by
-    prose: the text parser reads only the first of them, so they are all read here).
+    Stricter than a whole-reply JSON call: each object of a chain must be valid JSON with
+    an explicit arguments key and a known tool name, and it must not be a value inside
+    other JSON (after a ``"key":``). Whether prose around it presents it as an example is
+    the placement's question (:mod:`..placement`), as for every call in text.
 
     A chain is read twice, object by object: once to check every call in it, once to
     write them; none is held in between (a megabyte of JSON lines is one chain).
     """
     resume = 0
-    for match in _LINE_OBJECT.finditer(text):
-        start = match.end()
+    for match in _CALL_OBJECT.finditer(text):
+        start = match.start()
         if start < resume:
             continue
-        count, last, end = 0, start, start
-        for object_start, end in _chain(text, start):
+        first = match.end() - 1  # the first object's "{"
+        count, end = 0, first
+        for object_start, end in _chain(text, first):
             if count < 0:
                 continue  # a bad call: the chain is not read, only its end is found
             calls = _good_calls(text[object_start:end], names)
-            if calls is None:
-                count = -1
-            elif calls:
-                count, last = count + len(calls), end
+            count = -1 if calls is None else count + len(calls)
         resume = max(end, start + 1)
-        ends_line = count > 0 and _LINE_TAIL.match(text, last) is not None
-        if count > 0 and (ends_line or count > 1):
-            for object_start, object_end in _chain(text, start):
-                span = (object_start, object_end)
-                for name, arguments, repairs in call_from_json(text[slice(*span)]) or ():
+        last = end
+        if first > start:  # a list: it must close right after its last object
+            closing = _LIST_END.match(text, end)
+            count, last = (count, closing.end()) if closing else (-1, end)
+        if count > 0 and not text[max(0, start - 80) : start].rstrip().endswith('":'):
+            for object_start, object_end in _chain(text, first):
+                span = (start if object_start == first else object_start, object_end)
+                span = (span[0], last if object_end == end else object_end)
+                for name, arguments, repairs in call_from_json(text[object_start:object_end]) or ():
                     out.append(found_call(name, arguments, "json", span, repairs))
+
+
+_LIST_END: Final = re.compile(r"\s*\]")
 
 
 def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:

@@ -19,34 +19,15 @@ import ast
 import json
 import re
 from collections.abc import Generator, Iterable, Iterator, Sequence
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 from ...types import PendingCall
 from .. import patterns as P
 from ..common import call_objects
 from ..duplicates import DUPLICATE_KEY, assign, decode
 
-SalvageFormat: TypeAlias = Literal[
-    "hermes",
-    "qwen_xml",
-    "llama_function",
-    "deepseek",
-    "mistral",
-    "llama",
-    "json",
-    "python",
-    "glm45",
-    "kimi",
-    "internlm",
-    "qwen25",
-    "jamba",
-    "granite",
-    "llama4",
-    "harmony",
-    "minimax",
-    "seed_oss",
-    "functionary",
-]
+SalvageFormat: TypeAlias = str
+"""The name of a native tool-call format (:func:`~.formats.register_format`)."""
 
 Arguments: TypeAlias = dict[str, Any] | str
 Repairs: TypeAlias = tuple[str, ...]
