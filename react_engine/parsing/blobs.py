@@ -1,0 +1,434 @@
+"""What an action is given: an Action Input read as JSON or text, ``key=value`` pairs, and
+tool-call blobs (JSON, fenced or not, and Hermes/Qwen, Mistral or Llama markup, read whole,
+several chained with ``;``), each call an :class:`Item`."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..errors import JSONRepairError, ReactEngineError
+from ..types import PendingCall, to_jsonable
+from . import patterns as P
+from .common import NOT_OBJECT, call_objects, unfence, written_value
+from .duplicates import DECODER
+from .json_repair import decode_prefix, repair_json
+from .labels import MAX_LABELS
+from .patterns import run_end
+
+__all__ = [
+    "BLOB_CHARS",
+    "FINISH_NAMES",
+    "BrokenChain",
+    "Item",
+    "answer_text",
+    "call_args",
+    "is_finish",
+    "read_blob",
+    "read_chain",
+    "read_input",
+    "search_blobs",
+]
+
+FINISH_NAMES: Final = frozenset(
+    {"finish", "final", "finalanswer", "finalresponse", "answer", "最终答案", "最终回答"}
+)
+
+BLOB_CHARS: Final = "{[<`~"
+"""A tool-call blob candidate in prose needs one of these: a bracket (``{``/``[``, also
+``[TOOL_CALLS]``), a tag (``<tool_call>``, ``<|python_tag|>``, ``<function=``) or a fence."""
+_MAX_BLOB_CANDIDATES: Final = 16
+
+MAX_KWARGS: Final = 256
+"""``key=value`` pairs read in ``tool(...)``; with more, the input stays text."""
+
+
+_JSON: Final = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(..., ensure_ascii=False)``, its encoder made once."""
+
+
+def _dumps(value: Any) -> str:
+    """``value`` as JSON text; one nested too deep for ``json.dumps`` (JSON decodes deeper
+    than it encodes) is encoded cut at a safe depth."""
+    try:
+        return _JSON.encode(value)
+    except (RecursionError, ValueError):
+        return _JSON.encode(to_jsonable(value))
+
+
+def is_finish(tool: str) -> bool:
+    """Whether an action named ``tool`` is the final answer (``Finish``, ``final_answer``)."""
+    return P.normalise_word(tool) in FINISH_NAMES
+
+
+def answer_text(value: Any) -> str:
+    """The final answer a finish action's input gives."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, dict) and len(value) == 1:  # {"answer": ...}
+        (value,) = value.values()
+        return value.strip() if isinstance(value, str) else _dumps(value)
+    return _dumps(value) if value else ""
+
+
+@dataclass(slots=True)
+class Item:
+    """An action or a final answer found in the reply, at ``pos``."""
+
+    pos: int
+    tool: str | None = None
+    args: dict[str, Any] | str = field(default_factory=dict)
+    raw_input: str = ""
+    has_input: bool = False
+    final: str | None = None
+    thought: str | None = None
+    codes: list[str] = field(default_factory=list)
+    inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
+    error: str | None = None  # why it must not run (two different inputs)
+    dumped: tuple[Any, str] | None = None  # (args, raw_input) when raw_input is json.dumps(args)
+
+
+class BrokenChain(ReactEngineError):
+    """A call chained with ``;`` that cannot be read (``pos``: where, in the reply); never
+    leaves :func:`~react_engine.parsing.parse_react`, which raises ``ReActParseError``."""
+
+    def __init__(self, pos: int) -> None:
+        super().__init__(pos)
+        self.pos = pos
+
+
+def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
+    """Arguments from an Action Input: a JSON object, or the text itself."""
+    text = raw.strip()
+    codes: list[str] = []
+    if not text:
+        return {}, ["empty_action_input"]
+    if text.startswith(("```", "~~~")):
+        inner, after = unfence(text) or (text, "")
+        codes.append("fenced_json")
+        if after.strip():
+            codes.append("text_after_input")
+        text = inner.strip()
+        if not text:
+            return {}, [*codes, "empty_action_input"]
+    elif len(text) > 1 and text[0] == "`" and text[-1] == "`" and "`" not in text[1:-1]:
+        codes.append("backtick_input")
+        text = text[1:-1].strip()
+    if text[:1] in ("{", "["):
+        try:
+            value = DECODER.decode(text)
+        except (ValueError, RecursionError):
+            try:
+                # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
+                # that would run the tool on a value the model never finished writing
+                result = repair_json(text, allow_truncated=False)
+            except JSONRepairError:
+                return text, [*codes, "action_input_not_json"]
+            value = result.value
+            codes.extend("json:" + c for c in result.repairs)
+        if isinstance(value, dict):
+            return value, codes
+        return _as_args(value, text, codes)
+    unquoted = _unquote(text)
+    if unquoted is None:
+        if text[:1] in '"“':  # a string opened and never closed as one: cut or broken
+            return text, [*codes, "action_input_not_json"]
+        return text, codes
+    codes.append("quoted_input")
+    if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
+        try:
+            value = DECODER.decode(unquoted)
+        except (ValueError, RecursionError):
+            return unquoted, codes
+        return value, [*codes, "json_string_arguments"]  # "{..." decodes to an object
+    return unquoted, codes
+
+
+def _unquote(text: str) -> str | None:
+    """The string inside ``"..."`` or ``'...'`` when that is all the text is."""
+    if len(text) < 2 or text[0] != text[-1] or text[0] not in "\"'":
+        return None
+    if text[0] == '"':
+        try:
+            value = DECODER.decode(text)
+        except ValueError:
+            return None
+        return value if isinstance(value, str) else None
+    return text[1:-1] if "'" not in text[1:-1] else None
+
+
+def _as_args(value: Any, text: str, codes: list[str]) -> tuple[dict[str, Any] | str, list[str]]:
+    """Arguments that are JSON but not an object: ``[{...}]`` unwrapped, else the text."""
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+        return value[0], [*codes, "unwrapped_array"]
+    return text, [*codes, "action_input_not_object"]
+
+
+def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
+    """Arguments as a JSON blob gives them: an object, a JSON string, text or nothing."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if value.strip()[:1] != "{":
+            return value
+        try:
+            # "{..." decodes to an object or fails; cut-off JSON is not closed
+            parsed = repair_json(value.strip(), allow_truncated=False)
+        except JSONRepairError:
+            codes.append("action_input_not_json")
+            return value
+        codes.append("json_string_arguments")
+        codes.extend("json:" + c for c in parsed.repairs)
+        decoded: dict[str, Any] = parsed.value
+        return decoded
+    if isinstance(value, dict):  # the usual case: no text needed, no code
+        return value
+    args, more = _as_args(value, _dumps(value), [])
+    codes.extend(more)
+    return args
+
+
+def call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:
+    """Arguments of ``tool(...)``: JSON, ``key=value`` pairs, a quoted string or text."""
+    if inner[0] in "{[":
+        args, more = read_input(inner)
+        codes.extend(more)
+        return args
+    kwargs = _kwargs(inner, codes)
+    if kwargs is not None:
+        return kwargs
+    args, more = read_input(inner)
+    codes.extend(more)
+    return args
+
+
+def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
+    """``key="v", n=2`` as a dict (values decoded as JSON where they are), or None.
+
+    The repairs a value took join ``codes`` (as ``json:`` codes); a value that is no JSON
+    at all (``path=/srv/x``) is kept as text, reported as ``json:unquoted_value``."""
+    out: dict[str, Any] = {}
+    found: list[str] = []
+    pos = 0
+    for _ in range(MAX_KWARGS):
+        m = P.KWARG.match(text, pos)
+        if m is None:
+            return None
+        value = m.group("value").strip()
+        try:
+            result = repair_json(value, allow_truncated=False) if value else None
+        except JSONRepairError:
+            out[m.group("key")] = value
+            found.append("json:unquoted_value")
+        else:
+            out[m.group("key")] = result.value if result is not None else ""
+            found.extend("json:" + c for c in (result.repairs if result is not None else ()))
+        pos = m.end()
+        if pos >= len(text):
+            codes.extend(c for c in dict.fromkeys(found) if c not in codes)
+            return out
+        sep = P.KWARG_SEP.match(text, pos)
+        if sep is None:
+            return None
+        if text[pos] == "，":
+            found.append("json:fullwidth_delimiter")
+        pos = sep.end()
+    return None
+
+
+def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
+    """The tool calls of a JSON blob or tool-call markup at ``pos``, and where it ends.
+
+    None when what is there is not a tool call. A blob cut off before its JSON closes
+    still names its tools, but its arguments are not made up by closing it: each call
+    keeps the blob's text as its input, with ``action_input_not_json``.
+    """
+    codes: list[str] = ["json_blob"]
+    fname: str | None = None
+    json_at = -1  # where the JSON itself starts, when not the fenced inner text
+    inner = ""
+    tag = P.TOOL_CALL_TAG.match(text, pos)
+    if tag is not None:
+        codes.append("tool_call_tag")
+        fname = tag.group("fname")
+        start = json_at = run_end(P.JSON_WS, text, tag.end(), len(text))
+        closing = P.TOOL_CALL_CLOSE.search(text, start)
+        if closing is not None:
+            value, cut = _json_value(text[start : closing.start()], codes)
+            end = closing.end()
+        else:
+            value, end, cut = _json_prefix(text, start, codes)
+    elif text.startswith(("```", "~~~"), pos):
+        inner, after = unfence(text[pos:]) or (text[pos:], "")
+        end = len(text) - len(after)
+        codes.append("fenced_json")
+        value, cut = _json_value(inner, codes)
+        if "json:extra_value" in codes:  # {call}; {call} in the fence: every one of them
+            chain = _fenced_chain(inner.strip())
+            if chain:
+                return chain, end
+    else:
+        json_at = pos
+        value, end, cut = _json_prefix(text, pos, codes)
+    if value is None:
+        return None
+    if fname is not None:
+        value = {"name": fname, "arguments": value}
+    calls = call_objects(value)
+    if calls is None:
+        return None
+    items: list[Item] = []
+    for call in calls:
+        items.append(_blob_item(call, text, pos, end, codes, cut, json_at, inner))
+    return items, end
+
+
+def _blob_item(
+    call: PendingCall,
+    text: str,
+    pos: int,
+    end: int,
+    codes: list[str],
+    cut: bool = False,
+    json_at: int = -1,
+    inner: str = "",
+) -> Item:
+    """The item of one call of the blob ``text[pos:end]`` (see :func:`read_blob`)."""
+    item = Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
+    args = written_value(call)
+    if is_finish(call.tool):
+        item.final = answer_text(args)
+        item.codes.append("final_as_action")
+    elif cut:
+        item.args = item.raw_input = (text[json_at:end] if json_at >= 0 else inner).strip()
+        item.codes.append("action_input_not_json")
+    else:
+        item.args = _blob_args(args, item.codes)
+        if isinstance(args, str):
+            item.raw_input = args
+        else:
+            try:
+                item.raw_input = _JSON.encode(args)  # json.dumps(args, ensure_ascii=False)
+                item.dumped = (args, item.raw_input)
+            except (RecursionError, ValueError):  # nested too deep for json.dumps
+                item.raw_input = text[pos:end]
+        item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)
+    return item
+
+
+def _json_value(chunk: str, codes: list[str]) -> tuple[Any, bool]:
+    """A JSON object or array making up ``chunk`` (repaired), or None; and whether it was
+    cut off (closed by the repair at the end of the chunk)."""
+    stripped = chunk.strip()
+    if stripped[:1] not in ("{", "["):
+        return None, False
+    cut = False
+    try:
+        result = repair_json(stripped, allow_truncated=False)
+    except JSONRepairError:
+        try:
+            result = repair_json(stripped)
+        except JSONRepairError:
+            return None, False
+        cut = True
+    codes.extend("json:" + c for c in result.repairs)
+    return result.value, cut
+
+
+def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int, bool]:
+    """The JSON object or array starting at ``pos`` (repaired) and its end, or
+    (None, pos); and whether it was cut off (closed by the repair at the end of the text)."""
+    if text[pos : pos + 1] not in ("{", "["):
+        return None, pos, False
+    cut = False
+    try:
+        value, end, repairs = decode_prefix(text, pos, allow_truncated=False)
+    except JSONRepairError:
+        try:
+            value, end, repairs = decode_prefix(text, pos)
+        except JSONRepairError:
+            return None, pos, False
+        cut = True
+    codes.extend("json:" + c for c in repairs)
+    return value, end, cut
+
+
+def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
+    """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets.
+
+    Candidates come from three position-ordered scans merged lazily; each is tried once,
+    and the search gives up after ``_MAX_BLOB_CANDIDATES`` failures, so it stays linear.
+    It stops once the blobs hold :data:`MAX_LABELS` calls: the rest is text, as for labels
+    (a megabyte of JSON lines would otherwise be tens of thousands of actions).
+    """
+    if not any(c in text for c in BLOB_CHARS):  # every candidate needs one of them
+        return []
+    candidates = heapq.merge(
+        (m.start() for m in P.TOOL_CALL_TAG.finditer(text)),
+        (m.start() for m in P.FENCE_LINE.finditer(text)),
+        (m.end() for m in P.BLOB_START.finditer(text)),
+    )
+    found: list[tuple[int, int, list[Item]]] = []
+    resume = 0
+    failures = 0
+    read = 0
+    for start in candidates:
+        if read >= MAX_LABELS:
+            break
+        if start < resume:
+            continue
+        at = run_end(P.JSON_WS, text, start, len(text))
+        blob = read_blob(text, at)
+        if blob is None:
+            failures += 1
+            if failures >= _MAX_BLOB_CANDIDATES:
+                break
+            resume = start + 1
+            continue
+        for one in [(at, blob[1], blob[0]), *read_chain(text, blob[1])]:
+            found.append(one)
+            read += len(one[2])
+            resume = one[1]
+    return found
+
+
+def _fenced_chain(chunk: str) -> list[Item]:
+    """The calls of a fence's content made of blobs chained with ``;`` (else none)."""
+    first = read_blob(chunk, 0)
+    chained = read_chain(chunk, first[1]) if first is not None else []
+    if first is None or not chained or chunk[chained[-1][1] :].strip():
+        return []
+    items = [item for found in (first[0], *(c[2] for c in chained)) for item in found]
+    for item in items:
+        item.codes.append("fenced_json")
+    return items
+
+
+_CHAIN: Final = re.compile(r"[ \t]*;\s*(?=[\[{<])")
+"""A ``;`` between two chained calls (Llama 3.1 writes ``{call}; {call}``)."""
+
+
+def read_chain(text: str, end: int) -> list[tuple[int, int, list[Item]]]:
+    """The blobs chained with ``;`` after the one ending at ``end``: where each starts and
+    ends, and its calls, in order. A reading never stops at the first of several chained
+    calls as if it were the whole reply: JSON after a ``;`` that cannot be read at all
+    raises :class:`BrokenChain`; JSON or markup that is no call stays text
+    (``text_after_input``). At most :data:`MAX_LABELS` blobs."""
+    out: list[tuple[int, int, list[Item]]] = []
+    while len(out) < MAX_LABELS:
+        m = _CHAIN.match(text, end)
+        if m is None:
+            return out
+        blob = read_blob(text, m.end())
+        if blob is None:
+            if _json_prefix(text, m.end(), [])[0] is None and text[m.end()] in "{[":
+                raise BrokenChain(m.end())
+            return out
+        out.append((m.end(), blob[1], blob[0]))
+        end = blob[1]
+    return out
