@@ -195,11 +195,7 @@ def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
 
 def call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:
     """Arguments of ``tool(...)``: JSON, ``key=value`` pairs, a quoted string or text."""
-    if inner[0] in "{[":
-        args, more = read_input(inner)
-        codes.extend(more)
-        return args
-    kwargs = _kwargs(inner, codes)
+    kwargs = _kwargs(inner, codes) if inner[0] not in "{[" else None
     if kwargs is not None:
         return kwargs
     args, more = read_input(inner)
@@ -259,22 +255,22 @@ def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
         start = json_at = run_end(P.JSON_WS, text, tag.end(), len(text))
         closing = P.TOOL_CALL_CLOSE.search(text, start)
         if closing is not None:
-            value, cut = _json_value(text[start : closing.start()], codes)
+            value, _, cut = _json(text[start : closing.start()], 0, codes, whole=True)
             end = closing.end()
         else:
-            value, end, cut = _json_prefix(text, start, codes)
+            value, end, cut = _json(text, start, codes)
     elif text.startswith(("```", "~~~"), pos):
         inner, after = unfence(text[pos:]) or (text[pos:], "")
         end = len(text) - len(after)
         codes.append("fenced_json")
-        value, cut = _json_value(inner, codes)
+        value, _, cut = _json(inner, 0, codes, whole=True)
         if "json:extra_value" in codes:  # {call}; {call} in the fence: every one of them
             chain = _fenced_chain(inner.strip())
             if chain:
                 return chain, end
     else:
         json_at = pos
-        value, end, cut = _json_prefix(text, pos, codes)
+        value, end, cut = _json(text, pos, codes)
     if value is None:
         return None
     if fname is not None:
@@ -282,10 +278,7 @@ def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
     calls = call_objects(value)
     if calls is None:
         return None
-    items: list[Item] = []
-    for call in calls:
-        items.append(_blob_item(call, text, pos, end, codes, cut, json_at, inner))
-    return items, end
+    return [_blob_item(call, text, pos, end, codes, cut, json_at, inner) for call in calls], end
 
 
 def _blob_item(
@@ -294,9 +287,9 @@ def _blob_item(
     pos: int,
     end: int,
     codes: list[str],
-    cut: bool = False,
-    json_at: int = -1,
-    inner: str = "",
+    cut: bool,
+    json_at: int,
+    inner: str,
 ) -> Item:
     """The item of one call of the blob ``text[pos:end]`` (see :func:`read_blob`)."""
     item = Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
@@ -321,41 +314,26 @@ def _blob_item(
     return item
 
 
-def _json_value(chunk: str, codes: list[str]) -> tuple[Any, bool]:
-    """A JSON object or array making up ``chunk`` (repaired), or None; and whether it was
-    cut off (closed by the repair at the end of the chunk)."""
-    stripped = chunk.strip()
-    if stripped[:1] not in ("{", "["):
-        return None, False
-    cut = False
-    try:
-        result = repair_json(stripped, allow_truncated=False)
-    except JSONRepairError:
-        try:
-            result = repair_json(stripped)
-        except JSONRepairError:
-            return None, False
-        cut = True
-    codes.extend("json:" + c for c in result.repairs)
-    return result.value, cut
-
-
-def _json_prefix(text: str, pos: int, codes: list[str]) -> tuple[Any, int, bool]:
-    """The JSON object or array starting at ``pos`` (repaired) and its end, or
-    (None, pos); and whether it was cut off (closed by the repair at the end of the text)."""
+def _json(text: str, pos: int, codes: list[str], whole: bool = False) -> tuple[Any, int, bool]:
+    """The JSON object or array at ``pos`` (repaired; with ``whole``, making up all of
+    ``text``), where it ends, and whether it was cut off (closed by the repair at the end of
+    the text); its value is None when there is none."""
+    if whole:
+        text, pos = text.strip(), 0
     if text[pos : pos + 1] not in ("{", "["):
         return None, pos, False
-    cut = False
-    try:
-        value, end, repairs = decode_prefix(text, pos, allow_truncated=False)
-    except JSONRepairError:
+    for cut in (False, True):
         try:
-            value, end, repairs = decode_prefix(text, pos)
+            if whole:
+                result = repair_json(text, allow_truncated=cut)
+                value, end, repairs = result.value, len(text), result.repairs
+            else:
+                value, end, repairs = decode_prefix(text, pos, allow_truncated=cut)
         except JSONRepairError:
-            return None, pos, False
-        cut = True
-    codes.extend("json:" + c for c in repairs)
-    return value, end, cut
+            continue
+        codes.extend("json:" + c for c in repairs)
+        return value, end, cut
+    return None, pos, False
 
 
 def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
@@ -426,7 +404,7 @@ def read_chain(text: str, end: int) -> list[tuple[int, int, list[Item]]]:
             return out
         blob = read_blob(text, m.end())
         if blob is None:
-            if _json_prefix(text, m.end(), [])[0] is None and text[m.end()] in "{[":
+            if _json(text, m.end(), [])[0] is None and text[m.end()] in "{[":
                 raise BrokenChain(m.end())
             return out
         out.append((m.end(), blob[1], blob[0]))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Any, Final
 
 from ..errors import ReActParseError
@@ -128,26 +129,17 @@ def _parse(
     body = cut.masked  # the kept body, every later think block blanked out
     think = "\n\n".join(t for t in (cut.think.strip() if cut.think else "", *cut.later_think) if t)
     if not body.strip():
+        pos = len(cut.text)
         if cut.unclosed_think:
-            raise ReActParseError(
-                "the reasoning block is never closed and no action or answer follows it",
-                text=text,
-                pos=len(cut.text),
-                expected="'</think>' then " + EXPECTED_STEP,
-            )
-        if cut.think is not None or cut.blanked:
-            raise ReActParseError(
-                "the reply is only reasoning, with no action or final answer after it",
-                text=text,
-                pos=len(cut.text),
-                expected=EXPECTED_STEP + " after the reasoning",
-            )
-        raise ReActParseError(
-            "nothing is left of the reply once the invented Observation is cut",
-            text=text,
-            pos=0,
-            expected=EXPECTED_STEP + " before any 'Observation:'",
-        )
+            why = "the reasoning block is never closed and no action or answer follows it"
+            expected = "'</think>' then " + EXPECTED_STEP
+        elif cut.think is not None or cut.blanked:
+            why = "the reply is only reasoning, with no action or final answer after it"
+            expected = EXPECTED_STEP + " after the reasoning"
+        else:
+            why, pos = "nothing is left of the reply once the invented Observation is cut", 0
+            expected = EXPECTED_STEP + " before any 'Observation:'"
+        raise ReActParseError(why, text=text, pos=pos, expected=expected)
     sections = split_sections(body, labels)
     try:
         reading = _read(sections)
@@ -215,17 +207,8 @@ def _plain_step(kept: str, labels: list[Label]) -> ParsedStep | None:
         _fill(item, kept[labels[2].content :], [])
     return ParsedStep(
         thought=thought or None,
-        actions=[
-            PendingCall(
-                id=None,
-                tool=tool,
-                arguments=item.args,
-                raw_arguments=item.raw_input,
-                repairs=_call_repairs(item),
-                exact=_exact(item.args, item.raw_input, item.dumped),
-            )
-        ],
-        repairs=_dedupe(item.codes),
+        actions=[_pending(item)],
+        repairs=list(dict.fromkeys(item.codes)),
         text=kept,
     )
 
@@ -507,10 +490,9 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
         raise ReActParseError(
             problem.message, text=text, pos=offset + problem.pos, expected=problem.expected
         )
-    if r.problems:  # recovered from: say what was dropped
-        for problem in r.problems:
-            if problem.message == "the Action has no tool name":
-                r.codes.append((problem.pos, "empty_action_dropped"))
+    for problem in r.problems:  # recovered from: say what was dropped
+        if problem.message == "the Action has no tool name":
+            r.codes.append((problem.pos, "empty_action_dropped"))
     first = items[0]
     drops: list[str] = []
     later = [p for p, _ in r.thoughts] + r.others + [it.pos for it in items]
@@ -522,16 +504,9 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
         elif keep_until != _END:
             drops.append("text_after_final_dropped")
     else:
-        kept = []
-        taken = 0
-        last = first.pos
-        for item in items:
-            if item.final is not None:
-                break
-            taken += 1
-            last = item.pos
-            kept.append(item)
-        if taken < len(items):
+        kept = list(takewhile(lambda it: it.final is None, items))
+        last = kept[-1].pos
+        if len(kept) < len(items):
             drops.append("final_after_action_dropped")
         if not multi_action and len(kept) > 1:
             kept, last = kept[:1], kept[0].pos
@@ -547,32 +522,24 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
         thoughts.insert(0, think)
     return ParsedStep(
         thought="\n\n".join(thoughts) or None,
-        actions=[
-            PendingCall(
-                id=None,
-                tool=item.tool,
-                arguments=item.args,
-                raw_arguments=item.raw_input,
-                error=item.error,
-                repairs=_call_repairs(item),
-                exact=_exact(item.args, item.raw_input, item.dumped),
-            )
-            for item in kept
-            if item.tool is not None and item.final is None
-        ],
+        actions=[_pending(item) for item in kept if item.tool is not None and item.final is None],
         final_answer=first.final,
-        repairs=_dedupe([*cut.codes, *codes, *drops]),
+        repairs=list(dict.fromkeys([*cut.codes, *codes, *drops])),
         text=cut.text,
     )
 
 
-def _call_repairs(item: Item) -> list[str]:
-    """An action's repairs: its reading's, and ``json:duplicate_key`` when its arguments
-    give a key two values (:mod:`.duplicates`), however they were decoded."""
-    codes = _dedupe(item.codes)
+def _pending(item: Item) -> PendingCall:
+    """The call of an action; its repairs are its reading's, and ``json:duplicate_key`` when
+    its arguments give a key two values (:mod:`.duplicates`), however they were decoded."""
+    codes = list(dict.fromkeys(item.codes))
     if "json:duplicate_key" not in codes and has_conflict(item.args):
         codes.append("json:duplicate_key")
-    return codes
+    args, raw = item.args, item.raw_input
+    exact = _exact(args, raw, item.dumped)
+    return PendingCall(
+        None, item.tool or "", args, raw, error=item.error, repairs=codes, exact=exact
+    )
 
 
 def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:
@@ -589,7 +556,3 @@ def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None 
         return bool(json.loads(raw) == args)
     except (ValueError, RecursionError):
         return False
-
-
-def _dedupe(codes: list[str]) -> list[str]:
-    return list(dict.fromkeys(codes))
