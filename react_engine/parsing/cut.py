@@ -13,7 +13,7 @@ from . import patterns as P
 from .labels import content_start
 from .think import mask_think, think_span
 
-__all__ = ["Cut", "cut_reply", "cut_text", "partial_stop", "tidy"]
+__all__ = ["Cut", "cut_reply", "partial_stop", "tidy"]
 
 _PARTIAL_FORMS: Final = tuple(
     spelling + colon
@@ -31,7 +31,7 @@ _PARTIAL_PREFIXES: Final = frozenset(
 
 @dataclass(slots=True)
 class Cut:
-    """A reply cut (:func:`cut_text`), its think blocks set aside."""
+    """A reply cut (:func:`cut_reply`), its think blocks set aside."""
 
     text: str  # the reply as kept
     codes: list[str]
@@ -43,21 +43,15 @@ class Cut:
     blanked: bool = False  # whether any later block was blanked out
 
 
-def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> tuple[str, list[str]]:
+def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> Cut:
     """Cut a reply where the model started inventing, as a server's ``stop`` would.
 
-    Returns the kept text (trailing whitespace stripped) and the repair codes applied:
-    ``cut_observation`` / ``cut_stop_word`` for a cut at the first Observation label at
-    the start of a line / the first full stop word, ``special_token`` and
-    ``trim_partial_stop`` for what was trimmed at the end, ``think_block`` /
+    ``Cut.text`` is the kept text (trailing whitespace stripped) and ``Cut.codes`` the repair
+    codes applied: ``cut_observation`` / ``cut_stop_word`` for a cut at the first
+    Observation label at the start of a line / the first full stop word, ``special_token``
+    and ``trim_partial_stop`` for what was trimmed at the end, ``think_block`` /
     ``unclosed_think`` when a think block was set aside (never cut inside).
     """
-    cut = cut_text(text, stop_words)
-    return cut.text, cut.codes
-
-
-def cut_text(text: str, stop_words: Sequence[str] | None) -> Cut:
-    """:func:`cut_reply`, with the think blocks it set aside and the body it kept."""
     codes: list[str] = []
     think, body_start, think_code = think_span(text)
     if think_code:

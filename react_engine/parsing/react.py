@@ -33,35 +33,20 @@ from .blobs import (
     read_input,
     search_blobs,
 )
-from .cut import Cut, cut_text, partial_stop, tidy
+from .cut import Cut, cut_reply, partial_stop, tidy
 from .duplicates import has_conflict
 from .json_repair import JSON_REPAIR_CODES
 from .labels import PREAMBLE, Label, Section, plain_labels, scan_labels, split_sections
+from .repairs import REPAIRS
 
 __all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "parse_react"]
 
-_CODES: Final = {
-    "cutting": "cut_observation cut_stop_word trim_partial_stop special_token think_block"
-    " unclosed_think",
-    "labels": "label_case label_synonym chinese_label fullwidth_colon space_before_colon"
-    " markdown_label numbered_label indented_label inline_label question_echo"
-    " unlabeled_thought",
-    "actions": "bracket_action unclosed_bracket paren_action inline_input flat_arguments"
-    " decorated_tool_name json_blob tool_call_tag final_as_action noop_action_dropped"
-    " empty_action_dropped ignored_text unlabeled_action_input missing_action_input"
-    " empty_action_input repeated_action_input input_after_empty_call"
-    " duplicate_input_dropped ambiguous_action_input input_before_action"
-    " orphan_input_dropped",
-    "inputs": "fenced_json backtick_input quoted_input unwrapped_array json_string_arguments"
-    " action_input_not_object action_input_not_json text_after_input",
-    "choosing": "implicit_final_answer first_action_only action_after_final_dropped"
-    " final_after_action_dropped text_after_final_dropped empty_final_dropped",
-}
 PARSE_REPAIR_CODES: Final = frozenset(
-    {code for codes in _CODES.values() for code in codes.split()}
+    {code for code, repair in REPAIRS.items() if repair.source == "text"}
     | {"json:" + code for code in JSON_REPAIR_CODES}
 )
-"""Every code :func:`parse_react` may report (each explained in :mod:`.repairs`)."""
+"""Every code :func:`parse_react` may report: the ``text`` rows of :data:`.repairs.REPAIRS`
+(each explained there) and the JSON repairs."""
 
 
 EXPECTED_STEP: Final = "'Thought:' then 'Action:' and 'Action Input:', or 'Final Answer:'"
@@ -123,7 +108,7 @@ def _parse(
             return step
         cut = Cut(kept, [], None, 0, unclosed_think=False, masked=kept)
     else:
-        cut = cut_text(text, stop_words)
+        cut = cut_reply(text, stop_words)
         labels = scan_labels(cut.masked)
     offset = cut.body_start
     body = cut.masked  # the kept body, every later think block blanked out

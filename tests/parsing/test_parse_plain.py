@@ -1,6 +1,6 @@
 """The plain-reply shortcut of :func:`parse_react` gives exactly what the tolerant passes give.
 
-``labels.plain_labels`` stands in for ``cut_text`` and ``scan_labels`` when a reply is plain
+``labels.plain_labels`` stands in for ``cut_reply`` and ``scan_labels`` when a reply is plain
 (canonical labels, nothing to cut, see its docstring). Here every golden reply, a set of replies at
 the edge of "plain" and generated ones go through both ways: the shortcut's cut and labels
 must equal the passes' whenever it answers, and ``parse_react`` must return the same
@@ -53,7 +53,7 @@ def check_same(text: str, **kwargs: Any) -> bool:
     stop = kwargs.get("stop_words")
     labels = _plain(text, stop)
     if labels is not None:
-        cut = C.cut_text(text, stop)
+        cut = C.cut_reply(text, stop)
         kept = text.rstrip()
         assert cut == C.Cut(kept, [], None, 0, unclosed_think=False, masked=kept)
         assert labels == L.scan_labels(cut.masked)

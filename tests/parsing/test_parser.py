@@ -119,7 +119,8 @@ def test_stop_word_on_an_observation_label_reports_the_label() -> None:
 
 
 def test_earliest_stop_word_wins() -> None:
-    text, codes = cut_reply("a STOP2 b STOP1 c", ["STOP1", "STOP2"])
+    cut = cut_reply("a STOP2 b STOP1 c", ["STOP1", "STOP2"])
+    text, codes = cut.text, cut.codes
     assert (text, codes) == ("a", ["cut_stop_word"])
 
 
@@ -131,12 +132,14 @@ def test_stop_word_inside_think_block_is_not_a_cut() -> None:
 
 
 def test_partial_custom_stop_word_is_trimmed() -> None:
-    text, codes = cut_reply("Final Answer: 4\n<|obs", ["<|observation|>"])
+    cut = cut_reply("Final Answer: 4\n<|obs", ["<|observation|>"])
+    text, codes = cut.text, cut.codes
     assert (text, codes) == ("Final Answer: 4", ["trim_partial_stop"])
 
 
 def test_empty_stop_words_are_ignored() -> None:
-    assert cut_reply("Final Answer: 4", ["", ""]) == ("Final Answer: 4", [])
+    cut = cut_reply("Final Answer: 4", ["", ""])
+    assert (cut.text, cut.codes) == ("Final Answer: 4", [])
 
 
 # --- cut_reply ------------------------------------------------------------------------------
@@ -159,7 +162,8 @@ def test_empty_stop_words_are_ignored() -> None:
     ],
 )
 def test_cut_reply(reply: str, kept: str, codes: list[str]) -> None:
-    text, got = cut_reply(reply)
+    cut = cut_reply(reply)
+    text, got = cut.text, cut.codes
     assert text == kept
     assert [c for c in got if c != "think_block"] == codes
 
@@ -184,8 +188,8 @@ def test_split_think(reply: str, reasoning: str | None, rest: str) -> None:
 
 
 def test_cut_reply_reports_think_blocks() -> None:
-    assert cut_reply("<think>x</think>Final Answer: 1")[1] == ["think_block"]
-    assert cut_reply("<think>Action: a")[1] == ["unclosed_think"]
+    assert cut_reply("<think>x</think>Final Answer: 1").codes == ["think_block"]
+    assert cut_reply("<think>Action: a").codes == ["unclosed_think"]
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -275,7 +279,8 @@ def test_every_label_word_is_recognised(word: str) -> None:
 
 @pytest.mark.parametrize("word", [w for w, k, _ in P._WORDS if k == P.OBSERVATION])
 def test_every_observation_word_cuts(word: str) -> None:
-    assert cut_reply(f"Final Answer: 1\n{word}: x") == ("Final Answer: 1", ["cut_observation"])
+    cut = cut_reply(f"Final Answer: 1\n{word}: x")
+    assert (cut.text, cut.codes) == ("Final Answer: 1", ["cut_observation"])
 
 
 @pytest.mark.parametrize(
