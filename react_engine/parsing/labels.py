@@ -59,9 +59,7 @@ def content_start(m: re.Match[str], text: str, colon: str, pre: str, em: str) ->
     if "#" not in pre and not em:
         return None
     eol = text.find("\n", m.end())
-    if text[m.end() : eol if eol >= 0 else len(text)].strip():
-        return None
-    return m.end()
+    return None if text[m.end() : eol if eol >= 0 else len(text)].strip() else m.end()
 
 
 @functools.lru_cache(maxsize=512)

@@ -337,49 +337,41 @@ def _action(content: str, pos: int) -> tuple[list[Item], _Problem | None]:
     first = stripped if eol < 0 else stripped[:eol]
     rest = "" if eol < 0 else stripped[eol + 1 :]
     item = Item(at)
-    if P.TOOL_NAME.fullmatch(first):  # the usual "Action: tool_name"
-        return _plain_action(item, first, rest, missing)
-    m = P.INLINE_INPUT.search(first)
-    item.inline = True  # every form below but the last writes its input on the Action line
-    if m is not None:
-        item.codes.append("inline_label")
-        _fill(item, stripped[m.end() :], [])
-        return _named(item, first[: m.start()].rstrip(" \t,;"), missing)
-    m = P.BRACKET_ACTION.match(first)
-    if m is not None:
-        item.codes.append("bracket_action")
-        close = stripped.rfind("]")
-        if close < m.end():
-            inner, after = stripped[m.end() :], ""
-            item.codes.append("unclosed_bracket")
-        else:
-            inner, after = stripped[m.end() : close], stripped[close + 1 :]
-        if after.strip():
-            item.codes.append("text_after_input")
-        _fill(item, inner, [])
-        return _named(item, m.group("tool"), missing)
-    m = P.PAREN_ACTION.match(first)
-    if m is not None and stripped.endswith(")"):
-        item.codes.append("paren_action")
-        inner = stripped[m.end() : -1].strip()
-        if inner:
-            item.args, item.raw_input = call_args(inner, item.codes), inner
-        item.has_input = True
-        return _named(item, m.group("tool"), missing)
-    m = P.NAME_THEN_JSON.match(first)
-    if m is not None:
-        item.codes.append("inline_input")
-        _fill(item, stripped[m.end() :], [])
-        return _named(item, m.group("tool"), missing)
-    return _plain_action(item, first, rest, missing)
-
-
-def _plain_action(
-    item: Item, first: str, rest: str, missing: _Problem
-) -> tuple[list[Item], _Problem | None]:
-    """``Action: tool`` whose input, if any, is on the following lines."""
-    item.inline = False
-    if rest.strip():
+    if not P.TOOL_NAME.fullmatch(first):  # not the usual "Action: tool_name"
+        item.inline = True  # every form below writes its input on the Action line
+        m = P.INLINE_INPUT.search(first)
+        if m is not None:
+            item.codes.append("inline_label")
+            _fill(item, stripped[m.end() :], [])
+            return _named(item, first[: m.start()].rstrip(" \t,;"), missing)
+        m = P.BRACKET_ACTION.match(first)
+        if m is not None:
+            item.codes.append("bracket_action")
+            close = stripped.rfind("]")
+            if close < m.end():
+                inner, after = stripped[m.end() :], ""
+                item.codes.append("unclosed_bracket")
+            else:
+                inner, after = stripped[m.end() : close], stripped[close + 1 :]
+            if after.strip():
+                item.codes.append("text_after_input")
+            _fill(item, inner, [])
+            return _named(item, m.group("tool"), missing)
+        m = P.PAREN_ACTION.match(first)
+        if m is not None and stripped.endswith(")"):
+            item.codes.append("paren_action")
+            inner = stripped[m.end() : -1].strip()
+            if inner:
+                item.args, item.raw_input = call_args(inner, item.codes), inner
+            item.has_input = True
+            return _named(item, m.group("tool"), missing)
+        m = P.NAME_THEN_JSON.match(first)
+        if m is not None:
+            item.codes.append("inline_input")
+            _fill(item, stripped[m.end() :], [])
+            return _named(item, m.group("tool"), missing)
+        item.inline = False
+    if rest.strip():  # "Action: tool", its input (if any) on the following lines
         if rest.lstrip()[:1] in ("{", "[", "`", "~"):
             item.codes.append("unlabeled_action_input")
             _fill(item, rest, [])
