@@ -204,10 +204,8 @@ def call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:
 
 
 def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
-    """``key="v", n=2`` as a dict (values decoded as JSON where they are), or None.
-
-    The repairs a value took join ``codes`` (as ``json:`` codes); a value that is no JSON
-    at all (``path=/srv/x``) is kept as text, reported as ``json:unquoted_value``."""
+    """``key="v", n=2`` as a dict, or None: values decoded as JSON (repairs join ``codes``),
+    one that is no JSON at all (``path=/srv/x``) kept as text (``json:unquoted_value``)."""
     out: dict[str, Any] = {}
     found: list[str] = []
     pos = 0
@@ -238,12 +236,9 @@ def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
 
 
 def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
-    """The tool calls of a JSON blob or tool-call markup at ``pos``, and where it ends.
-
-    None when what is there is not a tool call. A blob cut off before its JSON closes
-    still names its tools, but its arguments are not made up by closing it: each call
-    keeps the blob's text as its input, with ``action_input_not_json``.
-    """
+    """The tool calls of a JSON blob or tool-call markup at ``pos`` and where it ends, or
+    None. A blob cut off still names its tools, but each call keeps the blob's text as its
+    input (``action_input_not_json``): closing it would make arguments up."""
     codes: list[str] = ["json_blob"]
     fname: str | None = None
     json_at = -1  # where the JSON itself starts, when not the fenced inner text
@@ -337,13 +332,9 @@ def _json(text: str, pos: int, codes: list[str], whole: bool = False) -> tuple[A
 
 
 def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
-    """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets.
-
-    Candidates come from three position-ordered scans merged lazily; each is tried once,
-    and the search gives up after ``_MAX_BLOB_CANDIDATES`` failures, so it stays linear.
-    It stops once the blobs hold :data:`MAX_LABELS` calls: the rest is text, as for labels
-    (a megabyte of JSON lines would otherwise be tens of thousands of actions).
-    """
+    """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets,
+    each candidate tried once. Linear: it gives up after ``_MAX_BLOB_CANDIDATES`` failures,
+    and stops at :data:`MAX_LABELS` calls (the rest is text, as for labels)."""
     if not any(c in text for c in BLOB_CHARS):  # every candidate needs one of them
         return []
     candidates = heapq.merge(
@@ -392,11 +383,9 @@ _CHAIN: Final = re.compile(r"[ \t]*;\s*(?=[\[{<])")
 
 
 def read_chain(text: str, end: int) -> list[tuple[int, int, list[Item]]]:
-    """The blobs chained with ``;`` after the one ending at ``end``: where each starts and
-    ends, and its calls, in order. A reading never stops at the first of several chained
-    calls as if it were the whole reply: JSON after a ``;`` that cannot be read at all
-    raises :class:`BrokenChain`; JSON or markup that is no call stays text
-    (``text_after_input``). At most :data:`MAX_LABELS` blobs."""
+    """The blobs chained with ``;`` after the one ending at ``end`` (start, end, calls), at
+    most :data:`MAX_LABELS`. JSON after a ``;`` that cannot be read at all raises
+    :class:`BrokenChain` (a reading never stops at the first call as if it were all)."""
     out: list[tuple[int, int, list[Item]]] = []
     while len(out) < MAX_LABELS:
         m = _CHAIN.match(text, end)

@@ -44,14 +44,10 @@ class Cut:
 
 
 def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> Cut:
-    """Cut a reply where the model started inventing, as a server's ``stop`` would.
-
-    ``Cut.text`` is the kept text (trailing whitespace stripped) and ``Cut.codes`` the repair
-    codes applied: ``cut_observation`` / ``cut_stop_word`` for a cut at the first
-    Observation label at the start of a line / the first full stop word, ``special_token``
-    and ``trim_partial_stop`` for what was trimmed at the end, ``think_block`` /
-    ``unclosed_think`` when a think block was set aside (never cut inside).
-    """
+    """Cut a reply where the model started inventing, as a server's ``stop`` would: at the
+    first Observation label at the start of a line or full stop word (never inside a think
+    block), then special tokens and a partial stop at the end. ``Cut.text`` is what is kept
+    (trailing whitespace stripped), ``Cut.codes`` the repairs applied."""
     codes: list[str] = []
     think, body_start, think_code = think_span(text)
     if think_code:
@@ -120,12 +116,9 @@ def _first_observation(body: str) -> int:
 
 
 def partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
-    """Where a last line that only begins an Observation label or a stop word starts.
-
-    The line must be a proper, case-consistent beginning of ``Observation:`` (or of a
-    stop word), at least three characters long unless it is Chinese (``观``): a final
-    answer ending in a line ``O`` or ``OB`` keeps it.
-    """
+    """Where a last line that only begins ``Observation:`` or a stop word starts, in one
+    case and at least three characters long unless Chinese (``观``): a final answer ending
+    in a line ``O`` or ``OB`` keeps it."""
     nl = kept.rfind("\n")
     if nl < 0:
         return len(kept)

@@ -162,17 +162,11 @@ and a hostile reply has a great many (the tolerant passes scan them in C)."""
 
 
 def plain_labels(text: str, stop_words: Sequence[str] | None) -> list[Label] | None:
-    """The labels of ``text.rstrip()`` when the reply is plain, in one cheap pass; None when
-    it is not (the tolerant passes then read it).
-
-    A reply is plain when nothing in it needs cutting or a repair code: no ``<`` (no think
-    block, special token or tool-call markup), no stop word, and each line either starts
-    with a label spelled exactly ``Thought:``, ``Action:``, ``Action Input:`` or ``Final
-    Answer:`` (then a space or the end of the line) or cannot start any label or
-    Observation; no fence line comes before a label. The caller still checks for a partial
-    stop at its end. The labels are then exactly :func:`scan_labels`' (checked by
-    ``tests/parsing/test_parse_plain.py``).
-    """
+    """The labels of ``text.rstrip()``, in one cheap pass, when the reply is plain: no ``<``,
+    no stop word, and each line starts with ``Thought:``, ``Action:``, ``Action Input:`` or
+    ``Final Answer:`` spelled exactly, or cannot start a label or an Observation, no fence
+    before a label. Then they are :func:`scan_labels`' (``tests/parsing/test_parse_plain.py``);
+    the caller checks for a partial stop. None otherwise."""
     if "<" in text or text.count("\n") >= _PLAIN_MAX_LINES:
         return None  # a long reply pays one pass, not two
     for word in stop_words or ():

@@ -155,14 +155,10 @@ def _parse(
 
 
 def _plain_step(kept: str, labels: list[Label]) -> ParsedStep | None:
-    """The step of a plain reply of the usual shape, read directly; None for any other.
-
-    The shapes: ``Thought:`` at the start, then ``Final Answer:``, or ``Action:`` (a tool
-    name, or a JSON blob naming one call) with an optional ``Action Input:``. Anything that
-    would make :func:`_read` or :func:`_choose` do more than keep those parts (an inline
-    label or blob in the thought, a finish or no-op tool, a second call, an empty answer)
-    leaves the reply to them; the result is the same either way.
-    """
+    """The step of a plain reply of the usual shape (``Thought:``, then ``Final Answer:`` or
+    ``Action:`` and an optional ``Action Input:``), read directly; None for anything more
+    (an inline label or blob in the thought, a finish or no-op tool, a second call, an empty
+    answer), which :func:`_read` and :func:`_choose` then read, to the same result."""
     kinds = tuple(label.kind for label in labels)
     if not 2 <= len(kinds) <= 3 or kinds[0] != P.THOUGHT or labels[0].start != 0:
         return None
@@ -268,14 +264,10 @@ def _orphan(r: _Reading, sec: Section) -> None:
 
 
 def _attach_input(r: _Reading, action: Item, sec: Section) -> None:
-    """Give an Action its input; a second input for the same Action is a second call.
-
-    Input written with the Action (``tool(...)``, ``tool[...]``, ``tool {...}``) and then
-    an Action Input are one call, never two: after an empty ``tool()`` (or an empty first
-    Action Input) the Action Input is the input, so no call runs on the tool's defaults
-    beside the real one; the same arguments twice are one; different ones are ambiguous,
-    and the action never runs (``ObservationCode.AMBIGUOUS_INPUT``).
-    """
+    """Give an Action its input; a second Action Input is a second call. Input written with
+    the Action (``tool(...)``, ``tool {...}``) then an Action Input are one call: after an
+    empty one the Action Input is the input, the same arguments twice are one, different
+    ones are ambiguous and never run (``ObservationCode.AMBIGUOUS_INPUT``)."""
     if not action.has_input:
         _fill(action, sec.content, [])
         return
@@ -395,11 +387,9 @@ def _named(item: Item, name: str, missing: _Problem) -> tuple[list[Item], _Probl
 
 
 def _find_blobs(sections: list[Section], r: _Reading) -> None:
-    """Tool-call blobs in the thoughts and unlabeled text of a reply with no Action label.
-
-    The first section holding one is used; all the blobs in it are read, in order. The
-    text before the first blob is the thought; text after the last is ignored.
-    """
+    """Tool-call blobs in the thoughts and unlabeled text of a reply with no Action label:
+    all those of the first section holding one, in order; the text before them is the
+    thought, the text after them is ignored."""
     for sec in sections:
         if sec.kind not in (P.THOUGHT, PREAMBLE):
             continue
@@ -521,10 +511,8 @@ def _pending(item: Item) -> PendingCall:
 
 def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:
     """Whether ``raw`` is JSON text that decodes, as it stands, to the object ``args``
-    (:attr:`PendingCall.exact <react_engine.types.PendingCall.exact>`).
-
-    ``dumped``: ``(args, raw)`` when ``raw`` is ``json.dumps(args)`` of a decoded object,
-    which decodes back to an equal one unless it holds a NaN (never equal to itself)."""
+    (``PendingCall.exact``). ``dumped``: ``(args, raw)`` when ``raw`` is ``json.dumps(args)``,
+    which decodes back to an equal object unless it holds a NaN (never equal to itself)."""
     if dumped is not None and dumped[0] is args and dumped[1] is raw and "NaN" not in raw:
         return isinstance(args, dict)
     if not isinstance(args, dict) or raw[:1] != "{":
