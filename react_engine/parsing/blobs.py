@@ -131,14 +131,10 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
                 return text, [*codes, "action_input_not_json"]
             value = result.value
             codes.extend("json:" + c for c in result.repairs)
-        if isinstance(value, dict):
-            return value, codes
-        return _as_args(value, text, codes)
+        return (value if isinstance(value, dict) else _as_args(value, text, codes)), codes
     unquoted = _unquote(text)
-    if unquoted is None:
-        if text[:1] in '"“':  # a string opened and never closed as one: cut or broken
-            return text, [*codes, "action_input_not_json"]
-        return text, codes
+    if unquoted is None:  # a string opened and never closed as one is cut or broken
+        return text, [*codes, "action_input_not_json"] if text[:1] in '"“' else codes
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
         try:
@@ -162,11 +158,13 @@ def _unquote(text: str) -> str | None:
     return text[1:-1] if "'" not in text[1:-1] else None
 
 
-def _as_args(value: Any, text: str, codes: list[str]) -> tuple[dict[str, Any] | str, list[str]]:
+def _as_args(value: Any, text: str, codes: list[str]) -> dict[str, Any] | str:
     """Arguments that are JSON but not an object: ``[{...}]`` unwrapped, else the text."""
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
-        return value[0], [*codes, "unwrapped_array"]
-    return text, [*codes, "action_input_not_object"]
+        codes.append("unwrapped_array")
+        return value[0]
+    codes.append("action_input_not_object")
+    return text
 
 
 def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
@@ -188,9 +186,7 @@ def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
         return decoded
     if isinstance(value, dict):  # the usual case: no text needed, no code
         return value
-    args, more = _as_args(value, _dumps(value), [])
-    codes.extend(more)
-    return args
+    return _as_args(value, _dumps(value), codes)
 
 
 def call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:

@@ -65,8 +65,7 @@ def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> Cut:
             if at >= 0:
                 stop_at = at
     if obs_at >= 0 or stop_at >= 0:
-        candidates = [at for at in (obs_at, stop_at) if at >= 0]
-        end = min(candidates)
+        end = min(at for at in (obs_at, stop_at) if at >= 0)
         if obs_at >= 0 and not body[end:obs_at].strip():
             codes.append("cut_observation")
         else:

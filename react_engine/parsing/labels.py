@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from . import patterns as P
@@ -81,8 +81,6 @@ _GROUPS: Final = ("indent", "pre", "em", "num", "paren", "em2", "sp", "colon", "
 
 def _label_codes(groups: tuple[str, ...], word_codes: tuple[str, ...]) -> tuple[str, ...]:
     indent, pre, em, num, paren, em2, sp, colon, em3, _word = groups
-    if not (indent or pre or em or num or paren or em2 or sp or em3) and colon != "：":
-        return word_codes
     codes = list(word_codes)
     if indent:
         codes.append("indented_label")
@@ -234,17 +232,7 @@ def _split_inline(sections: list[Section]) -> list[Section]:
             out.append(sec)
             continue
         kind, _strength, word_codes = _word_info(m.group("word"))
-        out.append(
-            Section(sec.kind, sec.start, sec.content[: m.start()], sec.content_start, sec.codes)
-        )
-        codes = ("inline_label", *word_codes)
-        out.append(
-            Section(
-                kind,
-                sec.content_start + m.start(),
-                sec.content[m.end() :],
-                sec.content_start + m.end(),
-                codes,
-            )
-        )
+        at, end = sec.content_start + m.start(), sec.content_start + m.end()
+        out.append(replace(sec, content=sec.content[: m.start()]))
+        out.append(Section(kind, at, sec.content[m.end() :], end, ("inline_label", *word_codes)))
     return out
