@@ -66,8 +66,6 @@ def is_finish(tool: str) -> bool:
 
 def answer_text(value: Any) -> str:
     """The final answer a finish action's input gives."""
-    if value is None:
-        return ""
     if isinstance(value, str):
         return value.strip()
     if isinstance(value, dict) and len(value) == 1:  # {"answer": ...}

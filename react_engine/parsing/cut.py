@@ -127,12 +127,9 @@ def partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
         return len(kept)
     if len(core) < _LONGEST_FORM and core in _PARTIAL_PREFIXES:
         return nl
+    long_enough = len(last) >= 3 or not last.isascii()
     for word in stop_words or ():
         word = word.lstrip("\n")
-        if (
-            len(last) < len(word)
-            and word.startswith(last)
-            and (len(last) >= 3 or not last.isascii())
-        ):
+        if long_enough and len(last) < len(word) and word.startswith(last):
             return nl
     return len(kept)

@@ -8,6 +8,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Final
 
 from . import patterns as P
@@ -100,9 +101,7 @@ def _closed_fences(body: str) -> list[tuple[int, int]]:
     ``MAX_FENCES`` fence lines only: past that, fences hide nothing)."""
     spans: list[tuple[int, int]] = []
     opened = -1
-    for count, m in enumerate(P.FENCE_LINE.finditer(body)):
-        if count >= MAX_FENCES:
-            break
+    for m in islice(P.FENCE_LINE.finditer(body), MAX_FENCES):
         eol = body.find("\n", m.end())
         line_rest = body[m.end() : eol if eol >= 0 else len(body)]
         if opened < 0:

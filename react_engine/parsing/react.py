@@ -293,9 +293,7 @@ def _attach_input(r: _Reading, action: Item, sec: Section) -> None:
 def _fill(action: Item, raw: str, codes: list[str]) -> None:
     args, more = read_input(raw)
     action.args, action.raw_input, action.has_input = args, raw.strip(), True
-    action.codes = [c for c in action.codes if c != "missing_action_input"]
-    action.codes.extend(codes)
-    action.codes.extend(more)
+    action.codes = [c for c in action.codes if c != "missing_action_input"] + codes + more
 
 
 def _action(content: str, pos: int) -> tuple[list[Item], _Problem | None]:
@@ -374,8 +372,7 @@ def _action(content: str, pos: int) -> tuple[list[Item], _Problem | None]:
 
 
 def _named(item: Item, name: str, missing: _Problem) -> tuple[list[Item], _Problem | None]:
-    tool = name.strip(P.TOOL_NAME_DECORATION).rstrip(".,;:。，；：")
-    tool = tool.strip(P.TOOL_NAME_DECORATION)
+    tool = name.strip(P.TOOL_NAME_DECORATION).rstrip(".,;:。，；：").strip(P.TOOL_NAME_DECORATION)
     if not tool:
         return [], missing
     if tool != name.strip():
@@ -446,14 +443,12 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
     offset = cut.body_start
     items = _usable(r)
     if not items:
-        if r.problems:
-            problem = min(r.problems, key=lambda p: p.pos)
-        else:
-            problem = _Problem(
-                len(cut.text) - offset,
-                "the reply has thoughts but no action and no final answer",
-                "'Action:' and 'Action Input:', or 'Final Answer:'",
-            )
+        only_thoughts = _Problem(
+            len(cut.text) - offset,
+            "the reply has thoughts but no action and no final answer",
+            "'Action:' and 'Action Input:', or 'Final Answer:'",
+        )
+        problem = min(r.problems, key=lambda p: p.pos, default=only_thoughts)
         raise ReActParseError(
             problem.message, text=text, pos=offset + problem.pos, expected=problem.expected
         )
@@ -478,17 +473,12 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
         if not multi_action and len(kept) > 1:
             kept, last = kept[:1], kept[0].pos
             drops.append("first_action_only")
-        keep_until = _END
-        if drops:
-            keep_until = min((p for p in later if p > last), default=_END)
+        keep_until = min((p for p in later if p > last), default=_END) if drops else _END
     codes = [code for pos, code in sorted(r.codes, key=lambda pc: pc[0]) if pos < keep_until]
-    for item in kept:
-        codes.extend(item.codes)
-    thoughts = [t for pos, t in r.thoughts if pos < keep_until and t]
-    if think:
-        thoughts.insert(0, think)
+    codes += [code for item in kept for code in item.codes]
+    thoughts = [think, *(t for pos, t in r.thoughts if pos < keep_until)]
     return ParsedStep(
-        thought="\n\n".join(thoughts) or None,
+        thought="\n\n".join(t for t in thoughts if t) or None,
         actions=[_pending(item) for item in kept if item.tool is not None and item.final is None],
         final_answer=first.final,
         repairs=list(dict.fromkeys([*cut.codes, *codes, *drops])),
