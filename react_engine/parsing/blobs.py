@@ -267,27 +267,20 @@ def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
     calls = call_objects(value)
     if calls is None:
         return None
-    return [_blob_item(call, text, pos, end, codes, cut, json_at, inner) for call in calls], end
+    kept = (text[json_at:end] if json_at >= 0 else inner).strip() if cut else None
+    blob = text[pos:end]
+    return [_blob_item(call, blob, pos, codes, kept) for call in calls], end
 
 
-def _blob_item(
-    call: PendingCall,
-    text: str,
-    pos: int,
-    end: int,
-    codes: list[str],
-    cut: bool,
-    json_at: int,
-    inner: str,
-) -> Item:
-    """The item of one call of the blob ``text[pos:end]`` (see :func:`read_blob`)."""
+def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: str | None) -> Item:
+    """The item of one call of ``blob`` (at ``pos``), ``cut``: the JSON text of a blob cut off."""
     item = Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
     args = written_value(call)
     if is_finish(call.tool):
         item.final = answer_text(args)
         item.codes.append("final_as_action")
-    elif cut:
-        item.args = item.raw_input = (text[json_at:end] if json_at >= 0 else inner).strip()
+    elif cut is not None:
+        item.args = item.raw_input = cut
         item.codes.append("action_input_not_json")
     else:
         item.args = _blob_args(args, item.codes)
@@ -298,7 +291,7 @@ def _blob_item(
                 item.raw_input = _JSON.encode(args)  # json.dumps(args, ensure_ascii=False)
                 item.dumped = (args, item.raw_input)
             except (RecursionError, ValueError):  # nested too deep for json.dumps
-                item.raw_input = text[pos:end]
+                item.raw_input = blob
         item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)
     return item
 
