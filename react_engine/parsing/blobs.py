@@ -330,9 +330,7 @@ def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
         (m.end() for m in P.BLOB_START.finditer(text)),
     )
     found: list[tuple[int, int, list[Item]]] = []
-    resume = 0
-    failures = 0
-    read = 0
+    resume = failures = read = 0
     for start in candidates:
         if read >= MAX_LABELS:
             break

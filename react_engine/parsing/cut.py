@@ -48,10 +48,8 @@ def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> Cut:
     first Observation label at the start of a line or full stop word (never inside a think
     block), then special tokens and a partial stop at the end. ``Cut.text`` is what is kept
     (trailing whitespace stripped), ``Cut.codes`` the repairs applied."""
-    codes: list[str] = []
     think, body_start, think_code = think_span(text)
-    if think_code:
-        codes.append(think_code)
+    codes = [think_code] if think_code else []
     body = text[body_start:]
     masked, later_think, later_code = mask_think(body)
     if later_code:

@@ -236,8 +236,7 @@ def _read(sections: list[Section]) -> _Reading:
                 r.problems.append(problem)
             r.items.extend(items)
             last = items[-1] if items else None
-            usable = last is not None and last.tool is not None and last.final is None
-            last_action = last if usable else None
+            last_action = last if last and last.tool is not None and last.final is None else None
             if orphan is not None and last_action is not None and not last_action.has_input:
                 _fill(last_action, orphan.content, ["input_before_action"])
                 orphan = None
