@@ -9,8 +9,9 @@
 All patterns live in :mod:`react_engine.parsing.patterns`.
 """
 
+from .cut import cut_reply
 from .json_repair import JSON_REPAIR_CODES, RepairResult, decode_prefix, repair_json
-from .react import EXPECTED_STEP, PARSE_REPAIR_CODES, cut_reply, parse_react
+from .react import EXPECTED_STEP, PARSE_REPAIR_CODES, parse_react
 from .think import Thinking, read_think, split_think
 
 __all__ = [

@@ -13,31 +13,47 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["DUPLICATE_KEY", "assign", "decode"]
+from ..errors import ReactEngineError
+
+__all__ = ["CHECKED", "DUPLICATE_KEY", "KeyWrittenTwice", "assign", "decode"]
 
 DUPLICATE_KEY: tuple[str, ...] = ("duplicate_key",)
 """The repairs of arguments read from an object that gives a key two values."""
 
 
+class KeyWrittenTwice(ReactEngineError):
+    """Raised by :data:`CHECKED` when an object gives one key two different values; its
+    readers catch it (it never leaves the parsers)."""
+
+
+def _pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(items)
+    if len(out) != len(items) and any(out[key] != value for key, value in items):
+        raise KeyWrittenTwice
+    return out
+
+
+CHECKED = json.JSONDecoder(object_pairs_hook=_pairs)
+"""Strict JSON, raising :class:`KeyWrittenTwice` for a key given two different values
+(the same value twice is harmless). Stateless: safe in any thread."""
+_CHECKED_LAX = json.JSONDecoder(object_pairs_hook=_pairs, strict=False)
+
+
 def decode(text: str, pos: int | None = None, *, strict: bool = True) -> tuple[Any, int, bool]:
     """``json.loads(text)`` (or, from ``pos``, the value there: ``raw_decode``), where it
-    ends, and whether an object in it gives a key two different values (the same value
-    twice is harmless; the last is kept). Raises what :mod:`json` raises."""
-    conflicted = False
+    ends, and whether an object in it gives a key two different values (the last is then
+    kept, as :mod:`json` keeps it). Raises what :mod:`json` raises."""
+    try:
+        return (*_decode(CHECKED if strict else _CHECKED_LAX, text, pos), False)
+    except KeyWrittenTwice:
+        return (*_decode(json.JSONDecoder(strict=strict), text, pos), True)
 
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal conflicted
-        out = dict(items)
-        if len(out) != len(items) and not conflicted:
-            conflicted = any(out[key] != value for key, value in items)
-        return out
 
-    decoder = json.JSONDecoder(object_pairs_hook=pairs, strict=strict)
+def _decode(decoder: json.JSONDecoder, text: str, pos: int | None) -> tuple[Any, int]:
     if pos is None:
-        value, end = decoder.decode(text), len(text)
-    else:
-        value, end = decoder.raw_decode(text, pos)
-    return value, end, conflicted
+        return decoder.decode(text), len(text)
+    value, end = decoder.raw_decode(text, pos)
+    return value, end
 
 
 def assign(target: dict[str, Any], key: str, value: Any) -> bool:

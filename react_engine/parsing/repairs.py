@@ -123,7 +123,7 @@ REPAIRS: Final[dict[str, Repair]] = _table(
     ),
     ("json", "truncated_after_comma", GUESS, "the text ends after a comma (cut off)"),
     ("json", "truncated_number", GUESS, "the text ends inside a number (cut off)"),
-    # --- text ReAct (parsing/react.py) --------------------------------------------------------
+    # --- text ReAct (parsing/react.py, cut.py, labels.py, blobs.py) ---------------------------
     ("text", "cut_observation", OK, "an Observation the model invented was cut"),
     ("text", "cut_stop_word", OK, "text after a stop word was cut"),
     ("text", "trim_partial_stop", OK, "a partial stop word at the end was cut"),

@@ -34,14 +34,14 @@ CALL_TYPES = {
 }
 
 STEP_READINGS = {
-    "parsing/react.py:_Item": "an action or a final answer at a position of the reply, "
+    "parsing/blobs.py:Item": "an action or a final answer at a position of the reply, "
     "while the sections are read (its input may come in a later section); the actions "
     "kept become PendingCall",
     "protocols/structured.py:_Read": "what one decoded step object says: a call, a final "
     "answer or an error; a call becomes PendingCall",
 }
-"""Module-private readings of one step, which may hold an answer instead of a call: not
-call types (nothing outside their module sees them)."""
+"""Readings of one step inside a parser, which may hold an answer instead of a call: not
+call types (nothing outside the parser sees them)."""
 
 
 def _fields(node: ast.ClassDef) -> set[str]:

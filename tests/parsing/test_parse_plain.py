@@ -1,7 +1,7 @@
 """The plain-reply shortcut of :func:`parse_react` gives exactly what the tolerant passes give.
 
-``react._plain`` stands in for ``_cut`` and ``_labels`` when a reply is plain (canonical
-labels, nothing to cut, see its docstring). Here every golden reply, a set of replies at
+``labels.plain_labels`` stands in for ``cut_reply`` and ``scan_labels`` when a reply is plain
+(canonical labels, nothing to cut, see its docstring). Here every golden reply, a set of replies at
 the edge of "plain" and generated ones go through both ways: the shortcut's cut and labels
 must equal the passes' whenever it answers, and ``parse_react`` must return the same
 :class:`~react_engine.types.ParsedStep` (``raw_input`` included) or raise the same error
@@ -21,6 +21,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from react_engine.errors import ReActParseError
+from react_engine.parsing import cut as C
+from react_engine.parsing import labels as L
 from react_engine.parsing import parse_react
 from react_engine.parsing import react as R
 
@@ -49,15 +51,24 @@ def _outcome(text: str, kwargs: dict[str, Any]) -> Any:
 def check_same(text: str, **kwargs: Any) -> bool:
     """Assert both ways agree; return whether the shortcut took the reply."""
     stop = kwargs.get("stop_words")
-    plain = R._plain(text, stop)
-    if plain is not None:
-        cut = R._cut(text, stop)
-        assert plain == (cut, R._labels(cut.masked))
+    labels = _plain(text, stop)
+    if labels is not None:
+        cut = C.cut_reply(text, stop)
+        kept = text.rstrip()
+        assert cut == C.Cut(kept, [], None, 0, unclosed_think=False, masked=kept)
+        assert labels == L.scan_labels(cut.masked)
     fast = _outcome(text, kwargs)
-    with mock.patch.object(R, "_plain", lambda _text, _stop: None):
+    with mock.patch.object(R, "plain_labels", lambda _text, _stop: None):
         slow = _outcome(text, kwargs)
     assert fast == slow
-    return plain is not None
+    return labels is not None
+
+
+def _plain(text: str, stop: list[str] | None) -> list[L.Label] | None:
+    """The labels of the shortcut, when it takes ``text`` (no partial stop at its end)."""
+    kept = text.rstrip()
+    labels = L.plain_labels(text, stop)
+    return labels if labels is not None and C.partial_stop(kept, stop) == len(kept) else None
 
 
 def _kwargs(path: Path) -> dict[str, Any]:
@@ -88,8 +99,8 @@ def test_the_shortcut_takes_the_usual_replies() -> None:
     for text in usual:
         assert check_same(text, stop_words=TEXT_STOP), text
     for text in usual[:3]:  # and the usual shapes are read directly
-        plain = R._plain(text, TEXT_STOP)
-        assert plain is not None and R._plain_step(plain[0].text, plain[1]) is not None, text
+        labels = _plain(text, TEXT_STOP)
+        assert labels is not None and R._plain_step(text.rstrip(), labels) is not None, text
 
 
 EDGES = [

@@ -10,12 +10,13 @@ from react_engine.errors import ModelBehaviorError, ReActParseError
 from react_engine.parsing import (
     EXPECTED_STEP,
     PARSE_REPAIR_CODES,
+    blobs,
     cut_reply,
+    labels,
     parse_react,
     split_think,
 )
 from react_engine.parsing import patterns as P
-from react_engine.parsing import react as react_module
 from react_engine.types import ParsedStep, PendingCall
 
 CANONICAL = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"location": "Paris"}'
@@ -118,7 +119,8 @@ def test_stop_word_on_an_observation_label_reports_the_label() -> None:
 
 
 def test_earliest_stop_word_wins() -> None:
-    text, codes = cut_reply("a STOP2 b STOP1 c", ["STOP1", "STOP2"])
+    cut = cut_reply("a STOP2 b STOP1 c", ["STOP1", "STOP2"])
+    text, codes = cut.text, cut.codes
     assert (text, codes) == ("a", ["cut_stop_word"])
 
 
@@ -130,12 +132,14 @@ def test_stop_word_inside_think_block_is_not_a_cut() -> None:
 
 
 def test_partial_custom_stop_word_is_trimmed() -> None:
-    text, codes = cut_reply("Final Answer: 4\n<|obs", ["<|observation|>"])
+    cut = cut_reply("Final Answer: 4\n<|obs", ["<|observation|>"])
+    text, codes = cut.text, cut.codes
     assert (text, codes) == ("Final Answer: 4", ["trim_partial_stop"])
 
 
 def test_empty_stop_words_are_ignored() -> None:
-    assert cut_reply("Final Answer: 4", ["", ""]) == ("Final Answer: 4", [])
+    cut = cut_reply("Final Answer: 4", ["", ""])
+    assert (cut.text, cut.codes) == ("Final Answer: 4", [])
 
 
 # --- cut_reply ------------------------------------------------------------------------------
@@ -158,7 +162,8 @@ def test_empty_stop_words_are_ignored() -> None:
     ],
 )
 def test_cut_reply(reply: str, kept: str, codes: list[str]) -> None:
-    text, got = cut_reply(reply)
+    cut = cut_reply(reply)
+    text, got = cut.text, cut.codes
     assert text == kept
     assert [c for c in got if c != "think_block"] == codes
 
@@ -183,8 +188,8 @@ def test_split_think(reply: str, reasoning: str | None, rest: str) -> None:
 
 
 def test_cut_reply_reports_think_blocks() -> None:
-    assert cut_reply("<think>x</think>Final Answer: 1")[1] == ["think_block"]
-    assert cut_reply("<think>Action: a")[1] == ["unclosed_think"]
+    assert cut_reply("<think>x</think>Final Answer: 1").codes == ["think_block"]
+    assert cut_reply("<think>Action: a").codes == ["unclosed_think"]
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -269,12 +274,13 @@ def test_every_label_word_is_recognised(word: str) -> None:
     m = P.LABEL.match(word + ":")
     assert m is not None and m.group("word") == word
     kind, _strength = P.LABEL_WORDS[P.normalise_word(word)]
-    assert react_module._word_info(word)[0] == kind
+    assert labels._word_info(word)[0] == kind
 
 
 @pytest.mark.parametrize("word", [w for w, k, _ in P._WORDS if k == P.OBSERVATION])
 def test_every_observation_word_cuts(word: str) -> None:
-    assert cut_reply(f"Final Answer: 1\n{word}: x") == ("Final Answer: 1", ["cut_observation"])
+    cut = cut_reply(f"Final Answer: 1\n{word}: x")
+    assert (cut.text, cut.codes) == ("Final Answer: 1", ["cut_observation"])
 
 
 @pytest.mark.parametrize(
@@ -289,14 +295,7 @@ def test_every_observation_word_cuts(word: str) -> None:
     ],
 )
 def test_words_that_only_look_like_labels(line: str) -> None:
-    assert react_module._labels(line) == []
-
-
-def test_label_codes_are_documented() -> None:
-    doc = react_module.__doc__ or ""
-    for code in PARSE_REPAIR_CODES:
-        if not code.startswith("json:"):
-            assert f"``{code}``" in doc, code
+    assert labels.scan_labels(line) == []
 
 
 def test_repair_codes_are_short_stable_identifiers() -> None:
@@ -371,17 +370,17 @@ def test_hostile_megabyte_replies_complete(reply: str) -> None:
 
 
 def test_labels_past_the_bound_are_text() -> None:
-    many = "Thought: x\n" * (react_module.MAX_LABELS + 5)
-    assert len(react_module._labels(many)) == react_module.MAX_LABELS
+    many = "Thought: x\n" * (labels.MAX_LABELS + 5)
+    assert len(labels.scan_labels(many)) == labels.MAX_LABELS
 
 
 def test_fences_past_the_bound_hide_nothing() -> None:
-    fences = "```\n" * (react_module.MAX_FENCES + 1)  # odd: the last one would open
+    fences = "```\n" * (labels.MAX_FENCES + 1)  # odd: the last one would open
     step = parse_react(fences + "Final Answer: done")
     assert step.final_answer == "done"
 
 
 def test_kwargs_past_the_bound_stay_text() -> None:
-    inner = ", ".join(f"a{i}=1" for i in range(react_module.MAX_KWARGS + 1))
+    inner = ", ".join(f"a{i}=1" for i in range(blobs.MAX_KWARGS + 1))
     step = parse_react(f"Action: f({inner})")
     assert step.actions[0].arguments == inner

@@ -260,7 +260,8 @@ def test_parse_react_with_stop_words(text: str, stop_words: list[str]) -> None:
 @settings(PROFILE)
 @given(label_soup)
 def test_cut_reply_keeps_a_prefix(text: str) -> None:
-    kept, codes = cut_reply(text)
+    cut = cut_reply(text)
+    kept, codes = cut.text, cut.codes
     assert text.startswith(kept)
     assert kept == kept.rstrip()
     assert set(codes) <= PARSE_REPAIR_CODES

@@ -1,0 +1,391 @@
+"""What an action is given: an Action Input read as JSON or text, ``key=value`` pairs, and
+tool-call blobs (JSON, fenced or not, and Hermes/Qwen, Mistral or Llama markup, read whole,
+several chained with ``;``), each call an :class:`Item`."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..errors import JSONRepairError, ReactEngineError
+from ..types import PendingCall, to_jsonable
+from . import patterns as P
+from .common import NOT_OBJECT, call_objects, unfence, written_value
+from .duplicates import CHECKED, KeyWrittenTwice
+from .json_repair import decode_prefix, repair_json
+from .labels import MAX_LABELS
+from .patterns import run_end
+
+__all__ = [
+    "BLOB_CHARS",
+    "FINISH_NAMES",
+    "BrokenChain",
+    "Item",
+    "answer_text",
+    "call_args",
+    "is_finish",
+    "read_blob",
+    "read_chain",
+    "read_input",
+    "search_blobs",
+]
+
+FINISH_NAMES: Final = frozenset(
+    {"finish", "final", "finalanswer", "finalresponse", "answer", "最终答案", "最终回答"}
+)
+
+BLOB_CHARS: Final = "{[<`~"
+"""A tool-call blob candidate in prose needs one of these: a bracket (``{``/``[``, also
+``[TOOL_CALLS]``), a tag (``<tool_call>``, ``<|python_tag|>``, ``<function=``) or a fence."""
+_MAX_BLOB_CANDIDATES: Final = 16
+
+MAX_KWARGS: Final = 256
+"""``key=value`` pairs read in ``tool(...)``; with more, the input stays text."""
+
+
+_JSON: Final = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(..., ensure_ascii=False)``, its encoder made once."""
+
+
+def _dumps(value: Any) -> str:
+    """``value`` as JSON text; one nested too deep for ``json.dumps`` (JSON decodes deeper
+    than it encodes) is encoded cut at a safe depth."""
+    try:
+        return _JSON.encode(value)
+    except (RecursionError, ValueError):
+        return _JSON.encode(to_jsonable(value))
+
+
+def is_finish(tool: str) -> bool:
+    """Whether an action named ``tool`` is the final answer (``Finish``, ``final_answer``)."""
+    return P.normalise_word(tool) in FINISH_NAMES
+
+
+def answer_text(value: Any) -> str:
+    """The final answer a finish action's input gives."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, dict) and len(value) == 1:  # {"answer": ...}
+        (value,) = value.values()
+        return value.strip() if isinstance(value, str) else _dumps(value)
+    return _dumps(value) if value else ""
+
+
+@dataclass(slots=True)
+class Item:
+    """An action or a final answer found in the reply, at ``pos``."""
+
+    pos: int
+    tool: str | None = None
+    args: dict[str, Any] | str = field(default_factory=dict)
+    raw_input: str = ""
+    has_input: bool = False
+    final: str | None = None
+    thought: str | None = None
+    codes: list[str] = field(default_factory=list)
+    inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
+    error: str | None = None  # why it must not run (two different inputs)
+    dumped: tuple[Any, str] | None = None  # (args, raw_input) when raw_input is json.dumps(args)
+
+
+class BrokenChain(ReactEngineError):
+    """A call chained with ``;`` that cannot be read (``pos``: where, in the reply); never
+    leaves :func:`~react_engine.parsing.parse_react`, which raises ``ReActParseError``."""
+
+    def __init__(self, pos: int) -> None:
+        super().__init__(pos)
+        self.pos = pos
+
+
+def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
+    """Arguments from an Action Input: a JSON object, or the text itself."""
+    text = raw.strip()
+    codes: list[str] = []
+    if not text:
+        return {}, ["empty_action_input"]
+    if text.startswith(("```", "~~~")):
+        inner, after = unfence(text) or (text, "")
+        codes.append("fenced_json")
+        if after.strip():
+            codes.append("text_after_input")
+        text = inner.strip()
+        if not text:
+            return {}, [*codes, "empty_action_input"]
+    elif len(text) > 1 and text[0] == "`" and text[-1] == "`" and "`" not in text[1:-1]:
+        codes.append("backtick_input")
+        text = text[1:-1].strip()
+    if text[:1] in ("{", "["):
+        try:
+            value = CHECKED.decode(text)
+        except KeyWrittenTwice:
+            value = json.loads(text)
+            codes.append("json:duplicate_key")
+        except (ValueError, RecursionError):
+            try:
+                # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
+                # that would run the tool on a value the model never finished writing
+                result = repair_json(text, allow_truncated=False)
+            except JSONRepairError:
+                return text, [*codes, "action_input_not_json"]
+            value = result.value
+            codes.extend("json:" + c for c in result.repairs)
+        return (value if isinstance(value, dict) else _as_args(value, text, codes)), codes
+    unquoted = _unquote(text)
+    if unquoted is None:  # a string opened and never closed as one is cut or broken
+        return text, [*codes, "action_input_not_json"] if text[:1] in '"“' else codes
+    codes.append("quoted_input")
+    if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
+        try:
+            value, twice = CHECKED.decode(unquoted), []
+        except KeyWrittenTwice:
+            value, twice = json.loads(unquoted), ["json:duplicate_key"]
+        except (ValueError, RecursionError):
+            return unquoted, codes
+        return value, [*codes, "json_string_arguments", *twice]  # "{..." is an object
+    return unquoted, codes
+
+
+def _unquote(text: str) -> str | None:
+    """The string inside ``"..."`` or ``'...'`` when that is all the text is."""
+    if len(text) < 2 or text[0] != text[-1] or text[0] not in "\"'":
+        return None
+    if text[0] == '"':
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+        return value if isinstance(value, str) else None
+    return text[1:-1] if "'" not in text[1:-1] else None
+
+
+def _as_args(value: Any, text: str, codes: list[str]) -> dict[str, Any] | str:
+    """Arguments that are JSON but not an object: ``[{...}]`` unwrapped, else the text."""
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+        codes.append("unwrapped_array")
+        return value[0]
+    codes.append("action_input_not_object")
+    return text
+
+
+def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
+    """Arguments as a JSON blob gives them: an object, a JSON string, text or nothing."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if value.strip()[:1] != "{":
+            return value
+        try:
+            # "{..." decodes to an object or fails; cut-off JSON is not closed
+            parsed = repair_json(value.strip(), allow_truncated=False)
+        except JSONRepairError:
+            codes.append("action_input_not_json")
+            return value
+        codes.append("json_string_arguments")
+        codes.extend("json:" + c for c in parsed.repairs)
+        decoded: dict[str, Any] = parsed.value
+        return decoded
+    if isinstance(value, dict):  # the usual case: no text needed, no code
+        return value
+    return _as_args(value, _dumps(value), codes)
+
+
+def call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:
+    """Arguments of ``tool(...)``: JSON, ``key=value`` pairs, a quoted string or text."""
+    kwargs = _kwargs(inner, codes) if inner[0] not in "{[" else None
+    if kwargs is not None:
+        return kwargs
+    args, more = read_input(inner)
+    codes.extend(more)
+    return args
+
+
+def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
+    """``key="v", n=2`` as a dict, or None: values decoded as JSON (repairs join ``codes``),
+    one that is no JSON at all (``path=/srv/x``) kept as text (``json:unquoted_value``)."""
+    out: dict[str, Any] = {}
+    found: list[str] = []
+    pos = 0
+    for _ in range(MAX_KWARGS):
+        m = P.KWARG.match(text, pos)
+        if m is None:
+            return None
+        value = m.group("value").strip()
+        try:
+            result = repair_json(value, allow_truncated=False) if value else None
+        except JSONRepairError:
+            out[m.group("key")] = value
+            found.append("json:unquoted_value")
+        else:
+            out[m.group("key")] = result.value if result is not None else ""
+            found.extend("json:" + c for c in (result.repairs if result is not None else ()))
+        pos = m.end()
+        if pos >= len(text):
+            codes.extend(c for c in dict.fromkeys(found) if c not in codes)
+            return out
+        sep = P.KWARG_SEP.match(text, pos)
+        if sep is None:
+            return None
+        if text[pos] == "，":
+            found.append("json:fullwidth_delimiter")
+        pos = sep.end()
+    return None
+
+
+def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
+    """The tool calls of a JSON blob or tool-call markup at ``pos`` and where it ends, or
+    None. A blob cut off still names its tools, but each call keeps the blob's text as its
+    input (``action_input_not_json``): closing it would make arguments up."""
+    codes: list[str] = ["json_blob"]
+    fname: str | None = None
+    json_at = -1  # where the JSON itself starts, when not the fenced inner text
+    inner = ""
+    tag = P.TOOL_CALL_TAG.match(text, pos)
+    if tag is not None:
+        codes.append("tool_call_tag")
+        fname = tag.group("fname")
+        start = json_at = run_end(P.JSON_WS, text, tag.end(), len(text))
+        closing = P.TOOL_CALL_CLOSE.search(text, start)
+        if closing is not None:
+            value, _, cut = _json(text[start : closing.start()], 0, codes, whole=True)
+            end = closing.end()
+        else:
+            value, end, cut = _json(text, start, codes)
+    elif text.startswith(("```", "~~~"), pos):
+        inner, after = unfence(text[pos:]) or (text[pos:], "")
+        end = len(text) - len(after)
+        codes.append("fenced_json")
+        value, _, cut = _json(inner, 0, codes, whole=True)
+        if "json:extra_value" in codes:  # {call}; {call} in the fence: every one of them
+            chain = _fenced_chain(inner.strip())
+            if chain:
+                return chain, end
+    else:
+        json_at = pos
+        value, end, cut = _json(text, pos, codes)
+    if value is None:
+        return None
+    if fname is not None:
+        value = {"name": fname, "arguments": value}
+    calls = call_objects(value)
+    if calls is None:
+        return None
+    kept = (text[json_at:end] if json_at >= 0 else inner).strip() if cut else None
+    blob = text[pos:end]
+    return [_blob_item(call, blob, pos, codes, kept) for call in calls], end
+
+
+def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: str | None) -> Item:
+    """The item of one call of ``blob`` (at ``pos``), ``cut``: the JSON text of a blob cut off."""
+    item = Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
+    args = written_value(call)
+    if is_finish(call.tool):
+        item.final = answer_text(args)
+        item.codes.append("final_as_action")
+    elif cut is not None:
+        item.args = item.raw_input = cut
+        item.codes.append("action_input_not_json")
+    else:
+        item.args = _blob_args(args, item.codes)
+        if isinstance(args, str):
+            item.raw_input = args
+        else:
+            try:
+                item.raw_input = _JSON.encode(args)  # json.dumps(args, ensure_ascii=False)
+                item.dumped = (args, item.raw_input)
+            except (RecursionError, ValueError):  # nested too deep for json.dumps
+                item.raw_input = blob
+        item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)
+    return item
+
+
+def _json(text: str, pos: int, codes: list[str], whole: bool = False) -> tuple[Any, int, bool]:
+    """The JSON object or array at ``pos`` (repaired; with ``whole``, making up all of
+    ``text``), where it ends, and whether it was cut off (closed by the repair at the end of
+    the text); its value is None when there is none."""
+    if whole:
+        text, pos = text.strip(), 0
+    if text[pos : pos + 1] not in ("{", "["):
+        return None, pos, False
+    for cut in (False, True):
+        try:
+            if whole:
+                result = repair_json(text, allow_truncated=cut)
+                value, end, repairs = result.value, len(text), result.repairs
+            else:
+                value, end, repairs = decode_prefix(text, pos, allow_truncated=cut)
+        except JSONRepairError:
+            continue
+        codes.extend("json:" + c for c in repairs)
+        return value, end, cut
+    return None, pos, False
+
+
+def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
+    """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets,
+    each candidate tried once. Linear: it gives up after ``_MAX_BLOB_CANDIDATES`` failures,
+    and stops at :data:`MAX_LABELS` calls (the rest is text, as for labels)."""
+    if not any(c in text for c in BLOB_CHARS):  # every candidate needs one of them
+        return []
+    candidates = heapq.merge(
+        (m.start() for m in P.TOOL_CALL_TAG.finditer(text)),
+        (m.start() for m in P.FENCE_LINE.finditer(text)),
+        (m.end() for m in P.BLOB_START.finditer(text)),
+    )
+    found: list[tuple[int, int, list[Item]]] = []
+    resume = failures = read = 0
+    for start in candidates:
+        if read >= MAX_LABELS:
+            break
+        if start < resume:
+            continue
+        at = run_end(P.JSON_WS, text, start, len(text))
+        blob = read_blob(text, at)
+        if blob is None:
+            failures += 1
+            if failures >= _MAX_BLOB_CANDIDATES:
+                break
+            resume = start + 1
+            continue
+        for one in [(at, blob[1], blob[0]), *read_chain(text, blob[1])]:
+            found.append(one)
+            read += len(one[2])
+            resume = one[1]
+    return found
+
+
+def _fenced_chain(chunk: str) -> list[Item]:
+    """The calls of a fence's content made of blobs chained with ``;`` (else none)."""
+    first = read_blob(chunk, 0)
+    chained = read_chain(chunk, first[1]) if first is not None else []
+    if first is None or not chained or chunk[chained[-1][1] :].strip():
+        return []
+    items = [item for found in (first[0], *(c[2] for c in chained)) for item in found]
+    for item in items:
+        item.codes.append("fenced_json")
+    return items
+
+
+_CHAIN: Final = re.compile(r"[ \t]*;\s*(?=[\[{<])")
+"""A ``;`` between two chained calls (Llama 3.1 writes ``{call}; {call}``)."""
+
+
+def read_chain(text: str, end: int) -> list[tuple[int, int, list[Item]]]:
+    """The blobs chained with ``;`` after the one ending at ``end`` (start, end, calls), at
+    most :data:`MAX_LABELS`. JSON after a ``;`` that cannot be read at all raises
+    :class:`BrokenChain` (a reading never stops at the first call as if it were all)."""
+    out: list[tuple[int, int, list[Item]]] = []
+    while len(out) < MAX_LABELS:
+        m = _CHAIN.match(text, end)
+        if m is None:
+            return out
+        blob = read_blob(text, m.end())
+        if blob is None:
+            if _json(text, m.end(), [])[0] is None and text[m.end()] in "{[":
+                raise BrokenChain(m.end())
+            return out
+        out.append((m.end(), blob[1], blob[0]))
+        end = blob[1]
+    return out
