@@ -175,7 +175,7 @@ from typing import Any, Final
 
 from ..errors import JSONRepairError, ReActParseError
 from ..types import ParsedStep, PendingCall, to_jsonable
-from ..wording import WORDING, Note, ObservationCode
+from ..wording import WORDING, Notice, NoticeCode
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, unfence, written_value
 from .duplicates import DECODER, has_conflict
@@ -720,7 +720,7 @@ class _Item:
     thought: str | None = None
     codes: list[str] = field(default_factory=list)
     inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
-    error: str | None = None  # why it must not run (two different inputs)
+    error: Notice | None = None  # why it must not run (two different inputs)
     dumped: tuple[Any, str] | None = None  # (args, raw_input) when raw_input is json.dumps(args)
 
 
@@ -788,7 +788,9 @@ def _parse(
     implicit_final_answer: bool,
 ) -> ParsedStep:
     if not text.strip():
-        raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
+        raise ReActParseError(
+            "the reply is empty", text=text, pos=0, expected=EXPECTED_STEP, code=NoticeCode.EMPTY
+        )
     plain = _plain(text, stop_words)
     if plain is not None:
         step = _plain_step(plain[0].text, plain[1])
@@ -805,6 +807,7 @@ def _parse(
                 text=text,
                 pos=len(cut.text),
                 expected="'</think>' then " + EXPECTED_STEP,
+                code=NoticeCode.ONLY_REASONING,
             )
         if cut.think is not None or cut.blanked:
             raise ReActParseError(
@@ -812,12 +815,14 @@ def _parse(
                 text=text,
                 pos=len(cut.text),
                 expected=EXPECTED_STEP + " after the reasoning",
+                code=NoticeCode.ONLY_REASONING,
             )
         raise ReActParseError(
             "nothing is left of the reply once the invented Observation is cut",
             text=text,
             pos=0,
             expected=EXPECTED_STEP + " before any 'Observation:'",
+            code=NoticeCode.NO_STEP,
         )
     sections = _sections(body, _labels(body) if plain is None else plain[1])
     try:
@@ -834,6 +839,7 @@ def _parse(
                 text=text,
                 pos=offset + len(body) - len(body.lstrip()),
                 expected=EXPECTED_STEP,
+                code=NoticeCode.UNLABELED,
             )
         return ParsedStep(
             thought=think or None,
@@ -899,7 +905,7 @@ def _orphan(r: _Reading, sec: _Section) -> None:
     r.codes.append((sec.start, "orphan_input_dropped"))
 
 
-AMBIGUOUS_INPUT: Final = WORDING[ObservationCode.AMBIGUOUS_INPUT][0]
+AMBIGUOUS_INPUT: Final = WORDING[NoticeCode.AMBIGUOUS_INPUT][0]
 """Why an action with arguments both on its Action line and, different, in an Action Input
 never runs: either could be the one the model meant."""
 
@@ -927,7 +933,7 @@ def _attach_input(r: _Reading, action: _Item, sec: _Section) -> None:
         if args == action.args:
             action.codes.append("duplicate_input_dropped")
             return
-        action.error = Note(ObservationCode.AMBIGUOUS_INPUT, tool=action.tool or "")
+        action.error = Notice(NoticeCode.AMBIGUOUS_INPUT, tool=action.tool or "")
         action.codes.append("ambiguous_action_input")
         return
     item = _Item(sec.start, tool=action.tool)
@@ -1480,7 +1486,11 @@ def _choose(r: _Reading, cut: _Cut, think: str, text: str, multi_action: bool) -
                 "'Action:' and 'Action Input:', or 'Final Answer:'",
             )
         raise ReActParseError(
-            problem.message, text=text, pos=offset + problem.pos, expected=problem.expected
+            problem.message,
+            text=text,
+            pos=offset + problem.pos,
+            expected=problem.expected,
+            code=NoticeCode.UNREADABLE if r.problems else NoticeCode.NO_STEP,
         )
     if r.problems:  # recovered from: say what was dropped
         for problem in r.problems:

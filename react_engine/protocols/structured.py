@@ -48,6 +48,7 @@ from ..types import (
     Step,
     UserMessage,
 )
+from ..wording import Notice, NoticeCode
 from .base import (
     CallTools,
     Decision,
@@ -55,7 +56,6 @@ from .base import (
     FormatError,
     PendingCall,
     Protocol,
-    Refusal,
     RequestContext,
 )
 from .decision import json_object
@@ -79,7 +79,7 @@ UNCLOSED_THINK = (
     "nothing in it was used; close the reasoning with </think> and write the JSON object "
     "after it"
 )
-PLAIN = Refusal("unlabeled", "the reply is plain text, not a JSON object")
+PLAIN = "the reply is plain text, not a JSON object"
 _TRUNCATION: frozenset[str] = frozenset({"missing_quote", "missing_closing_bracket"})
 """JSON repairs that mean the text ended before the value did."""
 
@@ -297,11 +297,16 @@ class StructuredOutputProtocol(Protocol):
     def output_retry(self) -> str:
         return template_output_retry(self.template) or super().output_retry()
 
-    def feedback(self, error: str, *, forced: bool = False) -> str:
+    def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
         return template_feedback(self.template, error, forced=forced)
 
     def _format_error(
-        self, text: str | None, error: str, thought: str | None = None, *, forced: bool = False
+        self,
+        text: str | None,
+        error: Notice | str,
+        thought: str | None = None,
+        *,
+        forced: bool = False,
     ) -> FormatError:
         return FormatError(text=text, thought=thought, feedback=self.feedback(error, forced=forced))
 
@@ -503,7 +508,7 @@ def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
         tool=tool,
         arguments=text,
         raw_arguments=text,
-        error=f'"arguments" must be a JSON object, not {type(arguments).__name__}',
+        error=Notice(NoticeCode.NOT_AN_OBJECT, kind=type(arguments).__name__),
     )
 
 

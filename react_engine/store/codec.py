@@ -27,7 +27,7 @@ from ..types import (
     UserTurn,
     to_jsonable,
 )
-from ..wording import ObservationCode
+from ..wording import Notice, NoticeCode
 
 __all__ = [
     "VERSION",
@@ -172,7 +172,7 @@ def _record(record: ActionRecord) -> dict[str, Any]:
         "raw_arguments": record.raw_arguments,
         "observation": record.observation,
         "status": record.status,
-        "error": record.error,
+        "error": None if record.error is None else to_jsonable(record.error),
         "duration_s": record.duration_s,
         "salvaged": record.salvaged,
         "repairs": list(record.repairs),
@@ -210,7 +210,7 @@ def load_record(data: Any) -> ActionRecord:
         raw_arguments=str(record.get("raw_arguments", "")),
         observation=str(record.get("observation", "")),
         status=record.get("status", "ok"),
-        error=record.get("error"),
+        error=Notice.load(record.get("error")),
         duration_s=float(record.get("duration_s", 0.0)),
         salvaged=bool(record.get("salvaged", False)),
         observation_code=_notice(record.get("observation_code")),
@@ -218,10 +218,10 @@ def load_record(data: Any) -> ActionRecord:
     )
 
 
-def _notice(value: Any) -> ObservationCode | None:
+def _notice(value: Any) -> NoticeCode | None:
     """A stored notice code; one this version does not know (a newer writer's) is dropped."""
     try:
-        return ObservationCode(value) if value is not None else None
+        return NoticeCode(value) if value is not None else None
     except ValueError:
         return None
 

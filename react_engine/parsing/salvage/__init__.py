@@ -66,7 +66,7 @@ from typing import Any, Final, TypeAlias, get_args
 
 from ...errors import ReActParseError
 from ...types import PendingCall
-from ...wording import Note, ObservationCode
+from ...wording import Notice, NoticeCode
 from .. import patterns as P
 from ..common import think_blocks, unfence
 from ..placement import NotAction, placement
@@ -104,7 +104,7 @@ __all__ = [
 ]
 
 
-UNCLOSED: Final = Note(ObservationCode.UNCLOSED)
+UNCLOSED: Final = Notice(NoticeCode.UNCLOSED)
 """Why a call whose opening tag is never closed does not run (the policy refuses it)."""
 
 TEXT_VALUED: Final[frozenset[str]] = frozenset({"qwen_xml", "glm45", "minimax", "seed_oss"})
