@@ -364,12 +364,12 @@ def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:
     reply cut by the length limit, the last one unless the protocol knows the reply went
     on past it or its arguments are complete JSON as they stand."""
     for call in calls:
-        if isinstance(call.cut, str) and call.error is None:
+        if isinstance(call.cut, Notice) and call.error is None:
             call.error = call.cut
     if reply.finish_reason != "length" or not calls:
         return
     last = calls[-1]
-    if last.cut is False or isinstance(last.cut, str):
+    if last.cut is False or isinstance(last.cut, Notice):
         return
     if last.cut or not _complete_json(last.raw_arguments):
         last.error = CUT_OFF

@@ -233,4 +233,4 @@ def test_an_approvers_own_timeout_error_is_its_failure_not_the_deadline(
     (action,) = result.steps[0].actions
     assert action.status == "denied"
     assert action.observation_code == NoticeCode.APPROVAL_FAILED
-    assert "TimeoutError" in (action.error or "")
+    assert "TimeoutError" in str(action.error or "")

@@ -217,7 +217,7 @@ def test_an_approval_callback_may_defer(target: str) -> None:
     bare = Agent("m", [act], client=ScriptedModel(script), approve=later)
     result = bare.run("go")
     assert [c.status for c in result.tool_calls] == ["denied", "denied"]
-    assert "needs a store" in (result.tool_calls[0].error or "")
+    assert "needs a store" in str(result.tool_calls[0].error or "")
 
 
 def test_two_workers_resuming_one_run_do_not_both_run_it(
