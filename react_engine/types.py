@@ -242,7 +242,7 @@ class ModelResponse:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
-    events: list[str] = field(default_factory=list)
+    events: list[Notice] = field(default_factory=list)
     """What was odd about the reply itself (a usage count that was not a count...)."""
 
 
@@ -272,7 +272,7 @@ class ModelDelta:
     finish_reason: str | None = None
     usage: Usage | None = None
     model: str | None = None
-    events: tuple[str, ...] = ()
+    events: tuple[Notice, ...] = ()
     """What was odd about the reply (as :attr:`ModelResponse.events`)."""
 
     @classmethod

@@ -92,6 +92,16 @@ class NoticeCode(StrEnum):
     INTERRUPTED = "interrupted"
     ABORTED = "aborted"
     MAYBE_RAN = "maybe_ran"
+    # --- about a reply, for the programmer (a step's notices, not shown to the model)
+    NATIVE_TOOL_CALLS = "native_tool_calls"
+    GENERATED_CALL_ID = "generated_call_id"
+    DUPLICATE_CALL_ID = "duplicate_call_id"
+    TOOL_CHOICE_ENFORCED = "tool_choice_enforced"
+    CALLS_HELD = "calls_held"
+    USAGE_NOT_OBJECT = "usage_not_object"
+    USAGE_INVALID = "usage_invalid"
+    USAGE_ESTIMATED = "usage_estimated"
+    STOPPED_LIVE = "stopped_live"
 
 
 LANGUAGES: Final = ("en", "zh")
@@ -342,6 +352,33 @@ WORDING: Final[dict[NoticeCode, tuple[str, str]]] = {
         "the process running this call stopped while it ran: it may or may not have happened "
         "(check before calling it again)",
         "运行这个调用的进程在调用过程中停止了：它可能执行了，也可能没有（再次调用之前请先确认）",
+    ),
+    NoticeCode.NATIVE_TOOL_CALLS: ("native_tool_calls", "原生工具调用"),
+    NoticeCode.GENERATED_CALL_ID: ("generated_call_id", "生成了调用编号"),
+    NoticeCode.DUPLICATE_CALL_ID: ("duplicate_call_id", "重复的调用编号"),
+    NoticeCode.TOOL_CHOICE_ENFORCED: ("tool_choice_enforced", "强制执行了工具选择"),
+    NoticeCode.CALLS_HELD: (
+        "{count} tool calls in one reply (multi_action={mode}): {ran} may run; not run: {held}",
+        "一次回复中有 {count} 个工具调用（{mode}）：{ran} 个可以执行；没有执行：{held}",
+    ),
+    NoticeCode.USAGE_NOT_OBJECT: (
+        "the reply's usage was not an object, ignored: {value}",
+        "回复的用量不是一个对象，已忽略：{value}",
+    ),
+    NoticeCode.USAGE_INVALID: (
+        "the reply's usage had invalid counts, read as 0: {counts}",
+        "回复的用量中有无效的计数，按 0 读取：{counts}",
+    ),
+    NoticeCode.USAGE_ESTIMATED: (
+        "usage estimated: the stream ended without the server's usage; {chunks} completion "
+        "tokens counted as chunks received, {prompt} prompt tokens estimated from its length",
+        "用量是估算的：流结束时服务器没有给出用量；按收到的块数计 {chunks} 个生成词元，按长度估算 "
+        "{prompt} 个提示词元",
+    ),
+    NoticeCode.STOPPED_LIVE: (
+        "stopped_live: the server kept writing past the stop sequence {stop}; the reply was "
+        "cut there and the stream closed",
+        "服务器越过停止序列 {stop} 继续输出；回复在那里被截断，流已关闭",
     ),
 }
 """Every notice in every language of :data:`LANGUAGES`, in that order."""

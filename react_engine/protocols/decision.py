@@ -48,7 +48,7 @@ class _Reading:
     """The reply as it stays in the transcript."""
     thought: str | None = None
     repairs: list[str] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
+    events: list[Notice] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)

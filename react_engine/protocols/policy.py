@@ -197,7 +197,7 @@ def _native_calls_first(protocol: Protocol, decision: Decision, reply: ModelResp
         thought=thought,
         calls=calls,
         repairs=[r for c in calls for r in c.repairs],
-        events=[*decision.events, "native_tool_calls"],
+        events=[*decision.events, Notice(NoticeCode.NATIVE_TOOL_CALLS)],
     )
 
 
@@ -319,10 +319,10 @@ def _assign_ids(decision: CallTools, ctx: Context) -> None:
     for call in decision.calls:
         if not call.id:
             if call.id is not None:  # the provider sent an empty one (text calls have none)
-                decision.events.append("generated_call_id")
+                decision.events.append(Notice(NoticeCode.GENERATED_CALL_ID))
             call.id = new_call_id()
         elif call.id in used:
-            decision.events.append("duplicate_call_id")
+            decision.events.append(Notice(NoticeCode.DUPLICATE_CALL_ID))
             call.id = next(
                 f"{call.id}-{n}" for n in itertools.count(2) if f"{call.id}-{n}" not in used
             )
@@ -395,7 +395,7 @@ def _calls_allowed(protocol: Protocol, decision: CallTools, ctx: Context) -> Dec
     else:
         return decision
     refused = protocol.reject(decision, error)
-    refused.events.append("tool_choice_enforced")
+    refused.events.append(Notice(NoticeCode.TOOL_CHOICE_ENFORCED))
     return refused
 
 
@@ -571,7 +571,5 @@ def effects(decision: CallTools, ctx: Context) -> None:
         named = ", ".join(held[:_MAX_NAMED])
         if len(held) > _MAX_NAMED:
             named += f" and {len(held) - _MAX_NAMED} more"
-        decision.events.append(
-            f"{len(calls)} tool calls in one reply (multi_action={mode!r}): "
-            f"{ran} may run; not run: {named}"
-        )
+        counts = {"count": str(len(calls)), "ran": str(ran), "mode": repr(mode)}
+        decision.events.append(Notice(NoticeCode.CALLS_HELD, held=named, **counts))

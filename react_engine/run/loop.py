@@ -317,7 +317,7 @@ class Loop:
             notices=[
                 *state.pending_events,
                 *(
-                    RunNotice(len(state.steps), e, "reply")
+                    RunNotice(len(state.steps), e.text(), "reply")
                     for e in [*reply.events, *decision.events]
                 ),
             ],

@@ -237,7 +237,7 @@ def dump_reply(reply: ModelResponse) -> dict[str, Any]:
         "finish_reason": reply.finish_reason,
         "usage": _usage_record(reply.usage),
         "model": reply.model,
-        "events": list(reply.events),
+        "events": [to_jsonable(e) for e in reply.events],
         "v": VERSION,
     }
 
@@ -254,7 +254,7 @@ def load_reply(data: Any) -> ModelResponse:
         finish_reason=record.get("finish_reason"),
         usage=_usage(record.get("usage") or {}),
         model=record.get("model"),
-        events=list(record.get("events") or ()),
+        events=[e for e in map(Notice.load, record.get("events") or ()) if e is not None],
     )
 
 

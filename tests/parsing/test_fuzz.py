@@ -48,10 +48,10 @@ from react_engine import (
 )
 from react_engine.protocols.base import Protocol
 from react_engine.run.observations import render_observation, serialize_result
-from react_engine.wording import Notice
 from react_engine.text import valid_unicode
 from react_engine.tools import ToolArgumentsError
 from react_engine.types import ToolCall, Usage
+from react_engine.wording import Notice
 
 pytestmark = pytest.mark.slow  # property-based fuzzing (hypothesis)
 
@@ -726,7 +726,7 @@ def test_any_usage_fields_give_counts_that_only_grow(usages: list[Any]) -> None:
         assert all(type(c) is int and c >= 0 for c in counts), u
         assert u.total_tokens >= u.prompt_tokens + u.completion_tokens
         assert u.requests == 1
-        assert all(isinstance(e, str) and valid_unicode(e) == e for e in reply.events)
+        assert all(valid_unicode(e.text()) == e.text() for e in reply.events)
         before = dataclasses.replace(running)
         running.add(u)
         assert running.total_tokens >= before.total_tokens
