@@ -417,7 +417,8 @@ class ActionRecord:
     """Exactly what the model was shown."""
     status: ActionStatus = "ok"
     error: Notice | None = None
-    """Why the call did not run or failed, as the engine told the model."""
+    """What the engine told the model of this call (:mod:`react_engine.wording`): why it
+    did not run or failed, or, for a call that ran, the warning added to its result."""
     duration_s: float = 0.0
     salvaged: bool = False
     """True when the call was recovered from reply text instead of native ``tool_calls``."""
@@ -426,15 +427,15 @@ class ActionRecord:
     lossy: list[str] = field(default_factory=list)
     """Those of ``repairs`` that guessed a value (:mod:`react_engine.parsing.repairs`): a
     call with any is never run."""
-    observation_code: NoticeCode | None = None
-    """When the engine wrote the observation itself (the call refused, held back or
-    failed, or a warning added to a result), its code (:mod:`react_engine.wording`), the
-    same in every language the observation may be worded in; ``None`` for a tool's own
-    result, and for a refusal worded by a protocol of its own."""
     exact: bool = False
     """Whether :attr:`raw_arguments` is the exact JSON text of :attr:`arguments` (the
     model's own, valid as written, or the one encoding the reader made): the history sends
     that text back as it is, and the arguments are never encoded again."""
+
+    @property
+    def observation_code(self) -> NoticeCode | None:
+        """The code of :attr:`error`, the same in every language it is worded in."""
+        return None if self.error is None else self.error.code
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,8 +169,7 @@ class ToolRunner:
                         again = Notice(
                             NoticeCode.NOT_RUN_AGAIN, tool=call.tool, times=str(seen - 1)
                         )
-                        record.observation = again.text(language)
-                        record.observation_code = again.code
+                        record.observation, record.error = again.text(language), again
                     batch.repeated = True
                     tool = None
                 elif seen == state.config.loop_limit and seen > 1:
@@ -192,7 +191,7 @@ class ToolRunner:
                     times=str(state.config.loop_limit),
                 )
                 record.observation += "\n" + warning.text(language)
-                record.observation_code = warning.code
+                record.error = warning
         return Ran([r for r, _, _ in prepared], batch.verdict())
 
     async def _call(
@@ -393,7 +392,7 @@ def _language(state: RunState) -> str:
 def _fail(record: ActionRecord, status: Any, message: Notice, language: str = "en") -> None:
     """The call did not run or failed: ``message`` is its error, and its observation in
     ``language``."""
-    record.status, record.error, record.observation_code = status, message, message.code
+    record.status, record.error = status, message
     # an exception's text can hold lone surrogates
     record.observation = valid_unicode(error_observation(message, language))
 
@@ -405,7 +404,7 @@ def skipped(call: PendingCall, why: Notice, language: str = "en") -> ActionRecor
 
 
 def _skip(record: ActionRecord, why: Notice, language: str) -> ActionRecord:
-    record.status, record.error, record.observation_code = "skipped", why, why.code
+    record.status, record.error = "skipped", why
     record.observation = skipped_observation(why, language)
     return record
 

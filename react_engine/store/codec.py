@@ -27,7 +27,7 @@ from ..types import (
     UserTurn,
     to_jsonable,
 )
-from ..wording import Notice, NoticeCode
+from ..wording import Notice
 
 __all__ = [
     "VERSION",
@@ -177,9 +177,6 @@ def _record(record: ActionRecord) -> dict[str, Any]:
         "salvaged": record.salvaged,
         "repairs": list(record.repairs),
         "lossy": list(record.lossy),
-        "observation_code": None
-        if record.observation_code is None
-        else str(record.observation_code),
         "exact": record.exact,
     }
 
@@ -213,17 +210,8 @@ def load_record(data: Any) -> ActionRecord:
         error=Notice.load(record.get("error")),
         duration_s=float(record.get("duration_s", 0.0)),
         salvaged=bool(record.get("salvaged", False)),
-        observation_code=_notice(record.get("observation_code")),
         exact=record.get("exact") is True,  # absent in older records: encoded again
     )
-
-
-def _notice(value: Any) -> NoticeCode | None:
-    """A stored notice code; one this version does not know (a newer writer's) is dropped."""
-    try:
-        return NoticeCode(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def dump_reply(reply: ModelResponse) -> dict[str, Any]:

@@ -414,7 +414,7 @@ def test_a_traced_error_keeps_its_code_and_values() -> None:
     assert data["error"]["code"] == "lossy"
     kept = Notice.load(data["error"])
     assert kept == record.error and kept.text("zh") == record.error.text("zh")
-    unknown = dump_record(record) | {"observation_code": "a_newer_code"}
+    unknown = dump_record(record) | {"error": {"code": "a_newer_code", "values": {}}}
     assert load_record(unknown).observation_code is None
 
 
