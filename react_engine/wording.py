@@ -110,7 +110,7 @@ LANGUAGES: Final = ("en", "zh")
 _AGAIN_EN = "call it again in your next step if you still need it"
 _AGAIN_ZH = "如果仍然需要，请在下一步再次调用它"
 
-WORDING: Final[dict[NoticeCode, tuple[str, str]]] = {
+WORDING: Final[dict[NoticeCode, tuple[str, ...]]] = {
     # code: (English, Chinese); ``{name}`` fields are the notice's values
     NoticeCode.UNLABELED: (
         "the reply has no label: if it is your final answer, write '{label}:' before it; to "
@@ -353,35 +353,27 @@ WORDING: Final[dict[NoticeCode, tuple[str, str]]] = {
         "(check before calling it again)",
         "运行这个调用的进程在调用过程中停止了：它可能执行了，也可能没有（再次调用之前请先确认）",
     ),
-    NoticeCode.NATIVE_TOOL_CALLS: ("native_tool_calls", "原生工具调用"),
-    NoticeCode.GENERATED_CALL_ID: ("generated_call_id", "生成了调用编号"),
-    NoticeCode.DUPLICATE_CALL_ID: ("duplicate_call_id", "重复的调用编号"),
-    NoticeCode.TOOL_CHOICE_ENFORCED: ("tool_choice_enforced", "强制执行了工具选择"),
+    # said to the programmer (a step's notices), never to the model: in English only
+    NoticeCode.NATIVE_TOOL_CALLS: ("native_tool_calls",),
+    NoticeCode.GENERATED_CALL_ID: ("generated_call_id",),
+    NoticeCode.DUPLICATE_CALL_ID: ("duplicate_call_id",),
+    NoticeCode.TOOL_CHOICE_ENFORCED: ("tool_choice_enforced",),
     NoticeCode.CALLS_HELD: (
         "{count} tool calls in one reply (multi_action={mode}): {ran} may run; not run: {held}",
-        "一次回复中有 {count} 个工具调用（{mode}）：{ran} 个可以执行；没有执行：{held}",
     ),
-    NoticeCode.USAGE_NOT_OBJECT: (
-        "the reply's usage was not an object, ignored: {value}",
-        "回复的用量不是一个对象，已忽略：{value}",
-    ),
-    NoticeCode.USAGE_INVALID: (
-        "the reply's usage had invalid counts, read as 0: {counts}",
-        "回复的用量中有无效的计数，按 0 读取：{counts}",
-    ),
+    NoticeCode.USAGE_NOT_OBJECT: ("the reply's usage was not an object, ignored: {value}",),
+    NoticeCode.USAGE_INVALID: ("the reply's usage had invalid counts, read as 0: {counts}",),
     NoticeCode.USAGE_ESTIMATED: (
         "usage estimated: the stream ended without the server's usage; {chunks} completion "
         "tokens counted as chunks received, {prompt} prompt tokens estimated from its length",
-        "用量是估算的：流结束时服务器没有给出用量；按收到的块数计 {chunks} 个生成词元，按长度估算 "
-        "{prompt} 个提示词元",
     ),
     NoticeCode.STOPPED_LIVE: (
         "stopped_live: the server kept writing past the stop sequence {stop}; the reply was "
         "cut there and the stream closed",
-        "服务器越过停止序列 {stop} 继续输出；回复在那里被截断，流已关闭",
     ),
 }
-"""Every notice in every language of :data:`LANGUAGES`, in that order."""
+"""Every notice in the languages of :data:`LANGUAGES`, in that order (English alone for
+what only the programmer reads)."""
 
 Value: TypeAlias = str | tuple[str, str]
 """A notice's value: a text as written, or its wording in each of :data:`LANGUAGES`."""
@@ -404,9 +396,10 @@ class Notice:
 
     def text(self, language: str = "en") -> str:
         """This notice in ``language`` (English when the table has no such language)."""
-        index = LANGUAGES.index(language) if language in LANGUAGES else 0
+        texts = WORDING[self.code]
+        index = LANGUAGES.index(language) if language in LANGUAGES[: len(texts)] else 0
         flat = {k: v[index] if isinstance(v, tuple) else v for k, v in self.values.items()}
-        return WORDING[self.code][index].format(**flat)
+        return texts[index].format(**flat)
 
     __str__ = text
 
