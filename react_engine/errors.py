@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .wording import Notice, NoticeCode
+from .wording import NoticeCode
 
 if TYPE_CHECKING:
     from .types import RunResult
@@ -142,7 +142,7 @@ class ReActParseError(ModelBehaviorError, ValueError):
 
     ``pos`` is the character offset where parsing gave up, ``line``/``column`` are
     1-based, ``expected`` says what the parser was looking for, ``code`` what is wrong
-    (the :class:`~react_engine.wording.Notice` a protocol tells the model: :meth:`notice`).
+    (the code of the :class:`~react_engine.wording.Notice` a protocol tells the model).
     """
 
     def __init__(
@@ -165,11 +165,6 @@ class ReActParseError(ModelBehaviorError, ValueError):
         self.column = column
         self.expected = expected
         self.code = code
-
-    def notice(self) -> Notice:
-        """What the model is told of this reply."""
-        where = {"line": str(self.line), "column": str(self.column)}
-        return Notice(self.code, reason=self.reason, expected=self.expected, **where)
 
 
 class JSONRepairError(ModelBehaviorError, ValueError):

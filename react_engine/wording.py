@@ -1,16 +1,13 @@
 """The engine's own words to the model: one :class:`Notice` each, worded per language.
 
-When a call is refused (arguments cut off or read with a guess, an unknown tool, invalid
-arguments), held back (a blind call, a second call with effects, the budget spent) or
-fails (a timeout, an exception), or a whole reply is refused (no label, a tool the request
-does not allow), what the model reads is written by the engine, not by a tool. Each is a
-:class:`Notice`: a stable code (:class:`NoticeCode`) and the values it is worded with, kept
-as such on :attr:`PendingCall.error <react_engine.types.PendingCall.error>`,
-:attr:`ActionRecord.error <react_engine.types.ActionRecord.error>` and in traces and
-stores. Its wording comes from one table, :data:`WORDING`, in the language of the
-protocol's prompt template (``PromptTemplate.language``): English, or Chinese under the
-``zh`` template; a language the table does not know is worded in English. What a tool or a
-library wrote (an exception's text, a validator's detail) goes into a value, as written.
+A call refused, held back or failed, a reply refused whole: what the model reads then is
+written by the engine, as a :class:`Notice`, a stable code (:class:`NoticeCode`) and the
+values it is worded with, kept as such on :attr:`PendingCall.error
+<react_engine.types.PendingCall.error>`, :attr:`ActionRecord.error
+<react_engine.types.ActionRecord.error>` and in traces and stores. One table,
+:data:`WORDING`, words it in the language of the protocol's prompt template (English, or
+Chinese under ``zh``; English for a language it does not know). What a tool or a library
+wrote (an exception's text, a validator's detail) is a value, kept as written.
 """
 
 from __future__ import annotations
@@ -397,7 +394,7 @@ class Notice:
     def text(self, language: str = "en") -> str:
         """This notice in ``language`` (English when the table has no such language)."""
         texts = WORDING[self.code]
-        index = LANGUAGES.index(language) if language in LANGUAGES[: len(texts)] else 0
+        index = _index(language, texts)
         flat = {k: v[index] if isinstance(v, tuple) else v for k, v in self.values.items()}
         return texts[index].format(**flat)
 
@@ -405,15 +402,12 @@ class Notice:
 
     @classmethod
     def load(cls, data: object) -> Notice | None:
-        """A notice from its JSON form; ``None`` for anything else (a code this version
-        does not know, a newer writer's, included)."""
+        """A notice from its JSON form; ``None`` for anything else (a newer writer's code)."""
         if not isinstance(data, dict) or data.get("code") not in _CODES:
             return None
-        values = data.get("values") or {}
-        return cls(
-            NoticeCode(data["code"]),
-            **{str(k): tuple(v) if isinstance(v, list) else str(v) for k, v in values.items()},
-        )
+        values = (data.get("values") or {}).items()
+        kept = {str(k): tuple(v) if isinstance(v, list) else str(v) for k, v in values}
+        return cls(NoticeCode(data["code"]), **kept)
 
 
 _CODES: Final = frozenset(NoticeCode)
@@ -424,17 +418,17 @@ def word(message: Notice | str, language: str) -> str:
     return message.text(language) if isinstance(message, Notice) else message
 
 
-def _frame(frames: tuple[str, str], message: Notice | str, language: str) -> str:
-    return frames[LANGUAGES.index(language) if language in LANGUAGES else 0].format(
-        word(message, language)
-    )
+def _index(language: str, texts: tuple[str, ...]) -> int:
+    return LANGUAGES.index(language) if language in LANGUAGES[: len(texts)] else 0
 
 
-def error_observation(message: Notice | str, language: str = "en") -> str:
+def error_observation(message: Notice, language: str = "en") -> str:
     """What the model reads for a call that failed or was refused: ``Error: ...``."""
-    return _frame(("Error: {}", "错误：{}"), message, language)
+    frames = ("Error: {}", "错误：{}")
+    return frames[_index(language, frames)].format(message.text(language))
 
 
-def skipped_observation(why: Notice | str, language: str = "en") -> str:
+def skipped_observation(why: Notice, language: str = "en") -> str:
     """What the model reads for a call held back: ``Skipped: ....``."""
-    return _frame(("Skipped: {}.", "未执行：{}。"), why, language)
+    frames = ("Skipped: {}.", "未执行：{}。")
+    return frames[_index(language, frames)].format(why.text(language))

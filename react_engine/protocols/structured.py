@@ -53,15 +53,13 @@ from .base import (
     CallTools,
     Decision,
     FinalAnswer,
-    FormatError,
     PendingCall,
-    Protocol,
     RequestContext,
 )
 from .decision import json_object
 from .prompts import PromptTemplate, load_template
 from .shared import answer_schema, constraint_style, decode_arguments, join, render_history
-from .text import system_prompt, template_feedback, template_output_retry, wrap_observation
+from .text import TemplatedProtocol, system_prompt, wrap_observation
 
 if TYPE_CHECKING:
     from .registry import ScriptStep
@@ -131,7 +129,7 @@ def _strict_compatible(schema: Any) -> bool:
     return all(_strict_compatible(child) for child in children)
 
 
-class StructuredOutputProtocol(Protocol):
+class StructuredOutputProtocol(TemplatedProtocol):
     """Tool calls and answers as one JSON object per reply, held to a JSON Schema where the
     server constrains decoding."""
 
@@ -293,22 +291,6 @@ class StructuredOutputProtocol(Protocol):
         )
 
     # --- reading replies ----------------------------------------------------------------------
-
-    def output_retry(self) -> str:
-        return template_output_retry(self.template) or super().output_retry()
-
-    def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
-        return template_feedback(self.template, error, forced=forced)
-
-    def _format_error(
-        self,
-        text: str | None,
-        error: Notice | str,
-        thought: str | None = None,
-        *,
-        forced: bool = False,
-    ) -> FormatError:
-        return FormatError(text=text, thought=thought, feedback=self.feedback(error, forced=forced))
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         # A forced final request's own instruction says what to write: a refusal of its

@@ -70,7 +70,7 @@ from .shared import (
 if TYPE_CHECKING:
     from .registry import ProtocolOptions, ScriptStep
 
-__all__ = ["TextReActProtocol", "render_tools", "system_prompt"]
+__all__ = ["TemplatedProtocol", "TextReActProtocol", "render_tools", "system_prompt"]
 
 _MAY_HOLD_CALL = re.compile(r"[{\[<>(]")
 """A character every native call format needs: a reply without one holds no call."""
@@ -154,24 +154,41 @@ def wrap_observation(text: str) -> str:
 _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial_stop"})
 
 
-def template_feedback(
-    template: PromptTemplate, error: Notice | str, *, forced: bool = False
-) -> str:
-    """A refusal in a prompted protocol's words: its ``format_error`` message (the
-    :class:`~react_engine.wording.Notice` worded in the template's language), with the
-    ``format_reminder`` of the reply's format unless the request was a forced final one
-    (whose own instruction says what to write)."""
-    said = word(error, template.language)
-    reminder = template.fill("format_reminder") if template.has("format_reminder") else ""
-    return template.fill("format_error", error=said, reminder="" if forced else reminder).strip()
+class TemplatedProtocol(Protocol):
+    """A protocol prompted by a :class:`PromptTemplate` (``template``): it refuses a reply
+    and asks again for a typed answer in the template's words."""
+
+    template: PromptTemplate
+
+    def output_retry(self) -> str:
+        t = self.template
+        return t.fill("output_retry") if t.has("output_retry") else super().output_retry()
+
+    def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
+        """The template's ``format_error`` message (a :class:`~react_engine.wording.Notice`
+        worded in its language), with the ``format_reminder`` of the reply's format unless
+        the request was a forced final one (whose own instruction says what to write)."""
+        t, said = self.template, word(error, self.template.language)
+        reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
+        return t.fill("format_error", error=said, reminder=reminder).strip()
+
+    def _format_error(
+        self,
+        text: str | None,
+        error: Notice | str,
+        thought: str | None = None,
+        *,
+        forced: bool = False,
+    ) -> FormatError:
+        return FormatError(
+            text=text,
+            thought=thought,
+            feedback=self.feedback(error, forced=forced),
+            problem=f"not in the expected format ({error})" if forced else None,
+        )
 
 
-def template_output_retry(template: PromptTemplate) -> str | None:
-    """The template's way to ask again for a typed answer that failed validation."""
-    return template.fill("output_retry") if template.has("output_retry") else None
-
-
-class TextReActProtocol(Protocol):
+class TextReActProtocol(TemplatedProtocol):
     """ReAct over plain chat: prompt templates, stop sequences and a tolerant parser."""
 
     name = "text"
@@ -357,27 +374,6 @@ class TextReActProtocol(Protocol):
 
     # --- reading replies ------------------------------------------------------------------------
 
-    def output_retry(self) -> str:
-        return template_output_retry(self.template) or super().output_retry()
-
-    def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
-        return template_feedback(self.template, error, forced=forced)
-
-    def _format_error(
-        self,
-        text: str | None,
-        error: Notice | str,
-        thought: str | None = None,
-        *,
-        forced: bool = False,
-    ) -> FormatError:
-        return FormatError(
-            text=text,
-            thought=thought,
-            feedback=self.feedback(error, forced=forced),
-            problem=f"not in the expected format ({error})" if forced else None,
-        )
-
     def _native(self, raw: str, parsed: ParsedStep | None, ctx: RequestContext) -> Decision | None:
         """The calls of a reply written in a model family's own tool-call format (the
         reader function calling's salvage uses), where the Thought/Action reading found no
@@ -431,7 +427,8 @@ class TextReActProtocol(Protocol):
                 return native
             unlabeled = exc.code == NoticeCode.UNLABELED
             plain = self._plain(raw, ctx) if unlabeled else None
-            error = self._unlabeled() if unlabeled else exc.notice()
+            where = {"line": str(exc.line), "column": str(exc.column), "expected": exc.expected}
+            error = self._unlabeled() if unlabeled else Notice(exc.code, reason=exc.reason, **where)
             refused = self._format_error(raw.strip() or None, error, forced=ctx.force_final)
             refused.plain = plain
             return refused
