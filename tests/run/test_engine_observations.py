@@ -24,7 +24,7 @@ from react_engine.protocols import TextReActProtocol
 from react_engine.protocols.prompts import load_template, parse_template
 from react_engine.store.codec import dump_record, load_record
 from react_engine.testing import ScriptedModel
-from react_engine.types import ActionRecord, ModelResponse, Usage, UserMessage, to_jsonable
+from react_engine.types import ActionRecord, ModelResponse, Usage, UserMessage
 from react_engine.wording import LANGUAGES, WORDING, Notice, NoticeCode, error_observation
 
 # --- tools -----------------------------------------------------------------------------------
@@ -424,9 +424,10 @@ def test_a_stored_record_keeps_its_notice() -> None:
 
 
 def test_a_traced_error_keeps_its_code_and_values() -> None:
-    _, _, record = run_case("lossy", "zh")
+    result, _, record = run_case("lossy", "zh")
     assert record.error is not None and record.error.code == NoticeCode.LOSSY
-    data = json.loads(json.dumps(to_jsonable(record)))
+    trace = json.loads(json.dumps(result.trace()))
+    (data,) = [a for s in trace if s["type"] == "step" for a in s["actions"] if a["error"]]
     assert data["error"]["code"] == "lossy"
     kept = Notice.load(data["error"])
     assert kept == record.error and kept.text("zh") == record.error.text("zh")
