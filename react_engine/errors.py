@@ -54,6 +54,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .wording import NoticeCode
+
 if TYPE_CHECKING:
     from .types import RunResult
 
@@ -139,10 +141,19 @@ class ReActParseError(ModelBehaviorError, ValueError):
     """A text ReAct reply from which no thought, action or answer can be recovered.
 
     ``pos`` is the character offset where parsing gave up, ``line``/``column`` are
-    1-based, ``expected`` says what the parser was looking for.
+    1-based, ``expected`` says what the parser was looking for, ``code`` what is wrong
+    (the code of the :class:`~react_engine.wording.Notice` a protocol tells the model).
     """
 
-    def __init__(self, message: str, *, text: str, pos: int, expected: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        text: str,
+        pos: int,
+        expected: str,
+        code: NoticeCode = NoticeCode.UNREADABLE,
+    ) -> None:
         line = text.count("\n", 0, pos) + 1
         column = pos - (text.rfind("\n", 0, pos) + 1) + 1
         super().__init__(f"{message} (line {line}, column {column}; expected {expected})")
@@ -153,6 +164,7 @@ class ReActParseError(ModelBehaviorError, ValueError):
         self.line = line
         self.column = column
         self.expected = expected
+        self.code = code
 
 
 class JSONRepairError(ModelBehaviorError, ValueError):

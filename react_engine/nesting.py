@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .wording import Note, ObservationCode
+from .wording import Notice, NoticeCode
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "MAX_TRACE_DEPTH", "TOO_DEEP", "exceeds_depth", "too_deep"]
 
@@ -28,7 +28,7 @@ MAX_TRACE_DEPTH: Final = 200
 CUT: Final = "<cut: nested too deep>"
 """What stands in a trace for a value nested deeper than :data:`MAX_TRACE_DEPTH`."""
 
-TOO_DEEP: Final = Note(ObservationCode.TOO_DEEP, depth=str(MAX_ARGUMENT_DEPTH))
+TOO_DEEP: Final = Notice(NoticeCode.TOO_DEEP, depth=str(MAX_ARGUMENT_DEPTH))
 """The observation for a call whose arguments nest deeper than the limit."""
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 from .errors import ConfigurationError
 from .nesting import CUT, MAX_TRACE_DEPTH
 from .text import escape_separators
-from .wording import ObservationCode
+from .wording import Notice, NoticeCode
 
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
     from typing_extensions import TypeVar
@@ -242,7 +242,7 @@ class ModelResponse:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
-    events: list[str] = field(default_factory=list)
+    events: list[Notice] = field(default_factory=list)
     """What was odd about the reply itself (a usage count that was not a count...)."""
 
 
@@ -272,7 +272,7 @@ class ModelDelta:
     finish_reason: str | None = None
     usage: Usage | None = None
     model: str | None = None
-    events: tuple[str, ...] = ()
+    events: tuple[Notice, ...] = ()
     """What was odd about the reply (as :attr:`ModelResponse.events`)."""
 
     @classmethod
@@ -315,7 +315,7 @@ class PendingCall:
     """The arguments as the model wrote them (for a call salvaged with decoded arguments,
     their JSON text). When they are the exact JSON text of :attr:`arguments` (:attr:`exact`),
     this very text goes back to the model in the history."""
-    error: str | None = None
+    error: Notice | None = None
     """Why the call must not run although it was read (arguments that could not be
     decoded, an ambiguous input...): the call then becomes an error observation."""
     salvaged: bool = False
@@ -326,13 +326,13 @@ class PendingCall:
     repair that could have changed what this call's arguments are."""
     lossy: list[str] = field(default_factory=list)
     """Those of :attr:`repairs` that guessed a value, set by the policy."""
-    cut: bool | str | None = None
+    cut: bool | Notice | None = None
     """The protocol's reading of a reply cut by the length limit: ``True`` when this call's
     arguments were cut, ``False`` when the reply is known to go on past them, ``None`` when
     the protocol cannot tell (the policy then trusts only arguments that are complete JSON
-    as they stand). A text says, in the protocol's words, that the reply ends inside a
+    as they stand). A notice says that the reply ends inside a
     value it never closed, whatever ended it: the call never runs."""
-    skip: str | None = None
+    skip: Notice | None = None
     """Why the policy does not run this call although its arguments are fine (a blind
     later call, a second call with effects in one reply): the call is recorded as
     ``skipped`` and the model is told why, so that it can make it in a later step."""
@@ -416,7 +416,9 @@ class ActionRecord:
     observation: str = ""
     """Exactly what the model was shown."""
     status: ActionStatus = "ok"
-    error: str | None = None
+    error: Notice | None = None
+    """What the engine told the model of this call (:mod:`react_engine.wording`): why it
+    did not run or failed, or, for a call that ran, the warning added to its result."""
     duration_s: float = 0.0
     salvaged: bool = False
     """True when the call was recovered from reply text instead of native ``tool_calls``."""
@@ -425,15 +427,15 @@ class ActionRecord:
     lossy: list[str] = field(default_factory=list)
     """Those of ``repairs`` that guessed a value (:mod:`react_engine.parsing.repairs`): a
     call with any is never run."""
-    observation_code: ObservationCode | None = None
-    """When the engine wrote the observation itself (the call refused, held back or
-    failed, or a warning added to a result), its code (:mod:`react_engine.wording`), the
-    same in every language the observation may be worded in; ``None`` for a tool's own
-    result, and for a refusal worded by a protocol of its own."""
     exact: bool = False
     """Whether :attr:`raw_arguments` is the exact JSON text of :attr:`arguments` (the
     model's own, valid as written, or the one encoding the reader made): the history sends
     that text back as it is, and the arguments are never encoded again."""
+
+    @property
+    def observation_code(self) -> NoticeCode | None:
+        """The code of :attr:`error`, the same in every language it is worded in."""
+        return None if self.error is None else self.error.code
 
 
 @dataclass(frozen=True, slots=True)

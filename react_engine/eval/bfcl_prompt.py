@@ -30,6 +30,7 @@ from typing import Any
 from ..protocols.base import CallTools, Decision, FinalAnswer, PendingCall, RequestContext
 from ..protocols.text import TextReActProtocol
 from ..types import Constraint, ModelResponse
+from ..wording import Notice, NoticeCode
 from .bfcl_data import INSTALL_HINT, PYTHON_HINT, BfclDataMissing, api_name
 
 __all__ = ["BFCL_PROMPT", "BfclPromptProtocol", "bfcl_system_prompt", "parse_python_calls"]
@@ -180,7 +181,9 @@ class BfclPromptProtocol(TextReActProtocol):
                 tool=api_name(name),
                 arguments=args,
                 raw_arguments=args if isinstance(args, str) else json.dumps(args),
-                error=error,
+                error=None
+                if error is None
+                else Notice(NoticeCode.INVALID_ARGUMENTS, tool=name, detail=error),
             )
             for name, args, error in parsed
         ]

@@ -15,7 +15,7 @@ runs them, before ``DBOS.launch()``). In a run:
   neither read-only nor idempotent records a "started" step. A recovered run whose call
   had started and not finished (the process died inside the tool) runs it again only if
   the tool is read-only or idempotent; otherwise the model is told it may or may not have
-  happened, in the run store's words (``ObservationCode.MAYBE_RAN``).
+  happened, in the run store's words (``NoticeCode.MAYBE_RAN``).
 
 A reply's calls run concurrently, so their steps are numbered when the reply is read
 (``DBOS.reserve_step``), in the reply's order: a recovered run gives each call the step

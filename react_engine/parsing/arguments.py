@@ -22,14 +22,14 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 from . import patterns as P
 from .common import unfence
 from .duplicates import decode
 
 __all__ = ["AMBIGUOUS", "TextArguments", "read_text_arguments"]
 
-AMBIGUOUS = Note(ObservationCode.AMBIGUOUS_PAIRS)
+AMBIGUOUS = Notice(NoticeCode.AMBIGUOUS_PAIRS)
 """Why text that only partly reads as ``key: value`` pairs never runs."""
 
 _SEPARATORS = ",，\n"
@@ -44,7 +44,7 @@ class TextArguments:
     """The arguments object, when the text reads as one without a guess."""
     repair: str | None = None
     """``bare_input_to_parameter`` or ``key_value_arguments``, with ``arguments``."""
-    error: str | None = None
+    error: Notice | None = None
     """Why the text must not run (it is ambiguous), or ``None``."""
 
 
@@ -72,7 +72,7 @@ def read_text_arguments(
         if value is not None and isinstance(schema, Mapping) and _admits(schema, value):
             assert target is not None
             return TextArguments({target: value}, "bare_input_to_parameter")
-        return TextArguments(error=Note(ObservationCode.NOT_AN_OBJECT, kind=_kind(value)))
+        return TextArguments(error=Notice(NoticeCode.NOT_AN_OBJECT, kind=_kind(value)))
     pairs = _key_values(text, names)
     if pairs is not None:
         return TextArguments(dict(pairs), "key_value_arguments")

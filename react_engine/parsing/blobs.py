@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from ..errors import JSONRepairError, ReactEngineError
 from ..types import PendingCall, to_jsonable
+from ..wording import Notice
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, unfence, written_value
 from .duplicates import CHECKED, KeyWrittenTwice
@@ -87,7 +88,7 @@ class Item:
     thought: str | None = None
     codes: list[str] = field(default_factory=list)
     inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
-    error: str | None = None  # why it must not run (two different inputs)
+    error: Notice | None = None  # why it must not run (two different inputs)
     dumped: tuple[Any, str] | None = None  # (args, raw_input) when raw_input is json.dumps(args)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from ..errors import ReActParseError
 from ..types import ParsedStep, PendingCall
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 from . import patterns as P
 from .blobs import (
     BLOB_CHARS,
@@ -98,7 +98,9 @@ def _parse(
     implicit_final_answer: bool,
 ) -> ParsedStep:
     if not text.strip():
-        raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
+        raise ReActParseError(
+            "the reply is empty", text=text, pos=0, expected=EXPECTED_STEP, code=NoticeCode.EMPTY
+        )
     kept = text.rstrip()
     labels = plain_labels(text, stop_words)
     if labels is not None and partial_stop(kept, stop_words) == len(kept):
@@ -113,7 +115,7 @@ def _parse(
     body = cut.masked  # the kept body, every later think block blanked out
     think = "\n\n".join(t for t in (cut.think.strip() if cut.think else "", *cut.later_think) if t)
     if not body.strip():
-        pos = len(cut.text)
+        pos, code = len(cut.text), NoticeCode.ONLY_REASONING
         if cut.unclosed_think:
             why = "the reasoning block is never closed and no action or answer follows it"
             expected = "'</think>' then " + EXPECTED_STEP
@@ -122,8 +124,8 @@ def _parse(
             expected = EXPECTED_STEP + " after the reasoning"
         else:
             why, pos = "nothing is left of the reply once the invented Observation is cut", 0
-            expected = EXPECTED_STEP + " before any 'Observation:'"
-        raise ReActParseError(why, text=text, pos=pos, expected=expected)
+            expected, code = EXPECTED_STEP + " before any 'Observation:'", NoticeCode.NO_STEP
+        raise ReActParseError(why, text=text, pos=pos, expected=expected, code=code)
     sections = split_sections(body, labels)
     try:
         reading = _read(sections)
@@ -139,6 +141,7 @@ def _parse(
                 text=text,
                 pos=offset + len(body) - len(body.lstrip()),
                 expected=EXPECTED_STEP,
+                code=NoticeCode.UNLABELED,
             )
         return ParsedStep(
             thought=think or None,
@@ -265,7 +268,7 @@ def _attach_input(r: _Reading, action: Item, sec: Section) -> None:
     """Give an Action its input; a second Action Input is a second call. Input written with
     the Action (``tool(...)``, ``tool {...}``) then an Action Input are one call: after an
     empty one the Action Input is the input, the same arguments twice are one, different
-    ones are ambiguous and never run (``ObservationCode.AMBIGUOUS_INPUT``)."""
+    ones are ambiguous and never run (``NoticeCode.AMBIGUOUS_INPUT``)."""
     if not action.has_input:
         _fill(action, sec.content, [])
         return
@@ -280,7 +283,7 @@ def _attach_input(r: _Reading, action: Item, sec: Section) -> None:
         if args == action.args:
             action.codes.append("duplicate_input_dropped")
             return
-        action.error = Note(ObservationCode.AMBIGUOUS_INPUT, tool=action.tool or "")
+        action.error = Notice(NoticeCode.AMBIGUOUS_INPUT, tool=action.tool or "")
         action.codes.append("ambiguous_action_input")
         return
     item = Item(sec.start, tool=action.tool)
@@ -448,7 +451,11 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
         )
         problem = min(r.problems, key=lambda p: p.pos, default=only_thoughts)
         raise ReActParseError(
-            problem.message, text=text, pos=offset + problem.pos, expected=problem.expected
+            problem.message,
+            text=text,
+            pos=offset + problem.pos,
+            expected=problem.expected,
+            code=NoticeCode.UNREADABLE if r.problems else NoticeCode.NO_STEP,
         )
     for problem in r.problems:  # recovered from: say what was dropped
         if problem.message == "the Action has no tool name":

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 
 __all__ = ["REPAIRS", "Repair", "is_lossy", "lossy_repairs", "markdown_table", "refusal"]
 
@@ -268,9 +268,9 @@ def lossy_repairs(codes: Iterable[str]) -> list[str]:
     return [c for c in dict.fromkeys(codes) if is_lossy(c)]
 
 
-def refusal(lossy: Iterable[str]) -> Note:
+def refusal(lossy: Iterable[str]) -> Notice:
     """Why a call read with the ``lossy`` repairs was not run, as a clause for the model
-    (:attr:`ObservationCode.LOSSY <react_engine.wording.ObservationCode.LOSSY>`: each
+    (:attr:`NoticeCode.LOSSY <react_engine.wording.NoticeCode.LOSSY>`: each
     reason in English and in Chinese, :data:`WHAT_ZH`)."""
     reasons: list[tuple[str, str]] = []
     for code in lossy:
@@ -284,8 +284,8 @@ def refusal(lossy: Iterable[str]) -> Note:
             )
         if reason not in reasons:
             reasons.append(reason)
-    return Note(
-        ObservationCode.LOSSY,
+    return Notice(
+        NoticeCode.LOSSY,
         reasons=("; ".join(en for en, _ in reasons), "；".join(zh for _, zh in reasons)),
     )
 

@@ -39,6 +39,7 @@ from ..types import (
     ModelSettings,
     ToolChoice,
 )
+from ..wording import Notice, word
 from .decision import (
     NOT_JSON,
     CallTools,
@@ -47,7 +48,6 @@ from .decision import (
     FormatError,
     MultiAction,
     PendingCall,
-    Refusal,
     arguments_json,
     guard_depth,
     parsed_arguments_error,
@@ -68,7 +68,6 @@ __all__ = [
     "MultiAction",
     "PendingCall",
     "Protocol",
-    "Refusal",
     "RequestContext",
     "arguments_json",
     "guard_depth",
@@ -172,14 +171,19 @@ class Protocol(ABC):
         (``template.language``), English without one."""
         return str(getattr(getattr(self, "template", None), "language", "en"))
 
-    def feedback(self, error: str, *, forced: bool = False) -> str:
+    def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
         """The message that tells the model why its reply was refused. ``error`` is a clause
         ("no tool may be used for this question"); ``forced`` is true on a forced final
         request, whose instruction needs no reminder of how to call tools."""
-        return f"Your reply could not be used: {error}."
+        return f"Your reply could not be used: {word(error, self.language)}."
 
     def reject(
-        self, decision: Decision, error: str, *, forced: bool = False, problem: str | None = None
+        self,
+        decision: Decision,
+        error: Notice | str,
+        *,
+        forced: bool = False,
+        problem: str | None = None,
     ) -> FormatError:
         """A reply the policy refuses, as a format error in this protocol's words."""
         return FormatError(

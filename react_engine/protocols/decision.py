@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeAlias
 
 from ..nesting import TOO_DEEP, too_deep
 from ..types import PendingCall
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 
 __all__ = [
     "NOT_JSON",
@@ -27,7 +27,6 @@ __all__ = [
     "FormatError",
     "MultiAction",
     "PendingCall",
-    "Refusal",
     "arguments_json",
     "close_input",
     "guard_depth",
@@ -43,28 +42,13 @@ other one, ``"first"`` the first one only, ``"all"`` every one. In every mode a 
 whose arguments hold a placeholder (blind) is not run."""
 
 
-class Refusal(str):
-    """Why a reply is refused: a clause in English, as every protocol may send it, with a
-    ``code`` and ``values`` by which a prompt template words it in its own language (its
-    ``error_<code>`` text, see :meth:`Protocol.feedback`). A plain ``str`` everywhere else."""
-
-    code: str
-    values: dict[str, str]
-
-    def __new__(cls, code: str, text: str, /, **values: str) -> Refusal:
-        refusal = super().__new__(cls, text)
-        refusal.code = code
-        refusal.values = values
-        return refusal
-
-
 @dataclass(slots=True, kw_only=True)
 class _Reading:
     text: str | None
     """The reply as it stays in the transcript."""
     thought: str | None = None
     repairs: list[str] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
+    events: list[Notice] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -125,11 +109,11 @@ def json_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-NOT_JSON = Note(ObservationCode.NOT_JSON)
+NOT_JSON = Notice(NoticeCode.NOT_JSON)
 """Why a parsed action whose input looks like JSON but is not (cut off, broken) never runs."""
 
 
-def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -> str | None:
+def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -> Notice | None:
     """Why an action read by :func:`~react_engine.parsing.parse_react` must not run, or None.
 
     Input that starts like a JSON object or array but could not be decoded (cut off, or

@@ -47,7 +47,7 @@ from ..types import (
     UserMessage,
     UserTurn,
 )
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 from .base import (
     CallTools,
     Decision,
@@ -78,7 +78,7 @@ __all__ = [
 ]
 
 
-FINAL_ALONE = Note(ObservationCode.FINAL_ALONE, tool=FINAL_RESULT)
+FINAL_ALONE = Notice(NoticeCode.FINAL_ALONE, tool=FINAL_RESULT)
 
 
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Final
 
 from ..types import ModelResponse
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 
 __all__ = [
     "MAX_CALLS",
@@ -49,16 +49,16 @@ READ_LIMIT: Final = MAX_CALLS + 1
 with too many is told from one with exactly the most."""
 
 
-def too_large(reply: ModelResponse) -> Note | None:
+def too_large(reply: ModelResponse) -> Notice | None:
     """Why ``reply`` is not read at all (too long, or too many native calls), or ``None``."""
     if len(reply.tool_calls) > MAX_CALLS:
         return too_many_calls()
     size = len(reply.content or "") + sum(len(c.arguments) for c in reply.tool_calls)
     if size > MAX_REPLY_CHARS:
-        return Note(ObservationCode.REPLY_TOO_LONG, count=f"{size:,}", limit=f"{MAX_REPLY_CHARS:,}")
+        return Notice(NoticeCode.REPLY_TOO_LONG, count=f"{size:,}", limit=f"{MAX_REPLY_CHARS:,}")
     return None
 
 
-def too_many_calls() -> Note:
+def too_many_calls() -> Notice:
     """Why a reply with more than :data:`MAX_CALLS` calls is refused."""
-    return Note(ObservationCode.REPLY_TOO_MANY_CALLS, limit=str(MAX_CALLS))
+    return Notice(NoticeCode.REPLY_TOO_MANY_CALLS, limit=str(MAX_CALLS))

@@ -36,6 +36,7 @@ from ..types import (
     Step,
     UserMessage,
 )
+from ..wording import Notice
 from .base import (
     CallTools,
     Decision,
@@ -108,7 +109,7 @@ class MinimalProtocol(Protocol):
 
     # --- the reply ---------------------------------------------------------------------------
 
-    def feedback(self, error: str, *, forced: bool = False) -> str:
+    def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
         return f"Your reply could not be used: {error}." + ("" if forced else f" {REMINDER}")
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:

@@ -104,14 +104,13 @@ from ..parsing.placement import REASONS
 from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import read_salvaged, written_call
 from ..types import ModelResponse, Step
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 from .decision import (
     CallTools,
     Decision,
     FinalAnswer,
     FormatError,
     PendingCall,
-    Refusal,
 )
 from .limits import MAX_CALLS, too_large, too_many_calls
 from .output import OutputError
@@ -123,14 +122,10 @@ if TYPE_CHECKING:  # the seam applies this module: it is imported for types only
 
 __all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "decide", "effects", "new_call_id", "placeholder"]
 
-CUT_OFF = Note(ObservationCode.CUT_OFF)
+CUT_OFF = Notice(NoticeCode.CUT_OFF)
 """The error of a call whose arguments a length cut may have shortened."""
 
-WRITTEN_CALL = Refusal(
-    "written_call",
-    "it is a tool call written as text, and no tool can run now: using only the results "
-    "you already have, write your final answer in words",
-)
+WRITTEN_CALL = Notice(NoticeCode.WRITTEN_CALL)
 """Why a forced final answer that is a call (in any syntax) is not an answer."""
 _WRITTEN = "a tool call written as text"
 _LARGE = "a reply past the limits of what is read"
@@ -160,7 +155,7 @@ def decide(protocol: Protocol, reply: ModelResponse, ctx: Context) -> Decision:
         refused = too_many_calls()
     text = (reply.content or "").strip() or None
     unread = FormatError(text=text, feedback="")
-    return protocol.reject(unread, refused.word(protocol.language), problem=_LARGE)
+    return protocol.reject(unread, refused, problem=_LARGE)
 
 
 def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Context) -> Decision:
@@ -204,7 +199,7 @@ def _native_calls_first(protocol: Protocol, decision: Decision, reply: ModelResp
         thought=thought,
         calls=calls,
         repairs=[r for c in calls for r in c.repairs],
-        events=[*decision.events, "native_tool_calls"],
+        events=[*decision.events, Notice(NoticeCode.NATIVE_TOOL_CALLS)],
     )
 
 
@@ -233,15 +228,9 @@ def _not_the_action(
     reason = read_salvaged(content, names, limit=1).withheld
     if reason is None:
         return None
-    why = REASONS[reason]
     return protocol.reject(
         decision,
-        Refusal(
-            "not_action",
-            f"the tool call in it was not run, because it is {why}; to use a tool now, "
-            "write the call alone, and to answer, write the answer without a tool call",
-            reason=why,
-        ),
+        Notice(NoticeCode.NOT_ACTION, reason=REASONS[reason]),
         problem="a tool call that is not the action",
     )
 
@@ -332,10 +321,10 @@ def _assign_ids(decision: CallTools, ctx: Context) -> None:
     for call in decision.calls:
         if not call.id:
             if call.id is not None:  # the provider sent an empty one (text calls have none)
-                decision.events.append("generated_call_id")
+                decision.events.append(Notice(NoticeCode.GENERATED_CALL_ID))
             call.id = new_call_id()
         elif call.id in used:
-            decision.events.append("duplicate_call_id")
+            decision.events.append(Notice(NoticeCode.DUPLICATE_CALL_ID))
             call.id = next(
                 f"{call.id}-{n}" for n in itertools.count(2) if f"{call.id}-{n}" not in used
             )
@@ -377,12 +366,12 @@ def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:
     reply cut by the length limit, the last one unless the protocol knows the reply went
     on past it or its arguments are complete JSON as they stand."""
     for call in calls:
-        if isinstance(call.cut, str) and call.error is None:
+        if isinstance(call.cut, Notice) and call.error is None:
             call.error = call.cut
     if reply.finish_reason != "length" or not calls:
         return
     last = calls[-1]
-    if last.cut is False or isinstance(last.cut, str):
+    if last.cut is False or isinstance(last.cut, Notice):
         return
     if last.cut or not _complete_json(last.raw_arguments):
         last.error = CUT_OFF
@@ -401,21 +390,14 @@ def _calls_allowed(protocol: Protocol, decision: CallTools, ctx: Context) -> Dec
     if ctx.force_final:
         return protocol.reject(decision, WRITTEN_CALL, forced=True, problem=_WRITTEN)
     if ctx.tool_choice == "none" or not names:
-        error = Refusal(
-            "tool_none", "no tool may be used for this question: write the final answer"
-        )
+        error = Notice(NoticeCode.TOOL_NONE)
     elif ctx.tool_choice in names and any(c.tool != ctx.tool_choice for c in decision.calls):
         wrong = next(c.tool for c in decision.calls if c.tool != ctx.tool_choice)
-        error = Refusal(
-            "tool_named",
-            f"only {ctx.tool_choice} may be called now, not {wrong}: call {ctx.tool_choice}",
-            tool=ctx.tool_choice,
-            wrong=wrong,
-        )
+        error = Notice(NoticeCode.TOOL_NAMED, tool=ctx.tool_choice, wrong=wrong)
     else:
         return decision
     refused = protocol.reject(decision, error)
-    refused.events.append("tool_choice_enforced")
+    refused.events.append(Notice(NoticeCode.TOOL_CHOICE_ENFORCED))
     return refused
 
 
@@ -427,14 +409,9 @@ def _answer_allowed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> 
         return decision
     if names and (ctx.tool_choice == "required" or ctx.tool_choice in names):
         tools = ctx.tool_choice if ctx.tool_choice in names else ", ".join(names)
-        wanted = ctx.tool_choice if ctx.tool_choice in names else "one of: " + tools
         return protocol.reject(
             decision,
-            Refusal(
-                "tool_required",
-                f"a tool must be used before the final answer: call {wanted}",
-                tools=tools,
-            ),
+            Notice(NoticeCode.TOOL_REQUIRED, tools=tools),
         )
     return decision
 
@@ -449,7 +426,7 @@ def _typed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> Decision:
         retry = protocol.output_retry()
         return protocol.reject(
             decision,
-            Refusal("output", f"{exc}; {retry}", detail=str(exc), retry=retry),
+            Notice(NoticeCode.OUTPUT, detail=str(exc), retry=retry),
             forced=ctx.force_final,
             problem="an answer that does not match the output type",
         )
@@ -573,20 +550,20 @@ def effects(decision: CallTools, ctx: Context) -> None:
             if call.tool not in read_only:
                 changing = changing or call.tool
             continue
-        why: str | None = None
+        why: Notice | None = None
         found = _blind(call, earlier) if index else None
         if found is not None:
-            why = Note(ObservationCode.BLIND, tool=call.tool, placeholder=repr(found))
+            why = Notice(NoticeCode.BLIND, tool=call.tool, placeholder=repr(found))
             held.append(f"{call.tool} (blind: {found!r})")
         elif mode == "first" and index:
-            why = Note(ObservationCode.ONE_PER_REPLY, tool=call.tool)
+            why = Notice(NoticeCode.ONE_PER_REPLY, tool=call.tool)
             held.append(f"{call.tool} (one call per reply)")
         elif mode == "independent" and changing is not None:
             if call.tool in read_only:
-                why = Note(ObservationCode.AFTER_CHANGE, tool=call.tool, changing=changing)
+                why = Notice(NoticeCode.AFTER_CHANGE, tool=call.tool, changing=changing)
                 held.append(f"{call.tool} (after {changing})")
             else:
-                why = Note(ObservationCode.ONE_CHANGE, tool=call.tool, changing=changing)
+                why = Notice(NoticeCode.ONE_CHANGE, tool=call.tool, changing=changing)
                 held.append(f"{call.tool} (one call with effects per reply)")
         if call.tool not in read_only:
             changing = changing or call.tool
@@ -596,7 +573,5 @@ def effects(decision: CallTools, ctx: Context) -> None:
         named = ", ".join(held[:_MAX_NAMED])
         if len(held) > _MAX_NAMED:
             named += f" and {len(held) - _MAX_NAMED} more"
-        decision.events.append(
-            f"{len(calls)} tool calls in one reply (multi_action={mode!r}): "
-            f"{ran} may run; not run: {named}"
-        )
+        counts = {"count": str(len(calls)), "ran": str(ran), "mode": repr(mode)}
+        decision.events.append(Notice(NoticeCode.CALLS_HELD, held=named, **counts))

@@ -66,22 +66,6 @@ TEXT_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "output_retry": (frozenset(), frozenset()),
 }
 
-ERROR_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "error_unlabeled": (frozenset(), frozenset()),
-    "error_empty": (frozenset(), frozenset()),
-    "error_only_reasoning": (frozenset(), frozenset()),
-    "error_no_step": (frozenset(), frozenset()),
-    "error_unreadable": (frozenset({"line", "column"}), frozenset()),
-    "error_written_call": (frozenset(), frozenset()),
-    "error_tool_none": (frozenset(), frozenset()),
-    "error_tool_named": (frozenset({"tool", "wrong"}), frozenset()),
-    "error_tool_required": (frozenset({"tools"}), frozenset()),
-    "error_output": (frozenset({"detail", "retry"}), frozenset()),
-    "error_not_action": (frozenset({"reason"}), frozenset()),
-}
-"""A prompted protocol's refusals in the template's own words (its language), by the code
-of the :class:`~react_engine.protocols.base.Refusal`; without one, the English clause is used."""
-TEXT_SCHEMA.update(ERROR_SCHEMA)
 
 FUNCTION_CALLING_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "system": (frozenset({"instructions"}), frozenset()),
@@ -113,7 +97,6 @@ STRUCTURED_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 }
 """The structured-output protocol's template: replies are JSON objects, so there are no
 labels or stop sequences; the model is shown the JSON shape in ``system``."""
-STRUCTURED_SCHEMA.update(ERROR_SCHEMA)
 
 KindSchema = dict[str, tuple[frozenset[str], frozenset[str]]]
 """A kind's texts: for each key, the placeholders it may use and those it must use."""

@@ -35,7 +35,7 @@ from ..types import (
     UserMessage,
     UserTurn,
 )
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 
 if TYPE_CHECKING:
     from ..transport.capabilities import ConstraintStyle
@@ -60,7 +60,7 @@ __all__ = [
 # --- calls ---------------------------------------------------------------------------------
 
 
-CUT_PARAMETER = Note(ObservationCode.CUT_PARAMETER)
+CUT_PARAMETER = Notice(NoticeCode.CUT_PARAMETER)
 
 
 def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -> bool:
@@ -109,7 +109,7 @@ def salvaged_calls(content: str, found: list[PendingCall]) -> tuple[list[Pending
     return found, repairs
 
 
-def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[str]]:
+def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, Notice | None, list[str]]:
     """Decode a call's argument text: (arguments, error for the model, repairs applied)."""
     text = raw.strip()
     if not text:
@@ -127,7 +127,7 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
             # closing-bracket rule); the policy refuses it in a reply cut by length.
             fixed = repair_json(text, allow_truncated=False, close_brackets=True)
         except JSONRepairError as exc:
-            return raw, Note(ObservationCode.INVALID_JSON, detail=str(exc)), []
+            return raw, Notice(NoticeCode.INVALID_JSON, detail=str(exc)), []
         value = fixed.value
         repairs = [f"json:{r}" for r in fixed.repairs]
     if too_deep(value):
@@ -145,7 +145,7 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, str | None, list[s
                 return raw, TOO_DEEP, repairs
             return inner, None, [*repairs, "double_encoded_arguments"]
     if not isinstance(value, dict):
-        return raw, Note(ObservationCode.NOT_AN_OBJECT, kind=type(value).__name__), repairs
+        return raw, Notice(NoticeCode.NOT_AN_OBJECT, kind=type(value).__name__), repairs
     return value, None, repairs
 
 

@@ -48,20 +48,18 @@ from ..types import (
     Step,
     UserMessage,
 )
+from ..wording import Notice, NoticeCode
 from .base import (
     CallTools,
     Decision,
     FinalAnswer,
-    FormatError,
     PendingCall,
-    Protocol,
-    Refusal,
     RequestContext,
 )
 from .decision import json_object
 from .prompts import PromptTemplate, load_template
 from .shared import answer_schema, constraint_style, decode_arguments, join, render_history
-from .text import system_prompt, template_feedback, template_output_retry, wrap_observation
+from .text import TemplatedProtocol, system_prompt, wrap_observation
 
 if TYPE_CHECKING:
     from .registry import ScriptStep
@@ -79,7 +77,7 @@ UNCLOSED_THINK = (
     "nothing in it was used; close the reasoning with </think> and write the JSON object "
     "after it"
 )
-PLAIN = Refusal("unlabeled", "the reply is plain text, not a JSON object")
+PLAIN = "the reply is plain text, not a JSON object"
 _TRUNCATION: frozenset[str] = frozenset({"missing_quote", "missing_closing_bracket"})
 """JSON repairs that mean the text ended before the value did."""
 
@@ -131,7 +129,7 @@ def _strict_compatible(schema: Any) -> bool:
     return all(_strict_compatible(child) for child in children)
 
 
-class StructuredOutputProtocol(Protocol):
+class StructuredOutputProtocol(TemplatedProtocol):
     """Tool calls and answers as one JSON object per reply, held to a JSON Schema where the
     server constrains decoding."""
 
@@ -293,17 +291,6 @@ class StructuredOutputProtocol(Protocol):
         )
 
     # --- reading replies ----------------------------------------------------------------------
-
-    def output_retry(self) -> str:
-        return template_output_retry(self.template) or super().output_retry()
-
-    def feedback(self, error: str, *, forced: bool = False) -> str:
-        return template_feedback(self.template, error, forced=forced)
-
-    def _format_error(
-        self, text: str | None, error: str, thought: str | None = None, *, forced: bool = False
-    ) -> FormatError:
-        return FormatError(text=text, thought=thought, feedback=self.feedback(error, forced=forced))
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         # A forced final request's own instruction says what to write: a refusal of its
@@ -503,7 +490,7 @@ def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
         tool=tool,
         arguments=text,
         raw_arguments=text,
-        error=f'"arguments" must be a JSON object, not {type(arguments).__name__}',
+        error=Notice(NoticeCode.NOT_AN_OBJECT, kind=type(arguments).__name__),
     )
 
 

@@ -47,13 +47,13 @@ from ..types import (
     Step,
     UserMessage,
 )
+from ..wording import Notice, NoticeCode, word
 from .base import (
     CallTools,
     Decision,
     FinalAnswer,
     FormatError,
     Protocol,
-    Refusal,
     RequestContext,
 )
 from .decision import close_input, guard_depth, parsed_arguments_error
@@ -70,7 +70,7 @@ from .shared import (
 if TYPE_CHECKING:
     from .registry import ProtocolOptions, ScriptStep
 
-__all__ = ["TextReActProtocol", "render_tools", "system_prompt"]
+__all__ = ["TemplatedProtocol", "TextReActProtocol", "render_tools", "system_prompt"]
 
 _MAY_HOLD_CALL = re.compile(r"[{\[<>(]")
 """A character every native call format needs: a reply without one holds no call."""
@@ -154,23 +154,41 @@ def wrap_observation(text: str) -> str:
 _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial_stop"})
 
 
-def template_feedback(template: PromptTemplate, error: str, *, forced: bool = False) -> str:
-    """A refusal in a prompted protocol's words: its ``format_error`` message, with the
-    ``format_reminder`` of the reply's format unless the request was a forced final one
-    (whose own instruction says what to write). A :class:`~react_engine.protocols.base.Refusal`
-    is worded by the template's ``error_<code>`` text where it has one (in its language)."""
-    if isinstance(error, Refusal) and template.has(f"error_{error.code}"):
-        error = template.fill(f"error_{error.code}", **error.values)
-    reminder = template.fill("format_reminder") if template.has("format_reminder") else ""
-    return template.fill("format_error", error=error, reminder="" if forced else reminder).strip()
+class TemplatedProtocol(Protocol):
+    """A protocol prompted by a :class:`PromptTemplate` (``template``): it refuses a reply
+    and asks again for a typed answer in the template's words."""
+
+    template: PromptTemplate
+
+    def output_retry(self) -> str:
+        t = self.template
+        return t.fill("output_retry") if t.has("output_retry") else super().output_retry()
+
+    def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
+        """The template's ``format_error`` message (a :class:`~react_engine.wording.Notice`
+        worded in its language), with the ``format_reminder`` of the reply's format unless
+        the request was a forced final one (whose own instruction says what to write)."""
+        t, said = self.template, word(error, self.template.language)
+        reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
+        return t.fill("format_error", error=said, reminder=reminder).strip()
+
+    def _format_error(
+        self,
+        text: str | None,
+        error: Notice | str,
+        thought: str | None = None,
+        *,
+        forced: bool = False,
+    ) -> FormatError:
+        return FormatError(
+            text=text,
+            thought=thought,
+            feedback=self.feedback(error, forced=forced),
+            problem=f"not in the expected format ({error})" if forced else None,
+        )
 
 
-def template_output_retry(template: PromptTemplate) -> str | None:
-    """The template's way to ask again for a typed answer that failed validation."""
-    return template.fill("output_retry") if template.has("output_retry") else None
-
-
-class TextReActProtocol(Protocol):
+class TextReActProtocol(TemplatedProtocol):
     """ReAct over plain chat: prompt templates, stop sequences and a tolerant parser."""
 
     name = "text"
@@ -356,22 +374,6 @@ class TextReActProtocol(Protocol):
 
     # --- reading replies ------------------------------------------------------------------------
 
-    def output_retry(self) -> str:
-        return template_output_retry(self.template) or super().output_retry()
-
-    def feedback(self, error: str, *, forced: bool = False) -> str:
-        return template_feedback(self.template, error, forced=forced)
-
-    def _format_error(
-        self, text: str | None, error: str, thought: str | None = None, *, forced: bool = False
-    ) -> FormatError:
-        return FormatError(
-            text=text,
-            thought=thought,
-            feedback=self.feedback(error, forced=forced),
-            problem=f"not in the expected format ({error})" if forced else None,
-        )
-
     def _native(self, raw: str, parsed: ParsedStep | None, ctx: RequestContext) -> Decision | None:
         """The calls of a reply written in a model family's own tool-call format (the
         reader function calling's salvage uses), where the Thought/Action reading found no
@@ -400,13 +402,7 @@ class TextReActProtocol(Protocol):
         )
         if not found:
             if blob and found.withheld is not None:
-                why = REASONS[found.withheld]
-                refusal = Refusal(
-                    "not_action",
-                    f"the tool call in it was not run, because it is {why}; to use a tool "
-                    "now, write the action alone, and to answer, write the final answer",
-                    reason=why,
-                )
+                refusal = Notice(NoticeCode.NOT_ACTION, reason=REASONS[found.withheld])
                 return self._format_error(raw.strip() or None, refusal)
             if blob:
                 return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
@@ -429,8 +425,10 @@ class TextReActProtocol(Protocol):
             native = self._native(raw, None, ctx)
             if native is not None:
                 return native
-            plain = self._plain(raw, ctx) if _NO_LABEL in exc.reason else None
-            error = self._unlabeled() if plain is not None else _parse_refusal(exc)
+            unlabeled = exc.code == NoticeCode.UNLABELED
+            plain = self._plain(raw, ctx) if unlabeled else None
+            where = {"line": str(exc.line), "column": str(exc.column), "expected": exc.expected}
+            error = self._unlabeled() if unlabeled else Notice(exc.code, reason=exc.reason, **where)
             refused = self._format_error(raw.strip() or None, error, forced=ctx.force_final)
             refused.plain = plain
             return refused
@@ -456,7 +454,7 @@ class TextReActProtocol(Protocol):
             )
         return self._format_error(
             text,
-            Refusal("no_step", "the reply has neither an Action nor a Final Answer"),
+            Notice(NoticeCode.NO_STEP),
             parsed.thought,
             forced=ctx.force_final,
         )
@@ -477,28 +475,7 @@ class TextReActProtocol(Protocol):
             return None
         return parsed.final_answer
 
-    def _unlabeled(self) -> Refusal:
-        label = self.template.label("final_answer", "Final Answer")
-        return Refusal(
-            "unlabeled",
-            f"the reply has no label: if it is your final answer, write '{label}:' before it; "
-            "to use a tool, write an action",
+    def _unlabeled(self) -> Notice:
+        return Notice(
+            NoticeCode.UNLABELED, label=self.template.label("final_answer", "Final Answer")
         )
-
-
-_NO_LABEL = "has no label"
-"""In the parser's message for a reply with no label at all."""
-
-_PARSE_CODES = {
-    "the reply is empty": "empty",
-    "the reasoning block is never closed and no action or answer follows it": "only_reasoning",
-    "the reply is only reasoning, with no action or final answer after it": "only_reasoning",
-    "the reply has thoughts but no action and no final answer": "no_step",
-    "nothing is left of the reply once the invented Observation is cut": "no_step",
-}
-"""The parser's refusals a template may word by name; any other is ``error_unreadable``."""
-
-
-def _parse_refusal(exc: ReActParseError) -> Refusal:
-    code = _PARSE_CODES.get(exc.reason, "unreadable")
-    return Refusal(code, str(exc), line=str(exc.line), column=str(exc.column))

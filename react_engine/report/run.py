@@ -82,10 +82,11 @@ def _call(action: Record) -> str:
     if raw and raw.strip() != arguments.strip() and raw != json.dumps(action.get("arguments")):
         written = f'<div class="label">as written</div>{fold(raw, "raw-arguments")}'
     said = "what the engine told the model" if cls != "ok" else "observation"
-    if cls == "ok" and action.get("observation_code"):
+    error = action.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    if cls == "ok" and code:
         said = "observation (with the engine's note)"
     observation = str(action.get("observation") or "")
-    code = action.get("observation_code")
     return (
         f'<div class="call call-{cls}" data-status="{esc(status)}" '
         f'data-tool="{esc(action.get("tool", ""))}">'

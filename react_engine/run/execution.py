@@ -25,7 +25,7 @@ from ..runtime import DeadlinePassed, ThreadsExhausted, stuck_threads
 from ..text import valid_unicode
 from ..tools.base import Tool, ToolArgumentsError
 from ..types import ActionRecord
-from ..wording import Note, ObservationCode, error_observation, skipped_observation
+from ..wording import Notice, NoticeCode, error_observation, skipped_observation
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation
 from .state import RUN_EVENT, RunState, call_user
@@ -122,6 +122,7 @@ class ToolRunner:
         by_name = {t.name: t for t in state.tools}
         language = state.protocol.language
         prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
+        warn: set[int] = set()  # the records of calls repeated up to the limit: warned
         for call in calls:
             record = call.record()
             tool = by_name.get(call.tool)
@@ -132,7 +133,7 @@ class ToolRunner:
                 _fail(record, "invalid_arguments", call.error, language)
             elif tool is None:
                 valid = ", ".join(sorted(by_name)) or "(none)"
-                unknown = Note(ObservationCode.UNKNOWN_TOOL, tool=repr(call.tool), valid=valid)
+                unknown = Notice(NoticeCode.UNKNOWN_TOOL, tool=repr(call.tool), valid=valid)
                 _fail(record, "unknown_tool", unknown, language)
             else:
                 try:
@@ -146,7 +147,7 @@ class ToolRunner:
                             )
                         )
                 except ToolArgumentsError as exc:
-                    _fail(record, "invalid_arguments", exc.message, language)
+                    _fail(record, "invalid_arguments", exc.notice, language)
             if record.status == "ok" and call.skip is not None:
                 # Held back by the policy (a blind call, a second call with effects): a
                 # call that could not run anyway says why instead.
@@ -163,17 +164,16 @@ class ToolRunner:
                         # The model asked for what it already has: give it the same result
                         # again (the trace says it was not re-run), then ask for the answer.
                         record.observation = earlier
-                        record.error = "repeated call: given the earlier identical call's result"
+                        record.error = Notice(NoticeCode.GIVEN_AGAIN)
                     else:
-                        again = Note(
-                            ObservationCode.NOT_RUN_AGAIN, tool=call.tool, times=str(seen - 1)
+                        again = Notice(
+                            NoticeCode.NOT_RUN_AGAIN, tool=call.tool, times=str(seen - 1)
                         )
-                        record.observation = again.word(language)
-                        record.observation_code = again.code
+                        record.observation, record.error = again.text(language), again
                     batch.repeated = True
                     tool = None
                 elif seen == state.config.loop_limit and seen > 1:
-                    record.error = "repeated"
+                    warn.add(id(record))
             prepared.append((record, tool, validated))
 
         runnable = [(r, t, v) for r, t, v in prepared if t is not None and r.status == "ok"]
@@ -184,15 +184,14 @@ class ToolRunner:
         for record, _, _ in prepared:
             if record.status == "ok":
                 state.seen.results[_call_key(record)] = record.observation
-            if record.error == "repeated" and record.status == "ok":
-                record.error = None
-                warning = Note(
-                    ObservationCode.REPEAT_WARNING,
+            if id(record) in warn and record.status == "ok":
+                warning = Notice(
+                    NoticeCode.REPEAT_WARNING,
                     tool=record.tool,
                     times=str(state.config.loop_limit),
                 )
-                record.observation += "\n" + warning.word(language)
-                record.observation_code = warning.code
+                record.observation += "\n" + warning.text(language)
+                record.error = warning
         return Ran([r for r, _, _ in prepared], batch.verdict())
 
     async def _call(
@@ -216,7 +215,7 @@ class ToolRunner:
                 try:
                     await call_user(self.on_call, record, deadline=state.deadline_at())
                 except DeadlinePassed:
-                    late = Note(ObservationCode.DEADLINE_BEFORE_CALL)
+                    late = Notice(NoticeCode.DEADLINE_BEFORE_CALL)
                     _fail(record, "error", late, _language(state))
                     return
                 except ThreadsExhausted as exc:
@@ -235,7 +234,7 @@ class ToolRunner:
         except asyncio.CancelledError as exc:
             if _being_cancelled():
                 if record.status == "ok" and not record.observation:
-                    interrupted = Note(ObservationCode.INTERRUPTED, tool=tool.name)
+                    interrupted = Notice(NoticeCode.INTERRUPTED, tool=tool.name)
                     _fail(record, "error", interrupted, _language(state))
                 raise
             _note_abort(batch, record, tool, exc, _language(state))
@@ -257,7 +256,7 @@ class ToolRunner:
             return True
         hints = tool.annotations  # calling it again changes nothing more (MCP's hints)
         if state.journal.in_flight(record) and not (hints.idempotent or hints.read_only):
-            _fail(record, "error", Note(ObservationCode.MAYBE_RAN), _language(state))
+            _fail(record, "error", Notice(NoticeCode.MAYBE_RAN), _language(state))
             await state.journal.done(record)
             return True
         return False
@@ -266,9 +265,9 @@ class ToolRunner:
     def _defer(state: RunState, batch: _Batch, record: ActionRecord) -> bool:
         """An approval put off: the run stops, awaiting it (with a store to resume from)."""
         if state.journal is None:
-            _fail(record, "denied", Note(ObservationCode.DEFER_NEEDS_STORE), _language(state))
+            _fail(record, "denied", Notice(NoticeCode.DEFER_NEEDS_STORE), _language(state))
             return False
-        _skip(record, Note(ObservationCode.AWAITING_APPROVAL), _language(state))
+        _skip(record, Notice(NoticeCode.AWAITING_APPROVAL), _language(state))
         state.journal.defer(record)
         batch.deferred.append(record)
         return False
@@ -287,37 +286,35 @@ class ToolRunner:
         given = journal.approval(record) if journal is not None else None
         if given is not None:
             if not given:
-                _fail(record, "denied", Note(ObservationCode.NOT_APPROVED), language)
+                _fail(record, "denied", Notice(NoticeCode.NOT_APPROVED), language)
             return given
         waited = journal is not None and journal.waited(record)
         if approve == "defer" or (approve is None and waited):
             return self._defer(state, batch, record)  # a call put off waits for its verdict
         if approve is None:
-            _fail(record, "denied", Note(ObservationCode.NO_APPROVER), language)
+            _fail(record, "denied", Notice(NoticeCode.NO_APPROVER), language)
             return False
         try:
             verdict = await call_user(approve, record, deadline=state.deadline_at())
         except DeadlinePassed as exc:
-            late = ObservationCode.APPROVAL_TOO_LATE  # the approver was not asked
+            late = NoticeCode.APPROVAL_TOO_LATE  # the approver was not asked
             if exc.started:
                 log.warning("no approval for %s before the run's deadline", tool.name)
-                late = ObservationCode.APPROVAL_TIMED_OUT
-            _fail(record, "denied", Note(late), language)
+                late = NoticeCode.APPROVAL_TIMED_OUT
+            _fail(record, "denied", Notice(late), language)
             return False
         except ThreadsExhausted as exc:
-            _fail(
-                record, "denied", Note(ObservationCode.APPROVAL_UNASKED, detail=str(exc)), language
-            )
+            _fail(record, "denied", Notice(NoticeCode.APPROVAL_UNASKED, detail=str(exc)), language)
             return False
         except Exception as exc:  # a failing approver approves nothing
             log.warning("the approval callback failed for %s: %r", tool.name, exc)
-            failed = Note(ObservationCode.APPROVAL_FAILED, kind=type(exc).__name__)
+            failed = Notice(NoticeCode.APPROVAL_FAILED, kind=type(exc).__name__)
             _fail(record, "denied", failed, language)
             return False
         if verdict == "defer":
             return self._defer(state, batch, record)
         if verdict is not True:
-            _fail(record, "denied", Note(ObservationCode.NOT_APPROVED), language)
+            _fail(record, "denied", Notice(NoticeCode.NOT_APPROVED), language)
             return False
         return True
 
@@ -340,16 +337,14 @@ class ToolRunner:
             # Only the engine's own limit: a TimeoutError the tool raised itself (its HTTP
             # client's, say) is the tool's error, below, with its own text.
             seconds = f"{timeout:g}"
-            message = Note(ObservationCode.TIMEOUT, tool=tool.name, seconds=seconds)
+            message = Notice(NoticeCode.TIMEOUT, tool=tool.name, seconds=seconds)
             if not exc.started:
                 stuck = str(stuck_threads())
-                message = Note(
-                    ObservationCode.NEVER_STARTED, tool=tool.name, seconds=seconds, stuck=stuck
+                message = Notice(
+                    NoticeCode.NEVER_STARTED, tool=tool.name, seconds=seconds, stuck=stuck
                 )
             elif not tool.is_async:
-                message = Note(
-                    ObservationCode.TIMEOUT_STILL_RUNNING, tool=tool.name, seconds=seconds
-                )
+                message = Notice(NoticeCode.TIMEOUT_STILL_RUNNING, tool=tool.name, seconds=seconds)
                 event = (
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "
                     f"({stuck_threads()} sync calls stuck)"
@@ -358,7 +353,7 @@ class ToolRunner:
                 state.note(event)
             _fail(record, "timeout", message, language)
         except ThreadsExhausted as exc:
-            message = Note(ObservationCode.NO_THREAD, tool=tool.name, detail=str(exc))
+            message = Notice(NoticeCode.NO_THREAD, tool=tool.name, detail=str(exc))
             log.warning("%s", message, extra=RUN_EVENT)
             state.note(str(message))
             _fail(record, "error", message, language)
@@ -367,7 +362,7 @@ class ToolRunner:
             _fail(
                 record,
                 "error",
-                Note(ObservationCode.TOOL_FAILED, tool=tool.name, error=error),
+                Notice(NoticeCode.TOOL_FAILED, tool=tool.name, error=error),
                 language,
             )
         finally:
@@ -377,7 +372,7 @@ class ToolRunner:
 def _note_abort(
     batch: _Batch, record: ActionRecord, tool: Tool, exc: BaseException, language: str = "en"
 ) -> None:
-    aborted = Note(ObservationCode.ABORTED, tool=tool.name, kind=type(exc).__name__)
+    aborted = Notice(NoticeCode.ABORTED, tool=tool.name, kind=type(exc).__name__)
     _fail(record, "error", aborted, language)
     if batch.abort is None:
         batch.abort = exc
@@ -394,24 +389,22 @@ def _language(state: RunState) -> str:
     return state.protocol.language
 
 
-def _fail(record: ActionRecord, status: Any, message: str, language: str = "en") -> None:
-    """The call did not run or failed: ``message`` (a :class:`~react_engine.wording.Note`,
-    or a protocol's own words) is its error, and its observation in ``language``."""
-    record.status = status
-    record.error = valid_unicode(str(message))  # an exception's text can hold lone surrogates
-    record.observation_code = message.code if isinstance(message, Note) else None
+def _fail(record: ActionRecord, status: Any, message: Notice, language: str = "en") -> None:
+    """The call did not run or failed: ``message`` is its error, and its observation in
+    ``language``."""
+    record.status, record.error = status, message
+    # an exception's text can hold lone surrogates
     record.observation = valid_unicode(error_observation(message, language))
 
 
-def skipped(call: PendingCall, why: str, language: str = "en") -> ActionRecord:
+def skipped(call: PendingCall, why: Notice, language: str = "en") -> ActionRecord:
     """The record of a call held back (not run, and not the model's fault): ``why`` is
     shown to the model in ``language``."""
     return _skip(call.record(), why, language)
 
 
-def _skip(record: ActionRecord, why: str, language: str) -> ActionRecord:
-    record.status, record.error = "skipped", str(why)
-    record.observation_code = why.code if isinstance(why, Note) else None
+def _skip(record: ActionRecord, why: Notice, language: str) -> ActionRecord:
+    record.status, record.error = "skipped", why
     record.observation = skipped_observation(why, language)
     return record
 

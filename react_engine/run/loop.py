@@ -63,7 +63,7 @@ from ..transport.retries import with_retries
 from ..transport.streaming import EmptyStream, Unstreamed, stream_once
 from ..transport.wire import mask_url
 from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunResult, Step
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 from .events import (
     ActionDecided,
     AnswerGiven,
@@ -323,7 +323,7 @@ class Loop:
             notices=[
                 *state.pending_events,
                 *(
-                    RunNotice(len(state.steps), e, "reply")
+                    RunNotice(len(state.steps), e.text(), "reply")
                     for e in [*reply.events, *decision.events]
                 ),
             ],
@@ -405,10 +405,10 @@ class Loop:
             state.deferred = list(verdict.calls)
             return Stop("awaiting_approval", f"{len(verdict.calls)} call(s) await approval")
         if over:  # the notices are worded only for a step that has calls left out
-            spent = Note(ObservationCode.BUDGET_SPENT)
+            spent = Notice(NoticeCode.BUDGET_SPENT)
             step.actions += [skipped(c, spent, language) for c in over]
         if excess:
-            too_many = Note(ObservationCode.TOO_MANY, count=str(made), limit=str(limit))
+            too_many = Notice(NoticeCode.TOO_MANY, count=str(made), limit=str(limit))
             step.actions += [skipped(c, too_many, language) for c in excess]
         if isinstance(verdict, Abort):
             await self._record(state, step, started)

@@ -300,7 +300,7 @@ class RunTracer:
             span.set_attribute("error.type", call.status)
             # The error's text quotes the tool's exception, which may hold the tool's data
             # (a password in a connection string): it is content, kept out unless wanted.
-            detail = (call.error or "") if self.content else call.status
+            detail = (call.error.text() if call.error else "") if self.content else call.status
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, detail))
         span.end()
 

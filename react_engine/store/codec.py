@@ -27,7 +27,7 @@ from ..types import (
     UserTurn,
     to_jsonable,
 )
-from ..wording import ObservationCode
+from ..wording import Notice
 
 __all__ = [
     "VERSION",
@@ -172,14 +172,11 @@ def _record(record: ActionRecord) -> dict[str, Any]:
         "raw_arguments": record.raw_arguments,
         "observation": record.observation,
         "status": record.status,
-        "error": record.error,
+        "error": None if record.error is None else to_jsonable(record.error),
         "duration_s": record.duration_s,
         "salvaged": record.salvaged,
         "repairs": list(record.repairs),
         "lossy": list(record.lossy),
-        "observation_code": None
-        if record.observation_code is None
-        else str(record.observation_code),
         "exact": record.exact,
     }
 
@@ -210,20 +207,11 @@ def load_record(data: Any) -> ActionRecord:
         raw_arguments=str(record.get("raw_arguments", "")),
         observation=str(record.get("observation", "")),
         status=record.get("status", "ok"),
-        error=record.get("error"),
+        error=Notice.load(record.get("error")),
         duration_s=float(record.get("duration_s", 0.0)),
         salvaged=bool(record.get("salvaged", False)),
-        observation_code=_notice(record.get("observation_code")),
         exact=record.get("exact") is True,  # absent in older records: encoded again
     )
-
-
-def _notice(value: Any) -> ObservationCode | None:
-    """A stored notice code; one this version does not know (a newer writer's) is dropped."""
-    try:
-        return ObservationCode(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def dump_reply(reply: ModelResponse) -> dict[str, Any]:
@@ -237,7 +225,7 @@ def dump_reply(reply: ModelResponse) -> dict[str, Any]:
         "finish_reason": reply.finish_reason,
         "usage": _usage_record(reply.usage),
         "model": reply.model,
-        "events": list(reply.events),
+        "events": [to_jsonable(e) for e in reply.events],
         "v": VERSION,
     }
 
@@ -254,7 +242,7 @@ def load_reply(data: Any) -> ModelResponse:
         finish_reason=record.get("finish_reason"),
         usage=_usage(record.get("usage") or {}),
         model=record.get("model"),
-        events=list(record.get("events") or ()),
+        events=[e for e in map(Notice.load, record.get("events") or ()) if e is not None],
     )
 
 

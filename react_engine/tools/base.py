@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ModelBehaviorError, ToolDefinitionError
 from ..nesting import TOO_DEEP, too_deep
-from ..wording import Note, ObservationCode
+from ..wording import Notice, NoticeCode
 from .docstrings import parse_docstring
 from .schema import meets_strict_mode, strict_schema
 from .timeouts import within
@@ -44,12 +44,12 @@ T = TypeVar("T")
 class ToolArgumentsError(ModelBehaviorError, ValueError):
     """Arguments a tool cannot accept: not a JSON object, or failing validation.
 
-    ``message`` is written for the model: it says which field is wrong and why.
+    ``notice`` is what the model is told: which field is wrong and why.
     """
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, notice: Notice) -> None:
+        super().__init__(notice.text())
+        self.notice = notice
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +212,8 @@ class Tool:
                 arguments = {}
             else:
                 raise ToolArgumentsError(
-                    Note(
-                        ObservationCode.PLAIN_TEXT_ARGUMENTS,
+                    Notice(
+                        NoticeCode.PLAIN_TEXT_ARGUMENTS,
                         tool=repr(self.name),
                         fields=", ".join(self.argument_names) or "(none)",
                         text=repr(arguments[:200]),
@@ -226,8 +226,8 @@ class Tool:
             problems = self.schema_check.errors(coerced)
             if problems:
                 raise ToolArgumentsError(
-                    Note(
-                        ObservationCode.INVALID_ARGUMENTS,
+                    Notice(
+                        NoticeCode.INVALID_ARGUMENTS,
                         tool=repr(self.name),
                         detail="; ".join(problems),
                     )
@@ -643,7 +643,7 @@ def _model_name(tool_name: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[_\-]", tool_name)) + "Args"
 
 
-def _format_validation_error(tool_name: str, exc: ValidationError) -> str:
+def _format_validation_error(tool_name: str, exc: ValidationError) -> Notice:
     parts = []
     for err in exc.errors(include_url=False):
         loc = ".".join(str(x) for x in err.get("loc", ())) or "(arguments)"
@@ -651,7 +651,7 @@ def _format_validation_error(tool_name: str, exc: ValidationError) -> str:
         if err.get("type") == "extra_forbidden":
             msg = "unexpected field"
         parts.append(f"{loc}: {msg}")
-    return Note(ObservationCode.INVALID_ARGUMENTS, tool=repr(tool_name), detail="; ".join(parts))
+    return Notice(NoticeCode.INVALID_ARGUMENTS, tool=repr(tool_name), detail="; ".join(parts))
 
 
 def _own(value: Any) -> Any:

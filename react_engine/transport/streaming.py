@@ -38,12 +38,10 @@ from collections.abc import AsyncIterator, Callable
 
 from ..errors import ModelRequestError, ModelUnavailableError
 from ..types import ModelDelta, ModelRequest, ModelResponse, ToolCall, ToolCallChunk, Usage
+from ..wording import Notice, NoticeCode
 from .base import ChatModel
 
-__all__ = ["LIVE_STOP_EVENT", "EmptyStream", "ReplyBuilder", "Unstreamed", "stream_once"]
-
-LIVE_STOP_EVENT = "stopped_live"
-"""How the event of a reply cut at a stop sequence by the client begins."""
+__all__ = ["EmptyStream", "ReplyBuilder", "Unstreamed", "stream_once"]
 
 CHARS_PER_TOKEN = 4
 """For the estimate of a prompt's tokens when the server sent no usage."""
@@ -95,7 +93,7 @@ class ReplyBuilder:
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._model: str | None = None
-        self._events: list[str] = []
+        self._events: list[Notice] = []
 
     def add(self, delta: ModelDelta) -> ModelDelta | None:
         """Take one delta; return the part to pass on (None when there is nothing yet)."""
@@ -173,20 +171,14 @@ class ReplyBuilder:
         events = list(self._events)
         usage = self._usage
         if self.stopped is not None:
-            events.append(
-                f"{LIVE_STOP_EVENT}: the server kept writing past the stop sequence "
-                f"{self.stopped!r}; the reply was cut there and the stream closed"
-            )
+            events.append(Notice(NoticeCode.STOPPED_LIVE, stop=repr(self.stopped)))
         if usage is None:
             usage = Usage(completion_tokens=self.chunks, requests=1)
             prompt = _prompt_estimate(request)
             usage.prompt_tokens = prompt
             usage.total_tokens = prompt + self.chunks
-            events.append(
-                f"usage estimated: the stream ended without the server's usage; "
-                f"{self.chunks} completion tokens counted as chunks received, "
-                f"{prompt} prompt tokens estimated from its length"
-            )
+            counts = {"chunks": str(self.chunks), "prompt": str(prompt)}
+            events.append(Notice(NoticeCode.USAGE_ESTIMATED, **counts))
         names = self._call_names
         calls = [
             ToolCall(self._call_ids[i], names[i], "".join(self._call_arguments[i]))

@@ -40,6 +40,7 @@ from ..types import (
     Usage,
     UserMessage,
 )
+from ..wording import Notice, NoticeCode
 
 __all__ = [
     "TRANSIENT_STATUS",
@@ -250,14 +251,14 @@ def _field(raw: Any, name: str) -> Any:
     return getattr(raw, name, None)
 
 
-def _usage(raw: Any, events: list[str] | None = None) -> Usage:
+def _usage(raw: Any, events: list[Notice] | None = None) -> Usage:
     """Token counts from the reply's ``usage``: counts that are not counts are read as 0
     (and named in ``events``), negative ones as 0."""
     if raw is None:
         return Usage(requests=1)
     if isinstance(raw, str | bytes | int | float | list | tuple):
         if events is not None:
-            events.append(f"the reply's usage was not an object, ignored: {_one_value(raw)}")
+            events.append(Notice(NoticeCode.USAGE_NOT_OBJECT, value=_one_value(raw)))
         return Usage(requests=1)
     bad: list[str] = []
 
@@ -282,7 +283,7 @@ def _usage(raw: Any, events: list[str] | None = None) -> Usage:
         if isinstance(extra, Mapping) and "prompt_cache_hit_tokens" in extra:  # DeepSeek
             cached = count(extra, "prompt_cache_hit_tokens")
     if bad and events is not None:
-        events.append(f"the reply's usage had invalid counts, read as 0: {', '.join(bad)}")
+        events.append(Notice(NoticeCode.USAGE_INVALID, counts=", ".join(bad)))
     return Usage(prompt, completion, total, cached, 1)
 
 
@@ -341,7 +342,7 @@ def response_from_sdk(completion: Any) -> ModelResponse:
     extra = getattr(message, "model_extra", None) or {}
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
-    events: list[str] = []
+    events: list[Notice] = []
     usage = _usage(getattr(completion, "usage", None), events)
     return ModelResponse(
         content=_text_content(getattr(message, "content", None)),
@@ -356,7 +357,7 @@ def response_from_sdk(completion: Any) -> ModelResponse:
 
 def delta_from_chunk(chunk: Any) -> ModelDelta:
     """Convert one SDK ``ChatCompletionChunk`` (or anything shaped like one) to a delta."""
-    events: list[str] = []
+    events: list[Notice] = []
     raw_usage = getattr(chunk, "usage", None)
     usage = _usage(raw_usage, events) if raw_usage is not None else None
     model = getattr(chunk, "model", None)

@@ -23,7 +23,7 @@ from support.faults import agent_for, calls
 
 from react_engine import ActionRecord, Agent, ScriptedModel, Tool, reply, tool, tool_call_reply
 from react_engine.testing.tools import get_weather
-from react_engine.wording import ObservationCode
+from react_engine.wording import NoticeCode
 
 LONG = 20.0
 """How long a blocked callback waits before it gives up (only reached when the run
@@ -232,5 +232,5 @@ def test_an_approvers_own_timeout_error_is_its_failure_not_the_deadline(
     assert result.answer == "done"
     (action,) = result.steps[0].actions
     assert action.status == "denied"
-    assert action.observation_code == ObservationCode.APPROVAL_FAILED
-    assert "TimeoutError" in (action.error or "")
+    assert action.observation_code == NoticeCode.APPROVAL_FAILED
+    assert "TimeoutError" in str(action.error or "")

@@ -24,7 +24,7 @@ from integrations.dbos_support import (  # noqa: E402
 )
 from react_engine.integrations.dbos import PENDING_EVENT, approve, steps  # noqa: E402
 from react_engine.testing import ScriptedServer  # noqa: E402
-from react_engine.wording import Note, ObservationCode  # noqa: E402
+from react_engine.wording import Notice, NoticeCode  # noqa: E402
 
 pytestmark = pytest.mark.slow  # worker processes
 
@@ -69,7 +69,7 @@ def test_approvals_from_another_process_resume_the_waiting_run(
         client.destroy()
     assert code == 0 and out is not None
     assert effects(tmp_path) == {"a:1": 1, "a:3": 1}
-    denied = f"Error: {Note(ObservationCode.NOT_APPROVED)}"
+    denied = f"Error: {Notice(NoticeCode.NOT_APPROVED)}"
     calls = [s["actions"][0][3:] for s in out["steps"][:3]]
     assert calls == [["ok", "done 1"], ["denied", denied], ["ok", "done 3"]]
     if protocol == "function_calling":

@@ -34,10 +34,10 @@ from integrations.dbos_support import (  # noqa: E402
     without_ids,
 )
 from react_engine.testing import ScriptedServer  # noqa: E402
-from react_engine.wording import Note, ObservationCode  # noqa: E402
+from react_engine.wording import Notice, NoticeCode  # noqa: E402
 
 __all__ = ["pg_uri", "sysdb"]  # the fixtures
-MAYBE_RAN = Note(ObservationCode.MAYBE_RAN)  # a call in flight at the crash, not idempotent
+MAYBE_RAN = Notice(NoticeCode.MAYBE_RAN)  # a call in flight at the crash, not idempotent
 
 pytestmark = pytest.mark.slow  # worker processes killed and recovered
 

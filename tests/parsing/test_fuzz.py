@@ -51,6 +51,7 @@ from react_engine.run.observations import render_observation, serialize_result
 from react_engine.text import valid_unicode
 from react_engine.tools import ToolArgumentsError
 from react_engine.types import ToolCall, Usage
+from react_engine.wording import Notice
 
 pytestmark = pytest.mark.slow  # property-based fuzzing (hypothesis)
 
@@ -153,8 +154,7 @@ def _check_validation(t: Tool, arguments: dict[str, Any] | str) -> None:
     try:
         validated = t.validate(arguments)
     except ToolArgumentsError as exc:
-        assert exc.message and isinstance(exc.message, str)
-        assert repr(t.name) in exc.message
+        assert repr(t.name) in exc.notice.text()
         return
     assert isinstance(validated, t.args_model)
     # What the agent does with a validated call: dump it for the trace, then call the tool.
@@ -470,7 +470,7 @@ def _check_decision(decision: Decision, reply: ModelResponse, ctx: RequestContex
         assert isinstance(call.tool, str)
         assert isinstance(call.arguments, dict | str)
         assert isinstance(call.raw_arguments, str)
-        assert call.error is None or (isinstance(call.error, str) and call.error)
+        assert call.error is None or isinstance(call.error, Notice)
     # What must hold whatever the model wrote: no call when none may be made, and only the
     # named tool when one is named (a server may ignore tool_choice; the engine does not).
     if calls:
@@ -726,7 +726,7 @@ def test_any_usage_fields_give_counts_that_only_grow(usages: list[Any]) -> None:
         assert all(type(c) is int and c >= 0 for c in counts), u
         assert u.total_tokens >= u.prompt_tokens + u.completion_tokens
         assert u.requests == 1
-        assert all(isinstance(e, str) and valid_unicode(e) == e for e in reply.events)
+        assert all(valid_unicode(e.text()) == e.text() for e in reply.events)
         before = dataclasses.replace(running)
         running.add(u)
         assert running.total_tokens >= before.total_tokens

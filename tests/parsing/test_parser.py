@@ -18,6 +18,7 @@ from react_engine.parsing import (
 )
 from react_engine.parsing import patterns as P
 from react_engine.types import ParsedStep, PendingCall
+from react_engine.wording import NoticeCode
 
 CANONICAL = 'Thought: I need the weather.\nAction: get_weather\nAction Input: {"location": "Paris"}'
 
@@ -216,6 +217,24 @@ def test_errors_say_where_and_what(reply: str, pos: int, expected: str) -> None:
     assert info.value.pos == pos
     assert info.value.expected == expected
     assert info.value.text == reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        ("", NoticeCode.EMPTY),
+        ("Observation: sunny", NoticeCode.NO_STEP),
+        ("Thought: only thinking", NoticeCode.NO_STEP),
+        ("<think>x</think>", NoticeCode.ONLY_REASONING),
+        ("<think>still thinking", NoticeCode.ONLY_REASONING),
+        ("It is sunny.", NoticeCode.UNLABELED),
+        ("Thought: hmm\nAction:\n", NoticeCode.UNREADABLE),
+    ],
+)
+def test_a_parse_error_carries_its_code(reply: str, code: NoticeCode) -> None:
+    with pytest.raises(ReActParseError) as info:
+        parse_react(reply)
+    assert info.value.code == code
 
 
 def test_error_line_and_column() -> None:

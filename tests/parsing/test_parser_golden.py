@@ -52,7 +52,7 @@ def _action(action: PendingCall) -> dict[str, Any]:
     that the call is refused) only where there are some."""
     out: dict[str, Any] = {"tool": action.tool, "args": action.arguments}
     if action.error:
-        out["error"] = action.error
+        out["error"] = action.error.text()
     lossy = lossy_repairs(action.repairs)
     if lossy:
         out["lossy"] = lossy

@@ -55,7 +55,7 @@ def test_a_salvaged_call_cut_inside_its_last_value_is_refused_by_the_policy() ->
     model = ScriptedModel([reply(cut), "It is sunny."])
     result = Agent("m", [get_weather], protocol="function_calling", client=model).run("q")
     [call] = result.tool_calls
-    assert call.status == "invalid_arguments" and "never closed" in (call.error or "")
+    assert call.status == "invalid_arguments" and "never closed" in str(call.error or "")
 
 
 def test_one_think_reader() -> None:

@@ -22,6 +22,7 @@ from react_engine.store import open_store
 from react_engine.testing import ScriptedModel
 from react_engine.testing.tools import get_weather
 from react_engine.types import ModelResponse
+from react_engine.wording import Notice, NoticeCode
 from tests.support import parts
 from tests.support.dom import Element, parse
 
@@ -192,8 +193,9 @@ def test_the_python_example_of_docs_reports_md_writes_a_run_page(
 
 
 def test_a_step_notice_and_the_protocol_reason_are_on_the_page() -> None:
-    notice = "the usage was <b>not</b> a count"
-    model = ScriptedModel([ModelResponse(content="The answer.", events=[notice])])
+    odd = Notice(NoticeCode.USAGE_NOT_OBJECT, value="<b>not</b> a count")
+    notice = odd.text()
+    model = ScriptedModel([ModelResponse(content="The answer.", events=[odd])])
     result = Agent("m", [get_weather], client=model).run("q")  # protocol="auto"
     assert [n.message for n in result.steps[0].notices] == [notice]
     tree = parse(result.to_html())

@@ -25,6 +25,7 @@ from react_engine import (
 )
 from react_engine.testing.tools import calculator, get_weather
 from react_engine.types import Usage
+from react_engine.wording import Notice, NoticeCode
 
 
 class FakeSleep:
@@ -251,7 +252,7 @@ def test_tool_call_budget() -> None:
     assert result.stop_reason == "tool_budget"
     assert result.answer == "6"
     assert [a.status for a in result.steps[1].actions] == ["ok", "skipped"]
-    assert "budget" in (result.steps[1].actions[1].error or "")
+    assert "budget" in str(result.steps[1].actions[1].error or "")
     assert model.payloads[-1]["tool_choice"] == "none"
 
 
@@ -658,7 +659,7 @@ def test_a_repeated_call_is_answered_with_its_earlier_result() -> None:
     # Not run again: the model is given the earlier result, the trace says what happened.
     assert second.status == "skipped"
     assert second.observation == first.observation
-    assert second.error == "repeated call: given the earlier identical call's result"
+    assert second.error == Notice(NoticeCode.GIVEN_AGAIN)
     assert result.stop_reason == "loop" and result.answer == "Overcast, 14°C."
 
 

@@ -11,6 +11,7 @@ model and reads the observation the model is sent next.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import string
 from typing import Any
@@ -24,7 +25,7 @@ from react_engine.protocols.prompts import load_template, parse_template
 from react_engine.store.codec import dump_record, load_record
 from react_engine.testing import ScriptedModel
 from react_engine.types import ActionRecord, ModelResponse, Usage, UserMessage
-from react_engine.wording import LANGUAGES, WORDING, Note, ObservationCode, error_observation
+from react_engine.wording import LANGUAGES, WORDING, Notice, NoticeCode, error_observation
 
 # --- tools -----------------------------------------------------------------------------------
 
@@ -127,35 +128,35 @@ def _cut(content: str) -> ModelResponse:
 
 
 # case: (replies before the final one, options, expected code, index of the action)
-CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
+CASES: dict[str, tuple[Any, dict[str, Any], NoticeCode, int]] = {
     "unknown_tool": (
         lambda g: [_action(g, "fly_away", '{"to": "月球"}')],
         {},
-        ObservationCode.UNKNOWN_TOOL,
+        NoticeCode.UNKNOWN_TOOL,
         0,
     ),
     "invalid_arguments": (
         lambda g: [_action(g, "transfer", '{"amount": "很多"}')],
         {"approve": lambda record: True},
-        ObservationCode.INVALID_ARGUMENTS,
+        NoticeCode.INVALID_ARGUMENTS,
         0,
     ),
     "not_json": (
         lambda g: [_action(g, "get_weather", '{"city": "巴黎",')],  # cut after a comma
         {},
-        ObservationCode.NOT_JSON,
+        NoticeCode.NOT_JSON,
         0,
     ),
     "lossy": (
         lambda g: [_action(g, "get_weather", '{"city": 巴黎}')],
         {},
-        ObservationCode.LOSSY,
+        NoticeCode.LOSSY,
         0,
     ),
     "cut_off": (
         lambda g: [_cut(_action(g, "get_weather", '{"city": "巴黎"'))],
         {},
-        ObservationCode.CUT_OFF,
+        NoticeCode.CUT_OFF,
         0,
     ),
     "ambiguous_input": (
@@ -163,7 +164,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
             _action(g, 'get_weather {"city": "巴黎"}', '{"city": "北京"}'),
         ],
         {},
-        ObservationCode.AMBIGUOUS_INPUT,
+        NoticeCode.AMBIGUOUS_INPUT,
         0,
     ),
     "blind": (
@@ -175,7 +176,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
             )
         ],
         {},
-        ObservationCode.BLIND,
+        NoticeCode.BLIND,
         1,
     ),
     "one_change": (
@@ -185,7 +186,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
             )
         ],
         {},
-        ObservationCode.ONE_CHANGE,
+        NoticeCode.ONE_CHANGE,
         1,
     ),
     "after_change": (
@@ -195,7 +196,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
             )
         ],
         {},
-        ObservationCode.AFTER_CHANGE,
+        NoticeCode.AFTER_CHANGE,
         1,
     ),
     "one_per_reply": (
@@ -203,7 +204,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
             _actions(g, ("get_weather", '{"city": "巴黎"}'), ("get_weather", '{"city": "北京"}'))
         ],
         {"multi_action": "first"},
-        ObservationCode.ONE_PER_REPLY,
+        NoticeCode.ONE_PER_REPLY,
         1,
     ),
     "too_many": (
@@ -211,7 +212,7 @@ CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
             _actions(g, ("get_weather", '{"city": "巴黎"}'), ("get_weather", '{"city": "北京"}'))
         ],
         {"max_calls_per_step": 1},
-        ObservationCode.TOO_MANY,
+        NoticeCode.TOO_MANY,
         1,
     ),
     "budget_spent": (
@@ -219,32 +220,32 @@ CASES: dict[str, tuple[Any, dict[str, Any], ObservationCode, int]] = {
             _actions(g, ("get_weather", '{"city": "巴黎"}'), ("get_weather", '{"city": "北京"}'))
         ],
         {"max_tool_calls": 1},
-        ObservationCode.BUDGET_SPENT,
+        NoticeCode.BUDGET_SPENT,
         1,
     ),
     "no_approver": (
         lambda g: [_action(g, "transfer", '{"amount": 5}')],
         {},
-        ObservationCode.NO_APPROVER,
+        NoticeCode.NO_APPROVER,
         0,
     ),
     "not_approved": (
         lambda g: [_action(g, "transfer", '{"amount": 5}')],
         {"approve": lambda record: False},
-        ObservationCode.NOT_APPROVED,
+        NoticeCode.NOT_APPROVED,
         0,
     ),
     "tool_failed": (
         lambda g: [_action(g, "explode", '{"city": "巴黎"}')],
         {},
-        ObservationCode.TOOL_FAILED,
+        NoticeCode.TOOL_FAILED,
         0,
     ),
-    "timeout": (lambda g: [_action(g, "slow", '{"city": "巴黎"}')], {}, ObservationCode.TIMEOUT, 0),
+    "timeout": (lambda g: [_action(g, "slow", '{"city": "巴黎"}')], {}, NoticeCode.TIMEOUT, 0),
     "repeat_warning": (
         lambda g: [_action(g, "get_weather", '{"city": "巴黎"}')] * 2,
         {"loop_limit": 2},
-        ObservationCode.REPEAT_WARNING,
+        NoticeCode.REPEAT_WARNING,
         0,
     ),
 }
@@ -269,13 +270,13 @@ def run_case(case: str, template: str) -> tuple[RunResult, ScriptedModel, Action
     )
     result = agent.run("巴黎天气怎么样？")
     actions = [s for s in result.steps if s.actions]
-    step = actions[-1] if code == ObservationCode.REPEAT_WARNING else actions[0]
+    step = actions[-1] if code == NoticeCode.REPEAT_WARNING else actions[0]
     return result, model, step.actions[index]
 
 
 def _engines(record: ActionRecord) -> str:
     """The part of the observation the engine wrote (a warning follows a tool's result)."""
-    if record.observation_code == ObservationCode.REPEAT_WARNING:
+    if record.observation_code == NoticeCode.REPEAT_WARNING:
         return record.observation.split("\n", 1)[1]
     return record.observation
 
@@ -300,11 +301,11 @@ def test_under_zh_the_engines_observation_is_chinese(case: str) -> None:
     _, model, record = run_case(case, "zh")
     code = CASES[case][2]
     assert record.observation_code == code, (record.observation_code, record.observation)
-    assert record.status != "ok" or code == ObservationCode.REPEAT_WARNING
+    assert record.status != "ok" or code == NoticeCode.REPEAT_WARNING
     engines = _engines(record)
     assert engines.startswith(("错误：", "未执行：", "[警告："))
     words = _words(engines)
-    if code == ObservationCode.INVALID_ARGUMENTS:  # the validator's detail is kept as written
+    if code == NoticeCode.INVALID_ARGUMENTS:  # the validator's detail is kept as written
         words = _words(engines.split("：", 2)[1])
     assert not words, f"English in the zh observation: {sorted(words)} in {record.observation!r}"
     assert _sent_next(model, record.observation), "the model is sent the observation"
@@ -323,7 +324,7 @@ def test_under_english_templates_the_observation_is_worded_as_before(case: str) 
 
 def test_english_wording_is_unchanged_word_for_word() -> None:
     # the texts the observations had before they had codes (goldens and users' checks)
-    assert error_observation(Note(ObservationCode.UNKNOWN_TOOL, tool="'x'", valid="a, b")) == (
+    assert error_observation(Notice(NoticeCode.UNKNOWN_TOOL, tool="'x'", valid="a, b")) == (
         "Error: unknown tool 'x'. Valid tools: a, b."
     )
     _, _, record = run_case("budget_spent", "classic")
@@ -347,13 +348,16 @@ def test_english_wording_is_unchanged_word_for_word() -> None:
 def test_a_lossy_refusal_names_each_guess_in_chinese() -> None:
     _, _, record = run_case("lossy", "zh")
     assert WHAT_ZH["unquoted_value"] in record.observation
-    assert record.error is not None and "a text value without quotes" in record.error
+    assert record.error is not None and "a text value without quotes" in record.error.text()
 
 
-def test_the_error_field_stays_english_for_the_programmer() -> None:
+def test_the_error_field_is_the_notice_worded_in_english_by_default() -> None:
     _, _, record = run_case("unknown_tool", "zh")
-    assert record.error == "unknown tool 'fly_away'. Valid tools: " + ", ".join(sorted(NAMES)) + "."
-    assert type(record.error) is str
+    assert record.error == Notice(
+        NoticeCode.UNKNOWN_TOOL, tool="'fly_away'", valid=", ".join(sorted(NAMES))
+    )
+    english = "unknown tool 'fly_away'. Valid tools: " + ", ".join(sorted(NAMES)) + "."
+    assert record.error.text() == str(record.error) == english
 
 
 # --- the table -----------------------------------------------------------------------------------
@@ -363,15 +367,33 @@ def _fields(text: str) -> set[str]:
     return {f for _, f, _, _ in string.Formatter().parse(text) if f}
 
 
-def test_every_notice_is_worded_in_every_language_with_the_same_values() -> None:
-    assert set(WORDING) == set(ObservationCode)
+PROGRAMMER_ONLY = {
+    NoticeCode.NATIVE_TOOL_CALLS,
+    NoticeCode.GENERATED_CALL_ID,
+    NoticeCode.DUPLICATE_CALL_ID,
+    NoticeCode.TOOL_CHOICE_ENFORCED,
+    NoticeCode.CALLS_HELD,
+    NoticeCode.USAGE_NOT_OBJECT,
+    NoticeCode.USAGE_INVALID,
+    NoticeCode.USAGE_ESTIMATED,
+    NoticeCode.STOPPED_LIVE,
+}
+
+
+def test_every_notice_is_worded_in_every_language_with_the_english_values() -> None:
+    # English words every value; another language may leave out an English detail (the
+    # parser's reason for an unreadable reply)
+    assert set(WORDING) == set(NoticeCode)
     for code, texts in WORDING.items():
+        if code in PROGRAMMER_ONLY:  # a step's notices, never shown to the model
+            assert len(texts) == 1, code
+            continue
         assert len(texts) == len(LANGUAGES), code
         assert all(texts), code
-        assert len({frozenset(_fields(t)) for t in texts}) == 1, code
+        assert all(_fields(t) <= _fields(texts[0]) for t in texts), code
         assert not ASCII_WORD.findall(
             re.sub(r"\{\w+\}", "", texts[1]).replace("JSON", "")
-        ) or code in (ObservationCode.CUT_PARAMETER,), (code, texts[1])
+        ) or code in (NoticeCode.CUT_PARAMETER, NoticeCode.OUTPUT), (code, texts[1])
 
 
 def test_every_lossy_repair_has_a_chinese_reason() -> None:
@@ -384,21 +406,32 @@ def test_a_note_keeps_its_code_through_copies_and_unknown_languages_read_english
     import copy
     import pickle
 
-    note = Note(ObservationCode.TIMEOUT, tool="slow", seconds="0.05")
+    note = Notice(NoticeCode.TIMEOUT, tool="slow", seconds="0.05")
     for kept in (copy.deepcopy(note), pickle.loads(pickle.dumps(note))):
-        assert isinstance(kept, Note) and kept.code == ObservationCode.TIMEOUT
-        assert kept.word("zh") == "slow 没有在 0.05 秒内完成"
-    assert note.word("fr") == str(note) == "slow did not finish within 0.05s"
+        assert isinstance(kept, Notice) and kept.code == NoticeCode.TIMEOUT
+        assert kept.text("zh") == "slow 没有在 0.05 秒内完成"
+    assert note.text("fr") == str(note) == "slow did not finish within 0.05s"
 
 
 def test_a_stored_record_keeps_its_notice() -> None:
     _, _, record = run_case("no_approver", "zh")
-    loaded = load_record(dump_record(record))
+    loaded = load_record(json.loads(json.dumps(dump_record(record))))
     assert (
-        loaded.observation_code == ObservationCode.NO_APPROVER
+        loaded.observation_code == NoticeCode.NO_APPROVER
         and loaded.observation == record.observation
     )
-    unknown = dump_record(record) | {"observation_code": "a_newer_code"}
+    assert loaded.error == record.error == Notice(NoticeCode.NO_APPROVER)
+
+
+def test_a_traced_error_keeps_its_code_and_values() -> None:
+    result, _, record = run_case("lossy", "zh")
+    assert record.error is not None and record.error.code == NoticeCode.LOSSY
+    trace = json.loads(json.dumps(result.trace()))
+    (data,) = [a for s in trace if s["type"] == "step" for a in s["actions"] if a["error"]]
+    assert data["error"]["code"] == "lossy"
+    kept = Notice.load(data["error"])
+    assert kept == record.error and kept.text("zh") == record.error.text("zh")
+    unknown = dump_record(record) | {"error": {"code": "a_newer_code", "values": {}}}
     assert load_record(unknown).observation_code is None
 
 

@@ -57,6 +57,7 @@ from react_engine.testing import (
 from react_engine.testing.tools import get_weather
 from react_engine.transport.streaming import ReplyBuilder
 from react_engine.types import ModelDelta, ToolCallChunk
+from react_engine.wording import NoticeCode
 
 TEXT_ACTION = (
     'Thought: I need the weather.\nAction: get_weather\nAction Input: {"location": "Paris"}'
@@ -393,7 +394,7 @@ def test_builder_assembles_interleaved_fragments_by_index() -> None:
     ]
     assert out.content is None and out.finish_reason == "tool_calls"
     assert out.usage.completion_tokens == 5  # no usage chunk: counted, and said so
-    assert any(e.startswith("usage estimated") for e in out.events)
+    assert [e.code for e in out.events] == [NoticeCode.USAGE_ESTIMATED]
 
 
 # --- the command line on a terminal ------------------------------------------------------------

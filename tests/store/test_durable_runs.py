@@ -28,13 +28,13 @@ from support import postgres
 from react_engine import Agent
 from react_engine.store import open_store
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion
-from react_engine.wording import Note, ObservationCode
+from react_engine.wording import Notice, NoticeCode
 
 pytestmark = pytest.mark.slow  # worker processes killed and resumed
 
 WORKER = Path(__file__).parents[1] / "support" / "durable_worker.py"
 ANSWER = "done 1; done 2; done 3"
-MAYBE_RAN = Note(ObservationCode.MAYBE_RAN)  # a call in flight at the crash, not idempotent
+MAYBE_RAN = Notice(NoticeCode.MAYBE_RAN)  # a call in flight at the crash, not idempotent
 ENTRIES = 14  # 4 replies, 3 x (started, done), 4 steps
 COMMITS = 6  # each call's start (with its reply and the step before) and end; then the result
 
@@ -217,7 +217,7 @@ def test_an_approval_callback_may_defer(target: str) -> None:
     bare = Agent("m", [act], client=ScriptedModel(script), approve=later)
     result = bare.run("go")
     assert [c.status for c in result.tool_calls] == ["denied", "denied"]
-    assert "needs a store" in (result.tool_calls[0].error or "")
+    assert "needs a store" in str(result.tool_calls[0].error or "")
 
 
 def test_two_workers_resuming_one_run_do_not_both_run_it(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import multiprocessing
 import sqlite3
 from pathlib import Path
@@ -21,6 +22,9 @@ from react_engine.store import MemorySession, SQLiteSession, StoreError
 from react_engine.store.codec import dump_item, load_item
 from react_engine.testing import ScriptedModel, ScriptExhausted, reply, tool_call_reply
 from react_engine.types import Step, UserTurn
+from react_engine.wording import Notice, NoticeCode
+
+ODD = Notice(NoticeCode.USAGE_INVALID, counts="completion_tokens='x'")
 
 APPENDS = 500
 
@@ -154,10 +158,11 @@ def test_records_hold_every_field_of_the_types() -> None:
 
     usage = Usage(1, 2, 3, 4, 5)
     record = ActionRecord(
-        "c1", "act", {"n": [1, {"x": None}]}, '{"n": 1}', "done", "error", "e", 0.5, True,
+        "c1", "act", {"n": [1, {"x": None}]}, '{"n": 1}', "done", "error",
+        Notice(NoticeCode.TOOL_FAILED, tool="act", error="e"), 0.5, True,
         ["r"], ["l"],
     )  # fmt: skip
-    reply = ModelResponse("hi", [ToolCall("c1", "act", "{}")], "why", "stop", usage, "m", ["e"])
+    reply = ModelResponse("hi", [ToolCall("c1", "act", "{}")], "why", "stop", usage, "m", [ODD])
     step = Step(
         2, "action", "text", "t", "th", "re", [record], None, ["rep"], "fb", usage, 1.0, 2.0,
         3.0, [RunNotice(2, "ev")],
@@ -167,6 +172,7 @@ def test_records_hold_every_field_of_the_types() -> None:
     assert dump_item(step) == {**to_jsonable(step), "v": 1, "type": "step"}
     assert load_record(dump_record(record)).arguments == record.arguments
     assert load_reply(dump_reply(reply)) == reply
+    assert load_record(json.loads(json.dumps(dump_record(record)))).error == record.error
     # A value JSON cannot take as it is is cut, as in a trace, never an error.
     deep: dict[str, object] = {}
     node = deep

@@ -150,7 +150,7 @@ def test_the_issues_arguments_never_reach_the_function(
     result, model = run(protocol, recorder.tools, call(protocol, name, arguments))
     (action,) = actions(result)
     assert action.status == "invalid_arguments"
-    assert expected in action.error
+    assert expected in str(action.error)
     assert recorder.calls == []
     # The model reads which field broke which constraint.
     assert expected.replace('"', '\\"') in sent_after_first_step(model)
@@ -210,7 +210,7 @@ def test_every_keyword_is_enforced(
     (action,) = actions(result)
     assert (action.status, recorder.calls) == ("invalid_arguments", [])
     for part in expected:
-        assert part in action.error
+        assert part in str(action.error)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -402,7 +402,7 @@ def test_a_reference_loop_is_an_observation_not_a_crash() -> None:
     result, _ = run("function_calling", [t], call("function_calling", "loop", {"a": 1}))
     (action,) = actions(result)
     assert action.status == "invalid_arguments"
-    assert "the tool's schema refers to itself without end" in action.error
+    assert "the tool's schema refers to itself without end" in str(action.error)
     assert recorder == []
 
 
@@ -470,7 +470,7 @@ def test_tool_functions_refuse_what_their_schema_forbids(
     result, _ = run(protocol, [book], call(protocol, "book", arguments))
     (action,) = actions(result)
     assert action.status == "invalid_arguments"
-    assert expected in action.error
+    assert expected in str(action.error)
     assert seen == []
 
 
@@ -532,7 +532,7 @@ def test_an_mcp_tools_schema_is_enforced_before_the_server_is_called(
         "nights: Input should be less than or equal to 14",
         "guests.0.room: unexpected field",
     ]:
-        assert part in first.error
+        assert part in str(first.error)
     assert (second.status, second.observation) == (
         "ok",
         "booked SKU-000001 in Beijing for 2 nights",
@@ -573,7 +573,7 @@ def test_a_plain_input_for_a_one_argument_tool_is_recorded_under_its_json_name()
     assert (first.status, first.arguments) == ("ok", {"search-term": "cats"})
     assert seen == [{"search-term": "cats"}]
     assert second.status == "invalid_arguments"
-    assert "search-term: String should have at least 2 characters" in second.error
+    assert "search-term: String should have at least 2 characters" in str(second.error)
 
 
 @pytest.mark.parametrize(

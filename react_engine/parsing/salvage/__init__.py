@@ -67,7 +67,7 @@ from typing import Any, Final
 
 from ...errors import ReActParseError
 from ...types import PendingCall
-from ...wording import Note, ObservationCode
+from ...wording import Notice, NoticeCode
 from .. import patterns as P
 from ..common import think_blocks, unfence
 from ..placement import CUES, NotAction, placement
@@ -106,7 +106,7 @@ __all__ = [
 ]
 
 
-UNCLOSED: Final = Note(ObservationCode.UNCLOSED)
+UNCLOSED: Final = Notice(NoticeCode.UNCLOSED)
 """Why a call whose opening tag is never closed does not run (the policy refuses it)."""
 
 # --- the entry points -----------------------------------------------------------------------------
