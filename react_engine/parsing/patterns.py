@@ -96,6 +96,10 @@ _WORDS: Final[tuple[tuple[str, str, int], ...]] = (
     ("最终回复", FINAL, STRONG),
     ("最终结果", FINAL, STRONG),
     ("最后答案", FINAL, STRONG),
+    ("最终的答案", FINAL, STRONG),
+    ("最终的回答", FINAL, STRONG),
+    ("最后的答案", FINAL, STRONG),
+    ("最终答复", FINAL, STRONG),
     ("Final", FINAL, WEAK),
     ("Answer", FINAL, WEAK),
     ("答案", FINAL, WEAK),
@@ -363,7 +367,7 @@ and a call written after it was not meant to run (searched for anywhere)."""
 
 FINAL_ANSWER_LINE: Final = re.compile(
     r"^[ \t>*#_-]*(?:final[ \t_]*answer|final[ \t]+response|final[ \t]+output|最终答案|"
-    r"最终回答|最终回复|最终结果|最后答案)[ \t*_]*[:：]",
+    r"最终回答|最终回复|最终结果|最后答案|最终的答案|最终的回答|最后的答案|最终答复)[ \t*_]*[:：]",
     re.IGNORECASE | re.MULTILINE,
 )
 """A line that starts a final answer: a call written after it was not meant to run."""

@@ -153,6 +153,10 @@ Choosing: ``implicit_final_answer``, ``first_action_only``,
 ``action_after_final_dropped``, ``final_after_action_dropped``,
 ``text_after_final_dropped``, ``empty_final_dropped``.
 
+Shapes (:mod:`.shapes`, tried only where the reading above fails): ``chat_prefix``,
+``deepseek_tokens``, ``xml_action_tags``, ``blob_in_prose``, ``tool_name_junk``,
+``tool_name_style`` (these two with ``tools``), ``wrapped_input``.
+
 The parser is a handful of small functions over ``(text, pos)``; every pattern lives in
 :mod:`react_engine.parsing.patterns`, and all of them run in linear time, so a hostile
 megabyte parses (or fails) in well under a second.
@@ -181,6 +185,7 @@ from .common import NOT_OBJECT, call_objects, unfence, written_value
 from .duplicates import DECODER, has_conflict
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
 from .patterns import run_end
+from .shapes import SHAPE_CODES, WRAPPED_INPUT, resolve_tools, rewrite
 from .think import mask_think, think_span
 
 __all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "cut_reply", "parse_react"]
@@ -246,6 +251,7 @@ PARSE_REPAIR_CODES: Final = frozenset(
         "empty_final_dropped",
     }
     | {"json:" + code for code in JSON_REPAIR_CODES}
+    | SHAPE_CODES
 )
 """Every code :func:`parse_react` may report (see the module docstring)."""
 
@@ -749,6 +755,7 @@ def parse_react(
     stop_words: Sequence[str] | None = None,
     implicit_final_answer: bool = False,
     limit: int | None = None,
+    tools: Sequence[str] = (),
 ) -> ParsedStep:
     """Parse one text ReAct reply; see the module docstring for what is tolerated.
 
@@ -757,10 +764,19 @@ def parse_react(
     ``implicit_final_answer`` takes a reply with no label at all (and no tool-call blob)
     as the final answer; by default such a reply is an error.
     ``limit``: at most this many actions are returned (the reader stops there).
+    ``tools``: the offered tools' names, for the shapes that need them (:mod:`.shapes`).
     Raises :class:`~react_engine.errors.ReActParseError` when nothing can be recovered.
     """
     try:
-        step = _parse(text, multi_action, stop_words, implicit_final_answer)
+        try:
+            step = _parse(text, multi_action, stop_words, implicit_final_answer, tools)
+        except ReActParseError:
+            shaped = _shape(text, multi_action, stop_words, tools)
+            if shaped is None:
+                raise
+            step = shaped
+        if "implicit_final_answer" in step.repairs:
+            step = _shape(text, multi_action, stop_words, tools) or step
     except _BrokenChain as exc:
         raise ReActParseError(
             "a call chained with ';' after another cannot be read",
@@ -770,6 +786,21 @@ def parse_react(
         ) from None
     if limit is not None:
         del step.actions[limit:]
+    return step
+
+
+def _shape(
+    text: str, multi_action: bool, stop_words: Sequence[str] | None, tools: Sequence[str]
+) -> ParsedStep | None:
+    """The reply read as the labelled one its shape stands for (:mod:`.shapes`), or None."""
+    shaped = rewrite(text)
+    if shaped is None:
+        return None
+    try:
+        step = _parse(shaped[0], multi_action, stop_words, False, tools)
+    except ReActParseError:
+        return None
+    step.text, step.repairs = _cut(text, stop_words).text, [*step.repairs, shaped[1]]
     return step
 
 
@@ -786,13 +817,14 @@ def _parse(
     multi_action: bool,
     stop_words: Sequence[str] | None,
     implicit_final_answer: bool,
+    tools: Sequence[str],
 ) -> ParsedStep:
     if not text.strip():
         raise ReActParseError("the reply is empty", text=text, pos=0, expected=EXPECTED_STEP)
     plain = _plain(text, stop_words)
     if plain is not None:
         step = _plain_step(plain[0].text, plain[1])
-        if step is not None:
+        if step is not None and (not tools or all(a.tool in tools for a in step.actions)):
             return step
     cut = _cut(text, stop_words) if plain is None else plain[0]
     offset = cut.body_start
@@ -842,6 +874,8 @@ def _parse(
             text=cut.text,
         )
     step = _choose(reading, cut, think, text, multi_action)
+    if tools:
+        resolve_tools(step, tools)
     if cut.blanked:
         step.final_answer = _tidy(step.final_answer)
         step.thought = _tidy(step.thought) or None
@@ -1076,6 +1110,11 @@ def _input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     if unquoted is None:
         if text[:1] in '"“':  # a string opened and never closed as one: cut or broken
             return text, [*codes, "action_input_not_json"]
+        wrapped = WRAPPED_INPUT.fullmatch(text)  # ToolInput(query="x")
+        if wrapped is not None and (inner := wrapped.group("inner").strip()):
+            args = _call_args(inner, more := [*codes, "wrapped_input"])
+            if isinstance(args, dict):
+                return args, more
         return text, codes
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
