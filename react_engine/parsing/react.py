@@ -800,7 +800,9 @@ def _shape(
         step = _parse(shaped[0], multi_action, stop_words, False, tools)
     except ReActParseError:
         return None
-    step.text, step.repairs = _cut(text, stop_words).text, [*step.repairs, shaped[1]]
+    cut = ["cut_observation"] if shaped[2] < len(text) else []
+    step.text = _cut(text[: shaped[2]], stop_words).text
+    step.repairs = _dedupe([*cut, *step.repairs, shaped[1]])
     return step
 
 

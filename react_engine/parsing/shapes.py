@@ -75,13 +75,15 @@ WRAPPED_INPUT: Final = re.compile(r"[A-Z][A-Za-z0-9]{0,63}\((?P<inner>.*)\)", re
 """A class call around an Action Input (``ToolInput(query="x")``), fullmatched."""
 
 
-def rewrite(text: str) -> tuple[str, str] | None:
-    """``text`` as the labelled reply its shape stands for, and the shape's code; or None."""
+def rewrite(text: str) -> tuple[str, str, int] | None:
+    """``text`` as the labelled reply its shape stands for, the shape's code, and where the
+    reply as written is cut (an invented ``<observation>``); or None."""
     start = think_span(text)[1]
     for reader in _READERS:
         found = reader(text, start)
         if found is not None:
-            return found
+            end = len(text) if found[1] != "xml_action_tags" else _xml_end(text, start)
+            return (*found, end)
     return None
 
 
@@ -106,10 +108,14 @@ def _deepseek(text: str, start: int) -> tuple[str, str] | None:
     return _DS_BLOCK.sub("", _DS_END.sub("\n", out)), "deepseek_tokens"
 
 
-def _xml(text: str, start: int) -> tuple[str, str] | None:
+def _xml_end(text: str, start: int) -> int:
+    """Where an invented ``<observation>`` starts: what follows was not meant to run."""
     seen = _XML_OBSERVATION.search(text, start)
-    if seen is not None:  # what follows an invented observation was not meant to run
-        text = text[: seen.start()]
+    return len(text) if seen is None else seen.start()
+
+
+def _xml(text: str, start: int) -> tuple[str, str] | None:
+    text = text[: _xml_end(text, start)]
     tags = list(_XML_TAG.finditer(text, start))
     opens = [m for m in tags if not m.group(1)]
     if not any(_XML_LABELS[m.group(2).lower()] != "Thought" for m in opens):
