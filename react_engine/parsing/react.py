@@ -185,7 +185,7 @@ from .common import NOT_OBJECT, call_objects, unfence, written_value
 from .duplicates import DECODER, has_conflict
 from .json_repair import JSON_REPAIR_CODES, decode_prefix, repair_json
 from .patterns import run_end
-from .shapes import SHAPE_CODES, WRAPPED_INPUT, resolve_tools, rewrite
+from .shapes import SHAPE_CODES, WRAPPED_INPUT, marked, resolve_tools, rewrite
 from .think import mask_think, think_span
 
 __all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "cut_reply", "parse_react"]
@@ -776,7 +776,10 @@ def parse_react(
                 raise
             step = shaped
         if "implicit_final_answer" in step.repairs:
-            step = _shape(text, multi_action, stop_words, tools) or step
+            shaped = _shape(text, multi_action, stop_words, tools)
+            if shaped is None and marked(text):
+                raise ReActParseError(_SHAPE_UNREAD, text=text, pos=0, expected=EXPECTED_STEP)
+            step = shaped or step
     except _BrokenChain as exc:
         raise ReActParseError(
             "a call chained with ';' after another cannot be read",
@@ -787,6 +790,9 @@ def parse_react(
     if limit is not None:
         del step.actions[limit:]
     return step
+
+
+_SHAPE_UNREAD: Final = "the reply has no label, and its action cannot be read"
 
 
 def _shape(

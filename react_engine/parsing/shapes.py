@@ -32,7 +32,7 @@ from .json_repair import decode_prefix
 from .placement import placement
 from .think import think_span
 
-__all__ = ["SHAPE_CODES", "WRAPPED_INPUT", "resolve_tools", "rewrite"]
+__all__ = ["SHAPE_CODES", "WRAPPED_INPUT", "marked", "resolve_tools", "rewrite"]
 
 SHAPE_CODES: Final = frozenset(
     {
@@ -69,6 +69,11 @@ _XML_TAG: Final = re.compile(
     re.IGNORECASE,
 )
 _XML_OBSERVATION: Final = re.compile(r"<observation\b", re.IGNORECASE)
+_MARKER: Final = re.compile(
+    r'"action(?:_input)?"\s*:|<(?:action|action_input|tool_name|parameters|final_answer)>'
+    r"|<[|｜]tool[_▁]call",
+    re.IGNORECASE,
+)
 _PROSE_BLOB: Final = re.compile(r"(?<=[^\s])[ \t]*(?=\{\s*\"action\"\s*:)")
 _MAX_PROSE_BLOBS: Final = 16
 WRAPPED_INPUT: Final = re.compile(r"[A-Z][A-Za-z0-9]{0,63}\((?P<inner>.*)\)", re.DOTALL)
@@ -85,6 +90,12 @@ def rewrite(text: str) -> tuple[str, str, int] | None:
             end = len(text) if found[1] != "xml_action_tags" else _xml_end(text, start)
             return (*found, end)
     return None
+
+
+def marked(text: str) -> bool:
+    """Whether ``text`` holds the mark of a shape (a JSON action's key, an action tag, a
+    DeepSeek token): unread, such a reply is never plain prose (it would be an answer)."""
+    return _MARKER.search(text) is not None
 
 
 def _chat_prefix(text: str, start: int) -> tuple[str, str] | None:
@@ -117,7 +128,12 @@ def _xml_end(text: str, start: int) -> int:
 def _xml(text: str, start: int) -> tuple[str, str] | None:
     text = text[: _xml_end(text, start)]
     tags = list(_XML_TAG.finditer(text, start))
-    opens = [m for m in tags if not m.group(1)]
+    opens, closes = tags[0::2], tags[1::2]
+    if len(opens) != len(closes) or any(  # each tag closed before the next opens
+        o.group(1) or not c.group(1) or o.group(2).lower() != c.group(2).lower()
+        for o, c in zip(opens, closes, strict=True)
+    ):
+        return None
     if not any(_XML_LABELS[m.group(2).lower()] != "Thought" for m in opens):
         return None
     if not _placed(text, [(tags[0].start(), tags[-1].end())]):
