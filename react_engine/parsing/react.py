@@ -832,7 +832,7 @@ def _parse(
     plain = _plain(text, stop_words)
     if plain is not None:
         step = _plain_step(plain[0].text, plain[1])
-        if step is not None and (not tools or all(a.tool in tools for a in step.actions)):
+        if step is not None and (not tools or not step.actions or step.actions[0].tool in tools):
             return step
     cut = _cut(text, stop_words) if plain is None else plain[0]
     offset = cut.body_start

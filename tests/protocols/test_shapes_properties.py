@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from react_engine import Capabilities, TextReActProtocol, Tool
@@ -168,6 +168,7 @@ def read(
 def check(case: tuple[str, str, tuple[Any, ...], list[str], str], shape: str) -> None:
     text, damage, step, offered, finish = case
     decision = read(text, finish, offered, step)
+    event(f"{damage}: {type(decision).__name__}")
     tools = {t.name: t for t in context(offered, step).tools}
     tool, value = step[0], step[1]
     if isinstance(decision, FormatError):
