@@ -17,6 +17,7 @@ the number of shapes is 20,000 under the "fuzz" profile (``make fuzz``).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from react_engine import Capabilities, TextReActProtocol, Tool
+from react_engine import Capabilities, FunctionCallingProtocol, TextReActProtocol, Tool
 from react_engine.parsing.shapes import marked
 from react_engine.protocols.base import CallTools, FinalAnswer, FormatError, RequestContext
 from react_engine.types import ModelResponse, Step
@@ -149,6 +150,7 @@ def context(
 
 
 TEXT = TextReActProtocol()
+FC = FunctionCallingProtocol()
 
 
 def read(
@@ -221,17 +223,22 @@ for _shape in SHAPES:
 
 
 def test_every_shape_undamaged_reads_right() -> None:
-    """The property is not vacuous: each shape, undamaged, is read as the intended step."""
+    """The property is not vacuous: each shape, undamaged, is read as the intended step by
+    the text protocol, and its calls by function calling too (which reads ReAct text with
+    the same parser; a tool name in another style aside)."""
     args = {"location": "Paris"}
-    for shape in SHAPES:
-        call = "".join(render(shape, ("get_weather", args), lambda options: options[0]))
-        final = "".join(render(shape, (FINAL, "Paris it is"), lambda options: options[-1]))
-        offered = ["get_weather", "search"]
-        if shape not in ("plain", "chinese"):
-            decision = read(call, "stop", offered, ("get_weather", args))
+    offered = ["get_weather", "search"]
+    for shape, first in itertools.product(SHAPES, (True, False)):
+        pick = (lambda options: options[0]) if first else (lambda options: options[-1])
+        call = "".join(render(shape, ("get_weather", args), pick))
+        final = "".join(render(shape, (FINAL, "Paris it is"), pick))
+        protocols = [TEXT] if call.startswith("Thought: a tool.") else [TEXT, FC]
+        for protocol in protocols:
+            response = ModelResponse(content=call, finish_reason="stop")
+            decision = protocol.parse_reply(response, context(offered, ("get_weather", args)))
             assert isinstance(decision, CallTools), (shape, call, decision)
             assert [(c.tool, c.arguments, c.error) for c in decision.calls] == [
                 ("get_weather", args, None)
-            ], shape
+            ], (protocol.name, shape)
         decision = read(final, "stop", offered, (FINAL, ""))
         assert isinstance(decision, FinalAnswer) and decision.answer == "Paris it is", shape
