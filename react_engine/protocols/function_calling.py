@@ -347,7 +347,7 @@ class FunctionCallingProtocol(Protocol):
         if "\\" not in content and not any(name in content for name in names):
             return None
         try:
-            parsed = parse_react(content, tools=names)
+            parsed = parse_react(content)
         except ReActParseError:
             return None
         if not parsed.actions or not all(a.tool in names for a in parsed.actions):
