@@ -425,9 +425,10 @@ ARGUMENT_KEY: Final = re.compile(r"[ \t\n]*(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*
 """A key and its colon (or ``=``) where a ``key: value`` pair starts (matched at a position)."""
 
 ARGUMENT_KEY_ANYWHERE: Final = re.compile(
-    r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*[:：=]"
+    r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]{0,63})[\"'”’]?[ \t]*[:：=]"
 )
-"""The same key, searched for anywhere (a word that is not part of a longer one)."""
+"""The same key, searched for anywhere (a word that is not part of a longer one), quoted
+too (``"city": "Paris"}``, JSON that lost a bracket)."""
 
 
 def tool_call_anywhere(names: list[str]) -> re.Pattern[str]:

@@ -4,9 +4,9 @@ silent wrong answer under the text protocol.
 Each reply writes one intended step (a call of an offered tool with random arguments, or a
 final answer) in one shape: unlabelled prose, a JSON action behind a chat prefix, DeepSeek's
 tokens, XML tags, a tool name with junk glued on, a Chinese finish, a JSON action inside a
-sentence, a wrapped input. It is then damaged (cut short, a bracket or tag dropped or
-doubled, name and input swapped, a second conflicting call, junk inserted between its
-parts) and read by ``TextReActProtocol`` with the shared policy (``parse_reply``, as a run
+sentence, a wrapped input. It is then damaged (cut short by the server, a bracket or tag
+dropped or doubled, name and input swapped, a second conflicting call, junk inserted
+between its parts) and read by ``TextReActProtocol`` with the shared policy (``parse_reply``, as a run
 does); a plain reply is read twice, so that the reminder rule decides it. Every reading
 either is exactly the intended step or refuses: a call runs with the intended tool and
 arguments (the second call, if any, is held back or is the one the model wrote), and an
@@ -130,7 +130,9 @@ def cases(draw: st.DrawFn, shape: str) -> tuple[str, str, tuple[str, Any], list[
         structure = [sum(len(p) for p in parts[:i]) for i in range(0, len(parts) + 1, 2)]
         at = draw(st.sampled_from(structure)) if step[0] != FINAL else 0
         text = text[:at] + draw(st.sampled_from(JUNK)) + text[at:]
-    return text, damage, step, offered, draw(st.sampled_from(["stop", "length"]))
+    # a reply cut short is one the server cut: it says so ("length"), as servers do
+    finish = "length" if damage == "cut" else draw(st.sampled_from(["stop", "length"]))
+    return text, damage, step, offered, finish
 
 
 @functools.cache
@@ -243,3 +245,16 @@ def test_every_shape_undamaged_reads_right() -> None:
             ], (protocol.name, shape)
         decision = read(final, "stop", offered, (FINAL, ""))
         assert isinstance(decision, FinalAnswer) and decision.answer == "Paris it is", shape
+
+
+def test_json_that_lost_a_bracket_is_never_one_parameter() -> None:
+    """Found by the property: a DeepSeek call whose JSON lost its ``{`` was read as text
+    and the whole text became the tool's one parameter (``location='"location": "0"}'``).
+    Text naming a parameter as a quoted key is refused, like an unquoted one."""
+    reply = (
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+        '```json\n"location": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'
+    )
+    step = ("get_weather", {"location": "Paris"})
+    decision = TEXT.parse_reply(ModelResponse(content=reply), context(["get_weather"], step))
+    assert isinstance(decision, CallTools) and decision.calls[0].error is not None
