@@ -105,7 +105,7 @@ bench: $(STAMP)
 	$(PY) -m bench
 
 fuzz: $(STAMP)
-	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/parsing/test_properties.py tests/parsing/test_lossless_properties.py tests/parsing/test_fuzz.py tests/tools/test_schema_fuzz.py
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/parsing/test_properties.py tests/parsing/test_lossless_properties.py tests/parsing/test_fuzz.py tests/tools/test_schema_fuzz.py tests/protocols/test_shapes_properties.py
 
 compare: $(STAMP)
 	$(PY) -m react_engine compare

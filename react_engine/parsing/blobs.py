@@ -19,6 +19,7 @@ from .duplicates import CHECKED, KeyWrittenTwice
 from .json_repair import decode_prefix, repair_json
 from .labels import MAX_LABELS
 from .patterns import run_end
+from .shapes import WRAPPED_INPUT
 
 __all__ = [
     "BLOB_CHARS",
@@ -136,7 +137,14 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
         return (value if isinstance(value, dict) else _as_args(value, text, codes)), codes
     unquoted = _unquote(text)
     if unquoted is None:  # a string opened and never closed as one is cut or broken
-        return text, [*codes, "action_input_not_json"] if text[:1] in '"“' else codes
+        if text[:1] in '"“':
+            return text, [*codes, "action_input_not_json"]
+        wrapped = WRAPPED_INPUT.fullmatch(text)  # ToolInput(query="x")
+        if wrapped is not None and (inner := wrapped.group("inner").strip()):
+            args = call_args(inner, more := [*codes, "wrapped_input"])
+            if isinstance(args, dict):
+                return args, more
+        return text, codes
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
         try:

@@ -96,6 +96,10 @@ _WORDS: Final[tuple[tuple[str, str, int], ...]] = (
     ("最终回复", FINAL, STRONG),
     ("最终结果", FINAL, STRONG),
     ("最后答案", FINAL, STRONG),
+    ("最终的答案", FINAL, STRONG),
+    ("最终的回答", FINAL, STRONG),
+    ("最后的答案", FINAL, STRONG),
+    ("最终答复", FINAL, STRONG),
     ("Final", FINAL, WEAK),
     ("Answer", FINAL, WEAK),
     ("答案", FINAL, WEAK),
@@ -363,7 +367,7 @@ and a call written after it was not meant to run (searched for anywhere)."""
 
 FINAL_ANSWER_LINE: Final = re.compile(
     r"^[ \t>*#_-]*(?:final[ \t_]*answer|final[ \t]+response|final[ \t]+output|最终答案|"
-    r"最终回答|最终回复|最终结果|最后答案)[ \t*_]*[:：]",
+    r"最终回答|最终回复|最终结果|最后答案|最终的答案|最终的回答|最后的答案|最终答复)[ \t*_]*[:：]",
     re.IGNORECASE | re.MULTILINE,
 )
 """A line that starts a final answer: a call written after it was not meant to run."""
@@ -432,9 +436,10 @@ ARGUMENT_KEY: Final = re.compile(r"[ \t\n]*(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*
 """A key and its colon (or ``=``) where a ``key: value`` pair starts (matched at a position)."""
 
 ARGUMENT_KEY_ANYWHERE: Final = re.compile(
-    r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*[:：=]"
+    r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]{0,63})[\"'”’]?[ \t]*[:：=]"
 )
-"""The same key, searched for anywhere (a word that is not part of a longer one)."""
+"""The same key, searched for anywhere (a word that is not part of a longer one), quoted
+too (``"city": "Paris"}``, JSON that lost a bracket)."""
 
 
 def tool_call_anywhere(names: list[str]) -> re.Pattern[str]:

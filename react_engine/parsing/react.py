@@ -37,6 +37,7 @@ from .cut import Cut, cut_reply, partial_stop, tidy
 from .json_repair import JSON_REPAIR_CODES
 from .labels import PREAMBLE, Label, Section, plain_labels, scan_labels, split_sections
 from .repairs import REPAIRS
+from .shapes import marked, resolve_tools, rewrite
 
 __all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "parse_react"]
 
@@ -67,6 +68,7 @@ def parse_react(
     stop_words: Sequence[str] | None = None,
     implicit_final_answer: bool = False,
     limit: int | None = None,
+    tools: Sequence[str] = (),
 ) -> ParsedStep:
     """Parse one text ReAct reply.
 
@@ -75,10 +77,24 @@ def parse_react(
     ``implicit_final_answer`` takes a reply with no label at all (and no tool-call blob)
     as the final answer; by default such a reply is an error.
     ``limit``: at most this many actions are returned (the reader stops there).
+    ``tools``: the offered tools' names, for the shapes that need them (:mod:`.shapes`).
     Raises :class:`~react_engine.errors.ReActParseError` when nothing can be recovered.
     """
     try:
-        step = _parse(text, multi_action, stop_words, implicit_final_answer)
+        try:
+            step = _parse(text, multi_action, stop_words, implicit_final_answer, tools)
+        except ReActParseError:
+            shaped = _shape(text, multi_action, stop_words, tools)
+            if shaped is None:
+                raise
+            step = shaped
+        if "implicit_final_answer" in step.repairs:
+            shaped = _shape(text, multi_action, stop_words, tools)
+            if shaped is None and marked(text):
+                raise ReActParseError(
+                    _SHAPE_UNREAD, text=text, pos=0, expected=EXPECTED_STEP, code=NoticeCode.NO_STEP
+                ) from None
+            step = shaped or step
     except BrokenChain as exc:
         raise ReActParseError(
             "a call chained with ';' after another cannot be read",
@@ -91,11 +107,32 @@ def parse_react(
     return step
 
 
+_SHAPE_UNREAD: Final = "the reply has no label, and its action cannot be read"
+
+
+def _shape(
+    text: str, multi_action: bool, stop_words: Sequence[str] | None, tools: Sequence[str]
+) -> ParsedStep | None:
+    """The reply read as the labelled one its shape stands for (:mod:`.shapes`), or None."""
+    shaped = rewrite(text)
+    if shaped is None:
+        return None
+    try:
+        step = _parse(shaped[0], multi_action, stop_words, False, tools)
+    except ReActParseError:
+        return None
+    cut = ["cut_observation"] if shaped[2] < len(text) else []
+    step.text = cut_reply(text[: shaped[2]], stop_words).text
+    step.repairs = list(dict.fromkeys([*cut, *step.repairs, shaped[1]]))
+    return step
+
+
 def _parse(
     text: str,
     multi_action: bool,
     stop_words: Sequence[str] | None,
     implicit_final_answer: bool,
+    tools: Sequence[str],
 ) -> ParsedStep:
     if not text.strip():
         raise ReActParseError(
@@ -105,7 +142,7 @@ def _parse(
     labels = plain_labels(text, stop_words)
     if labels is not None and partial_stop(kept, stop_words) == len(kept):
         step = _plain_step(kept, labels)
-        if step is not None:
+        if step is not None and (not tools or not step.actions or step.actions[0].tool in tools):
             return step
         cut = Cut(kept, [], None, 0, unclosed_think=False, masked=kept)
     else:
@@ -150,6 +187,8 @@ def _parse(
             text=cut.text,
         )
     step = _choose(reading, cut, think, text, multi_action)
+    if tools:
+        resolve_tools(step, tools)
     if cut.blanked:
         step.final_answer = tidy(step.final_answer)
         step.thought = tidy(step.thought) or None

@@ -171,6 +171,13 @@ REPAIRS: Final[dict[str, Repair]] = _table(
     ("text", "final_after_action_dropped", OK, "a final answer after an action dropped"),
     ("text", "text_after_final_dropped", OK, "text after the final answer dropped"),
     ("text", "empty_final_dropped", OK, "an empty final answer dropped"),
+    ("text", "chat_prefix", OK, "a chat role (AI:) before the JSON action"),
+    ("text", "deepseek_tokens", OK, "the action in DeepSeek's tool-call tokens"),
+    ("text", "xml_action_tags", OK, "the action in XML tags (<action>, <tool_name>)"),
+    ("text", "blob_in_prose", OK, "the JSON action inside a sentence"),
+    ("text", "tool_name_junk", OK, "template tokens after the tool name (name<|channel|>...)"),
+    ("text", "tool_name_style", OK, "the tool name in another case or style (GetWeather)"),
+    ("text", "wrapped_input", OK, "the input in a class call (ToolInput(query=...))"),
     ("text", "unclosed_bracket", GUESS, "tool[input with no closing bracket (cut off)"),
     ("text", "ignored_text", GUESS, "text after the tool name that may be its input"),
     (

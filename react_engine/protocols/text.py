@@ -78,7 +78,7 @@ _EXAMPLE_ONLY = (
     "the only call in the reply is an example inside a code block, which is not run; "
     "write the Action outside any code block"
 )
-_UNLABELED = frozenset({"json_blob", "implicit_final_answer"})
+_UNLABELED = frozenset({"json_blob", "implicit_final_answer", "deepseek_tokens"})
 """Repairs meaning parse_react found no label of its own: the reply may be a native call."""
 
 log = logging.getLogger("react_engine")
@@ -420,6 +420,7 @@ class TextReActProtocol(TemplatedProtocol):
                 stop_words=self.template.stop,
                 implicit_final_answer=self.implicit_final_answer,
                 limit=ctx.call_limit,  # stops there: more is refused (protocols.limits)
+                tools=ctx.tool_names(),
             )
         except ReActParseError as exc:
             native = self._native(raw, None, ctx)
