@@ -92,6 +92,29 @@ T = TypeVar("T")
 StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 
+class AgentOptions(Options, total=False):
+    """``Agent(...)``'s keywords besides ``model``, ``tools`` and ``output_type``."""
+
+    mcp_servers: Sequence[MCPServerHandle]
+    protocol: str | Protocol
+    instructions: str | None
+    client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None
+    base_url: str | None
+    api_key: str | None
+    template: str | None
+    implicit_final_answer: bool
+    registry: CapabilityRegistry | None
+    capability_cache: CapabilityCache | None
+    on_step: StepCallback | None
+    on_call: CallCallback | None
+    approve: ApprovalCallback | Literal["defer"] | None
+    store: JournalStore | str | os.PathLike[str] | None
+    tracer_provider: Any
+    trace_content: bool | None
+    config: AgentConfig | None
+    probe: bool | None
+
+
 class Agent(Generic[OutputT]):
     """A ReAct agent: a model, tools, and a protocol chosen per model.
 
@@ -118,26 +141,7 @@ class Agent(Generic[OutputT]):
         self: Agent[str],
         model: str | None = None,
         tools: Sequence[Tool | Callable[..., Any]] = (),
-        *,
-        mcp_servers: Sequence[MCPServerHandle] = (),
-        protocol: str | Protocol = "auto",
-        instructions: str | None = None,
-        client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        template: str | None = None,
-        implicit_final_answer: bool = False,
-        registry: CapabilityRegistry | None = None,
-        capability_cache: CapabilityCache | None = None,
-        on_step: StepCallback | None = None,
-        on_call: CallCallback | None = None,
-        approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: JournalStore | str | os.PathLike[str] | None = None,
-        tracer_provider: Any = None,
-        trace_content: bool | None = None,
-        config: AgentConfig | None = None,
-        probe: bool | None = None,
-        **options: Unpack[Options],
+        **options: Unpack[AgentOptions],
     ) -> None: ...
 
     @overload
@@ -147,25 +151,7 @@ class Agent(Generic[OutputT]):
         tools: Sequence[Tool | Callable[..., Any]] = (),
         *,
         output_type: type[T],
-        mcp_servers: Sequence[MCPServerHandle] = (),
-        protocol: str | Protocol = "auto",
-        instructions: str | None = None,
-        client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        template: str | None = None,
-        implicit_final_answer: bool = False,
-        registry: CapabilityRegistry | None = None,
-        capability_cache: CapabilityCache | None = None,
-        on_step: StepCallback | None = None,
-        on_call: CallCallback | None = None,
-        approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: JournalStore | str | os.PathLike[str] | None = None,
-        tracer_provider: Any = None,
-        trace_content: bool | None = None,
-        config: AgentConfig | None = None,
-        probe: bool | None = None,
-        **options: Unpack[Options],
+        **options: Unpack[AgentOptions],
     ) -> None: ...
 
     @overload
@@ -175,25 +161,7 @@ class Agent(Generic[OutputT]):
         tools: Sequence[Tool | Callable[..., Any]] = (),
         *,
         output_type: Any,
-        mcp_servers: Sequence[MCPServerHandle] = (),
-        protocol: str | Protocol = "auto",
-        instructions: str | None = None,
-        client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        template: str | None = None,
-        implicit_final_answer: bool = False,
-        registry: CapabilityRegistry | None = None,
-        capability_cache: CapabilityCache | None = None,
-        on_step: StepCallback | None = None,
-        on_call: CallCallback | None = None,
-        approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: JournalStore | str | os.PathLike[str] | None = None,
-        tracer_provider: Any = None,
-        trace_content: bool | None = None,
-        config: AgentConfig | None = None,
-        probe: bool | None = None,
-        **options: Unpack[Options],
+        **options: Unpack[AgentOptions],
     ) -> None: ...
 
     def __init__(

@@ -262,24 +262,19 @@ class Tool:
         called right here instead, and ``timeout`` does not apply to it.
         """
         if self.pass_model:
-            args: tuple[Any, ...] = (validated,)
-            kwargs: dict[str, Any] = {}
+            call = functools.partial(self.function, validated)
         elif self.pass_arguments:
-            args, kwargs = (_arguments_dict(validated),), {}
-        else:
-            args = ()
-            kwargs = {name: getattr(validated, name) for name in self.args_model.model_fields}
+            call = functools.partial(self.function, _arguments_dict(validated))
+        else:  # a partial: a tool may have a parameter named ``timeout``
+            names = self.args_model.model_fields
+            call = functools.partial(self.function, **{n: getattr(validated, n) for n in names})
         if self.is_async:
-            running = cast(Awaitable[Any], self.function(*args, **kwargs))
-            if timeout is None:
-                return await running
-            return await within(running, timeout)
+            running = cast(Awaitable[Any], call())
+            return await (running if timeout is None else within(running, timeout))
         if self.inline:
-            return self.function(*args, **kwargs)
+            return call()
         from ..runtime import run_sync_call  # with asyncio: loaded by the running loop
 
-        # A partial: a tool may have a parameter named ``timeout``.
-        call = functools.partial(self.function, *args, **kwargs)
         return await run_sync_call(call, timeout=timeout)
 
     def invoke_sync(self, validated: BaseModel | dict[str, Any]) -> Any:

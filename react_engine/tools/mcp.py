@@ -351,10 +351,6 @@ class MCPServerHTTP(MCPServerHandle):
         stack.push_async_callback(http.aclose)
         return streamable_http_client(self.url, http_client=http)
 
-    def __repr__(self) -> str:
-        state = "connected" if self._connection is not None else "not connected"
-        return f"MCPServerHTTP({self.url!r}, {state})"
-
 
 class MCPConnection:
     """One open connection to an MCP server, and the tools it listed."""
