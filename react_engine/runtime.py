@@ -1,19 +1,15 @@
 """The runtime under every layer: threads for blocking work and the event loop of a blocking
 run, on public ``asyncio`` and ``threading`` only.
 
-- :func:`run_blocking`: a blocking call (a sync SDK client's request) on one shared
-  ``ThreadPoolExecutor``.
-- :func:`run_sync_call`: a sync tool, approver or callback on a bounded pool of daemon
-  threads, within a timeout (:class:`DeadlinePassed`). A thread cannot be stopped: a call
-  its caller gave up on (a timeout, a cancelled run) is left to end on its own thread, which
-  counts as stuck until then; past :data:`MAX_STUCK_THREADS` of them new calls are refused
-  (:class:`ThreadsExhausted`). The worker settles the caller's future with one
-  ``call_soon_threadsafe``.
+- :func:`run_sync_call`: a sync tool, approver, callback or sync client's request on a
+  bounded pool of daemon threads, within a timeout (:class:`DeadlinePassed`). A call its
+  caller gave up on is left to end on its own thread, counted as stuck until then; past
+  :data:`MAX_STUCK_THREADS` of them new calls are refused (:class:`ThreadsExhausted`).
 - :func:`run_coroutine`: a coroutine run to completion from sync code (``agent.run()``), on
   an ``asyncio.Runner`` kept per thread (its loop, and the HTTP clients opened on it, serve
   the thread's next runs); Ctrl-C cancels the run (the runner's own handler).
 
-After ``os.fork()`` the child gets fresh pools and a fresh runner: the parent's threads are
+After ``os.fork()`` the child gets a fresh pool and a fresh runner: the parent's threads are
 not in the child, and the parent's loop shares its selector with the parent.
 """
 
@@ -29,6 +25,7 @@ import os
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import ReactEngineError
@@ -38,7 +35,6 @@ __all__ = [
     "MAX_TOOL_THREADS",
     "DeadlinePassed",
     "ThreadsExhausted",
-    "run_blocking",
     "run_coroutine",
     "run_sync_call",
     "stuck_threads",
@@ -70,38 +66,6 @@ class DeadlinePassed(ReactEngineError, TimeoutError):
         """False for a sync call that was still waiting for a thread: it never ran."""
 
 
-def _no_stop_iteration(function: Callable[[], T]) -> T:
-    """``function()``, with a ``StopIteration`` it raises turned into a ``RuntimeError``: an
-    asyncio future cannot hold one."""
-    try:
-        return function()
-    except StopIteration as exc:
-        raise RuntimeError(f"the call raised {exc!r}") from None
-
-
-# --- blocking calls --------------------------------------------------------------------------
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="react-engine")
-        return _POOL
-
-
-async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``await`` a blocking call on the shared pool, with the caller's context variables.
-
-    Cancelling the caller drops a call still queued; one already running ends on its own."""
-    work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_pool(), _no_stop_iteration, work)
-
-
 # --- sync tools ------------------------------------------------------------------------------
 
 MAX_TOOL_THREADS = 64
@@ -115,22 +79,18 @@ one that gets stuck: the pool's threads, stuck ones included, never number more 
 _QUEUED, _RUNNING, _DONE, _DROPPED = range(4)
 
 
+@dataclass(slots=True, eq=False)
 class _Call:
     """One sync call handed to the pool: its function, its caller's loop and future, and
     its state (written under the pool's lock)."""
 
-    __slots__ = ("abandoned", "error", "function", "loop", "state", "value", "waiter")
-
-    def __init__(
-        self, function: Callable[[], Any], loop: asyncio.AbstractEventLoop, waiter: Any
-    ) -> None:
-        self.function = function
-        self.loop = loop
-        self.waiter: asyncio.Future[Any] = waiter
-        self.state = _QUEUED
-        self.abandoned = False
-        self.value: Any = None
-        self.error: BaseException | None = None
+    function: Callable[[], Any]
+    loop: asyncio.AbstractEventLoop
+    waiter: asyncio.Future[Any]
+    state: int = _QUEUED
+    abandoned: bool = False
+    value: Any = None
+    error: BaseException | None = None
 
     def outcome(self) -> Any:
         """What the function returned, or its exception raised (the call has ended)."""
@@ -155,8 +115,7 @@ def _settle(call: _Call) -> None:
 class _ToolPool:
     """A bounded pool of daemon threads for sync tools.
 
-    Apart from :func:`run_blocking`'s pool, so that stuck tools never starve a sync SDK
-    client's requests; of daemon threads, so that a tool stuck past its timeout never keeps
+    Of daemon threads, so that a tool stuck past its timeout never keeps
     the interpreter from exiting (``ThreadPoolExecutor`` joins its threads at exit). A call
     abandoned while it runs gives its thread up: the thread ends when the call does, and
     another may take its place, within the caps."""
@@ -166,23 +125,14 @@ class _ToolPool:
         self._wake = threading.Condition(self._lock)
         self._pending: collections.deque[_Call] = collections.deque()
         self._idle = 0  # threads waiting for a call, not yet woken
-        self._threads = 0  # threads serving the pool (stuck ones not counted)
-        self._stuck = 0
-
-    @property
-    def stuck(self) -> int:
-        return self._stuck
-
-    @property
-    def live(self) -> int:
-        """The pool's threads, stuck ones included."""
-        return self._threads + self._stuck
+        self.threads = 0  # threads serving the pool (stuck ones not counted)
+        self.stuck = 0
 
     def submit(self, call: _Call) -> None:
         with self._lock:
-            if self._stuck >= MAX_STUCK_THREADS:
+            if self.stuck >= MAX_STUCK_THREADS:
                 raise ThreadsExhausted(
-                    f"{self._stuck} earlier sync calls are still running past their timeout"
+                    f"{self.stuck} earlier sync calls are still running past their timeout"
                 )
             self._pending.append(call)
             self._serve()
@@ -194,15 +144,15 @@ class _ToolPool:
             self._idle -= 1
             self._wake.notify()
         elif (
-            self._threads < MAX_TOOL_THREADS
-            and self._threads + self._stuck < MAX_TOOL_THREADS + MAX_STUCK_THREADS
+            self.threads < MAX_TOOL_THREADS
+            and self.threads + self.stuck < MAX_TOOL_THREADS + MAX_STUCK_THREADS
         ):
-            self._threads += 1
+            self.threads += 1
             thread = threading.Thread(target=self._work, name="react-engine-tool", daemon=True)
             try:
                 thread.start()
             except BaseException:  # no thread (the interpreter is exiting)
-                self._threads -= 1
+                self.threads -= 1
                 raise
 
     def abandon(self, call: _Call) -> int:
@@ -212,8 +162,8 @@ class _ToolPool:
         with self._lock:
             if call.state == _RUNNING:
                 call.abandoned = True
-                self._stuck += 1
-                self._threads -= 1
+                self.stuck += 1
+                self.threads -= 1
                 if self._pending:
                     self._serve()
             elif call.state == _QUEUED:
@@ -242,7 +192,7 @@ class _ToolPool:
             with self._lock:
                 call.state = _DONE
                 if call.abandoned:
-                    self._stuck -= 1
+                    self.stuck -= 1
                     if self._pending:  # a thread the caps kept from starting
                         self._serve()
                     return
@@ -262,7 +212,7 @@ def stuck_threads() -> int:
 
 def tool_threads() -> int:
     """The sync-tool pool's live threads, stuck ones included."""
-    return _TOOLS.live
+    return _TOOLS.threads + _TOOLS.stuck
 
 
 async def run_sync_call(
@@ -364,11 +314,10 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        running = False
-    else:
-        running = True
-    if running:
-        return _on_own_thread(coro)
+        pass
+    else:  # on a thread of its own
+        with ThreadPoolExecutor(1, thread_name_prefix="react-engine-run") as thread:
+            return thread.submit(asyncio.run, coro).result()
     kept = _kept_runner()
     try:
         value = kept.runner.run(coro, context=contextvars.copy_context())
@@ -400,30 +349,10 @@ async def _let_tasks_end() -> None:
         await asyncio.sleep(0)
 
 
-def _on_own_thread(coro: Coroutine[Any, Any, T]) -> T:
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="react-engine-run")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    value: T = box["value"]
-    return value
-
-
 def _after_fork_in_child() -> None:
-    """The parent's threads are not in the child, and its pools' locks may be held by one
-    of them: fresh pools (and, on first use, a fresh runner: see :func:`_kept_runner`)."""
-    global _POOL, _POOL_LOCK, _TOOLS
-    _POOL = None
-    _POOL_LOCK = threading.Lock()
+    """The parent's threads are not in the child, and its pool's lock may be held by one
+    of them: a fresh pool (and, on first use, a fresh runner: see :func:`_kept_runner`)."""
+    global _TOOLS
     _TOOLS = _ToolPool()
 
 
