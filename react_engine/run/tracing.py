@@ -64,13 +64,8 @@ def content_wanted(option: bool | None) -> bool:
     """Whether prompts and replies go into spans: the option, else the environment."""
     if option is not None:
         return option
-    for name in (
-        "REACT_ENGINE_TRACE_CONTENT",
-        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-    ):
-        if os.environ.get(name, "").strip().lower() in _TRUE:
-            return True
-    return False
+    names = ("REACT_ENGINE_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    return any(os.environ.get(name, "").strip().lower() in _TRUE for name in names)
 
 
 def tracer_for(provider: Any) -> Tracer | None:
@@ -122,27 +117,20 @@ class RunTracer:
                 if span is not None:
                     self._fail(span, error)
                     span.end()
-            case StoppedLive(step=step, stop=stop, completion_tokens=tokens):
-                span = self._chat.get(step)
-                if span is not None:
-                    span.add_event(
-                        "react_engine.stopped_live",
-                        {"react_engine.stop": stop, "react_engine.completion_tokens": tokens},
-                    )
-            case RunNotice(message=message, source=source):
-                if self._run is not None:
-                    name = (
-                        "react_engine.fallback" if source == "adaptation" else "react_engine.event"
-                    )
-                    self._run.add_event(name, {"react_engine.message": message})
+            case StoppedLive(step=step, stop=stop, completion_tokens=tokens) if step in self._chat:
+                self._chat[step].add_event(
+                    "react_engine.stopped_live",
+                    {"react_engine.stop": stop, "react_engine.completion_tokens": tokens},
+                )
+            case RunNotice(message=message, source=source) if self._run is not None:
+                name = "fallback" if source == "adaptation" else "event"
+                self._run.add_event(f"react_engine.{name}", {"react_engine.message": message})
             case ToolStarted():
                 self._start_tool(event)
             case ToolFinished():
                 self._end_tool(event)
             case StepDone(step=step):
-                for code in step.repairs:
-                    if code not in self._repairs:
-                        self._repairs.append(code)
+                self._repairs.extend(c for c in step.repairs if c not in self._repairs)
                 for action in step.actions:
                     self._lossy.extend(c for c in action.lossy if c not in self._lossy)
             case RunDone(result=result):
@@ -196,9 +184,7 @@ class RunTracer:
 
     def _close(self) -> None:
         """End every span still open (a run cancelled mid-request), the run's last."""
-        for span in self._chat.values():
-            span.end()
-        for span, _ in self._tools.values():
+        for span in [*self._chat.values(), *(span for span, _ in self._tools.values())]:
             span.end()
         self._chat.clear()
         self._tools.clear()
@@ -222,15 +208,9 @@ class RunTracer:
             "react_engine.protocol": event.protocol,
             "react_engine.step": event.step,
         }
-        settings = request.settings
-        if settings.temperature is not None:
-            attributes["gen_ai.request.temperature"] = settings.temperature
-        if settings.max_tokens is not None:
-            attributes["gen_ai.request.max_tokens"] = settings.max_tokens
-        if settings.seed is not None:
-            attributes["gen_ai.request.seed"] = settings.seed
-        if settings.top_p is not None:
-            attributes["gen_ai.request.top_p"] = settings.top_p
+        for key in ("temperature", "max_tokens", "seed", "top_p"):
+            if (value := getattr(request.settings, key)) is not None:
+                attributes[f"gen_ai.request.{key}"] = value
         if request.stop:
             attributes["gen_ai.request.stop_sequences"] = list(request.stop)
         if self.content:
