@@ -222,21 +222,24 @@ def _unknown_option(name: str, what: str, fields: set[str], agent_options: Colle
 def check_config(cfg: AgentConfig) -> None:
     """Every option's type and range, so a wrong one fails here with a clear message
     rather than as a foreign ``TypeError`` deep inside a run (or not at all)."""
-    check_int(cfg.max_steps, "max_steps", minimum=1)
-    check_int(cfg.max_consecutive_errors, "max_consecutive_errors", minimum=0)
-    check_int(cfg.loop_limit, "loop_limit", minimum=1)
-    check_int(cfg.max_calls_per_step, "max_calls_per_step", minimum=1)
+    minimums = {"max_steps": 1, "max_consecutive_errors": 0, "loop_limit": 1}
+    for name, minimum in {**minimums, "max_calls_per_step": 1}.items():
+        check_int(getattr(cfg, name), name, minimum=minimum)
     for name in ("max_tool_calls", "max_total_tokens", "max_observation_chars"):
         check_int(getattr(cfg, name), name, minimum=1, optional=True)
-    for name in ("deadline", "tool_timeout"):
-        check_seconds(getattr(cfg, name), name)
+    check_seconds(cfg.deadline, "deadline")
+    check_seconds(cfg.tool_timeout, "tool_timeout")
     if not isinstance(cfg.tool_choice, str):
         raise ConfigurationError(
             f"tool_choice must be 'auto', 'required', 'none' or a tool name, "
             f"not {describe(cfg.tool_choice)}"
         )
     check_bool(cfg.reset_tool_choice, "reset_tool_choice")
-    check_multi_action(cfg.multi_action)
+    if cfg.multi_action not in ("independent", "first", "all"):
+        raise ConfigurationError(
+            "multi_action must be 'independent', 'first' or 'all', not "
+            + describe(cfg.multi_action)
+        )
     if not isinstance(cfg.settings, ModelSettings):
         raise ConfigurationError(f"settings must be a ModelSettings, not {describe(cfg.settings)}")
     if not isinstance(cfg.retry, RetryPolicy):
@@ -244,17 +247,6 @@ def check_config(cfg: AgentConfig) -> None:
     if cfg.trace is not None and not isinstance(cfg.trace, str | os.PathLike):
         raise ConfigurationError(f"trace must be a file path or None, not {describe(cfg.trace)}")
     output_spec(cfg.output_type)
-
-
-MULTI_ACTION_MODES: tuple[MultiAction, ...] = ("independent", "first", "all")
-
-
-def check_multi_action(value: Any) -> None:
-    """``multi_action`` is one of :data:`MULTI_ACTION_MODES`."""
-    if value not in MULTI_ACTION_MODES:
-        raise ConfigurationError(
-            "multi_action must be 'independent', 'first' or 'all', not " + describe(value)
-        )
 
 
 def check_int(value: Any, name: str, *, minimum: int, optional: bool = False) -> None:
