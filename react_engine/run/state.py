@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..protocols.base import FormatError, Protocol
+from ..tools.base import is_async_callable
 from ..transport.capabilities import Capabilities
 from ..types import (
     ActionRecord,
@@ -201,7 +202,7 @@ async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float
     left = None if deadline is None else deadline - time.perf_counter()
     if left is not None and left <= 0:
         raise DeadlinePassed(0.0, started=False)
-    if _is_async(function):
+    if is_async_callable(function):
         outcome = function(*args)
     else:
         outcome = await run_sync_call(function, *args, timeout=left)
@@ -210,12 +211,6 @@ async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float
     if deadline is None:
         return await outcome
     return await within(outcome, max(deadline - time.perf_counter(), 0.001))
-
-
-def _is_async(function: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-        getattr(function, "__call__", None)  # noqa: B004 - objects with an async __call__
-    )
 
 
 def no_final_answer(why: Literal["max_steps", "loop", "tool_budget"], decision: FormatError) -> str:

@@ -117,18 +117,11 @@ class ToolOptions(TypedDict, total=False):
     keywords; each is the :class:`Tool` field of the same name."""
 
     summarize: Callable[[Any], str] | None
-    """Turns a raw result into what the model sees (observation injection)."""
     requires_approval: bool
-    """Ask the run's approval callback before every call (default ``False``)."""
     timeout: float | None
-    """Seconds a call may take before it becomes a timeout observation."""
     max_observation_chars: int | None
-    """Per-tool override of the agent's observation length limit."""
     annotations: ToolAnnotations | None
-    """What a call does to the world (default: MCP's worst case)."""
     inline: bool
-    """A sync function its author declares quick: called in the run's own task, with no
-    thread (default ``False``; see :attr:`Tool.inline`)."""
 
 
 _OPTIONS: frozenset[str] = frozenset(ToolOptions.__optional_keys__)
@@ -353,14 +346,9 @@ class Tool:
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: cannot build an argument model: {exc}", tool_name=tool_name
             ) from exc
-        return cls._build(
-            tool_name,
-            description if description is not None else summary,
-            model,
-            function,
-            pass_model=False,
-            **options,
-        )
+        if description is None:
+            description = summary
+        return cls._build(tool_name, description, model, function, pass_model=False, **options)
 
     @classmethod
     def from_model(
@@ -419,14 +407,7 @@ class Tool:
             doc = parse_docstring(inspect.getdoc(function) or "")[0] or (
                 inspect.getdoc(args_model) or ""
             )
-        return cls._build(
-            tool_name,
-            doc,
-            args_model,
-            function,
-            pass_model=pass_model,
-            **options,
-        )
+        return cls._build(tool_name, doc, args_model, function, pass_model=pass_model, **options)
 
     @classmethod
     def from_schema(
@@ -460,14 +441,7 @@ class Tool:
         schema = dict(parameters)
         extra = schema.get("additionalProperties", False)
         model = _model_from_schema(name, schema)
-        built = cls._build(
-            name,
-            description,
-            model,
-            function,
-            pass_model=False,
-            **options,
-        )
+        built = cls._build(name, description, model, function, pass_model=False, **options)
         built.pass_arguments = True
         built.schema_check = check
         built.parameters = strict_schema(schema)
@@ -535,10 +509,7 @@ class Tool:
         # pydantic ignores unknown keys in nested models unless told otherwise, while the
         # schema sent forbids them: the call forbids them too, unless some model allows them.
         forbid_extra = not _allows_extra(raw_schema)
-        target = function
-        is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
-            getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
-        )
+        is_async = is_async_callable(function)
         return cls(
             name=name,
             description=description.strip(),
@@ -559,6 +530,13 @@ class Tool:
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def is_async_callable(function: Callable[..., Any]) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - objects with an async __call__
+    )
 
 
 def _allows_extra(schema: Any) -> bool:
