@@ -23,7 +23,7 @@ from typing import Any, Final, Literal
 from ..protocols.base import PendingCall
 from ..runtime import DeadlinePassed, ThreadsExhausted, stuck_threads
 from ..text import valid_unicode
-from ..tools.base import Tool, ToolArgumentsError
+from ..tools.base import Tool, ToolArgumentsError, arguments_dict
 from ..types import ActionRecord
 from ..wording import Note, ObservationCode, error_observation, skipped_observation
 from .events import ToolFinished, ToolStarted
@@ -138,13 +138,7 @@ class ToolRunner:
                 try:
                     validated = tool.check(call.arguments)
                     if isinstance(call.arguments, str):
-                        record.arguments = (
-                            validated
-                            if isinstance(validated, dict)
-                            else validated.model_dump(
-                                mode="json", by_alias=True, exclude_unset=True
-                            )
-                        )
+                        record.arguments = arguments_dict(validated)
                 except ToolArgumentsError as exc:
                     _fail(record, "invalid_arguments", exc.message, language)
             if record.status == "ok" and call.skip is not None:
@@ -204,7 +198,7 @@ class ToolRunner:
         ``KeyboardInterrupt``, a ``CancelledError`` that is not the run's own cancellation)
         is recorded on the call and becomes the batch's :class:`Abort`; the loop records the
         step and then ends the run."""
-        journal = state.journal
+        journal, language = state.journal, state.protocol.language
         try:
             if journal is not None and await self._replayed(state, record, tool):
                 return
@@ -217,7 +211,7 @@ class ToolRunner:
                     await call_user(self.on_call, record, deadline=state.deadline_at())
                 except DeadlinePassed:
                     late = Note(ObservationCode.DEADLINE_BEFORE_CALL)
-                    _fail(record, "error", late, _language(state))
+                    _fail(record, "error", late, language)
                     return
                 except ThreadsExhausted as exc:
                     state.note(f"on_call was not called: {exc}")
@@ -236,13 +230,13 @@ class ToolRunner:
             if _being_cancelled():
                 if record.status == "ok" and not record.observation:
                     interrupted = Note(ObservationCode.INTERRUPTED, tool=tool.name)
-                    _fail(record, "error", interrupted, _language(state))
+                    _fail(record, "error", interrupted, language)
                 raise
-            _note_abort(batch, record, tool, exc, _language(state))
+            _note_abort(batch, record, tool, exc, language)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 raise  # a tool's exceptions are observations already (_invoke); not this one
-            _note_abort(batch, record, tool, exc, _language(state))  # raised again by the loop
+            _note_abort(batch, record, tool, exc, language)  # raised again by the loop
 
     @staticmethod
     async def _replayed(state: RunState, record: ActionRecord, tool: Tool) -> bool:
@@ -257,7 +251,7 @@ class ToolRunner:
             return True
         hints = tool.annotations  # calling it again changes nothing more (MCP's hints)
         if state.journal.in_flight(record) and not (hints.idempotent or hints.read_only):
-            _fail(record, "error", Note(ObservationCode.MAYBE_RAN), _language(state))
+            _fail(record, "error", Note(ObservationCode.MAYBE_RAN), state.protocol.language)
             await state.journal.done(record)
             return True
         return False
@@ -265,10 +259,11 @@ class ToolRunner:
     @staticmethod
     def _defer(state: RunState, batch: _Batch, record: ActionRecord) -> bool:
         """An approval put off: the run stops, awaiting it (with a store to resume from)."""
+        language = state.protocol.language
         if state.journal is None:
-            _fail(record, "denied", Note(ObservationCode.DEFER_NEEDS_STORE), _language(state))
+            _fail(record, "denied", Note(ObservationCode.DEFER_NEEDS_STORE), language)
             return False
-        _skip(record, Note(ObservationCode.AWAITING_APPROVAL), _language(state))
+        _skip(record, Note(ObservationCode.AWAITING_APPROVAL), language)
         state.journal.defer(record)
         batch.deferred.append(record)
         return False
@@ -279,7 +274,7 @@ class ToolRunner:
         """Ask the approver, within the run's deadline (:func:`call_user`)."""
         if not tool.requires_approval:
             return True
-        language = _language(state)
+        language = state.protocol.language
         approve = self.approve
         journal = state.journal
         # A verdict given to agent.resume answers this very call only (its reply, id, tool
@@ -326,12 +321,10 @@ class ToolRunner:
     ) -> None:
         cfg = state.config
         timeout = tool.timeout if tool.timeout is not None else cfg.tool_timeout
-        remaining = None if cfg.deadline is None else state.remaining()
-        if remaining is not None:
-            timeout = max(remaining, 0.001) if timeout is None else min(timeout, remaining)
-            timeout = max(timeout, 0.001)
+        if cfg.deadline is not None and (left := state.remaining()) is not None:
+            timeout = max(left if timeout is None else min(timeout, left), 0.001)
         started = time.perf_counter()
-        language = _language(state)
+        language = state.protocol.language
         try:
             value = await tool.ainvoke(validated, timeout)
             limit = tool.max_observation_chars or cfg.max_observation_chars
@@ -388,10 +381,6 @@ def _being_cancelled() -> bool:
     ``CancelledError`` of its own)."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-def _language(state: RunState) -> str:
-    return state.protocol.language
 
 
 def _fail(record: ActionRecord, status: Any, message: str, language: str = "en") -> None:

@@ -34,7 +34,7 @@ from .timeouts import within
 if TYPE_CHECKING:
     from ._schema_check import SchemaCheck
 
-__all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "ToolOptions"]
+__all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "ToolOptions", "arguments_dict"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -257,7 +257,7 @@ class Tool:
         if self.pass_model:
             call = functools.partial(self.function, validated)
         elif self.pass_arguments:
-            call = functools.partial(self.function, _arguments_dict(validated))
+            call = functools.partial(self.function, arguments_dict(validated))
         else:  # a partial: a tool may have a parameter named ``timeout``
             names = self.args_model.model_fields
             call = functools.partial(self.function, **{n: getattr(validated, n) for n in names})
@@ -275,7 +275,7 @@ class Tool:
         if self.pass_model:
             return self.function(validated)
         if self.pass_arguments:
-            return self.function(_arguments_dict(validated))
+            return self.function(arguments_dict(validated))
         return self.function(**{n: getattr(validated, n) for n in self.args_model.model_fields})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -593,7 +593,7 @@ def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseMo
         ) from exc
 
 
-def _arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
+def arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
     """Validated arguments as JSON-ready data under their JSON names, only those given
     (a dict from :meth:`Tool.check` is that already)."""
     if isinstance(validated, dict):
