@@ -1,20 +1,10 @@
 """The :class:`Agent`: a model, tools, and a protocol chosen per model; and its ways to run.
 
-``run`` / ``arun`` answer one question, ``iter`` / ``run_stream`` stream the run as typed
-events (:mod:`react_engine.run.events`), ``resume`` / ``aresume`` finish a stored run (what
-they do with the store: :mod:`react_engine.run.durable`), and ``conversation()`` gives a
-:class:`~react_engine.run.conversation.Conversation`, which keeps a history across
-questions. Each run is a :class:`~react_engine.run.state.RunState` driven by the one loop in
-:mod:`react_engine.run.loop`. The result's type is the agent's (``Agent[Person]``: its runs
-give ``RunResult[Person]``).
-
-The agent knows protocols only through the :class:`~react_engine.protocols.base.Protocol`
-interface; which one runs, and how a run adapts to a server's refusals, is decided in
-:mod:`react_engine.protocols.registry`. What happens in a run is reported at one point,
-:meth:`RunState.emit <react_engine.run.state.RunState.emit>`: :meth:`Agent.iter` and
-:meth:`Agent.run_stream` stream the events to the caller (and ask the model for streamed
-replies), the OpenTelemetry tracer (:mod:`react_engine.run.tracing`) turns them into spans, and
-a plain :meth:`Agent.arun` with no tracer has no receiver at all.
+``run`` / ``arun`` answer one question, ``iter`` / ``run_stream`` stream typed events
+(:mod:`react_engine.run.events`), ``resume`` / ``aresume`` finish a stored run
+(:mod:`react_engine.run.durable`), ``conversation()`` keeps a history across questions. Each
+run is a :class:`~react_engine.run.state.RunState` driven by :mod:`react_engine.run.loop`;
+the protocol is chosen in :mod:`react_engine.protocols.registry`.
 """
 
 from __future__ import annotations

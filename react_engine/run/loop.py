@@ -1,26 +1,16 @@
 """The loop: one loop for every protocol, and the only place where control flow lives.
 
-A :class:`Loop` is built from what it needs (:class:`LoopDeps`: the model's name, the tool
-runner, the instructions, the capability cache...), not from the agent: a test builds one
-with a scripted model and no :class:`~react_engine.run.agent.Agent` at all. What decides where
-a run goes next (its budgets, a forced final answer, the count of failed turns) is
-:class:`Control`, written here and nowhere else; the tool runner returns a verdict
+A :class:`Loop` is built from :class:`LoopDeps`, not from the agent (a test builds one with a
+scripted model). Where a run goes next (budgets, a forced final answer, failed turns) is
+:class:`Control`, written here only; the tool runner returns a verdict
 (:data:`~react_engine.run.execution.Verdict`) and the loop acts on it.
 
-Each turn checks the run's budgets, sends one
-request (:meth:`Loop._send`, with network retries, streamed when the caller streams, and
-the reaction to a server that rejects a parameter), lets the protocol read the reply into
-a :data:`~react_engine.protocols.base.Decision`, and acts on it (:meth:`Loop._decide`): run the
-calls (:class:`~react_engine.run.execution.ToolRunner`), take the final answer, or send the
-format error back. Each turn returns one small outcome (``RunAgain``, ``Finish``,
-``Stop``), and :meth:`Loop.run` is a ``match`` over them.
-
-Everything that can go wrong inside a run becomes something the model can act on (an
-unknown tool, arguments that are not JSON or fail validation, a tool that raises or times
-out, a reply in the wrong format) until the consecutive-error budget runs out; then the run
-stops with :class:`~react_engine.errors.ErrorBudgetExhausted`, which holds the transcript.
-What happens is reported at one point, :meth:`RunState.emit
-<react_engine.run.state.RunState.emit>`, as typed events (:mod:`react_engine.run.events`).
+Each turn checks the budgets, sends one request (:meth:`Loop._send`: retries, streaming, the
+reaction to a refused parameter), lets the protocol read the reply into a
+:data:`~react_engine.protocols.base.Decision` and acts on it (:meth:`Loop._decide`), returning
+``RunAgain``, ``Finish`` or ``Stop``. Whatever goes wrong inside a run becomes feedback the
+model can act on until the consecutive-error budget runs out
+(:class:`~react_engine.errors.ErrorBudgetExhausted`, which holds the transcript).
 """
 
 from __future__ import annotations

@@ -1,32 +1,20 @@
-"""OpenTelemetry spans for runs, model calls and tool calls (the ``otel`` extra).
+"""OpenTelemetry spans for runs, model calls and tool calls (the ``otel`` extra; docs/tracing.md).
 
-A :class:`RunTracer` is one more receiver of a run's events (:mod:`react_engine.run.events`):
-it opens and closes spans as they come, following the GenAI semantic conventions::
+A :class:`RunTracer` receives a run's events and opens and closes spans as they come, under
+the GenAI semantic conventions::
 
     invoke_agent                       the run
       chat {model}                     one per request to the model
       execute_tool {tool}              one per call that runs
 
-Attributes: ``gen_ai.operation.name``, ``gen_ai.request.model``, ``gen_ai.response.model``,
-``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` /
-``gen_ai.usage.output_tokens`` (per call, and the run's totals), ``gen_ai.tool.name``,
-``gen_ai.tool.call.id``; and ours: ``react_engine.protocol``, ``react_engine.repairs`` (the
-parser's repairs in the run), ``react_engine.lossy_repairs`` (those that guessed a value in
-a call, which was therefore refused: only when there are some),
-``react_engine.stop_reason``, and span events ``react_engine.fallback`` (a protocol
-fallback or adaptation), ``react_engine.event`` (the run's other events) and
-``react_engine.stopped_live``. A failed request, a tool that failed and a run that raised
-set the span's status to ERROR (an exception is recorded).
-
-Prompts, replies, tool arguments and results are recorded only when asked
-(``Agent(trace_content=True)``, or ``REACT_ENGINE_TRACE_CONTENT=1``, or the GenAI
-convention's ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``): they may hold
-personal or secret data.
-
-When it is on: ``Agent(tracer_provider=provider)``, or, without one, whenever the
-application has set a global tracer provider (``opentelemetry.trace.set_tracer_provider``).
-The library imports ``opentelemetry`` only in those cases: an application that does not
-use it never loads it. ``Agent(tracer_provider=False)`` turns tracing off.
+Besides the convention's attributes: ``react_engine.protocol``, ``react_engine.repairs``,
+``react_engine.lossy_repairs`` (when some), ``react_engine.stop_reason``, and span events
+``react_engine.fallback``, ``react_engine.event`` and ``react_engine.stopped_live``; a
+failure sets the span's status to ERROR. Prompts, replies, tool arguments and results go in
+only when asked (``trace_content=True``, ``REACT_ENGINE_TRACE_CONTENT=1`` or
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``). Tracing is on with
+``Agent(tracer_provider=provider)`` or a global provider the application set, off with
+``tracer_provider=False``; ``opentelemetry`` is imported only then.
 """
 
 from __future__ import annotations

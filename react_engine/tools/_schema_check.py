@@ -1,25 +1,15 @@
-"""Checking a tool call's arguments against the tool's JSON Schema, all of it.
+"""Checking a tool call's arguments against the tool's whole JSON Schema.
 
-A tool built from a JSON Schema (:meth:`Tool.from_schema <react_engine.tools.Tool.from_schema>`,
-so every MCP tool) has its arguments checked by the ``jsonschema`` package against the schema
-its author wrote (not the copy made for OpenAI's strict mode): types and unions, ``enum``,
-``const``, lengths, ``pattern``, bounds, ``multipleOf``, nested objects and arrays, ``required``,
-``additionalProperties``, ``$ref``/``$defs``, composition. One rule is the engine's own: an
-argument the schema does not name is refused unless the schema allows other keys
-(``additionalProperties`` or ``unevaluatedProperties`` at its top level), as it always was.
-``format`` stays an annotation, as JSON Schema 2020-12 says by default.
+A tool built with :meth:`Tool.from_schema <react_engine.tools.Tool.from_schema>` (every MCP
+tool) has its arguments checked by ``jsonschema`` against the schema its author wrote. The
+engine's own rule: an argument the schema does not name is refused unless the schema allows
+other keys at its top level. ``format`` stays an annotation (JSON Schema 2020-12).
 
-A schema is checked when the tool is built: one that is not valid JSON Schema, nests deeper
-than :data:`MAX_SCHEMA_DEPTH` or refers (``$ref``) to anything outside itself is a
-:class:`~react_engine.errors.ToolDefinitionError` there. A ``pattern`` runs on the ``regex``
-package with a time limit, so a pattern that backtracks for ever cannot stall the event loop;
-``uniqueItems`` and ``enum`` compare canonical JSON texts in a set, in linear time, where
-``jsonschema`` compares values pairwise.
-
-Failures are short lines written for the model, in pydantic's words where pydantic has
-some: ``city: Input should be "Beijing", "Shanghai" or "Guangzhou"``.
-
-``jsonschema`` is imported here only, when the first schema-defined tool is built.
+A schema that is not valid JSON Schema, nests deeper than :data:`MAX_SCHEMA_DEPTH` or has a
+``$ref`` outside itself is a :class:`~react_engine.errors.ToolDefinitionError` when the tool
+is built. ``pattern`` runs on ``regex`` with a time limit; ``uniqueItems`` and ``enum``
+compare canonical JSON texts in a set, in linear time. Failures are short lines for the
+model, in pydantic's words. ``jsonschema`` is imported with the first such tool.
 """
 
 from __future__ import annotations

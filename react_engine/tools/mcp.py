@@ -1,36 +1,18 @@
-"""Tools from Model Context Protocol servers.
+"""Tools from Model Context Protocol servers (usage: docs/mcp.md).
 
 A server handle says how to reach a server: :class:`MCPServerStdio` runs it as a subprocess
-and talks over its stdin and stdout, :class:`MCPServerHTTP` talks streamable HTTP to a URL.
-A handle is used in one of two ways:
+over stdin and stdout, :class:`MCPServerHTTP` talks streamable HTTP to a URL. Given as
+``Agent(mcp_servers=[server])``, each run connects every server, adds its tools and closes
+the connections when it ends, however it ends; ``async with server:`` keeps one connection
+open for :func:`mcp_tools` across runs of that event loop.
 
-* ``Agent(tools=[...], mcp_servers=[server])``: the agent connects every server when a run
-  starts, adds their tools to its own, and closes the connections when the run ends, however
-  it ends (an answer, an error, a cancellation). Each run opens its own connections, so the
-  blocking ``agent.run()`` works too and concurrent runs share no session.
-* ``async with server: Agent(tools=[*mcp_tools(server)])``: one connection for as long as
-  the ``async with`` lasts, for async code that wants the server's state to last over
-  several runs or conversation turns (in that event loop: ``arun``/``aask``, not ``run``).
-
-An MCP tool is an ordinary :class:`~react_engine.tools.Tool` built from the server's JSON
-Schema (:meth:`Tool.from_schema <react_engine.tools.Tool.from_schema>`), so every protocol
-can use it: function calling sends the schema in ``tools``, the text and structured
-protocols describe it in the prompt. Calling it calls the server. The result's text content
-is the observation (its structured content when it has no text); a result flagged
-``isError`` raises :class:`MCPToolError`, which the agent turns into an error observation
-the model can act on, like any failing tool. The server's annotations of a tool
-(``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ``openWorldHint``) become its
-:class:`~react_engine.tools.ToolAnnotations`, MCP's defaults where it gives none: a reply's
-calls to read-only tools run together, others one per reply (:mod:`react_engine.protocols.policy`).
-
-Name clashes: a server's tool named like a local tool, or like another server's tool, is a
-:class:`~react_engine.errors.ConfigurationError` when the tools are put together; the
-handle's ``prefix=`` renames all of its tools (``prefix="fs_"``: ``read_file`` becomes
-``fs_read_file``). A name the chat APIs refuse (a dot, a slash, over 64 characters) is
-rewritten with ``_``; the server is still called by its own name.
-
-The ``mcp`` package is optional (``pip install 'react-engine[mcp]'``); it is imported when
-a handle is created, never by ``import react_engine``.
+An MCP tool is a :class:`~react_engine.tools.Tool` built with :meth:`Tool.from_schema
+<react_engine.tools.Tool.from_schema>`, its annotations as
+:class:`~react_engine.tools.ToolAnnotations`; a result flagged ``isError`` raises
+:class:`MCPToolError`, an error observation like any failing tool's. A name taken twice is a
+:class:`~react_engine.errors.ConfigurationError` (``prefix=`` renames a server's tools); a
+name the chat APIs refuse is rewritten with ``_``. The optional ``mcp`` package is imported
+when a handle is created, never by ``import react_engine``.
 """
 
 from __future__ import annotations
