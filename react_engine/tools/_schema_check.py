@@ -24,6 +24,7 @@ import regex
 
 from ..errors import ToolDefinitionError
 from ..nesting import exceeds_depth
+from .schema import schema_nodes
 
 __all__ = ["MAX_SCHEMA_DEPTH", "MAX_SCHEMA_PROPERTIES", "SchemaCheck", "schema_check"]
 
@@ -87,21 +88,13 @@ on two shared cores), and a hostile MCP server could send one with every run."""
 
 
 def _too_many_properties(schema: Any) -> bool:
-    """Whether ``schema`` declares more than :data:`MAX_SCHEMA_PROPERTIES` properties (an
-    explicit stack: the depth is checked before, this only counts)."""
+    """Whether ``schema`` declares more than :data:`MAX_SCHEMA_PROPERTIES` properties."""
     count = 0
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Mapping):
-            props = node.get("properties")
-            if isinstance(props, Mapping):
-                count += len(props)
-                if count > MAX_SCHEMA_PROPERTIES:
-                    return True
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    for node in schema_nodes(schema):
+        props = node.get("properties")
+        count += len(props) if isinstance(props, Mapping) else 0
+        if count > MAX_SCHEMA_PROPERTIES:
+            return True
     return False
 
 

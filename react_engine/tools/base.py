@@ -28,7 +28,7 @@ from ..errors import ModelBehaviorError, ToolDefinitionError
 from ..nesting import TOO_DEEP, too_deep
 from ..wording import Note, ObservationCode
 from .docstrings import parse_docstring
-from .schema import meets_strict_mode, strict_schema
+from .schema import meets_strict_mode, schema_nodes, strict_schema
 from .timeouts import within
 
 if TYPE_CHECKING:
@@ -508,7 +508,9 @@ class Tool:
         strict = meets_strict_mode(parameters)
         # pydantic ignores unknown keys in nested models unless told otherwise, while the
         # schema sent forbids them: the call forbids them too, unless some model allows them.
-        forbid_extra = not _allows_extra(raw_schema)
+        forbid_extra = all(
+            n.get("additionalProperties") is not True for n in schema_nodes(raw_schema)
+        )
         is_async = is_async_callable(function)
         return cls(
             name=name,
@@ -537,21 +539,6 @@ def is_async_callable(function: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
         getattr(function, "__call__", None)  # noqa: B004 - objects with an async __call__
     )
-
-
-def _allows_extra(schema: Any) -> bool:
-    """Whether a pydantic model's JSON Schema has an object that allows other keys
-    (``additionalProperties: true``, from ``extra="allow"``)."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("additionalProperties") is True:
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
 
 
 def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseModel]:

@@ -9,9 +9,22 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["meets_strict_mode", "strict_schema"]
+__all__ = ["meets_strict_mode", "schema_nodes", "strict_schema"]
+
+
+def schema_nodes(schema: Any) -> Iterator[Mapping[str, Any]]:
+    """Every object (mapping) in ``schema``, nested ones included, without recursion."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
