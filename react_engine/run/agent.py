@@ -250,15 +250,11 @@ class Agent(Generic[OutputT]):
         self._protocol_spec = protocol
         check_bool(probe, "probe", optional=True)
         self.probe = probe
-        """Under ``protocol="auto"``: before the first run, unless the capability cache
-        already knows this endpoint and model, send one probe request
-        (:mod:`react_engine.transport.probe`) and record what the server does with tools,
-        so that a server silently dropping ``tools`` gets the text protocol before the
-        first question. ``None`` (the default): probe an HTTP endpoint (the agent's own
-        OpenAI-compatible client), never a :class:`ChatModel` the caller passed in
-        (a scripted model, a custom transport: no server to find out about), and a probe
-        that fails is logged and the run goes on. ``False``: never; ``True``: always, and
-        a probe that fails fails the run."""
+        """Under ``protocol="auto"``, unless the capability cache knows this endpoint and
+        model: probe what the server does with tools before the first run
+        (:mod:`react_engine.transport.probe`). ``None``: only the agent's own HTTP client,
+        never a :class:`ChatModel` passed in, and a failed probe is logged; ``False``:
+        never; ``True``: always, and a failed probe fails the run."""
         if not isinstance(protocol, Protocol) and protocol not in protocol_names():
             known = ", ".join(repr(n) for n in protocol_names())
             raise ConfigurationError(
@@ -269,7 +265,7 @@ class Agent(Generic[OutputT]):
         if api_key is not None and not isinstance(api_key, str):  # its value is not shown
             raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
         self._api_key = api_key_from(api_key)
-        self._model_sync, self._model_async = self._connect(client, base_url, self._api_key)
+        self._model_sync = self._model_async = self._connect(client, base_url, self._api_key)
         self._own_client = not isinstance(client, ChatModel)  # an endpoint the agent reaches
         self.base_url = self._model_async.base_url
 
@@ -287,23 +283,21 @@ class Agent(Generic[OutputT]):
         client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None,
         base_url: str | None,
         api_key: str | None,
-    ) -> tuple[ChatModel, ChatModel]:
+    ) -> ChatModel:
         if isinstance(client, ChatModel):
-            return client, client
+            return client
         if client is not None and type(client).__module__.split(".")[0] == "openai":
             import openai  # only when the user passed an openai client: it is imported already
 
             if isinstance(client, openai.OpenAI | openai.AsyncOpenAI):
-                wrapped = OpenAIChatModel(client)
-                return wrapped, wrapped
+                return OpenAIChatModel(client)
         if client is not None:
             raise ConfigurationError(
                 f"client must be an openai client or a ChatModel, not {type(client).__name__}"
             )
         # One async client (one per event loop) for both APIs: ``agent.run()`` drives it on
         # its thread's kept loop (react_engine/runtime.py), with no worker thread per request.
-        model = connect(base_url, api_key, asynchronous=True)
-        return model, model
+        return connect(base_url, api_key, asynchronous=True)
 
     def __repr__(self) -> str:
         return (

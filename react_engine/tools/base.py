@@ -101,15 +101,6 @@ class ToolAnnotations:
             open_world=hint("open_world_hint", "openWorldHint", True),
         )
 
-    def mcp_hints(self) -> dict[str, bool]:
-        """The annotations under MCP's names (``readOnlyHint``...)."""
-        return {
-            "readOnlyHint": self.read_only,
-            "destructiveHint": self.destructive,
-            "idempotentHint": self.idempotent,
-            "openWorldHint": self.open_world,
-        }
-
 
 class ToolOptions(TypedDict, total=False):
     """The options every constructor of a :class:`Tool` takes (:func:`tool`,

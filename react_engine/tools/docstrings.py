@@ -19,11 +19,7 @@ _SPHINX_ARG = re.compile(r"^\s*:param\s+(?:[^:\s]+\s+)?(\w+)\s*:\s*(.*)$")
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a docstring into its summary and per-argument descriptions.
-
-    Understands Google style (``Args:`` then ``name: text`` lines, continuation lines
-    indented deeper) and Sphinx style (``:param name: text``).
-    """
+    """Split a docstring into its summary and per-argument descriptions."""
     summary_lines: list[str] = []
     args: dict[str, str] = {}
     lines = doc.splitlines()
