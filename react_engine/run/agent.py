@@ -30,13 +30,7 @@ from ..transport.endpoint import api_key_from, connect
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key, mask_url
-from ..types import (
-    HistoryItem,
-    OutputT,
-    RunResult,
-    Step,
-    UserTurn,
-)
+from ..types import HistoryItem, OutputT, RunResult, Step, UserTurn
 from . import durable
 from .config import (
     AgentConfig,
@@ -473,12 +467,7 @@ class Agent(Generic[OutputT]):
                 session,
                 history,
                 lambda items: self._arun(
-                    question,
-                    chat_model,
-                    history=items,
-                    sinks=sinks,
-                    streaming=streaming,
-                    **options,
+                    question, chat_model, history=items, sinks=sinks, streaming=streaming, **options
                 ),
             )
         # The run's clock (its deadline, its duration) starts now, not once the run

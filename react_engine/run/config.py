@@ -160,11 +160,7 @@ _HINTS: Final[Mapping[str, str]] = {
 
 
 def with_options(
-    base: AgentConfig,
-    options: Mapping[str, Any],
-    *,
-    what: str,
-    agent_options: Collection[str] = (),
+    base: AgentConfig, options: Mapping[str, Any], *, what: str, agent_options: Collection[str] = ()
 ) -> AgentConfig:
     """``base`` with ``options`` applied: :class:`AgentConfig` fields by name, and the
     :data:`SAMPLING_SHORTHANDS` merged into its ``settings``.

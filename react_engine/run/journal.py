@@ -50,9 +50,7 @@ class Journal(Protocol):
     async def failed(self, error: BaseException) -> None: ...
     def last_protocol(self) -> str | None: ...
     def resume_on(
-        self,
-        live: tuple[RunProtocol, str],
-        make_reader: Callable[[str], RunProtocol],
+        self, live: tuple[RunProtocol, str], make_reader: Callable[[str], RunProtocol]
     ) -> tuple[RunProtocol, str]: ...
 
     # --- model replies and steps (the loop) ---------------------------------------------------

@@ -70,16 +70,7 @@ from .events import (
 )
 from .execution import Abort, AwaitApproval, RepeatedCall, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
-from .state import (
-    RUN_EVENT,
-    Finish,
-    Outcome,
-    RunAgain,
-    RunState,
-    Stop,
-    call_user,
-    no_final_answer,
-)
+from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, call_user, no_final_answer
 
 __all__ = ["FINAL_ANSWER_RETRIES", "Control", "Loop", "LoopDeps"]
 
@@ -512,8 +503,7 @@ def _failed_turn(state: RunState, ctl: Control) -> Outcome:
     budget = state.config.max_consecutive_errors
     if ctl.consecutive_errors > budget:
         return Stop(
-            "error_budget",
-            f"{ctl.consecutive_errors} consecutive failed turns (budget {budget})",
+            "error_budget", f"{ctl.consecutive_errors} consecutive failed turns (budget {budget})"
         )
     return RunAgain()
 

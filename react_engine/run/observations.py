@@ -18,12 +18,7 @@ from pydantic import BaseModel
 from ..text import valid_unicode
 from ..types import HistoryItem, Step
 
-__all__ = [
-    "render_observation",
-    "serialize_result",
-    "shorten_observations",
-    "truncate",
-]
+__all__ = ["render_observation", "serialize_result", "shorten_observations", "truncate"]
 
 
 def _default(value: Any) -> Any:

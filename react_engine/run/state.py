@@ -20,15 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..protocols.base import FormatError, Protocol
 from ..tools.base import is_async_callable
 from ..transport.capabilities import Capabilities
-from ..types import (
-    ActionRecord,
-    HistoryItem,
-    ModelResponse,
-    RunResult,
-    Step,
-    StopReason,
-    Usage,
-)
+from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, StopReason, Usage
 from .config import AgentConfig
 from .events import Event, RunNotice
 
@@ -157,11 +149,7 @@ class RunState:
         return None if deadline is None else self.started + deadline
 
     def result(
-        self,
-        answer: str | None,
-        reason: StopReason,
-        error: str | None = None,
-        output: Any = None,
+        self, answer: str | None, reason: StopReason, error: str | None = None, output: Any = None
     ) -> RunResult:
         return RunResult(
             question=self.question,
