@@ -290,28 +290,21 @@ class Tool:
         try:
             hints = get_type_hints(function, include_extras=True)
         except Exception as exc:  # a NameError from a forward reference, typically
-            raise ToolDefinitionError(
-                f"tool {tool_name!r}: cannot resolve type hints: {exc}", tool_name=tool_name
-            ) from exc
+            raise _bad(tool_name, f"cannot resolve type hints: {exc}") from exc
         fields: dict[str, Any] = {}
         for pname, param in sig.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise ToolDefinitionError(
-                    f"tool {tool_name!r}: *{pname} / **{pname} cannot be described as JSON "
+                raise _bad(
+                    tool_name,
+                    f"*{pname} / **{pname} cannot be described as JSON "
                     "Schema; give every argument a name and a type",
-                    tool_name=tool_name,
                 )
             if param.kind is param.POSITIONAL_ONLY:
-                raise ToolDefinitionError(
-                    f"tool {tool_name!r}: positional-only parameter {pname!r} cannot be "
-                    "passed by name",
-                    tool_name=tool_name,
+                raise _bad(
+                    tool_name, f"positional-only parameter {pname!r} cannot be passed by name"
                 )
             if pname not in hints:
-                raise ToolDefinitionError(
-                    f"tool {tool_name!r}: parameter {pname!r} has no type annotation",
-                    tool_name=tool_name,
-                )
+                raise _bad(tool_name, f"parameter {pname!r} has no type annotation")
             annotation = hints[pname]
             default = ... if param.default is param.empty else param.default
             finfo = (
@@ -322,10 +315,9 @@ class Tool:
             fields[pname] = (annotation, finfo)
         unknown = sorted(set(arg_docs) - set(sig.parameters))
         if unknown:
-            raise ToolDefinitionError(
-                f"tool {tool_name!r}: the docstring documents {', '.join(unknown)}, which the "
-                "function does not take",
-                tool_name=tool_name,
+            raise _bad(
+                tool_name,
+                f"the docstring documents {', '.join(unknown)}, which the function does not take",
             )
         try:
             model = pydantic.create_model(
@@ -334,9 +326,7 @@ class Tool:
                 **fields,
             )
         except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-            raise ToolDefinitionError(
-                f"tool {tool_name!r}: cannot build an argument model: {exc}", tool_name=tool_name
-            ) from exc
+            raise _bad(tool_name, f"cannot build an argument model: {exc}") from exc
         if description is None:
             description = summary
         return cls._build(tool_name, description, model, function, pass_model=False, **options)
@@ -359,9 +349,7 @@ class Tool:
         tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_name(tool_name)
         if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
-            raise ToolDefinitionError(
-                f"tool {tool_name!r}: {args_model!r} is not a pydantic model", tool_name=tool_name
-            )
+            raise _bad(tool_name, f"{args_model!r} is not a pydantic model")
         sig = inspect.signature(function)
         params = [
             p for p in sig.parameters.values() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
@@ -387,11 +375,9 @@ class Tool:
                     parts.append(f"fields the function does not take: {', '.join(missing)}")
                 if extra:
                     parts.append(f"required parameters the model lacks: {', '.join(extra)}")
-                raise ToolDefinitionError(
-                    f"tool {tool_name!r}: {args_model.__name__} and the function disagree ("
-                    + "; ".join(parts)
-                    + ")",
-                    tool_name=tool_name,
+                raise _bad(
+                    tool_name,
+                    f"{args_model.__name__} and the function disagree (" + "; ".join(parts) + ")",
                 )
         doc = description
         if doc is None:
@@ -423,10 +409,10 @@ class Tool:
 
         _check_name(name)
         if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
-            raise ToolDefinitionError(
-                f"tool {name!r}: the arguments' schema must be a JSON Schema of an object, "
+            raise _bad(
+                name,
+                "the arguments' schema must be a JSON Schema of an object, "
                 f"not {str(parameters)[:100]}",
-                tool_name=name,
             )
         check = schema_check(name, parameters)
         schema = dict(parameters)
@@ -460,41 +446,33 @@ class Tool:
         max_observation_chars = options.get("max_observation_chars")
         inline = options.get("inline", False)
         if not isinstance(inline, bool):
-            raise ToolDefinitionError(
-                f"tool {name!r}: inline must be True or False, not {inline!r}", tool_name=name
-            )
+            raise _bad(name, f"inline must be True or False, not {inline!r}")
         if annotations is not None and not isinstance(annotations, ToolAnnotations):
-            raise ToolDefinitionError(
-                f"tool {name!r}: annotations must be a ToolAnnotations, not {annotations!r}",
-                tool_name=name,
-            )
+            raise _bad(name, f"annotations must be a ToolAnnotations, not {annotations!r}")
         if timeout is not None and (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
             or not math.isfinite(timeout)
             or timeout <= 0
         ):
-            raise ToolDefinitionError(
-                f"tool {name!r}: timeout must be a positive, finite number of seconds or None, "
-                f"not {timeout!r}",
-                tool_name=name,
+            raise _bad(
+                name,
+                f"timeout must be a positive, finite number of seconds or None, not {timeout!r}",
             )
         if max_observation_chars is not None and (
             isinstance(max_observation_chars, bool)
             or not isinstance(max_observation_chars, int)
             or max_observation_chars < 1
         ):
-            raise ToolDefinitionError(
-                f"tool {name!r}: max_observation_chars must be a positive int or None, "
+            raise _bad(
+                name,
+                "max_observation_chars must be a positive int or None, "
                 f"not {max_observation_chars!r}",
-                tool_name=name,
             )
         try:
             raw_schema = args_model.model_json_schema()
         except Exception as exc:
-            raise ToolDefinitionError(
-                f"tool {name!r}: its arguments have no JSON Schema: {exc}", tool_name=name
-            ) from exc
+            raise _bad(name, f"its arguments have no JSON Schema: {exc}") from exc
         parameters = strict_schema(raw_schema)
         strict = meets_strict_mode(parameters)
         # pydantic ignores unknown keys in nested models unless told otherwise, while the
@@ -543,10 +521,7 @@ def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseMo
     props = schema.get("properties") or {}
     required = schema.get("required") or []
     if not isinstance(props, Mapping) or not isinstance(required, list):
-        raise ToolDefinitionError(
-            f"tool {tool_name!r}: 'properties' must be an object and 'required' a list",
-            tool_name=tool_name,
-        )
+        raise _bad(tool_name, "'properties' must be an object and 'required' a list")
     fields: dict[str, Any] = {}
     for i, (key, node) in enumerate(props.items()):
         plain = isinstance(key, str) and key.isidentifier() and not key.startswith("_")
@@ -566,9 +541,7 @@ def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseMo
     try:
         return pydantic.create_model(_model_name(tool_name), __config__=config, **fields)
     except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-        raise ToolDefinitionError(
-            f"tool {tool_name!r}: cannot build an argument model: {exc}", tool_name=tool_name
-        ) from exc
+        raise _bad(tool_name, f"cannot build an argument model: {exc}") from exc
 
 
 def arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
@@ -578,6 +551,10 @@ def arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
         return validated
     data: dict[str, Any] = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
     return data
+
+
+def _bad(tool_name: str, why: str) -> ToolDefinitionError:
+    return ToolDefinitionError(f"tool {tool_name!r}: {why}", tool_name=tool_name)
 
 
 def _check_name(name: str) -> None:
