@@ -1,6 +1,8 @@
 """The runtime under every layer: threads for blocking work and the event loop of a blocking
 run, on public ``asyncio`` and ``threading`` only.
 
+- :func:`run_blocking`: a blocking call (reading a long reply) on one shared
+  ``ThreadPoolExecutor``.
 - :func:`run_sync_call`: a sync tool, approver, callback or sync client's request on a
   bounded pool of daemon threads, within a timeout (:class:`DeadlinePassed`). A call its
   caller gave up on is left to end on its own thread, counted as stuck until then; past
@@ -9,7 +11,7 @@ run, on public ``asyncio`` and ``threading`` only.
   an ``asyncio.Runner`` kept per thread (its loop, and the HTTP clients opened on it, serve
   the thread's next runs); Ctrl-C cancels the run (the runner's own handler).
 
-After ``os.fork()`` the child gets a fresh pool and a fresh runner: the parent's threads are
+After ``os.fork()`` the child gets fresh pools and a fresh runner: the parent's threads are
 not in the child, and the parent's loop shares its selector with the parent.
 """
 
@@ -35,6 +37,7 @@ __all__ = [
     "MAX_TOOL_THREADS",
     "DeadlinePassed",
     "ThreadsExhausted",
+    "run_blocking",
     "run_coroutine",
     "run_sync_call",
     "stuck_threads",
@@ -64,6 +67,38 @@ class DeadlinePassed(ReactEngineError, TimeoutError):
         self.timeout = timeout
         self.started = started
         """False for a sync call that was still waiting for a thread: it never ran."""
+
+
+def _no_stop_iteration(function: Callable[[], T]) -> T:
+    """``function()``, with a ``StopIteration`` it raises turned into a ``RuntimeError``: an
+    asyncio future cannot hold one."""
+    try:
+        return function()
+    except StopIteration as exc:
+        raise RuntimeError(f"the call raised {exc!r}") from None
+
+
+# --- blocking calls --------------------------------------------------------------------------
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="react-engine")
+        return _POOL
+
+
+async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``await`` a blocking call on the shared pool, with the caller's context variables.
+
+    Cancelling the caller drops a call still queued; one already running ends on its own."""
+    work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_pool(), _no_stop_iteration, work)
 
 
 # --- sync tools ------------------------------------------------------------------------------
@@ -115,7 +150,8 @@ def _settle(call: _Call) -> None:
 class _ToolPool:
     """A bounded pool of daemon threads for sync tools.
 
-    Of daemon threads, so that a tool stuck past its timeout never keeps
+    Apart from :func:`run_blocking`'s pool, so that stuck tools never starve it; of daemon
+    threads, so that a tool stuck past its timeout never keeps
     the interpreter from exiting (``ThreadPoolExecutor`` joins its threads at exit). A call
     abandoned while it runs gives its thread up: the thread ends when the call does, and
     another may take its place, within the caps."""
@@ -350,9 +386,11 @@ async def _let_tasks_end() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """The parent's threads are not in the child, and its pool's lock may be held by one
-    of them: a fresh pool (and, on first use, a fresh runner: see :func:`_kept_runner`)."""
-    global _TOOLS
+    """The parent's threads are not in the child, and its pools' locks may be held by one
+    of them: fresh pools (and, on first use, a fresh runner: see :func:`_kept_runner`)."""
+    global _POOL, _POOL_LOCK, _TOOLS
+    _POOL = None
+    _POOL_LOCK = threading.Lock()
     _TOOLS = _ToolPool()
 
 
