@@ -204,21 +204,16 @@ class Loop:
         try:
             async with scope:
                 reply = await self._request(state, ctl, request, index)
-        except TimeoutError as exc:
-            if not scope.expired():
+        except (TimeoutError, ModelAPIError) as exc:
+            if isinstance(exc, TimeoutError) and not scope.expired():
                 raise
             state.emit(ModelCallFailed(index, exc))
-            return _deadline_stop(state)
-        except ContextWindowExceeded as exc:
-            state.emit(ModelCallFailed(index, exc))
-            return self._make_room(state, exc)
-        except ModelRequestError as exc:
-            state.emit(ModelCallFailed(index, exc))
-            if self._adapt(state, ctl, exc):
+            if isinstance(exc, TimeoutError):
+                return _deadline_stop(state)
+            if isinstance(exc, ContextWindowExceeded):
+                return self._make_room(state, exc)
+            if isinstance(exc, ModelRequestError) and self._adapt(state, ctl, exc):
                 return RunAgain()
-            raise
-        except ModelAPIError as exc:
-            state.emit(ModelCallFailed(index, exc))
             raise
         if state.sinks:
             state.emit(ModelCallFinished(index, reply, time.perf_counter() - started))
@@ -333,8 +328,6 @@ class Loop:
                 state.emit(ActionDecided(index, tuple(calls)))
             case FinalAnswer(answer=answer):
                 state.emit(AnswerGiven(index, answer))
-            case FormatError():
-                pass
 
     async def _run_calls(
         self, state: RunState, ctl: Control, step: Step, decision: CallTools, started: float
