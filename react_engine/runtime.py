@@ -267,12 +267,8 @@ async def run_sync_call(
     pool = _TOOLS
     pool.submit(call)
     try:
-        if timeout is None:
+        async with asyncio.timeout(timeout):  # not wait_for: no task of its own
             value: T = await call.waiter
-        else:
-            # asyncio.timeout, not wait_for: no task of its own.
-            async with asyncio.timeout(timeout):
-                value = await call.waiter
         return value
     except BaseException as exc:
         status = pool.abandon(call)

@@ -315,10 +315,6 @@ class Agent(Generic[OutputT]):
         protocol, reason = choose(self._protocol_spec, self._options(caps), why)
         return protocol, reason, caps
 
-    def _probes(self) -> bool:
-        """Whether an ``"auto"`` run probes first (:attr:`probe`)."""
-        return self.probe if self.probe is not None else self._own_client
-
     async def _probe_once(self, chat_model: ChatModel, timeout: float | None = None) -> None:
         """Probe the endpoint unless the cache already holds what a probe records (each
         request taking no longer than one of the run's may: ``timeout``)."""
@@ -499,7 +495,8 @@ class Agent(Generic[OutputT]):
                 )
             if self.approve is not None and self.mcp_servers and not _guarded(tools):
                 log.warning("approve= is set, but no tool of this run requires approval")
-            if self._protocol_spec == "auto" and self._probes():
+            probes = self.probe if self.probe is not None else self._own_client
+            if self._protocol_spec == "auto" and probes:
                 await self._probe_once(chat_model, cfg.settings.timeout)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
