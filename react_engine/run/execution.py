@@ -1,14 +1,8 @@
 """Running the calls of one reply: approval, timeouts, loop detection, observations.
 
-Every way a call can go wrong ends in its :class:`~react_engine.types.ActionRecord` (an
-unknown tool, arguments that fail validation, a denied approval, a timeout, a tool that
-raises) and so in an observation the model reads; nothing here raises for a bad call.
-
-The runner decides nothing about the run: :meth:`ToolRunner.run` returns the records with a
-:data:`Verdict` (go on, ask for the final answer because a call repeats, stop awaiting
-approvals, or abort because a tool raised a ``BaseException``), and the loop
-(:mod:`react_engine.run.loop`) alone acts on it.
-"""
+Every way a call can go wrong ends in its :class:`~react_engine.types.ActionRecord`, so in an
+observation the model reads; nothing here raises for a bad call. :meth:`ToolRunner.run`
+returns the records with a :data:`Verdict`, and the loop alone acts on it."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""One run's state, and what each turn of the loop returns.
-
-A turn of the loop (:class:`react_engine.run.loop.Loop`) returns one of three small
-outcomes: :class:`RunAgain`, :class:`Finish` or :class:`Stop`. :class:`RunState` holds what
-a run accumulates (history, steps, usage, events); what decides where the run goes next
-(its budgets, a forced final answer, the error count) is the loop's own, in
-:class:`react_engine.run.loop.Control`, and nothing else writes it.
-"""
+"""One run's state (:class:`RunState`), and what a turn of the loop returns (:class:`RunAgain`,
+:class:`Finish` or :class:`Stop`); where the run goes next is the loop's own
+(:class:`react_engine.run.loop.Control`)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """Tools: a callable plus the pydantic model that describes and validates its arguments.
 
-``@tool`` reads a typed function's signature and docstring once, at definition time, and
-builds one pydantic model from it. That model produces the JSON Schema sent to the API
-and rendered into the text protocol's prompt (self-contained, extra keys forbidden; marked
-``"strict": true`` only when OpenAI's strict mode accepts it, see :func:`meets_strict_mode`),
-and validates every call's arguments before the function runs. Anything that does not add
-up (a parameter without a type, a docstring that documents a parameter the function does
-not have, a pydantic model whose fields are not the function's parameters) is a
-:class:`ToolDefinitionError` raised where the tool is defined, not in the middle of a run.
-"""
+``@tool`` reads a typed function's signature and docstring once, at definition time, into one
+pydantic model: it gives the JSON Schema sent to the model and validates every call's
+arguments before the function runs. A definition that does not add up is a
+:class:`ToolDefinitionError` where the tool is defined, not in the middle of a run."""
 
 from __future__ import annotations
 
