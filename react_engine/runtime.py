@@ -148,13 +148,9 @@ def _settle(call: _Call) -> None:
 
 
 class _ToolPool:
-    """A bounded pool of daemon threads for sync tools.
-
-    Apart from :func:`run_blocking`'s pool, so that stuck tools never starve it; of daemon
-    threads, so that a tool stuck past its timeout never keeps
-    the interpreter from exiting (``ThreadPoolExecutor`` joins its threads at exit). A call
-    abandoned while it runs gives its thread up: the thread ends when the call does, and
-    another may take its place, within the caps."""
+    """A bounded pool of daemon threads for sync tools, apart from :func:`run_blocking`'s, so
+    that stuck tools never starve it; daemon threads never keep the interpreter from exiting. A
+    call abandoned while it runs gives its thread up (within the caps, another may start)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -254,13 +250,11 @@ def tool_threads() -> int:
 async def run_sync_call(
     function: Callable[..., T], /, *args: Any, timeout: float | None = None, **kwargs: Any
 ) -> T:
-    """``await`` a sync tool (or approver, or callback) on a daemon thread, within
-    ``timeout`` seconds, with the caller's context variables.
-
-    Raises :class:`DeadlinePassed` when the time is up and :class:`ThreadsExhausted` when
-    too many earlier calls are stuck; in both cases, and when the caller is cancelled, a call
-    still running is left to finish on its own thread. A ``TimeoutError`` the function
-    raises is raised as it is."""
+    """``await`` a sync tool (or approver, or callback) on a daemon thread, within ``timeout``
+    seconds, with the caller's context variables: :class:`DeadlinePassed` when the time is up,
+    :class:`ThreadsExhausted` when too many earlier calls are stuck (a call still running is then
+    left to finish on its own thread, as when the caller is cancelled); a ``TimeoutError`` the
+    function raises is raised as it is."""
     loop = asyncio.get_running_loop()
     work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
     call = _Call(work, loop, loop.create_future())

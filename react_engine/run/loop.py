@@ -502,17 +502,10 @@ def _failed_turn(state: RunState, ctl: Control) -> Outcome:
 
 
 def _settings(state: RunState, left: float | None) -> ModelSettings:
-    """The request settings, shaped to the model and ending with the run's deadline
-    (``left``: the seconds the run has left, ``None`` without a deadline).
-
-    A model that takes no ``temperature`` (``Capabilities.sampling`` false: OpenAI's
-    reasoning models answer HTTP 400 to any but the default) is sent none, nor ``top_p``.
-
-    A blocking client's request runs in a worker thread that cancelling cannot stop,
-    and ``asyncio.run`` waits for that thread: without a timeout that ends with the
-    deadline, ``agent.run(deadline=5)`` against a server that hangs would return only
-    when the HTTP timeout (600 s by default) fires.
-    """
+    """The request settings, shaped to the model and ending with the run's deadline (``left``
+    seconds; ``None``: no deadline). A model that takes no ``temperature``
+    (``Capabilities.sampling`` false) is sent none, nor ``top_p``; the request's timeout ends
+    with the deadline, as a blocking client's request cannot be cancelled."""
     settings = state.config.settings
     if not state.caps.sampling and (settings.temperature, settings.top_p) != (None, None):
         settings = dataclasses.replace(settings, temperature=None, top_p=None)
@@ -524,16 +517,10 @@ def _settings(state: RunState, left: float | None) -> ModelSettings:
 def _abort(state: RunState, exc: BaseException) -> None:
     """End the run after a tool raised a ``BaseException`` (its step is recorded).
 
-    ``SystemExit``, a ``CancelledError`` the tool raised itself and ``GeneratorExit``
-    become :class:`RunAborted`, with the original as its ``__cause__``: a tool has no
-    business ending the caller's program or task. Any other ``BaseException``
-    (``KeyboardInterrupt``, a test framework's ``Failed``, gevent's ``Timeout``) is
-    re-raised as it is, so that it does what its raiser meant (Ctrl-C stops the
-    program, ``pytest.fail`` fails the test; turning it into an ``Exception`` would let
-    ``except Exception`` swallow it). Either way the result so far, with the step of
-    the call that raised, rides on it as ``exc.result`` (a conversation's history keeps
-    the step anyway).
-    """
+    ``SystemExit``, ``GeneratorExit`` and a tool's own ``CancelledError`` become
+    :class:`RunAborted` (their ``__cause__``): a tool has no business ending the caller's program
+    or task. Any other (``KeyboardInterrupt``, ``pytest.fail``'s) is raised as it is, to do what
+    its raiser meant. Either way the result so far rides on it as ``exc.result``."""
     message = f"a tool raised {type(exc).__name__}; the run was aborted"
     result = state.result(None, "error", error=message)
     if isinstance(exc, SystemExit | GeneratorExit | asyncio.CancelledError):

@@ -51,16 +51,10 @@ class ToolArgumentsError(ModelBehaviorError, ValueError):
 class ToolAnnotations:
     """What calling a tool does to the world: MCP's tool annotations, under Python names.
 
-    The defaults are MCP's, i.e. the worst case: a tool that says nothing may change
-    things (``read_only=False``), destroy them (``destructive=True``), do so again when
-    called again (``idempotent=False``) and reach outside the program (``open_world=True``).
-    They are hints about the tool, given by whoever defined it, not promises the engine
-    can check. The engine uses ``read_only``: when a reply holds several calls, only the
-    independent read-only ones and the first other one run (see
-    :mod:`react_engine.protocols.policy`); the others are reported to the model as not run.
-    ``destructive`` and ``idempotent`` mean something only for a tool that is not
-    read-only.
-    """
+    The defaults are MCP's worst case (it may change, destroy, repeat, reach outside). They are
+    hints from whoever defined the tool, not promises. The engine uses ``read_only``: of a
+    reply's several calls, the independent read-only ones and the first other one run
+    (:mod:`react_engine.protocols.policy`)."""
 
     read_only: bool = False
     """The tool changes nothing (MCP ``readOnlyHint``)."""
@@ -231,15 +225,10 @@ class Tool:
         self, validated: BaseModel | dict[str, Any], timeout: float | None = None
     ) -> Any:
         """Run the function with validated arguments, within ``timeout`` seconds
-        (:class:`~react_engine.runtime.DeadlinePassed`, a :class:`TimeoutError`, past it;
-        a ``TimeoutError`` the function raises itself is raised as it is).
-
-        A sync function runs on a worker thread, not on the event loop: a slow or stuck one
-        would stall every run on the loop and ignore the timeout. A thread cannot be
-        stopped, so one that overruns is left to finish on its own (see
-        :func:`react_engine.runtime.run_sync_call`). A tool declared :attr:`inline` is
-        called right here instead, and ``timeout`` does not apply to it.
-        """
+        (:class:`~react_engine.runtime.DeadlinePassed` past it; a ``TimeoutError`` the function
+        raises itself is raised as it is). A sync function runs on a worker thread
+        (:func:`react_engine.runtime.run_sync_call`), left to finish on its own if it overruns; an
+        :attr:`inline` one is called right here, and ``timeout`` does not apply to it."""
         if self.pass_model:
             call = functools.partial(self.function, validated)
         elif self.pass_arguments:
@@ -394,12 +383,10 @@ class Tool:
         """Build a tool from a JSON Schema of its arguments plus a function (sync or async)
         that takes them as one dict: a tool defined elsewhere, such as an MCP server's.
 
-        The schema is sent as it is, made self-contained (``$defs`` inlined, titles dropped)
-        and closed to other keys unless it says otherwise. Every call's arguments are
-        checked against the whole schema as written (with the ``jsonschema`` package: see
-        :mod:`react_engine.tools._schema_check`) before the function runs; a schema that is not
-        valid JSON Schema is a :class:`ToolDefinitionError` here.
-        """
+        The schema is sent self-contained and closed to other keys unless it says otherwise; every
+        call's arguments are checked against the whole schema as written
+        (:mod:`react_engine.tools._schema_check`), and a schema that is not valid JSON Schema is a
+        :class:`ToolDefinitionError` here."""
         from ._schema_check import schema_check
 
         _check_name(name)

@@ -77,11 +77,9 @@ def _require_mcp() -> None:
 class MCPServerHandle:
     """How to reach an MCP server, and, inside ``async with``, a connection to it.
 
-    The base of :class:`MCPServerStdio` and :class:`MCPServerHTTP`. ``prefix`` goes before
-    each of the server's tool names; ``requires_approval`` makes every one of its tools ask
-    the agent's approval callback first; ``timeout`` is how long to wait for any one answer
-    from the server (the handshake, a listing, a call), ``None`` for no limit.
-    """
+    ``prefix`` goes before each of its tool names; ``requires_approval`` makes each of them ask
+    the approval callback first; ``timeout``: seconds to wait for any one answer (``None``: no
+    limit)."""
 
     def __init__(
         self,
@@ -118,11 +116,8 @@ class MCPServerHandle:
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[MCPConnection]:
-        """A new connection, its tools listed, closed when the ``async with`` ends.
-
-        Every call opens its own (a stdio server starts a process of its own): this is
-        what the agent does for each run.
-        """
+        """A new connection (a stdio server starts a process of its own), its tools listed,
+        closed when the ``async with`` ends: what the agent does for each run."""
         from mcp import Client
 
         yielded = False
