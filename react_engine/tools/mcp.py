@@ -166,12 +166,8 @@ class MCPServerHandle:
                 "first (concurrent runs can share a handle through Agent(mcp_servers=...), "
                 "which connects once per run)"
             )
-        stack = AsyncExitStack()
-        try:
-            self._connection = await stack.enter_async_context(self.connect())
-        except BaseException:
-            await stack.aclose()
-            raise
+        stack = AsyncExitStack()  # holds nothing unless the connection opened
+        self._connection = await stack.enter_async_context(self.connect())
         self._stack = stack
         return self
 
