@@ -482,13 +482,12 @@ class Agent(Generic[OutputT]):
         from . import running
 
         async with running.connected_tools(self.mcp_servers, self.tools) as tools:
-            if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
-                t.name for t in tools
-            }:
+            names = {t.name for t in tools}
+            if cfg.tool_choice not in ("auto", "required", "none", *names):
                 raise ConfigurationError(
                     f"tool_choice {cfg.tool_choice!r} names no tool of this agent"
                 )
-            if output_spec(cfg.output_type) is not None and FINAL_RESULT in {t.name for t in tools}:
+            if output_spec(cfg.output_type) is not None and FINAL_RESULT in names:
                 raise ConfigurationError(
                     f"a tool is named {FINAL_RESULT!r}, the name of the tool that gives a "
                     "typed final answer (output_type): rename it"
