@@ -52,11 +52,8 @@ class ThreadsExhausted(ReactEngineError, RuntimeError):
 
 
 class DeadlinePassed(ReactEngineError, TimeoutError):
-    """The engine's own time limit for a call passed.
-
-    Apart from a ``TimeoutError`` the call raised itself (an HTTP client's read timeout
-    inside a tool, ``socket.timeout``), which is the call's own error, not the engine's.
-    """
+    """The engine's own time limit for a call passed (not a ``TimeoutError`` the call
+    raised itself, which is the call's own error)."""
 
     def __init__(self, timeout: float, *, started: bool = True) -> None:
         super().__init__(
@@ -292,9 +289,8 @@ class _Kept:
         self.pid = os.getpid()
 
     def close(self) -> None:
-        """What ``asyncio.run`` does at its end: cancel what is left, finalise the async
-        generators (``shutdown_asyncgens``: an async client's closer among them), join the
-        default executor, close the loop."""
+        """What ``asyncio.run`` does at its end (``Runner.close``: cancel what is left,
+        ``shutdown_asyncgens``, join the default executor, close the loop)."""
         if self.pid == os.getpid():
             with contextlib.suppress(Exception):
                 self.runner.close()

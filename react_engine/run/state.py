@@ -116,10 +116,8 @@ class RunState:
     steps it has rendered, so that a request renders only what is new."""
 
     def emit(self, event: Event) -> None:
-        """The one point where the loop reports what happens (see :mod:`react_engine.run.events`).
-
-        On the hot path callers check ``if state.sinks:`` first, so that a run nobody
-        listens to (``arun`` without a tracer) builds no event objects at all."""
+        """The one point where the loop reports what happens (:mod:`react_engine.run.events`);
+        callers check ``if state.sinks:`` first, so a run nobody listens to builds no event."""
         for sink in self.sinks:
             sink(event)
 
