@@ -291,24 +291,20 @@ class ToolRunner:
             if exc.started:
                 log.warning("no approval for %s before the run's deadline", tool.name)
                 late = ObservationCode.APPROVAL_TIMED_OUT
-            _fail(record, "denied", Note(late), language)
-            return False
+            denied = Note(late)
         except ThreadsExhausted as exc:
-            _fail(
-                record, "denied", Note(ObservationCode.APPROVAL_UNASKED, detail=str(exc)), language
-            )
-            return False
+            denied = Note(ObservationCode.APPROVAL_UNASKED, detail=str(exc))
         except Exception as exc:  # a failing approver approves nothing
             log.warning("the approval callback failed for %s: %r", tool.name, exc)
-            failed = Note(ObservationCode.APPROVAL_FAILED, kind=type(exc).__name__)
-            _fail(record, "denied", failed, language)
-            return False
-        if verdict == "defer":
-            return self._defer(state, batch, record)
-        if verdict is not True:
-            _fail(record, "denied", Note(ObservationCode.NOT_APPROVED), language)
-            return False
-        return True
+            denied = Note(ObservationCode.APPROVAL_FAILED, kind=type(exc).__name__)
+        else:
+            if verdict == "defer":
+                return self._defer(state, batch, record)
+            if verdict is True:
+                return True
+            denied = Note(ObservationCode.NOT_APPROVED)
+        _fail(record, "denied", denied, language)
+        return False
 
     async def _invoke(
         self, state: RunState, record: ActionRecord, tool: Tool, validated: Any
