@@ -322,24 +322,18 @@ class ToolRunner:
         except DeadlinePassed as exc:
             # Only the engine's own limit: a TimeoutError the tool raised itself (its HTTP
             # client's, say) is the tool's error, below, with its own text.
-            seconds = f"{timeout:g}"
-            message = Note(ObservationCode.TIMEOUT, tool=tool.name, seconds=seconds)
+            code, words = ObservationCode.TIMEOUT, {"tool": tool.name, "seconds": f"{timeout:g}"}
             if not exc.started:
-                stuck = str(stuck_threads())
-                message = Note(
-                    ObservationCode.NEVER_STARTED, tool=tool.name, seconds=seconds, stuck=stuck
-                )
+                code, words["stuck"] = ObservationCode.NEVER_STARTED, str(stuck_threads())
             elif not tool.is_async:
-                message = Note(
-                    ObservationCode.TIMEOUT_STILL_RUNNING, tool=tool.name, seconds=seconds
-                )
+                code = ObservationCode.TIMEOUT_STILL_RUNNING
                 event = (
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "
                     f"({stuck_threads()} sync calls stuck)"
                 )
                 log.warning("%s", event, extra=RUN_EVENT)
                 state.note(event)
-            _fail(record, "timeout", message, language)
+            _fail(record, "timeout", Note(code, **words), language)
         except ThreadsExhausted as exc:
             message = Note(ObservationCode.NO_THREAD, tool=tool.name, detail=str(exc))
             log.warning("%s", message, extra=RUN_EVENT)
@@ -347,12 +341,8 @@ class ToolRunner:
             _fail(record, "error", message, language)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            _fail(
-                record,
-                "error",
-                Note(ObservationCode.TOOL_FAILED, tool=tool.name, error=error),
-                language,
-            )
+            failed = Note(ObservationCode.TOOL_FAILED, tool=tool.name, error=error)
+            _fail(record, "error", failed, language)
         finally:
             record.duration_s = time.perf_counter() - started
 
