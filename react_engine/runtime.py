@@ -325,14 +325,10 @@ def _kept_runner() -> _Kept:
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, as ``asyncio.run`` does: in a task of
-    its own with a copy of the caller's context, the first Ctrl-C cancelling it and raising
-    ``KeyboardInterrupt``, no event loop left current.
-
-    The thread's loop is kept for its next runs while a run leaves no task behind (a task
-    left gets a few loop iterations to end); a run that leaves one still pending, fails or is
-    interrupted closes the loop, as ``asyncio.run`` would. Called
-    inside a running event loop, the coroutine runs on a thread of its own."""
+    """Run a coroutine to completion from sync code, as ``asyncio.run`` does (a task with a copy of
+    the caller's context, Ctrl-C cancelling it, no loop left current), on the thread's kept loop:
+    a run that leaves a task pending, fails or is interrupted closes it. Inside a running loop,
+    the coroutine runs on a thread of its own."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -102,23 +102,15 @@ class AgentOptions(Options, total=False):
 class Agent(Generic[OutputT]):
     """A ReAct agent: a model, tools, and a protocol chosen per model.
 
-    ``protocol`` is ``"auto"`` (the capability registry decides, and a server that rejects
-    tools switches the run to text), ``"function_calling"``, ``"text"``, ``"structured"``
-    (one JSON object per reply), or a :class:`Protocol` instance. The endpoint is
-    ``client=`` (an ``openai`` client or any :class:`ChatModel`), else
-    ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Limits are
-    :class:`AgentConfig` fields, given as keywords; ``output_type`` (one of them) makes the
-    final answer typed: ``result.output`` is then the validated value (a pydantic model
-    instance, a list...). ``temperature``, ``max_tokens``, ``seed`` and ``top_p``, given as
-    keywords, go into ``settings``. ``mcp_servers`` (MCP server handles, see
-    :mod:`react_engine.tools.mcp`) are connected for each run and their tools added to ``tools``.
-
-    The agent is generic in its output type: ``Agent(m, output_type=Person)`` is an
-    ``Agent[Person]``, whose runs give a ``RunResult[Person]``; without an ``output_type``,
-    an ``Agent[str]``. The options are typed (:class:`~react_engine.run.config.Options`): a type
-    checker refuses a misspelt one, and so does the agent at run time
-    (:class:`~react_engine.errors.UnknownOptionError`, a ``TypeError``).
-    """
+    ``protocol`` is ``"auto"`` (the capability registry decides; a server that rejects tools
+    switches the run to text), ``"function_calling"``, ``"text"``, ``"structured"`` or a
+    :class:`Protocol` instance. The endpoint is ``client=`` (an ``openai`` client or any
+    :class:`ChatModel`), else ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``. Limits are :class:`AgentConfig` fields, as typed keywords
+    (:class:`~react_engine.run.config.Options`; a misspelt one is an ``UnknownOptionError``);
+    ``temperature``, ``max_tokens``, ``seed`` and ``top_p`` go into ``settings``. ``mcp_servers``
+    are connected for each run, their tools added. ``Agent(m, output_type=Person)`` is an
+    ``Agent[Person]``, whose runs give a ``RunResult[Person]``; without one, an ``Agent[str]``."""
 
     @overload
     def __init__(

@@ -162,18 +162,10 @@ _HINTS: Final[Mapping[str, str]] = {
 def with_options(
     base: AgentConfig, options: Mapping[str, Any], *, what: str, agent_options: Collection[str] = ()
 ) -> AgentConfig:
-    """``base`` with ``options`` applied: :class:`AgentConfig` fields by name, and the
-    :data:`SAMPLING_SHORTHANDS` merged into its ``settings``.
-
-    ``what`` names the caller in errors (``"Agent"`` or ``"run"``). ``agent_options`` are
-    the names ``Agent(...)`` takes besides the configuration: suggested for a misspelt
-    ``Agent`` option, and named as not per-run options when a run is given one.
-
-    A shorthand overrides the same field of ``base.settings`` (the agent's settings, when
-    a run is given one). Given together with ``settings=`` in the same call, it must agree
-    with that field, unless the field is ``None``: ``settings=ModelSettings(temperature=0.5),
-    temperature=0`` says two things, and is a :class:`ConfigurationError`.
-    """
+    """``base`` with ``options`` applied: :class:`AgentConfig` fields by name, the
+    :data:`SAMPLING_SHORTHANDS` merged into its ``settings`` (given beside ``settings=``, a
+    shorthand must agree with it). ``what`` names the caller in errors (``"Agent"`` or ``"run"``);
+    ``agent_options`` are ``Agent(...)``'s other keywords, suggested or refused by name."""
     fields = {f.name for f in dataclasses.fields(AgentConfig)}
     unknown = [name for name in options if name not in fields and name not in SAMPLING_SHORTHANDS]
     if unknown:

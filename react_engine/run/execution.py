@@ -186,12 +186,9 @@ class ToolRunner:
     async def _call(
         self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool, validated: Any
     ) -> None:
-        """Run one approved call; every way it can go wrong ends in its observation.
-
-        A ``BaseException`` from the tool or the approver (``SystemExit``,
-        ``KeyboardInterrupt``, a ``CancelledError`` that is not the run's own cancellation)
-        is recorded on the call and becomes the batch's :class:`Abort`; the loop records the
-        step and then ends the run."""
+        """Run one approved call; every way it can go wrong ends in its observation. A
+        ``BaseException`` from the tool or the approver (but the run's own cancellation) becomes the
+        batch's :class:`Abort`: the loop records the step, then ends the run."""
         journal, language = state.journal, state.protocol.language
         try:
             if journal is not None and await self._replayed(state, record, tool):

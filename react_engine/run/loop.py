@@ -224,10 +224,8 @@ class Loop:
     async def _request(
         self, state: RunState, ctl: Control, request: ModelRequest, index: int
     ) -> ModelResponse:
-        """The reply to one request: whole, or streamed (each delta emitted as it comes).
-
-        A server that cannot stream this request (HTTP 200, no chunk) is asked again without
-        streaming, and its reply passed on as one delta; with tools, that is learned."""
+        """The reply to one request: whole, or streamed (each delta emitted). A server that
+        cannot stream it (HTTP 200, no chunk) is asked again unstreamed (with tools: learned)."""
         if state.journal is not None and (saved := state.journal.saved_reply()) is not None:
             return saved  # a resumed run: this reply was committed before the crash
         retry = state.config.retry
@@ -398,9 +396,8 @@ class Loop:
 
     @staticmethod
     def _make_room(state: RunState, exc: ContextWindowExceeded) -> Outcome:
-        """The request did not fit the model's context window: shorten the observations the
-        model has already read (earlier steps' first, then the latest step's) and ask
-        again; when nothing is left to shorten, the run ends (``context_window``)."""
+        """The request did not fit the context window: shorten the observations already read
+        (earlier steps' first) and ask again; with nothing left to shorten, the run ends."""
         for keep_latest in (True, False):
             shortened = shorten_observations(state.history, keep_latest=keep_latest)
             if shortened:

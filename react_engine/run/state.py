@@ -164,19 +164,12 @@ class RunState:
 
 async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float | None) -> Any:
     """``function(*args)``, awaited when it returns an awaitable, by ``deadline`` (a
-    :func:`time.perf_counter` instant; ``None``: unbounded): the one way the engine calls
-    a user's callback (``on_step``, ``on_call``, an approver).
+    :func:`time.perf_counter` instant; ``None``: unbounded): the one way the engine calls a
+    user's callback (``on_step``, ``on_call``, an approver). A sync one runs on a worker thread,
+    so a slow one stalls neither its run past the deadline nor the other runs on the loop.
 
-    A sync callback runs on a worker thread, so a slow one (a person at a prompt, a print
-    to a blocked pipe, a database write) stalls neither its run past the deadline nor the
-    other runs sharing the event loop; an async one is awaited with the time left.
-
-    Raises :class:`~react_engine.runtime.DeadlinePassed` when the deadline comes
-    first (``started`` false: the callback was never called; else it is left to finish on
-    its own), :class:`~react_engine.runtime.ThreadsExhausted` when too many sync calls
-    are stuck for another to start, and what the callback raises (a ``TimeoutError`` of its
-    own among them).
-    """
+    Raises :class:`~react_engine.runtime.DeadlinePassed` (``started`` false: never called),
+    :class:`~react_engine.runtime.ThreadsExhausted`, and what the callback raises."""
     from ..runtime import DeadlinePassed, run_sync_call
     from ..tools.timeouts import within
 

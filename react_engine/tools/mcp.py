@@ -250,14 +250,10 @@ class MCPServerStdio(MCPServerHandle):
 
 
 def _read_whole_lines(stdio: Any) -> None:
-    """Make the mcp package's stdio client read a long message in linear time.
-
-    Its reader joins each chunk of the server's stdout (64 KiB at most) to the unfinished
-    line before it and splits again: quadratic in a message's length, so a 20 MB tool
-    result took over 30 s to read and the call timed out. The stream it reads from is
-    replaced (once, for the module) by one that hands it whole lines, joined once each;
-    the reader is unchanged. A later mcp with another reader is left alone.
-    """
+    """Make the mcp package's stdio client read a long message in linear time: its reader joins
+    each 64 KiB chunk to the unfinished line and splits again (a 20 MB result took over 30 s).
+    The stream it reads is replaced, once, by one that hands it whole lines; a later mcp with
+    another reader is left alone."""
     found = getattr(stdio, "TextReceiveStream", None)
     if found is None or getattr(found, "_react_engine_lines", False):
         return
