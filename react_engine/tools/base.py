@@ -289,14 +289,13 @@ class Tool:
                 )
             if pname not in hints:
                 raise _bad(tool_name, f"parameter {pname!r} has no type annotation")
-            annotation = hints[pname]
             default = ... if param.default is param.empty else param.default
-            finfo = (
+            info = (
                 pydantic.Field(default=default, description=arg_docs[pname])
                 if pname in arg_docs
                 else pydantic.Field(default=default)
             )
-            fields[pname] = (annotation, finfo)
+            fields[pname] = (hints[pname], info)
         unknown = sorted(set(arg_docs) - set(sig.parameters))
         if unknown:
             raise _bad(

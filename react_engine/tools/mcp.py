@@ -65,15 +65,6 @@ _API_NAME = re.compile(r"[^A-Za-z0-9_\-]")
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,31}$")
 
 
-def _require_mcp() -> None:
-    try:
-        import mcp  # noqa: F401
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"MCP servers need the mcp package, which is not installed: {INSTALL_HINT}"
-        ) from exc
-
-
 class MCPServerHandle:
     """How to reach an MCP server, and, inside ``async with``, a connection to it.
 
@@ -89,7 +80,12 @@ class MCPServerHandle:
         requires_approval: bool = False,
         timeout: float | None = 60.0,
     ) -> None:
-        _require_mcp()
+        try:
+            import mcp  # noqa: F401
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"MCP servers need the mcp package, which is not installed: {INSTALL_HINT}"
+            ) from exc
         if prefix and (not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix)):
             raise ConfigurationError(
                 f"MCP tool prefix {prefix!r}: use letters, digits, '_' or '-', at most 32 "
