@@ -128,8 +128,6 @@ class TraceFile:
                 record["error"] = record.get("error") or f"{type(error).__name__}: {error}"[:500]
                 self._write(record)
                 self.close()
-            case _:
-                pass
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.failure is not None:

@@ -100,11 +100,10 @@ class RunTracer:
                 self._start_chat(event)
             case ModelCallFinished():
                 self._end_chat(event)
-            case ModelCallFailed(step=step, error=error):
-                span = self._chat.pop(step, None)
-                if span is not None:
-                    self._fail(span, error)
-                    span.end()
+            case ModelCallFailed(step=step, error=error) if step in self._chat:
+                span = self._chat.pop(step)
+                self._fail(span, error)
+                span.end()
             case StoppedLive(step=step, stop=stop, completion_tokens=tokens) if step in self._chat:
                 self._chat[step].add_event(
                     "react_engine.stopped_live",
@@ -131,8 +130,6 @@ class RunTracer:
                 usage = getattr(failed, "usage", None)
                 self._end_run(getattr(failed, "stop_reason", None), None, usage, error)
                 self._close()
-            case _:
-                pass
 
     # --- the run ---------------------------------------------------------------------------
 
