@@ -209,8 +209,7 @@ class RunTracer:
         )
 
     def _end_chat(self, event: ModelCallFinished) -> None:
-        span = self._chat.pop(event.step, None)
-        if span is None:
+        if (span := self._chat.pop(event.step, None)) is None:
             return
         reply = event.reply
         span.set_attribute("gen_ai.usage.input_tokens", reply.usage.prompt_tokens)
@@ -252,8 +251,7 @@ class RunTracer:
         self._tools[id(call)] = (span, token)
 
     def _end_tool(self, event: ToolFinished) -> None:
-        entry = self._tools.pop(id(event.call), None)
-        if entry is None:
+        if (entry := self._tools.pop(id(event.call), None)) is None:
             return
         span, token = entry
         self._context.detach(token)  # type: ignore[arg-type]
