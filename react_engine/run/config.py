@@ -72,20 +72,11 @@ class AgentConfig:
     the model can answer with what it got instead of being made to call tools until the
     step budget is spent. ``False`` keeps the choice for the whole run."""
     multi_action: MultiAction = "independent"
-    """Which calls run when one reply holds several (parallel ``tool_calls``, several
-    Actions, a JSON list of actions), the same under every protocol:
-
-    * ``"independent"`` (the default): every call to a read-only tool
-      (:class:`~react_engine.tools.ToolAnnotations`), plus the first call to any other
-      tool; read-only calls written after that one wait too, since they would run at the
-      same time as its change;
-    * ``"first"``: the first call only: "one action per reply";
-    * ``"all"``: every call, in parallel.
-
-    In every mode a later call whose arguments hold a placeholder (``<the file Grep
-    finds>``, ``{{...}}``) does not run: it is blind. A call that does not run is recorded
-    as ``skipped``, and its observation tells the model why, so that it can make the call
-    in its next step."""
+    """Which calls run when one reply holds several, under every protocol (see
+    docs/several-calls.md): ``"independent"`` (the default: every call to a read-only tool
+    before the first call to another tool, and that call), ``"first"`` (the first call only)
+    or ``"all"`` (every call, in parallel). A later call whose arguments hold a placeholder
+    does not run. A call that does not run is ``skipped``, its observation saying why."""
     settings: ModelSettings = field(default_factory=ModelSettings)
     """Temperature, seed, max_tokens, top_p, timeout, extra_body. ``temperature=``,
     ``max_tokens=``, ``seed=`` and ``top_p=`` may also be given as options of their own

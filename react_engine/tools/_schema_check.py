@@ -81,10 +81,8 @@ and checking a schema against the metaschema takes a few milliseconds."""
 
 
 MAX_SCHEMA_PROPERTIES: Final = 5000
-"""Object properties in one tool's schema, all levels together: OpenAI's limit for a
-Structured Outputs schema. Past it the tool is refused where it is built; checking such a
-schema against the metaschema alone takes seconds (jsonschema: 16 s for 6,000 properties
-on two shared cores), and a hostile MCP server could send one with every run."""
+"""Object properties in one tool's schema, all levels together (OpenAI's Structured Outputs
+limit); past it the tool is refused: checking the schema alone would take seconds."""
 
 
 def _too_many_properties(schema: Any) -> bool:
