@@ -238,17 +238,13 @@ class SchemaCheck:
 
     def errors(self, arguments: Any) -> list[str]:
         """What is wrong with ``arguments`` (``field: message`` lines); empty when valid."""
-        found: dict[str, None] = {}
         try:
             failures = list(itertools.islice(self._validator.iter_errors(arguments), 50))
         except RecursionError:
             return ["(arguments): the tool's schema refers to itself without end"]
         except Exception as exc:  # a schema that checked out but cannot be applied
             return [f"(arguments): the tool's schema cannot be applied ({type(exc).__name__})"]
-        for failure in failures:
-            for line in _describe(failure):
-                found[line] = None
-        lines = list(found)
+        lines = list(dict.fromkeys(line for failure in failures for line in _describe(failure)))
         if len(lines) > MAX_REPORTED:
             lines = [*lines[:MAX_REPORTED], f"and {len(lines) - MAX_REPORTED} more"]
         return lines
