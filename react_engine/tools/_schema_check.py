@@ -331,9 +331,7 @@ def _describe(failure: Any) -> list[str]:
 
     path = list(failure.absolute_path)
     where = _location(path) or "(arguments)"
-    keyword = failure.validator
-    value = failure.validator_value
-    instance = failure.instance
+    keyword, value, instance = failure.validator, failure.validator_value, failure.instance
     if keyword == "required" and isinstance(instance, dict) and isinstance(value, list):
         missing = [k for k in value if isinstance(k, str) and k not in instance]
         return [f"{_location([*path, k])}: Field required" for k in missing] or [
@@ -352,10 +350,7 @@ def _describe(failure: Any) -> list[str]:
         if keyword == "oneOf" and not failure.context:
             return [f"{where}: Input matches more than one of the allowed schemas"]
         closest = best_match(failure.context) if failure.context else None
-        hint = ""
-        if closest is not None:
-            inner = _describe(closest)[0]
-            hint = f" (for example, {inner})"
+        hint = f" (for example, {_describe(closest)[0]})" if closest is not None else ""
         return [f"{where}: Input matches none of the allowed schemas{hint}"]
     return [f"{where}: {_message(keyword, value, failure)}"]
 
