@@ -158,14 +158,12 @@ class SchemaCheck:
             where = _location(problem.absolute_path)
             raise self._bad(f"{where + ': ' if where else ''}{problem.message[:300]}")
         if "additionalProperties" not in schema and "unevaluatedProperties" not in schema:
-            composed = any(k in schema for k in ("allOf", "anyOf", "oneOf", "$ref", "if"))
-            if not composed:
+            if not any(k in schema for k in ("allOf", "anyOf", "oneOf", "$ref", "if")):
                 schema["additionalProperties"] = False
             elif "unevaluatedProperties" in base.VALIDATORS:
                 schema["unevaluatedProperties"] = False
         self.schema = schema
-        checker = _CHECKERS.get(base)
-        if checker is None:
+        if (checker := _CHECKERS.get(base)) is None:
             mine = {"pattern": _pattern, "uniqueItems": _unique_items, "enum": _enum}
             checker = _CHECKERS[base] = validators.extend(base, mine)
         self._validator = checker(schema)
