@@ -132,9 +132,8 @@ class Tool:
     max_observation_chars: int | None = None
     """Per-tool override of the agent's observation length limit."""
     strict: bool = field(default=False)
-    """Whether the schema meets OpenAI's strict mode rules, and so is sent with
-    ``"strict": true``: every object in it, nested ones included, lists all its properties
-    as required and allows no other keys (so no optional parameter, no ``dict`` argument)."""
+    """Whether the schema meets OpenAI's strict mode rules (:func:`meets_strict_mode`), and so
+    is sent with ``"strict": true``."""
     annotations: ToolAnnotations = field(default_factory=ToolAnnotations)
     """What a call does to the world (MCP's annotations; by default, the worst case). A
     reply's several calls run together only where they are read-only: see
@@ -146,10 +145,8 @@ class Tool:
     ignore them by default: the key would be dropped, not passed)."""
     inline: bool = False
     """A sync function its author declares quick (``@tool(inline=True)``): each call runs in
-    the run's own task, on the event loop's thread, with no worker thread and no hand-off.
-    Nothing can interrupt it there: no timeout, no deadline and no Ctrl-C takes effect
-    before it returns, and every other run on the loop waits for it. For a function that
-    returns in microseconds (arithmetic, a dict lookup), never for one that does I/O."""
+    the run's own task, on the event loop's thread: no timeout, deadline or Ctrl-C stops it,
+    and every run on the loop waits for it. For microseconds of work, never for I/O."""
 
     @property
     def argument_names(self) -> list[str]:
