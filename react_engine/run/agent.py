@@ -579,7 +579,7 @@ class Agent(Generic[OutputT]):
         """Finish a stored run (blocking): see :meth:`aresume`."""
         from . import running
 
-        return running.run_coroutine(self._aresume(run_id, self._model_sync, approvals, options))
+        return running.run_coroutine(self.aresume(run_id, approvals=approvals, **options))
 
     async def aresume(
         self,
@@ -604,21 +604,12 @@ class Agent(Generic[OutputT]):
         again only if its tool is idempotent; otherwise the model is told it may or may not
         have happened. ``options`` are :meth:`arun`'s: give the ones the run had.
         """
-        return await self._aresume(run_id, self._model_async, approvals, options)
-
-    async def _aresume(
-        self,
-        run_id: str,
-        chat_model: ChatModel,
-        approvals: Mapping[str, bool] | None,
-        options: Mapping[str, Any],
-    ) -> RunResult[Any]:
         return await durable.resumed(
             self.store,
             run_id,
             approvals,
             lambda question, history, journal: self._arun(
-                question, chat_model, history=history, _journal=journal, **options
+                question, self._model_async, history=history, _journal=journal, **options
             ),
         )
 
