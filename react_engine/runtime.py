@@ -333,9 +333,12 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         pass
-    else:  # on a thread of its own
-        with ThreadPoolExecutor(1, thread_name_prefix="react-engine-run") as thread:
+    else:  # on a thread of its own, not waited for past a Ctrl-C
+        thread = ThreadPoolExecutor(1, thread_name_prefix="react-engine-run")
+        try:
             return thread.submit(asyncio.run, coro).result()
+        finally:
+            thread.shutdown(wait=False)
     kept = _kept_runner()
     try:
         value = kept.runner.run(coro, context=contextvars.copy_context())
