@@ -1,14 +1,12 @@
 """The runtime under every layer: threads for blocking work and the event loop of a blocking
 run, on public ``asyncio`` and ``threading`` only.
 
-- :func:`run_blocking`: a blocking call (a sync SDK client's request) on one shared
+- :func:`run_blocking`: a blocking call (reading a long reply) on one shared
   ``ThreadPoolExecutor``.
-- :func:`run_sync_call`: a sync tool, approver or callback on a bounded pool of daemon
-  threads, within a timeout (:class:`DeadlinePassed`). A thread cannot be stopped: a call
-  its caller gave up on (a timeout, a cancelled run) is left to end on its own thread, which
-  counts as stuck until then; past :data:`MAX_STUCK_THREADS` of them new calls are refused
-  (:class:`ThreadsExhausted`). The worker settles the caller's future with one
-  ``call_soon_threadsafe``.
+- :func:`run_sync_call`: a sync tool, approver, callback or sync client's request on a
+  bounded pool of daemon threads, within a timeout (:class:`DeadlinePassed`). A call its
+  caller gave up on is left to end on its own thread, counted as stuck until then; past
+  :data:`MAX_STUCK_THREADS` of them new calls are refused (:class:`ThreadsExhausted`).
 - :func:`run_coroutine`: a coroutine run to completion from sync code (``agent.run()``), on
   an ``asyncio.Runner`` kept per thread (its loop, and the HTTP clients opened on it, serve
   the thread's next runs); Ctrl-C cancels the run (the runner's own handler).
@@ -29,6 +27,7 @@ import os
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import ReactEngineError
@@ -53,11 +52,8 @@ class ThreadsExhausted(ReactEngineError, RuntimeError):
 
 
 class DeadlinePassed(ReactEngineError, TimeoutError):
-    """The engine's own time limit for a call passed.
-
-    Apart from a ``TimeoutError`` the call raised itself (an HTTP client's read timeout
-    inside a tool, ``socket.timeout``), which is the call's own error, not the engine's.
-    """
+    """The engine's own time limit for a call passed (not a ``TimeoutError`` the call
+    raised itself, which is the call's own error)."""
 
     def __init__(self, timeout: float, *, started: bool = True) -> None:
         super().__init__(
@@ -115,22 +111,18 @@ one that gets stuck: the pool's threads, stuck ones included, never number more 
 _QUEUED, _RUNNING, _DONE, _DROPPED = range(4)
 
 
+@dataclass(slots=True, eq=False)
 class _Call:
     """One sync call handed to the pool: its function, its caller's loop and future, and
     its state (written under the pool's lock)."""
 
-    __slots__ = ("abandoned", "error", "function", "loop", "state", "value", "waiter")
-
-    def __init__(
-        self, function: Callable[[], Any], loop: asyncio.AbstractEventLoop, waiter: Any
-    ) -> None:
-        self.function = function
-        self.loop = loop
-        self.waiter: asyncio.Future[Any] = waiter
-        self.state = _QUEUED
-        self.abandoned = False
-        self.value: Any = None
-        self.error: BaseException | None = None
+    function: Callable[[], Any]
+    loop: asyncio.AbstractEventLoop
+    waiter: asyncio.Future[Any]
+    state: int = _QUEUED
+    abandoned: bool = False
+    value: Any = None
+    error: BaseException | None = None
 
     def outcome(self) -> Any:
         """What the function returned, or its exception raised (the call has ended)."""
@@ -153,36 +145,23 @@ def _settle(call: _Call) -> None:
 
 
 class _ToolPool:
-    """A bounded pool of daemon threads for sync tools.
-
-    Apart from :func:`run_blocking`'s pool, so that stuck tools never starve a sync SDK
-    client's requests; of daemon threads, so that a tool stuck past its timeout never keeps
-    the interpreter from exiting (``ThreadPoolExecutor`` joins its threads at exit). A call
-    abandoned while it runs gives its thread up: the thread ends when the call does, and
-    another may take its place, within the caps."""
+    """A bounded pool of daemon threads for sync tools, apart from :func:`run_blocking`'s, so
+    that stuck tools never starve it; daemon threads never keep the interpreter from exiting. A
+    call abandoned while it runs gives its thread up (within the caps, another may start)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._pending: collections.deque[_Call] = collections.deque()
         self._idle = 0  # threads waiting for a call, not yet woken
-        self._threads = 0  # threads serving the pool (stuck ones not counted)
-        self._stuck = 0
-
-    @property
-    def stuck(self) -> int:
-        return self._stuck
-
-    @property
-    def live(self) -> int:
-        """The pool's threads, stuck ones included."""
-        return self._threads + self._stuck
+        self.threads = 0  # threads serving the pool (stuck ones not counted)
+        self.stuck = 0
 
     def submit(self, call: _Call) -> None:
         with self._lock:
-            if self._stuck >= MAX_STUCK_THREADS:
+            if self.stuck >= MAX_STUCK_THREADS:
                 raise ThreadsExhausted(
-                    f"{self._stuck} earlier sync calls are still running past their timeout"
+                    f"{self.stuck} earlier sync calls are still running past their timeout"
                 )
             self._pending.append(call)
             self._serve()
@@ -194,15 +173,15 @@ class _ToolPool:
             self._idle -= 1
             self._wake.notify()
         elif (
-            self._threads < MAX_TOOL_THREADS
-            and self._threads + self._stuck < MAX_TOOL_THREADS + MAX_STUCK_THREADS
+            self.threads < MAX_TOOL_THREADS
+            and self.threads + self.stuck < MAX_TOOL_THREADS + MAX_STUCK_THREADS
         ):
-            self._threads += 1
+            self.threads += 1
             thread = threading.Thread(target=self._work, name="react-engine-tool", daemon=True)
             try:
                 thread.start()
             except BaseException:  # no thread (the interpreter is exiting)
-                self._threads -= 1
+                self.threads -= 1
                 raise
 
     def abandon(self, call: _Call) -> int:
@@ -212,8 +191,8 @@ class _ToolPool:
         with self._lock:
             if call.state == _RUNNING:
                 call.abandoned = True
-                self._stuck += 1
-                self._threads -= 1
+                self.stuck += 1
+                self.threads -= 1
                 if self._pending:
                     self._serve()
             elif call.state == _QUEUED:
@@ -242,7 +221,7 @@ class _ToolPool:
             with self._lock:
                 call.state = _DONE
                 if call.abandoned:
-                    self._stuck -= 1
+                    self.stuck -= 1
                     if self._pending:  # a thread the caps kept from starting
                         self._serve()
                     return
@@ -262,31 +241,25 @@ def stuck_threads() -> int:
 
 def tool_threads() -> int:
     """The sync-tool pool's live threads, stuck ones included."""
-    return _TOOLS.live
+    return _TOOLS.threads + _TOOLS.stuck
 
 
 async def run_sync_call(
     function: Callable[..., T], /, *args: Any, timeout: float | None = None, **kwargs: Any
 ) -> T:
-    """``await`` a sync tool (or approver, or callback) on a daemon thread, within
-    ``timeout`` seconds, with the caller's context variables.
-
-    Raises :class:`DeadlinePassed` when the time is up and :class:`ThreadsExhausted` when
-    too many earlier calls are stuck; in both cases, and when the caller is cancelled, a call
-    still running is left to finish on its own thread. A ``TimeoutError`` the function
-    raises is raised as it is."""
+    """``await`` a sync tool (or approver, or callback) on a daemon thread, within ``timeout``
+    seconds, with the caller's context variables: :class:`DeadlinePassed` when the time is up,
+    :class:`ThreadsExhausted` when too many earlier calls are stuck (a call still running is then
+    left to finish on its own thread, as when the caller is cancelled); a ``TimeoutError`` the
+    function raises is raised as it is."""
     loop = asyncio.get_running_loop()
     work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
     call = _Call(work, loop, loop.create_future())
     pool = _TOOLS
     pool.submit(call)
     try:
-        if timeout is None:
+        async with asyncio.timeout(timeout):  # not wait_for: no task of its own
             value: T = await call.waiter
-        else:
-            # asyncio.timeout, not wait_for: no task of its own.
-            async with asyncio.timeout(timeout):
-                value = await call.waiter
         return value
     except BaseException as exc:
         status = pool.abandon(call)
@@ -316,9 +289,8 @@ class _Kept:
         self.pid = os.getpid()
 
     def close(self) -> None:
-        """What ``asyncio.run`` does at its end: cancel what is left, finalise the async
-        generators (``shutdown_asyncgens``: an async client's closer among them), join the
-        default executor, close the loop."""
+        """What ``asyncio.run`` does at its end (``Runner.close``: cancel what is left,
+        ``shutdown_asyncgens``, join the default executor, close the loop)."""
         if self.pid == os.getpid():
             with contextlib.suppress(Exception):
                 self.runner.close()
@@ -353,22 +325,20 @@ def _kept_runner() -> _Kept:
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, as ``asyncio.run`` does: in a task of
-    its own with a copy of the caller's context, the first Ctrl-C cancelling it and raising
-    ``KeyboardInterrupt``, no event loop left current.
-
-    The thread's loop is kept for its next runs while a run leaves no task behind (a task
-    left gets a few loop iterations to end); a run that leaves one still pending, fails or is
-    interrupted closes the loop, as ``asyncio.run`` would. Called
-    inside a running event loop, the coroutine runs on a thread of its own."""
+    """Run a coroutine to completion from sync code, as ``asyncio.run`` does (a task with a copy of
+    the caller's context, Ctrl-C cancelling it, no loop left current), on the thread's kept loop:
+    a run that leaves a task pending, fails or is interrupted closes it. Inside a running loop,
+    the coroutine runs on a thread of its own."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        running = False
-    else:
-        running = True
-    if running:
-        return _on_own_thread(coro)
+        pass
+    else:  # on a thread of its own, not waited for past a Ctrl-C
+        thread = ThreadPoolExecutor(1, thread_name_prefix="react-engine-run")
+        try:
+            return thread.submit(asyncio.run, coro).result()
+        finally:
+            thread.shutdown(wait=False)
     kept = _kept_runner()
     try:
         value = kept.runner.run(coro, context=contextvars.copy_context())
@@ -398,24 +368,6 @@ async def _let_tasks_end() -> None:
         if not asyncio.all_tasks() - {this}:
             return
         await asyncio.sleep(0)
-
-
-def _on_own_thread(coro: Coroutine[Any, Any, T]) -> T:
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="react-engine-run")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    value: T = box["value"]
-    return value
 
 
 def _after_fork_in_child() -> None:

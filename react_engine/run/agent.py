@@ -1,20 +1,10 @@
 """The :class:`Agent`: a model, tools, and a protocol chosen per model; and its ways to run.
 
-``run`` / ``arun`` answer one question, ``iter`` / ``run_stream`` stream the run as typed
-events (:mod:`react_engine.run.events`), ``resume`` / ``aresume`` finish a stored run (what
-they do with the store: :mod:`react_engine.run.durable`), and ``conversation()`` gives a
-:class:`~react_engine.run.conversation.Conversation`, which keeps a history across
-questions. Each run is a :class:`~react_engine.run.state.RunState` driven by the one loop in
-:mod:`react_engine.run.loop`. The result's type is the agent's (``Agent[Person]``: its runs
-give ``RunResult[Person]``).
-
-The agent knows protocols only through the :class:`~react_engine.protocols.base.Protocol`
-interface; which one runs, and how a run adapts to a server's refusals, is decided in
-:mod:`react_engine.protocols.registry`. What happens in a run is reported at one point,
-:meth:`RunState.emit <react_engine.run.state.RunState.emit>`: :meth:`Agent.iter` and
-:meth:`Agent.run_stream` stream the events to the caller (and ask the model for streamed
-replies), the OpenTelemetry tracer (:mod:`react_engine.run.tracing`) turns them into spans, and
-a plain :meth:`Agent.arun` with no tracer has no receiver at all.
+``run`` / ``arun`` answer one question, ``iter`` / ``run_stream`` stream typed events
+(:mod:`react_engine.run.events`), ``resume`` / ``aresume`` finish a stored run
+(:mod:`react_engine.run.durable`), ``conversation()`` keeps a history across questions. Each
+run is a :class:`~react_engine.run.state.RunState` driven by :mod:`react_engine.run.loop`;
+the protocol is chosen in :mod:`react_engine.protocols.registry`.
 """
 
 from __future__ import annotations
@@ -40,13 +30,7 @@ from ..transport.endpoint import api_key_from, connect
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key, mask_url
-from ..types import (
-    HistoryItem,
-    OutputT,
-    RunResult,
-    Step,
-    UserTurn,
-)
+from ..types import HistoryItem, OutputT, RunResult, Step, UserTurn
 from . import durable
 from .config import (
     AgentConfig,
@@ -92,52 +76,48 @@ T = TypeVar("T")
 StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 
+class AgentOptions(Options, total=False):
+    """``Agent(...)``'s keywords besides ``model``, ``tools`` and ``output_type``."""
+
+    mcp_servers: Sequence[MCPServerHandle]
+    protocol: str | Protocol
+    instructions: str | None
+    client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None
+    base_url: str | None
+    api_key: str | None
+    template: str | None
+    implicit_final_answer: bool
+    registry: CapabilityRegistry | None
+    capability_cache: CapabilityCache | None
+    on_step: StepCallback | None
+    on_call: CallCallback | None
+    approve: ApprovalCallback | Literal["defer"] | None
+    store: JournalStore | str | os.PathLike[str] | None
+    tracer_provider: Any
+    trace_content: bool | None
+    config: AgentConfig | None
+    probe: bool | None
+
+
 class Agent(Generic[OutputT]):
     """A ReAct agent: a model, tools, and a protocol chosen per model.
 
-    ``protocol`` is ``"auto"`` (the capability registry decides, and a server that rejects
-    tools switches the run to text), ``"function_calling"``, ``"text"``, ``"structured"``
-    (one JSON object per reply), or a :class:`Protocol` instance. The endpoint is
-    ``client=`` (an ``openai`` client or any :class:`ChatModel`), else
-    ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Limits are
-    :class:`AgentConfig` fields, given as keywords; ``output_type`` (one of them) makes the
-    final answer typed: ``result.output`` is then the validated value (a pydantic model
-    instance, a list...). ``temperature``, ``max_tokens``, ``seed`` and ``top_p``, given as
-    keywords, go into ``settings``. ``mcp_servers`` (MCP server handles, see
-    :mod:`react_engine.tools.mcp`) are connected for each run and their tools added to ``tools``.
-
-    The agent is generic in its output type: ``Agent(m, output_type=Person)`` is an
-    ``Agent[Person]``, whose runs give a ``RunResult[Person]``; without an ``output_type``,
-    an ``Agent[str]``. The options are typed (:class:`~react_engine.run.config.Options`): a type
-    checker refuses a misspelt one, and so does the agent at run time
-    (:class:`~react_engine.errors.UnknownOptionError`, a ``TypeError``).
-    """
+    ``protocol`` is ``"auto"`` (the capability registry decides; a server that rejects tools
+    switches the run to text), ``"function_calling"``, ``"text"``, ``"structured"`` or a
+    :class:`Protocol` instance. The endpoint is ``client=`` (an ``openai`` client or any
+    :class:`ChatModel`), else ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``. Limits are :class:`AgentConfig` fields, as typed keywords
+    (:class:`~react_engine.run.config.Options`; a misspelt one is an ``UnknownOptionError``);
+    ``temperature``, ``max_tokens``, ``seed`` and ``top_p`` go into ``settings``. ``mcp_servers``
+    are connected for each run, their tools added. ``Agent(m, output_type=Person)`` is an
+    ``Agent[Person]``, whose runs give a ``RunResult[Person]``; without one, an ``Agent[str]``."""
 
     @overload
     def __init__(
         self: Agent[str],
         model: str | None = None,
         tools: Sequence[Tool | Callable[..., Any]] = (),
-        *,
-        mcp_servers: Sequence[MCPServerHandle] = (),
-        protocol: str | Protocol = "auto",
-        instructions: str | None = None,
-        client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        template: str | None = None,
-        implicit_final_answer: bool = False,
-        registry: CapabilityRegistry | None = None,
-        capability_cache: CapabilityCache | None = None,
-        on_step: StepCallback | None = None,
-        on_call: CallCallback | None = None,
-        approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: JournalStore | str | os.PathLike[str] | None = None,
-        tracer_provider: Any = None,
-        trace_content: bool | None = None,
-        config: AgentConfig | None = None,
-        probe: bool | None = None,
-        **options: Unpack[Options],
+        **options: Unpack[AgentOptions],
     ) -> None: ...
 
     @overload
@@ -147,25 +127,7 @@ class Agent(Generic[OutputT]):
         tools: Sequence[Tool | Callable[..., Any]] = (),
         *,
         output_type: type[T],
-        mcp_servers: Sequence[MCPServerHandle] = (),
-        protocol: str | Protocol = "auto",
-        instructions: str | None = None,
-        client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        template: str | None = None,
-        implicit_final_answer: bool = False,
-        registry: CapabilityRegistry | None = None,
-        capability_cache: CapabilityCache | None = None,
-        on_step: StepCallback | None = None,
-        on_call: CallCallback | None = None,
-        approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: JournalStore | str | os.PathLike[str] | None = None,
-        tracer_provider: Any = None,
-        trace_content: bool | None = None,
-        config: AgentConfig | None = None,
-        probe: bool | None = None,
-        **options: Unpack[Options],
+        **options: Unpack[AgentOptions],
     ) -> None: ...
 
     @overload
@@ -175,25 +137,7 @@ class Agent(Generic[OutputT]):
         tools: Sequence[Tool | Callable[..., Any]] = (),
         *,
         output_type: Any,
-        mcp_servers: Sequence[MCPServerHandle] = (),
-        protocol: str | Protocol = "auto",
-        instructions: str | None = None,
-        client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        template: str | None = None,
-        implicit_final_answer: bool = False,
-        registry: CapabilityRegistry | None = None,
-        capability_cache: CapabilityCache | None = None,
-        on_step: StepCallback | None = None,
-        on_call: CallCallback | None = None,
-        approve: ApprovalCallback | Literal["defer"] | None = None,
-        store: JournalStore | str | os.PathLike[str] | None = None,
-        tracer_provider: Any = None,
-        trace_content: bool | None = None,
-        config: AgentConfig | None = None,
-        probe: bool | None = None,
-        **options: Unpack[Options],
+        **options: Unpack[AgentOptions],
     ) -> None: ...
 
     def __init__(
@@ -292,15 +236,11 @@ class Agent(Generic[OutputT]):
         self._protocol_spec = protocol
         check_bool(probe, "probe", optional=True)
         self.probe = probe
-        """Under ``protocol="auto"``: before the first run, unless the capability cache
-        already knows this endpoint and model, send one probe request
-        (:mod:`react_engine.transport.probe`) and record what the server does with tools,
-        so that a server silently dropping ``tools`` gets the text protocol before the
-        first question. ``None`` (the default): probe an HTTP endpoint (the agent's own
-        OpenAI-compatible client), never a :class:`ChatModel` the caller passed in
-        (a scripted model, a custom transport: no server to find out about), and a probe
-        that fails is logged and the run goes on. ``False``: never; ``True``: always, and
-        a probe that fails fails the run."""
+        """Under ``protocol="auto"``, unless the capability cache knows this endpoint and
+        model: probe what the server does with tools before the first run
+        (:mod:`react_engine.transport.probe`). ``None``: only the agent's own HTTP client,
+        never a :class:`ChatModel` passed in, and a failed probe is logged; ``False``:
+        never; ``True``: always, and a failed probe fails the run."""
         if not isinstance(protocol, Protocol) and protocol not in protocol_names():
             known = ", ".join(repr(n) for n in protocol_names())
             raise ConfigurationError(
@@ -311,7 +251,7 @@ class Agent(Generic[OutputT]):
         if api_key is not None and not isinstance(api_key, str):  # its value is not shown
             raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
         self._api_key = api_key_from(api_key)
-        self._model_sync, self._model_async = self._connect(client, base_url, self._api_key)
+        self._model_sync = self._model_async = self._connect(client, base_url, self._api_key)
         self._own_client = not isinstance(client, ChatModel)  # an endpoint the agent reaches
         self.base_url = self._model_async.base_url
 
@@ -329,23 +269,21 @@ class Agent(Generic[OutputT]):
         client: ChatModel | openai.OpenAI | openai.AsyncOpenAI | None,
         base_url: str | None,
         api_key: str | None,
-    ) -> tuple[ChatModel, ChatModel]:
+    ) -> ChatModel:
         if isinstance(client, ChatModel):
-            return client, client
+            return client
         if client is not None and type(client).__module__.split(".")[0] == "openai":
             import openai  # only when the user passed an openai client: it is imported already
 
             if isinstance(client, openai.OpenAI | openai.AsyncOpenAI):
-                wrapped = OpenAIChatModel(client)
-                return wrapped, wrapped
+                return OpenAIChatModel(client)
         if client is not None:
             raise ConfigurationError(
                 f"client must be an openai client or a ChatModel, not {type(client).__name__}"
             )
         # One async client (one per event loop) for both APIs: ``agent.run()`` drives it on
         # its thread's kept loop (react_engine/runtime.py), with no worker thread per request.
-        model = connect(base_url, api_key, asynchronous=True)
-        return model, model
+        return connect(base_url, api_key, asynchronous=True)
 
     def __repr__(self) -> str:
         return (
@@ -368,10 +306,6 @@ class Agent(Generic[OutputT]):
         caps, why = self.capabilities()
         protocol, reason = choose(self._protocol_spec, self._options(caps), why)
         return protocol, reason, caps
-
-    def _probes(self) -> bool:
-        """Whether an ``"auto"`` run probes first (:attr:`probe`)."""
-        return self.probe if self.probe is not None else self._own_client
 
     async def _probe_once(self, chat_model: ChatModel, timeout: float | None = None) -> None:
         """Probe the endpoint unless the cache already holds what a probe records (each
@@ -521,12 +455,7 @@ class Agent(Generic[OutputT]):
                 session,
                 history,
                 lambda items: self._arun(
-                    question,
-                    chat_model,
-                    history=items,
-                    sinks=sinks,
-                    streaming=streaming,
-                    **options,
+                    question, chat_model, history=items, sinks=sinks, streaming=streaming, **options
                 ),
             )
         # The run's clock (its deadline, its duration) starts now, not once the run
@@ -545,20 +474,20 @@ class Agent(Generic[OutputT]):
         from . import running
 
         async with running.connected_tools(self.mcp_servers, self.tools) as tools:
-            if cfg.tool_choice not in ("auto", "required", "none") and cfg.tool_choice not in {
-                t.name for t in tools
-            }:
+            names = {t.name for t in tools}
+            if cfg.tool_choice not in ("auto", "required", "none", *names):
                 raise ConfigurationError(
                     f"tool_choice {cfg.tool_choice!r} names no tool of this agent"
                 )
-            if output_spec(cfg.output_type) is not None and FINAL_RESULT in {t.name for t in tools}:
+            if output_spec(cfg.output_type) is not None and FINAL_RESULT in names:
                 raise ConfigurationError(
                     f"a tool is named {FINAL_RESULT!r}, the name of the tool that gives a "
                     "typed final answer (output_type): rename it"
                 )
             if self.approve is not None and self.mcp_servers and not _guarded(tools):
                 log.warning("approve= is set, but no tool of this run requires approval")
-            if self._protocol_spec == "auto" and self._probes():
+            probes = self.probe if self.probe is not None else self._own_client
+            if self._protocol_spec == "auto" and probes:
                 await self._probe_once(chat_model, cfg.settings.timeout)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
@@ -650,7 +579,7 @@ class Agent(Generic[OutputT]):
         """Finish a stored run (blocking): see :meth:`aresume`."""
         from . import running
 
-        return running.run_coroutine(self._aresume(run_id, self._model_sync, approvals, options))
+        return running.run_coroutine(self.aresume(run_id, approvals=approvals, **options))
 
     async def aresume(
         self,
@@ -675,21 +604,12 @@ class Agent(Generic[OutputT]):
         again only if its tool is idempotent; otherwise the model is told it may or may not
         have happened. ``options`` are :meth:`arun`'s: give the ones the run had.
         """
-        return await self._aresume(run_id, self._model_async, approvals, options)
-
-    async def _aresume(
-        self,
-        run_id: str,
-        chat_model: ChatModel,
-        approvals: Mapping[str, bool] | None,
-        options: Mapping[str, Any],
-    ) -> RunResult[Any]:
         return await durable.resumed(
             self.store,
             run_id,
             approvals,
             lambda question, history, journal: self._arun(
-                question, chat_model, history=history, _journal=journal, **options
+                question, self._model_async, history=history, _journal=journal, **options
             ),
         )
 

@@ -72,20 +72,11 @@ class AgentConfig:
     the model can answer with what it got instead of being made to call tools until the
     step budget is spent. ``False`` keeps the choice for the whole run."""
     multi_action: MultiAction = "independent"
-    """Which calls run when one reply holds several (parallel ``tool_calls``, several
-    Actions, a JSON list of actions), the same under every protocol:
-
-    * ``"independent"`` (the default): every call to a read-only tool
-      (:class:`~react_engine.tools.ToolAnnotations`), plus the first call to any other
-      tool; read-only calls written after that one wait too, since they would run at the
-      same time as its change;
-    * ``"first"``: the first call only: "one action per reply";
-    * ``"all"``: every call, in parallel.
-
-    In every mode a later call whose arguments hold a placeholder (``<the file Grep
-    finds>``, ``{{...}}``) does not run: it is blind. A call that does not run is recorded
-    as ``skipped``, and its observation tells the model why, so that it can make the call
-    in its next step."""
+    """Which calls run when one reply holds several, under every protocol (see
+    docs/several-calls.md): ``"independent"`` (the default: every call to a read-only tool
+    before the first call to another tool, and that call), ``"first"`` (the first call only)
+    or ``"all"`` (every call, in parallel). A later call whose arguments hold a placeholder
+    does not run. A call that does not run is ``skipped``, its observation saying why."""
     settings: ModelSettings = field(default_factory=ModelSettings)
     """Temperature, seed, max_tokens, top_p, timeout, extra_body. ``temperature=``,
     ``max_tokens=``, ``seed=`` and ``top_p=`` may also be given as options of their own
@@ -160,24 +151,12 @@ _HINTS: Final[Mapping[str, str]] = {
 
 
 def with_options(
-    base: AgentConfig,
-    options: Mapping[str, Any],
-    *,
-    what: str,
-    agent_options: Collection[str] = (),
+    base: AgentConfig, options: Mapping[str, Any], *, what: str, agent_options: Collection[str] = ()
 ) -> AgentConfig:
-    """``base`` with ``options`` applied: :class:`AgentConfig` fields by name, and the
-    :data:`SAMPLING_SHORTHANDS` merged into its ``settings``.
-
-    ``what`` names the caller in errors (``"Agent"`` or ``"run"``). ``agent_options`` are
-    the names ``Agent(...)`` takes besides the configuration: suggested for a misspelt
-    ``Agent`` option, and named as not per-run options when a run is given one.
-
-    A shorthand overrides the same field of ``base.settings`` (the agent's settings, when
-    a run is given one). Given together with ``settings=`` in the same call, it must agree
-    with that field, unless the field is ``None``: ``settings=ModelSettings(temperature=0.5),
-    temperature=0`` says two things, and is a :class:`ConfigurationError`.
-    """
+    """``base`` with ``options`` applied: :class:`AgentConfig` fields by name, the
+    :data:`SAMPLING_SHORTHANDS` merged into its ``settings`` (given beside ``settings=``, a
+    shorthand must agree with it). ``what`` names the caller in errors (``"Agent"`` or ``"run"``);
+    ``agent_options`` are ``Agent(...)``'s other keywords, suggested or refused by name."""
     fields = {f.name for f in dataclasses.fields(AgentConfig)}
     unknown = [name for name in options if name not in fields and name not in SAMPLING_SHORTHANDS]
     if unknown:
@@ -222,21 +201,24 @@ def _unknown_option(name: str, what: str, fields: set[str], agent_options: Colle
 def check_config(cfg: AgentConfig) -> None:
     """Every option's type and range, so a wrong one fails here with a clear message
     rather than as a foreign ``TypeError`` deep inside a run (or not at all)."""
-    check_int(cfg.max_steps, "max_steps", minimum=1)
-    check_int(cfg.max_consecutive_errors, "max_consecutive_errors", minimum=0)
-    check_int(cfg.loop_limit, "loop_limit", minimum=1)
-    check_int(cfg.max_calls_per_step, "max_calls_per_step", minimum=1)
+    minimums = {"max_steps": 1, "max_consecutive_errors": 0, "loop_limit": 1}
+    for name, minimum in {**minimums, "max_calls_per_step": 1}.items():
+        check_int(getattr(cfg, name), name, minimum=minimum)
     for name in ("max_tool_calls", "max_total_tokens", "max_observation_chars"):
         check_int(getattr(cfg, name), name, minimum=1, optional=True)
-    for name in ("deadline", "tool_timeout"):
-        check_seconds(getattr(cfg, name), name)
+    check_seconds(cfg.deadline, "deadline")
+    check_seconds(cfg.tool_timeout, "tool_timeout")
     if not isinstance(cfg.tool_choice, str):
         raise ConfigurationError(
             f"tool_choice must be 'auto', 'required', 'none' or a tool name, "
             f"not {describe(cfg.tool_choice)}"
         )
     check_bool(cfg.reset_tool_choice, "reset_tool_choice")
-    check_multi_action(cfg.multi_action)
+    if cfg.multi_action not in ("independent", "first", "all"):
+        raise ConfigurationError(
+            "multi_action must be 'independent', 'first' or 'all', not "
+            + describe(cfg.multi_action)
+        )
     if not isinstance(cfg.settings, ModelSettings):
         raise ConfigurationError(f"settings must be a ModelSettings, not {describe(cfg.settings)}")
     if not isinstance(cfg.retry, RetryPolicy):
@@ -244,17 +226,6 @@ def check_config(cfg: AgentConfig) -> None:
     if cfg.trace is not None and not isinstance(cfg.trace, str | os.PathLike):
         raise ConfigurationError(f"trace must be a file path or None, not {describe(cfg.trace)}")
     output_spec(cfg.output_type)
-
-
-MULTI_ACTION_MODES: tuple[MultiAction, ...] = ("independent", "first", "all")
-
-
-def check_multi_action(value: Any) -> None:
-    """``multi_action`` is one of :data:`MULTI_ACTION_MODES`."""
-    if value not in MULTI_ACTION_MODES:
-        raise ConfigurationError(
-            "multi_action must be 'independent', 'first' or 'all', not " + describe(value)
-        )
 
 
 def check_int(value: Any, name: str, *, minimum: int, optional: bool = False) -> None:

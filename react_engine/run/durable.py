@@ -1,13 +1,7 @@
 """Durable runs: a run journalled in the agent's store, a stored run resumed, and a run
-whose history lives in a session.
-
-:class:`~react_engine.run.agent.Agent` keeps the public edges (``store=``, ``session=``,
-:meth:`~react_engine.run.agent.Agent.resume`); what they do with the store is here, on the
-protocols of :mod:`react_engine.run.journal` (``run/`` never imports ``store/``). A run's
-journal is made when the run starts (:func:`journal_for`), held and written while the loop
-runs (:func:`journalled`); :func:`resumed` loads a stored run and its approvals before the
-run is taken again from its question.
-"""
+whose history lives in a session, on the protocols of :mod:`react_engine.run.journal`
+(``run/`` never imports ``store/``). :class:`~react_engine.run.agent.Agent` keeps the public
+edges (``store=``, ``session=``, ``resume``)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
 """Running the calls of one reply: approval, timeouts, loop detection, observations.
 
-Every way a call can go wrong ends in its :class:`~react_engine.types.ActionRecord` (an
-unknown tool, arguments that fail validation, a denied approval, a timeout, a tool that
-raises) and so in an observation the model reads; nothing here raises for a bad call.
-
-The runner decides nothing about the run: :meth:`ToolRunner.run` returns the records with a
-:data:`Verdict` (go on, ask for the final answer because a call repeats, stop awaiting
-approvals, or abort because a tool raised a ``BaseException``), and the loop
-(:mod:`react_engine.run.loop`) alone acts on it.
-"""
+Every way a call can go wrong ends in its :class:`~react_engine.types.ActionRecord`, so in an
+observation the model reads; nothing here raises for a bad call. :meth:`ToolRunner.run`
+returns the records with a :data:`Verdict`, and the loop alone acts on it."""
 
 from __future__ import annotations
 
@@ -23,7 +17,7 @@ from typing import Any, Final, Literal
 from ..protocols.base import PendingCall
 from ..runtime import DeadlinePassed, ThreadsExhausted, stuck_threads
 from ..text import valid_unicode
-from ..tools.base import Tool, ToolArgumentsError
+from ..tools.base import Tool, ToolArgumentsError, arguments_dict
 from ..types import ActionRecord
 from ..wording import Notice, NoticeCode, error_observation, skipped_observation
 from .events import ToolFinished, ToolStarted
@@ -139,13 +133,7 @@ class ToolRunner:
                 try:
                     validated = tool.check(call.arguments)
                     if isinstance(call.arguments, str):
-                        record.arguments = (
-                            validated
-                            if isinstance(validated, dict)
-                            else validated.model_dump(
-                                mode="json", by_alias=True, exclude_unset=True
-                            )
-                        )
+                        record.arguments = arguments_dict(validated)
                 except ToolArgumentsError as exc:
                     _fail(record, "invalid_arguments", exc.notice, language)
             if record.status == "ok" and call.skip is not None:
@@ -197,13 +185,10 @@ class ToolRunner:
     async def _call(
         self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool, validated: Any
     ) -> None:
-        """Run one approved call; every way it can go wrong ends in its observation.
-
-        A ``BaseException`` from the tool or the approver (``SystemExit``,
-        ``KeyboardInterrupt``, a ``CancelledError`` that is not the run's own cancellation)
-        is recorded on the call and becomes the batch's :class:`Abort`; the loop records the
-        step and then ends the run."""
-        journal = state.journal
+        """Run one approved call; every way it can go wrong ends in its observation. A
+        ``BaseException`` from the tool or the approver (but the run's own cancellation) becomes the
+        batch's :class:`Abort`: the loop records the step, then ends the run."""
+        journal, language = state.journal, state.protocol.language
         try:
             if journal is not None and await self._replayed(state, record, tool):
                 return
@@ -216,7 +201,7 @@ class ToolRunner:
                     await call_user(self.on_call, record, deadline=state.deadline_at())
                 except DeadlinePassed:
                     late = Notice(NoticeCode.DEADLINE_BEFORE_CALL)
-                    _fail(record, "error", late, _language(state))
+                    _fail(record, "error", late, language)
                     return
                 except ThreadsExhausted as exc:
                     state.note(f"on_call was not called: {exc}")
@@ -235,13 +220,13 @@ class ToolRunner:
             if _being_cancelled():
                 if record.status == "ok" and not record.observation:
                     interrupted = Notice(NoticeCode.INTERRUPTED, tool=tool.name)
-                    _fail(record, "error", interrupted, _language(state))
+                    _fail(record, "error", interrupted, language)
                 raise
-            _note_abort(batch, record, tool, exc, _language(state))
+            _note_abort(batch, record, tool, exc, language)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 raise  # a tool's exceptions are observations already (_invoke); not this one
-            _note_abort(batch, record, tool, exc, _language(state))  # raised again by the loop
+            _note_abort(batch, record, tool, exc, language)  # raised again by the loop
 
     @staticmethod
     async def _replayed(state: RunState, record: ActionRecord, tool: Tool) -> bool:
@@ -256,7 +241,7 @@ class ToolRunner:
             return True
         hints = tool.annotations  # calling it again changes nothing more (MCP's hints)
         if state.journal.in_flight(record) and not (hints.idempotent or hints.read_only):
-            _fail(record, "error", Notice(NoticeCode.MAYBE_RAN), _language(state))
+            _fail(record, "error", Notice(NoticeCode.MAYBE_RAN), state.protocol.language)
             await state.journal.done(record)
             return True
         return False
@@ -264,10 +249,11 @@ class ToolRunner:
     @staticmethod
     def _defer(state: RunState, batch: _Batch, record: ActionRecord) -> bool:
         """An approval put off: the run stops, awaiting it (with a store to resume from)."""
+        language = state.protocol.language
         if state.journal is None:
-            _fail(record, "denied", Notice(NoticeCode.DEFER_NEEDS_STORE), _language(state))
+            _fail(record, "denied", Notice(NoticeCode.DEFER_NEEDS_STORE), language)
             return False
-        _skip(record, Notice(NoticeCode.AWAITING_APPROVAL), _language(state))
+        _skip(record, Notice(NoticeCode.AWAITING_APPROVAL), language)
         state.journal.defer(record)
         batch.deferred.append(record)
         return False
@@ -278,7 +264,7 @@ class ToolRunner:
         """Ask the approver, within the run's deadline (:func:`call_user`)."""
         if not tool.requires_approval:
             return True
-        language = _language(state)
+        language = state.protocol.language
         approve = self.approve
         journal = state.journal
         # A verdict given to agent.resume answers this very call only (its reply, id, tool
@@ -301,34 +287,30 @@ class ToolRunner:
             if exc.started:
                 log.warning("no approval for %s before the run's deadline", tool.name)
                 late = NoticeCode.APPROVAL_TIMED_OUT
-            _fail(record, "denied", Notice(late), language)
-            return False
+            denied = Notice(late)
         except ThreadsExhausted as exc:
-            _fail(record, "denied", Notice(NoticeCode.APPROVAL_UNASKED, detail=str(exc)), language)
-            return False
+            denied = Notice(NoticeCode.APPROVAL_UNASKED, detail=str(exc))
         except Exception as exc:  # a failing approver approves nothing
             log.warning("the approval callback failed for %s: %r", tool.name, exc)
-            failed = Notice(NoticeCode.APPROVAL_FAILED, kind=type(exc).__name__)
-            _fail(record, "denied", failed, language)
-            return False
-        if verdict == "defer":
-            return self._defer(state, batch, record)
-        if verdict is not True:
-            _fail(record, "denied", Notice(NoticeCode.NOT_APPROVED), language)
-            return False
-        return True
+            denied = Notice(NoticeCode.APPROVAL_FAILED, kind=type(exc).__name__)
+        else:
+            if verdict == "defer":
+                return self._defer(state, batch, record)
+            if verdict is True:
+                return True
+            denied = Notice(NoticeCode.NOT_APPROVED)
+        _fail(record, "denied", denied, language)
+        return False
 
     async def _invoke(
         self, state: RunState, record: ActionRecord, tool: Tool, validated: Any
     ) -> None:
         cfg = state.config
         timeout = tool.timeout if tool.timeout is not None else cfg.tool_timeout
-        remaining = None if cfg.deadline is None else state.remaining()
-        if remaining is not None:
-            timeout = max(remaining, 0.001) if timeout is None else min(timeout, remaining)
-            timeout = max(timeout, 0.001)
+        if cfg.deadline is not None and (left := state.remaining()) is not None:
+            timeout = max(left if timeout is None else min(timeout, left), 0.001)
         started = time.perf_counter()
-        language = _language(state)
+        language = state.protocol.language
         try:
             value = await tool.ainvoke(validated, timeout)
             limit = tool.max_observation_chars or cfg.max_observation_chars
@@ -336,22 +318,18 @@ class ToolRunner:
         except DeadlinePassed as exc:
             # Only the engine's own limit: a TimeoutError the tool raised itself (its HTTP
             # client's, say) is the tool's error, below, with its own text.
-            seconds = f"{timeout:g}"
-            message = Notice(NoticeCode.TIMEOUT, tool=tool.name, seconds=seconds)
+            code, words = NoticeCode.TIMEOUT, {"tool": tool.name, "seconds": f"{timeout:g}"}
             if not exc.started:
-                stuck = str(stuck_threads())
-                message = Notice(
-                    NoticeCode.NEVER_STARTED, tool=tool.name, seconds=seconds, stuck=stuck
-                )
+                code, words["stuck"] = NoticeCode.NEVER_STARTED, str(stuck_threads())
             elif not tool.is_async:
-                message = Notice(NoticeCode.TIMEOUT_STILL_RUNNING, tool=tool.name, seconds=seconds)
+                code = NoticeCode.TIMEOUT_STILL_RUNNING
                 event = (
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "
                     f"({stuck_threads()} sync calls stuck)"
                 )
                 log.warning("%s", event, extra=RUN_EVENT)
                 state.note(event)
-            _fail(record, "timeout", message, language)
+            _fail(record, "timeout", Notice(code, **words), language)
         except ThreadsExhausted as exc:
             message = Notice(NoticeCode.NO_THREAD, tool=tool.name, detail=str(exc))
             log.warning("%s", message, extra=RUN_EVENT)
@@ -359,12 +337,8 @@ class ToolRunner:
             _fail(record, "error", message, language)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-            _fail(
-                record,
-                "error",
-                Notice(NoticeCode.TOOL_FAILED, tool=tool.name, error=error),
-                language,
-            )
+            failed = Notice(NoticeCode.TOOL_FAILED, tool=tool.name, error=error)
+            _fail(record, "error", failed, language)
         finally:
             record.duration_s = time.perf_counter() - started
 
@@ -383,10 +357,6 @@ def _being_cancelled() -> bool:
     ``CancelledError`` of its own)."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-def _language(state: RunState) -> str:
-    return state.protocol.language
 
 
 def _fail(record: ActionRecord, status: Any, message: Notice, language: str = "en") -> None:

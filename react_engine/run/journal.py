@@ -1,14 +1,8 @@
 """What a run asks of a store: the :class:`Journal` of one run, the :class:`JournalStore`
-that gives journals (``Agent(store=...)``), and the :class:`SessionLike` that keeps a
-conversation (``session=``).
-
-The run layer defines these protocols and the store layer implements them
-(:class:`react_engine.store.RunStore`, :class:`react_engine.store.runs.RunJournal`,
-:class:`react_engine.store.Session`), so that ``run/`` never imports ``store/``. A store
-given by name (``Agent(store="runs.db")``, ``Agent(store="postgresql://...")``) is opened
-by the opener registered with :func:`set_store_opener`; the package registers
-:func:`react_engine.store.open_store` when it is imported.
-"""
+that gives journals (``Agent(store=...)``), the :class:`SessionLike` that keeps a
+conversation (``session=``). The store layer implements them, so ``run/`` never imports
+``store/``; a store given by name is opened by the opener registered with
+:func:`set_store_opener` (:func:`react_engine.store.open_store`, registered on import)."""
 
 from __future__ import annotations
 
@@ -50,9 +44,7 @@ class Journal(Protocol):
     async def failed(self, error: BaseException) -> None: ...
     def last_protocol(self) -> str | None: ...
     def resume_on(
-        self,
-        live: tuple[RunProtocol, str],
-        make_reader: Callable[[str], RunProtocol],
+        self, live: tuple[RunProtocol, str], make_reader: Callable[[str], RunProtocol]
     ) -> tuple[RunProtocol, str]: ...
 
     # --- model replies and steps (the loop) ---------------------------------------------------

@@ -1,26 +1,16 @@
 """The loop: one loop for every protocol, and the only place where control flow lives.
 
-A :class:`Loop` is built from what it needs (:class:`LoopDeps`: the model's name, the tool
-runner, the instructions, the capability cache...), not from the agent: a test builds one
-with a scripted model and no :class:`~react_engine.run.agent.Agent` at all. What decides where
-a run goes next (its budgets, a forced final answer, the count of failed turns) is
-:class:`Control`, written here and nowhere else; the tool runner returns a verdict
+A :class:`Loop` is built from :class:`LoopDeps`, not from the agent (a test builds one with a
+scripted model). Where a run goes next (budgets, a forced final answer, failed turns) is
+:class:`Control`, written here only; the tool runner returns a verdict
 (:data:`~react_engine.run.execution.Verdict`) and the loop acts on it.
 
-Each turn checks the run's budgets, sends one
-request (:meth:`Loop._send`, with network retries, streamed when the caller streams, and
-the reaction to a server that rejects a parameter), lets the protocol read the reply into
-a :data:`~react_engine.protocols.base.Decision`, and acts on it (:meth:`Loop._decide`): run the
-calls (:class:`~react_engine.run.execution.ToolRunner`), take the final answer, or send the
-format error back. Each turn returns one small outcome (``RunAgain``, ``Finish``,
-``Stop``), and :meth:`Loop.run` is a ``match`` over them.
-
-Everything that can go wrong inside a run becomes something the model can act on (an
-unknown tool, arguments that are not JSON or fail validation, a tool that raises or times
-out, a reply in the wrong format) until the consecutive-error budget runs out; then the run
-stops with :class:`~react_engine.errors.ErrorBudgetExhausted`, which holds the transcript.
-What happens is reported at one point, :meth:`RunState.emit
-<react_engine.run.state.RunState.emit>`, as typed events (:mod:`react_engine.run.events`).
+Each turn checks the budgets, sends one request (:meth:`Loop._send`: retries, streaming, the
+reaction to a refused parameter), lets the protocol read the reply into a
+:data:`~react_engine.protocols.base.Decision` and acts on it (:meth:`Loop._decide`), returning
+``RunAgain``, ``Finish`` or ``Stop``. Whatever goes wrong inside a run becomes feedback the
+model can act on until the consecutive-error budget runs out
+(:class:`~react_engine.errors.ErrorBudgetExhausted`, which holds the transcript).
 """
 
 from __future__ import annotations
@@ -80,16 +70,7 @@ from .events import (
 )
 from .execution import Abort, AwaitApproval, RepeatedCall, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
-from .state import (
-    RUN_EVENT,
-    Finish,
-    Outcome,
-    RunAgain,
-    RunState,
-    Stop,
-    call_user,
-    no_final_answer,
-)
+from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, call_user, no_final_answer
 
 __all__ = ["FINAL_ANSWER_RETRIES", "Control", "Loop", "LoopDeps"]
 
@@ -223,21 +204,16 @@ class Loop:
         try:
             async with scope:
                 reply = await self._request(state, ctl, request, index)
-        except TimeoutError as exc:
-            if not scope.expired():
+        except (TimeoutError, ModelAPIError) as exc:
+            if isinstance(exc, TimeoutError) and not scope.expired():
                 raise
             state.emit(ModelCallFailed(index, exc))
-            return _deadline_stop(state)
-        except ContextWindowExceeded as exc:
-            state.emit(ModelCallFailed(index, exc))
-            return self._make_room(state, exc)
-        except ModelRequestError as exc:
-            state.emit(ModelCallFailed(index, exc))
-            if self._adapt(state, ctl, exc):
+            if isinstance(exc, TimeoutError):
+                return _deadline_stop(state)
+            if isinstance(exc, ContextWindowExceeded):
+                return self._make_room(state, exc)
+            if isinstance(exc, ModelRequestError) and self._adapt(state, ctl, exc):
                 return RunAgain()
-            raise
-        except ModelAPIError as exc:
-            state.emit(ModelCallFailed(index, exc))
             raise
         if state.sinks:
             state.emit(ModelCallFinished(index, reply, time.perf_counter() - started))
@@ -248,10 +224,8 @@ class Loop:
     async def _request(
         self, state: RunState, ctl: Control, request: ModelRequest, index: int
     ) -> ModelResponse:
-        """The reply to one request: whole, or streamed (each delta emitted as it comes).
-
-        A server that cannot stream this request (HTTP 200, no chunk) is asked again without
-        streaming, and its reply passed on as one delta; with tools, that is learned."""
+        """The reply to one request: whole, or streamed (each delta emitted). A server that
+        cannot stream it (HTTP 200, no chunk) is asked again unstreamed (with tools: learned)."""
         if state.journal is not None and (saved := state.journal.saved_reply()) is not None:
             return saved  # a resumed run: this reply was committed before the crash
         retry = state.config.retry
@@ -358,8 +332,6 @@ class Loop:
                 state.emit(ActionDecided(index, tuple(calls)))
             case FinalAnswer(answer=answer):
                 state.emit(AnswerGiven(index, answer))
-            case FormatError():
-                pass
 
     async def _run_calls(
         self, state: RunState, ctl: Control, step: Step, decision: CallTools, started: float
@@ -430,9 +402,8 @@ class Loop:
 
     @staticmethod
     def _make_room(state: RunState, exc: ContextWindowExceeded) -> Outcome:
-        """The request did not fit the model's context window: shorten the observations the
-        model has already read (earlier steps' first, then the latest step's) and ask
-        again; when nothing is left to shorten, the run ends (``context_window``)."""
+        """The request did not fit the context window: shorten the observations already read
+        (earlier steps' first) and ask again; with nothing left to shorten, the run ends."""
         for keep_latest in (True, False):
             shortened = shorten_observations(state.history, keep_latest=keep_latest)
             if shortened:
@@ -528,24 +499,16 @@ def _failed_turn(state: RunState, ctl: Control) -> Outcome:
     budget = state.config.max_consecutive_errors
     if ctl.consecutive_errors > budget:
         return Stop(
-            "error_budget",
-            f"{ctl.consecutive_errors} consecutive failed turns (budget {budget})",
+            "error_budget", f"{ctl.consecutive_errors} consecutive failed turns (budget {budget})"
         )
     return RunAgain()
 
 
 def _settings(state: RunState, left: float | None) -> ModelSettings:
-    """The request settings, shaped to the model and ending with the run's deadline
-    (``left``: the seconds the run has left, ``None`` without a deadline).
-
-    A model that takes no ``temperature`` (``Capabilities.sampling`` false: OpenAI's
-    reasoning models answer HTTP 400 to any but the default) is sent none, nor ``top_p``.
-
-    A blocking client's request runs in a worker thread that cancelling cannot stop,
-    and ``asyncio.run`` waits for that thread: without a timeout that ends with the
-    deadline, ``agent.run(deadline=5)`` against a server that hangs would return only
-    when the HTTP timeout (600 s by default) fires.
-    """
+    """The request settings, shaped to the model and ending with the run's deadline (``left``
+    seconds; ``None``: no deadline). A model that takes no ``temperature``
+    (``Capabilities.sampling`` false) is sent none, nor ``top_p``; the request's timeout ends
+    with the deadline, as a blocking client's request cannot be cancelled."""
     settings = state.config.settings
     if not state.caps.sampling and (settings.temperature, settings.top_p) != (None, None):
         settings = dataclasses.replace(settings, temperature=None, top_p=None)
@@ -557,16 +520,10 @@ def _settings(state: RunState, left: float | None) -> ModelSettings:
 def _abort(state: RunState, exc: BaseException) -> None:
     """End the run after a tool raised a ``BaseException`` (its step is recorded).
 
-    ``SystemExit``, a ``CancelledError`` the tool raised itself and ``GeneratorExit``
-    become :class:`RunAborted`, with the original as its ``__cause__``: a tool has no
-    business ending the caller's program or task. Any other ``BaseException``
-    (``KeyboardInterrupt``, a test framework's ``Failed``, gevent's ``Timeout``) is
-    re-raised as it is, so that it does what its raiser meant (Ctrl-C stops the
-    program, ``pytest.fail`` fails the test; turning it into an ``Exception`` would let
-    ``except Exception`` swallow it). Either way the result so far, with the step of
-    the call that raised, rides on it as ``exc.result`` (a conversation's history keeps
-    the step anyway).
-    """
+    ``SystemExit``, ``GeneratorExit`` and a tool's own ``CancelledError`` become
+    :class:`RunAborted` (their ``__cause__``): a tool has no business ending the caller's program
+    or task. Any other (``KeyboardInterrupt``, ``pytest.fail``'s) is raised as it is, to do what
+    its raiser meant. Either way the result so far rides on it as ``exc.result``."""
     message = f"a tool raised {type(exc).__name__}; the run was aborted"
     result = state.result(None, "error", error=message)
     if isinstance(exc, SystemExit | GeneratorExit | asyncio.CancelledError):

@@ -1,10 +1,5 @@
-"""What the model sees of a tool's result.
-
-Results are serialised compactly (dicts, lists and pydantic models as JSON with
-``ensure_ascii=False``, so Chinese stays readable and cheap in tokens), then truncated to a
-limit with a visible marker that says how much was cut, so the model knows it did not see
-everything. A tool's ``summarize`` hook, when given, replaces the serialisation.
-"""
+"""What the model sees of a tool's result: compact JSON (``ensure_ascii=False``) or the tool's
+``summarize``, truncated to a limit with a visible marker of how much was cut."""
 
 from __future__ import annotations
 
@@ -18,12 +13,7 @@ from pydantic import BaseModel
 from ..text import valid_unicode
 from ..types import HistoryItem, Step
 
-__all__ = [
-    "render_observation",
-    "serialize_result",
-    "shorten_observations",
-    "truncate",
-]
+__all__ = ["render_observation", "serialize_result", "shorten_observations", "truncate"]
 
 
 def _default(value: Any) -> Any:

@@ -1,11 +1,6 @@
-"""What a run needs beyond the agent itself, in one place.
-
-:class:`~react_engine.run.agent.Agent` imports this module when a run starts (``from . import
-running``), not when ``react_engine`` is imported: the loop, tool execution, events,
-tracing and MCP connections bring asyncio (and ``ssl``, ``socket``...) with them, which an
-application that only imports the library, or builds agents, does not need. One module
-rather than one import per name keeps the cost of that import at each run negligible.
-"""
+"""What a run needs beyond the agent, in one module that :class:`~react_engine.run.agent.Agent`
+imports when a run starts, not with ``react_engine``: the loop, tool execution, events, tracing
+and MCP connections bring asyncio (and ``ssl``, ``socket``...) with them."""
 
 from __future__ import annotations
 

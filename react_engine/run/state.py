@@ -1,11 +1,6 @@
-"""One run's state, and what each turn of the loop returns.
-
-A turn of the loop (:class:`react_engine.run.loop.Loop`) returns one of three small
-outcomes: :class:`RunAgain`, :class:`Finish` or :class:`Stop`. :class:`RunState` holds what
-a run accumulates (history, steps, usage, events); what decides where the run goes next
-(its budgets, a forced final answer, the error count) is the loop's own, in
-:class:`react_engine.run.loop.Control`, and nothing else writes it.
-"""
+"""One run's state (:class:`RunState`), and what a turn of the loop returns (:class:`RunAgain`,
+:class:`Finish` or :class:`Stop`); where the run goes next is the loop's own
+(:class:`react_engine.run.loop.Control`)."""
 
 from __future__ import annotations
 
@@ -18,16 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..protocols.base import FormatError, Protocol
+from ..tools.base import is_async_callable
 from ..transport.capabilities import Capabilities
-from ..types import (
-    ActionRecord,
-    HistoryItem,
-    ModelResponse,
-    RunResult,
-    Step,
-    StopReason,
-    Usage,
-)
+from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, StopReason, Usage
 from .config import AgentConfig
 from .events import Event, RunNotice
 
@@ -128,10 +116,8 @@ class RunState:
     steps it has rendered, so that a request renders only what is new."""
 
     def emit(self, event: Event) -> None:
-        """The one point where the loop reports what happens (see :mod:`react_engine.run.events`).
-
-        On the hot path callers check ``if state.sinks:`` first, so that a run nobody
-        listens to (``arun`` without a tracer) builds no event objects at all."""
+        """The one point where the loop reports what happens (:mod:`react_engine.run.events`);
+        callers check ``if state.sinks:`` first, so a run nobody listens to builds no event."""
         for sink in self.sinks:
             sink(event)
 
@@ -156,11 +142,7 @@ class RunState:
         return None if deadline is None else self.started + deadline
 
     def result(
-        self,
-        answer: str | None,
-        reason: StopReason,
-        error: str | None = None,
-        output: Any = None,
+        self, answer: str | None, reason: StopReason, error: str | None = None, output: Any = None
     ) -> RunResult:
         return RunResult(
             question=self.question,
@@ -182,26 +164,19 @@ class RunState:
 
 async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float | None) -> Any:
     """``function(*args)``, awaited when it returns an awaitable, by ``deadline`` (a
-    :func:`time.perf_counter` instant; ``None``: unbounded): the one way the engine calls
-    a user's callback (``on_step``, ``on_call``, an approver).
+    :func:`time.perf_counter` instant; ``None``: unbounded): the one way the engine calls a
+    user's callback (``on_step``, ``on_call``, an approver). A sync one runs on a worker thread,
+    so a slow one stalls neither its run past the deadline nor the other runs on the loop.
 
-    A sync callback runs on a worker thread, so a slow one (a person at a prompt, a print
-    to a blocked pipe, a database write) stalls neither its run past the deadline nor the
-    other runs sharing the event loop; an async one is awaited with the time left.
-
-    Raises :class:`~react_engine.runtime.DeadlinePassed` when the deadline comes
-    first (``started`` false: the callback was never called; else it is left to finish on
-    its own), :class:`~react_engine.runtime.ThreadsExhausted` when too many sync calls
-    are stuck for another to start, and what the callback raises (a ``TimeoutError`` of its
-    own among them).
-    """
+    Raises :class:`~react_engine.runtime.DeadlinePassed` (``started`` false: never called),
+    :class:`~react_engine.runtime.ThreadsExhausted`, and what the callback raises."""
     from ..runtime import DeadlinePassed, run_sync_call
     from ..tools.timeouts import within
 
     left = None if deadline is None else deadline - time.perf_counter()
     if left is not None and left <= 0:
         raise DeadlinePassed(0.0, started=False)
-    if _is_async(function):
+    if is_async_callable(function):
         outcome = function(*args)
     else:
         outcome = await run_sync_call(function, *args, timeout=left)
@@ -210,12 +185,6 @@ async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float
     if deadline is None:
         return await outcome
     return await within(outcome, max(deadline - time.perf_counter(), 0.001))
-
-
-def _is_async(function: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-        getattr(function, "__call__", None)  # noqa: B004 - objects with an async __call__
-    )
 
 
 def no_final_answer(why: Literal["max_steps", "loop", "tool_budget"], decision: FormatError) -> str:

@@ -2,28 +2,14 @@
 
 ``Agent(trace="run.jsonl")`` (or ``run(..., trace=...)``, or ``react-engine run --trace``)
 appends one JSON Lines record per event that matters, each written and flushed when it
-happens, so that a run killed at any point (SIGINT, SIGTERM, SIGKILL, a crash) leaves on
-disk every request that was paid for and every call that was started:
-
-``run``
-    the run began: question, model, protocol and why.
-``reply``
-    a reply arrived (before any of its calls runs): its text, calls, finish reason and the
-    request's usage. A killed run's cost is the sum of its ``reply`` records.
-``tool_started``
-    a call was approved and its tool starts: id, tool, arguments.
-``step``
-    a step is complete, as :meth:`RunResult.trace <react_engine.types.RunResult.trace>`
-    writes it (the calls with their observations).
-``result``
-    the run ended: the answer, the stop reason, the usage, or the error it raised.
-
-A finished run's ``run``, ``step`` and ``result`` records are the ones
-:meth:`~react_engine.types.RunResult.to_jsonl` gives; ``reply`` and ``tool_started`` sit
-between them. Records are flushed to the operating system, which keeps them through the
-death of the process; they are not ``fsync``-ed (a machine that loses power may lose the
-last ones), which would cost a disk round trip per record.
-"""
+happens, so that a run killed at any point leaves every request paid for and every call
+started: ``run`` (question, model, protocol and why), ``reply`` (before any of its calls
+runs: text, calls, finish reason, usage; a killed run's cost is the sum of these),
+``tool_started`` (id, tool, arguments), ``step`` (as :meth:`RunResult.trace
+<react_engine.types.RunResult.trace>` writes it) and ``result`` (answer, stop reason, usage,
+or the error raised). A finished run's ``run``, ``step`` and ``result`` records are
+:meth:`~react_engine.types.RunResult.to_jsonl`'s. Records are flushed, not ``fsync``-ed (a
+machine that loses power may lose the last ones)."""
 
 from __future__ import annotations
 
@@ -128,8 +114,6 @@ class TraceFile:
                 record["error"] = record.get("error") or f"{type(error).__name__}: {error}"[:500]
                 self._write(record)
                 self.close()
-            case _:
-                pass
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.failure is not None:

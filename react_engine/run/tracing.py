@@ -1,32 +1,20 @@
-"""OpenTelemetry spans for runs, model calls and tool calls (the ``otel`` extra).
+"""OpenTelemetry spans for runs, model calls and tool calls (the ``otel`` extra; docs/tracing.md).
 
-A :class:`RunTracer` is one more receiver of a run's events (:mod:`react_engine.run.events`):
-it opens and closes spans as they come, following the GenAI semantic conventions::
+A :class:`RunTracer` receives a run's events and opens and closes spans as they come, under
+the GenAI semantic conventions::
 
     invoke_agent                       the run
       chat {model}                     one per request to the model
       execute_tool {tool}              one per call that runs
 
-Attributes: ``gen_ai.operation.name``, ``gen_ai.request.model``, ``gen_ai.response.model``,
-``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` /
-``gen_ai.usage.output_tokens`` (per call, and the run's totals), ``gen_ai.tool.name``,
-``gen_ai.tool.call.id``; and ours: ``react_engine.protocol``, ``react_engine.repairs`` (the
-parser's repairs in the run), ``react_engine.lossy_repairs`` (those that guessed a value in
-a call, which was therefore refused: only when there are some),
-``react_engine.stop_reason``, and span events ``react_engine.fallback`` (a protocol
-fallback or adaptation), ``react_engine.event`` (the run's other events) and
-``react_engine.stopped_live``. A failed request, a tool that failed and a run that raised
-set the span's status to ERROR (an exception is recorded).
-
-Prompts, replies, tool arguments and results are recorded only when asked
-(``Agent(trace_content=True)``, or ``REACT_ENGINE_TRACE_CONTENT=1``, or the GenAI
-convention's ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``): they may hold
-personal or secret data.
-
-When it is on: ``Agent(tracer_provider=provider)``, or, without one, whenever the
-application has set a global tracer provider (``opentelemetry.trace.set_tracer_provider``).
-The library imports ``opentelemetry`` only in those cases: an application that does not
-use it never loads it. ``Agent(tracer_provider=False)`` turns tracing off.
+Besides the convention's attributes: ``react_engine.protocol``, ``react_engine.repairs``,
+``react_engine.lossy_repairs`` (when some), ``react_engine.stop_reason``, and span events
+``react_engine.fallback``, ``react_engine.event`` and ``react_engine.stopped_live``; a
+failure sets the span's status to ERROR. Prompts, replies, tool arguments and results go in
+only when asked (``trace_content=True``, ``REACT_ENGINE_TRACE_CONTENT=1`` or
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``). Tracing is on with
+``Agent(tracer_provider=provider)`` or a global provider the application set, off with
+``tracer_provider=False``; ``opentelemetry`` is imported only then.
 """
 
 from __future__ import annotations
@@ -64,13 +52,8 @@ def content_wanted(option: bool | None) -> bool:
     """Whether prompts and replies go into spans: the option, else the environment."""
     if option is not None:
         return option
-    for name in (
-        "REACT_ENGINE_TRACE_CONTENT",
-        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-    ):
-        if os.environ.get(name, "").strip().lower() in _TRUE:
-            return True
-    return False
+    names = ("REACT_ENGINE_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    return any(os.environ.get(name, "").strip().lower() in _TRUE for name in names)
 
 
 def tracer_for(provider: Any) -> Tracer | None:
@@ -117,32 +100,24 @@ class RunTracer:
                 self._start_chat(event)
             case ModelCallFinished():
                 self._end_chat(event)
-            case ModelCallFailed(step=step, error=error):
-                span = self._chat.pop(step, None)
-                if span is not None:
-                    self._fail(span, error)
-                    span.end()
-            case StoppedLive(step=step, stop=stop, completion_tokens=tokens):
-                span = self._chat.get(step)
-                if span is not None:
-                    span.add_event(
-                        "react_engine.stopped_live",
-                        {"react_engine.stop": stop, "react_engine.completion_tokens": tokens},
-                    )
-            case RunNotice(message=message, source=source):
-                if self._run is not None:
-                    name = (
-                        "react_engine.fallback" if source == "adaptation" else "react_engine.event"
-                    )
-                    self._run.add_event(name, {"react_engine.message": message})
+            case ModelCallFailed(step=step, error=error) if step in self._chat:
+                span = self._chat.pop(step)
+                self._fail(span, error)
+                span.end()
+            case StoppedLive(step=step, stop=stop, completion_tokens=tokens) if step in self._chat:
+                self._chat[step].add_event(
+                    "react_engine.stopped_live",
+                    {"react_engine.stop": stop, "react_engine.completion_tokens": tokens},
+                )
+            case RunNotice(message=message, source=source) if self._run is not None:
+                name = "fallback" if source == "adaptation" else "event"
+                self._run.add_event(f"react_engine.{name}", {"react_engine.message": message})
             case ToolStarted():
                 self._start_tool(event)
             case ToolFinished():
                 self._end_tool(event)
             case StepDone(step=step):
-                for code in step.repairs:
-                    if code not in self._repairs:
-                        self._repairs.append(code)
+                self._repairs.extend(c for c in step.repairs if c not in self._repairs)
                 for action in step.actions:
                     self._lossy.extend(c for c in action.lossy if c not in self._lossy)
             case RunDone(result=result):
@@ -155,8 +130,6 @@ class RunTracer:
                 usage = getattr(failed, "usage", None)
                 self._end_run(getattr(failed, "stop_reason", None), None, usage, error)
                 self._close()
-            case _:
-                pass
 
     # --- the run ---------------------------------------------------------------------------
 
@@ -196,9 +169,7 @@ class RunTracer:
 
     def _close(self) -> None:
         """End every span still open (a run cancelled mid-request), the run's last."""
-        for span in self._chat.values():
-            span.end()
-        for span, _ in self._tools.values():
+        for span in [*self._chat.values(), *(span for span, _ in self._tools.values())]:
             span.end()
         self._chat.clear()
         self._tools.clear()
@@ -222,15 +193,9 @@ class RunTracer:
             "react_engine.protocol": event.protocol,
             "react_engine.step": event.step,
         }
-        settings = request.settings
-        if settings.temperature is not None:
-            attributes["gen_ai.request.temperature"] = settings.temperature
-        if settings.max_tokens is not None:
-            attributes["gen_ai.request.max_tokens"] = settings.max_tokens
-        if settings.seed is not None:
-            attributes["gen_ai.request.seed"] = settings.seed
-        if settings.top_p is not None:
-            attributes["gen_ai.request.top_p"] = settings.top_p
+        for key in ("temperature", "max_tokens", "seed", "top_p"):
+            if (value := getattr(request.settings, key)) is not None:
+                attributes[f"gen_ai.request.{key}"] = value
         if request.stop:
             attributes["gen_ai.request.stop_sequences"] = list(request.stop)
         if self.content:
@@ -244,8 +209,7 @@ class RunTracer:
         )
 
     def _end_chat(self, event: ModelCallFinished) -> None:
-        span = self._chat.pop(event.step, None)
-        if span is None:
+        if (span := self._chat.pop(event.step, None)) is None:
             return
         reply = event.reply
         span.set_attribute("gen_ai.usage.input_tokens", reply.usage.prompt_tokens)
@@ -287,8 +251,7 @@ class RunTracer:
         self._tools[id(call)] = (span, token)
 
     def _end_tool(self, event: ToolFinished) -> None:
-        entry = self._tools.pop(id(event.call), None)
-        if entry is None:
+        if (entry := self._tools.pop(id(event.call), None)) is None:
             return
         span, token = entry
         self._context.detach(token)  # type: ignore[arg-type]

@@ -1,25 +1,15 @@
-"""Checking a tool call's arguments against the tool's JSON Schema, all of it.
+"""Checking a tool call's arguments against the tool's whole JSON Schema.
 
-A tool built from a JSON Schema (:meth:`Tool.from_schema <react_engine.tools.Tool.from_schema>`,
-so every MCP tool) has its arguments checked by the ``jsonschema`` package against the schema
-its author wrote (not the copy made for OpenAI's strict mode): types and unions, ``enum``,
-``const``, lengths, ``pattern``, bounds, ``multipleOf``, nested objects and arrays, ``required``,
-``additionalProperties``, ``$ref``/``$defs``, composition. One rule is the engine's own: an
-argument the schema does not name is refused unless the schema allows other keys
-(``additionalProperties`` or ``unevaluatedProperties`` at its top level), as it always was.
-``format`` stays an annotation, as JSON Schema 2020-12 says by default.
+A tool built with :meth:`Tool.from_schema <react_engine.tools.Tool.from_schema>` (every MCP
+tool) has its arguments checked by ``jsonschema`` against the schema its author wrote. The
+engine's own rule: an argument the schema does not name is refused unless the schema allows
+other keys at its top level. ``format`` stays an annotation (JSON Schema 2020-12).
 
-A schema is checked when the tool is built: one that is not valid JSON Schema, nests deeper
-than :data:`MAX_SCHEMA_DEPTH` or refers (``$ref``) to anything outside itself is a
-:class:`~react_engine.errors.ToolDefinitionError` there. A ``pattern`` runs on the ``regex``
-package with a time limit, so a pattern that backtracks for ever cannot stall the event loop;
-``uniqueItems`` and ``enum`` compare canonical JSON texts in a set, in linear time, where
-``jsonschema`` compares values pairwise.
-
-Failures are short lines written for the model, in pydantic's words where pydantic has
-some: ``city: Input should be "Beijing", "Shanghai" or "Guangzhou"``.
-
-``jsonschema`` is imported here only, when the first schema-defined tool is built.
+A schema that is not valid JSON Schema, nests deeper than :data:`MAX_SCHEMA_DEPTH` or has a
+``$ref`` outside itself is a :class:`~react_engine.errors.ToolDefinitionError` when the tool
+is built. ``pattern`` runs on ``regex`` with a time limit; ``uniqueItems`` and ``enum``
+compare canonical JSON texts in a set, in linear time. Failures are short lines for the
+model, in pydantic's words. ``jsonschema`` is imported with the first such tool.
 """
 
 from __future__ import annotations
@@ -34,6 +24,7 @@ import regex
 
 from ..errors import ToolDefinitionError
 from ..nesting import exceeds_depth
+from .schema import schema_nodes
 
 __all__ = ["MAX_SCHEMA_DEPTH", "MAX_SCHEMA_PROPERTIES", "SchemaCheck", "schema_check"]
 
@@ -90,28 +81,18 @@ and checking a schema against the metaschema takes a few milliseconds."""
 
 
 MAX_SCHEMA_PROPERTIES: Final = 5000
-"""Object properties in one tool's schema, all levels together: OpenAI's limit for a
-Structured Outputs schema. Past it the tool is refused where it is built; checking such a
-schema against the metaschema alone takes seconds (jsonschema: 16 s for 6,000 properties
-on two shared cores), and a hostile MCP server could send one with every run."""
+"""Object properties in one tool's schema, all levels together (OpenAI's Structured Outputs
+limit); past it the tool is refused: checking the schema alone would take seconds."""
 
 
 def _too_many_properties(schema: Any) -> bool:
-    """Whether ``schema`` declares more than :data:`MAX_SCHEMA_PROPERTIES` properties (an
-    explicit stack: the depth is checked before, this only counts)."""
+    """Whether ``schema`` declares more than :data:`MAX_SCHEMA_PROPERTIES` properties."""
     count = 0
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Mapping):
-            props = node.get("properties")
-            if isinstance(props, Mapping):
-                count += len(props)
-                if count > MAX_SCHEMA_PROPERTIES:
-                    return True
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    for node in schema_nodes(schema):
+        props = node.get("properties")
+        count += len(props) if isinstance(props, Mapping) else 0
+        if count > MAX_SCHEMA_PROPERTIES:
+            return True
     return False
 
 
@@ -177,14 +158,12 @@ class SchemaCheck:
             where = _location(problem.absolute_path)
             raise self._bad(f"{where + ': ' if where else ''}{problem.message[:300]}")
         if "additionalProperties" not in schema and "unevaluatedProperties" not in schema:
-            composed = any(k in schema for k in ("allOf", "anyOf", "oneOf", "$ref", "if"))
-            if not composed:
+            if not any(k in schema for k in ("allOf", "anyOf", "oneOf", "$ref", "if")):
                 schema["additionalProperties"] = False
             elif "unevaluatedProperties" in base.VALIDATORS:
                 schema["unevaluatedProperties"] = False
         self.schema = schema
-        checker = _CHECKERS.get(base)
-        if checker is None:
+        if (checker := _CHECKERS.get(base)) is None:
             mine = {"pattern": _pattern, "uniqueItems": _unique_items, "enum": _enum}
             checker = _CHECKERS[base] = validators.extend(base, mine)
         self._validator = checker(schema)
@@ -257,17 +236,13 @@ class SchemaCheck:
 
     def errors(self, arguments: Any) -> list[str]:
         """What is wrong with ``arguments`` (``field: message`` lines); empty when valid."""
-        found: dict[str, None] = {}
         try:
             failures = list(itertools.islice(self._validator.iter_errors(arguments), 50))
         except RecursionError:
             return ["(arguments): the tool's schema refers to itself without end"]
         except Exception as exc:  # a schema that checked out but cannot be applied
             return [f"(arguments): the tool's schema cannot be applied ({type(exc).__name__})"]
-        for failure in failures:
-            for line in _describe(failure):
-                found[line] = None
-        lines = list(found)
+        lines = list(dict.fromkeys(line for failure in failures for line in _describe(failure)))
         if len(lines) > MAX_REPORTED:
             lines = [*lines[:MAX_REPORTED], f"and {len(lines) - MAX_REPORTED} more"]
         return lines
@@ -354,9 +329,7 @@ def _describe(failure: Any) -> list[str]:
 
     path = list(failure.absolute_path)
     where = _location(path) or "(arguments)"
-    keyword = failure.validator
-    value = failure.validator_value
-    instance = failure.instance
+    keyword, value, instance = failure.validator, failure.validator_value, failure.instance
     if keyword == "required" and isinstance(instance, dict) and isinstance(value, list):
         missing = [k for k in value if isinstance(k, str) and k not in instance]
         return [f"{_location([*path, k])}: Field required" for k in missing] or [
@@ -375,10 +348,7 @@ def _describe(failure: Any) -> list[str]:
         if keyword == "oneOf" and not failure.context:
             return [f"{where}: Input matches more than one of the allowed schemas"]
         closest = best_match(failure.context) if failure.context else None
-        hint = ""
-        if closest is not None:
-            inner = _describe(closest)[0]
-            hint = f" (for example, {inner})"
+        hint = f" (for example, {_describe(closest)[0]})" if closest is not None else ""
         return [f"{where}: Input matches none of the allowed schemas{hint}"]
     return [f"{where}: {_message(keyword, value, failure)}"]
 

@@ -1,14 +1,9 @@
 """Tools: a callable plus the pydantic model that describes and validates its arguments.
 
-``@tool`` reads a typed function's signature and docstring once, at definition time, and
-builds one pydantic model from it. That model produces the JSON Schema sent to the API
-and rendered into the text protocol's prompt (self-contained, extra keys forbidden; marked
-``"strict": true`` only when OpenAI's strict mode accepts it, see :func:`meets_strict_mode`),
-and validates every call's arguments before the function runs. Anything that does not add
-up (a parameter without a type, a docstring that documents a parameter the function does
-not have, a pydantic model whose fields are not the function's parameters) is a
-:class:`ToolDefinitionError` raised where the tool is defined, not in the middle of a run.
-"""
+``@tool`` reads a typed function's signature and docstring once, at definition time, into one
+pydantic model: it gives the JSON Schema sent to the model and validates every call's
+arguments before the function runs. A definition that does not add up is a
+:class:`ToolDefinitionError` where the tool is defined, not in the middle of a run."""
 
 from __future__ import annotations
 
@@ -28,13 +23,13 @@ from ..errors import ModelBehaviorError, ToolDefinitionError
 from ..nesting import TOO_DEEP, too_deep
 from ..wording import Notice, NoticeCode
 from .docstrings import parse_docstring
-from .schema import meets_strict_mode, strict_schema
+from .schema import meets_strict_mode, schema_nodes, strict_schema
 from .timeouts import within
 
 if TYPE_CHECKING:
     from ._schema_check import SchemaCheck
 
-__all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "ToolOptions"]
+__all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "ToolOptions", "arguments_dict"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,16 +51,10 @@ class ToolArgumentsError(ModelBehaviorError, ValueError):
 class ToolAnnotations:
     """What calling a tool does to the world: MCP's tool annotations, under Python names.
 
-    The defaults are MCP's, i.e. the worst case: a tool that says nothing may change
-    things (``read_only=False``), destroy them (``destructive=True``), do so again when
-    called again (``idempotent=False``) and reach outside the program (``open_world=True``).
-    They are hints about the tool, given by whoever defined it, not promises the engine
-    can check. The engine uses ``read_only``: when a reply holds several calls, only the
-    independent read-only ones and the first other one run (see
-    :mod:`react_engine.protocols.policy`); the others are reported to the model as not run.
-    ``destructive`` and ``idempotent`` mean something only for a tool that is not
-    read-only.
-    """
+    The defaults are MCP's worst case (it may change, destroy, repeat, reach outside). They are
+    hints from whoever defined the tool, not promises. The engine uses ``read_only``: of a
+    reply's several calls, the independent read-only ones and the first other one run
+    (:mod:`react_engine.protocols.policy`)."""
 
     read_only: bool = False
     """The tool changes nothing (MCP ``readOnlyHint``)."""
@@ -101,15 +90,6 @@ class ToolAnnotations:
             open_world=hint("open_world_hint", "openWorldHint", True),
         )
 
-    def mcp_hints(self) -> dict[str, bool]:
-        """The annotations under MCP's names (``readOnlyHint``...)."""
-        return {
-            "readOnlyHint": self.read_only,
-            "destructiveHint": self.destructive,
-            "idempotentHint": self.idempotent,
-            "openWorldHint": self.open_world,
-        }
-
 
 class ToolOptions(TypedDict, total=False):
     """The options every constructor of a :class:`Tool` takes (:func:`tool`,
@@ -117,18 +97,11 @@ class ToolOptions(TypedDict, total=False):
     keywords; each is the :class:`Tool` field of the same name."""
 
     summarize: Callable[[Any], str] | None
-    """Turns a raw result into what the model sees (observation injection)."""
     requires_approval: bool
-    """Ask the run's approval callback before every call (default ``False``)."""
     timeout: float | None
-    """Seconds a call may take before it becomes a timeout observation."""
     max_observation_chars: int | None
-    """Per-tool override of the agent's observation length limit."""
     annotations: ToolAnnotations | None
-    """What a call does to the world (default: MCP's worst case)."""
     inline: bool
-    """A sync function its author declares quick: called in the run's own task, with no
-    thread (default ``False``; see :attr:`Tool.inline`)."""
 
 
 _OPTIONS: frozenset[str] = frozenset(ToolOptions.__optional_keys__)
@@ -159,9 +132,8 @@ class Tool:
     max_observation_chars: int | None = None
     """Per-tool override of the agent's observation length limit."""
     strict: bool = field(default=False)
-    """Whether the schema meets OpenAI's strict mode rules, and so is sent with
-    ``"strict": true``: every object in it, nested ones included, lists all its properties
-    as required and allows no other keys (so no optional parameter, no ``dict`` argument)."""
+    """Whether the schema meets OpenAI's strict mode rules (:func:`meets_strict_mode`), and so
+    is sent with ``"strict": true``."""
     annotations: ToolAnnotations = field(default_factory=ToolAnnotations)
     """What a call does to the world (MCP's annotations; by default, the worst case). A
     reply's several calls run together only where they are read-only: see
@@ -173,10 +145,8 @@ class Tool:
     ignore them by default: the key would be dropped, not passed)."""
     inline: bool = False
     """A sync function its author declares quick (``@tool(inline=True)``): each call runs in
-    the run's own task, on the event loop's thread, with no worker thread and no hand-off.
-    Nothing can interrupt it there: no timeout, no deadline and no Ctrl-C takes effect
-    before it returns, and every other run on the loop waits for it. For a function that
-    returns in microseconds (arithmetic, a dict lookup), never for one that does I/O."""
+    the run's own task, on the event loop's thread: no timeout, deadline or Ctrl-C stops it,
+    and every run on the loop waits for it. For microseconds of work, never for I/O."""
 
     @property
     def argument_names(self) -> list[str]:
@@ -252,34 +222,24 @@ class Tool:
         self, validated: BaseModel | dict[str, Any], timeout: float | None = None
     ) -> Any:
         """Run the function with validated arguments, within ``timeout`` seconds
-        (:class:`~react_engine.runtime.DeadlinePassed`, a :class:`TimeoutError`, past it;
-        a ``TimeoutError`` the function raises itself is raised as it is).
-
-        A sync function runs on a worker thread, not on the event loop: a slow or stuck one
-        would stall every run on the loop and ignore the timeout. A thread cannot be
-        stopped, so one that overruns is left to finish on its own (see
-        :func:`react_engine.runtime.run_sync_call`). A tool declared :attr:`inline` is
-        called right here instead, and ``timeout`` does not apply to it.
-        """
+        (:class:`~react_engine.runtime.DeadlinePassed` past it; a ``TimeoutError`` the function
+        raises itself is raised as it is). A sync function runs on a worker thread
+        (:func:`react_engine.runtime.run_sync_call`), left to finish on its own if it overruns; an
+        :attr:`inline` one is called right here, and ``timeout`` does not apply to it."""
         if self.pass_model:
-            args: tuple[Any, ...] = (validated,)
-            kwargs: dict[str, Any] = {}
+            call = functools.partial(self.function, validated)
         elif self.pass_arguments:
-            args, kwargs = (_arguments_dict(validated),), {}
-        else:
-            args = ()
-            kwargs = {name: getattr(validated, name) for name in self.args_model.model_fields}
+            call = functools.partial(self.function, arguments_dict(validated))
+        else:  # a partial: a tool may have a parameter named ``timeout``
+            names = self.args_model.model_fields
+            call = functools.partial(self.function, **{n: getattr(validated, n) for n in names})
         if self.is_async:
-            running = cast(Awaitable[Any], self.function(*args, **kwargs))
-            if timeout is None:
-                return await running
-            return await within(running, timeout)
+            running = cast(Awaitable[Any], call())
+            return await (running if timeout is None else within(running, timeout))
         if self.inline:
-            return self.function(*args, **kwargs)
+            return call()
         from ..runtime import run_sync_call  # with asyncio: loaded by the running loop
 
-        # A partial: a tool may have a parameter named ``timeout``.
-        call = functools.partial(self.function, *args, **kwargs)
         return await run_sync_call(call, timeout=timeout)
 
     def invoke_sync(self, validated: BaseModel | dict[str, Any]) -> Any:
@@ -287,7 +247,7 @@ class Tool:
         if self.pass_model:
             return self.function(validated)
         if self.pass_arguments:
-            return self.function(_arguments_dict(validated))
+            return self.function(arguments_dict(validated))
         return self.function(**{n: getattr(validated, n) for n in self.args_model.model_fields})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -311,42 +271,33 @@ class Tool:
         try:
             hints = get_type_hints(function, include_extras=True)
         except Exception as exc:  # a NameError from a forward reference, typically
-            raise ToolDefinitionError(
-                f"tool {tool_name!r}: cannot resolve type hints: {exc}", tool_name=tool_name
-            ) from exc
+            raise _bad(tool_name, f"cannot resolve type hints: {exc}") from exc
         fields: dict[str, Any] = {}
         for pname, param in sig.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-                raise ToolDefinitionError(
-                    f"tool {tool_name!r}: *{pname} / **{pname} cannot be described as JSON "
+                raise _bad(
+                    tool_name,
+                    f"*{pname} / **{pname} cannot be described as JSON "
                     "Schema; give every argument a name and a type",
-                    tool_name=tool_name,
                 )
             if param.kind is param.POSITIONAL_ONLY:
-                raise ToolDefinitionError(
-                    f"tool {tool_name!r}: positional-only parameter {pname!r} cannot be "
-                    "passed by name",
-                    tool_name=tool_name,
+                raise _bad(
+                    tool_name, f"positional-only parameter {pname!r} cannot be passed by name"
                 )
             if pname not in hints:
-                raise ToolDefinitionError(
-                    f"tool {tool_name!r}: parameter {pname!r} has no type annotation",
-                    tool_name=tool_name,
-                )
-            annotation = hints[pname]
+                raise _bad(tool_name, f"parameter {pname!r} has no type annotation")
             default = ... if param.default is param.empty else param.default
-            finfo = (
+            info = (
                 pydantic.Field(default=default, description=arg_docs[pname])
                 if pname in arg_docs
                 else pydantic.Field(default=default)
             )
-            fields[pname] = (annotation, finfo)
+            fields[pname] = (hints[pname], info)
         unknown = sorted(set(arg_docs) - set(sig.parameters))
         if unknown:
-            raise ToolDefinitionError(
-                f"tool {tool_name!r}: the docstring documents {', '.join(unknown)}, which the "
-                "function does not take",
-                tool_name=tool_name,
+            raise _bad(
+                tool_name,
+                f"the docstring documents {', '.join(unknown)}, which the function does not take",
             )
         try:
             model = pydantic.create_model(
@@ -355,17 +306,10 @@ class Tool:
                 **fields,
             )
         except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-            raise ToolDefinitionError(
-                f"tool {tool_name!r}: cannot build an argument model: {exc}", tool_name=tool_name
-            ) from exc
-        return cls._build(
-            tool_name,
-            description if description is not None else summary,
-            model,
-            function,
-            pass_model=False,
-            **options,
-        )
+            raise _bad(tool_name, f"cannot build an argument model: {exc}") from exc
+        if description is None:
+            description = summary
+        return cls._build(tool_name, description, model, function, pass_model=False, **options)
 
     @classmethod
     def from_model(
@@ -385,9 +329,7 @@ class Tool:
         tool_name: str = name or str(getattr(function, "__name__", ""))
         _check_name(tool_name)
         if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
-            raise ToolDefinitionError(
-                f"tool {tool_name!r}: {args_model!r} is not a pydantic model", tool_name=tool_name
-            )
+            raise _bad(tool_name, f"{args_model!r} is not a pydantic model")
         sig = inspect.signature(function)
         params = [
             p for p in sig.parameters.values() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
@@ -413,25 +355,16 @@ class Tool:
                     parts.append(f"fields the function does not take: {', '.join(missing)}")
                 if extra:
                     parts.append(f"required parameters the model lacks: {', '.join(extra)}")
-                raise ToolDefinitionError(
-                    f"tool {tool_name!r}: {args_model.__name__} and the function disagree ("
-                    + "; ".join(parts)
-                    + ")",
-                    tool_name=tool_name,
+                raise _bad(
+                    tool_name,
+                    f"{args_model.__name__} and the function disagree (" + "; ".join(parts) + ")",
                 )
         doc = description
         if doc is None:
             doc = parse_docstring(inspect.getdoc(function) or "")[0] or (
                 inspect.getdoc(args_model) or ""
             )
-        return cls._build(
-            tool_name,
-            doc,
-            args_model,
-            function,
-            pass_model=pass_model,
-            **options,
-        )
+        return cls._build(tool_name, doc, args_model, function, pass_model=pass_model, **options)
 
     @classmethod
     def from_schema(
@@ -446,33 +379,24 @@ class Tool:
         """Build a tool from a JSON Schema of its arguments plus a function (sync or async)
         that takes them as one dict: a tool defined elsewhere, such as an MCP server's.
 
-        The schema is sent as it is, made self-contained (``$defs`` inlined, titles dropped)
-        and closed to other keys unless it says otherwise. Every call's arguments are
-        checked against the whole schema as written (with the ``jsonschema`` package: see
-        :mod:`react_engine.tools._schema_check`) before the function runs; a schema that is not
-        valid JSON Schema is a :class:`ToolDefinitionError` here.
-        """
+        The schema is sent self-contained and closed to other keys unless it says otherwise; every
+        call's arguments are checked against the whole schema as written
+        (:mod:`react_engine.tools._schema_check`), and a schema that is not valid JSON Schema is a
+        :class:`ToolDefinitionError` here."""
         from ._schema_check import schema_check
 
         _check_name(name)
         if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
-            raise ToolDefinitionError(
-                f"tool {name!r}: the arguments' schema must be a JSON Schema of an object, "
+            raise _bad(
+                name,
+                "the arguments' schema must be a JSON Schema of an object, "
                 f"not {str(parameters)[:100]}",
-                tool_name=name,
             )
         check = schema_check(name, parameters)
         schema = dict(parameters)
         extra = schema.get("additionalProperties", False)
         model = _model_from_schema(name, schema)
-        built = cls._build(
-            name,
-            description,
-            model,
-            function,
-            pass_model=False,
-            **options,
-        )
+        built = cls._build(name, description, model, function, pass_model=False, **options)
         built.pass_arguments = True
         built.schema_check = check
         built.parameters = strict_schema(schema)
@@ -500,50 +424,41 @@ class Tool:
         max_observation_chars = options.get("max_observation_chars")
         inline = options.get("inline", False)
         if not isinstance(inline, bool):
-            raise ToolDefinitionError(
-                f"tool {name!r}: inline must be True or False, not {inline!r}", tool_name=name
-            )
+            raise _bad(name, f"inline must be True or False, not {inline!r}")
         if annotations is not None and not isinstance(annotations, ToolAnnotations):
-            raise ToolDefinitionError(
-                f"tool {name!r}: annotations must be a ToolAnnotations, not {annotations!r}",
-                tool_name=name,
-            )
+            raise _bad(name, f"annotations must be a ToolAnnotations, not {annotations!r}")
         if timeout is not None and (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
             or not math.isfinite(timeout)
             or timeout <= 0
         ):
-            raise ToolDefinitionError(
-                f"tool {name!r}: timeout must be a positive, finite number of seconds or None, "
-                f"not {timeout!r}",
-                tool_name=name,
+            raise _bad(
+                name,
+                f"timeout must be a positive, finite number of seconds or None, not {timeout!r}",
             )
         if max_observation_chars is not None and (
             isinstance(max_observation_chars, bool)
             or not isinstance(max_observation_chars, int)
             or max_observation_chars < 1
         ):
-            raise ToolDefinitionError(
-                f"tool {name!r}: max_observation_chars must be a positive int or None, "
+            raise _bad(
+                name,
+                "max_observation_chars must be a positive int or None, "
                 f"not {max_observation_chars!r}",
-                tool_name=name,
             )
         try:
             raw_schema = args_model.model_json_schema()
         except Exception as exc:
-            raise ToolDefinitionError(
-                f"tool {name!r}: its arguments have no JSON Schema: {exc}", tool_name=name
-            ) from exc
+            raise _bad(name, f"its arguments have no JSON Schema: {exc}") from exc
         parameters = strict_schema(raw_schema)
         strict = meets_strict_mode(parameters)
         # pydantic ignores unknown keys in nested models unless told otherwise, while the
         # schema sent forbids them: the call forbids them too, unless some model allows them.
-        forbid_extra = not _allows_extra(raw_schema)
-        target = function
-        is_async = inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
-            getattr(target, "__call__", None)  # noqa: B004 - callable objects with async __call__
+        forbid_extra = all(
+            n.get("additionalProperties") is not True for n in schema_nodes(raw_schema)
         )
+        is_async = is_async_callable(function)
         return cls(
             name=name,
             description=description.strip(),
@@ -566,19 +481,11 @@ class Tool:
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _allows_extra(schema: Any) -> bool:
-    """Whether a pydantic model's JSON Schema has an object that allows other keys
-    (``additionalProperties: true``, from ``extra="allow"``)."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("additionalProperties") is True:
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
+def is_async_callable(function: Callable[..., Any]) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        getattr(function, "__call__", None)  # noqa: B004 - objects with an async __call__
+    )
 
 
 def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
@@ -592,10 +499,7 @@ def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseMo
     props = schema.get("properties") or {}
     required = schema.get("required") or []
     if not isinstance(props, Mapping) or not isinstance(required, list):
-        raise ToolDefinitionError(
-            f"tool {tool_name!r}: 'properties' must be an object and 'required' a list",
-            tool_name=tool_name,
-        )
+        raise _bad(tool_name, "'properties' must be an object and 'required' a list")
     fields: dict[str, Any] = {}
     for i, (key, node) in enumerate(props.items()):
         plain = isinstance(key, str) and key.isidentifier() and not key.startswith("_")
@@ -615,18 +519,20 @@ def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseMo
     try:
         return pydantic.create_model(_model_name(tool_name), __config__=config, **fields)
     except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-        raise ToolDefinitionError(
-            f"tool {tool_name!r}: cannot build an argument model: {exc}", tool_name=tool_name
-        ) from exc
+        raise _bad(tool_name, f"cannot build an argument model: {exc}") from exc
 
 
-def _arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
+def arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
     """Validated arguments as JSON-ready data under their JSON names, only those given
     (a dict from :meth:`Tool.check` is that already)."""
     if isinstance(validated, dict):
         return validated
     data: dict[str, Any] = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
     return data
+
+
+def _bad(tool_name: str, why: str) -> ToolDefinitionError:
+    return ToolDefinitionError(f"tool {tool_name!r}: {why}", tool_name=tool_name)
 
 
 def _check_name(name: str) -> None:

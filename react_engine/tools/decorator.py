@@ -79,12 +79,7 @@ def tool(
         options["annotations"] = ToolAnnotations(**hints)
 
     def wrap(fn: F) -> Tool:
-        built = Tool.from_function(
-            fn,
-            name=name,
-            description=description,
-            **options,
-        )
+        built = Tool.from_function(fn, name=name, description=description, **options)
         if description is None:
             _warn_if_undescribed(built, fn)
         return built

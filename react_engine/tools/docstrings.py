@@ -19,43 +19,31 @@ _SPHINX_ARG = re.compile(r"^\s*:param\s+(?:[^:\s]+\s+)?(\w+)\s*:\s*(.*)$")
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Split a docstring into its summary and per-argument descriptions.
-
-    Understands Google style (``Args:`` then ``name: text`` lines, continuation lines
-    indented deeper) and Sphinx style (``:param name: text``).
-    """
+    """Split a docstring into its summary and per-argument descriptions."""
     summary_lines: list[str] = []
     args: dict[str, str] = {}
-    lines = doc.splitlines()
-    i = 0
     in_args = False
     current: str | None = None
     current_indent = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        sphinx = _SPHINX_ARG.match(line)
-        if sphinx:
+    for line in doc.splitlines():
+        if sphinx := _SPHINX_ARG.match(line):
             current = sphinx.group(1)
             args[current] = sphinx.group(2).strip()
             current_indent = len(line) - len(line.lstrip())
             in_args = False
             continue
         if _ARGS_HEADER.match(line):
-            in_args = True
-            current = None
+            in_args, current = True, None
             continue
         if _SECTION_HEADER.match(line) or line.strip().startswith(":return"):
-            in_args = False
-            current = None
+            in_args, current = False, None
             continue
         if in_args:
             if not line.strip():
                 current = None
                 continue
             indent = len(line) - len(line.lstrip())
-            m = _GOOGLE_ARG.match(line)
-            if m and (current is None or indent <= current_indent):
+            if (m := _GOOGLE_ARG.match(line)) and (current is None or indent <= current_indent):
                 current = m.group(1).lstrip("*")
                 args[current] = m.group(2).strip()
                 current_indent = indent

@@ -1,36 +1,18 @@
-"""Tools from Model Context Protocol servers.
+"""Tools from Model Context Protocol servers (usage: docs/mcp.md).
 
 A server handle says how to reach a server: :class:`MCPServerStdio` runs it as a subprocess
-and talks over its stdin and stdout, :class:`MCPServerHTTP` talks streamable HTTP to a URL.
-A handle is used in one of two ways:
+over stdin and stdout, :class:`MCPServerHTTP` talks streamable HTTP to a URL. Given as
+``Agent(mcp_servers=[server])``, each run connects every server, adds its tools and closes
+the connections when it ends, however it ends; ``async with server:`` keeps one connection
+open for :func:`mcp_tools` across runs of that event loop.
 
-* ``Agent(tools=[...], mcp_servers=[server])``: the agent connects every server when a run
-  starts, adds their tools to its own, and closes the connections when the run ends, however
-  it ends (an answer, an error, a cancellation). Each run opens its own connections, so the
-  blocking ``agent.run()`` works too and concurrent runs share no session.
-* ``async with server: Agent(tools=[*mcp_tools(server)])``: one connection for as long as
-  the ``async with`` lasts, for async code that wants the server's state to last over
-  several runs or conversation turns (in that event loop: ``arun``/``aask``, not ``run``).
-
-An MCP tool is an ordinary :class:`~react_engine.tools.Tool` built from the server's JSON
-Schema (:meth:`Tool.from_schema <react_engine.tools.Tool.from_schema>`), so every protocol
-can use it: function calling sends the schema in ``tools``, the text and structured
-protocols describe it in the prompt. Calling it calls the server. The result's text content
-is the observation (its structured content when it has no text); a result flagged
-``isError`` raises :class:`MCPToolError`, which the agent turns into an error observation
-the model can act on, like any failing tool. The server's annotations of a tool
-(``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ``openWorldHint``) become its
-:class:`~react_engine.tools.ToolAnnotations`, MCP's defaults where it gives none: a reply's
-calls to read-only tools run together, others one per reply (:mod:`react_engine.protocols.policy`).
-
-Name clashes: a server's tool named like a local tool, or like another server's tool, is a
-:class:`~react_engine.errors.ConfigurationError` when the tools are put together; the
-handle's ``prefix=`` renames all of its tools (``prefix="fs_"``: ``read_file`` becomes
-``fs_read_file``). A name the chat APIs refuse (a dot, a slash, over 64 characters) is
-rewritten with ``_``; the server is still called by its own name.
-
-The ``mcp`` package is optional (``pip install 'react-engine[mcp]'``); it is imported when
-a handle is created, never by ``import react_engine``.
+An MCP tool is a :class:`~react_engine.tools.Tool` built with :meth:`Tool.from_schema
+<react_engine.tools.Tool.from_schema>`, its annotations as
+:class:`~react_engine.tools.ToolAnnotations`; a result flagged ``isError`` raises
+:class:`MCPToolError`, an error observation like any failing tool's. A name taken twice is a
+:class:`~react_engine.errors.ConfigurationError` (``prefix=`` renames a server's tools); a
+name the chat APIs refuse is rewritten with ``_``. The optional ``mcp`` package is imported
+when a handle is created, never by ``import react_engine``.
 """
 
 from __future__ import annotations
@@ -83,23 +65,12 @@ _API_NAME = re.compile(r"[^A-Za-z0-9_\-]")
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,31}$")
 
 
-def _require_mcp() -> None:
-    try:
-        import mcp  # noqa: F401
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"MCP servers need the mcp package, which is not installed: {INSTALL_HINT}"
-        ) from exc
-
-
 class MCPServerHandle:
     """How to reach an MCP server, and, inside ``async with``, a connection to it.
 
-    The base of :class:`MCPServerStdio` and :class:`MCPServerHTTP`. ``prefix`` goes before
-    each of the server's tool names; ``requires_approval`` makes every one of its tools ask
-    the agent's approval callback first; ``timeout`` is how long to wait for any one answer
-    from the server (the handshake, a listing, a call), ``None`` for no limit.
-    """
+    ``prefix`` goes before each of its tool names; ``requires_approval`` makes each of them ask
+    the approval callback first; ``timeout``: seconds to wait for any one answer (``None``: no
+    limit)."""
 
     def __init__(
         self,
@@ -109,7 +80,12 @@ class MCPServerHandle:
         requires_approval: bool = False,
         timeout: float | None = 60.0,
     ) -> None:
-        _require_mcp()
+        try:
+            import mcp  # noqa: F401
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"MCP servers need the mcp package, which is not installed: {INSTALL_HINT}"
+            ) from exc
         if prefix and (not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix)):
             raise ConfigurationError(
                 f"MCP tool prefix {prefix!r}: use letters, digits, '_' or '-', at most 32 "
@@ -136,11 +112,8 @@ class MCPServerHandle:
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[MCPConnection]:
-        """A new connection, its tools listed, closed when the ``async with`` ends.
-
-        Every call opens its own (a stdio server starts a process of its own): this is
-        what the agent does for each run.
-        """
+        """A new connection (a stdio server starts a process of its own), its tools listed,
+        closed when the ``async with`` ends: what the agent does for each run."""
         from mcp import Client
 
         yielded = False
@@ -189,12 +162,8 @@ class MCPServerHandle:
                 "first (concurrent runs can share a handle through Agent(mcp_servers=...), "
                 "which connects once per run)"
             )
-        stack = AsyncExitStack()
-        try:
-            self._connection = await stack.enter_async_context(self.connect())
-        except BaseException:
-            await stack.aclose()
-            raise
+        stack = AsyncExitStack()  # holds nothing unless the connection opened
+        self._connection = await stack.enter_async_context(self.connect())
         self._stack = stack
         return self
 
@@ -277,14 +246,10 @@ class MCPServerStdio(MCPServerHandle):
 
 
 def _read_whole_lines(stdio: Any) -> None:
-    """Make the mcp package's stdio client read a long message in linear time.
-
-    Its reader joins each chunk of the server's stdout (64 KiB at most) to the unfinished
-    line before it and splits again: quadratic in a message's length, so a 20 MB tool
-    result took over 30 s to read and the call timed out. The stream it reads from is
-    replaced (once, for the module) by one that hands it whole lines, joined once each;
-    the reader is unchanged. A later mcp with another reader is left alone.
-    """
+    """Make the mcp package's stdio client read a long message in linear time: its reader joins
+    each 64 KiB chunk to the unfinished line and splits again (a 20 MB result took over 30 s).
+    The stream it reads is replaced, once, by one that hands it whole lines; a later mcp with
+    another reader is left alone."""
     found = getattr(stdio, "TextReceiveStream", None)
     if found is None or getattr(found, "_react_engine_lines", False):
         return
@@ -350,10 +315,6 @@ class MCPServerHTTP(MCPServerHandle):
         http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
         stack.push_async_callback(http.aclose)
         return streamable_http_client(self.url, http_client=http)
-
-    def __repr__(self) -> str:
-        state = "connected" if self._connection is not None else "not connected"
-        return f"MCPServerHTTP({self.url!r}, {state})"
 
 
 class MCPConnection:

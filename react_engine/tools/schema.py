@@ -9,17 +9,27 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["meets_strict_mode", "strict_schema"]
+__all__ = ["meets_strict_mode", "schema_nodes", "strict_schema"]
+
+
+def schema_nodes(schema: Any) -> Iterator[Mapping[str, Any]]:
+    """Every object (mapping) in ``schema``, nested ones included, without recursion."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Inline ``$defs``, drop titles and forbid extra properties on every object.
-
-    The result is self-contained, which both the API and a text prompt need. Recursive
-    models keep their ``$ref``/``$defs`` (inlining them would not terminate).
-    """
+    """Inline ``$defs``, drop titles and forbid extra properties on every object: a
+    self-contained schema (a recursive model keeps its ``$ref``/``$defs``)."""
     schema = copy.deepcopy(schema)
     given_defs = schema.pop("$defs", {})
     defs: dict[str, Any] = given_defs if isinstance(given_defs, dict) else {}
@@ -51,13 +61,9 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def meets_strict_mode(schema: Any) -> bool:
-    """Whether OpenAI's strict mode accepts ``schema``: every object schema in it (nested,
-    in arrays, unions and ``$defs`` too) requires all of its properties and forbids others.
-
-    A tool with an optional parameter (one with a default) fails this, and so does one
-    with a free-form mapping argument (``dict[str, int]``); such tools are sent without
-    ``strict``, since a strict request with them would be rejected.
-    """
+    """Whether OpenAI's strict mode accepts ``schema``: every object schema in it (nested, in
+    arrays, unions and ``$defs`` too) requires all of its properties and forbids others (so no
+    optional parameter, no free-form ``dict``: such tools are sent without ``strict``)."""
     if isinstance(schema, list):
         return all(meets_strict_mode(s) for s in schema)
     if not isinstance(schema, dict):

@@ -1,11 +1,5 @@
-"""A tool call bounded in time: :func:`within`.
-
-The tool runs in the caller's own task (``asyncio.timeout``, not ``wait_for``, which in
-Python 3.11 wraps a coroutine in a task of its own): no task per tool call, a
-``KeyboardInterrupt`` or ``SystemExit`` raised by the tool reaches the caller like any
-exception instead of stopping the event loop from inside a task, and the time running out
-is told apart from a ``TimeoutError`` the tool raised itself.
-"""
+"""A tool call bounded in time (:func:`within`), in the caller's own task: ``asyncio.timeout``,
+not ``wait_for``, which wraps a coroutine in a task of its own on Python 3.11."""
 
 from __future__ import annotations
 

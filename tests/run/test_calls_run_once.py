@@ -377,12 +377,6 @@ def test_tools_carry_mcp_annotations_with_mcps_defaults() -> None:
     schema = {"type": "object", "properties": {"key": {"type": "string"}}}
     put = Tool.from_schema("put", schema, lambda args: "ok", annotations=hints)
     assert put.annotations is hints
-    assert put.annotations.mcp_hints() == {
-        "readOnlyHint": False,
-        "destructiveHint": False,
-        "idempotentHint": True,
-        "openWorldHint": True,
-    }
     assert ToolAnnotations.from_mcp({"readOnlyHint": True, "destructiveHint": "no"}) == (
         ToolAnnotations(read_only=True)
     )
