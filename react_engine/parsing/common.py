@@ -92,15 +92,7 @@ def unfence(text: str) -> tuple[str, str] | None:
 
 # --- call objects -----------------------------------------------------------------------------
 
-_NAME_KEYS: Final = (
-    "action",
-    "toolname",
-    "tool",
-    "name",
-    "function",
-    "functionname",
-    "actionname",
-)
+_NAME_KEYS: Final = ("action", "toolname", "tool", "name", "function", "functionname", "actionname")
 _ARGS_KEYS: Final = (
     "actioninput",
     "arguments",

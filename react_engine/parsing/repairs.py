@@ -99,12 +99,7 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("json", "extra_comma", GUESS, "two commas in a row (a value may be missing)"),
     ("json", "missing_comma", GUESS, "two values with no comma between them"),
     ("json", "missing_colon", GUESS, "a key and its value with no colon between them"),
-    (
-        "json",
-        "invalid_escape",
-        GUESS,
-        "a backslash JSON does not know (write a backslash as \\\\)",
-    ),
+    ("json", "invalid_escape", GUESS, "a backslash JSON does not know (write a backslash as \\\\)"),
     (
         "json",
         "unescaped_quote",
@@ -212,12 +207,7 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("salvage", "salvaged:seed_oss", OK, "Seed-OSS's <seed:tool_call> in the text"),
     ("salvage", "salvaged:functionary", OK, "Functionary's >>>f call in the text"),
     ("salvage", "salvaged:react_text", OK, "a Thought/Action block under function calling"),
-    (
-        "salvage",
-        "loose_arguments",
-        GUESS,
-        "arguments read out of a call object that is not JSON",
-    ),
+    ("salvage", "loose_arguments", GUESS, "arguments read out of a call object that is not JSON"),
     # --- the protocols ------------------------------------------------------------------------
     ("protocol", "empty_arguments", OK, "empty arguments: no arguments"),
     ("protocol", "double_encoded_arguments", OK, "the arguments object as a JSON string"),

@@ -31,14 +31,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..types import (
-    HistoryItem,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    ToolChoice,
-)
+from ..types import HistoryItem, Message, ModelRequest, ModelResponse, ModelSettings, ToolChoice
 from .decision import (
     NOT_JSON,
     CallTools,

@@ -28,14 +28,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..parsing import split_think
-from ..types import (
-    AssistantMessage,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    Step,
-    UserMessage,
-)
+from ..types import AssistantMessage, Message, ModelRequest, ModelResponse, Step, UserMessage
 from .base import (
     CallTools,
     Decision,

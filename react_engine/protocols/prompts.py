@@ -43,10 +43,7 @@ TEXT_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     ),
     "question": (frozenset({"question"}), frozenset({"question"})),
     "observation": (frozenset({"observation"}), frozenset({"observation"})),
-    "observation_item": (
-        frozenset({"index", "tool", "observation"}),
-        frozenset({"observation"}),
-    ),
+    "observation_item": (frozenset({"index", "tool", "observation"}), frozenset({"observation"})),
     "format_error": (frozenset({"error", "reminder"}), frozenset({"error"})),
     "format_reminder": (frozenset(), frozenset()),
     "force_final": (frozenset(), frozenset()),
@@ -54,14 +51,8 @@ TEXT_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "tool_named": (frozenset({"tool"}), frozenset({"tool"})),
     "tool_none": (frozenset(), frozenset()),
     "no_tools": (frozenset(), frozenset()),
-    "action_example": (
-        frozenset({"thought", "tool", "input"}),
-        frozenset({"tool", "input"}),
-    ),
-    "final_example": (
-        frozenset({"thought", "answer"}),
-        frozenset({"answer"}),
-    ),
+    "action_example": (frozenset({"thought", "tool", "input"}), frozenset({"tool", "input"})),
+    "final_example": (frozenset({"thought", "answer"}), frozenset({"answer"})),
     "output_schema": (frozenset({"schema", "type_name"}), frozenset({"schema"})),
     "output_retry": (frozenset(), frozenset()),
 }
@@ -95,10 +86,7 @@ FUNCTION_CALLING_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 }
 
 STRUCTURED_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "system": (
-        frozenset({"instructions", "tools", "tool_names"}),
-        frozenset({"tools"}),
-    ),
+    "system": (frozenset({"instructions", "tools", "tool_names"}), frozenset({"tools"})),
     "question": (frozenset({"question"}), frozenset({"question"})),
     "observation": (frozenset({"tool", "observation"}), frozenset({"observation"})),
     "format_error": (frozenset({"error", "reminder"}), frozenset({"error"})),

@@ -279,9 +279,7 @@ def adapt(
         return adaptation
     switched = build(target, dataclasses.replace(options, capabilities=caps))
     return dataclasses.replace(
-        adaptation,
-        protocol=switched,
-        protocol_reason=f"fallback: the server rejected {kind}",
+        adaptation, protocol=switched, protocol_reason=f"fallback: the server rejected {kind}"
     )
 
 
