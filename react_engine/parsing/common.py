@@ -93,32 +93,13 @@ def unfence(text: str) -> tuple[str, str] | None:
 # --- call objects -----------------------------------------------------------------------------
 
 _NAME_KEYS: Final = ("action", "toolname", "tool", "name", "function", "functionname", "actionname")
-_ARGS_KEYS: Final = (
-    "actioninput",
-    "arguments",
-    "parameters",
-    "args",
-    "input",
-    "toolinput",
-    "params",
-    "inputs",
-    "actioninputs",
-    "kwargs",
-    "toolarguments",
-    "toolargs",
-    "toolparameters",
-    "toolparams",
-    "toolinputs",
-    "functionarguments",
-    "functionargs",
-    "functionparameters",
-    "functionparams",
-    "functioninput",
-    "actionarguments",
-    "actionargs",
-    "actionparameters",
-    "actionparams",
+_ARGS_WORDS: Final = (
+    "actioninput arguments parameters args input toolinput params inputs actioninputs kwargs"
+    " toolarguments toolargs toolparameters toolparams toolinputs functionarguments functionargs"
+    " functionparameters functionparams functioninput actionarguments actionargs"
+    " actionparameters actionparams"
 )
+_ARGS_KEYS: Final = tuple(_ARGS_WORDS.split())
 _CALL_META_KEYS: Final = frozenset({"id", "type", "index", "callid", "toolcallid", "observation"})
 """Keys of a call object that are neither its name nor its arguments."""
 _THOUGHT_KEYS: Final = ("thought", "thoughts", "reasoning")
@@ -197,13 +178,8 @@ def call_objects(value: Any, *, name_alone: bool = False) -> list[PendingCall] |
     keys = {P.normalise_word(str(k)): k for k in value}
     if "toolcalls" in keys and isinstance(value[keys["toolcalls"]], list):
         return call_objects(value[keys["toolcalls"]], name_alone=name_alone)
-    thought: str | None = None
-    thought_key: str | None = None
-    for k in _THOUGHT_KEYS:
-        if k in keys and isinstance(value[keys[k]], str):
-            thought = value[keys[k]].strip() or None
-            thought_key = k
-            break
+    thought_key = next((k for k in _THOUGHT_KEYS if isinstance(value.get(keys.get(k)), str)), None)
+    thought = (value[keys[thought_key]].strip() or None) if thought_key else None
     fn = value[keys["function"]] if "function" in keys else None
     if isinstance(fn, dict):
         inner = call_objects(fn, name_alone=name_alone)

@@ -219,7 +219,7 @@ def decode_value(
             continue
         if c == "}" or c == "]":
             if c != ("}" if type(top) is dict else "]"):
-                if not any(_closer(f) == c for f in stack):
+                if not any(("}" if type(f) is dict else "]") == c for f in stack):
                     repairs.add("mismatched_bracket")  # a stray closer inside the value
                     pos += 1
                     continue
@@ -279,10 +279,6 @@ def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
 _SLOW: Final = object()
 _NUMBER_END: Final = frozenset("0123456789.eE+-")
 _E_LITERALS: Final = ("true", "True", "false", "False")
-
-
-def _closer(container: Any) -> str:
-    return "}" if isinstance(container, dict) else "]"
 
 
 def _close_all(stack: list[Any], repairs: Repairs, s: str, pos: int, after_value: bool) -> Any:

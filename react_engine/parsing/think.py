@@ -24,25 +24,17 @@ def mask_think(body: str) -> tuple[str, list[str], str | None]:
     that is never closed runs to the end of the reply; a stray closing tag ends a block
     that began at the start of ``body``.
     """
-    spans: list[tuple[int, int]] = []
-    contents: list[str] = []
-    unclosed = False
-    for block in think_blocks(body):
-        spans.append((block.start, block.end))
-        contents.append(body[block.content_start : block.content_end].strip())
-        unclosed = unclosed or not block.closed
-    if not spans:
+    blocks = list(think_blocks(body))
+    if not blocks:
         return body, [], None
     chars = list(body)
-    for start, end in spans:
-        for i in range(start, end):
+    for block in blocks:
+        for i in range(block.start, block.end):
             if chars[i] != "\n":
                 chars[i] = " "
-    return (
-        "".join(chars),
-        [c for c in contents if c],
-        ("unclosed_think" if unclosed else "think_block"),
-    )
+    contents = [body[b.content_start : b.content_end].strip() for b in blocks]
+    code = "think_block" if all(b.closed for b in blocks) else "unclosed_think"
+    return "".join(chars), [c for c in contents if c], code
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +83,7 @@ def read_think(text: str, *, payload: str = "") -> Thinking:
         at = block.end
     kept.append(rest[at:])
     reasoning = "\n\n".join(p for p in parts if p) or None
-    return Thinking(reasoning, "".join(kept), tuple(list(dict.fromkeys(codes))))
+    return Thinking(reasoning, "".join(kept), tuple(dict.fromkeys(codes)))
 
 
 def _think_before(raw: str, payload: str) -> Thinking:
@@ -111,7 +103,7 @@ def _think_before(raw: str, payload: str) -> Thinking:
             break
         codes.append("think_block")
         body = body[block.end :]
-    return Thinking("\n\n".join(thoughts) or None, body, tuple(list(dict.fromkeys(codes))))
+    return Thinking("\n\n".join(thoughts) or None, body, tuple(dict.fromkeys(codes)))
 
 
 def split_think(text: str) -> tuple[str | None, str]:

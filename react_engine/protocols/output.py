@@ -150,11 +150,6 @@ def output_spec(output_type: Any) -> OutputSpec | None:
         return _build(output_type)
 
 
-@functools.lru_cache(maxsize=64)
-def _cached(output_type: Any) -> OutputSpec:
-    return _build(output_type)
-
-
 def _build(output_type: Any) -> OutputSpec:
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(output_type)
@@ -163,29 +158,18 @@ def _build(output_type: Any) -> OutputSpec:
         raise ConfigurationError(
             f"output_type {output_type!r} has no JSON Schema pydantic can validate: {exc}"
         ) from None
-    if raw.get("type") == "object" and "properties" in raw:
-        parameters = strict_schema(raw)
-        schema = parameters
-        wrapped = False
+    wrapped = not (raw.get("type") == "object" and "properties" in raw)
+    if not wrapped:
+        schema = parameters = strict_schema(raw)
     else:
         defs = raw.pop("$defs", None)
-        holder: dict[str, Any] = {
-            "type": "object",
-            "properties": {WRAPPED: raw},
-            "required": [WRAPPED],
-        }
-        if defs:
-            holder["$defs"] = defs
-        parameters = strict_schema(holder)
+        holder = {"type": "object", "properties": {WRAPPED: raw}, "required": [WRAPPED]}
+        parameters = strict_schema(holder | ({"$defs": defs} if defs else {}))
         schema = dict(parameters["properties"][WRAPPED])
         if "$defs" in parameters:
             schema["$defs"] = parameters["$defs"]
-        wrapped = True
-    return OutputSpec(
-        type=output_type,
-        adapter=adapter,
-        schema=schema,
-        parameters=parameters,
-        wrapped=wrapped,
-        strict=meets_strict_mode(parameters),
-    )
+    strict = meets_strict_mode(parameters)
+    return OutputSpec(output_type, adapter, schema, parameters, wrapped, strict)
+
+
+_cached = functools.lru_cache(maxsize=64)(_build)
