@@ -207,7 +207,12 @@ REPAIRS: Final[Mapping[str, Repair]] = _table(
     ("salvage", "salvaged:seed_oss", OK, "Seed-OSS's <seed:tool_call> in the text"),
     ("salvage", "salvaged:functionary", OK, "Functionary's >>>f call in the text"),
     ("salvage", "salvaged:react_text", OK, "a Thought/Action block under function calling"),
-    ("salvage", "loose_arguments", GUESS, "arguments read out of a call object that is not JSON"),
+    (
+        "salvage",
+        "loose_arguments",
+        GUESS,
+        "arguments read out of a call object that is not JSON",
+    ),
     # --- the protocols ------------------------------------------------------------------------
     ("protocol", "empty_arguments", OK, "empty arguments: no arguments"),
     ("protocol", "double_encoded_arguments", OK, "the arguments object as a JSON string"),
