@@ -1,9 +1,5 @@
-"""Markdown code fences around JSON: where a fenced block's content starts and ends.
-
-A code fence inside a JSON string (``{"code": "```py ...```"}``) does not close the
-fence around the JSON: :func:`fence_close` looks for the closing fence after the
-complete value.
-"""
+"""Markdown code fences around JSON: where a fenced block's content starts and ends (a
+fence inside a JSON string does not close it: :func:`fence_close`)."""
 
 from __future__ import annotations
 

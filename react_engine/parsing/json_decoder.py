@@ -9,6 +9,7 @@ patterns, so it runs in time linear in the length of the text.
 
 from __future__ import annotations
 
+import string
 from typing import Any, Final
 
 from ..errors import JSONRepairError
@@ -244,9 +245,7 @@ def decode_value(
 
 
 _SKIPPABLE: Final = frozenset(" \t\n\r/#")
-_NUMBER_TAIL: Final = frozenset(".eE+-_0123456789") | frozenset(
-    "abcdfghijklmnopqrstuvwxyzABCDFGHIJKLMNOPQRSTUVWXYZ$"
-)
+_NUMBER_TAIL: Final = frozenset(string.ascii_letters + string.digits + ".+-_$")
 _PLAIN_STRING: Final = P.STRING_CHUNK['"']
 
 
@@ -389,16 +388,7 @@ def _bare(s: str, pos: int, hi: int, repairs: Repairs) -> tuple[str, int]:
     return word, pos + len(word)
 
 
-_ESCAPES: Final = {
-    '"': '"',
-    "\\": "\\",
-    "/": "/",
-    "b": "\b",
-    "f": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-}
+_ESCAPES: Final = dict(zip('"\\/bfnrt', '"\\/\b\f\n\r\t', strict=True))
 
 
 def _string(

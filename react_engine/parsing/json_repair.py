@@ -58,16 +58,11 @@ def repair_json(
 
     Raises :class:`~react_engine.errors.JSONRepairError` (with the offset where decoding
     gave up) when no repair yields the value the model meant; never returns a stand-in
-    such as ``{}``. With ``allow_truncated=False``, text that ends inside a value (a
-    string, object or array still open at the end: ``{"path": "/tmp/imp``) is an error
-    instead of being closed (``missing_quote``, ``missing_closing_bracket`` at the end):
-    what a cut-off tool call needs, where closing it would invent a value.
-    ``close_brackets=True`` relaxes that by one case, the closing-bracket rule: brackets
-    still open at the end of the text right after a complete value (a closed string, a
-    literal, a closed container; not a number, a comma, a key or an opening bracket) have
-    exactly one completion, and are closed (``missing_closing_bracket``). Only for text
-    that was not cut by a length limit: the caller (or the policy, which owns length cuts)
-    makes sure of that.
+    such as ``{}``. ``allow_truncated=False``: text that ends inside a value
+    (``{"path": "/tmp/imp``) is an error instead of being closed, since closing it would
+    invent a value. ``close_brackets=True`` still closes brackets open at the end right
+    after a complete value (not a number, a comma, a key or an opening bracket), their one
+    completion, for text the caller knows was not cut by a length limit.
     """
     try:
         value, _, conflicted = decode(text)

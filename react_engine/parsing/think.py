@@ -1,10 +1,6 @@
-"""The one reader of a reply's reasoning (think blocks), for every protocol.
-
-:func:`read_think` sets the blocks apart; :func:`mask_think` blanks them out in place
-(keeping every offset) for :func:`~react_engine.parsing.parse_react`, and
-:func:`think_span` finds the block that leads a reply. What a think block is (its tags,
-a stray closing tag, a block never closed) is :func:`~react_engine.parsing.common.think_blocks`.
-"""
+"""The one reader of a reply's reasoning (think blocks), for every protocol: :func:`read_think`
+sets them apart, :func:`mask_think` blanks them out in place for the ReAct parser, and
+:func:`think_span` finds the block that leads a reply."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ from dataclasses import dataclass
 
 from .common import think_blocks
 
-__all__ = ["Thinking", "mask_think", "read_think", "split_think", "think_span"]
+__all__ = ["Thinking", "mask_think", "read_think", "think_span"]
 
 
 def mask_think(body: str) -> tuple[str, list[str], str | None]:
@@ -51,19 +47,13 @@ class Thinking:
 
 
 def read_think(text: str, *, payload: str = "") -> Thinking:
-    """The one reader of a reply's reasoning, for every protocol (the parser masks the
-    same blocks in place, keeping offsets: :func:`mask_think`).
-
-    A think block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``, any case,
-    :func:`~react_engine.parsing.common.think_blocks`): one at the start of the reply, or
-    everything before a stray closing tag whose opening tag the server ate, and every
-    later block; a block never closed runs to the end of the reply (it was cut while
-    thinking, so nothing in it is read as a step).
+    """The one reader of a reply's reasoning, for every protocol: its think blocks
+    (:func:`~react_engine.parsing.common.think_blocks`: a leading one, everything before a
+    stray closing tag, every later block; one never closed runs to the end of the reply).
 
     ``payload``: the characters that open the reply's payload where it is delimited (a
     JSON object: ``"{[`"``). Blocks are then read only before the payload, so that a tag
-    inside it (a thought that mentions ``</think>``) stays its text, and prose before a
-    block is reasoning too (it is not the payload).
+    inside it stays its text, and prose before a block is reasoning too.
     """
     if payload:
         return _think_before(text, payload)
@@ -104,14 +94,6 @@ def _think_before(raw: str, payload: str) -> Thinking:
         codes.append("think_block")
         body = body[block.end :]
     return Thinking("\n\n".join(thoughts) or None, body, tuple(dict.fromkeys(codes)))
-
-
-def split_think(text: str) -> tuple[str | None, str]:
-    """A reply's think block and the rest of the reply, as :func:`parse_react` sees them:
-    ``(reasoning, rest)`` of :func:`read_think`, ``(None, text)`` for a reply with no
-    block."""
-    thinking = read_think(text)
-    return thinking.reasoning, thinking.rest
 
 
 def think_span(text: str) -> tuple[str | None, int, str | None]:

@@ -6,11 +6,8 @@ answer must be a JSON value valid for that type, and the run's ``result.output``
 validated value (``result.answer`` stays the text: the value's JSON).
 
 :class:`OutputSpec` is the type, its JSON Schema and its reader, built once per type. Each
-protocol shows the schema its own way (a ``final_result`` tool under function calling, the
-system prompt and grammar under text, the ``final_answer`` field's schema under
-structured); the one rule that the answer must validate is applied to every protocol's
-reading in :mod:`react_engine.protocols.policy`, and a failure goes back to the model as a format
-error naming the fields, within the run's consecutive-error budget.
+protocol shows the schema its own way; :mod:`react_engine.protocols.policy` validates every
+protocol's answer, and a failure goes back to the model as a format error naming the fields.
 """
 
 from __future__ import annotations

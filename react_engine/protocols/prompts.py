@@ -122,18 +122,12 @@ def add_template_kind(name: str, kind: TemplateKind) -> None:
 _META_KEYS = frozenset({"name", "description", "kind", "stop", "labels", "language"})
 
 LABEL_KEYS: frozenset[str] = frozenset(
-    {
-        "thought",  # the label words the text protocol's step grammar admits...
-        "action",
-        "action_input",
-        "final_answer",
-        "colon",  # ... and the colon after them (": ", or a full-width "：")
-        "final_thought",  # the thought before a final answer
-        "plan_prefix",  # how a thought before an action begins
-        "action_format",  # "lines" (Action / Action Input) or "json_blob"
-    }
+    {"thought", "action", "action_input", "final_answer", "colon", "final_thought"}
+    | {"plan_prefix", "action_format"}
 )
-"""The keys a ``[labels]`` table may hold: what the text protocol reads to build its
+"""The keys a ``[labels]`` table may hold: the label words, the colon after them, the
+thought before a final answer, how a thought before an action begins, and
+``action_format`` (``"lines"`` or ``"json_blob"``): what the text protocol reads to build its
 grammar (:class:`~react_engine.transport.grammar.ReactLabels`). The parser reads every spelling on
 its own, so a label nothing reads is an error rather than a silent no-op."""
 
@@ -172,9 +166,7 @@ class PromptTemplate:
         if not values.keys() >= used:
             missing = ", ".join(sorted(used - set(values)))
             raise _error(self.name, f"{key!r} needs a value for {missing}")
-        if len(values) == len(used):  # every value is used: the usual fill
-            return text.format(**values)
-        return text.format(**{k: v for k, v in values.items() if k in used})
+        return text.format(**values)  # values it does not use are left out
 
     def label(self, key: str, default: str) -> str:
         return self.labels.get(key, default)

@@ -1,21 +1,12 @@
 """Which protocol a run speaks, and how a run adapts when the server refuses something.
 
-Two tables, read by the agent and nothing else:
-
-* :data:`PROTOCOLS`, the registry: one :class:`Registration` per name, which carries all
-  that the rest of the package needs to know of a protocol (its class, the kind of
-  prompt template it reads, its place in ``"auto"``'s choice; the class says how it is
-  built and how a scripted reply is written in its format).
-  ``Agent(protocol="text")`` looks the name up here, ``"auto"`` asks :func:`choose`, and
-  the CLI, the comparison and the evaluation list their choices from it when they run, so
-  that a protocol registered later is accepted everywhere. A new protocol is one class
-  and one :func:`register` call (the shipped ones: one line each in :func:`_builtin`,
-  which is also what exports their classes from ``react_engine`` and
-  ``react_engine.protocols``: see :func:`shipped`).
-* what to do when a server rejects a parameter: :func:`adapt` applies the row of
-  :data:`~react_engine.transport.rejections.REACTIONS` (beside the classifier that names
-  the parameter) to the run's capabilities and protocol (a ``switch_to="auto"`` row: the
-  next protocol of :func:`auto_order`).
+* :data:`PROTOCOLS`: one :class:`Registration` per name (its class, the kind of prompt
+  template it reads, its rank in ``"auto"``'s choice). ``Agent(protocol="text")`` looks
+  the name up here, ``"auto"`` asks :func:`choose`, and the CLI, the comparison and the
+  evaluation list their choices from it, so a protocol registered later (one class, one
+  :func:`register` call) is accepted everywhere.
+* :func:`adapt` applies a row of :data:`~react_engine.transport.rejections.REACTIONS` to
+  the run's capabilities and protocol when a server rejects a parameter.
 """
 
 from __future__ import annotations
