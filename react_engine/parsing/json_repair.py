@@ -21,7 +21,6 @@ arguments and reports ``unwrapped_array``). ``strict=True`` turns everything off
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Final
@@ -67,12 +66,10 @@ def repair_json(
     try:
         value, _, conflicted = decode(text)
         return RepairResult(value, DUPLICATE_KEY if conflicted else ())
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # json.JSONDecodeError: a ValueError
         if strict:
-            raise JSONRepairError(f"invalid JSON: {exc.msg}", text=text, pos=exc.pos) from None
-    except (ValueError, RecursionError) as exc:
-        if strict:
-            raise JSONRepairError(f"invalid JSON: {exc}", text=text, pos=0) from None
+            message, pos = getattr(exc, "msg", exc), getattr(exc, "pos", 0)
+            raise JSONRepairError(f"invalid JSON: {message}", text=text, pos=pos) from None
     if len(text) > MAX_REPAIR_CHARS:
         raise JSONRepairError(
             f"invalid JSON too long to repair ({len(text)} > {MAX_REPAIR_CHARS} characters)",

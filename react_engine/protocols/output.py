@@ -63,14 +63,11 @@ class OutputSpec:
 
     def tool_schema(self, description: str) -> dict[str, Any]:
         """The ``final_result`` entry of a request's ``tools`` array."""
-        function: dict[str, Any] = {
-            "name": FINAL_RESULT,
-            "description": description,
-            "parameters": self.parameters,
+        function = {"name": FINAL_RESULT, "description": description, "parameters": self.parameters}
+        return {
+            "type": "function",
+            "function": function | ({"strict": True} if self.strict else {}),
         }
-        if self.strict:
-            function["strict"] = True
-        return {"type": "function", "function": function}
 
     def unwrap(self, arguments: Any) -> Any:
         """The value in a ``final_result`` call's arguments (a model that left out the
