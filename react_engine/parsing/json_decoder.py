@@ -84,23 +84,16 @@ def skip_blank(s: str, pos: int, hi: int, repairs: Repairs) -> int:
         pos = run_end(P.JSON_WS, s, pos, hi)
         if pos >= hi:
             return pos
-        c = s[pos]
-        if c == "/" and pos + 1 < hi and s[pos + 1] in "/*":
-            repairs.add("comment")
-            if s[pos + 1] == "/":
-                eol = s.find("\n", pos, hi)
-                pos = hi if eol < 0 else eol
-            else:
-                close = s.find("*/", pos + 2, hi)
-                pos = hi if close < 0 else close + 2
-            repairs.comment_to_end = pos >= hi
-        elif c == "#":
-            repairs.add("comment")
+        if s.startswith("/*", pos, hi):
+            close = s.find("*/", pos + 2, hi)
+            pos = hi if close < 0 else close + 2
+        elif s[pos] == "#" or s.startswith("//", pos, hi):
             eol = s.find("\n", pos, hi)
             pos = hi if eol < 0 else eol
-            repairs.comment_to_end = pos >= hi
         else:
             return pos
+        repairs.add("comment")
+        repairs.comment_to_end = pos >= hi
 
 
 def decode_value(

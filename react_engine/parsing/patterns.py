@@ -135,15 +135,13 @@ _LABEL_TEMPLATE: Final = (
     r"(?P<em3>[*_]{0,3})"  # closing bold/italic after the colon ("**Action:**")
 )
 
-_LABEL_WORD_LIST: Final = [w for w, k, _ in _WORDS if k != OBSERVATION]
-_OBSERVATION_WORD_LIST: Final = [w for w, k, _ in _WORDS if k == OBSERVATION]
 
-LABEL: Final = re.compile(
-    _LABEL_TEMPLATE.replace("WORDS", _alternation(_LABEL_WORD_LIST)).replace(
-        "FIRST", _first_chars(_LABEL_WORD_LIST)
-    ),
-    re.IGNORECASE | re.MULTILINE,
-)
+def _label(words: list[str]) -> re.Pattern[str]:
+    alternation = _LABEL_TEMPLATE.replace("WORDS", _alternation(words))
+    return re.compile(alternation.replace("FIRST", _first_chars(words)), re.I | re.M)
+
+
+LABEL: Final = _label([w for w, kind, _ in _WORDS if kind != OBSERVATION])
 """A label at the start of a line, in any of the spellings of :data:`LABEL_WORDS` except
 observations (those are cut before labels are looked for).
 
@@ -151,12 +149,7 @@ A match is only a candidate: the parser accepts it when it has a colon, or when 
 Markdown heading or bold label alone on its line (``### Action``, ``**Final Answer**``).
 """
 
-OBSERVATION_LABEL: Final = re.compile(
-    _LABEL_TEMPLATE.replace("WORDS", _alternation(_OBSERVATION_WORD_LIST)).replace(
-        "FIRST", _first_chars(_OBSERVATION_WORD_LIST)
-    ),
-    re.IGNORECASE | re.MULTILINE,
-)
+OBSERVATION_LABEL: Final = _label([w for w, kind, _ in _WORDS if kind == OBSERVATION])
 """Like :data:`LABEL`, for observation words only: where :func:`cut_reply` cuts."""
 
 INLINE_LABEL: Final = re.compile(
