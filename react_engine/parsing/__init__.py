@@ -12,7 +12,7 @@ All patterns live in :mod:`react_engine.parsing.patterns`.
 from .cut import cut_reply
 from .json_repair import JSON_REPAIR_CODES, RepairResult, decode_prefix, repair_json
 from .react import EXPECTED_STEP, PARSE_REPAIR_CODES, parse_react
-from .think import Thinking, read_think, split_think
+from .think import Thinking, read_think
 
 __all__ = [
     "EXPECTED_STEP",
@@ -25,5 +25,4 @@ __all__ = [
     "parse_react",
     "read_think",
     "repair_json",
-    "split_think",
 ]

@@ -114,15 +114,12 @@ def _admits(schema: Mapping[str, Any], value: Any) -> bool:
     declared ``type``: a schema that says nothing takes nothing)."""
     declared = schema.get("type")
     kinds = declared if isinstance(declared, list) else [declared]
-    for kind in kinds:
-        types = _JSON_TYPES.get(kind) if isinstance(kind, str) else None
-        if types is None:
-            continue
-        if isinstance(value, bool) and kind != "boolean":
-            continue
-        if isinstance(value, types) and not (kind == "integer" and isinstance(value, float)):
-            return True
-    return False
+    return any(
+        isinstance(kind, str)
+        and isinstance(value, _JSON_TYPES.get(kind, ()))
+        and (kind == "boolean" or not isinstance(value, bool))
+        for kind in kinds
+    )
 
 
 def _kind(value: Any) -> str:

@@ -1,14 +1,6 @@
 """What the ReAct parser (:mod:`.react`) and the salvage of written calls (:mod:`.salvage`)
-both read, read one way: think blocks, code fences, and call objects.
-
-* :func:`think_blocks`: every ``<think>...</think>`` block (also ``<thinking>`` and
-  ``<reasoning>``, any case), including one whose opening tag the prompt held (a stray
-  closing tag) and one a truncated reply never closed;
-* :func:`unfence`: the inside of a Markdown code fence and the text after it;
-* :func:`call_objects`: a decoded JSON value read as tool calls
-  (:class:`~react_engine.types.PendingCall`), in every spelling of the name and arguments
-  keys the parser knows.
-"""
+both read, read one way: think blocks (:func:`think_blocks`), code fences
+(:func:`unfence`), and call objects (:func:`call_objects`)."""
 
 from __future__ import annotations
 
@@ -92,41 +84,14 @@ def unfence(text: str) -> tuple[str, str] | None:
 
 # --- call objects -----------------------------------------------------------------------------
 
-_NAME_KEYS: Final = (
-    "action",
-    "toolname",
-    "tool",
-    "name",
-    "function",
-    "functionname",
-    "actionname",
+_NAME_KEYS: Final = ("action", "toolname", "tool", "name", "function", "functionname", "actionname")
+_ARGS_WORDS: Final = (
+    "actioninput arguments parameters args input toolinput params inputs actioninputs kwargs"
+    " toolarguments toolargs toolparameters toolparams toolinputs functionarguments functionargs"
+    " functionparameters functionparams functioninput actionarguments actionargs"
+    " actionparameters actionparams"
 )
-_ARGS_KEYS: Final = (
-    "actioninput",
-    "arguments",
-    "parameters",
-    "args",
-    "input",
-    "toolinput",
-    "params",
-    "inputs",
-    "actioninputs",
-    "kwargs",
-    "toolarguments",
-    "toolargs",
-    "toolparameters",
-    "toolparams",
-    "toolinputs",
-    "functionarguments",
-    "functionargs",
-    "functionparameters",
-    "functionparams",
-    "functioninput",
-    "actionarguments",
-    "actionargs",
-    "actionparameters",
-    "actionparams",
-)
+_ARGS_KEYS: Final = tuple(_ARGS_WORDS.split())
 _CALL_META_KEYS: Final = frozenset({"id", "type", "index", "callid", "toolcallid", "observation"})
 """Keys of a call object that are neither its name nor its arguments."""
 _THOUGHT_KEYS: Final = ("thought", "thoughts", "reasoning")
@@ -173,45 +138,29 @@ def call_objects(value: Any, *, name_alone: bool = False) -> list[PendingCall] |
     """The tool calls ``value`` (a decoded JSON object or array) holds, or ``None`` when it
     is not a call (a list is calls only when every element is).
 
-    The name goes under ``action``, ``tool``, ``name``, ``function`` or their
-    ``tool_``/``function_``/``action_`` spellings, the arguments under ``arguments``,
-    ``parameters``, ``args``, ``action_input`` and their kin (any case, ``_``/``-``/space
-    ignored); OpenAI's ``{"function": {"name", "arguments"}}`` and ``{"tool_calls": [...]}``
-    are unwrapped. With no arguments key, the call's other keys are its arguments
-    (``{"action": "search", "query": "x"}``, the repair ``flat_arguments``), never dropped;
-    with none at all, ``missing_action_input``. ``{"name": ...}`` without an arguments key
-    is data, not a call, unless ``name_alone``: callers that accept only names of known
-    tools may read ``{"name": "get_weather", "city": "Paris"}`` as a call.
-
-    Each call is a :class:`~react_engine.types.PendingCall` with the arguments as written:
-    an object, or text (``raw_arguments`` the same text), ``{}`` for ``null`` or none
-    (``raw_arguments`` ``"null"``), any other JSON value as its text with the repair
-    :data:`NOT_OBJECT` (:func:`written_value` gives the value back). A thought written
-    beside the call (``{"thought": ..., "action": ...}``) is its ``thought``. The caller
-    reads the arguments further, as its format wants.
+    Name and arguments keys in any of :data:`_NAME_KEYS` / :data:`_ARGS_KEYS` spellings
+    (case, ``_``/``-``/space ignored); OpenAI's ``{"function": {...}}`` and
+    ``{"tool_calls": [...]}`` are unwrapped. With no arguments key, the other keys are the
+    arguments (``flat_arguments``), or there are none (``missing_action_input``).
+    ``{"name": ...}`` without an arguments key is data, not a call, unless ``name_alone``.
+    Arguments stay as written: an object, text, ``{}`` for ``null`` (``raw_arguments``
+    ``"null"``), any other JSON value as its text with :data:`NOT_OBJECT`
+    (:func:`written_value` gives it back). A ``thought`` key beside the call is its thought.
     """
     if isinstance(value, list):
-        calls: list[PendingCall] = []
-        for element in value:
-            if not isinstance(element, dict):
-                return None
-            one = call_objects(element, name_alone=name_alone)
-            if one is None:
-                return None
-            calls.extend(one)
-        return calls or None
+        each = [
+            call_objects(e, name_alone=name_alone) if isinstance(e, dict) else None for e in value
+        ]
+        if None in each:
+            return None
+        return [call for calls in each if calls for call in calls] or None
     if not isinstance(value, dict):
         return None
     keys = {P.normalise_word(str(k)): k for k in value}
     if "toolcalls" in keys and isinstance(value[keys["toolcalls"]], list):
         return call_objects(value[keys["toolcalls"]], name_alone=name_alone)
-    thought: str | None = None
-    thought_key: str | None = None
-    for k in _THOUGHT_KEYS:
-        if k in keys and isinstance(value[keys[k]], str):
-            thought = value[keys[k]].strip() or None
-            thought_key = k
-            break
+    thought_key = next((k for k in _THOUGHT_KEYS if isinstance(value.get(keys.get(k)), str)), None)
+    thought = (value[keys[thought_key]].strip() or None) if thought_key else None
     fn = value[keys["function"]] if "function" in keys else None
     if isinstance(fn, dict):
         inner = call_objects(fn, name_alone=name_alone)

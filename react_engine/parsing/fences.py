@@ -1,9 +1,5 @@
-"""Markdown code fences around JSON: where a fenced block's content starts and ends.
-
-A code fence inside a JSON string (``{"code": "```py ...```"}``) does not close the
-fence around the JSON: :func:`fence_close` looks for the closing fence after the
-complete value.
-"""
+"""Markdown code fences around JSON: where a fenced block's content starts and ends (a
+fence inside a JSON string does not close it: :func:`fence_close`)."""
 
 from __future__ import annotations
 
@@ -46,44 +42,12 @@ def fence_close(s: str, start: int, hi: int, marker: str) -> int:
     lo = run_end(P.JSON_WS, s, start, hi)
     if lo >= first or s[lo] not in "{[":
         return first
-    if hi - lo > MAX_REPAIR_CHARS and _brackets_end(s, lo, first) is not None:
-        # a long value (only decoded, never repaired) whose brackets close before the
-        # first fence: decoded, it ends there too, or it is not JSON; either way the first
-        # fence closes the block (a reply of thousands of calls is not decoded whole here)
-        return first
     end = _complete_value_end(s, lo, hi)
     if end is not None and end > first:
         after = run_end(P.JSON_WS, s, end, hi)
         if s.startswith(marker, after, hi):
             return after
     return first
-
-
-def _brackets_end(s: str, lo: int, hi: int) -> int | None:
-    """Where the bracket at ``s[lo]`` is closed before ``hi``, skipping JSON strings: where
-    the JSON value starting there ends if it is JSON (``None``: not closed before ``hi``)."""
-    depth = 0
-    pos = lo
-    while True:
-        match = P.JSON_STRUCTURE.search(s, pos, hi)
-        if match is None:
-            return None
-        pos = match.end()
-        char = match.group()
-        if char == '"':
-            while True:  # to the closing quote, past escapes
-                match = P.QUOTE_OR_ESCAPE.search(s, pos, hi)
-                if match is None:
-                    return None
-                pos = match.end() + (match.group() == "\\")
-                if match.group() == '"':
-                    break
-        elif char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-            if depth == 0:
-                return pos
 
 
 def _complete_value_end(s: str, lo: int, hi: int) -> int | None:

@@ -9,6 +9,7 @@ patterns, so it runs in time linear in the length of the text.
 
 from __future__ import annotations
 
+import string
 from typing import Any, Final
 
 from ..errors import JSONRepairError
@@ -83,23 +84,16 @@ def skip_blank(s: str, pos: int, hi: int, repairs: Repairs) -> int:
         pos = run_end(P.JSON_WS, s, pos, hi)
         if pos >= hi:
             return pos
-        c = s[pos]
-        if c == "/" and pos + 1 < hi and s[pos + 1] in "/*":
-            repairs.add("comment")
-            if s[pos + 1] == "/":
-                eol = s.find("\n", pos, hi)
-                pos = hi if eol < 0 else eol
-            else:
-                close = s.find("*/", pos + 2, hi)
-                pos = hi if close < 0 else close + 2
-            repairs.comment_to_end = pos >= hi
-        elif c == "#":
-            repairs.add("comment")
+        if s.startswith("/*", pos, hi):
+            close = s.find("*/", pos + 2, hi)
+            pos = hi if close < 0 else close + 2
+        elif s[pos] == "#" or s.startswith("//", pos, hi):
             eol = s.find("\n", pos, hi)
             pos = hi if eol < 0 else eol
-            repairs.comment_to_end = pos >= hi
         else:
             return pos
+        repairs.add("comment")
+        repairs.comment_to_end = pos >= hi
 
 
 def decode_value(
@@ -219,7 +213,7 @@ def decode_value(
             continue
         if c == "}" or c == "]":
             if c != ("}" if type(top) is dict else "]"):
-                if not any(_closer(f) == c for f in stack):
+                if not any(("}" if type(f) is dict else "]") == c for f in stack):
                     repairs.add("mismatched_bracket")  # a stray closer inside the value
                     pos += 1
                     continue
@@ -244,9 +238,7 @@ def decode_value(
 
 
 _SKIPPABLE: Final = frozenset(" \t\n\r/#")
-_NUMBER_TAIL: Final = frozenset(".eE+-_0123456789") | frozenset(
-    "abcdfghijklmnopqrstuvwxyzABCDFGHIJKLMNOPQRSTUVWXYZ$"
-)
+_NUMBER_TAIL: Final = frozenset(string.ascii_letters + string.digits + ".+-_$")
 _PLAIN_STRING: Final = P.STRING_CHUNK['"']
 
 
@@ -279,10 +271,6 @@ def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
 _SLOW: Final = object()
 _NUMBER_END: Final = frozenset("0123456789.eE+-")
 _E_LITERALS: Final = ("true", "True", "false", "False")
-
-
-def _closer(container: Any) -> str:
-    return "}" if isinstance(container, dict) else "]"
 
 
 def _close_all(stack: list[Any], repairs: Repairs, s: str, pos: int, after_value: bool) -> Any:
@@ -393,16 +381,7 @@ def _bare(s: str, pos: int, hi: int, repairs: Repairs) -> tuple[str, int]:
     return word, pos + len(word)
 
 
-_ESCAPES: Final = {
-    '"': '"',
-    "\\": "\\",
-    "/": "/",
-    "b": "\b",
-    "f": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-}
+_ESCAPES: Final = dict(zip('"\\/bfnrt', '"\\/\b\f\n\r\t', strict=True))
 
 
 def _string(

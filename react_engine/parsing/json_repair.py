@@ -1,116 +1,26 @@
 """Tolerant JSON: the value a model meant, and a report of every repair it took.
 
 :func:`repair_json` first tries :func:`json.loads`; valid JSON comes back untouched with
-no repairs (but ``duplicate_key``, below). Anything else goes through a single-pass
-tolerant decoder (:mod:`.json_decoder`) that records each tolerance it applies as a
-short, stable code:
-
-``duplicate_key``
-    an object gives one key two different values (``{"path": "/tmp/a", "path":
-    "/home"}``): decoding keeps the last, the model may have meant either (a guess,
-    :mod:`.duplicates`); reported for valid JSON too.
-``code_fence``
-    the JSON was wrapped in a Markdown code fence (```json ... ```).
-``extracted_from_text``
-    the JSON sat inside prose; the first complete JSON object (or array holding
-    objects) was taken, else the first complete value (so a citation ``[1]`` before
-    the arguments does not win). Fenced blocks in the prose are tried first.
-``extracted_fragment``
-    with ``extracted_from_text``: something before the value that looks like JSON failed to
-    decode, so the value may be a fragment of it and which part the model meant is a
-    guess: ``"{{A: {{}}}}`` is not ``{}``.
-``bom``
-    a byte-order mark before the value.
-``doubled_braces``
-    ``{{ ... }}`` as left by f-string / ``str.format`` templates (doubled at both ends);
-    every ``{{``/``}}`` became ``{``/``}`` (also inside strings).
-``comment``
-    ``// ...``, ``/* ... */`` or ``# ...`` comments outside strings.
-``single_quotes``
-    ``'...'`` strings.
-``smart_quotes``
-    ``“...”`` or ``‘...’`` strings.
-``mixed_quotes``
-    a string opened by a curly quote and closed by a straight one (``“null"``).
-``python_literal``
-    ``True``, ``False``, ``None``.
-``unquoted_key``
-    ``{key: ...}``.
-``unquoted_value``
-    ``{"city": Paris}``: a bare word as an object value (not in arrays, and never when
-    the JSON is extracted from prose), read up to the next ``, } ]`` or line end.
-``trailing_comma``
-    ``[1, 2,]``, ``{"a": 1,}``.
-``extra_comma``
-    ``[1,, 2]``, ``{, "a": 1}``.
-``missing_comma``
-    ``{"a": 1 "b": 2}``, ``[1 2]``.
-``missing_colon``
-    ``{"a" 1}``, or ``=`` where the colon goes.
-``fullwidth_delimiter``
-    a full-width ``：`` or ``，`` outside the strings, as Chinese models write them
-    (``{"userId"："user_2"，"days"："10"}``): a quote followed by ``，`` closes its string.
-``control_char_in_string``
-    a raw newline, tab or other control character inside a string.
-``invalid_escape``
-    a backslash escape JSON does not know (``"C:\\Users"``): kept as written.
-``unescaped_quote``
-    a quote inside a string that cannot close it (it is not followed by ``, : } ]``
-    or a line end): kept as a character.
-``missing_quote``
-    a string still open at the end of the text.
-``missing_closing_bracket``
-    brackets still open at the end of the text. Lossless where nothing else is missing:
-    right after a complete value, in text not cut by a length limit, the closing brackets
-    are the one completion there is (``close_brackets=True``, the closing-bracket rule).
-``mismatched_bracket``
-    a bracket closed by an enclosing bracket of the other kind (``{"a": [1}``), or a
-    closing bracket inside the value with nothing to close (``{"a": 1], "b": 2}``).
-``truncated_after_comma``
-    the text ends right after a comma inside an object or array (cut off: more was
-    coming); what was written before it is kept.
-``truncated_number``
-    brackets still open at the end of the text right after a number: the number may be
-    cut (``{"n": 1`` of ``{"n": 12}``).
-``bracket_in_comment``
-    brackets still open at the end of the text when a comment ran to the end: the
-    closing brackets may be inside the comment (``{"a": "x" // "y"}``).
-``extra_closing_bracket``
-    closing brackets after the complete value, e.g. the trailing ``}]`` of seed 001.
-``extra_data``
-    prose after a complete value: the value is returned.
-``extra_value``
-    a second value (or a quote or bracket on the same line) after a complete value: the
-    first value is returned, but where the value the model meant ends is a guess.
-``number_format``
-    ``+1``, ``.5``, ``5.``; a number with leading zeros (``007``) becomes the *string*
-    ``"007"`` so no digit is lost.
-
-Valid JSON of any size is decoded; broken JSON longer than
+no repairs (but ``duplicate_key``: one key given two values, :mod:`.duplicates`). Anything
+else goes through a single-pass tolerant decoder (:mod:`.json_decoder`, linear in the
+length of the text) that records each tolerance it applies as a short, stable code: the
+``json`` rows of :data:`.repairs.REPAIRS` (the table in ``docs/reliability.md`` says what
+each one reads and whether it is lossless). JSON inside prose: fenced blocks first, then
+the first complete object (or array holding objects), else the first complete value (so a
+citation ``[1]`` before the arguments does not win); the search resumes after each failed
+attempt instead of retrying inside it. Broken JSON longer than
 :data:`~.json_decoder.MAX_REPAIR_CHARS` is refused rather than repaired.
 
 What it will not do: invent values. ``{"a": }``, ``{"a"`` and ``{"a": 1, "b":`` raise
 :class:`~react_engine.errors.JSONRepairError`, as do bare words in arrays, nesting deeper
 than :data:`~.json_decoder.MAX_DEPTH` and text with no JSON value at all. A one-element
-array around an object is returned as the array it is: unwrapping it is the caller's
-business (the ReAct parser does it for action arguments and reports ``unwrapped_array``).
-``strict=True`` turns everything off: valid JSON or :class:`~react_engine.errors.JSONRepairError`.
-``allow_truncated=False`` keeps every repair but ``missing_quote`` and the closing of
-brackets still open at the end of the text: cut-off text is an error. Tool arguments are
-decoded that way, since closing ``{"path": "/tmp/important/sub`` would run a tool on a
-value the model never finished writing.
-
-A code fence inside a JSON string (``{"code": "```py ...```"}``) does not close the
-fence around the JSON (:func:`.fences.fence_close`).
-
-The value itself is read by :func:`.json_decoder.decode_value`, in time linear in the
-length of the text; the search for JSON inside prose resumes after each failed attempt
-instead of retrying inside it.
+array around an object is returned as the array it is (the ReAct parser unwraps action
+arguments and reports ``unwrapped_array``). ``strict=True`` turns everything off;
+``allow_truncated=False`` makes cut-off text an error (see :func:`repair_json`).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Final
@@ -147,26 +57,19 @@ def repair_json(
 
     Raises :class:`~react_engine.errors.JSONRepairError` (with the offset where decoding
     gave up) when no repair yields the value the model meant; never returns a stand-in
-    such as ``{}``. With ``allow_truncated=False``, text that ends inside a value (a
-    string, object or array still open at the end: ``{"path": "/tmp/imp``) is an error
-    instead of being closed (``missing_quote``, ``missing_closing_bracket`` at the end):
-    what a cut-off tool call needs, where closing it would invent a value.
-    ``close_brackets=True`` relaxes that by one case, the closing-bracket rule: brackets
-    still open at the end of the text right after a complete value (a closed string, a
-    literal, a closed container; not a number, a comma, a key or an opening bracket) have
-    exactly one completion, and are closed (``missing_closing_bracket``). Only for text
-    that was not cut by a length limit: the caller (or the policy, which owns length cuts)
-    makes sure of that.
+    such as ``{}``. ``allow_truncated=False``: text that ends inside a value
+    (``{"path": "/tmp/imp``) is an error instead of being closed, since closing it would
+    invent a value. ``close_brackets=True`` still closes brackets open at the end right
+    after a complete value (not a number, a comma, a key or an opening bracket), their one
+    completion, for text the caller knows was not cut by a length limit.
     """
     try:
         value, _, conflicted = decode(text)
         return RepairResult(value, DUPLICATE_KEY if conflicted else ())
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # json.JSONDecodeError: a ValueError
         if strict:
-            raise JSONRepairError(f"invalid JSON: {exc.msg}", text=text, pos=exc.pos) from None
-    except (ValueError, RecursionError) as exc:
-        if strict:
-            raise JSONRepairError(f"invalid JSON: {exc}", text=text, pos=0) from None
+            message, pos = getattr(exc, "msg", exc), getattr(exc, "pos", 0)
+            raise JSONRepairError(f"invalid JSON: {message}", text=text, pos=pos) from None
     if len(text) > MAX_REPAIR_CHARS:
         raise JSONRepairError(
             f"invalid JSON too long to repair ({len(text)} > {MAX_REPAIR_CHARS} characters)",
@@ -318,7 +221,7 @@ def _extract(
                 return result.value
     resume = pos
     tried = 0
-    fallback: tuple[Any, Repairs, int] | None = None  # the first value holding no object
+    chosen: tuple[Any, Repairs, int] | None = None  # an object, else the first value ("[1]")
     for m in P.JSON_OPEN.finditer(s, pos, hi):
         start = m.start()
         if start < resume:
@@ -335,21 +238,18 @@ def _extract(
             error = error or exc
             resume = max(exc.pos, start + 1)
             continue
-        if isinstance(value, dict) or (
+        holds_object = isinstance(value, dict) or (
             isinstance(value, list) and any(isinstance(v, dict) for v in value)
-        ):
-            repairs.add("extracted_from_text")
-            if error is not None or _quote_before(s, pos, start):  # a fragment?
-                repairs.add("extracted_fragment")
-            repairs.extend(attempt)
-            return value
-        if fallback is None:
-            fallback = (value, attempt, start)  # "[1]" in prose: look for an object
+        )
+        if holds_object or chosen is None:
+            chosen = (value, attempt, start)
+        if holds_object:
+            break
         resume = end
-    if fallback is not None:
-        value, attempt, start = fallback
+    if chosen is not None:
+        value, attempt, start = chosen
         repairs.add("extracted_from_text")
-        if error is not None or _quote_before(s, pos, start):
+        if error is not None or _quote_before(s, pos, start):  # a fragment?
             repairs.add("extracted_fragment")
         repairs.extend(attempt)
         return value

@@ -35,78 +35,34 @@ WEAK: Final = 1
 answer word when no final answer has started yet."""
 
 # Spelling as written in the pattern (spaces stand for "space, underscore, hyphen or
-# nothing"), kind, strength. Keep the English canonical words first in each block.
-_WORDS: Final[tuple[tuple[str, str, int], ...]] = (
-    # thought
-    ("Thought", THOUGHT, STRONG),
-    ("Thoughts", THOUGHT, STRONG),
-    ("Thinking", THOUGHT, STRONG),
-    ("Think", THOUGHT, STRONG),
-    ("Reasoning", THOUGHT, STRONG),
-    ("思考过程", THOUGHT, STRONG),
-    ("思考", THOUGHT, STRONG),
-    ("想法", THOUGHT, STRONG),
-    ("思路", THOUGHT, STRONG),
-    ("推理", THOUGHT, STRONG),
-    ("思维", THOUGHT, STRONG),
-    # action
-    ("Action", ACTION, STRONG),
-    ("Actions", ACTION, STRONG),
-    ("行动", ACTION, STRONG),
-    ("动作", ACTION, STRONG),
-    ("操作", ACTION, STRONG),
-    ("工具调用", ACTION, STRONG),
-    # action input
-    ("Action Input", ACTION_INPUT, STRONG),
-    ("Action Inputs", ACTION_INPUT, STRONG),
-    ("Action Args", ACTION_INPUT, STRONG),
-    ("Action Arguments", ACTION_INPUT, STRONG),
-    ("Action Parameters", ACTION_INPUT, STRONG),
-    ("行动输入", ACTION_INPUT, STRONG),
-    ("动作输入", ACTION_INPUT, STRONG),
-    ("操作输入", ACTION_INPUT, STRONG),
-    ("行动参数", ACTION_INPUT, STRONG),
-    ("动作参数", ACTION_INPUT, STRONG),
-    ("工具输入", ACTION_INPUT, STRONG),
-    ("Tool Input", ACTION_INPUT, WEAK),
-    ("Input", ACTION_INPUT, WEAK),
-    ("Inputs", ACTION_INPUT, WEAK),
-    ("Arguments", ACTION_INPUT, WEAK),
-    ("Args", ACTION_INPUT, WEAK),
-    ("Parameters", ACTION_INPUT, WEAK),
-    ("Params", ACTION_INPUT, WEAK),
-    ("输入", ACTION_INPUT, WEAK),
-    ("参数", ACTION_INPUT, WEAK),
-    # observation (only ever a cut point)
-    ("Observation", OBSERVATION, STRONG),
-    ("Observations", OBSERVATION, STRONG),
-    ("Obs", OBSERVATION, STRONG),
-    ("Tool Output", OBSERVATION, STRONG),
-    ("Tool Result", OBSERVATION, STRONG),
-    ("观察结果", OBSERVATION, STRONG),
-    ("观察", OBSERVATION, STRONG),
-    ("观测结果", OBSERVATION, STRONG),
-    ("观测", OBSERVATION, STRONG),
-    # final answer
-    ("Final Answer", FINAL, STRONG),
-    ("Final Response", FINAL, STRONG),
-    ("Final Output", FINAL, STRONG),
-    ("最终答案", FINAL, STRONG),
-    ("最终回答", FINAL, STRONG),
-    ("最终回复", FINAL, STRONG),
-    ("最终结果", FINAL, STRONG),
-    ("最后答案", FINAL, STRONG),
-    ("最终的答案", FINAL, STRONG),
-    ("最终的回答", FINAL, STRONG),
-    ("最后的答案", FINAL, STRONG),
-    ("最终答复", FINAL, STRONG),
-    ("Final", FINAL, WEAK),
-    ("Answer", FINAL, WEAK),
-    ("答案", FINAL, WEAK),
-    ("回答", FINAL, WEAK),
-    # an echoed question (skipped at the start; ends a final answer later on)
-    ("Question", QUESTION, STRONG),
-    ("问题", QUESTION, STRONG),
+# nothing"), per kind and strength. Keep the English canonical words first in each row.
+_WORDS: Final[tuple[tuple[str, str, int], ...]] = tuple(
+    (word, kind, strength)
+    for kind, strength, words in (
+        (
+            THOUGHT,
+            STRONG,
+            "Thought|Thoughts|Thinking|Think|Reasoning|思考过程|思考|想法|思路|推理|思维",
+        ),
+        (ACTION, STRONG, "Action|Actions|行动|动作|操作|工具调用"),
+        (
+            ACTION_INPUT,
+            STRONG,
+            "Action Input|Action Inputs|Action Args|Action Arguments|Action Parameters"
+            "|行动输入|动作输入|操作输入|行动参数|动作参数|工具输入",
+        ),
+        (ACTION_INPUT, WEAK, "Tool Input|Input|Inputs|Arguments|Args|Parameters|Params|输入|参数"),
+        # observation (only ever a cut point)
+        (OBSERVATION, STRONG, "Observation|Observations|Obs|Tool Output|Tool Result"),
+        (OBSERVATION, STRONG, "观察结果|观察|观测结果|观测"),
+        (FINAL, STRONG, "Final Answer|Final Response|Final Output"),
+        (FINAL, STRONG, "最终答案|最终回答|最终回复|最终结果|最后答案"),
+        (FINAL, STRONG, "最终的答案|最终的回答|最后的答案|最终答复"),
+        (FINAL, WEAK, "Final|Answer|答案|回答"),
+        # an echoed question (skipped at the start; ends a final answer later on)
+        (QUESTION, STRONG, "Question|问题"),
+    )
+    for word in words.split("|")
 )
 
 CANONICAL: Final[dict[str, str]] = {
@@ -180,15 +136,13 @@ _LABEL_TEMPLATE: Final = (
     r"(?P<em3>[*_]{0,3})"  # closing bold/italic after the colon ("**Action:**")
 )
 
-_LABEL_WORD_LIST: Final = [w for w, k, _ in _WORDS if k != OBSERVATION]
-_OBSERVATION_WORD_LIST: Final = [w for w, k, _ in _WORDS if k == OBSERVATION]
 
-LABEL: Final = re.compile(
-    _LABEL_TEMPLATE.replace("WORDS", _alternation(_LABEL_WORD_LIST)).replace(
-        "FIRST", _first_chars(_LABEL_WORD_LIST)
-    ),
-    re.IGNORECASE | re.MULTILINE,
-)
+def _label(words: list[str]) -> re.Pattern[str]:
+    alternation = _LABEL_TEMPLATE.replace("WORDS", _alternation(words))
+    return re.compile(alternation.replace("FIRST", _first_chars(words)), re.I | re.M)
+
+
+LABEL: Final = _label([w for w, kind, _ in _WORDS if kind != OBSERVATION])
 """A label at the start of a line, in any of the spellings of :data:`LABEL_WORDS` except
 observations (those are cut before labels are looked for).
 
@@ -196,12 +150,7 @@ A match is only a candidate: the parser accepts it when it has a colon, or when 
 Markdown heading or bold label alone on its line (``### Action``, ``**Final Answer**``).
 """
 
-OBSERVATION_LABEL: Final = re.compile(
-    _LABEL_TEMPLATE.replace("WORDS", _alternation(_OBSERVATION_WORD_LIST)).replace(
-        "FIRST", _first_chars(_OBSERVATION_WORD_LIST)
-    ),
-    re.IGNORECASE | re.MULTILINE,
-)
+OBSERVATION_LABEL: Final = _label([w for w, kind, _ in _WORDS if kind == OBSERVATION])
 """Like :data:`LABEL`, for observation words only: where :func:`cut_reply` cuts."""
 
 INLINE_LABEL: Final = re.compile(
@@ -228,12 +177,6 @@ FENCE_OPEN: Final = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})(?P<lang>[\w+.#-]*)
 """An opening fence and its language tag, matched where the text starts."""
 
 _THINK_WORDS: Final = "think|thinking|reasoning"
-
-THINK_OPEN: Final = re.compile(rf"\s*<(?P<tag>{_THINK_WORDS})>", re.IGNORECASE)
-"""A think block's opening tag at the start of a reply (matched at position 0)."""
-
-THINK_CLOSE: Final = re.compile(rf"</(?:{_THINK_WORDS})>", re.IGNORECASE)
-"""A think block's closing tag, searched for anywhere (DeepSeek-R1 often omits the opening)."""
 
 THINK_TAG: Final = re.compile(rf"<(?P<close>/?)(?:{_THINK_WORDS})>", re.IGNORECASE)
 """A think tag, opening or closing (``close`` is ``"/"``), searched for anywhere."""

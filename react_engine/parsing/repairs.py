@@ -99,12 +99,7 @@ REPAIRS: Final[dict[str, Repair]] = _table(
     ("json", "extra_comma", GUESS, "two commas in a row (a value may be missing)"),
     ("json", "missing_comma", GUESS, "two values with no comma between them"),
     ("json", "missing_colon", GUESS, "a key and its value with no colon between them"),
-    (
-        "json",
-        "invalid_escape",
-        GUESS,
-        "a backslash JSON does not know (write a backslash as \\\\)",
-    ),
+    ("json", "invalid_escape", GUESS, "a backslash JSON does not know (write a backslash as \\\\)"),
     (
         "json",
         "unescaped_quote",

@@ -1,10 +1,6 @@
-"""The one reader of a reply's reasoning (think blocks), for every protocol.
-
-:func:`read_think` sets the blocks apart; :func:`mask_think` blanks them out in place
-(keeping every offset) for :func:`~react_engine.parsing.parse_react`, and
-:func:`think_span` finds the block that leads a reply. What a think block is (its tags,
-a stray closing tag, a block never closed) is :func:`~react_engine.parsing.common.think_blocks`.
-"""
+"""The one reader of a reply's reasoning (think blocks), for every protocol: :func:`read_think`
+sets them apart, :func:`mask_think` blanks them out in place for the ReAct parser, and
+:func:`think_span` finds the block that leads a reply."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ from dataclasses import dataclass
 
 from .common import think_blocks
 
-__all__ = ["Thinking", "mask_think", "read_think", "split_think", "think_span"]
+__all__ = ["Thinking", "mask_think", "read_think", "think_span"]
 
 
 def mask_think(body: str) -> tuple[str, list[str], str | None]:
@@ -24,25 +20,17 @@ def mask_think(body: str) -> tuple[str, list[str], str | None]:
     that is never closed runs to the end of the reply; a stray closing tag ends a block
     that began at the start of ``body``.
     """
-    spans: list[tuple[int, int]] = []
-    contents: list[str] = []
-    unclosed = False
-    for block in think_blocks(body):
-        spans.append((block.start, block.end))
-        contents.append(body[block.content_start : block.content_end].strip())
-        unclosed = unclosed or not block.closed
-    if not spans:
+    blocks = list(think_blocks(body))
+    if not blocks:
         return body, [], None
     chars = list(body)
-    for start, end in spans:
-        for i in range(start, end):
+    for block in blocks:
+        for i in range(block.start, block.end):
             if chars[i] != "\n":
                 chars[i] = " "
-    return (
-        "".join(chars),
-        [c for c in contents if c],
-        ("unclosed_think" if unclosed else "think_block"),
-    )
+    contents = [body[b.content_start : b.content_end].strip() for b in blocks]
+    code = "think_block" if all(b.closed for b in blocks) else "unclosed_think"
+    return "".join(chars), [c for c in contents if c], code
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,19 +47,13 @@ class Thinking:
 
 
 def read_think(text: str, *, payload: str = "") -> Thinking:
-    """The one reader of a reply's reasoning, for every protocol (the parser masks the
-    same blocks in place, keeping offsets: :func:`mask_think`).
-
-    A think block is ``<think>...</think>`` (or ``<thinking>``/``<reasoning>``, any case,
-    :func:`~react_engine.parsing.common.think_blocks`): one at the start of the reply, or
-    everything before a stray closing tag whose opening tag the server ate, and every
-    later block; a block never closed runs to the end of the reply (it was cut while
-    thinking, so nothing in it is read as a step).
+    """The one reader of a reply's reasoning, for every protocol: its think blocks
+    (:func:`~react_engine.parsing.common.think_blocks`: a leading one, everything before a
+    stray closing tag, every later block; one never closed runs to the end of the reply).
 
     ``payload``: the characters that open the reply's payload where it is delimited (a
     JSON object: ``"{[`"``). Blocks are then read only before the payload, so that a tag
-    inside it (a thought that mentions ``</think>``) stays its text, and prose before a
-    block is reasoning too (it is not the payload).
+    inside it stays its text, and prose before a block is reasoning too.
     """
     if payload:
         return _think_before(text, payload)
@@ -91,7 +73,7 @@ def read_think(text: str, *, payload: str = "") -> Thinking:
         at = block.end
     kept.append(rest[at:])
     reasoning = "\n\n".join(p for p in parts if p) or None
-    return Thinking(reasoning, "".join(kept), tuple(list(dict.fromkeys(codes))))
+    return Thinking(reasoning, "".join(kept), tuple(dict.fromkeys(codes)))
 
 
 def _think_before(raw: str, payload: str) -> Thinking:
@@ -111,15 +93,7 @@ def _think_before(raw: str, payload: str) -> Thinking:
             break
         codes.append("think_block")
         body = body[block.end :]
-    return Thinking("\n\n".join(thoughts) or None, body, tuple(list(dict.fromkeys(codes))))
-
-
-def split_think(text: str) -> tuple[str | None, str]:
-    """A reply's think block and the rest of the reply, as :func:`parse_react` sees them:
-    ``(reasoning, rest)`` of :func:`read_think`, ``(None, text)`` for a reply with no
-    block."""
-    thinking = read_think(text)
-    return thinking.reasoning, thinking.rest
+    return Thinking("\n\n".join(thoughts) or None, body, tuple(dict.fromkeys(codes)))
 
 
 def think_span(text: str) -> tuple[str | None, int, str | None]:

@@ -1,26 +1,12 @@
 """The ``Protocol`` seam: how one agent loop talks to models that differ in how they call tools.
 
-A protocol owns everything that varies between ways of calling tools, and nothing else:
-
-* :meth:`Protocol.build_request` renders the protocol-neutral history (user turns and
-  :class:`~react_engine.types.Step` records) into one chat request;
-* :meth:`Protocol.read_reply` reads the model's reply in the protocol's own format into a
-  :data:`Decision`: tools to call (:class:`CallTools`), a :class:`FinalAnswer`, or a
-  :class:`FormatError` to send back to the model.
-
-What every protocol must enforce the same way (``tool_choice``, a reply cut by the length
-limit, call ids, the server's reasoning kept apart) is written once, in
-:mod:`react_engine.protocols.policy`, and applied by :meth:`Protocol.parse_reply`; a protocol words
-the feedback in its own format through :meth:`Protocol.reject`.
-
-Because the history is neutral, a conversation can switch protocol between requests (a
-run-time fallback, or a new model between turns): the next protocol renders the same
-history its own way. The loop (:mod:`react_engine.run.loop`) knows nothing of prompts or
-message shapes, and a protocol knows nothing of transport, retries or tool execution.
-
-A new protocol is one module with one class deriving from :class:`Protocol`, passed as a
-value (``Agent(protocol=MyProtocol())``) or registered by name with
-:func:`react_engine.protocols.registry.register`.
+A protocol renders the protocol-neutral history into one chat request
+(:meth:`Protocol.build_request`) and reads the reply in its own format into a
+:data:`Decision` (:meth:`Protocol.read_reply`). What every protocol enforces the same way
+is written once, in :mod:`react_engine.protocols.policy` (:meth:`Protocol.parse_reply`).
+Because the history is neutral, a run can switch protocol between requests. A new
+protocol is one class deriving from :class:`Protocol`, passed as a value or registered
+with :func:`react_engine.protocols.registry.register` (docs/extending-protocols.md).
 """
 
 from __future__ import annotations
@@ -31,14 +17,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..types import (
-    HistoryItem,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    ToolChoice,
-)
+from ..types import HistoryItem, Message, ModelRequest, ModelResponse, ModelSettings, ToolChoice
 from ..wording import Notice, word
 from .decision import (
     NOT_JSON,

@@ -27,15 +27,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..parsing import split_think
-from ..types import (
-    AssistantMessage,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    Step,
-    UserMessage,
-)
+from ..parsing import read_think
+from ..types import AssistantMessage, Message, ModelRequest, ModelResponse, Step, UserMessage
 from ..wording import Notice
 from .base import (
     CallTools,
@@ -114,7 +107,8 @@ class MinimalProtocol(Protocol):
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         content = reply.content or ""
-        thought, said = split_think(content)
+        thinking = read_think(content)
+        thought, said = thinking.reasoning, thinking.rest
         text = said.strip()
         head, *rest = text.split(maxsplit=1) or [""]  # ANSWER, then a space or a line break
         if head == "ANSWER" and rest:

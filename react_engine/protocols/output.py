@@ -6,11 +6,8 @@ answer must be a JSON value valid for that type, and the run's ``result.output``
 validated value (``result.answer`` stays the text: the value's JSON).
 
 :class:`OutputSpec` is the type, its JSON Schema and its reader, built once per type. Each
-protocol shows the schema its own way (a ``final_result`` tool under function calling, the
-system prompt and grammar under text, the ``final_answer`` field's schema under
-structured); the one rule that the answer must validate is applied to every protocol's
-reading in :mod:`react_engine.protocols.policy`, and a failure goes back to the model as a format
-error naming the fields, within the run's consecutive-error budget.
+protocol shows the schema its own way; :mod:`react_engine.protocols.policy` validates every
+protocol's answer, and a failure goes back to the model as a format error naming the fields.
 """
 
 from __future__ import annotations
@@ -66,14 +63,11 @@ class OutputSpec:
 
     def tool_schema(self, description: str) -> dict[str, Any]:
         """The ``final_result`` entry of a request's ``tools`` array."""
-        function: dict[str, Any] = {
-            "name": FINAL_RESULT,
-            "description": description,
-            "parameters": self.parameters,
+        function = {"name": FINAL_RESULT, "description": description, "parameters": self.parameters}
+        return {
+            "type": "function",
+            "function": function | ({"strict": True} if self.strict else {}),
         }
-        if self.strict:
-            function["strict"] = True
-        return {"type": "function", "function": function}
 
     def unwrap(self, arguments: Any) -> Any:
         """The value in a ``final_result`` call's arguments (a model that left out the
@@ -150,11 +144,6 @@ def output_spec(output_type: Any) -> OutputSpec | None:
         return _build(output_type)
 
 
-@functools.lru_cache(maxsize=64)
-def _cached(output_type: Any) -> OutputSpec:
-    return _build(output_type)
-
-
 def _build(output_type: Any) -> OutputSpec:
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(output_type)
@@ -163,29 +152,18 @@ def _build(output_type: Any) -> OutputSpec:
         raise ConfigurationError(
             f"output_type {output_type!r} has no JSON Schema pydantic can validate: {exc}"
         ) from None
-    if raw.get("type") == "object" and "properties" in raw:
-        parameters = strict_schema(raw)
-        schema = parameters
-        wrapped = False
+    wrapped = not (raw.get("type") == "object" and "properties" in raw)
+    if not wrapped:
+        schema = parameters = strict_schema(raw)
     else:
         defs = raw.pop("$defs", None)
-        holder: dict[str, Any] = {
-            "type": "object",
-            "properties": {WRAPPED: raw},
-            "required": [WRAPPED],
-        }
-        if defs:
-            holder["$defs"] = defs
-        parameters = strict_schema(holder)
+        holder = {"type": "object", "properties": {WRAPPED: raw}, "required": [WRAPPED]}
+        parameters = strict_schema(holder | ({"$defs": defs} if defs else {}))
         schema = dict(parameters["properties"][WRAPPED])
         if "$defs" in parameters:
             schema["$defs"] = parameters["$defs"]
-        wrapped = True
-    return OutputSpec(
-        type=output_type,
-        adapter=adapter,
-        schema=schema,
-        parameters=parameters,
-        wrapped=wrapped,
-        strict=meets_strict_mode(parameters),
-    )
+    strict = meets_strict_mode(parameters)
+    return OutputSpec(output_type, adapter, schema, parameters, wrapped, strict)
+
+
+_cached = functools.lru_cache(maxsize=64)(_build)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..errors import TemplateError
 
@@ -34,72 +34,27 @@ __all__ = [
     "load_template",
 ]
 
-# key -> (allowed placeholders, required placeholders). Keys not listed here are free text
-# with no placeholders; unknown keys are an error so a typo does not pass unnoticed.
-TEXT_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "system": (
-        frozenset({"instructions", "tools", "tool_names"}),
-        frozenset({"tools", "tool_names"}),
-    ),
-    "question": (frozenset({"question"}), frozenset({"question"})),
-    "observation": (frozenset({"observation"}), frozenset({"observation"})),
-    "observation_item": (
-        frozenset({"index", "tool", "observation"}),
-        frozenset({"observation"}),
-    ),
-    "format_error": (frozenset({"error", "reminder"}), frozenset({"error"})),
-    "format_reminder": (frozenset(), frozenset()),
-    "force_final": (frozenset(), frozenset()),
-    "tool_required": (frozenset({"tool_names"}), frozenset()),
-    "tool_named": (frozenset({"tool"}), frozenset({"tool"})),
-    "tool_none": (frozenset(), frozenset()),
-    "no_tools": (frozenset(), frozenset()),
-    "action_example": (
-        frozenset({"thought", "tool", "input"}),
-        frozenset({"tool", "input"}),
-    ),
-    "final_example": (
-        frozenset({"thought", "answer"}),
-        frozenset({"answer"}),
-    ),
-    "output_schema": (frozenset({"schema", "type_name"}), frozenset({"schema"})),
-    "output_retry": (frozenset(), frozenset()),
-}
-
-
-FUNCTION_CALLING_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "system": (frozenset({"instructions"}), frozenset()),
-    "force_final": (frozenset(), frozenset()),
-    "tool_required": (frozenset({"tool_names"}), frozenset()),
-    "empty_reply": (frozenset(), frozenset()),
-    "output_system": (frozenset(), frozenset()),
-    "output_tool": (frozenset({"type_name"}), frozenset()),
-    "output_force_final": (frozenset(), frozenset()),
-    "output_retry": (frozenset(), frozenset()),
-}
-
-STRUCTURED_SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "system": (
-        frozenset({"instructions", "tools", "tool_names"}),
-        frozenset({"tools"}),
-    ),
-    "question": (frozenset({"question"}), frozenset({"question"})),
-    "observation": (frozenset({"tool", "observation"}), frozenset({"observation"})),
-    "format_error": (frozenset({"error", "reminder"}), frozenset({"error"})),
-    "format_reminder": (frozenset(), frozenset()),
-    "force_final": (frozenset(), frozenset()),
-    "tool_required": (frozenset({"tool_names"}), frozenset()),
-    "tool_named": (frozenset({"tool"}), frozenset({"tool"})),
-    "tool_none": (frozenset(), frozenset()),
-    "no_tools": (frozenset(), frozenset()),
-    "output_schema": (frozenset({"schema", "type_name"}), frozenset({"schema"})),
-    "output_retry": (frozenset(), frozenset()),
-}
-"""The structured-output protocol's template: replies are JSON objects, so there are no
-labels or stop sequences; the model is shown the JSON shape in ``system``."""
-
 KindSchema = dict[str, tuple[frozenset[str], frozenset[str]]]
 """A kind's texts: for each key, the placeholders it may use and those it must use."""
+
+
+def _schema(**keys: str) -> KindSchema:
+    """Each key's placeholders, a ``*`` after those it must use. Keys not listed are an
+    error, so a typo does not pass unnoticed."""
+    return {
+        key: (
+            frozenset(w.rstrip("*") for w in spec.split()),
+            frozenset(w[:-1] for w in spec.split() if w.endswith("*")),
+        )
+        for key, spec in keys.items()
+    }
+
+
+_SHARED: Final = _schema(
+    format_error="error* reminder", format_reminder="", force_final="",
+    tool_required="tool_names", tool_named="tool*", tool_none="", no_tools="",
+)  # fmt: skip
+_OUTPUT: Final = _schema(output_schema="schema* type_name", output_retry="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,13 +70,32 @@ class TemplateKind:
 
 TEMPLATE_KINDS: dict[str, TemplateKind] = {
     "text": TemplateKind(
-        TEXT_SCHEMA, frozenset({"system", "question", "observation", "format_error"})
+        _schema(
+            system="instructions tools* tool_names*", question="question*",
+            observation="observation*", observation_item="index tool observation*",
+        )
+        | _SHARED
+        | _schema(action_example="thought tool* input*", final_example="thought answer*")
+        | _OUTPUT,
+        frozenset({"system", "question", "observation", "format_error"}),
     ),
-    "function_calling": TemplateKind(FUNCTION_CALLING_SCHEMA),
+    "function_calling": TemplateKind(
+        _schema(
+            system="instructions", force_final="", tool_required="tool_names", empty_reply="",
+            output_system="", output_tool="type_name", output_force_final="", output_retry="",
+        )
+    ),
+    # replies are JSON objects: no labels or stop sequences, the JSON shape is in ``system``
     "structured": TemplateKind(
-        STRUCTURED_SCHEMA, frozenset({"system", "observation", "format_error"})
+        _schema(
+            system="instructions tools* tool_names", question="question*",
+            observation="tool observation*",
+        )
+        | _SHARED
+        | _OUTPUT,
+        frozenset({"system", "observation", "format_error"}),
     ),
-}
+}  # fmt: skip
 """Every kind of template :func:`parse_template` accepts, by name."""
 
 
@@ -137,18 +111,12 @@ def add_template_kind(name: str, kind: TemplateKind) -> None:
 _META_KEYS = frozenset({"name", "description", "kind", "stop", "labels", "language"})
 
 LABEL_KEYS: frozenset[str] = frozenset(
-    {
-        "thought",  # the label words the text protocol's step grammar admits...
-        "action",
-        "action_input",
-        "final_answer",
-        "colon",  # ... and the colon after them (": ", or a full-width "：")
-        "final_thought",  # the thought before a final answer
-        "plan_prefix",  # how a thought before an action begins
-        "action_format",  # "lines" (Action / Action Input) or "json_blob"
-    }
+    {"thought", "action", "action_input", "final_answer", "colon", "final_thought"}
+    | {"plan_prefix", "action_format"}
 )
-"""The keys a ``[labels]`` table may hold: what the text protocol reads to build its
+"""The keys a ``[labels]`` table may hold: the label words, the colon after them, the
+thought before a final answer, how a thought before an action begins, and
+``action_format`` (``"lines"`` or ``"json_blob"``): what the text protocol reads to build its
 grammar (:class:`~react_engine.transport.grammar.ReactLabels`). The parser reads every spelling on
 its own, so a label nothing reads is an error rather than a silent no-op."""
 
@@ -185,14 +153,9 @@ class PromptTemplate:
             ) from None
         used = _fields(text, self.name, key)
         if not values.keys() >= used:
-            missing = sorted(used - set(values))
-            raise TemplateError(
-                f"template {self.name!r}: {key!r} needs a value for {', '.join(missing)}",
-                template=self.name,
-            )
-        if len(values) == len(used):  # every value is used: the usual fill
-            return text.format(**values)
-        return text.format(**{k: v for k, v in values.items() if k in used})
+            missing = ", ".join(sorted(used - set(values)))
+            raise _error(self.name, f"{key!r} needs a value for {missing}")
+        return text.format(**values)  # values it does not use are left out
 
     def label(self, key: str, default: str) -> str:
         return self.labels.get(key, default)
@@ -204,46 +167,37 @@ def _fields(text: str, name: str, key: str) -> frozenset[str]:
     try:
         return frozenset(f for _, f, _, _ in string.Formatter().parse(text) if f is not None)
     except ValueError as exc:
-        raise TemplateError(
-            f"template {name!r}: {key!r} is malformed ({exc}); write literal braces as {{{{ }}}}",
-            template=name,
-        ) from None
+        raise _error(name, f"{key!r} is malformed ({exc}); {_BRACES}") from None
+
+
+_BRACES = "write literal braces as {{ }}"
+
+
+def _error(name: str, clause: str) -> TemplateError:
+    return TemplateError(f"template {name!r}: {clause}", template=name)
 
 
 def _check(template: PromptTemplate) -> PromptTemplate:
-    schema = TEMPLATE_KINDS[template.kind].schema
+    name, kind = template.name, TEMPLATE_KINDS[template.kind]
     for key, text in template.texts.items():
-        if key not in schema:
-            raise TemplateError(
-                f"template {template.name!r}: unknown key {key!r} (known: {', '.join(schema)})",
-                template=template.name,
-            )
-        allowed, required = schema[key]
-        used = _fields(text, template.name, key)
+        if key not in kind.schema:
+            raise _error(name, f"unknown key {key!r} (known: {', '.join(kind.schema)})")
+        allowed, required = kind.schema[key]
+        used = _fields(text, name, key)
         if any(not f.isidentifier() for f in used):
-            raise TemplateError(
-                f"template {template.name!r}: {key!r} has a placeholder that is not a name "
-                f"({sorted(used)}); write literal braces as {{{{ }}}}",
-                template=template.name,
+            raise _error(
+                name, f"{key!r} has a placeholder that is not a name ({sorted(used)}); {_BRACES}"
             )
-        unknown = sorted(used - allowed)
-        if unknown:
-            raise TemplateError(
-                f"template {template.name!r}: {key!r} uses unknown placeholder(s) "
-                f"{', '.join(unknown)}; allowed: {', '.join(sorted(allowed)) or '(none)'}",
-                template=template.name,
+        if unknown := ", ".join(sorted(used - allowed)):
+            allowed_names = ", ".join(sorted(allowed)) or "(none)"
+            raise _error(
+                name, f"{key!r} uses unknown placeholder(s) {unknown}; allowed: {allowed_names}"
             )
-        absent = sorted(required - used)
-        if absent:
-            raise TemplateError(
-                f"template {template.name!r}: {key!r} must use {', '.join(absent)}",
-                template=template.name,
-            )
-    lacking = sorted(TEMPLATE_KINDS[template.kind].needed - set(template.texts))
+        if absent := ", ".join(sorted(required - used)):
+            raise _error(name, f"{key!r} must use {absent}")
+    lacking = sorted(kind.needed - set(template.texts))
     if lacking:
-        raise TemplateError(
-            f"template {template.name!r} lacks {', '.join(lacking)}", template=template.name
-        )
+        raise TemplateError(f"template {name!r} lacks {', '.join(lacking)}", template=name)
     return template
 
 
@@ -251,32 +205,29 @@ def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> P
     """Build and check a template from already-decoded TOML data."""
     kind = str(data.get("kind", "text"))
     if kind not in TEMPLATE_KINDS:
-        raise TemplateError(f"template {name!r}: unknown kind {kind!r}", template=name)
+        raise _error(name, f"unknown kind {kind!r}")
     texts: dict[str, str] = {}
     for key, value in data.items():
         if key in _META_KEYS:
             continue
         if not isinstance(value, str):
-            raise TemplateError(f"template {name!r}: {key!r} must be a string", template=name)
+            raise _error(name, f"{key!r} must be a string")
         texts[key] = value
     stop = data.get("stop", [])
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
-        raise TemplateError(f"template {name!r}: stop must be a list of strings", template=name)
+        raise _error(name, "stop must be a list of strings")
     labels = data.get("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise TemplateError(f"template {name!r}: labels must be a table of strings", template=name)
+        raise _error(name, "labels must be a table of strings")
     unknown = sorted(set(labels) - LABEL_KEYS)
     if unknown:
-        raise TemplateError(
-            f"template {name!r}: unknown labels {', '.join(unknown)}"
-            f" (known: {', '.join(sorted(LABEL_KEYS))})",
-            template=name,
-        )
+        known = ", ".join(sorted(LABEL_KEYS))
+        raise _error(name, f"unknown labels {', '.join(unknown)} (known: {known})")
     language = data.get("language")
     if language is None:
         language = "zh" if any(_CJK.search(v) for v in labels.values()) else "en"
     if not isinstance(language, str) or not language:
-        raise TemplateError(f"template {name!r}: language must be a string", template=name)
+        raise _error(name, "language must be a string")
     return _check(
         PromptTemplate(
             name=str(data.get("name", name)),

@@ -1,21 +1,12 @@
 """Which protocol a run speaks, and how a run adapts when the server refuses something.
 
-Two tables, read by the agent and nothing else:
-
-* :data:`PROTOCOLS`, the registry: one :class:`Registration` per name, which carries all
-  that the rest of the package needs to know of a protocol (its class, the kind of
-  prompt template it reads, its place in ``"auto"``'s choice; the class says how it is
-  built and how a scripted reply is written in its format).
-  ``Agent(protocol="text")`` looks the name up here, ``"auto"`` asks :func:`choose`, and
-  the CLI, the comparison and the evaluation list their choices from it when they run, so
-  that a protocol registered later is accepted everywhere. A new protocol is one class
-  and one :func:`register` call (the shipped ones: one line each in :func:`_builtin`,
-  which is also what exports their classes from ``react_engine`` and
-  ``react_engine.protocols``: see :func:`shipped`).
-* what to do when a server rejects a parameter: :func:`adapt` applies the row of
-  :data:`~react_engine.transport.rejections.REACTIONS` (beside the classifier that names
-  the parameter) to the run's capabilities and protocol (a ``switch_to="auto"`` row: the
-  next protocol of :func:`auto_order`).
+* :data:`PROTOCOLS`: one :class:`Registration` per name (its class, the kind of prompt
+  template it reads, its rank in ``"auto"``'s choice). ``Agent(protocol="text")`` looks
+  the name up here, ``"auto"`` asks :func:`choose`, and the CLI, the comparison and the
+  evaluation list their choices from it, so a protocol registered later (one class, one
+  :func:`register` call) is accepted everywhere.
+* :func:`adapt` applies a row of :data:`~react_engine.transport.rejections.REACTIONS` to
+  the run's capabilities and protocol when a server rejects a parameter.
 """
 
 from __future__ import annotations
@@ -70,14 +61,6 @@ class ScriptStep:
     calls: tuple[tuple[str, Mapping[str, Any] | str], ...] = ()
     answer: str | None = None
 
-    @classmethod
-    def from_reply(cls, reply: Mapping[str, Any]) -> ScriptStep:
-        """A scripted reply in the native format (``content`` and ``tool_calls``) as a step."""
-        calls = tuple((c["name"], c.get("arguments", {})) for c in reply.get("tool_calls") or ())
-        if calls:
-            return cls(thought=reply.get("content"), calls=calls)
-        return cls(answer=reply.get("content") or "")
-
 
 @dataclass(frozen=True, slots=True)
 class Registration:
@@ -127,16 +110,20 @@ class Registration:
     def __call__(self, options: ProtocolOptions) -> Protocol:
         return self.cls.from_options(options)
 
-    def write(self, step: ScriptStep) -> list[dict[str, Any]]:
-        """``step`` as scripted replies in this protocol's format (its
-        :meth:`Protocol.script <react_engine.protocols.base.Protocol.script>`)."""
-        return self.cls.script(step)
-
     def scripted(self, replies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """A scripted transcript in the native format (``content``, ``tool_calls``),
-        written in this protocol's format: how the demo and the comparison script a
-        protocol their files do not name."""
-        return [out for reply in replies for out in self.write(ScriptStep.from_reply(reply))]
+        written in this protocol's format (its :meth:`Protocol.script
+        <react_engine.protocols.base.Protocol.script>`): how the demo and the comparison
+        script a protocol their files do not name."""
+        out: list[dict[str, Any]] = []
+        for reply in replies:
+            calls = tuple(
+                (c["name"], c.get("arguments", {})) for c in reply.get("tool_calls") or ()
+            )
+            content = reply.get("content")
+            step = ScriptStep(content, calls) if calls else ScriptStep(answer=content or "")
+            out += self.cls.script(step)
+        return out
 
 
 PROTOCOLS: dict[str, Registration] = {}
@@ -197,16 +184,15 @@ def protocol_names() -> tuple[str, ...]:
     return ("auto", *PROTOCOLS)
 
 
-def build(name: str, options: ProtocolOptions) -> Protocol:
-    return registration(name)(options)
-
-
 def auto_order(capabilities: Capabilities) -> list[str]:
     """The protocols ``"auto"`` may choose for a model with ``capabilities``, best first:
     the registered ones with an :attr:`~Registration.auto` rank whose required capability
     holds."""
-    ranked = [registration(name) for name in PROTOCOLS if registration(name).auto is not None]
-    ranked = [e for e in ranked if e.requires is None or getattr(capabilities, e.requires, False)]
+    ranked = [
+        e
+        for e in PROTOCOLS.values()
+        if e.auto is not None and (e.requires is None or getattr(capabilities, e.requires, False))
+    ]
     ranked.sort(key=lambda e: -(e.auto or 0))  # stable: registration order breaks ties
     return [e.name for e in ranked]
 
@@ -221,11 +207,11 @@ def choose(spec: str | Protocol, options: ProtocolOptions, why: str) -> tuple[Pr
     if isinstance(spec, Protocol):
         return spec, "explicit"
     if spec != "auto":
-        return build(spec, options), "explicit"
+        return registration(spec)(options), "explicit"
     order = auto_order(options.capabilities)
     if not order:
         raise ConfigurationError('no registered protocol can be chosen by protocol="auto"')
-    return build(order[0], options), why
+    return registration(order[0])(options), why
 
 
 # --- reacting to rejections ----------------------------------------------------------------------
@@ -270,19 +256,11 @@ def adapt(
         if not order:
             return None
         target = order[0]
-    adaptation = Adaptation(
-        capabilities=caps,
-        learned={reaction.capability: reaction.value},
-        event=reaction.event.format(model=model, url=url, protocol=target),
-    )
+    event = reaction.event.format(model=model, url=url, protocol=target)
     if target is None:
-        return adaptation
-    switched = build(target, dataclasses.replace(options, capabilities=caps))
-    return dataclasses.replace(
-        adaptation,
-        protocol=switched,
-        protocol_reason=f"fallback: the server rejected {kind}",
-    )
+        return Adaptation(caps, learned, event)
+    switched = registration(target)(dataclasses.replace(options, capabilities=caps))
+    return Adaptation(caps, learned, event, switched, f"fallback: the server rejected {kind}")
 
 
 def _runs_on(current: Protocol, only_from: str, capability: str) -> bool:
@@ -290,8 +268,7 @@ def _runs_on(current: Protocol, only_from: str, capability: str) -> bool:
     (``"auto"``) any registered protocol that requires the rejected capability."""
     if only_from != "auto":
         return current.name == only_from
-    entry = PROTOCOLS.get(current.name)
-    return entry is not None and registration(current.name).requires == capability
+    return getattr(PROTOCOLS.get(current.name), "requires", None) == capability
 
 
 def shipped() -> dict[str, Registration]:

@@ -5,7 +5,7 @@
   (:func:`decode_arguments`): the policy reads native calls under every protocol, and
   function calling and the text protocol both salvage written ones;
 * a reply's reasoning (:func:`reasoning`: the think reader every protocol uses, over
-  :func:`~react_engine.parsing.split_think`) and the joining of thoughts (:func:`join`);
+  :func:`~react_engine.parsing.read_think`) and the joining of thoughts (:func:`join`);
 * the history as messages (:func:`render_history`: the system prompt, the user's
   questions, each step in the protocol's own words, rendered once per run);
 * whether a request may carry a grammar or a JSON Schema (:func:`constraint_style`,
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import JSONRepairError
 from ..nesting import TOO_DEEP, too_deep
-from ..parsing import repair_json, split_think
+from ..parsing import read_think, repair_json
 from ..parsing.salvage import FORMATS
 from ..types import (
     Message,
@@ -182,12 +182,13 @@ def join(*parts: str | None) -> str | None:
 def reasoning(content: str) -> tuple[str | None, str, str | None]:
     """A reply's text read for its reasoning: ``(think, said, thought)``.
 
-    ``think`` is what its think blocks hold (:func:`~react_engine.parsing.split_think`,
+    ``think`` is what its think blocks hold (:func:`~react_engine.parsing.read_think`,
     the one reader of ``<think>`` every protocol uses: a leading block or the text before
     a stray closing tag, a block never closed running to the end, later blocks taken out),
     ``said`` the rest, and ``thought`` both, as a step's thought when the reply makes
     calls: reasoning never reaches an answer or a call's arguments."""
-    think, said = split_think(content)
+    thinking = read_think(content)
+    think, said = thinking.reasoning, thinking.rest
     return think, said, join(think, said)
 
 

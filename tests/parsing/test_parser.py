@@ -14,7 +14,7 @@ from react_engine.parsing import (
     cut_reply,
     labels,
     parse_react,
-    split_think,
+    read_think,
 )
 from react_engine.parsing import patterns as P
 from react_engine.types import ParsedStep, PendingCall
@@ -182,7 +182,8 @@ def test_cut_reply(reply: str, kept: str, codes: list[str]) -> None:
     ],
 )
 def test_split_think(reply: str, reasoning: str | None, rest: str) -> None:
-    assert split_think(reply) == (reasoning, rest)
+    thinking = read_think(reply)
+    assert (thinking.reasoning, thinking.rest) == (reasoning, rest)
     if rest.strip():  # the same block parse_react sets aside
         step = parse_react(reply, implicit_final_answer=True)
         assert step.thought == reasoning

@@ -12,7 +12,7 @@ import pytest
 
 from react_engine import Agent, ScriptedModel, reply
 from react_engine.errors import ConfigurationError, TemplateError
-from react_engine.parsing import read_think, split_think
+from react_engine.parsing import read_think
 from react_engine.protocols.prompts import (
     TEMPLATE_KINDS,
     TemplateKind,
@@ -60,7 +60,7 @@ def test_a_salvaged_call_cut_inside_its_last_value_is_refused_by_the_policy() ->
 
 def test_one_think_reader() -> None:
     text = "Sure. <think>hmm</think> The answer is 4."
-    assert split_think(text) == (read_think(text).reasoning, read_think(text).rest)
+    assert (read_think(text).reasoning, read_think(text).rest) == ("hmm", "Sure.  The answer is 4.")
     assert read_think(text).codes == ("think_block",)
     # Where the payload is JSON, tags inside it are its text, and prose before a block is
     # reasoning (the structured protocol's reading).

@@ -13,7 +13,7 @@ import pytest
 
 from react_engine import ScriptedModel, Step, reply, tool, tool_call_reply
 from react_engine.protocols.base import PendingCall
-from react_engine.protocols.registry import ProtocolOptions, build
+from react_engine.protocols.registry import ProtocolOptions, registration
 from react_engine.run.config import AgentConfig
 from react_engine.run.execution import (
     Abort,
@@ -54,7 +54,7 @@ def run_state(model: ScriptedModel, protocol: str = "function_calling", **config
     return RunState(
         question="Weather in Paris?",
         history=[UserTurn("Weather in Paris?")],
-        protocol=build(protocol, ProtocolOptions(caps, None, False)),
+        protocol=registration(protocol)(ProtocolOptions(caps, None, False)),
         protocol_reason="explicit",
         caps=caps,
         config=AgentConfig(**config),
