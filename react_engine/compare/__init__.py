@@ -17,7 +17,6 @@ from .run import (
     format_report,
     metrics_from_trace,
     run_comparison,
-    run_task,
     write_outputs,
 )
 from .suite import (
@@ -60,6 +59,5 @@ __all__ = [
     "metrics_from_trace",
     "named_protocols",
     "run_comparison",
-    "run_task",
     "write_outputs",
 ]

@@ -32,11 +32,10 @@ import asyncio
 import dataclasses
 import datetime as _dt
 import functools
-import itertools
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +62,6 @@ __all__ = [
     "format_report",
     "metrics_from_trace",
     "run_comparison",
-    "run_task",
     "write_outputs",
 ]
 
@@ -237,27 +235,17 @@ class Report:
 # --- running ---------------------------------------------------------------------------------
 
 
-def run_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
-    """Run one task under one target and check the result.
+async def arun_task(
+    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
+) -> TaskRun:
+    """Run one task under one target and check the result (what :func:`run_comparison`
+    runs, concurrently when asked to).
 
     A run that stops early (error budget, deadline) is a failed run with its trace. A
     request the server refuses (bad key, unknown model) and a server that cannot be reached
     at all raise :class:`ModelAPIError`: every other run would fail the same way.
-    """
-    agent, transcript = _agent(task, target, settings)
-    try:
-        result = agent.run(task.question)
-    except (RunAborted, ModelAPIError) as exc:
-        result = _ended(exc)
-    return _task_run(task, target, result, transcript)
-
-
-async def arun_task(
-    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
-) -> TaskRun:
-    """:func:`run_task` as a coroutine: what :func:`run_comparison` runs, concurrently
-    when asked to. ``client``: the model at the target's endpoint, shared by the runs of a
-    comparison (by default, the agent connects on its own)."""
+    ``client``: the model at the target's endpoint, shared by the runs of a comparison (by
+    default, the agent connects on its own)."""
     agent, transcript = _agent(task, target, settings, client)
     try:
         result = await agent.arun(task.question)
@@ -353,22 +341,10 @@ def _ray_job(settings: CompareSettings, job: Job) -> Outcome:
 
 def _ray_failed(job: Job, why: str) -> Outcome:
     """A run whose Ray worker died: failed, saying why, with no trace."""
-    target: Target = job.target
-    run = TaskRun(
-        task=job.case.id,
-        model=target.model,
-        protocol=target.protocol,
-        success=False,
-        failures=[why],
-        answer=None,
-        stop_reason="error",
-        protocol_reason="",
-        error=why,
-        metrics=Metrics(),
-        repairs={},
-        trace=[],
-    )
-    return run, None
+    t: Target = job.target
+    return TaskRun(
+        job.case.id, t.model, t.protocol, False, [why], None, "error", "", why, Metrics(), {}, []
+    ), None
 
 
 def run_comparison(
@@ -417,14 +393,7 @@ def run_comparison(
     def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
         return progress(outcome[0], done, total) if progress is not None else None
 
-    meta = {
-        "source": source,
-        "settings": asdict(report.settings),
-        "targets": [
-            {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
-            for t in report.targets
-        ],
-    }
+    meta = {"source": source, "settings": asdict(report.settings), "targets": _targets(report)}
     outcomes = run_cases(
         jobs,
         run_one,
@@ -560,78 +529,55 @@ CSV_FIELDS: tuple[str, ...] = (
 )
 
 
+def _targets(report: Report) -> list[dict[str, str]]:
+    return [
+        {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
+        for t in report.targets
+    ]
+
+
+def _run_json(run: TaskRun) -> dict[str, Any]:
+    out = asdict(run)
+    out["trace"] = out.pop("trace")  # the long part last
+    return out
+
+
 def report_json(report: Report) -> dict[str, Any]:
     return {
         "meta": {
             "started_at": report.started_at,
             "source": report.source,
             "settings": asdict(report.settings),
-            "targets": [
-                {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
-                for t in report.targets
-            ],
+            "targets": _targets(report),
             "tasks": [{"id": t.id, "covers": t.covers} for t in report.tasks],
         },
-        "runs": [
-            {
-                "task": r.task,
-                "model": r.model,
-                "protocol": r.protocol,
-                "success": r.success,
-                "failures": r.failures,
-                "answer": r.answer,
-                "stop_reason": r.stop_reason,
-                "protocol_reason": r.protocol_reason,
-                "error": r.error,
-                "metrics": asdict(r.metrics),
-                "repairs": r.repairs,
-                "unused_replies": r.unused_replies,
-                "trace": r.trace,
-            }
-            for r in report.runs
-        ],
-        "totals": [
-            {
-                "model": t.model,
-                "protocol": t.protocol,
-                "runs": t.runs,
-                "successes": t.successes,
-                "metrics": asdict(t.metrics),
-            }
-            for t in report.totals()
-        ],
+        "runs": [_run_json(r) for r in report.runs],
+        "totals": [asdict(t) for t in report.totals()],
     }
 
 
 def report_csv(report: Report) -> str:
     """One row per run, then one ``TOTAL`` row per target; the same figures as the JSON."""
-    runs = (
-        {
-            "task": r.task,
-            "model": r.model,
-            "protocol": r.protocol,
-            "runs": 1,
-            "successes": int(r.success),
-            **asdict(r.metrics),
-            "stop_reason": r.stop_reason,
-            "failures": "; ".join(r.failures),
-        }
+    rows = [
+        (
+            r.task,
+            r.model,
+            r.protocol,
+            1,
+            int(r.success),
+            r.metrics,
+            r.stop_reason,
+            "; ".join(r.failures),
+        )
         for r in report.runs
-    )
-    totals = (
-        {
-            "task": "TOTAL",
-            "model": t.model,
-            "protocol": t.protocol,
-            "runs": t.runs,
-            "successes": t.successes,
-            **asdict(t.metrics),
-            "stop_reason": "",
-            "failures": "",
-        }
+    ] + [
+        ("TOTAL", t.model, t.protocol, t.runs, t.successes, t.metrics, "", "")
         for t in report.totals()
+    ]
+    return csv_text(
+        CSV_FIELDS,
+        (dict(zip(CSV_FIELDS, (*r[:5], *astuple(r[5]), *r[6:]), strict=True)) for r in rows),
     )
-    return csv_text(CSV_FIELDS, itertools.chain(runs, totals))
 
 
 def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:
