@@ -30,7 +30,6 @@ __all__ = [
     "describe_api_error",
     "endpoint",
     "local_endpoint",
-    "required_endpoint",
 ]
 
 
@@ -102,43 +101,34 @@ def configured_endpoint(
     return Endpoint(model, base_url, key, env)
 
 
-def required_endpoint(
-    args: argparse.Namespace, models: Sequence[str], *, alternatives: str = ""
-) -> Endpoint:
-    """The endpoint given by flags or the environment, which must be there; the error
-    says what else the command takes (``alternatives``: ``", or --scripted"``...)."""
-    configured = configured_endpoint(args, models, strict=True)
-    if configured is None:
-        raise ConfigurationError(
-            "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / "
-            f"OPENAI_API_KEY and REACT_ENGINE_MODEL){alternatives}"
-        )
-    return configured
-
-
 @contextlib.contextmanager
-def endpoint(args: argparse.Namespace, *, local_default: bool) -> Iterator[Endpoint]:
-    """The chat model a command of one agent talks to: the script (``--dry-run``,
-    ``--scripted FILE``), the endpoint configured, or the embedded model (``--local``, or
-    with ``local_default`` when no endpoint is configured)."""
+def endpoint(
+    args: argparse.Namespace,
+    *,
+    local_default: bool = False,
+    alternatives: str = ", use --local for the embedded model, or --dry-run",
+) -> Iterator[Endpoint]:
+    """The chat model a command talks to: the script (``--dry-run``, ``--scripted FILE``),
+    the endpoint configured, or the embedded model (``--local``, or with ``local_default``
+    when no endpoint is configured). Without one, the error says what else the command
+    takes (``alternatives``)."""
     script = script_from_args(args)
     if script is not None:
-        model = args.model or "scripted"
         replies = ScriptedReplies(script, "script")
-        yield Endpoint(model, client=ScriptedModel(replies), replies=replies)
+        yield Endpoint(args.model or "scripted", client=ScriptedModel(replies), replies=replies)
         return
     if not args.local:
         models = [args.model] if args.model else []
-        if not local_default:
-            yield required_endpoint(
-                args, models, alternatives=", use --local for the embedded model, or --dry-run"
+        configured = configured_endpoint(args, models, strict=not local_default)
+        if configured is None and not local_default:
+            raise ConfigurationError(
+                "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / "
+                f"OPENAI_API_KEY and REACT_ENGINE_MODEL){alternatives}"
             )
-            return
-        configured = configured_endpoint(args, models, strict=False)
         if configured is not None:
             yield configured
             return
-    with local_endpoint(quiet=args.quiet) as ep:
+    with local_endpoint(quiet=getattr(args, "quiet", False)) as ep:
         yield ep
 
 

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..transport.probe import PROBE_TIMEOUT, aprobe
-from .endpoint import Endpoint, local_endpoint, required_endpoint
+from .endpoint import endpoint
 from .options import add_endpoint_options
 
 __all__ = ["add_probe_parser", "run_probe_command"]
@@ -57,7 +55,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"--timeout must be a positive number of seconds, not {args.timeout:g}"
         )
-    with _probed_endpoint(args) as ep:
+    with endpoint(args, alternatives=", or --local") as ep:
         chat_model = connect(ep.base_url, ep.api_key, asynchronous=True)
         result = asyncio.run(aprobe(chat_model, ep.model, timeout=args.timeout))
     cache = None if args.no_record or ep.local else default_cache()
@@ -86,16 +84,3 @@ def run_probe_command(args: argparse.Namespace) -> int:
         elif ep.local:
             print("recorded:     nothing (the embedded server takes a new port at each start)")
     return 0
-
-
-@contextlib.contextmanager
-def _probed_endpoint(args: argparse.Namespace) -> Iterator[Endpoint]:
-    """The endpoint configured, or with ``--local`` the embedded model, started for the
-    probe and stopped after it."""
-    if not args.local:
-        yield required_endpoint(
-            args, [args.model] if args.model else [], alternatives=", or --local"
-        )
-        return
-    with local_endpoint() as ep:
-        yield ep
