@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..compare.suite import ScriptReply, Transcript, load_script
+from ..compare.suite import ScriptReply, Transcript, load_script, replies_for
 from ..errors import ConfigurationError
 from ..protocols.registry import auto_order, protocol_names, registration
 from ..transport.capabilities import Capabilities
@@ -44,11 +44,7 @@ class ScriptedReplies:
         return auto_order(Capabilities(function_calling=False))[0]
 
     def _transcript(self, protocol: str) -> Transcript | None:
-        replies = self._script.get(protocol)
-        native = self._script.get("function_calling")
-        if replies is None and native is not None:
-            written = registration(protocol).scripted([r.model_dump() for r in native])
-            replies = [ScriptReply.model_validate(r) for r in written]
+        replies = replies_for(self._script, protocol)
         key = protocol if replies is not None else "*"
         replies = replies if replies is not None else self._script.get("*")
         if replies is None:

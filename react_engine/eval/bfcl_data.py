@@ -176,20 +176,25 @@ def load_cases(
     if unknown:
         raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(CATEGORIES)}")
     base = root if root is not None else data_root()
-    wanted = set(only)
     cases: list[Case] = []
     for category in categories:
         stem = f"BFCL_v4_{CATEGORIES[category]}.json"
-        entries = read_lines(base / stem)
-        answers: dict[str, list[Any]] = {}
-        if "irrelevance" not in category:
-            answers = {
-                a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)
-            }
-        picked = [e for e in entries if e["id"] in wanted] if wanted else entries
-        for entry in picked[:limit] if limit is not None else picked:
-            cases.append(_case(entry, category, answers))
+        entries = pick(base / stem, limit, only)
+        answers = {} if "irrelevance" in category else ground_truth(base, stem)
+        cases += [_case(entry, category, answers) for entry in entries]
     return cases
+
+
+def pick(path: Traversable, limit: int | None, only: Sequence[str]) -> list[dict[str, Any]]:
+    """The entries of a data file: the first ``limit``, or those whose ids are in ``only``."""
+    entries = read_lines(path)
+    picked = [e for e in entries if e["id"] in set(only)] if only else entries
+    return picked[:limit] if limit is not None else picked
+
+
+def ground_truth(base: Traversable, stem: str) -> dict[str, Any]:
+    """The accepted answers of a category, by case id."""
+    return {a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)}
 
 
 def _case(entry: Mapping[str, Any], category: str, answers: Mapping[str, Any]) -> Case:

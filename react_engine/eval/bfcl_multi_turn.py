@@ -43,7 +43,9 @@ from .bfcl_data import (
     api_name,
     arguments_model,
     data_root,
+    ground_truth,
     parameters_schema,
+    pick,
     read_lines,
 )
 
@@ -149,16 +151,13 @@ def load_multi_turn_cases(
             f"unknown BFCL multi-turn categories {unknown}: use {', '.join(MULTI_TURN_CATEGORIES)}"
         )
     base = root if root is not None else data_root()
-    wanted = set(only)
     docs: dict[str, list[dict[str, Any]]] = {}
     cases: list[MultiTurnCase] = []
     for category in categories:
         stem = f"BFCL_v4_{category}.json"
-        entries = read_lines(base / stem)
-        truth = {a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)}
-        picked = [e for e in entries if e["id"] in wanted] if wanted else entries
-        for entry in picked[:limit] if limit is not None else picked:
-            cases.append(_case(base, entry, category, truth, docs))
+        entries = pick(base / stem, limit, only)
+        truth = ground_truth(base, stem)
+        cases += [_case(base, entry, category, truth, docs) for entry in entries]
     return cases
 
 
