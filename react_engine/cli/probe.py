@@ -1,14 +1,7 @@
-"""``react-engine probe``: what an endpoint does with tools, learned once per endpoint.
-
-Sends :mod:`react_engine.transport.probe`'s one tiny request, prints what came back, and records it
-in the capability cache (``--no-record`` to only look), so that ``protocol="auto"`` picks
-the text protocol for a server that ignores or rejects tools. The cache is a file in the
-state directory (:func:`~react_engine.transport.learned.default_cache`), so the runs of
-later processes use it.
-
-``--local`` probes the embedded model, on a server started for the probe; nothing is
-recorded then: the next ``--local`` run gets a server on another port, which the lesson
-would not be found under (the registry's entry for the embedded model decides).
+"""``react-engine probe``: one tiny request (:mod:`react_engine.transport.probe`) to learn
+what an endpoint does with tools, recorded in the capability cache (``--no-record`` to only
+look) for ``protocol="auto"`` to read. Nothing is recorded for ``--local``: the next start
+of the embedded server takes another port.
 """
 
 from __future__ import annotations

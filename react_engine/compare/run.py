@@ -1,29 +1,10 @@
 """The side-by-side protocol comparison: the same tasks under each protocol and model.
 
-:func:`run_comparison` runs every task of the suite (:mod:`react_engine.compare.suite`)
-against every :class:`Target` (a model at an endpoint, under one protocol) with the same
-sampling settings and seed, checks each answer, and returns a :class:`Report`;
-:func:`format_report` prints it as a table per task and in total, and
-:func:`write_outputs` writes it as JSON, CSV and (with the ``plot`` extra) a PNG chart.
-
-Every figure is computed from the run's trace (:meth:`RunResult.trace`, the records a
-``--trace`` file holds) by :func:`metrics_from_trace`, and the trace is kept in the JSON,
-so each number can be recomputed from what was recorded:
-
-* **LLM calls**: model replies, one per step (network retries are not replies).
-* **tool calls**: actions the model asked for, whatever came of them.
-* **format errors**: replies the protocol could not use (``kind == "format_error"``); each
-  one is sent back to the model as a retry message.
-* **repaired**: usable replies that needed a tolerance of the parser or the salvage of a
-  call written as text (a non-empty ``repairs`` list, or a salvaged action).
-* **retries**: model calls spent on the model's own mistakes: each step that follows a
-  format error, or a step in which every call named an unknown tool or had invalid
-  arguments.
-* **prompt / completion tokens**: the steps' usage as the server reported it (the scripted
-  model estimates it from the requests it really received).
-* **time**: the run's wall time.
-
-``react-engine compare`` and ``scripts/compare_protocols.py`` drive this module.
+:func:`run_comparison` runs every task of the suite (:mod:`.suite`) against every
+:class:`Target` with the same settings and checks each answer; :func:`format_report` prints
+the :class:`Report`, :func:`write_outputs` writes it as JSON, CSV and (with matplotlib) a
+PNG. Every figure comes from the run's trace (:func:`metrics_from_trace`), kept in the JSON;
+docs/comparison.md says what each one counts.
 """
 
 from __future__ import annotations
@@ -360,17 +341,12 @@ def run_comparison(
     resume: bool = False,
     bar: Progress | None = None,
 ) -> Report:
-    """Every task under every target, task by task (so partial output reads side by side).
-
-    ``concurrency``: runs at once, as async runs in this process; ``ray``: each run a task
-    on the Ray cluster at that address (``""``: a local one). Either way the report is the
-    same, in the same order. On Ray, a run whose worker dies is a failed run (its error
-    says so) and the others go on. ``results``: a JSONL file each run's record is appended to as it
-    finishes; ``resume`` skips the runs already there (:mod:`react_engine.harness.runner`).
-    ``progress`` is told of each run as it finishes, with how many are done of how many;
-    with a ``bar`` (a progress bar with an ETA, drawn on a terminal), the line it returns is
-    printed above the bar.
-    """
+    """Every task under every target, task by task: ``concurrency`` runs at once, or each
+    run a task on the Ray cluster at ``ray`` (``""``: a local one; a run whose worker dies
+    fails, saying so), the report the same either way; each run's record appended to
+    ``results`` (``resume`` skips those there: :mod:`react_engine.harness.runner`).
+    ``progress`` is told of each run as it ends; the line it returns is printed above
+    ``bar``."""
     report = Report(list(tasks), list(targets), settings or CompareSettings(), source)
     jobs = [
         Job(i, target.protocol, task, model=target.model, target=target)

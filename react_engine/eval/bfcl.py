@@ -1,16 +1,8 @@
 """``react-engine eval bfcl``: BFCL's cases under each protocol, graded as BFCL grades.
 
-:func:`run_bfcl` runs every case (:mod:`react_engine.eval.bfcl_data`,
-:mod:`react_engine.eval.bfcl_multi_turn`) under every protocol, one case at a time
-(:mod:`react_engine.eval.bfcl_case`), in this process or on a Ray cluster
-(:mod:`react_engine.harness.runner`), and gathers a :class:`~.bfcl_report.Report`
-(:mod:`react_engine.eval.bfcl_report`: the table and BFCL's own figures). Beside the
-named protocols, ``bfcl-prompt`` (:mod:`react_engine.eval.bfcl_prompt`) is the text
-protocol with BFCL's Prompt-mode system prompt.
-
-Replies come from an endpoint (``OPENAI_BASE_URL``..., or ``--local`` for the embedded
-model) and can be recorded (``--record DIR``); ``--scripted [DIR]`` replays recorded
-replies (:mod:`react_engine.eval.bfcl_recording`).
+:func:`run_bfcl` runs every case under every protocol (:mod:`.bfcl_case`), live at an
+endpoint (its replies recorded if asked) or from recorded replies (:mod:`.bfcl_recording`),
+through :mod:`react_engine.harness.runner`, and gathers a :class:`~.bfcl_report.Report`.
 """
 
 from __future__ import annotations
@@ -131,15 +123,10 @@ def run_bfcl(
     results: Path | None = None,
     resume: bool = False,
 ) -> Report:
-    """Every case under every protocol: live at ``endpoint``, or from ``recorded`` replies
-    (``{protocol: {case id: reply, or a multi-turn case's replies}}``). ``record``, when
-    given, collects the live replies.
-
-    ``concurrency``: cases run at once, as async runs in this process; ``ray``: run them
-    as tasks on the Ray cluster at that address (``""``: a local one). ``results``: a
-    JSONL file each case's record is appended to as it finishes; ``resume`` skips the
-    cases already there. The report's results are in the same order however they ran
-    (:mod:`react_engine.harness.runner`)."""
+    """Every case under every protocol: live at ``endpoint`` (``record`` collects the
+    replies), or from ``recorded`` replies (``{protocol: {case id: replies}}``); run as
+    :func:`~react_engine.compare.run.run_comparison` runs (``concurrency``, ``ray``,
+    ``results``, ``resume``), the results in the same order however they ran."""
     if (endpoint is None) == (recorded is None):
         raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:

@@ -1,12 +1,6 @@
-"""One BFCL case under one protocol, run through the engine and scored.
-
-An AST case becomes an :class:`~react_engine.Agent` with the case's functions as tools,
-run for exactly one model turn: the request is built and the reply parsed by the protocol
-as in any run, and the turn's :class:`~react_engine.types.Step` is scored
-(:mod:`react_engine.eval.bfcl_checker`). A multi-turn case
-(:mod:`react_engine.eval.bfcl_multi_turn`) runs each turn through the whole agent loop,
-its tools running on BFCL's backends, and is graded by BFCL's own multi-turn checker.
-What a :class:`CaseResult` counts is said in :mod:`react_engine.eval.bfcl_report`.
+"""One BFCL case under one protocol, run through the engine and scored: an AST case for
+exactly one model turn, its step checked by :mod:`.bfcl_checker`; a multi-turn case through
+the whole agent loop on BFCL's backends, graded by BFCL's checker (:mod:`.bfcl_multi_turn`).
 """
 
 from __future__ import annotations

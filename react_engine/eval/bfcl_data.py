@@ -1,21 +1,9 @@
 """BFCL's test cases, read from the ``bfcl-eval`` wheel, and their functions as our tools.
 
-The Berkeley Function Calling Leaderboard ships its data (Apache-2.0) inside the
-``bfcl-eval`` wheel as JSON Lines files: ``data/BFCL_v4_<category>.json`` holds the
-questions with the function documents offered, ``data/possible_answer/...`` the accepted
-calls. The wheel's code pulls in dozens of heavy dependencies, so it is installed with
-``pip install --no-deps bfcl-eval`` and only read as package data here
-(:mod:`importlib.resources`); no module of it is imported (its ``__init__.py`` is empty).
-
-BFCL describes parameters in its own dialect of JSON Schema: ``"dict"`` for an object,
-``"float"``, ``"tuple"``, ``"any"``, and ``"optional": true`` beside ``required``.
-:func:`to_json_schema` turns that into plain JSON Schema as BFCL's own conversion for
-function-calling models does: ``any`` becomes ``string`` (its checker reads it so), and a
-``float`` property becomes ``number`` with ``"format": "float"`` and " This is a float
-type value." after its description; :func:`case_tools` adds BFCL's " Note that the
-provided function is in Python 3 syntax." to each description, and wraps each function
-in a :class:`~react_engine.tools.Tool` that never runs: the eval reads the call the
-model decided on, it does not execute it.
+The wheel (``pip install --no-deps bfcl-eval``) is only read as package data here, none of
+its modules imported. :func:`to_json_schema` turns BFCL's dialect of JSON Schema into plain
+JSON Schema as BFCL's own conversion does, and :func:`case_tools` wraps each function in a
+:class:`~react_engine.tools.Tool` that never runs (docs/bfcl.md, "The data").
 """
 
 from __future__ import annotations

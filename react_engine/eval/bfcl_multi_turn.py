@@ -1,25 +1,11 @@
 """BFCL's multi-turn categories: a conversation with stateful backends, graded by BFCL.
 
-A multi-turn case (``multi_turn_base``, ``_miss_func``, ``_miss_param``,
-``_long_context``) is a few user turns against BFCL's own backends: a file system, a
-trading bot, a travel agency, a messaging service... Each turn runs through the agent
-loop under the protocol being measured, with the backends' functions as tools that really
-run: the ``bfcl-eval`` wheel's executor (``execute_multi_turn_func_call``) turns each call
-into the backend's method call on the case's own instances, as BFCL's inference does, and
-its result is the observation. A turn ends when the run ends (a final answer) or after
-BFCL's step limit (the case then fails, as BFCL fails a force-terminated case).
-
-Grading is BFCL's own ``multi_turn_checker``, imported from the wheel: after each turn
-whose ground truth has calls, it replays the model's calls and the ground truth's on fresh
-instances and compares the backends' states and the calls' results.
-
-The wheel keeps backend instances in a module-level table keyed by a model name and the
-case id; every run here uses a name of its own (``react_engine_<random>``) and removes its
-instances when it ends, so cases, protocols and repeated runs never share state.
-
-Arguments reach the backends only as Python literals written from the decoded JSON
-(``repr``), under the parameter names the model gave, which must be identifiers: a call
-with any other name is refused before anything runs.
+Each user turn runs through the agent loop with the backends' functions as tools that
+really run: the ``bfcl-eval`` wheel's executor makes each call a method call on the case's
+own instances, under a model name of our own (``react_engine_<random>``) whose instances are
+removed when the case ends. Arguments reach the backends only as Python literals (``repr``
+of the decoded JSON) under identifier names; any other call is refused before it runs.
+Grading is BFCL's own ``multi_turn_checker``, imported from the wheel (docs/bfcl.md).
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
-"""The report of a BFCL run: the table, BFCL's own figures, and its JSON.
-
-Per protocol and category the table gives:
-
-* **accuracy**: cases whose calls are an accepted answer (irrelevance: a plain answer and
-  no call);
-* **decode failures**: replies the protocol could not read as a call or an answer (a
-  ``format_error`` step, or a call whose arguments are no JSON object); a failure in every
-  category, irrelevance included (where BFCL counts an unreadable reply as "no call");
-* **tokens per call**: prompt and completion tokens of the one request, as the server
-  counted them;
-* **fallbacks**: cases whose step carries an event (a protocol fallback, a dropped
-  parameter the server rejected); and **repaired**: replies read only after a repair.
-
-Under the table, :func:`bfcl_summary` gives BFCL's own figures under the leaderboard's
-column names.
+"""The report of a BFCL run: the table, BFCL's own figures (:func:`bfcl_summary`), and its
+JSON. docs/bfcl.md says what each figure counts and which leaderboard column it lines up
+with.
 """
 
 from __future__ import annotations
@@ -188,19 +175,9 @@ LIVE_CALLS = ("live_simple", "live_multiple", "live_parallel", "live_parallel_mu
 
 
 def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
-    """BFCL's own figures for one protocol's results, under the leaderboard's column names
-    (``None`` where a category they need was not run):
-
-    * **Python Simple AST**: our ``simple`` (BFCL's ``simple_python``);
-    * **Non-Live AST Summary**: the *unweighted* mean of Simple, Multiple, Parallel and
-      Parallel Multiple AST, as BFCL computes it, with Python Simple AST standing for
-      Simple AST (BFCL averages Python, Java and JavaScript there; we run Python only);
-    * **Irrelevance**, **Live Irrelevance**: as run;
-    * **Live AST Summary**: the mean of the four live call categories *weighted* by their
-      case counts (BFCL weights the live ones, not the non-live ones);
-    * **Multi Turn** figures per category, and their unweighted mean as **Multi Turn
-      Overall Acc** when all four ran.
-    """
+    """BFCL's own figures for one protocol's results, under the leaderboard's column names,
+    computed as BFCL computes them (docs/bfcl.md); ``None`` where a category they need was
+    not run."""
     acc: dict[str, float] = {}
     count: dict[str, int] = {}
     for category in {r.category for r in results}:
