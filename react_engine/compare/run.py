@@ -147,12 +147,6 @@ def metrics_from_trace(records: Sequence[Mapping[str, Any]]) -> Metrics:
     )
 
 
-def repair_codes(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """How often each repair code appears in a run's steps."""
-    counts = Counter(code for r in records if r.get("type") == "step" for code in r["repairs"])
-    return dict(sorted(counts.items()))
-
-
 @dataclass(slots=True)
 class TaskRun:
     """One task under one target: the verdict, the figures and the trace they come from."""
@@ -276,6 +270,7 @@ def _task_run(
 ) -> TaskRun:
     trace = result.trace()
     failures = check_result(task, result)
+    codes = Counter(c for r in trace if r.get("type") == "step" for c in r["repairs"])
     return TaskRun(
         task=task.id,
         model=target.model,
@@ -287,7 +282,7 @@ def _task_run(
         protocol_reason=result.protocol_reason,
         error=result.error,
         metrics=metrics_from_trace(trace),
-        repairs=repair_codes(trace),
+        repairs=dict(sorted(codes.items())),
         trace=trace,
         unused_replies=transcript.remaining if transcript is not None else None,
     )

@@ -200,10 +200,6 @@ def call_string(name: str, arguments: Mapping[str, Any]) -> str | None:
     return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
 
 
-def _instance_prefix(model_name: str) -> str:
-    return re.sub(r"[-./:]", "_", model_name)
-
-
 class Backends:
     """A case's backend instances, run by the wheel's executor under a name of our own."""
 
@@ -227,7 +223,7 @@ class Backends:
     def close(self) -> None:
         """Drop every instance made under this run's name (the runs' and the grader's)."""
         table = vars(self._utils)
-        prefix = _instance_prefix(self.model_name)
+        prefix = re.sub(r"[-./:]", "_", self.model_name)
         for key in [k for k in table if k.startswith(prefix)]:
             del table[key]
 
