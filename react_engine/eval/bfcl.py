@@ -74,13 +74,11 @@ async def _run_job(
         result = await run_multi_turn_case(case, protocol, model, model_name, settings)
     else:
         result = await run_case(case, protocol, model, model_name, settings)
-    replies: Any = None
-    if isinstance(model, RecordingModel):
-        if isinstance(case, MultiTurnCase):
-            replies = recorded_json(list(model.replies))
-        elif model.last is not None:
-            replies = recorded_json(model.last)
-    return result, replies
+    if not isinstance(model, RecordingModel):
+        return result, None
+    if isinstance(case, MultiTurnCase):
+        return result, recorded_json(list(model.replies))
+    return result, recorded_json(model.replies[-1]) if model.replies else None
 
 
 def _connect_live(endpoint: LiveEndpoint | None) -> ChatModel | None:

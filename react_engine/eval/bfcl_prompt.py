@@ -34,14 +34,8 @@ def _prompts() -> Any:
 
 
 def with_python_hint(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The functions as BFCL sends them in a Python case: the description ends with
-    :data:`PYTHON_HINT`."""
-    out = []
-    for f in functions:
-        doc = json.loads(json.dumps(f))
-        doc["description"] = str(doc.get("description") or "") + PYTHON_HINT
-        out.append(doc)
-    return out
+    """The functions as BFCL sends them in a Python case (:data:`PYTHON_HINT` added)."""
+    return [{**f, "description": str(f.get("description") or "") + PYTHON_HINT} for f in functions]
 
 
 def bfcl_system_prompt(functions: Sequence[Mapping[str, Any]]) -> str:
