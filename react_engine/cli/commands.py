@@ -22,14 +22,7 @@ from ..errors import ModelAPIError, ReactEngineError, UserError
 from ..run.state import RUN_EVENT
 from .chat import ChatSession
 from .endpoint import Endpoint, describe_api_error
-from .exits import (
-    EXIT_API,
-    EXIT_BROKEN_PIPE,
-    EXIT_CONFIG,
-    EXIT_INTERRUPTED,
-    Exit,
-    one_line,
-)
+from .exits import EXIT_API, EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, Exit, one_line
 from .parser import build_parser
 
 __all__ = ["ChatSession", "Endpoint", "build_parser", "main"]

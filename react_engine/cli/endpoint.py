@@ -24,13 +24,7 @@ from ..transport.wire import mask_key, mask_url
 from .exits import one_line
 from .scripted import ScriptedReplies, script_from_args
 
-__all__ = [
-    "Endpoint",
-    "configured_endpoint",
-    "describe_api_error",
-    "endpoint",
-    "local_endpoint",
-]
+__all__ = ["Endpoint", "configured_endpoint", "describe_api_error", "endpoint", "local_endpoint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,12 +140,7 @@ def local_endpoint(*, quiet: bool = False) -> Iterator[Endpoint]:
     with local_server() as local:
         if not quiet:
             print(f">> local server ready at {local.base_url}", file=sys.stderr, flush=True)
-        yield Endpoint(
-            local.model,
-            local.base_url,
-            local.api_key,
-            local=True,
-        )
+        yield Endpoint(local.model, local.base_url, local.api_key, local=True)
 
 
 def describe_api_error(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:

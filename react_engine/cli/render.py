@@ -242,11 +242,7 @@ class StepPrinter:
     """
 
     def __init__(
-        self,
-        stream: TextIO | None = None,
-        *,
-        color: bool | None = None,
-        plain: bool | None = None,
+        self, stream: TextIO | None = None, *, color: bool | None = None, plain: bool | None = None
     ) -> None:
         self.stream = stream or sys.stdout
         self.color = use_color(self.stream) if color is None else color

@@ -136,11 +136,7 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
             fh.write(run_html(stored_run_records(info, steps, result)))
         print(f"wrote {args.html}", file=sys.stderr)
     if args.json:
-        payload = {
-            **to_jsonable(info),
-            "result": result,
-            "steps": to_jsonable(steps),
-        }
+        payload = {**to_jsonable(info), "result": result, "steps": to_jsonable(steps)}
         # JSON escapes the C0 controls itself; the rest (a C1 CSI, a bidi override, a lone
         # surrogate) as \\uXXXX, which reads back as the same text.
         print(_UNSAFE.sub(_json_escape, json.dumps(payload, ensure_ascii=False, indent=2)))

@@ -31,13 +31,7 @@ from .bfcl_multi_turn import (
 )
 from .bfcl_prompt import BFCL_PROMPT, BfclPromptProtocol
 
-__all__ = [
-    "CaseResult",
-    "EvalSettings",
-    "run_case",
-    "run_multi_turn_case",
-    "score_step",
-]
+__all__ = ["CaseResult", "EvalSettings", "run_case", "run_multi_turn_case", "score_step"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +132,7 @@ def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) 
 
 
 async def run_case(
-    case: Case,
-    protocol: str,
-    model: ChatModel,
-    model_name: str,
-    settings: EvalSettings,
+    case: Case, protocol: str, model: ChatModel, model_name: str, settings: EvalSettings
 ) -> CaseResult:
     """One model turn on ``case`` under ``protocol``, scored."""
     tools, names = case_tools(case)
@@ -181,11 +171,7 @@ def _case_cache(model: ChatModel, model_name: str, settings: EvalSettings) -> Ca
 
 
 async def run_multi_turn_case(
-    case: MultiTurnCase,
-    protocol: str,
-    model: ChatModel,
-    model_name: str,
-    settings: EvalSettings,
+    case: MultiTurnCase, protocol: str, model: ChatModel, model_name: str, settings: EvalSettings
 ) -> CaseResult:
     """A multi-turn case: each turn one run of the agent loop on the conversation so far,
     the tools running on the case's BFCL backends; graded by BFCL's checker."""
