@@ -67,17 +67,9 @@ The live ones (2,251 more) run when asked for."""
 
 INSTALL_HINT = "pip install --no-deps bfcl-eval (make venv does it)"
 
-_TYPES: Mapping[str, str | None] = {
-    "dict": "object",
-    "float": "number",
-    "tuple": "array",
-    "any": "string",
-    "string": "string",
-    "integer": "integer",
-    "boolean": "boolean",
-    "array": "array",
-    "object": "object",
-    "number": "number",
+_TYPES: Mapping[str, str] = {
+    **{t: t for t in ("string", "integer", "boolean", "array", "object", "number")},
+    **{"dict": "object", "float": "number", "tuple": "array", "any": "string"},
 }
 """BFCL type names to JSON Schema types (``any`` as BFCL sends it: a string)."""
 
@@ -221,9 +213,7 @@ def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(kind, str):
         if kind not in _TYPES:
             raise ConfigurationError(f"unknown BFCL type {kind!r}")
-        mapped = _TYPES[kind]
-        if mapped is not None:
-            out["type"] = mapped
+        out["type"] = _TYPES[kind]
     for key in _KEPT:
         if key in node:
             out[key] = node[key]
