@@ -16,7 +16,6 @@ from ..errors import ConfigurationError
 from ..protocols.registry import auto_order, protocol_names, registration
 from ..transport.capabilities import Capabilities
 from ..types import ModelRequest, ModelResponse
-from .demo import DRY_RUN_SCRIPT
 
 __all__ = ["ScriptedReplies", "script_from_args"]
 
@@ -66,5 +65,5 @@ def script_from_args(args: argparse.Namespace) -> dict[str, list[ScriptReply]] |
     if getattr(args, "scripted", None):
         return load_script(Path(args.scripted))
     if getattr(args, "dry_run", False):
-        return {k: [ScriptReply.model_validate(r) for r in v] for k, v in DRY_RUN_SCRIPT.items()}
+        return load_script(Path(__file__).with_name("dry_run.json"))
     return None
