@@ -397,9 +397,9 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _cell(metrics: Metrics, name: str) -> str:
-    value = getattr(metrics, name)
-    return f"{value:.2f}" if isinstance(value, float) else f"{value:,}"
+def _cells(metrics: Metrics) -> list[str]:
+    values = [getattr(metrics, name) for name, _ in _COLUMNS]
+    return [f"{v:.2f}" if isinstance(v, float) else f"{v:,}" for v in values]
 
 
 def _ratio(a: float, b: float) -> str:
@@ -428,18 +428,14 @@ def format_report(report: Report) -> str:
             run = by_key.get((task.id, target.model, target.protocol))
             if run is None:
                 continue
-            row = [task.id if first else "", *([target.model] if many else []), target.protocol]
-            row.append("yes" if run.success else "NO")
-            row += [_cell(run.metrics, name) for name, _ in _COLUMNS]
-            rows.append(row)
+            lead = [task.id if first else "", *([target.model] if many else []), target.protocol]
+            rows.append([*lead, "yes" if run.success else "NO", *_cells(run.metrics)])
             first = False
     rows.append(["" for _ in head])
     totals = report.totals()
     for i, t in enumerate(totals):
-        row = ["TOTAL" if i == 0 else "", *([t.model] if many else []), t.protocol]
-        row.append(f"{t.successes}/{t.runs}")
-        row += [_cell(t.metrics, name) for name, _ in _COLUMNS]
-        rows.append(row)
+        lead = ["TOTAL" if i == 0 else "", *([t.model] if many else []), t.protocol]
+        rows.append([*lead, f"{t.successes}/{t.runs}", *_cells(t.metrics)])
     lines += grid(rows, numeric_from=len(head) - len(_COLUMNS) - 1)
     lines += [
         "",
