@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -292,15 +292,20 @@ def case_tools(case: Case) -> tuple[list[Tool], dict[str, str]]:
                 f"sent as {name!r}"
             )
         names[name] = function["name"]
-        schema = parameters_schema(function)
-        tools.append(
-            Tool(
-                name=name,
-                description=str(function.get("description") or "") + PYTHON_HINT,
-                args_model=arguments_model(schema),
-                function=_not_run,
-                parameters=schema,
-                is_async=True,
-            )
-        )
+        tools.append(bfcl_tool(function, name, _not_run, is_async=True))
     return tools, names
+
+
+def bfcl_tool(
+    function: Mapping[str, Any], name: str, run: Callable[..., Any], **options: Any
+) -> Tool:
+    """A BFCL function as a tool named ``name`` that calls ``run``."""
+    schema = parameters_schema(function)
+    return Tool(
+        name=name,
+        description=str(function.get("description") or "") + PYTHON_HINT,
+        args_model=arguments_model(schema),
+        function=run,
+        parameters=schema,
+        **options,
+    )

@@ -24,13 +24,11 @@ from ..errors import ConfigurationError
 from ..tools import Tool
 from .bfcl_data import (
     INSTALL_HINT,
-    PYTHON_HINT,
     BfclDataMissing,
     api_name,
-    arguments_model,
+    bfcl_tool,
     data_root,
     ground_truth,
-    parameters_schema,
     pick,
     read_lines,
 )
@@ -239,7 +237,6 @@ def turn_tools(
         bfcl_name = str(function["name"])
         name = api_name(bfcl_name)
         names[name] = bfcl_name
-        schema = parameters_schema(function)
 
         def run(arguments: dict[str, Any], _name: str = bfcl_name) -> str:
             call = call_string(_name, arguments)
@@ -248,16 +245,7 @@ def turn_tools(
             (result,) = backends.execute([call])
             return result
 
-        tools.append(
-            Tool(
-                name=name,
-                description=str(function.get("description") or "") + PYTHON_HINT,
-                args_model=arguments_model(schema),
-                function=run,
-                parameters=schema,
-                pass_arguments=True,
-            )
-        )
+        tools.append(bfcl_tool(function, name, run, pass_arguments=True))
     return tools, names
 
 
