@@ -1,11 +1,6 @@
-"""Where the model is: the endpoint a command talks to, from its flags and the environment.
-
-The endpoint options (:func:`~react_engine.cli.options.add_endpoint_options`) are read here
-for every command (run, chat, demo, compare, eval, probe, runs resume): ``--base-url``,
-``--model``, ``--api-key-env`` (or ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``,
-``REACT_ENGINE_MODEL``) and ``--local`` for the embedded llama.cpp model. An API failure
-is told here too, as one line that says what the user can do about it.
-"""
+"""Where the model is, for every command: the endpoint from the flags of
+:func:`~react_engine.cli.options.add_endpoint_options` and the environment, the embedded
+model, or the scripted one; and an API failure told as one line a user can act on."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""``react-engine runs list | show ID | resume ID``: the runs of a store.
-
-``chat --session NAME`` keeps a chat's history in the same store (see
-:mod:`react_engine.store`). The store is ``--store PATH`` (a SQLite file, or a
-``postgresql://`` URI), else ``$REACT_ENGINE_STORE``, else
-``~/.local/state/react-engine/store.db``. ``runs resume ID --model M --protocol P`` may
-finish a run on another model and protocol than it began with.
+"""``react-engine runs list | show ID | resume ID``: the runs of a store (``--store``, else
+``$REACT_ENGINE_STORE``, else ``~/.local/state/react-engine/store.db``), where ``chat
+--session NAME`` keeps a chat too. A resumed run may go on with another model and protocol.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""A BFCL evaluation (``react-engine eval bfcl --html FILE``) as one HTML page.
-
-On top, the settings and the charts (accuracy per category under each protocol, decode
-failures, tokens per call), then the table of figures per protocol and category (those
-the terminal prints), then one row per case with one column per protocol: the verdict,
-linked to the case's details under it: what the model wrote, the calls it made as
-decoded, why the checker failed it, the notices and the tokens.
-"""
+"""A BFCL evaluation (``react-engine eval bfcl --html FILE``) as one HTML page: the
+settings and charts, the figures table the terminal prints, one row per case with a verdict
+per protocol, each linked to the case's details (the reply, the calls, why it failed)."""
 
 from __future__ import annotations
 
