@@ -69,7 +69,7 @@ chromium:
 
 # The pictures of docs/reports.md, made from the sample reports by headless Chromium.
 screenshots: $(STAMP) $(BFCL_STAMP) chromium
-	$(PY) -m react_engine.report.screenshots docs/images
+	$(PY) -m tests.support.reports docs/images
 
 demo: $(STAMP)
 	$(PY) -m react_engine demo

@@ -1,18 +1,7 @@
-"""The ``react-engine`` command line.
-
-* :mod:`.commands`: :func:`main`, the entry point (``main(argv) -> int``), and how the
-  process ends (exit codes in :mod:`.exits`);
-* :mod:`.parser`: the argument parser (:func:`build_parser`); :mod:`.options`: the options
-  commands share (:func:`~.options.add_endpoint_options` for every command that talks to a
-  model); :mod:`.endpoint`: where the model is;
-* one module per command: :mod:`.run` (run and demo), :mod:`.chat` (the REPL),
-  :mod:`.compare`, :mod:`.eval` (``eval bfcl``), :mod:`.probe`, :mod:`.runs`; what the
-  commands of one agent share is in :mod:`.agents`;
-* :mod:`.progress`: what a run shows on stderr while it goes; :mod:`.render`: how steps
-  and results are printed on a terminal; :mod:`.scripted`: the scripted model of
-  ``--dry-run`` and ``--scripted FILE``;
-* :mod:`.demo`: the demo's question, tools, dry-run transcript and answer check.
-"""
+"""The ``react-engine`` command line: :func:`main` (:mod:`.commands`), the parser
+(:mod:`.parser`, shared options in :mod:`.options`), one module per command, and what they
+share (:mod:`.agents`, :mod:`.endpoint`, :mod:`.progress`, :mod:`.render`, :mod:`.scripted`,
+:mod:`.demo`)."""
 
 from .commands import ChatSession, Endpoint, build_parser, main
 from .demo import DEMO_QUESTION, demo_check

@@ -44,18 +44,14 @@ def load_tools(spec: str | None) -> list[Tool]:
         return list(DEMO_TOOLS)
     try:
         module = _import_tools(spec)
-    except ConfigurationError:
-        raise
-    except ModuleNotFoundError as exc:
-        if exc.name != spec.partition(".")[0]:
-            raise ConfigurationError(
-                f"cannot import tools module {spec!r}: ModuleNotFoundError: {one_line(str(exc))}"
-            ) from None
-        raise ConfigurationError(
-            f"--tools {spec}: no module {exc.name!r} in {os.getcwd()} or on the Python path; "
-            "name a file to load it from elsewhere (--tools ./dir/mytools.py)"
-        ) from None
     except Exception as exc:  # any import failure is the user's to fix
+        if isinstance(exc, ConfigurationError):
+            raise
+        if isinstance(exc, ModuleNotFoundError) and exc.name == spec.partition(".")[0]:
+            raise ConfigurationError(
+                f"--tools {spec}: no module {exc.name!r} in {os.getcwd()} or on the Python "
+                "path; name a file to load it from elsewhere (--tools ./dir/mytools.py)"
+            ) from None
         raise ConfigurationError(
             f"cannot import tools module {spec!r}: {type(exc).__name__}: {one_line(str(exc))}"
         ) from None

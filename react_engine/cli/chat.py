@@ -182,15 +182,8 @@ class ChatSession:
     def _settings_text(self) -> str:
         ep, agent, args = self.endpoint, self.agent, self.args
         s = sampling_settings(args, ep)
-        sampling = ", ".join(
-            f"{k}={v}"
-            for k, v in (
-                ("temperature", s.temperature),
-                ("seed", s.seed),
-                ("max_tokens", s.max_tokens),
-            )
-            if v is not None
-        )
+        fields = ("temperature", "seed", "max_tokens")
+        sampling = ", ".join(f"{k}={getattr(s, k)}" for k in fields if getattr(s, k) is not None)
         key = (
             "(not used)"
             if ep.client is not None

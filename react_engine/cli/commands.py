@@ -1,35 +1,9 @@
 """The ``react-engine`` command line, as ``main(argv) -> int``: the process's start and end.
 
-Commands::
-
-    react-engine run "question"   answer one question, showing each step as it happens
-    react-engine chat             a multi-turn conversation with slash commands
-    react-engine compare          the side-by-side protocol comparison (react_engine.compare)
-    react-engine demo             the weather agent (what ``make demo`` runs)
-    react-engine eval bfcl        BFCL's AST categories under each protocol (react_engine.eval)
-
-What goes where, as Unix tools do: the answer alone on stdout (the JSON with ``--json``);
-the steps, the progress (a ticker while the model thinks and each network retry, on a
-terminal), the summary and the warnings on stderr, so ``react-engine run q > answer.txt``
-keeps the answer. ``-q`` prints the answer only; ``run -`` reads the question from stdin.
-
-Where the model is: ``--base-url``/``--model``/``--api-key-env`` (or ``OPENAI_BASE_URL``,
-``OPENAI_API_KEY``, ``REACT_ENGINE_MODEL``); ``--local`` for the embedded llama.cpp model,
-which ``demo`` and ``compare`` use when no endpoint is configured; ``--dry-run`` (a canned
-weather transcript) or ``--scripted FILE`` for the scripted model, with no server at all.
-
-Errors a user can cause (no endpoint, a bad key, an unknown model, an unreachable server, a
-tools module that does not import, a bad template) print one line on stderr and return a
-non-zero code: 2 for configuration, 3 for a run that ended without an answer, 4 for the
-API, 130 for Ctrl-C, 141 when the reader of the output went away (``| head``).
-
-Ctrl-C ends the process at once, the trace of what was done written first: it does not
-wait for the request (or the tool) in flight, and a second Ctrl-C prints no traceback.
-
-Each command is a module of this package (:mod:`.run` for run and demo, :mod:`.chat`,
-:mod:`.compare`, :mod:`.eval`, :mod:`.probe`, :mod:`.runs`); the parser is
-:mod:`.parser`, the shared options :mod:`.options`, where the model is :mod:`.endpoint`,
-what a run shows on stderr :mod:`.progress`.
+The answer alone goes to stdout, the rest (steps, progress, summary, warnings) to stderr.
+A user's mistake prints one line and returns a code (:mod:`.exits`): 2 configuration, 3
+no answer, 4 API, 130 Ctrl-C (the process ends at once, the trace written first), 141 for
+a reader that went away. docs/cli.md has the commands and their options.
 """
 
 from __future__ import annotations
@@ -48,14 +22,7 @@ from ..errors import ModelAPIError, ReactEngineError, UserError
 from ..run.state import RUN_EVENT
 from .chat import ChatSession
 from .endpoint import Endpoint, describe_api_error
-from .exits import (
-    EXIT_API,
-    EXIT_BROKEN_PIPE,
-    EXIT_CONFIG,
-    EXIT_INTERRUPTED,
-    Exit,
-    one_line,
-)
+from .exits import EXIT_API, EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, Exit, one_line
 from .parser import build_parser
 
 __all__ = ["ChatSession", "Endpoint", "build_parser", "main"]

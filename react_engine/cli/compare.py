@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -90,29 +91,16 @@ def _compare_targets(
     if args.scripted:
         yield [Target("scripted", p, scripted=True) for p in chosen], "scripted"
         return
-    if not args.local:
-        ep = configured_endpoint(args, args.model or [], strict=False)
-        if ep is not None:
-            models = args.model or [ep.model]
-            targets = [
-                Target(m, p, base_url=ep.base_url, api_key=ep.api_key)
-                for m in models
-                for p in chosen
-            ]
-            yield targets, ep.where
-            return
+    ep = None if args.local else configured_endpoint(args, args.model or [], strict=False)
+    if ep is not None:
+        target = functools.partial(Target, base_url=ep.base_url, api_key=ep.api_key)
+        yield [target(m, p) for m in args.model or [ep.model] for p in chosen], ep.where
+        return
     with local_endpoint() as local:
-        targets = [
-            Target(
-                local.model,
-                p,
-                api_model=local.model,
-                base_url=local.base_url,
-                api_key=local.api_key,
-            )
-            for p in chosen
-        ]
-        yield targets, "embedded llama.cpp server"
+        target = functools.partial(
+            Target, api_model=local.model, base_url=local.base_url, api_key=local.api_key
+        )
+        yield [target(local.model, p) for p in chosen], "embedded llama.cpp server"
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

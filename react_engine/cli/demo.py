@@ -2,27 +2,19 @@
 
 Its tools are the fixed-data weather and calculator of :mod:`react_engine.testing.tools`,
 so a run repeats exactly and needs no network; ``--dry-run`` replays a canned transcript of
-the same question instead of asking a model.
+the same question instead of asking a model (``dry_run.json``, a ``--scripted`` file).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from ..testing.tools import calculator, get_weather
 from ..tools import Tool
 from ..types import RunResult
 
-__all__ = [
-    "DEMO_QUESTION",
-    "DEMO_TOOLS",
-    "DRY_RUN_SCRIPT",
-    "calculator",
-    "demo_check",
-    "get_weather",
-]
+__all__ = ["DEMO_QUESTION", "DEMO_TOOLS", "calculator", "demo_check", "get_weather"]
 
 DEMO_TOOLS: list[Tool] = [get_weather, calculator]
 """The tools the demo, ``run`` and ``chat`` offer when no ``--tools`` module is named."""
@@ -30,45 +22,6 @@ DEMO_TOOLS: list[Tool] = [get_weather, calculator]
 DEMO_QUESTION = "What is the weather in Paris right now?"
 """A question the model cannot answer without calling ``get_weather``: the demo checks
 that the answer carries the temperature the tool returned."""
-
-DRY_RUN_SCRIPT: dict[str, list[dict[str, Any]]] = {
-    "function_calling": [
-        {
-            "content": "I need the weather in both cities.",
-            "tool_calls": [
-                {"name": "get_weather", "arguments": {"location": "Beijing"}},
-                {"name": "get_weather", "arguments": {"location": "Guangzhou"}},
-            ],
-        },
-        {"content": "Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."},
-    ],
-    "text": [
-        {
-            "content": "Thought: I need the weather in both cities.\n"
-            'Action: get_weather\nAction Input: {"location": "Beijing"}\n'
-            'Action: get_weather\nAction Input: {"location": "Guangzhou"}'
-        },
-        {
-            "content": "Thought: I now know the final answer\n"
-            "Final Answer: Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."
-        },
-    ],
-    "structured": [
-        {
-            "content": '{"thought": "I need the weather in Beijing first.", "action": '
-            '{"tool": "get_weather", "arguments": {"location": "Beijing"}}}'
-        },
-        {
-            "content": '{"thought": "Now Guangzhou.", "action": '
-            '{"tool": "get_weather", "arguments": {"location": "Guangzhou"}}}'
-        },
-        {
-            "content": '{"thought": "I now know the final answer", "action": {"final_answer": '
-            '"Beijing is sunny at 24°C; Guangzhou is rainy at 29°C."}}'
-        },
-    ],
-}
-"""What ``--dry-run`` replays: the demo's weather question, under each protocol."""
 
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")

@@ -1,11 +1,6 @@
-"""Where the model is: the endpoint a command talks to, from its flags and the environment.
-
-The endpoint options (:func:`~react_engine.cli.options.add_endpoint_options`) are read here
-for every command (run, chat, demo, compare, eval, probe, runs resume): ``--base-url``,
-``--model``, ``--api-key-env`` (or ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``,
-``REACT_ENGINE_MODEL``) and ``--local`` for the embedded llama.cpp model. An API failure
-is told here too, as one line that says what the user can do about it.
-"""
+"""Where the model is, for every command: the endpoint from the flags of
+:func:`~react_engine.cli.options.add_endpoint_options` and the environment, the embedded
+model, or the scripted one; and an API failure told as one line a user can act on."""
 
 from __future__ import annotations
 
@@ -24,14 +19,7 @@ from ..transport.wire import mask_key, mask_url
 from .exits import one_line
 from .scripted import ScriptedReplies, script_from_args
 
-__all__ = [
-    "Endpoint",
-    "configured_endpoint",
-    "describe_api_error",
-    "endpoint",
-    "local_endpoint",
-    "required_endpoint",
-]
+__all__ = ["Endpoint", "configured_endpoint", "describe_api_error", "endpoint", "local_endpoint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,43 +90,34 @@ def configured_endpoint(
     return Endpoint(model, base_url, key, env)
 
 
-def required_endpoint(
-    args: argparse.Namespace, models: Sequence[str], *, alternatives: str = ""
-) -> Endpoint:
-    """The endpoint given by flags or the environment, which must be there; the error
-    says what else the command takes (``alternatives``: ``", or --scripted"``...)."""
-    configured = configured_endpoint(args, models, strict=True)
-    if configured is None:
-        raise ConfigurationError(
-            "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / "
-            f"OPENAI_API_KEY and REACT_ENGINE_MODEL){alternatives}"
-        )
-    return configured
-
-
 @contextlib.contextmanager
-def endpoint(args: argparse.Namespace, *, local_default: bool) -> Iterator[Endpoint]:
-    """The chat model a command of one agent talks to: the script (``--dry-run``,
-    ``--scripted FILE``), the endpoint configured, or the embedded model (``--local``, or
-    with ``local_default`` when no endpoint is configured)."""
+def endpoint(
+    args: argparse.Namespace,
+    *,
+    local_default: bool = False,
+    alternatives: str = ", use --local for the embedded model, or --dry-run",
+) -> Iterator[Endpoint]:
+    """The chat model a command talks to: the script (``--dry-run``, ``--scripted FILE``),
+    the endpoint configured, or the embedded model (``--local``, or with ``local_default``
+    when no endpoint is configured). Without one, the error says what else the command
+    takes (``alternatives``)."""
     script = script_from_args(args)
     if script is not None:
-        model = args.model or "scripted"
         replies = ScriptedReplies(script, "script")
-        yield Endpoint(model, client=ScriptedModel(replies), replies=replies)
+        yield Endpoint(args.model or "scripted", client=ScriptedModel(replies), replies=replies)
         return
     if not args.local:
         models = [args.model] if args.model else []
-        if not local_default:
-            yield required_endpoint(
-                args, models, alternatives=", use --local for the embedded model, or --dry-run"
+        configured = configured_endpoint(args, models, strict=not local_default)
+        if configured is None and not local_default:
+            raise ConfigurationError(
+                "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / "
+                f"OPENAI_API_KEY and REACT_ENGINE_MODEL){alternatives}"
             )
-            return
-        configured = configured_endpoint(args, models, strict=False)
         if configured is not None:
             yield configured
             return
-    with local_endpoint(quiet=args.quiet) as ep:
+    with local_endpoint(quiet=getattr(args, "quiet", False)) as ep:
         yield ep
 
 
@@ -156,12 +135,7 @@ def local_endpoint(*, quiet: bool = False) -> Iterator[Endpoint]:
     with local_server() as local:
         if not quiet:
             print(f">> local server ready at {local.base_url}", file=sys.stderr, flush=True)
-        yield Endpoint(
-            local.model,
-            local.base_url,
-            local.api_key,
-            local=True,
-        )
+        yield Endpoint(local.model, local.base_url, local.api_key, local=True)
 
 
 def describe_api_error(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:

@@ -5,9 +5,8 @@ report."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from ..eval.bfcl_recording import Recorded, default_recordings, load_recording, 
 from ..eval.bfcl_report import format_report, report_json
 from ..harness.report import json_text
 from ..version import __version__
-from .endpoint import local_endpoint, required_endpoint
+from .endpoint import endpoint
 from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
 
 __all__ = ["add_eval_parser", "run_eval_command"]
@@ -109,19 +108,6 @@ def add_eval_parser(
     return p
 
 
-@contextlib.contextmanager
-def _endpoint(args: argparse.Namespace) -> Iterator[LiveEndpoint]:
-    if not args.local:
-        models = [args.model] if args.model else []
-        ep = required_endpoint(
-            args, models, alternatives=", --local for the embedded model, or --scripted"
-        )
-        yield LiveEndpoint(ep.model, ep.base_url, ep.api_key, where=ep.where)
-        return
-    with local_endpoint(quiet=args.quiet) as local:
-        yield LiveEndpoint(local.model, local.base_url, local.api_key, "embedded llama.cpp server")
-
-
 def run_eval_command(args: argparse.Namespace) -> int:
     """``react-engine eval bfcl``: print the table; 0 once the run is complete."""
     if args.limit is not None and args.limit < 1:
@@ -196,11 +182,13 @@ def run_eval_command(args: argparse.Namespace) -> int:
         if not cases:
             raise ConfigurationError("no BFCL case has these ids in these categories")
         record: dict[str, dict[str, Recorded]] | None = {} if recording else None
-        with _endpoint(args) as endpoint:
+        alternatives = ", --local for the embedded model, or --scripted"
+        with endpoint(args, alternatives=alternatives) as ep:
+            where = "embedded llama.cpp server" if ep.local else ep.where
             report = run_bfcl(
                 cases,
                 protocols,
-                endpoint=endpoint,
+                endpoint=LiveEndpoint(ep.model, ep.base_url, ep.api_key, where),
                 settings=settings,
                 record=record,
                 quiet=args.quiet,

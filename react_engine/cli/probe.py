@@ -1,29 +1,20 @@
-"""``react-engine probe``: what an endpoint does with tools, learned once per endpoint.
-
-Sends :mod:`react_engine.transport.probe`'s one tiny request, prints what came back, and records it
-in the capability cache (``--no-record`` to only look), so that ``protocol="auto"`` picks
-the text protocol for a server that ignores or rejects tools. The cache is a file in the
-state directory (:func:`~react_engine.transport.learned.default_cache`), so the runs of
-later processes use it.
-
-``--local`` probes the embedded model, on a server started for the probe; nothing is
-recorded then: the next ``--local`` run gets a server on another port, which the lesson
-would not be found under (the registry's entry for the embedded model decides).
+"""``react-engine probe``: one tiny request (:mod:`react_engine.transport.probe`) to learn
+what an endpoint does with tools, recorded in the capability cache (``--no-record`` to only
+look) for ``protocol="auto"`` to read. Nothing is recorded for ``--local``: the next start
+of the embedded server takes another port.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..transport.probe import PROBE_TIMEOUT, aprobe
-from .endpoint import Endpoint, local_endpoint, required_endpoint
+from .endpoint import endpoint
 from .options import add_endpoint_options
 
 __all__ = ["add_probe_parser", "run_probe_command"]
@@ -57,7 +48,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"--timeout must be a positive number of seconds, not {args.timeout:g}"
         )
-    with _probed_endpoint(args) as ep:
+    with endpoint(args, alternatives=", or --local") as ep:
         chat_model = connect(ep.base_url, ep.api_key, asynchronous=True)
         result = asyncio.run(aprobe(chat_model, ep.model, timeout=args.timeout))
     cache = None if args.no_record or ep.local else default_cache()
@@ -86,16 +77,3 @@ def run_probe_command(args: argparse.Namespace) -> int:
         elif ep.local:
             print("recorded:     nothing (the embedded server takes a new port at each start)")
     return 0
-
-
-@contextlib.contextmanager
-def _probed_endpoint(args: argparse.Namespace) -> Iterator[Endpoint]:
-    """The endpoint configured, or with ``--local`` the embedded model, started for the
-    probe and stopped after it."""
-    if not args.local:
-        yield required_endpoint(
-            args, [args.model] if args.model else [], alternatives=", or --local"
-        )
-        return
-    with local_endpoint() as ep:
-        yield ep

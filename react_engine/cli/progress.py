@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any, TextIO
 
 from ..run.agent import Agent
@@ -14,7 +13,7 @@ from ..types import ActionRecord, RunResult, Step
 from .exits import one_line
 from .render import LivePrinter, StepPrinter, Ticker, call_arguments, is_tty
 
-__all__ = ["RunProgress", "streamed"]
+__all__ = ["RunProgress"]
 
 
 class RunProgress:
@@ -69,15 +68,8 @@ class RunProgress:
         with self.ticker:
             if self.live is None:
                 return agent.run(question, **options)
-            return streamed(agent, question, self.show, **options)
-
-
-def streamed(
-    agent: Agent, question: str, show: Callable[[Event], None], **options: Any
-) -> RunResult:
-    """Run streaming, showing each event; the result, or the run's error raised."""
-    for event in agent.run_stream(question, **options):
-        show(event)
-        if isinstance(event, RunDone):
-            return event.result
-    raise AssertionError("a run's events end with RunDone")  # pragma: no cover
+            for event in agent.run_stream(question, **options):
+                self.show(event)
+                if isinstance(event, RunDone):
+                    return event.result
+        raise AssertionError("a run's events end with RunDone")  # pragma: no cover

@@ -30,6 +30,7 @@ from ..run.events import (
     TextDelta,
 )
 from ..types import ActionRecord, HistoryItem, RunResult, Step, UserTurn
+from .exits import one_line
 
 __all__ = [
     "LivePrinter",
@@ -57,10 +58,6 @@ _COLORS = {
 def _shorten(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _one_line(text: str, limit: int) -> str:
-    return _shorten(" ".join(text.split()), limit)
 
 
 class _Style:
@@ -132,10 +129,10 @@ def format_step(
         lines.append(f"{pad}{s('Observation:', tone)} {observation}{status}")
     if step.kind == "format_error":
         lines.append(
-            s(f"{pad}Format error fed back: {_one_line(step.feedback or '', width)}", "yellow")
+            s(f"{pad}Format error fed back: {one_line(step.feedback or '', width)}", "yellow")
         )
         if step.text and "text" not in shown:
-            lines.append(s(f"{pad}(reply was: {_one_line(step.text, width)})", "dim"))
+            lines.append(s(f"{pad}(reply was: {one_line(step.text, width)})", "dim"))
     if step.final_answer is not None and "text" not in shown:
         answer = _indent(step.final_answer, pad + "              ")
         lines.append(f"{pad}{s('Final Answer:', 'green', 'bold')} {answer}")
@@ -157,22 +154,22 @@ def format_step_plain(step: Step, *, width: int = 400) -> str:
     head = f"step {step.index + 1} [{step.protocol}]"
     lines = [f"{head} event: {notice.message}" for notice in step.notices]
     if step.reasoning:
-        lines.append(f"{head} reasoning: {_one_line(step.reasoning, width)}")
+        lines.append(f"{head} reasoning: {one_line(step.reasoning, width)}")
     if step.thought:
-        lines.append(f"{head} thought: {_one_line(step.thought, width)}")
+        lines.append(f"{head} thought: {one_line(step.thought, width)}")
     for action in step.actions:
         salvaged = " (salvaged from text)" if action.salvaged else ""
         lines.append(
-            f"{head} action: {action.tool} {_one_line(_arguments(action), width)}{salvaged}"
+            f"{head} action: {action.tool} {one_line(_arguments(action), width)}{salvaged}"
         )
         status = "" if action.status == "ok" else f" [{action.status}]"
-        lines.append(f"{head} observation{status}: {_one_line(action.observation, width)}")
+        lines.append(f"{head} observation{status}: {one_line(action.observation, width)}")
     if step.kind == "format_error":
-        lines.append(f"{head} format error: {_one_line(step.feedback or '', width)}")
+        lines.append(f"{head} format error: {one_line(step.feedback or '', width)}")
         if step.text:
-            lines.append(f"{head} reply was: {_one_line(step.text, width)}")
+            lines.append(f"{head} reply was: {one_line(step.text, width)}")
     if step.final_answer is not None:
-        lines.append(f"{head} final answer: {_one_line(step.final_answer, width)}")
+        lines.append(f"{head} final answer: {one_line(step.final_answer, width)}")
     if step.repairs:
         lines.append(f"{head} repairs: {', '.join(step.repairs)}")
     u = step.usage
@@ -222,17 +219,17 @@ def format_history(history: Sequence[HistoryItem], *, width: int = 200) -> str:
     for item in history:
         if isinstance(item, UserTurn):
             turn += 1
-            lines.append(f"[{turn}] you: {_one_line(item.content, width)}")
+            lines.append(f"[{turn}] you: {one_line(item.content, width)}")
         elif item.kind == "final":
-            lines.append(f"    assistant: {_one_line(item.final_answer or '', width)}")
+            lines.append(f"    assistant: {one_line(item.final_answer or '', width)}")
         elif item.kind == "format_error":
-            lines.append(f"    (unusable reply, fed back: {_one_line(item.feedback or '', 80)})")
+            lines.append(f"    (unusable reply, fed back: {one_line(item.feedback or '', 80)})")
         else:
             for action in item.actions:
                 status = "" if action.status == "ok" else f" [{action.status}]"
                 lines.append(
-                    f"    tool {action.tool}({_one_line(_arguments(action), 80)}) -> "
-                    f"{_one_line(action.observation, 80)}{status}"
+                    f"    tool {action.tool}({one_line(_arguments(action), 80)}) -> "
+                    f"{one_line(action.observation, 80)}{status}"
                 )
     return "\n".join(lines) if lines else "(no conversation yet)"
 
@@ -245,11 +242,7 @@ class StepPrinter:
     """
 
     def __init__(
-        self,
-        stream: TextIO | None = None,
-        *,
-        color: bool | None = None,
-        plain: bool | None = None,
+        self, stream: TextIO | None = None, *, color: bool | None = None, plain: bool | None = None
     ) -> None:
         self.stream = stream or sys.stdout
         self.color = use_color(self.stream) if color is None else color

@@ -1,10 +1,6 @@
-"""``react-engine runs list | show ID | resume ID``: the runs of a store.
-
-``chat --session NAME`` keeps a chat's history in the same store (see
-:mod:`react_engine.store`). The store is ``--store PATH`` (a SQLite file, or a
-``postgresql://`` URI), else ``$REACT_ENGINE_STORE``, else
-``~/.local/state/react-engine/store.db``. ``runs resume ID --model M --protocol P`` may
-finish a run on another model and protocol than it began with.
+"""``react-engine runs list | show ID | resume ID``: the runs of a store (``--store``, else
+``$REACT_ENGINE_STORE``, else ``~/.local/state/react-engine/store.db``), where ``chat
+--session NAME`` keeps a chat too. A resumed run may go on with another model and protocol.
 """
 
 from __future__ import annotations
@@ -103,10 +99,6 @@ def _print(text: str) -> None:
     print(printable(text))
 
 
-def _when(stamp: float) -> str:
-    return datetime.datetime.fromtimestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def run_runs_command(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     if args.runs_command == "list":
@@ -123,7 +115,8 @@ async def _list(store: RunStore, args: argparse.Namespace) -> int:
     for run in runs:
         question = run.question if len(run.question) <= 50 else run.question[:49] + "…"
         question = " ".join(printable(question).split())  # one line per run
-        _print(f"{run.id}  {_when(run.updated)}  {run.status:<18} {run.model}  {question}")
+        when = datetime.datetime.fromtimestamp(run.updated)
+        _print(f"{run.id}  {when:%Y-%m-%d %H:%M:%S}  {run.status:<18} {run.model}  {question}")
     return 0
 
 
@@ -135,13 +128,11 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
         from ..report.run import run_html
         from ..report.stored import stored_run_records
 
-        _write_html(args.html, run_html(stored_run_records(info, steps, result)))
+        with open(args.html, "w", encoding="utf-8") as fh:
+            fh.write(run_html(stored_run_records(info, steps, result)))
+        print(f"wrote {args.html}", file=sys.stderr)
     if args.json:
-        payload = {
-            **to_jsonable(info),
-            "result": result,
-            "steps": to_jsonable(steps),
-        }
+        payload = {**to_jsonable(info), "result": result, "steps": to_jsonable(steps)}
         # JSON escapes the C0 controls itself; the rest (a C1 CSI, a bidi override, a lone
         # surrogate) as \\uXXXX, which reads back as the same text.
         print(_UNSAFE.sub(_json_escape, json.dumps(payload, ensure_ascii=False, indent=2)))
@@ -162,12 +153,6 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
     if result.get("answer") is not None:
         _print(f"answer: {result['answer']}")
     return 0
-
-
-def _write_html(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    print(f"wrote {path}", file=sys.stderr)
 
 
 def _resume(store: RunStore, args: argparse.Namespace) -> int:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..compare.suite import ScriptReply, Transcript, load_script
+from ..compare.suite import ScriptReply, Transcript, load_script, replies_for
 from ..errors import ConfigurationError
 from ..protocols.registry import auto_order, protocol_names, registration
 from ..transport.capabilities import Capabilities
 from ..types import ModelRequest, ModelResponse
-from .demo import DRY_RUN_SCRIPT
 
 __all__ = ["ScriptedReplies", "script_from_args"]
 
@@ -44,11 +43,7 @@ class ScriptedReplies:
         return auto_order(Capabilities(function_calling=False))[0]
 
     def _transcript(self, protocol: str) -> Transcript | None:
-        replies = self._script.get(protocol)
-        native = self._script.get("function_calling")
-        if replies is None and native is not None:
-            written = registration(protocol).scripted([r.model_dump() for r in native])
-            replies = [ScriptReply.model_validate(r) for r in written]
+        replies = replies_for(self._script, protocol)
         key = protocol if replies is not None else "*"
         replies = replies if replies is not None else self._script.get("*")
         if replies is None:
@@ -70,5 +65,5 @@ def script_from_args(args: argparse.Namespace) -> dict[str, list[ScriptReply]] |
     if getattr(args, "scripted", None):
         return load_script(Path(args.scripted))
     if getattr(args, "dry_run", False):
-        return {k: [ScriptReply.model_validate(r) for r in v] for k, v in DRY_RUN_SCRIPT.items()}
+        return load_script(Path(__file__).with_name("dry_run.json"))
     return None

@@ -7,59 +7,25 @@
 """
 
 from .run import (
-    METRICS,
     CompareSettings,
     Metrics,
-    Report,
     Target,
     TaskRun,
-    Total,
     format_report,
     metrics_from_trace,
     run_comparison,
-    run_task,
     write_outputs,
 )
-from .suite import (
-    PROTOCOLS,
-    Check,
-    ProtocolName,
-    ScriptReply,
-    Task,
-    Transcript,
-    check_result,
-    default_tasks_dir,
-    load_script,
-    load_task,
-    load_tasks,
-    named_protocols,
-)
-from .tools import TASK_TOOLS
+from .suite import load_tasks
 
 __all__ = [
-    "METRICS",
-    "PROTOCOLS",
-    "TASK_TOOLS",
-    "Check",
     "CompareSettings",
     "Metrics",
-    "ProtocolName",
-    "Report",
-    "ScriptReply",
     "Target",
-    "Task",
     "TaskRun",
-    "Total",
-    "Transcript",
-    "check_result",
-    "default_tasks_dir",
     "format_report",
-    "load_script",
-    "load_task",
     "load_tasks",
     "metrics_from_trace",
-    "named_protocols",
     "run_comparison",
-    "run_task",
     "write_outputs",
 ]

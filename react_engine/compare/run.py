@@ -1,29 +1,10 @@
 """The side-by-side protocol comparison: the same tasks under each protocol and model.
 
-:func:`run_comparison` runs every task of the suite (:mod:`react_engine.compare.suite`)
-against every :class:`Target` (a model at an endpoint, under one protocol) with the same
-sampling settings and seed, checks each answer, and returns a :class:`Report`;
-:func:`format_report` prints it as a table per task and in total, and
-:func:`write_outputs` writes it as JSON, CSV and (with the ``plot`` extra) a PNG chart.
-
-Every figure is computed from the run's trace (:meth:`RunResult.trace`, the records a
-``--trace`` file holds) by :func:`metrics_from_trace`, and the trace is kept in the JSON,
-so each number can be recomputed from what was recorded:
-
-* **LLM calls**: model replies, one per step (network retries are not replies).
-* **tool calls**: actions the model asked for, whatever came of them.
-* **format errors**: replies the protocol could not use (``kind == "format_error"``); each
-  one is sent back to the model as a retry message.
-* **repaired**: usable replies that needed a tolerance of the parser or the salvage of a
-  call written as text (a non-empty ``repairs`` list, or a salvaged action).
-* **retries**: model calls spent on the model's own mistakes: each step that follows a
-  format error, or a step in which every call named an unknown tool or had invalid
-  arguments.
-* **prompt / completion tokens**: the steps' usage as the server reported it (the scripted
-  model estimates it from the requests it really received).
-* **time**: the run's wall time.
-
-``react-engine compare`` and ``scripts/compare_protocols.py`` drive this module.
+:func:`run_comparison` runs every task of the suite (:mod:`.suite`) against every
+:class:`Target` with the same settings and checks each answer; :func:`format_report` prints
+the :class:`Report`, :func:`write_outputs` writes it as JSON, CSV and (with matplotlib) a
+PNG. Every figure comes from the run's trace (:func:`metrics_from_trace`), kept in the JSON;
+docs/comparison.md says what each one counts.
 """
 
 from __future__ import annotations
@@ -32,11 +13,10 @@ import asyncio
 import dataclasses
 import datetime as _dt
 import functools
-import itertools
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +43,6 @@ __all__ = [
     "format_report",
     "metrics_from_trace",
     "run_comparison",
-    "run_task",
     "write_outputs",
 ]
 
@@ -168,12 +147,6 @@ def metrics_from_trace(records: Sequence[Mapping[str, Any]]) -> Metrics:
     )
 
 
-def repair_codes(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """How often each repair code appears in a run's steps."""
-    counts = Counter(code for r in records if r.get("type") == "step" for code in r["repairs"])
-    return dict(sorted(counts.items()))
-
-
 @dataclass(slots=True)
 class TaskRun:
     """One task under one target: the verdict, the figures and the trace they come from."""
@@ -237,27 +210,17 @@ class Report:
 # --- running ---------------------------------------------------------------------------------
 
 
-def run_task(task: Task, target: Target, settings: CompareSettings) -> TaskRun:
-    """Run one task under one target and check the result.
+async def arun_task(
+    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
+) -> TaskRun:
+    """Run one task under one target and check the result (what :func:`run_comparison`
+    runs, concurrently when asked to).
 
     A run that stops early (error budget, deadline) is a failed run with its trace. A
     request the server refuses (bad key, unknown model) and a server that cannot be reached
     at all raise :class:`ModelAPIError`: every other run would fail the same way.
-    """
-    agent, transcript = _agent(task, target, settings)
-    try:
-        result = agent.run(task.question)
-    except (RunAborted, ModelAPIError) as exc:
-        result = _ended(exc)
-    return _task_run(task, target, result, transcript)
-
-
-async def arun_task(
-    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
-) -> TaskRun:
-    """:func:`run_task` as a coroutine: what :func:`run_comparison` runs, concurrently
-    when asked to. ``client``: the model at the target's endpoint, shared by the runs of a
-    comparison (by default, the agent connects on its own)."""
+    ``client``: the model at the target's endpoint, shared by the runs of a comparison (by
+    default, the agent connects on its own)."""
     agent, transcript = _agent(task, target, settings, client)
     try:
         result = await agent.arun(task.question)
@@ -307,6 +270,7 @@ def _task_run(
 ) -> TaskRun:
     trace = result.trace()
     failures = check_result(task, result)
+    codes = Counter(c for r in trace if r.get("type") == "step" for c in r["repairs"])
     return TaskRun(
         task=task.id,
         model=target.model,
@@ -318,7 +282,7 @@ def _task_run(
         protocol_reason=result.protocol_reason,
         error=result.error,
         metrics=metrics_from_trace(trace),
-        repairs=repair_codes(trace),
+        repairs=dict(sorted(codes.items())),
         trace=trace,
         unused_replies=transcript.remaining if transcript is not None else None,
     )
@@ -353,22 +317,10 @@ def _ray_job(settings: CompareSettings, job: Job) -> Outcome:
 
 def _ray_failed(job: Job, why: str) -> Outcome:
     """A run whose Ray worker died: failed, saying why, with no trace."""
-    target: Target = job.target
-    run = TaskRun(
-        task=job.case.id,
-        model=target.model,
-        protocol=target.protocol,
-        success=False,
-        failures=[why],
-        answer=None,
-        stop_reason="error",
-        protocol_reason="",
-        error=why,
-        metrics=Metrics(),
-        repairs={},
-        trace=[],
-    )
-    return run, None
+    t: Target = job.target
+    return TaskRun(
+        job.case.id, t.model, t.protocol, False, [why], None, "error", "", why, Metrics(), {}, []
+    ), None
 
 
 def run_comparison(
@@ -384,17 +336,12 @@ def run_comparison(
     resume: bool = False,
     bar: Progress | None = None,
 ) -> Report:
-    """Every task under every target, task by task (so partial output reads side by side).
-
-    ``concurrency``: runs at once, as async runs in this process; ``ray``: each run a task
-    on the Ray cluster at that address (``""``: a local one). Either way the report is the
-    same, in the same order. On Ray, a run whose worker dies is a failed run (its error
-    says so) and the others go on. ``results``: a JSONL file each run's record is appended to as it
-    finishes; ``resume`` skips the runs already there (:mod:`react_engine.harness.runner`).
-    ``progress`` is told of each run as it finishes, with how many are done of how many;
-    with a ``bar`` (a progress bar with an ETA, drawn on a terminal), the line it returns is
-    printed above the bar.
-    """
+    """Every task under every target, task by task: ``concurrency`` runs at once, or each
+    run a task on the Ray cluster at ``ray`` (``""``: a local one; a run whose worker dies
+    fails, saying so), the report the same either way; each run's record appended to
+    ``results`` (``resume`` skips those there: :mod:`react_engine.harness.runner`).
+    ``progress`` is told of each run as it ends; the line it returns is printed above
+    ``bar``."""
     report = Report(list(tasks), list(targets), settings or CompareSettings(), source)
     jobs = [
         Job(i, target.protocol, task, model=target.model, target=target)
@@ -417,14 +364,7 @@ def run_comparison(
     def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
         return progress(outcome[0], done, total) if progress is not None else None
 
-    meta = {
-        "source": source,
-        "settings": asdict(report.settings),
-        "targets": [
-            {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
-            for t in report.targets
-        ],
-    }
+    meta = {"source": source, "settings": asdict(report.settings), "targets": _targets(report)}
     outcomes = run_cases(
         jobs,
         run_one,
@@ -457,9 +397,9 @@ _COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _cell(metrics: Metrics, name: str) -> str:
-    value = getattr(metrics, name)
-    return f"{value:.2f}" if isinstance(value, float) else f"{value:,}"
+def _cells(metrics: Metrics) -> list[str]:
+    values = [getattr(metrics, name) for name, _ in _COLUMNS]
+    return [f"{v:.2f}" if isinstance(v, float) else f"{v:,}" for v in values]
 
 
 def _ratio(a: float, b: float) -> str:
@@ -488,18 +428,14 @@ def format_report(report: Report) -> str:
             run = by_key.get((task.id, target.model, target.protocol))
             if run is None:
                 continue
-            row = [task.id if first else "", *([target.model] if many else []), target.protocol]
-            row.append("yes" if run.success else "NO")
-            row += [_cell(run.metrics, name) for name, _ in _COLUMNS]
-            rows.append(row)
+            lead = [task.id if first else "", *([target.model] if many else []), target.protocol]
+            rows.append([*lead, "yes" if run.success else "NO", *_cells(run.metrics)])
             first = False
     rows.append(["" for _ in head])
     totals = report.totals()
     for i, t in enumerate(totals):
-        row = ["TOTAL" if i == 0 else "", *([t.model] if many else []), t.protocol]
-        row.append(f"{t.successes}/{t.runs}")
-        row += [_cell(t.metrics, name) for name, _ in _COLUMNS]
-        rows.append(row)
+        lead = ["TOTAL" if i == 0 else "", *([t.model] if many else []), t.protocol]
+        rows.append([*lead, f"{t.successes}/{t.runs}", *_cells(t.metrics)])
     lines += grid(rows, numeric_from=len(head) - len(_COLUMNS) - 1)
     lines += [
         "",
@@ -560,78 +496,55 @@ CSV_FIELDS: tuple[str, ...] = (
 )
 
 
+def _targets(report: Report) -> list[dict[str, str]]:
+    return [
+        {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
+        for t in report.targets
+    ]
+
+
+def _run_json(run: TaskRun) -> dict[str, Any]:
+    out = asdict(run)
+    out["trace"] = out.pop("trace")  # the long part last
+    return out
+
+
 def report_json(report: Report) -> dict[str, Any]:
     return {
         "meta": {
             "started_at": report.started_at,
             "source": report.source,
             "settings": asdict(report.settings),
-            "targets": [
-                {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
-                for t in report.targets
-            ],
+            "targets": _targets(report),
             "tasks": [{"id": t.id, "covers": t.covers} for t in report.tasks],
         },
-        "runs": [
-            {
-                "task": r.task,
-                "model": r.model,
-                "protocol": r.protocol,
-                "success": r.success,
-                "failures": r.failures,
-                "answer": r.answer,
-                "stop_reason": r.stop_reason,
-                "protocol_reason": r.protocol_reason,
-                "error": r.error,
-                "metrics": asdict(r.metrics),
-                "repairs": r.repairs,
-                "unused_replies": r.unused_replies,
-                "trace": r.trace,
-            }
-            for r in report.runs
-        ],
-        "totals": [
-            {
-                "model": t.model,
-                "protocol": t.protocol,
-                "runs": t.runs,
-                "successes": t.successes,
-                "metrics": asdict(t.metrics),
-            }
-            for t in report.totals()
-        ],
+        "runs": [_run_json(r) for r in report.runs],
+        "totals": [asdict(t) for t in report.totals()],
     }
 
 
 def report_csv(report: Report) -> str:
     """One row per run, then one ``TOTAL`` row per target; the same figures as the JSON."""
-    runs = (
-        {
-            "task": r.task,
-            "model": r.model,
-            "protocol": r.protocol,
-            "runs": 1,
-            "successes": int(r.success),
-            **asdict(r.metrics),
-            "stop_reason": r.stop_reason,
-            "failures": "; ".join(r.failures),
-        }
+    rows = [
+        (
+            r.task,
+            r.model,
+            r.protocol,
+            1,
+            int(r.success),
+            r.metrics,
+            r.stop_reason,
+            "; ".join(r.failures),
+        )
         for r in report.runs
-    )
-    totals = (
-        {
-            "task": "TOTAL",
-            "model": t.model,
-            "protocol": t.protocol,
-            "runs": t.runs,
-            "successes": t.successes,
-            **asdict(t.metrics),
-            "stop_reason": "",
-            "failures": "",
-        }
+    ] + [
+        ("TOTAL", t.model, t.protocol, t.runs, t.successes, t.metrics, "", "")
         for t in report.totals()
+    ]
+    return csv_text(
+        CSV_FIELDS,
+        (dict(zip(CSV_FIELDS, (*r[:5], *astuple(r[5]), *r[6:]), strict=True)) for r in rows),
     )
-    return csv_text(CSV_FIELDS, itertools.chain(runs, totals))
 
 
 def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:

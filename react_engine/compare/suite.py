@@ -67,6 +67,7 @@ __all__ = [
     "load_task",
     "load_tasks",
     "named_protocols",
+    "replies_for",
 ]
 
 ProtocolName = str
@@ -187,20 +188,25 @@ class Task(_Strict):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
 
     def script_for(self, protocol: ProtocolName) -> list[ScriptReply] | None:
-        """The scripted replies for ``protocol``: the task's own, or else its native
-        (function-calling) transcript written in that protocol's format by the registry
-        (:meth:`Registration.scripted <react_engine.protocols.registry.Registration.scripted>`)."""
-        own = self.scripted.get(protocol)
-        if own is not None or protocol not in named_protocols():
-            return own
-        native = self.scripted.get("function_calling")
-        if native is None:
-            return None
-        written = registration(protocol).scripted([r.model_dump() for r in native])
-        return [ScriptReply.model_validate(r) for r in written]
+        """The scripted replies for ``protocol`` (:func:`replies_for`)."""
+        return replies_for(self.scripted, protocol)
 
     def tool_objects(self) -> list[Tool]:
         return [TASK_TOOLS[name] for name in self.tools]
+
+
+def replies_for(
+    script: Mapping[str, list[ScriptReply]], protocol: ProtocolName
+) -> list[ScriptReply] | None:
+    """The replies ``script`` has for ``protocol``: its own, or else its native
+    (function-calling) ones written in that protocol's format by the registry
+    (:meth:`Registration.scripted <react_engine.protocols.registry.Registration.scripted>`)."""
+    own = script.get(protocol)
+    native = script.get("function_calling")
+    if own is not None or native is None or protocol not in named_protocols():
+        return own
+    written = registration(protocol).scripted([r.model_dump() for r in native])
+    return [ScriptReply.model_validate(r) for r in written]
 
 
 def default_tasks_dir() -> Traversable:

@@ -78,10 +78,7 @@ def list_todo_tasks(user_id: str) -> list[dict[str, Any]]:
 
 @tool
 def submit_leave_request(
-    user_id: str,
-    days: Annotated[int, Field(ge=1, le=30)],
-    reason: str,
-    approver_id: str,
+    user_id: str, days: Annotated[int, Field(ge=1, le=30)], reason: str, approver_id: str
 ) -> str:
     """Submit a leave request for approval. Ask the user for the approver: never choose one.
 

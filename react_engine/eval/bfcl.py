@@ -1,16 +1,8 @@
 """``react-engine eval bfcl``: BFCL's cases under each protocol, graded as BFCL grades.
 
-:func:`run_bfcl` runs every case (:mod:`react_engine.eval.bfcl_data`,
-:mod:`react_engine.eval.bfcl_multi_turn`) under every protocol, one case at a time
-(:mod:`react_engine.eval.bfcl_case`), in this process or on a Ray cluster
-(:mod:`react_engine.harness.runner`), and gathers a :class:`~.bfcl_report.Report`
-(:mod:`react_engine.eval.bfcl_report`: the table and BFCL's own figures). Beside the
-named protocols, ``bfcl-prompt`` (:mod:`react_engine.eval.bfcl_prompt`) is the text
-protocol with BFCL's Prompt-mode system prompt.
-
-Replies come from an endpoint (``OPENAI_BASE_URL``..., or ``--local`` for the embedded
-model) and can be recorded (``--record DIR``); ``--scripted [DIR]`` replays recorded
-replies (:mod:`react_engine.eval.bfcl_recording`).
+:func:`run_bfcl` runs every case under every protocol (:mod:`.bfcl_case`), live at an
+endpoint (its replies recorded if asked) or from recorded replies (:mod:`.bfcl_recording`),
+through :mod:`react_engine.harness.runner`, and gathers a :class:`~.bfcl_report.Report`.
 """
 
 from __future__ import annotations
@@ -36,13 +28,7 @@ from .bfcl_prompt import BFCL_PROMPT
 from .bfcl_recording import Recorded, RecordingModel, recorded_from_json, recorded_json
 from .bfcl_report import Report
 
-__all__ = [
-    "DEFAULT_PROTOCOLS",
-    "AnyCase",
-    "LiveEndpoint",
-    "eval_protocols",
-    "run_bfcl",
-]
+__all__ = ["DEFAULT_PROTOCOLS", "AnyCase", "LiveEndpoint", "eval_protocols", "run_bfcl"]
 
 DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
 """The protocols the eval runs unless ``--protocol`` says otherwise (those recorded in
@@ -82,13 +68,11 @@ async def _run_job(
         result = await run_multi_turn_case(case, protocol, model, model_name, settings)
     else:
         result = await run_case(case, protocol, model, model_name, settings)
-    replies: Any = None
-    if isinstance(model, RecordingModel):
-        if isinstance(case, MultiTurnCase):
-            replies = recorded_json(list(model.replies))
-        elif model.last is not None:
-            replies = recorded_json(model.last)
-    return result, replies
+    if not isinstance(model, RecordingModel):
+        return result, None
+    if isinstance(case, MultiTurnCase):
+        return result, recorded_json(list(model.replies))
+    return result, recorded_json(model.replies[-1]) if model.replies else None
 
 
 def _connect_live(endpoint: LiveEndpoint | None) -> ChatModel | None:
@@ -131,15 +115,10 @@ def run_bfcl(
     results: Path | None = None,
     resume: bool = False,
 ) -> Report:
-    """Every case under every protocol: live at ``endpoint``, or from ``recorded`` replies
-    (``{protocol: {case id: reply, or a multi-turn case's replies}}``). ``record``, when
-    given, collects the live replies.
-
-    ``concurrency``: cases run at once, as async runs in this process; ``ray``: run them
-    as tasks on the Ray cluster at that address (``""``: a local one). ``results``: a
-    JSONL file each case's record is appended to as it finishes; ``resume`` skips the
-    cases already there. The report's results are in the same order however they ran
-    (:mod:`react_engine.harness.runner`)."""
+    """Every case under every protocol: live at ``endpoint`` (``record`` collects the
+    replies), or from ``recorded`` replies (``{protocol: {case id: replies}}``); run as
+    :func:`~react_engine.compare.run.run_comparison` runs (``concurrency``, ``ray``,
+    ``results``, ``resume``), the results in the same order however they ran."""
     if (endpoint is None) == (recorded is None):
         raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:

@@ -1,12 +1,6 @@
-"""One BFCL case under one protocol, run through the engine and scored.
-
-An AST case becomes an :class:`~react_engine.Agent` with the case's functions as tools,
-run for exactly one model turn: the request is built and the reply parsed by the protocol
-as in any run, and the turn's :class:`~react_engine.types.Step` is scored
-(:mod:`react_engine.eval.bfcl_checker`). A multi-turn case
-(:mod:`react_engine.eval.bfcl_multi_turn`) runs each turn through the whole agent loop,
-its tools running on BFCL's backends, and is graded by BFCL's own multi-turn checker.
-What a :class:`CaseResult` counts is said in :mod:`react_engine.eval.bfcl_report`.
+"""One BFCL case under one protocol, run through the engine and scored: an AST case for
+exactly one model turn, its step checked by :mod:`.bfcl_checker`; a multi-turn case through
+the whole agent loop on BFCL's backends, graded by BFCL's checker (:mod:`.bfcl_multi_turn`).
 """
 
 from __future__ import annotations
@@ -37,13 +31,7 @@ from .bfcl_multi_turn import (
 )
 from .bfcl_prompt import BFCL_PROMPT, BfclPromptProtocol
 
-__all__ = [
-    "CaseResult",
-    "EvalSettings",
-    "run_case",
-    "run_multi_turn_case",
-    "score_step",
-]
+__all__ = ["CaseResult", "EvalSettings", "run_case", "run_multi_turn_case", "score_step"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +132,7 @@ def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) 
 
 
 async def run_case(
-    case: Case,
-    protocol: str,
-    model: ChatModel,
-    model_name: str,
-    settings: EvalSettings,
+    case: Case, protocol: str, model: ChatModel, model_name: str, settings: EvalSettings
 ) -> CaseResult:
     """One model turn on ``case`` under ``protocol``, scored."""
     tools, names = case_tools(case)
@@ -187,11 +171,7 @@ def _case_cache(model: ChatModel, model_name: str, settings: EvalSettings) -> Ca
 
 
 async def run_multi_turn_case(
-    case: MultiTurnCase,
-    protocol: str,
-    model: ChatModel,
-    model_name: str,
-    settings: EvalSettings,
+    case: MultiTurnCase, protocol: str, model: ChatModel, model_name: str, settings: EvalSettings
 ) -> CaseResult:
     """A multi-turn case: each turn one run of the agent loop on the conversation so far,
     the tools running on the case's BFCL backends; graded by BFCL's checker."""

@@ -1,21 +1,9 @@
 """BFCL's test cases, read from the ``bfcl-eval`` wheel, and their functions as our tools.
 
-The Berkeley Function Calling Leaderboard ships its data (Apache-2.0) inside the
-``bfcl-eval`` wheel as JSON Lines files: ``data/BFCL_v4_<category>.json`` holds the
-questions with the function documents offered, ``data/possible_answer/...`` the accepted
-calls. The wheel's code pulls in dozens of heavy dependencies, so it is installed with
-``pip install --no-deps bfcl-eval`` and only read as package data here
-(:mod:`importlib.resources`); no module of it is imported (its ``__init__.py`` is empty).
-
-BFCL describes parameters in its own dialect of JSON Schema: ``"dict"`` for an object,
-``"float"``, ``"tuple"``, ``"any"``, and ``"optional": true`` beside ``required``.
-:func:`to_json_schema` turns that into plain JSON Schema as BFCL's own conversion for
-function-calling models does: ``any`` becomes ``string`` (its checker reads it so), and a
-``float`` property becomes ``number`` with ``"format": "float"`` and " This is a float
-type value." after its description; :func:`case_tools` adds BFCL's " Note that the
-provided function is in Python 3 syntax." to each description, and wraps each function
-in a :class:`~react_engine.tools.Tool` that never runs: the eval reads the call the
-model decided on, it does not execute it.
+The wheel (``pip install --no-deps bfcl-eval``) is only read as package data here, none of
+its modules imported. :func:`to_json_schema` turns BFCL's dialect of JSON Schema into plain
+JSON Schema as BFCL's own conversion does, and :func:`case_tools` wraps each function in a
+:class:`~react_engine.tools.Tool` that never runs (docs/bfcl.md, "The data").
 """
 
 from __future__ import annotations
@@ -23,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -79,17 +67,9 @@ The live ones (2,251 more) run when asked for."""
 
 INSTALL_HINT = "pip install --no-deps bfcl-eval (make venv does it)"
 
-_TYPES: Mapping[str, str | None] = {
-    "dict": "object",
-    "float": "number",
-    "tuple": "array",
-    "any": "string",
-    "string": "string",
-    "integer": "integer",
-    "boolean": "boolean",
-    "array": "array",
-    "object": "object",
-    "number": "number",
+_TYPES: Mapping[str, str] = {
+    **{t: t for t in ("string", "integer", "boolean", "array", "object", "number")},
+    **{"dict": "object", "float": "number", "tuple": "array", "any": "string"},
 }
 """BFCL type names to JSON Schema types (``any`` as BFCL sends it: a string)."""
 
@@ -176,20 +156,25 @@ def load_cases(
     if unknown:
         raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(CATEGORIES)}")
     base = root if root is not None else data_root()
-    wanted = set(only)
     cases: list[Case] = []
     for category in categories:
         stem = f"BFCL_v4_{CATEGORIES[category]}.json"
-        entries = read_lines(base / stem)
-        answers: dict[str, list[Any]] = {}
-        if "irrelevance" not in category:
-            answers = {
-                a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)
-            }
-        picked = [e for e in entries if e["id"] in wanted] if wanted else entries
-        for entry in picked[:limit] if limit is not None else picked:
-            cases.append(_case(entry, category, answers))
+        entries = pick(base / stem, limit, only)
+        answers = {} if "irrelevance" in category else ground_truth(base, stem)
+        cases += [_case(entry, category, answers) for entry in entries]
     return cases
+
+
+def pick(path: Traversable, limit: int | None, only: Sequence[str]) -> list[dict[str, Any]]:
+    """The entries of a data file: the first ``limit``, or those whose ids are in ``only``."""
+    entries = read_lines(path)
+    picked = [e for e in entries if e["id"] in set(only)] if only else entries
+    return picked[:limit] if limit is not None else picked
+
+
+def ground_truth(base: Traversable, stem: str) -> dict[str, Any]:
+    """The accepted answers of a category, by case id."""
+    return {a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)}
 
 
 def _case(entry: Mapping[str, Any], category: str, answers: Mapping[str, Any]) -> Case:
@@ -228,9 +213,7 @@ def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(kind, str):
         if kind not in _TYPES:
             raise ConfigurationError(f"unknown BFCL type {kind!r}")
-        mapped = _TYPES[kind]
-        if mapped is not None:
-            out["type"] = mapped
+        out["type"] = _TYPES[kind]
     for key in _KEPT:
         if key in node:
             out[key] = node[key]
@@ -309,15 +292,20 @@ def case_tools(case: Case) -> tuple[list[Tool], dict[str, str]]:
                 f"sent as {name!r}"
             )
         names[name] = function["name"]
-        schema = parameters_schema(function)
-        tools.append(
-            Tool(
-                name=name,
-                description=str(function.get("description") or "") + PYTHON_HINT,
-                args_model=arguments_model(schema),
-                function=_not_run,
-                parameters=schema,
-                is_async=True,
-            )
-        )
+        tools.append(bfcl_tool(function, name, _not_run, is_async=True))
     return tools, names
+
+
+def bfcl_tool(
+    function: Mapping[str, Any], name: str, run: Callable[..., Any], **options: Any
+) -> Tool:
+    """A BFCL function as a tool named ``name`` that calls ``run``."""
+    schema = parameters_schema(function)
+    return Tool(
+        name=name,
+        description=str(function.get("description") or "") + PYTHON_HINT,
+        args_model=arguments_model(schema),
+        function=run,
+        parameters=schema,
+        **options,
+    )

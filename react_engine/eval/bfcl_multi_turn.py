@@ -1,25 +1,11 @@
 """BFCL's multi-turn categories: a conversation with stateful backends, graded by BFCL.
 
-A multi-turn case (``multi_turn_base``, ``_miss_func``, ``_miss_param``,
-``_long_context``) is a few user turns against BFCL's own backends: a file system, a
-trading bot, a travel agency, a messaging service... Each turn runs through the agent
-loop under the protocol being measured, with the backends' functions as tools that really
-run: the ``bfcl-eval`` wheel's executor (``execute_multi_turn_func_call``) turns each call
-into the backend's method call on the case's own instances, as BFCL's inference does, and
-its result is the observation. A turn ends when the run ends (a final answer) or after
-BFCL's step limit (the case then fails, as BFCL fails a force-terminated case).
-
-Grading is BFCL's own ``multi_turn_checker``, imported from the wheel: after each turn
-whose ground truth has calls, it replays the model's calls and the ground truth's on fresh
-instances and compares the backends' states and the calls' results.
-
-The wheel keeps backend instances in a module-level table keyed by a model name and the
-case id; every run here uses a name of its own (``react_engine_<random>``) and removes its
-instances when it ends, so cases, protocols and repeated runs never share state.
-
-Arguments reach the backends only as Python literals written from the decoded JSON
-(``repr``), under the parameter names the model gave, which must be identifiers: a call
-with any other name is refused before anything runs.
+Each user turn runs through the agent loop with the backends' functions as tools that
+really run: the ``bfcl-eval`` wheel's executor makes each call a method call on the case's
+own instances, under a model name of our own (``react_engine_<random>``) whose instances are
+removed when the case ends. Arguments reach the backends only as Python literals (``repr``
+of the decoded JSON) under identifier names; any other call is refused before it runs.
+Grading is BFCL's own ``multi_turn_checker``, imported from the wheel (docs/bfcl.md).
 """
 
 from __future__ import annotations
@@ -38,12 +24,12 @@ from ..errors import ConfigurationError
 from ..tools import Tool
 from .bfcl_data import (
     INSTALL_HINT,
-    PYTHON_HINT,
     BfclDataMissing,
     api_name,
-    arguments_model,
+    bfcl_tool,
     data_root,
-    parameters_schema,
+    ground_truth,
+    pick,
     read_lines,
 )
 
@@ -149,16 +135,13 @@ def load_multi_turn_cases(
             f"unknown BFCL multi-turn categories {unknown}: use {', '.join(MULTI_TURN_CATEGORIES)}"
         )
     base = root if root is not None else data_root()
-    wanted = set(only)
     docs: dict[str, list[dict[str, Any]]] = {}
     cases: list[MultiTurnCase] = []
     for category in categories:
         stem = f"BFCL_v4_{category}.json"
-        entries = read_lines(base / stem)
-        truth = {a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)}
-        picked = [e for e in entries if e["id"] in wanted] if wanted else entries
-        for entry in picked[:limit] if limit is not None else picked:
-            cases.append(_case(base, entry, category, truth, docs))
+        entries = pick(base / stem, limit, only)
+        truth = ground_truth(base, stem)
+        cases += [_case(base, entry, category, truth, docs) for entry in entries]
     return cases
 
 
@@ -215,10 +198,6 @@ def call_string(name: str, arguments: Mapping[str, Any]) -> str | None:
     return f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
 
 
-def _instance_prefix(model_name: str) -> str:
-    return re.sub(r"[-./:]", "_", model_name)
-
-
 class Backends:
     """A case's backend instances, run by the wheel's executor under a name of our own."""
 
@@ -242,7 +221,7 @@ class Backends:
     def close(self) -> None:
         """Drop every instance made under this run's name (the runs' and the grader's)."""
         table = vars(self._utils)
-        prefix = _instance_prefix(self.model_name)
+        prefix = re.sub(r"[-./:]", "_", self.model_name)
         for key in [k for k in table if k.startswith(prefix)]:
             del table[key]
 
@@ -258,7 +237,6 @@ def turn_tools(
         bfcl_name = str(function["name"])
         name = api_name(bfcl_name)
         names[name] = bfcl_name
-        schema = parameters_schema(function)
 
         def run(arguments: dict[str, Any], _name: str = bfcl_name) -> str:
             call = call_string(_name, arguments)
@@ -267,16 +245,7 @@ def turn_tools(
             (result,) = backends.execute([call])
             return result
 
-        tools.append(
-            Tool(
-                name=name,
-                description=str(function.get("description") or "") + PYTHON_HINT,
-                args_model=arguments_model(schema),
-                function=run,
-                parameters=schema,
-                pass_arguments=True,
-            )
-        )
+        tools.append(bfcl_tool(function, name, run, pass_arguments=True))
     return tools, names
 
 

@@ -1,22 +1,10 @@
 """``bfcl-prompt``: the text protocol with BFCL's own Prompt-mode system prompt.
 
-BFCL's leaderboard has two columns per model: *FC* (native function calling) and
-*Prompt* (the functions listed in a system prompt, the reply a Python list of calls:
-``[get_weather(city="Paris"), ...]``). Our ``text`` protocol prompts with our own ReAct
-template, so its figures do not stand beside the Prompt column. This protocol does: it
-sends BFCL's default system prompt (its "classic" style, Python return format, functions
-as JSON, no tool-call tags) and reads the reply as BFCL's decoder does, a bracketed list
-of calls with literal keyword arguments.
-
-The prompt's words are read from the ``bfcl-eval`` wheel at run time
-(``bfcl_eval.constants.default_prompts``, a module with no imports of its own), so they
-are BFCL's exactly; only the assembly is ours. Function documents are BFCL's, in BFCL's
-dialect, with the "Python 3 syntax" note BFCL adds for Python cases.
-
-A reply that is no such list (prose, an empty list) is the final answer: no call, which is
-what BFCL makes of it too. A call whose arguments are not literals (a variable, an
-expression) is kept as a call with unreadable arguments: it never runs with a guessed
-value.
+It sends BFCL's default system prompt (words read from the ``bfcl-eval`` wheel; only the
+assembly is ours) and reads the reply as BFCL's decoder does, a bracketed list of calls with
+literal keyword arguments: ``[get_weather(city="Paris"), ...]``. A reply that is no such
+list is the final answer; a call whose arguments are not literals is kept as a call with
+unreadable arguments, never run with a guessed value.
 """
 
 from __future__ import annotations
@@ -47,14 +35,8 @@ def _prompts() -> Any:
 
 
 def with_python_hint(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The functions as BFCL sends them in a Python case: the description ends with
-    :data:`PYTHON_HINT`."""
-    out = []
-    for f in functions:
-        doc = json.loads(json.dumps(f))
-        doc["description"] = str(doc.get("description") or "") + PYTHON_HINT
-        out.append(doc)
-    return out
+    """The functions as BFCL sends them in a Python case (:data:`PYTHON_HINT` added)."""
+    return [{**f, "description": str(f.get("description") or "") + PYTHON_HINT} for f in functions]
 
 
 def bfcl_system_prompt(functions: Sequence[Mapping[str, Any]]) -> str:

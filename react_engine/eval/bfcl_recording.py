@@ -54,13 +54,10 @@ class RecordingModel(ChatModel):
     def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
         self.base_url = inner.base_url
-        self.last: ModelResponse | None = None
         self.replies: list[ModelResponse] = []
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.last = None
         reply = await self.inner.complete(request)
-        self.last = reply
         self.replies.append(reply)
         return reply
 

@@ -1,19 +1,6 @@
-"""The report of a BFCL run: the table, BFCL's own figures, and its JSON.
-
-Per protocol and category the table gives:
-
-* **accuracy**: cases whose calls are an accepted answer (irrelevance: a plain answer and
-  no call);
-* **decode failures**: replies the protocol could not read as a call or an answer (a
-  ``format_error`` step, or a call whose arguments are no JSON object); a failure in every
-  category, irrelevance included (where BFCL counts an unreadable reply as "no call");
-* **tokens per call**: prompt and completion tokens of the one request, as the server
-  counted them;
-* **fallbacks**: cases whose step carries an event (a protocol fallback, a dropped
-  parameter the server rejected); and **repaired**: replies read only after a repair.
-
-Under the table, :func:`bfcl_summary` gives BFCL's own figures under the leaderboard's
-column names.
+"""The report of a BFCL run: the table, BFCL's own figures (:func:`bfcl_summary`), and its
+JSON. docs/bfcl.md says what each figure counts and which leaderboard column it lines up
+with.
 """
 
 from __future__ import annotations
@@ -39,6 +26,8 @@ __all__ = [
     "figure_cells",
     "format_report",
     "report_json",
+    "settings_words",
+    "tallies",
     "tally",
 ]
 
@@ -104,6 +93,25 @@ def tally(results: Sequence[CaseResult]) -> Tally:
     return Tally.total(Tally.of(r) for r in results)
 
 
+def tallies(report: Report) -> dict[str, dict[str, Tally]]:
+    """Each protocol's figures per category, then in total (``"TOTAL"``)."""
+    out = {}
+    for protocol in report.protocols:
+        mine = [r for r in report.results if r.protocol == protocol]
+        out[protocol] = {
+            c: tally([r for r in mine if r.category == c]) for c in report.categories
+        } | {"TOTAL": tally(mine)}
+    return out
+
+
+def settings_words(s: EvalSettings) -> str:
+    """The sampling settings, as the table and the HTML report head them."""
+    return (
+        f"temperature {s.temperature:g} · seed {s.seed} · max_tokens {s.max_tokens} · "
+        f"tool_choice {s.tool_choice}" + ("" if s.constrained else " · no constrained decoding")
+    )
+
+
 def format_report(report: Report) -> str:
     """The table: one row per protocol and category, then each protocol's total."""
     s = report.settings
@@ -117,25 +125,16 @@ def format_report(report: Report) -> str:
     lines = [
         f"BFCL · {report.model} ({report.source}) · "
         f"{len({r.case for r in report.results})} cases × {len(report.protocols)} protocol(s)"
-        f" · {' · '.join(steps)} · temperature {s.temperature:g} · seed {s.seed} · "
-        f"max_tokens {s.max_tokens} · tool_choice {s.tool_choice}"
-        + ("" if s.constrained else " · no constrained decoding"),
+        f" · {' · '.join(steps)} · {settings_words(s)}",
         "",
     ]
-    rows = [list(FIGURE_COLUMNS)]
-    totals: dict[str, Tally] = {}
-    for protocol in report.protocols:
-        mine = [r for r in report.results if r.protocol == protocol]
-        totals[protocol] = tally(mine)
-        for category in [*report.categories, "TOTAL"]:
-            t = (
-                totals[protocol]
-                if category == "TOTAL"
-                else tally([r for r in mine if r.category == category])
-            )
-            if not t.cases:
-                continue
-            rows.append([protocol, category, *figure_cells(t)])
+    by = tallies(report)
+    rows = [list(FIGURE_COLUMNS)] + [
+        [protocol, category, *figure_cells(t)]
+        for protocol, mine in by.items()
+        for category, t in mine.items()
+        if t.cases
+    ]
     lines += grid(rows, numeric_from=2)
     lines += [
         "",
@@ -149,7 +148,7 @@ def format_report(report: Report) -> str:
             "turn) · tok/call there: per request, every step of every turn"
         )
     lines += _summary_lines(report)
-    text = totals.get("text")
+    text = by["text"]["TOTAL"] if "text" in by else None
     if text is not None and text.cases:
         rate = text.decode_failures / text.cases
         verdict = "meets" if rate <= NATIVE_FC_DECODE_FAILURE_RATE else "misses"
@@ -158,7 +157,7 @@ def format_report(report: Report) -> str:
             f" or below BFCL's native-FC rate, {100 * NATIVE_FC_DECODE_FAILURE_RATE:.1f}% "
             f"(issue 14): {verdict} it"
         )
-    errors = sum(t.errors for t in totals.values())
+    errors = sum(mine["TOTAL"].errors for mine in by.values())
     if errors:
         lines.append(f"{errors} case(s) got no reply (API errors): counted as wrong")
     published = _published(report.model)
@@ -176,19 +175,9 @@ LIVE_CALLS = ("live_simple", "live_multiple", "live_parallel", "live_parallel_mu
 
 
 def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
-    """BFCL's own figures for one protocol's results, under the leaderboard's column names
-    (``None`` where a category they need was not run):
-
-    * **Python Simple AST**: our ``simple`` (BFCL's ``simple_python``);
-    * **Non-Live AST Summary**: the *unweighted* mean of Simple, Multiple, Parallel and
-      Parallel Multiple AST, as BFCL computes it, with Python Simple AST standing for
-      Simple AST (BFCL averages Python, Java and JavaScript there; we run Python only);
-    * **Irrelevance**, **Live Irrelevance**: as run;
-    * **Live AST Summary**: the mean of the four live call categories *weighted* by their
-      case counts (BFCL weights the live ones, not the non-live ones);
-    * **Multi Turn** figures per category, and their unweighted mean as **Multi Turn
-      Overall Acc** when all four ran.
-    """
+    """BFCL's own figures for one protocol's results, under the leaderboard's column names,
+    computed as BFCL computes them (docs/bfcl.md); ``None`` where a category they need was
+    not run."""
     acc: dict[str, float] = {}
     count: dict[str, int] = {}
     for category in {r.category for r in results}:
@@ -243,12 +232,6 @@ def _published(model: str) -> tuple[float, float] | None:
 
 def report_json(report: Report) -> dict[str, Any]:
     """The report as JSON: the meta, each protocol's figures, and every case."""
-    totals = {}
-    for protocol in report.protocols:
-        mine = [r for r in report.results if r.protocol == protocol]
-        totals[protocol] = {
-            c: asdict(tally([r for r in mine if r.category == c])) for c in report.categories
-        } | {"TOTAL": asdict(tally(mine))}
     return {
         "meta": {
             "model": report.model,
@@ -259,7 +242,9 @@ def report_json(report: Report) -> dict[str, Any]:
             "categories": report.categories,
             "react_engine": __version__,
         },
-        "totals": totals,
+        "totals": {
+            p: {c: asdict(t) for c, t in mine.items()} for p, mine in tallies(report).items()
+        },
         "bfcl_summary": {
             p: bfcl_summary([r for r in report.results if r.protocol == p])
             for p in report.protocols

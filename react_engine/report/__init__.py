@@ -3,10 +3,7 @@
 * :mod:`.page`: the page (inline styles, no script, no network) and the escaping;
 * :mod:`.run`: a run's timeline (``result.to_html()``, ``runs show ID --html FILE``);
 * :mod:`.comparison`: ``compare --html FILE``; :mod:`.bfcl`: ``eval bfcl --html FILE``;
-* :mod:`.svg`: the bar charts, drawn as inline SVG;
-* :mod:`.browser`: headless Chromium, to look at a report (its DOM, a screenshot);
-* :mod:`.samples` and :mod:`.screenshots`: the sample reports of ``docs/reports.md`` and
-  their pictures (``python -m react_engine.report.screenshots``).
+* :mod:`.svg`: the bar charts, drawn as inline SVG.
 """
 
 from .bfcl import bfcl_html

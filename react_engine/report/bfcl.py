@@ -1,18 +1,13 @@
-"""A BFCL evaluation (``react-engine eval bfcl --html FILE``) as one HTML page.
-
-On top, the settings and the charts (accuracy per category under each protocol, decode
-failures, tokens per call), then the table of figures per protocol and category (those
-the terminal prints), then one row per case with one column per protocol: the verdict,
-linked to the case's details under it: what the model wrote, the calls it made as
-decoded, why the checker failed it, the notices and the tokens.
-"""
+"""A BFCL evaluation (``react-engine eval bfcl --html FILE``) as one HTML page: the
+settings and charts, the figures table the terminal prints, one row per case with a verdict
+per protocol, each linked to the case's details (the reply, the calls, why it failed)."""
 
 from __future__ import annotations
 
 import json
 
 from ..eval.bfcl_case import CaseResult
-from ..eval.bfcl_report import FIGURE_COLUMNS, Report, figure_cells, tally
+from ..eval.bfcl_report import FIGURE_COLUMNS, Report, figure_cells, settings_words, tallies
 from .page import esc, fold, page, slug
 from .svg import bar_chart
 
@@ -37,16 +32,13 @@ def _verdict(result: CaseResult) -> tuple[str, str]:
 
 
 def _charts(report: Report) -> str:
+    by = tallies(report)
     groups = [*report.categories, "TOTAL"]
-    accuracy: list[tuple[str, list[float]]] = []
-    for protocol in report.protocols:
-        mine = [r for r in report.results if r.protocol == protocol]
-        values = []
-        for category in groups:
-            t = tally(mine if category == "TOTAL" else [r for r in mine if r.category == category])
-            values.append(t.correct / t.cases if t.cases else 0.0)
-        accuracy.append((protocol, values))
-    totals = [tally([r for r in report.results if r.protocol == p]) for p in report.protocols]
+    accuracy = [
+        (p, [t.correct / t.cases if t.cases else 0.0 for t in mine.values()])
+        for p, mine in by.items()
+    ]
+    totals = [mine["TOTAL"] for mine in by.values()]
     panels = [
         bar_chart(
             "accuracy",
@@ -75,23 +67,16 @@ def _charts(report: Report) -> str:
 
 
 def _figures(report: Report) -> str:
-    head = FIGURE_COLUMNS
-    rows = []
-    for protocol in report.protocols:
-        mine = [r for r in report.results if r.protocol == protocol]
-        for category in [*report.categories, "TOTAL"]:
-            t = tally(mine if category == "TOTAL" else [r for r in mine if r.category == category])
-            if not t.cases:
-                continue
-            cells = figure_cells(t)
-            rows.append(
-                f"<tr><th>{esc(protocol)}</th><td>{esc(category)}</td>"
-                + "".join(f'<td class="num">{esc(c)}</td>' for c in cells)
-                + "</tr>"
-            )
-    heads = "".join(f"<th>{esc(h)}</th>" for h in head)
-    body = "".join(rows)
-    return f'<table class="figures"><thead><tr>{heads}</tr></thead><tbody>{body}</tbody></table>'
+    rows = "".join(
+        f"<tr><th>{esc(protocol)}</th><td>{esc(category)}</td>"
+        + "".join(f'<td class="num">{esc(c)}</td>' for c in figure_cells(t))
+        + "</tr>"
+        for protocol, mine in tallies(report).items()
+        for category, t in mine.items()
+        if t.cases
+    )
+    heads = "".join(f"<th>{esc(h)}</th>" for h in FIGURE_COLUMNS)
+    return f'<table class="figures"><thead><tr>{heads}</tr></thead><tbody>{rows}</tbody></table>'
 
 
 def _cases(report: Report) -> str:
@@ -165,12 +150,7 @@ def bfcl_html(report: Report) -> str:
     s = report.settings
     cases = len({r.case for r in report.results})
     title = f"react-engine eval bfcl: {cases} cases × {len(report.protocols)} protocols"
-    sub = (
-        f"{report.model} ({report.source}) · temperature {s.temperature:g} · seed {s.seed} · "
-        f"max_tokens {s.max_tokens} · tool_choice {s.tool_choice}"
-        + ("" if s.constrained else " · no constrained decoding")
-        + f" · started {report.started_at}"
-    )
+    sub = f"{report.model} ({report.source}) · {settings_words(s)} · started {report.started_at}"
     body = [
         f"<h1>{esc(title)}</h1>",
         f'<p class="sub">{esc(sub)}</p>',

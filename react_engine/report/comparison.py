@@ -1,11 +1,6 @@
-"""A comparison (``react-engine compare --html FILE``) as one HTML page.
-
-On top, the settings and a chart per figure of the totals (tasks solved, LLM calls, tool
-calls, format errors, ...; one bar per model and protocol), then the table: one row per
-task, one column per target, each cell the verdict and its figures, linked to the run.
-Under it, every run in full (:func:`~react_engine.report.run.run_section`), with why the
-checker failed it.
-"""
+"""A comparison (``react-engine compare --html FILE``) as one HTML page: the settings, a
+chart per total figure, the table (one row per task, one cell per target, linked to its
+run), then every run in full (:func:`~react_engine.report.run.run_section`)."""
 
 from __future__ import annotations
 

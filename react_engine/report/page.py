@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable
+from pathlib import Path
 
 __all__ = ["FOLD_CHARS", "FOLD_LINES", "block", "esc", "fold", "page", "slug"]
 
@@ -22,52 +23,8 @@ FOLD_LINES = 12
 
 _POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
-_STYLE = """
-:root { --fg: #1f2328; --dim: #656d76; --line: #d0d7de; --bg: #ffffff; --soft: #f6f8fa;
-  --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; --accent: #0969da; --held: #8250df; }
-* { box-sizing: border-box; }
-body { margin: 0 auto; max-width: 1100px; padding: 24px; color: var(--fg); background: var(--bg);
-  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", sans-serif; }
-h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; }
-h3 { font-size: 15px; margin: 0 0 6px; }
-a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
-pre { margin: 4px 0; padding: 8px 10px; background: var(--soft); border-radius: 6px;
-  white-space: pre-wrap; word-break: break-word; font: 12.5px/1.45 ui-monospace, SFMono-Regular,
-  Menlo, Consolas, monospace; }
-code { font: 12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
-.sub { color: var(--dim); margin: 0 0 16px; }
-.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 8px 0; }
-.facts dt { color: var(--dim); } .facts dd { margin: 0; }
-.notice { color: var(--warn); background: #fff8c5; border-radius: 6px; padding: 4px 10px;
-  margin: 4px 0; }
-.timeline { list-style: none; padding: 0; margin: 8px 0; }
-.step { border: 1px solid var(--line); border-left: 4px solid var(--accent); border-radius: 6px;
-  padding: 10px 14px; margin: 10px 0; }
-.step.final { border-left-color: var(--ok); } .step.format_error { border-left-color: var(--bad); }
-.step-head { display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: baseline;
-  margin-bottom: 4px; }
-.step-head .figures { color: var(--dim); font-size: 12.5px; }
-.label { color: var(--dim); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
-.call { border-top: 1px dashed var(--line); padding-top: 6px; margin-top: 6px; }
-.call-head code { font-weight: 600; }
-.badge { display: inline-block; font-size: 12px; padding: 0 8px; border-radius: 10px;
-  color: #fff; background: var(--dim); margin-left: 6px; }
-.badge.ok { background: var(--ok); } .badge.refused, .badge.failed { background: var(--bad); }
-.badge.held { background: var(--held); } .badge.salvaged { background: var(--warn); }
-.answer { border-left: 3px solid var(--ok); padding-left: 10px; }
-.repairs { color: var(--dim); font-size: 12.5px; margin: 4px 0 0; padding-left: 18px; }
-.repairs li.label { list-style: none; margin-left: -18px; }
-.code { color: var(--dim); font-size: 12px; }
-details > summary { cursor: pointer; color: var(--dim); }
-table { border-collapse: collapse; margin: 8px 0; font-size: 13px; }
-th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top; }
-th { background: var(--soft); } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.pass { background: #dafbe1; } td.fail { background: #ffebe9; } td.decode { background: #fff1c5; }
-.charts { display: flex; flex-wrap: wrap; gap: 12px; }
-.charts svg { border: 1px solid var(--line); border-radius: 6px; background: #fff; }
-.run-report { border-top: 2px solid var(--line); margin-top: 28px; padding-top: 8px; }
-.back { font-size: 12.5px; }
-"""
+_STYLE = "\n" + (Path(__file__).parent / "page.css").read_text(encoding="utf-8")
+"""The styles, inline: ``page.css``."""
 
 
 def esc(text: object) -> str:

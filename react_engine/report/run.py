@@ -1,15 +1,8 @@
-"""One run as HTML: its header (question, answer, protocol and why, notices) and the
-timeline of its steps.
-
-A run is read from its trace records (:meth:`RunResult.trace
-<react_engine.types.RunResult.trace>`: a header, one record per step, a footer), the form
-a comparison keeps each run in and a stored run can be put back into
-(:func:`~react_engine.report.stored.stored_run_records`), so the three reports draw a run
-the same way (and this module needs none of the run's types). Each step shows
-what the model wrote (thought, separate reasoning, the reply itself when it differs), each
-call with its arguments as decoded and as written, its status (a call the engine refused
-or held back is marked so, with the observation the engine wrote for the model, word for
-word), the repairs its reading took, what it returned, and the step's tokens and times.
+"""One run as HTML, from its trace records (:meth:`RunResult.trace
+<react_engine.types.RunResult.trace>`: a header, one record per step, a footer), the form a
+comparison keeps each run in and a stored run is put back into (:mod:`.stored`): its facts,
+then each step with what the model wrote, each call (as decoded and as written, its status,
+the engine's words to the model, its repairs) and the step's tokens and times.
 """
 
 from __future__ import annotations

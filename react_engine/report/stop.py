@@ -22,29 +22,21 @@ STOPPED = {
 """Why a run stopped, in words, for each ``RunResult.stop_reason``."""
 
 
+_CAUSES = {
+    "max_steps": "the step budget was spent",
+    "loop": "the model kept repeating the same call",
+}
+
+
 def reason_words(reason: str, *, answered: bool, tools: Sequence[str] = ()) -> str:
     """Why a run stopped for ``reason`` (with an answer, or not), in plain words, the code
     after them. ``tools``: the names of the calls the run made, one per call."""
-    if reason in ("max_steps", "loop"):
-        cause = (
-            "the step budget was spent"
-            if reason == "max_steps"
-            else "the model kept repeating the same call"
-        )
-        if answered:
-            words = (
-                f"answered after {calls_made(tools)}; the final answer was asked for "
-                f"without tools once {cause}"
-            )
-        else:
-            words = f"{cause}, and no final answer came after it"
-    else:
-        words = STOPPED.get(reason, reason)
+    cause = _CAUSES.get(reason)
+    if cause is None:
+        return f"{STOPPED.get(reason, reason)} ({reason})"
+    if not answered:
+        return f"{cause}, and no final answer came after it ({reason})"
+    n, names = len(tools), ", ".join(dict.fromkeys(tools))
+    calls = f"{n} tool call{'' if n == 1 else 's'}" + (f" ({names})" if names else "")
+    words = f"answered after {calls}; the final answer was asked for without tools once {cause}"
     return f"{words} ({reason})"
-
-
-def calls_made(tools: Sequence[str]) -> str:
-    """``"1 tool call (get_weather)"``, ``"3 tool calls (get_weather, calculator)"``."""
-    names = ", ".join(dict.fromkeys(tools))
-    n = len(tools)
-    return f"{n} tool call{'' if n == 1 else 's'}" + (f" ({names})" if names else "")

@@ -170,6 +170,8 @@ def test_the_wheel_ships_the_tasks_prompts_and_license(dist: dict[str, Path]) ->
         assert shipped("react_engine/prompts/", ".toml") == _source_files("prompts", "*.toml")
         assert {
             "react_engine/transport/capabilities.json",
+            "react_engine/cli/dry_run.json",
+            "react_engine/report/page.css",
             "react_engine/py.typed",
             "react_engine/local/server.py",
         } <= names
@@ -193,6 +195,8 @@ def test_the_sdist_has_what_a_wheel_build_needs(dist: dict[str, Path]) -> None:
         "README.md",
         "pyproject.toml",
         "react_engine/transport/capabilities.json",
+        "react_engine/cli/dry_run.json",
+        "react_engine/report/page.css",
     }
     expected |= {
         f"react_engine/compare/tasks/{n}"

@@ -13,18 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from react_engine.report import bfcl_html, comparison_html, screenshots
-from react_engine.report.browser import dump_dom, find_chromium, screenshot
+from react_engine.report import bfcl_html, comparison_html
 from react_engine.report.run import STATUS
-from react_engine.report.samples import (
+from tests.support import parts, reports
+from tests.support.dom import Element, parse
+from tests.support.reports import (
     HOSTILE,
     HOSTILE_ID,
     bfcl_report,
     comparison_report,
+    dump_dom,
+    find_chromium,
     run_result,
+    screenshot,
 )
-from tests.support import parts
-from tests.support.dom import Element, parse
 
 pytestmark = pytest.mark.slow  # Chromium runs as a subprocess
 
@@ -121,9 +123,9 @@ def test_a_bfcl_report_in_the_browser(tmp_path: Path) -> None:
 
 def test_the_docs_pictures_are_made_by_the_sample_pages(tmp_path: Path) -> None:
     parts.require_module("bfcl_eval", parts.BFCL, parts.BFCL_HINT, module_level=False)
-    assert screenshots.main([str(tmp_path)]) == 0
+    assert reports.main([str(tmp_path)]) == 0
     docs = Path(__file__).resolve().parents[2] / "docs" / "images"
-    for kind in screenshots.KINDS:
+    for kind in reports.KINDS:
         made = (tmp_path / f"report-{kind}.png").read_bytes()
         kept = (docs / f"report-{kind}.png").read_bytes()
         # The same window as the picture kept in docs/ (its pixels change with the date

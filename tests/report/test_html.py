@@ -17,7 +17,6 @@ from react_engine.compare.run import METRICS
 from react_engine.report import comparison_html, run_html
 from react_engine.report.page import FOLD_CHARS
 from react_engine.report.run import STATUS
-from react_engine.report.samples import HOSTILE, comparison_report, run_result
 from react_engine.store import open_store
 from react_engine.testing import ScriptedModel
 from react_engine.testing.tools import get_weather
@@ -25,6 +24,7 @@ from react_engine.types import ModelResponse
 from react_engine.wording import Notice, NoticeCode
 from tests.support import parts
 from tests.support.dom import Element, parse
+from tests.support.reports import HOSTILE, comparison_report, run_result
 
 REFUSED = {status for status, (cls, _) in STATUS.items() if cls == "refused"}
 
