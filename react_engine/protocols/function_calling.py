@@ -341,13 +341,17 @@ class FunctionCallingProtocol(Protocol):
                 repairs=repairs,
             )
         # A Thought/Action block written as text by a model that was given native tools.
-        # Its calls count only when each names a tool, and the parser takes a name as
-        # written (no escape in the text: no JSON string spells it otherwise), so a reply
-        # that holds no tool's name (the usual answer) has none to read.
-        if "\\" not in content and not any(name in content for name in names):
+        # Its calls count only when each names a tool; the parser reads a name as written
+        # or in another case and spelling (QueryEngineTool, query-engine-tool), with no
+        # escape in the text, so a reply that holds no tool's name in any such spelling
+        # (the usual answer) has none to read.
+        squashed = content.lower().replace("_", "").replace("-", "")
+        if "\\" not in content and not any(
+            name.lower().replace("_", "").replace("-", "") in squashed for name in names
+        ):
             return None
         try:
-            parsed = parse_react(content)
+            parsed = parse_react(content, tools=names)
         except ReActParseError:
             return None
         if not parsed.actions or not all(a.tool in names for a in parsed.actions):

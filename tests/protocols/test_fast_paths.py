@@ -196,7 +196,7 @@ def _salvage_long_way(protocol: FunctionCallingProtocol, text: str, ctx: Request
     if SV.read_salvaged(text, names):
         return protocol._salvage(text, ctx)  # the same: the parser is not asked
     try:
-        parsed = parse_react(text)
+        parsed = parse_react(text, tools=names)
     except ReActParseError:
         return None
     if not parsed.actions or not all(a.tool in names for a in parsed.actions):

@@ -227,16 +227,14 @@ for _shape in SHAPES:
 def test_every_shape_undamaged_reads_right() -> None:
     """The property is not vacuous: each shape, undamaged, is read as the intended step by
     the text protocol, and its calls by function calling too (which reads ReAct text with
-    the same parser; a tool name with junk or in another style aside: function calling
-    reads a name only as written)."""
+    the same parser, given the offered tools' names)."""
     args = {"location": "Paris"}
     offered = ["get_weather", "search"]
     for shape, first in itertools.product(SHAPES, (True, False)):
         pick = (lambda options: options[0]) if first else (lambda options: options[-1])
         call = "".join(render(shape, ("get_weather", args), pick))
         final = "".join(render(shape, (FINAL, "Paris it is"), pick))
-        protocols = [TEXT] if shape == "junk" or (shape == "wrapped" and first) else [TEXT, FC]
-        for protocol in protocols:
+        for protocol in (TEXT, FC):
             response = ModelResponse(content=call, finish_reason="stop")
             decision = protocol.parse_reply(response, context(offered, ("get_weather", args)))
             assert isinstance(decision, CallTools), (shape, call, decision)

@@ -313,7 +313,7 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
     if salvage_calls(text, names):
         return True
     try:
-        parsed = parse_react(text)
+        parsed = parse_react(text, tools=names)
     except ReActParseError:
         return False
     return any(action.tool in names for action in parsed.actions)
