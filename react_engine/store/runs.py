@@ -1,33 +1,11 @@
 """Resumable runs: each step committed as it completes, and a run replayed from its journal.
 
-With a :class:`RunStore` (``Agent(store=...)``), a run writes, as it goes:
-
-* ``reply``: each model reply, with the ids its calls were given, read by the protocol,
-  committed before any of its calls runs and before the next request (with the first
-  call's ``started``, else with its step, else with the run's result: see
-  :attr:`RunJournal.eager`);
-* ``started``: a call about to run (after its approval), before its tool is invoked;
-* ``done``: the call's record (arguments, status, observation) once it has run;
-* ``step``: each step of the transcript, written with the next commit (the next call's
-  start, or the run's result): a run resumes from its replies and calls, so a crash that
-  loses the latest step loses nothing it needs, and a step costs no commit of its own;
-* ``deferred``: a call whose approval was put off (``approve="defer"``), with the run's
-  result;
-* ``approval``: a verdict given to :meth:`Agent.resume <react_engine.Agent.resume>`, bound
-  to the one deferred call it answers (:mod:`react_engine.store.approvals`).
-
-A 3-call run makes 6 commits besides its first (the run's row) and its last (the result):
-each call's start (with the reply and the step before) and each call's end.
-
-:meth:`Agent.resume <react_engine.Agent.resume>` runs the run again from its question
-with a :class:`RunJournal` in front of the model and the tools: the loop is deterministic
-given the replies, so it takes the same turns, each committed reply served from the
-journal (no request), each finished call's record served from it (the tool is not run),
-until it reaches the point where the process died, and goes on live from there. A call
-that had started and not finished is run again only if its tool says calling it again
-changes nothing more (MCP ``idempotentHint``, or read-only); otherwise the model is told it
-may or may not have happened. A model reply received but not yet committed when the
-process died is asked for again: that request is the only one a crash can repeat.
+A run journals ``reply`` (each model reply and its calls' ids), ``started`` and ``done``
+(each call), ``step``, ``deferred`` (an approval put off) and ``approval`` (a verdict:
+:mod:`react_engine.store.approvals`). :meth:`Agent.resume <react_engine.Agent.resume>`
+runs the run again from its question with a :class:`RunJournal` serving the committed
+replies and finished calls, and goes on live from where the process died
+(docs/sessions.md).
 """
 
 from __future__ import annotations
@@ -119,14 +97,10 @@ class RunStore(ABC):
     takes microseconds on a local disk). A backend raises :class:`StoreError` (never its
     driver's errors) for a store that cannot be read or written."""
 
-    # --- the lease ---------------------------------------------------------------------------
-
     @abstractmethod
     def hold(self, run_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """The run's lease, for the ``async with`` block: :class:`RunBusy` if another
         worker holds it. It ends with the block, or with the process."""
-
-    # --- writing -----------------------------------------------------------------------------
 
     @abstractmethod
     async def begin(
@@ -146,10 +120,6 @@ class RunStore(ABC):
     async def add_many(self, run_id: str, entries: Entries) -> None:
         """Commit entries of the run's journal, in one transaction."""
 
-    async def add(self, run_id: str, kind: str, key: str, body: Mapping[str, Any]) -> None:
-        """Commit one entry of the run's journal."""
-        await self.add_many(run_id, [(kind, key, body)])
-
     @abstractmethod
     async def finish(self, run_id: str, result: RunResult, entries: Entries = ()) -> None:
         """Write the run's outcome, with its last ``entries``, in one transaction."""
@@ -157,8 +127,6 @@ class RunStore(ABC):
     @abstractmethod
     async def failed(self, run_id: str, error: BaseException, entries: Entries = ()) -> None:
         """Write that the run raised ``error``, with its last ``entries``."""
-
-    # --- reading -----------------------------------------------------------------------------
 
     @abstractmethod
     async def runs(self, limit: int = 50) -> list[RunInfo]:
@@ -180,8 +148,6 @@ class RunStore(ABC):
     @abstractmethod
     async def entries(self, run_id: str) -> list[Entry]:
         """The run's journal, in commit order."""
-
-    # --- written with the above --------------------------------------------------------------
 
     def journal(self, run_id: str | None = None) -> RunJournal:
         """The journal of run ``run_id`` (a new id when None): what ``Agent(store=...)``
@@ -259,6 +225,16 @@ def rows_of(entries: Entries) -> list[tuple[str, str, str]]:
     ]
 
 
+def entries_insert(
+    table: str, mark: str, run_id: str, last: int, rows: list[tuple[str, str, str]], now: float
+) -> tuple[str, list[Any]]:
+    """One ``INSERT`` of ``rows`` into ``table``, numbered after ``last`` (``mark`` is the
+    driver's placeholder): one statement, so one transaction when run alone."""
+    params = [v for i, row in enumerate(rows, last + 1) for v in (run_id, i, *row, now)]
+    values = ", ".join([f"({', '.join([mark] * 6)})"] * len(rows))
+    return f"INSERT INTO {table} (run, seq, kind, key, body, created) VALUES {values}", params
+
+
 def lock_key(run_id: str) -> int:
     """A run's lock: 62 bits of a hash of its id (a signed 64-bit integer's range)."""
     return int.from_bytes(hashlib.blake2b(run_id.encode(), digest_size=8).digest()) >> 2
@@ -319,28 +295,26 @@ class SQLiteRunStore(RunStore):
 
     async def add_many(self, run_id: str, entries: Entries) -> None:
         rows = rows_of(entries)
-        if not rows:
-            return
-        now = time.time()
-        last = self._seq.get(run_id)
-        if last is not None:  # held: one statement, its own transaction
-            self.db.execute(*_entries_insert(run_id, last, rows, now))
-            self._seq[run_id] = last + len(rows)
-            return
-        with self.db.write() as conn:
-            self._insert(conn, run_id, rows, now)
+        if rows and run_id in self._seq:  # held: one statement, its own transaction
+            self.db.execute(*self._insert(None, run_id, rows, time.time()))
+        elif rows:
+            with self.db.write() as conn:
+                conn.execute(*self._insert(conn, run_id, rows, time.time()))
 
     def _insert(
-        self, conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, str, str]], now: float
-    ) -> None:
-        if not rows:
-            return
+        self,
+        conn: sqlite3.Connection | None,
+        run_id: str,
+        rows: list[tuple[str, str, str]],
+        now: float,
+    ) -> tuple[str, list[Any]]:
         last = self._seq.get(run_id)
         if last is None:
+            assert conn is not None
             last = self._last(conn, run_id)
-        conn.execute(*_entries_insert(run_id, last, rows, now))
-        if run_id in self._seq:
+        else:
             self._seq[run_id] = last + len(rows)
+        return entries_insert("run_entries", "?", run_id, last, rows, now)
 
     @staticmethod
     def _last(conn: sqlite3.Connection, run_id: str) -> int:
@@ -359,13 +333,12 @@ class SQLiteRunStore(RunStore):
         rows = rows_of(entries)
         now = time.time()
         with self.db.write() as conn:
-            self._insert(conn, run_id, rows, now)
+            if rows:
+                conn.execute(*self._insert(conn, run_id, rows, now))
             conn.execute(
                 "UPDATE runs SET status = ?, result = ?, updated = ? WHERE id = ?",
                 (status, record, now, run_id),
             )
-
-    # --- reading -----------------------------------------------------------------------------
 
     async def runs(self, limit: int = 50) -> list[RunInfo]:
         with self.db.read() as conn:
@@ -403,26 +376,6 @@ class SQLiteRunStore(RunStore):
                 "SELECT kind, key, body FROM run_entries WHERE run = ? ORDER BY seq", (run_id,)
             ).fetchall()
         return [Entry(kind, key, json.loads(body)) for kind, key, body in rows]
-
-
-def _entries_insert(
-    run_id: str, last: int, rows: list[tuple[str, str, str]], now: float
-) -> tuple[str, list[Any]]:
-    """One ``INSERT`` of ``rows``, numbered after ``last`` (one statement: one transaction
-    when run alone)."""
-    params: list[Any] = []
-    for i, (kind, key, body) in enumerate(rows, last + 1):
-        params += (run_id, i, kind, key, body, now)
-    sql = _INSERTS[len(rows)] if len(rows) < len(_INSERTS) else _insert_sql(len(rows))
-    return sql, params
-
-
-def _insert_sql(n: int) -> str:
-    values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * n)
-    return f"INSERT INTO run_entries (run, seq, kind, key, body, created) VALUES {values}"
-
-
-_INSERTS = [""] + [_insert_sql(n) for n in range(1, 9)]
 
 
 @dataclass(slots=True)
