@@ -1,34 +1,10 @@
-"""Streamed replies: assembling deltas, stopping early at a stop sequence.
+"""Streamed replies: assembling deltas, stopping early at a stop sequence (docs/streaming.md).
 
-:class:`ReplyBuilder` turns the :class:`~react_engine.types.ModelDelta` pieces of one
-streamed reply into the same :class:`~react_engine.types.ModelResponse` a non-streamed
-call returns: text and reasoning concatenated, tool calls assembled by index (id and name
-from their first fragment, arguments from every fragment), the finish reason and the
-usage of the last chunks.
-
-It also enforces the request's ``stop`` sequences on the client (*live stop detection*):
-a server that ignores ``stop`` keeps writing after the label ("Observation: ..." the model
-invented, then more); the builder cuts the text where the first stop sequence begins, and
-:func:`stream_once` stops reading and closes the stream, so that server costs no
-more tokens than one that honours ``stop``. Text that could be the beginning of a stop
-sequence is held back until the next delta settles it, so a consumer never sees a piece
-of the label. The server's usage chunk never comes after such a cut: the completion
-tokens are then counted from the deltas received (one per chunk, as llama.cpp, vLLM and
-OpenAI send them) and the prompt tokens estimated from its length, and the reply's
-``events`` say so.
-
-A stream that ends after HTTP 200 without a single chunk is no reply at all: the server
-cannot stream this request (some do not stream replies to requests with ``tools``).
-:func:`stream_once` raises :class:`EmptyStream` for it, which is not retried; the loop sends
-the turn again through :class:`Unstreamed` (the same model, its whole reply as one delta)
-and learns ``stream_tools=False`` when the request carried tools.
-
-Retries (:func:`~react_engine.transport.retries.with_retries` around :func:`stream_once`,
-as around a whole reply): a failure before the first delta is retried as any other. A
-failure after some deltas were passed on is retried too, within the same budget: the
-``on_discard`` callback is told first, so that a consumer drops the partial reply it has
-shown (the agent emits :class:`~react_engine.run.events.ReplyDiscarded`); the next attempt
-streams the reply from its beginning.
+:class:`ReplyBuilder` turns the deltas of one streamed reply into the reply a non-streamed
+call returns, and cuts its text where a ``stop`` sequence begins (a server that ignores
+``stop`` is then closed, and its usage estimated). :func:`stream_once` raises
+:class:`EmptyStream` for HTTP 200 with no chunk (the loop asks again through
+:class:`Unstreamed`); a failure after deltas were passed on calls ``on_discard`` first.
 """
 
 from __future__ import annotations
@@ -67,29 +43,18 @@ class Unstreamed(ChatModel):
 
 
 class ReplyBuilder:
-    """Assembles one streamed reply; watches its text for ``stop`` sequences.
-
-    :meth:`add` takes a delta and returns what of it can be passed on now (the text up to
-    a stop sequence, less what might still become one); :attr:`stopped` is the stop
-    sequence found, once one is. :meth:`response` is the reply.
-    """
+    """Assembles one streamed reply; watches its text for ``stop`` sequences
+    (:attr:`stopped`, once one is found)."""
 
     def __init__(self, stop: tuple[str, ...] | None = None) -> None:
         self.stop = tuple(s for s in (stop or ()) if s)
         self.stopped: str | None = None
-        self.chunks = 0
-        """Deltas with text, reasoning or a tool call: the completion tokens, estimated."""
-        self._shown: list[str] = []
-        """The text passed on so far, in pieces (joined once, at the end: appending to one
-        string would copy it on every delta, quadratic in a long reply)."""
-        self._pending = ""
-        """Text received but held back: it may be the beginning of a stop sequence. Never
-        longer than the longest stop sequence plus one delta."""
+        self.chunks = 0  # deltas with text, reasoning or a call: completion tokens, estimated
+        self._shown: list[str] = []  # the text passed on, in pieces (joined at the end)
+        self._pending = ""  # held back: it may be the beginning of a stop sequence
         self._any_content = False
         self._reasoning: list[str] = []
-        self._call_ids: dict[int, str | None] = {}
-        """The tool calls so far, by index (a fragment's ``index``): the id (the first one
-        sent), the name and the argument pieces (joined once, at the end)."""
+        self._call_ids: dict[int, str | None] = {}  # the calls by index: first id, name, args
         self._call_names: dict[int, str] = {}
         self._call_arguments: dict[int, list[str]] = {}
         self._finish: str | None = None
@@ -126,8 +91,6 @@ class ReplyBuilder:
         if not self.stop:
             self._shown.append(piece)
             return piece
-        # A stop sequence can only begin in the held-back text or the new piece: whatever
-        # was passed on could not begin one (see _held_back).
         text = self._pending + piece
         found = [(i, s) for s in self.stop if (i := text.find(s)) >= 0]
         if found:
@@ -231,9 +194,7 @@ async def stream_once(
     on_stop: Callable[[str, int], None] | None = None,
     on_discard: Callable[[str], None] | None = None,
 ) -> ModelResponse:
-    """One streamed attempt, assembled into a reply; a stream without a single chunk raises
-    :class:`EmptyStream`. A transient failure after deltas were passed on calls
-    ``on_discard`` (with the error's text) before it is raised: what was shown is void."""
+    """One streamed attempt, assembled into a reply (see the module)."""
     builder = ReplyBuilder(request.stop)
     delivered = False
     received = 0
@@ -254,8 +215,7 @@ async def stream_once(
     finally:
         closing = getattr(deltas, "aclose", None)
         if closing is not None:
-            # Closing the generator closes the HTTP response: the server sees the
-            # connection end and stops writing.
+            # closes the HTTP response: the server sees the connection end
             with contextlib.suppress(Exception):
                 await closing()
     if not received:
