@@ -88,22 +88,17 @@ def agent_queue(
             raise ConfigurationError(f"limiter['limit'] must be an int >= 1, not {limit!r}")
         if not isinstance(period, int | float) or isinstance(period, bool) or period <= 0:
             raise ConfigurationError(f"limiter['period'] must be seconds > 0, not {period!r}")
-    if per_provider:
-        return DBOS.register_queue(
-            name,
-            partition_concurrency=concurrency,
-            partition_limiter=cast(Any, limiter),
-            worker_concurrency=worker_concurrency,
-            polling_interval_sec=polling_interval,
-            on_conflict="always_update",
-        )
+    where = "partition_" if per_provider else ""
+    bounds: Any = {
+        "partition_concurrency" if per_provider else "global_concurrency": concurrency,
+        f"{where}limiter": limiter,
+    }
     return DBOS.register_queue(
         name,
-        global_concurrency=concurrency,
         worker_concurrency=worker_concurrency,
-        limiter=cast(Any, limiter),
         polling_interval_sec=polling_interval,
         on_conflict="always_update",
+        **bounds,
     )
 
 
@@ -375,26 +370,6 @@ class DBOSJournal(RunJournal):
         self.readers = {}
 
 
-class _Sessions:
-    """Loads and appends a session's history as steps."""
-
-    def __init__(self, factory: Any) -> None:
-        self.factory = factory
-
-    async def load(self, session_id: str) -> list[HistoryItem]:
-        async def read() -> list[dict[str, Any]]:
-            return [dump_item(i) for i in await self.factory(session_id).load()]
-
-        records = await DBOS.run_step_async({"name": "react_engine.session_load"}, read)
-        return [load_item(r) for r in records]
-
-    async def append(self, session_id: str, items: Sequence[HistoryItem]) -> None:
-        async def write() -> None:
-            await self.factory(session_id).append(list(items))
-
-        await DBOS.run_step_async({"name": "react_engine.session_append"}, write)
-
-
 class DBOSAgent(Generic[OutputT]):
     """An agent whose runs are DBOS workflows (docs/dbos.md).
 
@@ -418,7 +393,7 @@ class DBOSAgent(Generic[OutputT]):
         self.agent = agent
         self.name = name
         self.approval_timeout = approval_timeout
-        self._sessions = _Sessions(sessions) if sessions is not None else None
+        self._sessions = sessions  # a session from its id; loaded and appended as steps
         inner = copy.copy(agent)
         vars(inner).pop("_runner", None)  # made again with the approver below
         inner.tools = [DurableTool.of(t) for t in agent.tools]
@@ -524,7 +499,13 @@ class DBOSAgent(Generic[OutputT]):
         if session_id is not None:
             if self._sessions is None:
                 raise ConfigurationError("session_id= needs DBOSAgent(..., sessions=...)")
-            items = await self._sessions.load(session_id)
+            sessions = self._sessions
+
+            async def read() -> list[dict[str, Any]]:
+                return [dump_item(i) for i in await sessions(session_id).load()]
+
+            records = await DBOS.run_step_async({"name": "react_engine.session_load"}, read)
+            items = [load_item(r) for r in records]
         base = list(items)
         run = list(base)
         arun, model = self._inner._arun, self.model
@@ -544,7 +525,12 @@ class DBOSAgent(Generic[OutputT]):
             await DBOS.set_event_async(PENDING_EVENT, [])
         await DBOS.close_stream_async(STEPS_STREAM)
         if session_id is not None and self._sessions is not None:
-            await self._sessions.append(session_id, run[len(base) :])
+            sessions, added = self._sessions, run[len(base) :]
+
+            async def write() -> None:
+                await sessions(session_id).append(added)
+
+            await DBOS.run_step_async({"name": "react_engine.session_append"}, write)
         return result
 
 

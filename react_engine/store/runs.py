@@ -340,42 +340,34 @@ class SQLiteRunStore(RunStore):
                 (status, record, now, run_id),
             )
 
-    async def runs(self, limit: int = 50) -> list[RunInfo]:
+    def _rows(self, sql: str, *params: Any) -> list[Any]:
         with self.db.read() as conn:
-            rows = conn.execute(
-                "SELECT id, status, question, model, protocol, created, updated FROM runs "
-                "ORDER BY updated DESC LIMIT ?",
-                (limit,),
-            ).fetchall()
-        return [RunInfo(*row) for row in rows]
+            return conn.execute(sql, params).fetchall()
+
+    async def runs(self, limit: int = 50) -> list[RunInfo]:
+        return [
+            RunInfo(*row) for row in self._rows(f"{_INFO} ORDER BY updated DESC LIMIT ?", limit)
+        ]
 
     async def info(self, run_id: str) -> RunInfo:
-        with self.db.read() as conn:
-            row = conn.execute(
-                "SELECT id, status, question, model, protocol, created, updated FROM runs "
-                "WHERE id = ?",
-                (run_id,),
-            ).fetchone()
-        if row is None:
-            raise StoreError(f"no run {run_id!r} in {self.db.path}")
-        return RunInfo(*row)
+        for row in self._rows(f"{_INFO} WHERE id = ?", run_id):
+            return RunInfo(*row)
+        raise StoreError(f"no run {run_id!r} in {self.db.path}")
 
     async def header(self, run_id: str) -> str | None:
-        with self.db.read() as conn:
-            row = conn.execute("SELECT header FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return None if row is None else str(row[0])
+        rows = self._rows("SELECT header FROM runs WHERE id = ?", run_id)
+        return str(rows[0][0]) if rows else None
 
     async def result(self, run_id: str) -> dict[str, Any] | None:
-        with self.db.read() as conn:
-            row = conn.execute("SELECT result FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return None if row is None or row[0] is None else dict(json.loads(row[0]))
+        rows = self._rows("SELECT result FROM runs WHERE id = ?", run_id)
+        return dict(json.loads(rows[0][0])) if rows and rows[0][0] is not None else None
 
     async def entries(self, run_id: str) -> list[Entry]:
-        with self.db.read() as conn:
-            rows = conn.execute(
-                "SELECT kind, key, body FROM run_entries WHERE run = ? ORDER BY seq", (run_id,)
-            ).fetchall()
-        return [Entry(kind, key, json.loads(body)) for kind, key, body in rows]
+        sql = "SELECT kind, key, body FROM run_entries WHERE run = ? ORDER BY seq"
+        return [Entry(kind, key, json.loads(body)) for kind, key, body in self._rows(sql, run_id)]
+
+
+_INFO = "SELECT id, status, question, model, protocol, created, updated FROM runs"
 
 
 @dataclass(slots=True)

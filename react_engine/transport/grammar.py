@@ -372,11 +372,7 @@ def react_grammar(
         rules["answer-text"] = root
     choices: list[str] = []
     if not final_only:
-        for entry in tools:
-            fn = entry.get("function", entry)
-            tool_name = str(fn.get("name"))
-            if only_tool is not None and tool_name != only_tool:
-                continue
+        for tool_name, fn in _offered(tools, only_tool):
             root, tool_rules = schema_rules(
                 fn.get("parameters") or {}, f"args{len(choices)}-{tool_name}"
             )
@@ -411,6 +407,14 @@ def react_grammar(
     return _render(rules)
 
 
+def _offered(
+    tools: Sequence[Mapping[str, Any]], only_tool: str | None
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The tools a step may call (name, function object): all, or ``only_tool``."""
+    named = [(str(fn.get("name")), fn) for fn in (t.get("function", t) for t in tools)]
+    return [(name, fn) for name, fn in named if only_tool is None or name == only_tool]
+
+
 def _add(rules: dict[str, str], name: str, body: str) -> str:
     key = _rule_name(name)
     base, n = key, 2
@@ -438,11 +442,7 @@ def step_schema(
     branches: list[dict[str, Any]] = []
     defs: dict[str, Any] = {}
     if not final_only:
-        for entry in tools:
-            fn = entry.get("function", entry)
-            name = str(fn.get("name"))
-            if only_tool is not None and name != only_tool:
-                continue
+        for name, fn in _offered(tools, only_tool):
             params = dict(fn.get("parameters") or {"type": "object", "properties": {}})
             defs.update(params.pop("$defs", None) or {})
             branches.append(

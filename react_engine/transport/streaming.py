@@ -54,9 +54,7 @@ class ReplyBuilder:
         self._pending = ""  # held back: it may be the beginning of a stop sequence
         self._any_content = False
         self._reasoning: list[str] = []
-        self._call_ids: dict[int, str | None] = {}  # the calls by index: first id, name, args
-        self._call_names: dict[int, str] = {}
-        self._call_arguments: dict[int, list[str]] = {}
+        self._calls: dict[int, tuple[list[str | None], list[str]]] = {}  # [id, name], args
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._model: str | None = None
@@ -118,18 +116,13 @@ class ReplyBuilder:
         return "".join(self._shown) + self._pending
 
     def _add_call(self, chunk: ToolCallChunk) -> None:
-        index = chunk.index
-        if index not in self._call_ids:
-            self._call_ids[index], self._call_names[index] = None, ""
-            self._call_arguments[index] = []
-        if chunk.id and self._call_ids[index] is None:
-            self._call_ids[index] = chunk.id
-        name = self._call_names[index]
-        if chunk.name and chunk.name != name:
-            # Most servers send the name once; a few send it again with every fragment.
-            self._call_names[index] = name + chunk.name
+        head, arguments = self._calls.setdefault(chunk.index, ([None, ""], []))
+        if chunk.id and head[0] is None:
+            head[0] = chunk.id
+        if chunk.name and chunk.name != head[1]:  # a few servers send it with every fragment
+            head[1] = (head[1] or "") + chunk.name
         if chunk.arguments:
-            self._call_arguments[index].append(chunk.arguments)
+            arguments.append(chunk.arguments)
 
     def response(self, request: ModelRequest | None = None) -> ModelResponse:
         """The reply so far, as a non-streamed call would have returned it."""
@@ -150,11 +143,10 @@ class ReplyBuilder:
                 f"{self.chunks} completion tokens counted as chunks received, "
                 f"{prompt} prompt tokens estimated from its length"
             )
-        names = self._call_names
         calls = [
-            ToolCall(self._call_ids[i], names[i], "".join(self._call_arguments[i]))
-            for i in sorted(names)
-            if names[i]
+            ToolCall(head[0], head[1] or "", "".join(arguments))
+            for _, (head, arguments) in sorted(self._calls.items())
+            if head[1]
         ]
         text = self.text
         return ModelResponse(

@@ -285,21 +285,9 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         raise ModelUnavailableError("the API returned a choice with no message")
     calls: list[ToolCall] = []
     for tc in getattr(message, "tool_calls", None) or []:
-        fn = getattr(tc, "function", None)
-        name = getattr(fn, "name", None) if fn is not None else None
-        if not name:
-            continue
-        arguments = getattr(fn, "arguments", None)
-        if not isinstance(arguments, str):
-            arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
-        call_id = getattr(tc, "id", None) or None
-        calls.append(
-            ToolCall(
-                None if call_id is None else valid_unicode(str(call_id)),
-                valid_unicode(str(name)),
-                valid_unicode(arguments),
-            )
-        )
+        call_id, name, arguments = _call_parts(tc)
+        if name:
+            calls.append(ToolCall(call_id, name, arguments or ""))
     extra = getattr(message, "model_extra", None) or {}
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
@@ -314,6 +302,17 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         model=getattr(completion, "model", None),
         events=events,
     )
+
+
+def _call_parts(tc: Any) -> tuple[str | None, str | None, str | None]:
+    """A tool call's (or fragment's) id, name and arguments, as valid text or ``None``."""
+    fn = getattr(tc, "function", None)
+    arguments = getattr(fn, "arguments", None)
+    if arguments is not None and not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    parts = (getattr(tc, "id", None), getattr(fn, "name", None), arguments)
+    id_, name, text = (valid_unicode(str(part)) if part else None for part in parts)
+    return id_, name, text
 
 
 def delta_from_chunk(chunk: Any) -> ModelDelta:
@@ -333,20 +332,9 @@ def delta_from_chunk(chunk: Any) -> ModelDelta:
     calls: list[ToolCallChunk] = []
     for position, tc in enumerate(getattr(delta, "tool_calls", None) or []):
         index = getattr(tc, "index", None)
-        fn = getattr(tc, "function", None)
-        name = getattr(fn, "name", None) if fn is not None else None
-        arguments = getattr(fn, "arguments", None) if fn is not None else None
-        if arguments is not None and not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        call_id = getattr(tc, "id", None)
-        calls.append(
-            ToolCallChunk(
-                index if isinstance(index, int) and not isinstance(index, bool) else position,
-                valid_unicode(str(call_id)) if call_id else None,
-                valid_unicode(str(name)) if name else None,
-                valid_unicode(arguments) if arguments else None,
-            )
-        )
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = position
+        calls.append(ToolCallChunk(index, *_call_parts(tc)))
     return ModelDelta(
         content=content,
         reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) and reasoning else None,
