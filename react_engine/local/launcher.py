@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -208,44 +208,35 @@ def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
 _LOOPBACK_OPENER: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
+@dataclass(kw_only=True, eq=False)
 class LocalServer:
     """A llama.cpp server child process serving SmolLM2 on a loopback port: a context
     manager (``with LocalServer() as endpoint:``), or :meth:`start` and :meth:`stop`
-    (idempotent, and registered with :mod:`atexit` while the server runs)."""
+    (idempotent, and registered with :mod:`atexit` while the server runs).
 
-    def __init__(
-        self,
-        *,
-        model_path: Path | str | None = None,
-        host: str = "127.0.0.1",
-        port: int | None = None,
-        n_ctx: int = 8192,
-        n_threads: int | None = None,
-        log_path: Path | str | None = None,
-        startup_timeout: float = 120.0,
-        stop_timeout: float = 10.0,
-        verbose: bool = False,
-    ) -> None:
-        """Configure, without starting anything: ``model_path`` (default
-        :func:`find_model_path`), a loopback ``host``, ``port`` (``None``: a free one),
-        ``n_ctx`` tokens, ``n_threads`` (default 1: docs/local-model.md), ``log_path``
-        (default a temp file), ``startup_timeout`` and ``stop_timeout`` (SIGTERM to
-        SIGKILL) in seconds, ``verbose`` llama.cpp logging."""
-        _check_loopback(host)
-        if n_ctx < 512:
-            raise ConfigurationError(f"n_ctx={n_ctx} is too small for a chat prompt")
-        self._model_path = Path(model_path) if model_path is not None else None
-        self._host = host
-        self._port = port
-        self._n_ctx = n_ctx
-        self._n_threads = n_threads if n_threads is not None else 1
-        self._log_path = Path(log_path) if log_path is not None else None
-        self._startup_timeout = startup_timeout
-        self._stop_timeout = stop_timeout
-        self._verbose = verbose
-        self._process: subprocess.Popen[bytes] | None = None
-        self._endpoint: LocalEndpoint | None = None
-        self._workdir: Path | None = None
+    Configured, without starting anything: ``model_path`` (default
+    :func:`find_model_path`), a loopback ``host``, ``port`` (``None``: a free one),
+    ``n_ctx`` tokens, ``n_threads`` (default 1: docs/local-model.md), ``log_path``
+    (default a temp file), ``startup_timeout`` and ``stop_timeout`` (SIGTERM to SIGKILL)
+    in seconds, ``verbose`` llama.cpp logging."""
+
+    model_path: Path | str | None = None
+    host: str = "127.0.0.1"
+    port: int | None = None
+    n_ctx: int = 8192
+    n_threads: int | None = None
+    log_path: Path | str | None = None
+    startup_timeout: float = 120.0
+    stop_timeout: float = 10.0
+    verbose: bool = False
+    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _endpoint: LocalEndpoint | None = field(default=None, init=False, repr=False)
+    _workdir: Path | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _check_loopback(self.host)
+        if self.n_ctx < 512:
+            raise ConfigurationError(f"n_ctx={self.n_ctx} is too small for a chat prompt")
 
     @property
     def endpoint(self) -> LocalEndpoint | None:
@@ -262,19 +253,19 @@ class LocalServer:
         (:class:`ConfigurationError`, :class:`LocalServerError`)."""
         if self._endpoint is not None:
             return self._endpoint
-        if self._model_path is None:
+        if self.model_path is None:
             model_path = check_local_install()
         else:
             _check_server_modules()
-            model_path = self._model_path
+            model_path = Path(self.model_path)
             if not model_path.is_file():
                 raise ConfigurationError(f"model file {str(model_path)!r} does not exist")
         self._workdir = Path(tempfile.mkdtemp(prefix="react-engine-local-"))
-        log_path = self._log_path or self._workdir / "llama-server.log"
+        log_path = Path(self.log_path or self._workdir / "llama-server.log")
         # Only a port we picked ourselves can be re-picked after losing the bind race.
-        attempts = 3 if self._port is None else 1
+        attempts = 3 if self.port is None else 1
         for attempt in range(1, attempts + 1):
-            port = self._port if self._port is not None else _free_port(self._host)
+            port = self.port if self.port is not None else _free_port(self.host)
             try:
                 self._endpoint = self._spawn_and_wait(model_path, port, log_path)
                 return self._endpoint
@@ -290,7 +281,7 @@ class LocalServer:
         self._endpoint = None
         atexit.unregister(self.stop)
         if process is not None:
-            _terminate(process, self._stop_timeout)
+            _terminate(process, self.stop_timeout)
         if self._workdir is not None:
             # The log stays (it may be needed to explain a failure); the rest goes.
             with contextlib.suppress(OSError):
@@ -310,18 +301,19 @@ class LocalServer:
     def _config(self, model_path: Path, port: int, api_key: str) -> dict[str, Any]:
         """The ``--config_file`` contents: one model entry serving both protocols
         (``logits_all`` off: 1.6 GB at 8192 that only ``logprobs`` needs)."""
+        threads = 1 if self.n_threads is None else self.n_threads
         common: dict[str, Any] = {
             "model": str(model_path),
-            "n_ctx": self._n_ctx,
-            "n_threads": self._n_threads,
-            "n_threads_batch": self._n_threads,  # more spin-wait on a busy machine
+            "n_ctx": self.n_ctx,
+            "n_threads": threads,
+            "n_threads_batch": threads,  # more spin-wait on a busy machine
             "n_batch": _N_BATCH,
             "logits_all": False,
             "seed": 42,
-            "verbose": self._verbose,
+            "verbose": self.verbose,
         }
         return {
-            "host": self._host,
+            "host": self.host,
             "port": port,
             "api_key": api_key,
             "models": [{**common, "model_alias": MODEL_ALIAS, "chat_format": CHAT_FORMAT}],
@@ -355,7 +347,7 @@ class LocalServer:
             )
         atexit.register(self.stop)
         endpoint = LocalEndpoint(
-            base_url=f"http://{self._host}:{port}/v1",
+            base_url=f"http://{self.host}:{port}/v1",
             api_key=api_key,
             model=MODEL_ALIAS,
             log_path=log_path,
@@ -386,7 +378,7 @@ class LocalServer:
             },
         )
         try:
-            with _LOOPBACK_OPENER.open(request, timeout=self._startup_timeout) as response:
+            with _LOOPBACK_OPENER.open(request, timeout=self.startup_timeout) as response:
                 response.read()
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             try:
@@ -406,7 +398,7 @@ class LocalServer:
     def _wait_ready(self, endpoint: LocalEndpoint) -> None:
         """Poll ``GET /v1/models`` until it answers 200 (the model is loaded by then)."""
         assert self._process is not None
-        deadline = time.monotonic() + self._startup_timeout
+        deadline = time.monotonic() + self.startup_timeout
         request = urllib.request.Request(
             endpoint.base_url + "/models",
             headers={"Authorization": f"Bearer {endpoint.api_key}"},
@@ -424,7 +416,7 @@ class LocalServer:
                 pass
             if time.monotonic() > deadline:
                 message = (
-                    f"the local llama.cpp server did not answer within {self._startup_timeout:g} s"
+                    f"the local llama.cpp server did not answer within {self.startup_timeout:g} s"
                 )
                 raise _failed(message, endpoint, None)
             time.sleep(0.1)

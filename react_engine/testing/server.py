@@ -17,7 +17,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -187,6 +187,7 @@ _REASONS = {
 }
 
 
+@dataclass(eq=False)
 class MockOpenAIServer:
     """An OpenAI-compatible server whose every answer comes from ``responder``;
     ``requests`` records each decoded body in arrival order.
@@ -198,32 +199,25 @@ class MockOpenAIServer:
     ``probes``, unless ``answer_probe=False``.
     """
 
-    def __init__(
-        self,
-        responder: Responder,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        empty_tool_streams: bool = False,
-        ignore_tools: bool = False,
-        answer_probe: bool = True,
-    ) -> None:
-        if host not in ("127.0.0.1", "localhost", "::1"):
+    responder: Responder
+    _: KW_ONLY
+    host: str = "127.0.0.1"
+    port: int = 0
+    empty_tool_streams: bool = False
+    ignore_tools: bool = False
+    answer_probe: bool = True
+    probes: list[dict[str, Any]] = field(default_factory=list, init=False)  # not in requests
+    requests: list[dict[str, Any]] = field(default_factory=list, init=False)
+    streams: list[StreamRecord] = field(default_factory=list, init=False)  # per streamed reply
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
+    _server: asyncio.Server | None = field(default=None, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+    _ready: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the mock server binds loopback only")
-        self.responder = responder
-        self.empty_tool_streams = empty_tool_streams
-        self.ignore_tools = ignore_tools
-        self.answer_probe = answer_probe
-        self.probes: list[dict[str, Any]] = []  # probes answered here (not in requests)
-        self.host = host
-        self.port = port
-        self.requests: list[dict[str, Any]] = []
-        self.streams: list[StreamRecord] = []  # one per streamed reply, in order
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._lock = threading.Lock()
 
     @property
     def base_url(self) -> str:

@@ -63,22 +63,10 @@ _BASE_RULES: Final = {
 """Rules every grammar may use: JSON's own values, written once."""
 
 _BASE_DEPENDS: Final = {
-    "json-string": ("json-char",),
-    "json-text": ("json-char",),
-    "json-char": ("hex",),
-    "json-member": ("json-string", "ws", "json-value"),
-    "json-number": ("json-int",),
-    "json-value": (
-        "json-object",
-        "json-array",
-        "json-string",
-        "json-number",
-        "json-bool",
-        "json-null",
-    ),
-    "json-object": ("ws", "json-member"),
-    "json-array": ("ws", "json-value"),
+    name: [other for other in _BASE_RULES if re.search(rf"(?<![\w-]){other}(?![\w-])", body)]
+    for name, body in _BASE_RULES.items()
 }
+"""The base rules each base rule names."""
 
 
 def literal(text: str) -> str:

@@ -196,23 +196,24 @@ def _classify(body: str) -> RejectedParam | None:
         if kind in found:
             return kind
 
-    if _RE_VLLM_AUTO.search(text, timeout=t):
-        return "tools"
-    if _RE_PARALLEL.search(text, timeout=t):
-        return "parallel_tool_calls"
-    if _RE_TOOL_CHOICE.search(text, timeout=t):
-        return "tool_choice"
-    if _RE_TOOLS.search(text, timeout=t):
-        return "tools"
-    if _RE_STOP.search(text, timeout=t):
-        return "stop"
-    if _RE_TEMPERATURE.search(text, timeout=t):
-        return "temperature"
-    if _RE_REASONING_REJECTED.search(text, timeout=t):
-        return "reasoning_content"
+    for pattern, named in _PHRASES:
+        if pattern.search(text, timeout=t):
+            return named
     if found & _CONSTRAINT_PARAMS or _RE_CONSTRAINT.search(text, timeout=t):
         return "constrained_decoding"
     return None
+
+
+_PHRASES: Final[tuple[tuple[_Pattern, RejectedParam], ...]] = (
+    (_RE_VLLM_AUTO, "tools"),
+    (_RE_PARALLEL, "parallel_tool_calls"),
+    (_RE_TOOL_CHOICE, "tool_choice"),
+    (_RE_TOOLS, "tools"),
+    (_RE_STOP, "stop"),
+    (_RE_TEMPERATURE, "temperature"),
+    (_RE_REASONING_REJECTED, "reasoning_content"),
+)
+"""Phrases naming what was rejected, in the order they are tried."""
 
 
 def _error_parts(body: str) -> tuple[str, list[str], list[str]]:
