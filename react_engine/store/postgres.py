@@ -65,7 +65,7 @@ class PostgresSession(Session):
         self.name = name
         self.conninfo = conninfo
         self.pool = pool
-        self._ready = False
+        self.schema_ready = False
 
     def _connection(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
         return _connect(self, _SCHEMA, autocommit=False)
@@ -148,13 +148,13 @@ async def _connect(
 async def _schema(
     owner: PostgresSession | PostgresRunStore, conn: psycopg.AsyncConnection[Any], schema: str
 ) -> None:
-    if owner._ready:
+    if owner.schema_ready:
         return
     async with conn.transaction():
         # One creator at a time: CREATE TABLE IF NOT EXISTS races with itself.
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('react_engine_schema'))")
         await conn.execute(schema)
-    owner._ready = True
+    owner.schema_ready = True
 
 
 @contextlib.contextmanager
@@ -243,7 +243,7 @@ class PostgresRunStore(RunStore):
             raise ConfigurationError("PostgresRunStore takes conninfo or pool (one of them)")
         self.conninfo = conninfo
         self.pool = pool
-        self._ready = False
+        self.schema_ready = False
         self._held: dict[str, psycopg.AsyncConnection[Any]] = {}
         self._seq: dict[str, int] = {}
 
