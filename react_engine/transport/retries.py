@@ -74,56 +74,47 @@ async def _retry(
     failed: ModelUnavailableError,
     started: float,
 ) -> T:
-    """The attempts after a first one failed, with tenacity's ``AsyncRetrying``."""
+    """The attempts after a first one failed, with tenacity's ``AsyncRetrying`` (whose
+    first trial is that failure)."""
     import asyncio
 
-    from tenacity import (  # imported with the first failure, not with the library
-        AsyncRetrying,
-        RetryCallState,
-        retry_if_exception_type,
-        stop_after_attempt,
-        stop_after_delay,
-    )
+    from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
+
+    def stop(state: RetryCallState) -> bool:
+        over = time.monotonic() - started >= policy.max_total
+        return over or state.attempt_number >= max(1, policy.max_attempts)
 
     def wait(state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome is not None else None
-        return backoff(policy, error, state.attempt_number + 1)
+        return backoff(policy, error, state.attempt_number)
 
     def before_sleep(state: RetryCallState) -> None:
-        if policy.on_retry is not None and state.outcome is not None:
-            error = state.outcome.exception()
+        error = state.outcome.exception() if state.outcome is not None else None
+        if policy.on_retry is not None and error is not None:
             waited = state.next_action.sleep if state.next_action is not None else 0.0
-            if error is not None:
-                policy.on_retry(attempts + 1, waited, error)
+            policy.on_retry(attempts + 1, waited, error)
 
-    attempts = 1
-    limit = max(1, policy.max_attempts)
-    left = policy.max_total - (time.monotonic() - started)
-    if limit > 1 and left > 0:
-        sleep = policy.sleep or asyncio.sleep
-        first_wait = backoff(policy, failed, 1)
-        if policy.on_retry is not None:
-            policy.on_retry(2, first_wait, failed)
-        await sleep(first_wait)
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(limit - 1)
-            | stop_after_delay(max(0.0, policy.max_total - (time.monotonic() - started))),
-            wait=wait,
-            retry=retry_if_exception_type(ModelUnavailableError),
-            sleep=sleep,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        try:
-            async for trial in retrying:
-                with trial:
-                    attempts += 1
-                    return await attempt()
-        except ModelUnavailableError as exc:
-            failed = exc
-        except ModelAPIError as exc:
-            exc.attempts = attempts
-            raise
+    attempts = 0
+    retrying = AsyncRetrying(
+        stop=stop,
+        wait=wait,
+        retry=retry_if_exception_type(ModelUnavailableError),
+        sleep=policy.sleep or asyncio.sleep,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    try:
+        async for trial in retrying:
+            with trial:
+                attempts += 1
+                if attempts == 1:
+                    raise failed
+                return await attempt()
+    except ModelUnavailableError as exc:
+        failed = exc
+    except ModelAPIError as exc:
+        exc.attempts = attempts
+        raise
     failed.attempts = attempts
     if attempts > 1:
         failed.args = (f"{failed.args[0] if failed.args else failed} (after {attempts} attempts)",)
