@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -172,19 +173,6 @@ def stream_chunks(
     if include_usage and body.get("usage") is not None:
         out.append({**head, "choices": [], "usage": body["usage"]})
     return out
-
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    422: "Unprocessable Entity",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-}
 
 
 @dataclass(eq=False)
@@ -417,7 +405,11 @@ def _encoded(value: Any) -> bytes:
 
 
 def _head(status: int, headers: dict[str, str]) -> bytes:
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:  # a status no standard names (529...)
+        reason = "Status"
+    lines = [f"HTTP/1.1 {status} {reason}"]
     lines += [f"{k}: {v}" for k, v in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 

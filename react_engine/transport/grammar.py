@@ -164,16 +164,8 @@ class _Writer:
             return self._array(schema, name, depth)
         if kind == "string":
             return self._string(schema, name)
-        if kind == "integer":
-            return self.use("json-int")
-        if kind == "number":
-            return self.use("json-number")
-        if kind == "boolean":
-            return self.use("json-bool")
-        if kind == "null":
-            return self.use("json-null")
-        if kind is None:
-            return self.use("json-value")
+        if kind is None or (isinstance(kind, str) and kind in _SCALARS):
+            return self.use(_SCALARS.get(str(kind), "json-value"))
         raise GrammarError(f"{name}: unsupported type {kind!r}")
 
     def _ref(self, ref: Any, depth: int) -> str:
@@ -268,6 +260,14 @@ class _Writer:
                     body = f"( {here} )?"
             tails[(i, after)] = self.add(f"{name}-m{i}{'a' if after else ''}", body)
         return self.add(name, f'"{{" ws {tails[(0, False)]} ws "}}"')
+
+
+_SCALARS: Final = {
+    "integer": "json-int",
+    "number": "json-number",
+    "boolean": "json-bool",
+    "null": "json-null",
+}
 
 
 def _rule_name(text: str) -> str:

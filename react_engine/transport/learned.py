@@ -127,12 +127,8 @@ class CapabilityCache:
 
     def _mutate(self, change: Callable[[dict[_CacheKey, dict[str, bool]]], object]) -> None:
         with self._lock, self._file_lock():
-            data = self._data
-            if self._path is not None:
-                on_disk = self._read()
-                if on_disk is not None:
-                    data = on_disk
-            data = {k: dict(v) for k, v in data.items()}
+            on_disk = self._read() if self._path is not None else None
+            data = {k: dict(v) for k, v in (self._data if on_disk is None else on_disk).items()}
             change(data)
             self._data = data
             if self._path is not None:
@@ -146,23 +142,18 @@ class CapabilityCache:
             yield
             return
         lock_path = self._path.with_name(f".{self._path.name}.lock")
+        fd: int | None = None
         try:
             lock_path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:  # no lock file, or a file system without locks
             logger.warning("capability cache %s: cannot lock it: %s", self._path, exc)
-            fd = None
-        if fd is None:
-            yield
-            return
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError as exc:  # a file system without locks
-                logger.warning("capability cache %s: cannot lock it: %s", self._path, exc)
             yield
         finally:
-            os.close(fd)  # closing the last descriptor releases the lock
+            if fd is not None:
+                os.close(fd)  # closing the last descriptor releases the lock
 
     def _read(self) -> dict[_CacheKey, dict[str, bool]] | None:
         """The file's entries; ``{}`` if it does not exist, ``None`` if it is unusable."""
@@ -211,17 +202,10 @@ class CapabilityCache:
         tmp_name: str | None = None
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(
-                "w",
-                encoding="utf-8",
-                dir=self._path.parent,
-                prefix=f".{self._path.name}.",
-                suffix=".tmp",
-                delete=False,
-            ) as fh:
-                tmp_name = fh.name
-                json.dump(document, fh, indent=2, ensure_ascii=False)
-                fh.write("\n")
+            where, prefix = self._path.parent, f".{self._path.name}."
+            fd, tmp_name = tempfile.mkstemp(dir=where, prefix=prefix, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp_name, self._path)
