@@ -150,7 +150,12 @@ class Progress:
     ) -> None:
         self.total, self.done, self.stream = total, done, stream
         self.skipped = done  # resumed jobs: not counted in the rate
-        self.live = _isatty(stream) if live is None else live
+        if live is None:
+            try:
+                live = stream.isatty()
+            except (AttributeError, ValueError):  # no such method, or a closed stream
+                live = False
+        self.live = live
         self.since = time.perf_counter()
         self._shown = False
 
@@ -189,13 +194,6 @@ class Progress:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self._shown = False
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 RunOne = Callable[[Job], Awaitable[Outcome]]
@@ -348,16 +346,11 @@ def _ray_module() -> Any:
     return ray
 
 
-@dataclass(slots=True)
-class _RayCluster:
-    ray: Any
-    started: bool
-
-
-def _connect(address: str, concurrency: int) -> _RayCluster:
+def _connect(address: str, concurrency: int) -> tuple[Any, bool]:
+    """Ray, connected, and whether this connection started the cluster."""
     ray = _ray_module()
     if ray.is_initialized():
-        return _RayCluster(ray, started=False)
+        return ray, False
     if address:
         _reach(address)
         _within_timeout(lambda: ray.init(address=address, log_to_driver=False), address)
@@ -369,7 +362,7 @@ def _connect(address: str, concurrency: int) -> _RayCluster:
             _node_ip_address="127.0.0.1",
             log_to_driver=False,
         )
-    return _RayCluster(ray, started=True)
+    return ray, True
 
 
 def _reach(address: str) -> None:
@@ -445,8 +438,7 @@ def _run_on_ray(
     concurrency: int,
     done: Callable[[Job, Outcome], None],
 ) -> None:
-    cluster = _connect(address, concurrency)
-    ray = cluster.ray
+    ray, started = _connect(address, concurrency)
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(_call)
         shared = ray.put(worker)
@@ -457,5 +449,5 @@ def _run_on_ray(
                 job = pending.pop(ref)
                 done(job, _result(ray, ref, job, failed))
     finally:
-        if cluster.started:
+        if started:
             ray.shutdown()

@@ -180,13 +180,8 @@ class RunStore(ABC):
 
     async def steps(self, run_id: str) -> list[Step]:
         """The run's steps committed so far."""
-        out: list[Step] = []
-        for entry in await self.entries(run_id):
-            if entry.kind == "step":
-                item = load_item(entry.body)
-                if isinstance(item, Step):
-                    out.append(item)
-        return out
+        items = [load_item(e.body) for e in await self.entries(run_id) if e.kind == "step"]
+        return [item for item in items if isinstance(item, Step)]
 
 
 def header_json(question: str, history: Sequence[HistoryItem]) -> str:

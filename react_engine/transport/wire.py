@@ -100,14 +100,9 @@ def request_payload(request: ModelRequest) -> dict[str, Any]:
     if request.stop:
         payload["stop"] = list(request.stop)
     s = request.settings
-    if s.temperature is not None:
-        payload["temperature"] = s.temperature
-    if s.seed is not None:
-        payload["seed"] = s.seed
-    if s.max_tokens is not None:
-        payload["max_tokens"] = s.max_tokens
-    if s.top_p is not None:
-        payload["top_p"] = s.top_p
+    for name in ("temperature", "seed", "max_tokens", "top_p"):
+        if (value := getattr(s, name)) is not None:
+            payload[name] = value
     extra: dict[str, Any] = dict(s.extra_body) if s.extra_body else {}
     if request.constraint is not None:
         _constrain(request.constraint, payload, extra)
