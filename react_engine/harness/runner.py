@@ -236,10 +236,7 @@ def run_jobs(
 
 
 async def _run_async(
-    jobs: Sequence[Job],
-    run_one: RunOne,
-    concurrency: int,
-    done: Callable[[Job, Outcome], None],
+    jobs: Sequence[Job], run_one: RunOne, concurrency: int, done: Callable[[Job, Outcome], None]
 ) -> None:
     if concurrency == 1:
         for job in jobs:

@@ -96,12 +96,7 @@ class LocalServerError(ModelAPIError):
     the log's tail; ``returncode``: the exit status, ``None`` on a time-out)."""
 
     def __init__(
-        self,
-        message: str,
-        *,
-        log_path: Path,
-        log_tail: str,
-        returncode: int | None,
+        self, message: str, *, log_path: Path, log_tail: str, returncode: int | None
     ) -> None:
         super().__init__(f"{message}\n--- last lines of {log_path} ---\n{log_tail}", body=log_tail)
         self.log_path = log_path
@@ -400,8 +395,7 @@ class LocalServer:
         assert self._process is not None
         deadline = time.monotonic() + self.startup_timeout
         request = urllib.request.Request(
-            endpoint.base_url + "/models",
-            headers={"Authorization": f"Bearer {endpoint.api_key}"},
+            endpoint.base_url + "/models", headers={"Authorization": f"Bearer {endpoint.api_key}"}
         )
         while True:
             returncode = self._process.poll()

@@ -45,13 +45,7 @@ if TYPE_CHECKING:
     from ..protocols.base import Decision, Protocol
     from ..run.state import RunState
 
-__all__ = [
-    "RunBusy",
-    "RunInfo",
-    "RunJournal",
-    "RunStore",
-    "SQLiteRunStore",
-]
+__all__ = ["RunBusy", "RunInfo", "RunJournal", "RunStore", "SQLiteRunStore"]
 
 
 @dataclass(slots=True, frozen=True)

@@ -97,8 +97,7 @@ class SQLiteSession(Session):
         now = time.time()
         with self.db.write() as conn:
             (last,) = conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM session_items WHERE session = ?",
-                (self.name,),
+                "SELECT COALESCE(MAX(seq), 0) FROM session_items WHERE session = ?", (self.name,)
             ).fetchone()
             conn.executemany(
                 "INSERT INTO session_items (session, seq, item, created) VALUES (?, ?, ?, ?)",

@@ -24,10 +24,7 @@ def reply(
 ) -> ModelResponse:
     """A scripted text reply."""
     return ModelResponse(
-        content=content,
-        reasoning=reasoning,
-        finish_reason="stop",
-        usage=usage or Usage(requests=1),
+        content=content, reasoning=reasoning, finish_reason="stop", usage=usage or Usage(requests=1)
     )
 
 

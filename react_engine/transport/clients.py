@@ -16,11 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = [
-    "LoopClient",
-    "close_at_loop_shutdown",
-    "close_on_their_loops",
-]
+__all__ = ["LoopClient", "close_at_loop_shutdown", "close_on_their_loops"]
 
 
 @dataclass(slots=True)

@@ -160,12 +160,7 @@ async def _probe(
 
 
 def _judge(
-    model: str,
-    base_url: str,
-    reply: ModelResponse,
-    stop: bool,
-    requests: int,
-    notes: list[str],
+    model: str, base_url: str, reply: ModelResponse, stop: bool, requests: int, notes: list[str]
 ) -> ProbeResult:
     content = reply.content or ""
     if stop and _STOP in content:

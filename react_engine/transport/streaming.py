@@ -212,8 +212,7 @@ async def stream_once(
                 await closing()
     if not received:
         raise EmptyStream(
-            "the server answered HTTP 200 with an empty stream: no chunk, no reply",
-            status_code=200,
+            "the server answered HTTP 200 with an empty stream: no chunk, no reply", status_code=200
         )
     if builder.stopped is not None and on_stop is not None:
         on_stop(builder.stopped, builder.chunks)

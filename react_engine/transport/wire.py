@@ -13,12 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import (
-    ContextWindowExceeded,
-    ModelAPIError,
-    ModelRequestError,
-    ModelUnavailableError,
-)
+from ..errors import ContextWindowExceeded, ModelAPIError, ModelRequestError, ModelUnavailableError
 from ..text import valid_unicode
 from ..types import (
     AssistantMessage,
