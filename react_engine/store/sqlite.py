@@ -233,16 +233,24 @@ def _denied(exc: BaseException) -> bool:
     )
 
 
-_CAUSES = {
-    "SQLITE_NOTADB": "not a SQLite database (a corrupt store, or another kind of file)",
-    "SQLITE_CORRUPT": "the file is corrupt or truncated",
-    "SQLITE_FULL": "the disk is full",
-    "SQLITE_READONLY": "the store is read-only (the file or its directory cannot be written)",
-    "SQLITE_CANTOPEN": "the file cannot be opened",
-    "SQLITE_IOERR": "an I/O error",
-    "SQLITE_BUSY": "another process holds the file's lock",
-    "SQLITE_LOCKED": "another process holds the file's lock",
-}
+_CAUSES = (  # SQLite's error name, the words of an error without one, the cause
+    (
+        "SQLITE_NOTADB",
+        "not a database",
+        "not a SQLite database (a corrupt store, or another kind of file)",
+    ),
+    ("SQLITE_CORRUPT", "malformed", "the file is corrupt or truncated"),
+    ("SQLITE_FULL", "disk is full", "the disk is full"),
+    (
+        "SQLITE_READONLY",
+        "readonly",
+        "the store is read-only (the file or its directory cannot be written)",
+    ),
+    ("SQLITE_CANTOPEN", "unable to open", "the file cannot be opened"),
+    ("SQLITE_IOERR", "I/O error", "an I/O error"),
+    ("SQLITE_BUSY", None, "another process holds the file's lock"),
+    ("SQLITE_LOCKED", None, "another process holds the file's lock"),
+)
 
 
 def store_error(path: Path, exc: BaseException) -> StoreError:
@@ -250,29 +258,16 @@ def store_error(path: Path, exc: BaseException) -> StoreError:
     if isinstance(exc, StoreError):
         return exc
     name = str(getattr(exc, "sqlite_errorname", ""))
-    cause = next((c for prefix, c in _CAUSES.items() if name.startswith(prefix)), None)
+    cause = next((c for prefix, _, c in _CAUSES if name.startswith(prefix)), None)
     if cause is None and isinstance(exc, sqlite3.DatabaseError):
-        text = str(exc)
-        cause = next(
-            (c for word, c in _WORDS.items() if word in text), "the database could not be used"
-        )
+        text, unknown = str(exc), "the database could not be used"
+        cause = next((c for _, word, c in _CAUSES if word and word in text), unknown)
     if cause is None and isinstance(exc, OSError):
         cause = f"{exc.strerror or type(exc).__name__} ({exc.filename or path})"
     if cause is None:
         cause = type(exc).__name__
     detail = "" if isinstance(exc, OSError) else f" ({exc})"
     return StoreError(f"store {path}: {cause}{detail}", location=str(path))
-
-
-_WORDS = {
-    "not a database": _CAUSES["SQLITE_NOTADB"],
-    "malformed": _CAUSES["SQLITE_CORRUPT"],
-    "disk is full": _CAUSES["SQLITE_FULL"],
-    "readonly": _CAUSES["SQLITE_READONLY"],
-    "unable to open": _CAUSES["SQLITE_CANTOPEN"],
-    "I/O error": _CAUSES["SQLITE_IOERR"],
-}
-"""The same causes, by their words (an SQLite error without an error name)."""
 
 
 class _Leases:
