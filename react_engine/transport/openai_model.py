@@ -2,8 +2,8 @@
 client and any ``base_url``.
 
 Its requests and replies go through :mod:`~react_engine.transport.wire`; an async client
-per event loop is in :mod:`~react_engine.transport.clients`. The SDK's own retries are
-off: the retry budget is :mod:`~react_engine.transport.retries`' alone.
+is kept per event loop (:class:`LoopClient`), closed when that loop shuts down. The SDK's
+own retries are off: the retry budget is :mod:`~react_engine.transport.retries`' alone.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 # ``asyncio`` (with ``ssl``, ``socket``, ``subprocess``...) and the worker threads are
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 from ..errors import ModelAPIError
 from ..types import ModelDelta, ModelRequest, ModelResponse
 from .base import ChatModel
-from .clients import LoopClient, close_at_loop_shutdown, close_on_their_loops
 from .wire import (
     delta_from_chunk,
     error_body,
@@ -205,6 +205,41 @@ class OpenAIChatModel(ChatModel):
                 return await create(**payload)
             sync_create: Any = self._client.chat.completions.create
             return await _blocking(sync_create, **payload)
+
+
+@dataclass(slots=True)
+class LoopClient:
+    client: Any
+    closer: AsyncGenerator[None, None]
+
+
+async def close_at_loop_shutdown(
+    client: Any,
+    per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClient],
+    loop: asyncio.AbstractEventLoop,
+) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        per_loop.pop(loop, None)
+        with contextlib.suppress(Exception):
+            await client.close()
+
+
+def close_on_their_loops(
+    per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClient],
+) -> None:
+    """Close each loop's client on that loop (from any thread, the garbage collector's
+    included): its closer runs when the loop next runs, or when it shuts down."""
+    for loop, entry in list(per_loop.items()):
+        with contextlib.suppress(RuntimeError):  # the loop is closed: so is the client
+            loop.call_soon_threadsafe(_close_entry, loop, entry)
+
+
+def _close_entry(loop: asyncio.AbstractEventLoop, entry: LoopClient) -> None:
+    # The client, not its closer: the loop's shutdown may close that generator at the same
+    # time (closing a client twice is harmless; a generator twice at once is an error).
+    loop.create_task(entry.client.close())
 
 
 _DONE = object()
