@@ -190,7 +190,7 @@ class OpenAIChatModel(ChatModel):
         except openai.APIStatusError as exc:
             if not (self._stream_usage and exc.status_code in (400, 422)):
                 raise
-            if "stream_options" not in error_body(exc) and "include_usage" not in error_body(exc):
+            if not any(word in error_body(exc) for word in ("stream_options", "include_usage")):
                 raise
         self._stream_usage = False
         payload = {k: v for k, v in payload.items() if k != "stream_options"}

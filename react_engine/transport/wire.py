@@ -225,14 +225,10 @@ def _usage(raw: Any, events: list[str] | None = None) -> Usage:
     prompt = count(raw, "prompt_tokens")
     completion = count(raw, "completion_tokens")
     total = max(count(raw, "total_tokens"), prompt + completion)
-    cached = 0
-    details = _field(raw, "prompt_tokens_details")
-    if details is not None:
-        cached = count(details, "cached_tokens")
-    if not cached:
-        extra = getattr(raw, "model_extra", None)
-        if isinstance(extra, Mapping) and "prompt_cache_hit_tokens" in extra:  # DeepSeek
-            cached = count(extra, "prompt_cache_hit_tokens")
+    cached = count(_field(raw, "prompt_tokens_details"), "cached_tokens")
+    extra = getattr(raw, "model_extra", None)
+    if not cached and isinstance(extra, Mapping):  # DeepSeek's
+        cached = count(extra, "prompt_cache_hit_tokens")
     if bad and events is not None:
         events.append(f"the reply's usage had invalid counts, read as 0: {', '.join(bad)}")
     return Usage(prompt, completion, total, cached, 1)
