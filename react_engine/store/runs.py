@@ -378,8 +378,6 @@ class RunJournal:
     protocol: str | None = None
     """The protocol the run began with (a resumed run reads its replies with it)."""
     reply_no: int = 0
-    replayed_replies: int = 0
-    replayed_calls: int = 0
     unwritten: list[tuple[str, str, Mapping[str, Any] | str]] = field(default_factory=list)
     """A step, written with the journal's next commit: a run resumes from its replies and
     calls, so a step lost in a crash costs nothing (and a step saves a commit of its own)."""
@@ -492,7 +490,6 @@ class RunJournal:
     def saved_reply(self) -> ModelResponse | None:
         """The committed reply for the run's next model call, if it has one."""
         if self.reply_no < len(self.replies):
-            self.replayed_replies += 1
             return load_reply(self.replies[self.reply_no]["reply"])
         return None
 
@@ -528,7 +525,6 @@ class RunJournal:
         """The record of this call if it ran to its end before."""
         kept = self.calls.get(self._key(record))
         if kept is not None and kept[0] == "done":
-            self.replayed_calls += 1
             return kept[1]
         return None
 

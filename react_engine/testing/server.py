@@ -264,11 +264,8 @@ class MockOpenAIServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        k, v = line.split(":", 1)
-                        headers[k.strip().lower()] = v.strip()
+                fields = (line.partition(":") for line in lines[1:] if ":" in line)
+                headers = {k.strip().lower(): v.strip() for k, _, v in fields}
                 length = int(headers.get("content-length", "0") or 0)
                 raw = await reader.readexactly(length) if length else b""
                 keep = await self._answer(method, path, raw, reader, writer)
