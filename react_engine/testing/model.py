@@ -5,18 +5,14 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
 from ..transport.base import ChatModel
 from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, ToolCall, Usage
 from .script import Script, Scripted
 
-__all__ = ["ScriptItem", "ScriptedModel", "reply", "tool_call_reply"]
-
-ScriptItem: TypeAlias = (
-    "ModelResponse | str | BaseException | Callable[[ModelRequest], ModelResponse | str]"
-)
+__all__ = ["ScriptedModel", "reply", "tool_call_reply"]
 
 
 def reply(
