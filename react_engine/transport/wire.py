@@ -84,12 +84,9 @@ def request_payload(request: ModelRequest) -> dict[str, Any]:
     }
     if request.tools:
         payload["tools"] = list(request.tools)
-        if request.tool_choice is not None:
-            choice = request.tool_choice
-            if choice in ("auto", "required", "none"):
-                payload["tool_choice"] = choice
-            else:
-                payload["tool_choice"] = {"type": "function", "function": {"name": choice}}
+        if (choice := request.tool_choice) is not None:
+            named = {"type": "function", "function": {"name": choice}}
+            payload["tool_choice"] = choice if choice in ("auto", "required", "none") else named
         if request.parallel_tool_calls is not None:
             payload["parallel_tool_calls"] = request.parallel_tool_calls
     if request.stop:
