@@ -134,10 +134,10 @@ class ReplyBuilder:
                 f"{self.stopped!r}; the reply was cut there and the stream closed"
             )
         if usage is None:
-            usage = Usage(completion_tokens=self.chunks, requests=1)
-            prompt = _prompt_estimate(request)
-            usage.prompt_tokens = prompt
-            usage.total_tokens = prompt + self.chunks
+            messages = request.messages if request is not None else ()
+            chars = sum(len(getattr(m, "content", None) or "") for m in messages)
+            prompt = -(-chars // CHARS_PER_TOKEN)
+            usage = Usage(prompt, self.chunks, prompt + self.chunks, requests=1)
             events.append(
                 f"usage estimated: the stream ended without the server's usage; "
                 f"{self.chunks} completion tokens counted as chunks received, "
@@ -170,13 +170,6 @@ def _held_back(text: str, stops: tuple[str, ...]) -> int:
                 longest = n
                 break
     return longest
-
-
-def _prompt_estimate(request: ModelRequest | None) -> int:
-    if request is None:
-        return 0
-    chars = sum(len(getattr(m, "content", None) or "") for m in request.messages)
-    return -(-chars // CHARS_PER_TOKEN)
 
 
 async def stream_once(
