@@ -1,18 +1,7 @@
-"""The harness ``react-engine compare`` and ``react-engine eval bfcl`` both run on.
-
-* :mod:`.runner`: every (protocol, case) is a job, run one after another, as concurrent
-  async runs, or on Ray, and given back in the run's order; each finished job is appended
-  to a results file (JSON lines) that a stopped run resumes from; a progress bar with an
-  ETA on a terminal;
-* :mod:`.metrics`: figures that add up, field by field, into a table's rows;
-* :mod:`.report`: the text grid, JSON and CSV a report is written as;
-* :mod:`.settings`: the agent options every case runs with (sampling, network attempts,
-  tool choice, a capability cache of its own).
-
-The front ends keep what is theirs: :mod:`react_engine.compare` its tasks, checker and
-trace metrics, :mod:`react_engine.eval` its cases, grading and recordings; the
-commands are :mod:`react_engine.cli.compare` and :mod:`react_engine.cli.eval`.
-"""
+"""The harness ``react-engine compare`` and ``react-engine eval bfcl`` both run on:
+:mod:`.runner` (jobs run in order, concurrently or on Ray, resumable), :mod:`.metrics`
+(figures that add up), :mod:`.report` (grid, JSON, CSV) and :mod:`.settings` (the agent
+options every case runs with)."""
 
 from .metrics import Figures, pct, per
 from .report import csv_text, grid, json_text, write_text

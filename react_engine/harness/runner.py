@@ -1,24 +1,7 @@
-"""How the harness runs its cases: one after another, concurrently, or on Ray.
-
-``react-engine eval bfcl`` and ``react-engine compare`` both run here. Every (protocol,
-case) pair (with ``compare``, every (model, protocol, task)) is a :class:`Job` with its
-place in the run's order. However
-jobs run, :func:`run_jobs` returns their results in that order, so a concurrent run or a
-Ray run gives the same per-case records, and the same tables, as a sequential one:
-
-* ``concurrency=1``: one job at a time (what the command always did);
-* ``concurrency=N``: up to N jobs as concurrent async runs (``Agent.arun``) in this
-  process, under a semaphore;
-* ``ray=ADDRESS``: each job a Ray task, run in a worker with its own event loop (the
-  address of a cluster, or ``""`` for a local one on loopback). A cluster that cannot be
-  reached within :data:`RAY_CONNECT_TIMEOUT` is a :class:`ConfigurationError`; a job whose
-  worker dies (killed, out of memory, its node lost) is the caller's failed outcome for it
-  (``ray_failed``), and the other jobs go on.
-
-Each finished job is appended as one JSON line to a results file (:class:`ResultsFile`,
-``--results FILE``); ``--resume`` reads the jobs already there and runs only the others,
-so a killed evaluation continues where it stopped. On a terminal, :class:`Progress` draws a
-progress bar with an ETA on stderr.
+"""How the harness runs its cases (docs/bfcl.md): one after another, as N concurrent async
+runs, or as Ray tasks, every :class:`Job`'s outcome given back in the run's order. Each
+finished job is appended to a JSON Lines :class:`ResultsFile` that ``--resume`` continues;
+:class:`Progress` draws a bar with an ETA on a terminal.
 """
 
 from __future__ import annotations
@@ -44,7 +27,6 @@ __all__ = [
     "RayFailed",
     "ResultsFile",
     "record_key",
-    "result_from_record",
     "run_cases",
     "run_jobs",
 ]
@@ -52,8 +34,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One case under one protocol (and one model, when a run compares several), at its
-    place in the run."""
+    """One case under one protocol (and model), at its place in the run."""
 
     index: int
     protocol: str
@@ -62,8 +43,7 @@ class Job:
     replies: Any = None
     """The recorded replies to replay (``--scripted``); ``None`` for a live run."""
     model: str | None = None
-    """The model, where the run has several (``compare --model a --model b``); ``None``
-    keeps the key and the record to (protocol, case)."""
+    """The model, where the run has several; ``None`` keeps the key to (protocol, case)."""
     target: Any = None
     """What the front end needs besides the case to run it (a comparison's target)."""
 
@@ -86,18 +66,10 @@ def record_key(record: Mapping[str, Any]) -> tuple[str, ...]:
     return (record["protocol"], record["case"])
 
 
-# --- the results file ------------------------------------------------------------------------
-
-
 class ResultsFile:
-    """Per-case records, one JSON line each, appended as each case finishes.
-
-    The first line is ``{"meta": ...}`` (model, source, settings): a resumed run must have
-    the same, or its records would mix two evaluations. Every other line is
-    ``{"protocol", "case", "result", "replies"}`` (and ``"model"`` where the job names
-    one). A line cut short by a kill (the last
-    one) is dropped on resume; its case runs again.
-    """
+    """Per-case records, one JSON line each, appended as each case finishes; the first
+    line is ``{"meta": ...}``, which a resumed run must share. A last line cut short by a
+    kill is dropped on resume."""
 
     def __init__(self, path: Path, meta: Mapping[str, Any], *, resume: bool) -> None:
         self.path = path
@@ -152,13 +124,9 @@ class ResultsFile:
         self._file.close()
 
 
-def result_from_record(cls: type[Any], record: Mapping[str, Any]) -> Any:
-    """The result a record holds, as ``cls`` (a dataclass; fields it no longer has are
-    left out, and a field that is itself a dataclass is rebuilt from its dict)."""
-    return _from_dict(cls, record["result"])
-
-
 def _from_dict(cls: type[Any], data: Mapping[str, Any]) -> Any:
+    """``data`` as ``cls`` (a dataclass; fields it no longer has are left out, dataclass
+    fields rebuilt from their dicts)."""
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for f in fields(cls):
@@ -169,9 +137,6 @@ def _from_dict(cls: type[Any], data: Mapping[str, Any]) -> Any:
             value = _from_dict(kind, value)
         values[f.name] = value
     return cls(**values)
-
-
-# --- the progress bar ------------------------------------------------------------------------
 
 
 class Progress:
@@ -185,7 +150,12 @@ class Progress:
     ) -> None:
         self.total, self.done, self.stream = total, done, stream
         self.skipped = done  # resumed jobs: not counted in the rate
-        self.live = _isatty(stream) if live is None else live
+        if live is None:
+            try:
+                live = stream.isatty()
+            except (AttributeError, ValueError):  # no such method, or a closed stream
+                live = False
+        self.live = live
         self.since = time.perf_counter()
         self._shown = False
 
@@ -224,16 +194,6 @@ class Progress:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self._shown = False
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-# --- running the jobs ------------------------------------------------------------------------
 
 
 RunOne = Callable[[Job], Awaitable[Outcome]]
@@ -276,10 +236,7 @@ def run_jobs(
 
 
 async def _run_async(
-    jobs: Sequence[Job],
-    run_one: RunOne,
-    concurrency: int,
-    done: Callable[[Job, Outcome], None],
+    jobs: Sequence[Job], run_one: RunOne, concurrency: int, done: Callable[[Job, Outcome], None]
 ) -> None:
     if concurrency == 1:
         for job in jobs:
@@ -321,12 +278,9 @@ def run_cases(
     progress: Progress | None = None,
     on_done: OnDone | None = None,
 ) -> list[Outcome]:
-    """Run ``jobs`` as :func:`run_jobs` does, keeping each finished job's record in the
-    ``results`` file (JSON lines, its first line ``meta``); with ``resume``, the jobs
-    already recorded there are not run again, and their outcomes are read back as
-    ``result_type`` (a dataclass). The outcomes come back in the jobs' order, the resumed
-    ones among them. ``progress`` counts the jobs (the resumed ones as done) and prints
-    what ``on_done`` returns above its bar."""
+    """Run ``jobs`` as :func:`run_jobs` does, recording each in the ``results`` file; with
+    ``resume``, the jobs recorded there are read back as ``result_type`` instead of run.
+    ``progress`` prints what ``on_done`` returns above its bar."""
     if resume and results is None:
         raise ConfigurationError("--resume continues the evaluation in --results FILE")
     store = ResultsFile(results, meta, resume=resume) if results is not None else None
@@ -364,7 +318,7 @@ def run_cases(
     return [
         outcomes[job.key]
         if job.key in outcomes
-        else (result_from_record(result_type, saved[job.key]), saved[job.key].get("replies"))
+        else (_from_dict(result_type, saved[job.key]["result"]), saved[job.key].get("replies"))
         for job in jobs
     ]
 
@@ -373,9 +327,8 @@ LOCAL_RAY_CPUS = 2
 """CPUs a local Ray cluster gets at most (``--ray`` without an address)."""
 
 RAY_CONNECT_TIMEOUT = 20.0
-"""Seconds to reach a Ray cluster at an address (``--ray ADDRESS``): its port first, then
-Ray's own connection. Past it the run stops with a :class:`ConfigurationError`, where Ray
-would retry for minutes; a cluster that is up answers within a few seconds."""
+"""Seconds to reach a Ray cluster at an address (its port, then Ray's connection) before
+a :class:`ConfigurationError` (Ray would retry for minutes)."""
 
 
 def _ray_module() -> Any:
@@ -390,16 +343,11 @@ def _ray_module() -> Any:
     return ray
 
 
-@dataclass(slots=True)
-class _RayCluster:
-    ray: Any
-    started: bool
-
-
-def _connect(address: str, concurrency: int) -> _RayCluster:
+def _connect(address: str, concurrency: int) -> tuple[Any, bool]:
+    """Ray, connected, and whether this connection started the cluster."""
     ray = _ray_module()
     if ray.is_initialized():
-        return _RayCluster(ray, started=False)
+        return ray, False
     if address:
         _reach(address)
         _within_timeout(lambda: ray.init(address=address, log_to_driver=False), address)
@@ -411,13 +359,12 @@ def _connect(address: str, concurrency: int) -> _RayCluster:
             _node_ip_address="127.0.0.1",
             log_to_driver=False,
         )
-    return _RayCluster(ray, started=True)
+    return ray, True
 
 
 def _reach(address: str) -> None:
     """Open and close a connection to the cluster's port, so that a dead address fails
-    at once (refused) or within :data:`RAY_CONNECT_TIMEOUT` (no answer); an address Ray
-    finds itself (``auto``) is left to Ray."""
+    at once (an address Ray finds itself, ``auto``, is left to Ray)."""
     host, colon, port = address.removeprefix("ray://").rpartition(":")
     if not (colon and host and port.isdigit()):
         return
@@ -434,9 +381,8 @@ def _reach(address: str) -> None:
 
 
 def _within_timeout(connect: Callable[[], object], address: str) -> None:
-    """``connect()`` (``ray.init``), given up after :data:`RAY_CONNECT_TIMEOUT`: a port that
-    answers but is no Ray cluster (its dashboard's, another server's) keeps Ray retrying
-    for minutes. It runs on a daemon thread, which is left behind when it times out."""
+    """``connect()`` (``ray.init``) on a daemon thread, given up (and left behind) after
+    :data:`RAY_CONNECT_TIMEOUT`: a port that is no Ray cluster keeps Ray retrying."""
     import threading
 
     failure: list[Exception] = []
@@ -466,10 +412,8 @@ def _call(worker: Callable[[Job], Outcome], job: Job) -> Outcome:
 
 
 def _result(ray: Any, ref: Any, job: Job, failed: RayFailed) -> Outcome:
-    """A task's outcome; a task's error raised as itself, as a run in this process raises
-    it (Ray wraps it in a ``RayTaskError`` that reads as the worker's traceback). A task
-    whose worker died (killed, out of memory, its node lost) has ``failed``'s outcome: the
-    others' go on."""
+    """A task's outcome, its error raised as itself (not Ray's ``RayTaskError``); a task
+    whose worker died has ``failed``'s outcome."""
     try:
         outcome: Outcome = ray.get(ref)
     except ray.exceptions.RayTaskError as exc:
@@ -491,8 +435,7 @@ def _run_on_ray(
     concurrency: int,
     done: Callable[[Job, Outcome], None],
 ) -> None:
-    cluster = _connect(address, concurrency)
-    ray = cluster.ray
+    ray, started = _connect(address, concurrency)
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(_call)
         shared = ray.put(worker)
@@ -503,5 +446,5 @@ def _run_on_ray(
                 job = pending.pop(ref)
                 done(job, _result(ray, ref, job, failed))
     finally:
-        if cluster.started:
+        if started:
             ray.shutdown()

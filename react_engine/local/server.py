@@ -1,14 +1,9 @@
-"""The local server process: llama-cpp-python's OpenAI-compatible server, with four fixes.
+"""The local server process: llama-cpp-python's OpenAI-compatible server, with fixes.
 
-:class:`~react_engine.local.LocalServer` runs this file as a program (``python -P
-.../react_engine/local/server.py --config_file config.json``, see :func:`server_command`);
-it is not meant to be imported. Run as ``__main__`` it watches its parent, applies four
-fixes to llama-cpp-python 0.3.x (:func:`install`), each found by experiment and
-described in docs/local-model.md, then runs the stock server main, the same entry point
-as ``python -m llama_cpp.server``. Importing it applies nothing.
-
-It uses react-engine only for :func:`~react_engine.transport.grammar.schema_rules`, the same JSON
-Schema -> GBNF writer the text protocol uses, and for the launcher's constants.
+:class:`~react_engine.local.LocalServer` runs this file as a program
+(:func:`~react_engine.local.server_command`). Run as ``__main__`` it watches its parent,
+applies its fixes to llama-cpp-python 0.3.x (:func:`install`, docs/local-model.md) and runs
+the stock server main. Importing it applies nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +18,6 @@ import time
 import uuid
 from typing import Any
 
-import jinja2.sandbox
 import llama_cpp
 import llama_cpp.llama_chat_format
 import pydantic
@@ -37,10 +31,8 @@ _llama: Any = llama_cpp
 chat_format: Any = llama_cpp.llama_chat_format
 
 
-# 0. Never outlive the engine. A parent killed with SIGKILL (or SIGTERM with no handler)
-#    cannot stop us, and we run in our own session, so a Ctrl-C does not reach us
-#    either: exit as soon as we are re-parented. The parent's pid comes from the
-#    launcher, so a parent that died while we were still importing is noticed too.
+# 0. Never outlive the engine (a parent killed with SIGKILL cannot stop us, and a Ctrl-C
+#    does not reach our session): exit as soon as we are re-parented.
 def _watch_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(0.5)
@@ -53,15 +45,9 @@ def watch_parent() -> None:
     threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
 
 
-# 1. Prompt prefix reuse that keeps replies repeatable. The stock server reuses the KV
-#    cache of the longest common prefix with the previous prompt and evaluates the rest
-#    in batches that start where the match ended; those batches are cut differently from
-#    a from-scratch evaluation, their float results differ slightly, and an identical
-#    request can decode differently at temperature 0. We keep only a prefix that was
-#    evaluated as *prompt* (not generated one token at a time) and cut it down to a
-#    multiple of n_batch, so the rest is evaluated in exactly the batches a fresh
-#    evaluation would use: a reply stays a function of the request alone, and a ReAct
-#    step whose prompt extends the previous one costs only its new tokens.
+# 1. Prompt prefix reuse that keeps replies repeatable: only a prefix evaluated as prompt,
+#    cut down to a multiple of n_batch, is kept, so the rest is evaluated in exactly the
+#    batches a fresh evaluation would use (docs/local-model.md).
 _generate = _llama.Llama.generate
 
 
@@ -83,21 +69,10 @@ def _generate_reusing_prefix(self: Any, tokens: Any, *args: Any, **kwargs: Any) 
     return _generate(self, tokens, *args, **kwargs)
 
 
-# 2. No HTML escaping. chatml-function-calling renders with autoescape on, so the model
-#    reads &#34; for every quote in messages, tool results and call arguments.
-class _PlainEnvironment(jinja2.sandbox.ImmutableSandboxedEnvironment):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["autoescape"] = False
-        super().__init__(*args, **kwargs)
-
-
-# 3. One model entry for both protocols, and tool calling the model can follow.
-#    Requests without tools (or with tool_choice "none") go to the stock "chatml"
-#    handler, which renders messages verbatim and honours `stop` and `seed`. Requests
-#    with tools go to the stock chatml-function-calling handler with its gaps filled: it
-#    drops role "tool" messages, lists the tools only inside a system message, treats a
-#    missing tool_choice as "none", fails on "required", applies `stop` to the JSON
-#    arguments, and when "auto" chooses to answer it can only produce an empty message.
+# 2. One model entry for both protocols, and tool calling the model can follow: requests
+#    without tools go to the stock "chatml" handler (verbatim, no HTML escaping, `stop`
+#    and `seed` honoured); requests with tools are answered in one generation under a
+#    grammar (the stock chatml-function-calling drops tool messages and escapes HTML).
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -117,10 +92,6 @@ _CALL_OPEN = "<tool_call>"
 _CALL_CLOSE = "</tool_call>"
 
 
-def _literal(text: str) -> str:
-    return json.dumps(text)
-
-
 def _tools_grammar(tools: list[dict[str, Any]], tool_choice: Any) -> str:
     """GBNF for one reply: a <tool_call> whose arguments fit the named tool's schema, or
     (under "auto") a plain answer, which may not start with "<"."""
@@ -133,10 +104,10 @@ def _tools_grammar(tools: list[dict[str, Any]], tool_choice: Any) -> str:
             continue
         root, tool_rules = schema_rules(fn.get("parameters") or {}, f"args{i}")
         rules.update(tool_rules)
-        head = _literal('{"name": ' + json.dumps(name) + ', "arguments": ')
+        head = json.dumps('{"name": ' + json.dumps(name) + ', "arguments": ')
         rules[f"call{i}"] = f'{head} {root} "}}"'
         calls.append(f"call{i}")
-    opening, closing = _literal(_CALL_OPEN + chr(10)), _literal(chr(10) + _CALL_CLOSE)
+    opening, closing = json.dumps(_CALL_OPEN + "\n"), json.dumps("\n" + _CALL_CLOSE)
     call = f"{opening} ( {' | '.join(calls)} ) {closing}"
     if tool_choice == "auto":
         rules["root"] = "tool-call | answer"
@@ -148,9 +119,8 @@ def _tools_grammar(tools: list[dict[str, Any]], tool_choice: Any) -> str:
 
 
 def _grammar_for(tools: list[dict[str, Any]], tool_choice: Any) -> Any:
-    """The reply's grammar, or None for tools past the grammar writer's limits (thousands
-    of parameters, see react_engine.transport.grammar): the model then writes unconstrained, and the
-    call reader takes what it wrote, as a server without grammars would."""
+    """The reply's grammar, or None for tools past the grammar writer's limits (the model
+    then writes unconstrained)."""
     try:
         text = _tools_grammar(tools, tool_choice)
     except GrammarError as exc:
@@ -188,10 +158,8 @@ def _chatml_tools(
     stop: Any = None,
     **kwargs: Any,
 ) -> Any:
-    """Plain chat, or tool calling in ONE generation: the tools are listed in the system
-    message and a grammar admits a <tool_call> with arguments valid for the tool's
-    schema or (under "auto") a plain answer. The stock chatml-function-calling format
-    needs two or three generations per reply, drops tool results and escapes HTML."""
+    """Plain chat, or tool calling in ONE generation: the tools listed in the system
+    message, a grammar admitting a <tool_call> or (under "auto") a plain answer."""
     names = {}
     rewritten = []
     for message in messages:
@@ -264,14 +232,9 @@ def _read_call(text: str) -> dict[str, Any] | None:
     }
 
 
-# 4. Streams. The stock handlers stream plain replies but never send usage, since the
-#    request model drops ``stream_options``; and a streamed request with tools reached
-#    the tool handler above, which read ``response["choices"]`` off an iterator: HTTP 200
-#    and an empty stream. Now a tool reply streams as OpenAI's do: the role, then either
-#    the answer's text as it is written or (once the text is known to open a <tool_call>)
-#    the call in one ``tool_calls`` delta when it is complete, then the finish reason.
-#    ``stream_options.include_usage`` adds the usage chunk (no choices) at the end, with
-#    the tokens counted as the generation went, the same numbers a whole reply carries.
+# 3. Streams: a tool reply streams as OpenAI's do (the role, then the answer's text as it
+#    is written, or the call in one ``tool_calls`` delta once complete, then the finish
+#    reason), and ``stream_options.include_usage`` adds the usage chunk at the end.
 def _streamed_tool_reply(chunks: Any) -> Any:
     """The chatml handler's chunks of a tool reply, as an answer or as one call."""
     held: list[dict[str, Any]] = []
@@ -321,9 +284,8 @@ def _chunk(like: dict[str, Any], delta: dict[str, Any], finish: str | None) -> d
 
 
 def _generate_counting(self: Any, tokens: Any, *args: Any, **kwargs: Any) -> Any:
-    """Generation that keeps its usage on the model (one request at a time: the server
-    holds a lock for the length of a reply), counted as ``create_completion`` counts it:
-    the prompt's tokens, and each generated token but the end-of-generation one."""
+    """Generation that keeps its usage on the model (one request at a time), counted as
+    ``create_completion`` counts it."""
     tokens = list(tokens)
     usage = {"prompt_tokens": len(tokens), "completion_tokens": 0, "total_tokens": len(tokens)}
     self._react_engine_usage = usage
@@ -359,9 +321,8 @@ def _with_usage(llama: Any, chunks: Any) -> Any:
 
 
 def _accept_stream_options() -> None:
-    """Let the server's request model keep ``stream_options`` (it drops unknown fields);
-    the chat route passes it on to ``create_chat_completion``. Must run before
-    ``llama_cpp.server.app`` is imported: the route's signature names the model."""
+    """Let the server's request model keep ``stream_options`` (before
+    ``llama_cpp.server.app`` is imported: the route's signature names the model)."""
     types: Any = importlib.import_module("llama_cpp.server.types")
     base: type[pydantic.BaseModel] = types.CreateChatCompletionRequest
     types.CreateChatCompletionRequest = pydantic.create_model(
@@ -394,10 +355,9 @@ def _json_or_text(raw: Any) -> Any:
 
 
 def install() -> None:
-    """Apply the four fixes to the imported llama-cpp-python (done once, by :func:`main`,
-    before the server's app is imported)."""
+    """Apply the fixes to the imported llama-cpp-python (once, by :func:`main`, before the
+    server's app is imported)."""
     _llama.Llama.generate = _generate_counting
-    chat_format.ImmutableSandboxedEnvironment = _PlainEnvironment
     chat_format.register_chat_completion_handler(CHAT_FORMAT)(_chatml_tools)
     _llama.Llama.create_chat_completion = _create_chat_completion_with_usage
     _accept_stream_options()

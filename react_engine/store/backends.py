@@ -61,9 +61,5 @@ def open_store(target: str | os.PathLike[str] | None = None) -> RunStore:
     return opener(target)
 
 
-def _sqlite(target: str) -> RunStore:
-    """``sqlite:///abs/runs.db`` (the URI's path), as ``sqlite://`` is written elsewhere."""
-    return SQLiteRunStore(target.removeprefix("sqlite://") or None)
-
-
-register_store("sqlite", _sqlite)
+# sqlite:///abs/runs.db: the URI's path
+register_store("sqlite", lambda target: SQLiteRunStore(target.removeprefix("sqlite://") or None))

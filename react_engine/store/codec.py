@@ -142,7 +142,6 @@ def load_item(data: Any) -> HistoryItem:
 
 
 def load_step(record: dict[str, Any]) -> Step:
-    usage = record.get("usage") or {}
     return Step(
         index=int(record["index"]),
         kind=record["kind"],
@@ -154,7 +153,7 @@ def load_step(record: dict[str, Any]) -> Step:
         final_answer=record.get("final_answer"),
         repairs=list(record.get("repairs") or ()),
         feedback=record.get("feedback"),
-        usage=_usage(usage),
+        usage=_usage(record.get("usage") or {}),
         started_at=float(record.get("started_at", 0.0)),
         duration_s=float(record.get("duration_s", 0.0)),
         model_time_s=float(record.get("model_time_s", 0.0)),
@@ -181,14 +180,11 @@ def _record(record: ActionRecord) -> dict[str, Any]:
     }
 
 
+_USAGE = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "requests")
+
+
 def _usage_record(usage: Usage) -> dict[str, Any]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "requests": usage.requests,
-    }
+    return {name: getattr(usage, name) for name in _USAGE}
 
 
 def dump_record(record: ActionRecord) -> dict[str, Any]:
@@ -247,10 +243,4 @@ def load_reply(data: Any) -> ModelResponse:
 
 
 def _usage(data: dict[str, Any]) -> Usage:
-    return Usage(
-        prompt_tokens=int(data.get("prompt_tokens", 0)),
-        completion_tokens=int(data.get("completion_tokens", 0)),
-        total_tokens=int(data.get("total_tokens", 0)),
-        cached_tokens=int(data.get("cached_tokens", 0)),
-        requests=int(data.get("requests", 0)),
-    )
+    return Usage(**{name: int(data.get(name, 0)) for name in _USAGE})

@@ -1,22 +1,11 @@
 """Sessions and runs in PostgreSQL, through ``psycopg`` 3 (async): ``pip install
-'react-engine[postgres]'``. :class:`PostgresRunStore` is described with its class; what
-follows is about :class:`PostgresSession`.
+'react-engine[postgres]'``.
 
-For app servers on several machines sharing their users' conversations. An append is one
-transaction that first takes a transaction-scoped advisory lock on the session's name, then
-numbers its items after the session's last: two writers on one session take turns, and a
-batch is never interleaved with another's. Items are stored as the same versioned JSON as
-in SQLite (:mod:`react_engine.store.codec`), in a ``text`` column (``jsonb`` would refuse a
-NUL character that a tool's output may hold).
-
-Each operation takes a connection for itself: from ``pool`` when one is given (a
-``psycopg_pool.AsyncConnectionPool``, what an app server should pass), else a new one from
-``conninfo``, closed when the operation ends. A connection belongs to one event loop, and
-``Agent.run`` runs each call on a loop of its own, so a session keeps none between
-operations.
-
-What ``psycopg`` raises (a connection refused or lost, a value the server refuses) leaves as
-a :class:`StoreError` naming the database and host, never the password (:func:`failures`).
+A session append is one transaction under an advisory lock on the session's name, so two
+writers take turns. Items are versioned JSON (:mod:`react_engine.store.codec`) in a
+``text`` column (``jsonb`` refuses NUL). Each operation takes its own connection, from
+``pool`` or ``conninfo``. What ``psycopg`` raises leaves as a :class:`StoreError` naming
+the database, never the password (:func:`failures`).
 """
 
 from __future__ import annotations
@@ -37,6 +26,7 @@ from .runs import (
     Entry,
     RunInfo,
     RunStore,
+    entries_insert,
     error_json,
     header_json,
     lock_key,
@@ -75,31 +65,10 @@ class PostgresSession(Session):
         self.name = name
         self.conninfo = conninfo
         self.pool = pool
-        self._ready = False
+        self.schema_ready = False
 
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        if self.pool is not None:
-            with failures(self):
-                async with self.pool.connection() as conn:
-                    await self._schema(conn)
-                    yield conn
-            return
-        psycopg = _driver("PostgresSession")
-        assert self.conninfo is not None
-        with failures(self):
-            async with await psycopg.AsyncConnection.connect(self.conninfo) as conn:
-                await self._schema(conn)
-                yield conn
-
-    async def _schema(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        if self._ready:
-            return
-        async with conn.transaction():
-            # One creator at a time: CREATE TABLE IF NOT EXISTS races with itself.
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('react_engine_schema'))")
-            await conn.execute(_SCHEMA)
-        self._ready = True
+    def _connection(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
+        return _connect(self, _SCHEMA, autocommit=False)
 
     async def load(self) -> list[HistoryItem]:
         async with self._connection() as conn, conn.transaction():
@@ -147,6 +116,45 @@ def _driver(who: str) -> Any:
             f"{who} needs psycopg 3: pip install 'react-engine[postgres]'"
         ) from exc
     return psycopg
+
+
+@contextlib.asynccontextmanager
+async def _connect(
+    owner: PostgresSession | PostgresRunStore, schema: str, *, autocommit: bool
+) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A connection of its own, with ``schema`` made once (a pool's connection is given
+    back in the autocommit mode it had)."""
+    psycopg = _driver(type(owner).__name__)
+    with failures(owner):
+        if owner.pool is None:
+            assert owner.conninfo is not None
+            connect = psycopg.AsyncConnection.connect
+            async with await connect(owner.conninfo, autocommit=autocommit) as conn:
+                await _schema(owner, conn, schema)
+                yield conn
+            return
+        async with owner.pool.connection() as conn:
+            before = conn.autocommit
+            await conn.set_autocommit(autocommit)
+            try:
+                await _schema(owner, conn, schema)
+                yield conn
+            finally:
+                if not conn.closed:
+                    with contextlib.suppress(psycopg.Error):  # a lost connection
+                        await conn.set_autocommit(before)
+
+
+async def _schema(
+    owner: PostgresSession | PostgresRunStore, conn: psycopg.AsyncConnection[Any], schema: str
+) -> None:
+    if owner.schema_ready:
+        return
+    async with conn.transaction():
+        # One creator at a time: CREATE TABLE IF NOT EXISTS races with itself.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('react_engine_schema'))")
+        await conn.execute(schema)
+    owner.schema_ready = True
 
 
 @contextlib.contextmanager
@@ -219,14 +227,10 @@ _INFO = "SELECT id, status, question, model, protocol, created, updated FROM rea
 
 class PostgresRunStore(RunStore):
     """Runs in a PostgreSQL database (``conninfo``, a libpq connection string or URI, or a
-    ``psycopg_pool.AsyncConnectionPool`` as ``pool``): the contract of
-    :class:`~react_engine.store.RunStore`, for workers on several machines.
+    ``psycopg_pool.AsyncConnectionPool`` as ``pool``), for workers on several machines.
 
-    The lease (:meth:`hold`) is a session-level advisory lock on the run, taken on a
-    connection that the run then keeps for its commits: the server drops the lock when the
-    connection ends, a killed worker's too, so its run can be resumed at once. A commit is
-    one statement (in autocommit mode), numbered by the worker that holds the run: one
-    round trip per commit, the run's last entries and its outcome included."""
+    The lease (:meth:`hold`) is a session-level advisory lock, on a connection the run then
+    keeps for its commits (one statement each); the server drops it with the connection."""
 
     def __init__(self, conninfo: str | None = None, *, pool: Any = None) -> None:
         if (
@@ -239,7 +243,7 @@ class PostgresRunStore(RunStore):
             raise ConfigurationError("PostgresRunStore takes conninfo or pool (one of them)")
         self.conninfo = conninfo
         self.pool = pool
-        self._ready = False
+        self.schema_ready = False
         self._held: dict[str, psycopg.AsyncConnection[Any]] = {}
         self._seq: dict[str, int] = {}
 
@@ -249,30 +253,8 @@ class PostgresRunStore(RunStore):
     def session(self, name: str) -> PostgresSession:
         return PostgresSession(name, self.conninfo, pool=self.pool)
 
-    @contextlib.asynccontextmanager
-    async def _connect(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A connection of its own, in autocommit mode (a pool's is given back as it was)."""
-        psycopg = _driver("PostgresRunStore")
-        if self.pool is not None:
-            with failures(self):
-                async with self.pool.connection() as conn:
-                    before = conn.autocommit
-                    await conn.set_autocommit(True)
-                    try:
-                        await self._schema(conn)
-                        yield conn
-                    finally:
-                        if not conn.closed:
-                            with contextlib.suppress(psycopg.Error):  # a lost connection
-                                await conn.set_autocommit(before)
-            return
-        assert self.conninfo is not None
-        with failures(self):
-            async with await psycopg.AsyncConnection.connect(
-                self.conninfo, autocommit=True
-            ) as conn:
-                await self._schema(conn)
-                yield conn
+    def _connect(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
+        return _connect(self, _RUN_SCHEMA, autocommit=True)
 
     @contextlib.asynccontextmanager
     async def _connection(
@@ -286,14 +268,6 @@ class PostgresRunStore(RunStore):
             return
         async with self._connect() as conn:
             yield conn
-
-    async def _schema(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        if self._ready:
-            return
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('react_engine_schema'))")
-            await conn.execute(_RUN_SCHEMA)
-        self._ready = True
 
     @contextlib.asynccontextmanager
     async def hold(self, run_id: str) -> AsyncIterator[None]:
@@ -316,8 +290,6 @@ class PostgresRunStore(RunStore):
                     # (a lost one keeps none: the server dropped it with the connection)
                     with contextlib.suppress(_driver("PostgresRunStore").Error):
                         await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-
-    # --- writing -----------------------------------------------------------------------------
 
     async def begin(
         self,
@@ -346,47 +318,23 @@ class PostgresRunStore(RunStore):
             if new and cur.rowcount == 0:
                 raise RunExistsError(run_id, repr(self))
             if run_id in self._held:
-                cur = await conn.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM react_engine_run_entries WHERE run = %s",
-                    (run_id,),
-                )
-                row = await cur.fetchone()
-                self._seq[run_id] = int(row[0]) if row else 0
+                self._seq[run_id] = await _last(conn, run_id)
 
     def _numbered(
         self, run_id: str, rows: list[tuple[str, str, str]], now: float
     ) -> tuple[str, list[Any]] | None:
-        """The held run's ``INSERT`` of ``rows`` (their numbers taken at once, so that the
-        run's concurrent calls commit side by side); None for a run not held."""
+        """The held run's ``INSERT`` of ``rows`` (numbered at once); None if not held."""
         last = self._seq.get(run_id)
         if last is None:
             return None
         self._seq[run_id] = last + len(rows)
-        params: list[Any] = []
-        for i, (kind, key, body) in enumerate(rows, last + 1):
-            params += (run_id, i, kind, key, body, now)
-        values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
-        sql = (
-            "INSERT INTO react_engine_run_entries (run, seq, kind, key, body, created) "
-            f"VALUES {values}"
-        )
-        return sql, params
+        return entries_insert(_ENTRIES, "%s", run_id, last, rows, now)
 
     async def _unheld_insert(
         self, conn: psycopg.AsyncConnection[Any], run_id: str, rows: list[tuple[str, str, str]]
     ) -> None:
-        cur = await conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM react_engine_run_entries WHERE run = %s",
-            (run_id,),
-        )
-        row = await cur.fetchone()
-        last, now = (int(row[0]) if row else 0), time.time()
-        async with conn.cursor() as batch:
-            await batch.executemany(
-                "INSERT INTO react_engine_run_entries (run, seq, kind, key, body, created) "
-                "VALUES (%s, %s, %s, %s, %s, %s)",
-                [(run_id, last + i, *r, now) for i, r in enumerate(rows, 1)],
-            )
+        last = await _last(conn, run_id)
+        await conn.execute(*entries_insert(_ENTRIES, "%s", run_id, last, rows, time.time()))
 
     async def add_many(self, run_id: str, entries: Entries) -> None:
         rows = rows_of(entries)
@@ -422,8 +370,6 @@ class PostgresRunStore(RunStore):
                 if rows:
                     await self._unheld_insert(conn, run_id, rows)
                 await conn.execute(update, (status, record, now, run_id))
-
-    # --- reading -----------------------------------------------------------------------------
 
     async def runs(self, limit: int = 50) -> list[RunInfo]:
         async with self._connection() as conn:
@@ -462,6 +408,17 @@ class PostgresRunStore(RunStore):
             )
             rows = await cur.fetchall()
         return [Entry(kind, key, json.loads(body)) for kind, key, body in rows]
+
+
+_ENTRIES = "react_engine_run_entries"
+
+
+async def _last(conn: psycopg.AsyncConnection[Any], run_id: str) -> int:
+    cur = await conn.execute(
+        f"SELECT COALESCE(MAX(seq), 0) FROM {_ENTRIES} WHERE run = %s", (run_id,)
+    )
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
 
 
 SCHEMES = ("postgresql", "postgres")

@@ -1,33 +1,11 @@
 """Resumable runs: each step committed as it completes, and a run replayed from its journal.
 
-With a :class:`RunStore` (``Agent(store=...)``), a run writes, as it goes:
-
-* ``reply``: each model reply, with the ids its calls were given, read by the protocol,
-  committed before any of its calls runs and before the next request (with the first
-  call's ``started``, else with its step, else with the run's result: see
-  :attr:`RunJournal.eager`);
-* ``started``: a call about to run (after its approval), before its tool is invoked;
-* ``done``: the call's record (arguments, status, observation) once it has run;
-* ``step``: each step of the transcript, written with the next commit (the next call's
-  start, or the run's result): a run resumes from its replies and calls, so a crash that
-  loses the latest step loses nothing it needs, and a step costs no commit of its own;
-* ``deferred``: a call whose approval was put off (``approve="defer"``), with the run's
-  result;
-* ``approval``: a verdict given to :meth:`Agent.resume <react_engine.Agent.resume>`, bound
-  to the one deferred call it answers (:mod:`react_engine.store.approvals`).
-
-A 3-call run makes 6 commits besides its first (the run's row) and its last (the result):
-each call's start (with the reply and the step before) and each call's end.
-
-:meth:`Agent.resume <react_engine.Agent.resume>` runs the run again from its question
-with a :class:`RunJournal` in front of the model and the tools: the loop is deterministic
-given the replies, so it takes the same turns, each committed reply served from the
-journal (no request), each finished call's record served from it (the tool is not run),
-until it reaches the point where the process died, and goes on live from there. A call
-that had started and not finished is run again only if its tool says calling it again
-changes nothing more (MCP ``idempotentHint``, or read-only); otherwise the model is told it
-may or may not have happened. A model reply received but not yet committed when the
-process died is asked for again: that request is the only one a crash can repeat.
+A run journals ``reply`` (each model reply and its calls' ids), ``started`` and ``done``
+(each call), ``step``, ``deferred`` (an approval put off) and ``approval`` (a verdict:
+:mod:`react_engine.store.approvals`). :meth:`Agent.resume <react_engine.Agent.resume>`
+runs the run again from its question with a :class:`RunJournal` serving the committed
+replies and finished calls, and goes on live from where the process died
+(docs/sessions.md).
 """
 
 from __future__ import annotations
@@ -67,13 +45,7 @@ if TYPE_CHECKING:
     from ..protocols.base import Decision, Protocol
     from ..run.state import RunState
 
-__all__ = [
-    "RunBusy",
-    "RunInfo",
-    "RunJournal",
-    "RunStore",
-    "SQLiteRunStore",
-]
+__all__ = ["RunBusy", "RunInfo", "RunJournal", "RunStore", "SQLiteRunStore"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -119,14 +91,10 @@ class RunStore(ABC):
     takes microseconds on a local disk). A backend raises :class:`StoreError` (never its
     driver's errors) for a store that cannot be read or written."""
 
-    # --- the lease ---------------------------------------------------------------------------
-
     @abstractmethod
     def hold(self, run_id: str) -> contextlib.AbstractAsyncContextManager[None]:
         """The run's lease, for the ``async with`` block: :class:`RunBusy` if another
         worker holds it. It ends with the block, or with the process."""
-
-    # --- writing -----------------------------------------------------------------------------
 
     @abstractmethod
     async def begin(
@@ -146,10 +114,6 @@ class RunStore(ABC):
     async def add_many(self, run_id: str, entries: Entries) -> None:
         """Commit entries of the run's journal, in one transaction."""
 
-    async def add(self, run_id: str, kind: str, key: str, body: Mapping[str, Any]) -> None:
-        """Commit one entry of the run's journal."""
-        await self.add_many(run_id, [(kind, key, body)])
-
     @abstractmethod
     async def finish(self, run_id: str, result: RunResult, entries: Entries = ()) -> None:
         """Write the run's outcome, with its last ``entries``, in one transaction."""
@@ -157,8 +121,6 @@ class RunStore(ABC):
     @abstractmethod
     async def failed(self, run_id: str, error: BaseException, entries: Entries = ()) -> None:
         """Write that the run raised ``error``, with its last ``entries``."""
-
-    # --- reading -----------------------------------------------------------------------------
 
     @abstractmethod
     async def runs(self, limit: int = 50) -> list[RunInfo]:
@@ -180,8 +142,6 @@ class RunStore(ABC):
     @abstractmethod
     async def entries(self, run_id: str) -> list[Entry]:
         """The run's journal, in commit order."""
-
-    # --- written with the above --------------------------------------------------------------
 
     def journal(self, run_id: str | None = None) -> RunJournal:
         """The journal of run ``run_id`` (a new id when None): what ``Agent(store=...)``
@@ -214,13 +174,8 @@ class RunStore(ABC):
 
     async def steps(self, run_id: str) -> list[Step]:
         """The run's steps committed so far."""
-        out: list[Step] = []
-        for entry in await self.entries(run_id):
-            if entry.kind == "step":
-                item = load_item(entry.body)
-                if isinstance(item, Step):
-                    out.append(item)
-        return out
+        items = [load_item(e.body) for e in await self.entries(run_id) if e.kind == "step"]
+        return [item for item in items if isinstance(item, Step)]
 
 
 def header_json(question: str, history: Sequence[HistoryItem]) -> str:
@@ -257,6 +212,16 @@ def rows_of(entries: Entries) -> list[tuple[str, str, str]]:
         (kind, key, body if isinstance(body, str) else dumps(dict(body)))
         for kind, key, body in entries
     ]
+
+
+def entries_insert(
+    table: str, mark: str, run_id: str, last: int, rows: list[tuple[str, str, str]], now: float
+) -> tuple[str, list[Any]]:
+    """One ``INSERT`` of ``rows`` into ``table``, numbered after ``last`` (``mark`` is the
+    driver's placeholder): one statement, so one transaction when run alone."""
+    params = [v for i, row in enumerate(rows, last + 1) for v in (run_id, i, *row, now)]
+    values = ", ".join([f"({', '.join([mark] * 6)})"] * len(rows))
+    return f"INSERT INTO {table} (run, seq, kind, key, body, created) VALUES {values}", params
 
 
 def lock_key(run_id: str) -> int:
@@ -319,28 +284,26 @@ class SQLiteRunStore(RunStore):
 
     async def add_many(self, run_id: str, entries: Entries) -> None:
         rows = rows_of(entries)
-        if not rows:
-            return
-        now = time.time()
-        last = self._seq.get(run_id)
-        if last is not None:  # held: one statement, its own transaction
-            self.db.execute(*_entries_insert(run_id, last, rows, now))
-            self._seq[run_id] = last + len(rows)
-            return
-        with self.db.write() as conn:
-            self._insert(conn, run_id, rows, now)
+        if rows and run_id in self._seq:  # held: one statement, its own transaction
+            self.db.execute(*self._insert(None, run_id, rows, time.time()))
+        elif rows:
+            with self.db.write() as conn:
+                conn.execute(*self._insert(conn, run_id, rows, time.time()))
 
     def _insert(
-        self, conn: sqlite3.Connection, run_id: str, rows: list[tuple[str, str, str]], now: float
-    ) -> None:
-        if not rows:
-            return
+        self,
+        conn: sqlite3.Connection | None,
+        run_id: str,
+        rows: list[tuple[str, str, str]],
+        now: float,
+    ) -> tuple[str, list[Any]]:
         last = self._seq.get(run_id)
         if last is None:
+            assert conn is not None
             last = self._last(conn, run_id)
-        conn.execute(*_entries_insert(run_id, last, rows, now))
-        if run_id in self._seq:
+        else:
             self._seq[run_id] = last + len(rows)
+        return entries_insert("run_entries", "?", run_id, last, rows, now)
 
     @staticmethod
     def _last(conn: sqlite3.Connection, run_id: str) -> int:
@@ -359,70 +322,41 @@ class SQLiteRunStore(RunStore):
         rows = rows_of(entries)
         now = time.time()
         with self.db.write() as conn:
-            self._insert(conn, run_id, rows, now)
+            if rows:
+                conn.execute(*self._insert(conn, run_id, rows, now))
             conn.execute(
                 "UPDATE runs SET status = ?, result = ?, updated = ? WHERE id = ?",
                 (status, record, now, run_id),
             )
 
-    # --- reading -----------------------------------------------------------------------------
+    def _rows(self, sql: str, *params: Any) -> list[Any]:
+        with self.db.read() as conn:
+            return conn.execute(sql, params).fetchall()
 
     async def runs(self, limit: int = 50) -> list[RunInfo]:
-        with self.db.read() as conn:
-            rows = conn.execute(
-                "SELECT id, status, question, model, protocol, created, updated FROM runs "
-                "ORDER BY updated DESC LIMIT ?",
-                (limit,),
-            ).fetchall()
-        return [RunInfo(*row) for row in rows]
+        return [
+            RunInfo(*row) for row in self._rows(f"{_INFO} ORDER BY updated DESC LIMIT ?", limit)
+        ]
 
     async def info(self, run_id: str) -> RunInfo:
-        with self.db.read() as conn:
-            row = conn.execute(
-                "SELECT id, status, question, model, protocol, created, updated FROM runs "
-                "WHERE id = ?",
-                (run_id,),
-            ).fetchone()
-        if row is None:
-            raise StoreError(f"no run {run_id!r} in {self.db.path}")
-        return RunInfo(*row)
+        for row in self._rows(f"{_INFO} WHERE id = ?", run_id):
+            return RunInfo(*row)
+        raise StoreError(f"no run {run_id!r} in {self.db.path}")
 
     async def header(self, run_id: str) -> str | None:
-        with self.db.read() as conn:
-            row = conn.execute("SELECT header FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return None if row is None else str(row[0])
+        rows = self._rows("SELECT header FROM runs WHERE id = ?", run_id)
+        return str(rows[0][0]) if rows else None
 
     async def result(self, run_id: str) -> dict[str, Any] | None:
-        with self.db.read() as conn:
-            row = conn.execute("SELECT result FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return None if row is None or row[0] is None else dict(json.loads(row[0]))
+        rows = self._rows("SELECT result FROM runs WHERE id = ?", run_id)
+        return dict(json.loads(rows[0][0])) if rows and rows[0][0] is not None else None
 
     async def entries(self, run_id: str) -> list[Entry]:
-        with self.db.read() as conn:
-            rows = conn.execute(
-                "SELECT kind, key, body FROM run_entries WHERE run = ? ORDER BY seq", (run_id,)
-            ).fetchall()
-        return [Entry(kind, key, json.loads(body)) for kind, key, body in rows]
+        sql = "SELECT kind, key, body FROM run_entries WHERE run = ? ORDER BY seq"
+        return [Entry(kind, key, json.loads(body)) for kind, key, body in self._rows(sql, run_id)]
 
 
-def _entries_insert(
-    run_id: str, last: int, rows: list[tuple[str, str, str]], now: float
-) -> tuple[str, list[Any]]:
-    """One ``INSERT`` of ``rows``, numbered after ``last`` (one statement: one transaction
-    when run alone)."""
-    params: list[Any] = []
-    for i, (kind, key, body) in enumerate(rows, last + 1):
-        params += (run_id, i, kind, key, body, now)
-    sql = _INSERTS[len(rows)] if len(rows) < len(_INSERTS) else _insert_sql(len(rows))
-    return sql, params
-
-
-def _insert_sql(n: int) -> str:
-    values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * n)
-    return f"INSERT INTO run_entries (run, seq, kind, key, body, created) VALUES {values}"
-
-
-_INSERTS = [""] + [_insert_sql(n) for n in range(1, 9)]
+_INFO = "SELECT id, status, question, model, protocol, created, updated FROM runs"
 
 
 @dataclass(slots=True)
@@ -444,8 +378,6 @@ class RunJournal:
     protocol: str | None = None
     """The protocol the run began with (a resumed run reads its replies with it)."""
     reply_no: int = 0
-    replayed_replies: int = 0
-    replayed_calls: int = 0
     unwritten: list[tuple[str, str, Mapping[str, Any] | str]] = field(default_factory=list)
     """A step, written with the journal's next commit: a run resumes from its replies and
     calls, so a step lost in a crash costs nothing (and a step saves a commit of its own)."""
@@ -558,7 +490,6 @@ class RunJournal:
     def saved_reply(self) -> ModelResponse | None:
         """The committed reply for the run's next model call, if it has one."""
         if self.reply_no < len(self.replies):
-            self.replayed_replies += 1
             return load_reply(self.replies[self.reply_no]["reply"])
         return None
 
@@ -594,7 +525,6 @@ class RunJournal:
         """The record of this call if it ran to its end before."""
         kept = self.calls.get(self._key(record))
         if kept is not None and kept[0] == "done":
-            self.replayed_calls += 1
             return kept[1]
         return None
 

@@ -1,17 +1,8 @@
-"""Sessions: a conversation's history kept outside the process.
+"""Sessions: a conversation's history kept outside the process (``session=``).
 
-A :class:`Session` has three methods, all async: :meth:`~Session.load` (the history, in
-order), :meth:`~Session.append` (items at the end, as one batch that no other writer's
-items interleave) and :meth:`~Session.clear`. ``Agent.run``, ``arun``, ``iter`` and
-``run_stream`` take ``session=``, as does ``agent.conversation(session=...)``: the history
-is loaded before the run, and what the run added (the question, then each step) is
-appended when it ends, however it ends.
-
-* :class:`SQLiteSession`: the embedded default, one SQLite file (see
-  :mod:`react_engine.store.sqlite`), safe for several processes on one machine.
-* :class:`~react_engine.store.postgres.PostgresSession`: PostgreSQL through ``psycopg`` 3
-  (the ``postgres`` extra), for app servers on several machines.
-* :class:`MemorySession`: in this process only (tests, and the shape of a backend).
+The history is loaded before a run and what the run added is appended when it ends.
+Backends: :class:`SQLiteSession` (the default), :class:`MemorySession` (this process
+only) and :class:`~react_engine.store.postgres.PostgresSession`.
 """
 
 from __future__ import annotations
@@ -87,7 +78,8 @@ class SQLiteSession(Session):
         self.append_sync(items)
 
     async def clear(self) -> None:
-        self.clear_sync()
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM session_items WHERE session = ?", (self.name,))
 
     # The same, for code without an event loop (the CLI, a script).
 
@@ -105,26 +97,12 @@ class SQLiteSession(Session):
         now = time.time()
         with self.db.write() as conn:
             (last,) = conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM session_items WHERE session = ?",
-                (self.name,),
+                "SELECT COALESCE(MAX(seq), 0) FROM session_items WHERE session = ?", (self.name,)
             ).fetchone()
             conn.executemany(
                 "INSERT INTO session_items (session, seq, item, created) VALUES (?, ?, ?, ?)",
                 [(self.name, last + i, body, now) for i, body in enumerate(bodies, 1)],
             )
 
-    def clear_sync(self) -> None:
-        with self.db.write() as conn:
-            conn.execute("DELETE FROM session_items WHERE session = ?", (self.name,))
-
     def __repr__(self) -> str:
         return f"SQLiteSession({self.name!r}, path={str(self.db.path)!r})"
-
-
-def session_names(db: SQLiteDB) -> list[tuple[str, int]]:
-    """The sessions in a SQLite file, with their number of items."""
-    with db.read() as conn:
-        rows = conn.execute(
-            "SELECT session, COUNT(*) FROM session_items GROUP BY session ORDER BY session"
-        ).fetchall()
-    return [(str(name), int(count)) for name, count in rows]

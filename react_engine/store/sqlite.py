@@ -1,21 +1,10 @@
-"""The embedded store: one SQLite file (stdlib ``sqlite3``) in WAL mode, shared safely by
-several processes on one machine.
+"""The embedded store: one SQLite file in WAL mode, shared safely by several processes.
 
-Every write is one ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock
-before reading the next sequence number: two processes appending to one session at once
-are serialised by SQLite, so their messages never interleave inside a batch and none is
-lost. ``synchronous=NORMAL`` with WAL keeps every committed transaction through a crash of
-the process (a power cut may lose the last ones, never corrupt the file).
-
-Calls are made directly from the event loop: a write takes well under a millisecond on a
-local disk, less than handing it to a thread would cost. A writer that waits for another
-process's lock waits at most ``timeout`` seconds (SQLite's busy timeout).
-
-A file that cannot be written (a read-only file, or one in a read-only directory) is opened
-for reading: its runs and sessions can be listed and shown, and a write raises
-:class:`StoreError`. Whatever SQLite or the system raises (a corrupt or truncated file, a
-full disk, a lock file that cannot be made) leaves as a :class:`StoreError` naming the file
-and the cause (:func:`store_error`).
+Every write is one ``BEGIN IMMEDIATE`` transaction (the file's write lock is taken before
+the next sequence number is read), made directly from the event loop: it takes well under
+a millisecond. A file that cannot be written is opened for reading. Whatever SQLite or the
+system raises leaves as a :class:`StoreError` naming the file and the cause
+(:func:`store_error`).
 """
 
 from __future__ import annotations
@@ -95,9 +84,7 @@ class SQLiteDB:
     a lock so that the threads of one process take turns."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0):
-        self.path = _resolved(path)
-        """The file, its symbolic links and relative parts resolved: one file is one store
-        (one lease per run) under whatever name it is opened."""
+        self.path = _resolved(path)  # one file is one store, whatever name it is opened by
         self.timeout = timeout
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
@@ -188,12 +175,11 @@ class SQLiteDB:
             self._connection().execute(sql, params)
 
     def run_lock(self, run_id: str, key: int) -> contextlib.AbstractContextManager[None]:
-        """Hold run ``run_id`` (:class:`RunBusy` if another process, or another thread or
-        :class:`SQLiteDB` of this one, holds it): see :class:`_Leases`."""
+        """Hold run ``run_id`` (:class:`RunBusy` if anyone else holds it): :class:`_Leases`."""
         return self._leases.hold(run_id, key)
 
     def holds(self, run_id: str) -> bool:
-        return self._leases.holds(run_id)
+        return run_id in self._leases.held
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -247,30 +233,35 @@ def _denied(exc: BaseException) -> bool:
     )
 
 
-_CAUSES = {
-    "SQLITE_NOTADB": "not a SQLite database (a corrupt store, or another kind of file)",
-    "SQLITE_CORRUPT": "the file is corrupt or truncated",
-    "SQLITE_FULL": "the disk is full",
-    "SQLITE_READONLY": "the store is read-only (the file or its directory cannot be written)",
-    "SQLITE_CANTOPEN": "the file cannot be opened",
-    "SQLITE_IOERR": "an I/O error",
-    "SQLITE_BUSY": "another process holds the file's lock",
-    "SQLITE_LOCKED": "another process holds the file's lock",
-}
+_CAUSES = (  # SQLite's error name, the words of an error without one, the cause
+    (
+        "SQLITE_NOTADB",
+        "not a database",
+        "not a SQLite database (a corrupt store, or another kind of file)",
+    ),
+    ("SQLITE_CORRUPT", "malformed", "the file is corrupt or truncated"),
+    ("SQLITE_FULL", "disk is full", "the disk is full"),
+    (
+        "SQLITE_READONLY",
+        "readonly",
+        "the store is read-only (the file or its directory cannot be written)",
+    ),
+    ("SQLITE_CANTOPEN", "unable to open", "the file cannot be opened"),
+    ("SQLITE_IOERR", "I/O error", "an I/O error"),
+    ("SQLITE_BUSY", None, "another process holds the file's lock"),
+    ("SQLITE_LOCKED", None, "another process holds the file's lock"),
+)
 
 
 def store_error(path: Path, exc: BaseException) -> StoreError:
-    """``exc`` (from SQLite or the system) as a :class:`StoreError` naming the file and the
-    cause."""
+    """``exc`` (from SQLite or the system) as a :class:`StoreError` naming the file."""
     if isinstance(exc, StoreError):
         return exc
     name = str(getattr(exc, "sqlite_errorname", ""))
-    cause = next((c for prefix, c in _CAUSES.items() if name.startswith(prefix)), None)
+    cause = next((c for prefix, _, c in _CAUSES if name.startswith(prefix)), None)
     if cause is None and isinstance(exc, sqlite3.DatabaseError):
-        text = str(exc)
-        cause = next(
-            (c for word, c in _WORDS.items() if word in text), "the database could not be used"
-        )
+        text, unknown = str(exc), "the database could not be used"
+        cause = next((c for _, word, c in _CAUSES if word and word in text), unknown)
     if cause is None and isinstance(exc, OSError):
         cause = f"{exc.strerror or type(exc).__name__} ({exc.filename or path})"
     if cause is None:
@@ -279,28 +270,15 @@ def store_error(path: Path, exc: BaseException) -> StoreError:
     return StoreError(f"store {path}: {cause}{detail}", location=str(path))
 
 
-_WORDS = {
-    "not a database": _CAUSES["SQLITE_NOTADB"],
-    "malformed": _CAUSES["SQLITE_CORRUPT"],
-    "disk is full": _CAUSES["SQLITE_FULL"],
-    "readonly": _CAUSES["SQLITE_READONLY"],
-    "unable to open": _CAUSES["SQLITE_CANTOPEN"],
-    "I/O error": _CAUSES["SQLITE_IOERR"],
-}
-"""The same causes, by their words (an SQLite error without an error name)."""
-
-
 class _Leases:
-    """The runs this process holds in one file, whatever name or :class:`SQLiteDB` it was
-    opened under: a POSIX lock on byte ``key`` of ``FILE-runs.lock``, which the system drops
-    when the process dies. POSIX locks belong to the process, so the runs it holds are also
-    kept in a set. The lock file is opened once and never closed: closing any descriptor of
-    it would drop every lock of the process."""
+    """The runs this process holds in one file: a POSIX lock on byte ``key`` of
+    ``FILE-runs.lock`` (dropped when the process dies), and a set, as POSIX locks belong to
+    the process. The lock file is never closed: that would drop every lock."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._held: set[str] = set()
+        self.held: set[str] = set()
         self._fd: int | None = None
         self._pid = 0
 
@@ -320,8 +298,8 @@ class _Leases:
     def hold(self, run_id: str, key: int) -> Iterator[None]:
         with self._lock:
             if self._pid not in (0, os.getpid()):
-                self._held.clear()  # a forked child holds none of its parent's runs
-            if run_id in self._held:
+                self.held.clear()  # a forked child holds none of its parent's runs
+            if run_id in self.held:
                 raise RunBusy(run_id)
             fd = self._file()
             if fd is not None:
@@ -329,17 +307,14 @@ class _Leases:
                     fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, key)
                 except OSError:
                     raise RunBusy(run_id) from None
-            self._held.add(run_id)
+            self.held.add(run_id)
         try:
             yield
         finally:
             with self._lock:
-                self._held.discard(run_id)
+                self.held.discard(run_id)
                 if fd is not None and self._pid == os.getpid():
                     fcntl.lockf(fd, fcntl.LOCK_UN, 1, key)
-
-    def holds(self, run_id: str) -> bool:
-        return run_id in self._held
 
 
 _LEASES: dict[Path, _Leases] = {}
@@ -359,9 +334,8 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def _wal(conn: sqlite3.Connection, timeout: float) -> None:
-    """Put the file in WAL mode. Switching takes the file's lock for a moment, and SQLite
-    answers "database is locked" at once, busy timeout or not, when another process opens
-    the same new file at the same time: the switch is tried again until ``timeout``."""
+    """Put the file in WAL mode, tried again until ``timeout`` while another process opening
+    the same new file holds its lock (SQLite answers "locked" at once, busy timeout or not)."""
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -1,13 +1,6 @@
-"""Test doubles that ship with the library: hermetic, deterministic, no network.
-
-* :class:`ScriptedModel`: an in-process :class:`~react_engine.ChatModel` answering from
-  a script (:func:`reply`, :func:`tool_call_reply` build its replies);
-* :class:`MockOpenAIServer`: a loopback OpenAI-compatible HTTP server whose answers come
-  from a responder function, faults included (:class:`MockResponse`), and
-  :class:`ScriptedServer`, the same server answering from a script;
-* :class:`Script`: the one queue-or-function mechanism both scripted fakes use;
-* :mod:`.tools`: tools over fixed data (canned weather, a calculator).
-"""
+"""Test doubles that ship with the library: hermetic, deterministic, no network
+(:class:`ScriptedModel`, :class:`MockOpenAIServer`, :class:`ScriptedServer`, and tools over
+fixed data in :mod:`.tools`; docs/testing.md)."""
 
 from .model import ScriptedModel, reply, tool_call_reply
 from .script import Script, ScriptExhausted

@@ -5,18 +5,14 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any
 
 from ..transport.base import ChatModel
 from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, ToolCall, Usage
-from .script import Script
+from .script import Script, Scripted
 
-__all__ = ["ScriptItem", "ScriptedModel", "reply", "tool_call_reply"]
-
-ScriptItem: TypeAlias = (
-    "ModelResponse | str | BaseException | Callable[[ModelRequest], ModelResponse | str]"
-)
+__all__ = ["ScriptedModel", "reply", "tool_call_reply"]
 
 
 def reply(
@@ -24,10 +20,7 @@ def reply(
 ) -> ModelResponse:
     """A scripted text reply."""
     return ModelResponse(
-        content=content,
-        reasoning=reasoning,
-        finish_reason="stop",
-        usage=usage or Usage(requests=1),
+        content=content, reasoning=reasoning, finish_reason="stop", usage=usage or Usage(requests=1)
     )
 
 
@@ -54,16 +47,11 @@ def tool_call_reply(
     )
 
 
-class ScriptedModel(ChatModel):
-    """A model that answers from a script: a queue of replies, or a function of the request.
-
-    Each queued item is a :class:`ModelResponse`, a string (a plain text reply), an exception
-    (raised for that request, e.g. ``ModelUnavailableError(status_code=429)``), or a
-    function of the request returning one of those. ``requests`` and ``payloads`` record
-    what was asked, typed and exactly as the SDK would have sent it. Once the script is
-    spent, ``default`` answers; without one, the request raises
-    :class:`~react_engine.testing.ScriptExhausted`.
-    """
+class ScriptedModel(Scripted, ChatModel):
+    """A model that answers from a script: a queue of replies (a :class:`ModelResponse`,
+    a string, an exception to raise, or a function of the request giving one), or a
+    function of the request. ``requests`` and ``payloads`` record what was asked; once the
+    script is spent, ``default`` answers, else :class:`ScriptExhausted`."""
 
     def __init__(
         self,
@@ -76,22 +64,6 @@ class ScriptedModel(ChatModel):
         self.base_url = base_url
         self.requests: list[ModelRequest] = []
         self.payloads: list[dict[str, Any]] = []
-
-    @property
-    def default(self) -> Any:
-        """What to answer once the queue is empty."""
-        return self.script.default
-
-    @default.setter
-    def default(self, value: Any) -> None:
-        self.script.default = value
-
-    def push(self, *items: Any) -> None:
-        self.script.push(*items)
-
-    @property
-    def remaining(self) -> int:
-        return self.script.remaining
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)

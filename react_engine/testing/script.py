@@ -1,10 +1,6 @@
-"""A script: the answers a fake gives, from a queue or from a function of the request.
-
-One mechanism behind every scripted fake: :class:`~react_engine.testing.ScriptedModel`
-(requests are :class:`~react_engine.types.ModelRequest`, items are replies) and
-:class:`~react_engine.testing.ScriptedServer` (requests are decoded HTTP bodies, items are
-response bodies). A queued item may itself be a function of the request, so that one
-answer can depend on what was asked.
+"""A script: the answers a fake gives, from a queue or from a function of the request (the
+one mechanism behind :class:`~react_engine.testing.ScriptedModel` and
+:class:`~react_engine.testing.ScriptedServer`); a queued item may be a function too.
 """
 
 from __future__ import annotations
@@ -12,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import UserError
 
@@ -27,12 +23,8 @@ class ScriptExhausted(UserError):
 
 
 class Script(Generic[Request, Item]):
-    """Answers in order from a queue, or from one function of the request.
-
-    ``default`` answers once the queue is empty (``None``: :meth:`answer` raises
-    :class:`ScriptExhausted`). Safe to use from several threads: a server answers on its
-    own thread while the test pushes items.
-    """
+    """Answers in order from a queue, or from one function of the request; ``default``
+    once the queue is empty (``None``: :class:`ScriptExhausted`). Thread-safe."""
 
     def __init__(
         self,
@@ -47,8 +39,7 @@ class Script(Generic[Request, Item]):
         else:
             self._queue.extend(script)
         self.default = default
-        self.asked = 0
-        """How many requests were answered (or found the script spent)."""
+        self.asked = 0  # requests answered (or that found the script spent)
         self._lock = threading.Lock()
 
     def push(self, *items: Item | Callable[[Request], Item]) -> None:
@@ -76,3 +67,25 @@ class Script(Generic[Request, Item]):
         if callable(item):
             return item(request)
         return item
+
+
+class Scripted:
+    """A fake that answers from its :attr:`script`: the script's queue at hand."""
+
+    script: Script[Any, Any]
+
+    @property
+    def default(self) -> Any:
+        """What to answer once the queue is empty."""
+        return self.script.default
+
+    @default.setter
+    def default(self, value: Any) -> None:
+        self.script.default = value
+
+    def push(self, *items: Any) -> None:
+        self.script.push(*items)
+
+    @property
+    def remaining(self) -> int:
+        return self.script.remaining

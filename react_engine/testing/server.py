@@ -1,31 +1,10 @@
-"""A small OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks.
+"""A small OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks
+(docs/testing.md).
 
-It answers ``POST /v1/chat/completions`` (and ``GET /v1/models``) with whatever a
-*responder* function returns for the decoded request body, over real HTTP/1.1 with
-keep-alive, so the engine is exercised through the ``openai`` SDK exactly as in
-production. The responder returns either a JSON-ready dict (sent with status 200) or a
-:class:`MockResponse`, which can also inject faults: any status and headers, a delay, a
-raw (even malformed) body, a connection dropped before or in the middle of the reply.
-
-It runs its own event loop in a daemon thread, binds loopback only, and stops on
-:meth:`MockOpenAIServer.stop` or at the end of a ``with`` block. One fault belongs to the
-server rather than to a reply: ``empty_tool_streams=True`` answers every streamed request
-that carries ``tools`` with HTTP 200 and an empty stream, as servers that cannot stream
-tool calls do. Another is ``ignore_tools=True``: ``tools`` and ``tool_choice`` are dropped
-from every request before the responder sees it, as a server without tool support (a
-proxy, a chat template with no tools) silently does.
-
-The engine's capability probe (:mod:`react_engine.transport.probe`, sent once per new
-endpoint and model under ``protocol="auto"``) is answered by the server itself, as a
-server that honours ``tools`` but does not constrain decoding answers it (a native call
-to the probe tool, written loosely), so that scripts and responders hold only a run's own
-replies; :attr:`MockOpenAIServer.probes` records it. Under ``ignore_tools`` the probe,
-stripped of its tools like every request, goes to the responder, and so does it with
-``answer_probe=False`` (the probe's own tests script its answers).
-
-:class:`ScriptedServer` is that server answering from a :class:`~.script.Script`, the
-same queue (or function of the request) that drives the in-process
-:class:`~react_engine.testing.ScriptedModel`.
+It answers ``POST /v1/chat/completions`` (and ``GET /v1/models``) over real HTTP/1.1 with
+what a *responder* returns for the decoded body: a JSON-ready dict, or a
+:class:`MockResponse`, faults included. It runs its own event loop in a daemon thread.
+:class:`ScriptedServer` answers from a :class:`~.script.Script`.
 """
 
 from __future__ import annotations
@@ -38,11 +17,12 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Final, Self
 
-from .script import Script, ScriptExhausted
+from .script import Script, Scripted, ScriptExhausted
 
 __all__ = [
     "MockOpenAIServer",
@@ -195,63 +175,37 @@ def stream_chunks(
     return out
 
 
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    422: "Unprocessable Entity",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-}
-
-
+@dataclass(eq=False)
 class MockOpenAIServer:
-    """An OpenAI-compatible server whose every answer comes from ``responder``.
+    """An OpenAI-compatible server whose every answer comes from ``responder``;
+    ``requests`` records each decoded body in arrival order.
 
-    ``requests`` records each decoded request body in arrival order.
-
-    ``empty_tool_streams``: a streamed request that carries ``tools`` gets HTTP 200 and a
-    stream with no chunk and no ``[DONE]``, without asking ``responder`` (llama-cpp-python's
-    server did this before react-engine's fix; some vLLM and Ollama versions too). The
-    same request without ``stream`` is answered as usual.
-
-    ``ignore_tools``: ``tools``, ``tool_choice`` and ``parallel_tool_calls`` are dropped
-    from each request before ``responder`` sees it (and ``requests`` records it so).
-    Otherwise the engine's probe request is answered here and recorded in ``probes``,
-    unless ``answer_probe=False``.
+    ``empty_tool_streams``: a streamed request with ``tools`` gets HTTP 200 and an empty
+    stream. ``ignore_tools``: ``tools``, ``tool_choice`` and ``parallel_tool_calls`` are
+    dropped from each request. Otherwise the engine's capability probe is answered here
+    (as a server that honours tools but does not constrain decoding) and recorded in
+    ``probes``, unless ``answer_probe=False``.
     """
 
-    def __init__(
-        self,
-        responder: Responder,
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        empty_tool_streams: bool = False,
-        ignore_tools: bool = False,
-        answer_probe: bool = True,
-    ) -> None:
-        if host not in ("127.0.0.1", "localhost", "::1"):
+    responder: Responder
+    _: KW_ONLY
+    host: str = "127.0.0.1"
+    port: int = 0
+    empty_tool_streams: bool = False
+    ignore_tools: bool = False
+    answer_probe: bool = True
+    probes: list[dict[str, Any]] = field(default_factory=list, init=False)  # not in requests
+    requests: list[dict[str, Any]] = field(default_factory=list, init=False)
+    streams: list[StreamRecord] = field(default_factory=list, init=False)  # per streamed reply
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
+    _server: asyncio.Server | None = field(default=None, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+    _ready: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the mock server binds loopback only")
-        self.responder = responder
-        self.empty_tool_streams = empty_tool_streams
-        self.ignore_tools = ignore_tools
-        self.answer_probe = answer_probe
-        self.probes: list[dict[str, Any]] = []
-        """The engine's probe requests this server answered itself (not in ``requests``)."""
-        self.host = host
-        self.port = port
-        self.requests: list[dict[str, Any]] = []
-        self.streams: list[StreamRecord] = []
-        """One record per streamed reply, in order: how many chunks it had and were sent."""
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._lock = threading.Lock()
 
     @property
     def base_url(self) -> str:
@@ -285,8 +239,6 @@ class MockOpenAIServer:
     ) -> None:
         self.stop()
 
-    # --- the server -------------------------------------------------------------------------
-
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
@@ -312,11 +264,8 @@ class MockOpenAIServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
-                headers = {}
-                for line in lines[1:]:
-                    if ":" in line:
-                        k, v = line.split(":", 1)
-                        headers[k.strip().lower()] = v.strip()
+                fields = (line.partition(":") for line in lines[1:] if ":" in line)
+                headers = {k.strip().lower(): v.strip() for k, _, v in fields}
                 length = int(headers.get("content-length", "0") or 0)
                 raw = await reader.readexactly(length) if length else b""
                 keep = await self._answer(method, path, raw, reader, writer)
@@ -395,10 +344,8 @@ class MockOpenAIServer:
         record = StreamRecord(available=len(chunks))
         with self._lock:
             self.streams.append(record)
-        head = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Status')}"]
-        head += [f"{k}: {v}" for k, v in response.headers.items()]
-        head += ["content-type: text/event-stream", "transfer-encoding: chunked"]
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        sse = {"content-type": "text/event-stream", "transfer-encoding": "chunked"}
+        writer.write(_head(response.status, {**response.headers, **sse}))
         try:
             await writer.drain()
             for item in [*chunks, "[DONE]"] if response.done else chunks:
@@ -410,13 +357,7 @@ class MockOpenAIServer:
                 if reader.at_eof() or writer.transport.is_closing():
                     record.closed_by_client = True
                     return False
-                if isinstance(item, bytes):
-                    data = item
-                elif isinstance(item, str):
-                    data = item.encode()
-                else:
-                    data = json.dumps(item, ensure_ascii=False).encode()
-                event = b"data: " + data + b"\n\n"
+                event = b"data: " + _encoded(item) + b"\n\n"
                 writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
                 await writer.drain()
                 if item != "[DONE]":
@@ -439,9 +380,8 @@ def _probe_tool() -> str:
 
 
 def _probe_answer() -> dict[str, Any]:
-    """A tool-honouring, unconstrained server's answer to the probe: the named call, with
-    an argument off the schema's one allowed value (so the probe learns nothing about
-    constrained decoding)."""
+    """A tool-honouring, unconstrained server's answer to the probe (an argument off the
+    schema's one allowed value)."""
     return tool_calls_completion((_probe_tool(), '{"color": "Blue"}'))
 
 
@@ -453,22 +393,32 @@ def _is_probe(body: dict[str, Any]) -> bool:
     return isinstance(function, dict) and function.get("name") == _probe_tool()
 
 
+def _encoded(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value, ensure_ascii=False).encode()
+
+
+def _head(status: int, headers: dict[str, str]) -> bytes:
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:  # a status no standard names (529...)
+        reason = "Status"
+    lines = [f"HTTP/1.1 {status} {reason}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
 async def _write(writer: asyncio.StreamWriter, response: MockResponse) -> None:
-    body = response.body
-    if isinstance(body, bytes):
-        data = body
-    elif isinstance(body, str):
-        data = body.encode()
-    else:
-        data = json.dumps(body, ensure_ascii=False).encode()
+    data = _encoded(response.body)
     headers = {"content-type": "application/json", **response.headers}
-    head = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Status')}"]
-    head += [f"{k}: {v}" for k, v in headers.items()]
-    head.append(f"content-length: {len(data)}")
+    headers["content-length"] = str(len(data))
     if response.truncate_at is not None:
         data = data[: response.truncate_at]
-        head.append("connection: close")
-    writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+        headers["connection"] = "close"
+    writer.write(_head(response.status, headers) + data)
     await writer.drain()
     if response.truncate_at is not None:
         writer.transport.abort()
@@ -479,14 +429,10 @@ Answer = MockResponse | dict[str, Any]
 :class:`MockResponse`, faults included."""
 
 
-class ScriptedServer(MockOpenAIServer):
-    """A :class:`MockOpenAIServer` whose answers come from a script.
-
-    Each item is an :data:`Answer` or a function of the decoded request body returning one.
-    Once the script is spent, ``default`` answers, or a 500 saying the script ran out
-    (which a client sees as a retried failure rather than as a hang). An empty stream sent
-    for ``empty_tool_streams`` uses no item.
-    """
+class ScriptedServer(Scripted, MockOpenAIServer):
+    """A :class:`MockOpenAIServer` whose answers come from a script of :data:`Answer` items
+    (or functions of the decoded body giving one); once it is spent, ``default``, else a
+    500 saying the script ran out."""
 
     def __init__(
         self,
@@ -503,21 +449,6 @@ class ScriptedServer(MockOpenAIServer):
             answer_probe=answer_probe,
         )
         self.script: Script[dict[str, Any], Answer] = Script(items, default=default)
-
-    @property
-    def default(self) -> Answer | Callable[[dict[str, Any]], Answer] | None:
-        return self.script.default
-
-    @default.setter
-    def default(self, value: Answer | Callable[[dict[str, Any]], Answer] | None) -> None:
-        self.script.default = value
-
-    def push(self, *items: Answer | Callable[[dict[str, Any]], Answer]) -> None:
-        self.script.push(*items)
-
-    @property
-    def remaining(self) -> int:
-        return self.script.remaining
 
     def _answer_from_script(self, body: dict[str, Any]) -> Answer:
         try:

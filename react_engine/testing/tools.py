@@ -17,25 +17,18 @@ from ..tools import tool
 __all__ = ["WEATHER", "calculator", "get_weather"]
 
 WEATHER: dict[str, dict[str, Any]] = {
-    "beijing": {"city": "Beijing", "condition": "sunny", "temperature_c": 24, "humidity": 30},
-    "guangzhou": {"city": "Guangzhou", "condition": "rainy", "temperature_c": 29, "humidity": 85},
-    "shanghai": {"city": "Shanghai", "condition": "cloudy", "temperature_c": 22, "humidity": 70},
-    "shenzhen": {
-        "city": "Shenzhen",
-        "condition": "thunderstorms",
-        "temperature_c": 28,
-        "humidity": 88,
-    },
-    "hangzhou": {
-        "city": "Hangzhou",
-        "condition": "light rain",
-        "temperature_c": 20,
-        "humidity": 76,
-    },
-    "paris": {"city": "Paris", "condition": "overcast", "temperature_c": 14, "humidity": 72},
-    "london": {"city": "London", "condition": "drizzle", "temperature_c": 11, "humidity": 81},
-    "new york": {"city": "New York", "condition": "clear", "temperature_c": 18, "humidity": 55},
-    "tokyo": {"city": "Tokyo", "condition": "partly cloudy", "temperature_c": 21, "humidity": 60},
+    city.lower(): {"city": city, "condition": condition, "temperature_c": c, "humidity": h}
+    for city, condition, c, h in [
+        ("Beijing", "sunny", 24, 30),
+        ("Guangzhou", "rainy", 29, 85),
+        ("Shanghai", "cloudy", 22, 70),
+        ("Shenzhen", "thunderstorms", 28, 88),
+        ("Hangzhou", "light rain", 20, 76),
+        ("Paris", "overcast", 14, 72),
+        ("London", "drizzle", 11, 81),
+        ("New York", "clear", 18, 55),
+        ("Tokyo", "partly cloudy", 21, 60),
+    ]
 }
 
 _ALIASES = {

@@ -1,15 +1,6 @@
-"""The chat-model seam: one call, ``complete(request) -> response``.
-
-A model may also stream (``stream(request)``, an async iterator of
-:class:`~react_engine.types.ModelDelta`); the default answers with ``complete`` and yields
-the whole reply as one delta, so implementing ``complete`` is enough. Assembling deltas
-and live stop detection are in :mod:`react_engine.transport.streaming`, retries in
-:mod:`react_engine.transport.retries`.
-
-:class:`~react_engine.transport.openai_model.OpenAIChatModel` is the adapter to the
-``openai`` SDK; :class:`~react_engine.testing.ScriptedModel` is the fake that ships with the
-seam: queued replies or a function of the request, used by the tests, dry runs and the
-comparison script.
+"""The chat-model seam: one call, ``complete(request) -> response`` (``stream`` defaults
+to the whole reply as one delta). :class:`~react_engine.transport.openai_model.OpenAIChatModel`
+is the ``openai`` adapter, :class:`~react_engine.testing.ScriptedModel` the fake.
 """
 
 from __future__ import annotations
@@ -30,17 +21,10 @@ class ChatModel(ABC):
 
     @abstractmethod
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Answer one request, or raise :class:`ModelAPIError`.
-
-        Raise :class:`ModelUnavailableError` for failures worth retrying and
-        :class:`ModelRequestError` for those that are not.
-        """
+        """Answer one request, or raise :class:`ModelUnavailableError` (worth retrying) or
+        :class:`ModelRequestError` (not)."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
-        """Answer one request as it is written, in :class:`ModelDelta` pieces.
-
-        The default answers with :meth:`complete` and yields the whole reply as one delta,
-        so a model that cannot stream (a scripted one, a third party's) still serves
-        ``Agent.iter``. Errors are those of :meth:`complete`.
-        """
+        """Answer one request as it is written, in :class:`ModelDelta` pieces (by default
+        the whole reply of :meth:`complete` as one delta)."""
         yield ModelDelta.whole(await self.complete(request))

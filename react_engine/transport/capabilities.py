@@ -1,22 +1,7 @@
-"""What a chat model and the server in front of it accept.
-
-The agent picks a protocol per model and shapes each request to what the server takes, so
-it needs to know, before the first request, whether a model does native tool calls,
-whether ``stop`` is allowed, and so on. Three layers answer that, each over the one
-before::
-
-    shipped registry   capabilities.json: glob patterns per model family, from the docs
-    user entries       register(), load_file(), REACT_ENGINE_CAPABILITIES=path
-    learned decisions  CapabilityCache: what a server rejected at run time,
-                       per (base_url, model), optionally kept in a JSON file
-
-This module holds the first two: :class:`Capabilities` and the :class:`CapabilityRegistry`.
-The learned decisions and :func:`~react_engine.transport.learned.resolve`, which combines
-the layers and says which one decided, are in :mod:`~react_engine.transport.learned`; the
-classifier of a server's rejections (:func:`~react_engine.transport.rejections.classify_rejection`)
-and what a run does about each are in :mod:`~react_engine.transport.rejections`.
-
-Nothing here talks to the network; it is all pure data and small functions.
+"""What a chat model and the server in front of it accept: :class:`Capabilities` and the
+:class:`CapabilityRegistry` (the shipped ``capabilities.json`` under the user's entries).
+What servers rejected at run time is in :mod:`~react_engine.transport.learned`
+(docs/capability-cache.md). Nothing here talks to the network.
 """
 
 from __future__ import annotations
@@ -69,89 +54,59 @@ ConstraintStyle: TypeAlias = Literal["llama.cpp", "vllm", "json_schema"]
 CONSTRAINT_STYLES: Final[tuple[str, ...]] = ("llama.cpp", "vllm", "json_schema")
 
 
-# --- capabilities ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What one model, behind its usual server, accepts. The defaults are the registry's
     guess for an unknown model (see ``default`` in ``capabilities.json``)."""
 
     function_calling: bool = True
-    """The server takes ``tools`` and returns ``tool_calls``. Decides the protocol under
-    ``protocol="auto"``: native calls when true, the text Thought/Action protocol when
-    false. A wrong ``True`` costs one rejected request (the rejection is learned)."""
+    """The server takes ``tools`` and returns ``tool_calls``: under ``protocol="auto"``,
+    native calls, else the text protocol. A wrong ``True`` costs one rejected request."""
 
     parallel_tool_calls: bool = False
-    """The server accepts the ``parallel_tool_calls`` parameter and the model may return
-    several calls per reply. When false the parameter is not sent at all (several servers
-    reject it); several calls that arrive anyway are still executed."""
+    """The ``parallel_tool_calls`` parameter is accepted (else it is not sent; several calls
+    that arrive anyway still run)."""
 
     tool_choice_required: bool = False
-    """``tool_choice="required"`` is accepted and honoured. When false only ``"auto"`` (or
-    nothing) is sent, so forcing a call must be done with a retry message instead."""
+    """``tool_choice="required"`` is honoured (else a call is forced with a retry message)."""
 
     stop: bool = True
-    """The server accepts ``stop`` sequences. The text protocol uses them to end a reply
-    before the model invents its own ``Observation:``; without them it cuts the invented
-    part after the fact, which costs tokens but still works. Reasoning APIs reject it."""
+    """``stop`` sequences are accepted (else the text protocol cuts an invented
+    ``Observation:`` after the fact). Reasoning APIs reject it."""
 
     constrained_decoding: bool = False
-    """The server can constrain what the model writes (see :attr:`constraint_style`). The
-    text protocol then sends a grammar that only admits a well-formed step on this agent's
-    tools, and the structured-output protocol a JSON Schema. A server that rejects the
-    parameter is learned (``constrained_decoding=False``) and the run goes on without."""
+    """The server can constrain what the model writes (:attr:`constraint_style`): a grammar
+    for the text protocol, a JSON Schema for the structured one."""
 
     constraint_style: ConstraintStyle = "json_schema"
-    """How the server takes a constraint: ``"llama.cpp"`` (a GBNF ``grammar`` field, which
-    llama.cpp's server and llama-cpp-python read; JSON Schemas are sent as grammars too),
-    ``"vllm"`` (``guided_grammar`` / ``guided_json``), or ``"json_schema"`` (OpenAI's
-    ``response_format`` JSON Schema, also read by Ollama's and most other ``/v1``
-    endpoints: JSON only, no grammar for the text protocol)."""
+    """``"llama.cpp"`` (a GBNF ``grammar``), ``"vllm"`` (``guided_grammar`` /
+    ``guided_json``) or ``"json_schema"`` (OpenAI's ``response_format``: JSON only)."""
 
     text_template: TextTemplate = "classic"
-    """Which text-protocol prompt suits the model: ``classic`` (Thought/Action/Action Input),
-    ``json`` (the action as one JSON object) or ``zh`` (Chinese labels). Every shipped
-    family follows ``classic``; the others are for users to pick per model."""
+    """The text-protocol prompt that suits the model: ``classic``, ``json`` or ``zh``."""
 
     reasoning: bool = False
-    """A reasoning model: it thinks before answering, in ``<think>`` blocks, in a separate
-    ``reasoning_content`` or hidden (OpenAI's o-series and GPT-5). Its thinking counts
-    against ``max_tokens``: a bound that suits other models cuts it off before the answer
-    (the comparison script then sends none; the library sends none unless asked). Think
-    blocks never reach the answer or the action search, whatever this flag says: any
-    model may write them."""
+    """A reasoning model: its thinking counts against ``max_tokens`` (none is sent unless
+    asked). Think blocks never reach the answer, whatever this flag says."""
 
     reasoning_echo: bool = False
-    """The provider wants the reply's ``reasoning_content`` sent back on the assistant
-    messages of the current question's tool-call turns (DeepSeek's thinking mode answers
-    HTTP 400 without it; Kimi K2 Thinking reasons worse). Earlier questions' reasoning is
-    never sent. Only the function-calling protocol sends it: the text protocols make no
-    tool-call turns. Learned both ways: a server that asks for the field turns this on,
-    one that rejects it turns it off."""
+    """The provider wants the reply's ``reasoning_content`` sent back on the current
+    question's tool-call turns (DeepSeek's thinking mode). Learned both ways."""
 
     sampling: bool = True
-    """The model takes ``temperature``. False for reasoning APIs that reject any value but
-    the default (OpenAI's o-series and GPT-5 answer HTTP 400) or ignore it (deepseek-reasoner):
-    the agent then does not send the user's temperature. A rejection is learned."""
+    """The model takes ``temperature`` (false for reasoning APIs that reject or ignore it)."""
 
     stream_tools: bool = True
-    """The server streams its reply to a request that carries ``tools``. Some cannot: a
-    few vLLM and Ollama versions, and llama-cpp-python's server before react-engine's
-    fix, answer HTTP 200 and a stream with no chunk at all. A streamed run that meets one
-    sends the turn again without streaming and learns this as false: from then on its
-    requests with tools go unstreamed (each reply reaches the caller as one delta), the
-    others still stream."""
+    """The server streams replies to requests with ``tools`` (some answer an empty stream:
+    such requests then go unstreamed). Learned."""
 
     call_format: str = ""
-    """The family's own tool-call format, as its chat template writes it (``hermes``,
-    ``qwen_xml``, ``glm45``, ``kimi``, ``mistral``, ``llama``, ``llama4``, ``harmony``,
-    ...: the recognisers of :mod:`react_engine.parsing.salvage.formats`). A call the server left
-    in the reply text is read with that recogniser first; ``""`` (unknown) tries them all."""
+    """The family's own tool-call format (``hermes``, ``qwen_xml``, ...: the recognisers of
+    :mod:`react_engine.parsing.salvage.formats`), tried first on a call left in the text;
+    ``""`` tries them all."""
 
     source: str = ""
-    """Where the entry's facts come from: the provider documentation URL, ``"user"`` for
-    :meth:`CapabilityRegistry.register`, or the file it was loaded from."""
+    """Where the entry's facts come from: a documentation URL, ``"user"``, or a file."""
 
     note: str = ""
     """Why the entry says what it says, for ``--explain`` output and for reviewers."""
@@ -177,6 +132,9 @@ _STR_FIELDS: Final[tuple[str, ...]] = (
 )
 
 
+_CHOICES: Final = {"text_template": TEXT_TEMPLATES, "constraint_style": CONSTRAINT_STYLES}
+
+
 def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> Capabilities:
     """``base`` with ``fields`` applied, every name and value checked."""
     changes: dict[str, Any] = {}
@@ -187,15 +145,10 @@ def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> 
         elif name in _STR_FIELDS:
             if not isinstance(value, str):
                 raise ConfigurationError(f"{where}: {name!r} must be a string, got {value!r}")
-            if name == "text_template" and value not in TEXT_TEMPLATES:
+            choices = _CHOICES.get(name)
+            if choices is not None and value not in choices:
                 raise ConfigurationError(
-                    f"{where}: text_template must be one of {', '.join(TEXT_TEMPLATES)}, "
-                    f"got {value!r}"
-                )
-            if name == "constraint_style" and value not in CONSTRAINT_STYLES:
-                raise ConfigurationError(
-                    f"{where}: constraint_style must be one of {', '.join(CONSTRAINT_STYLES)}, "
-                    f"got {value!r}"
+                    f"{where}: {name} must be one of {', '.join(choices)}, got {value!r}"
                 )
         else:
             known = ", ".join(BOOL_FIELDS + _STR_FIELDS)
@@ -204,19 +157,10 @@ def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> 
     return dataclasses.replace(base, **changes)
 
 
-# --- model names ---------------------------------------------------------------------------
-
-
 def model_name_candidates(model: str) -> tuple[str, ...]:
-    """The lowercase names a model is matched under, most specific first.
-
-    Providers dress the same model differently: ``deepseek/deepseek-chat`` (OpenRouter),
-    ``Qwen/Qwen2.5-7B-Instruct`` (Hugging Face), ``hf.co/bartowski/...-GGUF:Q4_K_M`` and
-    ``llama3.1:8b`` (Ollama), ``/models/smollm2-135m-instruct.Q4_1.gguf`` (llama.cpp),
-    ``ft:gpt-4o-mini-2024-07-18:org::id`` (OpenAI fine-tunes). Matching the full name, the
-    last path segment and both without an Ollama ``:tag`` lets one pattern per family
-    cover them all.
-    """
+    """The lowercase names a model is matched under, most specific first: the full name
+    (without ``ft:``), its last path segment, and both without an Ollama ``:tag``, so that
+    one pattern covers ``Qwen/Qwen2.5-7B-Instruct``, ``llama3.1:8b`` and the like."""
     name = model.strip().lower()
     if name.startswith("ft:"):
         name = name[3:]
@@ -230,9 +174,6 @@ def model_name_candidates(model: str) -> tuple[str, ...]:
             if untagged and untagged not in out:
                 out.append(untagged)
     return tuple(out)
-
-
-# --- the registry ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,13 +197,9 @@ _MAX_FOUND = 256
 class CapabilityRegistry:
     """Ordered ``(glob pattern, Capabilities)`` entries; the first match wins.
 
-    Patterns are shell globs (``*``, ``?``, ``[5-9]``) matched case-insensitively against
-    every name in :func:`model_name_candidates`. The most recent addition wins:
-    :meth:`register` and :meth:`load_file` put their entries in front of all earlier ones
-    (within one file, the file's order holds), so user entries beat the shipped ones.
-
-    Entries are replaced as a whole tuple on every change, so concurrent lookups always see
-    a consistent list.
+    Patterns are case-insensitive shell globs matched against every name in
+    :func:`model_name_candidates`. :meth:`register` and :meth:`load_file` put their entries
+    in front of all earlier ones, so user entries beat the shipped ones.
     """
 
     def __init__(
@@ -277,9 +214,8 @@ class CapabilityRegistry:
             _entry(pattern, caps, "CapabilityRegistry") for pattern, caps in entries
         )
         self._servers: tuple[_ServerEntry, ...] = ()
+        # lookup()'s answers per model name, with the entries and default they were found in
         self._found: dict[str, tuple[tuple[_Entry, ...], Capabilities, Capabilities, str]] = {}
-        """:meth:`lookup`'s answers per model name, each with the entries and default it
-        was found in (an answer found before a change of either is not used)."""
 
     @property
     def default(self) -> Capabilities:
@@ -293,8 +229,7 @@ class CapabilityRegistry:
 
     def lookup_server(self, base_url: str | None) -> tuple[Mapping[str, Any], str] | None:
         """What the ``servers`` entries say about the server at ``base_url`` (the fields and
-        the matching pattern), or ``None``. Server facts (does it constrain decoding, and
-        how) hold whatever model it serves, so they override the model's entry."""
+        the matching pattern), or ``None``: they override the model's entry."""
         if not base_url:
             return None
         url = base_url.strip().lower()
@@ -304,10 +239,8 @@ class CapabilityRegistry:
         return None
 
     def lookup(self, model: str) -> tuple[Capabilities, str]:
-        """The capabilities of ``model`` and the pattern that matched (``"default"`` if none).
-
-        Every run looks its model up, and the shipped file has about a hundred patterns:
-        the answer is kept per model name until the entries or the default change."""
+        """The capabilities of ``model`` and the pattern that matched (``"default"`` if none),
+        kept per model name until the entries or the default change."""
         entries, default = self._entries, self._default
         found = self._found.get(model)
         if found is not None and found[0] is entries and found[1] is default:
@@ -324,11 +257,8 @@ class CapabilityRegistry:
         return caps, pattern
 
     def register(self, pattern: str, **fields: Any) -> Capabilities:
-        """Put ``pattern`` in front of every existing entry and return its capabilities.
-
-        Unspecified fields come from :attr:`default`, not from whatever entry the pattern
-        would have matched before, so an entry means the same wherever it is registered.
-        """
+        """Put ``pattern`` in front of every existing entry and return its capabilities
+        (unspecified fields come from :attr:`default`)."""
         base = dataclasses.replace(self._default, source="user", note="")
         caps = _capabilities(base, fields, f"register({pattern!r})")
         entry = _entry(pattern, caps, "register()")
@@ -337,11 +267,8 @@ class CapabilityRegistry:
         return caps
 
     def load_file(self, path: str | os.PathLike[str]) -> None:
-        """Put the entries of a JSON file (the shipped file's schema) in front of all others.
-
-        A ``default`` object in the file replaces the registry's default. Raises
-        :class:`~react_engine.errors.ConfigurationError` naming the file and the problem.
-        """
+        """Put the entries of a JSON file (the shipped file's schema) in front of all others;
+        its ``default`` replaces the registry's. :class:`ConfigurationError` if it is bad."""
         where = f"capabilities file {os.fspath(path)}"
         try:
             text = Path(path).read_text(encoding="utf-8")
@@ -467,11 +394,8 @@ _default_registry_lock = threading.Lock()
 
 
 def default_registry() -> CapabilityRegistry:
-    """The process-wide registry: shipped entries plus ``REACT_ENGINE_CAPABILITIES``.
-
-    Built on first use (so importing the module does no I/O). Entries registered on it
-    apply to every agent that does not pass its own registry.
-    """
+    """The process-wide registry (shipped entries plus ``REACT_ENGINE_CAPABILITIES``),
+    built on first use; it serves every agent that does not pass its own."""
     global _default_registry
     with _default_registry_lock:
         if _default_registry is None:

@@ -1,17 +1,8 @@
 """Where a model is: the engine's one rule from a base URL and an API key to a chat model.
 
-:func:`connect` is what the agent, the CLI's commands, the comparison and the evaluation
-call to reach an OpenAI-compatible endpoint, so that they agree on it:
-
-* the URL is ``base_url``, else ``$OPENAI_BASE_URL`` (:func:`base_url_from`); it must be
-  an ``http://`` or ``https://`` URL, and an error shows it masked;
-* the key is ``api_key``, else ``$OPENAI_API_KEY`` (:func:`api_key_from`); a server that
-  wants none (a local one) gets :data:`NO_KEY`;
-* with neither, there is no endpoint: a :class:`~react_engine.errors.ConfigurationError`
-  says how to give one;
-* the model owns its client (:meth:`OpenAIChatModel.connect
-  <react_engine.transport.openai_model.OpenAIChatModel.connect>`: the SDK's retries off,
-  one async client per event loop, the attempt timeout, the key masked in its ``repr``).
+:func:`connect` (used by the agent, the CLI, the comparison and the evaluation): the URL is
+``base_url`` else ``$OPENAI_BASE_URL``, an ``http(s)://`` URL; the key is ``api_key`` else
+``$OPENAI_API_KEY`` else :data:`NO_KEY`; with neither, a :class:`ConfigurationError`.
 """
 
 from __future__ import annotations

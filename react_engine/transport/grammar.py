@@ -1,26 +1,10 @@
-"""Constrained decoding: grammars and JSON Schemas that only admit a well-formed step.
+"""Constrained decoding: grammars and JSON Schemas that only admit a well-formed step
+(docs/constrained-decoding.md).
 
-A server that can constrain its output (llama.cpp's ``grammar``, vLLM's guided decoding,
-``response_format`` JSON Schema on OpenAI, Ollama and others) samples only tokens that keep
-the reply inside a language we give it. For a ReAct agent that language is small: a
-thought, then either an action on one of *this agent's* tools with arguments valid for
-*that tool's* schema, or a final answer. Under a constraint a model cannot invent a tool,
-misspell a label, write broken JSON or run on into an invented ``Observation:``; the
-tolerant parser still reads the reply, so nothing else changes.
-
-This module writes those languages and nothing else:
-
-* :func:`schema_rules` turns a JSON Schema (the subset tool signatures produce: objects,
-  strings, numbers, integers, booleans, null, arrays, ``enum``/``const``, ``anyOf``/``oneOf``,
-  ``$ref`` into ``$defs``) into GBNF rules, the grammar notation of llama.cpp (also read by
-  vLLM's xgrammar backend);
-* :func:`react_grammar` is the whole reply of a text ReAct step, built from a template's
-  labels and the tools' schemas;
-* :func:`step_schema` is the JSON Schema of one structured-output step (a call or a final
-  answer), for servers that take a schema but no grammar.
-
-Whitespace inside JSON is limited to one optional space: a small model under a grammar
-that allows any amount of it can spend its whole token budget on blank lines.
+:func:`schema_rules` turns a JSON Schema (the subset tool signatures produce) into GBNF
+rules; :func:`react_grammar` is the grammar of a whole text ReAct reply on this agent's
+tools; :func:`step_schema` the JSON Schema of one structured-output step. Whitespace inside
+JSON is one optional space: a small model allowed more can spend its budget on blank lines.
 """
 
 from __future__ import annotations
@@ -47,11 +31,8 @@ __all__ = [
 
 _MAX_DEPTH: Final = 32
 
-# Past these sizes a schema gets no grammar (GrammarError: the request goes without a
-# constraint, the reply is still read and validated). They are OpenAI's limits for
-# Structured Outputs schemas (object properties in all, enum values in all, and the
-# characters of every property name, definition name, enum and const value together),
-# which keep a grammar within what llama.cpp and xgrammar compile in reasonable time.
+# Past these sizes (OpenAI's limits for Structured Outputs schemas) a schema gets no
+# grammar: GrammarError, and the request goes without a constraint.
 MAX_PROPERTIES: Final = 5000
 MAX_ENUM_VALUES: Final = 1000
 MAX_SCHEMA_CHARS: Final = 120_000
@@ -82,43 +63,20 @@ _BASE_RULES: Final = {
 """Rules every grammar may use: JSON's own values, written once."""
 
 _BASE_DEPENDS: Final = {
-    "json-string": ("json-char",),
-    "json-text": ("json-char",),
-    "json-char": ("hex",),
-    "json-member": ("json-string", "ws", "json-value"),
-    "json-number": ("json-int",),
-    "json-value": (
-        "json-object",
-        "json-array",
-        "json-string",
-        "json-number",
-        "json-bool",
-        "json-null",
-    ),
-    "json-object": ("ws", "json-member"),
-    "json-array": ("ws", "json-value"),
+    name: [other for other in _BASE_RULES if re.search(rf"(?<![\w-]){other}(?![\w-])", body)]
+    for name, body in _BASE_RULES.items()
 }
+"""The base rules each base rule names."""
 
 
 def literal(text: str) -> str:
     """``text`` as a GBNF string literal."""
-    out = []
-    for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+_ESCAPES: Final = {i: f"\\x{i:02x}" for i in range(0x20)} | str.maketrans(
+    {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+)
 
 
 def _json_literal(value: Any) -> str:
@@ -161,13 +119,7 @@ class _Writer:
         return name
 
     def add(self, name: str, body: str) -> str:
-        name = _rule_name(name)
-        base, n = name, 2
-        while name in self.rules:
-            name = f"{base}-{n}"
-            n += 1
-        self.rules[name] = body
-        return name
+        return _add(self.rules, name, body)
 
     def node(self, schema: Any, name: str, depth: int = 0) -> str:
         """The rule name (or inline expression) that matches ``schema``."""
@@ -212,16 +164,8 @@ class _Writer:
             return self._array(schema, name, depth)
         if kind == "string":
             return self._string(schema, name)
-        if kind == "integer":
-            return self.use("json-int")
-        if kind == "number":
-            return self.use("json-number")
-        if kind == "boolean":
-            return self.use("json-bool")
-        if kind == "null":
-            return self.use("json-null")
-        if kind is None:
-            return self.use("json-value")
+        if kind is None or (isinstance(kind, str) and kind in _SCALARS):
+            return self.use(_SCALARS.get(str(kind), "json-value"))
         raise GrammarError(f"{name}: unsupported type {kind!r}")
 
     def _ref(self, ref: Any, depth: int) -> str:
@@ -288,10 +232,8 @@ class _Writer:
         for key in order:
             value = self.node(props[key], f"{name}-{key}", depth + 1)
             members.append((f'{_json_literal(key)} ws ":" ws {value}', key in required))
-        # tail(i, after): the members from i on, after a member was written or not. Named
-        # rules keep this linear in the number of properties. They are written depth first
-        # with an explicit stack, not by recursion: a tool with thousands of parameters is
-        # as safe as one with three.
+        # tail(i, after): the members from i on, after a member was written or not (named
+        # rules keep it linear), written depth first with an explicit stack, not recursion.
         n = len(members)
         tails: dict[tuple[int, bool], str] = {(n, True): "", (n, False): ""}
         stack: list[tuple[int, bool]] = [(0, False)]
@@ -318,6 +260,14 @@ class _Writer:
                     body = f"( {here} )?"
             tails[(i, after)] = self.add(f"{name}-m{i}{'a' if after else ''}", body)
         return self.add(name, f'"{{" ws {tails[(0, False)]} ws "}}"')
+
+
+_SCALARS: Final = {
+    "integer": "json-int",
+    "number": "json-number",
+    "boolean": "json-bool",
+    "null": "json-null",
+}
 
 
 def _rule_name(text: str) -> str:
@@ -365,12 +315,8 @@ class ReactLabels:
     final_answer: str = "Final Answer"
     final_thought: str = "I now know the final answer"
     plan_prefix: str = "I need to"
-    """How a thought begins when an action must follow (``tool_choice`` ``"required"`` or a
-    tool name): a plan, not a guess at the answer. A small model left to itself writes its
-    guess of the answer as the thought, and later copies the guess instead of the tool's
-    result. Empty for no prefix."""
-    """The thought written before a forced final answer: fixed, so a model that is only
-    allowed to answer cannot spend the turn repeating an earlier plan."""
+    """How a thought begins when an action must follow: a plan, not a guess at the answer
+    (which a small model later copies instead of the tool's result). Empty for none."""
     colon: str = ": "
     json_blob: bool = False
     """The action is a fenced ``{"action": ..., "action_input": ...}`` blob (the ``json``
@@ -391,15 +337,10 @@ def react_grammar(
     thought_chars: int = 300,
     answer_schema: Mapping[str, Any] | None = None,
 ) -> str:
-    """The GBNF grammar of one text ReAct reply.
-
-    ``tools`` are OpenAI tool entries (``{"type": "function", "function": {...}}``) or
-    bare function objects. The reply is a one-line thought, then an action on one of the
-    tools with arguments valid for its schema, or a final answer. ``final_only`` admits
-    only the final answer (the forced last step); ``allow_final=False`` only actions
-    (``tool_choice="required"``); ``only_tool`` narrows the actions to one tool;
-    ``answer_schema`` makes the final answer one JSON value valid for that schema (a typed
-    ``output_type``) instead of free text.
+    """The GBNF grammar of one text ReAct reply: a one-line thought, then an action on one
+    of ``tools`` (OpenAI tool entries or bare functions) with valid arguments, or a final
+    answer. ``final_only`` admits only the answer, ``allow_final=False`` only actions,
+    ``only_tool`` one tool; ``answer_schema`` makes the answer one JSON value of that schema.
     """
     rules: dict[str, str] = {}
     shared: dict[str, str] = {}
@@ -419,11 +360,7 @@ def react_grammar(
         rules["answer-text"] = root
     choices: list[str] = []
     if not final_only:
-        for entry in tools:
-            fn = entry.get("function", entry)
-            tool_name = str(fn.get("name"))
-            if only_tool is not None and tool_name != only_tool:
-                continue
+        for tool_name, fn in _offered(tools, only_tool):
             root, tool_rules = schema_rules(
                 fn.get("parameters") or {}, f"args{len(choices)}-{tool_name}"
             )
@@ -458,6 +395,14 @@ def react_grammar(
     return _render(rules)
 
 
+def _offered(
+    tools: Sequence[Mapping[str, Any]], only_tool: str | None
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The tools a step may call (name, function object): all, or ``only_tool``."""
+    named = [(str(fn.get("name")), fn) for fn in (t.get("function", t) for t in tools)]
+    return [(name, fn) for name, fn in named if only_tool is None or name == only_tool]
+
+
 def _add(rules: dict[str, str], name: str, body: str) -> str:
     key = _rule_name(name)
     base, n = key, 2
@@ -479,23 +424,13 @@ def step_schema(
     only_tool: str | None = None,
     answer_schema: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON Schema of one structured-output step.
-
-    A step is ``{"thought": "...", "action": ACTION}`` where ``ACTION`` is either
-    ``{"tool": NAME, "arguments": {...}}`` with arguments valid for that tool, or
-    ``{"final_answer": "..."}``. Each tool is its own ``anyOf`` branch, so a server that
-    enforces the schema ties the arguments to the tool that was named. The root is an
-    object (OpenAI's strict mode accepts no other root). ``answer_schema`` is the schema
-    of a typed final answer (``output_type``); the answer is a string without it.
-    """
+    """The JSON Schema of one structured-output step: ``{"thought", "action"}`` where the
+    action is ``{"tool", "arguments"}`` (one ``anyOf`` branch per tool, tying the arguments
+    to the tool) or ``{"final_answer"}`` (a string, or of ``answer_schema``)."""
     branches: list[dict[str, Any]] = []
     defs: dict[str, Any] = {}
     if not final_only:
-        for entry in tools:
-            fn = entry.get("function", entry)
-            name = str(fn.get("name"))
-            if only_tool is not None and name != only_tool:
-                continue
+        for name, fn in _offered(tools, only_tool):
             params = dict(fn.get("parameters") or {"type": "object", "properties": {}})
             defs.update(params.pop("$defs", None) or {})
             branches.append(

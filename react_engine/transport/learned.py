@@ -1,15 +1,6 @@
-"""What servers rejected at run time, and the capabilities a run uses.
-
-The third layer of :mod:`~react_engine.transport.capabilities`: a :class:`CapabilityCache`
-of learned decisions per ``(base_url, model)``, in memory or kept in a JSON file, over the
-shipped registry and the user's entries. :func:`resolve` combines the layers and says
-which one decided.
-
-The process-wide cache (:func:`default_cache`) is kept in ``capabilities.json`` in the
-state directory (:func:`~react_engine.paths.state_dir`, beside the run store), so what one
-process learned (``react-engine probe``, a server's rejection) the next one uses.
-``REACT_ENGINE_CAPABILITY_CACHE`` names another file, or is ``off`` for memory only;
-:func:`set_default_cache` replaces it from Python.
+"""What servers rejected at run time (:class:`CapabilityCache`, per ``(base_url, model)``),
+and :func:`resolve`, which puts it over the registry and says which layer decided
+(docs/capability-cache.md).
 """
 
 from __future__ import annotations
@@ -54,9 +45,6 @@ CACHE_FILE: Final = "capabilities.json"
 """The default cache's file name in :func:`~react_engine.paths.state_dir`."""
 
 
-# --- learned decisions -----------------------------------------------------------------------
-
-
 _CacheKey: TypeAlias = tuple[str, str]
 
 
@@ -66,23 +54,11 @@ def _cache_key(base_url: str | None, model: str) -> _CacheKey:
 
 
 class CapabilityCache:
-    """What servers rejected at run time, per ``(base_url, model)``.
+    """What servers rejected at run time, per ``(base_url, model)`` (credentials masked).
 
-    After a server answers "does not support tools", the agent falls back to text and calls
-    ``remember(base_url, model, function_calling=False)``; the next run against the same
-    server skips the doomed request. The same model name can mean different things on
-    different servers (DeepSeek-V3 with and without a tool parser), hence the base URL in
-    the key, with the credentials it may carry masked
-    (:func:`~react_engine.transport.wire.mask_url`): they are neither kept in the file nor
-    shown by :meth:`entries`.
-
-    In memory without a ``path`` (:func:`default_cache` has one). With a ``path`` every
-    change is written to a small JSON file, atomically (temp file + :func:`os.replace`) so
-    a crash never leaves half a file. Each change reads the file again and writes it under
-    an exclusive lock (``flock`` on a ``.lock`` file beside it, where the system has one),
-    so several processes sharing it keep each other's lessons. A file that cannot be read,
-    parsed or written is ignored with a logged warning: forgetting a lesson costs one
-    request, crashing a run costs the run. All methods are thread-safe.
+    In memory without a ``path``. With one, every change reads the file again and writes it
+    atomically under an exclusive lock, so processes sharing it keep each other's lessons;
+    a file that cannot be read or written is ignored with a logged warning. Thread-safe.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -151,12 +127,8 @@ class CapabilityCache:
 
     def _mutate(self, change: Callable[[dict[_CacheKey, dict[str, bool]]], object]) -> None:
         with self._lock, self._file_lock():
-            data = self._data
-            if self._path is not None:
-                on_disk = self._read()
-                if on_disk is not None:
-                    data = on_disk
-            data = {k: dict(v) for k, v in data.items()}
+            on_disk = self._read() if self._path is not None else None
+            data = {k: dict(v) for k, v in (self._data if on_disk is None else on_disk).items()}
             change(data)
             self._data = data
             if self._path is not None:
@@ -164,31 +136,24 @@ class CapabilityCache:
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
-        """Hold the file's lock, so that no other process writes between this one's read
-        and its write. Without a file, or where locking is not possible (no ``fcntl``, a
-        directory that cannot be written), the change goes ahead unlocked: a lesson may
-        then be lost to a concurrent write, never the file."""
+        """Hold the file's lock between this process's read and write; where locking is
+        not possible, go ahead unlocked (a lesson may be lost, never the file)."""
         if self._path is None or fcntl is None:
             yield
             return
         lock_path = self._path.with_name(f".{self._path.name}.lock")
+        fd: int | None = None
         try:
             lock_path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:  # no lock file, or a file system without locks
             logger.warning("capability cache %s: cannot lock it: %s", self._path, exc)
-            fd = None
-        if fd is None:
-            yield
-            return
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except OSError as exc:  # a file system without locks
-                logger.warning("capability cache %s: cannot lock it: %s", self._path, exc)
             yield
         finally:
-            os.close(fd)  # closing the last descriptor releases the lock
+            if fd is not None:
+                os.close(fd)  # closing the last descriptor releases the lock
 
     def _read(self) -> dict[_CacheKey, dict[str, bool]] | None:
         """The file's entries; ``{}`` if it does not exist, ``None`` if it is unusable."""
@@ -237,17 +202,10 @@ class CapabilityCache:
         tmp_name: str | None = None
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(
-                "w",
-                encoding="utf-8",
-                dir=self._path.parent,
-                prefix=f".{self._path.name}.",
-                suffix=".tmp",
-                delete=False,
-            ) as fh:
-                tmp_name = fh.name
-                json.dump(document, fh, indent=2, ensure_ascii=False)
-                fh.write("\n")
+            where, prefix = self._path.parent, f".{self._path.name}."
+            fd, tmp_name = tempfile.mkstemp(dir=where, prefix=prefix, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp_name, self._path)
@@ -265,12 +223,7 @@ _default_cache_lock = threading.Lock()
 
 
 def default_cache() -> CapabilityCache:
-    """The process-wide cache, which agents and ``react-engine probe`` use unless given
-    another: :meth:`CapabilityCache.from_env` (``capabilities.json`` in the state
-    directory; ``REACT_ENGINE_CAPABILITY_CACHE`` names another file, or ``off``).
-
-    Built on first use, so the environment is read then, not at import.
-    """
+    """The process-wide cache (:meth:`CapabilityCache.from_env`), built on first use."""
     global _default_cache
     with _default_cache_lock:
         if _default_cache is None:
@@ -279,9 +232,8 @@ def default_cache() -> CapabilityCache:
 
 
 def set_default_cache(cache: CapabilityCache | None) -> None:
-    """Make ``cache`` the process-wide cache from now on (``CapabilityCache()``: in memory
-    only, nothing read or written), or with ``None`` build it again from the environment
-    on next use. Agents built before keep the cache they had."""
+    """Make ``cache`` the process-wide cache from now on (``None``: build it again from the
+    environment on next use). Agents built before keep theirs."""
     global _default_cache
     with _default_cache_lock:
         _default_cache = cache
@@ -293,12 +245,9 @@ def resolve(
     base_url: str | None,
     model: str,
 ) -> tuple[Capabilities, str]:
-    """The capabilities to use for ``model`` on ``base_url``, and why.
-
-    Learned overrides win over the registry. The reason is ``"registry: <pattern>"`` when
-    the registry decided alone, or ``"learned: stop=False (registry: o3*)"`` when a learned
-    override changed something. ``None`` means the process-wide default registry or cache.
-    """
+    """The capabilities to use for ``model`` on ``base_url``, and why
+    (``"registry: <pattern>"`` or ``"learned: stop=False (registry: o3*)"``). Learned
+    overrides win; ``None`` means the process-wide registry or cache."""
     registry = default_registry() if registry is None else registry
     cache = default_cache() if cache is None else cache
     caps, pattern = registry.lookup(model)

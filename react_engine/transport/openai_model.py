@@ -2,8 +2,8 @@
 client and any ``base_url``.
 
 Its requests and replies go through :mod:`~react_engine.transport.wire`; an async client
-per event loop is in :mod:`~react_engine.transport.clients`. The SDK's own retries are
-off: the retry budget is :mod:`~react_engine.transport.retries`' alone.
+is kept per event loop (:class:`LoopClient`), closed when that loop shuts down. The SDK's
+own retries are off: the retry budget is :mod:`~react_engine.transport.retries`' alone.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 # ``asyncio`` (with ``ssl``, ``socket``, ``subprocess``...) and the worker threads are
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 from ..errors import ModelAPIError
 from ..types import ModelDelta, ModelRequest, ModelResponse
 from .base import ChatModel
-from .clients import LoopClient, close_at_loop_shutdown, close_on_their_loops
 from .wire import (
     delta_from_chunk,
     error_body,
@@ -60,25 +60,17 @@ class OpenAIChatModel(ChatModel):
         self.base_url = str(client.base_url).rstrip("/")
         key = getattr(client, "api_key", None)
         self._secret: str | None = key if isinstance(key, str) else None
-        self._owned = owned and self._is_async
-        """An async client this model built itself (see :meth:`connect`): one per event loop."""
+        self._owned = owned and self._is_async  # built by connect(): one client per loop
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClient] = (
             weakref.WeakKeyDictionary()
         )
-        self._lent_first = False
-        self._stream_usage = True
-        """Ask for the usage chunk of a stream; off once the server rejected the option."""
-        """Whether ``_client`` went to a loop already (it is closed with that loop)."""
+        self._lent_first = False  # _client went to a loop already (closed with that loop)
+        self._stream_usage = True  # off once the server rejected stream_options
 
     @classmethod
     def connect(cls, base_url: str | None, api_key: str, *, asynchronous: bool) -> OpenAIChatModel:
-        """A model on a client of its own for ``base_url``.
-
-        An async client's pooled connections belong to the event loop that opened them, so
-        each ``asyncio.run(agent.arun(...))`` gets its own client, closed when that loop
-        shuts down; reusing the first loop's connections would fail with "Event loop is
-        closed".
-        """
+        """A model on a client of its own for ``base_url``: an async one per event loop
+        (its pooled connections belong to the loop), closed when that loop shuts down."""
         import openai
 
         if asynchronous:
@@ -107,23 +99,19 @@ class OpenAIChatModel(ChatModel):
         loop = asyncio.get_running_loop()
         entry = self._per_loop.get(loop)
         if entry is None:
-            client = self._client if not self._lent_first else self._fresh_client()
+            client = self._client
+            if self._lent_first:
+                import openai
+
+                fresh = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._secret)
+                client = fresh.with_options(max_retries=0)
             self._lent_first = True
-            # Registered with the loop as an async generator, so that the loop's shutdown
-            # (asyncio.run does it) closes the client's connections while it still can, and
-            # drops the entry: the generator holds the loop (its finalizer hook), so an
-            # entry left behind would keep every loop and client alive.
+            # An async generator of the loop: its shutdown closes the client's connections
+            # while it still can, and drops the entry (which holds the loop).
             closer = close_at_loop_shutdown(client, self._per_loop, loop)
             entry = self._per_loop[loop] = LoopClient(client, closer)
             await closer.__anext__()
         return entry.client
-
-    def _fresh_client(self) -> Any:
-        import openai
-
-        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self._secret).with_options(
-            max_retries=0
-        )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One attempt, bounded in total by ``settings.timeout`` (else the client's own
@@ -139,10 +127,12 @@ class OpenAIChatModel(ChatModel):
         try:
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create
-                async with asyncio.timeout(limit):
-                    completion = await create(**payload)
             else:
-                completion = await self._complete_sync(payload, limit)
+                create = functools.partial(_blocking, self._client.chat.completions.create)
+            # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
+            # same moment, that cancellation wins.
+            async with asyncio.timeout(limit):
+                completion = await create(**payload)
             if isinstance(completion, str):  # a server that answered with non-JSON text
                 raise ValueError("non-JSON body")
         except Exception as exc:
@@ -151,25 +141,9 @@ class OpenAIChatModel(ChatModel):
             raise error
         return response_from_sdk(completion)
 
-    async def _complete_sync(self, payload: dict[str, Any], limit: float) -> Any:
-        """The blocking client's call on a worker thread, given up after ``limit`` seconds
-        or when the run is cancelled. Cancelling cannot stop a thread: a given-up request
-        ends on its own daemon thread (see :func:`_blocking`)."""
-        import asyncio
-
-        create: Any = self._client.chat.completions.create
-        # asyncio.timeout, not wait_for: when the run's deadline cancels this at the same
-        # moment, that cancellation wins (3.11's wait_for could swallow it).
-        async with asyncio.timeout(limit):
-            return await _blocking(create, **payload)
-
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
-        """One streamed attempt (``stream=True``), bounded in total like :meth:`complete`.
-
-        ``stream_options={"include_usage": True}`` asks for the usage chunk; a server that
-        rejects the option is asked again without it, and not asked with it again. Closing
-        the generator closes the HTTP response (the server sees the connection end).
-        """
+        """One streamed attempt, bounded in total like :meth:`complete`, asking for the usage
+        chunk (``stream_options``) until a server rejects the option."""
         payload = sdk_arguments(request)
         payload["stream"] = True
         if request.settings.timeout is not None:
@@ -212,17 +186,17 @@ class OpenAIChatModel(ChatModel):
         if self._stream_usage:
             payload = {**payload, "stream_options": {"include_usage": True}}
         try:
-            return await self._create_stream(payload, deadline)
+            return await self._create(payload, deadline)
         except openai.APIStatusError as exc:
             if not (self._stream_usage and exc.status_code in (400, 422)):
                 raise
-            if "stream_options" not in error_body(exc) and "include_usage" not in error_body(exc):
+            if not any(word in error_body(exc) for word in ("stream_options", "include_usage")):
                 raise
         self._stream_usage = False
         payload = {k: v for k, v in payload.items() if k != "stream_options"}
-        return await self._create_stream(payload, deadline)
+        return await self._create(payload, deadline)
 
-    async def _create_stream(self, payload: dict[str, Any], deadline: float) -> Any:
+    async def _create(self, payload: dict[str, Any], deadline: float) -> Any:
         import asyncio
 
         async with asyncio.timeout_at(deadline):
@@ -233,15 +207,47 @@ class OpenAIChatModel(ChatModel):
             return await _blocking(sync_create, **payload)
 
 
+@dataclass(slots=True)
+class LoopClient:
+    client: Any
+    closer: AsyncGenerator[None, None]
+
+
+async def close_at_loop_shutdown(
+    client: Any,
+    per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClient],
+    loop: asyncio.AbstractEventLoop,
+) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        per_loop.pop(loop, None)
+        with contextlib.suppress(Exception):
+            await client.close()
+
+
+def close_on_their_loops(
+    per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopClient],
+) -> None:
+    """Close each loop's client on that loop (from any thread, the garbage collector's
+    included): its closer runs when the loop next runs, or when it shuts down."""
+    for loop, entry in list(per_loop.items()):
+        with contextlib.suppress(RuntimeError):  # the loop is closed: so is the client
+            loop.call_soon_threadsafe(_close_entry, loop, entry)
+
+
+def _close_entry(loop: asyncio.AbstractEventLoop, entry: LoopClient) -> None:
+    # The client, not its closer: the loop's shutdown may close that generator at the same
+    # time (closing a client twice is harmless; a generator twice at once is an error).
+    loop.create_task(entry.client.close())
+
+
 _DONE = object()
 
 
 async def _blocking(function: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """A blocking client's call on a daemon thread of the runtime's bounded pool. No public
-    interface of the SDK or its HTTP client stops a request under way: one given up (the
-    attempt's limit, a cancelled run, Ctrl-C) ends on its own, with the server's reply or
-    the SDK's read timeout, counted as a stuck thread until then, and never delays the
-    interpreter's exit (docs/reliability.md)."""
+    """A blocking client's call on a daemon thread of the runtime's bounded pool: one given
+    up ends on its own, counted as a stuck thread until then (docs/reliability.md)."""
     from ..runtime import run_sync_call
 
     return await run_sync_call(functools.partial(function, *args, **kwargs))

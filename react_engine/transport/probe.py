@@ -1,25 +1,9 @@
 """What an endpoint really does with tools: one tiny request, and what came back.
 
-A server may take ``tools`` and silently drop them (a proxy, a template without tool
-support): the model then answers "I cannot access real-time data" and the answer is
-accepted. :func:`probe` asks the model to call one tool, by name (``tool_choice`` naming
-it), with a ``stop`` sequence, and reads the reply:
-
-* **native calls**: the call came back in ``tool_calls``;
-* **written**: it came back as text, in the family's own format (salvage reads it; the
-  format is reported);
-* **ignored**: a plain answer, no call at all;
-* **rejected**: the server refused ``tools`` (HTTP 4xx).
-
-It also sees whether ``stop`` is accepted (a rejection of the parameter is retried once
-without it) and whether the named call came back exactly as the schema allows (a server
-that constrains the call to the named tool's schema). :meth:`ProbeResult.remember` writes
-what was seen into the capability cache, which ``protocol="auto"`` reads: an endpoint
-that ignores or rejects tools gets the text protocol from the next run on.
-
-The whole probe (its one to three requests) takes at most :data:`PROBE_TIMEOUT` seconds
-(``timeout=``; ``react-engine probe --timeout``): a server that takes the connection and
-never answers ends it with :class:`~react_engine.errors.ModelUnavailableError`.
+:func:`aprobe` asks the model to call one tool by name, with a ``stop`` sequence, and
+sees whether the call came back native, written as text, ignored or rejected, whether
+``stop`` is honoured and whether the call was constrained to its schema;
+:meth:`ProbeResult.remember` writes it into the capability cache (docs/capability-cache.md).
 """
 
 from __future__ import annotations
@@ -38,9 +22,7 @@ from .wire import mask_url
 __all__ = ["PROBE_TIMEOUT", "PROBE_TOOL", "ProbeResult", "aprobe"]
 
 PROBE_TIMEOUT = 60.0
-"""Seconds the whole probe may take by default: its request asks for 64 tokens at most,
-which a working server answers well within it (``timeout=`` for a server that loads its
-model on the first request and is slow to)."""
+"""Seconds the whole probe (one to three requests of 64 tokens) may take by default."""
 
 PROBE_TOOL = "report_color"
 """The tool the probe asks for: one argument, constrained to one value."""
@@ -89,9 +71,8 @@ class ProbeResult:
         return self.tools == "native"
 
     def overrides(self) -> dict[str, bool]:
-        """The capabilities this result establishes, as cache overrides. A server that
-        constrained the named call is recorded as constraining output; one that did not
-        is left as the registry says (a weak negative)."""
+        """The capabilities this result establishes, as cache overrides (a server that did
+        not constrain the call is left as the registry says)."""
         out = {"function_calling": self.native_calls, "stop": self.stop}
         if self.constrained:
             out["constrained_decoding"] = True
@@ -134,12 +115,8 @@ async def aprobe(
     chat_model: ChatModel, model: str, *, timeout: float | None = PROBE_TIMEOUT
 ) -> ProbeResult:
     """Send the probe request (again without a parameter the server rejected, at most
-    twice more) and judge the reply. A client error that is not a rejection of ``tools``
-    (a wrong API key, an unknown model) is raised: it says nothing about tools.
-
-    ``timeout``: seconds for the whole probe, past which it raises
-    :class:`ModelUnavailableError` (``None``: each request is bounded by the client's own
-    timeout only)."""
+    twice more) and judge the reply; a client error that is not a rejection of ``tools``
+    is raised. Past ``timeout`` seconds in all: :class:`ModelUnavailableError`."""
     import asyncio  # a coroutine's import: the loop has loaded it
 
     base_url = mask_url(chat_model.base_url)  # shown, and kept in the cache: no credentials
@@ -183,12 +160,7 @@ async def _probe(
 
 
 def _judge(
-    model: str,
-    base_url: str,
-    reply: ModelResponse,
-    stop: bool,
-    requests: int,
-    notes: list[str],
+    model: str, base_url: str, reply: ModelResponse, stop: bool, requests: int, notes: list[str]
 ) -> ProbeResult:
     content = reply.content or ""
     if stop and _STOP in content:

@@ -1,11 +1,6 @@
-"""A server's rejection of a request: which parameter it refused, and what a run does.
-
-:func:`classify_rejection` turns a server's error body into the parameter it rejected;
-:data:`REACTIONS` says, per parameter, which capability to turn off (and remember for the
-model), which protocol to switch to and what the trace shows. The loop reads both
-(``Loop._adapt``), through :func:`react_engine.protocols.registry.adapt`: the run drops
-that parameter (or falls back to the text protocol), retries once and remembers the
-lesson.
+"""A server's rejection of a request: :func:`classify_rejection` names the parameter it
+refused, :data:`REACTIONS` says what a run does about it (which capability to turn off and
+remember, which protocol to switch to, what the trace shows).
 """
 
 from __future__ import annotations
@@ -22,9 +17,6 @@ from .capabilities import RejectedParam
 __all__ = ["REACTIONS", "SCAN_TIMEOUT", "Reaction", "classify_rejection"]
 
 logger = logging.getLogger(__name__)
-
-
-# --- recognising rejections ---------------------------------------------------------------------
 
 
 _PRIORITY: Final[tuple[RejectedParam, ...]] = (
@@ -47,8 +39,7 @@ _MAX_BODY: Final = 100_000
 
 
 class _Pattern:
-    """A ``regex`` pattern compiled on first use (``regex`` is imported then too), so that
-    importing the library does not pay for patterns only a rejected request needs."""
+    """A ``regex`` pattern compiled (and ``regex`` imported) on first use."""
 
     __slots__ = ("_compiled", "_source")
 
@@ -156,18 +147,11 @@ _RE_CONSTRAINT: Final = _Pattern(
 def classify_rejection(status_code: int | None, body: str) -> RejectedParam | None:
     """Which request parameter a server rejected as unsupported, if its error says so.
 
-    ``"tools"`` means the server (or model) takes no tools at all: fall back to the text
-    protocol. The others name a parameter to drop before retrying, except
-    ``"reasoning_content_missing"``: the server wants the reply's reasoning sent back on
-    the assistant messages (DeepSeek's thinking mode with tools). ``None`` means the error
-    is something else (a bad schema, a context overflow, auth, a rate limit...) and must
-    not be "fixed" by dropping features. ``status_code=None`` (unknown) is read like a 400.
-
-    The body may be JSON in any of the usual envelopes (OpenAI's ``{"error": {"message",
-    "param"}}``, vLLM's ``{"object": "error", ...}``, FastAPI's ``{"detail": [...]}``,
-    Ollama's ``{"error": "..."}``) or plain text. A JSON ``param`` field is trusted only
-    when the message also says the parameter is unsupported: OpenAI sets ``param: "stop"``
-    for a too-long stop list too, which is our bug and not a missing feature.
+    ``"tools"``: the server takes no tools (fall back to text); the others name a parameter
+    to drop before retrying, except ``"reasoning_content_missing"`` (send the reasoning
+    back). ``None``: something else, not to be "fixed" by dropping features.
+    ``status_code=None`` is read like a 400. The body may be JSON in any usual envelope, or
+    text; a JSON ``param`` is trusted only when the message says it is unsupported.
     """
     if status_code is not None and status_code not in _REJECTION_STATUSES:
         return None
@@ -212,23 +196,24 @@ def _classify(body: str) -> RejectedParam | None:
         if kind in found:
             return kind
 
-    if _RE_VLLM_AUTO.search(text, timeout=t):
-        return "tools"
-    if _RE_PARALLEL.search(text, timeout=t):
-        return "parallel_tool_calls"
-    if _RE_TOOL_CHOICE.search(text, timeout=t):
-        return "tool_choice"
-    if _RE_TOOLS.search(text, timeout=t):
-        return "tools"
-    if _RE_STOP.search(text, timeout=t):
-        return "stop"
-    if _RE_TEMPERATURE.search(text, timeout=t):
-        return "temperature"
-    if _RE_REASONING_REJECTED.search(text, timeout=t):
-        return "reasoning_content"
+    for pattern, named in _PHRASES:
+        if pattern.search(text, timeout=t):
+            return named
     if found & _CONSTRAINT_PARAMS or _RE_CONSTRAINT.search(text, timeout=t):
         return "constrained_decoding"
     return None
+
+
+_PHRASES: Final[tuple[tuple[_Pattern, RejectedParam], ...]] = (
+    (_RE_VLLM_AUTO, "tools"),
+    (_RE_PARALLEL, "parallel_tool_calls"),
+    (_RE_TOOL_CHOICE, "tool_choice"),
+    (_RE_TOOLS, "tools"),
+    (_RE_STOP, "stop"),
+    (_RE_TEMPERATURE, "temperature"),
+    (_RE_REASONING_REJECTED, "reasoning_content"),
+)
+"""Phrases naming what was rejected, in the order they are tried."""
 
 
 def _error_parts(body: str) -> tuple[str, list[str], list[str]]:
@@ -265,20 +250,13 @@ def _walk_error(
     elif isinstance(node, dict):
         loc = node.get("loc")
         kind = str(node.get("type", "")) + " " + str(node.get("msg", ""))
-        if (
-            isinstance(loc, list)
-            and len(loc) == 2
-            and loc[0] == "body"
-            and isinstance(loc[1], str)
-            and re.search(r"extra_forbidden|extra (?:inputs|fields)", kind.lower())
+        if isinstance(loc, list) and re.search(
+            r"extra_forbidden|extra (?:inputs|fields)", kind.lower()
         ):
-            extra.append(loc[1])
-        elif (
-            isinstance(loc, list)
-            and loc[-1:] == ["reasoning_content"]
-            and re.search(r"extra_forbidden|extra (?:inputs|fields)", kind.lower())
-        ):
-            extra.append("reasoning_content")  # a message field: body.messages.N.<field>
+            if len(loc) == 2 and loc[0] == "body" and isinstance(loc[1], str):
+                extra.append(loc[1])
+            elif loc[-1:] == ["reasoning_content"]:  # a message field: body.messages.N.<field>
+                extra.append("reasoning_content")
         param = node.get("param")
         if isinstance(param, str):
             params.append(param)
@@ -286,9 +264,6 @@ def _walk_error(
             if key in ("input", "loc", "param"):
                 continue  # the request echoed back (tool descriptions are not errors)
             _walk_error(value, texts, params, extra, depth + 1)
-
-
-# --- what a run does about each ------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

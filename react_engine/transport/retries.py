@@ -1,11 +1,6 @@
-"""Retries: what is transient is tried again, within bounds.
-
-:func:`with_retries` retries a :class:`ModelUnavailableError` (429 honouring
-``Retry-After``, 5xx, timeouts, dropped connections, garbled bodies) with exponential
-backoff and jitter, within a bounded number of attempts and a bounded total time; other
-errors (4xx: :class:`ModelRequestError`) surface at once. It is the one wrapper around
-any model call: ``with_retries(policy, model.complete, request)`` for a whole reply,
-``with_retries(policy, stream_once, model, request, ...)`` for a streamed one.
+"""Retries: :func:`with_retries`, the one wrapper around any model call, tries a
+:class:`ModelUnavailableError` again with exponential backoff and jitter (honouring
+``Retry-After``), within bounded attempts and time; other errors surface at once.
 """
 
 from __future__ import annotations
@@ -42,9 +37,7 @@ class RetryPolicy:
     """Replaces ``asyncio.sleep`` (tests pass a fake that records waits and returns at once)."""
     on_retry: Callable[[int, float, BaseException], None] | None = None
     """Called before each wait with the number of the attempt that follows (2 for the first
-    retry), the seconds it waits and the error of the attempt that failed: so a program can
-    show what a silent wait is (the CLI prints ``retry 1/3 in 0.6 s: ...``). It runs in the
-    run's event loop: it must return at once."""
+    retry), the seconds it waits and the error; it runs in the run's loop: return at once."""
 
 
 def backoff(policy: RetryPolicy, error: BaseException | None, attempt: int) -> float:
@@ -62,16 +55,9 @@ async def with_retries(
     policy: RetryPolicy, attempt: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
 ) -> T:
     """``await attempt(*args, **kwargs)``, again after each :class:`ModelUnavailableError`
-    while ``policy`` allows (the plain and the streamed request alike).
-
-    The last error is raised as it is, with the number of attempts made as its
-    ``attempts`` (and in its message, after more than one); any other error is raised at
-    once. The first attempt is a plain ``await``: it nearly always succeeds, and then costs
-    nothing beyond the call and leaves no objects in reference cycles (a tenacity
-    ``AsyncRetrying`` leaves about 37 per request, which set off garbage collections in the
-    middle of runs), and the arguments are passed on, not held by a closure. Only a
-    request that failed goes on to :func:`_retry`.
-    """
+    while ``policy`` allows; the last error is raised with the number of attempts made as
+    its ``attempts``. The first attempt is a plain ``await`` (docs/performance.md): only a
+    request that failed goes on to :func:`_retry`."""
     started = time.monotonic()
     try:
         return await attempt(*args, **kwargs)
@@ -88,58 +74,47 @@ async def _retry(
     failed: ModelUnavailableError,
     started: float,
 ) -> T:
-    """The attempts after a first one failed with ``failed``, with tenacity's
-    ``AsyncRetrying``: at most ``policy.max_attempts`` in all and none started
-    ``policy.max_total`` seconds after the first, each after its :func:`backoff`."""
+    """The attempts after a first one failed, with tenacity's ``AsyncRetrying`` (whose
+    first trial is that failure)."""
     import asyncio
 
-    from tenacity import (  # imported with the first failure, not with the library
-        AsyncRetrying,
-        RetryCallState,
-        retry_if_exception_type,
-        stop_after_attempt,
-        stop_after_delay,
-    )
+    from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
+
+    def stop(state: RetryCallState) -> bool:
+        over = time.monotonic() - started >= policy.max_total
+        return over or state.attempt_number >= max(1, policy.max_attempts)
 
     def wait(state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome is not None else None
-        return backoff(policy, error, state.attempt_number + 1)
+        return backoff(policy, error, state.attempt_number)
 
     def before_sleep(state: RetryCallState) -> None:
-        if policy.on_retry is not None and state.outcome is not None:
-            error = state.outcome.exception()
+        error = state.outcome.exception() if state.outcome is not None else None
+        if policy.on_retry is not None and error is not None:
             waited = state.next_action.sleep if state.next_action is not None else 0.0
-            if error is not None:
-                policy.on_retry(attempts + 1, waited, error)
+            policy.on_retry(attempts + 1, waited, error)
 
-    attempts = 1
-    limit = max(1, policy.max_attempts)
-    left = policy.max_total - (time.monotonic() - started)
-    if limit > 1 and left > 0:
-        sleep = policy.sleep or asyncio.sleep
-        first_wait = backoff(policy, failed, 1)
-        if policy.on_retry is not None:
-            policy.on_retry(2, first_wait, failed)
-        await sleep(first_wait)
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(limit - 1)
-            | stop_after_delay(max(0.0, policy.max_total - (time.monotonic() - started))),
-            wait=wait,
-            retry=retry_if_exception_type(ModelUnavailableError),
-            sleep=sleep,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        try:
-            async for trial in retrying:
-                with trial:
-                    attempts += 1
-                    return await attempt()
-        except ModelUnavailableError as exc:
-            failed = exc
-        except ModelAPIError as exc:
-            exc.attempts = attempts
-            raise
+    attempts = 0
+    retrying = AsyncRetrying(
+        stop=stop,
+        wait=wait,
+        retry=retry_if_exception_type(ModelUnavailableError),
+        sleep=policy.sleep or asyncio.sleep,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    try:
+        async for trial in retrying:
+            with trial:
+                attempts += 1
+                if attempts == 1:
+                    raise failed
+                return await attempt()
+    except ModelUnavailableError as exc:
+        failed = exc
+    except ModelAPIError as exc:
+        exc.attempts = attempts
+        raise
     failed.attempts = attempts
     if attempts > 1:
         failed.args = (f"{failed.args[0] if failed.args else failed} (after {attempts} attempts)",)

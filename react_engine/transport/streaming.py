@@ -1,34 +1,10 @@
-"""Streamed replies: assembling deltas, stopping early at a stop sequence.
+"""Streamed replies: assembling deltas, stopping early at a stop sequence (docs/streaming.md).
 
-:class:`ReplyBuilder` turns the :class:`~react_engine.types.ModelDelta` pieces of one
-streamed reply into the same :class:`~react_engine.types.ModelResponse` a non-streamed
-call returns: text and reasoning concatenated, tool calls assembled by index (id and name
-from their first fragment, arguments from every fragment), the finish reason and the
-usage of the last chunks.
-
-It also enforces the request's ``stop`` sequences on the client (*live stop detection*):
-a server that ignores ``stop`` keeps writing after the label ("Observation: ..." the model
-invented, then more); the builder cuts the text where the first stop sequence begins, and
-:func:`stream_once` stops reading and closes the stream, so that server costs no
-more tokens than one that honours ``stop``. Text that could be the beginning of a stop
-sequence is held back until the next delta settles it, so a consumer never sees a piece
-of the label. The server's usage chunk never comes after such a cut: the completion
-tokens are then counted from the deltas received (one per chunk, as llama.cpp, vLLM and
-OpenAI send them) and the prompt tokens estimated from its length, and the reply's
-``events`` say so.
-
-A stream that ends after HTTP 200 without a single chunk is no reply at all: the server
-cannot stream this request (some do not stream replies to requests with ``tools``).
-:func:`stream_once` raises :class:`EmptyStream` for it, which is not retried; the loop sends
-the turn again through :class:`Unstreamed` (the same model, its whole reply as one delta)
-and learns ``stream_tools=False`` when the request carried tools.
-
-Retries (:func:`~react_engine.transport.retries.with_retries` around :func:`stream_once`,
-as around a whole reply): a failure before the first delta is retried as any other. A
-failure after some deltas were passed on is retried too, within the same budget: the
-``on_discard`` callback is told first, so that a consumer drops the partial reply it has
-shown (the agent emits :class:`~react_engine.run.events.ReplyDiscarded`); the next attempt
-streams the reply from its beginning.
+:class:`ReplyBuilder` turns the deltas of one streamed reply into the reply a non-streamed
+call returns, and cuts its text where a ``stop`` sequence begins (a server that ignores
+``stop`` is then closed, and its usage estimated). :func:`stream_once` raises
+:class:`EmptyStream` for HTTP 200 with no chunk (the loop asks again through
+:class:`Unstreamed`); a failure after deltas were passed on calls ``on_discard`` first.
 """
 
 from __future__ import annotations
@@ -65,31 +41,18 @@ class Unstreamed(ChatModel):
 
 
 class ReplyBuilder:
-    """Assembles one streamed reply; watches its text for ``stop`` sequences.
-
-    :meth:`add` takes a delta and returns what of it can be passed on now (the text up to
-    a stop sequence, less what might still become one); :attr:`stopped` is the stop
-    sequence found, once one is. :meth:`response` is the reply.
-    """
+    """Assembles one streamed reply; watches its text for ``stop`` sequences
+    (:attr:`stopped`, once one is found)."""
 
     def __init__(self, stop: tuple[str, ...] | None = None) -> None:
         self.stop = tuple(s for s in (stop or ()) if s)
         self.stopped: str | None = None
-        self.chunks = 0
-        """Deltas with text, reasoning or a tool call: the completion tokens, estimated."""
-        self._shown: list[str] = []
-        """The text passed on so far, in pieces (joined once, at the end: appending to one
-        string would copy it on every delta, quadratic in a long reply)."""
-        self._pending = ""
-        """Text received but held back: it may be the beginning of a stop sequence. Never
-        longer than the longest stop sequence plus one delta."""
+        self.chunks = 0  # deltas with text, reasoning or a call: completion tokens, estimated
+        self._shown: list[str] = []  # the text passed on, in pieces (joined at the end)
+        self._pending = ""  # held back: it may be the beginning of a stop sequence
         self._any_content = False
         self._reasoning: list[str] = []
-        self._call_ids: dict[int, str | None] = {}
-        """The tool calls so far, by index (a fragment's ``index``): the id (the first one
-        sent), the name and the argument pieces (joined once, at the end)."""
-        self._call_names: dict[int, str] = {}
-        self._call_arguments: dict[int, list[str]] = {}
+        self._calls: dict[int, tuple[list[str | None], list[str]]] = {}  # [id, name], args
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._model: str | None = None
@@ -124,8 +87,6 @@ class ReplyBuilder:
         if not self.stop:
             self._shown.append(piece)
             return piece
-        # A stop sequence can only begin in the held-back text or the new piece: whatever
-        # was passed on could not begin one (see _held_back).
         text = self._pending + piece
         found = [(i, s) for s in self.stop if (i := text.find(s)) >= 0]
         if found:
@@ -153,18 +114,13 @@ class ReplyBuilder:
         return "".join(self._shown) + self._pending
 
     def _add_call(self, chunk: ToolCallChunk) -> None:
-        index = chunk.index
-        if index not in self._call_ids:
-            self._call_ids[index], self._call_names[index] = None, ""
-            self._call_arguments[index] = []
-        if chunk.id and self._call_ids[index] is None:
-            self._call_ids[index] = chunk.id
-        name = self._call_names[index]
-        if chunk.name and chunk.name != name:
-            # Most servers send the name once; a few send it again with every fragment.
-            self._call_names[index] = name + chunk.name
+        head, arguments = self._calls.setdefault(chunk.index, ([None, ""], []))
+        if chunk.id and head[0] is None:
+            head[0] = chunk.id
+        if chunk.name and chunk.name != head[1]:  # a few servers send it with every fragment
+            head[1] = (head[1] or "") + chunk.name
         if chunk.arguments:
-            self._call_arguments[index].append(chunk.arguments)
+            arguments.append(chunk.arguments)
 
     def response(self, request: ModelRequest | None = None) -> ModelResponse:
         """The reply so far, as a non-streamed call would have returned it."""
@@ -173,17 +129,16 @@ class ReplyBuilder:
         if self.stopped is not None:
             events.append(Notice(NoticeCode.STOPPED_LIVE, stop=repr(self.stopped)))
         if usage is None:
-            usage = Usage(completion_tokens=self.chunks, requests=1)
-            prompt = _prompt_estimate(request)
-            usage.prompt_tokens = prompt
-            usage.total_tokens = prompt + self.chunks
+            messages = request.messages if request is not None else ()
+            chars = sum(len(getattr(m, "content", None) or "") for m in messages)
+            prompt = -(-chars // CHARS_PER_TOKEN)
+            usage = Usage(prompt, self.chunks, prompt + self.chunks, requests=1)
             counts = {"chunks": str(self.chunks), "prompt": str(prompt)}
             events.append(Notice(NoticeCode.USAGE_ESTIMATED, **counts))
-        names = self._call_names
         calls = [
-            ToolCall(self._call_ids[i], names[i], "".join(self._call_arguments[i]))
-            for i in sorted(names)
-            if names[i]
+            ToolCall(head[0], head[1] or "", "".join(arguments))
+            for _, (head, arguments) in sorted(self._calls.items())
+            if head[1]
         ]
         text = self.text
         return ModelResponse(
@@ -209,13 +164,6 @@ def _held_back(text: str, stops: tuple[str, ...]) -> int:
     return longest
 
 
-def _prompt_estimate(request: ModelRequest | None) -> int:
-    if request is None:
-        return 0
-    chars = sum(len(getattr(m, "content", None) or "") for m in request.messages)
-    return -(-chars // CHARS_PER_TOKEN)
-
-
 async def stream_once(
     model: ChatModel,
     request: ModelRequest,
@@ -223,9 +171,7 @@ async def stream_once(
     on_stop: Callable[[str, int], None] | None = None,
     on_discard: Callable[[str], None] | None = None,
 ) -> ModelResponse:
-    """One streamed attempt, assembled into a reply; a stream without a single chunk raises
-    :class:`EmptyStream`. A transient failure after deltas were passed on calls
-    ``on_discard`` (with the error's text) before it is raised: what was shown is void."""
+    """One streamed attempt, assembled into a reply (see the module)."""
     builder = ReplyBuilder(request.stop)
     delivered = False
     received = 0
@@ -246,14 +192,12 @@ async def stream_once(
     finally:
         closing = getattr(deltas, "aclose", None)
         if closing is not None:
-            # Closing the generator closes the HTTP response: the server sees the
-            # connection end and stops writing.
+            # closes the HTTP response: the server sees the connection end
             with contextlib.suppress(Exception):
                 await closing()
     if not received:
         raise EmptyStream(
-            "the server answered HTTP 200 with an empty stream: no chunk, no reply",
-            status_code=200,
+            "the server answered HTTP 200 with an empty stream: no chunk, no reply", status_code=200
         )
     if builder.stopped is not None and on_stop is not None:
         on_stop(builder.stopped, builder.chunks)

@@ -1,13 +1,7 @@
 """The wire format: typed requests to the chat completions API's keyword arguments, and
-the SDK's replies, chunks and exceptions back to ours.
-
-This is the only code in react-engine that builds ``{"role": ...}`` dicts
-(:func:`message_dict`, :func:`request_payload`) and reads the SDK's objects
-(:func:`response_from_sdk`, :func:`delta_from_chunk`, :func:`translate_error`: transient
-failures become :class:`ModelUnavailableError`, a request over the context window
-:class:`ContextWindowExceeded`, other 4xx :class:`ModelRequestError`). Replies are read
-tolerantly (token counts that are not counts, content as a list of parts) and made valid
-Unicode; secrets are masked in every message built from a server's text.
+the SDK's replies, chunks and exceptions back to ours (the only code that builds
+``{"role": ...}`` dicts or reads the SDK's objects). Replies are read tolerantly and made
+valid Unicode; secrets are masked in every message built from a server's text.
 """
 
 from __future__ import annotations
@@ -19,12 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import (
-    ContextWindowExceeded,
-    ModelAPIError,
-    ModelRequestError,
-    ModelUnavailableError,
-)
+from ..errors import ContextWindowExceeded, ModelAPIError, ModelRequestError, ModelUnavailableError
 from ..text import valid_unicode
 from ..types import (
     AssistantMessage,
@@ -58,12 +47,8 @@ __all__ = [
 
 
 def message_dict(message: Message) -> dict[str, Any]:
-    """One typed message as the chat completions API wants it.
-
-    Text is made valid Unicode on the way out: one lone surrogate anywhere in the history
-    (a tool's ``surrogateescape`` output, a question) would otherwise make every later
-    request of the run impossible to encode.
-    """
+    """One typed message as the chat completions API wants it, its text valid Unicode (a
+    lone surrogate would make every later request of the run impossible to encode)."""
     if isinstance(message, SystemMessage | UserMessage):
         return {"role": message.role, "content": valid_unicode(message.content)}
     if isinstance(message, ToolMessage):
@@ -100,25 +85,17 @@ def request_payload(request: ModelRequest) -> dict[str, Any]:
     }
     if request.tools:
         payload["tools"] = list(request.tools)
-        if request.tool_choice is not None:
-            choice = request.tool_choice
-            if choice in ("auto", "required", "none"):
-                payload["tool_choice"] = choice
-            else:
-                payload["tool_choice"] = {"type": "function", "function": {"name": choice}}
+        if (choice := request.tool_choice) is not None:
+            named = {"type": "function", "function": {"name": choice}}
+            payload["tool_choice"] = choice if choice in ("auto", "required", "none") else named
         if request.parallel_tool_calls is not None:
             payload["parallel_tool_calls"] = request.parallel_tool_calls
     if request.stop:
         payload["stop"] = list(request.stop)
     s = request.settings
-    if s.temperature is not None:
-        payload["temperature"] = s.temperature
-    if s.seed is not None:
-        payload["seed"] = s.seed
-    if s.max_tokens is not None:
-        payload["max_tokens"] = s.max_tokens
-    if s.top_p is not None:
-        payload["top_p"] = s.top_p
+    for name in ("temperature", "seed", "max_tokens", "top_p"):
+        if (value := getattr(s, name)) is not None:
+            payload[name] = value
     extra: dict[str, Any] = dict(s.extra_body) if s.extra_body else {}
     if request.constraint is not None:
         _constrain(request.constraint, payload, extra)
@@ -129,16 +106,9 @@ def request_payload(request: ModelRequest) -> dict[str, Any]:
 
 def sdk_arguments(request: ModelRequest) -> dict[str, Any]:
     """The keywords of ``chat.completions.create`` for ``request``: its
-    :func:`request_payload`, the body as it is.
-
-    The payload is already the request body, every value a JSON type. Given as keywords,
-    the SDK would walk it again against its typed parameters (its ``transform``) to rename
-    aliased keys and format dates, neither of which a chat request has, at a cost that
-    grows with every message of the transcript (the largest part of the engine's overhead
-    per request, docs/performance.md). ``extra_body``, which the SDK sends as given,
-    carries it instead; only ``model`` and an empty ``messages`` (required) go as keywords.
-    The JSON sent is the same, and the settings' own ``extra_body`` still wins over it.
-    """
+    :func:`request_payload` carried in ``extra_body``, which the SDK sends as given instead
+    of walking it against its typed parameters (docs/performance.md). The JSON sent is the
+    same, and the settings' own ``extra_body`` still wins over it."""
     payload = request_payload(request)
     body = {k: v for k, v in payload.items() if k not in ("model", "extra_body")}
     extra = payload.get("extra_body")
@@ -150,12 +120,8 @@ def sdk_arguments(request: ModelRequest) -> dict[str, Any]:
 
 
 def _constrain(c: Constraint, payload: dict[str, Any], extra: dict[str, Any]) -> None:
-    """Put a constraint where its kind of server reads it.
-
-    llama.cpp (its own server and llama-cpp-python) reads a GBNF ``grammar``; vLLM reads
-    ``guided_grammar`` / ``guided_json``; OpenAI and the many ``/v1`` servers that copy it
-    (Ollama among them) read ``response_format`` with a JSON Schema.
-    """
+    """Put a constraint where its kind of server reads it: llama.cpp's ``grammar``, vLLM's
+    ``guided_grammar`` / ``guided_json``, else ``response_format`` with a JSON Schema."""
     if c.style == "llama.cpp" and c.grammar is not None:
         extra["grammar"] = c.grammar
     elif c.style == "vllm" and c.grammar is not None:
@@ -192,10 +158,8 @@ _URL = re.compile(
 
 
 def mask_url(url: str) -> str:
-    """``url`` with the credentials it may carry masked, to be shown, logged or kept: the
-    password of ``user:password@`` (a lone ``token@`` whole), every query value
-    (``?key=***``: the engine cannot tell a key from a version) and a fragment. Idempotent,
-    so a masked URL masks to itself; a URL without any is returned as it was."""
+    """``url`` with the credentials it may carry masked (the password of ``user:password@``,
+    a lone ``token@``, every query value, a fragment); idempotent."""
     found = _URL.fullmatch(url)
     assert found is not None  # every part is optional, and the path takes the rest
     head, user, path, query, tail = found.group("head", "user", "path", "query", "tail")
@@ -212,37 +176,22 @@ def mask_url(url: str) -> str:
 
 
 MAX_TOKEN_COUNT = 10**12
-"""The largest token count read from a server: no request comes near a trillion tokens, and
-a larger figure (``1e308``) is garbage that would swamp every total built on it."""
+"""The largest token count read from a server (a larger one is garbage)."""
 
 
 def _count(value: Any) -> int | None:
-    """A token count as the server sent it, or ``None`` when it is not one.
-
-    Servers send ints, but also floats (``12.0``), numeric strings, ``null``, or garbage
-    (``"abc"``, ``1e308``); a negative count is read as 0, so it can never lower a running
-    total, and one past :data:`MAX_TOKEN_COUNT` is not a count.
-    """
-    if value is None or isinstance(value, bool):
-        return None
-    number: float | int
-    if isinstance(value, int | float):
-        number = value
-    elif isinstance(value, str):
+    """A token count as the server sent it (an int, a float, a numeric string), or ``None``
+    for garbage or one past :data:`MAX_TOKEN_COUNT`; a negative count is read as 0."""
+    if isinstance(value, str):
         try:
-            number = int(value.strip())
+            value = float(value)
         except ValueError:
-            try:
-                number = float(value)
-            except ValueError:
-                return None
-    else:
+            return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
         return None
-    if isinstance(number, float) and not math.isfinite(number):
+    if value > MAX_TOKEN_COUNT or not math.isfinite(value):
         return None
-    if number > MAX_TOKEN_COUNT:
-        return None
-    return max(0, int(number))
+    return max(0, int(value))
 
 
 def _field(raw: Any, name: str) -> Any:
@@ -274,14 +223,10 @@ def _usage(raw: Any, events: list[Notice] | None = None) -> Usage:
     prompt = count(raw, "prompt_tokens")
     completion = count(raw, "completion_tokens")
     total = max(count(raw, "total_tokens"), prompt + completion)
-    cached = 0
-    details = _field(raw, "prompt_tokens_details")
-    if details is not None:
-        cached = count(details, "cached_tokens")
-    if not cached:
-        extra = getattr(raw, "model_extra", None)
-        if isinstance(extra, Mapping) and "prompt_cache_hit_tokens" in extra:  # DeepSeek
-            cached = count(extra, "prompt_cache_hit_tokens")
+    cached = count(_field(raw, "prompt_tokens_details"), "cached_tokens")
+    extra = getattr(raw, "model_extra", None)
+    if not cached and isinstance(extra, Mapping):  # DeepSeek's
+        cached = count(extra, "prompt_cache_hit_tokens")
     if bad and events is not None:
         events.append(Notice(NoticeCode.USAGE_INVALID, counts=", ".join(bad)))
     return Usage(prompt, completion, total, cached, 1)
@@ -324,21 +269,9 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         raise ModelUnavailableError("the API returned a choice with no message")
     calls: list[ToolCall] = []
     for tc in getattr(message, "tool_calls", None) or []:
-        fn = getattr(tc, "function", None)
-        name = getattr(fn, "name", None) if fn is not None else None
-        if not name:
-            continue
-        arguments = getattr(fn, "arguments", None)
-        if not isinstance(arguments, str):
-            arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
-        call_id = getattr(tc, "id", None) or None
-        calls.append(
-            ToolCall(
-                None if call_id is None else valid_unicode(str(call_id)),
-                valid_unicode(str(name)),
-                valid_unicode(arguments),
-            )
-        )
+        call_id, name, arguments = _call_parts(tc)
+        if name:
+            calls.append(ToolCall(call_id, name, arguments or ""))
     extra = getattr(message, "model_extra", None) or {}
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
@@ -353,6 +286,17 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         model=getattr(completion, "model", None),
         events=events,
     )
+
+
+def _call_parts(tc: Any) -> tuple[str | None, str | None, str | None]:
+    """A tool call's (or fragment's) id, name and arguments, as valid text or ``None``."""
+    fn = getattr(tc, "function", None)
+    arguments = getattr(fn, "arguments", None)
+    if arguments is not None and not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    parts = (getattr(tc, "id", None), getattr(fn, "name", None), arguments)
+    id_, name, text = (valid_unicode(str(part)) if part else None for part in parts)
+    return id_, name, text
 
 
 def delta_from_chunk(chunk: Any) -> ModelDelta:
@@ -372,20 +316,9 @@ def delta_from_chunk(chunk: Any) -> ModelDelta:
     calls: list[ToolCallChunk] = []
     for position, tc in enumerate(getattr(delta, "tool_calls", None) or []):
         index = getattr(tc, "index", None)
-        fn = getattr(tc, "function", None)
-        name = getattr(fn, "name", None) if fn is not None else None
-        arguments = getattr(fn, "arguments", None) if fn is not None else None
-        if arguments is not None and not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        call_id = getattr(tc, "id", None)
-        calls.append(
-            ToolCallChunk(
-                index if isinstance(index, int) and not isinstance(index, bool) else position,
-                valid_unicode(str(call_id)) if call_id else None,
-                valid_unicode(str(name)) if name else None,
-                valid_unicode(arguments) if arguments else None,
-            )
-        )
+        if not isinstance(index, int) or isinstance(index, bool):
+            index = position
+        calls.append(ToolCallChunk(index, *_call_parts(tc)))
     return ModelDelta(
         content=content,
         reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) and reasoning else None,
@@ -451,8 +384,7 @@ _OVERFLOW_PHRASES = (
     "reduce the length of the messages",  # Groq and others, after the figures
     "input token count",  # Gemini: "The input token count (N) exceeds the maximum ..."
 )
-"""Lower-case phrases by which servers say a request does not fit the context window.
-Plain substring tests: the body is a stranger's text, and this stays linear in it."""
+"""Lower-case phrases by which servers say a request does not fit the context window."""
 
 
 def context_overflow(status_code: int | None, body: str, code: str | None = None) -> bool:
@@ -471,10 +403,9 @@ def context_overflow(status_code: int | None, body: str, code: str | None = None
 def translate_error(
     exc: BaseException, *, secret: str | None = None, limit: float | None = None
 ) -> ModelAPIError:
-    """Map what one attempt raised to our tree (``complete`` and ``stream`` alike): ours
-    as it is, the attempt's own time limit (``limit`` seconds) and transient SDK errors to
-    ModelUnavailableError. The caller raises the result outside its ``except`` block: the
-    SDK's exception, kept as ``__context__``, would carry the unmasked API key."""
+    """Map what one attempt raised to our tree: ours as it is, the attempt's time limit
+    (``limit`` seconds) and transient SDK errors to ModelUnavailableError. Raise the result
+    outside the ``except`` block: the SDK's exception would carry the unmasked API key."""
     import openai  # loaded already: the exception came from it
 
     if isinstance(exc, ModelAPIError):
