@@ -1,36 +1,7 @@
 """The comparison's tasks: data files, their checker, and their scripted transcripts.
 
-A task is one JSON file; the suite ships inside the package as
-``react_engine/compare/tasks/*.json`` (read with :mod:`importlib.resources`, so an
-installed ``react-engine compare`` needs no source checkout), and ``--tasks DIR`` runs a
-directory of your own instead. Adding a task needs no Python::
-
-    {
-      "id": "weather_two_cities",              # the file's stem
-      "covers": "two independent calls ...",   # what the task is there to show
-      "question": "What's the weather ...?",
-      "tools": ["get_weather"],                # names from compare.tools.TASK_TOOLS
-      "instructions": null,                    # optional system prompt
-      "check": {
-        "answer_contains": ["24", ["sunny", "晴"]],   # each entry: a string, or alternatives
-        "must_call": ["get_weather"],          # each must run at least once
-        "must_not_call": [],                   # never even asked for (unknown names allowed)
-        "max_steps": 4,                        # model turns, final answer included
-        "observation_truncated": false         # some observation must have been cut
-      },
-      "scripted": {                            # optional: replies for the ScriptedModel
-        "function_calling": [{"tool_calls": [{"name": "get_weather",
-                                              "arguments": {"location": "Beijing"}}]},
-                             {"content": "Beijing is sunny ..."}],
-        "text": ["Thought: ...\\nAction: get_weather\\nAction Input: {...}", "..."]
-      }
-    }
-
-A scripted reply is a string (the reply's text) or an object with ``content``,
-``tool_calls`` (``name`` and ``arguments``, an object or the raw argument text, broken JSON
-included) and ``reasoning``. The scripted model estimates token counts from the request it
-really received (:func:`estimate_tokens`), so the difference between the protocols'
-prompts shows in the scripted figures too; only the absolute numbers are approximate.
+A task is one JSON file (docs/comparison.md, "The task format"); the suite ships inside
+the package as ``react_engine/compare/tasks/*.json``.
 """
 
 from __future__ import annotations
