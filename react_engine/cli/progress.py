@@ -1,5 +1,4 @@
-"""What a command shows on stderr while a run goes: each step, each call, each network
-retry, and the ticker while the model thinks (the widgets are :mod:`.render`'s)."""
+"""What a command shows on stderr while a run goes."""
 
 from __future__ import annotations
 
@@ -17,12 +16,10 @@ __all__ = ["RunProgress"]
 
 
 class RunProgress:
-    """What a command shows on stderr while a run goes: each step, each call before its
-    tool runs, each network retry, and a ticker while the model thinks (on a terminal).
+    """Each step, each call before its tool runs, each network retry, and a ticker while
+    the model thinks (on a terminal, where the model's text is also streamed).
 
-    With ``--quiet`` nothing; with ``--json`` only the ticker and the retries, on a
-    terminal. On a terminal ``run`` and ``demo`` stream (:class:`LivePrinter`): the model's
-    text as it is written, each step printed once.
+    With ``--quiet`` nothing; with ``--json`` only the ticker and the retries.
     """
 
     def __init__(self, args: argparse.Namespace, *, stream: TextIO | None = None) -> None:

@@ -46,13 +46,12 @@ ProtocolName = str
 
 
 def named_protocols() -> tuple[ProtocolName, ...]:
-    """Every protocol a comparison (or a script) can name: the registry's, as it is now."""
+    """Every protocol a comparison (or a script) can name."""
     return tuple(n for n in protocol_names() if n != "auto")
 
 
 PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")
-"""What ``compare`` runs unless ``--protocol`` says otherwise; every task has scripted
-replies for these."""
+"""What ``compare`` runs by default; every task has scripted replies for these."""
 
 # --- the file format -------------------------------------------------------------------------
 
@@ -159,8 +158,7 @@ class Task(_Strict):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
 
     def script_for(self, protocol: ProtocolName) -> list[ScriptReply] | None:
-        """The scripted replies for ``protocol`` (:func:`replies_for`)."""
-        return replies_for(self.scripted, protocol)
+            return replies_for(self.scripted, protocol)
 
     def tool_objects(self) -> list[Tool]:
         return [TASK_TOOLS[name] for name in self.tools]
@@ -169,9 +167,8 @@ class Task(_Strict):
 def replies_for(
     script: Mapping[str, list[ScriptReply]], protocol: ProtocolName
 ) -> list[ScriptReply] | None:
-    """The replies ``script`` has for ``protocol``: its own, or else its native
-    (function-calling) ones written in that protocol's format by the registry
-    (:meth:`Registration.scripted <react_engine.protocols.registry.Registration.scripted>`)."""
+    """The replies ``script`` has for ``protocol``: its own, or else its function-calling
+    ones written in that protocol's format by the registry."""
     own = script.get(protocol)
     native = script.get("function_calling")
     if own is not None or native is None or protocol not in named_protocols():
@@ -186,8 +183,7 @@ def default_tasks_dir() -> Traversable:
 
 
 def load_task(path: Traversable) -> Task:
-    """Read and validate one task file (a :class:`~pathlib.Path` or a package resource);
-    errors name the file and the field."""
+    """Read and validate one task file; errors name the file and the field."""
     stem = PurePath(path.name).stem
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -208,11 +204,8 @@ def load_task(path: Traversable) -> Task:
 
 
 def load_tasks(directory: Traversable | None = None, only: Sequence[str] = ()) -> list[Task]:
-    """Every task in ``directory`` (sorted by id), or only those named.
-
-    ``directory`` is a :class:`~pathlib.Path` or a package resource; by default, the suite
-    shipped with react-engine (:func:`default_tasks_dir`).
-    """
+    """Every task in ``directory`` (default: the shipped suite), sorted by id, or only those
+    named."""
     directory = directory if directory is not None else default_tasks_dir()
     if not directory.is_dir():
         raise ConfigurationError(f"no task directory {directory}; pass --tasks DIR")
@@ -307,11 +300,8 @@ def _estimate_completion(reply: ScriptReply) -> int:
 
 
 class Transcript:
-    """Scripted replies for one run, answered in order with estimated usage.
-
-    Pass :meth:`model` as the agent's client; :attr:`remaining` says how many replies
-    were never asked for (a transcript that does not fit its task leaves some).
-    """
+    """Scripted replies for one run, answered in order with estimated usage; :attr:`remaining`
+    counts those never asked for."""
 
     def __init__(self, replies: Iterable[ScriptReply], *, label: str) -> None:
         self.label = label
@@ -337,11 +327,8 @@ class Transcript:
 
 
 def load_script(path: Path) -> dict[str, list[ScriptReply]]:
-    """Scripted replies from a file, per protocol (key ``"*"``: for whichever protocol runs).
-
-    The file is a task file (its ``scripted`` part), an object of lists keyed by protocol,
-    or one list of replies.
-    """
+    """Scripted replies per protocol (``"*"``: any) from a task file, an object of lists
+    keyed by protocol, or one list of replies."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
