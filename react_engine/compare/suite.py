@@ -158,7 +158,7 @@ class Task(_Strict):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
 
     def script_for(self, protocol: ProtocolName) -> list[ScriptReply] | None:
-            return replies_for(self.scripted, protocol)
+        return replies_for(self.scripted, protocol)
 
     def tool_objects(self) -> list[Tool]:
         return [TASK_TOOLS[name] for name in self.tools]
