@@ -76,12 +76,8 @@ Ctrl-C during an answer interrupts it; the conversation keeps what was done so f
 
 
 class ChatSession:
-    """The interactive loop of ``react-engine chat``, with its slash commands.
-
-    Answers and what the slash commands print go to ``out`` (stdout); the steps, the
-    ticker, each turn's figures and errors to ``err`` (stderr). Streams and the line
-    reader are injectable, so the loop runs in-process in tests.
-    """
+    """The interactive loop of ``react-engine chat``, with its slash commands: answers and
+    command output on ``out``, steps, figures and errors on ``err``."""
 
     def __init__(
         self,
@@ -276,8 +272,7 @@ _CONTROL = re.compile(
 
 
 def clean_line(line: str) -> str:
-    """A typed line without control characters or the escape sequences of keys (an arrow
-    key without line editing, Ctrl-L), and without spaces around it."""
+    """A typed line without control characters, key escape sequences or outer spaces."""
     return _CONTROL.sub("", line).strip()
 
 
@@ -294,9 +289,7 @@ def history_path() -> Path:
 
 @contextlib.contextmanager
 def _line_editing(args: argparse.Namespace) -> Iterator[None]:
-    """On a terminal, ``input()`` gets readline's line editing (arrows, Ctrl-A/E, Ctrl-R)
-    and the history of earlier sessions; the history is saved when the chat ends. Off a
-    terminal, or where Python has no ``readline`` (Windows), plain ``input()``."""
+    """On a terminal with ``readline``, line editing and the saved history of questions."""
     if not (is_tty(sys.stdin) and is_tty(sys.stdout)):
         yield
         return
