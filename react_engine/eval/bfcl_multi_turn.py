@@ -1,11 +1,8 @@
 """BFCL's multi-turn categories: a conversation with stateful backends, graded by BFCL.
 
-Each user turn runs through the agent loop with the backends' functions as tools that
-really run: the ``bfcl-eval`` wheel's executor makes each call a method call on the case's
-own instances, under a model name of our own (``react_engine_<random>``) whose instances are
-removed when the case ends. Arguments reach the backends only as Python literals (``repr``
-of the decoded JSON) under identifier names; any other call is refused before it runs.
-Grading is BFCL's own ``multi_turn_checker``, imported from the wheel (docs/bfcl.md).
+Each turn runs through the agent loop; the wheel's executor runs each call on the case's
+own instances, under a model name of our own (removed when the case ends). Arguments reach
+the backends only as Python literals under identifier names; any other call is refused.
 """
 
 from __future__ import annotations
@@ -81,8 +78,7 @@ class MultiTurnCase:
     id: str
     category: str
     turns: tuple[str, ...]
-    """The user's message of each turn (``""``: a turn that only brings held-out
-    functions, answered with :func:`added_functions_prompt`)."""
+    """The user's message of each turn (``""``: a turn that only brings held-out functions)."""
     functions: tuple[Mapping[str, Any], ...]
     """The functions offered from the first turn (BFCL's documents, as shipped)."""
     added: Mapping[int, tuple[Mapping[str, Any], ...]]
@@ -191,7 +187,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 def call_string(name: str, arguments: Mapping[str, Any]) -> str | None:
     """A call as BFCL's executor takes it, ``name(key=literal, ...)``; ``None`` when a
-    name is no plain identifier (nothing else could be made of it safely)."""
+    name is no plain identifier."""
     names = [name, *arguments]
     if not all(_IDENTIFIER.match(n) and not keyword.iskeyword(n) for n in names):
         return None
@@ -229,8 +225,7 @@ class Backends:
 def turn_tools(
     functions: Sequence[Mapping[str, Any]], backends: Backends
 ) -> tuple[list[Tool], dict[str, str]]:
-    """The functions as tools that run on ``backends``, with a map from each tool's name
-    back to BFCL's (multi-turn names are plain identifiers: the same)."""
+    """The functions as tools that run on ``backends``, and each tool's name back to BFCL's."""
     tools: list[Tool] = []
     names: dict[str, str] = {}
     for function in functions:
@@ -255,8 +250,7 @@ def turn_tools(
 def grade(
     case: MultiTurnCase, decoded: Sequence[Sequence[Sequence[str]]], backends: Backends
 ) -> tuple[bool, str]:
-    """BFCL's verdict on the calls of each step of each turn (call strings), and why it
-    failed (empty when it did not)."""
+    """BFCL's verdict on the call strings of each step of each turn, and why it failed."""
     if len(decoded) != len(case.ground_truth):
         return False, (
             f"force-terminated: {len(decoded)} turn(s) of {len(case.ground_truth)} completed"

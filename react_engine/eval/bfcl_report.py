@@ -1,7 +1,4 @@
-"""The report of a BFCL run: the table, BFCL's own figures (:func:`bfcl_summary`), and its
-JSON. docs/bfcl.md says what each figure counts and which leaderboard column it lines up
-with.
-"""
+"""The report of a BFCL run: the table, BFCL's own figures, and its JSON (docs/bfcl.md)."""
 
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ NATIVE_FC_DECODE_FAILURE_RATE = 0.043
 quotes it: the target our text protocol is measured against."""
 
 PUBLISHED: Mapping[str, tuple[float, float]] = {"qwen2.5-7b": (44.7, 42.7)}
-"""BFCL leaderboard overall scores (FC, Prompt) for models users run, keyed by a
-lower-case fragment of the model name. Only figures we can source: issue 14 quotes these;
-the ``bfcl-eval`` wheel ships no scores."""
+"""BFCL leaderboard overall scores (FC, Prompt) by lower-case model-name fragment, as issue
+14 quotes them (the wheel ships no scores)."""
 
 
 @dataclass(slots=True)
