@@ -44,13 +44,13 @@ def add_chat_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="A multi-turn conversation: type a question, or /help for the commands. "
         "Answers go to stdout, steps and progress to stderr. On a terminal, lines can be "
         "edited and earlier questions recalled (arrow keys); they are kept in a history file "
-        f"({_history_hint()}).",
+        f"({_HISTORY_HINT}).",
     )
     add_agent_options(chat)
     chat.add_argument(
         "--history",
         metavar="FILE",
-        help=f"the file that keeps the questions typed on a terminal (default: {_history_hint()})",
+        help=f"the file that keeps the questions typed on a terminal (default: {_HISTORY_HINT})",
     )
     chat.add_argument(
         "--no-history", action="store_true", help="keep no history file for this session"
@@ -62,6 +62,10 @@ def add_chat_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     chat.set_defaults(handler=_cmd_chat)
 
+
+_HISTORY_HINT = (
+    "$XDG_STATE_HOME/react-engine/chat_history, else ~/.local/state/react-engine/chat_history"
+)
 
 _HELP = """\
 Commands:
@@ -274,12 +278,6 @@ _CONTROL = re.compile(
 def clean_line(line: str) -> str:
     """A typed line without control characters, key escape sequences or outer spaces."""
     return _CONTROL.sub("", line).strip()
-
-
-def _history_hint() -> str:
-    return (
-        "$XDG_STATE_HOME/react-engine/chat_history, else ~/.local/state/react-engine/chat_history"
-    )
 
 
 def history_path() -> Path:

@@ -43,10 +43,6 @@ class Endpoint:
         return mask_url(self.base_url) if self.base_url else "the default OpenAI endpoint"
 
 
-def _env_model() -> str | None:
-    return os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
-
-
 def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
     explicit = getattr(args, "api_key_env", None)
     env = explicit or API_KEY_ENV
@@ -67,7 +63,9 @@ def configured_endpoint(
     base_url = base_url_from(getattr(args, "base_url", None))
     key, env = _api_key(args)
     flags = bool(getattr(args, "base_url", None) or models or getattr(args, "api_key_env", None))
-    model = models[0] if models else _env_model()
+    model = (models[0] if models else None) or (
+        os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
+    )
     if not (base_url or key):
         if flags:
             raise ConfigurationError(

@@ -85,10 +85,6 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def _json_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
 def _print(text: str) -> None:
     print(printable(text))
 
@@ -129,7 +125,8 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
         payload = {**to_jsonable(info), "result": result, "steps": to_jsonable(steps)}
         # JSON escapes the C0 controls itself; the rest (a C1 CSI, a bidi override, a lone
         # surrogate) as \\uXXXX, which reads back as the same text.
-        print(_UNSAFE.sub(_json_escape, json.dumps(payload, ensure_ascii=False, indent=2)))
+        text = json.dumps(payload, ensure_ascii=False, indent=2)
+        print(_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
         return 0
     from .render import format_history
 

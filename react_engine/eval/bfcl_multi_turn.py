@@ -105,15 +105,12 @@ class MultiTurnCase:
         return out
 
 
-def _function_docs(root: Traversable, classes: Sequence[str]) -> list[dict[str, Any]]:
+def _function_docs(root: Traversable, name: str) -> list[dict[str, Any]]:
     files = _wheel("bfcl_eval.constants.executable_backend_config")
-    out: list[dict[str, Any]] = []
-    for name in classes:
-        stem = files.MULTI_TURN_FUNC_DOC_FILE_MAPPING.get(name)
-        if stem is None:
-            raise BfclDataMissing(f"BFCL has no function documents for {name}")
-        out.extend(read_lines(root / "multi_turn_func_doc" / stem))
-    return out
+    stem = files.MULTI_TURN_FUNC_DOC_FILE_MAPPING.get(name)
+    if stem is None:
+        raise BfclDataMissing(f"BFCL has no function documents for {name}")
+    return read_lines(root / "multi_turn_func_doc" / stem)
 
 
 def load_multi_turn_cases(
@@ -155,7 +152,7 @@ def _case(
     functions = []
     for name in classes:
         if name not in docs:
-            docs[name] = _function_docs(root, [name])
+            docs[name] = _function_docs(root, name)
         functions += copy.deepcopy(docs[name])
     added: dict[int, tuple[Mapping[str, Any], ...]] = {}
     for index, names in (entry.get("missed_function") or {}).items():

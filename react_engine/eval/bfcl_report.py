@@ -156,7 +156,8 @@ def format_report(report: Report) -> str:
     errors = sum(mine["TOTAL"].errors for mine in by.values())
     if errors:
         lines.append(f"{errors} case(s) got no reply (API errors): counted as wrong")
-    published = _published(report.model)
+    name = report.model.lower()
+    published = next((v for k, v in PUBLISHED.items() if k in name), None)
     if published is not None:
         fc, prompt = published
         lines.append(
@@ -219,11 +220,6 @@ def _summary_lines(report: Report) -> list[str]:
         "parallel_multiple (Python Simple AST for Simple AST) · Live AST Summary: weighted "
         "by case count · docs/bfcl.md says which column each lines up with",
     ]
-
-
-def _published(model: str) -> tuple[float, float] | None:
-    name = model.lower()
-    return next((v for k, v in PUBLISHED.items() if k in name), None)
 
 
 def report_json(report: Report) -> dict[str, Any]:
