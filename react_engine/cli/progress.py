@@ -7,7 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from ..run.agent import Agent
-from ..run.events import Event, RunDone
+from ..run.events import RunDone
 from ..types import ActionRecord, RunResult, Step
 from .exits import one_line
 from .render import LivePrinter, StepPrinter, Ticker, call_arguments, is_tty
@@ -54,19 +54,14 @@ class RunProgress:
                 f"{one_line(str(error), 200)}"
             )
 
-    def show(self, event: Event) -> None:
-        """A streamed run's event, on the terminal (``live`` only)."""
-        assert self.live is not None
-        with self.ticker.writing():
-            self.live(event)
-
     def run(self, agent: Agent, question: str, **options: Any) -> RunResult:
         """The run, streamed on a terminal; the ticker shows the waits."""
         with self.ticker:
             if self.live is None:
                 return agent.run(question, **options)
             for event in agent.run_stream(question, **options):
-                self.show(event)
+                with self.ticker.writing():
+                    self.live(event)
                 if isinstance(event, RunDone):
                     return event.result
         raise AssertionError("a run's events end with RunDone")  # pragma: no cover
