@@ -98,17 +98,17 @@ class Metrics(Figures):
     wall_s: float = 0.0
 
 
-METRICS: tuple[tuple[str, str], ...] = (
-    ("llm_calls", "LLM calls"),
-    ("tool_calls", "tool calls"),
-    ("format_errors", "format errors"),
-    ("repaired", "repaired replies"),
-    ("retries", "retries"),
-    ("prompt_tokens", "prompt tokens"),
-    ("completion_tokens", "completion tokens"),
-    ("wall_s", "wall time (s)"),
+METRICS: tuple[tuple[str, str, str], ...] = (
+    ("llm_calls", "LLM calls", "LLM"),
+    ("tool_calls", "tool calls", "tools"),
+    ("format_errors", "format errors", "fmt err"),
+    ("repaired", "repaired replies", "repaired"),
+    ("retries", "retries", "retries"),
+    ("prompt_tokens", "prompt tokens", "prompt tok"),
+    ("completion_tokens", "completion tokens", "compl tok"),
+    ("wall_s", "wall time (s)", "time s"),
 )
-"""The metric fields in table order, with their long names."""
+"""The metric fields in table order, with their long names and their table headings."""
 
 _MODEL_MISTAKES = frozenset({"unknown_tool", "invalid_arguments"})
 
@@ -367,20 +367,9 @@ def run_comparison(
 
 # --- the table ---------------------------------------------------------------------------------
 
-_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("llm_calls", "LLM"),
-    ("tool_calls", "tools"),
-    ("format_errors", "fmt err"),
-    ("repaired", "repaired"),
-    ("retries", "retries"),
-    ("prompt_tokens", "prompt tok"),
-    ("completion_tokens", "compl tok"),
-    ("wall_s", "time s"),
-)
-
 
 def _cells(metrics: Metrics) -> list[str]:
-    values = [getattr(metrics, name) for name, _ in _COLUMNS]
+    values = [getattr(metrics, name) for name, _, _ in METRICS]
     return [f"{v:.2f}" if isinstance(v, float) else f"{v:,}" for v in values]
 
 
@@ -401,7 +390,7 @@ def format_report(report: Report) -> str:
         "",
     ]
     many = len(models) > 1
-    head = ["task", *(["model"] if many else []), "protocol", "ok"] + [h for _, h in _COLUMNS]
+    head = ["task", *(["model"] if many else []), "protocol", "ok"] + [h for _, _, h in METRICS]
     rows: list[list[str]] = [head]
     by_key = {(r.task, r.model, r.protocol): r for r in report.runs}
     for task in report.tasks:
@@ -418,7 +407,7 @@ def format_report(report: Report) -> str:
     for i, t in enumerate(totals):
         lead = ["TOTAL" if i == 0 else "", *([t.model] if many else []), t.protocol]
         rows.append([*lead, f"{t.successes}/{t.runs}", *_cells(t.metrics)])
-    lines += grid(rows, numeric_from=len(head) - len(_COLUMNS) - 1)
+    lines += grid(rows, numeric_from=len(head) - len(METRICS) - 1)
     lines += [
         "",
         "LLM: model replies · tools: calls asked for · fmt err: replies the protocol could "
@@ -472,7 +461,7 @@ CSV_FIELDS: tuple[str, ...] = (
     "protocol",
     "runs",
     "successes",
-    *(name for name, _ in METRICS),
+    *(name for name, _, _ in METRICS),
     "stop_reason",
     "failures",
 )
@@ -559,7 +548,7 @@ def plot_report(report: Report, path: Path) -> Path | None:
     ]
     panels: list[tuple[str, list[float]]] = [("tasks solved", [float(t.successes) for t in totals])]
     panels += [
-        (title, [float(getattr(t.metrics, name)) for t in totals]) for name, title in METRICS
+        (title, [float(getattr(t.metrics, name)) for t in totals]) for name, title, _ in METRICS
     ]
     cols = 3
     rows = math.ceil(len(panels) / cols)

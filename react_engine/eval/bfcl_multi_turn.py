@@ -88,14 +88,6 @@ class MultiTurnCase:
     ground_truth: tuple[tuple[str, ...], ...]
     """BFCL's accepted calls of each turn, as Python call strings."""
 
-    @property
-    def bfcl_category(self) -> str:
-        return self.category
-
-    @property
-    def long_context(self) -> bool:
-        return "long_context" in self.category
-
     def functions_at(self, turn: int) -> list[Mapping[str, Any]]:
         """The functions offered during ``turn``."""
         out = list(self.functions)
@@ -206,7 +198,7 @@ class Backends:
             list(self.case.involved_classes),
             self.model_name,
             self.case.id,
-            long_context=self.case.long_context,
+            long_context="long_context" in self.case.category,
             is_evaL_run=False,
         )
         return [str(r) for r in results]

@@ -34,7 +34,7 @@ def _charts(report: Report) -> str:
     many = len({t.model for t in totals}) > 1
     names = [f"{t.model} · {t.protocol}" if many else t.protocol for t in totals]
     panels = [bar_chart("tasks solved", names, [("solved", [float(t.successes) for t in totals])])]
-    for field, title in METRICS:
+    for field, title, _ in METRICS:
         values = [float(getattr(t.metrics, field)) for t in totals]
         label = (lambda v: f"{v:.2f}") if field == "wall_s" else (lambda v: f"{v:,.0f}")
         panels.append(bar_chart(title, names, [(title, values)], label=label))
