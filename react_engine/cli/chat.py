@@ -150,8 +150,6 @@ class ChatSession:
                 continue
             self.ask(line)
 
-    # --- slash commands ------------------------------------------------------------------------
-
     def command(self, line: str) -> bool:
         """Run a slash command; ``False`` means leave."""
         name, _, rest = line.partition(" ")
@@ -227,8 +225,6 @@ class ChatSession:
         self.protocol = rest
         self.agent = self.conversation.agent = self._agent()
         self.say(f"protocol: {describe_protocol(self.agent)}; the history is kept")
-
-    # --- a turn ----------------------------------------------------------------------------------
 
     def ask(self, question: str) -> None:
         history = self.conversation.history

@@ -201,9 +201,6 @@ class Report:
         return out
 
 
-# --- running ---------------------------------------------------------------------------------
-
-
 async def arun_task(
     task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
 ) -> TaskRun:
@@ -365,9 +362,6 @@ def run_comparison(
     return report
 
 
-# --- the table ---------------------------------------------------------------------------------
-
-
 def _cells(metrics: Metrics) -> list[str]:
     values = [getattr(metrics, name) for name, _, _ in METRICS]
     return [f"{v:.2f}" if isinstance(v, float) else f"{v:,}" for v in values]
@@ -452,8 +446,6 @@ def _tradeoffs(totals: list[Total], models: list[str]) -> list[str]:
             )
     return lines
 
-
-# --- files ---------------------------------------------------------------------------------------
 
 CSV_FIELDS: tuple[str, ...] = (
     "task",

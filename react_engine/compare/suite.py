@@ -53,8 +53,6 @@ def named_protocols() -> tuple[ProtocolName, ...]:
 PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")
 """What ``compare`` runs by default; every task has scripted replies for these."""
 
-# --- the file format -------------------------------------------------------------------------
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -225,8 +223,6 @@ def load_tasks(directory: Traversable | None = None, only: Sequence[str] = ()) -
     return tasks
 
 
-# --- the checker -------------------------------------------------------------------------------
-
 _RAN = frozenset({"ok", "error", "timeout"})
 
 
@@ -253,8 +249,6 @@ def check_result(task: Task, result: RunResult) -> list[str]:
         failures.append("no observation was truncated")
     return failures
 
-
-# --- scripted runs -------------------------------------------------------------------------------
 
 # One token per CJK character; Latin words at about four characters a token; digits in
 # groups of three (as BPE tokenizers split them); any other visible character one token.

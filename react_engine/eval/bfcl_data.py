@@ -195,9 +195,6 @@ def _case(entry: Mapping[str, Any], category: str, answers: Mapping[str, Any]) -
     )
 
 
-# --- BFCL's schemas as JSON Schema -----------------------------------------------------------
-
-
 def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
     """One BFCL parameter schema as JSON Schema (recursively: properties and items)."""
     out: dict[str, Any] = {}

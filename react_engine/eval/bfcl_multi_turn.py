@@ -168,9 +168,6 @@ def _case(
     )
 
 
-# --- the backends ---------------------------------------------------------------------------
-
-
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -231,9 +228,6 @@ def turn_tools(
 
         tools.append(bfcl_tool(function, name, run, pass_arguments=True))
     return tools, names
-
-
-# --- grading ----------------------------------------------------------------------------------
 
 
 def grade(
