@@ -36,8 +36,7 @@ __all__ = [
 
 
 def load_tools(spec: str | None) -> list[Tool]:
-    """The ``@tool`` functions of ``--tools``: a ``.py`` file, or a module importable from
-    the current directory (as ``python -m`` would find it, with no ``PYTHONPATH=.``)."""
+    """The ``@tool`` functions of ``--tools``: a ``.py`` file, or a module importable from here."""
     if not spec:
         return list(DEMO_TOOLS)
     try:
@@ -211,8 +210,7 @@ def answer(
     question: str,
     **options: Any,
 ) -> RunResult:
-    """Run ``agent`` on ``question`` with ``progress`` on stderr; print the result, or raise
-    the run's error as an :class:`Exit`."""
+    """Run ``agent`` on ``question``; print the result, or raise the error as an :class:`Exit`."""
     if args.trace:
         options["trace"] = args.trace
     try:

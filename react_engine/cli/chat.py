@@ -80,8 +80,7 @@ Ctrl-C during an answer interrupts it; the conversation keeps what was done so f
 
 
 class ChatSession:
-    """The interactive loop of ``react-engine chat``, with its slash commands: answers and
-    command output on ``out``, steps, figures and errors on ``err``."""
+    """The loop of ``react-engine chat``: answers on ``out``; steps, figures, errors on ``err``."""
 
     def __init__(
         self,

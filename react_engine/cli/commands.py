@@ -50,8 +50,7 @@ class _NotARunEvent(logging.Filter):
 
 @contextlib.contextmanager
 def _warnings_on_stderr() -> Iterator[None]:
-    """While the CLI runs, the library's warnings go to stderr, one ``warning:`` line each
-    (removed after, so calling ``main`` again does not print each twice)."""
+    """While the CLI runs, the library's warnings go to stderr, one ``warning:`` line each."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
@@ -65,8 +64,7 @@ def _warnings_on_stderr() -> Iterator[None]:
 
 
 def _broken_pipe(process: bool) -> int:
-    """The reader of stdout went away: the rest goes to /dev/null, so the interpreter's
-    final flush cannot complain on stderr."""
+    """The reader of stdout went away: the rest goes to /dev/null (no complaint at exit)."""
     if process:
         with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -91,8 +91,7 @@ def endpoint(
     local_default: bool = False,
     alternatives: str = ", use --local for the embedded model, or --dry-run",
 ) -> Iterator[Endpoint]:
-    """The chat model a command talks to: the script, the endpoint configured, or the embedded
-    model (``--local``, or ``local_default``); the error without one names ``alternatives``."""
+    """The chat model a command talks to: the script, the endpoint configured, or the local one."""
     script = script_from_args(args)
     if script is not None:
         replies = ScriptedReplies(script, "script")

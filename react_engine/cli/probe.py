@@ -1,5 +1,4 @@
-"""``react-engine probe``: one tiny request to learn what an endpoint does with tools,
-recorded in the capability cache for ``protocol="auto"`` to read."""
+"""``react-engine probe``: one tiny request to learn what an endpoint does with tools."""
 
 from __future__ import annotations
 

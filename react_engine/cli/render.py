@@ -181,8 +181,7 @@ def stop_words(result: RunResult) -> str:
 
 
 def format_result(result: RunResult, *, color: bool = False, answer: bool = True) -> str:
-    """The end of a run: answer, why it stopped, the protocol and why, calls and tokens.
-    ``answer=False`` leaves out an answer (the CLI prints it alone on stdout)."""
+    """The end of a run; ``answer=False`` leaves out an answer (printed alone on stdout)."""
     s = _Style(color)
     u = result.usage
     lines = [s("══ result", "bold")]
@@ -226,8 +225,7 @@ def format_history(history: Sequence[HistoryItem], *, width: int = 200) -> str:
 
 
 class StepPrinter:
-    """An ``on_step`` callback that prints each step: coloured blocks on a terminal, plain
-    lines elsewhere (unless ``plain``/``color`` say otherwise)."""
+    """An ``on_step`` callback that prints each step: blocks on a terminal, else plain lines."""
 
     def __init__(
         self, stream: TextIO | None = None, *, color: bool | None = None, plain: bool | None = None
@@ -242,8 +240,7 @@ class StepPrinter:
 
 
 class LivePrinter:
-    """Shows a streamed run's events on a terminal as they come, then the rest of each step,
-    so nothing is printed twice."""
+    """Shows a streamed run's events on a terminal, then the rest of each step, once."""
 
     def __init__(self, stream: TextIO | None = None, *, steps: StepPrinter | None = None) -> None:
         self.stream = stream or sys.stdout
@@ -305,8 +302,8 @@ class LivePrinter:
 
 
 class Ticker:
-    """A line that shows how long the model has been thinking, on a terminal only. Other
-    output on the stream goes through :meth:`say` or :meth:`writing`, which clear it first."""
+    """How long the model has been thinking, on a terminal; other output goes through
+    :meth:`say` or :meth:`writing`."""
 
     def __init__(self, stream: TextIO, *, live: bool | None = None) -> None:
         self.stream = stream

@@ -75,8 +75,7 @@ bidirectional overrides, and lone surrogates."""
 
 
 def printable(text: str) -> str:
-    """Stored text (anyone may have written it) with each unsafe character escaped
-    (ESC as ``\\x1b``)."""
+    """Stored text (anyone may have written it), each unsafe character escaped."""
     return _UNSAFE.sub(_escape, text)
 
 

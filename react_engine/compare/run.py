@@ -80,8 +80,7 @@ class CompareSettings:
     max_attempts: int = 3
     """Network attempts per request (transient failures only)."""
     tool_choice: str = "auto"
-    """``"auto"``, or ``"required"`` for a first step that must call a tool (then ``"auto"``);
-    tasks whose check forbids every tool then fail by design."""
+    """``"auto"``, or ``"required"`` for a first step that must call a tool (then ``"auto"``)."""
 
 
 @dataclass(slots=True)
@@ -511,8 +510,7 @@ def report_csv(report: Report) -> str:
 
 
 def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:
-    """Write ``comparison.json``, ``.csv``, ``.txt`` and (with matplotlib and ``plot``)
-    ``.png``; return the paths written."""
+    """Write ``comparison.json``, ``.csv``, ``.txt`` and (with matplotlib) ``.png``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [
         write_text(out_dir / "comparison.json", json_text(report_json(report), indent=2)),

@@ -202,8 +202,7 @@ def load_task(path: Traversable) -> Task:
 
 
 def load_tasks(directory: Traversable | None = None, only: Sequence[str] = ()) -> list[Task]:
-    """Every task in ``directory`` (default: the shipped suite), sorted by id, or only those
-    named."""
+    """Every task in ``directory`` (default: the shipped suite) by id, or only those named."""
     directory = directory if directory is not None else default_tasks_dir()
     if not directory.is_dir():
         raise ConfigurationError(f"no task directory {directory}; pass --tasks DIR")
@@ -294,8 +293,7 @@ def _estimate_completion(reply: ScriptReply) -> int:
 
 
 class Transcript:
-    """Scripted replies for one run, answered in order with estimated usage; :attr:`remaining`
-    counts those never asked for."""
+    """Scripted replies for one run, answered in order with estimated usage."""
 
     def __init__(self, replies: Iterable[ScriptReply], *, label: str) -> None:
         self.label = label

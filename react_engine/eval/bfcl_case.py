@@ -46,11 +46,9 @@ class EvalSettings:
     max_attempts: int = 3
     """Network attempts per request (transient failures only)."""
     constrained: bool = True
-    """Let protocols constrain decoding where the server supports it; ``False`` measures
-    the parser alone."""
+    """Let protocols constrain decoding; ``False`` measures the parser alone."""
     tool_choice: str = "auto"
-    """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call (irrelevance then
-    fails by design)."""
+    """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call."""
     max_turn_steps: int | None = None
     """Multi-turn: steps one turn may take before the case fails; ``None``: BFCL's own limit
     (plus the step that passes it, as BFCL counts)."""

@@ -142,8 +142,7 @@ def load_cases(
     only: Sequence[str] = (),
     root: Traversable | None = None,
 ) -> list[Case]:
-    """The cases of ``categories``, in file order: the first ``limit`` of each, or those
-    whose ids are in ``only``."""
+    """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
     unknown = [c for c in categories if c not in CATEGORIES]
     if unknown:
         raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(CATEGORIES)}")

@@ -112,8 +112,7 @@ def load_multi_turn_cases(
     only: Sequence[str] = (),
     root: Traversable | None = None,
 ) -> list[MultiTurnCase]:
-    """The cases of ``categories``, in file order: the first ``limit`` of each, or those
-    whose ids are in ``only``."""
+    """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
     unknown = [c for c in categories if c not in MULTI_TURN_CATEGORIES]
     if unknown:
         raise ConfigurationError(
@@ -172,8 +171,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def call_string(name: str, arguments: Mapping[str, Any]) -> str | None:
-    """A call as BFCL's executor takes it, ``name(key=literal, ...)``; ``None`` when a
-    name is no plain identifier."""
+    """``name(key=literal, ...)`` for BFCL's executor; ``None`` for a name no identifier."""
     names = [name, *arguments]
     if not all(_IDENTIFIER.match(n) and not keyword.iskeyword(n) for n in names):
         return None

@@ -26,8 +26,7 @@ __all__ = [
 ]
 
 DEFAULT_RECORDINGS = Path(__file__).resolve().parents[2] / "fixtures" / "bfcl"
-"""Where ``--scripted`` and ``--record`` look without a directory (a source checkout only:
-the wheel does not ship these test data)."""
+"""Where ``--scripted`` and ``--record`` look without a directory (in a source checkout)."""
 
 
 def default_recordings(flag: str) -> Path:

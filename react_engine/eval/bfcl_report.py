@@ -29,8 +29,7 @@ __all__ = [
 ]
 
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
-"""BFCL's decode-failure rate for native function calling on these cases, as issue 14
-quotes it: the target our text protocol is measured against."""
+"""BFCL's native-FC decode-failure rate (issue 14): the text protocol's target."""
 
 PUBLISHED: Mapping[str, tuple[float, float]] = {"qwen2.5-7b": (44.7, 42.7)}
 """BFCL leaderboard overall scores (FC, Prompt) by lower-case model-name fragment, as issue
@@ -172,9 +171,8 @@ LIVE_CALLS = ("live_simple", "live_multiple", "live_parallel", "live_parallel_mu
 
 
 def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
-    """BFCL's own figures for one protocol's results, under the leaderboard's column names,
-    computed as BFCL computes them (docs/bfcl.md); ``None`` where a category they need was
-    not run."""
+    """BFCL's own figures for one protocol's results, by leaderboard column (docs/bfcl.md);
+    ``None`` where a category they need was not run."""
     acc: dict[str, float] = {}
     count: dict[str, int] = {}
     for category in {r.category for r in results}:

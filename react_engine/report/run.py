@@ -1,6 +1,4 @@
-"""One run as HTML, from its trace records (``RunResult.trace()``): its facts, then each
-step with what the model wrote, each call, and the step's tokens and times.
-"""
+"""One run as HTML, from its trace records (``RunResult.trace()``)."""
 
 from __future__ import annotations
 

@@ -28,8 +28,7 @@ _CAUSES = {
 
 
 def reason_words(reason: str, *, answered: bool, tools: Sequence[str] = ()) -> str:
-    """Why a run stopped for ``reason``, in plain words, the code after them. ``tools``: the
-    name of each call the run made."""
+    """Why a run stopped for ``reason``, in plain words; ``tools``: each call's tool name."""
     cause = _CAUSES.get(reason)
     if cause is None:
         return f"{STOPPED.get(reason, reason)} ({reason})"

@@ -28,8 +28,7 @@ def bar_chart(
     label: Callable[[float], str] = _number,
     ceiling: float | None = None,
 ) -> str:
-    """One chart as an ``<svg>`` element: ``series`` is ``(name, one value per group)``;
-    ``ceiling`` fixes the top of the scale (default: the largest value)."""
+    """One ``<svg>`` chart: ``series`` is ``(name, one value per group)``; ``ceiling``: the top."""
     top = ceiling if ceiling is not None else max((v for _, vs in series for v in vs), default=0)
     top = top or 1.0
     legend = len(series) > 1
