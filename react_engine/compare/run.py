@@ -187,16 +187,10 @@ class Report:
 
     def totals(self) -> list[Total]:
         out: list[Total] = []
-        for target in self.targets:
-            mine = [
-                r for r in self.runs if (r.model, r.protocol) == (target.model, target.protocol)
-            ]
-            metrics = Metrics.total(r.metrics for r in mine)
-            out.append(
-                Total(
-                    target.model, target.protocol, len(mine), sum(r.success for r in mine), metrics
-                )
-            )
+        for t in self.targets:
+            mine = [r for r in self.runs if (r.model, r.protocol) == (t.model, t.protocol)]
+            won, metrics = sum(r.success for r in mine), Metrics.total(r.metrics for r in mine)
+            out.append(Total(t.model, t.protocol, len(mine), won, metrics))
         return out
 
 
