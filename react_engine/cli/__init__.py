@@ -1,7 +1,4 @@
-"""The ``react-engine`` command line: :func:`main` (:mod:`.commands`), the parser
-(:mod:`.parser`, shared options in :mod:`.options`), one module per command, and what they
-share (:mod:`.agents`, :mod:`.endpoint`, :mod:`.progress`, :mod:`.render`, :mod:`.scripted`,
-:mod:`.demo`)."""
+"""The ``react-engine`` command line: :func:`main`, the parser, one module per command."""
 
 from .commands import ChatSession, Endpoint, build_parser, main
 from .demo import DEMO_QUESTION, demo_check

@@ -1,6 +1,4 @@
-"""What the commands that run one agent share (run, demo, chat, runs resume): the tools
-of ``--tools``, the agent built from the flags, and a run's answer shown as Unix tools do
-(the answer alone on stdout, the rest on stderr)."""
+"""What the commands that run one agent share: the tools, the agent, the result shown."""
 
 from __future__ import annotations
 
@@ -38,8 +36,7 @@ __all__ = [
 
 
 def load_tools(spec: str | None) -> list[Tool]:
-    """The ``@tool`` functions of ``--tools``: a ``.py`` file, or a module importable from
-    the current directory (as ``python -m`` would find it, with no ``PYTHONPATH=.``)."""
+    """The ``@tool`` functions of ``--tools``: a ``.py`` file, or a module importable from here."""
     if not spec:
         return list(DEMO_TOOLS)
     try:
@@ -74,8 +71,7 @@ def _import_tools(spec: str) -> Any:
 
 
 def _import_file(path: Path) -> Any:
-    """Import a ``.py`` file as a module (its folder on ``sys.path``, as ``python FILE``
-    has it, so that it can import its neighbours)."""
+    """Import a ``.py`` file as a module, its folder on ``sys.path`` (as ``python FILE``)."""
     import importlib.util
 
     name = path.stem
@@ -120,8 +116,7 @@ def make_agent(
     on_retry: Callable[[int, float, BaseException], None] | None = None,
     **options: Any,
 ) -> Agent:
-    """The agent a command runs: the endpoint, the flags, and ``options`` over them;
-    ``on_retry`` is told of each network retry before its wait."""
+    """The agent a command runs: the endpoint, the flags, and ``options`` over them."""
     if ep.replies is not None:
         ep.replies.protocol = protocol
     chosen: dict[str, Any] = {
@@ -165,8 +160,7 @@ def check_trace(path: str | None) -> None:
 
 
 def show_result(result: RunResult, args: argparse.Namespace) -> None:
-    """The answer alone on stdout (or the JSON with ``--json``); the rest of the result on
-    stderr, unless ``--quiet``."""
+    """The answer alone on stdout (or JSON); the rest on stderr, unless ``--quiet``."""
     if args.json:
         payload = {
             "question": result.question,
@@ -216,10 +210,7 @@ def answer(
     question: str,
     **options: Any,
 ) -> RunResult:
-    """Run ``agent`` on ``question`` with ``progress`` on stderr; the result printed, or the
-    run's error as an :class:`Exit`. With ``--trace`` the run writes its trace as it goes
-    (:mod:`react_engine.run.tracefile`): a run stopped by Ctrl-C, SIGTERM or SIGKILL leaves
-    every reply paid for and every call started on disk."""
+    """Run ``agent`` on ``question``; print the result, or raise the error as an :class:`Exit`."""
     if args.trace:
         options["trace"] = args.trace
     try:

@@ -44,13 +44,13 @@ def add_chat_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="A multi-turn conversation: type a question, or /help for the commands. "
         "Answers go to stdout, steps and progress to stderr. On a terminal, lines can be "
         "edited and earlier questions recalled (arrow keys); they are kept in a history file "
-        f"({_history_hint()}).",
+        f"({_HISTORY_HINT}).",
     )
     add_agent_options(chat)
     chat.add_argument(
         "--history",
         metavar="FILE",
-        help=f"the file that keeps the questions typed on a terminal (default: {_history_hint()})",
+        help=f"the file that keeps the questions typed on a terminal (default: {_HISTORY_HINT})",
     )
     chat.add_argument(
         "--no-history", action="store_true", help="keep no history file for this session"
@@ -62,6 +62,10 @@ def add_chat_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     chat.set_defaults(handler=_cmd_chat)
 
+
+_HISTORY_HINT = (
+    "$XDG_STATE_HOME/react-engine/chat_history, else ~/.local/state/react-engine/chat_history"
+)
 
 _HELP = """\
 Commands:
@@ -76,12 +80,7 @@ Ctrl-C during an answer interrupts it; the conversation keeps what was done so f
 
 
 class ChatSession:
-    """The interactive loop of ``react-engine chat``, with its slash commands.
-
-    Answers and what the slash commands print go to ``out`` (stdout); the steps, the
-    ticker, each turn's figures and errors to ``err`` (stderr). Streams and the line
-    reader are injectable, so the loop runs in-process in tests.
-    """
+    """The loop of ``react-engine chat``: answers on ``out``; steps, figures, errors on ``err``."""
 
     def __init__(
         self,
@@ -149,8 +148,6 @@ class ChatSession:
                     return 0
                 continue
             self.ask(line)
-
-    # --- slash commands ------------------------------------------------------------------------
 
     def command(self, line: str) -> bool:
         """Run a slash command; ``False`` means leave."""
@@ -228,8 +225,6 @@ class ChatSession:
         self.agent = self.conversation.agent = self._agent()
         self.say(f"protocol: {describe_protocol(self.agent)}; the history is kept")
 
-    # --- a turn ----------------------------------------------------------------------------------
-
     def ask(self, question: str) -> None:
         history = self.conversation.history
         before = len(history)
@@ -276,15 +271,8 @@ _CONTROL = re.compile(
 
 
 def clean_line(line: str) -> str:
-    """A typed line without control characters or the escape sequences of keys (an arrow
-    key without line editing, Ctrl-L), and without spaces around it."""
+    """A typed line without control characters, key escape sequences or outer spaces."""
     return _CONTROL.sub("", line).strip()
-
-
-def _history_hint() -> str:
-    return (
-        "$XDG_STATE_HOME/react-engine/chat_history, else ~/.local/state/react-engine/chat_history"
-    )
 
 
 def history_path() -> Path:
@@ -294,9 +282,7 @@ def history_path() -> Path:
 
 @contextlib.contextmanager
 def _line_editing(args: argparse.Namespace) -> Iterator[None]:
-    """On a terminal, ``input()`` gets readline's line editing (arrows, Ctrl-A/E, Ctrl-R)
-    and the history of earlier sessions; the history is saved when the chat ends. Off a
-    terminal, or where Python has no ``readline`` (Windows), plain ``input()``."""
+    """On a terminal with ``readline``, line editing and the saved history of questions."""
     if not (is_tty(sys.stdin) and is_tty(sys.stdout)):
         yield
         return

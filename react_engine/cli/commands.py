@@ -1,10 +1,4 @@
-"""The ``react-engine`` command line, as ``main(argv) -> int``: the process's start and end.
-
-The answer alone goes to stdout, the rest (steps, progress, summary, warnings) to stderr.
-A user's mistake prints one line and returns a code (:mod:`.exits`): 2 configuration, 3
-no answer, 4 API, 130 Ctrl-C (the process ends at once, the trace written first), 141 for
-a reader that went away. docs/cli.md has the commands and their options.
-"""
+"""The ``react-engine`` command line, as ``main(argv) -> int`` (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -31,10 +25,8 @@ __all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (never raises for a user's mistake).
 
-    With ``argv=None`` (``python -m react_engine``, the ``react-engine`` script) this is the
-    whole process, and the end of it is handled here too: output to a reader that went away
-    ends quietly with 141, and Ctrl-C ends the process at once with 130, without waiting
-    for a request or a tool still running in a worker thread.
+    With ``argv=None`` this is the whole process: a reader that went away ends it quietly
+    with 141, and Ctrl-C at once with 130, without waiting for a worker thread.
     """
     process = argv is None
     try:
@@ -50,8 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 class _NotARunEvent(logging.Filter):
-    """Leaves out the warnings that are also a run's events (logged with ``RUN_EVENT``):
-    the CLI prints those with the steps and the result."""
+    """Leaves out the warnings that are also a run's events (printed with the steps)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not any(getattr(record, key, False) for key in RUN_EVENT)
@@ -59,12 +50,7 @@ class _NotARunEvent(logging.Filter):
 
 @contextlib.contextmanager
 def _warnings_on_stderr() -> Iterator[None]:
-    """While the CLI runs, the library's warnings go to stderr, one ``warning:`` line each.
-
-    The library's logger has only a ``NullHandler`` of its own: without this, a program
-    that configures no logging (this one) would not see them at all. The handler is removed
-    when ``main`` returns, so calling ``main`` again does not print each warning twice.
-    """
+    """While the CLI runs, the library's warnings go to stderr, one ``warning:`` line each."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
@@ -78,11 +64,7 @@ def _warnings_on_stderr() -> Iterator[None]:
 
 
 def _broken_pipe(process: bool) -> int:
-    """The reader of stdout went away (``react-engine run ... | head -2``): stop quietly.
-
-    The rest of the output goes to /dev/null, so the interpreter's final flush cannot
-    complain about the pipe on stderr.
-    """
+    """The reader of stdout went away: the rest goes to /dev/null (no complaint at exit)."""
     if process:
         with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -92,8 +74,7 @@ def _broken_pipe(process: bool) -> int:
 
 
 def _exit_now(code: int) -> None:
-    """Leave the process now: a worker thread still blocked on a request or a tool would
-    otherwise hold the interpreter's exit (up to the request's timeout)."""
+    """Leave now: a worker thread blocked on a request or a tool would hold the exit."""
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     with contextlib.suppress(Exception):
@@ -102,8 +83,7 @@ def _exit_now(code: int) -> None:
 
 
 def _ignore_sigint() -> None:
-    """After the first Ctrl-C the process is leaving: a second one must not interrupt that
-    (it would print a traceback)."""
+    """A second Ctrl-C must not interrupt the exit (it would print a traceback)."""
     if threading.current_thread() is threading.main_thread():
         with contextlib.suppress(ValueError, OSError):
             signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,5 +1,4 @@
-"""``react-engine compare``: the front end of the side-by-side comparison
-(:mod:`react_engine.compare`, run by :mod:`react_engine.harness`)."""
+"""``react-engine compare``: the front end of :mod:`react_engine.compare`."""
 
 from __future__ import annotations
 
@@ -73,7 +72,6 @@ def add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def _progress(run: TaskRun, done: int, total: int) -> str:
-    """A run's line on stderr, printed above the progress bar."""
     m = run.metrics
     verdict = "ok" if run.success else "FAILED"
     return (
@@ -104,7 +102,6 @@ def _compare_targets(
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    """Run the task suite under each target; print the table, write the files."""
     check_evaluation_options(args)
     tasks = load_tasks(Path(args.tasks) if args.tasks else None, args.task or ())
     settings = CompareSettings(

@@ -1,9 +1,4 @@
-"""The demo: the weather agent ``react-engine demo`` (and ``make demo``) runs.
-
-Its tools are the fixed-data weather and calculator of :mod:`react_engine.testing.tools`,
-so a run repeats exactly and needs no network; ``--dry-run`` replays a canned transcript of
-the same question instead of asking a model (``dry_run.json``, a ``--scripted`` file).
-"""
+"""The demo: the weather agent ``react-engine demo`` runs, over fixed-data tools."""
 
 from __future__ import annotations
 
@@ -20,19 +15,14 @@ DEMO_TOOLS: list[Tool] = [get_weather, calculator]
 """The tools the demo, ``run`` and ``chat`` offer when no ``--tools`` module is named."""
 
 DEMO_QUESTION = "What is the weather in Paris right now?"
-"""A question the model cannot answer without calling ``get_weather``: the demo checks
-that the answer carries the temperature the tool returned."""
+"""A question the model cannot answer without calling ``get_weather``."""
 
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def demo_check(result: RunResult) -> tuple[bool, str]:
-    """Whether the answer carries the weather the tool returned (its temperature).
-
-    The demo's question cannot be answered without ``get_weather``; an answer that does
-    not contain the temperature of some successful call was not made from the tool's data.
-    """
+    """Whether the answer carries the temperature some successful ``get_weather`` returned."""
     if result.answer is None:
         return False, "no answer"
     temperatures: list[float] = []

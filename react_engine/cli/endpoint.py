@@ -1,6 +1,4 @@
-"""Where the model is, for every command: the endpoint from the flags of
-:func:`~react_engine.cli.options.add_endpoint_options` and the environment, the embedded
-model, or the scripted one; and an API failure told as one line a user can act on."""
+"""Where the model is, for every command, and an API failure told as one line to act on."""
 
 from __future__ import annotations
 
@@ -45,10 +43,6 @@ class Endpoint:
         return mask_url(self.base_url) if self.base_url else "the default OpenAI endpoint"
 
 
-def _env_model() -> str | None:
-    return os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
-
-
 def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
     explicit = getattr(args, "api_key_env", None)
     env = explicit or API_KEY_ENV
@@ -63,15 +57,15 @@ def configured_endpoint(
 ) -> Endpoint | None:
     """The endpoint given by flags or the environment; ``None`` when there is none.
 
-    With ``strict``, a half-configured endpoint is an error; otherwise (``demo``, ``compare``)
-    an environment with a key but no model name leaves the choice to the local model (a
-    key alone is often set for other programs). A base URL without a model name is an
-    error for every command: that user meant their server.
+    Without ``strict``, a key but no model name leaves the choice to the local model (a key
+    alone is often set for other programs); a base URL without a model is always an error.
     """
     base_url = base_url_from(getattr(args, "base_url", None))
     key, env = _api_key(args)
     flags = bool(getattr(args, "base_url", None) or models or getattr(args, "api_key_env", None))
-    model = models[0] if models else _env_model()
+    model = (models[0] if models else None) or (
+        os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
+    )
     if not (base_url or key):
         if flags:
             raise ConfigurationError(
@@ -97,10 +91,7 @@ def endpoint(
     local_default: bool = False,
     alternatives: str = ", use --local for the embedded model, or --dry-run",
 ) -> Iterator[Endpoint]:
-    """The chat model a command talks to: the script (``--dry-run``, ``--scripted FILE``),
-    the endpoint configured, or the embedded model (``--local``, or with ``local_default``
-    when no endpoint is configured). Without one, the error says what else the command
-    takes (``alternatives``)."""
+    """The chat model a command talks to: the script, the endpoint configured, or the local one."""
     script = script_from_args(args)
     if script is not None:
         replies = ScriptedReplies(script, "script")

@@ -1,6 +1,4 @@
-"""``react-engine eval bfcl``: the front end of :mod:`react_engine.eval.bfcl` (run by
-:mod:`react_engine.harness`): which cases, which protocols, live or replayed, and the
-report."""
+"""``react-engine eval bfcl``: the front end of :mod:`react_engine.eval.bfcl`."""
 
 from __future__ import annotations
 
@@ -124,9 +122,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     scripted, recording = args.scripted is not None, args.record is not None
     if scripted and (recording or args.local):
         raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
-    # Without DIR: the checkout's recordings (checked before a live run, not after it);
-    # those of the multi-turn categories sit in their own directory, used when only
-    # multi-turn categories or cases are asked for.
+    # Without DIR: the checkout's recordings (checked before a live run, not after it).
     multi_turn = _only_multi_turn(args.categories, args.cases)
     for flag, given in (("--scripted", "scripted"), ("--record", "record")):
         if getattr(args, given) == "":
@@ -218,8 +214,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
 
 
 def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSettings:
-    """The settings the replies were recorded with (the table says those), where the
-    recording names them; the flags otherwise."""
+    """The settings the replies were recorded with, where the recording names them."""
     recorded = meta.get("settings")
     if not isinstance(recorded, Mapping):
         return given
@@ -233,7 +228,6 @@ def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSett
 def _load_any(
     categories: Sequence[str], *, limit: int | None = None, only: Sequence[str] = ()
 ) -> list[AnyCase]:
-    """AST and multi-turn cases of ``categories``, in that order."""
     ast = [c for c in categories if c in CATEGORIES]
     multi = [c for c in categories if c in MULTI_TURN_CATEGORIES]
     out: list[AnyCase] = []
@@ -255,8 +249,7 @@ def _first(cases: Sequence[AnyCase], limit: int) -> list[AnyCase]:
 
 
 def _only_multi_turn(categories: Sequence[str] | None, cases: Sequence[str] | None) -> bool:
-    """Whether the evaluation asked for is multi-turn only: its categories, or else its
-    case ids, all multi-turn (neither given: the single-turn default)."""
+    """Whether the categories, or else the case ids, are all multi-turn."""
     if categories:
         return all(c in MULTI_TURN_CATEGORIES for c in categories)
     if cases:

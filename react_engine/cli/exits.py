@@ -23,8 +23,7 @@ EXIT_BROKEN_PIPE = 141
 
 
 class Exit(ReactEngineError):
-    """Leave ``main`` with one line on stderr and an exit code (a command's own ending,
-    in the library's error tree like every other exception it defines)."""
+    """Leave ``main`` with one line on stderr and an exit code."""
 
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)

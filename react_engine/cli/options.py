@@ -1,5 +1,4 @@
-"""The options commands share: where the model is, how one agent runs, and how an
-evaluation (``compare``, ``eval bfcl``) samples and runs its cases."""
+"""The options commands share."""
 
 from __future__ import annotations
 
@@ -23,9 +22,7 @@ def add_endpoint_options(
     local: bool = True,
     retries: bool = True,
 ) -> None:
-    """Where the model is, the same for every command (read by :mod:`.endpoint`):
-    ``--model`` (repeatable with ``many_models``), ``--base-url``, ``--api-key-env``, and
-    unless turned off ``--local`` and ``--max-retries``."""
+    """Where the model is, the same for every command (read by :mod:`.endpoint`)."""
     if many_models:
         p.add_argument(
             "--model",
@@ -57,8 +54,7 @@ def add_endpoint_options(
 
 
 def add_agent_options(p: argparse.ArgumentParser) -> None:
-    """The options of a command that runs one agent (run, chat, demo, runs resume): the
-    endpoint, the protocol, the tools, the limits, the sampling and the scripted model."""
+    """The options of a command that runs one agent (run, chat, demo, runs resume)."""
     add_endpoint_options(p)
     p.add_argument(
         "--protocol",
@@ -128,9 +124,7 @@ def add_agent_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_evaluation_options(p: argparse.ArgumentParser, *, tool_choice_help: str) -> None:
-    """What ``compare`` and ``eval bfcl`` share: the sampling every request gets (the same
-    for every protocol, so that only the protocol differs), and how the cases run
-    (:mod:`react_engine.harness.runner`): at once, on Ray, into a results file, resumed."""
+    """What ``compare`` and ``eval bfcl`` share: the sampling and how the cases run."""
     p.add_argument(
         "--seed", type=int, default=42, help="sampling seed for every request (default: 42)"
     )

@@ -1,5 +1,4 @@
-"""The ``react-engine`` argument parser: one subcommand per command module, each adding
-its own options (the shared ones from :mod:`.options`) and its handler."""
+"""The ``react-engine`` argument parser: one subcommand per command module."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ __all__ = ["build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line; each command's parser sets ``handler``, the function that
-    runs it (``handler(args) -> int``)."""
+    """The whole command line; each command's parser sets ``handler(args) -> int``."""
     parser = argparse.ArgumentParser(
         prog="react-engine", description="ReAct agents over any OpenAI-compatible chat API."
     )

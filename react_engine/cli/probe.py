@@ -1,8 +1,4 @@
-"""``react-engine probe``: one tiny request (:mod:`react_engine.transport.probe`) to learn
-what an endpoint does with tools, recorded in the capability cache (``--no-record`` to only
-look) for ``protocol="auto"`` to read. Nothing is recorded for ``--local``: the next start
-of the embedded server takes another port.
-"""
+"""``react-engine probe``: one tiny request to learn what an endpoint does with tools."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What a command shows on stderr while a run goes: each step, each call, each network
-retry, and the ticker while the model thinks (the widgets are :mod:`.render`'s)."""
+"""What a command shows on stderr while a run goes."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from ..run.agent import Agent
-from ..run.events import Event, RunDone
+from ..run.events import RunDone
 from ..types import ActionRecord, RunResult, Step
 from .exits import one_line
 from .render import LivePrinter, StepPrinter, Ticker, call_arguments, is_tty
@@ -17,12 +16,10 @@ __all__ = ["RunProgress"]
 
 
 class RunProgress:
-    """What a command shows on stderr while a run goes: each step, each call before its
-    tool runs, each network retry, and a ticker while the model thinks (on a terminal).
+    """Each step, each call before its tool runs, each network retry, and a ticker while
+    the model thinks (on a terminal, where the model's text is also streamed).
 
-    With ``--quiet`` nothing; with ``--json`` only the ticker and the retries, on a
-    terminal. On a terminal ``run`` and ``demo`` stream (:class:`LivePrinter`): the model's
-    text as it is written, each step printed once.
+    With ``--quiet`` nothing; with ``--json`` only the ticker and the retries.
     """
 
     def __init__(self, args: argparse.Namespace, *, stream: TextIO | None = None) -> None:
@@ -57,19 +54,14 @@ class RunProgress:
                 f"{one_line(str(error), 200)}"
             )
 
-    def show(self, event: Event) -> None:
-        """A streamed run's event, on the terminal (``live`` only)."""
-        assert self.live is not None
-        with self.ticker.writing():
-            self.live(event)
-
     def run(self, agent: Agent, question: str, **options: Any) -> RunResult:
         """The run, streamed on a terminal; the ticker shows the waits."""
         with self.ticker:
             if self.live is None:
                 return agent.run(question, **options)
             for event in agent.run_stream(question, **options):
-                self.show(event)
+                with self.ticker.writing():
+                    self.live(event)
                 if isinstance(event, RunDone):
                     return event.result
         raise AssertionError("a run's events end with RunDone")  # pragma: no cover

@@ -1,11 +1,6 @@
-"""Human-readable rendering of steps, results and conversations, for terminals and logs.
-
-The loop knows nothing of this module: the CLI passes :class:`StepPrinter` as the agent's
-``on_step`` callback, so each step is shown as it happens (on stderr). On a terminal a step
-is a small block with colour (unless ``NO_COLOR`` is set), and a streamed run is shown as
-it is written (:class:`LivePrinter`), each step once; elsewhere (a pipe, a file, a CI log)
-it is plain lines that each start with ``step N [protocol]`` and hold one thing, so they
-grep. :class:`Ticker` is the line that shows how long the model has been thinking.
+"""Human-readable rendering of steps, results and conversations, for terminals and logs:
+on a terminal a coloured block per step (unless ``NO_COLOR``), elsewhere plain lines that
+each start with ``step N [protocol]``, so they grep.
 """
 
 from __future__ import annotations
@@ -97,10 +92,9 @@ def format_step(
 ) -> str:
     """A step as a small block: thought, calls, observations, answer, repairs, tokens.
 
-    ``shown`` names the parts a live view has already written, which the block leaves out
-    so that nothing is printed twice: ``"header"``, ``"reasoning"`` (streamed), ``"text"``
-    (the reply streamed: its thought, answer or unusable text) and ``"calls"`` (each call
-    written before its tool ran: the block then shows only what each call returned).
+    ``shown`` names the parts a live view has already written, left out here: ``"header"``,
+    ``"reasoning"``, ``"text"`` (the streamed reply) and ``"calls"`` (then only what each
+    call returned is shown).
     """
     s = _Style(color)
     pad = "   "
@@ -187,11 +181,7 @@ def stop_words(result: RunResult) -> str:
 
 
 def format_result(result: RunResult, *, color: bool = False, answer: bool = True) -> str:
-    """The end of a run: answer, why it stopped, the protocol and why, calls and tokens.
-
-    ``answer=False`` leaves out the answer when there is one (the CLI prints it alone, on
-    stdout); a run without one still says ``answer: (none)``.
-    """
+    """The end of a run; ``answer=False`` leaves out an answer (printed alone on stdout)."""
     s = _Style(color)
     u = result.usage
     lines = [s("══ result", "bold")]
@@ -235,11 +225,7 @@ def format_history(history: Sequence[HistoryItem], *, width: int = 200) -> str:
 
 
 class StepPrinter:
-    """An ``on_step`` callback that prints each step as it happens.
-
-    ``plain`` and ``color`` default to what the stream is: a terminal gets coloured blocks,
-    anything else plain lines.
-    """
+    """An ``on_step`` callback that prints each step: blocks on a terminal, else plain lines."""
 
     def __init__(
         self, stream: TextIO | None = None, *, color: bool | None = None, plain: bool | None = None
@@ -254,9 +240,7 @@ class StepPrinter:
 
 
 class LivePrinter:
-    """Shows a streamed run's events on a terminal: a step's header when its request
-    starts, the model's text as it is written, each call before its tool runs, then the
-    rest of the step (what the calls returned, tokens), so nothing is printed twice."""
+    """Shows a streamed run's events on a terminal, then the rest of each step, once."""
 
     def __init__(self, stream: TextIO | None = None, *, steps: StepPrinter | None = None) -> None:
         self.stream = stream or sys.stdout
@@ -318,13 +302,8 @@ class LivePrinter:
 
 
 class Ticker:
-    """Shows how long the model has been thinking, on a terminal, until the next line.
-
-    One line that rewrites itself (``… the model is thinking (2.4 s)``) on ``stream`` when
-    it is a terminal; nothing elsewhere. Whatever else the command prints on that stream
-    goes through :meth:`say` or :meth:`writing`, which clear the line first and time the
-    next wait from there. ``run``, ``chat`` and ``demo`` share it.
-    """
+    """How long the model has been thinking, on a terminal; other output goes through
+    :meth:`say` or :meth:`writing`."""
 
     def __init__(self, stream: TextIO, *, live: bool | None = None) -> None:
         self.stream = stream
@@ -371,8 +350,7 @@ class Ticker:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
-        """Hold the line while something else is written; the next wait is timed from the
-        end of it."""
+        """Hold the line while something else is written; time the next wait from its end."""
         with self.lock:
             self.clear()
             try:

@@ -93,7 +93,6 @@ def add_demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _read_question(args: argparse.Namespace) -> str:
-    """The question: the argument, or stdin when it is ``-``."""
     question: str = args.question
     if question != "-":
         return question
@@ -112,8 +111,7 @@ def _shown_agent(
     progress: RunProgress,
     **options: Any,
 ) -> Agent:
-    """The agent of ``run`` or ``demo``, its progress on stderr; the options it does not
-    read warned about, and the model, endpoint and protocol said."""
+    """The agent of ``run`` or ``demo``, its progress on stderr, its setup said."""
     agent = make_agent(
         args,
         ep,
@@ -130,7 +128,6 @@ def _shown_agent(
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    """Answer one question, showing each step as it happens."""
     tools = load_tools(args.tools)
     check_trace(args.trace)
     question = _read_question(args)
@@ -142,16 +139,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    """The weather agent, with every step shown as it happens and the answer checked."""
     args.question = args.question or DEMO_QUESTION
     tools = load_tools(args.tools) if args.tools else [get_weather]
     check_trace(args.trace)
     with endpoint(args, local_default=True) as ep:
         progress = RunProgress(args)
-        # The question needs a tool: the first step must call one (then the choice is
-        # the model's again). A 135M model given the choice after a result tends to call
-        # the same tool again rather than answer, so on the embedded model the demo allows
-        # one round of calls and then asks for the answer (--max-steps changes that).
+        # A 135M model given the choice after a result tends to call the same tool again:
+        # on the embedded model, one round of calls, then the answer is asked for.
         max_steps = args.max_steps if args.max_steps is not None else (1 if ep.local else 6)
         agent = _shown_agent(args, ep, tools, progress, max_steps=max_steps)
         progress.say(f"question: {args.question}")

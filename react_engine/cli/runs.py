@@ -1,7 +1,4 @@
-"""``react-engine runs list | show ID | resume ID``: the runs of a store (``--store``, else
-``$REACT_ENGINE_STORE``, else ``~/.local/state/react-engine/store.db``), where ``chat
---session NAME`` keeps a chat too. A resumed run may go on with another model and protocol.
-"""
+"""``react-engine runs list | show ID | resume ID``: the runs of a store."""
 
 from __future__ import annotations
 
@@ -66,33 +63,25 @@ def add_runs_parser(
 
 
 def chat_session(name: str | None, store: str | None = None) -> Session | None:
-    """``chat --session NAME``: the chat's history in the store's session NAME (the store
-    given, else ``$REACT_ENGINE_STORE``: a SQLite file, or a ``postgresql://`` URI)."""
+    """``chat --session NAME``: the chat's history in the store's session NAME."""
     if name is None:
         return None
     return open_store(store).session(name)
 
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-"""What a terminal must not be sent as it is: control characters (ESC starts a sequence
-that may recolour, move the cursor, retitle the window or write the clipboard; CR
-overwrites the line), bidirectional overrides, and lone surrogates (no encoding has them)."""
+"""What a terminal must not be sent as it is: control characters (escape sequences, CR),
+bidirectional overrides, and lone surrogates."""
 
 
 def printable(text: str) -> str:
-    """Stored text (a question, a tool's output: anyone may have written it) as it may be
-    printed: each unsafe character shown as its escape (ESC as ``\\x1b``); new lines and
-    tabs kept."""
+    """Stored text (anyone may have written it), each unsafe character escaped."""
     return _UNSAFE.sub(_escape, text)
 
 
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def _json_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
 
 
 def _print(text: str) -> None:
@@ -135,7 +124,8 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
         payload = {**to_jsonable(info), "result": result, "steps": to_jsonable(steps)}
         # JSON escapes the C0 controls itself; the rest (a C1 CSI, a bidi override, a lone
         # surrogate) as \\uXXXX, which reads back as the same text.
-        print(_UNSAFE.sub(_json_escape, json.dumps(payload, ensure_ascii=False, indent=2)))
+        text = json.dumps(payload, ensure_ascii=False, indent=2)
+        print(_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
         return 0
     from .render import format_history
 

@@ -1,9 +1,6 @@
-"""The CLI's scripted model: ``--dry-run`` (the demo's canned transcript) and ``--scripted
-FILE`` answer from replies written in advance, per protocol, with no server.
-
-Beside the library's test doubles (:mod:`react_engine.testing`) rather than in them: the
-replies are the comparison's (:class:`~react_engine.compare.suite.Transcript`, with usage
-estimated from each request), and the library's doubles do not depend on the comparison.
+"""The CLI's scripted model: ``--dry-run`` and ``--scripted FILE`` answer from replies
+written in advance, per protocol, with no server. (Not in :mod:`react_engine.testing`: the
+replies are the comparison's, which the library's doubles do not depend on.)
 """
 
 from __future__ import annotations
@@ -21,11 +18,9 @@ __all__ = ["ScriptedReplies", "script_from_args"]
 
 
 class ScriptedReplies:
-    """The scripted model's replies per protocol: the list of the protocol the agent runs,
-    else the native (function-calling) list written in its format by the registry
-    (:meth:`Registration.scripted <react_engine.protocols.registry.Registration.scripted>`), else
-    the one shared list (``"*"``). Under ``"auto"``, a request with ``tools`` is the native
-    protocol's, one without the protocol ``"auto"`` falls back to."""
+    """The replies for the protocol the agent runs (:func:`replies_for`), else the shared
+    list (``"*"``). Under ``"auto"``, a request with ``tools`` is the native protocol's, one
+    without the protocol ``"auto"`` falls back to."""
 
     def __init__(self, script: dict[str, list[ScriptReply]], label: str) -> None:
         self._script = script

@@ -1,10 +1,4 @@
-"""The side-by-side protocol comparison (``react-engine compare``).
-
-* :mod:`.suite`: the tasks (JSON files in ``tasks/``), their checker and their scripted
-  transcripts;
-* :mod:`.tools`: the fixed-data tools a task may name;
-* :mod:`.run`: runs the suite against models and protocols and reports the metrics.
-"""
+"""The side-by-side protocol comparison (``react-engine compare``)."""
 
 from .run import (
     CompareSettings,

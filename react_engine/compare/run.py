@@ -1,10 +1,7 @@
 """The side-by-side protocol comparison: the same tasks under each protocol and model.
 
-:func:`run_comparison` runs every task of the suite (:mod:`.suite`) against every
-:class:`Target` with the same settings and checks each answer; :func:`format_report` prints
-the :class:`Report`, :func:`write_outputs` writes it as JSON, CSV and (with matplotlib) a
-PNG. Every figure comes from the run's trace (:func:`metrics_from_trace`), kept in the JSON;
-docs/comparison.md says what each one counts.
+Every figure comes from the run's trace (:func:`metrics_from_trace`); docs/comparison.md
+says what each one counts.
 """
 
 from __future__ import annotations
@@ -75,9 +72,7 @@ class CompareSettings:
     temperature: float = 0.0
     """Greedy decoding where the server allows it: differences come from the protocol."""
     max_tokens: int = 256
-    """Cap on each reply, so a model that rambles cannot stall a run on a small machine.
-    Not sent to reasoning models (``Capabilities.reasoning``): their thinking counts
-    against it, and 256 tokens would end most replies before the answer."""
+    """Cap on each reply; not sent to reasoning models, whose thinking counts against it."""
     request_timeout: float | None = 300.0
     """Seconds per request (a 2-core machine running the local model is slow)."""
     run_deadline: float | None = 900.0
@@ -85,9 +80,7 @@ class CompareSettings:
     max_attempts: int = 3
     """Network attempts per request (transient failures only)."""
     tool_choice: str = "auto"
-    """``"auto"``, or ``"required"`` for a first step that must call a tool (reset to
-    ``"auto"`` once one ran): what the demo does for a small model that would rather
-    answer from memory. Tasks whose check forbids every tool then fail by design."""
+    """``"auto"``, or ``"required"`` for a first step that must call a tool (then ``"auto"``)."""
 
 
 @dataclass(slots=True)
@@ -104,17 +97,17 @@ class Metrics(Figures):
     wall_s: float = 0.0
 
 
-METRICS: tuple[tuple[str, str], ...] = (
-    ("llm_calls", "LLM calls"),
-    ("tool_calls", "tool calls"),
-    ("format_errors", "format errors"),
-    ("repaired", "repaired replies"),
-    ("retries", "retries"),
-    ("prompt_tokens", "prompt tokens"),
-    ("completion_tokens", "completion tokens"),
-    ("wall_s", "wall time (s)"),
+METRICS: tuple[tuple[str, str, str], ...] = (
+    ("llm_calls", "LLM calls", "LLM"),
+    ("tool_calls", "tool calls", "tools"),
+    ("format_errors", "format errors", "fmt err"),
+    ("repaired", "repaired replies", "repaired"),
+    ("retries", "retries", "retries"),
+    ("prompt_tokens", "prompt tokens", "prompt tok"),
+    ("completion_tokens", "completion tokens", "compl tok"),
+    ("wall_s", "wall time (s)", "time s"),
 )
-"""The metric fields in table order, with their long names."""
+"""The metric fields in table order, with their long names and their table headings."""
 
 _MODEL_MISTAKES = frozenset({"unknown_tool", "invalid_arguments"})
 
@@ -194,33 +187,21 @@ class Report:
 
     def totals(self) -> list[Total]:
         out: list[Total] = []
-        for target in self.targets:
-            mine = [
-                r for r in self.runs if (r.model, r.protocol) == (target.model, target.protocol)
-            ]
-            metrics = Metrics.total(r.metrics for r in mine)
-            out.append(
-                Total(
-                    target.model, target.protocol, len(mine), sum(r.success for r in mine), metrics
-                )
-            )
+        for t in self.targets:
+            mine = [r for r in self.runs if (r.model, r.protocol) == (t.model, t.protocol)]
+            won, metrics = sum(r.success for r in mine), Metrics.total(r.metrics for r in mine)
+            out.append(Total(t.model, t.protocol, len(mine), won, metrics))
         return out
-
-
-# --- running ---------------------------------------------------------------------------------
 
 
 async def arun_task(
     task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
 ) -> TaskRun:
-    """Run one task under one target and check the result (what :func:`run_comparison`
-    runs, concurrently when asked to).
+    """Run one task under one target and check the result.
 
-    A run that stops early (error budget, deadline) is a failed run with its trace. A
-    request the server refuses (bad key, unknown model) and a server that cannot be reached
-    at all raise :class:`ModelAPIError`: every other run would fail the same way.
-    ``client``: the model at the target's endpoint, shared by the runs of a comparison (by
-    default, the agent connects on its own)."""
+    A run that stops early is a failed run with its trace. A refused request or an
+    unreachable server raises :class:`ModelAPIError`: every other run would fail the same
+    way. ``client``: a model shared by the runs of a comparison (default: the agent's own)."""
     agent, transcript = _agent(task, target, settings, client)
     try:
         result = await agent.arun(task.question)
@@ -289,8 +270,7 @@ def _task_run(
 
 
 def _shared_client(target: Target) -> ChatModel | None:
-    """An async model at ``target``'s endpoint, resolved as :class:`Agent` resolves it;
-    ``None`` where the agent would refuse the endpoint (it then says why)."""
+    """An async model at ``target``'s endpoint; ``None`` where the agent will say why not."""
     try:
         return connect(target.base_url, target.api_key, asynchronous=True)
     except ConfigurationError:
@@ -298,7 +278,6 @@ def _shared_client(target: Target) -> ChatModel | None:
 
 
 async def _run_job(job: Job, settings: CompareSettings, client: ChatModel | None) -> Outcome:
-    """One task under one target, as a job of the harness (no replies to record)."""
     target: Target = job.target
     try:
         return await arun_task(job.case, target, settings, client), None
@@ -308,15 +287,13 @@ async def _run_job(job: Job, settings: CompareSettings, client: ChatModel | None
 
 
 def _ray_job(settings: CompareSettings, job: Job) -> Outcome:
-    """A job as a Ray task: in the worker, on an event loop of its own, with a client of
-    its own (closed with that loop)."""
+    """A job in a Ray worker, on its own event loop with its own client."""
     target: Target = job.target
     client = None if target.scripted else _shared_client(target)
     return asyncio.run(_run_job(job, settings, client))
 
 
 def _ray_failed(job: Job, why: str) -> Outcome:
-    """A run whose Ray worker died: failed, saying why, with no trace."""
     t: Target = job.target
     return TaskRun(
         job.case.id, t.model, t.protocol, False, [why], None, "error", "", why, Metrics(), {}, []
@@ -336,21 +313,16 @@ def run_comparison(
     resume: bool = False,
     bar: Progress | None = None,
 ) -> Report:
-    """Every task under every target, task by task: ``concurrency`` runs at once, or each
-    run a task on the Ray cluster at ``ray`` (``""``: a local one; a run whose worker dies
-    fails, saying so), the report the same either way; each run's record appended to
-    ``results`` (``resume`` skips those there: :mod:`react_engine.harness.runner`).
-    ``progress`` is told of each run as it ends; the line it returns is printed above
-    ``bar``."""
+    """Every task under every target: ``concurrency`` runs at once, or on the Ray cluster at
+    ``ray`` (``""``: a local one); records appended to ``results`` (``resume`` skips those
+    there). ``progress`` is told of each run as it ends; its line is printed above ``bar``."""
     report = Report(list(tasks), list(targets), settings or CompareSettings(), source)
     jobs = [
         Job(i, target.protocol, task, model=target.model, target=target)
         for i, (task, target) in enumerate((t, g) for t in tasks for g in targets)
     ]
 
-    # One client per endpoint for the whole comparison: its connections are closed with
-    # the event loop the runs share, not left to the garbage collector run by run. (On Ray,
-    # each worker's run connects on its own.)
+    # One client per endpoint, closed with the shared event loop (not run by run by the GC).
     clients = {
         (t.base_url, t.api_key): client
         for t in report.targets
@@ -383,22 +355,8 @@ def run_comparison(
     return report
 
 
-# --- the table ---------------------------------------------------------------------------------
-
-_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("llm_calls", "LLM"),
-    ("tool_calls", "tools"),
-    ("format_errors", "fmt err"),
-    ("repaired", "repaired"),
-    ("retries", "retries"),
-    ("prompt_tokens", "prompt tok"),
-    ("completion_tokens", "compl tok"),
-    ("wall_s", "time s"),
-)
-
-
 def _cells(metrics: Metrics) -> list[str]:
-    values = [getattr(metrics, name) for name, _ in _COLUMNS]
+    values = [getattr(metrics, name) for name, _, _ in METRICS]
     return [f"{v:.2f}" if isinstance(v, float) else f"{v:,}" for v in values]
 
 
@@ -419,7 +377,7 @@ def format_report(report: Report) -> str:
         "",
     ]
     many = len(models) > 1
-    head = ["task", *(["model"] if many else []), "protocol", "ok"] + [h for _, h in _COLUMNS]
+    head = ["task", *(["model"] if many else []), "protocol", "ok"] + [h for _, _, h in METRICS]
     rows: list[list[str]] = [head]
     by_key = {(r.task, r.model, r.protocol): r for r in report.runs}
     for task in report.tasks:
@@ -436,7 +394,7 @@ def format_report(report: Report) -> str:
     for i, t in enumerate(totals):
         lead = ["TOTAL" if i == 0 else "", *([t.model] if many else []), t.protocol]
         rows.append([*lead, f"{t.successes}/{t.runs}", *_cells(t.metrics)])
-    lines += grid(rows, numeric_from=len(head) - len(_COLUMNS) - 1)
+    lines += grid(rows, numeric_from=len(head) - len(METRICS) - 1)
     lines += [
         "",
         "LLM: model replies · tools: calls asked for · fmt err: replies the protocol could "
@@ -482,15 +440,13 @@ def _tradeoffs(totals: list[Total], models: list[str]) -> list[str]:
     return lines
 
 
-# --- files ---------------------------------------------------------------------------------------
-
 CSV_FIELDS: tuple[str, ...] = (
     "task",
     "model",
     "protocol",
     "runs",
     "successes",
-    *(name for name, _ in METRICS),
+    *(name for name, _, _ in METRICS),
     "stop_reason",
     "failures",
 )
@@ -548,8 +504,7 @@ def report_csv(report: Report) -> str:
 
 
 def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:
-    """Write ``comparison.json``, ``.csv``, ``.txt`` (the table) and, if matplotlib is
-    installed and ``plot`` is true, ``.png``. Returns the paths written."""
+    """Write ``comparison.json``, ``.csv``, ``.txt`` and (with matplotlib) ``.png``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [
         write_text(out_dir / "comparison.json", json_text(report_json(report), indent=2)),
@@ -577,7 +532,7 @@ def plot_report(report: Report, path: Path) -> Path | None:
     ]
     panels: list[tuple[str, list[float]]] = [("tasks solved", [float(t.successes) for t in totals])]
     panels += [
-        (title, [float(getattr(t.metrics, name)) for t in totals]) for name, title in METRICS
+        (title, [float(getattr(t.metrics, name)) for t in totals]) for name, title, _ in METRICS
     ]
     cols = 3
     rows = math.ceil(len(panels) / cols)

@@ -1,36 +1,7 @@
 """The comparison's tasks: data files, their checker, and their scripted transcripts.
 
-A task is one JSON file; the suite ships inside the package as
-``react_engine/compare/tasks/*.json`` (read with :mod:`importlib.resources`, so an
-installed ``react-engine compare`` needs no source checkout), and ``--tasks DIR`` runs a
-directory of your own instead. Adding a task needs no Python::
-
-    {
-      "id": "weather_two_cities",              # the file's stem
-      "covers": "two independent calls ...",   # what the task is there to show
-      "question": "What's the weather ...?",
-      "tools": ["get_weather"],                # names from compare.tools.TASK_TOOLS
-      "instructions": null,                    # optional system prompt
-      "check": {
-        "answer_contains": ["24", ["sunny", "晴"]],   # each entry: a string, or alternatives
-        "must_call": ["get_weather"],          # each must run at least once
-        "must_not_call": [],                   # never even asked for (unknown names allowed)
-        "max_steps": 4,                        # model turns, final answer included
-        "observation_truncated": false         # some observation must have been cut
-      },
-      "scripted": {                            # optional: replies for the ScriptedModel
-        "function_calling": [{"tool_calls": [{"name": "get_weather",
-                                              "arguments": {"location": "Beijing"}}]},
-                             {"content": "Beijing is sunny ..."}],
-        "text": ["Thought: ...\\nAction: get_weather\\nAction Input: {...}", "..."]
-      }
-    }
-
-A scripted reply is a string (the reply's text) or an object with ``content``,
-``tool_calls`` (``name`` and ``arguments``, an object or the raw argument text, broken JSON
-included) and ``reasoning``. The scripted model estimates token counts from the request it
-really received (:func:`estimate_tokens`), so the difference between the protocols'
-prompts shows in the scripted figures too; only the absolute numbers are approximate.
+A task is one JSON file (docs/comparison.md, "The task format"); the suite ships inside
+the package as ``react_engine/compare/tasks/*.json``.
 """
 
 from __future__ import annotations
@@ -75,15 +46,12 @@ ProtocolName = str
 
 
 def named_protocols() -> tuple[ProtocolName, ...]:
-    """Every protocol a comparison (or a script) can name: the registry's, as it is now."""
+    """Every protocol a comparison (or a script) can name."""
     return tuple(n for n in protocol_names() if n != "auto")
 
 
 PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")
-"""What ``compare`` runs unless ``--protocol`` says otherwise; every task has scripted
-replies for these."""
-
-# --- the file format -------------------------------------------------------------------------
+"""What ``compare`` runs by default; every task has scripted replies for these."""
 
 
 class _Strict(BaseModel):
@@ -188,7 +156,6 @@ class Task(_Strict):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
 
     def script_for(self, protocol: ProtocolName) -> list[ScriptReply] | None:
-        """The scripted replies for ``protocol`` (:func:`replies_for`)."""
         return replies_for(self.scripted, protocol)
 
     def tool_objects(self) -> list[Tool]:
@@ -198,9 +165,8 @@ class Task(_Strict):
 def replies_for(
     script: Mapping[str, list[ScriptReply]], protocol: ProtocolName
 ) -> list[ScriptReply] | None:
-    """The replies ``script`` has for ``protocol``: its own, or else its native
-    (function-calling) ones written in that protocol's format by the registry
-    (:meth:`Registration.scripted <react_engine.protocols.registry.Registration.scripted>`)."""
+    """The replies ``script`` has for ``protocol``: its own, or else its function-calling
+    ones written in that protocol's format by the registry."""
     own = script.get(protocol)
     native = script.get("function_calling")
     if own is not None or native is None or protocol not in named_protocols():
@@ -215,8 +181,7 @@ def default_tasks_dir() -> Traversable:
 
 
 def load_task(path: Traversable) -> Task:
-    """Read and validate one task file (a :class:`~pathlib.Path` or a package resource);
-    errors name the file and the field."""
+    """Read and validate one task file; errors name the file and the field."""
     stem = PurePath(path.name).stem
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -237,11 +202,7 @@ def load_task(path: Traversable) -> Task:
 
 
 def load_tasks(directory: Traversable | None = None, only: Sequence[str] = ()) -> list[Task]:
-    """Every task in ``directory`` (sorted by id), or only those named.
-
-    ``directory`` is a :class:`~pathlib.Path` or a package resource; by default, the suite
-    shipped with react-engine (:func:`default_tasks_dir`).
-    """
+    """Every task in ``directory`` (default: the shipped suite) by id, or only those named."""
     directory = directory if directory is not None else default_tasks_dir()
     if not directory.is_dir():
         raise ConfigurationError(f"no task directory {directory}; pass --tasks DIR")
@@ -260,8 +221,6 @@ def load_tasks(directory: Traversable | None = None, only: Sequence[str] = ()) -
         tasks = [by_id[i] for i in only]
     return tasks
 
-
-# --- the checker -------------------------------------------------------------------------------
 
 _RAN = frozenset({"ok", "error", "timeout"})
 
@@ -289,8 +248,6 @@ def check_result(task: Task, result: RunResult) -> list[str]:
         failures.append("no observation was truncated")
     return failures
 
-
-# --- scripted runs -------------------------------------------------------------------------------
 
 # One token per CJK character; Latin words at about four characters a token; digits in
 # groups of three (as BPE tokenizers split them); any other visible character one token.
@@ -336,11 +293,7 @@ def _estimate_completion(reply: ScriptReply) -> int:
 
 
 class Transcript:
-    """Scripted replies for one run, answered in order with estimated usage.
-
-    Pass :meth:`model` as the agent's client; :attr:`remaining` says how many replies
-    were never asked for (a transcript that does not fit its task leaves some).
-    """
+    """Scripted replies for one run, answered in order with estimated usage."""
 
     def __init__(self, replies: Iterable[ScriptReply], *, label: str) -> None:
         self.label = label
@@ -366,11 +319,8 @@ class Transcript:
 
 
 def load_script(path: Path) -> dict[str, list[ScriptReply]]:
-    """Scripted replies from a file, per protocol (key ``"*"``: for whichever protocol runs).
-
-    The file is a task file (its ``scripted`` part), an object of lists keyed by protocol,
-    or one list of replies.
-    """
+    """Scripted replies per protocol (``"*"``: any) from a task file, an object of lists
+    keyed by protocol, or one list of replies."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -1,12 +1,6 @@
-"""Tools for the protocol comparison's tasks, over fixed data so runs repeat exactly.
-
-Beside the demo's weather and calculator (:mod:`react_engine.testing.tools`) the suite
-needs a few tools that exercise what the seeds argue about: the workflow agent of seed
-``004`` (users, to-do tasks, a leave request whose approver must be asked for, never
-guessed), a tool that always fails, and one whose result is far longer than an
-observation may be.
-
-:data:`TASK_TOOLS` maps every name a task file may list to its tool.
+"""Tools for the comparison's tasks, over fixed data so runs repeat exactly: seed 004's
+workflow (users, to-dos, a leave request whose approver must be asked for), a tool that
+always fails, and one whose result is far longer than an observation may be.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""``react-engine eval bfcl``: BFCL's cases under each protocol, graded as BFCL grades.
-
-:func:`run_bfcl` runs every case under every protocol (:mod:`.bfcl_case`), live at an
-endpoint (its replies recorded if asked) or from recorded replies (:mod:`.bfcl_recording`),
-through :mod:`react_engine.harness.runner`, and gathers a :class:`~.bfcl_report.Report`.
-"""
+"""``react-engine eval bfcl``: BFCL's cases under each protocol, graded as BFCL grades."""
 
 from __future__ import annotations
 
@@ -31,13 +26,11 @@ from .bfcl_report import Report
 __all__ = ["DEFAULT_PROTOCOLS", "AnyCase", "LiveEndpoint", "eval_protocols", "run_bfcl"]
 
 DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
-"""The protocols the eval runs unless ``--protocol`` says otherwise (those recorded in
-``fixtures/bfcl``); any registered protocol may be named."""
+"""The protocols the eval runs by default (those recorded in ``fixtures/bfcl``)."""
 
 
 def eval_protocols() -> tuple[str, ...]:
-    """Every protocol the eval can run: the registry's (as it is now: one registered
-    later is in it) and :data:`BFCL_PROMPT`."""
+    """Every protocol the eval can run: the registry's and :data:`BFCL_PROMPT`."""
     return (*(p for p in protocol_names() if p != "auto"), BFCL_PROMPT)
 
 
@@ -84,12 +77,10 @@ def _connect_live(endpoint: LiveEndpoint | None) -> ChatModel | None:
 def _ray_job(
     endpoint: LiveEndpoint | None, model_name: str, settings: EvalSettings, job: Job
 ) -> tuple[CaseResult, Any]:
-    """A job as a Ray task: in the worker, on an event loop of its own."""
     return asyncio.run(_run_job(job, _connect_live(endpoint), model_name, settings))
 
 
 def _ray_failed(job: Job, why: str) -> tuple[CaseResult, Any]:
-    """A case whose Ray worker died: not answered, saying why (not a decode failure)."""
     case = job.case
     result = CaseResult(case.id, case.category, job.protocol, False, False, why, error=why)
     return result, None
@@ -116,9 +107,8 @@ def run_bfcl(
     resume: bool = False,
 ) -> Report:
     """Every case under every protocol: live at ``endpoint`` (``record`` collects the
-    replies), or from ``recorded`` replies (``{protocol: {case id: replies}}``); run as
-    :func:`~react_engine.compare.run.run_comparison` runs (``concurrency``, ``ray``,
-    ``results``, ``resume``), the results in the same order however they ran."""
+    replies), or from ``recorded`` replies (``{protocol: {case id: replies}}``); batch
+    options as :func:`~react_engine.compare.run.run_comparison`'s."""
     if (endpoint is None) == (recorded is None):
         raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:

@@ -1,7 +1,5 @@
 """One BFCL case under one protocol, run through the engine and scored: an AST case for
-exactly one model turn, its step checked by :mod:`.bfcl_checker`; a multi-turn case through
-the whole agent loop on BFCL's backends, graded by BFCL's checker (:mod:`.bfcl_multi_turn`).
-"""
+exactly one model turn, a multi-turn case through the whole agent loop."""
 
 from __future__ import annotations
 
@@ -48,17 +46,12 @@ class EvalSettings:
     max_attempts: int = 3
     """Network attempts per request (transient failures only)."""
     constrained: bool = True
-    """Let protocols constrain decoding where the server supports it (the registry says
-    so; the embedded server takes a GBNF grammar). ``False`` measures the parser alone:
-    the model may then write anything."""
+    """Let protocols constrain decoding; ``False`` measures the parser alone."""
     tool_choice: str = "auto"
-    """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call, which shows what a
-    model that would rather answer in prose calls when it must (irrelevance then fails by
-    design)."""
+    """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call."""
     max_turn_steps: int | None = None
-    """Multi-turn: steps one turn may take before the case is force-terminated (and
-    fails); ``None``: BFCL's own limit (``MAXIMUM_STEP_LIMIT``, 20, plus the step that
-    passes it, as BFCL counts)."""
+    """Multi-turn: steps one turn may take before the case fails; ``None``: BFCL's own limit
+    (plus the step that passes it, as BFCL counts)."""
 
 
 @dataclass(slots=True)
@@ -83,8 +76,7 @@ class CaseResult:
     requests: int = 1
     """Model requests the case made (multi-turn: every step of every turn)."""
     reply: str | None = None
-    """What the model wrote, as the protocol kept it (an AST case's one reply; ``None``
-    for a multi-turn case, and a case without a reply): the HTML report shows it."""
+    """An AST case's one reply as the protocol kept it, for the HTML report."""
 
 
 class _StepTaken(Exception):
@@ -100,7 +92,7 @@ def _stop_after_first(step: Step) -> None:
 
 
 def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) -> CaseResult:
-    """Score the one step a case got (see the module docstring for the figures)."""
+    """Score the one step a case got."""
     calls = [
         Call(names.get(a.tool, a.tool), a.arguments if isinstance(a.arguments, dict) else {})
         for a in step.actions
@@ -173,8 +165,7 @@ def _case_cache(model: ChatModel, model_name: str, settings: EvalSettings) -> Ca
 async def run_multi_turn_case(
     case: MultiTurnCase, protocol: str, model: ChatModel, model_name: str, settings: EvalSettings
 ) -> CaseResult:
-    """A multi-turn case: each turn one run of the agent loop on the conversation so far,
-    the tools running on the case's BFCL backends; graded by BFCL's checker."""
+    """A multi-turn case: each turn one run of the agent loop, graded by BFCL's checker."""
     cache = _case_cache(model, model_name, settings)
     limit = settings.max_turn_steps or step_limit() + 1
     backends = Backends(case)
@@ -242,21 +233,18 @@ async def run_multi_turn_case(
 
 
 def _protocol(functions: Sequence[Mapping[str, Any]], protocol: str) -> str | Protocol:
-    """The protocol to run under: a name, or BFCL's Prompt mode for ``functions``."""
     return BfclPromptProtocol(functions) if protocol == BFCL_PROMPT else protocol
 
 
 def _case_history(case: Case, protocol: str) -> list[HistoryItem]:
-    """The exchange a (live) case carries before its question: user turns, and the
-    assistant's earlier replies as answered steps."""
+    """The exchange a live case carries before its question, replies as answered steps."""
     items: list[HistoryItem] = []
     for role, content in case.history:
         if role == "user":
             items.append(UserTurn(content))
         else:
-            # The reply as it was written, sent back verbatim by every protocol.
-            step = Step(
-                index=0, kind="final", protocol=protocol, text=content, final_answer=content
+            # The reply as written, sent back verbatim by every protocol.
+            items.append(
+                Step(index=0, kind="final", protocol=protocol, text=content, final_answer=content)
             )
-            items.append(step)
     return items

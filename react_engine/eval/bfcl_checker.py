@@ -1,42 +1,8 @@
 """Our checker for BFCL's AST categories: is a list of calls one of the accepted answers?
 
-BFCL scores a call by comparing it with a list of accepted values per parameter, under a
-few normalisation rules. These are the rules of the official checker (the ``bfcl-eval``
-wheel's ``ast_checker``, Python cases), in code of our own; ``tests/eval/test_bfcl_official.py``
-runs both on thousands of generated answers and wants the same verdict every time:
-
-* **Count**: *simple* takes exactly one call, checked against the case's (only) function;
-  *multiple* takes as many calls as expected and checks the first; *parallel* categories
-  pair each expected call, in order, with the **first** not yet paired call that fits
-  (greedy, as BFCL does: an earlier expected call can take the call a later one needed).
-* **Function**: the name must be the expected one (we map our API-safe tool names back to
-  BFCL's dotted names before checking).
-* **Parameters**: every parameter the function requires is there; every parameter given
-  is one the function documents *and* the answer lists; a parameter the answer lists
-  without ``""`` among its values must be given (``""`` marks "may be left out").
-* **Types**: the value has the documented type, where ``any`` means a string (a boolean
-  is not an integer); an integer is accepted for a ``float`` and compared as a float.
-  Array items have the item type, checked against each accepted list in turn: an integer
-  is no float item and a float no integer item, but an item of the type the accepted list
-  itself holds passes (``parallel_multiple_94`` lists strings for integer items: those
-  strings pass). An array whose accepted values include ``""`` skips the item check.
-  A value of the same type as the accepted values, where that differs from the documented
-  type (an answer that names a variable), passes and is compared as it is.
-* **Strings** (``any`` included) compare after normalising both sides: lower case,
-  without spaces or any of ``, . / - _ * ^``, single quotes as double quotes
-  ("April 1, 2024" = "april 1 2024").
-* **Lists** compare element by element, string elements normalised the same way; ``[]``
-  matches a parameter that may be left out (BFCL reads ``""`` as an empty list).
-* **Objects** (``dict``) match one accepted object: every key given is an accepted key
-  whose value is among its accepted values (strings normalised), and every accepted key
-  without ``""`` is given. A list of objects matches position by position.
-* **Other values** (numbers, booleans) must be among the accepted values, by Python's
-  ``==`` as BFCL compares them (``1 == 1.0``).
-* **Irrelevance**: the right answer is no call at all.
-
-Where BFCL's checker would raise on a malformed answer (an array schema with no
-``items``, an unknown type name, items that are no objects where objects are listed) we
-return a failed verdict instead: nothing here raises on what a model wrote.
+The rules of BFCL's official ``ast_checker``, in code of our own (docs/bfcl.md, "The AST
+checker's rules"); ``tests/eval/test_bfcl_official.py`` wants the same verdict as BFCL's.
+Where BFCL's checker would raise on a malformed answer we return a failed verdict instead.
 """
 
 from __future__ import annotations

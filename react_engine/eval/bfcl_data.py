@@ -1,9 +1,5 @@
-"""BFCL's test cases, read from the ``bfcl-eval`` wheel, and their functions as our tools.
-
-The wheel (``pip install --no-deps bfcl-eval``) is only read as package data here, none of
-its modules imported. :func:`to_json_schema` turns BFCL's dialect of JSON Schema into plain
-JSON Schema as BFCL's own conversion does, and :func:`case_tools` wraps each function in a
-:class:`~react_engine.tools.Tool` that never runs (docs/bfcl.md, "The data").
+"""BFCL's test cases, read as package data from the ``bfcl-eval`` wheel, and their functions
+as tools that never run (docs/bfcl.md, "The data").
 """
 
 from __future__ import annotations
@@ -51,9 +47,8 @@ CATEGORIES: Mapping[str, str] = {
     "live_parallel_multiple": "live_parallel_multiple",
     "live_irrelevance": "live_irrelevance",
 }
-"""The AST categories we run, by our name, with BFCL's name (and file) for each. BFCL v4
-splits "simple" by language; we take the Python one, whose values are plain JSON. The
-``live_`` ones are functions and questions real users contributed, graded the same way."""
+"""The AST categories we run, by our name, with BFCL's name (and file) for each (of BFCL v4's
+"simple", the Python one, whose values are plain JSON)."""
 
 DEFAULT_CATEGORIES: tuple[str, ...] = (
     "simple",
@@ -62,8 +57,7 @@ DEFAULT_CATEGORIES: tuple[str, ...] = (
     "parallel_multiple",
     "irrelevance",
 )
-"""What runs when no category is named: BFCL's non-live AST categories (1,240 cases).
-The live ones (2,251 more) run when asked for."""
+"""What runs when no category is named: BFCL's non-live AST categories (1,240 cases)."""
 
 INSTALL_HINT = "pip install --no-deps bfcl-eval (make venv does it)"
 
@@ -102,14 +96,12 @@ class Case:
     functions: tuple[Mapping[str, Any], ...]
     """BFCL's function documents, as shipped."""
     answers: tuple[Mapping[str, Mapping[str, list[Any]]], ...]
-    """One ``{function: {param: [accepted values]}}`` per expected call; empty for
-    irrelevance, where the right answer is no call. ``""`` among the accepted values marks
-    a parameter that may be left out."""
+    """One ``{function: {param: [accepted values]}}`` per expected call (none for
+    irrelevance); ``""`` among the values marks a parameter that may be left out."""
     system: str | None = None
     """A system message the case opens with (some live cases have one)."""
     history: tuple[tuple[str, str], ...] = ()
-    """``(role, content)`` messages before the question, ``user`` or ``assistant`` (a few
-    live cases carry an earlier exchange)."""
+    """``(role, content)`` messages before the question (a few live cases have some)."""
 
     @property
     def bfcl_category(self) -> str:
@@ -150,8 +142,7 @@ def load_cases(
     only: Sequence[str] = (),
     root: Traversable | None = None,
 ) -> list[Case]:
-    """The cases of ``categories``, in file order: the first ``limit`` of each, or those
-    whose ids are in ``only``."""
+    """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
     unknown = [c for c in categories if c not in CATEGORIES]
     if unknown:
         raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(CATEGORIES)}")
@@ -203,9 +194,6 @@ def _case(entry: Mapping[str, Any], category: str, answers: Mapping[str, Any]) -
     )
 
 
-# --- BFCL's schemas as JSON Schema -----------------------------------------------------------
-
-
 def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
     """One BFCL parameter schema as JSON Schema (recursively: properties and items)."""
     out: dict[str, Any] = {}
@@ -250,8 +238,7 @@ def parameters_schema(function: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def api_name(name: str) -> str:
-    """A BFCL function name as chat APIs accept it: dots and other signs become ``_``
-    (what BFCL itself does for OpenAI-style APIs), at most 64 characters."""
+    """A BFCL function name as chat APIs accept it (as BFCL does it), at most 64 characters."""
     safe = _UNSAFE_NAME.sub("_", name)
     if not safe or safe[0].isdigit() or safe[0] == "-":
         safe = "_" + safe
@@ -269,9 +256,8 @@ async def _not_run(**_: Any) -> str:
 
 
 def arguments_model(schema: Mapping[str, Any]) -> type[BaseModel]:
-    """A model that takes any argument object. A one-parameter tool also gets that
-    parameter as a field, so a plain-text input (``Action Input: 5``) maps onto it as it
-    would for any tool of ours."""
+    """A model that takes any argument object; a one-parameter tool also gets that field, so
+    a plain-text input (``Action Input: 5``) maps onto it."""
     props = list(schema.get("properties", {}))
     usable = len(props) == 1 and props[0].isidentifier() and not props[0].startswith("_")
     if usable and not hasattr(BaseModel, props[0]):

@@ -1,11 +1,8 @@
 """BFCL's multi-turn categories: a conversation with stateful backends, graded by BFCL.
 
-Each user turn runs through the agent loop with the backends' functions as tools that
-really run: the ``bfcl-eval`` wheel's executor makes each call a method call on the case's
-own instances, under a model name of our own (``react_engine_<random>``) whose instances are
-removed when the case ends. Arguments reach the backends only as Python literals (``repr``
-of the decoded JSON) under identifier names; any other call is refused before it runs.
-Grading is BFCL's own ``multi_turn_checker``, imported from the wheel (docs/bfcl.md).
+Each turn runs through the agent loop; the wheel's executor runs each call on the case's
+own instances, under a model name of our own (removed when the case ends). Arguments reach
+the backends only as Python literals under identifier names; any other call is refused.
 """
 
 from __future__ import annotations
@@ -81,8 +78,7 @@ class MultiTurnCase:
     id: str
     category: str
     turns: tuple[str, ...]
-    """The user's message of each turn (``""``: a turn that only brings held-out
-    functions, answered with :func:`added_functions_prompt`)."""
+    """The user's message of each turn (``""``: a turn that only brings held-out functions)."""
     functions: tuple[Mapping[str, Any], ...]
     """The functions offered from the first turn (BFCL's documents, as shipped)."""
     added: Mapping[int, tuple[Mapping[str, Any], ...]]
@@ -91,14 +87,6 @@ class MultiTurnCase:
     involved_classes: tuple[str, ...]
     ground_truth: tuple[tuple[str, ...], ...]
     """BFCL's accepted calls of each turn, as Python call strings."""
-
-    @property
-    def bfcl_category(self) -> str:
-        return self.category
-
-    @property
-    def long_context(self) -> bool:
-        return "long_context" in self.category
 
     def functions_at(self, turn: int) -> list[Mapping[str, Any]]:
         """The functions offered during ``turn``."""
@@ -109,15 +97,12 @@ class MultiTurnCase:
         return out
 
 
-def _function_docs(root: Traversable, classes: Sequence[str]) -> list[dict[str, Any]]:
+def _function_docs(root: Traversable, name: str) -> list[dict[str, Any]]:
     files = _wheel("bfcl_eval.constants.executable_backend_config")
-    out: list[dict[str, Any]] = []
-    for name in classes:
-        stem = files.MULTI_TURN_FUNC_DOC_FILE_MAPPING.get(name)
-        if stem is None:
-            raise BfclDataMissing(f"BFCL has no function documents for {name}")
-        out.extend(read_lines(root / "multi_turn_func_doc" / stem))
-    return out
+    stem = files.MULTI_TURN_FUNC_DOC_FILE_MAPPING.get(name)
+    if stem is None:
+        raise BfclDataMissing(f"BFCL has no function documents for {name}")
+    return read_lines(root / "multi_turn_func_doc" / stem)
 
 
 def load_multi_turn_cases(
@@ -127,8 +112,7 @@ def load_multi_turn_cases(
     only: Sequence[str] = (),
     root: Traversable | None = None,
 ) -> list[MultiTurnCase]:
-    """The cases of ``categories``, in file order: the first ``limit`` of each, or those
-    whose ids are in ``only``."""
+    """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
     unknown = [c for c in categories if c not in MULTI_TURN_CATEGORIES]
     if unknown:
         raise ConfigurationError(
@@ -159,7 +143,7 @@ def _case(
     functions = []
     for name in classes:
         if name not in docs:
-            docs[name] = _function_docs(root, [name])
+            docs[name] = _function_docs(root, name)
         functions += copy.deepcopy(docs[name])
     added: dict[int, tuple[Mapping[str, Any], ...]] = {}
     for index, names in (entry.get("missed_function") or {}).items():
@@ -183,15 +167,11 @@ def _case(
     )
 
 
-# --- the backends ---------------------------------------------------------------------------
-
-
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def call_string(name: str, arguments: Mapping[str, Any]) -> str | None:
-    """A call as BFCL's executor takes it, ``name(key=literal, ...)``; ``None`` when a
-    name is no plain identifier (nothing else could be made of it safely)."""
+    """``name(key=literal, ...)`` for BFCL's executor; ``None`` for a name no identifier."""
     names = [name, *arguments]
     if not all(_IDENTIFIER.match(n) and not keyword.iskeyword(n) for n in names):
         return None
@@ -213,7 +193,7 @@ class Backends:
             list(self.case.involved_classes),
             self.model_name,
             self.case.id,
-            long_context=self.case.long_context,
+            long_context="long_context" in self.case.category,
             is_evaL_run=False,
         )
         return [str(r) for r in results]
@@ -229,8 +209,7 @@ class Backends:
 def turn_tools(
     functions: Sequence[Mapping[str, Any]], backends: Backends
 ) -> tuple[list[Tool], dict[str, str]]:
-    """The functions as tools that run on ``backends``, with a map from each tool's name
-    back to BFCL's (multi-turn names are plain identifiers: the same)."""
+    """The functions as tools that run on ``backends``, and each tool's name back to BFCL's."""
     tools: list[Tool] = []
     names: dict[str, str] = {}
     for function in functions:
@@ -249,14 +228,10 @@ def turn_tools(
     return tools, names
 
 
-# --- grading ----------------------------------------------------------------------------------
-
-
 def grade(
     case: MultiTurnCase, decoded: Sequence[Sequence[Sequence[str]]], backends: Backends
 ) -> tuple[bool, str]:
-    """BFCL's verdict on the calls of each step of each turn (call strings), and why it
-    failed (empty when it did not)."""
+    """BFCL's verdict on the call strings of each step of each turn, and why it failed."""
     if len(decoded) != len(case.ground_truth):
         return False, (
             f"force-terminated: {len(decoded)} turn(s) of {len(case.ground_truth)} completed"

@@ -1,10 +1,6 @@
-"""``bfcl-prompt``: the text protocol with BFCL's own Prompt-mode system prompt.
-
-It sends BFCL's default system prompt (words read from the ``bfcl-eval`` wheel; only the
-assembly is ours) and reads the reply as BFCL's decoder does, a bracketed list of calls with
-literal keyword arguments: ``[get_weather(city="Paris"), ...]``. A reply that is no such
-list is the final answer; a call whose arguments are not literals is kept as a call with
-unreadable arguments, never run with a guessed value.
+"""``bfcl-prompt``: the text protocol with BFCL's own Prompt-mode system prompt (read from
+the wheel), its reply read as BFCL's decoder does: ``[get_weather(city="Paris"), ...]``.
+A call whose arguments are not literals is kept with unreadable arguments, never guessed.
 """
 
 from __future__ import annotations
@@ -40,8 +36,7 @@ def with_python_hint(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
 
 def bfcl_system_prompt(functions: Sequence[Mapping[str, Any]]) -> str:
-    """BFCL's default Prompt-mode system prompt for ``functions`` (BFCL dialect, as the
-    case ships them)."""
+    """BFCL's default Prompt-mode system prompt for ``functions`` (as the case ships them)."""
     p = _prompts()
     style = p.PROMPT_STYLE_TEMPLATES["classic"]
     output_format = p.OUTPUT_FORMAT_MAPPING["python"]
@@ -86,10 +81,9 @@ def _jsonish(value: Any) -> Any:
 
 
 def parse_python_calls(text: str) -> list[tuple[str, dict[str, Any] | str, str | None]] | None:
-    """A reply as BFCL's Prompt-mode decoder reads it: ``[f(a=1), g.h(b="x")]`` (the
-    brackets may be left out; code fences are stripped). ``None`` when it is not a list of
-    calls. Each call is ``(name, arguments, error)``: arguments the literal keyword values,
-    or the call's source text with the reason when one is not a literal."""
+    """A reply as BFCL's Prompt-mode decoder reads it (brackets optional, fences stripped);
+    ``None`` when it is no list of calls. Each call is ``(name, arguments, error)``, the
+    arguments being the call's source text when one is not a literal."""
     body = text.strip("`\n ")
     if body.startswith("python\n"):
         body = body[len("python\n") :].strip()
@@ -137,7 +131,6 @@ class BfclPromptProtocol(TextReActProtocol):
     def __init__(self, functions: Sequence[Mapping[str, Any]]) -> None:
         super().__init__(send_stop=False, constrain=False)
         self.functions = tuple(functions)
-        """The case's functions, as BFCL ships them: the prompt lists these."""
         self._prompt = bfcl_system_prompt(self.functions)
 
     def __repr__(self) -> str:

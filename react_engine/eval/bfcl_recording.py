@@ -1,9 +1,5 @@
-"""Recorded replies of a BFCL run: ``--record`` writes them, ``--scripted`` replays them.
-
-A recording is one JSON file per protocol, ``<protocol>.json``: the meta of the run and
-each case's raw reply (a multi-turn case: every reply in order), keyed by case id.
-Replayed through the same request and parse path, with no server, a run is
-deterministic, so a test can pin its scores.
+"""Recorded replies of a BFCL run: ``--record`` writes them, ``--scripted`` replays them
+(one ``<protocol>.json`` per protocol: the run's meta and each case's replies by id).
 """
 
 from __future__ import annotations
@@ -30,15 +26,11 @@ __all__ = [
 ]
 
 DEFAULT_RECORDINGS = Path(__file__).resolve().parents[2] / "fixtures" / "bfcl"
-"""Where ``--scripted`` and ``--record`` look without a directory: the checkout's
-recorded replies of the embedded model. A source checkout only: an installed wheel does
-not ship them (they are test data about one llama.cpp build), so this path then does not
-exist and the command says where to get them."""
+"""Where ``--scripted`` and ``--record`` look without a directory (in a source checkout)."""
 
 
 def default_recordings(flag: str) -> Path:
-    """:data:`DEFAULT_RECORDINGS`, or an error that says how to get them when this
-    react-engine is installed rather than run from a checkout."""
+    """:data:`DEFAULT_RECORDINGS`, or an error that says how to get them."""
     if DEFAULT_RECORDINGS.is_dir():
         return DEFAULT_RECORDINGS
     raise ConfigurationError(
@@ -112,8 +104,7 @@ def recorded_from_json(data: Any) -> Recorded:
 def save_recording(
     directory: Path, protocol: str, replies: Mapping[str, Recorded], meta: Mapping[str, Any]
 ) -> Path:
-    """Write ``<protocol>.json``: the meta and each case's raw reply (multi-turn: the list
-    of its replies), keyed by case id."""
+    """Write ``<protocol>.json``: the meta and each case's replies, keyed by case id."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{protocol}.json"
     body = {"meta": dict(meta), "replies": {k: recorded_json(v) for k, v in replies.items()}}

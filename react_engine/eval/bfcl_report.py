@@ -1,7 +1,4 @@
-"""The report of a BFCL run: the table, BFCL's own figures (:func:`bfcl_summary`), and its
-JSON. docs/bfcl.md says what each figure counts and which leaderboard column it lines up
-with.
-"""
+"""The report of a BFCL run: the table, BFCL's own figures, and its JSON (docs/bfcl.md)."""
 
 from __future__ import annotations
 
@@ -32,13 +29,11 @@ __all__ = [
 ]
 
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
-"""BFCL's decode-failure rate for native function calling on these cases, as issue 14
-quotes it: the target our text protocol is measured against."""
+"""BFCL's native-FC decode-failure rate (issue 14): the text protocol's target."""
 
 PUBLISHED: Mapping[str, tuple[float, float]] = {"qwen2.5-7b": (44.7, 42.7)}
-"""BFCL leaderboard overall scores (FC, Prompt) for models users run, keyed by a
-lower-case fragment of the model name. Only figures we can source: issue 14 quotes these;
-the ``bfcl-eval`` wheel ships no scores."""
+"""BFCL leaderboard overall scores (FC, Prompt) by lower-case model-name fragment, as issue
+14 quotes them (the wheel ships no scores)."""
 
 
 @dataclass(slots=True)
@@ -160,7 +155,8 @@ def format_report(report: Report) -> str:
     errors = sum(mine["TOTAL"].errors for mine in by.values())
     if errors:
         lines.append(f"{errors} case(s) got no reply (API errors): counted as wrong")
-    published = _published(report.model)
+    name = report.model.lower()
+    published = next((v for k, v in PUBLISHED.items() if k in name), None)
     if published is not None:
         fc, prompt = published
         lines.append(
@@ -175,9 +171,8 @@ LIVE_CALLS = ("live_simple", "live_multiple", "live_parallel", "live_parallel_mu
 
 
 def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
-    """BFCL's own figures for one protocol's results, under the leaderboard's column names,
-    computed as BFCL computes them (docs/bfcl.md); ``None`` where a category they need was
-    not run."""
+    """BFCL's own figures for one protocol's results, by leaderboard column (docs/bfcl.md);
+    ``None`` where a category they need was not run."""
     acc: dict[str, float] = {}
     count: dict[str, int] = {}
     for category in {r.category for r in results}:
@@ -223,11 +218,6 @@ def _summary_lines(report: Report) -> list[str]:
         "parallel_multiple (Python Simple AST for Simple AST) · Live AST Summary: weighted "
         "by case count · docs/bfcl.md says which column each lines up with",
     ]
-
-
-def _published(model: str) -> tuple[float, float] | None:
-    name = model.lower()
-    return next((v for k, v in PUBLISHED.items() if k in name), None)
 
 
 def report_json(report: Report) -> dict[str, Any]:

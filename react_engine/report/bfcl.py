@@ -1,6 +1,4 @@
-"""A BFCL evaluation (``react-engine eval bfcl --html FILE``) as one HTML page: the
-settings and charts, the figures table the terminal prints, one row per case with a verdict
-per protocol, each linked to the case's details (the reply, the calls, why it failed)."""
+"""A BFCL evaluation (``react-engine eval bfcl --html FILE``) as one HTML page."""
 
 from __future__ import annotations
 
@@ -17,10 +15,6 @@ __all__ = ["bfcl_html", "case_anchor"]
 def case_anchor(result: CaseResult) -> str:
     """The id of a case's details under one protocol."""
     return slug("case", result.protocol, result.case)
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2)
 
 
 def _verdict(result: CaseResult) -> tuple[str, str]:
@@ -128,7 +122,8 @@ def _detail(result: CaseResult) -> str:
     notices = "".join(f'<div class="notice">{esc(e)}</div>' for e in result.events)
     calls = "".join(
         f'<div class="call"><code>{esc(c.get("name", ""))}</code>'
-        f"{fold(_json(c.get('arguments', {})), 'arguments')}</div>"
+        f"{fold(json.dumps(c.get('arguments', {}), ensure_ascii=False, indent=2), 'arguments')}"
+        "</div>"
         for c in result.calls
         if isinstance(c, dict)
     )

@@ -1,6 +1,4 @@
-"""A comparison (``react-engine compare --html FILE``) as one HTML page: the settings, a
-chart per total figure, the table (one row per task, one cell per target, linked to its
-run), then every run in full (:func:`~react_engine.report.run.run_section`)."""
+"""A comparison (``react-engine compare --html FILE``) as one HTML page."""
 
 from __future__ import annotations
 
@@ -36,7 +34,7 @@ def _charts(report: Report) -> str:
     many = len({t.model for t in totals}) > 1
     names = [f"{t.model} · {t.protocol}" if many else t.protocol for t in totals]
     panels = [bar_chart("tasks solved", names, [("solved", [float(t.successes) for t in totals])])]
-    for field, title in METRICS:
+    for field, title, _ in METRICS:
         values = [float(getattr(t.metrics, field)) for t in totals]
         label = (lambda v: f"{v:.2f}") if field == "wall_s" else (lambda v: f"{v:,.0f}")
         panels.append(bar_chart(title, names, [(title, values)], label=label))
@@ -81,10 +79,9 @@ def comparison_html(report: Report) -> str:
     models = list(dict.fromkeys(t.model for t in report.targets))
     title = f"react-engine compare: {len(report.tasks)} tasks × {len(report.targets)} targets"
     sub = (
-        f"models: {', '.join(models)} · ran on: {report.source or 'an endpoint'} · seed {s.seed} · "
-        f"temperature "
-        f"{s.temperature:g} · max_tokens {s.max_tokens} · tool_choice {s.tool_choice} · "
-        f"started {report.started_at}"
+        f"models: {', '.join(models)} · ran on: {report.source or 'an endpoint'} · seed {s.seed}"
+        f" · temperature {s.temperature:g} · max_tokens {s.max_tokens} · tool_choice "
+        f"{s.tool_choice} · started {report.started_at}"
     )
     body = [
         f"<h1>{esc(title)}</h1>",

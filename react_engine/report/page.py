@@ -1,11 +1,8 @@
-"""The page every HTML report is written on: one self-contained file, and the escaping.
+"""The page every HTML report is written on, and the escaping.
 
-A report is opened from disk, attached to a bug report, mailed: it loads nothing (no
-network, no CDN, no script; the styles are inline), and its Content-Security-Policy
-forbids any script, so that even a slip in escaping could not run what a model wrote.
-Every text that comes from a run (the model's replies, a tool's observations, the
-question, an error) goes through :func:`esc`; the builders here take plain text and
-escape it themselves.
+A report loads nothing (no network, no script, inline styles), and its
+Content-Security-Policy forbids any script, so that even a slip in escaping could not run
+what a model wrote. Every text from a run goes through :func:`esc`.
 """
 
 from __future__ import annotations
@@ -24,12 +21,10 @@ FOLD_LINES = 12
 _POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 _STYLE = "\n" + (Path(__file__).parent / "page.css").read_text(encoding="utf-8")
-"""The styles, inline: ``page.css``."""
 
 
 def esc(text: object) -> str:
-    """``text`` as HTML text or an attribute's value: ``<``, ``>``, ``&`` and both quotes
-    escaped, so nothing a model wrote is ever read as markup."""
+    """``text`` escaped for HTML text or an attribute's value (both quotes too)."""
     return html.escape(str(text), quote=True)
 
 
@@ -46,8 +41,7 @@ def block(text: str, cls: str = "") -> str:
 
 
 def fold(text: str, cls: str = "") -> str:
-    """:func:`block`, folded into ``<details>`` when the text is long (its first line and
-    its length shown until it is opened)."""
+    """:func:`block`, folded into ``<details>`` when the text is long."""
     lines = text.splitlines()
     if len(text) <= FOLD_CHARS and len(lines) <= FOLD_LINES:
         return block(text, cls)

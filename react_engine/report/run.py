@@ -1,9 +1,4 @@
-"""One run as HTML, from its trace records (:meth:`RunResult.trace
-<react_engine.types.RunResult.trace>`: a header, one record per step, a footer), the form a
-comparison keeps each run in and a stored run is put back into (:mod:`.stored`): its facts,
-then each step with what the model wrote, each call (as decoded and as written, its status,
-the engine's words to the model, its repairs) and the step's tokens and times.
-"""
+"""One run as HTML, from its trace records (``RunResult.trace()``)."""
 
 from __future__ import annotations
 
@@ -29,8 +24,7 @@ STATUS: Mapping[str, tuple[str, str]] = {
     "error": ("failed", "the tool failed"),
     "timeout": ("failed", "the tool timed out"),
 }
-"""Each call status as the report shows it: its class (``ok``, ``refused``, ``held``,
-``failed``) and its words."""
+"""Each call status as the report shows it: its CSS class and its words."""
 
 
 def _seconds(value: Any) -> str:
@@ -51,7 +45,6 @@ def _arguments(arguments: Any) -> str:
 
 
 def _repairs(codes: Sequence[str], lossy: Sequence[str] = ()) -> str:
-    """The repairs a reading took, each with what it means and whether it guessed."""
     if not codes:
         return ""
     items = ['<li class="label">repairs</li>']
@@ -212,8 +205,7 @@ def run_section(
 
 
 def run_html(records: Sequence[Record], *, title: str = "") -> str:
-    """A run, as its trace records (``result.trace()``; ``result.to_html()`` is this), as a
-    whole HTML page."""
+    """A run's trace records as a whole HTML page (what ``result.to_html()`` returns)."""
     head = next((r for r in records if r.get("type") == "run"), {})
     question = str(head.get("question", ""))
     title = title or f"react-engine run: {question[:80]}"

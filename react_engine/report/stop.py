@@ -1,6 +1,5 @@
-"""Why a run stopped, in plain words: the terminal (:func:`react_engine.cli.render.stop_words`)
-and the HTML reports say it the same way. It imports nothing of the engine, so the run's
-own types can reach it."""
+"""Why a run stopped, in plain words, for the terminal and the HTML reports alike (it
+imports nothing of the engine, so the run's own types can reach it)."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ _CAUSES = {
 
 
 def reason_words(reason: str, *, answered: bool, tools: Sequence[str] = ()) -> str:
-    """Why a run stopped for ``reason`` (with an answer, or not), in plain words, the code
-    after them. ``tools``: the names of the calls the run made, one per call."""
+    """Why a run stopped for ``reason``, in plain words; ``tools``: each call's tool name."""
     cause = _CAUSES.get(reason)
     if cause is None:
         return f"{STOPPED.get(reason, reason)} ({reason})"

@@ -1,5 +1,4 @@
-"""A run kept in a store (``react-engine runs show ID --html FILE``) as trace records, the
-form :func:`~react_engine.report.run.run_html` draws."""
+"""A run kept in a store as trace records, for :func:`~react_engine.report.run.run_html`."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ __all__ = ["stored_run_records"]
 def stored_run_records(
     info: RunInfo, steps: Iterable[Step], result: Mapping[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """What the store kept of a run: its steps so far, its result once it has one (the
-    store keeps no protocol reason, and the run's duration is the time between its first
-    and its latest commit)."""
+    """What the store kept of a run (no protocol reason; the duration is the time between
+    its first and its latest commit)."""
     kept = [{**to_jsonable(step), "type": "step"} for step in steps]
     usage: dict[str, int] = {}
     for step in kept:

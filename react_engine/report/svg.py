@@ -1,10 +1,4 @@
-"""Bar charts drawn as inline SVG, written by hand: a report needs no plotting library.
-
-:func:`bar_chart` draws one panel: groups along the x axis (protocols, categories,
-steps) and, in each group, one bar per series (one series: one bar per group, each its
-own colour). Each bar carries its value above it and a ``<title>`` (shown on hover) naming
-its group, series and value; every label is escaped.
-"""
+"""Bar charts drawn as inline SVG: a report needs no plotting library."""
 
 from __future__ import annotations
 
@@ -34,10 +28,7 @@ def bar_chart(
     label: Callable[[float], str] = _number,
     ceiling: float | None = None,
 ) -> str:
-    """One chart as an ``<svg>`` element: ``series`` is ``(name, one value per group)``.
-
-    ``ceiling`` fixes the top of the scale (1.0 for an accuracy); by default it is the
-    largest value. A single series is drawn without a legend."""
+    """One ``<svg>`` chart: ``series`` is ``(name, one value per group)``; ``ceiling``: the top."""
     top = ceiling if ceiling is not None else max((v for _, vs in series for v in vs), default=0)
     top = top or 1.0
     legend = len(series) > 1
