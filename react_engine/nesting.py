@@ -1,12 +1,8 @@
 """How deeply a value nests, measured without recursion, and the limits that apply.
 
-Tool-call arguments come from the model: ``{"a": {"a": ...}}`` a thousand levels deep is
-valid JSON that ``json.loads`` still decodes, but every recursive walker after it
-(``json.dumps``, pydantic, :func:`~react_engine.types.to_jsonable`, the caller's own code)
-may hit Python's recursion limit. Arguments nested deeper than
-:data:`MAX_ARGUMENT_DEPTH` are therefore refused before a tool runs (an
-``invalid_arguments`` observation), and traces cut anything deeper than
-:data:`MAX_TRACE_DEPTH` so they always serialise.
+Arguments a thousand levels deep are valid JSON, but every recursive walker after them may
+hit Python's recursion limit: deeper than :data:`MAX_ARGUMENT_DEPTH` they are refused before
+a tool runs, and traces cut anything deeper than :data:`MAX_TRACE_DEPTH`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Where react-engine keeps what it writes for the user: one state directory.
-
-``$XDG_STATE_HOME/react-engine``, else ``~/.local/state/react-engine`` (the XDG Base
-Directory rule for state: data that outlives a run but is not worth a backup). The run
-store (``store.db``), the capability cache (``capabilities.json``) and the chat history
-(``chat_history``) live there unless told otherwise.
+"""Where react-engine keeps what it writes for the user: ``$XDG_STATE_HOME/react-engine``,
+else ``~/.local/state/react-engine``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Text made safe to send and to write: lone surrogates replaced, line separators escaped.
 
-Both are lossless for valid text and used below every layer (the wire format, the trace),
-so they sit at the bottom: this module imports nothing of the package.
+Lossless for valid text; at the bottom of the layers (imports nothing of the package).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The engine's own words to the model: one :class:`Notice` each, worded per language.
 
-A call refused, held back or failed, a reply refused whole: what the model reads then is
-written by the engine, as a :class:`Notice`, a stable code (:class:`NoticeCode`) and the
-values it is worded with, kept as such on :attr:`PendingCall.error
-<react_engine.types.PendingCall.error>`, :attr:`ActionRecord.error
-<react_engine.types.ActionRecord.error>` and in traces and stores. One table,
-:data:`WORDING`, words it in the language of the protocol's prompt template (English, or
-Chinese under ``zh``; English for a language it does not know). What a tool or a library
-wrote (an exception's text, a validator's detail) is a value, kept as written.
+A notice is a stable code (:class:`NoticeCode`) and its values, kept as such in records,
+traces and stores; :data:`WORDING` words it in the prompt template's language (English,
+or Chinese under ``zh``). What a tool or a library wrote is a value, kept as written.
 """
 
 from __future__ import annotations

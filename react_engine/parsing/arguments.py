@@ -1,19 +1,13 @@
 """Plain-text arguments read onto a tool's parameters, when the reading is not a guess.
 
-A model sometimes writes a call's input as text rather than a JSON object:
+* a bare value (``Action Input: Beijing``), for a tool with exactly one required parameter
+  (or one parameter in all): ``bare_input_to_parameter``;
+* ``key: value`` pairs (``search_product(name: iPhone, category: phone)``), each key a
+  parameter, each value quoted or plain text with no quote, separator or other ``key:``:
+  ``key_value_arguments``.
 
-* a bare value, ``{"action": "get_weather", "action_input": "Beijing"}`` or
-  ``Action Input: Beijing``: for a tool with exactly one required parameter (or one
-  parameter in all) the value can only be that parameter's;
-* ``key: value`` pairs, ``search_product(name: iPhone, category: phone)``: each key a
-  parameter of the tool, each value a quoted string or plain text holding no quote, no
-  separator and no other ``key:``.
-
-Both keep every value exactly as the model wrote it (the repair codes
-``bare_input_to_parameter`` and ``key_value_arguments`` are lossless). Anything else is
-left as text for the tool's validation to refuse, and text that mentions a parameter as
-a key but cannot be read that way is refused here: whether ``Beijing, unit: kelvin`` is one
-city or a city and a unit is a guess.
+Both keep every value as written. Text that names a parameter as a key but cannot be
+read that way is refused (``Beijing, unit: kelvin``: one city, or a city and a unit?).
 """
 
 from __future__ import annotations

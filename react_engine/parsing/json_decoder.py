@@ -1,10 +1,7 @@
 """The tolerant decoder of one JSON value, and the repairs it records.
 
-:func:`decode_value` reads one value starting at an offset with an explicit stack (no
-recursion, nesting capped at :data:`MAX_DEPTH`), adding to a :class:`Repairs` the code of
-each tolerance it applies (the codes are listed in :mod:`.json_repair`, which decides
-what a whole text means). Strings, numbers and whitespace are consumed by compiled
-patterns, so it runs in time linear in the length of the text.
+:func:`decode_value` uses an explicit stack (nesting capped at :data:`MAX_DEPTH`) and
+compiled patterns, so it runs in time linear in the length of the text.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Tolerant JSON: the value a model meant, and a report of every repair it took.
 
-:func:`repair_json` first tries :func:`json.loads`; valid JSON comes back untouched with
-no repairs (but ``duplicate_key``: one key given two values, :mod:`.duplicates`). Anything
-else goes through a single-pass tolerant decoder (:mod:`.json_decoder`, linear in the
-length of the text) that records each tolerance it applies as a short, stable code: the
-``json`` rows of :data:`.repairs.REPAIRS` (the table in ``docs/reliability.md`` says what
-each one reads and whether it is lossless). JSON inside prose: fenced blocks first, then
-the first complete object (or array holding objects), else the first complete value (so a
-citation ``[1]`` before the arguments does not win); the search resumes after each failed
-attempt instead of retrying inside it. Broken JSON longer than
-:data:`~.json_decoder.MAX_REPAIR_CHARS` is refused rather than repaired.
-
-What it will not do: invent values. ``{"a": }``, ``{"a"`` and ``{"a": 1, "b":`` raise
-:class:`~react_engine.errors.JSONRepairError`, as do bare words in arrays, nesting deeper
-than :data:`~.json_decoder.MAX_DEPTH` and text with no JSON value at all. A one-element
-array around an object is returned as the array it is (the ReAct parser unwraps action
-arguments and reports ``unwrapped_array``). ``strict=True`` turns everything off;
-``allow_truncated=False`` makes cut-off text an error (see :func:`repair_json`).
+Valid JSON comes back untouched (repair ``duplicate_key`` aside); anything else goes through
+the linear tolerant decoder (:mod:`.json_decoder`). JSON inside prose: fenced blocks first,
+then the first complete object (or array holding objects), else the first complete value
+(so a citation ``[1]`` does not win). It never invents values: ``{"a": }``, ``{"a"`` and
+``{"a": 1, "b":`` raise :class:`~react_engine.errors.JSONRepairError`.
 """
 
 from __future__ import annotations

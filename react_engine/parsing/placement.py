@@ -1,26 +1,15 @@
 """Where a call written in a reply's text is the model's action, and where it is not.
 
-The rule: a complete, valid call of an offered tool, in the model's own format, written
-in the reply's text (on a line of its own or inside a sentence), is the model's action
-unless something marks it as not meant now; the text around it is the step's thought.
-The reader of such calls (:mod:`.salvage`) asks :func:`placement` about each group of
-calls it found (calls that follow one another with nothing but white space between them
-are one group) and drops every call that is not the action, with the reason:
+A complete, valid call of an offered tool written in the text is the action unless
+something marks it as not meant now. :func:`placement` judges each group of calls the
+salvage found (calls separated only by white space) and names why one is dropped:
+``after_observation`` (after an ``Observation:`` the model invented), ``after_final_answer``,
+``described`` (the prose around it presents it as an example, a refusal, a condition or a
+quote: :data:`CUES`; a :data:`FOLLOW_UP` question is not), ``quoted`` (after an opening
+quotation mark, or in a block quote) and ``unclosed`` (its opening tag is never closed).
 
-* ``after_observation``: written after an ``Observation:`` line the model wrote itself
-  (it invented the tool's result; what follows was not meant to run);
-* ``after_final_answer``: written after a ``Final Answer:`` line;
-* ``described``: the prose next to it (the line before, the rest of its line, the line
-  after) presents it as an example, a description of how one would call it, a refusal, a
-  condition or a quote (:data:`CUES`; a question offering more, :data:`FOLLOW_UP`, is not);
-* ``quoted``: right after an opening quotation mark, or in a Markdown block quote;
-* ``unclosed``: its opening tag (``<tool_call>``, ``<function=...>``...: each format's
-  ``closes``, :func:`~.salvage.register_format`) is never closed.
-
-Fenced examples and think blocks are the reader's own regions (see :mod:`.salvage`).
-When in doubt a call does not run: the cues are words, so a false alarm costs one more
-turn (the model is asked), never a call the model did not mean. The rule is stated once,
-in :mod:`react_engine.protocols.policy`.
+When in doubt a call does not run: a false alarm costs one more turn, never a call the
+model did not mean.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Which repairs recover what the model wrote, and which guess: the one table.
 
-Every tolerance a reader applies is reported as a short code (:mod:`.json_repair`,
-:mod:`.react`, :mod:`.salvage` and the protocols). Each code is **lossless** (the value
-the model wrote is recovered exactly: a fence, a label, a trailing comma, a quote style,
-a missing final brace at the very end, full-width delimiters outside strings) or
-**lossy** (a value had to be guessed: a string cut off, tokens merged, unquoted text, a
-quote that may or may not end its string).
-
-The rule built on it (:func:`react_engine.protocols.policy.apply`, for every protocol): a call
-whose arguments were read with a lossy repair never runs; the model is told what was
-wrong and asked to write it again. A lossy repair may still be used to read a final
-answer. A code missing from the table counts as lossy.
-
-``json:`` codes (a JSON repair inside a reply) are classified as their JSON code. The
-table in ``docs/reliability.md`` is :func:`markdown_table`, checked by
-``tests/parsing/test_lossless.py`` (``--update-goldens`` rewrites it).
+Each code a reader reports is **lossless** (the value written is recovered exactly) or
+**lossy** (a value had to be guessed); a code missing from the table counts as lossy, and a
+``json:`` code as its JSON code. A call read with a lossy repair never runs
+(:func:`react_engine.protocols.policy.apply`). ``docs/reliability.md`` holds
+:func:`markdown_table`, checked by ``tests/parsing/test_lossless.py``.
 """
 
 from __future__ import annotations

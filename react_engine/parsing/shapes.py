@@ -1,22 +1,12 @@
 """ReAct shapes real models send beside the labelled format, each read as what it stands for.
 
-:func:`~react_engine.parsing.parse_react` asks this module only where its own reading
-failed (or, for tool names, found a name no offered tool has), so a plain reply never
-passes here. Each shape is rewritten into the labelled reply it stands for and read by
-the usual passes, with a repair code of its own; anything else stays refused:
-
-* ``chat_prefix``: a chat role before the JSON action (``AI: {"action": ...}``);
-* ``deepseek_tokens``: DeepSeek's tool-call tokens in the text, every call closed;
-* ``xml_action_tags``: ``<action>``/``<action_input>``, ``<tool_name>``/``<parameters>``
-  (several: each is an action, in order, as several ``Action:`` labels are);
-* ``blob_in_prose``: a complete ``{"action": ..., "action_input": ...}`` inside a sentence;
-* ``tool_name_junk`` / ``tool_name_style``: ``name<|channel|>...`` or ``QueryEngineTool``
-  for ``query_engine_tool``, read only when it names exactly one offered tool;
-* ``wrapped_input``: ``ToolInput(query="x")`` as the Action Input (read by the caller).
-
-The tags, tokens and blobs are placed by :func:`~react_engine.parsing.placement.placement`:
-one written as an example, quoted, after an invented observation or a final answer is
-not rewritten, so it stays what it was (text, refused).
+Asked only where :func:`~react_engine.parsing.parse_react`'s own reading failed (or found a
+tool name no offered tool has). Each shape is rewritten into the labelled reply it stands
+for, with a repair code of its own: ``chat_prefix`` (``AI: {"action": ...}``),
+``deepseek_tokens``, ``xml_action_tags`` (``<action>``/``<action_input>`` and kin),
+``blob_in_prose``, ``tool_name_junk`` / ``tool_name_style`` (only when one offered tool
+matches) and ``wrapped_input`` (``ToolInput(query="x")``). A tag, token or blob that
+:func:`~react_engine.parsing.placement.placement` rejects is not rewritten.
 """
 
 from __future__ import annotations
