@@ -88,10 +88,8 @@ _LAZY = {
     "reply": "testing",
     "tool_call_reply": "testing",
 }
-"""Names imported on first use, so that ``import react_engine`` stays light: the protocols
-and their parsers load when a run chooses one, the launcher and the test doubles when they
-are used, and the ``openai`` SDK when a client is built. The shipped protocols are not
-listed here: their registrations in :mod:`react_engine.protocols.registry` export them."""
+"""Names imported on first use, so that ``import react_engine`` stays light (the shipped
+protocols are exported by their registrations in :mod:`react_engine.protocols.registry`)."""
 
 
 def __getattr__(name: str) -> Any:

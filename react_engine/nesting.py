@@ -33,10 +33,8 @@ _FLAT: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def exceeds_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
-    """Whether ``value`` holds objects/arrays (mappings, lists, tuples) nested more than
-    ``limit`` levels deep (by default :data:`MAX_ARGUMENT_DEPTH`, the limit on tool-call
-    arguments). Iterative, and stops as soon as the answer is known, so it is safe on
-    values of any depth (a cycle counts as too deep)."""
+    """Whether ``value`` holds mappings, lists or tuples nested more than ``limit`` levels
+    deep. Iterative and stops early, so safe at any depth (a cycle counts as too deep)."""
     if type(value) is dict and limit >= 1:  # the usual arguments: one object of plain values
         for child in value.values():
             if type(child) not in _FLAT:

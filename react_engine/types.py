@@ -469,9 +469,8 @@ class RunResult(Generic[OutputT]):
     notices: list[RunNotice] = field(default_factory=list, metadata=AS_EVENTS)
     """The run's own :class:`RunNotice` events."""
     output: OutputT | None = None
-    """The final answer as the run's ``output_type`` (a model instance, a list...); the
-    answer text itself without one; ``None`` when the run gave no answer (``stop_reason``
-    says why), so ``RunResult[Person].output`` is a ``Person | None``."""
+    """The final answer as the run's ``output_type`` (the answer text without one); ``None``
+    when the run gave no answer."""
     run_id: str | None = None
     """The run's id in the agent's store (``Agent(store=...)``), for ``agent.resume``."""
     pending: list[ActionRecord] = field(default_factory=list)
@@ -551,12 +550,9 @@ def _cut(text: str | None, limit: int = 60) -> str | None:
 
 
 def to_jsonable(value: Any, *, max_depth: int = MAX_TRACE_DEPTH) -> Any:
-    """Turn dataclasses, tuples and mappings into JSON-ready values.
-
-    Nesting deeper than ``max_depth`` (a tool's arguments or result a thousand levels
-    deep, a cycle) is replaced by the string ``"<cut: nested too deep>"``, so the result
-    always goes through ``json.dumps``: a trace never fails to serialise.
-    """
+    """Turn dataclasses, tuples and mappings into JSON-ready values; nesting deeper than
+    ``max_depth`` (or a cycle) becomes ``"<cut: nested too deep>"``, so a trace always
+    serialises."""
     record = dataclasses.is_dataclass(value) and not isinstance(value, type)
     if max_depth <= 0 and (record or isinstance(value, Mapping | list | tuple)):
         return CUT

@@ -46,13 +46,11 @@ def read_text_arguments(
     text: str, parameters: Mapping[str, Any], raw: str | None = None
 ) -> TextArguments:
     """Read a call's text input onto the parameters of a tool whose arguments' JSON Schema
-    is ``parameters``. ``TextArguments()`` when it cannot (the text stays as it is).
+    is ``parameters``; ``TextArguments()`` when it cannot.
 
-    ``raw``, the input as the model wrote it: where it is a JSON value that is neither an
-    object nor a string (``null``, a number, ``true``, a list), that value is never turned
-    into text. ``null`` is no value at all, so it is refused; any other such value is the
-    one parameter's only where that parameter's schema takes it as it is (``12`` for an
-    integer), and refused otherwise (``12`` is not the text ``"12"``)."""
+    ``raw``, the input as written: a JSON value that is neither object nor string is never
+    turned into text (``12`` is not ``"12"``): it is the one parameter's when its schema takes
+    it as it is, and refused otherwise (``null`` always)."""
     props = parameters.get("properties")
     if not isinstance(props, Mapping) or not text.strip():
         return TextArguments()

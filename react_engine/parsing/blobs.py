@@ -15,7 +15,7 @@ from ..types import PendingCall, to_jsonable
 from ..wording import Notice
 from . import patterns as P
 from .common import NOT_OBJECT, call_objects, unfence, written_value
-from .duplicates import CHECKED, KeyWrittenTwice
+from .duplicates import decode
 from .json_repair import decode_prefix, repair_json
 from .labels import MAX_LABELS
 from .patterns import run_end
@@ -121,10 +121,8 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
         text = text[1:-1].strip()
     if text[:1] in ("{", "["):
         try:
-            value = CHECKED.decode(text)
-        except KeyWrittenTwice:
-            value = json.loads(text)
-            codes.append("json:duplicate_key")
+            value, _, twice = decode(text)
+            codes.extend(["json:duplicate_key"] if twice else [])
         except (ValueError, RecursionError):
             try:
                 # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
@@ -148,12 +146,11 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
         try:
-            value, twice = CHECKED.decode(unquoted), []
-        except KeyWrittenTwice:
-            value, twice = json.loads(unquoted), ["json:duplicate_key"]
+            value, _, twice = decode(unquoted)
         except (ValueError, RecursionError):
             return unquoted, codes
-        return value, [*codes, "json_string_arguments", *twice]  # "{..." is an object
+        dup = ["json:duplicate_key"] if twice else []
+        return value, [*codes, "json_string_arguments", *dup]  # "{..." is an object
     return unquoted, codes
 
 
@@ -244,9 +241,8 @@ def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
 
 
 def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
-    """The tool calls of a JSON blob or tool-call markup at ``pos`` and where it ends, or
-    None. A blob cut off still names its tools, but each call keeps the blob's text as its
-    input (``action_input_not_json``): closing it would make arguments up."""
+    """The tool calls of a blob at ``pos`` and where it ends, or None. A blob cut off keeps
+    its text as each call's input (``action_input_not_json``): closing it would invent."""
     codes: list[str] = ["json_blob"]
     fname: str | None = None
     json_at = -1  # where the JSON itself starts, when not the fenced inner text
@@ -311,9 +307,8 @@ def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: st
 
 
 def _json(text: str, pos: int, codes: list[str], whole: bool = False) -> tuple[Any, int, bool]:
-    """The JSON object or array at ``pos`` (repaired; with ``whole``, making up all of
-    ``text``), where it ends, and whether it was cut off (closed by the repair at the end of
-    the text); its value is None when there is none."""
+    """The JSON value at ``pos`` (repaired; with ``whole``, all of ``text``), where it ends,
+    and whether it was cut off; the value is None when there is none."""
     if whole:
         text, pos = text.strip(), 0
     if text[pos : pos + 1] not in ("{", "["):
@@ -333,9 +328,8 @@ def _json(text: str, pos: int, codes: list[str], whole: bool = False) -> tuple[A
 
 
 def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
-    """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets,
-    each candidate tried once. Linear: it gives up after ``_MAX_BLOB_CANDIDATES`` failures,
-    and stops at :data:`MAX_LABELS` calls (the rest is text, as for labels)."""
+    """The tool-call blobs in prose, in order; gives up after ``_MAX_BLOB_CANDIDATES``
+    failures and stops at :data:`MAX_LABELS` calls."""
     if not any(c in text for c in BLOB_CHARS):  # every candidate needs one of them
         return []
     candidates = heapq.merge(
@@ -382,9 +376,8 @@ _CHAIN: Final = re.compile(r"[ \t]*;\s*(?=[\[{<])")
 
 
 def read_chain(text: str, end: int) -> list[tuple[int, int, list[Item]]]:
-    """The blobs chained with ``;`` after the one ending at ``end`` (start, end, calls), at
-    most :data:`MAX_LABELS`. JSON after a ``;`` that cannot be read at all raises
-    :class:`BrokenChain` (a reading never stops at the first call as if it were all)."""
+    """The blobs chained with ``;`` after the one ending at ``end`` (start, end, calls); JSON
+    after a ``;`` that cannot be read at all raises :class:`BrokenChain`."""
     out: list[tuple[int, int, list[Item]]] = []
     while len(out) < MAX_LABELS:
         m = _CHAIN.match(text, end)

@@ -68,13 +68,8 @@ def think_blocks(text: str) -> Iterator[ThinkBlock]:
 
 
 def unfence(text: str) -> tuple[str, str] | None:
-    """The content of the code fence ``text`` starts with (after optional spaces), and the
-    text after its closing fence (``""`` when it is never closed); ``None`` when ``text``
-    does not start with a fence.
-
-    The language tag and the rest of the opening line are not content; a fence inside a
-    JSON string does not close the block (:func:`~.fences.fence_close`).
-    """
+    """The content of the code fence ``text`` starts with and the text after its closing fence
+    (``""`` when never closed); ``None`` when ``text`` does not start with a fence."""
     fence = P.FENCE_OPEN.match(text)
     if fence is None:
         return None
@@ -138,15 +133,10 @@ def call_objects(value: Any, *, name_alone: bool = False) -> list[PendingCall] |
     """The tool calls ``value`` (a decoded JSON object or array) holds, or ``None`` when it
     is not a call (a list is calls only when every element is).
 
-    Name and arguments keys in any of :data:`_NAME_KEYS` / :data:`_ARGS_KEYS` spellings
-    (case, ``_``/``-``/space ignored); OpenAI's ``{"function": {...}}`` and
-    ``{"tool_calls": [...]}`` are unwrapped. With no arguments key, the other keys are the
-    arguments (``flat_arguments``), or there are none (``missing_action_input``).
-    ``{"name": ...}`` without an arguments key is data, not a call, unless ``name_alone``.
-    Arguments stay as written: an object, text, ``{}`` for ``null`` (``raw_arguments``
-    ``"null"``), any other JSON value as its text with :data:`NOT_OBJECT`
-    (:func:`written_value` gives it back). A ``thought`` key beside the call is its thought.
-    """
+    Keys are matched in any spelling of :data:`_NAME_KEYS` / :data:`_ARGS_KEYS`; OpenAI's
+    wrappers are unwrapped. With no arguments key the other keys are the arguments
+    (``flat_arguments``); ``{"name": ...}`` alone is data unless ``name_alone``. A non-object
+    argument value is kept as its text with :data:`NOT_OBJECT` (:func:`written_value`)."""
     if isinstance(value, list):
         each = [
             call_objects(e, name_alone=name_alone) if isinstance(e, dict) else None for e in value

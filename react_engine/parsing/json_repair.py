@@ -72,11 +72,8 @@ def repair_json(
 def decode_prefix(
     text: str, pos: int = 0, *, allow_truncated: bool = True
 ) -> tuple[Any, int, tuple[str, ...]]:
-    """Decode the JSON value that starts at ``pos``; return it, where it ends, and repairs.
-
-    Text after the value is left alone (no ``extra_data``). Used by the ReAct parser to
-    find a JSON blob inside a reply. ``allow_truncated`` as for :func:`repair_json`.
-    """
+    """Decode the JSON value that starts at ``pos``; return it, where it ends, and repairs
+    (text after it is left alone)."""
     try:
         value, end, conflicted = decode(text, pos)
     except (ValueError, RecursionError):
@@ -169,9 +166,8 @@ def _trailing(s: str, pos: int, hi: int, repairs: Repairs) -> None:
 
 
 def _another_value(s: str, pos: int, hi: int) -> bool:
-    """Whether the text after a complete value (at ``pos``) may be part of what the model
-    meant as the value: right after it on the same line, or holding a quote or bracket
-    there, or another value after closers and commas (``{...}, {...}``)."""
+    """Whether the text after a complete value may be part of it: on the same line right
+    after it, a quote or bracket on that line, or another value after closers and commas."""
     if pos > 0 and s[pos - 1] not in " \t\r\n":
         return True
     eol = s.find("\n", pos, hi)

@@ -159,11 +159,9 @@ and a hostile reply has a great many (the tolerant passes scan them in C)."""
 
 
 def plain_labels(text: str, stop_words: Sequence[str] | None) -> list[Label] | None:
-    """The labels of ``text.rstrip()``, in one cheap pass, when the reply is plain: no ``<``,
-    no stop word, and each line starts with ``Thought:``, ``Action:``, ``Action Input:`` or
-    ``Final Answer:`` spelled exactly, or cannot start a label or an Observation, no fence
-    before a label. Then they are :func:`scan_labels`' (``tests/parsing/test_parse_plain.py``);
-    the caller checks for a partial stop. None otherwise."""
+    """The labels of ``text.rstrip()`` in one cheap pass when the reply is plain (no ``<``, no
+    stop word, canonical labels at line starts, no fence before a label): then they are
+    :func:`scan_labels`'. None otherwise."""
     if "<" in text or text.count("\n") >= _PLAIN_MAX_LINES:
         return None  # a long reply pays one pass, not two
     for word in stop_words or ():

@@ -79,10 +79,9 @@ def placement(
     skip: Sequence[tuple[int, int]] = (),
     closers: Collection[tuple[str, str]] = (),
 ) -> list[NotAction | None]:
-    """For each of the calls at ``spans`` (in order, not overlapping), why it is not the
-    model's action, or ``None`` where it is. ``skip``: regions (think blocks, fences, in
-    order) whose text is neither a label nor prose around a call. ``closers``: opening
-    tags and the closing tag a call that opens with one must have (the formats' own)."""
+    """For each call at ``spans`` (in order), why it is not the model's action, or ``None``.
+    ``skip``: regions (think blocks, fences) that are neither labels nor prose around a call;
+    ``closers``: each opening tag and the closing tag it needs."""
     if not spans:
         return []
     regions = _Regions(skip)

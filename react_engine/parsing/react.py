@@ -196,10 +196,9 @@ def _parse(
 
 
 def _plain_step(kept: str, labels: list[Label]) -> ParsedStep | None:
-    """The step of a plain reply of the usual shape (``Thought:``, then ``Final Answer:`` or
-    ``Action:`` and an optional ``Action Input:``), read directly; None for anything more
-    (an inline label or blob in the thought, a finish or no-op tool, a second call, an empty
-    answer), which :func:`_read` and :func:`_choose` then read, to the same result."""
+    """A plain reply (``Thought:``, then ``Final Answer:`` or ``Action:`` and an optional
+    ``Action Input:``) read directly; None for anything more, which the full passes read to
+    the same result."""
     kinds = tuple(label.kind for label in labels)
     if not 2 <= len(kinds) <= 3 or kinds[0] != P.THOUGHT or labels[0].start != 0:
         return None
@@ -304,10 +303,9 @@ def _orphan(r: _Reading, sec: Section) -> None:
 
 
 def _attach_input(r: _Reading, action: Item, sec: Section) -> None:
-    """Give an Action its input; a second Action Input is a second call. Input written with
-    the Action (``tool(...)``, ``tool {...}``) then an Action Input are one call: after an
-    empty one the Action Input is the input, the same arguments twice are one, different
-    ones are ambiguous and never run (``NoticeCode.AMBIGUOUS_INPUT``)."""
+    """Give an Action its input; a second Action Input is a second call, except after input
+    written with the Action: after an empty one it is the input, the same one is dropped, a
+    different one is ambiguous and never runs."""
     if not action.has_input:
         _fill(action, sec.content, [])
         return
@@ -424,9 +422,8 @@ def _named(item: Item, name: str, missing: _Problem) -> tuple[list[Item], _Probl
 
 
 def _find_blobs(sections: list[Section], r: _Reading) -> None:
-    """Tool-call blobs in the thoughts and unlabeled text of a reply with no Action label:
-    all those of the first section holding one, in order; the text before them is the
-    thought, the text after them is ignored."""
+    """Tool-call blobs in a reply with no Action label: those of the first section holding
+    any; the text before them is the thought, the text after is ignored."""
     for sec in sections:
         if sec.kind not in (P.THOUGHT, PREAMBLE):
             continue
@@ -542,9 +539,8 @@ def _pending(item: Item) -> PendingCall:
 
 
 def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:
-    """Whether ``raw`` is JSON text that decodes, as it stands, to the object ``args``
-    (``PendingCall.exact``). ``dumped``: ``(args, raw)`` when ``raw`` is ``json.dumps(args)``,
-    which decodes back to an equal object unless it holds a NaN (never equal to itself)."""
+    """Whether ``raw`` is JSON that decodes as it stands to the object ``args``. ``dumped``:
+    ``(args, raw)`` when ``raw`` is ``json.dumps(args)`` (equal on decoding unless a NaN)."""
     if dumped is not None and dumped[0] is args and dumped[1] is raw and "NaN" not in raw:
         return isinstance(args, dict)
     if not isinstance(args, dict) or raw[:1] != "{":

@@ -261,9 +261,8 @@ def lossy_repairs(codes: Iterable[str]) -> list[str]:
 
 
 def refusal(lossy: Iterable[str]) -> Notice:
-    """Why a call read with the ``lossy`` repairs was not run, as a clause for the model
-    (:attr:`NoticeCode.LOSSY <react_engine.wording.NoticeCode.LOSSY>`: each
-    reason in English and in Chinese, :data:`WHAT_ZH`)."""
+    """Why a call read with the ``lossy`` repairs was not run, a clause for the model in
+    English and Chinese."""
     reasons: list[tuple[str, str]] = []
     for code in lossy:
         entry = _entry(code)

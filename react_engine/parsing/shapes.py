@@ -160,13 +160,9 @@ _READERS: Final[tuple[Callable[[str, int], tuple[str, str] | None], ...]] = (
 
 
 def resolve_tools(step: ParsedStep, tools: Sequence[str]) -> None:
-    """Give each action whose name no offered tool has the one offered tool it names.
-
-    ``name<|channel|>commentary`` names ``name`` when the junk after it names no other
-    offered tool; ``QueryEngineTool`` names ``query_engine_tool`` when exactly one offered
-    tool is spelled so (case, ``_``, ``-`` aside). Otherwise the name stays as written:
-    no such tool, so the call is refused and the model told.
-    """
+    """Give each action whose name no offered tool has the one offered tool it names
+    (``name<|channel|>...``, ``QueryEngineTool`` for ``query_engine_tool``); otherwise the name
+    stays as written and the call is refused."""
     offered: dict[str, list[str]] = {}
     for name in tools:
         offered.setdefault(P.normalise_word(name), []).append(name)
