@@ -165,8 +165,8 @@ def _prose(
     line_start = lead.rfind("\n") + 1
     if lead[line_start:].lstrip(" \t").startswith(">"):
         return "quoted"
-    near = _last_line(lead) + "\n" + FOLLOW_UP.sub("", _first_line(tail))
-    return "described" if CUES.search(near) else None
+    near = _nearest_line(lead.split("\n")[::-1]), _nearest_line(tail.split("\n"))
+    return "described" if CUES.search(near[0] + "\n" + FOLLOW_UP.sub("", near[1])) else None
 
 
 def _blank(text: str, start: int, end: int, skip: _Regions) -> str:
@@ -178,26 +178,9 @@ def _blank(text: str, start: int, end: int, skip: _Regions) -> str:
     return piece
 
 
-def _last_line(lead: str) -> str:
-    """The line the calls start on (its text before them) and, where that is blank, the
-    last line with text before it."""
-    lines = lead.split("\n")
-    current = lines[-1]
-    if current.strip() or len(lines) == 1:
-        return current
-    for line in reversed(lines[:-1]):
-        if line.strip():
-            return line
-    return ""
-
-
-def _first_line(tail: str) -> str:
-    """The rest of the line the calls end on and, where that is blank, the next line with
-    text."""
-    lines = tail.split("\n")
+def _nearest_line(lines: list[str]) -> str:
+    """``lines[0]`` and, where that is blank, the next line with text (the lines nearest the
+    calls, going away from them)."""
     if lines[0].strip() or len(lines) == 1:
         return lines[0]
-    for line in lines[1:]:
-        if line.strip():
-            return line
-    return ""
+    return next((line for line in lines[1:] if line.strip()), "")
