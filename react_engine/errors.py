@@ -53,9 +53,6 @@ class ReactEngineError(Exception):
     """Root of every error raised by react-engine."""
 
 
-# --- the caller's mistakes -------------------------------------------------------------
-
-
 class UserError(ReactEngineError):
     """A mistake in how react-engine is called or configured."""
 
@@ -114,9 +111,6 @@ class RunExistsError(UserError, ValueError):
         self.run_id = run_id
 
 
-# --- the model's misbehaviour -----------------------------------------------------------
-
-
 class ModelBehaviorError(ReactEngineError):
     """The model answered, but the answer could not be used."""
 
@@ -158,9 +152,6 @@ class JSONRepairError(ModelBehaviorError, ValueError):
         self.pos = pos
 
 
-# --- the API ---------------------------------------------------------------------------
-
-
 class ModelAPIError(ReactEngineError):
     """The chat completion API failed.
 
@@ -200,9 +191,6 @@ class ModelUnavailableError(ModelAPIError):
     """Rate limits, 5xx, timeouts or connection errors that outlived the retry budget."""
 
 
-# --- tool servers ----------------------------------------------------------------------
-
-
 class MCPServerError(ReactEngineError):
     """An MCP server that could not be started, reached or listed, or a connection used after
     it was closed. ``server`` names it (its command or URL)."""
@@ -222,9 +210,6 @@ class MCPToolError(ReactEngineError):
         self.server = server
 
 
-# --- stores ----------------------------------------------------------------------------
-
-
 class StoreError(ReactEngineError):
     """A store could not be read or written (a corrupt or read-only file, a lost connection,
     an unknown run). ``location`` names the store; ``result`` is the run so far when a run's
@@ -236,9 +221,6 @@ class StoreError(ReactEngineError):
         super().__init__(message)
         self.location = location
         self.result = result
-
-
-# --- runs that stop early -----------------------------------------------------------------
 
 
 class RunAborted(ReactEngineError):

@@ -28,8 +28,7 @@ else:
 
     OutputT = TypeVar("OutputT")
 
-"""The type of a run's final answer (``Agent(output_type=...)``): ``RunResult[Person]``,
-``Agent[Person]``. A bare ``RunResult`` or ``Agent`` annotation means ``Any``, as before."""
+"""The type of a run's final answer (``RunResult[Person]``); bare, it means ``Any``."""
 
 AS_EVENTS: Mapping[str, str] = {"json": "events"}
 """The metadata of a ``notices`` field: serialised (traces, stores) as the list of their
@@ -105,8 +104,7 @@ class ModelSettings:
     extra_body: Mapping[str, Any] | None = None
     """Provider-specific fields sent as they are (e.g. ``{"enable_thinking": False}``)."""
     top_p: float | None = None
-    """Nucleus sampling; like ``temperature``, not sent to a model that takes no sampling
-    parameters (``Capabilities.sampling`` false)."""
+    """Nucleus sampling; not sent to a model without sampling (``Capabilities.sampling``)."""
 
     def __post_init__(self) -> None:
         # Said here, not by the server after a paid request (every way of making settings,
@@ -281,8 +279,7 @@ class PendingCall:
     arguments: dict[str, Any] | str
     """Decoded arguments: a JSON object, or the plain text the model wrote."""
     raw_arguments: str
-    """The arguments as the model wrote them (for a call salvaged with decoded arguments,
-    their JSON text)."""
+    """The arguments as the model wrote them (or, salvaged decoded, their JSON text)."""
     error: Notice | None = None
     """Why the call must not run although it was read: it becomes an error observation."""
     salvaged: bool = False
@@ -321,8 +318,7 @@ class PendingCall:
         )
 
     thought: str | None = None
-    """A thought written beside the call in its own JSON object
-    (``{"thought": ..., "action": ...}``)."""
+    """A thought written beside the call in its JSON object (``{"thought": ...}``)."""
 
 
 @dataclass(slots=True)
@@ -331,8 +327,7 @@ class ParsedStep:
 
     thought: str | None = None
     actions: list[PendingCall] = field(default_factory=list)
-    """The actions, read: each a :class:`PendingCall` (``id`` ``None``; ``raw_arguments``
-    the input as the model wrote it, after cutting)."""
+    """The actions read (``id`` ``None``, ``raw_arguments`` the input as written)."""
     final_answer: str | None = None
     repairs: list[str] = field(default_factory=list)
     """Codes of the tolerances applied, e.g. ``"fullwidth_colon"``, ``"cut_observation"``."""
@@ -384,8 +379,7 @@ class ActionRecord:
     lossy: list[str] = field(default_factory=list)
     """Those of ``repairs`` that guessed a value: a call with any is never run."""
     exact: bool = False
-    """Whether :attr:`raw_arguments` is the exact JSON text of :attr:`arguments` (sent back
-    as it is)."""
+    """Whether :attr:`raw_arguments` is the exact JSON text of :attr:`arguments`."""
 
     @property
     def observation_code(self) -> NoticeCode | None:
@@ -417,11 +411,9 @@ class Step:
     text: str | None = None
     """The assistant's reply as kept in the transcript (content for function calling)."""
     thought: str | None = None
-    """The visible reasoning: the Thought, the text beside native calls, a ``<think>``
-    block written in the reply."""
+    """The visible reasoning: the Thought, text beside native calls, a ``<think>`` block."""
     reasoning: str | None = None
-    """The server's separate reasoning (``reasoning_content``), verbatim: kept apart from
-    the thought so it can be sent back as it came, where the provider wants it."""
+    """The server's separate reasoning (``reasoning_content``), verbatim, to send back."""
     actions: list[ActionRecord] = field(default_factory=list)
     final_answer: str | None = None
     repairs: list[str] = field(default_factory=list)
@@ -451,8 +443,7 @@ HistoryItem: TypeAlias = UserTurn | Step
 
 @dataclass(slots=True, repr=False)
 class RunResult(Generic[OutputT]):
-    """Everything a run produced. ``RunResult[Person]`` is a run whose ``output_type`` is
-    ``Person`` (``Agent(output_type=Person).run(...)``); without one, ``RunResult[str]``."""
+    """Everything a run produced; ``RunResult[Person]`` for ``output_type=Person``."""
 
     question: str
     answer: str | None
@@ -474,12 +465,10 @@ class RunResult(Generic[OutputT]):
     run_id: str | None = None
     """The run's id in the agent's store (``Agent(store=...)``), for ``agent.resume``."""
     pending: list[ActionRecord] = field(default_factory=list)
-    """Calls waiting for an approval (``stop_reason="awaiting_approval"``): answer them
-    with ``agent.resume(run_id, approvals={call.id: True or False})``."""
+    """Calls waiting for an approval: ``agent.resume(run_id, approvals={call.id: bool})``."""
 
     def __repr__(self) -> str:
-        """One line: the answer (cut at 60 characters), stop reason, error, protocol, steps
-        and tokens."""
+        """One line: answer (cut at 60 characters), stop reason, error, protocol, steps, tokens."""
         u = self.usage
         error = "" if self.error is None else f", error={_cut(self.error)!r}"
         return (
@@ -521,8 +510,7 @@ class RunResult(Generic[OutputT]):
         return records
 
     def to_jsonl(self) -> str:
-        """The trace as JSON Lines. Line separators that some readers split on (U+2028,
-        U+2029, U+0085) are escaped, so one record stays one line everywhere."""
+        """The trace as JSON Lines (U+2028, U+2029 and U+0085 escaped: one record, one line)."""
         lines = (json.dumps(r, ensure_ascii=False) for r in self.trace())
         return "".join(escape_separators(line) + "\n" for line in lines)
 

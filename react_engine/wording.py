@@ -364,8 +364,7 @@ WORDING: Final[dict[NoticeCode, tuple[str, ...]]] = {
         "cut there and the stream closed",
     ),
 }
-"""Every notice in the languages of :data:`LANGUAGES`, in that order (English alone for
-what only the programmer reads)."""
+"""Every notice in the languages of :data:`LANGUAGES` (English alone for the programmer's)."""
 
 Value: TypeAlias = str | tuple[str, str]
 """A notice's value: a text as written, or its wording in each of :data:`LANGUAGES`."""
@@ -373,11 +372,9 @@ Value: TypeAlias = str | tuple[str, str]
 
 @dataclass(frozen=True, slots=True, init=False)
 class Notice:
-    """What the engine tells the model: a code and the values it is worded with, worded
-    by :meth:`text` in the language asked for. A value is a text kept as written (a tool's
-    name, an exception's message), or a tuple of its wordings in :data:`LANGUAGES` (the
-    reasons of :attr:`NoticeCode.LOSSY`). In JSON (traces, stores) it is
-    ``{"code": ..., "values": {...}}`` (:meth:`load` reads it back)."""
+    """What the engine tells the model: a code and its values, worded by :meth:`text`. A
+    value is a text kept as written, or a tuple of its wordings in :data:`LANGUAGES`. In
+    JSON it is ``{"code": ..., "values": {...}}`` (:meth:`load` reads it back)."""
 
     code: NoticeCode
     values: dict[str, Value]

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import JSONRepairError, ReactEngineError
-from ..types import PendingCall, to_jsonable
+from ..types import PendingCall
 from ..wording import Notice
 from . import patterns as P
-from .common import NOT_OBJECT, call_objects, unfence, written_value
+from .common import JSON, NOT_OBJECT, call_objects, json_text, unfence, written_value
 from .duplicates import decode
 from .json_repair import decode_prefix, repair_json
 from .labels import MAX_LABELS
@@ -40,25 +40,11 @@ FINISH_NAMES: Final = frozenset(
 )
 
 BLOB_CHARS: Final = "{[<`~"
-"""A tool-call blob candidate in prose needs one of these: a bracket (``{``/``[``, also
-``[TOOL_CALLS]``), a tag (``<tool_call>``, ``<|python_tag|>``, ``<function=``) or a fence."""
+"""A tool-call blob candidate in prose needs one of these (a bracket, a tag, a fence)."""
 _MAX_BLOB_CANDIDATES: Final = 16
 
 MAX_KWARGS: Final = 256
 """``key=value`` pairs read in ``tool(...)``; with more, the input stays text."""
-
-
-_JSON: Final = json.JSONEncoder(ensure_ascii=False)
-"""``json.dumps(..., ensure_ascii=False)``, its encoder made once."""
-
-
-def _dumps(value: Any) -> str:
-    """``value`` as JSON text; one nested too deep for ``json.dumps`` (JSON decodes deeper
-    than it encodes) is encoded cut at a safe depth."""
-    try:
-        return _JSON.encode(value)
-    except (RecursionError, ValueError):
-        return _JSON.encode(to_jsonable(value))
 
 
 def is_finish(tool: str) -> bool:
@@ -72,8 +58,8 @@ def answer_text(value: Any) -> str:
         return value.strip()
     if isinstance(value, dict) and len(value) == 1:  # {"answer": ...}
         (value,) = value.values()
-        return value.strip() if isinstance(value, str) else _dumps(value)
-    return _dumps(value) if value else ""
+        return value.strip() if isinstance(value, str) else json_text(value)
+    return json_text(value) if value else ""
 
 
 @dataclass(slots=True)
@@ -94,8 +80,7 @@ class Item:
 
 
 class BrokenChain(ReactEngineError):
-    """A call chained with ``;`` that cannot be read (``pos``: where, in the reply); never
-    leaves :func:`~react_engine.parsing.parse_react`, which raises ``ReActParseError``."""
+    """A call chained with ``;`` that cannot be read, at ``pos`` (never leaves the parser)."""
 
     def __init__(self, pos: int) -> None:
         super().__init__(pos)
@@ -195,7 +180,7 @@ def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
         return decoded
     if isinstance(value, dict):  # the usual case: no text needed, no code
         return value
-    return _as_args(value, _dumps(value), codes)
+    return _as_args(value, json_text(value), codes)
 
 
 def call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:
@@ -298,7 +283,7 @@ def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: st
             item.raw_input = args
         else:
             try:
-                item.raw_input = _JSON.encode(args)  # json.dumps(args, ensure_ascii=False)
+                item.raw_input = JSON.encode(args)
                 item.dumped = (args, item.raw_input)
             except (RecursionError, ValueError):  # nested too deep for json.dumps
                 item.raw_input = blob

@@ -14,6 +14,7 @@ from . import patterns as P
 from .fences import fence_body
 
 __all__ = [
+    "JSON",
     "NOT_OBJECT",
     "ThinkBlock",
     "call_objects",
@@ -29,19 +30,16 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ThinkBlock:
-    """One think block: ``text[start:end]`` in all, ``text[content_start:content_end]``
-    inside its tags."""
+    """One think block: ``text[start:end]``, its content ``text[content_start:content_end]``."""
 
     start: int
     content_start: int
     content_end: int
     end: int
     opened: bool
-    """Whether its opening tag is in the text (not when a stray closing tag ends a block
-    begun in the prompt, as Qwen3's template does: the block then starts at 0)."""
+    """Whether its opening tag is in the text (not when begun in the prompt, as Qwen3's)."""
     closed: bool
-    """Whether its closing tag is in the text (not in a reply cut while thinking: the
-    block then runs to the end)."""
+    """Whether its closing tag is in the text (else the block runs to the end)."""
 
 
 def think_blocks(text: str) -> Iterator[ThinkBlock]:
@@ -110,13 +108,17 @@ def _call(tool: str, arguments: Any, given: str | None, thought: str | None) -> 
     return PendingCall(None, tool, text, text, repairs=[*repairs, NOT_OBJECT], thought=thought)
 
 
+JSON: Final = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(..., ensure_ascii=False)``, its encoder made once."""
+
+
 def json_text(value: Any) -> str:
     """``value`` as JSON text; one nested too deep for ``json.dumps`` (JSON decodes deeper
     than it encodes) as an encoding cut at a safe depth."""
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return JSON.encode(value)
     except (RecursionError, ValueError):
-        return json.dumps(to_jsonable(value), ensure_ascii=False)
+        return JSON.encode(to_jsonable(value))
 
 
 def written_value(call: PendingCall) -> Any:

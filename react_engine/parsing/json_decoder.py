@@ -28,8 +28,7 @@ MAX_DEPTH: Final = 500
 """Deepest nesting the tolerant decoder accepts (``json.loads`` stops near 1000)."""
 
 MAX_REPAIR_CHARS: Final = 100_000
-"""Longest text the tolerant decoder takes on (valid JSON of any size takes the fast
-path). A model's broken JSON is never this long; the bound keeps hostile input cheap."""
+"""Longest broken JSON the tolerant decoder takes on (valid JSON of any size is fine)."""
 
 
 class Repairs:

@@ -87,9 +87,6 @@ def decode_prefix(
     return value, end, repairs.codes()
 
 
-# --- the whole text ----------------------------------------------------------------------
-
-
 def _repair(text: str, repairs: Repairs) -> Any:
     s = text
     lo, hi = 0, len(s)

@@ -97,8 +97,7 @@ def _label_codes(groups: tuple[str, ...], word_codes: tuple[str, ...]) -> tuple[
 
 
 def _closed_fences(body: str) -> list[tuple[int, int]]:
-    """(opening line start, closing line start) of each closed fence pair (the first
-    ``MAX_FENCES`` fence lines only: past that, fences hide nothing)."""
+    """(opening line start, closing line start) of each closed fence pair (``MAX_FENCES``)."""
     spans: list[tuple[int, int]] = []
     opened = -1
     for m in islice(P.FENCE_LINE.finditer(body), MAX_FENCES):
@@ -154,8 +153,7 @@ _PLAIN_LABELS: Final = (
 )
 _PLAIN_STARTS: Final = ("Action", "Thought:", "Final Answer:")
 _PLAIN_MAX_LINES: Final = 200
-"""Replies with this many lines or more skip the plain pass: it reads each line in Python,
-and a hostile reply has a great many (the tolerant passes scan them in C)."""
+"""Replies with this many lines skip the plain pass (a Python loop per line)."""
 
 
 def plain_labels(text: str, stop_words: Sequence[str] | None) -> list[Label] | None:

@@ -71,8 +71,7 @@ def rewrite(text: str) -> tuple[str, str, int] | None:
 
 
 def marked(text: str) -> bool:
-    """Whether ``text`` holds the mark of a shape (a JSON action's key, an action tag, a
-    DeepSeek token): unread, such a reply is never plain prose (it would be an answer)."""
+    """Whether ``text`` holds the mark of a shape: unread, such a reply is no plain answer."""
     return _MARKER.search(text) is not None
 
 
