@@ -15,7 +15,7 @@ from ..types import PendingCall
 from ..wording import Notice
 from . import patterns as P
 from .common import JSON, NOT_OBJECT, call_objects, json_text, unfence, written_value
-from .duplicates import decode
+from .duplicates import CHECKED, KeyWrittenTwice
 from .json_repair import decode_prefix, repair_json
 from .labels import MAX_LABELS
 from .patterns import run_end
@@ -106,8 +106,10 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
         text = text[1:-1].strip()
     if text[:1] in ("{", "["):
         try:
-            value, _, twice = decode(text)
-            codes.extend(["json:duplicate_key"] if twice else [])
+            value = CHECKED.decode(text)
+        except KeyWrittenTwice:
+            value = json.loads(text)
+            codes.append("json:duplicate_key")
         except (ValueError, RecursionError):
             try:
                 # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
@@ -131,11 +133,12 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
         try:
-            value, _, twice = decode(unquoted)
+            value, twice = CHECKED.decode(unquoted), []
+        except KeyWrittenTwice:
+            value, twice = json.loads(unquoted), ["json:duplicate_key"]
         except (ValueError, RecursionError):
             return unquoted, codes
-        dup = ["json:duplicate_key"] if twice else []
-        return value, [*codes, "json_string_arguments", *dup]  # "{..." is an object
+        return value, [*codes, "json_string_arguments", *twice]  # "{..." is an object
     return unquoted, codes
 
 
