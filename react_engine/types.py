@@ -35,9 +35,6 @@ AS_EVENTS: Mapping[str, str] = {"json": "events"}
 messages under ``"events"``, the form the records had when notices were plain strings."""
 
 
-# --- messages ----------------------------------------------------------------------------
-
-
 @dataclass(slots=True, frozen=True)
 class ToolCall:
     """A tool call on the wire (arguments as JSON text), in a reply (the id may be missing,
@@ -82,9 +79,6 @@ Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessag
 
 ToolChoice: TypeAlias = str
 """``"auto"``, ``"required"``, ``"none"``, or the name of one tool."""
-
-
-# --- the model seam -----------------------------------------------------------------------
 
 
 @dataclass(slots=True, frozen=True)
@@ -264,9 +258,6 @@ class ModelDelta:
         )
 
 
-# --- a call, read ---------------------------------------------------------------------------
-
-
 @dataclass(slots=True)
 class PendingCall:
     """A call read from a reply, before it runs: what every reader produces (native calls,
@@ -334,8 +325,6 @@ class ParsedStep:
     text: str = ""
     """The reply as kept in the transcript: invented observations and what follows cut."""
 
-
-# --- steps, the trace and results ---------------------------------------------------------------
 
 ActionStatus: TypeAlias = Literal[
     "ok", "error", "unknown_tool", "invalid_arguments", "timeout", "denied", "skipped"

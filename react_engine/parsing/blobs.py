@@ -1,6 +1,5 @@
 """What an action is given: an Action Input read as JSON or text, ``key=value`` pairs, and
-tool-call blobs (JSON, fenced or not, and Hermes/Qwen, Mistral or Llama markup, read whole,
-several chained with ``;``), each call an :class:`Item`."""
+tool-call blobs (JSON or native markup, several chained with ``;``), each call an :class:`Item`."""
 
 from __future__ import annotations
 
@@ -112,8 +111,7 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
             codes.append("json:duplicate_key")
         except (ValueError, RecursionError):
             try:
-                # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
-                # that would run the tool on a value the model never finished writing
+                # sloppy JSON is repaired; cut-off JSON is not closed (it would invent)
                 result = repair_json(text, allow_truncated=False)
             except JSONRepairError:
                 return text, [*codes, "action_input_not_json"]

@@ -25,9 +25,6 @@ __all__ = [
 ]
 
 
-# --- think blocks ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class ThinkBlock:
     """One think block: ``text[start:end]``, its content ``text[content_start:content_end]``."""
@@ -62,9 +59,6 @@ def think_blocks(text: str) -> Iterator[ThinkBlock]:
         yield ThinkBlock(opening, content_start, len(text), len(text), True, False)
 
 
-# --- code fences ------------------------------------------------------------------------------
-
-
 def unfence(text: str) -> tuple[str, str] | None:
     """The content of the code fence ``text`` starts with and the text after its closing fence
     (``""`` when never closed); ``None`` when ``text`` does not start with a fence."""
@@ -74,8 +68,6 @@ def unfence(text: str) -> tuple[str, str] | None:
     start, close, tail = fence_body(text, fence, len(text))
     return text[start:close], text[tail:]
 
-
-# --- call objects -----------------------------------------------------------------------------
 
 _NAME_KEYS: Final = ("action", "toolname", "tool", "name", "function", "functionname", "actionname")
 _ARGS_WORDS: Final = (

@@ -1,6 +1,5 @@
 """Cutting a text ReAct reply where the model started inventing, as a server's ``stop``
-would: at the first Observation label at the start of a line or a caller's stop word, then
-chat-template special tokens and a last line that only begins a stop (``\\nObserv``)."""
+would (an Observation label, a stop word, special tokens, a partial stop at the end)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The labels of a text ReAct reply (``Thought:``, ``**Action 1:**``, ``最终答案：``...) found
-at the start of lines, outside closed code fences, and the reply split into sections at the
-ones that count where they stand; and the one cheap pass that reads a plain reply's labels."""
+"""The labels of a text ReAct reply found at line starts outside closed fences, the reply
+split into sections at them, and the one cheap pass that reads a plain reply's labels."""
 
 from __future__ import annotations
 

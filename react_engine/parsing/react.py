@@ -1,12 +1,8 @@
-"""The tolerant parser of text ReAct replies: :func:`parse_react` reads one reply written in
-the Thought / Action / Action Input / Final Answer format, or one of its dialects, into a
-:class:`~react_engine.types.ParsedStep`, with one repair code per tolerance applied.
+"""The tolerant parser of text ReAct replies: :func:`parse_react` reads one reply (Thought /
+Action / Action Input / Final Answer, or a dialect) into a :class:`~react_engine.types.ParsedStep`.
 
-The reply is cut (:mod:`.cut`), its labels found (:mod:`.labels`), each section read (an
-action's input and tool-call blobs: :mod:`.blobs`) and the step chosen here. A plain reply
-(canonical labels, nothing to cut) takes a shortcut read straight from its labels, with
-the same result. What each code means is :mod:`.repairs`' table (docs/reliability.md).
-"""
+The reply is cut (:mod:`.cut`), its labels found (:mod:`.labels`), each section read
+(:mod:`.blobs`) and the step chosen here; a plain reply takes a shortcut to the same result."""
 
 from __future__ import annotations
 
