@@ -67,7 +67,7 @@ class ToolDefinitionError(UserError):
 
 class TemplateError(UserError, ValueError):
     """A prompt template with a missing, unknown or malformed placeholder, or of another
-    protocol's kind (a ``ValueError`` too, as a wrong template was one before)."""
+    protocol's kind."""
 
     def __init__(self, message: str, *, template: str | None = None) -> None:
         super().__init__(message)
@@ -153,12 +153,9 @@ class JSONRepairError(ModelBehaviorError, ValueError):
 
 
 class ModelAPIError(ReactEngineError):
-    """The chat completion API failed.
-
-    ``status_code`` is the HTTP status when there was one; ``body`` the server's error text
-    (never the request, so never the API key); ``attempts`` how many requests were made;
-    ``retry_after`` the server's ``Retry-After`` in seconds; ``result`` the run so far.
-    """
+    """The chat completion API failed. ``body`` is the server's error text (never the
+    request, so never the API key); ``retry_after`` its ``Retry-After`` in seconds;
+    ``attempts`` the requests made; ``result`` the run so far."""
 
     def __init__(
         self,

@@ -15,8 +15,7 @@ from .wording import Notice, NoticeCode
 __all__ = ["MAX_ARGUMENT_DEPTH", "MAX_TRACE_DEPTH", "TOO_DEEP", "exceeds_depth", "too_deep"]
 
 MAX_ARGUMENT_DEPTH: Final = 100
-"""Deepest nesting of objects and arrays accepted in a tool call's arguments (the
-arguments object itself is level 1). Deeper arguments never reach the tool."""
+"""Deepest nesting accepted in a tool call's arguments (the object itself is level 1)."""
 
 MAX_TRACE_DEPTH: Final = 200
 """Deepest nesting a trace record keeps; anything deeper is replaced by :data:`CUT`."""
@@ -58,5 +57,4 @@ def exceeds_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
 
 
 too_deep = exceeds_depth
-"""Whether tool-call arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH` (the one walker
-under the name its callers read: not a wrapper, so the depth check is a single call)."""
+"""Whether tool-call arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH` (an alias)."""

@@ -12,8 +12,7 @@ __all__ = ["state_dir"]
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
-    """react-engine's state directory, read from ``env`` (default: ``os.environ``) when
-    asked; it may not exist yet (whoever writes there first makes it)."""
+    """react-engine's state directory, from ``env`` (``os.environ``); it may not exist yet."""
     state = (os.environ if env is None else env).get("XDG_STATE_HOME", "").strip()
     base = Path(state).expanduser() if state else Path.home() / ".local" / "state"
     return base / "react-engine"

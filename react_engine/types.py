@@ -31,8 +31,7 @@ else:
 """The type of a run's final answer (``RunResult[Person]``); bare, it means ``Any``."""
 
 AS_EVENTS: Mapping[str, str] = {"json": "events"}
-"""The metadata of a ``notices`` field: serialised (traces, stores) as the list of their
-messages under ``"events"``, the form the records had when notices were plain strings."""
+"""A ``notices`` field's metadata: serialised as their messages under ``"events"``."""
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,6 +1,5 @@
-"""What the ReAct parser (:mod:`.react`) and the salvage of written calls (:mod:`.salvage`)
-both read, read one way: think blocks (:func:`think_blocks`), code fences
-(:func:`unfence`), and call objects (:func:`call_objects`)."""
+"""What the ReAct parser and the salvage both read, read one way: think blocks, code fences
+and call objects."""
 
 from __future__ import annotations
 

@@ -44,12 +44,10 @@ def repair_json(
     """Decode ``text`` as JSON, repairing what models typically get wrong.
 
     Raises :class:`~react_engine.errors.JSONRepairError` (with the offset where decoding
-    gave up) when no repair yields the value the model meant; never returns a stand-in
-    such as ``{}``. ``allow_truncated=False``: text that ends inside a value
-    (``{"path": "/tmp/imp``) is an error instead of being closed, since closing it would
-    invent a value. ``close_brackets=True`` still closes brackets open at the end right
-    after a complete value (not a number, a comma, a key or an opening bracket), their one
-    completion, for text the caller knows was not cut by a length limit.
+    gave up) when no repair yields the value the model meant; never returns a stand-in such
+    as ``{}``. ``allow_truncated=False``: text that ends inside a value is an error instead
+    of being closed (closing it would invent a value); ``close_brackets=True`` still closes
+    brackets open right after a complete value, for text known not to be cut off.
     """
     try:
         value, _, conflicted = decode(text)

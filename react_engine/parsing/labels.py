@@ -51,9 +51,8 @@ class Section:
 
 
 def content_start(m: re.Match[str], text: str, colon: str, pre: str, em: str) -> int | None:
-    """Where the content of the label candidate ``m`` starts, or None when it is no label:
-    without a colon, a label is a Markdown heading or bold alone on its line (``### Action``,
-    ``**Final Answer**``)."""
+    """Where the content of the label candidate ``m`` starts, or None when it is no label
+    (without a colon, only a Markdown heading or bold alone on its line is one)."""
     if colon:
         return m.end()
     if "#" not in pre and not em:

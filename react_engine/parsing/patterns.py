@@ -91,8 +91,7 @@ LABEL_WORDS: Final[dict[str, tuple[str, int]]] = {
 
 
 def _alternation(words: list[str]) -> str:
-    # Longest first, so "Action Input" wins over "Action" and "思考过程" over "思考".
-    # "Action Input" and its kin may carry the action's number inside: "Action 1 Input".
+    # Longest first ("Action Input" before "Action"); "Action 1 Input" carries a number.
     parts = sorted({w for w in words}, key=len, reverse=True)
     return "|".join(
         re.escape(w).replace(

@@ -524,14 +524,11 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
 
 
 def _pending(item: Item) -> PendingCall:
-    """The call of an action, with its reading's repairs (``json:duplicate_key`` among them
-    when its arguments give a key two values, however they were decoded)."""
-    codes = list(dict.fromkeys(item.codes))
-    args, raw = item.args, item.raw_input
+    """The call of an action, with its reading's repairs."""
+    args, raw, codes = item.args, item.raw_input, list(dict.fromkeys(item.codes))
     exact = _exact(args, raw, item.dumped)
-    return PendingCall(
-        None, item.tool or "", args, raw, error=item.error, repairs=codes, exact=exact
-    )
+    tool = item.tool or ""
+    return PendingCall(None, tool, args, raw, error=item.error, repairs=codes, exact=exact)
 
 
 def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:

@@ -212,8 +212,7 @@ REPAIRS: Final[dict[str, Repair]] = _table(
     ("policy", "answer_labels", OK, "ReAct labels taken off a final answer"),
     ("policy", "unlabeled_answer", OK, "a plain reply, after a reminder, taken as the answer"),
 )
-"""Every repair code any reader reports, with its class (``salvaged:FORMAT``, one per
-native format, is added by :func:`~react_engine.parsing.salvage.register_format`)."""
+"""Every repair code any reader reports (``register_format`` adds ``salvaged:FORMAT``)."""
 
 
 WHAT_ZH: Final[Mapping[str, str]] = {
@@ -241,8 +240,7 @@ WHAT_ZH: Final[Mapping[str, str]] = {
     "duplicate_key": "同一个对象里一个键写了两次，值不同（哪一个才是想要的是猜测）",
     "cut_by_length": "回复被长度上限截断了",
 }
-"""The lossy repairs' :attr:`Repair.what` in Chinese, for refusals under a ``zh`` template
-(:func:`refusal`); a test checks that every lossy code has one."""
+"""The lossy repairs' :attr:`Repair.what` in Chinese (every lossy code has one: tested)."""
 
 
 def _entry(code: str) -> Repair | None:

@@ -1,6 +1,5 @@
-"""The one reader of a reply's reasoning (think blocks), for every protocol: :func:`read_think`
-sets them apart, :func:`mask_think` blanks them out in place for the ReAct parser, and
-:func:`think_span` finds the block that leads a reply."""
+"""The one reader of a reply's reasoning (think blocks), for every protocol: set apart
+(:func:`read_think`), blanked out (:func:`mask_think`) or the leading one (:func:`think_span`)."""
 
 from __future__ import annotations
 
