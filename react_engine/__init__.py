@@ -88,10 +88,8 @@ _LAZY = {
     "reply": "testing",
     "tool_call_reply": "testing",
 }
-"""Names imported on first use, so that ``import react_engine`` stays light: the protocols
-and their parsers load when a run chooses one, the launcher and the test doubles when they
-are used, and the ``openai`` SDK when a client is built. The shipped protocols are not
-listed here: their registrations in :mod:`react_engine.protocols.registry` export them."""
+"""Names imported on first use, so that ``import react_engine`` stays light (the shipped
+protocols are exported by their registrations in :mod:`react_engine.protocols.registry`)."""
 
 
 def __getattr__(name: str) -> Any:
@@ -109,15 +107,12 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-# A library logs, the application decides where it goes: without this handler, Python's
-# last-resort handler would print the library's warnings on the stderr of an application
-# that configured no logging at all.
+# A library logs, the application decides where (no last-resort printing to stderr).
 logging.getLogger("react_engine").addHandler(logging.NullHandler())
 
 
 def _open_store(target: "str | os.PathLike[str]") -> "JournalStore":
-    """``Agent(store="runs.db")``: the run layer does not import the store layer (which sits
-    above it); the package, above both, tells it how to open a store by name."""
+    """``Agent(store="runs.db")``: the package, above run/ and store/, links the two."""
     from .store import open_store
 
     return open_store(target)
@@ -127,8 +122,7 @@ set_store_opener(_open_store)
 
 
 def _run_html(records: "list[dict[str, Any]]") -> str:
-    """``RunResult.to_html()``: `types` sits below `report`; the package, above both, lends
-    it the renderer (imported on first use, so ``import react_engine`` stays light)."""
+    """``RunResult.to_html()``: the package, above types and report/, links the two."""
     from .report.run import run_html
 
     return run_html(records)

@@ -34,20 +34,9 @@ kept apart from the model's misbehaviour and from transport failures::
     KeyboardInterrupt
     └── RunInterrupted             Ctrl-C in a blocking run; carries the run so far
 
-Limits do not raise: ``max_steps``, ``loop_limit``, ``deadline``, ``max_tool_calls``,
-``max_total_tokens`` and the model's context window (a request that does not fit even with
-earlier observations shortened) end the run with a :class:`~react_engine.types.RunResult`
-whose ``stop_reason`` names the limit. Of the run errors only the error budget raises
-(:class:`ErrorBudgetExhausted`), a tool raising a ``BaseException`` (:class:`RunAborted`),
-API failures (:class:`ModelAPIError`) and an MCP server that cannot be connected when the
-run starts (:class:`MCPServerError`). A tool that fails, an MCP tool's ``isError`` result
-included, is an observation the model sees, not an exception.
-
-Where a class was a built-in error before it joined the tree (``ValueError``,
-``RuntimeError``, ``TimeoutError``) it still is one, so an ``except ValueError`` written
-for it goes on catching it.
-
-Constructors only store what they are given: no logging, no I/O.
+Limits do not raise: they end the run with a ``stop_reason`` (docs/errors.md). A class
+that was a built-in error before it joined the tree still is one. Constructors only store
+what they are given.
 """
 
 from __future__ import annotations
@@ -64,9 +53,6 @@ class ReactEngineError(Exception):
     """Root of every error raised by react-engine."""
 
 
-# --- the caller's mistakes -------------------------------------------------------------
-
-
 class UserError(ReactEngineError):
     """A mistake in how react-engine is called or configured."""
 
@@ -81,7 +67,7 @@ class ToolDefinitionError(UserError):
 
 class TemplateError(UserError, ValueError):
     """A prompt template with a missing, unknown or malformed placeholder, or of another
-    protocol's kind (a ``ValueError`` too, as a wrong template was one before)."""
+    protocol's kind."""
 
     def __init__(self, message: str, *, template: str | None = None) -> None:
         super().__init__(message)
@@ -93,16 +79,13 @@ class ConfigurationError(UserError):
 
 
 class UnknownOptionError(ConfigurationError, TypeError):
-    """A keyword that neither ``Agent(...)`` nor a run takes (``Agent(max_stesp=3)``).
-
-    A ``TypeError``, as Python's own for an unexpected keyword argument; the message names
-    the option that was probably meant."""
+    """A keyword that neither ``Agent(...)`` nor a run takes (``Agent(max_stesp=3)``); the
+    message names the option probably meant."""
 
 
 class UnknownApprovalError(UserError, ValueError):
-    """``resume(run_id, approvals=...)`` names a call id that is not awaiting approval in
-    that run (a typo, a call answered already, a run that no longer waits). Nothing was
-    recorded and nothing ran; ``pending`` lists the ids that do await approval."""
+    """``resume(run_id, approvals=...)`` names a call id not awaiting approval in that run;
+    nothing was recorded or ran, and ``pending`` lists the ids that do."""
 
     def __init__(self, run_id: str, unknown: tuple[str, ...], pending: tuple[str, ...]) -> None:
         names = ", ".join(repr(i) for i in unknown)
@@ -118,9 +101,7 @@ class UnknownApprovalError(UserError, ValueError):
 
 
 class RunExistsError(UserError, ValueError):
-    """A new run was given the ``run_id`` of a run the store holds already: a run id names
-    one run. Finish the stored one with ``agent.resume(run_id)``, or start the new one
-    under another id (or none: the agent makes one up)."""
+    """A new run was given the ``run_id`` of a run the store holds already."""
 
     def __init__(self, run_id: str, store: str) -> None:
         super().__init__(
@@ -130,9 +111,6 @@ class RunExistsError(UserError, ValueError):
         self.run_id = run_id
 
 
-# --- the model's misbehaviour -----------------------------------------------------------
-
-
 class ModelBehaviorError(ReactEngineError):
     """The model answered, but the answer could not be used."""
 
@@ -140,10 +118,8 @@ class ModelBehaviorError(ReactEngineError):
 class ReActParseError(ModelBehaviorError, ValueError):
     """A text ReAct reply from which no thought, action or answer can be recovered.
 
-    ``pos`` is the character offset where parsing gave up, ``line``/``column`` are
-    1-based, ``expected`` says what the parser was looking for, ``code`` what is wrong
-    (the code of the :class:`~react_engine.wording.Notice` a protocol tells the model).
-    """
+    ``pos`` is where parsing gave up (``line``/``column`` 1-based), ``expected`` what the
+    parser looked for, ``code`` the notice a protocol tells the model."""
 
     def __init__(
         self,
@@ -176,16 +152,10 @@ class JSONRepairError(ModelBehaviorError, ValueError):
         self.pos = pos
 
 
-# --- the API ---------------------------------------------------------------------------
-
-
 class ModelAPIError(ReactEngineError):
-    """The chat completion API failed.
-
-    ``status_code`` is the HTTP status when there was one; ``body`` the server's error text
-    (never the request, so never the API key); ``attempts`` how many requests were made;
-    ``retry_after`` the server's ``Retry-After`` in seconds; ``result`` the run so far.
-    """
+    """The chat completion API failed. ``body`` is the server's error text (never the
+    request, so never the API key); ``retry_after`` its ``Retry-After`` in seconds;
+    ``attempts`` the requests made; ``result`` the run so far."""
 
     def __init__(
         self,
@@ -210,18 +180,12 @@ class ModelRequestError(ModelAPIError):
 
 
 class ContextWindowExceeded(ModelRequestError):
-    """The request (prompt plus ``max_tokens``) did not fit the model's context window.
-
-    Within a run it is not raised: the loop shortens the observations the model has
-    already read and asks again, and a request that still does not fit ends the run with
-    ``stop_reason="context_window"``. A direct :meth:`ChatModel.complete` raises it."""
+    """The request did not fit the model's context window (raised by a direct model call;
+    a run shortens observations, then stops with ``stop_reason="context_window"``)."""
 
 
 class ModelUnavailableError(ModelAPIError):
     """Rate limits, 5xx, timeouts or connection errors that outlived the retry budget."""
-
-
-# --- tool servers ----------------------------------------------------------------------
 
 
 class MCPServerError(ReactEngineError):
@@ -234,11 +198,8 @@ class MCPServerError(ReactEngineError):
 
 
 class MCPToolError(ReactEngineError):
-    """An MCP tool's result flagged ``isError``; the message is the text it returned.
-
-    Raised by the tool's function, so in a run it is the call's error observation, which the
-    model sees; only a direct call of the tool raises it to the caller.
-    """
+    """An MCP tool's result flagged ``isError``; the message is the text it returned (in a
+    run, the call's error observation)."""
 
     def __init__(self, message: str, *, tool_name: str, server: str) -> None:
         super().__init__(message)
@@ -246,15 +207,10 @@ class MCPToolError(ReactEngineError):
         self.server = server
 
 
-# --- stores ----------------------------------------------------------------------------
-
-
 class StoreError(ReactEngineError):
-    """A store could not be read or written: a corrupt, truncated or read-only SQLite
-    file, a lost PostgreSQL connection, a record it cannot read, an unknown run.
-
-    ``location`` names the store (a SQLite file's path); ``result`` is the run so far when
-    a run's commit failed (None otherwise, and for a run that had not begun)."""
+    """A store could not be read or written (a corrupt or read-only file, a lost connection,
+    an unknown run). ``location`` names the store; ``result`` is the run so far when a run's
+    commit failed."""
 
     def __init__(
         self, message: str, *, location: str | None = None, result: RunResult | None = None
@@ -264,17 +220,10 @@ class StoreError(ReactEngineError):
         self.result = result
 
 
-# --- runs that stop early -----------------------------------------------------------------
-
-
 class RunAborted(ReactEngineError):
-    """A run the engine gave up on. ``result`` holds the whole transcript so far.
-
-    Raised as :class:`ErrorBudgetExhausted`, or as itself when a tool raised a
-    ``BaseException`` (``SystemExit``, a ``CancelledError`` of its own; the original is the
-    ``__cause__``). A run that reaches a limit (``max_steps``, a deadline, a budget) returns
-    its :class:`~react_engine.types.RunResult` instead.
-    """
+    """A run the engine gave up on; ``result`` holds the transcript so far. Raised as
+    :class:`ErrorBudgetExhausted`, or as itself when a tool raised a ``BaseException`` (the
+    original is the ``__cause__``)."""
 
     def __init__(self, message: str, *, result: RunResult) -> None:
         super().__init__(message)
@@ -291,13 +240,10 @@ class ErrorBudgetExhausted(RunAborted):
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C in a blocking run (``agent.run()``, ``agent.resume()``, a conversation's
-    ``ask``). ``result`` holds the run so far: the steps done before the interrupt, with
-    ``stop_reason="cancelled"``; a call the interrupt cut short is not among them.
-
-    A ``KeyboardInterrupt``, not a :class:`ReactEngineError`: ``except Exception`` does not
-    catch it, and a program that does not catch it ends as on any Ctrl-C. (An async run
-    cancelled by its caller raises ``CancelledError`` with the same ``result`` on it.)"""
+    """Ctrl-C in a blocking run; ``result`` holds the steps done before it, with
+    ``stop_reason="cancelled"``. A ``KeyboardInterrupt``, so ``except Exception`` does not
+    catch it (an async run cancelled by its caller raises ``CancelledError``, same
+    ``result``)."""
 
     def __init__(self, result: RunResult) -> None:
         super().__init__("the run was interrupted")

@@ -1,12 +1,8 @@
 """How deeply a value nests, measured without recursion, and the limits that apply.
 
-Tool-call arguments come from the model: ``{"a": {"a": ...}}`` a thousand levels deep is
-valid JSON that ``json.loads`` still decodes, but every recursive walker after it
-(``json.dumps``, pydantic, :func:`~react_engine.types.to_jsonable`, the caller's own code)
-may hit Python's recursion limit. Arguments nested deeper than
-:data:`MAX_ARGUMENT_DEPTH` are therefore refused before a tool runs (an
-``invalid_arguments`` observation), and traces cut anything deeper than
-:data:`MAX_TRACE_DEPTH` so they always serialise.
+Arguments a thousand levels deep are valid JSON, but every recursive walker after them may
+hit Python's recursion limit: deeper than :data:`MAX_ARGUMENT_DEPTH` they are refused before
+a tool runs, and traces cut anything deeper than :data:`MAX_TRACE_DEPTH`.
 """
 
 from __future__ import annotations
@@ -19,8 +15,7 @@ from .wording import Notice, NoticeCode
 __all__ = ["MAX_ARGUMENT_DEPTH", "MAX_TRACE_DEPTH", "TOO_DEEP", "exceeds_depth", "too_deep"]
 
 MAX_ARGUMENT_DEPTH: Final = 100
-"""Deepest nesting of objects and arrays accepted in a tool call's arguments (the
-arguments object itself is level 1). Deeper arguments never reach the tool."""
+"""Deepest nesting accepted in a tool call's arguments (the object itself is level 1)."""
 
 MAX_TRACE_DEPTH: Final = 200
 """Deepest nesting a trace record keeps; anything deeper is replaced by :data:`CUT`."""
@@ -37,10 +32,8 @@ _FLAT: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def exceeds_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
-    """Whether ``value`` holds objects/arrays (mappings, lists, tuples) nested more than
-    ``limit`` levels deep (by default :data:`MAX_ARGUMENT_DEPTH`, the limit on tool-call
-    arguments). Iterative, and stops as soon as the answer is known, so it is safe on
-    values of any depth (a cycle counts as too deep)."""
+    """Whether ``value`` holds mappings, lists or tuples nested more than ``limit`` levels
+    deep. Iterative and stops early, so safe at any depth (a cycle counts as too deep)."""
     if type(value) is dict and limit >= 1:  # the usual arguments: one object of plain values
         for child in value.values():
             if type(child) not in _FLAT:
@@ -64,5 +57,4 @@ def exceeds_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
 
 
 too_deep = exceeds_depth
-"""Whether tool-call arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH` (the one walker
-under the name its callers read: not a wrapper, so the depth check is a single call)."""
+"""Whether tool-call arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH` (an alias)."""

@@ -1,7 +1,6 @@
 """Text made safe to send and to write: lone surrogates replaced, line separators escaped.
 
-Both are lossless for valid text and used below every layer (the wire format, the trace),
-so they sit at the bottom: this module imports nothing of the package.
+Lossless for valid text; at the bottom of the layers (imports nothing of the package).
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def valid_unicode(text: str) -> str:
-    """``text`` with lone surrogates (from ``surrogateescape`` decoding, or a JSON ``\\ud83d``
-    escape) replaced by U+FFFD, so that it can be encoded as UTF-8: sent in a request,
-    written to a trace."""
+    """``text`` with lone surrogates (``surrogateescape``, a JSON ``\\ud83d``) replaced by
+    U+FFFD, so that it encodes as UTF-8."""
     if text.isascii():
         return text
     try:
@@ -27,8 +25,7 @@ def valid_unicode(text: str) -> str:
 
 
 def escape_separators(line: str) -> str:
-    """A JSON line with the line separators some readers split on (U+2028, U+2029, U+0085)
-    escaped, so one record stays one line everywhere."""
+    """A JSON line with U+2028, U+2029 and U+0085 escaped (some readers split on them)."""
     if "\u2028" in line or "\u2029" in line or "\x85" in line:
         line = line.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
         line = line.replace("\x85", "\\u0085")

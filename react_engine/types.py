@@ -10,7 +10,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
@@ -28,25 +28,16 @@ else:
 
     OutputT = TypeVar("OutputT")
 
-"""The type of a run's final answer (``Agent(output_type=...)``): ``RunResult[Person]``,
-``Agent[Person]``. A bare ``RunResult`` or ``Agent`` annotation means ``Any``, as before."""
+"""The type of a run's final answer (``RunResult[Person]``); bare, it means ``Any``."""
 
 AS_EVENTS: Mapping[str, str] = {"json": "events"}
-"""The metadata of a ``notices`` field: serialised (traces, stores) as the list of their
-messages under ``"events"``, the form the records had when notices were plain strings."""
-
-
-# --- messages ----------------------------------------------------------------------------
+"""A ``notices`` field's metadata: serialised as their messages under ``"events"``."""
 
 
 @dataclass(slots=True, frozen=True)
 class ToolCall:
-    """A tool call on the wire, in either direction (arguments as JSON text): as a reply
-    carries it (:attr:`ModelResponse.tool_calls`: the id may be missing, the arguments
-    broken) and as a request sends it back (:attr:`AssistantMessage.tool_calls`, every id
-    set). The protocol reads a reply's calls into :class:`PendingCall`, which becomes an
-    :class:`ActionRecord` once it has run; streamed, a call comes as
-    :class:`ToolCallChunk` fragments."""
+    """A tool call on the wire (arguments as JSON text), in a reply (the id may be missing,
+    the arguments broken) or sent back in a request (every id set)."""
 
     id: str | None
     name: str
@@ -71,10 +62,8 @@ class AssistantMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     role: Literal["assistant"] = "assistant"
     reasoning: str | None = None
-    """The reply's separate reasoning, sent back as ``reasoning_content`` when set (``""``
-    included): providers in thinking mode want it on the tool-call turns of the current
-    question (see :meth:`FunctionCallingProtocol.render
-    <react_engine.protocols.function_calling.FunctionCallingProtocol.render>`)."""
+    """Sent back as ``reasoning_content`` when set (``""`` included): providers in thinking
+    mode want it on the tool-call turns of the current question."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -91,9 +80,6 @@ ToolChoice: TypeAlias = str
 """``"auto"``, ``"required"``, ``"none"``, or the name of one tool."""
 
 
-# --- the model seam -----------------------------------------------------------------------
-
-
 @dataclass(slots=True, frozen=True)
 class ModelSettings:
     """Sampling settings passed through to the chat API."""
@@ -103,25 +89,19 @@ class ModelSettings:
     seed: int | None = None
     """Sent as ``seed`` where given, so runs repeat on servers that support it."""
     max_tokens: int | None = None
-    """Upper bound on each reply's length; ``None`` (the default) sends none and leaves the
-    server's own, which suits every kind of model: a reasoning model's thinking counts
-    against this bound (DeepSeek's default is 32K tokens for that reason), and a small
-    bound cuts it off before the answer is written."""
+    """Upper bound on each reply's length; ``None`` leaves the server's own (a reasoning
+    model's thinking counts against it, so a small bound cuts the answer off)."""
     timeout: float | None = None
-    """Seconds one request attempt may take in all (each read, and the whole reply: a
-    server that trickles cannot stretch it); ``None`` keeps the client's own timeout (600 s
-    when it has no single number)."""
+    """Seconds one request attempt may take in all (a trickling server cannot stretch it);
+    ``None`` keeps the client's own timeout (600 s when it has no single number)."""
     extra_body: Mapping[str, Any] | None = None
     """Provider-specific fields sent as they are (e.g. ``{"enable_thinking": False}``)."""
     top_p: float | None = None
-    """Nucleus sampling, sent as ``top_p`` where given; like ``temperature``, not sent to a
-    model that takes no sampling parameters (``Capabilities.sampling`` false)."""
+    """Nucleus sampling; not sent to a model without sampling (``Capabilities.sampling``)."""
 
     def __post_init__(self) -> None:
-        # A wrong value is the caller's mistake, said here and not by the server after a
-        # paid request (or, for a NaN temperature, taken for a malformed reply and retried).
-        # Every way of making settings comes through here: ModelSettings(...), the
-        # temperature=/top_p=/... shorthands, dataclasses.replace.
+        # Said here, not by the server after a paid request (every way of making settings,
+        # dataclasses.replace included, comes through here).
         _check_number("temperature", self.temperature, 0.0, None)
         _check_number("top_p", self.top_p, 0.0, 1.0)
         _check_int("max_tokens", self.max_tokens, 1)
@@ -132,37 +112,33 @@ class ModelSettings:
             or not math.isfinite(self.timeout)
             or self.timeout <= 0
         ):
-            raise _settings_error(
+            raise ConfigurationError(
                 "settings.timeout must be a positive, finite number of seconds (None for the "
                 f"client's own), not {describe(self.timeout)}"
             )
         if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
-            raise _settings_error(f"extra_body must be a mapping, not {describe(self.extra_body)}")
-
-
-def _settings_error(message: str) -> Exception:
-    from .errors import ConfigurationError
-
-    return ConfigurationError(message)
+            raise ConfigurationError(
+                f"extra_body must be a mapping, not {describe(self.extra_body)}"
+            )
 
 
 def _check_number(name: str, value: Any, low: float, high: float | None) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _settings_error(f"{name} must be a number or None, not {describe(value)}")
+        raise ConfigurationError(f"{name} must be a number or None, not {describe(value)}")
     if not math.isfinite(value) or value < low or (high is not None and value > high):
         span = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
-        raise _settings_error(f"{name} must be {span}, not {value!r}")
+        raise ConfigurationError(f"{name} must be {span}, not {value!r}")
 
 
 def _check_int(name: str, value: Any, low: int | None) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _settings_error(f"{name} must be an int or None, not {describe(value)}")
+        raise ConfigurationError(f"{name} must be an int or None, not {describe(value)}")
     if low is not None and value < low:
-        raise _settings_error(f"{name} must be at least {low}, not {value}")
+        raise ConfigurationError(f"{name} must be at least {low}, not {value}")
 
 
 def describe(value: Any) -> str:
@@ -175,12 +151,8 @@ def describe(value: Any) -> str:
 
 @dataclass(slots=True, frozen=True)
 class Constraint:
-    """Constrained decoding for one request: what the reply must match, and how the server
-    takes it (a :class:`~react_engine.transport.capabilities.Capabilities` ``constraint_style``).
-
-    A protocol sets ``grammar`` (GBNF), ``json_schema``, or both (the grammar is then the
-    schema's own, for servers that take grammars only).
-    """
+    """Constrained decoding for one request: ``grammar`` (GBNF), ``json_schema``, or both
+    (the grammar is then the schema's own, for servers that take grammars only)."""
 
     style: str
     """``"llama.cpp"``, ``"vllm"`` or ``"json_schema"``."""
@@ -217,8 +189,7 @@ class Usage:
     requests: int = 0
 
     def add(self, other: Usage) -> None:
-        # A count is never negative: a server that reports -100 tokens must not lower the
-        # sum a token budget is checked against.
+        # A negative count from a server must not lower the sum a token budget checks.
         self.prompt_tokens += max(0, other.prompt_tokens)
         self.completion_tokens += max(0, other.completion_tokens)
         self.total_tokens += max(0, other.total_tokens)
@@ -248,8 +219,7 @@ class ModelResponse:
 
 @dataclass(slots=True, frozen=True)
 class ToolCallChunk:
-    """A fragment of one streamed tool call. Fragments with the same ``index`` build one call:
-    the id and name usually come once, the arguments in pieces to concatenate."""
+    """A fragment of one streamed tool call; fragments with the same ``index`` build one."""
 
     index: int
     id: str | None = None
@@ -259,12 +229,8 @@ class ToolCallChunk:
 
 @dataclass(slots=True, frozen=True)
 class ModelDelta:
-    """One piece of a streamed reply (:meth:`ChatModel.stream <react_engine.ChatModel>`).
-
-    Every field is optional: a chunk carries some text, or a tool call's fragment, or the
-    finish reason, or (last) the usage. :class:`~react_engine.transport.streaming.ReplyBuilder`
-    assembles deltas into the same :class:`ModelResponse` a non-streamed call returns.
-    """
+    """One piece of a streamed reply; :class:`~react_engine.transport.streaming.ReplyBuilder`
+    assembles deltas into the :class:`ModelResponse` a non-streamed call returns."""
 
     content: str | None = None
     reasoning: str | None = None
@@ -291,66 +257,45 @@ class ModelDelta:
         )
 
 
-# --- a call, read ---------------------------------------------------------------------------
-
-
 @dataclass(slots=True)
 class PendingCall:
-    """A call read from a reply, before it runs (it becomes an :class:`ActionRecord` once
-    it has run or been refused).
-
-    The one type every reader produces: a protocol reading native calls, the text parser
-    (:func:`~react_engine.parsing.parse_react`'s actions), the salvage of calls written in
-    a model family's format (:func:`~react_engine.parsing.salvage.salvage_calls`, which sets
-    :attr:`format` and :attr:`span`) and the reader of JSON call objects (which sets
-    :attr:`thought`)."""
+    """A call read from a reply, before it runs: what every reader produces (native calls,
+    :func:`~react_engine.parsing.parse_react`, the salvage, JSON call objects)."""
 
     id: str | None
     """The provider's call id, ``""`` when it sent none, ``None`` when the format has no
-    ids (text formats, salvaged calls). The policy makes every id unique and non-empty."""
+    ids; the policy makes every id unique and non-empty."""
     tool: str
     arguments: dict[str, Any] | str
     """Decoded arguments: a JSON object, or the plain text the model wrote."""
     raw_arguments: str
-    """The arguments as the model wrote them (for a call salvaged with decoded arguments,
-    their JSON text). When they are the exact JSON text of :attr:`arguments` (:attr:`exact`),
-    this very text goes back to the model in the history."""
+    """The arguments as the model wrote them (or, salvaged decoded, their JSON text)."""
     error: Notice | None = None
-    """Why the call must not run although it was read (arguments that could not be
-    decoded, an ambiguous input...): the call then becomes an error observation."""
+    """Why the call must not run although it was read: it becomes an error observation."""
     salvaged: bool = False
     repairs: list[str] = field(default_factory=list)
-    """The repairs the reading of this call took: its arguments, and for a format where the
-    call is the whole reply (structured), the reply around them. The policy refuses a call
-    with any lossy one (:mod:`react_engine.parsing.repairs`), so a protocol reports every
-    repair that could have changed what this call's arguments are."""
+    """Every repair that could have changed what this call's arguments are (for a format
+    where the call is the whole reply, the reply's too): the policy refuses lossy ones."""
     lossy: list[str] = field(default_factory=list)
     """Those of :attr:`repairs` that guessed a value, set by the policy."""
     cut: bool | Notice | None = None
-    """The protocol's reading of a reply cut by the length limit: ``True`` when this call's
-    arguments were cut, ``False`` when the reply is known to go on past them, ``None`` when
-    the protocol cannot tell (the policy then trusts only arguments that are complete JSON
-    as they stand). A notice says that the reply ends inside a
-    value it never closed, whatever ended it: the call never runs."""
+    """For a reply cut by the length limit: ``True`` when this call's arguments were cut,
+    ``False`` when the reply goes on past them, ``None`` when unknown (only complete JSON
+    is then trusted). A notice: the reply ends inside a value it never closed; never run."""
     skip: Notice | None = None
-    """Why the policy does not run this call although its arguments are fine (a blind
-    later call, a second call with effects in one reply): the call is recorded as
-    ``skipped`` and the model is told why, so that it can make it in a later step."""
+    """Why the policy holds this call back although its arguments are fine: recorded as
+    ``skipped``, and the model is told why so it can make it in a later step."""
     exact: bool = False
-    """Whether :attr:`raw_arguments` is valid JSON that decodes, without any repair, to
-    :attr:`arguments` (a JSON object): the model's own text is then what the history sends
-    back, byte for byte, and the arguments are never encoded again."""
+    """Whether :attr:`raw_arguments` decodes, without repair, to :attr:`arguments`: the
+    history then sends the model's own text back, byte for byte."""
     format: str = ""
-    """For a call written in a model family's own format (salvaged), which one
-    (:data:`~react_engine.parsing.salvage.SalvageFormat`); ``""`` for other calls."""
+    """For a salvaged call, the model family's format it was written in; else ``""``."""
     span: tuple[int, int] = (0, 0)
-    """For a salvaged call, ``text[start:end]`` that it occupies in the reply (``(0, 0)``
-    for other calls). Calls from one wrapper (a DeepSeek block, a Mistral list) tile it,
-    so removing all spans removes the wrapper too."""
+    """For a salvaged call, ``text[start:end]`` it occupies in the reply (calls from one
+    wrapper tile it); ``(0, 0)`` for other calls."""
 
     def record(self) -> ActionRecord:
-        """This call's :class:`ActionRecord` before it runs (what the model wrote and how it
-        was read): the one way a call becomes a record."""
+        """This call's :class:`ActionRecord` before it runs."""
         return ActionRecord(
             id=self.id or "",
             tool=self.tool,
@@ -363,8 +308,7 @@ class PendingCall:
         )
 
     thought: str | None = None
-    """A thought written beside the call in its own JSON object
-    (``{"thought": ..., "action": ...}``)."""
+    """A thought written beside the call in its JSON object (``{"thought": ...}``)."""
 
 
 @dataclass(slots=True)
@@ -373,16 +317,13 @@ class ParsedStep:
 
     thought: str | None = None
     actions: list[PendingCall] = field(default_factory=list)
-    """The actions, read: each a :class:`PendingCall` (``id`` ``None``; ``raw_arguments``
-    the input as the model wrote it, after cutting)."""
+    """The actions read (``id`` ``None``, ``raw_arguments`` the input as written)."""
     final_answer: str | None = None
     repairs: list[str] = field(default_factory=list)
     """Codes of the tolerances applied, e.g. ``"fullwidth_colon"``, ``"cut_observation"``."""
     text: str = ""
     """The reply as kept in the transcript: invented observations and what follows cut."""
 
-
-# --- steps, the trace and results ---------------------------------------------------------------
 
 ActionStatus: TypeAlias = Literal[
     "ok", "error", "unknown_tool", "invalid_arguments", "timeout", "denied", "skipped"
@@ -417,20 +358,16 @@ class ActionRecord:
     """Exactly what the model was shown."""
     status: ActionStatus = "ok"
     error: Notice | None = None
-    """What the engine told the model of this call (:mod:`react_engine.wording`): why it
-    did not run or failed, or, for a call that ran, the warning added to its result."""
+    """Why it did not run or failed, or the warning added to its result, as told the model."""
     duration_s: float = 0.0
     salvaged: bool = False
     """True when the call was recovered from reply text instead of native ``tool_calls``."""
     repairs: list[str] = field(default_factory=list)
     """The repairs its arguments' reading took."""
     lossy: list[str] = field(default_factory=list)
-    """Those of ``repairs`` that guessed a value (:mod:`react_engine.parsing.repairs`): a
-    call with any is never run."""
+    """Those of ``repairs`` that guessed a value: a call with any is never run."""
     exact: bool = False
-    """Whether :attr:`raw_arguments` is the exact JSON text of :attr:`arguments` (the
-    model's own, valid as written, or the one encoding the reader made): the history sends
-    that text back as it is, and the arguments are never encoded again."""
+    """Whether :attr:`raw_arguments` is the exact JSON text of :attr:`arguments`."""
 
     @property
     def observation_code(self) -> NoticeCode | None:
@@ -440,14 +377,9 @@ class ActionRecord:
 
 @dataclass(frozen=True, slots=True)
 class RunNotice:
-    """Something notable in a run: a protocol fallback, an adaptation, calls not run, an
-    odd reply (a usage that was not a count, a call id the engine had to make up...).
-
-    The one type for them: emitted as it happens, and kept on its step
-    (:attr:`Step.notices`) and, for the run's own, on the
-    result (:attr:`RunResult.notices`). In traces
-    and stores a notice is its ``message``. Defined here, beside the records that keep it;
-    :mod:`react_engine.run.events` streams it with the other events."""
+    """Something notable in a run (a protocol fallback, an adaptation, calls not run, an odd
+    reply): emitted as it happens and kept on its step and, for the run's own, on the
+    result. In traces and stores a notice is its ``message``."""
 
     step: int
     message: str
@@ -467,11 +399,9 @@ class Step:
     text: str | None = None
     """The assistant's reply as kept in the transcript (content for function calling)."""
     thought: str | None = None
-    """The visible reasoning: the Thought, the text beside native calls, a ``<think>``
-    block written in the reply."""
+    """The visible reasoning: the Thought, text beside native calls, a ``<think>`` block."""
     reasoning: str | None = None
-    """The server's separate reasoning (``reasoning_content``), verbatim: kept apart from
-    the thought so it can be sent back as it came, where the provider wants it."""
+    """The server's separate reasoning (``reasoning_content``), verbatim, to send back."""
     actions: list[ActionRecord] = field(default_factory=list)
     final_answer: str | None = None
     repairs: list[str] = field(default_factory=list)
@@ -482,8 +412,7 @@ class Step:
     duration_s: float = 0.0
     model_time_s: float = 0.0
     notices: list[RunNotice] = field(default_factory=list, metadata=AS_EVENTS)
-    """Notable things that happened in this step: a protocol fallback, a dropped ``stop``, a
-    call not run... (the :class:`RunNotice` events of the step)."""
+    """The :class:`RunNotice` events of this step."""
 
     @property
     def calls(self) -> list[ActionRecord]:
@@ -502,8 +431,7 @@ HistoryItem: TypeAlias = UserTurn | Step
 
 @dataclass(slots=True, repr=False)
 class RunResult(Generic[OutputT]):
-    """Everything a run produced. ``RunResult[Person]`` is a run whose ``output_type`` is
-    ``Person`` (``Agent(output_type=Person).run(...)``); without one, ``RunResult[str]``."""
+    """Everything a run produced; ``RunResult[Person]`` for ``output_type=Person``."""
 
     question: str
     answer: str | None
@@ -518,22 +446,17 @@ class RunResult(Generic[OutputT]):
     duration_s: float = 0.0
     error: str | None = None
     notices: list[RunNotice] = field(default_factory=list, metadata=AS_EVENTS)
-    """Notable things that happened in the run (:class:`~react_engine.run.events.RunNotice`):
-    a protocol fallback, an adaptation to a server's refusal, calls not run..."""
+    """The run's own :class:`RunNotice` events."""
     output: OutputT | None = None
-    """The final answer as the run's ``output_type`` (a model instance, a list...); the
-    answer text itself without one; ``None`` when the run gave no answer (``stop_reason``
-    says why), so ``RunResult[Person].output`` is a ``Person | None``."""
+    """The final answer as the run's ``output_type`` (the answer text without one); ``None``
+    when the run gave no answer."""
     run_id: str | None = None
     """The run's id in the agent's store (``Agent(store=...)``), for ``agent.resume``."""
     pending: list[ActionRecord] = field(default_factory=list)
-    """Calls waiting for an approval (``stop_reason="awaiting_approval"``): answer them
-    with ``agent.resume(run_id, approvals={call.id: True or False})``."""
+    """Calls waiting for an approval: ``agent.resume(run_id, approvals={call.id: bool})``."""
 
     def __repr__(self) -> str:
-        """One line: the answer (cut at 60 characters), why the run stopped (and the error,
-        if any), the protocol, the number of steps and the tokens; ``result.steps`` and
-        :meth:`trace` have the rest."""
+        """One line: answer (cut at 60 characters), stop reason, error, protocol, steps, tokens."""
         u = self.usage
         error = "" if self.error is None else f", error={_cut(self.error)!r}"
         return (
@@ -575,15 +498,12 @@ class RunResult(Generic[OutputT]):
         return records
 
     def to_jsonl(self) -> str:
-        """The trace as JSON Lines. Line separators that some readers split on (U+2028,
-        U+2029, U+0085) are escaped, so one record stays one line everywhere."""
+        """The trace as JSON Lines (U+2028, U+2029 and U+0085 escaped: one record, one line)."""
         lines = (json.dumps(r, ensure_ascii=False) for r in self.trace())
         return "".join(escape_separators(line) + "\n" for line in lines)
 
     def to_html(self) -> str:
-        """The run as one self-contained HTML page: its steps, calls, observations,
-        repairs, refusals, tokens and times (:mod:`react_engine.report`, which sits above
-        this module: the package registers its renderer, :func:`set_html_renderer`)."""
+        """The run as one self-contained HTML page (by the renderer the package registers)."""
         if not _html_renderer:
             raise ConfigurationError("no HTML renderer is registered: import react_engine")
         return _html_renderer[0](self.trace())
@@ -606,39 +526,23 @@ def _cut(text: str | None, limit: int = 60) -> str | None:
 
 
 def to_jsonable(value: Any, *, max_depth: int = MAX_TRACE_DEPTH) -> Any:
-    """Turn dataclasses, tuples and mappings into JSON-ready values.
-
-    Nesting deeper than ``max_depth`` (a tool's arguments or result a thousand levels
-    deep, a cycle) is replaced by the string ``"<cut: nested too deep>"``, so the result
-    always goes through ``json.dumps``: a trace never fails to serialise.
-    """
-    return _jsonable(value, max_depth)
-
-
-def _jsonable(value: Any, depth: int) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        if depth <= 0:
-            return CUT
+    """Turn dataclasses, tuples and mappings into JSON-ready values; nesting deeper than
+    ``max_depth`` (or a cycle) becomes ``"<cut: nested too deep>"``, so a trace always
+    serialises."""
+    record = dataclasses.is_dataclass(value) and not isinstance(value, type)
+    if max_depth <= 0 and (record or isinstance(value, Mapping | list | tuple)):
+        return CUT
+    if record:
         return {
             f.metadata.get("json", f.name): (
                 [notice.message for notice in getattr(value, f.name)]
                 if "json" in f.metadata  # AS_EVENTS
-                else _jsonable(getattr(value, f.name), depth - 1)
+                else to_jsonable(getattr(value, f.name), max_depth=max_depth - 1)
             )
             for f in dataclasses.fields(value)
         }
     if isinstance(value, Mapping):
-        if depth <= 0:
-            return CUT
-        return {str(k): _jsonable(v, depth - 1) for k, v in value.items()}
+        return {str(k): to_jsonable(v, max_depth=max_depth - 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        if depth <= 0:
-            return CUT
-        return [_jsonable(v, depth - 1) for v in value]
+        return [to_jsonable(v, max_depth=max_depth - 1) for v in value]
     return value
-
-
-def iter_steps(history: Sequence[HistoryItem]) -> Iterator[Step]:
-    for item in history:
-        if isinstance(item, Step):
-            yield item

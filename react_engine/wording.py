@@ -1,13 +1,8 @@
 """The engine's own words to the model: one :class:`Notice` each, worded per language.
 
-A call refused, held back or failed, a reply refused whole: what the model reads then is
-written by the engine, as a :class:`Notice`, a stable code (:class:`NoticeCode`) and the
-values it is worded with, kept as such on :attr:`PendingCall.error
-<react_engine.types.PendingCall.error>`, :attr:`ActionRecord.error
-<react_engine.types.ActionRecord.error>` and in traces and stores. One table,
-:data:`WORDING`, words it in the language of the protocol's prompt template (English, or
-Chinese under ``zh``; English for a language it does not know). What a tool or a library
-wrote (an exception's text, a validator's detail) is a value, kept as written.
+A notice is a stable code (:class:`NoticeCode`) and its values, kept as such in records,
+traces and stores; :data:`WORDING` words it in the prompt template's language (English,
+or Chinese under ``zh``). What a tool or a library wrote is a value, kept as written.
 """
 
 from __future__ import annotations
@@ -369,8 +364,7 @@ WORDING: Final[dict[NoticeCode, tuple[str, ...]]] = {
         "cut there and the stream closed",
     ),
 }
-"""Every notice in the languages of :data:`LANGUAGES`, in that order (English alone for
-what only the programmer reads)."""
+"""Every notice in the languages of :data:`LANGUAGES` (English alone for the programmer's)."""
 
 Value: TypeAlias = str | tuple[str, str]
 """A notice's value: a text as written, or its wording in each of :data:`LANGUAGES`."""
@@ -378,11 +372,9 @@ Value: TypeAlias = str | tuple[str, str]
 
 @dataclass(frozen=True, slots=True, init=False)
 class Notice:
-    """What the engine tells the model: a code and the values it is worded with, worded
-    by :meth:`text` in the language asked for. A value is a text kept as written (a tool's
-    name, an exception's message), or a tuple of its wordings in :data:`LANGUAGES` (the
-    reasons of :attr:`NoticeCode.LOSSY`). In JSON (traces, stores) it is
-    ``{"code": ..., "values": {...}}`` (:meth:`load` reads it back)."""
+    """What the engine tells the model: a code and its values, worded by :meth:`text`. A
+    value is a text kept as written, or a tuple of its wordings in :data:`LANGUAGES`. In
+    JSON it is ``{"code": ..., "values": {...}}`` (:meth:`load` reads it back)."""
 
     code: NoticeCode
     values: dict[str, Value]

@@ -1,19 +1,13 @@
 """Plain-text arguments read onto a tool's parameters, when the reading is not a guess.
 
-A model sometimes writes a call's input as text rather than a JSON object:
+* a bare value (``Action Input: Beijing``), for a tool with exactly one required parameter
+  (or one parameter in all): ``bare_input_to_parameter``;
+* ``key: value`` pairs (``search_product(name: iPhone, category: phone)``), each key a
+  parameter, each value quoted or plain text with no quote, separator or other ``key:``:
+  ``key_value_arguments``.
 
-* a bare value, ``{"action": "get_weather", "action_input": "Beijing"}`` or
-  ``Action Input: Beijing``: for a tool with exactly one required parameter (or one
-  parameter in all) the value can only be that parameter's;
-* ``key: value`` pairs, ``search_product(name: iPhone, category: phone)``: each key a
-  parameter of the tool, each value a quoted string or plain text holding no quote, no
-  separator and no other ``key:``.
-
-Both keep every value exactly as the model wrote it (the repair codes
-``bare_input_to_parameter`` and ``key_value_arguments`` are lossless). Anything else is
-left as text for the tool's validation to refuse, and text that mentions a parameter as
-a key but cannot be read that way is refused here: whether ``Beijing, unit: kelvin`` is one
-city or a city and a unit is a guess.
+Both keep every value as written. Text that names a parameter as a key but cannot be
+read that way is refused (``Beijing, unit: kelvin``: one city, or a city and a unit?).
 """
 
 from __future__ import annotations
@@ -52,13 +46,11 @@ def read_text_arguments(
     text: str, parameters: Mapping[str, Any], raw: str | None = None
 ) -> TextArguments:
     """Read a call's text input onto the parameters of a tool whose arguments' JSON Schema
-    is ``parameters``. ``TextArguments()`` when it cannot (the text stays as it is).
+    is ``parameters``; ``TextArguments()`` when it cannot.
 
-    ``raw``, the input as the model wrote it: where it is a JSON value that is neither an
-    object nor a string (``null``, a number, ``true``, a list), that value is never turned
-    into text. ``null`` is no value at all, so it is refused; any other such value is the
-    one parameter's only where that parameter's schema takes it as it is (``12`` for an
-    integer), and refused otherwise (``12`` is not the text ``"12"``)."""
+    ``raw``, the input as written: a JSON value that is neither object nor string is never
+    turned into text (``12`` is not ``"12"``): it is the one parameter's when its schema takes
+    it as it is, and refused otherwise (``null`` always)."""
     props = parameters.get("properties")
     if not isinstance(props, Mapping) or not text.strip():
         return TextArguments()

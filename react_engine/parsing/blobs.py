@@ -1,6 +1,5 @@
 """What an action is given: an Action Input read as JSON or text, ``key=value`` pairs, and
-tool-call blobs (JSON, fenced or not, and Hermes/Qwen, Mistral or Llama markup, read whole,
-several chained with ``;``), each call an :class:`Item`."""
+tool-call blobs (JSON or native markup, several chained with ``;``), each call an :class:`Item`."""
 
 from __future__ import annotations
 
@@ -11,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import JSONRepairError, ReactEngineError
-from ..types import PendingCall, to_jsonable
+from ..types import PendingCall
 from ..wording import Notice
 from . import patterns as P
-from .common import NOT_OBJECT, call_objects, unfence, written_value
+from .common import JSON, NOT_OBJECT, call_objects, json_text, unfence, written_value
 from .duplicates import CHECKED, KeyWrittenTwice
 from .json_repair import decode_prefix, repair_json
 from .labels import MAX_LABELS
@@ -40,25 +39,11 @@ FINISH_NAMES: Final = frozenset(
 )
 
 BLOB_CHARS: Final = "{[<`~"
-"""A tool-call blob candidate in prose needs one of these: a bracket (``{``/``[``, also
-``[TOOL_CALLS]``), a tag (``<tool_call>``, ``<|python_tag|>``, ``<function=``) or a fence."""
+"""A tool-call blob candidate in prose needs one of these (a bracket, a tag, a fence)."""
 _MAX_BLOB_CANDIDATES: Final = 16
 
 MAX_KWARGS: Final = 256
 """``key=value`` pairs read in ``tool(...)``; with more, the input stays text."""
-
-
-_JSON: Final = json.JSONEncoder(ensure_ascii=False)
-"""``json.dumps(..., ensure_ascii=False)``, its encoder made once."""
-
-
-def _dumps(value: Any) -> str:
-    """``value`` as JSON text; one nested too deep for ``json.dumps`` (JSON decodes deeper
-    than it encodes) is encoded cut at a safe depth."""
-    try:
-        return _JSON.encode(value)
-    except (RecursionError, ValueError):
-        return _JSON.encode(to_jsonable(value))
 
 
 def is_finish(tool: str) -> bool:
@@ -72,8 +57,8 @@ def answer_text(value: Any) -> str:
         return value.strip()
     if isinstance(value, dict) and len(value) == 1:  # {"answer": ...}
         (value,) = value.values()
-        return value.strip() if isinstance(value, str) else _dumps(value)
-    return _dumps(value) if value else ""
+        return value.strip() if isinstance(value, str) else json_text(value)
+    return json_text(value) if value else ""
 
 
 @dataclass(slots=True)
@@ -94,8 +79,7 @@ class Item:
 
 
 class BrokenChain(ReactEngineError):
-    """A call chained with ``;`` that cannot be read (``pos``: where, in the reply); never
-    leaves :func:`~react_engine.parsing.parse_react`, which raises ``ReActParseError``."""
+    """A call chained with ``;`` that cannot be read, at ``pos`` (never leaves the parser)."""
 
     def __init__(self, pos: int) -> None:
         super().__init__(pos)
@@ -127,8 +111,7 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
             codes.append("json:duplicate_key")
         except (ValueError, RecursionError):
             try:
-                # complete but sloppy JSON is repaired; cut-off JSON is not closed, since
-                # that would run the tool on a value the model never finished writing
+                # sloppy JSON is repaired; cut-off JSON is not closed (it would invent)
                 result = repair_json(text, allow_truncated=False)
             except JSONRepairError:
                 return text, [*codes, "action_input_not_json"]
@@ -198,7 +181,7 @@ def _blob_args(value: Any, codes: list[str]) -> dict[str, Any] | str:
         return decoded
     if isinstance(value, dict):  # the usual case: no text needed, no code
         return value
-    return _as_args(value, _dumps(value), codes)
+    return _as_args(value, json_text(value), codes)
 
 
 def call_args(inner: str, codes: list[str]) -> dict[str, Any] | str:
@@ -244,9 +227,8 @@ def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
 
 
 def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
-    """The tool calls of a JSON blob or tool-call markup at ``pos`` and where it ends, or
-    None. A blob cut off still names its tools, but each call keeps the blob's text as its
-    input (``action_input_not_json``): closing it would make arguments up."""
+    """The tool calls of a blob at ``pos`` and where it ends, or None. A blob cut off keeps
+    its text as each call's input (``action_input_not_json``): closing it would invent."""
     codes: list[str] = ["json_blob"]
     fname: str | None = None
     json_at = -1  # where the JSON itself starts, when not the fenced inner text
@@ -302,7 +284,7 @@ def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: st
             item.raw_input = args
         else:
             try:
-                item.raw_input = _JSON.encode(args)  # json.dumps(args, ensure_ascii=False)
+                item.raw_input = JSON.encode(args)
                 item.dumped = (args, item.raw_input)
             except (RecursionError, ValueError):  # nested too deep for json.dumps
                 item.raw_input = blob
@@ -311,9 +293,8 @@ def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: st
 
 
 def _json(text: str, pos: int, codes: list[str], whole: bool = False) -> tuple[Any, int, bool]:
-    """The JSON object or array at ``pos`` (repaired; with ``whole``, making up all of
-    ``text``), where it ends, and whether it was cut off (closed by the repair at the end of
-    the text); its value is None when there is none."""
+    """The JSON value at ``pos`` (repaired; with ``whole``, all of ``text``), where it ends,
+    and whether it was cut off; the value is None when there is none."""
     if whole:
         text, pos = text.strip(), 0
     if text[pos : pos + 1] not in ("{", "["):
@@ -333,9 +314,8 @@ def _json(text: str, pos: int, codes: list[str], whole: bool = False) -> tuple[A
 
 
 def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
-    """The tool-call blobs in prose, in order: markup, fenced blocks, line-start brackets,
-    each candidate tried once. Linear: it gives up after ``_MAX_BLOB_CANDIDATES`` failures,
-    and stops at :data:`MAX_LABELS` calls (the rest is text, as for labels)."""
+    """The tool-call blobs in prose, in order; gives up after ``_MAX_BLOB_CANDIDATES``
+    failures and stops at :data:`MAX_LABELS` calls."""
     if not any(c in text for c in BLOB_CHARS):  # every candidate needs one of them
         return []
     candidates = heapq.merge(
@@ -382,9 +362,8 @@ _CHAIN: Final = re.compile(r"[ \t]*;\s*(?=[\[{<])")
 
 
 def read_chain(text: str, end: int) -> list[tuple[int, int, list[Item]]]:
-    """The blobs chained with ``;`` after the one ending at ``end`` (start, end, calls), at
-    most :data:`MAX_LABELS`. JSON after a ``;`` that cannot be read at all raises
-    :class:`BrokenChain` (a reading never stops at the first call as if it were all)."""
+    """The blobs chained with ``;`` after the one ending at ``end`` (start, end, calls); JSON
+    after a ``;`` that cannot be read at all raises :class:`BrokenChain`."""
     out: list[tuple[int, int, list[Item]]] = []
     while len(out) < MAX_LABELS:
         m = _CHAIN.match(text, end)

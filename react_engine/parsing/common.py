@@ -1,6 +1,5 @@
-"""What the ReAct parser (:mod:`.react`) and the salvage of written calls (:mod:`.salvage`)
-both read, read one way: think blocks (:func:`think_blocks`), code fences
-(:func:`unfence`), and call objects (:func:`call_objects`)."""
+"""What the ReAct parser and the salvage both read, read one way: think blocks, code fences
+and call objects."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from . import patterns as P
 from .fences import fence_body
 
 __all__ = [
+    "JSON",
     "NOT_OBJECT",
     "ThinkBlock",
     "call_objects",
@@ -24,24 +24,18 @@ __all__ = [
 ]
 
 
-# --- think blocks ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class ThinkBlock:
-    """One think block: ``text[start:end]`` in all, ``text[content_start:content_end]``
-    inside its tags."""
+    """One think block: ``text[start:end]``, its content ``text[content_start:content_end]``."""
 
     start: int
     content_start: int
     content_end: int
     end: int
     opened: bool
-    """Whether its opening tag is in the text (not when a stray closing tag ends a block
-    begun in the prompt, as Qwen3's template does: the block then starts at 0)."""
+    """Whether its opening tag is in the text (not when begun in the prompt, as Qwen3's)."""
     closed: bool
-    """Whether its closing tag is in the text (not in a reply cut while thinking: the
-    block then runs to the end)."""
+    """Whether its closing tag is in the text (else the block runs to the end)."""
 
 
 def think_blocks(text: str) -> Iterator[ThinkBlock]:
@@ -64,25 +58,15 @@ def think_blocks(text: str) -> Iterator[ThinkBlock]:
         yield ThinkBlock(opening, content_start, len(text), len(text), True, False)
 
 
-# --- code fences ------------------------------------------------------------------------------
-
-
 def unfence(text: str) -> tuple[str, str] | None:
-    """The content of the code fence ``text`` starts with (after optional spaces), and the
-    text after its closing fence (``""`` when it is never closed); ``None`` when ``text``
-    does not start with a fence.
-
-    The language tag and the rest of the opening line are not content; a fence inside a
-    JSON string does not close the block (:func:`~.fences.fence_close`).
-    """
+    """The content of the code fence ``text`` starts with and the text after its closing fence
+    (``""`` when never closed); ``None`` when ``text`` does not start with a fence."""
     fence = P.FENCE_OPEN.match(text)
     if fence is None:
         return None
     start, close, tail = fence_body(text, fence, len(text))
     return text[start:close], text[tail:]
 
-
-# --- call objects -----------------------------------------------------------------------------
 
 _NAME_KEYS: Final = ("action", "toolname", "tool", "name", "function", "functionname", "actionname")
 _ARGS_WORDS: Final = (
@@ -115,13 +99,17 @@ def _call(tool: str, arguments: Any, given: str | None, thought: str | None) -> 
     return PendingCall(None, tool, text, text, repairs=[*repairs, NOT_OBJECT], thought=thought)
 
 
+JSON: Final = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(..., ensure_ascii=False)``, its encoder made once."""
+
+
 def json_text(value: Any) -> str:
     """``value`` as JSON text; one nested too deep for ``json.dumps`` (JSON decodes deeper
     than it encodes) as an encoding cut at a safe depth."""
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return JSON.encode(value)
     except (RecursionError, ValueError):
-        return json.dumps(to_jsonable(value), ensure_ascii=False)
+        return JSON.encode(to_jsonable(value))
 
 
 def written_value(call: PendingCall) -> Any:
@@ -138,15 +126,10 @@ def call_objects(value: Any, *, name_alone: bool = False) -> list[PendingCall] |
     """The tool calls ``value`` (a decoded JSON object or array) holds, or ``None`` when it
     is not a call (a list is calls only when every element is).
 
-    Name and arguments keys in any of :data:`_NAME_KEYS` / :data:`_ARGS_KEYS` spellings
-    (case, ``_``/``-``/space ignored); OpenAI's ``{"function": {...}}`` and
-    ``{"tool_calls": [...]}`` are unwrapped. With no arguments key, the other keys are the
-    arguments (``flat_arguments``), or there are none (``missing_action_input``).
-    ``{"name": ...}`` without an arguments key is data, not a call, unless ``name_alone``.
-    Arguments stay as written: an object, text, ``{}`` for ``null`` (``raw_arguments``
-    ``"null"``), any other JSON value as its text with :data:`NOT_OBJECT`
-    (:func:`written_value` gives it back). A ``thought`` key beside the call is its thought.
-    """
+    Keys are matched in any spelling of :data:`_NAME_KEYS` / :data:`_ARGS_KEYS`; OpenAI's
+    wrappers are unwrapped. With no arguments key the other keys are the arguments
+    (``flat_arguments``); ``{"name": ...}`` alone is data unless ``name_alone``. A non-object
+    argument value is kept as its text with :data:`NOT_OBJECT` (:func:`written_value`)."""
     if isinstance(value, list):
         each = [
             call_objects(e, name_alone=name_alone) if isinstance(e, dict) else None for e in value

@@ -1,6 +1,5 @@
 """Cutting a text ReAct reply where the model started inventing, as a server's ``stop``
-would: at the first Observation label at the start of a line or a caller's stop word, then
-chat-template special tokens and a last line that only begins a stop (``\\nObserv``)."""
+would (an Observation label, a stop word, special tokens, a partial stop at the end)."""
 
 from __future__ import annotations
 
@@ -45,9 +44,8 @@ class Cut:
 
 def cut_reply(text: str, stop_words: Sequence[str] | None = None) -> Cut:
     """Cut a reply where the model started inventing, as a server's ``stop`` would: at the
-    first Observation label at the start of a line or full stop word (never inside a think
-    block), then special tokens and a partial stop at the end. ``Cut.text`` is what is kept
-    (trailing whitespace stripped), ``Cut.codes`` the repairs applied."""
+    first Observation label or stop word outside think blocks, then special tokens and a
+    partial stop at the end."""
     think, body_start, think_code = think_span(text)
     codes = [think_code] if think_code else []
     body = text[body_start:]
@@ -113,9 +111,8 @@ def _first_observation(body: str) -> int:
 
 
 def partial_stop(kept: str, stop_words: Sequence[str] | None) -> int:
-    """Where a last line that only begins ``Observation:`` or a stop word starts, in one
-    case and at least three characters long unless Chinese (``观``): a final answer ending
-    in a line ``O`` or ``OB`` keeps it."""
+    """Where a last line that only begins ``Observation:`` or a stop word starts (three
+    characters at least unless Chinese, so an answer ending in ``O`` keeps it)."""
     nl = kept.rfind("\n")
     if nl < 0:
         return len(kept)

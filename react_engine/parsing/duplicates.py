@@ -1,12 +1,7 @@
-"""Objects that give one key two different values.
-
-``{"path": "/tmp/a", "path": "/home"}`` decodes, in every JSON reader, to its last value;
-the model may have meant either, so arguments holding such an object are a guess and never
-run (the repair ``duplicate_key``, lossy). :func:`decode` returns, beside the value, whether
-the text holds such an object; the readers that build objects themselves (the XML formats,
-Python calls, the tolerant decoder) set each key with :func:`assign`, which says whether it
-replaced another value.
-"""
+"""Objects that give one key two different values: every JSON reader keeps the last, the
+model may have meant either, so such arguments are a guess and never run (``duplicate_key``,
+lossy). :func:`decode` says whether the text holds one; readers that build objects
+themselves set each key with :func:`assign`."""
 
 from __future__ import annotations
 

@@ -29,13 +29,9 @@ def fence_body(s: str, fence: re.Match[str], hi: int) -> tuple[int, int, int]:
 
 
 def fence_close(s: str, start: int, hi: int, marker: str) -> int:
-    """Where the fence ``marker`` closing a block whose content starts at ``start`` is,
-    or -1 when the block is never closed.
-
-    A fence inside a JSON string (``{"code": "```py ...```"}``) does not close the block:
-    when the content is a JSON object or array, the first fence after the complete value
-    (and only whitespace) closes it. Otherwise the first fence does.
-    """
+    """Where the ``marker`` closing a block whose content starts at ``start`` is (-1: never).
+    For JSON content, the first fence after the complete value closes it, so a fence inside a
+    JSON string does not."""
     first = s.find(marker, start, hi)
     if first < 0:
         return -1

@@ -1,10 +1,7 @@
 """The tolerant decoder of one JSON value, and the repairs it records.
 
-:func:`decode_value` reads one value starting at an offset with an explicit stack (no
-recursion, nesting capped at :data:`MAX_DEPTH`), adding to a :class:`Repairs` the code of
-each tolerance it applies (the codes are listed in :mod:`.json_repair`, which decides
-what a whole text means). Strings, numbers and whitespace are consumed by compiled
-patterns, so it runs in time linear in the length of the text.
+:func:`decode_value` uses an explicit stack (nesting capped at :data:`MAX_DEPTH`) and
+compiled patterns, so it runs in time linear in the length of the text.
 """
 
 from __future__ import annotations
@@ -31,8 +28,7 @@ MAX_DEPTH: Final = 500
 """Deepest nesting the tolerant decoder accepts (``json.loads`` stops near 1000)."""
 
 MAX_REPAIR_CHARS: Final = 100_000
-"""Longest text the tolerant decoder takes on (valid JSON of any size takes the fast
-path). A model's broken JSON is never this long; the bound keeps hostile input cheap."""
+"""Longest broken JSON the tolerant decoder takes on (valid JSON of any size is fine)."""
 
 
 class Repairs:
@@ -99,12 +95,8 @@ def skip_blank(s: str, pos: int, hi: int, repairs: Repairs) -> int:
 def decode_value(
     s: str, pos: int, hi: int, repairs: Repairs, *, allow_bare: bool
 ) -> tuple[Any, int]:
-    """Decode one value starting at ``pos``; return it and the offset after it.
-
-    Containers are attached to their parent when they open, so closing the ones still
-    open at the end of the text is just returning the root. Plain strings and numbers
-    take a short path; everything odd goes through :func:`_scalar`.
-    """
+    """Decode one value starting at ``pos``; return it and the offset after it. Containers
+    join their parent when they open, so closing those open at the end is returning the root."""
     stack: list[Any] = []  # open containers, outermost first
     keys: list[str] = []  # the pending key of each open object ("" for arrays)
     state = _VALUE
@@ -243,10 +235,8 @@ _PLAIN_STRING: Final = P.STRING_CHUNK['"']
 
 
 def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
-    """A well-formed string or number at ``pos``, or ``(_SLOW, pos)`` to take the long way.
-
-    Accepts exactly what :func:`_scalar` would read the same way without any repair.
-    """
+    """A well-formed string or number at ``pos`` (exactly what :func:`_scalar` reads without
+    repair), or ``(_SLOW, pos)``."""
     c = s[pos]
     if c == '"':
         end = run_end(_PLAIN_STRING, s, pos + 1, hi)
@@ -274,10 +264,8 @@ _E_LITERALS: Final = ("true", "True", "false", "False")
 
 
 def _close_all(stack: list[Any], repairs: Repairs, s: str, pos: int, after_value: bool) -> Any:
-    """Close what is still open at the end of the text; an empty root is not a value.
-
-    ``after_value``: the text ends right after a complete value (not after a comma, a key
-    or an opening bracket), where :attr:`Repairs.close_brackets` may close it."""
+    """Close what is still open at the end of the text (``after_value``: right after a
+    complete value, where :attr:`Repairs.close_brackets` may close it)."""
     if len(stack) == 1 and not stack[0]:
         raise json_error("truncated: nothing after the opening bracket", s, pos)
     # 1 or 12? the text may end inside a number (the e of true or false is no number's)
@@ -387,12 +375,9 @@ _ESCAPES: Final = dict(zip('"\\/bfnrt', '"\\/\b\f\n\r\t', strict=True))
 def _string(
     s: str, pos: int, hi: int, repairs: Repairs, *, is_key: bool, raw: bool = False
 ) -> tuple[str, int]:
-    """A string opened at ``pos`` by any kind of quote; returns it and the offset after it.
-
-    A backslash escape JSON does not know (``"C:\\Users"``) means the model wrote
-    backslashes as they are: the string is read again with every backslash literal
-    (except before its own quote), so ``\\notes`` stays a backslash and an ``n``.
-    """
+    """A string opened at ``pos`` by any kind of quote, and the offset after it. An escape
+    JSON does not know (``"C:\\Users"``) means backslashes written as they are: the string is
+    read again with every backslash literal."""
     quote = s[pos]
     if quote == '"':
         chunk = P.STRING_CHUNK['"']
@@ -449,11 +434,8 @@ def _open_string(s: str, pos: int, repairs: Repairs) -> None:
 
 
 def _closes(s: str, after: int, hi: int, is_key: bool) -> bool:
-    """Whether a quote followed by ``s[after:]`` closes its string.
-
-    A key's quote always does. A value's quote does when a delimiter, a line end, a
-    comment or the end of the text follows; otherwise it is an unescaped inner quote.
-    """
+    """Whether a quote followed by ``s[after:]`` closes its string: a key's always does, a
+    value's when a delimiter, line end, comment or the end follows."""
     if is_key or after >= hi:
         return True
     nxt = s[after]

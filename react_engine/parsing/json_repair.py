@@ -1,22 +1,10 @@
 """Tolerant JSON: the value a model meant, and a report of every repair it took.
 
-:func:`repair_json` first tries :func:`json.loads`; valid JSON comes back untouched with
-no repairs (but ``duplicate_key``: one key given two values, :mod:`.duplicates`). Anything
-else goes through a single-pass tolerant decoder (:mod:`.json_decoder`, linear in the
-length of the text) that records each tolerance it applies as a short, stable code: the
-``json`` rows of :data:`.repairs.REPAIRS` (the table in ``docs/reliability.md`` says what
-each one reads and whether it is lossless). JSON inside prose: fenced blocks first, then
-the first complete object (or array holding objects), else the first complete value (so a
-citation ``[1]`` before the arguments does not win); the search resumes after each failed
-attempt instead of retrying inside it. Broken JSON longer than
-:data:`~.json_decoder.MAX_REPAIR_CHARS` is refused rather than repaired.
-
-What it will not do: invent values. ``{"a": }``, ``{"a"`` and ``{"a": 1, "b":`` raise
-:class:`~react_engine.errors.JSONRepairError`, as do bare words in arrays, nesting deeper
-than :data:`~.json_decoder.MAX_DEPTH` and text with no JSON value at all. A one-element
-array around an object is returned as the array it is (the ReAct parser unwraps action
-arguments and reports ``unwrapped_array``). ``strict=True`` turns everything off;
-``allow_truncated=False`` makes cut-off text an error (see :func:`repair_json`).
+Valid JSON comes back untouched (repair ``duplicate_key`` aside); anything else goes through
+the linear tolerant decoder (:mod:`.json_decoder`). JSON inside prose: fenced blocks first,
+then the first complete object (or array holding objects), else the first complete value
+(so a citation ``[1]`` does not win). It never invents values: ``{"a": }``, ``{"a"`` and
+``{"a": 1, "b":`` raise :class:`~react_engine.errors.JSONRepairError`.
 """
 
 from __future__ import annotations
@@ -56,12 +44,10 @@ def repair_json(
     """Decode ``text`` as JSON, repairing what models typically get wrong.
 
     Raises :class:`~react_engine.errors.JSONRepairError` (with the offset where decoding
-    gave up) when no repair yields the value the model meant; never returns a stand-in
-    such as ``{}``. ``allow_truncated=False``: text that ends inside a value
-    (``{"path": "/tmp/imp``) is an error instead of being closed, since closing it would
-    invent a value. ``close_brackets=True`` still closes brackets open at the end right
-    after a complete value (not a number, a comma, a key or an opening bracket), their one
-    completion, for text the caller knows was not cut by a length limit.
+    gave up) when no repair yields the value the model meant; never returns a stand-in such
+    as ``{}``. ``allow_truncated=False``: text that ends inside a value is an error instead
+    of being closed (closing it would invent a value); ``close_brackets=True`` still closes
+    brackets open right after a complete value, for text known not to be cut off.
     """
     try:
         value, _, conflicted = decode(text)
@@ -84,11 +70,8 @@ def repair_json(
 def decode_prefix(
     text: str, pos: int = 0, *, allow_truncated: bool = True
 ) -> tuple[Any, int, tuple[str, ...]]:
-    """Decode the JSON value that starts at ``pos``; return it, where it ends, and repairs.
-
-    Text after the value is left alone (no ``extra_data``). Used by the ReAct parser to
-    find a JSON blob inside a reply. ``allow_truncated`` as for :func:`repair_json`.
-    """
+    """Decode the JSON value that starts at ``pos``; return it, where it ends, and repairs
+    (text after it is left alone)."""
     try:
         value, end, conflicted = decode(text, pos)
     except (ValueError, RecursionError):
@@ -100,9 +83,6 @@ def decode_prefix(
     repairs = Repairs(allow_truncated)
     value, end = decode_value(text, pos, len(text), repairs, allow_bare=True)
     return value, end, repairs.codes()
-
-
-# --- the whole text ----------------------------------------------------------------------
 
 
 def _repair(text: str, repairs: Repairs) -> Any:
@@ -181,9 +161,8 @@ def _trailing(s: str, pos: int, hi: int, repairs: Repairs) -> None:
 
 
 def _another_value(s: str, pos: int, hi: int) -> bool:
-    """Whether the text after a complete value (at ``pos``) may be part of what the model
-    meant as the value: right after it on the same line, or holding a quote or bracket
-    there, or another value after closers and commas (``{...}, {...}``)."""
+    """Whether the text after a complete value may be part of it: on the same line right
+    after it, a quote or bracket on that line, or another value after closers and commas."""
     if pos > 0 and s[pos - 1] not in " \t\r\n":
         return True
     eol = s.find("\n", pos, hi)

@@ -1,6 +1,5 @@
-"""The labels of a text ReAct reply (``Thought:``, ``**Action 1:**``, ``最终答案：``...) found
-at the start of lines, outside closed code fences, and the reply split into sections at the
-ones that count where they stand; and the one cheap pass that reads a plain reply's labels."""
+"""The labels of a text ReAct reply found at line starts outside closed fences, the reply
+split into sections at them, and the one cheap pass that reads a plain reply's labels."""
 
 from __future__ import annotations
 
@@ -52,9 +51,8 @@ class Section:
 
 
 def content_start(m: re.Match[str], text: str, colon: str, pre: str, em: str) -> int | None:
-    """Where the content of the label candidate ``m`` starts, or None when it is no label:
-    without a colon, a label is a Markdown heading or bold alone on its line (``### Action``,
-    ``**Final Answer**``)."""
+    """Where the content of the label candidate ``m`` starts, or None when it is no label
+    (without a colon, only a Markdown heading or bold alone on its line is one)."""
     if colon:
         return m.end()
     if "#" not in pre and not em:
@@ -97,8 +95,7 @@ def _label_codes(groups: tuple[str, ...], word_codes: tuple[str, ...]) -> tuple[
 
 
 def _closed_fences(body: str) -> list[tuple[int, int]]:
-    """(opening line start, closing line start) of each closed fence pair (the first
-    ``MAX_FENCES`` fence lines only: past that, fences hide nothing)."""
+    """(opening line start, closing line start) of each closed fence pair (``MAX_FENCES``)."""
     spans: list[tuple[int, int]] = []
     opened = -1
     for m in islice(P.FENCE_LINE.finditer(body), MAX_FENCES):
@@ -154,16 +151,13 @@ _PLAIN_LABELS: Final = (
 )
 _PLAIN_STARTS: Final = ("Action", "Thought:", "Final Answer:")
 _PLAIN_MAX_LINES: Final = 200
-"""Replies with this many lines or more skip the plain pass: it reads each line in Python,
-and a hostile reply has a great many (the tolerant passes scan them in C)."""
+"""Replies with this many lines skip the plain pass (a Python loop per line)."""
 
 
 def plain_labels(text: str, stop_words: Sequence[str] | None) -> list[Label] | None:
-    """The labels of ``text.rstrip()``, in one cheap pass, when the reply is plain: no ``<``,
-    no stop word, and each line starts with ``Thought:``, ``Action:``, ``Action Input:`` or
-    ``Final Answer:`` spelled exactly, or cannot start a label or an Observation, no fence
-    before a label. Then they are :func:`scan_labels`' (``tests/parsing/test_parse_plain.py``);
-    the caller checks for a partial stop. None otherwise."""
+    """The labels of ``text.rstrip()`` in one cheap pass when the reply is plain (no ``<``, no
+    stop word, canonical labels at line starts, no fence before a label): then they are
+    :func:`scan_labels`'. None otherwise."""
     if "<" in text or text.count("\n") >= _PLAIN_MAX_LINES:
         return None  # a long reply pays one pass, not two
     for word in stop_words or ():

@@ -1,16 +1,9 @@
 """Every regular expression the text parsers use, compiled once, one comment each.
 
-Rules for this module (they keep the parsers linear in the size of a reply):
-
-* no nested quantifiers and no alternation whose branches can match the same text twice;
-* a pattern that is *searched* (``search``/``finditer``) either starts with an anchor
-  (``^`` in MULTILINE mode, a look-behind) or with a literal, so each attempt dies at
-  once where it cannot match; unbounded runs only come after such a start;
-* patterns used with ``match(text, pos)`` may start with a run, since they are tried at
-  one position only.
-
-Label words live in :data:`LABEL_WORDS`, a table from a normalised spelling to the kind
-of label and its strength; :data:`LABEL` is built from it so the two never disagree.
+Rules that keep the parsers linear: no nested quantifiers, no alternation whose branches
+can match the same text twice; a *searched* pattern starts with an anchor or a literal
+(unbounded runs only after it); only patterns used with ``match(text, pos)`` may start with
+a run. :data:`LABEL` is built from :data:`LABEL_WORDS`, so the two never disagree.
 """
 
 from __future__ import annotations
@@ -31,8 +24,8 @@ QUESTION: Final = "question"
 STRONG: Final = 0
 """A label that always starts a section (outside fences and final answers)."""
 WEAK: Final = 1
-"""A label honoured only where it is expected: an input word right after an Action, an
-answer word when no final answer has started yet."""
+"""A label honoured only where expected (an input word after an Action, an answer word
+before any final answer)."""
 
 # Spelling as written in the pattern (spaces stand for "space, underscore, hyphen or
 # nothing"), per kind and strength. Keep the English canonical words first in each row.
@@ -98,8 +91,7 @@ LABEL_WORDS: Final[dict[str, tuple[str, int]]] = {
 
 
 def _alternation(words: list[str]) -> str:
-    # Longest first, so "Action Input" wins over "Action" and "思考过程" over "思考".
-    # "Action Input" and its kin may carry the action's number inside: "Action 1 Input".
+    # Longest first ("Action Input" before "Action"); "Action 1 Input" carries a number.
     parts = sorted({w for w in words}, key=len, reverse=True)
     return "|".join(
         re.escape(w).replace(
@@ -114,9 +106,7 @@ INNER_NUMBER: Final = re.compile(r"(?:[ \t_-]?\#?\d{1,3})")
 
 
 def _first_chars(words: list[str]) -> str:
-    # What a label line can start with after its indentation: Markdown marks, list
-    # numbers, or the first letter of a word. Lines starting with anything else fail
-    # at once instead of trying every word.
+    # What a label line can start with: other lines fail at once, not after every word.
     letters = {c for w in words for c in (w[0].lower(), w[0].upper())}
     return "[" + re.escape("#>-+*•_0123456789" + "".join(sorted(letters))) + "]"
 
@@ -143,12 +133,8 @@ def _label(words: list[str]) -> re.Pattern[str]:
 
 
 LABEL: Final = _label([w for w, kind, _ in _WORDS if kind != OBSERVATION])
-"""A label at the start of a line, in any of the spellings of :data:`LABEL_WORDS` except
-observations (those are cut before labels are looked for).
-
-A match is only a candidate: the parser accepts it when it has a colon, or when it is a
-Markdown heading or bold label alone on its line (``### Action``, ``**Final Answer**``).
-"""
+"""A label candidate at the start of a line, in any spelling of :data:`LABEL_WORDS` but
+observations' (cut before labels are looked for)."""
 
 OBSERVATION_LABEL: Final = _label([w for w, kind, _ in _WORDS if kind == OBSERVATION])
 """Like :data:`LABEL`, for observation words only: where :func:`cut_reply` cuts."""
@@ -159,14 +145,13 @@ INLINE_LABEL: Final = re.compile(
     r"|行动输入|动作输入|行动|动作|最终答案|最终回答)"
     r"(?:\*\*)?[ \t]*[:：](?:\*\*)?"
 )
-"""A label in the middle of a thought line ("... so I search. Action: search[x]").
-Case-sensitive and canonical words only: prose rarely capitalises them like that."""
+"""A label mid-line after a sentence ("... so I search. Action: search[x]"); canonical
+words only, case-sensitive."""
 
 INLINE_INPUT: Final = re.compile(
     r"(?:\*\*)?(?:Action[ \t_-]?Input|行动输入|动作输入)(?:\*\*)?[ \t]*[:：]", re.IGNORECASE
 )
-"""An "Action Input:" label inside the Action line ("Action: search Action Input: {...}"),
-also glued to the tool name when a renderer dropped the newline."""
+"""An "Action Input:" label inside the Action line, glued to the tool name or not."""
 
 # --- fences, tags and think blocks -----------------------------------------------------------
 
@@ -181,8 +166,7 @@ _THINK_WORDS: Final = "think|thinking|reasoning"
 THINK_TAG: Final = re.compile(rf"<(?P<close>/?)(?:{_THINK_WORDS})>", re.IGNORECASE)
 """A think tag, opening or closing (``close`` is ``"/"``), searched for anywhere."""
 
-# Native tool-call markup, as the model families write it (the salvage module's docstring
-# has the whole formats).
+# Native tool-call markup, as the model families write it
 CALL_OPEN: Final = "<tool_call>"  # Hermes / Qwen 2.5 block
 CALL_CLOSE: Final = "</tool_call>"
 MISTRAL_CALLS: Final = "[TOOL_CALLS]"  # Mistral
@@ -194,8 +178,7 @@ TOOL_CALL_TAG: Final = re.compile(
     rf"{re.escape(CALL_OPEN)}|{re.escape(MISTRAL_CALLS)}|{re.escape(PYTHON_TAG)}"
     rf"|{re.escape(FUNCTION_OPEN)}(?P<fname>[\w.\-]{{1,100}})>"
 )
-"""Native tool-call markup leaking into text: Hermes/Qwen ``<tool_call>``, Mistral
-``[TOOL_CALLS]``, Llama 3 ``<|python_tag|>`` and ``<function=name>``."""
+"""Native tool-call markup leaking into text."""
 
 TOOL_CALL_CLOSE: Final = re.compile(rf"{re.escape(CALL_CLOSE)}|{re.escape(FUNCTION_CLOSE)}")
 """The closing tag of :data:`TOOL_CALL_TAG` markup."""
@@ -230,8 +213,7 @@ KWARG: Final = re.compile(
 """One ``key=value`` of a Python-style call (matched at a position, one after another)."""
 
 KWARG_SEP: Final = re.compile(r"[,，][ \t]*")
-"""The separator between two :data:`KWARG` items (a full-width ``，`` too: after a complete
-value, outside any string, it has no other meaning)."""
+"""The separator between two :data:`KWARG` items (a full-width ``，`` too)."""
 
 # --- JSON -----------------------------------------------------------------------------------
 
@@ -280,16 +262,14 @@ CALL_MARKUP: Final = re.compile(
     r"|<parameter=([^<>\n]{1,200})>"  # parameter open, name in group 2
     r"|</parameter>"  # parameter close
 )
-"""Hermes/Qwen ``<tool_call>`` tags, Qwen3-Coder and Llama 3.1 ``<function=...>`` tags and
-Qwen3-Coder ``<parameter=...>`` tags, read in one pass."""
+"""``<tool_call>``, ``<function=...>`` and ``<parameter=...>`` tags, read in one pass."""
 
 DEEPSEEK_TOKEN: Final = re.compile(
     r"<[|｜]tool[_▁]calls[_▁](begin|end)[|｜]>"  # block open/close, group 1
     r"|<[|｜]tool[_▁]call[_▁](begin|end)[|｜]>"  # call open/close, group 2
     r"|<[|｜]tool[_▁]sep[|｜]>"  # between type or name and the arguments
 )
-"""DeepSeek's tool-call special tokens, with the full-width bar ``｜`` and ``▁`` or their
-ASCII look-alikes."""
+"""DeepSeek's tool-call special tokens (``｜`` and ``▁`` or their ASCII look-alikes)."""
 
 MISTRAL_MARK: Final = re.compile(re.escape(MISTRAL_CALLS))
 """Mistral's ``[TOOL_CALLS]``, searched for anywhere."""
@@ -297,16 +277,14 @@ MISTRAL_MARK: Final = re.compile(re.escape(MISTRAL_CALLS))
 MISTRAL_NAMED: Final = re.compile(
     r"\s*([A-Za-z0-9_.\-]{1,128})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?(?:\[ARGS\]|(?=[ \t]*\{))"
 )
-"""Mistral v11+ after ``[TOOL_CALLS]``: ``NAME[ARGS]``, ``NAME[CALL_ID]id[ARGS]``, or
-``NAME{...}`` without ``[ARGS]`` (matched at a position)."""
+"""Mistral v11+ after ``[TOOL_CALLS]``: ``NAME[ARGS]``, ``NAME[CALL_ID]id[ARGS]``, ``NAME{``."""
 
 INVENTED_OBSERVATION: Final = re.compile(
     r"^[ \t>*#_]*(?:observations?|obs|tool output|tool result|观察结果|观察|观测结果|观测)"
     r"(?:[ \t]*\d{1,3})?(?:[ \t]*[(（][^()（）\n]{0,60}[)）])?[ \t*_]*[:：]",
     re.IGNORECASE | re.MULTILINE,
 )
-"""An ``Observation:`` line (numbered or not): a reply that writes one invented the result,
-and a call written after it was not meant to run (searched for anywhere)."""
+"""An ``Observation:`` line: a call written after one the model invented is not meant."""
 
 FINAL_ANSWER_LINE: Final = re.compile(
     r"^[ \t>*#_-]*(?:final[ \t_]*answer|final[ \t]+response|final[ \t]+output|最终答案|"
@@ -334,19 +312,16 @@ JSON_STRUCTURE: Final = re.compile(r'[{}\[\]"\\]')
 """The characters a bracket scanner stops at in JSON: brackets, quotes, backslashes."""
 
 PYTHON_STRUCTURE: Final = re.compile(r"[(){}\[\]\"'\\\n]")
-"""The same for a Python call: brackets, both quotes, backslashes, and the newline a
-one-line string may not cross."""
+"""The same for a Python call, plus single quotes and the newline a string may not cross."""
 
 LINE_TAIL: Final = re.compile(r"([ \t`;]*)(?:\r?\n|$)")
-"""What may follow a Python call on its line: spaces, inline-code backticks, ``;``
-(matched at a position)."""
+"""What may follow a Python call on its line: spaces, backticks, ``;``."""
 
 IDENT_CALL: Final = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]{0,127})\s*\(")
 """``name(`` with an identifier name (matched at a position)."""
 
 AFTER_FUNCTIONS_NAME: Final = re.compile(r"[ \t]*(?:[:({\n]|$)")
-"""What ends the name in llama.cpp's ``functions.NAME:`` notation (matched right after the
-name): ``functions.f returned ...`` is a model reporting a result, not calling."""
+"""What ends the name in ``functions.NAME:`` (``functions.f returned ...`` is no call)."""
 
 EMPTY_FENCE: Final = re.compile(r"```[\w-]*\s*```")
 """A code fence with nothing left inside (once the calls in it are removed)."""
@@ -356,8 +331,7 @@ BLANK_LINES: Final = re.compile(r"\n\s*\n")
 
 
 def call_line(names: list[str]) -> re.Pattern[str]:
-    """``NAME(`` at the start of a line (after indentation or backticks), for any of
-    ``names`` (identifiers; the longest should come first)."""
+    """``NAME(`` at the start of a line, for any of ``names`` (longest first)."""
     alternatives = "|".join(re.escape(n) for n in names)
     return re.compile(rf"^[ \t`]*({alternatives})[ \t]*\(", re.MULTILINE)
 
@@ -367,8 +341,7 @@ JSON_LIST_START: Final = re.compile(r"\[\s*\{")
 
 
 def call_list(names: list[str]) -> re.Pattern[str]:
-    """``[NAME(`` anywhere: a pythonic list of calls (Llama 3.2, Gemma), for any of
-    ``names`` (identifiers; the longest should come first)."""
+    """``[NAME(`` anywhere: a pythonic list of calls, for any of ``names`` (longest first)."""
     alternatives = "|".join(re.escape(n) for n in names)
     return re.compile(rf"\[[ \t]*(?:{alternatives})[ \t]*\(")
 
@@ -381,20 +354,17 @@ ARGUMENT_KEY: Final = re.compile(r"[ \t\n]*(?P<key>[A-Za-z_][\w.\-]{0,63})[ \t]*
 ARGUMENT_KEY_ANYWHERE: Final = re.compile(
     r"(?<![\w.\-])(?P<key>[A-Za-z_][\w.\-]{0,63})[\"'”’]?[ \t]*[:：=]"
 )
-"""The same key, searched for anywhere (a word that is not part of a longer one), quoted
-too (``"city": "Paris"}``, JSON that lost a bracket)."""
+"""The same key searched for anywhere as a whole word, quoted too (``"city": "Paris"}``)."""
 
 
 def tool_call_anywhere(names: list[str]) -> re.Pattern[str]:
-    """``NAME(`` anywhere in a text (not inside a longer name), for any of ``names`` (the
-    longest first): a call written in prose, ``# 查询商品 → search_product(name: iPhone)``."""
+    """``NAME(`` anywhere (not inside a longer name): a call written in prose."""
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     return re.compile(rf"(?<![\w.\-])(?:{alternatives})[ \t]*\(")
 
 
 def run_end(pattern: re.Pattern[str], s: str, pos: int, hi: int) -> int:
-    """Where a run of ``pattern`` (one that also matches the empty string) starting at
-    ``pos`` ends."""
+    """Where a run of ``pattern`` (which matches the empty string) from ``pos`` ends."""
     m = pattern.match(s, pos, hi)
     assert m is not None, "run patterns match the empty string"
     return m.end()

@@ -1,26 +1,15 @@
 """Where a call written in a reply's text is the model's action, and where it is not.
 
-The rule: a complete, valid call of an offered tool, in the model's own format, written
-in the reply's text (on a line of its own or inside a sentence), is the model's action
-unless something marks it as not meant now; the text around it is the step's thought.
-The reader of such calls (:mod:`.salvage`) asks :func:`placement` about each group of
-calls it found (calls that follow one another with nothing but white space between them
-are one group) and drops every call that is not the action, with the reason:
+A complete, valid call of an offered tool written in the text is the action unless
+something marks it as not meant now. :func:`placement` judges each group of calls the
+salvage found (calls separated only by white space) and names why one is dropped:
+``after_observation`` (after an ``Observation:`` the model invented), ``after_final_answer``,
+``described`` (the prose around it presents it as an example, a refusal, a condition or a
+quote: :data:`CUES`; a :data:`FOLLOW_UP` question is not), ``quoted`` (after an opening
+quotation mark, or in a block quote) and ``unclosed`` (its opening tag is never closed).
 
-* ``after_observation``: written after an ``Observation:`` line the model wrote itself
-  (it invented the tool's result; what follows was not meant to run);
-* ``after_final_answer``: written after a ``Final Answer:`` line;
-* ``described``: the prose next to it (the line before, the rest of its line, the line
-  after) presents it as an example, a description of how one would call it, a refusal, a
-  condition or a quote (:data:`CUES`; a question offering more, :data:`FOLLOW_UP`, is not);
-* ``quoted``: right after an opening quotation mark, or in a Markdown block quote;
-* ``unclosed``: its opening tag (``<tool_call>``, ``<function=...>``...: each format's
-  ``closes``, :func:`~.salvage.register_format`) is never closed.
-
-Fenced examples and think blocks are the reader's own regions (see :mod:`.salvage`).
-When in doubt a call does not run: the cues are words, so a false alarm costs one more
-turn (the model is asked), never a call the model did not mean. The rule is stated once,
-in :mod:`react_engine.protocols.policy`.
+When in doubt a call does not run: a false alarm costs one more turn, never a call the
+model did not mean.
 """
 
 from __future__ import annotations
@@ -90,10 +79,9 @@ def placement(
     skip: Sequence[tuple[int, int]] = (),
     closers: Collection[tuple[str, str]] = (),
 ) -> list[NotAction | None]:
-    """For each of the calls at ``spans`` (in order, not overlapping), why it is not the
-    model's action, or ``None`` where it is. ``skip``: regions (think blocks, fences, in
-    order) whose text is neither a label nor prose around a call. ``closers``: opening
-    tags and the closing tag a call that opens with one must have (the formats' own)."""
+    """For each call at ``spans`` (in order), why it is not the model's action, or ``None``.
+    ``skip``: regions (think blocks, fences) that are neither labels nor prose around a call;
+    ``closers``: each opening tag and the closing tag it needs."""
     if not spans:
         return []
     regions = _Regions(skip)
@@ -177,8 +165,8 @@ def _prose(
     line_start = lead.rfind("\n") + 1
     if lead[line_start:].lstrip(" \t").startswith(">"):
         return "quoted"
-    near = _last_line(lead) + "\n" + FOLLOW_UP.sub("", _first_line(tail))
-    return "described" if CUES.search(near) else None
+    near = _nearest_line(lead.split("\n")[::-1]), _nearest_line(tail.split("\n"))
+    return "described" if CUES.search(near[0] + "\n" + FOLLOW_UP.sub("", near[1])) else None
 
 
 def _blank(text: str, start: int, end: int, skip: _Regions) -> str:
@@ -190,26 +178,9 @@ def _blank(text: str, start: int, end: int, skip: _Regions) -> str:
     return piece
 
 
-def _last_line(lead: str) -> str:
-    """The line the calls start on (its text before them) and, where that is blank, the
-    last line with text before it."""
-    lines = lead.split("\n")
-    current = lines[-1]
-    if current.strip() or len(lines) == 1:
-        return current
-    for line in reversed(lines[:-1]):
-        if line.strip():
-            return line
-    return ""
-
-
-def _first_line(tail: str) -> str:
-    """The rest of the line the calls end on and, where that is blank, the next line with
-    text."""
-    lines = tail.split("\n")
+def _nearest_line(lines: list[str]) -> str:
+    """``lines[0]`` and, where that is blank, the next line with text (the lines nearest the
+    calls, going away from them)."""
     if lines[0].strip() or len(lines) == 1:
         return lines[0]
-    for line in lines[1:]:
-        if line.strip():
-            return line
-    return ""
+    return next((line for line in lines[1:] if line.strip()), "")

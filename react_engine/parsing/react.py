@@ -1,12 +1,8 @@
-"""The tolerant parser of text ReAct replies: :func:`parse_react` reads one reply written in
-the Thought / Action / Action Input / Final Answer format, or one of its dialects, into a
-:class:`~react_engine.types.ParsedStep`, with one repair code per tolerance applied.
+"""The tolerant parser of text ReAct replies: :func:`parse_react` reads one reply (Thought /
+Action / Action Input / Final Answer, or a dialect) into a :class:`~react_engine.types.ParsedStep`.
 
-The reply is cut (:mod:`.cut`), its labels found (:mod:`.labels`), each section read (an
-action's input and tool-call blobs: :mod:`.blobs`) and the step chosen here. A plain reply
-(canonical labels, nothing to cut) takes a shortcut read straight from its labels, with
-the same result. What each code means is :mod:`.repairs`' table (docs/reliability.md).
-"""
+The reply is cut (:mod:`.cut`), its labels found (:mod:`.labels`), each section read
+(:mod:`.blobs`) and the step chosen here; a plain reply takes a shortcut to the same result."""
 
 from __future__ import annotations
 
@@ -196,10 +192,9 @@ def _parse(
 
 
 def _plain_step(kept: str, labels: list[Label]) -> ParsedStep | None:
-    """The step of a plain reply of the usual shape (``Thought:``, then ``Final Answer:`` or
-    ``Action:`` and an optional ``Action Input:``), read directly; None for anything more
-    (an inline label or blob in the thought, a finish or no-op tool, a second call, an empty
-    answer), which :func:`_read` and :func:`_choose` then read, to the same result."""
+    """A plain reply (``Thought:``, then ``Final Answer:`` or ``Action:`` and an optional
+    ``Action Input:``) read directly; None for anything more, which the full passes read to
+    the same result."""
     kinds = tuple(label.kind for label in labels)
     if not 2 <= len(kinds) <= 3 or kinds[0] != P.THOUGHT or labels[0].start != 0:
         return None
@@ -304,10 +299,9 @@ def _orphan(r: _Reading, sec: Section) -> None:
 
 
 def _attach_input(r: _Reading, action: Item, sec: Section) -> None:
-    """Give an Action its input; a second Action Input is a second call. Input written with
-    the Action (``tool(...)``, ``tool {...}``) then an Action Input are one call: after an
-    empty one the Action Input is the input, the same arguments twice are one, different
-    ones are ambiguous and never run (``NoticeCode.AMBIGUOUS_INPUT``)."""
+    """Give an Action its input; a second Action Input is a second call, except after input
+    written with the Action: after an empty one it is the input, the same one is dropped, a
+    different one is ambiguous and never runs."""
     if not action.has_input:
         _fill(action, sec.content, [])
         return
@@ -424,9 +418,8 @@ def _named(item: Item, name: str, missing: _Problem) -> tuple[list[Item], _Probl
 
 
 def _find_blobs(sections: list[Section], r: _Reading) -> None:
-    """Tool-call blobs in the thoughts and unlabeled text of a reply with no Action label:
-    all those of the first section holding one, in order; the text before them is the
-    thought, the text after them is ignored."""
+    """Tool-call blobs in a reply with no Action label: those of the first section holding
+    any; the text before them is the thought, the text after is ignored."""
     for sec in sections:
         if sec.kind not in (P.THOUGHT, PREAMBLE):
             continue
@@ -531,20 +524,16 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
 
 
 def _pending(item: Item) -> PendingCall:
-    """The call of an action, with its reading's repairs (``json:duplicate_key`` among them
-    when its arguments give a key two values, however they were decoded)."""
-    codes = list(dict.fromkeys(item.codes))
-    args, raw = item.args, item.raw_input
+    """The call of an action, with its reading's repairs."""
+    args, raw, codes = item.args, item.raw_input, list(dict.fromkeys(item.codes))
     exact = _exact(args, raw, item.dumped)
-    return PendingCall(
-        None, item.tool or "", args, raw, error=item.error, repairs=codes, exact=exact
-    )
+    tool = item.tool or ""
+    return PendingCall(None, tool, args, raw, error=item.error, repairs=codes, exact=exact)
 
 
 def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:
-    """Whether ``raw`` is JSON text that decodes, as it stands, to the object ``args``
-    (``PendingCall.exact``). ``dumped``: ``(args, raw)`` when ``raw`` is ``json.dumps(args)``,
-    which decodes back to an equal object unless it holds a NaN (never equal to itself)."""
+    """Whether ``raw`` is JSON that decodes as it stands to the object ``args``. ``dumped``:
+    ``(args, raw)`` when ``raw`` is ``json.dumps(args)`` (equal on decoding unless a NaN)."""
     if dumped is not None and dumped[0] is args and dumped[1] is raw and "NaN" not in raw:
         return isinstance(args, dict)
     if not isinstance(args, dict) or raw[:1] != "{":

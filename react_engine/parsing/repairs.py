@@ -1,20 +1,10 @@
 """Which repairs recover what the model wrote, and which guess: the one table.
 
-Every tolerance a reader applies is reported as a short code (:mod:`.json_repair`,
-:mod:`.react`, :mod:`.salvage` and the protocols). Each code is **lossless** (the value
-the model wrote is recovered exactly: a fence, a label, a trailing comma, a quote style,
-a missing final brace at the very end, full-width delimiters outside strings) or
-**lossy** (a value had to be guessed: a string cut off, tokens merged, unquoted text, a
-quote that may or may not end its string).
-
-The rule built on it (:func:`react_engine.protocols.policy.apply`, for every protocol): a call
-whose arguments were read with a lossy repair never runs; the model is told what was
-wrong and asked to write it again. A lossy repair may still be used to read a final
-answer. A code missing from the table counts as lossy.
-
-``json:`` codes (a JSON repair inside a reply) are classified as their JSON code. The
-table in ``docs/reliability.md`` is :func:`markdown_table`, checked by
-``tests/parsing/test_lossless.py`` (``--update-goldens`` rewrites it).
+Each code a reader reports is **lossless** (the value written is recovered exactly) or
+**lossy** (a value had to be guessed); a code missing from the table counts as lossy, and a
+``json:`` code as its JSON code. A call read with a lossy repair never runs
+(:func:`react_engine.protocols.policy.apply`). ``docs/reliability.md`` holds
+:func:`markdown_table`, checked by ``tests/parsing/test_lossless.py``.
 """
 
 from __future__ import annotations
@@ -222,8 +212,7 @@ REPAIRS: Final[dict[str, Repair]] = _table(
     ("policy", "answer_labels", OK, "ReAct labels taken off a final answer"),
     ("policy", "unlabeled_answer", OK, "a plain reply, after a reminder, taken as the answer"),
 )
-"""Every repair code any reader reports, with its class (``salvaged:FORMAT``, one per
-native format, is added by :func:`~react_engine.parsing.salvage.register_format`)."""
+"""Every repair code any reader reports (``register_format`` adds ``salvaged:FORMAT``)."""
 
 
 WHAT_ZH: Final[Mapping[str, str]] = {
@@ -251,8 +240,7 @@ WHAT_ZH: Final[Mapping[str, str]] = {
     "duplicate_key": "同一个对象里一个键写了两次，值不同（哪一个才是想要的是猜测）",
     "cut_by_length": "回复被长度上限截断了",
 }
-"""The lossy repairs' :attr:`Repair.what` in Chinese, for refusals under a ``zh`` template
-(:func:`refusal`); a test checks that every lossy code has one."""
+"""The lossy repairs' :attr:`Repair.what` in Chinese (every lossy code has one: tested)."""
 
 
 def _entry(code: str) -> Repair | None:
@@ -271,9 +259,8 @@ def lossy_repairs(codes: Iterable[str]) -> list[str]:
 
 
 def refusal(lossy: Iterable[str]) -> Notice:
-    """Why a call read with the ``lossy`` repairs was not run, as a clause for the model
-    (:attr:`NoticeCode.LOSSY <react_engine.wording.NoticeCode.LOSSY>`: each
-    reason in English and in Chinese, :data:`WHAT_ZH`)."""
+    """Why a call read with the ``lossy`` repairs was not run, a clause for the model in
+    English and Chinese."""
     reasons: list[tuple[str, str]] = []
     for code in lossy:
         entry = _entry(code)

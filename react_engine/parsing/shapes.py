@@ -1,22 +1,12 @@
 """ReAct shapes real models send beside the labelled format, each read as what it stands for.
 
-:func:`~react_engine.parsing.parse_react` asks this module only where its own reading
-failed (or, for tool names, found a name no offered tool has), so a plain reply never
-passes here. Each shape is rewritten into the labelled reply it stands for and read by
-the usual passes, with a repair code of its own; anything else stays refused:
-
-* ``chat_prefix``: a chat role before the JSON action (``AI: {"action": ...}``);
-* ``deepseek_tokens``: DeepSeek's tool-call tokens in the text, every call closed;
-* ``xml_action_tags``: ``<action>``/``<action_input>``, ``<tool_name>``/``<parameters>``
-  (several: each is an action, in order, as several ``Action:`` labels are);
-* ``blob_in_prose``: a complete ``{"action": ..., "action_input": ...}`` inside a sentence;
-* ``tool_name_junk`` / ``tool_name_style``: ``name<|channel|>...`` or ``QueryEngineTool``
-  for ``query_engine_tool``, read only when it names exactly one offered tool;
-* ``wrapped_input``: ``ToolInput(query="x")`` as the Action Input (read by the caller).
-
-The tags, tokens and blobs are placed by :func:`~react_engine.parsing.placement.placement`:
-one written as an example, quoted, after an invented observation or a final answer is
-not rewritten, so it stays what it was (text, refused).
+Asked only where :func:`~react_engine.parsing.parse_react`'s own reading failed (or found a
+tool name no offered tool has). Each shape is rewritten into the labelled reply it stands
+for, with a repair code of its own: ``chat_prefix`` (``AI: {"action": ...}``),
+``deepseek_tokens``, ``xml_action_tags`` (``<action>``/``<action_input>`` and kin),
+``blob_in_prose``, ``tool_name_junk`` / ``tool_name_style`` (only when one offered tool
+matches) and ``wrapped_input`` (``ToolInput(query="x")``). A tag, token or blob that
+:func:`~react_engine.parsing.placement.placement` rejects is not rewritten.
 """
 
 from __future__ import annotations
@@ -81,8 +71,7 @@ def rewrite(text: str) -> tuple[str, str, int] | None:
 
 
 def marked(text: str) -> bool:
-    """Whether ``text`` holds the mark of a shape (a JSON action's key, an action tag, a
-    DeepSeek token): unread, such a reply is never plain prose (it would be an answer)."""
+    """Whether ``text`` holds the mark of a shape: unread, such a reply is no plain answer."""
     return _MARKER.search(text) is not None
 
 
@@ -170,13 +159,9 @@ _READERS: Final[tuple[Callable[[str, int], tuple[str, str] | None], ...]] = (
 
 
 def resolve_tools(step: ParsedStep, tools: Sequence[str]) -> None:
-    """Give each action whose name no offered tool has the one offered tool it names.
-
-    ``name<|channel|>commentary`` names ``name`` when the junk after it names no other
-    offered tool; ``QueryEngineTool`` names ``query_engine_tool`` when exactly one offered
-    tool is spelled so (case, ``_``, ``-`` aside). Otherwise the name stays as written:
-    no such tool, so the call is refused and the model told.
-    """
+    """Give each action whose name no offered tool has the one offered tool it names
+    (``name<|channel|>...``, ``QueryEngineTool`` for ``query_engine_tool``); otherwise the name
+    stays as written and the call is refused."""
     offered: dict[str, list[str]] = {}
     for name in tools:
         offered.setdefault(P.normalise_word(name), []).append(name)

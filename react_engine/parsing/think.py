@@ -1,6 +1,5 @@
-"""The one reader of a reply's reasoning (think blocks), for every protocol: :func:`read_think`
-sets them apart, :func:`mask_think` blanks them out in place for the ReAct parser, and
-:func:`think_span` finds the block that leads a reply."""
+"""The one reader of a reply's reasoning (think blocks), for every protocol: set apart
+(:func:`read_think`), blanked out (:func:`mask_think`) or the leading one (:func:`think_span`)."""
 
 from __future__ import annotations
 
@@ -12,14 +11,8 @@ __all__ = ["Thinking", "mask_think", "read_think", "think_span"]
 
 
 def mask_think(body: str) -> tuple[str, list[str], str | None]:
-    """``body`` with every think block in it blanked out, their contents, and a repair code.
-
-    Blanks keep the line breaks and every offset, so labels, positions and errors stay
-    where they were; nothing written inside a block (an ``Action:`` the model only
-    considered, a ``Final Answer:`` it drafted) can be read as part of the step. A block
-    that is never closed runs to the end of the reply; a stray closing tag ends a block
-    that began at the start of ``body``.
-    """
+    """``body`` with every think block blanked out (line breaks and offsets kept, so nothing
+    inside a block is read as part of the step), their contents, and a repair code."""
     blocks = list(think_blocks(body))
     if not blocks:
         return body, [], None
@@ -47,14 +40,11 @@ class Thinking:
 
 
 def read_think(text: str, *, payload: str = "") -> Thinking:
-    """The one reader of a reply's reasoning, for every protocol: its think blocks
-    (:func:`~react_engine.parsing.common.think_blocks`: a leading one, everything before a
-    stray closing tag, every later block; one never closed runs to the end of the reply).
+    """The one reader of a reply's reasoning, for every protocol: its think blocks (one never
+    closed runs to the end of the reply).
 
-    ``payload``: the characters that open the reply's payload where it is delimited (a
-    JSON object: ``"{[`"``). Blocks are then read only before the payload, so that a tag
-    inside it stays its text, and prose before a block is reasoning too.
-    """
+    ``payload``: the characters that open a delimited payload (``"{[`"``): blocks are then read
+    only before it, so a tag inside it stays text, and prose before a block is reasoning too."""
     if payload:
         return _think_before(text, payload)
     think, body_start, code = think_span(text)
@@ -97,12 +87,9 @@ def _think_before(raw: str, payload: str) -> Thinking:
 
 
 def think_span(text: str) -> tuple[str | None, int, str | None]:
-    """The think block's content, where the reply proper starts, and the repair code.
-
-    Only a leading block counts here: one at the start of the reply, or everything before
-    a stray closing tag (a block whose opening the server ate). A block after some text is
-    a later block (:func:`mask_think`), so the text before it stays the reply's.
-    """
+    """The leading think block's content, where the reply proper starts, and the repair
+    code. Leading: at the start, or everything before a stray closing tag; a block after
+    some text is a later block (:func:`mask_think`)."""
     block = next(think_blocks(text), None)
     if block is None:
         return None, 0, None
