@@ -1,19 +1,6 @@
 """The runtime under every layer: threads for blocking work and the event loop of a blocking
-run, on public ``asyncio`` and ``threading`` only.
-
-- :func:`run_blocking`: a blocking call (reading a long reply) on one shared
-  ``ThreadPoolExecutor``.
-- :func:`run_sync_call`: a sync tool, approver, callback or sync client's request on a
-  bounded pool of daemon threads, within a timeout (:class:`DeadlinePassed`). A call its
-  caller gave up on is left to end on its own thread, counted as stuck until then; past
-  :data:`MAX_STUCK_THREADS` of them new calls are refused (:class:`ThreadsExhausted`).
-- :func:`run_coroutine`: a coroutine run to completion from sync code (``agent.run()``), on
-  an ``asyncio.Runner`` kept per thread (its loop, and the HTTP clients opened on it, serve
-  the thread's next runs); Ctrl-C cancels the run (the runner's own handler).
-
-After ``os.fork()`` the child gets fresh pools and a fresh runner: the parent's threads are
-not in the child, and the parent's loop shares its selector with the parent.
-"""
+run, on public ``asyncio`` and ``threading`` only. After ``os.fork()`` the child gets fresh
+pools and a fresh runner."""
 
 from __future__ import annotations
 
@@ -52,8 +39,7 @@ class ThreadsExhausted(ReactEngineError, RuntimeError):
 
 
 class DeadlinePassed(ReactEngineError, TimeoutError):
-    """The engine's own time limit for a call passed (not a ``TimeoutError`` the call
-    raised itself, which is the call's own error)."""
+    """The engine's own time limit for a call passed (not a ``TimeoutError`` the call raised)."""
 
     def __init__(self, timeout: float, *, started: bool = True) -> None:
         super().__init__(
@@ -67,11 +53,9 @@ class DeadlinePassed(ReactEngineError, TimeoutError):
 
 
 def _no_stop_iteration(function: Callable[[], T]) -> T:
-    """``function()``, with a ``StopIteration`` it raises turned into a ``RuntimeError``: an
-    asyncio future cannot hold one."""
     try:
         return function()
-    except StopIteration as exc:
+    except StopIteration as exc:  # an asyncio future cannot hold one
         raise RuntimeError(f"the call raised {exc!r}") from None
 
 
@@ -90,9 +74,7 @@ def _pool() -> ThreadPoolExecutor:
 
 
 async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``await`` a blocking call on the shared pool, with the caller's context variables.
-
-    Cancelling the caller drops a call still queued; one already running ends on its own."""
+    """``await`` a blocking call on the shared pool, with the caller's context variables."""
     work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_pool(), _no_stop_iteration, work)
@@ -103,18 +85,15 @@ async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any)
 MAX_TOOL_THREADS = 64
 """Sync tool calls (and sync approvers, callbacks) running at once; more wait for a thread."""
 MAX_STUCK_THREADS = 64
-"""Threads left running by calls that overran their timeout or were cancelled. Past this
-many, sync calls are refused until some of them end, and no thread is started in place of
-one that gets stuck: the pool's threads, stuck ones included, never number more than
-``MAX_TOOL_THREADS + MAX_STUCK_THREADS``."""
+"""Threads left running by calls that overran their timeout or were cancelled: past this
+many, sync calls are refused until some of them end."""
 
 _QUEUED, _RUNNING, _DONE, _DROPPED = range(4)
 
 
 @dataclass(slots=True, eq=False)
 class _Call:
-    """One sync call handed to the pool: its function, its caller's loop and future, and
-    its state (written under the pool's lock)."""
+    """One sync call handed to the pool (its state written under the pool's lock)."""
 
     function: Callable[[], Any]
     loop: asyncio.AbstractEventLoop
@@ -125,29 +104,25 @@ class _Call:
     error: BaseException | None = None
 
     def outcome(self) -> Any:
-        """What the function returned, or its exception raised (the call has ended)."""
         if self.error is not None:
             raise self.error
         return self.value
 
 
 def _settle(call: _Call) -> None:
-    """On the caller's loop: hand the ended call's outcome to its future, if still awaited."""
+    """On the caller's loop: hand the ended call's outcome to its future."""
     waiter = call.waiter
     if waiter.done():
         return
     if call.error is None:
         waiter.set_result(call.value)
-    elif isinstance(call.error, StopIteration):  # a future cannot hold one
-        waiter.set_exception(RuntimeError(f"the call raised {call.error!r}"))
     else:
         waiter.set_exception(call.error)
 
 
 class _ToolPool:
-    """A bounded pool of daemon threads for sync tools, apart from :func:`run_blocking`'s, so
-    that stuck tools never starve it; daemon threads never keep the interpreter from exiting. A
-    call abandoned while it runs gives its thread up (within the caps, another may start)."""
+    """A bounded pool of daemon threads for sync tools, apart from :func:`run_blocking`'s so
+    that stuck tools never starve it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -167,8 +142,7 @@ class _ToolPool:
             self._serve()
 
     def _serve(self) -> None:
-        """Wake an idle thread for a queued call, or start one within the caps (the lock
-        is held)."""
+        """Wake an idle thread for a queued call, or start one within the caps (lock held)."""
         if self._idle:
             self._idle -= 1
             self._wake.notify()
@@ -185,9 +159,8 @@ class _ToolPool:
                 raise
 
     def abandon(self, call: _Call) -> int:
-        """The caller stopped waiting: the call's state then. One still running
-        (``_RUNNING``) leaves its thread stuck until it ends; one still queued is dropped;
-        one that ended (``_DONE``) has its outcome on it."""
+        """The caller stopped waiting: the call's state then (a running one leaves its thread
+        stuck, a queued one is dropped)."""
         with self._lock:
             if call.state == _RUNNING:
                 call.abandoned = True
@@ -247,14 +220,12 @@ def tool_threads() -> int:
 async def run_sync_call(
     function: Callable[..., T], /, *args: Any, timeout: float | None = None, **kwargs: Any
 ) -> T:
-    """``await`` a sync tool (or approver, or callback) on a daemon thread, within ``timeout``
-    seconds, with the caller's context variables: :class:`DeadlinePassed` when the time is up,
-    :class:`ThreadsExhausted` when too many earlier calls are stuck (a call still running is then
-    left to finish on its own thread, as when the caller is cancelled); a ``TimeoutError`` the
-    function raises is raised as it is."""
+    """``await`` a sync call on a daemon thread, within ``timeout`` seconds
+    (:class:`DeadlinePassed`), with the caller's context variables; :class:`ThreadsExhausted`
+    when too many earlier calls are stuck."""
     loop = asyncio.get_running_loop()
-    work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    call = _Call(work, loop, loop.create_future())
+    run = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    call = _Call(functools.partial(_no_stop_iteration, run), loop, loop.create_future())
     pool = _TOOLS
     pool.submit(call)
     try:
@@ -264,9 +235,7 @@ async def run_sync_call(
     except BaseException as exc:
         status = pool.abandon(call)
         if status == _DONE:
-            if isinstance(exc, TimeoutError):
-                # The function's own TimeoutError, or the time ran out just as it ended:
-                # its own outcome either way.
+            if isinstance(exc, TimeoutError):  # its own, or the time ran out as it ended
                 ended: T = call.outcome()
                 return ended
             raise
@@ -279,8 +248,7 @@ async def run_sync_call(
 
 
 class _Kept:
-    """One thread's ``asyncio.Runner``, kept between its blocking runs, and the process it
-    belongs to (a forked child makes its own)."""
+    """One thread's ``asyncio.Runner``, kept between its blocking runs, and its process."""
 
     __slots__ = ("__weakref__", "pid", "runner")
 
@@ -289,8 +257,6 @@ class _Kept:
         self.pid = os.getpid()
 
     def close(self) -> None:
-        """What ``asyncio.run`` does at its end (``Runner.close``: cancel what is left,
-        ``shutdown_asyncgens``, join the default executor, close the loop)."""
         if self.pid == os.getpid():
             with contextlib.suppress(Exception):
                 self.runner.close()
@@ -301,8 +267,7 @@ class _Kept:
 
 _KEPT = threading.local()
 _FORKED: list[_Kept] = []
-"""Runners a fork copied into this process: never closed here (their loop's selector is the
-parent's), never collected."""
+"""Runners a fork copied here: never closed (their selector is the parent's) nor collected."""
 
 
 @atexit.register
@@ -325,10 +290,9 @@ def _kept_runner() -> _Kept:
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, as ``asyncio.run`` does (a task with a copy of
-    the caller's context, Ctrl-C cancelling it, no loop left current), on the thread's kept loop:
-    a run that leaves a task pending, fails or is interrupted closes it. Inside a running loop,
-    the coroutine runs on a thread of its own."""
+    """Run a coroutine to completion from sync code as ``asyncio.run`` does, but on the
+    thread's kept loop (closed by a run that leaves a task pending, fails or is interrupted).
+    Inside a running loop, the coroutine runs on a thread of its own."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -358,8 +322,7 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
     return value
 
 
-_LEFTOVER_STEPS = 8
-"""Loop iterations a run's leftover tasks get to end before the loop is closed."""
+_LEFTOVER_STEPS = 8  # loop iterations a run's leftover tasks get to end
 
 
 async def _let_tasks_end() -> None:
@@ -371,8 +334,7 @@ async def _let_tasks_end() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """The parent's threads are not in the child, and its pools' locks may be held by one
-    of them: fresh pools (and, on first use, a fresh runner: see :func:`_kept_runner`)."""
+    """The parent's threads are not in the child, and may hold its pools' locks."""
     global _POOL, _POOL_LOCK, _TOOLS
     _POOL = None
     _POOL_LOCK = threading.Lock()

@@ -1,11 +1,4 @@
-"""The :class:`Agent`: a model, tools, and a protocol chosen per model; and its ways to run.
-
-``run`` / ``arun`` answer one question, ``iter`` / ``run_stream`` stream typed events
-(:mod:`react_engine.run.events`), ``resume`` / ``aresume`` finish a stored run
-(:mod:`react_engine.run.durable`), ``conversation()`` keeps a history across questions. Each
-run is a :class:`~react_engine.run.state.RunState` driven by :mod:`react_engine.run.loop`;
-the protocol is chosen in :mod:`react_engine.protocols.registry`.
-"""
+"""The :class:`Agent`: a model, tools, and a protocol chosen per model; and its ways to run."""
 
 from __future__ import annotations
 
@@ -44,10 +37,8 @@ from .config import (
 )
 from .conversation import Conversation
 
-# What only a run needs (the loop, tool execution, events, tracing, MCP connections, and
-# asyncio with them) is imported when a run starts (``from . import running``), so that
-# ``import react_engine`` and building an agent stay light; tests/api/test_exports.py checks
-# that the import leaves these modules out.
+# What only a run needs is imported when a run starts (``from . import running``), to keep
+# ``import react_engine`` light (tests/api/test_exports.py checks it).
 if TYPE_CHECKING:
     import openai
 
@@ -102,15 +93,10 @@ class AgentOptions(Options, total=False):
 class Agent(Generic[OutputT]):
     """A ReAct agent: a model, tools, and a protocol chosen per model.
 
-    ``protocol`` is ``"auto"`` (the capability registry decides; a server that rejects tools
-    switches the run to text), ``"function_calling"``, ``"text"``, ``"structured"`` or a
-    :class:`Protocol` instance. The endpoint is ``client=`` (an ``openai`` client or any
-    :class:`ChatModel`), else ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` /
-    ``OPENAI_API_KEY``. Limits are :class:`AgentConfig` fields, as typed keywords
-    (:class:`~react_engine.run.config.Options`; a misspelt one is an ``UnknownOptionError``);
-    ``temperature``, ``max_tokens``, ``seed`` and ``top_p`` go into ``settings``. ``mcp_servers``
-    are connected for each run, their tools added. ``Agent(m, output_type=Person)`` is an
-    ``Agent[Person]``, whose runs give a ``RunResult[Person]``; without one, an ``Agent[str]``."""
+    ``protocol`` is ``"auto"`` (the capability registry decides), ``"function_calling"``,
+    ``"text"``, ``"structured"`` or a :class:`Protocol`. The endpoint is ``client=``, else
+    ``base_url=``/``api_key=``, else ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Limits are
+    :class:`AgentConfig` fields as keywords (a misspelt one is an ``UnknownOptionError``)."""
 
     @overload
     def __init__(
@@ -177,7 +163,6 @@ class Agent(Generic[OutputT]):
 
         self.tools = as_tools(tool_list(tools))
         self.mcp_servers = check_servers(mcp_servers)
-        """Connected when a run starts, closed when it ends; their tools join ``tools``."""
         if instructions is not None and not isinstance(instructions, str):
             raise ConfigurationError(f"instructions must be a str, not {describe(instructions)}")
         for option, callback in (
@@ -191,25 +176,18 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(f"config must be an AgentConfig, not {describe(config)}")
         self.instructions = instructions
         self.template = template
-        """Text-protocol template (name or path); ``None`` lets the registry choose."""
         self.implicit_final_answer = implicit_final_answer
-        """Text protocol: take a reply with no label at all as the final answer (off: it is
-        a format error). A :class:`Protocol` instance passed as ``protocol`` keeps its own."""
+        """Text protocol: take a reply with no label at all as the final answer."""
         self.registry = registry or default_registry()
         self.capability_cache = capability_cache or default_cache()
         self.on_step = on_step
         self.on_call = on_call
-        """Called with each approved call just before its tool runs (a step's calls are
-        reported again, with their observations, through ``on_step`` once they are done)."""
+        """Called with each approved call just before its tool runs."""
         self.approve = approve
-        """Asked before a tool that needs approval runs: a callback returning True (run it),
-        False, or ``"defer"``; or ``"defer"`` itself. A deferred approval ends the run with
-        ``stop_reason="awaiting_approval"`` and the calls in ``result.pending``, to be given
-        with :meth:`resume` (which needs a ``store``)."""
+        """Asked before a tool that needs approval runs: a callback returning True, False or
+        ``"defer"``; or ``"defer"`` itself (the run stops, to be given to :meth:`resume`)."""
         self.store = durable.open_run_store(store)
-        """Where runs are journalled, step by step, so that :meth:`resume` can finish one
-        whose process died (:class:`~react_engine.store.RunStore`; a path is a SQLite file, a
-        ``postgresql://`` URI a PostgreSQL database)."""
+        """Where runs are journalled, so that :meth:`resume` can finish one."""
         if approve == "defer" and self.store is None:
             raise ConfigurationError(
                 'approve="defer" needs a store to resume from: Agent(store="runs.db")'
@@ -223,12 +201,10 @@ class Agent(Generic[OutputT]):
                 stacklevel=2,
             )
         self.tracer_provider = tracer_provider
-        """An OpenTelemetry ``TracerProvider`` for the runs' spans; ``None``: the global one,
-        if the application set one; ``False``: no spans (see :mod:`react_engine.run.tracing`)."""
+        """An OpenTelemetry ``TracerProvider``; ``None``: the global one; ``False``: no spans."""
         check_bool(trace_content, "trace_content", optional=True)
         self.trace_content = trace_content
-        """Put prompts, replies, tool arguments and results in the spans (``None``: as the
-        ``REACT_ENGINE_TRACE_CONTENT`` environment variable says)."""
+        """Put content in the spans (``None``: as ``REACT_ENGINE_TRACE_CONTENT`` says)."""
         self.config = with_options(
             config or AgentConfig(), limits, what="Agent", agent_options=_AGENT_OPTIONS
         )
@@ -236,11 +212,9 @@ class Agent(Generic[OutputT]):
         self._protocol_spec = protocol
         check_bool(probe, "probe", optional=True)
         self.probe = probe
-        """Under ``protocol="auto"``, unless the capability cache knows this endpoint and
-        model: probe what the server does with tools before the first run
-        (:mod:`react_engine.transport.probe`). ``None``: only the agent's own HTTP client,
-        never a :class:`ChatModel` passed in, and a failed probe is logged; ``False``:
-        never; ``True``: always, and a failed probe fails the run."""
+        """Under ``protocol="auto"``, probe an endpoint the cache does not know before the
+        first run. ``None``: only the agent's own client, a failure logged; ``True``: always,
+        a failure fails the run; ``False``: never."""
         if not isinstance(protocol, Protocol) and protocol not in protocol_names():
             known = ", ".join(repr(n) for n in protocol_names())
             raise ConfigurationError(
@@ -257,7 +231,6 @@ class Agent(Generic[OutputT]):
 
     @functools.cached_property
     def _runner(self) -> ToolRunner:
-        """Runs the replies' calls (made with the first run: see the imports above)."""
         from . import running
 
         return running.ToolRunner(self.approve, self.on_call)
@@ -281,8 +254,7 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(
                 f"client must be an openai client or a ChatModel, not {type(client).__name__}"
             )
-        # One async client (one per event loop) for both APIs: ``agent.run()`` drives it on
-        # its thread's kept loop (react_engine/runtime.py), with no worker thread per request.
+        # One async client for both APIs: ``agent.run()`` drives it on its thread's kept loop.
         return connect(base_url, api_key, asynchronous=True)
 
     def __repr__(self) -> str:
@@ -308,14 +280,12 @@ class Agent(Generic[OutputT]):
         return protocol, reason, caps
 
     async def _probe_once(self, chat_model: ChatModel, timeout: float | None = None) -> None:
-        """Probe the endpoint unless the cache already holds what a probe records (each
-        request taking no longer than one of the run's may: ``timeout``)."""
+        """Probe the endpoint unless the cache already holds what a probe records."""
         if "function_calling" in self.capability_cache.get(self.base_url, self.model):
             return
         from ..transport.probe import aprobe
 
-        try:
-            # One request of the run: bounded as the run's requests are, not by PROBE_TIMEOUT.
+        try:  # bounded as the run's requests are, not by PROBE_TIMEOUT
             result = await aprobe(chat_model, self.model, timeout=timeout)
         except ModelAPIError as exc:
             if self.probe:
@@ -348,12 +318,8 @@ class Agent(Generic[OutputT]):
         history: list[HistoryItem] | None = None,
         **options: Unpack[RunOptions],
     ) -> RunResult[OutputT]:
-        """Answer one question. ``history`` (a conversation's items) is extended in place.
-
-        ``options`` override :class:`AgentConfig` fields for this run (``tool_choice``,
-        ``max_steps``, ``deadline``, ``output_type``...), and ``temperature``, ``max_tokens``,
-        ``seed`` and ``top_p`` the agent's ``settings``.
-        """
+        """Answer one question. ``history`` is extended in place; ``options`` override
+        :class:`AgentConfig` fields for this run."""
         return await self._arun(question, self._model_async, history=history, **options)
 
     async def iter(
@@ -363,15 +329,9 @@ class Agent(Generic[OutputT]):
         history: list[HistoryItem] | None = None,
         **options: Unpack[RunOptions],
     ) -> AsyncGenerator[Event[OutputT], None]:
-        """Answer one question, streaming: each reply's text as it is written, each
-        action before its tool runs, each step, and last :class:`~react_engine.run.events.RunDone`
-        with the :class:`RunResult` (see :mod:`react_engine.run.events`).
-
-        The run's errors are raised from the iteration as :meth:`arun` raises them.
-        Leaving the iteration early (``break``) cancels the run; wrap it in
-        ``contextlib.aclosing`` for that to happen at once rather than when the generator
-        is collected. Options are :meth:`arun`'s.
-        """
+        """Answer one question, streaming events (:mod:`react_engine.run.events`), the last a
+        ``RunDone`` with the :class:`RunResult`; the run's errors are raised from the
+        iteration. A ``break`` cancels the run (at once under ``contextlib.aclosing``)."""
         import asyncio
 
         from . import running
@@ -412,13 +372,8 @@ class Agent(Generic[OutputT]):
         history: list[HistoryItem] | None = None,
         **options: Unpack[RunOptions],
     ) -> Iterator[Event[OutputT]]:
-        """:meth:`iter` for sync code: a blocking iterator over the run's events.
-
-        The run advances while the caller waits for the next event, on an event loop of
-        the iterator's own (closed when the iteration ends, early or not); a ``break``
-        cancels the run. Called from inside a running event loop it raises
-        :class:`ConfigurationError`: use ``async for event in agent.iter(...)`` there.
-        """
+        """:meth:`iter` for sync code, on an event loop of the iterator's own; a ``break``
+        cancels the run. Inside a running event loop it raises :class:`ConfigurationError`."""
         import asyncio
 
         try:
@@ -433,8 +388,7 @@ class Agent(Generic[OutputT]):
         return _blocking_events(self.iter(question, history=history, **options))
 
     def conversation(self, *, session: Session | None = None) -> Conversation[OutputT]:
-        """A multi-turn conversation that keeps its history, tool calls included; in
-        ``session`` (:mod:`react_engine.store`), it outlives the process."""
+        """A multi-turn conversation keeping its history (in ``session``, across processes)."""
         return Conversation(self, session=session)
 
     async def _arun(
@@ -458,9 +412,7 @@ class Agent(Generic[OutputT]):
                     question, chat_model, history=items, sinks=sinks, streaming=streaming, **options
                 ),
             )
-        # The run's clock (its deadline, its duration) starts now, not once the run
-        # machinery and the protocol are imported: a first run must not overshoot.
-        entered = time.perf_counter()
+        entered = time.perf_counter()  # before the imports: a first run must not overshoot
         cfg = (
             with_options(self.config, options, what="run", agent_options=_AGENT_OPTIONS)
             if options
@@ -502,8 +454,7 @@ class Agent(Generic[OutputT]):
                 protocol=protocol.name,
             )
             if journal is not None and journal.protocol is not None:
-                # A resumed run goes on under this agent's protocol (under the one it was
-                # on, for "auto"), its committed replies read as they were first.
+                # A resumed run: committed replies are read under the protocol they had.
                 chosen = self._options(caps)
                 last = journal.last_protocol()
                 if self._protocol_spec == "auto" and last not in (None, protocol.name):
@@ -547,7 +498,6 @@ class Agent(Generic[OutputT]):
             return result
 
     async def _drive(self, state: RunState) -> RunResult[Any]:
-        """The loop over ``state``; with a store, the run's outcome written to it."""
         from . import running
 
         loop = running.Loop(
@@ -588,21 +538,13 @@ class Agent(Generic[OutputT]):
         approvals: Mapping[str, bool] | None = None,
         **options: Unpack[Options],
     ) -> RunResult[OutputT]:
-        """Finish a run of this agent's store: one whose process died, or one that stopped
-        awaiting approvals (``approvals`` maps their call ids to True or False; a False is
-        recorded as a denied call).
+        """Finish a stored run: one whose process died, or one awaiting approvals
+        (``approvals`` maps call ids to True or False).
 
-        A verdict answers the call of that id awaiting approval now (``result.pending``),
-        that call only, once: a later call, even one reusing its id, waits for its own.
-        An id that awaits no approval raises
-        :class:`~react_engine.errors.UnknownApprovalError` (nothing is recorded, nothing
-        runs); a call left unanswered keeps waiting.
-
-        The run is taken again from its question, each committed model reply and finished
-        call served from the store (no request is sent, no tool runs again), and goes on
-        live from where it stopped. A call that was running when the process died is run
-        again only if its tool is idempotent; otherwise the model is told it may or may not
-        have happened. ``options`` are :meth:`arun`'s: give the ones the run had.
+        An id that awaits no approval raises :class:`~react_engine.errors.UnknownApprovalError`.
+        Committed replies and finished calls are served from the store; a call that was
+        running when the process died runs again only if its tool is idempotent.
+        ``options`` are :meth:`arun`'s: give the ones the run had.
         """
         return await durable.resumed(
             self.store,
@@ -623,7 +565,6 @@ _AGENT_OPTIONS = frozenset(
         1 : Agent.__init__.__code__.co_argcount + Agent.__init__.__code__.co_kwonlyargcount
     ]
 )
-"""The keywords ``Agent(...)`` takes besides the :class:`AgentConfig` fields."""
 
 
 def _blocking_events(events: AsyncGenerator[Event, None]) -> Iterator[Event]:

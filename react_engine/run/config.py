@@ -1,6 +1,5 @@
 """A run's limits and behaviour (:class:`AgentConfig`), and the checks that reject a wrong
-option when the agent is built, with a message naming it, instead of failing deep inside a
-run."""
+option when the agent is built instead of deep inside a run."""
 
 from __future__ import annotations
 
@@ -39,28 +38,20 @@ class AgentConfig:
     """Limits and behaviour of a run. Every field can be overridden per run."""
 
     max_steps: int = 10
-    """Model turns that may call tools. When they are spent, one last request asks for a
-    final answer with tools switched off, so a run that ran long still answers. A reply to
-    it that is no answer (a tool call written as text, an empty reply) is fed back once;
-    after a second one the run ends with ``answer=None`` and ``error`` saying why."""
+    """Model turns that may call tools; then one last request asks for a final answer with
+    tools off."""
     max_tool_calls: int | None = None
-    """Tool calls per run, all steps together. The calls of a reply within it run, the rest
-    are not run (each gets an observation saying so), and once it is spent the model is
-    asked for its final answer, tools off (``stop_reason="tool_budget"``)."""
+    """Tool calls per run; once spent, the model is asked for its final answer, tools off."""
     max_calls_per_step: int = 16
-    """Tool calls run from one reply; the ones beyond it are not run, and each gets an
-    observation saying so (a reply with 1,000 parallel calls runs 16). A reply with more
-    than ``protocols.limits.MAX_CALLS`` calls is refused whole, as a format error."""
+    """Tool calls run from one reply; the ones beyond it are not run (each is told so)."""
     max_total_tokens: int | None = None
     """A cost ceiling: total tokens per run; past it the run stops (``token_budget``)."""
     deadline: float | None = None
     """Wall-clock seconds for the whole run; past it the run stops (``deadline``)."""
     max_consecutive_errors: int = 3
-    """Consecutive failed turns (format errors, failing calls) fed back to the model before
-    the run gives up with :class:`ErrorBudgetExhausted`. Separate from network retries."""
+    """Consecutive failed turns fed back to the model before :class:`ErrorBudgetExhausted`."""
     loop_limit: int = 3
-    """The same tool with the same arguments this many times earns a warning; once more and
-    the run is asked for its final answer (``loop``)."""
+    """The same call this many times earns a warning; once more, a forced final answer."""
     max_observation_chars: int | None = 4000
     """Longer observations are truncated with a visible marker (tools can override)."""
     tool_timeout: float | None = 120.0
@@ -68,37 +59,22 @@ class AgentConfig:
     tool_choice: ToolChoice = "auto"
     """``"auto"``, ``"required"``, ``"none"`` or a tool name (emulated by the text protocol)."""
     reset_tool_choice: bool = True
-    """Once a tool has run, a ``"required"`` or named ``tool_choice`` becomes ``"auto"``, so
-    the model can answer with what it got instead of being made to call tools until the
-    step budget is spent. ``False`` keeps the choice for the whole run."""
+    """Once a tool has run, a ``"required"`` or named ``tool_choice`` becomes ``"auto"``."""
     multi_action: MultiAction = "independent"
-    """Which calls run when one reply holds several, under every protocol (see
-    docs/several-calls.md): ``"independent"`` (the default: every call to a read-only tool
-    before the first call to another tool, and that call), ``"first"`` (the first call only)
-    or ``"all"`` (every call, in parallel). A later call whose arguments hold a placeholder
-    does not run. A call that does not run is ``skipped``, its observation saying why."""
+    """Which calls run when one reply holds several: ``"independent"``, ``"first"`` or
+    ``"all"`` (docs/several-calls.md)."""
     settings: ModelSettings = field(default_factory=ModelSettings)
-    """Temperature, seed, max_tokens, top_p, timeout, extra_body. ``temperature=``,
-    ``max_tokens=``, ``seed=`` and ``top_p=`` may also be given as options of their own
-    (see :func:`with_options`)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    """Network retries of transient API errors."""
     trace: str | os.PathLike[str] | None = None
-    """A JSON Lines file the run appends its trace to as it happens (see
-    :mod:`react_engine.run.tracefile`): each reply, each tool start and each step is on disk
-    as soon as it happens, so a process killed mid-run leaves what it did and paid for."""
+    """A JSON Lines file the run appends its trace to as it happens."""
     output_type: Any = str
-    """The type of the final answer: ``str`` (plain text), or a pydantic model, dataclass,
-    ``TypedDict``, ``list[int]``... that the answer must be JSON valid for. The model is
-    shown its schema, an answer that fails validation is sent back naming the fields (a
-    failed turn), and ``result.output`` is the validated value."""
+    """The type of the final answer: ``str``, or a pydantic model, dataclass, ``TypedDict``,
+    ``list[int]``...; ``result.output`` is the validated value."""
 
 
 class Options(TypedDict, total=False):
-    """The :class:`AgentConfig` fields and the :data:`SAMPLING_SHORTHANDS` as keywords of
-    ``Agent(...)`` and of a run (``agent.run(q, max_steps=3)``), typed, so that a type
-    checker refuses ``max_stesp=3`` as the engine does at run time. ``output_type`` is a
-    parameter of its own: it decides the result's type (``RunResult[Person]``)."""
+    """The :class:`AgentConfig` fields and the :data:`SAMPLING_SHORTHANDS` as typed keywords
+    of ``Agent(...)`` and of a run (``output_type`` is a parameter of its own)."""
 
     max_steps: int
     max_tool_calls: int | None
@@ -125,16 +101,12 @@ class RunOptions(Options, total=False):
     """A run's keywords besides the configuration (:class:`~react_engine.run.config.Options`)."""
 
     session: SessionLike
-    """The run's history lives there (:mod:`react_engine.store`)."""
     run_id: str
-    """The run's id in the agent's store: a new one (a stored run's id raises
-    :class:`~react_engine.errors.RunExistsError`; finish that one with ``resume``)."""
+    """The run's new id in the agent's store (a stored one raises ``RunExistsError``)."""
 
 
 SAMPLING_SHORTHANDS: Final[tuple[str, ...]] = ("temperature", "max_tokens", "seed", "top_p")
-""":class:`ModelSettings` fields accepted as options of their own, as users of other agent
-libraries write them first: ``Agent(m, tools, temperature=0)`` means
-``Agent(m, tools, settings=ModelSettings(temperature=0))``."""
+""":class:`ModelSettings` fields accepted as options of their own (``temperature=0``)."""
 
 _HINTS: Final[Mapping[str, str]] = {
     # Names other agent libraries use for what is spelled differently here.
@@ -153,10 +125,9 @@ _HINTS: Final[Mapping[str, str]] = {
 def with_options(
     base: AgentConfig, options: Mapping[str, Any], *, what: str, agent_options: Collection[str] = ()
 ) -> AgentConfig:
-    """``base`` with ``options`` applied: :class:`AgentConfig` fields by name, the
-    :data:`SAMPLING_SHORTHANDS` merged into its ``settings`` (given beside ``settings=``, a
-    shorthand must agree with it). ``what`` names the caller in errors (``"Agent"`` or ``"run"``);
-    ``agent_options`` are ``Agent(...)``'s other keywords, suggested or refused by name."""
+    """``base`` with ``options`` applied, the :data:`SAMPLING_SHORTHANDS` merged into its
+    ``settings``. ``what`` names the caller in errors; ``agent_options`` are
+    ``Agent(...)``'s other keywords."""
     fields = {f.name for f in dataclasses.fields(AgentConfig)}
     unknown = [name for name in options if name not in fields and name not in SAMPLING_SHORTHANDS]
     if unknown:
@@ -181,7 +152,6 @@ def with_options(
 
 
 def _unknown_option(name: str, what: str, fields: set[str], agent_options: Collection[str]) -> str:
-    """The error for one option nobody takes, with the name that was probably meant."""
     if what != "Agent" and name in agent_options:
         return f"{name!r} is an option of Agent(...), not of a run: set it when building the agent"
     head = f"unknown {what} option {name!r}"
@@ -199,8 +169,7 @@ def _unknown_option(name: str, what: str, fields: set[str], agent_options: Colle
 
 
 def check_config(cfg: AgentConfig) -> None:
-    """Every option's type and range, so a wrong one fails here with a clear message
-    rather than as a foreign ``TypeError`` deep inside a run (or not at all)."""
+    """Every option's type and range, so a wrong one fails here, not deep inside a run."""
     minimums = {"max_steps": 1, "max_consecutive_errors": 0, "loop_limit": 1}
     for name, minimum in {**minimums, "max_calls_per_step": 1}.items():
         check_int(getattr(cfg, name), name, minimum=minimum)
@@ -239,8 +208,7 @@ def check_int(value: Any, name: str, *, minimum: int, optional: bool = False) ->
 
 
 def check_bool(value: Any, name: str, *, optional: bool = False) -> None:
-    """``True`` or ``False`` (or ``None`` when ``optional``), nothing else: ``"no"`` and
-    ``"false"`` are true in Python, so a string would turn the option on."""
+    """A bool only (or ``None`` when ``optional``): ``"false"`` would turn the option on."""
     if value is None and optional:
         return
     if not isinstance(value, bool):
@@ -249,7 +217,6 @@ def check_bool(value: Any, name: str, *, optional: bool = False) -> None:
 
 
 def check_seconds(value: Any, name: str) -> None:
-    """``None`` (no limit) or a positive, finite number of seconds."""
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -264,8 +231,7 @@ def check_seconds(value: Any, name: str) -> None:
 
 
 def tool_list(tools: Any) -> list[Tool | Callable[..., Any]]:
-    """``tools=`` as a list. A single tool (a :class:`Tool` or a function) is taken as a
-    one-tool list; anything else must be an iterable of tools or functions."""
+    """``tools=`` as a list (a single tool or function is a one-tool list)."""
     if isinstance(tools, Tool) or (callable(tools) and not isinstance(tools, type)):
         return [tools]
     if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):

@@ -1,9 +1,4 @@
-"""A :class:`Conversation`: an agent's runs sharing one history, turn after turn.
-
-The conversation asks its agent for runs only (:class:`Answerer`, which
-:class:`~react_engine.run.agent.Agent` is), so that this module does not import the agent's,
-which builds conversations (``agent.conversation()``).
-"""
+"""A :class:`Conversation`: an agent's runs sharing one history, turn after turn."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ __all__ = ["Answerer", "Conversation"]
 
 
 class Answerer(Protocol[OutputT]):
-    """What a conversation asks of its agent: runs (an
-    :class:`~react_engine.run.agent.Agent`)."""
+    """What a conversation asks of its agent (so that this module need not import it)."""
 
     def run(
         self,
@@ -53,19 +47,16 @@ class Conversation(Generic[OutputT]):
         self.agent = agent
         self.history: list[HistoryItem] = history if history is not None else []
         self.session = session
-        """Where the history lives between turns: loaded into :attr:`history` before each
-        question (another process may have added to it), and each turn appended to it."""
+        """Where the history lives between turns (loaded before each question)."""
 
     def ask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]:
-        """The next turn (blocking); ``options`` are :meth:`Agent.arun
-        <react_engine.run.agent.Agent.arun>`'s, for this turn."""
+        """The next turn (blocking); ``options`` are ``Agent.arun``'s."""
         if self.session is None:
             return self.agent.run(question, history=self.history, **options)
         return self.agent.run(question, history=self.history, session=self.session, **options)
 
     async def aask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]:
-        """The next turn; ``options`` are :meth:`Agent.arun
-        <react_engine.run.agent.Agent.arun>`'s, for this turn."""
+        """The next turn; ``options`` are ``Agent.arun``'s."""
         if self.session is None:
             return await self.agent.arun(question, history=self.history, **options)
         return await self.agent.arun(

@@ -1,7 +1,5 @@
 """Durable runs: a run journalled in the agent's store, a stored run resumed, and a run
-whose history lives in a session, on the protocols of :mod:`react_engine.run.journal`
-(``run/`` never imports ``store/``). :class:`~react_engine.run.agent.Agent` keeps the public
-edges (``store=``, ``session=``, ``resume``)."""
+whose history lives in a session (on the protocols of :mod:`react_engine.run.journal`)."""
 
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ log = logging.getLogger("react_engine")
 
 
 def open_run_store(store: Any) -> JournalStore | None:
-    """What ``Agent(store=...)`` was given, as a store: a store itself, or the one a path
-    (a SQLite file) or a ``postgresql://`` URI names."""
+    """What ``Agent(store=...)`` was given, as a store."""
     if store is None:
         return None
     from .journal import JournalStore, open_journal_store
@@ -52,8 +49,7 @@ def journal_for(
     history: list[HistoryItem],
     protocol: str,
 ) -> Journal | None:
-    """The run's journal (with a store): a new one, or the resumed run's. ``eager``: commit
-    each reply as soon as it is read (user code runs between a reply and its calls)."""
+    """The run's journal (with a store): a new one, or the resumed run's."""
     if run_id is not None and not isinstance(run_id, str):
         raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
     journal = resumed
@@ -71,8 +67,7 @@ def journal_for(
 
 
 async def journalled(loop: Loop, state: RunState, journal: Journal) -> RunResult[Any]:
-    """``loop`` over ``state`` with the run held in its store, and its outcome written
-    there: its result, or its error (raised all the same)."""
+    """``loop`` over ``state`` with the run held in its store, and its outcome written there."""
     async with journal.held() as held:  # RunBusy if another worker runs it
         await held.open()
         try:
@@ -99,9 +94,7 @@ async def resumed(
     approvals: Mapping[str, bool] | None,
     run: Callable[[str, list[HistoryItem], Journal], Awaitable[RunResult[Any]]],
 ) -> RunResult[Any]:
-    """Stored run ``run_id``, held, its journal and ``approvals`` loaded, given to ``run``
-    with its question and earlier history (see :meth:`Agent.aresume
-    <react_engine.run.agent.Agent.aresume>`)."""
+    """Stored run ``run_id``, held and loaded, given to ``run`` with its question and history."""
     if store is None:
         raise ConfigurationError("resume needs the agent's store: Agent(store=...)")
     async with store.journal(run_id).held() as journal:
@@ -116,9 +109,8 @@ async def in_session(
     history: list[HistoryItem] | None,
     run: Callable[[list[HistoryItem]], Awaitable[RunResult[Any]]],
 ) -> RunResult[Any]:
-    """A run in a session: its history loaded first (into ``history`` in place, when
-    given), and what the run added appended when it ends, however it ends (an error, a
-    cancellation), so that no turn is lost."""
+    """A run in a session: its history loaded first, and what the run added appended when
+    it ends, however it ends, so that no turn is lost."""
     from .journal import SessionLike
 
     if not isinstance(session, SessionLike):

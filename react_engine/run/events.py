@@ -1,11 +1,6 @@
 """What a run reports as it goes: typed events, each a dataclass with a literal ``kind``.
 
-The agent loop emits every event at one point (:meth:`RunState.emit
-<react_engine.run.state.RunState.emit>`); :meth:`Agent.iter <react_engine.Agent.iter>` and
-:meth:`Agent.run_stream <react_engine.Agent.run_stream>` hand them to the caller, the
-OpenTelemetry tracer (:mod:`react_engine.run.tracing`) turns them into spans, and
-:meth:`Agent.arun <react_engine.Agent.arun>` emits them to nobody.
-
+``Agent.iter`` and ``run_stream`` hand them to the caller, the tracer turns them into spans.
 In the order a run sees them::
 
     RunStarted
@@ -22,9 +17,7 @@ In the order a run sees them::
       StepDone                              the step, as ``on_step`` sees it
     RunDone (the RunResult) | RunFailed
 
-``RunFailed`` goes to the tracer only: ``iter`` raises the run's exception instead.
-
-``step`` is the index of the step the event belongs to (``Step.index``).
+``RunFailed`` goes to the tracer only. ``step`` is the index of the step the event belongs to.
 """
 
 from __future__ import annotations
@@ -67,7 +60,6 @@ class RunStarted:
     protocol: str
     """The protocol the run starts with (a fallback is a :class:`RunNotice` later)."""
     reason: str = ""
-    """Why that protocol (``RunResult.protocol_reason``)."""
     kind: Literal["run_started"] = "run_started"
 
 
@@ -108,8 +100,7 @@ class ReplyDiscarded:
 
 @dataclass(frozen=True, slots=True)
 class StoppedLive:
-    """The server wrote past a stop sequence; the client cut the reply there and stopped
-    reading. ``completion_tokens`` were counted from the chunks received."""
+    """The server wrote past a stop sequence; the client cut the reply there."""
 
     step: int
     stop: str
@@ -183,8 +174,7 @@ class StepDone:
 
 @dataclass(frozen=True, slots=True)
 class RunDone(Generic[OutputT]):
-    """The last event of a run that returned: its result (``RunDone[Person]`` holds a
-    ``RunResult[Person]``)."""
+    """The last event of a run that returned: its result."""
 
     result: RunResult[OutputT]
     kind: Literal["done"] = "done"
@@ -217,8 +207,4 @@ Event: TypeAlias = (
     | RunDone[OutputT]
     | RunFailed
 )
-"""Every event a run emits; ``match event.kind`` or ``isinstance`` tells them apart.
-
-Generic in the run's output type, as :class:`RunDone` is: ``agent.iter(...)`` of an
-``Agent[Person]`` yields ``Event[Person]``, whose ``RunDone`` holds a ``RunResult[Person]``;
-a bare ``Event`` means ``Event[Any]``."""
+"""Every event a run emits, generic in the run's output type as :class:`RunDone` is."""

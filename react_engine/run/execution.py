@@ -1,8 +1,7 @@
 """Running the calls of one reply: approval, timeouts, loop detection, observations.
 
-Every way a call can go wrong ends in its :class:`~react_engine.types.ActionRecord`, so in an
-observation the model reads; nothing here raises for a bad call. :meth:`ToolRunner.run`
-returns the records with a :data:`Verdict`, and the loop alone acts on it."""
+Every way a call can go wrong ends in an observation; :meth:`ToolRunner.run` returns the
+records with a :data:`Verdict`, and the loop alone acts on it."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ class Proceed:
 
 @dataclass(frozen=True, slots=True)
 class RepeatedCall:
-    """A call was made more than ``loop_limit`` times with the same arguments: it was not
-    run again, and the model should be asked for its final answer."""
+    """A call was made more than ``loop_limit`` times: ask for the final answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,28 +63,22 @@ class AwaitApproval:
 @dataclass(frozen=True, slots=True)
 class Abort:
     """A tool (or the approver) raised a ``BaseException``: the run ends once the step is
-    recorded (the first one raised, when several calls did)."""
+    recorded."""
 
     error: BaseException
 
 
 Verdict = Proceed | RepeatedCall | AwaitApproval | Abort
-"""What one reply's calls mean for the run, strongest first: awaiting approvals, an abort,
-a repeated call, else proceed."""
 
 
 @dataclass(frozen=True, slots=True)
 class Ran:
-    """One reply's calls, run: their records, in the reply's order, and the verdict."""
-
     actions: list[ActionRecord]
     verdict: Verdict
 
 
 @dataclass(slots=True)
 class _Batch:
-    """What the calls of one reply report while they run (concurrently)."""
-
     deferred: list[ActionRecord] = field(default_factory=list)
     abort: BaseException | None = None
     repeated: bool = False
@@ -100,8 +92,6 @@ class _Batch:
 
 
 class ToolRunner:
-    """Runs a reply's calls against the agent's tools."""
-
     def __init__(
         self,
         approve: ApprovalCallback | Literal["defer"] | None = None,
@@ -121,9 +111,7 @@ class ToolRunner:
             record = call.record()
             tool = by_name.get(call.tool)
             validated: Any = None
-            if call.error is not None:
-                # The protocol's verdict comes first: it may refuse a call to a name that
-                # is no tool on purpose (``final_result`` made beside other calls).
+            if call.error is not None:  # the protocol's verdict first (``final_result``...)
                 _fail(record, "invalid_arguments", call.error, language)
             elif tool is None:
                 valid = ", ".join(sorted(by_name)) or "(none)"
@@ -136,9 +124,7 @@ class ToolRunner:
                         record.arguments = arguments_dict(validated)
                 except ToolArgumentsError as exc:
                     _fail(record, "invalid_arguments", exc.notice, language)
-            if record.status == "ok" and call.skip is not None:
-                # Held back by the policy (a blind call, a second call with effects): a
-                # call that could not run anyway says why instead.
+            if record.status == "ok" and call.skip is not None:  # held back by the policy
                 prepared.append((skipped(call, call.skip, language), None, None))
                 continue
             if record.status == "ok":
@@ -148,9 +134,7 @@ class ToolRunner:
                 if seen > state.config.loop_limit:
                     record.status = "skipped"
                     earlier = state.seen.results.get(key)
-                    if earlier is not None:
-                        # The model asked for what it already has: give it the same result
-                        # again (the trace says it was not re-run), then ask for the answer.
+                    if earlier is not None:  # the same result again, marked as not re-run
                         record.observation = earlier
                         record.error = Notice(NoticeCode.GIVEN_AGAIN)
                     else:
@@ -185,9 +169,8 @@ class ToolRunner:
     async def _call(
         self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool, validated: Any
     ) -> None:
-        """Run one approved call; every way it can go wrong ends in its observation. A
-        ``BaseException`` from the tool or the approver (but the run's own cancellation) becomes the
-        batch's :class:`Abort`: the loop records the step, then ends the run."""
+        """Run one call; a ``BaseException`` from the tool or the approver (but the run's own
+        cancellation) becomes the batch's :class:`Abort`."""
         journal, language = state.journal, state.protocol.language
         try:
             if journal is not None and await self._replayed(state, record, tool):
@@ -217,7 +200,8 @@ class ToolRunner:
                 if state.sinks:
                     state.emit(ToolFinished(len(state.steps), record))
         except asyncio.CancelledError as exc:
-            if _being_cancelled():
+            task = asyncio.current_task()
+            if task is not None and task.cancelling() > 0:  # the run's, not the tool's own
                 if record.status == "ok" and not record.observation:
                     interrupted = Notice(NoticeCode.INTERRUPTED, tool=tool.name)
                     _fail(record, "error", interrupted, language)
@@ -230,16 +214,15 @@ class ToolRunner:
 
     @staticmethod
     async def _replayed(state: RunState, record: ActionRecord, tool: Tool) -> bool:
-        """A resumed run: a call that finished before the crash is given its record (its
-        tool is not run again); one that was running then is run again only if its tool is
-        idempotent, else the model is told it may or may not have happened."""
+        """A resumed run: a finished call gets its record; one that was running is run again
+        only if its tool is idempotent."""
         assert state.journal is not None
         kept = state.journal.finished(record)
         if kept is not None:
             for name in ("arguments", "observation", "status", "error", "duration_s", "exact"):
                 setattr(record, name, getattr(kept, name))
             return True
-        hints = tool.annotations  # calling it again changes nothing more (MCP's hints)
+        hints = tool.annotations
         if state.journal.in_flight(record) and not (hints.idempotent or hints.read_only):
             _fail(record, "error", Notice(NoticeCode.MAYBE_RAN), state.protocol.language)
             await state.journal.done(record)
@@ -248,7 +231,6 @@ class ToolRunner:
 
     @staticmethod
     def _defer(state: RunState, batch: _Batch, record: ActionRecord) -> bool:
-        """An approval put off: the run stops, awaiting it (with a store to resume from)."""
         language = state.protocol.language
         if state.journal is None:
             _fail(record, "denied", Notice(NoticeCode.DEFER_NEEDS_STORE), language)
@@ -261,14 +243,12 @@ class ToolRunner:
     async def _approved(
         self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool
     ) -> bool:
-        """Ask the approver, within the run's deadline (:func:`call_user`)."""
         if not tool.requires_approval:
             return True
         language = state.protocol.language
         approve = self.approve
         journal = state.journal
-        # A verdict given to agent.resume answers this very call only (its reply, id, tool
-        # and arguments: store/approvals.py): a later call reusing its id is asked anew.
+        # A verdict given to agent.resume answers this very call only (store/approvals.py).
         given = journal.approval(record) if journal is not None else None
         if given is not None:
             if not given:
@@ -316,8 +296,7 @@ class ToolRunner:
             limit = tool.max_observation_chars or cfg.max_observation_chars
             record.observation = render_observation(value, limit=limit, summarize=tool.summarize)
         except DeadlinePassed as exc:
-            # Only the engine's own limit: a TimeoutError the tool raised itself (its HTTP
-            # client's, say) is the tool's error, below, with its own text.
+            # Only the engine's own limit: a TimeoutError the tool raised is its own error.
             code, words = NoticeCode.TIMEOUT, {"tool": tool.name, "seconds": f"{timeout:g}"}
             if not exc.started:
                 code, words["stuck"] = NoticeCode.NEVER_STARTED, str(stuck_threads())
@@ -352,24 +331,14 @@ def _note_abort(
         batch.abort = exc
 
 
-def _being_cancelled() -> bool:
-    """Whether the running task itself is being cancelled (not a tool raising
-    ``CancelledError`` of its own)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
 def _fail(record: ActionRecord, status: Any, message: Notice, language: str = "en") -> None:
-    """The call did not run or failed: ``message`` is its error, and its observation in
-    ``language``."""
     record.status, record.error = status, message
     # an exception's text can hold lone surrogates
     record.observation = valid_unicode(error_observation(message, language))
 
 
 def skipped(call: PendingCall, why: Notice, language: str = "en") -> ActionRecord:
-    """The record of a call held back (not run, and not the model's fault): ``why`` is
-    shown to the model in ``language``."""
+    """The record of a call held back (not run, and not the model's fault)."""
     return _skip(call.record(), why, language)
 
 
@@ -380,7 +349,6 @@ def _skip(record: ActionRecord, why: Notice, language: str) -> ActionRecord:
 
 
 _KEY_JSON: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
-"""``json.dumps(..., sort_keys=True, ensure_ascii=False)``, its encoder made once."""
 
 
 def _call_key(record: ActionRecord) -> str:

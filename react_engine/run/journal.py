@@ -1,8 +1,6 @@
-"""What a run asks of a store: the :class:`Journal` of one run, the :class:`JournalStore`
-that gives journals (``Agent(store=...)``), the :class:`SessionLike` that keeps a
-conversation (``session=``). The store layer implements them, so ``run/`` never imports
-``store/``; a store given by name is opened by the opener registered with
-:func:`set_store_opener` (:func:`react_engine.store.open_store`, registered on import)."""
+"""What a run asks of a store, as protocols the store layer implements (``run/`` never
+imports ``store/``); a store given by name is opened by the opener registered with
+:func:`set_store_opener`."""
 
 from __future__ import annotations
 
@@ -23,9 +21,8 @@ __all__ = ["Journal", "JournalStore", "SessionLike", "open_journal_store", "set_
 
 
 class Journal(Protocol):
-    """One run's journal: what the run commits as it goes (each reply, call and step) and,
-    when it is resumed, what it did already (served again instead of asking the model or
-    running the tool). See :class:`react_engine.store.runs.RunJournal`."""
+    """One run's journal: what it commits as it goes and, when resumed, what it did already
+    (:class:`react_engine.store.runs.RunJournal`)."""
 
     run_id: str
     protocol: str | None
@@ -33,7 +30,6 @@ class Journal(Protocol):
     eager: bool
     """Commit each reply as soon as it is read (user code runs between reply and call)."""
     header: dict[str, Any]
-    """What :meth:`open` records: the question, model, protocol and earlier history."""
 
     # --- the run's lease and its ends (the agent) ---------------------------------------------
 
@@ -69,13 +65,9 @@ class Journal(Protocol):
 
 @runtime_checkable
 class JournalStore(Protocol):
-    """What ``Agent(store=...)`` takes: a store that gives each run its :class:`Journal`,
-    and tells a stored run's question and history (:meth:`Agent.resume
-    <react_engine.Agent.resume>`)."""
+    """What ``Agent(store=...)`` takes: a store that gives each run its :class:`Journal`."""
 
-    def journal(self, run_id: str | None = None) -> Journal:
-        """The journal of run ``run_id`` (a new id when None)."""
-        ...
+    def journal(self, run_id: str | None = None) -> Journal: ...
 
     async def question(self, run_id: str) -> str: ...
     async def history(self, run_id: str) -> list[HistoryItem]: ...
@@ -83,8 +75,7 @@ class JournalStore(Protocol):
 
 @runtime_checkable
 class SessionLike(Protocol):
-    """What ``session=`` takes: a conversation's history kept between runs
-    (:class:`react_engine.store.Session`)."""
+    """What ``session=`` takes: a conversation's history kept between runs."""
 
     async def load(self) -> list[HistoryItem]: ...
     async def append(self, items: Sequence[HistoryItem]) -> None: ...
@@ -101,7 +92,6 @@ def set_store_opener(opener: StoreOpener) -> None:
 
 
 def open_journal_store(target: str | os.PathLike[str]) -> JournalStore:
-    """The store ``target`` names, through the registered opener."""
     if not _opener:
         raise ConfigurationError(
             "no store opener is registered: give Agent(store=...) a store object"

@@ -1,16 +1,8 @@
 """The loop: one loop for every protocol, and the only place where control flow lives.
 
-A :class:`Loop` is built from :class:`LoopDeps`, not from the agent (a test builds one with a
-scripted model). Where a run goes next (budgets, a forced final answer, failed turns) is
-:class:`Control`, written here only; the tool runner returns a verdict
-(:data:`~react_engine.run.execution.Verdict`) and the loop acts on it.
-
-Each turn checks the budgets, sends one request (:meth:`Loop._send`: retries, streaming, the
-reaction to a refused parameter), lets the protocol read the reply into a
-:data:`~react_engine.protocols.base.Decision` and acts on it (:meth:`Loop._decide`), returning
-``RunAgain``, ``Finish`` or ``Stop``. Whatever goes wrong inside a run becomes feedback the
-model can act on until the consecutive-error budget runs out
-(:class:`~react_engine.errors.ErrorBudgetExhausted`, which holds the transcript).
+Where a run goes next (budgets, a forced final answer, failed turns) is :class:`Control`,
+written here only. Whatever goes wrong inside a run becomes feedback the model can act on
+until the consecutive-error budget runs out (:class:`~react_engine.errors.ErrorBudgetExhausted`).
 """
 
 from __future__ import annotations
@@ -80,8 +72,7 @@ StepCallback = Callable[[Step], "Awaitable[None] | None"]
 log = logging.getLogger("react_engine")
 
 FINAL_ANSWER_RETRIES = 1
-"""Forced final requests sent again after a reply that is not an answer (a tool call
-written as text, an empty reply): the model gets the feedback and this many more tries."""
+"""Forced final requests sent again, with feedback, after a reply that is not an answer."""
 
 
 ForcedBy = Literal["max_steps", "loop", "tool_budget"]
@@ -89,24 +80,18 @@ ForcedBy = Literal["max_steps", "loop", "tool_budget"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoopDeps:
-    """What the loop needs from whoever runs it (an :class:`~react_engine.run.agent.Agent`
-    builds one per run; a test may build one by hand)."""
+    """What the loop needs from whoever runs it (an Agent, or a test)."""
 
     model: str
-    """The model's name, sent with every request."""
     runner: ToolRunner = field(default_factory=ToolRunner)
-    """Runs each reply's calls (approval, timeouts, loop detection)."""
     instructions: str | None = None
     on_step: StepCallback | None = None
-    """Called with each step once it is recorded, within the run's deadline."""
     protocol_spec: str | Protocol = "auto"
     """What the user asked for, so that an adaptation chooses among the right protocols."""
     template: str | None = None
     implicit_final_answer: bool = False
     capability_cache: CapabilityCache | None = None
-    """Where what a server refused is remembered for the next runs (``None``: not kept)."""
     base_url: str = ""
-    """The endpoint, the capability cache's key with :attr:`model`."""
 
 
 @dataclass(slots=True)
@@ -114,7 +99,6 @@ class Control:
     """Where a run goes next: written by the loop only, one per run."""
 
     output: OutputSpec | None
-    """The run's ``output_type``, read once."""
     action_turns: int = 0
     tool_calls: int = 0
     consecutive_errors: int = 0
@@ -124,7 +108,7 @@ class Control:
 
 
 class Loop:
-    """Runs one :class:`RunState` to its result with what :class:`LoopDeps` gives."""
+    """Runs one :class:`RunState` to its result."""
 
     def __init__(self, deps: LoopDeps) -> None:
         self.deps = deps
@@ -192,8 +176,7 @@ class Loop:
     async def _send(
         self, state: RunState, ctl: Control, ctx: RequestContext
     ) -> ModelResponse | Outcome:
-        """One request, with network retries; a server's refusal of a parameter the run can
-        do without adapts the run and asks for the turn again."""
+        """One request, with network retries; a refused parameter adapts the run."""
         request = state.protocol.build_request(ctx)
         index = len(state.steps)
         if state.sinks:
@@ -224,8 +207,7 @@ class Loop:
     async def _request(
         self, state: RunState, ctl: Control, request: ModelRequest, index: int
     ) -> ModelResponse:
-        """The reply to one request: whole, or streamed (each delta emitted). A server that
-        cannot stream it (HTTP 200, no chunk) is asked again unstreamed (with tools: learned)."""
+        """The reply to one request: whole, or streamed (an empty stream: asked again whole)."""
         if state.journal is not None and (saved := state.journal.saved_reply()) is not None:
             return saved  # a resumed run: this reply was committed before the crash
         retry = state.config.retry
@@ -257,8 +239,7 @@ class Loop:
         )
 
     def _cannot_stream(self, state: RunState, ctl: Control, request: ModelRequest) -> None:
-        """The server sent an empty stream: with tools in the request, learn that it cannot
-        stream those (``stream_tools``); without, just say so. The request is sent again."""
+        """The server sent an empty stream: with tools, learn that it cannot stream those."""
         if request.tools and self._learn(state, ctl, "stream_tools", "HTTP 200, no chunk"):
             return
         event = "the server sent an empty stream; the request was sent again without streaming"
@@ -274,7 +255,6 @@ class Loop:
         reply: ModelResponse,
         started: float,
     ) -> Outcome:
-        """Act on the protocol's reading of ``reply``: one :class:`Step` in the transcript."""
         # bounded at the edge (protocols.limits); a long reply is read off the event loop
         size = len(reply.content or "") + sum(len(c.arguments) for c in reply.tool_calls)
         decision = (
@@ -348,9 +328,7 @@ class Loop:
             )
             log.warning("%s", event, extra=RUN_EVENT)
             step.notices.append(state.note(event))
-        # The run's tool-call budget: the first calls within it run (a call the policy
-        # holds back does not count), the rest are reported as not run, and once it is
-        # spent the model is asked for its final answer.
+        # The tool-call budget: the first calls within it run (a held-back call is free).
         room = _tools_left(state, ctl)
         over: list[PendingCall] = []
         if room is not None:
@@ -402,8 +380,8 @@ class Loop:
 
     @staticmethod
     def _make_room(state: RunState, exc: ContextWindowExceeded) -> Outcome:
-        """The request did not fit the context window: shorten the observations already read
-        (earlier steps' first) and ask again; with nothing left to shorten, the run ends."""
+        """The request did not fit the context window: shorten the observations (earlier
+        steps' first) and ask again."""
         for keep_latest in (True, False):
             shortened = shorten_observations(state.history, keep_latest=keep_latest)
             if shortened:
@@ -421,15 +399,13 @@ class Loop:
         )
 
     def _adapt(self, state: RunState, ctl: Control, exc: ModelRequestError) -> bool:
-        """React to a server that rejects a parameter (see
-        :data:`~react_engine.transport.rejections.REACTIONS`); True when the turn should be
-        re-sent."""
+        """React to a server that rejects a parameter; True when the turn should be re-sent."""
         kind = classify_rejection(exc.status_code, exc.body or str(exc))
         return kind is not None and self._learn(state, ctl, kind, f"HTTP {exc.status_code}")
 
     def _learn(self, state: RunState, ctl: Control, kind: RejectedParam, cause: str) -> bool:
-        """Adapt the run to what the server refused, and remember it for this model at this
-        endpoint; False when nothing is left to adapt (the refusal then stands)."""
+        """Adapt the run to what the server refused, and remember it; False when nothing is
+        left to adapt."""
         if ctl.adaptations >= 4:
             return False
         deps = self.deps
@@ -488,13 +464,11 @@ def _tokens_spent(state: RunState) -> Stop | None:
 
 
 def _tools_left(state: RunState, ctl: Control) -> int | None:
-    """Tool calls the run may still make (``None``: no budget)."""
     limit = state.config.max_tool_calls
     return None if limit is None else max(limit - ctl.tool_calls, 0)
 
 
 def _failed_turn(state: RunState, ctl: Control) -> Outcome:
-    """Count a turn that failed (a format error, only failing calls)."""
     ctl.consecutive_errors += 1
     budget = state.config.max_consecutive_errors
     if ctl.consecutive_errors > budget:
@@ -505,10 +479,8 @@ def _failed_turn(state: RunState, ctl: Control) -> Outcome:
 
 
 def _settings(state: RunState, left: float | None) -> ModelSettings:
-    """The request settings, shaped to the model and ending with the run's deadline (``left``
-    seconds; ``None``: no deadline). A model that takes no ``temperature``
-    (``Capabilities.sampling`` false) is sent none, nor ``top_p``; the request's timeout ends
-    with the deadline, as a blocking client's request cannot be cancelled."""
+    """The request settings, shaped to the model; the request's timeout ends with the
+    deadline, as a blocking client's request cannot be cancelled."""
     settings = state.config.settings
     if not state.caps.sampling and (settings.temperature, settings.top_p) != (None, None):
         settings = dataclasses.replace(settings, temperature=None, top_p=None)
@@ -518,12 +490,9 @@ def _settings(state: RunState, left: float | None) -> ModelSettings:
 
 
 def _abort(state: RunState, exc: BaseException) -> None:
-    """End the run after a tool raised a ``BaseException`` (its step is recorded).
-
-    ``SystemExit``, ``GeneratorExit`` and a tool's own ``CancelledError`` become
-    :class:`RunAborted` (their ``__cause__``): a tool has no business ending the caller's program
-    or task. Any other (``KeyboardInterrupt``, ``pytest.fail``'s) is raised as it is, to do what
-    its raiser meant. Either way the result so far rides on it as ``exc.result``."""
+    """End the run after a tool raised a ``BaseException``: ``SystemExit``, ``GeneratorExit``
+    and a tool's own ``CancelledError`` become :class:`RunAborted` (a tool has no business
+    ending the caller's program); any other is raised as it is, ``exc.result`` on it."""
     message = f"a tool raised {type(exc).__name__}; the run was aborted"
     result = state.result(None, "error", error=message)
     if isinstance(exc, SystemExit | GeneratorExit | asyncio.CancelledError):

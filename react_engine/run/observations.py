@@ -29,7 +29,6 @@ def _default(value: Any) -> Any:
 
 
 _RESULT_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default)
-"""The encoder of :func:`serialize_result`, made once (``json.dumps`` makes one per call)."""
 
 
 def serialize_result(value: Any) -> str:
@@ -77,12 +76,8 @@ SHORTENED_LIMIT = 400
 
 
 def shorten_observations(history: list[HistoryItem], *, keep_latest: bool) -> int:
-    """Shorten (in place, head and tail kept) the observations of ``history``'s steps that are
-    longer than :data:`SHORTENED_LIMIT`, for a request that overflowed the context window;
-    with ``keep_latest`` the last step's are left whole. Returns how many were shortened.
-
-    The history is what the model reads: its steps are replaced by copies, so the run's
-    ``steps`` (the trace) keep every observation whole."""
+    """Shorten the long observations of ``history``'s steps (with ``keep_latest``, not the
+    last step's); how many. The steps are replaced by copies: the trace keeps them whole."""
     last = max((i for i, item in enumerate(history) if isinstance(item, Step)), default=-1)
     shortened = 0
     for i, item in enumerate(history):

@@ -1,6 +1,5 @@
-"""What a run needs beyond the agent, in one module that :class:`~react_engine.run.agent.Agent`
-imports when a run starts, not with ``react_engine``: the loop, tool execution, events, tracing
-and MCP connections bring asyncio (and ``ssl``, ``socket``...) with them."""
+"""What a run needs beyond the agent, imported when a run starts, not with ``react_engine``
+(asyncio, ``ssl``, ``socket``... come with it)."""
 
 from __future__ import annotations
 
@@ -37,9 +36,8 @@ T = TypeVar("T")
 
 
 def run_coroutine(run: Coroutine[Any, Any, T]) -> T:
-    """A blocking run (:func:`react_engine.runtime.run_coroutine`): Ctrl-C raises
-    :class:`~react_engine.errors.RunInterrupted` with the run so far (the loop puts it on
-    the run's ``CancelledError``, :meth:`Loop.run <react_engine.run.loop.Loop.run>`)."""
+    """A blocking run: Ctrl-C raises :class:`~react_engine.errors.RunInterrupted` with the run
+    so far (which the loop puts on the run's ``CancelledError``)."""
     so_far: list[Any] = []
 
     async def watched() -> T:

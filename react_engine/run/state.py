@@ -1,6 +1,4 @@
-"""One run's state (:class:`RunState`), and what a turn of the loop returns (:class:`RunAgain`,
-:class:`Finish` or :class:`Stop`); where the run goes next is the loop's own
-(:class:`react_engine.run.loop.Control`)."""
+"""One run's state (:class:`RunState`), and what a turn of the loop returns."""
 
 from __future__ import annotations
 
@@ -36,9 +34,8 @@ __all__ = [
 ]
 
 RUN_EVENT: Mapping[str, Any] = {"run_event": True}
-"""``extra=`` of a warning that is also one of the run's notices (``RunResult.notices``):
-a program that shows the events (the CLI prints them with the steps and the result) leaves
-these log records out, not to say the same thing twice."""
+"""``extra=`` of a warning that is also one of the run's notices: a program that shows the
+notices may leave these log records out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +50,6 @@ class Finish:
     answer: str
     reason: StopReason
     output: Any = None
-    """The answer as the run's ``output_type`` (the text itself without one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +65,7 @@ Outcome = RunAgain | Finish | Stop
 
 @dataclass(slots=True)
 class SeenCalls:
-    """The run's calls by tool and arguments: how often each was made, and its latest
-    observation (quoted back when it repeats). The tool runner's memory of the run."""
+    """The run's calls by tool and arguments: how often each was made, its latest observation."""
 
     counts: Counter[str] = field(default_factory=Counter)
     results: dict[str, str] = field(default_factory=dict)
@@ -89,35 +84,25 @@ class RunState:
     model: ChatModel
     model_name: str
     tools: list[Tool]
-    """The agent's tools and those of its MCP servers, connected for this run."""
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.perf_counter)
     seen: SeenCalls = field(default_factory=SeenCalls)
     events: list[RunNotice] = field(default_factory=list)
-    """The run's notices (``RunResult.notices``)."""
     pending_events: list[RunNotice] = field(default_factory=list)
     """Adaptations noted since the last step, which go on the next one too."""
     last_reply: ModelResponse | None = None
     sinks: list[Callable[[Event], None]] = field(default_factory=list)
-    """Who receives the run's events (:meth:`emit`): ``Agent.iter``'s queue, a tracer."""
     streaming: bool = False
-    """Stream each reply (``Agent.iter``, ``run_stream``); ``arun`` asks for whole ones."""
     journal: Journal | None = None
-    """The run's journal in a store (``Agent(store=...)``): each reply, call and step
-    committed as it completes; on a resumed run, what was done already (see
-    :mod:`react_engine.store.runs`)."""
     deferred: list[ActionRecord] = field(default_factory=list)
-    """Calls whose approval was deferred (``approve="defer"``): the run stops with
-    ``awaiting_approval`` and these in ``RunResult.pending`` (set by the loop)."""
+    """Calls whose approval was deferred (``RunResult.pending``)."""
     memo: dict[Hashable, Any] = field(default_factory=dict)
-    """What the protocol keeps between the run's requests (:meth:`RequestContext.once
-    <react_engine.protocols.base.RequestContext.once>`): its system prompt, the messages of the
-    steps it has rendered, so that a request renders only what is new."""
+    """What the protocol keeps between the run's requests, to render only what is new."""
 
     def emit(self, event: Event) -> None:
-        """The one point where the loop reports what happens (:mod:`react_engine.run.events`);
-        callers check ``if state.sinks:`` first, so a run nobody listens to builds no event."""
+        """The one point where the loop reports what happens; callers check ``if
+        state.sinks:`` first, so a run nobody listens to builds no event."""
         for sink in self.sinks:
             sink(event)
 
@@ -136,8 +121,7 @@ class RunState:
             return None
         return self.config.deadline - (time.perf_counter() - self.started)
 
-    def deadline_at(self) -> float | None:
-        """The run's deadline as a :func:`time.perf_counter` instant (``None``: none)."""
+    def deadline_at(self) -> float | None:  # a perf_counter instant
         deadline = self.config.deadline
         return None if deadline is None else self.started + deadline
 
@@ -163,13 +147,8 @@ class RunState:
 
 
 async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float | None) -> Any:
-    """``function(*args)``, awaited when it returns an awaitable, by ``deadline`` (a
-    :func:`time.perf_counter` instant; ``None``: unbounded): the one way the engine calls a
-    user's callback (``on_step``, ``on_call``, an approver). A sync one runs on a worker thread,
-    so a slow one stalls neither its run past the deadline nor the other runs on the loop.
-
-    Raises :class:`~react_engine.runtime.DeadlinePassed` (``started`` false: never called),
-    :class:`~react_engine.runtime.ThreadsExhausted`, and what the callback raises."""
+    """The one way the engine calls a user's callback: ``function(*args)``, awaited if need
+    be, by ``deadline`` (a perf_counter instant); a sync one runs on a worker thread."""
     from ..runtime import DeadlinePassed, run_sync_call
     from ..tools.timeouts import within
 

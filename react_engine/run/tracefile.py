@@ -1,15 +1,9 @@
 """A run's trace on disk as it happens: what survives the process.
 
-``Agent(trace="run.jsonl")`` (or ``run(..., trace=...)``, or ``react-engine run --trace``)
-appends one JSON Lines record per event that matters, each written and flushed when it
-happens, so that a run killed at any point leaves every request paid for and every call
-started: ``run`` (question, model, protocol and why), ``reply`` (before any of its calls
-runs: text, calls, finish reason, usage; a killed run's cost is the sum of these),
-``tool_started`` (id, tool, arguments), ``step`` (as :meth:`RunResult.trace
-<react_engine.types.RunResult.trace>` writes it) and ``result`` (answer, stop reason, usage,
-or the error raised). A finished run's ``run``, ``step`` and ``result`` records are
-:meth:`~react_engine.types.RunResult.to_jsonl`'s. Records are flushed, not ``fsync``-ed (a
-machine that loses power may lose the last ones)."""
+``Agent(trace="run.jsonl")`` appends one JSON Lines record per event that matters, flushed
+(not ``fsync``-ed) when it happens, so that a killed run leaves every request paid for and
+every call started: ``run``, ``reply`` (before its calls run), ``tool_started``, ``step`` and
+``result`` (the ``run``, ``step`` and ``result`` records are ``RunResult.to_jsonl``'s)."""
 
 from __future__ import annotations
 
@@ -37,8 +31,7 @@ log = logging.getLogger("react_engine")
 
 __all__ = ["TRACE_FAILED", "TraceFile"]
 
-TRACE_FAILED = "the trace could not be written to"
-"""How the event of a trace file that stopped being written begins."""
+TRACE_FAILED = "the trace could not be written to"  # how the notice of a failed trace begins
 
 
 class TraceFile:
@@ -47,12 +40,10 @@ class TraceFile:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._file: IO[str] | None = None
-        self.failure: str | None = None
-        """Why the file stopped being written (a full disk), once it did."""
+        self.failure: str | None = None  # why the file stopped being written, once it did
 
     def open(self) -> TraceFile:
-        """Open the file for appending, before the run: a path that cannot be written is
-        the caller's mistake, said before anything is paid for."""
+        """Open the file before the run: a bad path is said before anything is paid for."""
         try:
             self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
         except OSError as exc:
@@ -121,8 +112,7 @@ class TraceFile:
         try:
             self._append(escape_separators(json.dumps(record, ensure_ascii=False)) + "\n")
         except OSError as exc:
-            # A full disk must not end the run: the trace stops, once, and the run's result
-            # says so in its events (the CLI exits non-zero on it).
+            # A full disk must not end the run: the trace stops, and the result says so.
             self.failure = f"{TRACE_FAILED} {self.path}: {exc.strerror or exc}"
             log.warning("%s", self.failure)
 

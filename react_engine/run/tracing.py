@@ -1,20 +1,8 @@
 """OpenTelemetry spans for runs, model calls and tool calls (the ``otel`` extra; docs/tracing.md).
 
-A :class:`RunTracer` receives a run's events and opens and closes spans as they come, under
-the GenAI semantic conventions::
-
-    invoke_agent                       the run
-      chat {model}                     one per request to the model
-      execute_tool {tool}              one per call that runs
-
-Besides the convention's attributes: ``react_engine.protocol``, ``react_engine.repairs``,
-``react_engine.lossy_repairs`` (when some), ``react_engine.stop_reason``, and span events
-``react_engine.fallback``, ``react_engine.event`` and ``react_engine.stopped_live``; a
-failure sets the span's status to ERROR. Prompts, replies, tool arguments and results go in
-only when asked (``trace_content=True``, ``REACT_ENGINE_TRACE_CONTENT=1`` or
-``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``). Tracing is on with
-``Agent(tracer_provider=provider)`` or a global provider the application set, off with
-``tracer_provider=False``; ``opentelemetry`` is imported only then.
+A :class:`RunTracer` turns a run's events into spans under the GenAI semantic conventions
+(``invoke_agent`` > ``chat {model}``, ``execute_tool {tool}``). ``opentelemetry`` is imported
+only when tracing is on.
 """
 
 from __future__ import annotations
@@ -57,7 +45,7 @@ def content_wanted(option: bool | None) -> bool:
 
 
 def tracer_for(provider: Any) -> Tracer | None:
-    """The tracer a run uses, or None when tracing is off (see the module docstring)."""
+    """The tracer a run uses, or None when tracing is off."""
     if provider is False:
         return None
     if provider is None:
@@ -67,16 +55,13 @@ def tracer_for(provider: Any) -> Tracer | None:
         provider = api.get_tracer_provider()
         if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
             return None
-    # The package is imported before any of its modules: its version is read from it, not
-    # imported (an import of the package from here would close a cycle through the agent).
+    # Read, not imported: an import of the package from here would close a cycle.
     version = getattr(sys.modules.get("react_engine"), "__version__", None)
     tracer: Tracer = provider.get_tracer("react_engine", version)
     return tracer
 
 
 class RunTracer:
-    """Turns one run's events into spans."""
-
     def __init__(self, tracer: Tracer, *, content: bool = False) -> None:
         from opentelemetry import context, trace
 
@@ -261,8 +246,7 @@ class RunTracer:
             span.set_attribute("gen_ai.tool.call.result", call.observation)
         if call.status != "ok":
             span.set_attribute("error.type", call.status)
-            # The error's text quotes the tool's exception, which may hold the tool's data
-            # (a password in a connection string): it is content, kept out unless wanted.
+            # The error's text may quote the tool's data: content, kept out unless wanted.
             detail = (call.error.text() if call.error else "") if self.content else call.status
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, detail))
         span.end()
@@ -274,7 +258,6 @@ class RunTracer:
             span.record_exception(error)
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)[:300]))
             return
-        # An error's message may quote a reply, a server's body or a tool's exception: only
-        # its type goes into the span unless content is wanted.
+        # An error's message may quote content: only its type goes in.
         span.add_event("exception", {"exception.type": kind})
         span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, kind))

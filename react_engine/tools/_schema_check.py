@@ -1,15 +1,8 @@
-"""Checking a tool call's arguments against the tool's whole JSON Schema.
+"""Checking a tool call's arguments against the tool's whole JSON Schema (``jsonschema``).
 
-A tool built with :meth:`Tool.from_schema <react_engine.tools.Tool.from_schema>` (every MCP
-tool) has its arguments checked by ``jsonschema`` against the schema its author wrote. The
-engine's own rule: an argument the schema does not name is refused unless the schema allows
-other keys at its top level. ``format`` stays an annotation (JSON Schema 2020-12).
-
-A schema that is not valid JSON Schema, nests deeper than :data:`MAX_SCHEMA_DEPTH` or has a
-``$ref`` outside itself is a :class:`~react_engine.errors.ToolDefinitionError` when the tool
-is built. ``pattern`` runs on ``regex`` with a time limit; ``uniqueItems`` and ``enum``
-compare canonical JSON texts in a set, in linear time. Failures are short lines for the
-model, in pydantic's words. ``jsonschema`` is imported with the first such tool.
+An argument the schema does not name is refused unless the schema allows other keys at its
+top level; ``format`` stays an annotation. Failures are short lines for the model, in
+pydantic's words.
 """
 
 from __future__ import annotations
@@ -29,27 +22,23 @@ from .schema import schema_nodes
 __all__ = ["MAX_SCHEMA_DEPTH", "MAX_SCHEMA_PROPERTIES", "SchemaCheck", "schema_check"]
 
 MAX_SCHEMA_DEPTH: Final = 100
-"""Deepest nesting of objects and arrays accepted in a tool's schema (about 50 levels of
-nested properties). A deeper one is a :class:`ToolDefinitionError`, not a ``RecursionError``."""
+"""Deepest nesting accepted in a tool's schema (a deeper one would be a ``RecursionError``)."""
 
 PATTERN_SECONDS: Final = 0.1
 """Time one ``pattern`` may take on one string; past it the value is refused."""
 
-MAX_REPORTED: Final = 8
-"""Failures listed in one observation; the rest are counted."""
+MAX_REPORTED: Final = 8  # failures listed in one observation; the rest are counted
 
 INSTALL_HINT = "pip install 'react-engine[schema]' (or jsonschema>=4.18)"
 
 _NUMBER = regex.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
-"""A JSON number, as a string a model may quote it in."""
 
+# Keywords whose values are data (a ``$ref`` in them is no reference), and keywords whose
+# values map names to schemas (a property may be named ``enum``).
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
-"""Keywords whose values are data, not schemas: a ``$ref`` in them is not a reference."""
-
 _SCHEMA_MAPS = frozenset(
     {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
 )
-"""Keywords whose values map names to schemas: a property may be named ``enum``."""
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -70,23 +59,17 @@ def _either(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def _plural(n: Any, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
+# Checks kept by schema: MCP tools are built again on every run, and a metaschema check
+# takes milliseconds.
 _CACHE: dict[str, SchemaCheck] = {}
 _CACHE_SIZE: Final = 256
-"""Checks kept by schema: an agent with MCP servers builds their tools again on every run,
-and checking a schema against the metaschema takes a few milliseconds."""
-
 
 MAX_SCHEMA_PROPERTIES: Final = 5000
 """Object properties in one tool's schema, all levels together (OpenAI's Structured Outputs
-limit); past it the tool is refused: checking the schema alone would take seconds."""
+limit); past it checking the schema alone would take seconds."""
 
 
 def _too_many_properties(schema: Any) -> bool:
-    """Whether ``schema`` declares more than :data:`MAX_SCHEMA_PROPERTIES` properties."""
     count = 0
     for node in schema_nodes(schema):
         props = node.get("properties")
@@ -104,8 +87,6 @@ def schema_check(tool_name: str, schema: Mapping[str, Any]) -> SchemaCheck:
         raise _bad(tool_name, f"it declares more than {MAX_SCHEMA_PROPERTIES} properties")
     try:
         key = json.dumps(schema, sort_keys=True)
-        # A copy of our own, JSON through and through: changing the caller's dict later
-        # changes nothing here.
         own: dict[str, Any] = json.loads(json.dumps(schema))
     except (TypeError, ValueError) as exc:
         raise _bad(tool_name, f"it holds a value that is not JSON ({exc})") from None
@@ -125,8 +106,7 @@ def _bad(tool_name: str, why: str) -> ToolDefinitionError:
     )
 
 
-_CHECKERS: dict[Any, Any] = {}
-"""The validator class for each JSON Schema dialect, with our ``pattern``."""
+_CHECKERS: dict[Any, Any] = {}  # the validator class for each dialect, with our keywords
 
 
 class SchemaCheck:
@@ -210,10 +190,9 @@ class SchemaCheck:
             )
 
     def coerce(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The arguments with the one lossless conversion the engine makes, at the top level
-        only, as it always has: a quoted JSON number for a property that takes a number but
-        no string (``"5"`` for an integer), ``"true"``/``"false"`` for one that takes a
-        boolean but no string. Everything else is left exactly as the model wrote it."""
+        """The arguments with the one lossless conversion the engine makes, at the top level:
+        a quoted JSON number or ``"true"``/``"false"`` for a property that takes a number or
+        a boolean but no string."""
         out = dict(arguments)
         props = self.schema.get("properties")
         if not isinstance(props, dict):
@@ -287,9 +266,8 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
         seen.add(key)
 
 
+# The canonical texts of each ``enum`` list seen, by id (the list kept: its id stays its own).
 _ENUMS: dict[int, tuple[Any, frozenset[str]]] = {}
-"""The canonical texts of each ``enum`` list seen, by the list's id (the list is kept with
-them, so the id cannot be reused while the entry lives)."""
 
 
 def _enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -370,15 +348,10 @@ def _message(keyword: str, value: Any, failure: Any) -> str:
         return f"Input should be {_either([_short(v, 40) for v in value])}"
     if keyword == "const":
         return f"Input should be {_short(value)}"
-    if keyword in ("minLength", "maxLength"):
-        bound = "at least" if keyword == "minLength" else "at most"
-        return f"String should have {bound} {_plural(value, 'character')}"
-    if keyword in ("minItems", "maxItems"):
-        bound = "at least" if keyword == "minItems" else "at most"
-        return f"Array should have {bound} {_plural(value, 'item')}"
-    if keyword in ("minProperties", "maxProperties"):
-        bound = "at least" if keyword == "minProperties" else "at most"
-        return f"Object should have {bound} {value} {'property' if value == 1 else 'properties'}"
+    if keyword[:3] in ("min", "max") and keyword[3:] in _SIZED:
+        what, one, many = _SIZED[keyword[3:]]
+        bound = "at least" if keyword[:3] == "min" else "at most"
+        return f"{what} should have {bound} {value} {one if value == 1 else many}"
     if keyword == "pattern" and failure.message.startswith("took too long"):
         return f"String {failure.message}"
     if keyword == "pattern":
@@ -406,3 +379,10 @@ def _message(keyword: str, value: Any, failure: Any) -> str:
         return "no value is allowed here"
     text: str = failure.message
     return text if len(text) <= 200 else text[:199] + "…"
+
+
+_SIZED: Final = {
+    "Length": ("String", "character", "characters"),
+    "Items": ("Array", "item", "items"),
+    "Properties": ("Object", "property", "properties"),
+}

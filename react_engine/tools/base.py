@@ -1,9 +1,7 @@
 """Tools: a callable plus the pydantic model that describes and validates its arguments.
 
-``@tool`` reads a typed function's signature and docstring once, at definition time, into one
-pydantic model: it gives the JSON Schema sent to the model and validates every call's
-arguments before the function runs. A definition that does not add up is a
-:class:`ToolDefinitionError` where the tool is defined, not in the middle of a run."""
+A definition that does not add up is a :class:`ToolDefinitionError` where the tool is
+defined, not in the middle of a run."""
 
 from __future__ import annotations
 
@@ -37,10 +35,7 @@ T = TypeVar("T")
 
 
 class ToolArgumentsError(ModelBehaviorError, ValueError):
-    """Arguments a tool cannot accept: not a JSON object, or failing validation.
-
-    ``notice`` is what the model is told: which field is wrong and why.
-    """
+    """Arguments a tool cannot accept; ``notice`` is what the model is told."""
 
     def __init__(self, notice: Notice) -> None:
         super().__init__(notice.text())
@@ -49,30 +44,18 @@ class ToolArgumentsError(ModelBehaviorError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ToolAnnotations:
-    """What calling a tool does to the world: MCP's tool annotations, under Python names.
-
-    The defaults are MCP's worst case (it may change, destroy, repeat, reach outside). They are
-    hints from whoever defined the tool, not promises. The engine uses ``read_only``: of a
-    reply's several calls, the independent read-only ones and the first other one run
-    (:mod:`react_engine.protocols.policy`)."""
+    """What calling a tool does to the world: MCP's tool annotations (``readOnlyHint``...),
+    under Python names. The defaults are MCP's worst case; they are hints, not promises."""
 
     read_only: bool = False
-    """The tool changes nothing (MCP ``readOnlyHint``)."""
     destructive: bool = True
-    """A change it makes may destroy or overwrite what was there, rather than only add
-    to it (MCP ``destructiveHint``)."""
     idempotent: bool = False
-    """Calling it again with the same arguments changes nothing more (MCP
-    ``idempotentHint``)."""
     open_world: bool = True
-    """It reaches things outside the program (the web, other people), not only a closed
-    set of its own (MCP ``openWorldHint``)."""
 
     @classmethod
     def from_mcp(cls, hints: Any) -> ToolAnnotations:
-        """From an MCP listing's ``annotations`` (``mcp.types.ToolAnnotations``, its JSON
-        form as a mapping, or ``None``): a hint the server left out keeps MCP's default,
-        and so does one that is not a bool."""
+        """From an MCP listing's ``annotations`` (object, mapping or ``None``); a hint left
+        out, or not a bool, keeps MCP's default."""
         if hints is None:
             return cls()
 
@@ -92,9 +75,7 @@ class ToolAnnotations:
 
 
 class ToolOptions(TypedDict, total=False):
-    """The options every constructor of a :class:`Tool` takes (:func:`tool`,
-    :meth:`Tool.from_function`, :meth:`Tool.from_model`, :meth:`Tool.from_schema`), as
-    keywords; each is the :class:`Tool` field of the same name."""
+    """The options every constructor of a :class:`Tool` takes: its fields of the same name."""
 
     summarize: Callable[[Any], str] | None
     requires_approval: bool
@@ -120,8 +101,7 @@ class Tool:
     pass_model: bool = False
     """Call ``function(model_instance)`` instead of ``function(**fields)``."""
     pass_arguments: bool = False
-    """Call ``function(arguments)`` with the validated arguments as one JSON-ready dict, the
-    keys the model gave and no others (tools built by :meth:`from_schema`)."""
+    """Call ``function(arguments)`` with the arguments as one JSON-ready dict."""
     is_async: bool = False
     summarize: Callable[[Any], str] | None = None
     """Turns a raw result into what the model sees (observation injection)."""
@@ -131,22 +111,16 @@ class Tool:
     """Seconds a call may take before it becomes a timeout observation."""
     max_observation_chars: int | None = None
     """Per-tool override of the agent's observation length limit."""
-    strict: bool = field(default=False)
-    """Whether the schema meets OpenAI's strict mode rules (:func:`meets_strict_mode`), and so
-    is sent with ``"strict": true``."""
+    strict: bool = False
+    """The schema meets OpenAI's strict mode rules, and is sent with ``"strict": true``."""
     annotations: ToolAnnotations = field(default_factory=ToolAnnotations)
-    """What a call does to the world (MCP's annotations; by default, the worst case). A
-    reply's several calls run together only where they are read-only: see
-    :class:`ToolAnnotations`."""
     schema_check: SchemaCheck | None = field(default=None, repr=False, compare=False)
     """The whole JSON Schema the arguments must meet (tools built by :meth:`from_schema`)."""
     forbid_extra: bool = field(default=False, repr=False, compare=False)
-    """Refuse unknown keys in nested objects too, as the schema sent says (pydantic's models
-    ignore them by default: the key would be dropped, not passed)."""
+    """Refuse unknown keys in nested objects too (pydantic would drop them silently)."""
     inline: bool = False
-    """A sync function its author declares quick (``@tool(inline=True)``): each call runs in
-    the run's own task, on the event loop's thread: no timeout, deadline or Ctrl-C stops it,
-    and every run on the loop waits for it. For microseconds of work, never for I/O."""
+    """A quick sync function, called on the event loop's thread: no timeout, deadline or
+    Ctrl-C stops it. For microseconds of work, never for I/O."""
 
     @property
     def argument_names(self) -> list[str]:
@@ -170,9 +144,8 @@ class Tool:
         return checked if isinstance(checked, BaseModel) else self._model(checked)
 
     def check(self, arguments: Mapping[str, Any] | str) -> BaseModel | dict[str, Any]:
-        """What :meth:`ainvoke` takes: :meth:`validate`'s model, or for a tool that takes
-        its arguments as one dict (:attr:`pass_arguments`, checked against the whole JSON
-        Schema), that dict itself: no model is built only to be dumped again."""
+        """What :meth:`ainvoke` takes: :meth:`validate`'s model, or the checked dict for a
+        :attr:`pass_arguments` tool."""
         if isinstance(arguments, str):
             fields = self.args_model.model_fields
             if len(fields) == 1 and arguments.strip():
@@ -203,10 +176,8 @@ class Tool:
                     )
                 )
             if self.pass_arguments:
-                # The tool's own containers: one that changes its arguments in place must
-                # not change what the step records (and, for a repaired call, what the
-                # model is shown) as the model's arguments.
-                return {k: _own(v) for k, v in coerced.items()}
+                # A tool changing its arguments in place must not change what the step records.
+                return copy.deepcopy(coerced)
             arguments = coerced
         return self._model(arguments)
 
@@ -222,10 +193,8 @@ class Tool:
         self, validated: BaseModel | dict[str, Any], timeout: float | None = None
     ) -> Any:
         """Run the function with validated arguments, within ``timeout`` seconds
-        (:class:`~react_engine.runtime.DeadlinePassed` past it; a ``TimeoutError`` the function
-        raises itself is raised as it is). A sync function runs on a worker thread
-        (:func:`react_engine.runtime.run_sync_call`), left to finish on its own if it overruns; an
-        :attr:`inline` one is called right here, and ``timeout`` does not apply to it."""
+        (:class:`~react_engine.runtime.DeadlinePassed` past it). A sync function runs on a
+        worker thread, an :attr:`inline` one right here, with no timeout."""
         if self.pass_model:
             call = functools.partial(self.function, validated)
         elif self.pass_arguments:
@@ -376,13 +345,8 @@ class Tool:
         description: str = "",
         **options: Unpack[ToolOptions],
     ) -> Tool:
-        """Build a tool from a JSON Schema of its arguments plus a function (sync or async)
-        that takes them as one dict: a tool defined elsewhere, such as an MCP server's.
-
-        The schema is sent self-contained and closed to other keys unless it says otherwise; every
-        call's arguments are checked against the whole schema as written
-        (:mod:`react_engine.tools._schema_check`), and a schema that is not valid JSON Schema is a
-        :class:`ToolDefinitionError` here."""
+        """Build a tool from a JSON Schema of its arguments plus a function that takes them as
+        one dict (an MCP server's tool, say); every call is checked against the whole schema."""
         from ._schema_check import schema_check
 
         _check_name(name)
@@ -453,8 +417,7 @@ class Tool:
             raise _bad(name, f"its arguments have no JSON Schema: {exc}") from exc
         parameters = strict_schema(raw_schema)
         strict = meets_strict_mode(parameters)
-        # pydantic ignores unknown keys in nested models unless told otherwise, while the
-        # schema sent forbids them: the call forbids them too, unless some model allows them.
+        # The schema sent forbids unknown nested keys: so does the call, unless a model allows them.
         forbid_extra = all(
             n.get("additionalProperties") is not True for n in schema_nodes(raw_schema)
         )
@@ -489,13 +452,8 @@ def is_async_callable(function: Callable[..., Any]) -> bool:
 
 
 def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
-    """The argument model of a schema-defined tool: one untyped field per top-level
-    property, other keys allowed. It carries the arguments, which the schema check has
-    already passed; it checks nothing itself.
-
-    A property whose name is no Python identifier, or one a pydantic model already uses
-    (``json``, ``schema``), gets a field of another name with the JSON name as its alias.
-    """
+    """One untyped field per top-level property (aliased where the name is no identifier
+    or is a pydantic one); it checks nothing: the schema check did."""
     props = schema.get("properties") or {}
     required = schema.get("required") or []
     if not isinstance(props, Mapping) or not isinstance(required, list):
@@ -513,8 +471,7 @@ def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseMo
                 description=description if isinstance(description, str) else None,
             ),
         )
-    # By JSON name only: a key named like another property's Python name ("field_3") must
-    # not fill that property.
+    # By JSON name only: a key "field_3" must not fill another property.
     config = ConfigDict(extra="allow", populate_by_name=False)
     try:
         return pydantic.create_model(_model_name(tool_name), __config__=config, **fields)
@@ -523,8 +480,7 @@ def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseMo
 
 
 def arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
-    """Validated arguments as JSON-ready data under their JSON names, only those given
-    (a dict from :meth:`Tool.check` is that already)."""
+    """Validated arguments as JSON-ready data under their JSON names, only those given."""
     if isinstance(validated, dict):
         return validated
     data: dict[str, Any] = validated.model_dump(mode="json", by_alias=True, exclude_unset=True)
@@ -558,13 +514,3 @@ def _format_validation_error(tool_name: str, exc: ValidationError) -> Notice:
             msg = "unexpected field"
         parts.append(f"{loc}: {msg}")
     return Notice(NoticeCode.INVALID_ARGUMENTS, tool=repr(tool_name), detail="; ".join(parts))
-
-
-def _own(value: Any) -> Any:
-    """``value`` with fresh lists and dicts all the way down (decoded JSON holds no other
-    mutable value); a scalar as it is."""
-    if isinstance(value, dict):
-        return {k: _own(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_own(v) for v in value]
-    return value

@@ -1,10 +1,4 @@
-"""The constructors users write: the :func:`tool` decorator, and :func:`as_tools`, which
-takes tools and plain typed functions alike.
-
-Both build through :meth:`Tool.from_function`, which reads the function once, at definition
-time; the options they share with :class:`Tool`'s other constructors are one type,
-:class:`~react_engine.tools.base.ToolOptions`.
-"""
+"""The constructors users write: the :func:`tool` decorator, and :func:`as_tools`."""
 
 from __future__ import annotations
 
@@ -53,12 +47,8 @@ def tool(
 ) -> Tool | Callable[[F], Tool]:
     """Turn a typed function (sync or async) into a :class:`Tool`.
 
-    Use bare (``@tool``) or with options (``@tool(requires_approval=True)``). What a call
-    does to the world is given as :class:`ToolAnnotations` (``annotations=``) or, one hint
-    at a time, as ``read_only=``, ``destructive=``, ``idempotent=``, ``open_world=`` (the
-    hints not given keep MCP's defaults): ``@tool(read_only=True)`` lets a reply's calls
-    to the tool run beside its other calls. ``@tool(inline=True)`` declares a sync function
-    quick: it runs in the run's own task, with no thread (see :attr:`Tool.inline`).
+    Use bare (``@tool``) or with options (``@tool(requires_approval=True)``). The
+    :class:`ToolAnnotations` hints may be given one at a time (``@tool(read_only=True)``).
     """
     hints = {
         key: value
@@ -110,8 +100,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 
 
 def _warn_if_undescribed(built: Tool, function: Callable[..., Any]) -> None:
-    """A tool made from a function with no docstring (and no ``description=``) is sent to
-    the model with no description at all: say so where the user made it."""
+    """A tool with no description: say so where the user made it."""
     if built.description.strip():
         return
     here = inspect.currentframe()

@@ -1,18 +1,7 @@
 """Tools from Model Context Protocol servers (usage: docs/mcp.md).
 
-A server handle says how to reach a server: :class:`MCPServerStdio` runs it as a subprocess
-over stdin and stdout, :class:`MCPServerHTTP` talks streamable HTTP to a URL. Given as
-``Agent(mcp_servers=[server])``, each run connects every server, adds its tools and closes
-the connections when it ends, however it ends; ``async with server:`` keeps one connection
-open for :func:`mcp_tools` across runs of that event loop.
-
-An MCP tool is a :class:`~react_engine.tools.Tool` built with :meth:`Tool.from_schema
-<react_engine.tools.Tool.from_schema>`, its annotations as
-:class:`~react_engine.tools.ToolAnnotations`; a result flagged ``isError`` raises
-:class:`MCPToolError`, an error observation like any failing tool's. A name taken twice is a
-:class:`~react_engine.errors.ConfigurationError` (``prefix=`` renames a server's tools); a
-name the chat APIs refuse is rewritten with ``_``. The optional ``mcp`` package is imported
-when a handle is created, never by ``import react_engine``.
+The optional ``mcp`` package is imported when a handle is created, never by
+``import react_engine``.
 """
 
 from __future__ import annotations
@@ -59,8 +48,7 @@ INSTALL_HINT = "pip install 'react-engine[mcp]'"
 _MAX_PAGES = 100
 """Pages of ``tools/list`` read at most: a server whose cursor never ends cannot hang a run."""
 
-_API_NAME = re.compile(r"[^A-Za-z0-9_\-]")
-"""What a tool name sent to a chat API may not contain."""
+_API_NAME = re.compile(r"[^A-Za-z0-9_\-]")  # not allowed in a tool name sent to a chat API
 
 _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,31}$")
 
@@ -68,9 +56,8 @@ _PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,31}$")
 class MCPServerHandle:
     """How to reach an MCP server, and, inside ``async with``, a connection to it.
 
-    ``prefix`` goes before each of its tool names; ``requires_approval`` makes each of them ask
-    the approval callback first; ``timeout``: seconds to wait for any one answer (``None``: no
-    limit)."""
+    ``prefix`` goes before each of its tool names; ``timeout``: seconds to wait for any one
+    answer (``None``: no limit)."""
 
     def __init__(
         self,
@@ -106,14 +93,12 @@ class MCPServerHandle:
         self._connection: MCPConnection | None = None
 
     def _transport(self, stack: AsyncExitStack) -> Transport:
-        """The ``mcp`` transport (an async context manager of streams) for one connection;
-        what it needs closed besides goes on ``stack``."""
+        """The ``mcp`` transport for one connection; what else it needs closed goes on ``stack``."""
         raise NotImplementedError
 
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[MCPConnection]:
-        """A new connection (a stdio server starts a process of its own), its tools listed,
-        closed when the ``async with`` ends: what the agent does for each run."""
+        """A new connection, its tools listed, closed when the ``async with`` ends."""
         from mcp import Client
 
         yielded = False
@@ -143,9 +128,8 @@ class MCPServerHandle:
                 finally:
                     connection.closed = True
         except BaseExceptionGroup as group:
-            # The mcp client's task groups wrap whatever the block raised in an exception
-            # group: the caller gets its own exception back, as if no connection were open.
-            # A block that went well is not undone by a server that fails to close.
+            # The mcp client's task groups wrap what the block raised: the caller gets its own
+            # exception back. A block that went well is not undone by a failed close.
             if raised:
                 _, rest = group.split(lambda exc: exc is raised[0])
                 if rest is not None:
@@ -197,10 +181,8 @@ class MCPServerHandle:
 class MCPServerStdio(MCPServerHandle):
     """An MCP server run as a subprocess, speaking over its stdin and stdout.
 
-    ``env`` is added to the few variables the ``mcp`` package passes on by default (``PATH``,
-    ``HOME``...: not the whole environment, so API keys stay out). The server's stderr goes
-    to ``stderr`` (this process's by default). The process ends with the connection.
-    """
+    ``env`` is added to the few variables the ``mcp`` package passes on by default (not the
+    whole environment, so API keys stay out)."""
 
     def __init__(
         self,
@@ -246,10 +228,8 @@ class MCPServerStdio(MCPServerHandle):
 
 
 def _read_whole_lines(stdio: Any) -> None:
-    """Make the mcp package's stdio client read a long message in linear time: its reader joins
-    each 64 KiB chunk to the unfinished line and splits again (a 20 MB result took over 30 s).
-    The stream it reads is replaced, once, by one that hands it whole lines; a later mcp with
-    another reader is left alone."""
+    """Make the mcp package's stdio client read a long message in linear time (its reader
+    re-splits the unfinished line at each 64 KiB chunk: a 20 MB result took over 30 s)."""
     found = getattr(stdio, "TextReceiveStream", None)
     if found is None or getattr(found, "_react_engine_lines", False):
         return
@@ -284,10 +264,7 @@ def _read_whole_lines(stdio: Any) -> None:
 
 
 class MCPServerHTTP(MCPServerHandle):
-    """An MCP server at a streamable-HTTP URL (``http://127.0.0.1:8000/mcp``).
-
-    ``headers`` go with every request (an ``Authorization`` header, say).
-    """
+    """An MCP server at a streamable-HTTP URL; ``headers`` go with every request."""
 
     def __init__(
         self,
@@ -310,8 +287,7 @@ class MCPServerHTTP(MCPServerHandle):
 
         if not self.headers:
             return streamable_http_client(self.url)
-        # The mcp package's own timeouts: a server may hold a response stream open for long.
-        # The transport closes only an HTTP client it made itself; this one is ours to close.
+        # The mcp package's own timeouts; the transport does not close a client it did not make.
         http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
         stack.push_async_callback(http.aclose)
         return streamable_http_client(self.url, http_client=http)
@@ -325,8 +301,7 @@ class MCPConnection:
         self.client = client
         self.tools: list[Tool] = []
         self.refused: dict[str, str] = {}
-        """Tools the server listed that cannot be used (a schema that is not JSON Schema),
-        by the server's name for them, with the reason; the others are used as usual."""
+        """Listed tools that cannot be used, by name, with the reason."""
         self.closed = False
 
     async def list_tools(self) -> list[Tool]:
@@ -344,8 +319,7 @@ class MCPConnection:
         for spec in specs:
             try:
                 tools.append(self._tool(spec))
-            except ToolDefinitionError as exc:
-                # One broken tool does not cost the others: it is left out, and said so.
+            except ToolDefinitionError as exc:  # one broken tool does not cost the others
                 self.refused[spec.name] = str(exc)
                 log.warning("the MCP server %s: tool left out: %s", self.server.name, exc)
         self.tools = tools
@@ -389,9 +363,8 @@ class MCPConnection:
 
 
 def result_text(result: CallToolResult) -> str:
-    """What the model sees of an MCP tool result: its text blocks, one per line (an image,
-    audio or a binary resource as a one-line placeholder), else its structured content as
-    JSON."""
+    """What the model sees of an MCP tool result: its text blocks (others as placeholders),
+    else its structured content as JSON."""
     from mcp.types import (
         AudioContent,
         EmbeddedResource,
@@ -421,11 +394,8 @@ def result_text(result: CallToolResult) -> str:
 
 
 def mcp_tools(*servers: MCPServerHandle) -> list[Tool]:
-    """The tools of connected servers (inside their ``async with``), in order.
-
-    A name two servers share is a :class:`~react_engine.errors.ConfigurationError`
-    (``prefix=`` on a handle tells them apart); so is a server that is not connected.
-    """
+    """The tools of connected servers (inside their ``async with``), in order; a name two
+    servers share is a :class:`~react_engine.errors.ConfigurationError`."""
     tools: list[Tool] = []
     for server in servers:
         if not isinstance(server, MCPServerHandle):
@@ -474,12 +444,7 @@ def check_servers(servers: Any) -> list[MCPServerHandle]:
 async def connected_tools(
     servers: Sequence[MCPServerHandle], tools: Sequence[Tool]
 ) -> AsyncIterator[list[Tool]]:
-    """``tools`` plus the tools of ``servers``, each connected for the ``async with``.
-
-    The servers are connected one after the other and closed in reverse order when the
-    block ends, however it ends; one that cannot be connected closes those already open and
-    raises :class:`~react_engine.errors.MCPServerError`.
-    """
+    """``tools`` plus the tools of ``servers``, each connected for the ``async with``."""
     if not servers:
         yield list(tools)
         return
@@ -492,8 +457,7 @@ async def connected_tools(
 
 
 def _one_line(exc: BaseException) -> str:
-    """An exception as ``Type: message`` on one line; a group (the mcp package's task groups
-    raise those) as its leaves."""
+    """An exception as ``Type: message`` on one line; a group as its leaves."""
     if isinstance(exc, BaseExceptionGroup):
         return "; ".join(_one_line(e) for e in exc.exceptions)[:300]
     text = " ".join(str(exc).split())

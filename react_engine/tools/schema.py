@@ -1,9 +1,4 @@
-"""A tool's JSON Schema made self-contained, and the test of OpenAI's strict mode.
-
-:func:`strict_schema` inlines ``$defs``, drops titles and closes every object to other
-keys; :func:`meets_strict_mode` says whether the result may be sent with
-``"strict": true``.
-"""
+"""A tool's JSON Schema made self-contained, and the test of OpenAI's strict mode."""
 
 from __future__ import annotations
 
@@ -61,9 +56,8 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def meets_strict_mode(schema: Any) -> bool:
-    """Whether OpenAI's strict mode accepts ``schema``: every object schema in it (nested, in
-    arrays, unions and ``$defs`` too) requires all of its properties and forbids others (so no
-    optional parameter, no free-form ``dict``: such tools are sent without ``strict``)."""
+    """Whether OpenAI's strict mode accepts ``schema``: every object schema in it requires all
+    of its properties and forbids others."""
     if isinstance(schema, list):
         return all(meets_strict_mode(s) for s in schema)
     if not isinstance(schema, dict):

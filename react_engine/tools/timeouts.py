@@ -1,5 +1,4 @@
-"""A tool call bounded in time (:func:`within`), in the caller's own task: ``asyncio.timeout``,
-not ``wait_for``, which wraps a coroutine in a task of its own on Python 3.11."""
+"""A tool call bounded in time (:func:`within`), in the caller's own task (not ``wait_for``)."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ T = TypeVar("T")
 
 
 async def within(awaitable: Awaitable[T], timeout: float) -> T:
-    """``await awaitable`` for at most ``timeout`` seconds: the time running out raises
-    :class:`~react_engine.runtime.DeadlinePassed` (a ``TimeoutError``); a
-    ``TimeoutError`` the awaitable raised itself is raised as it is."""
+    """``await awaitable`` for at most ``timeout`` seconds, then
+    :class:`~react_engine.runtime.DeadlinePassed`."""
     import asyncio  # loaded by the running loop: not imported with the library
 
     from ..runtime import DeadlinePassed
