@@ -26,6 +26,7 @@ from ..errors import JSONRepairError, TemplateError
 from ..nesting import CUT, TOO_DEEP, too_deep
 from ..parsing import read_think, repair_json
 from ..tools.base import Tool
+from ..tools.schema import meets_strict_mode
 from ..transport.grammar import GrammarError, schema_grammar, step_schema
 from ..types import (
     ActionRecord,
@@ -90,28 +91,6 @@ def step_json(
     else:
         action = {"final_answer": final_answer or ""}
     return json.dumps({"thought": thought or "", "action": action}, ensure_ascii=False)
-
-
-def _strict_compatible(schema: Any) -> bool:
-    """Whether every object of a JSON Schema meets OpenAI's strict-mode rules."""
-    if not isinstance(schema, Mapping):
-        return True
-    props = schema.get("properties")
-    if schema.get("type") == "object" or isinstance(props, Mapping):
-        if schema.get("additionalProperties", True) is not False:
-            return False
-        if isinstance(props, Mapping) and set(schema.get("required") or ()) != set(props):
-            return False
-    children: list[Any] = []
-    for key in ("properties", "$defs", "definitions"):
-        if isinstance(schema.get(key), Mapping):
-            children.extend(schema[key].values())
-    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-        if isinstance(schema.get(key), list):
-            children.extend(schema[key])
-    if "items" in schema:
-        children.append(schema["items"])
-    return all(_strict_compatible(child) for child in children)
 
 
 class StructuredOutputProtocol(TemplatedProtocol):
@@ -230,7 +209,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
         if style is None:
             return None
         schema, tools = self.reply_schema(ctx)
-        strict = all(t.strict and _strict_compatible(t.parameters) for t in tools) and (
+        strict = all(t.strict and meets_strict_mode(t.parameters) for t in tools) and (
             ctx.output is None or ctx.output.strict
         )
         grammar = None
