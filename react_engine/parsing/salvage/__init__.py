@@ -54,8 +54,8 @@ from .formats import FORMATS, NativeFormat, recogniser, register_format, type_ar
 from .readers import (
     MAX_CALL_CHARS,
     Arguments,
+    Blocks,
     CallSink,
-    Piece,
     SalvageFormat,
     Tokens,
     call_from_object,
@@ -374,23 +374,13 @@ def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
 def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
     """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``)
     calls; those in a ``tool_calls_begin/end`` block tile it."""
-    block_start: int | None = None
-    pieces: list[Piece] = []
-
-    def flush(block_end: int | None) -> None:
-        if block_start is not None and pieces:
-            end = block_end if block_end is not None else pieces[-1][3]
-            out.extend(tile(pieces, "deepseek", block_start, end, names))
-        pieces.clear()
-
+    blocks = Blocks("deepseek", names, out)
     tokens = Tokens(P.DEEPSEEK_TOKEN.finditer(text))
     while (token := tokens.take()) is not None:
         if token.group(1) == "begin":
-            flush(None)
-            block_start = token.start()
+            blocks.open(token.start())
         elif token.group(1) == "end":
-            flush(token.end())
-            block_start = None
+            blocks.close(token.end())
         elif token.group(2) == "begin":
             separator = tokens.peek()
             if separator is not None and separator.group(1) is None and separator.group(2) is None:
@@ -406,11 +396,8 @@ def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
             if separator is not None:
                 head = text[token.end() : separator.start()]
                 name, arguments = _deepseek_call(head, text[separator.end() : body_end])
-                if block_start is not None:
-                    pieces.append((name, arguments, token.start(), end, ()))
-                elif name in names:  # outside a block: its own span, written at once
-                    out.append(found_call(name, arguments, "deepseek", (token.start(), end)))
-    flush(None)
+                blocks.add((name, arguments, token.start(), end, ()))
+    blocks.close(None)
 
 
 def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:

@@ -35,6 +35,7 @@ from .. import repairs as R
 from ..duplicates import DUPLICATE_KEY, assign
 from .readers import (
     Arguments,
+    Blocks,
     CallSink,
     Piece,
     Tokens,
@@ -320,22 +321,12 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
     """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
     <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
     tokens = Tokens(_KIMI_TOKEN.finditer(text))
-    section: int | None = None
-    pieces: list[Piece] = []
-
-    def flush(section_end: int | None) -> None:
-        if section is not None and pieces:
-            end = section_end if section_end is not None else pieces[-1][3]
-            out.extend(tile(pieces, "kimi", section, end, names))
-        pieces.clear()
-
+    sections = Blocks("kimi", names, out)
     while (token := tokens.take()) is not None:
         if token.group(1) == "begin":
-            flush(None)
-            section = token.start()
+            sections.open(token.start())
         elif token.group(1) == "end":
-            flush(token.end())
-            section = None
+            sections.close(token.end())
         elif token.group() == "<|tool_call_begin|>":
             argument = tokens.peek()
             if argument is None or argument.group() != "<|tool_call_argument_begin|>":
@@ -351,11 +342,8 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
                 tokens.take()
             if ident is not None:
                 arguments = raw_arguments(text[arg_start:body_end])
-                if section is not None:
-                    pieces.append((ident.group(1), arguments, token.start(), end, ()))
-                elif ident.group(1) in names:  # outside a section: its own span, at once
-                    out.append(found_call(ident.group(1), arguments, "kimi", (token.start(), end)))
-    flush(None)
+                sections.add((ident.group(1), arguments, token.start(), end, ()))
+    sections.close(None)
 
 
 @recogniser("internlm", what="InternLM's <|action_start|> call", markers=("<|action_start|>",))
@@ -467,23 +455,13 @@ _MINIMAX_TOKEN: Final = re.compile(
 def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     """MiniMax-M2: ``<minimax:tool_call>`` holding ``<invoke name="NAME">`` elements with
     ``<parameter name="K">V</parameter>`` children, values as text."""
-    block: int | None = None
-    pieces: list[Piece] = []
+    blocks = Blocks("minimax", names, out)
     tokens = Tokens(_MINIMAX_TOKEN.finditer(text))
-
-    def flush(block_end: int | None) -> None:
-        if block is not None and pieces:
-            end = block_end if block_end is not None else pieces[-1][3]
-            out.extend(tile(pieces, "minimax", block, end, names))
-        pieces.clear()
-
     while (token := tokens.take()) is not None:
         if token.group() == "<minimax:tool_call>":
-            flush(None)
-            block = token.start()
+            blocks.open(token.start())
         elif token.group() == "</minimax:tool_call>":
-            flush(token.end())
-            block = None
+            blocks.close(token.end())
         elif token.group(1) is not None:
             params: dict[str, Any] = {}
             conflicted = False
@@ -509,11 +487,8 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
                 continue  # an invoke left open for the next one: not a call anyone finished
             name = token.group(1).strip()
             repairs = DUPLICATE_KEY if conflicted else ()
-            if block is not None:
-                pieces.append((name, params, token.start(), end, repairs))
-            elif name in names:  # outside a block: its own span, written at once
-                out.append(found_call(name, params, "minimax", (token.start(), end), repairs))
-    flush(None)
+            blocks.add((name, params, token.start(), end, repairs))
+    blocks.close(None)
 
 
 @recogniser(

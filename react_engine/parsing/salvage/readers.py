@@ -84,6 +84,37 @@ def tile(
         yield found_call(last[0], last[1], fmt, (previous_end, end), last[4])
 
 
+class Blocks:
+    """Calls of one format read around begin/end tokens: those inside a block tile it,
+    those outside keep their own spans (written at once)."""
+
+    __slots__ = ("fmt", "names", "out", "pieces", "start")
+
+    def __init__(self, fmt: SalvageFormat, names: frozenset[str], out: CallSink) -> None:
+        self.fmt, self.names, self.out = fmt, names, out
+        self.start: int | None = None
+        self.pieces: list[Piece] = []
+
+    def open(self, start: int) -> None:
+        self.close(None)
+        self.start = start
+
+    def close(self, end: int | None) -> None:
+        """End the block at ``end`` (``None``: where its last call ends)."""
+        if self.start is not None and self.pieces:
+            end = end if end is not None else self.pieces[-1][3]
+            self.out.extend(tile(self.pieces, self.fmt, self.start, end, self.names))
+        self.pieces.clear()
+        self.start = None
+
+    def add(self, piece: Piece) -> None:
+        if self.start is not None:
+            self.pieces.append(piece)
+        elif piece[0] in self.names:
+            name, arguments, start, end, repairs = piece
+            self.out.append(found_call(name, arguments, self.fmt, (start, end), repairs))
+
+
 class Tokens:
     """A recogniser's regex matches read as they come, with a look at the next one (never
     all at once: a megabyte of markup is tens of thousands of match objects)."""
