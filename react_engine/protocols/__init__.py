@@ -1,16 +1,8 @@
 """Protocols: how a run talks to a model, behind one interface.
 
-``base.py`` is the seam (:class:`Protocol`, :class:`RequestContext`, the ``Decision``
-union), ``policy.py`` the rules every protocol shares, ``registry.py`` the registry and
-the choice of a protocol per model, ``prompts.py`` the prompt templates, ``output.py`` the
-typed final answer (the schema a protocol asks for, the check of what came); ``decision.py``
-the vocabulary of a read reply (imported by the seam and the policy alike), ``shared.py``
-what every protocol reads and renders one way. The shipped protocols are one module each,
-and one registration each in ``registry.py``, which exports their classes from here:
-``function_calling.py`` (native ``tools``/``tool_calls``), ``text.py``
-(Thought/Action/Observation text), ``structured.py`` (one JSON object per reply), and
-``minimal.py``, the smallest one, a template for your own. They load on first use, so that
-the seam does not load them.
+``base.py`` is the seam, ``policy.py`` the rules every protocol shares, ``registry.py`` the
+choice of a protocol (docs/architecture.md lists the rest). The shipped protocols, one
+module each, are exported from here through the registry and load on first use.
 """
 
 from typing import TYPE_CHECKING, Any

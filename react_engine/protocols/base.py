@@ -1,12 +1,9 @@
 """The ``Protocol`` seam: how one agent loop talks to models that differ in how they call tools.
 
 A protocol renders the protocol-neutral history into one chat request
-(:meth:`Protocol.build_request`) and reads the reply in its own format into a
-:data:`Decision` (:meth:`Protocol.read_reply`). What every protocol enforces the same way
-is written once, in :mod:`react_engine.protocols.policy` (:meth:`Protocol.parse_reply`).
-Because the history is neutral, a run can switch protocol between requests. A new
-protocol is one class deriving from :class:`Protocol`, passed as a value or registered
-with :func:`react_engine.protocols.registry.register` (docs/extending-protocols.md).
+(:meth:`Protocol.build_request`) and reads the reply into a :data:`Decision`
+(:meth:`Protocol.read_reply`); :mod:`react_engine.protocols.policy` applies the shared
+rules. A new protocol is one subclass (docs/extending-protocols.md).
 """
 
 from __future__ import annotations
@@ -71,30 +68,21 @@ class RequestContext:
     force_final: bool = False
     """Ask for a final answer now (step budget spent, loop detected): no more tool calls."""
     multi_action: MultiAction = "independent"
-    """Which of a reply's several calls run (see :data:`MultiAction`); the policy applies
-    it to every protocol."""
+    """Which of a reply's several calls run (see :data:`MultiAction`)."""
     output: OutputSpec | None = None
-    """The run's ``output_type``: the final answer must be JSON valid for it (``None``: any
-    text). The protocol shows its schema; the policy validates the answer."""
+    """The run's ``output_type`` (``None``: any text)."""
     call_limit: int | None = None
-    """Where a protocol's readers of calls in text stop (the loop sets it to
-    :data:`~react_engine.protocols.limits.READ_LIMIT`: a reply with more calls than
-    ``MAX_CALLS`` is refused whole). ``None``: no limit."""
+    """Where the readers of calls in text stop (:data:`~.limits.READ_LIMIT`; ``None``: no limit)."""
     memo: dict[Hashable, Any] = field(default_factory=dict)
-    """What a protocol keeps between the requests of one run (the loop passes every request
-    of a run the same dict): see :meth:`once`."""
+    """What a protocol keeps between the requests of one run: see :meth:`once`."""
 
     def tool_names(self) -> list[str]:
         return [t.name for t in self.tools]
 
     def once(self, owners: tuple[object, ...], key: Hashable, compute: Callable[[], T]) -> T:
-        """``compute()``, computed once per run for ``owners`` and ``key``, then kept.
-
-        For what a run does not change, so that each request does not redo it: the system
-        prompt (``owners`` the template, ``key`` what else it is made of) or the messages
-        of a step already in the history (``owners`` the step and the protocol, ``key`` any
-        flag they depend on). ``owners`` are matched by identity (they need not be
-        hashable) and held for the run, so that no other object takes their place."""
+        """``compute()``, computed once per run for ``owners`` and ``key``, then kept (the
+        system prompt, a step's messages). ``owners`` are matched by identity and held for
+        the run, so that no other object takes their id."""
         slot = (*map(id, owners), key)
         hit = self.memo.get(slot)
         if hit is not None and all(map(operator.is_, hit[0], owners)):  # slots hold one id each
@@ -110,21 +98,17 @@ class Protocol(ABC):
 
     name: str = "protocol"
     reads_native_calls: bool = False
-    """Whether :meth:`read_reply` reads the reply's native ``tool_calls`` itself. Where it
-    does not, the policy reads them first: a native call is honoured under every protocol."""
+    """Whether :meth:`read_reply` reads native ``tool_calls`` itself (else the policy does)."""
 
     @classmethod
     def from_options(cls, options: ProtocolOptions) -> Protocol:
-        """The protocol the registry builds for one model (``Agent(protocol=name)``): by
-        default ``cls()``; a protocol that reads a prompt template or another option takes
-        it from ``options``."""
+        """The protocol the registry builds for one model; by default ``cls()``."""
         return cls()
 
     @staticmethod
     def script(step: ScriptStep) -> list[dict[str, Any]]:
-        """``step`` as the scripted replies a model speaking this protocol would send (the
-        demo's ``--dry-run``, the comparison's scripted runs): by default native
-        ``tool_calls``, for protocols that send the tools natively."""
+        """``step`` as the scripted replies a model speaking this protocol would send (by
+        default native ``tool_calls``)."""
         if step.answer is not None:
             return [{"content": step.answer}]
         calls = [{"name": name, "arguments": args} for name, args in step.calls]
@@ -145,15 +129,12 @@ class Protocol(ABC):
 
     @property
     def language(self) -> str:
-        """The language of the engine's own observations for this protocol's calls (a call
-        refused, held back or failed: :mod:`react_engine.wording`): its prompt template's
-        (``template.language``), English without one."""
+        """The language of the engine's own observations: the template's, else English."""
         return str(getattr(getattr(self, "template", None), "language", "en"))
 
     def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
-        """The message that tells the model why its reply was refused. ``error`` is a clause
-        ("no tool may be used for this question"); ``forced`` is true on a forced final
-        request, whose instruction needs no reminder of how to call tools."""
+        """The message that tells the model why its reply was refused (``error``, a clause);
+        ``forced``: a forced final request, which needs no reminder of how to call tools."""
         return f"Your reply could not be used: {word(error, self.language)}."
 
     def reject(
@@ -175,13 +156,11 @@ class Protocol(ABC):
         )
 
     def output_retry(self) -> str:
-        """How to give a typed final answer again after it failed validation, as a clause
-        (the protocol's own words: "call final_result again...")."""
+        """How to give a typed final answer again after it failed validation, as a clause."""
         return "write the final answer again as JSON valid for the schema"
 
     def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
-        """Read the reply and apply the rules every protocol shares (see
-        :func:`react_engine.protocols.policy.apply`)."""
+        """Read the reply and apply the rules every protocol shares."""
         from .policy import decide
 
         return decide(self, reply, ctx)

@@ -1,11 +1,7 @@
-"""A reply, read: the :data:`Decision` a protocol returns, and the calls in it
-(:class:`~react_engine.types.PendingCall`, defined with the other call types in
-:mod:`react_engine.types` so that the parsers below the protocols produce it too).
+"""A reply, read: the :data:`Decision` a protocol returns, and the calls in it.
 
-The vocabulary the seam (:mod:`react_engine.protocols.base`), the rules every protocol
-shares (:mod:`react_engine.protocols.policy`) and the protocols speak; it depends on
-nothing of theirs, so that the policy can read a decision without importing the seam that
-applies it. Every name here is also importable from :mod:`react_engine.protocols.base`.
+Imports nothing of the seam or the policy, so both can use it; every name here is also
+importable from :mod:`react_engine.protocols.base`.
 """
 
 from __future__ import annotations
@@ -35,11 +31,8 @@ __all__ = [
 ]
 
 MultiAction: TypeAlias = Literal["independent", "first", "all"]
-"""Which of a reply's several calls run (:attr:`AgentConfig.multi_action
-<react_engine.run.config.AgentConfig.multi_action>`, applied by
-:mod:`react_engine.protocols.policy`): ``"independent"`` the read-only ones and the first
-other one, ``"first"`` the first one only, ``"all"`` every one. In every mode a later call
-whose arguments hold a placeholder (blind) is not run."""
+"""Which of a reply's several calls run: ``"independent"`` the read-only ones and the first
+other one, ``"first"`` the first only, ``"all"`` every one (never a blind one)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -73,12 +66,10 @@ class FormatError(_Reading):
 
     feedback: str
     problem: str | None = None
-    """What the reply was, in a few words for the run's error message ("a tool call written
-    as text", "empty"), should it be the last one."""
+    """What the reply was, in a few words for the run's error message, should it be the last."""
     plain: str | None = None
-    """The reply read as plain prose in no format at all (no label, no call): the answer it
-    would be. The policy takes it as the final answer when the model, once reminded of the
-    format, replies in plain prose again."""
+    """A reply in no format at all, as the answer it would be (taken as the answer when it
+    comes again after a reminder)."""
 
 
 Decision = CallTools | FinalAnswer | FormatError
@@ -86,16 +77,12 @@ Decision = CallTools | FinalAnswer | FormatError
 
 
 def arguments_json(arguments: dict[str, Any] | str, raw: str, *, exact: bool = False) -> str:
-    """The JSON object text of a call's arguments, for native ``tool_calls`` messages.
-
-    ``exact`` (:attr:`PendingCall.exact <react_engine.types.PendingCall.exact>`): ``raw``
-    is the arguments' own JSON text, sent as it is (the model's text, byte for byte: no
-    encoding again). Otherwise an object is encoded, and text becomes ``{"input": text}``
-    unless ``raw`` is itself a JSON object."""
+    """The JSON object text of a call's arguments, for native ``tool_calls`` messages:
+    ``raw`` as it is when ``exact`` or itself a JSON object, else encoded (text as
+    ``{"input": text}``)."""
     if isinstance(arguments, dict):
         return raw if exact else json.dumps(arguments, ensure_ascii=False)
-    value = json_object(raw)
-    if value is not None:
+    if json_object(raw) is not None:
         return raw
     return json.dumps({"input": arguments}, ensure_ascii=False)
 
@@ -110,16 +97,11 @@ def json_object(text: str) -> dict[str, Any] | None:
 
 
 NOT_JSON = Notice(NoticeCode.NOT_JSON)
-"""Why a parsed action whose input looks like JSON but is not (cut off, broken) never runs."""
 
 
 def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -> Notice | None:
-    """Why an action read by :func:`~react_engine.parsing.parse_react` must not run, or None.
-
-    Input that starts like a JSON object or array but could not be decoded (cut off, or
-    broken beyond repair) is kept as text by the parser; a tool must never receive it as
-    if it were a plain-text input.
-    """
+    """Why a parsed action must not run, or None: input that starts like JSON but could not
+    be decoded must never reach a tool as plain text."""
     if (
         "action_input_not_json" in repairs
         and isinstance(args, str)
@@ -130,13 +112,9 @@ def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -
 
 
 def close_input(call: PendingCall, finish_reason: str | None) -> None:
-    """The closing-bracket rule for an Action Input :func:`~react_engine.parsing.parse_react`
-    kept as text because brackets are still open at its end (the parser does not know how
-    the reply ended, so it never closes them): in a reply not cut by the length limit, the
-    brackets open right after a complete value have exactly one completion, and the call
-    gets the object (``json:missing_closing_bracket``, lossless). Anything else missing (a
-    string's end, a value, a key's value, a number that may go on) stays refused, and so
-    does every input of a reply cut by length."""
+    """The closing-bracket rule for an Action Input the parser kept as text with brackets
+    still open: in a reply not cut by length, brackets open right after a complete value
+    have one completion (``json:missing_closing_bracket``); anything else stays refused."""
     text = call.arguments
     if (
         finish_reason == "length"
@@ -159,9 +137,8 @@ def close_input(call: PendingCall, finish_reason: str | None) -> None:
 
 
 def guard_depth(call: PendingCall) -> None:
-    """Refuse arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH`: the call becomes an
-    ``invalid_arguments`` observation and keeps only the raw text, which every later
-    step (rendering, the trace) handles at any depth."""
+    """Refuse arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH`, keeping the raw text
+    (which rendering and the trace handle at any depth)."""
     if call.error is None and isinstance(call.arguments, dict) and too_deep(call.arguments):
         call.error = TOO_DEEP
         call.arguments, call.exact = call.raw_arguments, False

@@ -1,29 +1,16 @@
 """``FunctionCallingProtocol``: native ``tools`` / ``tool_calls`` / ``tool_call_id``.
 
-The request carries the tools' JSON Schemas and ``tool_choice``; the reply's ``tool_calls``
-become the step's calls, each bound to its id (generated where the provider sends none or
-repeats one), and the assistant's ``content`` is kept as the step's visible thought. Tool
-results go back as ``tool`` messages in call order.
+The reply's ``tool_calls`` become the step's calls and its ``content`` the thought; tool
+results go back as ``tool`` messages in call order. A think block in the content is
+reasoning: it joins the thought, never the answer.
 
-A ``<think>...</think>`` block in the content (or ``<thinking>``/``<reasoning>``, or text
-before a stray ``</think>``, as the text parser reads them) is reasoning: it goes to the
-step's thought and never into the final answer (the server's ``reasoning_content`` is kept
-apart, as ``Step.reasoning``). A reply that is only reasoning is an empty reply.
+With an ``output_type`` the request also carries a ``final_result`` tool (the type's JSON
+Schema): calling it is the final answer, never run as a tool, and refused beside other
+calls (it would answer before their results are in).
 
-Reasoning travels back only where the provider wants it (``Capabilities.reasoning_echo``):
-see :meth:`FunctionCallingProtocol.render`.
-
-With an ``output_type`` the request also carries a ``final_result`` tool whose parameters
-are the type's JSON Schema, and ``tool_choice`` asks for a call (the answer is one): the
-model answers by calling it, and that call is the final answer, never run as a tool. A
-``final_result`` call made beside other calls is refused (it would answer before their
-results are in); a text reply that is JSON valid for the type is taken as the answer too.
-On a forced final request ``final_result`` is the only tool.
-
-Some models put the call in their text instead of ``tool_calls`` (Hermes ``<tool_call>``
-tags, DeepSeek's special tokens, Qwen3-Coder XML, ``name(arg=...)`` syntax, or a plain
-Thought/Action block). With ``salvage=True`` (the default) those are executed as calls and
-marked ``salvaged`` in the trace, instead of being taken for the final answer.
+With ``salvage=True`` (the default) calls a model wrote in its text instead of
+``tool_calls`` (:mod:`react_engine.parsing.salvage`, or a Thought/Action block) run as
+calls, marked ``salvaged``.
 """
 
 from __future__ import annotations
@@ -81,14 +68,12 @@ __all__ = [
 FINAL_ALONE = Notice(NoticeCode.FINAL_ALONE, tool=FINAL_RESULT)
 
 
-_ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"
-"""A reply that does not open with a call's markup (``<tool_call>``, a JSON object or
-list): what a forced final answer may be, on servers that take grammars."""
+_ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"  # no call markup to open with
 
 
 def _answer_constraint(ctx: RequestContext) -> Constraint | None:
-    """Under ``tool_choice="none"``, where the server constrains with grammars, rule out a
-    call written as text (a small model copies the calls it sees in the transcript)."""
+    """Under ``tool_choice="none"``, rule out a call written as text where grammars are taken
+    (a small model copies the calls it sees in the transcript)."""
     style = constraint_style(ctx, grammar=True)
     return None if style is None else Constraint(style=style, grammar=_ANSWER_GRAMMAR)
 
@@ -125,14 +110,10 @@ class FunctionCallingProtocol(Protocol):
     def render(self, ctx: RequestContext) -> list[Message]:
         """The history as messages.
 
-        The reasoning rule, where ``ctx.capabilities.reasoning_echo`` holds (DeepSeek's
-        thinking mode, Kimi K2 Thinking): every assistant message since the last user
-        question carries its step's ``reasoning_content`` (``""`` for a step that had
-        none), because the model is still working on that question and its tool loop
-        continues from the reasoning it wrote; DeepSeek answers HTTP 400 when a tool-call
-        turn lacks it. Assistant messages of earlier questions carry none: their reasoning
-        is finished, and providers drop or refuse it. Without the capability no message
-        carries it (OpenAI and most servers reject the unknown field).
+        With ``capabilities.reasoning_echo`` (DeepSeek thinking mode, Kimi K2 Thinking), every
+        assistant message since the last user question carries its ``reasoning_content``
+        (``""`` if none: DeepSeek answers HTTP 400 without it); earlier ones carry none.
+        Without the capability no message does (most servers reject the field).
         """
         system = self.template.fill("system", instructions=ctx.instructions or "").strip()
         last_question = max(
@@ -194,8 +175,7 @@ class FunctionCallingProtocol(Protocol):
         )
 
     def _typed_request(self, ctx: RequestContext, messages: list[Message]) -> ModelRequest:
-        """A request under an ``output_type``: the tools and ``final_result``, a call asked
-        for (the answer is one); only ``final_result`` when no tool may run."""
+        """A request under an ``output_type``: the tools and ``final_result``, a call asked for."""
         assert ctx.output is not None
         t = self.template
         if t.has("output_system") and isinstance(messages[0], SystemMessage):
@@ -266,8 +246,7 @@ class FunctionCallingProtocol(Protocol):
         ctx: RequestContext,
         repairs: list[str] | None = None,
     ) -> FinalAnswer:
-        """A ``final_result`` call as the final answer: its arguments' value, as JSON text
-        for the policy to validate (broken JSON is kept as written, and refused there)."""
+        """A ``final_result`` call as the final answer, as JSON text for the policy to validate."""
         assert ctx.output is not None
         content = reply.content or ""
         _, _, thought = reasoning(content)
@@ -284,12 +263,9 @@ class FunctionCallingProtocol(Protocol):
 
     def _read(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         content = reply.content or ""
-        # A think block in the content is reasoning, like ``reply.reasoning``: it goes to
-        # the thought and never into the answer.
         think, said, thought = reasoning(content)
         if ctx.force_final:
-            # Tools are off: only the text can be the answer (the policy refuses a call
-            # written as text).
+            # tools are off: only the text can be the answer
             answer = said.strip()
             if not answer:
                 return FormatError(
@@ -340,11 +316,9 @@ class FunctionCallingProtocol(Protocol):
                 calls=calls,
                 repairs=repairs,
             )
-        # A Thought/Action block written as text by a model that was given native tools.
-        # Its calls count only when each names a tool; the parser reads a name as written
-        # or in another case and spelling (QueryEngineTool, query-engine-tool), with no
-        # escape in the text, so a reply that holds no tool's name in any such spelling
-        # (the usual answer) has none to read.
+        # A Thought/Action block: its calls name tools as written or in another case and
+        # spelling (QueryEngineTool, query-engine-tool), unless escaped, so a reply holding
+        # no tool's name in any such spelling (the usual answer) has none to read.
         squashed = content.lower().replace("_", "").replace("-", "")
         if "\\" not in content and not any(
             name.lower().replace("_", "").replace("-", "") in squashed for name in names

@@ -1,10 +1,7 @@
 """``MinimalProtocol``: one line per call, ``CALL <tool> <json>``, or ``ANSWER <text>``.
 
-The smallest protocol on a par with the others, and the one to copy when you write your
-own: it only words the request and reads the reply. Everything a protocol must not decide
-for itself is decided for it by :mod:`react_engine.protocols.policy` (``tool_choice``, forced final
-answers, call ids, length cuts, lossy readings, typed answers, which of several calls run),
-and the registry line that ships it says the rest (``auto``'s rank, scripted replies).
+The smallest protocol, and the one to copy when you write your own: it only words the
+request and reads the reply; :mod:`react_engine.protocols.policy` decides the rest.
 
 The model is asked to reply with either::
 
@@ -15,11 +12,8 @@ The model is asked to reply with either::
 
     ANSWER It is 14°C in Paris.
 
-Tool results come back as user messages, ``RESULT <tool>: <observation>``. A think block
-before the reply (``<think>...</think>``) is reasoning, read as every protocol reads it.
-There are no repairs: arguments run exactly as written (JSON, read by ``json.loads``), and
-a reply in no format is sent back with a reminder. A step made under another protocol (a
-fallback mid-run) is shown in this format.
+Tool results come back as user messages, ``RESULT <tool>: <observation>``. There are no
+repairs: arguments run exactly as written, and a reply in no format gets a reminder.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Typed final answers: ``Agent(output_type=Person)``.
 
-A run's final answer is text by default. With an ``output_type`` (a pydantic model, a
-dataclass, a ``TypedDict``, ``list[int]``... anything pydantic's ``TypeAdapter`` takes) the
-answer must be a JSON value valid for that type, and the run's ``result.output`` is the
-validated value (``result.answer`` stays the text: the value's JSON).
-
-:class:`OutputSpec` is the type, its JSON Schema and its reader, built once per type. Each
-protocol shows the schema its own way; :mod:`react_engine.protocols.policy` validates every
-protocol's answer, and a failure goes back to the model as a format error naming the fields.
+With an ``output_type`` (anything pydantic's ``TypeAdapter`` takes) the answer must be JSON
+valid for it; ``result.output`` is the validated value, ``result.answer`` its JSON.
+:class:`OutputSpec` (built once per type) is shown by each protocol its own way and
+applied by :mod:`react_engine.protocols.policy`.
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ FINAL_RESULT = "final_result"
 """The name of the tool a function-calling model calls to give a typed final answer."""
 
 WRAPPED = "response"
-"""The one property a tool's parameters wrap a value in when the value is not an object
-(``list[int]``, ``int``, a ``dict`` of free keys): tool parameters must be an object."""
+"""The property a non-object value is wrapped in: tool parameters must be an object."""
 
 _MAX_ERRORS = 5
 _MAX_INPUT = 80
@@ -48,8 +43,7 @@ class OutputSpec:
     schema: dict[str, Any]
     """The value's JSON Schema, self-contained (no titles, extra keys forbidden)."""
     parameters: dict[str, Any]
-    """The ``final_result`` tool's parameters: ``schema`` when it is an object with
-    properties, else an object holding the value as :data:`WRAPPED`."""
+    """The ``final_result`` tool's parameters: ``schema``, or it wrapped as :data:`WRAPPED`."""
     wrapped: bool
     strict: bool
     """Whether ``parameters`` meet OpenAI's strict mode (sent with ``"strict": true``)."""
@@ -70,18 +64,14 @@ class OutputSpec:
         }
 
     def unwrap(self, arguments: Any) -> Any:
-        """The value in a ``final_result`` call's arguments (a model that left out the
-        :data:`WRAPPED` object is taken at its word)."""
+        """The value in a ``final_result`` call's arguments (with or without :data:`WRAPPED`)."""
         if self.wrapped and isinstance(arguments, dict) and set(arguments) == {WRAPPED}:
             return arguments[WRAPPED]
         return arguments
 
     def read(self, text: str) -> tuple[Any, list[str]]:
-        """The validated value of an answer's text, and the JSON repairs it took.
-
-        The text is read with :func:`~react_engine.parsing.repair_json` (never completing a
-        value that was cut off); text that is no JSON at all is tried as a plain string,
-        for types a bare word can satisfy (``Literal["yes", "no"]``).
+        """The validated value of an answer's text, and the JSON repairs it took (never
+        completing a cut value); text that is no JSON is tried as a plain string.
 
         Raises:
             OutputError: the answer is not valid for the type; the message names the fields.

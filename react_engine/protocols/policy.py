@@ -3,86 +3,43 @@
 A protocol reads a reply in its own format (:meth:`Protocol.read_reply`); what must hold
 whatever the format is decided here, in this order:
 
-1. **Reasoning stays apart.** A server's separate ``reasoning_content`` never becomes the
-   answer or a call, and never joins the thought: the loop keeps it verbatim as
-   :attr:`Step.reasoning <react_engine.types.Step.reasoning>`, so that it can be sent back
-   as it came where the provider wants it (see ``Capabilities.reasoning_echo``).
-2. **Call ids.** Every call gets an id that is unique within the run (in the history the
-   request was built from, a conversation's earlier turns included, and in its reply):
-   the provider's when it sent one not used before; for one already used (servers that
-   number each reply's calls ``call_0``, ``call_1``... repeat them), that id with ``-2``,
-   ``-3``... (the first not used: the same on a replay; ``-`` passes the strictest
-   providers' id patterns and needs no quoting in a shell); a generated one when it sent
-   none. Either is reported as an event; the history sent back pairs each call with its
-   result under its new id, and an approval given for an id never reaches a later call
-   that reused it.
+1. **Reasoning stays apart.** A server's ``reasoning_content`` never becomes the answer, a
+   call or the thought: the loop keeps it verbatim as ``Step.reasoning``.
+2. **Call ids.** Every call gets an id unique within the run (earlier turns included): the
+   provider's when new; a reused one (servers that number each reply's calls ``call_0``...)
+   gets ``-2``, ``-3``... (the first free: the same on a replay; ``-`` passes the strictest
+   id patterns); a generated one when none was sent. Each change is an event.
 3. **Only what the model wrote runs.** A call runs with exactly the arguments the model
-   wrote, after lossless repairs only (a fence, a label, a quote style, full-width
-   delimiters...), or not at all: a call whose reading took a lossy repair (a quote that
-   may or may not end its string, tokens merged, unquoted text, a value cut off) becomes
-   an error observation that says what was wrong, and the model writes it again. Which
-   repair is which is one table, :mod:`react_engine.parsing.repairs`; the trace keeps
-   both lists (:attr:`ActionRecord.repairs <react_engine.types.ActionRecord.repairs>`,
-   ``.lossy``). A final answer may be read with any repair.
-   **Only the model's action runs.** A complete, valid call of an offered tool, in the
-   model's own format, written in the reply's text (on its own line or inside a
-   sentence), runs when nothing marks it as not meant now; the text around it is the
-   step's thought. Never one written after an ``Observation:`` the model wrote
-   itself, after its final answer, inside prose that presents it as an example, a
-   description of how one would call it, a refusal, a condition or a quote, inside a
-   fenced example or a think block, or whose opening tag is never closed; under every
-   protocol, streamed or not, whether the server honoured ``stop`` or not. When in doubt
-   it does not run, and the model is asked: an unclosed call is an error observation, and
-   a reply whose only such calls were set aside is refused as a final answer
-   (:func:`_not_the_action`) with the reason. Where a call is the action is read by one
-   reader, :mod:`react_engine.parsing.placement`, for every reader of calls in text
-   (:mod:`react_engine.parsing.salvage`). An input that is JSON but neither an object
-   nor a string is never turned into an argument value: ``null`` is refused, and a
-   number, boolean or list is the one parameter's only where its schema takes it as it
-   is (:func:`~react_engine.parsing.arguments.read_text_arguments`). Text is what the
-   model wrote: ``Action Input: rm -rf /`` for a tool with one string parameter is that
-   string.
-4. **Length cuts.** In a reply cut by ``max_tokens``, a call whose arguments may be cut
-   short never runs: JSON repair would "complete" ``{"path": "/tmp/imp`` into a value the
-   model never wrote. The protocol says what it knows (:attr:`PendingCall.cut`); without
-   a verdict only arguments that are complete JSON as they stand are trusted.
-5. **``tool_choice`` and forced answers.** Many servers ignore ``tool_choice``, and the
-   text protocols can only ask; the user's choice holds anyway. No call runs when none may
-   be made (``"none"``, no tools, a forced final answer), only the named tool runs when one
-   is named, and a final answer is refused while a call is required. A forced final answer
-   that is a call written as text is no answer.
-6. **Typed answers.** With an ``output_type`` (:attr:`RequestContext.output`), the final
-   answer must be JSON valid for it (read with :func:`~react_engine.parsing.repair_json`);
-   the validated value becomes :attr:`FinalAnswer.output` and the answer its JSON text. A
-   failure names the failing fields, with the protocol's way to answer again.
-7. **Effects** (:func:`effects`). A reply with several calls (parallel ``tool_calls``,
-   several Actions, a JSON list of actions) runs what :attr:`RequestContext.multi_action`
-   allows: by default (``"independent"``) every call to a read-only tool
-   (:class:`~react_engine.tools.ToolAnnotations`) plus the first call to any other tool;
-   a read-only call written after that one waits as well, since it would run at the same
-   time as the change. In every mode a *blind* later call does not run: one whose
-   arguments hold a placeholder (:func:`placeholder`) instead of a value the model could
-   not know yet. A call held back is recorded as ``skipped``, its observation tells the
-   model why (it can make the call in its next step), and the step's events say so.
+   wrote, after lossless repairs only, or not at all: a lossy repair (which is which:
+   :mod:`react_engine.parsing.repairs`) makes it an error observation. A final answer may
+   be read with any repair.
+   **Only the model's action runs.** A call written in the text runs unless something marks
+   it as not meant now (after an invented ``Observation:`` or the final answer, in prose
+   presenting it as an example, a refusal, a condition or a quote, in a fenced example or
+   a think block, or an opening tag never closed); one reader,
+   :mod:`react_engine.parsing.placement`, decides it. An unclosed call is an error
+   observation, and a reply whose only calls were set aside is refused as a final answer
+   (:func:`_not_the_action`). JSON that is neither an object nor a string is never
+   turned into an argument value (:func:`~react_engine.parsing.arguments.read_text_arguments`).
+4. **Length cuts.** In a reply cut by ``max_tokens``, a call whose arguments may be cut short
+   never runs (JSON repair would "complete" ``{"path": "/tmp/imp``). The protocol says what
+   it knows (:attr:`PendingCall.cut`); without a verdict only complete JSON is trusted.
+5. **``tool_choice`` and forced answers** hold even where the server ignores them: no call
+   runs when none may be made, only the named tool runs when one is named, a final answer is
+   refused while a call is required, and a forced final answer that is a call is no answer.
+6. **Typed answers.** With an ``output_type`` the final answer must be JSON valid for it; the
+   value becomes :attr:`FinalAnswer.output`, a failure names the failing fields.
+7. **Effects** (:func:`effects`). Of several calls, what ``multi_action`` allows runs (by
+   default every read-only call plus the first other one; a read-only call after that one
+   waits too), and never a *blind* later call whose arguments hold a :func:`placeholder`.
+   A held call is recorded as ``skipped`` and its observation says why.
 
-Four more rules, each its own step of :func:`apply` (the first two before the others):
+Also, each a step of :func:`apply`: native ``tool_calls`` are read first under every
+protocol (unless :attr:`Protocol.reads_native_calls`); a plain reply after one reminder is
+the answer (``unlabeled_answer``); text inputs are read onto parameters where that is no
+guess; a final answer written as ReAct steps is the text after its final-answer label.
 
-* **Native calls first.** A reply that carries native ``tool_calls`` is read as those calls
-  under every protocol (seed 003 checks ``tool_calls`` first, then the text), where the
-  protocol does not read them itself (:attr:`Protocol.reads_native_calls`).
-* **A plain reply, after one reminder, is the answer.** A reply in no format at all
-  (:attr:`FormatError.plain`: no label, no call) is sent back once with a reminder of the
-  format; when the next reply is plain prose again, it is the final answer, marked
-  ``unlabeled_answer``.
-* **Text inputs onto parameters.** A call whose input is text is read onto the tool's
-  parameters where that is not a guess (:mod:`react_engine.parsing.arguments`): a bare
-  value for a tool with one required parameter, ``key: value`` pairs naming parameters.
-* **Labels never reach an answer.** A final answer written as ReAct steps
-  (``Thought: ...`` then ``Final Answer: ...``, in any spelling the parser knows) is the
-  text after its final-answer label; the rest is the thought.
-
-A refused reply becomes a :class:`FormatError` worded by the protocol (:meth:`Protocol.reject`),
-so the model is told what to write instead, within the run's error budget.
+A refused reply becomes a :class:`FormatError` worded by the protocol (:meth:`Protocol.reject`).
 """
 
 from __future__ import annotations
@@ -123,17 +80,13 @@ if TYPE_CHECKING:  # the seam applies this module: it is imported for types only
 __all__ = ["CUT_OFF", "WRITTEN_CALL", "apply", "decide", "effects", "new_call_id", "placeholder"]
 
 CUT_OFF = Notice(NoticeCode.CUT_OFF)
-"""The error of a call whose arguments a length cut may have shortened."""
-
 WRITTEN_CALL = Notice(NoticeCode.WRITTEN_CALL)
-"""Why a forced final answer that is a call (in any syntax) is not an answer."""
 _WRITTEN = "a tool call written as text"
 _LARGE = "a reply past the limits of what is read"
 
 
 def new_call_id() -> str:
-    """``"call_"`` and the first 24 hex digits of a random UUID (version 4), made from the
-    12 random bytes they show without building the UUID (a quarter of the cost)."""
+    """``"call_"`` and 24 hex digits of a UUID4, built from 12 random bytes (4x cheaper)."""
     raw = bytearray(os.urandom(12))
     raw[6] = (raw[6] & 0x0F) | 0x40  # the version nibble of a UUID4
     raw[8] = (raw[8] & 0x3F) | 0x80  # its variant bits
@@ -141,12 +94,8 @@ def new_call_id() -> str:
 
 
 def decide(protocol: Protocol, reply: ModelResponse, ctx: Context) -> Decision:
-    """The decision on ``reply``: the protocol's reading of it
-    (:meth:`~react_engine.protocols.base.Protocol.read_reply`) under the rules every protocol
-    shares (:func:`apply`). The loop calls this; ``Protocol.parse_reply`` is the same.
-
-    A reply past the bounds of :mod:`.limits` is refused before any reader runs, and so is
-    one in which the readers find more than :data:`~.limits.MAX_CALLS` calls."""
+    """The protocol's reading of ``reply`` under the shared rules (:func:`apply`); a reply
+    past the bounds of :mod:`.limits` is refused before any reader runs."""
     refused = too_large(reply)
     if refused is None:
         decision = protocol.read_reply(reply, ctx)
@@ -185,8 +134,7 @@ def apply(protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Con
 
 
 def _native_calls_first(protocol: Protocol, decision: Decision, reply: ModelResponse) -> Decision:
-    """The reply's native ``tool_calls``, where the protocol read only its text: the calls
-    run, and the text is the thought (an Action written beside them is not run twice)."""
+    """Native ``tool_calls`` win over the text, which becomes the thought."""
     if not reply.tool_calls or protocol.reads_native_calls:
         return decision
     calls = native_calls(reply)
@@ -206,9 +154,7 @@ def _native_calls_first(protocol: Protocol, decision: Decision, reply: ModelResp
 def _forced_written_call(
     protocol: Protocol, decision: Decision, reply: ModelResponse, ctx: Context
 ) -> Decision:
-    """On a forced final request, a reply the protocol could not read that is a call
-    written as text (in any syntax) is refused as such (rule 5): the model is told that
-    no tool can run now, not how to call one."""
+    """Rule 5: an unreadable forced final reply that is a call is told no tool can run now."""
     if not ctx.force_final or not isinstance(decision, FormatError):
         return decision
     if not written_call(reply.content or "", ctx.tool_names()):
@@ -219,8 +165,7 @@ def _forced_written_call(
 def _not_the_action(
     protocol: Protocol, decision: FinalAnswer, reply: ModelResponse, ctx: Context
 ) -> FormatError | None:
-    """A final answer whose reply holds a call that was set aside as not the model's action
-    (rule 3): the model is asked which it meant, with the reason the call did not run."""
+    """Rule 3: an answer beside a call set aside as not the action is refused, with why."""
     names = ctx.tool_names()
     content = reply.content or ""
     if ctx.force_final or not names or not content:
@@ -244,8 +189,7 @@ def _plain_after_reminder(decision: Decision, ctx: Context) -> Decision:
         written_call(decision.plain, names) or P.tool_call_anywhere(names).search(decision.plain)
     ):
         return decision  # a call written as text is no answer, however often it comes
-    # Reminded once: the step before is this same refusal (a plain reply's reminder says
-    # nothing about the reply itself, so the feedback is the same text).
+    # Reminded once: the step before is this same refusal (same feedback text).
     last = ctx.history[-1] if ctx.history else None
     if not (isinstance(last, Step) and last.kind == "format_error"):
         return decision
@@ -261,8 +205,7 @@ def _plain_after_reminder(decision: Decision, ctx: Context) -> Decision:
 
 
 def _text_inputs(decision: CallTools, ctx: Context) -> None:
-    """Text inputs read onto the tool's parameters where that is no guess (see
-    :func:`~react_engine.parsing.arguments.read_text_arguments`); ambiguous ones refused."""
+    """Text inputs read onto the tool's parameters where that is no guess."""
     tools = {t.name: t for t in ctx.tools}
     for call in decision.calls:
         tool = tools.get(call.tool)
@@ -279,8 +222,7 @@ def _text_inputs(decision: CallTools, ctx: Context) -> None:
 
 
 def _unlabel(decision: FinalAnswer) -> None:
-    """An answer written as ReAct steps becomes the text after its final-answer label; one
-    that is only a labelled thought, the text after the label."""
+    """An answer written as ReAct steps becomes the text after its final-answer label."""
     answer = decision.answer
     if not _starts_with_label(answer):
         return
@@ -332,11 +274,8 @@ def _assign_ids(decision: CallTools, ctx: Context) -> None:
 
 
 def _refuse_lossy(calls: list[PendingCall]) -> None:
-    """A call whose arguments were read with a guess does not run (rule 3). Arguments
-    whose JSON text gives one key two different values (``{"path": "/tmp/a", "path":
-    "/home"}``) are such a guess: decoding keeps the last, the model may have meant either.
-    The readers report it in the call's repairs; the raw text is checked here for calls
-    decoded without them (native calls, text a reader kept as written)."""
+    """Rule 3. A key given two values (``{"path": "/a", "path": "/b"}``) is a guess too;
+    the raw text is checked here for calls no reader repaired (native ones)."""
     for call in calls:
         if (
             isinstance(call.arguments, dict)
@@ -350,8 +289,7 @@ def _refuse_lossy(calls: list[PendingCall]) -> None:
 
 
 def _conflicting_keys(raw: str) -> bool:
-    """Whether ``raw``, read as strict JSON, gives a key of one object two different
-    values; text that is no strict JSON is left to the readers' own repairs."""
+    """Whether ``raw`` (strict JSON only) gives one key two different values."""
     if raw.count(":") < 2:  # one key at most: nothing can be written twice
         return False
     try:
@@ -361,10 +299,8 @@ def _conflicting_keys(raw: str) -> bool:
 
 
 def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:
-    """A call whose arguments may be cut short never runs (rule 4): one the protocol says
-    ends inside a value it never closed (:attr:`PendingCall.cut` in its words), and in a
-    reply cut by the length limit, the last one unless the protocol knows the reply went
-    on past it or its arguments are complete JSON as they stand."""
+    """Rule 4: a call the protocol marks cut, and the last call of a reply cut by length
+    unless known complete (``cut is False``) or complete JSON, does not run."""
     for call in calls:
         if isinstance(call.cut, Notice) and call.error is None:
             call.error = call.cut
@@ -409,10 +345,7 @@ def _answer_allowed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> 
         return decision
     if names and (ctx.tool_choice == "required" or ctx.tool_choice in names):
         tools = ctx.tool_choice if ctx.tool_choice in names else ", ".join(names)
-        return protocol.reject(
-            decision,
-            Notice(NoticeCode.TOOL_REQUIRED, tools=tools),
-        )
+        return protocol.reject(decision, Notice(NoticeCode.TOOL_REQUIRED, tools=tools))
     return decision
 
 
@@ -438,38 +371,22 @@ def _typed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> Decision:
 
 # --- effects: which of a reply's calls run ---------------------------------------------------
 
+# a letter first, one line, no quotes, "=" or brackets: no tag with attributes, no JSON
 _WORDS: Final = r"[^\W\d_][^<>\[\]{}=\"'`\n]{0,78}"
-"""The inside of a bracketed placeholder: starts with a letter (any script), one line,
-no quotes, ``=`` or brackets (so no HTML tag with attributes, no JSON, no code)."""
-_ANGLE: Final = re.compile(rf"<(?P<inner>{_WORDS})>")
-"""``<the file Grep finds>``, ``<file_path>``."""
-_MUSTACHE: Final = re.compile(r"\$?\{\{(?P<inner>[^{}\n]{1,80})\}\}")
-"""``{{grep.output}}``, ``${{path}}``."""
-_SQUARE: Final = re.compile(rf"\[(?P<inner>{_WORDS})\]")
-"""``[result of Grep]``, ``[file path]``."""
-_MAX_NAMED: Final = 8
-"""Calls held back that a step's event names one by one; the rest are counted."""
-_MAX_STRINGS: Final = 1000
-"""Strings of one call's arguments looked at, at most (a bound for hostile arguments)."""
+_ANGLE: Final = re.compile(rf"<(?P<inner>{_WORDS})>")  # <file_path>
+_MUSTACHE: Final = re.compile(r"\$?\{\{(?P<inner>[^{}\n]{1,80})\}\}")  # {{grep.output}}
+_SQUARE: Final = re.compile(rf"\[(?P<inner>{_WORDS})\]")  # [result of Grep]
+_MAX_NAMED: Final = 8  # held calls an event names one by one; the rest are counted
+_MAX_STRINGS: Final = 1000  # strings of one call's arguments looked at (hostile input)
 
 
 def placeholder(value: str, earlier: Sequence[str] = ()) -> str | None:
     """The placeholder ``value`` holds instead of a value, or ``None``.
 
-    Conservative on purpose, since a false positive holds back a real call. A string is a
-    placeholder when, stripped, it is *wholly* one of
-
-    * ``<words>`` with a space, ``_`` or ``-`` inside, or non-ASCII letters, or in
-      capitals (``<the file Grep finds>``, ``<file_path>``, ``<文件路径>``, ``<PATH>``; not
-      ``<div>``, ``</p>`` or a tag with attributes);
-    * ``{{anything}}`` or ``${{anything}}`` on one line (``{{grep.output}}``);
-    * ``[two or more words]`` starting with a letter (``[result of Grep]``; not
-      ``[1, 2]``, ``["a"]`` or ``[x]``);
-
-    or when a span of one of those shapes *inside* it names one of ``earlier`` (the tools
-    of the calls before it in the same reply, as a whole word, in any case):
-    ``/src/<the file Grep finds>``, ``{{Grep.output}}/x``. Text that merely holds markup
-    or a template (``<b>{{ name }}</b>``) is a value.
+    Conservative, since a false positive holds back a real call: ``value`` is *wholly*
+    ``<words>`` (with a space, ``_``, ``-``, non-ASCII or in capitals; not ``<div>``),
+    ``{{anything}}``/``${{anything}}``, or ``[two or more words]``; or a span of one of those
+    shapes inside it names a tool in ``earlier`` (``/src/<the file Grep finds>``).
     """
     text = value.strip()
     if len(text) <= 200:
@@ -493,13 +410,11 @@ def placeholder(value: str, earlier: Sequence[str] = ()) -> str | None:
 
 @functools.lru_cache(maxsize=64)
 def _names(tools: tuple[str, ...]) -> re.Pattern[str]:
-    """Any of ``tools`` as a whole word, in any case."""
     alternatives = "|".join(re.escape(name) for name in tools)
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE)
 
 
 def _wordy(inner: str) -> bool:
-    """Whether the inside of ``<...>`` reads as words rather than as a tag name."""
     return (
         any(c.isspace() or c in "_-" for c in inner)
         or not inner.isascii()
@@ -508,7 +423,6 @@ def _wordy(inner: str) -> bool:
 
 
 def _strings(value: Any) -> list[str]:
-    """The strings in a call's arguments (values, not keys), at most ``_MAX_STRINGS``."""
     found: list[str] = []
     stack = [value]
     while stack and len(found) < _MAX_STRINGS:
@@ -523,16 +437,12 @@ def _strings(value: Any) -> list[str]:
 
 
 def _blind(call: PendingCall, earlier: tuple[str, ...]) -> str | None:
-    for text in _strings(call.arguments):
-        found = placeholder(text, earlier)
-        if found is not None:
-            return found
-    return None
+    found = (placeholder(text, earlier) for text in _strings(call.arguments))
+    return next((f for f in found if f is not None), None)
 
 
 def effects(decision: CallTools, ctx: Context) -> None:
-    """Hold back the calls of a several-call reply that must not run now (see rule 6 of
-    the module docstring): each gets :attr:`PendingCall.skip`, the decision an event."""
+    """Rule 7: set :attr:`PendingCall.skip` on the calls that must not run now."""
     calls = decision.calls
     if len(calls) < 2:
         return

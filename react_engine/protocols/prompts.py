@@ -1,14 +1,10 @@
 """Prompt templates: packaged TOML files, filled in strictly.
 
-A template is a TOML file of named strings with ``{placeholder}`` fields (``{{``/``}}`` for
-literal braces, as in :meth:`str.format`). Each key declares which placeholders it may use
-and which it must use; a template that uses an unknown placeholder, or omits a required one,
-fails when it is loaded, and filling a key without one of its values fails too. Both are
-:class:`~react_engine.errors.TemplateError`.
-
-Templates live in the top-level ``prompts/`` folder of the source tree and are shipped
-inside the wheel as ``react_engine/prompts/``. Users pass a name (``"classic"``) or the
-path of their own file.
+A template is a TOML file of named strings with :meth:`str.format` ``{placeholder}`` fields.
+Each key declares which placeholders it may and must use; a template breaking that fails
+when loaded, and filling a key without one of its values fails too
+(:class:`~react_engine.errors.TemplateError`). Shipped templates live in ``prompts/``
+(``react_engine/prompts/`` in the wheel); users pass a name or the path of their own file.
 """
 
 from __future__ import annotations
@@ -39,8 +35,7 @@ KindSchema = dict[str, tuple[frozenset[str], frozenset[str]]]
 
 
 def _schema(**keys: str) -> KindSchema:
-    """Each key's placeholders, a ``*`` after those it must use. Keys not listed are an
-    error, so a typo does not pass unnoticed."""
+    """Each key's placeholders, a ``*`` after those it must use."""
     return {
         key: (
             frozenset(w.rstrip("*") for w in spec.split()),
@@ -59,10 +54,8 @@ _OUTPUT: Final = _schema(output_schema="schema* type_name", output_retry="")
 
 @dataclass(frozen=True, slots=True)
 class TemplateKind:
-    """What a template of one ``kind`` holds: the texts it may have (its schema) and those
-    it must have. A protocol names the kind it reads in its registration
-    (:attr:`~react_engine.protocols.registry.Registration.template_kind`);
-    a new protocol with templates of its own adds its kind with :func:`add_template_kind`."""
+    """What a template of one ``kind`` may hold (its schema) and must hold; a new protocol
+    with templates of its own adds its kind with :func:`add_template_kind`."""
 
     schema: KindSchema
     needed: frozenset[str] = frozenset({"system"})
@@ -114,11 +107,8 @@ LABEL_KEYS: frozenset[str] = frozenset(
     {"thought", "action", "action_input", "final_answer", "colon", "final_thought"}
     | {"plan_prefix", "action_format"}
 )
-"""The keys a ``[labels]`` table may hold: the label words, the colon after them, the
-thought before a final answer, how a thought before an action begins, and
-``action_format`` (``"lines"`` or ``"json_blob"``): what the text protocol reads to build its
-grammar (:class:`~react_engine.transport.grammar.ReactLabels`). The parser reads every spelling on
-its own, so a label nothing reads is an error rather than a silent no-op."""
+"""The keys a ``[labels]`` table may hold: what the text protocol's grammar reads
+(:class:`~react_engine.transport.grammar.ReactLabels`); any other is an error, not a no-op."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,18 +117,14 @@ class PromptTemplate:
 
     name: str
     kind: str
-    """One of :data:`TEMPLATE_KINDS`: ``"text"`` for the text ReAct protocol,
-    ``"function_calling"`` for the native one, ``"structured"`` for the structured-output
-    (JSON) one, or a kind a new protocol added."""
+    """One of :data:`TEMPLATE_KINDS`."""
     texts: Mapping[str, str]
     stop: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
     language: str = "en"
-    """The language the template speaks to the model (``"en"``, ``"zh"``): the engine's own
-    observations (a call refused, held back or failed, :mod:`react_engine.wording`) are
-    worded in it. A template's ``language`` key; without one, ``"zh"`` when its labels
-    are Chinese."""
+    """The language the engine's own observations are worded in (``"en"``, ``"zh"``): the
+    template's ``language`` key, else ``"zh"`` when its labels are Chinese."""
 
     def has(self, key: str) -> bool:
         return key in self.texts
@@ -241,8 +227,7 @@ def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> P
     )
 
 
-_CJK = re.compile("[\u4e00-\u9fff]")
-"""A Chinese character (CJK unified ideographs): labels in Chinese make a ``"zh"`` template."""
+_CJK = re.compile("[\u4e00-\u9fff]")  # labels in Chinese make a "zh" template
 
 
 def _builtin_dir() -> Path | None:

@@ -1,12 +1,10 @@
 """Which protocol a run speaks, and how a run adapts when the server refuses something.
 
-* :data:`PROTOCOLS`: one :class:`Registration` per name (its class, the kind of prompt
-  template it reads, its rank in ``"auto"``'s choice). ``Agent(protocol="text")`` looks
-  the name up here, ``"auto"`` asks :func:`choose`, and the CLI, the comparison and the
-  evaluation list their choices from it, so a protocol registered later (one class, one
-  :func:`register` call) is accepted everywhere.
-* :func:`adapt` applies a row of :data:`~react_engine.transport.rejections.REACTIONS` to
-  the run's capabilities and protocol when a server rejects a parameter.
+* :data:`PROTOCOLS`: one :class:`Registration` per name; everything that names a
+  protocol (``Agent``, the CLI, the comparison, the evaluation) reads it, so a protocol
+  registered later is accepted everywhere.
+* :func:`adapt` applies a row of :data:`~react_engine.transport.rejections.REACTIONS` when
+  a server rejects a parameter.
 """
 
 from __future__ import annotations
@@ -52,10 +50,8 @@ class ProtocolOptions:
 
 @dataclass(frozen=True, slots=True)
 class ScriptStep:
-    """One model reply in no protocol's format, for scripted runs: a thought, then either
-    calls (``(tool, arguments)`` pairs: an object, or the argument text as a model sent it)
-    or a final answer. :meth:`Protocol.script <react_engine.protocols.base.Protocol.script>`
-    writes it the way a model speaking that protocol would."""
+    """One model reply in no protocol's format, for scripted runs: a thought, then calls
+    (``(tool, arguments)``, arguments an object or text) or a final answer."""
 
     thought: str | None = None
     calls: tuple[tuple[str, Mapping[str, Any] | str], ...] = ()
@@ -64,27 +60,20 @@ class ScriptStep:
 
 @dataclass(frozen=True, slots=True)
 class Registration:
-    """Everything the package knows of one protocol, by name. Calling it builds the
-    protocol (``PROTOCOLS[name](options)``: the class's :meth:`Protocol.from_options
-    <react_engine.protocols.base.Protocol.from_options>`)."""
+    """Everything the package knows of one protocol; calling it builds the protocol."""
 
     name: str
     protocol: type[Protocol] | str
-    """The class, or where it lives (``"package.module:Class"``), imported when a run first
-    builds it: how the shipped protocols keep ``import react_engine`` light."""
+    """The class, or ``"package.module:Class"``, imported on first use (a light import)."""
     template_kind: str | None = None
-    """The ``kind`` of the prompt templates it reads (one of
-    :data:`react_engine.protocols.prompts.TEMPLATE_KINDS`), or ``None`` when it reads none."""
+    """The ``kind`` of the prompt templates it reads, or ``None``."""
     auto: int | None = None
-    """Its rank in ``"auto"``'s choice (highest first), ``None`` when ``"auto"`` never
-    chooses it."""
+    """Its rank in ``"auto"``'s choice (highest first); ``None``: never chosen."""
     requires: str | None = None
-    """The :class:`~react_engine.transport.capabilities.Capabilities` flag ``"auto"`` needs on to
-    choose it (``"function_calling"``); when the server turns out to reject it, a run
-    that ``"auto"`` started falls back to the next protocol in :func:`auto_order`."""
+    """The ``Capabilities`` flag ``"auto"`` needs on to choose it; when the server rejects
+    it, an ``"auto"`` run falls back to the next protocol in :func:`auto_order`."""
     native_calls: bool = False
-    """Whether its requests carry the tools natively (a scripted reply to them may hold
-    ``tool_calls``)."""
+    """Whether its requests carry the tools natively."""
 
     @property
     def cls(self) -> type[Protocol]:
@@ -111,10 +100,7 @@ class Registration:
         return self.cls.from_options(options)
 
     def scripted(self, replies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """A scripted transcript in the native format (``content``, ``tool_calls``),
-        written in this protocol's format (its :meth:`Protocol.script
-        <react_engine.protocols.base.Protocol.script>`): how the demo and the comparison
-        script a protocol their files do not name."""
+        """A scripted transcript in the native format, written in this protocol's format."""
         out: list[dict[str, Any]] = []
         for reply in replies:
             calls = tuple(
@@ -139,10 +125,9 @@ def register(
     requires: str | None = None,
     native_calls: bool = False,
 ) -> Registration:
-    """Make the ``protocol`` class (or the ``"module:Class"`` that holds it) available as
-    ``Agent(protocol=name)``, everywhere a protocol is named; ``name`` defaults to the
-    class's :attr:`~react_engine.protocols.base.Protocol.name` (a later call replaces it).
-    See :class:`Registration` for the rest."""
+    """Make the ``protocol`` class (or its ``"module:Class"``) available as
+    ``Agent(protocol=name)``; ``name`` defaults to the class's ``name`` (a later call
+    replaces it). See :class:`Registration` for the rest."""
     if name is None:
         if isinstance(protocol, str):
             raise ConfigurationError(f"a protocol registered by path ({protocol!r}) needs a name")
@@ -179,15 +164,12 @@ def registration(name: str) -> Registration:
 
 
 def protocol_names() -> tuple[str, ...]:
-    """The names ``Agent(protocol=...)`` accepts, ``"auto"`` first (read when called: a
-    protocol registered later is in it)."""
+    """The names ``Agent(protocol=...)`` accepts, ``"auto"`` first."""
     return ("auto", *PROTOCOLS)
 
 
 def auto_order(capabilities: Capabilities) -> list[str]:
-    """The protocols ``"auto"`` may choose for a model with ``capabilities``, best first:
-    the registered ones with an :attr:`~Registration.auto` rank whose required capability
-    holds."""
+    """The protocols ``"auto"`` may choose for ``capabilities``, best first."""
     ranked = [
         e
         for e in PROTOCOLS.values()
@@ -198,12 +180,8 @@ def auto_order(capabilities: Capabilities) -> list[str]:
 
 
 def choose(spec: str | Protocol, options: ProtocolOptions, why: str) -> tuple[Protocol, str]:
-    """The protocol for ``spec`` (a name, ``"auto"`` or an instance), and the reason.
-
-    ``"auto"`` takes the first of :func:`auto_order` (native function calling where the
-    capabilities say the model has it, the text protocol elsewhere); ``why`` is the
-    capability lookup's own reason.
-    """
+    """The protocol for ``spec`` (a name, ``"auto"`` or an instance), and the reason
+    (``why``, the capability lookup's, for ``"auto"``)."""
     if isinstance(spec, Protocol):
         return spec, "explicit"
     if spec != "auto":
@@ -264,31 +242,22 @@ def adapt(
 
 
 def _runs_on(current: Protocol, only_from: str, capability: str) -> bool:
-    """Whether ``current`` is the protocol a reaction's ``only_from`` names: by name, or
-    (``"auto"``) any registered protocol that requires the rejected capability."""
+    """Whether ``current`` is what ``only_from`` names (``"auto"``: any that requires it)."""
     if only_from != "auto":
         return current.name == only_from
     return getattr(PROTOCOLS.get(current.name), "requires", None) == capability
 
 
 def shipped() -> dict[str, Registration]:
-    """The shipped protocols (registered by a path in this package) by class name
-    (``"MinimalProtocol"``): what ``react_engine`` and ``react_engine.protocols`` export,
-    their modules imported on first use (:attr:`Registration.cls`)."""
+    """The shipped protocols by class name: what ``react_engine.protocols`` exports."""
     here = f"{__package__}."
     return {e.class_name: e for e in PROTOCOLS.values() if str(e.protocol).startswith(here)}
 
 
-def _builtin() -> None:
-    """The shipped protocols, one line each (``"auto"`` takes the highest rank whose
-    required capability holds)."""
-    at = f"{__package__}."
-    register(at + "function_calling:FunctionCallingProtocol", name="function_calling",
-             template_kind="function_calling", auto=30, requires="function_calling",
-             native_calls=True)  # fmt: skip
-    register(at + "text:TextReActProtocol", name="text", template_kind="text", auto=20)
-    register(at + "structured:StructuredOutputProtocol", name="structured", template_kind="structured")  # fmt: skip  # noqa: E501
-    register(at + "minimal:MinimalProtocol", name="minimal", auto=10)
-
-
-_builtin()
+_AT = f"{__package__}."
+register(_AT + "function_calling:FunctionCallingProtocol", name="function_calling",
+         template_kind="function_calling", auto=30, requires="function_calling",
+         native_calls=True)  # fmt: skip
+register(_AT + "text:TextReActProtocol", name="text", template_kind="text", auto=20)
+register(_AT + "structured:StructuredOutputProtocol", name="structured", template_kind="structured")  # fmt: skip  # noqa: E501
+register(_AT + "minimal:MinimalProtocol", name="minimal", auto=10)

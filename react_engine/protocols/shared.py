@@ -1,18 +1,6 @@
-"""What every protocol reads and renders the same way, written once.
-
-* the calls a reply carries natively (:func:`native_calls`) or writes in a model family's
-  own format (:func:`salvaged_calls`), with their argument text decoded one way
-  (:func:`decode_arguments`): the policy reads native calls under every protocol, and
-  function calling and the text protocol both salvage written ones;
-* a reply's reasoning (:func:`reasoning`: the think reader every protocol uses, over
-  :func:`~react_engine.parsing.read_think`) and the joining of thoughts (:func:`join`);
-* the history as messages (:func:`render_history`: the system prompt, the user's
-  questions, each step in the protocol's own words, rendered once per run);
-* whether a request may carry a grammar or a JSON Schema (:func:`constraint_style`,
-  ``grammar=True`` for the former): the one reading of ``Capabilities.constraint_style``.
-
-It imports nothing of the seam (:mod:`react_engine.protocols.base`) or of the policy, so that
-both can use it.
+"""What every protocol reads and renders the same way, written once: native and salvaged
+calls, argument decoding, reasoning, the history as messages, constraint styles and typed
+answers. It imports nothing of the seam or the policy, so that both can use it.
 """
 
 from __future__ import annotations
@@ -64,9 +52,7 @@ CUT_PARAMETER = Notice(NoticeCode.CUT_PARAMETER)
 
 
 def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -> bool:
-    """Whether an XML-ish call (Qwen3-Coder, Seed-OSS, MiniMax, GLM) ends the reply inside
-    its last value: no closing tag after it, nothing after the call. Its value is then
-    whatever was written before the cut (``/tmp/important/sub``)."""
+    """Whether an XML-ish call ends the reply inside its last value (no closing tag)."""
     registered = FORMATS.get(fmt)
     if registered is None or registered.values is None:
         return False
@@ -80,11 +66,8 @@ def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -
 
 
 def salvaged_calls(content: str, found: list[PendingCall]) -> tuple[list[PendingCall], list[str]]:
-    """The calls :func:`~react_engine.parsing.salvage.salvage_calls` found in ``content``,
-    completed as pending calls (their raw arguments, the repair ``salvaged:FORMAT``, a cut),
-    and the repairs: shared by every protocol that reads a call written in a model
-    family's own format. Decoded arguments are encoded here, once: that text is what the
-    history sends back (:attr:`~react_engine.types.PendingCall.exact`)."""
+    """The salvaged calls of ``content`` completed (raw arguments, ``salvaged:FORMAT``, a
+    cut), and the repairs. Decoded arguments are encoded here, once (``exact``)."""
     repairs = []
     for call in found:
         args = call.arguments
@@ -121,10 +104,8 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, Notice | None, lis
         return raw, TOO_DEEP, []
     except ValueError:
         try:
-            # Sloppy but complete JSON is repaired; cut-off JSON is not: closing what the
-            # model never closed would run the tool on a value it did not write. Only
-            # closing brackets after a complete value have one completion (the
-            # closing-bracket rule); the policy refuses it in a reply cut by length.
+            # Sloppy but complete JSON is repaired; cut-off JSON is not, but for closing
+            # brackets after a complete value (one completion; refused if cut by length).
             fixed = repair_json(text, allow_truncated=False, close_brackets=True)
         except JSONRepairError as exc:
             return raw, Notice(NoticeCode.INVALID_JSON, detail=str(exc)), []
@@ -173,20 +154,14 @@ def native_calls(reply: ModelResponse) -> list[PendingCall]:
 
 
 def join(*parts: str | None) -> str | None:
-    """The non-blank ``parts``, stripped, one paragraph each; ``None`` when none is left
-    (the one way a step's thought is put together from its pieces)."""
+    """The non-blank ``parts``, stripped, one paragraph each; ``None`` when none is left."""
     kept = [p.strip() for p in parts if p and p.strip()]
     return "\n\n".join(kept) if kept else None
 
 
 def reasoning(content: str) -> tuple[str | None, str, str | None]:
-    """A reply's text read for its reasoning: ``(think, said, thought)``.
-
-    ``think`` is what its think blocks hold (:func:`~react_engine.parsing.read_think`,
-    the one reader of ``<think>`` every protocol uses: a leading block or the text before
-    a stray closing tag, a block never closed running to the end, later blocks taken out),
-    ``said`` the rest, and ``thought`` both, as a step's thought when the reply makes
-    calls: reasoning never reaches an answer or a call's arguments."""
+    """A reply's text read for its reasoning: ``(think, said, thought)``, ``thought`` both
+    joined (reasoning never reaches an answer or a call's arguments)."""
     thinking = read_think(content)
     think, said = thinking.reasoning, thinking.rest
     return think, said, join(think, said)
@@ -204,11 +179,8 @@ def render_history(
     question: Callable[[str], Message] = UserMessage,
     flag: Callable[[int], Hashable] | None = None,
 ) -> list[Message]:
-    """The history as one protocol's messages: ``system`` first, each user turn as
-    ``question(text)``, and each step as ``step(step, flag)``, computed once per run for
-    ``owner`` (:meth:`RequestContext.once <react_engine.protocols.base.RequestContext.once>`): a
-    step already in the history is not rendered again on the next request. ``flag(i)``,
-    when given, is what else the ``i``-th item's messages depend on (part of the key)."""
+    """The history as one protocol's messages: ``system``, each user turn as
+    ``question(text)``, each step as ``step(step, flag(i))``, rendered once per run."""
     messages: list[Message] = [SystemMessage(system)]
     for i, item in enumerate(ctx.history):
         if isinstance(item, UserTurn):
@@ -228,10 +200,8 @@ GRAMMAR_STYLES: Final = frozenset({"llama.cpp", "vllm"})
 def constraint_style(
     ctx: RequestContext, *, wanted: bool = True, grammar: bool = False
 ) -> ConstraintStyle | None:
-    """The server's constraint style when this request may be constrained (``wanted``,
-    the protocol's own switch, and the server constrains decoding), else ``None``. With
-    ``grammar``, only a style that takes a grammar (a JSON Schema cannot describe a text
-    reply)."""
+    """The server's constraint style when this request may be constrained, else ``None``;
+    with ``grammar``, only a style that takes a grammar."""
     caps = ctx.capabilities
     style = caps.constraint_style if wanted and caps.constrained_decoding else None
     return None if grammar and style not in GRAMMAR_STYLES else style
@@ -241,14 +211,12 @@ def constraint_style(
 
 
 def answer_schema(ctx: RequestContext) -> dict[str, Any] | None:
-    """The JSON Schema a typed final answer must meet (``output_type``), for a constraint;
-    ``None`` when any text is an answer. The policy validates the answer either way."""
+    """The JSON Schema a typed final answer must meet, ``None`` when any text is one."""
     return ctx.output.schema if ctx.output is not None else None
 
 
 def output_instruction(ctx: RequestContext, template: PromptTemplate | None = None) -> str | None:
-    """What a prompted protocol tells the model of a typed final answer: the schema, in
-    the template's ``output_schema`` words where it has them; ``None`` when untyped."""
+    """What a prompted protocol tells the model of a typed final answer, ``None`` if untyped."""
     if ctx.output is None:
         return None
     schema = ctx.output.schema_text()

@@ -1,26 +1,15 @@
 """``StructuredOutputProtocol``: each reply is one JSON object, a tool call or the answer.
 
-For models that can be held to a JSON Schema (OpenAI-style ``response_format``, llama.cpp
-grammars, vLLM guided decoding) but have no native tool calling. A step is::
+For models that can be held to a JSON Schema but have no native tool calling. A step is::
 
     {"thought": "...", "action": {"tool": "get_weather", "arguments": {"location": "Paris"}}}
     {"thought": "...", "action": {"final_answer": "Sunny in Paris."}}
 
-Where the server constrains decoding (``Capabilities.constrained_decoding``) the request
-carries :func:`~react_engine.transport.grammar.step_schema` for this agent's tools: a JSON Schema
-for ``"json_schema"`` and ``"vllm"`` servers, the same schema as a GBNF grammar for
-llama.cpp. The model then cannot name a tool that does not exist, write arguments its
-schema forbids, or break the JSON. Without a constraint the system prompt asks for the
-same object and the reply is read tolerantly (:func:`~react_engine.parsing.repair_json`);
-a flat ``{"tool": ..., "arguments": ...}`` or ``{"final_answer": ...}`` is accepted too.
-
-Transcript shape: each step is an assistant message holding the JSON object the model
-wrote (a canonical one for steps made under another protocol, so a run can switch to this
-protocol mid-way) and a user message with the observation, wrapped in ``<observation>``
-tags as under the text protocol.
-
-``tool_choice`` is enforced both in the schema (``"none"`` admits only the answer,
-``"required"`` only calls, a tool name only that tool) and when the reply is read.
+Where the server constrains decoding the request carries
+:func:`~react_engine.transport.grammar.step_schema` (as a GBNF grammar for llama.cpp);
+without, the reply is read tolerantly, a flat ``{"tool": ..., "arguments": ...}`` too.
+Each step is an assistant message with the JSON object (a canonical one for steps made
+under another protocol) and a user message with the observation.
 """
 
 from __future__ import annotations
@@ -37,6 +26,7 @@ from ..errors import JSONRepairError, TemplateError
 from ..nesting import CUT, TOO_DEEP, too_deep
 from ..parsing import read_think, repair_json
 from ..tools.base import Tool
+from ..tools.schema import meets_strict_mode
 from ..transport.grammar import GrammarError, schema_grammar, step_schema
 from ..types import (
     ActionRecord,
@@ -58,8 +48,8 @@ from .base import (
 )
 from .decision import json_object
 from .prompts import PromptTemplate, load_template
-from .shared import answer_schema, constraint_style, decode_arguments, join, render_history
-from .text import TemplatedProtocol, system_prompt, wrap_observation
+from .shared import answer_schema, constraint_style, decode_arguments, join
+from .text import TemplatedProtocol, wrap_observation
 
 if TYPE_CHECKING:
     from .registry import ScriptStep
@@ -78,14 +68,11 @@ UNCLOSED_THINK = (
     "after it"
 )
 PLAIN = "the reply is plain text, not a JSON object"
+# JSON repairs that mean the text ended before the value did
 _TRUNCATION: frozenset[str] = frozenset({"missing_quote", "missing_closing_bracket"})
-"""JSON repairs that mean the text ended before the value did."""
-
+# an answer that only echoes the prompt's placeholder (``<your answer>``, ``...``)
 _PLACEHOLDER = re.compile(r"\s*(?:<[^<>\n]{0,40}\banswer\b[^<>\n]{0,20}>|\.{3}|…)\s*", re.I)
-"""A final answer that only echoes the prompt's placeholder (``<your answer>``, ``...``)."""
-_JSON_OPENS = "{[`"
-"""What opens the reply's JSON object (or a fence around it): think blocks are read
-before it, never inside it."""
+_JSON_OPENS = "{[`"  # think blocks are read before the JSON (or its fence), never inside
 _ARGUMENT_KEYS = ("arguments", "args", "parameters", "action_input", "input")
 _FINAL_NAMES = frozenset({"final answer", "final_answer", "finalanswer", "finish"})
 
@@ -106,29 +93,6 @@ def step_json(
     return json.dumps({"thought": thought or "", "action": action}, ensure_ascii=False)
 
 
-def _strict_compatible(schema: Any) -> bool:
-    """Whether a JSON Schema meets OpenAI's strict-mode rules on every object in it: each
-    property required, no additional properties."""
-    if not isinstance(schema, Mapping):
-        return True
-    props = schema.get("properties")
-    if schema.get("type") == "object" or isinstance(props, Mapping):
-        if schema.get("additionalProperties", True) is not False:
-            return False
-        if isinstance(props, Mapping) and set(schema.get("required") or ()) != set(props):
-            return False
-    children: list[Any] = []
-    for key in ("properties", "$defs", "definitions"):
-        if isinstance(schema.get(key), Mapping):
-            children.extend(schema[key].values())
-    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-        if isinstance(schema.get(key), list):
-            children.extend(schema[key])
-    if "items" in schema:
-        children.append(schema["items"])
-    return all(_strict_compatible(child) for child in children)
-
-
 class StructuredOutputProtocol(TemplatedProtocol):
     """Tool calls and answers as one JSON object per reply, held to a JSON Schema where the
     server constrains decoding."""
@@ -141,11 +105,9 @@ class StructuredOutputProtocol(TemplatedProtocol):
         self.template = (
             template if isinstance(template, PromptTemplate) else load_template(template)
         )
-        """The prompt template: ``"structured"`` (shipped) or a loaded ``kind = "structured"``
-        template."""
+        """The prompt template: ``"structured"`` or a loaded ``kind = "structured"`` one."""
         self.constrain = constrain
-        """Send the step's JSON Schema (or its grammar) where the server constrains decoding
-        (``Capabilities.constrained_decoding``). Replies are read the same way either way."""
+        """Send the step's JSON Schema (or grammar) where the server constrains decoding."""
         if self.template.kind != "structured":
             raise TemplateError(
                 f"template {self.template.name!r} is not a structured template",
@@ -174,17 +136,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
 
     # --- rendering ----------------------------------------------------------------------------
 
-    def _system(self, ctx: RequestContext) -> str:
-        return system_prompt(self.template, ctx)
-
-    def render(self, ctx: RequestContext) -> list[Message]:
-        def question(text: str) -> Message:
-            if self.template.has("question"):
-                return UserMessage(self.template.fill("question", question=text))
-            return UserMessage(text)
-
-        return render_history(ctx, self, self._system(ctx), self._render_step, question=question)
-
     def _render_step(self, step: Step, _: object = None) -> list[Message]:
         native = step.protocol == self.name and bool(step.text and step.text.strip())
         if step.kind == "final":
@@ -193,25 +144,15 @@ class StructuredOutputProtocol(TemplatedProtocol):
             thought = (step.thought or "").strip() or "I now know the final answer"
             return [AssistantMessage(step_json(thought, final_answer=step.final_answer))]
         if step.kind == "format_error":
-            out: list[Message] = []
-            if step.text and step.text.strip():
-                out.append(AssistantMessage(step.text))
-            out.append(
-                UserMessage(
-                    step.feedback
-                    or self.template.fill("format_error", error="unreadable reply", reminder="")
-                )
-            )
-            return out
+            return self._refused(step)
+        out: list[Message]
         if native or len(step.actions) <= 1:
             said = step.text if native else self._foreign_call(step, 0)
             out = [AssistantMessage(said)]
             if step.actions:
                 out.append(UserMessage("\n".join(self._observation(a) for a in step.actions)))
         else:
-            # Several calls in one step (parallel function calls, a multi-action text reply):
-            # one JSON object per call, each followed by its observation, so the transcript
-            # keeps the one-action-per-reply shape this protocol asks for.
+            # several calls in one step: one object per call, each with its observation
             out = []
             for i, action in enumerate(step.actions):
                 out.append(AssistantMessage(self._foreign_call(step, i)))
@@ -239,12 +180,9 @@ class StructuredOutputProtocol(TemplatedProtocol):
     # --- requests ---------------------------------------------------------------------------
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
-        messages = self.render(ctx)
-        if ctx.force_final and self.template.has("force_final"):
-            messages.append(UserMessage(self.template.fill("force_final")))
         return ModelRequest(
             model=ctx.model,
-            messages=tuple(messages),
+            messages=tuple(self._messages(ctx)),
             settings=ctx.settings,
             constraint=self._constraint(ctx),
         )
@@ -271,13 +209,12 @@ class StructuredOutputProtocol(TemplatedProtocol):
         if style is None:
             return None
         schema, tools = self.reply_schema(ctx)
-        strict = all(t.strict and _strict_compatible(t.parameters) for t in tools) and (
+        strict = all(t.strict and meets_strict_mode(t.parameters) for t in tools) and (
             ctx.output is None or ctx.output.strict
         )
         grammar = None
         if style == "llama.cpp":
-            # llama.cpp reads a GBNF grammar; vLLM and json_schema servers take the schema
-            # itself (vLLM's own backends compile it, and not all of them read GBNF).
+            # vLLM and json_schema servers take the schema (not every vLLM backend reads GBNF)
             try:
                 grammar = schema_grammar(schema, "step")
             except GrammarError as exc:
@@ -293,8 +230,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
     # --- reading replies ----------------------------------------------------------------------
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
-        # A forced final request's own instruction says what to write: a refusal of its
-        # reply does not remind the model that it may call tools.
+        # a forced final request's refusal does not remind the model of tools
         fail = functools.partial(self._format_error, forced=ctx.force_final)
         raw = reply.content or ""
         thinking = read_think(raw, payload=_JSON_OPENS)
@@ -316,8 +252,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
             if cut:
                 error = CUT_SHORT
             elif "nesting deeper than" in str(exc):
-                # Almost always a call's arguments (the step itself is two levels deep):
-                # said as the other protocols say it, not as a reply that is no object.
+                # almost always a call's arguments: said as the other protocols say it
                 error = f"the reply nests too deeply to be read: {TOO_DEEP}"
             elif body.lstrip()[:1] not in ("{", "[", "`"):
                 refused = fail(text, PLAIN, reasoning)
@@ -348,8 +283,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
             repairs += call.repairs
             # the call is the whole reply: every repair of its JSON may have moved it
             call.repairs = list(dict.fromkeys(repairs))
-            # Its JSON completed by repair: in a reply cut by the length limit, the policy
-            # never runs it (the protocol says what it read, the policy decides).
+            # JSON completed by repair: the policy refuses it in a reply cut by length
             call.cut = bool(_TRUNCATION.intersection(decoded.repairs))
             return CallTools(text=text, thought=thought, calls=[call], repairs=repairs)
 
@@ -425,9 +359,8 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
         )
         return out
     out.tool = tool.strip()
-    # A key beside the arguments may be an argument the model wrote one bracket too late
-    # ({"arguments": {"a": 1}, "b": 2}): dropping it would run the tool on part of what it
-    # meant, and guessing it belongs inside would be a guess. The call is refused.
+    # A key beside the arguments may be an argument one bracket too late ({"arguments":
+    # {"a": 1}, "b": 2}): dropping it or moving it inside would be a guess. Refused.
     known = {"tool", "name", *_ARGUMENT_KEYS}
     stray = [k for k in body if k not in known]
     if body is value:  # a flat step: the thought sits beside the call
@@ -495,16 +428,12 @@ def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
 
 
 def _arguments_object(action: ActionRecord) -> dict[str, Any]:
-    """A call's arguments as the object a step shows: text input is ``{"input": text}``
-    unless its raw text is itself a JSON object (decoded once, never encoded)."""
+    """A call's arguments as an object: text input is ``{"input": text}`` unless its raw
+    text is a JSON object."""
     if isinstance(action.arguments, dict):
         return action.arguments
     value = json_object(action.raw_arguments)
     return value if value is not None else {"input": action.arguments}
-
-
-def _dedupe(codes: list[str]) -> list[str]:
-    return list(dict.fromkeys(codes))
 
 
 def _first(value: Mapping[str, Any], keys: Sequence[str]) -> Any:

@@ -1,27 +1,13 @@
 """``TextReActProtocol``: Thought / Action / Observation as plain text.
 
-For models and deployments without function calling. The tools are described in the
-system prompt from the same JSON Schema the native protocol sends; the model writes
-``Thought:``/``Action:``/``Action Input:`` (or a JSON blob, or Chinese labels, per the
-template) and stops before ``Observation:``; :func:`react_engine.parse_react` reads the
-reply tolerantly; observations come back as a user message.
+For models and deployments without function calling: the tools are described in the
+system prompt, the model writes ``Thought:``/``Action:``/``Action Input:`` (or a JSON blob,
+or Chinese labels, per the template), :func:`react_engine.parse_react` reads the reply.
 
-Transcript shape: each step is one assistant message (the reply, cut before any invented
-observation) and one user message (the observations), so every request's prompt begins
-with the previous request's prompt and provider prompt caches hit.
-
-Observations are wrapped in ``<observation>`` tags (any closing tag inside is defused),
-and only the model's own reply is ever parsed, so a tool result that says
-``Final Answer:`` or ``Action:`` cannot end the run or trigger a tool.
-
-A reply with no label at all is sent back once with a reminder of the format; plain prose
-again is the final answer (the policy decides: see :attr:`FormatError.plain
-<react_engine.protocols.base.FormatError.plain>`). ``implicit_final_answer=True`` takes the
-first one for the answer.
-
-``tool_choice`` is emulated: ``"none"`` tells the model to answer now and treats an action
-as a format error; a tool name is named in the prompt and any other action is a format
-error; ``"required"`` makes a bare answer a format error.
+Each step is one assistant message (cut before any invented observation) and one user
+message of observations, so each prompt extends the previous one and prompt caches hit.
+Observations are wrapped in ``<observation>`` tags (any such tag inside is defused) and
+only the model's own reply is parsed: a tool result cannot end the run or trigger a tool.
 """
 
 from __future__ import annotations
@@ -30,6 +16,7 @@ import functools
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ReActParseError, TemplateError
@@ -72,21 +59,19 @@ if TYPE_CHECKING:
 
 __all__ = ["TemplatedProtocol", "TextReActProtocol", "render_tools", "system_prompt"]
 
-_MAY_HOLD_CALL = re.compile(r"[{\[<>(]")
-"""A character every native call format needs: a reply without one holds no call."""
+_MAY_HOLD_CALL = re.compile(r"[{\[<>(]")  # every native call format needs one of these
 _EXAMPLE_ONLY = (
     "the only call in the reply is an example inside a code block, which is not run; "
     "write the Action outside any code block"
 )
+# repairs meaning parse_react found no label of its own: the reply may be a native call
 _UNLABELED = frozenset({"json_blob", "implicit_final_answer", "deepseek_tokens"})
-"""Repairs meaning parse_react found no label of its own: the reply may be a native call."""
 
 log = logging.getLogger("react_engine")
 
 _OBS_OPEN = "<observation>"
 _OBS_CLOSE = "</observation>"
 _OBS_TAG = re.compile(r"<(\s*/?\s*observation\b[^<>]*)>", re.IGNORECASE)
-"""Anything that looks like an observation tag: case, spaces and attributes aside."""
 
 
 def render_tools(tools: list[dict[str, object]] | tuple[dict[str, object], ...]) -> str:
@@ -109,10 +94,8 @@ def render_tools(tools: list[dict[str, object]] | tuple[dict[str, object], ...])
 
 
 def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
-    """A prompt template's system text: the instructions and tools, plus what the request's
-    ``tool_choice`` asks for, and the schema of a typed final answer (``output_type``), in
-    the template's words (for protocols that prompt for the format rather than send native
-    tools). Built once per run for each ``tool_choice`` (the tools are the run's)."""
+    """A prompt template's system text: instructions, tools, what ``tool_choice`` asks for
+    and a typed answer's schema, in the template's words; built once per run."""
     key = ("system_prompt", ctx.instructions, ctx.tool_choice, ctx.output)
     return ctx.once((template,), key, functools.partial(_system_prompt, template, ctx))
 
@@ -141,12 +124,8 @@ def _system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
 
 
 def wrap_observation(text: str) -> str:
-    """Mark a tool result as data; no tag inside it can end the block early or open another.
-
-    Any spelling a reader might take for the tag (``</Observation >``, ``< /observation>``)
-    is escaped as ``&lt;/observation&gt;``, so the block has exactly one opening and one
-    closing tag: the ones added here.
-    """
+    """Mark a tool result as data: any spelling of the tag inside it (``</Observation >``)
+    is escaped, so the block has exactly one opening and one closing tag."""
     safe = _OBS_TAG.sub(lambda m: f"&lt;{m.group(1)}&gt;", text)
     return f"{_OBS_OPEN}{safe}{_OBS_CLOSE}"
 
@@ -159,15 +138,42 @@ class TemplatedProtocol(Protocol):
     and asks again for a typed answer in the template's words."""
 
     template: PromptTemplate
+    _render_step: Callable[[Step, object], list[Message]]
+
+    def _system(self, ctx: RequestContext) -> str:
+        return system_prompt(self.template, ctx)
+
+    def render(self, ctx: RequestContext) -> list[Message]:
+        t = self.template
+
+        def question(text: str) -> Message:
+            return UserMessage(t.fill("question", question=text) if t.has("question") else text)
+
+        return render_history(ctx, self, self._system(ctx), self._render_step, question=question)
+
+    def _messages(self, ctx: RequestContext) -> list[Message]:
+        """The history, and the template's ``force_final`` text on a forced final request."""
+        messages = self.render(ctx)
+        if ctx.force_final and self.template.has("force_final"):
+            messages.append(UserMessage(self.template.fill("force_final")))
+        return messages
+
+    def _refused(self, step: Step) -> list[Message]:
+        """A format-error step: the reply, if any, and its feedback."""
+        out: list[Message] = []
+        if step.text and step.text.strip():
+            out.append(AssistantMessage(step.text))
+        error = self.template.fill("format_error", error="unreadable reply", reminder="")
+        out.append(UserMessage(step.feedback or error))
+        return out
 
     def output_retry(self) -> str:
         t = self.template
         return t.fill("output_retry") if t.has("output_retry") else super().output_retry()
 
     def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
-        """The template's ``format_error`` message (a :class:`~react_engine.wording.Notice`
-        worded in its language), with the ``format_reminder`` of the reply's format unless
-        the request was a forced final one (whose own instruction says what to write)."""
+        """The template's ``format_error`` message in its language, with its
+        ``format_reminder`` unless the request was a forced final one."""
         t, said = self.template, word(error, self.template.language)
         reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
         return t.fill("format_error", error=said, reminder=reminder).strip()
@@ -206,24 +212,23 @@ class TextReActProtocol(TemplatedProtocol):
         )
         """The prompt template: a shipped name (classic, json, zh) or a loaded template."""
         self.send_stop = send_stop
-        """Send the template's stop sequences where the model supports ``stop``. Replies are
-        cut at the first invented observation client-side either way."""
+        """Send the template's stop sequences where the model supports ``stop`` (replies are
+        cut at an invented observation either way)."""
         self.constrain = constrain
         """Send a grammar admitting only a well-formed step where the server constrains
-        decoding (``Capabilities.constrained_decoding`` with a grammar style)."""
+        decoding with a grammar."""
         self.implicit_final_answer = implicit_final_answer
         """Take a reply with no label at all as the final answer. Off by default: such a
-        reply is sent back once with a reminder of the format, since a model that ignores
-        the format may be answering from its own weights without the facts a tool would
-        give; a plain reply again is the answer."""
+        reply is sent back once with a reminder (the model may be answering without the
+        facts a tool would give); a plain reply again is the answer."""
         if self.template.kind != "text":
             raise TemplateError(
                 f"template {self.template.name!r} is not a text ReAct template",
                 template=self.template.name,
             )
         chinese = any(not label.isascii() for label in self.template.labels.values())
+        # parser codes for what this template itself asks for: not repairs under it
         self._own_style = frozenset({"chinese_label", "fullwidth_colon"} if chinese else ())
-        """Parser codes for what this template itself asks for: not repairs under it."""
 
     @classmethod
     def from_options(cls, options: ProtocolOptions) -> TextReActProtocol:
@@ -253,15 +258,6 @@ class TextReActProtocol(TemplatedProtocol):
 
     # --- rendering ----------------------------------------------------------------------------
 
-    def _system(self, ctx: RequestContext) -> str:
-        return system_prompt(self.template, ctx)
-
-    def render(self, ctx: RequestContext) -> list[Message]:
-        def question(text: str) -> Message:
-            return UserMessage(self.template.fill("question", question=text))
-
-        return render_history(ctx, self, self._system(ctx), self._render_step, question=question)
-
     def _render_step(self, step: Step, _: object = None) -> list[Message]:
         t = self.template
         native = step.protocol == self.name and bool(step.text)
@@ -274,15 +270,7 @@ class TextReActProtocol(TemplatedProtocol):
             )
             return [AssistantMessage(text or answer)]
         if step.kind == "format_error":
-            out: list[Message] = []
-            if step.text and step.text.strip():
-                out.append(AssistantMessage(step.text))
-            out.append(
-                UserMessage(
-                    step.feedback or t.fill("format_error", error="unreadable reply", reminder="")
-                )
-            )
-            return out
+            return self._refused(step)
         if native:
             said = step.text or ""
         else:
@@ -300,7 +288,7 @@ class TextReActProtocol(TemplatedProtocol):
                     )
                 )
             said = "\n".join(blocks)
-        out = [AssistantMessage(said), UserMessage(self._observations(step))]
+        out: list[Message] = [AssistantMessage(said), UserMessage(self._observations(step))]
         if step.feedback:
             out.append(UserMessage(step.feedback))
         return out
@@ -323,13 +311,10 @@ class TextReActProtocol(TemplatedProtocol):
         )
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
-        messages = self.render(ctx)
-        if ctx.force_final and self.template.has("force_final"):
-            messages.append(UserMessage(self.template.fill("force_final")))
         stop = self.template.stop[:4] if (self.send_stop and ctx.capabilities.stop) else None
         return ModelRequest(
             model=ctx.model,
-            messages=tuple(messages),
+            messages=tuple(self._messages(ctx)),
             stop=stop or None,
             settings=ctx.settings,
             constraint=self._constraint(ctx),
@@ -350,8 +335,7 @@ class TextReActProtocol(TemplatedProtocol):
         )
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
-        """A grammar for the reply: a thought, then an action on one of the agent's tools
-        with arguments valid for its schema, or a final answer (only that, when forced)."""
+        """A grammar for the reply: a thought, then a valid action or a final answer."""
         style = constraint_style(ctx, wanted=self.constrain, grammar=True)
         if style is None:
             return None  # no constraint, or a JSON Schema (which cannot describe a text reply)
@@ -375,11 +359,9 @@ class TextReActProtocol(TemplatedProtocol):
     # --- reading replies ------------------------------------------------------------------------
 
     def _native(self, raw: str, parsed: ParsedStep | None, ctx: RequestContext) -> Decision | None:
-        """The calls of a reply written in a model family's own tool-call format (the
-        reader function calling's salvage uses), where the Thought/Action reading found no
-        label of its own: a reply it could not read, one without an action or an answer,
-        or one whose actions it took from a bare JSON blob (it reads only the first of
-        several chained blobs; the native reader reads them all)."""
+        """The calls of a reply written in a model family's own tool-call format, where the
+        Thought/Action reading found no label of its own (or only a bare JSON blob, of which
+        it reads the first; the native reader reads them all)."""
         if ctx.force_final or not ctx.tools or not _MAY_HOLD_CALL.search(raw):
             return None
         labeled = parsed is not None and (parsed.actions or parsed.final_answer is not None)
@@ -387,10 +369,8 @@ class TextReActProtocol(TemplatedProtocol):
             return None
         names = ctx.tool_names()
         blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
-        # A blob's reply asks whether its calls are examples only: read with the fenced
-        # examples first. With none there, there is none outside them either (the same
-        # recognisers write the same calls; leaving examples out only drops more), so the
-        # usual blob reply is read once, not twice.
+        # A blob reply is read with the examples first: no call there means none outside
+        # them either, so the usual blob reply is read once, not twice.
         if blob and not read_salvaged(raw, names, limit=ctx.call_limit, examples=True):
             return None
         found = read_salvaged(
@@ -461,8 +441,7 @@ class TextReActProtocol(TemplatedProtocol):
         )
 
     def _plain(self, raw: str, ctx: RequestContext) -> str | None:
-        """A reply with no label at all, read as the answer it would be (see
-        :attr:`FormatError.plain <react_engine.protocols.base.FormatError.plain>`)."""
+        """A reply with no label at all, read as the answer it would be."""
         try:
             parsed = parse_react(
                 raw,

@@ -1,9 +1,8 @@
 """Tool calls that a model wrote into its reply text instead of ``tool_calls``.
 
-Under native function calling, a server without the right tool parser (vLLM without
-``--tool-call-parser``, llama.cpp without ``--jinja``, a provider that deploys a model
-"plain") hands the model's raw call syntax back as content. The call is still there, in
-the model family's own format::
+A server without the right tool parser (vLLM without ``--tool-call-parser``, llama.cpp
+without ``--jinja``) hands the model's raw call syntax back as content, in the model
+family's own format::
 
     hermes          <tool_call>{"name": "f", "arguments": {...}}</tool_call>       Qwen2.5, Hermes
     qwen_xml        <tool_call><function=f><parameter=k>v</parameter></function>  Qwen3-Coder
@@ -16,39 +15,17 @@ the model family's own format::
     json            {"name": "f", "parameters": {...}}   anywhere in the text     Llama 3.x
     python          f(k="v") on a line of its own, or [f(k=1), g()] anywhere       Llama 3.2, Gemma
 
-and the formats of :mod:`.formats` (GLM-4.5, Kimi K2, InternLM2, Qwen2.5-Coder ``<tools>``,
-Jamba, Granite, Llama 4, gpt-oss harmony, MiniMax, Seed-OSS, Functionary, JSON calls on
-lines of their own). Each is registered with :func:`~.formats.register_format` (a new
-family is one more: ``docs/extending.md``), and its recogniser runs only when its marker is
-in the text; the one the capability registry names for the model (``call_format``) first.
+and the formats of :mod:`.formats`. Each is registered with :func:`~.formats.register_format`
+(``docs/extending.md``); its recogniser runs only when its marker is in the text, the
+model's ``call_format`` first.
 
-:func:`salvage_calls` finds them; :func:`strip_salvaged` removes them so that what is
-left is the step's thought. Thought/Action text is not handled here: that is the text
-protocol's parser. :func:`written_call` asks both (where tools are off, as for a forced
-final answer, whether a reply is a call written as text rather than an answer).
-
-Guard rails, because a false positive runs a tool the model never asked for:
-
-* only names in ``tool_names`` are salvaged; with no tools, nothing is;
-* Python syntax counts only on a line of its own or as a ``[f(), g()]`` list of calls
-  only, is parsed with :mod:`ast` and literal-evaluated, never executed; JSON in prose
-  only as valid call objects with an arguments key;
-* calls inside a think block (``<think>``, ``<thinking>``, ``<reasoning>``, read as the
-  text parser reads them) are drafts, not calls, and are skipped;
-* broken JSON arguments stay the raw string (the caller may repair them);
-* markup inside a fenced example (a code fence that is not the whole reply, unless it is
-  the last thing in it) is an example;
-* only the model's action runs (:mod:`..placement`): a call after an ``Observation:`` line
-  the model invented or after its final answer, in prose that presents it as an example,
-  a refusal, a condition or a quote, or right after a quotation mark is dropped
-  (:attr:`Salvaged.withheld` says why); one whose opening tag is never closed is kept
-  with a refusal (:attr:`PendingCall.cut`), so that the model is told.
-
-The patterns live with the parser's in :mod:`..patterns` (linear: no nested quantifiers,
-bounded gaps), call objects, think blocks and fences are read by :mod:`..common` as the
-parser reads them, the call type and the readers shared with :mod:`.formats` are in
-:mod:`.readers`, and every scan resumes where the previous one stopped, so a megabyte
-of adversarial text is still cheap.
+Guard rails, because a false positive runs a tool the model never asked for: only names in
+``tool_names``; Python syntax only on a line of its own or as a list of calls, parsed with
+:mod:`ast`, never executed; JSON in prose only as valid call objects; nothing in a think
+block or a fenced example; broken JSON arguments stay the raw string; and only the model's
+action (:mod:`..placement`): a dropped call's reason is :attr:`Salvaged.withheld`, an
+unclosed one is kept with a refusal (:attr:`PendingCall.cut`). Every scan resumes where
+the previous one stopped, so a megabyte of adversarial text is still cheap.
 """
 
 from __future__ import annotations
@@ -77,8 +54,8 @@ from .formats import FORMATS, NativeFormat, recogniser, register_format, type_ar
 from .readers import (
     MAX_CALL_CHARS,
     Arguments,
+    Blocks,
     CallSink,
-    Piece,
     SalvageFormat,
     Tokens,
     call_from_object,
@@ -120,19 +97,13 @@ def salvage_calls(
     prefer: str | None = None,
     examples: bool = False,
 ) -> list[PendingCall]:
-    """The tool calls written in ``text``, in order of appearance.
+    """The calls to ``tool_names`` written in ``text``, in order of appearance.
 
-    Only calls to names in ``tool_names`` are returned. Where two formats claim the same
-    text, the more explicit one wins (special tokens and tags before bare JSON before
-    Python syntax); ``prefer`` names a format family (the capability registry's
-    ``call_format`` for the model) whose recogniser is asked first. ``schemas`` maps a
-    tool's name to its parameters' JSON Schema: values that a format writes as text
-    (registered with ``values=``) are typed by it (without it, a value is JSON when it parses).
-
-    Not calls: anything in a think block, a format's markup inside a fenced example (a
-    fence that is not the whole reply), and any call that is not the model's action
-    (:func:`~.placement.placement`). ``examples=True`` reads all of those too (to tell a
-    reply whose only calls are examples from one with no call at all).
+    Where two formats claim the same text, the more explicit one wins (tags before bare
+    JSON before Python); ``prefer`` names a format family asked first. ``schemas`` (tool
+    name to parameters' JSON Schema) types the values a format writes as text.
+    ``examples=True`` also reads calls in think blocks, fenced examples and those that are
+    not the model's action.
     """
     return read_salvaged(text, tool_names, schemas=schemas, prefer=prefer, examples=examples).calls
 
@@ -146,14 +117,14 @@ def read_salvaged(
     prefer: str | None = None,
     examples: bool = False,
 ) -> Salvaged:
-    """:func:`salvage_calls`, the first ``limit`` calls only (the reply's length is
-    bounded before it is read: :mod:`react_engine.protocols.limits`)."""
+    """:func:`salvage_calls`, the first ``limit`` calls only, and why one was withheld."""
     names = frozenset(n for n in tool_names if n)
     if not text or not names:
         return Salvaged([])
     fences = [] if examples else _fence_regions(text)
     fenced_last = bool(fences) and not text[fences[-1][1] :].strip(" \t\r\n`~")
-    found = _Found(_think_regions(text), fences, fenced_last)
+    think = [(block.start, block.end) for block in think_blocks(text)]
+    found = _Found(think, fences, fenced_last)
     for detect in _detectors(text, prefer):
         detect(text, names, found)
     withheld: NotAction | None = None
@@ -181,20 +152,16 @@ class Salvaged:
     """The calls :func:`read_salvaged` found in a reply."""
 
     calls: list[PendingCall]
-    """The calls, in order of appearance (within the limit)."""
     withheld: NotAction | None = None
-    """Why the first call written where it is not the model's action was dropped
-    (:func:`~.placement.placement`), or ``None``: none was."""
+    """Why the first call that is not the model's action was dropped, or ``None``."""
 
     def __bool__(self) -> bool:
         return bool(self.calls)
 
 
 class _Found:
-    """The calls the recognisers find, accepted as they come (a recogniser writes into it
-    as into a list: :meth:`append`, :meth:`extend`). A call in a think block, in a fenced
-    example or overlapping one accepted before is dropped; the others are kept in order of
-    position."""
+    """The recognisers' calls, kept in order of position; one in a think block, a fenced
+    example or overlapping one kept before is dropped."""
 
     __slots__ = ("calls", "fenced_last", "fences", "starts", "think")
 
@@ -230,8 +197,7 @@ class _Found:
             ):
                 return
         starts, calls = self.starts, self.calls
-        # after the calls of no width already at ``start`` (the calls of one JSON object
-        # after its first, as :func:`~.calls.tile` spans them): they keep their order
+        # after the calls of no width already at ``start`` (tiled ones keep their order)
         index = bisect.bisect_right(starts, start)
         if index > 0 and starts[index - 1] == start and calls[index - 1].span[1] > start:
             index -= 1  # before the one call with a width that starts there
@@ -247,12 +213,10 @@ class _Found:
             self.append(call)
 
 
-_END: Final = 1 << 62
-"""Past any position: ``(start, _END)`` sorts after every region that begins at ``start``."""
+_END: Final = 1 << 62  # (start, _END) sorts after every region that begins at start
 
 
 def _typed(call: PendingCall, schemas: Mapping[str, Mapping[str, Any]] | None) -> PendingCall:
-    """``call`` with its text values typed (formats that write values as text only)."""
     fmt = F.FORMATS.get(call.format)
     if fmt is None or fmt.values is None or not isinstance(call.arguments, dict):
         return call
@@ -261,8 +225,7 @@ def _typed(call: PendingCall, schemas: Mapping[str, Mapping[str, Any]] | None) -
 
 
 def _detectors(text: str, prefer: str | None) -> list[F.Recogniser]:
-    """The recognisers whose marker is in ``text``, the preferred family's first, the
-    catch-alls (``last``) last."""
+    """The recognisers whose marker is in ``text``: preferred first, catch-alls last."""
     present: list[F.NativeFormat] = []
     tags = "<" in text  # most markers are tags: without a "<", none of those is there
     for fmt in F.FORMATS.values():  # on every reply: plain loops, no generators
@@ -277,9 +240,7 @@ def _detectors(text: str, prefer: str | None) -> list[F.Recogniser]:
 
 
 def _fence_regions(text: str) -> list[tuple[int, int]]:
-    """The code fences of ``text`` (opening line to closing line), unless one fence is the
-    whole reply: markup in a fence with prose around it is an example, not a call (JSON
-    calls may still be fenced as the last thing of a reply; Python calls anywhere)."""
+    """The code fences of ``text``, unless one fence is the whole reply."""
     if "```" not in text and "~~~" not in text:
         return []
     marks = [m.start() for m in P.FENCE_LINE.finditer(text)]
@@ -294,14 +255,9 @@ def _fence_regions(text: str) -> list[tuple[int, int]]:
 
 
 def written_call(text: str, tool_names: Collection[str]) -> bool:
-    """Whether ``text`` is a call to one of ``tool_names`` written out rather than an answer.
-
-    Any syntax :func:`salvage_calls` reads counts, and so do llama.cpp's
-    ``functions.NAME:`` notation (the reply starting with it) and a Thought/Action block
-    naming a tool (``Action: NAME`` / ``Action Input: {...}``, or a JSON action blob, as
-    :func:`~react_engine.parsing.parse_react` reads them). Where no tool can run (a forced
-    final answer), such a reply is not an answer.
-    """
+    """Whether ``text`` is a call to one of ``tool_names`` written out rather than an answer:
+    any syntax :func:`salvage_calls` reads, a leading llama.cpp ``functions.NAME:``, or a
+    Thought/Action block naming a tool."""
     names = [n for n in tool_names if n]
     if not names or not text.strip():
         return False
@@ -320,12 +276,7 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
 
 
 def strip_salvaged(text: str, calls: Sequence[PendingCall] | Salvaged) -> str:
-    """``text`` without the calls' spans: the prose around them, i.e. the step's thought.
-
-    Code fences left empty by the removal are dropped and runs of blank lines collapse,
-    so ``"Let me check.\\n```python\\nget_weather('Paris')\\n```"`` becomes
-    ``"Let me check."``.
-    """
+    """``text`` without the calls' spans (the step's thought), empty fences and blank runs."""
     if not calls:
         return text.strip()
     spans = sorted(c.span for c in (calls.calls if isinstance(calls, Salvaged) else calls))
@@ -344,21 +295,7 @@ def strip_salvaged(text: str, calls: Sequence[PendingCall] | Salvaged) -> str:
     return out.strip()
 
 
-# --- regions ----------------------------------------------------------------------------------
-
-
-def _think_regions(text: str) -> list[tuple[int, int]]:
-    """The spans of the think blocks (:func:`~.common.think_blocks`): a closing tag with no
-    opening one closes a block begun in the prompt (Qwen3's template), so it covers the
-    text from the start; an unclosed opening tag (a truncated reply) runs to the end."""
-    return [(block.start, block.end) for block in think_blocks(text)]
-
-
-# --- arguments -----------------------------------------------------------------------------------
-
-
 def _unfence_whole(src: str) -> str:
-    """The inside of a Markdown code fence wrapping all of ``src``, else ``src``."""
     fenced = unfence(src)
     if fenced is None or fenced[1].strip() or not src.endswith(("```", "~~~")):
         return src
@@ -377,10 +314,7 @@ def _unfence_whole(src: str) -> str:
 )
 def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
     """Hermes ``<tool_call>`` blocks (JSON or Qwen3-Coder XML inside) and bare
-    ``<function=NAME>`` blocks (Qwen3-Coder XML or Llama 3.1 JSON).
-
-    The tags are read as they come, one block or bare function at a time (never all the
-    reply's tags at once: a megabyte of them is tens of thousands of match objects)."""
+    ``<function=NAME>`` blocks, read one at a time (never all tags of a megabyte at once)."""
     tokens = P.CALL_MARKUP.finditer(text)
     token = next(tokens, None)
     while token is not None:
@@ -428,7 +362,6 @@ register_format("llama_function", what="a <function=...>{...} block")
 
 
 def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
-    """Index of the first of ``chars`` in ``text[start:end]``."""
     found = [p for p in (text.find(c, start, end) for c in chars) if p != -1]
     return min(found) if found else None
 
@@ -440,25 +373,14 @@ def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
 )
 def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
     """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``)
-    special-token calls, full-width or ASCII. Calls inside one ``tool_calls_begin/end``
-    block tile it; calls outside any block keep their own spans."""
-    block_start: int | None = None
-    pieces: list[Piece] = []
-
-    def flush(block_end: int | None) -> None:
-        if block_start is not None and pieces:
-            end = block_end if block_end is not None else pieces[-1][3]
-            out.extend(tile(pieces, "deepseek", block_start, end, names))
-        pieces.clear()
-
+    calls; those in a ``tool_calls_begin/end`` block tile it."""
+    blocks = Blocks("deepseek", names, out)
     tokens = Tokens(P.DEEPSEEK_TOKEN.finditer(text))
     while (token := tokens.take()) is not None:
         if token.group(1) == "begin":
-            flush(None)
-            block_start = token.start()
+            blocks.open(token.start())
         elif token.group(1) == "end":
-            flush(token.end())
-            block_start = None
+            blocks.close(token.end())
         elif token.group(2) == "begin":
             separator = tokens.peek()
             if separator is not None and separator.group(1) is None and separator.group(2) is None:
@@ -474,15 +396,11 @@ def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
             if separator is not None:
                 head = text[token.end() : separator.start()]
                 name, arguments = _deepseek_call(head, text[separator.end() : body_end])
-                if block_start is not None:
-                    pieces.append((name, arguments, token.start(), end, ()))
-                elif name in names:  # outside a block: its own span, written at once
-                    out.append(found_call(name, arguments, "deepseek", (token.start(), end)))
-    flush(None)
+                blocks.add((name, arguments, token.start(), end, ()))
+    blocks.close(None)
 
 
 def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
-    """One call from the text before and after ``<｜tool▁sep｜>``."""
     stripped = body.lstrip()
     if stripped.startswith("{"):  # V3.1: NAME<sep>{...}
         return head.strip(), raw_arguments(stripped)
@@ -497,9 +415,8 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
 
 @recogniser("mistral", what="a [TOOL_CALLS] call", markers=("[TOOL_CALLS]",))
 def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
-    """``[TOOL_CALLS]`` followed by a JSON list or object, or by ``NAME[ARGS]{...}`` (v11+;
-    ``[ARGS]`` may be missing, and several calls may follow one mark), or by other text
-    and then a valid JSON list of calls."""
+    """``[TOOL_CALLS]`` then JSON, ``NAME[ARGS]{...}`` calls (v11+), or text and a valid
+    JSON list of calls."""
     marks = Tokens(P.MISTRAL_MARK.finditer(text))
     while (mark := marks.take()) is not None:
         following = marks.peek()
@@ -536,8 +453,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
                     out.append(found_call(name, arguments, "mistral", (start, piece_end)))
                 start = piece_end
         elif (found := P.JSON_LIST_START.search(text, pos, region_end)) is not None:
-            # text between the mark and the list: the list counts when it is valid JSON of
-            # known calls and the text says nothing of an example (the placement's cues)
+            # text before the list: it counts if valid known calls and no example cue
             close, _ = scan(text, found.start(), region_end, P.JSON_STRUCTURE, '"')
             ok, value, _ = loads(text[found.start() : close]) if close else (False, 0, False)
             calls = call_from_object(value) if ok else None
@@ -552,8 +468,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
 
 @recogniser("llama", what="a <|python_tag|> call", markers=("<|python_tag|>",))
 def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
-    """``<|python_tag|>`` then JSON calls (several may be chained with ``;``) or one
-    Python call, up to ``<|eom_id|>``/``<|eot_id|>`` (included), the next tag, or the end."""
+    """``<|python_tag|>`` then JSON calls or one Python call, up to an end token."""
     tokens = Tokens(P.LLAMA_TAG.finditer(text))
     while (token := tokens.take()) is not None:
         if token.group() != P.PYTHON_TAG:
@@ -566,8 +481,7 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
         json_start = _first_of(text, "{[", token.end(), body_end)
         if json_start is not None and not text[token.end() : json_start].strip():
             pieces = json_objects_lazily(text, json_start, body_end)
-            # with no end token, the calls end where their JSON does: the text after
-            # them is prose (what it says decides whether they are the action)
+            # with no end token, the text after the JSON is prose
             tiled_end = end if following is not None else None
             out.extend(tile(pieces, "llama", token.start(), tiled_end, names))
             continue
@@ -577,9 +491,8 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
 
 
 def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
-    """A reply that is nothing but a JSON call (or a list of calls), possibly fenced: Llama
-    3.x without a tool parser answers ``{"name": ..., "parameters": ...}``. Every call must
-    name a known tool; broken JSON counts only when it starts with ``{"name"``."""
+    """A reply that is only JSON calls of known tools, possibly fenced; broken JSON counts
+    only when it starts with ``{"name"``."""
     start = len(text) - len(text.lstrip())
     end = len(text.rstrip())
     body = _unfence_whole(text[start:end])
@@ -603,15 +516,12 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     "json", what="a JSON call object", markers=("{", "["), prefer=("xlam", "qwen25"), last=True
 )
 def _json(text: str, names: frozenset[str], out: CallSink) -> None:
-    """A reply that is a JSON call, then JSON calls in its text (:func:`.formats.json_lines`)."""
     _whole_json(text, names, out)
     F.json_lines(text, names, out)
 
 
 MAX_PYTHON_CALLS = 1024
-"""Python call lines read from one reply. Each costs a ``compile`` (about 25 µs): a reply of
-a megabyte of ``f(a=1)`` lines took 13 s of CPU. No reply runs more than
-``max_calls_per_step`` calls (16 by default), and the calls read past it are only reported."""
+"""Python call lines read from one reply (each costs a ``compile``, about 25 µs)."""
 
 
 @recogniser(
@@ -622,8 +532,7 @@ a megabyte of ``f(a=1)`` lines took 13 s of CPU. No reply runs more than
     last=True,
 )
 def _python(text: str, names: frozenset[str], out: CallSink) -> None:
-    """``tool(k="v")`` alone on its line (plain, indented, in backticks or a fence), and a
-    list of such calls ``[tool(k=1), other()]``, the whole reply or inside its prose."""
+    """``tool(k="v")`` alone on its line, and lists ``[tool(k=1), other()]`` anywhere."""
     idents = sorted(
         (n for n in names if n.isidentifier() and not keyword.iskeyword(n)),
         key=len,

@@ -1,13 +1,7 @@
 """The model families' own tool-call formats: the registry, and one small recogniser each.
 
-:func:`register_format` records a format: its recogniser, the markers that must be in a
-reply for it to find anything, its row in the repair table (``salvaged:NAME``), and what
-the readers need to know of it (tags that must close, values written as text).
-:func:`~.salvage.salvage_calls` asks every recogniser in turn (the one the capability
-registry names for the model first, the catch-all JSON and Python readers last); each
-starts with a substring test for its marker, so a reply without the marker costs one
-``in``. Below, each family is one section: its recogniser and its registration. The
-formats, as the families' chat templates write them::
+:func:`register_format` records a format (recogniser, markers, repair-table row, tags that
+must close, values written as text). The formats, as the families' templates write them::
 
     glm45        <tool_call>f\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>
     kimi         <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
@@ -25,9 +19,8 @@ formats, as the families' chat templates write them::
                  <|recipient|>f\\n<|content|>{...}   (v2)
     json_lines   {"name": "f", "arguments": {...}} anywhere in the text
 
-GLM, Qwen3-Coder XML, MiniMax and Seed-OSS write every value as text: those values are
-typed by the tool's JSON Schema in :func:`typed_value` (``"5"`` becomes ``5`` only where
-the schema says integer).
+Values written as text (GLM, Qwen3-Coder XML, MiniMax, Seed-OSS) are typed by the tool's
+schema (:func:`typed_value`).
 """
 
 from __future__ import annotations
@@ -42,6 +35,7 @@ from .. import repairs as R
 from ..duplicates import DUPLICATE_KEY, assign
 from .readers import (
     Arguments,
+    Blocks,
     CallSink,
     Piece,
     Tokens,
@@ -71,8 +65,7 @@ __all__ = [
 _NAME: Final = r"[\w.\-/:]{1,200}"
 
 Recogniser: TypeAlias = Callable[[str, frozenset[str], CallSink], None]
-"""``read(text, names, out)``: appends to ``out`` each call to one of ``names`` written in
-``text``, made with :func:`~.readers.found_call` (or :func:`~.readers.tile`) with its span."""
+"""``read(text, names, out)``: appends to ``out`` each call to one of ``names`` in ``text``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,14 +146,9 @@ def _types(schema: Mapping[str, Any]) -> list[str]:
 
 
 def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
-    """A value written as text, typed by its parameter's JSON Schema.
-
-    ``schema`` None means the tool's schema is unknown: the value is JSON when it parses
-    (``3``, ``true``, ``["a"]``), else the text. With a schema, text becomes a number, a
-    boolean, null, an object or an array only where the schema allows that type and the
-    text is exactly one; where it allows a string, or says nothing, the text stays. So does
-    JSON that gives a key two values (which it meant is a guess).
-    """
+    """A value written as text, typed by its parameter's JSON Schema (``None``: unknown, so
+    JSON when it parses). Text is typed only where the schema allows that type and no
+    string; JSON giving a key two values stays text (which was meant is a guess)."""
     if schema is None:
         ok, value, conflicted = loads(raw)
         return value if ok and not conflicted else raw
@@ -198,8 +186,7 @@ def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
 def type_arguments(
     arguments: Mapping[str, Any], schema: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """Every text value of ``arguments`` typed by the tool's parameters schema (see
-    :func:`typed_value`); a parameter the schema does not list keeps its text."""
+    """Every text value of ``arguments`` typed (:func:`typed_value`); unlisted ones stay."""
     properties = schema.get("properties") if schema is not None else None
     out: dict[str, Any] = {}
     for key, value in arguments.items():
@@ -218,9 +205,8 @@ def type_arguments(
 
 
 class _Finder:
-    """Where the next of some tokens is, from a position that only moves forward: each
-    token's last hit (or "none after here") is kept, so many opening tags with no closing
-    one cost one pass over the text, not one pass each."""
+    """Where the next of some tokens is, from a position that only moves forward (each
+    token's last hit is kept: many unclosed tags cost one pass, not one each)."""
 
     def __init__(self, text: str, ends: tuple[str, ...]) -> None:
         self.text = text
@@ -229,8 +215,7 @@ class _Finder:
         self.searched_from = [0] * len(ends)
 
     def __call__(self, start: int) -> tuple[int, int]:
-        """``(where the body ends, where the span ends)``: at the first of the tokens at or
-        after ``start`` (the span takes it in), else at the end of the text."""
+        """``(body end, span end)`` at the first token at or after ``start``, else the end."""
         best, which = len(self.text), 0
         for index, end in enumerate(self.ends):
             hit = self.hits[index]
@@ -244,8 +229,7 @@ class _Finder:
 
 
 def _json_pieces(text: str, start: int, limit: int) -> Iterator[Piece]:
-    """The JSON call objects at the first bracket of ``text[start:limit]``, read as they
-    are taken."""
+    """The JSON call objects at the first bracket of ``text[start:limit]``, read lazily."""
     pos = start
     while pos < limit and text[pos] in " \t\r\n":
         pos += 1
@@ -258,22 +242,28 @@ def _blocks(
     text: str,
     names: frozenset[str],
     opening: str,
-    closing: tuple[str, ...],
+    closing: str,
     fmt: Any,
     out: CallSink,
 ) -> None:
-    """JSON calls in ``opening ... closing`` blocks (the closing may be missing at the end
-    of a reply, and the calls then end where their JSON does; or be the next block's
-    opening)."""
-    until = _Finder(text, (*closing, opening))
+    """JSON calls in ``opening ... closing`` blocks (unclosed at the end: they end with
+    their JSON)."""
+    for pos, body, body_end, end in _regions(text, opening, closing):
+        pieces = _json_pieces(text, body, body_end)
+        out.extend(tile(pieces, fmt, pos, None if body_end == len(text) else end, names))
+
+
+def _regions(text: str, opening: str, closing: str) -> Iterator[tuple[int, int, int, int]]:
+    """``(start, body, body end, end)`` of each ``opening ... closing`` region; one left
+    open ends at the next opening or the end of the text."""
+    until = _Finder(text, (closing, opening))
     pos = text.find(opening)
     while pos != -1:
         body = pos + len(opening)
         body_end, end = until(body)
         if text.startswith(opening, body_end):
             end = body_end
-        pieces = _json_pieces(text, body, body_end)
-        out.extend(tile(pieces, fmt, pos, None if body_end == len(text) else end, names))
+        yield pos, body, body_end, end
         pos = text.find(opening, max(end, body))
 
 
@@ -293,13 +283,7 @@ _GLM_PAIR: Final = re.compile(r"\s*<arg_key>(.{0,200}?)</arg_key>\s*<arg_value>"
 def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
     """GLM-4.5 / 4.6: ``<tool_call>NAME`` then ``<arg_key>K</arg_key><arg_value>V</arg_value>``
     pairs (strings as written, other values as JSON), ``</tool_call>``."""
-    until = _Finder(text, ("</tool_call>", "<tool_call>"))
-    pos = text.find("<tool_call>")
-    while pos != -1:
-        body = pos + len("<tool_call>")
-        body_end, end = until(body)
-        if text.startswith("<tool_call>", body_end):
-            end = body_end
+    for pos, body, body_end, end in _regions(text, "<tool_call>", "</tool_call>"):
         head = _GLM_HEAD.match(text, body, body_end)
         if head is not None and head.group(1) in names:
             arguments: dict[str, Any] | None = {}
@@ -321,7 +305,6 @@ def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
             if arguments is not None:
                 repairs = DUPLICATE_KEY if conflicted else ()
                 out.append(found_call(head.group(1), arguments, "glm45", (pos, end), repairs))
-        pos = text.find("<tool_call>", max(end, body))
 
 
 _KIMI_TOKEN: Final = re.compile(
@@ -338,22 +321,12 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
     """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
     <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
     tokens = Tokens(_KIMI_TOKEN.finditer(text))
-    section: int | None = None
-    pieces: list[Piece] = []
-
-    def flush(section_end: int | None) -> None:
-        if section is not None and pieces:
-            end = section_end if section_end is not None else pieces[-1][3]
-            out.extend(tile(pieces, "kimi", section, end, names))
-        pieces.clear()
-
+    sections = Blocks("kimi", names, out)
     while (token := tokens.take()) is not None:
         if token.group(1) == "begin":
-            flush(None)
-            section = token.start()
+            sections.open(token.start())
         elif token.group(1) == "end":
-            flush(token.end())
-            section = None
+            sections.close(token.end())
         elif token.group() == "<|tool_call_begin|>":
             argument = tokens.peek()
             if argument is None or argument.group() != "<|tool_call_argument_begin|>":
@@ -369,29 +342,18 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
                 tokens.take()
             if ident is not None:
                 arguments = raw_arguments(text[arg_start:body_end])
-                if section is not None:
-                    pieces.append((ident.group(1), arguments, token.start(), end, ()))
-                elif ident.group(1) in names:  # outside a section: its own span, at once
-                    out.append(found_call(ident.group(1), arguments, "kimi", (token.start(), end)))
-    flush(None)
+                sections.add((ident.group(1), arguments, token.start(), end, ()))
+    sections.close(None)
 
 
 @recogniser("internlm", what="InternLM's <|action_start|> call", markers=("<|action_start|>",))
 def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
     """InternLM2: ``<|action_start|><|plugin|>`` then a JSON call, ``<|action_end|>``."""
-    until = _Finder(text, ("<|action_end|>", "<|action_start|>"))
-    pos = text.find("<|action_start|>")
-    while pos != -1:
-        body = pos + len("<|action_start|>")
-        while body < len(text) and text[body] in " \t\r\n":
-            body += 1
-        body_end, end = until(body)
-        if text.startswith("<|action_start|>", body_end):
-            end = body_end
-        if text.startswith("<|plugin|>", body):
-            pieces = _json_pieces(text, body + len("<|plugin|>"), body_end)
+    for pos, body, body_end, end in _regions(text, "<|action_start|>", "<|action_end|>"):
+        plugin = body_end - len(text[body:body_end].lstrip(" \t\r\n"))
+        if text.startswith("<|plugin|>", plugin):
+            pieces = _json_pieces(text, plugin + len("<|plugin|>"), body_end)
             out.extend(tile(pieces, "internlm", pos, end, names))
-        pos = text.find("<|action_start|>", max(end, body))
 
 
 @recogniser(
@@ -402,7 +364,7 @@ def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
 )
 def qwen25(text: str, names: frozenset[str], out: CallSink) -> None:
     """Qwen2.5-Coder: JSON calls inside ``<tools> ... </tools>``."""
-    _blocks(text, names, "<tools>", ("</tools>",), "qwen25", out)
+    _blocks(text, names, "<tools>", "</tools>", "qwen25", out)
 
 
 @recogniser(
@@ -413,26 +375,19 @@ def qwen25(text: str, names: frozenset[str], out: CallSink) -> None:
 )
 def jamba(text: str, names: frozenset[str], out: CallSink) -> None:
     """Jamba (and MiniMax-M1): a JSON list, or JSON lines, inside ``<tool_calls>``."""
-    _blocks(text, names, "<tool_calls>", ("</tool_calls>",), "jamba", out)
+    _blocks(text, names, "<tool_calls>", "</tool_calls>", "jamba", out)
 
 
 @recogniser("granite", what="Granite's <|tool_call|> list", markers=("<|tool_call|>",))
 def granite(text: str, names: frozenset[str], out: CallSink) -> None:
     """Granite: ``<|tool_call|>`` then a JSON list of calls."""
-    _blocks(text, names, "<|tool_call|>", ("<|end_of_text|>",), "granite", out)
+    _blocks(text, names, "<|tool_call|>", "<|end_of_text|>", "granite", out)
 
 
 @recogniser("llama4", what="Llama 4's [f(k=v)] calls", markers=("<|python_start|>",))
 def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
-    """Llama 4: ``<|python_start|>`` then a pythonic list ``[f(k=...), g()]`` (or one
-    call), up to ``<|python_end|>``."""
-    until = _Finder(text, ("<|python_end|>", "<|python_start|>"))
-    pos = text.find("<|python_start|>")
-    while pos != -1:
-        body = pos + len("<|python_start|>")
-        body_end, end = until(body)
-        if text.startswith("<|python_start|>", body_end):
-            end = body_end
+    """Llama 4: ``<|python_start|>[f(k=...), g()]<|python_end|>`` (or one call)."""
+    for pos, body, body_end, end in _regions(text, "<|python_start|>", "<|python_end|>"):
         start = body
         while start < body_end and text[start] in " \t\r\n":
             start += 1
@@ -447,7 +402,6 @@ def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
             call = python_call(text[start:stop], names)
             if call is not None:
                 out.append(found_call(call[0], call[1], "llama4", (pos, end), call[2]))
-        pos = text.find("<|python_start|>", max(end, body))
 
 
 _HARMONY_TO: Final = re.compile(rf"to=(?:functions\.)?({_NAME})")
@@ -501,23 +455,13 @@ _MINIMAX_TOKEN: Final = re.compile(
 def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     """MiniMax-M2: ``<minimax:tool_call>`` holding ``<invoke name="NAME">`` elements with
     ``<parameter name="K">V</parameter>`` children, values as text."""
-    block: int | None = None
-    pieces: list[Piece] = []
+    blocks = Blocks("minimax", names, out)
     tokens = Tokens(_MINIMAX_TOKEN.finditer(text))
-
-    def flush(block_end: int | None) -> None:
-        if block is not None and pieces:
-            end = block_end if block_end is not None else pieces[-1][3]
-            out.extend(tile(pieces, "minimax", block, end, names))
-        pieces.clear()
-
     while (token := tokens.take()) is not None:
         if token.group() == "<minimax:tool_call>":
-            flush(None)
-            block = token.start()
+            blocks.open(token.start())
         elif token.group() == "</minimax:tool_call>":
-            flush(token.end())
-            block = None
+            blocks.close(token.end())
         elif token.group(1) is not None:
             params: dict[str, Any] = {}
             conflicted = False
@@ -543,11 +487,8 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
                 continue  # an invoke left open for the next one: not a call anyone finished
             name = token.group(1).strip()
             repairs = DUPLICATE_KEY if conflicted else ()
-            if block is not None:
-                pieces.append((name, params, token.start(), end, repairs))
-            elif name in names:  # outside a block: its own span, written at once
-                out.append(found_call(name, params, "minimax", (token.start(), end), repairs))
-    flush(None)
+            blocks.add((name, params, token.start(), end, repairs))
+    blocks.close(None)
 
 
 @recogniser(
@@ -560,17 +501,10 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
 def seed_oss(text: str, names: frozenset[str], out: CallSink) -> None:
     """Seed-OSS: Qwen3-Coder-style ``<function=NAME><parameter=K>V</parameter></function>``
     inside ``<seed:tool_call> ... </seed:tool_call>``."""
-    until = _Finder(text, ("</seed:tool_call>", "<seed:tool_call>"))
-    pos = text.find("<seed:tool_call>")
-    while pos != -1:
-        body = pos + len("<seed:tool_call>")
-        body_end, end = until(body)
-        if text.startswith("<seed:tool_call>", body_end):
-            end = body_end
+    for pos, body, body_end, end in _regions(text, "<seed:tool_call>", "</seed:tool_call>"):
         tokens = list(P.CALL_MARKUP.finditer(text, body, body_end))
         functions = tagged_functions(text, tokens, body_end)
         out.extend(tile([piece for piece, _ in functions], "seed_oss", pos, end, names))
-        pos = text.find("<seed:tool_call>", max(end, body))
 
 
 _FUNCTIONARY: Final = re.compile(
@@ -616,17 +550,11 @@ _CALL_OBJECT: Final = re.compile(r'(?:\[\s*)?\{(?=\s*"(?:name|function|tool)"\s*
 
 
 def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
-    """JSON call objects written in the reply's text (Qwen2.5-Coder's bare
-    ``{"name": ..., "arguments": ...}`` on its own line; Llama 3's inside a sentence),
-    several chained with ``;``, ``,`` or white space, or in a list.
+    """JSON call objects in the reply's text, alone or chained (``;``, ``,``, space, a list).
 
-    Stricter than a whole-reply JSON call: each object of a chain must be valid JSON with
-    an explicit arguments key and a known tool name, and it must not be a value inside
-    other JSON (after a ``"key":``). Whether prose around it presents it as an example is
-    the placement's question (:mod:`..placement`), as for every call in text.
-
-    A chain is read twice, object by object: once to check every call in it, once to
-    write them; none is held in between (a megabyte of JSON lines is one chain).
+    Each object of a chain must be valid JSON with an explicit arguments key and a known
+    tool, and not a value inside other JSON. A chain is read twice (check, then write),
+    holding no object in between: a megabyte of JSON lines is one chain.
     """
     resume = 0
     for match in _CALL_OBJECT.finditer(text):
@@ -657,9 +585,8 @@ _LIST_END: Final = re.compile(r"\s*\]")
 
 
 def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
-    """The spans of the JSON objects chained from ``text[pos]`` (a ``{``) with spaces,
-    ``,`` or ``;`` between them, as :func:`~.readers.json_objects_lazily` reads them: an object
-    never closed runs to the end of the text."""
+    """The spans of the JSON objects chained from ``text[pos]`` (an unclosed one runs to
+    the end)."""
     cursor = pos
     while cursor < len(text):
         while cursor < len(text) and text[cursor] in " \t\r\n,;":
@@ -674,8 +601,7 @@ def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
 
 
 def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments]] | None:
-    """The calls of one chained JSON object (none: not a call), or ``None`` when one is
-    not good: broken JSON, an unknown tool, or no explicit arguments key."""
+    """The calls of one chained JSON object, or ``None`` when one is not good."""
     ok, value, _ = loads(source)  # the calls are read again, with their repairs
     if not ok:
         return None if call_from_json(source) else []

@@ -1,17 +1,5 @@
-"""The calls that :mod:`..salvage` and :mod:`.formats` both build, and the readers they share.
-
-:func:`found_call` makes one call recovered from reply text (a
-:class:`~react_engine.types.PendingCall`); a recogniser finds calls as
-pieces (:data:`Piece`: name, arguments, extent, repairs) and :func:`tile` turns those sharing one
-wrapper into calls whose spans tile it. The readers: JSON arguments (:func:`raw_arguments`),
-call objects (:func:`json_objects_lazily`, broken JSON read loosely), brackets skipping string
-literals (:func:`scan`), ``<function=NAME>`` markup (:func:`tagged_functions`), values written as
-text (:func:`strip_text_value`) and Python calls (:func:`python_call`, literal-evaluated,
-never executed).
-
-Both modules import this one and it imports neither, so the recognisers of
-:mod:`.formats` and the table of :mod:`..salvage` that runs them need no import at call time.
-"""
+"""The calls that :mod:`..salvage` and :mod:`.formats` both build, and the readers they share
+(this module imports neither of them)."""
 
 from __future__ import annotations
 
@@ -40,21 +28,12 @@ def found_call(
     span: tuple[int, int],
     repairs: Repairs = (),
 ) -> PendingCall:
-    """One tool call recovered from reply text, as a :class:`~react_engine.types.PendingCall`
-    with its :attr:`~react_engine.types.PendingCall.format` and
-    :attr:`~react_engine.types.PendingCall.span`.
+    """One tool call recovered from reply text, with its ``format`` and ``span``.
 
-    ``name`` is one of the ``tool_names`` given to :func:`~.salvage.salvage_calls`. The
-    arguments are a JSON-compatible dict, or text: the raw text when it was not valid JSON
-    (repair it, or report invalid arguments to the model). A Python call with a single
-    positional argument gives that argument as text (a string as written, anything else as
-    JSON), like a text action input; several positional arguments are kept in order under
-    ``"__args__"`` (map them onto the tool's parameters, or report them). Arguments read
-    out of a call object that is not JSON and no JSON themselves (``"arguments": /srv/x}``)
-    carry the repair ``loose_arguments``, and arguments read from an object that gives a
-    key two values ``duplicate_key``: ``repairs``, guesses that never run (:mod:`..repairs`).
-    Its ``raw_arguments`` are set when a protocol reads it
-    (:func:`~react_engine.protocols.shared.salvaged_calls`)."""
+    ``arguments`` are a JSON-compatible dict, or text (the raw text when not valid JSON; a
+    single positional Python argument). ``repairs`` such as ``loose_arguments`` or
+    ``duplicate_key`` are guesses that never run. ``raw_arguments`` are set when a
+    protocol reads the call (:func:`~react_engine.protocols.shared.salvaged_calls`)."""
     return PendingCall(None, name, arguments, "", repairs=list(repairs), format=fmt, span=span)
 
 
@@ -62,21 +41,18 @@ _LOOSE: Final = ("loose_arguments",)
 
 
 class CallSink(Protocol):
-    """Where a recogniser writes the calls it finds, as into a list: the reader of
-    :mod:`..salvage` keeps each one or drops it as it comes, so that a recogniser holds
-    no list of its own (a megabyte of calls is not kept whole, only counted)."""
+    """Where a recogniser writes the calls it finds, as into a list (kept or dropped as
+    they come: a megabyte of calls is never held whole)."""
 
     def append(self, call: PendingCall, /) -> None: ...
 
     def extend(self, calls: Iterable[PendingCall], /) -> None: ...
 
 
-MAX_CALL_CHARS: Final = 20_000
-"""Longest Python call considered; longer ones are not calls a model meant to make."""
+MAX_CALL_CHARS: Final = 20_000  # longest Python call considered
 
 Piece: TypeAlias = tuple[str, Arguments, int, int, Repairs]
-"""A call found in text: name, arguments, the extent of its own syntax, and the repairs
-its arguments took."""
+"""A call found in text: name, arguments, start, end, repairs."""
 
 
 def tile(
@@ -87,11 +63,8 @@ def tile(
     names: frozenset[str],
 ) -> Iterator[PendingCall]:
     """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
-    with spans that tile it: the first reaches back to the wrapper's start, each next one
-    begins where the previous ended, the last reaches to the wrapper's end. ``end=None``:
-    where ``pieces``, a :func:`json_objects_lazily` reader, says the JSON ended. The
-    pieces are read and the calls made one at a time, as the reader of :mod:`..salvage`
-    takes them."""
+    with spans that tile it (``end=None``: where the :func:`json_objects_lazily` reader
+    says the JSON ended). Read lazily."""
     previous_end = start
     last: Piece | None = None
     reading = iter(pieces)
@@ -111,10 +84,40 @@ def tile(
         yield found_call(last[0], last[1], fmt, (previous_end, end), last[4])
 
 
+class Blocks:
+    """Calls of one format read around begin/end tokens: those inside a block tile it,
+    those outside keep their own spans (written at once)."""
+
+    __slots__ = ("fmt", "names", "out", "pieces", "start")
+
+    def __init__(self, fmt: SalvageFormat, names: frozenset[str], out: CallSink) -> None:
+        self.fmt, self.names, self.out = fmt, names, out
+        self.start: int | None = None
+        self.pieces: list[Piece] = []
+
+    def open(self, start: int) -> None:
+        self.close(None)
+        self.start = start
+
+    def close(self, end: int | None) -> None:
+        """End the block at ``end`` (``None``: where its last call ends)."""
+        if self.start is not None and self.pieces:
+            end = end if end is not None else self.pieces[-1][3]
+            self.out.extend(tile(self.pieces, self.fmt, self.start, end, self.names))
+        self.pieces.clear()
+        self.start = None
+
+    def add(self, piece: Piece) -> None:
+        if self.start is not None:
+            self.pieces.append(piece)
+        elif piece[0] in self.names:
+            name, arguments, start, end, repairs = piece
+            self.out.append(found_call(name, arguments, self.fmt, (start, end), repairs))
+
+
 class Tokens:
-    """A recogniser's tokens (regex matches) read as they come, with a look at the next
-    one: never all of a reply's tokens at once (a megabyte of markup is tens of thousands
-    of match objects, which the garbage collector would walk)."""
+    """A recogniser's regex matches read as they come, with a look at the next one (never
+    all at once: a megabyte of markup is tens of thousands of match objects)."""
 
     __slots__ = ("_matches", "_next")
 
@@ -123,11 +126,9 @@ class Tokens:
         self._next = next(matches, None)
 
     def peek(self) -> re.Match[str] | None:
-        """The next token, left to read."""
         return self._next
 
     def take(self) -> re.Match[str] | None:
-        """The next token, read."""
         token = self._next
         if token is not None:
             self._next = next(self._matches, None)
@@ -138,10 +139,8 @@ class Tokens:
 
 
 def loads(src: str) -> tuple[bool, Any, bool]:
-    """``json.loads`` that reports failure instead of raising, and whether an object in
-    the value gives a key two values (:mod:`..duplicates`). Raw newlines and tabs inside
-    strings are accepted (``strict=False``): models write code arguments that way, and
-    nothing else about the JSON is forgiven here."""
+    """``(ok, value, a key given two values)``; raw newlines and tabs inside strings are
+    accepted (models write code arguments that way), nothing else is forgiven."""
     try:
         value, _, conflicted = decode(src, strict=False)
     except (ValueError, RecursionError):
@@ -150,9 +149,8 @@ def loads(src: str) -> tuple[bool, Any, bool]:
 
 
 def _arguments(value: Any) -> Arguments:
-    """Normalise parsed arguments: a dict stays, JSON text holding an object is decoded
-    (some models double-encode), other text stays as written, nothing becomes ``{}``.
-    Text that gives a key two values stays text (the policy refuses it, as written)."""
+    """A dict stays, JSON text of an object is decoded (double-encoding), other text
+    stays, ``None`` becomes ``{}``."""
     if isinstance(value, dict):
         return value
     if value is None:
@@ -164,8 +162,8 @@ def _arguments(value: Any) -> Arguments:
 
 
 def raw_arguments(src: str) -> Arguments:
-    """Arguments given as JSON text: decoded when valid, else the stripped raw text (as
-    when it gives a key two values: the policy refuses it, as written)."""
+    """Arguments given as JSON text: decoded when valid (no key given two values), else
+    the stripped text."""
     src = src.strip()
     if not src:
         return {}
@@ -174,11 +172,8 @@ def raw_arguments(src: str) -> Arguments:
 
 
 def call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
-    """Names and arguments of the calls in one decoded JSON value, read as the text
-    parser reads a JSON action (:func:`~.common.call_objects`): ``{"name", "arguments"}``,
-    ``{"name", "parameters"}``, OpenAI's ``{"type": "function", "function": {...}}`` and
-    the other spellings. Without an arguments key the remaining keys are the arguments
-    (``{"name": "f", "city": "Paris"}``): only known tool names are salvaged."""
+    """Names and arguments of the calls in one decoded JSON value, in every spelling the
+    text parser reads (:func:`~.common.call_objects`)."""
     calls = call_objects(obj, name_alone=True)
     if calls is None:
         return None
@@ -186,11 +181,8 @@ def call_from_object(obj: Any) -> list[tuple[str, Arguments]] | None:
 
 
 def _loose_call(src: str) -> tuple[str, Arguments, Repairs] | None:
-    """Name and raw arguments from a call object that is not valid JSON.
-
-    The arguments are exact when they are one complete JSON value followed by nothing but
-    closing braces (``{"name": "f", "arguments": {...}`` missing its last brace); any other
-    reading is a guess (:func:`found_call`)."""
+    """Name and raw arguments from a call object that is not valid JSON: exact when one
+    complete JSON value followed only by closing braces, else ``loose_arguments``."""
     name = P.LOOSE_NAME.search(src)
     if name is None:
         return None
@@ -213,7 +205,6 @@ def _loose_call(src: str) -> tuple[str, Arguments, Repairs] | None:
 
 
 def _json_string_prefix(src: str) -> str:
-    """The JSON string literal at the start of ``src``, up to its closing quote."""
     pos = 1
     while True:
         match = P.QUOTE_OR_ESCAPE.search(src, pos)
@@ -226,16 +217,13 @@ def _json_string_prefix(src: str) -> str:
 
 
 def call_from_json(src: str) -> list[tuple[str, Arguments, Repairs]] | None:
-    """The calls in the text of one JSON object, with their repairs; broken JSON is read
-    loosely, keeping the raw arguments (``loose_arguments``)."""
+    """The calls in the text of one JSON object, with their repairs; broken JSON loosely."""
     ok, value, conflicted = loads(src)
     if not ok:
         loose = _loose_call(src)
         return None if loose is None else [loose]
     calls = call_from_object(value)
-    # A key written twice with two values, in the object or anywhere in it (the name's,
-    # the arguments', a wrapper's "tool_calls"): which the model meant is a guess, and so
-    # is every call read from it, whatever its own arguments say.
+    # a key given two values anywhere in the object makes every call in it a guess
     repairs = DUPLICATE_KEY if conflicted else ()
     return None if calls is None else [(name, args, repairs) for name, args in calls]
 
@@ -246,12 +234,9 @@ def call_from_json(src: str) -> list[tuple[str, Arguments, Repairs]] | None:
 def scan(
     text: str, start: int, limit: int, structure: re.Pattern[str], quotes: str
 ) -> tuple[int | None, int]:
-    """Find the bracket closing the one at ``text[start]``, skipping string literals.
-
-    Returns ``(index after it, where scanning stopped)``, or ``(None, where it stopped)``
-    when it is not closed before ``limit`` (or, for Python, a string runs past its line).
-    Jumps from one structural character to the next, so the cost is one pass.
-    """
+    """``(index after the bracket closing text[start], where scanning stopped)``, skipping
+    string literals; ``None`` first when not closed before ``limit`` or a string runs past
+    its line."""
     depth = 0
     quote = ""
     pos = start
@@ -279,11 +264,8 @@ def scan(
 
 
 def json_objects_lazily(text: str, pos: int, limit: int) -> Generator[Piece, None, int]:
-    """Calls in JSON starting at ``text[pos]``: one object, a list of objects, or objects
-    chained with ``;`` (Llama 3.1), one at a time (a list of thousands is not held whole).
-    Each call keeps its own extent, and objects are read one by one, so a broken one does
-    not lose the others. Where the JSON ended (``limit`` if it never closed) is the
-    generator's return value."""
+    """Calls in JSON at ``text[pos]`` (an object, a list, or objects chained with ``;``),
+    one object at a time; returns where the JSON ended (``limit`` if never closed)."""
     in_list = text[pos] == "["
     cursor = pos + 1 if in_list else pos
     end = cursor
@@ -313,14 +295,9 @@ _TRAILING_INDENT: Final = re.compile(r"\n[ \t]*\Z")
 
 
 def strip_text_value(raw: str) -> str:
-    """A parameter value as an XML-ish template wrote it (Qwen3-Coder, MiniMax, Seed-OSS).
-
-    The newline after the opening tag and the one before the closing tag belong to the
-    format (as the template's own parser reads them). So does indentation that only lays
-    the tags out: when the closing tag is indented, the value's lines lose up to that much
-    of their common indentation (``"\\n        Dallas\\n        "`` is ``"Dallas"``).
-    Indentation the closing tag does not share is the value's own (code) and stays.
-    """
+    """A parameter value as an XML-ish template wrote it, without the template's layout:
+    the newlines next to the tags, and up to the closing tag's indentation of common
+    indentation (the rest is the value's own)."""
     if not raw.startswith(("\n", "\r\n")):
         return raw.removesuffix("\n").removesuffix("\r")
     body = raw.removeprefix("\r").removeprefix("\n")
@@ -340,12 +317,9 @@ def strip_text_value(raw: str) -> str:
 def tagged_functions(
     text: str, tokens: Sequence[re.Match[str]], region_end: int
 ) -> list[tuple[Piece, SalvageFormat]]:
-    """The call and its format for each ``<function=NAME>`` in ``tokens``.
-
-    A function ends at ``</function>``, at the next ``<function=``, or at ``region_end``.
-    Its body is either ``<parameter=KEY>value</parameter>`` pairs (Qwen3-Coder) or one
-    JSON object (Llama 3.1).
-    """
+    """The call and its format for each ``<function=NAME>`` in ``tokens``: parameter
+    pairs (Qwen3-Coder) or one JSON object (Llama 3.1), up to ``</function>``, the next
+    function or ``region_end``."""
     out: list[tuple[Piece, SalvageFormat]] = []
     k = 0
     while k < len(tokens):
@@ -368,7 +342,6 @@ def tagged_functions(
             k += 1
             if token.group(2) is not None:
                 value_end = tokens[k].start() if k < len(tokens) else region_end
-                # text, without the template's layout: :mod:`..salvage` types it by the schema
                 value = strip_text_value(text[token.end() : value_end])
                 conflicted |= assign(params, token.group(2).strip(), value)
                 if k < len(tokens) and tokens[k].group() == "</parameter>":
@@ -389,10 +362,8 @@ def tagged_functions(
 
 
 def python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iterator[Piece] | None:
-    """``[f(...), g(...)]`` in ``text[start:end]`` as calls with their extents; ``None``
-    unless every element is a call to a known tool and the list ends at ``end - 1``.
-
-    Every element is checked (parsed) before any is given."""
+    """``[f(...), g(...)]`` in ``text[start:end]`` as calls; ``None`` unless every element
+    is a call to a known tool (all checked before any is given)."""
     pieces: list[Piece] = []
     pos = start + 1
     while True:
@@ -414,14 +385,10 @@ def python_list(text: str, start: int, end: int, names: frozenset[str]) -> Itera
 
 
 def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments, Repairs] | None:
-    """Parse ``src`` as exactly one call to a known tool with literal arguments.
+    """``src`` as exactly one call to a known tool with literal arguments, else ``None``.
 
-    ``f(a=1, b="x")`` gives ``{"a": 1, "b": "x"}``; ``f("Paris")`` gives ``"Paris"``, the
-    tool's single input as a text action input would give it (a non-string single value
-    gives its JSON text); other positional arguments are kept in order under
-    ``"__args__"``, since only the tool knows their names. Anything that is not a literal
-    (a variable, a nested call, ``**kw``) means the model wrote code, not a call: ``None``.
-    A keyword given twice with two values is ``duplicate_key``.
+    ``f(a=1)`` gives ``{"a": 1}``; one positional value gives it as text (JSON if not a
+    string); several go under ``"__args__"``. A non-literal means code, not a call.
     """
     src = src.strip()
     if len(src) > MAX_CALL_CHARS:
@@ -448,8 +415,7 @@ def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments, Repair
         return None
     if len(positional) == 1 and not keywords and isinstance(positional[0], str):
         return name, positional[0], ()
-    # Arguments must survive JSON like any others: tuples become lists; sets, bytes and
-    # complex numbers have no JSON form, so such a call is not salvaged.
+    # through JSON: tuples become lists; sets, bytes, complex: not salvaged
     try:
         if len(positional) == 1 and not keywords:
             return name, json.dumps(positional[0], ensure_ascii=False), ()
