@@ -771,7 +771,7 @@ def render(results: dict[str, Any]) -> str:
         "",
         *_durable(results),
         "",
-        "## 8. Event-loop stall: a 1 MB reply",
+        "## 8. Event-loop stall: hostile replies at 1 MB and at the read limit",
         "",
         *_stall(results),
     ]
