@@ -16,10 +16,10 @@ def dump(value: Any) -> bytes:
         return (json.dumps(value, indent=2, ensure_ascii=True, sort_keys=False) + "\n").encode()
 
 
-def expected_for(path: Path, actual: Any, update: bool) -> Any | None:
-    """The expectation beside ``path``; with ``update``, rewrite it from ``actual`` and
-    return None (the test then has nothing to compare)."""
-    expected_path = path.with_suffix(".json")
+def expected_for(path: Path, actual: Any, update: bool, suffix: str = ".json") -> Any | None:
+    """The expectation beside ``path`` (its name with ``suffix``); with ``update``, rewrite
+    it from ``actual`` and return None (the test then has nothing to compare)."""
+    expected_path = path.with_suffix(suffix)
     if update:
         expected_path.write_bytes(dump(actual))
         return None
