@@ -49,7 +49,7 @@ def test_report_has_every_section(quick_run: tuple[str, dict[str, object], str])
         "## 4. Prompt tokens and prefix stability",
         "## 5. Streaming: time to first token, live stop detection",
         "## 7. Durable state: what a store costs per LLM call",
-        "## 8. Event-loop stall: a 1 MB reply",
+        "## 8. Event-loop stall: hostile replies at 1 MB and at the read limit",
     ):
         assert heading in md
     for fact in ("**Date**", "**Command**", "**Machine**", "**Python**", "**Load average**"):
