@@ -6,7 +6,7 @@ compiled patterns, so it runs in time linear in the length of the text.
 
 from __future__ import annotations
 
-import string
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import JSONRepairError
@@ -31,32 +31,30 @@ MAX_REPAIR_CHARS: Final = 100_000
 """Longest broken JSON the tolerant decoder takes on (valid JSON of any size is fine)."""
 
 
+@dataclass(slots=True)
 class Repairs:
-    """An ordered set of repair codes."""
+    """An ordered set of repair codes, and the rules of one decoding."""
 
-    __slots__ = ("_seen", "allow_truncated", "close_brackets", "comment_to_end")
-
-    def __init__(self, allow_truncated: bool = True, close_brackets: bool = False) -> None:
-        self._seen: dict[str, None] = {}
-        self.allow_truncated = allow_truncated
-        """Close what is still open at the end of the text (else that is an error)."""
-        self.close_brackets = close_brackets
-        """With ``allow_truncated`` off: still close brackets open after a complete value."""
-        self.comment_to_end = False
-        """A comment ran to the end of the text (closing brackets may be inside it)."""
+    allow_truncated: bool = True
+    """Close what is still open at the end of the text (else that is an error)."""
+    close_brackets: bool = False
+    """With ``allow_truncated`` off: still close brackets open after a complete value."""
+    comment_to_end: bool = False
+    """A comment ran to the end of the text (closing brackets may be inside it)."""
+    seen: dict[str, None] = field(default_factory=dict)
 
     def child(self) -> Repairs:
         """A fresh set for one attempt, under the same rules."""
         return Repairs(self.allow_truncated, self.close_brackets)
 
     def add(self, code: str) -> None:
-        self._seen[code] = None
+        self.seen[code] = None
 
     def extend(self, codes: Repairs) -> None:
-        self._seen.update(codes._seen)
+        self.seen.update(codes.seen)
 
     def codes(self) -> tuple[str, ...]:
-        return tuple(self._seen)
+        return tuple(self.seen)
 
 
 def json_error(message: str, text: str, pos: int) -> JSONRepairError:
@@ -128,13 +126,10 @@ def decode_value(
                 pos += 1
                 state = _KEY if c == "{" else _FIRST
                 continue
-            value, end = _fast_scalar(s, pos, hi)
-            if value is _SLOW:
-                in_object = bool(stack) and type(stack[-1]) is dict
-                value, end = _scalar(
-                    s, pos, hi, repairs, allow_bare=allow_bare and in_object, top=not stack
-                )
-            pos = end
+            in_object = bool(stack) and type(stack[-1]) is dict
+            value, pos = _scalar(
+                s, pos, hi, repairs, allow_bare=allow_bare and in_object, top=not stack
+            )
             if not stack:
                 return value, pos
             top = stack[-1]
@@ -230,35 +225,6 @@ def decode_value(
 
 
 _SKIPPABLE: Final = frozenset(" \t\n\r/#")
-_NUMBER_TAIL: Final = frozenset(string.ascii_letters + string.digits + ".+-_$")
-_PLAIN_STRING: Final = P.STRING_CHUNK['"']
-
-
-def _fast_scalar(s: str, pos: int, hi: int) -> tuple[Any, int]:
-    """A well-formed string or number at ``pos`` (exactly what :func:`_scalar` reads without
-    repair), or ``(_SLOW, pos)``."""
-    c = s[pos]
-    if c == '"':
-        end = run_end(_PLAIN_STRING, s, pos + 1, hi)
-        if end < hi and s[end] == '"':
-            after = run_end(P.AFTER_QUOTE, s, end + 1, hi)
-            if after >= hi or s[after] in ",}]\n\r":
-                return s[pos + 1 : end], end + 1
-        return _SLOW, pos
-    if c in "-0123456789":
-        m = P.JSON_NUMBER.match(s, pos, hi)
-        if m is not None:
-            end = m.end()
-            if end >= hi or s[end] not in _NUMBER_TAIL:
-                token = m.group()
-                if "." in token or "e" in token or "E" in token:
-                    return float(token), end
-                if len(token) < 19:
-                    return int(token), end
-    return _SLOW, pos
-
-
-_SLOW: Final = object()
 _NUMBER_END: Final = frozenset("0123456789.eE+-")
 _E_LITERALS: Final = ("true", "True", "false", "False")
 

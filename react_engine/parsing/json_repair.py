@@ -39,7 +39,7 @@ class RepairResult:
 
 
 def repair_json(
-    text: str, *, strict: bool = False, allow_truncated: bool = True, close_brackets: bool = False
+    text: str, *, allow_truncated: bool = True, close_brackets: bool = False
 ) -> RepairResult:
     """Decode ``text`` as JSON, repairing what models typically get wrong.
 
@@ -52,10 +52,8 @@ def repair_json(
     try:
         value, _, conflicted = decode(text)
         return RepairResult(value, DUPLICATE_KEY if conflicted else ())
-    except (ValueError, RecursionError) as exc:  # json.JSONDecodeError: a ValueError
-        if strict:
-            message, pos = getattr(exc, "msg", exc), getattr(exc, "pos", 0)
-            raise JSONRepairError(f"invalid JSON: {message}", text=text, pos=pos) from None
+    except (ValueError, RecursionError):  # json.JSONDecodeError: a ValueError
+        pass
     if len(text) > MAX_REPAIR_CHARS:
         raise JSONRepairError(
             f"invalid JSON too long to repair ({len(text)} > {MAX_REPAIR_CHARS} characters)",

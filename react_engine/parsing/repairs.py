@@ -3,8 +3,8 @@
 Each code a reader reports is **lossless** (the value written is recovered exactly) or
 **lossy** (a value had to be guessed); a code missing from the table counts as lossy, and a
 ``json:`` code as its JSON code. A call read with a lossy repair never runs
-(:func:`react_engine.protocols.policy.apply`). ``docs/reliability.md`` holds
-:func:`markdown_table`, checked by ``tests/parsing/test_lossless.py``.
+(:func:`react_engine.protocols.policy.apply`). ``docs/reliability.md`` shows the table,
+checked by ``tests/parsing/test_lossless.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Final, Literal
 
 from ..wording import Notice, NoticeCode
 
-__all__ = ["REPAIRS", "Repair", "is_lossy", "lossy_repairs", "markdown_table", "refusal"]
+__all__ = ["REPAIRS", "Repair", "is_lossy", "lossy_repairs", "refusal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +30,8 @@ class Repair:
 
 
 def _table(*rows: tuple[str, str, bool, str]) -> dict[str, Repair]:
-    out: dict[str, Repair] = {}
-    for source, code, lossless, what in rows:
-        assert code not in out, code
-        out[code] = Repair(code, source, lossless, what)  # type: ignore[arg-type]
+    out = {c: Repair(c, src, ok, what) for src, c, ok, what in rows}  # type: ignore[arg-type]
+    assert len(out) == len(rows), "a code written twice"
     return out
 
 
@@ -277,13 +275,3 @@ def refusal(lossy: Iterable[str]) -> Notice:
         NoticeCode.LOSSY,
         reasons=("; ".join(en for en, _ in reasons), "；".join(zh for _, zh in reasons)),
     )
-
-
-def markdown_table() -> str:
-    """The table as it stands in ``docs/reliability.md``."""
-    lines = ["| code | from | class | what was read |", "|---|---|---|---|"]
-    for entry in sorted(REPAIRS.values(), key=lambda r: (r.source, not r.lossless, r.code)):
-        kind = "lossless" if entry.lossless else "**lossy**"
-        what = entry.what.replace("|", "\\|")
-        lines.append(f"| `{entry.code}` | {entry.source} | {kind} | {what} |")
-    return "\n".join(lines)

@@ -25,26 +25,6 @@ def test_result_is_frozen() -> None:
         result.value = 2  # type: ignore[misc]
 
 
-def test_strict_accepts_valid_json() -> None:
-    assert repair_json('{"a": 1}', strict=True).value == {"a": 1}
-
-
-@pytest.mark.parametrize(
-    ("text", "pos"),
-    [("{'a': 1}", 1), ('{"a": 1,}', 8), ('{"a": 1} x', 9), ("", 0)],
-)
-def test_strict_refuses_everything_else(text: str, pos: int) -> None:
-    with pytest.raises(JSONRepairError) as info:
-        repair_json(text, strict=True)
-    assert info.value.pos == pos
-    assert info.value.text == text
-
-
-def test_strict_refuses_too_deep_without_recursion_error() -> None:
-    with pytest.raises(JSONRepairError):
-        repair_json("[" * 100_000 + "]" * 100_000, strict=True)
-
-
 def test_repair_errors_are_model_errors_and_value_errors() -> None:
     with pytest.raises(ModelBehaviorError):
         repair_json("nope")

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.native_formats import SCHEMAS, decide
+from support.repair_table import markdown_table
 from support.timing import assert_linear
 
 from react_engine import Agent, ScriptedModel, Tool, ToolAnnotations
@@ -272,7 +273,7 @@ def test_one_registration_fills_every_table(restored_formats: Any) -> None:
     )
     reply = "Checking. <act get_weather>days=3</act> Would you like to know more?"
     assert calls_of(reply) == [("get_weather", {"days": 3}, "act")]  # typed: values=
-    assert not repairs.is_lossy("salvaged:act") and "an <act> tag" in repairs.markdown_table()
+    assert not repairs.is_lossy("salvaged:act") and "an <act> tag" in markdown_table()
     decision = decide("function_calling", reply)
     assert decision.repairs == ["salvaged:act"]  # type: ignore[union-attr]
     assert decide("text", reply).repairs == ["salvaged:act"]  # type: ignore[union-attr]
