@@ -64,7 +64,9 @@ def read_text_arguments(
         if value is not None and isinstance(schema, Mapping) and _admits(schema, value):
             assert target is not None
             return TextArguments({target: value}, "bare_input_to_parameter")
-        return TextArguments(error=Notice(NoticeCode.NOT_AN_OBJECT, kind=_kind(value)))
+        return TextArguments(
+            error=Notice(NoticeCode.NOT_AN_OBJECT, kind=_KINDS.get(type(value), "a list"))
+        )
     pairs = _key_values(text, names)
     if pairs is not None:
         return TextArguments(dict(pairs), "key_value_arguments")
@@ -114,14 +116,12 @@ def _admits(schema: Mapping[str, Any], value: Any) -> bool:
     )
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return "a list"
+_KINDS: dict[type, str] = {
+    type(None): "null",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+}
 
 
 def _key_values(text: str, names: Collection[str]) -> list[tuple[str, Any]] | None:

@@ -4,19 +4,24 @@ and call objects."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..errors import JSONRepairError
 from ..types import PendingCall, to_jsonable
 from . import patterns as P
-from .fences import fence_body
+from .duplicates import decode
+from .json_decoder import MAX_REPAIR_CHARS, Repairs, decode_value
+from .patterns import run_end
 
 __all__ = [
     "JSON",
     "NOT_OBJECT",
     "ThinkBlock",
     "call_objects",
+    "fence_body",
     "json_text",
     "think_blocks",
     "unfence",
@@ -58,6 +63,52 @@ def think_blocks(text: str) -> Iterator[ThinkBlock]:
         yield ThinkBlock(opening, content_start, len(text), len(text), True, False)
 
 
+def fence_body(s: str, fence: re.Match[str], hi: int) -> tuple[int, int, int]:
+    """For a fence opened by ``fence``: where its content starts and ends, and where the
+    closing fence ends (``hi`` when it is never closed)."""
+    start = fence.end()
+    eol = s.find("\n", start, hi)
+    if eol >= 0 and not s[start:eol].strip():
+        start = eol + 1
+    marker = fence.group("fence")
+    close = fence_close(s, start, hi, marker)
+    if close < 0:
+        return start, hi, hi
+    return start, close, close + len(marker)
+
+
+def fence_close(s: str, start: int, hi: int, marker: str) -> int:
+    """Where the ``marker`` closing a block whose content starts at ``start`` is (-1: never).
+    For JSON content, the first fence after the complete value closes it, so a fence inside a
+    JSON string does not."""
+    first = s.find(marker, start, hi)
+    if first < 0:
+        return -1
+    lo = run_end(P.JSON_WS, s, start, hi)
+    if lo >= first or s[lo] not in "{[":
+        return first
+    end = _complete_value_end(s, lo, hi)
+    if end is not None and end > first:
+        after = run_end(P.JSON_WS, s, end, hi)
+        if s.startswith(marker, after, hi):
+            return after
+    return first
+
+
+def _complete_value_end(s: str, lo: int, hi: int) -> int | None:
+    """Where the complete JSON value (repaired, not cut off) starting at ``lo`` ends."""
+    try:
+        return decode(s if hi == len(s) else s[:hi], lo)[1]
+    except (ValueError, RecursionError):
+        pass
+    if hi - lo > MAX_REPAIR_CHARS:
+        return None
+    try:
+        return decode_value(s, lo, hi, Repairs(allow_truncated=False), allow_bare=False)[1]
+    except JSONRepairError:
+        return None
+
+
 def unfence(text: str) -> tuple[str, str] | None:
     """The content of the code fence ``text`` starts with and the text after its closing fence
     (``""`` when never closed); ``None`` when ``text`` does not start with a fence."""
@@ -89,14 +140,14 @@ a number...): :func:`call_objects` keeps them as their JSON text."""
 def _call(tool: str, arguments: Any, given: str | None, thought: str | None) -> PendingCall:
     """One call read from a JSON value, its arguments as written (see :func:`call_objects`)."""
     repairs = ["missing_action_input"] if given is None else [given] if given else []
-    if isinstance(arguments, dict):
-        return PendingCall(None, tool, arguments, "", repairs=repairs, thought=thought)
-    if isinstance(arguments, str):
-        return PendingCall(None, tool, arguments, arguments, repairs=repairs, thought=thought)
     if arguments is None:
-        return PendingCall(None, tool, {}, "null", repairs=repairs, thought=thought)
-    text = json_text(arguments)
-    return PendingCall(None, tool, text, text, repairs=[*repairs, NOT_OBJECT], thought=thought)
+        arguments, raw = {}, "null"
+    elif isinstance(arguments, dict | str):
+        raw = "" if isinstance(arguments, dict) else arguments
+    else:
+        arguments = raw = json_text(arguments)
+        repairs.append(NOT_OBJECT)
+    return PendingCall(None, tool, arguments, raw, repairs=repairs, thought=thought)
 
 
 JSON: Final = json.JSONEncoder(ensure_ascii=False)

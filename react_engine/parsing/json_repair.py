@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from ..errors import JSONRepairError
 from . import patterns as P
+from .common import fence_body
 from .duplicates import DUPLICATE_KEY, decode
-from .fences import fence_body
 from .json_decoder import MAX_REPAIR_CHARS, Repairs, TooDeep, decode_value, json_error, skip_blank
 from .patterns import run_end
 from .repairs import REPAIRS

@@ -79,7 +79,7 @@ _GROUPS: Final = ("indent", "pre", "em", "num", "paren", "em2", "sp", "colon", "
 
 
 def _label_codes(groups: tuple[str, ...], word_codes: tuple[str, ...]) -> tuple[str, ...]:
-    indent, pre, em, num, paren, em2, sp, colon, em3, _word = groups
+    indent, pre, em, num, paren, em2, sp, colon, em3, word = groups
     codes = list(word_codes)
     if indent:
         codes.append("indented_label")
@@ -91,6 +91,8 @@ def _label_codes(groups: tuple[str, ...], word_codes: tuple[str, ...]) -> tuple[
         codes.append("space_before_colon")
     if colon == "：":
         codes.append("fullwidth_colon")
+    if not (num or paren) and any(ch.isdigit() for ch in word):  # "Action 1 Input"
+        codes.append("numbered_label")
     return tuple(codes)
 
 
@@ -128,16 +130,9 @@ def scan_labels(body: str) -> list[Label]:
         content = content_start(m, body, groups[7], groups[1], groups[2])
         if content is None:
             continue
-        word = groups[9]
-        numbered: tuple[str, ...] = ()
-        if any(ch.isdigit() for ch in word):  # "Action 1 Input": the number inside the word
-            word = P.INNER_NUMBER.sub("", word, count=1)
-            numbered = ("numbered_label",)
+        word = P.INNER_NUMBER.sub("", groups[9], count=1)  # "Action 1 Input": the number
         kind, strength, word_codes = _word_info(word)
-        codes = _label_codes(groups, word_codes)
-        if numbered and "numbered_label" not in codes:
-            codes = (*codes, *numbered)
-        labels.append(Label(kind, strength, start, content, codes))
+        labels.append(Label(kind, strength, start, content, _label_codes(groups, word_codes)))
         if len(labels) >= MAX_LABELS:
             break  # the rest is text: no real reply has this many labels
     return labels
