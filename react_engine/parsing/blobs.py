@@ -29,7 +29,7 @@ __all__ = [
     "call_args",
     "is_finish",
     "read_blob",
-    "read_chain",
+    "read_blobs",
     "read_input",
     "search_blobs",
 ]
@@ -330,15 +330,14 @@ def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
             break
         if start < resume:
             continue
-        at = run_end(P.JSON_WS, text, start, len(text))
-        blob = read_blob(text, at)
-        if blob is None:
+        chain = read_blobs(text, run_end(P.JSON_WS, text, start, len(text)))
+        if not chain:
             failures += 1
             if failures >= _MAX_BLOB_CANDIDATES:
                 break
             resume = start + 1
             continue
-        for one in [(at, blob[1], blob[0]), *read_chain(text, blob[1])]:
+        for one in chain:
             found.append(one)
             read += len(one[2])
             resume = one[1]
@@ -347,11 +346,10 @@ def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
 
 def _fenced_chain(chunk: str) -> list[Item]:
     """The calls of a fence's content made of blobs chained with ``;`` (else none)."""
-    first = read_blob(chunk, 0)
-    chained = read_chain(chunk, first[1]) if first is not None else []
-    if first is None or not chained or chunk[chained[-1][1] :].strip():
+    chain = read_blobs(chunk, 0)
+    if len(chain) < 2 or chunk[chain[-1][1] :].strip():
         return []
-    items = [item for found in (first[0], *(c[2] for c in chained)) for item in found]
+    items = [item for _, _, found in chain for item in found]
     for item in items:
         item.codes.append("fenced_json")
     return items
@@ -361,19 +359,20 @@ _CHAIN: Final = re.compile(r"[ \t]*;\s*(?=[\[{<])")
 """A ``;`` between two chained calls (Llama 3.1 writes ``{call}; {call}``)."""
 
 
-def read_chain(text: str, end: int) -> list[tuple[int, int, list[Item]]]:
-    """The blobs chained with ``;`` after the one ending at ``end`` (start, end, calls); JSON
-    after a ``;`` that cannot be read at all raises :class:`BrokenChain`."""
-    out: list[tuple[int, int, list[Item]]] = []
-    while len(out) < MAX_LABELS:
-        m = _CHAIN.match(text, end)
+def read_blobs(text: str, pos: int) -> list[tuple[int, int, list[Item]]]:
+    """The blob at ``pos`` and those chained after it with ``;`` (start, end, calls), none
+    when no blob is at ``pos``; JSON after a ``;`` that cannot be read raises
+    :class:`BrokenChain`."""
+    first = read_blob(text, pos)
+    out = [] if first is None else [(pos, first[1], first[0])]
+    while out and len(out) <= MAX_LABELS:
+        m = _CHAIN.match(text, out[-1][1])
         if m is None:
-            return out
+            break
         blob = read_blob(text, m.end())
         if blob is None:
             if _json(text, m.end(), [])[0] is None and text[m.end()] in "{[":
                 raise BrokenChain(m.end())
-            return out
+            break
         out.append((m.end(), blob[1], blob[0]))
-        end = blob[1]
     return out

@@ -28,7 +28,7 @@ WEAK: Final = 1
 before any final answer)."""
 
 # Spelling as written in the pattern (spaces stand for "space, underscore, hyphen or
-# nothing"), per kind and strength. Keep the English canonical words first in each row.
+# nothing"), per kind and strength. The first word of a kind is its canonical spelling.
 _WORDS: Final[tuple[tuple[str, str, int], ...]] = tuple(
     (word, kind, strength)
     for kind, strength, words in (
@@ -58,14 +58,7 @@ _WORDS: Final[tuple[tuple[str, str, int], ...]] = tuple(
     for word in words.split("|")
 )
 
-CANONICAL: Final[dict[str, str]] = {
-    THOUGHT: "Thought",
-    ACTION: "Action",
-    ACTION_INPUT: "Action Input",
-    OBSERVATION: "Observation",
-    FINAL: "Final Answer",
-    QUESTION: "Question",
-}
+CANONICAL: Final = {kind: word for word, kind, _ in reversed(_WORDS)}
 """The spelling that needs no repair code, per kind."""
 
 

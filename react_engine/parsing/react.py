@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
-from typing import Any, Final
+from typing import Final
 
 from ..errors import ReActParseError
 from ..types import ParsedStep, PendingCall
@@ -24,8 +24,7 @@ from .blobs import (
     answer_text,
     call_args,
     is_finish,
-    read_blob,
-    read_chain,
+    read_blobs,
     read_input,
     search_blobs,
 )
@@ -338,16 +337,12 @@ def _action(content: str, pos: int) -> tuple[list[Item], _Problem | None]:
     if not stripped:
         return [], missing
     if stripped.startswith(_BLOB_OPENERS):
-        found = read_blob(stripped, 0)
-        if found is not None:
-            items, end = found
-            try:
-                chained = read_chain(stripped, end)
-            except BrokenChain as exc:
-                raise BrokenChain(at + exc.pos) from None
-            if chained:
-                items = [*items, *(item for _, _, more in chained for item in more)]
-                end = chained[-1][1]
+        try:
+            chain = read_blobs(stripped, 0)
+        except BrokenChain as exc:
+            raise BrokenChain(at + exc.pos) from None
+        if chain:
+            items, end = [item for _, _, found in chain for item in found], chain[-1][1]
             trailing = bool(stripped[end:].strip())
             for item in items:
                 item.pos = at
@@ -524,21 +519,18 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
 
 
 def _pending(item: Item) -> PendingCall:
-    """The call of an action, with its reading's repairs."""
-    args, raw, codes = item.args, item.raw_input, list(dict.fromkeys(item.codes))
-    exact = _exact(args, raw, item.dumped)
-    tool = item.tool or ""
-    return PendingCall(None, tool, args, raw, error=item.error, repairs=codes, exact=exact)
-
-
-def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:
-    """Whether ``raw`` is JSON that decodes as it stands to the object ``args``. ``dumped``:
-    ``(args, raw)`` when ``raw`` is ``json.dumps(args)`` (equal on decoding unless a NaN)."""
+    """The call of an action, with its reading's repairs; ``exact`` when its input is JSON
+    that decodes as it stands to its arguments (known without decoding when ``item.dumped``
+    still holds them, unless a NaN)."""
+    args, raw, dumped = item.args, item.raw_input, item.dumped
     if dumped is not None and dumped[0] is args and dumped[1] is raw and "NaN" not in raw:
-        return isinstance(args, dict)
-    if not isinstance(args, dict) or raw[:1] != "{":
-        return False
-    try:
-        return bool(json.loads(raw) == args)
-    except (ValueError, RecursionError):
-        return False
+        exact = isinstance(args, dict)
+    elif not isinstance(args, dict) or raw[:1] != "{":
+        exact = False
+    else:
+        try:
+            exact = bool(json.loads(raw) == args)
+        except (ValueError, RecursionError):
+            exact = False
+    codes, tool = list(dict.fromkeys(item.codes)), item.tool or ""
+    return PendingCall(None, tool, args, raw, error=item.error, repairs=codes, exact=exact)
