@@ -47,8 +47,7 @@ def decode(text: str, pos: int | None = None, *, strict: bool = True) -> tuple[A
 def _decode(decoder: json.JSONDecoder, text: str, pos: int | None) -> tuple[Any, int]:
     if pos is None:
         return decoder.decode(text), len(text)
-    value, end = decoder.raw_decode(text, pos)
-    return value, end
+    return decoder.raw_decode(text, pos)
 
 
 def assign(target: dict[str, Any], key: str, value: Any) -> bool:

@@ -72,10 +72,9 @@ def decode_prefix(
     (text after it is left alone)."""
     try:
         value, end, conflicted = decode(text, pos)
+        return value, end, DUPLICATE_KEY if conflicted else ()
     except (ValueError, RecursionError):
         pass
-    else:
-        return value, end, DUPLICATE_KEY if conflicted else ()
     if len(text) - pos > MAX_REPAIR_CHARS:
         raise JSONRepairError("invalid JSON too long to repair", text=text, pos=pos)
     repairs = Repairs(allow_truncated)
@@ -84,9 +83,8 @@ def decode_prefix(
 
 
 def _repair(text: str, repairs: Repairs) -> Any:
-    s = text
-    lo, hi = 0, len(s)
-    lo = run_end(P.JSON_WS, s, lo, hi)
+    s, hi = text, len(text)
+    lo = run_end(P.JSON_WS, s, 0, hi)
     if s.startswith("\ufeff", lo):
         repairs.add("bom")
         lo = run_end(P.JSON_WS, s, lo + 1, hi)

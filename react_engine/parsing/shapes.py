@@ -42,10 +42,7 @@ _XML_LABELS: Final = {
     "thought": "Thought",
     "final_answer": "Final Answer",
 }
-_XML_TAG: Final = re.compile(
-    r"<(/?)(action_input|action|tool_name|parameters|tool_input|thought|final_answer)>",
-    re.IGNORECASE,
-)
+_XML_TAG: Final = re.compile(rf"<(/?)({'|'.join(_XML_LABELS)})>", re.IGNORECASE)
 _XML_OBSERVATION: Final = re.compile(r"<observation\b", re.IGNORECASE)
 _MARKER: Final = re.compile(
     r'"action(?:_input)?"\s*:|<(?:action|action_input|tool_name|parameters|final_answer)>'
