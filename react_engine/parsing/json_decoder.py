@@ -6,6 +6,7 @@ compiled patterns, so it runs in time linear in the length of the text.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -274,12 +275,14 @@ def _scalar(
     if c in "\"'“”‘’„":
         # a string on its own ends at its first closing quote; text after it is not in it
         return _string(s, pos, hi, repairs, is_key=top)
+    lit = P.JSON_LITERAL.match(s, pos, hi)
+    if lit is not None:
+        if lit["lit"] in ("True", "False", "None"):
+            repairs.add("python_literal")
+        return _LITERALS[lit["lit"]], lit.end()
     if c in "-+.0123456789":
         m = P.JSON_NUMBER.match(s, pos, hi)
         loose = P.LOOSE_NUMBER.match(s, pos, hi)
-        lit = P.JSON_LITERAL.match(s, pos, hi) if c == "-" else None
-        if lit is not None:
-            return _literal(lit.group("lit"), repairs), lit.end()
         if loose is None:
             raise json_error(f"unexpected {c!r}", s, pos)
         end = loose.end()
@@ -299,18 +302,9 @@ def _scalar(
             return int(token), end
         except ValueError:
             raise json_error("number out of range", s, pos) from None
-    lit = P.JSON_LITERAL.match(s, pos, hi)
-    if lit is not None:
-        return _literal(lit.group("lit"), repairs), lit.end()
     if allow_bare:
         return _bare(s, pos, hi, repairs)
     raise json_error(f"unexpected {c!r}", s, pos)
-
-
-def _literal(word: str, repairs: Repairs) -> Any:
-    if word in ("True", "False", "None"):
-        repairs.add("python_literal")
-    return _LITERALS[word]
 
 
 _LITERALS: Final[dict[str, Any]] = {
@@ -424,20 +418,8 @@ def _escape(s: str, i: int, hi: int, parts: list[str], repairs: Repairs, quote: 
             repairs.add("invalid_escape")
         parts.append("'")
         return i + 2
-    if e == "u":
-        code = s[i + 2 : i + 6]
-        if len(code) == 4 and all(ch in _HEX for ch in code):
-            cp = int(code, 16)
-            if 0xD800 <= cp < 0xDC00 and s.startswith("\\u", i + 6):
-                low = s[i + 8 : i + 12]
-                if len(low) == 4 and all(ch in _HEX for ch in low):
-                    lo = int(low, 16)
-                    if 0xDC00 <= lo < 0xE000:
-                        parts.append(chr(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)))
-                        return i + 12
-            parts.append(chr(cp))
-            return i + 6
-    return -1
-
-
-_HEX: Final = frozenset("0123456789abcdefABCDEF")
+    m = P.UNICODE_ESCAPE.match(s, i, hi)
+    if m is None:
+        return -1
+    parts.append(json.loads(f'"{m.group()}"'))  # a surrogate pair joined, a lone one kept
+    return m.end()

@@ -244,6 +244,11 @@ STRING_CHUNK: Final[dict[str, re.Pattern[str]]] = {
 AFTER_QUOTE: Final = re.compile(r"[ \t]*")
 """Spaces after a quote, skipped to see whether the quote closes the string."""
 
+UNICODE_ESCAPE: Final = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}"
+)
+"""A ``\\uXXXX`` escape, a surrogate pair as one (matched at a position)."""
+
 
 # --- tool calls written as text (salvage) -----------------------------------------------------
 
