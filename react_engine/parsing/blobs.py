@@ -15,7 +15,7 @@ from ..wording import Notice
 from . import patterns as P
 from .common import JSON, NOT_OBJECT, call_objects, json_text, unfence, written_value
 from .duplicates import CHECKED, KeyWrittenTwice
-from .json_repair import decode_prefix, repair_json
+from .json_repair import RepairResult, decode_prefix, repair_json
 from .labels import MAX_LABELS
 from .patterns import run_end
 from .shapes import WRAPPED_INPUT
@@ -206,13 +206,11 @@ def _kwargs(text: str, codes: list[str]) -> dict[str, Any] | None:
             return None
         value = m.group("value").strip()
         try:
-            result = repair_json(value, allow_truncated=False) if value else None
+            result = repair_json(value, allow_truncated=False) if value else RepairResult("")
         except JSONRepairError:
-            out[m.group("key")] = value
-            found.append("json:unquoted_value")
-        else:
-            out[m.group("key")] = result.value if result is not None else ""
-            found.extend("json:" + c for c in (result.repairs if result is not None else ()))
+            result = RepairResult(value, ("unquoted_value",))
+        out[m.group("key")] = result.value
+        found.extend("json:" + c for c in result.repairs)
         pos = m.end()
         if pos >= len(text):
             codes.extend(c for c in dict.fromkeys(found) if c not in codes)

@@ -214,7 +214,7 @@ def decode_value(
                 return top, pos
             state = _AFTER  # the closed container is a value of its parent
             continue
-        if type(top) is dict and _starts_key(c):
+        if type(top) is dict and (c in "\"'“”‘’$_" or c.isalnum()):  # a key
             repairs.add("missing_comma")
             state = _KEY
             continue
@@ -251,10 +251,6 @@ def _close_all(stack: list[Any], repairs: Repairs, s: str, pos: int, after_value
 
 def _starts_value(c: str) -> bool:
     return c in "{[\"'“”‘’-+.0123456789" or c.isalpha()
-
-
-def _starts_key(c: str) -> bool:
-    return c in "\"'“”‘’$_" or c.isalnum()
 
 
 def _key(s: str, pos: int, hi: int, repairs: Repairs) -> tuple[str, int]:
@@ -339,14 +335,9 @@ def _string(
     JSON does not know (``"C:\\Users"``) means backslashes written as they are: the string is
     read again with every backslash literal."""
     quote = s[pos]
-    if quote == '"':
-        chunk = P.STRING_CHUNK['"']
-    elif quote == "'":
-        repairs.add("single_quotes")
-        chunk = P.STRING_CHUNK["'"]
-    else:
-        repairs.add("smart_quotes")
-        chunk = P.STRING_CHUNK["‘" if quote in "‘’" else "“"]
+    chunk = P.STRING_CHUNK["‘" if quote in "‘’" else "“" if quote in "“”„" else quote]
+    if quote != '"':
+        repairs.add("single_quotes" if quote == "'" else "smart_quotes")
     parts: list[str] = []
     i = pos + 1
     while True:
@@ -360,12 +351,9 @@ def _string(
         c = s[i]
         if c == "\\":
             if raw:
-                if i + 1 < hi and s[i + 1] == quote:
-                    parts.append(quote)
-                    i += 2
-                else:
-                    parts.append(c)
-                    i += 1
+                escaped = s.startswith(quote, i + 1, hi)
+                parts.append(quote if escaped else c)
+                i += 2 if escaped else 1
                 continue
             i = _escape(s, i, hi, parts, repairs, quote)
             if i < 0:
