@@ -1,15 +1,9 @@
 """Where a call written in a reply's text is the model's action, and where it is not.
 
-A complete, valid call of an offered tool written in the text is the action unless
-something marks it as not meant now. :func:`placement` judges each group of calls the
-salvage found (calls separated only by white space) and names why one is dropped:
-``after_observation`` (after an ``Observation:`` the model invented), ``after_final_answer``,
-``described`` (the prose around it presents it as an example, a refusal, a condition or a
-quote: :data:`CUES`; a :data:`FOLLOW_UP` question is not), ``quoted`` (after an opening
-quotation mark, or in a block quote) and ``unclosed`` (its opening tag is never closed).
-
-When in doubt a call does not run: a false alarm costs one more turn, never a call the
-model did not mean.
+A complete, valid call of an offered tool written in the text is the action unless something
+marks it as not meant now: :func:`placement` judges each group of calls (separated only by
+white space) and names why one is dropped (:data:`REASONS`). When in doubt a call does not
+run: a false alarm costs one more turn, never a call the model did not mean.
 """
 
 from __future__ import annotations
@@ -82,8 +76,6 @@ def placement(
     """For each call at ``spans`` (in order), why it is not the model's action, or ``None``.
     ``skip``: regions (think blocks, fences) that are neither labels nor prose around a call;
     ``closers``: each opening tag and the closing tag it needs."""
-    if not spans:
-        return []
     regions = _Regions(skip)
     observation = _first_outside(P.INVENTED_OBSERVATION, text, regions)
     final = _first_outside(P.FINAL_ANSWER_LINE, text, regions)
@@ -105,8 +97,7 @@ def placement(
             reason = "unclosed"
         else:
             reason = _prose(text, start, end, previous_end, following, regions)
-        for member in range(first, index + 1):
-            out[member] = reason
+        out[first : index + 1] = [reason] * (index + 1 - first)
         previous_end = end
         index += 1
     return out

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
-from typing import Final
+from typing import Any, Final
 
 from ..errors import ReActParseError
 from ..types import ParsedStep, PendingCall
@@ -519,18 +519,21 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
 
 
 def _pending(item: Item) -> PendingCall:
-    """The call of an action, with its reading's repairs; ``exact`` when its input is JSON
-    that decodes as it stands to its arguments (known without decoding when ``item.dumped``
-    still holds them, unless a NaN)."""
-    args, raw, dumped = item.args, item.raw_input, item.dumped
-    if dumped is not None and dumped[0] is args and dumped[1] is raw and "NaN" not in raw:
-        exact = isinstance(args, dict)
-    elif not isinstance(args, dict) or raw[:1] != "{":
-        exact = False
-    else:
-        try:
-            exact = bool(json.loads(raw) == args)
-        except (ValueError, RecursionError):
-            exact = False
-    codes, tool = list(dict.fromkeys(item.codes)), item.tool or ""
+    """The call of an action, with its reading's repairs."""
+    args, raw, codes = item.args, item.raw_input, list(dict.fromkeys(item.codes))
+    exact = _exact(args, raw, item.dumped)
+    tool = item.tool or ""
     return PendingCall(None, tool, args, raw, error=item.error, repairs=codes, exact=exact)
+
+
+def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:
+    """Whether ``raw`` is JSON that decodes as it stands to the object ``args``. ``dumped``:
+    ``(args, raw)`` when ``raw`` is ``json.dumps(args)`` (equal on decoding unless a NaN)."""
+    if dumped is not None and dumped[0] is args and dumped[1] is raw and "NaN" not in raw:
+        return isinstance(args, dict)
+    if not isinstance(args, dict) or raw[:1] != "{":
+        return False
+    try:
+        return bool(json.loads(raw) == args)
+    except (ValueError, RecursionError):
+        return False

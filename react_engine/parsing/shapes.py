@@ -2,10 +2,7 @@
 
 Asked only where :func:`~react_engine.parsing.parse_react`'s own reading failed (or found a
 tool name no offered tool has). Each shape is rewritten into the labelled reply it stands
-for, with a repair code of its own: ``chat_prefix`` (``AI: {"action": ...}``),
-``deepseek_tokens``, ``xml_action_tags`` (``<action>``/``<action_input>`` and kin),
-``blob_in_prose``, ``tool_name_junk`` / ``tool_name_style`` (only when one offered tool
-matches) and ``wrapped_input`` (``ToolInput(query="x")``). A tag, token or blob that
+for, with a repair code of its own (:data:`.repairs.REPAIRS`); a tag, token or blob that
 :func:`~react_engine.parsing.placement.placement` rejects is not rewritten.
 """
 
