@@ -236,11 +236,10 @@ def _extract(
 def _quote_before(s: str, pos: int, start: int) -> bool:
     """Whether a quote that may open a string (not an apostrophe inside a word) comes
     before ``start``: the value found there may then be inside that string."""
-    for m in _QUOTE.finditer(s, pos, start):
-        at = m.start()
-        if s[at] != "'" or at == 0 or not s[at - 1].isalpha():
-            return True
-    return False
+    return any(
+        s[at] != "'" or at == 0 or not s[at - 1].isalpha()
+        for at in (m.start() for m in _QUOTE.finditer(s, pos, start))
+    )
 
 
 _QUOTE: Final = re.compile("[\"'“”‘’{}]")

@@ -144,7 +144,6 @@ _PLAIN_LABELS: Final = (
     ("Thought:", P.THOUGHT),
     ("Final Answer:", P.FINAL),
 )
-_PLAIN_STARTS: Final = ("Action", "Thought:", "Final Answer:")
 _PLAIN_MAX_LINES: Final = 200
 """Replies with this many lines skip the plain pass (a Python loop per line)."""
 
@@ -166,13 +165,12 @@ def plain_labels(text: str, stop_words: Sequence[str] | None) -> list[Label] | N
         eol = kept.find("\n", start)
         end = len(kept) if eol < 0 else eol
         label = None
-        if kept.startswith(_PLAIN_STARTS, start):
-            for prefix, kind in _PLAIN_LABELS:
-                if kept.startswith(prefix, start):
-                    after = start + len(prefix)
-                    if after == end or kept[after] == " ":
-                        label = Label(kind, P.STRONG, start, after, ())
-                    break
+        for prefix, kind in _PLAIN_LABELS:
+            if kept.startswith(prefix, start):
+                after = start + len(prefix)
+                if after == end or kept[after] == " ":
+                    label = Label(kind, P.STRONG, start, after, ())
+                break
         if label is not None:
             if fenced or len(labels) >= MAX_LABELS - 1:
                 return None
