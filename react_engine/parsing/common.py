@@ -87,26 +87,17 @@ def fence_close(s: str, start: int, hi: int, marker: str) -> int:
     lo = run_end(P.JSON_WS, s, start, hi)
     if lo >= first or s[lo] not in "{[":
         return first
-    end = _complete_value_end(s, lo, hi)
-    if end is not None and end > first:
-        after = run_end(P.JSON_WS, s, end, hi)
-        if s.startswith(marker, after, hi):
-            return after
-    return first
-
-
-def _complete_value_end(s: str, lo: int, hi: int) -> int | None:
-    """Where the complete JSON value (repaired, not cut off) starting at ``lo`` ends."""
-    try:
-        return decode(s if hi == len(s) else s[:hi], lo)[1]
+    try:  # where the complete value (repaired, not cut off) ends
+        end = decode(s if hi == len(s) else s[:hi], lo)[1]
     except (ValueError, RecursionError):
-        pass
-    if hi - lo > MAX_REPAIR_CHARS:
-        return None
-    try:
-        return decode_value(s, lo, hi, Repairs(allow_truncated=False), allow_bare=False)[1]
-    except JSONRepairError:
-        return None
+        if hi - lo > MAX_REPAIR_CHARS:
+            return first
+        try:
+            end = decode_value(s, lo, hi, Repairs(allow_truncated=False), allow_bare=False)[1]
+        except JSONRepairError:
+            return first
+    after = run_end(P.JSON_WS, s, end, hi)
+    return after if end > first and s.startswith(marker, after, hi) else first
 
 
 def unfence(text: str) -> tuple[str, str] | None:

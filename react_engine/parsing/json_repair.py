@@ -189,9 +189,7 @@ def _extract(
             except JSONRepairError as exc:
                 error = error or exc
             else:
-                repairs.add("code_fence")
-                repairs.add("extracted_from_text")
-                for code in result.repairs:
+                for code in ("code_fence", "extracted_from_text", *result.repairs):
                     repairs.add(code)
                 return result.value
     resume = pos
