@@ -83,25 +83,8 @@ LABEL_WORDS: Final[dict[str, tuple[str, int]]] = {
 """Normalised label word -> (kind, strength)."""
 
 
-def _alternation(words: list[str]) -> str:
-    # Longest first ("Action Input" before "Action"); "Action 1 Input" carries a number.
-    parts = sorted({w for w in words}, key=len, reverse=True)
-    return "|".join(
-        re.escape(w).replace(
-            r"\ ", INNER_NUMBER.pattern + r"?[ \t_-]?" if w.startswith("Action ") else r"[ \t_-]?"
-        )
-        for w in parts
-    )
-
-
 INNER_NUMBER: Final = re.compile(r"(?:[ \t_-]?\#?\d{1,3})")
 """The number inside a two-word label ("Action 1 Input"), removed before the word is looked up."""
-
-
-def _first_chars(words: list[str]) -> str:
-    # What a label line can start with: other lines fail at once, not after every word.
-    letters = {c for w in words for c in (w[0].lower(), w[0].upper())}
-    return "[" + re.escape("#>-+*•_0123456789" + "".join(sorted(letters))) + "]"
 
 
 _LABEL_TEMPLATE: Final = (
@@ -121,8 +104,18 @@ _LABEL_TEMPLATE: Final = (
 
 
 def _label(words: list[str]) -> re.Pattern[str]:
-    alternation = _LABEL_TEMPLATE.replace("WORDS", _alternation(words))
-    return re.compile(alternation.replace("FIRST", _first_chars(words)), re.I | re.M)
+    # Longest first ("Action Input" before "Action"); "Action 1 Input" carries a number.
+    alternation = "|".join(
+        re.escape(w).replace(
+            r"\ ", INNER_NUMBER.pattern + r"?[ \t_-]?" if w.startswith("Action ") else r"[ \t_-]?"
+        )
+        for w in sorted(set(words), key=len, reverse=True)
+    )
+    # What a label line can start with: other lines fail at once, not after every word.
+    first = "".join(sorted({c for w in words for c in (w[0].lower(), w[0].upper())}))
+    first = "[" + re.escape("#>-+*•_0123456789" + first) + "]"
+    pattern = _LABEL_TEMPLATE.replace("WORDS", alternation).replace("FIRST", first)
+    return re.compile(pattern, re.I | re.M)
 
 
 LABEL: Final = _label([w for w, kind, _ in _WORDS if kind != OBSERVATION])
