@@ -14,7 +14,7 @@ from ..types import PendingCall
 from ..wording import Notice
 from . import patterns as P
 from .common import JSON, NOT_OBJECT, call_objects, json_text, unfence, written_value
-from .duplicates import CHECKED, KeyWrittenTwice
+from .duplicates import CHECKED, KeyWrittenTwice, decode
 from .json_repair import RepairResult, decode_prefix, repair_json
 from .labels import MAX_LABELS
 from .patterns import run_end
@@ -131,12 +131,10 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     codes.append("quoted_input")
     if unquoted.lstrip()[:1] == "{":  # a JSON object sent as a JSON string
         try:
-            value, twice = CHECKED.decode(unquoted), []
-        except KeyWrittenTwice:
-            value, twice = json.loads(unquoted), ["json:duplicate_key"]
+            value, _, twice = decode(unquoted)
         except (ValueError, RecursionError):
             return unquoted, codes
-        return value, [*codes, "json_string_arguments", *twice]  # "{..." is an object
+        return value, [*codes, "json_string_arguments", *(["json:duplicate_key"] if twice else [])]
     return unquoted, codes
 
 

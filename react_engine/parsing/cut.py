@@ -103,7 +103,6 @@ def tidy(text: str | None) -> str | None:
 
 
 def _first_observation(body: str) -> int:
-    """Where the first Observation label starts."""
     for m in P.OBSERVATION_LABEL.finditer(body):
         if content_start(m, body, *m.group("colon", "pre", "em")) is not None:
             return m.start()

@@ -45,7 +45,6 @@ class Repairs:
     seen: dict[str, None] = field(default_factory=dict)
 
     def child(self) -> Repairs:
-        """A fresh set for one attempt, under the same rules."""
         return Repairs(self.allow_truncated, self.close_brackets)
 
     def add(self, code: str) -> None:
@@ -375,7 +374,6 @@ def _string(
 
 
 def _open_string(s: str, pos: int, repairs: Repairs) -> None:
-    """A string still open at the end of the text: closed, or an error for cut-off text."""
     if not repairs.allow_truncated:
         raise json_error("truncated: a string is never closed", s, pos)
     repairs.add("missing_quote")

@@ -161,7 +161,6 @@ def _prose(
 
 
 def _blank(text: str, start: int, end: int, skip: _Regions) -> str:
-    """``text[start:end]`` with the ``skip`` regions in it blanked out."""
     piece = text[start:end]
     for s, e in skip.within(start, end):
         a, b = max(s, start) - start, min(e, end) - start

@@ -290,7 +290,6 @@ def _read(sections: list[Section]) -> _Reading:
 
 
 def _orphan(r: _Reading, sec: Section) -> None:
-    """An Action Input with no Action to belong to: dropped, and a problem if alone."""
     r.problems.append(
         _Problem(sec.start, "an Action Input with no Action before it", "'Action: <tool name>'")
     )
@@ -519,7 +518,6 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
 
 
 def _pending(item: Item) -> PendingCall:
-    """The call of an action, with its reading's repairs."""
     args, raw, codes = item.args, item.raw_input, list(dict.fromkeys(item.codes))
     exact = _exact(args, raw, item.dumped)
     tool = item.tool or ""
