@@ -221,12 +221,8 @@ def _plain_step(kept: str, labels: list[Label]) -> ParsedStep | None:
         if item.has_input:
             return None  # a second input: a second call
         _fill(item, kept[labels[2].content :], [])
-    return ParsedStep(
-        thought=thought or None,
-        actions=[_pending(item)],
-        repairs=list(dict.fromkeys(item.codes)),
-        text=kept,
-    )
+    codes = list(dict.fromkeys(item.codes))
+    return ParsedStep(thought=thought or None, actions=[_pending(item)], repairs=codes, text=kept)
 
 
 @dataclass(slots=True)
@@ -303,23 +299,20 @@ def _attach_input(r: _Reading, action: Item, sec: Section) -> None:
     if not action.has_input:
         _fill(action, sec.content, [])
         return
+    inline, action.inline = action.inline, False  # a further Action Input is a second call
     if action.args == {}:  # tool(), tool[], tool {}, an empty Action Input: no arguments yet
-        action.inline = False  # a further Action Input is a second call
         action.codes = [c for c in action.codes if c != "empty_action_input"]
         _fill(action, sec.content, ["input_after_empty_call"])
-        return
-    if action.inline:
-        action.inline = False  # a further Action Input is a second call
-        args, _ = read_input(sec.content)
-        if args == action.args:
+    elif inline:
+        if read_input(sec.content)[0] == action.args:
             action.codes.append("duplicate_input_dropped")
-            return
-        action.error = Notice(NoticeCode.AMBIGUOUS_INPUT, tool=action.tool or "")
-        action.codes.append("ambiguous_action_input")
-        return
-    item = Item(sec.start, tool=action.tool)
-    _fill(item, sec.content, ["repeated_action_input"])
-    r.items.append(item)
+        else:
+            action.error = Notice(NoticeCode.AMBIGUOUS_INPUT, tool=action.tool or "")
+            action.codes.append("ambiguous_action_input")
+    else:
+        item = Item(sec.start, tool=action.tool)
+        _fill(item, sec.content, ["repeated_action_input"])
+        r.items.append(item)
 
 
 def _fill(action: Item, raw: str, codes: list[str]) -> None:
