@@ -344,16 +344,13 @@ def _action(content: str, pos: int) -> tuple[list[Item], _Problem | None]:
             return items, None
         if stripped.startswith(("{", "```", "~~~")):
             return [], missing  # JSON that names no tool
-    eol = stripped.find("\n")
-    first = stripped if eol < 0 else stripped[:eol]
-    rest = "" if eol < 0 else stripped[eol + 1 :]
+    first, _, rest = stripped.partition("\n")
     item = Item(at)
     if not P.TOOL_NAME.fullmatch(first):  # not the usual "Action: tool_name"
         item.inline = True  # every form below writes its input on the Action line
         m = P.INLINE_INPUT.search(first)
         if m is not None:
-            item.codes.append("inline_label")
-            _fill(item, stripped[m.end() :], [])
+            _fill(item, stripped[m.end() :], ["inline_label"])
             return _named(item, first[: m.start()].rstrip(" \t,;"), missing)
         m = P.BRACKET_ACTION.match(first)
         if m is not None:
@@ -378,14 +375,12 @@ def _action(content: str, pos: int) -> tuple[list[Item], _Problem | None]:
             return _named(item, m.group("tool"), missing)
         m = P.NAME_THEN_JSON.match(first)
         if m is not None:
-            item.codes.append("inline_input")
-            _fill(item, stripped[m.end() :], [])
+            _fill(item, stripped[m.end() :], ["inline_input"])
             return _named(item, m.group("tool"), missing)
         item.inline = False
     if rest.strip():  # "Action: tool", its input (if any) on the following lines
         if rest.lstrip()[:1] in ("{", "[", "`", "~"):
-            item.codes.append("unlabeled_action_input")
-            _fill(item, rest, [])
+            _fill(item, rest, ["unlabeled_action_input"])
             item.inline = True
         else:
             item.codes.append("ignored_text")
