@@ -50,7 +50,7 @@ from ..common import think_blocks, unfence
 from ..placement import CUES, NotAction, placement
 from ..react import parse_react
 from . import formats as F
-from .formats import FORMATS, NativeFormat, recogniser, register_format, type_arguments
+from .formats import FORMATS, NativeFormat, register_format, type_arguments
 from .readers import (
     MAX_CALL_CHARS,
     Arguments,
@@ -305,13 +305,6 @@ def _unfence_whole(src: str) -> str:
 # --- detectors ------------------------------------------------------------------------------------
 
 
-@recogniser(
-    "hermes",
-    what="a <tool_call> block",
-    markers=("<tool_call>", "<function="),
-    prefer=("qwen_xml", "llama_function"),
-    closes=("<tool_call>", "</tool_call>"),
-)
 def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
     """Hermes ``<tool_call>`` blocks (JSON or Qwen3-Coder XML inside) and bare
     ``<function=NAME>`` blocks, read one at a time (never all tags of a megabyte at once)."""
@@ -352,25 +345,11 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
         token = next(tokens, None) if closed else following
 
 
-register_format(
-    "qwen_xml",
-    what="a <function=...><parameter=...> block",
-    closes=("<function=", "</function>"),
-    values=("<parameter=", ("</parameter>", "</function>", "</tool_call>")),
-)
-register_format("llama_function", what="a <function=...>{...} block")
-
-
 def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
     found = [p for p in (text.find(c, start, end) for c in chars) if p != -1]
     return min(found) if found else None
 
 
-@recogniser(
-    "deepseek",
-    what="DeepSeek's tool-call tokens",
-    markers=("tool▁call", "tool_call_begin", "tool_calls_begin"),
-)
 def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
     """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``)
     calls; those in a ``tool_calls_begin/end`` block tile it."""
@@ -413,7 +392,6 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
     return name.strip(), raw_arguments(rest)
 
 
-@recogniser("mistral", what="a [TOOL_CALLS] call", markers=("[TOOL_CALLS]",))
 def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     """``[TOOL_CALLS]`` then JSON, ``NAME[ARGS]{...}`` calls (v11+), or text and a valid
     JSON list of calls."""
@@ -466,7 +444,6 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
                 out.extend(tile(listed, "mistral", mark.start(), close, names))
 
 
-@recogniser("llama", what="a <|python_tag|> call", markers=("<|python_tag|>",))
 def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
     """``<|python_tag|>`` then JSON calls or one Python call, up to an end token."""
     tokens = Tokens(P.LLAMA_TAG.finditer(text))
@@ -512,9 +489,6 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     out.extend(tile(pieces, "json", start, end, names))
 
 
-@recogniser(
-    "json", what="a JSON call object", markers=("{", "["), prefer=("xlam", "qwen25"), last=True
-)
 def _json(text: str, names: frozenset[str], out: CallSink) -> None:
     _whole_json(text, names, out)
     F.json_lines(text, names, out)
@@ -524,13 +498,6 @@ MAX_PYTHON_CALLS = 1024
 """Python call lines read from one reply (each costs a ``compile``, about 25 µs)."""
 
 
-@recogniser(
-    "python",
-    what="a Python-style call on its own line, or a list of them",
-    markers=("(",),
-    prefer=("llama4",),
-    last=True,
-)
 def _python(text: str, names: frozenset[str], out: CallSink) -> None:
     """``tool(k="v")`` alone on its line, and lists ``[tool(k=1), other()]`` anywhere."""
     idents = sorted(
@@ -577,3 +544,46 @@ def _python(text: str, names: frozenset[str], out: CallSink) -> None:
             span = (match.start(), tail.end(1))
             out.append(found_call(call[0], call[1], "python", span, call[2]))
             read += 1
+
+
+# --- the registrations, in the order the recognisers are asked -------------------------------
+
+register_format(
+    "hermes",
+    _tagged,
+    what="a <tool_call> block",
+    markers=("<tool_call>", "<function="),
+    prefer=("qwen_xml", "llama_function"),
+    closes=("<tool_call>", "</tool_call>"),
+)
+register_format(
+    "qwen_xml",
+    what="a <function=...><parameter=...> block",
+    closes=("<function=", "</function>"),
+    values=("<parameter=", ("</parameter>", "</function>", "</tool_call>")),
+)
+register_format("llama_function", what="a <function=...>{...} block")
+register_format(
+    "deepseek",
+    _deepseek,
+    what="DeepSeek's tool-call tokens",
+    markers=("tool▁call", "tool_call_begin", "tool_calls_begin"),
+)
+register_format("mistral", _mistral, what="a [TOOL_CALLS] call", markers=("[TOOL_CALLS]",))
+register_format("llama", _llama_tag, what="a <|python_tag|> call", markers=("<|python_tag|>",))
+register_format(
+    "json",
+    _json,
+    what="a JSON call object",
+    markers=("{", "["),
+    prefer=("xlam", "qwen25"),
+    last=True,
+)
+register_format(
+    "python",
+    _python,
+    what="a Python-style call on its own line, or a list of them",
+    markers=("(",),
+    prefer=("llama4",),
+    last=True,
+)

@@ -57,7 +57,6 @@ __all__ = [
     "FORMATS",
     "NativeFormat",
     "Recogniser",
-    "recogniser",
     "register_format",
     "typed_value",
 ]
@@ -116,19 +115,10 @@ def register_format(
     return fmt
 
 
-def recogniser(name: str, **options: Any) -> Callable[[Recogniser], Recogniser]:
-    """:func:`register_format` as the decorator of the format's recogniser."""
-
-    def register(read: Recogniser) -> Recogniser:
-        register_format(name, read, **options)
-        return read
-
-    return register
-
-
 # --- values written as text -------------------------------------------------------------------
 
 _INTEGER: Final = re.compile(r"[+-]?\d{1,300}")
+_JSON_TYPES: Final[dict[str, Any]] = {"number": (int, float), "object": dict, "array": list}
 
 
 def _types(schema: Mapping[str, Any]) -> list[str]:
@@ -156,30 +146,22 @@ def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
     if "string" in types:
         return raw
     text = raw.strip()
+    ok, value, conflicted = loads(text)
+    ok = ok and not conflicted
     for kind in types:
         if kind == "integer" and _INTEGER.fullmatch(text):
             return int(text)
-        if kind == "number":
-            ok, value, _ = loads(text)
-            if ok and isinstance(value, int | float) and not isinstance(value, bool):
-                return value
         if kind == "boolean" and text.lower() in ("true", "false"):
             return text.lower() == "true"
         if kind == "null" and text in ("null", "None"):
             return None
-        if kind in ("object", "array") and text[:1] in ("{", "["):
-            ok, value, conflicted = loads(text)
-            if ok and not conflicted and isinstance(value, dict if kind == "object" else list):
-                return value
-    if not types and text[:1] in ("{", "["):  # a schema without a type admits any JSON
-        ok, value, conflicted = loads(text)
-        if ok and not conflicted:
+        json_type = _JSON_TYPES.get(kind)
+        if json_type and ok and isinstance(value, json_type) and not isinstance(value, bool):
             return value
     enum = schema.get("enum")
-    if not types and isinstance(enum, list) and raw not in enum:
-        ok, value, conflicted = loads(text)
-        if ok and not conflicted and value in enum:
-            return value
+    listed = isinstance(enum, list) and raw not in enum and value in enum
+    if not types and ok and (isinstance(value, dict | list) or listed):  # any JSON, or enum
+        return value
     return raw
 
 
@@ -188,17 +170,12 @@ def type_arguments(
 ) -> dict[str, Any]:
     """Every text value of ``arguments`` typed (:func:`typed_value`); unlisted ones stay."""
     properties = schema.get("properties") if schema is not None else None
-    out: dict[str, Any] = {}
+    typed = dict(arguments)
     for key, value in arguments.items():
-        if not isinstance(value, str):
-            out[key] = value
-        elif schema is None:
-            out[key] = typed_value(value, None)
-        elif isinstance(properties, Mapping) and isinstance(properties.get(key), Mapping):
-            out[key] = typed_value(value, properties[key])
-        else:
-            out[key] = value
-    return out
+        listed = properties.get(key) if isinstance(properties, Mapping) else None
+        if isinstance(value, str) and (schema is None or isinstance(listed, Mapping)):
+            typed[key] = typed_value(value, listed)
+    return typed
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -230,27 +207,22 @@ class _Finder:
 
 def _json_pieces(text: str, start: int, limit: int) -> Iterator[Piece]:
     """The JSON call objects at the first bracket of ``text[start:limit]``, read lazily."""
-    pos = start
-    while pos < limit and text[pos] in " \t\r\n":
-        pos += 1
+    pos = limit - len(text[start:limit].lstrip(" \t\r\n"))
     if pos >= limit or text[pos] not in "{[":
         return iter(())
     return json_objects_lazily(text, pos, limit)
 
 
-def _blocks(
-    text: str,
-    names: frozenset[str],
-    opening: str,
-    closing: str,
-    fmt: Any,
-    out: CallSink,
-) -> None:
-    """JSON calls in ``opening ... closing`` blocks (unclosed at the end: they end with
-    their JSON)."""
-    for pos, body, body_end, end in _regions(text, opening, closing):
-        pieces = _json_pieces(text, body, body_end)
-        out.extend(tile(pieces, fmt, pos, None if body_end == len(text) else end, names))
+def _json_blocks(fmt: str, opening: str, closing: str) -> Recogniser:
+    """The recogniser of JSON calls in ``opening ... closing`` blocks (unclosed at the end:
+    they end with their JSON)."""
+
+    def read(text: str, names: frozenset[str], out: CallSink) -> None:
+        for pos, body, body_end, end in _regions(text, opening, closing):
+            pieces = _json_pieces(text, body, body_end)
+            out.extend(tile(pieces, fmt, pos, None if body_end == len(text) else end, names))
+
+    return read
 
 
 def _regions(text: str, opening: str, closing: str) -> Iterator[tuple[int, int, int, int]]:
@@ -273,13 +245,6 @@ _GLM_HEAD: Final = re.compile(rf"[ \t]*({_NAME})[ \t]*(?:\r?\n|(?=<arg_key>|</to
 _GLM_PAIR: Final = re.compile(r"\s*<arg_key>(.{0,200}?)</arg_key>\s*<arg_value>", re.DOTALL)
 
 
-@recogniser(
-    "glm45",
-    what="GLM-4.5's <tool_call> with <arg_key>/<arg_value>",
-    markers=("<tool_call>",),
-    closes=("<tool_call>", "</tool_call>"),
-    values=("<arg_value>", ("</arg_value>", "</tool_call>")),
-)
 def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
     """GLM-4.5 / 4.6: ``<tool_call>NAME`` then ``<arg_key>K</arg_key><arg_value>V</arg_value>``
     pairs (strings as written, other values as JSON), ``</tool_call>``."""
@@ -316,7 +281,6 @@ _KIMI_TOKEN: Final = re.compile(
 _KIMI_ID: Final = re.compile(r"\s*(?:functions\.)?([\w.\-/]{1,200}?)(?::\d{1,6})?\s*\Z")
 
 
-@recogniser("kimi", what="Kimi K2's tool-call tokens", markers=("<|tool_call_begin|>",))
 def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
     """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
     <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
@@ -346,7 +310,6 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
     sections.close(None)
 
 
-@recogniser("internlm", what="InternLM's <|action_start|> call", markers=("<|action_start|>",))
 def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
     """InternLM2: ``<|action_start|><|plugin|>`` then a JSON call, ``<|action_end|>``."""
     for pos, body, body_end, end in _regions(text, "<|action_start|>", "<|action_end|>"):
@@ -356,35 +319,6 @@ def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
             out.extend(tile(pieces, "internlm", pos, end, names))
 
 
-@recogniser(
-    "qwen25",
-    what="Qwen2.5-Coder's <tools> block",
-    markers=("<tools>",),
-    closes=("<tools>", "</tools>"),
-)
-def qwen25(text: str, names: frozenset[str], out: CallSink) -> None:
-    """Qwen2.5-Coder: JSON calls inside ``<tools> ... </tools>``."""
-    _blocks(text, names, "<tools>", "</tools>", "qwen25", out)
-
-
-@recogniser(
-    "jamba",
-    what="Jamba's <tool_calls> list",
-    markers=("<tool_calls>",),
-    closes=("<tool_calls>", "</tool_calls>"),
-)
-def jamba(text: str, names: frozenset[str], out: CallSink) -> None:
-    """Jamba (and MiniMax-M1): a JSON list, or JSON lines, inside ``<tool_calls>``."""
-    _blocks(text, names, "<tool_calls>", "</tool_calls>", "jamba", out)
-
-
-@recogniser("granite", what="Granite's <|tool_call|> list", markers=("<|tool_call|>",))
-def granite(text: str, names: frozenset[str], out: CallSink) -> None:
-    """Granite: ``<|tool_call|>`` then a JSON list of calls."""
-    _blocks(text, names, "<|tool_call|>", "<|end_of_text|>", "granite", out)
-
-
-@recogniser("llama4", what="Llama 4's [f(k=v)] calls", markers=("<|python_start|>",))
 def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
     """Llama 4: ``<|python_start|>[f(k=...), g()]<|python_end|>`` (or one call)."""
     for pos, body, body_end, end in _regions(text, "<|python_start|>", "<|python_end|>"):
@@ -409,7 +343,6 @@ _HARMONY_HEAD: Final = re.compile(r"[^\n]{0,120}?<\|message\|>")
 _HARMONY_ENDS: Final = ("<|call|>", "<|end|>", "<|return|>", "<|start|>", "<|channel|>")
 
 
-@recogniser("harmony", what="gpt-oss's Harmony call", markers=("<|message|>",), prefer=("gpt-oss",))
 def harmony(text: str, names: frozenset[str], out: CallSink) -> None:
     """gpt-oss (harmony): ``<|channel|>commentary to=functions.NAME <|constrain|>json
     <|message|>{...}<|call|>`` (the recipient may also come before the channel)."""
@@ -445,13 +378,6 @@ _MINIMAX_TOKEN: Final = re.compile(
 )
 
 
-@recogniser(
-    "minimax",
-    what="MiniMax's <invoke> call",
-    markers=("<invoke name=",),
-    closes=("<minimax:tool_call>", "</minimax:tool_call>"),
-    values=("<parameter name=", ("</parameter>", "</invoke>", "</minimax:tool_call>")),
-)
 def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     """MiniMax-M2: ``<minimax:tool_call>`` holding ``<invoke name="NAME">`` elements with
     ``<parameter name="K">V</parameter>`` children, values as text."""
@@ -491,13 +417,6 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     blocks.close(None)
 
 
-@recogniser(
-    "seed_oss",
-    what="Seed-OSS's <seed:tool_call>",
-    markers=("<seed:tool_call>",),
-    closes=("<seed:tool_call>", "</seed:tool_call>"),
-    values=("<parameter=", ("</parameter>", "</function>", "</seed:tool_call>")),
-)
 def seed_oss(text: str, names: frozenset[str], out: CallSink) -> None:
     """Seed-OSS: Qwen3-Coder-style ``<function=NAME><parameter=K>V</parameter></function>``
     inside ``<seed:tool_call> ... </seed:tool_call>``."""
@@ -514,7 +433,6 @@ _FUNCTIONARY: Final = re.compile(
 )
 
 
-@recogniser("functionary", what="Functionary's >>>f call", markers=(">>>", "<|recipient|>"))
 def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
     """Functionary: v3.2 ``>>>NAME\\n{...}`` (several in a row; ``>>>all`` is text) and
     v2 ``<|recipient|>NAME\\n<|content|>{...}``."""
@@ -615,3 +533,65 @@ def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments
 
 
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "function")
+
+
+# --- the registrations, in the order the recognisers are asked -------------------------------
+
+
+# --- the registrations, in the order the recognisers are asked -------------------------------
+
+register_format(
+    "glm45",
+    glm45,
+    what="GLM-4.5's <tool_call> with <arg_key>/<arg_value>",
+    markers=("<tool_call>",),
+    closes=("<tool_call>", "</tool_call>"),
+    values=("<arg_value>", ("</arg_value>", "</tool_call>")),
+)
+register_format("kimi", kimi, what="Kimi K2's tool-call tokens", markers=("<|tool_call_begin|>",))
+register_format(
+    "internlm", internlm, what="InternLM's <|action_start|> call", markers=("<|action_start|>",)
+)
+register_format(
+    "qwen25",
+    _json_blocks("qwen25", "<tools>", "</tools>"),
+    what="Qwen2.5-Coder's <tools> block",
+    markers=("<tools>",),
+    closes=("<tools>", "</tools>"),
+)
+register_format(  # Jamba and MiniMax-M1: a JSON list, or JSON lines
+    "jamba",
+    _json_blocks("jamba", "<tool_calls>", "</tool_calls>"),
+    what="Jamba's <tool_calls> list",
+    markers=("<tool_calls>",),
+    closes=("<tool_calls>", "</tool_calls>"),
+)
+register_format(
+    "granite",
+    _json_blocks("granite", "<|tool_call|>", "<|end_of_text|>"),
+    what="Granite's <|tool_call|> list",
+    markers=("<|tool_call|>",),
+)
+register_format("llama4", llama4, what="Llama 4's [f(k=v)] calls", markers=("<|python_start|>",))
+register_format(
+    "harmony", harmony, what="gpt-oss's Harmony call", markers=("<|message|>",), prefer=("gpt-oss",)
+)
+register_format(
+    "minimax",
+    minimax,
+    what="MiniMax's <invoke> call",
+    markers=("<invoke name=",),
+    closes=("<minimax:tool_call>", "</minimax:tool_call>"),
+    values=("<parameter name=", ("</parameter>", "</invoke>", "</minimax:tool_call>")),
+)
+register_format(
+    "seed_oss",
+    seed_oss,
+    what="Seed-OSS's <seed:tool_call>",
+    markers=("<seed:tool_call>",),
+    closes=("<seed:tool_call>", "</seed:tool_call>"),
+    values=("<parameter=", ("</parameter>", "</function>", "</seed:tool_call>")),
+)
+register_format(
+    "functionary", functionary, what="Functionary's >>>f call", markers=(">>>", "<|recipient|>")
+)
