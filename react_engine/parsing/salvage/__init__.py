@@ -39,7 +39,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from ...errors import ReActParseError
@@ -159,43 +159,25 @@ class Salvaged:
         return bool(self.calls)
 
 
+@dataclass(slots=True)
 class _Found:
     """The recognisers' calls, kept in order of position; one in a think block, a fenced
     example or overlapping one kept before is dropped."""
 
-    __slots__ = ("calls", "fenced_last", "fences", "starts", "think")
-
-    def __init__(
-        self,
-        think: list[tuple[int, int]],
-        fences: list[tuple[int, int]],
-        fenced_last: bool,
-    ) -> None:
-        self.think = think
-        self.fences = fences
-        self.fenced_last = fenced_last
-        self.calls: list[PendingCall] = []
-        self.starts: list[int] = []
+    think: list[tuple[int, int]]
+    fences: list[tuple[int, int]]
+    fenced_last: bool
+    calls: list[PendingCall] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
 
     def append(self, call: PendingCall) -> None:
         start, end = call.span
-        think, fences = self.think, self.fences
-        if think:
-            region = bisect.bisect_right(think, (start, _END)) - 1
-            if region >= 0 and start < think[region][1]:
-                return
-        if fences:
-            region = bisect.bisect_right(fences, (start, _END)) - 1
-            if (
-                region >= 0
-                and start < fences[region][1]
-                and not (
-                    call.format in ("json", "python")
-                    and region == len(fences) - 1
-                    and self.fenced_last
-                )
-            ):
-                return
+        if _region(self.think, start) is not None:
+            return
+        fence = _region(self.fences, start)
+        last = fence == len(self.fences) - 1 and self.fenced_last
+        if fence is not None and not (last and call.format in ("json", "python")):
+            return
         starts, calls = self.starts, self.calls
         # after the calls of no width already at ``start`` (tiled ones keep their order)
         index = bisect.bisect_right(starts, start)
@@ -214,6 +196,12 @@ class _Found:
 
 
 _END: Final = 1 << 62  # (start, _END) sorts after every region that begins at start
+
+
+def _region(regions: list[tuple[int, int]], pos: int) -> int | None:
+    """The index of the region of ``regions`` (sorted, disjoint) that holds ``pos``."""
+    index = bisect.bisect_right(regions, (pos, _END)) - 1
+    return index if index >= 0 and pos < regions[index][1] else None
 
 
 def _typed(call: PendingCall, schemas: Mapping[str, Mapping[str, Any]] | None) -> PendingCall:
@@ -293,13 +281,6 @@ def strip_salvaged(text: str, calls: Sequence[PendingCall] | Salvaged) -> str:
     out = P.EMPTY_FENCE.sub("", out)
     out = P.BLANK_LINES.sub("\n\n", out)
     return out.strip()
-
-
-def _unfence_whole(src: str) -> str:
-    fenced = unfence(src)
-    if fenced is None or fenced[1].strip() or not src.endswith(("```", "~~~")):
-        return src
-    return fenced[0].strip()
 
 
 # --- detectors ------------------------------------------------------------------------------------
@@ -425,11 +406,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
             while pos < region_end and text[pos] in " \t\r\n,;":
                 pos += 1
         if pieces:
-            start = mark.start()
-            for name, arguments, _, piece_end, _ in pieces:
-                if name in names:
-                    out.append(found_call(name, arguments, "mistral", (start, piece_end)))
-                start = piece_end
+            out.extend(tile(pieces, "mistral", mark.start(), pieces[-1][3], names))
         elif (found := P.JSON_LIST_START.search(text, pos, region_end)) is not None:
             # text before the list: it counts if valid known calls and no example cue
             close, _ = scan(text, found.start(), region_end, P.JSON_STRUCTURE, '"')
@@ -467,12 +444,20 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
             out.append(found_call(call[0], call[1], "llama", (token.start(), end), call[2]))
 
 
+def _json(text: str, names: frozenset[str], out: CallSink) -> None:
+    """A reply that is only JSON calls of known tools, possibly fenced (broken JSON counts
+    only when it starts with ``{"name"``), then JSON call objects in its text."""
+    _whole_json(text, names, out)
+    F.json_lines(text, names, out)
+
+
 def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
-    """A reply that is only JSON calls of known tools, possibly fenced; broken JSON counts
-    only when it starts with ``{"name"``."""
     start = len(text) - len(text.lstrip())
     end = len(text.rstrip())
-    body = _unfence_whole(text[start:end])
+    body = text[start:end]
+    fenced = unfence(body)
+    if fenced is not None and not fenced[1].strip() and body.endswith(("```", "~~~")):
+        body = fenced[0].strip()
     if not body or body[0] + body[-1] not in ("{}", "[]"):
         return
     ok, value, _ = loads(body)  # a check: the calls are read again, with their repairs
@@ -487,11 +472,6 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     if not pieces or any(name not in names for name, *_ in pieces):
         return
     out.extend(tile(pieces, "json", start, end, names))
-
-
-def _json(text: str, names: frozenset[str], out: CallSink) -> None:
-    _whole_json(text, names, out)
-    F.json_lines(text, names, out)
 
 
 MAX_PYTHON_CALLS = 1024

@@ -38,6 +38,7 @@ def found_call(
 
 
 _LOOSE: Final = ("loose_arguments",)
+_JSON_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*+"', re.DOTALL)
 
 
 class CallSink(Protocol):
@@ -196,24 +197,13 @@ def _loose_call(src: str) -> tuple[str, Arguments, Repairs] | None:
         exact = end is not None and not rest[end:].strip(" \t\r\n}")
         return name.group(1), value, () if exact else _LOOSE
     if rest.startswith('"'):
-        literal = _json_string_prefix(rest)
+        string = _JSON_STRING.match(rest)
+        literal = string.group() if string is not None else rest
         ok, value, _ = loads(literal)  # a string: no object in it
         if ok and not rest[len(literal) :].strip(" \t\r\n}"):
             return name.group(1), _arguments(value), ()
         return name.group(1), _arguments(value) if ok else rest.strip(), _LOOSE
     return name.group(1), raw_arguments(rest.rstrip().removesuffix("}")), _LOOSE
-
-
-def _json_string_prefix(src: str) -> str:
-    pos = 1
-    while True:
-        match = P.QUOTE_OR_ESCAPE.search(src, pos)
-        if match is None:
-            return src
-        if match.group() == "\\":
-            pos = match.end() + 1
-            continue
-        return src[: match.end()]
 
 
 def call_from_json(src: str) -> list[tuple[str, Arguments, Repairs]] | None:
