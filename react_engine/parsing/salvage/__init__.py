@@ -77,7 +77,6 @@ __all__ = [
     "Salvaged",
     "read_salvaged",
     "register_format",
-    "salvage_calls",
     "strip_salvaged",
     "written_call",
 ]
@@ -89,25 +88,6 @@ UNCLOSED: Final = Notice(NoticeCode.UNCLOSED)
 # --- the entry points -----------------------------------------------------------------------------
 
 
-def salvage_calls(
-    text: str,
-    tool_names: Collection[str],
-    *,
-    schemas: Mapping[str, Mapping[str, Any]] | None = None,
-    prefer: str | None = None,
-    examples: bool = False,
-) -> list[PendingCall]:
-    """The calls to ``tool_names`` written in ``text``, in order of appearance.
-
-    Where two formats claim the same text, the more explicit one wins (tags before bare
-    JSON before Python); ``prefer`` names a format family asked first. ``schemas`` (tool
-    name to parameters' JSON Schema) types the values a format writes as text.
-    ``examples=True`` also reads calls in think blocks, fenced examples and those that are
-    not the model's action.
-    """
-    return read_salvaged(text, tool_names, schemas=schemas, prefer=prefer, examples=examples).calls
-
-
 def read_salvaged(
     text: str,
     tool_names: Collection[str],
@@ -117,7 +97,15 @@ def read_salvaged(
     prefer: str | None = None,
     examples: bool = False,
 ) -> Salvaged:
-    """:func:`salvage_calls`, the first ``limit`` calls only, and why one was withheld."""
+    """The calls to ``tool_names`` written in ``text``, in order of appearance (the first
+    ``limit`` only), and why one that is not the model's action was withheld.
+
+    Where two formats claim the same text, the more explicit one wins (tags before bare
+    JSON before Python); ``prefer`` names a format family asked first. ``schemas`` (tool
+    name to parameters' JSON Schema) types the values a format writes as text.
+    ``examples=True`` also reads calls in think blocks, fenced examples and those that are
+    not the model's action.
+    """
     names = frozenset(n for n in tool_names if n)
     if not text or not names:
         return Salvaged([])
@@ -244,7 +232,7 @@ def _fence_regions(text: str) -> list[tuple[int, int]]:
 
 def written_call(text: str, tool_names: Collection[str]) -> bool:
     """Whether ``text`` is a call to one of ``tool_names`` written out rather than an answer:
-    any syntax :func:`salvage_calls` reads, a leading llama.cpp ``functions.NAME:``, or a
+    any syntax :func:`read_salvaged` reads, a leading llama.cpp ``functions.NAME:``, or a
     Thought/Action block naming a tool."""
     names = [n for n in tool_names if n]
     if not names or not text.strip():
@@ -254,7 +242,7 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
         prefix = f"functions.{name}"
         if head.startswith(prefix) and P.AFTER_FUNCTIONS_NAME.match(head, len(prefix)):
             return True
-    if salvage_calls(text, names):
+    if read_salvaged(text, names):
         return True
     try:
         parsed = parse_react(text, tools=names)
