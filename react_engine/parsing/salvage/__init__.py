@@ -60,7 +60,7 @@ from .readers import (
     Tokens,
     call_from_object,
     found_call,
-    json_objects_lazily,
+    json_objects,
     loads,
     python_call,
     python_list,
@@ -309,7 +309,7 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
         else:
             json_start = _first_of(text, "{[", token.end(), body_end)
             if json_start is not None:
-                listed = json_objects_lazily(text, json_start, body_end)
+                listed, _ = json_objects(text, json_start, body_end)
                 out.extend(tile(listed, "hermes", token.start(), span_end, names))
         token = next(tokens, None) if closed else following
 
@@ -374,8 +374,8 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
         if pos >= region_end:
             continue
         if text[pos] in "[{":
-            listed = json_objects_lazily(text, pos, region_end)
-            out.extend(tile(listed, "mistral", mark.start(), None, names))
+            listed, json_end = json_objects(text, pos, region_end)
+            out.extend(tile(listed, "mistral", mark.start(), json_end, names))
             continue
         pieces = []
         while pos < region_end:
@@ -405,8 +405,8 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
                 and all(n in names for n, _ in calls)
                 and not CUES.search(text, pos, found.start())
             ):
-                listed = json_objects_lazily(text, found.start(), close or 0)
-                out.extend(tile(listed, "mistral", mark.start(), close, names))
+                listed, _ = json_objects(text, found.start(), close or 0)
+                out.extend(tile(listed, "mistral", mark.start(), close or 0, names))
 
 
 def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
@@ -422,9 +422,9 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
             end = following.end()
         json_start = _first_of(text, "{[", token.end(), body_end)
         if json_start is not None and not text[token.end() : json_start].strip():
-            pieces = json_objects_lazily(text, json_start, body_end)
+            pieces, json_end = json_objects(text, json_start, body_end)
             # with no end token, the text after the JSON is prose
-            tiled_end = end if following is not None else None
+            tiled_end = end if following is not None else json_end
             out.extend(tile(pieces, "llama", token.start(), tiled_end, names))
             continue
         call = python_call(text[token.end() : body_end], names)
@@ -456,7 +456,7 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     elif P.LOOSE_CALL_START.match(body) is None:
         return
     body_start = text.find(body, start)
-    pieces = list(json_objects_lazily(text, body_start, body_start + len(body)))
+    pieces, _ = json_objects(text, body_start, body_start + len(body))
     if not pieces or any(name not in names for name, *_ in pieces):
         return
     out.extend(tile(pieces, "json", start, end, names))

@@ -42,7 +42,7 @@ from .readers import (
     call_from_json,
     call_from_object,
     found_call,
-    json_objects_lazily,
+    json_objects,
     loads,
     python_call,
     python_list,
@@ -205,12 +205,12 @@ class _Finder:
         return best, best + which
 
 
-def _json_pieces(text: str, start: int, limit: int) -> Iterator[Piece]:
-    """The JSON call objects at the first bracket of ``text[start:limit]``, read lazily."""
+def _json_pieces(text: str, start: int, limit: int) -> tuple[list[Piece], int]:
+    """The JSON call objects at the first bracket of ``text[start:limit]``, and its end."""
     pos = limit - len(text[start:limit].lstrip(" \t\r\n"))
     if pos >= limit or text[pos] not in "{[":
-        return iter(())
-    return json_objects_lazily(text, pos, limit)
+        return [], limit
+    return json_objects(text, pos, limit)
 
 
 def _json_blocks(fmt: str, opening: str, closing: str) -> Recogniser:
@@ -219,8 +219,8 @@ def _json_blocks(fmt: str, opening: str, closing: str) -> Recogniser:
 
     def read(text: str, names: frozenset[str], out: CallSink) -> None:
         for pos, body, body_end, end in _regions(text, opening, closing):
-            pieces = _json_pieces(text, body, body_end)
-            out.extend(tile(pieces, fmt, pos, None if body_end == len(text) else end, names))
+            pieces, json_end = _json_pieces(text, body, body_end)
+            out.extend(tile(pieces, fmt, pos, json_end if body_end == len(text) else end, names))
 
     return read
 
@@ -315,7 +315,7 @@ def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
     for pos, body, body_end, end in _regions(text, "<|action_start|>", "<|action_end|>"):
         plugin = body_end - len(text[body:body_end].lstrip(" \t\r\n"))
         if text.startswith("<|plugin|>", plugin):
-            pieces = _json_pieces(text, plugin + len("<|plugin|>"), body_end)
+            pieces, _ = _json_pieces(text, plugin + len("<|plugin|>"), body_end)
             out.extend(tile(pieces, "internlm", pos, end, names))
 
 

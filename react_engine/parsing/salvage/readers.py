@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, Protocol, TypeAlias
 
 from ...types import PendingCall
@@ -42,8 +42,8 @@ _JSON_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*+"', re.DOTALL)
 
 
 class CallSink(Protocol):
-    """Where a recogniser writes the calls it finds, as into a list (kept or dropped as
-    they come: a megabyte of calls is never held whole)."""
+    """Where a recogniser writes the calls it finds, as into a list (each kept or dropped
+    as it comes)."""
 
     def append(self, call: PendingCall, /) -> None: ...
 
@@ -57,32 +57,17 @@ Piece: TypeAlias = tuple[str, Arguments, int, int, Repairs]
 
 
 def tile(
-    pieces: Iterable[Piece],
-    fmt: SalvageFormat,
-    start: int,
-    end: int | None,
-    names: frozenset[str],
-) -> Iterator[PendingCall]:
+    pieces: Sequence[Piece], fmt: SalvageFormat, start: int, end: int, names: frozenset[str]
+) -> list[PendingCall]:
     """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
-    with spans that tile it (``end=None``: where the :func:`json_objects_lazily` reader
-    says the JSON ended). Read lazily."""
-    previous_end = start
-    last: Piece | None = None
-    reading = iter(pieces)
-    while True:
-        try:
-            piece = next(reading)
-        except StopIteration as stop:
-            end = stop.value if end is None else end
-            break
-        if last is not None:
-            if last[0] in names:
-                yield found_call(last[0], last[1], fmt, (previous_end, last[3]), last[4])
-            previous_end = last[3]
-        last = piece
-    if last is not None and last[0] in names:
-        assert end is not None, "the wrapper's end, given or read"
-        yield found_call(last[0], last[1], fmt, (previous_end, end), last[4])
+    with spans that tile it."""
+    calls = []
+    for index, (name, arguments, _, piece_end, repairs) in enumerate(pieces):
+        stop = end if index == len(pieces) - 1 else piece_end
+        if name in names:
+            calls.append(found_call(name, arguments, fmt, (start, stop), repairs))
+        start = piece_end
+    return calls
 
 
 class Blocks:
@@ -253,29 +238,29 @@ def scan(
                 return pos, pos
 
 
-def json_objects_lazily(text: str, pos: int, limit: int) -> Generator[Piece, None, int]:
+def json_objects(text: str, pos: int, limit: int) -> tuple[list[Piece], int]:
     """Calls in JSON at ``text[pos]`` (an object, a list, or objects chained with ``;``),
-    one object at a time; returns where the JSON ended (``limit`` if never closed)."""
+    and where the JSON ended (``limit`` if never closed)."""
+    pieces: list[Piece] = []
     in_list = text[pos] == "["
-    cursor = pos + 1 if in_list else pos
-    end = cursor
+    cursor = end = pos + 1 if in_list else pos
     while cursor < limit:
         while cursor < limit and text[cursor] in " \t\r\n,;":
             cursor += 1
         if cursor >= limit:
-            return limit if in_list else end
+            return pieces, limit if in_list else end
         if in_list and text[cursor] == "]":
-            return cursor + 1
+            return pieces, cursor + 1
         if text[cursor] != "{":
             break
         closed, _ = scan(text, cursor, limit, P.JSON_STRUCTURE, '"')
         end = closed if closed is not None else limit
         for name, arguments, repairs in call_from_json(text[cursor:end]) or ():
-            yield name, arguments, cursor, end, repairs
+            pieces.append((name, arguments, cursor, end, repairs))
         if closed is None:
-            return limit
+            return pieces, limit
         cursor = end
-    return end
+    return pieces, end
 
 
 # --- function markup and values written as text -----------------------------------------------
@@ -351,7 +336,7 @@ def tagged_functions(
 # --- Python calls -----------------------------------------------------------------------------
 
 
-def python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iterator[Piece] | None:
+def python_list(text: str, start: int, end: int, names: frozenset[str]) -> list[Piece] | None:
     """``[f(...), g(...)]`` in ``text[start:end]`` as calls; ``None`` unless every element
     is a call to a known tool (all checked before any is given)."""
     pieces: list[Piece] = []
@@ -371,7 +356,7 @@ def python_list(text: str, start: int, end: int, names: frozenset[str]) -> Itera
         if pos < end and text[pos] == ",":
             pos += 1
             continue
-        return iter(pieces) if pos == end - 1 else None
+        return pieces if pos == end - 1 else None
 
 
 def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments, Repairs] | None:
