@@ -181,30 +181,6 @@ def type_arguments(
 # --- helpers ---------------------------------------------------------------------------------
 
 
-class _Finder:
-    """Where the next of some tokens is, from a position that only moves forward (each
-    token's last hit is kept: many unclosed tags cost one pass, not one each)."""
-
-    def __init__(self, text: str, ends: tuple[str, ...]) -> None:
-        self.text = text
-        self.ends = ends
-        self.hits = [-2] * len(ends)  # -2: not searched yet; -1: none after the last search
-        self.searched_from = [0] * len(ends)
-
-    def __call__(self, start: int) -> tuple[int, int]:
-        """``(body end, span end)`` at the first token at or after ``start``, else the end."""
-        best, which = len(self.text), 0
-        for index, end in enumerate(self.ends):
-            hit = self.hits[index]
-            stale = 0 <= hit < start or (hit == -1 and start < self.searched_from[index])
-            if hit == -2 or stale:
-                hit = self.text.find(end, start)
-                self.hits[index], self.searched_from[index] = hit, start
-            if 0 <= hit < best:
-                best, which = hit, len(end)
-        return best, best + which
-
-
 def _json_pieces(text: str, start: int, limit: int) -> tuple[list[Piece], int]:
     """The JSON call objects at the first bracket of ``text[start:limit]``, and its end."""
     pos = limit - len(text[start:limit].lstrip(" \t\r\n"))
@@ -228,15 +204,16 @@ def _json_blocks(fmt: str, opening: str, closing: str) -> Recogniser:
 def _regions(text: str, opening: str, closing: str) -> Iterator[tuple[int, int, int, int]]:
     """``(start, body, body end, end)`` of each ``opening ... closing`` region; one left
     open ends at the next opening or the end of the text."""
-    until = _Finder(text, (closing, opening))
-    pos = text.find(opening)
-    while pos != -1:
-        body = pos + len(opening)
-        body_end, end = until(body)
-        if text.startswith(opening, body_end):
-            end = body_end
-        yield pos, body, body_end, end
-        pos = text.find(opening, max(end, body))
+    tokens = Tokens(re.finditer(f"{re.escape(opening)}|{re.escape(closing)}", text))
+    while (token := tokens.take()) is not None:
+        if token.group() != opening:
+            continue
+        following = tokens.peek()
+        body_end = end = following.start() if following is not None else len(text)
+        if following is not None and following.group() == closing:
+            end = following.end()
+            tokens.take()
+        yield token.start(), token.end(), body_end, end
 
 
 # --- the recognisers ---------------------------------------------------------------------------
@@ -340,13 +317,12 @@ def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
 
 _HARMONY_TO: Final = re.compile(rf"to=(?:functions\.)?({_NAME})")
 _HARMONY_HEAD: Final = re.compile(r"[^\n]{0,120}?<\|message\|>")
-_HARMONY_ENDS: Final = ("<|call|>", "<|end|>", "<|return|>", "<|start|>", "<|channel|>")
+_HARMONY_END: Final = re.compile(r"<\|(call|end|return|start|channel)\|>")
 
 
 def harmony(text: str, names: frozenset[str], out: CallSink) -> None:
     """gpt-oss (harmony): ``<|channel|>commentary to=functions.NAME <|constrain|>json
     <|message|>{...}<|call|>`` (the recipient may also come before the channel)."""
-    until = _Finder(text, _HARMONY_ENDS)
     resume = 0
     for match in _HARMONY_TO.finditer(text):
         if match.start() < resume:
@@ -355,9 +331,10 @@ def harmony(text: str, names: frozenset[str], out: CallSink) -> None:
         if head is None or "<|message|>" in text[match.end() : head.end() - 11]:
             continue
         name = match.group(1)
-        body_end, end = until(head.end())
-        if not text.startswith("<|call|>", body_end) and not text.startswith("<|end|>", body_end):
-            end = body_end
+        ending = _HARMONY_END.search(text, head.end())
+        body_end = end = ending.start() if ending is not None else len(text)
+        if ending is not None and ending.group(1) in ("call", "end"):
+            end = ending.end()
         resume = end
         if name not in names:
             continue
