@@ -330,17 +330,10 @@ def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
         elif token.group(1) == "end":
             blocks.close(token.end())
         elif token.group(2) == "begin":
-            separator = tokens.peek()
-            if separator is not None and separator.group(1) is None and separator.group(2) is None:
-                tokens.take()
-            else:
-                separator = None
-            following = tokens.peek()
-            closed = following is not None and following.group(2) == "end"
-            body_end = following.start() if following is not None else len(text)
-            end = following.end() if following is not None and closed else body_end
-            if closed:
-                tokens.take()
+            separator = tokens.take_if(lambda t: t.group(1) is None and t.group(2) is None)
+            body_end = tokens.start(len(text))
+            closer = tokens.take_if(lambda t: t.group(2) == "end")
+            end = closer.end() if closer is not None else body_end
             if separator is not None:
                 head = text[token.end() : separator.start()]
                 name, arguments = _deepseek_call(head, text[separator.end() : body_end])
@@ -366,8 +359,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     JSON list of calls."""
     marks = Tokens(P.MISTRAL_MARK.finditer(text))
     while (mark := marks.take()) is not None:
-        following = marks.peek()
-        region_end = following.start() if following is not None else len(text)
+        region_end = marks.start(len(text))
         pos = mark.end()
         while pos < region_end and text[pos] in " \t\r\n":
             pos += 1

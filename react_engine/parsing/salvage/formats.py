@@ -208,12 +208,9 @@ def _regions(text: str, opening: str, closing: str) -> Iterator[tuple[int, int, 
     while (token := tokens.take()) is not None:
         if token.group() != opening:
             continue
-        following = tokens.peek()
-        body_end = end = following.start() if following is not None else len(text)
-        if following is not None and following.group() == closing:
-            end = following.end()
-            tokens.take()
-        yield token.start(), token.end(), body_end, end
+        body_end = tokens.start(len(text))
+        closer = tokens.take_if(lambda t: t.group() == closing)
+        yield token.start(), token.end(), body_end, closer.end() if closer else body_end
 
 
 # --- the recognisers ---------------------------------------------------------------------------
@@ -269,20 +266,15 @@ def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
         elif token.group(1) == "end":
             sections.close(token.end())
         elif token.group() == "<|tool_call_begin|>":
-            argument = tokens.peek()
-            if argument is None or argument.group() != "<|tool_call_argument_begin|>":
+            argument = tokens.take_if(lambda t: t.group() == "<|tool_call_argument_begin|>")
+            if argument is None:
                 continue
             ident = _KIMI_ID.match(text[token.end() : argument.start()])
-            tokens.take()
-            arg_start = argument.end()
-            following = tokens.peek()
-            closed = following is not None and following.group() == "<|tool_call_end|>"
-            body_end = following.start() if following is not None else len(text)
-            end = following.end() if following is not None and closed else body_end
-            if closed:
-                tokens.take()
+            body_end = tokens.start(len(text))
+            closer = tokens.take_if(lambda t: t.group() == "<|tool_call_end|>")
+            end = closer.end() if closer is not None else body_end
             if ident is not None:
-                arguments = raw_arguments(text[arg_start:body_end])
+                arguments = raw_arguments(text[argument.end() : body_end])
                 sections.add((ident.group(1), arguments, token.start(), end, ()))
     sections.close(None)
 
@@ -380,12 +372,9 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
                     cut_by_invoke = inner.group(1) is not None
                     break
                 tokens.take()
-                following = tokens.peek()
-                value_end = following.start() if following is not None else len(text)
-                value = strip_text_value(text[inner.end() : value_end])
+                value = strip_text_value(text[inner.end() : tokens.start(len(text))])
                 conflicted |= assign(params, inner.group(2).strip(), value)
-                if following is not None and following.group() == "</parameter>":
-                    tokens.take()
+                tokens.take_if(lambda t: t.group() == "</parameter>")
             if cut_by_invoke:
                 continue  # an invoke left open for the next one: not a call anyone finished
             name = token.group(1).strip()
@@ -415,9 +404,8 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
     v2 ``<|recipient|>NAME\\n<|content|>{...}``."""
     heads = Tokens(_FUNCTIONARY.finditer(text))
     while (head := heads.take()) is not None:
-        following = heads.peek()
         name = head.group(1) or head.group(2)
-        limit = following.start() if following is not None else len(text)
+        limit = heads.start(len(text))
         if name not in names:
             continue
         body = head.end()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, Protocol, TypeAlias
 
 from ...types import PendingCall
@@ -119,6 +119,14 @@ class Tokens:
         if token is not None:
             self._next = next(self._matches, None)
         return token
+
+    def take_if(self, wanted: Callable[[re.Match[str]], bool]) -> re.Match[str] | None:
+        """The next match, taken, when it is ``wanted``; else ``None`` (nothing taken)."""
+        return self.take() if self._next is not None and wanted(self._next) else None
+
+    def start(self, default: int) -> int:
+        """Where the next match starts (``default`` when there is none)."""
+        return self._next.start() if self._next is not None else default
 
 
 # --- arguments --------------------------------------------------------------------------------
