@@ -54,7 +54,6 @@ from .formats import FORMATS, NativeFormat, register_format, type_arguments
 from .readers import (
     MAX_CALL_CHARS,
     Arguments,
-    Blocks,
     CallSink,
     SalvageFormat,
     Tokens,
@@ -66,6 +65,7 @@ from .readers import (
     python_list,
     raw_arguments,
     scan,
+    sectioned,
     tagged_functions,
     tile,
 )
@@ -319,29 +319,9 @@ def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
     return min(found) if found else None
 
 
-def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
-    """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``)
-    calls; those in a ``tool_calls_begin/end`` block tile it."""
-    blocks = Blocks("deepseek", names, out)
-    tokens = Tokens(P.DEEPSEEK_TOKEN.finditer(text))
-    while (token := tokens.take()) is not None:
-        if token.group(1) == "begin":
-            blocks.open(token.start())
-        elif token.group(1) == "end":
-            blocks.close(token.end())
-        elif token.group(2) == "begin":
-            separator = tokens.take_if(lambda t: t.group(1) is None and t.group(2) is None)
-            body_end = tokens.start(len(text))
-            closer = tokens.take_if(lambda t: t.group(2) == "end")
-            end = closer.end() if closer is not None else body_end
-            if separator is not None:
-                head = text[token.end() : separator.start()]
-                name, arguments = _deepseek_call(head, text[separator.end() : body_end])
-                blocks.add((name, arguments, token.start(), end, ()))
-    blocks.close(None)
-
-
 def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
+    """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``);
+    the calls in a ``tool_calls_begin/end`` block tile it."""
     stripped = body.lstrip()
     if stripped.startswith("{"):  # V3.1: NAME<sep>{...}
         return head.strip(), raw_arguments(stripped)
@@ -525,7 +505,7 @@ register_format(
 register_format("llama_function", what="a <function=...>{...} block")
 register_format(
     "deepseek",
-    _deepseek,
+    sectioned("deepseek", P.DEEPSEEK_TOKEN, _deepseek_call),
     what="DeepSeek's tool-call tokens",
     markers=("tool▁call", "tool_call_begin", "tool_calls_begin"),
 )

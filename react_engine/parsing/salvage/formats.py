@@ -48,6 +48,7 @@ from .readers import (
     python_list,
     raw_arguments,
     scan,
+    sectioned,
     strip_text_value,
     tagged_functions,
     tile,
@@ -247,36 +248,18 @@ def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
 
 
 _KIMI_TOKEN: Final = re.compile(
-    r"<\|tool_calls_section_(begin|end)\|>"
-    r"|<\|tool_call_begin\|>"
-    r"|<\|tool_call_argument_begin\|>"
-    r"|<\|tool_call_end\|>"
+    r"<\|tool_calls_section_(begin|end)\|>"  # a section's begin or end, group 1
+    r"|<\|tool_call_(begin|end)\|>"  # a call's, group 2
+    r"|<\|tool_call_argument_begin\|>"  # the separator
 )
 _KIMI_ID: Final = re.compile(r"\s*(?:functions\.)?([\w.\-/]{1,200}?)(?::\d{1,6})?\s*\Z")
 
 
-def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
+def _kimi_call(head: str, body: str) -> tuple[str, Arguments] | None:
     """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
     <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
-    tokens = Tokens(_KIMI_TOKEN.finditer(text))
-    sections = Blocks("kimi", names, out)
-    while (token := tokens.take()) is not None:
-        if token.group(1) == "begin":
-            sections.open(token.start())
-        elif token.group(1) == "end":
-            sections.close(token.end())
-        elif token.group() == "<|tool_call_begin|>":
-            argument = tokens.take_if(lambda t: t.group() == "<|tool_call_argument_begin|>")
-            if argument is None:
-                continue
-            ident = _KIMI_ID.match(text[token.end() : argument.start()])
-            body_end = tokens.start(len(text))
-            closer = tokens.take_if(lambda t: t.group() == "<|tool_call_end|>")
-            end = closer.end() if closer is not None else body_end
-            if ident is not None:
-                arguments = raw_arguments(text[argument.end() : body_end])
-                sections.add((ident.group(1), arguments, token.start(), end, ()))
-    sections.close(None)
+    ident = _KIMI_ID.match(head)
+    return (ident.group(1), raw_arguments(body)) if ident is not None else None
 
 
 def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
@@ -513,7 +496,12 @@ register_format(
     closes=("<tool_call>", "</tool_call>"),
     values=("<arg_value>", ("</arg_value>", "</tool_call>")),
 )
-register_format("kimi", kimi, what="Kimi K2's tool-call tokens", markers=("<|tool_call_begin|>",))
+register_format(
+    "kimi",
+    sectioned("kimi", _KIMI_TOKEN, _kimi_call),
+    what="Kimi K2's tool-call tokens",
+    markers=("<|tool_call_begin|>",),
+)
 register_format(
     "internlm", internlm, what="InternLM's <|action_start|> call", markers=("<|action_start|>",)
 )

@@ -129,6 +129,38 @@ class Tokens:
         return self._next.start() if self._next is not None else default
 
 
+def sectioned(
+    fmt: SalvageFormat,
+    tokens: re.Pattern[str],
+    call: Callable[[str, str], tuple[str, Arguments] | None],
+) -> Callable[[str, frozenset[str], CallSink], None]:
+    """The recogniser of calls written with special tokens: a section's begin or end
+    (``tokens``' group 1), a call's begin or end (group 2), a separator (no group) between
+    the call's head and body, which ``call`` reads; the calls in a section tile it."""
+
+    def read(text: str, names: frozenset[str], out: CallSink) -> None:
+        blocks = Blocks(fmt, names, out)
+        matches = Tokens(tokens.finditer(text))
+        while (token := matches.take()) is not None:
+            if token.group(1) == "begin":
+                blocks.open(token.start())
+            elif token.group(1) == "end":
+                blocks.close(token.end())
+            elif token.group(2) == "begin":
+                separator = matches.take_if(lambda t: t.group(1) is None and t.group(2) is None)
+                body_end = matches.start(len(text))
+                closer = matches.take_if(lambda t: t.group(2) == "end")
+                end = closer.end() if closer is not None else body_end
+                if separator is not None:
+                    head = text[token.end() : separator.start()]
+                    found = call(head, text[separator.end() : body_end])
+                    if found is not None:
+                        blocks.add((*found, token.start(), end, ()))
+        blocks.close(None)
+
+    return read
+
+
 # --- arguments --------------------------------------------------------------------------------
 
 
