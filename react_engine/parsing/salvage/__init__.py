@@ -115,24 +115,20 @@ def read_salvaged(
     found = _Found(think, fences, fenced_last)
     for detect in _detectors(text, prefer):
         detect(text, names, found)
-    withheld: NotAction | None = None
-    if found.calls and not examples:
-        spans = [c.span for c in found.calls]
+    calls, withheld = found.calls, None
+    if calls and not examples:
         closers = {f.closes for f in F.FORMATS.values() if f.closes is not None}
-        verdicts = placement(text, spans, sorted([*found.think, *fences]), closers)
+        regions = sorted([*found.think, *fences])
+        verdicts = placement(text, [c.span for c in calls], regions, closers)
+        calls = []
         for call, verdict in zip(found.calls, verdicts, strict=True):
+            if verdict not in (None, "unclosed"):
+                withheld = withheld or verdict
+                continue
             if verdict == "unclosed":  # kept, so that the model is told (the policy refuses it)
                 call.cut = UNCLOSED
-        dropped = [v for v in verdicts if v is not None and v != "unclosed"]
-        if dropped:
-            withheld = dropped[0]
-            found.calls = [
-                c
-                for c, v in zip(found.calls, verdicts, strict=True)
-                if v is None or v == "unclosed"
-            ]
-    calls = [_typed(c, schemas) for c in found.calls[:limit]]
-    return Salvaged(calls, withheld)
+            calls.append(call)
+    return Salvaged([_typed(c, schemas) for c in calls[:limit]], withheld)
 
 
 @dataclass(slots=True)
@@ -307,16 +303,14 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
             pieces = [piece for piece, _ in tagged_functions(text, inner, body_end)]
             out.extend(tile(pieces, "qwen_xml", token.start(), span_end, names))
         else:
-            json_start = _first_of(text, "{[", token.end(), body_end)
-            if json_start is not None:
-                listed, _ = json_objects(text, json_start, body_end)
+            bracket = _BRACKET.search(text, token.end(), body_end)
+            if bracket is not None:
+                listed, _ = json_objects(text, bracket.start(), body_end)
                 out.extend(tile(listed, "hermes", token.start(), span_end, names))
         token = next(tokens, None) if closed else following
 
 
-def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
-    found = [p for p in (text.find(c, start, end) for c in chars) if p != -1]
-    return min(found) if found else None
+_BRACKET: Final = re.compile(r"[{\[]")
 
 
 def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
@@ -392,9 +386,9 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
         end = body_end
         if following is not None and following.group() != P.PYTHON_TAG:
             end = following.end()
-        json_start = _first_of(text, "{[", token.end(), body_end)
-        if json_start is not None and not text[token.end() : json_start].strip():
-            pieces, json_end = json_objects(text, json_start, body_end)
+        bracket = _BRACKET.search(text, token.end(), body_end)
+        if bracket is not None and not text[token.end() : bracket.start()].strip():
+            pieces, json_end = json_objects(text, bracket.start(), body_end)
             # with no end token, the text after the JSON is prose
             tiled_end = end if following is not None else json_end
             out.extend(tile(pieces, "llama", token.start(), tiled_end, names))
