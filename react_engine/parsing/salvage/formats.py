@@ -419,8 +419,8 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
     """JSON call objects in the reply's text, alone or chained (``;``, ``,``, space, a list).
 
     Each object of a chain must be valid JSON with an explicit arguments key and a known
-    tool, and not a value inside other JSON. A chain is read twice (check, then write),
-    holding no object in between: a megabyte of JSON lines is one chain.
+    tool, and not a value inside other JSON: a chain is checked whole before any call in
+    it is written.
     """
     resume = 0
     for match in _CALL_OBJECT.finditer(text):
@@ -428,23 +428,20 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
         if start < resume:
             continue
         first = match.end() - 1  # the first object's "{"
-        count, end = 0, first
-        for object_start, end in _chain(text, first):
-            if count < 0:
-                continue  # a bad call: the chain is not read, only its end is found
-            calls = _good_calls(text[object_start:end], names)
-            count = -1 if calls is None else count + len(calls)
+        objects = list(_chain(text, first))
+        end = last = objects[-1][1] if objects else first
         resume = max(end, start + 1)
-        last = end
+        good = [_good_calls(text[a:b], names) for a, b in objects]
         if first > start:  # a list: it must close right after its last object
             closing = _LIST_END.match(text, end)
-            count, last = (count, closing.end()) if closing else (-1, end)
-        if count > 0 and not text[max(0, start - 80) : start].rstrip().endswith('":'):
-            for object_start, object_end in _chain(text, first):
-                span = (start if object_start == first else object_start, object_end)
-                span = (span[0], last if object_end == end else object_end)
-                for name, arguments, repairs in call_from_json(text[object_start:object_end]) or ():
-                    out.append(found_call(name, arguments, "json", span, repairs))
+            last = closing.end() if closing else -1
+        in_json = text[max(0, start - 80) : start].rstrip().endswith('":')
+        if last < 0 or None in good or not any(good) or in_json:
+            continue
+        for index, (a, b) in enumerate(objects):
+            span = (start if index == 0 else a, last if index == len(objects) - 1 else b)
+            for name, arguments, repairs in call_from_json(text[a:b]) or ():
+                out.append(found_call(name, arguments, "json", span, repairs))
 
 
 _LIST_END: Final = re.compile(r"\s*\]")
