@@ -273,32 +273,28 @@ def strip_salvaged(text: str, calls: Sequence[PendingCall] | Salvaged) -> str:
 def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
     """Hermes ``<tool_call>`` blocks (JSON or Qwen3-Coder XML inside) and bare
     ``<function=NAME>`` blocks, read one at a time (never all tags of a megabyte at once)."""
-    tokens = P.CALL_MARKUP.finditer(text)
-    token = next(tokens, None)
-    while token is not None:
+    tokens = Tokens(P.CALL_MARKUP.finditer(text))
+    while (token := tokens.take()) is not None:
         is_block = token.group() == P.CALL_OPEN
         if not is_block and token.group(1) is None:
-            token = next(tokens, None)
             continue
         # a block's tags up to the next block tag; a bare function's up to the next function
         inner: list[re.Match[str]] = []
-        following = next(tokens, None)
-        while following is not None and following.group() not in (P.CALL_OPEN, P.CALL_CLOSE):
-            if not is_block and following.group(1) is not None:
+        while (tag := tokens.peek()) is not None and tag.group() not in (P.CALL_OPEN, P.CALL_CLOSE):
+            if not is_block and tag.group(1) is not None:
                 break
-            inner.append(following)
-            following = next(tokens, None)
-        body_end = following.start() if following is not None else len(text)
+            inner.append(tag)
+            tokens.take()
+        body_end = tokens.start(len(text))
         if not is_block:
             for (name, arguments, start, end, repairs), fmt in tagged_functions(
                 text, [token, *inner], body_end
             ):
                 if name in names:
                     out.append(found_call(name, arguments, fmt, (start, end), repairs))
-            token = following
             continue
-        closed = following is not None and following.group() == P.CALL_CLOSE
-        span_end = following.end() if following is not None and closed else body_end
+        closer = tokens.take_if(lambda t: t.group() == P.CALL_CLOSE)
+        span_end = closer.end() if closer is not None else body_end
         if any(t.group(1) is not None for t in inner):
             pieces = [piece for piece, _ in tagged_functions(text, inner, body_end)]
             out.extend(tile(pieces, "qwen_xml", token.start(), span_end, names))
@@ -307,7 +303,6 @@ def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
             if bracket is not None:
                 listed, _ = json_objects(text, bracket.start(), body_end)
                 out.extend(tile(listed, "hermes", token.start(), span_end, names))
-        token = next(tokens, None) if closed else following
 
 
 _BRACKET: Final = re.compile(r"[{\[]")
