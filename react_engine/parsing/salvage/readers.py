@@ -336,40 +336,32 @@ def tagged_functions(
     pairs (Qwen3-Coder) or one JSON object (Llama 3.1), up to ``</function>``, the next
     function or ``region_end``."""
     out: list[tuple[Piece, SalvageFormat]] = []
-    k = 0
-    while k < len(tokens):
-        opening = tokens[k]
-        k += 1
+    matches = Tokens(iter(tokens))
+    while (opening := matches.take()) is not None:
         if opening.group(1) is None:
             continue
         params: dict[str, Any] = {}
         conflicted = False
         end = body_end = region_end
-        while k < len(tokens):
-            token = tokens[k]
-            if token.group() == P.FUNCTION_CLOSE:
-                body_end, end = token.start(), token.end()
-                k += 1
-                break
+        while (token := matches.peek()) is not None:
             if token.group(1) is not None:  # the next function: this one was not closed
                 body_end = end = token.start()
                 break
-            k += 1
+            matches.take()
+            if token.group() == P.FUNCTION_CLOSE:
+                body_end, end = token.start(), token.end()
+                break
             if token.group(2) is not None:
-                value_end = tokens[k].start() if k < len(tokens) else region_end
-                value = strip_text_value(text[token.end() : value_end])
+                value = strip_text_value(text[token.end() : matches.start(region_end)])
                 conflicted |= assign(params, token.group(2).strip(), value)
-                if k < len(tokens) and tokens[k].group() == "</parameter>":
-                    k += 1
+                matches.take_if(lambda t: t.group() == "</parameter>")
         name = opening.group(1).strip()
         body = text[opening.end() : body_end].strip()
         repairs = DUPLICATE_KEY if conflicted else ()
-        if params:
+        if params or not body:
             out.append(((name, params, opening.start(), end, repairs), "qwen_xml"))
         elif body.startswith("{"):
             out.append(((name, raw_arguments(body), opening.start(), end, ()), "llama_function"))
-        elif not body:
-            out.append(((name, {}, opening.start(), end, ()), "qwen_xml"))
     return out
 
 
