@@ -274,20 +274,13 @@ def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
 def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
     """Llama 4: ``<|python_start|>[f(k=...), g()]<|python_end|>`` (or one call)."""
     for pos, body, body_end, end in _regions(text, "<|python_start|>", "<|python_end|>"):
-        start = body
-        while start < body_end and text[start] in " \t\r\n":
-            start += 1
-        stop = body_end
-        while stop > start and text[stop - 1] in " \t\r\n":
-            stop -= 1
-        if text.startswith("[", start) and text.endswith("]", 0, stop):
-            listed = python_list(text, start, stop, names)
-            if listed:
-                out.extend(tile(listed, "llama4", pos, end, names))
-        else:
-            call = python_call(text[start:stop], names)
-            if call is not None:
-                out.append(found_call(call[0], call[1], "llama4", (pos, end), call[2]))
+        written = text[body:body_end].strip(" \t\r\n")
+        start = body_end - len(text[body:body_end].lstrip(" \t\r\n"))
+        if written.startswith("[") and written.endswith("]"):
+            listed = python_list(text, start, start + len(written), names) or []
+            out.extend(tile(listed, "llama4", pos, end, names))
+        elif (call := python_call(written, names)) is not None:
+            out.append(found_call(call[0], call[1], "llama4", (pos, end), call[2]))
 
 
 _HARMONY_TO: Final = re.compile(rf"to=(?:functions\.)?({_NAME})")
