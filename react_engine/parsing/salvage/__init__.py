@@ -339,10 +339,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
             out.extend(tile(listed, "mistral", mark.start(), json_end, names))
             continue
         pieces = []
-        while pos < region_end:
-            named = P.MISTRAL_NAMED.match(text, pos, region_end)
-            if named is None:
-                break
+        while (named := P.MISTRAL_NAMED.match(text, pos, region_end)) is not None:
             args_start = named.end()
             while args_start < region_end and text[args_start] in " \t":
                 args_start += 1
