@@ -183,11 +183,9 @@ class Usage:
 
     def add(self, other: Usage) -> None:
         # A negative count from a server must not lower the sum a token budget checks.
-        self.prompt_tokens += max(0, other.prompt_tokens)
-        self.completion_tokens += max(0, other.completion_tokens)
-        self.total_tokens += max(0, other.total_tokens)
-        self.cached_tokens += max(0, other.cached_tokens)
-        self.requests += max(0, other.requests)
+        for count in dataclasses.fields(self):
+            added = max(0, getattr(other, count.name))
+            setattr(self, count.name, getattr(self, count.name) + added)
 
 
 @dataclass(slots=True)

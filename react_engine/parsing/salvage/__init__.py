@@ -261,10 +261,7 @@ def strip_salvaged(text: str, calls: Sequence[PendingCall] | Salvaged) -> str:
         pieces.append(text[pos:start])
         pos = end
     pieces.append(text[pos:])
-    out = "".join(pieces)
-    out = P.EMPTY_FENCE.sub("", out)
-    out = P.BLANK_LINES.sub("\n\n", out)
-    return out.strip()
+    return P.BLANK_LINES.sub("\n\n", P.EMPTY_FENCE.sub("", "".join(pieces))).strip()
 
 
 # --- detectors ------------------------------------------------------------------------------------

@@ -225,26 +225,19 @@ def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
     pairs (strings as written, other values as JSON), ``</tool_call>``."""
     for pos, body, body_end, end in _regions(text, "<tool_call>", "</tool_call>"):
         head = _GLM_HEAD.match(text, body, body_end)
-        if head is not None and head.group(1) in names:
-            arguments: dict[str, Any] | None = {}
-            conflicted = False
-            cursor = head.end()
-            while arguments is not None:
-                pair = _GLM_PAIR.match(text, cursor, body_end)
-                if pair is None:
-                    if text[cursor:body_end].strip():
-                        arguments = None  # something else in the block: not this format
-                    break
-                value_end = text.find("</arg_value>", pair.end(), body_end)
-                if value_end == -1:
-                    value_end = body_end
-                    cursor = body_end
-                else:
-                    cursor = value_end + len("</arg_value>")
-                conflicted |= assign(arguments, pair.group(1).strip(), text[pair.end() : value_end])
-            if arguments is not None:
-                repairs = DUPLICATE_KEY if conflicted else ()
-                out.append(found_call(head.group(1), arguments, "glm45", (pos, end), repairs))
+        if head is None or head.group(1) not in names:
+            continue
+        arguments: dict[str, Any] = {}
+        conflicted = False
+        cursor = head.end()
+        while (pair := _GLM_PAIR.match(text, cursor, body_end)) is not None:
+            value_end = text.find("</arg_value>", pair.end(), body_end)
+            value_end = body_end if value_end == -1 else value_end
+            cursor = min(value_end + len("</arg_value>"), body_end)
+            conflicted |= assign(arguments, pair.group(1).strip(), text[pair.end() : value_end])
+        if not text[cursor:body_end].strip():  # else something else in the block: not this format
+            repairs = DUPLICATE_KEY if conflicted else ()
+            out.append(found_call(head.group(1), arguments, "glm45", (pos, end), repairs))
 
 
 _KIMI_TOKEN: Final = re.compile(
