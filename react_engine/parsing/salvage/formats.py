@@ -329,23 +329,16 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
         elif token.group(1) is not None:
             params: dict[str, Any] = {}
             conflicted = False
-            end = len(text)
-            cut_by_invoke = False
-            while (inner := tokens.peek()) is not None:
-                if inner.group() == "</invoke>":
-                    end = inner.end()
-                    tokens.take()
-                    break
-                if inner.group(2) is None:
-                    end = inner.start()  # the next invoke or the block's end: not closed
-                    cut_by_invoke = inner.group(1) is not None
-                    break
+            while (inner := tokens.peek()) is not None and inner.group(2) is not None:
                 tokens.take()
                 value = strip_text_value(text[inner.end() : tokens.start(len(text))])
                 conflicted |= assign(params, inner.group(2).strip(), value)
                 tokens.take_if(lambda t: t.group() == "</parameter>")
-            if cut_by_invoke:
+            closer = tokens.take_if(lambda t: t.group() == "</invoke>")
+            following = tokens.peek()
+            if closer is None and following is not None and following.group(1) is not None:
                 continue  # an invoke left open for the next one: not a call anyone finished
+            end = closer.end() if closer is not None else tokens.start(len(text))
             name = token.group(1).strip()
             repairs = DUPLICATE_KEY if conflicted else ()
             blocks.add((name, params, token.start(), end, repairs))
