@@ -381,9 +381,7 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
             # with no end token, the text after the JSON is prose
             tiled_end = end if following is not None else json_end
             out.extend(tile(pieces, "llama", token.start(), tiled_end, names))
-            continue
-        call = python_call(text[token.end() : body_end], names)
-        if call is not None:
+        elif (call := python_call(text[token.end() : body_end], names)) is not None:
             out.append(found_call(call[0], call[1], "llama", (token.start(), end), call[2]))
 
 

@@ -380,14 +380,12 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
             continue
         closed, _ = scan(text, body, limit, P.JSON_STRUCTURE, '"')
         end = closed if closed is not None else limit
+        arguments = raw_arguments(text[body:end])
         if closed is not None:
             tail = text.find("<|", end, limit)
             if tail != -1 and not text[end:tail].strip():
                 close = text.find("|>", tail, limit)
                 end = close + 2 if close != -1 else end
-        arguments: Arguments = raw_arguments(
-            text[body:end] if closed is None else text[body:closed]
-        )
         out.append(found_call(name, arguments, "functionary", (head.start(), end)))
 
 
