@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from .wording import Notice, NoticeCode
 
-__all__ = ["MAX_ARGUMENT_DEPTH", "MAX_TRACE_DEPTH", "TOO_DEEP", "exceeds_depth", "too_deep"]
+__all__ = ["MAX_ARGUMENT_DEPTH", "MAX_TRACE_DEPTH", "TOO_DEEP", "exceeds_depth"]
 
 MAX_ARGUMENT_DEPTH: Final = 100
 """Deepest nesting accepted in a tool call's arguments (the object itself is level 1)."""
@@ -54,7 +54,3 @@ def exceeds_depth(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
         for child in children:
             stack.append((child, depth + 1))
     return False
-
-
-too_deep = exceeds_depth
-"""Whether tool-call arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH` (an alias)."""

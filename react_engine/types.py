@@ -102,10 +102,10 @@ class ModelSettings:
     def __post_init__(self) -> None:
         # Said here, not by the server after a paid request (every way of making settings,
         # dataclasses.replace included, comes through here).
-        _check_number("temperature", self.temperature, 0.0, None)
-        _check_number("top_p", self.top_p, 0.0, 1.0)
-        _check_int("max_tokens", self.max_tokens, 1)
-        _check_int("seed", self.seed, None)
+        _check("temperature", self.temperature, 0.0, None, integer=False)
+        _check("top_p", self.top_p, 0.0, 1.0, integer=False)
+        _check("max_tokens", self.max_tokens, 1, None, integer=True)
+        _check("seed", self.seed, None, None, integer=True)
         if self.timeout is not None and (
             isinstance(self.timeout, bool)
             or not isinstance(self.timeout, int | float)
@@ -122,23 +122,16 @@ class ModelSettings:
             )
 
 
-def _check_number(name: str, value: Any, low: float, high: float | None) -> None:
+def _check(name: str, value: Any, low: float | None, high: float | None, integer: bool) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"{name} must be a number or None, not {describe(value)}")
-    if not math.isfinite(value) or value < low or (high is not None and value > high):
+    if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
+        kind = "an int" if integer else "a number"
+        raise ConfigurationError(f"{name} must be {kind} or None, not {describe(value)}")
+    finite = integer or math.isfinite(value)
+    if not finite or (low is not None and value < low) or (high is not None and value > high):
         span = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
         raise ConfigurationError(f"{name} must be {span}, not {value!r}")
-
-
-def _check_int(name: str, value: Any, low: int | None) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"{name} must be an int or None, not {describe(value)}")
-    if low is not None and value < low:
-        raise ConfigurationError(f"{name} must be at least {low}, not {value}")
 
 
 def describe(value: Any) -> str:
@@ -190,16 +183,9 @@ class Usage:
 
     def add(self, other: Usage) -> None:
         # A negative count from a server must not lower the sum a token budget checks.
-        self.prompt_tokens += max(0, other.prompt_tokens)
-        self.completion_tokens += max(0, other.completion_tokens)
-        self.total_tokens += max(0, other.total_tokens)
-        self.cached_tokens += max(0, other.cached_tokens)
-        self.requests += max(0, other.requests)
-
-    def __add__(self, other: Usage) -> Usage:
-        out = dataclasses.replace(self)
-        out.add(other)
-        return out
+        for count in dataclasses.fields(self):
+            added = max(0, getattr(other, count.name))
+            setattr(self, count.name, getattr(self, count.name) + added)
 
 
 @dataclass(slots=True)
@@ -413,10 +399,6 @@ class Step:
     model_time_s: float = 0.0
     notices: list[RunNotice] = field(default_factory=list, metadata=AS_EVENTS)
     """The :class:`RunNotice` events of this step."""
-
-    @property
-    def calls(self) -> list[ActionRecord]:
-        return self.actions
 
 
 @dataclass(slots=True, frozen=True)

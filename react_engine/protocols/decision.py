@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ..nesting import TOO_DEEP, too_deep
+from ..nesting import TOO_DEEP, exceeds_depth
 from ..types import PendingCall
 from ..wording import Notice, NoticeCode
 
@@ -139,6 +139,6 @@ def close_input(call: PendingCall, finish_reason: str | None) -> None:
 def guard_depth(call: PendingCall) -> None:
     """Refuse arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH`, keeping the raw text
     (which rendering and the trace handle at any depth)."""
-    if call.error is None and isinstance(call.arguments, dict) and too_deep(call.arguments):
+    if call.error is None and isinstance(call.arguments, dict) and exceeds_depth(call.arguments):
         call.error = TOO_DEEP
         call.arguments, call.exact = call.raw_arguments, False

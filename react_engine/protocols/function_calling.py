@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import JSONRepairError, ReActParseError, TemplateError
 from ..parsing import parse_react, repair_json
-from ..parsing.salvage import read_salvaged, salvage_calls, strip_salvaged
+from ..parsing.salvage import read_salvaged, strip_salvaged
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -330,7 +330,7 @@ class FunctionCallingProtocol(Protocol):
             return None
         if not parsed.actions or not all(a.tool in names for a in parsed.actions):
             return None
-        if "json_blob" in parsed.repairs and salvage_calls(content, names, examples=True):
+        if "json_blob" in parsed.repairs and read_salvaged(content, names, examples=True):
             return None  # the only calls are examples in a code fence: not calls
         calls = parsed.actions  # the parser's own calls, completed here
         for call in calls:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import JSONRepairError
-from ..nesting import TOO_DEEP, too_deep
+from ..nesting import TOO_DEEP, exceeds_depth
 from ..parsing import read_think, repair_json
 from ..parsing.salvage import FORMATS
 from ..types import (
@@ -77,7 +77,7 @@ def salvaged_calls(content: str, found: list[PendingCall]) -> tuple[list[Pending
             if args.lstrip()[:1] in ("{", "["):
                 call.arguments, call.error, decoded = decode_arguments(args)
                 fixes = [*fixes, *decoded]
-        elif too_deep(args):  # not encoded: json.dumps may not get that deep
+        elif exceeds_depth(args):  # not encoded: json.dumps may not get that deep
             call.raw_arguments = call.arguments = content[call.span[0] : call.span[1]]
             call.error = TOO_DEEP
         else:
@@ -111,7 +111,7 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, Notice | None, lis
             return raw, Notice(NoticeCode.INVALID_JSON, detail=str(exc)), []
         value = fixed.value
         repairs = [f"json:{r}" for r in fixed.repairs]
-    if too_deep(value):
+    if exceeds_depth(value):
         return raw, TOO_DEEP, repairs
     if isinstance(value, str):
         # Double-encoded arguments ("{\"a\": 1}") happen with some servers.
@@ -122,7 +122,7 @@ def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, Notice | None, lis
         except ValueError:
             inner = None
         if isinstance(inner, dict):
-            if too_deep(inner):
+            if exceeds_depth(inner):
                 return raw, TOO_DEEP, repairs
             return inner, None, [*repairs, "double_encoded_arguments"]
     if not isinstance(value, dict):

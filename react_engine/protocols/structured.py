@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import JSONRepairError, TemplateError
-from ..nesting import CUT, TOO_DEEP, too_deep
+from ..nesting import CUT, TOO_DEEP, exceeds_depth
 from ..parsing import read_think, repair_json
 from ..tools.base import Tool
 from ..tools.schema import meets_strict_mode
@@ -388,7 +388,7 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
 
 def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
     call_id = None
-    if too_deep(arguments):  # checked before json.dumps, which may not get that deep
+    if exceeds_depth(arguments):  # checked before json.dumps, which may not get that deep
         text = raw if raw is not None else CUT
         return PendingCall(
             id=call_id, tool=tool, arguments=text, raw_arguments=text, error=TOO_DEEP

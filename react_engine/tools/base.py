@@ -18,7 +18,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ModelBehaviorError, ToolDefinitionError
-from ..nesting import TOO_DEEP, too_deep
+from ..nesting import TOO_DEEP, exceeds_depth
 from ..wording import Notice, NoticeCode
 from .docstrings import parse_docstring
 from .schema import meets_strict_mode, schema_nodes, strict_schema
@@ -162,7 +162,7 @@ class Tool:
                         text=repr(arguments[:200]),
                     )
                 )
-        if too_deep(arguments):
+        if exceeds_depth(arguments):
             raise ToolArgumentsError(TOO_DEEP)
         if self.schema_check is not None:
             coerced = self.schema_check.coerce(arguments)

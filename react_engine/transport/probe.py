@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ModelRequestError, ModelUnavailableError
-from ..parsing.salvage import salvage_calls
+from ..parsing.salvage import read_salvaged
 from ..types import ModelRequest, ModelResponse, ModelSettings, SystemMessage, UserMessage
 from .base import ChatModel
 from .learned import CapabilityCache
@@ -170,7 +170,7 @@ def _judge(
         call = reply.tool_calls[0]
         constrained = call.name == PROBE_TOOL and _exact(call.arguments)
         return ProbeResult(model, base_url, "native", stop, constrained, "", requests, notes)
-    written = salvage_calls(content, [PROBE_TOOL])
+    written = read_salvaged(content, [PROBE_TOOL]).calls
     if written:
         fmt = written[0].format
         notes.append("the call came back as text: the server has no tool parser for it")

@@ -15,7 +15,7 @@ from pathlib import Path
 import react_engine
 from react_engine.parsing import parse_react
 from react_engine.parsing.common import call_objects
-from react_engine.parsing.salvage import salvage_calls
+from react_engine.parsing.salvage import read_salvaged
 from react_engine.types import ActionRecord, PendingCall, ToolCall, ToolCallChunk
 
 PACKAGE = Path(react_engine.__file__).parent
@@ -91,9 +91,9 @@ def test_the_scan_sees_a_fifth_call_type() -> None:
 
 def test_every_reader_produces_the_one_read_call_type() -> None:
     (parsed,) = parse_react('Action: get_time\nAction Input: {"zone": "UTC"}').actions
-    (salvaged,) = salvage_calls(
+    (salvaged,) = read_salvaged(
         '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>', {"get_time"}
-    )
+    ).calls
     objects = call_objects({"thought": "t", "action": "get_time", "zone": "UTC"})
     assert objects is not None
     for call in (parsed, salvaged, *objects):

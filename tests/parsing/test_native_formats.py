@@ -28,14 +28,13 @@ from react_engine.parsing.salvage import (
     formats,
     read_salvaged,
     register_format,
-    salvage_calls,
 )
 from react_engine.parsing.salvage.readers import CallSink, found_call
 from react_engine.transport.capabilities import default_registry
 
 
 def calls_of(text: str, **kwargs: Any) -> list[tuple[str, Any, str]]:
-    found = salvage_calls(text, SCHEMAS, schemas=SCHEMAS, **kwargs)
+    found = read_salvaged(text, SCHEMAS, schemas=SCHEMAS, **kwargs).calls
     return [(c.tool, c.arguments, c.format) for c in found]
 
 
@@ -385,7 +384,7 @@ def test_random_json_calls_round_trip_in_every_family(
     text = JSON_FAMILIES[family](calls)
     names = {n for n, _ in calls}
     prefer = data.draw(st.sampled_from([None, family]))
-    found = salvage_calls(text, names, prefer=prefer)
+    found = read_salvaged(text, names, prefer=prefer).calls
     assert [(c.tool, c.arguments) for c in found] == calls, text
 
 
@@ -460,7 +459,7 @@ def test_random_text_valued_calls_round_trip_typed_by_the_schema(
             if schemas[name]["properties"][key]["type"] != kind:
                 return
     text = TEXT_FAMILIES[family](calls)
-    found = salvage_calls(text, set(schemas), schemas=schemas)
+    found = read_salvaged(text, set(schemas), schemas=schemas).calls
     expected = [(n, {k: v for k, (_, v) in p.items()}) for n, p in calls]
     assert [(c.tool, c.arguments) for c in found] == expected, text
 
@@ -519,5 +518,5 @@ ADVERSARIAL = {
 def test_a_megabyte_of_a_formats_markers_is_linear(text: str) -> None:
     # linear readers take well under a second here; a quadratic one takes tens of seconds
     assert_linear(
-        lambda size: lambda: salvage_calls(text[:size], SCHEMAS, schemas=SCHEMAS), len(text)
+        lambda size: lambda: read_salvaged(text[:size], SCHEMAS, schemas=SCHEMAS).calls, len(text)
     )

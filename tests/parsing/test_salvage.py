@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from react_engine.parsing.salvage import read_salvaged, salvage_calls, strip_salvaged
+from react_engine.parsing.salvage import read_salvaged, strip_salvaged
 from react_engine.parsing.salvage.readers import found_call
 from react_engine.types import PendingCall
 
@@ -29,7 +29,7 @@ DS_SEP = "<｜tool▁sep｜>"
 
 
 def calls_of(text: str, tools: frozenset[str] = TOOLS) -> list[tuple[str, Any, str]]:
-    return [(c.tool, c.arguments, c.format) for c in salvage_calls(text, tools)]
+    return [(c.tool, c.arguments, c.format) for c in read_salvaged(text, tools).calls]
 
 
 # (id, reply text, expected [(name, arguments, format)], expected thought after stripping)
@@ -465,7 +465,7 @@ CASES: list[tuple[str, str, list[tuple[str, Any, str]], str]] = [
     ],
 )
 def test_salvage(text: str, expected: list[tuple[str, Any, str]], thought: str) -> None:
-    calls = salvage_calls(text, TOOLS)
+    calls = read_salvaged(text, TOOLS).calls
     assert [(c.tool, c.arguments, c.format) for c in calls] == expected
     assert strip_salvaged(text, calls) == thought
     spans = [c.span for c in calls]
@@ -527,13 +527,13 @@ NOT_CALLS: list[tuple[str, str]] = [
 
 @pytest.mark.parametrize("text", [pytest.param(t, id=i) for i, t in NOT_CALLS])
 def test_not_a_call(text: str) -> None:
-    assert salvage_calls(text, TOOLS) == []
+    assert read_salvaged(text, TOOLS).calls == []
 
 
 def test_no_tools_means_nothing_is_salvaged() -> None:
     for _, text, _, _ in CASES:
-        assert salvage_calls(text, ()) == []
-        assert salvage_calls(text, [""]) == []
+        assert read_salvaged(text, ()).calls == []
+        assert read_salvaged(text, [""]).calls == []
 
 
 def test_only_listed_names_are_salvaged() -> None:
@@ -546,14 +546,14 @@ def test_only_listed_names_are_salvaged() -> None:
 def test_tool_names_may_be_any_collection() -> None:
     text = '<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call>'
     for names in (["search"], ("search",), {"search"}, {"search": object()}.keys()):
-        assert [c.tool for c in salvage_calls(text, names)] == ["search"]
+        assert [c.tool for c in read_salvaged(text, names).calls] == ["search"]
 
 
 def test_python_syntax_needs_identifier_names() -> None:
     # Function-calling names may contain "-", which Python syntax cannot express.
-    assert salvage_calls('get-weather(city="x")', {"get-weather"}) == []
+    assert read_salvaged('get-weather(city="x")', {"get-weather"}).calls == []
     text = '<tool_call>{"name": "get-weather", "arguments": {}}</tool_call>'
-    assert [c.tool for c in salvage_calls(text, {"get-weather"})] == ["get-weather"]
+    assert [c.tool for c in read_salvaged(text, {"get-weather"}).calls] == ["get-weather"]
 
 
 def test_longest_tool_name_wins() -> None:
@@ -577,13 +577,13 @@ def test_calls_inside_think_are_drafts() -> None:
 def test_closing_think_only_covers_the_start() -> None:
     # Qwen3's template opens <think> in the prompt, so the reply has only </think>.
     text = "I should call get_time()\nget_time()\n</think>\nget_time()"
-    calls = salvage_calls(text, TOOLS)
+    calls = read_salvaged(text, TOOLS).calls
     assert len(calls) == 1
     assert calls[0].span[0] == text.rindex("get_time()")
 
 
 def test_unclosed_think_hides_everything_after_it() -> None:
-    assert salvage_calls("<think>\nget_time()\n", TOOLS) == []
+    assert read_salvaged("<think>\nget_time()\n", TOOLS).calls == []
 
 
 # --- precedence between formats --------------------------------------------------------------
@@ -597,7 +597,7 @@ def test_python_lookalike_inside_json_arguments_is_not_a_second_call() -> None:
 
 def test_explicit_format_wins_over_a_python_call_around_it() -> None:
     text = 'search(query=\'<tool_call>{"name": "get_time", "arguments": {}}</tool_call>\')'
-    found = salvage_calls(text, TOOLS, examples=True)  # every call written, wherever it is
+    found = read_salvaged(text, TOOLS, examples=True).calls  # every call written, wherever it is
     assert [(c.tool, c.arguments, c.format) for c in found] == [("get_time", {}, "hermes")]
     assert calls_of(text) == []  # ... but a call inside a quoted string is not the action
 
@@ -607,7 +607,7 @@ def test_calls_from_different_formats_come_in_text_order() -> None:
         'get_time()\n<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call>\n'
         '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Bern"}}]'
     )
-    assert [(c.tool, c.format) for c in salvage_calls(text, TOOLS)] == [
+    assert [(c.tool, c.format) for c in read_salvaged(text, TOOLS).calls] == [
         ("get_time", "python"),
         ("search", "hermes"),
         ("get_weather", "mistral"),
@@ -619,7 +619,7 @@ def test_spans_of_a_wrapper_tile_it() -> None:
         'Prefix. [TOOL_CALLS][{"name": "get_time", "arguments": {}}, '
         '{"name": "search", "arguments": {"query": "q"}}] Suffix.'
     )
-    calls = salvage_calls(text, TOOLS)
+    calls = read_salvaged(text, TOOLS).calls
     assert calls[0].span[0] == text.index("[TOOL_CALLS]")
     assert calls[0].span[1] == calls[1].span[0]
     assert text[calls[1].span[1] :] == " Suffix."
@@ -628,13 +628,13 @@ def test_spans_of_a_wrapper_tile_it() -> None:
 
 def test_arguments_are_always_json_compatible() -> None:
     text = "\n".join(c[1] for c in CASES)
-    for call in salvage_calls(text, TOOLS):
+    for call in read_salvaged(text, TOOLS).calls:
         if isinstance(call.arguments, dict):
             assert json.loads(json.dumps(call.arguments)) == call.arguments
 
 
 def test_salvaged_calls_are_pending_calls() -> None:
-    (call,) = salvage_calls('get_time(zone="UTC")', TOOLS)
+    (call,) = read_salvaged('get_time(zone="UTC")', TOOLS).calls
     assert isinstance(call, PendingCall)
     assert (call.tool, call.format, call.span, call.id) == ("get_time", "python", (0, 20), None)
 
@@ -658,7 +658,9 @@ def test_strip_tolerates_overlapping_and_out_of_range_spans() -> None:
 
 def test_strip_collapses_blank_lines_and_empty_fences() -> None:
     text = "First.\n\n\n```python\nget_time()\n```\n\n\nLast."
-    assert strip_salvaged(text, salvage_calls(text, TOOLS, examples=True)) == "First.\n\nLast."
+    assert (
+        strip_salvaged(text, read_salvaged(text, TOOLS, examples=True).calls) == "First.\n\nLast."
+    )
 
 
 # --- robustness ---------------------------------------------------------------------------------
@@ -692,7 +694,7 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("text", [pytest.param(t, id=i) for i, t in ADVERSARIAL.items()])
 def test_a_megabyte_of_adversarial_text_returns(text: str) -> None:
-    calls = salvage_calls(text, TOOLS)
+    calls = read_salvaged(text, TOOLS).calls
     assert isinstance(calls, list)
     assert isinstance(strip_salvaged(text, calls), str)
 
@@ -700,7 +702,7 @@ def test_a_megabyte_of_adversarial_text_returns(text: str) -> None:
 def test_many_real_calls_in_one_reply() -> None:
     block = '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>\n'
     text = block * 20_000
-    calls = salvage_calls(text, TOOLS)
+    calls = read_salvaged(text, TOOLS).calls
     assert len(calls) == 20_000
     assert strip_salvaged(text, calls) == ""
 
@@ -739,7 +741,7 @@ def test_many_real_calls_in_one_reply() -> None:
     ).map("".join)
 )
 def test_never_raises_and_spans_are_sane(text: str) -> None:
-    calls = salvage_calls(text, TOOLS)
+    calls = read_salvaged(text, TOOLS).calls
     previous_end = 0
     for call in calls:
         assert call.tool in TOOLS
@@ -796,10 +798,10 @@ def test_python_keyword_calls_round_trip(name: str, arguments: dict[str, Any]) -
 
 def test_a_megabyte_of_call_lines_reads_only_what_a_reply_could_run() -> None:
     # A megabyte of ``f(a=1)`` lines cost 13 s of CPU, one compile per line.
-    from react_engine.parsing.salvage import MAX_PYTHON_CALLS, salvage_calls
+    from react_engine.parsing.salvage import MAX_PYTHON_CALLS, read_salvaged
 
     text = "get_weather(location='Paris')\n" * 40_000
-    calls = salvage_calls(text, ["get_weather"])
+    calls = read_salvaged(text, ["get_weather"]).calls
     assert len(calls) == MAX_PYTHON_CALLS
     assert all(c.arguments == {"location": "Paris"} for c in calls)
 
@@ -821,7 +823,7 @@ hide calls), so that calls of every format, overlapping claims and cut-offs meet
     "text", [pytest.param(LONG_REPLY, id="all-cases"), *(c[1] for c in CASES[:12])]
 )
 def test_read_salvaged_keeps_the_first_calls(text: str, limit: int | None) -> None:
-    every = salvage_calls(text, TOOLS)
+    every = read_salvaged(text, TOOLS).calls
     found = read_salvaged(text, TOOLS, limit=limit)
     assert found.calls == every[:limit]
     assert bool(found) == bool(every[:limit])

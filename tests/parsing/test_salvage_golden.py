@@ -19,7 +19,7 @@ import pytest
 from support.goldens import expected_for
 from support.native_formats import SCHEMAS, decide, summary
 
-from react_engine.parsing.salvage import salvage_calls, strip_salvaged
+from react_engine.parsing.salvage import read_salvaged, strip_salvaged
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "salvage"
 CASES = sorted(FIXTURES.glob("*.txt"))
@@ -27,7 +27,7 @@ CASES = sorted(FIXTURES.glob("*.txt"))
 
 def run_case(path: Path) -> dict[str, Any]:
     text = path.read_bytes().decode("utf-8")
-    calls = salvage_calls(text, SCHEMAS, schemas=SCHEMAS)
+    calls = read_salvaged(text, SCHEMAS, schemas=SCHEMAS).calls
     return {
         "calls": [{"name": c.tool, "arguments": c.arguments, "format": c.format} for c in calls],
         "thought": strip_salvaged(text, calls),

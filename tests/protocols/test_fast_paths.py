@@ -96,7 +96,7 @@ def _native_long_way(
         blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
         if blob and found.withheld is not None:  # a refusal that says why: the protocol's
             return protocol._native(raw, parsed, ctx)  # wording (the reading is the same)
-        if blob and SV.salvage_calls(raw, ctx.tool_names(), examples=True):
+        if blob and SV.read_salvaged(raw, ctx.tool_names(), examples=True).calls:
             return protocol._format_error(raw.strip() or None, T._EXAMPLE_ONLY)
         return None
     with mock.patch.object(T, "read_salvaged", lambda *_a, **_k: found):
@@ -209,7 +209,7 @@ def _salvage_forced(
 ) -> Any:
     """The rest of ``_salvage`` for a reply the parser read calls to known tools from."""
     names = ctx.tool_names()
-    if "json_blob" in parsed.repairs and SV.salvage_calls(text, names, examples=True):
+    if "json_blob" in parsed.repairs and SV.read_salvaged(text, names, examples=True).calls:
         return None
     calls = parsed.actions
     for call in calls:

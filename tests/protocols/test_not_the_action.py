@@ -17,7 +17,7 @@ import pytest
 
 from react_engine import Agent, CapabilityCache, RetryPolicy, ScriptedModel, tool
 from react_engine.parsing.placement import placement
-from react_engine.parsing.salvage import read_salvaged, salvage_calls
+from react_engine.parsing.salvage import read_salvaged
 from react_engine.run.events import Event, RunDone
 from react_engine.testing import ScriptedServer, completion
 
@@ -146,13 +146,13 @@ def test_the_reader_says_why_each_call_is_not_the_action() -> None:
     assert read_salvaged(quoted, ["rm"]).withheld == "quoted"
     assert read_salvaged("> " + CALL, ["rm"]).withheld == "quoted"
     # an unclosed call is read, and refused with a reason (the policy turns it into an error)
-    (unclosed,) = salvage_calls(SHAPES["unclosed"], ["rm"])
+    (unclosed,) = read_salvaged(SHAPES["unclosed"], ["rm"]).calls
     assert unclosed.cut and "closing tag" in str(unclosed.cut)
 
 
 def test_a_group_of_calls_shares_the_verdict_of_its_prose() -> None:
     text = "For example:\n" + CALL + "\n" + CALL + "\nLet me check.\n" + CALL
-    spans = [c.span for c in salvage_calls(text, ["rm"], examples=True)]
+    spans = [c.span for c in read_salvaged(text, ["rm"], examples=True).calls]
     assert placement(text, spans) == ["described", "described", None]
 
 

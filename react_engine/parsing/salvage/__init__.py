@@ -39,7 +39,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from ...errors import ReActParseError
@@ -50,22 +50,22 @@ from ..common import think_blocks, unfence
 from ..placement import CUES, NotAction, placement
 from ..react import parse_react
 from . import formats as F
-from .formats import FORMATS, NativeFormat, recogniser, register_format, type_arguments
+from .formats import FORMATS, NativeFormat, register_format, type_arguments
 from .readers import (
     MAX_CALL_CHARS,
     Arguments,
-    Blocks,
     CallSink,
     SalvageFormat,
     Tokens,
     call_from_object,
     found_call,
-    json_objects_lazily,
+    json_objects,
     loads,
     python_call,
     python_list,
     raw_arguments,
     scan,
+    sectioned,
     tagged_functions,
     tile,
 )
@@ -77,7 +77,6 @@ __all__ = [
     "Salvaged",
     "read_salvaged",
     "register_format",
-    "salvage_calls",
     "strip_salvaged",
     "written_call",
 ]
@@ -89,25 +88,6 @@ UNCLOSED: Final = Notice(NoticeCode.UNCLOSED)
 # --- the entry points -----------------------------------------------------------------------------
 
 
-def salvage_calls(
-    text: str,
-    tool_names: Collection[str],
-    *,
-    schemas: Mapping[str, Mapping[str, Any]] | None = None,
-    prefer: str | None = None,
-    examples: bool = False,
-) -> list[PendingCall]:
-    """The calls to ``tool_names`` written in ``text``, in order of appearance.
-
-    Where two formats claim the same text, the more explicit one wins (tags before bare
-    JSON before Python); ``prefer`` names a format family asked first. ``schemas`` (tool
-    name to parameters' JSON Schema) types the values a format writes as text.
-    ``examples=True`` also reads calls in think blocks, fenced examples and those that are
-    not the model's action.
-    """
-    return read_salvaged(text, tool_names, schemas=schemas, prefer=prefer, examples=examples).calls
-
-
 def read_salvaged(
     text: str,
     tool_names: Collection[str],
@@ -117,7 +97,15 @@ def read_salvaged(
     prefer: str | None = None,
     examples: bool = False,
 ) -> Salvaged:
-    """:func:`salvage_calls`, the first ``limit`` calls only, and why one was withheld."""
+    """The calls to ``tool_names`` written in ``text``, in order of appearance (the first
+    ``limit`` only), and why one that is not the model's action was withheld.
+
+    Where two formats claim the same text, the more explicit one wins (tags before bare
+    JSON before Python); ``prefer`` names a format family asked first. ``schemas`` (tool
+    name to parameters' JSON Schema) types the values a format writes as text.
+    ``examples=True`` also reads calls in think blocks, fenced examples and those that are
+    not the model's action.
+    """
     names = frozenset(n for n in tool_names if n)
     if not text or not names:
         return Salvaged([])
@@ -127,24 +115,20 @@ def read_salvaged(
     found = _Found(think, fences, fenced_last)
     for detect in _detectors(text, prefer):
         detect(text, names, found)
-    withheld: NotAction | None = None
-    if found.calls and not examples:
-        spans = [c.span for c in found.calls]
+    calls, withheld = found.calls, None
+    if calls and not examples:
         closers = {f.closes for f in F.FORMATS.values() if f.closes is not None}
-        verdicts = placement(text, spans, sorted([*found.think, *fences]), closers)
+        regions = sorted([*found.think, *fences])
+        verdicts = placement(text, [c.span for c in calls], regions, closers)
+        calls = []
         for call, verdict in zip(found.calls, verdicts, strict=True):
+            if verdict not in (None, "unclosed"):
+                withheld = withheld or verdict
+                continue
             if verdict == "unclosed":  # kept, so that the model is told (the policy refuses it)
                 call.cut = UNCLOSED
-        dropped = [v for v in verdicts if v is not None and v != "unclosed"]
-        if dropped:
-            withheld = dropped[0]
-            found.calls = [
-                c
-                for c, v in zip(found.calls, verdicts, strict=True)
-                if v is None or v == "unclosed"
-            ]
-    calls = [_typed(c, schemas) for c in found.calls[:limit]]
-    return Salvaged(calls, withheld)
+            calls.append(call)
+    return Salvaged([_typed(c, schemas) for c in calls[:limit]], withheld)
 
 
 @dataclass(slots=True)
@@ -159,43 +143,25 @@ class Salvaged:
         return bool(self.calls)
 
 
+@dataclass(slots=True)
 class _Found:
     """The recognisers' calls, kept in order of position; one in a think block, a fenced
     example or overlapping one kept before is dropped."""
 
-    __slots__ = ("calls", "fenced_last", "fences", "starts", "think")
-
-    def __init__(
-        self,
-        think: list[tuple[int, int]],
-        fences: list[tuple[int, int]],
-        fenced_last: bool,
-    ) -> None:
-        self.think = think
-        self.fences = fences
-        self.fenced_last = fenced_last
-        self.calls: list[PendingCall] = []
-        self.starts: list[int] = []
+    think: list[tuple[int, int]]
+    fences: list[tuple[int, int]]
+    fenced_last: bool
+    calls: list[PendingCall] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
 
     def append(self, call: PendingCall) -> None:
         start, end = call.span
-        think, fences = self.think, self.fences
-        if think:
-            region = bisect.bisect_right(think, (start, _END)) - 1
-            if region >= 0 and start < think[region][1]:
-                return
-        if fences:
-            region = bisect.bisect_right(fences, (start, _END)) - 1
-            if (
-                region >= 0
-                and start < fences[region][1]
-                and not (
-                    call.format in ("json", "python")
-                    and region == len(fences) - 1
-                    and self.fenced_last
-                )
-            ):
-                return
+        if _region(self.think, start) is not None:
+            return
+        fence = _region(self.fences, start)
+        last = fence == len(self.fences) - 1 and self.fenced_last
+        if fence is not None and not (last and call.format in ("json", "python")):
+            return
         starts, calls = self.starts, self.calls
         # after the calls of no width already at ``start`` (tiled ones keep their order)
         index = bisect.bisect_right(starts, start)
@@ -214,6 +180,12 @@ class _Found:
 
 
 _END: Final = 1 << 62  # (start, _END) sorts after every region that begins at start
+
+
+def _region(regions: list[tuple[int, int]], pos: int) -> int | None:
+    """The index of the region of ``regions`` (sorted, disjoint) that holds ``pos``."""
+    index = bisect.bisect_right(regions, (pos, _END)) - 1
+    return index if index >= 0 and pos < regions[index][1] else None
 
 
 def _typed(call: PendingCall, schemas: Mapping[str, Mapping[str, Any]] | None) -> PendingCall:
@@ -256,7 +228,7 @@ def _fence_regions(text: str) -> list[tuple[int, int]]:
 
 def written_call(text: str, tool_names: Collection[str]) -> bool:
     """Whether ``text`` is a call to one of ``tool_names`` written out rather than an answer:
-    any syntax :func:`salvage_calls` reads, a leading llama.cpp ``functions.NAME:``, or a
+    any syntax :func:`read_salvaged` reads, a leading llama.cpp ``functions.NAME:``, or a
     Thought/Action block naming a tool."""
     names = [n for n in tool_names if n]
     if not names or not text.strip():
@@ -266,7 +238,7 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
         prefix = f"functions.{name}"
         if head.startswith(prefix) and P.AFTER_FUNCTIONS_NAME.match(head, len(prefix)):
             return True
-    if salvage_calls(text, names):
+    if read_salvaged(text, names):
         return True
     try:
         parsed = parse_react(text, tools=names)
@@ -289,118 +261,53 @@ def strip_salvaged(text: str, calls: Sequence[PendingCall] | Salvaged) -> str:
         pieces.append(text[pos:start])
         pos = end
     pieces.append(text[pos:])
-    out = "".join(pieces)
-    out = P.EMPTY_FENCE.sub("", out)
-    out = P.BLANK_LINES.sub("\n\n", out)
-    return out.strip()
-
-
-def _unfence_whole(src: str) -> str:
-    fenced = unfence(src)
-    if fenced is None or fenced[1].strip() or not src.endswith(("```", "~~~")):
-        return src
-    return fenced[0].strip()
+    return P.BLANK_LINES.sub("\n\n", P.EMPTY_FENCE.sub("", "".join(pieces))).strip()
 
 
 # --- detectors ------------------------------------------------------------------------------------
 
 
-@recogniser(
-    "hermes",
-    what="a <tool_call> block",
-    markers=("<tool_call>", "<function="),
-    prefer=("qwen_xml", "llama_function"),
-    closes=("<tool_call>", "</tool_call>"),
-)
 def _tagged(text: str, names: frozenset[str], out: CallSink) -> None:
     """Hermes ``<tool_call>`` blocks (JSON or Qwen3-Coder XML inside) and bare
     ``<function=NAME>`` blocks, read one at a time (never all tags of a megabyte at once)."""
-    tokens = P.CALL_MARKUP.finditer(text)
-    token = next(tokens, None)
-    while token is not None:
+    tokens = Tokens(P.CALL_MARKUP.finditer(text))
+    while (token := tokens.take()) is not None:
         is_block = token.group() == P.CALL_OPEN
         if not is_block and token.group(1) is None:
-            token = next(tokens, None)
             continue
         # a block's tags up to the next block tag; a bare function's up to the next function
         inner: list[re.Match[str]] = []
-        following = next(tokens, None)
-        while following is not None and following.group() not in (P.CALL_OPEN, P.CALL_CLOSE):
-            if not is_block and following.group(1) is not None:
+        while (tag := tokens.peek()) is not None and tag.group() not in (P.CALL_OPEN, P.CALL_CLOSE):
+            if not is_block and tag.group(1) is not None:
                 break
-            inner.append(following)
-            following = next(tokens, None)
-        body_end = following.start() if following is not None else len(text)
+            inner.append(tag)
+            tokens.take()
+        body_end = tokens.start(len(text))
         if not is_block:
             for (name, arguments, start, end, repairs), fmt in tagged_functions(
                 text, [token, *inner], body_end
             ):
                 if name in names:
                     out.append(found_call(name, arguments, fmt, (start, end), repairs))
-            token = following
             continue
-        closed = following is not None and following.group() == P.CALL_CLOSE
-        span_end = following.end() if following is not None and closed else body_end
+        closer = tokens.take_if(lambda t: t.group() == P.CALL_CLOSE)
+        span_end = closer.end() if closer is not None else body_end
         if any(t.group(1) is not None for t in inner):
             pieces = [piece for piece, _ in tagged_functions(text, inner, body_end)]
             out.extend(tile(pieces, "qwen_xml", token.start(), span_end, names))
         else:
-            json_start = _first_of(text, "{[", token.end(), body_end)
-            if json_start is not None:
-                listed = json_objects_lazily(text, json_start, body_end)
+            bracket = _BRACKET.search(text, token.end(), body_end)
+            if bracket is not None:
+                listed, _ = json_objects(text, bracket.start(), body_end)
                 out.extend(tile(listed, "hermes", token.start(), span_end, names))
-        token = next(tokens, None) if closed else following
 
 
-register_format(
-    "qwen_xml",
-    what="a <function=...><parameter=...> block",
-    closes=("<function=", "</function>"),
-    values=("<parameter=", ("</parameter>", "</function>", "</tool_call>")),
-)
-register_format("llama_function", what="a <function=...>{...} block")
-
-
-def _first_of(text: str, chars: str, start: int, end: int) -> int | None:
-    found = [p for p in (text.find(c, start, end) for c in chars) if p != -1]
-    return min(found) if found else None
-
-
-@recogniser(
-    "deepseek",
-    what="DeepSeek's tool-call tokens",
-    markers=("tool▁call", "tool_call_begin", "tool_calls_begin"),
-)
-def _deepseek(text: str, names: frozenset[str], out: CallSink) -> None:
-    """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``)
-    calls; those in a ``tool_calls_begin/end`` block tile it."""
-    blocks = Blocks("deepseek", names, out)
-    tokens = Tokens(P.DEEPSEEK_TOKEN.finditer(text))
-    while (token := tokens.take()) is not None:
-        if token.group(1) == "begin":
-            blocks.open(token.start())
-        elif token.group(1) == "end":
-            blocks.close(token.end())
-        elif token.group(2) == "begin":
-            separator = tokens.peek()
-            if separator is not None and separator.group(1) is None and separator.group(2) is None:
-                tokens.take()
-            else:
-                separator = None
-            following = tokens.peek()
-            closed = following is not None and following.group(2) == "end"
-            body_end = following.start() if following is not None else len(text)
-            end = following.end() if following is not None and closed else body_end
-            if closed:
-                tokens.take()
-            if separator is not None:
-                head = text[token.end() : separator.start()]
-                name, arguments = _deepseek_call(head, text[separator.end() : body_end])
-                blocks.add((name, arguments, token.start(), end, ()))
-    blocks.close(None)
+_BRACKET: Final = re.compile(r"[{\[]")
 
 
 def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
+    """DeepSeek V3/R1 (``function<sep>NAME`` + fenced JSON) and V3.1 (``NAME<sep>{...}``);
+    the calls in a ``tool_calls_begin/end`` block tile it."""
     stripped = body.lstrip()
     if stripped.startswith("{"):  # V3.1: NAME<sep>{...}
         return head.strip(), raw_arguments(stripped)
@@ -413,28 +320,23 @@ def _deepseek_call(head: str, body: str) -> tuple[str, Arguments]:
     return name.strip(), raw_arguments(rest)
 
 
-@recogniser("mistral", what="a [TOOL_CALLS] call", markers=("[TOOL_CALLS]",))
 def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     """``[TOOL_CALLS]`` then JSON, ``NAME[ARGS]{...}`` calls (v11+), or text and a valid
     JSON list of calls."""
     marks = Tokens(P.MISTRAL_MARK.finditer(text))
     while (mark := marks.take()) is not None:
-        following = marks.peek()
-        region_end = following.start() if following is not None else len(text)
+        region_end = marks.start(len(text))
         pos = mark.end()
         while pos < region_end and text[pos] in " \t\r\n":
             pos += 1
         if pos >= region_end:
             continue
         if text[pos] in "[{":
-            listed = json_objects_lazily(text, pos, region_end)
-            out.extend(tile(listed, "mistral", mark.start(), None, names))
+            listed, json_end = json_objects(text, pos, region_end)
+            out.extend(tile(listed, "mistral", mark.start(), json_end, names))
             continue
         pieces = []
-        while pos < region_end:
-            named = P.MISTRAL_NAMED.match(text, pos, region_end)
-            if named is None:
-                break
+        while (named := P.MISTRAL_NAMED.match(text, pos, region_end)) is not None:
             args_start = named.end()
             while args_start < region_end and text[args_start] in " \t":
                 args_start += 1
@@ -447,11 +349,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
             while pos < region_end and text[pos] in " \t\r\n,;":
                 pos += 1
         if pieces:
-            start = mark.start()
-            for name, arguments, _, piece_end, _ in pieces:
-                if name in names:
-                    out.append(found_call(name, arguments, "mistral", (start, piece_end)))
-                start = piece_end
+            out.extend(tile(pieces, "mistral", mark.start(), pieces[-1][3], names))
         elif (found := P.JSON_LIST_START.search(text, pos, region_end)) is not None:
             # text before the list: it counts if valid known calls and no example cue
             close, _ = scan(text, found.start(), region_end, P.JSON_STRUCTURE, '"')
@@ -462,11 +360,10 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
                 and all(n in names for n, _ in calls)
                 and not CUES.search(text, pos, found.start())
             ):
-                listed = json_objects_lazily(text, found.start(), close or 0)
-                out.extend(tile(listed, "mistral", mark.start(), close, names))
+                listed, _ = json_objects(text, found.start(), close or 0)
+                out.extend(tile(listed, "mistral", mark.start(), close or 0, names))
 
 
-@recogniser("llama", what="a <|python_tag|> call", markers=("<|python_tag|>",))
 def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
     """``<|python_tag|>`` then JSON calls or one Python call, up to an end token."""
     tokens = Tokens(P.LLAMA_TAG.finditer(text))
@@ -478,24 +375,30 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
         end = body_end
         if following is not None and following.group() != P.PYTHON_TAG:
             end = following.end()
-        json_start = _first_of(text, "{[", token.end(), body_end)
-        if json_start is not None and not text[token.end() : json_start].strip():
-            pieces = json_objects_lazily(text, json_start, body_end)
+        bracket = _BRACKET.search(text, token.end(), body_end)
+        if bracket is not None and not text[token.end() : bracket.start()].strip():
+            pieces, json_end = json_objects(text, bracket.start(), body_end)
             # with no end token, the text after the JSON is prose
-            tiled_end = end if following is not None else None
+            tiled_end = end if following is not None else json_end
             out.extend(tile(pieces, "llama", token.start(), tiled_end, names))
-            continue
-        call = python_call(text[token.end() : body_end], names)
-        if call is not None:
+        elif (call := python_call(text[token.end() : body_end], names)) is not None:
             out.append(found_call(call[0], call[1], "llama", (token.start(), end), call[2]))
 
 
+def _json(text: str, names: frozenset[str], out: CallSink) -> None:
+    """A reply that is only JSON calls of known tools, possibly fenced (broken JSON counts
+    only when it starts with ``{"name"``), then JSON call objects in its text."""
+    _whole_json(text, names, out)
+    F.json_lines(text, names, out)
+
+
 def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
-    """A reply that is only JSON calls of known tools, possibly fenced; broken JSON counts
-    only when it starts with ``{"name"``."""
     start = len(text) - len(text.lstrip())
     end = len(text.rstrip())
-    body = _unfence_whole(text[start:end])
+    body = text[start:end]
+    fenced = unfence(body)
+    if fenced is not None and not fenced[1].strip() and body.endswith(("```", "~~~")):
+        body = fenced[0].strip()
     if not body or body[0] + body[-1] not in ("{}", "[]"):
         return
     ok, value, _ = loads(body)  # a check: the calls are read again, with their repairs
@@ -506,31 +409,16 @@ def _whole_json(text: str, names: frozenset[str], out: CallSink) -> None:
     elif P.LOOSE_CALL_START.match(body) is None:
         return
     body_start = text.find(body, start)
-    pieces = list(json_objects_lazily(text, body_start, body_start + len(body)))
+    pieces, _ = json_objects(text, body_start, body_start + len(body))
     if not pieces or any(name not in names for name, *_ in pieces):
         return
     out.extend(tile(pieces, "json", start, end, names))
-
-
-@recogniser(
-    "json", what="a JSON call object", markers=("{", "["), prefer=("xlam", "qwen25"), last=True
-)
-def _json(text: str, names: frozenset[str], out: CallSink) -> None:
-    _whole_json(text, names, out)
-    F.json_lines(text, names, out)
 
 
 MAX_PYTHON_CALLS = 1024
 """Python call lines read from one reply (each costs a ``compile``, about 25 µs)."""
 
 
-@recogniser(
-    "python",
-    what="a Python-style call on its own line, or a list of them",
-    markers=("(",),
-    prefer=("llama4",),
-    last=True,
-)
 def _python(text: str, names: frozenset[str], out: CallSink) -> None:
     """``tool(k="v")`` alone on its line, and lists ``[tool(k=1), other()]`` anywhere."""
     idents = sorted(
@@ -577,3 +465,46 @@ def _python(text: str, names: frozenset[str], out: CallSink) -> None:
             span = (match.start(), tail.end(1))
             out.append(found_call(call[0], call[1], "python", span, call[2]))
             read += 1
+
+
+# --- the registrations, in the order the recognisers are asked -------------------------------
+
+register_format(
+    "hermes",
+    _tagged,
+    what="a <tool_call> block",
+    markers=("<tool_call>", "<function="),
+    prefer=("qwen_xml", "llama_function"),
+    closes=("<tool_call>", "</tool_call>"),
+)
+register_format(
+    "qwen_xml",
+    what="a <function=...><parameter=...> block",
+    closes=("<function=", "</function>"),
+    values=("<parameter=", ("</parameter>", "</function>", "</tool_call>")),
+)
+register_format("llama_function", what="a <function=...>{...} block")
+register_format(
+    "deepseek",
+    sectioned("deepseek", P.DEEPSEEK_TOKEN, _deepseek_call),
+    what="DeepSeek's tool-call tokens",
+    markers=("tool▁call", "tool_call_begin", "tool_calls_begin"),
+)
+register_format("mistral", _mistral, what="a [TOOL_CALLS] call", markers=("[TOOL_CALLS]",))
+register_format("llama", _llama_tag, what="a <|python_tag|> call", markers=("<|python_tag|>",))
+register_format(
+    "json",
+    _json,
+    what="a JSON call object",
+    markers=("{", "["),
+    prefer=("xlam", "qwen25"),
+    last=True,
+)
+register_format(
+    "python",
+    _python,
+    what="a Python-style call on its own line, or a list of them",
+    markers=("(",),
+    prefer=("llama4",),
+    last=True,
+)

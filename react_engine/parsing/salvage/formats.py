@@ -42,12 +42,13 @@ from .readers import (
     call_from_json,
     call_from_object,
     found_call,
-    json_objects_lazily,
+    json_objects,
     loads,
     python_call,
     python_list,
     raw_arguments,
     scan,
+    sectioned,
     strip_text_value,
     tagged_functions,
     tile,
@@ -57,7 +58,6 @@ __all__ = [
     "FORMATS",
     "NativeFormat",
     "Recogniser",
-    "recogniser",
     "register_format",
     "typed_value",
 ]
@@ -116,19 +116,10 @@ def register_format(
     return fmt
 
 
-def recogniser(name: str, **options: Any) -> Callable[[Recogniser], Recogniser]:
-    """:func:`register_format` as the decorator of the format's recogniser."""
-
-    def register(read: Recogniser) -> Recogniser:
-        register_format(name, read, **options)
-        return read
-
-    return register
-
-
 # --- values written as text -------------------------------------------------------------------
 
 _INTEGER: Final = re.compile(r"[+-]?\d{1,300}")
+_JSON_TYPES: Final[dict[str, Any]] = {"number": (int, float), "object": dict, "array": list}
 
 
 def _types(schema: Mapping[str, Any]) -> list[str]:
@@ -156,30 +147,22 @@ def typed_value(raw: str, schema: Mapping[str, Any] | None) -> Any:
     if "string" in types:
         return raw
     text = raw.strip()
+    ok, value, conflicted = loads(text)
+    ok = ok and not conflicted
     for kind in types:
         if kind == "integer" and _INTEGER.fullmatch(text):
             return int(text)
-        if kind == "number":
-            ok, value, _ = loads(text)
-            if ok and isinstance(value, int | float) and not isinstance(value, bool):
-                return value
         if kind == "boolean" and text.lower() in ("true", "false"):
             return text.lower() == "true"
         if kind == "null" and text in ("null", "None"):
             return None
-        if kind in ("object", "array") and text[:1] in ("{", "["):
-            ok, value, conflicted = loads(text)
-            if ok and not conflicted and isinstance(value, dict if kind == "object" else list):
-                return value
-    if not types and text[:1] in ("{", "["):  # a schema without a type admits any JSON
-        ok, value, conflicted = loads(text)
-        if ok and not conflicted:
+        json_type = _JSON_TYPES.get(kind)
+        if json_type and ok and isinstance(value, json_type) and not isinstance(value, bool):
             return value
     enum = schema.get("enum")
-    if not types and isinstance(enum, list) and raw not in enum:
-        ok, value, conflicted = loads(text)
-        if ok and not conflicted and value in enum:
-            return value
+    listed = isinstance(enum, list) and raw not in enum and value in enum
+    if not types and ok and (isinstance(value, dict | list) or listed):  # any JSON, or enum
+        return value
     return raw
 
 
@@ -188,83 +171,47 @@ def type_arguments(
 ) -> dict[str, Any]:
     """Every text value of ``arguments`` typed (:func:`typed_value`); unlisted ones stay."""
     properties = schema.get("properties") if schema is not None else None
-    out: dict[str, Any] = {}
+    typed = dict(arguments)
     for key, value in arguments.items():
-        if not isinstance(value, str):
-            out[key] = value
-        elif schema is None:
-            out[key] = typed_value(value, None)
-        elif isinstance(properties, Mapping) and isinstance(properties.get(key), Mapping):
-            out[key] = typed_value(value, properties[key])
-        else:
-            out[key] = value
-    return out
+        listed = properties.get(key) if isinstance(properties, Mapping) else None
+        if isinstance(value, str) and (schema is None or isinstance(listed, Mapping)):
+            typed[key] = typed_value(value, listed)
+    return typed
 
 
 # --- helpers ---------------------------------------------------------------------------------
 
 
-class _Finder:
-    """Where the next of some tokens is, from a position that only moves forward (each
-    token's last hit is kept: many unclosed tags cost one pass, not one each)."""
-
-    def __init__(self, text: str, ends: tuple[str, ...]) -> None:
-        self.text = text
-        self.ends = ends
-        self.hits = [-2] * len(ends)  # -2: not searched yet; -1: none after the last search
-        self.searched_from = [0] * len(ends)
-
-    def __call__(self, start: int) -> tuple[int, int]:
-        """``(body end, span end)`` at the first token at or after ``start``, else the end."""
-        best, which = len(self.text), 0
-        for index, end in enumerate(self.ends):
-            hit = self.hits[index]
-            stale = 0 <= hit < start or (hit == -1 and start < self.searched_from[index])
-            if hit == -2 or stale:
-                hit = self.text.find(end, start)
-                self.hits[index], self.searched_from[index] = hit, start
-            if 0 <= hit < best:
-                best, which = hit, len(end)
-        return best, best + which
-
-
-def _json_pieces(text: str, start: int, limit: int) -> Iterator[Piece]:
-    """The JSON call objects at the first bracket of ``text[start:limit]``, read lazily."""
-    pos = start
-    while pos < limit and text[pos] in " \t\r\n":
-        pos += 1
+def _json_pieces(text: str, start: int, limit: int) -> tuple[list[Piece], int]:
+    """The JSON call objects at the first bracket of ``text[start:limit]``, and its end."""
+    pos = limit - len(text[start:limit].lstrip(" \t\r\n"))
     if pos >= limit or text[pos] not in "{[":
-        return iter(())
-    return json_objects_lazily(text, pos, limit)
+        return [], limit
+    return json_objects(text, pos, limit)
 
 
-def _blocks(
-    text: str,
-    names: frozenset[str],
-    opening: str,
-    closing: str,
-    fmt: Any,
-    out: CallSink,
-) -> None:
-    """JSON calls in ``opening ... closing`` blocks (unclosed at the end: they end with
-    their JSON)."""
-    for pos, body, body_end, end in _regions(text, opening, closing):
-        pieces = _json_pieces(text, body, body_end)
-        out.extend(tile(pieces, fmt, pos, None if body_end == len(text) else end, names))
+def _json_blocks(fmt: str, opening: str, closing: str) -> Recogniser:
+    """The recogniser of JSON calls in ``opening ... closing`` blocks (unclosed at the end:
+    they end with their JSON)."""
+
+    def read(text: str, names: frozenset[str], out: CallSink) -> None:
+        for pos, body, body_end, end in _regions(text, opening, closing):
+            pieces, json_end = _json_pieces(text, body, body_end)
+            out.extend(tile(pieces, fmt, pos, json_end if body_end == len(text) else end, names))
+
+    return read
 
 
 def _regions(text: str, opening: str, closing: str) -> Iterator[tuple[int, int, int, int]]:
     """``(start, body, body end, end)`` of each ``opening ... closing`` region; one left
     open ends at the next opening or the end of the text."""
-    until = _Finder(text, (closing, opening))
-    pos = text.find(opening)
-    while pos != -1:
-        body = pos + len(opening)
-        body_end, end = until(body)
-        if text.startswith(opening, body_end):
-            end = body_end
-        yield pos, body, body_end, end
-        pos = text.find(opening, max(end, body))
+    tokens = Tokens(re.finditer(f"{re.escape(opening)}|{re.escape(closing)}", text))
+    while (token := tokens.take()) is not None:
+        if token.group() != opening:
+            continue
+        body_end = tokens.start(len(text))
+        closer = tokens.take_if(lambda t: t.group() == closing)
+        yield token.start(), token.end(), body_end, closer.end() if closer else body_end
 
 
 # --- the recognisers ---------------------------------------------------------------------------
@@ -273,147 +220,70 @@ _GLM_HEAD: Final = re.compile(rf"[ \t]*({_NAME})[ \t]*(?:\r?\n|(?=<arg_key>|</to
 _GLM_PAIR: Final = re.compile(r"\s*<arg_key>(.{0,200}?)</arg_key>\s*<arg_value>", re.DOTALL)
 
 
-@recogniser(
-    "glm45",
-    what="GLM-4.5's <tool_call> with <arg_key>/<arg_value>",
-    markers=("<tool_call>",),
-    closes=("<tool_call>", "</tool_call>"),
-    values=("<arg_value>", ("</arg_value>", "</tool_call>")),
-)
 def glm45(text: str, names: frozenset[str], out: CallSink) -> None:
     """GLM-4.5 / 4.6: ``<tool_call>NAME`` then ``<arg_key>K</arg_key><arg_value>V</arg_value>``
     pairs (strings as written, other values as JSON), ``</tool_call>``."""
     for pos, body, body_end, end in _regions(text, "<tool_call>", "</tool_call>"):
         head = _GLM_HEAD.match(text, body, body_end)
-        if head is not None and head.group(1) in names:
-            arguments: dict[str, Any] | None = {}
-            conflicted = False
-            cursor = head.end()
-            while arguments is not None:
-                pair = _GLM_PAIR.match(text, cursor, body_end)
-                if pair is None:
-                    if text[cursor:body_end].strip():
-                        arguments = None  # something else in the block: not this format
-                    break
-                value_end = text.find("</arg_value>", pair.end(), body_end)
-                if value_end == -1:
-                    value_end = body_end
-                    cursor = body_end
-                else:
-                    cursor = value_end + len("</arg_value>")
-                conflicted |= assign(arguments, pair.group(1).strip(), text[pair.end() : value_end])
-            if arguments is not None:
-                repairs = DUPLICATE_KEY if conflicted else ()
-                out.append(found_call(head.group(1), arguments, "glm45", (pos, end), repairs))
+        if head is None or head.group(1) not in names:
+            continue
+        arguments: dict[str, Any] = {}
+        conflicted = False
+        cursor = head.end()
+        while (pair := _GLM_PAIR.match(text, cursor, body_end)) is not None:
+            value_end = text.find("</arg_value>", pair.end(), body_end)
+            value_end = body_end if value_end == -1 else value_end
+            cursor = min(value_end + len("</arg_value>"), body_end)
+            conflicted |= assign(arguments, pair.group(1).strip(), text[pair.end() : value_end])
+        if not text[cursor:body_end].strip():  # else something else in the block: not this format
+            repairs = DUPLICATE_KEY if conflicted else ()
+            out.append(found_call(head.group(1), arguments, "glm45", (pos, end), repairs))
 
 
 _KIMI_TOKEN: Final = re.compile(
-    r"<\|tool_calls_section_(begin|end)\|>"
-    r"|<\|tool_call_begin\|>"
-    r"|<\|tool_call_argument_begin\|>"
-    r"|<\|tool_call_end\|>"
+    r"<\|tool_calls_section_(begin|end)\|>"  # a section's begin or end, group 1
+    r"|<\|tool_call_(begin|end)\|>"  # a call's, group 2
+    r"|<\|tool_call_argument_begin\|>"  # the separator
 )
 _KIMI_ID: Final = re.compile(r"\s*(?:functions\.)?([\w.\-/]{1,200}?)(?::\d{1,6})?\s*\Z")
 
 
-@recogniser("kimi", what="Kimi K2's tool-call tokens", markers=("<|tool_call_begin|>",))
-def kimi(text: str, names: frozenset[str], out: CallSink) -> None:
+def _kimi_call(head: str, body: str) -> tuple[str, Arguments] | None:
     """Kimi K2: ``<|tool_call_begin|>functions.NAME:IDX<|tool_call_argument_begin|>{...}
     <|tool_call_end|>``, inside ``<|tool_calls_section_begin|> ... _end|>``."""
-    tokens = Tokens(_KIMI_TOKEN.finditer(text))
-    sections = Blocks("kimi", names, out)
-    while (token := tokens.take()) is not None:
-        if token.group(1) == "begin":
-            sections.open(token.start())
-        elif token.group(1) == "end":
-            sections.close(token.end())
-        elif token.group() == "<|tool_call_begin|>":
-            argument = tokens.peek()
-            if argument is None or argument.group() != "<|tool_call_argument_begin|>":
-                continue
-            ident = _KIMI_ID.match(text[token.end() : argument.start()])
-            tokens.take()
-            arg_start = argument.end()
-            following = tokens.peek()
-            closed = following is not None and following.group() == "<|tool_call_end|>"
-            body_end = following.start() if following is not None else len(text)
-            end = following.end() if following is not None and closed else body_end
-            if closed:
-                tokens.take()
-            if ident is not None:
-                arguments = raw_arguments(text[arg_start:body_end])
-                sections.add((ident.group(1), arguments, token.start(), end, ()))
-    sections.close(None)
+    ident = _KIMI_ID.match(head)
+    return (ident.group(1), raw_arguments(body)) if ident is not None else None
 
 
-@recogniser("internlm", what="InternLM's <|action_start|> call", markers=("<|action_start|>",))
 def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
     """InternLM2: ``<|action_start|><|plugin|>`` then a JSON call, ``<|action_end|>``."""
     for pos, body, body_end, end in _regions(text, "<|action_start|>", "<|action_end|>"):
         plugin = body_end - len(text[body:body_end].lstrip(" \t\r\n"))
         if text.startswith("<|plugin|>", plugin):
-            pieces = _json_pieces(text, plugin + len("<|plugin|>"), body_end)
+            pieces, _ = _json_pieces(text, plugin + len("<|plugin|>"), body_end)
             out.extend(tile(pieces, "internlm", pos, end, names))
 
 
-@recogniser(
-    "qwen25",
-    what="Qwen2.5-Coder's <tools> block",
-    markers=("<tools>",),
-    closes=("<tools>", "</tools>"),
-)
-def qwen25(text: str, names: frozenset[str], out: CallSink) -> None:
-    """Qwen2.5-Coder: JSON calls inside ``<tools> ... </tools>``."""
-    _blocks(text, names, "<tools>", "</tools>", "qwen25", out)
-
-
-@recogniser(
-    "jamba",
-    what="Jamba's <tool_calls> list",
-    markers=("<tool_calls>",),
-    closes=("<tool_calls>", "</tool_calls>"),
-)
-def jamba(text: str, names: frozenset[str], out: CallSink) -> None:
-    """Jamba (and MiniMax-M1): a JSON list, or JSON lines, inside ``<tool_calls>``."""
-    _blocks(text, names, "<tool_calls>", "</tool_calls>", "jamba", out)
-
-
-@recogniser("granite", what="Granite's <|tool_call|> list", markers=("<|tool_call|>",))
-def granite(text: str, names: frozenset[str], out: CallSink) -> None:
-    """Granite: ``<|tool_call|>`` then a JSON list of calls."""
-    _blocks(text, names, "<|tool_call|>", "<|end_of_text|>", "granite", out)
-
-
-@recogniser("llama4", what="Llama 4's [f(k=v)] calls", markers=("<|python_start|>",))
 def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
     """Llama 4: ``<|python_start|>[f(k=...), g()]<|python_end|>`` (or one call)."""
     for pos, body, body_end, end in _regions(text, "<|python_start|>", "<|python_end|>"):
-        start = body
-        while start < body_end and text[start] in " \t\r\n":
-            start += 1
-        stop = body_end
-        while stop > start and text[stop - 1] in " \t\r\n":
-            stop -= 1
-        if text.startswith("[", start) and text.endswith("]", 0, stop):
-            listed = python_list(text, start, stop, names)
-            if listed:
-                out.extend(tile(listed, "llama4", pos, end, names))
-        else:
-            call = python_call(text[start:stop], names)
-            if call is not None:
-                out.append(found_call(call[0], call[1], "llama4", (pos, end), call[2]))
+        written = text[body:body_end].strip(" \t\r\n")
+        start = body_end - len(text[body:body_end].lstrip(" \t\r\n"))
+        if written.startswith("[") and written.endswith("]"):
+            listed = python_list(text, start, start + len(written), names) or []
+            out.extend(tile(listed, "llama4", pos, end, names))
+        elif (call := python_call(written, names)) is not None:
+            out.append(found_call(call[0], call[1], "llama4", (pos, end), call[2]))
 
 
 _HARMONY_TO: Final = re.compile(rf"to=(?:functions\.)?({_NAME})")
 _HARMONY_HEAD: Final = re.compile(r"[^\n]{0,120}?<\|message\|>")
-_HARMONY_ENDS: Final = ("<|call|>", "<|end|>", "<|return|>", "<|start|>", "<|channel|>")
+_HARMONY_END: Final = re.compile(r"<\|(call|end|return|start|channel)\|>")
 
 
-@recogniser("harmony", what="gpt-oss's Harmony call", markers=("<|message|>",), prefer=("gpt-oss",))
 def harmony(text: str, names: frozenset[str], out: CallSink) -> None:
     """gpt-oss (harmony): ``<|channel|>commentary to=functions.NAME <|constrain|>json
     <|message|>{...}<|call|>`` (the recipient may also come before the channel)."""
-    until = _Finder(text, _HARMONY_ENDS)
     resume = 0
     for match in _HARMONY_TO.finditer(text):
         if match.start() < resume:
@@ -422,9 +292,10 @@ def harmony(text: str, names: frozenset[str], out: CallSink) -> None:
         if head is None or "<|message|>" in text[match.end() : head.end() - 11]:
             continue
         name = match.group(1)
-        body_end, end = until(head.end())
-        if not text.startswith("<|call|>", body_end) and not text.startswith("<|end|>", body_end):
-            end = body_end
+        ending = _HARMONY_END.search(text, head.end())
+        body_end = end = ending.start() if ending is not None else len(text)
+        if ending is not None and ending.group(1) in ("call", "end"):
+            end = ending.end()
         resume = end
         if name not in names:
             continue
@@ -445,13 +316,6 @@ _MINIMAX_TOKEN: Final = re.compile(
 )
 
 
-@recogniser(
-    "minimax",
-    what="MiniMax's <invoke> call",
-    markers=("<invoke name=",),
-    closes=("<minimax:tool_call>", "</minimax:tool_call>"),
-    values=("<parameter name=", ("</parameter>", "</invoke>", "</minimax:tool_call>")),
-)
 def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
     """MiniMax-M2: ``<minimax:tool_call>`` holding ``<invoke name="NAME">`` elements with
     ``<parameter name="K">V</parameter>`` children, values as text."""
@@ -465,39 +329,22 @@ def minimax(text: str, names: frozenset[str], out: CallSink) -> None:
         elif token.group(1) is not None:
             params: dict[str, Any] = {}
             conflicted = False
-            end = len(text)
-            cut_by_invoke = False
-            while (inner := tokens.peek()) is not None:
-                if inner.group() == "</invoke>":
-                    end = inner.end()
-                    tokens.take()
-                    break
-                if inner.group(2) is None:
-                    end = inner.start()  # the next invoke or the block's end: not closed
-                    cut_by_invoke = inner.group(1) is not None
-                    break
+            while (inner := tokens.peek()) is not None and inner.group(2) is not None:
                 tokens.take()
-                following = tokens.peek()
-                value_end = following.start() if following is not None else len(text)
-                value = strip_text_value(text[inner.end() : value_end])
+                value = strip_text_value(text[inner.end() : tokens.start(len(text))])
                 conflicted |= assign(params, inner.group(2).strip(), value)
-                if following is not None and following.group() == "</parameter>":
-                    tokens.take()
-            if cut_by_invoke:
+                tokens.take_if(lambda t: t.group() == "</parameter>")
+            closer = tokens.take_if(lambda t: t.group() == "</invoke>")
+            following = tokens.peek()
+            if closer is None and following is not None and following.group(1) is not None:
                 continue  # an invoke left open for the next one: not a call anyone finished
+            end = closer.end() if closer is not None else tokens.start(len(text))
             name = token.group(1).strip()
             repairs = DUPLICATE_KEY if conflicted else ()
             blocks.add((name, params, token.start(), end, repairs))
     blocks.close(None)
 
 
-@recogniser(
-    "seed_oss",
-    what="Seed-OSS's <seed:tool_call>",
-    markers=("<seed:tool_call>",),
-    closes=("<seed:tool_call>", "</seed:tool_call>"),
-    values=("<parameter=", ("</parameter>", "</function>", "</seed:tool_call>")),
-)
 def seed_oss(text: str, names: frozenset[str], out: CallSink) -> None:
     """Seed-OSS: Qwen3-Coder-style ``<function=NAME><parameter=K>V</parameter></function>``
     inside ``<seed:tool_call> ... </seed:tool_call>``."""
@@ -514,15 +361,13 @@ _FUNCTIONARY: Final = re.compile(
 )
 
 
-@recogniser("functionary", what="Functionary's >>>f call", markers=(">>>", "<|recipient|>"))
 def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
     """Functionary: v3.2 ``>>>NAME\\n{...}`` (several in a row; ``>>>all`` is text) and
     v2 ``<|recipient|>NAME\\n<|content|>{...}``."""
     heads = Tokens(_FUNCTIONARY.finditer(text))
     while (head := heads.take()) is not None:
-        following = heads.peek()
         name = head.group(1) or head.group(2)
-        limit = following.start() if following is not None else len(text)
+        limit = heads.start(len(text))
         if name not in names:
             continue
         body = head.end()
@@ -535,14 +380,12 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
             continue
         closed, _ = scan(text, body, limit, P.JSON_STRUCTURE, '"')
         end = closed if closed is not None else limit
+        arguments = raw_arguments(text[body:end])
         if closed is not None:
             tail = text.find("<|", end, limit)
             if tail != -1 and not text[end:tail].strip():
                 close = text.find("|>", tail, limit)
                 end = close + 2 if close != -1 else end
-        arguments: Arguments = raw_arguments(
-            text[body:end] if closed is None else text[body:closed]
-        )
         out.append(found_call(name, arguments, "functionary", (head.start(), end)))
 
 
@@ -553,8 +396,8 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
     """JSON call objects in the reply's text, alone or chained (``;``, ``,``, space, a list).
 
     Each object of a chain must be valid JSON with an explicit arguments key and a known
-    tool, and not a value inside other JSON. A chain is read twice (check, then write),
-    holding no object in between: a megabyte of JSON lines is one chain.
+    tool, and not a value inside other JSON: a chain is checked whole before any call in
+    it is written.
     """
     resume = 0
     for match in _CALL_OBJECT.finditer(text):
@@ -562,23 +405,20 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
         if start < resume:
             continue
         first = match.end() - 1  # the first object's "{"
-        count, end = 0, first
-        for object_start, end in _chain(text, first):
-            if count < 0:
-                continue  # a bad call: the chain is not read, only its end is found
-            calls = _good_calls(text[object_start:end], names)
-            count = -1 if calls is None else count + len(calls)
+        objects = list(_chain(text, first))
+        end = last = objects[-1][1] if objects else first
         resume = max(end, start + 1)
-        last = end
+        good = [_good_calls(text[a:b], names) for a, b in objects]
         if first > start:  # a list: it must close right after its last object
             closing = _LIST_END.match(text, end)
-            count, last = (count, closing.end()) if closing else (-1, end)
-        if count > 0 and not text[max(0, start - 80) : start].rstrip().endswith('":'):
-            for object_start, object_end in _chain(text, first):
-                span = (start if object_start == first else object_start, object_end)
-                span = (span[0], last if object_end == end else object_end)
-                for name, arguments, repairs in call_from_json(text[object_start:object_end]) or ():
-                    out.append(found_call(name, arguments, "json", span, repairs))
+            last = closing.end() if closing else -1
+        in_json = text[max(0, start - 80) : start].rstrip().endswith('":')
+        if last < 0 or None in good or not any(good) or in_json:
+            continue
+        for index, (a, b) in enumerate(objects):
+            span = (start if index == 0 else a, last if index == len(objects) - 1 else b)
+            for name, arguments, repairs in call_from_json(text[a:b]) or ():
+                out.append(found_call(name, arguments, "json", span, repairs))
 
 
 _LIST_END: Final = re.compile(r"\s*\]")
@@ -615,3 +455,70 @@ def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments
 
 
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "function")
+
+
+# --- the registrations, in the order the recognisers are asked -------------------------------
+
+
+# --- the registrations, in the order the recognisers are asked -------------------------------
+
+register_format(
+    "glm45",
+    glm45,
+    what="GLM-4.5's <tool_call> with <arg_key>/<arg_value>",
+    markers=("<tool_call>",),
+    closes=("<tool_call>", "</tool_call>"),
+    values=("<arg_value>", ("</arg_value>", "</tool_call>")),
+)
+register_format(
+    "kimi",
+    sectioned("kimi", _KIMI_TOKEN, _kimi_call),
+    what="Kimi K2's tool-call tokens",
+    markers=("<|tool_call_begin|>",),
+)
+register_format(
+    "internlm", internlm, what="InternLM's <|action_start|> call", markers=("<|action_start|>",)
+)
+register_format(
+    "qwen25",
+    _json_blocks("qwen25", "<tools>", "</tools>"),
+    what="Qwen2.5-Coder's <tools> block",
+    markers=("<tools>",),
+    closes=("<tools>", "</tools>"),
+)
+register_format(  # Jamba and MiniMax-M1: a JSON list, or JSON lines
+    "jamba",
+    _json_blocks("jamba", "<tool_calls>", "</tool_calls>"),
+    what="Jamba's <tool_calls> list",
+    markers=("<tool_calls>",),
+    closes=("<tool_calls>", "</tool_calls>"),
+)
+register_format(
+    "granite",
+    _json_blocks("granite", "<|tool_call|>", "<|end_of_text|>"),
+    what="Granite's <|tool_call|> list",
+    markers=("<|tool_call|>",),
+)
+register_format("llama4", llama4, what="Llama 4's [f(k=v)] calls", markers=("<|python_start|>",))
+register_format(
+    "harmony", harmony, what="gpt-oss's Harmony call", markers=("<|message|>",), prefer=("gpt-oss",)
+)
+register_format(
+    "minimax",
+    minimax,
+    what="MiniMax's <invoke> call",
+    markers=("<invoke name=",),
+    closes=("<minimax:tool_call>", "</minimax:tool_call>"),
+    values=("<parameter name=", ("</parameter>", "</invoke>", "</minimax:tool_call>")),
+)
+register_format(
+    "seed_oss",
+    seed_oss,
+    what="Seed-OSS's <seed:tool_call>",
+    markers=("<seed:tool_call>",),
+    closes=("<seed:tool_call>", "</seed:tool_call>"),
+    values=("<parameter=", ("</parameter>", "</function>", "</seed:tool_call>")),
+)
+register_format(
+    "functionary", functionary, what="Functionary's >>>f call", markers=(">>>", "<|recipient|>")
+)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, Protocol, TypeAlias
 
 from ...types import PendingCall
@@ -38,11 +38,12 @@ def found_call(
 
 
 _LOOSE: Final = ("loose_arguments",)
+_JSON_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*+"', re.DOTALL)
 
 
 class CallSink(Protocol):
-    """Where a recogniser writes the calls it finds, as into a list (kept or dropped as
-    they come: a megabyte of calls is never held whole)."""
+    """Where a recogniser writes the calls it finds, as into a list (each kept or dropped
+    as it comes)."""
 
     def append(self, call: PendingCall, /) -> None: ...
 
@@ -56,32 +57,17 @@ Piece: TypeAlias = tuple[str, Arguments, int, int, Repairs]
 
 
 def tile(
-    pieces: Iterable[Piece],
-    fmt: SalvageFormat,
-    start: int,
-    end: int | None,
-    names: frozenset[str],
-) -> Iterator[PendingCall]:
+    pieces: Sequence[Piece], fmt: SalvageFormat, start: int, end: int, names: frozenset[str]
+) -> list[PendingCall]:
     """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
-    with spans that tile it (``end=None``: where the :func:`json_objects_lazily` reader
-    says the JSON ended). Read lazily."""
-    previous_end = start
-    last: Piece | None = None
-    reading = iter(pieces)
-    while True:
-        try:
-            piece = next(reading)
-        except StopIteration as stop:
-            end = stop.value if end is None else end
-            break
-        if last is not None:
-            if last[0] in names:
-                yield found_call(last[0], last[1], fmt, (previous_end, last[3]), last[4])
-            previous_end = last[3]
-        last = piece
-    if last is not None and last[0] in names:
-        assert end is not None, "the wrapper's end, given or read"
-        yield found_call(last[0], last[1], fmt, (previous_end, end), last[4])
+    with spans that tile it."""
+    calls = []
+    for index, (name, arguments, _, piece_end, repairs) in enumerate(pieces):
+        stop = end if index == len(pieces) - 1 else piece_end
+        if name in names:
+            calls.append(found_call(name, arguments, fmt, (start, stop), repairs))
+        start = piece_end
+    return calls
 
 
 class Blocks:
@@ -133,6 +119,46 @@ class Tokens:
         if token is not None:
             self._next = next(self._matches, None)
         return token
+
+    def take_if(self, wanted: Callable[[re.Match[str]], bool]) -> re.Match[str] | None:
+        """The next match, taken, when it is ``wanted``; else ``None`` (nothing taken)."""
+        return self.take() if self._next is not None and wanted(self._next) else None
+
+    def start(self, default: int) -> int:
+        """Where the next match starts (``default`` when there is none)."""
+        return self._next.start() if self._next is not None else default
+
+
+def sectioned(
+    fmt: SalvageFormat,
+    tokens: re.Pattern[str],
+    call: Callable[[str, str], tuple[str, Arguments] | None],
+) -> Callable[[str, frozenset[str], CallSink], None]:
+    """The recogniser of calls written with special tokens: a section's begin or end
+    (``tokens``' group 1), a call's begin or end (group 2), a separator (no group) between
+    the call's head and body, which ``call`` reads; the calls in a section tile it."""
+
+    def read(text: str, names: frozenset[str], out: CallSink) -> None:
+        blocks = Blocks(fmt, names, out)
+        matches = Tokens(tokens.finditer(text))
+        while (token := matches.take()) is not None:
+            if token.group(1) == "begin":
+                blocks.open(token.start())
+            elif token.group(1) == "end":
+                blocks.close(token.end())
+            elif token.group(2) == "begin":
+                separator = matches.take_if(lambda t: t.group(1) is None and t.group(2) is None)
+                body_end = matches.start(len(text))
+                closer = matches.take_if(lambda t: t.group(2) == "end")
+                end = closer.end() if closer is not None else body_end
+                if separator is not None:
+                    head = text[token.end() : separator.start()]
+                    found = call(head, text[separator.end() : body_end])
+                    if found is not None:
+                        blocks.add((*found, token.start(), end, ()))
+        blocks.close(None)
+
+    return read
 
 
 # --- arguments --------------------------------------------------------------------------------
@@ -196,24 +222,13 @@ def _loose_call(src: str) -> tuple[str, Arguments, Repairs] | None:
         exact = end is not None and not rest[end:].strip(" \t\r\n}")
         return name.group(1), value, () if exact else _LOOSE
     if rest.startswith('"'):
-        literal = _json_string_prefix(rest)
+        string = _JSON_STRING.match(rest)
+        literal = string.group() if string is not None else rest
         ok, value, _ = loads(literal)  # a string: no object in it
         if ok and not rest[len(literal) :].strip(" \t\r\n}"):
             return name.group(1), _arguments(value), ()
         return name.group(1), _arguments(value) if ok else rest.strip(), _LOOSE
     return name.group(1), raw_arguments(rest.rstrip().removesuffix("}")), _LOOSE
-
-
-def _json_string_prefix(src: str) -> str:
-    pos = 1
-    while True:
-        match = P.QUOTE_OR_ESCAPE.search(src, pos)
-        if match is None:
-            return src
-        if match.group() == "\\":
-            pos = match.end() + 1
-            continue
-        return src[: match.end()]
 
 
 def call_from_json(src: str) -> list[tuple[str, Arguments, Repairs]] | None:
@@ -263,29 +278,29 @@ def scan(
                 return pos, pos
 
 
-def json_objects_lazily(text: str, pos: int, limit: int) -> Generator[Piece, None, int]:
+def json_objects(text: str, pos: int, limit: int) -> tuple[list[Piece], int]:
     """Calls in JSON at ``text[pos]`` (an object, a list, or objects chained with ``;``),
-    one object at a time; returns where the JSON ended (``limit`` if never closed)."""
+    and where the JSON ended (``limit`` if never closed)."""
+    pieces: list[Piece] = []
     in_list = text[pos] == "["
-    cursor = pos + 1 if in_list else pos
-    end = cursor
+    cursor = end = pos + 1 if in_list else pos
     while cursor < limit:
         while cursor < limit and text[cursor] in " \t\r\n,;":
             cursor += 1
         if cursor >= limit:
-            return limit if in_list else end
+            return pieces, limit if in_list else end
         if in_list and text[cursor] == "]":
-            return cursor + 1
+            return pieces, cursor + 1
         if text[cursor] != "{":
             break
         closed, _ = scan(text, cursor, limit, P.JSON_STRUCTURE, '"')
         end = closed if closed is not None else limit
         for name, arguments, repairs in call_from_json(text[cursor:end]) or ():
-            yield name, arguments, cursor, end, repairs
+            pieces.append((name, arguments, cursor, end, repairs))
         if closed is None:
-            return limit
+            return pieces, limit
         cursor = end
-    return end
+    return pieces, end
 
 
 # --- function markup and values written as text -----------------------------------------------
@@ -321,47 +336,39 @@ def tagged_functions(
     pairs (Qwen3-Coder) or one JSON object (Llama 3.1), up to ``</function>``, the next
     function or ``region_end``."""
     out: list[tuple[Piece, SalvageFormat]] = []
-    k = 0
-    while k < len(tokens):
-        opening = tokens[k]
-        k += 1
+    matches = Tokens(iter(tokens))
+    while (opening := matches.take()) is not None:
         if opening.group(1) is None:
             continue
         params: dict[str, Any] = {}
         conflicted = False
         end = body_end = region_end
-        while k < len(tokens):
-            token = tokens[k]
-            if token.group() == P.FUNCTION_CLOSE:
-                body_end, end = token.start(), token.end()
-                k += 1
-                break
+        while (token := matches.peek()) is not None:
             if token.group(1) is not None:  # the next function: this one was not closed
                 body_end = end = token.start()
                 break
-            k += 1
+            matches.take()
+            if token.group() == P.FUNCTION_CLOSE:
+                body_end, end = token.start(), token.end()
+                break
             if token.group(2) is not None:
-                value_end = tokens[k].start() if k < len(tokens) else region_end
-                value = strip_text_value(text[token.end() : value_end])
+                value = strip_text_value(text[token.end() : matches.start(region_end)])
                 conflicted |= assign(params, token.group(2).strip(), value)
-                if k < len(tokens) and tokens[k].group() == "</parameter>":
-                    k += 1
+                matches.take_if(lambda t: t.group() == "</parameter>")
         name = opening.group(1).strip()
         body = text[opening.end() : body_end].strip()
         repairs = DUPLICATE_KEY if conflicted else ()
-        if params:
+        if params or not body:
             out.append(((name, params, opening.start(), end, repairs), "qwen_xml"))
         elif body.startswith("{"):
             out.append(((name, raw_arguments(body), opening.start(), end, ()), "llama_function"))
-        elif not body:
-            out.append(((name, {}, opening.start(), end, ()), "qwen_xml"))
     return out
 
 
 # --- Python calls -----------------------------------------------------------------------------
 
 
-def python_list(text: str, start: int, end: int, names: frozenset[str]) -> Iterator[Piece] | None:
+def python_list(text: str, start: int, end: int, names: frozenset[str]) -> list[Piece] | None:
     """``[f(...), g(...)]`` in ``text[start:end]`` as calls; ``None`` unless every element
     is a call to a known tool (all checked before any is given)."""
     pieces: list[Piece] = []
@@ -381,7 +388,7 @@ def python_list(text: str, start: int, end: int, names: frozenset[str]) -> Itera
         if pos < end and text[pos] == ",":
             pos += 1
             continue
-        return iter(pieces) if pos == end - 1 else None
+        return pieces if pos == end - 1 else None
 
 
 def python_call(src: str, names: frozenset[str]) -> tuple[str, Arguments, Repairs] | None:
