@@ -1,7 +1,7 @@
 """Running the calls of one reply: approval, timeouts, loop detection, observations.
 
 Every way a call can go wrong ends in an observation; :meth:`ToolRunner.run` returns the
-records with a :data:`Verdict`, and the loop alone acts on it."""
+records in a :class:`Ran`, and the loop alone acts on what it says."""
 
 from __future__ import annotations
 
@@ -23,18 +23,7 @@ from .events import ToolFinished, ToolStarted
 from .observations import render_observation
 from .state import RUN_EVENT, RunState, call_user
 
-__all__ = [
-    "Abort",
-    "ApprovalCallback",
-    "AwaitApproval",
-    "CallCallback",
-    "Proceed",
-    "Ran",
-    "RepeatedCall",
-    "ToolRunner",
-    "Verdict",
-    "skipped",
-]
+__all__ = ["ApprovalCallback", "CallCallback", "Ran", "ToolRunner", "skipped"]
 
 log = logging.getLogger("react_engine")
 
@@ -43,52 +32,17 @@ ApprovalCallback = Callable[[ActionRecord], "bool | str | Awaitable[bool | str]"
 CallCallback = Callable[[ActionRecord], "Awaitable[None] | None"]
 
 
-@dataclass(frozen=True, slots=True)
-class Proceed:
-    """The calls ran (or were refused, each with its observation): the run goes on."""
-
-
-@dataclass(frozen=True, slots=True)
-class RepeatedCall:
-    """A call was made more than ``loop_limit`` times: ask for the final answer."""
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitApproval:
-    """Approvals were deferred (``approve="defer"``): the run stops until they are given."""
-
-    calls: tuple[ActionRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Abort:
-    """A tool (or the approver) raised a ``BaseException``: the run ends once the step is
-    recorded."""
-
-    error: BaseException
-
-
-Verdict = Proceed | RepeatedCall | AwaitApproval | Abort
-
-
-@dataclass(frozen=True, slots=True)
-class Ran:
-    actions: list[ActionRecord]
-    verdict: Verdict
-
-
 @dataclass(slots=True)
-class _Batch:
-    deferred: list[ActionRecord] = field(default_factory=list)
-    abort: BaseException | None = None
-    repeated: bool = False
+class Ran:
+    """One reply's call records, and what the loop alone acts on."""
 
-    def verdict(self) -> Verdict:
-        if self.deferred:
-            return AwaitApproval(tuple(self.deferred))
-        if self.abort is not None:
-            return Abort(self.abort)
-        return RepeatedCall() if self.repeated else Proceed()
+    actions: list[ActionRecord] = field(default_factory=list)
+    deferred: list[ActionRecord] = field(default_factory=list)
+    """Calls whose approval was deferred (``approve="defer"``): the run stops until given."""
+    abort: BaseException | None = None
+    """A ``BaseException`` from a tool or the approver: the run ends once the step is recorded."""
+    repeated: bool = False
+    """A call was made more than ``loop_limit`` times: ask for the final answer."""
 
 
 class ToolRunner:
@@ -101,8 +55,8 @@ class ToolRunner:
         self.on_call = on_call
 
     async def run(self, state: RunState, calls: Sequence[PendingCall]) -> Ran:
-        """Run ``calls`` (in parallel when there are several): their records and the verdict."""
-        batch = _Batch()
+        """Run ``calls`` (in parallel when there are several)."""
+        batch = Ran()
         by_name = {t.name: t for t in state.tools}
         language = state.protocol.language
         prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
@@ -164,13 +118,14 @@ class ToolRunner:
                 )
                 record.observation += "\n" + warning.text(language)
                 record.error = warning
-        return Ran([r for r, _, _ in prepared], batch.verdict())
+        batch.actions = [r for r, _, _ in prepared]
+        return batch
 
     async def _call(
-        self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool, validated: Any
+        self, state: RunState, batch: Ran, record: ActionRecord, tool: Tool, validated: Any
     ) -> None:
         """Run one call; a ``BaseException`` from the tool or the approver (but the run's own
-        cancellation) becomes the batch's :class:`Abort`."""
+        cancellation) becomes the batch's ``abort``."""
         journal, language = state.journal, state.protocol.language
         try:
             if journal is not None and await self._replayed(state, record, tool):
@@ -230,7 +185,7 @@ class ToolRunner:
         return False
 
     @staticmethod
-    def _defer(state: RunState, batch: _Batch, record: ActionRecord) -> bool:
+    def _defer(state: RunState, batch: Ran, record: ActionRecord) -> bool:
         language = state.protocol.language
         if state.journal is None:
             _fail(record, "denied", Notice(NoticeCode.DEFER_NEEDS_STORE), language)
@@ -241,7 +196,7 @@ class ToolRunner:
         return False
 
     async def _approved(
-        self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool
+        self, state: RunState, batch: Ran, record: ActionRecord, tool: Tool
     ) -> bool:
         if not tool.requires_approval:
             return True
@@ -323,7 +278,7 @@ class ToolRunner:
 
 
 def _note_abort(
-    batch: _Batch, record: ActionRecord, tool: Tool, exc: BaseException, language: str = "en"
+    batch: Ran, record: ActionRecord, tool: Tool, exc: BaseException, language: str = "en"
 ) -> None:
     aborted = Notice(NoticeCode.ABORTED, tool=tool.name, kind=type(exc).__name__)
     _fail(record, "error", aborted, language)

@@ -60,7 +60,7 @@ from .events import (
     TextDelta,
     Thought,
 )
-from .execution import Abort, AwaitApproval, RepeatedCall, ToolRunner, skipped
+from .execution import Ran, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, call_user, no_final_answer
 
@@ -348,22 +348,21 @@ class Loop:
             log.warning("%s", event, extra=RUN_EVENT)
             step.notices.append(state.note(event))
         language = state.protocol.language
-        ran = await self.deps.runner.run(state, calls) if calls else None
-        step.actions = ran.actions if ran is not None else []
-        verdict = ran.verdict if ran is not None else None
-        if isinstance(verdict, AwaitApproval):  # the step goes on when the approvals come
-            state.deferred = list(verdict.calls)
-            return Stop("awaiting_approval", f"{len(verdict.calls)} call(s) await approval")
+        ran = await self.deps.runner.run(state, calls) if calls else Ran()
+        step.actions = ran.actions
+        if ran.deferred:  # the step goes on when the approvals come
+            state.deferred = list(ran.deferred)
+            return Stop("awaiting_approval", f"{len(ran.deferred)} call(s) await approval")
         if over:  # the notices are worded only for a step that has calls left out
             spent = Notice(NoticeCode.BUDGET_SPENT)
             step.actions += [skipped(c, spent, language) for c in over]
         if excess:
             too_many = Notice(NoticeCode.TOO_MANY, count=str(made), limit=str(limit))
             step.actions += [skipped(c, too_many, language) for c in excess]
-        if isinstance(verdict, Abort):
+        if ran.abort is not None:
             await self._record(state, step, started)
-            _abort(state, verdict.error)
-        if isinstance(verdict, RepeatedCall):
+            _abort(state, ran.abort)
+        if ran.repeated:
             ctl.force_final = "loop"
         ctl.tool_calls += sum(1 for a in step.actions if a.status != "skipped")
         await self._record(state, step, started)
