@@ -23,7 +23,7 @@ from ..transport.endpoint import api_key_from, connect
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key, mask_url
-from ..types import HistoryItem, OutputT, RunResult, Step, UserTurn
+from ..types import HistoryItem, OutputT, RunResult, Step, UserTurn, describe
 from . import durable
 from .config import (
     AgentConfig,
@@ -31,11 +31,11 @@ from .config import (
     RunOptions,
     check_bool,
     check_config,
-    describe,
     tool_list,
     with_options,
 )
 from .conversation import Conversation
+from .journal import open_run_store
 
 # What only a run needs is imported when a run starts (``from . import running``), to keep
 # ``import react_engine`` light (tests/api/test_exports.py checks it).
@@ -47,19 +47,11 @@ if TYPE_CHECKING:
     from .execution import ApprovalCallback, CallCallback, ToolRunner
     from .journal import Journal, JournalStore
     from .journal import SessionLike as Session
-    from .state import RUN_EVENT, RunState
+    from .state import RunState
 
-__all__ = ["RUN_EVENT", "Agent", "AgentConfig"]
+__all__ = ["Agent", "AgentConfig"]
 
 log = logging.getLogger("react_engine")
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RUN_EVENT":  # listed in __all__; defined with the run state
-        from .running import RUN_EVENT
-
-        return RUN_EVENT
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 T = TypeVar("T")
@@ -186,7 +178,7 @@ class Agent(Generic[OutputT]):
         self.approve = approve
         """Asked before a tool that needs approval runs: a callback returning True, False or
         ``"defer"``; or ``"defer"`` itself (the run stops, to be given to :meth:`resume`)."""
-        self.store = durable.open_run_store(store)
+        self.store = open_run_store(store)
         """Where runs are journalled, so that :meth:`resume` can finish one."""
         if approve == "defer" and self.store is None:
             raise ConfigurationError(

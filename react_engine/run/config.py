@@ -27,7 +27,6 @@ __all__ = [
     "RunOptions",
     "check_bool",
     "check_config",
-    "describe",
     "tool_list",
     "with_options",
 ]
@@ -100,8 +99,8 @@ class Options(TypedDict, total=False):
 class RunOptions(Options, total=False):
     """A run's keywords besides the configuration (:class:`~react_engine.run.config.Options`)."""
 
-    session: SessionLike
-    run_id: str
+    session: SessionLike | None
+    run_id: str | None
     """The run's new id in the agent's store (a stored one raises ``RunExistsError``)."""
 
 

@@ -51,14 +51,10 @@ class Conversation(Generic[OutputT]):
 
     def ask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]:
         """The next turn (blocking); ``options`` are ``Agent.arun``'s."""
-        if self.session is None:
-            return self.agent.run(question, history=self.history, **options)
         return self.agent.run(question, history=self.history, session=self.session, **options)
 
     async def aask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]:
         """The next turn; ``options`` are ``Agent.arun``'s."""
-        if self.session is None:
-            return await self.agent.arun(question, history=self.history, **options)
         return await self.agent.arun(
             question, history=self.history, session=self.session, **options
         )

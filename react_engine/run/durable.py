@@ -4,38 +4,20 @@ whose history lives in a session (on the protocols of :mod:`react_engine.run.jou
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, StoreError
-from ..types import HistoryItem, RunNotice, RunResult
-from .config import describe
+from ..types import HistoryItem, RunNotice, RunResult, describe
+from .journal import Journal, JournalStore, SessionLike
 
 if TYPE_CHECKING:
-    from .journal import Journal, JournalStore
-    from .journal import SessionLike as Session
     from .loop import Loop
     from .state import RunState
 
-__all__ = ["in_session", "journal_for", "journalled", "open_run_store", "resumed"]
+__all__ = ["in_session", "journal_for", "journalled", "resumed"]
 
 log = logging.getLogger("react_engine")
-
-
-def open_run_store(store: Any) -> JournalStore | None:
-    """What ``Agent(store=...)`` was given, as a store."""
-    if store is None:
-        return None
-    from .journal import JournalStore, open_journal_store
-
-    if isinstance(store, JournalStore):
-        return store
-    if isinstance(store, str | os.PathLike):
-        return open_journal_store(store)  # a postgresql:// URI, or a SQLite file
-    raise ConfigurationError(
-        f"store must be a RunStore, a path or a postgresql:// URI, not {describe(store)}"
-    )
 
 
 def journal_for(
@@ -105,14 +87,12 @@ async def resumed(
 
 
 async def in_session(
-    session: Session,
+    session: SessionLike,
     history: list[HistoryItem] | None,
     run: Callable[[list[HistoryItem]], Awaitable[RunResult[Any]]],
 ) -> RunResult[Any]:
     """A run in a session: its history loaded first, and what the run added appended when
     it ends, however it ends, so that no turn is lost."""
-    from .journal import SessionLike
-
     if not isinstance(session, SessionLike):
         raise ConfigurationError(f"session must be a Session, not {describe(session)}")
     items = history if history is not None else []

@@ -13,11 +13,10 @@ from ..tools.mcp import connected_tools
 from .events import RunDone, RunFailed, RunStarted
 from .execution import ToolRunner
 from .loop import Loop, LoopDeps
-from .state import RUN_EVENT, RunState
+from .state import RunState
 from .tracing import RunTracer, content_wanted, tracer_for
 
 __all__ = [
-    "RUN_EVENT",
     "Loop",
     "LoopDeps",
     "RunDone",
