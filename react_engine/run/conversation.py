@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generic, Protocol, Unpack
+from typing import TYPE_CHECKING, Generic, Unpack
 
 from ..types import HistoryItem, OutputT, RunResult, Step
-from .config import Options, RunOptions
+from .config import Options
 
 if TYPE_CHECKING:
+    from .agent import Agent
     from .journal import SessionLike as Session
 
-__all__ = ["Answerer", "Conversation"]
-
-
-class Answerer(Protocol[OutputT]):
-    """What a conversation asks of its agent (so that this module need not import it)."""
-
-    def run(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]: ...
-
-    async def arun(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]: ...
+__all__ = ["Conversation"]
 
 
 class Conversation(Generic[OutputT]):
@@ -39,7 +20,7 @@ class Conversation(Generic[OutputT]):
 
     def __init__(
         self,
-        agent: Answerer[OutputT],
+        agent: Agent[OutputT],
         history: list[HistoryItem] | None = None,
         *,
         session: Session | None = None,

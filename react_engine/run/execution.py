@@ -21,7 +21,7 @@ from ..types import ActionRecord
 from ..wording import Notice, NoticeCode, error_observation, skipped_observation
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation
-from .state import RUN_EVENT, RunState, call_user
+from .state import RunState, call_user
 
 __all__ = ["ApprovalCallback", "CallCallback", "Ran", "ToolRunner", "skipped"]
 
@@ -261,13 +261,11 @@ class ToolRunner:
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "
                     f"({stuck_threads()} sync calls stuck)"
                 )
-                log.warning("%s", event, extra=RUN_EVENT)
-                state.note(event)
+                state.note(event, warn=True)
             _fail(record, "timeout", Notice(code, **words), language)
         except ThreadsExhausted as exc:
             message = Notice(NoticeCode.NO_THREAD, tool=tool.name, detail=str(exc))
-            log.warning("%s", message, extra=RUN_EVENT)
-            state.note(str(message))
+            state.note(str(message), warn=True)
             _fail(record, "error", message, language)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"

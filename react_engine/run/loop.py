@@ -243,8 +243,7 @@ class Loop:
         if request.tools and self._learn(state, ctl, "stream_tools", "HTTP 200, no chunk"):
             return
         event = "the server sent an empty stream; the request was sent again without streaming"
-        log.warning("%s", event, extra=RUN_EVENT)
-        state.note(event, adaptation=True)
+        state.note(event, adaptation=True, warn=True)
         state.usage.requests += 1
 
     async def _decide(
@@ -326,8 +325,7 @@ class Loop:
                 f"{made} tool calls in one reply: the first {limit} ran, "
                 f"{made - limit} were not run (max_calls_per_step)"
             )
-            log.warning("%s", event, extra=RUN_EVENT)
-            step.notices.append(state.note(event))
+            step.notices.append(state.note(event, warn=True))
         # The tool-call budget: the first calls within it run (a held-back call is free).
         room = _tools_left(state, ctl)
         over: list[PendingCall] = []
@@ -345,8 +343,7 @@ class Loop:
                 f"{len(calls) + len(over)} tool calls in one reply: {len(over)} were not run "
                 f"(the tool-call budget of {cfg.max_tool_calls} is spent)"
             )
-            log.warning("%s", event, extra=RUN_EVENT)
-            step.notices.append(state.note(event))
+            step.notices.append(state.note(event, warn=True))
         language = state.protocol.language
         ran = await self.deps.runner.run(state, calls) if calls else Ran()
         step.actions = ran.actions
@@ -388,8 +385,7 @@ class Loop:
                     "the request did not fit the model's context window: "
                     f"{shortened} observation(s) shortened to {SHORTENED_LIMIT} characters"
                 )
-                log.warning("%s", event, extra=RUN_EVENT)
-                state.note(event, adaptation=True)
+                state.note(event, adaptation=True, warn=True)
                 return RunAgain()
         return Stop(
             "context_window",
@@ -442,8 +438,7 @@ class Loop:
             try:
                 await call_user(self.deps.on_step, step, deadline=state.deadline_at())
             except DeadlinePassed:
-                log.warning("on_step did not return before the run's deadline", extra=RUN_EVENT)
-                state.note("on_step did not return before the run's deadline")
+                state.note("on_step did not return before the run's deadline", warn=True)
             except ThreadsExhausted as exc:
                 state.note(f"on_step was not called: {exc}")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
@@ -36,6 +37,8 @@ __all__ = [
 RUN_EVENT: Mapping[str, Any] = {"run_event": True}
 """``extra=`` of a warning that is also one of the run's notices: a program that shows the
 notices may leave these log records out."""
+
+log = logging.getLogger("react_engine")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +109,11 @@ class RunState:
         for sink in self.sinks:
             sink(event)
 
-    def note(self, message: str, *, adaptation: bool = False) -> RunNotice:
-        """One of the run's notices; an adaptation's also goes on the next step."""
+    def note(self, message: str, *, adaptation: bool = False, warn: bool = False) -> RunNotice:
+        """One of the run's notices (with ``warn``, logged as a warning too); an
+        adaptation's also goes on the next step."""
+        if warn:
+            log.warning("%s", message, extra=RUN_EVENT)
         notice = RunNotice(len(self.steps), message, "adaptation" if adaptation else "run")
         if adaptation:
             self.pending_events.append(notice)
