@@ -470,10 +470,8 @@ class Agent(Generic[OutputT]):
                 started=entered,
                 journal=journal,
             )
-            tracer = running.tracer_for(self.tracer_provider)
-            if tracer is not None:
-                content = running.content_wanted(self.trace_content)
-                state.sinks.append(running.RunTracer(tracer, content=content))
+            if (tracer := running.run_tracer(self.tracer_provider, self.trace_content)) is not None:
+                state.sinks.append(tracer)
             if cfg.trace is not None:
                 from .tracefile import TraceFile
 

@@ -14,7 +14,7 @@ from .events import RunDone, RunFailed, RunStarted
 from .execution import ToolRunner
 from .loop import Loop, LoopDeps
 from .state import RunState
-from .tracing import RunTracer, content_wanted, tracer_for
+from .tracing import run_tracer
 
 __all__ = [
     "Loop",
@@ -23,12 +23,10 @@ __all__ = [
     "RunFailed",
     "RunStarted",
     "RunState",
-    "RunTracer",
     "ToolRunner",
     "connected_tools",
-    "content_wanted",
     "run_coroutine",
-    "tracer_for",
+    "run_tracer",
 ]
 
 T = TypeVar("T")
