@@ -126,8 +126,8 @@ class RunTracer:
 
     def _end_run(self, result: RunResult[Any] | None, error: BaseException | None) -> None:
         """End the run's span, and first every span still open (a run cancelled mid-request)."""
-        for span in [*self._chat.values(), *(span for span, _ in self._tools.values())]:
-            span.end()
+        for child in [*self._chat.values(), *(span for span, _ in self._tools.values())]:
+            child.end()
         self._chat.clear()
         self._tools.clear()
         if self._run_token is not None:
