@@ -37,7 +37,7 @@ from .config import (
 from .conversation import Conversation
 from .journal import open_run_store
 
-# What only a run needs is imported when a run starts (``from . import running``), to keep
+# What only a run needs is imported when a run starts (in the methods), to keep
 # ``import react_engine`` light (tests/api/test_exports.py checks it).
 if TYPE_CHECKING:
     import openai
@@ -223,9 +223,9 @@ class Agent(Generic[OutputT]):
 
     @functools.cached_property
     def _runner(self) -> ToolRunner:
-        from . import running
+        from .execution import ToolRunner
 
-        return running.ToolRunner(self.approve, self.on_call)
+        return ToolRunner(self.approve, self.on_call)
 
     # --- construction -----------------------------------------------------------------------
 
@@ -298,10 +298,9 @@ class Agent(Generic[OutputT]):
         **options: Unpack[RunOptions],
     ) -> RunResult[OutputT]:
         """Answer one question (blocking). See :meth:`arun` for the options."""
-        from . import running
+        from ..runtime import run_coroutine
 
-        run = self._arun(question, self._model_sync, history=history, **options)
-        return running.run_coroutine(run)
+        return run_coroutine(self._arun(question, self._model_sync, history=history, **options))
 
     async def arun(
         self,
@@ -326,7 +325,7 @@ class Agent(Generic[OutputT]):
         iteration. A ``break`` cancels the run (at once under ``contextlib.aclosing``)."""
         import asyncio
 
-        from . import running
+        from .events import RunFailed
 
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
@@ -346,7 +345,7 @@ class Agent(Generic[OutputT]):
         task = asyncio.ensure_future(run())
         try:
             while (event := await queue.get()) is not None:
-                if not isinstance(event, running.RunFailed):
+                if not isinstance(event, RunFailed):
                     yield event
             await task  # raises the run's error, if any
         finally:
@@ -415,9 +414,12 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
         if history is not None and not isinstance(history, list):
             raise ConfigurationError(f"history must be a list, not {describe(history)}")
-        from . import running
+        from ..tools.mcp import connected_tools
+        from .events import RunDone, RunFailed, RunStarted
+        from .state import RunState
+        from .tracing import run_tracer
 
-        async with running.connected_tools(self.mcp_servers, self.tools) as tools:
+        async with connected_tools(self.mcp_servers, self.tools) as tools:
             names = {t.name for t in tools}
             if cfg.tool_choice not in ("auto", "required", "none", *names):
                 raise ConfigurationError(
@@ -455,7 +457,7 @@ class Agent(Generic[OutputT]):
                     (protocol, reason), lambda name: choose(name, chosen, "resumed")[0]
                 )
             items.append(UserTurn(question))
-            state = running.RunState(
+            state = RunState(
                 question=question,
                 history=items,
                 protocol=protocol,
@@ -470,7 +472,7 @@ class Agent(Generic[OutputT]):
                 started=entered,
                 journal=journal,
             )
-            if (tracer := running.run_tracer(self.tracer_provider, self.trace_content)) is not None:
+            if (tracer := run_tracer(self.tracer_provider, self.trace_content)) is not None:
                 state.sinks.append(tracer)
             if cfg.trace is not None:
                 from .tracefile import TraceFile
@@ -478,20 +480,20 @@ class Agent(Generic[OutputT]):
                 state.sinks.append(TraceFile(cfg.trace).open())
             if not state.sinks:
                 return await self._drive(state)
-            state.emit(running.RunStarted(question, self.model, protocol.name, reason))
+            state.emit(RunStarted(question, self.model, protocol.name, reason))
             try:
                 result = await self._drive(state)
             except BaseException as exc:
-                state.emit(running.RunFailed(exc))
+                state.emit(RunFailed(exc))
                 raise
-            state.emit(running.RunDone(result))
+            state.emit(RunDone(result))
             return result
 
     async def _drive(self, state: RunState) -> RunResult[Any]:
-        from . import running
+        from .loop import Loop, LoopDeps
 
-        loop = running.Loop(
-            running.LoopDeps(
+        loop = Loop(
+            LoopDeps(
                 model=self.model,
                 runner=self._runner,
                 instructions=self.instructions,
@@ -517,9 +519,9 @@ class Agent(Generic[OutputT]):
         **options: Unpack[Options],
     ) -> RunResult[OutputT]:
         """Finish a stored run (blocking): see :meth:`aresume`."""
-        from . import running
+        from ..runtime import run_coroutine
 
-        return running.run_coroutine(self.aresume(run_id, approvals=approvals, **options))
+        return run_coroutine(self.aresume(run_id, approvals=approvals, **options))
 
     async def aresume(
         self,

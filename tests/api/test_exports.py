@@ -123,7 +123,6 @@ _RUN_ONLY = [
     "socket",
     "concurrent.futures",
     "email.utils",
-    "react_engine.run.running",
     "react_engine.runtime",
     "react_engine.run.events",
     "react_engine.run.execution",
