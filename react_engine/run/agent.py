@@ -8,7 +8,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack, overload
 
 from ..errors import ConfigurationError, ModelAPIError
@@ -23,14 +23,13 @@ from ..transport.endpoint import api_key_from, connect
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key, mask_url
-from ..types import HistoryItem, OutputT, RunResult, Step, UserTurn, describe
+from ..types import HistoryItem, OutputT, RunResult, UserTurn, describe
 from . import durable
 from .config import (
     AgentConfig,
     Options,
     RunOptions,
     check_bool,
-    check_config,
     tool_list,
     with_options,
 )
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
 
     from ..tools.mcp import MCPServerHandle
     from .events import Event
-    from .execution import ApprovalCallback, CallCallback, ToolRunner
+    from .execution import ApprovalCallback, CallCallback, StepCallback, ToolRunner
     from .journal import Journal, JournalStore
     from .journal import SessionLike as Session
     from .state import RunState
@@ -55,8 +54,6 @@ log = logging.getLogger("react_engine")
 
 
 T = TypeVar("T")
-
-StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 
 class AgentOptions(Options, total=False):
@@ -200,7 +197,6 @@ class Agent(Generic[OutputT]):
         self.config = with_options(
             config or AgentConfig(), limits, what="Agent", agent_options=_AGENT_OPTIONS
         )
-        check_config(self.config)
         self._protocol_spec = protocol
         check_bool(probe, "probe", optional=True)
         self.probe = probe
@@ -409,7 +405,6 @@ class Agent(Generic[OutputT]):
             if options
             else self.config
         )
-        check_config(cfg)
         if not isinstance(question, str):
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
         if history is not None and not isinstance(history, list):
@@ -552,11 +547,7 @@ def _guarded(tools: Sequence[Tool]) -> bool:
     return any(t.requires_approval for t in tools)
 
 
-_AGENT_OPTIONS = frozenset(
-    Agent.__init__.__code__.co_varnames[
-        1 : Agent.__init__.__code__.co_argcount + Agent.__init__.__code__.co_kwonlyargcount
-    ]
-)
+_AGENT_OPTIONS = {"model", "tools", *AgentOptions.__optional_keys__ - Options.__optional_keys__}
 
 
 def _blocking_events(events: AsyncGenerator[Event, None]) -> Iterator[Event]:

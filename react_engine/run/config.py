@@ -26,7 +26,6 @@ __all__ = [
     "Options",
     "RunOptions",
     "check_bool",
-    "check_config",
     "tool_list",
     "with_options",
 ]
@@ -69,6 +68,9 @@ class AgentConfig:
     output_type: Any = str
     """The type of the final answer: ``str``, or a pydantic model, dataclass, ``TypedDict``,
     ``list[int]``...; ``result.output`` is the validated value."""
+
+    def __post_init__(self) -> None:
+        check_config(self)
 
 
 class Options(TypedDict, total=False):
@@ -136,8 +138,8 @@ def with_options(
     config = {k: v for k, v in options.items() if k in fields}
     shorthand = {k: v for k, v in options.items() if k in SAMPLING_SHORTHANDS}
     cfg = dataclasses.replace(base, **config)
-    if not shorthand or not isinstance(cfg.settings, ModelSettings):
-        return cfg  # a settings= of the wrong type is check_config's to report
+    if not shorthand:
+        return cfg
     explicit = config.get("settings")
     if isinstance(explicit, ModelSettings):
         for name, value in shorthand.items():

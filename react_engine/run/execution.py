@@ -17,19 +17,20 @@ from ..protocols.base import PendingCall
 from ..runtime import DeadlinePassed, ThreadsExhausted, stuck_threads
 from ..text import valid_unicode
 from ..tools.base import Tool, ToolArgumentsError, arguments_dict
-from ..types import ActionRecord
+from ..types import ActionRecord, Step
 from ..wording import Notice, NoticeCode, error_observation, skipped_observation
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation
 from .state import RunState, call_user
 
-__all__ = ["ApprovalCallback", "CallCallback", "Ran", "ToolRunner", "skipped"]
+__all__ = ["ApprovalCallback", "CallCallback", "Ran", "StepCallback", "ToolRunner", "skipped"]
 
 log = logging.getLogger("react_engine")
 
 ApprovalCallback = Callable[[ActionRecord], "bool | str | Awaitable[bool | str]"]
 """Returns True to run the call; ``"defer"`` (with a store) ends the run awaiting it."""
 CallCallback = Callable[[ActionRecord], "Awaitable[None] | None"]
+StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 
 @dataclass(slots=True)

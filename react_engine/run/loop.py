@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -60,14 +59,12 @@ from .events import (
     TextDelta,
     Thought,
 )
-from .execution import Ran, ToolRunner, skipped
+from .execution import Ran, StepCallback, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
 from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, call_user, no_final_answer
 
 __all__ = ["FINAL_ANSWER_RETRIES", "Control", "Loop", "LoopDeps"]
 
-
-StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 log = logging.getLogger("react_engine")
 
