@@ -25,7 +25,6 @@ from ..errors import (
 )
 from ..protocols.base import (
     CallTools,
-    Decision,
     FinalAnswer,
     FormatError,
     PendingCall,
@@ -192,8 +191,10 @@ class Loop:
                 return _deadline_stop(state)
             if isinstance(exc, ContextWindowExceeded):
                 return self._make_room(state, exc)
-            if isinstance(exc, ModelRequestError) and self._adapt(state, ctl, exc):
-                return RunAgain()
+            if isinstance(exc, ModelRequestError):  # a parameter the server refused
+                kind = classify_rejection(exc.status_code, exc.body or str(exc))
+                if kind is not None and self._learn(state, ctl, kind, f"HTTP {exc.status_code}"):
+                    return RunAgain()
             raise
         if state.sinks:
             state.emit(ModelCallFinished(index, reply, time.perf_counter() - started))
@@ -223,25 +224,17 @@ class Loop:
         def on_discard(reason: str) -> None:
             state.emit(ReplyDiscarded(index, reason))
 
+        hooks = (on_delta, on_stop, on_discard)
         if not request.tools or state.caps.stream_tools:
             try:
-                return await with_retries(
-                    retry, stream_once, state.model, request, on_delta, on_stop, on_discard
-                )
-            except EmptyStream:
-                self._cannot_stream(state, ctl, request)
-        unstreamed = Unstreamed(state.model)
-        return await with_retries(
-            retry, stream_once, unstreamed, request, on_delta, on_stop, on_discard
-        )
-
-    def _cannot_stream(self, state: RunState, ctl: Control, request: ModelRequest) -> None:
-        """The server sent an empty stream: with tools, learn that it cannot stream those."""
-        if request.tools and self._learn(state, ctl, "stream_tools", "HTTP 200, no chunk"):
-            return
-        event = "the server sent an empty stream; the request was sent again without streaming"
-        state.note(event, adaptation=True, warn=True)
-        state.usage.requests += 1
+                return await with_retries(retry, stream_once, state.model, request, *hooks)
+            except EmptyStream:  # with tools, learn that the server cannot stream those
+                cause = "HTTP 200, no chunk"
+                if not (request.tools and self._learn(state, ctl, "stream_tools", cause)):
+                    event = "the server sent an empty stream; the request was sent again"
+                    state.note(f"{event} without streaming", adaptation=True, warn=True)
+                    state.usage.requests += 1
+        return await with_retries(retry, stream_once, Unstreamed(state.model), request, *hooks)
 
     async def _decide(
         self,
@@ -279,8 +272,8 @@ class Loop:
             ],
         )
         state.pending_events.clear()
-        if state.sinks:
-            self._announce(state, step.index, decision)
+        if state.sinks and decision.thought:
+            state.emit(Thought(step.index, decision.thought))
         match decision:
             case FormatError(feedback=feedback):
                 step.kind, step.feedback = "format_error", feedback
@@ -293,21 +286,15 @@ class Loop:
                     return RunAgain()
                 return Stop(ctl.force_final, no_final_answer(ctl.force_final, decision))
             case FinalAnswer(answer=answer, output=output):
+                if state.sinks:
+                    state.emit(AnswerGiven(step.index, answer))
                 step.kind, step.final_answer = "final", answer
                 await self._record(state, step, started)
                 return Finish(answer, ctl.force_final or "final_answer", output)
-            case CallTools():
-                return await self._run_calls(state, ctl, step, decision, started)
-
-    @staticmethod
-    def _announce(state: RunState, index: int, decision: Decision) -> None:
-        if decision.thought:
-            state.emit(Thought(index, decision.thought))
-        match decision:
             case CallTools(calls=calls):
-                state.emit(ActionDecided(index, tuple(calls)))
-            case FinalAnswer(answer=answer):
-                state.emit(AnswerGiven(index, answer))
+                if state.sinks:
+                    state.emit(ActionDecided(step.index, tuple(calls)))
+                return await self._run_calls(state, ctl, step, decision, started)
 
     async def _run_calls(
         self, state: RunState, ctl: Control, step: Step, decision: CallTools, started: float
@@ -389,11 +376,6 @@ class Loop:
             "the request does not fit the model's context window, even with every "
             f"observation shortened: {exc.body or exc}",
         )
-
-    def _adapt(self, state: RunState, ctl: Control, exc: ModelRequestError) -> bool:
-        """React to a server that rejects a parameter; True when the turn should be re-sent."""
-        kind = classify_rejection(exc.status_code, exc.body or str(exc))
-        return kind is not None and self._learn(state, ctl, kind, f"HTTP {exc.status_code}")
 
     def _learn(self, state: RunState, ctl: Control, kind: RejectedParam, cause: str) -> bool:
         """Adapt the run to what the server refused, and remember it; False when nothing is
