@@ -61,23 +61,12 @@ def _no_stop_iteration(function: Callable[[], T]) -> T:
 
 # --- blocking calls --------------------------------------------------------------------------
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="react-engine")
-        return _POOL
-
 
 async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``await`` a blocking call on the shared pool, with the caller's context variables."""
-    work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_pool(), _no_stop_iteration, work)
+    """``await`` a blocking call on the loop's default executor, with the caller's context
+    variables (``asyncio.to_thread``)."""
+    call = functools.partial(function, *args, **kwargs)
+    return await asyncio.to_thread(_no_stop_iteration, call)
 
 
 # --- sync tools ------------------------------------------------------------------------------
@@ -352,10 +341,8 @@ async def _let_tasks_end() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """The parent's threads are not in the child, and may hold its pools' locks."""
-    global _POOL, _POOL_LOCK, _TOOLS
-    _POOL = None
-    _POOL_LOCK = threading.Lock()
+    """The parent's threads are not in the child, and may hold its pool's lock."""
+    global _TOOLS
     _TOOLS = _ToolPool()
 
 
