@@ -472,7 +472,7 @@ class Agent(Generic[OutputT]):
             if cfg.trace is not None:
                 from .tracefile import TraceFile
 
-                state.sinks.append(TraceFile(cfg.trace).open())
+                state.sinks.append(TraceFile(cfg.trace))
             if not state.sinks:
                 return await self._drive(state)
             state.emit(RunStarted(question, self.model, protocol.name, reason))
