@@ -84,11 +84,11 @@ class ToolRunner:
                 continue
             if record.status == "ok":
                 key = _call_key(record)
-                state.seen.counts[key] += 1
-                seen = state.seen.counts[key]
+                state.seen[key] += 1
+                seen = state.seen[key]
                 if seen > state.config.loop_limit:
                     record.status = "skipped"
-                    earlier = state.seen.results.get(key)
+                    earlier = state.results.get(key)
                     if earlier is not None:  # the same result again, marked as not re-run
                         record.observation = earlier
                         record.error = Notice(NoticeCode.GIVEN_AGAIN)
@@ -110,7 +110,7 @@ class ToolRunner:
             await asyncio.gather(*(self._call(state, batch, r, t, v) for r, t, v in runnable))
         for record, _, _ in prepared:
             if record.status == "ok":
-                state.seen.results[_call_key(record)] = record.observation
+                state.results[_call_key(record)] = record.observation
             if id(record) in warn and record.status == "ok":
                 warning = Notice(
                     NoticeCode.REPEAT_WARNING,

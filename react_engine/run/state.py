@@ -29,7 +29,6 @@ __all__ = [
     "Outcome",
     "RunAgain",
     "RunState",
-    "SeenCalls",
     "Stop",
     "call_user",
 ]
@@ -67,14 +66,6 @@ Outcome = RunAgain | Finish | Stop
 
 
 @dataclass(slots=True)
-class SeenCalls:
-    """The run's calls by tool and arguments: how often each was made, its latest observation."""
-
-    counts: Counter[str] = field(default_factory=Counter)
-    results: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class RunState:
     """Everything one run accumulates; a conversation keeps only the history."""
 
@@ -90,7 +81,10 @@ class RunState:
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.perf_counter)
-    seen: SeenCalls = field(default_factory=SeenCalls)
+    seen: Counter[str] = field(default_factory=Counter)
+    """The run's calls by tool and arguments: how often each was made, and (``results``) its
+    latest observation."""
+    results: dict[str, str] = field(default_factory=dict)
     events: list[RunNotice] = field(default_factory=list)
     pending_events: list[RunNotice] = field(default_factory=list)
     """Adaptations noted since the last step, which go on the next one too."""
