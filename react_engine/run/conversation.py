@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Generic, Unpack
 
 from ..types import HistoryItem, OutputT, RunResult, Step
@@ -14,21 +15,16 @@ if TYPE_CHECKING:
 __all__ = ["Conversation"]
 
 
+@dataclass(eq=False)
 class Conversation(Generic[OutputT]):
     """A multi-turn conversation with an agent: each question sees the earlier turns,
     their tool calls and results included. Interrupting a turn keeps what it did."""
 
-    def __init__(
-        self,
-        agent: Agent[OutputT],
-        history: list[HistoryItem] | None = None,
-        *,
-        session: Session | None = None,
-    ) -> None:
-        self.agent = agent
-        self.history: list[HistoryItem] = history if history is not None else []
-        self.session = session
-        """Where the history lives between turns (loaded before each question)."""
+    agent: Agent[OutputT]
+    history: list[HistoryItem] = field(default_factory=list)
+    _: KW_ONLY
+    session: Session | None = None
+    """Where the history lives between turns (loaded before each question)."""
 
     def ask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]:
         """The next turn (blocking); ``options`` are ``Agent.arun``'s."""
