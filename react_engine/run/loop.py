@@ -60,7 +60,7 @@ from .events import (
 )
 from .execution import Ran, StepCallback, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
-from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, call_user, no_final_answer
+from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, call_user
 
 __all__ = ["FINAL_ANSWER_RETRIES", "Control", "Loop", "LoopDeps"]
 
@@ -72,6 +72,11 @@ FINAL_ANSWER_RETRIES = 1
 
 
 ForcedBy = Literal["max_steps", "loop", "tool_budget"]
+_FORCED_BY: dict[ForcedBy, str] = {
+    "max_steps": "after the step budget",
+    "loop": "after a loop was detected",
+    "tool_budget": "after the tool-call budget was spent",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -284,7 +289,11 @@ class Loop:
                 if ctl.final_retries < FINAL_ANSWER_RETRIES:
                     ctl.final_retries += 1
                     return RunAgain()
-                return Stop(ctl.force_final, no_final_answer(ctl.force_final, decision))
+                when = _FORCED_BY[ctl.force_final]
+                message = f"the model did not give a final answer in words {when}"
+                if decision.problem:
+                    message += f": its last reply was {decision.problem}"
+                return Stop(ctl.force_final, message)
             case FinalAnswer(answer=answer, output=output):
                 if state.sinks:
                     state.emit(AnswerGiven(step.index, answer))

@@ -9,9 +9,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ..protocols.base import FormatError, Protocol
+from ..protocols.base import Protocol
 from ..tools.base import is_async_callable
 from ..transport.capabilities import Capabilities
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, StopReason, Usage
@@ -164,14 +164,3 @@ async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float
     if deadline is None:
         return await outcome
     return await within(outcome, max(deadline - time.perf_counter(), 0.001))
-
-
-def no_final_answer(why: Literal["max_steps", "loop", "tool_budget"], decision: FormatError) -> str:
-    """The run's error when the forced final answer never came."""
-    when = {
-        "max_steps": "after the step budget",
-        "loop": "after a loop was detected",
-        "tool_budget": "after the tool-call budget was spent",
-    }[why]
-    message = f"the model did not give a final answer in words {when}"
-    return f"{message}: its last reply was {decision.problem}" if decision.problem else message
