@@ -60,7 +60,7 @@ from .events import (
 )
 from .execution import Ran, StepCallback, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
-from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, call_user
+from .state import RUN_EVENT, RunState, call_user
 
 __all__ = ["FINAL_ANSWER_RETRIES", "Control", "Loop", "LoopDeps"]
 
@@ -125,22 +125,11 @@ class Loop:
             except asyncio.CancelledError as exc:  # the run so far rides on it (Ctrl-C)
                 exc.result = state.result(None, "cancelled", error="the run was cancelled")  # type: ignore[attr-defined]
                 raise
-            match outcome:
-                case RunAgain():
-                    continue
-                case Finish(answer=answer, reason=reason, output=output):
-                    return state.result(answer, reason, output=output)
-                case Stop(reason="error_budget", message=message):
-                    raise ErrorBudgetExhausted(
-                        message,
-                        result=state.result(None, "error_budget", error=message),
-                        attempts=ctl.consecutive_errors,
-                        last_reply=state.last_reply,
-                    )
-                case Stop(reason=reason, message=message):
-                    return state.result(None, reason, error=message)
+            if outcome is not None:
+                return outcome
 
-    async def _turn(self, state: RunState, ctl: Control) -> Outcome:
+    async def _turn(self, state: RunState, ctl: Control) -> RunResult | None:
+        """The run's result once it ends; None: ask the model again."""
         cfg = state.config
         left = None if cfg.deadline is None else state.remaining()
         if left is not None and left <= 0:
@@ -176,7 +165,7 @@ class Loop:
 
     async def _send(
         self, state: RunState, ctl: Control, ctx: RequestContext
-    ) -> ModelResponse | Outcome:
+    ) -> ModelResponse | RunResult | None:
         """One request, with network retries; a refused parameter adapts the run."""
         request = state.protocol.build_request(ctx)
         index = len(state.steps)
@@ -199,7 +188,7 @@ class Loop:
             if isinstance(exc, ModelRequestError):  # a parameter the server refused
                 kind = classify_rejection(exc.status_code, exc.body or str(exc))
                 if kind is not None and self._learn(state, ctl, kind, f"HTTP {exc.status_code}"):
-                    return RunAgain()
+                    return None
             raise
         if state.sinks:
             state.emit(ModelCallFinished(index, reply, time.perf_counter() - started))
@@ -248,7 +237,7 @@ class Loop:
         ctx: RequestContext,
         reply: ModelResponse,
         started: float,
-    ) -> Outcome:
+    ) -> RunResult | None:
         # bounded at the edge (protocols.limits); a long reply is read off the event loop
         size = len(reply.content or "") + sum(len(c.arguments) for c in reply.tool_calls)
         decision = (
@@ -284,22 +273,23 @@ class Loop:
                 step.kind, step.feedback = "format_error", feedback
                 await self._record(state, step, started)
                 if ctl.force_final is None:
-                    return _failed_turn(state, ctl)
+                    _failed_turn(state, ctl)
+                    return None
                 # One more forced request, with the feedback; then the run ends unanswered.
                 if ctl.final_retries < FINAL_ANSWER_RETRIES:
                     ctl.final_retries += 1
-                    return RunAgain()
+                    return None
                 when = _FORCED_BY[ctl.force_final]
                 message = f"the model did not give a final answer in words {when}"
                 if decision.problem:
                     message += f": its last reply was {decision.problem}"
-                return Stop(ctl.force_final, message)
+                return state.result(None, ctl.force_final, error=message)
             case FinalAnswer(answer=answer, output=output):
                 if state.sinks:
                     state.emit(AnswerGiven(step.index, answer))
                 step.kind, step.final_answer = "final", answer
                 await self._record(state, step, started)
-                return Finish(answer, ctl.force_final or "final_answer", output)
+                return state.result(answer, ctl.force_final or "final_answer", output=output)
             case CallTools(calls=calls):
                 if state.sinks:
                     state.emit(ActionDecided(step.index, tuple(calls)))
@@ -307,7 +297,7 @@ class Loop:
 
     async def _run_calls(
         self, state: RunState, ctl: Control, step: Step, decision: CallTools, started: float
-    ) -> Outcome:
+    ) -> RunResult | None:
         cfg = state.config
         ctl.action_turns += 1
         limit = cfg.max_calls_per_step
@@ -342,7 +332,8 @@ class Loop:
         step.actions = ran.actions
         if ran.deferred:  # the step goes on when the approvals come
             state.deferred = list(ran.deferred)
-            return Stop("awaiting_approval", f"{len(ran.deferred)} call(s) await approval")
+            waiting = f"{len(ran.deferred)} call(s) await approval"
+            return state.result(None, "awaiting_approval", error=waiting)
         if over:  # the notices are worded only for a step that has calls left out
             spent = Notice(NoticeCode.BUDGET_SPENT)
             step.actions += [skipped(c, spent, language) for c in over]
@@ -359,16 +350,17 @@ class Loop:
         if ctl.force_final is None and _tools_left(state, ctl) == 0:
             ctl.force_final = "tool_budget"
         if ctl.force_final in ("loop", "tool_budget"):
-            return RunAgain()
+            return None
         if (stop := _tokens_spent(state)) is not None:
             return stop
         if all(a.status != "ok" for a in step.actions):
-            return _failed_turn(state, ctl)
-        ctl.consecutive_errors = 0
-        return RunAgain()
+            _failed_turn(state, ctl)
+        else:
+            ctl.consecutive_errors = 0
+        return None
 
     @staticmethod
-    def _make_room(state: RunState, exc: ContextWindowExceeded) -> Outcome:
+    def _make_room(state: RunState, exc: ContextWindowExceeded) -> RunResult | None:
         """The request did not fit the context window: shorten the observations (earlier
         steps' first) and ask again."""
         for keep_latest in (True, False):
@@ -379,10 +371,11 @@ class Loop:
                     f"{shortened} observation(s) shortened to {SHORTENED_LIMIT} characters"
                 )
                 state.note(event, adaptation=True, warn=True)
-                return RunAgain()
-        return Stop(
+                return None
+        return state.result(
+            None,
             "context_window",
-            "the request does not fit the model's context window, even with every "
+            error="the request does not fit the model's context window, even with every "
             f"observation shortened: {exc.body or exc}",
         )
 
@@ -434,14 +427,15 @@ class Loop:
 # --- budgets: what ends a run, and what its requests are sent with ---------------------------
 
 
-def _deadline_stop(state: RunState) -> Stop:
-    return Stop("deadline", f"the run's deadline of {state.config.deadline}s has passed")
+def _deadline_stop(state: RunState) -> RunResult:
+    passed = f"the run's deadline of {state.config.deadline}s has passed"
+    return state.result(None, "deadline", error=passed)
 
 
-def _tokens_spent(state: RunState) -> Stop | None:
+def _tokens_spent(state: RunState) -> RunResult | None:
     limit = state.config.max_total_tokens
     if limit is not None and state.usage.total_tokens >= limit:
-        return Stop("token_budget", f"the token budget of {limit} is spent")
+        return state.result(None, "token_budget", error=f"the token budget of {limit} is spent")
     return None
 
 
@@ -450,14 +444,18 @@ def _tools_left(state: RunState, ctl: Control) -> int | None:
     return None if limit is None else max(limit - ctl.tool_calls, 0)
 
 
-def _failed_turn(state: RunState, ctl: Control) -> Outcome:
+def _failed_turn(state: RunState, ctl: Control) -> None:
+    """Count a failed turn: past the budget, the run ends (:class:`ErrorBudgetExhausted`)."""
     ctl.consecutive_errors += 1
     budget = state.config.max_consecutive_errors
     if ctl.consecutive_errors > budget:
-        return Stop(
-            "error_budget", f"{ctl.consecutive_errors} consecutive failed turns (budget {budget})"
+        message = f"{ctl.consecutive_errors} consecutive failed turns (budget {budget})"
+        raise ErrorBudgetExhausted(
+            message,
+            result=state.result(None, "error_budget", error=message),
+            attempts=ctl.consecutive_errors,
+            last_reply=state.last_reply,
         )
-    return RunAgain()
 
 
 def _settings(state: RunState, left: float | None) -> ModelSettings:

@@ -1,4 +1,4 @@
-"""One run's state (:class:`RunState`), and what a turn of the loop returns."""
+"""One run's state (:class:`RunState`), and how the engine calls a user's callback."""
 
 from __future__ import annotations
 
@@ -25,11 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RUN_EVENT",
-    "Finish",
-    "Outcome",
-    "RunAgain",
     "RunState",
-    "Stop",
     "call_user",
 ]
 
@@ -38,31 +34,6 @@ RUN_EVENT: Mapping[str, Any] = {"run_event": True}
 notices may leave these log records out."""
 
 log = logging.getLogger("react_engine")
-
-
-@dataclass(frozen=True, slots=True)
-class RunAgain:
-    """Ask the model again (after tool results, a format error or an adaptation)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """The model gave its final answer."""
-
-    answer: str
-    reason: StopReason
-    output: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """A budget or limit ended the run without a final answer."""
-
-    reason: StopReason
-    message: str
-
-
-Outcome = RunAgain | Finish | Stop
 
 
 @dataclass(slots=True)
