@@ -409,6 +409,8 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
         if history is not None and not isinstance(history, list):
             raise ConfigurationError(f"history must be a list, not {describe(history)}")
+        if run_id is not None and not isinstance(run_id, str):
+            raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
         from ..tools.mcp import connected_tools
         from .events import RunDone, RunFailed, RunStarted
         from .state import RunState
@@ -432,16 +434,17 @@ class Agent(Generic[OutputT]):
                 await self._probe_once(chat_model, cfg.settings.timeout)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
-            journal = durable.journal_for(
-                self.store,
-                run_id,
-                _journal,
-                eager=callable(self.approve) or bool(self.on_call or self.on_step),
-                question=question,
-                model=self.model,
-                history=items,
-                protocol=protocol.name,
-            )
+            journal = _journal
+            if journal is None and self.store is not None:
+                journal = self.store.journal(run_id)
+            if journal is not None:  # recorded once the run is held (durable.journalled)
+                journal.eager = callable(self.approve) or bool(self.on_call or self.on_step)
+                journal.header = {
+                    "question": question,
+                    "model": self.model,
+                    "protocol": journal.protocol or protocol.name,
+                    "history": list(items),
+                }
             if journal is not None and journal.protocol is not None:
                 # A resumed run: committed replies are read under the protocol they had.
                 chosen = self._options(caps)

@@ -15,37 +15,9 @@ if TYPE_CHECKING:
     from .loop import Loop
     from .state import RunState
 
-__all__ = ["in_session", "journal_for", "journalled", "resumed"]
+__all__ = ["in_session", "journalled", "resumed"]
 
 log = logging.getLogger("react_engine")
-
-
-def journal_for(
-    store: JournalStore | None,
-    run_id: str | None,
-    resumed: Journal | None,
-    *,
-    eager: bool,
-    question: str,
-    model: str,
-    history: list[HistoryItem],
-    protocol: str,
-) -> Journal | None:
-    """The run's journal (with a store): a new one, or the resumed run's."""
-    if run_id is not None and not isinstance(run_id, str):
-        raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
-    journal = resumed
-    if journal is None and store is not None:
-        journal = store.journal(run_id)
-    if journal is not None:  # recorded once the run is held (journalled)
-        journal.eager = eager
-        journal.header = {
-            "question": question,
-            "model": model,
-            "protocol": journal.protocol or protocol,
-            "history": list(history),
-        }
-    return journal
 
 
 async def journalled(loop: Loop, state: RunState, journal: Journal) -> RunResult[Any]:
