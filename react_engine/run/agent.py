@@ -258,13 +258,11 @@ class Agent(Generic[OutputT]):
         """What the registry and learned decisions say about this model at this endpoint."""
         return resolve(self.registry, self.capability_cache, self.base_url, self.model)
 
-    def _options(self, caps: Capabilities) -> ProtocolOptions:
-        return ProtocolOptions(caps, self.template, self.implicit_final_answer)
-
     def choose_protocol(self) -> tuple[Protocol, str, Capabilities]:
         """The protocol a run starts with, why, and the capabilities it was chosen on."""
         caps, why = self.capabilities()
-        protocol, reason = choose(self._protocol_spec, self._options(caps), why)
+        options = ProtocolOptions(caps, self.template, self.implicit_final_answer)
+        protocol, reason = choose(self._protocol_spec, options, why)
         return protocol, reason, caps
 
     async def _probe_once(self, chat_model: ChatModel, timeout: float | None = None) -> None:
@@ -447,7 +445,7 @@ class Agent(Generic[OutputT]):
                 }
             if journal is not None and journal.protocol is not None:
                 # A resumed run: committed replies are read under the protocol they had.
-                chosen = self._options(caps)
+                chosen = ProtocolOptions(caps, self.template, self.implicit_final_answer)
                 last = journal.last_protocol()
                 if self._protocol_spec == "auto" and last not in (None, protocol.name):
                     protocol, reason = choose(last, chosen, "resumed")
