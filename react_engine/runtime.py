@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .errors import ReactEngineError
+from .errors import ReactEngineError, RunInterrupted
 
 __all__ = [
     "MAX_STUCK_THREADS",
@@ -61,23 +61,12 @@ def _no_stop_iteration(function: Callable[[], T]) -> T:
 
 # --- blocking calls --------------------------------------------------------------------------
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="react-engine")
-        return _POOL
-
 
 async def run_blocking(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``await`` a blocking call on the shared pool, with the caller's context variables."""
-    work = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_pool(), _no_stop_iteration, work)
+    """``await`` a blocking call on the loop's default executor, with the caller's context
+    variables (``asyncio.to_thread``)."""
+    call = functools.partial(function, *args, **kwargs)
+    return await asyncio.to_thread(_no_stop_iteration, call)
 
 
 # --- sync tools ------------------------------------------------------------------------------
@@ -292,7 +281,11 @@ def _kept_runner() -> _Kept:
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code as ``asyncio.run`` does, but on the
     thread's kept loop (closed by a run that leaves a task pending, fails or is interrupted).
-    Inside a running loop, the coroutine runs on a thread of its own."""
+    Inside a running loop, the coroutine runs on a thread of its own. Ctrl-C raises
+    :class:`~react_engine.errors.RunInterrupted` with the run so far, which the loop puts on
+    the run's ``CancelledError``."""
+    so_far: list[Any] = []
+    coro = _watched(coro, so_far)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -304,12 +297,17 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
         finally:
             thread.shutdown(wait=False)
     kept = _kept_runner()
+    interrupted: RunInterrupted | None = None
     try:
         value = kept.runner.run(coro, context=contextvars.copy_context())
-    except BaseException:
+    except BaseException as exc:
         _KEPT.kept = None
         kept.close()
-        raise
+        if not so_far or not isinstance(exc, KeyboardInterrupt) or isinstance(exc, RunInterrupted):
+            raise
+        interrupted = RunInterrupted(so_far[-1])
+    if interrupted is not None:
+        raise interrupted  # outside the except block: no KeyboardInterrupt as its context
     loop = kept.runner.get_loop()
     if asyncio.all_tasks(loop):  # a task that ends in a few steps (a client's close) may go
         with contextlib.suppress(Exception):
@@ -320,6 +318,15 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
     else:
         asyncio.set_event_loop(None)  # as asyncio.run leaves it
     return value
+
+
+async def _watched(coro: Coroutine[Any, Any, T], so_far: list[Any]) -> T:
+    try:
+        return await coro
+    except asyncio.CancelledError as exc:
+        if (result := getattr(exc, "result", None)) is not None:
+            so_far.append(result)
+        raise
 
 
 _LEFTOVER_STEPS = 8  # loop iterations a run's leftover tasks get to end
@@ -334,10 +341,8 @@ async def _let_tasks_end() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """The parent's threads are not in the child, and may hold its pools' locks."""
-    global _POOL, _POOL_LOCK, _TOOLS
-    _POOL = None
-    _POOL_LOCK = threading.Lock()
+    """The parent's threads are not in the child, and may hold its pool's lock."""
+    global _TOOLS
     _TOOLS = _ToolPool()
 
 

@@ -8,7 +8,7 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack, overload
 
 from ..errors import ConfigurationError, ModelAPIError
@@ -23,48 +23,37 @@ from ..transport.endpoint import api_key_from, connect
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key, mask_url
-from ..types import HistoryItem, OutputT, RunResult, Step, UserTurn
+from ..types import HistoryItem, OutputT, RunResult, UserTurn, describe
 from . import durable
 from .config import (
     AgentConfig,
     Options,
     RunOptions,
     check_bool,
-    check_config,
-    describe,
     tool_list,
     with_options,
 )
 from .conversation import Conversation
+from .journal import open_run_store
 
-# What only a run needs is imported when a run starts (``from . import running``), to keep
+# What only a run needs is imported when a run starts (in the methods), to keep
 # ``import react_engine`` light (tests/api/test_exports.py checks it).
 if TYPE_CHECKING:
     import openai
 
     from ..tools.mcp import MCPServerHandle
     from .events import Event
-    from .execution import ApprovalCallback, CallCallback, ToolRunner
+    from .execution import ApprovalCallback, CallCallback, StepCallback, ToolRunner
     from .journal import Journal, JournalStore
     from .journal import SessionLike as Session
-    from .state import RUN_EVENT, RunState
+    from .state import RunState
 
-__all__ = ["RUN_EVENT", "Agent", "AgentConfig"]
+__all__ = ["Agent", "AgentConfig"]
 
 log = logging.getLogger("react_engine")
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RUN_EVENT":  # listed in __all__; defined with the run state
-        from .running import RUN_EVENT
-
-        return RUN_EVENT
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 T = TypeVar("T")
-
-StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 
 class AgentOptions(Options, total=False):
@@ -186,7 +175,7 @@ class Agent(Generic[OutputT]):
         self.approve = approve
         """Asked before a tool that needs approval runs: a callback returning True, False or
         ``"defer"``; or ``"defer"`` itself (the run stops, to be given to :meth:`resume`)."""
-        self.store = durable.open_run_store(store)
+        self.store = open_run_store(store)
         """Where runs are journalled, so that :meth:`resume` can finish one."""
         if approve == "defer" and self.store is None:
             raise ConfigurationError(
@@ -208,7 +197,6 @@ class Agent(Generic[OutputT]):
         self.config = with_options(
             config or AgentConfig(), limits, what="Agent", agent_options=_AGENT_OPTIONS
         )
-        check_config(self.config)
         self._protocol_spec = protocol
         check_bool(probe, "probe", optional=True)
         self.probe = probe
@@ -231,9 +219,9 @@ class Agent(Generic[OutputT]):
 
     @functools.cached_property
     def _runner(self) -> ToolRunner:
-        from . import running
+        from .execution import ToolRunner
 
-        return running.ToolRunner(self.approve, self.on_call)
+        return ToolRunner(self.approve, self.on_call)
 
     # --- construction -----------------------------------------------------------------------
 
@@ -270,13 +258,11 @@ class Agent(Generic[OutputT]):
         """What the registry and learned decisions say about this model at this endpoint."""
         return resolve(self.registry, self.capability_cache, self.base_url, self.model)
 
-    def _options(self, caps: Capabilities) -> ProtocolOptions:
-        return ProtocolOptions(caps, self.template, self.implicit_final_answer)
-
     def choose_protocol(self) -> tuple[Protocol, str, Capabilities]:
         """The protocol a run starts with, why, and the capabilities it was chosen on."""
         caps, why = self.capabilities()
-        protocol, reason = choose(self._protocol_spec, self._options(caps), why)
+        options = ProtocolOptions(caps, self.template, self.implicit_final_answer)
+        protocol, reason = choose(self._protocol_spec, options, why)
         return protocol, reason, caps
 
     async def _probe_once(self, chat_model: ChatModel, timeout: float | None = None) -> None:
@@ -306,10 +292,9 @@ class Agent(Generic[OutputT]):
         **options: Unpack[RunOptions],
     ) -> RunResult[OutputT]:
         """Answer one question (blocking). See :meth:`arun` for the options."""
-        from . import running
+        from ..runtime import run_coroutine
 
-        run = self._arun(question, self._model_sync, history=history, **options)
-        return running.run_coroutine(run)
+        return run_coroutine(self._arun(question, self._model_sync, history=history, **options))
 
     async def arun(
         self,
@@ -334,7 +319,7 @@ class Agent(Generic[OutputT]):
         iteration. A ``break`` cancels the run (at once under ``contextlib.aclosing``)."""
         import asyncio
 
-        from . import running
+        from .events import RunFailed
 
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
@@ -354,7 +339,7 @@ class Agent(Generic[OutputT]):
         task = asyncio.ensure_future(run())
         try:
             while (event := await queue.get()) is not None:
-                if not isinstance(event, running.RunFailed):
+                if not isinstance(event, RunFailed):
                     yield event
             await task  # raises the run's error, if any
         finally:
@@ -418,14 +403,18 @@ class Agent(Generic[OutputT]):
             if options
             else self.config
         )
-        check_config(cfg)
         if not isinstance(question, str):
             raise ConfigurationError(f"the question must be a str, not {describe(question)}")
         if history is not None and not isinstance(history, list):
             raise ConfigurationError(f"history must be a list, not {describe(history)}")
-        from . import running
+        if run_id is not None and not isinstance(run_id, str):
+            raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
+        from ..tools.mcp import connected_tools
+        from .events import RunDone, RunFailed, RunStarted
+        from .state import RunState
+        from .tracing import run_tracer
 
-        async with running.connected_tools(self.mcp_servers, self.tools) as tools:
+        async with connected_tools(self.mcp_servers, self.tools) as tools:
             names = {t.name for t in tools}
             if cfg.tool_choice not in ("auto", "required", "none", *names):
                 raise ConfigurationError(
@@ -443,19 +432,20 @@ class Agent(Generic[OutputT]):
                 await self._probe_once(chat_model, cfg.settings.timeout)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
-            journal = durable.journal_for(
-                self.store,
-                run_id,
-                _journal,
-                eager=callable(self.approve) or bool(self.on_call or self.on_step),
-                question=question,
-                model=self.model,
-                history=items,
-                protocol=protocol.name,
-            )
+            journal = _journal
+            if journal is None and self.store is not None:
+                journal = self.store.journal(run_id)
+            if journal is not None:  # recorded once the run is held (durable.journalled)
+                journal.eager = callable(self.approve) or bool(self.on_call or self.on_step)
+                journal.header = {
+                    "question": question,
+                    "model": self.model,
+                    "protocol": journal.protocol or protocol.name,
+                    "history": list(items),
+                }
             if journal is not None and journal.protocol is not None:
                 # A resumed run: committed replies are read under the protocol they had.
-                chosen = self._options(caps)
+                chosen = ProtocolOptions(caps, self.template, self.implicit_final_answer)
                 last = journal.last_protocol()
                 if self._protocol_spec == "auto" and last not in (None, protocol.name):
                     protocol, reason = choose(last, chosen, "resumed")
@@ -463,7 +453,7 @@ class Agent(Generic[OutputT]):
                     (protocol, reason), lambda name: choose(name, chosen, "resumed")[0]
                 )
             items.append(UserTurn(question))
-            state = running.RunState(
+            state = RunState(
                 question=question,
                 history=items,
                 protocol=protocol,
@@ -478,30 +468,28 @@ class Agent(Generic[OutputT]):
                 started=entered,
                 journal=journal,
             )
-            tracer = running.tracer_for(self.tracer_provider)
-            if tracer is not None:
-                content = running.content_wanted(self.trace_content)
-                state.sinks.append(running.RunTracer(tracer, content=content))
+            if (tracer := run_tracer(self.tracer_provider, self.trace_content)) is not None:
+                state.sinks.append(tracer)
             if cfg.trace is not None:
                 from .tracefile import TraceFile
 
-                state.sinks.append(TraceFile(cfg.trace).open())
+                state.sinks.append(TraceFile(cfg.trace))
             if not state.sinks:
                 return await self._drive(state)
-            state.emit(running.RunStarted(question, self.model, protocol.name, reason))
+            state.emit(RunStarted(question, self.model, protocol.name, reason))
             try:
                 result = await self._drive(state)
             except BaseException as exc:
-                state.emit(running.RunFailed(exc))
+                state.emit(RunFailed(exc))
                 raise
-            state.emit(running.RunDone(result))
+            state.emit(RunDone(result))
             return result
 
     async def _drive(self, state: RunState) -> RunResult[Any]:
-        from . import running
+        from .loop import Loop, LoopDeps
 
-        loop = running.Loop(
-            running.LoopDeps(
+        loop = Loop(
+            LoopDeps(
                 model=self.model,
                 runner=self._runner,
                 instructions=self.instructions,
@@ -527,9 +515,9 @@ class Agent(Generic[OutputT]):
         **options: Unpack[Options],
     ) -> RunResult[OutputT]:
         """Finish a stored run (blocking): see :meth:`aresume`."""
-        from . import running
+        from ..runtime import run_coroutine
 
-        return running.run_coroutine(self.aresume(run_id, approvals=approvals, **options))
+        return run_coroutine(self.aresume(run_id, approvals=approvals, **options))
 
     async def aresume(
         self,
@@ -560,11 +548,7 @@ def _guarded(tools: Sequence[Tool]) -> bool:
     return any(t.requires_approval for t in tools)
 
 
-_AGENT_OPTIONS = frozenset(
-    Agent.__init__.__code__.co_varnames[
-        1 : Agent.__init__.__code__.co_argcount + Agent.__init__.__code__.co_kwonlyargcount
-    ]
-)
+_AGENT_OPTIONS = {"model", "tools", *AgentOptions.__optional_keys__ - Options.__optional_keys__}
 
 
 def _blocking_events(events: AsyncGenerator[Event, None]) -> Iterator[Event]:

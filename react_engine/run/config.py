@@ -26,8 +26,6 @@ __all__ = [
     "Options",
     "RunOptions",
     "check_bool",
-    "check_config",
-    "describe",
     "tool_list",
     "with_options",
 ]
@@ -71,6 +69,9 @@ class AgentConfig:
     """The type of the final answer: ``str``, or a pydantic model, dataclass, ``TypedDict``,
     ``list[int]``...; ``result.output`` is the validated value."""
 
+    def __post_init__(self) -> None:
+        check_config(self)
+
 
 class Options(TypedDict, total=False):
     """The :class:`AgentConfig` fields and the :data:`SAMPLING_SHORTHANDS` as typed keywords
@@ -100,8 +101,8 @@ class Options(TypedDict, total=False):
 class RunOptions(Options, total=False):
     """A run's keywords besides the configuration (:class:`~react_engine.run.config.Options`)."""
 
-    session: SessionLike
-    run_id: str
+    session: SessionLike | None
+    run_id: str | None
     """The run's new id in the agent's store (a stored one raises ``RunExistsError``)."""
 
 
@@ -137,8 +138,8 @@ def with_options(
     config = {k: v for k, v in options.items() if k in fields}
     shorthand = {k: v for k, v in options.items() if k in SAMPLING_SHORTHANDS}
     cfg = dataclasses.replace(base, **config)
-    if not shorthand or not isinstance(cfg.settings, ModelSettings):
-        return cfg  # a settings= of the wrong type is check_config's to report
+    if not shorthand:
+        return cfg
     explicit = config.get("settings")
     if isinstance(explicit, ModelSettings):
         for name, value in shorthand.items():

@@ -2,63 +2,36 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Generic, Protocol, Unpack
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING, Generic, Unpack
 
 from ..types import HistoryItem, OutputT, RunResult, Step
-from .config import Options, RunOptions
+from .config import Options
 
 if TYPE_CHECKING:
+    from .agent import Agent
     from .journal import SessionLike as Session
 
-__all__ = ["Answerer", "Conversation"]
+__all__ = ["Conversation"]
 
 
-class Answerer(Protocol[OutputT]):
-    """What a conversation asks of its agent (so that this module need not import it)."""
-
-    def run(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]: ...
-
-    async def arun(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]: ...
-
-
+@dataclass(eq=False)
 class Conversation(Generic[OutputT]):
     """A multi-turn conversation with an agent: each question sees the earlier turns,
     their tool calls and results included. Interrupting a turn keeps what it did."""
 
-    def __init__(
-        self,
-        agent: Answerer[OutputT],
-        history: list[HistoryItem] | None = None,
-        *,
-        session: Session | None = None,
-    ) -> None:
-        self.agent = agent
-        self.history: list[HistoryItem] = history if history is not None else []
-        self.session = session
-        """Where the history lives between turns (loaded before each question)."""
+    agent: Agent[OutputT]
+    history: list[HistoryItem] = field(default_factory=list)
+    _: KW_ONLY
+    session: Session | None = None
+    """Where the history lives between turns (loaded before each question)."""
 
     def ask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]:
         """The next turn (blocking); ``options`` are ``Agent.arun``'s."""
-        if self.session is None:
-            return self.agent.run(question, history=self.history, **options)
         return self.agent.run(question, history=self.history, session=self.session, **options)
 
     async def aask(self, question: str, **options: Unpack[Options]) -> RunResult[OutputT]:
         """The next turn; ``options`` are ``Agent.arun``'s."""
-        if self.session is None:
-            return await self.agent.arun(question, history=self.history, **options)
         return await self.agent.arun(
             question, history=self.history, session=self.session, **options
         )

@@ -4,66 +4,20 @@ whose history lives in a session (on the protocols of :mod:`react_engine.run.jou
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, StoreError
-from ..types import HistoryItem, RunNotice, RunResult
-from .config import describe
+from ..types import HistoryItem, RunNotice, RunResult, describe
+from .journal import Journal, JournalStore, SessionLike
 
 if TYPE_CHECKING:
-    from .journal import Journal, JournalStore
-    from .journal import SessionLike as Session
     from .loop import Loop
     from .state import RunState
 
-__all__ = ["in_session", "journal_for", "journalled", "open_run_store", "resumed"]
+__all__ = ["in_session", "journalled", "resumed"]
 
 log = logging.getLogger("react_engine")
-
-
-def open_run_store(store: Any) -> JournalStore | None:
-    """What ``Agent(store=...)`` was given, as a store."""
-    if store is None:
-        return None
-    from .journal import JournalStore, open_journal_store
-
-    if isinstance(store, JournalStore):
-        return store
-    if isinstance(store, str | os.PathLike):
-        return open_journal_store(store)  # a postgresql:// URI, or a SQLite file
-    raise ConfigurationError(
-        f"store must be a RunStore, a path or a postgresql:// URI, not {describe(store)}"
-    )
-
-
-def journal_for(
-    store: JournalStore | None,
-    run_id: str | None,
-    resumed: Journal | None,
-    *,
-    eager: bool,
-    question: str,
-    model: str,
-    history: list[HistoryItem],
-    protocol: str,
-) -> Journal | None:
-    """The run's journal (with a store): a new one, or the resumed run's."""
-    if run_id is not None and not isinstance(run_id, str):
-        raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
-    journal = resumed
-    if journal is None and store is not None:
-        journal = store.journal(run_id)
-    if journal is not None:  # recorded once the run is held (journalled)
-        journal.eager = eager
-        journal.header = {
-            "question": question,
-            "model": model,
-            "protocol": journal.protocol or protocol,
-            "history": list(history),
-        }
-    return journal
 
 
 async def journalled(loop: Loop, state: RunState, journal: Journal) -> RunResult[Any]:
@@ -105,14 +59,12 @@ async def resumed(
 
 
 async def in_session(
-    session: Session,
+    session: SessionLike,
     history: list[HistoryItem] | None,
     run: Callable[[list[HistoryItem]], Awaitable[RunResult[Any]]],
 ) -> RunResult[Any]:
     """A run in a session: its history loaded first, and what the run added appended when
     it ends, however it ends, so that no turn is lost."""
-    from .journal import SessionLike
-
     if not isinstance(session, SessionLike):
         raise ConfigurationError(f"session must be a Session, not {describe(session)}")
     items = history if history is not None else []

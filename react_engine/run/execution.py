@@ -1,7 +1,7 @@
 """Running the calls of one reply: approval, timeouts, loop detection, observations.
 
 Every way a call can go wrong ends in an observation; :meth:`ToolRunner.run` returns the
-records with a :data:`Verdict`, and the loop alone acts on it."""
+records in a :class:`Ran`, and the loop alone acts on what it says."""
 
 from __future__ import annotations
 
@@ -17,78 +17,33 @@ from ..protocols.base import PendingCall
 from ..runtime import DeadlinePassed, ThreadsExhausted, stuck_threads
 from ..text import valid_unicode
 from ..tools.base import Tool, ToolArgumentsError, arguments_dict
-from ..types import ActionRecord
+from ..types import ActionRecord, Step
 from ..wording import Notice, NoticeCode, error_observation, skipped_observation
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation
-from .state import RUN_EVENT, RunState, call_user
+from .state import RunState, call_user
 
-__all__ = [
-    "Abort",
-    "ApprovalCallback",
-    "AwaitApproval",
-    "CallCallback",
-    "Proceed",
-    "Ran",
-    "RepeatedCall",
-    "ToolRunner",
-    "Verdict",
-    "skipped",
-]
+__all__ = ["ApprovalCallback", "CallCallback", "Ran", "StepCallback", "ToolRunner", "skipped"]
 
 log = logging.getLogger("react_engine")
 
 ApprovalCallback = Callable[[ActionRecord], "bool | str | Awaitable[bool | str]"]
 """Returns True to run the call; ``"defer"`` (with a store) ends the run awaiting it."""
 CallCallback = Callable[[ActionRecord], "Awaitable[None] | None"]
-
-
-@dataclass(frozen=True, slots=True)
-class Proceed:
-    """The calls ran (or were refused, each with its observation): the run goes on."""
-
-
-@dataclass(frozen=True, slots=True)
-class RepeatedCall:
-    """A call was made more than ``loop_limit`` times: ask for the final answer."""
-
-
-@dataclass(frozen=True, slots=True)
-class AwaitApproval:
-    """Approvals were deferred (``approve="defer"``): the run stops until they are given."""
-
-    calls: tuple[ActionRecord, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Abort:
-    """A tool (or the approver) raised a ``BaseException``: the run ends once the step is
-    recorded."""
-
-    error: BaseException
-
-
-Verdict = Proceed | RepeatedCall | AwaitApproval | Abort
-
-
-@dataclass(frozen=True, slots=True)
-class Ran:
-    actions: list[ActionRecord]
-    verdict: Verdict
+StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 
 @dataclass(slots=True)
-class _Batch:
-    deferred: list[ActionRecord] = field(default_factory=list)
-    abort: BaseException | None = None
-    repeated: bool = False
+class Ran:
+    """One reply's call records, and what the loop alone acts on."""
 
-    def verdict(self) -> Verdict:
-        if self.deferred:
-            return AwaitApproval(tuple(self.deferred))
-        if self.abort is not None:
-            return Abort(self.abort)
-        return RepeatedCall() if self.repeated else Proceed()
+    actions: list[ActionRecord] = field(default_factory=list)
+    deferred: list[ActionRecord] = field(default_factory=list)
+    """Calls whose approval was deferred (``approve="defer"``): the run stops until given."""
+    abort: BaseException | None = None
+    """A ``BaseException`` from a tool or the approver: the run ends once the step is recorded."""
+    repeated: bool = False
+    """A call was made more than ``loop_limit`` times: ask for the final answer."""
 
 
 class ToolRunner:
@@ -101,8 +56,8 @@ class ToolRunner:
         self.on_call = on_call
 
     async def run(self, state: RunState, calls: Sequence[PendingCall]) -> Ran:
-        """Run ``calls`` (in parallel when there are several): their records and the verdict."""
-        batch = _Batch()
+        """Run ``calls`` (in parallel when there are several)."""
+        batch = Ran()
         by_name = {t.name: t for t in state.tools}
         language = state.protocol.language
         prepared: list[tuple[ActionRecord, Tool | None, Any]] = []
@@ -129,11 +84,11 @@ class ToolRunner:
                 continue
             if record.status == "ok":
                 key = _call_key(record)
-                state.seen.counts[key] += 1
-                seen = state.seen.counts[key]
+                state.seen[key] += 1
+                seen = state.seen[key]
                 if seen > state.config.loop_limit:
                     record.status = "skipped"
-                    earlier = state.seen.results.get(key)
+                    earlier = state.results.get(key)
                     if earlier is not None:  # the same result again, marked as not re-run
                         record.observation = earlier
                         record.error = Notice(NoticeCode.GIVEN_AGAIN)
@@ -155,7 +110,7 @@ class ToolRunner:
             await asyncio.gather(*(self._call(state, batch, r, t, v) for r, t, v in runnable))
         for record, _, _ in prepared:
             if record.status == "ok":
-                state.seen.results[_call_key(record)] = record.observation
+                state.results[_call_key(record)] = record.observation
             if id(record) in warn and record.status == "ok":
                 warning = Notice(
                     NoticeCode.REPEAT_WARNING,
@@ -164,13 +119,14 @@ class ToolRunner:
                 )
                 record.observation += "\n" + warning.text(language)
                 record.error = warning
-        return Ran([r for r, _, _ in prepared], batch.verdict())
+        batch.actions = [r for r, _, _ in prepared]
+        return batch
 
     async def _call(
-        self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool, validated: Any
+        self, state: RunState, batch: Ran, record: ActionRecord, tool: Tool, validated: Any
     ) -> None:
         """Run one call; a ``BaseException`` from the tool or the approver (but the run's own
-        cancellation) becomes the batch's :class:`Abort`."""
+        cancellation) becomes the batch's ``abort``."""
         journal, language = state.journal, state.protocol.language
         try:
             if journal is not None and await self._replayed(state, record, tool):
@@ -230,7 +186,7 @@ class ToolRunner:
         return False
 
     @staticmethod
-    def _defer(state: RunState, batch: _Batch, record: ActionRecord) -> bool:
+    def _defer(state: RunState, batch: Ran, record: ActionRecord) -> bool:
         language = state.protocol.language
         if state.journal is None:
             _fail(record, "denied", Notice(NoticeCode.DEFER_NEEDS_STORE), language)
@@ -241,7 +197,7 @@ class ToolRunner:
         return False
 
     async def _approved(
-        self, state: RunState, batch: _Batch, record: ActionRecord, tool: Tool
+        self, state: RunState, batch: Ran, record: ActionRecord, tool: Tool
     ) -> bool:
         if not tool.requires_approval:
             return True
@@ -306,13 +262,11 @@ class ToolRunner:
                     f"{tool.name} overran its {timeout:g}s timeout and was left running "
                     f"({stuck_threads()} sync calls stuck)"
                 )
-                log.warning("%s", event, extra=RUN_EVENT)
-                state.note(event)
+                state.note(event, warn=True)
             _fail(record, "timeout", Notice(code, **words), language)
         except ThreadsExhausted as exc:
             message = Notice(NoticeCode.NO_THREAD, tool=tool.name, detail=str(exc))
-            log.warning("%s", message, extra=RUN_EVENT)
-            state.note(str(message))
+            state.note(str(message), warn=True)
             _fail(record, "error", message, language)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
@@ -323,7 +277,7 @@ class ToolRunner:
 
 
 def _note_abort(
-    batch: _Batch, record: ActionRecord, tool: Tool, exc: BaseException, language: str = "en"
+    batch: Ran, record: ActionRecord, tool: Tool, exc: BaseException, language: str = "en"
 ) -> None:
     aborted = Notice(NoticeCode.ABORTED, tool=tool.name, kind=type(exc).__name__)
     _fail(record, "error", aborted, language)

@@ -10,14 +10,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import ConfigurationError
-from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step
+from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, describe
 
 if TYPE_CHECKING:
     from ..protocols.base import Decision
     from ..protocols.base import Protocol as RunProtocol
     from .state import RunState
 
-__all__ = ["Journal", "JournalStore", "SessionLike", "open_journal_store", "set_store_opener"]
+__all__ = ["Journal", "JournalStore", "SessionLike", "open_run_store", "set_store_opener"]
 
 
 class Journal(Protocol):
@@ -91,9 +91,16 @@ def set_store_opener(opener: StoreOpener) -> None:
     _opener[:] = [opener]
 
 
-def open_journal_store(target: str | os.PathLike[str]) -> JournalStore:
+def open_run_store(store: Any) -> JournalStore | None:
+    """What ``Agent(store=...)`` was given, as a store."""
+    if store is None or isinstance(store, JournalStore):
+        return store
+    if not isinstance(store, str | os.PathLike):
+        raise ConfigurationError(
+            f"store must be a RunStore, a path or a postgresql:// URI, not {describe(store)}"
+        )
     if not _opener:
         raise ConfigurationError(
             "no store opener is registered: give Agent(store=...) a store object"
         )
-    return _opener[0](target)
+    return _opener[0](store)  # a postgresql:// URI, or a SQLite file

@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,7 +25,6 @@ from ..errors import (
 )
 from ..protocols.base import (
     CallTools,
-    Decision,
     FinalAnswer,
     FormatError,
     PendingCall,
@@ -60,14 +58,12 @@ from .events import (
     TextDelta,
     Thought,
 )
-from .execution import Abort, AwaitApproval, RepeatedCall, ToolRunner, skipped
+from .execution import Ran, StepCallback, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
-from .state import RUN_EVENT, Finish, Outcome, RunAgain, RunState, Stop, call_user, no_final_answer
+from .state import RUN_EVENT, RunState, call_user
 
 __all__ = ["FINAL_ANSWER_RETRIES", "Control", "Loop", "LoopDeps"]
 
-
-StepCallback = Callable[[Step], "Awaitable[None] | None"]
 
 log = logging.getLogger("react_engine")
 
@@ -76,6 +72,11 @@ FINAL_ANSWER_RETRIES = 1
 
 
 ForcedBy = Literal["max_steps", "loop", "tool_budget"]
+_FORCED_BY: dict[ForcedBy, str] = {
+    "max_steps": "after the step budget",
+    "loop": "after a loop was detected",
+    "tool_budget": "after the tool-call budget was spent",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,22 +125,11 @@ class Loop:
             except asyncio.CancelledError as exc:  # the run so far rides on it (Ctrl-C)
                 exc.result = state.result(None, "cancelled", error="the run was cancelled")  # type: ignore[attr-defined]
                 raise
-            match outcome:
-                case RunAgain():
-                    continue
-                case Finish(answer=answer, reason=reason, output=output):
-                    return state.result(answer, reason, output=output)
-                case Stop(reason="error_budget", message=message):
-                    raise ErrorBudgetExhausted(
-                        message,
-                        result=state.result(None, "error_budget", error=message),
-                        attempts=ctl.consecutive_errors,
-                        last_reply=state.last_reply,
-                    )
-                case Stop(reason=reason, message=message):
-                    return state.result(None, reason, error=message)
+            if outcome is not None:
+                return outcome
 
-    async def _turn(self, state: RunState, ctl: Control) -> Outcome:
+    async def _turn(self, state: RunState, ctl: Control) -> RunResult | None:
+        """The run's result once it ends; None: ask the model again."""
         cfg = state.config
         left = None if cfg.deadline is None else state.remaining()
         if left is not None and left <= 0:
@@ -175,7 +165,7 @@ class Loop:
 
     async def _send(
         self, state: RunState, ctl: Control, ctx: RequestContext
-    ) -> ModelResponse | Outcome:
+    ) -> ModelResponse | RunResult | None:
         """One request, with network retries; a refused parameter adapts the run."""
         request = state.protocol.build_request(ctx)
         index = len(state.steps)
@@ -195,8 +185,10 @@ class Loop:
                 return _deadline_stop(state)
             if isinstance(exc, ContextWindowExceeded):
                 return self._make_room(state, exc)
-            if isinstance(exc, ModelRequestError) and self._adapt(state, ctl, exc):
-                return RunAgain()
+            if isinstance(exc, ModelRequestError):  # a parameter the server refused
+                kind = classify_rejection(exc.status_code, exc.body or str(exc))
+                if kind is not None and self._learn(state, ctl, kind, f"HTTP {exc.status_code}"):
+                    return None
             raise
         if state.sinks:
             state.emit(ModelCallFinished(index, reply, time.perf_counter() - started))
@@ -226,26 +218,17 @@ class Loop:
         def on_discard(reason: str) -> None:
             state.emit(ReplyDiscarded(index, reason))
 
+        hooks = (on_delta, on_stop, on_discard)
         if not request.tools or state.caps.stream_tools:
             try:
-                return await with_retries(
-                    retry, stream_once, state.model, request, on_delta, on_stop, on_discard
-                )
-            except EmptyStream:
-                self._cannot_stream(state, ctl, request)
-        unstreamed = Unstreamed(state.model)
-        return await with_retries(
-            retry, stream_once, unstreamed, request, on_delta, on_stop, on_discard
-        )
-
-    def _cannot_stream(self, state: RunState, ctl: Control, request: ModelRequest) -> None:
-        """The server sent an empty stream: with tools, learn that it cannot stream those."""
-        if request.tools and self._learn(state, ctl, "stream_tools", "HTTP 200, no chunk"):
-            return
-        event = "the server sent an empty stream; the request was sent again without streaming"
-        log.warning("%s", event, extra=RUN_EVENT)
-        state.note(event, adaptation=True)
-        state.usage.requests += 1
+                return await with_retries(retry, stream_once, state.model, request, *hooks)
+            except EmptyStream:  # with tools, learn that the server cannot stream those
+                cause = "HTTP 200, no chunk"
+                if not (request.tools and self._learn(state, ctl, "stream_tools", cause)):
+                    event = "the server sent an empty stream; the request was sent again"
+                    state.note(f"{event} without streaming", adaptation=True, warn=True)
+                    state.usage.requests += 1
+        return await with_retries(retry, stream_once, Unstreamed(state.model), request, *hooks)
 
     async def _decide(
         self,
@@ -254,7 +237,7 @@ class Loop:
         ctx: RequestContext,
         reply: ModelResponse,
         started: float,
-    ) -> Outcome:
+    ) -> RunResult | None:
         # bounded at the edge (protocols.limits); a long reply is read off the event loop
         size = len(reply.content or "") + sum(len(c.arguments) for c in reply.tool_calls)
         decision = (
@@ -283,39 +266,38 @@ class Loop:
             ],
         )
         state.pending_events.clear()
-        if state.sinks:
-            self._announce(state, step.index, decision)
+        if state.sinks and decision.thought:
+            state.emit(Thought(step.index, decision.thought))
         match decision:
             case FormatError(feedback=feedback):
                 step.kind, step.feedback = "format_error", feedback
                 await self._record(state, step, started)
                 if ctl.force_final is None:
-                    return _failed_turn(state, ctl)
+                    _failed_turn(state, ctl)
+                    return None
                 # One more forced request, with the feedback; then the run ends unanswered.
                 if ctl.final_retries < FINAL_ANSWER_RETRIES:
                     ctl.final_retries += 1
-                    return RunAgain()
-                return Stop(ctl.force_final, no_final_answer(ctl.force_final, decision))
+                    return None
+                when = _FORCED_BY[ctl.force_final]
+                message = f"the model did not give a final answer in words {when}"
+                if decision.problem:
+                    message += f": its last reply was {decision.problem}"
+                return state.result(None, ctl.force_final, error=message)
             case FinalAnswer(answer=answer, output=output):
+                if state.sinks:
+                    state.emit(AnswerGiven(step.index, answer))
                 step.kind, step.final_answer = "final", answer
                 await self._record(state, step, started)
-                return Finish(answer, ctl.force_final or "final_answer", output)
-            case CallTools():
-                return await self._run_calls(state, ctl, step, decision, started)
-
-    @staticmethod
-    def _announce(state: RunState, index: int, decision: Decision) -> None:
-        if decision.thought:
-            state.emit(Thought(index, decision.thought))
-        match decision:
+                return state.result(answer, ctl.force_final or "final_answer", output=output)
             case CallTools(calls=calls):
-                state.emit(ActionDecided(index, tuple(calls)))
-            case FinalAnswer(answer=answer):
-                state.emit(AnswerGiven(index, answer))
+                if state.sinks:
+                    state.emit(ActionDecided(step.index, tuple(calls)))
+                return await self._run_calls(state, ctl, step, decision, started)
 
     async def _run_calls(
         self, state: RunState, ctl: Control, step: Step, decision: CallTools, started: float
-    ) -> Outcome:
+    ) -> RunResult | None:
         cfg = state.config
         ctl.action_turns += 1
         limit = cfg.max_calls_per_step
@@ -326,8 +308,7 @@ class Loop:
                 f"{made} tool calls in one reply: the first {limit} ran, "
                 f"{made - limit} were not run (max_calls_per_step)"
             )
-            log.warning("%s", event, extra=RUN_EVENT)
-            step.notices.append(state.note(event))
+            step.notices.append(state.note(event, warn=True))
         # The tool-call budget: the first calls within it run (a held-back call is free).
         room = _tools_left(state, ctl)
         over: list[PendingCall] = []
@@ -345,41 +326,41 @@ class Loop:
                 f"{len(calls) + len(over)} tool calls in one reply: {len(over)} were not run "
                 f"(the tool-call budget of {cfg.max_tool_calls} is spent)"
             )
-            log.warning("%s", event, extra=RUN_EVENT)
-            step.notices.append(state.note(event))
+            step.notices.append(state.note(event, warn=True))
         language = state.protocol.language
-        ran = await self.deps.runner.run(state, calls) if calls else None
-        step.actions = ran.actions if ran is not None else []
-        verdict = ran.verdict if ran is not None else None
-        if isinstance(verdict, AwaitApproval):  # the step goes on when the approvals come
-            state.deferred = list(verdict.calls)
-            return Stop("awaiting_approval", f"{len(verdict.calls)} call(s) await approval")
+        ran = await self.deps.runner.run(state, calls) if calls else Ran()
+        step.actions = ran.actions
+        if ran.deferred:  # the step goes on when the approvals come
+            state.deferred = list(ran.deferred)
+            waiting = f"{len(ran.deferred)} call(s) await approval"
+            return state.result(None, "awaiting_approval", error=waiting)
         if over:  # the notices are worded only for a step that has calls left out
             spent = Notice(NoticeCode.BUDGET_SPENT)
             step.actions += [skipped(c, spent, language) for c in over]
         if excess:
             too_many = Notice(NoticeCode.TOO_MANY, count=str(made), limit=str(limit))
             step.actions += [skipped(c, too_many, language) for c in excess]
-        if isinstance(verdict, Abort):
+        if ran.abort is not None:
             await self._record(state, step, started)
-            _abort(state, verdict.error)
-        if isinstance(verdict, RepeatedCall):
+            _abort(state, ran.abort)
+        if ran.repeated:
             ctl.force_final = "loop"
         ctl.tool_calls += sum(1 for a in step.actions if a.status != "skipped")
         await self._record(state, step, started)
         if ctl.force_final is None and _tools_left(state, ctl) == 0:
             ctl.force_final = "tool_budget"
         if ctl.force_final in ("loop", "tool_budget"):
-            return RunAgain()
+            return None
         if (stop := _tokens_spent(state)) is not None:
             return stop
         if all(a.status != "ok" for a in step.actions):
-            return _failed_turn(state, ctl)
-        ctl.consecutive_errors = 0
-        return RunAgain()
+            _failed_turn(state, ctl)
+        else:
+            ctl.consecutive_errors = 0
+        return None
 
     @staticmethod
-    def _make_room(state: RunState, exc: ContextWindowExceeded) -> Outcome:
+    def _make_room(state: RunState, exc: ContextWindowExceeded) -> RunResult | None:
         """The request did not fit the context window: shorten the observations (earlier
         steps' first) and ask again."""
         for keep_latest in (True, False):
@@ -389,19 +370,14 @@ class Loop:
                     "the request did not fit the model's context window: "
                     f"{shortened} observation(s) shortened to {SHORTENED_LIMIT} characters"
                 )
-                log.warning("%s", event, extra=RUN_EVENT)
-                state.note(event, adaptation=True)
-                return RunAgain()
-        return Stop(
+                state.note(event, adaptation=True, warn=True)
+                return None
+        return state.result(
+            None,
             "context_window",
-            "the request does not fit the model's context window, even with every "
+            error="the request does not fit the model's context window, even with every "
             f"observation shortened: {exc.body or exc}",
         )
-
-    def _adapt(self, state: RunState, ctl: Control, exc: ModelRequestError) -> bool:
-        """React to a server that rejects a parameter; True when the turn should be re-sent."""
-        kind = classify_rejection(exc.status_code, exc.body or str(exc))
-        return kind is not None and self._learn(state, ctl, kind, f"HTTP {exc.status_code}")
 
     def _learn(self, state: RunState, ctl: Control, kind: RejectedParam, cause: str) -> bool:
         """Adapt the run to what the server refused, and remember it; False when nothing is
@@ -443,8 +419,7 @@ class Loop:
             try:
                 await call_user(self.deps.on_step, step, deadline=state.deadline_at())
             except DeadlinePassed:
-                log.warning("on_step did not return before the run's deadline", extra=RUN_EVENT)
-                state.note("on_step did not return before the run's deadline")
+                state.note("on_step did not return before the run's deadline", warn=True)
             except ThreadsExhausted as exc:
                 state.note(f"on_step was not called: {exc}")
 
@@ -452,14 +427,15 @@ class Loop:
 # --- budgets: what ends a run, and what its requests are sent with ---------------------------
 
 
-def _deadline_stop(state: RunState) -> Stop:
-    return Stop("deadline", f"the run's deadline of {state.config.deadline}s has passed")
+def _deadline_stop(state: RunState) -> RunResult:
+    passed = f"the run's deadline of {state.config.deadline}s has passed"
+    return state.result(None, "deadline", error=passed)
 
 
-def _tokens_spent(state: RunState) -> Stop | None:
+def _tokens_spent(state: RunState) -> RunResult | None:
     limit = state.config.max_total_tokens
     if limit is not None and state.usage.total_tokens >= limit:
-        return Stop("token_budget", f"the token budget of {limit} is spent")
+        return state.result(None, "token_budget", error=f"the token budget of {limit} is spent")
     return None
 
 
@@ -468,14 +444,18 @@ def _tools_left(state: RunState, ctl: Control) -> int | None:
     return None if limit is None else max(limit - ctl.tool_calls, 0)
 
 
-def _failed_turn(state: RunState, ctl: Control) -> Outcome:
+def _failed_turn(state: RunState, ctl: Control) -> None:
+    """Count a failed turn: past the budget, the run ends (:class:`ErrorBudgetExhausted`)."""
     ctl.consecutive_errors += 1
     budget = state.config.max_consecutive_errors
     if ctl.consecutive_errors > budget:
-        return Stop(
-            "error_budget", f"{ctl.consecutive_errors} consecutive failed turns (budget {budget})"
+        message = f"{ctl.consecutive_errors} consecutive failed turns (budget {budget})"
+        raise ErrorBudgetExhausted(
+            message,
+            result=state.result(None, "error_budget", error=message),
+            attempts=ctl.consecutive_errors,
+            last_reply=state.last_reply,
         )
-    return RunAgain()
 
 
 def _settings(state: RunState, left: float | None) -> ModelSettings:

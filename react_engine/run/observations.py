@@ -35,8 +35,6 @@ def serialize_result(value: Any) -> str:
     """A tool result as compact text: strings as they are, everything else as JSON."""
     if isinstance(value, str):
         return value
-    if value is None:
-        return "null"
     try:
         if isinstance(value, BaseModel):
             return value.model_dump_json()
@@ -88,8 +86,6 @@ def shorten_observations(history: list[HistoryItem], *, keep_latest: bool) -> in
             continue
         actions = [
             dataclasses.replace(a, observation=truncate(a.observation, SHORTENED_LIMIT))
-            if len(a.observation) > SHORTENED_LIMIT
-            else a
             for a in item.actions
         ]
         history[i] = dataclasses.replace(item, actions=actions)

@@ -1,16 +1,17 @@
-"""One run's state (:class:`RunState`), and what a turn of the loop returns."""
+"""One run's state (:class:`RunState`), and how the engine calls a user's callback."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ..protocols.base import FormatError, Protocol
+from ..protocols.base import Protocol
 from ..tools.base import is_async_callable
 from ..transport.capabilities import Capabilities
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, StopReason, Usage
@@ -24,12 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RUN_EVENT",
-    "Finish",
-    "Outcome",
-    "RunAgain",
     "RunState",
-    "SeenCalls",
-    "Stop",
     "call_user",
 ]
 
@@ -37,38 +33,7 @@ RUN_EVENT: Mapping[str, Any] = {"run_event": True}
 """``extra=`` of a warning that is also one of the run's notices: a program that shows the
 notices may leave these log records out."""
 
-
-@dataclass(frozen=True, slots=True)
-class RunAgain:
-    """Ask the model again (after tool results, a format error or an adaptation)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """The model gave its final answer."""
-
-    answer: str
-    reason: StopReason
-    output: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """A budget or limit ended the run without a final answer."""
-
-    reason: StopReason
-    message: str
-
-
-Outcome = RunAgain | Finish | Stop
-
-
-@dataclass(slots=True)
-class SeenCalls:
-    """The run's calls by tool and arguments: how often each was made, its latest observation."""
-
-    counts: Counter[str] = field(default_factory=Counter)
-    results: dict[str, str] = field(default_factory=dict)
+log = logging.getLogger("react_engine")
 
 
 @dataclass(slots=True)
@@ -87,7 +52,10 @@ class RunState:
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.perf_counter)
-    seen: SeenCalls = field(default_factory=SeenCalls)
+    seen: Counter[str] = field(default_factory=Counter)
+    """The run's calls by tool and arguments: how often each was made, and (``results``) its
+    latest observation."""
+    results: dict[str, str] = field(default_factory=dict)
     events: list[RunNotice] = field(default_factory=list)
     pending_events: list[RunNotice] = field(default_factory=list)
     """Adaptations noted since the last step, which go on the next one too."""
@@ -106,8 +74,11 @@ class RunState:
         for sink in self.sinks:
             sink(event)
 
-    def note(self, message: str, *, adaptation: bool = False) -> RunNotice:
-        """One of the run's notices; an adaptation's also goes on the next step."""
+    def note(self, message: str, *, adaptation: bool = False, warn: bool = False) -> RunNotice:
+        """One of the run's notices (with ``warn``, logged as a warning too); an
+        adaptation's also goes on the next step."""
+        if warn:
+            log.warning("%s", message, extra=RUN_EVENT)
         notice = RunNotice(len(self.steps), message, "adaptation" if adaptation else "run")
         if adaptation:
             self.pending_events.append(notice)
@@ -164,14 +135,3 @@ async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float
     if deadline is None:
         return await outcome
     return await within(outcome, max(deadline - time.perf_counter(), 0.001))
-
-
-def no_final_answer(why: Literal["max_steps", "loop", "tool_budget"], decision: FormatError) -> str:
-    """The run's error when the forced final answer never came."""
-    when = {
-        "max_steps": "after the step budget",
-        "loop": "after a loop was detected",
-        "tool_budget": "after the tool-call budget was spent",
-    }[why]
-    message = f"the model did not give a final answer in words {when}"
-    return f"{message}: its last reply was {decision.problem}" if decision.problem else message

@@ -38,19 +38,15 @@ class TraceFile:
     """A sink of run events that appends the run's records to ``path`` as they happen."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Opens the file before the run: a bad path is said before anything is paid for."""
         self.path = os.fspath(path)
-        self._file: IO[str] | None = None
         self.failure: str | None = None  # why the file stopped being written, once it did
-
-    def open(self) -> TraceFile:
-        """Open the file before the run: a bad path is said before anything is paid for."""
         try:
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+            self._file: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
             raise ConfigurationError(
                 f"trace={self.path!r}: cannot write it: {exc.strerror or exc}"
             ) from None
-        return self
 
     def __call__(self, event: Event) -> None:
         match event:
@@ -117,12 +113,8 @@ class TraceFile:
             log.warning("%s", self.failure)
 
     def _append(self, line: str) -> None:
-        if self._file is None:
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
         self._file.write(line)
         self._file.flush()
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._file.close()

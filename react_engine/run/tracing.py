@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..transport.wire import message_dict
+from ..types import RunResult
 from .events import (
     Event,
     ModelCallFailed,
@@ -31,21 +32,14 @@ from .events import (
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["RunTracer", "content_wanted", "tracer_for"]
+__all__ = ["RunTracer", "run_tracer"]
 
 _TRUE = ("1", "true", "yes", "on")
 
 
-def content_wanted(option: bool | None) -> bool:
-    """Whether prompts and replies go into spans: the option, else the environment."""
-    if option is not None:
-        return option
-    names = ("REACT_ENGINE_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-    return any(os.environ.get(name, "").strip().lower() in _TRUE for name in names)
-
-
-def tracer_for(provider: Any) -> Tracer | None:
-    """The tracer a run uses, or None when tracing is off."""
+def run_tracer(provider: Any, content: bool | None) -> RunTracer | None:
+    """The run's tracer, or None when tracing is off; ``content`` (``None``: as the
+    environment says) puts prompts and replies in the spans."""
     if provider is False:
         return None
     if provider is None:
@@ -55,10 +49,12 @@ def tracer_for(provider: Any) -> Tracer | None:
         provider = api.get_tracer_provider()
         if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
             return None
+    if content is None:
+        names = ("REACT_ENGINE_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        content = any(os.environ.get(n, "").strip().lower() in _TRUE for n in names)
     # Read, not imported: an import of the package from here would close a cycle.
     version = getattr(sys.modules.get("react_engine"), "__version__", None)
-    tracer: Tracer = provider.get_tracer("react_engine", version)
-    return tracer
+    return RunTracer(provider.get_tracer("react_engine", version), content=content)
 
 
 class RunTracer:
@@ -75,7 +71,6 @@ class RunTracer:
         self._tools: dict[int, tuple[Span, object]] = {}
         self._repairs: list[str] = []
         self._lossy: list[str] = []
-        self._model = ""
 
     def __call__(self, event: Event) -> None:
         match event:
@@ -106,20 +101,14 @@ class RunTracer:
                 for action in step.actions:
                     self._lossy.extend(c for c in action.lossy if c not in self._lossy)
             case RunDone(result=result):
-                self._end_run(result.stop_reason, result.protocol, result.usage, None)
-                if self.content and self._run is not None and result.answer is not None:
-                    self._run.set_attribute("react_engine.answer", result.answer)
-                self._close()
+                self._end_run(result, None)
             case RunFailed(error=error):
                 failed = getattr(error, "result", None)
-                usage = getattr(failed, "usage", None)
-                self._end_run(getattr(failed, "stop_reason", None), None, usage, error)
-                self._close()
+                self._end_run(failed if isinstance(failed, RunResult) else None, error)
 
     # --- the run ---------------------------------------------------------------------------
 
     def _start_run(self, event: RunStarted) -> None:
-        self._model = event.model
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": "react-engine",
@@ -135,40 +124,38 @@ class RunTracer:
         # Current while the run lasts: spans the tools open nest under the run's.
         self._run_token = self._context.attach(self._trace.set_span_in_context(self._run))
 
-    def _end_run(self, stop: Any, protocol: Any, usage: Any, error: BaseException | None) -> None:
-        span = self._run
-        if span is None:
-            return
-        if stop is not None:
-            span.set_attribute("react_engine.stop_reason", stop)
-        if protocol is not None:
-            span.set_attribute("react_engine.protocol", protocol)
-        if usage is not None:
-            span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
-            span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
-        span.set_attribute("react_engine.repairs", list(self._repairs))
-        if self._lossy:
-            span.set_attribute("react_engine.lossy_repairs", list(self._lossy))
-        if error is not None:
-            self._fail(span, error)
-
-    def _close(self) -> None:
-        """End every span still open (a run cancelled mid-request), the run's last."""
-        for span in [*self._chat.values(), *(span for span, _ in self._tools.values())]:
-            span.end()
+    def _end_run(self, result: RunResult[Any] | None, error: BaseException | None) -> None:
+        """End the run's span, and first every span still open (a run cancelled mid-request)."""
+        for child in [*self._chat.values(), *(span for span, _ in self._tools.values())]:
+            child.end()
         self._chat.clear()
         self._tools.clear()
         if self._run_token is not None:
             self._context.detach(self._run_token)  # type: ignore[arg-type]
             self._run_token = None
-        if self._run is not None:
-            self._run.end()
-            self._run = None
+        if (span := self._run) is None:
+            return
+        if result is not None:
+            span.set_attribute("react_engine.stop_reason", result.stop_reason)
+            span.set_attribute("react_engine.protocol", result.protocol)
+            span.set_attribute("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", result.usage.completion_tokens)
+            if self.content and result.answer is not None:
+                span.set_attribute("react_engine.answer", result.answer)
+        span.set_attribute("react_engine.repairs", list(self._repairs))
+        if self._lossy:
+            span.set_attribute("react_engine.lossy_repairs", list(self._lossy))
+        if error is not None:
+            self._fail(span, error)
+        span.end()
+        self._run = None
 
     # --- model calls -------------------------------------------------------------------------
 
-    def _parent(self) -> Any:
-        return self._trace.set_span_in_context(self._run) if self._run is not None else None
+    def _child(self, name: str, kind: Any, attributes: dict[str, Any]) -> Span:
+        """A span under the run's."""
+        parent = self._trace.set_span_in_context(self._run) if self._run is not None else None
+        return self.tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
 
     def _start_chat(self, event: ModelCallStarted) -> None:
         request = event.request
@@ -186,12 +173,8 @@ class RunTracer:
         if self.content:
             messages = [message_dict(m) for m in request.messages]
             attributes["gen_ai.input.messages"] = json.dumps(messages, ensure_ascii=False)
-        self._chat[event.step] = self.tracer.start_span(
-            f"chat {request.model}",
-            context=self._parent(),
-            kind=self._trace.SpanKind.CLIENT,
-            attributes=attributes,
-        )
+        client = self._trace.SpanKind.CLIENT
+        self._chat[event.step] = self._child(f"chat {request.model}", client, attributes)
 
     def _end_chat(self, event: ModelCallFinished) -> None:
         if (span := self._chat.pop(event.step, None)) is None:
@@ -225,12 +208,7 @@ class RunTracer:
         }
         if self.content:
             attributes["gen_ai.tool.call.arguments"] = call.raw_arguments
-        span = self.tracer.start_span(
-            f"execute_tool {call.tool}",
-            context=self._parent(),
-            kind=self._trace.SpanKind.INTERNAL,
-            attributes=attributes,
-        )
+        span = self._child(f"execute_tool {call.tool}", self._trace.SpanKind.INTERNAL, attributes)
         # Current while the tool runs (in the tool's own task): its spans nest under it.
         token = self._context.attach(self._trace.set_span_in_context(span))
         self._tools[id(call)] = (span, token)

@@ -123,7 +123,6 @@ _RUN_ONLY = [
     "socket",
     "concurrent.futures",
     "email.utils",
-    "react_engine.run.running",
     "react_engine.runtime",
     "react_engine.run.events",
     "react_engine.run.execution",
@@ -155,7 +154,7 @@ def test_importing_the_library_leaves_the_run_machinery_out() -> None:
         "print(','.join(m for m in ours if m in sys.modules))\n"
         "print(agent.run('2+2?').answer)\n"
         "print([m for m in run_only if m not in sys.modules])\n"
-        "from react_engine.run.agent import RUN_EVENT\n"
+        "from react_engine.run.state import RUN_EVENT\n"
         "print(RUN_EVENT)\n"
     )
     out = subprocess.run(

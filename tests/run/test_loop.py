@@ -1,5 +1,5 @@
 """The loop stands on its own: built from :class:`LoopDeps` with a scripted model and no
-``Agent``; and the tool runner returns a verdict and writes no control state (that no module
+``Agent``; and the tool runner returns its records and writes no control state (that no module
 is part of an import cycle: tests/api/test_layers.py).
 """
 
@@ -15,14 +15,7 @@ from react_engine import ScriptedModel, Step, reply, tool, tool_call_reply
 from react_engine.protocols.base import PendingCall
 from react_engine.protocols.registry import ProtocolOptions, registration
 from react_engine.run.config import AgentConfig
-from react_engine.run.execution import (
-    Abort,
-    AwaitApproval,
-    Proceed,
-    Ran,
-    RepeatedCall,
-    ToolRunner,
-)
+from react_engine.run.execution import Ran, ToolRunner
 from react_engine.run.loop import Loop, LoopDeps
 from react_engine.run.state import RunState
 from react_engine.transport.capabilities import Capabilities
@@ -111,7 +104,7 @@ def pending(tool_name: str, **args: Any) -> PendingCall:
     return PendingCall(id="call_1", tool=tool_name, arguments=args, raw_arguments=str(args))
 
 
-def test_the_runner_returns_a_verdict_and_writes_no_control_state() -> None:
+def test_the_runner_returns_its_records_and_writes_no_control_state() -> None:
     state = run_state(ScriptedModel(), loop_limit=1)
     runner = ToolRunner()
     control = {"force_final", "abort", "tool_calls", "consecutive_errors", "action_turns"}
@@ -120,13 +113,14 @@ def test_the_runner_returns_a_verdict_and_writes_no_control_state() -> None:
     first = asyncio.run(runner.run(state, [pending("weather", city="Paris")]))
     again = asyncio.run(runner.run(state, [pending("weather", city="Paris")]))
 
-    assert isinstance(first, Ran) and isinstance(first.verdict, Proceed)
+    assert isinstance(first, Ran) and not first.repeated
+    assert (first.deferred, first.abort) == ([], None)
     assert first.actions[0].observation == "sunny in Paris"
-    assert isinstance(again.verdict, RepeatedCall)
+    assert again.repeated
     assert again.actions[0].status == "skipped"
 
 
-def test_a_base_exception_from_a_tool_is_a_verdict_not_a_raise() -> None:
+def test_a_base_exception_from_a_tool_is_returned_not_raised() -> None:
     @tool
     def explode() -> str:
         """Stop everything."""
@@ -137,12 +131,11 @@ def test_a_base_exception_from_a_tool_is_a_verdict_not_a_raise() -> None:
 
     ran = asyncio.run(ToolRunner().run(state, [pending("explode")]))
 
-    assert isinstance(ran.verdict, Abort)
-    assert isinstance(ran.verdict.error, KeyboardInterrupt)
+    assert isinstance(ran.abort, KeyboardInterrupt)
     assert ran.actions[0].status == "error"
 
 
-def test_a_deferred_approval_is_a_verdict(tmp_path: Path) -> None:
+def test_a_deferred_approval_is_returned(tmp_path: Path) -> None:
     from react_engine.store import open_store
 
     state = run_state(ScriptedModel())
@@ -157,7 +150,6 @@ def test_a_deferred_approval_is_a_verdict(tmp_path: Path) -> None:
 
     ran = asyncio.run(run())
 
-    assert isinstance(ran.verdict, AwaitApproval)
-    assert ran.verdict.calls == (ran.actions[0],)
+    assert ran.deferred == [ran.actions[0]]
     assert ran.actions[0].status == "skipped"
     assert state.deferred == []  # the loop, not the runner, keeps what awaits approval
