@@ -82,8 +82,6 @@ def _text(content: Any) -> str:
 def _plain_chat(llama: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
     # chatml renders assistant tool calls only through their text, and skips empty turns.
     messages = [{"role": m["role"], "content": _calls_as_tags(m)} for m in messages]
-    kwargs.pop("tool_choice", None)
-    kwargs.pop("tools", None)
     handler = chat_format.get_chat_completion_handler("chatml")
     return handler(llama=llama, messages=messages, **kwargs)
 
@@ -190,10 +188,8 @@ def _chatml_tools(
     else:
         system = "You are a helpful assistant."
     rewritten.insert(0, {"role": "system", "content": _tools_system(system, tools)})
-    rewritten = [{"role": m["role"], "content": _calls_as_tags(m)} for m in rewritten]
-    handler = chat_format.get_chat_completion_handler("chatml")
     kwargs.pop("response_format", None)
-    response = handler(llama=llama, messages=rewritten, stop=None, **kwargs)
+    response = _plain_chat(llama, rewritten, stop=None, **kwargs)
     if kwargs.get("stream"):
         return _streamed_tool_reply(response)
     choice = response["choices"][0]
