@@ -253,7 +253,7 @@ class SQLiteRunStore(RunStore):
 
     @contextlib.asynccontextmanager
     async def hold(self, run_id: str) -> AsyncIterator[None]:
-        with self.db.run_lock(run_id, lock_key(run_id)):
+        with self.db.leases.hold(run_id, lock_key(run_id)):
             try:
                 yield
             finally:
@@ -279,7 +279,7 @@ class SQLiteRunStore(RunStore):
             )
             if new and cur.rowcount == 0:
                 raise RunExistsError(run_id, str(self.db.path))
-            if self.db.holds(run_id):
+            if run_id in self.db.leases.held:
                 self._seq[run_id] = self._last(conn, run_id)
 
     async def add_many(self, run_id: str, entries: Entries) -> None:
