@@ -15,9 +15,8 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from ..errors import ConfigurationError
@@ -167,11 +166,6 @@ class SQLiteDB:
             conn = self._connection()
             with _immediate(conn):
                 yield conn
-
-    def execute(self, sql: str, params: Sequence[Any]) -> None:
-        """One statement, in a transaction of its own."""
-        with self._lock, self._failures():
-            self._connection().execute(sql, params)
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
