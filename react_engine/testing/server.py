@@ -114,25 +114,24 @@ def tool_calls_completion(
     *calls: tuple[str, dict[str, Any] | str], content: str | None = None, **kwargs: Any
 ) -> dict[str, Any]:
     """A chat.completion body with native tool calls ``(name, arguments)``."""
-    out = []
-    for name, args in calls:
-        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        out.append(
-            {
-                "id": f"call_{next(_ids)}",
-                "type": "function",
-                "function": {"name": name, "arguments": text},
-            }
-        )
+    out = [
+        {
+            "id": f"call_{next(_ids)}",
+            "type": "function",
+            "function": {
+                "name": name,
+                "arguments": args
+                if isinstance(args, str)
+                else json.dumps(args, ensure_ascii=False),
+            },
+        }
+        for name, args in calls
+    ]
     return completion(content, tool_calls=out, **kwargs)
 
 
 _WORD = re.compile(r"\S+\s*|\s+")
-
-
-def _pieces(text: str) -> list[str]:
-    """Text in word-sized pieces (each with its trailing blanks): one chunk per "token"."""
-    return _WORD.findall(text)
+"""A word-sized piece of text (with its trailing blanks): one chunk per "token"."""
 
 
 def stream_chunks(
@@ -157,10 +156,8 @@ def stream_chunks(
     choice = (body.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     out = [chunk({"role": "assistant", "content": ""})]
-    for piece in _pieces(message.get("reasoning_content") or ""):
-        out.append(chunk({"reasoning_content": piece}))
-    for piece in _pieces(message.get("content") or ""):
-        out.append(chunk({"content": piece}))
+    for key in ("reasoning_content", "content"):
+        out += [chunk({key: piece}) for piece in _WORD.findall(message.get(key) or "")]
     for index, call in enumerate(message.get("tool_calls") or []):
         fn = call.get("function") or {}
         first = {"index": index, "id": call.get("id"), "type": "function"}
@@ -303,7 +300,9 @@ class MockOpenAIServer:
         elif self.answer_probe and _is_probe(body):
             with self._lock:
                 self.probes.append(body)
-            await _write(writer, MockResponse(body=_probe_answer()))
+            # a tool-honouring, unconstrained server's answer (off the schema's one value)
+            probe = tool_calls_completion((_probe_tool(), '{"color": "Blue"}'))
+            await _write(writer, MockResponse(body=probe))
             return True
         with self._lock:
             self.requests.append(body)
@@ -377,12 +376,6 @@ def _probe_tool() -> str:
     from ..transport.probe import PROBE_TOOL  # here: it loads the parsers, a run's business
 
     return PROBE_TOOL
-
-
-def _probe_answer() -> dict[str, Any]:
-    """A tool-honouring, unconstrained server's answer to the probe (an argument off the
-    schema's one allowed value)."""
-    return tool_calls_completion((_probe_tool(), '{"color": "Blue"}'))
 
 
 def _is_probe(body: dict[str, Any]) -> bool:
