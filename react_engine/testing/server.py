@@ -22,7 +22,7 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Final, Self
 
-from .script import Script, Scripted, ScriptExhausted
+from .script import Script, ScriptExhausted
 
 __all__ = [
     "MockOpenAIServer",
@@ -422,7 +422,7 @@ Answer = MockResponse | dict[str, Any]
 :class:`MockResponse`, faults included."""
 
 
-class ScriptedServer(Scripted, MockOpenAIServer):
+class ScriptedServer(Script[dict[str, Any], Answer], MockOpenAIServer):
     """A :class:`MockOpenAIServer` whose answers come from a script of :data:`Answer` items
     (or functions of the decoded body giving one); once it is spent, ``default``, else a
     500 saying the script ran out."""
@@ -435,16 +435,17 @@ class ScriptedServer(Scripted, MockOpenAIServer):
         ignore_tools: bool = False,
         answer_probe: bool = True,
     ) -> None:
-        super().__init__(
+        MockOpenAIServer.__init__(
+            self,
             self._answer_from_script,
             empty_tool_streams=empty_tool_streams,
             ignore_tools=ignore_tools,
             answer_probe=answer_probe,
         )
-        self.script: Script[dict[str, Any], Answer] = Script(items, default=default)
+        Script.__init__(self, items, default=default)
 
     def _answer_from_script(self, body: dict[str, Any]) -> Answer:
         try:
-            return self.script.answer(body)
+            return self.answer(body)
         except ScriptExhausted:
             return MockResponse(500, {"error": {"message": "the test script ran out"}})
