@@ -11,17 +11,16 @@ the database, never the password (:func:`failures`).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
-from ..types import HistoryItem
 from .backends import register_store, store_scheme
-from .codec import RunBusy, StoreError, dump_item, dumps, load_item
-from .runs import Execute, SQLRunStore, lock_key
-from .session import Session
+from .codec import RunBusy, StoreError
+from .runs import SQLRunStore, lock_key
+from .session import Execute, SQLSession
 from .sqlite import STORE_ENV
 
 if TYPE_CHECKING:
@@ -29,67 +28,23 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresRunStore", "PostgresSession"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS react_engine_session_items (
-    session text NOT NULL,
-    seq bigint NOT NULL,
-    item text NOT NULL,
-    created timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (session, seq)
-)
-"""
 
-
-class PostgresSession(Session):
+class PostgresSession(SQLSession):
     """A session in a PostgreSQL database: ``conninfo`` is a libpq connection string or
-    URI (``postgresql://user@host/db``)."""
+    URI (``postgresql://user@host/db``), or ``pool`` a ``psycopg_pool.AsyncConnectionPool``
+    (a :class:`PostgresRunStore`'s database)."""
+
+    table = "react_engine_session_items"
+    mark = "%s"
+    now = "now()"
+    lock = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 
     def __init__(self, name: str, conninfo: str | None = None, *, pool: Any = None) -> None:
-        if not isinstance(name, str) or not name:
-            raise ValueError("a session needs a non-empty name (a str)")
-        if (conninfo is None) == (pool is None):
-            raise ConfigurationError("PostgresSession takes conninfo or pool (one of them)")
-        self.name = name
-        self.conninfo = conninfo
-        self.pool = pool
-        self.schema_ready = False
+        super().__init__(name)
+        self.store = PostgresRunStore(conninfo, pool=pool)
 
-    def _connection(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
-        return _connect(self, _SCHEMA, autocommit=False)
-
-    async def load(self) -> list[HistoryItem]:
-        async with self._connection() as conn, conn.transaction():
-            cur = await conn.execute(
-                "SELECT item FROM react_engine_session_items WHERE session = %s ORDER BY seq",
-                (self.name,),
-            )
-            rows = await cur.fetchall()
-        return [load_item(json.loads(row[0])) for row in rows]
-
-    async def append(self, items: Sequence[HistoryItem]) -> None:
-        if not items:
-            return
-        bodies = [dumps(dump_item(item)) for item in items]
-        async with self._connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.name,))
-            cur = await conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM react_engine_session_items WHERE session = %s",
-                (self.name,),
-            )
-            row = await cur.fetchone()
-            last = int(row[0]) if row else 0
-            async with conn.cursor() as batch:
-                await batch.executemany(
-                    "INSERT INTO react_engine_session_items (session, seq, item) "
-                    "VALUES (%s, %s, %s)",
-                    [(self.name, last + i, body) for i, body in enumerate(bodies, 1)],
-                )
-
-    async def clear(self) -> None:
-        async with self._connection() as conn, conn.transaction():
-            await conn.execute(
-                "DELETE FROM react_engine_session_items WHERE session = %s", (self.name,)
-            )
+    def connection(self, *, transaction: bool = False) -> AbstractAsyncContextManager[Execute]:
+        return self.store.connection(transaction=transaction)
 
     def __repr__(self) -> str:
         return f"PostgresSession({self.name!r})"
@@ -105,47 +60,8 @@ def _driver(who: str) -> Any:
     return psycopg
 
 
-@contextlib.asynccontextmanager
-async def _connect(
-    owner: PostgresSession | PostgresRunStore, schema: str, *, autocommit: bool
-) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """A connection of its own, with ``schema`` made once (a pool's connection is given
-    back in the autocommit mode it had)."""
-    psycopg = _driver(type(owner).__name__)
-    with failures(owner):
-        if owner.pool is None:
-            assert owner.conninfo is not None
-            connect = psycopg.AsyncConnection.connect
-            async with await connect(owner.conninfo, autocommit=autocommit) as conn:
-                await _schema(owner, conn, schema)
-                yield conn
-            return
-        async with owner.pool.connection() as conn:
-            before = conn.autocommit
-            await conn.set_autocommit(autocommit)
-            try:
-                await _schema(owner, conn, schema)
-                yield conn
-            finally:
-                if not conn.closed:
-                    with contextlib.suppress(psycopg.Error):  # a lost connection
-                        await conn.set_autocommit(before)
-
-
-async def _schema(
-    owner: PostgresSession | PostgresRunStore, conn: psycopg.AsyncConnection[Any], schema: str
-) -> None:
-    if owner.schema_ready:
-        return
-    async with conn.transaction():
-        # One creator at a time: CREATE TABLE IF NOT EXISTS races with itself.
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('react_engine_schema'))")
-        await conn.execute(schema)
-    owner.schema_ready = True
-
-
 @contextlib.contextmanager
-def failures(store: PostgresSession | PostgresRunStore) -> Iterator[None]:
+def failures(store: PostgresRunStore) -> Iterator[None]:
     """What ``psycopg`` raised (a connection refused or lost, a value the server refused),
     as a :class:`StoreError` naming the database (never its password) and the cause."""
     import psycopg
@@ -186,7 +102,14 @@ def _where(conninfo: str | None) -> tuple[str, str | None]:
     return where, str(parts.get("password") or "")
 
 
-_RUN_SCHEMA = """
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS react_engine_session_items (
+    session text NOT NULL,
+    seq bigint NOT NULL,
+    item text NOT NULL,
+    created timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session, seq)
+);
 CREATE TABLE IF NOT EXISTS react_engine_runs (
     id text PRIMARY KEY,
     status text NOT NULL,
@@ -243,8 +166,31 @@ class PostgresRunStore(SQLRunStore):
     def session(self, name: str) -> PostgresSession:
         return PostgresSession(name, self.conninfo, pool=self.pool)
 
-    def _connect(self) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
-        return _connect(self, _RUN_SCHEMA, autocommit=True)
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A connection of its own (a pool's is given back in the autocommit mode it had),
+        the tables made on first use."""
+        psycopg = _driver(type(self).__name__)
+        with failures(self):
+            async with contextlib.AsyncExitStack() as stack:
+                if self.pool is None:
+                    connect = psycopg.AsyncConnection.connect
+                    conn = await stack.enter_async_context(
+                        await connect(self.conninfo, autocommit=True)
+                    )
+                else:
+                    conn = await stack.enter_async_context(self.pool.connection())
+                    stack.push_async_callback(_autocommit, conn, conn.autocommit, psycopg.Error)
+                    await conn.set_autocommit(True)
+                if not self.schema_ready:
+                    async with conn.transaction():
+                        # One creator at a time: CREATE TABLE IF NOT EXISTS races with itself.
+                        await conn.execute(
+                            "SELECT pg_advisory_xact_lock(hashtext('react_engine_schema'))"
+                        )
+                        await conn.execute(_SCHEMA)
+                    self.schema_ready = True
+                yield conn
 
     def holds(self, run_id: str) -> bool:
         return run_id in self._held
@@ -289,6 +235,12 @@ class PostgresRunStore(SQLRunStore):
                     # (a lost one keeps none: the server dropped it with the connection)
                     with contextlib.suppress(_driver("PostgresRunStore").Error):
                         await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+async def _autocommit(conn: Any, mode: bool, errors: type[Exception]) -> None:
+    if not conn.closed:
+        with contextlib.suppress(errors):  # a lost connection
+            await conn.set_autocommit(mode)
 
 
 SCHEMES = ("postgresql", "postgres")

@@ -17,7 +17,7 @@ import os
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ from .codec import (
     load_reply,
     storable,
 )
-from .session import Session, SQLiteSession
+from .session import Execute, Session, SQLiteSession
 from .sqlite import SQLiteDB
 
 if TYPE_CHECKING:
@@ -210,10 +210,6 @@ def lock_key(run_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(run_id.encode(), digest_size=8).digest()) >> 2
 
 
-Execute = Callable[[str, Sequence[Any]], Awaitable[tuple[list[Any], int]]]
-"""One statement on a backend's connection: its rows and the number of rows it changed."""
-
-
 class SQLRunStore(RunStore):
     """The run store of every SQL backend: a row per run in :attr:`runs_table`, the journals
     in :attr:`entries_table`. A backend gives its placeholder (:attr:`mark`), its lease
@@ -375,19 +371,10 @@ class SQLiteRunStore(SQLRunStore):
     def holds(self, run_id: str) -> bool:
         return run_id in self.db.leases.held
 
-    @contextlib.asynccontextmanager
-    async def connection(
+    def connection(
         self, run_id: str | None = None, *, transaction: bool = False
-    ) -> AsyncIterator[Execute]:
-        # The statements do not wait (a write takes microseconds on a local disk): the
-        # file's lock is never held across an await that yields to the event loop.
-        with self.db.write() if transaction else self.db.read() as conn:
-
-            async def execute(sql: str, params: Sequence[Any]) -> tuple[list[Any], int]:
-                cursor = conn.execute(sql, params)
-                return cursor.fetchall(), cursor.rowcount
-
-            yield execute
+    ) -> contextlib.AbstractAsyncContextManager[Execute]:
+        return self.db.statements(transaction=transaction)
 
 
 @dataclass(slots=True)

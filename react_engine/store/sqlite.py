@@ -15,13 +15,17 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..errors import ConfigurationError
 from ..paths import state_dir
 from .codec import RunBusy, StoreError
+
+if TYPE_CHECKING:
+    from .session import Execute
 
 try:
     import fcntl
@@ -166,6 +170,19 @@ class SQLiteDB:
             conn = self._connection()
             with _immediate(conn):
                 yield conn
+
+    @contextlib.asynccontextmanager
+    async def statements(self, *, transaction: bool = False) -> AsyncIterator[Execute]:
+        """Statements on the file, in one write transaction if ``transaction``. They do not
+        wait (a write takes microseconds on a local disk): the file's lock is never held
+        across an await that yields to the event loop."""
+        with self.write() if transaction else self.read() as conn:
+
+            async def execute(sql: str, params: Sequence[Any]) -> tuple[list[Any], int]:
+                cursor = conn.execute(sql, params)
+                return cursor.fetchall(), cursor.rowcount
+
+            yield execute
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
