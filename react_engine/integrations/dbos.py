@@ -8,6 +8,7 @@ them published as :data:`PENDING_EVENT`; :func:`agent_queue` declares a queue.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import copy
@@ -18,7 +19,15 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypedDict, cast
 
-from dbos import DBOS, DBOSClient, Queue, SetEnqueueOptions, StepReservation, WorkflowHandleAsync
+from dbos import (
+    DBOS,
+    DBOSClient,
+    Queue,
+    SetEnqueueOptions,
+    SetWorkflowID,
+    StepReservation,
+    WorkflowHandleAsync,
+)
 
 from ..errors import ConfigurationError
 from ..protocols.base import CallTools, Decision
@@ -473,7 +482,8 @@ class DBOSAgent(Generic[OutputT]):
                     "and workflow_id="
                 )
         args = (question, [dump_item(i) for i in history], options, session_id)
-        with _workflow_id(workflow_id):
+        named = contextlib.nullcontext() if workflow_id is None else SetWorkflowID(workflow_id)
+        with named:
             if queue is None:
                 handle = await DBOS.start_workflow_async(self.workflow, *args)
             else:
@@ -539,21 +549,9 @@ class DBOSAgent(Generic[OutputT]):
 async def _recorded_steps(workflow_id: str) -> list[Any]:
     """The workflow's steps recorded so far, read outside the workflow's context (inside
     it, the listing would be a step itself)."""
-    import asyncio
 
     def read() -> list[Any]:
         return list(DBOS.list_workflow_steps(workflow_id, load_output=False))
 
     # run_in_executor, unlike asyncio.to_thread, does not carry the workflow's context over
     return await asyncio.get_running_loop().run_in_executor(None, read)
-
-
-@contextlib.contextmanager
-def _workflow_id(workflow_id: str | None) -> Any:
-    if workflow_id is None:
-        yield
-        return
-    from dbos import SetWorkflowID
-
-    with SetWorkflowID(workflow_id):
-        yield

@@ -33,16 +33,16 @@ chat_format: Any = llama_cpp.llama_chat_format
 
 # 0. Never outlive the engine (a parent killed with SIGKILL cannot stop us, and a Ctrl-C
 #    does not reach our session): exit as soon as we are re-parented.
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(0)
-
-
 def watch_parent() -> None:
     """Exit this process as soon as its parent is gone (checked twice a second)."""
     parent = int(os.environ.get(PARENT_ENV_VAR) or os.getppid())
-    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 # 1. Prompt prefix reuse that keeps replies repeatable: only a prefix evaluated as prompt,

@@ -11,17 +11,15 @@ the database, never the password (:func:`failures`).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
-from .backends import register_store, store_scheme
+from .backends import register_store
 from .codec import RunBusy, StoreError
 from .runs import SQLRunStore, lock_key
 from .session import Execute, SQLSession
-from .sqlite import STORE_ENV
 
 if TYPE_CHECKING:
     import psycopg
@@ -146,12 +144,6 @@ class PostgresRunStore(SQLRunStore):
 
     def __init__(self, conninfo: str | None = None, *, pool: Any = None) -> None:
         super().__init__()
-        if (
-            conninfo is None
-            and pool is None
-            and store_scheme(named := os.environ.get(STORE_ENV, "").strip()) in SCHEMES
-        ):
-            conninfo = named
         if (conninfo is None) == (pool is None):
             raise ConfigurationError("PostgresRunStore takes conninfo or pool (one of them)")
         self.conninfo = conninfo

@@ -168,8 +168,15 @@ class SQLiteDB:
         rolled back if it raises."""
         with self._lock, self._failures():
             conn = self._connection()
-            with _immediate(conn):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
                 yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # SQLite ends some failed transactions itself
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
 
     @contextlib.asynccontextmanager
     async def statements(self, *, transaction: bool = False) -> AsyncIterator[Execute]:
@@ -310,19 +317,6 @@ class _Leases:
 
 
 _LEASES: dict[Path, _Leases] = {}
-
-
-@contextlib.contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # SQLite ends some failed transactions itself (a full disk)
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        raise
 
 
 def _wal(conn: sqlite3.Connection) -> None:
