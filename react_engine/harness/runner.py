@@ -297,7 +297,8 @@ RAY_CONNECT_TIMEOUT = 20.0
 a :class:`ConfigurationError` (Ray would retry for minutes)."""
 
 
-def _ray_module() -> Any:
+def _connect(address: str, concurrency: int) -> tuple[Any, bool]:
+    """Ray, connected, and whether this connection started the cluster."""
     # No usage report leaves the machine unless the user asked for one.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
@@ -306,12 +307,6 @@ def _ray_module() -> Any:
         raise ConfigurationError(
             "--ray needs Ray: pip install 'react-engine[ray]' (or 'ray>=2.9')"
         ) from None
-    return ray
-
-
-def _connect(address: str, concurrency: int) -> tuple[Any, bool]:
-    """Ray, connected, and whether this connection started the cluster."""
-    ray = _ray_module()
     if ray.is_initialized():
         return ray, False
     if address:

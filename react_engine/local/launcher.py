@@ -181,14 +181,6 @@ def _free_port(host: str) -> int:
         return port
 
 
-def _check_loopback(host: str) -> None:
-    """Refuse anything but loopback: the server has no TLS and a guessable-free key."""
-    with contextlib.suppress(ValueError):
-        if host == "localhost" or ipaddress.ip_address(host).is_loopback:
-            return
-    raise ConfigurationError(f"the local server binds to loopback only, not {host!r}")
-
-
 def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     """The last ``lines`` lines of the log (read from the end; logs can be large)."""
     try:
@@ -230,7 +222,12 @@ class LocalServer:
     _workdir: Path | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _check_loopback(self.host)
+        # loopback only: the server has no TLS and a guessable-free key
+        loopback = self.host == "localhost"
+        with contextlib.suppress(ValueError):
+            loopback = loopback or ipaddress.ip_address(self.host).is_loopback
+        if not loopback:
+            raise ConfigurationError(f"the local server binds to loopback only, not {self.host!r}")
         if self.n_ctx < 512:
             raise ConfigurationError(f"n_ctx={self.n_ctx} is too small for a chat prompt")
 

@@ -8,6 +8,7 @@ the stock server main. Importing it applies nothing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -330,24 +331,15 @@ def _calls_as_tags(message: dict[str, Any]) -> str:
     """An assistant turn's tool calls in the notation the model is asked to write."""
     if message["role"] != "assistant":
         return _text(message.get("content"))
-    calls = "".join(
-        f"{_CALL_OPEN}\n"
-        + json.dumps(
-            {"name": c["function"]["name"], "arguments": _json_or_text(c["function"]["arguments"])},
-            ensure_ascii=False,
-        )
-        + f"\n{_CALL_CLOSE}\n"
-        for c in message.get("tool_calls") or []
-    )
+    calls = ""
+    for call in message.get("tool_calls") or []:
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        with contextlib.suppress(TypeError, ValueError):
+            arguments = json.loads(arguments)
+        shown = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        calls += f"{_CALL_OPEN}\n{shown}\n{_CALL_CLOSE}\n"
     content = _text(message.get("content"))
     return f"{content}\n{calls}".strip() if calls else content
-
-
-def _json_or_text(raw: Any) -> Any:
-    try:
-        return json.loads(raw)
-    except (TypeError, ValueError):
-        return raw
 
 
 def install() -> None:

@@ -131,30 +131,27 @@ def load_item(data: Any) -> HistoryItem:
     if kind == "user":
         return UserTurn(str(record.get("content", "")))
     if kind == "step":
-        return load_step(record)
+        return Step(
+            index=int(record["index"]),
+            kind=record["kind"],
+            protocol=str(record.get("protocol", "")),
+            text=record.get("text"),
+            thought=record.get("thought"),
+            reasoning=record.get("reasoning"),
+            actions=[load_record(a) for a in record.get("actions") or ()],
+            final_answer=record.get("final_answer"),
+            repairs=list(record.get("repairs") or ()),
+            feedback=record.get("feedback"),
+            usage=_usage(record.get("usage") or {}),
+            started_at=float(record.get("started_at", 0.0)),
+            duration_s=float(record.get("duration_s", 0.0)),
+            model_time_s=float(record.get("model_time_s", 0.0)),
+            notices=[
+                RunNotice(int(record["index"]), str(message))
+                for message in record.get("events") or ()
+            ],
+        )
     raise StoreError(f"a stored history item has an unknown type {kind!r}")
-
-
-def load_step(record: dict[str, Any]) -> Step:
-    return Step(
-        index=int(record["index"]),
-        kind=record["kind"],
-        protocol=str(record.get("protocol", "")),
-        text=record.get("text"),
-        thought=record.get("thought"),
-        reasoning=record.get("reasoning"),
-        actions=[load_record(a) for a in record.get("actions") or ()],
-        final_answer=record.get("final_answer"),
-        repairs=list(record.get("repairs") or ()),
-        feedback=record.get("feedback"),
-        usage=_usage(record.get("usage") or {}),
-        started_at=float(record.get("started_at", 0.0)),
-        duration_s=float(record.get("duration_s", 0.0)),
-        model_time_s=float(record.get("model_time_s", 0.0)),
-        notices=[
-            RunNotice(int(record["index"]), str(message)) for message in record.get("events") or ()
-        ],
-    )
 
 
 def _record(record: ActionRecord) -> dict[str, Any]:
