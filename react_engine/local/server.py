@@ -8,6 +8,7 @@ the stock server main. Importing it applies nothing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -33,16 +34,16 @@ chat_format: Any = llama_cpp.llama_chat_format
 
 # 0. Never outlive the engine (a parent killed with SIGKILL cannot stop us, and a Ctrl-C
 #    does not reach our session): exit as soon as we are re-parented.
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(0)
-
-
 def watch_parent() -> None:
     """Exit this process as soon as its parent is gone (checked twice a second)."""
     parent = int(os.environ.get(PARENT_ENV_VAR) or os.getppid())
-    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 # 1. Prompt prefix reuse that keeps replies repeatable: only a prefix evaluated as prompt,
@@ -82,8 +83,6 @@ def _text(content: Any) -> str:
 def _plain_chat(llama: Any, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
     # chatml renders assistant tool calls only through their text, and skips empty turns.
     messages = [{"role": m["role"], "content": _calls_as_tags(m)} for m in messages]
-    kwargs.pop("tool_choice", None)
-    kwargs.pop("tools", None)
     handler = chat_format.get_chat_completion_handler("chatml")
     return handler(llama=llama, messages=messages, **kwargs)
 
@@ -190,10 +189,8 @@ def _chatml_tools(
     else:
         system = "You are a helpful assistant."
     rewritten.insert(0, {"role": "system", "content": _tools_system(system, tools)})
-    rewritten = [{"role": m["role"], "content": _calls_as_tags(m)} for m in rewritten]
-    handler = chat_format.get_chat_completion_handler("chatml")
     kwargs.pop("response_format", None)
-    response = handler(llama=llama, messages=rewritten, stop=None, **kwargs)
+    response = _plain_chat(llama, rewritten, stop=None, **kwargs)
     if kwargs.get("stream"):
         return _streamed_tool_reply(response)
     choice = response["choices"][0]
@@ -334,24 +331,15 @@ def _calls_as_tags(message: dict[str, Any]) -> str:
     """An assistant turn's tool calls in the notation the model is asked to write."""
     if message["role"] != "assistant":
         return _text(message.get("content"))
-    calls = "".join(
-        f"{_CALL_OPEN}\n"
-        + json.dumps(
-            {"name": c["function"]["name"], "arguments": _json_or_text(c["function"]["arguments"])},
-            ensure_ascii=False,
-        )
-        + f"\n{_CALL_CLOSE}\n"
-        for c in message.get("tool_calls") or []
-    )
+    calls = ""
+    for call in message.get("tool_calls") or []:
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        with contextlib.suppress(TypeError, ValueError):
+            arguments = json.loads(arguments)
+        shown = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        calls += f"{_CALL_OPEN}\n{shown}\n{_CALL_CLOSE}\n"
     content = _text(message.get("content"))
     return f"{content}\n{calls}".strip() if calls else content
-
-
-def _json_or_text(raw: Any) -> Any:
-    try:
-        return json.loads(raw)
-    except (TypeError, ValueError):
-        return raw
 
 
 def install() -> None:

@@ -17,7 +17,7 @@ from ..errors import ConfigurationError
 from .runs import RunStore, SQLiteRunStore
 from .sqlite import STORE_ENV
 
-__all__ = ["open_store", "register_store", "store_scheme"]
+__all__ = ["open_store", "register_store"]
 
 StoreOpener = Callable[[str], RunStore]
 """Makes the store a target names; it is given the whole target (``scheme://...``)."""
@@ -32,12 +32,6 @@ def register_store(scheme: str, opener: StoreOpener) -> None:
     _OPENERS[scheme.lower()] = opener
 
 
-def store_scheme(target: str) -> str | None:
-    """The URI scheme of ``target``, None for a plain path."""
-    match = _SCHEME.match(target)
-    return match.group(1).lower() if match else None
-
-
 def open_store(target: str | os.PathLike[str] | None = None) -> RunStore:
     """The run store ``target`` names (see the module); sessions are ``.session(name)``.
 
@@ -48,9 +42,9 @@ def open_store(target: str | os.PathLike[str] | None = None) -> RunStore:
         target = os.environ.get(STORE_ENV, "").strip() or None
     if target is None or not isinstance(target, str):
         return SQLiteRunStore(target)
-    scheme = store_scheme(target)
-    if scheme is None:
+    if (match := _SCHEME.match(target)) is None:
         return SQLiteRunStore(target)
+    scheme = match.group(1).lower()
     opener = _OPENERS.get(scheme)
     if opener is None:
         known = ", ".join(f"{name}://" for name in sorted(_OPENERS))

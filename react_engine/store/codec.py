@@ -13,6 +13,7 @@ rather than read wrong.
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
 from ..errors import StoreError
@@ -110,25 +111,18 @@ def dump_item(item: HistoryItem) -> dict[str, Any]:
         return {"v": VERSION, "type": "user", "content": item.content}
     if isinstance(item, Step):
         return {
-            "index": item.index,
-            "kind": item.kind,
-            "protocol": item.protocol,
-            "text": item.text,
-            "thought": item.thought,
-            "reasoning": item.reasoning,
+            **{name: getattr(item, name) for name in _STEP},
             "actions": [_record(a) for a in item.actions],
-            "final_answer": item.final_answer,
             "repairs": list(item.repairs),
-            "feedback": item.feedback,
             "usage": _usage_record(item.usage),
-            "started_at": item.started_at,
-            "duration_s": item.duration_s,
-            "model_time_s": item.model_time_s,
             "events": [notice.message for notice in item.notices],
             "v": VERSION,
             "type": "step",
         }
     raise StoreError(f"not a history item: {type(item).__name__}")
+
+
+_STEP = [f.name for f in fields(Step) if f.name not in ("actions", "repairs", "usage", "notices")]
 
 
 def load_item(data: Any) -> HistoryItem:
@@ -137,49 +131,39 @@ def load_item(data: Any) -> HistoryItem:
     if kind == "user":
         return UserTurn(str(record.get("content", "")))
     if kind == "step":
-        return load_step(record)
+        return Step(
+            index=int(record["index"]),
+            kind=record["kind"],
+            protocol=str(record.get("protocol", "")),
+            text=record.get("text"),
+            thought=record.get("thought"),
+            reasoning=record.get("reasoning"),
+            actions=[load_record(a) for a in record.get("actions") or ()],
+            final_answer=record.get("final_answer"),
+            repairs=list(record.get("repairs") or ()),
+            feedback=record.get("feedback"),
+            usage=_usage(record.get("usage") or {}),
+            started_at=float(record.get("started_at", 0.0)),
+            duration_s=float(record.get("duration_s", 0.0)),
+            model_time_s=float(record.get("model_time_s", 0.0)),
+            notices=[
+                RunNotice(int(record["index"]), str(message))
+                for message in record.get("events") or ()
+            ],
+        )
     raise StoreError(f"a stored history item has an unknown type {kind!r}")
-
-
-def load_step(record: dict[str, Any]) -> Step:
-    return Step(
-        index=int(record["index"]),
-        kind=record["kind"],
-        protocol=str(record.get("protocol", "")),
-        text=record.get("text"),
-        thought=record.get("thought"),
-        reasoning=record.get("reasoning"),
-        actions=[load_record(a) for a in record.get("actions") or ()],
-        final_answer=record.get("final_answer"),
-        repairs=list(record.get("repairs") or ()),
-        feedback=record.get("feedback"),
-        usage=_usage(record.get("usage") or {}),
-        started_at=float(record.get("started_at", 0.0)),
-        duration_s=float(record.get("duration_s", 0.0)),
-        model_time_s=float(record.get("model_time_s", 0.0)),
-        notices=[
-            RunNotice(int(record["index"]), str(message)) for message in record.get("events") or ()
-        ],
-    )
 
 
 def _record(record: ActionRecord) -> dict[str, Any]:
     return {
-        "id": record.id,
-        "tool": record.tool,
-        "arguments": record.arguments,
-        "raw_arguments": record.raw_arguments,
-        "observation": record.observation,
-        "status": record.status,
+        **{name: getattr(record, name) for name in _RECORD},
         "error": None if record.error is None else to_jsonable(record.error),
-        "duration_s": record.duration_s,
-        "salvaged": record.salvaged,
         "repairs": list(record.repairs),
         "lossy": list(record.lossy),
-        "exact": record.exact,
     }
 
 
+_RECORD = [f.name for f in fields(ActionRecord) if f.name not in ("error", "repairs", "lossy")]
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "requests")
 
 
@@ -189,9 +173,7 @@ def _usage_record(usage: Usage) -> dict[str, Any]:
 
 def dump_record(record: ActionRecord) -> dict[str, Any]:
     """A call's record (the fields of ``to_jsonable(record)``)."""
-    out = _record(record)
-    out["v"] = VERSION
-    return out
+    return {**_record(record), "v": VERSION}
 
 
 def load_record(data: Any) -> ActionRecord:

@@ -14,13 +14,12 @@ import contextlib
 import hashlib
 import json
 import os
-import sqlite3
 import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RunExistsError
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step
@@ -38,14 +37,14 @@ from .codec import (
     load_reply,
     storable,
 )
-from .session import Session, SQLiteSession
+from .session import Execute, Session, SQLiteSession
 from .sqlite import SQLiteDB
 
 if TYPE_CHECKING:
     from ..protocols.base import Decision, Protocol
     from ..run.state import RunState
 
-__all__ = ["RunBusy", "RunInfo", "RunJournal", "RunStore", "SQLiteRunStore"]
+__all__ = ["RunBusy", "RunInfo", "RunJournal", "RunStore", "SQLRunStore", "SQLiteRunStore"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -132,8 +131,8 @@ class RunStore(ABC):
 
     @abstractmethod
     async def header(self, run_id: str) -> str | None:
-        """The run's header as :meth:`begin` wrote it (JSON text: :func:`header_json`), or
-        None for an unknown run."""
+        """The run's header as :meth:`begin` wrote it (JSON text), or None for an unknown
+        run."""
 
     @abstractmethod
     async def result(self, run_id: str) -> dict[str, Any] | None:
@@ -182,14 +181,6 @@ def header_json(question: str, history: Sequence[HistoryItem]) -> str:
     return dumps({"v": VERSION, "question": question, "history": [dump_item(i) for i in history]})
 
 
-def on_conflict(new: bool) -> LiteralString:
-    """What :meth:`RunStore.begin`'s ``INSERT`` does when the run's row exists: nothing for
-    a ``new`` run (which is then refused), else mark it running again."""
-    if new:
-        return "ON CONFLICT (id) DO NOTHING"
-    return "ON CONFLICT (id) DO UPDATE SET status = 'running', updated = excluded.updated"
-
-
 def result_json(result: RunResult) -> str:
     return dumps(
         {
@@ -214,50 +205,39 @@ def rows_of(entries: Entries) -> list[tuple[str, str, str]]:
     ]
 
 
-def entries_insert(
-    table: str, mark: str, run_id: str, last: int, rows: list[tuple[str, str, str]], now: float
-) -> tuple[str, list[Any]]:
-    """One ``INSERT`` of ``rows`` into ``table``, numbered after ``last`` (``mark`` is the
-    driver's placeholder): one statement, so one transaction when run alone."""
-    params = [v for i, row in enumerate(rows, last + 1) for v in (run_id, i, *row, now)]
-    values = ", ".join([f"({', '.join([mark] * 6)})"] * len(rows))
-    return f"INSERT INTO {table} (run, seq, kind, key, body, created) VALUES {values}", params
-
-
 def lock_key(run_id: str) -> int:
     """A run's lock: 62 bits of a hash of its id (a signed 64-bit integer's range)."""
     return int.from_bytes(hashlib.blake2b(run_id.encode(), digest_size=8).digest()) >> 2
 
 
-class SQLiteRunStore(RunStore):
-    """Runs in a SQLite file (see :mod:`react_engine.store.sqlite`).
-
-    The lease is a POSIX lock on one byte of a file beside the database (``FILE-runs.lock``,
-    at an offset drawn from the run's id): the system drops it when the process dies, so a
-    killed worker's run can be resumed at once. (Where ``fcntl`` does not exist, on
-    Windows, the lease is kept within the process only.)
+class SQLRunStore(RunStore):
+    """The run store of every SQL backend: a row per run in :attr:`runs_table`, the journals
+    in :attr:`entries_table`. A backend gives its placeholder (:attr:`mark`), its lease
+    (:meth:`hold`, :meth:`holds`) and its statements (:meth:`connection`).
 
     While a run is held, this process numbers its entries itself: one ``INSERT`` per
     commit, no read of the last number."""
 
-    def __init__(self, path: str | os.PathLike[str] | SQLiteDB | None = None) -> None:
-        self.db = SQLiteDB.shared(path)
+    runs_table = "runs"
+    entries_table = "run_entries"
+    mark = "?"
+    where = "the store"
+    """The store, as an error names it."""
+
+    def __init__(self) -> None:
         self._seq: dict[str, int] = {}
         """The last entry number of each run this process holds."""
 
-    def __repr__(self) -> str:
-        return f"SQLiteRunStore({str(self.db.path)!r})"
+    @abstractmethod
+    def connection(
+        self, run_id: str | None = None, *, transaction: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[Execute]:
+        """Statements on the connection of run ``run_id`` if it is held here (else one of
+        their own), in one transaction if ``transaction``."""
 
-    def session(self, name: str) -> SQLiteSession:
-        return SQLiteSession(name, self.db)
-
-    @contextlib.asynccontextmanager
-    async def hold(self, run_id: str) -> AsyncIterator[None]:
-        with self.db.run_lock(run_id, lock_key(run_id)):
-            try:
-                yield
-            finally:
-                self._seq.pop(run_id, None)
+    @abstractmethod
+    def holds(self, run_id: str) -> bool:
+        """Whether this process holds the run (:meth:`hold`)."""
 
     async def begin(
         self,
@@ -270,93 +250,131 @@ class SQLiteRunStore(RunStore):
         new: bool = True,
     ) -> None:
         header = header_json(question, history)
-        now = time.time()
-        with self.db.write() as conn:
-            cur = conn.execute(
-                "INSERT INTO runs (id, status, question, model, protocol, header, created, "
-                f"updated) VALUES (?, 'running', ?, ?, ?, ?, ?, ?) {on_conflict(new)}",
-                (run_id, *map(storable, (question, model, protocol)), header, now, now),
+        now, m = time.time(), self.mark
+        # a new run's row is left as it is (and the run refused); a stored one runs again
+        again = "NOTHING" if new else "UPDATE SET status = 'running', updated = excluded.updated"
+        async with self.connection(run_id, transaction=True) as execute:
+            _, added = await execute(
+                f"INSERT INTO {self.runs_table} (id, status, question, model, protocol, header, "
+                f"created, updated) VALUES ({m}, 'running', {m}, {m}, {m}, {m}, {m}, {m}) "
+                f"ON CONFLICT (id) DO {again}",
+                [run_id, *map(storable, (question, model, protocol)), header, now, now],
             )
-            if new and cur.rowcount == 0:
-                raise RunExistsError(run_id, str(self.db.path))
-            if self.db.holds(run_id):
-                self._seq[run_id] = self._last(conn, run_id)
+            if new and added == 0:
+                raise RunExistsError(run_id, self.where)
+            if self.holds(run_id):
+                self._seq[run_id] = await self._last(execute, run_id)
 
-    async def add_many(self, run_id: str, entries: Entries) -> None:
+    async def _last(self, execute: Execute, run_id: str) -> int:
+        sql = f"SELECT COALESCE(MAX(seq), 0) FROM {self.entries_table} WHERE run = {self.mark}"
+        rows, _ = await execute(sql, [run_id])
+        return int(rows[0][0])
+
+    async def _insert(self, execute: Execute, run_id: str, entries: Entries, now: float) -> None:
         rows = rows_of(entries)
-        if rows and run_id in self._seq:  # held: one statement, its own transaction
-            self.db.execute(*self._insert(None, run_id, rows, time.time()))
-        elif rows:
-            with self.db.write() as conn:
-                conn.execute(*self._insert(conn, run_id, rows, time.time()))
-
-    def _insert(
-        self,
-        conn: sqlite3.Connection | None,
-        run_id: str,
-        rows: list[tuple[str, str, str]],
-        now: float,
-    ) -> tuple[str, list[Any]]:
         last = self._seq.get(run_id)
         if last is None:
-            assert conn is not None
-            last = self._last(conn, run_id)
+            last = await self._last(execute, run_id)
         else:
             self._seq[run_id] = last + len(rows)
-        return entries_insert("run_entries", "?", run_id, last, rows, now)
+        params = [v for i, row in enumerate(rows, last + 1) for v in (run_id, i, *row, now)]
+        values = ", ".join([f"({', '.join([self.mark] * 6)})"] * len(rows))
+        await execute(
+            f"INSERT INTO {self.entries_table} (run, seq, kind, key, body, created) "
+            f"VALUES {values}",
+            params,
+        )
 
-    @staticmethod
-    def _last(conn: sqlite3.Connection, run_id: str) -> int:
-        (last,) = conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM run_entries WHERE run = ?", (run_id,)
-        ).fetchone()
-        return int(last)
+    async def add_many(self, run_id: str, entries: Entries) -> None:
+        if entries:  # held: one statement, its own transaction
+            async with self.connection(run_id, transaction=run_id not in self._seq) as execute:
+                await self._insert(execute, run_id, entries, time.time())
 
     async def finish(self, run_id: str, result: RunResult, entries: Entries = ()) -> None:
-        self._end(run_id, result.stop_reason, result_json(result), entries)
+        await self._end(run_id, result.stop_reason, result_json(result), entries)
 
     async def failed(self, run_id: str, error: BaseException, entries: Entries = ()) -> None:
-        self._end(run_id, "failed", error_json(error), entries)
+        await self._end(run_id, "failed", error_json(error), entries)
 
-    def _end(self, run_id: str, status: str, record: str, entries: Entries) -> None:
-        rows = rows_of(entries)
-        now = time.time()
-        with self.db.write() as conn:
-            if rows:
-                conn.execute(*self._insert(conn, run_id, rows, now))
-            conn.execute(
-                "UPDATE runs SET status = ?, result = ?, updated = ? WHERE id = ?",
-                (status, record, now, run_id),
+    async def _end(self, run_id: str, status: str, record: str, entries: Entries) -> None:
+        now, m = time.time(), self.mark
+        async with self.connection(run_id, transaction=True) as execute:
+            if entries:
+                await self._insert(execute, run_id, entries, now)
+            await execute(
+                f"UPDATE {self.runs_table} SET status = {m}, result = {m}, updated = {m} "
+                f"WHERE id = {m}",
+                [status, record, now, run_id],
             )
 
-    def _rows(self, sql: str, *params: Any) -> list[Any]:
-        with self.db.read() as conn:
-            return conn.execute(sql, params).fetchall()
+    async def _select(self, sql: str, *params: Any, run_id: str | None = None) -> list[Any]:
+        async with self.connection(run_id) as execute:
+            sql = sql.format(runs=self.runs_table, entries=self.entries_table, m=self.mark)
+            rows, _ = await execute(sql, params)
+        return rows
 
     async def runs(self, limit: int = 50) -> list[RunInfo]:
-        return [
-            RunInfo(*row) for row in self._rows(f"{_INFO} ORDER BY updated DESC LIMIT ?", limit)
-        ]
+        rows = await self._select(_INFO + " ORDER BY updated DESC LIMIT {m}", limit)
+        return [RunInfo(*row) for row in rows]
 
     async def info(self, run_id: str) -> RunInfo:
-        for row in self._rows(f"{_INFO} WHERE id = ?", run_id):
+        for row in await self._select(_INFO + " WHERE id = {m}", run_id, run_id=run_id):
             return RunInfo(*row)
-        raise StoreError(f"no run {run_id!r} in {self.db.path}")
+        raise StoreError(f"no run {run_id!r} in {self.where}")
 
     async def header(self, run_id: str) -> str | None:
-        rows = self._rows("SELECT header FROM runs WHERE id = ?", run_id)
+        sql = "SELECT header FROM {runs} WHERE id = {m}"
+        rows = await self._select(sql, run_id, run_id=run_id)
         return str(rows[0][0]) if rows else None
 
     async def result(self, run_id: str) -> dict[str, Any] | None:
-        rows = self._rows("SELECT result FROM runs WHERE id = ?", run_id)
+        sql = "SELECT result FROM {runs} WHERE id = {m}"
+        rows = await self._select(sql, run_id, run_id=run_id)
         return dict(json.loads(rows[0][0])) if rows and rows[0][0] is not None else None
 
     async def entries(self, run_id: str) -> list[Entry]:
-        sql = "SELECT kind, key, body FROM run_entries WHERE run = ? ORDER BY seq"
-        return [Entry(kind, key, json.loads(body)) for kind, key, body in self._rows(sql, run_id)]
+        sql = "SELECT kind, key, body FROM {entries} WHERE run = {m} ORDER BY seq"
+        rows = await self._select(sql, run_id, run_id=run_id)
+        return [Entry(kind, key, json.loads(body)) for kind, key, body in rows]
 
 
-_INFO = "SELECT id, status, question, model, protocol, created, updated FROM runs"
+_INFO = "SELECT id, status, question, model, protocol, created, updated FROM {runs}"
+
+
+class SQLiteRunStore(SQLRunStore):
+    """Runs in a SQLite file (see :mod:`react_engine.store.sqlite`).
+
+    The lease is a POSIX lock on one byte of a file beside the database (``FILE-runs.lock``,
+    at an offset drawn from the run's id): the system drops it when the process dies, so a
+    killed worker's run can be resumed at once. (Where ``fcntl`` does not exist, on
+    Windows, the lease is kept within the process only.)"""
+
+    def __init__(self, path: str | os.PathLike[str] | SQLiteDB | None = None) -> None:
+        super().__init__()
+        self.db = SQLiteDB.shared(path)
+        self.where = str(self.db.path)
+
+    def __repr__(self) -> str:
+        return f"SQLiteRunStore({str(self.db.path)!r})"
+
+    def session(self, name: str) -> SQLiteSession:
+        return SQLiteSession(name, self.db)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, run_id: str) -> AsyncIterator[None]:
+        with self.db.leases.hold(run_id, lock_key(run_id)):
+            try:
+                yield
+            finally:
+                self._seq.pop(run_id, None)
+
+    def holds(self, run_id: str) -> bool:
+        return run_id in self.db.leases.held
+
+    def connection(
+        self, run_id: str | None = None, *, transaction: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[Execute]:
+        return self.db.statements(transaction=transaction)
 
 
 @dataclass(slots=True)

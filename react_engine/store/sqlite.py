@@ -15,14 +15,17 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..errors import ConfigurationError
 from ..paths import state_dir
 from .codec import RunBusy, StoreError
+
+if TYPE_CHECKING:
+    from .session import Execute
 
 try:
     import fcntl
@@ -65,6 +68,8 @@ CREATE TABLE IF NOT EXISTS run_entries (
 """
 
 
+_TIMEOUT = 30.0
+"""Seconds a connection waits for another's lock on the file."""
 _SHARED: dict[Path, SQLiteDB] = {}
 _SHARED_LOCK = threading.RLock()
 
@@ -83,19 +88,17 @@ class SQLiteDB:
     """One SQLite file: a connection per process (made again after a ``fork``), used under
     a lock so that the threads of one process take turns."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0):
+    def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = _resolved(path)  # one file is one store, whatever name it is opened by
-        self.timeout = timeout
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         with _SHARED_LOCK:
-            self._leases = _LEASES.setdefault(self.path, _Leases(self.path))
+            self.leases = _LEASES.setdefault(self.path, _Leases(self.path))
+            """The runs held in this file (the lease of :meth:`SQLiteRunStore.hold`)."""
 
     @classmethod
-    def shared(
-        cls, path: str | os.PathLike[str] | SQLiteDB | None = None, *, timeout: float = 30.0
-    ) -> SQLiteDB:
+    def shared(cls, path: str | os.PathLike[str] | SQLiteDB | None = None) -> SQLiteDB:
         """The one :class:`SQLiteDB` of this process for ``path``: sessions and stores
         made per request share its connection instead of opening the file each time."""
         if isinstance(path, SQLiteDB):
@@ -104,7 +107,7 @@ class SQLiteDB:
         with _SHARED_LOCK:
             db = _SHARED.get(resolved)
             if db is None:
-                db = _SHARED[resolved] = cls(resolved, timeout=timeout)
+                db = _SHARED[resolved] = cls(resolved)
             return db
 
     def _connection(self) -> sqlite3.Connection:
@@ -120,7 +123,7 @@ class SQLiteDB:
             conn = self._connect(f"file:{quote(str(self.path))}")
             try:
                 if not _ready(conn):
-                    _wal(conn, self.timeout)
+                    _wal(conn)
                     conn.executescript(_SCHEMA)  # idempotent; a concurrent creator waits
                 conn.execute("PRAGMA synchronous=NORMAL")
             except BaseException:
@@ -146,9 +149,8 @@ class SQLiteDB:
 
     def _connect(self, uri: str) -> sqlite3.Connection:
         conn = sqlite3.connect(
-            uri, timeout=self.timeout, isolation_level=None, check_same_thread=False, uri=True
+            uri, timeout=_TIMEOUT, isolation_level=None, check_same_thread=False, uri=True
         )
-        conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
         return conn
 
     @contextlib.contextmanager
@@ -166,20 +168,28 @@ class SQLiteDB:
         rolled back if it raises."""
         with self._lock, self._failures():
             conn = self._connection()
-            with _immediate(conn):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
                 yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:  # SQLite ends some failed transactions itself
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
 
-    def execute(self, sql: str, params: Sequence[Any]) -> None:
-        """One statement, in a transaction of its own."""
-        with self._lock, self._failures():
-            self._connection().execute(sql, params)
+    @contextlib.asynccontextmanager
+    async def statements(self, *, transaction: bool = False) -> AsyncIterator[Execute]:
+        """Statements on the file, in one write transaction if ``transaction``. They do not
+        wait (a write takes microseconds on a local disk): the file's lock is never held
+        across an await that yields to the event loop."""
+        with self.write() if transaction else self.read() as conn:
 
-    def run_lock(self, run_id: str, key: int) -> contextlib.AbstractContextManager[None]:
-        """Hold run ``run_id`` (:class:`RunBusy` if anyone else holds it): :class:`_Leases`."""
-        return self._leases.hold(run_id, key)
+            async def execute(sql: str, params: Sequence[Any]) -> tuple[list[Any], int]:
+                cursor = conn.execute(sql, params)
+                return cursor.fetchall(), cursor.rowcount
 
-    def holds(self, run_id: str) -> bool:
-        return run_id in self._leases.held
+            yield execute
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -225,32 +235,22 @@ def _ready(conn: sqlite3.Connection) -> bool:
 
 def _denied(exc: BaseException) -> bool:
     """Whether ``exc`` says the file or its directory cannot be written."""
-    if isinstance(exc, PermissionError):
-        return True
-    name = getattr(exc, "sqlite_errorname", "")
-    return name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")) or any(
-        word in str(exc) for word in ("readonly", "unable to open")
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    return isinstance(exc, PermissionError) or name.startswith(
+        ("SQLITE_READONLY", "SQLITE_CANTOPEN")
     )
 
 
-_CAUSES = (  # SQLite's error name, the words of an error without one, the cause
-    (
-        "SQLITE_NOTADB",
-        "not a database",
-        "not a SQLite database (a corrupt store, or another kind of file)",
-    ),
-    ("SQLITE_CORRUPT", "malformed", "the file is corrupt or truncated"),
-    ("SQLITE_FULL", "disk is full", "the disk is full"),
-    (
-        "SQLITE_READONLY",
-        "readonly",
-        "the store is read-only (the file or its directory cannot be written)",
-    ),
-    ("SQLITE_CANTOPEN", "unable to open", "the file cannot be opened"),
-    ("SQLITE_IOERR", "I/O error", "an I/O error"),
-    ("SQLITE_BUSY", None, "another process holds the file's lock"),
-    ("SQLITE_LOCKED", None, "another process holds the file's lock"),
-)
+_CAUSES = {  # SQLite's error name (a prefix of the extended one's): the cause
+    "SQLITE_NOTADB": "not a SQLite database (a corrupt store, or another kind of file)",
+    "SQLITE_CORRUPT": "the file is corrupt or truncated",
+    "SQLITE_FULL": "the disk is full",
+    "SQLITE_READONLY": "the store is read-only (the file or its directory cannot be written)",
+    "SQLITE_CANTOPEN": "the file cannot be opened",
+    "SQLITE_IOERR": "an I/O error",
+    "SQLITE_BUSY": "another process holds the file's lock",
+    "SQLITE_LOCKED": "another process holds the file's lock",
+}
 
 
 def store_error(path: Path, exc: BaseException) -> StoreError:
@@ -258,10 +258,9 @@ def store_error(path: Path, exc: BaseException) -> StoreError:
     if isinstance(exc, StoreError):
         return exc
     name = str(getattr(exc, "sqlite_errorname", ""))
-    cause = next((c for prefix, _, c in _CAUSES if name.startswith(prefix)), None)
+    cause = next((c for prefix, c in _CAUSES.items() if name.startswith(prefix)), None)
     if cause is None and isinstance(exc, sqlite3.DatabaseError):
-        text, unknown = str(exc), "the database could not be used"
-        cause = next((c for _, word, c in _CAUSES if word and word in text), unknown)
+        cause = "the database could not be used"
     if cause is None and isinstance(exc, OSError):
         cause = f"{exc.strerror or type(exc).__name__} ({exc.filename or path})"
     if cause is None:
@@ -320,23 +319,10 @@ class _Leases:
 _LEASES: dict[Path, _Leases] = {}
 
 
-@contextlib.contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # SQLite ends some failed transactions itself (a full disk)
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        raise
-
-
-def _wal(conn: sqlite3.Connection, timeout: float) -> None:
-    """Put the file in WAL mode, tried again until ``timeout`` while another process opening
+def _wal(conn: sqlite3.Connection) -> None:
+    """Put the file in WAL mode, tried again until :data:`_TIMEOUT` while another process opening
     the same new file holds its lock (SQLite answers "locked" at once, busy timeout or not)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + _TIMEOUT
     while True:
         try:
             conn.execute("PRAGMA journal_mode=WAL")

@@ -10,7 +10,7 @@ from typing import Any
 from ..transport.base import ChatModel
 from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, ToolCall, Usage
-from .script import Script, Scripted
+from .script import Script
 
 __all__ = ["ScriptedModel", "reply", "tool_call_reply"]
 
@@ -47,7 +47,7 @@ def tool_call_reply(
     )
 
 
-class ScriptedModel(Scripted, ChatModel):
+class ScriptedModel(Script[ModelRequest, Any], ChatModel):
     """A model that answers from a script: a queue of replies (a :class:`ModelResponse`,
     a string, an exception to raise, or a function of the request giving one), or a
     function of the request. ``requests`` and ``payloads`` record what was asked; once the
@@ -60,7 +60,7 @@ class ScriptedModel(Scripted, ChatModel):
         base_url: str = "scripted://",
         default: Any = None,
     ) -> None:
-        self.script: Script[ModelRequest, Any] = Script(script, default=default)
+        super().__init__(script, default=default)
         self.base_url = base_url
         self.requests: list[ModelRequest] = []
         self.payloads: list[dict[str, Any]] = []
@@ -68,7 +68,7 @@ class ScriptedModel(Scripted, ChatModel):
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
         self.payloads.append(request_payload(request))
-        item = self.script.answer(request)
+        item = self.answer(request)
         if callable(item) and not isinstance(item, ModelResponse):
             item = item(request)
         if inspect.isawaitable(item):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ..errors import UserError
 
@@ -24,7 +24,8 @@ class ScriptExhausted(UserError):
 
 class Script(Generic[Request, Item]):
     """Answers in order from a queue, or from one function of the request; ``default``
-    once the queue is empty (``None``: :class:`ScriptExhausted`). Thread-safe."""
+    once the queue is empty (``None``: :class:`ScriptExhausted`). Thread-safe. The scripted
+    fakes are scripts themselves (``fake.push(...)``, ``fake.default = ...``)."""
 
     def __init__(
         self,
@@ -40,10 +41,10 @@ class Script(Generic[Request, Item]):
             self._queue.extend(script)
         self.default = default
         self.asked = 0  # requests answered (or that found the script spent)
-        self._lock = threading.Lock()
+        self._script_lock = threading.Lock()
 
     def push(self, *items: Item | Callable[[Request], Item]) -> None:
-        with self._lock:
+        with self._script_lock:
             self._queue.extend(items)
 
     @property
@@ -53,7 +54,7 @@ class Script(Generic[Request, Item]):
 
     def answer(self, request: Request) -> Item:
         """The next item, called with ``request`` if it is a function."""
-        with self._lock:
+        with self._script_lock:
             self.asked += 1
             asked = self.asked
             if self._fn is not None:
@@ -67,25 +68,3 @@ class Script(Generic[Request, Item]):
         if callable(item):
             return item(request)
         return item
-
-
-class Scripted:
-    """A fake that answers from its :attr:`script`: the script's queue at hand."""
-
-    script: Script[Any, Any]
-
-    @property
-    def default(self) -> Any:
-        """What to answer once the queue is empty."""
-        return self.script.default
-
-    @default.setter
-    def default(self, value: Any) -> None:
-        self.script.default = value
-
-    def push(self, *items: Any) -> None:
-        self.script.push(*items)
-
-    @property
-    def remaining(self) -> int:
-        return self.script.remaining

@@ -22,7 +22,7 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Final, Self
 
-from .script import Script, Scripted, ScriptExhausted
+from .script import Script, ScriptExhausted
 
 __all__ = [
     "MockOpenAIServer",
@@ -114,25 +114,24 @@ def tool_calls_completion(
     *calls: tuple[str, dict[str, Any] | str], content: str | None = None, **kwargs: Any
 ) -> dict[str, Any]:
     """A chat.completion body with native tool calls ``(name, arguments)``."""
-    out = []
-    for name, args in calls:
-        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        out.append(
-            {
-                "id": f"call_{next(_ids)}",
-                "type": "function",
-                "function": {"name": name, "arguments": text},
-            }
-        )
+    out = [
+        {
+            "id": f"call_{next(_ids)}",
+            "type": "function",
+            "function": {
+                "name": name,
+                "arguments": args
+                if isinstance(args, str)
+                else json.dumps(args, ensure_ascii=False),
+            },
+        }
+        for name, args in calls
+    ]
     return completion(content, tool_calls=out, **kwargs)
 
 
 _WORD = re.compile(r"\S+\s*|\s+")
-
-
-def _pieces(text: str) -> list[str]:
-    """Text in word-sized pieces (each with its trailing blanks): one chunk per "token"."""
-    return _WORD.findall(text)
+"""A word-sized piece of text (with its trailing blanks): one chunk per "token"."""
 
 
 def stream_chunks(
@@ -157,10 +156,8 @@ def stream_chunks(
     choice = (body.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     out = [chunk({"role": "assistant", "content": ""})]
-    for piece in _pieces(message.get("reasoning_content") or ""):
-        out.append(chunk({"reasoning_content": piece}))
-    for piece in _pieces(message.get("content") or ""):
-        out.append(chunk({"content": piece}))
+    for key in ("reasoning_content", "content"):
+        out += [chunk({key: piece}) for piece in _WORD.findall(message.get(key) or "")]
     for index, call in enumerate(message.get("tool_calls") or []):
         fn = call.get("function") or {}
         first = {"index": index, "id": call.get("id"), "type": "function"}
@@ -303,7 +300,9 @@ class MockOpenAIServer:
         elif self.answer_probe and _is_probe(body):
             with self._lock:
                 self.probes.append(body)
-            await _write(writer, MockResponse(body=_probe_answer()))
+            # a tool-honouring, unconstrained server's answer (off the schema's one value)
+            probe = tool_calls_completion((_probe_tool(), '{"color": "Blue"}'))
+            await _write(writer, MockResponse(body=probe))
             return True
         with self._lock:
             self.requests.append(body)
@@ -379,12 +378,6 @@ def _probe_tool() -> str:
     return PROBE_TOOL
 
 
-def _probe_answer() -> dict[str, Any]:
-    """A tool-honouring, unconstrained server's answer to the probe (an argument off the
-    schema's one allowed value)."""
-    return tool_calls_completion((_probe_tool(), '{"color": "Blue"}'))
-
-
 def _is_probe(body: dict[str, Any]) -> bool:
     tools = body.get("tools")
     if not isinstance(tools, list) or len(tools) != 1 or not isinstance(tools[0], dict):
@@ -429,7 +422,7 @@ Answer = MockResponse | dict[str, Any]
 :class:`MockResponse`, faults included."""
 
 
-class ScriptedServer(Scripted, MockOpenAIServer):
+class ScriptedServer(Script[dict[str, Any], Answer], MockOpenAIServer):
     """A :class:`MockOpenAIServer` whose answers come from a script of :data:`Answer` items
     (or functions of the decoded body giving one); once it is spent, ``default``, else a
     500 saying the script ran out."""
@@ -442,16 +435,17 @@ class ScriptedServer(Scripted, MockOpenAIServer):
         ignore_tools: bool = False,
         answer_probe: bool = True,
     ) -> None:
-        super().__init__(
+        MockOpenAIServer.__init__(
+            self,
             self._answer_from_script,
             empty_tool_streams=empty_tool_streams,
             ignore_tools=ignore_tools,
             answer_probe=answer_probe,
         )
-        self.script: Script[dict[str, Any], Answer] = Script(items, default=default)
+        Script.__init__(self, items, default=default)
 
     def _answer_from_script(self, body: dict[str, Any]) -> Answer:
         try:
-            return self.script.answer(body)
+            return self.answer(body)
         except ScriptExhausted:
             return MockResponse(500, {"error": {"message": "the test script ran out"}})

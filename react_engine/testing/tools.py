@@ -45,15 +45,6 @@ _ALIASES = {
 }
 
 
-def _lookup(location: str) -> dict[str, Any] | None:
-    key = location.strip().lower()
-    for suffix in (" city", "市", ", china", ", france", ", uk", ", usa", ", japan"):
-        if key.endswith(suffix):
-            key = key[: -len(suffix)].strip()
-    key = _ALIASES.get(key, key)
-    return WEATHER.get(key)
-
-
 @tool(read_only=True)
 def get_weather(
     location: str, unit: Literal["celsius", "fahrenheit"] = "celsius"
@@ -64,7 +55,11 @@ def get_weather(
         location: City name, e.g. "Beijing" or "Paris".
         unit: Temperature unit.
     """
-    found = _lookup(location)
+    key = location.strip().lower()
+    for suffix in (" city", "市", ", china", ", france", ", uk", ", usa", ", japan"):
+        if key.endswith(suffix):
+            key = key[: -len(suffix)].strip()
+    found = WEATHER.get(_ALIASES.get(key, key))
     if found is None:
         known = ", ".join(v["city"] for v in WEATHER.values())
         raise ValueError(f"no weather data for {location!r}; known cities: {known}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import subprocess
 import sys
@@ -51,7 +52,7 @@ def test_chat_session_keeps_the_conversation_across_chats(
     second.loop()
     prompt = "\n".join(m.content or "" for m in model.requests[0].messages)
     assert "my name is Alice" in prompt and "hello Alice" in prompt
-    stored = SQLiteSession("alice", tmp_path / "store.db").load_sync()
+    stored = asyncio.run(SQLiteSession("alice", tmp_path / "store.db").load())
     assert [i.content for i in stored if isinstance(i, UserTurn)] == [
         "my name is Alice",
         "who am I?",

@@ -10,6 +10,7 @@ import asyncio
 import io
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from support.parts import BFCL, BFCL_HINT, DEV_HINT, require_module
 from react_engine.cli import main
 from react_engine.errors import ConfigurationError
 from react_engine.eval.bfcl_recording import DEFAULT_RECORDINGS
-from react_engine.harness.runner import Job, Progress, ResultsFile, run_jobs
+from react_engine.harness.runner import Job, Progress, ResultsFile, run_cases
 from react_engine.testing import MockOpenAIServer, completion
 
 MULTI_TURN = DEFAULT_RECORDINGS / "multi-turn"
@@ -87,17 +88,21 @@ def test_the_concurrency_is_what_was_asked_and_the_order_is_the_jobs() -> None:
         running -= 1
         return job.index, None
 
-    jobs = [Job(i, "text", None) for i in range(20)]
+    def run(jobs: list[Job], **options: Any) -> list[tuple[Any, Any]]:
+        return run_cases(jobs, one, result_type=object, meta={}, **options)
+
+    jobs = [Job(i, "text", SimpleNamespace(id=str(i))) for i in range(20)]
     for n in (1, 5):
         peak = 0
         finished.clear()
-        out = run_jobs(jobs, one, concurrency=n, on_done=lambda j, o: finished.append(j.index))
+        out = run(jobs, concurrency=n, on_done=lambda j, *_: finished.append(j.index))
         assert [o[0] for o in out] == list(range(20))
         assert peak == n
         assert (finished == list(range(20))) == (n == 1)
     with pytest.raises(ConfigurationError, match="at least 1"):
-        run_jobs(jobs, one, concurrency=0)
-    assert run_jobs([], one, ray="") == []  # nothing left to run: no cluster started
+        run(jobs, concurrency=0)
+    worker = (lambda job: (None, None), lambda job, why: (None, None))
+    assert run([], ray="", ray_worker=worker[0], ray_failed=worker[1]) == []  # no cluster
 
 
 def test_a_live_concurrent_run_records_what_the_sequential_one_does(

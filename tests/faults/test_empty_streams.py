@@ -99,7 +99,7 @@ def test_the_fault_mode_is_an_empty_stream_only_for_streamed_requests_with_tools
         calls = whole.choices[0].message.tool_calls or []
         assert [c.function.name for c in calls] == ["get_weather"]
         assert len(list(client.chat.completions.create(**ask, stream=True))) > 1
-        assert server.script.asked == 2, "the empty stream used no scripted answer"
+        assert server.asked == 2, "the empty stream used no scripted answer"
 
 
 def test_run_stream_sends_the_turn_again_unstreamed_and_learns_stream_tools() -> None:

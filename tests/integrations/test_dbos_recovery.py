@@ -11,6 +11,7 @@ of it that was running at the crash is reported to the model as maybe done.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -184,7 +185,7 @@ def test_a_typed_run_in_a_session_killed_during_its_last_request_gives_its_outpu
         ]
     assert out["output"] == {"summary": ANSWER}
     assert effects(tmp_path) == {"t2:1": 1, "t2:2": 1, "t2:3": 1}
-    history = SQLiteSession("s", tmp_path / "sessions.db").load_sync()
+    history = asyncio.run(SQLiteSession("s", tmp_path / "sessions.db").load())
     assert [i.content for i in history if isinstance(i, UserTurn)] == ["hello", "go"]  # once each
 
 

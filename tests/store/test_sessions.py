@@ -39,7 +39,7 @@ def _writer(path: str, writer: str, start: multiprocessing.synchronize.Event) ->
     session = SQLiteSession("shared", path)
     start.wait(10)
     for i in range(APPENDS):
-        session.append_sync([UserTurn(f"{writer}-{i}")])
+        asyncio.run(session.append([UserTurn(f"{writer}-{i}")]))
 
 
 @pytest.mark.slow  # two child processes
@@ -54,7 +54,7 @@ def test_two_processes_append_500_each_to_one_sqlite_session(tmp_path: Path) -> 
     for w in workers:
         w.join(120)
         assert w.exitcode == 0
-    items = SQLiteSession("shared", path).load_sync()
+    items = asyncio.run(SQLiteSession("shared", path).load())
     texts = [i.content for i in items if isinstance(i, UserTurn)]
     assert len(texts) == 2 * APPENDS
     assert len(set(texts)) == 2 * APPENDS  # none lost, none written twice
@@ -69,13 +69,15 @@ def test_two_processes_append_500_each_to_one_sqlite_session(tmp_path: Path) -> 
 
 def test_a_batch_is_never_interleaved(tmp_path: Path) -> None:
     session = SQLiteSession("s", tmp_path / "s.db")
-    session.append_sync([UserTurn("1"), UserTurn("2")])
+    asyncio.run(session.append([UserTurn("1"), UserTurn("2")]))
     other = SQLiteSession("s", tmp_path / "s.db")
-    other.append_sync([UserTurn("3")])
+    asyncio.run(other.append([UserTurn("3")]))
     asyncio.run(session.append([UserTurn("4"), UserTurn("5")]))
-    assert [i.content for i in other.load_sync() if isinstance(i, UserTurn)] == list("12345")
+    assert [i.content for i in asyncio.run(other.load()) if isinstance(i, UserTurn)] == list(
+        "12345"
+    )
     asyncio.run(other.clear())
-    assert session.load_sync() == []
+    assert asyncio.run(session.load()) == []
 
 
 def test_a_session_outlives_the_agent_and_continues_under_another_protocol(
@@ -103,7 +105,7 @@ def test_a_session_outlives_the_agent_and_continues_under_another_protocol(
     assert conversation.ask("what was the first sum?").answer == "it was 5"
     prompt = "\n".join(m.content or "" for m in model.requests[0].messages)
     assert "add 2+3 and 1+1" in prompt and "Observation" in prompt and "5" in prompt
-    stored = SQLiteSession("u1", path).load_sync()
+    stored = asyncio.run(SQLiteSession("u1", path).load())
     assert [type(i).__name__ for i in stored] == ["UserTurn", "Step", "Step", "UserTurn", "Step"]
     step = stored[1]
     assert isinstance(step, Step) and [a.observation for a in step.actions] == ["5", "2"]
@@ -115,7 +117,7 @@ def test_a_failed_run_keeps_its_turn_in_the_session(tmp_path: Path) -> None:
     agent = Agent("m", [add], client=ScriptedModel([tool_call_reply(("add", {"a": 1, "b": 2}))]))
     with pytest.raises(ScriptExhausted):  # the script runs out after the first step
         agent.run("add", session=session)
-    kinds = [type(i).__name__ for i in session.load_sync()]
+    kinds = [type(i).__name__ for i in asyncio.run(session.load())]
     assert kinds[:2] == ["UserTurn", "Step"]
 
 
