@@ -178,7 +178,7 @@ def show_result(result: RunResult, args: argparse.Namespace) -> None:
         print(json.dumps(payload, ensure_ascii=False, indent=2))
         return
     if not args.quiet:
-        summary = format_result(result, color=use_color(sys.stderr), answer=False)
+        summary = format_result(result, color=use_color(sys.stderr))
         print(summary, file=sys.stderr, flush=True)
     if result.answer is not None:
         print(result.answer, flush=True)

@@ -16,6 +16,7 @@ from ..paths import state_dir
 from ..protocols.registry import protocol_names
 from ..run.agent import Agent
 from ..run.conversation import Conversation
+from ..store import open_store
 from ..tools import Tool
 from ..transport.wire import mask_key
 from ..types import Step
@@ -31,7 +32,6 @@ from .endpoint import Endpoint, describe_api_error, endpoint
 from .options import add_agent_options
 from .progress import RunProgress
 from .render import format_history, is_tty, stop_words
-from .runs import chat_session
 
 __all__ = ["ChatSession", "add_chat_parser", "clean_line", "history_path"]
 
@@ -102,9 +102,9 @@ class ChatSession:
         self.trace_path: str | None = args.trace
         self.progress = RunProgress(args, stream=self.err)
         self.agent = self._agent()
-        self.conversation = Conversation(
-            self.agent, session=chat_session(getattr(args, "session", None))
-        )
+        name = getattr(args, "session", None)  # --session NAME: the store's session NAME
+        session = None if name is None else open_store().session(name)
+        self.conversation = Conversation(self.agent, session=session)
 
     def _agent(self) -> Agent:
         p = self.progress

@@ -14,12 +14,17 @@ from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import ModelAPIError, ReactEngineError, UserError
 from ..run.state import RUN_EVENT
-from .chat import ChatSession
-from .endpoint import Endpoint, describe_api_error
+from ..version import __version__
+from .chat import add_chat_parser
+from .compare import add_compare_parser
+from .endpoint import describe_api_error
+from .eval import add_eval_parser
 from .exits import EXIT_API, EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, Exit, one_line
-from .parser import build_parser
+from .probe import add_probe_parser
+from .run import add_demo_parser, add_run_parser
+from .runs import add_runs_parser
 
-__all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,20 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-class _NotARunEvent(logging.Filter):
-    """Leaves out the warnings that are also a run's events (printed with the steps)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not any(getattr(record, key, False) for key in RUN_EVENT)
-
-
 @contextlib.contextmanager
 def _warnings_on_stderr() -> Iterator[None]:
     """While the CLI runs, the library's warnings go to stderr, one ``warning:`` line each."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
-    handler.addFilter(_NotARunEvent())
+    # Not the warnings that are also a run's events (printed with the steps).
+    handler.addFilter(lambda record: not any(getattr(record, k, False) for k in RUN_EVENT))
     logger = logging.getLogger("react_engine")
     logger.addHandler(handler)
     try:
@@ -87,6 +86,23 @@ def _ignore_sigint() -> None:
     if threading.current_thread() is threading.main_thread():
         with contextlib.suppress(ValueError, OSError):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; each command's parser sets ``handler(args) -> int``."""
+    parser = argparse.ArgumentParser(
+        prog="react-engine", description="ReAct agents over any OpenAI-compatible chat API."
+    )
+    parser.add_argument("--version", action="version", version=f"react-engine {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_run_parser(sub)
+    add_chat_parser(sub)
+    add_demo_parser(sub)
+    add_compare_parser(sub)
+    add_eval_parser(sub)
+    add_probe_parser(sub)
+    add_runs_parser(sub)
+    return parser
 
 
 def _main(argv: Sequence[str] | None, *, process: bool) -> int:

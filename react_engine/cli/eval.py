@@ -158,9 +158,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
             stems = {i.rsplit("_", 1)[0] for i in ids}
             categories = [c for c in CATEGORIES if CATEGORIES[c] in stems]
             categories += [c for c in MULTI_TURN_CATEGORIES if c in stems]
-        cases = _load_any(categories, only=ids)
-        if args.limit is not None:
-            cases = _first(cases, args.limit)
+        cases = _load_any(categories, limit=args.limit, only=ids)
         if not cases:
             raise ConfigurationError(f"the recordings in {directory} hold none of these categories")
         report = run_bfcl(
@@ -230,22 +228,10 @@ def _load_any(
 ) -> list[AnyCase]:
     ast = [c for c in categories if c in CATEGORIES]
     multi = [c for c in categories if c in MULTI_TURN_CATEGORIES]
-    out: list[AnyCase] = []
-    if ast:
-        out += load_cases(ast, limit=limit, only=only)
-    if multi:
-        out += load_multi_turn_cases(multi, limit=limit, only=only)
-    return out
-
-
-def _first(cases: Sequence[AnyCase], limit: int) -> list[AnyCase]:
-    seen: dict[str, int] = {}
-    out = []
-    for case in cases:
-        seen[case.category] = seen.get(case.category, 0) + 1
-        if seen[case.category] <= limit:
-            out.append(case)
-    return out
+    return [
+        *load_cases(ast, limit=limit, only=only),
+        *load_multi_turn_cases(multi, limit=limit, only=only),
+    ]
 
 
 def _only_multi_turn(categories: Sequence[str] | None, cases: Sequence[str] | None) -> bool:

@@ -28,7 +28,7 @@ class RunProgress:
         tty = is_tty(self.stream)
         self.printer = None if quiet or getattr(args, "json", False) else StepPrinter(self.stream)
         self.ticker = Ticker(self.stream, live=tty and not quiet)
-        self.live = LivePrinter(self.stream, steps=self.printer) if self.printer and tty else None
+        self.live = LivePrinter(self.stream) if self.printer and tty else None
         if self.live is not None:
             live = self.live
             self.ticker.paused = lambda: live.writing

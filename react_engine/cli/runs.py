@@ -11,7 +11,7 @@ import shlex
 import sys
 
 from ..errors import ModelAPIError, UnknownApprovalError
-from ..store import RunStore, Session, open_store
+from ..store import RunStore, open_store
 from ..store.approvals import waiting
 from ..store.runs import RunInfo
 from ..types import ActionRecord, to_jsonable
@@ -21,7 +21,7 @@ from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit
 from .options import add_agent_options
 from .progress import RunProgress
 
-__all__ = ["add_runs_parser", "chat_session", "run_runs_command"]
+__all__ = ["add_runs_parser", "run_runs_command"]
 
 
 def add_runs_parser(
@@ -60,13 +60,6 @@ def add_runs_parser(
         )
     runs.set_defaults(handler=run_runs_command)
     return runs
-
-
-def chat_session(name: str | None, store: str | None = None) -> Session | None:
-    """``chat --session NAME``: the chat's history in the store's session NAME."""
-    if name is None:
-        return None
-    return open_store(store).session(name)
 
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")

@@ -661,14 +661,6 @@ def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
     assert session.conversation.steps[-1].kind == "format_error"
 
 
-def test_a_multi_line_answer_stays_indented() -> None:
-    from react_engine.cli.render import format_result
-    from react_engine.types import RunResult, Usage
-
-    result = RunResult("q", "one\ntwo", [], Usage(), "text", "explicit", "final_answer", "m")
-    assert "   answer: one\n           two\n" in format_result(result)
-
-
 def test_demo_shows_the_call_before_its_tool_runs_and_checks_the_answer(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
