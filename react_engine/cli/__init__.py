@@ -2,9 +2,9 @@
 
 from .chat import ChatSession
 from .commands import build_parser, main
-from .demo import DEMO_QUESTION, demo_check
 from .endpoint import Endpoint
 from .exits import EXIT_API, EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_NO_ANSWER
+from .run import DEMO_QUESTION, demo_check
 
 __all__ = [
     "DEMO_QUESTION",

@@ -13,17 +13,17 @@ from typing import Any
 
 from ..errors import ConfigurationError, ModelAPIError, RunAborted
 from ..run.agent import Agent
+from ..testing.tools import calculator, get_weather
 from ..tools import Tool
 from ..transport.learned import CapabilityCache
 from ..transport.retries import RetryPolicy
 from ..types import ModelSettings, RunResult, Step, to_jsonable
-from .demo import DEMO_TOOLS
 from .endpoint import Endpoint, describe_api_error
 from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit, one_line
-from .progress import RunProgress
-from .render import format_result, use_color
+from .render import RunProgress, format_result, use_color
 
 __all__ = [
+    "DEMO_TOOLS",
     "answer",
     "check_trace",
     "describe_protocol",
@@ -33,6 +33,10 @@ __all__ = [
     "show_result",
     "warn_unused_options",
 ]
+
+
+DEMO_TOOLS: list[Tool] = [get_weather, calculator]
+"""The tools the demo, ``run`` and ``chat`` offer when no ``--tools`` module is named."""
 
 
 def load_tools(spec: str | None) -> list[Tool]:

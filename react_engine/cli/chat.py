@@ -30,8 +30,7 @@ from .agents import (
 )
 from .endpoint import Endpoint, describe_api_error, endpoint
 from .options import add_agent_options
-from .progress import RunProgress
-from .render import format_history, is_tty, stop_words
+from .render import RunProgress, format_history, is_tty, stop_words
 
 __all__ = ["ChatSession", "add_chat_parser", "clean_line", "history_path"]
 

@@ -1,4 +1,8 @@
-"""Where the model is, for every command, and an API failure told as one line to act on."""
+"""Where the model is, for every command, and an API failure told as one line to act on.
+
+``--dry-run`` and ``--scripted FILE`` answer from replies written in advance, per protocol,
+with no server (not :mod:`react_engine.testing`'s doubles: the replies are the comparison's).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,58 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ..compare.suite import ScriptReply, Transcript, load_script, replies_for
 from ..errors import ConfigurationError, ModelAPIError
+from ..protocols.registry import auto_order, protocol_names, registration
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
+from ..transport.capabilities import Capabilities
 from ..transport.endpoint import API_KEY_ENV, base_url_from
 from ..transport.wire import mask_key, mask_url
+from ..types import ModelRequest, ModelResponse
 from .exits import one_line
-from .scripted import ScriptedReplies, script_from_args
 
-__all__ = ["Endpoint", "configured_endpoint", "describe_api_error", "endpoint", "local_endpoint"]
+__all__ = [
+    "Endpoint",
+    "ScriptedReplies",
+    "configured_endpoint",
+    "describe_api_error",
+    "endpoint",
+    "local_endpoint",
+]
+
+
+class ScriptedReplies:
+    """The replies for the protocol the agent runs (:func:`replies_for`), else the shared
+    list (``"*"``). Under ``"auto"``, a request with ``tools`` is the native protocol's, one
+    without the protocol ``"auto"`` falls back to."""
+
+    def __init__(self, script: dict[str, list[ScriptReply]]) -> None:
+        self._script = script
+        self._transcripts: dict[str, Transcript] = {}
+        self.protocol = "auto"
+        """The protocol the agent was asked for (a structured request looks like a text one)."""
+
+    def _protocol(self, request: ModelRequest) -> str:
+        named = self.protocol if self.protocol in protocol_names()[1:] else None
+        if named is not None and registration(named).native_calls == bool(request.tools):
+            return named
+        if request.tools:
+            return "function_calling"
+        return auto_order(Capabilities(function_calling=False))[0]
+
+    def __call__(self, request: ModelRequest) -> ModelResponse:
+        protocol = self._protocol(request)
+        replies = replies_for(self._script, protocol)
+        key = protocol if replies is not None else "*"
+        replies = replies if replies is not None else self._script.get("*")
+        if replies is None:
+            raise ConfigurationError(f"the script has no replies for the {protocol} protocol")
+        if key not in self._transcripts:
+            self._transcripts[key] = Transcript(replies, label=f"script [{key}]")
+        return self._transcripts[key](request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +138,9 @@ def endpoint(
     alternatives: str = ", use --local for the embedded model, or --dry-run",
 ) -> Iterator[Endpoint]:
     """The chat model a command talks to: the script, the endpoint configured, or the local one."""
-    script = script_from_args(args)
-    if script is not None:
-        replies = ScriptedReplies(script, "script")
+    dry_run = Path(__file__).with_name("dry_run.json") if getattr(args, "dry_run", False) else None
+    if script := getattr(args, "scripted", None) or dry_run:
+        replies = ScriptedReplies(load_script(Path(script)))
         yield Endpoint(args.model or "scripted", client=ScriptedModel(replies), replies=replies)
         return
     if not args.local:

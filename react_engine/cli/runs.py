@@ -19,7 +19,7 @@ from .agents import load_tools, make_agent, show_result
 from .endpoint import describe_api_error, endpoint
 from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit
 from .options import add_agent_options
-from .progress import RunProgress
+from .render import RunProgress
 
 __all__ = ["add_runs_parser", "run_runs_command"]
 
