@@ -177,25 +177,20 @@ def local_endpoint(*, quiet: bool = False) -> Iterator[Endpoint]:
 
 def describe_api_error(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:
     """One line that says what the user can do about an API failure."""
-    notes = "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))
-    return _describe_api_failure(exc, ep, model) + notes
-
-
-def _describe_api_failure(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:
     log_path = getattr(exc, "log_path", None)
-    if log_path is not None:  # the local server did not start
-        return f"{one_line(str(exc).splitlines()[0])} (server log: {log_path})"
     where = ep.where if ep is not None else "the server"
     detail = one_line(exc.body or str(exc), 200)
     status = exc.status_code
-    if status in (401, 403):
+    if log_path is not None:  # the local server did not start
+        text = f"{one_line(str(exc).splitlines()[0])} (server log: {log_path})"
+    elif status in (401, 403):
         key = f"${ep.key_env} = {mask_key(ep.api_key)}" if ep is not None else "the API key"
-        return f"{where} rejected the API key ({key}): HTTP {status}: {detail}"
-    if status == 404:
-        return (
-            f"{where} does not know model {model!r} (HTTP 404: {detail}); "
-            "check --model and --base-url"
-        )
-    if status is None and str(exc).startswith("cannot reach"):
-        return f"cannot reach {where}: is the server running? ({one_line(str(exc), 200)})"
-    return one_line(str(exc))
+        text = f"{where} rejected the API key ({key}): HTTP {status}: {detail}"
+    elif status == 404:
+        text = f"{where} does not know model {model!r} (HTTP 404: {detail}); "
+        text += "check --model and --base-url"
+    elif status is None and str(exc).startswith("cannot reach"):
+        text = f"cannot reach {where}: is the server running? ({one_line(str(exc), 200)})"
+    else:
+        text = one_line(str(exc))
+    return text + "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))

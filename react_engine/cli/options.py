@@ -16,11 +16,7 @@ __all__ = [
 
 
 def add_endpoint_options(
-    p: argparse.ArgumentParser,
-    *,
-    many_models: bool = False,
-    local: bool = True,
-    retries: bool = True,
+    p: argparse.ArgumentParser, *, many_models: bool = False, retries: bool = True
 ) -> None:
     """Where the model is, the same for every command (read by :mod:`.endpoint`)."""
     if many_models:
@@ -37,12 +33,11 @@ def add_endpoint_options(
         metavar="NAME",
         help="environment variable holding the API key (default: OPENAI_API_KEY)",
     )
-    if local:
-        p.add_argument(
-            "--local",
-            action="store_true",
-            help="use the embedded local model even if an endpoint is set",
-        )
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="use the embedded local model even if an endpoint is set",
+    )
     if retries:
         p.add_argument(
             "--max-retries",

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, TextIO
 
-from ..report.stop import reason_words
+from ..report.run import reason_words
 from ..run.agent import Agent
 from ..run.events import (
     ActionDecided,

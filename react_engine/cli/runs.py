@@ -107,8 +107,7 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
     steps = await store.steps(args.run_id)
     result = await store.result(args.run_id) or {}
     if args.html:
-        from ..report.run import run_html
-        from ..report.stored import stored_run_records
+        from ..report.run import run_html, stored_run_records
 
         with open(args.html, "w", encoding="utf-8") as fh:
             fh.write(run_html(stored_run_records(info, steps, result)))
