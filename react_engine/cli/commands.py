@@ -74,10 +74,9 @@ def _broken_pipe(process: bool) -> int:
 
 def _exit_now(code: int) -> None:
     """Leave now: a worker thread blocked on a request or a tool would hold the exit."""
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-    with contextlib.suppress(Exception):
-        sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
     os._exit(code)
 
 

@@ -23,7 +23,7 @@ from ..harness.runner import Progress
 from ..protocols.registry import protocol_names
 from .endpoint import Endpoint, configured_endpoint, describe_api_error, local_endpoint
 from .exits import EXIT_API, Exit
-from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
+from .options import add_endpoint_options, add_evaluation_options, batch_options
 
 __all__ = ["add_compare_parser"]
 
@@ -102,7 +102,7 @@ def _compare_targets(
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    check_evaluation_options(args)
+    batch = batch_options(args)
     tasks = load_tasks(Path(args.tasks) if args.tasks else None, args.task or ())
     settings = CompareSettings(
         seed=args.seed,
@@ -120,10 +120,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 source=source,
                 progress=None if args.quiet else _progress,
                 bar=None if args.quiet else Progress(len(tasks) * len(targets), sys.stderr),
-                concurrency=args.concurrency,
-                ray=args.ray,
-                results=Path(args.results) if args.results else None,
-                resume=args.resume,
+                **batch,
             )
         except ModelAPIError as exc:
             ep = Endpoint(targets[0].model, targets[0].base_url, targets[0].api_key)

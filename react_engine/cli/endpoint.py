@@ -89,15 +89,6 @@ class Endpoint:
         return mask_url(self.base_url) if self.base_url else "the default OpenAI endpoint"
 
 
-def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
-    explicit = getattr(args, "api_key_env", None)
-    env = explicit or API_KEY_ENV
-    key = os.environ.get(env) or None
-    if explicit and key is None:
-        raise ConfigurationError(f"--api-key-env {explicit}: the environment variable is not set")
-    return key, env
-
-
 def configured_endpoint(
     args: argparse.Namespace, models: Sequence[str], *, strict: bool
 ) -> Endpoint | None:
@@ -106,12 +97,14 @@ def configured_endpoint(
     Without ``strict``, a key but no model name leaves the choice to the local model (a key
     alone is often set for other programs); a base URL without a model is always an error.
     """
-    base_url = base_url_from(getattr(args, "base_url", None))
-    key, env = _api_key(args)
-    flags = bool(getattr(args, "base_url", None) or models or getattr(args, "api_key_env", None))
-    model = (models[0] if models else None) or (
-        os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
-    )
+    base_url = base_url_from(args.base_url)
+    env = args.api_key_env or API_KEY_ENV
+    key = os.environ.get(env) or None
+    if args.api_key_env and key is None:
+        raise ConfigurationError(f"--api-key-env {env}: the environment variable is not set")
+    flags = bool(args.base_url or models or args.api_key_env)
+    model = next(iter(models), None) or os.environ.get("REACT_ENGINE_MODEL")
+    model = model or os.environ.get("OPENAI_MODEL")
     if not (base_url or key):
         if flags:
             raise ConfigurationError(
@@ -123,8 +116,7 @@ def configured_endpoint(
         if strict or flags or base_url:
             raise ConfigurationError(
                 f"no model name for {mask_url(base_url) if base_url else 'the OpenAI API'}: "
-                "pass --model or set "
-                "REACT_ENGINE_MODEL (or --local for the embedded model)"
+                "pass --model or set REACT_ENGINE_MODEL (or --local for the embedded model)"
             )
         return None
     return Endpoint(model, base_url, key, env)

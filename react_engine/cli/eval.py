@@ -20,7 +20,7 @@ from ..eval.bfcl_report import format_report, report_json
 from ..harness.report import json_text
 from ..version import __version__
 from .endpoint import endpoint
-from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
+from .options import add_endpoint_options, add_evaluation_options, batch_options
 
 __all__ = ["add_eval_parser", "run_eval_command"]
 
@@ -112,18 +112,13 @@ def run_eval_command(args: argparse.Namespace) -> int:
         raise ConfigurationError("--limit must be at least 1")
     if args.max_turn_steps is not None and args.max_turn_steps < 1:
         raise ConfigurationError("--max-turn-steps must be at least 1")
-    check_evaluation_options(args)
-    batch: dict[str, Any] = {
-        "concurrency": args.concurrency,
-        "ray": args.ray,
-        "results": Path(args.results) if args.results else None,
-        "resume": args.resume,
-    }
+    batch = {**batch_options(args), "quiet": args.quiet}
     scripted, recording = args.scripted is not None, args.record is not None
     if scripted and (recording or args.local):
         raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
     # Without DIR: the checkout's recordings (checked before a live run, not after it).
-    multi_turn = _only_multi_turn(args.categories, args.cases)
+    named = args.categories or [i.rsplit("_", 1)[0] for i in args.cases or ()]
+    multi_turn = bool(named) and all(c in MULTI_TURN_CATEGORIES for c in named)
     for flag, given in (("--scripted", "scripted"), ("--record", "record")):
         if getattr(args, given) == "":
             directory = default_recordings(flag)
@@ -158,7 +153,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
             stems = {i.rsplit("_", 1)[0] for i in ids}
             categories = [c for c in CATEGORIES if CATEGORIES[c] in stems]
             categories += [c for c in MULTI_TURN_CATEGORIES if c in stems]
-        cases = _load_any(categories, limit=args.limit, only=ids)
+        cases = _load_any(categories, args.limit, ids)
         if not cases:
             raise ConfigurationError(f"the recordings in {directory} hold none of these categories")
         report = run_bfcl(
@@ -168,16 +163,14 @@ def run_eval_command(args: argparse.Namespace) -> int:
             model=str(meta.get("model", "scripted")),
             source=f"recorded replies in {directory}",
             settings=settings,
-            quiet=args.quiet,
             **batch,
         )
     else:
-        cases = _load_any(categories, limit=args.limit, only=args.cases or ())
+        cases = _load_any(categories, args.limit, args.cases or ())
         if not cases:
             raise ConfigurationError("no BFCL case has these ids in these categories")
         record: dict[str, dict[str, Recorded]] | None = {} if recording else None
-        alternatives = ", --local for the embedded model, or --scripted"
-        with endpoint(args, alternatives=alternatives) as ep:
+        with endpoint(args, alternatives=", --local for the embedded model, or --scripted") as ep:
             where = "embedded llama.cpp server" if ep.local else ep.where
             report = run_bfcl(
                 cases,
@@ -185,7 +178,6 @@ def run_eval_command(args: argparse.Namespace) -> int:
                 endpoint=LiveEndpoint(ep.model, ep.base_url, ep.api_key, where),
                 settings=settings,
                 record=record,
-                quiet=args.quiet,
                 **batch,
             )
         if record is not None:
@@ -223,21 +215,10 @@ def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSett
         return given
 
 
-def _load_any(
-    categories: Sequence[str], *, limit: int | None = None, only: Sequence[str] = ()
-) -> list[AnyCase]:
+def _load_any(categories: Sequence[str], limit: int | None, only: Sequence[str]) -> list[AnyCase]:
     ast = [c for c in categories if c in CATEGORIES]
     multi = [c for c in categories if c in MULTI_TURN_CATEGORIES]
     return [
         *load_cases(ast, limit=limit, only=only),
         *load_multi_turn_cases(multi, limit=limit, only=only),
     ]
-
-
-def _only_multi_turn(categories: Sequence[str] | None, cases: Sequence[str] | None) -> bool:
-    """Whether the categories, or else the case ids, are all multi-turn."""
-    if categories:
-        return all(c in MULTI_TURN_CATEGORIES for c in categories)
-    if cases:
-        return all(i.rsplit("_", 1)[0] in MULTI_TURN_CATEGORIES for i in cases)
-    return False

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigurationError
 from ..protocols.registry import protocol_names
@@ -11,7 +13,7 @@ __all__ = [
     "add_agent_options",
     "add_endpoint_options",
     "add_evaluation_options",
-    "check_evaluation_options",
+    "batch_options",
 ]
 
 
@@ -169,9 +171,12 @@ def add_evaluation_options(p: argparse.ArgumentParser, *, tool_choice_help: str)
     )
 
 
-def check_evaluation_options(args: argparse.Namespace) -> None:
-    """Refuse what :func:`add_evaluation_options` cannot take, before anything runs."""
+def batch_options(args: argparse.Namespace) -> dict[str, Any]:
+    """How the cases run (:func:`add_evaluation_options`), refused before anything runs if
+    they cannot be taken."""
     if args.concurrency < 1:
         raise ConfigurationError("--concurrency must be at least 1")
     if args.resume and not args.results:
         raise ConfigurationError("--resume continues the evaluation in --results FILE")
+    results = Path(args.results) if args.results else None
+    return dict(concurrency=args.concurrency, ray=args.ray, results=results, resume=args.resume)

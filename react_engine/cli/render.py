@@ -32,14 +32,12 @@ from ..types import ActionRecord, HistoryItem, RunResult, Step, UserTurn
 from .exits import one_line
 
 __all__ = [
-    "LivePrinter",
     "RunProgress",
-    "StepPrinter",
-    "Ticker",
     "format_history",
     "format_result",
     "format_step",
     "format_step_plain",
+    "print_step",
     "stop_words",
     "use_color",
 ]
@@ -215,17 +213,10 @@ def format_history(history: Sequence[HistoryItem]) -> str:
     return "\n".join(lines) if lines else "(no conversation yet)"
 
 
-class StepPrinter:
-    """An ``on_step`` callback that prints each step: blocks on a terminal, else plain lines."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.color = use_color(stream)
-        self.plain = not is_tty(stream)
-
-    def __call__(self, step: Step) -> None:
-        text = format_step_plain(step) if self.plain else format_step(step, color=self.color)
-        print(text, file=self.stream, flush=True)
+def print_step(step: Step, stream: TextIO) -> None:
+    """Print a step on ``stream``: a block on a terminal, else plain lines."""
+    text = format_step(step, color=use_color(stream)) if is_tty(stream) else format_step_plain(step)
+    print(text, file=stream, flush=True)
 
 
 class LivePrinter:
@@ -367,29 +358,27 @@ class RunProgress:
         self.stream = stream if stream is not None else sys.stderr
         quiet = bool(getattr(args, "quiet", False))
         tty = is_tty(self.stream)
-        self.printer = None if quiet or getattr(args, "json", False) else StepPrinter(self.stream)
+        self.steps = not (quiet or getattr(args, "json", False))
         self.ticker = Ticker(self.stream, live=tty and not quiet)
-        self.live = LivePrinter(self.stream) if self.printer and tty else None
-        if self.live is not None:
-            live = self.live
-            self.ticker.paused = lambda: live.writing
+        self.live = LivePrinter(self.stream) if self.steps and tty else None
+        self.ticker.paused = lambda: self.live is not None and self.live.writing
         self.max_retries: int = args.max_retries
 
     def say(self, text: str) -> None:
-        if self.printer is not None:
+        if self.steps:
             self.ticker.say(text)
 
     def on_step(self, step: Step) -> None:
-        if self.printer is not None and self.live is None:
+        if self.steps and self.live is None:
             with self.ticker.writing():
-                self.printer(step)
+                print_step(step, self.stream)
 
     def on_call(self, record: ActionRecord) -> None:
-        if self.printer is not None and self.live is None:
+        if self.steps and self.live is None:
             self.ticker.say(f"  → calling {record.tool}({call_arguments(record.arguments)})")
 
     def on_retry(self, attempt: int, wait: float, error: BaseException) -> None:
-        if self.printer is not None or self.ticker.live:
+        if self.steps or self.ticker.live:
             self.ticker.say(
                 f"   ↻ retry {attempt - 1}/{self.max_retries} in {wait:.1f} s: "
                 f"{one_line(str(error), 200)}"

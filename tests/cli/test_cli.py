@@ -33,7 +33,7 @@ from react_engine.cli import (
 from react_engine.cli import chat as chat_cli
 from react_engine.cli import endpoint as endpoint_cli
 from react_engine.cli.agents import load_tools
-from react_engine.cli.render import StepPrinter, format_step, format_step_plain
+from react_engine.cli.render import format_step, format_step_plain, print_step
 from react_engine.testing import (
     MockOpenAIServer,
     MockResponse,
@@ -391,18 +391,18 @@ def test_terminal_gets_colour_and_blocks_pipes_get_plain_lines(
 ) -> None:
     step = _a_step()
     tty = _Tty()
-    StepPrinter(tty)(step)
+    print_step(step, tty)
     assert "\x1b[36mAction:\x1b[0m get_weather" in tty.getvalue()
     assert tty.getvalue().startswith("\x1b[1m── step 1 (function_calling)")
 
     monkeypatch.setenv("NO_COLOR", "1")
     no_color = _Tty()
-    StepPrinter(no_color)(step)
+    print_step(step, no_color)
     assert "\x1b[" not in no_color.getvalue()
     assert no_color.getvalue() == format_step(step) + "\n"
 
     pipe = io.StringIO()
-    StepPrinter(pipe)(step)
+    print_step(step, pipe)
     assert pipe.getvalue() == format_step_plain(step) + "\n"
     assert all(
         line.startswith("step 1 [function_calling] ") for line in pipe.getvalue().splitlines()
