@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, ModelAPIError, RunAborted
 from ..run.agent import Agent
+from ..run.tracefile import TRACE_FAILED
 from ..testing.tools import calculator, get_weather
 from ..tools import Tool
 from ..transport.learned import CapabilityCache
@@ -227,8 +228,6 @@ def answer(
     except ModelAPIError as exc:
         raise Exit(describe_api_error(exc, ep, agent.model), EXIT_API) from None
     show_result(result, args)
-    from ..run.tracefile import TRACE_FAILED
-
     failed = next((n.message for n in result.notices if n.message.startswith(TRACE_FAILED)), None)
     if failed is not None:  # the answer is out; the exit code says the trace is not whole
         raise Exit(failed, EXIT_CONFIG)

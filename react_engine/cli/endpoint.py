@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..compare.suite import ScriptReply, Transcript, load_script, replies_for
 from ..errors import ConfigurationError, ModelAPIError
-from ..protocols.registry import auto_order, protocol_names, registration
+from ..protocols.registry import auto_order, registration
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
 from ..transport.capabilities import Capabilities
@@ -47,10 +47,10 @@ class ScriptedReplies:
         """The protocol the agent was asked for (a structured request looks like a text one)."""
 
     def _protocol(self, request: ModelRequest) -> str:
-        named = self.protocol if self.protocol in protocol_names()[1:] else None
-        if named is not None and registration(named).native_calls == bool(request.tools):
-            return named
-        if request.tools:
+        native = bool(request.tools)
+        if self.protocol != "auto" and registration(self.protocol).native_calls == native:
+            return self.protocol
+        if native:
             return "function_calling"
         return auto_order(Capabilities(function_calling=False))[0]
 

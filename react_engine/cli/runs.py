@@ -9,6 +9,7 @@ import json
 import re
 import shlex
 import sys
+from pathlib import Path
 
 from ..errors import ModelAPIError, UnknownApprovalError
 from ..store import RunStore, open_store
@@ -19,7 +20,7 @@ from .agents import load_tools, make_agent, show_result
 from .endpoint import describe_api_error, endpoint
 from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit
 from .options import add_agent_options
-from .render import RunProgress
+from .render import RunProgress, format_history
 
 __all__ = ["add_runs_parser", "run_runs_command"]
 
@@ -109,8 +110,7 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
     if args.html:
         from ..report.run import run_html, stored_run_records
 
-        with open(args.html, "w", encoding="utf-8") as fh:
-            fh.write(run_html(stored_run_records(info, steps, result)))
+        Path(args.html).write_text(run_html(stored_run_records(info, steps, result)), "utf-8")
         print(f"wrote {args.html}", file=sys.stderr)
     if args.json:
         payload = {**to_jsonable(info), "result": result, "steps": to_jsonable(steps)}
@@ -119,8 +119,6 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
         text = json.dumps(payload, ensure_ascii=False, indent=2)
         print(_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
         return 0
-    from .render import format_history
-
     _print(f"run {info.id} · {info.status} · model {info.model} · protocol {info.protocol}")
     _print(f"question: {info.question}")
     if steps:
@@ -173,7 +171,6 @@ def _resume(store: RunStore, args: argparse.Namespace) -> int:
 
 
 async def _stored(store: RunStore, run_id: str) -> tuple[RunInfo, list[ActionRecord]]:
-    """The stored run, and its calls awaiting approval."""
     info = await store.info(run_id)
     return info, [w.call for w in waiting(info.status, await store.entries(run_id))]
 
