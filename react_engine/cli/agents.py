@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -44,11 +44,16 @@ def load_tools(spec: str | None) -> list[Tool]:
     """The ``@tool`` functions of ``--tools``: a ``.py`` file, or a module importable from here."""
     if not spec:
         return list(DEMO_TOOLS)
+    path = Path(spec) if spec.endswith(".py") or os.sep in spec or "/" in spec else None
+    if path is not None and not path.is_file():
+        raise ConfigurationError(f"--tools {spec}: no such file")
     try:
-        module = _import_tools(spec)
+        if path is None and os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())  # what `python -m` does; the console script does not
+        module = importlib.import_module(spec) if path is None else _import_file(path.resolve())
+    except ConfigurationError:
+        raise
     except Exception as exc:  # any import failure is the user's to fix
-        if isinstance(exc, ConfigurationError):
-            raise
         if isinstance(exc, ModuleNotFoundError) and exc.name == spec.partition(".")[0]:
             raise ConfigurationError(
                 f"--tools {spec}: no module {exc.name!r} in {os.getcwd()} or on the Python "
@@ -63,22 +68,8 @@ def load_tools(spec: str | None) -> list[Tool]:
     return found
 
 
-def _import_tools(spec: str) -> Any:
-    path = Path(spec)
-    if spec.endswith(".py") or os.sep in spec or "/" in spec:
-        if not path.is_file():
-            raise ConfigurationError(f"--tools {spec}: no such file")
-        return _import_file(path.resolve())
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)  # what `python -m` does; the console script does not
-    return importlib.import_module(spec)
-
-
 def _import_file(path: Path) -> Any:
     """Import a ``.py`` file as a module, its folder on ``sys.path`` (as ``python FILE``)."""
-    import importlib.util
-
     name = path.stem
     loaded = sys.modules.get(name)
     if loaded is not None and getattr(loaded, "__file__", None) == str(path):

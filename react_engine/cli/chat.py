@@ -161,10 +161,8 @@ class ChatSession:
             self.say(format_history(self.conversation.history))
         elif name == "/tools":
             for t in self.tools:
-                args = ", ".join(t.argument_names)
-                self.say(
-                    f"  {t.name}({args}): {t.description.splitlines()[0] if t.description else ''}"
-                )
+                first = (t.description or "\n").splitlines()[0]
+                self.say(f"  {t.name}({', '.join(t.argument_names)}): {first}")
         elif name == "/settings":
             self.say(self._settings_text())
         elif name == "/trace":
@@ -180,11 +178,7 @@ class ChatSession:
         s = sampling_settings(args, ep)
         fields = ("temperature", "seed", "max_tokens")
         sampling = ", ".join(f"{k}={getattr(s, k)}" for k in fields if getattr(s, k) is not None)
-        key = (
-            "(not used)"
-            if ep.client is not None
-            else f"{mask_key(ep.api_key)} (from ${ep.key_env})"
-        )
+        key = f"{mask_key(ep.api_key)} (from ${ep.key_env})" if ep.client is None else "(not used)"
         return "\n".join(
             [
                 f"  model:     {agent.model}",

@@ -89,16 +89,12 @@ def _compare_targets(
     if args.scripted:
         yield [Target("scripted", p, scripted=True) for p in chosen], "scripted"
         return
-    ep = None if args.local else configured_endpoint(args, args.model or [], strict=False)
-    if ep is not None:
+    configured = None if args.local else configured_endpoint(args, args.model or [], strict=False)
+    with local_endpoint() if configured is None else contextlib.nullcontext(configured) as ep:
+        models = [ep.model] if ep.local else args.model or [ep.model]
         target = functools.partial(Target, base_url=ep.base_url, api_key=ep.api_key)
-        yield [target(m, p) for m in args.model or [ep.model] for p in chosen], ep.where
-        return
-    with local_endpoint() as local:
-        target = functools.partial(
-            Target, api_model=local.model, base_url=local.base_url, api_key=local.api_key
-        )
-        yield [target(local.model, p) for p in chosen], "embedded llama.cpp server"
+        where = "embedded llama.cpp server" if ep.local else ep.where
+        yield [target(m, p) for m in models for p in chosen], where
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -123,10 +119,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 **batch,
             )
         except ModelAPIError as exc:
-            ep = Endpoint(targets[0].model, targets[0].base_url, targets[0].api_key)
-            raise Exit(
-                describe_api_error(exc, ep, targets[0].api_model or targets[0].model), EXIT_API
-            ) from None
+            first = Endpoint(targets[0].model, targets[0].base_url, targets[0].api_key)
+            raise Exit(describe_api_error(exc, first, first.model), EXIT_API) from None
     print(format_report(report))
     if args.html:
         from ..report.comparison import comparison_html

@@ -25,9 +25,7 @@ from .options import add_endpoint_options, add_evaluation_options, batch_options
 __all__ = ["add_eval_parser", "run_eval_command"]
 
 
-def add_eval_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
+def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``eval`` (with its one benchmark, ``bfcl``) to the CLI's subcommands."""
     evaluate = subparsers.add_parser("eval", help="benchmarks: eval bfcl (BFCL's AST categories)")
     benches = evaluate.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
@@ -103,7 +101,6 @@ def add_eval_parser(
         "-q", "--quiet", action="store_true", help="no progress lines or progress bar on stderr"
     )
     p.set_defaults(handler=run_eval_command)
-    return p
 
 
 def run_eval_command(args: argparse.Namespace) -> int:

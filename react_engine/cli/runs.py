@@ -25,9 +25,7 @@ from .render import RunProgress, format_history
 __all__ = ["add_runs_parser", "run_runs_command"]
 
 
-def add_runs_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
+def add_runs_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``runs`` (list, show, resume) to the CLI's subcommands."""
     runs = subparsers.add_parser("runs", help="the runs kept in a store: list, show, resume")
     actions = runs.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
@@ -60,7 +58,6 @@ def add_runs_parser(
             "else ~/.local/state/react-engine/store.db)",
         )
     runs.set_defaults(handler=run_runs_command)
-    return runs
 
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
