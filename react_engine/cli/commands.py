@@ -105,9 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _main(argv: Sequence[str] | None, *, process: bool) -> int:
-    parser = build_parser()
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error argparse has printed
         return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
     handler: Callable[[argparse.Namespace], int] = args.handler
@@ -123,12 +122,9 @@ def _main(argv: Sequence[str] | None, *, process: bool) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return _broken_pipe(process)
-    except UserError as exc:
-        print(f"error: {one_line(str(exc), 500)}", file=sys.stderr)
-        return EXIT_CONFIG
     except ModelAPIError as exc:
         print(f"error: {describe_api_error(exc, None, None)}", file=sys.stderr)
         return EXIT_API
     except ReactEngineError as exc:
         print(f"error: {one_line(str(exc), 500)}", file=sys.stderr)
-        return 1
+        return EXIT_CONFIG if isinstance(exc, UserError) else 1

@@ -163,36 +163,27 @@ def run_section(
     answer = foot.get("answer")
     stop = str(foot.get("stop_reason") or "")
     reason = head.get("protocol_reason")
-    usage = foot.get("usage") or {}
+    why = f" (why: {esc(reason)})" if reason else ""
     calls = sum(len(s.get("actions") or ()) for s in steps)
+    totals = f"{len(steps)} steps · {calls} tool calls · {_tokens(foot.get('usage') or {})} tokens"
     facts = [
         ("question", fold(str(head.get("question", "")), "question")),
         ("answer", fold(answer, "answer") if answer is not None else "<em>(none)</em>"),
         ("stop reason", esc(reason_words(stop, answered=answer is not None)) if stop else ""),
         ("model", esc(head.get("model", ""))),
-        (
-            "protocol",
-            f"<code>{esc(head.get('protocol', ''))}</code>"
-            + (f" (why: {esc(reason)})" if reason else ""),
-        ),
-        (
-            "totals",
-            esc(
-                f"{len(steps)} steps · {calls} tool calls · {_tokens(usage)} tokens · "
-                f"{_seconds(foot.get('duration_s'))}"
-            ),
-        ),
+        ("protocol", f"<code>{esc(head.get('protocol', ''))}</code>{why}"),
+        ("totals", esc(f"{totals} · {_seconds(foot.get('duration_s'))}")),
     ]
     if foot.get("error"):
         facts.append(("error", block(str(foot["error"]), "error")))
-    for call in foot.get("pending") or ():
-        facts.append(
-            (
-                "awaiting approval",
-                f"<code>{esc(call.get('id', ''))}</code> {esc(call.get('tool', ''))}"
-                f"{block(str(call.get('raw_arguments', '')), 'arguments')}",
-            )
+    facts += [
+        (
+            "awaiting approval",
+            f"<code>{esc(call.get('id', ''))}</code> {esc(call.get('tool', ''))}"
+            f"{block(str(call.get('raw_arguments', '')), 'arguments')}",
         )
+        for call in foot.get("pending") or ()
+    ]
     rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts if v)
     notices = "".join(
         f'<div class="notice run-notice">{esc(n)}</div>' for n in foot.get("events") or ()
