@@ -7,7 +7,7 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from ..testing.tools import calculator, get_weather
 from ..tools import Tool
 from ..transport.learned import CapabilityCache
 from ..transport.retries import RetryPolicy
-from ..types import ModelSettings, RunResult, Step, to_jsonable
+from ..types import ModelSettings, RunResult, to_jsonable
 from .endpoint import Endpoint, describe_api_error
 from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit, one_line
 from .render import RunProgress, format_result, use_color
@@ -107,18 +107,20 @@ def make_agent(
     ep: Endpoint,
     tools: Sequence[Tool],
     protocol: str,
-    on_step: Callable[[Step], None] | None,
-    *,
-    on_retry: Callable[[int, float, BaseException], None] | None = None,
+    progress: RunProgress | None,
     **options: Any,
 ) -> Agent:
-    """The agent a command runs: the endpoint, the flags, and ``options`` over them."""
+    """The agent a command runs: the endpoint, the flags, and ``options`` over them; each
+    step, call and retry shown by ``progress``."""
     if ep.replies is not None:
         ep.replies.protocol = protocol
+    on_retry = None if progress is None else progress.on_retry
+    shown = {} if progress is None else {"on_step": progress.on_step, "on_call": progress.on_call}
     chosen: dict[str, Any] = {
         "max_steps": args.max_steps,
         "settings": sampling_settings(args, ep),
         "retry": RetryPolicy(max_attempts=args.max_retries + 1, on_retry=on_retry),
+        **shown,
         **options,
     }
     if ep.local:  # the engine started this server on a new port: nothing to learn for later
@@ -132,7 +134,6 @@ def make_agent(
         api_key=ep.api_key,
         template=args.template,
         implicit_final_answer=args.implicit_final_answer,
-        on_step=on_step,
         **chosen,
     )
 

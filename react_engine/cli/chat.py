@@ -106,16 +106,7 @@ class ChatSession:
         self.conversation = Conversation(self.agent, session=session)
 
     def _agent(self) -> Agent:
-        p = self.progress
-        return make_agent(
-            self.args,
-            self.endpoint,
-            self.tools,
-            self.protocol,
-            p.on_step,
-            on_call=p.on_call,
-            on_retry=p.on_retry,
-        )
+        return make_agent(self.args, self.endpoint, self.tools, self.protocol, self.progress)
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)

@@ -113,9 +113,8 @@ def format_step(step: Step, *, color: bool = False, shown: frozenset[str] = froz
         observation = _indent(_shorten(action.observation, _WIDTH), pad + "             ")
         lines.append(f"{pad}{s('Observation:', tone)} {observation}{status}")
     if step.kind == "format_error":
-        lines.append(
-            s(f"{pad}Format error fed back: {one_line(step.feedback or '', _WIDTH)}", "yellow")
-        )
+        feedback = one_line(step.feedback or "", _WIDTH)
+        lines.append(s(f"{pad}Format error fed back: {feedback}", "yellow"))
         if step.text and "text" not in shown:
             lines.append(s(f"{pad}(reply was: {one_line(step.text, _WIDTH)})", "dim"))
     if step.final_answer is not None and "text" not in shown:
@@ -124,13 +123,8 @@ def format_step(step: Step, *, color: bool = False, shown: frozenset[str] = froz
     if step.repairs:
         lines.append(s(f"{pad}repairs: {', '.join(step.repairs)}", "dim"))
     u = step.usage
-    lines.append(
-        s(
-            f"{pad}tokens: {u.prompt_tokens} prompt + {u.completion_tokens} completion"
-            f" · {step.model_time_s:.2f}s model",
-            "dim",
-        )
-    )
+    tokens = f"tokens: {u.prompt_tokens} prompt + {u.completion_tokens} completion"
+    lines.append(s(f"{pad}{tokens} · {step.model_time_s:.2f}s model", "dim"))
     return "\n".join(lines)
 
 
@@ -158,10 +152,8 @@ def format_step_plain(step: Step) -> str:
     if step.repairs:
         lines.append(f"{head} repairs: {', '.join(step.repairs)}")
     u = step.usage
-    lines.append(
-        f"{head} tokens: {u.prompt_tokens} prompt + {u.completion_tokens} completion, "
-        f"{step.model_time_s:.2f}s model"
-    )
+    tokens = f"tokens: {u.prompt_tokens} prompt + {u.completion_tokens} completion"
+    lines.append(f"{head} {tokens}, {step.model_time_s:.2f}s model")
     return "\n".join(lines)
 
 

@@ -147,16 +147,7 @@ def _shown_agent(
     **options: Any,
 ) -> Agent:
     """The agent of ``run`` or ``demo``, its progress on stderr, its setup said."""
-    agent = make_agent(
-        args,
-        ep,
-        tools,
-        args.protocol,
-        progress.on_step,
-        on_call=progress.on_call,
-        on_retry=progress.on_retry,
-        **options,
-    )
+    agent = make_agent(args, ep, tools, args.protocol, progress, **options)
     warn_unused_options(args, agent)
     progress.say(f"model {agent.model} · {ep.where} · protocol {describe_protocol(agent)}")
     return agent

@@ -150,13 +150,11 @@ def _resume(store: RunStore, args: argparse.Namespace) -> int:
         _how_to_approve(info.id, pending, args)
         return EXIT_NO_ANSWER
     tools = load_tools(args.tools)
-    with endpoint(args, local_default=False) as ep:
-        progress = RunProgress(args)
+    with endpoint(args) as ep:
         # Calls the resumed run makes that need approval wait for the next resume.
         defer = "defer" if any(t.requires_approval for t in tools) else None
-        agent = make_agent(
-            args, ep, tools, args.protocol, progress.on_step, store=store, approve=defer
-        )
+        options = {"on_step": RunProgress(args).on_step, "store": store, "approve": defer}
+        agent = make_agent(args, ep, tools, args.protocol, None, **options)
         try:
             result = agent.resume(args.run_id, approvals=approvals)
         except ModelAPIError as exc:

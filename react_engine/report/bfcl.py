@@ -103,19 +103,15 @@ def _cases(report: Report) -> str:
 
 def _detail(result: CaseResult) -> str:
     cls, words = _verdict(result)
+    tokens = f"{result.prompt_tokens:,} prompt + {result.completion_tokens:,} completion"
+    repaired = " · repaired" if result.repaired else ""
     facts = [
         (
             "verdict",
             f'<span class="badge {"ok" if cls == "pass" else "refused"}">{esc(words)}</span>',
         ),
         ("why", esc(result.reason) if result.reason else ""),
-        (
-            "tokens",
-            esc(
-                f"{result.prompt_tokens:,} prompt + {result.completion_tokens:,} completion · "
-                f"{result.requests} request(s)" + (" · repaired" if result.repaired else "")
-            ),
-        ),
+        ("tokens", esc(f"{tokens} · {result.requests} request(s){repaired}")),
         ("error", esc(result.error) if result.error else ""),
     ]
     rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts if v)
