@@ -148,8 +148,7 @@ def check_trace(path: str | None) -> None:
     if not path:
         return
     try:
-        with open(path, "a", encoding="utf-8"):
-            pass
+        open(path, "a", encoding="utf-8").close()
     except OSError as exc:
         raise ConfigurationError(
             f"--trace {path}: cannot write it: {exc.strerror or exc}"
@@ -186,10 +185,10 @@ def warn_unused_options(args: argparse.Namespace, agent: Agent) -> None:
     protocol, _, _ = agent.choose_protocol()
     if protocol.name == "text":
         return
-    maybe = " unless the run falls back to text" if getattr(args, "protocol", "") == "auto" else ""
+    maybe = " unless the run falls back to text" if args.protocol == "auto" else ""
     for flag, given in (
-        ("--template", getattr(args, "template", None)),
-        ("--implicit-final-answer", getattr(args, "implicit_final_answer", False)),
+        ("--template", args.template),
+        ("--implicit-final-answer", args.implicit_final_answer),
     ):
         if given:
             print(

@@ -193,8 +193,7 @@ class ChatSession:
             self.say("trace: off")
         else:
             try:
-                with open(rest, "a", encoding="utf-8"):
-                    pass
+                open(rest, "a", encoding="utf-8").close()
             except OSError as exc:
                 self.say(f"cannot write {rest}: {exc.strerror or exc}")
                 return

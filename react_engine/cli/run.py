@@ -122,9 +122,8 @@ def add_demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DEMO_QUESTION,
         help=f"the question to ask (default: {DEMO_QUESTION!r})",
     )
-    demo.set_defaults(max_steps=None)
     demo.add_argument("--json", action="store_true", help="print the result as JSON, no live steps")
-    demo.set_defaults(handler=_cmd_demo)
+    demo.set_defaults(max_steps=None, handler=_cmd_demo)
 
 
 def _read_question(args: argparse.Namespace) -> str:
@@ -178,6 +177,4 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         result = answer(args, ep, agent, progress, args.question, tool_choice="required")
     ok, why = demo_check(result)
     progress.say(("✓ " if ok else "✗ ") + why)
-    if not ok:
-        return EXIT_NO_ANSWER
-    return 0
+    return 0 if ok else EXIT_NO_ANSWER
