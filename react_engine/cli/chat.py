@@ -133,11 +133,10 @@ class ChatSession:
                 continue
             if not line:
                 continue
-            if line.startswith("/"):
-                if not self.command(line):
-                    return 0
-                continue
-            self.ask(line)
+            if not line.startswith("/"):
+                self.ask(line)
+            elif not self.command(line):
+                return 0
 
     def command(self, line: str) -> bool:
         """Run a slash command; ``False`` means leave."""

@@ -105,10 +105,9 @@ def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
 
 def run_eval_command(args: argparse.Namespace) -> int:
     """``react-engine eval bfcl``: print the table; 0 once the run is complete."""
-    if args.limit is not None and args.limit < 1:
-        raise ConfigurationError("--limit must be at least 1")
-    if args.max_turn_steps is not None and args.max_turn_steps < 1:
-        raise ConfigurationError("--max-turn-steps must be at least 1")
+    for flag, value in (("--limit", args.limit), ("--max-turn-steps", args.max_turn_steps)):
+        if value is not None and value < 1:
+            raise ConfigurationError(f"{flag} must be at least 1")
     batch = {**batch_options(args), "quiet": args.quiet}
     scripted, recording = args.scripted is not None, args.record is not None
     if scripted and (recording or args.local):
