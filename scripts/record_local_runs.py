@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from react_engine import Agent, CapabilityCache, ModelSettings, RunAborted
-from react_engine.cli.demo import DEMO_TOOLS
+from react_engine.cli.agents import DEMO_TOOLS
 from react_engine.local import local_server
 
 OUT = Path(__file__).resolve().parent.parent / "fixtures" / "recorded"

@@ -1,8 +1,10 @@
 """The ``react-engine`` command line: :func:`main`, the parser, one module per command."""
 
-from .commands import ChatSession, Endpoint, build_parser, main
-from .demo import DEMO_QUESTION, demo_check
+from .chat import ChatSession
+from .commands import build_parser, main
+from .endpoint import Endpoint
 from .exits import EXIT_API, EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_NO_ANSWER
+from .run import DEMO_QUESTION, demo_check
 
 __all__ = [
     "DEMO_QUESTION",

@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.util
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError, ModelAPIError, RunAborted
 from ..run.agent import Agent
+from ..run.tracefile import TRACE_FAILED
+from ..testing.tools import calculator, get_weather
 from ..tools import Tool
 from ..transport.learned import CapabilityCache
 from ..transport.retries import RetryPolicy
-from ..types import ModelSettings, RunResult, Step, to_jsonable
-from .demo import DEMO_TOOLS
+from ..types import ModelSettings, RunResult, to_jsonable
 from .endpoint import Endpoint, describe_api_error
 from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit, one_line
-from .progress import RunProgress
-from .render import format_result, use_color
+from .render import RunProgress, format_result, use_color
 
 __all__ = [
+    "DEMO_TOOLS",
     "answer",
     "check_trace",
     "describe_protocol",
@@ -35,15 +36,24 @@ __all__ = [
 ]
 
 
+DEMO_TOOLS: list[Tool] = [get_weather, calculator]
+"""The tools the demo, ``run`` and ``chat`` offer when no ``--tools`` module is named."""
+
+
 def load_tools(spec: str | None) -> list[Tool]:
     """The ``@tool`` functions of ``--tools``: a ``.py`` file, or a module importable from here."""
     if not spec:
         return list(DEMO_TOOLS)
+    path = Path(spec) if spec.endswith(".py") or os.sep in spec or "/" in spec else None
+    if path is not None and not path.is_file():
+        raise ConfigurationError(f"--tools {spec}: no such file")
     try:
-        module = _import_tools(spec)
+        if path is None and os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())  # what `python -m` does; the console script does not
+        module = importlib.import_module(spec) if path is None else _import_file(path.resolve())
+    except ConfigurationError:
+        raise
     except Exception as exc:  # any import failure is the user's to fix
-        if isinstance(exc, ConfigurationError):
-            raise
         if isinstance(exc, ModuleNotFoundError) and exc.name == spec.partition(".")[0]:
             raise ConfigurationError(
                 f"--tools {spec}: no module {exc.name!r} in {os.getcwd()} or on the Python "
@@ -58,22 +68,8 @@ def load_tools(spec: str | None) -> list[Tool]:
     return found
 
 
-def _import_tools(spec: str) -> Any:
-    path = Path(spec)
-    if spec.endswith(".py") or os.sep in spec or "/" in spec:
-        if not path.is_file():
-            raise ConfigurationError(f"--tools {spec}: no such file")
-        return _import_file(path.resolve())
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)  # what `python -m` does; the console script does not
-    return importlib.import_module(spec)
-
-
 def _import_file(path: Path) -> Any:
     """Import a ``.py`` file as a module, its folder on ``sys.path`` (as ``python FILE``)."""
-    import importlib.util
-
     name = path.stem
     loaded = sys.modules.get(name)
     if loaded is not None and getattr(loaded, "__file__", None) == str(path):
@@ -111,18 +107,20 @@ def make_agent(
     ep: Endpoint,
     tools: Sequence[Tool],
     protocol: str,
-    on_step: Callable[[Step], None] | None,
-    *,
-    on_retry: Callable[[int, float, BaseException], None] | None = None,
+    progress: RunProgress | None,
     **options: Any,
 ) -> Agent:
-    """The agent a command runs: the endpoint, the flags, and ``options`` over them."""
+    """The agent a command runs: the endpoint, the flags, and ``options`` over them; each
+    step, call and retry shown by ``progress``."""
     if ep.replies is not None:
         ep.replies.protocol = protocol
+    on_retry = None if progress is None else progress.on_retry
+    shown = {} if progress is None else {"on_step": progress.on_step, "on_call": progress.on_call}
     chosen: dict[str, Any] = {
         "max_steps": args.max_steps,
         "settings": sampling_settings(args, ep),
         "retry": RetryPolicy(max_attempts=args.max_retries + 1, on_retry=on_retry),
+        **shown,
         **options,
     }
     if ep.local:  # the engine started this server on a new port: nothing to learn for later
@@ -136,7 +134,6 @@ def make_agent(
         api_key=ep.api_key,
         template=args.template,
         implicit_final_answer=args.implicit_final_answer,
-        on_step=on_step,
         **chosen,
     )
 
@@ -151,8 +148,7 @@ def check_trace(path: str | None) -> None:
     if not path:
         return
     try:
-        with open(path, "a", encoding="utf-8"):
-            pass
+        open(path, "a", encoding="utf-8").close()
     except OSError as exc:
         raise ConfigurationError(
             f"--trace {path}: cannot write it: {exc.strerror or exc}"
@@ -178,7 +174,7 @@ def show_result(result: RunResult, args: argparse.Namespace) -> None:
         print(json.dumps(payload, ensure_ascii=False, indent=2))
         return
     if not args.quiet:
-        summary = format_result(result, color=use_color(sys.stderr), answer=False)
+        summary = format_result(result, color=use_color(sys.stderr))
         print(summary, file=sys.stderr, flush=True)
     if result.answer is not None:
         print(result.answer, flush=True)
@@ -189,10 +185,10 @@ def warn_unused_options(args: argparse.Namespace, agent: Agent) -> None:
     protocol, _, _ = agent.choose_protocol()
     if protocol.name == "text":
         return
-    maybe = " unless the run falls back to text" if getattr(args, "protocol", "") == "auto" else ""
+    maybe = " unless the run falls back to text" if args.protocol == "auto" else ""
     for flag, given in (
-        ("--template", getattr(args, "template", None)),
-        ("--implicit-final-answer", getattr(args, "implicit_final_answer", False)),
+        ("--template", args.template),
+        ("--implicit-final-answer", args.implicit_final_answer),
     ):
         if given:
             print(
@@ -223,8 +219,6 @@ def answer(
     except ModelAPIError as exc:
         raise Exit(describe_api_error(exc, ep, agent.model), EXIT_API) from None
     show_result(result, args)
-    from ..run.tracefile import TRACE_FAILED
-
     failed = next((n.message for n in result.notices if n.message.startswith(TRACE_FAILED)), None)
     if failed is not None:  # the answer is out; the exit code says the trace is not whole
         raise Exit(failed, EXIT_CONFIG)

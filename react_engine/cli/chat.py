@@ -16,6 +16,7 @@ from ..paths import state_dir
 from ..protocols.registry import protocol_names
 from ..run.agent import Agent
 from ..run.conversation import Conversation
+from ..store import open_store
 from ..tools import Tool
 from ..transport.wire import mask_key
 from ..types import Step
@@ -29,9 +30,7 @@ from .agents import (
 )
 from .endpoint import Endpoint, describe_api_error, endpoint
 from .options import add_agent_options
-from .progress import RunProgress
-from .render import format_history, is_tty, stop_words
-from .runs import chat_session
+from .render import RunProgress, format_history, is_tty, stop_words
 
 __all__ = ["ChatSession", "add_chat_parser", "clean_line", "history_path"]
 
@@ -102,21 +101,12 @@ class ChatSession:
         self.trace_path: str | None = args.trace
         self.progress = RunProgress(args, stream=self.err)
         self.agent = self._agent()
-        self.conversation = Conversation(
-            self.agent, session=chat_session(getattr(args, "session", None))
-        )
+        name = getattr(args, "session", None)  # --session NAME: the store's session NAME
+        session = None if name is None else open_store().session(name)
+        self.conversation = Conversation(self.agent, session=session)
 
     def _agent(self) -> Agent:
-        p = self.progress
-        return make_agent(
-            self.args,
-            self.endpoint,
-            self.tools,
-            self.protocol,
-            p.on_step,
-            on_call=p.on_call,
-            on_retry=p.on_retry,
-        )
+        return make_agent(self.args, self.endpoint, self.tools, self.protocol, self.progress)
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -143,11 +133,10 @@ class ChatSession:
                 continue
             if not line:
                 continue
-            if line.startswith("/"):
-                if not self.command(line):
-                    return 0
-                continue
-            self.ask(line)
+            if not line.startswith("/"):
+                self.ask(line)
+            elif not self.command(line):
+                return 0
 
     def command(self, line: str) -> bool:
         """Run a slash command; ``False`` means leave."""
@@ -162,10 +151,8 @@ class ChatSession:
             self.say(format_history(self.conversation.history))
         elif name == "/tools":
             for t in self.tools:
-                args = ", ".join(t.argument_names)
-                self.say(
-                    f"  {t.name}({args}): {t.description.splitlines()[0] if t.description else ''}"
-                )
+                first = (t.description or "\n").splitlines()[0]
+                self.say(f"  {t.name}({', '.join(t.argument_names)}): {first}")
         elif name == "/settings":
             self.say(self._settings_text())
         elif name == "/trace":
@@ -181,11 +168,7 @@ class ChatSession:
         s = sampling_settings(args, ep)
         fields = ("temperature", "seed", "max_tokens")
         sampling = ", ".join(f"{k}={getattr(s, k)}" for k in fields if getattr(s, k) is not None)
-        key = (
-            "(not used)"
-            if ep.client is not None
-            else f"{mask_key(ep.api_key)} (from ${ep.key_env})"
-        )
+        key = f"{mask_key(ep.api_key)} (from ${ep.key_env})" if ep.client is None else "(not used)"
         return "\n".join(
             [
                 f"  model:     {agent.model}",
@@ -209,8 +192,7 @@ class ChatSession:
             self.say("trace: off")
         else:
             try:
-                with open(rest, "a", encoding="utf-8"):
-                    pass
+                open(rest, "a", encoding="utf-8").close()
             except OSError as exc:
                 self.say(f"cannot write {rest}: {exc.strerror or exc}")
                 return

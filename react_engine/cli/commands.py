@@ -14,12 +14,17 @@ from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import ModelAPIError, ReactEngineError, UserError
 from ..run.state import RUN_EVENT
-from .chat import ChatSession
-from .endpoint import Endpoint, describe_api_error
+from ..version import __version__
+from .chat import add_chat_parser
+from .compare import add_compare_parser
+from .endpoint import describe_api_error
+from .eval import add_eval_parser
 from .exits import EXIT_API, EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, Exit, one_line
-from .parser import build_parser
+from .probe import add_probe_parser
+from .run import add_demo_parser, add_run_parser
+from .runs import add_runs_parser
 
-__all__ = ["ChatSession", "Endpoint", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,20 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-class _NotARunEvent(logging.Filter):
-    """Leaves out the warnings that are also a run's events (printed with the steps)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not any(getattr(record, key, False) for key in RUN_EVENT)
-
-
 @contextlib.contextmanager
 def _warnings_on_stderr() -> Iterator[None]:
     """While the CLI runs, the library's warnings go to stderr, one ``warning:`` line each."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
-    handler.addFilter(_NotARunEvent())
+    # Not the warnings that are also a run's events (printed with the steps).
+    handler.addFilter(lambda record: not any(getattr(record, k, False) for k in RUN_EVENT))
     logger = logging.getLogger("react_engine")
     logger.addHandler(handler)
     try:
@@ -75,10 +74,9 @@ def _broken_pipe(process: bool) -> int:
 
 def _exit_now(code: int) -> None:
     """Leave now: a worker thread blocked on a request or a tool would hold the exit."""
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-    with contextlib.suppress(Exception):
-        sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
     os._exit(code)
 
 
@@ -89,10 +87,26 @@ def _ignore_sigint() -> None:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line; each command's parser sets ``handler(args) -> int``."""
+    parser = argparse.ArgumentParser(
+        prog="react-engine", description="ReAct agents over any OpenAI-compatible chat API."
+    )
+    parser.add_argument("--version", action="version", version=f"react-engine {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_run_parser(sub)
+    add_chat_parser(sub)
+    add_demo_parser(sub)
+    add_compare_parser(sub)
+    add_eval_parser(sub)
+    add_probe_parser(sub)
+    add_runs_parser(sub)
+    return parser
+
+
 def _main(argv: Sequence[str] | None, *, process: bool) -> int:
-    parser = build_parser()
     try:
-        args = parser.parse_args(list(argv) if argv is not None else None)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error argparse has printed
         return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
     handler: Callable[[argparse.Namespace], int] = args.handler
@@ -108,12 +122,9 @@ def _main(argv: Sequence[str] | None, *, process: bool) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return _broken_pipe(process)
-    except UserError as exc:
-        print(f"error: {one_line(str(exc), 500)}", file=sys.stderr)
-        return EXIT_CONFIG
     except ModelAPIError as exc:
         print(f"error: {describe_api_error(exc, None, None)}", file=sys.stderr)
         return EXIT_API
     except ReactEngineError as exc:
         print(f"error: {one_line(str(exc), 500)}", file=sys.stderr)
-        return 1
+        return EXIT_CONFIG if isinstance(exc, UserError) else 1

@@ -23,7 +23,7 @@ from ..harness.runner import Progress
 from ..protocols.registry import protocol_names
 from .endpoint import Endpoint, configured_endpoint, describe_api_error, local_endpoint
 from .exits import EXIT_API, Exit
-from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
+from .options import add_endpoint_options, add_evaluation_options, batch_options
 
 __all__ = ["add_compare_parser"]
 
@@ -89,20 +89,16 @@ def _compare_targets(
     if args.scripted:
         yield [Target("scripted", p, scripted=True) for p in chosen], "scripted"
         return
-    ep = None if args.local else configured_endpoint(args, args.model or [], strict=False)
-    if ep is not None:
+    configured = None if args.local else configured_endpoint(args, args.model or [], strict=False)
+    with local_endpoint() if configured is None else contextlib.nullcontext(configured) as ep:
+        models = [ep.model] if ep.local else args.model or [ep.model]
         target = functools.partial(Target, base_url=ep.base_url, api_key=ep.api_key)
-        yield [target(m, p) for m in args.model or [ep.model] for p in chosen], ep.where
-        return
-    with local_endpoint() as local:
-        target = functools.partial(
-            Target, api_model=local.model, base_url=local.base_url, api_key=local.api_key
-        )
-        yield [target(local.model, p) for p in chosen], "embedded llama.cpp server"
+        where = "embedded llama.cpp server" if ep.local else ep.where
+        yield [target(m, p) for m in models for p in chosen], where
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    check_evaluation_options(args)
+    batch = batch_options(args)
     tasks = load_tasks(Path(args.tasks) if args.tasks else None, args.task or ())
     settings = CompareSettings(
         seed=args.seed,
@@ -120,16 +116,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 source=source,
                 progress=None if args.quiet else _progress,
                 bar=None if args.quiet else Progress(len(tasks) * len(targets), sys.stderr),
-                concurrency=args.concurrency,
-                ray=args.ray,
-                results=Path(args.results) if args.results else None,
-                resume=args.resume,
+                **batch,
             )
         except ModelAPIError as exc:
-            ep = Endpoint(targets[0].model, targets[0].base_url, targets[0].api_key)
-            raise Exit(
-                describe_api_error(exc, ep, targets[0].api_model or targets[0].model), EXIT_API
-            ) from None
+            first = Endpoint(targets[0].model, targets[0].base_url, targets[0].api_key)
+            raise Exit(describe_api_error(exc, first, first.model), EXIT_API) from None
     print(format_report(report))
     if args.html:
         from ..report.comparison import comparison_html

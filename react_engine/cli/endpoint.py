@@ -1,4 +1,8 @@
-"""Where the model is, for every command, and an API failure told as one line to act on."""
+"""Where the model is, for every command, and an API failure told as one line to act on.
+
+``--dry-run`` and ``--scripted FILE`` answer from replies written in advance, per protocol,
+with no server (not :mod:`react_engine.testing`'s doubles: the replies are the comparison's).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,58 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ..compare.suite import ScriptReply, Transcript, load_script, replies_for
 from ..errors import ConfigurationError, ModelAPIError
+from ..protocols.registry import auto_order, registration
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
+from ..transport.capabilities import Capabilities
 from ..transport.endpoint import API_KEY_ENV, base_url_from
 from ..transport.wire import mask_key, mask_url
+from ..types import ModelRequest, ModelResponse
 from .exits import one_line
-from .scripted import ScriptedReplies, script_from_args
 
-__all__ = ["Endpoint", "configured_endpoint", "describe_api_error", "endpoint", "local_endpoint"]
+__all__ = [
+    "Endpoint",
+    "ScriptedReplies",
+    "configured_endpoint",
+    "describe_api_error",
+    "endpoint",
+    "local_endpoint",
+]
+
+
+class ScriptedReplies:
+    """The replies for the protocol the agent runs (:func:`replies_for`), else the shared
+    list (``"*"``). Under ``"auto"``, a request with ``tools`` is the native protocol's, one
+    without the protocol ``"auto"`` falls back to."""
+
+    def __init__(self, script: dict[str, list[ScriptReply]]) -> None:
+        self._script = script
+        self._transcripts: dict[str, Transcript] = {}
+        self.protocol = "auto"
+        """The protocol the agent was asked for (a structured request looks like a text one)."""
+
+    def _protocol(self, request: ModelRequest) -> str:
+        native = bool(request.tools)
+        if self.protocol != "auto" and registration(self.protocol).native_calls == native:
+            return self.protocol
+        if native:
+            return "function_calling"
+        return auto_order(Capabilities(function_calling=False))[0]
+
+    def __call__(self, request: ModelRequest) -> ModelResponse:
+        protocol = self._protocol(request)
+        replies = replies_for(self._script, protocol)
+        key = protocol if replies is not None else "*"
+        replies = replies if replies is not None else self._script.get("*")
+        if replies is None:
+            raise ConfigurationError(f"the script has no replies for the {protocol} protocol")
+        if key not in self._transcripts:
+            self._transcripts[key] = Transcript(replies, label=f"script [{key}]")
+        return self._transcripts[key](request)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +89,6 @@ class Endpoint:
         return mask_url(self.base_url) if self.base_url else "the default OpenAI endpoint"
 
 
-def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
-    explicit = getattr(args, "api_key_env", None)
-    env = explicit or API_KEY_ENV
-    key = os.environ.get(env) or None
-    if explicit and key is None:
-        raise ConfigurationError(f"--api-key-env {explicit}: the environment variable is not set")
-    return key, env
-
-
 def configured_endpoint(
     args: argparse.Namespace, models: Sequence[str], *, strict: bool
 ) -> Endpoint | None:
@@ -60,12 +97,14 @@ def configured_endpoint(
     Without ``strict``, a key but no model name leaves the choice to the local model (a key
     alone is often set for other programs); a base URL without a model is always an error.
     """
-    base_url = base_url_from(getattr(args, "base_url", None))
-    key, env = _api_key(args)
-    flags = bool(getattr(args, "base_url", None) or models or getattr(args, "api_key_env", None))
-    model = (models[0] if models else None) or (
-        os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
-    )
+    base_url = base_url_from(args.base_url)
+    env = args.api_key_env or API_KEY_ENV
+    key = os.environ.get(env) or None
+    if args.api_key_env and key is None:
+        raise ConfigurationError(f"--api-key-env {env}: the environment variable is not set")
+    flags = bool(args.base_url or models or args.api_key_env)
+    model = next(iter(models), None) or os.environ.get("REACT_ENGINE_MODEL")
+    model = model or os.environ.get("OPENAI_MODEL")
     if not (base_url or key):
         if flags:
             raise ConfigurationError(
@@ -77,8 +116,7 @@ def configured_endpoint(
         if strict or flags or base_url:
             raise ConfigurationError(
                 f"no model name for {mask_url(base_url) if base_url else 'the OpenAI API'}: "
-                "pass --model or set "
-                "REACT_ENGINE_MODEL (or --local for the embedded model)"
+                "pass --model or set REACT_ENGINE_MODEL (or --local for the embedded model)"
             )
         return None
     return Endpoint(model, base_url, key, env)
@@ -92,9 +130,9 @@ def endpoint(
     alternatives: str = ", use --local for the embedded model, or --dry-run",
 ) -> Iterator[Endpoint]:
     """The chat model a command talks to: the script, the endpoint configured, or the local one."""
-    script = script_from_args(args)
-    if script is not None:
-        replies = ScriptedReplies(script, "script")
+    dry_run = Path(__file__).with_name("dry_run.json") if getattr(args, "dry_run", False) else None
+    if script := getattr(args, "scripted", None) or dry_run:
+        replies = ScriptedReplies(load_script(Path(script)))
         yield Endpoint(args.model or "scripted", client=ScriptedModel(replies), replies=replies)
         return
     if not args.local:
@@ -131,25 +169,20 @@ def local_endpoint(*, quiet: bool = False) -> Iterator[Endpoint]:
 
 def describe_api_error(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:
     """One line that says what the user can do about an API failure."""
-    notes = "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))
-    return _describe_api_failure(exc, ep, model) + notes
-
-
-def _describe_api_failure(exc: ModelAPIError, ep: Endpoint | None, model: str | None) -> str:
     log_path = getattr(exc, "log_path", None)
-    if log_path is not None:  # the local server did not start
-        return f"{one_line(str(exc).splitlines()[0])} (server log: {log_path})"
     where = ep.where if ep is not None else "the server"
     detail = one_line(exc.body or str(exc), 200)
     status = exc.status_code
-    if status in (401, 403):
+    if log_path is not None:  # the local server did not start
+        text = f"{one_line(str(exc).splitlines()[0])} (server log: {log_path})"
+    elif status in (401, 403):
         key = f"${ep.key_env} = {mask_key(ep.api_key)}" if ep is not None else "the API key"
-        return f"{where} rejected the API key ({key}): HTTP {status}: {detail}"
-    if status == 404:
-        return (
-            f"{where} does not know model {model!r} (HTTP 404: {detail}); "
-            "check --model and --base-url"
-        )
-    if status is None and str(exc).startswith("cannot reach"):
-        return f"cannot reach {where}: is the server running? ({one_line(str(exc), 200)})"
-    return one_line(str(exc))
+        text = f"{where} rejected the API key ({key}): HTTP {status}: {detail}"
+    elif status == 404:
+        text = f"{where} does not know model {model!r} (HTTP 404: {detail}); "
+        text += "check --model and --base-url"
+    elif status is None and str(exc).startswith("cannot reach"):
+        text = f"cannot reach {where}: is the server running? ({one_line(str(exc), 200)})"
+    else:
+        text = one_line(str(exc))
+    return text + "".join(f" ({note})" for note in getattr(exc, "__notes__", ()))

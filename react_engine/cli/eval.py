@@ -20,14 +20,12 @@ from ..eval.bfcl_report import format_report, report_json
 from ..harness.report import json_text
 from ..version import __version__
 from .endpoint import endpoint
-from .options import add_endpoint_options, add_evaluation_options, check_evaluation_options
+from .options import add_endpoint_options, add_evaluation_options, batch_options
 
 __all__ = ["add_eval_parser", "run_eval_command"]
 
 
-def add_eval_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
+def add_eval_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``eval`` (with its one benchmark, ``bfcl``) to the CLI's subcommands."""
     evaluate = subparsers.add_parser("eval", help="benchmarks: eval bfcl (BFCL's AST categories)")
     benches = evaluate.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
@@ -103,27 +101,20 @@ def add_eval_parser(
         "-q", "--quiet", action="store_true", help="no progress lines or progress bar on stderr"
     )
     p.set_defaults(handler=run_eval_command)
-    return p
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
     """``react-engine eval bfcl``: print the table; 0 once the run is complete."""
-    if args.limit is not None and args.limit < 1:
-        raise ConfigurationError("--limit must be at least 1")
-    if args.max_turn_steps is not None and args.max_turn_steps < 1:
-        raise ConfigurationError("--max-turn-steps must be at least 1")
-    check_evaluation_options(args)
-    batch: dict[str, Any] = {
-        "concurrency": args.concurrency,
-        "ray": args.ray,
-        "results": Path(args.results) if args.results else None,
-        "resume": args.resume,
-    }
+    for flag, value in (("--limit", args.limit), ("--max-turn-steps", args.max_turn_steps)):
+        if value is not None and value < 1:
+            raise ConfigurationError(f"{flag} must be at least 1")
+    batch = {**batch_options(args), "quiet": args.quiet}
     scripted, recording = args.scripted is not None, args.record is not None
     if scripted and (recording or args.local):
         raise ConfigurationError("--scripted replays recordings: it takes no --record or --local")
     # Without DIR: the checkout's recordings (checked before a live run, not after it).
-    multi_turn = _only_multi_turn(args.categories, args.cases)
+    named = args.categories or [i.rsplit("_", 1)[0] for i in args.cases or ()]
+    multi_turn = bool(named) and all(c in MULTI_TURN_CATEGORIES for c in named)
     for flag, given in (("--scripted", "scripted"), ("--record", "record")):
         if getattr(args, given) == "":
             directory = default_recordings(flag)
@@ -158,9 +149,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
             stems = {i.rsplit("_", 1)[0] for i in ids}
             categories = [c for c in CATEGORIES if CATEGORIES[c] in stems]
             categories += [c for c in MULTI_TURN_CATEGORIES if c in stems]
-        cases = _load_any(categories, only=ids)
-        if args.limit is not None:
-            cases = _first(cases, args.limit)
+        cases = _load_any(categories, args.limit, ids)
         if not cases:
             raise ConfigurationError(f"the recordings in {directory} hold none of these categories")
         report = run_bfcl(
@@ -170,16 +159,14 @@ def run_eval_command(args: argparse.Namespace) -> int:
             model=str(meta.get("model", "scripted")),
             source=f"recorded replies in {directory}",
             settings=settings,
-            quiet=args.quiet,
             **batch,
         )
     else:
-        cases = _load_any(categories, limit=args.limit, only=args.cases or ())
+        cases = _load_any(categories, args.limit, args.cases or ())
         if not cases:
             raise ConfigurationError("no BFCL case has these ids in these categories")
         record: dict[str, dict[str, Recorded]] | None = {} if recording else None
-        alternatives = ", --local for the embedded model, or --scripted"
-        with endpoint(args, alternatives=alternatives) as ep:
+        with endpoint(args, alternatives=", --local for the embedded model, or --scripted") as ep:
             where = "embedded llama.cpp server" if ep.local else ep.where
             report = run_bfcl(
                 cases,
@@ -187,7 +174,6 @@ def run_eval_command(args: argparse.Namespace) -> int:
                 endpoint=LiveEndpoint(ep.model, ep.base_url, ep.api_key, where),
                 settings=settings,
                 record=record,
-                quiet=args.quiet,
                 **batch,
             )
         if record is not None:
@@ -225,33 +211,10 @@ def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSett
         return given
 
 
-def _load_any(
-    categories: Sequence[str], *, limit: int | None = None, only: Sequence[str] = ()
-) -> list[AnyCase]:
+def _load_any(categories: Sequence[str], limit: int | None, only: Sequence[str]) -> list[AnyCase]:
     ast = [c for c in categories if c in CATEGORIES]
     multi = [c for c in categories if c in MULTI_TURN_CATEGORIES]
-    out: list[AnyCase] = []
-    if ast:
-        out += load_cases(ast, limit=limit, only=only)
-    if multi:
-        out += load_multi_turn_cases(multi, limit=limit, only=only)
-    return out
-
-
-def _first(cases: Sequence[AnyCase], limit: int) -> list[AnyCase]:
-    seen: dict[str, int] = {}
-    out = []
-    for case in cases:
-        seen[case.category] = seen.get(case.category, 0) + 1
-        if seen[case.category] <= limit:
-            out.append(case)
-    return out
-
-
-def _only_multi_turn(categories: Sequence[str] | None, cases: Sequence[str] | None) -> bool:
-    """Whether the categories, or else the case ids, are all multi-turn."""
-    if categories:
-        return all(c in MULTI_TURN_CATEGORIES for c in categories)
-    if cases:
-        return all(i.rsplit("_", 1)[0] in MULTI_TURN_CATEGORIES for i in cases)
-    return False
+    return [
+        *load_cases(ast, limit=limit, only=only),
+        *load_multi_turn_cases(multi, limit=limit, only=only),
+    ]

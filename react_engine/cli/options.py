@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigurationError
 from ..protocols.registry import protocol_names
@@ -11,16 +13,12 @@ __all__ = [
     "add_agent_options",
     "add_endpoint_options",
     "add_evaluation_options",
-    "check_evaluation_options",
+    "batch_options",
 ]
 
 
 def add_endpoint_options(
-    p: argparse.ArgumentParser,
-    *,
-    many_models: bool = False,
-    local: bool = True,
-    retries: bool = True,
+    p: argparse.ArgumentParser, *, many_models: bool = False, retries: bool = True
 ) -> None:
     """Where the model is, the same for every command (read by :mod:`.endpoint`)."""
     if many_models:
@@ -37,12 +35,11 @@ def add_endpoint_options(
         metavar="NAME",
         help="environment variable holding the API key (default: OPENAI_API_KEY)",
     )
-    if local:
-        p.add_argument(
-            "--local",
-            action="store_true",
-            help="use the embedded local model even if an endpoint is set",
-        )
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="use the embedded local model even if an endpoint is set",
+    )
     if retries:
         p.add_argument(
             "--max-retries",
@@ -174,9 +171,12 @@ def add_evaluation_options(p: argparse.ArgumentParser, *, tool_choice_help: str)
     )
 
 
-def check_evaluation_options(args: argparse.Namespace) -> None:
-    """Refuse what :func:`add_evaluation_options` cannot take, before anything runs."""
+def batch_options(args: argparse.Namespace) -> dict[str, Any]:
+    """How the cases run (:func:`add_evaluation_options`), refused before anything runs if
+    they cannot be taken."""
     if args.concurrency < 1:
         raise ConfigurationError("--concurrency must be at least 1")
     if args.resume and not args.results:
         raise ConfigurationError("--resume continues the evaluation in --results FILE")
+    results = Path(args.results) if args.results else None
+    return dict(concurrency=args.concurrency, ray=args.ray, results=results, resume=args.resume)

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import math
+from dataclasses import asdict
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -56,11 +57,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
             "base_url": result.base_url,
             "tools": result.tools,
             "native_calls": result.native_calls,
-            "stop": result.stop,
-            "constrained": result.constrained,
-            "call_format": result.call_format,
-            "requests": result.requests,
-            "notes": result.notes,
+            **asdict(result),  # the fields not named above, in their order
             "recorded": None if cache is None else result.overrides(),
             "cache": None if cache is None or cache.path is None else str(cache.path),
         }

@@ -1,10 +1,11 @@
-"""Human-readable rendering of steps, results and conversations, for terminals and logs:
-on a terminal a coloured block per step (unless ``NO_COLOR``), elsewhere plain lines that
-each start with ``step N [protocol]``, so they grep.
+"""What a command shows a person: steps, results and conversations, and a run's progress
+on stderr (:class:`RunProgress`). On a terminal a coloured block per step (unless
+``NO_COLOR``), elsewhere plain lines that each start with ``step N [protocol]``, so they grep.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -12,15 +13,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, TextIO
 
-from ..report.stop import reason_words
+from ..report.run import reason_words
+from ..run.agent import Agent
 from ..run.events import (
     ActionDecided,
     Event,
     ModelCallStarted,
     ReasoningDelta,
     ReplyDiscarded,
+    RunDone,
     StepDone,
     TextDelta,
 )
@@ -28,26 +32,21 @@ from ..types import ActionRecord, HistoryItem, RunResult, Step, UserTurn
 from .exits import one_line
 
 __all__ = [
-    "LivePrinter",
-    "StepPrinter",
-    "Ticker",
+    "RunProgress",
     "format_history",
     "format_result",
     "format_step",
     "format_step_plain",
+    "print_step",
     "stop_words",
     "use_color",
 ]
 
-_COLORS = {
-    "dim": "2",
-    "bold": "1",
-    "cyan": "36",
-    "green": "32",
-    "yellow": "33",
-    "red": "31",
-    "magenta": "35",
-}
+_COLORS = dict(dim="2", bold="1", cyan="36", green="32", yellow="33", red="31", magenta="35")
+
+
+_WIDTH = 400
+"""How much of a thought, an argument or an observation a step shows."""
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -55,15 +54,10 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class _Style:
-    def __init__(self, color: bool) -> None:
-        self.color = color
-
-    def __call__(self, text: str, *styles: str) -> str:
-        if not self.color or not styles:
-            return text
-        codes = ";".join(_COLORS[s] for s in styles)
-        return f"\x1b[{codes}m{text}\x1b[0m"
+def _paint(color: bool, text: str, *styles: str) -> str:
+    if not color or not styles:
+        return text
+    return f"\x1b[{';'.join(_COLORS[s] for s in styles)}m{text}\x1b[0m"
 
 
 def use_color(stream: TextIO) -> bool:
@@ -87,90 +81,79 @@ def _indent(text: str, prefix: str) -> str:
     return text.replace("\n", "\n" + prefix)
 
 
-def format_step(
-    step: Step, *, color: bool = False, width: int = 400, shown: frozenset[str] = frozenset()
-) -> str:
+def format_step(step: Step, *, color: bool = False, shown: frozenset[str] = frozenset()) -> str:
     """A step as a small block: thought, calls, observations, answer, repairs, tokens.
 
     ``shown`` names the parts a live view has already written, left out here: ``"header"``,
     ``"reasoning"``, ``"text"`` (the streamed reply) and ``"calls"`` (then only what each
     call returned is shown).
     """
-    s = _Style(color)
-    pad = "   "
+    s, pad = partial(_paint, color), "   "
     lines = [] if "header" in shown else [s(f"── step {step.index + 1} ({step.protocol}) ", "bold")]
     for notice in step.notices:
         lines.append(s(f"{pad}! {notice.message}", "yellow"))
     if step.reasoning and "reasoning" not in shown:
-        reasoning = _indent(_shorten(step.reasoning, width), pad + "           ")
+        reasoning = _indent(_shorten(step.reasoning, _WIDTH), pad + "           ")
         lines.append(s(f"{pad}Reasoning: {reasoning}", "dim"))
     if step.thought and "text" not in shown:
-        thought = _indent(_shorten(step.thought, width), pad + "         ")
+        thought = _indent(_shorten(step.thought, _WIDTH), pad + "         ")
         lines.append(f"{pad}{s('Thought:', 'cyan')} {thought}")
     for action in step.actions:
         mark = s(" (salvaged from text)", "magenta") if action.salvaged else ""
         tone = "green" if action.status == "ok" else "red"
         status = "" if action.status == "ok" else s(f"  [{action.status}]", "red")
         if "calls" in shown:  # the call is on screen: what it returned, and from which tool
-            observation = _indent(_shorten(action.observation, width), pad + "  ")
+            observation = _indent(_shorten(action.observation, _WIDTH), pad + "  ")
             lines.append(f"  {s('←', tone)} {action.tool}{mark}: {observation}{status}")
             continue
         lines.append(
-            f"{pad}{s('Action:', 'cyan')} {action.tool}({_shorten(_arguments(action), width)})"
+            f"{pad}{s('Action:', 'cyan')} {action.tool}({_shorten(_arguments(action), _WIDTH)})"
             + mark
         )
-        observation = _indent(_shorten(action.observation, width), pad + "             ")
+        observation = _indent(_shorten(action.observation, _WIDTH), pad + "             ")
         lines.append(f"{pad}{s('Observation:', tone)} {observation}{status}")
     if step.kind == "format_error":
-        lines.append(
-            s(f"{pad}Format error fed back: {one_line(step.feedback or '', width)}", "yellow")
-        )
+        feedback = one_line(step.feedback or "", _WIDTH)
+        lines.append(s(f"{pad}Format error fed back: {feedback}", "yellow"))
         if step.text and "text" not in shown:
-            lines.append(s(f"{pad}(reply was: {one_line(step.text, width)})", "dim"))
+            lines.append(s(f"{pad}(reply was: {one_line(step.text, _WIDTH)})", "dim"))
     if step.final_answer is not None and "text" not in shown:
         answer = _indent(step.final_answer, pad + "              ")
         lines.append(f"{pad}{s('Final Answer:', 'green', 'bold')} {answer}")
     if step.repairs:
         lines.append(s(f"{pad}repairs: {', '.join(step.repairs)}", "dim"))
     u = step.usage
-    lines.append(
-        s(
-            f"{pad}tokens: {u.prompt_tokens} prompt + {u.completion_tokens} completion"
-            f" · {step.model_time_s:.2f}s model",
-            "dim",
-        )
-    )
+    tokens = f"tokens: {u.prompt_tokens} prompt + {u.completion_tokens} completion"
+    lines.append(s(f"{pad}{tokens} · {step.model_time_s:.2f}s model", "dim"))
     return "\n".join(lines)
 
 
-def format_step_plain(step: Step, *, width: int = 400) -> str:
+def format_step_plain(step: Step) -> str:
     """A step as plain lines, one fact per line, each starting ``step N [protocol]``."""
     head = f"step {step.index + 1} [{step.protocol}]"
     lines = [f"{head} event: {notice.message}" for notice in step.notices]
     if step.reasoning:
-        lines.append(f"{head} reasoning: {one_line(step.reasoning, width)}")
+        lines.append(f"{head} reasoning: {one_line(step.reasoning, _WIDTH)}")
     if step.thought:
-        lines.append(f"{head} thought: {one_line(step.thought, width)}")
+        lines.append(f"{head} thought: {one_line(step.thought, _WIDTH)}")
     for action in step.actions:
         salvaged = " (salvaged from text)" if action.salvaged else ""
         lines.append(
-            f"{head} action: {action.tool} {one_line(_arguments(action), width)}{salvaged}"
+            f"{head} action: {action.tool} {one_line(_arguments(action), _WIDTH)}{salvaged}"
         )
         status = "" if action.status == "ok" else f" [{action.status}]"
-        lines.append(f"{head} observation{status}: {one_line(action.observation, width)}")
+        lines.append(f"{head} observation{status}: {one_line(action.observation, _WIDTH)}")
     if step.kind == "format_error":
-        lines.append(f"{head} format error: {one_line(step.feedback or '', width)}")
+        lines.append(f"{head} format error: {one_line(step.feedback or '', _WIDTH)}")
         if step.text:
-            lines.append(f"{head} reply was: {one_line(step.text, width)}")
+            lines.append(f"{head} reply was: {one_line(step.text, _WIDTH)}")
     if step.final_answer is not None:
-        lines.append(f"{head} final answer: {one_line(step.final_answer, width)}")
+        lines.append(f"{head} final answer: {one_line(step.final_answer, _WIDTH)}")
     if step.repairs:
         lines.append(f"{head} repairs: {', '.join(step.repairs)}")
     u = step.usage
-    lines.append(
-        f"{head} tokens: {u.prompt_tokens} prompt + {u.completion_tokens} completion, "
-        f"{step.model_time_s:.2f}s model"
-    )
+    tokens = f"tokens: {u.prompt_tokens} prompt + {u.completion_tokens} completion"
+    lines.append(f"{head} {tokens}, {step.model_time_s:.2f}s model")
     return "\n".join(lines)
 
 
@@ -180,15 +163,13 @@ def stop_words(result: RunResult) -> str:
     return reason_words(result.stop_reason, answered=result.answer is not None, tools=tools)
 
 
-def format_result(result: RunResult, *, color: bool = False, answer: bool = True) -> str:
-    """The end of a run; ``answer=False`` leaves out an answer (printed alone on stdout)."""
-    s = _Style(color)
+def format_result(result: RunResult, *, color: bool = False) -> str:
+    """The end of a run, without its answer (printed alone on stdout)."""
+    s = partial(_paint, color)
     u = result.usage
     lines = [s("══ result", "bold")]
     if result.answer is None:
         lines.append(f"   answer: {s('(none)', 'red')}")
-    elif answer:
-        lines.append(f"   answer: {_indent(result.answer, ' ' * 11)}")
     lines += [
         f"   stop reason: {stop_words(result)}"
         + (f": {result.error}" if result.error and result.answer is None else ""),
@@ -202,16 +183,16 @@ def format_result(result: RunResult, *, color: bool = False, answer: bool = True
     return "\n".join(lines)
 
 
-def format_history(history: Sequence[HistoryItem], *, width: int = 200) -> str:
+def format_history(history: Sequence[HistoryItem]) -> str:
     """A conversation as the user saw it: questions, tool calls and answers, in order."""
     lines: list[str] = []
     turn = 0
     for item in history:
         if isinstance(item, UserTurn):
             turn += 1
-            lines.append(f"[{turn}] you: {one_line(item.content, width)}")
+            lines.append(f"[{turn}] you: {one_line(item.content, 200)}")
         elif item.kind == "final":
-            lines.append(f"    assistant: {one_line(item.final_answer or '', width)}")
+            lines.append(f"    assistant: {one_line(item.final_answer or '', 200)}")
         elif item.kind == "format_error":
             lines.append(f"    (unusable reply, fed back: {one_line(item.feedback or '', 80)})")
         else:
@@ -224,28 +205,19 @@ def format_history(history: Sequence[HistoryItem], *, width: int = 200) -> str:
     return "\n".join(lines) if lines else "(no conversation yet)"
 
 
-class StepPrinter:
-    """An ``on_step`` callback that prints each step: blocks on a terminal, else plain lines."""
-
-    def __init__(
-        self, stream: TextIO | None = None, *, color: bool | None = None, plain: bool | None = None
-    ) -> None:
-        self.stream = stream or sys.stdout
-        self.color = use_color(self.stream) if color is None else color
-        self.plain = (not is_tty(self.stream)) if plain is None else plain
-
-    def __call__(self, step: Step) -> None:
-        text = format_step_plain(step) if self.plain else format_step(step, color=self.color)
-        print(text, file=self.stream, flush=True)
+def print_step(step: Step, stream: TextIO) -> None:
+    """Print a step on ``stream``: a block on a terminal, else plain lines."""
+    text = format_step(step, color=use_color(stream)) if is_tty(stream) else format_step_plain(step)
+    print(text, file=stream, flush=True)
 
 
 class LivePrinter:
     """Shows a streamed run's events on a terminal, then the rest of each step, once."""
 
-    def __init__(self, stream: TextIO | None = None, *, steps: StepPrinter | None = None) -> None:
-        self.stream = stream or sys.stdout
-        self.steps = steps or StepPrinter(self.stream)
-        self._style = _Style(use_color(self.stream))
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.color = use_color(stream)
+        self._style = partial(_paint, self.color)
         self._mid_line = False
         self._header: int | None = None
         """The step whose header is on screen."""
@@ -292,11 +264,7 @@ class LivePrinter:
                 self._end_line()
                 self.writing = False
                 shown = frozenset(self._shown if self._header == step.index else ())
-                if self.steps.plain:
-                    self.steps(step)
-                else:
-                    block = format_step(step, color=self.steps.color, shown=shown)
-                    print(block, file=self.steps.stream, flush=True)
+                self._write(format_step(step, color=self.color, shown=shown) + "\n")
             case _:
                 pass
 
@@ -305,9 +273,9 @@ class Ticker:
     """How long the model has been thinking, on a terminal; other output goes through
     :meth:`say` or :meth:`writing`."""
 
-    def __init__(self, stream: TextIO, *, live: bool | None = None) -> None:
+    def __init__(self, stream: TextIO, *, live: bool) -> None:
         self.stream = stream
-        self.live = is_tty(stream) if live is None else live
+        self.live = live
         self.since = time.perf_counter()
         self._stop = threading.Event()
         self.lock = threading.RLock()
@@ -369,3 +337,53 @@ def is_tty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+class RunProgress:
+    """Each step, each call before its tool runs, each network retry, and a ticker while
+    the model thinks (on a terminal, where the model's text is also streamed).
+
+    With ``--quiet`` nothing; with ``--json`` only the ticker and the retries.
+    """
+
+    def __init__(self, args: argparse.Namespace, *, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        quiet = bool(getattr(args, "quiet", False))
+        tty = is_tty(self.stream)
+        self.steps = not (quiet or getattr(args, "json", False))
+        self.ticker = Ticker(self.stream, live=tty and not quiet)
+        self.live = LivePrinter(self.stream) if self.steps and tty else None
+        self.ticker.paused = lambda: self.live is not None and self.live.writing
+        self.max_retries: int = args.max_retries
+
+    def say(self, text: str) -> None:
+        if self.steps:
+            self.ticker.say(text)
+
+    def on_step(self, step: Step) -> None:
+        if self.steps and self.live is None:
+            with self.ticker.writing():
+                print_step(step, self.stream)
+
+    def on_call(self, record: ActionRecord) -> None:
+        if self.steps and self.live is None:
+            self.ticker.say(f"  → calling {record.tool}({call_arguments(record.arguments)})")
+
+    def on_retry(self, attempt: int, wait: float, error: BaseException) -> None:
+        if self.steps or self.ticker.live:
+            self.ticker.say(
+                f"   ↻ retry {attempt - 1}/{self.max_retries} in {wait:.1f} s: "
+                f"{one_line(str(error), 200)}"
+            )
+
+    def run(self, agent: Agent, question: str, **options: Any) -> RunResult:
+        """The run, streamed on a terminal; the ticker shows the waits."""
+        with self.ticker:
+            if self.live is None:
+                return agent.run(question, **options)
+            for event in agent.run_stream(question, **options):
+                with self.ticker.writing():
+                    self.live(event)
+                if isinstance(event, RunDone):
+                    return event.result
+        raise AssertionError("a run's events end with RunDone")  # pragma: no cover

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigurationError
 from ..run.agent import Agent
+from ..testing.tools import get_weather
 from ..tools import Tool
+from ..types import RunResult
 from .agents import (
     answer,
     check_trace,
@@ -18,14 +22,45 @@ from .agents import (
     make_agent,
     warn_unused_options,
 )
-from .demo import DEMO_QUESTION, demo_check, get_weather
 from .endpoint import Endpoint, endpoint
 from .exits import EXIT_NO_ANSWER
 from .options import add_agent_options
-from .progress import RunProgress
-from .render import is_tty
+from .render import RunProgress, is_tty
 
-__all__ = ["add_demo_parser", "add_run_parser"]
+__all__ = ["DEMO_QUESTION", "add_demo_parser", "add_run_parser", "demo_check"]
+
+DEMO_QUESTION = "What is the weather in Paris right now?"
+"""A question the model cannot answer without calling ``get_weather``."""
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def demo_check(result: RunResult) -> tuple[bool, str]:
+    """Whether the answer carries the temperature some successful ``get_weather`` returned."""
+    if result.answer is None:
+        return False, "no answer"
+    temperatures: list[float] = []
+    for step in result.steps:
+        for action in step.actions:
+            if action.tool != "get_weather" or action.status != "ok":
+                continue
+            try:
+                data = json.loads(action.observation)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                for key in ("temperature_c", "temperature_f"):
+                    if isinstance(data.get(key), int | float):
+                        temperatures.append(float(data[key]))
+    if not temperatures:
+        return False, "get_weather never returned data in this run"
+    said = {float(n) for n in _NUMBER.findall(result.answer)}
+    for value in temperatures:
+        if value in said:
+            return True, f"the answer carries the temperature get_weather returned ({value:g})"
+    shown = ", ".join(f"{v:g}" for v in temperatures)
+    return False, f"the answer does not carry the temperature get_weather returned ({shown})"
 
 
 _RUN_DESCRIPTION = """\
@@ -87,9 +122,8 @@ def add_demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DEMO_QUESTION,
         help=f"the question to ask (default: {DEMO_QUESTION!r})",
     )
-    demo.set_defaults(max_steps=None)
     demo.add_argument("--json", action="store_true", help="print the result as JSON, no live steps")
-    demo.set_defaults(handler=_cmd_demo)
+    demo.set_defaults(max_steps=None, handler=_cmd_demo)
 
 
 def _read_question(args: argparse.Namespace) -> str:
@@ -112,16 +146,7 @@ def _shown_agent(
     **options: Any,
 ) -> Agent:
     """The agent of ``run`` or ``demo``, its progress on stderr, its setup said."""
-    agent = make_agent(
-        args,
-        ep,
-        tools,
-        args.protocol,
-        progress.on_step,
-        on_call=progress.on_call,
-        on_retry=progress.on_retry,
-        **options,
-    )
+    agent = make_agent(args, ep, tools, args.protocol, progress, **options)
     warn_unused_options(args, agent)
     progress.say(f"model {agent.model} · {ep.where} · protocol {describe_protocol(agent)}")
     return agent
@@ -152,6 +177,4 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         result = answer(args, ep, agent, progress, args.question, tool_choice="required")
     ok, why = demo_check(result)
     progress.say(("✓ " if ok else "✗ ") + why)
-    if not ok:
-        return EXIT_NO_ANSWER
-    return 0
+    return 0 if ok else EXIT_NO_ANSWER

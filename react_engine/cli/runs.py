@@ -9,9 +9,10 @@ import json
 import re
 import shlex
 import sys
+from pathlib import Path
 
 from ..errors import ModelAPIError, UnknownApprovalError
-from ..store import RunStore, Session, open_store
+from ..store import RunStore, open_store
 from ..store.approvals import waiting
 from ..store.runs import RunInfo
 from ..types import ActionRecord, to_jsonable
@@ -19,14 +20,12 @@ from .agents import load_tools, make_agent, show_result
 from .endpoint import describe_api_error, endpoint
 from .exits import EXIT_API, EXIT_CONFIG, EXIT_NO_ANSWER, Exit
 from .options import add_agent_options
-from .progress import RunProgress
+from .render import RunProgress, format_history
 
-__all__ = ["add_runs_parser", "chat_session", "run_runs_command"]
+__all__ = ["add_runs_parser", "run_runs_command"]
 
 
-def add_runs_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
+def add_runs_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``runs`` (list, show, resume) to the CLI's subcommands."""
     runs = subparsers.add_parser("runs", help="the runs kept in a store: list, show, resume")
     actions = runs.add_subparsers(dest="runs_command", required=True, metavar="ACTION")
@@ -59,14 +58,6 @@ def add_runs_parser(
             "else ~/.local/state/react-engine/store.db)",
         )
     runs.set_defaults(handler=run_runs_command)
-    return runs
-
-
-def chat_session(name: str | None, store: str | None = None) -> Session | None:
-    """``chat --session NAME``: the chat's history in the store's session NAME."""
-    if name is None:
-        return None
-    return open_store(store).session(name)
 
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -114,11 +105,9 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
     steps = await store.steps(args.run_id)
     result = await store.result(args.run_id) or {}
     if args.html:
-        from ..report.run import run_html
-        from ..report.stored import stored_run_records
+        from ..report.run import run_html, stored_run_records
 
-        with open(args.html, "w", encoding="utf-8") as fh:
-            fh.write(run_html(stored_run_records(info, steps, result)))
+        Path(args.html).write_text(run_html(stored_run_records(info, steps, result)), "utf-8")
         print(f"wrote {args.html}", file=sys.stderr)
     if args.json:
         payload = {**to_jsonable(info), "result": result, "steps": to_jsonable(steps)}
@@ -127,8 +116,6 @@ async def _show(store: RunStore, args: argparse.Namespace) -> int:
         text = json.dumps(payload, ensure_ascii=False, indent=2)
         print(_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
         return 0
-    from .render import format_history
-
     _print(f"run {info.id} · {info.status} · model {info.model} · protocol {info.protocol}")
     _print(f"question: {info.question}")
     if steps:
@@ -163,13 +150,11 @@ def _resume(store: RunStore, args: argparse.Namespace) -> int:
         _how_to_approve(info.id, pending, args)
         return EXIT_NO_ANSWER
     tools = load_tools(args.tools)
-    with endpoint(args, local_default=False) as ep:
-        progress = RunProgress(args)
+    with endpoint(args) as ep:
         # Calls the resumed run makes that need approval wait for the next resume.
         defer = "defer" if any(t.requires_approval for t in tools) else None
-        agent = make_agent(
-            args, ep, tools, args.protocol, progress.on_step, store=store, approve=defer
-        )
+        options = {"on_step": RunProgress(args).on_step, "store": store, "approve": defer}
+        agent = make_agent(args, ep, tools, args.protocol, None, **options)
         try:
             result = agent.resume(args.run_id, approvals=approvals)
         except ModelAPIError as exc:
@@ -181,7 +166,6 @@ def _resume(store: RunStore, args: argparse.Namespace) -> int:
 
 
 async def _stored(store: RunStore, run_id: str) -> tuple[RunInfo, list[ActionRecord]]:
-    """The stored run, and its calls awaiting approval."""
     info = await store.info(run_id)
     return info, [w.call for w in waiting(info.status, await store.entries(run_id))]
 

@@ -33,29 +33,16 @@ def _charts(report: Report) -> str:
         for p, mine in by.items()
     ]
     totals = [mine["TOTAL"] for mine in by.values()]
+    width = max(340, 70 * len(groups) * max(1, len(report.protocols)) // 2)
+    failures = [("decode failures", [float(t.decode_failures) for t in totals])]
+    per_request = [
+        ("prompt", [t.prompt_tokens / max(t.requests, 1) for t in totals]),
+        ("completion", [t.completion_tokens / max(t.requests, 1) for t in totals]),
+    ]
     panels = [
-        bar_chart(
-            "accuracy",
-            groups,
-            accuracy,
-            width=max(340, 70 * len(groups) * max(1, len(report.protocols)) // 2),
-            ceiling=1.0,
-            label=lambda v: f"{100 * v:.0f}%",
-        ),
-        bar_chart(
-            "decode failures",
-            report.protocols,
-            [("decode failures", [float(t.decode_failures) for t in totals])],
-        ),
-        bar_chart(
-            "tokens per request",
-            report.protocols,
-            [
-                ("prompt", [t.prompt_tokens / max(t.requests, 1) for t in totals]),
-                ("completion", [t.completion_tokens / max(t.requests, 1) for t in totals]),
-            ],
-            label=lambda v: f"{v:,.0f}",
-        ),
+        bar_chart("accuracy", groups, accuracy, width=width, ceiling=1.0, label="{:.0%}".format),
+        bar_chart("decode failures", report.protocols, failures),
+        bar_chart("tokens per request", report.protocols, per_request, label="{:,.0f}".format),
     ]
     return f'<div class="charts">{"".join(panels)}</div>'
 
@@ -103,19 +90,15 @@ def _cases(report: Report) -> str:
 
 def _detail(result: CaseResult) -> str:
     cls, words = _verdict(result)
+    tokens = f"{result.prompt_tokens:,} prompt + {result.completion_tokens:,} completion"
+    repaired = " · repaired" if result.repaired else ""
     facts = [
         (
             "verdict",
             f'<span class="badge {"ok" if cls == "pass" else "refused"}">{esc(words)}</span>',
         ),
         ("why", esc(result.reason) if result.reason else ""),
-        (
-            "tokens",
-            esc(
-                f"{result.prompt_tokens:,} prompt + {result.completion_tokens:,} completion · "
-                f"{result.requests} request(s)" + (" · repaired" if result.repaired else "")
-            ),
-        ),
+        ("tokens", esc(f"{tokens} · {result.requests} request(s){repaired}")),
         ("error", esc(result.error) if result.error else ""),
     ]
     rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts if v)

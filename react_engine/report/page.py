@@ -52,23 +52,15 @@ def fold(text: str, cls: str = "") -> str:
     return f'<details class="fold"><summary>{summary}</summary>{block(text, cls)}</details>'
 
 
+_HEAD = f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{_POLICY}">
+<meta name="viewport" content="width=device-width, initial-scale=1">"""
+
+
 def page(title: str, body: Iterable[str]) -> str:
     """A whole HTML document: ``title`` (plain text) and the body's parts (HTML)."""
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en">',
-            "<head>",
-            '<meta charset="utf-8">',
-            f'<meta http-equiv="Content-Security-Policy" content="{_POLICY}">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{esc(title)}</title>",
-            f"<style>{_STYLE}</style>",
-            "</head>",
-            "<body>",
-            *body,
-            "</body>",
-            "</html>",
-            "",
-        ]
-    )
+    head = [_HEAD, f"<title>{esc(title)}</title>", f"<style>{_STYLE}</style>", "</head>"]
+    return "\n".join([*head, "<body>", *body, "</body>", "</html>", ""])

@@ -1,17 +1,19 @@
-"""One run as HTML, from its trace records (``RunResult.trace()``)."""
+"""One run as HTML, from its trace records (``RunResult.trace()``, or a stored run's:
+:func:`stored_run_records`), and why a run stopped in words (the terminal's too)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..parsing.repairs import REPAIRS, is_lossy
+from ..store.runs import RunInfo
+from ..types import Step, to_jsonable
 from .page import block, esc, fold, page, slug
-from .stop import reason_words
 from .svg import bar_chart
 
-__all__ = ["STATUS", "run_html", "run_section"]
+__all__ = ["STATUS", "STOPPED", "reason_words", "run_html", "run_section", "stored_run_records"]
 
 Record = Mapping[str, Any]
 
@@ -161,36 +163,27 @@ def run_section(
     answer = foot.get("answer")
     stop = str(foot.get("stop_reason") or "")
     reason = head.get("protocol_reason")
-    usage = foot.get("usage") or {}
+    why = f" (why: {esc(reason)})" if reason else ""
     calls = sum(len(s.get("actions") or ()) for s in steps)
+    totals = f"{len(steps)} steps · {calls} tool calls · {_tokens(foot.get('usage') or {})} tokens"
     facts = [
         ("question", fold(str(head.get("question", "")), "question")),
         ("answer", fold(answer, "answer") if answer is not None else "<em>(none)</em>"),
         ("stop reason", esc(reason_words(stop, answered=answer is not None)) if stop else ""),
         ("model", esc(head.get("model", ""))),
-        (
-            "protocol",
-            f"<code>{esc(head.get('protocol', ''))}</code>"
-            + (f" (why: {esc(reason)})" if reason else ""),
-        ),
-        (
-            "totals",
-            esc(
-                f"{len(steps)} steps · {calls} tool calls · {_tokens(usage)} tokens · "
-                f"{_seconds(foot.get('duration_s'))}"
-            ),
-        ),
+        ("protocol", f"<code>{esc(head.get('protocol', ''))}</code>{why}"),
+        ("totals", esc(f"{totals} · {_seconds(foot.get('duration_s'))}")),
     ]
     if foot.get("error"):
         facts.append(("error", block(str(foot["error"]), "error")))
-    for call in foot.get("pending") or ():
-        facts.append(
-            (
-                "awaiting approval",
-                f"<code>{esc(call.get('id', ''))}</code> {esc(call.get('tool', ''))}"
-                f"{block(str(call.get('raw_arguments', '')), 'arguments')}",
-            )
+    facts += [
+        (
+            "awaiting approval",
+            f"<code>{esc(call.get('id', ''))}</code> {esc(call.get('tool', ''))}"
+            f"{block(str(call.get('raw_arguments', '')), 'arguments')}",
         )
+        for call in foot.get("pending") or ()
+    ]
     rows = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts if v)
     notices = "".join(
         f'<div class="notice run-notice">{esc(n)}</div>' for n in foot.get("events") or ()
@@ -204,9 +197,74 @@ def run_section(
     )
 
 
-def run_html(records: Sequence[Record], *, title: str = "") -> str:
+def run_html(records: Sequence[Record]) -> str:
     """A run's trace records as a whole HTML page (what ``result.to_html()`` returns)."""
     head = next((r for r in records if r.get("type") == "run"), {})
-    question = str(head.get("question", ""))
-    title = title or f"react-engine run: {question[:80]}"
+    title = f"react-engine run: {str(head.get('question', ''))[:80]}"
     return page(title, [f"<h1>{esc(title)}</h1>", run_section(records)])
+
+
+STOPPED = {
+    "final_answer": "the model gave its final answer",
+    "deadline": "the time limit passed",
+    "error_budget": "too many unusable replies in a row",
+    "tool_budget": "the tool-call budget ran out",
+    "token_budget": "the token budget ran out",
+    "context_window": "the conversation no longer fits the model's context window",
+    "cancelled": "cancelled",
+    "error": "an error ended the run",
+    "awaiting_approval": "calls wait for approval (react-engine runs resume ID --approve ...)",
+}
+"""Why a run stopped, in words, for each ``RunResult.stop_reason``."""
+
+
+_CAUSES = {
+    "max_steps": "the step budget was spent",
+    "loop": "the model kept repeating the same call",
+}
+
+
+def reason_words(reason: str, *, answered: bool, tools: Sequence[str] = ()) -> str:
+    """Why a run stopped for ``reason``, in plain words; ``tools``: each call's tool name."""
+    cause = _CAUSES.get(reason)
+    if cause is None:
+        return f"{STOPPED.get(reason, reason)} ({reason})"
+    if not answered:
+        return f"{cause}, and no final answer came after it ({reason})"
+    n, names = len(tools), ", ".join(dict.fromkeys(tools))
+    calls = f"{n} tool call{'' if n == 1 else 's'}" + (f" ({names})" if names else "")
+    words = f"answered after {calls}; the final answer was asked for without tools once {cause}"
+    return f"{words} ({reason})"
+
+
+def stored_run_records(
+    info: RunInfo, steps: Iterable[Step], result: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
+    """What the store kept of a run (no protocol reason; the duration is the time between
+    its first and its latest commit)."""
+    kept = [{**to_jsonable(step), "type": "step"} for step in steps]
+    usage: dict[str, int] = {}
+    for step in kept:
+        for key, value in (step.get("usage") or {}).items():
+            usage[key] = usage.get(key, 0) + int(value or 0)
+    done = result or {}
+    return [
+        {
+            "type": "run",
+            "question": info.question,
+            "model": info.model,
+            "protocol": info.protocol,
+            "protocol_reason": None,
+        },
+        *kept,
+        {
+            "type": "result",
+            "answer": done.get("answer"),
+            "stop_reason": done.get("stop_reason") or info.status,
+            "usage": usage,
+            "duration_s": max(0.0, info.updated - info.created),
+            "error": done.get("error"),
+            "events": [],
+            "pending": list(done.get("pending") or ()),
+        },
+    ]

@@ -33,7 +33,7 @@ from react_engine.cli import (
 from react_engine.cli import chat as chat_cli
 from react_engine.cli import endpoint as endpoint_cli
 from react_engine.cli.agents import load_tools
-from react_engine.cli.render import StepPrinter, format_step, format_step_plain
+from react_engine.cli.render import format_step, format_step_plain, print_step
 from react_engine.testing import (
     MockOpenAIServer,
     MockResponse,
@@ -391,18 +391,18 @@ def test_terminal_gets_colour_and_blocks_pipes_get_plain_lines(
 ) -> None:
     step = _a_step()
     tty = _Tty()
-    StepPrinter(tty)(step)
+    print_step(step, tty)
     assert "\x1b[36mAction:\x1b[0m get_weather" in tty.getvalue()
     assert tty.getvalue().startswith("\x1b[1m── step 1 (function_calling)")
 
     monkeypatch.setenv("NO_COLOR", "1")
     no_color = _Tty()
-    StepPrinter(no_color)(step)
+    print_step(step, no_color)
     assert "\x1b[" not in no_color.getvalue()
     assert no_color.getvalue() == format_step(step) + "\n"
 
     pipe = io.StringIO()
-    StepPrinter(pipe)(step)
+    print_step(step, pipe)
     assert pipe.getvalue() == format_step_plain(step) + "\n"
     assert all(
         line.startswith("step 1 [function_calling] ") for line in pipe.getvalue().splitlines()
@@ -659,14 +659,6 @@ def test_chat_trace_command_and_a_run_without_answer(tmp_path: Path) -> None:
         "2 consecutive failed turns (budget 1))"
     ) in text
     assert session.conversation.steps[-1].kind == "format_error"
-
-
-def test_a_multi_line_answer_stays_indented() -> None:
-    from react_engine.cli.render import format_result
-    from react_engine.types import RunResult, Usage
-
-    result = RunResult("q", "one\ntwo", [], Usage(), "text", "explicit", "final_answer", "m")
-    assert "   answer: one\n           two\n" in format_result(result)
 
 
 def test_demo_shows_the_call_before_its_tool_runs_and_checks_the_answer(

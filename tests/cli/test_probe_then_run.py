@@ -93,9 +93,9 @@ def test_off_keeps_nothing(tmp_path: Path) -> None:
 def test_the_embedded_server_is_not_probed_and_leaves_no_lesson(tmp_path: Path) -> None:
     """`--local` starts a server of the engine's own on a new port each time: a probe of it
     would cost a request per run and leave an entry nobody can use again."""
+    from react_engine.cli import build_parser
     from react_engine.cli.agents import make_agent
     from react_engine.cli.endpoint import Endpoint
-    from react_engine.cli.parser import build_parser
     from react_engine.testing.tools import get_weather
     from react_engine.transport.learned import default_cache
 

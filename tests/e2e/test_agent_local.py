@@ -30,7 +30,7 @@ from react_engine import (
     RunAborted,
     RunResult,
 )
-from react_engine.cli.demo import DEMO_TOOLS
+from react_engine.cli.agents import DEMO_TOOLS
 from react_engine.local import LocalEndpoint
 from react_engine.transport.wire import request_payload
 

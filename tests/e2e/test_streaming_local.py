@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from react_engine import Agent, CapabilityCache, ModelSettings, RunAborted, RunResult
-from react_engine.cli.demo import DEMO_TOOLS
+from react_engine.cli.agents import DEMO_TOOLS
 from react_engine.local import LocalEndpoint
 from react_engine.run.events import Event, RunDone, TextDelta
 

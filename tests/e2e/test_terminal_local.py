@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from react_engine import Agent, CapabilityCache, ModelSettings, RunResult
-from react_engine.cli.demo import DEMO_TOOLS
+from react_engine.cli.agents import DEMO_TOOLS
 from react_engine.local import LocalEndpoint
 from react_engine.run.events import Event, RunDone, TextDelta
 

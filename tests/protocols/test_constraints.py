@@ -761,7 +761,7 @@ def test_the_text_react_grammar() -> None:
 
 
 def test_tool_schemas_of_the_shipped_tools_all_compile() -> None:
-    from react_engine.cli.demo import DEMO_TOOLS
+    from react_engine.cli.agents import DEMO_TOOLS
     from react_engine.compare.tools import TASK_TOOLS
 
     every: list[Tool] = [*DEMO_TOOLS, *TASK_TOOLS.values()]
