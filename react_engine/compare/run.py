@@ -25,8 +25,7 @@ from ..harness.settings import agent_options
 from ..run.agent import Agent
 from ..transport.base import ChatModel
 from ..transport.endpoint import connect
-from ..types import RunResult
-from .suite import ProtocolName, Task, Transcript, check_result
+from .suite import ProtocolName, Task, Transcript, check_result, replies_for
 
 __all__ = [
     "METRICS",
@@ -155,9 +154,9 @@ class TaskRun:
     error: str | None
     metrics: Metrics
     repairs: dict[str, int]
-    trace: list[dict[str, Any]]
     unused_replies: int | None = None
     """Scripted runs: replies of the transcript never asked for (``None`` otherwise)."""
+    trace: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -202,28 +201,18 @@ async def arun_task(
     A run that stops early is a failed run with its trace. A refused request or an
     unreachable server raises :class:`ModelAPIError`: every other run would fail the same
     way. ``client``: a model shared by the runs of a comparison (default: the agent's own)."""
-    agent, transcript = _agent(task, target, settings, client)
-    try:
-        result = await agent.arun(task.question)
-    except (RunAborted, ModelAPIError) as exc:
-        result = _ended(exc)
-    return _task_run(task, target, result, transcript)
-
-
-def _agent(
-    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
-) -> tuple[Agent, Transcript | None]:
     transcript: Transcript | None = None
     if target.scripted:
-        replies = task.script_for(target.protocol)
+        replies = replies_for(task.scripted, target.protocol)
         if not replies:
             raise ConfigurationError(f"task {task.id} has no scripted {target.protocol} replies")
         transcript = Transcript(replies, label=f"task {task.id} ({target.protocol})")
+        client = transcript.model()
     agent = Agent(
         target.api_model or target.model,
         task.tool_objects(),
         protocol=target.protocol,
-        client=transcript.model() if transcript is not None else client,
+        client=client,
         base_url=target.base_url,
         api_key=target.api_key,
         instructions=task.instructions,
@@ -234,21 +223,14 @@ def _agent(
     if agent.capabilities()[0].reasoning:
         unbounded = dataclasses.replace(agent.config.settings, max_tokens=None)
         agent.config = dataclasses.replace(agent.config, settings=unbounded)
-    return agent, transcript
-
-
-def _ended(exc: RunAborted | ModelAPIError) -> RunResult:
-    """The result of a run that ended early; the error again when no run could go on."""
-    if isinstance(exc, RunAborted):
-        return exc.result
-    if isinstance(exc, ModelRequestError) or exc.result is None or not exc.result.steps:
-        raise exc
-    return exc.result
-
-
-def _task_run(
-    task: Task, target: Target, result: RunResult, transcript: Transcript | None
-) -> TaskRun:
+    try:
+        result = await agent.arun(task.question)
+    except RunAborted as exc:
+        result = exc.result
+    except ModelAPIError as exc:
+        if isinstance(exc, ModelRequestError) or exc.result is None or not exc.result.steps:
+            raise
+        result = exc.result
     trace = result.trace()
     failures = check_result(task, result)
     codes = Counter(c for r in trace if r.get("type") == "step" for c in r["repairs"])
@@ -264,8 +246,8 @@ def _task_run(
         error=result.error,
         metrics=metrics_from_trace(trace),
         repairs=dict(sorted(codes.items())),
-        trace=trace,
         unused_replies=transcript.remaining if transcript is not None else None,
+        trace=trace,
     )
 
 
@@ -296,7 +278,7 @@ def _ray_job(settings: CompareSettings, job: Job) -> Outcome:
 def _ray_failed(job: Job, why: str) -> Outcome:
     t: Target = job.target
     return TaskRun(
-        job.case.id, t.model, t.protocol, False, [why], None, "error", "", why, Metrics(), {}, []
+        job.case.id, t.model, t.protocol, False, [why], None, "error", "", why, Metrics(), {}
     ), None
 
 
@@ -459,12 +441,6 @@ def _targets(report: Report) -> list[dict[str, str]]:
     ]
 
 
-def _run_json(run: TaskRun) -> dict[str, Any]:
-    out = asdict(run)
-    out["trace"] = out.pop("trace")  # the long part last
-    return out
-
-
 def report_json(report: Report) -> dict[str, Any]:
     return {
         "meta": {
@@ -474,7 +450,7 @@ def report_json(report: Report) -> dict[str, Any]:
             "targets": _targets(report),
             "tasks": [{"id": t.id, "covers": t.covers} for t in report.tasks],
         },
-        "runs": [_run_json(r) for r in report.runs],
+        "runs": [asdict(r) for r in report.runs],
         "totals": [asdict(t) for t in report.totals()],
     }
 

@@ -14,7 +14,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path, PurePath
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigurationError
 from ..protocols.registry import protocol_names, registration
@@ -72,6 +72,11 @@ class ScriptReply(_Strict):
     tool_calls: list[ScriptToolCall] = Field(default_factory=list)
     reasoning: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _text_is_content(cls, value: Any) -> Any:
+        return {"content": value} if isinstance(value, str) else value
+
     def response(self, usage: Usage) -> ModelResponse:
         calls = [
             ToolCall(
@@ -90,10 +95,6 @@ class ScriptReply(_Strict):
             finish_reason="tool_calls" if calls else "stop",
             usage=usage,
         )
-
-
-def _reply(item: Any) -> Any:
-    return {"content": item} if isinstance(item, str) else item
 
 
 class Check(_Strict):
@@ -122,15 +123,6 @@ class Task(_Strict):
     check: Check
     scripted: dict[ProtocolName, list[ScriptReply]] = Field(default_factory=dict)
 
-    @field_validator("scripted", mode="before")
-    @classmethod
-    def _strings_are_replies(cls, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {
-                k: [_reply(i) for i in v] if isinstance(v, list) else v for k, v in value.items()
-            }
-        return value
-
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, value: list[str]) -> list[str]:
@@ -154,9 +146,6 @@ class Task(_Strict):
             native = registration(protocol).native_calls
             if not native and any(r.tool_calls for r in replies):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
-
-    def script_for(self, protocol: ProtocolName) -> list[ScriptReply] | None:
-        return replies_for(self.scripted, protocol)
 
     def tool_objects(self) -> list[Tool]:
         return [TASK_TOOLS[name] for name in self.tools]
@@ -329,7 +318,7 @@ def load_script(path: Path) -> dict[str, list[ScriptReply]]:
         data = data["scripted"]
     try:
         if isinstance(data, list):
-            return {"*": [ScriptReply.model_validate(_reply(i)) for i in data]}
+            return {"*": [ScriptReply.model_validate(i) for i in data]}
         if isinstance(data, dict):
             out: dict[str, list[ScriptReply]] = {}
             for key, items in data.items():
@@ -338,7 +327,7 @@ def load_script(path: Path) -> dict[str, list[ScriptReply]]:
                         f"script {path}: expected lists under {list(named_protocols())}, "
                         f"got {key!r}"
                     )
-                out[key] = [ScriptReply.model_validate(_reply(i)) for i in items]
+                out[key] = [ScriptReply.model_validate(i) for i in items]
             return out
     except ValidationError as exc:
         raise ConfigurationError(f"invalid script {path}: {exc.errors()[0]['msg']}") from None

@@ -91,6 +91,36 @@ def _stop_after_first(step: Step) -> None:
     raise _StepTaken(step)
 
 
+def _result(
+    case: Case | MultiTurnCase,
+    protocol: str,
+    steps: Sequence[Step],
+    correct: bool,
+    reason: str,
+    calls: list[dict[str, Any]],
+    **more: Any,
+) -> CaseResult:
+    """A case's result from the steps it took: a reply the protocol could not read, or a
+    call with unreadable arguments, is a decode failure."""
+    return CaseResult(
+        case=case.id,
+        category=case.category,
+        protocol=protocol,
+        correct=correct,
+        decode_failure=any(
+            s.kind == "format_error" or any(a.status == "invalid_arguments" for a in s.actions)
+            for s in steps
+        ),
+        reason=reason,
+        calls=calls,
+        prompt_tokens=sum(s.usage.prompt_tokens for s in steps),
+        completion_tokens=sum(s.usage.completion_tokens for s in steps),
+        events=[notice.message for s in steps for notice in s.notices],
+        repaired=any(s.repairs or any(a.salvaged for a in s.actions) for s in steps),
+        **more,
+    )
+
+
 def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) -> CaseResult:
     """Score the one step a case got."""
     calls = [
@@ -98,29 +128,16 @@ def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) 
         for a in step.actions
     ]
     unreadable = [a for a in step.actions if a.status == "invalid_arguments"]
-    decode_failure = step.kind == "format_error" or bool(unreadable)
     if step.kind == "format_error":
         first = (step.feedback or "").strip().splitlines()[:1]
-        verdict_ok, reason = False, f"format error: {first[0] if first else ''}".strip()
+        correct, reason = False, f"format error: {first[0] if first else ''}".strip()
     elif unreadable:
-        verdict_ok, reason = False, f"unreadable arguments: {unreadable[0].error or ''}".strip()
+        correct, reason = False, f"unreadable arguments: {unreadable[0].error or ''}".strip()
     else:
         verdict = check_calls(case.category, case.functions, calls, case.answers)
-        verdict_ok, reason = verdict.ok, verdict.reason
-    return CaseResult(
-        case=case.id,
-        category=case.category,
-        protocol=protocol,
-        correct=verdict_ok,
-        decode_failure=decode_failure,
-        reason=reason,
-        calls=[{"name": c.name, "arguments": dict(c.arguments)} for c in calls],
-        prompt_tokens=step.usage.prompt_tokens,
-        completion_tokens=step.usage.completion_tokens,
-        events=[notice.message for notice in step.notices],
-        repaired=bool(step.repairs) or any(a.salvaged for a in step.actions),
-        reply=step.text,
-    )
+        correct, reason = verdict.ok, verdict.reason
+    made = [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]
+    return _result(case, protocol, [step], correct, reason, made, reply=step.text)
 
 
 async def run_case(
@@ -145,13 +162,9 @@ async def run_case(
     except ModelAPIError as exc:
         if isinstance(exc, ModelRequestError) and exc.status_code in (401, 403, 404):
             raise  # every case would fail the same way
-        return CaseResult(
-            case.id, case.category, protocol, False, False, "no reply", error=str(exc)
-        )
+        return _result(case, protocol, [], False, "no reply", [], error=str(exc))
     # Unreachable with on_step raising, unless a limit ended the run before any step.
-    return CaseResult(
-        case.id, case.category, protocol, False, False, f"no step ({result.stop_reason})"
-    )
+    return _result(case, protocol, [], False, f"no step ({result.stop_reason})", [])
 
 
 def _case_cache(model: ChatModel, model_name: str, settings: EvalSettings) -> CapabilityCache:
@@ -191,18 +204,18 @@ async def run_multi_turn_case(
             except RunAborted as aborted:  # too many failed steps: the turn ends there
                 result = aborted.result
             steps += result.steps
-            turn_calls: list[list[str]] = []
-            for step in result.steps:
-                made = [
-                    call_string(names[a.tool], a.arguments)
+            made = [
+                [
+                    c
                     for a in step.actions
                     if a.tool in names
                     and isinstance(a.arguments, dict)
                     and a.status != "invalid_arguments"
+                    and (c := call_string(names[a.tool], a.arguments)) is not None
                 ]
-                if any(c is not None for c in made):
-                    turn_calls.append([c for c in made if c is not None])
-            decoded.append(turn_calls)
+                for step in result.steps
+            ]
+            decoded.append([m for m in made if m])
             if result.stop_reason == "max_steps":
                 break  # force-terminated: BFCL fails the case
         correct, reason = grade(case, decoded, backends)
@@ -214,22 +227,8 @@ async def run_multi_turn_case(
         correct, reason, error = False, "no reply", f"the recording has no more replies: {exc}"
     finally:
         backends.close()
-    unreadable = any(a.status == "invalid_arguments" for s in steps for a in s.actions)
-    return CaseResult(
-        case=case.id,
-        category=case.category,
-        protocol=protocol,
-        correct=correct,
-        decode_failure=any(s.kind == "format_error" for s in steps) or unreadable,
-        reason=reason,
-        calls=calls_json(decoded),
-        prompt_tokens=sum(s.usage.prompt_tokens for s in steps),
-        completion_tokens=sum(s.usage.completion_tokens for s in steps),
-        events=[notice.message for s in steps for notice in s.notices],
-        repaired=any(s.repairs or any(a.salvaged for a in s.actions) for s in steps),
-        error=error,
-        requests=len(steps),
-    )
+    calls = calls_json(decoded)
+    return _result(case, protocol, steps, correct, reason, calls, error=error, requests=len(steps))
 
 
 def _protocol(functions: Sequence[Mapping[str, Any]], protocol: str) -> str | Protocol:
