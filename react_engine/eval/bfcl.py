@@ -86,10 +86,6 @@ def _ray_failed(job: Job, why: str) -> tuple[CaseResult, Any]:
     return result, None
 
 
-def _verdict(result: CaseResult) -> str:
-    return "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
-
-
 def run_bfcl(
     cases: Sequence[AnyCase],
     protocols: Sequence[str],
@@ -131,14 +127,11 @@ def run_bfcl(
         Job(i, protocol, case, None if endpoint is not None else replayed[protocol][case.id])
         for i, (protocol, case) in enumerate((p, c) for p in protocols for c in cases)
     ]
-    progress = Progress(len(jobs), sys.stderr)
-    if quiet:
-        progress.live = False
 
-    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
-        if quiet:
-            return None
-        return f"[{done:>4}/{total}] {job.protocol:<16} {job.case.id:<24} " + _verdict(outcome[0])
+    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str:
+        result: CaseResult = outcome[0]
+        verdict = "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
+        return f"[{done:>4}/{total}] {job.protocol:<16} {job.case.id:<24} {verdict}"
 
     live = _connect_live(endpoint) if ray is None else None
     outcomes = run_cases(
@@ -152,8 +145,8 @@ def run_bfcl(
         ray=ray,
         ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
         ray_failed=_ray_failed,
-        progress=progress,
-        on_done=finished,
+        progress=Progress(len(jobs), sys.stderr, live=False if quiet else None),
+        on_done=None if quiet else finished,
     )
     for job, (result, replies) in zip(jobs, outcomes, strict=True):
         report.results.append(result)

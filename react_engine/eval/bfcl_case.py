@@ -144,7 +144,7 @@ async def run_case(
     case: Case, protocol: str, model: ChatModel, model_name: str, settings: EvalSettings
 ) -> CaseResult:
     """One model turn on ``case`` under ``protocol``, scored."""
-    tools, names = case_tools(case)
+    tools, names = case_tools(case.functions)
     agent = Agent(
         model_name,
         tools,

@@ -4,6 +4,7 @@ as tools that never run (docs/bfcl.md, "The data").
 
 from __future__ import annotations
 
+import importlib
 import importlib.resources
 import json
 import re
@@ -50,13 +51,7 @@ CATEGORIES: Mapping[str, str] = {
 """The AST categories we run, by our name, with BFCL's name (and file) for each (of BFCL v4's
 "simple", the Python one, whose values are plain JSON)."""
 
-DEFAULT_CATEGORIES: tuple[str, ...] = (
-    "simple",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "irrelevance",
-)
+DEFAULT_CATEGORIES: tuple[str, ...] = tuple(c for c in CATEGORIES if not c.startswith("live_"))
 """What runs when no category is named: BFCL's non-live AST categories (1,240 cases)."""
 
 INSTALL_HINT = "pip install --no-deps bfcl-eval (make venv does it)"
@@ -266,32 +261,38 @@ def arguments_model(schema: Mapping[str, Any]) -> type[BaseModel]:
     return _AnyArguments
 
 
-def case_tools(case: Case) -> tuple[list[Tool], dict[str, str]]:
-    """The case's functions as tools, and a map from each tool's name back to BFCL's."""
+def case_tools(
+    functions: Sequence[Mapping[str, Any]], run: Callable[[str], Callable[..., Any]] | None = None
+) -> tuple[list[Tool], dict[str, str]]:
+    """BFCL's functions as tools, and a map from each tool's name back to BFCL's: tools that
+    never run (an AST case scores the call), or that give their arguments to ``run(name)``."""
     tools: list[Tool] = []
     names: dict[str, str] = {}
-    for function in case.functions:
+    for function in functions:
         name = api_name(function["name"])
         if name in names:
             raise ConfigurationError(
-                f"BFCL case {case.id}: {function['name']!r} and {names[name]!r} are both "
-                f"sent as {name!r}"
+                f"BFCL functions {function['name']!r} and {names[name]!r} are both sent as {name!r}"
             )
         names[name] = function["name"]
-        tools.append(bfcl_tool(function, name, _not_run, is_async=True))
+        schema = parameters_schema(function)
+        tools.append(
+            Tool(
+                name=name,
+                description=str(function.get("description") or "") + PYTHON_HINT,
+                args_model=arguments_model(schema),
+                function=_not_run if run is None else run(function["name"]),
+                parameters=schema,
+                is_async=run is None,
+                pass_arguments=run is not None,
+            )
+        )
     return tools, names
 
 
-def bfcl_tool(
-    function: Mapping[str, Any], name: str, run: Callable[..., Any], **options: Any
-) -> Tool:
-    """A BFCL function as a tool named ``name`` that calls ``run``."""
-    schema = parameters_schema(function)
-    return Tool(
-        name=name,
-        description=str(function.get("description") or "") + PYTHON_HINT,
-        args_model=arguments_model(schema),
-        function=run,
-        parameters=schema,
-        **options,
-    )
+def wheel(module: str) -> Any:
+    """A module of the ``bfcl-eval`` wheel, or :class:`BfclDataMissing`."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise BfclDataMissing(f"BFCL's {module} cannot load ({exc}): {INSTALL_HINT}") from None

@@ -8,11 +8,10 @@ the backends only as Python literals under identifier names; any other call is r
 from __future__ import annotations
 
 import copy
-import importlib
 import keyword
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -20,14 +19,13 @@ from typing import Any
 from ..errors import ConfigurationError
 from ..tools import Tool
 from .bfcl_data import (
-    INSTALL_HINT,
     BfclDataMissing,
-    api_name,
-    bfcl_tool,
+    case_tools,
     data_root,
     ground_truth,
     pick,
     read_lines,
+    wheel,
 )
 
 __all__ = [
@@ -51,23 +49,14 @@ MULTI_TURN_CATEGORIES: tuple[str, ...] = (
 _PREFIX = "bfcl_eval.eval_checker.multi_turn_eval"
 
 
-def _wheel(module: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        raise BfclDataMissing(
-            f"BFCL's multi-turn backends cannot load ({exc}): {INSTALL_HINT}"
-        ) from None
-
-
 def step_limit() -> int:
     """BFCL's limit on the steps of one turn (``MAXIMUM_STEP_LIMIT``)."""
-    return int(_wheel("bfcl_eval.constants.default_prompts").MAXIMUM_STEP_LIMIT)
+    return int(wheel("bfcl_eval.constants.default_prompts").MAXIMUM_STEP_LIMIT)
 
 
 def added_functions_prompt() -> str:
     """What BFCL says as the user when a turn brings the functions held out until then."""
-    prompts = _wheel("bfcl_eval.constants.default_prompts")
+    prompts = wheel("bfcl_eval.constants.default_prompts")
     return str(prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC)
 
 
@@ -95,14 +84,6 @@ class MultiTurnCase:
             if index <= turn:
                 out.extend(functions)
         return out
-
-
-def _function_docs(root: Traversable, name: str) -> list[dict[str, Any]]:
-    files = _wheel("bfcl_eval.constants.executable_backend_config")
-    stem = files.MULTI_TURN_FUNC_DOC_FILE_MAPPING.get(name)
-    if stem is None:
-        raise BfclDataMissing(f"BFCL has no function documents for {name}")
-    return read_lines(root / "multi_turn_func_doc" / stem)
 
 
 def load_multi_turn_cases(
@@ -141,9 +122,12 @@ def _case(
         raise BfclDataMissing(f"BFCL case {case_id} has no ground truth")
     classes = tuple(entry["involved_classes"])
     functions = []
+    stems = wheel("bfcl_eval.constants.executable_backend_config").MULTI_TURN_FUNC_DOC_FILE_MAPPING
     for name in classes:
+        if name not in stems:
+            raise BfclDataMissing(f"BFCL has no function documents for {name}")
         if name not in docs:
-            docs[name] = _function_docs(root, name)
+            docs[name] = read_lines(root / "multi_turn_func_doc" / stems[name])
         functions += copy.deepcopy(docs[name])
     added: dict[int, tuple[Mapping[str, Any], ...]] = {}
     for index, names in (entry.get("missed_function") or {}).items():
@@ -184,7 +168,7 @@ class Backends:
     def __init__(self, case: MultiTurnCase) -> None:
         self.case = case
         self.model_name = f"react_engine_{uuid.uuid4().hex}"
-        self._utils = _wheel(f"{_PREFIX}.multi_turn_utils")
+        self._utils = wheel(f"{_PREFIX}.multi_turn_utils")
 
     def execute(self, calls: Sequence[str]) -> list[str]:
         results, _ = self._utils.execute_multi_turn_func_call(
@@ -210,22 +194,18 @@ def turn_tools(
     functions: Sequence[Mapping[str, Any]], backends: Backends
 ) -> tuple[list[Tool], dict[str, str]]:
     """The functions as tools that run on ``backends``, and each tool's name back to BFCL's."""
-    tools: list[Tool] = []
-    names: dict[str, str] = {}
-    for function in functions:
-        bfcl_name = str(function["name"])
-        name = api_name(bfcl_name)
-        names[name] = bfcl_name
 
-        def run(arguments: dict[str, Any], _name: str = bfcl_name) -> str:
-            call = call_string(_name, arguments)
+    def runner(name: str) -> Callable[[dict[str, Any]], str]:
+        def run(arguments: dict[str, Any]) -> str:
+            call = call_string(name, arguments)
             if call is None:
                 return "Error during execution: a parameter name is not an identifier"
             (result,) = backends.execute([call])
             return result
 
-        tools.append(bfcl_tool(function, name, run, pass_arguments=True))
-    return tools, names
+        return run
+
+    return case_tools(functions, runner)
 
 
 def grade(
@@ -236,7 +216,7 @@ def grade(
         return False, (
             f"force-terminated: {len(decoded)} turn(s) of {len(case.ground_truth)} completed"
         )
-    checker = _wheel(f"{_PREFIX}.multi_turn_checker")
+    checker = wheel(f"{_PREFIX}.multi_turn_checker")
     entry = {
         "id": case.id,
         "initial_config": copy.deepcopy(dict(case.initial_config)),
