@@ -21,8 +21,9 @@ from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAb
 from ..harness.metrics import Figures, pct
 from ..harness.report import csv_text, grid, json_text, write_text
 from ..harness.runner import Job, Outcome, Progress, run_cases
-from ..harness.settings import agent_options
+from ..harness.settings import RunSettings, agent_options
 from ..run.agent import Agent
+from ..testing import ScriptedModel
 from ..transport.base import ChatModel
 from ..transport.endpoint import connect
 from .suite import ProtocolName, Task, Transcript, check_result, replies_for
@@ -63,23 +64,12 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
-class CompareSettings:
-    """What every run shares, so that only the protocol and the model differ."""
+class CompareSettings(RunSettings):
+    """What every run shares, so that only the protocol and the model differ (``max_tokens``
+    is not sent to reasoning models, whose thinking counts against it)."""
 
-    seed: int = 42
-    """Sent with every request; servers that honour it repeat their sampling."""
-    temperature: float = 0.0
-    """Greedy decoding where the server allows it: differences come from the protocol."""
-    max_tokens: int = 256
-    """Cap on each reply; not sent to reasoning models, whose thinking counts against it."""
-    request_timeout: float | None = 300.0
-    """Seconds per request (a 2-core machine running the local model is slow)."""
     run_deadline: float | None = 900.0
     """Seconds per run, all requests and tools together."""
-    max_attempts: int = 3
-    """Network attempts per request (transient failures only)."""
-    tool_choice: str = "auto"
-    """``"auto"``, or ``"required"`` for a first step that must call a tool (then ``"auto"``)."""
 
 
 @dataclass(slots=True)
@@ -112,10 +102,9 @@ _MODEL_MISTAKES = frozenset({"unknown_tool", "invalid_arguments"})
 
 
 def _model_mistake(step: Mapping[str, Any]) -> bool:
-    actions = step.get("actions") or []
-    if step["kind"] == "format_error":
-        return True
-    return bool(actions) and all(a["status"] in _MODEL_MISTAKES for a in actions)
+    actions = step["actions"]
+    mistakes = bool(actions) and all(a["status"] in _MODEL_MISTAKES for a in actions)
+    return step["kind"] == "format_error" or mistakes
 
 
 def metrics_from_trace(records: Sequence[Mapping[str, Any]]) -> Metrics:
@@ -207,7 +196,7 @@ async def arun_task(
         if not replies:
             raise ConfigurationError(f"task {task.id} has no scripted {target.protocol} replies")
         transcript = Transcript(replies, label=f"task {task.id} ({target.protocol})")
-        client = transcript.model()
+        client = ScriptedModel(transcript)
     agent = Agent(
         target.api_model or target.model,
         task.tool_objects(),
@@ -371,7 +360,7 @@ def format_report(report: Report) -> str:
             lead = [task.id if first else "", *([target.model] if many else []), target.protocol]
             rows.append([*lead, "yes" if run.success else "NO", *_cells(run.metrics)])
             first = False
-    rows.append(["" for _ in head])
+    rows.append([""] * len(head))
     totals = report.totals()
     for i, t in enumerate(totals):
         lead = ["TOTAL" if i == 0 else "", *([t.model] if many else []), t.protocol]

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigurationError
 from ..protocols.registry import protocol_names, registration
-from ..testing import Script, ScriptedModel, ScriptExhausted
+from ..testing import Script, ScriptExhausted
 from ..tools import Tool
 from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, RunResult, ToolCall, Usage
@@ -302,9 +302,6 @@ class Transcript:
         prompt = _estimate_prompt(request)
         completion = _estimate_completion(reply)
         return reply.response(Usage(prompt, completion, prompt + completion, 0, 1))
-
-    def model(self) -> ScriptedModel:
-        return ScriptedModel(self)
 
 
 def load_script(path: Path) -> dict[str, list[ScriptReply]]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelAPIError, ModelRequestError, RunAborted
-from ..harness.settings import agent_options
+from ..harness.settings import RunSettings, agent_options
 from ..protocols.base import Protocol
 from ..run.agent import Agent
 from ..testing import ScriptExhausted
@@ -33,22 +33,11 @@ __all__ = ["CaseResult", "EvalSettings", "run_case", "run_multi_turn_case", "sco
 
 
 @dataclass(frozen=True, slots=True)
-class EvalSettings:
+class EvalSettings(RunSettings):
     """What every request shares, so that only the protocol differs."""
 
-    temperature: float = 0.0
-    """Greedy decoding, so a recording can be made again."""
-    seed: int = 42
-    max_tokens: int = 256
-    """Enough for a few calls; a model that rambles cannot stall a run on a small machine."""
-    request_timeout: float = 300.0
-    """Seconds per request (a 2-core machine running the local model is slow)."""
-    max_attempts: int = 3
-    """Network attempts per request (transient failures only)."""
     constrained: bool = True
     """Let protocols constrain decoding; ``False`` measures the parser alone."""
-    tool_choice: str = "auto"
-    """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call."""
     max_turn_steps: int | None = None
     """Multi-turn: steps one turn may take before the case fails; ``None``: BFCL's own limit
     (plus the step that passes it, as BFCL counts)."""

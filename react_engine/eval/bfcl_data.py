@@ -98,11 +98,6 @@ class Case:
     history: tuple[tuple[str, str], ...] = ()
     """``(role, content)`` messages before the question (a few live cases have some)."""
 
-    @property
-    def bfcl_category(self) -> str:
-        """BFCL's name for the category (``simple_python`` for our ``simple``)."""
-        return CATEGORIES[self.category]
-
 
 def data_root() -> Traversable:
     """The wheel's ``data`` directory, or :class:`BfclDataMissing`."""
@@ -223,15 +218,6 @@ def _property_schema(node: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parameters_schema(function: Mapping[str, Any]) -> dict[str, Any]:
-    """A function's parameters as the self-contained object schema a tool carries."""
-    schema = to_json_schema(function.get("parameters") or {"type": "dict"})
-    schema["type"] = "object"
-    schema.setdefault("properties", {})
-    schema["additionalProperties"] = False
-    return schema
-
-
 def api_name(name: str) -> str:
     """A BFCL function name as chat APIs accept it (as BFCL does it), at most 64 characters."""
     safe = _UNSAFE_NAME.sub("_", name)
@@ -275,7 +261,10 @@ def case_tools(
                 f"BFCL functions {function['name']!r} and {names[name]!r} are both sent as {name!r}"
             )
         names[name] = function["name"]
-        schema = parameters_schema(function)
+        schema = to_json_schema(function.get("parameters") or {"type": "dict"})
+        schema["type"] = "object"
+        schema.setdefault("properties", {})
+        schema["additionalProperties"] = False
         tools.append(
             Tool(
                 name=name,

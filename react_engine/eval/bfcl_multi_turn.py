@@ -79,11 +79,8 @@ class MultiTurnCase:
 
     def functions_at(self, turn: int) -> list[Mapping[str, Any]]:
         """The functions offered during ``turn``."""
-        out = list(self.functions)
-        for index, functions in sorted(self.added.items()):
-            if index <= turn:
-                out.extend(functions)
-        return out
+        held = sorted(self.added.items())
+        return [*self.functions, *(f for index, fs in held if index <= turn for f in fs)]
 
 
 def load_multi_turn_cases(
