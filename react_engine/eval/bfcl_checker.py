@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 __all__ = ["Call", "Verdict", "check_calls", "check_one", "is_irrelevance", "normalize_string"]
 
@@ -162,18 +162,13 @@ def _type_ok(value: Any, accepted: Sequence[Any], expected: type, item: type | N
     answer_type = next((type(option) for option in accepted if option != ""), None)
     variable = answer_type is not None and answer_type is not expected
     if type(value) is expected:
-        if item is None:
-            return variable
-        items: list[Any] = cast("list[Any]", value)
-        for option in accepted:
-            if type(option) is not list or all(
-                _type_ok(v, option, item, None) is not None for v in items
-            ):
-                return variable
-        return None
-    if answer_type is not None and type(value) is answer_type:
-        return True
-    return None
+        fits = item is None or any(
+            type(option) is not list
+            or all(_type_ok(v, option, item, None) is not None for v in value)
+            for option in accepted
+        )
+        return variable if fits else None
+    return True if answer_type is not None and type(value) is answer_type else None
 
 
 def _check_value(

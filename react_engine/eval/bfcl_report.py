@@ -66,10 +66,11 @@ class Tally(Figures):
     repaired: int = 0
     requests: int = 0
 
-    @classmethod
-    def of(cls, r: CaseResult) -> Tally:
-        """One case's figures."""
-        return cls(
+
+def tally(results: Sequence[CaseResult]) -> Tally:
+    """The figures of ``results`` together."""
+    return Tally.total(
+        Tally(
             cases=1,
             correct=int(r.correct),
             decode_failures=int(r.decode_failure),
@@ -81,11 +82,8 @@ class Tally(Figures):
             repaired=int(r.repaired),
             requests=r.requests if r.error is None else 0,
         )
-
-
-def tally(results: Sequence[CaseResult]) -> Tally:
-    """The figures of ``results`` together."""
-    return Tally.total(Tally.of(r) for r in results)
+        for r in results
+    )
 
 
 def tallies(report: Report) -> dict[str, dict[str, Tally]]:
