@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["Call", "Verdict", "check_calls", "check_one", "is_irrelevance", "normalize_string"]
 
@@ -164,7 +164,7 @@ def _type_ok(value: Any, accepted: Sequence[Any], expected: type, item: type | N
     if type(value) is expected:
         fits = item is None or any(
             type(option) is not list
-            or all(_type_ok(v, option, item, None) is not None for v in value)
+            or all(_type_ok(v, option, item, None) is not None for v in cast("list[Any]", value))
             for option in accepted
         )
         return variable if fits else None
