@@ -352,14 +352,12 @@ def format_report(report: Report) -> str:
     rows: list[list[str]] = [head]
     by_key = {(r.task, r.model, r.protocol): r for r in report.runs}
     for task in report.tasks:
-        first = True
-        for target in report.targets:
-            run = by_key.get((task.id, target.model, target.protocol))
-            if run is None:
-                continue
-            lead = [task.id if first else "", *([target.model] if many else []), target.protocol]
+        mine = [
+            by_key[k] for t in report.targets if (k := (task.id, t.model, t.protocol)) in by_key
+        ]
+        for i, run in enumerate(mine):
+            lead = [task.id if i == 0 else "", *([run.model] if many else []), run.protocol]
             rows.append([*lead, "yes" if run.success else "NO", *_cells(run.metrics)])
-            first = False
     rows.append([""] * len(head))
     totals = report.totals()
     for i, t in enumerate(totals):

@@ -226,13 +226,10 @@ def _protocol(functions: Sequence[Mapping[str, Any]], protocol: str) -> str | Pr
 
 def _case_history(case: Case, protocol: str) -> list[HistoryItem]:
     """The exchange a live case carries before its question, replies as answered steps."""
-    items: list[HistoryItem] = []
-    for role, content in case.history:
-        if role == "user":
-            items.append(UserTurn(content))
-        else:
-            # The reply as written, sent back verbatim by every protocol.
-            items.append(
-                Step(index=0, kind="final", protocol=protocol, text=content, final_answer=content)
-            )
-    return items
+    # A reply as written, sent back verbatim by every protocol.
+    return [
+        UserTurn(content)
+        if role == "user"
+        else Step(index=0, kind="final", protocol=protocol, text=content, final_answer=content)
+        for role, content in case.history
+    ]

@@ -131,11 +131,9 @@ def _case(
         held = [f for f in functions if f["name"] in names]
         functions = [f for f in functions if f["name"] not in names]
         added[int(index)] = tuple(held)
-    turns = []
-    for messages in entry["question"]:
-        if any(m.get("role") != "user" for m in messages):
-            raise BfclDataMissing(f"BFCL case {case_id} has a turn that is not the user's")
-        turns.append("\n\n".join(str(m["content"]) for m in messages))
+    if any(m.get("role") != "user" for messages in entry["question"] for m in messages):
+        raise BfclDataMissing(f"BFCL case {case_id} has a turn that is not the user's")
+    turns = ["\n\n".join(str(m["content"]) for m in messages) for messages in entry["question"]]
     return MultiTurnCase(
         id=case_id,
         category=category,

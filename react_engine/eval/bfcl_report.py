@@ -110,9 +110,7 @@ def format_report(report: Report) -> str:
     s = report.settings
     multi = any(c in MULTI_TURN_CATEGORIES for c in report.categories)
     ast = any(c not in MULTI_TURN_CATEGORIES for c in report.categories)
-    steps = []
-    if ast:
-        steps.append("one step per AST case" if multi else "one step each")
+    steps = [("one step per AST case" if multi else "one step each")] if ast else []
     if multi:
         steps.append(f"up to {s.max_turn_steps or step_limit() + 1} steps a turn")
     lines = [
@@ -171,11 +169,8 @@ LIVE_CALLS = ("live_simple", "live_multiple", "live_parallel", "live_parallel_mu
 def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
     """BFCL's own figures for one protocol's results, by leaderboard column (docs/bfcl.md);
     ``None`` where a category they need was not run."""
-    acc: dict[str, float] = {}
-    count: dict[str, int] = {}
-    for category in {r.category for r in results}:
-        t = tally([r for r in results if r.category == category])
-        acc[category], count[category] = t.correct / t.cases, t.cases
+    by = {c: tally([r for r in results if r.category == c]) for c in {r.category for r in results}}
+    acc = {c: t.correct / t.cases for c, t in by.items()}
 
     def unweighted(cats: Sequence[str]) -> float | None:
         return sum(acc[c] for c in cats) / len(cats) if all(c in acc for c in cats) else None
@@ -183,7 +178,7 @@ def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
     def weighted(cats: Sequence[str]) -> float | None:
         if not all(c in acc for c in cats):
             return None
-        return sum(acc[c] * count[c] for c in cats) / sum(count[c] for c in cats)
+        return sum(acc[c] * by[c].cases for c in cats) / sum(by[c].cases for c in cats)
 
     return {
         "Python Simple AST": acc.get("simple"),
