@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..compare.suite import named_protocols
 from ..errors import ConfigurationError
 from ..harness.runner import Job, Outcome, Progress, run_cases
-from ..protocols.registry import protocol_names
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
 from ..transport.endpoint import connect
@@ -31,7 +31,7 @@ DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
 
 def eval_protocols() -> tuple[str, ...]:
     """Every protocol the eval can run: the registry's and :data:`BFCL_PROMPT`."""
-    return (*(p for p in protocol_names() if p != "auto"), BFCL_PROMPT)
+    return (*named_protocols(), BFCL_PROMPT)
 
 
 @dataclass(frozen=True, slots=True)
