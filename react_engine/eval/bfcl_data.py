@@ -8,7 +8,7 @@ import importlib
 import importlib.resources
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -133,29 +133,29 @@ def load_cases(
     root: Traversable | None = None,
 ) -> list[Case]:
     """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
-    unknown = [c for c in categories if c not in CATEGORIES]
+    read = read_categories(categories, CATEGORIES, limit, only, root)
+    return [_case(e, category, answers) for category, _, es, answers in read for e in es]
+
+
+def read_categories(
+    categories: Sequence[str],
+    files: Mapping[str, str],
+    limit: int | None,
+    only: Sequence[str],
+    root: Traversable | None,
+) -> Iterator[tuple[str, Traversable, list[dict[str, Any]], dict[str, Any]]]:
+    """Each category's data directory, entries (the first ``limit``, or those whose ids are in
+    ``only``) and accepted answers by case id; ``files`` names each category's data file."""
+    unknown = [c for c in categories if c not in files]
     if unknown:
-        raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(CATEGORIES)}")
+        raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(files)}")
     base = root if root is not None else data_root()
-    cases: list[Case] = []
     for category in categories:
-        stem = f"BFCL_v4_{CATEGORIES[category]}.json"
-        entries = pick(base / stem, limit, only)
-        answers = {} if "irrelevance" in category else ground_truth(base, stem)
-        cases += [_case(entry, category, answers) for entry in entries]
-    return cases
-
-
-def pick(path: Traversable, limit: int | None, only: Sequence[str]) -> list[dict[str, Any]]:
-    """The entries of a data file: the first ``limit``, or those whose ids are in ``only``."""
-    entries = read_lines(path)
-    picked = [e for e in entries if e["id"] in set(only)] if only else entries
-    return picked[:limit] if limit is not None else picked
-
-
-def ground_truth(base: Traversable, stem: str) -> dict[str, Any]:
-    """The accepted answers of a category, by case id."""
-    return {a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)}
+        stem = f"BFCL_v4_{files[category]}.json"
+        entries = read_lines(base / stem)
+        picked = [e for e in entries if e["id"] in set(only)] if only else entries
+        answers = [] if "irrelevance" in category else read_lines(base / "possible_answer" / stem)
+        yield category, base, picked[:limit], {a["id"]: a["ground_truth"] for a in answers}
 
 
 def _case(entry: Mapping[str, Any], category: str, answers: Mapping[str, Any]) -> Case:

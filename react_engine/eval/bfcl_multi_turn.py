@@ -16,14 +16,11 @@ from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from typing import Any
 
-from ..errors import ConfigurationError
 from ..tools import Tool
 from .bfcl_data import (
     BfclDataMissing,
     case_tools,
-    data_root,
-    ground_truth,
-    pick,
+    read_categories,
     read_lines,
     wheel,
 )
@@ -91,20 +88,10 @@ def load_multi_turn_cases(
     root: Traversable | None = None,
 ) -> list[MultiTurnCase]:
     """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
-    unknown = [c for c in categories if c not in MULTI_TURN_CATEGORIES]
-    if unknown:
-        raise ConfigurationError(
-            f"unknown BFCL multi-turn categories {unknown}: use {', '.join(MULTI_TURN_CATEGORIES)}"
-        )
-    base = root if root is not None else data_root()
     docs: dict[str, list[dict[str, Any]]] = {}
-    cases: list[MultiTurnCase] = []
-    for category in categories:
-        stem = f"BFCL_v4_{category}.json"
-        entries = pick(base / stem, limit, only)
-        truth = ground_truth(base, stem)
-        cases += [_case(base, entry, category, truth, docs) for entry in entries]
-    return cases
+    files = {c: c for c in MULTI_TURN_CATEGORIES}
+    read = read_categories(categories, files, limit, only, root)
+    return [_case(base, e, category, truth, docs) for category, base, es, truth in read for e in es]
 
 
 def _case(
