@@ -240,26 +240,6 @@ def estimate_tokens(text: str) -> int:
     return sum(-(-len(m[0]) // _CHARS.get(m.lastgroup or "", 1)) for m in _TOKEN.finditer(text))
 
 
-def _estimate_prompt(request: ModelRequest) -> int:
-    payload = request_payload(request)
-    total = 3
-    for message in payload["messages"]:
-        total += 4 + estimate_tokens(str(message.get("content") or ""))
-        for call in message.get("tool_calls") or ():
-            total += 3 + estimate_tokens(call["function"]["name"] + call["function"]["arguments"])
-    if payload.get("tools"):
-        total += estimate_tokens(json.dumps(payload["tools"], ensure_ascii=False))
-    return total
-
-
-def _estimate_completion(reply: ScriptReply) -> int:
-    total = 1 + estimate_tokens(reply.content or "") + estimate_tokens(reply.reasoning or "")
-    for call in reply.tool_calls:
-        args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-        total += 3 + estimate_tokens(call.name + args)
-    return total
-
-
 class Transcript:
     """Scripted replies for one run, answered in order with estimated usage."""
 
@@ -278,8 +258,21 @@ class Transcript:
             raise ConfigurationError(
                 f"{self.label}: the scripted transcript has no reply left"
             ) from None
-        prompt = _estimate_prompt(request)
-        completion = _estimate_completion(reply)
+        payload = request_payload(request)
+        prompt = 3
+        for message in payload["messages"]:
+            prompt += 4 + estimate_tokens(str(message.get("content") or ""))
+            for call in message.get("tool_calls") or ():
+                function = call["function"]
+                prompt += 3 + estimate_tokens(function["name"] + function["arguments"])
+        if payload.get("tools"):
+            prompt += estimate_tokens(json.dumps(payload["tools"], ensure_ascii=False))
+        completion = (
+            1 + estimate_tokens(reply.content or "") + estimate_tokens(reply.reasoning or "")
+        )
+        for c in reply.tool_calls:
+            args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
+            completion += 3 + estimate_tokens(c.name + args)
         return reply.response(Usage(prompt, completion, prompt + completion, 0, 1))
 
 
