@@ -207,8 +207,7 @@ def check_result(task: Task, result: RunResult) -> list[str]:
     for entry in c.answer_contains:
         options = [entry] if isinstance(entry, str) else entry
         if not any(o.casefold() in answer for o in options):
-            shown = repr(entry) if isinstance(entry, str) else " or ".join(map(repr, entry))
-            failures.append(f"the answer lacks {shown}")
+            failures.append(f"the answer lacks {' or '.join(map(repr, options))}")
     actions = [a for s in result.steps for a in s.actions]
     ran = {a.tool for a in actions if a.status in _RAN}
     asked = {a.tool for a in actions}

@@ -50,11 +50,8 @@ async def _run_job(
 ) -> tuple[CaseResult, Any]:
     """One case under one protocol; the replies it got, as recorded, when it ran live."""
     case, protocol = job.case, job.protocol
-    if live is not None:
-        model: ChatModel = RecordingModel(live)
-    else:
-        reply = job.replies
-        model = ScriptedModel(list(reply) if isinstance(reply, list) else [reply])
+    replies = job.replies if isinstance(job.replies, list) else [job.replies]
+    model: ChatModel = RecordingModel(live) if live is not None else ScriptedModel(replies)
     if isinstance(case, MultiTurnCase):
         result = await run_multi_turn_case(case, protocol, model, model_name, settings)
     else:

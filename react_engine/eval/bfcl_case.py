@@ -69,10 +69,6 @@ class CaseResult:
 class _StepTaken(Exception):
     """Raised from ``on_step`` to end a run after its first turn; carries the step."""
 
-    def __init__(self, step: Step) -> None:
-        super().__init__("one step taken")
-        self.step = step
-
 
 def _stop_after_first(step: Step) -> None:
     raise _StepTaken(step)
@@ -145,7 +141,7 @@ async def run_case(
     try:
         result = await agent.arun(case.question, history=_case_history(case, protocol))
     except _StepTaken as taken:
-        return score_step(case, protocol, taken.step, names)
+        return score_step(case, protocol, taken.args[0], names)
     except ModelAPIError as exc:
         if isinstance(exc, ModelRequestError) and exc.status_code in (401, 403, 404):
             raise  # every case would fail the same way
