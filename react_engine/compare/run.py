@@ -489,9 +489,7 @@ def plot_report(report: Report, path: Path) -> Path | None:
     colors = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"]
     for i, (title, values) in enumerate(panels):
         ax = fig.add_subplot(rows, cols, i + 1)
-        bars = ax.bar(
-            range(len(values)), values, color=[colors[j % len(colors)] for j in range(len(values))]
-        )
+        bars = ax.bar(range(len(values)), values, color=colors)  # cycled past the sixth bar
         ax.bar_label(
             bars,
             labels=[f"{v:,.2f}" if title.startswith("wall") else f"{v:,.0f}" for v in values],

@@ -175,9 +175,7 @@ def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
         if kind not in _TYPES:
             raise ConfigurationError(f"unknown BFCL type {kind!r}")
         out["type"] = _TYPES[kind]
-    for key in _KEPT:
-        if key in node:
-            out[key] = node[key]
+    out |= {key: node[key] for key in _KEPT if key in node}
     if kind == "float" and "enum" in out:
         out["enum"] = [float(v) if isinstance(v, int) else v for v in out["enum"]]
     items = node.get("items")
