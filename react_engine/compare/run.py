@@ -459,10 +459,8 @@ def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[P
         write_text(out_dir / "comparison.csv", report_csv(report)),
         write_text(out_dir / "comparison.txt", format_report(report) + "\n"),
     ]
-    if plot:
-        png = plot_report(report, out_dir / "comparison.png")
-        if png is not None:
-            written.append(png)
+    if plot and (png := plot_report(report, out_dir / "comparison.png")) is not None:
+        written.append(png)
     return written
 
 
