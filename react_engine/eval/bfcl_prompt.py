@@ -124,9 +124,7 @@ class BfclPromptProtocol(TextReActProtocol):
 
     def _system(self, ctx: RequestContext) -> str:
         # As BFCL: a case's own system message follows the generated prompt.
-        if ctx.instructions:
-            return f"{self._prompt}\n\n{ctx.instructions}"
-        return self._prompt
+        return f"{self._prompt}\n\n{ctx.instructions}" if ctx.instructions else self._prompt
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         return None  # BFCL's Prompt mode decodes freely
