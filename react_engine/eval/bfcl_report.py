@@ -171,10 +171,7 @@ def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
         "Irrelevance": acc.get("irrelevance"),
         "Live AST Summary": weighted(LIVE_CALLS),
         "Live Irrelevance": acc.get("live_irrelevance"),
-        "Multi Turn Base": acc.get("multi_turn_base"),
-        "Multi Turn Miss Func": acc.get("multi_turn_miss_func"),
-        "Multi Turn Miss Param": acc.get("multi_turn_miss_param"),
-        "Multi Turn Long Context": acc.get("multi_turn_long_context"),
+        **{c.replace("_", " ").title(): acc.get(c) for c in MULTI_TURN_CATEGORIES},
         "Multi Turn Overall Acc": unweighted(MULTI_TURN_CATEGORIES),
     }
 
