@@ -288,15 +288,12 @@ def load_script(path: Path) -> dict[str, list[ScriptReply]]:
         if isinstance(data, list):
             return {"*": [ScriptReply.model_validate(i) for i in data]}
         if isinstance(data, dict):
-            out: dict[str, list[ScriptReply]] = {}
-            for key, items in data.items():
-                if key not in named_protocols() or not isinstance(items, list):
-                    raise ConfigurationError(
-                        f"script {path}: expected lists under {list(named_protocols())}, "
-                        f"got {key!r}"
-                    )
-                out[key] = [ScriptReply.model_validate(i) for i in items]
-            return out
+            bad = [k for k, v in data.items() if k not in named_protocols() or type(v) is not list]
+            if bad:
+                raise ConfigurationError(
+                    f"script {path}: expected lists under {list(named_protocols())}, got {bad[0]!r}"
+                )
+            return {k: [ScriptReply.model_validate(i) for i in v] for k, v in data.items()}
     except ValidationError as exc:
         raise ConfigurationError(f"invalid script {path}: {exc.errors()[0]['msg']}") from None
     raise ConfigurationError(f"script {path}: expected a list of replies or an object")

@@ -34,17 +34,17 @@ MULTI_TURN_CATEGORIES: tuple[str, ...] = (
 """BFCL's multi-turn categories (200 cases each), by BFCL's names."""
 
 _PREFIX = "bfcl_eval.eval_checker.multi_turn_eval"
+_PROMPTS = "bfcl_eval.constants.default_prompts"
 
 
 def step_limit() -> int:
     """BFCL's limit on the steps of one turn (``MAXIMUM_STEP_LIMIT``)."""
-    return int(wheel("bfcl_eval.constants.default_prompts").MAXIMUM_STEP_LIMIT)
+    return int(wheel(_PROMPTS).MAXIMUM_STEP_LIMIT)
 
 
 def added_functions_prompt() -> str:
     """What BFCL says as the user when a turn brings the functions held out until then."""
-    prompts = wheel("bfcl_eval.constants.default_prompts")
-    return str(prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC)
+    return str(wheel(_PROMPTS).DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC)
 
 
 @dataclass(frozen=True, slots=True)
