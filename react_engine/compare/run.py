@@ -21,27 +21,12 @@ from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAb
 from ..harness.metrics import Figures, pct
 from ..harness.report import csv_text, grid, json_text, write_text
 from ..harness.runner import Job, Outcome, Progress, run_cases
-from ..harness.settings import agent_options
+from ..harness.settings import RunSettings, agent_options
 from ..run.agent import Agent
+from ..testing import ScriptedModel
 from ..transport.base import ChatModel
 from ..transport.endpoint import connect
-from ..types import RunResult
-from .suite import ProtocolName, Task, Transcript, check_result
-
-__all__ = [
-    "METRICS",
-    "CompareSettings",
-    "Metrics",
-    "Report",
-    "Target",
-    "TaskRun",
-    "Total",
-    "arun_task",
-    "format_report",
-    "metrics_from_trace",
-    "run_comparison",
-    "write_outputs",
-]
+from .suite import ProtocolName, Task, Transcript, check_result, replies_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,23 +49,12 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
-class CompareSettings:
-    """What every run shares, so that only the protocol and the model differ."""
+class CompareSettings(RunSettings):
+    """What every run shares, so that only the protocol and the model differ (``max_tokens``
+    is not sent to reasoning models, whose thinking counts against it)."""
 
-    seed: int = 42
-    """Sent with every request; servers that honour it repeat their sampling."""
-    temperature: float = 0.0
-    """Greedy decoding where the server allows it: differences come from the protocol."""
-    max_tokens: int = 256
-    """Cap on each reply; not sent to reasoning models, whose thinking counts against it."""
-    request_timeout: float | None = 300.0
-    """Seconds per request (a 2-core machine running the local model is slow)."""
     run_deadline: float | None = 900.0
     """Seconds per run, all requests and tools together."""
-    max_attempts: int = 3
-    """Network attempts per request (transient failures only)."""
-    tool_choice: str = "auto"
-    """``"auto"``, or ``"required"`` for a first step that must call a tool (then ``"auto"``)."""
 
 
 @dataclass(slots=True)
@@ -113,10 +87,9 @@ _MODEL_MISTAKES = frozenset({"unknown_tool", "invalid_arguments"})
 
 
 def _model_mistake(step: Mapping[str, Any]) -> bool:
-    actions = step.get("actions") or []
-    if step["kind"] == "format_error":
-        return True
-    return bool(actions) and all(a["status"] in _MODEL_MISTAKES for a in actions)
+    actions = step["actions"]
+    mistakes = bool(actions) and all(a["status"] in _MODEL_MISTAKES for a in actions)
+    return step["kind"] == "format_error" or mistakes
 
 
 def metrics_from_trace(records: Sequence[Mapping[str, Any]]) -> Metrics:
@@ -155,9 +128,9 @@ class TaskRun:
     error: str | None
     metrics: Metrics
     repairs: dict[str, int]
-    trace: list[dict[str, Any]]
     unused_replies: int | None = None
     """Scripted runs: replies of the transcript never asked for (``None`` otherwise)."""
+    trace: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -202,28 +175,18 @@ async def arun_task(
     A run that stops early is a failed run with its trace. A refused request or an
     unreachable server raises :class:`ModelAPIError`: every other run would fail the same
     way. ``client``: a model shared by the runs of a comparison (default: the agent's own)."""
-    agent, transcript = _agent(task, target, settings, client)
-    try:
-        result = await agent.arun(task.question)
-    except (RunAborted, ModelAPIError) as exc:
-        result = _ended(exc)
-    return _task_run(task, target, result, transcript)
-
-
-def _agent(
-    task: Task, target: Target, settings: CompareSettings, client: ChatModel | None = None
-) -> tuple[Agent, Transcript | None]:
     transcript: Transcript | None = None
     if target.scripted:
-        replies = task.script_for(target.protocol)
+        replies = replies_for(task.scripted, target.protocol)
         if not replies:
             raise ConfigurationError(f"task {task.id} has no scripted {target.protocol} replies")
         transcript = Transcript(replies, label=f"task {task.id} ({target.protocol})")
+        client = ScriptedModel(transcript)
     agent = Agent(
         target.api_model or target.model,
         task.tool_objects(),
         protocol=target.protocol,
-        client=transcript.model() if transcript is not None else client,
+        client=client,
         base_url=target.base_url,
         api_key=target.api_key,
         instructions=task.instructions,
@@ -234,21 +197,14 @@ def _agent(
     if agent.capabilities()[0].reasoning:
         unbounded = dataclasses.replace(agent.config.settings, max_tokens=None)
         agent.config = dataclasses.replace(agent.config, settings=unbounded)
-    return agent, transcript
-
-
-def _ended(exc: RunAborted | ModelAPIError) -> RunResult:
-    """The result of a run that ended early; the error again when no run could go on."""
-    if isinstance(exc, RunAborted):
-        return exc.result
-    if isinstance(exc, ModelRequestError) or exc.result is None or not exc.result.steps:
-        raise exc
-    return exc.result
-
-
-def _task_run(
-    task: Task, target: Target, result: RunResult, transcript: Transcript | None
-) -> TaskRun:
+    try:
+        result = await agent.arun(task.question)
+    except RunAborted as exc:
+        result = exc.result
+    except ModelAPIError as exc:
+        if isinstance(exc, ModelRequestError) or exc.result is None or not exc.result.steps:
+            raise
+        result = exc.result
     trace = result.trace()
     failures = check_result(task, result)
     codes = Counter(c for r in trace if r.get("type") == "step" for c in r["repairs"])
@@ -264,8 +220,8 @@ def _task_run(
         error=result.error,
         metrics=metrics_from_trace(trace),
         repairs=dict(sorted(codes.items())),
-        trace=trace,
         unused_replies=transcript.remaining if transcript is not None else None,
+        trace=trace,
     )
 
 
@@ -296,7 +252,7 @@ def _ray_job(settings: CompareSettings, job: Job) -> Outcome:
 def _ray_failed(job: Job, why: str) -> Outcome:
     t: Target = job.target
     return TaskRun(
-        job.case.id, t.model, t.protocol, False, [why], None, "error", "", why, Metrics(), {}, []
+        job.case.id, t.model, t.protocol, False, [why], None, "error", "", why, Metrics(), {}
     ), None
 
 
@@ -381,15 +337,13 @@ def format_report(report: Report) -> str:
     rows: list[list[str]] = [head]
     by_key = {(r.task, r.model, r.protocol): r for r in report.runs}
     for task in report.tasks:
-        first = True
-        for target in report.targets:
-            run = by_key.get((task.id, target.model, target.protocol))
-            if run is None:
-                continue
-            lead = [task.id if first else "", *([target.model] if many else []), target.protocol]
+        mine = [
+            by_key[k] for t in report.targets if (k := (task.id, t.model, t.protocol)) in by_key
+        ]
+        for i, run in enumerate(mine):
+            lead = [task.id if i == 0 else "", *([run.model] if many else []), run.protocol]
             rows.append([*lead, "yes" if run.success else "NO", *_cells(run.metrics)])
-            first = False
-    rows.append(["" for _ in head])
+    rows.append([""] * len(head))
     totals = report.totals()
     for i, t in enumerate(totals):
         lead = ["TOTAL" if i == 0 else "", *([t.model] if many else []), t.protocol]
@@ -459,12 +413,6 @@ def _targets(report: Report) -> list[dict[str, str]]:
     ]
 
 
-def _run_json(run: TaskRun) -> dict[str, Any]:
-    out = asdict(run)
-    out["trace"] = out.pop("trace")  # the long part last
-    return out
-
-
 def report_json(report: Report) -> dict[str, Any]:
     return {
         "meta": {
@@ -474,7 +422,7 @@ def report_json(report: Report) -> dict[str, Any]:
             "targets": _targets(report),
             "tasks": [{"id": t.id, "covers": t.covers} for t in report.tasks],
         },
-        "runs": [_run_json(r) for r in report.runs],
+        "runs": [asdict(r) for r in report.runs],
         "totals": [asdict(t) for t in report.totals()],
     }
 
@@ -511,10 +459,8 @@ def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[P
         write_text(out_dir / "comparison.csv", report_csv(report)),
         write_text(out_dir / "comparison.txt", format_report(report) + "\n"),
     ]
-    if plot:
-        png = plot_report(report, out_dir / "comparison.png")
-        if png is not None:
-            written.append(png)
+    if plot and (png := plot_report(report, out_dir / "comparison.png")) is not None:
+        written.append(png)
     return written
 
 
@@ -541,9 +487,7 @@ def plot_report(report: Report, path: Path) -> Path | None:
     colors = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"]
     for i, (title, values) in enumerate(panels):
         ax = fig.add_subplot(rows, cols, i + 1)
-        bars = ax.bar(
-            range(len(values)), values, color=[colors[j % len(colors)] for j in range(len(values))]
-        )
+        bars = ax.bar(range(len(values)), values, color=colors)  # cycled past the sixth bar
         ax.bar_label(
             bars,
             labels=[f"{v:,.2f}" if title.startswith("wall") else f"{v:,.0f}" for v in values],

@@ -14,32 +14,15 @@ from importlib.resources.abc import Traversable
 from pathlib import Path, PurePath
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigurationError
 from ..protocols.registry import protocol_names, registration
-from ..testing import Script, ScriptedModel, ScriptExhausted
+from ..testing import Script, ScriptExhausted
 from ..tools import Tool
 from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, RunResult, ToolCall, Usage
 from .tools import TASK_TOOLS
-
-__all__ = [
-    "PROTOCOLS",
-    "Check",
-    "ProtocolName",
-    "ScriptReply",
-    "Task",
-    "Transcript",
-    "check_result",
-    "default_tasks_dir",
-    "estimate_tokens",
-    "load_script",
-    "load_task",
-    "load_tasks",
-    "named_protocols",
-    "replies_for",
-]
 
 ProtocolName = str
 """A name in the protocol registry (:func:`react_engine.protocols.registry.protocol_names`)."""
@@ -72,6 +55,11 @@ class ScriptReply(_Strict):
     tool_calls: list[ScriptToolCall] = Field(default_factory=list)
     reasoning: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _text_is_content(cls, value: Any) -> Any:
+        return {"content": value} if isinstance(value, str) else value
+
     def response(self, usage: Usage) -> ModelResponse:
         calls = [
             ToolCall(
@@ -90,10 +78,6 @@ class ScriptReply(_Strict):
             finish_reason="tool_calls" if calls else "stop",
             usage=usage,
         )
-
-
-def _reply(item: Any) -> Any:
-    return {"content": item} if isinstance(item, str) else item
 
 
 class Check(_Strict):
@@ -122,15 +106,6 @@ class Task(_Strict):
     check: Check
     scripted: dict[ProtocolName, list[ScriptReply]] = Field(default_factory=dict)
 
-    @field_validator("scripted", mode="before")
-    @classmethod
-    def _strings_are_replies(cls, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {
-                k: [_reply(i) for i in v] if isinstance(v, list) else v for k, v in value.items()
-            }
-        return value
-
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, value: list[str]) -> list[str]:
@@ -154,9 +129,6 @@ class Task(_Strict):
             native = registration(protocol).native_calls
             if not native and any(r.tool_calls for r in replies):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
-
-    def script_for(self, protocol: ProtocolName) -> list[ScriptReply] | None:
-        return replies_for(self.scripted, protocol)
 
     def tool_objects(self) -> list[Tool]:
         return [TASK_TOOLS[name] for name in self.tools]
@@ -235,8 +207,7 @@ def check_result(task: Task, result: RunResult) -> list[str]:
     for entry in c.answer_contains:
         options = [entry] if isinstance(entry, str) else entry
         if not any(o.casefold() in answer for o in options):
-            shown = repr(entry) if isinstance(entry, str) else " or ".join(map(repr, entry))
-            failures.append(f"the answer lacks {shown}")
+            failures.append(f"the answer lacks {' or '.join(map(repr, options))}")
     actions = [a for s in result.steps for a in s.actions]
     ran = {a.tool for a in actions if a.status in _RAN}
     asked = {a.tool for a in actions}
@@ -259,37 +230,13 @@ _TOKEN = re.compile(
 )
 
 
+_CHARS = {"word": 4, "digits": 3}
+"""Characters a token holds, by kind (one for the kinds not listed, matched one by one)."""
+
+
 def estimate_tokens(text: str) -> int:
     """A tokenizer-free estimate of a text's token count (close to BPE counts on average)."""
-    total = 0
-    for m in _TOKEN.finditer(text):
-        if m.lastgroup == "word":
-            total += (len(m.group()) + 3) // 4
-        elif m.lastgroup == "digits":
-            total += (len(m.group()) + 2) // 3
-        else:
-            total += 1
-    return total
-
-
-def _estimate_prompt(request: ModelRequest) -> int:
-    payload = request_payload(request)
-    total = 3
-    for message in payload["messages"]:
-        total += 4 + estimate_tokens(str(message.get("content") or ""))
-        for call in message.get("tool_calls") or ():
-            total += 3 + estimate_tokens(call["function"]["name"] + call["function"]["arguments"])
-    if payload.get("tools"):
-        total += estimate_tokens(json.dumps(payload["tools"], ensure_ascii=False))
-    return total
-
-
-def _estimate_completion(reply: ScriptReply) -> int:
-    total = 1 + estimate_tokens(reply.content or "") + estimate_tokens(reply.reasoning or "")
-    for call in reply.tool_calls:
-        args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-        total += 3 + estimate_tokens(call.name + args)
-    return total
+    return sum(-(-len(m[0]) // _CHARS.get(m.lastgroup or "", 1)) for m in _TOKEN.finditer(text))
 
 
 class Transcript:
@@ -310,12 +257,22 @@ class Transcript:
             raise ConfigurationError(
                 f"{self.label}: the scripted transcript has no reply left"
             ) from None
-        prompt = _estimate_prompt(request)
-        completion = _estimate_completion(reply)
+        payload = request_payload(request)
+        prompt = 3
+        for message in payload["messages"]:
+            prompt += 4 + estimate_tokens(str(message.get("content") or ""))
+            for call in message.get("tool_calls") or ():
+                function = call["function"]
+                prompt += 3 + estimate_tokens(function["name"] + function["arguments"])
+        if payload.get("tools"):
+            prompt += estimate_tokens(json.dumps(payload["tools"], ensure_ascii=False))
+        completion = (
+            1 + estimate_tokens(reply.content or "") + estimate_tokens(reply.reasoning or "")
+        )
+        for c in reply.tool_calls:
+            args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
+            completion += 3 + estimate_tokens(c.name + args)
         return reply.response(Usage(prompt, completion, prompt + completion, 0, 1))
-
-    def model(self) -> ScriptedModel:
-        return ScriptedModel(self)
 
 
 def load_script(path: Path) -> dict[str, list[ScriptReply]]:
@@ -329,17 +286,14 @@ def load_script(path: Path) -> dict[str, list[ScriptReply]]:
         data = data["scripted"]
     try:
         if isinstance(data, list):
-            return {"*": [ScriptReply.model_validate(_reply(i)) for i in data]}
+            return {"*": [ScriptReply.model_validate(i) for i in data]}
         if isinstance(data, dict):
-            out: dict[str, list[ScriptReply]] = {}
-            for key, items in data.items():
-                if key not in named_protocols() or not isinstance(items, list):
-                    raise ConfigurationError(
-                        f"script {path}: expected lists under {list(named_protocols())}, "
-                        f"got {key!r}"
-                    )
-                out[key] = [ScriptReply.model_validate(_reply(i)) for i in items]
-            return out
+            bad = [k for k, v in data.items() if k not in named_protocols() or type(v) is not list]
+            if bad:
+                raise ConfigurationError(
+                    f"script {path}: expected lists under {list(named_protocols())}, got {bad[0]!r}"
+                )
+            return {k: [ScriptReply.model_validate(i) for i in v] for k, v in data.items()}
     except ValidationError as exc:
         raise ConfigurationError(f"invalid script {path}: {exc.errors()[0]['msg']}") from None
     raise ConfigurationError(f"script {path}: expected a list of replies or an object")

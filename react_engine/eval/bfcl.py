@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..compare.suite import named_protocols
 from ..errors import ConfigurationError
 from ..harness.runner import Job, Outcome, Progress, run_cases
-from ..protocols.registry import protocol_names
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
 from ..transport.endpoint import connect
@@ -23,15 +23,13 @@ from .bfcl_prompt import BFCL_PROMPT
 from .bfcl_recording import Recorded, RecordingModel, recorded_from_json, recorded_json
 from .bfcl_report import Report
 
-__all__ = ["DEFAULT_PROTOCOLS", "AnyCase", "LiveEndpoint", "eval_protocols", "run_bfcl"]
-
 DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
 """The protocols the eval runs by default (those recorded in ``fixtures/bfcl``)."""
 
 
 def eval_protocols() -> tuple[str, ...]:
     """Every protocol the eval can run: the registry's and :data:`BFCL_PROMPT`."""
-    return (*(p for p in protocol_names() if p != "auto"), BFCL_PROMPT)
+    return (*named_protocols(), BFCL_PROMPT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +50,8 @@ async def _run_job(
 ) -> tuple[CaseResult, Any]:
     """One case under one protocol; the replies it got, as recorded, when it ran live."""
     case, protocol = job.case, job.protocol
-    if live is not None:
-        model: ChatModel = RecordingModel(live)
-    else:
-        reply = job.replies
-        model = ScriptedModel(list(reply) if isinstance(reply, list) else [reply])
+    replies = job.replies if isinstance(job.replies, list) else [job.replies]
+    model: ChatModel = RecordingModel(live) if live is not None else ScriptedModel(replies)
     if isinstance(case, MultiTurnCase):
         result = await run_multi_turn_case(case, protocol, model, model_name, settings)
     else:
@@ -84,10 +79,6 @@ def _ray_failed(job: Job, why: str) -> tuple[CaseResult, Any]:
     case = job.case
     result = CaseResult(case.id, case.category, job.protocol, False, False, why, error=why)
     return result, None
-
-
-def _verdict(result: CaseResult) -> str:
-    return "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
 
 
 def run_bfcl(
@@ -131,14 +122,11 @@ def run_bfcl(
         Job(i, protocol, case, None if endpoint is not None else replayed[protocol][case.id])
         for i, (protocol, case) in enumerate((p, c) for p in protocols for c in cases)
     ]
-    progress = Progress(len(jobs), sys.stderr)
-    if quiet:
-        progress.live = False
 
-    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
-        if quiet:
-            return None
-        return f"[{done:>4}/{total}] {job.protocol:<16} {job.case.id:<24} " + _verdict(outcome[0])
+    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str:
+        result: CaseResult = outcome[0]
+        verdict = "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
+        return f"[{done:>4}/{total}] {job.protocol:<16} {job.case.id:<24} {verdict}"
 
     live = _connect_live(endpoint) if ray is None else None
     outcomes = run_cases(
@@ -152,8 +140,8 @@ def run_bfcl(
         ray=ray,
         ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
         ray_failed=_ray_failed,
-        progress=progress,
-        on_done=finished,
+        progress=Progress(len(jobs), sys.stderr, live=False if quiet else None),
+        on_done=None if quiet else finished,
     )
     for job, (result, replies) in zip(jobs, outcomes, strict=True):
         report.results.append(result)

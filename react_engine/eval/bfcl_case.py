@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelAPIError, ModelRequestError, RunAborted
-from ..harness.settings import agent_options
+from ..harness.settings import RunSettings, agent_options
 from ..protocols.base import Protocol
 from ..run.agent import Agent
 from ..testing import ScriptExhausted
@@ -29,26 +29,13 @@ from .bfcl_multi_turn import (
 )
 from .bfcl_prompt import BFCL_PROMPT, BfclPromptProtocol
 
-__all__ = ["CaseResult", "EvalSettings", "run_case", "run_multi_turn_case", "score_step"]
-
 
 @dataclass(frozen=True, slots=True)
-class EvalSettings:
+class EvalSettings(RunSettings):
     """What every request shares, so that only the protocol differs."""
 
-    temperature: float = 0.0
-    """Greedy decoding, so a recording can be made again."""
-    seed: int = 42
-    max_tokens: int = 256
-    """Enough for a few calls; a model that rambles cannot stall a run on a small machine."""
-    request_timeout: float = 300.0
-    """Seconds per request (a 2-core machine running the local model is slow)."""
-    max_attempts: int = 3
-    """Network attempts per request (transient failures only)."""
     constrained: bool = True
     """Let protocols constrain decoding; ``False`` measures the parser alone."""
-    tool_choice: str = "auto"
-    """``"auto"`` as BFCL runs; ``"required"`` makes every reply a call."""
     max_turn_steps: int | None = None
     """Multi-turn: steps one turn may take before the case fails; ``None``: BFCL's own limit
     (plus the step that passes it, as BFCL counts)."""
@@ -82,13 +69,39 @@ class CaseResult:
 class _StepTaken(Exception):
     """Raised from ``on_step`` to end a run after its first turn; carries the step."""
 
-    def __init__(self, step: Step) -> None:
-        super().__init__("one step taken")
-        self.step = step
-
 
 def _stop_after_first(step: Step) -> None:
     raise _StepTaken(step)
+
+
+def _result(
+    case: Case | MultiTurnCase,
+    protocol: str,
+    steps: Sequence[Step],
+    correct: bool,
+    reason: str,
+    calls: list[dict[str, Any]],
+    **more: Any,
+) -> CaseResult:
+    """A case's result from the steps it took: a reply the protocol could not read, or a
+    call with unreadable arguments, is a decode failure."""
+    return CaseResult(
+        case=case.id,
+        category=case.category,
+        protocol=protocol,
+        correct=correct,
+        decode_failure=any(
+            s.kind == "format_error" or any(a.status == "invalid_arguments" for a in s.actions)
+            for s in steps
+        ),
+        reason=reason,
+        calls=calls,
+        prompt_tokens=sum(s.usage.prompt_tokens for s in steps),
+        completion_tokens=sum(s.usage.completion_tokens for s in steps),
+        events=[notice.message for s in steps for notice in s.notices],
+        repaired=any(s.repairs or any(a.salvaged for a in s.actions) for s in steps),
+        **more,
+    )
 
 
 def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) -> CaseResult:
@@ -98,36 +111,23 @@ def score_step(case: Case, protocol: str, step: Step, names: Mapping[str, str]) 
         for a in step.actions
     ]
     unreadable = [a for a in step.actions if a.status == "invalid_arguments"]
-    decode_failure = step.kind == "format_error" or bool(unreadable)
     if step.kind == "format_error":
         first = (step.feedback or "").strip().splitlines()[:1]
-        verdict_ok, reason = False, f"format error: {first[0] if first else ''}".strip()
+        correct, reason = False, f"format error: {first[0] if first else ''}".strip()
     elif unreadable:
-        verdict_ok, reason = False, f"unreadable arguments: {unreadable[0].error or ''}".strip()
+        correct, reason = False, f"unreadable arguments: {unreadable[0].error or ''}".strip()
     else:
         verdict = check_calls(case.category, case.functions, calls, case.answers)
-        verdict_ok, reason = verdict.ok, verdict.reason
-    return CaseResult(
-        case=case.id,
-        category=case.category,
-        protocol=protocol,
-        correct=verdict_ok,
-        decode_failure=decode_failure,
-        reason=reason,
-        calls=[{"name": c.name, "arguments": dict(c.arguments)} for c in calls],
-        prompt_tokens=step.usage.prompt_tokens,
-        completion_tokens=step.usage.completion_tokens,
-        events=[notice.message for notice in step.notices],
-        repaired=bool(step.repairs) or any(a.salvaged for a in step.actions),
-        reply=step.text,
-    )
+        correct, reason = verdict.ok, verdict.reason
+    made = [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]
+    return _result(case, protocol, [step], correct, reason, made, reply=step.text)
 
 
 async def run_case(
     case: Case, protocol: str, model: ChatModel, model_name: str, settings: EvalSettings
 ) -> CaseResult:
     """One model turn on ``case`` under ``protocol``, scored."""
-    tools, names = case_tools(case)
+    tools, names = case_tools(case.functions)
     agent = Agent(
         model_name,
         tools,
@@ -141,17 +141,13 @@ async def run_case(
     try:
         result = await agent.arun(case.question, history=_case_history(case, protocol))
     except _StepTaken as taken:
-        return score_step(case, protocol, taken.step, names)
+        return score_step(case, protocol, taken.args[0], names)
     except ModelAPIError as exc:
         if isinstance(exc, ModelRequestError) and exc.status_code in (401, 403, 404):
             raise  # every case would fail the same way
-        return CaseResult(
-            case.id, case.category, protocol, False, False, "no reply", error=str(exc)
-        )
+        return _result(case, protocol, [], False, "no reply", [], error=str(exc))
     # Unreachable with on_step raising, unless a limit ended the run before any step.
-    return CaseResult(
-        case.id, case.category, protocol, False, False, f"no step ({result.stop_reason})"
-    )
+    return _result(case, protocol, [], False, f"no step ({result.stop_reason})", [])
 
 
 def _case_cache(model: ChatModel, model_name: str, settings: EvalSettings) -> CapabilityCache:
@@ -191,18 +187,18 @@ async def run_multi_turn_case(
             except RunAborted as aborted:  # too many failed steps: the turn ends there
                 result = aborted.result
             steps += result.steps
-            turn_calls: list[list[str]] = []
-            for step in result.steps:
-                made = [
-                    call_string(names[a.tool], a.arguments)
+            made = [
+                [
+                    c
                     for a in step.actions
                     if a.tool in names
                     and isinstance(a.arguments, dict)
                     and a.status != "invalid_arguments"
+                    and (c := call_string(names[a.tool], a.arguments)) is not None
                 ]
-                if any(c is not None for c in made):
-                    turn_calls.append([c for c in made if c is not None])
-            decoded.append(turn_calls)
+                for step in result.steps
+            ]
+            decoded.append([m for m in made if m])
             if result.stop_reason == "max_steps":
                 break  # force-terminated: BFCL fails the case
         correct, reason = grade(case, decoded, backends)
@@ -214,22 +210,8 @@ async def run_multi_turn_case(
         correct, reason, error = False, "no reply", f"the recording has no more replies: {exc}"
     finally:
         backends.close()
-    unreadable = any(a.status == "invalid_arguments" for s in steps for a in s.actions)
-    return CaseResult(
-        case=case.id,
-        category=case.category,
-        protocol=protocol,
-        correct=correct,
-        decode_failure=any(s.kind == "format_error" for s in steps) or unreadable,
-        reason=reason,
-        calls=calls_json(decoded),
-        prompt_tokens=sum(s.usage.prompt_tokens for s in steps),
-        completion_tokens=sum(s.usage.completion_tokens for s in steps),
-        events=[notice.message for s in steps for notice in s.notices],
-        repaired=any(s.repairs or any(a.salvaged for a in s.actions) for s in steps),
-        error=error,
-        requests=len(steps),
-    )
+    calls = calls_json(decoded)
+    return _result(case, protocol, steps, correct, reason, calls, error=error, requests=len(steps))
 
 
 def _protocol(functions: Sequence[Mapping[str, Any]], protocol: str) -> str | Protocol:
@@ -238,13 +220,10 @@ def _protocol(functions: Sequence[Mapping[str, Any]], protocol: str) -> str | Pr
 
 def _case_history(case: Case, protocol: str) -> list[HistoryItem]:
     """The exchange a live case carries before its question, replies as answered steps."""
-    items: list[HistoryItem] = []
-    for role, content in case.history:
-        if role == "user":
-            items.append(UserTurn(content))
-        else:
-            # The reply as written, sent back verbatim by every protocol.
-            items.append(
-                Step(index=0, kind="final", protocol=protocol, text=content, final_answer=content)
-            )
-    return items
+    # A reply as written, sent back verbatim by every protocol.
+    return [
+        UserTurn(content)
+        if role == "user"
+        else Step(index=0, kind="final", protocol=protocol, text=content, final_answer=content)
+        for role, content in case.history
+    ]

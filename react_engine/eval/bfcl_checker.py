@@ -12,8 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-__all__ = ["Call", "Verdict", "check_calls", "check_one", "is_irrelevance", "normalize_string"]
-
 _PY_TYPES: Mapping[str, type] = {
     "string": str,
     "integer": int,
@@ -62,14 +60,6 @@ def normalize_string(text: str) -> str:
 
 def _norm(value: Any) -> Any:
     return normalize_string(value) if type(value) is str else value
-
-
-def _answer_type(accepted: Sequence[Any]) -> type | None:
-    """The type of the first accepted value that is not ``""`` (None: there is none)."""
-    for option in accepted:
-        if option != "":
-            return type(option)
-    return None
 
 
 def is_irrelevance(category: str) -> bool:
@@ -166,21 +156,17 @@ def _type_ok(value: Any, accepted: Sequence[Any], expected: type, item: type | N
     """BFCL's type check: ``None`` if the value fails it; else whether the value stands
     for a variable (the accepted values are of another type than documented), which is
     then compared as it is."""
-    answer_type = _answer_type(accepted)
+    # The type of the first accepted value that is not ``""`` (None: there is none).
+    answer_type = next((type(option) for option in accepted if option != ""), None)
     variable = answer_type is not None and answer_type is not expected
     if type(value) is expected:
-        if item is None:
-            return variable
-        items: list[Any] = cast("list[Any]", value)
-        for option in accepted:
-            if type(option) is not list or all(
-                _type_ok(v, option, item, None) is not None for v in items
-            ):
-                return variable
-        return None
-    if answer_type is not None and type(value) is answer_type:
-        return True
-    return None
+        fits = item is None or any(
+            type(option) is not list
+            or all(_type_ok(v, option, item, None) is not None for v in cast("list[Any]", value))
+            for option in accepted
+        )
+        return variable if fits else None
+    return True if answer_type is not None and type(value) is answer_type else None
 
 
 def _check_value(
@@ -195,32 +181,23 @@ def _check_value(
     if variable is None:
         shown = f"{bfcl_type}" + (f" of {schema['items'].get('type')}" if item else "")
         return Verdict(False, f"{where}: expected {shown}, got {type(value).__name__} {value!r}")
-    if not variable:
-        if expected is dict:
-            fits = _object(value, accepted)
-        elif expected is list and item is dict:
-            fits = _list_of_objects(value, accepted)
-        elif expected is str:
-            fits = _norm(value) in [_norm(a) for a in accepted if type(a) is str]
-        elif expected is list:
-            fits = _list(value, accepted)
-        else:
-            fits = value in accepted
+    if variable:
+        fits = value in accepted
+    elif expected is dict:
+        fits = any(_object_fits(value, option) for option in accepted if option != "")
+    elif expected is list and item is dict:
+        fits = _list_of_objects(value, accepted)
+    elif expected is str:
+        fits = _norm(value) in [_norm(a) for a in accepted if type(a) is str]
+    elif expected is list:
+        # BFCL reads every accepted value as a sequence: "" is an empty list.
+        options = [[_norm(v) for v in o] for o in accepted if type(o) is list or type(o) is str]
+        fits = [_norm(v) for v in value] in options
     else:
         fits = value in accepted
     if fits:
         return _OK
     return Verdict(False, f"{where}: {value!r} is not one of {list(accepted)!r}")
-
-
-def _list(value: list[Any], accepted: Sequence[Any]) -> bool:
-    mine = [_norm(v) for v in value]
-    options = []
-    for option in accepted:
-        if type(option) is list or type(option) is str:
-            # BFCL reads every accepted value as a sequence: "" is an empty list.
-            options.append([_norm(v) for v in option])
-    return mine in options
 
 
 def _object_fits(value: Mapping[str, Any], option: Any) -> bool:
@@ -235,10 +212,6 @@ def _object_fits(value: Mapping[str, Any], option: Any) -> bool:
         if _norm(item) not in [_norm(a) for a in values]:
             return False
     return all(key in value or "" in values for key, values in option.items())
-
-
-def _object(value: Mapping[str, Any], accepted: Sequence[Any]) -> bool:
-    return any(_object_fits(value, option) for option in accepted if option != "")
 
 
 def _list_of_objects(value: list[Any], accepted: Sequence[Any]) -> bool:

@@ -4,10 +4,11 @@ as tools that never run (docs/bfcl.md, "The data").
 
 from __future__ import annotations
 
+import importlib
 import importlib.resources
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -17,23 +18,6 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import ConfigurationError
 from ..tools import Tool
-
-__all__ = [
-    "CATEGORIES",
-    "DEFAULT_CATEGORIES",
-    "FLOAT_NOTE",
-    "INSTALL_HINT",
-    "PYTHON_HINT",
-    "BfclDataMissing",
-    "Case",
-    "api_name",
-    "arguments_model",
-    "case_tools",
-    "data_root",
-    "load_cases",
-    "read_lines",
-    "to_json_schema",
-]
 
 CATEGORIES: Mapping[str, str] = {
     "simple": "simple_python",
@@ -50,13 +34,7 @@ CATEGORIES: Mapping[str, str] = {
 """The AST categories we run, by our name, with BFCL's name (and file) for each (of BFCL v4's
 "simple", the Python one, whose values are plain JSON)."""
 
-DEFAULT_CATEGORIES: tuple[str, ...] = (
-    "simple",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "irrelevance",
-)
+DEFAULT_CATEGORIES: tuple[str, ...] = tuple(c for c in CATEGORIES if not c.startswith("live_"))
 """What runs when no category is named: BFCL's non-live AST categories (1,240 cases)."""
 
 INSTALL_HINT = "pip install --no-deps bfcl-eval (make venv does it)"
@@ -103,11 +81,6 @@ class Case:
     history: tuple[tuple[str, str], ...] = ()
     """``(role, content)`` messages before the question (a few live cases have some)."""
 
-    @property
-    def bfcl_category(self) -> str:
-        """BFCL's name for the category (``simple_python`` for our ``simple``)."""
-        return CATEGORIES[self.category]
-
 
 def data_root() -> Traversable:
     """The wheel's ``data`` directory, or :class:`BfclDataMissing`."""
@@ -143,29 +116,29 @@ def load_cases(
     root: Traversable | None = None,
 ) -> list[Case]:
     """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
-    unknown = [c for c in categories if c not in CATEGORIES]
+    read = read_categories(categories, CATEGORIES, limit, only, root)
+    return [_case(e, category, answers) for category, _, es, answers in read for e in es]
+
+
+def read_categories(
+    categories: Sequence[str],
+    files: Mapping[str, str],
+    limit: int | None,
+    only: Sequence[str],
+    root: Traversable | None,
+) -> Iterator[tuple[str, Traversable, list[dict[str, Any]], dict[str, Any]]]:
+    """Each category's data directory, entries (the first ``limit``, or those whose ids are in
+    ``only``) and accepted answers by case id; ``files`` names each category's data file."""
+    unknown = [c for c in categories if c not in files]
     if unknown:
-        raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(CATEGORIES)}")
+        raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(files)}")
     base = root if root is not None else data_root()
-    cases: list[Case] = []
     for category in categories:
-        stem = f"BFCL_v4_{CATEGORIES[category]}.json"
-        entries = pick(base / stem, limit, only)
-        answers = {} if "irrelevance" in category else ground_truth(base, stem)
-        cases += [_case(entry, category, answers) for entry in entries]
-    return cases
-
-
-def pick(path: Traversable, limit: int | None, only: Sequence[str]) -> list[dict[str, Any]]:
-    """The entries of a data file: the first ``limit``, or those whose ids are in ``only``."""
-    entries = read_lines(path)
-    picked = [e for e in entries if e["id"] in set(only)] if only else entries
-    return picked[:limit] if limit is not None else picked
-
-
-def ground_truth(base: Traversable, stem: str) -> dict[str, Any]:
-    """The accepted answers of a category, by case id."""
-    return {a["id"]: a["ground_truth"] for a in read_lines(base / "possible_answer" / stem)}
+        stem = f"BFCL_v4_{files[category]}.json"
+        entries = read_lines(base / stem)
+        picked = [e for e in entries if e["id"] in set(only)] if only else entries
+        answers = [] if "irrelevance" in category else read_lines(base / "possible_answer" / stem)
+        yield category, base, picked[:limit], {a["id"]: a["ground_truth"] for a in answers}
 
 
 def _case(entry: Mapping[str, Any], category: str, answers: Mapping[str, Any]) -> Case:
@@ -202,9 +175,7 @@ def to_json_schema(node: Mapping[str, Any]) -> dict[str, Any]:
         if kind not in _TYPES:
             raise ConfigurationError(f"unknown BFCL type {kind!r}")
         out["type"] = _TYPES[kind]
-    for key in _KEPT:
-        if key in node:
-            out[key] = node[key]
+    out |= {key: node[key] for key in _KEPT if key in node}
     if kind == "float" and "enum" in out:
         out["enum"] = [float(v) if isinstance(v, int) else v for v in out["enum"]]
     items = node.get("items")
@@ -226,15 +197,6 @@ def _property_schema(node: Mapping[str, Any]) -> dict[str, Any]:
         out["format"] = "float"
         out["description"] = str(node.get("description") or "") + FLOAT_NOTE
     return out
-
-
-def parameters_schema(function: Mapping[str, Any]) -> dict[str, Any]:
-    """A function's parameters as the self-contained object schema a tool carries."""
-    schema = to_json_schema(function.get("parameters") or {"type": "dict"})
-    schema["type"] = "object"
-    schema.setdefault("properties", {})
-    schema["additionalProperties"] = False
-    return schema
 
 
 def api_name(name: str) -> str:
@@ -266,32 +228,41 @@ def arguments_model(schema: Mapping[str, Any]) -> type[BaseModel]:
     return _AnyArguments
 
 
-def case_tools(case: Case) -> tuple[list[Tool], dict[str, str]]:
-    """The case's functions as tools, and a map from each tool's name back to BFCL's."""
+def case_tools(
+    functions: Sequence[Mapping[str, Any]], run: Callable[[str], Callable[..., Any]] | None = None
+) -> tuple[list[Tool], dict[str, str]]:
+    """BFCL's functions as tools, and a map from each tool's name back to BFCL's: tools that
+    never run (an AST case scores the call), or that give their arguments to ``run(name)``."""
     tools: list[Tool] = []
     names: dict[str, str] = {}
-    for function in case.functions:
+    for function in functions:
         name = api_name(function["name"])
         if name in names:
             raise ConfigurationError(
-                f"BFCL case {case.id}: {function['name']!r} and {names[name]!r} are both "
-                f"sent as {name!r}"
+                f"BFCL functions {function['name']!r} and {names[name]!r} are both sent as {name!r}"
             )
         names[name] = function["name"]
-        tools.append(bfcl_tool(function, name, _not_run, is_async=True))
+        schema = to_json_schema(function.get("parameters") or {"type": "dict"})
+        schema["type"] = "object"
+        schema.setdefault("properties", {})
+        schema["additionalProperties"] = False
+        tools.append(
+            Tool(
+                name=name,
+                description=str(function.get("description") or "") + PYTHON_HINT,
+                args_model=arguments_model(schema),
+                function=_not_run if run is None else run(function["name"]),
+                parameters=schema,
+                is_async=run is None,
+                pass_arguments=run is not None,
+            )
+        )
     return tools, names
 
 
-def bfcl_tool(
-    function: Mapping[str, Any], name: str, run: Callable[..., Any], **options: Any
-) -> Tool:
-    """A BFCL function as a tool named ``name`` that calls ``run``."""
-    schema = parameters_schema(function)
-    return Tool(
-        name=name,
-        description=str(function.get("description") or "") + PYTHON_HINT,
-        args_model=arguments_model(schema),
-        function=run,
-        parameters=schema,
-        **options,
-    )
+def wheel(module: str) -> Any:
+    """A module of the ``bfcl-eval`` wheel, or :class:`BfclDataMissing`."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise BfclDataMissing(f"BFCL's {module} cannot load ({exc}): {INSTALL_HINT}") from None

@@ -8,37 +8,22 @@ the backends only as Python literals under identifier names; any other call is r
 from __future__ import annotations
 
 import copy
-import importlib
 import keyword
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from typing import Any
 
-from ..errors import ConfigurationError
 from ..tools import Tool
 from .bfcl_data import (
-    INSTALL_HINT,
     BfclDataMissing,
-    api_name,
-    bfcl_tool,
-    data_root,
-    ground_truth,
-    pick,
+    case_tools,
+    read_categories,
     read_lines,
+    wheel,
 )
-
-__all__ = [
-    "MULTI_TURN_CATEGORIES",
-    "Backends",
-    "MultiTurnCase",
-    "call_string",
-    "grade",
-    "load_multi_turn_cases",
-    "turn_tools",
-]
 
 MULTI_TURN_CATEGORIES: tuple[str, ...] = (
     "multi_turn_base",
@@ -49,26 +34,17 @@ MULTI_TURN_CATEGORIES: tuple[str, ...] = (
 """BFCL's multi-turn categories (200 cases each), by BFCL's names."""
 
 _PREFIX = "bfcl_eval.eval_checker.multi_turn_eval"
-
-
-def _wheel(module: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        raise BfclDataMissing(
-            f"BFCL's multi-turn backends cannot load ({exc}): {INSTALL_HINT}"
-        ) from None
+_PROMPTS = "bfcl_eval.constants.default_prompts"
 
 
 def step_limit() -> int:
     """BFCL's limit on the steps of one turn (``MAXIMUM_STEP_LIMIT``)."""
-    return int(_wheel("bfcl_eval.constants.default_prompts").MAXIMUM_STEP_LIMIT)
+    return int(wheel(_PROMPTS).MAXIMUM_STEP_LIMIT)
 
 
 def added_functions_prompt() -> str:
     """What BFCL says as the user when a turn brings the functions held out until then."""
-    prompts = _wheel("bfcl_eval.constants.default_prompts")
-    return str(prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC)
+    return str(wheel(_PROMPTS).DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,19 +66,8 @@ class MultiTurnCase:
 
     def functions_at(self, turn: int) -> list[Mapping[str, Any]]:
         """The functions offered during ``turn``."""
-        out = list(self.functions)
-        for index, functions in sorted(self.added.items()):
-            if index <= turn:
-                out.extend(functions)
-        return out
-
-
-def _function_docs(root: Traversable, name: str) -> list[dict[str, Any]]:
-    files = _wheel("bfcl_eval.constants.executable_backend_config")
-    stem = files.MULTI_TURN_FUNC_DOC_FILE_MAPPING.get(name)
-    if stem is None:
-        raise BfclDataMissing(f"BFCL has no function documents for {name}")
-    return read_lines(root / "multi_turn_func_doc" / stem)
+        held = sorted(self.added.items())
+        return [*self.functions, *(f for index, fs in held if index <= turn for f in fs)]
 
 
 def load_multi_turn_cases(
@@ -113,20 +78,10 @@ def load_multi_turn_cases(
     root: Traversable | None = None,
 ) -> list[MultiTurnCase]:
     """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
-    unknown = [c for c in categories if c not in MULTI_TURN_CATEGORIES]
-    if unknown:
-        raise ConfigurationError(
-            f"unknown BFCL multi-turn categories {unknown}: use {', '.join(MULTI_TURN_CATEGORIES)}"
-        )
-    base = root if root is not None else data_root()
     docs: dict[str, list[dict[str, Any]]] = {}
-    cases: list[MultiTurnCase] = []
-    for category in categories:
-        stem = f"BFCL_v4_{category}.json"
-        entries = pick(base / stem, limit, only)
-        truth = ground_truth(base, stem)
-        cases += [_case(base, entry, category, truth, docs) for entry in entries]
-    return cases
+    files = {c: c for c in MULTI_TURN_CATEGORIES}
+    read = read_categories(categories, files, limit, only, root)
+    return [_case(base, e, category, truth, docs) for category, base, es, truth in read for e in es]
 
 
 def _case(
@@ -141,20 +96,21 @@ def _case(
         raise BfclDataMissing(f"BFCL case {case_id} has no ground truth")
     classes = tuple(entry["involved_classes"])
     functions = []
+    stems = wheel("bfcl_eval.constants.executable_backend_config").MULTI_TURN_FUNC_DOC_FILE_MAPPING
     for name in classes:
+        if name not in stems:
+            raise BfclDataMissing(f"BFCL has no function documents for {name}")
         if name not in docs:
-            docs[name] = _function_docs(root, name)
+            docs[name] = read_lines(root / "multi_turn_func_doc" / stems[name])
         functions += copy.deepcopy(docs[name])
     added: dict[int, tuple[Mapping[str, Any], ...]] = {}
     for index, names in (entry.get("missed_function") or {}).items():
         held = [f for f in functions if f["name"] in names]
         functions = [f for f in functions if f["name"] not in names]
         added[int(index)] = tuple(held)
-    turns = []
-    for messages in entry["question"]:
-        if any(m.get("role") != "user" for m in messages):
-            raise BfclDataMissing(f"BFCL case {case_id} has a turn that is not the user's")
-        turns.append("\n\n".join(str(m["content"]) for m in messages))
+    if any(m.get("role") != "user" for messages in entry["question"] for m in messages):
+        raise BfclDataMissing(f"BFCL case {case_id} has a turn that is not the user's")
+    turns = ["\n\n".join(str(m["content"]) for m in messages) for messages in entry["question"]]
     return MultiTurnCase(
         id=case_id,
         category=category,
@@ -184,7 +140,7 @@ class Backends:
     def __init__(self, case: MultiTurnCase) -> None:
         self.case = case
         self.model_name = f"react_engine_{uuid.uuid4().hex}"
-        self._utils = _wheel(f"{_PREFIX}.multi_turn_utils")
+        self._utils = wheel(f"{_PREFIX}.multi_turn_utils")
 
     def execute(self, calls: Sequence[str]) -> list[str]:
         results, _ = self._utils.execute_multi_turn_func_call(
@@ -210,22 +166,18 @@ def turn_tools(
     functions: Sequence[Mapping[str, Any]], backends: Backends
 ) -> tuple[list[Tool], dict[str, str]]:
     """The functions as tools that run on ``backends``, and each tool's name back to BFCL's."""
-    tools: list[Tool] = []
-    names: dict[str, str] = {}
-    for function in functions:
-        bfcl_name = str(function["name"])
-        name = api_name(bfcl_name)
-        names[name] = bfcl_name
 
-        def run(arguments: dict[str, Any], _name: str = bfcl_name) -> str:
-            call = call_string(_name, arguments)
+    def runner(name: str) -> Callable[[dict[str, Any]], str]:
+        def run(arguments: dict[str, Any]) -> str:
+            call = call_string(name, arguments)
             if call is None:
                 return "Error during execution: a parameter name is not an identifier"
             (result,) = backends.execute([call])
             return result
 
-        tools.append(bfcl_tool(function, name, run, pass_arguments=True))
-    return tools, names
+        return run
+
+    return case_tools(functions, runner)
 
 
 def grade(
@@ -236,7 +188,7 @@ def grade(
         return False, (
             f"force-terminated: {len(decoded)} turn(s) of {len(case.ground_truth)} completed"
         )
-    checker = _wheel(f"{_PREFIX}.multi_turn_checker")
+    checker = wheel(f"{_PREFIX}.multi_turn_checker")
     entry = {
         "id": case.id,
         "initial_config": copy.deepcopy(dict(case.initial_config)),

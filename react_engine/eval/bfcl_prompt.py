@@ -6,7 +6,6 @@ A call whose arguments are not literals is kept with unreadable arguments, never
 from __future__ import annotations
 
 import ast
-import importlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,34 +14,21 @@ from ..protocols.base import CallTools, Decision, FinalAnswer, PendingCall, Requ
 from ..protocols.text import TextReActProtocol
 from ..types import Constraint, ModelResponse
 from ..wording import Notice, NoticeCode
-from .bfcl_data import INSTALL_HINT, PYTHON_HINT, BfclDataMissing, api_name
-
-__all__ = ["BFCL_PROMPT", "BfclPromptProtocol", "bfcl_system_prompt", "parse_python_calls"]
+from .bfcl_data import PYTHON_HINT, api_name, wheel
 
 BFCL_PROMPT = "bfcl-prompt"
 """The name of this protocol in the eval: run with ``--protocol bfcl-prompt``."""
 
 
-def _prompts() -> Any:
-    try:
-        return importlib.import_module("bfcl_eval.constants.default_prompts")
-    except ModuleNotFoundError:
-        raise BfclDataMissing(f"BFCL's prompts are not installed: {INSTALL_HINT}") from None
-
-
-def with_python_hint(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The functions as BFCL sends them in a Python case (:data:`PYTHON_HINT` added)."""
-    return [{**f, "description": str(f.get("description") or "") + PYTHON_HINT} for f in functions]
-
-
 def bfcl_system_prompt(functions: Sequence[Mapping[str, Any]]) -> str:
     """BFCL's default Prompt-mode system prompt for ``functions`` (as the case ships them)."""
-    p = _prompts()
+    p = wheel("bfcl_eval.constants.default_prompts")
     style = p.PROMPT_STYLE_TEMPLATES["classic"]
     output_format = p.OUTPUT_FORMAT_MAPPING["python"]
-    tools = style["available_tools"].format(
-        format="json", functions=json.dumps(with_python_hint(functions), indent=4)
-    )
+    hinted = [
+        {**f, "description": str(f.get("description") or "") + PYTHON_HINT} for f in functions
+    ]
+    tools = style["available_tools"].format(format="json", functions=json.dumps(hinted, indent=4))
     return str(
         p.PROMPT_TEMPLATE_MAPPING["plaintext"].format(
             persona=style["persona"],
@@ -138,9 +124,7 @@ class BfclPromptProtocol(TextReActProtocol):
 
     def _system(self, ctx: RequestContext) -> str:
         # As BFCL: a case's own system message follows the generated prompt.
-        if ctx.instructions:
-            return f"{self._prompt}\n\n{ctx.instructions}"
-        return self._prompt
+        return f"{self._prompt}\n\n{ctx.instructions}" if ctx.instructions else self._prompt
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         return None  # BFCL's Prompt mode decodes freely

@@ -7,23 +7,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ConfigurationError
 from ..harness.report import json_text
 from ..transport.base import ChatModel
 from ..types import ModelRequest, ModelResponse, ToolCall, Usage
-
-__all__ = [
-    "DEFAULT_RECORDINGS",
-    "Recorded",
-    "RecordingModel",
-    "default_recordings",
-    "load_recording",
-    "recorded_from_json",
-    "recorded_json",
-    "save_recording",
-]
 
 DEFAULT_RECORDINGS = Path(__file__).resolve().parents[2] / "fixtures" / "bfcl"
 """Where ``--scripted`` and ``--record`` look without a directory (in a source checkout)."""
@@ -54,22 +43,32 @@ class RecordingModel(ChatModel):
         return reply
 
 
-def _reply_json(reply: ModelResponse) -> dict[str, Any]:
+Recorded = ModelResponse | list[ModelResponse]
+"""A case's recorded replies: one (an AST case), or every reply in order (multi-turn)."""
+
+
+def recorded_json(value: Recorded) -> Any:
+    """``value`` as the JSON a recording holds."""
+    if isinstance(value, list):
+        return [recorded_json(v) for v in value]
     return {
-        "content": reply.content,
+        "content": value.content,
         "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in value.tool_calls
         ],
-        "reasoning": reply.reasoning,
-        "finish_reason": reply.finish_reason,
+        "reasoning": value.reasoning,
+        "finish_reason": value.finish_reason,
         "usage": {
-            "prompt_tokens": reply.usage.prompt_tokens,
-            "completion_tokens": reply.usage.completion_tokens,
+            "prompt_tokens": value.usage.prompt_tokens,
+            "completion_tokens": value.usage.completion_tokens,
         },
     }
 
 
-def _reply_from_json(data: Mapping[str, Any]) -> ModelResponse:
+def recorded_from_json(data: Any) -> Recorded:
+    """The replies a recording's JSON holds."""
+    if isinstance(data, list):
+        return [cast("ModelResponse", recorded_from_json(v)) for v in data]
     usage = data.get("usage") or {}
     prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
     return ModelResponse(
@@ -81,24 +80,6 @@ def _reply_from_json(data: Mapping[str, Any]) -> ModelResponse:
         finish_reason=data.get("finish_reason"),
         usage=Usage(prompt, completion, prompt + completion, 0, 1),
     )
-
-
-Recorded = ModelResponse | list[ModelResponse]
-"""A case's recorded replies: one (an AST case), or every reply in order (multi-turn)."""
-
-
-def recorded_json(value: Recorded) -> Any:
-    """``value`` as the JSON a recording holds."""
-    if isinstance(value, list):
-        return [_reply_json(v) for v in value]
-    return _reply_json(value)
-
-
-def recorded_from_json(data: Any) -> Recorded:
-    """The replies a recording's JSON holds."""
-    if isinstance(data, list):
-        return [_reply_from_json(v) for v in data]
-    return _reply_from_json(data)
 
 
 def save_recording(

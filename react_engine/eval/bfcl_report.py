@@ -13,21 +13,6 @@ from ..version import __version__
 from .bfcl_case import CaseResult, EvalSettings
 from .bfcl_multi_turn import MULTI_TURN_CATEGORIES, step_limit
 
-__all__ = [
-    "FIGURE_COLUMNS",
-    "NATIVE_FC_DECODE_FAILURE_RATE",
-    "PUBLISHED",
-    "Report",
-    "Tally",
-    "bfcl_summary",
-    "figure_cells",
-    "format_report",
-    "report_json",
-    "settings_words",
-    "tallies",
-    "tally",
-]
-
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
 """BFCL's native-FC decode-failure rate (issue 14): the text protocol's target."""
 
@@ -66,10 +51,11 @@ class Tally(Figures):
     repaired: int = 0
     requests: int = 0
 
-    @classmethod
-    def of(cls, r: CaseResult) -> Tally:
-        """One case's figures."""
-        return cls(
+
+def tally(results: Sequence[CaseResult]) -> Tally:
+    """The figures of ``results`` together."""
+    return Tally.total(
+        Tally(
             cases=1,
             correct=int(r.correct),
             decode_failures=int(r.decode_failure),
@@ -81,11 +67,8 @@ class Tally(Figures):
             repaired=int(r.repaired),
             requests=r.requests if r.error is None else 0,
         )
-
-
-def tally(results: Sequence[CaseResult]) -> Tally:
-    """The figures of ``results`` together."""
-    return Tally.total(Tally.of(r) for r in results)
+        for r in results
+    )
 
 
 def tallies(report: Report) -> dict[str, dict[str, Tally]]:
@@ -112,9 +95,7 @@ def format_report(report: Report) -> str:
     s = report.settings
     multi = any(c in MULTI_TURN_CATEGORIES for c in report.categories)
     ast = any(c not in MULTI_TURN_CATEGORIES for c in report.categories)
-    steps = []
-    if ast:
-        steps.append("one step per AST case" if multi else "one step each")
+    steps = [("one step per AST case" if multi else "one step each")] if ast else []
     if multi:
         steps.append(f"up to {s.max_turn_steps or step_limit() + 1} steps a turn")
     lines = [
@@ -173,11 +154,8 @@ LIVE_CALLS = ("live_simple", "live_multiple", "live_parallel", "live_parallel_mu
 def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
     """BFCL's own figures for one protocol's results, by leaderboard column (docs/bfcl.md);
     ``None`` where a category they need was not run."""
-    acc: dict[str, float] = {}
-    count: dict[str, int] = {}
-    for category in {r.category for r in results}:
-        t = tally([r for r in results if r.category == category])
-        acc[category], count[category] = t.correct / t.cases, t.cases
+    by = {c: tally([r for r in results if r.category == c]) for c in {r.category for r in results}}
+    acc = {c: t.correct / t.cases for c, t in by.items()}
 
     def unweighted(cats: Sequence[str]) -> float | None:
         return sum(acc[c] for c in cats) / len(cats) if all(c in acc for c in cats) else None
@@ -185,7 +163,7 @@ def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
     def weighted(cats: Sequence[str]) -> float | None:
         if not all(c in acc for c in cats):
             return None
-        return sum(acc[c] * count[c] for c in cats) / sum(count[c] for c in cats)
+        return sum(acc[c] * by[c].cases for c in cats) / sum(by[c].cases for c in cats)
 
     return {
         "Python Simple AST": acc.get("simple"),
@@ -193,10 +171,7 @@ def bfcl_summary(results: Sequence[CaseResult]) -> dict[str, float | None]:
         "Irrelevance": acc.get("irrelevance"),
         "Live AST Summary": weighted(LIVE_CALLS),
         "Live Irrelevance": acc.get("live_irrelevance"),
-        "Multi Turn Base": acc.get("multi_turn_base"),
-        "Multi Turn Miss Func": acc.get("multi_turn_miss_func"),
-        "Multi Turn Miss Param": acc.get("multi_turn_miss_param"),
-        "Multi Turn Long Context": acc.get("multi_turn_long_context"),
+        **{c.replace("_", " ").title(): acc.get(c) for c in MULTI_TURN_CATEGORIES},
         "Multi Turn Overall Acc": unweighted(MULTI_TURN_CATEGORIES),
     }
 

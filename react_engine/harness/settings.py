@@ -4,7 +4,8 @@ cache of its own per run (nothing learned leaks from case to case)."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from ..transport.learned import CapabilityCache
 from ..transport.retries import RetryPolicy
@@ -13,21 +14,22 @@ from ..types import ModelSettings
 __all__ = ["RunSettings", "agent_options"]
 
 
-class RunSettings(Protocol):
-    """The settings ``compare`` and ``eval bfcl`` both hold (their own dataclasses)."""
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """The settings ``compare`` and ``eval bfcl`` share (each adds its own)."""
 
-    @property
-    def temperature(self) -> float: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def max_tokens(self) -> int: ...
-    @property
-    def request_timeout(self) -> float | None: ...
-    @property
-    def max_attempts(self) -> int: ...
-    @property
-    def tool_choice(self) -> str: ...
+    temperature: float = 0.0
+    """Greedy decoding: differences come from the protocol, and a recording can be made again."""
+    seed: int = 42
+    """Sent with every request; servers that honour it repeat their sampling."""
+    max_tokens: int = 256
+    """Enough for a few calls; a model that rambles cannot stall a run on a small machine."""
+    request_timeout: float | None = 300.0
+    """Seconds per request (a 2-core machine running the local model is slow)."""
+    max_attempts: int = 3
+    """Network attempts per request (transient failures only)."""
+    tool_choice: str = "auto"
+    """``"auto"``, or ``"required"`` for a first step that must call a tool (then ``"auto"``)."""
 
 
 def agent_options(settings: RunSettings, cache: CapabilityCache | None = None) -> dict[str, Any]:

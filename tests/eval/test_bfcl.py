@@ -165,7 +165,7 @@ def test_every_function_of_the_ast_categories_converts() -> None:
         return set()
 
     for case in load_cases(list(CATEGORIES)):
-        tools, names = case_tools(case)
+        tools, names = case_tools(case.functions)
         assert sorted(names.values()) == sorted(f["name"] for f in case.functions)
         for tool in tools:
             assert tool.description.endswith(
@@ -185,7 +185,7 @@ def test_function_names_become_api_safe() -> None:
 
 def test_the_tools_accept_any_arguments_and_never_run_the_case() -> None:
     (case,) = load_cases(["simple"], only=["simple_python_1"])
-    tools, names = case_tools(case)
+    tools, names = case_tools(case.functions)
     (tool,) = tools
     assert names == {"math_factorial": "math.factorial"}
     assert tool.openai_schema()["function"]["name"] == "math_factorial"

@@ -78,7 +78,7 @@ def official_checker() -> Callable[..., dict[str, Any]]:
             output,
             copy.deepcopy(list(case.answers)),
             language,
-            case.bfcl_category,
+            CATEGORIES[case.category],
             "stand-in",
         )
         return result

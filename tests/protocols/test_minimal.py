@@ -237,7 +237,7 @@ def test_auto_ranks_it_last_and_falls_back_to_it(registry: None) -> None:
 def test_a_protocol_registered_later_is_accepted_everywhere(
     registry: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from react_engine.compare.suite import named_protocols
+    from react_engine.compare.suite import named_protocols, replies_for
     from react_engine.eval.bfcl import eval_protocols
 
     class ScriptedToy(ToyProtocol):
@@ -260,6 +260,6 @@ def test_a_protocol_registered_later_is_accepted_everywhere(
             "scripted": {"toy": ["ANSWER ok"]},
         }
     )
-    assert task.script_for("toy") is not None
+    assert replies_for(task.scripted, "toy") is not None
     assert main(["run", "Weather?", "--dry-run", "--protocol", "toy"]) == 0
     assert "Beijing is sunny" in capsys.readouterr().out

@@ -36,6 +36,7 @@ from react_engine.eval.bfcl_recording import default_recordings, load_recording
 from react_engine.eval.bfcl_report import Report as BfclReport
 from react_engine.report import bfcl_html, comparison_html
 from react_engine.run.agent import Agent
+from react_engine.testing import ScriptedModel
 from react_engine.testing.tools import calculator, get_weather
 from react_engine.types import ModelResponse, RunResult, Usage
 
@@ -68,7 +69,7 @@ def run_result(*, hostile: bool = False) -> RunResult:
     """The weather run: four steps, the first call refused (no such tool)."""
     transcript = Transcript(_replies(hostile), label="the sample run")
     agent = Agent(
-        "sample-model", [get_weather, calculator], protocol="text", client=transcript.model()
+        "sample-model", [get_weather, calculator], protocol="text", client=ScriptedModel(transcript)
     )
     return agent.run(QUESTION)
 
