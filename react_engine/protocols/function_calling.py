@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import JSONRepairError, ReActParseError, TemplateError
+from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json
 from ..parsing.salvage import read_salvaged, salvage_calls, strip_salvaged
 from ..types import (
@@ -43,26 +43,20 @@ from .base import (
     Protocol,
     RequestContext,
 )
-from .decision import arguments_json, guard_depth, parsed_arguments_error
 from .output import FINAL_RESULT
 from .prompts import PromptTemplate, load_template
-from .shared import (  # decode_arguments, native_calls, salvaged_calls: importable here too
-    CUT_PARAMETER,
+from .shared import (
+    arguments_json,
     constraint_style,
-    decode_arguments,
+    guard_depth,
     native_calls,
+    parsed_arguments_error,
     reasoning,
     render_history,
     salvaged_calls,
 )
 
-__all__ = [
-    "CUT_PARAMETER",
-    "FunctionCallingProtocol",
-    "decode_arguments",
-    "native_calls",
-    "salvaged_calls",
-]
+__all__ = ["FINAL_ALONE", "FunctionCallingProtocol"]
 
 
 FINAL_ALONE = Notice(NoticeCode.FINAL_ALONE, tool=FINAL_RESULT)
@@ -94,16 +88,9 @@ class FunctionCallingProtocol(Protocol):
     ) -> None:
         self.salvage = salvage
         """Execute calls written in the reply's text when ``tool_calls`` is empty."""
-        self.template = (
-            template if isinstance(template, PromptTemplate) else load_template(template)
-        )
+        self.template = load_template(template, kind="function_calling")
         self.parallel_tool_calls = parallel_tool_calls
         """Sent as ``parallel_tool_calls`` when set; ``None`` leaves the provider default."""
-        if self.template.kind != "function_calling":
-            raise TemplateError(
-                f"template {self.template.name!r} is not a function-calling template",
-                template=self.template.name,
-            )
 
     # --- rendering -----------------------------------------------------------------------
 

@@ -33,8 +33,7 @@ from .base import (
     Protocol,
     RequestContext,
 )
-from .decision import arguments_json, guard_depth
-from .shared import output_instruction, render_history
+from .shared import arguments_json, guard_depth, output_instruction, render_history
 
 if TYPE_CHECKING:
     from .registry import ScriptStep

@@ -62,13 +62,7 @@ from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import read_salvaged, written_call
 from ..types import ModelResponse, Step
 from ..wording import Notice, NoticeCode
-from .decision import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    PendingCall,
-)
+from .decision import CallTools, Decision, FinalAnswer, FormatError, PendingCall
 from .limits import MAX_CALLS, too_large, too_many_calls
 from .output import OutputError
 from .shared import join, native_calls, reasoning

@@ -247,8 +247,19 @@ def list_templates() -> list[str]:
 _cache: dict[str, PromptTemplate] = {}
 
 
-def load_template(name_or_path: str | Path) -> PromptTemplate:
-    """Load a shipped template by name, or a user's template from a ``.toml`` path."""
+def load_template(
+    name_or_path: str | Path | PromptTemplate, *, kind: str | None = None
+) -> PromptTemplate:
+    """Load a shipped template by name, or a user's template from a ``.toml`` path (a
+    loaded template is taken as it is); with ``kind``, refuse a template of another kind."""
+    template = name_or_path if isinstance(name_or_path, PromptTemplate) else _load(name_or_path)
+    if kind is not None and template.kind != kind:
+        name = template.name
+        raise TemplateError(f"template {name!r} is not a {kind} template", template=name)
+    return template
+
+
+def _load(name_or_path: str | Path) -> PromptTemplate:
     key = str(name_or_path)
     if key in _cache:
         return _cache[key]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import JSONRepairError
@@ -31,14 +31,18 @@ if TYPE_CHECKING:
     from .prompts import PromptTemplate
 
 __all__ = [
-    "CUT_PARAMETER",
     "GRAMMAR_STYLES",
     "answer_schema",
+    "arguments_json",
+    "close_input",
     "constraint_style",
     "decode_arguments",
+    "guard_depth",
     "join",
+    "json_object",
     "native_calls",
     "output_instruction",
+    "parsed_arguments_error",
     "reasoning",
     "render_history",
     "salvaged_calls",
@@ -46,9 +50,6 @@ __all__ = [
 
 
 # --- calls ---------------------------------------------------------------------------------
-
-
-CUT_PARAMETER = Notice(NoticeCode.CUT_PARAMETER)
 
 
 def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -> bool:
@@ -85,7 +86,8 @@ def salvaged_calls(content: str, found: list[PendingCall]) -> tuple[list[Pending
             call.exact = True
         repairs.extend(fixes)
         if _cut_parameter(content, call.span, call.format):
-            call.cut = CUT_PARAMETER  # refused by the policy, which owns length cuts
+            # refused by the policy, which owns length cuts
+            call.cut = Notice(NoticeCode.CUT_PARAMETER)
         call.salvaged = True
         call.repairs = [f"salvaged:{call.format}", *fixes]
         repairs.append(f"salvaged:{call.format}")
@@ -148,6 +150,71 @@ def native_calls(reply: ModelResponse) -> list[PendingCall]:
             )
         )
     return calls
+
+
+def arguments_json(arguments: dict[str, Any] | str, raw: str, *, exact: bool = False) -> str:
+    """The JSON object text of a call's arguments, for native ``tool_calls`` messages:
+    ``raw`` as it is when ``exact`` or itself a JSON object, else encoded (text as
+    ``{"input": text}``)."""
+    if isinstance(arguments, dict):
+        return raw if exact else json.dumps(arguments, ensure_ascii=False)
+    if json_object(raw) is not None:
+        return raw
+    return json.dumps({"input": arguments}, ensure_ascii=False)
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """``text`` decoded when it is one JSON object, else ``None``."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -> Notice | None:
+    """Why a parsed action must not run, or None: input that starts like JSON but could not
+    be decoded must never reach a tool as plain text."""
+    if (
+        "action_input_not_json" in repairs
+        and isinstance(args, str)
+        and args.lstrip()[:1] in ("{", "[")
+    ):
+        return Notice(NoticeCode.NOT_JSON)
+    return None
+
+
+def close_input(call: PendingCall, finish_reason: str | None) -> None:
+    """The closing-bracket rule for an Action Input the parser kept as text with brackets
+    still open: in a reply not cut by length, brackets open right after a complete value
+    have one completion (``json:missing_closing_bracket``); anything else stays refused."""
+    text = call.arguments
+    if (
+        finish_reason == "length"
+        or not isinstance(text, str)
+        or "action_input_not_json" not in call.repairs
+        or "json_blob" in call.repairs  # the blob's whole text, not its arguments
+    ):
+        return
+    from ..errors import JSONRepairError  # here: the parsers load with the first reply read
+    from ..parsing.json_repair import repair_json
+
+    try:
+        fixed = repair_json(text, allow_truncated=False, close_brackets=True)
+    except JSONRepairError:
+        return
+    if isinstance(fixed.value, dict):
+        call.arguments = fixed.value
+        kept = [c for c in call.repairs if c != "action_input_not_json"]
+        call.repairs = [*kept, *(f"json:{c}" for c in fixed.repairs)]
+
+
+def guard_depth(call: PendingCall) -> None:
+    """Refuse arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH`, keeping the raw text
+    (which rendering and the trace handle at any depth)."""
+    if call.error is None and isinstance(call.arguments, dict) and too_deep(call.arguments):
+        call.error = TOO_DEEP
+        call.arguments, call.exact = call.raw_arguments, False
 
 
 # --- reasoning ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JSONRepairError, TemplateError
+from ..errors import JSONRepairError
 from ..nesting import CUT, TOO_DEEP, too_deep
 from ..parsing import read_think, repair_json
 from ..tools.base import Tool
@@ -46,9 +46,8 @@ from .base import (
     PendingCall,
     RequestContext,
 )
-from .decision import json_object
 from .prompts import PromptTemplate, load_template
-from .shared import answer_schema, constraint_style, decode_arguments, join
+from .shared import answer_schema, constraint_style, decode_arguments, join, json_object
 from .text import TemplatedProtocol, wrap_observation
 
 if TYPE_CHECKING:
@@ -102,17 +101,10 @@ class StructuredOutputProtocol(TemplatedProtocol):
     def __init__(
         self, *, template: str | PromptTemplate = "structured", constrain: bool = True
     ) -> None:
-        self.template = (
-            template if isinstance(template, PromptTemplate) else load_template(template)
-        )
+        self.template = load_template(template, kind="structured")
         """The prompt template: ``"structured"`` or a loaded ``kind = "structured"`` one."""
         self.constrain = constrain
         """Send the step's JSON Schema (or grammar) where the server constrains decoding."""
-        if self.template.kind != "structured":
-            raise TemplateError(
-                f"template {self.template.name!r} is not a structured template",
-                template=self.template.name,
-            )
 
     @staticmethod
     def script(step: ScriptStep) -> list[dict[str, Any]]:

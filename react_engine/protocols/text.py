@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ReActParseError, TemplateError
+from ..errors import ReActParseError
 from ..parsing import parse_react
 from ..parsing.placement import REASONS
 from ..parsing.salvage import read_salvaged, strip_salvaged
@@ -43,12 +43,14 @@ from .base import (
     Protocol,
     RequestContext,
 )
-from .decision import close_input, guard_depth, parsed_arguments_error
 from .prompts import PromptTemplate, load_template
 from .shared import (
     answer_schema,
+    close_input,
     constraint_style,
+    guard_depth,
     output_instruction,
+    parsed_arguments_error,
     reasoning,
     render_history,
     salvaged_calls,
@@ -207,9 +209,7 @@ class TextReActProtocol(TemplatedProtocol):
         constrain: bool = True,
         implicit_final_answer: bool = False,
     ) -> None:
-        self.template = (
-            template if isinstance(template, PromptTemplate) else load_template(template)
-        )
+        self.template = load_template(template, kind="text")
         """The prompt template: a shipped name (classic, json, zh) or a loaded template."""
         self.send_stop = send_stop
         """Send the template's stop sequences where the model supports ``stop`` (replies are
@@ -221,11 +221,6 @@ class TextReActProtocol(TemplatedProtocol):
         """Take a reply with no label at all as the final answer. Off by default: such a
         reply is sent back once with a reminder (the model may be answering without the
         facts a tool would give); a plain reply again is the answer."""
-        if self.template.kind != "text":
-            raise TemplateError(
-                f"template {self.template.name!r} is not a text ReAct template",
-                template=self.template.name,
-            )
         chinese = any(not label.isascii() for label in self.template.labels.values())
         # parser codes for what this template itself asks for: not repairs under it
         self._own_style = frozenset({"chinese_label", "fullwidth_colon"} if chinese else ())
