@@ -63,7 +63,7 @@ from ..parsing.salvage import read_salvaged, written_call
 from ..types import ModelResponse, Step
 from ..wording import Notice, NoticeCode
 from .decision import CallTools, Decision, FinalAnswer, FormatError, PendingCall
-from .limits import MAX_CALLS, too_large, too_many_calls
+from .limits import MAX_CALLS, TOO_MANY_CALLS, too_large
 from .output import OutputError
 from .shared import join, native_calls, reasoning
 
@@ -95,7 +95,7 @@ def decide(protocol: Protocol, reply: ModelResponse, ctx: Context) -> Decision:
         decision = protocol.read_reply(reply, ctx)
         if not isinstance(decision, CallTools) or len(decision.calls) <= MAX_CALLS:
             return apply(protocol, decision, reply, ctx)
-        refused = too_many_calls()
+        refused = TOO_MANY_CALLS
     text = (reply.content or "").strip() or None
     unread = FormatError(text=text, feedback="")
     return protocol.reject(unread, refused, problem=_LARGE)

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GRAMMAR_STYLES",
-    "answer_schema",
     "arguments_json",
     "close_input",
     "constraint_style",
@@ -46,6 +45,7 @@ __all__ = [
     "reasoning",
     "render_history",
     "salvaged_calls",
+    "step_shape",
 ]
 
 
@@ -277,9 +277,16 @@ def constraint_style(
 # --- typed answers ----------------------------------------------------------------------------
 
 
-def answer_schema(ctx: RequestContext) -> dict[str, Any] | None:
-    """The JSON Schema a typed final answer must meet, ``None`` when any text is one."""
-    return ctx.output.schema if ctx.output is not None else None
+def step_shape(ctx: RequestContext) -> dict[str, Any]:
+    """What the next reply may be, as the builders of a step's grammar or schema take it: only
+    an answer, an answer at all, only the named tool, the JSON Schema of a typed answer."""
+    names = ctx.tool_names()
+    return {
+        "final_only": ctx.force_final or ctx.tool_choice == "none" or not names,
+        "allow_final": ctx.tool_choice == "auto",
+        "only_tool": ctx.tool_choice if ctx.tool_choice in names else None,
+        "answer_schema": ctx.output.schema if ctx.output is not None else None,
+    }
 
 
 def output_instruction(ctx: RequestContext, template: PromptTemplate | None = None) -> str | None:

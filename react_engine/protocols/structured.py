@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import JSONRepairError
 from ..nesting import CUT, TOO_DEEP, too_deep
 from ..parsing import read_think, repair_json
-from ..tools.base import Tool
 from ..tools.schema import meets_strict_mode
 from ..transport.grammar import GrammarError, schema_grammar, step_schema
 from ..types import (
@@ -47,7 +46,7 @@ from .base import (
     RequestContext,
 )
 from .prompts import PromptTemplate, load_template
-from .shared import answer_schema, constraint_style, decode_arguments, join, json_object
+from .shared import constraint_style, decode_arguments, join, json_object, step_shape
 from .text import TemplatedProtocol, wrap_observation
 
 if TYPE_CHECKING:
@@ -179,28 +178,15 @@ class StructuredOutputProtocol(TemplatedProtocol):
             constraint=self._constraint(ctx),
         )
 
-    def reply_schema(self, ctx: RequestContext) -> tuple[dict[str, Any], list[Tool]]:
-        """The JSON Schema of the next reply under ``ctx``, and the tools it admits."""
-        names = ctx.tool_names()
-        final_only = ctx.force_final or ctx.tool_choice == "none" or not names
-        named = ctx.tool_choice if ctx.tool_choice in names else None
-        schema = step_schema(
-            [t.openai_schema() for t in ctx.tools],
-            final_only=final_only,
-            allow_final=ctx.tool_choice == "auto",
-            only_tool=named,
-            answer_schema=answer_schema(ctx),
-        )
-        admitted: list[Tool] = []
-        if not final_only:
-            admitted = [t for t in ctx.tools if named is None or t.name == named]
-        return schema, admitted
-
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         style = constraint_style(ctx, wanted=self.constrain)
         if style is None:
             return None
-        schema, tools = self.reply_schema(ctx)
+        shape = step_shape(ctx)
+        schema = step_schema([t.openai_schema() for t in ctx.tools], **shape)
+        # the tools the schema admits: ``strict`` only when each of them meets strict mode
+        only = shape["only_tool"]
+        tools = [] if shape["final_only"] else [t for t in ctx.tools if only in (None, t.name)]
         strict = all(t.strict and meets_strict_mode(t.parameters) for t in tools) and (
             ctx.output is None or ctx.output.strict
         )
@@ -379,44 +365,26 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
 
 
 def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
-    call_id = None
     if too_deep(arguments):  # checked before json.dumps, which may not get that deep
         text = raw if raw is not None else CUT
-        return PendingCall(
-            id=call_id, tool=tool, arguments=text, raw_arguments=text, error=TOO_DEEP
-        )
+        return PendingCall(None, tool, text, text, error=TOO_DEEP)
     if isinstance(arguments, dict):
         if raw is not None:
-            return PendingCall(id=call_id, tool=tool, arguments=arguments, raw_arguments=raw)
+            return PendingCall(None, tool, arguments, raw)
         text = json.dumps(arguments, ensure_ascii=False)  # the one encoding, kept
-        return PendingCall(
-            id=call_id, tool=tool, arguments=arguments, raw_arguments=text, exact=True
-        )
+        return PendingCall(None, tool, arguments, text, exact=True)
     if isinstance(arguments, str):
         # Arguments written as a JSON string ("{\"city\": \"Paris\"}"), or plain text.
         if arguments.lstrip()[:1] in ("{", "["):
             decoded, error, fixes = decode_arguments(arguments)
-            return PendingCall(
-                id=call_id,
-                tool=tool,
-                arguments=decoded,
-                raw_arguments=arguments,
-                error=error,
-                repairs=["arguments_as_string", *fixes],
-            )
-        return PendingCall(id=call_id, tool=tool, arguments=arguments, raw_arguments=arguments)
+            repairs = ["arguments_as_string", *fixes]
+            return PendingCall(None, tool, decoded, arguments, error=error, repairs=repairs)
+        return PendingCall(None, tool, arguments, arguments)
     if arguments is None:
-        return PendingCall(
-            id=call_id, tool=tool, arguments={}, raw_arguments="{}", repairs=["null_arguments"]
-        )
+        return PendingCall(None, tool, {}, "{}", repairs=["null_arguments"])
     text = json.dumps(arguments, ensure_ascii=False)
-    return PendingCall(
-        id=call_id,
-        tool=tool,
-        arguments=text,
-        raw_arguments=text,
-        error=Notice(NoticeCode.NOT_AN_OBJECT, kind=type(arguments).__name__),
-    )
+    error = Notice(NoticeCode.NOT_AN_OBJECT, kind=type(arguments).__name__)
+    return PendingCall(None, tool, text, text, error=error)
 
 
 def _arguments_object(action: ActionRecord) -> dict[str, Any]:

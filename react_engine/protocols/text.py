@@ -16,7 +16,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ReActParseError
@@ -45,7 +45,6 @@ from .base import (
 )
 from .prompts import PromptTemplate, load_template
 from .shared import (
-    answer_schema,
     close_input,
     constraint_style,
     guard_depth,
@@ -54,9 +53,11 @@ from .shared import (
     reasoning,
     render_history,
     salvaged_calls,
+    step_shape,
 )
 
 if TYPE_CHECKING:
+    from ..tools.base import Tool
     from .registry import ProtocolOptions, ScriptStep
 
 __all__ = ["TemplatedProtocol", "TextReActProtocol", "render_tools", "system_prompt"]
@@ -76,23 +77,15 @@ _OBS_CLOSE = "</observation>"
 _OBS_TAG = re.compile(r"<(\s*/?\s*observation\b[^<>]*)>", re.IGNORECASE)
 
 
-def render_tools(tools: list[dict[str, object]] | tuple[dict[str, object], ...]) -> str:
+def render_tools(tools: Sequence[Tool]) -> str:
     """One JSON line per tool: name, description and the JSON Schema of its arguments."""
-    lines = []
-    for entry in tools:
-        fn = entry.get("function", entry)
-        assert isinstance(fn, dict)
-        lines.append(
-            json.dumps(
-                {
-                    "name": fn.get("name"),
-                    "description": fn.get("description", ""),
-                    "parameters": fn.get("parameters", {}),
-                },
-                ensure_ascii=False,
-            )
+    return "\n".join(
+        json.dumps(
+            {"name": t.name, "description": t.description, "parameters": t.parameters},
+            ensure_ascii=False,
         )
-    return "\n".join(lines)
+        for t in tools
+    )
 
 
 def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
@@ -104,12 +97,11 @@ def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
 
 def _system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
     t = template
-    schemas = tuple(tool.openai_schema() for tool in ctx.tools)
     names = ctx.tool_names()
     system = t.fill(
         "system",
         instructions=ctx.instructions or "",
-        tools=render_tools(schemas) if schemas else "(no tools)",
+        tools=render_tools(ctx.tools) if names else "(no tools)",
         tool_names=", ".join(names),
     ).strip()
     extra = None
@@ -290,18 +282,10 @@ class TextReActProtocol(TemplatedProtocol):
 
     def _observations(self, step: Step) -> str:
         t = self.template
-        if len(step.actions) == 1 or not t.has("observation_item"):
-            return "\n".join(
-                t.fill("observation", observation=wrap_observation(a.observation))
-                for a in step.actions
-            )
+        several = len(step.actions) > 1 and t.has("observation_item")
+        key = "observation_item" if several else "observation"
         return "\n".join(
-            t.fill(
-                "observation_item",
-                index=i,
-                tool=a.tool,
-                observation=wrap_observation(a.observation),
-            )
+            t.fill(key, index=i, tool=a.tool, observation=wrap_observation(a.observation))
             for i, a in enumerate(step.actions, 1)
         )
 
@@ -334,18 +318,9 @@ class TextReActProtocol(TemplatedProtocol):
         style = constraint_style(ctx, wanted=self.constrain, grammar=True)
         if style is None:
             return None  # no constraint, or a JSON Schema (which cannot describe a text reply)
-        names = ctx.tool_names()
-        final_only = ctx.force_final or ctx.tool_choice == "none" or not names
-        named = ctx.tool_choice if ctx.tool_choice in names else None
         try:
-            grammar = react_grammar(
-                [t.openai_schema() for t in ctx.tools],
-                self._labels(),
-                final_only=final_only,
-                allow_final=ctx.tool_choice == "auto",
-                only_tool=named,
-                answer_schema=answer_schema(ctx),
-            )
+            schemas = [t.openai_schema() for t in ctx.tools]
+            grammar = react_grammar(schemas, self._labels(), **step_shape(ctx))
         except GrammarError as exc:
             log.warning("no grammar for this request: %s", exc)
             return None
