@@ -16,7 +16,6 @@ calls, marked ``salvaged``.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json
@@ -92,8 +91,6 @@ class FunctionCallingProtocol(Protocol):
         self.parallel_tool_calls = parallel_tool_calls
         """Sent as ``parallel_tool_calls`` when set; ``None`` leaves the provider default."""
 
-    # --- rendering -----------------------------------------------------------------------
-
     def render(self, ctx: RequestContext) -> list[Message]:
         """The history as messages.
 
@@ -139,64 +136,41 @@ class FunctionCallingProtocol(Protocol):
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
         messages = self.render(ctx)
-        if ctx.output is not None:
-            return self._typed_request(ctx, messages)
-        tools = tuple(t.openai_schema() for t in ctx.tools) or None
-        choice: str | None = None
-        if tools:
-            choice = ctx.tool_choice
-            if ctx.force_final:
-                choice = "none"
-                messages.append(UserMessage(self.template.fill("force_final")))
-            elif choice == "required" and not ctx.capabilities.tool_choice_required:
-                # Enforced client-side: a reply without a call becomes a format error.
-                choice = "auto"
+        tools = [t.openai_schema() for t in ctx.tools]
+        choice: str | None = ctx.tool_choice if tools else None
+        required = "required" if ctx.capabilities.tool_choice_required else "auto"
+        if ctx.output is not None:  # the answer is a call to final_result: a call is asked for
+            t = self.template
+            if t.has("output_system") and isinstance(messages[0], SystemMessage):
+                messages[0] = SystemMessage(f"{messages[0].content}\n\n{t.fill('output_system')}")
+            describe = (
+                t.fill("output_tool", type_name=ctx.output.name)
+                if t.has("output_tool")
+                else "Give your final answer by calling this tool with it."
+            )
+            final_only = ctx.force_final or ctx.tool_choice == "none" or not tools
+            tools = [*([] if final_only else tools), ctx.output.tool_schema(describe)]
+            named = not final_only and ctx.tool_choice in ctx.tool_names()
+            choice = ctx.tool_choice if named else required
+        elif ctx.force_final and tools:
+            choice = "none"
+        elif choice == "required":
+            choice = required  # else enforced here: a reply without a call is a format error
+        if ctx.force_final and tools:
+            messages.append(UserMessage(self._force_final_text(ctx)))
         return ModelRequest(
             model=ctx.model,
             messages=tuple(messages),
-            tools=tools,
+            tools=tuple(tools) or None,
             tool_choice=choice,
             parallel_tool_calls=self.parallel_tool_calls if tools else None,
             settings=ctx.settings,
             constraint=_answer_constraint(ctx) if choice == "none" else None,
         )
 
-    def _typed_request(self, ctx: RequestContext, messages: list[Message]) -> ModelRequest:
-        """A request under an ``output_type``: the tools and ``final_result``, a call asked for."""
-        assert ctx.output is not None
-        t = self.template
-        if t.has("output_system") and isinstance(messages[0], SystemMessage):
-            messages[0] = SystemMessage(f"{messages[0].content}\n\n{t.fill('output_system')}")
-        describe = (
-            t.fill("output_tool", type_name=ctx.output.name)
-            if t.has("output_tool")
-            else "Give your final answer by calling this tool with it."
-        )
-        final = ctx.output.tool_schema(describe)
-        caps = ctx.capabilities
-        required = "required" if caps.tool_choice_required else "auto"
-        if ctx.force_final or ctx.tool_choice == "none" or not ctx.tools:
-            tools: tuple[dict[str, Any], ...] = (final,)
-            choice = required
-            if ctx.force_final:
-                messages.append(UserMessage(self._force_final_text(ctx)))
-        else:
-            tools = (*(tool.openai_schema() for tool in ctx.tools), final)
-            choice = ctx.tool_choice if ctx.tool_choice in ctx.tool_names() else required
-        return ModelRequest(
-            model=ctx.model,
-            messages=tuple(messages),
-            tools=tools,
-            tool_choice=choice,
-            parallel_tool_calls=self.parallel_tool_calls,
-            settings=ctx.settings,
-        )
-
     def _force_final_text(self, ctx: RequestContext) -> str:
         typed = ctx.output is not None and self.template.has("output_force_final")
         return self.template.fill("output_force_final" if typed else "force_final")
-
-    # --- reading replies -------------------------------------------------------------------
 
     def output_retry(self) -> str:
         if self.template.has("output_retry"):

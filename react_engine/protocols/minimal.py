@@ -62,8 +62,6 @@ class MinimalProtocol(Protocol):
             lines.append(f"CALL {tool} {raw}")
         return [{"content": "\n".join(lines)}]
 
-    # --- the request -------------------------------------------------------------------------
-
     def render(self, ctx: RequestContext) -> list[Message]:
         tools = "\n".join(
             f"- {t.name}: {t.description} Arguments: {json.dumps(t.parameters)}" for t in ctx.tools
@@ -92,8 +90,6 @@ class MinimalProtocol(Protocol):
         if ctx.force_final:
             messages.append(UserMessage("No more tools: reply with ANSWER and your answer."))
         return ModelRequest(model=ctx.model, messages=tuple(messages), settings=ctx.settings)
-
-    # --- the reply ---------------------------------------------------------------------------
 
     def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
         return f"Your reply could not be used: {error}." + ("" if forced else f" {REMINDER}")

@@ -218,7 +218,8 @@ def _text_inputs(decision: CallTools, ctx: Context) -> None:
 def _unlabel(decision: FinalAnswer) -> None:
     """An answer written as ReAct steps becomes the text after its final-answer label."""
     answer = decision.answer
-    if not _starts_with_label(answer):
+    label = P.LABEL.match(answer.lstrip())
+    if label is None or not (label["colon"] or label["em"]):
         return
     try:
         parsed = parse_react(answer)
@@ -235,11 +236,6 @@ def _unlabel(decision: FinalAnswer) -> None:
             return
         decision.answer = rest
     decision.repairs.append("answer_labels")
-
-
-def _starts_with_label(text: str) -> bool:
-    found = P.LABEL.match(text.lstrip())
-    return found is not None and bool(found["colon"] or found["em"])
 
 
 def _unlabelled(text: str) -> str:
@@ -363,8 +359,6 @@ def _typed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> Decision:
     return decision
 
 
-# --- effects: which of a reply's calls run ---------------------------------------------------
-
 # a letter first, one line, no quotes, "=" or brackets: no tag with attributes, no JSON
 _WORDS: Final = r"[^\W\d_][^<>\[\]{}=\"'`\n]{0,78}"
 _ANGLE: Final = re.compile(rf"<(?P<inner>{_WORDS})>")  # <file_path>
@@ -430,11 +424,6 @@ def _strings(value: Any) -> list[str]:
     return found
 
 
-def _blind(call: PendingCall, earlier: tuple[str, ...]) -> str | None:
-    found = (placeholder(text, earlier) for text in _strings(call.arguments))
-    return next((f for f in found if f is not None), None)
-
-
 def effects(decision: CallTools, ctx: Context) -> None:
     """Rule 7: set :attr:`PendingCall.skip` on the calls that must not run now."""
     calls = decision.calls
@@ -455,7 +444,8 @@ def effects(decision: CallTools, ctx: Context) -> None:
                 changing = changing or call.tool
             continue
         why: Notice | None = None
-        found = _blind(call, earlier) if index else None
+        strings = _strings(call.arguments) if index else []  # the first call is never blind
+        found = next(filter(None, (placeholder(text, earlier) for text in strings)), None)
         if found is not None:
             why = Notice(NoticeCode.BLIND, tool=call.tool, placeholder=repr(found))
             held.append(f"{call.tool} (blind: {found!r})")

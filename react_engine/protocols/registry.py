@@ -192,9 +192,6 @@ def choose(spec: str | Protocol, options: ProtocolOptions, why: str) -> tuple[Pr
     return registration(order[0])(options), why
 
 
-# --- reacting to rejections ----------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Adaptation:
     """A rejection's consequences for the run: new capabilities, maybe a new protocol."""

@@ -125,8 +125,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
     def __repr__(self) -> str:
         return f"StructuredOutputProtocol(template={self.template.name!r})"
 
-    # --- rendering ----------------------------------------------------------------------------
-
     def _render_step(self, step: Step, _: object = None) -> list[Message]:
         native = step.protocol == self.name and bool(step.text and step.text.strip())
         if step.kind == "final":
@@ -168,8 +166,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
             "observation", tool=action.tool, observation=wrap_observation(action.observation)
         )
 
-    # --- requests ---------------------------------------------------------------------------
-
     def build_request(self, ctx: RequestContext) -> ModelRequest:
         return ModelRequest(
             model=ctx.model,
@@ -204,8 +200,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
             name="react_step",
             strict=strict,
         )
-
-    # --- reading replies ----------------------------------------------------------------------
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         # a forced final request's refusal does not remind the model of tools
@@ -278,9 +272,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
         if truncated:
             repairs.append("cut_by_length")
         return FinalAnswer(text=text, thought=thought, answer=answer.strip(), repairs=repairs)
-
-
-# --- reading a step object --------------------------------------------------------------------
 
 
 @dataclass(slots=True)

@@ -243,8 +243,6 @@ class TextReActProtocol(TemplatedProtocol):
         implicit = ", implicit_final_answer=True" if self.implicit_final_answer else ""
         return f"TextReActProtocol(template={self.template.name!r}{implicit})"
 
-    # --- rendering ----------------------------------------------------------------------------
-
     def _render_step(self, step: Step, _: object = None) -> list[Message]:
         t = self.template
         native = step.protocol == self.name and bool(step.text)
@@ -325,8 +323,6 @@ class TextReActProtocol(TemplatedProtocol):
             log.warning("no grammar for this request: %s", exc)
             return None
         return Constraint(style=style, grammar=grammar)
-
-    # --- reading replies ------------------------------------------------------------------------
 
     def _native(self, raw: str, parsed: ParsedStep | None, ctx: RequestContext) -> Decision | None:
         """The calls of a reply written in a model family's own tool-call format, where the
