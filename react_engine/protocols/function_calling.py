@@ -19,7 +19,7 @@ import json
 
 from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json
-from ..parsing.salvage import read_salvaged, salvage_calls, strip_salvaged
+from ..parsing.salvage import salvage_calls
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -52,7 +52,7 @@ from .shared import (
     parsed_arguments_error,
     reasoning,
     render_history,
-    salvaged_calls,
+    salvaged_reply,
 )
 
 __all__ = ["FINAL_ALONE", "FunctionCallingProtocol"]
@@ -261,22 +261,9 @@ class FunctionCallingProtocol(Protocol):
         names = ctx.tool_names()
         if ctx.output is not None:
             names.append(FINAL_RESULT)
-        found = read_salvaged(
-            content,
-            names,
-            limit=ctx.call_limit,
-            schemas={t.name: t.parameters for t in ctx.tools},
-            prefer=ctx.capabilities.call_format or None,
-        )
-        if found:
-            calls, repairs = salvaged_calls(content, found.calls)
-            rest = strip_salvaged(content, found).strip()
-            return CallTools(
-                text=rest or None,
-                thought=reasoning(rest)[2],
-                calls=calls,
-                repairs=repairs,
-            )
+        salvaged, _ = salvaged_reply(content, names, ctx)
+        if salvaged is not None:
+            return salvaged
         # A Thought/Action block: its calls name tools as written or in another case and
         # spelling (QueryEngineTool, query-engine-tool), unless escaped, so a reply holding
         # no tool's name in any such spelling (the usual answer) has none to read.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import JSONRepairError
 from ..nesting import TOO_DEEP, too_deep
 from ..parsing import read_think, repair_json
-from ..parsing.salvage import FORMATS
+from ..parsing.salvage import FORMATS, read_salvaged, strip_salvaged
 from ..types import (
     Message,
     ModelResponse,
@@ -24,8 +24,10 @@ from ..types import (
     UserTurn,
 )
 from ..wording import Notice, NoticeCode
+from .decision import CallTools
 
 if TYPE_CHECKING:
+    from ..parsing.placement import NotAction
     from ..transport.capabilities import ConstraintStyle
     from .base import RequestContext
     from .prompts import PromptTemplate
@@ -45,6 +47,7 @@ __all__ = [
     "reasoning",
     "render_history",
     "salvaged_calls",
+    "salvaged_reply",
     "step_shape",
 ]
 
@@ -92,6 +95,24 @@ def salvaged_calls(content: str, found: list[PendingCall]) -> tuple[list[Pending
         call.repairs = [f"salvaged:{call.format}", *fixes]
         repairs.append(f"salvaged:{call.format}")
     return found, repairs
+
+
+def salvaged_reply(
+    content: str, names: list[str], ctx: RequestContext
+) -> tuple[CallTools | None, NotAction | None]:
+    """The calls ``content`` writes in a model family's own format, completed
+    (:func:`salvaged_calls`), with the rest of the text as the thought; else ``None`` and
+    why a call was set aside as not the action, if one was."""
+    schemas = {t.name: t.parameters for t in ctx.tools}
+    prefer = ctx.capabilities.call_format or None
+    found = read_salvaged(content, names, limit=ctx.call_limit, schemas=schemas, prefer=prefer)
+    if not found:
+        return None, found.withheld
+    calls, repairs = salvaged_calls(content, found.calls)
+    rest = strip_salvaged(content, found)
+    return CallTools(
+        text=rest or None, thought=reasoning(rest)[2], calls=calls, repairs=repairs
+    ), None
 
 
 def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, Notice | None, list[str]]:

@@ -16,13 +16,13 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ReActParseError
 from ..parsing import parse_react
 from ..parsing.placement import REASONS
-from ..parsing.salvage import read_salvaged, strip_salvaged
+from ..parsing.salvage import read_salvaged
 from ..transport.grammar import GrammarError, ReactLabels, react_grammar
 from ..types import (
     AssistantMessage,
@@ -50,17 +50,15 @@ from .shared import (
     guard_depth,
     output_instruction,
     parsed_arguments_error,
-    reasoning,
     render_history,
-    salvaged_calls,
+    salvaged_reply,
     step_shape,
 )
 
 if TYPE_CHECKING:
-    from ..tools.base import Tool
     from .registry import ProtocolOptions, ScriptStep
 
-__all__ = ["TemplatedProtocol", "TextReActProtocol", "render_tools", "system_prompt"]
+__all__ = ["TemplatedProtocol", "TextReActProtocol", "system_prompt"]
 
 _MAY_HOLD_CALL = re.compile(r"[{\[<>(]")  # every native call format needs one of these
 _EXAMPLE_ONLY = (
@@ -72,20 +70,7 @@ _UNLABELED = frozenset({"json_blob", "implicit_final_answer", "deepseek_tokens"}
 
 log = logging.getLogger("react_engine")
 
-_OBS_OPEN = "<observation>"
-_OBS_CLOSE = "</observation>"
 _OBS_TAG = re.compile(r"<(\s*/?\s*observation\b[^<>]*)>", re.IGNORECASE)
-
-
-def render_tools(tools: Sequence[Tool]) -> str:
-    """One JSON line per tool: name, description and the JSON Schema of its arguments."""
-    return "\n".join(
-        json.dumps(
-            {"name": t.name, "description": t.description, "parameters": t.parameters},
-            ensure_ascii=False,
-        )
-        for t in tools
-    )
 
 
 def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
@@ -98,10 +83,17 @@ def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
 def _system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
     t = template
     names = ctx.tool_names()
+    tools = (  # one JSON line per tool
+        json.dumps(
+            {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+            ensure_ascii=False,
+        )
+        for tool in ctx.tools
+    )
     system = t.fill(
         "system",
         instructions=ctx.instructions or "",
-        tools=render_tools(ctx.tools) if names else "(no tools)",
+        tools="\n".join(tools) or "(no tools)",
         tool_names=", ".join(names),
     ).strip()
     extra = None
@@ -121,7 +113,7 @@ def wrap_observation(text: str) -> str:
     """Mark a tool result as data: any spelling of the tag inside it (``</Observation >``)
     is escaped, so the block has exactly one opening and one closing tag."""
     safe = _OBS_TAG.sub(lambda m: f"&lt;{m.group(1)}&gt;", text)
-    return f"{_OBS_OPEN}{safe}{_OBS_CLOSE}"
+    return f"<observation>{safe}</observation>"
 
 
 _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial_stop"})
@@ -298,18 +290,10 @@ class TextReActProtocol(TemplatedProtocol):
         )
 
     def _labels(self) -> ReactLabels:
-        t = self.template
-        chinese = bool(self._own_style)
-        return ReactLabels(
-            thought=t.label("thought", "Thought"),
-            action=t.label("action", "Action"),
-            action_input=t.label("action_input", "Action Input"),
-            final_answer=t.label("final_answer", "Final Answer"),
-            final_thought=t.label("final_thought", "I now know the final answer"),
-            plan_prefix=t.label("plan_prefix", "I need to"),
-            colon=t.label("colon", "：" if chinese else ": "),
-            json_blob=t.label("action_format", "lines") == "json_blob",
-        )
+        words: dict[str, Any] = dict(self.template.labels)  # LABEL_KEYS: ReactLabels' fields
+        blob = words.pop("action_format", "lines") == "json_blob"
+        words.setdefault("colon", "：" if self._own_style else ": ")
+        return ReactLabels(**words, json_blob=blob)
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         """A grammar for the reply: a thought, then a valid action or a final answer."""
@@ -339,23 +323,14 @@ class TextReActProtocol(TemplatedProtocol):
         # them either, so the usual blob reply is read once, not twice.
         if blob and not read_salvaged(raw, names, limit=ctx.call_limit, examples=True):
             return None
-        found = read_salvaged(
-            raw,
-            names,
-            limit=ctx.call_limit,
-            schemas={t.name: t.parameters for t in ctx.tools},
-            prefer=ctx.capabilities.call_format or None,
-        )
-        if not found:
-            if blob and found.withheld is not None:
-                refusal = Notice(NoticeCode.NOT_ACTION, reason=REASONS[found.withheld])
-                return self._format_error(raw.strip() or None, refusal)
-            if blob:
-                return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
-            return None
-        calls, repairs = salvaged_calls(raw, found.calls)
-        thought = reasoning(strip_salvaged(raw, found))[2]
-        return CallTools(text=raw.strip() or None, thought=thought, calls=calls, repairs=repairs)
+        salvaged, withheld = salvaged_reply(raw, names, ctx)
+        if salvaged is not None:
+            salvaged.text = raw.strip() or None  # the reply as written stays in the transcript
+            return salvaged
+        if blob and withheld is not None:
+            refusal = Notice(NoticeCode.NOT_ACTION, reason=REASONS[withheld])
+            return self._format_error(raw.strip() or None, refusal)
+        return self._format_error(raw.strip() or None, _EXAMPLE_ONLY) if blob else None
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""
