@@ -64,13 +64,6 @@ FINAL_ALONE = Notice(NoticeCode.FINAL_ALONE, tool=FINAL_RESULT)
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"  # no call markup to open with
 
 
-def _answer_constraint(ctx: RequestContext) -> Constraint | None:
-    """Under ``tool_choice="none"``, rule out a call written as text where grammars are taken
-    (a small model copies the calls it sees in the transcript)."""
-    style = constraint_style(ctx, grammar=True)
-    return None if style is None else Constraint(style=style, grammar=_ANSWER_GRAMMAR)
-
-
 class FunctionCallingProtocol(Protocol):
     """Tools as native ``tools`` / ``tool_calls``; parallel calls; JSON Schema arguments
     (sent ``strict`` when every property is required, see :attr:`Tool.strict`)."""
@@ -158,6 +151,9 @@ class FunctionCallingProtocol(Protocol):
             choice = required  # else enforced here: a reply without a call is a format error
         if ctx.force_final and tools:
             messages.append(UserMessage(self._force_final_text(ctx)))
+        # Under tool_choice="none", rule out a call written as text where grammars are taken
+        # (a small model copies the calls it sees in the transcript).
+        style = constraint_style(ctx, grammar=True) if choice == "none" else None
         return ModelRequest(
             model=ctx.model,
             messages=tuple(messages),
@@ -165,7 +161,7 @@ class FunctionCallingProtocol(Protocol):
             tool_choice=choice,
             parallel_tool_calls=self.parallel_tool_calls if tools else None,
             settings=ctx.settings,
-            constraint=_answer_constraint(ctx) if choice == "none" else None,
+            constraint=Constraint(style=style, grammar=_ANSWER_GRAMMAR) if style else None,
         )
 
     def _force_final_text(self, ctx: RequestContext) -> str:

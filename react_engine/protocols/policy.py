@@ -299,16 +299,13 @@ def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:
     last = calls[-1]
     if last.cut is False or isinstance(last.cut, Notice):
         return
-    if last.cut or not _complete_json(last.raw_arguments):
-        last.error = CUT_OFF
-
-
-def _complete_json(raw: str) -> bool:
-    try:
-        json.loads(raw)
-    except (ValueError, RecursionError):
-        return False
-    return True
+    if not last.cut:  # no verdict: complete JSON runs
+        try:
+            json.loads(last.raw_arguments)
+            return
+        except (ValueError, RecursionError):
+            pass
+    last.error = CUT_OFF
 
 
 def _calls_allowed(protocol: Protocol, decision: CallTools, ctx: Context) -> Decision:

@@ -134,32 +134,29 @@ class StructuredOutputProtocol(TemplatedProtocol):
             return [AssistantMessage(step_json(thought, final_answer=step.final_answer))]
         if step.kind == "format_error":
             return self._refused(step)
-        out: list[Message]
-        if native or len(step.actions) <= 1:
-            said = step.text if native else self._foreign_call(step, 0)
-            out = [AssistantMessage(said)]
+        out: list[Message] = []
+        if native:
+            out.append(AssistantMessage(step.text))
             if step.actions:
                 out.append(UserMessage("\n".join(self._observation(a) for a in step.actions)))
-        else:
-            # several calls in one step: one object per call, each with its observation
-            out = []
-            for i, action in enumerate(step.actions):
-                out.append(AssistantMessage(self._foreign_call(step, i)))
-                out.append(UserMessage(self._observation(action)))
+        elif not step.actions:
+            out.append(AssistantMessage(step_json(step.thought, final_answer=step.final_answer)))
+        for i, action in enumerate([] if native else step.actions):
+            # a step made under another protocol: one object per call, each with its observation
+            out.append(AssistantMessage(self._foreign_call(step, i)))
+            out.append(UserMessage(self._observation(action)))
         if step.feedback:
             out.append(UserMessage(step.feedback))
         return out
 
     def _foreign_call(self, step: Step, index: int) -> str:
-        if not step.actions:
-            return step_json(step.thought, final_answer=step.final_answer)
         action = step.actions[index]
         thought = (step.thought or "").strip() if index == 0 else ""
-        return step_json(
-            thought or "I will use a tool.",
-            tool=action.tool,
-            arguments=_arguments_object(action),
-        )
+        arguments = action.arguments  # text input is {"input": text}, unless its raw text
+        if not isinstance(arguments, dict):  # is a JSON object
+            value = json_object(action.raw_arguments)
+            arguments = value if value is not None else {"input": arguments}
+        return step_json(thought or "I will use a tool.", tool=action.tool, arguments=arguments)
 
     def _observation(self, action: ActionRecord) -> str:
         return self.template.fill(
@@ -376,15 +373,6 @@ def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
     text = json.dumps(arguments, ensure_ascii=False)
     error = Notice(NoticeCode.NOT_AN_OBJECT, kind=type(arguments).__name__)
     return PendingCall(None, tool, text, text, error=error)
-
-
-def _arguments_object(action: ActionRecord) -> dict[str, Any]:
-    """A call's arguments as an object: text input is ``{"input": text}`` unless its raw
-    text is a JSON object."""
-    if isinstance(action.arguments, dict):
-        return action.arguments
-    value = json_object(action.raw_arguments)
-    return value if value is not None else {"input": action.arguments}
 
 
 def _first(value: Mapping[str, Any], keys: Sequence[str]) -> Any:

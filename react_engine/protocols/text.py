@@ -350,7 +350,11 @@ class TextReActProtocol(TemplatedProtocol):
             unlabeled = exc.code == NoticeCode.UNLABELED
             plain = self._plain(raw, ctx) if unlabeled else None
             where = {"line": str(exc.line), "column": str(exc.column), "expected": exc.expected}
-            error = self._unlabeled() if unlabeled else Notice(exc.code, reason=exc.reason, **where)
+            if unlabeled:
+                label = self.template.label("final_answer", "Final Answer")
+                error = Notice(NoticeCode.UNLABELED, label=label)
+            else:
+                error = Notice(exc.code, reason=exc.reason, **where)
             refused = self._format_error(raw.strip() or None, error, forced=ctx.force_final)
             refused.plain = plain
             return refused
@@ -395,8 +399,3 @@ class TextReActProtocol(TemplatedProtocol):
         if "implicit_final_answer" not in parsed.repairs or not parsed.final_answer:
             return None
         return parsed.final_answer
-
-    def _unlabeled(self) -> Notice:
-        return Notice(
-            NoticeCode.UNLABELED, label=self.template.label("final_answer", "Final Answer")
-        )
