@@ -16,6 +16,7 @@ calls, marked ``salvaged``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json
@@ -178,39 +179,29 @@ class FunctionCallingProtocol(Protocol):
             return self._read(reply, ctx)
         finals = [c for c in reply.tool_calls if c.name == FINAL_RESULT]
         if finals and (ctx.force_final or len(finals) == len(reply.tool_calls)):
-            return self._final_result(reply, finals[0], ctx)
+            return self._final_result(reply, finals[0].arguments, ctx)
         decision = self._read(reply, ctx)
         if isinstance(decision, CallTools):
-            only_final = all(c.salvaged and c.tool == FINAL_RESULT for c in decision.calls)
-            if only_final:
+            if all(c.salvaged and c.tool == FINAL_RESULT for c in decision.calls):
                 # final_result written in the text (a <tool_call> block...): the answer.
-                first = decision.calls[0]
-                return self._final_result(
-                    reply,
-                    ToolCall(None, FINAL_RESULT, first.raw_arguments),
-                    ctx,
-                    repairs=decision.repairs,
-                )
+                arguments = decision.calls[0].raw_arguments
+                return self._final_result(reply, arguments, ctx, decision.repairs)
             for call in decision.calls:
                 if call.tool == FINAL_RESULT:
                     call.error = FINAL_ALONE
         return decision
 
     def _final_result(
-        self,
-        reply: ModelResponse,
-        call: ToolCall,
-        ctx: RequestContext,
-        repairs: list[str] | None = None,
+        self, reply: ModelResponse, answer: str, ctx: RequestContext, repairs: Sequence[str] = ()
     ) -> FinalAnswer:
-        """A ``final_result`` call as the final answer, as JSON text for the policy to validate."""
+        """A ``final_result`` call's arguments as the final answer, as JSON text for the
+        policy to validate."""
         assert ctx.output is not None
         content = reply.content or ""
         _, _, thought = reasoning(content)
-        answer = call.arguments
-        repairs = list(repairs or [])
+        repairs = list(repairs)
         try:
-            decoded = repair_json(call.arguments, allow_truncated=False)
+            decoded = repair_json(answer, allow_truncated=False)
         except JSONRepairError:
             pass
         else:

@@ -436,29 +436,24 @@ def effects(decision: CallTools, ctx: Context) -> None:
         earlier = tuple(seen)
         if call.tool in known:
             seen[call.tool] = None
-        if call.error is not None or call.skip is not None:
-            if call.tool not in read_only:
-                changing = changing or call.tool
-            continue
-        why: Notice | None = None
-        strings = _strings(call.arguments) if index else []  # the first call is never blind
-        found = next(filter(None, (placeholder(text, earlier) for text in strings)), None)
-        if found is not None:
-            why = Notice(NoticeCode.BLIND, tool=call.tool, placeholder=repr(found))
-            held.append(f"{call.tool} (blind: {found!r})")
-        elif mode == "first" and index:
-            why = Notice(NoticeCode.ONE_PER_REPLY, tool=call.tool)
-            held.append(f"{call.tool} (one call per reply)")
-        elif mode == "independent" and changing is not None:
-            if call.tool in read_only:
-                why = Notice(NoticeCode.AFTER_CHANGE, tool=call.tool, changing=changing)
-                held.append(f"{call.tool} (after {changing})")
-            else:
-                why = Notice(NoticeCode.ONE_CHANGE, tool=call.tool, changing=changing)
-                held.append(f"{call.tool} (one call with effects per reply)")
+        if call.error is None and call.skip is None:
+            strings = _strings(call.arguments) if index else []  # the first call is never blind
+            found = next(filter(None, (placeholder(text, earlier) for text in strings)), None)
+            tool = call.tool
+            if found is not None:
+                call.skip = Notice(NoticeCode.BLIND, tool=tool, placeholder=repr(found))
+                held.append(f"{tool} (blind: {found!r})")
+            elif mode == "first" and index:
+                call.skip = Notice(NoticeCode.ONE_PER_REPLY, tool=tool)
+                held.append(f"{tool} (one call per reply)")
+            elif mode == "independent" and changing is not None and tool in read_only:
+                call.skip = Notice(NoticeCode.AFTER_CHANGE, tool=tool, changing=changing)
+                held.append(f"{tool} (after {changing})")
+            elif mode == "independent" and changing is not None:
+                call.skip = Notice(NoticeCode.ONE_CHANGE, tool=tool, changing=changing)
+                held.append(f"{tool} (one call with effects per reply)")
         if call.tool not in read_only:
             changing = changing or call.tool
-        call.skip = why
     if held:
         ran = len(calls) - len(held)
         named = ", ".join(held[:_MAX_NAMED])

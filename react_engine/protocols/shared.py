@@ -158,18 +158,10 @@ def native_calls(reply: ModelResponse) -> list[PendingCall]:
     calls: list[PendingCall] = []
     for raw in reply.tool_calls:
         arguments, error, repairs = decode_arguments(raw.arguments)
-        calls.append(
-            PendingCall(
-                id=raw.id or "",
-                tool=raw.name,
-                arguments=arguments,
-                raw_arguments=raw.arguments,
-                error=error,
-                repairs=repairs,
-                # valid JSON as written, no repair: sent back byte for byte, never re-encoded
-                exact=not repairs and error is None and isinstance(arguments, dict),
-            )
-        )
+        call = PendingCall(raw.id or "", raw.name, arguments, raw.arguments, error, repairs=repairs)
+        # valid JSON as written, no repair: sent back byte for byte, never re-encoded
+        call.exact = not repairs and error is None and isinstance(arguments, dict)
+        calls.append(call)
     return calls
 
 

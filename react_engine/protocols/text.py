@@ -126,16 +126,14 @@ class TemplatedProtocol(Protocol):
     template: PromptTemplate
     _render_step: Callable[[Step, object], list[Message]]
 
-    def _system(self, ctx: RequestContext) -> str:
-        return system_prompt(self.template, ctx)
-
     def render(self, ctx: RequestContext) -> list[Message]:
         t = self.template
 
         def question(text: str) -> Message:
             return UserMessage(t.fill("question", question=text) if t.has("question") else text)
 
-        return render_history(ctx, self, self._system(ctx), self._render_step, question=question)
+        system = system_prompt(t, ctx)
+        return render_history(ctx, self, system, self._render_step, question=question)
 
     def _messages(self, ctx: RequestContext) -> list[Message]:
         """The history, and the template's ``force_final`` text on a forced final request."""
