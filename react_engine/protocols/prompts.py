@@ -131,12 +131,8 @@ class PromptTemplate:
 
     def fill(self, key: str, /, **values: Any) -> str:
         """Fill one text strictly: every placeholder it uses must be given."""
-        try:
-            text = self.texts[key]
-        except KeyError:
-            raise TemplateError(
-                f"template {self.name!r} has no {key!r} text", template=self.name
-            ) from None
+        if (text := self.texts.get(key)) is None:
+            raise _error(self.name, f"no {key!r} text")
         used = _fields(text, self.name, key)
         if not values.keys() >= used:
             missing = ", ".join(sorted(used - set(values)))

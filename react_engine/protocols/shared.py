@@ -52,9 +52,6 @@ __all__ = [
 ]
 
 
-# --- calls ---------------------------------------------------------------------------------
-
-
 def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -> bool:
     """Whether an XML-ish call ends the reply inside its last value (no closing tag)."""
     registered = FORMATS.get(fmt)
@@ -230,9 +227,6 @@ def guard_depth(call: PendingCall) -> None:
         call.arguments, call.exact = call.raw_arguments, False
 
 
-# --- reasoning ------------------------------------------------------------------------------
-
-
 def join(*parts: str | None) -> str | None:
     """The non-blank ``parts``, stripped, one paragraph each; ``None`` when none is left."""
     kept = [p.strip() for p in parts if p and p.strip()]
@@ -245,9 +239,6 @@ def reasoning(content: str) -> tuple[str | None, str, str | None]:
     thinking = read_think(content)
     think, said = thinking.reasoning, thinking.rest
     return think, said, join(think, said)
-
-
-# --- the history ----------------------------------------------------------------------------
 
 
 def render_history(
@@ -271,8 +262,6 @@ def render_history(
     return messages
 
 
-# --- constrained decoding -----------------------------------------------------------------
-
 GRAMMAR_STYLES: Final = frozenset({"llama.cpp", "vllm"})
 """The constraint styles that take a GBNF grammar (vLLM's guided decoding reads one too)."""
 
@@ -285,9 +274,6 @@ def constraint_style(
     caps = ctx.capabilities
     style = caps.constraint_style if wanted and caps.constrained_decoding else None
     return None if grammar and style not in GRAMMAR_STYLES else style
-
-
-# --- typed answers ----------------------------------------------------------------------------
 
 
 def step_shape(ctx: RequestContext) -> dict[str, Any]:

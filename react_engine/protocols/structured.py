@@ -288,7 +288,7 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
     out = _Read()
     thought = value.get("thought")
     if thought is not None:
-        out.thought = thought if isinstance(thought, str) else _as_text(thought)
+        out.thought = _as_text(thought)
     action = value.get("action")
     if isinstance(action, Mapping):
         body: Mapping[str, Any] = action
@@ -316,8 +316,7 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
         out.error = "the action has both a tool and a final_answer: write only one of them"
         return out
     if has_answer:
-        answer = body["final_answer"]
-        out.final_answer = answer if isinstance(answer, str) else _as_text(answer)
+        out.final_answer = _as_text(body["final_answer"])
         return out
     if not isinstance(tool, str) or not tool.strip():
         out.error = (
