@@ -346,7 +346,7 @@ class TextReActProtocol(TemplatedProtocol):
             if native is not None:
                 return native
             unlabeled = exc.code == NoticeCode.UNLABELED
-            plain = self._plain(raw, ctx) if unlabeled else None
+            plain = self._plain(raw) if unlabeled else None
             where = {"line": str(exc.line), "column": str(exc.column), "expected": exc.expected}
             if unlabeled:
                 label = self.template.label("final_answer", "Final Answer")
@@ -383,17 +383,11 @@ class TextReActProtocol(TemplatedProtocol):
             forced=ctx.force_final,
         )
 
-    def _plain(self, raw: str, ctx: RequestContext) -> str | None:
+    def _plain(self, raw: str) -> str | None:
         """A reply with no label at all, read as the answer it would be."""
+        stop = self.template.stop
         try:
-            parsed = parse_react(
-                raw,
-                multi_action=True,
-                stop_words=self.template.stop,
-                implicit_final_answer=True,
-            )
+            read = parse_react(raw, multi_action=True, stop_words=stop, implicit_final_answer=True)
         except ReActParseError:
             return None
-        if "implicit_final_answer" not in parsed.repairs or not parsed.final_answer:
-            return None
-        return parsed.final_answer
+        return (read.final_answer or None) if "implicit_final_answer" in read.repairs else None
