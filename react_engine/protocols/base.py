@@ -14,20 +14,16 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..types import HistoryItem, Message, ModelRequest, ModelResponse, ModelSettings, ToolChoice
-from ..wording import Notice, word
-from .decision import (
-    NOT_JSON,
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    MultiAction,
-    PendingCall,
-    arguments_json,
-    guard_depth,
-    parsed_arguments_error,
+from ..types import (
+    HistoryItem,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ToolChoice,
 )
+from ..wording import Notice, word
+from .decision import CallTools, Decision, FinalAnswer, FormatError, MultiAction, PendingCall
 
 if TYPE_CHECKING:
     from ..tools.base import Tool
@@ -36,7 +32,6 @@ if TYPE_CHECKING:
     from .registry import ProtocolOptions, ScriptStep
 
 __all__ = [
-    "NOT_JSON",
     "CallTools",
     "Decision",
     "FinalAnswer",
@@ -45,9 +40,6 @@ __all__ = [
     "PendingCall",
     "Protocol",
     "RequestContext",
-    "arguments_json",
-    "guard_depth",
-    "parsed_arguments_error",
 ]
 
 T = TypeVar("T")

@@ -16,11 +16,11 @@ calls, marked ``salvaged``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
 
-from ..errors import JSONRepairError, ReActParseError, TemplateError
+from ..errors import JSONRepairError, ReActParseError
 from ..parsing import parse_react, repair_json
-from ..parsing.salvage import read_salvaged, strip_salvaged
+from ..parsing.salvage import read_salvaged
 from ..types import (
     AssistantMessage,
     Constraint,
@@ -43,39 +43,26 @@ from .base import (
     Protocol,
     RequestContext,
 )
-from .decision import arguments_json, guard_depth, parsed_arguments_error
 from .output import FINAL_RESULT
 from .prompts import PromptTemplate, load_template
-from .shared import (  # decode_arguments, native_calls, salvaged_calls: importable here too
-    CUT_PARAMETER,
+from .shared import (
+    arguments_json,
     constraint_style,
-    decode_arguments,
+    guard_depth,
     native_calls,
+    parsed_arguments_error,
     reasoning,
     render_history,
-    salvaged_calls,
+    salvaged_reply,
 )
 
-__all__ = [
-    "CUT_PARAMETER",
-    "FunctionCallingProtocol",
-    "decode_arguments",
-    "native_calls",
-    "salvaged_calls",
-]
+__all__ = ["FINAL_ALONE", "FunctionCallingProtocol"]
 
 
 FINAL_ALONE = Notice(NoticeCode.FINAL_ALONE, tool=FINAL_RESULT)
 
 
 _ANSWER_GRAMMAR = "root ::= [^<{\\[ \\t\\n] [^\\x00]*\n"  # no call markup to open with
-
-
-def _answer_constraint(ctx: RequestContext) -> Constraint | None:
-    """Under ``tool_choice="none"``, rule out a call written as text where grammars are taken
-    (a small model copies the calls it sees in the transcript)."""
-    style = constraint_style(ctx, grammar=True)
-    return None if style is None else Constraint(style=style, grammar=_ANSWER_GRAMMAR)
 
 
 class FunctionCallingProtocol(Protocol):
@@ -94,18 +81,9 @@ class FunctionCallingProtocol(Protocol):
     ) -> None:
         self.salvage = salvage
         """Execute calls written in the reply's text when ``tool_calls`` is empty."""
-        self.template = (
-            template if isinstance(template, PromptTemplate) else load_template(template)
-        )
+        self.template = load_template(template, kind="function_calling")
         self.parallel_tool_calls = parallel_tool_calls
         """Sent as ``parallel_tool_calls`` when set; ``None`` leaves the provider default."""
-        if self.template.kind != "function_calling":
-            raise TemplateError(
-                f"template {self.template.name!r} is not a function-calling template",
-                template=self.template.name,
-            )
-
-    # --- rendering -----------------------------------------------------------------------
 
     def render(self, ctx: RequestContext) -> list[Message]:
         """The history as messages.
@@ -152,64 +130,44 @@ class FunctionCallingProtocol(Protocol):
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
         messages = self.render(ctx)
-        if ctx.output is not None:
-            return self._typed_request(ctx, messages)
-        tools = tuple(t.openai_schema() for t in ctx.tools) or None
-        choice: str | None = None
-        if tools:
-            choice = ctx.tool_choice
-            if ctx.force_final:
-                choice = "none"
-                messages.append(UserMessage(self.template.fill("force_final")))
-            elif choice == "required" and not ctx.capabilities.tool_choice_required:
-                # Enforced client-side: a reply without a call becomes a format error.
-                choice = "auto"
+        tools = [t.openai_schema() for t in ctx.tools]
+        choice: str | None = ctx.tool_choice if tools else None
+        required = "required" if ctx.capabilities.tool_choice_required else "auto"
+        if ctx.output is not None:  # the answer is a call to final_result: a call is asked for
+            t = self.template
+            if t.has("output_system") and isinstance(messages[0], SystemMessage):
+                messages[0] = SystemMessage(f"{messages[0].content}\n\n{t.fill('output_system')}")
+            describe = (
+                t.fill("output_tool", type_name=ctx.output.name)
+                if t.has("output_tool")
+                else "Give your final answer by calling this tool with it."
+            )
+            final_only = ctx.force_final or ctx.tool_choice == "none" or not tools
+            tools = [*([] if final_only else tools), ctx.output.tool_schema(describe)]
+            named = not final_only and ctx.tool_choice in ctx.tool_names()
+            choice = ctx.tool_choice if named else required
+        elif ctx.force_final and tools:
+            choice = "none"
+        elif choice == "required":
+            choice = required  # else enforced here: a reply without a call is a format error
+        if ctx.force_final and tools:
+            messages.append(UserMessage(self._force_final_text(ctx)))
+        # Under tool_choice="none", rule out a call written as text where grammars are taken
+        # (a small model copies the calls it sees in the transcript).
+        style = constraint_style(ctx, grammar=True) if choice == "none" else None
         return ModelRequest(
             model=ctx.model,
             messages=tuple(messages),
-            tools=tools,
+            tools=tuple(tools) or None,
             tool_choice=choice,
             parallel_tool_calls=self.parallel_tool_calls if tools else None,
             settings=ctx.settings,
-            constraint=_answer_constraint(ctx) if choice == "none" else None,
-        )
-
-    def _typed_request(self, ctx: RequestContext, messages: list[Message]) -> ModelRequest:
-        """A request under an ``output_type``: the tools and ``final_result``, a call asked for."""
-        assert ctx.output is not None
-        t = self.template
-        if t.has("output_system") and isinstance(messages[0], SystemMessage):
-            messages[0] = SystemMessage(f"{messages[0].content}\n\n{t.fill('output_system')}")
-        describe = (
-            t.fill("output_tool", type_name=ctx.output.name)
-            if t.has("output_tool")
-            else "Give your final answer by calling this tool with it."
-        )
-        final = ctx.output.tool_schema(describe)
-        caps = ctx.capabilities
-        required = "required" if caps.tool_choice_required else "auto"
-        if ctx.force_final or ctx.tool_choice == "none" or not ctx.tools:
-            tools: tuple[dict[str, Any], ...] = (final,)
-            choice = required
-            if ctx.force_final:
-                messages.append(UserMessage(self._force_final_text(ctx)))
-        else:
-            tools = (*(tool.openai_schema() for tool in ctx.tools), final)
-            choice = ctx.tool_choice if ctx.tool_choice in ctx.tool_names() else required
-        return ModelRequest(
-            model=ctx.model,
-            messages=tuple(messages),
-            tools=tools,
-            tool_choice=choice,
-            parallel_tool_calls=self.parallel_tool_calls,
-            settings=ctx.settings,
+            constraint=Constraint(style=style, grammar=_ANSWER_GRAMMAR) if style else None,
         )
 
     def _force_final_text(self, ctx: RequestContext) -> str:
         typed = ctx.output is not None and self.template.has("output_force_final")
         return self.template.fill("output_force_final" if typed else "force_final")
-
-    # --- reading replies -------------------------------------------------------------------
 
     def output_retry(self) -> str:
         if self.template.has("output_retry"):
@@ -221,39 +179,29 @@ class FunctionCallingProtocol(Protocol):
             return self._read(reply, ctx)
         finals = [c for c in reply.tool_calls if c.name == FINAL_RESULT]
         if finals and (ctx.force_final or len(finals) == len(reply.tool_calls)):
-            return self._final_result(reply, finals[0], ctx)
+            return self._final_result(reply, finals[0].arguments, ctx)
         decision = self._read(reply, ctx)
         if isinstance(decision, CallTools):
-            only_final = all(c.salvaged and c.tool == FINAL_RESULT for c in decision.calls)
-            if only_final:
+            if all(c.salvaged and c.tool == FINAL_RESULT for c in decision.calls):
                 # final_result written in the text (a <tool_call> block...): the answer.
-                first = decision.calls[0]
-                return self._final_result(
-                    reply,
-                    ToolCall(None, FINAL_RESULT, first.raw_arguments),
-                    ctx,
-                    repairs=decision.repairs,
-                )
+                arguments = decision.calls[0].raw_arguments
+                return self._final_result(reply, arguments, ctx, decision.repairs)
             for call in decision.calls:
                 if call.tool == FINAL_RESULT:
                     call.error = FINAL_ALONE
         return decision
 
     def _final_result(
-        self,
-        reply: ModelResponse,
-        call: ToolCall,
-        ctx: RequestContext,
-        repairs: list[str] | None = None,
+        self, reply: ModelResponse, answer: str, ctx: RequestContext, repairs: Sequence[str] = ()
     ) -> FinalAnswer:
-        """A ``final_result`` call as the final answer, as JSON text for the policy to validate."""
+        """A ``final_result`` call's arguments as the final answer, as JSON text for the
+        policy to validate."""
         assert ctx.output is not None
         content = reply.content or ""
         _, _, thought = reasoning(content)
-        answer = call.arguments
-        repairs = list(repairs or [])
+        repairs = list(repairs)
         try:
-            decoded = repair_json(call.arguments, allow_truncated=False)
+            decoded = repair_json(answer, allow_truncated=False)
         except JSONRepairError:
             pass
         else:
@@ -300,22 +248,9 @@ class FunctionCallingProtocol(Protocol):
         names = ctx.tool_names()
         if ctx.output is not None:
             names.append(FINAL_RESULT)
-        found = read_salvaged(
-            content,
-            names,
-            limit=ctx.call_limit,
-            schemas={t.name: t.parameters for t in ctx.tools},
-            prefer=ctx.capabilities.call_format or None,
-        )
-        if found:
-            calls, repairs = salvaged_calls(content, found.calls)
-            rest = strip_salvaged(content, found).strip()
-            return CallTools(
-                text=rest or None,
-                thought=reasoning(rest)[2],
-                calls=calls,
-                repairs=repairs,
-            )
+        salvaged, _ = salvaged_reply(content, names, ctx)
+        if salvaged is not None:
+            return salvaged
         # A Thought/Action block: its calls name tools as written or in another case and
         # spelling (QueryEngineTool, query-engine-tool), unless escaped, so a reply holding
         # no tool's name in any such spelling (the usual answer) has none to read.

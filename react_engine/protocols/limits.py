@@ -18,8 +18,8 @@ __all__ = [
     "MAX_REPLY_CHARS",
     "READ_LIMIT",
     "READ_ON_LOOP",
+    "TOO_MANY_CALLS",
     "too_large",
-    "too_many_calls",
 ]
 
 MAX_REPLY_CHARS: Final = 100_000
@@ -36,17 +36,14 @@ MAX_CALLS: Final = 1024
 READ_LIMIT: Final = MAX_CALLS + 1
 """Where the readers of calls in text stop: one past :data:`MAX_CALLS`, to tell too many."""
 
+TOO_MANY_CALLS: Final = Notice(NoticeCode.REPLY_TOO_MANY_CALLS, limit=str(MAX_CALLS))
+
 
 def too_large(reply: ModelResponse) -> Notice | None:
     """Why ``reply`` is not read at all (too long, or too many native calls), or ``None``."""
     if len(reply.tool_calls) > MAX_CALLS:
-        return too_many_calls()
+        return TOO_MANY_CALLS
     size = len(reply.content or "") + sum(len(c.arguments) for c in reply.tool_calls)
     if size > MAX_REPLY_CHARS:
         return Notice(NoticeCode.REPLY_TOO_LONG, count=f"{size:,}", limit=f"{MAX_REPLY_CHARS:,}")
     return None
-
-
-def too_many_calls() -> Notice:
-    """Why a reply with more than :data:`MAX_CALLS` calls is refused."""
-    return Notice(NoticeCode.REPLY_TOO_MANY_CALLS, limit=str(MAX_CALLS))

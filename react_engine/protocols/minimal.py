@@ -33,8 +33,7 @@ from .base import (
     Protocol,
     RequestContext,
 )
-from .decision import arguments_json, guard_depth
-from .shared import output_instruction, render_history
+from .shared import arguments_json, guard_depth, output_instruction, render_history
 
 if TYPE_CHECKING:
     from .registry import ScriptStep
@@ -62,8 +61,6 @@ class MinimalProtocol(Protocol):
             raw = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
             lines.append(f"CALL {tool} {raw}")
         return [{"content": "\n".join(lines)}]
-
-    # --- the request -------------------------------------------------------------------------
 
     def render(self, ctx: RequestContext) -> list[Message]:
         tools = "\n".join(
@@ -93,8 +90,6 @@ class MinimalProtocol(Protocol):
         if ctx.force_final:
             messages.append(UserMessage("No more tools: reply with ANSWER and your answer."))
         return ModelRequest(model=ctx.model, messages=tuple(messages), settings=ctx.settings)
-
-    # --- the reply ---------------------------------------------------------------------------
 
     def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
         return f"Your reply could not be used: {error}." + ("" if forced else f" {REMINDER}")

@@ -76,29 +76,27 @@ class OutputSpec:
         Raises:
             OutputError: the answer is not valid for the type; the message names the fields.
         """
-        try:
-            from ..parsing.json_repair import repair_json  # loaded with the first answer
+        from ..parsing.json_repair import repair_json  # loaded with the first answer
 
+        try:
             fixed = repair_json(text, allow_truncated=False)
         except JSONRepairError as exc:
+            problem = f"the final answer is not a JSON value ({exc}); it must be JSON valid"
+            problem += f" for the {self.name} schema"
+        else:
             try:
-                return self.adapter.validate_python(text.strip()), ["answer_as_string"]
-            except ValidationError:
-                raise OutputError(
-                    f"the final answer is not a JSON value ({exc}); it must be JSON valid "
-                    f"for the {self.name} schema"
-                ) from None
+                value = self.adapter.validate_python(fixed.value)
+                return value, [f"json:{r}" for r in fixed.repairs]
+            except ValidationError as exc:
+                problem = (
+                    f"the final answer is not valid for the {self.name} schema: {_errors(exc)}"
+                )
+                if not fixed.repairs:  # else JSON found in prose ("Paris [1]"): maybe the text
+                    raise OutputError(problem) from None
         try:
-            return self.adapter.validate_python(fixed.value), [f"json:{r}" for r in fixed.repairs]
-        except ValidationError as exc:
-            if fixed.repairs:  # JSON found in prose ("Paris [1]"): maybe the text is the value
-                try:
-                    return self.adapter.validate_python(text.strip()), ["answer_as_string"]
-                except ValidationError:
-                    pass
-            raise OutputError(
-                f"the final answer is not valid for the {self.name} schema: {_errors(exc)}"
-            ) from None
+            return self.adapter.validate_python(text.strip()), ["answer_as_string"]
+        except ValidationError:
+            raise OutputError(problem) from None
 
     def dump(self, value: Any) -> str:
         """The value's JSON text: a validated answer as it stays in ``result.answer``."""

@@ -62,14 +62,8 @@ from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import read_salvaged, written_call
 from ..types import ModelResponse, Step
 from ..wording import Notice, NoticeCode
-from .decision import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    PendingCall,
-)
-from .limits import MAX_CALLS, too_large, too_many_calls
+from .decision import CallTools, Decision, FinalAnswer, FormatError, PendingCall
+from .limits import MAX_CALLS, TOO_MANY_CALLS, too_large
 from .output import OutputError
 from .shared import join, native_calls, reasoning
 
@@ -101,7 +95,7 @@ def decide(protocol: Protocol, reply: ModelResponse, ctx: Context) -> Decision:
         decision = protocol.read_reply(reply, ctx)
         if not isinstance(decision, CallTools) or len(decision.calls) <= MAX_CALLS:
             return apply(protocol, decision, reply, ctx)
-        refused = too_many_calls()
+        refused = TOO_MANY_CALLS
     text = (reply.content or "").strip() or None
     unread = FormatError(text=text, feedback="")
     return protocol.reject(unread, refused, problem=_LARGE)
@@ -224,7 +218,8 @@ def _text_inputs(decision: CallTools, ctx: Context) -> None:
 def _unlabel(decision: FinalAnswer) -> None:
     """An answer written as ReAct steps becomes the text after its final-answer label."""
     answer = decision.answer
-    if not _starts_with_label(answer):
+    label = P.LABEL.match(answer.lstrip())
+    if label is None or not (label["colon"] or label["em"]):
         return
     try:
         parsed = parse_react(answer)
@@ -241,11 +236,6 @@ def _unlabel(decision: FinalAnswer) -> None:
             return
         decision.answer = rest
     decision.repairs.append("answer_labels")
-
-
-def _starts_with_label(text: str) -> bool:
-    found = P.LABEL.match(text.lstrip())
-    return found is not None and bool(found["colon"] or found["em"])
 
 
 def _unlabelled(text: str) -> str:
@@ -309,16 +299,13 @@ def _refuse_cut(calls: list[PendingCall], reply: ModelResponse) -> None:
     last = calls[-1]
     if last.cut is False or isinstance(last.cut, Notice):
         return
-    if last.cut or not _complete_json(last.raw_arguments):
-        last.error = CUT_OFF
-
-
-def _complete_json(raw: str) -> bool:
-    try:
-        json.loads(raw)
-    except (ValueError, RecursionError):
-        return False
-    return True
+    if not last.cut:  # no verdict: complete JSON runs
+        try:
+            json.loads(last.raw_arguments)
+            return
+        except (ValueError, RecursionError):
+            pass
+    last.error = CUT_OFF
 
 
 def _calls_allowed(protocol: Protocol, decision: CallTools, ctx: Context) -> Decision:
@@ -368,8 +355,6 @@ def _typed(protocol: Protocol, decision: FinalAnswer, ctx: Context) -> Decision:
     decision.repairs.extend(r for r in repairs if r not in decision.repairs)
     return decision
 
-
-# --- effects: which of a reply's calls run ---------------------------------------------------
 
 # a letter first, one line, no quotes, "=" or brackets: no tag with attributes, no JSON
 _WORDS: Final = r"[^\W\d_][^<>\[\]{}=\"'`\n]{0,78}"
@@ -436,11 +421,6 @@ def _strings(value: Any) -> list[str]:
     return found
 
 
-def _blind(call: PendingCall, earlier: tuple[str, ...]) -> str | None:
-    found = (placeholder(text, earlier) for text in _strings(call.arguments))
-    return next((f for f in found if f is not None), None)
-
-
 def effects(decision: CallTools, ctx: Context) -> None:
     """Rule 7: set :attr:`PendingCall.skip` on the calls that must not run now."""
     calls = decision.calls
@@ -456,28 +436,24 @@ def effects(decision: CallTools, ctx: Context) -> None:
         earlier = tuple(seen)
         if call.tool in known:
             seen[call.tool] = None
-        if call.error is not None or call.skip is not None:
-            if call.tool not in read_only:
-                changing = changing or call.tool
-            continue
-        why: Notice | None = None
-        found = _blind(call, earlier) if index else None
-        if found is not None:
-            why = Notice(NoticeCode.BLIND, tool=call.tool, placeholder=repr(found))
-            held.append(f"{call.tool} (blind: {found!r})")
-        elif mode == "first" and index:
-            why = Notice(NoticeCode.ONE_PER_REPLY, tool=call.tool)
-            held.append(f"{call.tool} (one call per reply)")
-        elif mode == "independent" and changing is not None:
-            if call.tool in read_only:
-                why = Notice(NoticeCode.AFTER_CHANGE, tool=call.tool, changing=changing)
-                held.append(f"{call.tool} (after {changing})")
-            else:
-                why = Notice(NoticeCode.ONE_CHANGE, tool=call.tool, changing=changing)
-                held.append(f"{call.tool} (one call with effects per reply)")
+        if call.error is None and call.skip is None:
+            strings = _strings(call.arguments) if index else []  # the first call is never blind
+            found = next(filter(None, (placeholder(text, earlier) for text in strings)), None)
+            tool = call.tool
+            if found is not None:
+                call.skip = Notice(NoticeCode.BLIND, tool=tool, placeholder=repr(found))
+                held.append(f"{tool} (blind: {found!r})")
+            elif mode == "first" and index:
+                call.skip = Notice(NoticeCode.ONE_PER_REPLY, tool=tool)
+                held.append(f"{tool} (one call per reply)")
+            elif mode == "independent" and changing is not None and tool in read_only:
+                call.skip = Notice(NoticeCode.AFTER_CHANGE, tool=tool, changing=changing)
+                held.append(f"{tool} (after {changing})")
+            elif mode == "independent" and changing is not None:
+                call.skip = Notice(NoticeCode.ONE_CHANGE, tool=tool, changing=changing)
+                held.append(f"{tool} (one call with effects per reply)")
         if call.tool not in read_only:
             changing = changing or call.tool
-        call.skip = why
     if held:
         ran = len(calls) - len(held)
         named = ", ".join(held[:_MAX_NAMED])

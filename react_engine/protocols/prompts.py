@@ -131,12 +131,8 @@ class PromptTemplate:
 
     def fill(self, key: str, /, **values: Any) -> str:
         """Fill one text strictly: every placeholder it uses must be given."""
-        try:
-            text = self.texts[key]
-        except KeyError:
-            raise TemplateError(
-                f"template {self.name!r} has no {key!r} text", template=self.name
-            ) from None
+        if (text := self.texts.get(key)) is None:
+            raise _error(self.name, f"no {key!r} text")
         used = _fields(text, self.name, key)
         if not values.keys() >= used:
             missing = ", ".join(sorted(used - set(values)))
@@ -181,9 +177,8 @@ def _check(template: PromptTemplate) -> PromptTemplate:
             )
         if absent := ", ".join(sorted(required - used)):
             raise _error(name, f"{key!r} must use {absent}")
-    lacking = sorted(kind.needed - set(template.texts))
-    if lacking:
-        raise TemplateError(f"template {name!r} lacks {', '.join(lacking)}", template=name)
+    if lacking := sorted(kind.needed - set(template.texts)):
+        raise _error(name, f"lacks {', '.join(lacking)}")
     return template
 
 
@@ -192,21 +187,16 @@ def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> P
     kind = str(data.get("kind", "text"))
     if kind not in TEMPLATE_KINDS:
         raise _error(name, f"unknown kind {kind!r}")
-    texts: dict[str, str] = {}
-    for key, value in data.items():
-        if key in _META_KEYS:
-            continue
-        if not isinstance(value, str):
-            raise _error(name, f"{key!r} must be a string")
-        texts[key] = value
+    texts = {key: value for key, value in data.items() if key not in _META_KEYS}
+    if wrong := [key for key, value in texts.items() if not isinstance(value, str)]:
+        raise _error(name, f"{wrong[0]!r} must be a string")
     stop = data.get("stop", [])
     if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
         raise _error(name, "stop must be a list of strings")
     labels = data.get("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
         raise _error(name, "labels must be a table of strings")
-    unknown = sorted(set(labels) - LABEL_KEYS)
-    if unknown:
+    if unknown := sorted(set(labels) - LABEL_KEYS):
         known = ", ".join(sorted(LABEL_KEYS))
         raise _error(name, f"unknown labels {', '.join(unknown)} (known: {known})")
     language = data.get("language")
@@ -214,17 +204,8 @@ def parse_template(data: Mapping[str, Any], *, name: str, source: str = "") -> P
         language = "zh" if any(_CJK.search(v) for v in labels.values()) else "en"
     if not isinstance(language, str) or not language:
         raise _error(name, "language must be a string")
-    return _check(
-        PromptTemplate(
-            name=str(data.get("name", name)),
-            kind=kind,
-            texts=texts,
-            stop=tuple(stop),
-            labels=dict(labels),
-            source=source,
-            language=language,
-        )
-    )
+    name = str(data.get("name", name))
+    return _check(PromptTemplate(name, kind, texts, tuple(stop), dict(labels), source, language))
 
 
 _CJK = re.compile("[\u4e00-\u9fff]")  # labels in Chinese make a "zh" template
@@ -247,8 +228,19 @@ def list_templates() -> list[str]:
 _cache: dict[str, PromptTemplate] = {}
 
 
-def load_template(name_or_path: str | Path) -> PromptTemplate:
-    """Load a shipped template by name, or a user's template from a ``.toml`` path."""
+def load_template(
+    name_or_path: str | Path | PromptTemplate, *, kind: str | None = None
+) -> PromptTemplate:
+    """Load a shipped template by name, or a user's template from a ``.toml`` path (a
+    loaded template is taken as it is); with ``kind``, refuse a template of another kind."""
+    template = name_or_path if isinstance(name_or_path, PromptTemplate) else _load(name_or_path)
+    if kind is not None and template.kind != kind:
+        name = template.name
+        raise TemplateError(f"template {name!r} is not a {kind} template", template=name)
+    return template
+
+
+def _load(name_or_path: str | Path) -> PromptTemplate:
     key = str(name_or_path)
     if key in _cache:
         return _cache[key]

@@ -17,15 +17,13 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..transport.capabilities import Capabilities, RejectedParam
-from ..transport.rejections import REACTIONS, Reaction
+from ..transport.rejections import REACTIONS
 from .base import Protocol
 
 __all__ = [
     "PROTOCOLS",
-    "REACTIONS",
     "Adaptation",
     "ProtocolOptions",
-    "Reaction",
     "Registration",
     "ScriptStep",
     "adapt",
@@ -170,13 +168,9 @@ def protocol_names() -> tuple[str, ...]:
 
 def auto_order(capabilities: Capabilities) -> list[str]:
     """The protocols ``"auto"`` may choose for ``capabilities``, best first."""
-    ranked = [
-        e
-        for e in PROTOCOLS.values()
-        if e.auto is not None and (e.requires is None or getattr(capabilities, e.requires, False))
-    ]
-    ranked.sort(key=lambda e: -(e.auto or 0))  # stable: registration order breaks ties
-    return [e.name for e in ranked]
+    order = [e for e in PROTOCOLS.values() if e.auto is not None]
+    order.sort(key=lambda e: -(e.auto or 0))  # stable: registration order breaks ties
+    return [e.name for e in order if e.requires is None or getattr(capabilities, e.requires, False)]
 
 
 def choose(spec: str | Protocol, options: ProtocolOptions, why: str) -> tuple[Protocol, str]:
@@ -190,9 +184,6 @@ def choose(spec: str | Protocol, options: ProtocolOptions, why: str) -> tuple[Pr
     if not order:
         raise ConfigurationError('no registered protocol can be chosen by protocol="auto"')
     return registration(order[0])(options), why
-
-
-# --- reacting to rejections ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,13 +239,14 @@ def _runs_on(current: Protocol, only_from: str, capability: str) -> bool:
     return getattr(PROTOCOLS.get(current.name), "requires", None) == capability
 
 
+_AT = f"{__package__}."
+
+
 def shipped() -> dict[str, Registration]:
     """The shipped protocols by class name: what ``react_engine.protocols`` exports."""
-    here = f"{__package__}."
-    return {e.class_name: e for e in PROTOCOLS.values() if str(e.protocol).startswith(here)}
+    return {e.class_name: e for e in PROTOCOLS.values() if str(e.protocol).startswith(_AT)}
 
 
-_AT = f"{__package__}."
 register(_AT + "function_calling:FunctionCallingProtocol", name="function_calling",
          template_kind="function_calling", auto=30, requires="function_calling",
          native_calls=True)  # fmt: skip

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import JSONRepairError
 from ..nesting import TOO_DEEP, exceeds_depth
 from ..parsing import read_think, repair_json
-from ..parsing.salvage import FORMATS
+from ..parsing.salvage import FORMATS, read_salvaged, strip_salvaged
 from ..types import (
     Message,
     ModelResponse,
@@ -24,31 +24,32 @@ from ..types import (
     UserTurn,
 )
 from ..wording import Notice, NoticeCode
+from .decision import CallTools
 
 if TYPE_CHECKING:
+    from ..parsing.placement import NotAction
     from ..transport.capabilities import ConstraintStyle
     from .base import RequestContext
     from .prompts import PromptTemplate
 
 __all__ = [
-    "CUT_PARAMETER",
     "GRAMMAR_STYLES",
-    "answer_schema",
+    "arguments_json",
+    "close_input",
     "constraint_style",
     "decode_arguments",
+    "guard_depth",
     "join",
+    "json_object",
     "native_calls",
     "output_instruction",
+    "parsed_arguments_error",
     "reasoning",
     "render_history",
     "salvaged_calls",
+    "salvaged_reply",
+    "step_shape",
 ]
-
-
-# --- calls ---------------------------------------------------------------------------------
-
-
-CUT_PARAMETER = Notice(NoticeCode.CUT_PARAMETER)
 
 
 def _cut_parameter(content: str, span: tuple[int, int], fmt: str = "qwen_xml") -> bool:
@@ -85,11 +86,30 @@ def salvaged_calls(content: str, found: list[PendingCall]) -> tuple[list[Pending
             call.exact = True
         repairs.extend(fixes)
         if _cut_parameter(content, call.span, call.format):
-            call.cut = CUT_PARAMETER  # refused by the policy, which owns length cuts
+            # refused by the policy, which owns length cuts
+            call.cut = Notice(NoticeCode.CUT_PARAMETER)
         call.salvaged = True
         call.repairs = [f"salvaged:{call.format}", *fixes]
         repairs.append(f"salvaged:{call.format}")
     return found, repairs
+
+
+def salvaged_reply(
+    content: str, names: list[str], ctx: RequestContext
+) -> tuple[CallTools | None, NotAction | None]:
+    """The calls ``content`` writes in a model family's own format, completed
+    (:func:`salvaged_calls`), with the rest of the text as the thought; else ``None`` and
+    why a call was set aside as not the action, if one was."""
+    schemas = {t.name: t.parameters for t in ctx.tools}
+    prefer = ctx.capabilities.call_format or None
+    found = read_salvaged(content, names, limit=ctx.call_limit, schemas=schemas, prefer=prefer)
+    if not found:
+        return None, found.withheld
+    calls, repairs = salvaged_calls(content, found.calls)
+    rest = strip_salvaged(content, found)
+    return CallTools(
+        text=rest or None, thought=reasoning(rest)[2], calls=calls, repairs=repairs
+    ), None
 
 
 def decode_arguments(raw: str) -> tuple[dict[str, Any] | str, Notice | None, list[str]]:
@@ -135,22 +155,76 @@ def native_calls(reply: ModelResponse) -> list[PendingCall]:
     calls: list[PendingCall] = []
     for raw in reply.tool_calls:
         arguments, error, repairs = decode_arguments(raw.arguments)
-        calls.append(
-            PendingCall(
-                id=raw.id or "",
-                tool=raw.name,
-                arguments=arguments,
-                raw_arguments=raw.arguments,
-                error=error,
-                repairs=repairs,
-                # valid JSON as written, no repair: sent back byte for byte, never re-encoded
-                exact=not repairs and error is None and isinstance(arguments, dict),
-            )
-        )
+        call = PendingCall(raw.id or "", raw.name, arguments, raw.arguments, error, repairs=repairs)
+        # valid JSON as written, no repair: sent back byte for byte, never re-encoded
+        call.exact = not repairs and error is None and isinstance(arguments, dict)
+        calls.append(call)
     return calls
 
 
-# --- reasoning ------------------------------------------------------------------------------
+def arguments_json(arguments: dict[str, Any] | str, raw: str, *, exact: bool = False) -> str:
+    """The JSON object text of a call's arguments, for native ``tool_calls`` messages:
+    ``raw`` as it is when ``exact`` or itself a JSON object, else encoded (text as
+    ``{"input": text}``)."""
+    if isinstance(arguments, dict):
+        return raw if exact else json.dumps(arguments, ensure_ascii=False)
+    if json_object(raw) is not None:
+        return raw
+    return json.dumps({"input": arguments}, ensure_ascii=False)
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """``text`` decoded when it is one JSON object, else ``None``."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def parsed_arguments_error(args: dict[str, Any] | str, repairs: Sequence[str]) -> Notice | None:
+    """Why a parsed action must not run, or None: input that starts like JSON but could not
+    be decoded must never reach a tool as plain text."""
+    if (
+        "action_input_not_json" in repairs
+        and isinstance(args, str)
+        and args.lstrip()[:1] in ("{", "[")
+    ):
+        return Notice(NoticeCode.NOT_JSON)
+    return None
+
+
+def close_input(call: PendingCall, finish_reason: str | None) -> None:
+    """The closing-bracket rule for an Action Input the parser kept as text with brackets
+    still open: in a reply not cut by length, brackets open right after a complete value
+    have one completion (``json:missing_closing_bracket``); anything else stays refused."""
+    text = call.arguments
+    if (
+        finish_reason == "length"
+        or not isinstance(text, str)
+        or "action_input_not_json" not in call.repairs
+        or "json_blob" in call.repairs  # the blob's whole text, not its arguments
+    ):
+        return
+    from ..errors import JSONRepairError  # here: the parsers load with the first reply read
+    from ..parsing.json_repair import repair_json
+
+    try:
+        fixed = repair_json(text, allow_truncated=False, close_brackets=True)
+    except JSONRepairError:
+        return
+    if isinstance(fixed.value, dict):
+        call.arguments = fixed.value
+        kept = [c for c in call.repairs if c != "action_input_not_json"]
+        call.repairs = [*kept, *(f"json:{c}" for c in fixed.repairs)]
+
+
+def guard_depth(call: PendingCall) -> None:
+    """Refuse arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH`, keeping the raw text
+    (which rendering and the trace handle at any depth)."""
+    if call.error is None and isinstance(call.arguments, dict) and exceeds_depth(call.arguments):
+        call.error = TOO_DEEP
+        call.arguments, call.exact = call.raw_arguments, False
 
 
 def join(*parts: str | None) -> str | None:
@@ -165,9 +239,6 @@ def reasoning(content: str) -> tuple[str | None, str, str | None]:
     thinking = read_think(content)
     think, said = thinking.reasoning, thinking.rest
     return think, said, join(think, said)
-
-
-# --- the history ----------------------------------------------------------------------------
 
 
 def render_history(
@@ -191,8 +262,6 @@ def render_history(
     return messages
 
 
-# --- constrained decoding -----------------------------------------------------------------
-
 GRAMMAR_STYLES: Final = frozenset({"llama.cpp", "vllm"})
 """The constraint styles that take a GBNF grammar (vLLM's guided decoding reads one too)."""
 
@@ -207,12 +276,16 @@ def constraint_style(
     return None if grammar and style not in GRAMMAR_STYLES else style
 
 
-# --- typed answers ----------------------------------------------------------------------------
-
-
-def answer_schema(ctx: RequestContext) -> dict[str, Any] | None:
-    """The JSON Schema a typed final answer must meet, ``None`` when any text is one."""
-    return ctx.output.schema if ctx.output is not None else None
+def step_shape(ctx: RequestContext) -> dict[str, Any]:
+    """What the next reply may be, as the builders of a step's grammar or schema take it: only
+    an answer, an answer at all, only the named tool, the JSON Schema of a typed answer."""
+    names = ctx.tool_names()
+    return {
+        "final_only": ctx.force_final or ctx.tool_choice == "none" or not names,
+        "allow_final": ctx.tool_choice == "auto",
+        "only_tool": ctx.tool_choice if ctx.tool_choice in names else None,
+        "answer_schema": ctx.output.schema if ctx.output is not None else None,
+    }
 
 
 def output_instruction(ctx: RequestContext, template: PromptTemplate | None = None) -> str | None:

@@ -22,10 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JSONRepairError, TemplateError
+from ..errors import JSONRepairError
 from ..nesting import CUT, TOO_DEEP, exceeds_depth
 from ..parsing import read_think, repair_json
-from ..tools.base import Tool
 from ..tools.schema import meets_strict_mode
 from ..transport.grammar import GrammarError, schema_grammar, step_schema
 from ..types import (
@@ -46,9 +45,8 @@ from .base import (
     PendingCall,
     RequestContext,
 )
-from .decision import json_object
 from .prompts import PromptTemplate, load_template
-from .shared import answer_schema, constraint_style, decode_arguments, join
+from .shared import constraint_style, decode_arguments, join, json_object, step_shape
 from .text import TemplatedProtocol, wrap_observation
 
 if TYPE_CHECKING:
@@ -102,17 +100,10 @@ class StructuredOutputProtocol(TemplatedProtocol):
     def __init__(
         self, *, template: str | PromptTemplate = "structured", constrain: bool = True
     ) -> None:
-        self.template = (
-            template if isinstance(template, PromptTemplate) else load_template(template)
-        )
+        self.template = load_template(template, kind="structured")
         """The prompt template: ``"structured"`` or a loaded ``kind = "structured"`` one."""
         self.constrain = constrain
         """Send the step's JSON Schema (or grammar) where the server constrains decoding."""
-        if self.template.kind != "structured":
-            raise TemplateError(
-                f"template {self.template.name!r} is not a structured template",
-                template=self.template.name,
-            )
 
     @staticmethod
     def script(step: ScriptStep) -> list[dict[str, Any]]:
@@ -134,8 +125,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
     def __repr__(self) -> str:
         return f"StructuredOutputProtocol(template={self.template.name!r})"
 
-    # --- rendering ----------------------------------------------------------------------------
-
     def _render_step(self, step: Step, _: object = None) -> list[Message]:
         native = step.protocol == self.name and bool(step.text and step.text.strip())
         if step.kind == "final":
@@ -145,39 +134,34 @@ class StructuredOutputProtocol(TemplatedProtocol):
             return [AssistantMessage(step_json(thought, final_answer=step.final_answer))]
         if step.kind == "format_error":
             return self._refused(step)
-        out: list[Message]
-        if native or len(step.actions) <= 1:
-            said = step.text if native else self._foreign_call(step, 0)
-            out = [AssistantMessage(said)]
+        out: list[Message] = []
+        if native:
+            out.append(AssistantMessage(step.text))
             if step.actions:
                 out.append(UserMessage("\n".join(self._observation(a) for a in step.actions)))
-        else:
-            # several calls in one step: one object per call, each with its observation
-            out = []
-            for i, action in enumerate(step.actions):
-                out.append(AssistantMessage(self._foreign_call(step, i)))
-                out.append(UserMessage(self._observation(action)))
+        elif not step.actions:
+            out.append(AssistantMessage(step_json(step.thought, final_answer=step.final_answer)))
+        for i, action in enumerate([] if native else step.actions):
+            # a step made under another protocol: one object per call, each with its observation
+            out.append(AssistantMessage(self._foreign_call(step, i)))
+            out.append(UserMessage(self._observation(action)))
         if step.feedback:
             out.append(UserMessage(step.feedback))
         return out
 
     def _foreign_call(self, step: Step, index: int) -> str:
-        if not step.actions:
-            return step_json(step.thought, final_answer=step.final_answer)
         action = step.actions[index]
         thought = (step.thought or "").strip() if index == 0 else ""
-        return step_json(
-            thought or "I will use a tool.",
-            tool=action.tool,
-            arguments=_arguments_object(action),
-        )
+        arguments = action.arguments  # text input is {"input": text}, unless its raw text
+        if not isinstance(arguments, dict):  # is a JSON object
+            value = json_object(action.raw_arguments)
+            arguments = value if value is not None else {"input": arguments}
+        return step_json(thought or "I will use a tool.", tool=action.tool, arguments=arguments)
 
     def _observation(self, action: ActionRecord) -> str:
         return self.template.fill(
             "observation", tool=action.tool, observation=wrap_observation(action.observation)
         )
-
-    # --- requests ---------------------------------------------------------------------------
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
         return ModelRequest(
@@ -187,28 +171,15 @@ class StructuredOutputProtocol(TemplatedProtocol):
             constraint=self._constraint(ctx),
         )
 
-    def reply_schema(self, ctx: RequestContext) -> tuple[dict[str, Any], list[Tool]]:
-        """The JSON Schema of the next reply under ``ctx``, and the tools it admits."""
-        names = ctx.tool_names()
-        final_only = ctx.force_final or ctx.tool_choice == "none" or not names
-        named = ctx.tool_choice if ctx.tool_choice in names else None
-        schema = step_schema(
-            [t.openai_schema() for t in ctx.tools],
-            final_only=final_only,
-            allow_final=ctx.tool_choice == "auto",
-            only_tool=named,
-            answer_schema=answer_schema(ctx),
-        )
-        admitted: list[Tool] = []
-        if not final_only:
-            admitted = [t for t in ctx.tools if named is None or t.name == named]
-        return schema, admitted
-
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         style = constraint_style(ctx, wanted=self.constrain)
         if style is None:
             return None
-        schema, tools = self.reply_schema(ctx)
+        shape = step_shape(ctx)
+        schema = step_schema([t.openai_schema() for t in ctx.tools], **shape)
+        # the tools the schema admits: ``strict`` only when each of them meets strict mode
+        only = shape["only_tool"]
+        tools = [] if shape["final_only"] else [t for t in ctx.tools if only in (None, t.name)]
         strict = all(t.strict and meets_strict_mode(t.parameters) for t in tools) and (
             ctx.output is None or ctx.output.strict
         )
@@ -226,8 +197,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
             name="react_step",
             strict=strict,
         )
-
-    # --- reading replies ----------------------------------------------------------------------
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         # a forced final request's refusal does not remind the model of tools
@@ -302,9 +271,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
         return FinalAnswer(text=text, thought=thought, answer=answer.strip(), repairs=repairs)
 
 
-# --- reading a step object --------------------------------------------------------------------
-
-
 @dataclass(slots=True)
 class _Read:
     """What one decoded reply object says: a call, a final answer, or an error."""
@@ -322,7 +288,7 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
     out = _Read()
     thought = value.get("thought")
     if thought is not None:
-        out.thought = thought if isinstance(thought, str) else _as_text(thought)
+        out.thought = _as_text(thought)
     action = value.get("action")
     if isinstance(action, Mapping):
         body: Mapping[str, Any] = action
@@ -350,8 +316,7 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
         out.error = "the action has both a tool and a final_answer: write only one of them"
         return out
     if has_answer:
-        answer = body["final_answer"]
-        out.final_answer = answer if isinstance(answer, str) else _as_text(answer)
+        out.final_answer = _as_text(body["final_answer"])
         return out
     if not isinstance(tool, str) or not tool.strip():
         out.error = (
@@ -387,53 +352,26 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
 
 
 def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
-    call_id = None
     if exceeds_depth(arguments):  # checked before json.dumps, which may not get that deep
         text = raw if raw is not None else CUT
-        return PendingCall(
-            id=call_id, tool=tool, arguments=text, raw_arguments=text, error=TOO_DEEP
-        )
+        return PendingCall(None, tool, text, text, error=TOO_DEEP)
     if isinstance(arguments, dict):
         if raw is not None:
-            return PendingCall(id=call_id, tool=tool, arguments=arguments, raw_arguments=raw)
+            return PendingCall(None, tool, arguments, raw)
         text = json.dumps(arguments, ensure_ascii=False)  # the one encoding, kept
-        return PendingCall(
-            id=call_id, tool=tool, arguments=arguments, raw_arguments=text, exact=True
-        )
+        return PendingCall(None, tool, arguments, text, exact=True)
     if isinstance(arguments, str):
         # Arguments written as a JSON string ("{\"city\": \"Paris\"}"), or plain text.
         if arguments.lstrip()[:1] in ("{", "["):
             decoded, error, fixes = decode_arguments(arguments)
-            return PendingCall(
-                id=call_id,
-                tool=tool,
-                arguments=decoded,
-                raw_arguments=arguments,
-                error=error,
-                repairs=["arguments_as_string", *fixes],
-            )
-        return PendingCall(id=call_id, tool=tool, arguments=arguments, raw_arguments=arguments)
+            repairs = ["arguments_as_string", *fixes]
+            return PendingCall(None, tool, decoded, arguments, error=error, repairs=repairs)
+        return PendingCall(None, tool, arguments, arguments)
     if arguments is None:
-        return PendingCall(
-            id=call_id, tool=tool, arguments={}, raw_arguments="{}", repairs=["null_arguments"]
-        )
+        return PendingCall(None, tool, {}, "{}", repairs=["null_arguments"])
     text = json.dumps(arguments, ensure_ascii=False)
-    return PendingCall(
-        id=call_id,
-        tool=tool,
-        arguments=text,
-        raw_arguments=text,
-        error=Notice(NoticeCode.NOT_AN_OBJECT, kind=type(arguments).__name__),
-    )
-
-
-def _arguments_object(action: ActionRecord) -> dict[str, Any]:
-    """A call's arguments as an object: text input is ``{"input": text}`` unless its raw
-    text is a JSON object."""
-    if isinstance(action.arguments, dict):
-        return action.arguments
-    value = json_object(action.raw_arguments)
-    return value if value is not None else {"input": action.arguments}
+    error = Notice(NoticeCode.NOT_AN_OBJECT, kind=type(arguments).__name__)
+    return PendingCall(None, tool, text, text, error=error)
 
 
 def _first(value: Mapping[str, Any], keys: Sequence[str]) -> Any:

@@ -19,10 +19,10 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ReActParseError, TemplateError
+from ..errors import ReActParseError
 from ..parsing import parse_react
 from ..parsing.placement import REASONS
-from ..parsing.salvage import read_salvaged, strip_salvaged
+from ..parsing.salvage import read_salvaged
 from ..transport.grammar import GrammarError, ReactLabels, react_grammar
 from ..types import (
     AssistantMessage,
@@ -43,21 +43,22 @@ from .base import (
     Protocol,
     RequestContext,
 )
-from .decision import close_input, guard_depth, parsed_arguments_error
 from .prompts import PromptTemplate, load_template
 from .shared import (
-    answer_schema,
+    close_input,
     constraint_style,
+    guard_depth,
     output_instruction,
-    reasoning,
+    parsed_arguments_error,
     render_history,
-    salvaged_calls,
+    salvaged_reply,
+    step_shape,
 )
 
 if TYPE_CHECKING:
     from .registry import ProtocolOptions, ScriptStep
 
-__all__ = ["TemplatedProtocol", "TextReActProtocol", "render_tools", "system_prompt"]
+__all__ = ["TemplatedProtocol", "TextReActProtocol", "system_prompt"]
 
 _MAY_HOLD_CALL = re.compile(r"[{\[<>(]")  # every native call format needs one of these
 _EXAMPLE_ONLY = (
@@ -69,28 +70,7 @@ _UNLABELED = frozenset({"json_blob", "implicit_final_answer", "deepseek_tokens"}
 
 log = logging.getLogger("react_engine")
 
-_OBS_OPEN = "<observation>"
-_OBS_CLOSE = "</observation>"
 _OBS_TAG = re.compile(r"<(\s*/?\s*observation\b[^<>]*)>", re.IGNORECASE)
-
-
-def render_tools(tools: list[dict[str, object]] | tuple[dict[str, object], ...]) -> str:
-    """One JSON line per tool: name, description and the JSON Schema of its arguments."""
-    lines = []
-    for entry in tools:
-        fn = entry.get("function", entry)
-        assert isinstance(fn, dict)
-        lines.append(
-            json.dumps(
-                {
-                    "name": fn.get("name"),
-                    "description": fn.get("description", ""),
-                    "parameters": fn.get("parameters", {}),
-                },
-                ensure_ascii=False,
-            )
-        )
-    return "\n".join(lines)
 
 
 def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
@@ -102,12 +82,18 @@ def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
 
 def _system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
     t = template
-    schemas = tuple(tool.openai_schema() for tool in ctx.tools)
     names = ctx.tool_names()
+    tools = (  # one JSON line per tool
+        json.dumps(
+            {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+            ensure_ascii=False,
+        )
+        for tool in ctx.tools
+    )
     system = t.fill(
         "system",
         instructions=ctx.instructions or "",
-        tools=render_tools(schemas) if schemas else "(no tools)",
+        tools="\n".join(tools) or "(no tools)",
         tool_names=", ".join(names),
     ).strip()
     extra = None
@@ -127,7 +113,7 @@ def wrap_observation(text: str) -> str:
     """Mark a tool result as data: any spelling of the tag inside it (``</Observation >``)
     is escaped, so the block has exactly one opening and one closing tag."""
     safe = _OBS_TAG.sub(lambda m: f"&lt;{m.group(1)}&gt;", text)
-    return f"{_OBS_OPEN}{safe}{_OBS_CLOSE}"
+    return f"<observation>{safe}</observation>"
 
 
 _CUT_AFTER_ACTION = frozenset({"cut_observation", "cut_stop_word", "trim_partial_stop"})
@@ -140,16 +126,14 @@ class TemplatedProtocol(Protocol):
     template: PromptTemplate
     _render_step: Callable[[Step, object], list[Message]]
 
-    def _system(self, ctx: RequestContext) -> str:
-        return system_prompt(self.template, ctx)
-
     def render(self, ctx: RequestContext) -> list[Message]:
         t = self.template
 
         def question(text: str) -> Message:
             return UserMessage(t.fill("question", question=text) if t.has("question") else text)
 
-        return render_history(ctx, self, self._system(ctx), self._render_step, question=question)
+        system = system_prompt(t, ctx)
+        return render_history(ctx, self, system, self._render_step, question=question)
 
     def _messages(self, ctx: RequestContext) -> list[Message]:
         """The history, and the template's ``force_final`` text on a forced final request."""
@@ -207,9 +191,7 @@ class TextReActProtocol(TemplatedProtocol):
         constrain: bool = True,
         implicit_final_answer: bool = False,
     ) -> None:
-        self.template = (
-            template if isinstance(template, PromptTemplate) else load_template(template)
-        )
+        self.template = load_template(template, kind="text")
         """The prompt template: a shipped name (classic, json, zh) or a loaded template."""
         self.send_stop = send_stop
         """Send the template's stop sequences where the model supports ``stop`` (replies are
@@ -221,11 +203,6 @@ class TextReActProtocol(TemplatedProtocol):
         """Take a reply with no label at all as the final answer. Off by default: such a
         reply is sent back once with a reminder (the model may be answering without the
         facts a tool would give); a plain reply again is the answer."""
-        if self.template.kind != "text":
-            raise TemplateError(
-                f"template {self.template.name!r} is not a text ReAct template",
-                template=self.template.name,
-            )
         chinese = any(not label.isascii() for label in self.template.labels.values())
         # parser codes for what this template itself asks for: not repairs under it
         self._own_style = frozenset({"chinese_label", "fullwidth_colon"} if chinese else ())
@@ -255,8 +232,6 @@ class TextReActProtocol(TemplatedProtocol):
     def __repr__(self) -> str:
         implicit = ", implicit_final_answer=True" if self.implicit_final_answer else ""
         return f"TextReActProtocol(template={self.template.name!r}{implicit})"
-
-    # --- rendering ----------------------------------------------------------------------------
 
     def _render_step(self, step: Step, _: object = None) -> list[Message]:
         t = self.template
@@ -295,18 +270,10 @@ class TextReActProtocol(TemplatedProtocol):
 
     def _observations(self, step: Step) -> str:
         t = self.template
-        if len(step.actions) == 1 or not t.has("observation_item"):
-            return "\n".join(
-                t.fill("observation", observation=wrap_observation(a.observation))
-                for a in step.actions
-            )
+        several = len(step.actions) > 1 and t.has("observation_item")
+        key = "observation_item" if several else "observation"
         return "\n".join(
-            t.fill(
-                "observation_item",
-                index=i,
-                tool=a.tool,
-                observation=wrap_observation(a.observation),
-            )
+            t.fill(key, index=i, tool=a.tool, observation=wrap_observation(a.observation))
             for i, a in enumerate(step.actions, 1)
         )
 
@@ -321,42 +288,23 @@ class TextReActProtocol(TemplatedProtocol):
         )
 
     def _labels(self) -> ReactLabels:
-        t = self.template
-        chinese = bool(self._own_style)
-        return ReactLabels(
-            thought=t.label("thought", "Thought"),
-            action=t.label("action", "Action"),
-            action_input=t.label("action_input", "Action Input"),
-            final_answer=t.label("final_answer", "Final Answer"),
-            final_thought=t.label("final_thought", "I now know the final answer"),
-            plan_prefix=t.label("plan_prefix", "I need to"),
-            colon=t.label("colon", "：" if chinese else ": "),
-            json_blob=t.label("action_format", "lines") == "json_blob",
-        )
+        words: dict[str, Any] = dict(self.template.labels)  # LABEL_KEYS: ReactLabels' fields
+        blob = words.pop("action_format", "lines") == "json_blob"
+        words.setdefault("colon", "：" if self._own_style else ": ")
+        return ReactLabels(**words, json_blob=blob)
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         """A grammar for the reply: a thought, then a valid action or a final answer."""
         style = constraint_style(ctx, wanted=self.constrain, grammar=True)
         if style is None:
             return None  # no constraint, or a JSON Schema (which cannot describe a text reply)
-        names = ctx.tool_names()
-        final_only = ctx.force_final or ctx.tool_choice == "none" or not names
-        named = ctx.tool_choice if ctx.tool_choice in names else None
         try:
-            grammar = react_grammar(
-                [t.openai_schema() for t in ctx.tools],
-                self._labels(),
-                final_only=final_only,
-                allow_final=ctx.tool_choice == "auto",
-                only_tool=named,
-                answer_schema=answer_schema(ctx),
-            )
+            schemas = [t.openai_schema() for t in ctx.tools]
+            grammar = react_grammar(schemas, self._labels(), **step_shape(ctx))
         except GrammarError as exc:
             log.warning("no grammar for this request: %s", exc)
             return None
         return Constraint(style=style, grammar=grammar)
-
-    # --- reading replies ------------------------------------------------------------------------
 
     def _native(self, raw: str, parsed: ParsedStep | None, ctx: RequestContext) -> Decision | None:
         """The calls of a reply written in a model family's own tool-call format, where the
@@ -373,23 +321,14 @@ class TextReActProtocol(TemplatedProtocol):
         # them either, so the usual blob reply is read once, not twice.
         if blob and not read_salvaged(raw, names, limit=ctx.call_limit, examples=True):
             return None
-        found = read_salvaged(
-            raw,
-            names,
-            limit=ctx.call_limit,
-            schemas={t.name: t.parameters for t in ctx.tools},
-            prefer=ctx.capabilities.call_format or None,
-        )
-        if not found:
-            if blob and found.withheld is not None:
-                refusal = Notice(NoticeCode.NOT_ACTION, reason=REASONS[found.withheld])
-                return self._format_error(raw.strip() or None, refusal)
-            if blob:
-                return self._format_error(raw.strip() or None, _EXAMPLE_ONLY)
-            return None
-        calls, repairs = salvaged_calls(raw, found.calls)
-        thought = reasoning(strip_salvaged(raw, found))[2]
-        return CallTools(text=raw.strip() or None, thought=thought, calls=calls, repairs=repairs)
+        salvaged, withheld = salvaged_reply(raw, names, ctx)
+        if salvaged is not None:
+            salvaged.text = raw.strip() or None  # the reply as written stays in the transcript
+            return salvaged
+        if blob and withheld is not None:
+            refusal = Notice(NoticeCode.NOT_ACTION, reason=REASONS[withheld])
+            return self._format_error(raw.strip() or None, refusal)
+        return self._format_error(raw.strip() or None, _EXAMPLE_ONLY) if blob else None
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = reply.content or ""
@@ -407,9 +346,13 @@ class TextReActProtocol(TemplatedProtocol):
             if native is not None:
                 return native
             unlabeled = exc.code == NoticeCode.UNLABELED
-            plain = self._plain(raw, ctx) if unlabeled else None
+            plain = self._plain(raw) if unlabeled else None
             where = {"line": str(exc.line), "column": str(exc.column), "expected": exc.expected}
-            error = self._unlabeled() if unlabeled else Notice(exc.code, reason=exc.reason, **where)
+            if unlabeled:
+                label = self.template.label("final_answer", "Final Answer")
+                error = Notice(NoticeCode.UNLABELED, label=label)
+            else:
+                error = Notice(exc.code, reason=exc.reason, **where)
             refused = self._format_error(raw.strip() or None, error, forced=ctx.force_final)
             refused.plain = plain
             return refused
@@ -440,22 +383,11 @@ class TextReActProtocol(TemplatedProtocol):
             forced=ctx.force_final,
         )
 
-    def _plain(self, raw: str, ctx: RequestContext) -> str | None:
+    def _plain(self, raw: str) -> str | None:
         """A reply with no label at all, read as the answer it would be."""
+        stop = self.template.stop
         try:
-            parsed = parse_react(
-                raw,
-                multi_action=True,
-                stop_words=self.template.stop,
-                implicit_final_answer=True,
-            )
+            read = parse_react(raw, multi_action=True, stop_words=stop, implicit_final_answer=True)
         except ReActParseError:
             return None
-        if "implicit_final_answer" not in parsed.repairs or not parsed.final_answer:
-            return None
-        return parsed.final_answer
-
-    def _unlabeled(self) -> Notice:
-        return Notice(
-            NoticeCode.UNLABELED, label=self.template.label("final_answer", "Final Answer")
-        )
+        return (read.final_answer or None) if "implicit_final_answer" in read.repairs else None

@@ -37,7 +37,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 # --- the table ----------------------------------------------------------------------------------
 
 PROTOCOL_CODES = {
-    # function_calling.decode_arguments
+    # shared.decode_arguments
     "empty_arguments",
     "double_encoded_arguments",
     # structured

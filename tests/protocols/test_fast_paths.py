@@ -27,9 +27,9 @@ from react_engine.protocols import function_calling as FC
 from react_engine.protocols import prompts as P
 from react_engine.protocols import text as T
 from react_engine.protocols.base import CallTools, FormatError, RequestContext
-from react_engine.protocols.decision import guard_depth, parsed_arguments_error
 from react_engine.protocols.policy import new_call_id
 from react_engine.protocols.prompts import PromptTemplate
+from react_engine.protocols.shared import guard_depth, parsed_arguments_error
 from react_engine.types import ParsedStep
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
