@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from ..nesting import TOO_DEEP, too_deep
 from ..wording import Notice, NoticeCode
 from .docstrings import parse_docstring
 from .schema import meets_strict_mode, schema_nodes, strict_schema
-from .timeouts import within
+from .timeouts import is_seconds, within
 
 if TYPE_CHECKING:
     from ._schema_check import SchemaCheck
@@ -391,12 +390,7 @@ class Tool:
             raise _bad(name, f"inline must be True or False, not {inline!r}")
         if annotations is not None and not isinstance(annotations, ToolAnnotations):
             raise _bad(name, f"annotations must be a ToolAnnotations, not {annotations!r}")
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
+        if timeout is not None and not is_seconds(timeout):
             raise _bad(
                 name,
                 f"timeout must be a positive, finite number of seconds or None, not {timeout!r}",

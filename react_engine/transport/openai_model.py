@@ -117,22 +117,10 @@ class OpenAIChatModel(ChatModel):
         """One attempt, bounded in total by ``settings.timeout`` (else the client's own
         timeout, else :data:`DEFAULT_ATTEMPT_TIMEOUT`): the HTTP timeout bounds each read
         only, and a server that trickles a byte at a time would hold a run forever."""
-        payload = sdk_arguments(request)
-        if request.settings.timeout is not None:
-            payload["timeout"] = request.settings.timeout
-        import asyncio
-
-        limit = request.settings.timeout or self._default_timeout
+        payload, limit, deadline = self._prepare(request)
         error: ModelAPIError | None = None
         try:
-            if self._is_async:
-                create: Any = (await self._client_here()).chat.completions.create
-            else:
-                create = functools.partial(_blocking, self._client.chat.completions.create)
-            # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
-            # same moment, that cancellation wins.
-            async with asyncio.timeout(limit):
-                completion = await create(**payload)
+            completion = await self._create(payload, deadline)
             if isinstance(completion, str):  # a server that answered with non-JSON text
                 raise ValueError("non-JSON body")
         except Exception as exc:
@@ -141,17 +129,23 @@ class OpenAIChatModel(ChatModel):
             raise error
         return response_from_sdk(completion)
 
+    def _prepare(self, request: ModelRequest) -> tuple[dict[str, Any], float, float]:
+        """The SDK's keywords, and the attempt's time limit and deadline on this loop."""
+        import asyncio
+
+        payload = sdk_arguments(request)
+        if request.settings.timeout is not None:
+            payload["timeout"] = request.settings.timeout
+        limit = request.settings.timeout or self._default_timeout
+        return payload, limit, asyncio.get_running_loop().time() + limit
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
         """One streamed attempt, bounded in total like :meth:`complete`, asking for the usage
         chunk (``stream_options``) until a server rejects the option."""
-        payload = sdk_arguments(request)
-        payload["stream"] = True
-        if request.settings.timeout is not None:
-            payload["timeout"] = request.settings.timeout
         import asyncio
 
-        limit = request.settings.timeout or self._default_timeout
-        deadline = asyncio.get_running_loop().time() + limit
+        payload, limit, deadline = self._prepare(request)
+        payload["stream"] = True
         stream: Any = None
         error: ModelAPIError | None = None
         try:
@@ -199,6 +193,8 @@ class OpenAIChatModel(ChatModel):
     async def _create(self, payload: dict[str, Any], deadline: float) -> Any:
         import asyncio
 
+        # asyncio's timeout, not wait_for: when the run's deadline cancels this at the same
+        # moment, that cancellation wins.
         async with asyncio.timeout_at(deadline):
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create

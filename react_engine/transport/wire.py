@@ -200,14 +200,13 @@ def _field(raw: Any, name: str) -> Any:
     return getattr(raw, name, None)
 
 
-def _usage(raw: Any, events: list[Notice] | None = None) -> Usage:
+def _usage(raw: Any, events: list[Notice]) -> Usage:
     """Token counts from the reply's ``usage``: counts that are not counts are read as 0
     (and named in ``events``), negative ones as 0."""
     if raw is None:
         return Usage(requests=1)
     if isinstance(raw, str | bytes | int | float | list | tuple):
-        if events is not None:
-            events.append(Notice(NoticeCode.USAGE_NOT_OBJECT, value=_one_value(raw)))
+        events.append(Notice(NoticeCode.USAGE_NOT_OBJECT, value=_one_value(raw)))
         return Usage(requests=1)
     bad: list[str] = []
 
@@ -227,7 +226,7 @@ def _usage(raw: Any, events: list[Notice] | None = None) -> Usage:
     extra = getattr(raw, "model_extra", None)
     if not cached and isinstance(extra, Mapping):  # DeepSeek's
         cached = count(extra, "prompt_cache_hit_tokens")
-    if bad and events is not None:
+    if bad:
         events.append(Notice(NoticeCode.USAGE_INVALID, counts=", ".join(bad)))
     return Usage(prompt, completion, total, cached, 1)
 
@@ -272,20 +271,25 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         call_id, name, arguments = _call_parts(tc)
         if name:
             calls.append(ToolCall(call_id, name, arguments or ""))
-    extra = getattr(message, "model_extra", None) or {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
     events: list[Notice] = []
     usage = _usage(getattr(completion, "usage", None), events)
     return ModelResponse(
         content=_text_content(getattr(message, "content", None)),
         tool_calls=calls,
-        reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) else None,
+        reasoning=_reasoning(message),
         finish_reason=getattr(choice, "finish_reason", None),
         usage=usage,
         model=getattr(completion, "model", None),
         events=events,
     )
+
+
+def _reasoning(message: Any) -> str | None:
+    """The reasoning a message or delta carries beside its text, if any."""
+    extra = getattr(message, "model_extra", None) or {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
+    return valid_unicode(reasoning) if isinstance(reasoning, str) and reasoning else None
 
 
 def _call_parts(tc: Any) -> tuple[str | None, str | None, str | None]:
@@ -310,9 +314,6 @@ def delta_from_chunk(chunk: Any) -> ModelDelta:
         return ModelDelta(usage=usage, model=model, events=tuple(events))
     choice = choices[0]
     delta = getattr(choice, "delta", None)
-    content = _text_content(getattr(delta, "content", None)) if delta is not None else None
-    extra = (getattr(delta, "model_extra", None) or {}) if delta is not None else {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     calls: list[ToolCallChunk] = []
     for position, tc in enumerate(getattr(delta, "tool_calls", None) or []):
         index = getattr(tc, "index", None)
@@ -320,8 +321,8 @@ def delta_from_chunk(chunk: Any) -> ModelDelta:
             index = position
         calls.append(ToolCallChunk(index, *_call_parts(tc)))
     return ModelDelta(
-        content=content,
-        reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) and reasoning else None,
+        content=_text_content(getattr(delta, "content", None)),
+        reasoning=_reasoning(delta),
         tool_calls=tuple(calls),
         finish_reason=getattr(choice, "finish_reason", None),
         usage=usage,
