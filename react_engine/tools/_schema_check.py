@@ -7,6 +7,7 @@ pydantic's words.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -59,24 +60,14 @@ def _either(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-# Checks kept by schema: MCP tools are built again on every run, and a metaschema check
-# takes milliseconds.
-_CACHE: dict[str, SchemaCheck] = {}
-_CACHE_SIZE: Final = 256
-
 MAX_SCHEMA_PROPERTIES: Final = 5000
 """Object properties in one tool's schema, all levels together (OpenAI's Structured Outputs
 limit); past it checking the schema alone would take seconds."""
 
 
 def _too_many_properties(schema: Any) -> bool:
-    count = 0
-    for node in schema_nodes(schema):
-        props = node.get("properties")
-        count += len(props) if isinstance(props, Mapping) else 0
-        if count > MAX_SCHEMA_PROPERTIES:
-            return True
-    return False
+    counts = (len(p) for n in schema_nodes(schema) if isinstance(p := n.get("properties"), Mapping))
+    return any(total > MAX_SCHEMA_PROPERTIES for total in itertools.accumulate(counts))
 
 
 def schema_check(tool_name: str, schema: Mapping[str, Any]) -> SchemaCheck:
@@ -86,17 +77,17 @@ def schema_check(tool_name: str, schema: Mapping[str, Any]) -> SchemaCheck:
     if _too_many_properties(schema):
         raise _bad(tool_name, f"it declares more than {MAX_SCHEMA_PROPERTIES} properties")
     try:
-        key = json.dumps(schema, sort_keys=True)
-        own: dict[str, Any] = json.loads(json.dumps(schema))
+        text = json.dumps(schema)
     except (TypeError, ValueError) as exc:
         raise _bad(tool_name, f"it holds a value that is not JSON ({exc})") from None
-    check = _CACHE.get(key)
-    if check is None:
-        check = SchemaCheck(tool_name, own)
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)), None)
-        _CACHE[key] = check
-    return check
+    return _compiled(tool_name, text)
+
+
+# Checks kept by schema: MCP tools are built again on every run, and a metaschema check
+# takes milliseconds.
+@functools.lru_cache(maxsize=256)
+def _compiled(tool_name: str, schema: str) -> SchemaCheck:
+    return SchemaCheck(tool_name, json.loads(schema))
 
 
 def _bad(tool_name: str, why: str) -> ToolDefinitionError:

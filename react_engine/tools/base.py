@@ -6,6 +6,7 @@ defined, not in the middle of a run."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import inspect
 import re
@@ -55,22 +56,17 @@ class ToolAnnotations:
     def from_mcp(cls, hints: Any) -> ToolAnnotations:
         """From an MCP listing's ``annotations`` (object, mapping or ``None``); a hint left
         out, or not a bool, keeps MCP's default."""
-        if hints is None:
-            return cls()
-
-        def hint(python: str, wire: str, default: bool) -> bool:
+        given: dict[str, bool] = {}
+        for name in (f.name for f in dataclasses.fields(cls)):
+            python = f"{name}_hint"  # readOnlyHint on the wire
+            wire = re.sub(r"_(\w)", lambda m: m[1].upper(), python)
             if isinstance(hints, Mapping):
                 value = hints.get(wire, hints.get(python))
             else:
                 value = getattr(hints, python, None)
-            return value if isinstance(value, bool) else default
-
-        return cls(
-            read_only=hint("read_only_hint", "readOnlyHint", False),
-            destructive=hint("destructive_hint", "destructiveHint", True),
-            idempotent=hint("idempotent_hint", "idempotentHint", False),
-            open_world=hint("open_world_hint", "openWorldHint", True),
-        )
+            if isinstance(value, bool):
+                given[name] = value
+        return cls(**given)
 
 
 class ToolOptions(TypedDict, total=False):
@@ -210,14 +206,6 @@ class Tool:
 
         return await run_sync_call(call, timeout=timeout)
 
-    def invoke_sync(self, validated: BaseModel | dict[str, Any]) -> Any:
-        """Run a sync function in the calling thread (the agent never does: see :meth:`ainvoke`)."""
-        if self.pass_model:
-            return self.function(validated)
-        if self.pass_arguments:
-            return self.function(arguments_dict(validated))
-        return self.function(**{n: getattr(validated, n) for n in self.args_model.model_fields})
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calling the tool calls the wrapped function, so decorated functions stay usable."""
         return self.function(*args, **kwargs)
@@ -317,12 +305,10 @@ class Tool:
             names = {p.name for p in params}
             missing = sorted(fields - names) if not takes_kwargs else []
             extra = sorted(p.name for p in params if p.name not in fields and p.default is p.empty)
-            if missing or extra:
-                parts = []
-                if missing:
-                    parts.append(f"fields the function does not take: {', '.join(missing)}")
-                if extra:
-                    parts.append(f"required parameters the model lacks: {', '.join(extra)}")
+            parts = [f"fields the function does not take: {', '.join(missing)}"] if missing else []
+            if extra:
+                parts.append(f"required parameters the model lacks: {', '.join(extra)}")
+            if parts:
                 raise _bad(
                     tool_name,
                     f"{args_model.__name__} and the function disagree (" + "; ".join(parts) + ")",

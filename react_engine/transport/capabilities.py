@@ -144,19 +144,10 @@ def model_name_candidates(model: str) -> tuple[str, ...]:
     """The lowercase names a model is matched under, most specific first: the full name
     (without ``ft:``), its last path segment, and both without an Ollama ``:tag``, so that
     one pattern covers ``Qwen/Qwen2.5-7B-Instruct``, ``llama3.1:8b`` and the like."""
-    name = model.strip().lower()
-    if name.startswith("ft:"):
-        name = name[3:]
-    out: list[str] = [name]
+    name = model.strip().lower().removeprefix("ft:")
     base = re.split(r"[/\\]", name)[-1]
-    if base and base != name:
-        out.append(base)
-    for candidate in list(out):
-        if ":" in candidate:
-            untagged = candidate.split(":", 1)[0]
-            if untagged and untagged not in out:
-                out.append(untagged)
-    return tuple(out)
+    untagged = [n.split(":", 1)[0] for n in (name, base)]
+    return tuple(dict.fromkeys([name, *(n for n in (base, *untagged) if n)]))
 
 
 V = TypeVar("V")

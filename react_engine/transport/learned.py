@@ -107,14 +107,9 @@ class CapabilityCache:
                 raise ConfigurationError(
                     f"CapabilityCache.remember: {name} must be a bool, got {value!r}"
                 )
-        if not overrides:
-            return
-        key = _cache_key(base_url, model)
-
-        def change(data: dict[_CacheKey, dict[str, bool]]) -> None:
-            data[key] = {**data.get(key, {}), **overrides}
-
-        self._mutate(change)
+        if overrides:
+            key = _cache_key(base_url, model)
+            self._mutate(lambda data: data.update({key: {**data.get(key, {}), **overrides}}))
 
     def forget(self, base_url: str | None, model: str) -> None:
         """Drop what was learned about this server and model."""
