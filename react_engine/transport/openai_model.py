@@ -66,26 +66,13 @@ class OpenAIChatModel(ChatModel):
         )
         self._lent_first = False  # _client went to a loop already (closed with that loop)
         self._stream_usage = True  # off once the server rejected stream_options
-
-    @classmethod
-    def connect(cls, base_url: str | None, api_key: str, *, asynchronous: bool) -> OpenAIChatModel:
-        """A model on a client of its own for ``base_url``: an async one per event loop
-        (its pooled connections belong to the loop), closed when that loop shuts down."""
-        import openai
-
-        if asynchronous:
-            owned = cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
-            # A loop may outlive the model (``agent.run()``'s is kept per thread): close the
-            # model's clients on their loops when it goes, not leave their connections to
-            # the garbage collector.
-            weakref.finalize(owned, close_on_their_loops, owned._per_loop)
-            return owned
-        client = openai.OpenAI(base_url=base_url, api_key=api_key)
-        model = cls(client)
-        # The pooled connections are ours: close them when the model goes away, rather
-        # than leave open sockets for the garbage collector to warn about.
-        weakref.finalize(model, client.close)
-        return model
+        # ``owned``: the pooled connections are ours. Close them when the model goes (a loop
+        # may outlive it: ``agent.run()``'s is kept per thread), each async client on its
+        # loop, rather than leave open sockets to the garbage collector.
+        if self._owned:
+            weakref.finalize(self, close_on_their_loops, self._per_loop)
+        elif owned:
+            weakref.finalize(self, client.close)
 
     def __repr__(self) -> str:
         url, key = mask_url(self.base_url), mask_key(self._secret)
