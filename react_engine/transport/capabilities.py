@@ -119,7 +119,6 @@ _CHOICES: Final = {
 
 
 def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> Capabilities:
-    """``base`` with ``fields`` applied, every name and value checked."""
     changes: dict[str, Any] = {}
     for name, value in fields.items():
         if name in BOOL_FIELDS:
@@ -155,8 +154,6 @@ V = TypeVar("V")
 
 @dataclass(frozen=True, slots=True)
 class _Entry(Generic[V]):
-    """A glob (a model name's, or a server URL's) and what it says."""
-
     pattern: str
     value: V
     regex: re.Pattern[str]
@@ -321,7 +318,6 @@ def _server_entries(servers: Any, where: str) -> list[_Entry[Mapping[str, Any]]]
 def _parse_document(
     data: Any, where: str, default: Capabilities, *, source: str
 ) -> tuple[Capabilities, list[_Entry[Capabilities]], list[_Entry[Mapping[str, Any]]]]:
-    """The default, model entries and server entries described by one document."""
     if not isinstance(data, dict):
         raise ConfigurationError(f"{where}: the top level must be a JSON object")
     unknown = set(data) - {"version", "default", "models", "servers"}

@@ -80,7 +80,6 @@ _ESCAPES: Final = {i: f"\\x{i:02x}" for i in range(0x20)} | str.maketrans(
 
 
 def _json_literal(value: Any) -> str:
-    """A GBNF literal that matches exactly the JSON text of ``value``."""
     return literal(json.dumps(value, ensure_ascii=False))
 
 
@@ -233,32 +232,19 @@ class _Writer:
             value = self.node(props[key], f"{name}-{key}", depth + 1)
             members.append((f'{_json_literal(key)} ws ":" ws {value}', key in required))
         # tail(i, after): the members from i on, after a member was written or not (named
-        # rules keep it linear), written depth first with an explicit stack, not recursion.
+        # rules keep it linear), from the last member back. No member is written before the
+        # first, and none can be missing after a required one.
         n = len(members)
+        first_required = next((i for i, (_, needed) in enumerate(members) if needed), n)
         tails: dict[tuple[int, bool], str] = {(n, True): "", (n, False): ""}
-        stack: list[tuple[int, bool]] = [(0, False)]
-        while stack:
-            i, after = stack[-1]
-            if (i, after) in tails:
-                stack.pop()
-                continue
+        for i in reversed(range(n)):
             member, needed = members[i]
-            wanted = [(i + 1, True)] if needed else [(i + 1, True), (i + 1, after)]
-            missing = [key for key in wanted if key not in tails]
-            if missing:
-                stack.extend(reversed(missing))
-                continue
-            stack.pop()
-            sep = '"," ws ' if after else ""
-            here = f"{sep}{member} {tails[(i + 1, True)]}".strip()
-            if needed:
-                body = here
-            else:
-                skip = tails[(i + 1, after)]
-                body = f"( {here} )" + (f" | {skip}" if skip else " | ")
-                if not skip:
-                    body = f"( {here} )?"
-            tails[(i, after)] = self.add(f"{name}-m{i}{'a' if after else ''}", body)
+            for after in [True] * (i > 0) + [False] * (i <= first_required):
+                sep = '"," ws ' if after else ""
+                here = f"{sep}{member} {tails[(i + 1, True)]}".strip()
+                skip = "" if needed else tails[(i + 1, after)]
+                body = here if needed else f"( {here} ) | {skip}" if skip else f"( {here} )?"
+                tails[(i, after)] = self.add(f"{name}-m{i}{'a' if after else ''}", body)
         return self.add(name, f'"{{" ws {tails[(0, False)]} ws "}}"')
 
 
@@ -271,7 +257,6 @@ _SCALARS: Final = {
 
 
 def _rule_name(text: str) -> str:
-    """A GBNF rule name: letters, digits and dashes."""
     name = re.sub(r"[^A-Za-z0-9-]+", "-", text).strip("-").lower()
     return name or "rule"
 
@@ -398,7 +383,6 @@ def react_grammar(
 def _offered(
     tools: Sequence[Mapping[str, Any]], only_tool: str | None
 ) -> list[tuple[str, Mapping[str, Any]]]:
-    """The tools a step may call (name, function object): all, or ``only_tool``."""
     named = [(str(fn.get("name")), fn) for fn in (t.get("function", t) for t in tools)]
     return [(name, fn) for name, fn in named if only_tool is None or name == only_tool]
 

@@ -117,7 +117,6 @@ class OpenAIChatModel(ChatModel):
         return response_from_sdk(completion)
 
     def _prepare(self, request: ModelRequest) -> tuple[dict[str, Any], float, float]:
-        """The SDK's keywords, and the attempt's time limit and deadline on this loop."""
         import asyncio
 
         payload = sdk_arguments(request)

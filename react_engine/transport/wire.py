@@ -32,7 +32,6 @@ from ..types import (
 from ..wording import Notice, NoticeCode
 
 __all__ = [
-    "TRANSIENT_STATUS",
     "context_overflow",
     "delta_from_chunk",
     "error_body",
@@ -285,7 +284,6 @@ def response_from_sdk(completion: Any) -> ModelResponse:
 
 
 def _reasoning(message: Any) -> str | None:
-    """The reasoning a message or delta carries beside its text, if any."""
     extra = getattr(message, "model_extra", None) or {}
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
@@ -293,7 +291,6 @@ def _reasoning(message: Any) -> str | None:
 
 
 def _call_parts(tc: Any) -> tuple[str | None, str | None, str | None]:
-    """A tool call's (or fragment's) id, name and arguments, as valid text or ``None``."""
     fn = getattr(tc, "function", None)
     arguments = getattr(fn, "arguments", None)
     if arguments is not None and not isinstance(arguments, str):
@@ -373,8 +370,6 @@ def error_body(exc: Any) -> str:
         return str(exc)
 
 
-TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
-
 _OVERFLOW_PHRASES = (
     "context_length_exceeded",  # OpenAI's error code (also sent by many proxies)
     "exceed_context_size",  # llama.cpp's server: type "exceed_context_size_error"
@@ -418,7 +413,7 @@ def translate_error(
         body = mask_secret(error_body(exc), secret)
         headers = getattr(exc.response, "headers", None)
         msg = f"HTTP {status} from the chat API: {body[:500]}"
-        if status in TRANSIENT_STATUS or status >= 500:
+        if status in (408, 409, 429) or status >= 500:  # timeout, conflict, rate limit
             return ModelUnavailableError(
                 msg, status_code=status, body=body, retry_after=_retry_after(headers)
             )
