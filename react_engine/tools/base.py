@@ -12,7 +12,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar, Unpack, cast, get_type_hints
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -365,43 +365,25 @@ class Tool:
         pass_model: bool,
         **options: Unpack[ToolOptions],
     ) -> Tool:
-        unknown = sorted(set(options) - _OPTIONS)
+        given: dict[str, Any] = dict(options)
+        unknown = sorted(set(given) - _OPTIONS)
         if unknown:
             raise TypeError(f"tool {name!r}: unexpected option {', '.join(unknown)}")
-        annotations = options.get("annotations")
-        timeout = options.get("timeout")
-        max_observation_chars = options.get("max_observation_chars")
-        inline = options.get("inline", False)
-        if not isinstance(inline, bool):
-            raise _bad(name, f"inline must be True or False, not {inline!r}")
-        if annotations is not None and not isinstance(annotations, ToolAnnotations):
-            raise _bad(name, f"annotations must be a ToolAnnotations, not {annotations!r}")
-        if timeout is not None and not is_seconds(timeout):
-            raise _bad(
-                name,
-                f"timeout must be a positive, finite number of seconds or None, not {timeout!r}",
-            )
-        if max_observation_chars is not None and (
-            isinstance(max_observation_chars, bool)
-            or not isinstance(max_observation_chars, int)
-            or max_observation_chars < 1
-        ):
-            raise _bad(
-                name,
-                "max_observation_chars must be a positive int or None, "
-                f"not {max_observation_chars!r}",
-            )
+        for key, (ok, what) in _OPTION_CHECKS.items():
+            if key in given and not ok(given[key]):
+                raise _bad(name, f"{key} must be {what}, not {given[key]!r}")
         try:
             raw_schema = args_model.model_json_schema()
         except Exception as exc:
             raise _bad(name, f"its arguments have no JSON Schema: {exc}") from exc
         parameters = strict_schema(raw_schema)
-        strict = meets_strict_mode(parameters)
         # The schema sent forbids unknown nested keys: so does the call, unless a model allows them.
         forbid_extra = all(
             n.get("additionalProperties") is not True for n in schema_nodes(raw_schema)
         )
         is_async = is_async_callable(function)
+        given["annotations"] = given.get("annotations") or ToolAnnotations()
+        given["inline"] = given.get("inline", False) and not is_async
         return cls(
             name=name,
             description=description.strip(),
@@ -410,15 +392,25 @@ class Tool:
             parameters=parameters,
             pass_model=pass_model,
             is_async=is_async,
-            summarize=options.get("summarize"),
-            requires_approval=options.get("requires_approval", False),
-            timeout=timeout,
-            max_observation_chars=max_observation_chars,
-            strict=strict,
-            annotations=annotations if annotations is not None else ToolAnnotations(),
+            strict=meets_strict_mode(parameters),
             forbid_extra=forbid_extra,
-            inline=inline and not is_async,
+            **given,
         )
+
+
+_OPTION_CHECKS: Final[dict[str, tuple[Callable[[Any], bool], str]]] = {
+    "inline": (lambda v: isinstance(v, bool), "True or False"),
+    "annotations": (lambda v: v is None or isinstance(v, ToolAnnotations), "a ToolAnnotations"),
+    "timeout": (
+        lambda v: v is None or is_seconds(v),
+        "a positive, finite number of seconds or None",
+    ),
+    "max_observation_chars": (
+        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        "a positive int or None",
+    ),
+}
+"""The options :meth:`Tool._build` checks, and what each must be."""
 
 
 # --- helpers -------------------------------------------------------------------------------
