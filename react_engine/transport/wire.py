@@ -6,6 +6,7 @@ valid Unicode; secrets are masked in every message built from a server's text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -329,26 +330,19 @@ def delta_from_chunk(chunk: Any) -> ModelDelta:
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """The wait a server asked for, in seconds (a date past parsing is no wait asked)."""
     if not headers:
         return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        import email.utils  # an HTTP date: rare, so not imported with the library
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(headers.get(name) or "") / scale)
+    import email.utils  # an HTTP date: rare, so not imported with the library
 
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
+    try:
+        when = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
+    except (ValueError, TypeError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def error_body(exc: Any) -> str:
