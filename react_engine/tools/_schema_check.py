@@ -122,12 +122,12 @@ class SchemaCheck:
             meta = base(base.META_SCHEMA, format_checker=formats)
             problem = jsonschema.exceptions.best_match(meta.iter_errors(schema))
         except RecursionError:
-            raise self._bad("it nests too deeply") from None
+            raise _bad(self.tool_name, "it nests too deeply") from None
         except Exception as exc:
-            raise self._bad(f"{type(exc).__name__}: {exc}") from None
+            raise _bad(self.tool_name, f"{type(exc).__name__}: {exc}") from None
         if problem is not None:
             where = _location(problem.absolute_path)
-            raise self._bad(f"{where + ': ' if where else ''}{problem.message[:300]}")
+            raise _bad(self.tool_name, f"{where + ': ' if where else ''}{problem.message[:300]}")
         if "additionalProperties" not in schema and "unevaluatedProperties" not in schema:
             if not any(k in schema for k in ("allOf", "anyOf", "oneOf", "$ref", "if")):
                 schema["additionalProperties"] = False
@@ -139,9 +139,6 @@ class SchemaCheck:
             checker = _CHECKERS[base] = validators.extend(base, mine)
         self._validator = checker(schema)
         self._check_references(schema, base)
-
-    def _bad(self, why: str) -> ToolDefinitionError:
-        return _bad(self.tool_name, why)
 
     def _check_references(self, schema: dict[str, Any], base: Any) -> None:
         """Every ``$ref`` resolves within the schema: nothing is fetched, ever."""
@@ -170,12 +167,15 @@ class SchemaCheck:
                 try:
                     here.lookup(ref)
                 except Unresolvable:
-                    raise self._bad(
+                    raise _bad(
+                        self.tool_name,
                         f"$ref {ref[:100]!r} does not resolve within the schema (references "
-                        "to other documents are not fetched)"
+                        "to other documents are not fetched)",
                     ) from None
                 except Exception as exc:
-                    raise self._bad(f"$ref {ref[:100]!r}: {type(exc).__name__}") from None
+                    raise _bad(
+                        self.tool_name, f"$ref {ref[:100]!r}: {type(exc).__name__}"
+                    ) from None
             stack.extend(
                 (v, here, k in _SCHEMA_MAPS) for k, v in node.items() if k not in _DATA_KEYWORDS
             )

@@ -413,9 +413,6 @@ _OPTION_CHECKS: Final[dict[str, tuple[Callable[[Any], bool], str]]] = {
 """The options :meth:`Tool._build` checks, and what each must be."""
 
 
-# --- helpers -------------------------------------------------------------------------------
-
-
 def is_async_callable(function: Callable[..., Any]) -> bool:
     """An ``async def`` function, or an object whose ``__call__`` is one."""
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(

@@ -287,9 +287,6 @@ def schema_grammar(schema: Mapping[str, Any], name: str = "value") -> str:
     return _render({"root": root, **{k: v for k, v in rules.items() if k != "root"}})
 
 
-# --- text ReAct ----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class ReactLabels:
     """The labels a text template asks the model to write, and how the action is given."""
@@ -329,14 +326,13 @@ def react_grammar(
     """
     rules: dict[str, str] = {}
     shared: dict[str, str] = {}
-    lab = labels
-    sep = literal(lab.colon)
+    sep = literal(labels.colon)
     rules["root"] = ""
-    rules["thought"] = f"{literal(lab.thought)} {sep} thought-text {literal(chr(10))}"
+    rules["thought"] = f"{literal(labels.thought)} {sep} thought-text {literal(chr(10))}"
     rules["thought-text"] = f"[^\\n]{{1,{thought_chars}}}"
-    if not allow_final and not final_only and lab.plan_prefix:
-        rules["thought-text"] = f"{literal(lab.plan_prefix + ' ')} {rules['thought-text']}"
-    rules["answer"] = f"{literal(lab.final_answer)} {sep} answer-text"
+    if not allow_final and not final_only and labels.plan_prefix:
+        rules["thought-text"] = f"{literal(labels.plan_prefix + ' ')} {rules['thought-text']}"
+    rules["answer"] = f"{literal(labels.final_answer)} {sep} answer-text"
     rules["answer-text"] = "[^\\n] [^\\x00]*"
     if answer_schema is not None:
         root, answer_rules = schema_rules(answer_schema, "output")
@@ -351,16 +347,16 @@ def react_grammar(
             )
             for key, body in tool_rules.items():
                 (shared if key in _BASE_RULES else rules)[key] = body
-            if lab.json_blob:
+            if labels.json_blob:
                 head = literal(_FENCE + "json\n" + '{"action": ')
                 middle = literal(', "action_input": ')
                 tail = literal("}\n" + _FENCE)
                 call = f"{head} {_json_literal(tool_name)} {middle} {root} {tail}"
-                body = f"{literal(lab.action + ':' + chr(10))} {call}"
+                body = f"{literal(labels.action + ':' + chr(10))} {call}"
             else:
                 body = (
-                    f"{literal(lab.action)} {sep} {literal(tool_name)} {literal(chr(10))} "
-                    f"{literal(lab.action_input)} {sep} {root}"
+                    f"{literal(labels.action)} {sep} {literal(tool_name)} {literal(chr(10))} "
+                    f"{literal(labels.action_input)} {sep} {root}"
                 )
             choices.append(_add(rules, f"call-{tool_name}", body))
     if allow_final or final_only or not choices:
@@ -369,7 +365,7 @@ def react_grammar(
         del rules["answer"], rules["answer-text"]
     if choices == ["answer"]:
         # Only an answer is allowed: the template's own closing thought, then the answer.
-        fixed = f"{lab.thought}{lab.colon}{lab.final_thought}\n"
+        fixed = f"{labels.thought}{labels.colon}{labels.final_thought}\n"
         rules["root"] = f"{literal(fixed)} answer"
         del rules["thought"], rules["thought-text"]
     else:
@@ -395,9 +391,6 @@ def _add(rules: dict[str, str], name: str, body: str) -> str:
         n += 1
     rules[key] = body
     return key
-
-
-# --- structured output ---------------------------------------------------------------------
 
 
 def step_schema(
