@@ -255,7 +255,7 @@ class CapabilityRegistry:
     def _load_text(self, text: str, where: str, *, source: str) -> None:
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ConfigurationError(f"{where}: not valid JSON: {exc}") from exc
         default, entries, servers = _parse_document(data, where, self._default, source=source)
         with self._lock:

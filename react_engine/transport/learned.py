@@ -164,7 +164,7 @@ class CapabilityCache:
             raw = json.loads(text)
             if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
                 raise ValueError("expected an object with an 'entries' list")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             logger.warning("ignoring corrupt capability cache %s: %s", self._path, exc)
             return None
         data: dict[_CacheKey, dict[str, bool]] = {}

@@ -65,6 +65,12 @@ def test_a_native_call_outside_the_schema_is_not_constrained() -> None:
     assert "constrained_decoding" not in result.overrides()
 
 
+def test_native_arguments_nested_past_the_parser_s_depth_are_not_constrained() -> None:
+    """A call whose arguments nest 100,000 deep is judged, not a RecursionError."""
+    result, _ = run_probe(tool_calls_completion((PROBE_TOOL, "[" * 100_000)))
+    assert (result.tools, result.constrained) == ("native", False)
+
+
 def test_tools_ignored() -> None:
     result, _ = run_probe(IGNORED)
     assert result.tools == "ignored"
