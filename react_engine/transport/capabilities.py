@@ -119,7 +119,6 @@ _CHOICES: Final = {
 
 
 def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> Capabilities:
-    changes: dict[str, Any] = {}
     for name, value in fields.items():
         if name in BOOL_FIELDS:
             if not isinstance(value, bool):
@@ -135,8 +134,7 @@ def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> 
         else:
             known = ", ".join(BOOL_FIELDS + _STR_FIELDS)
             raise ConfigurationError(f"{where}: unknown field {name!r} (known: {known})")
-        changes[name] = value
-    return dataclasses.replace(base, **changes)
+    return dataclasses.replace(base, **fields)
 
 
 def model_name_candidates(model: str) -> tuple[str, ...]:

@@ -64,9 +64,7 @@ class CapabilityCache:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self._path = Path(path) if path is not None else None
         self._lock = threading.RLock()
-        self._data: dict[_CacheKey, dict[str, bool]] = {}
-        if self._path is not None:
-            self._data = self._read() or {}
+        self._data: dict[_CacheKey, dict[str, bool]] = (self._path and self._read()) or {}
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CapabilityCache:

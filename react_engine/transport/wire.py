@@ -243,18 +243,16 @@ def _text_content(content: Any) -> str | None:
         return valid_unicode(content)
     if not isinstance(content, list | tuple):
         return None
-    texts: list[str] = []
-    for part in content:
-        if isinstance(part, str):
-            texts.append(part)
-            continue
-        kind = _field(part, "type")
-        text = _field(part, "text")
-        if kind in (None, "text", "output_text") and isinstance(text, str):
-            texts.append(text)
-    if not texts:
-        return None
-    return valid_unicode("".join(texts))
+    texts = [
+        part if isinstance(part, str) else _field(part, "text")
+        for part in content
+        if isinstance(part, str)
+        or (
+            _field(part, "type") in (None, "text", "output_text")
+            and isinstance(_field(part, "text"), str)
+        )
+    ]
+    return valid_unicode("".join(texts)) if texts else None
 
 
 def response_from_sdk(completion: Any) -> ModelResponse:
