@@ -262,11 +262,8 @@ def _rule_name(text: str) -> str:
 
 
 def schema_rules(schema: Mapping[str, Any], name: str) -> tuple[str, dict[str, str]]:
-    """GBNF rules for values valid under ``schema``: (the root rule's name, every rule).
-
-    Raises:
-        GrammarError: the schema uses a feature outside the supported subset.
-    """
+    """GBNF rules for values valid under ``schema``: (the root rule's name, every rule);
+    :class:`GrammarError` for a feature outside the supported subset."""
     writer = _Writer(prefix=_rule_name(name), defs=schema.get("$defs") or {})
     root = writer.node(schema, _rule_name(name))
     rules = {k: _BASE_RULES[k] for k in sorted(writer.base)}
@@ -276,11 +273,8 @@ def schema_rules(schema: Mapping[str, Any], name: str) -> tuple[str, dict[str, s
 
 def schema_grammar(schema: Mapping[str, Any], name: str = "value") -> str:
     """A whole GBNF grammar (``root`` first) admitting exactly the JSON values valid under
-    ``schema``, for servers that take a grammar but no JSON Schema.
-
-    Raises:
-        GrammarError: the schema uses a feature outside the supported subset.
-    """
+    ``schema``, for servers that take a grammar but no JSON Schema (:class:`GrammarError`
+    as :func:`schema_rules`)."""
     root, rules = schema_rules(schema, name)
     if root == "root":
         return _render(rules)

@@ -40,11 +40,8 @@ __all__ = ["DEFAULT_ATTEMPT_TIMEOUT", "OpenAIChatModel"]
 
 
 class OpenAIChatModel(ChatModel):
-    """Chat completions through the ``openai`` SDK, with a sync or an async client.
-
-    The SDK's own retries are switched off (``max_retries=0``) so that the retry budget of
-    :func:`~react_engine.transport.retries.with_retries` is the only one.
-    """
+    """Chat completions through the ``openai`` SDK, with a sync or an async client (its own
+    retries off: see the module)."""
 
     def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI, *, owned: bool = False) -> None:
         import openai  # only once a client exists: ``import react_engine`` stays light
