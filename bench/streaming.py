@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from react_engine.testing import MockOpenAIServer, MockResponse, completion, stream_chunks
-from react_engine.transport.openai_model import OpenAIChatModel
+from react_engine.transport.endpoint import connect
 from react_engine.transport.streaming import ReplyBuilder, stream_once
 from react_engine.types import ModelDelta, ModelRequest, UserMessage
 
@@ -58,7 +58,7 @@ def _responder(words: int, delay: float) -> Any:
 
 
 async def _rounds(base_url: str, rounds: int) -> dict[str, Any]:
-    model = OpenAIChatModel.connect(base_url, "sk-bench", asynchronous=True)
+    model = connect(base_url, "sk-bench", asynchronous=True)
     plain = ModelRequest(model="mock", messages=(UserMessage("plain"),))
     whole: list[float] = []
     first: list[float] = []
@@ -95,7 +95,7 @@ async def _rounds(base_url: str, rounds: int) -> dict[str, Any]:
 
 
 async def _stop_saving(server: MockOpenAIServer, base_url: str) -> dict[str, Any]:
-    model = OpenAIChatModel.connect(base_url, "sk-bench", asynchronous=True)
+    model = connect(base_url, "sk-bench", asynchronous=True)
     request = ModelRequest(model="mock", messages=(UserMessage("act"),), stop=STOP)
     whole = await model.complete(request)
     before = len(server.streams)

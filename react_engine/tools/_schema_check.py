@@ -7,6 +7,7 @@ pydantic's words.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -59,24 +60,14 @@ def _either(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-# Checks kept by schema: MCP tools are built again on every run, and a metaschema check
-# takes milliseconds.
-_CACHE: dict[str, SchemaCheck] = {}
-_CACHE_SIZE: Final = 256
-
 MAX_SCHEMA_PROPERTIES: Final = 5000
 """Object properties in one tool's schema, all levels together (OpenAI's Structured Outputs
 limit); past it checking the schema alone would take seconds."""
 
 
 def _too_many_properties(schema: Any) -> bool:
-    count = 0
-    for node in schema_nodes(schema):
-        props = node.get("properties")
-        count += len(props) if isinstance(props, Mapping) else 0
-        if count > MAX_SCHEMA_PROPERTIES:
-            return True
-    return False
+    counts = (len(p) for n in schema_nodes(schema) if isinstance(p := n.get("properties"), Mapping))
+    return any(total > MAX_SCHEMA_PROPERTIES for total in itertools.accumulate(counts))
 
 
 def schema_check(tool_name: str, schema: Mapping[str, Any]) -> SchemaCheck:
@@ -86,17 +77,17 @@ def schema_check(tool_name: str, schema: Mapping[str, Any]) -> SchemaCheck:
     if _too_many_properties(schema):
         raise _bad(tool_name, f"it declares more than {MAX_SCHEMA_PROPERTIES} properties")
     try:
-        key = json.dumps(schema, sort_keys=True)
-        own: dict[str, Any] = json.loads(json.dumps(schema))
+        text = json.dumps(schema)
     except (TypeError, ValueError) as exc:
         raise _bad(tool_name, f"it holds a value that is not JSON ({exc})") from None
-    check = _CACHE.get(key)
-    if check is None:
-        check = SchemaCheck(tool_name, own)
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.pop(next(iter(_CACHE)), None)
-        _CACHE[key] = check
-    return check
+    return _compiled(tool_name, text)
+
+
+# Checks kept by schema: MCP tools are built again on every run, and a metaschema check
+# takes milliseconds.
+@functools.lru_cache(maxsize=256)
+def _compiled(tool_name: str, schema: str) -> SchemaCheck:
+    return SchemaCheck(tool_name, json.loads(schema))
 
 
 def _bad(tool_name: str, why: str) -> ToolDefinitionError:
@@ -131,12 +122,12 @@ class SchemaCheck:
             meta = base(base.META_SCHEMA, format_checker=formats)
             problem = jsonschema.exceptions.best_match(meta.iter_errors(schema))
         except RecursionError:
-            raise self._bad("it nests too deeply") from None
+            raise _bad(self.tool_name, "it nests too deeply") from None
         except Exception as exc:
-            raise self._bad(f"{type(exc).__name__}: {exc}") from None
+            raise _bad(self.tool_name, f"{type(exc).__name__}: {exc}") from None
         if problem is not None:
             where = _location(problem.absolute_path)
-            raise self._bad(f"{where + ': ' if where else ''}{problem.message[:300]}")
+            raise _bad(self.tool_name, f"{where + ': ' if where else ''}{problem.message[:300]}")
         if "additionalProperties" not in schema and "unevaluatedProperties" not in schema:
             if not any(k in schema for k in ("allOf", "anyOf", "oneOf", "$ref", "if")):
                 schema["additionalProperties"] = False
@@ -148,9 +139,6 @@ class SchemaCheck:
             checker = _CHECKERS[base] = validators.extend(base, mine)
         self._validator = checker(schema)
         self._check_references(schema, base)
-
-    def _bad(self, why: str) -> ToolDefinitionError:
-        return _bad(self.tool_name, why)
 
     def _check_references(self, schema: dict[str, Any], base: Any) -> None:
         """Every ``$ref`` resolves within the schema: nothing is fetched, ever."""
@@ -179,12 +167,15 @@ class SchemaCheck:
                 try:
                     here.lookup(ref)
                 except Unresolvable:
-                    raise self._bad(
+                    raise _bad(
+                        self.tool_name,
                         f"$ref {ref[:100]!r} does not resolve within the schema (references "
-                        "to other documents are not fetched)"
+                        "to other documents are not fetched)",
                     ) from None
                 except Exception as exc:
-                    raise self._bad(f"$ref {ref[:100]!r}: {type(exc).__name__}") from None
+                    raise _bad(
+                        self.tool_name, f"$ref {ref[:100]!r}: {type(exc).__name__}"
+                    ) from None
             stack.extend(
                 (v, here, k in _SCHEMA_MAPS) for k, v in node.items() if k not in _DATA_KEYWORDS
             )

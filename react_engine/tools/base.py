@@ -6,13 +6,13 @@ defined, not in the middle of a run."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import inspect
-import math
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar, Unpack, cast, get_type_hints
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -22,7 +22,7 @@ from ..nesting import TOO_DEEP, exceeds_depth
 from ..wording import Notice, NoticeCode
 from .docstrings import parse_docstring
 from .schema import meets_strict_mode, schema_nodes, strict_schema
-from .timeouts import within
+from .timeouts import is_seconds, within
 
 if TYPE_CHECKING:
     from ._schema_check import SchemaCheck
@@ -56,22 +56,17 @@ class ToolAnnotations:
     def from_mcp(cls, hints: Any) -> ToolAnnotations:
         """From an MCP listing's ``annotations`` (object, mapping or ``None``); a hint left
         out, or not a bool, keeps MCP's default."""
-        if hints is None:
-            return cls()
-
-        def hint(python: str, wire: str, default: bool) -> bool:
+        given: dict[str, bool] = {}
+        for name in (f.name for f in dataclasses.fields(cls)):
+            python = f"{name}_hint"  # readOnlyHint on the wire
+            wire = re.sub(r"_(\w)", lambda m: m[1].upper(), python)
             if isinstance(hints, Mapping):
                 value = hints.get(wire, hints.get(python))
             else:
                 value = getattr(hints, python, None)
-            return value if isinstance(value, bool) else default
-
-        return cls(
-            read_only=hint("read_only_hint", "readOnlyHint", False),
-            destructive=hint("destructive_hint", "destructiveHint", True),
-            idempotent=hint("idempotent_hint", "idempotentHint", False),
-            open_world=hint("open_world_hint", "openWorldHint", True),
-        )
+            if isinstance(value, bool):
+                given[name] = value
+        return cls(**given)
 
 
 class ToolOptions(TypedDict, total=False):
@@ -211,14 +206,6 @@ class Tool:
 
         return await run_sync_call(call, timeout=timeout)
 
-    def invoke_sync(self, validated: BaseModel | dict[str, Any]) -> Any:
-        """Run a sync function in the calling thread (the agent never does: see :meth:`ainvoke`)."""
-        if self.pass_model:
-            return self.function(validated)
-        if self.pass_arguments:
-            return self.function(arguments_dict(validated))
-        return self.function(**{n: getattr(validated, n) for n in self.args_model.model_fields})
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Calling the tool calls the wrapped function, so decorated functions stay usable."""
         return self.function(*args, **kwargs)
@@ -318,12 +305,10 @@ class Tool:
             names = {p.name for p in params}
             missing = sorted(fields - names) if not takes_kwargs else []
             extra = sorted(p.name for p in params if p.name not in fields and p.default is p.empty)
-            if missing or extra:
-                parts = []
-                if missing:
-                    parts.append(f"fields the function does not take: {', '.join(missing)}")
-                if extra:
-                    parts.append(f"required parameters the model lacks: {', '.join(extra)}")
+            parts = [f"fields the function does not take: {', '.join(missing)}"] if missing else []
+            if extra:
+                parts.append(f"required parameters the model lacks: {', '.join(extra)}")
+            if parts:
                 raise _bad(
                     tool_name,
                     f"{args_model.__name__} and the function disagree (" + "; ".join(parts) + ")",
@@ -380,48 +365,25 @@ class Tool:
         pass_model: bool,
         **options: Unpack[ToolOptions],
     ) -> Tool:
-        unknown = sorted(set(options) - _OPTIONS)
+        given: dict[str, Any] = dict(options)
+        unknown = sorted(set(given) - _OPTIONS)
         if unknown:
             raise TypeError(f"tool {name!r}: unexpected option {', '.join(unknown)}")
-        annotations = options.get("annotations")
-        timeout = options.get("timeout")
-        max_observation_chars = options.get("max_observation_chars")
-        inline = options.get("inline", False)
-        if not isinstance(inline, bool):
-            raise _bad(name, f"inline must be True or False, not {inline!r}")
-        if annotations is not None and not isinstance(annotations, ToolAnnotations):
-            raise _bad(name, f"annotations must be a ToolAnnotations, not {annotations!r}")
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
-            raise _bad(
-                name,
-                f"timeout must be a positive, finite number of seconds or None, not {timeout!r}",
-            )
-        if max_observation_chars is not None and (
-            isinstance(max_observation_chars, bool)
-            or not isinstance(max_observation_chars, int)
-            or max_observation_chars < 1
-        ):
-            raise _bad(
-                name,
-                "max_observation_chars must be a positive int or None, "
-                f"not {max_observation_chars!r}",
-            )
+        for key, (ok, what) in _OPTION_CHECKS.items():
+            if key in given and not ok(given[key]):
+                raise _bad(name, f"{key} must be {what}, not {given[key]!r}")
         try:
             raw_schema = args_model.model_json_schema()
         except Exception as exc:
             raise _bad(name, f"its arguments have no JSON Schema: {exc}") from exc
         parameters = strict_schema(raw_schema)
-        strict = meets_strict_mode(parameters)
         # The schema sent forbids unknown nested keys: so does the call, unless a model allows them.
         forbid_extra = all(
             n.get("additionalProperties") is not True for n in schema_nodes(raw_schema)
         )
         is_async = is_async_callable(function)
+        given["annotations"] = given.get("annotations") or ToolAnnotations()
+        given["inline"] = given.get("inline", False) and not is_async
         return cls(
             name=name,
             description=description.strip(),
@@ -430,18 +392,25 @@ class Tool:
             parameters=parameters,
             pass_model=pass_model,
             is_async=is_async,
-            summarize=options.get("summarize"),
-            requires_approval=options.get("requires_approval", False),
-            timeout=timeout,
-            max_observation_chars=max_observation_chars,
-            strict=strict,
-            annotations=annotations if annotations is not None else ToolAnnotations(),
+            strict=meets_strict_mode(parameters),
             forbid_extra=forbid_extra,
-            inline=inline and not is_async,
+            **given,
         )
 
 
-# --- helpers -------------------------------------------------------------------------------
+_OPTION_CHECKS: Final[dict[str, tuple[Callable[[Any], bool], str]]] = {
+    "inline": (lambda v: isinstance(v, bool), "True or False"),
+    "annotations": (lambda v: v is None or isinstance(v, ToolAnnotations), "a ToolAnnotations"),
+    "timeout": (
+        lambda v: v is None or is_seconds(v),
+        "a positive, finite number of seconds or None",
+    ),
+    "max_observation_chars": (
+        lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+        "a positive int or None",
+    ),
+}
+"""The options :meth:`Tool._build` checks, and what each must be."""
 
 
 def is_async_callable(function: Callable[..., Any]) -> bool:

@@ -50,16 +50,10 @@ def tool(
     Use bare (``@tool``) or with options (``@tool(requires_approval=True)``). The
     :class:`ToolAnnotations` hints may be given one at a time (``@tool(read_only=True)``).
     """
-    hints = {
-        key: value
-        for key, value in (
-            ("read_only", read_only),
-            ("destructive", destructive),
-            ("idempotent", idempotent),
-            ("open_world", open_world),
-        )
-        if value is not None
-    }
+    given = dict(
+        read_only=read_only, destructive=destructive, idempotent=idempotent, open_world=open_world
+    )
+    hints = {key: value for key, value in given.items() if value is not None}
     for key, value in hints.items():
         if not isinstance(value, bool):
             raise ToolDefinitionError(f"@tool: {key} must be True or False, not {value!r}")
@@ -74,9 +68,7 @@ def tool(
             _warn_if_undescribed(built, fn)
         return built
 
-    if function is not None:
-        return wrap(function)
-    return wrap
+    return wrap if function is None else wrap(function)
 
 
 def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
@@ -84,10 +76,8 @@ def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
     out: list[Tool] = []
     seen: set[str] = set()
     for item in items:
-        if isinstance(item, Tool):
-            t = item
-        else:
-            t = Tool.from_function(item)
+        t = item if isinstance(item, Tool) else Tool.from_function(item)
+        if t is not item:
             _warn_if_undescribed(t, item)
         if t.name in seen:
             raise ToolDefinitionError(f"two tools are named {t.name!r}", tool_name=t.name)

@@ -24,6 +24,7 @@ from ..errors import (
     ToolDefinitionError,
 )
 from .base import Tool, ToolAnnotations
+from .timeouts import is_seconds
 
 if TYPE_CHECKING:  # the mcp package is optional: imported for real only when a handle is made
     from mcp import Client
@@ -78,9 +79,7 @@ class MCPServerHandle:
                 f"MCP tool prefix {prefix!r}: use letters, digits, '_' or '-', at most 32 "
                 "characters, not starting with a digit"
             )
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
+        if timeout is not None and not is_seconds(timeout):
             raise ConfigurationError(
                 f"MCP server timeout must be a positive number of seconds or None, not {timeout!r}"
             )
@@ -397,11 +396,7 @@ def mcp_tools(*servers: MCPServerHandle) -> list[Tool]:
     """The tools of connected servers (inside their ``async with``), in order; a name two
     servers share is a :class:`~react_engine.errors.ConfigurationError`."""
     tools: list[Tool] = []
-    for server in servers:
-        if not isinstance(server, MCPServerHandle):
-            raise ConfigurationError(
-                f"mcp_tools takes MCP server handles, not {type(server).__name__}"
-            )
+    for server in check_servers(servers):
         tools = merge_tools(tools, server.tools, server.name)
     return tools
 
@@ -445,9 +440,6 @@ async def connected_tools(
     servers: Sequence[MCPServerHandle], tools: Sequence[Tool]
 ) -> AsyncIterator[list[Tool]]:
     """``tools`` plus the tools of ``servers``, each connected for the ``async with``."""
-    if not servers:
-        yield list(tools)
-        return
     async with AsyncExitStack() as stack:
         combined = list(tools)
         for server in servers:

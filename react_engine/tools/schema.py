@@ -63,19 +63,14 @@ def meets_strict_mode(schema: Any) -> bool:
     if not isinstance(schema, dict):
         return True
     props = schema.get("properties")
-    if schema.get("type") == "object" or isinstance(props, dict):
-        props = props if isinstance(props, dict) else {}
-        if schema.get("additionalProperties") is not False:
-            return False
-        if set(schema.get("required", [])) != set(props):
-            return False
-        if not all(meets_strict_mode(v) for v in props.values()):
-            return False
-    defs = schema.get("$defs")
-    if isinstance(defs, dict) and not all(meets_strict_mode(v) for v in defs.values()):
+    is_object = schema.get("type") == "object" or isinstance(props, dict)
+    props = props if isinstance(props, dict) else {}
+    if is_object and (
+        schema.get("additionalProperties") is not False
+        or set(schema.get("required", [])) != set(props)
+    ):
         return False
-    return all(
-        meets_strict_mode(schema[key])
-        for key in ("items", "prefixItems", "anyOf", "oneOf", "allOf")
-        if key in schema
-    )
+    defs = schema.get("$defs")
+    children = [*props.values(), *(defs.values() if isinstance(defs, dict) else ())]
+    keys = ("items", "prefixItems", "anyOf", "oneOf", "allOf")
+    return all(meets_strict_mode(c) for c in [*children, *(schema[k] for k in keys if k in schema)])

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["within"]
+__all__ = ["is_seconds", "within"]
 
 T = TypeVar("T")
 
@@ -25,3 +26,9 @@ async def within(awaitable: Awaitable[T], timeout: float) -> T:
         if scope.expired():
             raise DeadlinePassed(timeout) from None
         raise
+
+
+def is_seconds(value: Any) -> bool:
+    """``value`` is a time limit: a positive, finite number of seconds (a bool is not)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, get_args
 
 from ..errors import ConfigurationError
 
@@ -34,7 +34,6 @@ REGISTRY_ENV: Final = "REACT_ENGINE_CAPABILITIES"
 """Path of a JSON file (same schema as the shipped one) whose entries override the shipped ones."""
 
 TextTemplate: TypeAlias = Literal["classic", "json", "zh"]
-TEXT_TEMPLATES: Final[tuple[str, ...]] = ("classic", "json", "zh")
 
 # What a server refused, as named by classify_rejection(); "stream_tools" (a streamed
 # request with tools answered by an empty stream) is named by the loop, never by a body.
@@ -51,7 +50,6 @@ RejectedParam: TypeAlias = Literal[
 ]
 
 ConstraintStyle: TypeAlias = Literal["llama.cpp", "vllm", "json_schema"]
-CONSTRAINT_STYLES: Final[tuple[str, ...]] = ("llama.cpp", "vllm", "json_schema")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,32 +110,15 @@ class Capabilities:
     """Why the entry says what it says, for ``--explain`` output and for reviewers."""
 
 
-BOOL_FIELDS: Final[tuple[str, ...]] = (
-    "function_calling",
-    "parallel_tool_calls",
-    "tool_choice_required",
-    "stop",
-    "constrained_decoding",
-    "reasoning",
-    "reasoning_echo",
-    "sampling",
-    "stream_tools",
-)
-_STR_FIELDS: Final[tuple[str, ...]] = (
-    "text_template",
-    "constraint_style",
-    "call_format",
-    "source",
-    "note",
-)
-
-
-_CHOICES: Final = {"text_template": TEXT_TEMPLATES, "constraint_style": CONSTRAINT_STYLES}
+BOOL_FIELDS: Final = tuple(f.name for f in dataclasses.fields(Capabilities) if f.type == "bool")
+_STR_FIELDS: Final = tuple(f.name for f in dataclasses.fields(Capabilities) if f.type != "bool")
+_CHOICES: Final = {
+    "text_template": get_args(TextTemplate),
+    "constraint_style": get_args(ConstraintStyle),
+}
 
 
 def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> Capabilities:
-    """``base`` with ``fields`` applied, every name and value checked."""
-    changes: dict[str, Any] = {}
     for name, value in fields.items():
         if name in BOOL_FIELDS:
             if not isinstance(value, bool):
@@ -153,41 +134,34 @@ def _capabilities(base: Capabilities, fields: Mapping[str, Any], where: str) -> 
         else:
             known = ", ".join(BOOL_FIELDS + _STR_FIELDS)
             raise ConfigurationError(f"{where}: unknown field {name!r} (known: {known})")
-        changes[name] = value
-    return dataclasses.replace(base, **changes)
+    return dataclasses.replace(base, **fields)
 
 
 def model_name_candidates(model: str) -> tuple[str, ...]:
     """The lowercase names a model is matched under, most specific first: the full name
     (without ``ft:``), its last path segment, and both without an Ollama ``:tag``, so that
     one pattern covers ``Qwen/Qwen2.5-7B-Instruct``, ``llama3.1:8b`` and the like."""
-    name = model.strip().lower()
-    if name.startswith("ft:"):
-        name = name[3:]
-    out: list[str] = [name]
+    name = model.strip().lower().removeprefix("ft:")
     base = re.split(r"[/\\]", name)[-1]
-    if base and base != name:
-        out.append(base)
-    for candidate in list(out):
-        if ":" in candidate:
-            untagged = candidate.split(":", 1)[0]
-            if untagged and untagged not in out:
-                out.append(untagged)
-    return tuple(out)
+    untagged = [n.split(":", 1)[0] for n in (name, base)]
+    return tuple(dict.fromkeys([name, *(n for n in (base, *untagged) if n)]))
+
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(Generic[V]):
     pattern: str
-    caps: Capabilities
+    value: V
     regex: re.Pattern[str]
 
 
-def _entry(pattern: str, caps: Capabilities, where: str) -> _Entry:
+def _entry(pattern: Any, value: V, where: str) -> _Entry[V]:
     if not isinstance(pattern, str) or not pattern.strip():
         raise ConfigurationError(f"{where}: a pattern must be a non-empty string, got {pattern!r}")
     pattern = pattern.strip()
-    return _Entry(pattern, caps, re.compile(fnmatch.translate(pattern.lower())))
+    return _Entry(pattern, value, re.compile(fnmatch.translate(pattern.lower())))
 
 
 _MAX_FOUND = 256
@@ -210,12 +184,12 @@ class CapabilityRegistry:
     ) -> None:
         self._lock = threading.Lock()
         self._default = default if default is not None else Capabilities()
-        self._entries: tuple[_Entry, ...] = tuple(
+        self._entries: tuple[_Entry[Capabilities], ...] = tuple(
             _entry(pattern, caps, "CapabilityRegistry") for pattern, caps in entries
         )
-        self._servers: tuple[_ServerEntry, ...] = ()
+        self._servers: tuple[_Entry[Mapping[str, Any]], ...] = ()
         # lookup()'s answers per model name, with the entries and default they were found in
-        self._found: dict[str, tuple[tuple[_Entry, ...], Capabilities, Capabilities, str]] = {}
+        self._found: dict[str, tuple[tuple[_Entry[Any], ...], Capabilities, Capabilities, str]] = {}
 
     @property
     def default(self) -> Capabilities:
@@ -225,7 +199,7 @@ class CapabilityRegistry:
     @property
     def entries(self) -> tuple[tuple[str, Capabilities], ...]:
         """The entries in lookup order."""
-        return tuple((e.pattern, e.caps) for e in self._entries)
+        return tuple((e.pattern, e.value) for e in self._entries)
 
     def lookup_server(self, base_url: str | None) -> tuple[Mapping[str, Any], str] | None:
         """What the ``servers`` entries say about the server at ``base_url`` (the fields and
@@ -235,7 +209,7 @@ class CapabilityRegistry:
         url = base_url.strip().lower()
         for entry in self._servers:
             if entry.regex.match(url):
-                return entry.fields, entry.pattern
+                return entry.value, entry.pattern
         return None
 
     def lookup(self, model: str) -> tuple[Capabilities, str]:
@@ -249,7 +223,7 @@ class CapabilityRegistry:
         names = model_name_candidates(model)
         for entry in entries:
             if any(entry.regex.match(name) for name in names):
-                caps, pattern = entry.caps, entry.pattern
+                caps, pattern = entry.value, entry.pattern
                 break
         if len(self._found) >= _MAX_FOUND:
             self._found.clear()
@@ -279,7 +253,7 @@ class CapabilityRegistry:
     def _load_text(self, text: str, where: str, *, source: str) -> None:
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ConfigurationError(f"{where}: not valid JSON: {exc}") from exc
         default, entries, servers = _parse_document(data, where, self._default, source=source)
         with self._lock:
@@ -313,21 +287,14 @@ class CapabilityRegistry:
         return registry
 
 
-@dataclass(frozen=True, slots=True)
-class _ServerEntry:
-    pattern: str
-    fields: Mapping[str, Any]
-    regex: re.Pattern[str]
-
-
 _SERVER_FIELDS: Final = frozenset({"constrained_decoding", "constraint_style"})
 """What a server entry may say: facts of the server software, whatever model it serves."""
 
 
-def _server_entries(servers: Any, where: str) -> list[_ServerEntry]:
+def _server_entries(servers: Any, where: str) -> list[_Entry[Mapping[str, Any]]]:
     if not isinstance(servers, list):
         raise ConfigurationError(f"{where}: 'servers' must be a list")
-    out: list[_ServerEntry] = []
+    out: list[_Entry[Mapping[str, Any]]] = []
     for index, item in enumerate(servers):
         at = f"{where}: servers[{index}]"
         if not isinstance(item, dict):
@@ -342,18 +309,13 @@ def _server_entries(servers: Any, where: str) -> list[_ServerEntry]:
                 f"{at}: a server entry may set only {sorted(_SERVER_FIELDS)}, not {sorted(unknown)}"
             )
         _capabilities(Capabilities(), fields, at)  # checks names and values
-        for pattern in patterns:
-            if not isinstance(pattern, str) or not pattern.strip():
-                raise ConfigurationError(f"{at}: a base_url pattern must be a non-empty string")
-            regex = re.compile(fnmatch.translate(pattern.strip().lower()))
-            out.append(_ServerEntry(pattern.strip(), dict(fields), regex))
+        out.extend(_entry(pattern, dict(fields), at) for pattern in patterns)
     return out
 
 
 def _parse_document(
     data: Any, where: str, default: Capabilities, *, source: str
-) -> tuple[Capabilities, list[_Entry], list[_ServerEntry]]:
-    """The default, model entries and server entries described by one document."""
+) -> tuple[Capabilities, list[_Entry[Capabilities]], list[_Entry[Mapping[str, Any]]]]:
     if not isinstance(data, dict):
         raise ConfigurationError(f"{where}: the top level must be a JSON object")
     unknown = set(data) - {"version", "default", "models", "servers"}
@@ -370,18 +332,15 @@ def _parse_document(
     models = data.get("models", [])
     if not isinstance(models, list):
         raise ConfigurationError(f"{where}: 'models' must be a list")
-    entries: list[_Entry] = []
+    entries: list[_Entry[Capabilities]] = []
     base = dataclasses.replace(default, source=source, note="")
     for index, item in enumerate(models):
         at = f"{where}: models[{index}]"
         if not isinstance(item, dict):
             raise ConfigurationError(f"{at}: each entry must be an object")
         fields = dict(item)
-        patterns: Any = []
-        if "pattern" in fields:
-            patterns = [fields.pop("pattern")]
-        if "patterns" in fields:
-            patterns = fields.pop("patterns")
+        pattern = fields.pop("pattern", None)
+        patterns = fields.pop("patterns", [] if pattern is None else [pattern])
         if not isinstance(patterns, list) or not patterns:
             raise ConfigurationError(f"{at}: needs 'pattern' (a string) or 'patterns' (a list)")
         caps = _capabilities(base, fields, at)

@@ -50,6 +50,11 @@ def connect(
             f"no endpoint: pass client=, base_url= or api_key=, set {BASE_URL_ENV} / "
             f"{API_KEY_ENV}, or start the embedded model with react_engine.local_server()"
         )
-    from .openai_model import OpenAIChatModel  # the SDK loads with the first client
+    import openai  # the SDK loads with the first client
 
-    return OpenAIChatModel.connect(url, key or NO_KEY, asynchronous=asynchronous)
+    from .openai_model import OpenAIChatModel
+
+    client = (openai.AsyncOpenAI if asynchronous else openai.OpenAI)(
+        base_url=url, api_key=key or NO_KEY
+    )
+    return OpenAIChatModel(client, owned=True)

@@ -80,7 +80,6 @@ _ESCAPES: Final = {i: f"\\x{i:02x}" for i in range(0x20)} | str.maketrans(
 
 
 def _json_literal(value: Any) -> str:
-    """A GBNF literal that matches exactly the JSON text of ``value``."""
     return literal(json.dumps(value, ensure_ascii=False))
 
 
@@ -233,32 +232,19 @@ class _Writer:
             value = self.node(props[key], f"{name}-{key}", depth + 1)
             members.append((f'{_json_literal(key)} ws ":" ws {value}', key in required))
         # tail(i, after): the members from i on, after a member was written or not (named
-        # rules keep it linear), written depth first with an explicit stack, not recursion.
+        # rules keep it linear), from the last member back. No member is written before the
+        # first, and none can be missing after a required one.
         n = len(members)
+        first_required = next((i for i, (_, needed) in enumerate(members) if needed), n)
         tails: dict[tuple[int, bool], str] = {(n, True): "", (n, False): ""}
-        stack: list[tuple[int, bool]] = [(0, False)]
-        while stack:
-            i, after = stack[-1]
-            if (i, after) in tails:
-                stack.pop()
-                continue
+        for i in reversed(range(n)):
             member, needed = members[i]
-            wanted = [(i + 1, True)] if needed else [(i + 1, True), (i + 1, after)]
-            missing = [key for key in wanted if key not in tails]
-            if missing:
-                stack.extend(reversed(missing))
-                continue
-            stack.pop()
-            sep = '"," ws ' if after else ""
-            here = f"{sep}{member} {tails[(i + 1, True)]}".strip()
-            if needed:
-                body = here
-            else:
-                skip = tails[(i + 1, after)]
-                body = f"( {here} )" + (f" | {skip}" if skip else " | ")
-                if not skip:
-                    body = f"( {here} )?"
-            tails[(i, after)] = self.add(f"{name}-m{i}{'a' if after else ''}", body)
+            for after in [True] * (i > 0) + [False] * (i <= first_required):
+                sep = '"," ws ' if after else ""
+                here = f"{sep}{member} {tails[(i + 1, True)]}".strip()
+                skip = "" if needed else tails[(i + 1, after)]
+                body = here if needed else f"( {here} ) | {skip}" if skip else f"( {here} )?"
+                tails[(i, after)] = self.add(f"{name}-m{i}{'a' if after else ''}", body)
         return self.add(name, f'"{{" ws {tails[(0, False)]} ws "}}"')
 
 
@@ -271,17 +257,13 @@ _SCALARS: Final = {
 
 
 def _rule_name(text: str) -> str:
-    """A GBNF rule name: letters, digits and dashes."""
     name = re.sub(r"[^A-Za-z0-9-]+", "-", text).strip("-").lower()
     return name or "rule"
 
 
 def schema_rules(schema: Mapping[str, Any], name: str) -> tuple[str, dict[str, str]]:
-    """GBNF rules for values valid under ``schema``: (the root rule's name, every rule).
-
-    Raises:
-        GrammarError: the schema uses a feature outside the supported subset.
-    """
+    """GBNF rules for values valid under ``schema``: (the root rule's name, every rule);
+    :class:`GrammarError` for a feature outside the supported subset."""
     writer = _Writer(prefix=_rule_name(name), defs=schema.get("$defs") or {})
     root = writer.node(schema, _rule_name(name))
     rules = {k: _BASE_RULES[k] for k in sorted(writer.base)}
@@ -291,18 +273,12 @@ def schema_rules(schema: Mapping[str, Any], name: str) -> tuple[str, dict[str, s
 
 def schema_grammar(schema: Mapping[str, Any], name: str = "value") -> str:
     """A whole GBNF grammar (``root`` first) admitting exactly the JSON values valid under
-    ``schema``, for servers that take a grammar but no JSON Schema.
-
-    Raises:
-        GrammarError: the schema uses a feature outside the supported subset.
-    """
+    ``schema``, for servers that take a grammar but no JSON Schema (:class:`GrammarError`
+    as :func:`schema_rules`)."""
     root, rules = schema_rules(schema, name)
     if root == "root":
         return _render(rules)
     return _render({"root": root, **{k: v for k, v in rules.items() if k != "root"}})
-
-
-# --- text ReAct ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,14 +320,13 @@ def react_grammar(
     """
     rules: dict[str, str] = {}
     shared: dict[str, str] = {}
-    lab = labels
-    sep = literal(lab.colon)
+    sep = literal(labels.colon)
     rules["root"] = ""
-    rules["thought"] = f"{literal(lab.thought)} {sep} thought-text {literal(chr(10))}"
+    rules["thought"] = f"{literal(labels.thought)} {sep} thought-text {literal(chr(10))}"
     rules["thought-text"] = f"[^\\n]{{1,{thought_chars}}}"
-    if not allow_final and not final_only and lab.plan_prefix:
-        rules["thought-text"] = f"{literal(lab.plan_prefix + ' ')} {rules['thought-text']}"
-    rules["answer"] = f"{literal(lab.final_answer)} {sep} answer-text"
+    if not allow_final and not final_only and labels.plan_prefix:
+        rules["thought-text"] = f"{literal(labels.plan_prefix + ' ')} {rules['thought-text']}"
+    rules["answer"] = f"{literal(labels.final_answer)} {sep} answer-text"
     rules["answer-text"] = "[^\\n] [^\\x00]*"
     if answer_schema is not None:
         root, answer_rules = schema_rules(answer_schema, "output")
@@ -366,16 +341,16 @@ def react_grammar(
             )
             for key, body in tool_rules.items():
                 (shared if key in _BASE_RULES else rules)[key] = body
-            if lab.json_blob:
+            if labels.json_blob:
                 head = literal(_FENCE + "json\n" + '{"action": ')
                 middle = literal(', "action_input": ')
                 tail = literal("}\n" + _FENCE)
                 call = f"{head} {_json_literal(tool_name)} {middle} {root} {tail}"
-                body = f"{literal(lab.action + ':' + chr(10))} {call}"
+                body = f"{literal(labels.action + ':' + chr(10))} {call}"
             else:
                 body = (
-                    f"{literal(lab.action)} {sep} {literal(tool_name)} {literal(chr(10))} "
-                    f"{literal(lab.action_input)} {sep} {root}"
+                    f"{literal(labels.action)} {sep} {literal(tool_name)} {literal(chr(10))} "
+                    f"{literal(labels.action_input)} {sep} {root}"
                 )
             choices.append(_add(rules, f"call-{tool_name}", body))
     if allow_final or final_only or not choices:
@@ -384,7 +359,7 @@ def react_grammar(
         del rules["answer"], rules["answer-text"]
     if choices == ["answer"]:
         # Only an answer is allowed: the template's own closing thought, then the answer.
-        fixed = f"{lab.thought}{lab.colon}{lab.final_thought}\n"
+        fixed = f"{labels.thought}{labels.colon}{labels.final_thought}\n"
         rules["root"] = f"{literal(fixed)} answer"
         del rules["thought"], rules["thought-text"]
     else:
@@ -398,7 +373,6 @@ def react_grammar(
 def _offered(
     tools: Sequence[Mapping[str, Any]], only_tool: str | None
 ) -> list[tuple[str, Mapping[str, Any]]]:
-    """The tools a step may call (name, function object): all, or ``only_tool``."""
     named = [(str(fn.get("name")), fn) for fn in (t.get("function", t) for t in tools)]
     return [(name, fn) for name, fn in named if only_tool is None or name == only_tool]
 
@@ -411,9 +385,6 @@ def _add(rules: dict[str, str], name: str, body: str) -> str:
         n += 1
     rules[key] = body
     return key
-
-
-# --- structured output ---------------------------------------------------------------------
 
 
 def step_schema(

@@ -64,9 +64,7 @@ class CapabilityCache:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self._path = Path(path) if path is not None else None
         self._lock = threading.RLock()
-        self._data: dict[_CacheKey, dict[str, bool]] = {}
-        if self._path is not None:
-            self._data = self._read() or {}
+        self._data: dict[_CacheKey, dict[str, bool]] = (self._path and self._read()) or {}
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CapabilityCache:
@@ -107,14 +105,9 @@ class CapabilityCache:
                 raise ConfigurationError(
                     f"CapabilityCache.remember: {name} must be a bool, got {value!r}"
                 )
-        if not overrides:
-            return
-        key = _cache_key(base_url, model)
-
-        def change(data: dict[_CacheKey, dict[str, bool]]) -> None:
-            data[key] = {**data.get(key, {}), **overrides}
-
-        self._mutate(change)
+        if overrides:
+            key = _cache_key(base_url, model)
+            self._mutate(lambda data: data.update({key: {**data.get(key, {}), **overrides}}))
 
     def forget(self, base_url: str | None, model: str) -> None:
         """Drop what was learned about this server and model."""
@@ -169,7 +162,7 @@ class CapabilityCache:
             raw = json.loads(text)
             if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
                 raise ValueError("expected an object with an 'entries' list")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             logger.warning("ignoring corrupt capability cache %s: %s", self._path, exc)
             return None
         data: dict[_CacheKey, dict[str, bool]] = {}

@@ -40,11 +40,8 @@ __all__ = ["DEFAULT_ATTEMPT_TIMEOUT", "OpenAIChatModel"]
 
 
 class OpenAIChatModel(ChatModel):
-    """Chat completions through the ``openai`` SDK, with a sync or an async client.
-
-    The SDK's own retries are switched off (``max_retries=0``) so that the retry budget of
-    :func:`~react_engine.transport.retries.with_retries` is the only one.
-    """
+    """Chat completions through the ``openai`` SDK, with a sync or an async client (its own
+    retries off: see the module)."""
 
     def __init__(self, client: openai.AsyncOpenAI | openai.OpenAI, *, owned: bool = False) -> None:
         import openai  # only once a client exists: ``import react_engine`` stays light
@@ -66,26 +63,13 @@ class OpenAIChatModel(ChatModel):
         )
         self._lent_first = False  # _client went to a loop already (closed with that loop)
         self._stream_usage = True  # off once the server rejected stream_options
-
-    @classmethod
-    def connect(cls, base_url: str | None, api_key: str, *, asynchronous: bool) -> OpenAIChatModel:
-        """A model on a client of its own for ``base_url``: an async one per event loop
-        (its pooled connections belong to the loop), closed when that loop shuts down."""
-        import openai
-
-        if asynchronous:
-            owned = cls(openai.AsyncOpenAI(base_url=base_url, api_key=api_key), owned=True)
-            # A loop may outlive the model (``agent.run()``'s is kept per thread): close the
-            # model's clients on their loops when it goes, not leave their connections to
-            # the garbage collector.
-            weakref.finalize(owned, close_on_their_loops, owned._per_loop)
-            return owned
-        client = openai.OpenAI(base_url=base_url, api_key=api_key)
-        model = cls(client)
-        # The pooled connections are ours: close them when the model goes away, rather
-        # than leave open sockets for the garbage collector to warn about.
-        weakref.finalize(model, client.close)
-        return model
+        # ``owned``: the pooled connections are ours. Close them when the model goes (a loop
+        # may outlive it: ``agent.run()``'s is kept per thread), each async client on its
+        # loop, rather than leave open sockets to the garbage collector.
+        if self._owned:
+            weakref.finalize(self, close_on_their_loops, self._per_loop)
+        elif owned:
+            weakref.finalize(self, client.close)
 
     def __repr__(self) -> str:
         url, key = mask_url(self.base_url), mask_key(self._secret)
@@ -117,22 +101,10 @@ class OpenAIChatModel(ChatModel):
         """One attempt, bounded in total by ``settings.timeout`` (else the client's own
         timeout, else :data:`DEFAULT_ATTEMPT_TIMEOUT`): the HTTP timeout bounds each read
         only, and a server that trickles a byte at a time would hold a run forever."""
-        payload = sdk_arguments(request)
-        if request.settings.timeout is not None:
-            payload["timeout"] = request.settings.timeout
-        import asyncio
-
-        limit = request.settings.timeout or self._default_timeout
+        payload, limit, deadline = self._prepare(request)
         error: ModelAPIError | None = None
         try:
-            if self._is_async:
-                create: Any = (await self._client_here()).chat.completions.create
-            else:
-                create = functools.partial(_blocking, self._client.chat.completions.create)
-            # asyncio.timeout, not wait_for: when the run's deadline cancels this at the
-            # same moment, that cancellation wins.
-            async with asyncio.timeout(limit):
-                completion = await create(**payload)
+            completion = await self._create(payload, deadline)
             if isinstance(completion, str):  # a server that answered with non-JSON text
                 raise ValueError("non-JSON body")
         except Exception as exc:
@@ -141,17 +113,22 @@ class OpenAIChatModel(ChatModel):
             raise error
         return response_from_sdk(completion)
 
+    def _prepare(self, request: ModelRequest) -> tuple[dict[str, Any], float, float]:
+        import asyncio
+
+        payload = sdk_arguments(request)
+        if request.settings.timeout is not None:
+            payload["timeout"] = request.settings.timeout
+        limit = request.settings.timeout or self._default_timeout
+        return payload, limit, asyncio.get_running_loop().time() + limit
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta]:
         """One streamed attempt, bounded in total like :meth:`complete`, asking for the usage
         chunk (``stream_options``) until a server rejects the option."""
-        payload = sdk_arguments(request)
-        payload["stream"] = True
-        if request.settings.timeout is not None:
-            payload["timeout"] = request.settings.timeout
         import asyncio
 
-        limit = request.settings.timeout or self._default_timeout
-        deadline = asyncio.get_running_loop().time() + limit
+        payload, limit, deadline = self._prepare(request)
+        payload["stream"] = True
         stream: Any = None
         error: ModelAPIError | None = None
         try:
@@ -199,6 +176,8 @@ class OpenAIChatModel(ChatModel):
     async def _create(self, payload: dict[str, Any], deadline: float) -> Any:
         import asyncio
 
+        # asyncio's timeout, not wait_for: when the run's deadline cancels this at the same
+        # moment, that cancellation wins.
         async with asyncio.timeout_at(deadline):
             if self._is_async:
                 create: Any = (await self._client_here()).chat.completions.create

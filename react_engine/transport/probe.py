@@ -13,7 +13,7 @@ from typing import Literal
 
 from ..errors import ModelRequestError, ModelUnavailableError
 from ..parsing.salvage import read_salvaged
-from ..types import ModelRequest, ModelResponse, ModelSettings, SystemMessage, UserMessage
+from ..types import ModelRequest, ModelSettings, SystemMessage, UserMessage
 from .base import ChatModel
 from .learned import CapabilityCache
 from .rejections import classify_rejection
@@ -140,8 +140,9 @@ async def _probe(
     while True:
         requests += 1
         try:
-            request = _request(model, stop=stop, named=named, timeout=timeout)
-            reply = await chat_model.complete(request)
+            reply = await chat_model.complete(
+                _request(model, stop=stop, named=named, timeout=timeout)
+            )
         except ModelRequestError as exc:
             kind = classify_rejection(exc.status_code, exc.body or "")
             if kind == "stop" and stop and requests < 3:
@@ -156,12 +157,7 @@ async def _probe(
                 raise  # a wrong key, an unknown model...: nothing learned about tools
             notes.append(f"HTTP {exc.status_code}: {(exc.body or str(exc))[:200]}")
             return ProbeResult(model, base_url, "rejected", stop, None, "", requests, notes)
-        return _judge(model, base_url, reply, stop, requests, notes)
-
-
-def _judge(
-    model: str, base_url: str, reply: ModelResponse, stop: bool, requests: int, notes: list[str]
-) -> ProbeResult:
+        break
     content = reply.content or ""
     if stop and _STOP in content:
         stop = False
@@ -185,5 +181,5 @@ def _exact(arguments: str | None) -> bool:
 
     try:
         return bool(json.loads(arguments or "") == {"color": _COLOR})
-    except ValueError:
+    except (ValueError, RecursionError):
         return False

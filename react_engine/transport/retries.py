@@ -80,24 +80,21 @@ async def _retry(
 
     from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
-    def stop(state: RetryCallState) -> bool:
-        over = time.monotonic() - started >= policy.max_total
-        return over or state.attempt_number >= max(1, policy.max_attempts)
-
-    def wait(state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome is not None else None
-        return backoff(policy, error, state.attempt_number)
+    def error(state: RetryCallState) -> BaseException | None:
+        return state.outcome.exception() if state.outcome is not None else None
 
     def before_sleep(state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        if policy.on_retry is not None and error is not None:
+        if policy.on_retry is not None and (exc := error(state)) is not None:
             waited = state.next_action.sleep if state.next_action is not None else 0.0
-            policy.on_retry(attempts + 1, waited, error)
+            policy.on_retry(state.attempt_number + 1, waited, exc)
 
     attempts = 0
     retrying = AsyncRetrying(
-        stop=stop,
-        wait=wait,
+        stop=lambda state: (
+            time.monotonic() - started >= policy.max_total
+            or state.attempt_number >= max(1, policy.max_attempts)
+        ),
+        wait=lambda state: backoff(policy, error(state), state.attempt_number),
         retry=retry_if_exception_type(ModelUnavailableError),
         sleep=policy.sleep or asyncio.sleep,
         before_sleep=before_sleep,

@@ -6,6 +6,7 @@ valid Unicode; secrets are masked in every message built from a server's text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -32,7 +33,6 @@ from ..types import (
 from ..wording import Notice, NoticeCode
 
 __all__ = [
-    "TRANSIENT_STATUS",
     "context_overflow",
     "delta_from_chunk",
     "error_body",
@@ -200,14 +200,13 @@ def _field(raw: Any, name: str) -> Any:
     return getattr(raw, name, None)
 
 
-def _usage(raw: Any, events: list[Notice] | None = None) -> Usage:
+def _usage(raw: Any, events: list[Notice]) -> Usage:
     """Token counts from the reply's ``usage``: counts that are not counts are read as 0
     (and named in ``events``), negative ones as 0."""
     if raw is None:
         return Usage(requests=1)
     if isinstance(raw, str | bytes | int | float | list | tuple):
-        if events is not None:
-            events.append(Notice(NoticeCode.USAGE_NOT_OBJECT, value=_one_value(raw)))
+        events.append(Notice(NoticeCode.USAGE_NOT_OBJECT, value=_one_value(raw)))
         return Usage(requests=1)
     bad: list[str] = []
 
@@ -227,7 +226,7 @@ def _usage(raw: Any, events: list[Notice] | None = None) -> Usage:
     extra = getattr(raw, "model_extra", None)
     if not cached and isinstance(extra, Mapping):  # DeepSeek's
         cached = count(extra, "prompt_cache_hit_tokens")
-    if bad and events is not None:
+    if bad:
         events.append(Notice(NoticeCode.USAGE_INVALID, counts=", ".join(bad)))
     return Usage(prompt, completion, total, cached, 1)
 
@@ -244,18 +243,16 @@ def _text_content(content: Any) -> str | None:
         return valid_unicode(content)
     if not isinstance(content, list | tuple):
         return None
-    texts: list[str] = []
-    for part in content:
-        if isinstance(part, str):
-            texts.append(part)
-            continue
-        kind = _field(part, "type")
-        text = _field(part, "text")
-        if kind in (None, "text", "output_text") and isinstance(text, str):
-            texts.append(text)
-    if not texts:
-        return None
-    return valid_unicode("".join(texts))
+    texts = [
+        part if isinstance(part, str) else _field(part, "text")
+        for part in content
+        if isinstance(part, str)
+        or (
+            _field(part, "type") in (None, "text", "output_text")
+            and isinstance(_field(part, "text"), str)
+        )
+    ]
+    return valid_unicode("".join(texts)) if texts else None
 
 
 def response_from_sdk(completion: Any) -> ModelResponse:
@@ -272,15 +269,12 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         call_id, name, arguments = _call_parts(tc)
         if name:
             calls.append(ToolCall(call_id, name, arguments or ""))
-    extra = getattr(message, "model_extra", None) or {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-    # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
     events: list[Notice] = []
     usage = _usage(getattr(completion, "usage", None), events)
     return ModelResponse(
         content=_text_content(getattr(message, "content", None)),
         tool_calls=calls,
-        reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) else None,
+        reasoning=_reasoning(message),
         finish_reason=getattr(choice, "finish_reason", None),
         usage=usage,
         model=getattr(completion, "model", None),
@@ -288,8 +282,14 @@ def response_from_sdk(completion: Any) -> ModelResponse:
     )
 
 
+def _reasoning(message: Any) -> str | None:
+    extra = getattr(message, "model_extra", None) or {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    # JSON can carry lone surrogates ("\ud83d"): keep the transcript encodable as UTF-8.
+    return valid_unicode(reasoning) if isinstance(reasoning, str) and reasoning else None
+
+
 def _call_parts(tc: Any) -> tuple[str | None, str | None, str | None]:
-    """A tool call's (or fragment's) id, name and arguments, as valid text or ``None``."""
     fn = getattr(tc, "function", None)
     arguments = getattr(fn, "arguments", None)
     if arguments is not None and not isinstance(arguments, str):
@@ -310,9 +310,6 @@ def delta_from_chunk(chunk: Any) -> ModelDelta:
         return ModelDelta(usage=usage, model=model, events=tuple(events))
     choice = choices[0]
     delta = getattr(choice, "delta", None)
-    content = _text_content(getattr(delta, "content", None)) if delta is not None else None
-    extra = (getattr(delta, "model_extra", None) or {}) if delta is not None else {}
-    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
     calls: list[ToolCallChunk] = []
     for position, tc in enumerate(getattr(delta, "tool_calls", None) or []):
         index = getattr(tc, "index", None)
@@ -320,8 +317,8 @@ def delta_from_chunk(chunk: Any) -> ModelDelta:
             index = position
         calls.append(ToolCallChunk(index, *_call_parts(tc)))
     return ModelDelta(
-        content=content,
-        reasoning=valid_unicode(reasoning) if isinstance(reasoning, str) and reasoning else None,
+        content=_text_content(getattr(delta, "content", None)),
+        reasoning=_reasoning(delta),
         tool_calls=tuple(calls),
         finish_reason=getattr(choice, "finish_reason", None),
         usage=usage,
@@ -331,26 +328,19 @@ def delta_from_chunk(chunk: Any) -> ModelDelta:
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """The wait a server asked for, in seconds (a date past parsing is no wait asked)."""
     if not headers:
         return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        import email.utils  # an HTTP date: rare, so not imported with the library
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(headers.get(name) or "") / scale)
+    import email.utils  # an HTTP date: rare, so not imported with the library
 
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
+    try:
+        when = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
+    except (ValueError, TypeError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def error_body(exc: Any) -> str:
@@ -371,8 +361,6 @@ def error_body(exc: Any) -> str:
     except Exception:  # a streamed or closed response
         return str(exc)
 
-
-TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 
 _OVERFLOW_PHRASES = (
     "context_length_exceeded",  # OpenAI's error code (also sent by many proxies)
@@ -417,7 +405,7 @@ def translate_error(
         body = mask_secret(error_body(exc), secret)
         headers = getattr(exc.response, "headers", None)
         msg = f"HTTP {status} from the chat API: {body[:500]}"
-        if status in TRANSIENT_STATUS or status >= 500:
+        if status in (408, 409, 429) or status >= 500:  # timeout, conflict, rate limit
             return ModelUnavailableError(
                 msg, status_code=status, body=body, retry_after=_retry_after(headers)
             )

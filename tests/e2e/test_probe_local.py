@@ -14,14 +14,12 @@ import pytest
 from react_engine import CapabilityCache
 from react_engine.cli.commands import main
 from react_engine.local import MODEL_ALIAS, LocalEndpoint
-from react_engine.transport.openai_model import OpenAIChatModel
+from react_engine.transport.endpoint import connect
 from react_engine.transport.probe import aprobe
 
 
 def test_probe_of_the_local_server(local_endpoint: LocalEndpoint, tmp_path: Path) -> None:
-    chat = OpenAIChatModel.connect(
-        local_endpoint.base_url, local_endpoint.api_key, asynchronous=True
-    )
+    chat = connect(local_endpoint.base_url, local_endpoint.api_key, asynchronous=True)
     result = asyncio.run(aprobe(chat, local_endpoint.model))
     assert result.tools == "native", result.summary()
     assert result.stop is True

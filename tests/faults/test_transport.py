@@ -181,6 +181,20 @@ def test_retry_after_longer_than_the_backoff_cap_is_capped(
     assert harness.sleep.waits == [7.5]
 
 
+def test_a_retry_after_header_that_is_no_number_nor_date_is_backoff_as_usual(
+    server: ScriptedServer, harness: Harness
+) -> None:
+    """``Retry-After: soon`` is no wait the server asked for: the run retries after its own
+    backoff (it once raised the date parser's ValueError out of the request)."""
+    server.push(
+        MockResponse(503, {"error": {"message": "busy"}}, {"retry-after": "soon"}),
+        final_body("function_calling", "ok"),
+    )
+    policy = RetryPolicy(initial_backoff=2.0, jitter=0.0, sleep=harness.sleep)
+    assert harness.run("function_calling", retry=policy).answer == "ok"
+    assert harness.sleep.waits == [2.0]
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_on_retry_is_told_of_each_retry_before_its_wait(
     server: ScriptedServer, harness: Harness, client: str

@@ -10,6 +10,7 @@ each protocol; the MCP cases call the real test server (tests/support/mcp_server
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -254,7 +255,7 @@ def test_a_quoted_number_or_boolean_at_the_top_level_is_read_as_before() -> None
         },
         seen.append,
     )
-    t.invoke_sync(t.validate({"n": "5", "x": "2.5", "flag": "true", "label": "7"}))
+    asyncio.run(t.ainvoke(t.validate({"n": "5", "x": "2.5", "flag": "true", "label": "7"})))
     assert seen == [{"n": 5, "x": 2.5, "flag": True, "label": "7"}]
     # Only a JSON number converts, and the converted value is still checked.
     for bad, expected in [
@@ -285,7 +286,7 @@ def test_composed_schemas_type_unions_and_recursive_refs() -> None:
     }
     t = Tool.from_schema("composed", schema, seen.append)
     tree = {"a": 1, "b": {"child": {"child": {"v": 3}}}}
-    t.invoke_sync(t.validate(tree))
+    asyncio.run(t.ainvoke(t.validate(tree)))
     assert seen == [tree]
     # Keys named in an allOf branch are the schema's own, and others still unknown.
     with pytest.raises(Exception, match="Unevaluated properties are not allowed"):
@@ -302,7 +303,7 @@ def test_a_schema_that_allows_other_keys_passes_them_on() -> None:
         "additionalProperties": {"type": "integer"},
     }
     t = Tool.from_schema("open", schema, seen.append)
-    t.invoke_sync(t.validate({"q": "x", "field_0": 3}))
+    asyncio.run(t.ainvoke(t.validate({"q": "x", "field_0": 3})))
     assert seen == [{"q": "x", "field_0": 3}]
     with pytest.raises(Exception, match="other: Input should be a valid integer"):
         t.validate({"q": "x", "other": "y"})
@@ -318,7 +319,7 @@ def test_the_check_uses_the_schema_as_written_not_the_strict_copy_sent() -> None
     }
     t = Tool.from_schema("meta", schema, seen.append)
     assert t.parameters["properties"]["meta"]["additionalProperties"] is False
-    t.invoke_sync(t.validate({"meta": {"id": "1", "extra": True}}))
+    asyncio.run(t.ainvoke(t.validate({"meta": {"id": "1", "extra": True}})))
     assert seen == [{"meta": {"id": "1", "extra": True}}]
 
 
@@ -375,7 +376,7 @@ def test_huge_schemas_are_built_and_checked_in_good_time() -> None:
     properties = {f"p{i}": {"type": "integer", "minimum": i} for i in range(4999)}
     properties["city"] = {"type": "string", "enum": [f"city{i}" for i in range(100_000)]}
     t = Tool.from_schema("huge", {"type": "object", "properties": properties}, echo)
-    assert t.invoke_sync(t.validate({"p10": 10, "city": "city99999"})) == {
+    assert asyncio.run(t.ainvoke(t.validate({"p10": 10, "city": "city99999"}))) == {
         "p10": 10,
         "city": "city99999",
     }
@@ -489,7 +490,7 @@ def test_a_tool_function_whose_model_allows_other_keys_keeps_them() -> None:
         return "kept"
 
     assert keep.parameters["properties"]["item"]["additionalProperties"] is True
-    keep.invoke_sync(keep.validate({"item": {"name": "a", "size": 2}}))
+    asyncio.run(keep.ainvoke(keep.validate({"item": {"name": "a", "size": 2}})))
     assert seen[0].model_dump() == {"name": "a", "size": 2}
 
 
@@ -597,7 +598,7 @@ def test_the_schemas_own_dialect_is_used(
         "properties": {"n": {"type": "number", **bound}},
     }
     t = Tool.from_schema("dialect", schema, echo)
-    assert t.invoke_sync(t.validate({"n": 1})) == {"n": 1}
+    assert asyncio.run(t.ainvoke(t.validate({"n": 1}))) == {"n": 1}
     with pytest.raises(Exception, match=f"n: Input should be {expected}"):
         t.validate({"n": 0})
     with pytest.raises(Exception, match="extra: unexpected field"):
@@ -674,7 +675,7 @@ def test_unique_items_and_enums_on_long_arrays_are_checked_in_linear_time() -> N
         with pytest.raises(Exception, match="xs: Array items should be unique"):
             t.validate({"xs": duplicated})
     distinct = [1, True, "1", [1], {"a": 1}, None, 0, False]
-    assert t.invoke_sync(t.validate({"xs": distinct})) == {"xs": distinct}
+    assert asyncio.run(t.ainvoke(t.validate({"xs": distinct}))) == {"xs": distinct}
     with pytest.raises(Exception, match=r"codes.1: Input should be \"v0\""):
         t.validate({"codes": ["v1", "v10000"]})
 

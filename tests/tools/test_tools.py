@@ -349,13 +349,16 @@ def test_tool_from_a_json_schema_one_argument_and_open_schemas() -> None:
         "lookup", {"type": "object", "properties": {"word": {"type": "string"}}}, echo
     )
     # The text protocol's plain-string input, for a one-argument tool.
-    assert one.invoke_sync(one.validate("cat")) == {"word": "cat"}
+    assert asyncio.run(one.ainvoke(one.validate("cat"))) == {"word": "cat"}
     assert one.strict is False  # "word" is not required
 
     open_schema = {"type": "object", "properties": {}, "additionalProperties": True}
     anything = Tool.from_schema("anything", open_schema, echo)
     assert anything.parameters["additionalProperties"] is True
-    assert anything.invoke_sync(anything.validate({"x": 1, "y": [2]})) == {"x": 1, "y": [2]}
+    assert asyncio.run(anything.ainvoke(anything.validate({"x": 1, "y": [2]}))) == {
+        "x": 1,
+        "y": [2],
+    }
 
     with pytest.raises(ToolDefinitionError, match="JSON Schema of an object"):
         Tool.from_schema("bad", {"type": "string"}, echo)

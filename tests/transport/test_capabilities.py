@@ -332,6 +332,13 @@ def test_bad_files_name_the_path_and_the_problem(
     assert registry.entries == ()  # nothing half-loaded
 
 
+def test_a_file_nested_past_the_parser_s_depth_is_a_configuration_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000, encoding="utf-8")
+    with pytest.raises(ConfigurationError, match="not valid JSON"):
+        CapabilityRegistry().load_file(path)
+
+
 def test_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
     with pytest.raises(ConfigurationError, match="cannot read it") as info:
@@ -464,6 +471,7 @@ def test_instances_sharing_a_file_keep_each_others_lessons(tmp_path: Path) -> No
         "[]",
         '{"entries": 3}',
         "\ud800".encode("utf-8", "surrogatepass").decode("latin-1"),
+        "[" * 100_000,  # past the JSON parser's depth: a RecursionError
     ],
 )
 def test_corrupt_cache_is_ignored_with_a_warning(

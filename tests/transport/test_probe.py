@@ -25,7 +25,7 @@ from react_engine.testing.server import (
     tool_calls_completion,
 )
 from react_engine.testing.tools import get_weather
-from react_engine.transport.openai_model import OpenAIChatModel
+from react_engine.transport.endpoint import connect
 from react_engine.transport.probe import PROBE_TOOL, aprobe
 
 NATIVE = tool_calls_completion((PROBE_TOOL, {"color": "blue"}))
@@ -41,7 +41,7 @@ STOP_REJECTED = MockResponse(
 
 def run_probe(*answers: Any) -> tuple[Any, ScriptedServer]:
     with ScriptedServer(*answers, answer_probe=False) as server:
-        model = OpenAIChatModel.connect(server.base_url, "sk-test", asynchronous=True)
+        model = connect(server.base_url, "sk-test", asynchronous=True)
         result = asyncio.run(aprobe(model, "some-model"))
     return result, server
 
@@ -63,6 +63,12 @@ def test_a_native_call_outside_the_schema_is_not_constrained() -> None:
     result, _ = run_probe(tool_calls_completion((PROBE_TOOL, {"color": "red"})))
     assert (result.tools, result.constrained) == ("native", False)
     assert "constrained_decoding" not in result.overrides()
+
+
+def test_native_arguments_nested_past_the_parser_s_depth_are_not_constrained() -> None:
+    """A call whose arguments nest 100,000 deep is judged, not a RecursionError."""
+    result, _ = run_probe(tool_calls_completion((PROBE_TOOL, "[" * 100_000)))
+    assert (result.tools, result.constrained) == ("native", False)
 
 
 def test_tools_ignored() -> None:
@@ -204,7 +210,7 @@ def silent_server() -> Iterator[str]:
 
 def test_the_probe_gives_up_on_a_server_that_never_answers() -> None:
     with silent_server() as url:
-        model = OpenAIChatModel.connect(url, "sk-test", asynchronous=True)
+        model = connect(url, "sk-test", asynchronous=True)
         started = time.monotonic()
         with pytest.raises(ModelUnavailableError, match=r"no reply from .* within 0\.5 s"):
             asyncio.run(aprobe(model, "m", timeout=0.5))

@@ -32,6 +32,7 @@ from react_engine import (
 from react_engine.cli import main
 from react_engine.testing import MockResponse, ScriptedServer
 from react_engine.testing.tools import calculator, get_weather
+from react_engine.transport.endpoint import connect
 from react_engine.transport.openai_model import OpenAIChatModel
 from react_engine.transport.wire import mask_key, mask_secret, mask_url
 
@@ -392,7 +393,7 @@ def test_base_url_credentials_are_masked_in_the_banner_trace_probe_and_cache(
         "probe --json": probe_json["base_url"],
         "cache": (tmp_path / "caps.json").read_text(encoding="utf-8"),
         "agent": repr(Agent("m", base_url=url, api_key=KEY)),
-        "model": repr(OpenAIChatModel.connect(url, KEY, asynchronous=True)),
+        "model": repr(connect(url, KEY, asynchronous=True)),
     }
     assert "Sunny." in run.out and "rejected tools" in shown["trace"]
     for where, text in shown.items():
