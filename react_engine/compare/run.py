@@ -28,6 +28,21 @@ from ..transport.base import ChatModel
 from ..transport.endpoint import connect
 from .suite import ProtocolName, Task, Transcript, check_result, replies_for
 
+__all__ = [
+    "METRICS",
+    "CompareSettings",
+    "Metrics",
+    "Report",
+    "Target",
+    "TaskRun",
+    "Total",
+    "arun_task",
+    "format_report",
+    "metrics_from_trace",
+    "run_comparison",
+    "write_outputs",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Target:

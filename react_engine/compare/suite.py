@@ -24,6 +24,23 @@ from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, RunResult, ToolCall, Usage
 from .tools import TASK_TOOLS
 
+__all__ = [
+    "PROTOCOLS",
+    "Check",
+    "ProtocolName",
+    "ScriptReply",
+    "Task",
+    "Transcript",
+    "check_result",
+    "default_tasks_dir",
+    "estimate_tokens",
+    "load_script",
+    "load_task",
+    "load_tasks",
+    "named_protocols",
+    "replies_for",
+]
+
 ProtocolName = str
 """A name in the protocol registry (:func:`react_engine.protocols.registry.protocol_names`)."""
 

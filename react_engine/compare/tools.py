@@ -12,6 +12,17 @@ from pydantic import Field
 from ..testing.tools import calculator, get_weather
 from ..tools import Tool, tool
 
+__all__ = [
+    "BUILD_LOG_LINES",
+    "TASK_TOOLS",
+    "USERS",
+    "fetch_build_log",
+    "find_user",
+    "get_exchange_rate",
+    "list_todo_tasks",
+    "submit_leave_request",
+]
+
 USERS: dict[str, dict[str, str]] = {
     "user_1": {"id": "user_1", "name": "Zhang San", "chinese_name": "张三"},
     "user_2": {"id": "user_2", "name": "Li Si", "chinese_name": "李四"},

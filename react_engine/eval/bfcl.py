@@ -23,6 +23,8 @@ from .bfcl_prompt import BFCL_PROMPT
 from .bfcl_recording import Recorded, RecordingModel, recorded_from_json, recorded_json
 from .bfcl_report import Report
 
+__all__ = ["DEFAULT_PROTOCOLS", "AnyCase", "LiveEndpoint", "eval_protocols", "run_bfcl"]
+
 DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
 """The protocols the eval runs by default (those recorded in ``fixtures/bfcl``)."""
 

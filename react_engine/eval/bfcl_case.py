@@ -29,6 +29,8 @@ from .bfcl_multi_turn import (
 )
 from .bfcl_prompt import BFCL_PROMPT, BfclPromptProtocol
 
+__all__ = ["CaseResult", "EvalSettings", "run_case", "run_multi_turn_case", "score_step"]
+
 
 @dataclass(frozen=True, slots=True)
 class EvalSettings(RunSettings):

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+__all__ = ["Call", "Verdict", "check_calls", "check_one", "is_irrelevance", "normalize_string"]
+
 _PY_TYPES: Mapping[str, type] = {
     "string": str,
     "integer": int,

@@ -19,6 +19,23 @@ from pydantic import BaseModel, ConfigDict
 from ..errors import ConfigurationError
 from ..tools import Tool
 
+__all__ = [
+    "CATEGORIES",
+    "DEFAULT_CATEGORIES",
+    "FLOAT_NOTE",
+    "INSTALL_HINT",
+    "PYTHON_HINT",
+    "BfclDataMissing",
+    "Case",
+    "api_name",
+    "arguments_model",
+    "case_tools",
+    "data_root",
+    "load_cases",
+    "read_lines",
+    "to_json_schema",
+]
+
 CATEGORIES: Mapping[str, str] = {
     "simple": "simple_python",
     "multiple": "multiple",

@@ -25,6 +25,16 @@ from .bfcl_data import (
     wheel,
 )
 
+__all__ = [
+    "MULTI_TURN_CATEGORIES",
+    "Backends",
+    "MultiTurnCase",
+    "call_string",
+    "grade",
+    "load_multi_turn_cases",
+    "turn_tools",
+]
+
 MULTI_TURN_CATEGORIES: tuple[str, ...] = (
     "multi_turn_base",
     "multi_turn_miss_func",

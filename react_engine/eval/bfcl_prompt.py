@@ -16,6 +16,8 @@ from ..types import Constraint, ModelResponse
 from ..wording import Notice, NoticeCode
 from .bfcl_data import PYTHON_HINT, api_name, wheel
 
+__all__ = ["BFCL_PROMPT", "BfclPromptProtocol", "bfcl_system_prompt", "parse_python_calls"]
+
 BFCL_PROMPT = "bfcl-prompt"
 """The name of this protocol in the eval: run with ``--protocol bfcl-prompt``."""
 

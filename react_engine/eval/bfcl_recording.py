@@ -14,6 +14,17 @@ from ..harness.report import json_text
 from ..transport.base import ChatModel
 from ..types import ModelRequest, ModelResponse, ToolCall, Usage
 
+__all__ = [
+    "DEFAULT_RECORDINGS",
+    "Recorded",
+    "RecordingModel",
+    "default_recordings",
+    "load_recording",
+    "recorded_from_json",
+    "recorded_json",
+    "save_recording",
+]
+
 DEFAULT_RECORDINGS = Path(__file__).resolve().parents[2] / "fixtures" / "bfcl"
 """Where ``--scripted`` and ``--record`` look without a directory (in a source checkout)."""
 

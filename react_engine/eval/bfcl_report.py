@@ -13,6 +13,21 @@ from ..version import __version__
 from .bfcl_case import CaseResult, EvalSettings
 from .bfcl_multi_turn import MULTI_TURN_CATEGORIES, step_limit
 
+__all__ = [
+    "FIGURE_COLUMNS",
+    "NATIVE_FC_DECODE_FAILURE_RATE",
+    "PUBLISHED",
+    "Report",
+    "Tally",
+    "bfcl_summary",
+    "figure_cells",
+    "format_report",
+    "report_json",
+    "settings_words",
+    "tallies",
+    "tally",
+]
+
 NATIVE_FC_DECODE_FAILURE_RATE = 0.043
 """BFCL's native-FC decode-failure rate (issue 14): the text protocol's target."""
 
