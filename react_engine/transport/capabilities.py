@@ -262,13 +262,6 @@ class CapabilityRegistry:
             self._servers = (*servers, *self._servers)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> CapabilityRegistry:
-        """A registry holding only the entries of one file."""
-        registry = cls()
-        registry.load_file(path)
-        return registry
-
-    @classmethod
     def from_default(cls, *, env: Mapping[str, str] | None = None) -> CapabilityRegistry:
         """A fresh registry with the shipped entries, plus the file named by
         ``REACT_ENGINE_CAPABILITIES`` in ``env`` (``os.environ`` when ``None``), if set."""

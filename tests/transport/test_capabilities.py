@@ -294,7 +294,8 @@ def test_load_file_default_replaces_the_default(tmp_path: Path) -> None:
             "models": [{"pattern": "tooly*", "function_calling": True}],
         },
     )
-    registry = CapabilityRegistry.from_file(path)
+    registry = CapabilityRegistry()
+    registry.load_file(path)
     unknown, matched = registry.lookup("whatever")
     assert (matched, unknown.function_calling, unknown.stop) == ("default", False, False)
     tooly = registry.lookup("tooly-7b")[0]
@@ -1176,7 +1177,7 @@ def test_server_entries_are_checked(tmp_path: Path) -> None:
         path = tmp_path / "caps.json"
         path.write_text(json.dumps(doc))
         with pytest.raises(ConfigurationError):
-            CapabilityRegistry.from_file(path)
+            CapabilityRegistry().load_file(path)
 
 
 def test_an_error_body_too_costly_to_scan_is_left_unclassified(
