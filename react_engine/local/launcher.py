@@ -286,8 +286,10 @@ class LocalServer:
         """The ``--config_file`` contents: one model entry serving both protocols
         (``logits_all`` off: 1.6 GB at 8192 that only ``logprobs`` needs)."""
         threads = 1 if self.n_threads is None else self.n_threads
-        common: dict[str, Any] = {
+        model = {
             "model": str(model_path),
+            "model_alias": MODEL_ALIAS,
+            "chat_format": CHAT_FORMAT,
             "n_ctx": self.n_ctx,
             "n_threads": threads,
             "n_threads_batch": threads,  # more spin-wait on a busy machine
@@ -296,12 +298,7 @@ class LocalServer:
             "seed": 42,
             "verbose": self.verbose,
         }
-        return {
-            "host": self.host,
-            "port": port,
-            "api_key": api_key,
-            "models": [{**common, "model_alias": MODEL_ALIAS, "chat_format": CHAT_FORMAT}],
-        }
+        return {"host": self.host, "port": port, "api_key": api_key, "models": [model]}
 
     def _spawn_and_wait(self, model_path: Path, port: int, log_path: Path) -> LocalEndpoint:
         assert self._workdir is not None
@@ -395,10 +392,8 @@ class LocalServer:
 
 
 def _failed(message: str, endpoint: LocalEndpoint, returncode: int | None) -> LocalServerError:
-    tail = _log_tail(endpoint.log_path)
-    return LocalServerError(
-        message, log_path=endpoint.log_path, log_tail=tail, returncode=returncode
-    )
+    log = endpoint.log_path
+    return LocalServerError(message, log_path=log, log_tail=_log_tail(log), returncode=returncode)
 
 
 _SERVER_PROGRAM: Final = Path(__file__).with_name("server.py")

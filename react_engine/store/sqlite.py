@@ -148,10 +148,9 @@ class SQLiteDB:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connect(self, uri: str) -> sqlite3.Connection:
-        conn = sqlite3.connect(
+        return sqlite3.connect(
             uri, timeout=_TIMEOUT, isolation_level=None, check_same_thread=False, uri=True
         )
-        return conn
 
     @contextlib.contextmanager
     def _failures(self) -> Iterator[None]:
