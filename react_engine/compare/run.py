@@ -451,19 +451,17 @@ def report_csv(report: Report) -> str:
             r.protocol,
             1,
             int(r.success),
-            r.metrics,
+            *astuple(r.metrics),
             r.stop_reason,
             "; ".join(r.failures),
         )
         for r in report.runs
-    ] + [
-        ("TOTAL", t.model, t.protocol, t.runs, t.successes, t.metrics, "", "")
+    ]
+    rows += [
+        ("TOTAL", t.model, t.protocol, t.runs, t.successes, *astuple(t.metrics), "", "")
         for t in report.totals()
     ]
-    return csv_text(
-        CSV_FIELDS,
-        (dict(zip(CSV_FIELDS, (*r[:5], *astuple(r[5]), *r[6:]), strict=True)) for r in rows),
-    )
+    return csv_text(CSV_FIELDS, (dict(zip(CSV_FIELDS, row, strict=True)) for row in rows))
 
 
 def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from ..errors import ConfigurationError
 from ..harness.report import json_text
+from ..store.codec import dump_reply
 from ..transport.base import ChatModel
 from ..types import ModelRequest, ModelResponse, ToolCall, Usage
 
@@ -62,18 +63,9 @@ def recorded_json(value: Recorded) -> Any:
     """``value`` as the JSON a recording holds."""
     if isinstance(value, list):
         return [recorded_json(v) for v in value]
-    return {
-        "content": value.content,
-        "tool_calls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in value.tool_calls
-        ],
-        "reasoning": value.reasoning,
-        "finish_reason": value.finish_reason,
-        "usage": {
-            "prompt_tokens": value.usage.prompt_tokens,
-            "completion_tokens": value.usage.completion_tokens,
-        },
-    }
+    reply = dump_reply(value)  # the store's fields, less those a recording leaves out
+    kept = {k: reply[k] for k in ("content", "tool_calls", "reasoning", "finish_reason")}
+    return kept | {"usage": {k: reply["usage"][k] for k in ("prompt_tokens", "completion_tokens")}}
 
 
 def recorded_from_json(data: Any) -> Recorded:
