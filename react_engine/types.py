@@ -116,10 +116,7 @@ class ModelSettings:
                 "settings.timeout must be a positive, finite number of seconds (None for the "
                 f"client's own), not {describe(self.timeout)}"
             )
-        if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
-            raise ConfigurationError(
-                f"extra_body must be a mapping, not {describe(self.extra_body)}"
-            )
+        check_type(self.extra_body, Mapping, "extra_body", "a mapping")
 
 
 def _check(name: str, value: Any, low: float | None, high: float | None, integer: bool) -> None:
@@ -140,6 +137,13 @@ def describe(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({type(value).__name__})"
+
+
+def check_type(value: Any, kind: Any, name: str, what: str, *, optional: bool = True) -> None:
+    """Raise a :class:`ConfigurationError` ("``name`` must be ``what``") unless ``value`` is
+    a ``kind`` (or ``None`` when ``optional``)."""
+    if not (value is None and optional) and not isinstance(value, kind):
+        raise ConfigurationError(f"{name} must be {what}, not {describe(value)}")
 
 
 @dataclass(slots=True, frozen=True)

@@ -23,7 +23,7 @@ from ..transport.endpoint import api_key_from, connect
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key, mask_url
-from ..types import HistoryItem, OutputT, RunResult, UserTurn, describe
+from ..types import HistoryItem, OutputT, RunResult, UserTurn, check_type, describe
 from . import durable
 from .config import (
     AgentConfig,
@@ -140,8 +140,7 @@ class Agent(Generic[OutputT]):
         probe: bool | None = None,
         **limits: Any,
     ) -> None:
-        if model is not None and not isinstance(model, str):
-            raise ConfigurationError(f"model must be a model name (a str), not {describe(model)}")
+        check_type(model, str, "model", "a model name (a str)")
         name = model or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
         if not name:
             raise ConfigurationError(
@@ -152,8 +151,7 @@ class Agent(Generic[OutputT]):
 
         self.tools = as_tools(tool_list(tools))
         self.mcp_servers = check_servers(mcp_servers)
-        if instructions is not None and not isinstance(instructions, str):
-            raise ConfigurationError(f"instructions must be a str, not {describe(instructions)}")
+        check_type(instructions, str, "instructions", "a str")
         for option, callback in (
             ("on_step", on_step),
             ("on_call", on_call),
@@ -161,8 +159,7 @@ class Agent(Generic[OutputT]):
         ):
             if callback is not None and not callable(callback):
                 raise ConfigurationError(f"{option} must be callable, not {describe(callback)}")
-        if config is not None and not isinstance(config, AgentConfig):
-            raise ConfigurationError(f"config must be an AgentConfig, not {describe(config)}")
+        check_type(config, AgentConfig, "config", "an AgentConfig")
         self.instructions = instructions
         self.template = template
         self.implicit_final_answer = implicit_final_answer
@@ -208,8 +205,7 @@ class Agent(Generic[OutputT]):
             raise ConfigurationError(
                 f"unknown protocol {protocol!r}: use one of {known} or a Protocol instance"
             )
-        if base_url is not None and not isinstance(base_url, str):
-            raise ConfigurationError(f"base_url must be a str, not {describe(base_url)}")
+        check_type(base_url, str, "base_url", "a str")
         if api_key is not None and not isinstance(api_key, str):  # its value is not shown
             raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
         self._api_key = api_key_from(api_key)
@@ -403,12 +399,9 @@ class Agent(Generic[OutputT]):
             if options
             else self.config
         )
-        if not isinstance(question, str):
-            raise ConfigurationError(f"the question must be a str, not {describe(question)}")
-        if history is not None and not isinstance(history, list):
-            raise ConfigurationError(f"history must be a list, not {describe(history)}")
-        if run_id is not None and not isinstance(run_id, str):
-            raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
+        check_type(question, str, "the question", "a str", optional=False)
+        check_type(history, list, "history", "a list")
+        check_type(run_id, str, "run_id", "a str")
         from ..tools.mcp import connected_tools
         from .events import RunDone, RunFailed, RunStarted
         from .state import RunState
