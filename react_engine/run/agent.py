@@ -280,35 +280,19 @@ class Agent(Generic[OutputT]):
 
     # --- running ---------------------------------------------------------------------------
 
-    def run(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]:
+    def run(self, question: str, **options: Unpack[RunOptions]) -> RunResult[OutputT]:
         """Answer one question (blocking). See :meth:`arun` for the options."""
         from ..runtime import run_coroutine
 
-        return run_coroutine(self._arun(question, self._model_sync, history=history, **options))
+        return run_coroutine(self._arun(question, self._model_sync, **options))
 
-    async def arun(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]:
-        """Answer one question. ``history`` is extended in place; ``options`` override
-        :class:`AgentConfig` fields for this run."""
-        return await self._arun(question, self._model_async, history=history, **options)
+    async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult[OutputT]:
+        """Answer one question. ``options`` override :class:`AgentConfig` fields for this
+        run; ``history`` is extended in place."""
+        return await self._arun(question, self._model_async, **options)
 
     async def iter(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
+        self, question: str, **options: Unpack[RunOptions]
     ) -> AsyncGenerator[Event[OutputT], None]:
         """Answer one question, streaming events (:mod:`react_engine.run.events`), the last a
         ``RunDone`` with the :class:`RunResult`; the run's errors are raised from the
@@ -322,12 +306,7 @@ class Agent(Generic[OutputT]):
         async def run() -> RunResult[Any]:
             try:
                 return await self._arun(
-                    question,
-                    self._model_async,
-                    history=history,
-                    sinks=[queue.put_nowait],
-                    streaming=True,
-                    **options,
+                    question, self._model_async, sinks=[queue.put_nowait], streaming=True, **options
                 )
             finally:
                 queue.put_nowait(None)
@@ -346,13 +325,7 @@ class Agent(Generic[OutputT]):
             elif not task.cancelled():
                 task.exception()  # retrieved: an error raised above is not "never retrieved"
 
-    def run_stream(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> Iterator[Event[OutputT]]:
+    def run_stream(self, question: str, **options: Unpack[RunOptions]) -> Iterator[Event[OutputT]]:
         """:meth:`iter` for sync code, on an event loop of the iterator's own; a ``break``
         cancels the run. Inside a running event loop it raises :class:`ConfigurationError`."""
         import asyncio
@@ -366,7 +339,7 @@ class Agent(Generic[OutputT]):
                 "run_stream() blocks; inside a running event loop use "
                 "`async for event in agent.iter(...)`"
             )
-        return _blocking_events(self.iter(question, history=history, **options))
+        return _blocking_events(self.iter(question, **options))
 
     def conversation(self, *, session: Session | None = None) -> Conversation[OutputT]:
         """A multi-turn conversation keeping its history (in ``session``, across processes)."""

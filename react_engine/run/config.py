@@ -15,7 +15,7 @@ from ..protocols.base import MultiAction
 from ..protocols.output import output_spec
 from ..tools.base import Tool
 from ..transport.retries import RetryPolicy
-from ..types import ModelSettings, ToolChoice, check_type, describe
+from ..types import HistoryItem, ModelSettings, ToolChoice, check_type, describe
 
 if TYPE_CHECKING:
     from .journal import SessionLike
@@ -101,6 +101,8 @@ class Options(TypedDict, total=False):
 class RunOptions(Options, total=False):
     """A run's keywords besides the configuration (:class:`~react_engine.run.config.Options`)."""
 
+    history: list[HistoryItem] | None
+    """The conversation so far, extended in place by the run."""
     session: SessionLike | None
     run_id: str | None
     """The run's new id in the agent's store (a stored one raises ``RunExistsError``)."""
