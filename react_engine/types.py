@@ -458,19 +458,15 @@ class RunResult(Generic[OutputT]):
 
     def trace(self) -> list[dict[str, Any]]:
         """The run as JSON-ready records: a header, one record per step, a footer."""
-        head: dict[str, Any] = {
-            "type": "run",
-            "question": self.question,
-            "model": self.model,
-            "protocol": self.protocol,
-            "protocol_reason": self.protocol_reason,
-        }
-        records = [head]
-        for step in self.steps:
-            rec = to_jsonable(step)
-            rec["type"] = "step"
-            records.append(rec)
-        records.append(
+        return [
+            {
+                "type": "run",
+                "question": self.question,
+                "model": self.model,
+                "protocol": self.protocol,
+                "protocol_reason": self.protocol_reason,
+            },
+            *({**to_jsonable(step), "type": "step"} for step in self.steps),
             {
                 "type": "result",
                 "answer": self.answer,
@@ -479,9 +475,8 @@ class RunResult(Generic[OutputT]):
                 "duration_s": self.duration_s,
                 "error": self.error,
                 "events": [notice.message for notice in self.notices],
-            }
-        )
-        return records
+            },
+        ]
 
     def to_jsonl(self) -> str:
         """The trace as JSON Lines (U+2028, U+2029 and U+0085 escaped: one record, one line)."""
