@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack, overlo
 from ..errors import ConfigurationError, ModelAPIError
 from ..protocols.base import Protocol
 from ..protocols.output import FINAL_RESULT, output_spec
-from ..protocols.registry import ProtocolOptions, choose, protocol_names
+from ..protocols.registry import ProtocolOptions, choose, registration
 from ..tools.base import Tool
 from ..tools.decorator import as_tools
 from ..transport.base import ChatModel
@@ -200,11 +200,8 @@ class Agent(Generic[OutputT]):
         """Under ``protocol="auto"``, probe an endpoint the cache does not know before the
         first run. ``None``: only the agent's own client, a failure logged; ``True``: always,
         a failure fails the run; ``False``: never."""
-        if not isinstance(protocol, Protocol) and protocol not in protocol_names():
-            known = ", ".join(repr(n) for n in protocol_names())
-            raise ConfigurationError(
-                f"unknown protocol {protocol!r}: use one of {known} or a Protocol instance"
-            )
+        if not isinstance(protocol, Protocol) and protocol != "auto":
+            registration(protocol)  # an unknown name: ConfigurationError
         check_type(base_url, str, "base_url", "a str")
         if api_key is not None and not isinstance(api_key, str):  # its value is not shown
             raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
