@@ -459,13 +459,7 @@ class RunResult(Generic[OutputT]):
     def trace(self) -> list[dict[str, Any]]:
         """The run as JSON-ready records: a header, one record per step, a footer."""
         return [
-            {
-                "type": "run",
-                "question": self.question,
-                "model": self.model,
-                "protocol": self.protocol,
-                "protocol_reason": self.protocol_reason,
-            },
+            run_record(self.question, self.model, self.protocol, self.protocol_reason),
             *({**to_jsonable(step), "type": "step"} for step in self.steps),
             {
                 "type": "result",
@@ -492,6 +486,17 @@ class RunResult(Generic[OutputT]):
     def write_trace(self, path: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(self.to_jsonl())
+
+
+def run_record(question: str, model: str, protocol: str, reason: str) -> dict[str, Any]:
+    """A trace's first record (``"type": "run"``), in :meth:`RunResult.trace` and the file."""
+    return {
+        "type": "run",
+        "question": question,
+        "model": model,
+        "protocol": protocol,
+        "protocol_reason": reason,
+    }
 
 
 _html_renderer: list[Callable[[list[dict[str, Any]]], str]] = []
