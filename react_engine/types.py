@@ -116,10 +116,7 @@ class ModelSettings:
                 "settings.timeout must be a positive, finite number of seconds (None for the "
                 f"client's own), not {describe(self.timeout)}"
             )
-        if self.extra_body is not None and not isinstance(self.extra_body, Mapping):
-            raise ConfigurationError(
-                f"extra_body must be a mapping, not {describe(self.extra_body)}"
-            )
+        check_type(self.extra_body, Mapping, "extra_body", "a mapping")
 
 
 def _check(name: str, value: Any, low: float | None, high: float | None, integer: bool) -> None:
@@ -140,6 +137,13 @@ def describe(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({type(value).__name__})"
+
+
+def check_type(value: Any, kind: Any, name: str, what: str, *, optional: bool = True) -> None:
+    """Raise a :class:`ConfigurationError` ("``name`` must be ``what``") unless ``value`` is
+    a ``kind`` (or ``None`` when ``optional``)."""
+    if not (value is None and optional) and not isinstance(value, kind):
+        raise ConfigurationError(f"{name} must be {what}, not {describe(value)}")
 
 
 @dataclass(slots=True, frozen=True)
@@ -454,19 +458,9 @@ class RunResult(Generic[OutputT]):
 
     def trace(self) -> list[dict[str, Any]]:
         """The run as JSON-ready records: a header, one record per step, a footer."""
-        head: dict[str, Any] = {
-            "type": "run",
-            "question": self.question,
-            "model": self.model,
-            "protocol": self.protocol,
-            "protocol_reason": self.protocol_reason,
-        }
-        records = [head]
-        for step in self.steps:
-            rec = to_jsonable(step)
-            rec["type"] = "step"
-            records.append(rec)
-        records.append(
+        return [
+            run_record(self.question, self.model, self.protocol, self.protocol_reason),
+            *({**to_jsonable(step), "type": "step"} for step in self.steps),
             {
                 "type": "result",
                 "answer": self.answer,
@@ -475,9 +469,8 @@ class RunResult(Generic[OutputT]):
                 "duration_s": self.duration_s,
                 "error": self.error,
                 "events": [notice.message for notice in self.notices],
-            }
-        )
-        return records
+            },
+        ]
 
     def to_jsonl(self) -> str:
         """The trace as JSON Lines (U+2028, U+2029 and U+0085 escaped: one record, one line)."""
@@ -493,6 +486,17 @@ class RunResult(Generic[OutputT]):
     def write_trace(self, path: str) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(self.to_jsonl())
+
+
+def run_record(question: str, model: str, protocol: str, reason: str) -> dict[str, Any]:
+    """A trace's first record (``"type": "run"``), in :meth:`RunResult.trace` and the file."""
+    return {
+        "type": "run",
+        "question": question,
+        "model": model,
+        "protocol": protocol,
+        "protocol_reason": reason,
+    }
 
 
 _html_renderer: list[Callable[[list[dict[str, Any]]], str]] = []

@@ -19,6 +19,7 @@ from ..errors import ConfigurationError
 from ..transport.capabilities import Capabilities, RejectedParam
 from ..transport.rejections import REACTIONS
 from .base import Protocol
+from .prompts import TEMPLATE_KINDS
 
 __all__ = [
     "PROTOCOLS",
@@ -140,11 +141,8 @@ def register(
         raise ConfigurationError(f"{name!r} cannot name a protocol")
     if requires is not None and not isinstance(getattr(Capabilities(), requires, None), bool):
         raise ConfigurationError(f"{requires!r} is not a capability flag")
-    if template_kind is not None:
-        from .prompts import TEMPLATE_KINDS
-
-        if template_kind not in TEMPLATE_KINDS:
-            raise ConfigurationError(f"{template_kind!r} is not a kind of prompt template")
+    if template_kind is not None and template_kind not in TEMPLATE_KINDS:
+        raise ConfigurationError(f"{template_kind!r} is not a kind of prompt template")
     entry = Registration(name, protocol, template_kind, auto, requires, native_calls)
     PROTOCOLS[name] = entry
     return entry
@@ -152,7 +150,7 @@ def register(
 
 def registration(name: str) -> Registration:
     """The registry's entry for ``name``; :class:`ConfigurationError` for an unknown one."""
-    entry = PROTOCOLS.get(name)
+    entry = PROTOCOLS.get(name) if isinstance(name, str) else None
     if entry is None:
         known = ", ".join(repr(n) for n in protocol_names())
         raise ConfigurationError(

@@ -206,9 +206,6 @@ def close_input(call: PendingCall, finish_reason: str | None) -> None:
         or "json_blob" in call.repairs  # the blob's whole text, not its arguments
     ):
         return
-    from ..errors import JSONRepairError  # here: the parsers load with the first reply read
-    from ..parsing.json_repair import repair_json
-
     try:
         fixed = repair_json(text, allow_truncated=False, close_brackets=True)
     except JSONRepairError:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack, overlo
 from ..errors import ConfigurationError, ModelAPIError
 from ..protocols.base import Protocol
 from ..protocols.output import FINAL_RESULT, output_spec
-from ..protocols.registry import ProtocolOptions, choose, protocol_names
+from ..protocols.registry import ProtocolOptions, choose, registration
 from ..tools.base import Tool
 from ..tools.decorator import as_tools
 from ..transport.base import ChatModel
@@ -23,7 +23,7 @@ from ..transport.endpoint import api_key_from, connect
 from ..transport.learned import CapabilityCache, default_cache, resolve
 from ..transport.openai_model import OpenAIChatModel
 from ..transport.wire import mask_key, mask_url
-from ..types import HistoryItem, OutputT, RunResult, UserTurn, describe
+from ..types import HistoryItem, OutputT, RunResult, UserTurn, check_type, describe
 from . import durable
 from .config import (
     AgentConfig,
@@ -140,8 +140,7 @@ class Agent(Generic[OutputT]):
         probe: bool | None = None,
         **limits: Any,
     ) -> None:
-        if model is not None and not isinstance(model, str):
-            raise ConfigurationError(f"model must be a model name (a str), not {describe(model)}")
+        check_type(model, str, "model", "a model name (a str)")
         name = model or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
         if not name:
             raise ConfigurationError(
@@ -152,8 +151,7 @@ class Agent(Generic[OutputT]):
 
         self.tools = as_tools(tool_list(tools))
         self.mcp_servers = check_servers(mcp_servers)
-        if instructions is not None and not isinstance(instructions, str):
-            raise ConfigurationError(f"instructions must be a str, not {describe(instructions)}")
+        check_type(instructions, str, "instructions", "a str")
         for option, callback in (
             ("on_step", on_step),
             ("on_call", on_call),
@@ -161,8 +159,7 @@ class Agent(Generic[OutputT]):
         ):
             if callback is not None and not callable(callback):
                 raise ConfigurationError(f"{option} must be callable, not {describe(callback)}")
-        if config is not None and not isinstance(config, AgentConfig):
-            raise ConfigurationError(f"config must be an AgentConfig, not {describe(config)}")
+        check_type(config, AgentConfig, "config", "an AgentConfig")
         self.instructions = instructions
         self.template = template
         self.implicit_final_answer = implicit_final_answer
@@ -203,13 +200,9 @@ class Agent(Generic[OutputT]):
         """Under ``protocol="auto"``, probe an endpoint the cache does not know before the
         first run. ``None``: only the agent's own client, a failure logged; ``True``: always,
         a failure fails the run; ``False``: never."""
-        if not isinstance(protocol, Protocol) and protocol not in protocol_names():
-            known = ", ".join(repr(n) for n in protocol_names())
-            raise ConfigurationError(
-                f"unknown protocol {protocol!r}: use one of {known} or a Protocol instance"
-            )
-        if base_url is not None and not isinstance(base_url, str):
-            raise ConfigurationError(f"base_url must be a str, not {describe(base_url)}")
+        if not isinstance(protocol, Protocol) and protocol != "auto":
+            registration(protocol)  # an unknown name: ConfigurationError
+        check_type(base_url, str, "base_url", "a str")
         if api_key is not None and not isinstance(api_key, str):  # its value is not shown
             raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
         self._api_key = api_key_from(api_key)
@@ -284,35 +277,19 @@ class Agent(Generic[OutputT]):
 
     # --- running ---------------------------------------------------------------------------
 
-    def run(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]:
+    def run(self, question: str, **options: Unpack[RunOptions]) -> RunResult[OutputT]:
         """Answer one question (blocking). See :meth:`arun` for the options."""
         from ..runtime import run_coroutine
 
-        return run_coroutine(self._arun(question, self._model_sync, history=history, **options))
+        return run_coroutine(self._arun(question, self._model_sync, **options))
 
-    async def arun(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> RunResult[OutputT]:
-        """Answer one question. ``history`` is extended in place; ``options`` override
-        :class:`AgentConfig` fields for this run."""
-        return await self._arun(question, self._model_async, history=history, **options)
+    async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult[OutputT]:
+        """Answer one question. ``options`` override :class:`AgentConfig` fields for this
+        run; ``history`` is extended in place."""
+        return await self._arun(question, self._model_async, **options)
 
     async def iter(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
+        self, question: str, **options: Unpack[RunOptions]
     ) -> AsyncGenerator[Event[OutputT], None]:
         """Answer one question, streaming events (:mod:`react_engine.run.events`), the last a
         ``RunDone`` with the :class:`RunResult`; the run's errors are raised from the
@@ -326,12 +303,7 @@ class Agent(Generic[OutputT]):
         async def run() -> RunResult[Any]:
             try:
                 return await self._arun(
-                    question,
-                    self._model_async,
-                    history=history,
-                    sinks=[queue.put_nowait],
-                    streaming=True,
-                    **options,
+                    question, self._model_async, sinks=[queue.put_nowait], streaming=True, **options
                 )
             finally:
                 queue.put_nowait(None)
@@ -350,13 +322,7 @@ class Agent(Generic[OutputT]):
             elif not task.cancelled():
                 task.exception()  # retrieved: an error raised above is not "never retrieved"
 
-    def run_stream(
-        self,
-        question: str,
-        *,
-        history: list[HistoryItem] | None = None,
-        **options: Unpack[RunOptions],
-    ) -> Iterator[Event[OutputT]]:
+    def run_stream(self, question: str, **options: Unpack[RunOptions]) -> Iterator[Event[OutputT]]:
         """:meth:`iter` for sync code, on an event loop of the iterator's own; a ``break``
         cancels the run. Inside a running event loop it raises :class:`ConfigurationError`."""
         import asyncio
@@ -370,7 +336,7 @@ class Agent(Generic[OutputT]):
                 "run_stream() blocks; inside a running event loop use "
                 "`async for event in agent.iter(...)`"
             )
-        return _blocking_events(self.iter(question, history=history, **options))
+        return _blocking_events(self.iter(question, **options))
 
     def conversation(self, *, session: Session | None = None) -> Conversation[OutputT]:
         """A multi-turn conversation keeping its history (in ``session``, across processes)."""
@@ -403,12 +369,9 @@ class Agent(Generic[OutputT]):
             if options
             else self.config
         )
-        if not isinstance(question, str):
-            raise ConfigurationError(f"the question must be a str, not {describe(question)}")
-        if history is not None and not isinstance(history, list):
-            raise ConfigurationError(f"history must be a list, not {describe(history)}")
-        if run_id is not None and not isinstance(run_id, str):
-            raise ConfigurationError(f"run_id must be a str, not {describe(run_id)}")
+        check_type(question, str, "the question", "a str", optional=False)
+        check_type(history, list, "history", "a list")
+        check_type(run_id, str, "run_id", "a str")
         from ..tools.mcp import connected_tools
         from .events import RunDone, RunFailed, RunStarted
         from .state import RunState

@@ -15,7 +15,7 @@ from ..protocols.base import MultiAction
 from ..protocols.output import output_spec
 from ..tools.base import Tool
 from ..transport.retries import RetryPolicy
-from ..types import ModelSettings, ToolChoice, describe
+from ..types import HistoryItem, ModelSettings, ToolChoice, check_type, describe
 
 if TYPE_CHECKING:
     from .journal import SessionLike
@@ -101,6 +101,8 @@ class Options(TypedDict, total=False):
 class RunOptions(Options, total=False):
     """A run's keywords besides the configuration (:class:`~react_engine.run.config.Options`)."""
 
+    history: list[HistoryItem] | None
+    """The conversation so far, extended in place by the run."""
     session: SessionLike | None
     run_id: str | None
     """The run's new id in the agent's store (a stored one raises ``RunExistsError``)."""
@@ -178,23 +180,17 @@ def check_config(cfg: AgentConfig) -> None:
         check_int(getattr(cfg, name), name, minimum=1, optional=True)
     check_seconds(cfg.deadline, "deadline")
     check_seconds(cfg.tool_timeout, "tool_timeout")
-    if not isinstance(cfg.tool_choice, str):
-        raise ConfigurationError(
-            f"tool_choice must be 'auto', 'required', 'none' or a tool name, "
-            f"not {describe(cfg.tool_choice)}"
-        )
+    choices = "'auto', 'required', 'none' or a tool name"
+    check_type(cfg.tool_choice, str, "tool_choice", choices, optional=False)
     check_bool(cfg.reset_tool_choice, "reset_tool_choice")
     if cfg.multi_action not in ("independent", "first", "all"):
         raise ConfigurationError(
             "multi_action must be 'independent', 'first' or 'all', not "
             + describe(cfg.multi_action)
         )
-    if not isinstance(cfg.settings, ModelSettings):
-        raise ConfigurationError(f"settings must be a ModelSettings, not {describe(cfg.settings)}")
-    if not isinstance(cfg.retry, RetryPolicy):
-        raise ConfigurationError(f"retry must be a RetryPolicy, not {describe(cfg.retry)}")
-    if cfg.trace is not None and not isinstance(cfg.trace, str | os.PathLike):
-        raise ConfigurationError(f"trace must be a file path or None, not {describe(cfg.trace)}")
+    check_type(cfg.settings, ModelSettings, "settings", "a ModelSettings", optional=False)
+    check_type(cfg.retry, RetryPolicy, "retry", "a RetryPolicy", optional=False)
+    check_type(cfg.trace, str | os.PathLike, "trace", "a file path or None")
     output_spec(cfg.output_type)
 
 
@@ -210,11 +206,8 @@ def check_int(value: Any, name: str, *, minimum: int, optional: bool = False) ->
 
 def check_bool(value: Any, name: str, *, optional: bool = False) -> None:
     """A bool only (or ``None`` when ``optional``): ``"false"`` would turn the option on."""
-    if value is None and optional:
-        return
-    if not isinstance(value, bool):
-        kind = "True, False or None" if optional else "True or False"
-        raise ConfigurationError(f"{name} must be {kind} (a bool), not {describe(value)}")
+    kind = "True, False or None" if optional else "True or False"
+    check_type(value, bool, name, f"{kind} (a bool)", optional=optional)
 
 
 def check_seconds(value: Any, name: str) -> None:

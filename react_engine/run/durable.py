@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, StoreError
-from ..types import HistoryItem, RunNotice, RunResult, describe
+from ..types import HistoryItem, RunNotice, RunResult, check_type
 from .journal import Journal, JournalStore, SessionLike
 
 if TYPE_CHECKING:
@@ -65,8 +65,7 @@ async def in_session(
 ) -> RunResult[Any]:
     """A run in a session: its history loaded first, and what the run added appended when
     it ends, however it ends, so that no turn is lost."""
-    if not isinstance(session, SessionLike):
-        raise ConfigurationError(f"session must be a Session, not {describe(session)}")
+    check_type(session, SessionLike, "session", "a Session", optional=False)
     items = history if history is not None else []
     items[:] = await session.load()
     start = len(items)

@@ -54,6 +54,11 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
+class _InStep:
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunStarted:
     question: str
     model: str
@@ -64,104 +69,92 @@ class RunStarted:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelCallStarted:
-    step: int
+class ModelCallStarted(_InStep):
     request: ModelRequest
     protocol: str
     kind: Literal["model_call_started"] = "model_call_started"
 
 
 @dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextDelta(_InStep):
     """A piece of the reply's text, as the server wrote it (streamed runs only)."""
 
-    step: int
     text: str
     kind: Literal["text_delta"] = "text_delta"
 
 
 @dataclass(frozen=True, slots=True)
-class ReasoningDelta:
+class ReasoningDelta(_InStep):
     """A piece of the server's separate reasoning (``reasoning_content``)."""
 
-    step: int
     text: str
     kind: Literal["reasoning_delta"] = "reasoning_delta"
 
 
 @dataclass(frozen=True, slots=True)
-class ReplyDiscarded:
+class ReplyDiscarded(_InStep):
     """The stream failed after some deltas: forget them, the reply starts again."""
 
-    step: int
     reason: str
     kind: Literal["reply_discarded"] = "reply_discarded"
 
 
 @dataclass(frozen=True, slots=True)
-class StoppedLive:
+class StoppedLive(_InStep):
     """The server wrote past a stop sequence; the client cut the reply there."""
 
-    step: int
     stop: str
     completion_tokens: int
     kind: Literal["stopped_live"] = "stopped_live"
 
 
 @dataclass(frozen=True, slots=True)
-class ModelCallFinished:
-    step: int
+class ModelCallFinished(_InStep):
     reply: ModelResponse
     duration_s: float
     kind: Literal["model_call_finished"] = "model_call_finished"
 
 
 @dataclass(frozen=True, slots=True)
-class ModelCallFailed:
+class ModelCallFailed(_InStep):
     """A request that failed for good (retries spent, or a refusal the run adapts to)."""
 
-    step: int
     error: BaseException
     kind: Literal["model_call_failed"] = "model_call_failed"
 
 
 @dataclass(frozen=True, slots=True)
-class Thought:
-    step: int
+class Thought(_InStep):
     text: str
     kind: Literal["thought"] = "thought"
 
 
 @dataclass(frozen=True, slots=True)
-class ActionDecided:
+class ActionDecided(_InStep):
     """The reply asks for these calls; none has run yet."""
 
-    step: int
     calls: tuple[PendingCall, ...]
     kind: Literal["action"] = "action"
 
 
 @dataclass(frozen=True, slots=True)
-class ToolStarted:
+class ToolStarted(_InStep):
     """A call was approved and its tool starts now."""
 
-    step: int
     call: ActionRecord
     kind: Literal["tool_started"] = "tool_started"
 
 
 @dataclass(frozen=True, slots=True)
-class ToolFinished:
+class ToolFinished(_InStep):
     """The tool returned, failed or timed out: ``call.observation`` is what the model sees."""
 
-    step: int
     call: ActionRecord
     kind: Literal["tool_finished"] = "tool_finished"
 
 
 @dataclass(frozen=True, slots=True)
-class AnswerGiven:
-    step: int
+class AnswerGiven(_InStep):
     answer: str
     kind: Literal["final_answer"] = "final_answer"
 

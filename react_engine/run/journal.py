@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import ConfigurationError
-from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, describe
+from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, check_type
 
 if TYPE_CHECKING:
     from ..protocols.base import Decision
@@ -95,10 +95,8 @@ def open_run_store(store: Any) -> JournalStore | None:
     """What ``Agent(store=...)`` was given, as a store."""
     if store is None or isinstance(store, JournalStore):
         return store
-    if not isinstance(store, str | os.PathLike):
-        raise ConfigurationError(
-            f"store must be a RunStore, a path or a postgresql:// URI, not {describe(store)}"
-        )
+    what = "a RunStore, a path or a postgresql:// URI"
+    check_type(store, str | os.PathLike, "store", what, optional=False)
     if not _opener:
         raise ConfigurationError(
             "no store opener is registered: give Agent(store=...) a store object"

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from ..errors import ConfigurationError
 from ..text import escape_separators
-from ..types import to_jsonable
+from ..types import run_record, to_jsonable
 from .events import (
     Event,
     ModelCallFinished,
@@ -50,16 +50,8 @@ class TraceFile:
 
     def __call__(self, event: Event) -> None:
         match event:
-            case RunStarted():
-                self._write(
-                    {
-                        "type": "run",
-                        "question": event.question,
-                        "model": event.model,
-                        "protocol": event.protocol,
-                        "protocol_reason": event.reason,
-                    }
-                )
+            case RunStarted(question=question, model=model, protocol=protocol, reason=reason):
+                self._write(run_record(question, model, protocol, reason))
             case ModelCallFinished(step=step, reply=reply, duration_s=duration):
                 self._write(
                     {
