@@ -33,12 +33,7 @@ from __future__ import annotations
 import bisect
 import keyword
 import re
-from collections.abc import (
-    Collection,
-    Iterable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 

@@ -41,6 +41,7 @@ from .readers import (
     Tokens,
     call_from_json,
     call_from_object,
+    chained,
     found_call,
     json_objects,
     loads,
@@ -405,7 +406,7 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
         if start < resume:
             continue
         first = match.end() - 1  # the first object's "{"
-        objects = list(_chain(text, first))
+        objects = list(chained(text, first, len(text)))
         end = last = objects[-1][1] if objects else first
         resume = max(end, start + 1)
         good = [_good_calls(text[a:b], names) for a, b in objects]
@@ -424,22 +425,6 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
 _LIST_END: Final = re.compile(r"\s*\]")
 
 
-def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
-    """The spans of the JSON objects chained from ``text[pos]`` (an unclosed one runs to
-    the end)."""
-    cursor = pos
-    while cursor < len(text):
-        while cursor < len(text) and text[cursor] in " \t\r\n,;":
-            cursor += 1
-        if cursor >= len(text) or text[cursor] != "{":
-            return
-        closed, _ = scan(text, cursor, len(text), P.JSON_STRUCTURE, '"')
-        yield cursor, closed if closed is not None else len(text)
-        if closed is None:
-            return
-        cursor = closed
-
-
 def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments]] | None:
     """The calls of one chained JSON object, or ``None`` when one is not good."""
     ok, value, _ = loads(source)  # the calls are read again, with their repairs
@@ -455,9 +440,6 @@ def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments
 
 
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "function")
-
-
-# --- the registrations, in the order the recognisers are asked -------------------------------
 
 
 # --- the registrations, in the order the recognisers are asked -------------------------------
