@@ -185,7 +185,7 @@ def type_arguments(
 
 def _json_pieces(text: str, start: int, limit: int) -> tuple[list[Piece], int]:
     """The JSON call objects at the first bracket of ``text[start:limit]``, and its end."""
-    pos = limit - len(text[start:limit].lstrip(" \t\r\n"))
+    pos = P.run_end(P.JSON_WS, text, start, limit)
     if pos >= limit or text[pos] not in "{[":
         return [], limit
     return json_objects(text, pos, limit)
@@ -259,7 +259,7 @@ def _kimi_call(head: str, body: str) -> tuple[str, Arguments] | None:
 def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
     """InternLM2: ``<|action_start|><|plugin|>`` then a JSON call, ``<|action_end|>``."""
     for pos, body, body_end, end in _regions(text, "<|action_start|>", "<|action_end|>"):
-        plugin = body_end - len(text[body:body_end].lstrip(" \t\r\n"))
+        plugin = P.run_end(P.JSON_WS, text, body, body_end)
         if text.startswith("<|plugin|>", plugin):
             pieces, _ = _json_pieces(text, plugin + len("<|plugin|>"), body_end)
             out.extend(tile(pieces, "internlm", pos, end, names))
@@ -269,7 +269,7 @@ def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
     """Llama 4: ``<|python_start|>[f(k=...), g()]<|python_end|>`` (or one call)."""
     for pos, body, body_end, end in _regions(text, "<|python_start|>", "<|python_end|>"):
         written = text[body:body_end].strip(" \t\r\n")
-        start = body_end - len(text[body:body_end].lstrip(" \t\r\n"))
+        start = P.run_end(P.JSON_WS, text, body, body_end)
         if written.startswith("[") and written.endswith("]"):
             listed = python_list(text, start, start + len(written), names) or []
             out.extend(tile(listed, "llama4", pos, end, names))
@@ -372,8 +372,7 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
         if name not in names:
             continue
         body = head.end()
-        while body < limit and text[body] in " \t\r\n":
-            body += 1
+        body = P.run_end(P.JSON_WS, text, body, limit)
         if body >= limit:
             out.append(found_call(name, {}, "functionary", (head.start(), limit)))
             continue

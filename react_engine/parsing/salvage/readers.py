@@ -390,8 +390,7 @@ def python_list(text: str, start: int, end: int, names: frozenset[str]) -> list[
         if close is None or call is None:
             return None
         pos = close
-        while pos < end and text[pos] in " \t\r\n":
-            pos += 1
+        pos = P.run_end(P.JSON_WS, text, pos, end)
         pieces.append((call[0], call[1], head.start(1), close, call[2]))
         if pos < end and text[pos] == ",":
             pos += 1
