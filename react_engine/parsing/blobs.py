@@ -14,7 +14,7 @@ from ..types import PendingCall
 from ..wording import Notice
 from . import patterns as P
 from .common import JSON, NOT_OBJECT, call_objects, json_text, unfence, written_value
-from .duplicates import decode
+from .duplicates import CHECKED, KeyWrittenTwice, decode
 from .json_repair import RepairResult, decode_prefix, repair_json
 from .labels import MAX_LABELS
 from .patterns import run_end
@@ -105,11 +105,11 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
         text = text[1:-1].strip()
     if text[:1] in ("{", "["):
         try:
-            value, _, twice = decode(text)
-            codes.extend(["json:duplicate_key"] if twice else [])
-        except (ValueError, RecursionError):
+            value = CHECKED.decode(text)
+        except (ValueError, RecursionError, KeyWrittenTwice):
             try:
-                # sloppy JSON is repaired; cut-off JSON is not closed (it would invent)
+                # sloppy JSON is repaired (a key given two values: json:duplicate_key);
+                # cut-off JSON is not closed (it would invent)
                 result = repair_json(text, allow_truncated=False)
             except JSONRepairError:
                 return text, [*codes, "action_input_not_json"]

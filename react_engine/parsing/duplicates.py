@@ -6,29 +6,32 @@ themselves set each key with :func:`assign`."""
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any
 
 from ..errors import ReactEngineError
 
-__all__ = ["DUPLICATE_KEY", "assign", "decode"]
+__all__ = ["CHECKED", "DUPLICATE_KEY", "KeyWrittenTwice", "assign", "decode"]
 
 DUPLICATE_KEY: tuple[str, ...] = ("duplicate_key",)
 """The repairs of arguments read from an object that gives a key two values."""
 
 
-class _KeyWrittenTwice(ReactEngineError):
-    """An object gives one key two different values (the same value twice is harmless)."""
+class KeyWrittenTwice(ReactEngineError):
+    """Raised by :data:`CHECKED` when an object gives one key two different values; its
+    readers catch it (it never leaves the parsers)."""
 
 
 def _pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(items)
     if len(out) != len(items) and any(out[key] != value for key, value in items):
-        raise _KeyWrittenTwice
+        raise KeyWrittenTwice
     return out
 
 
-_CHECKED: Final = json.JSONDecoder(object_pairs_hook=_pairs)  # stateless: any thread
-_CHECKED_LAX: Final = json.JSONDecoder(object_pairs_hook=_pairs, strict=False)
+CHECKED = json.JSONDecoder(object_pairs_hook=_pairs)
+"""Strict JSON, raising :class:`KeyWrittenTwice` for a key given two different values
+(the same value twice is harmless). Stateless: safe in any thread."""
+_CHECKED_LAX = json.JSONDecoder(object_pairs_hook=_pairs, strict=False)
 
 
 def decode(text: str, pos: int | None = None, *, strict: bool = True) -> tuple[Any, int, bool]:
@@ -36,8 +39,8 @@ def decode(text: str, pos: int | None = None, *, strict: bool = True) -> tuple[A
     ends, and whether an object in it gives a key two different values (the last is then
     kept, as :mod:`json` keeps it). Raises what :mod:`json` raises."""
     try:
-        return (*_decode(_CHECKED if strict else _CHECKED_LAX, text, pos), False)
-    except _KeyWrittenTwice:
+        return (*_decode(CHECKED if strict else _CHECKED_LAX, text, pos), False)
+    except KeyWrittenTwice:
         return (*_decode(json.JSONDecoder(strict=strict), text, pos), True)
 
 
