@@ -29,138 +29,189 @@ class Repair:
     """What the reader saw, as a clause a model can act on (used in refusals)."""
 
 
-_WHAT: Final[dict[str, dict[str, str]]] = {
-    # JSON (parsing/json_repair.py; reported as ``json:<code>`` inside replies)
-    "json": {
-        "code_fence": "the JSON was wrapped in a Markdown code fence",
-        "extracted_from_text": "the JSON sat inside prose",
-        "extracted_fragment": "the JSON taken from inside other text that is not JSON (which part"
-        " is meant is a guess)",
-        "bom": "a byte-order mark before the JSON",
-        "doubled_braces": "{{ }} written for { } (a template's escaping)",
-        "comment": "a comment outside the strings",
-        "single_quotes": "strings in single quotes",
-        "smart_quotes": "strings in curly quotes",
-        "mixed_quotes": "a string opened by a curly quote and closed by a straight one (where it"
-        " ends is a guess)",
-        "python_literal": "True, False or None for true, false, null",
-        "unquoted_key": "a key without quotes",
-        "trailing_comma": "a comma before a closing bracket",
-        "fullwidth_delimiter": "a full-width ： or ， between tokens, outside the strings (one"
-        " meaning there)",
-        "control_char_in_string": "a raw newline or tab inside a string",
-        "missing_closing_bracket": "only closing brackets missing, after a complete value (a reply"
-        " cut by length: refused)",
-        "extra_closing_bracket": "closing brackets with nothing to close",
-        "extra_data": "prose after the complete JSON value",
-        "number_format": "a number JSON does not allow (+1, .5, 5., 007: is 9，00 nine, or 9 and"
-        " 0?)",
-        "unquoted_value": "a text value without quotes (where it ends is a guess)",
-        "extra_comma": "two commas in a row (a value may be missing)",
-        "missing_comma": "two values with no comma between them",
-        "missing_colon": "a key and its value with no colon between them",
-        "invalid_escape": "a backslash JSON does not know (write a backslash as \\\\)",
-        "unescaped_quote": 'a quote inside a string that may or may not end it (write it as \\")',
-        "missing_quote": "a string that is never closed (cut off)",
-        "mismatched_bracket": "a bracket closed by the wrong kind of bracket",
-        "bracket_in_comment": "a comment runs to the end while brackets are open",
-        "extra_value": "a second value after the first one",
-        "duplicate_key": "a key written twice in one object with different values (which one was"
-        " meant is a guess)",
-        "truncated_after_comma": "the text ends after a comma (cut off)",
-        "truncated_number": "the text ends inside a number (cut off)",
-    },
-    # text ReAct (parsing/react.py, cut.py, labels.py, blobs.py)
-    "text": {
-        "cut_observation": "an Observation the model invented was cut",
-        "cut_stop_word": "text after a stop word was cut",
-        "trim_partial_stop": "a partial stop word at the end was cut",
-        "special_token": "a chat-template token at the end was dropped",
-        "think_block": "a think block set aside as reasoning",
-        "unclosed_think": "a think block never closed, read as reasoning",
-        "label_case": "a label in another case",
-        "label_synonym": "a label synonym",
-        "chinese_label": "a Chinese label",
-        "fullwidth_colon": "a label with a full-width colon",
-        "space_before_colon": "a space before a label's colon",
-        "markdown_label": "a label in Markdown",
-        "numbered_label": "a numbered label",
-        "indented_label": "an indented label",
-        "inline_label": "a label inside a line",
-        "question_echo": "the question echoed",
-        "unlabeled_thought": "prose before the first label, kept as thought",
-        "bracket_action": "tool[input]",
-        "paren_action": "tool(key=value)",
-        "inline_input": "tool {json} on one line",
-        "flat_arguments": "a JSON action whose other keys are its arguments",
-        "decorated_tool_name": "a tool name in Markdown or backticks",
-        "json_blob": "the action written as a JSON object",
-        "tool_call_tag": "the action in <tool_call> tags",
-        "final_as_action": "the final answer written as an action",
-        "noop_action_dropped": "an Action: None dropped",
-        "empty_action_dropped": "an Action with no tool name dropped",
-        "unlabeled_action_input": "JSON after the tool name with no label",
-        "missing_action_input": "no Action Input: no arguments",
-        "empty_action_input": "an empty Action Input: no arguments",
-        "input_before_action": "the Action Input written just before its Action",
-        "input_after_empty_call": "tool() then an Action Input: one call, that input",
-        "duplicate_input_dropped": "the same arguments on the Action line and after",
-        "orphan_input_dropped": "an Action Input with no Action dropped",
-        "fenced_json": "the input in a code fence",
-        "backtick_input": "the input in backticks",
-        "quoted_input": "the input as one quoted string",
-        "unwrapped_array": "[{...}] for the arguments object",
-        "json_string_arguments": "the arguments object as a JSON string",
-        "action_input_not_object": "JSON that is not an object, kept as text",
-        "text_after_input": "prose after a delimited input",
-        "implicit_final_answer": "a reply with no label taken as the answer",
-        "first_action_only": "only the first action kept",
-        "action_after_final_dropped": "an action after the final answer dropped",
-        "final_after_action_dropped": "a final answer after an action dropped",
-        "text_after_final_dropped": "text after the final answer dropped",
-        "empty_final_dropped": "an empty final answer dropped",
-        "chat_prefix": "a chat role (AI:) before the JSON action",
-        "deepseek_tokens": "the action in DeepSeek's tool-call tokens",
-        "xml_action_tags": "the action in XML tags (<action>, <tool_name>)",
-        "blob_in_prose": "the JSON action inside a sentence",
-        "tool_name_junk": "template tokens after the tool name (name<|channel|>...)",
-        "tool_name_style": "the tool name in another case or style (GetWeather)",
-        "wrapped_input": "the input in a class call (ToolInput(query=...))",
-        "unclosed_bracket": "tool[input with no closing bracket (cut off)",
-        "ignored_text": "text after the tool name that may be its input",
-        "repeated_action_input": "a second Action Input for one Action (which one is meant is a"
-        " guess)",
-        "ambiguous_action_input": "different arguments on the Action line and in the Action Input",
-        "action_input_not_json": "input that starts like JSON but is cut off or broken",
-    },
-    # calls written as text (parsing/salvage/)
-    "salvage": {
-        "salvaged:react_text": "a Thought/Action block under function calling",
-        "loose_arguments": "arguments read out of a call object that is not JSON",
-    },
-    # the protocols
-    "protocol": {
-        "empty_arguments": "empty arguments: no arguments",
-        "double_encoded_arguments": "the arguments object as a JSON string",
-        "action_blob": '{"action": tool, "action_input": ...}',
-        "flat_step": '{"tool": ..., "arguments": ...} with no "action"',
-        "missing_arguments": "no arguments key: no arguments",
-        "arguments_key": "the arguments under another key",
-        "arguments_as_string": "the arguments object as a JSON string",
-        "null_arguments": "null arguments: no arguments",
-        "cut_by_length": "the reply was cut by the length limit",
-    },
-    # the policy (policy.py, parsing/arguments.py)
-    "policy": {
-        "bare_input_to_parameter": "a text input given to the tool's one required parameter, as"
-        " written",
-        "key_value_arguments": "key: value pairs naming the tool's parameters",
-        "answer_labels": "ReAct labels taken off a final answer",
-        "unlabeled_answer": "a plain reply, after a reminder, taken as the answer",
-    },
-}
-"""What each repair code means, by source (the ``json`` codes as reported inside replies
-as ``json:<code>``)."""
+def _table(*rows: tuple[str, str, bool, str]) -> dict[str, Repair]:
+    out = {c: Repair(c, src, ok, what) for src, c, ok, what in rows}  # type: ignore[arg-type]
+    assert len(out) == len(rows), "a code written twice"
+    return out
+
+
+OK: Final = True
+GUESS: Final = False
+
+REPAIRS: Final[dict[str, Repair]] = _table(
+    # --- JSON (parsing/json_repair.py; reported as ``json:<code>`` inside replies) ----------
+    ("json", "code_fence", OK, "the JSON was wrapped in a Markdown code fence"),
+    ("json", "extracted_from_text", OK, "the JSON sat inside prose"),
+    (
+        "json",
+        "extracted_fragment",
+        GUESS,
+        "the JSON taken from inside other text that is not JSON (which part is meant is a guess)",
+    ),
+    ("json", "bom", OK, "a byte-order mark before the JSON"),
+    ("json", "doubled_braces", OK, "{{ }} written for { } (a template's escaping)"),
+    ("json", "comment", OK, "a comment outside the strings"),
+    ("json", "single_quotes", OK, "strings in single quotes"),
+    ("json", "smart_quotes", OK, "strings in curly quotes"),
+    (
+        "json",
+        "mixed_quotes",
+        GUESS,
+        "a string opened by a curly quote and closed by a straight one (where it ends is a guess)",
+    ),
+    ("json", "python_literal", OK, "True, False or None for true, false, null"),
+    ("json", "unquoted_key", OK, "a key without quotes"),
+    ("json", "trailing_comma", OK, "a comma before a closing bracket"),
+    (
+        "json",
+        "fullwidth_delimiter",
+        OK,
+        "a full-width ： or ， between tokens, outside the strings (one meaning there)",
+    ),
+    ("json", "control_char_in_string", OK, "a raw newline or tab inside a string"),
+    (
+        "json",
+        "missing_closing_bracket",
+        OK,
+        "only closing brackets missing, after a complete value (a reply cut by length: refused)",
+    ),
+    ("json", "extra_closing_bracket", OK, "closing brackets with nothing to close"),
+    ("json", "extra_data", OK, "prose after the complete JSON value"),
+    (
+        "json",
+        "number_format",
+        GUESS,
+        "a number JSON does not allow (+1, .5, 5., 007: is 9，00 nine, or 9 and 0?)",
+    ),
+    ("json", "unquoted_value", GUESS, "a text value without quotes (where it ends is a guess)"),
+    ("json", "extra_comma", GUESS, "two commas in a row (a value may be missing)"),
+    ("json", "missing_comma", GUESS, "two values with no comma between them"),
+    ("json", "missing_colon", GUESS, "a key and its value with no colon between them"),
+    ("json", "invalid_escape", GUESS, "a backslash JSON does not know (write a backslash as \\\\)"),
+    (
+        "json",
+        "unescaped_quote",
+        GUESS,
+        'a quote inside a string that may or may not end it (write it as \\")',
+    ),
+    ("json", "missing_quote", GUESS, "a string that is never closed (cut off)"),
+    ("json", "mismatched_bracket", GUESS, "a bracket closed by the wrong kind of bracket"),
+    ("json", "bracket_in_comment", GUESS, "a comment runs to the end while brackets are open"),
+    ("json", "extra_value", GUESS, "a second value after the first one"),
+    (
+        "json",
+        "duplicate_key",
+        GUESS,
+        "a key written twice in one object with different values (which one was meant is a guess)",
+    ),
+    ("json", "truncated_after_comma", GUESS, "the text ends after a comma (cut off)"),
+    ("json", "truncated_number", GUESS, "the text ends inside a number (cut off)"),
+    # --- text ReAct (parsing/react.py, cut.py, labels.py, blobs.py) ---------------------------
+    ("text", "cut_observation", OK, "an Observation the model invented was cut"),
+    ("text", "cut_stop_word", OK, "text after a stop word was cut"),
+    ("text", "trim_partial_stop", OK, "a partial stop word at the end was cut"),
+    ("text", "special_token", OK, "a chat-template token at the end was dropped"),
+    ("text", "think_block", OK, "a think block set aside as reasoning"),
+    ("text", "unclosed_think", OK, "a think block never closed, read as reasoning"),
+    ("text", "label_case", OK, "a label in another case"),
+    ("text", "label_synonym", OK, "a label synonym"),
+    ("text", "chinese_label", OK, "a Chinese label"),
+    ("text", "fullwidth_colon", OK, "a label with a full-width colon"),
+    ("text", "space_before_colon", OK, "a space before a label's colon"),
+    ("text", "markdown_label", OK, "a label in Markdown"),
+    ("text", "numbered_label", OK, "a numbered label"),
+    ("text", "indented_label", OK, "an indented label"),
+    ("text", "inline_label", OK, "a label inside a line"),
+    ("text", "question_echo", OK, "the question echoed"),
+    ("text", "unlabeled_thought", OK, "prose before the first label, kept as thought"),
+    ("text", "bracket_action", OK, "tool[input]"),
+    ("text", "paren_action", OK, "tool(key=value)"),
+    ("text", "inline_input", OK, "tool {json} on one line"),
+    ("text", "flat_arguments", OK, "a JSON action whose other keys are its arguments"),
+    ("text", "decorated_tool_name", OK, "a tool name in Markdown or backticks"),
+    ("text", "json_blob", OK, "the action written as a JSON object"),
+    ("text", "tool_call_tag", OK, "the action in <tool_call> tags"),
+    ("text", "final_as_action", OK, "the final answer written as an action"),
+    ("text", "noop_action_dropped", OK, "an Action: None dropped"),
+    ("text", "empty_action_dropped", OK, "an Action with no tool name dropped"),
+    ("text", "unlabeled_action_input", OK, "JSON after the tool name with no label"),
+    ("text", "missing_action_input", OK, "no Action Input: no arguments"),
+    ("text", "empty_action_input", OK, "an empty Action Input: no arguments"),
+    ("text", "input_before_action", OK, "the Action Input written just before its Action"),
+    ("text", "input_after_empty_call", OK, "tool() then an Action Input: one call, that input"),
+    ("text", "duplicate_input_dropped", OK, "the same arguments on the Action line and after"),
+    ("text", "orphan_input_dropped", OK, "an Action Input with no Action dropped"),
+    ("text", "fenced_json", OK, "the input in a code fence"),
+    ("text", "backtick_input", OK, "the input in backticks"),
+    ("text", "quoted_input", OK, "the input as one quoted string"),
+    ("text", "unwrapped_array", OK, "[{...}] for the arguments object"),
+    ("text", "json_string_arguments", OK, "the arguments object as a JSON string"),
+    ("text", "action_input_not_object", OK, "JSON that is not an object, kept as text"),
+    ("text", "text_after_input", OK, "prose after a delimited input"),
+    ("text", "implicit_final_answer", OK, "a reply with no label taken as the answer"),
+    ("text", "first_action_only", OK, "only the first action kept"),
+    ("text", "action_after_final_dropped", OK, "an action after the final answer dropped"),
+    ("text", "final_after_action_dropped", OK, "a final answer after an action dropped"),
+    ("text", "text_after_final_dropped", OK, "text after the final answer dropped"),
+    ("text", "empty_final_dropped", OK, "an empty final answer dropped"),
+    ("text", "chat_prefix", OK, "a chat role (AI:) before the JSON action"),
+    ("text", "deepseek_tokens", OK, "the action in DeepSeek's tool-call tokens"),
+    ("text", "xml_action_tags", OK, "the action in XML tags (<action>, <tool_name>)"),
+    ("text", "blob_in_prose", OK, "the JSON action inside a sentence"),
+    ("text", "tool_name_junk", OK, "template tokens after the tool name (name<|channel|>...)"),
+    ("text", "tool_name_style", OK, "the tool name in another case or style (GetWeather)"),
+    ("text", "wrapped_input", OK, "the input in a class call (ToolInput(query=...))"),
+    ("text", "unclosed_bracket", GUESS, "tool[input with no closing bracket (cut off)"),
+    ("text", "ignored_text", GUESS, "text after the tool name that may be its input"),
+    (
+        "text",
+        "repeated_action_input",
+        GUESS,
+        "a second Action Input for one Action (which one is meant is a guess)",
+    ),
+    (
+        "text",
+        "ambiguous_action_input",
+        GUESS,
+        "different arguments on the Action line and in the Action Input",
+    ),
+    (
+        "text",
+        "action_input_not_json",
+        GUESS,
+        "input that starts like JSON but is cut off or broken",
+    ),
+    # --- calls written as text (parsing/salvage/) ------------------------------------------
+    ("salvage", "salvaged:react_text", OK, "a Thought/Action block under function calling"),
+    (
+        "salvage",
+        "loose_arguments",
+        GUESS,
+        "arguments read out of a call object that is not JSON",
+    ),
+    # --- the protocols ------------------------------------------------------------------------
+    ("protocol", "empty_arguments", OK, "empty arguments: no arguments"),
+    ("protocol", "double_encoded_arguments", OK, "the arguments object as a JSON string"),
+    ("protocol", "action_blob", OK, '{"action": tool, "action_input": ...}'),
+    ("protocol", "flat_step", OK, '{"tool": ..., "arguments": ...} with no "action"'),
+    ("protocol", "missing_arguments", OK, "no arguments key: no arguments"),
+    ("protocol", "arguments_key", OK, "the arguments under another key"),
+    ("protocol", "arguments_as_string", OK, "the arguments object as a JSON string"),
+    ("protocol", "null_arguments", OK, "null arguments: no arguments"),
+    ("protocol", "cut_by_length", GUESS, "the reply was cut by the length limit"),
+    # --- the policy (policy.py, parsing/arguments.py) ---------------------------------------
+    (
+        "policy",
+        "bare_input_to_parameter",
+        OK,
+        "a text input given to the tool's one required parameter, as written",
+    ),
+    ("policy", "key_value_arguments", OK, "key: value pairs naming the tool's parameters"),
+    ("policy", "answer_labels", OK, "ReAct labels taken off a final answer"),
+    ("policy", "unlabeled_answer", OK, "a plain reply, after a reminder, taken as the answer"),
+)
+"""Every repair code any reader reports (``register_format`` adds ``salvaged:FORMAT``)."""
+
 
 WHAT_ZH: Final[Mapping[str, str]] = {
     "extracted_fragment": "JSON 是从其他不是 JSON 的文字中间取出来的（取哪一部分是猜测）",
@@ -187,16 +238,7 @@ WHAT_ZH: Final[Mapping[str, str]] = {
     "duplicate_key": "同一个对象里一个键写了两次，值不同（哪一个才是想要的是猜测）",
     "cut_by_length": "回复被长度上限截断了",
 }
-"""The lossy repairs, with their :attr:`Repair.what` in Chinese: a code is lossy exactly
-when it stands here."""
-
-REPAIRS: Final[dict[str, Repair]] = {
-    code: Repair(code, source, code not in WHAT_ZH, what)  # type: ignore[arg-type]
-    for source, rows in _WHAT.items()
-    for code, what in rows.items()
-}
-"""Every repair code any reader reports (``register_format`` adds ``salvaged:FORMAT``)."""
-assert len(REPAIRS) == sum(map(len, _WHAT.values())), "a code written twice"
+"""The lossy repairs' :attr:`Repair.what` in Chinese (every lossy code has one: tested)."""
 
 
 def _entry(code: str) -> Repair | None:
