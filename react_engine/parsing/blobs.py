@@ -106,12 +106,10 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     if text[:1] in ("{", "["):
         try:
             value = CHECKED.decode(text)
-        except KeyWrittenTwice:
-            value = json.loads(text)
-            codes.append("json:duplicate_key")
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError, KeyWrittenTwice):
             try:
-                # sloppy JSON is repaired; cut-off JSON is not closed (it would invent)
+                # sloppy JSON is repaired (a key given two values: json:duplicate_key);
+                # cut-off JSON is not closed (it would invent)
                 result = repair_json(text, allow_truncated=False)
             except JSONRepairError:
                 return text, [*codes, "action_input_not_json"]

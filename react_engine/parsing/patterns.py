@@ -296,9 +296,6 @@ LOOSE_ARGS: Final = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
 LOOSE_CALL_START: Final = re.compile(r'\{\s*"name"\s*:')
 """A call object's start, ``{"name":`` (matched at a position)."""
 
-QUOTE_OR_ESCAPE: Final = re.compile(r'["\\]')
-"""Where a JSON string may end: a quote, or a backslash escaping the next character."""
-
 JSON_STRUCTURE: Final = re.compile(r'[{}\[\]"\\]')
 """The characters a bracket scanner stops at in JSON: brackets, quotes, backslashes."""
 

@@ -404,3 +404,12 @@ def test_kwargs_past_the_bound_stay_text() -> None:
     inner = ", ".join(f"a{i}=1" for i in range(blobs.MAX_KWARGS + 1))
     step = parse_react(f"Action: f({inner})")
     assert step.actions[0].arguments == inner
+
+
+def test_an_input_giving_a_key_two_values_then_prose_is_read_not_raised() -> None:
+    # once raised json's own JSONDecodeError out of parse_react (the duplicate was
+    # found before the prose after the object)
+    step = parse_react('Thought: x\nAction: f\nAction Input: {"a": 1, "a": 2} then more')
+    (call,) = step.actions
+    assert call.arguments == {"a": 2}
+    assert {"json:duplicate_key", "json:extra_data"} <= set(call.repairs)

@@ -33,12 +33,7 @@ from __future__ import annotations
 import bisect
 import keyword
 import re
-from collections.abc import (
-    Collection,
-    Iterable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -327,8 +322,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     while (mark := marks.take()) is not None:
         region_end = marks.start(len(text))
         pos = mark.end()
-        while pos < region_end and text[pos] in " \t\r\n":
-            pos += 1
+        pos = P.run_end(P.JSON_WS, text, pos, region_end)
         if pos >= region_end:
             continue
         if text[pos] in "[{":

@@ -41,6 +41,7 @@ from .readers import (
     Tokens,
     call_from_json,
     call_from_object,
+    chained,
     found_call,
     json_objects,
     loads,
@@ -184,7 +185,7 @@ def type_arguments(
 
 def _json_pieces(text: str, start: int, limit: int) -> tuple[list[Piece], int]:
     """The JSON call objects at the first bracket of ``text[start:limit]``, and its end."""
-    pos = limit - len(text[start:limit].lstrip(" \t\r\n"))
+    pos = P.run_end(P.JSON_WS, text, start, limit)
     if pos >= limit or text[pos] not in "{[":
         return [], limit
     return json_objects(text, pos, limit)
@@ -258,7 +259,7 @@ def _kimi_call(head: str, body: str) -> tuple[str, Arguments] | None:
 def internlm(text: str, names: frozenset[str], out: CallSink) -> None:
     """InternLM2: ``<|action_start|><|plugin|>`` then a JSON call, ``<|action_end|>``."""
     for pos, body, body_end, end in _regions(text, "<|action_start|>", "<|action_end|>"):
-        plugin = body_end - len(text[body:body_end].lstrip(" \t\r\n"))
+        plugin = P.run_end(P.JSON_WS, text, body, body_end)
         if text.startswith("<|plugin|>", plugin):
             pieces, _ = _json_pieces(text, plugin + len("<|plugin|>"), body_end)
             out.extend(tile(pieces, "internlm", pos, end, names))
@@ -268,7 +269,7 @@ def llama4(text: str, names: frozenset[str], out: CallSink) -> None:
     """Llama 4: ``<|python_start|>[f(k=...), g()]<|python_end|>`` (or one call)."""
     for pos, body, body_end, end in _regions(text, "<|python_start|>", "<|python_end|>"):
         written = text[body:body_end].strip(" \t\r\n")
-        start = body_end - len(text[body:body_end].lstrip(" \t\r\n"))
+        start = P.run_end(P.JSON_WS, text, body, body_end)
         if written.startswith("[") and written.endswith("]"):
             listed = python_list(text, start, start + len(written), names) or []
             out.extend(tile(listed, "llama4", pos, end, names))
@@ -371,8 +372,7 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
         if name not in names:
             continue
         body = head.end()
-        while body < limit and text[body] in " \t\r\n":
-            body += 1
+        body = P.run_end(P.JSON_WS, text, body, limit)
         if body >= limit:
             out.append(found_call(name, {}, "functionary", (head.start(), limit)))
             continue
@@ -405,7 +405,7 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
         if start < resume:
             continue
         first = match.end() - 1  # the first object's "{"
-        objects = list(_chain(text, first))
+        objects = list(chained(text, first, len(text)))
         end = last = objects[-1][1] if objects else first
         resume = max(end, start + 1)
         good = [_good_calls(text[a:b], names) for a, b in objects]
@@ -424,22 +424,6 @@ def json_lines(text: str, names: frozenset[str], out: CallSink) -> None:
 _LIST_END: Final = re.compile(r"\s*\]")
 
 
-def _chain(text: str, pos: int) -> Iterator[tuple[int, int]]:
-    """The spans of the JSON objects chained from ``text[pos]`` (an unclosed one runs to
-    the end)."""
-    cursor = pos
-    while cursor < len(text):
-        while cursor < len(text) and text[cursor] in " \t\r\n,;":
-            cursor += 1
-        if cursor >= len(text) or text[cursor] != "{":
-            return
-        closed, _ = scan(text, cursor, len(text), P.JSON_STRUCTURE, '"')
-        yield cursor, closed if closed is not None else len(text)
-        if closed is None:
-            return
-        cursor = closed
-
-
 def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments]] | None:
     """The calls of one chained JSON object, or ``None`` when one is not good."""
     ok, value, _ = loads(source)  # the calls are read again, with their repairs
@@ -455,9 +439,6 @@ def _good_calls(source: str, names: frozenset[str]) -> list[tuple[str, Arguments
 
 
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "function")
-
-
-# --- the registrations, in the order the recognisers are asked -------------------------------
 
 
 # --- the registrations, in the order the recognisers are asked -------------------------------

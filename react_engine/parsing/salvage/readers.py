@@ -278,28 +278,36 @@ def scan(
                 return pos, pos
 
 
+def chained(text: str, pos: int, limit: int) -> Iterator[tuple[int, int]]:
+    """The spans of the JSON objects chained from ``text[pos]`` (``,``, ``;`` or space
+    between them); one not closed before ``limit`` runs to it and ends the chain."""
+    while True:
+        while pos < limit and text[pos] in " \t\r\n,;":
+            pos += 1
+        if pos >= limit or text[pos] != "{":
+            return
+        closed, _ = scan(text, pos, limit, P.JSON_STRUCTURE, '"')
+        yield pos, closed if closed is not None else limit
+        if closed is None:
+            return
+        pos = closed
+
+
+_LIST_TAIL: Final = re.compile(r"[ \t\r\n,;]*(\])?")
+
+
 def json_objects(text: str, pos: int, limit: int) -> tuple[list[Piece], int]:
     """Calls in JSON at ``text[pos]`` (an object, a list, or objects chained with ``;``),
     and where the JSON ended (``limit`` if never closed)."""
     pieces: list[Piece] = []
     in_list = text[pos] == "["
     cursor = end = pos + 1 if in_list else pos
-    while cursor < limit:
-        while cursor < limit and text[cursor] in " \t\r\n,;":
-            cursor += 1
-        if cursor >= limit:
-            return pieces, limit if in_list else end
-        if in_list and text[cursor] == "]":
-            return pieces, cursor + 1
-        if text[cursor] != "{":
-            break
-        closed, _ = scan(text, cursor, limit, P.JSON_STRUCTURE, '"')
-        end = closed if closed is not None else limit
-        for name, arguments, repairs in call_from_json(text[cursor:end]) or ():
-            pieces.append((name, arguments, cursor, end, repairs))
-        if closed is None:
-            return pieces, limit
-        cursor = end
+    for start, end in chained(text, cursor, limit):
+        for name, arguments, repairs in call_from_json(text[start:end]) or ():
+            pieces.append((name, arguments, start, end, repairs))
+    tail = _LIST_TAIL.match(text, end, limit) if in_list else None
+    if tail is not None and (tail.group(1) or tail.end() == limit):
+        return pieces, tail.end()  # after the "]", or never closed
     return pieces, end
 
 
@@ -382,8 +390,7 @@ def python_list(text: str, start: int, end: int, names: frozenset[str]) -> list[
         if close is None or call is None:
             return None
         pos = close
-        while pos < end and text[pos] in " \t\r\n":
-            pos += 1
+        pos = P.run_end(P.JSON_WS, text, pos, end)
         pieces.append((call[0], call[1], head.start(1), close, call[2]))
         if pos < end and text[pos] == ",":
             pos += 1
