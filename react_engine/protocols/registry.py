@@ -19,7 +19,6 @@ from ..errors import ConfigurationError
 from ..transport.capabilities import Capabilities, RejectedParam
 from ..transport.rejections import REACTIONS
 from .base import Protocol
-from .prompts import TEMPLATE_KINDS
 
 __all__ = [
     "PROTOCOLS",
@@ -64,8 +63,6 @@ class Registration:
     name: str
     protocol: type[Protocol] | str
     """The class, or ``"package.module:Class"``, imported on first use (a light import)."""
-    template_kind: str | None = None
-    """The ``kind`` of the prompt templates it reads, or ``None``."""
     auto: int | None = None
     """Its rank in ``"auto"``'s choice (highest first); ``None``: never chosen."""
     requires: str | None = None
@@ -119,7 +116,6 @@ def register(
     protocol: type[Protocol] | str,
     *,
     name: str | None = None,
-    template_kind: str | None = None,
     auto: int | None = None,
     requires: str | None = None,
     native_calls: bool = False,
@@ -141,9 +137,7 @@ def register(
         raise ConfigurationError(f"{name!r} cannot name a protocol")
     if requires is not None and not isinstance(getattr(Capabilities(), requires, None), bool):
         raise ConfigurationError(f"{requires!r} is not a capability flag")
-    if template_kind is not None and template_kind not in TEMPLATE_KINDS:
-        raise ConfigurationError(f"{template_kind!r} is not a kind of prompt template")
-    entry = Registration(name, protocol, template_kind, auto, requires, native_calls)
+    entry = Registration(name, protocol, auto, requires, native_calls)
     PROTOCOLS[name] = entry
     return entry
 
@@ -245,9 +239,8 @@ def shipped() -> dict[str, Registration]:
     return {e.class_name: e for e in PROTOCOLS.values() if str(e.protocol).startswith(_AT)}
 
 
-register(_AT + "function_calling:FunctionCallingProtocol", name="function_calling",
-         template_kind="function_calling", auto=30, requires="function_calling",
-         native_calls=True)  # fmt: skip
-register(_AT + "text:TextReActProtocol", name="text", template_kind="text", auto=20)
-register(_AT + "structured:StructuredOutputProtocol", name="structured", template_kind="structured")  # fmt: skip  # noqa: E501
+register(_AT + "function_calling:FunctionCallingProtocol", name="function_calling", auto=30,
+         requires="function_calling", native_calls=True)  # fmt: skip
+register(_AT + "text:TextReActProtocol", name="text", auto=20)
+register(_AT + "structured:StructuredOutputProtocol", name="structured")
 register(_AT + "minimal:MinimalProtocol", name="minimal", auto=10)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from react_engine import Agent, ScriptedModel, reply
-from react_engine.errors import ConfigurationError, TemplateError
+from react_engine.errors import TemplateError
 from react_engine.parsing import read_think
 from react_engine.protocols.prompts import (
     TEMPLATE_KINDS,
@@ -19,7 +19,6 @@ from react_engine.protocols.prompts import (
     add_template_kind,
     parse_template,
 )
-from react_engine.protocols.registry import register
 from react_engine.testing.tools import calculator, get_weather
 
 HERMES = '<tool_call>{"name": "get_weather", "arguments": {"location": "Paris"}}</tool_call>'
@@ -71,12 +70,10 @@ def test_one_think_reader() -> None:
     assert (unclosed.rest, unclosed.codes) == ("", ("unclosed_think",))
 
 
-def test_template_kinds_are_open_and_named_by_the_registry() -> None:
+def test_template_kinds_are_open() -> None:
     assert {"text", "function_calling", "structured"} <= set(TEMPLATE_KINDS)
     with pytest.raises(TemplateError, match="unknown kind 'lines'"):
         parse_template({"kind": "lines", "system": "s"}, name="t")
-    with pytest.raises(ConfigurationError, match="not a kind of prompt template"):
-        register("tests:Lines", name="lines", template_kind="lines")
     schema: dict[str, Any] = {"system": (frozenset({"tools"}), frozenset({"tools"}))}
     add_template_kind("lines", TemplateKind(schema))
     try:
