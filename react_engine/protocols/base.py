@@ -151,11 +151,5 @@ class Protocol(ABC):
         """How to give a typed final answer again after it failed validation, as a clause."""
         return "write the final answer again as JSON valid for the schema"
 
-    def parse_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
-        """Read the reply and apply the rules every protocol shares."""
-        from .policy import decide
-
-        return decide(self, reply, ctx)
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -4,7 +4,7 @@
   :class:`ToolArgumentsError` written for the model, never anything else;
 * ``render_observation`` on arbitrary values (nested, huge, circular, unprintable): always
   a string, valid UTF-8, within the length limit;
-* both protocols' ``parse_reply`` on arbitrary replies: never raises, and returns exactly one
+* both protocols' ``decide`` on arbitrary replies: never raises, and returns exactly one
   of calls, a final answer or a format error, with unique call ids and ``tool_choice`` kept;
 * a megabyte of adversarial text through the whole agent (text protocol): a result or our
   own typed error.
@@ -47,6 +47,7 @@ from react_engine import (
     tool,
 )
 from react_engine.protocols.base import Protocol
+from react_engine.protocols.policy import decide
 from react_engine.run.observations import render_observation, serialize_result
 from react_engine.text import valid_unicode
 from react_engine.tools import ToolArgumentsError
@@ -338,7 +339,7 @@ def test_render_summarize_returning_a_non_string() -> None:
     assert out == '{"n":2}'
 
 
-# --- parse_reply of both protocols -------------------------------------------------------------------
+# --- decide of both protocols -------------------------------------------------------------------
 
 
 @tool
@@ -486,10 +487,10 @@ def _check_decision(decision: Decision, reply: ModelResponse, ctx: RequestContex
 
 @settings(PROFILE)
 @given(protocol=protocols, reply=replies, ctx=contexts)
-def test_parse_reply_never_raises_and_decides_one_thing(
+def test_decide_never_raises_and_decides_one_thing(
     protocol: Protocol, reply: ModelResponse, ctx: RequestContext
 ) -> None:
-    decision = protocol.parse_reply(reply, ctx)
+    decision = decide(protocol, reply, ctx)
     _check_decision(decision, reply, ctx)
     if (
         isinstance(protocol, FunctionCallingProtocol)
@@ -638,7 +639,7 @@ def test_a_cut_off_argument_object_never_becomes_a_runnable_call(
         tool_choice="auto",
         capabilities=Capabilities(),
     )
-    decision = protocol.parse_reply(reply, ctx)
+    decision = decide(protocol, reply, ctx)
     _check_decision(decision, reply, ctx)
     for call in decision.calls if isinstance(decision, CallTools) else []:
         if call.error is None:

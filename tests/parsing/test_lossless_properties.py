@@ -6,7 +6,7 @@ Random tools and arguments are rendered as each protocol writes a call (native
 is then damaged in every way the readers repair (fences, quote styles, full-width
 delimiters, comments, trailing commas, a missing final brace...) and in the ways they must
 not guess (cuts, merged tokens, unquoted and unescaped text, random characters), alone and
-combined. Each damaged reply goes through the protocol and the policy (``parse_reply``):
+combined. Each damaged reply goes through the protocol and the policy (``decide``):
 a call that would run must carry exactly the original arguments (or, as plain text, the
 text the model wrote). The number of damaged replies read is asserted.
 
@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from react_engine import Tool
 from react_engine.protocols.base import CallTools, Protocol, RequestContext
 from react_engine.protocols.function_calling import FunctionCallingProtocol
+from react_engine.protocols.policy import decide
 from react_engine.protocols.structured import StructuredOutputProtocol
 from react_engine.protocols.text import TextReActProtocol
 from react_engine.transport.capabilities import Capabilities
@@ -191,7 +192,7 @@ def _check(
         capabilities=Capabilities(),
     )
     reply = _reply(protocol, tool, written, ends_here=cut)
-    decision = PROTOCOLS[protocol].parse_reply(reply, ctx)
+    decision = decide(PROTOCOLS[protocol], reply, ctx)
     TRIED["replies"] += 1
     runs = [c for c in decision.calls if c.error is None] if isinstance(decision, CallTools) else []
     if not runs:
@@ -357,9 +358,7 @@ def _runs(protocol: str, written: str) -> list[Any]:
     ctx = RequestContext(
         model="m", history=[], tools=[_tool("kw2")], tool_choice="auto", capabilities=Capabilities()
     )
-    decision = PROTOCOLS[protocol].parse_reply(
-        _reply(protocol, "kw2", written, ends_here=False), ctx
-    )
+    decision = decide(PROTOCOLS[protocol], _reply(protocol, "kw2", written, ends_here=False), ctx)
     calls = decision.calls if isinstance(decision, CallTools) else []
     return [c.arguments for c in calls if c.error is None]
 

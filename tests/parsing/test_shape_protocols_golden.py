@@ -2,7 +2,7 @@
 
 Each ``fixtures/parser/shape_NAME.txt`` is read by :func:`~react_engine.parsing.parse_react`
 (its ``shape_NAME.json``, in ``test_parser_golden.py``) and here by each protocol as a run
-reads a reply (``parse_reply``: the protocol's reading, then the shared policy), with the
+reads a reply (``decide``: the protocol's reading, then the shared policy), with the
 tools of the native-format goldens offered: ``shape_NAME.protocols.json`` holds both
 decisions (calls with the policy's refusals, a final answer or a format error).
 ``pytest --update-goldens`` rewrites them.
@@ -18,6 +18,7 @@ from support.goldens import expected_for
 from support.native_formats import context, summary
 
 from react_engine import FunctionCallingProtocol, TextReActProtocol
+from react_engine.protocols.policy import decide
 from react_engine.types import ModelResponse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "parser"
@@ -27,7 +28,7 @@ CASES = sorted(FIXTURES.glob("shape_*.txt"))
 def run_case(path: Path) -> dict[str, Any]:
     reply = ModelResponse(content=path.read_bytes().decode("utf-8"), finish_reason="stop")
     out = {
-        protocol.name: summary(protocol.parse_reply(reply, context()))
+        protocol.name: summary(decide(protocol, reply, context()))
         for protocol in (FunctionCallingProtocol(), TextReActProtocol())
     }
     for decision in out.values():

@@ -11,6 +11,7 @@ from react_engine.protocols.base import CallTools, FormatError, Protocol, Reques
 from react_engine.protocols.function_calling import FunctionCallingProtocol
 from react_engine.protocols.limits import MAX_CALLS, MAX_REPLY_CHARS, READ_LIMIT
 from react_engine.protocols.minimal import MinimalProtocol
+from react_engine.protocols.policy import decide
 from react_engine.protocols.structured import StructuredOutputProtocol
 from react_engine.protocols.text import TextReActProtocol
 from react_engine.testing.tools import get_weather
@@ -46,10 +47,10 @@ def _lines(count: int) -> str:
     "protocol", [FunctionCallingProtocol(), TextReActProtocol()], ids=["fc", "text"]
 )
 def test_the_readers_stop_at_the_limit(protocol: Protocol) -> None:
-    decision = protocol.parse_reply(ModelResponse(content=_lines(40)), _ctx(5))
+    decision = decide(protocol, ModelResponse(content=_lines(40)), _ctx(5))
     assert isinstance(decision, CallTools)
     assert [c.arguments for c in decision.calls] == [{"city": f"C{i}"} for i in range(5)]
-    unlimited = protocol.parse_reply(ModelResponse(content=_lines(40)), _ctx(None))
+    unlimited = decide(protocol, ModelResponse(content=_lines(40)), _ctx(None))
     assert isinstance(unlimited, CallTools)
     assert len(unlimited.calls) == 40
 
@@ -57,7 +58,7 @@ def test_the_readers_stop_at_the_limit(protocol: Protocol) -> None:
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.name)
 def test_a_reply_longer_than_the_limit_is_refused_before_it_is_read(protocol: Protocol) -> None:
     text = "Final Answer: " + "x" * MAX_REPLY_CHARS
-    decision = protocol.parse_reply(ModelResponse(content=text), _ctx(READ_LIMIT))
+    decision = decide(protocol, ModelResponse(content=text), _ctx(READ_LIMIT))
     assert isinstance(decision, FormatError)
     assert f"the reply is {len(text):,} characters; at most {MAX_REPLY_CHARS:,}" in (
         decision.feedback
@@ -68,7 +69,7 @@ def test_a_reply_longer_than_the_limit_is_refused_before_it_is_read(protocol: Pr
 def test_a_reply_at_the_limit_is_read(protocol: Protocol) -> None:
     answer = "ANSWER " if isinstance(protocol, MinimalProtocol) else "Final Answer: "
     text = answer + "x" * (MAX_REPLY_CHARS - len(answer))
-    decision = protocol.parse_reply(ModelResponse(content=text), _ctx(READ_LIMIT))
+    decision = decide(protocol, ModelResponse(content=text), _ctx(READ_LIMIT))
     assert "characters; at most" not in getattr(decision, "feedback", "")
 
 
@@ -76,10 +77,10 @@ def test_a_reply_at_the_limit_is_read(protocol: Protocol) -> None:
     "protocol", [FunctionCallingProtocol(), TextReActProtocol()], ids=["fc", "text"]
 )
 def test_a_reply_of_more_calls_than_the_most_is_refused(protocol: Protocol) -> None:
-    many = protocol.parse_reply(ModelResponse(content=_lines(MAX_CALLS + 1)), _ctx(READ_LIMIT))
+    many = decide(protocol, ModelResponse(content=_lines(MAX_CALLS + 1)), _ctx(READ_LIMIT))
     assert isinstance(many, FormatError)
     assert f"more than {MAX_CALLS} tool calls" in many.feedback
-    most = protocol.parse_reply(ModelResponse(content=_lines(MAX_CALLS)), _ctx(READ_LIMIT))
+    most = decide(protocol, ModelResponse(content=_lines(MAX_CALLS)), _ctx(READ_LIMIT))
     assert isinstance(most, CallTools)
     assert len(most.calls) == MAX_CALLS
 
@@ -87,7 +88,7 @@ def test_a_reply_of_more_calls_than_the_most_is_refused(protocol: Protocol) -> N
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.name)
 def test_more_native_calls_than_the_most_are_refused_before_reading(protocol: Protocol) -> None:
     calls = [ToolCall(f"c{i}", "get_weather", '{"city": "P"}') for i in range(MAX_CALLS + 1)]
-    decision = protocol.parse_reply(ModelResponse(content=None, tool_calls=calls), _ctx(READ_LIMIT))
+    decision = decide(protocol, ModelResponse(content=None, tool_calls=calls), _ctx(READ_LIMIT))
     assert isinstance(decision, FormatError)
     assert f"more than {MAX_CALLS} tool calls" in decision.feedback
 
@@ -95,6 +96,6 @@ def test_more_native_calls_than_the_most_are_refused_before_reading(protocol: Pr
 def test_the_refusal_is_worded_in_the_templates_language() -> None:
     protocol = TextReActProtocol(template="zh")
     text = "x" * (MAX_REPLY_CHARS + 1)
-    decision = protocol.parse_reply(ModelResponse(content=text), _ctx(READ_LIMIT))
+    decision = decide(protocol, ModelResponse(content=text), _ctx(READ_LIMIT))
     assert isinstance(decision, FormatError)
     assert f"这次回复有 {len(text):,} 个字符" in decision.feedback

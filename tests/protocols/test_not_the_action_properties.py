@@ -6,7 +6,7 @@ Qwen3-Coder XML, a Python line or list, Mistral, Llama's python tag, JSON) after
 invented ``Observation:``, after a ``Final Answer:``, in a fenced example with prose after
 it, in quotation marks or a block quote, in prose that declines, describes or conditions
 it, or leaves its tag unclosed. Every protocol reads it with the shared policy applied
-(``Protocol.parse_reply``, as a run does); none may return a call to ``rm`` that runs.
+(``policy.decide``, as a run does); none may return a call to ``rm`` that runs.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from react_engine import (
 )
 from react_engine.protocols.base import CallTools, Protocol, RequestContext
 from react_engine.protocols.minimal import MinimalProtocol
+from react_engine.protocols.policy import decide
 from react_engine.types import ModelResponse
 
 RM = Tool.from_schema(
@@ -140,7 +141,7 @@ def replies(draw: st.DrawFn) -> str:
 
 
 def runs_rm(protocol: Protocol, text: str) -> bool:
-    decision = protocol.parse_reply(ModelResponse(content=text), CONTEXT)
+    decision = decide(protocol, ModelResponse(content=text), CONTEXT)
     if not isinstance(decision, CallTools):
         return False
     return any(c.tool == "rm" and c.error is None and c.skip is None for c in decision.calls)

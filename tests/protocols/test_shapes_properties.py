@@ -6,7 +6,7 @@ final answer) in one shape: unlabelled prose, a JSON action behind a chat prefix
 tokens, XML tags, a tool name with junk glued on, a Chinese finish, a JSON action inside a
 sentence, a wrapped input. It is then damaged (cut short by the server, a bracket or tag
 dropped or doubled, name and input swapped, a second conflicting call, junk inserted
-between its parts) and read by ``TextReActProtocol`` with the shared policy (``parse_reply``, as a run
+between its parts) and read by ``TextReActProtocol`` with the shared policy (``decide``, as a run
 does); a plain reply is read twice, so that the reminder rule decides it. Every reading
 either is exactly the intended step or refuses: a call runs with the intended tool and
 arguments (the second call, if any, is held back or is the one the model wrote), and an
@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from react_engine import Capabilities, FunctionCallingProtocol, TextReActProtocol, Tool
 from react_engine.parsing.shapes import marked
 from react_engine.protocols.base import CallTools, FinalAnswer, FormatError, RequestContext
+from react_engine.protocols.policy import decide
 from react_engine.types import ModelResponse, Step
 
 SHAPES = ["plain", "prefix", "deepseek", "xml", "junk", "chinese", "prose", "wrapped"]
@@ -159,11 +160,11 @@ def read(
 ) -> CallTools | FinalAnswer | FormatError:
     """The decision a run takes on ``text``; a plain reply is read again after its reminder."""
     ctx = context(offered, step)
-    decision = TEXT.parse_reply(ModelResponse(content=text, finish_reason=finish), ctx)
+    decision = decide(TEXT, ModelResponse(content=text, finish_reason=finish), ctx)
     if isinstance(decision, FormatError) and decision.plain is not None:
         reminded = Step(0, "format_error", "text", text=text, feedback=decision.feedback)
         again = ModelResponse(content=text, finish_reason=finish)
-        decision = TEXT.parse_reply(again, context(offered, step, [reminded]))
+        decision = decide(TEXT, again, context(offered, step, [reminded]))
     assert isinstance(decision, CallTools | FinalAnswer | FormatError)
     return decision
 
@@ -235,7 +236,7 @@ def test_every_shape_undamaged_reads_right() -> None:
         final = "".join(render(shape, (FINAL, "Paris it is"), pick))
         for protocol in (TEXT, FC):
             response = ModelResponse(content=call, finish_reason="stop")
-            decision = protocol.parse_reply(response, context(offered, ("get_weather", args)))
+            decision = decide(protocol, response, context(offered, ("get_weather", args)))
             assert isinstance(decision, CallTools), (shape, call, decision)
             assert [(c.tool, c.arguments, c.error) for c in decision.calls] == [
                 ("get_weather", args, None)
@@ -253,5 +254,5 @@ def test_json_that_lost_a_bracket_is_never_one_parameter() -> None:
         '```json\n"location": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'
     )
     step = ("get_weather", {"location": "Paris"})
-    decision = TEXT.parse_reply(ModelResponse(content=reply), context(["get_weather"], step))
+    decision = decide(TEXT, ModelResponse(content=reply), context(["get_weather"], step))
     assert isinstance(decision, CallTools) and decision.calls[0].error is not None

@@ -25,7 +25,7 @@ from react_engine import (
 )
 from react_engine.cli import main
 from react_engine.protocols.base import CallTools, FinalAnswer, FormatError, RequestContext
-from react_engine.protocols.policy import CUT_OFF
+from react_engine.protocols.policy import CUT_OFF, decide
 from react_engine.protocols.structured import step_json
 from react_engine.testing.tools import calculator, get_weather
 from react_engine.types import Usage
@@ -61,8 +61,10 @@ def ctx(**kwargs: Any) -> RequestContext:
 
 
 def parse(content: str | None, finish_reason: str = "stop", **kwargs: Any) -> Any:
-    return StructuredOutputProtocol().parse_reply(
-        ModelResponse(content=content, finish_reason=finish_reason, usage=Usage()), ctx(**kwargs)
+    return decide(
+        StructuredOutputProtocol(),
+        ModelResponse(content=content, finish_reason=finish_reason, usage=Usage()),
+        ctx(**kwargs),
     )
 
 
@@ -371,7 +373,7 @@ def test_tool_choice_none() -> None:
         '{"a": "\ud800"}',
     ],
 )
-def test_parse_reply_never_raises(content: str | None) -> None:
+def test_decide_never_raises(content: str | None) -> None:
     decision = parse(content)
     assert isinstance(decision, CallTools | FinalAnswer | FormatError), decision
     if isinstance(decision, CallTools):
@@ -387,7 +389,7 @@ def test_both_shapes_at_once_is_a_format_error() -> None:
 
 def test_reasoning_content_stays_out_of_the_thought_and_answer() -> None:
     response = reply(final("x", thought="Short."), reasoning="Long reasoning.")
-    decision = StructuredOutputProtocol().parse_reply(response, ctx())
+    decision = decide(StructuredOutputProtocol(), response, ctx())
     assert decision.thought == "Short."
     assert isinstance(decision, FinalAnswer) and decision.answer == "x"
 
