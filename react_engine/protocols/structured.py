@@ -32,7 +32,6 @@ from ..types import (
     AssistantMessage,
     Constraint,
     Message,
-    ModelRequest,
     ModelResponse,
     Step,
     UserMessage,
@@ -161,14 +160,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
     def _observation(self, action: ActionRecord) -> str:
         return self.template.fill(
             "observation", tool=action.tool, observation=wrap_observation(action.observation)
-        )
-
-    def build_request(self, ctx: RequestContext) -> ModelRequest:
-        return ModelRequest(
-            model=ctx.model,
-            messages=tuple(self._messages(ctx)),
-            settings=ctx.settings,
-            constraint=self._constraint(ctx),
         )
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:

@@ -124,7 +124,9 @@ class TemplatedProtocol(Protocol):
     and asks again for a typed answer in the template's words."""
 
     template: PromptTemplate
+    send_stop: bool = False
     _render_step: Callable[[Step, object], list[Message]]
+    _constraint: Callable[[RequestContext], Constraint | None]
 
     def render(self, ctx: RequestContext) -> list[Message]:
         t = self.template
@@ -135,12 +137,21 @@ class TemplatedProtocol(Protocol):
         system = system_prompt(t, ctx)
         return render_history(ctx, self, system, self._render_step, question=question)
 
-    def _messages(self, ctx: RequestContext) -> list[Message]:
-        """The history, and the template's ``force_final`` text on a forced final request."""
+    def build_request(self, ctx: RequestContext) -> ModelRequest:
+        """The history, the template's ``force_final`` text on a forced final request, its
+        stop sequences where sent, and the protocol's constraint."""
+        t = self.template
         messages = self.render(ctx)
-        if ctx.force_final and self.template.has("force_final"):
-            messages.append(UserMessage(self.template.fill("force_final")))
-        return messages
+        if ctx.force_final and t.has("force_final"):
+            messages.append(UserMessage(t.fill("force_final")))
+        stop = t.stop[:4] if (self.send_stop and ctx.capabilities.stop) else None
+        return ModelRequest(
+            model=ctx.model,
+            messages=tuple(messages),
+            stop=stop or None,
+            settings=ctx.settings,
+            constraint=self._constraint(ctx),
+        )
 
     def _refused(self, step: Step) -> list[Message]:
         """A format-error step: the reply, if any, and its feedback."""
@@ -275,16 +286,6 @@ class TextReActProtocol(TemplatedProtocol):
         return "\n".join(
             t.fill(key, index=i, tool=a.tool, observation=wrap_observation(a.observation))
             for i, a in enumerate(step.actions, 1)
-        )
-
-    def build_request(self, ctx: RequestContext) -> ModelRequest:
-        stop = self.template.stop[:4] if (self.send_stop and ctx.capabilities.stop) else None
-        return ModelRequest(
-            model=ctx.model,
-            messages=tuple(self._messages(ctx)),
-            stop=stop or None,
-            settings=ctx.settings,
-            constraint=self._constraint(ctx),
         )
 
     def _labels(self) -> ReactLabels:
