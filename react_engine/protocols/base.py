@@ -15,12 +15,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..types import (
+    AssistantMessage,
     HistoryItem,
     Message,
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    Step,
     ToolChoice,
+    UserMessage,
 )
 from ..wording import Notice, word
 from .decision import CallTools, Decision, FinalAnswer, FormatError, MultiAction, PendingCall
@@ -128,6 +131,12 @@ class Protocol(ABC):
         """The message that tells the model why its reply was refused (``error``, a clause);
         ``forced``: a forced final request, which needs no reminder of how to call tools."""
         return f"Your reply could not be used: {word(error, self.language)}."
+
+    def _refused(self, step: Step, reasoning: str | None = None) -> list[Message]:
+        """A format-error step: the reply, if any, and its feedback."""
+        said = step.text if step.text and step.text.strip() else None
+        out: list[Message] = [AssistantMessage(said, reasoning=reasoning)] if said else []
+        return [*out, UserMessage(step.feedback or self.feedback("unreadable reply", forced=True))]
 
     def reject(
         self,

@@ -107,22 +107,14 @@ class FunctionCallingProtocol(Protocol):
         content = step.text if native else step.thought
         reasoning = (step.reasoning or "") if echo else None
         if step.kind == "final":
-            return [
-                AssistantMessage(
-                    step.final_answer if not native else (step.text or step.final_answer)
-                )
-            ]
+            return [AssistantMessage((step.text if native else None) or step.final_answer)]
         if step.kind == "format_error":
-            out: list[Message] = []
-            if step.text and step.text.strip():
-                out.append(AssistantMessage(step.text, reasoning=reasoning))
-            out.append(UserMessage(step.feedback or "Your reply could not be used."))
-            return out
+            return self._refused(step, reasoning)
         calls = tuple(
             ToolCall(a.id, a.tool, arguments_json(a.arguments, a.raw_arguments, exact=a.exact))
             for a in step.actions
         )
-        out = [AssistantMessage(content or None, calls, reasoning=reasoning)]
+        out: list[Message] = [AssistantMessage(content or None, calls, reasoning=reasoning)]
         out.extend(ToolMessage(a.id, a.tool, a.observation) for a in step.actions)
         if step.feedback:
             out.append(UserMessage(step.feedback))

@@ -153,15 +153,6 @@ class TemplatedProtocol(Protocol):
             constraint=self._constraint(ctx),
         )
 
-    def _refused(self, step: Step) -> list[Message]:
-        """A format-error step: the reply, if any, and its feedback."""
-        out: list[Message] = []
-        if step.text and step.text.strip():
-            out.append(AssistantMessage(step.text))
-        error = self.template.fill("format_error", error="unreadable reply", reminder="")
-        out.append(UserMessage(step.feedback or error))
-        return out
-
     def output_retry(self) -> str:
         t = self.template
         return t.fill("output_retry") if t.has("output_retry") else super().output_retry()
