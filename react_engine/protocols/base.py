@@ -66,8 +66,6 @@ class RequestContext:
     """Which of a reply's several calls run (see :data:`MultiAction`)."""
     output: OutputSpec | None = None
     """The run's ``output_type`` (``None``: any text)."""
-    call_limit: int | None = None
-    """Where the readers of calls in text stop (:data:`~.limits.READ_LIMIT`; ``None``: no limit)."""
     memo: dict[Hashable, Any] = field(default_factory=dict)
     """What a protocol keeps between the requests of one run: see :meth:`once`."""
 

@@ -25,6 +25,7 @@ from ..types import (
 )
 from ..wording import Notice, NoticeCode
 from .decision import CallTools
+from .limits import READ_LIMIT
 
 if TYPE_CHECKING:
     from ..parsing.placement import NotAction
@@ -102,7 +103,7 @@ def salvaged_reply(
     why a call was set aside as not the action, if one was."""
     schemas = {t.name: t.parameters for t in ctx.tools}
     prefer = ctx.capabilities.call_format or None
-    found = read_salvaged(content, names, limit=ctx.call_limit, schemas=schemas, prefer=prefer)
+    found = read_salvaged(content, names, limit=READ_LIMIT, schemas=schemas, prefer=prefer)
     if not found:
         return None, found.withheld
     calls, repairs = salvaged_calls(content, found.calls)

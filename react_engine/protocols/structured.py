@@ -138,8 +138,6 @@ class StructuredOutputProtocol(TemplatedProtocol):
             out.append(AssistantMessage(step.text))
             if step.actions:
                 out.append(UserMessage("\n".join(self._observation(a) for a in step.actions)))
-        elif not step.actions:
-            out.append(AssistantMessage(step_json(step.thought, final_answer=step.final_answer)))
         for i, action in enumerate([] if native else step.actions):
             # a step made under another protocol: one object per call, each with its observation
             out.append(AssistantMessage(self._foreign_call(step, i)))

@@ -43,6 +43,7 @@ from .base import (
     Protocol,
     RequestContext,
 )
+from .limits import READ_LIMIT
 from .prompts import PromptTemplate, load_template
 from .shared import (
     close_input,
@@ -311,7 +312,7 @@ class TextReActProtocol(TemplatedProtocol):
         blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
         # A blob reply is read with the examples first: no call there means none outside
         # them either, so the usual blob reply is read once, not twice.
-        if blob and not read_salvaged(raw, names, limit=ctx.call_limit, examples=True):
+        if blob and not read_salvaged(raw, names, limit=READ_LIMIT, examples=True):
             return None
         salvaged, withheld = salvaged_reply(raw, names, ctx)
         if salvaged is not None:
@@ -330,7 +331,7 @@ class TextReActProtocol(TemplatedProtocol):
                 multi_action=True,  # which of several actions run: the policy's choice
                 stop_words=self.template.stop,
                 implicit_final_answer=self.implicit_final_answer,
-                limit=ctx.call_limit,  # stops there: more is refused (protocols.limits)
+                limit=READ_LIMIT,  # stops there: more is refused (protocols.limits)
                 tools=ctx.tool_names(),
             )
         except ReActParseError as exc:

@@ -31,7 +31,7 @@ from ..protocols.base import (
     Protocol,
     RequestContext,
 )
-from ..protocols.limits import READ_LIMIT, READ_ON_LOOP
+from ..protocols.limits import READ_ON_LOOP
 from ..protocols.output import OutputSpec, output_spec
 from ..protocols.policy import decide
 from ..protocols.registry import ProtocolOptions, adapt
@@ -154,7 +154,6 @@ class Loop:
             force_final=ctl.force_final is not None,
             multi_action=cfg.multi_action,
             output=ctl.output,
-            call_limit=READ_LIMIT,
             memo=state.memo,
         )
         started = time.perf_counter()

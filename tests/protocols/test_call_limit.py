@@ -1,6 +1,6 @@
 """Hostile replies are bounded once, at the edge (:mod:`react_engine.protocols.limits`):
 a reply too long, or with too many calls, is refused before (or instead of) being read,
-and the readers stop at ``RequestContext.call_limit``."""
+and the readers stop at ``READ_LIMIT``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ PROTOCOLS = [
 ]
 
 
-def _ctx(limit: int | None) -> RequestContext:
+def _ctx() -> RequestContext:
     return RequestContext(
         model="m",
         history=[],
@@ -33,7 +33,6 @@ def _ctx(limit: int | None) -> RequestContext:
         tool_choice="auto",
         capabilities=Capabilities(),
         multi_action="all",
-        call_limit=limit,
     )
 
 
@@ -47,18 +46,15 @@ def _lines(count: int) -> str:
     "protocol", [FunctionCallingProtocol(), TextReActProtocol()], ids=["fc", "text"]
 )
 def test_the_readers_stop_at_the_limit(protocol: Protocol) -> None:
-    decision = decide(protocol, ModelResponse(content=_lines(40)), _ctx(5))
-    assert isinstance(decision, CallTools)
-    assert [c.arguments for c in decision.calls] == [{"city": f"C{i}"} for i in range(5)]
-    unlimited = decide(protocol, ModelResponse(content=_lines(40)), _ctx(None))
-    assert isinstance(unlimited, CallTools)
-    assert len(unlimited.calls) == 40
+    read = protocol.read_reply(ModelResponse(content=_lines(READ_LIMIT + 20)), _ctx())
+    assert isinstance(read, CallTools)
+    assert [c.arguments for c in read.calls] == [{"city": f"C{i}"} for i in range(READ_LIMIT)]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.name)
 def test_a_reply_longer_than_the_limit_is_refused_before_it_is_read(protocol: Protocol) -> None:
     text = "Final Answer: " + "x" * MAX_REPLY_CHARS
-    decision = decide(protocol, ModelResponse(content=text), _ctx(READ_LIMIT))
+    decision = decide(protocol, ModelResponse(content=text), _ctx())
     assert isinstance(decision, FormatError)
     assert f"the reply is {len(text):,} characters; at most {MAX_REPLY_CHARS:,}" in (
         decision.feedback
@@ -69,7 +65,7 @@ def test_a_reply_longer_than_the_limit_is_refused_before_it_is_read(protocol: Pr
 def test_a_reply_at_the_limit_is_read(protocol: Protocol) -> None:
     answer = "ANSWER " if isinstance(protocol, MinimalProtocol) else "Final Answer: "
     text = answer + "x" * (MAX_REPLY_CHARS - len(answer))
-    decision = decide(protocol, ModelResponse(content=text), _ctx(READ_LIMIT))
+    decision = decide(protocol, ModelResponse(content=text), _ctx())
     assert "characters; at most" not in getattr(decision, "feedback", "")
 
 
@@ -77,10 +73,10 @@ def test_a_reply_at_the_limit_is_read(protocol: Protocol) -> None:
     "protocol", [FunctionCallingProtocol(), TextReActProtocol()], ids=["fc", "text"]
 )
 def test_a_reply_of_more_calls_than_the_most_is_refused(protocol: Protocol) -> None:
-    many = decide(protocol, ModelResponse(content=_lines(MAX_CALLS + 1)), _ctx(READ_LIMIT))
+    many = decide(protocol, ModelResponse(content=_lines(MAX_CALLS + 1)), _ctx())
     assert isinstance(many, FormatError)
     assert f"more than {MAX_CALLS} tool calls" in many.feedback
-    most = decide(protocol, ModelResponse(content=_lines(MAX_CALLS)), _ctx(READ_LIMIT))
+    most = decide(protocol, ModelResponse(content=_lines(MAX_CALLS)), _ctx())
     assert isinstance(most, CallTools)
     assert len(most.calls) == MAX_CALLS
 
@@ -88,7 +84,7 @@ def test_a_reply_of_more_calls_than_the_most_is_refused(protocol: Protocol) -> N
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=lambda p: p.name)
 def test_more_native_calls_than_the_most_are_refused_before_reading(protocol: Protocol) -> None:
     calls = [ToolCall(f"c{i}", "get_weather", '{"city": "P"}') for i in range(MAX_CALLS + 1)]
-    decision = decide(protocol, ModelResponse(content=None, tool_calls=calls), _ctx(READ_LIMIT))
+    decision = decide(protocol, ModelResponse(content=None, tool_calls=calls), _ctx())
     assert isinstance(decision, FormatError)
     assert f"more than {MAX_CALLS} tool calls" in decision.feedback
 
@@ -96,6 +92,6 @@ def test_more_native_calls_than_the_most_are_refused_before_reading(protocol: Pr
 def test_the_refusal_is_worded_in_the_templates_language() -> None:
     protocol = TextReActProtocol(template="zh")
     text = "x" * (MAX_REPLY_CHARS + 1)
-    decision = decide(protocol, ModelResponse(content=text), _ctx(READ_LIMIT))
+    decision = decide(protocol, ModelResponse(content=text), _ctx())
     assert isinstance(decision, FormatError)
     assert f"这次回复有 {len(text):,} 个字符" in decision.feedback

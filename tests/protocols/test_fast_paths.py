@@ -27,6 +27,7 @@ from react_engine.protocols import function_calling as FC
 from react_engine.protocols import prompts as P
 from react_engine.protocols import text as T
 from react_engine.protocols.base import CallTools, FormatError, RequestContext
+from react_engine.protocols.limits import READ_LIMIT
 from react_engine.protocols.policy import new_call_id
 from react_engine.protocols.prompts import PromptTemplate
 from react_engine.protocols.shared import guard_depth, parsed_arguments_error
@@ -88,7 +89,7 @@ def _native_long_way(
     found = SV.read_salvaged(
         raw,
         ctx.tool_names(),
-        limit=ctx.call_limit,
+        limit=READ_LIMIT,
         schemas={t.name: t.parameters for t in ctx.tools},
         prefer=ctx.capabilities.call_format or None,
     )
