@@ -129,11 +129,8 @@ class FunctionCallingProtocol(Protocol):
             t = self.template
             if t.has("output_system") and isinstance(messages[0], SystemMessage):
                 messages[0] = SystemMessage(f"{messages[0].content}\n\n{t.fill('output_system')}")
-            describe = (
-                t.fill("output_tool", type_name=ctx.output.name)
-                if t.has("output_tool")
-                else "Give your final answer by calling this tool with it."
-            )
+            describe = "Give your final answer by calling this tool with it."
+            describe = t.fill("output_tool", describe, type_name=ctx.output.name)
             final_only = ctx.force_final or ctx.tool_choice == "none" or not tools
             tools = [*([] if final_only else tools), ctx.output.tool_schema(describe)]
             named = not final_only and ctx.tool_choice in ctx.tool_names()
@@ -162,9 +159,8 @@ class FunctionCallingProtocol(Protocol):
         return self.template.fill("output_force_final" if typed else "force_final")
 
     def output_retry(self) -> str:
-        if self.template.has("output_retry"):
-            return self.template.fill("output_retry")
-        return f"call {FINAL_RESULT}, alone, with arguments valid for its schema"
+        retry = f"call {FINAL_RESULT}, alone, with arguments valid for its schema"
+        return self.template.fill("output_retry", retry)
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         if ctx.output is None:

@@ -129,18 +129,18 @@ class PromptTemplate:
     def has(self, key: str) -> bool:
         return key in self.texts
 
-    def fill(self, key: str, /, **values: Any) -> str:
-        """Fill one text strictly: every placeholder it uses must be given."""
+    def fill(self, key: str, default: str | None = None, /, **values: Any) -> str:
+        """Fill one text strictly: every placeholder it uses must be given. A template
+        without the text gives ``default``, or fails when there is none."""
         if (text := self.texts.get(key)) is None:
+            if default is not None:
+                return default
             raise _error(self.name, f"no {key!r} text")
         used = _fields(text, self.name, key)
         if not values.keys() >= used:
             missing = ", ".join(sorted(used - set(values)))
             raise _error(self.name, f"{key!r} needs a value for {missing}")
         return text.format(**values)  # values it does not use are left out
-
-    def label(self, key: str, default: str) -> str:
-        return self.labels.get(key, default)
 
 
 @functools.lru_cache(maxsize=512)
@@ -225,9 +225,6 @@ def list_templates() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.toml")) if folder else []
 
 
-_cache: dict[str, PromptTemplate] = {}
-
-
 def load_template(
     name_or_path: str | Path | PromptTemplate, *, kind: str | None = None
 ) -> PromptTemplate:
@@ -240,10 +237,9 @@ def load_template(
     return template
 
 
+@functools.cache
 def _load(name_or_path: str | Path) -> PromptTemplate:
     key = str(name_or_path)
-    if key in _cache:
-        return _cache[key]
     path = Path(key)
     if path.suffix != ".toml" or not path.exists():
         folder = _builtin_dir()
@@ -259,6 +255,4 @@ def _load(name_or_path: str | Path) -> PromptTemplate:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise TemplateError(f"cannot read template {str(path)!r}: {exc}", template=key) from exc
-    template = parse_template(data, name=path.stem, source=str(path))
-    _cache[key] = template
-    return template
+    return parse_template(data, name=path.stem, source=str(path))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from ..errors import JSONRepairError
 from ..nesting import TOO_DEEP, exceeds_depth
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from .prompts import PromptTemplate
 
 __all__ = [
-    "GRAMMAR_STYLES",
     "arguments_json",
     "close_input",
     "constraint_style",
@@ -260,10 +259,6 @@ def render_history(
     return messages
 
 
-GRAMMAR_STYLES: Final = frozenset({"llama.cpp", "vllm"})
-"""The constraint styles that take a GBNF grammar (vLLM's guided decoding reads one too)."""
-
-
 def constraint_style(
     ctx: RequestContext, *, wanted: bool = True, grammar: bool = False
 ) -> ConstraintStyle | None:
@@ -271,7 +266,8 @@ def constraint_style(
     with ``grammar``, only a style that takes a grammar."""
     caps = ctx.capabilities
     style = caps.constraint_style if wanted and caps.constrained_decoding else None
-    return None if grammar and style not in GRAMMAR_STYLES else style
+    # llama.cpp and vLLM (its guided decoding) take a GBNF grammar
+    return None if grammar and style not in ("llama.cpp", "vllm") else style
 
 
 def step_shape(ctx: RequestContext) -> dict[str, Any]:

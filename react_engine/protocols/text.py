@@ -133,7 +133,7 @@ class TemplatedProtocol(Protocol):
         t = self.template
 
         def question(text: str) -> Message:
-            return UserMessage(t.fill("question", question=text) if t.has("question") else text)
+            return UserMessage(t.fill("question", text, question=text))
 
         system = system_prompt(t, ctx)
         return render_history(ctx, self, system, self._render_step, question=question)
@@ -155,14 +155,13 @@ class TemplatedProtocol(Protocol):
         )
 
     def output_retry(self) -> str:
-        t = self.template
-        return t.fill("output_retry") if t.has("output_retry") else super().output_retry()
+        return self.template.fill("output_retry", super().output_retry())
 
     def feedback(self, error: Notice | str, *, forced: bool = False) -> str:
         """The template's ``format_error`` message in its language, with its
         ``format_reminder`` unless the request was a forced final one."""
         t, said = self.template, word(error, self.template.language)
-        reminder = t.fill("format_reminder") if t.has("format_reminder") and not forced else ""
+        reminder = "" if forced else t.fill("format_reminder", "")
         return t.fill("format_error", error=said, reminder=reminder).strip()
 
     def _format_error(
@@ -342,7 +341,7 @@ class TextReActProtocol(TemplatedProtocol):
             plain = self._plain(raw) if unlabeled else None
             where = {"line": str(exc.line), "column": str(exc.column), "expected": exc.expected}
             if unlabeled:
-                label = self.template.label("final_answer", "Final Answer")
+                label = self.template.labels.get("final_answer", "Final Answer")
                 error = Notice(NoticeCode.UNLABELED, label=label)
             else:
                 error = Notice(exc.code, reason=exc.reason, **where)

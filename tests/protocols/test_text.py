@@ -338,7 +338,7 @@ def test_a_label_nothing_reads_is_an_error() -> None:
     with pytest.raises(TemplateError, match="unknown labels observation"):
         parse_template({**texts, "labels": {"observation": "Obs"}}, name="bad")
     labels = {"thought": "T", "final_thought": "done", "colon": ": ", "action_format": "lines"}
-    assert parse_template({**texts, "labels": labels}, name="ok").label("thought", "") == "T"
+    assert parse_template({**texts, "labels": labels}, name="ok").labels["thought"] == "T"
 
 
 def test_user_template_from_a_file(tmp_path: Any) -> None:
