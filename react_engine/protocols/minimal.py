@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..parsing import read_think
 from ..types import AssistantMessage, Message, ModelRequest, ModelResponse, Step, UserMessage
 from ..wording import Notice
 from .base import (
@@ -33,7 +32,7 @@ from .base import (
     Protocol,
     RequestContext,
 )
-from .shared import arguments_json, guard_depth, output_instruction, render_history
+from .shared import arguments_json, guard_depth, output_instruction, reasoning, render_history
 
 if TYPE_CHECKING:
     from .registry import ScriptStep
@@ -96,8 +95,7 @@ class MinimalProtocol(Protocol):
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         content = reply.content or ""
-        thinking = read_think(content)
-        thought, said = thinking.reasoning, thinking.rest
+        thought, said, _ = reasoning(content)
         text = said.strip()
         head, *rest = text.split(maxsplit=1) or [""]  # ANSWER, then a space or a line break
         if head == "ANSWER" and rest:

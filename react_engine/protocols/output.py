@@ -9,7 +9,6 @@ applied by :mod:`react_engine.protocols.policy`.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,9 +50,6 @@ class OutputSpec:
     @property
     def name(self) -> str:
         return getattr(self.type, "__name__", None) or repr(self.type)
-
-    def schema_text(self) -> str:
-        return json.dumps(self.schema, ensure_ascii=False)
 
     def tool_schema(self, description: str) -> dict[str, Any]:
         """The ``final_result`` entry of a request's ``tools`` array."""

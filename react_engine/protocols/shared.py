@@ -286,7 +286,7 @@ def output_instruction(ctx: RequestContext, template: PromptTemplate | None = No
     """What a prompted protocol tells the model of a typed final answer, ``None`` if untyped."""
     if ctx.output is None:
         return None
-    schema = ctx.output.schema_text()
+    schema = json.dumps(ctx.output.schema, ensure_ascii=False)
     if template is not None and template.has("output_schema"):
         return template.fill("output_schema", schema=schema, type_name=ctx.output.name)
     return f"The final answer must be one JSON value valid for this JSON Schema:\n{schema}"

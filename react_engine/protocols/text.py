@@ -239,13 +239,9 @@ class TextReActProtocol(TemplatedProtocol):
         t = self.template
         native = step.protocol == self.name and bool(step.text)
         if step.kind == "final":
-            answer = step.final_answer or ""
-            text = (
-                step.text
-                if native
-                else t.fill("final_example", thought="I now know the final answer", answer=answer)
-            )
-            return [AssistantMessage(text or answer)]
+            answer, thought = step.final_answer or "", "I now know the final answer"
+            said = step.text if native else t.fill("final_example", thought=thought, answer=answer)
+            return [AssistantMessage(said or answer)]
         if step.kind == "format_error":
             return self._refused(step)
         if native:
@@ -253,17 +249,11 @@ class TextReActProtocol(TemplatedProtocol):
         else:
             blocks = []
             for i, action in enumerate(step.actions):
-                thought = (step.thought or "").strip() if i == 0 else ""
+                thought = ((step.thought or "").strip() if i == 0 else "") or "I will use a tool."
                 args = action.arguments
                 shown = json.dumps(args, ensure_ascii=False) if isinstance(args, dict) else args
-                blocks.append(
-                    t.fill(
-                        "action_example",
-                        thought=thought or "I will use a tool.",
-                        tool=action.tool,
-                        input=shown,
-                    )
-                )
+                block = t.fill("action_example", thought=thought, tool=action.tool, input=shown)
+                blocks.append(block)
             said = "\n".join(blocks)
         out: list[Message] = [AssistantMessage(said), UserMessage(self._observations(step))]
         if step.feedback:
@@ -338,7 +328,6 @@ class TextReActProtocol(TemplatedProtocol):
             if native is not None:
                 return native
             unlabeled = exc.code == NoticeCode.UNLABELED
-            plain = self._plain(raw) if unlabeled else None
             where = {"line": str(exc.line), "column": str(exc.column), "expected": exc.expected}
             if unlabeled:
                 label = self.template.labels.get("final_answer", "Final Answer")
@@ -346,7 +335,7 @@ class TextReActProtocol(TemplatedProtocol):
             else:
                 error = Notice(exc.code, reason=exc.reason, **where)
             refused = self._format_error(raw.strip() or None, error, forced=ctx.force_final)
-            refused.plain = plain
+            refused.plain = self._plain(raw) if unlabeled else None
             return refused
         native = self._native(raw, parsed, ctx)
         if native is not None:
