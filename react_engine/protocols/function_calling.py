@@ -200,19 +200,7 @@ class FunctionCallingProtocol(Protocol):
     def _read(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         content = reply.content or ""
         think, said, thought = reasoning(content)
-        if ctx.force_final:
-            # tools are off: only the text can be the answer
-            answer = said.strip()
-            if not answer:
-                return FormatError(
-                    text=content,
-                    thought=think,
-                    feedback=self._force_final_text(ctx),
-                    problem="only reasoning" if think or reply.reasoning else "empty",
-                )
-            return FinalAnswer(text=content, thought=think, answer=answer)
-
-        calls = native_calls(reply)
+        calls = [] if ctx.force_final else native_calls(reply)  # forced: only text can answer
         if calls:
             return CallTools(
                 text=content or None,
@@ -220,17 +208,19 @@ class FunctionCallingProtocol(Protocol):
                 calls=calls,
                 repairs=[r for c in calls for r in c.repairs],
             )
-
-        if self.salvage and (ctx.tools or ctx.output) and content.strip():
+        salvage = self.salvage and not ctx.force_final and (ctx.tools or ctx.output)
+        if salvage and content.strip():
             salvaged = self._salvage(content, ctx)
             if salvaged is not None:
                 return salvaged
-
-        if not said.strip():
+        if said.strip():
+            return FinalAnswer(text=content, thought=think, answer=said.strip())
+        if ctx.force_final:
+            problem = "only reasoning" if think or reply.reasoning else "empty"
             return FormatError(
-                text=content, thought=think, feedback=self.template.fill("empty_reply")
+                text=content, thought=think, feedback=self._force_final_text(ctx), problem=problem
             )
-        return FinalAnswer(text=content, thought=think, answer=said.strip())
+        return FormatError(text=content, thought=think, feedback=self.template.fill("empty_reply"))
 
     def _salvage(self, content: str, ctx: RequestContext) -> CallTools | None:
         names = ctx.tool_names()

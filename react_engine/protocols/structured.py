@@ -195,13 +195,9 @@ class StructuredOutputProtocol(TemplatedProtocol):
         reasoning, body, repairs = thinking.reasoning, thinking.rest, list(thinking.codes)
         text = body.strip() or None
         if not body.strip():
-            error = (
-                UNCLOSED_THINK
-                if "unclosed_think" in repairs and reply.finish_reason != "length"
-                else CUT_SHORT
-                if "unclosed_think" in repairs
-                else "the reply was empty"
-            )
+            error = "the reply was empty"
+            if "unclosed_think" in repairs:
+                error = CUT_SHORT if reply.finish_reason == "length" else UNCLOSED_THINK
             return fail(raw.strip() or None, error, reasoning)
         cut = reply.finish_reason == "length"
         try:
