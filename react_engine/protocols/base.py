@@ -108,10 +108,6 @@ class Protocol(ABC):
         return [{"content": step.thought, "tool_calls": calls}]
 
     @abstractmethod
-    def render(self, ctx: RequestContext) -> list[Message]:
-        """The whole history as this protocol's messages (system prompt first)."""
-
-    @abstractmethod
     def build_request(self, ctx: RequestContext) -> ModelRequest:
         """One chat request for the next step."""
 

@@ -76,12 +76,7 @@ _OBS_TAG = re.compile(r"<(\s*/?\s*observation\b[^<>]*)>", re.IGNORECASE)
 
 def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
     """A prompt template's system text: instructions, tools, what ``tool_choice`` asks for
-    and a typed answer's schema, in the template's words; built once per run."""
-    key = ("system_prompt", ctx.instructions, ctx.tool_choice, ctx.output)
-    return ctx.once((template,), key, functools.partial(_system_prompt, template, ctx))
-
-
-def _system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
+    and a typed answer's schema, in the template's words (a run builds it once)."""
     t = template
     names = ctx.tool_names()
     tools = (  # one JSON line per tool
@@ -131,11 +126,12 @@ class TemplatedProtocol(Protocol):
 
     def render(self, ctx: RequestContext) -> list[Message]:
         t = self.template
+        key = ("system_prompt", ctx.instructions, ctx.tool_choice, ctx.output)
+        system = ctx.once((t,), key, functools.partial(system_prompt, t, ctx))
 
         def question(text: str) -> Message:
             return UserMessage(t.fill("question", text, question=text))
 
-        system = system_prompt(t, ctx)
         return render_history(ctx, self, system, self._render_step, question=question)
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
