@@ -96,8 +96,7 @@ def decide(protocol: Protocol, reply: ModelResponse, ctx: Context) -> Decision:
         if not isinstance(decision, CallTools) or len(decision.calls) <= MAX_CALLS:
             return apply(protocol, decision, reply, ctx)
         refused = TOO_MANY_CALLS
-    text = (reply.content or "").strip() or None
-    unread = FormatError(text=text, feedback="")
+    unread = FormatError(text=(reply.content or "").strip() or None, feedback="")
     return protocol.reject(unread, refused, problem=_LARGE)
 
 

@@ -112,13 +112,10 @@ class StructuredOutputProtocol(TemplatedProtocol):
         out = []
         for i, (tool, args) in enumerate(step.calls):
             thought = (step.thought or "I will use a tool.") if i == 0 else "Next call."
-            if isinstance(args, str):
-                action = (
-                    json.dumps({"tool": tool}, ensure_ascii=False)[:-1] + f', "arguments": {args}}}'
-                )
-                out.append({"content": f'{{"thought": {json.dumps(thought)}, "action": {action}}}'})
-            else:
-                out.append({"content": step_json(thought, tool=tool, arguments=args)})
+            content = step_json(thought, tool=tool, arguments={} if isinstance(args, str) else args)
+            if isinstance(args, str):  # the arguments as written, JSON or not
+                content = content.removesuffix("{}}}") + args + "}}"
+            out.append({"content": content})
         return out
 
     def __repr__(self) -> str:
