@@ -127,7 +127,7 @@ class FunctionCallingProtocol(Protocol):
         required = "required" if ctx.capabilities.tool_choice_required else "auto"
         if ctx.output is not None:  # the answer is a call to final_result: a call is asked for
             t = self.template
-            if t.has("output_system") and isinstance(messages[0], SystemMessage):
+            if "output_system" in t.texts and isinstance(messages[0], SystemMessage):
                 messages[0] = SystemMessage(f"{messages[0].content}\n\n{t.fill('output_system')}")
             describe = "Give your final answer by calling this tool with it."
             describe = t.fill("output_tool", describe, type_name=ctx.output.name)
@@ -155,7 +155,7 @@ class FunctionCallingProtocol(Protocol):
         )
 
     def _force_final_text(self, ctx: RequestContext) -> str:
-        typed = ctx.output is not None and self.template.has("output_force_final")
+        typed = ctx.output is not None and "output_force_final" in self.template.texts
         return self.template.fill("output_force_final" if typed else "force_final")
 
     def output_retry(self) -> str:

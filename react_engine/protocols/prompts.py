@@ -126,9 +126,6 @@ class PromptTemplate:
     """The language the engine's own observations are worded in (``"en"``, ``"zh"``): the
     template's ``language`` key, else ``"zh"`` when its labels are Chinese."""
 
-    def has(self, key: str) -> bool:
-        return key in self.texts
-
     def fill(self, key: str, default: str | None = None, /, **values: Any) -> str:
         """Fill one text strictly: every placeholder it uses must be given. A template
         without the text gives ``default``, or fails when there is none."""

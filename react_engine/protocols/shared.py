@@ -287,6 +287,6 @@ def output_instruction(ctx: RequestContext, template: PromptTemplate | None = No
     if ctx.output is None:
         return None
     schema = json.dumps(ctx.output.schema, ensure_ascii=False)
-    if template is not None and template.has("output_schema"):
+    if template is not None and "output_schema" in template.texts:
         return template.fill("output_schema", schema=schema, type_name=ctx.output.name)
     return f"The final answer must be one JSON value valid for this JSON Schema:\n{schema}"

@@ -93,13 +93,13 @@ def system_prompt(template: PromptTemplate, ctx: RequestContext) -> str:
         tool_names=", ".join(names),
     ).strip()
     extra = None
-    if not names and t.has("no_tools"):
+    if not names and "no_tools" in t.texts:
         extra = t.fill("no_tools")
-    elif ctx.tool_choice == "none" and t.has("tool_none"):
+    elif ctx.tool_choice == "none" and "tool_none" in t.texts:
         extra = t.fill("tool_none")
-    elif ctx.tool_choice in names and t.has("tool_named"):
+    elif ctx.tool_choice in names and "tool_named" in t.texts:
         extra = t.fill("tool_named", tool=ctx.tool_choice)
-    elif ctx.tool_choice == "required" and t.has("tool_required"):
+    elif ctx.tool_choice == "required" and "tool_required" in t.texts:
         extra = t.fill("tool_required", tool_names=", ".join(names))
     parts = [system, extra, output_instruction(ctx, t)]
     return "\n\n".join(p for p in parts if p)
@@ -139,7 +139,7 @@ class TemplatedProtocol(Protocol):
         stop sequences where sent, and the protocol's constraint."""
         t = self.template
         messages = self.render(ctx)
-        if ctx.force_final and t.has("force_final"):
+        if ctx.force_final and "force_final" in t.texts:
             messages.append(UserMessage(t.fill("force_final")))
         stop = t.stop[:4] if (self.send_stop and ctx.capabilities.stop) else None
         return ModelRequest(
@@ -258,7 +258,7 @@ class TextReActProtocol(TemplatedProtocol):
 
     def _observations(self, step: Step) -> str:
         t = self.template
-        several = len(step.actions) > 1 and t.has("observation_item")
+        several = len(step.actions) > 1 and "observation_item" in t.texts
         key = "observation_item" if several else "observation"
         return "\n".join(
             t.fill(key, index=i, tool=a.tool, observation=wrap_observation(a.observation))
