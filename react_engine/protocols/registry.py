@@ -58,7 +58,7 @@ class ScriptStep:
 
 @dataclass(frozen=True, slots=True)
 class Registration:
-    """Everything the package knows of one protocol; calling it builds the protocol."""
+    """Everything the package knows of one protocol (``.cls.from_options`` builds it)."""
 
     name: str
     protocol: type[Protocol] | str
@@ -91,9 +91,6 @@ class Registration:
         if isinstance(self.protocol, str):
             return self.protocol.rpartition(":")[2]
         return self.protocol.__name__
-
-    def __call__(self, options: ProtocolOptions) -> Protocol:
-        return self.cls.from_options(options)
 
     def scripted(self, replies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """A scripted transcript in the native format, written in this protocol's format."""
@@ -171,11 +168,11 @@ def choose(spec: str | Protocol, options: ProtocolOptions, why: str) -> tuple[Pr
     if isinstance(spec, Protocol):
         return spec, "explicit"
     if spec != "auto":
-        return registration(spec)(options), "explicit"
+        return registration(spec).cls.from_options(options), "explicit"
     order = auto_order(options.capabilities)
     if not order:
         raise ConfigurationError('no registered protocol can be chosen by protocol="auto"')
-    return registration(order[0])(options), why
+    return registration(order[0]).cls.from_options(options), why
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +217,8 @@ def adapt(
     event = reaction.event.format(model=model, url=url, protocol=target)
     if target is None:
         return Adaptation(caps, learned, event)
-    switched = registration(target)(dataclasses.replace(options, capabilities=caps))
+    options = dataclasses.replace(options, capabilities=caps)
+    switched = registration(target).cls.from_options(options)
     return Adaptation(caps, learned, event, switched, f"fallback: the server rejected {kind}")
 
 

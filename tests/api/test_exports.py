@@ -93,7 +93,7 @@ def test_every_shipped_protocol_is_exported_by_its_registration() -> None:
     for entry in shipped:
         cls = getattr(react_engine, entry.class_name)
         assert cls is getattr(react_engine.protocols, entry.class_name) is entry.cls
-        assert type(entry(ProtocolOptions(react_engine.Capabilities()))) is cls
+        assert type(entry.cls.from_options(ProtocolOptions(react_engine.Capabilities()))) is cls
         assert entry.class_name in react_engine.__all__
         assert entry.class_name in react_engine.protocols.__all__
     from react_engine import MinimalProtocol
