@@ -33,13 +33,6 @@ whatever the format is decided here, in this order:
    default every read-only call plus the first other one; a read-only call after that one
    waits too), and never a *blind* later call whose arguments hold a :func:`placeholder`.
    A held call is recorded as ``skipped`` and its observation says why.
-
-Also, each a step of :func:`apply`: native ``tool_calls`` are read first under every
-protocol (unless :attr:`Protocol.reads_native_calls`); a plain reply after one reminder is
-the answer (``unlabeled_answer``); text inputs are read onto parameters where that is no
-guess; a final answer written as ReAct steps is the text after its final-answer label.
-
-A refused reply becomes a :class:`FormatError` worded by the protocol (:meth:`Protocol.reject`).
 """
 
 from __future__ import annotations
