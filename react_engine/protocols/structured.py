@@ -205,7 +205,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
             elif "nesting deeper than" in str(exc):
                 # almost always a call's arguments: said as the other protocols say it
                 error = f"the reply nests too deeply to be read: {TOO_DEEP}"
-            elif body.lstrip()[:1] not in ("{", "[", "`"):
+            elif body.lstrip()[:1] not in _JSON_OPENS:
                 refused = fail(text, PLAIN, reasoning)
                 refused.plain = body.strip()  # prose: the answer, should it come again
                 return refused

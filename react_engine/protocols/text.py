@@ -135,8 +135,6 @@ class TemplatedProtocol(Protocol):
         return render_history(ctx, self, system, self._render_step, question=question)
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
-        """The history, the template's ``force_final`` text on a forced final request, its
-        stop sequences where sent, and the protocol's constraint."""
         t = self.template
         messages = self.render(ctx)
         if ctx.force_final and "force_final" in t.texts:
