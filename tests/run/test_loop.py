@@ -47,7 +47,7 @@ def run_state(model: ScriptedModel, protocol: str = "function_calling", **config
     return RunState(
         question="Weather in Paris?",
         history=[UserTurn("Weather in Paris?")],
-        protocol=registration(protocol)(ProtocolOptions(caps, None, False)),
+        protocol=registration(protocol).cls.from_options(ProtocolOptions(caps, None, False)),
         protocol_reason="explicit",
         caps=caps,
         config=AgentConfig(**config),
