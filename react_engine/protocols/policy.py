@@ -447,9 +447,8 @@ def effects(decision: CallTools, ctx: Context) -> None:
         if call.tool not in read_only:
             changing = changing or call.tool
     if held:
-        ran = len(calls) - len(held)
         named = ", ".join(held[:_MAX_NAMED])
         if len(held) > _MAX_NAMED:
             named += f" and {len(held) - _MAX_NAMED} more"
-        counts = {"count": str(len(calls)), "ran": str(ran), "mode": repr(mode)}
+        counts = {"count": str(len(calls)), "ran": str(len(calls) - len(held)), "mode": repr(mode)}
         decision.events.append(Notice(NoticeCode.CALLS_HELD, held=named, **counts))
