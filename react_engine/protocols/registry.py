@@ -85,13 +85,6 @@ class Registration:
             raise ConfigurationError(f"{self.protocol!r} names no Protocol class")
         return found
 
-    @property
-    def class_name(self) -> str:
-        """The class's name, read without importing its module."""
-        if isinstance(self.protocol, str):
-            return self.protocol.rpartition(":")[2]
-        return self.protocol.__name__
-
     def scripted(self, replies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """A scripted transcript in the native format, written in this protocol's format."""
         out: list[dict[str, Any]] = []
@@ -233,8 +226,10 @@ _AT = f"{__package__}."
 
 
 def shipped() -> dict[str, Registration]:
-    """The shipped protocols by class name: what ``react_engine.protocols`` exports."""
-    return {e.class_name: e for e in PROTOCOLS.values() if str(e.protocol).startswith(_AT)}
+    """The shipped protocols by class name (read without importing their modules): what
+    ``react_engine.protocols`` exports."""
+    paths = {str(e.protocol): e for e in PROTOCOLS.values()}
+    return {path.rpartition(":")[2]: e for path, e in paths.items() if path.startswith(_AT)}
 
 
 register(_AT + "function_calling:FunctionCallingProtocol", name="function_calling", auto=30,

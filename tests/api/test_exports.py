@@ -86,16 +86,17 @@ def test_every_shipped_protocol_is_exported_by_its_registration() -> None:
     """``react_engine.X`` and ``react_engine.protocols.X`` are the class the registry builds,
     for every shipped protocol, the minimal one included."""
     import react_engine.protocols
-    from react_engine.protocols.registry import PROTOCOLS, ProtocolOptions
+    from react_engine.protocols.registry import ProtocolOptions, shipped
 
-    shipped = [e for e in PROTOCOLS.values() if isinstance(e.protocol, str)]
-    assert {e.name for e in shipped} == {"function_calling", "text", "structured", "minimal"}
-    for entry in shipped:
-        cls = getattr(react_engine, entry.class_name)
-        assert cls is getattr(react_engine.protocols, entry.class_name) is entry.cls
+    names = {e.name for e in shipped().values()}
+    assert names == {"function_calling", "text", "structured", "minimal"}
+    for class_name, entry in shipped().items():
+        cls = getattr(react_engine, class_name)
+        assert cls is getattr(react_engine.protocols, class_name) is entry.cls
+        assert cls.__name__ == class_name
         assert type(entry.cls.from_options(ProtocolOptions(react_engine.Capabilities()))) is cls
-        assert entry.class_name in react_engine.__all__
-        assert entry.class_name in react_engine.protocols.__all__
+        assert class_name in react_engine.__all__
+        assert class_name in react_engine.protocols.__all__
     from react_engine import MinimalProtocol
 
     assert MinimalProtocol.name == "minimal"

@@ -145,7 +145,7 @@ def test_a_registration_holds_the_class_or_its_path(toy: None) -> None:
     """``register`` takes the class (named by its ``name``) or ``"module:Class"``, imported
     when a run first builds it; a wrong one is a configuration error, never a crash."""
     entry = register("support.toy_protocol:ToyProtocol", name="toy_by_path")
-    assert entry.class_name == "ToyProtocol" and entry.cls is ToyProtocol
+    assert entry.cls is ToyProtocol
     agent = Agent("m", protocol="toy_by_path", client=ScriptedModel(["ANSWER by path"]))
     assert agent.run("q").answer == "by path"
     with pytest.raises(ConfigurationError, match="not a path like"):
