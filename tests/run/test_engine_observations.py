@@ -300,7 +300,7 @@ def _sent_next(model: ScriptedModel, observation: str) -> bool:
 def test_under_zh_the_engines_observation_is_chinese(case: str) -> None:
     _, model, record = run_case(case, "zh")
     code = CASES[case][2]
-    assert record.error is not None and record.error.code == code, (record.error, record.observation)
+    assert record.error is not None and record.error.code == code, record.observation
     assert record.status != "ok" or code == NoticeCode.REPEAT_WARNING
     engines = _engines(record)
     assert engines.startswith(("错误：", "未执行：", "[警告："))
