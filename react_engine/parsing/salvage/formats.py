@@ -371,8 +371,7 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
         limit = heads.start(len(text))
         if name not in names:
             continue
-        body = head.end()
-        body = P.run_end(P.JSON_WS, text, body, limit)
+        body = P.run_end(P.JSON_WS, text, head.end(), limit)
         if body >= limit:
             out.append(found_call(name, {}, "functionary", (head.start(), limit)))
             continue
