@@ -155,7 +155,6 @@ class Constraint:
     """``"llama.cpp"``, ``"vllm"`` or ``"json_schema"``."""
     grammar: str | None = None
     json_schema: Mapping[str, Any] | None = None
-    name: str = "react_step"
     strict: bool = False
     """Ask for strict schema adherence where the server distinguishes (OpenAI)."""
 
