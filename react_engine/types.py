@@ -10,14 +10,14 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
 from .errors import ConfigurationError
 from .nesting import CUT, MAX_TRACE_DEPTH
 from .text import escape_separators
-from .wording import Notice, NoticeCode
+from .wording import Notice
 
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
     from typing_extensions import TypeVar
@@ -155,7 +155,6 @@ class Constraint:
     """``"llama.cpp"``, ``"vllm"`` or ``"json_schema"``."""
     grammar: str | None = None
     json_schema: Mapping[str, Any] | None = None
-    name: str = "react_step"
     strict: bool = False
     """Ask for strict schema adherence where the server distinguishes (OpenAI)."""
 
@@ -359,11 +358,6 @@ class ActionRecord:
     exact: bool = False
     """Whether :attr:`raw_arguments` is the exact JSON text of :attr:`arguments`."""
 
-    @property
-    def observation_code(self) -> NoticeCode | None:
-        """The code of :attr:`error`, the same in every language it is worded in."""
-        return None if self.error is None else self.error.code
-
 
 @dataclass(frozen=True, slots=True)
 class RunNotice:
@@ -477,16 +471,6 @@ class RunResult(Generic[OutputT]):
         lines = (json.dumps(r, ensure_ascii=False) for r in self.trace())
         return "".join(escape_separators(line) + "\n" for line in lines)
 
-    def to_html(self) -> str:
-        """The run as one self-contained HTML page (by the renderer the package registers)."""
-        if not _html_renderer:
-            raise ConfigurationError("no HTML renderer is registered: import react_engine")
-        return _html_renderer[0](self.trace())
-
-    def write_trace(self, path: str) -> None:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(self.to_jsonl())
-
 
 def run_record(question: str, model: str, protocol: str, reason: str) -> dict[str, Any]:
     """A trace's first record (``"type": "run"``), in :meth:`RunResult.trace` and the file."""
@@ -497,14 +481,6 @@ def run_record(question: str, model: str, protocol: str, reason: str) -> dict[st
         "protocol": protocol,
         "protocol_reason": reason,
     }
-
-
-_html_renderer: list[Callable[[list[dict[str, Any]]], str]] = []
-
-
-def set_html_renderer(render: Callable[[list[dict[str, Any]]], str]) -> None:
-    """Register what :meth:`RunResult.to_html` renders a run's trace records with."""
-    _html_renderer[:] = [render]
 
 
 def _cut(text: str | None, limit: int = 60) -> str | None:

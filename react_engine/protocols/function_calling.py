@@ -243,7 +243,7 @@ class FunctionCallingProtocol(Protocol):
             return None
         if not parsed.actions or not all(a.tool in names for a in parsed.actions):
             return None
-        if "json_blob" in parsed.repairs and read_salvaged(content, names, examples=True):
+        if "json_blob" in parsed.repairs and read_salvaged(content, names, examples=True).calls:
             return None  # the only calls are examples in a code fence: not calls
         calls = parsed.actions  # the parser's own calls, completed here
         for call in calls:

@@ -103,10 +103,10 @@ def salvaged_reply(
     schemas = {t.name: t.parameters for t in ctx.tools}
     prefer = ctx.capabilities.call_format or None
     found = read_salvaged(content, names, limit=READ_LIMIT, schemas=schemas, prefer=prefer)
-    if not found:
+    if not found.calls:
         return None, found.withheld
     calls, repairs = salvaged_calls(content, found.calls)
-    rest = strip_salvaged(content, found)
+    rest = strip_salvaged(content, found.calls)
     return CallTools(
         text=rest or None, thought=reasoning(rest)[2], calls=calls, repairs=repairs
     ), None

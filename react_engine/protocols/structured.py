@@ -176,13 +176,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
                 grammar = schema_grammar(schema, "step")
             except GrammarError as exc:
                 log.warning("no grammar for this request, sending the JSON Schema: %s", exc)
-        return Constraint(
-            style=style,
-            grammar=grammar,
-            json_schema=schema,
-            name="react_step",
-            strict=strict,
-        )
+        return Constraint(style=style, grammar=grammar, json_schema=schema, strict=strict)
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         # a forced final request's refusal does not remind the model of tools

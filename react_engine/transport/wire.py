@@ -129,7 +129,7 @@ def _constrain(c: Constraint, payload: dict[str, Any], extra: dict[str, Any]) ->
     elif c.style == "vllm" and c.json_schema is not None:
         extra["guided_json"] = dict(c.json_schema)
     elif c.json_schema is not None:
-        spec: dict[str, Any] = {"name": c.name, "schema": dict(c.json_schema)}
+        spec: dict[str, Any] = {"name": "react_step", "schema": dict(c.json_schema)}
         if c.strict:
             spec["strict"] = True
         payload["response_format"] = {"type": "json_schema", "json_schema": spec}

@@ -93,7 +93,7 @@ def _native_long_way(
         schemas={t.name: t.parameters for t in ctx.tools},
         prefer=ctx.capabilities.call_format or None,
     )
-    if not found:
+    if not found.calls:
         blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
         if blob and found.withheld is not None:  # a refusal that says why: the protocol's
             return protocol._native(raw, parsed, ctx)  # wording (the reading is the same)
@@ -194,7 +194,7 @@ def _salvage_long_way(protocol: FunctionCallingProtocol, text: str, ctx: Request
     """``FunctionCallingProtocol._salvage`` as it was: every reply with no call in a
     family's format read by the parser."""
     names = ctx.tool_names()
-    if SV.read_salvaged(text, names):
+    if SV.read_salvaged(text, names).calls:
         return protocol._salvage(text, ctx)  # the same: the parser is not asked
     try:
         parsed = parse_react(text, tools=names)

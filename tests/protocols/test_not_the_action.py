@@ -141,7 +141,7 @@ def test_the_reader_says_why_each_call_is_not_the_action() -> None:
         ("after_final_answer", "after_final_answer"),
     ]:
         found = read_salvaged(SHAPES[shape], ["rm"])
-        assert not found and found.withheld == reason
+        assert not found.calls and found.withheld == reason
     quoted = 'He wrote "' + CALL + '" in the chat.'
     assert read_salvaged(quoted, ["rm"]).withheld == "quoted"
     assert read_salvaged("> " + CALL, ["rm"]).withheld == "quoted"

@@ -50,7 +50,6 @@ from .readers import (
     MAX_CALL_CHARS,
     Arguments,
     CallSink,
-    SalvageFormat,
     Tokens,
     call_from_object,
     found_call,
@@ -68,7 +67,6 @@ from .readers import (
 __all__ = [
     "FORMATS",
     "NativeFormat",
-    "SalvageFormat",
     "Salvaged",
     "read_salvaged",
     "register_format",
@@ -133,9 +131,6 @@ class Salvaged:
     calls: list[PendingCall]
     withheld: NotAction | None = None
     """Why the first call that is not the model's action was dropped, or ``None``."""
-
-    def __bool__(self) -> bool:
-        return bool(self.calls)
 
 
 @dataclass(slots=True)
@@ -233,7 +228,7 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
         prefix = f"functions.{name}"
         if head.startswith(prefix) and P.AFTER_FUNCTIONS_NAME.match(head, len(prefix)):
             return True
-    if read_salvaged(text, names):
+    if read_salvaged(text, names).calls:
         return True
     try:
         parsed = parse_react(text, tools=names)
@@ -242,11 +237,11 @@ def written_call(text: str, tool_names: Collection[str]) -> bool:
     return any(action.tool in names for action in parsed.actions)
 
 
-def strip_salvaged(text: str, calls: Sequence[PendingCall] | Salvaged) -> str:
+def strip_salvaged(text: str, calls: Sequence[PendingCall]) -> str:
     """``text`` without the calls' spans (the step's thought), empty fences and blank runs."""
     if not calls:
         return text.strip()
-    spans = sorted(c.span for c in (calls.calls if isinstance(calls, Salvaged) else calls))
+    spans = sorted(c.span for c in calls)
     pieces: list[str] = []
     pos = 0
     for start, end in spans:
@@ -321,8 +316,7 @@ def _mistral(text: str, names: frozenset[str], out: CallSink) -> None:
     marks = Tokens(P.MISTRAL_MARK.finditer(text))
     while (mark := marks.take()) is not None:
         region_end = marks.start(len(text))
-        pos = mark.end()
-        pos = P.run_end(P.JSON_WS, text, pos, region_end)
+        pos = P.run_end(P.JSON_WS, text, mark.end(), region_end)
         if pos >= region_end:
             continue
         if text[pos] in "[{":

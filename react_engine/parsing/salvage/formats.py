@@ -17,7 +17,6 @@ must close, values written as text). The formats, as the families' templates wri
     seed_oss     <seed:tool_call><function=f><parameter=k>v</parameter></function></seed:tool_call>
     functionary  >>>f\\n{...}            (v3.2; several follow one another)
                  <|recipient|>f\\n<|content|>{...}   (v2)
-    json_lines   {"name": "f", "arguments": {...}} anywhere in the text
 
 Values written as text (GLM, Qwen3-Coder XML, MiniMax, Seed-OSS) are typed by the tool's
 schema (:func:`typed_value`).
@@ -371,8 +370,7 @@ def functionary(text: str, names: frozenset[str], out: CallSink) -> None:
         limit = heads.start(len(text))
         if name not in names:
             continue
-        body = head.end()
-        body = P.run_end(P.JSON_WS, text, body, limit)
+        body = P.run_end(P.JSON_WS, text, head.end(), limit)
         if body >= limit:
             out.append(found_call(name, {}, "functionary", (head.start(), limit)))
             continue

@@ -14,9 +14,6 @@ from .. import patterns as P
 from ..common import call_objects
 from ..duplicates import DUPLICATE_KEY, assign, decode
 
-SalvageFormat: TypeAlias = str
-"""The name of a native tool-call format (:func:`~.formats.register_format`)."""
-
 Arguments: TypeAlias = dict[str, Any] | str
 Repairs: TypeAlias = tuple[str, ...]
 
@@ -24,7 +21,7 @@ Repairs: TypeAlias = tuple[str, ...]
 def found_call(
     name: str,
     arguments: Arguments,
-    fmt: SalvageFormat,
+    fmt: str,
     span: tuple[int, int],
     repairs: Repairs = (),
 ) -> PendingCall:
@@ -57,7 +54,7 @@ Piece: TypeAlias = tuple[str, Arguments, int, int, Repairs]
 
 
 def tile(
-    pieces: Sequence[Piece], fmt: SalvageFormat, start: int, end: int, names: frozenset[str]
+    pieces: Sequence[Piece], fmt: str, start: int, end: int, names: frozenset[str]
 ) -> list[PendingCall]:
     """The known-name calls among ``pieces``, which share one wrapper ``[start, end)``,
     with spans that tile it."""
@@ -76,7 +73,7 @@ class Blocks:
 
     __slots__ = ("fmt", "names", "out", "pieces", "start")
 
-    def __init__(self, fmt: SalvageFormat, names: frozenset[str], out: CallSink) -> None:
+    def __init__(self, fmt: str, names: frozenset[str], out: CallSink) -> None:
         self.fmt, self.names, self.out = fmt, names, out
         self.start: int | None = None
         self.pieces: list[Piece] = []
@@ -130,7 +127,7 @@ class Tokens:
 
 
 def sectioned(
-    fmt: SalvageFormat,
+    fmt: str,
     tokens: re.Pattern[str],
     call: Callable[[str, str], tuple[str, Arguments] | None],
 ) -> Callable[[str, frozenset[str], CallSink], None]:
@@ -339,11 +336,11 @@ def strip_text_value(raw: str) -> str:
 
 def tagged_functions(
     text: str, tokens: Sequence[re.Match[str]], region_end: int
-) -> list[tuple[Piece, SalvageFormat]]:
+) -> list[tuple[Piece, str]]:
     """The call and its format for each ``<function=NAME>`` in ``tokens``: parameter
     pairs (Qwen3-Coder) or one JSON object (Llama 3.1), up to ``</function>``, the next
     function or ``region_end``."""
-    out: list[tuple[Piece, SalvageFormat]] = []
+    out: list[tuple[Piece, str]] = []
     matches = Tokens(iter(tokens))
     while (opening := matches.take()) is not None:
         if opening.group(1) is None:
@@ -389,8 +386,7 @@ def python_list(text: str, start: int, end: int, names: frozenset[str]) -> list[
         call = python_call(text[head.start(1) : close], names) if close is not None else None
         if close is None or call is None:
             return None
-        pos = close
-        pos = P.run_end(P.JSON_WS, text, pos, end)
+        pos = P.run_end(P.JSON_WS, text, close, end)
         pieces.append((call[0], call[1], head.start(1), close, call[2]))
         if pos < end and text[pos] == ",":
             pos += 1
