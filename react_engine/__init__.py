@@ -61,6 +61,7 @@ from .types import (
     RunResult,
     Step,
     Usage,
+    set_html_renderer,
 )
 from .version import __version__
 
@@ -119,6 +120,15 @@ def _open_store(target: "str | os.PathLike[str]") -> "JournalStore":
 
 set_store_opener(_open_store)
 
+
+def _run_html(records: "list[dict[str, Any]]") -> str:
+    """``RunResult.to_html()``: the package, above types and report/, links the two."""
+    from .report.run import run_html
+
+    return run_html(records)
+
+
+set_html_renderer(_run_html)
 
 __all__ = [
     "ActionRecord",

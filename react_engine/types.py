@@ -10,7 +10,7 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 
@@ -471,6 +471,12 @@ class RunResult(Generic[OutputT]):
         lines = (json.dumps(r, ensure_ascii=False) for r in self.trace())
         return "".join(escape_separators(line) + "\n" for line in lines)
 
+    def to_html(self) -> str:
+        """The run as one self-contained HTML page (by the renderer the package registers)."""
+        if not _html_renderer:
+            raise ConfigurationError("no HTML renderer is registered: import react_engine")
+        return _html_renderer[0](self.trace())
+
 
 def run_record(question: str, model: str, protocol: str, reason: str) -> dict[str, Any]:
     """A trace's first record (``"type": "run"``), in :meth:`RunResult.trace` and the file."""
@@ -481,6 +487,14 @@ def run_record(question: str, model: str, protocol: str, reason: str) -> dict[st
         "protocol": protocol,
         "protocol_reason": reason,
     }
+
+
+_html_renderer: list[Callable[[list[dict[str, Any]]], str]] = []
+
+
+def set_html_renderer(render: Callable[[list[dict[str, Any]]], str]) -> None:
+    """Register what :meth:`RunResult.to_html` renders a run's trace records with."""
+    _html_renderer[:] = [render]
 
 
 def _cut(text: str | None, limit: int = 60) -> str | None:

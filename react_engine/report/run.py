@@ -198,7 +198,7 @@ def run_section(
 
 
 def run_html(records: Sequence[Record]) -> str:
-    """A run's trace records (``result.trace()``) as a whole HTML page."""
+    """A run's trace records as a whole HTML page (what ``result.to_html()`` returns)."""
     head = next((r for r in records if r.get("type") == "run"), {})
     title = f"react-engine run: {str(head.get('question', ''))[:80]}"
     return page(title, [f"<h1>{esc(title)}</h1>", run_section(records)])

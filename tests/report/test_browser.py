@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from react_engine.report import bfcl_html, comparison_html, run_html
+from react_engine.report import bfcl_html, comparison_html
 from react_engine.report.run import STATUS
 from tests.support import parts, reports
 from tests.support.dom import Element, parse
@@ -63,7 +63,7 @@ def _script_did_not_run(tree: Element, dom: str, title: str) -> None:
 
 def test_a_run_report_in_the_browser(tmp_path: Path) -> None:
     result = run_result(hostile=True)
-    tree, dom = _load(run_html(result.trace()), tmp_path / "run.html")
+    tree, dom = _load(result.to_html(), tmp_path / "run.html")
     _script_did_not_run(tree, dom, f"react-engine run: {result.question}")
     steps = tree.find_all("li", cls="step")
     assert len(steps) == len(result.steps)

@@ -50,7 +50,8 @@ def _hostile_stays_text(page: str, tree: Element) -> None:
 
 def test_a_run_page_shows_each_step_call_refusal_and_repair() -> None:
     result = run_result(hostile=True)
-    page = run_html(result.trace())
+    page = result.to_html()
+    assert page == run_html(result.trace())
     _self_contained(page)
     tree = parse(page)
     _hostile_stays_text(page, tree)
@@ -81,7 +82,7 @@ def test_a_long_observation_folds_and_a_short_one_does_not() -> None:
         ]
     )
     result = Agent("m", [get_weather], protocol="text", client=model).run("weather?")
-    tree = parse(run_html(result.trace()))
+    tree = parse(result.to_html())
     folded = tree.find_all("details", cls="fold")
     assert any(long_text.strip() in d.text() for d in folded)
     observation = result.steps[0].actions[0].observation
@@ -197,7 +198,7 @@ def test_a_step_notice_and_the_protocol_reason_are_on_the_page() -> None:
     model = ScriptedModel([ModelResponse(content="The answer.", events=[odd])])
     result = Agent("m", [get_weather], client=model).run("q")  # protocol="auto"
     assert [n.message for n in result.steps[0].notices] == [notice]
-    tree = parse(run_html(result.trace()))
+    tree = parse(result.to_html())
     step = tree.find_all("li", cls="step")[0]
     assert [n.text() for n in step.find_all("div", cls="notice")] == [notice]
     assert not step.find_all("b")
@@ -211,7 +212,7 @@ def test_an_unusable_reply_and_a_call_read_with_a_guess_show_what_the_engine_sai
     result = Agent("m", [get_weather], protocol="text", client=model).run("q")
     unusable, refused, _ = result.steps
     assert unusable.kind == "format_error" and refused.actions[0].lossy
-    tree = parse(run_html(result.trace()))
+    tree = parse(result.to_html())
     first, second, _ = tree.find_all("li", cls="step")
     assert first.attrs["data-kind"] == "format_error"
     assert any(p.text() == unusable.feedback for p in first.find_all("pre", cls="feedback"))

@@ -34,7 +34,7 @@ from react_engine.eval.bfcl import run_bfcl
 from react_engine.eval.bfcl_data import load_cases
 from react_engine.eval.bfcl_recording import default_recordings, load_recording
 from react_engine.eval.bfcl_report import Report as BfclReport
-from react_engine.report import bfcl_html, comparison_html, run_html
+from react_engine.report import bfcl_html, comparison_html
 from react_engine.run.agent import Agent
 from react_engine.testing import ScriptedModel
 from react_engine.testing.tools import calculator, get_weather
@@ -201,7 +201,7 @@ def screenshot(
 # --- the pictures ---
 
 KINDS: dict[str, Callable[[bool], str]] = {
-    "run": lambda hostile: run_html(run_result(hostile=hostile).trace()),
+    "run": lambda hostile: run_result(hostile=hostile).to_html(),
     "comparison": lambda hostile: comparison_html(comparison_report(hostile=hostile)),
     "bfcl": lambda hostile: bfcl_html(bfcl_report(hostile=hostile)),
 }
