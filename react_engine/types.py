@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
 from .errors import ConfigurationError
 from .nesting import CUT, MAX_TRACE_DEPTH
 from .text import escape_separators
-from .wording import Notice
+from .wording import Notice, NoticeCode
 
 if TYPE_CHECKING:  # a default for type checkers (PEP 696); at run time a plain TypeVar
     from typing_extensions import TypeVar
@@ -358,6 +358,11 @@ class ActionRecord:
     exact: bool = False
     """Whether :attr:`raw_arguments` is the exact JSON text of :attr:`arguments`."""
 
+    @property
+    def observation_code(self) -> NoticeCode | None:
+        """The code of :attr:`error`, the same in every language it is worded in."""
+        return None if self.error is None else self.error.code
+
 
 @dataclass(frozen=True, slots=True)
 class RunNotice:
@@ -476,6 +481,10 @@ class RunResult(Generic[OutputT]):
         if not _html_renderer:
             raise ConfigurationError("no HTML renderer is registered: import react_engine")
         return _html_renderer[0](self.trace())
+
+    def write_trace(self, path: str) -> None:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(self.to_jsonl())
 
 
 def run_record(question: str, model: str, protocol: str, reason: str) -> dict[str, Any]:

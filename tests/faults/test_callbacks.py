@@ -232,5 +232,5 @@ def test_an_approvers_own_timeout_error_is_its_failure_not_the_deadline(
     assert result.answer == "done"
     (action,) = result.steps[0].actions
     assert action.status == "denied"
-    assert action.error is not None and action.error.code == NoticeCode.APPROVAL_FAILED
+    assert action.observation_code == NoticeCode.APPROVAL_FAILED
     assert "TimeoutError" in str(action.error or "")

@@ -330,7 +330,7 @@ def test_lone_surrogates_in_a_reply_and_a_tool_result_do_not_break_the_run(
     assert result.steps[0].actions[0].status == "ok"
     assert "Paris" in result.steps[0].actions[0].observation
     path = tmp_path / "trace.jsonl"
-    path.write_text(result.to_jsonl(), encoding="utf-8")  # the trace is valid UTF-8 too
+    result.write_trace(str(path))  # the trace is valid UTF-8 too
     assert len(path.read_text(encoding="utf-8").splitlines()) == 4
 
 

@@ -430,7 +430,7 @@ def test_trace_jsonl_has_every_step_and_no_key(tmp_path: Any) -> None:
     agent = Agent("gpt-4o-mini", tools=[calculator], client=model, api_key=secret)
     result = agent.run("1+1?")
     path = tmp_path / "trace.jsonl"
-    path.write_text(result.to_jsonl(), encoding="utf-8")
+    result.write_trace(str(path))
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert [r["type"] for r in records] == ["run", "step", "step", "result"]
     assert records[1]["actions"][0]["tool"] == "calculator"

@@ -2,7 +2,7 @@
 writes itself reaches the model in the language of the prompt template.
 
 A call the engine refuses, holds back or sees fail gets an observation the engine writes
-itself. Each has a stable code (``ActionRecord.error.code``) and its wording comes from one
+itself. Each has a stable code (``ActionRecord.observation_code``) and its wording comes from one
 table (``react_engine.wording``): Chinese under the ``zh`` template, English otherwise,
 word for word as before. Each case runs through the public ``Agent`` API with a scripted
 model and reads the observation the model is sent next.
@@ -276,7 +276,7 @@ def run_case(case: str, template: str) -> tuple[RunResult, ScriptedModel, Action
 
 def _engines(record: ActionRecord) -> str:
     """The part of the observation the engine wrote (a warning follows a tool's result)."""
-    if record.error is not None and record.error.code == NoticeCode.REPEAT_WARNING:
+    if record.observation_code == NoticeCode.REPEAT_WARNING:
         return record.observation.split("\n", 1)[1]
     return record.observation
 
@@ -300,7 +300,7 @@ def _sent_next(model: ScriptedModel, observation: str) -> bool:
 def test_under_zh_the_engines_observation_is_chinese(case: str) -> None:
     _, model, record = run_case(case, "zh")
     code = CASES[case][2]
-    assert record.error is not None and record.error.code == code, record.observation
+    assert record.observation_code == code, (record.observation_code, record.observation)
     assert record.status != "ok" or code == NoticeCode.REPEAT_WARNING
     engines = _engines(record)
     assert engines.startswith(("错误：", "未执行：", "[警告："))
@@ -315,7 +315,7 @@ def test_under_zh_the_engines_observation_is_chinese(case: str) -> None:
 def test_under_english_templates_the_observation_is_worded_as_before(case: str) -> None:
     _, model, record = run_case(case, "classic")
     code = CASES[case][2]
-    assert record.error is not None and record.error.code == code
+    assert record.observation_code == code
     assert _engines(record).startswith(("Error: ", "Skipped: ", "[Warning: "))
     outside_values = re.sub(r"'[^']*'|\{[^}]*\}", "", _engines(record))
     assert not re.search("[\u4e00-\u9fff]", outside_values), record.observation
@@ -417,8 +417,7 @@ def test_a_stored_record_keeps_its_notice() -> None:
     _, _, record = run_case("no_approver", "zh")
     loaded = load_record(json.loads(json.dumps(dump_record(record))))
     assert (
-        loaded.error is not None
-        and loaded.error.code == NoticeCode.NO_APPROVER
+        loaded.observation_code == NoticeCode.NO_APPROVER
         and loaded.observation == record.observation
     )
     assert loaded.error == record.error == Notice(NoticeCode.NO_APPROVER)
@@ -433,7 +432,7 @@ def test_a_traced_error_keeps_its_code_and_values() -> None:
     kept = Notice.load(data["error"])
     assert kept == record.error and kept.text("zh") == record.error.text("zh")
     unknown = dump_record(record) | {"error": {"code": "a_newer_code", "values": {}}}
-    assert load_record(unknown).error is None
+    assert load_record(unknown).observation_code is None
 
 
 def test_the_template_says_its_language() -> None:

@@ -110,7 +110,7 @@ def test_a_successful_run_shows_the_key_nowhere(
     result = agent.run("Weather in Paris?")
     assert result.answer == "Overcast in Paris."
     trace = tmp_path / "trace.jsonl"
-    trace.write_text(result.to_jsonl(), encoding="utf-8")
+    result.write_trace(str(trace))
 
     assert_clean(
         trace=trace.read_text(encoding="utf-8"),
