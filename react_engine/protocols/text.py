@@ -295,11 +295,7 @@ class TextReActProtocol(TemplatedProtocol):
         blob = parsed is not None and parsed.actions and "json_blob" in parsed.repairs
         # A blob reply is read with the examples first: no call there means none outside
         # them either, so the usual blob reply is read once, not twice.
-<<<<<<< HEAD
-        if blob and not read_salvaged(raw, names, limit=READ_LIMIT, examples=True):
-=======
-        if blob and not read_salvaged(raw, names, limit=ctx.call_limit, examples=True).calls:
->>>>>>> p4salv
+        if blob and not read_salvaged(raw, names, limit=READ_LIMIT, examples=True).calls:
             return None
         salvaged, withheld = salvaged_reply(raw, names, ctx)
         if salvaged is not None:
