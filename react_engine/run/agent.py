@@ -206,9 +206,9 @@ class Agent(Generic[OutputT]):
         if api_key is not None and not isinstance(api_key, str):  # its value is not shown
             raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
         self._api_key = api_key_from(api_key)
-        self._model_sync = self._model_async = self._connect(client, base_url, self._api_key)
+        self._model = self._connect(client, base_url, self._api_key)
         self._own_client = not isinstance(client, ChatModel)  # an endpoint the agent reaches
-        self.base_url = self._model_async.base_url
+        self.base_url = self._model.base_url
 
     @functools.cached_property
     def _runner(self) -> ToolRunner:
@@ -258,14 +258,14 @@ class Agent(Generic[OutputT]):
         protocol, reason = choose(self._protocol_spec, options, why)
         return protocol, reason, caps
 
-    async def _probe_once(self, chat_model: ChatModel, timeout: float | None = None) -> None:
+    async def _probe_once(self, timeout: float | None = None) -> None:
         """Probe the endpoint unless the cache already holds what a probe records."""
         if "function_calling" in self.capability_cache.get(self.base_url, self.model):
             return
         from ..transport.probe import aprobe
 
         try:  # bounded as the run's requests are, not by PROBE_TIMEOUT
-            result = await aprobe(chat_model, self.model, timeout=timeout)
+            result = await aprobe(self._model, self.model, timeout=timeout)
         except ModelAPIError as exc:
             if self.probe:
                 raise
@@ -281,12 +281,12 @@ class Agent(Generic[OutputT]):
         """Answer one question (blocking). See :meth:`arun` for the options."""
         from ..runtime import run_coroutine
 
-        return run_coroutine(self._arun(question, self._model_sync, **options))
+        return run_coroutine(self._arun(question, **options))
 
     async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult[OutputT]:
         """Answer one question. ``options`` override :class:`AgentConfig` fields for this
         run; ``history`` is extended in place."""
-        return await self._arun(question, self._model_async, **options)
+        return await self._arun(question, **options)
 
     async def iter(
         self, question: str, **options: Unpack[RunOptions]
@@ -303,7 +303,7 @@ class Agent(Generic[OutputT]):
         async def run() -> RunResult[Any]:
             try:
                 return await self._arun(
-                    question, self._model_async, sinks=[queue.put_nowait], streaming=True, **options
+                    question, sinks=[queue.put_nowait], streaming=True, **options
                 )
             finally:
                 queue.put_nowait(None)
@@ -345,7 +345,6 @@ class Agent(Generic[OutputT]):
     async def _arun(
         self,
         question: str,
-        chat_model: ChatModel,
         *,
         history: list[HistoryItem] | None = None,
         sinks: Sequence[Callable[[Event], None]] = (),
@@ -360,7 +359,7 @@ class Agent(Generic[OutputT]):
                 session,
                 history,
                 lambda items: self._arun(
-                    question, chat_model, history=items, sinks=sinks, streaming=streaming, **options
+                    question, history=items, sinks=sinks, streaming=streaming, **options
                 ),
             )
         entered = time.perf_counter()  # before the imports: a first run must not overshoot
@@ -392,7 +391,7 @@ class Agent(Generic[OutputT]):
                 log.warning("approve= is set, but no tool of this run requires approval")
             probes = self.probe if self.probe is not None else self._own_client
             if self._protocol_spec == "auto" and probes:
-                await self._probe_once(chat_model, cfg.settings.timeout)
+                await self._probe_once(cfg.settings.timeout)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
             journal = _journal
@@ -423,7 +422,7 @@ class Agent(Generic[OutputT]):
                 protocol_reason=reason,
                 caps=caps,
                 config=cfg,
-                model=chat_model,
+                model=self._model,
                 model_name=self.model,
                 tools=tools,
                 sinks=list(sinks),
@@ -502,7 +501,7 @@ class Agent(Generic[OutputT]):
             run_id,
             approvals,
             lambda question, history, journal: self._arun(
-                question, self._model_async, history=history, _journal=journal, **options
+                question, history=history, _journal=journal, **options
             ),
         )
 
