@@ -131,7 +131,7 @@ class Loop:
     async def _turn(self, state: RunState, ctl: Control) -> RunResult | None:
         """The run's result once it ends; None: ask the model again."""
         cfg = state.config
-        left = None if cfg.deadline is None else state.remaining()
+        left = state.remaining()
         if left is not None and left <= 0:
             return _deadline_stop(state)
         if (stop := _tokens_spent(state)) is not None:
@@ -172,7 +172,7 @@ class Loop:
         if state.sinks:
             state.emit(ModelCallStarted(index, request, state.protocol.name))
         started = time.perf_counter()
-        left = None if state.config.deadline is None else state.remaining()
+        left = state.remaining()
         scope = asyncio.timeout(None if left is None else max(left, 0.001))  # no task of its own
         try:
             async with scope:
