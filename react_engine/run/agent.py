@@ -75,7 +75,6 @@ class AgentOptions(Options, total=False):
     store: JournalStore | str | os.PathLike[str] | None
     tracer_provider: Any
     trace_content: bool | None
-    config: AgentConfig | None
     probe: bool | None
 
 
@@ -136,7 +135,6 @@ class Agent(Generic[OutputT]):
         store: JournalStore | str | os.PathLike[str] | None = None,
         tracer_provider: Any = None,
         trace_content: bool | None = None,
-        config: AgentConfig | None = None,
         probe: bool | None = None,
         **limits: Any,
     ) -> None:
@@ -159,7 +157,6 @@ class Agent(Generic[OutputT]):
         ):
             if callback is not None and not callable(callback):
                 raise ConfigurationError(f"{option} must be callable, not {describe(callback)}")
-        check_type(config, AgentConfig, "config", "an AgentConfig")
         self.instructions = instructions
         self.template = template
         self.implicit_final_answer = implicit_final_answer
@@ -192,7 +189,7 @@ class Agent(Generic[OutputT]):
         self.trace_content = trace_content
         """Put content in the spans (``None``: as ``REACT_ENGINE_TRACE_CONTENT`` says)."""
         self.config = with_options(
-            config or AgentConfig(), limits, what="Agent", agent_options=_AGENT_OPTIONS
+            AgentConfig(), limits, what="Agent", agent_options=_AGENT_OPTIONS
         )
         self._protocol_spec = protocol
         check_bool(probe, "probe", optional=True)

@@ -158,7 +158,6 @@ def test_bad_options_are_configuration_errors(options: dict[str, Any]) -> None:
         ({"tools": [42]}, "every tool must be"),
         ({"instructions": 3}, "instructions must be"),
         ({"approve": "yes"}, "approve must be callable"),
-        ({"config": {"max_steps": 3}}, "config must be"),
     ],
 )
 def test_bad_agent_arguments_are_configuration_errors(kwargs: dict[str, Any], says: str) -> None:
