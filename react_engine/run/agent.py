@@ -299,9 +299,7 @@ class Agent(Generic[OutputT]):
 
         async def run() -> RunResult[Any]:
             try:
-                return await self._arun(
-                    question, sinks=[queue.put_nowait], streaming=True, **options
-                )
+                return await self._arun(question, stream=queue.put_nowait, **options)
             finally:
                 queue.put_nowait(None)
 
@@ -344,8 +342,7 @@ class Agent(Generic[OutputT]):
         question: str,
         *,
         history: list[HistoryItem] | None = None,
-        sinks: Sequence[Callable[[Event], None]] = (),
-        streaming: bool = False,
+        stream: Callable[[Event], None] | None = None,
         session: Session | None = None,
         run_id: str | None = None,
         _journal: Journal | None = None,
@@ -355,9 +352,7 @@ class Agent(Generic[OutputT]):
             return await durable.in_session(
                 session,
                 history,
-                lambda items: self._arun(
-                    question, history=items, sinks=sinks, streaming=streaming, **options
-                ),
+                lambda items: self._arun(question, history=items, stream=stream, **options),
             )
         entered = time.perf_counter()  # before the imports: a first run must not overshoot
         cfg = (
@@ -422,8 +417,8 @@ class Agent(Generic[OutputT]):
                 model=self._model,
                 model_name=self.model,
                 tools=tools,
-                sinks=list(sinks),
-                streaming=streaming,
+                sinks=[stream] if stream is not None else [],
+                streaming=stream is not None,
                 started=entered,
                 journal=journal,
             )

@@ -210,13 +210,11 @@ class Loop:
             if delta.content:
                 state.emit(TextDelta(index, delta.content))
 
-        def on_stop(label: str, chunks: int) -> None:
-            state.emit(StoppedLive(index, label, chunks))
-
-        def on_discard(reason: str) -> None:
-            state.emit(ReplyDiscarded(index, reason))
-
-        hooks = (on_delta, on_stop, on_discard)
+        hooks = (
+            on_delta,
+            lambda label, chunks: state.emit(StoppedLive(index, label, chunks)),
+            lambda reason: state.emit(ReplyDiscarded(index, reason)),
+        )
         if not request.tools or state.caps.stream_tools:
             try:
                 return await with_retries(retry, stream_once, state.model, request, *hooks)
