@@ -28,7 +28,6 @@ __all__ = [
     "run_coroutine",
     "run_sync_call",
     "stuck_threads",
-    "tool_threads",
 ]
 
 T = TypeVar("T")
@@ -199,11 +198,6 @@ _TOOLS = _ToolPool()
 def stuck_threads() -> int:
     """Threads still running sync calls their callers gave up on."""
     return _TOOLS.stuck
-
-
-def tool_threads() -> int:
-    """The sync-tool pool's live threads, stuck ones included."""
-    return _TOOLS.threads + _TOOLS.stuck
 
 
 async def run_sync_call(

@@ -410,13 +410,13 @@ class DBOSAgent(Generic[OutputT]):
         if not callable(agent.approve):
             inner.approve = "defer"
         self._inner = inner
-        plain = DurableModel(agent._model_async)
+        plain = DurableModel(agent._model)
 
         async def request(req: ModelRequest) -> dict[str, Any]:
             return await plain.ask(req)
 
         request_workflow = DBOS.workflow(name=f"react_engine.{name}.request")(request)
-        self.model = DurableModel(agent._model_async, request_workflow, requests)
+        self.model = inner._model = DurableModel(agent._model, request_workflow, requests)
 
         async def run(
             question: str,
@@ -520,8 +520,8 @@ class DBOSAgent(Generic[OutputT]):
             items = [load_item(r) for r in records]
         base = list(items)
         run = list(base)
-        arun, model = self._inner._arun, self.model
-        result = await arun(question, model, history=run, _journal=journal, **options)
+        arun = self._inner._arun
+        result = await arun(question, history=run, _journal=journal, **options)
         published = False
         while result.stop_reason == "awaiting_approval":
             pending = [dataclasses.asdict(r) for r in result.pending]
@@ -532,7 +532,7 @@ class DBOSAgent(Generic[OutputT]):
                 break  # no verdict in time: the run ends awaiting it
             journal.rewind(_verdicts(verdicts))
             run = list(base)
-            result = await arun(question, model, history=run, _journal=journal, **options)
+            result = await arun(question, history=run, _journal=journal, **options)
         if published and result.stop_reason != "awaiting_approval":
             await DBOS.set_event_async(PENDING_EVENT, [])
         await DBOS.close_stream_async(STEPS_STREAM)

@@ -75,7 +75,6 @@ class AgentOptions(Options, total=False):
     store: JournalStore | str | os.PathLike[str] | None
     tracer_provider: Any
     trace_content: bool | None
-    config: AgentConfig | None
     probe: bool | None
 
 
@@ -136,7 +135,6 @@ class Agent(Generic[OutputT]):
         store: JournalStore | str | os.PathLike[str] | None = None,
         tracer_provider: Any = None,
         trace_content: bool | None = None,
-        config: AgentConfig | None = None,
         probe: bool | None = None,
         **limits: Any,
     ) -> None:
@@ -159,7 +157,6 @@ class Agent(Generic[OutputT]):
         ):
             if callback is not None and not callable(callback):
                 raise ConfigurationError(f"{option} must be callable, not {describe(callback)}")
-        check_type(config, AgentConfig, "config", "an AgentConfig")
         self.instructions = instructions
         self.template = template
         self.implicit_final_answer = implicit_final_answer
@@ -192,7 +189,7 @@ class Agent(Generic[OutputT]):
         self.trace_content = trace_content
         """Put content in the spans (``None``: as ``REACT_ENGINE_TRACE_CONTENT`` says)."""
         self.config = with_options(
-            config or AgentConfig(), limits, what="Agent", agent_options=_AGENT_OPTIONS
+            AgentConfig(), limits, what="Agent", agent_options=_AGENT_OPTIONS
         )
         self._protocol_spec = protocol
         check_bool(probe, "probe", optional=True)
@@ -206,9 +203,9 @@ class Agent(Generic[OutputT]):
         if api_key is not None and not isinstance(api_key, str):  # its value is not shown
             raise ConfigurationError(f"api_key must be a str, not {type(api_key).__name__}")
         self._api_key = api_key_from(api_key)
-        self._model_sync = self._model_async = self._connect(client, base_url, self._api_key)
+        self._model = self._connect(client, base_url, self._api_key)
         self._own_client = not isinstance(client, ChatModel)  # an endpoint the agent reaches
-        self.base_url = self._model_async.base_url
+        self.base_url = self._model.base_url
 
     @functools.cached_property
     def _runner(self) -> ToolRunner:
@@ -258,14 +255,14 @@ class Agent(Generic[OutputT]):
         protocol, reason = choose(self._protocol_spec, options, why)
         return protocol, reason, caps
 
-    async def _probe_once(self, chat_model: ChatModel, timeout: float | None = None) -> None:
+    async def _probe_once(self, timeout: float | None = None) -> None:
         """Probe the endpoint unless the cache already holds what a probe records."""
         if "function_calling" in self.capability_cache.get(self.base_url, self.model):
             return
         from ..transport.probe import aprobe
 
         try:  # bounded as the run's requests are, not by PROBE_TIMEOUT
-            result = await aprobe(chat_model, self.model, timeout=timeout)
+            result = await aprobe(self._model, self.model, timeout=timeout)
         except ModelAPIError as exc:
             if self.probe:
                 raise
@@ -281,12 +278,12 @@ class Agent(Generic[OutputT]):
         """Answer one question (blocking). See :meth:`arun` for the options."""
         from ..runtime import run_coroutine
 
-        return run_coroutine(self._arun(question, self._model_sync, **options))
+        return run_coroutine(self._arun(question, **options))
 
     async def arun(self, question: str, **options: Unpack[RunOptions]) -> RunResult[OutputT]:
         """Answer one question. ``options`` override :class:`AgentConfig` fields for this
         run; ``history`` is extended in place."""
-        return await self._arun(question, self._model_async, **options)
+        return await self._arun(question, **options)
 
     async def iter(
         self, question: str, **options: Unpack[RunOptions]
@@ -302,9 +299,7 @@ class Agent(Generic[OutputT]):
 
         async def run() -> RunResult[Any]:
             try:
-                return await self._arun(
-                    question, self._model_async, sinks=[queue.put_nowait], streaming=True, **options
-                )
+                return await self._arun(question, stream=queue.put_nowait, **options)
             finally:
                 queue.put_nowait(None)
 
@@ -345,11 +340,9 @@ class Agent(Generic[OutputT]):
     async def _arun(
         self,
         question: str,
-        chat_model: ChatModel,
         *,
         history: list[HistoryItem] | None = None,
-        sinks: Sequence[Callable[[Event], None]] = (),
-        streaming: bool = False,
+        stream: Callable[[Event], None] | None = None,
         session: Session | None = None,
         run_id: str | None = None,
         _journal: Journal | None = None,
@@ -359,9 +352,7 @@ class Agent(Generic[OutputT]):
             return await durable.in_session(
                 session,
                 history,
-                lambda items: self._arun(
-                    question, chat_model, history=items, sinks=sinks, streaming=streaming, **options
-                ),
+                lambda items: self._arun(question, history=items, stream=stream, **options),
             )
         entered = time.perf_counter()  # before the imports: a first run must not overshoot
         cfg = (
@@ -392,7 +383,7 @@ class Agent(Generic[OutputT]):
                 log.warning("approve= is set, but no tool of this run requires approval")
             probes = self.probe if self.probe is not None else self._own_client
             if self._protocol_spec == "auto" and probes:
-                await self._probe_once(chat_model, cfg.settings.timeout)
+                await self._probe_once(cfg.settings.timeout)
             protocol, reason, caps = self.choose_protocol()
             items = history if history is not None else []
             journal = _journal
@@ -423,11 +414,11 @@ class Agent(Generic[OutputT]):
                 protocol_reason=reason,
                 caps=caps,
                 config=cfg,
-                model=chat_model,
+                model=self._model,
                 model_name=self.model,
                 tools=tools,
-                sinks=list(sinks),
-                streaming=streaming,
+                sinks=[stream] if stream is not None else [],
+                streaming=stream is not None,
                 started=entered,
                 journal=journal,
             )
@@ -502,7 +493,7 @@ class Agent(Generic[OutputT]):
             run_id,
             approvals,
             lambda question, history, journal: self._arun(
-                question, self._model_async, history=history, _journal=journal, **options
+                question, history=history, _journal=journal, **options
             ),
         )
 

@@ -225,9 +225,7 @@ def check_seconds(value: Any, name: str) -> None:
 
 
 def tool_list(tools: Any) -> list[Tool | Callable[..., Any]]:
-    """``tools=`` as a list (a single tool or function is a one-tool list)."""
-    if isinstance(tools, Tool) or (callable(tools) and not isinstance(tools, type)):
-        return [tools]
+    """``tools=`` as a list, each item checked."""
     if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
         raise ConfigurationError(
             f"tools must be a list of tools or typed functions, not {describe(tools)}"

@@ -10,10 +10,8 @@ In the order a run sees them::
         StoppedLive                         the client cut the reply at a stop sequence
       ModelCallFinished | ModelCallFailed
       RunNotice                             a fallback, an adaptation, a skipped call...
-      Thought
       ActionDecided                         before any tool runs
         ToolStarted / ToolFinished          per call that runs
-      AnswerGiven
       StepDone                              the step, as ``on_step`` sees it
     RunDone (the RunResult) | RunFailed
 
@@ -33,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActionDecided",
-    "AnswerGiven",
     "Event",
     "ModelCallFailed",
     "ModelCallFinished",
@@ -47,7 +44,6 @@ __all__ = [
     "StepDone",
     "StoppedLive",
     "TextDelta",
-    "Thought",
     "ToolFinished",
     "ToolStarted",
 ]
@@ -124,12 +120,6 @@ class ModelCallFailed(_InStep):
 
 
 @dataclass(frozen=True, slots=True)
-class Thought(_InStep):
-    text: str
-    kind: Literal["thought"] = "thought"
-
-
-@dataclass(frozen=True, slots=True)
 class ActionDecided(_InStep):
     """The reply asks for these calls; none has run yet."""
 
@@ -151,12 +141,6 @@ class ToolFinished(_InStep):
 
     call: ActionRecord
     kind: Literal["tool_finished"] = "tool_finished"
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerGiven(_InStep):
-    answer: str
-    kind: Literal["final_answer"] = "final_answer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,11 +175,9 @@ Event: TypeAlias = (
     | ModelCallFinished
     | ModelCallFailed
     | RunNotice
-    | Thought
     | ActionDecided
     | ToolStarted
     | ToolFinished
-    | AnswerGiven
     | StepDone
     | RunDone[OutputT]
     | RunFailed

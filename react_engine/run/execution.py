@@ -243,7 +243,7 @@ class ToolRunner:
     ) -> None:
         cfg = state.config
         timeout = tool.timeout if tool.timeout is not None else cfg.tool_timeout
-        if cfg.deadline is not None and (left := state.remaining()) is not None:
+        if (left := state.remaining()) is not None:
             timeout = max(left if timeout is None else min(timeout, left), 0.001)
         started = time.perf_counter()
         language = state.protocol.language

@@ -9,7 +9,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import ConfigurationError
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, check_type
 
 if TYPE_CHECKING:
@@ -97,8 +96,4 @@ def open_run_store(store: Any) -> JournalStore | None:
         return store
     what = "a RunStore, a path or a postgresql:// URI"
     check_type(store, str | os.PathLike, "store", what, optional=False)
-    if not _opener:
-        raise ConfigurationError(
-            "no store opener is registered: give Agent(store=...) a store object"
-        )
-    return _opener[0](store)  # a postgresql:// URI, or a SQLite file
+    return _opener[0](store)  # registered by react_engine/__init__.py

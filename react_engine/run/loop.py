@@ -46,7 +46,6 @@ from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunR
 from ..wording import Notice, NoticeCode
 from .events import (
     ActionDecided,
-    AnswerGiven,
     ModelCallFailed,
     ModelCallFinished,
     ModelCallStarted,
@@ -56,7 +55,6 @@ from .events import (
     StepDone,
     StoppedLive,
     TextDelta,
-    Thought,
 )
 from .execution import Ran, StepCallback, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
@@ -131,7 +129,7 @@ class Loop:
     async def _turn(self, state: RunState, ctl: Control) -> RunResult | None:
         """The run's result once it ends; None: ask the model again."""
         cfg = state.config
-        left = None if cfg.deadline is None else state.remaining()
+        left = state.remaining()
         if left is not None and left <= 0:
             return _deadline_stop(state)
         if (stop := _tokens_spent(state)) is not None:
@@ -171,7 +169,7 @@ class Loop:
         if state.sinks:
             state.emit(ModelCallStarted(index, request, state.protocol.name))
         started = time.perf_counter()
-        left = None if state.config.deadline is None else state.remaining()
+        left = state.remaining()
         scope = asyncio.timeout(None if left is None else max(left, 0.001))  # no task of its own
         try:
             async with scope:
@@ -211,13 +209,11 @@ class Loop:
             if delta.content:
                 state.emit(TextDelta(index, delta.content))
 
-        def on_stop(label: str, chunks: int) -> None:
-            state.emit(StoppedLive(index, label, chunks))
-
-        def on_discard(reason: str) -> None:
-            state.emit(ReplyDiscarded(index, reason))
-
-        hooks = (on_delta, on_stop, on_discard)
+        hooks = (
+            on_delta,
+            lambda label, chunks: state.emit(StoppedLive(index, label, chunks)),
+            lambda reason: state.emit(ReplyDiscarded(index, reason)),
+        )
         if not request.tools or state.caps.stream_tools:
             try:
                 return await with_retries(retry, stream_once, state.model, request, *hooks)
@@ -265,8 +261,6 @@ class Loop:
             ],
         )
         state.pending_events.clear()
-        if state.sinks and decision.thought:
-            state.emit(Thought(step.index, decision.thought))
         match decision:
             case FormatError(feedback=feedback):
                 step.kind, step.feedback = "format_error", feedback
@@ -284,8 +278,6 @@ class Loop:
                     message += f": its last reply was {decision.problem}"
                 return state.result(None, ctl.force_final, error=message)
             case FinalAnswer(answer=answer, output=output):
-                if state.sinks:
-                    state.emit(AnswerGiven(step.index, answer))
                 step.kind, step.final_answer = "final", answer
                 await self._record(state, step, started)
                 return state.result(answer, ctl.force_final or "final_answer", output=output)

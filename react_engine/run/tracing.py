@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..transport.wire import message_dict
 from ..types import RunResult
+from .config import SAMPLING_SHORTHANDS
 from .events import (
     Event,
     ModelCallFailed,
@@ -50,8 +51,7 @@ def run_tracer(provider: Any, content: bool | None) -> RunTracer | None:
         if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
             return None
     if content is None:
-        names = ("REACT_ENGINE_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-        content = any(os.environ.get(n, "").strip().lower() in _TRUE for n in names)
+        content = os.environ.get("REACT_ENGINE_TRACE_CONTENT", "").strip().lower() in _TRUE
     # Read, not imported: an import of the package from here would close a cycle.
     version = getattr(sys.modules.get("react_engine"), "__version__", None)
     return RunTracer(provider.get_tracer("react_engine", version), content=content)
@@ -165,7 +165,7 @@ class RunTracer:
             "react_engine.protocol": event.protocol,
             "react_engine.step": event.step,
         }
-        for key in ("temperature", "max_tokens", "seed", "top_p"):
+        for key in SAMPLING_SHORTHANDS:
             if (value := getattr(request.settings, key)) is not None:
                 attributes[f"gen_ai.request.{key}"] = value
         if request.stop:

@@ -433,7 +433,7 @@ def test_the_error_budget_ends_a_run_that_never_validates(protocol: str) -> None
         "structured": json_final(bad),
     }[protocol]
     agent, _ = make_agent([], protocol, max_consecutive_errors=1)
-    agent._model_sync = agent._model_async = ScriptedModel(default=answer)
+    agent._model = ScriptedModel(default=answer)
     with pytest.raises(ErrorBudgetExhausted) as caught:
         agent.run("q")
     result = caught.value.result

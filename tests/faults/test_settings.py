@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import pytest
-from support.faults import agent_for, calls, sleeper
+from support.faults import agent_for, sleeper
 
 from react_engine import (
     Agent,
@@ -158,7 +158,6 @@ def test_bad_options_are_configuration_errors(options: dict[str, Any]) -> None:
         ({"tools": [42]}, "every tool must be"),
         ({"instructions": 3}, "instructions must be"),
         ({"approve": "yes"}, "approve must be callable"),
-        ({"config": {"max_steps": 3}}, "config must be"),
     ],
 )
 def test_bad_agent_arguments_are_configuration_errors(kwargs: dict[str, Any], says: str) -> None:
@@ -175,17 +174,14 @@ def test_a_question_that_is_not_a_string_is_a_configuration_error() -> None:
         asyncio.run(agent.arun("go", history=()))  # type: ignore[arg-type]
 
 
-def test_a_single_tool_is_taken_as_a_one_tool_list() -> None:
-    nap = sleeper(0)
-    agent = agent_for(nap, [calls("nap", 1), reply("done")])  # type: ignore[arg-type]
-    assert [t.name for t in agent.tools] == ["nap"]
-    assert agent.run("go").steps[0].actions[0].observation == "slept 0"
-
+def test_a_single_tool_is_not_a_tool_list() -> None:
     def ping() -> str:
         """Ping."""
         return "pong"
 
-    assert [t.name for t in agent_for(ping, []).tools] == ["ping"]  # type: ignore[arg-type]
+    for single in (sleeper(0), ping):
+        with pytest.raises(ConfigurationError, match="tools must be a list"):
+            agent_for(single, [])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["get_weather\n", "get weather", "1tool", "a" * 65, "ok\x00"])

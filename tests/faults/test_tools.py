@@ -25,6 +25,7 @@ from support.faults import (
     blocking_tool,
     calls,
     sleeper,
+    tool_threads,
     wait_for_stuck_threads,
 )
 
@@ -311,7 +312,7 @@ def test_many_runs_of_stuck_calls_stay_within_the_thread_caps(gate: threading.Ev
             x: anything.
         """
         entered.append(x)
-        peak[0] = max(peak[0], runtime.tool_threads())
+        peak[0] = max(peak[0], tool_threads())
         gate.wait(30)
         return f"released {x}"
 
@@ -343,5 +344,5 @@ def test_many_runs_of_stuck_calls_stay_within_the_thread_caps(gate: threading.Ev
         for a in never_ran
     )
     cap = runtime.MAX_TOOL_THREADS + runtime.MAX_STUCK_THREADS
-    assert runtime.tool_threads() <= cap and peak[0] <= cap
+    assert tool_threads() <= cap and peak[0] <= cap
     assert len(entered) <= cap

@@ -160,6 +160,12 @@ def with_usage(body: dict[str, Any], **usage: Any) -> dict[str, Any]:
     return body
 
 
+def tool_threads() -> int:
+    """The sync-tool pool's live threads, stuck ones included (the pool's own count)."""
+    pool = runtime._TOOLS
+    return pool.threads + pool.stuck
+
+
 def wait_for_stuck_threads() -> None:
     stuck = getattr(runtime, "stuck_threads", lambda: 0)
     deadline = time.monotonic() + 10

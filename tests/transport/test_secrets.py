@@ -119,8 +119,7 @@ def test_a_successful_run_shows_the_key_nowhere(
         agent=repr(agent),
         agent_str=str(agent),
         config=repr(agent.config),
-        sync_model=repr(agent._model_sync),
-        async_model=repr(agent._model_async),
+        model=repr(agent._model),
         logs=log_text(debug_logs),
         request_bodies=server.requests,
     )
