@@ -10,8 +10,10 @@ In the order a run sees them::
         StoppedLive                         the client cut the reply at a stop sequence
       ModelCallFinished | ModelCallFailed
       RunNotice                             a fallback, an adaptation, a skipped call...
+      Thought
       ActionDecided                         before any tool runs
         ToolStarted / ToolFinished          per call that runs
+      AnswerGiven
       StepDone                              the step, as ``on_step`` sees it
     RunDone (the RunResult) | RunFailed
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ActionDecided",
+    "AnswerGiven",
     "Event",
     "ModelCallFailed",
     "ModelCallFinished",
@@ -44,6 +47,7 @@ __all__ = [
     "StepDone",
     "StoppedLive",
     "TextDelta",
+    "Thought",
     "ToolFinished",
     "ToolStarted",
 ]
@@ -120,6 +124,12 @@ class ModelCallFailed(_InStep):
 
 
 @dataclass(frozen=True, slots=True)
+class Thought(_InStep):
+    text: str
+    kind: Literal["thought"] = "thought"
+
+
+@dataclass(frozen=True, slots=True)
 class ActionDecided(_InStep):
     """The reply asks for these calls; none has run yet."""
 
@@ -141,6 +151,12 @@ class ToolFinished(_InStep):
 
     call: ActionRecord
     kind: Literal["tool_finished"] = "tool_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerGiven(_InStep):
+    answer: str
+    kind: Literal["final_answer"] = "final_answer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,9 +191,11 @@ Event: TypeAlias = (
     | ModelCallFinished
     | ModelCallFailed
     | RunNotice
+    | Thought
     | ActionDecided
     | ToolStarted
     | ToolFinished
+    | AnswerGiven
     | StepDone
     | RunDone[OutputT]
     | RunFailed

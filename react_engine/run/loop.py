@@ -46,6 +46,7 @@ from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunR
 from ..wording import Notice, NoticeCode
 from .events import (
     ActionDecided,
+    AnswerGiven,
     ModelCallFailed,
     ModelCallFinished,
     ModelCallStarted,
@@ -55,6 +56,7 @@ from .events import (
     StepDone,
     StoppedLive,
     TextDelta,
+    Thought,
 )
 from .execution import Ran, StepCallback, ToolRunner, skipped
 from .observations import SHORTENED_LIMIT, shorten_observations
@@ -261,6 +263,8 @@ class Loop:
             ],
         )
         state.pending_events.clear()
+        if state.sinks and decision.thought:
+            state.emit(Thought(step.index, decision.thought))
         match decision:
             case FormatError(feedback=feedback):
                 step.kind, step.feedback = "format_error", feedback
@@ -278,6 +282,8 @@ class Loop:
                     message += f": its last reply was {decision.problem}"
                 return state.result(None, ctl.force_final, error=message)
             case FinalAnswer(answer=answer, output=output):
+                if state.sinks:
+                    state.emit(AnswerGiven(step.index, answer))
                 step.kind, step.final_answer = "final", answer
                 await self._record(state, step, started)
                 return state.result(answer, ctl.force_final or "final_answer", output=output)
