@@ -51,7 +51,8 @@ def run_tracer(provider: Any, content: bool | None) -> RunTracer | None:
         if type(provider).__name__ in ("ProxyTracerProvider", "NoOpTracerProvider"):
             return None
     if content is None:
-        content = os.environ.get("REACT_ENGINE_TRACE_CONTENT", "").strip().lower() in _TRUE
+        names = ("REACT_ENGINE_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        content = any(os.environ.get(n, "").strip().lower() in _TRUE for n in names)
     # Read, not imported: an import of the package from here would close a cycle.
     version = getattr(sys.modules.get("react_engine"), "__version__", None)
     return RunTracer(provider.get_tracer("react_engine", version), content=content)

@@ -138,10 +138,16 @@ def test_content_is_recorded_only_when_asked(
     assert "overcast" in str(tool["gen_ai.tool.call.result"])
 
 
+@pytest.mark.parametrize(
+    "variable", ["REACT_ENGINE_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"]
+)
 def test_the_environment_can_ask_for_content(
-    provider: TracerProvider, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
 ) -> None:
-    monkeypatch.setenv("REACT_ENGINE_TRACE_CONTENT", "1")
+    monkeypatch.setenv(variable, "1")
     agent = Agent("m", client=ScriptedModel(["Hello."]), tracer_provider=provider)
     agent.run(SECRET_QUESTION)
     assert "007" in all_text(exporter.get_finished_spans())
