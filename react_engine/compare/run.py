@@ -6,12 +6,11 @@ says what each one counts.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime as _dt
 import functools
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from ..harness.settings import RunSettings, agent_options
 from ..run.agent import Agent
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
-from ..transport.endpoint import connect
 from .suite import ProtocolName, Task, Transcript, check_result, replies_for
 
 __all__ = [
@@ -239,15 +237,7 @@ async def arun_task(
     )
 
 
-def _shared_client(target: Target) -> ChatModel | None:
-    """An async model at ``target``'s endpoint; ``None`` where the agent will say why not."""
-    try:
-        return connect(target.base_url, target.api_key, asynchronous=True)
-    except ConfigurationError:
-        return None
-
-
-async def _run_job(job: Job, settings: CompareSettings, client: ChatModel | None) -> Outcome:
+async def _run_job(settings: CompareSettings, job: Job, client: ChatModel | None) -> Outcome:
     target: Target = job.target
     try:
         return await arun_task(job.case, target, settings, client), None
@@ -256,11 +246,8 @@ async def _run_job(job: Job, settings: CompareSettings, client: ChatModel | None
         raise
 
 
-def _ray_job(settings: CompareSettings, job: Job) -> Outcome:
-    """A job in a Ray worker, on its own event loop with its own client."""
-    target: Target = job.target
-    client = None if target.scripted else _shared_client(target)
-    return asyncio.run(_run_job(job, settings, client))
+def _endpoint(target: Target) -> tuple[str | None, str | None] | None:
+    return None if target.scripted else (target.base_url, target.api_key)
 
 
 def _ray_failed(job: Job, why: str) -> Outcome:
@@ -288,20 +275,9 @@ def run_comparison(
     there). ``progress`` is told of each run as it ends; its line is printed above ``bar``."""
     report = Report(list(tasks), list(targets), settings or CompareSettings(), source)
     jobs = [
-        Job(i, target.protocol, task, model=target.model, target=target)
-        for i, (task, target) in enumerate((t, g) for t in tasks for g in targets)
+        Job(i, t.protocol, task, model=t.model, target=t, endpoint=_endpoint(t))
+        for i, (task, t) in enumerate((task, t) for task in tasks for t in targets)
     ]
-
-    # One client per endpoint, closed with the shared event loop (not run by run by the GC).
-    clients = {
-        (t.base_url, t.api_key): client
-        for t in report.targets
-        if ray is None and not t.scripted and (client := _shared_client(t)) is not None
-    }
-
-    def run_one(job: Job) -> Awaitable[Outcome]:
-        target: Target = job.target
-        return _run_job(job, report.settings, clients.get((target.base_url, target.api_key)))
 
     def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
         return progress(outcome[0], done, total) if progress is not None else None
@@ -309,14 +285,13 @@ def run_comparison(
     meta = {"source": source, "settings": asdict(report.settings), "targets": _targets(report)}
     outcomes = run_cases(
         jobs,
-        run_one,
+        functools.partial(_run_job, report.settings),
         result_type=TaskRun,
         meta=meta,
         results=results,
         resume=resume,
         concurrency=concurrency,
         ray=ray,
-        ray_worker=functools.partial(_ray_job, report.settings),
         ray_failed=_ray_failed,
         progress=bar,
         on_done=finished,

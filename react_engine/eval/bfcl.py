@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import sys
 from collections.abc import Mapping, Sequence
@@ -15,7 +14,6 @@ from ..errors import ConfigurationError
 from ..harness.runner import Job, Outcome, Progress, run_cases
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
-from ..transport.endpoint import connect
 from .bfcl_case import CaseResult, EvalSettings, run_case, run_multi_turn_case
 from .bfcl_data import Case
 from .bfcl_multi_turn import MultiTurnCase
@@ -48,7 +46,7 @@ AnyCase = Case | MultiTurnCase
 
 
 async def _run_job(
-    job: Job, live: ChatModel | None, model_name: str, settings: EvalSettings
+    model_name: str, settings: EvalSettings, job: Job, live: ChatModel | None
 ) -> tuple[CaseResult, Any]:
     """One case under one protocol; the replies it got, as recorded, when it ran live."""
     case, protocol = job.case, job.protocol
@@ -63,18 +61,6 @@ async def _run_job(
     if isinstance(case, MultiTurnCase):
         return result, recorded_json(list(model.replies))
     return result, recorded_json(model.replies[-1]) if model.replies else None
-
-
-def _connect_live(endpoint: LiveEndpoint | None) -> ChatModel | None:
-    if endpoint is None:
-        return None
-    return connect(endpoint.base_url, endpoint.api_key, asynchronous=True)
-
-
-def _ray_job(
-    endpoint: LiveEndpoint | None, model_name: str, settings: EvalSettings, job: Job
-) -> tuple[CaseResult, Any]:
-    return asyncio.run(_run_job(job, _connect_live(endpoint), model_name, settings))
 
 
 def _ray_failed(job: Job, why: str) -> tuple[CaseResult, Any]:
@@ -120,9 +106,10 @@ def run_bfcl(
         categories=list(dict.fromkeys(c.category for c in cases)),
     )
     replayed = recorded or {}
+    live = None if endpoint is None else (endpoint.base_url, endpoint.api_key)
     jobs = [
-        Job(i, protocol, case, None if endpoint is not None else replayed[protocol][case.id])
-        for i, (protocol, case) in enumerate((p, c) for p in protocols for c in cases)
+        Job(i, p, case, None if live else replayed[p][case.id], endpoint=live)
+        for i, (p, case) in enumerate((p, c) for p in protocols for c in cases)
     ]
 
     def finished(job: Job, outcome: Outcome, done: int, total: int) -> str:
@@ -130,17 +117,15 @@ def run_bfcl(
         verdict = "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
         return f"[{done:>4}/{total}] {job.protocol:<16} {job.case.id:<24} {verdict}"
 
-    live = _connect_live(endpoint) if ray is None else None
     outcomes = run_cases(
         jobs,
-        lambda job: _run_job(job, live, report.model, report.settings),
+        functools.partial(_run_job, report.model, report.settings),
         result_type=CaseResult,
         meta={"model": report.model, "source": report.source, "settings": asdict(report.settings)},
         results=results,
         resume=resume,
         concurrency=concurrency,
         ray=ray,
-        ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
         ray_failed=_ray_failed,
         progress=Progress(len(jobs), sys.stderr, live=False if quiet else None),
         on_done=None if quiet else finished,

@@ -353,17 +353,17 @@ def test_a_killed_ray_worker_fails_its_run_and_the_others_finish(
     It aborted the whole comparison with Ray's ``WorkerCrashedError``."""
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     ray = require_module("ray", "Ray", DEV_HINT, module_level=False)
-    original = compare_run._ray_job
+    original = compare_run._run_job
     victim = ("weather_single", "text")
 
-    def dies_on_one(settings: Any, job: Any) -> Any:  # pickled by value, run in the worker
+    async def dies_on_one(settings: Any, job: Any, client: Any) -> Any:  # run in the worker
         if (job.case.id, job.target.protocol) == victim:
             os.kill(os.getpid(), signal.SIGKILL)
-        return original(settings, job)
+        return await original(settings, job, client)
 
-    monkeypatch.setattr(compare_run, "_ray_job", dies_on_one)
     tasks = load_tasks(only=["no_tool_capital", "weather_single", "calculator_single"])
     expected = run_comparison(tasks, TARGETS, source="scripted")
+    monkeypatch.setattr(compare_run, "_run_job", dies_on_one)
     report = run_comparison(tasks, TARGETS, source="scripted", ray="", concurrency=2)
     assert not ray.is_initialized()  # the cluster it started is gone
 
