@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from .bfcl_prompt import BFCL_PROMPT
 from .bfcl_recording import Recorded, RecordingModel, recorded_from_json, recorded_json
 from .bfcl_report import Report
 
-__all__ = ["DEFAULT_PROTOCOLS", "AnyCase", "LiveEndpoint", "eval_protocols", "run_bfcl"]
+__all__ = ["DEFAULT_PROTOCOLS", "AnyCase", "eval_protocols", "run_bfcl"]
 
 DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
 """The protocols the eval runs by default (those recorded in ``fixtures/bfcl``)."""
@@ -30,16 +30,6 @@ DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
 def eval_protocols() -> tuple[str, ...]:
     """Every protocol the eval can run: the registry's and :data:`BFCL_PROMPT`."""
     return (*named_protocols(), BFCL_PROMPT)
-
-
-@dataclass(frozen=True, slots=True)
-class LiveEndpoint:
-    """A model at an OpenAI-compatible endpoint."""
-
-    model: str
-    base_url: str | None
-    api_key: str | None
-    where: str = ""
 
 
 AnyCase = Case | MultiTurnCase
@@ -73,7 +63,7 @@ def run_bfcl(
     cases: Sequence[AnyCase],
     protocols: Sequence[str],
     *,
-    endpoint: LiveEndpoint | None = None,
+    endpoint: tuple[str | None, str | None] | None = None,
     recorded: Mapping[str, Mapping[str, Recorded]] | None = None,
     model: str = "scripted",
     source: str = "scripted",
@@ -85,9 +75,10 @@ def run_bfcl(
     results: Path | None = None,
     resume: bool = False,
 ) -> Report:
-    """Every case under every protocol: live at ``endpoint`` (``record`` collects the
-    replies), or from ``recorded`` replies (``{protocol: {case id: replies}}``); batch
-    options as :func:`~react_engine.compare.run.run_comparison`'s."""
+    """Every case under every protocol, by ``model`` (at ``source``): live at ``endpoint``
+    (base URL and API key; ``record`` collects the replies), or from ``recorded`` replies
+    (``{protocol: {case id: replies}}``); batch options as
+    :func:`~react_engine.compare.run.run_comparison`'s."""
     if (endpoint is None) == (recorded is None):
         raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:
@@ -99,16 +90,15 @@ def run_bfcl(
                     + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
                 )
     report = Report(
-        model=endpoint.model if endpoint is not None else model,
-        source=endpoint.where if endpoint is not None else source,
+        model=model,
+        source=source,
         settings=settings or EvalSettings(),
         protocols=list(protocols),
         categories=list(dict.fromkeys(c.category for c in cases)),
     )
     replayed = recorded or {}
-    live = None if endpoint is None else (endpoint.base_url, endpoint.api_key)
     jobs = [
-        Job(i, p, case, None if live else replayed[p][case.id], endpoint=live)
+        Job(i, p, case, None if endpoint else replayed[p][case.id], endpoint=endpoint)
         for i, (p, case) in enumerate((p, c) for p in protocols for c in cases)
     ]
 
