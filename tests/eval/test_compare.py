@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from react_engine.cli import main
-from react_engine.compare import (
+from react_engine.compare.run import (
     CompareSettings,
     Metrics,
     Target,

@@ -25,8 +25,8 @@ import pytest
 from support.parts import DEV_HINT, require_module
 
 from react_engine.cli import main
-from react_engine.compare import Target, TaskRun, format_report, run_comparison
 from react_engine.compare import run as compare_run
+from react_engine.compare.run import Target, TaskRun, format_report, run_comparison
 from react_engine.compare.suite import load_tasks
 from react_engine.harness.runner import Progress
 
