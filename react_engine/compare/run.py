@@ -48,8 +48,6 @@ class Target:
     model: str
     """The model as the table names it."""
     protocol: ProtocolName
-    api_model: str | None = None
-    """The name sent to the API when it differs (the local server's text-protocol alias)."""
     base_url: str | None = None
     api_key: str | None = None
     scripted: bool = False
@@ -195,7 +193,7 @@ async def arun_task(
         transcript = Transcript(replies, label=f"task {task.id} ({target.protocol})")
         client = ScriptedModel(transcript)
     agent = Agent(
-        target.api_model or target.model,
+        target.model,
         task.tool_objects(),
         protocol=target.protocol,
         client=client,
@@ -397,8 +395,7 @@ CSV_FIELDS: tuple[str, ...] = (
 
 def _targets(report: Report) -> list[dict[str, str]]:
     return [
-        {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
-        for t in report.targets
+        {"model": t.model, "protocol": t.protocol, "api_model": t.model} for t in report.targets
     ]
 
 
