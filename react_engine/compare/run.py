@@ -23,7 +23,7 @@ from ..harness.settings import RunSettings, agent_options
 from ..run.agent import Agent
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
-from .suite import ProtocolName, Task, Transcript, check_result, replies_for
+from .suite import Task, Transcript, check_result, replies_for
 
 __all__ = [
     "METRICS",
@@ -47,7 +47,8 @@ class Target:
 
     model: str
     """The model as the table names it."""
-    protocol: ProtocolName
+    protocol: str
+    """A name in the protocol registry."""
     base_url: str | None = None
     api_key: str | None = None
     scripted: bool = False
@@ -280,12 +281,11 @@ def run_comparison(
     def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
         return progress(outcome[0], done, total) if progress is not None else None
 
-    meta = {"source": source, "settings": asdict(report.settings), "targets": _targets(report)}
     outcomes = run_cases(
         jobs,
         functools.partial(_run_job, report.settings),
         result_type=TaskRun,
-        meta=meta,
+        meta=_meta(report),
         results=results,
         resume=resume,
         concurrency=concurrency,
@@ -393,19 +393,19 @@ CSV_FIELDS: tuple[str, ...] = (
 )
 
 
-def _targets(report: Report) -> list[dict[str, str]]:
-    return [
+def _meta(report: Report) -> dict[str, Any]:
+    """What a results file of the comparison must share to be resumed."""
+    targets = [
         {"model": t.model, "protocol": t.protocol, "api_model": t.model} for t in report.targets
     ]
+    return {"source": report.source, "settings": asdict(report.settings), "targets": targets}
 
 
 def report_json(report: Report) -> dict[str, Any]:
     return {
         "meta": {
             "started_at": report.started_at,
-            "source": report.source,
-            "settings": asdict(report.settings),
-            "targets": _targets(report),
+            **_meta(report),
             "tasks": [{"id": t.id, "covers": t.covers} for t in report.tasks],
         },
         "runs": [asdict(r) for r in report.runs],
