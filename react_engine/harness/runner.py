@@ -7,7 +7,6 @@ finished job is appended to a JSON Lines :class:`ResultsFile` that ``--resume`` 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import time
@@ -292,8 +291,7 @@ def run_cases(
     try:
         if todo and ray is not None:  # (a resumed run with nothing left starts no cluster)
             assert ray_failed is not None
-            worker = functools.partial(_in_worker, run_one)
-            _run_on_ray(todo, worker, ray_failed, ray, concurrency, finished)
+            _run_on_ray(todo, run_one, ray_failed, ray, concurrency, finished)
         elif todo:
             run_coroutine(_run_async(todo, run_here, concurrency, finished))
     finally:
@@ -383,14 +381,10 @@ def _within_timeout(connect: Callable[[], object], address: str) -> None:
 
 
 def _in_worker(run_one: RunOne, job: Job) -> Outcome:
-    """A job in a Ray worker, on its own event loop with its own client."""
+    """The Ray task: ``run_one`` (any picklable callable) on one job, on the worker's own
+    event loop with its own client."""
     client = None if job.endpoint is None else connect(*job.endpoint, asynchronous=True)
     return asyncio.run(run_one(job, client))
-
-
-def _call(worker: Callable[[Job], Outcome], job: Job) -> Outcome:
-    """The Ray task: ``worker`` (any picklable callable) on one job."""
-    return worker(job)
 
 
 def _result(ray: Any, ref: Any, job: Job, failed: RayFailed) -> Outcome:
@@ -411,7 +405,7 @@ def _result(ray: Any, ref: Any, job: Job, failed: RayFailed) -> Outcome:
 
 def _run_on_ray(
     jobs: Sequence[Job],
-    worker: Callable[[Job], Outcome],
+    run_one: RunOne,
     failed: RayFailed,
     address: str,
     concurrency: int,
@@ -419,8 +413,8 @@ def _run_on_ray(
 ) -> None:
     ray, started = _connect(address, concurrency)
     try:
-        task = ray.remote(num_cpus=1, max_retries=0)(_call)
-        shared = ray.put(worker)
+        task = ray.remote(num_cpus=1, max_retries=0)(_in_worker)
+        shared = ray.put(run_one)
         pending = {task.remote(shared, job): job for job in jobs}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
