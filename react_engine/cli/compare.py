@@ -12,14 +12,12 @@ from pathlib import Path
 from ..compare.run import (
     CompareSettings,
     Target,
-    TaskRun,
     format_report,
     run_comparison,
     write_outputs,
 )
 from ..compare.suite import PROTOCOLS, load_tasks
 from ..errors import ModelAPIError
-from ..harness.runner import Progress
 from ..protocols.registry import protocol_names
 from .endpoint import Endpoint, configured_endpoint, describe_api_error, local_endpoint
 from .exits import EXIT_API, Exit
@@ -66,16 +64,6 @@ def add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     compare.set_defaults(handler=_cmd_compare)
 
 
-def _progress(run: TaskRun, done: int, total: int) -> str:
-    m = run.metrics
-    verdict = "ok" if run.success else "FAILED"
-    return (
-        f"[{done:>3}/{total}] {run.task} · {run.model} · {run.protocol}: {verdict} · "
-        f"{m.llm_calls} LLM calls · {m.prompt_tokens:,}+{m.completion_tokens:,} tokens · "
-        f"{m.wall_s:.1f}s"
-    )
-
-
 @contextlib.contextmanager
 def _compare_targets(
     args: argparse.Namespace, protocols: Sequence[str]
@@ -109,8 +97,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 targets,
                 settings,
                 source=source,
-                progress=None if args.quiet else _progress,
-                bar=None if args.quiet else Progress(len(tasks) * len(targets), sys.stderr),
+                quiet=args.quiet,
                 **batch,
             )
         except ModelAPIError as exc:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
+import sys
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -262,24 +263,29 @@ def run_comparison(
     settings: CompareSettings | None = None,
     *,
     source: str = "",
-    progress: Callable[[TaskRun, int, int], str | None] | None = None,
+    quiet: bool = True,
     concurrency: int = 1,
     ray: str | None = None,
     results: Path | None = None,
     resume: bool = False,
-    bar: Progress | None = None,
 ) -> Report:
     """Every task under every target: ``concurrency`` runs at once, or on the Ray cluster at
     ``ray`` (``""``: a local one); records appended to ``results`` (``resume`` skips those
-    there). ``progress`` is told of each run as it ends; its line is printed above ``bar``."""
+    there). Unless ``quiet``, a line on stderr as each run ends, above a progress bar."""
     report = Report(list(tasks), list(targets), settings or CompareSettings(), source)
     jobs = [
         Job(i, t.protocol, task, model=t.model, target=t, endpoint=_endpoint(t))
         for i, (task, t) in enumerate((task, t) for task in tasks for t in targets)
     ]
 
-    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
-        return progress(outcome[0], done, total) if progress is not None else None
+    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str:
+        run: TaskRun = outcome[0]
+        m, verdict = run.metrics, "ok" if run.success else "FAILED"
+        return (
+            f"[{done:>3}/{total}] {run.task} · {run.model} · {run.protocol}: {verdict} · "
+            f"{m.llm_calls} LLM calls · {m.prompt_tokens:,}+{m.completion_tokens:,} tokens · "
+            f"{m.wall_s:.1f}s"
+        )
 
     outcomes = run_cases(
         jobs,
@@ -291,8 +297,8 @@ def run_comparison(
         concurrency=concurrency,
         ray=ray,
         ray_failed=_ray_failed,
-        progress=bar,
-        on_done=finished,
+        progress=Progress(len(jobs), sys.stderr, live=False if quiet else None),
+        on_done=None if quiet else finished,
     )
     report.runs = [run for run, _ in outcomes]
     return report

@@ -28,7 +28,6 @@ from react_engine.cli import main
 from react_engine.compare import run as compare_run
 from react_engine.compare.run import Target, TaskRun, format_report, run_comparison
 from react_engine.compare.suite import load_tasks
-from react_engine.harness.runner import Progress
 
 
 @pytest.fixture(autouse=True)
@@ -186,20 +185,16 @@ class _Terminal(io.StringIO):
 
 
 def test_the_progress_bar_with_its_eta_is_drawn_on_a_terminal_only(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tasks = load_tasks(only=["no_tool_capital", "weather_single"])
     screen = _Terminal()
-    run_comparison(
-        tasks,
-        TARGETS,
-        source="scripted",
-        progress=lambda run, done, total: f"{done}/{total} {run.task} {run.protocol}",
-        bar=Progress(len(tasks) * len(TARGETS), screen),
-    )
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "stderr", screen)
+        run_comparison(tasks, TARGETS, source="scripted", quiet=False)
     drawn = screen.getvalue()
-    assert "1/4 no_tool_capital function_calling\n" in drawn
-    assert "4/4 weather_single text\n" in drawn
+    assert "[  1/4] no_tool_capital · scripted · function_calling: ok" in drawn
+    assert "[  4/4] weather_single · scripted · text: ok" in drawn
     assert re.search(r"\] 3/4 +75% · [0-9.]+ s · ETA [0-9.]+ s", drawn)
     assert drawn.endswith("\r\x1b[K")  # the bar is wiped at the end
     assert main(["compare", "--scripted", "--task", "no_tool_capital"]) == 0
