@@ -12,14 +12,12 @@ from pathlib import Path
 from ..compare.run import (
     CompareSettings,
     Target,
-    TaskRun,
     format_report,
     run_comparison,
     write_outputs,
 )
 from ..compare.suite import PROTOCOLS, load_tasks
 from ..errors import ModelAPIError
-from ..harness.runner import Progress
 from ..protocols.registry import protocol_names
 from .endpoint import Endpoint, configured_endpoint, describe_api_error, local_endpoint
 from .exits import EXIT_API, Exit
@@ -51,12 +49,7 @@ def add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     compare.add_argument(
         "--scripted", action="store_true", help="replay each task's scripted transcripts: no server"
     )
-    compare.add_argument(
-        "--out",
-        metavar="DIR",
-        help="write comparison.json, .csv, .txt and .png here (the PNG needs matplotlib)",
-    )
-    compare.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
+    compare.add_argument("--out", metavar="DIR", help="write comparison.json, .csv and .txt here")
     compare.add_argument(
         "--html",
         metavar="FILE",
@@ -69,16 +62,6 @@ def add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "-q", "--quiet", action="store_true", help="no progress lines or progress bar on stderr"
     )
     compare.set_defaults(handler=_cmd_compare)
-
-
-def _progress(run: TaskRun, done: int, total: int) -> str:
-    m = run.metrics
-    verdict = "ok" if run.success else "FAILED"
-    return (
-        f"[{done:>3}/{total}] {run.task} · {run.model} · {run.protocol}: {verdict} · "
-        f"{m.llm_calls} LLM calls · {m.prompt_tokens:,}+{m.completion_tokens:,} tokens · "
-        f"{m.wall_s:.1f}s"
-    )
 
 
 @contextlib.contextmanager
@@ -114,8 +97,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                 targets,
                 settings,
                 source=source,
-                progress=None if args.quiet else _progress,
-                bar=None if args.quiet else Progress(len(tasks) * len(targets), sys.stderr),
+                quiet=args.quiet,
                 **batch,
             )
         except ModelAPIError as exc:
@@ -128,13 +110,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         Path(args.html).write_text(comparison_html(report), encoding="utf-8")
         print(f"wrote {args.html}", file=sys.stderr)
     if args.out:
-        written = write_outputs(report, Path(args.out), plot=not args.no_plot)
-        for path in written:
+        for path in write_outputs(report, Path(args.out)):
             print(f"wrote {path}", file=sys.stderr)
-        if not args.no_plot and not any(p.suffix == ".png" for p in written):
-            print(
-                "warning: comparison.png skipped: matplotlib is not installed "
-                "(pip install 'react-engine[plot]', or --no-plot to say you want none)",
-                file=sys.stderr,
-            )
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..eval.bfcl import DEFAULT_PROTOCOLS, AnyCase, LiveEndpoint, eval_protocols, run_bfcl
+from ..eval.bfcl import DEFAULT_PROTOCOLS, AnyCase, eval_protocols, run_bfcl
 from ..eval.bfcl_case import EvalSettings
 from ..eval.bfcl_data import CATEGORIES, DEFAULT_CATEGORIES, load_cases
 from ..eval.bfcl_multi_turn import MULTI_TURN_CATEGORIES, load_multi_turn_cases
@@ -167,11 +167,12 @@ def run_eval_command(args: argparse.Namespace) -> int:
             raise ConfigurationError("no BFCL case has these ids in these categories")
         record: dict[str, dict[str, Recorded]] | None = {} if recording else None
         with endpoint(args, alternatives=", --local for the embedded model, or --scripted") as ep:
-            where = "embedded llama.cpp server" if ep.local else ep.where
             report = run_bfcl(
                 cases,
                 protocols,
-                endpoint=LiveEndpoint(ep.model, ep.base_url, ep.api_key, where),
+                endpoint=(ep.base_url, ep.api_key),
+                model=ep.model,
+                source="embedded llama.cpp server" if ep.local else ep.where,
                 settings=settings,
                 record=record,
                 **batch,

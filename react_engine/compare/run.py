@@ -6,13 +6,12 @@ says what each one counts.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime as _dt
 import functools
-import math
+import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, astuple, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,7 @@ from ..harness.settings import RunSettings, agent_options
 from ..run.agent import Agent
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
-from ..transport.endpoint import connect
-from .suite import ProtocolName, Task, Transcript, check_result, replies_for
+from .suite import Task, Transcript, check_result, replies_for
 
 __all__ = [
     "METRICS",
@@ -50,9 +48,8 @@ class Target:
 
     model: str
     """The model as the table names it."""
-    protocol: ProtocolName
-    api_model: str | None = None
-    """The name sent to the API when it differs (the local server's text-protocol alias)."""
+    protocol: str
+    """A name in the protocol registry."""
     base_url: str | None = None
     api_key: str | None = None
     scripted: bool = False
@@ -198,7 +195,7 @@ async def arun_task(
         transcript = Transcript(replies, label=f"task {task.id} ({target.protocol})")
         client = ScriptedModel(transcript)
     agent = Agent(
-        target.api_model or target.model,
+        target.model,
         task.tool_objects(),
         protocol=target.protocol,
         client=client,
@@ -240,15 +237,7 @@ async def arun_task(
     )
 
 
-def _shared_client(target: Target) -> ChatModel | None:
-    """An async model at ``target``'s endpoint; ``None`` where the agent will say why not."""
-    try:
-        return connect(target.base_url, target.api_key, asynchronous=True)
-    except ConfigurationError:
-        return None
-
-
-async def _run_job(job: Job, settings: CompareSettings, client: ChatModel | None) -> Outcome:
+async def _run_job(settings: CompareSettings, job: Job, client: ChatModel | None) -> Outcome:
     target: Target = job.target
     try:
         return await arun_task(job.case, target, settings, client), None
@@ -257,11 +246,8 @@ async def _run_job(job: Job, settings: CompareSettings, client: ChatModel | None
         raise
 
 
-def _ray_job(settings: CompareSettings, job: Job) -> Outcome:
-    """A job in a Ray worker, on its own event loop with its own client."""
-    target: Target = job.target
-    client = None if target.scripted else _shared_client(target)
-    return asyncio.run(_run_job(job, settings, client))
+def _endpoint(target: Target) -> tuple[str | None, str | None] | None:
+    return None if target.scripted else (target.base_url, target.api_key)
 
 
 def _ray_failed(job: Job, why: str) -> Outcome:
@@ -277,50 +263,42 @@ def run_comparison(
     settings: CompareSettings | None = None,
     *,
     source: str = "",
-    progress: Callable[[TaskRun, int, int], str | None] | None = None,
+    quiet: bool = True,
     concurrency: int = 1,
     ray: str | None = None,
     results: Path | None = None,
     resume: bool = False,
-    bar: Progress | None = None,
 ) -> Report:
     """Every task under every target: ``concurrency`` runs at once, or on the Ray cluster at
     ``ray`` (``""``: a local one); records appended to ``results`` (``resume`` skips those
-    there). ``progress`` is told of each run as it ends; its line is printed above ``bar``."""
+    there). Unless ``quiet``, a line on stderr as each run ends, above a progress bar."""
     report = Report(list(tasks), list(targets), settings or CompareSettings(), source)
     jobs = [
-        Job(i, target.protocol, task, model=target.model, target=target)
-        for i, (task, target) in enumerate((t, g) for t in tasks for g in targets)
+        Job(i, t.protocol, task, model=t.model, target=t, endpoint=_endpoint(t))
+        for i, (task, t) in enumerate((task, t) for task in tasks for t in targets)
     ]
 
-    # One client per endpoint, closed with the shared event loop (not run by run by the GC).
-    clients = {
-        (t.base_url, t.api_key): client
-        for t in report.targets
-        if ray is None and not t.scripted and (client := _shared_client(t)) is not None
-    }
+    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str:
+        run: TaskRun = outcome[0]
+        m, verdict = run.metrics, "ok" if run.success else "FAILED"
+        return (
+            f"[{done:>3}/{total}] {run.task} · {run.model} · {run.protocol}: {verdict} · "
+            f"{m.llm_calls} LLM calls · {m.prompt_tokens:,}+{m.completion_tokens:,} tokens · "
+            f"{m.wall_s:.1f}s"
+        )
 
-    def run_one(job: Job) -> Awaitable[Outcome]:
-        target: Target = job.target
-        return _run_job(job, report.settings, clients.get((target.base_url, target.api_key)))
-
-    def finished(job: Job, outcome: Outcome, done: int, total: int) -> str | None:
-        return progress(outcome[0], done, total) if progress is not None else None
-
-    meta = {"source": source, "settings": asdict(report.settings), "targets": _targets(report)}
     outcomes = run_cases(
         jobs,
-        run_one,
+        functools.partial(_run_job, report.settings),
         result_type=TaskRun,
-        meta=meta,
+        meta=_meta(report),
         results=results,
         resume=resume,
         concurrency=concurrency,
         ray=ray,
-        ray_worker=functools.partial(_ray_job, report.settings),
         ray_failed=_ray_failed,
-        progress=bar,
-        on_done=finished,
+        progress=Progress(len(jobs), sys.stderr, live=False if quiet else None),
+        on_done=None if quiet else finished,
     )
     report.runs = [run for run, _ in outcomes]
     return report
@@ -421,20 +399,19 @@ CSV_FIELDS: tuple[str, ...] = (
 )
 
 
-def _targets(report: Report) -> list[dict[str, str]]:
-    return [
-        {"model": t.model, "protocol": t.protocol, "api_model": t.api_model or t.model}
-        for t in report.targets
+def _meta(report: Report) -> dict[str, Any]:
+    """What a results file of the comparison must share to be resumed."""
+    targets = [
+        {"model": t.model, "protocol": t.protocol, "api_model": t.model} for t in report.targets
     ]
+    return {"source": report.source, "settings": asdict(report.settings), "targets": targets}
 
 
 def report_json(report: Report) -> dict[str, Any]:
     return {
         "meta": {
             "started_at": report.started_at,
-            "source": report.source,
-            "settings": asdict(report.settings),
-            "targets": _targets(report),
+            **_meta(report),
             "tasks": [{"id": t.id, "covers": t.covers} for t in report.tasks],
         },
         "runs": [asdict(r) for r in report.runs],
@@ -464,55 +441,11 @@ def report_csv(report: Report) -> str:
     return csv_text(CSV_FIELDS, (dict(zip(CSV_FIELDS, row, strict=True)) for row in rows))
 
 
-def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:
-    """Write ``comparison.json``, ``.csv``, ``.txt`` and (with matplotlib) ``.png``."""
+def write_outputs(report: Report, out_dir: Path) -> list[Path]:
+    """Write ``comparison.json``, ``.csv`` and ``.txt``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [
+    return [
         write_text(out_dir / "comparison.json", json_text(report_json(report), indent=2)),
         write_text(out_dir / "comparison.csv", report_csv(report)),
         write_text(out_dir / "comparison.txt", format_report(report) + "\n"),
     ]
-    if plot and (png := plot_report(report, out_dir / "comparison.png")) is not None:
-        written.append(png)
-    return written
-
-
-def plot_report(report: Report, path: Path) -> Path | None:
-    """A bar chart per figure of the totals, one bar per target; ``None`` without matplotlib."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    totals = report.totals()
-    labels = [
-        f"{t.model}\n{t.protocol}" if len({x.model for x in totals}) > 1 else t.protocol
-        for t in totals
-    ]
-    panels: list[tuple[str, list[float]]] = [("tasks solved", [float(t.successes) for t in totals])]
-    panels += [
-        (title, [float(getattr(t.metrics, name)) for t in totals]) for name, title, _ in METRICS
-    ]
-    cols = 3
-    rows = math.ceil(len(panels) / cols)
-    fig = Figure(figsize=(4.2 * cols, 3.2 * rows), layout="constrained")
-    FigureCanvasAgg(fig)
-    colors = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"]
-    for i, (title, values) in enumerate(panels):
-        ax = fig.add_subplot(rows, cols, i + 1)
-        bars = ax.bar(range(len(values)), values, color=colors)  # cycled past the sixth bar
-        ax.bar_label(
-            bars,
-            labels=[f"{v:,.2f}" if title.startswith("wall") else f"{v:,.0f}" for v in values],
-            fontsize=8,
-        )
-        ax.set_xticks(range(len(values)), labels, fontsize=8)
-        ax.set_title(title, fontsize=10)
-        ax.margins(y=0.15)
-    fig.suptitle(
-        f"Protocol comparison: {len(report.tasks)} tasks, seed {report.settings.seed}"
-        f" ({report.source or 'endpoint'})",
-        fontsize=11,
-    )
-    fig.savefig(path, dpi=110)
-    return path

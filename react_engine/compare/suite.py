@@ -27,7 +27,6 @@ from .tools import TASK_TOOLS
 __all__ = [
     "PROTOCOLS",
     "Check",
-    "ProtocolName",
     "ScriptReply",
     "Task",
     "Transcript",
@@ -41,16 +40,13 @@ __all__ = [
     "replies_for",
 ]
 
-ProtocolName = str
-"""A name in the protocol registry (:func:`react_engine.protocols.registry.protocol_names`)."""
 
-
-def named_protocols() -> tuple[ProtocolName, ...]:
+def named_protocols() -> tuple[str, ...]:
     """Every protocol a comparison (or a script) can name."""
     return tuple(n for n in protocol_names() if n != "auto")
 
 
-PROTOCOLS: tuple[ProtocolName, ...] = ("function_calling", "text")
+PROTOCOLS: tuple[str, ...] = ("function_calling", "text")
 """What ``compare`` runs by default; every task has scripted replies for these."""
 
 
@@ -121,7 +117,7 @@ class Task(_Strict):
     tools: list[str] = Field(min_length=1)
     instructions: str | None = None
     check: Check
-    scripted: dict[ProtocolName, list[ScriptReply]] = Field(default_factory=dict)
+    scripted: dict[str, list[ScriptReply]] = Field(default_factory=dict)
 
     @field_validator("tools")
     @classmethod
@@ -151,9 +147,7 @@ class Task(_Strict):
         return [TASK_TOOLS[name] for name in self.tools]
 
 
-def replies_for(
-    script: Mapping[str, list[ScriptReply]], protocol: ProtocolName
-) -> list[ScriptReply] | None:
+def replies_for(script: Mapping[str, list[ScriptReply]], protocol: str) -> list[ScriptReply] | None:
     """The replies ``script`` has for ``protocol``: its own, or else its function-calling
     ones written in that protocol's format by the registry."""
     own = script.get(protocol)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ from ..errors import ConfigurationError
 from ..harness.runner import Job, Outcome, Progress, run_cases
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
-from ..transport.endpoint import connect
 from .bfcl_case import CaseResult, EvalSettings, run_case, run_multi_turn_case
 from .bfcl_data import Case
 from .bfcl_multi_turn import MultiTurnCase
@@ -23,7 +21,7 @@ from .bfcl_prompt import BFCL_PROMPT
 from .bfcl_recording import Recorded, RecordingModel, recorded_from_json, recorded_json
 from .bfcl_report import Report
 
-__all__ = ["DEFAULT_PROTOCOLS", "AnyCase", "LiveEndpoint", "eval_protocols", "run_bfcl"]
+__all__ = ["DEFAULT_PROTOCOLS", "AnyCase", "eval_protocols", "run_bfcl"]
 
 DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
 """The protocols the eval runs by default (those recorded in ``fixtures/bfcl``)."""
@@ -34,21 +32,11 @@ def eval_protocols() -> tuple[str, ...]:
     return (*named_protocols(), BFCL_PROMPT)
 
 
-@dataclass(frozen=True, slots=True)
-class LiveEndpoint:
-    """A model at an OpenAI-compatible endpoint."""
-
-    model: str
-    base_url: str | None
-    api_key: str | None
-    where: str = ""
-
-
 AnyCase = Case | MultiTurnCase
 
 
 async def _run_job(
-    job: Job, live: ChatModel | None, model_name: str, settings: EvalSettings
+    model_name: str, settings: EvalSettings, job: Job, live: ChatModel | None
 ) -> tuple[CaseResult, Any]:
     """One case under one protocol; the replies it got, as recorded, when it ran live."""
     case, protocol = job.case, job.protocol
@@ -65,18 +53,6 @@ async def _run_job(
     return result, recorded_json(model.replies[-1]) if model.replies else None
 
 
-def _connect_live(endpoint: LiveEndpoint | None) -> ChatModel | None:
-    if endpoint is None:
-        return None
-    return connect(endpoint.base_url, endpoint.api_key, asynchronous=True)
-
-
-def _ray_job(
-    endpoint: LiveEndpoint | None, model_name: str, settings: EvalSettings, job: Job
-) -> tuple[CaseResult, Any]:
-    return asyncio.run(_run_job(job, _connect_live(endpoint), model_name, settings))
-
-
 def _ray_failed(job: Job, why: str) -> tuple[CaseResult, Any]:
     case = job.case
     result = CaseResult(case.id, case.category, job.protocol, False, False, why, error=why)
@@ -87,7 +63,7 @@ def run_bfcl(
     cases: Sequence[AnyCase],
     protocols: Sequence[str],
     *,
-    endpoint: LiveEndpoint | None = None,
+    endpoint: tuple[str | None, str | None] | None = None,
     recorded: Mapping[str, Mapping[str, Recorded]] | None = None,
     model: str = "scripted",
     source: str = "scripted",
@@ -99,9 +75,10 @@ def run_bfcl(
     results: Path | None = None,
     resume: bool = False,
 ) -> Report:
-    """Every case under every protocol: live at ``endpoint`` (``record`` collects the
-    replies), or from ``recorded`` replies (``{protocol: {case id: replies}}``); batch
-    options as :func:`~react_engine.compare.run.run_comparison`'s."""
+    """Every case under every protocol, by ``model`` (at ``source``): live at ``endpoint``
+    (base URL and API key; ``record`` collects the replies), or from ``recorded`` replies
+    (``{protocol: {case id: replies}}``); batch options as
+    :func:`~react_engine.compare.run.run_comparison`'s."""
     if (endpoint is None) == (recorded is None):
         raise ConfigurationError("run_bfcl takes an endpoint or recorded replies: one of them")
     if recorded is not None:
@@ -113,16 +90,16 @@ def run_bfcl(
                     + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
                 )
     report = Report(
-        model=endpoint.model if endpoint is not None else model,
-        source=endpoint.where if endpoint is not None else source,
+        model=model,
+        source=source,
         settings=settings or EvalSettings(),
         protocols=list(protocols),
         categories=list(dict.fromkeys(c.category for c in cases)),
     )
     replayed = recorded or {}
     jobs = [
-        Job(i, protocol, case, None if endpoint is not None else replayed[protocol][case.id])
-        for i, (protocol, case) in enumerate((p, c) for p in protocols for c in cases)
+        Job(i, p, case, None if endpoint else replayed[p][case.id], endpoint=endpoint)
+        for i, (p, case) in enumerate((p, c) for p in protocols for c in cases)
     ]
 
     def finished(job: Job, outcome: Outcome, done: int, total: int) -> str:
@@ -130,17 +107,15 @@ def run_bfcl(
         verdict = "ok" if result.correct else ("DECODE" if result.decode_failure else "no")
         return f"[{done:>4}/{total}] {job.protocol:<16} {job.case.id:<24} {verdict}"
 
-    live = _connect_live(endpoint) if ray is None else None
     outcomes = run_cases(
         jobs,
-        lambda job: _run_job(job, live, report.model, report.settings),
+        functools.partial(_run_job, report.model, report.settings),
         result_type=CaseResult,
         meta={"model": report.model, "source": report.source, "settings": asdict(report.settings)},
         results=results,
         resume=resume,
         concurrency=concurrency,
         ray=ray,
-        ray_worker=functools.partial(_ray_job, endpoint, report.model, report.settings),
         ray_failed=_ray_failed,
         progress=Progress(len(jobs), sys.stderr, live=False if quiet else None),
         on_done=None if quiet else finished,

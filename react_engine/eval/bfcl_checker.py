@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-__all__ = ["Call", "Verdict", "check_calls", "check_one", "is_irrelevance", "normalize_string"]
+__all__ = ["Call", "Verdict", "check_calls", "check_one", "normalize_string"]
 
 _PY_TYPES: Mapping[str, type] = {
     "string": str,
@@ -64,10 +64,6 @@ def _norm(value: Any) -> Any:
     return normalize_string(value) if type(value) is str else value
 
 
-def is_irrelevance(category: str) -> bool:
-    return "irrelevance" in category
-
-
 def check_calls(
     category: str,
     functions: Sequence[Mapping[str, Any]],
@@ -76,7 +72,7 @@ def check_calls(
 ) -> Verdict:
     """Whether ``calls`` is an accepted answer for a case of ``category`` (ours or BFCL's
     name: ``simple``, ``live_multiple``...)."""
-    if is_irrelevance(category):
+    if "irrelevance" in category:
         if calls:
             return Verdict(False, f"called {', '.join(c.name for c in calls)}; expected no call")
         return _OK

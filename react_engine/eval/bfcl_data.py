@@ -130,10 +130,9 @@ def load_cases(
     *,
     limit: int | None = None,
     only: Sequence[str] = (),
-    root: Traversable | None = None,
 ) -> list[Case]:
     """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
-    read = read_categories(categories, CATEGORIES, limit, only, root)
+    read = read_categories(categories, CATEGORIES, limit, only)
     return [_case(e, category, answers) for category, _, es, answers in read for e in es]
 
 
@@ -142,14 +141,13 @@ def read_categories(
     files: Mapping[str, str],
     limit: int | None,
     only: Sequence[str],
-    root: Traversable | None,
 ) -> Iterator[tuple[str, Traversable, list[dict[str, Any]], dict[str, Any]]]:
     """Each category's data directory, entries (the first ``limit``, or those whose ids are in
     ``only``) and accepted answers by case id; ``files`` names each category's data file."""
     unknown = [c for c in categories if c not in files]
     if unknown:
         raise ConfigurationError(f"unknown BFCL categories {unknown}: use {', '.join(files)}")
-    base = root if root is not None else data_root()
+    base = data_root()
     for category in categories:
         stem = f"BFCL_v4_{files[category]}.json"
         entries = read_lines(base / stem)

@@ -85,12 +85,11 @@ def load_multi_turn_cases(
     *,
     limit: int | None = None,
     only: Sequence[str] = (),
-    root: Traversable | None = None,
 ) -> list[MultiTurnCase]:
     """The cases of ``categories``: the first ``limit`` of each, or those named in ``only``."""
     docs: dict[str, list[dict[str, Any]]] = {}
     files = {c: c for c in MULTI_TURN_CATEGORIES}
-    read = read_categories(categories, files, limit, only, root)
+    read = read_categories(categories, files, limit, only)
     return [_case(base, e, category, truth, docs) for category, base, es, truth in read for e in es]
 
 

@@ -11,13 +11,15 @@ import json
 import os
 import time
 import typing
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigurationError
 from ..runtime import run_coroutine
+from ..transport.base import ChatModel
+from ..transport.endpoint import connect
 
 __all__ = [
     "RAY_CONNECT_TIMEOUT",
@@ -45,6 +47,8 @@ class Job:
     """The model, where the run has several; ``None`` keeps the key to (protocol, case)."""
     target: Any = None
     """What the front end needs besides the case to run it (a comparison's target)."""
+    endpoint: tuple[str | None, str | None] | None = None
+    """The base URL and API key of a live job's model; ``None``: it runs with no client."""
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -195,14 +199,18 @@ class Progress:
             self._shown = False
 
 
-RunOne = Callable[[Job], Awaitable[Outcome]]
+RunOne = Callable[[Job, ChatModel | None], Coroutine[Any, Any, Outcome]]
+"""A job's run, given an async model at its :attr:`Job.endpoint` (``None`` without one)."""
 
 RayFailed = Callable[[Job, str], Outcome]
 """The outcome of a job whose Ray worker died, given why (one line): a failed case."""
 
 
 async def _run_async(
-    jobs: Sequence[Job], run_one: RunOne, concurrency: int, done: Callable[[Job, Outcome], None]
+    jobs: Sequence[Job],
+    run_one: Callable[[Job], Awaitable[Outcome]],
+    concurrency: int,
+    done: Callable[[Job, Outcome], None],
 ) -> None:
     if concurrency == 1:
         for job in jobs:
@@ -239,23 +247,25 @@ def run_cases(
     resume: bool = False,
     concurrency: int = 1,
     ray: str | None = None,
-    ray_worker: Callable[[Job], Outcome] | None = None,
     ray_failed: RayFailed | None = None,
     progress: Progress | None = None,
     on_done: OnDone | None = None,
 ) -> list[Outcome]:
-    """Run ``jobs`` (``run_one`` each, or ``ray_worker`` as a Ray task when ``ray`` is an
-    address or ``""``; ``ray_failed`` gives the outcome of a job whose worker died),
-    recording each in the ``results`` file; with ``resume``, the jobs recorded there are
-    read back as ``result_type`` instead of run. ``on_done`` sees each as it finishes, in
+    """Run ``jobs`` (``run_one`` each, here or as a Ray task when ``ray`` is an address or
+    ``""``; ``ray_failed`` gives the outcome of a job whose worker died), recording each
+    in the ``results`` file; with ``resume``, the jobs recorded there are read back as
+    ``result_type`` instead of run. ``on_done`` sees each as it finishes, in
     finishing order; ``progress`` prints what it returns above its bar. The outcomes come
     back in the jobs' order."""
     if concurrency < 1:
         raise ConfigurationError("--concurrency must be at least 1")
     if resume and results is None:
         raise ConfigurationError("--resume continues the evaluation in --results FILE")
-    if ray is not None and (ray_worker is None or ray_failed is None):
-        raise ConfigurationError("a Ray run needs a worker function and a failed outcome")
+    if ray is not None and ray_failed is None:
+        raise ConfigurationError("a Ray run needs a failed outcome")
+    # One client per endpoint, closed with the shared event loop (not run by run by the GC).
+    endpoints = {job.endpoint for job in jobs if job.endpoint is not None and ray is None}
+    clients = {e: connect(*e, asynchronous=True) for e in endpoints}
     store = ResultsFile(results, meta, resume=resume) if results is not None else None
     saved = store.done if store is not None else {}
     outcomes = {
@@ -275,12 +285,15 @@ def run_cases(
         if progress is not None:
             progress.advance(line)
 
+    def run_here(job: Job) -> Awaitable[Outcome]:
+        return run_one(job, None if job.endpoint is None else clients[job.endpoint])
+
     try:
         if todo and ray is not None:  # (a resumed run with nothing left starts no cluster)
-            assert ray_worker is not None and ray_failed is not None
-            _run_on_ray(todo, ray_worker, ray_failed, ray, concurrency, finished)
+            assert ray_failed is not None
+            _run_on_ray(todo, run_one, ray_failed, ray, concurrency, finished)
         elif todo:
-            run_coroutine(_run_async(todo, run_one, concurrency, finished))
+            run_coroutine(_run_async(todo, run_here, concurrency, finished))
     finally:
         if progress is not None:
             progress.close()
@@ -367,9 +380,11 @@ def _within_timeout(connect: Callable[[], object], address: str) -> None:
         raise ConfigurationError(f"cannot connect to the Ray cluster at {address}: {why}")
 
 
-def _call(worker: Callable[[Job], Outcome], job: Job) -> Outcome:
-    """The Ray task: ``worker`` (any picklable callable) on one job."""
-    return worker(job)
+def _in_worker(run_one: RunOne, job: Job) -> Outcome:
+    """The Ray task: ``run_one`` (any picklable callable) on one job, on the worker's own
+    event loop with its own client."""
+    client = None if job.endpoint is None else connect(*job.endpoint, asynchronous=True)
+    return asyncio.run(run_one(job, client))
 
 
 def _result(ray: Any, ref: Any, job: Job, failed: RayFailed) -> Outcome:
@@ -390,7 +405,7 @@ def _result(ray: Any, ref: Any, job: Job, failed: RayFailed) -> Outcome:
 
 def _run_on_ray(
     jobs: Sequence[Job],
-    worker: Callable[[Job], Outcome],
+    run_one: RunOne,
     failed: RayFailed,
     address: str,
     concurrency: int,
@@ -398,8 +413,8 @@ def _run_on_ray(
 ) -> None:
     ray, started = _connect(address, concurrency)
     try:
-        task = ray.remote(num_cpus=1, max_retries=0)(_call)
-        shared = ray.put(worker)
+        task = ray.remote(num_cpus=1, max_retries=0)(_in_worker)
+        shared = ray.put(run_one)
         pending = {task.remote(shared, job): job for job in jobs}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)

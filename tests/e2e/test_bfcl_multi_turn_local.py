@@ -13,7 +13,6 @@ import pytest
 
 from react_engine.eval.bfcl import (
     EvalSettings,
-    LiveEndpoint,
     Recorded,
     eval_protocols,
     run_bfcl,
@@ -32,16 +31,15 @@ def test_a_multi_turn_case_runs_live_under_every_protocol(
 ) -> None:
     cases = load_multi_turn_cases(["multi_turn_base"], only=[CASE])
     settings = EvalSettings(max_turn_steps=2, max_tokens=128)
-    endpoint = LiveEndpoint(
-        local_endpoint.model, local_endpoint.base_url, local_endpoint.api_key, "embedded"
-    )
     protocols = eval_protocols()  # every registered protocol, and BFCL's Prompt mode
     assert {"function_calling", "text", "structured", "minimal", "bfcl-prompt"} <= set(protocols)
     record: dict[str, dict[str, Recorded]] = {}
     live = run_bfcl(
         cases,
         protocols,
-        endpoint=endpoint,
+        endpoint=(local_endpoint.base_url, local_endpoint.api_key),
+        model=local_endpoint.model,
+        source="embedded",
         settings=settings,
         record=record,
     )

@@ -102,8 +102,9 @@ def test_missing_data_says_how_to_install_it(
     monkeypatch.setattr(bfcl_data.importlib.resources, "files", not_installed)
     with pytest.raises(BfclDataMissing, match="pip install --no-deps bfcl-eval"):
         load_cases()
+    monkeypatch.setattr(bfcl_data, "data_root", lambda: tmp_path)
     with pytest.raises(BfclDataMissing, match=r"no BFCL_v4_simple_python\.json"):
-        load_cases(["simple"], root=tmp_path)
+        load_cases(["simple"])
 
 
 # --- schemas and tools ---------------------------------------------------------------------------

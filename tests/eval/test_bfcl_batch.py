@@ -80,7 +80,7 @@ def test_the_concurrency_is_what_was_asked_and_the_order_is_the_jobs() -> None:
     running, peak = 0, 0
     finished: list[int] = []
 
-    async def one(job: Job) -> tuple[Any, Any]:
+    async def one(job: Job, client: object) -> tuple[Any, Any]:
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
@@ -101,8 +101,7 @@ def test_the_concurrency_is_what_was_asked_and_the_order_is_the_jobs() -> None:
         assert (finished == list(range(20))) == (n == 1)
     with pytest.raises(ConfigurationError, match="at least 1"):
         run(jobs, concurrency=0)
-    worker = (lambda job: (None, None), lambda job, why: (None, None))
-    assert run([], ray="", ray_worker=worker[0], ray_failed=worker[1]) == []  # no cluster
+    assert run([], ray="", ray_failed=lambda job, why: (None, None)) == []  # no cluster
 
 
 def test_a_live_concurrent_run_records_what_the_sequential_one_does(

@@ -25,10 +25,9 @@ import pytest
 from support.parts import DEV_HINT, require_module
 
 from react_engine.cli import main
-from react_engine.compare import Target, TaskRun, format_report, run_comparison
 from react_engine.compare import run as compare_run
+from react_engine.compare.run import Target, TaskRun, format_report, run_comparison
 from react_engine.compare.suite import load_tasks
-from react_engine.harness.runner import Progress
 
 
 @pytest.fixture(autouse=True)
@@ -186,20 +185,16 @@ class _Terminal(io.StringIO):
 
 
 def test_the_progress_bar_with_its_eta_is_drawn_on_a_terminal_only(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tasks = load_tasks(only=["no_tool_capital", "weather_single"])
     screen = _Terminal()
-    run_comparison(
-        tasks,
-        TARGETS,
-        source="scripted",
-        progress=lambda run, done, total: f"{done}/{total} {run.task} {run.protocol}",
-        bar=Progress(len(tasks) * len(TARGETS), screen),
-    )
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "stderr", screen)
+        run_comparison(tasks, TARGETS, source="scripted", quiet=False)
     drawn = screen.getvalue()
-    assert "1/4 no_tool_capital function_calling\n" in drawn
-    assert "4/4 weather_single text\n" in drawn
+    assert "[  1/4] no_tool_capital · scripted · function_calling: ok" in drawn
+    assert "[  4/4] weather_single · scripted · text: ok" in drawn
     assert re.search(r"\] 3/4 +75% · [0-9.]+ s · ETA [0-9.]+ s", drawn)
     assert drawn.endswith("\r\x1b[K")  # the bar is wiped at the end
     assert main(["compare", "--scripted", "--task", "no_tool_capital"]) == 0
@@ -353,17 +348,17 @@ def test_a_killed_ray_worker_fails_its_run_and_the_others_finish(
     It aborted the whole comparison with Ray's ``WorkerCrashedError``."""
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     ray = require_module("ray", "Ray", DEV_HINT, module_level=False)
-    original = compare_run._ray_job
+    original = compare_run._run_job
     victim = ("weather_single", "text")
 
-    def dies_on_one(settings: Any, job: Any) -> Any:  # pickled by value, run in the worker
+    async def dies_on_one(settings: Any, job: Any, client: Any) -> Any:  # run in the worker
         if (job.case.id, job.target.protocol) == victim:
             os.kill(os.getpid(), signal.SIGKILL)
-        return original(settings, job)
+        return await original(settings, job, client)
 
-    monkeypatch.setattr(compare_run, "_ray_job", dies_on_one)
     tasks = load_tasks(only=["no_tool_capital", "weather_single", "calculator_single"])
     expected = run_comparison(tasks, TARGETS, source="scripted")
+    monkeypatch.setattr(compare_run, "_run_job", dies_on_one)
     report = run_comparison(tasks, TARGETS, source="scripted", ray="", concurrency=2)
     assert not ray.is_initialized()  # the cluster it started is gone
 

@@ -22,8 +22,8 @@ from support.toy_protocol import ToyProtocol
 from react_engine import Agent, Capabilities, ScriptedModel
 from react_engine.cli import main
 from react_engine.cli.commands import build_parser
-from react_engine.compare import CompareSettings, Target, load_tasks, run_comparison
-from react_engine.compare.suite import Task
+from react_engine.compare.run import CompareSettings, Target, run_comparison
+from react_engine.compare.suite import Task, load_tasks
 from react_engine.eval.bfcl import run_bfcl
 from react_engine.eval.bfcl_data import load_cases
 from react_engine.protocols import registry as selection
