@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml react_engine/__init__.py | $(PY)
 	  echo ">> The first time, pip compiles llama-cpp-python from source: about 6 minutes on"; \
 	  echo ">> 2 cores (later runs reuse pip's cache and take seconds). Please wait..."; \
 	fi
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,docs,local,dbos]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[dev,docs,local,plot,dbos]'
 	@touch $(STAMP)
 
 # BFCL's test data for `react-engine eval bfcl` (tests/eval/test_bfcl*.py need it). The wheel's

@@ -49,7 +49,12 @@ def add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     compare.add_argument(
         "--scripted", action="store_true", help="replay each task's scripted transcripts: no server"
     )
-    compare.add_argument("--out", metavar="DIR", help="write comparison.json, .csv and .txt here")
+    compare.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write comparison.json, .csv, .txt and .png here (the PNG needs matplotlib)",
+    )
+    compare.add_argument("--no-plot", action="store_true", help="skip the PNG chart")
     compare.add_argument(
         "--html",
         metavar="FILE",
@@ -110,6 +115,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         Path(args.html).write_text(comparison_html(report), encoding="utf-8")
         print(f"wrote {args.html}", file=sys.stderr)
     if args.out:
-        for path in write_outputs(report, Path(args.out)):
+        written = write_outputs(report, Path(args.out), plot=not args.no_plot)
+        for path in written:
             print(f"wrote {path}", file=sys.stderr)
+        if not args.no_plot and not any(p.suffix == ".png" for p in written):
+            print(
+                "warning: comparison.png skipped: matplotlib is not installed "
+                "(pip install 'react-engine[plot]', or --no-plot to say you want none)",
+                file=sys.stderr,
+            )
     return 0

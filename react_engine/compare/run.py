@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
+import math
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -441,11 +442,55 @@ def report_csv(report: Report) -> str:
     return csv_text(CSV_FIELDS, (dict(zip(CSV_FIELDS, row, strict=True)) for row in rows))
 
 
-def write_outputs(report: Report, out_dir: Path) -> list[Path]:
-    """Write ``comparison.json``, ``.csv`` and ``.txt``."""
+def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:
+    """Write ``comparison.json``, ``.csv``, ``.txt`` and (with matplotlib) ``.png``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [
+    written = [
         write_text(out_dir / "comparison.json", json_text(report_json(report), indent=2)),
         write_text(out_dir / "comparison.csv", report_csv(report)),
         write_text(out_dir / "comparison.txt", format_report(report) + "\n"),
     ]
+    if plot and (png := plot_report(report, out_dir / "comparison.png")) is not None:
+        written.append(png)
+    return written
+
+
+def plot_report(report: Report, path: Path) -> Path | None:
+    """A bar chart per figure of the totals, one bar per target; ``None`` without matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    totals = report.totals()
+    labels = [
+        f"{t.model}\n{t.protocol}" if len({x.model for x in totals}) > 1 else t.protocol
+        for t in totals
+    ]
+    panels: list[tuple[str, list[float]]] = [("tasks solved", [float(t.successes) for t in totals])]
+    panels += [
+        (title, [float(getattr(t.metrics, name)) for t in totals]) for name, title, _ in METRICS
+    ]
+    cols = 3
+    rows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(4.2 * cols, 3.2 * rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    colors = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"]
+    for i, (title, values) in enumerate(panels):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        bars = ax.bar(range(len(values)), values, color=colors)  # cycled past the sixth bar
+        ax.bar_label(
+            bars,
+            labels=[f"{v:,.2f}" if title.startswith("wall") else f"{v:,.0f}" for v in values],
+            fontsize=8,
+        )
+        ax.set_xticks(range(len(values)), labels, fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.margins(y=0.15)
+    fig.suptitle(
+        f"Protocol comparison: {len(report.tasks)} tasks, seed {report.settings.seed}"
+        f" ({report.source or 'endpoint'})",
+        fontsize=11,
+    )
+    fig.savefig(path, dpi=110)
+    return path

@@ -971,6 +971,20 @@ def test_run_tool_choice_required_makes_the_first_step_call_a_tool(
     assert capsys.readouterr().out.strip() == "Overcast, 14°C."
 
 
+def test_compare_says_why_the_png_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)  # not installed
+    argv = ["compare", "--scripted", "-q", "--task", "calculator_single", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert not (tmp_path / "comparison.png").exists()
+    assert "warning: comparison.png skipped: matplotlib is not installed" in err
+    assert main([*argv, "--no-plot"]) == 0  # asked for none: nothing to say
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_eval_bfcl_scripted_says_where_the_recordings_are(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

