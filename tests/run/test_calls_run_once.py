@@ -39,7 +39,6 @@ from react_engine import (
     TextReActProtocol,
     Tool,
     ToolAnnotations,
-    ToolDefinitionError,
     reply,
     tool,
     tool_call_reply,
@@ -60,19 +59,19 @@ class Desk:
     def __init__(self) -> None:
         self.ran: list[tuple[str, Any]] = []
 
-        @tool(read_only=True)
+        @tool(annotations=ToolAnnotations(read_only=True))
         def grep(pattern: str) -> str:
             """Find the files that mention a pattern."""
             self.ran.append(("grep", pattern))
             return "src/engine.py"
 
-        @tool(read_only=True)
+        @tool(annotations=ToolAnnotations(read_only=True))
         def read(path: str) -> str:
             """Read a file."""
             self.ran.append(("read", path))
             return f"contents of {path}"
 
-        @tool(destructive=True)
+        @tool(annotations=ToolAnnotations(destructive=True))
         def delete(path: str) -> str:
             """Delete a file."""
             self.ran.append(("delete", path))
@@ -365,7 +364,7 @@ def test_tools_carry_mcp_annotations_with_mcps_defaults() -> None:
         read_only=False, destructive=True, idempotent=False, open_world=True
     )
 
-    @tool(read_only=True, open_world=False)
+    @tool(annotations=ToolAnnotations(read_only=True, open_world=False))
     def look(x: int) -> int:
         """Look."""
         return x
@@ -380,10 +379,6 @@ def test_tools_carry_mcp_annotations_with_mcps_defaults() -> None:
     assert ToolAnnotations.from_mcp({"readOnlyHint": True, "destructiveHint": "no"}) == (
         ToolAnnotations(read_only=True)
     )
-    with pytest.raises(ToolDefinitionError, match="not both"):
-        tool(annotations=hints, read_only=True)
-    with pytest.raises(ToolDefinitionError, match="read_only must be True or False"):
-        tool(read_only="yes")  # type: ignore[arg-type]
 
 
 def test_mcp_annotations_are_read_from_the_server_and_used() -> None:
