@@ -12,7 +12,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, get_args
@@ -176,17 +176,10 @@ class CapabilityRegistry:
     in front of all earlier ones, so user entries beat the shipped ones.
     """
 
-    def __init__(
-        self,
-        entries: Iterable[tuple[str, Capabilities]] = (),
-        *,
-        default: Capabilities | None = None,
-    ) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._default = default if default is not None else Capabilities()
-        self._entries: tuple[_Entry[Capabilities], ...] = tuple(
-            _entry(pattern, caps, "CapabilityRegistry") for pattern, caps in entries
-        )
+        self._default = Capabilities()
+        self._entries: tuple[_Entry[Capabilities], ...] = ()
         self._servers: tuple[_Entry[Mapping[str, Any]], ...] = ()
         # lookup()'s answers per model name, with the entries and default they were found in
         self._found: dict[str, tuple[tuple[_Entry[Any], ...], Capabilities, Capabilities, str]] = {}

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeAlias
 
 from ..errors import ConfigurationError
 from ..paths import state_dir
-from .capabilities import BOOL_FIELDS, Capabilities, CapabilityRegistry, default_registry
+from .capabilities import BOOL_FIELDS, Capabilities, CapabilityRegistry
 from .wire import mask_url
 
 try:
@@ -233,16 +233,11 @@ def set_default_cache(cache: CapabilityCache | None) -> None:
 
 
 def resolve(
-    registry: CapabilityRegistry | None,
-    cache: CapabilityCache | None,
-    base_url: str | None,
-    model: str,
+    registry: CapabilityRegistry, cache: CapabilityCache, base_url: str | None, model: str
 ) -> tuple[Capabilities, str]:
     """The capabilities to use for ``model`` on ``base_url``, and why
     (``"registry: <pattern>"`` or ``"learned: stop=False (registry: o3*)"``). Learned
-    overrides win; ``None`` means the process-wide registry or cache."""
-    registry = default_registry() if registry is None else registry
-    cache = default_cache() if cache is None else cache
+    overrides win."""
     caps, pattern = registry.lookup(model)
     server = registry.lookup_server(base_url)
     if server is not None:

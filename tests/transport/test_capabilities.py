@@ -26,7 +26,6 @@ from react_engine.transport.learned import (
     CapabilityCache,
     default_cache,
     resolve,
-    set_default_cache,
 )
 from react_engine.transport.rejections import REACTIONS, classify_rejection
 
@@ -370,16 +369,6 @@ def test_default_registry_is_shared_and_built_once(monkeypatch: pytest.MonkeyPat
     assert first.lookup("gpt-4o")[1] == "gpt-4o*"
 
 
-def test_constructor_entries(registry: CapabilityRegistry) -> None:
-    custom = CapabilityRegistry(
-        [("a*", Capabilities(stop=False)), ("*", Capabilities(function_calling=False))],
-        default=Capabilities(parallel_tool_calls=True),
-    )
-    assert custom.lookup("abc")[0].stop is False
-    assert custom.lookup("xyz") == (Capabilities(function_calling=False), "*")
-    assert custom.default.parallel_tool_calls is True
-
-
 # --- learned decisions ---------------------------------------------------------------------
 
 URL = "http://localhost:8000/v1"
@@ -580,17 +569,6 @@ def test_resolve_ignores_overrides_that_change_nothing(registry: CapabilityRegis
     cache = CapabilityCache()
     cache.remember(URL, "o3-mini", stop=False)  # the registry already says so
     assert resolve(registry, cache, URL, "o3-mini")[1] == "registry: o3*"
-
-
-def test_resolve_defaults_to_the_process_wide_registry_and_cache(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    set_default_cache(CapabilityCache())
-    monkeypatch.setattr(caps_module, "_default_registry", CapabilityRegistry.from_default(env={}))
-    default_cache().remember(URL, "unknown-model", function_calling=False)
-    found, reason = resolve(None, None, URL, "unknown-model")
-    assert found.function_calling is False
-    assert reason == "learned: function_calling=False (registry: default)"
 
 
 def test_a_classified_rejection_is_learned(registry: CapabilityRegistry) -> None:
