@@ -12,7 +12,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar, Unpack, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack, cast, get_type_hints
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "ToolOptions", "arguments_dict"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
-F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
 
 
 class ToolArgumentsError(ModelBehaviorError, ValueError):
@@ -54,17 +52,12 @@ class ToolAnnotations:
 
     @classmethod
     def from_mcp(cls, hints: Any) -> ToolAnnotations:
-        """From an MCP listing's ``annotations`` (object, mapping or ``None``); a hint left
-        out, or not a bool, keeps MCP's default."""
+        """From an MCP listing's ``annotations`` (the ``mcp`` package's object, or ``None``;
+        ``read_only_hint`` for ``readOnlyHint``...); a hint left out, or not a bool, keeps
+        MCP's default."""
         given: dict[str, bool] = {}
         for name in (f.name for f in dataclasses.fields(cls)):
-            python = f"{name}_hint"  # readOnlyHint on the wire
-            wire = re.sub(r"_(\w)", lambda m: m[1].upper(), python)
-            if isinstance(hints, Mapping):
-                value = hints.get(wire, hints.get(python))
-            else:
-                value = getattr(hints, python, None)
-            if isinstance(value, bool):
+            if isinstance(value := getattr(hints, f"{name}_hint", None), bool):
                 given[name] = value
         return cls(**given)
 

@@ -299,8 +299,6 @@ class MCPConnection:
         self.server = server
         self.client = client
         self.tools: list[Tool] = []
-        self.refused: dict[str, str] = {}
-        """Listed tools that cannot be used, by name, with the reason."""
         self.closed = False
 
     async def list_tools(self) -> list[Tool]:
@@ -314,12 +312,10 @@ class MCPConnection:
             if cursor is None:
                 break
         tools: list[Tool] = []
-        self.refused = {}
         for spec in specs:
             try:
                 tools.append(self._tool(spec))
             except ToolDefinitionError as exc:  # one broken tool does not cost the others
-                self.refused[spec.name] = str(exc)
                 log.warning("the MCP server %s: tool left out: %s", self.server.name, exc)
         self.tools = tools
         return self.tools
@@ -419,8 +415,6 @@ def merge_tools(tools: Sequence[Tool], added: Iterable[Tool], server: str) -> li
 
 def check_servers(servers: Any) -> list[MCPServerHandle]:
     """``Agent(mcp_servers=...)`` as a list of handles, or a configuration error."""
-    if isinstance(servers, MCPServerHandle):
-        return [servers]
     if isinstance(servers, str | bytes | Mapping) or not isinstance(servers, Iterable):
         raise ConfigurationError(
             f"mcp_servers must be a list of MCPServerStdio / MCPServerHTTP, not {servers!r}"

@@ -25,6 +25,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import openai
@@ -376,9 +377,8 @@ def test_tools_carry_mcp_annotations_with_mcps_defaults() -> None:
     schema = {"type": "object", "properties": {"key": {"type": "string"}}}
     put = Tool.from_schema("put", schema, lambda args: "ok", annotations=hints)
     assert put.annotations is hints
-    assert ToolAnnotations.from_mcp({"readOnlyHint": True, "destructiveHint": "no"}) == (
-        ToolAnnotations(read_only=True)
-    )
+    given = SimpleNamespace(read_only_hint=True, destructive_hint="no")
+    assert ToolAnnotations.from_mcp(given) == ToolAnnotations(read_only=True)
 
 
 def test_mcp_annotations_are_read_from_the_server_and_used() -> None:
