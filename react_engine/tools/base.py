@@ -126,14 +126,10 @@ class Tool:
             function["strict"] = True
         return {"type": "function", "function": function}
 
-    def validate(self, arguments: Mapping[str, Any] | str) -> BaseModel:
-        """Validate raw arguments; raise :class:`ToolArgumentsError` with a model-readable text."""
-        checked = self.check(arguments)
-        return checked if isinstance(checked, BaseModel) else self._model(checked)
-
     def check(self, arguments: Mapping[str, Any] | str) -> BaseModel | dict[str, Any]:
-        """What :meth:`ainvoke` takes: :meth:`validate`'s model, or the checked dict for a
-        :attr:`pass_arguments` tool."""
+        """Validate raw arguments into what :meth:`ainvoke` takes: a model of
+        :attr:`args_model`, or the checked dict for a :attr:`pass_arguments` tool; else
+        :class:`ToolArgumentsError` with a model-readable text."""
         if isinstance(arguments, str):
             fields = self.args_model.model_fields
             if len(fields) == 1 and arguments.strip():
