@@ -56,7 +56,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
             "model": result.model,
             "base_url": result.base_url,
             "tools": result.tools,
-            "native_calls": result.native_calls,
+            "native_calls": result.tools == "native",
             **asdict(result),  # the fields not named above, in their order
             "recorded": None if cache is None else result.overrides(),
             "cache": None if cache is None or cache.path is None else str(cache.path),

@@ -325,10 +325,9 @@ def _parse_document(
         if not isinstance(item, dict):
             raise ConfigurationError(f"{at}: each entry must be an object")
         fields = dict(item)
-        pattern = fields.pop("pattern", None)
-        patterns = fields.pop("patterns", [] if pattern is None else [pattern])
+        patterns = fields.pop("patterns", None)
         if not isinstance(patterns, list) or not patterns:
-            raise ConfigurationError(f"{at}: needs 'pattern' (a string) or 'patterns' (a list)")
+            raise ConfigurationError(f"{at}: needs 'patterns' (a list of globs)")
         caps = _capabilities(base, fields, at)
         entries.extend(_entry(pattern, caps, at) for pattern in patterns)
     return default, entries, _server_entries(data.get("servers", []), where)

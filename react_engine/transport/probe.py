@@ -66,14 +66,10 @@ class ProbeResult:
     requests: int = 1
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def native_calls(self) -> bool:
-        return self.tools == "native"
-
     def overrides(self) -> dict[str, bool]:
         """The capabilities this result establishes, as cache overrides (a server that did
         not constrain the call is left as the registry says)."""
-        out = {"function_calling": self.native_calls, "stop": self.stop}
+        out = {"function_calling": self.tools == "native", "stop": self.stop}
         if self.constrained:
             out["constrained_decoding"] = True
         return out

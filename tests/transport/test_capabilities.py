@@ -270,7 +270,7 @@ def test_load_file_puts_its_entries_first(registry: CapabilityRegistry, tmp_path
         {
             "version": 1,
             "models": [
-                {"pattern": "gpt-4o-mini*", "stop": False, "note": "proxy strips stop"},
+                {"patterns": ["gpt-4o-mini*"], "stop": False, "note": "proxy strips stop"},
                 {"patterns": ["gpt-4o*", "corp-*"], "function_calling": False},
             ],
         },
@@ -290,7 +290,7 @@ def test_load_file_default_replaces_the_default(tmp_path: Path) -> None:
         tmp_path / "caps.json",
         {
             "default": {"function_calling": False, "stop": False, "source": "https://x.test"},
-            "models": [{"pattern": "tooly*", "function_calling": True}],
+            "models": [{"patterns": ["tooly*"], "function_calling": True}],
         },
     )
     registry = CapabilityRegistry()
@@ -312,12 +312,12 @@ def test_load_file_default_replaces_the_default(tmp_path: Path) -> None:
         ({"models": {}}, "'models' must be a list"),
         ({"default": [], "models": []}, "'default' must be an object"),
         ({"models": ["gpt-4o*"]}, r"models\[0\]: each entry must be an object"),
-        ({"models": [{"stop": False}]}, r"models\[0\]: needs 'pattern'"),
-        ({"models": [{"patterns": []}]}, r"models\[0\]: needs 'pattern'"),
-        ({"models": [{"patterns": "gpt*"}]}, r"models\[0\]: needs 'pattern'"),
-        ({"models": [{"pattern": 3}]}, "pattern must be a non-empty string"),
-        ({"models": [{"pattern": "a", "fc": True}]}, r"models\[0\]: unknown field 'fc'"),
-        ({"models": [{"pattern": "a", "stop": "yes"}]}, "'stop' must be true or false"),
+        ({"models": [{"stop": False}]}, r"models\[0\]: needs 'patterns'"),
+        ({"models": [{"patterns": []}]}, r"models\[0\]: needs 'patterns'"),
+        ({"models": [{"patterns": "gpt*"}]}, r"models\[0\]: needs 'patterns'"),
+        ({"models": [{"patterns": [3]}]}, "pattern must be a non-empty string"),
+        ({"models": [{"patterns": ["a"], "fc": True}]}, r"models\[0\]: unknown field 'fc'"),
+        ({"models": [{"patterns": ["a"], "stop": "yes"}]}, "'stop' must be true or false"),
         ({"default": {"stop": None}}, "default: 'stop' must be true or false"),
     ],
 )
@@ -349,7 +349,7 @@ def test_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
 def test_env_var_loads_an_override_file(tmp_path: Path) -> None:
     path = write(
         tmp_path / "o.json",
-        {"models": [{"pattern": "deepseek-reasoner", "function_calling": True}]},
+        {"models": [{"patterns": ["deepseek-reasoner"], "function_calling": True}]},
     )
     registry = CapabilityRegistry.from_default(env={REGISTRY_ENV: str(path)})
     found, matched = registry.lookup("deepseek-reasoner")
