@@ -275,13 +275,10 @@ class Reaction:
     event: str
     """For the trace and the log; ``{model}``, ``{url}`` and ``{protocol}`` (the protocol
     switched to) are filled in."""
-    switch_to: str | None = None
-    """The protocol to continue with, when the rejection rules out the current one:
-    ``"auto"`` for the next one ``"auto"`` would choose once the capability is off
-    (:func:`~react_engine.protocols.registry.auto_order`)."""
-    only_from: str | None = None
-    """Apply only while this protocol runs (and the user let the agent choose); ``"auto"``
-    for any protocol whose registration requires the rejected capability."""
+    switch: bool = False
+    """The rejection rules out a protocol whose registration requires the capability: it
+    applies only while one runs (and the user let the agent choose), and the run goes on
+    with the one ``"auto"`` chooses next (:func:`~react_engine.protocols.registry.auto_order`)."""
     value: bool = False
     """What the flag becomes: off for a rejected parameter, on for a required one."""
 
@@ -290,8 +287,7 @@ REACTIONS: Final[Mapping[RejectedParam, Reaction]] = {
     "tools": Reaction(
         "function_calling",
         "fallback: {model} at {url} rejected tools; switched to the {protocol} protocol",
-        switch_to="auto",
-        only_from="auto",
+        switch=True,
     ),
     "stop": Reaction("stop", "stop sequences rejected; cutting replies client-side"),
     "constrained_decoding": Reaction(
