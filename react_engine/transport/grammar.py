@@ -276,9 +276,7 @@ def schema_grammar(schema: Mapping[str, Any], name: str = "value") -> str:
     ``schema``, for servers that take a grammar but no JSON Schema (:class:`GrammarError`
     as :func:`schema_rules`)."""
     root, rules = schema_rules(schema, name)
-    if root == "root":
-        return _render(rules)
-    return _render({"root": root, **{k: v for k, v in rules.items() if k != "root"}})
+    return _render({"root": root, **rules})  # a rule named root is the root itself
 
 
 @dataclass(frozen=True, slots=True)

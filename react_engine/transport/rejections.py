@@ -28,7 +28,6 @@ _PRIORITY: Final[tuple[RejectedParam, ...]] = (
     "constrained_decoding",
     "reasoning_content",
 )
-_KINDS: Final[frozenset[str]] = frozenset(_PRIORITY)
 
 # 400/422 are the usual answers; 404 and 501 come from servers that treat an unknown
 # feature as a missing route; llama.cpp answers 500 for "tools param requires --jinja flag".
@@ -190,7 +189,7 @@ def _classify(body: str) -> RejectedParam | None:
     ):
         found.update(m.group(1) for m in pattern.finditer(text, timeout=t))
     found.update(extra)
-    if any(p in _KINDS for p in params) and _RE_UNSUPPORTED_CONTEXT.search(text, timeout=t):
+    if any(p in _PRIORITY for p in params) and _RE_UNSUPPORTED_CONTEXT.search(text, timeout=t):
         found.update(params)
     for kind in _PRIORITY:
         if kind in found:

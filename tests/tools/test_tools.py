@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from react_engine import Tool, ToolDefinitionError, tool
-from react_engine.tools import ToolArgumentsError, as_tools, meets_strict_mode
+from react_engine.tools import ToolArgumentsError, as_tools
+from react_engine.tools.schema import meets_strict_mode
 
 
 class Unit(Enum):
