@@ -65,16 +65,12 @@ MAX_SCHEMA_PROPERTIES: Final = 5000
 limit); past it checking the schema alone would take seconds."""
 
 
-def _too_many_properties(schema: Any) -> bool:
-    counts = (len(p) for n in schema_nodes(schema) if isinstance(p := n.get("properties"), Mapping))
-    return any(total > MAX_SCHEMA_PROPERTIES for total in itertools.accumulate(counts))
-
-
 def schema_check(tool_name: str, schema: Mapping[str, Any]) -> SchemaCheck:
     """The check for ``schema``; a :class:`ToolDefinitionError` when it cannot be one."""
     if exceeds_depth(schema, MAX_SCHEMA_DEPTH):
         raise _bad(tool_name, f"it nests deeper than {MAX_SCHEMA_DEPTH} levels")
-    if _too_many_properties(schema):
+    counts = (len(p) for n in schema_nodes(schema) if isinstance(p := n.get("properties"), Mapping))
+    if any(total > MAX_SCHEMA_PROPERTIES for total in itertools.accumulate(counts)):
         raise _bad(tool_name, f"it declares more than {MAX_SCHEMA_PROPERTIES} properties")
     try:
         text = json.dumps(schema)

@@ -171,7 +171,14 @@ class Tool:
                 return self.args_model.model_validate(dict(arguments), extra="forbid")
             return self.args_model.model_validate(dict(arguments))
         except ValidationError as exc:
-            raise ToolArgumentsError(_format_validation_error(self.name, exc)) from None
+            parts = []
+            for err in exc.errors(include_url=False):
+                loc = ".".join(str(x) for x in err.get("loc", ())) or "(arguments)"
+                msg = "unexpected field" if err["type"] == "extra_forbidden" else err["msg"]
+                parts.append(f"{loc}: {msg}")
+            detail = "; ".join(parts)
+            notice = Notice(NoticeCode.INVALID_ARGUMENTS, tool=repr(self.name), detail=detail)
+            raise ToolArgumentsError(notice) from None
 
     async def ainvoke(
         self, validated: BaseModel | dict[str, Any], timeout: float | None = None
@@ -461,14 +468,3 @@ def _check_name(name: str) -> None:
 
 def _model_name(tool_name: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[_\-]", tool_name)) + "Args"
-
-
-def _format_validation_error(tool_name: str, exc: ValidationError) -> Notice:
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(x) for x in err.get("loc", ())) or "(arguments)"
-        msg = err.get("msg", "invalid")
-        if err.get("type") == "extra_forbidden":
-            msg = "unexpected field"
-        parts.append(f"{loc}: {msg}")
-    return Notice(NoticeCode.INVALID_ARGUMENTS, tool=repr(tool_name), detail="; ".join(parts))

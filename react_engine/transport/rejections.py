@@ -169,8 +169,17 @@ SCAN_TIMEOUT: float = 0.5
 
 def _classify(body: str) -> RejectedParam | None:
     t = SCAN_TIMEOUT
-    text, params, extra = _error_parts(body[:_MAX_BODY])
-    text = text.lower()
+    body = body[:_MAX_BODY]
+    params: list[str] = []
+    extra: list[str] = []  # top-level request fields pydantic reported as forbidden extras
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        text = body.lower()
+    else:
+        texts: list[str] = []
+        _walk_error(data, texts, params, extra, 0)
+        text = "\n".join(texts).lower()
     if _RE_REASONING_MISSING.search(text, timeout=t):
         return "reasoning_content_missing"
     found: set[str] = set()
@@ -213,20 +222,6 @@ _PHRASES: Final[tuple[tuple[_Pattern, RejectedParam], ...]] = (
     (_RE_REASONING_REJECTED, "reasoning_content"),
 )
 """Phrases naming what was rejected, in the order they are tried."""
-
-
-def _error_parts(body: str) -> tuple[str, list[str], list[str]]:
-    """From an error body: its messages joined, the ``param`` fields, and the top-level
-    request fields that pydantic reported as forbidden extras."""
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return body, [], []
-    texts: list[str] = []
-    params: list[str] = []
-    extra: list[str] = []
-    _walk_error(data, texts, params, extra, 0)
-    return "\n".join(texts), params, extra
 
 
 def _walk_error(
