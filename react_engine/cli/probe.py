@@ -50,7 +50,7 @@ def run_probe_command(args: argparse.Namespace) -> int:
         result = asyncio.run(aprobe(chat_model, ep.model, timeout=args.timeout))
     cache = None if args.no_record or ep.local else default_cache()
     if cache is not None:
-        result.remember(cache)
+        cache.remember(result.base_url, result.model, **result.overrides())
     if args.json:
         payload = {
             "model": result.model,

@@ -3,7 +3,8 @@
 :func:`aprobe` asks the model to call one tool by name, with a ``stop`` sequence, and
 sees whether the call came back native, written as text, ignored or rejected, whether
 ``stop`` is honoured and whether the call was constrained to its schema;
-:meth:`ProbeResult.remember` writes it into the capability cache (docs/capability-cache.md).
+:meth:`ProbeResult.overrides` is what it records in the capability cache
+(docs/capability-cache.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from ..errors import ModelRequestError, ModelUnavailableError
 from ..parsing.salvage import read_salvaged
 from ..types import ModelRequest, ModelSettings, SystemMessage, UserMessage
 from .base import ChatModel
-from .learned import CapabilityCache
 from .rejections import classify_rejection
 from .wire import mask_url
 
@@ -73,10 +73,6 @@ class ProbeResult:
         if self.constrained:
             out["constrained_decoding"] = True
         return out
-
-    def remember(self, cache: CapabilityCache) -> None:
-        """Record :meth:`overrides` for this endpoint and model."""
-        cache.remember(self.base_url or None, self.model, **self.overrides())
 
     def summary(self) -> str:
         lines = [
