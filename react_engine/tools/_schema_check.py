@@ -357,8 +357,6 @@ def _message(keyword: str, value: Any, failure: Any) -> str:
     if keyword in ("minimum", "maximum") and failure.schema.get(flag) is True:
         keyword = flag  # draft 4: "exclusiveMinimum" is a flag beside the bound
     if keyword in bounds and isinstance(value, int | float) and not isinstance(value, bool):
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"Input should be {bounds[keyword]} {value}"
         return f"Input should be {bounds[keyword]} {_short(value)}"
     if keyword == "not":
         return "Input should not match the excluded schema"

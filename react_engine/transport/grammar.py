@@ -225,7 +225,6 @@ class _Writer:
             if extra is False:
                 return self.add(name, '"{" ws "}"')
             return self.use("json-object")
-        # Required properties first, in schema order, then the optional ones.
         order = [k for k in props if k in required] + [k for k in props if k not in required]
         members: list[tuple[str, bool]] = []
         for key in order:
