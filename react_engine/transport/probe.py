@@ -14,6 +14,7 @@ from typing import Literal
 
 from ..errors import ModelRequestError, ModelUnavailableError
 from ..parsing.salvage import read_salvaged
+from ..tools.timeouts import within
 from ..types import ModelRequest, ModelSettings, SystemMessage, UserMessage
 from .base import ChatModel
 from .rejections import classify_rejection
@@ -109,16 +110,13 @@ async def aprobe(
     """Send the probe request (again without a parameter the server rejected, at most
     twice more) and judge the reply; a client error that is not a rejection of ``tools``
     is raised. Past ``timeout`` seconds in all: :class:`ModelUnavailableError`."""
-    import asyncio  # a coroutine's import: the loop has loaded it
+    from ..runtime import DeadlinePassed  # a coroutine's import: the loop has loaded asyncio
 
     base_url = mask_url(chat_model.base_url)  # shown, and kept in the cache: no credentials
-    scope = asyncio.timeout(timeout)
+    probing = _probe(chat_model, model, base_url, timeout)
     try:
-        async with scope:
-            return await _probe(chat_model, model, base_url, timeout)
-    except TimeoutError:
-        if not scope.expired():
-            raise  # not the probe's timeout
+        return await (probing if timeout is None else within(probing, timeout))
+    except DeadlinePassed:
         raise ModelUnavailableError(
             f"the probe got no reply from {base_url or 'the endpoint'} within {timeout:g} s"
         ) from None
