@@ -216,8 +216,7 @@ class Tool:
         **options: Unpack[ToolOptions],
     ) -> Tool:
         """Build a tool from a typed function; its docstring gives the descriptions."""
-        tool_name: str = name or str(getattr(function, "__name__", ""))
-        _check_name(tool_name)
+        tool_name = _checked_name(name or str(getattr(function, "__name__", "")))
         summary, arg_docs = parse_docstring(inspect.getdoc(function) or "")
         sig = inspect.signature(function)
         try:
@@ -278,8 +277,7 @@ class Tool:
         The function takes either one parameter annotated with the model (it receives the
         validated instance) or keyword parameters named exactly like the model's fields.
         """
-        tool_name: str = name or str(getattr(function, "__name__", ""))
-        _check_name(tool_name)
+        tool_name = _checked_name(name or str(getattr(function, "__name__", "")))
         if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
             raise _bad(tool_name, f"{args_model!r} is not a pydantic model")
         sig = inspect.signature(function)
@@ -330,7 +328,7 @@ class Tool:
         one dict (an MCP server's tool, say); every call is checked against the whole schema."""
         from ._schema_check import schema_check
 
-        _check_name(name)
+        _checked_name(name)
         if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
             raise _bad(
                 name,
@@ -456,7 +454,7 @@ def _bad(tool_name: str, why: str) -> ToolDefinitionError:
     return ToolDefinitionError(f"tool {tool_name!r}: {why}", tool_name=tool_name)
 
 
-def _check_name(name: str) -> None:
+def _checked_name(name: str) -> str:
     # fullmatch: with match(), "$" also matches before a trailing newline ("get_weather\n").
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ToolDefinitionError(
@@ -464,6 +462,7 @@ def _check_name(name: str) -> None:
             "not starting with a digit",
             tool_name=name if isinstance(name, str) and name else None,
         )
+    return name
 
 
 def _model_name(tool_name: str) -> str:

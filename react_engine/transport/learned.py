@@ -96,14 +96,10 @@ class CapabilityCache:
         """Record capability overrides, e.g. ``function_calling=False``, merged into any
         already known for this server and model."""
         for name, value in overrides.items():
-            if name not in BOOL_FIELDS:
+            if name not in BOOL_FIELDS or not isinstance(value, bool):
                 raise ConfigurationError(
-                    f"CapabilityCache.remember: unknown capability {name!r} "
-                    f"(known: {', '.join(BOOL_FIELDS)})"
-                )
-            if not isinstance(value, bool):
-                raise ConfigurationError(
-                    f"CapabilityCache.remember: {name} must be a bool, got {value!r}"
+                    f"CapabilityCache.remember: not a capability and a bool: {name}={value!r} "
+                    f"(capabilities: {', '.join(BOOL_FIELDS)})"
                 )
         if overrides:
             key = _cache_key(base_url, model)

@@ -414,9 +414,9 @@ def test_remember_nothing_is_a_no_op(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"tools": False}, "unknown capability 'tools'"),
-        ({"text_template": "zh"}, "unknown capability 'text_template'"),
-        ({"stop": "false"}, "stop must be a bool"),
+        ({"tools": False}, "tools=False"),
+        ({"text_template": "zh"}, "text_template='zh'"),
+        ({"stop": "false"}, "stop='false'"),
     ],
 )
 def test_remember_rejects_bad_overrides(overrides: dict[str, Any], message: str) -> None:
