@@ -305,7 +305,6 @@ def react_grammar(
     labels: ReactLabels = ReactLabels(),
     *,
     allow_final: bool = True,
-    thought_chars: int = 300,
     answer_schema: Mapping[str, Any] | None = None,
 ) -> str:
     """The GBNF grammar of one text ReAct reply: a one-line thought, then an action on one
@@ -318,7 +317,7 @@ def react_grammar(
     sep = literal(labels.colon)
     rules["root"] = ""
     rules["thought"] = f"{literal(labels.thought)} {sep} thought-text {literal(chr(10))}"
-    rules["thought-text"] = f"[^\\n]{{1,{thought_chars}}}"
+    rules["thought-text"] = "[^\\n]{1,300}"  # one line
     if not allow_final and labels.plan_prefix:
         rules["thought-text"] = f"{literal(labels.plan_prefix + ' ')} {rules['thought-text']}"
     rules["answer"] = f"{literal(labels.final_answer)} {sep} answer-text"

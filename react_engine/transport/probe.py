@@ -9,6 +9,7 @@ sees whether the call came back native, written as text, ignored or rejected, wh
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -44,8 +45,6 @@ _SCHEMA = {
     },
 }
 
-Tools = Literal["native", "written", "ignored", "rejected"]
-
 
 @dataclass(frozen=True, slots=True)
 class ProbeResult:
@@ -54,7 +53,7 @@ class ProbeResult:
     model: str
     base_url: str
     """The endpoint, its credentials masked (:func:`~react_engine.transport.wire.mask_url`)."""
-    tools: Tools
+    tools: Literal["native", "written", "ignored", "rejected"]
     """``native``: the call came back in ``tool_calls``; ``written``: as text in a native
     format (:attr:`call_format`); ``ignored``: no call at all; ``rejected``: HTTP 4xx."""
     stop: bool
@@ -154,7 +153,11 @@ async def _probe(
         notes.append("the reply ran past the stop sequence")
     if reply.tool_calls:
         call = reply.tool_calls[0]
-        constrained = call.name == PROBE_TOOL and _exact(call.arguments)
+        try:
+            exact = json.loads(call.arguments or "") == {"color": _COLOR}
+        except (ValueError, RecursionError):
+            exact = False
+        constrained = call.name == PROBE_TOOL and exact
         return ProbeResult(model, base_url, "native", stop, constrained, "", requests, notes)
     written = read_salvaged(content, [PROBE_TOOL]).calls
     if written:
@@ -164,12 +167,3 @@ async def _probe(
     if content.strip():
         notes.append(f"answered in text: {content.strip()[:120]!r}")
     return ProbeResult(model, base_url, "ignored", stop, None, "", requests, notes)
-
-
-def _exact(arguments: str | None) -> bool:
-    import json
-
-    try:
-        return bool(json.loads(arguments or "") == {"color": _COLOR})
-    except (ValueError, RecursionError):
-        return False
