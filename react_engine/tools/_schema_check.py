@@ -30,8 +30,6 @@ PATTERN_SECONDS: Final = 0.1
 
 MAX_REPORTED: Final = 8  # failures listed in one observation; the rest are counted
 
-INSTALL_HINT = "pip install 'react-engine[schema]' (or jsonschema>=4.18)"
-
 _NUMBER = regex.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 # Keywords whose values are data (a ``$ref`` in them is no reference), and keywords whose
@@ -106,7 +104,7 @@ class SchemaCheck:
         except ImportError as exc:  # the schema extra (mcp brings it too)
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: checking a JSON Schema needs the jsonschema package, "
-                f"which is not installed: {INSTALL_HINT}",
+                "which is not installed: pip install 'react-engine[schema]' (or jsonschema>=4.18)",
                 tool_name=tool_name,
             ) from exc
         self.tool_name = tool_name

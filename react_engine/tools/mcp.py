@@ -44,8 +44,6 @@ __all__ = [
 
 log = logging.getLogger("react_engine")
 
-INSTALL_HINT = "pip install 'react-engine[mcp]'"
-
 _MAX_PAGES = 100
 """Pages of ``tools/list`` read at most: a server whose cursor never ends cannot hang a run."""
 
@@ -72,7 +70,8 @@ class MCPServerHandle:
             import mcp  # noqa: F401
         except ImportError as exc:
             raise ConfigurationError(
-                f"MCP servers need the mcp package, which is not installed: {INSTALL_HINT}"
+                "MCP servers need the mcp package, which is not installed: "
+                "pip install 'react-engine[mcp]'"
             ) from exc
         if prefix and (not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix)):
             raise ConfigurationError(
