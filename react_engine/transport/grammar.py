@@ -66,7 +66,6 @@ _BASE_DEPENDS: Final = {
     name: [other for other in _BASE_RULES if re.search(rf"(?<![\w-]){other}(?![\w-])", body)]
     for name, body in _BASE_RULES.items()
 }
-"""The base rules each base rule names."""
 
 
 def literal(text: str) -> str:
