@@ -50,13 +50,13 @@ def run_probe_command(args: argparse.Namespace) -> int:
         result = asyncio.run(aprobe(chat_model, ep.model, timeout=args.timeout))
     cache = None if args.no_record or ep.local else default_cache()
     if cache is not None:
-        result.remember(cache)
+        cache.remember(result.base_url, result.model, **result.overrides())
     if args.json:
         payload = {
             "model": result.model,
             "base_url": result.base_url,
             "tools": result.tools,
-            "native_calls": result.native_calls,
+            "native_calls": result.tools == "native",
             **asdict(result),  # the fields not named above, in their order
             "recorded": None if cache is None else result.overrides(),
             "cache": None if cache is None or cache.path is None else str(cache.path),

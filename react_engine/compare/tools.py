@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ..testing.tools import calculator, get_weather
-from ..tools import Tool, tool
+from ..tools import Tool, ToolAnnotations, tool
 
 __all__ = [
     "BUILD_LOG_LINES",
@@ -43,7 +43,7 @@ def _normalise_name(name: str) -> str:
     return " ".join(name.replace("_", " ").split()).casefold()
 
 
-@tool(read_only=True)
+@tool(annotations=ToolAnnotations(read_only=True))
 def find_user(name: str) -> dict[str, str]:
     """Look up a user of the workflow system by name (English or Chinese).
 
@@ -58,7 +58,7 @@ def find_user(name: str) -> dict[str, str]:
     raise LookupError(f"no user named {name!r}; users: {known}")
 
 
-@tool(read_only=True)
+@tool(annotations=ToolAnnotations(read_only=True))
 def list_todo_tasks(user_id: str) -> list[dict[str, Any]]:
     """List the approval tasks waiting for a user.
 
@@ -88,7 +88,7 @@ def submit_leave_request(
     return f"submitted: leave request T-2001 for {user_id}, {days} days, approver {approver_id}"
 
 
-@tool(read_only=True)
+@tool(annotations=ToolAnnotations(read_only=True))
 def get_exchange_rate(base: str, quote: str) -> float:
     """Get the current exchange rate between two currencies.
 
@@ -103,7 +103,7 @@ BUILD_LOG_LINES = 400
 """Lines in the build log: about 21,700 characters, far over an observation's limit."""
 
 
-@tool(read_only=True)
+@tool(annotations=ToolAnnotations(read_only=True))
 def fetch_build_log(build_id: str) -> str:
     """Fetch the full console log of a CI build; its last line is the build's result.
 

@@ -195,31 +195,20 @@ def adapt(
     caps = options.capabilities
     if getattr(caps, reaction.capability) == reaction.value:
         return None
-    if reaction.only_from is not None and (
-        spec != "auto" or not _runs_on(current, reaction.only_from, reaction.capability)
-    ):
+    requires = getattr(PROTOCOLS.get(current.name), "requires", None)
+    if reaction.switch and (spec != "auto" or requires != reaction.capability):
         return None
     learned: dict[str, Any] = {reaction.capability: reaction.value}
     caps = dataclasses.replace(caps, **learned)
-    target = reaction.switch_to
-    if target == "auto":
-        order = auto_order(caps)
-        if not order:
-            return None
-        target = order[0]
-    event = reaction.event.format(model=model, url=url, protocol=target)
-    if target is None:
-        return Adaptation(caps, learned, event)
+    if not reaction.switch:
+        return Adaptation(caps, learned, reaction.event.format(model=model, url=url, protocol=None))
+    order = auto_order(caps)
+    if not order:
+        return None
+    event = reaction.event.format(model=model, url=url, protocol=order[0])
     options = dataclasses.replace(options, capabilities=caps)
-    switched = registration(target).cls.from_options(options)
+    switched = registration(order[0]).cls.from_options(options)
     return Adaptation(caps, learned, event, switched, f"fallback: the server rejected {kind}")
-
-
-def _runs_on(current: Protocol, only_from: str, capability: str) -> bool:
-    """Whether ``current`` is what ``only_from`` names (``"auto"``: any that requires it)."""
-    if only_from != "auto":
-        return current.name == only_from
-    return getattr(PROTOCOLS.get(current.name), "requires", None) == capability
 
 
 _AT = f"{__package__}."

@@ -271,13 +271,15 @@ def constraint_style(
 
 
 def step_shape(ctx: RequestContext) -> dict[str, Any]:
-    """What the next reply may be, as the builders of a step's grammar or schema take it: only
-    an answer, an answer at all, only the named tool, the JSON Schema of a typed answer."""
-    names = ctx.tool_names()
+    """What the next reply may be, as the builders of a step's grammar or schema take it: the
+    tools it may call (none: only an answer), an answer at all, a typed answer's JSON Schema."""
+    only = ctx.tool_choice if ctx.tool_choice in ctx.tool_names() else None
+    final_only = ctx.force_final or ctx.tool_choice == "none"
     return {
-        "final_only": ctx.force_final or ctx.tool_choice == "none" or not names,
+        "tools": [
+            t.openai_schema() for t in ctx.tools if not final_only and only in (None, t.name)
+        ],
         "allow_final": ctx.tool_choice == "auto",
-        "only_tool": ctx.tool_choice if ctx.tool_choice in names else None,
         "answer_schema": ctx.output.schema if ctx.output is not None else None,
     }
 

@@ -162,13 +162,12 @@ class StructuredOutputProtocol(TemplatedProtocol):
         if style is None:
             return None
         shape = step_shape(ctx)
-        schema = step_schema([t.openai_schema() for t in ctx.tools], **shape)
+        schema = step_schema(**shape)
         # the tools the schema admits: ``strict`` only when each of them meets strict mode
-        only = shape["only_tool"]
-        tools = [] if shape["final_only"] else [t for t in ctx.tools if only in (None, t.name)]
-        strict = all(t.strict and meets_strict_mode(t.parameters) for t in tools) and (
-            ctx.output is None or ctx.output.strict
-        )
+        functions = [entry["function"] for entry in shape["tools"]]
+        strict = all(
+            f.get("strict") and meets_strict_mode(f["parameters"]) for f in functions
+        ) and (ctx.output is None or ctx.output.strict)
         grammar = None
         if style == "llama.cpp":
             # vLLM and json_schema servers take the schema (not every vLLM backend reads GBNF)

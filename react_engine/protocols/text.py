@@ -275,8 +275,7 @@ class TextReActProtocol(TemplatedProtocol):
         if style is None:
             return None  # no constraint, or a JSON Schema (which cannot describe a text reply)
         try:
-            schemas = [t.openai_schema() for t in ctx.tools]
-            grammar = react_grammar(schemas, self._labels(), **step_shape(ctx))
+            grammar = react_grammar(labels=self._labels(), **step_shape(ctx))
         except GrammarError as exc:
             log.warning("no grammar for this request: %s", exc)
             return None

@@ -270,7 +270,7 @@ class Agent(Generic[OutputT]):
             log.warning("probe of %s at %s failed, not probed: %s", self.model, where, exc)
             return
         log.info("probe of %s at %s: tools %s", self.model, result.base_url, result.tools)
-        result.remember(self.capability_cache)
+        self.capability_cache.remember(result.base_url, self.model, **result.overrides())
 
     # --- running ---------------------------------------------------------------------------
 

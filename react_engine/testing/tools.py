@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ..tools import tool
+from ..tools import ToolAnnotations, tool
 
 __all__ = ["WEATHER", "calculator", "get_weather"]
 
@@ -45,7 +45,7 @@ _ALIASES = {
 }
 
 
-@tool(read_only=True)
+@tool(annotations=ToolAnnotations(read_only=True))
 def get_weather(
     location: str, unit: Literal["celsius", "fahrenheit"] = "celsius"
 ) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def _evaluate(node: ast.AST) -> float | int:
     raise ValueError("only numbers and + - * / // % ** ( ) are allowed")
 
 
-@tool(read_only=True)
+@tool(annotations=ToolAnnotations(read_only=True))
 def calculator(
     expression: Annotated[
         str, Field(max_length=200, description="An arithmetic expression, e.g. '(3 + 4) * 2'.")

@@ -2,8 +2,6 @@
 
 from .base import Tool, ToolAnnotations, ToolArgumentsError, ToolOptions
 from .decorator import as_tools, tool
-from .schema import meets_strict_mode, strict_schema
-from .timeouts import within
 
 __all__ = [
     "Tool",
@@ -11,8 +9,5 @@ __all__ = [
     "ToolArgumentsError",
     "ToolOptions",
     "as_tools",
-    "meets_strict_mode",
-    "strict_schema",
     "tool",
-    "within",
 ]

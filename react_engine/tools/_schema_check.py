@@ -30,8 +30,6 @@ PATTERN_SECONDS: Final = 0.1
 
 MAX_REPORTED: Final = 8  # failures listed in one observation; the rest are counted
 
-INSTALL_HINT = "pip install 'react-engine[schema]' (or jsonschema>=4.18)"
-
 _NUMBER = regex.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 # Keywords whose values are data (a ``$ref`` in them is no reference), and keywords whose
@@ -65,16 +63,12 @@ MAX_SCHEMA_PROPERTIES: Final = 5000
 limit); past it checking the schema alone would take seconds."""
 
 
-def _too_many_properties(schema: Any) -> bool:
-    counts = (len(p) for n in schema_nodes(schema) if isinstance(p := n.get("properties"), Mapping))
-    return any(total > MAX_SCHEMA_PROPERTIES for total in itertools.accumulate(counts))
-
-
 def schema_check(tool_name: str, schema: Mapping[str, Any]) -> SchemaCheck:
     """The check for ``schema``; a :class:`ToolDefinitionError` when it cannot be one."""
     if exceeds_depth(schema, MAX_SCHEMA_DEPTH):
         raise _bad(tool_name, f"it nests deeper than {MAX_SCHEMA_DEPTH} levels")
-    if _too_many_properties(schema):
+    counts = (len(p) for n in schema_nodes(schema) if isinstance(p := n.get("properties"), Mapping))
+    if any(total > MAX_SCHEMA_PROPERTIES for total in itertools.accumulate(counts)):
         raise _bad(tool_name, f"it declares more than {MAX_SCHEMA_PROPERTIES} properties")
     try:
         text = json.dumps(schema)
@@ -110,7 +104,7 @@ class SchemaCheck:
         except ImportError as exc:  # the schema extra (mcp brings it too)
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: checking a JSON Schema needs the jsonschema package, "
-                f"which is not installed: {INSTALL_HINT}",
+                "which is not installed: pip install 'react-engine[schema]' (or jsonschema>=4.18)",
                 tool_name=tool_name,
             ) from exc
         self.tool_name = tool_name
@@ -361,8 +355,6 @@ def _message(keyword: str, value: Any, failure: Any) -> str:
     if keyword in ("minimum", "maximum") and failure.schema.get(flag) is True:
         keyword = flag  # draft 4: "exclusiveMinimum" is a flag beside the bound
     if keyword in bounds and isinstance(value, int | float) and not isinstance(value, bool):
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"Input should be {bounds[keyword]} {value}"
         return f"Input should be {bounds[keyword]} {_short(value)}"
     if keyword == "not":
         return "Input should not match the excluded schema"

@@ -12,7 +12,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar, Unpack, cast, get_type_hints
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack, cast, get_type_hints
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Tool", "ToolAnnotations", "ToolArgumentsError", "ToolOptions", "arguments_dict"]
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
-F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
 
 
 class ToolArgumentsError(ModelBehaviorError, ValueError):
@@ -54,17 +52,12 @@ class ToolAnnotations:
 
     @classmethod
     def from_mcp(cls, hints: Any) -> ToolAnnotations:
-        """From an MCP listing's ``annotations`` (object, mapping or ``None``); a hint left
-        out, or not a bool, keeps MCP's default."""
+        """From an MCP listing's ``annotations`` (the ``mcp`` package's object, or ``None``;
+        ``read_only_hint`` for ``readOnlyHint``...); a hint left out, or not a bool, keeps
+        MCP's default."""
         given: dict[str, bool] = {}
         for name in (f.name for f in dataclasses.fields(cls)):
-            python = f"{name}_hint"  # readOnlyHint on the wire
-            wire = re.sub(r"_(\w)", lambda m: m[1].upper(), python)
-            if isinstance(hints, Mapping):
-                value = hints.get(wire, hints.get(python))
-            else:
-                value = getattr(hints, python, None)
-            if isinstance(value, bool):
+            if isinstance(value := getattr(hints, f"{name}_hint", None), bool):
                 given[name] = value
         return cls(**given)
 
@@ -133,14 +126,10 @@ class Tool:
             function["strict"] = True
         return {"type": "function", "function": function}
 
-    def validate(self, arguments: Mapping[str, Any] | str) -> BaseModel:
-        """Validate raw arguments; raise :class:`ToolArgumentsError` with a model-readable text."""
-        checked = self.check(arguments)
-        return checked if isinstance(checked, BaseModel) else self._model(checked)
-
     def check(self, arguments: Mapping[str, Any] | str) -> BaseModel | dict[str, Any]:
-        """What :meth:`ainvoke` takes: :meth:`validate`'s model, or the checked dict for a
-        :attr:`pass_arguments` tool."""
+        """Validate raw arguments into what :meth:`ainvoke` takes: a model of
+        :attr:`args_model`, or the checked dict for a :attr:`pass_arguments` tool; else
+        :class:`ToolArgumentsError` with a model-readable text."""
         if isinstance(arguments, str):
             fields = self.args_model.model_fields
             if len(fields) == 1 and arguments.strip():
@@ -182,7 +171,14 @@ class Tool:
                 return self.args_model.model_validate(dict(arguments), extra="forbid")
             return self.args_model.model_validate(dict(arguments))
         except ValidationError as exc:
-            raise ToolArgumentsError(_format_validation_error(self.name, exc)) from None
+            parts = []
+            for err in exc.errors(include_url=False):
+                loc = ".".join(str(x) for x in err.get("loc", ())) or "(arguments)"
+                msg = "unexpected field" if err["type"] == "extra_forbidden" else err["msg"]
+                parts.append(f"{loc}: {msg}")
+            detail = "; ".join(parts)
+            notice = Notice(NoticeCode.INVALID_ARGUMENTS, tool=repr(self.name), detail=detail)
+            raise ToolArgumentsError(notice) from None
 
     async def ainvoke(
         self, validated: BaseModel | dict[str, Any], timeout: float | None = None
@@ -220,8 +216,7 @@ class Tool:
         **options: Unpack[ToolOptions],
     ) -> Tool:
         """Build a tool from a typed function; its docstring gives the descriptions."""
-        tool_name: str = name or str(getattr(function, "__name__", ""))
-        _check_name(tool_name)
+        tool_name = _checked_name(name or str(getattr(function, "__name__", "")))
         summary, arg_docs = parse_docstring(inspect.getdoc(function) or "")
         sig = inspect.signature(function)
         try:
@@ -282,8 +277,7 @@ class Tool:
         The function takes either one parameter annotated with the model (it receives the
         validated instance) or keyword parameters named exactly like the model's fields.
         """
-        tool_name: str = name or str(getattr(function, "__name__", ""))
-        _check_name(tool_name)
+        tool_name = _checked_name(name or str(getattr(function, "__name__", "")))
         if not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
             raise _bad(tool_name, f"{args_model!r} is not a pydantic model")
         sig = inspect.signature(function)
@@ -334,7 +328,7 @@ class Tool:
         one dict (an MCP server's tool, say); every call is checked against the whole schema."""
         from ._schema_check import schema_check
 
-        _check_name(name)
+        _checked_name(name)
         if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
             raise _bad(
                 name,
@@ -460,7 +454,7 @@ def _bad(tool_name: str, why: str) -> ToolDefinitionError:
     return ToolDefinitionError(f"tool {tool_name!r}: {why}", tool_name=tool_name)
 
 
-def _check_name(name: str) -> None:
+def _checked_name(name: str) -> str:
     # fullmatch: with match(), "$" also matches before a trailing newline ("get_weather\n").
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ToolDefinitionError(
@@ -468,18 +462,8 @@ def _check_name(name: str) -> None:
             "not starting with a digit",
             tool_name=name if isinstance(name, str) and name else None,
         )
+    return name
 
 
 def _model_name(tool_name: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[_\-]", tool_name)) + "Args"
-
-
-def _format_validation_error(tool_name: str, exc: ValidationError) -> Notice:
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(x) for x in err.get("loc", ())) or "(arguments)"
-        msg = err.get("msg", "invalid")
-        if err.get("type") == "extra_forbidden":
-            msg = "unexpected field"
-        parts.append(f"{loc}: {msg}")
-    return Notice(NoticeCode.INVALID_ARGUMENTS, tool=repr(tool_name), detail="; ".join(parts))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, Unpack, overload
 
 from ..errors import ToolDefinitionError
-from .base import Tool, ToolAnnotations, ToolOptions
+from .base import Tool, ToolOptions
 
 __all__ = ["as_tools", "tool"]
 
@@ -25,10 +25,6 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    read_only: bool | None = None,
-    destructive: bool | None = None,
-    idempotent: bool | None = None,
-    open_world: bool | None = None,
     **options: Unpack[ToolOptions],
 ) -> Callable[[F], Tool]: ...
 
@@ -39,28 +35,12 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    read_only: bool | None = None,
-    destructive: bool | None = None,
-    idempotent: bool | None = None,
-    open_world: bool | None = None,
     **options: Unpack[ToolOptions],
 ) -> Tool | Callable[[F], Tool]:
     """Turn a typed function (sync or async) into a :class:`Tool`.
 
-    Use bare (``@tool``) or with options (``@tool(requires_approval=True)``). The
-    :class:`ToolAnnotations` hints may be given one at a time (``@tool(read_only=True)``).
+    Use bare (``@tool``) or with options (``@tool(requires_approval=True)``).
     """
-    given = dict(
-        read_only=read_only, destructive=destructive, idempotent=idempotent, open_world=open_world
-    )
-    hints = {key: value for key, value in given.items() if value is not None}
-    for key, value in hints.items():
-        if not isinstance(value, bool):
-            raise ToolDefinitionError(f"@tool: {key} must be True or False, not {value!r}")
-    if hints:
-        if options.get("annotations") is not None:
-            raise ToolDefinitionError(f"@tool: give annotations= or {', '.join(hints)}=, not both")
-        options["annotations"] = ToolAnnotations(**hints)
 
     def wrap(fn: F) -> Tool:
         built = Tool.from_function(fn, name=name, description=description, **options)

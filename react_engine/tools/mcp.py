@@ -44,8 +44,6 @@ __all__ = [
 
 log = logging.getLogger("react_engine")
 
-INSTALL_HINT = "pip install 'react-engine[mcp]'"
-
 _MAX_PAGES = 100
 """Pages of ``tools/list`` read at most: a server whose cursor never ends cannot hang a run."""
 
@@ -72,7 +70,8 @@ class MCPServerHandle:
             import mcp  # noqa: F401
         except ImportError as exc:
             raise ConfigurationError(
-                f"MCP servers need the mcp package, which is not installed: {INSTALL_HINT}"
+                "MCP servers need the mcp package, which is not installed: "
+                "pip install 'react-engine[mcp]'"
             ) from exc
         if prefix and (not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix)):
             raise ConfigurationError(
@@ -299,8 +298,6 @@ class MCPConnection:
         self.server = server
         self.client = client
         self.tools: list[Tool] = []
-        self.refused: dict[str, str] = {}
-        """Listed tools that cannot be used, by name, with the reason."""
         self.closed = False
 
     async def list_tools(self) -> list[Tool]:
@@ -314,12 +311,10 @@ class MCPConnection:
             if cursor is None:
                 break
         tools: list[Tool] = []
-        self.refused = {}
         for spec in specs:
             try:
                 tools.append(self._tool(spec))
             except ToolDefinitionError as exc:  # one broken tool does not cost the others
-                self.refused[spec.name] = str(exc)
                 log.warning("the MCP server %s: tool left out: %s", self.server.name, exc)
         self.tools = tools
         return self.tools
@@ -419,8 +414,6 @@ def merge_tools(tools: Sequence[Tool], added: Iterable[Tool], server: str) -> li
 
 def check_servers(servers: Any) -> list[MCPServerHandle]:
     """``Agent(mcp_servers=...)`` as a list of handles, or a configuration error."""
-    if isinstance(servers, MCPServerHandle):
-        return [servers]
     if isinstance(servers, str | bytes | Mapping) or not isinstance(servers, Iterable):
         raise ConfigurationError(
             f"mcp_servers must be a list of MCPServerStdio / MCPServerHTTP, not {servers!r}"

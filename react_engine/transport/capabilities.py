@@ -12,7 +12,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar, get_args
@@ -176,17 +176,10 @@ class CapabilityRegistry:
     in front of all earlier ones, so user entries beat the shipped ones.
     """
 
-    def __init__(
-        self,
-        entries: Iterable[tuple[str, Capabilities]] = (),
-        *,
-        default: Capabilities | None = None,
-    ) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._default = default if default is not None else Capabilities()
-        self._entries: tuple[_Entry[Capabilities], ...] = tuple(
-            _entry(pattern, caps, "CapabilityRegistry") for pattern, caps in entries
-        )
+        self._default = Capabilities()
+        self._entries: tuple[_Entry[Capabilities], ...] = ()
         self._servers: tuple[_Entry[Mapping[str, Any]], ...] = ()
         # lookup()'s answers per model name, with the entries and default they were found in
         self._found: dict[str, tuple[tuple[_Entry[Any], ...], Capabilities, Capabilities, str]] = {}
@@ -284,26 +277,22 @@ _SERVER_FIELDS: Final = frozenset({"constrained_decoding", "constraint_style"})
 """What a server entry may say: facts of the server software, whatever model it serves."""
 
 
-def _server_entries(servers: Any, where: str) -> list[_Entry[Mapping[str, Any]]]:
-    if not isinstance(servers, list):
-        raise ConfigurationError(f"{where}: 'servers' must be a list")
-    out: list[_Entry[Mapping[str, Any]]] = []
-    for index, item in enumerate(servers):
-        at = f"{where}: servers[{index}]"
+def _items(
+    data: Any, section: str, key: str, where: str
+) -> Iterator[tuple[str, dict[str, Any], list[Any]]]:
+    """Each entry of the list ``data[section]``: where it is, its fields, its ``key`` globs."""
+    items = data.get(section, [])
+    if not isinstance(items, list):
+        raise ConfigurationError(f"{where}: {section!r} must be a list")
+    for index, item in enumerate(items):
+        at = f"{where}: {section}[{index}]"
         if not isinstance(item, dict):
             raise ConfigurationError(f"{at}: each entry must be an object")
-        fields = {k: v for k, v in item.items() if k not in ("base_urls", "source", "note")}
-        patterns = item.get("base_urls")
+        fields = dict(item)
+        patterns = fields.pop(key, None)
         if not isinstance(patterns, list) or not patterns:
-            raise ConfigurationError(f"{at}: needs 'base_urls' (a list of globs)")
-        unknown = set(fields) - _SERVER_FIELDS
-        if unknown:
-            raise ConfigurationError(
-                f"{at}: a server entry may set only {sorted(_SERVER_FIELDS)}, not {sorted(unknown)}"
-            )
-        _capabilities(Capabilities(), fields, at)  # checks names and values
-        out.extend(_entry(pattern, dict(fields), at) for pattern in patterns)
-    return out
+            raise ConfigurationError(f"{at}: needs {key!r} (a list of globs)")
+        yield at, fields, patterns
 
 
 def _parse_document(
@@ -322,23 +311,22 @@ def _parse_document(
         if not isinstance(raw_default, dict):
             raise ConfigurationError(f"{where}: 'default' must be an object")
         default = _capabilities(Capabilities(source=source), raw_default, f"{where}: default")
-    models = data.get("models", [])
-    if not isinstance(models, list):
-        raise ConfigurationError(f"{where}: 'models' must be a list")
     entries: list[_Entry[Capabilities]] = []
     base = dataclasses.replace(default, source=source, note="")
-    for index, item in enumerate(models):
-        at = f"{where}: models[{index}]"
-        if not isinstance(item, dict):
-            raise ConfigurationError(f"{at}: each entry must be an object")
-        fields = dict(item)
-        pattern = fields.pop("pattern", None)
-        patterns = fields.pop("patterns", [] if pattern is None else [pattern])
-        if not isinstance(patterns, list) or not patterns:
-            raise ConfigurationError(f"{at}: needs 'pattern' (a string) or 'patterns' (a list)")
+    for at, fields, patterns in _items(data, "models", "patterns", where):
         caps = _capabilities(base, fields, at)
         entries.extend(_entry(pattern, caps, at) for pattern in patterns)
-    return default, entries, _server_entries(data.get("servers", []), where)
+    servers: list[_Entry[Mapping[str, Any]]] = []
+    for at, fields, patterns in _items(data, "servers", "base_urls", where):
+        fields = {k: v for k, v in fields.items() if k not in ("source", "note")}
+        unknown = set(fields) - _SERVER_FIELDS
+        if unknown:
+            raise ConfigurationError(
+                f"{at}: a server entry may set only {sorted(_SERVER_FIELDS)}, not {sorted(unknown)}"
+            )
+        _capabilities(Capabilities(), fields, at)  # checks names and values
+        servers.extend(_entry(pattern, fields, at) for pattern in patterns)
+    return default, entries, servers
 
 
 _default_registry: CapabilityRegistry | None = None

@@ -66,7 +66,6 @@ _BASE_DEPENDS: Final = {
     name: [other for other in _BASE_RULES if re.search(rf"(?<![\w-]){other}(?![\w-])", body)]
     for name, body in _BASE_RULES.items()
 }
-"""The base rules each base rule names."""
 
 
 def literal(text: str) -> str:
@@ -225,7 +224,6 @@ class _Writer:
             if extra is False:
                 return self.add(name, '"{" ws "}"')
             return self.use("json-object")
-        # Required properties first, in schema order, then the optional ones.
         order = [k for k in props if k in required] + [k for k in props if k not in required]
         members: list[tuple[str, bool]] = []
         for key in order:
@@ -276,9 +274,7 @@ def schema_grammar(schema: Mapping[str, Any], name: str = "value") -> str:
     ``schema``, for servers that take a grammar but no JSON Schema (:class:`GrammarError`
     as :func:`schema_rules`)."""
     root, rules = schema_rules(schema, name)
-    if root == "root":
-        return _render(rules)
-    return _render({"root": root, **{k: v for k, v in rules.items() if k != "root"}})
+    return _render({"root": root, **rules})  # a rule named root is the root itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,24 +303,21 @@ def react_grammar(
     tools: Sequence[Mapping[str, Any]],
     labels: ReactLabels = ReactLabels(),
     *,
-    final_only: bool = False,
     allow_final: bool = True,
-    only_tool: str | None = None,
-    thought_chars: int = 300,
     answer_schema: Mapping[str, Any] | None = None,
 ) -> str:
     """The GBNF grammar of one text ReAct reply: a one-line thought, then an action on one
     of ``tools`` (OpenAI tool entries or bare functions) with valid arguments, or a final
-    answer. ``final_only`` admits only the answer, ``allow_final=False`` only actions,
-    ``only_tool`` one tool; ``answer_schema`` makes the answer one JSON value of that schema.
+    answer. No ``tools`` admits only the answer, ``allow_final=False`` only actions;
+    ``answer_schema`` makes the answer one JSON value of that schema.
     """
     rules: dict[str, str] = {}
     shared: dict[str, str] = {}
     sep = literal(labels.colon)
     rules["root"] = ""
     rules["thought"] = f"{literal(labels.thought)} {sep} thought-text {literal(chr(10))}"
-    rules["thought-text"] = f"[^\\n]{{1,{thought_chars}}}"
-    if not allow_final and not final_only and labels.plan_prefix:
+    rules["thought-text"] = "[^\\n]{1,300}"  # one line
+    if not allow_final and labels.plan_prefix:
         rules["thought-text"] = f"{literal(labels.plan_prefix + ' ')} {rules['thought-text']}"
     rules["answer"] = f"{literal(labels.final_answer)} {sep} answer-text"
     rules["answer-text"] = "[^\\n] [^\\x00]*"
@@ -334,26 +327,25 @@ def react_grammar(
             (shared if key in _BASE_RULES else rules)[key] = body
         rules["answer-text"] = root
     choices: list[str] = []
-    if not final_only:
-        for tool_name, fn in _offered(tools, only_tool):
-            root, tool_rules = schema_rules(
-                fn.get("parameters") or {}, f"args{len(choices)}-{tool_name}"
+    for tool_name, fn in _functions(tools):
+        root, tool_rules = schema_rules(
+            fn.get("parameters") or {}, f"args{len(choices)}-{tool_name}"
+        )
+        for key, body in tool_rules.items():
+            (shared if key in _BASE_RULES else rules)[key] = body
+        if labels.json_blob:
+            head = literal(_FENCE + "json\n" + '{"action": ')
+            middle = literal(', "action_input": ')
+            tail = literal("}\n" + _FENCE)
+            call = f"{head} {_json_literal(tool_name)} {middle} {root} {tail}"
+            body = f"{literal(labels.action + ':' + chr(10))} {call}"
+        else:
+            body = (
+                f"{literal(labels.action)} {sep} {literal(tool_name)} {literal(chr(10))} "
+                f"{literal(labels.action_input)} {sep} {root}"
             )
-            for key, body in tool_rules.items():
-                (shared if key in _BASE_RULES else rules)[key] = body
-            if labels.json_blob:
-                head = literal(_FENCE + "json\n" + '{"action": ')
-                middle = literal(', "action_input": ')
-                tail = literal("}\n" + _FENCE)
-                call = f"{head} {_json_literal(tool_name)} {middle} {root} {tail}"
-                body = f"{literal(labels.action + ':' + chr(10))} {call}"
-            else:
-                body = (
-                    f"{literal(labels.action)} {sep} {literal(tool_name)} {literal(chr(10))} "
-                    f"{literal(labels.action_input)} {sep} {root}"
-                )
-            choices.append(_add(rules, f"call-{tool_name}", body))
-    if allow_final or final_only or not choices:
+        choices.append(_add(rules, f"call-{tool_name}", body))
+    if allow_final or not choices:
         choices.append("answer")
     else:
         del rules["answer"], rules["answer-text"]
@@ -370,11 +362,8 @@ def react_grammar(
     return _render(rules)
 
 
-def _offered(
-    tools: Sequence[Mapping[str, Any]], only_tool: str | None
-) -> list[tuple[str, Mapping[str, Any]]]:
-    named = [(str(fn.get("name")), fn) for fn in (t.get("function", t) for t in tools)]
-    return [(name, fn) for name, fn in named if only_tool is None or name == only_tool]
+def _functions(tools: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    return [(str(fn.get("name")), fn) for fn in (t.get("function", t) for t in tools)]
 
 
 def _add(rules: dict[str, str], name: str, body: str) -> str:
@@ -390,29 +379,27 @@ def _add(rules: dict[str, str], name: str, body: str) -> str:
 def step_schema(
     tools: Sequence[Mapping[str, Any]],
     *,
-    final_only: bool = False,
     allow_final: bool = True,
-    only_tool: str | None = None,
     answer_schema: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON Schema of one structured-output step: ``{"thought", "action"}`` where the
     action is ``{"tool", "arguments"}`` (one ``anyOf`` branch per tool, tying the arguments
-    to the tool) or ``{"final_answer"}`` (a string, or of ``answer_schema``)."""
+    to the tool) or ``{"final_answer"}`` (a string, or of ``answer_schema``); no ``tools``
+    admits only the answer, ``allow_final=False`` only a call."""
     branches: list[dict[str, Any]] = []
     defs: dict[str, Any] = {}
-    if not final_only:
-        for name, fn in _offered(tools, only_tool):
-            params = dict(fn.get("parameters") or {"type": "object", "properties": {}})
-            defs.update(params.pop("$defs", None) or {})
-            branches.append(
-                {
-                    "type": "object",
-                    "properties": {"tool": {"enum": [name]}, "arguments": params},
-                    "required": ["tool", "arguments"],
-                    "additionalProperties": False,
-                }
-            )
-    if allow_final or final_only or not branches:
+    for name, fn in _functions(tools):
+        params = dict(fn.get("parameters") or {"type": "object", "properties": {}})
+        defs.update(params.pop("$defs", None) or {})
+        branches.append(
+            {
+                "type": "object",
+                "properties": {"tool": {"enum": [name]}, "arguments": params},
+                "required": ["tool", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    if allow_final or not branches:
         answer: dict[str, Any] = {"type": "string"}
         if answer_schema is not None:
             answer = dict(answer_schema)

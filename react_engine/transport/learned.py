@@ -17,7 +17,7 @@ from typing import Any, Final, TypeAlias
 
 from ..errors import ConfigurationError
 from ..paths import state_dir
-from .capabilities import BOOL_FIELDS, Capabilities, CapabilityRegistry, default_registry
+from .capabilities import BOOL_FIELDS, Capabilities, CapabilityRegistry
 from .wire import mask_url
 
 try:
@@ -96,14 +96,10 @@ class CapabilityCache:
         """Record capability overrides, e.g. ``function_calling=False``, merged into any
         already known for this server and model."""
         for name, value in overrides.items():
-            if name not in BOOL_FIELDS:
+            if name not in BOOL_FIELDS or not isinstance(value, bool):
                 raise ConfigurationError(
-                    f"CapabilityCache.remember: unknown capability {name!r} "
-                    f"(known: {', '.join(BOOL_FIELDS)})"
-                )
-            if not isinstance(value, bool):
-                raise ConfigurationError(
-                    f"CapabilityCache.remember: {name} must be a bool, got {value!r}"
+                    f"CapabilityCache.remember: not a capability and a bool: {name}={value!r} "
+                    f"(capabilities: {', '.join(BOOL_FIELDS)})"
                 )
         if overrides:
             key = _cache_key(base_url, model)
@@ -233,16 +229,11 @@ def set_default_cache(cache: CapabilityCache | None) -> None:
 
 
 def resolve(
-    registry: CapabilityRegistry | None,
-    cache: CapabilityCache | None,
-    base_url: str | None,
-    model: str,
+    registry: CapabilityRegistry, cache: CapabilityCache, base_url: str | None, model: str
 ) -> tuple[Capabilities, str]:
     """The capabilities to use for ``model`` on ``base_url``, and why
     (``"registry: <pattern>"`` or ``"learned: stop=False (registry: o3*)"``). Learned
-    overrides win; ``None`` means the process-wide registry or cache."""
-    registry = default_registry() if registry is None else registry
-    cache = default_cache() if cache is None else cache
+    overrides win."""
     caps, pattern = registry.lookup(model)
     server = registry.lookup_server(base_url)
     if server is not None:

@@ -3,19 +3,21 @@
 :func:`aprobe` asks the model to call one tool by name, with a ``stop`` sequence, and
 sees whether the call came back native, written as text, ignored or rejected, whether
 ``stop`` is honoured and whether the call was constrained to its schema;
-:meth:`ProbeResult.remember` writes it into the capability cache (docs/capability-cache.md).
+:meth:`ProbeResult.overrides` is what it records in the capability cache
+(docs/capability-cache.md).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ModelRequestError, ModelUnavailableError
 from ..parsing.salvage import read_salvaged
+from ..tools.timeouts import within
 from ..types import ModelRequest, ModelSettings, SystemMessage, UserMessage
 from .base import ChatModel
-from .learned import CapabilityCache
 from .rejections import classify_rejection
 from .wire import mask_url
 
@@ -43,8 +45,6 @@ _SCHEMA = {
     },
 }
 
-Tools = Literal["native", "written", "ignored", "rejected"]
-
 
 @dataclass(frozen=True, slots=True)
 class ProbeResult:
@@ -53,7 +53,7 @@ class ProbeResult:
     model: str
     base_url: str
     """The endpoint, its credentials masked (:func:`~react_engine.transport.wire.mask_url`)."""
-    tools: Tools
+    tools: Literal["native", "written", "ignored", "rejected"]
     """``native``: the call came back in ``tool_calls``; ``written``: as text in a native
     format (:attr:`call_format`); ``ignored``: no call at all; ``rejected``: HTTP 4xx."""
     stop: bool
@@ -66,21 +66,13 @@ class ProbeResult:
     requests: int = 1
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def native_calls(self) -> bool:
-        return self.tools == "native"
-
     def overrides(self) -> dict[str, bool]:
         """The capabilities this result establishes, as cache overrides (a server that did
         not constrain the call is left as the registry says)."""
-        out = {"function_calling": self.native_calls, "stop": self.stop}
+        out = {"function_calling": self.tools == "native", "stop": self.stop}
         if self.constrained:
             out["constrained_decoding"] = True
         return out
-
-    def remember(self, cache: CapabilityCache) -> None:
-        """Record :meth:`overrides` for this endpoint and model."""
-        cache.remember(self.base_url or None, self.model, **self.overrides())
 
     def summary(self) -> str:
         lines = [
@@ -117,16 +109,13 @@ async def aprobe(
     """Send the probe request (again without a parameter the server rejected, at most
     twice more) and judge the reply; a client error that is not a rejection of ``tools``
     is raised. Past ``timeout`` seconds in all: :class:`ModelUnavailableError`."""
-    import asyncio  # a coroutine's import: the loop has loaded it
+    from ..runtime import DeadlinePassed  # a coroutine's import: the loop has loaded asyncio
 
     base_url = mask_url(chat_model.base_url)  # shown, and kept in the cache: no credentials
-    scope = asyncio.timeout(timeout)
+    probing = _probe(chat_model, model, base_url, timeout)
     try:
-        async with scope:
-            return await _probe(chat_model, model, base_url, timeout)
-    except TimeoutError:
-        if not scope.expired():
-            raise  # not the probe's timeout
+        return await (probing if timeout is None else within(probing, timeout))
+    except DeadlinePassed:
         raise ModelUnavailableError(
             f"the probe got no reply from {base_url or 'the endpoint'} within {timeout:g} s"
         ) from None
@@ -164,7 +153,11 @@ async def _probe(
         notes.append("the reply ran past the stop sequence")
     if reply.tool_calls:
         call = reply.tool_calls[0]
-        constrained = call.name == PROBE_TOOL and _exact(call.arguments)
+        try:
+            exact = json.loads(call.arguments or "") == {"color": _COLOR}
+        except (ValueError, RecursionError):
+            exact = False
+        constrained = call.name == PROBE_TOOL and exact
         return ProbeResult(model, base_url, "native", stop, constrained, "", requests, notes)
     written = read_salvaged(content, [PROBE_TOOL]).calls
     if written:
@@ -174,12 +167,3 @@ async def _probe(
     if content.strip():
         notes.append(f"answered in text: {content.strip()[:120]!r}")
     return ProbeResult(model, base_url, "ignored", stop, None, "", requests, notes)
-
-
-def _exact(arguments: str | None) -> bool:
-    import json
-
-    try:
-        return bool(json.loads(arguments or "") == {"color": _COLOR})
-    except (ValueError, RecursionError):
-        return False

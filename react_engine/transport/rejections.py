@@ -28,7 +28,6 @@ _PRIORITY: Final[tuple[RejectedParam, ...]] = (
     "constrained_decoding",
     "reasoning_content",
 )
-_KINDS: Final[frozenset[str]] = frozenset(_PRIORITY)
 
 # 400/422 are the usual answers; 404 and 501 come from servers that treat an unknown
 # feature as a missing route; llama.cpp answers 500 for "tools param requires --jinja flag".
@@ -170,8 +169,17 @@ SCAN_TIMEOUT: float = 0.5
 
 def _classify(body: str) -> RejectedParam | None:
     t = SCAN_TIMEOUT
-    text, params, extra = _error_parts(body[:_MAX_BODY])
-    text = text.lower()
+    body = body[:_MAX_BODY]
+    params: list[str] = []
+    extra: list[str] = []  # top-level request fields pydantic reported as forbidden extras
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        text = body.lower()
+    else:
+        texts: list[str] = []
+        _walk_error(data, texts, params, extra, 0)
+        text = "\n".join(texts).lower()
     if _RE_REASONING_MISSING.search(text, timeout=t):
         return "reasoning_content_missing"
     found: set[str] = set()
@@ -190,7 +198,7 @@ def _classify(body: str) -> RejectedParam | None:
     ):
         found.update(m.group(1) for m in pattern.finditer(text, timeout=t))
     found.update(extra)
-    if any(p in _KINDS for p in params) and _RE_UNSUPPORTED_CONTEXT.search(text, timeout=t):
+    if any(p in _PRIORITY for p in params) and _RE_UNSUPPORTED_CONTEXT.search(text, timeout=t):
         found.update(params)
     for kind in _PRIORITY:
         if kind in found:
@@ -214,20 +222,6 @@ _PHRASES: Final[tuple[tuple[_Pattern, RejectedParam], ...]] = (
     (_RE_REASONING_REJECTED, "reasoning_content"),
 )
 """Phrases naming what was rejected, in the order they are tried."""
-
-
-def _error_parts(body: str) -> tuple[str, list[str], list[str]]:
-    """From an error body: its messages joined, the ``param`` fields, and the top-level
-    request fields that pydantic reported as forbidden extras."""
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return body, [], []
-    texts: list[str] = []
-    params: list[str] = []
-    extra: list[str] = []
-    _walk_error(data, texts, params, extra, 0)
-    return "\n".join(texts), params, extra
 
 
 def _walk_error(
@@ -275,13 +269,10 @@ class Reaction:
     event: str
     """For the trace and the log; ``{model}``, ``{url}`` and ``{protocol}`` (the protocol
     switched to) are filled in."""
-    switch_to: str | None = None
-    """The protocol to continue with, when the rejection rules out the current one:
-    ``"auto"`` for the next one ``"auto"`` would choose once the capability is off
-    (:func:`~react_engine.protocols.registry.auto_order`)."""
-    only_from: str | None = None
-    """Apply only while this protocol runs (and the user let the agent choose); ``"auto"``
-    for any protocol whose registration requires the rejected capability."""
+    switch: bool = False
+    """The rejection rules out a protocol whose registration requires the capability: it
+    applies only while one runs (and the user let the agent choose), and the run goes on
+    with the one ``"auto"`` chooses next (:func:`~react_engine.protocols.registry.auto_order`)."""
     value: bool = False
     """What the flag becomes: off for a rejected parameter, on for a required one."""
 
@@ -290,8 +281,7 @@ REACTIONS: Final[Mapping[RejectedParam, Reaction]] = {
     "tools": Reaction(
         "function_calling",
         "fallback: {model} at {url} rejected tools; switched to the {protocol} protocol",
-        switch_to="auto",
-        only_from="auto",
+        switch=True,
     ),
     "stop": Reaction("stop", "stop sequences rejected; cutting replies client-side"),
     "constrained_decoding": Reaction(

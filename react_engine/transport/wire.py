@@ -17,7 +17,6 @@ from typing import Any
 from ..errors import ContextWindowExceeded, ModelAPIError, ModelRequestError, ModelUnavailableError
 from ..text import valid_unicode
 from ..types import (
-    AssistantMessage,
     Constraint,
     Message,
     ModelDelta,
@@ -57,24 +56,22 @@ def message_dict(message: Message) -> dict[str, Any]:
             "tool_call_id": message.tool_call_id,
             "content": valid_unicode(message.content),
         }
-    if isinstance(message, AssistantMessage):
-        # An empty string rather than null: llama.cpp's server (and others) reject a null
-        # content even beside tool_calls; OpenAI accepts both.
-        content = "" if message.content is None else valid_unicode(message.content)
-        out: dict[str, Any] = {"role": "assistant", "content": content}
-        if message.tool_calls:
-            out["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": valid_unicode(c.arguments)},
-                }
-                for c in message.tool_calls
-            ]
-        if message.reasoning is not None:
-            out["reasoning_content"] = valid_unicode(message.reasoning)
-        return out
-    raise TypeError(f"not a message: {message!r}")  # pragma: no cover
+    # An empty string rather than null: llama.cpp's server (and others) reject a null
+    # content even beside tool_calls; OpenAI accepts both.
+    content = "" if message.content is None else valid_unicode(message.content)
+    out: dict[str, Any] = {"role": "assistant", "content": content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": valid_unicode(c.arguments)},
+            }
+            for c in message.tool_calls
+        ]
+    if message.reasoning is not None:
+        out["reasoning_content"] = valid_unicode(message.reasoning)
+    return out
 
 
 def request_payload(request: ModelRequest) -> dict[str, Any]:

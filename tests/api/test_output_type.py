@@ -362,9 +362,7 @@ def test_text_grammar_accepts_the_typed_answer_only() -> None:
     gbnf = matcher()
     spec = output_spec(City)
     assert spec is not None
-    grammar = react_grammar(
-        [get_weather.openai_schema()], final_only=True, answer_schema=spec.schema
-    )
+    grammar = react_grammar([], answer_schema=spec.schema)
     head = "Thought: I now know the final answer\nFinal Answer: "
     assert gbnf.accepts(grammar, head + '{"name": "Paris", "temperature_c": 21}')
     assert not gbnf.accepts(grammar, head + "Sunny in Paris.")

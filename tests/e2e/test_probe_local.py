@@ -25,7 +25,7 @@ def test_probe_of_the_local_server(local_endpoint: LocalEndpoint, tmp_path: Path
     assert result.stop is True
     assert result.constrained is True
     cache = CapabilityCache(tmp_path / "cache.json")
-    result.remember(cache)
+    cache.remember(result.base_url, result.model, **result.overrides())
     assert cache.get(local_endpoint.base_url, local_endpoint.model)["function_calling"] is True
 
 

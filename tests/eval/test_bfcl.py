@@ -191,12 +191,12 @@ def test_the_tools_accept_any_arguments_and_never_run_the_case() -> None:
     assert names == {"math_factorial": "math.factorial"}
     assert tool.openai_schema()["function"]["name"] == "math_factorial"
     # The checker judges values, so validation lets everything through...
-    assert tool.validate({"number": "five", "extra": [1]}).model_dump() == {
+    assert tool.check({"number": "five", "extra": [1]}).model_dump() == {
         "number": "five",
         "extra": [1],
     }
     # ...and a one-parameter tool takes a plain-text input as any tool of ours does.
-    assert tool.validate("5").model_dump() == {"number": "5"}
+    assert tool.check("5").model_dump() == {"number": "5"}
 
 
 # --- the runner ----------------------------------------------------------------------------------

@@ -149,8 +149,8 @@ def test_tool_validate_refuses_deep_arguments_from_any_protocol() -> None:
     from react_engine.tools import ToolArgumentsError
 
     with pytest.raises(ToolArgumentsError, match="nested deeper"):
-        tool.validate(json.loads(nested(MAX_ARGUMENT_DEPTH + 1)))
-    tool.validate(json.loads(nested(MAX_ARGUMENT_DEPTH)))
+        tool.check(json.loads(nested(MAX_ARGUMENT_DEPTH + 1)))
+    tool.check(json.loads(nested(MAX_ARGUMENT_DEPTH)))
 
 
 def _deep(depth: int) -> Any:

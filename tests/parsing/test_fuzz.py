@@ -153,7 +153,7 @@ valid_kitchen_sink = st.fixed_dictionaries(
 
 def _check_validation(t: Tool, arguments: dict[str, Any] | str) -> None:
     try:
-        validated = t.validate(arguments)
+        validated = t.check(arguments)
     except ToolArgumentsError as exc:
         assert repr(t.name) in exc.notice.text()
         return
@@ -190,10 +190,10 @@ def test_validate_any_json_value_as_decoded_arguments(t: Tool, arguments: Any) -
 @settings(PROFILE)
 @given(arguments=valid_kitchen_sink)
 def test_valid_arguments_always_validate_and_round_trip(arguments: dict[str, Any]) -> None:
-    validated = kitchen_sink.validate(arguments)
+    validated = kitchen_sink.check(arguments)
     dumped = validated.model_dump(mode="json", exclude_unset=True)
     assert dumped == arguments
-    assert kitchen_sink.validate(dumped) == validated
+    assert kitchen_sink.check(dumped) == validated
 
 
 # --- the observation renderer ----------------------------------------------------------------------

@@ -709,10 +709,10 @@ def test_the_step_schema_grammar() -> None:
             {"thought": "t", "action": {"final_answer": 42}},
         ],
     )
-    check(schema_grammar(step_schema(tools, final_only=True), "step"), [final], [call, calc])
+    check(schema_grammar(step_schema([]), "step"), [final], [call, calc])
     check(schema_grammar(step_schema(tools, allow_final=False), "step"), [call, calc], [final])
     check(
-        schema_grammar(step_schema(tools, allow_final=False, only_tool="calculator"), "step"),
+        schema_grammar(step_schema(tools[1:], allow_final=False), "step"),
         [calc],
         [call, final],
     )
@@ -738,7 +738,7 @@ def test_the_text_react_grammar() -> None:
     )
     closing = Raw("Thought: I now know the final answer\nFinal Answer: Sunny.\nIt is warm.")
     # Only an answer, after the template's fixed closing thought.
-    check(react_grammar(tools, final_only=True), [closing], [call, final, Raw("Final Answer: ok")])
+    check(react_grammar([]), [closing], [call, final, Raw("Final Answer: ok")])
     planned = Raw(
         'Thought: I need to get the weather.\nAction: get_weather\nAction Input: {"location": "P"}'
     )
@@ -783,7 +783,6 @@ def test_a_required_action_begins_its_thought_with_the_plan_prefix() -> None:
     check(
         react_grammar(tools, allow_final=False), [plan], [guess, Raw("Thought: x\nFinal Answer: y")]
     )
-    check(react_grammar(tools, only_tool="get_weather", allow_final=False), [plan], [guess])
     # "auto" leaves the thought free; an empty prefix switches it off.
     check(react_grammar(tools), [plan, guess], [])
     check(react_grammar(tools, ReactLabels(plan_prefix=""), allow_final=False), [guess], [])

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from react_engine import Agent, CapabilityCache, RetryPolicy, ScriptedModel, tool
+from react_engine import Agent, CapabilityCache, RetryPolicy, ScriptedModel, ToolAnnotations, tool
 from react_engine.parsing.placement import placement
 from react_engine.parsing.salvage import read_salvaged
 from react_engine.run.events import Event, RunDone
@@ -40,7 +40,7 @@ FINAL = {
 
 
 def rm_tool(ran: list[str]) -> Any:
-    @tool(destructive=True)
+    @tool(annotations=ToolAnnotations(destructive=True))
     def rm(path: str) -> str:
         """Delete the file at ``path``."""
         ran.append(path)

@@ -178,7 +178,7 @@ def test_registry_overrides_from_python_and_file(tmp_path: Path) -> None:
     assert result.protocol == "text" and result.answer == "好"
 
     path = tmp_path / "caps.json"
-    path.write_text(json.dumps({"models": [{"pattern": "house-*", "function_calling": False}]}))
+    path.write_text(json.dumps({"models": [{"patterns": ["house-*"], "function_calling": False}]}))
     registry = CapabilityRegistry.from_default(env={})
     registry.load_file(path)
     assert registry.lookup("house-llm")[0].function_calling is False

@@ -19,6 +19,7 @@ from react_engine import (
     ModelUnavailableError,
     RetryPolicy,
     ScriptedModel,
+    ToolAnnotations,
     reply,
     tool,
     tool_call_reply,
@@ -102,7 +103,7 @@ def test_parallel_calls_run_concurrently() -> None:
     running: list[int] = []
     overlap: list[int] = []
 
-    @tool(read_only=True)
+    @tool(annotations=ToolAnnotations(read_only=True))
     async def slow(n: int) -> int:
         """Sleep a little."""
         running.append(n)
@@ -367,12 +368,12 @@ def test_empty_reply_is_fed_back() -> None:
 
 
 def test_observation_truncation_and_summarize_hook() -> None:
-    @tool(read_only=True)
+    @tool(annotations=ToolAnnotations(read_only=True))
     def big() -> str:
         """Lots of text."""
         return "x" * 10_000
 
-    @tool(summarize=lambda rows: f"{len(rows)} rows", read_only=True)
+    @tool(summarize=lambda rows: f"{len(rows)} rows", annotations=ToolAnnotations(read_only=True))
     def rows() -> list[int]:
         """Rows."""
         return list(range(50))
@@ -666,7 +667,7 @@ def test_a_repeated_call_is_answered_with_its_earlier_result() -> None:
 def test_on_call_announces_each_call_before_its_tool_runs() -> None:
     events: list[str] = []
 
-    @tool(read_only=True)
+    @tool(annotations=ToolAnnotations(read_only=True))
     def lookup(city: str) -> str:
         """Look a city up."""
         events.append(f"ran {city}")

@@ -25,6 +25,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import openai
@@ -39,7 +40,6 @@ from react_engine import (
     TextReActProtocol,
     Tool,
     ToolAnnotations,
-    ToolDefinitionError,
     reply,
     tool,
     tool_call_reply,
@@ -60,19 +60,19 @@ class Desk:
     def __init__(self) -> None:
         self.ran: list[tuple[str, Any]] = []
 
-        @tool(read_only=True)
+        @tool(annotations=ToolAnnotations(read_only=True))
         def grep(pattern: str) -> str:
             """Find the files that mention a pattern."""
             self.ran.append(("grep", pattern))
             return "src/engine.py"
 
-        @tool(read_only=True)
+        @tool(annotations=ToolAnnotations(read_only=True))
         def read(path: str) -> str:
             """Read a file."""
             self.ran.append(("read", path))
             return f"contents of {path}"
 
-        @tool(destructive=True)
+        @tool(annotations=ToolAnnotations(destructive=True))
         def delete(path: str) -> str:
             """Delete a file."""
             self.ran.append(("delete", path))
@@ -365,7 +365,7 @@ def test_tools_carry_mcp_annotations_with_mcps_defaults() -> None:
         read_only=False, destructive=True, idempotent=False, open_world=True
     )
 
-    @tool(read_only=True, open_world=False)
+    @tool(annotations=ToolAnnotations(read_only=True, open_world=False))
     def look(x: int) -> int:
         """Look."""
         return x
@@ -377,13 +377,8 @@ def test_tools_carry_mcp_annotations_with_mcps_defaults() -> None:
     schema = {"type": "object", "properties": {"key": {"type": "string"}}}
     put = Tool.from_schema("put", schema, lambda args: "ok", annotations=hints)
     assert put.annotations is hints
-    assert ToolAnnotations.from_mcp({"readOnlyHint": True, "destructiveHint": "no"}) == (
-        ToolAnnotations(read_only=True)
-    )
-    with pytest.raises(ToolDefinitionError, match="not both"):
-        tool(annotations=hints, read_only=True)
-    with pytest.raises(ToolDefinitionError, match="read_only must be True or False"):
-        tool(read_only="yes")  # type: ignore[arg-type]
+    given = SimpleNamespace(read_only_hint=True, destructive_hint="no")
+    assert ToolAnnotations.from_mcp(given) == ToolAnnotations(read_only=True)
 
 
 def test_mcp_annotations_are_read_from_the_server_and_used() -> None:

@@ -114,7 +114,8 @@ def test_each_step_is_rendered_once_per_run(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_a_kept_capability_lookup_follows_the_registry() -> None:
-    registry = CapabilityRegistry([("acme-*", Capabilities(stop=False))])
+    registry = CapabilityRegistry()
+    registry.register("acme-*", stop=False)
     assert registry.lookup("acme-1")[1] == "acme-*"
     assert registry.lookup("acme-1")[1] == "acme-*"
     registry.register("acme-1", stop=True)

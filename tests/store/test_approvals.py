@@ -24,7 +24,7 @@ from react_engine.errors import (
     UserError,
 )
 from react_engine.store import open_store
-from react_engine.tools import Tool, tool
+from react_engine.tools import Tool, ToolAnnotations, tool
 
 pg_uri, target = postgres.pg_uri, postgres.target  # the fixtures: each test, on each backend
 
@@ -51,7 +51,9 @@ class Rm:
     def __init__(self, *, read_only: bool = False) -> None:
         self.removed: list[str] = []
 
-        @tool(requires_approval=True, read_only=read_only)  # read-only: a reply's calls all run
+        @tool(
+            requires_approval=True, annotations=ToolAnnotations(read_only=read_only)
+        )  # read-only: a reply's calls all run
         def rm(path: str) -> str:
             """Remove a path."""
             self.removed.append(path)

@@ -191,11 +191,13 @@ def test_a_deferred_approval_without_a_store_is_refused() -> None:
 
 def test_an_approval_callback_may_defer(target: str) -> None:
     from react_engine.testing import ScriptedModel, tool_call_reply
-    from react_engine.tools import tool
+    from react_engine.tools import ToolAnnotations, tool
 
     ran: list[int] = []
 
-    @tool(requires_approval=True, read_only=True)  # read-only: both calls of a reply run
+    @tool(
+        requires_approval=True, annotations=ToolAnnotations(read_only=True)
+    )  # read-only: both calls of a reply run
     def act(n: int) -> str:
         """Do step n."""
         ran.append(n)
@@ -275,9 +277,11 @@ def test_a_held_run_is_refused_in_the_same_process(target: str) -> None:
 
 def test_concurrent_calls_commit_their_reply_once(target: str) -> None:
     from react_engine.testing import ScriptedModel, tool_call_reply
-    from react_engine.tools import tool
+    from react_engine.tools import ToolAnnotations, tool
 
-    @tool(read_only=True)  # read-only: the reply's calls run side by side
+    @tool(
+        annotations=ToolAnnotations(read_only=True)
+    )  # read-only: the reply's calls run side by side
     async def look(n: int) -> str:
         """Look at n."""
         await asyncio.sleep(0.02)

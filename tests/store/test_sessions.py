@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from react_engine import Agent, tool
+from react_engine import Agent, ToolAnnotations, tool
 from react_engine.errors import ConfigurationError
 from react_engine.store import MemorySession, SQLiteSession, StoreError
 from react_engine.store.codec import dump_item, load_item
@@ -29,7 +29,7 @@ ODD = Notice(NoticeCode.USAGE_INVALID, counts="completion_tokens='x'")
 APPENDS = 500
 
 
-@tool(read_only=True)  # two in one reply both run
+@tool(annotations=ToolAnnotations(read_only=True))  # two in one reply both run
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b

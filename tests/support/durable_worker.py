@@ -28,7 +28,7 @@ from typing import Any
 
 from react_engine import Agent
 from react_engine.store import RunBusy, RunStore, open_store
-from react_engine.tools import tool
+from react_engine.tools import ToolAnnotations, tool
 
 
 def killing_store(target: str, kill_after: int | None) -> RunStore:
@@ -74,7 +74,9 @@ def main() -> None:
         time.sleep(args.slow)
         return f"done {n}"
 
-    made = tool(requires_approval=args.approval, idempotent=args.idempotent)(act)
+    made = tool(
+        requires_approval=args.approval, annotations=ToolAnnotations(idempotent=args.idempotent)
+    )(act)
     agent = Agent(
         "mock-model",
         [made],

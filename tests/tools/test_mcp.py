@@ -343,7 +343,7 @@ async def test_a_tool_called_directly_raises_mcp_tool_error(http_url: str) -> No
     async with MCPServerHTTP(http_url) as server:
         forecast = {t.name: t for t in mcp_tools(server)}["forecast"]
         with pytest.raises(MCPToolError, match="the station is down") as caught:
-            await forecast.ainvoke(forecast.validate({"city": "Oslo"}))
+            await forecast.ainvoke(forecast.check({"city": "Oslo"}))
         assert caught.value.tool_name == "forecast"
 
 

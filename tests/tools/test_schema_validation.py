@@ -255,7 +255,7 @@ def test_a_quoted_number_or_boolean_at_the_top_level_is_read_as_before() -> None
         },
         seen.append,
     )
-    asyncio.run(t.ainvoke(t.validate({"n": "5", "x": "2.5", "flag": "true", "label": "7"})))
+    asyncio.run(t.ainvoke(t.check({"n": "5", "x": "2.5", "flag": "true", "label": "7"})))
     assert seen == [{"n": 5, "x": 2.5, "flag": True, "label": "7"}]
     # Only a JSON number converts, and the converted value is still checked.
     for bad, expected in [
@@ -265,7 +265,7 @@ def test_a_quoted_number_or_boolean_at_the_top_level_is_read_as_before() -> None
         ({"flag": "yes"}, "flag: Input should be a valid boolean"),
     ]:
         with pytest.raises(Exception, match=expected):
-            t.validate(bad)
+            t.check(bad)
 
 
 def test_composed_schemas_type_unions_and_recursive_refs() -> None:
@@ -286,13 +286,13 @@ def test_composed_schemas_type_unions_and_recursive_refs() -> None:
     }
     t = Tool.from_schema("composed", schema, seen.append)
     tree = {"a": 1, "b": {"child": {"child": {"v": 3}}}}
-    asyncio.run(t.ainvoke(t.validate(tree)))
+    asyncio.run(t.ainvoke(t.check(tree)))
     assert seen == [tree]
     # Keys named in an allOf branch are the schema's own, and others still unknown.
     with pytest.raises(Exception, match="Unevaluated properties are not allowed"):
-        t.validate({"a": 1, "z": 2})
+        t.check({"a": 1, "z": 2})
     with pytest.raises(Exception, match=r"b: Input matches none of the allowed schemas"):
-        t.validate({"a": 1, "b": {"child": {"v": "x"}}})
+        t.check({"a": 1, "b": {"child": {"v": "x"}}})
 
 
 def test_a_schema_that_allows_other_keys_passes_them_on() -> None:
@@ -303,10 +303,10 @@ def test_a_schema_that_allows_other_keys_passes_them_on() -> None:
         "additionalProperties": {"type": "integer"},
     }
     t = Tool.from_schema("open", schema, seen.append)
-    asyncio.run(t.ainvoke(t.validate({"q": "x", "field_0": 3})))
+    asyncio.run(t.ainvoke(t.check({"q": "x", "field_0": 3})))
     assert seen == [{"q": "x", "field_0": 3}]
     with pytest.raises(Exception, match="other: Input should be a valid integer"):
-        t.validate({"q": "x", "other": "y"})
+        t.check({"q": "x", "other": "y"})
 
 
 def test_the_check_uses_the_schema_as_written_not_the_strict_copy_sent() -> None:
@@ -319,7 +319,7 @@ def test_the_check_uses_the_schema_as_written_not_the_strict_copy_sent() -> None
     }
     t = Tool.from_schema("meta", schema, seen.append)
     assert t.parameters["properties"]["meta"]["additionalProperties"] is False
-    asyncio.run(t.ainvoke(t.validate({"meta": {"id": "1", "extra": True}})))
+    asyncio.run(t.ainvoke(t.check({"meta": {"id": "1", "extra": True}})))
     assert seen == [{"meta": {"id": "1", "extra": True}}]
 
 
@@ -376,12 +376,12 @@ def test_huge_schemas_are_built_and_checked_in_good_time() -> None:
     properties = {f"p{i}": {"type": "integer", "minimum": i} for i in range(4999)}
     properties["city"] = {"type": "string", "enum": [f"city{i}" for i in range(100_000)]}
     t = Tool.from_schema("huge", {"type": "object", "properties": properties}, echo)
-    assert asyncio.run(t.ainvoke(t.validate({"p10": 10, "city": "city99999"}))) == {
+    assert asyncio.run(t.ainvoke(t.check({"p10": 10, "city": "city99999"}))) == {
         "p10": 10,
         "city": "city99999",
     }
     with pytest.raises(Exception, match=r"city: Input should be \"city0\".*\(99990 more\)"):
-        t.validate({"city": "nowhere"})
+        t.check({"city": "nowhere"})
 
 
 def test_a_backtracking_pattern_cannot_stall_the_run() -> None:
@@ -389,7 +389,7 @@ def test_a_backtracking_pattern_cannot_stall_the_run() -> None:
         "redos", {"type": "object", "properties": {"s": {"pattern": "^(a|aa)+$"}}}, echo
     )
     with pytest.raises(Exception, match="s: String took too long to match the pattern"):
-        t.validate({"s": "a" * 1000 + "!"})  # with the re module: longer than a lifetime
+        t.check({"s": "a" * 1000 + "!"})  # with the re module: longer than a lifetime
 
 
 def test_a_reference_loop_is_an_observation_not_a_crash() -> None:
@@ -490,7 +490,7 @@ def test_a_tool_function_whose_model_allows_other_keys_keeps_them() -> None:
         return "kept"
 
     assert keep.parameters["properties"]["item"]["additionalProperties"] is True
-    asyncio.run(keep.ainvoke(keep.validate({"item": {"name": "a", "size": 2}})))
+    asyncio.run(keep.ainvoke(keep.check({"item": {"name": "a", "size": 2}})))
     assert seen[0].model_dump() == {"name": "a", "size": 2}
 
 
@@ -598,11 +598,11 @@ def test_the_schemas_own_dialect_is_used(
         "properties": {"n": {"type": "number", **bound}},
     }
     t = Tool.from_schema("dialect", schema, echo)
-    assert asyncio.run(t.ainvoke(t.validate({"n": 1}))) == {"n": 1}
+    assert asyncio.run(t.ainvoke(t.check({"n": 1}))) == {"n": 1}
     with pytest.raises(Exception, match=f"n: Input should be {expected}"):
-        t.validate({"n": 0})
+        t.check({"n": 0})
     with pytest.raises(Exception, match="extra: unexpected field"):
-        t.validate({"n": 1, "extra": 1})
+        t.check({"n": 1, "extra": 1})
 
 
 def test_a_tool_functions_schema_and_its_validation_agree() -> None:
@@ -639,7 +639,7 @@ def test_a_tool_functions_schema_and_its_validation_agree() -> None:
     ]
     for arguments in cases:
         try:
-            book.validate(arguments)
+            book.check(arguments)
             accepted = True
         except Exception:
             accepted = False
@@ -658,13 +658,13 @@ def test_unique_items_and_enums_on_long_arrays_are_checked_in_linear_time() -> N
 
     def unique(n: int) -> Callable[[], object]:
         items = [{"k": i} for i in range(n)]
-        return lambda: t.validate({"xs": items})
+        return lambda: t.check({"xs": items})
 
     def enum(n: int) -> Callable[[], object]:  # n codes allowed, n // 10 checked
         codes = [f"v{n - 1 - i % 10}" for i in range(n // 10)]
         one = {"codes": {"type": "array", "items": {"enum": [f"v{i}" for i in range(n)]}}}
         tool = Tool.from_schema("codes", {"type": "object", "properties": one}, echo)
-        return lambda: tool.validate({"codes": codes})
+        return lambda: tool.check({"codes": codes})
 
     # Pairwise checks are quadratic: 5000 items took 45 s with jsonschema's own check, and
     # 1000 codes against 10,000 values 1.6 s.
@@ -673,11 +673,11 @@ def test_unique_items_and_enums_on_long_arrays_are_checked_in_linear_time() -> N
     # JSON Schema's equality: 1 equals 1.0, key order does not count, true is not 1.
     for duplicated in ([1, 1.0], [{"a": 1, "b": [2]}, {"b": [2.0], "a": 1}]):
         with pytest.raises(Exception, match="xs: Array items should be unique"):
-            t.validate({"xs": duplicated})
+            t.check({"xs": duplicated})
     distinct = [1, True, "1", [1], {"a": 1}, None, 0, False]
-    assert asyncio.run(t.ainvoke(t.validate({"xs": distinct}))) == {"xs": distinct}
+    assert asyncio.run(t.ainvoke(t.check({"xs": distinct}))) == {"xs": distinct}
     with pytest.raises(Exception, match=r"codes.1: Input should be \"v0\""):
-        t.validate({"codes": ["v1", "v10000"]})
+        t.check({"codes": ["v1", "v10000"]})
 
 
 def test_without_jsonschema_a_schema_tool_is_refused_where_it_is_built() -> None:

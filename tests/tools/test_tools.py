@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from react_engine import Tool, ToolDefinitionError, tool
-from react_engine.tools import ToolArgumentsError, as_tools, meets_strict_mode
+from react_engine.tools import ToolArgumentsError, as_tools
+from react_engine.tools.schema import meets_strict_mode
 
 
 class Unit(Enum):
@@ -141,13 +142,13 @@ def test_validation_uses_the_same_model() -> None:
         """Count."""
         return n
 
-    assert count.validate({"n": 3}).n == 3  # type: ignore[attr-defined]
+    assert count.check({"n": 3}).n == 3  # type: ignore[attr-defined]
     with pytest.raises(ToolArgumentsError, match=r"n: Input should be greater than or equal to 0"):
-        count.validate({"n": -1})
+        count.check({"n": -1})
     with pytest.raises(ToolArgumentsError, match="unexpected field"):
-        count.validate({"n": 1, "extra": 2})
+        count.check({"n": 1, "extra": 2})
     with pytest.raises(ToolArgumentsError, match="n: Field required"):
-        count.validate({})
+        count.check({})
 
 
 def test_plain_string_input_maps_to_a_single_argument() -> None:
@@ -156,7 +157,7 @@ def test_plain_string_input_maps_to_a_single_argument() -> None:
         """Search."""
         return query
 
-    assert search.validate("cats").query == "cats"  # type: ignore[attr-defined]
+    assert search.check("cats").query == "cats"  # type: ignore[attr-defined]
 
     @tool
     def two(a: str, b: str) -> str:
@@ -164,7 +165,7 @@ def test_plain_string_input_maps_to_a_single_argument() -> None:
         return a + b
 
     with pytest.raises(ToolArgumentsError, match="must be a JSON object"):
-        two.validate("cats")
+        two.check("cats")
 
 
 def test_sync_and_async_tools_run() -> None:
@@ -180,8 +181,8 @@ def test_sync_and_async_tools_run() -> None:
         return a * b
 
     assert not add.is_async and mul.is_async
-    assert asyncio.run(add.ainvoke(add.validate({"a": 2, "b": 3}))) == 5
-    assert asyncio.run(mul.ainvoke(mul.validate({"a": 2, "b": 3}))) == 6
+    assert asyncio.run(add.ainvoke(add.check({"a": 2, "b": 3}))) == 5
+    assert asyncio.run(mul.ainvoke(mul.check({"a": 2, "b": 3}))) == 6
     assert add(2, 3) == 5  # still callable as a function
 
 
@@ -198,13 +199,13 @@ def test_tool_from_pydantic_model_plus_function() -> None:
     t = Tool.from_model(Query, lookup)
     assert t.pass_model
     assert t.description == "Look something up."
-    assert asyncio.run(t.ainvoke(t.validate({"term": "x"}))) == "x:5"
+    assert asyncio.run(t.ainvoke(t.check({"term": "x"}))) == "x:5"
 
     def lookup_kwargs(term: str, limit: int = 5) -> str:
         return f"{term}/{limit}"
 
     t2 = Tool.from_model(Query, lookup_kwargs, name="lookup")
-    assert asyncio.run(t2.ainvoke(t2.validate({"term": "y", "limit": 2}))) == "y/2"
+    assert asyncio.run(t2.ainvoke(t2.check({"term": "y", "limit": 2}))) == "y/2"
 
 
 def test_definition_errors_are_raised_where_the_tool_is_defined() -> None:
@@ -327,18 +328,18 @@ def test_tool_from_a_json_schema() -> None:
     assert t.argument_names == ["query", "limit", "json", "max-age", "filter"]
 
     # Only the arguments given reach the function, under their JSON names.
-    validated = t.validate({"query": "mcp", "json": True, "max-age": 2, "filter": {"tag": "x"}})
+    validated = t.check({"query": "mcp", "json": True, "max-age": 2, "filter": {"tag": "x"}})
     assert asyncio.run(t.ainvoke(validated)) == "found"
     assert calls == [{"query": "mcp", "json": True, "max-age": 2.0, "filter": {"tag": "x"}}]
-    asyncio.run(t.ainvoke(t.validate({"query": "q", "max-age": None})))
+    asyncio.run(t.ainvoke(t.check({"query": "q", "max-age": None})))
     assert calls[-1] == {"query": "q", "max-age": None}
 
     with pytest.raises(ToolArgumentsError, match="query: Field required"):
-        t.validate({"limit": 3})
+        t.check({"limit": 3})
     with pytest.raises(ToolArgumentsError, match="limit: Input should be a valid integer"):
-        t.validate({"query": "q", "limit": "many"})
+        t.check({"query": "q", "limit": "many"})
     with pytest.raises(ToolArgumentsError, match="colour: unexpected field"):
-        t.validate({"query": "q", "colour": "red"})
+        t.check({"query": "q", "colour": "red"})
 
 
 def test_tool_from_a_json_schema_one_argument_and_open_schemas() -> None:
@@ -349,13 +350,13 @@ def test_tool_from_a_json_schema_one_argument_and_open_schemas() -> None:
         "lookup", {"type": "object", "properties": {"word": {"type": "string"}}}, echo
     )
     # The text protocol's plain-string input, for a one-argument tool.
-    assert asyncio.run(one.ainvoke(one.validate("cat"))) == {"word": "cat"}
+    assert asyncio.run(one.ainvoke(one.check("cat"))) == {"word": "cat"}
     assert one.strict is False  # "word" is not required
 
     open_schema = {"type": "object", "properties": {}, "additionalProperties": True}
     anything = Tool.from_schema("anything", open_schema, echo)
     assert anything.parameters["additionalProperties"] is True
-    assert asyncio.run(anything.ainvoke(anything.validate({"x": 1, "y": [2]}))) == {
+    assert asyncio.run(anything.ainvoke(anything.check({"x": 1, "y": [2]}))) == {
         "x": 1,
         "y": [2],
     }

@@ -26,7 +26,6 @@ from react_engine.transport.learned import (
     CapabilityCache,
     default_cache,
     resolve,
-    set_default_cache,
 )
 from react_engine.transport.rejections import REACTIONS, classify_rejection
 
@@ -271,7 +270,7 @@ def test_load_file_puts_its_entries_first(registry: CapabilityRegistry, tmp_path
         {
             "version": 1,
             "models": [
-                {"pattern": "gpt-4o-mini*", "stop": False, "note": "proxy strips stop"},
+                {"patterns": ["gpt-4o-mini*"], "stop": False, "note": "proxy strips stop"},
                 {"patterns": ["gpt-4o*", "corp-*"], "function_calling": False},
             ],
         },
@@ -291,7 +290,7 @@ def test_load_file_default_replaces_the_default(tmp_path: Path) -> None:
         tmp_path / "caps.json",
         {
             "default": {"function_calling": False, "stop": False, "source": "https://x.test"},
-            "models": [{"pattern": "tooly*", "function_calling": True}],
+            "models": [{"patterns": ["tooly*"], "function_calling": True}],
         },
     )
     registry = CapabilityRegistry()
@@ -313,12 +312,12 @@ def test_load_file_default_replaces_the_default(tmp_path: Path) -> None:
         ({"models": {}}, "'models' must be a list"),
         ({"default": [], "models": []}, "'default' must be an object"),
         ({"models": ["gpt-4o*"]}, r"models\[0\]: each entry must be an object"),
-        ({"models": [{"stop": False}]}, r"models\[0\]: needs 'pattern'"),
-        ({"models": [{"patterns": []}]}, r"models\[0\]: needs 'pattern'"),
-        ({"models": [{"patterns": "gpt*"}]}, r"models\[0\]: needs 'pattern'"),
-        ({"models": [{"pattern": 3}]}, "pattern must be a non-empty string"),
-        ({"models": [{"pattern": "a", "fc": True}]}, r"models\[0\]: unknown field 'fc'"),
-        ({"models": [{"pattern": "a", "stop": "yes"}]}, "'stop' must be true or false"),
+        ({"models": [{"stop": False}]}, r"models\[0\]: needs 'patterns'"),
+        ({"models": [{"patterns": []}]}, r"models\[0\]: needs 'patterns'"),
+        ({"models": [{"patterns": "gpt*"}]}, r"models\[0\]: needs 'patterns'"),
+        ({"models": [{"patterns": [3]}]}, "pattern must be a non-empty string"),
+        ({"models": [{"patterns": ["a"], "fc": True}]}, r"models\[0\]: unknown field 'fc'"),
+        ({"models": [{"patterns": ["a"], "stop": "yes"}]}, "'stop' must be true or false"),
         ({"default": {"stop": None}}, "default: 'stop' must be true or false"),
     ],
 )
@@ -350,7 +349,7 @@ def test_missing_file_is_a_configuration_error(tmp_path: Path) -> None:
 def test_env_var_loads_an_override_file(tmp_path: Path) -> None:
     path = write(
         tmp_path / "o.json",
-        {"models": [{"pattern": "deepseek-reasoner", "function_calling": True}]},
+        {"models": [{"patterns": ["deepseek-reasoner"], "function_calling": True}]},
     )
     registry = CapabilityRegistry.from_default(env={REGISTRY_ENV: str(path)})
     found, matched = registry.lookup("deepseek-reasoner")
@@ -368,16 +367,6 @@ def test_default_registry_is_shared_and_built_once(monkeypatch: pytest.MonkeyPat
     first = default_registry()
     assert default_registry() is first
     assert first.lookup("gpt-4o")[1] == "gpt-4o*"
-
-
-def test_constructor_entries(registry: CapabilityRegistry) -> None:
-    custom = CapabilityRegistry(
-        [("a*", Capabilities(stop=False)), ("*", Capabilities(function_calling=False))],
-        default=Capabilities(parallel_tool_calls=True),
-    )
-    assert custom.lookup("abc")[0].stop is False
-    assert custom.lookup("xyz") == (Capabilities(function_calling=False), "*")
-    assert custom.default.parallel_tool_calls is True
 
 
 # --- learned decisions ---------------------------------------------------------------------
@@ -425,9 +414,9 @@ def test_remember_nothing_is_a_no_op(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"tools": False}, "unknown capability 'tools'"),
-        ({"text_template": "zh"}, "unknown capability 'text_template'"),
-        ({"stop": "false"}, "stop must be a bool"),
+        ({"tools": False}, "tools=False"),
+        ({"text_template": "zh"}, "text_template='zh'"),
+        ({"stop": "false"}, "stop='false'"),
     ],
 )
 def test_remember_rejects_bad_overrides(overrides: dict[str, Any], message: str) -> None:
@@ -580,17 +569,6 @@ def test_resolve_ignores_overrides_that_change_nothing(registry: CapabilityRegis
     cache = CapabilityCache()
     cache.remember(URL, "o3-mini", stop=False)  # the registry already says so
     assert resolve(registry, cache, URL, "o3-mini")[1] == "registry: o3*"
-
-
-def test_resolve_defaults_to_the_process_wide_registry_and_cache(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    set_default_cache(CapabilityCache())
-    monkeypatch.setattr(caps_module, "_default_registry", CapabilityRegistry.from_default(env={}))
-    default_cache().remember(URL, "unknown-model", function_calling=False)
-    found, reason = resolve(None, None, URL, "unknown-model")
-    assert found.function_calling is False
-    assert reason == "learned: function_calling=False (registry: default)"
 
 
 def test_a_classified_rejection_is_learned(registry: CapabilityRegistry) -> None:
