@@ -120,8 +120,6 @@ def _main(argv: Sequence[str] | None, *, process: bool) -> int:
             _ignore_sigint()
         print("interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return _broken_pipe(process)
     except ModelAPIError as exc:
         print(f"error: {describe_api_error(exc, None, None)}", file=sys.stderr)
         return EXIT_API
