@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from ..errors import ModelAPIError, RunAborted
 from ..paths import state_dir
@@ -98,7 +98,7 @@ class ChatSession:
         self.err = err or sys.stderr
         self.read_line = read_line
         self.protocol: str = args.protocol
-        self.trace_path: str | None = args.trace
+        self.trace_path: str | None = args.trace or None
         self.progress = RunProgress(args, stream=self.err)
         self.agent = self._agent()
         name = getattr(args, "session", None)  # --session NAME: the store's session NAME
@@ -210,10 +210,9 @@ class ChatSession:
     def ask(self, question: str) -> None:
         history = self.conversation.history
         before = len(history)
-        options: dict[str, Any] = {"trace": self.trace_path} if self.trace_path else {}
         try:
             with self.progress.ticker:
-                result = asyncio.run(self.conversation.aask(question, **options))
+                result = asyncio.run(self.conversation.aask(question, trace=self.trace_path))
         except KeyboardInterrupt:
             steps = [i for i in history[before:] if isinstance(i, Step)]
             self.note(
