@@ -116,11 +116,10 @@ class ChatSession:
         print(text, file=self.err, flush=True)
 
     def loop(self) -> int:
-        agent = self.agent
         if not self.args.quiet:
             self.note(
-                f"react-engine chat · model {agent.model} · {self.endpoint.where} · "
-                f"protocol {describe_protocol(agent)}\nType a question, or /help."
+                f"react-engine chat · model {self.agent.model} · {self.endpoint.where} · "
+                f"protocol {describe_protocol(self.agent)}\nType a question, or /help."
             )
         while True:
             try:
