@@ -101,8 +101,7 @@ class ChatSession:
         self.trace_path: str | None = args.trace or None
         self.progress = RunProgress(args, stream=self.err)
         self.agent = self._agent()
-        name = getattr(args, "session", None)  # --session NAME: the store's session NAME
-        session = None if name is None else open_store().session(name)
+        session = None if args.session is None else open_store().session(args.session)
         self.conversation = Conversation(self.agent, session=session)
 
     def _agent(self) -> Agent:

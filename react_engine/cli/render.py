@@ -341,10 +341,9 @@ class RunProgress:
 
     def __init__(self, args: argparse.Namespace, *, stream: TextIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
-        quiet = bool(getattr(args, "quiet", False))
         tty = is_tty(self.stream)
-        self.steps = not (quiet or getattr(args, "json", False))
-        self.ticker = Ticker(self.stream, live=tty and not quiet)
+        self.steps = not (args.quiet or getattr(args, "json", False))  # (chat has no --json)
+        self.ticker = Ticker(self.stream, live=tty and not args.quiet)
         self.live = LivePrinter(self.stream) if self.steps and tty else None
         self.ticker.paused = lambda: self.live is not None and self.live.writing
         self.max_retries: int = args.max_retries
