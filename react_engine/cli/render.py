@@ -353,7 +353,7 @@ class RunProgress:
             self.ticker.say(text)
 
     def on_step(self, step: Step) -> None:
-        if self.steps and self.live is None:  # (on a terminal the live view shows the steps)
+        if self.steps and self.live is None:  # (a live view shows the steps itself)
             with self.ticker.writing():
                 print(format_step_plain(step), file=self.stream, flush=True)
 
