@@ -207,10 +207,8 @@ def answer(
     **options: Any,
 ) -> RunResult:
     """Run ``agent`` on ``question``; print the result, or raise the error as an :class:`Exit`."""
-    if args.trace:
-        options["trace"] = args.trace
     try:
-        result = progress.run(agent, question, **options)
+        result = progress.run(agent, question, trace=args.trace or None, **options)
     except RunAborted as exc:
         show_result(exc.result, args)
         raise Exit(

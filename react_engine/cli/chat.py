@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from ..errors import ModelAPIError, RunAborted
 from ..paths import state_dir
@@ -98,11 +98,10 @@ class ChatSession:
         self.err = err or sys.stderr
         self.read_line = read_line
         self.protocol: str = args.protocol
-        self.trace_path: str | None = args.trace
+        self.trace_path: str | None = args.trace or None
         self.progress = RunProgress(args, stream=self.err)
         self.agent = self._agent()
-        name = getattr(args, "session", None)  # --session NAME: the store's session NAME
-        session = None if name is None else open_store().session(name)
+        session = None if args.session is None else open_store().session(args.session)
         self.conversation = Conversation(self.agent, session=session)
 
     def _agent(self) -> Agent:
@@ -116,11 +115,10 @@ class ChatSession:
         print(text, file=self.err, flush=True)
 
     def loop(self) -> int:
-        agent = self.agent
         if not self.args.quiet:
             self.note(
-                f"react-engine chat · model {agent.model} · {self.endpoint.where} · "
-                f"protocol {describe_protocol(agent)}\nType a question, or /help."
+                f"react-engine chat · model {self.agent.model} · {self.endpoint.where} · "
+                f"protocol {describe_protocol(self.agent)}\nType a question, or /help."
             )
         while True:
             try:
@@ -210,10 +208,9 @@ class ChatSession:
     def ask(self, question: str) -> None:
         history = self.conversation.history
         before = len(history)
-        options: dict[str, Any] = {"trace": self.trace_path} if self.trace_path else {}
         try:
             with self.progress.ticker:
-                result = asyncio.run(self.conversation.aask(question, **options))
+                result = asyncio.run(self.conversation.aask(question, trace=self.trace_path))
         except KeyboardInterrupt:
             steps = [i for i in history[before:] if isinstance(i, Step)]
             self.note(

@@ -39,8 +39,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = _main(argv, process=process)
         if process:
             sys.stdout.flush()  # a pipe's buffer: a closed reader shows up here
-    except BrokenPipeError:
-        code = _broken_pipe(process)
+    except BrokenPipeError:  # the reader went away: the rest goes to /dev/null (no complaint)
+        code = EXIT_BROKEN_PIPE
+        if process:
+            with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
     if process and code == EXIT_INTERRUPTED:
         _exit_now(code)
     return code
@@ -60,16 +65,6 @@ def _warnings_on_stderr() -> Iterator[None]:
         yield
     finally:
         logger.removeHandler(handler)
-
-
-def _broken_pipe(process: bool) -> int:
-    """The reader of stdout went away: the rest goes to /dev/null (no complaint at exit)."""
-    if process:
-        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-    return EXIT_BROKEN_PIPE
 
 
 def _exit_now(code: int) -> None:
@@ -120,8 +115,6 @@ def _main(argv: Sequence[str] | None, *, process: bool) -> int:
             _ignore_sigint()
         print("interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return _broken_pipe(process)
     except ModelAPIError as exc:
         print(f"error: {describe_api_error(exc, None, None)}", file=sys.stderr)
         return EXIT_API

@@ -19,7 +19,7 @@ from ..compare.run import (
 from ..compare.suite import PROTOCOLS, load_tasks
 from ..errors import ModelAPIError
 from ..protocols.registry import protocol_names
-from .endpoint import Endpoint, configured_endpoint, describe_api_error, local_endpoint
+from .endpoint import Endpoint, describe_api_error, endpoint
 from .exits import EXIT_API, Exit
 from .options import add_endpoint_options, add_evaluation_options, batch_options
 
@@ -77,8 +77,7 @@ def _compare_targets(
     if args.scripted:
         yield [Target("scripted", p, scripted=True) for p in chosen], "scripted"
         return
-    configured = None if args.local else configured_endpoint(args, args.model or [], strict=False)
-    with local_endpoint() if configured is None else contextlib.nullcontext(configured) as ep:
+    with endpoint(args, local_default=True) as ep:
         models = [ep.model] if ep.local else args.model or [ep.model]
         target = functools.partial(Target, base_url=ep.base_url, api_key=ep.api_key)
         where = "embedded llama.cpp server" if ep.local else ep.where

@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +28,6 @@ from .exits import one_line
 __all__ = [
     "Endpoint",
     "ScriptedReplies",
-    "configured_endpoint",
     "describe_api_error",
     "endpoint",
     "local_endpoint",
@@ -89,9 +88,7 @@ class Endpoint:
         return mask_url(self.base_url) if self.base_url else "the default OpenAI endpoint"
 
 
-def configured_endpoint(
-    args: argparse.Namespace, models: Sequence[str], *, strict: bool
-) -> Endpoint | None:
+def _configured(args: argparse.Namespace, *, strict: bool) -> Endpoint | None:
     """The endpoint given by flags or the environment; ``None`` when there is none.
 
     Without ``strict``, a key but no model name leaves the choice to the local model (a key
@@ -102,9 +99,9 @@ def configured_endpoint(
     key = os.environ.get(env) or None
     if args.api_key_env and key is None:
         raise ConfigurationError(f"--api-key-env {env}: the environment variable is not set")
-    flags = bool(args.base_url or models or args.api_key_env)
-    model = next(iter(models), None) or os.environ.get("REACT_ENGINE_MODEL")
-    model = model or os.environ.get("OPENAI_MODEL")
+    given = args.model[0] if isinstance(args.model, list) else args.model  # compare: a list
+    flags = bool(args.base_url or given or args.api_key_env)
+    model = given or os.environ.get("REACT_ENGINE_MODEL") or os.environ.get("OPENAI_MODEL")
     if not (base_url or key):
         if flags:
             raise ConfigurationError(
@@ -136,8 +133,7 @@ def endpoint(
         yield Endpoint(args.model or "scripted", client=ScriptedModel(replies), replies=replies)
         return
     if not args.local:
-        models = [args.model] if args.model else []
-        configured = configured_endpoint(args, models, strict=not local_default)
+        configured = _configured(args, strict=not local_default)
         if configured is None and not local_default:
             raise ConfigurationError(
                 "no endpoint: pass --base-url and --model (or set OPENAI_BASE_URL / "

@@ -206,10 +206,7 @@ def _recorded_settings(meta: Mapping[str, Any], given: EvalSettings) -> EvalSett
     if not isinstance(recorded, Mapping):
         return given
     known = {f.name for f in fields(EvalSettings)}
-    try:
-        return EvalSettings(**{k: v for k, v in recorded.items() if k in known})
-    except TypeError:
-        return given
+    return EvalSettings(**{k: v for k, v in recorded.items() if k in known})
 
 
 def _load_any(categories: Sequence[str], limit: int | None, only: Sequence[str]) -> list[AnyCase]:

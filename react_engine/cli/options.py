@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError
 from ..protocols.registry import protocol_names
 
 __all__ = [
@@ -172,11 +171,6 @@ def add_evaluation_options(p: argparse.ArgumentParser, *, tool_choice_help: str)
 
 
 def batch_options(args: argparse.Namespace) -> dict[str, Any]:
-    """How the cases run (:func:`add_evaluation_options`), refused before anything runs if
-    they cannot be taken."""
-    if args.concurrency < 1:
-        raise ConfigurationError("--concurrency must be at least 1")
-    if args.resume and not args.results:
-        raise ConfigurationError("--resume continues the evaluation in --results FILE")
+    """How the cases run (:func:`add_evaluation_options`; ``run_cases`` checks them)."""
     results = Path(args.results) if args.results else None
     return dict(concurrency=args.concurrency, ray=args.ray, results=results, resume=args.resume)

@@ -37,7 +37,6 @@ __all__ = [
     "format_result",
     "format_step",
     "format_step_plain",
-    "print_step",
     "stop_words",
     "use_color",
 ]
@@ -205,12 +204,6 @@ def format_history(history: Sequence[HistoryItem]) -> str:
     return "\n".join(lines) if lines else "(no conversation yet)"
 
 
-def print_step(step: Step, stream: TextIO) -> None:
-    """Print a step on ``stream``: a block on a terminal, else plain lines."""
-    text = format_step(step, color=use_color(stream)) if is_tty(stream) else format_step_plain(step)
-    print(text, file=stream, flush=True)
-
-
 class LivePrinter:
     """Shows a streamed run's events on a terminal, then the rest of each step, once."""
 
@@ -348,10 +341,9 @@ class RunProgress:
 
     def __init__(self, args: argparse.Namespace, *, stream: TextIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
-        quiet = bool(getattr(args, "quiet", False))
         tty = is_tty(self.stream)
-        self.steps = not (quiet or getattr(args, "json", False))
-        self.ticker = Ticker(self.stream, live=tty and not quiet)
+        self.steps = not (args.quiet or getattr(args, "json", False))  # (chat has no --json)
+        self.ticker = Ticker(self.stream, live=tty and not args.quiet)
         self.live = LivePrinter(self.stream) if self.steps and tty else None
         self.ticker.paused = lambda: self.live is not None and self.live.writing
         self.max_retries: int = args.max_retries
@@ -361,9 +353,9 @@ class RunProgress:
             self.ticker.say(text)
 
     def on_step(self, step: Step) -> None:
-        if self.steps and self.live is None:
+        if self.steps and self.live is None:  # (a live view shows the steps itself)
             with self.ticker.writing():
-                print_step(step, self.stream)
+                print(format_step_plain(step), file=self.stream, flush=True)
 
     def on_call(self, record: ActionRecord) -> None:
         if self.steps and self.live is None:

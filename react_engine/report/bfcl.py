@@ -108,7 +108,6 @@ def _detail(result: CaseResult) -> str:
         f"{fold(json.dumps(c.get('arguments', {}), ensure_ascii=False, indent=2), 'arguments')}"
         "</div>"
         for c in result.calls
-        if isinstance(c, dict)
     )
     reply = (
         f'<div class="label">the reply</div>{fold(result.reply, "reply")}' if result.reply else ""

@@ -34,13 +34,12 @@ def slug(*parts: object) -> str:
     return "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in text)
 
 
-def block(text: str, cls: str = "") -> str:
+def block(text: str, cls: str) -> str:
     """``text`` kept as written (line breaks and spaces) in a ``<pre>``, escaped."""
-    attr = f' class="{esc(cls)}"' if cls else ""
-    return f"<pre{attr}>{esc(text)}</pre>"
+    return f'<pre class="{esc(cls)}">{esc(text)}</pre>'
 
 
-def fold(text: str, cls: str = "") -> str:
+def fold(text: str, cls: str) -> str:
     """:func:`block`, folded into ``<details>`` when the text is long."""
     lines = text.splitlines()
     if len(text) <= FOLD_CHARS and len(lines) <= FOLD_LINES:

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..parsing.repairs import REPAIRS, is_lossy
 from ..store.runs import RunInfo
-from ..types import Step, to_jsonable
+from ..types import Step, Usage, to_jsonable
 from .page import block, esc, fold, page, slug
 from .svg import bar_chart
 
@@ -40,12 +40,6 @@ def _tokens(usage: Mapping[str, Any]) -> str:
     return text + (f" ({cached:,} cached)" if cached else "")
 
 
-def _arguments(arguments: Any) -> str:
-    if isinstance(arguments, dict):
-        return json.dumps(arguments, ensure_ascii=False, indent=2)
-    return str(arguments)
-
-
 def _repairs(codes: Sequence[str], lossy: Sequence[str] = ()) -> str:
     if not codes:
         return ""
@@ -64,10 +58,13 @@ def _call(action: Record) -> str:
     badges = f'<span class="badge {cls}">{esc(words)}</span>'
     if action.get("salvaged"):
         badges += '<span class="badge salvaged">salvaged from text</span>'
-    arguments = _arguments(action.get("arguments"))
+    given = action.get("arguments")
+    arguments = (
+        json.dumps(given, ensure_ascii=False, indent=2) if isinstance(given, dict) else str(given)
+    )
     raw = str(action.get("raw_arguments") or "")
     written = ""
-    if raw and raw.strip() != arguments.strip() and raw != json.dumps(action.get("arguments")):
+    if raw and raw.strip() != arguments.strip() and raw != json.dumps(given):
         written = f'<div class="label">as written</div>{fold(raw, "raw-arguments")}'
     said = "what the engine told the model" if cls != "ok" else "observation"
     error = action.get("error")
@@ -238,15 +235,13 @@ def reason_words(reason: str, *, answered: bool, tools: Sequence[str] = ()) -> s
 
 
 def stored_run_records(
-    info: RunInfo, steps: Iterable[Step], result: Mapping[str, Any] | None
+    info: RunInfo, steps: Sequence[Step], result: Mapping[str, Any] | None
 ) -> list[dict[str, Any]]:
     """What the store kept of a run (no protocol reason; the duration is the time between
     its first and its latest commit)."""
-    kept = [{**to_jsonable(step), "type": "step"} for step in steps]
-    usage: dict[str, int] = {}
-    for step in kept:
-        for key, value in (step.get("usage") or {}).items():
-            usage[key] = usage.get(key, 0) + int(value or 0)
+    usage = Usage()
+    for step in steps:
+        usage.add(step.usage)
     done = result or {}
     return [
         {
@@ -256,12 +251,12 @@ def stored_run_records(
             "protocol": info.protocol,
             "protocol_reason": None,
         },
-        *kept,
+        *({**to_jsonable(step), "type": "step"} for step in steps),
         {
             "type": "result",
             "answer": done.get("answer"),
             "stop_reason": done.get("stop_reason") or info.status,
-            "usage": usage,
+            "usage": to_jsonable(usage),
             "duration_s": max(0.0, info.updated - info.created),
             "error": done.get("error"),
             "events": [],

@@ -22,18 +22,15 @@ from typing import Any
 import pytest
 
 from react_engine import Agent, AgentConfig
-from react_engine.cli import (
-    DEMO_QUESTION,
-    EXIT_NO_ANSWER,
-    ChatSession,
-    Endpoint,
-    build_parser,
-    main,
-)
+from react_engine.cli import build_parser, main
 from react_engine.cli import chat as chat_cli
 from react_engine.cli import endpoint as endpoint_cli
 from react_engine.cli.agents import load_tools
-from react_engine.cli.render import format_step, format_step_plain, print_step
+from react_engine.cli.chat import ChatSession
+from react_engine.cli.endpoint import Endpoint
+from react_engine.cli.exits import EXIT_NO_ANSWER
+from react_engine.cli.render import RunProgress, format_step, format_step_plain, use_color
+from react_engine.cli.run import DEMO_QUESTION
 from react_engine.testing import (
     MockOpenAIServer,
     MockResponse,
@@ -390,19 +387,14 @@ def test_terminal_gets_colour_and_blocks_pipes_get_plain_lines(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     step = _a_step()
-    tty = _Tty()
-    print_step(step, tty)
-    assert "\x1b[36mAction:\x1b[0m get_weather" in tty.getvalue()
-    assert tty.getvalue().startswith("\x1b[1m── step 1 (function_calling)")
-
+    tty = format_step(step, color=use_color(_Tty()))
+    assert "\x1b[36mAction:\x1b[0m get_weather" in tty
+    assert tty.startswith("\x1b[1m── step 1 (function_calling)")
     monkeypatch.setenv("NO_COLOR", "1")
-    no_color = _Tty()
-    print_step(step, no_color)
-    assert "\x1b[" not in no_color.getvalue()
-    assert no_color.getvalue() == format_step(step) + "\n"
+    assert not use_color(_Tty())
 
     pipe = io.StringIO()
-    print_step(step, pipe)
+    RunProgress(build_parser().parse_args(["run", "q"]), stream=pipe).on_step(step)
     assert pipe.getvalue() == format_step_plain(step) + "\n"
     assert all(
         line.startswith("step 1 [function_calling] ") for line in pipe.getvalue().splitlines()
@@ -692,7 +684,7 @@ def test_demo_fails_an_answer_that_does_not_carry_the_tools_data(
 
 
 def test_demo_check_reads_the_temperature_from_successful_calls_only() -> None:
-    from react_engine.cli import demo_check
+    from react_engine.cli.run import demo_check
     from react_engine.testing.tools import get_weather
 
     def run(answer: str, *calls: dict[str, Any]) -> Any:

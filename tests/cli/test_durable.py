@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 from support import postgres
 
-from react_engine.cli import ChatSession, Endpoint, build_parser, main
+from react_engine.cli import build_parser, main
 from react_engine.cli.agents import load_tools
+from react_engine.cli.chat import ChatSession
+from react_engine.cli.endpoint import Endpoint
 from react_engine.store import SQLiteSession
 from react_engine.testing import ScriptedModel, ScriptedServer, completion, tool_calls_completion
 from react_engine.types import UserTurn

@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from react_engine.cli import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED, main
+from react_engine.cli import main
+from react_engine.cli.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED
 from react_engine.run.tracefile import TraceFile
 from react_engine.testing import MockOpenAIServer, MockResponse, completion
 from react_engine.testing import tool_calls_completion as calls

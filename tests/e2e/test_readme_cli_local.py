@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from react_engine.cli import DEMO_QUESTION
+from react_engine.cli.run import DEMO_QUESTION
 from react_engine.testing.tools import WEATHER
 
 pytestmark = pytest.mark.e2e
