@@ -153,7 +153,9 @@ def _resume(store: RunStore, args: argparse.Namespace) -> int:
     with endpoint(args) as ep:
         # Calls the resumed run makes that need approval wait for the next resume.
         defer = "defer" if any(t.requires_approval for t in tools) else None
-        options = {"on_step": RunProgress(args).on_step, "store": store, "approve": defer}
+        progress = RunProgress(args)
+        progress.live = None  # a resumed run is not streamed: its steps print as they end
+        options = {"on_step": progress.on_step, "store": store, "approve": defer}
         agent = make_agent(args, ep, tools, args.protocol, None, **options)
         try:
             result = agent.resume(args.run_id, approvals=approvals)

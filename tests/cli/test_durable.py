@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from support import postgres
 
-from react_engine.cli import build_parser, main
+from react_engine.cli import build_parser, main, render
 from react_engine.cli.agents import load_tools
 from react_engine.cli.chat import ChatSession
 from react_engine.cli.endpoint import Endpoint
@@ -142,3 +142,26 @@ def test_runs_resume_on_another_model_and_protocol(
     assert [b["model"] for b in bodies] == ["mock-model"] * 2 + ["other-model"] * 2
     assert [bool(b.get("tools")) for b in bodies] == [True, True, False, False]
     assert Counter(effects.read_text().split()) == Counter({"1": 1, "2": 1, "3": 1})
+
+
+def test_runs_resume_on_a_terminal_prints_its_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, effects = tmp_path / "store.db", tmp_path / "effects"
+    monkeypatch.setenv("DURABLE_EFFECTS", str(effects))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    with ScriptedServer(default=calls_in_either_protocol) as server:
+        worker = [sys.executable, str(WORKER), str(db), server.base_url, str(effects)]
+        killed = subprocess.run([*worker, "run", "r1", "--kill-after", "4"], timeout=120)
+        assert killed.returncode == -9
+        monkeypatch.setattr(render, "is_tty", lambda stream: True)  # stderr is a terminal
+        code = main(
+            [
+                "runs", "resume", "r1", "--store", str(db), "--base-url", server.base_url,
+                "--model", "mock-model", "--protocol", "text",
+                "--tools", "support.durable_tools",
+            ]
+        )  # fmt: skip
+    assert code == 0
+    err = capsys.readouterr().err
+    assert 'action: act {"n": 3}' in err and "final answer: done 1; done 2; done 3" in err
