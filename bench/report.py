@@ -674,7 +674,7 @@ def _durable(r: dict[str, Any]) -> list[str]:
         "memory": "in memory (the baseline)",
         "sqlite_runs": "SQLite run store: each step committed (`Agent(store=...)`)",
         "sqlite_session": "SQLite session: loaded before, appended after (`session=`)",
-        "postgres_session": "PostgreSQL session (`PostgresSession`, embedded server)",
+        "postgres_session": "PostgreSQL session (embedded server)",
         "postgres_runs": "PostgreSQL run store: each step committed (`PostgresRunStore`)",
     }
     rows = [
