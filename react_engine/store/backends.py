@@ -15,9 +15,11 @@ from collections.abc import Callable
 
 from ..errors import ConfigurationError
 from .runs import RunStore, SQLiteRunStore
-from .sqlite import STORE_ENV
 
-__all__ = ["open_store", "register_store"]
+__all__ = ["STORE_ENV", "open_store", "register_store"]
+
+STORE_ENV = "REACT_ENGINE_STORE"
+"""Environment variable naming the default store."""
 
 StoreOpener = Callable[[str], RunStore]
 """Makes the store a target names; it is given the whole target (``scheme://...``)."""

@@ -32,10 +32,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["STORE_ENV", "SQLiteDB", "default_path", "store_error"]
-
-STORE_ENV = "REACT_ENGINE_STORE"
-"""Environment variable naming the default SQLite file of sessions and runs."""
+__all__ = ["SQLiteDB", "default_path", "store_error"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_items (
@@ -75,12 +72,9 @@ _SHARED_LOCK = threading.RLock()
 
 
 def default_path() -> Path:
-    """``$REACT_ENGINE_STORE``, else ``store.db`` in the state directory
-    (:func:`~react_engine.paths.state_dir`: ``$XDG_STATE_HOME/react-engine``, the state home
-    defaulting to ``~/.local/state``)."""
-    named = os.environ.get(STORE_ENV, "").strip()
-    if named:
-        return Path(named).expanduser()
+    """``store.db`` in the state directory (:func:`~react_engine.paths.state_dir`:
+    ``$XDG_STATE_HOME/react-engine``, the state home defaulting to ``~/.local/state``);
+    :func:`~react_engine.store.open_store` reads ``$REACT_ENGINE_STORE`` first."""
     return state_dir() / "store.db"
 
 
