@@ -35,9 +35,9 @@ from react_engine.cli import endpoint as endpoint_cli
 from react_engine.cli.agents import load_tools
 from react_engine.cli.render import format_step, format_step_plain, print_step
 from react_engine.testing import (
-    MockOpenAIServer,
     MockResponse,
     ScriptedModel,
+    ScriptedServer,
     completion,
     reply,
     tool_call_reply,
@@ -82,8 +82,8 @@ def _weather_responder(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def server() -> Iterator[MockOpenAIServer]:
-    with MockOpenAIServer(_weather_responder) as srv:
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(default=_weather_responder) as srv:
         yield srv
 
 
@@ -191,7 +191,7 @@ def test_demo_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_demo_uses_a_configured_endpoint(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -203,7 +203,7 @@ def test_demo_uses_a_configured_endpoint(
 
 
 def test_demo_falls_back_to_the_local_model_without_a_model_name(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A key in the environment but no model name: the demo runs the embedded model."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -225,7 +225,7 @@ def test_demo_falls_back_to_the_local_model_without_a_model_name(
 
 
 def test_run_against_an_endpoint(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("MY_KEY", KEY)
     argv = ["run", "Paris?", "--base-url", server.base_url, "--api-key-env", "MY_KEY"]
@@ -272,7 +272,7 @@ def test_bad_key_is_one_line_with_the_key_masked(
         return MockResponse(401, {"error": {"message": "Incorrect API key provided", "code": 401}})
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with MockOpenAIServer(deny) as srv:
+    with ScriptedServer(default=deny) as srv:
         code = main(["run", "q", "--base-url", srv.base_url, "--model", "gpt-4o"])
     captured = capsys.readouterr()
     assert code == 4
@@ -288,7 +288,7 @@ def test_unknown_model(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFi
         return MockResponse(404, {"error": {"message": message}})
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with MockOpenAIServer(not_found) as srv:
+    with ScriptedServer(default=not_found) as srv:
         code = main(["run", "q", "--base-url", srv.base_url, "--model", "gpt-9"])
     assert code == 4
     line = _err_line(capsys.readouterr().err)
@@ -492,7 +492,7 @@ def test_chat_slash_commands_and_turns(
 
 
 def test_chat_settings_mask_the_key(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     code = _chat(
@@ -517,7 +517,7 @@ def test_chat_keeps_going_after_an_api_error(
         return next(answers)
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with MockOpenAIServer(flaky) as srv:
+    with ScriptedServer(default=flaky) as srv:
         argv = ["--base-url", srv.base_url, "--model", "gpt-4o", "--max-retries", "0"]
         code = _chat(monkeypatch, ["hi", "hi again", "/history"], *argv)
     captured = capsys.readouterr()
@@ -732,7 +732,7 @@ def test_quiet_keeps_the_error_line(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_run_dash_reads_the_question_from_stdin(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setattr(sys, "stdin", io.StringIO("What is the weather\nin Paris?\n"))
@@ -761,7 +761,7 @@ def test_a_retry_is_shown_as_it_waits(
         return next(answers)
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with MockOpenAIServer(flaky) as srv:
+    with ScriptedServer(default=flaky) as srv:
         code = main(["run", "hi", "--base-url", srv.base_url, "--model", "m", "--max-retries", "2"])
     captured = capsys.readouterr()
     assert code == 0
