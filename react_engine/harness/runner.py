@@ -26,7 +26,6 @@ __all__ = [
     "Progress",
     "RayFailed",
     "ResultsFile",
-    "record_key",
     "run_cases",
 ]
 
@@ -56,13 +55,6 @@ class Job:
 Outcome = tuple[Any, Any]
 """What a job gives: its result record (a dataclass) and the replies it recorded (or
 ``None``)."""
-
-
-def record_key(record: Mapping[str, Any]) -> tuple[str, ...]:
-    """The key of the job a results record holds (:attr:`Job.key`)."""
-    if "model" in record:
-        return (record["model"], record["protocol"], record["case"])
-    return (record["protocol"], record["case"])
 
 
 class ResultsFile:
@@ -98,7 +90,8 @@ class ResultsFile:
                     )
             else:
                 try:
-                    self.done[record_key(record)] = record
+                    key = (record["protocol"], record["case"])
+                    self.done[(record["model"], *key) if "model" in record else key] = record
                 except (KeyError, TypeError):
                     raise ConfigurationError(f"{path}:{number}: not a results record") from None
             kept.append(line if line.endswith("\n") else line + "\n")
