@@ -17,7 +17,7 @@ import logging
 import pickle
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypedDict, cast
+from typing import Any, Generic, cast
 
 from dbos import (
     DBOS,
@@ -54,7 +54,6 @@ __all__ = [
     "PENDING_EVENT",
     "STEPS_STREAM",
     "DBOSAgent",
-    "Limiter",
     "agent_queue",
     "approve",
     "steps",
@@ -70,18 +69,11 @@ WEEK = 7 * 24 * 3600.0
 log = logging.getLogger(__name__)
 
 
-class Limiter(TypedDict):
-    """A queue's rate limit: at most ``limit`` starts in any ``period`` seconds."""
-
-    limit: int
-    period: float
-
-
 def agent_queue(
     name: str,
     *,
     concurrency: int | None = None,
-    limiter: Limiter | None = None,
+    limiter: Mapping[str, float] | None = None,
     worker_concurrency: int | None = None,
     polling_interval: float = 1.0,
     per_provider: bool = False,
