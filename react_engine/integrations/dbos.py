@@ -499,18 +499,16 @@ class DBOSAgent(Generic[OutputT]):
             tools={t.name: t for t in self._inner.tools},
             deferring=self._inner.approve == "defer",
         )
-        items = [load_item(i) for i in history]
+        base, sessions = [load_item(i) for i in history], self._sessions
         if session_id is not None:
-            if self._sessions is None:
+            if sessions is None:
                 raise ConfigurationError("session_id= needs DBOSAgent(..., sessions=...)")
-            sessions = self._sessions
 
             async def read() -> list[dict[str, Any]]:
                 return [dump_item(i) for i in await sessions(session_id).load()]
 
             records = await DBOS.run_step_async({"name": "react_engine.session_load"}, read)
-            items = [load_item(r) for r in records]
-        base = list(items)
+            base = [load_item(r) for r in records]
         run = list(base)
         arun, model = self._inner._arun, self.model
         result = await arun(question, model, history=run, _journal=journal, **options)
@@ -528,8 +526,8 @@ class DBOSAgent(Generic[OutputT]):
         if published and result.stop_reason != "awaiting_approval":
             await DBOS.set_event_async(PENDING_EVENT, [])
         await DBOS.close_stream_async(STEPS_STREAM)
-        if session_id is not None and self._sessions is not None:
-            sessions, added = self._sessions, run[len(base) :]
+        if session_id is not None:
+            added = run[len(base) :]
 
             async def write() -> None:
                 await sessions(session_id).append(added)

@@ -357,7 +357,7 @@ class SQLiteRunStore(SQLRunStore):
     killed worker's run can be resumed at once. (Where ``fcntl`` does not exist, on
     Windows, the lease is kept within the process only.)"""
 
-    def __init__(self, path: str | os.PathLike[str] | SQLiteDB | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         super().__init__()
         self.db = SQLiteDB.shared(path)
         self.where = str(self.db.path)

@@ -92,11 +92,9 @@ class SQLiteDB:
             """The runs held in this file (the lease of :meth:`SQLiteRunStore.hold`)."""
 
     @classmethod
-    def shared(cls, path: str | os.PathLike[str] | SQLiteDB | None = None) -> SQLiteDB:
+    def shared(cls, path: str | os.PathLike[str] | None = None) -> SQLiteDB:
         """The one :class:`SQLiteDB` of this process for ``path``: sessions and stores
         made per request share its connection instead of opening the file each time."""
-        if isinstance(path, SQLiteDB):
-            return path
         resolved = _resolved(path)
         with _SHARED_LOCK:
             db = _SHARED.get(resolved)
@@ -248,8 +246,6 @@ _CAUSES = {  # SQLite's error name (a prefix of the extended one's): the cause
 
 def store_error(path: Path, exc: BaseException) -> StoreError:
     """``exc`` (from SQLite or the system) as a :class:`StoreError` naming the file."""
-    if isinstance(exc, StoreError):
-        return exc
     name = str(getattr(exc, "sqlite_errorname", ""))
     cause = next((c for prefix, c in _CAUSES.items() if name.startswith(prefix)), None)
     if cause is None and isinstance(exc, sqlite3.DatabaseError):

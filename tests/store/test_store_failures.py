@@ -318,9 +318,9 @@ def test_one_file_under_two_names_gives_one_lease(
     async def leases() -> list[str]:
         busy = []
         for name in names:
-            async with SQLiteRunStore(SQLiteDB(str(path))).hold("r1"):
+            async with SQLiteRunStore(str(path)).hold("r1"):
                 try:
-                    async with SQLiteRunStore(SQLiteDB(name)).hold("r1"):
+                    async with SQLiteRunStore(name).hold("r1"):
                         pass
                 except RunBusy:
                     busy.append(name)
@@ -328,6 +328,7 @@ def test_one_file_under_two_names_gives_one_lease(
 
     assert wait(leases()) == names
     assert {SQLiteDB(name).path for name in names} == {path.resolve()}
+    assert len({id(SQLiteDB(name).leases) for name in names}) == 1  # two objects, one lease
 
 
 # --- what a terminal is sent ---------------------------------------------------------------
