@@ -247,8 +247,6 @@ def run_cases(
         raise ConfigurationError("--concurrency must be at least 1")
     if resume and results is None:
         raise ConfigurationError("--resume continues the evaluation in --results FILE")
-    if ray is not None and (ray_worker is None or ray_failed is None):
-        raise ConfigurationError("a Ray run needs a worker function and a failed outcome")
     store = ResultsFile(results, meta, resume=resume) if results is not None else None
     saved = store.done if store is not None else {}
     outcomes = {

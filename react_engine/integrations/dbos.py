@@ -46,6 +46,7 @@ from ..types import (
     OutputT,
     RunResult,
     Step,
+    check_type,
     to_jsonable,
 )
 
@@ -402,10 +403,9 @@ class DBOSAgent(Generic[OutputT]):
         if not callable(agent.approve):
             inner.approve = "defer"
         self._inner = inner
-        plain = DurableModel(agent._model_async)
 
         async def request(req: ModelRequest) -> dict[str, Any]:
-            return await plain.ask(req)
+            return await self.model.ask(req)  # the request as a step of its own workflow
 
         request_workflow = DBOS.workflow(name=f"react_engine.{name}.request")(request)
         self.model = DurableModel(agent._model_async, request_workflow, requests)
@@ -465,8 +465,7 @@ class DBOSAgent(Generic[OutputT]):
         session_id: str | None,
         options: dict[str, Any],
     ) -> WorkflowHandleAsync[RunResult[OutputT]]:
-        if not isinstance(question, str):
-            raise ConfigurationError(f"the question must be a str, not {type(question).__name__}")
+        check_type(question, str, "the question", "a str", optional=False)  # as Agent.run does
         for option in ("session", "run_id"):
             if option in options:
                 raise ConfigurationError(
