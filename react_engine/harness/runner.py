@@ -197,10 +197,6 @@ RayFailed = Callable[[Job, str], Outcome]
 async def _run_async(
     jobs: Sequence[Job], run_one: RunOne, concurrency: int, done: Callable[[Job, Outcome], None]
 ) -> None:
-    if concurrency == 1:
-        for job in jobs:
-            done(job, await run_one(job))
-        return
     gate = asyncio.Semaphore(concurrency)
 
     async def one(job: Job) -> None:

@@ -42,10 +42,8 @@ def open_store(target: str | os.PathLike[str] | None = None) -> RunStore:
     otherwise name a SQLite file (give a ``postgresql://`` URI)."""
     if target is None:
         target = os.environ.get(STORE_ENV, "").strip() or None
-    if target is None or not isinstance(target, str):
-        return SQLiteRunStore(target)
-    if (match := _SCHEME.match(target)) is None:
-        return SQLiteRunStore(target)
+    if not isinstance(target, str) or (match := _SCHEME.match(target)) is None:
+        return SQLiteRunStore(target)  # a path, or none: the default file
     scheme = match.group(1).lower()
     opener = _OPENERS.get(scheme)
     if opener is None:
