@@ -153,40 +153,30 @@ class SQLiteDB:
         except (sqlite3.Error, OSError, UnicodeError) as exc:
             raise store_error(self.path, exc) from exc
 
-    @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``): committed when the block ends,
-        rolled back if it raises."""
-        with self._lock, self._failures():
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # SQLite ends some failed transactions itself
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise
-
     @contextlib.asynccontextmanager
     async def statements(self, *, transaction: bool = False) -> AsyncIterator[Execute]:
-        """Statements on the file, in one write transaction if ``transaction``. They do not
-        wait (a write takes microseconds on a local disk): the file's lock is never held
+        """Statements on the file; with ``transaction``, in one write transaction (``BEGIN
+        IMMEDIATE``), committed when the block ends and rolled back if it raises. They do
+        not wait (a write takes microseconds on a local disk): the file's lock is never held
         across an await that yields to the event loop."""
-        with self.write() if transaction else self.read() as conn:
+        with self._lock, self._failures():
+            conn = self._connection()
 
             async def execute(sql: str, params: Sequence[Any]) -> tuple[list[Any], int]:
                 cursor = conn.execute(sql, params)
                 return cursor.fetchall(), cursor.rowcount
 
-            yield execute
-
-    @contextlib.contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """A connection for reads (each statement sees one committed state)."""
-        with self._lock, self._failures():
-            yield self._connection()
+            if transaction:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield execute
+                if transaction:
+                    conn.execute("COMMIT")
+            except BaseException:
+                if transaction and conn.in_transaction:  # SQLite ends some failed ones itself
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         with self._lock:

@@ -214,9 +214,13 @@ def test_a_read_only_store_lists_and_refuses_writes_with_store_error(
 def fill_at(path: Path, spare_pages: int) -> None:
     """Let the store's file grow by ``spare_pages`` pages at most: past them SQLite answers
     as on a full disk (``SQLITE_FULL``, "database or disk is full")."""
-    with SQLiteDB.shared(path).read() as conn:
-        (pages,) = conn.execute("PRAGMA page_count").fetchone()
-        conn.execute(f"PRAGMA max_page_count = {pages + spare_pages}")
+
+    async def limit() -> None:
+        async with SQLiteDB.shared(path).statements() as execute:
+            [(pages,)], _ = await execute("PRAGMA page_count", [])
+            await execute(f"PRAGMA max_page_count = {pages + spare_pages}", [])
+
+    wait(limit())
 
 
 BIG = "y" * 90_000  # a final answer that needs some twenty more pages (under MAX_REPLY_CHARS)
