@@ -127,16 +127,15 @@ class SQLiteDB:
                 raise
         # Read-only: the WAL's index (FILE-shm) cannot be made beside a file in a directory
         # nobody may write, and then only the immutable mode reads it (no writer can be).
-        for flags in ("mode=ro", "mode=ro&immutable=1"):
-            conn = self._connect(f"file:{quote(str(self.path))}?{flags}")
+        for flags in ("", "&immutable=1"):
+            conn = self._connect(f"file:{quote(str(self.path))}?mode=ro{flags}")
             try:
                 _ready(conn)
+                return conn
             except sqlite3.OperationalError:
                 conn.close()
-                if flags.endswith("immutable=1"):
+                if flags:
                     raise
-                continue
-            return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connect(self, uri: str) -> sqlite3.Connection:
