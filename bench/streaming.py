@@ -1,6 +1,6 @@
 """Streaming: time to the first token, and the tokens live stop detection saves.
 
-Both against the loopback mock server (:class:`react_engine.testing.MockOpenAIServer`, in
+Both against the loopback mock server (:class:`react_engine.testing.ScriptedServer`, in
 a thread of this process), which writes a reply of ``WORDS`` chunks with a fixed delay per
 chunk: a model generating tokens at a known pace. A non-streamed request is answered after
 the same total delay, all at once.
@@ -24,7 +24,7 @@ import asyncio
 import time
 from typing import Any
 
-from react_engine.testing import MockOpenAIServer, MockResponse, completion, stream_chunks
+from react_engine.testing import MockResponse, ScriptedServer, completion, stream_chunks
 from react_engine.transport.endpoint import connect
 from react_engine.transport.streaming import ReplyBuilder, stream_once
 from react_engine.types import ModelDelta, ModelRequest, UserMessage
@@ -94,7 +94,7 @@ async def _rounds(base_url: str, rounds: int) -> dict[str, Any]:
     }
 
 
-async def _stop_saving(server: MockOpenAIServer, base_url: str) -> dict[str, Any]:
+async def _stop_saving(server: ScriptedServer, base_url: str) -> dict[str, Any]:
     model = connect(base_url, "sk-bench", asynchronous=True)
     request = ModelRequest(model="mock", messages=(UserMessage("act"),), stop=STOP)
     whole = await model.complete(request)
@@ -148,7 +148,7 @@ def measure_streaming(*, quick: bool = False) -> dict[str, Any]:
     words = 16 if quick else WORDS
     delay = 0.002 if quick else DELAY_S
     rounds = 3 if quick else 15
-    with MockOpenAIServer(_responder(words, delay)) as server:
+    with ScriptedServer(default=_responder(words, delay)) as server:
 
         async def both() -> dict[str, Any]:
             out = await _rounds(server.base_url, rounds)

@@ -219,12 +219,12 @@ def engine_offline(protocol: str) -> Agent:
 
 def capture_requests() -> dict[str, list[dict[str, Any]]]:
     """The JSON bodies the SDK sent during one run of each subject (an in-process server)."""
-    from react_engine.testing import MockOpenAIServer
+    from react_engine.testing import ScriptedServer
 
     from .server import mock_responder
 
     out: dict[str, list[dict[str, Any]]] = {}
-    with MockOpenAIServer(mock_responder) as server:
+    with ScriptedServer(default=mock_responder) as server:
         subs = subjects(server.base_url)
         for subject in subs:
             server.requests.clear()

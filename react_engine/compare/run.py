@@ -6,9 +6,11 @@ says what each one counts.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import datetime as _dt
 import functools
+import io
 import math
 import sys
 from collections import Counter
@@ -19,7 +21,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, ModelAPIError, ModelRequestError, RunAborted
 from ..harness.metrics import Figures, pct
-from ..harness.report import csv_text, grid, json_text, write_text
+from ..harness.report import grid, json_text
 from ..harness.runner import Job, Outcome, Progress, run_cases
 from ..harness.settings import RunSettings, agent_options
 from ..run.agent import Agent
@@ -439,17 +441,18 @@ def report_csv(report: Report) -> str:
         ("TOTAL", t.model, t.protocol, t.runs, t.successes, *astuple(t.metrics), "", "")
         for t in report.totals()
     ]
-    return csv_text(CSV_FIELDS, (dict(zip(CSV_FIELDS, row, strict=True)) for row in rows))
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([CSV_FIELDS, *rows])
+    return buffer.getvalue()
 
 
 def write_outputs(report: Report, out_dir: Path, *, plot: bool = True) -> list[Path]:
     """Write ``comparison.json``, ``.csv``, ``.txt`` and (with matplotlib) ``.png``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [
-        write_text(out_dir / "comparison.json", json_text(report_json(report), indent=2)),
-        write_text(out_dir / "comparison.csv", report_csv(report)),
-        write_text(out_dir / "comparison.txt", format_report(report) + "\n"),
-    ]
+    written = [out_dir / f"comparison.{kind}" for kind in ("json", "csv", "txt")]
+    texts = (json_text(report_json(report)), report_csv(report), format_report(report) + "\n")
+    for path, text in zip(written, texts, strict=True):
+        path.write_text(text, encoding="utf-8")
     if plot and (png := plot_report(report, out_dir / "comparison.png")) is not None:
         written.append(png)
     return written

@@ -1,19 +1,13 @@
-"""How the harness writes a report: a text table, JSON and CSV.
-
-``compare`` and ``eval bfcl`` build their own rows and records; the grid and the files
-are written here, the same way for both.
-"""
+"""How the harness writes a report: a text table and JSON, the same way for ``compare``
+and ``eval bfcl`` (each builds its own rows and records)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["csv_text", "grid", "json_text", "write_text"]
+__all__ = ["grid", "json_text"]
 
 
 def grid(rows: Sequence[Sequence[str]], *, numeric_from: int) -> list[str]:
@@ -32,18 +26,3 @@ def grid(rows: Sequence[Sequence[str]], *, numeric_from: int) -> list[str]:
 def json_text(data: Any, *, indent: int = 2) -> str:
     """A report as JSON text (not ASCII-escaped), ending with a newline."""
     return json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
-
-
-def csv_text(fieldnames: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
-    """``rows`` as CSV with a header line (``\\n`` line ends)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=fieldnames, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
-
-
-def write_text(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` (UTF-8); return the path."""
-    path.write_text(text, encoding="utf-8")
-    return path

@@ -28,7 +28,6 @@ __all__ = [
     "Progress",
     "RayFailed",
     "ResultsFile",
-    "record_key",
     "run_cases",
 ]
 
@@ -60,13 +59,6 @@ class Job:
 Outcome = tuple[Any, Any]
 """What a job gives: its result record (a dataclass) and the replies it recorded (or
 ``None``)."""
-
-
-def record_key(record: Mapping[str, Any]) -> tuple[str, ...]:
-    """The key of the job a results record holds (:attr:`Job.key`)."""
-    if "model" in record:
-        return (record["model"], record["protocol"], record["case"])
-    return (record["protocol"], record["case"])
 
 
 class ResultsFile:
@@ -102,7 +94,8 @@ class ResultsFile:
                     )
             else:
                 try:
-                    self.done[record_key(record)] = record
+                    key = (record["protocol"], record["case"])
+                    self.done[(record["model"], *key) if "model" in record else key] = record
                 except (KeyError, TypeError):
                     raise ConfigurationError(f"{path}:{number}: not a results record") from None
             kept.append(line if line.endswith("\n") else line + "\n")
@@ -212,10 +205,6 @@ async def _run_async(
     concurrency: int,
     done: Callable[[Job, Outcome], None],
 ) -> None:
-    if concurrency == 1:
-        for job in jobs:
-            done(job, await run_one(job))
-        return
     gate = asyncio.Semaphore(concurrency)
 
     async def one(job: Job) -> None:
@@ -261,9 +250,7 @@ def run_cases(
         raise ConfigurationError("--concurrency must be at least 1")
     if resume and results is None:
         raise ConfigurationError("--resume continues the evaluation in --results FILE")
-    if ray is not None and ray_failed is None:
-        raise ConfigurationError("a Ray run needs a failed outcome")
-    # One client per endpoint, closed with the shared event loop (not run by run by the GC).
+    # One client per endpoint, closed with the shared event loop (not one per run, left to the GC).
     endpoints = {job.endpoint for job in jobs if job.endpoint is not None and ray is None}
     clients = {e: connect(*e, asynchronous=True) for e in endpoints}
     store = ResultsFile(results, meta, resume=resume) if results is not None else None

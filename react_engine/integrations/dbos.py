@@ -17,7 +17,7 @@ import logging
 import pickle
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypedDict, cast
+from typing import Any, Generic, cast
 
 from dbos import (
     DBOS,
@@ -46,6 +46,7 @@ from ..types import (
     OutputT,
     RunResult,
     Step,
+    check_type,
     to_jsonable,
 )
 
@@ -54,7 +55,6 @@ __all__ = [
     "PENDING_EVENT",
     "STEPS_STREAM",
     "DBOSAgent",
-    "Limiter",
     "agent_queue",
     "approve",
     "steps",
@@ -70,18 +70,11 @@ WEEK = 7 * 24 * 3600.0
 log = logging.getLogger(__name__)
 
 
-class Limiter(TypedDict):
-    """A queue's rate limit: at most ``limit`` starts in any ``period`` seconds."""
-
-    limit: int
-    period: float
-
-
 def agent_queue(
     name: str,
     *,
     concurrency: int | None = None,
-    limiter: Limiter | None = None,
+    limiter: Mapping[str, float] | None = None,
     worker_concurrency: int | None = None,
     polling_interval: float = 1.0,
     per_provider: bool = False,
@@ -410,10 +403,9 @@ class DBOSAgent(Generic[OutputT]):
         if not callable(agent.approve):
             inner.approve = "defer"
         self._inner = inner
-        plain = DurableModel(agent._model)
 
         async def request(req: ModelRequest) -> dict[str, Any]:
-            return await plain.ask(req)
+            return await self.model.ask(req)  # the request as a step of its own workflow
 
         request_workflow = DBOS.workflow(name=f"react_engine.{name}.request")(request)
         self.model = inner._model = DurableModel(agent._model, request_workflow, requests)
@@ -473,8 +465,7 @@ class DBOSAgent(Generic[OutputT]):
         session_id: str | None,
         options: dict[str, Any],
     ) -> WorkflowHandleAsync[RunResult[OutputT]]:
-        if not isinstance(question, str):
-            raise ConfigurationError(f"the question must be a str, not {type(question).__name__}")
+        check_type(question, str, "the question", "a str", optional=False)  # as Agent.run does
         for option in ("session", "run_id"):
             if option in options:
                 raise ConfigurationError(
@@ -507,18 +498,16 @@ class DBOSAgent(Generic[OutputT]):
             tools={t.name: t for t in self._inner.tools},
             deferring=self._inner.approve == "defer",
         )
-        items = [load_item(i) for i in history]
+        base, sessions = [load_item(i) for i in history], self._sessions
         if session_id is not None:
-            if self._sessions is None:
+            if sessions is None:
                 raise ConfigurationError("session_id= needs DBOSAgent(..., sessions=...)")
-            sessions = self._sessions
 
             async def read() -> list[dict[str, Any]]:
                 return [dump_item(i) for i in await sessions(session_id).load()]
 
             records = await DBOS.run_step_async({"name": "react_engine.session_load"}, read)
-            items = [load_item(r) for r in records]
-        base = list(items)
+            base = [load_item(r) for r in records]
         run = list(base)
         arun = self._inner._arun
         result = await arun(question, history=run, _journal=journal, **options)
@@ -536,8 +525,8 @@ class DBOSAgent(Generic[OutputT]):
         if published and result.stop_reason != "awaiting_approval":
             await DBOS.set_event_async(PENDING_EVENT, [])
         await DBOS.close_stream_async(STEPS_STREAM)
-        if session_id is not None and self._sessions is not None:
-            sessions, added = self._sessions, run[len(base) :]
+        if session_id is not None:
+            added = run[len(base) :]
 
             async def write() -> None:
                 await sessions(session_id).append(added)

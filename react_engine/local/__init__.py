@@ -17,7 +17,6 @@ from .launcher import (
     check_local_install,
     find_model_path,
     local_server,
-    server_command,
 )
 
 __all__ = [
@@ -31,5 +30,4 @@ __all__ = [
     "check_local_install",
     "find_model_path",
     "local_server",
-    "server_command",
 ]

@@ -43,7 +43,6 @@ __all__ = [
     "check_local_install",
     "find_model_path",
     "local_server",
-    "server_command",
 ]
 
 MODEL_ALIAS: Final = "smollm2-135m-instruct"
@@ -312,7 +311,9 @@ class LocalServer:
             p for p in (str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH")) if p
         )
         env[PARENT_ENV_VAR] = str(os.getpid())
-        command = server_command(config_path)
+        # -P keeps server.py's own directory off sys.path
+        program = str(Path(__file__).with_name("server.py"))
+        command = [sys.executable, "-P", program, "--config_file", str(config_path)]
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
@@ -396,15 +397,8 @@ def _failed(message: str, endpoint: LocalEndpoint, returncode: int | None) -> Lo
     return LocalServerError(message, log_path=log, log_tail=_log_tail(log), returncode=returncode)
 
 
-_SERVER_PROGRAM: Final = Path(__file__).with_name("server.py")
 _PACKAGE_ROOT: Final = Path(__file__).resolve().parents[2]
 """The directory holding this ``react_engine`` package."""
-
-
-def server_command(config_path: Path) -> list[str]:
-    """The exact command line of the server process (docs/local-model.md); ``-P`` keeps
-    ``server.py``'s own directory off ``sys.path``."""
-    return [sys.executable, "-P", str(_SERVER_PROGRAM), "--config_file", str(config_path)]
 
 
 def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:

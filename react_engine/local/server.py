@@ -1,9 +1,8 @@
 """The local server process: llama-cpp-python's OpenAI-compatible server, with fixes.
 
-:class:`~react_engine.local.LocalServer` runs this file as a program
-(:func:`~react_engine.local.server_command`). Run as ``__main__`` it watches its parent,
-applies its fixes to llama-cpp-python 0.3.x (:func:`install`, docs/local-model.md) and runs
-the stock server main. Importing it applies nothing.
+:class:`~react_engine.local.LocalServer` runs this file as a program. Run as ``__main__``
+it watches its parent, applies its fixes to llama-cpp-python 0.3.x (:func:`install`,
+docs/local-model.md) and runs the stock server main. Importing it applies nothing.
 """
 
 from __future__ import annotations

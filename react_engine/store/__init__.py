@@ -5,24 +5,22 @@
 
 from __future__ import annotations
 
-from .backends import open_store, register_store
+from .backends import STORE_ENV, open_store, register_store
 from .codec import RunBusy, StoreError
-from .postgres import PostgresRunStore, PostgresSession  # registers postgresql:// (psycopg: on use)
+from .postgres import PostgresRunStore  # registers postgresql:// (psycopg: on use)
 from .runs import RunJournal, RunStore, SQLiteRunStore
-from .session import MemorySession, Session, SQLiteSession
-from .sqlite import STORE_ENV, SQLiteDB, default_path
+from .session import MemorySession, Session
+from .sqlite import SQLiteDB, default_path
 
 __all__ = [
     "STORE_ENV",
     "MemorySession",
     "PostgresRunStore",
-    "PostgresSession",
     "RunBusy",
     "RunJournal",
     "RunStore",
     "SQLiteDB",
     "SQLiteRunStore",
-    "SQLiteSession",
     "Session",
     "StoreError",
     "default_path",

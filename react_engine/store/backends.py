@@ -15,9 +15,11 @@ from collections.abc import Callable
 
 from ..errors import ConfigurationError
 from .runs import RunStore, SQLiteRunStore
-from .sqlite import STORE_ENV
 
-__all__ = ["open_store", "register_store"]
+__all__ = ["STORE_ENV", "open_store", "register_store"]
+
+STORE_ENV = "REACT_ENGINE_STORE"
+"""Environment variable naming the default store."""
 
 StoreOpener = Callable[[str], RunStore]
 """Makes the store a target names; it is given the whole target (``scheme://...``)."""
@@ -40,10 +42,8 @@ def open_store(target: str | os.PathLike[str] | None = None) -> RunStore:
     otherwise name a SQLite file (give a ``postgresql://`` URI)."""
     if target is None:
         target = os.environ.get(STORE_ENV, "").strip() or None
-    if target is None or not isinstance(target, str):
-        return SQLiteRunStore(target)
-    if (match := _SCHEME.match(target)) is None:
-        return SQLiteRunStore(target)
+    if not isinstance(target, str) or (match := _SCHEME.match(target)) is None:
+        return SQLiteRunStore(target)  # a path, or none: the default file
     scheme = match.group(1).lower()
     opener = _OPENERS.get(scheme)
     if opener is None:

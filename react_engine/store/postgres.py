@@ -12,40 +12,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from .backends import register_store
 from .codec import RunBusy, StoreError
 from .runs import SQLRunStore, lock_key
-from .session import Execute, SQLSession
+from .session import Execute
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["PostgresRunStore", "PostgresSession"]
-
-
-class PostgresSession(SQLSession):
-    """A session in a PostgreSQL database: ``conninfo`` is a libpq connection string or
-    URI (``postgresql://user@host/db``), or ``pool`` a ``psycopg_pool.AsyncConnectionPool``
-    (a :class:`PostgresRunStore`'s database)."""
-
-    table = "react_engine_session_items"
-    mark = "%s"
-    now = "now()"
-    lock = "SELECT pg_advisory_xact_lock(hashtext(%s))"
-
-    def __init__(self, name: str, conninfo: str | None = None, *, pool: Any = None) -> None:
-        super().__init__(name)
-        self.store = PostgresRunStore(conninfo, pool=pool)
-
-    def connection(self, *, transaction: bool = False) -> AbstractAsyncContextManager[Execute]:
-        return self.store.connection(transaction=transaction)
-
-    def __repr__(self) -> str:
-        return f"PostgresSession({self.name!r})"
+__all__ = ["PostgresRunStore"]
 
 
 def _driver(who: str) -> Any:
@@ -140,7 +118,10 @@ class PostgresRunStore(SQLRunStore):
 
     runs_table = "react_engine_runs"
     entries_table = "react_engine_run_entries"
+    sessions_table = "react_engine_session_items"
     mark = "%s"
+    now = "now()"
+    session_lock = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 
     def __init__(self, conninfo: str | None = None, *, pool: Any = None) -> None:
         super().__init__()
@@ -154,9 +135,6 @@ class PostgresRunStore(SQLRunStore):
 
     def __repr__(self) -> str:
         return "PostgresRunStore(pool)" if self.pool is not None else "PostgresRunStore(...)"
-
-    def session(self, name: str) -> PostgresSession:
-        return PostgresSession(name, self.conninfo, pool=self.pool)
 
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:

@@ -37,7 +37,7 @@ from .codec import (
     load_reply,
     storable,
 )
-from .session import Execute, Session, SQLiteSession
+from .session import Execute, Session, SQLSession
 from .sqlite import SQLiteDB
 
 if TYPE_CHECKING:
@@ -220,7 +220,12 @@ class SQLRunStore(RunStore):
 
     runs_table = "runs"
     entries_table = "run_entries"
+    sessions_table = "session_items"
     mark = "?"
+    now = "(julianday('now') - 2440587.5) * 86400.0"  # seconds since 1970
+    """The time, as SQL (a session item's ``created``)."""
+    session_lock = ""
+    """The statement that makes the writers of one session (its name) take turns."""
     where = "the store"
     """The store, as an error names it."""
 
@@ -238,6 +243,9 @@ class SQLRunStore(RunStore):
     @abstractmethod
     def holds(self, run_id: str) -> bool:
         """Whether this process holds the run (:meth:`hold`)."""
+
+    def session(self, name: str) -> SQLSession:
+        return SQLSession(name, self)
 
     async def begin(
         self,
@@ -349,16 +357,13 @@ class SQLiteRunStore(SQLRunStore):
     killed worker's run can be resumed at once. (Where ``fcntl`` does not exist, on
     Windows, the lease is kept within the process only.)"""
 
-    def __init__(self, path: str | os.PathLike[str] | SQLiteDB | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         super().__init__()
         self.db = SQLiteDB.shared(path)
         self.where = str(self.db.path)
 
     def __repr__(self) -> str:
         return f"SQLiteRunStore({str(self.db.path)!r})"
-
-    def session(self, name: str) -> SQLiteSession:
-        return SQLiteSession(name, self.db)
 
     @contextlib.asynccontextmanager
     async def hold(self, run_id: str) -> AsyncIterator[None]:

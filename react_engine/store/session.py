@@ -1,24 +1,24 @@
 """Sessions: a conversation's history kept outside the process (``session=``).
 
 The history is loaded before a run and what the run added is appended when it ends.
-Backends: :class:`SQLiteSession` (the default), :class:`MemorySession` (this process
-only) and :class:`~react_engine.store.postgres.PostgresSession`.
+Backends: :class:`SQLSession`, a SQL store's (``open_store(target).session(name)``), and
+:class:`MemorySession` (this process only).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..types import HistoryItem
 from .codec import dump_item, dumps, load_item
-from .sqlite import SQLiteDB
 
-__all__ = ["Execute", "MemorySession", "SQLSession", "SQLiteSession", "Session"]
+if TYPE_CHECKING:
+    from .runs import SQLRunStore
+
+__all__ = ["Execute", "MemorySession", "SQLSession", "Session"]
 
 
 class Session(ABC):
@@ -65,29 +65,22 @@ Execute = Callable[[str, Sequence[Any]], Awaitable[tuple[list[Any], int]]]
 
 
 class SQLSession(Session):
-    """A session in a SQL store's :attr:`table`, shared with the store's other sessions and
-    runs. Items are stored as versioned JSON (:mod:`react_engine.store.codec`), each with a
-    sequence number that an append takes inside its transaction. A backend gives its
-    placeholder (:attr:`mark`), the time as SQL (:attr:`now`), the lock that makes writers
-    of one session take turns (:attr:`lock`) and :meth:`connection`."""
+    """A session in a SQL run store (:meth:`SQLRunStore.session
+    <react_engine.store.runs.SQLRunStore.session>`), shared with the store's other sessions
+    and runs. Items are stored as versioned JSON (:mod:`react_engine.store.codec`), each with
+    a sequence number that an append takes inside its transaction, after the store's
+    ``session_lock`` (writers of one session take turns)."""
 
-    table = "session_items"
-    mark = "?"
-    now = "(julianday('now') - 2440587.5) * 86400.0"  # seconds since 1970
-    lock = ""
-
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, store: SQLRunStore) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("a session needs a non-empty name (a str)")
         self.name = name
-
-    @abstractmethod
-    def connection(self, *, transaction: bool = False) -> AbstractAsyncContextManager[Execute]:
-        """Statements on the store (in one transaction if ``transaction``)."""
+        self.store = store
 
     async def _run(self, sql: str, *params: Any, transaction: bool = False) -> list[Any]:
-        async with self.connection(transaction=transaction) as execute:
-            rows, _ = await execute(sql.format(table=self.table, m=self.mark), params)
+        store = self.store
+        async with store.connection(transaction=transaction) as execute:
+            rows, _ = await execute(sql.format(table=store.sessions_table, m=store.mark), params)
         return rows
 
     async def load(self) -> list[HistoryItem]:
@@ -100,34 +93,21 @@ class SQLSession(Session):
         if not items:
             return
         bodies = [dumps(dump_item(item)) for item in items]  # before the lock is taken
-        m = self.mark
-        async with self.connection(transaction=True) as execute:
-            if self.lock:
-                await execute(self.lock, [self.name])
-            sql = f"SELECT COALESCE(MAX(seq), 0) FROM {self.table} WHERE session = {m}"
+        store, m = self.store, self.store.mark
+        async with store.connection(transaction=True) as execute:
+            if store.session_lock:
+                await execute(store.session_lock, [self.name])
+            sql = f"SELECT COALESCE(MAX(seq), 0) FROM {store.sessions_table} WHERE session = {m}"
             rows, _ = await execute(sql, [self.name])
             last = int(rows[0][0])
-            values = ", ".join([f"({m}, {m}, {m}, {self.now})"] * len(bodies))
+            values = ", ".join([f"({m}, {m}, {m}, {store.now})"] * len(bodies))
             await execute(
-                f"INSERT INTO {self.table} (session, seq, item, created) VALUES {values}",
+                f"INSERT INTO {store.sessions_table} (session, seq, item, created) VALUES {values}",
                 [v for i, body in enumerate(bodies, last + 1) for v in (self.name, i, body)],
             )
 
     async def clear(self) -> None:
         await self._run("DELETE FROM {table} WHERE session = {m}", self.name, transaction=True)
 
-
-class SQLiteSession(SQLSession):
-    """A session in a SQLite file: ``path`` (default: ``$REACT_ENGINE_STORE``, else
-    ``~/.local/state/react-engine/store.db``), shared with the file's other sessions and
-    runs."""
-
-    def __init__(self, name: str, path: str | os.PathLike[str] | SQLiteDB | None = None) -> None:
-        super().__init__(name)
-        self.db = SQLiteDB.shared(path)
-
-    def connection(self, *, transaction: bool = False) -> AbstractAsyncContextManager[Execute]:
-        return self.db.statements(transaction=transaction)
-
     def __repr__(self) -> str:
-        return f"SQLiteSession({self.name!r}, path={str(self.db.path)!r})"
+        return f"SQLSession({self.name!r}, {self.store!r})"

@@ -32,10 +32,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["STORE_ENV", "SQLiteDB", "default_path", "store_error"]
-
-STORE_ENV = "REACT_ENGINE_STORE"
-"""Environment variable naming the default SQLite file of sessions and runs."""
+__all__ = ["SQLiteDB", "default_path", "store_error"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS session_items (
@@ -75,12 +72,9 @@ _SHARED_LOCK = threading.RLock()
 
 
 def default_path() -> Path:
-    """``$REACT_ENGINE_STORE``, else ``store.db`` in the state directory
-    (:func:`~react_engine.paths.state_dir`: ``$XDG_STATE_HOME/react-engine``, the state home
-    defaulting to ``~/.local/state``)."""
-    named = os.environ.get(STORE_ENV, "").strip()
-    if named:
-        return Path(named).expanduser()
+    """``store.db`` in the state directory (:func:`~react_engine.paths.state_dir`:
+    ``$XDG_STATE_HOME/react-engine``, the state home defaulting to ``~/.local/state``);
+    :func:`~react_engine.store.open_store` reads ``$REACT_ENGINE_STORE`` first."""
     return state_dir() / "store.db"
 
 
@@ -98,11 +92,9 @@ class SQLiteDB:
             """The runs held in this file (the lease of :meth:`SQLiteRunStore.hold`)."""
 
     @classmethod
-    def shared(cls, path: str | os.PathLike[str] | SQLiteDB | None = None) -> SQLiteDB:
+    def shared(cls, path: str | os.PathLike[str] | None = None) -> SQLiteDB:
         """The one :class:`SQLiteDB` of this process for ``path``: sessions and stores
         made per request share its connection instead of opening the file each time."""
-        if isinstance(path, SQLiteDB):
-            return path
         resolved = _resolved(path)
         with _SHARED_LOCK:
             db = _SHARED.get(resolved)
@@ -135,16 +127,15 @@ class SQLiteDB:
                 raise
         # Read-only: the WAL's index (FILE-shm) cannot be made beside a file in a directory
         # nobody may write, and then only the immutable mode reads it (no writer can be).
-        for flags in ("mode=ro", "mode=ro&immutable=1"):
-            conn = self._connect(f"file:{quote(str(self.path))}?{flags}")
+        for flags in ("", "&immutable=1"):
+            conn = self._connect(f"file:{quote(str(self.path))}?mode=ro{flags}")
             try:
                 _ready(conn)
+                return conn
             except sqlite3.OperationalError:
                 conn.close()
-                if flags.endswith("immutable=1"):
+                if flags:
                     raise
-                continue
-            return conn
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connect(self, uri: str) -> sqlite3.Connection:
@@ -161,40 +152,30 @@ class SQLiteDB:
         except (sqlite3.Error, OSError, UnicodeError) as exc:
             raise store_error(self.path, exc) from exc
 
-    @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (``BEGIN IMMEDIATE``): committed when the block ends,
-        rolled back if it raises."""
-        with self._lock, self._failures():
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # SQLite ends some failed transactions itself
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise
-
     @contextlib.asynccontextmanager
     async def statements(self, *, transaction: bool = False) -> AsyncIterator[Execute]:
-        """Statements on the file, in one write transaction if ``transaction``. They do not
-        wait (a write takes microseconds on a local disk): the file's lock is never held
+        """Statements on the file; with ``transaction``, in one write transaction (``BEGIN
+        IMMEDIATE``), committed when the block ends and rolled back if it raises. They do
+        not wait (a write takes microseconds on a local disk): the file's lock is never held
         across an await that yields to the event loop."""
-        with self.write() if transaction else self.read() as conn:
+        with self._lock, self._failures():
+            conn = self._connection()
 
             async def execute(sql: str, params: Sequence[Any]) -> tuple[list[Any], int]:
                 cursor = conn.execute(sql, params)
                 return cursor.fetchall(), cursor.rowcount
 
-            yield execute
-
-    @contextlib.contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """A connection for reads (each statement sees one committed state)."""
-        with self._lock, self._failures():
-            yield self._connection()
+            if transaction:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield execute
+                if transaction:
+                    conn.execute("COMMIT")
+            except BaseException:
+                if transaction and conn.in_transaction:  # SQLite ends some failed ones itself
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         with self._lock:
@@ -254,8 +235,6 @@ _CAUSES = {  # SQLite's error name (a prefix of the extended one's): the cause
 
 def store_error(path: Path, exc: BaseException) -> StoreError:
     """``exc`` (from SQLite or the system) as a :class:`StoreError` naming the file."""
-    if isinstance(exc, StoreError):
-        return exc
     name = str(getattr(exc, "sqlite_errorname", ""))
     cause = next((c for prefix, c in _CAUSES.items() if name.startswith(prefix)), None)
     if cause is None and isinstance(exc, sqlite3.DatabaseError):

@@ -1,11 +1,10 @@
 """Test doubles that ship with the library: hermetic, deterministic, no network
-(:class:`ScriptedModel`, :class:`MockOpenAIServer`, :class:`ScriptedServer`, and tools over
-fixed data in :mod:`.tools`; docs/testing.md)."""
+(:class:`ScriptedModel`, :class:`ScriptedServer`, and tools over fixed data in
+:mod:`.tools`; docs/testing.md)."""
 
 from .model import ScriptedModel, reply, tool_call_reply
 from .script import Script, ScriptExhausted
 from .server import (
-    MockOpenAIServer,
     MockResponse,
     ScriptedServer,
     StreamRecord,
@@ -15,7 +14,6 @@ from .server import (
 )
 
 __all__ = [
-    "MockOpenAIServer",
     "MockResponse",
     "Script",
     "ScriptExhausted",

@@ -1,10 +1,9 @@
 """A small OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks
 (docs/testing.md).
 
-It answers ``POST /v1/chat/completions`` (and ``GET /v1/models``) over real HTTP/1.1 with
-what a *responder* returns for the decoded body: a JSON-ready dict, or a
+:class:`ScriptedServer` answers ``POST /v1/chat/completions`` (and ``GET /v1/models``)
+over real HTTP/1.1 from a :class:`~.script.Script`: a JSON-ready dict, or a
 :class:`MockResponse`, faults included. It runs its own event loop in a daemon thread.
-:class:`ScriptedServer` answers from a :class:`~.script.Script`.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Final, Self
@@ -25,7 +24,6 @@ from typing import Any, Final, Self
 from .script import Script, ScriptExhausted
 
 __all__ = [
-    "MockOpenAIServer",
     "MockResponse",
     "ScriptedServer",
     "StreamRecord",
@@ -72,7 +70,9 @@ class StreamRecord:
     """The client closed the connection before the last chunk was sent."""
 
 
-Responder = Callable[[dict[str, Any]], "MockResponse | dict[str, Any]"]
+Answer = MockResponse | dict[str, Any]
+"""What a scripted server sends for one request: a JSON-ready body (status 200) or any
+:class:`MockResponse`, faults included."""
 
 _ids = itertools.count(1)
 
@@ -172,9 +172,10 @@ def stream_chunks(
     return out
 
 
-@dataclass(eq=False)
-class MockOpenAIServer:
-    """An OpenAI-compatible server whose every answer comes from ``responder``;
+class ScriptedServer(Script[dict[str, Any], Answer]):
+    """An OpenAI-compatible server whose answers come from a script of :data:`Answer` items
+    (or functions of the decoded body giving one); once it is spent, ``default`` (a
+    function of the body answers every request), else a 500 saying the script ran out.
     ``requests`` records each decoded body in arrival order.
 
     ``empty_tool_streams``: a streamed request with ``tools`` gets HTTP 200 and an empty
@@ -184,25 +185,27 @@ class MockOpenAIServer:
     ``probes``, unless ``answer_probe=False``.
     """
 
-    responder: Responder
-    _: KW_ONLY
-    host: str = "127.0.0.1"
-    port: int = 0
-    empty_tool_streams: bool = False
-    ignore_tools: bool = False
-    answer_probe: bool = True
-    probes: list[dict[str, Any]] = field(default_factory=list, init=False)  # not in requests
-    requests: list[dict[str, Any]] = field(default_factory=list, init=False)
-    streams: list[StreamRecord] = field(default_factory=list, init=False)  # per streamed reply
-    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
-    _server: asyncio.Server | None = field(default=None, init=False, repr=False)
-    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
-    _ready: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.host not in ("127.0.0.1", "localhost", "::1"):
-            raise ValueError("the mock server binds loopback only")
+    def __init__(
+        self,
+        *items: Answer | Callable[[dict[str, Any]], Answer],
+        default: Answer | Callable[[dict[str, Any]], Answer] | None = None,
+        empty_tool_streams: bool = False,
+        ignore_tools: bool = False,
+        answer_probe: bool = True,
+    ) -> None:
+        super().__init__(items, default=default)
+        self.host, self.port = "127.0.0.1", 0
+        self.empty_tool_streams = empty_tool_streams
+        self.ignore_tools = ignore_tools
+        self.answer_probe = answer_probe
+        self.probes: list[dict[str, Any]] = []  # not in requests
+        self.requests: list[dict[str, Any]] = []
+        self.streams: list[StreamRecord] = []  # per streamed reply
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._lock = threading.Lock()
 
     @property
     def base_url(self) -> str:
@@ -309,7 +312,9 @@ class MockOpenAIServer:
         if self.empty_tool_streams and body.get("stream") is True and body.get("tools"):
             return await self._stream(body, MockResponse(chunks=[], done=False), reader, writer)
         try:
-            answer = self.responder(body)
+            answer = self.answer(body)
+        except ScriptExhausted:
+            answer = MockResponse(500, {"error": {"message": "the test script ran out"}})
         except Exception as exc:  # a bug in a test's responder: say so over HTTP
             answer = MockResponse(500, {"error": {"message": f"responder failed: {exc!r}"}})
         response = answer if isinstance(answer, MockResponse) else MockResponse(body=answer)
@@ -415,37 +420,3 @@ async def _write(writer: asyncio.StreamWriter, response: MockResponse) -> None:
     await writer.drain()
     if response.truncate_at is not None:
         writer.transport.abort()
-
-
-Answer = MockResponse | dict[str, Any]
-"""What a scripted server sends for one request: a JSON-ready body (status 200) or any
-:class:`MockResponse`, faults included."""
-
-
-class ScriptedServer(Script[dict[str, Any], Answer], MockOpenAIServer):
-    """A :class:`MockOpenAIServer` whose answers come from a script of :data:`Answer` items
-    (or functions of the decoded body giving one); once it is spent, ``default``, else a
-    500 saying the script ran out."""
-
-    def __init__(
-        self,
-        *items: Answer | Callable[[dict[str, Any]], Answer],
-        default: Answer | Callable[[dict[str, Any]], Answer] | None = None,
-        empty_tool_streams: bool = False,
-        ignore_tools: bool = False,
-        answer_probe: bool = True,
-    ) -> None:
-        MockOpenAIServer.__init__(
-            self,
-            self._answer_from_script,
-            empty_tool_streams=empty_tool_streams,
-            ignore_tools=ignore_tools,
-            answer_probe=answer_probe,
-        )
-        Script.__init__(self, items, default=default)
-
-    def _answer_from_script(self, body: dict[str, Any]) -> Answer:
-        try:
-            return self.answer(body)
-        except ScriptExhausted:
-            return MockResponse(500, {"error": {"message": "the test script ran out"}})

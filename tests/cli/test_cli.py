@@ -32,9 +32,9 @@ from react_engine.cli.exits import EXIT_NO_ANSWER
 from react_engine.cli.render import RunProgress, format_step, format_step_plain, use_color
 from react_engine.cli.run import DEMO_QUESTION
 from react_engine.testing import (
-    MockOpenAIServer,
     MockResponse,
     ScriptedModel,
+    ScriptedServer,
     completion,
     reply,
     tool_call_reply,
@@ -79,8 +79,8 @@ def _weather_responder(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def server() -> Iterator[MockOpenAIServer]:
-    with MockOpenAIServer(_weather_responder) as srv:
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(default=_weather_responder) as srv:
         yield srv
 
 
@@ -188,7 +188,7 @@ def test_demo_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_demo_uses_a_configured_endpoint(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -200,7 +200,7 @@ def test_demo_uses_a_configured_endpoint(
 
 
 def test_demo_falls_back_to_the_local_model_without_a_model_name(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A key in the environment but no model name: the demo runs the embedded model."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -222,7 +222,7 @@ def test_demo_falls_back_to_the_local_model_without_a_model_name(
 
 
 def test_run_against_an_endpoint(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("MY_KEY", KEY)
     argv = ["run", "Paris?", "--base-url", server.base_url, "--api-key-env", "MY_KEY"]
@@ -269,7 +269,7 @@ def test_bad_key_is_one_line_with_the_key_masked(
         return MockResponse(401, {"error": {"message": "Incorrect API key provided", "code": 401}})
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with MockOpenAIServer(deny) as srv:
+    with ScriptedServer(default=deny) as srv:
         code = main(["run", "q", "--base-url", srv.base_url, "--model", "gpt-4o"])
     captured = capsys.readouterr()
     assert code == 4
@@ -285,7 +285,7 @@ def test_unknown_model(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFi
         return MockResponse(404, {"error": {"message": message}})
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with MockOpenAIServer(not_found) as srv:
+    with ScriptedServer(default=not_found) as srv:
         code = main(["run", "q", "--base-url", srv.base_url, "--model", "gpt-9"])
     assert code == 4
     line = _err_line(capsys.readouterr().err)
@@ -484,7 +484,7 @@ def test_chat_slash_commands_and_turns(
 
 
 def test_chat_settings_mask_the_key(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     code = _chat(
@@ -509,7 +509,7 @@ def test_chat_keeps_going_after_an_api_error(
         return next(answers)
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with MockOpenAIServer(flaky) as srv:
+    with ScriptedServer(default=flaky) as srv:
         argv = ["--base-url", srv.base_url, "--model", "gpt-4o", "--max-retries", "0"]
         code = _chat(monkeypatch, ["hi", "hi again", "/history"], *argv)
     captured = capsys.readouterr()
@@ -724,7 +724,7 @@ def test_quiet_keeps_the_error_line(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_run_dash_reads_the_question_from_stdin(
-    server: MockOpenAIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setattr(sys, "stdin", io.StringIO("What is the weather\nin Paris?\n"))
@@ -753,7 +753,7 @@ def test_a_retry_is_shown_as_it_waits(
         return next(answers)
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with MockOpenAIServer(flaky) as srv:
+    with ScriptedServer(default=flaky) as srv:
         code = main(["run", "hi", "--base-url", srv.base_url, "--model", "m", "--max-retries", "2"])
     captured = capsys.readouterr()
     assert code == 0

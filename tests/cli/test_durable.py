@@ -17,7 +17,7 @@ from react_engine.cli import build_parser, main, render
 from react_engine.cli.agents import load_tools
 from react_engine.cli.chat import ChatSession
 from react_engine.cli.endpoint import Endpoint
-from react_engine.store import SQLiteSession
+from react_engine.store import open_store
 from react_engine.testing import ScriptedModel, ScriptedServer, completion, tool_calls_completion
 from react_engine.types import UserTurn
 
@@ -54,7 +54,7 @@ def test_chat_session_keeps_the_conversation_across_chats(
     second.loop()
     prompt = "\n".join(m.content or "" for m in model.requests[0].messages)
     assert "my name is Alice" in prompt and "hello Alice" in prompt
-    stored = asyncio.run(SQLiteSession("alice", tmp_path / "store.db").load())
+    stored = asyncio.run(open_store(tmp_path / "store.db").session("alice").load())
     assert [i.content for i in stored if isinstance(i, UserTurn)] == [
         "my name is Alice",
         "who am I?",

@@ -29,7 +29,7 @@ import pytest
 from react_engine.cli import main
 from react_engine.cli.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG, EXIT_INTERRUPTED
 from react_engine.run.tracefile import TraceFile
-from react_engine.testing import MockOpenAIServer, MockResponse, completion
+from react_engine.testing import MockResponse, ScriptedServer, completion
 from react_engine.testing import tool_calls_completion as calls
 
 pytestmark = pytest.mark.slow  # the CLI as child processes, on pseudo-terminals
@@ -102,9 +102,9 @@ that a process which waited for the reply cannot pass them."""
 
 
 @pytest.fixture
-def hanging() -> Iterator[MockOpenAIServer]:
+def hanging() -> Iterator[ScriptedServer]:
     """A server that calls a tool, then hangs on the next request (for ``HANG`` seconds)."""
-    with MockOpenAIServer(Script(MockResponse(body=completion("late"), delay=HANG))) as srv:
+    with ScriptedServer(default=Script(MockResponse(body=completion("late"), delay=HANG))) as srv:
         yield srv
 
 
@@ -113,7 +113,7 @@ def hanging() -> Iterator[MockOpenAIServer]:
 
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_during_a_hanging_request_exits_at_once_with_the_trace(
-    hanging: MockOpenAIServer, tmp_path: Path, presses: int
+    hanging: ScriptedServer, tmp_path: Path, presses: int
 ) -> None:
     trace = tmp_path / "trace.jsonl"
     proc = subprocess.Popen(
@@ -175,7 +175,7 @@ def test_a_reader_gone_in_the_middle_of_a_run_ends_quietly_and_keeps_the_trace(
 ) -> None:
     trace = tmp_path / "trace.jsonl"
     slow_final = MockResponse(body=completion("Overcast, 14°C."), delay=0.5)
-    with MockOpenAIServer(Script(slow_final)) as srv:
+    with ScriptedServer(default=Script(slow_final)) as srv:
         proc = subprocess.Popen(
             cli(srv.base_url, "--trace", str(trace)),
             cwd=ROOT,
@@ -337,7 +337,7 @@ def test_run_on_a_terminal_leaves_exactly_the_answer_in_a_redirected_file(
     """``react-engine run q > out.txt`` in a terminal (stderr is the terminal), and
     ``run q > out.txt 2> err.txt`` (neither is)."""
     out = tmp_path / "out.txt"
-    with MockOpenAIServer(weather) as srv:
+    with ScriptedServer(default=weather) as srv:
         if where == "terminal":
             term = Terminal(cli(srv.base_url), stdout=out)
             code, shown = term.finish()
@@ -393,7 +393,7 @@ def test_retries_are_shown_on_a_terminal(tmp_path: Path) -> None:
 def test_chat_on_a_terminal_edits_lines_and_keeps_a_history(tmp_path: Path) -> None:
     pytest.importorskip("readline")
     state = tmp_path / "state"
-    with MockOpenAIServer(lambda body: completion("hello")) as srv:
+    with ScriptedServer(default=lambda body: completion("hello")) as srv:
         argv = [sys.executable, "-m", "react_engine", "chat", "--base-url", srv.base_url]
         term = Terminal([*argv, "--model", "m"], XDG_STATE_HOME=str(state))
         term.read_until("you> ")

@@ -29,7 +29,7 @@ from react_engine.eval.bfcl_data import (
 from react_engine.eval.bfcl_recording import DEFAULT_RECORDINGS, load_recording, save_recording
 from react_engine.eval.bfcl_report import format_report
 from react_engine.testing import (
-    MockOpenAIServer,
+    ScriptedServer,
     completion,
     reply,
     tool_call_reply,
@@ -367,7 +367,7 @@ def test_a_live_run_records_what_a_scripted_run_replays(
 
     args = ["eval", "bfcl", "--categories", "simple", "--limit", "1", "--quiet"]
     args += ["--protocol", "function_calling", "--protocol", "text"]
-    with MockOpenAIServer(respond) as server:
+    with ScriptedServer(default=respond) as server:
         code = main(
             [*args, "--base-url", server.base_url, "--model", "m", "--record", str(tmp_path)]
         )
@@ -422,7 +422,7 @@ def test_a_rejected_key_stops_the_eval(
     def deny(body: dict[str, Any]) -> MockResponse:
         return MockResponse(401, {"error": {"message": "Incorrect API key provided"}})
 
-    with MockOpenAIServer(deny) as server:
+    with ScriptedServer(default=deny) as server:
         code = main(
             [
                 "eval",
@@ -461,7 +461,7 @@ def test_tool_choice_required_is_sent_and_replayed(
 
     args = ["eval", "bfcl", "--categories", "irrelevance", "--limit", "1", "--quiet"]
     args += ["--protocol", "function_calling"]
-    with MockOpenAIServer(respond) as server:
+    with ScriptedServer(default=respond) as server:
         live = [
             *args,
             "--base-url",
@@ -492,7 +492,7 @@ def test_no_constraints_leaves_the_grammar_out(
 
     args = ["eval", "bfcl", "--categories", "irrelevance", "--limit", "1", "--quiet"]
     args += ["--protocol", "text", "--model", "smollm2-135m-instruct"]
-    with MockOpenAIServer(respond) as server:
+    with ScriptedServer(default=respond) as server:
         assert main([*args, "--base-url", server.base_url]) == 0
         assert main([*args, "--base-url", server.base_url, "--no-constraints"]) == 0
     constrained, free = seen

@@ -20,7 +20,7 @@ from react_engine.cli import main
 from react_engine.errors import ConfigurationError
 from react_engine.eval.bfcl_recording import DEFAULT_RECORDINGS
 from react_engine.harness.runner import Job, Progress, ResultsFile, run_cases
-from react_engine.testing import MockOpenAIServer, completion
+from react_engine.testing import ScriptedServer, completion
 
 MULTI_TURN = DEFAULT_RECORDINGS / "multi-turn"
 THIRTY = ["--limit", "6"]
@@ -117,7 +117,7 @@ def test_a_live_concurrent_run_records_what_the_sequential_one_does(
     args = ["eval", "bfcl", "--categories", "simple", "multiple", "--limit", "5", "--quiet"]
     args += ["--protocol", "text"]
     tables = []
-    with MockOpenAIServer(respond) as server:
+    with ScriptedServer(default=respond) as server:
         for name, extra in (("seq", []), ("c4", ["--concurrency", "4"])):
             live = [*args, "--base-url", server.base_url, "--model", "m"]
             assert main([*live, *extra, "--record", str(tmp_path / name)]) == 0

@@ -44,7 +44,7 @@ from react_engine.compare.suite import (
 )
 from react_engine.compare.tools import TASK_TOOLS, fetch_build_log, find_user, list_todo_tasks
 from react_engine.errors import ConfigurationError
-from react_engine.testing import MockOpenAIServer, completion, tool_calls_completion
+from react_engine.testing import ScriptedServer, completion, tool_calls_completion
 from react_engine.types import ActionRecord, RunResult, Step, Usage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -547,7 +547,7 @@ def test_compare_against_an_endpoint_with_two_models(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MOCK_KEY", "sk-mock-0123456789")
-    with MockOpenAIServer(_responder) as server:
+    with ScriptedServer(default=_responder) as server:
         code = main(
             [
                 "compare",
@@ -596,7 +596,7 @@ def test_compare_reports_a_bad_key_in_one_line(
     def deny(body: dict[str, Any]) -> MockResponse:
         return MockResponse(401, {"error": {"message": "Incorrect API key provided"}})
 
-    with MockOpenAIServer(deny) as server:
+    with ScriptedServer(default=deny) as server:
         code = main(["compare", "--base-url", server.base_url, "--model", "m", "--quiet"])
     err = capsys.readouterr().err
     assert code == 4

@@ -160,7 +160,7 @@ def typed_in_a_session(body: dict[str, Any]) -> dict[str, Any]:
 def test_a_typed_run_in_a_session_killed_during_its_last_request_gives_its_output(
     tmp_path: Path,
 ) -> None:
-    from react_engine.store import SQLiteSession
+    from react_engine.store import open_store
     from react_engine.types import UserTurn
 
     sysdb = f"sqlite:///{tmp_path / 'dbos.db'}"
@@ -185,7 +185,7 @@ def test_a_typed_run_in_a_session_killed_during_its_last_request_gives_its_outpu
         ]
     assert out["output"] == {"summary": ANSWER}
     assert effects(tmp_path) == {"t2:1": 1, "t2:2": 1, "t2:3": 1}
-    history = asyncio.run(SQLiteSession("s", tmp_path / "sessions.db").load())
+    history = asyncio.run(open_store(tmp_path / "sessions.db").session("s").load())
     assert [i.content for i in history if isinstance(i, UserTurn)] == ["hello", "go"]  # once each
 
 

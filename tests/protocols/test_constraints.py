@@ -32,7 +32,7 @@ from react_engine import (
 )
 from react_engine.protocols import StructuredOutputProtocol, TextReActProtocol
 from react_engine.protocols.base import Protocol, RequestContext
-from react_engine.testing import MockOpenAIServer, MockResponse, completion
+from react_engine.testing import MockResponse, ScriptedServer, completion
 from react_engine.testing.tools import calculator, get_weather
 from react_engine.transport.grammar import (
     GrammarError,
@@ -124,12 +124,12 @@ def scripted_agent(
 
 
 @pytest.fixture
-def server() -> Iterator[MockOpenAIServer]:
-    with MockOpenAIServer(lambda body: completion("unset")) as srv:
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(default=lambda body: completion("unset")) as srv:
         yield srv
 
 
-def http_agent(server: MockOpenAIServer, protocol: str, style: str | None, **kwargs: Any) -> Agent:
+def http_agent(server: ScriptedServer, protocol: str, style: str | None, **kwargs: Any) -> Agent:
     kwargs.setdefault("capability_cache", CapabilityCache())
     return Agent(
         "house-model",
@@ -367,9 +367,9 @@ def test_request_payload_puts_each_style_where_its_server_reads_it() -> None:
     ],
 )
 def test_constraints_travel_over_http(
-    server: MockOpenAIServer, protocol: str, style: str, field: str
+    server: ScriptedServer, protocol: str, style: str, field: str
 ) -> None:
-    server.responder = answers(protocol)
+    server.default = answers(protocol)
     result = http_agent(server, protocol, style).run("Weather in Beijing?")
     assert result.answer == "Sunny in Beijing."
     assert len(server.requests) == 2
@@ -387,7 +387,7 @@ def test_constraints_travel_over_http(
         assert sent.startswith("root ::= ") and "get_weather" in sent
 
 
-def test_the_grammar_sent_admits_the_reply_received(server: MockOpenAIServer) -> None:
+def test_the_grammar_sent_admits_the_reply_received(server: ScriptedServer) -> None:
     """End to end with llama.cpp's engine: the server checks each reply against the grammar
     the request carried, as llama.cpp would have enforced it."""
     gbnf = matcher()
@@ -404,7 +404,7 @@ def test_the_grammar_sent_admits_the_reply_received(server: MockOpenAIServer) ->
         checked.append(content)
         return reply
 
-    server.responder = respond
+    server.default = respond
     result = http_agent(server, "structured", "llama.cpp").run("Weather in Beijing?")
     assert result.answer == "Sunny in Beijing." and len(checked) == 2
 
@@ -429,10 +429,10 @@ def test_rejection_bodies_are_classified() -> None:
     ],
 )
 def test_a_rejected_constraint_is_dropped_and_learned(
-    server: MockOpenAIServer, protocol: str, style: str, field: str, rejection: MockResponse
+    server: ScriptedServer, protocol: str, style: str, field: str, rejection: MockResponse
 ) -> None:
     provider = answers(protocol)
-    server.responder = lambda body: rejection if field in body else provider(body)
+    server.default = lambda body: rejection if field in body else provider(body)
     cache = CapabilityCache()
     agent = http_agent(server, protocol, style, capability_cache=cache)
     result = agent.run("Weather in Beijing?")
@@ -462,18 +462,18 @@ def test_a_rejected_constraint_is_dropped_and_learned(
 
 
 def test_a_constraint_error_is_not_adapted_when_none_was_asked_for(
-    server: MockOpenAIServer,
+    server: ScriptedServer,
 ) -> None:
-    server.responder = lambda body: GRAMMAR_REJECTED
+    server.default = lambda body: GRAMMAR_REJECTED
     agent = http_agent(server, "structured", None)
     with pytest.raises(ModelRequestError):
         agent.run("q")
     assert len(server.requests) == 1
 
 
-def test_the_fallback_works_with_a_sdk_client(server: MockOpenAIServer) -> None:
+def test_the_fallback_works_with_a_sdk_client(server: ScriptedServer) -> None:
     provider = answers("text")
-    server.responder = lambda body: GRAMMAR_REJECTED if "grammar" in body else provider(body)
+    server.default = lambda body: GRAMMAR_REJECTED if "grammar" in body else provider(body)
     cache = CapabilityCache()
     with openai.OpenAI(base_url=server.base_url, api_key="sk-test") as sdk:
         agent = Agent(

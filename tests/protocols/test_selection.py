@@ -21,8 +21,8 @@ from react_engine import (
     tool_call_reply,
 )
 from react_engine.testing import (
-    MockOpenAIServer,
     MockResponse,
+    ScriptedServer,
     completion,
 )
 from react_engine.testing.tools import get_weather
@@ -106,8 +106,8 @@ def text_provider(rejection: MockResponse | None) -> Any:
 
 
 @pytest.fixture
-def server() -> Iterator[MockOpenAIServer]:
-    with MockOpenAIServer(lambda body: completion("unset")) as srv:
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(default=lambda body: completion("unset")) as srv:
         yield srv
 
 
@@ -200,9 +200,9 @@ def test_an_explicit_protocol_wins() -> None:
 
 @pytest.mark.parametrize("provider", sorted(TOOLS_REJECTED))
 def test_fallback_to_text_when_the_server_rejects_tools(
-    server: MockOpenAIServer, provider: str
+    server: ScriptedServer, provider: str
 ) -> None:
-    server.responder = text_provider(TOOLS_REJECTED[provider])
+    server.default = text_provider(TOOLS_REJECTED[provider])
     cache = CapabilityCache()
     agent = Agent(
         "deepseek-chat",
@@ -236,10 +236,8 @@ def test_fallback_to_text_when_the_server_rejects_tools(
     assert again.protocol_reason.startswith("learned")
 
 
-def test_fallback_decision_persists_in_a_cache_file(
-    server: MockOpenAIServer, tmp_path: Path
-) -> None:
-    server.responder = text_provider(TOOLS_REJECTED["ollama"])
+def test_fallback_decision_persists_in_a_cache_file(server: ScriptedServer, tmp_path: Path) -> None:
+    server.default = text_provider(TOOLS_REJECTED["ollama"])
     path = tmp_path / "caps-cache.json"
     Agent(
         "llama3.1:8b",
@@ -261,9 +259,9 @@ def test_fallback_decision_persists_in_a_cache_file(
 
 
 def test_done_when_deepseek_reasoner_on_a_server_that_rejects_tools(
-    server: MockOpenAIServer,
+    server: ScriptedServer,
 ) -> None:
-    server.responder = text_provider(TOOLS_REJECTED["deepseek"])
+    server.default = text_provider(TOOLS_REJECTED["deepseek"])
     agent = Agent(
         "deepseek-reasoner", [get_weather], base_url=server.base_url, api_key="sk-x", **fresh()
     )
@@ -277,8 +275,8 @@ def test_done_when_deepseek_reasoner_on_a_server_that_rejects_tools(
     assert not any("tools" in b for b in server.requests)
 
 
-def test_no_fallback_when_the_protocol_was_explicit(server: MockOpenAIServer) -> None:
-    server.responder = text_provider(TOOLS_REJECTED["openai"])
+def test_no_fallback_when_the_protocol_was_explicit(server: ScriptedServer) -> None:
+    server.default = text_provider(TOOLS_REJECTED["openai"])
     agent = Agent(
         "gpt-4o", [get_weather], base_url=server.base_url, protocol="function_calling", **fresh()
     )
@@ -288,7 +286,7 @@ def test_no_fallback_when_the_protocol_was_explicit(server: MockOpenAIServer) ->
     assert info.value.result is not None and info.value.result.stop_reason == "error"
 
 
-def test_stop_rejected_is_dropped_and_replies_are_cut_client_side(server: MockOpenAIServer) -> None:
+def test_stop_rejected_is_dropped_and_replies_are_cut_client_side(server: ScriptedServer) -> None:
     def respond(body: dict[str, Any]) -> MockResponse | dict[str, Any]:
         if "stop" in body:
             return STOP_REJECTED
@@ -300,7 +298,7 @@ def test_stop_rejected_is_dropped_and_replies_are_cut_client_side(server: MockOp
             TEXT_FINAL if observed else TEXT_CALL + "\nObservation: raining\nFinal Answer: rain"
         )
 
-    server.responder = respond
+    server.default = respond
     cache = CapabilityCache()
     agent = Agent(
         "house-model",
@@ -319,9 +317,9 @@ def test_stop_rejected_is_dropped_and_replies_are_cut_client_side(server: MockOp
 
 
 def test_other_client_errors_are_not_taken_for_a_missing_capability(
-    server: MockOpenAIServer,
+    server: ScriptedServer,
 ) -> None:
-    server.responder = lambda body: MockResponse(
+    server.default = lambda body: MockResponse(
         404, {"error": {"message": "The model `nope` does not exist", "code": "model_not_found"}}
     )
     agent = Agent("nope", [get_weather], base_url=server.base_url, **fresh())

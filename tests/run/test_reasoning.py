@@ -26,7 +26,7 @@ from react_engine import (
 )
 from react_engine.cli.render import format_step, format_step_plain
 from react_engine.protocols.structured import CUT_SHORT
-from react_engine.testing import MockOpenAIServer, MockResponse, completion
+from react_engine.testing import MockResponse, ScriptedServer, completion
 from react_engine.transport.wire import message_dict
 from react_engine.types import AssistantMessage, ModelResponse, ToolCall, Usage
 
@@ -94,8 +94,8 @@ def deepseek_thinking(body: dict[str, Any]) -> MockResponse | dict[str, Any]:
 
 
 @pytest.fixture
-def server() -> Iterator[MockOpenAIServer]:
-    with MockOpenAIServer(deepseek_thinking) as srv:
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(default=deepseek_thinking) as srv:
         yield srv
 
 
@@ -103,7 +103,7 @@ def server() -> Iterator[MockOpenAIServer]:
 
 
 def test_deepseek_thinking_mode_gets_its_reasoning_back_and_the_run_succeeds(
-    server: MockOpenAIServer,
+    server: ScriptedServer,
 ) -> None:
     weather = Recorder()
     agent = Agent(URL_MODEL, [weather.tool], base_url=server.base_url, api_key="sk-x", **fresh())
@@ -122,7 +122,7 @@ def test_deepseek_thinking_mode_gets_its_reasoning_back_and_the_run_succeeds(
     assert result.steps[1].reasoning == REASONING_2
 
 
-def test_earlier_questions_reasoning_is_not_sent(server: MockOpenAIServer) -> None:
+def test_earlier_questions_reasoning_is_not_sent(server: ScriptedServer) -> None:
     weather = Recorder()
     agent = Agent(URL_MODEL, [weather.tool], base_url=server.base_url, api_key="sk-x", **fresh())
     conversation = agent.conversation()
@@ -137,7 +137,7 @@ def test_earlier_questions_reasoning_is_not_sent(server: MockOpenAIServer) -> No
     assert assistants[2]["reasoning_content"] == REASONING_1.replace("Paris", "Tokyo")
 
 
-def test_a_server_that_wants_the_reasoning_back_is_learned(server: MockOpenAIServer) -> None:
+def test_a_server_that_wants_the_reasoning_back_is_learned(server: ScriptedServer) -> None:
     weather = Recorder()
     cache = CapabilityCache()
     # deepseek-chat with thinking switched on: the registry does not know it reasons.
@@ -179,7 +179,7 @@ def test_a_server_that_rejects_reasoning_content_is_learned() -> None:
 
     weather = Recorder()
     cache = CapabilityCache()
-    with MockOpenAIServer(strict) as srv:
+    with ScriptedServer(default=strict) as srv:
         agent = Agent(
             "kimi-k2-thinking",
             [weather.tool],
@@ -279,7 +279,7 @@ def test_a_temperature_rejection_is_learned() -> None:
         return completion("42")
 
     cache = CapabilityCache()
-    with MockOpenAIServer(picky) as srv:
+    with ScriptedServer(default=picky) as srv:
         agent = Agent(
             "house-reasoner",
             [],

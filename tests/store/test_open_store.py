@@ -13,12 +13,11 @@ from react_engine import Agent
 from react_engine.errors import ConfigurationError
 from react_engine.store import (
     PostgresRunStore,
-    PostgresSession,
     RunStore,
     SQLiteRunStore,
-    SQLiteSession,
     open_store,
 )
+from react_engine.store.session import SQLSession
 from react_engine.testing import ScriptedModel
 
 CONNINFO = "host=db.internal dbname=app user=app password=hunter2"
@@ -31,7 +30,6 @@ def test_a_key_value_connection_string_is_refused_not_made_a_file(
     for make in (
         lambda: open_store(CONNINFO),
         lambda: Agent("m", client=ScriptedModel([]), store=CONNINFO),
-        lambda: SQLiteSession("s", CONNINFO),
     ):
         with pytest.raises(ConfigurationError, match="postgresql://") as caught:
             make()
@@ -56,9 +54,12 @@ def test_open_store_goes_by_scheme(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_a_store_gives_the_sessions_of_its_backend(tmp_path: Path) -> None:
-    session = open_store(tmp_path / "s.db").session("chat")
-    assert isinstance(session, SQLiteSession)
-    assert isinstance(open_store("postgresql://u@h/d").session("chat"), PostgresSession)
+    store = open_store(tmp_path / "s.db")
+    session = store.session("chat")
+    assert isinstance(session, SQLSession) and session.store is store
+    postgres = open_store("postgresql://u@h/d")
+    assert isinstance(postgres.session("chat"), SQLSession)
+    assert postgres.session("chat").store is postgres
     asyncio.run(session.append([]))
     assert asyncio.run(session.load()) == []
 

@@ -18,7 +18,7 @@ import pytest
 
 from react_engine import Agent, ToolAnnotations, tool
 from react_engine.errors import ConfigurationError
-from react_engine.store import MemorySession, SQLiteSession, StoreError
+from react_engine.store import MemorySession, StoreError, open_store
 from react_engine.store.codec import dump_item, load_item
 from react_engine.testing import ScriptedModel, ScriptExhausted, reply, tool_call_reply
 from react_engine.types import Step, UserTurn
@@ -36,7 +36,7 @@ def add(a: int, b: int) -> int:
 
 
 def _writer(path: str, writer: str, start: multiprocessing.synchronize.Event) -> None:
-    session = SQLiteSession("shared", path)
+    session = open_store(path).session("shared")
     start.wait(10)
     for i in range(APPENDS):
         asyncio.run(session.append([UserTurn(f"{writer}-{i}")]))
@@ -54,7 +54,7 @@ def test_two_processes_append_500_each_to_one_sqlite_session(tmp_path: Path) -> 
     for w in workers:
         w.join(120)
         assert w.exitcode == 0
-    items = asyncio.run(SQLiteSession("shared", path).load())
+    items = asyncio.run(open_store(path).session("shared").load())
     texts = [i.content for i in items if isinstance(i, UserTurn)]
     assert len(texts) == 2 * APPENDS
     assert len(set(texts)) == 2 * APPENDS  # none lost, none written twice
@@ -68,9 +68,9 @@ def test_two_processes_append_500_each_to_one_sqlite_session(tmp_path: Path) -> 
 
 
 def test_a_batch_is_never_interleaved(tmp_path: Path) -> None:
-    session = SQLiteSession("s", tmp_path / "s.db")
+    session = open_store(tmp_path / "s.db").session("s")
     asyncio.run(session.append([UserTurn("1"), UserTurn("2")]))
-    other = SQLiteSession("s", tmp_path / "s.db")
+    other = open_store(tmp_path / "s.db").session("s")
     asyncio.run(other.append([UserTurn("3")]))
     asyncio.run(session.append([UserTurn("4"), UserTurn("5")]))
     assert [i.content for i in asyncio.run(other.load()) if isinstance(i, UserTurn)] == list(
@@ -95,17 +95,17 @@ def test_a_session_outlives_the_agent_and_continues_under_another_protocol(
             ]
         ),
     )
-    result = first.run("add 2+3 and 1+1", session=SQLiteSession("u1", path))
+    result = first.run("add 2+3 and 1+1", session=open_store(path).session("u1"))
     assert result.answer == "5 and 2"
 
     # Another process, later: a text-protocol agent sees the earlier turn, with its calls.
     model = ScriptedModel(["Final Answer: it was 5"])
     second = Agent("m", [add], protocol="text", client=model)
-    conversation = second.conversation(session=SQLiteSession("u1", path))
+    conversation = second.conversation(session=open_store(path).session("u1"))
     assert conversation.ask("what was the first sum?").answer == "it was 5"
     prompt = "\n".join(m.content or "" for m in model.requests[0].messages)
     assert "add 2+3 and 1+1" in prompt and "Observation" in prompt and "5" in prompt
-    stored = asyncio.run(SQLiteSession("u1", path).load())
+    stored = asyncio.run(open_store(path).session("u1").load())
     assert [type(i).__name__ for i in stored] == ["UserTurn", "Step", "Step", "UserTurn", "Step"]
     step = stored[1]
     assert isinstance(step, Step) and [a.observation for a in step.actions] == ["5", "2"]
@@ -113,7 +113,7 @@ def test_a_session_outlives_the_agent_and_continues_under_another_protocol(
 
 
 def test_a_failed_run_keeps_its_turn_in_the_session(tmp_path: Path) -> None:
-    session = SQLiteSession("s", tmp_path / "s.db")
+    session = open_store(tmp_path / "s.db").session("s")
     agent = Agent("m", [add], client=ScriptedModel([tool_call_reply(("add", {"a": 1, "b": 2}))]))
     with pytest.raises(ScriptExhausted):  # the script runs out after the first step
         agent.run("add", session=session)

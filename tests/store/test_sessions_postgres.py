@@ -16,7 +16,7 @@ import pytest
 from support.postgres import postgres_server
 
 from react_engine import Agent
-from react_engine.store import PostgresSession
+from react_engine.store import open_store
 from react_engine.testing import ScriptedModel, reply, tool_call_reply
 from react_engine.types import Step, UserTurn
 
@@ -38,7 +38,7 @@ def add(a: int, b: int) -> int:
 
 def _writer(dsn: str, name: str, writer: str, start: multiprocessing.synchronize.Event) -> None:
     async def main() -> None:
-        session = PostgresSession(name, dsn)
+        session = open_store(dsn).session(name)
         await session.load()  # connected before the start
         start.wait(30)
         for i in range(APPENDS):
@@ -60,7 +60,7 @@ def test_two_processes_append_500_each_to_one_postgres_session(dsn: str) -> None
         assert w.exitcode == 0
 
     async def load() -> list[str]:
-        session = PostgresSession(name, dsn)
+        session = open_store(dsn).session(name)
         return [i.content for i in await session.load() if isinstance(i, UserTurn)]
 
     texts = asyncio.run(load())
@@ -80,11 +80,11 @@ def test_a_postgres_session_across_runs_and_protocols(dsn: str) -> None:
         protocol="function_calling",
         client=ScriptedModel([tool_call_reply(("add", {"a": 2, "b": 3})), reply("5")]),
     )
-    session = PostgresSession(name, dsn)
+    session = open_store(dsn).session(name)
     assert first.run("add 2+3", session=session).answer == "5"  # one loop per run
     model = ScriptedModel(["Final Answer: 5 again"])
     second = Agent("m", [add], protocol="text", client=model)
-    assert second.run("again?", session=PostgresSession(name, dsn)).answer == "5 again"
+    assert second.run("again?", session=open_store(dsn).session(name)).answer == "5 again"
     prompt = "\n".join(m.content or "" for m in model.requests[0].messages)
     assert "add 2+3" in prompt and "Observation" in prompt
 

@@ -214,9 +214,13 @@ def test_a_read_only_store_lists_and_refuses_writes_with_store_error(
 def fill_at(path: Path, spare_pages: int) -> None:
     """Let the store's file grow by ``spare_pages`` pages at most: past them SQLite answers
     as on a full disk (``SQLITE_FULL``, "database or disk is full")."""
-    with SQLiteDB.shared(path).read() as conn:
-        (pages,) = conn.execute("PRAGMA page_count").fetchone()
-        conn.execute(f"PRAGMA max_page_count = {pages + spare_pages}")
+
+    async def limit() -> None:
+        async with SQLiteDB.shared(path).statements() as execute:
+            [(pages,)], _ = await execute("PRAGMA page_count", [])
+            await execute(f"PRAGMA max_page_count = {pages + spare_pages}", [])
+
+    wait(limit())
 
 
 BIG = "y" * 90_000  # a final answer that needs some twenty more pages (under MAX_REPLY_CHARS)
@@ -318,9 +322,9 @@ def test_one_file_under_two_names_gives_one_lease(
     async def leases() -> list[str]:
         busy = []
         for name in names:
-            async with SQLiteRunStore(SQLiteDB(str(path))).hold("r1"):
+            async with SQLiteRunStore(str(path)).hold("r1"):
                 try:
-                    async with SQLiteRunStore(SQLiteDB(name)).hold("r1"):
+                    async with SQLiteRunStore(name).hold("r1"):
                         pass
                 except RunBusy:
                     busy.append(name)
@@ -328,6 +332,7 @@ def test_one_file_under_two_names_gives_one_lease(
 
     assert wait(leases()) == names
     assert {SQLiteDB(name).path for name in names} == {path.resolve()}
+    assert len({id(SQLiteDB(name).leases) for name in names}) == 1  # two objects, one lease
 
 
 # --- what a terminal is sent ---------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from support import postgres
 
 from react_engine import Agent, StoreError
-from react_engine.store import PostgresSession, open_store
+from react_engine.store import open_store
 from react_engine.testing import ScriptedModel, reply, tool_call_reply
 from react_engine.types import Step, UserTurn
 
@@ -51,7 +51,7 @@ def test_a_lone_surrogate_and_a_nul_are_stored_and_resumed_exactly(
     assert resumed.question == question and resumed.answer == f"3 {question}"
     assert len(model.requests) == 2
 
-    session = PostgresSession("odd", db)
+    session = store.session("odd")
     talk = Agent(client=ScriptedModel(["Final Answer: \ud800\x00"]), protocol="text", model="m")
     assert talk.run(question, session=session).answer == "\ud800\x00"
     first, final = wait(session.load())

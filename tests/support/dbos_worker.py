@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 from react_engine import Agent, Tool
 from react_engine.integrations.dbos import DBOSAgent, agent_queue
-from react_engine.store import SQLiteSession
+from react_engine.store import open_store
 from react_engine.tools import ToolAnnotations
 
 APP = "react-engine-tests"
@@ -71,12 +71,8 @@ def build(args: argparse.Namespace) -> DBOSAgent[str]:
     )
     agent = Agent("m", [tool], base_url=args.url, protocol=args.protocol)
     requests = "provider" if args.mode == "work" else None
-    path = args.sessions
-
-    def session(session_id: str) -> SQLiteSession:
-        return SQLiteSession(session_id, path)
-
-    return DBOSAgent(agent, name="test", requests=requests, sessions=session)
+    sessions = open_store(args.sessions).session
+    return DBOSAgent(agent, name="test", requests=requests, sessions=sessions)
 
 
 def launch(sysdb: str, executor: str) -> None:

@@ -27,7 +27,7 @@ from react_engine import (
     tool,
 )
 from react_engine.run.observations import SHORTENED_LIMIT
-from react_engine.testing import MockOpenAIServer, MockResponse, completion, tool_calls_completion
+from react_engine.testing import MockResponse, ScriptedServer, completion, tool_calls_completion
 from react_engine.transport.wire import context_overflow
 from react_engine.types import UserMessage
 
@@ -202,13 +202,13 @@ class WindowServer:
 
 @pytest.fixture
 def make_server() -> Iterator[Any]:
-    servers: list[MockOpenAIServer] = []
+    servers: list[ScriptedServer] = []
 
     def make(
         window: int, *, calls: int, provider: str = "vllm"
-    ) -> tuple[MockOpenAIServer, WindowServer]:
+    ) -> tuple[ScriptedServer, WindowServer]:
         responder = WindowServer(window, calls=calls, overflow=OVERFLOWS[provider])
-        srv = MockOpenAIServer(responder).start()
+        srv = ScriptedServer(default=responder).start()
         servers.append(srv)
         return srv, responder
 
@@ -217,7 +217,7 @@ def make_server() -> Iterator[Any]:
         srv.stop()
 
 
-def _agent(srv: MockOpenAIServer, protocol: str, **options: Any) -> Agent:
+def _agent(srv: ScriptedServer, protocol: str, **options: Any) -> Agent:
     return Agent(
         "some-model",
         [read_log],
