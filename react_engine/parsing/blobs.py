@@ -75,7 +75,6 @@ class Item:
     codes: list[str] = field(default_factory=list)
     inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
     error: Notice | None = None  # why it must not run (two different inputs)
-    dumped: tuple[Any, str] | None = None  # (args, raw_input) when raw_input is json.dumps(args)
 
 
 class BrokenChain(ReactEngineError):
@@ -279,7 +278,6 @@ def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: st
         else:
             try:
                 item.raw_input = JSON.encode(args)
-                item.dumped = (args, item.raw_input)
             except (RecursionError, ValueError):  # nested too deep for json.dumps
                 item.raw_input = blob
         item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)

@@ -507,16 +507,13 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
 
 def _pending(item: Item) -> PendingCall:
     args, raw, codes = item.args, item.raw_input, list(dict.fromkeys(item.codes))
-    exact = _exact(args, raw, item.dumped)
+    exact = _exact(args, raw)
     tool = item.tool or ""
     return PendingCall(None, tool, args, raw, error=item.error, repairs=codes, exact=exact)
 
 
-def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:
-    """Whether ``raw`` is JSON that decodes as it stands to the object ``args``. ``dumped``:
-    ``(args, raw)`` when ``raw`` is ``json.dumps(args)`` (equal on decoding unless a NaN)."""
-    if dumped is not None and dumped[0] is args and dumped[1] is raw and "NaN" not in raw:
-        return isinstance(args, dict)
+def _exact(args: dict[str, Any] | str, raw: str) -> bool:
+    """Whether ``raw`` is JSON that decodes as it stands to the object ``args``."""
     if not isinstance(args, dict) or raw[:1] != "{":
         return False
     try:
