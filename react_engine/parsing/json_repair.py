@@ -19,15 +19,11 @@ from .common import fence_body
 from .duplicates import DUPLICATE_KEY, decode
 from .json_decoder import MAX_REPAIR_CHARS, Repairs, TooDeep, decode_value, json_error, skip_blank
 from .patterns import run_end
-from .repairs import REPAIRS
 
-__all__ = ["JSON_REPAIR_CODES", "RepairResult", "decode_prefix", "repair_json"]
+__all__ = ["RepairResult", "decode_prefix", "repair_json"]
 
 MAX_CANDIDATES: Final = 64
 """How many places inside prose are tried before giving up on finding JSON there."""
-
-JSON_REPAIR_CODES: Final = frozenset(r.code for r in REPAIRS.values() if r.source == "json")
-"""Every code :func:`repair_json` may report: the ``json`` rows of :data:`.repairs.REPAIRS`."""
 
 
 @dataclass(slots=True, frozen=True)

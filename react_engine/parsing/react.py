@@ -29,20 +29,10 @@ from .blobs import (
     search_blobs,
 )
 from .cut import Cut, cut_reply, partial_stop, tidy
-from .json_repair import JSON_REPAIR_CODES
 from .labels import PREAMBLE, Label, Section, plain_labels, scan_labels, split_sections
-from .repairs import REPAIRS
 from .shapes import marked, resolve_tools, rewrite
 
-__all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "parse_react"]
-
-PARSE_REPAIR_CODES: Final = frozenset(
-    {code for code, repair in REPAIRS.items() if repair.source == "text"}
-    | {"json:" + code for code in JSON_REPAIR_CODES}
-)
-"""Every code :func:`parse_react` may report: the ``text`` rows of :data:`.repairs.REPAIRS`
-(each explained there) and the JSON repairs."""
-
+__all__ = ["EXPECTED_STEP", "parse_react"]
 
 EXPECTED_STEP: Final = "'Thought:' then 'Action:' and 'Action Input:', or 'Final Answer:'"
 
