@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from ..errors import JSONRepairError
 from . import patterns as P
-from .common import fence_body
+from .common import fence_body, unfence
 from .duplicates import DUPLICATE_KEY, decode
 from .json_decoder import MAX_REPAIR_CHARS, Repairs, TooDeep, decode_value, json_error, skip_blank
 from .patterns import run_end
@@ -175,10 +175,7 @@ def _extract(
     error = first_error
     fence_at = s.find("```", pos, hi)
     if fence_at >= 0:
-        fence = P.FENCE_OPEN.match(s, fence_at, hi)
-        assert fence is not None, "FENCE_OPEN matches wherever ``` is"
-        body, body_end, _tail = fence_body(s, fence, hi)
-        inner = s[body:body_end]
+        inner = (unfence(s[fence_at:hi]) or ("", ""))[0]
         if inner.strip()[:1] in ("{", "["):
             try:
                 result = repair_json(inner, allow_truncated=repairs.allow_truncated)
