@@ -13,7 +13,7 @@ from ..errors import JSONRepairError, ReactEngineError
 from ..types import PendingCall
 from ..wording import Notice
 from . import patterns as P
-from .common import JSON, NOT_OBJECT, call_objects, json_text, unfence, written_value
+from .common import NOT_OBJECT, call_objects, json_text, unfence, written_value
 from .duplicates import CHECKED, KeyWrittenTwice, decode
 from .json_repair import RepairResult, decode_prefix, repair_json
 from .labels import MAX_LABELS
@@ -257,12 +257,11 @@ def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
     if calls is None:
         return None
     kept = (text[json_at:end] if json_at >= 0 else inner).strip() if cut else None
-    blob = text[pos:end]
-    return [_blob_item(call, blob, pos, codes, kept) for call in calls], end
+    return [_blob_item(call, pos, codes, kept) for call in calls], end
 
 
-def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: str | None) -> Item:
-    """The item of one call of ``blob`` (at ``pos``), ``cut``: the JSON text of a blob cut off."""
+def _blob_item(call: PendingCall, pos: int, codes: list[str], cut: str | None) -> Item:
+    """The item of one call of a blob (at ``pos``), ``cut``: the JSON text of a blob cut off."""
     item = Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
     args = written_value(call)
     if is_finish(call.tool):
@@ -273,13 +272,7 @@ def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: st
         item.codes.append("action_input_not_json")
     else:
         item.args = _blob_args(args, item.codes)
-        if isinstance(args, str):
-            item.raw_input = args
-        else:
-            try:
-                item.raw_input = JSON.encode(args)
-            except (RecursionError, ValueError):  # nested too deep for json.dumps
-                item.raw_input = blob
+        item.raw_input = args if isinstance(args, str) else json_text(args)
         item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)
     return item
 

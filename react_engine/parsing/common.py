@@ -17,7 +17,6 @@ from .json_decoder import MAX_REPAIR_CHARS, Repairs, decode_value
 from .patterns import run_end
 
 __all__ = [
-    "JSON",
     "NOT_OBJECT",
     "ThinkBlock",
     "call_objects",
@@ -141,17 +140,16 @@ def _call(tool: str, arguments: Any, given: str | None, thought: str | None) -> 
     return PendingCall(None, tool, arguments, raw, repairs=repairs, thought=thought)
 
 
-JSON: Final = json.JSONEncoder(ensure_ascii=False)
-"""``json.dumps(..., ensure_ascii=False)``, its encoder made once."""
+_JSON: Final = json.JSONEncoder(ensure_ascii=False)  # json.dumps(ensure_ascii=False), made once
 
 
 def json_text(value: Any) -> str:
     """``value`` as JSON text; one nested too deep for ``json.dumps`` (JSON decodes deeper
     than it encodes) as an encoding cut at a safe depth."""
     try:
-        return JSON.encode(value)
+        return _JSON.encode(value)
     except (RecursionError, ValueError):
-        return JSON.encode(to_jsonable(value))
+        return _JSON.encode(to_jsonable(value))
 
 
 def written_value(call: PendingCall) -> Any:
