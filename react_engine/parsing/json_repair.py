@@ -143,8 +143,7 @@ def _trailing(s: str, pos: int, hi: int, repairs: Repairs) -> None:
     pos = skip_blank(s, pos, hi, repairs)
     if pos >= hi:
         return
-    rest = s[pos:hi]
-    if rest.strip(" \t\r\n}]") == "":
+    if s[pos:hi].strip(" \t\r\n}]") == "":
         repairs.add("extra_closing_bracket")
     elif _another_value(s, pos, hi):
         repairs.add("extra_value")
