@@ -301,8 +301,6 @@ def _json(text: str, pos: int, codes: list[str], whole: bool = False) -> tuple[A
 def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
     """The tool-call blobs in prose, in order; gives up after ``_MAX_BLOB_CANDIDATES``
     failures and stops at :data:`MAX_LABELS` calls."""
-    if not any(c in text for c in BLOB_CHARS):  # every candidate needs one of them
-        return []
     candidates = heapq.merge(
         (m.start() for m in P.TOOL_CALL_TAG.finditer(text)),
         (m.start() for m in P.FENCE_LINE.finditer(text)),
