@@ -13,7 +13,7 @@ from ..errors import JSONRepairError
 from ..types import PendingCall, to_jsonable
 from . import patterns as P
 from .duplicates import decode
-from .json_decoder import MAX_REPAIR_CHARS, Repairs, decode_value
+from .json_decoder import Repairs, decode_value
 from .patterns import run_end
 
 __all__ = [
@@ -89,8 +89,6 @@ def fence_close(s: str, start: int, hi: int, marker: str) -> int:
     try:  # where the complete value (repaired, not cut off) ends
         end = decode(s if hi == len(s) else s[:hi], lo)[1]
     except (ValueError, RecursionError):
-        if hi - lo > MAX_REPAIR_CHARS:
-            return first
         try:
             end = decode_value(s, lo, hi, Repairs(allow_truncated=False), allow_bare=False)[1]
         except JSONRepairError:

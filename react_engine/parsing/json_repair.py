@@ -71,8 +71,6 @@ def decode_prefix(
         return value, end, DUPLICATE_KEY if conflicted else ()
     except (ValueError, RecursionError):
         pass
-    if len(text) - pos > MAX_REPAIR_CHARS:
-        raise JSONRepairError("invalid JSON too long to repair", text=text, pos=pos)
     repairs = Repairs(allow_truncated)
     value, end = decode_value(text, pos, len(text), repairs, allow_bare=True)
     return value, end, repairs.codes()
