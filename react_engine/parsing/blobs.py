@@ -18,7 +18,6 @@ from .duplicates import CHECKED, KeyWrittenTwice, decode
 from .json_repair import RepairResult, decode_prefix, repair_json
 from .labels import MAX_LABELS
 from .patterns import run_end
-from .shapes import WRAPPED_INPUT
 
 __all__ = [
     "BLOB_CHARS",
@@ -119,7 +118,7 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     if unquoted is None:  # a string opened and never closed as one is cut or broken
         if text[:1] in '"“':
             return text, [*codes, "action_input_not_json"]
-        wrapped = WRAPPED_INPUT.fullmatch(text)  # ToolInput(query="x")
+        wrapped = P.WRAPPED_INPUT.fullmatch(text)  # ToolInput(query="x")
         if wrapped is not None and (inner := wrapped.group("inner").strip()):
             args = call_args(inner, more := [*codes, "wrapped_input"])
             if isinstance(args, dict):

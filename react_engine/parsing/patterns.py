@@ -192,6 +192,9 @@ TOOL_NAME: Final = re.compile(r"[\w.\-/]+")
 TOOL_NAME_DECORATION: Final = "`*\"'“”‘’[]<> \t"
 """Characters stripped around a tool name (``**search**``, `` `search` ``, ``"search"``)."""
 
+WRAPPED_INPUT: Final = re.compile(r"[A-Z][A-Za-z0-9]{0,63}\((?P<inner>.*)\)", re.DOTALL)
+"""A class call around an Action Input (``ToolInput(query="x")``), fullmatched."""
+
 KWARG: Final = re.compile(
     r"[ \t]*(?P<key>[A-Za-z_]\w*)[ \t]*=[ \t]*"
     r"(?P<value>\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|[^,\"'\n]*)[ \t]*"
