@@ -74,12 +74,8 @@ def _think_before(raw: str, payload: str) -> Thinking:
         prose = body[: block.start].strip()
         content = body[block.content_start : block.content_end].strip()
         thoughts += [t for t in (prose, content) if t]
-        if not block.closed:
-            codes.append("unclosed_think")
-            body = ""
-            break
-        codes.append("think_block")
-        body = body[block.end :]
+        codes.append("think_block" if block.closed else "unclosed_think")
+        body = body[block.end :]  # "" when never closed: it runs to the end
     return Thinking("\n\n".join(thoughts) or None, body, tuple(dict.fromkeys(codes)))
 
 
