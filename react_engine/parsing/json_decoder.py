@@ -343,9 +343,8 @@ def _string(
     i = pos + 1
     while True:
         end = run_end(chunk, s, i, hi)
-        if end > i:
-            parts.append(s[i:end])
-            i = end
+        parts.append(s[i:end])
+        i = end
         if i >= hi:
             _open_string(s, i, repairs)
             return "".join(parts), i
