@@ -147,9 +147,7 @@ FENCE_LINE: Final = re.compile(r"^[ \t]{0,3}(?:`{3,}|~{3,})", re.MULTILINE)
 FENCE_OPEN: Final = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})(?P<lang>[\w+.#-]*)")
 """An opening fence and its language tag, matched where the text starts."""
 
-_THINK_WORDS: Final = "think|thinking|reasoning"
-
-THINK_TAG: Final = re.compile(rf"<(?P<close>/?)(?:{_THINK_WORDS})>", re.IGNORECASE)
+THINK_TAG: Final = re.compile(r"<(?P<close>/?)(?:think|thinking|reasoning)>", re.IGNORECASE)
 """A think tag, opening or closing (``close`` is ``"/"``), searched for anywhere."""
 
 # Native tool-call markup, as the model families write it
