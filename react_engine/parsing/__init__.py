@@ -3,14 +3,12 @@ stage :func:`cut_reply`), reasoning (:func:`read_think`) and broken JSON (:func:
 each reporting every tolerance it applied."""
 
 from .cut import cut_reply
-from .json_repair import JSON_REPAIR_CODES, RepairResult, decode_prefix, repair_json
-from .react import EXPECTED_STEP, PARSE_REPAIR_CODES, parse_react
+from .json_repair import RepairResult, decode_prefix, repair_json
+from .react import EXPECTED_STEP, parse_react
 from .think import Thinking, read_think
 
 __all__ = [
     "EXPECTED_STEP",
-    "JSON_REPAIR_CODES",
-    "PARSE_REPAIR_CODES",
     "RepairResult",
     "Thinking",
     "cut_reply",

@@ -13,12 +13,11 @@ from ..errors import JSONRepairError, ReactEngineError
 from ..types import PendingCall
 from ..wording import Notice
 from . import patterns as P
-from .common import JSON, NOT_OBJECT, call_objects, json_text, unfence, written_value
+from .common import NOT_OBJECT, call_objects, json_text, unfence, written_value
 from .duplicates import CHECKED, KeyWrittenTwice, decode
 from .json_repair import RepairResult, decode_prefix, repair_json
 from .labels import MAX_LABELS
 from .patterns import run_end
-from .shapes import WRAPPED_INPUT
 
 __all__ = [
     "BLOB_CHARS",
@@ -75,7 +74,6 @@ class Item:
     codes: list[str] = field(default_factory=list)
     inline: bool = False  # its input was written with the Action (``tool(...)``, ``tool[...]``)
     error: Notice | None = None  # why it must not run (two different inputs)
-    dumped: tuple[Any, str] | None = None  # (args, raw_input) when raw_input is json.dumps(args)
 
 
 class BrokenChain(ReactEngineError):
@@ -120,7 +118,7 @@ def read_input(raw: str) -> tuple[dict[str, Any] | str, list[str]]:
     if unquoted is None:  # a string opened and never closed as one is cut or broken
         if text[:1] in '"“':
             return text, [*codes, "action_input_not_json"]
-        wrapped = WRAPPED_INPUT.fullmatch(text)  # ToolInput(query="x")
+        wrapped = P.WRAPPED_INPUT.fullmatch(text)  # ToolInput(query="x")
         if wrapped is not None and (inner := wrapped.group("inner").strip()):
             args = call_args(inner, more := [*codes, "wrapped_input"])
             if isinstance(args, dict):
@@ -258,12 +256,11 @@ def read_blob(text: str, pos: int) -> tuple[list[Item], int] | None:
     if calls is None:
         return None
     kept = (text[json_at:end] if json_at >= 0 else inner).strip() if cut else None
-    blob = text[pos:end]
-    return [_blob_item(call, blob, pos, codes, kept) for call in calls], end
+    return [_blob_item(call, pos, codes, kept) for call in calls], end
 
 
-def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: str | None) -> Item:
-    """The item of one call of ``blob`` (at ``pos``), ``cut``: the JSON text of a blob cut off."""
+def _blob_item(call: PendingCall, pos: int, codes: list[str], cut: str | None) -> Item:
+    """The item of one call of a blob (at ``pos``), ``cut``: the JSON text of a blob cut off."""
     item = Item(pos, tool=call.tool, has_input=True, thought=call.thought, codes=list(codes))
     args = written_value(call)
     if is_finish(call.tool):
@@ -274,14 +271,7 @@ def _blob_item(call: PendingCall, blob: str, pos: int, codes: list[str], cut: st
         item.codes.append("action_input_not_json")
     else:
         item.args = _blob_args(args, item.codes)
-        if isinstance(args, str):
-            item.raw_input = args
-        else:
-            try:
-                item.raw_input = JSON.encode(args)
-                item.dumped = (args, item.raw_input)
-            except (RecursionError, ValueError):  # nested too deep for json.dumps
-                item.raw_input = blob
+        item.raw_input = args if isinstance(args, str) else json_text(args)
         item.codes.extend(code for code in call.repairs if code != NOT_OBJECT)
     return item
 
@@ -310,8 +300,6 @@ def _json(text: str, pos: int, codes: list[str], whole: bool = False) -> tuple[A
 def search_blobs(text: str) -> list[tuple[int, int, list[Item]]]:
     """The tool-call blobs in prose, in order; gives up after ``_MAX_BLOB_CANDIDATES``
     failures and stops at :data:`MAX_LABELS` calls."""
-    if not any(c in text for c in BLOB_CHARS):  # every candidate needs one of them
-        return []
     candidates = heapq.merge(
         (m.start() for m in P.TOOL_CALL_TAG.finditer(text)),
         (m.start() for m in P.FENCE_LINE.finditer(text)),

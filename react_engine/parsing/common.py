@@ -13,11 +13,10 @@ from ..errors import JSONRepairError
 from ..types import PendingCall, to_jsonable
 from . import patterns as P
 from .duplicates import decode
-from .json_decoder import MAX_REPAIR_CHARS, Repairs, decode_value
+from .json_decoder import Repairs, decode_value
 from .patterns import run_end
 
 __all__ = [
-    "JSON",
     "NOT_OBJECT",
     "ThinkBlock",
     "call_objects",
@@ -90,8 +89,6 @@ def fence_close(s: str, start: int, hi: int, marker: str) -> int:
     try:  # where the complete value (repaired, not cut off) ends
         end = decode(s if hi == len(s) else s[:hi], lo)[1]
     except (ValueError, RecursionError):
-        if hi - lo > MAX_REPAIR_CHARS:
-            return first
         try:
             end = decode_value(s, lo, hi, Repairs(allow_truncated=False), allow_bare=False)[1]
         except JSONRepairError:
@@ -141,17 +138,16 @@ def _call(tool: str, arguments: Any, given: str | None, thought: str | None) -> 
     return PendingCall(None, tool, arguments, raw, repairs=repairs, thought=thought)
 
 
-JSON: Final = json.JSONEncoder(ensure_ascii=False)
-"""``json.dumps(..., ensure_ascii=False)``, its encoder made once."""
+_JSON: Final = json.JSONEncoder(ensure_ascii=False)  # json.dumps(ensure_ascii=False), made once
 
 
 def json_text(value: Any) -> str:
     """``value`` as JSON text; one nested too deep for ``json.dumps`` (JSON decodes deeper
     than it encodes) as an encoding cut at a safe depth."""
     try:
-        return JSON.encode(value)
+        return _JSON.encode(value)
     except (RecursionError, ValueError):
-        return JSON.encode(to_jsonable(value))
+        return _JSON.encode(to_jsonable(value))
 
 
 def written_value(call: PendingCall) -> Any:

@@ -95,6 +95,8 @@ def decode_value(
 ) -> tuple[Any, int]:
     """Decode one value starting at ``pos``; return it and the offset after it. Containers
     join their parent when they open, so closing those open at the end is returning the root."""
+    if hi - pos > MAX_REPAIR_CHARS:
+        raise json_error("invalid JSON too long to repair", s, pos)
     stack: list[Any] = []  # open containers, outermost first
     keys: list[str] = []  # the pending key of each open object ("" for arrays)
     state = _VALUE
@@ -341,9 +343,8 @@ def _string(
     i = pos + 1
     while True:
         end = run_end(chunk, s, i, hi)
-        if end > i:
-            parts.append(s[i:end])
-            i = end
+        parts.append(s[i:end])
+        i = end
         if i >= hi:
             _open_string(s, i, repairs)
             return "".join(parts), i

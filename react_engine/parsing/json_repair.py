@@ -15,19 +15,15 @@ from typing import Any, Final
 
 from ..errors import JSONRepairError
 from . import patterns as P
-from .common import fence_body
+from .common import fence_body, unfence
 from .duplicates import DUPLICATE_KEY, decode
 from .json_decoder import MAX_REPAIR_CHARS, Repairs, TooDeep, decode_value, json_error, skip_blank
 from .patterns import run_end
-from .repairs import REPAIRS
 
-__all__ = ["JSON_REPAIR_CODES", "RepairResult", "decode_prefix", "repair_json"]
+__all__ = ["RepairResult", "decode_prefix", "repair_json"]
 
 MAX_CANDIDATES: Final = 64
 """How many places inside prose are tried before giving up on finding JSON there."""
-
-JSON_REPAIR_CODES: Final = frozenset(r.code for r in REPAIRS.values() if r.source == "json")
-"""Every code :func:`repair_json` may report: the ``json`` rows of :data:`.repairs.REPAIRS`."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -75,8 +71,6 @@ def decode_prefix(
         return value, end, DUPLICATE_KEY if conflicted else ()
     except (ValueError, RecursionError):
         pass
-    if len(text) - pos > MAX_REPAIR_CHARS:
-        raise JSONRepairError("invalid JSON too long to repair", text=text, pos=pos)
     repairs = Repairs(allow_truncated)
     value, end = decode_value(text, pos, len(text), repairs, allow_bare=True)
     return value, end, repairs.codes()
@@ -147,8 +141,7 @@ def _trailing(s: str, pos: int, hi: int, repairs: Repairs) -> None:
     pos = skip_blank(s, pos, hi, repairs)
     if pos >= hi:
         return
-    rest = s[pos:hi]
-    if rest.strip(" \t\r\n}]") == "":
+    if s[pos:hi].strip(" \t\r\n}]") == "":
         repairs.add("extra_closing_bracket")
     elif _another_value(s, pos, hi):
         repairs.add("extra_value")
@@ -179,10 +172,7 @@ def _extract(
     error = first_error
     fence_at = s.find("```", pos, hi)
     if fence_at >= 0:
-        fence = P.FENCE_OPEN.match(s, fence_at, hi)
-        assert fence is not None, "FENCE_OPEN matches wherever ``` is"
-        body, body_end, _tail = fence_body(s, fence, hi)
-        inner = s[body:body_end]
+        inner = (unfence(s[fence_at:hi]) or ("", ""))[0]
         if inner.strip()[:1] in ("{", "["):
             try:
                 result = repair_json(inner, allow_truncated=repairs.allow_truncated)

@@ -147,9 +147,7 @@ FENCE_LINE: Final = re.compile(r"^[ \t]{0,3}(?:`{3,}|~{3,})", re.MULTILINE)
 FENCE_OPEN: Final = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})(?P<lang>[\w+.#-]*)")
 """An opening fence and its language tag, matched where the text starts."""
 
-_THINK_WORDS: Final = "think|thinking|reasoning"
-
-THINK_TAG: Final = re.compile(rf"<(?P<close>/?)(?:{_THINK_WORDS})>", re.IGNORECASE)
+THINK_TAG: Final = re.compile(r"<(?P<close>/?)(?:think|thinking|reasoning)>", re.IGNORECASE)
 """A think tag, opening or closing (``close`` is ``"/"``), searched for anywhere."""
 
 # Native tool-call markup, as the model families write it
@@ -191,6 +189,9 @@ TOOL_NAME: Final = re.compile(r"[\w.\-/]+")
 
 TOOL_NAME_DECORATION: Final = "`*\"'“”‘’[]<> \t"
 """Characters stripped around a tool name (``**search**``, `` `search` ``, ``"search"``)."""
+
+WRAPPED_INPUT: Final = re.compile(r"[A-Z][A-Za-z0-9]{0,63}\((?P<inner>.*)\)", re.DOTALL)
+"""A class call around an Action Input (``ToolInput(query="x")``), fullmatched."""
 
 KWARG: Final = re.compile(
     r"[ \t]*(?P<key>[A-Za-z_]\w*)[ \t]*=[ \t]*"

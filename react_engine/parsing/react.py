@@ -29,20 +29,10 @@ from .blobs import (
     search_blobs,
 )
 from .cut import Cut, cut_reply, partial_stop, tidy
-from .json_repair import JSON_REPAIR_CODES
 from .labels import PREAMBLE, Label, Section, plain_labels, scan_labels, split_sections
-from .repairs import REPAIRS
 from .shapes import marked, resolve_tools, rewrite
 
-__all__ = ["EXPECTED_STEP", "PARSE_REPAIR_CODES", "parse_react"]
-
-PARSE_REPAIR_CODES: Final = frozenset(
-    {code for code, repair in REPAIRS.items() if repair.source == "text"}
-    | {"json:" + code for code in JSON_REPAIR_CODES}
-)
-"""Every code :func:`parse_react` may report: the ``text`` rows of :data:`.repairs.REPAIRS`
-(each explained there) and the JSON repairs."""
-
+__all__ = ["EXPECTED_STEP", "parse_react"]
 
 EXPECTED_STEP: Final = "'Thought:' then 'Action:' and 'Action Input:', or 'Final Answer:'"
 
@@ -507,16 +497,13 @@ def _choose(r: _Reading, cut: Cut, think: str, text: str, multi_action: bool) ->
 
 def _pending(item: Item) -> PendingCall:
     args, raw, codes = item.args, item.raw_input, list(dict.fromkeys(item.codes))
-    exact = _exact(args, raw, item.dumped)
+    exact = _exact(args, raw)
     tool = item.tool or ""
     return PendingCall(None, tool, args, raw, error=item.error, repairs=codes, exact=exact)
 
 
-def _exact(args: dict[str, Any] | str, raw: str, dumped: tuple[Any, str] | None = None) -> bool:
-    """Whether ``raw`` is JSON that decodes as it stands to the object ``args``. ``dumped``:
-    ``(args, raw)`` when ``raw`` is ``json.dumps(args)`` (equal on decoding unless a NaN)."""
-    if dumped is not None and dumped[0] is args and dumped[1] is raw and "NaN" not in raw:
-        return isinstance(args, dict)
+def _exact(args: dict[str, Any] | str, raw: str) -> bool:
+    """Whether ``raw`` is JSON that decodes as it stands to the object ``args``."""
     if not isinstance(args, dict) or raw[:1] != "{":
         return False
     try:

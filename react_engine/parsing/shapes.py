@@ -19,7 +19,7 @@ from .json_repair import decode_prefix
 from .placement import placement
 from .think import think_span
 
-__all__ = ["WRAPPED_INPUT", "marked", "resolve_tools", "rewrite"]
+__all__ = ["marked", "resolve_tools", "rewrite"]
 
 _CHAT_PREFIX: Final = re.compile(r"\s*(?:AI|Assistant|ASSISTANT|assistant|Bot|助手)[ \t]*[:：]\s*")
 _BAR, _SPACE = "[|｜]", "[_▁]"
@@ -48,8 +48,6 @@ _MARKER: Final = re.compile(
 )
 _PROSE_BLOB: Final = re.compile(r"(?<=[^\s])[ \t]*(?=\{\s*\"action\"\s*:)")
 _MAX_PROSE_BLOBS: Final = 16
-WRAPPED_INPUT: Final = re.compile(r"[A-Z][A-Za-z0-9]{0,63}\((?P<inner>.*)\)", re.DOTALL)
-"""A class call around an Action Input (``ToolInput(query="x")``), fullmatched."""
 
 
 def rewrite(text: str) -> tuple[str, str, int] | None:

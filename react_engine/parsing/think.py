@@ -49,14 +49,11 @@ def read_think(text: str, *, payload: str = "") -> Thinking:
         return _think_before(text, payload)
     think, body_start, code = think_span(text)
     rest = text[body_start:]
-    later = list(think_blocks(rest))
-    if code is None and not later:
-        return Thinking(None, text)
     parts = [(think or "").strip()]
     kept: list[str] = []
     codes = [code] if code else []
     at = 0
-    for block in later:
+    for block in think_blocks(rest):
         kept.append(rest[at : block.start])
         parts.append(rest[block.content_start : block.content_end].strip())
         codes.append("think_block" if block.closed else "unclosed_think")
@@ -77,12 +74,8 @@ def _think_before(raw: str, payload: str) -> Thinking:
         prose = body[: block.start].strip()
         content = body[block.content_start : block.content_end].strip()
         thoughts += [t for t in (prose, content) if t]
-        if not block.closed:
-            codes.append("unclosed_think")
-            body = ""
-            break
-        codes.append("think_block")
-        body = body[block.end :]
+        codes.append("think_block" if block.closed else "unclosed_think")
+        body = body[block.end :]  # "" when never closed: it runs to the end
     return Thinking("\n\n".join(thoughts) or None, body, tuple(dict.fromkeys(codes)))
 
 

@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
+from support.repair_table import JSON_REPAIR_CODES
 
 from react_engine.errors import JSONRepairError, ModelBehaviorError
-from react_engine.parsing import JSON_REPAIR_CODES, RepairResult, decode_prefix, repair_json
+from react_engine.parsing import RepairResult, decode_prefix, repair_json
 from react_engine.parsing.json_decoder import MAX_DEPTH, MAX_REPAIR_CHARS
 
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 from support.goldens import dump, expected_for
+from support.repair_table import JSON_REPAIR_CODES
 
 from react_engine.errors import JSONRepairError
-from react_engine.parsing import JSON_REPAIR_CODES, repair_json
+from react_engine.parsing import repair_json
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "json_repair"
 CASES = sorted(FIXTURES.glob("*.txt"))

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.repair_table import markdown_table
+from support.repair_table import JSON_REPAIR_CODES, PARSE_REPAIR_CODES, markdown_table
 
 from react_engine import Agent, RunResult, Tool
-from react_engine.parsing import JSON_REPAIR_CODES, PARSE_REPAIR_CODES, repair_json
+from react_engine.parsing import repair_json
 from react_engine.parsing.repairs import REPAIRS, is_lossy, lossy_repairs
 from react_engine.parsing.salvage import FORMATS
 from react_engine.testing import ScriptedServer, completion, tool_calls_completion

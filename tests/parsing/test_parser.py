@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from support.repair_table import PARSE_REPAIR_CODES
 
 from react_engine.errors import ModelBehaviorError, ReActParseError
 from react_engine.parsing import (
     EXPECTED_STEP,
-    PARSE_REPAIR_CODES,
     blobs,
     cut_reply,
     labels,

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 from support.goldens import expected_for
+from support.repair_table import PARSE_REPAIR_CODES
 
 from react_engine.errors import ReActParseError
-from react_engine.parsing import PARSE_REPAIR_CODES, parse_react
+from react_engine.parsing import parse_react
 from react_engine.parsing.repairs import lossy_repairs
 from react_engine.types import PendingCall
 

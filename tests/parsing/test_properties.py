@@ -15,15 +15,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.repair_table import JSON_REPAIR_CODES, PARSE_REPAIR_CODES
 
 from react_engine.errors import JSONRepairError, ReActParseError
-from react_engine.parsing import (
-    JSON_REPAIR_CODES,
-    PARSE_REPAIR_CODES,
-    cut_reply,
-    parse_react,
-    repair_json,
-)
+from react_engine.parsing import cut_reply, parse_react, repair_json
 from react_engine.parsing import json_repair as json_repair_module
 from react_engine.parsing import patterns as P
 from react_engine.parsing.json_decoder import Repairs

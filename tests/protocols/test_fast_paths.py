@@ -21,7 +21,6 @@ from support.native_formats import context
 from react_engine import Capabilities, FunctionCallingProtocol, TextReActProtocol, Tool
 from react_engine.errors import ReActParseError, TemplateError
 from react_engine.parsing import parse_react
-from react_engine.parsing import react as R
 from react_engine.parsing import salvage as SV
 from react_engine.protocols import function_calling as FC
 from react_engine.protocols import prompts as P
@@ -255,48 +254,6 @@ def _tools(names: list[str]) -> list[Tool]:
     return [
         Tool.from_schema(n, {"type": "object", "properties": {}}, lambda a: "ok") for n in names
     ]
-
-
-# --- the parser: whether a blob's arguments are exact -----------------------------------------
-
-
-def _outcome(text: str, **kwargs: Any) -> Any:
-    try:
-        return parse_react(text, **kwargs)
-    except ReActParseError as exc:
-        return ("error", str(exc), exc.pos, exc.expected)
-
-
-def test_exact_arguments_are_the_long_way_on_every_golden_reply() -> None:
-    """A blob's arguments, encoded by the parser itself, are exact without decoding them
-    again (unless they hold a NaN): the same ``exact`` as decoding and comparing."""
-    slow_exact = R._exact
-    texts = [
-        *CORPUS,
-        'Action:\n```json\n{"action": "f", "action_input": {"x": NaN}}\n```',
-        '{"action": "f", "action_input": {"x": "NaN", "y": [1.5, -0.0, 1e400]}}',
-        '{"action": "f", "action_input": {"x": 1, "x": 2}}',
-        '{"action": "f", "action_input": [{"x": 1}]}',
-        '{"action": "f", "action_input": null}',
-        '{"action": "f", "action_input": "{\\"x\\": 1}"}',
-    ]
-    exact = 0
-    for text in texts:
-        for kwargs in ({}, {"stop_words": ["\nObservation:"]}):
-            fast = _outcome(text, **kwargs)
-            with mock.patch.object(R, "_exact", lambda a, r, _d=None: slow_exact(a, r)):
-                slow = _outcome(text, **kwargs)
-            assert fast == slow, text
-            if isinstance(fast, ParsedStep):
-                exact += sum(a.exact for a in fast.actions)
-    assert exact > 100
-
-
-def test_a_blob_is_not_decoded_again_to_tell_it_exact() -> None:
-    text = 'Thought: t\nAction:\n```json\n{"action": "f", "action_input": {"x": 1}}\n```'
-    with mock.patch.object(R.json, "loads", side_effect=AssertionError("decoded again")):
-        step = parse_react(text, stop_words=["\nObservation:"])
-    assert step.actions[0].exact is True
 
 
 # --- prompt templates: filling a text -------------------------------------------------------------

@@ -5,6 +5,15 @@ from __future__ import annotations
 
 from react_engine.parsing import repairs
 
+JSON_REPAIR_CODES = frozenset(r.code for r in repairs.REPAIRS.values() if r.source == "json")
+"""Every code ``repair_json`` may report: the ``json`` rows of the repair table."""
+
+PARSE_REPAIR_CODES = frozenset(
+    {code for code, repair in repairs.REPAIRS.items() if repair.source == "text"}
+    | {"json:" + code for code in JSON_REPAIR_CODES}
+)
+"""Every code ``parse_react`` may report: the ``text`` rows and the JSON repairs."""
+
 
 def markdown_table() -> str:
     """The table as it stands in ``docs/reliability.md``."""
