@@ -388,13 +388,11 @@ def context_overflow(status_code: int | None, body: str, code: str | None = None
 def translate_error(
     exc: BaseException, *, secret: str | None = None, limit: float | None = None
 ) -> ModelAPIError:
-    """Map what one attempt raised to our tree: ours as it is, the attempt's time limit
-    (``limit`` seconds) and transient SDK errors to ModelUnavailableError. Raise the result
+    """Map what one attempt raised to our tree: the attempt's time limit (``limit``
+    seconds) and transient SDK errors to ModelUnavailableError. Raise the result
     outside the ``except`` block: the SDK's exception would carry the unmasked API key."""
     import openai  # loaded already: the exception came from it
 
-    if isinstance(exc, ModelAPIError):
-        return exc
     if isinstance(exc, TimeoutError) and limit is not None:
         return ModelUnavailableError(f"the chat API timed out: no complete reply within {limit:g}s")
     if isinstance(exc, openai.APIStatusError):
