@@ -80,4 +80,4 @@ def test_the_rule_is_written_once() -> None:
         if re.search(r"\bconnect\([^)]*asynchronous=", path.read_text("utf-8"))
         and "endpoint import" in path.read_text("utf-8")
     }
-    assert {"run/agent.py", "compare/run.py", "cli/probe.py", "eval/bfcl.py"} <= callers
+    assert {"run/agent.py", "harness/runner.py", "cli/probe.py"} <= callers
