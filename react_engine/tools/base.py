@@ -112,8 +112,8 @@ class Tool:
 
     @property
     def argument_names(self) -> list[str]:
-        """The arguments' names as the model writes them (aliases where there are some)."""
-        return [f.alias or n for n, f in self.args_model.model_fields.items()]
+        """The arguments' names as the model writes them: the properties of :attr:`parameters`."""
+        return list(self.parameters.get("properties") or ())
 
     def openai_schema(self) -> dict[str, Any]:
         """The entry for the ``tools`` array of a chat completion request."""
@@ -131,11 +131,11 @@ class Tool:
         :attr:`args_model`, or the checked dict for a :attr:`pass_arguments` tool; else
         :class:`ToolArgumentsError` with a model-readable text."""
         if isinstance(arguments, str):
-            fields = self.args_model.model_fields
-            if len(fields) == 1 and arguments.strip():
+            names = self.argument_names
+            if len(names) == 1 and arguments.strip():
                 # A plain-string input for a one-argument tool ("Action: search[cats]").
-                arguments = {self.argument_names[0]: arguments}
-            elif not arguments.strip() and not any(f.is_required() for f in fields.values()):
+                arguments = {names[0]: arguments}
+            elif not arguments.strip() and not self.parameters.get("required"):
                 arguments = {}
             else:
                 raise ToolArgumentsError(
@@ -338,8 +338,7 @@ class Tool:
         check = schema_check(name, parameters)
         schema = dict(parameters)
         extra = schema.get("additionalProperties", False)
-        model = _model_from_schema(name, schema)
-        built = cls._build(name, description, model, function, pass_model=False, **options)
+        built = cls._build(name, description, _Given, function, pass_model=False, **options)
         built.pass_arguments = True
         built.schema_check = check
         built.parameters = strict_schema(schema)
@@ -414,32 +413,10 @@ def is_async_callable(function: Callable[..., Any]) -> bool:
     )
 
 
-def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
-    """One untyped field per top-level property (aliased where the name is no identifier
-    or is a pydantic one); it checks nothing: the schema check did."""
-    props = schema.get("properties") or {}
-    required = schema.get("required") or []
-    if not isinstance(props, Mapping) or not isinstance(required, list):
-        raise _bad(tool_name, "'properties' must be an object and 'required' a list")
-    fields: dict[str, Any] = {}
-    for i, (key, node) in enumerate(props.items()):
-        plain = isinstance(key, str) and key.isidentifier() and not key.startswith("_")
-        field_name = key if plain and not hasattr(BaseModel, key) else f"field_{i}"
-        description = node.get("description") if isinstance(node, Mapping) else None
-        fields[field_name] = (
-            Any,
-            pydantic.Field(
-                default=None,
-                alias=None if field_name == key else str(key),
-                description=description if isinstance(description, str) else None,
-            ),
-        )
-    # By JSON name only: a key "field_3" must not fill another property.
-    config = ConfigDict(extra="allow", populate_by_name=False)
-    try:
-        return pydantic.create_model(_model_name(tool_name), __config__=config, **fields)
-    except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-        raise _bad(tool_name, f"cannot build an argument model: {exc}") from exc
+class _Given(BaseModel):
+    """A :meth:`Tool.from_schema` tool's arguments: its schema check reads them, not a model."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 def arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
