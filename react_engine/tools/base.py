@@ -159,10 +159,8 @@ class Tool:
                         detail="; ".join(problems),
                     )
                 )
-            if self.pass_arguments:
-                # A tool changing its arguments in place must not change what the step records.
-                return copy.deepcopy(coerced)
-            arguments = coerced
+            # A tool changing its arguments in place must not change what the step records.
+            return copy.deepcopy(coerced)
         return self._model(arguments)
 
     def _model(self, arguments: Mapping[str, Any]) -> BaseModel:

@@ -177,8 +177,7 @@ MAX_TOKEN_COUNT = 10**12
 
 
 def _count(value: Any) -> int | None:
-    """A token count as the server sent it (an int, a float, a numeric string), or ``None``
-    for garbage or one past :data:`MAX_TOKEN_COUNT`; a negative count is read as 0."""
+    """A token count sent as an int, a float or a numeric string; ``None`` for garbage."""
     if isinstance(value, str):
         try:
             value = float(value)
