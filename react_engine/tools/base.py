@@ -414,7 +414,8 @@ def is_async_callable(function: Callable[..., Any]) -> bool:
 class _Given(BaseModel):
     """A :meth:`Tool.from_schema` tool's arguments: its schema check reads them, not a model."""
 
-    model_config = ConfigDict(extra="allow")
+    # Built with the first such tool: building it loads modules a run alone may need.
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 def arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:
