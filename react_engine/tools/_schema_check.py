@@ -91,9 +91,6 @@ def _bad(tool_name: str, why: str) -> ToolDefinitionError:
     )
 
 
-_CHECKERS: dict[Any, Any] = {}  # the validator class for each dialect, with our keywords
-
-
 class SchemaCheck:
     """The compiled check of one tool's argument schema (build it with :func:`schema_check`)."""
 
@@ -128,10 +125,8 @@ class SchemaCheck:
             elif "unevaluatedProperties" in base.VALIDATORS:
                 schema["unevaluatedProperties"] = False
         self.schema = schema
-        if (checker := _CHECKERS.get(base)) is None:
-            mine = {"pattern": _pattern, "uniqueItems": _unique_items, "enum": _enum}
-            checker = _CHECKERS[base] = validators.extend(base, mine)
-        self._validator = checker(schema)
+        mine = {"pattern": _pattern, "uniqueItems": _unique_items, "enum": _enum}
+        self._validator = validators.extend(base, mine)(schema)
         self._check_references(schema, base)
 
     def _check_references(self, schema: dict[str, Any], base: Any) -> None:

@@ -334,12 +334,11 @@ class Tool:
                 f"not {str(parameters)[:100]}",
             )
         check = schema_check(name, parameters)
-        schema = dict(parameters)
-        extra = schema.get("additionalProperties", False)
+        extra = parameters.get("additionalProperties", False)
         built = cls._build(name, description, _Given, function, pass_model=False, **options)
         built.pass_arguments = True
         built.schema_check = check
-        built.parameters = strict_schema(schema)
+        built.parameters = strict_schema(dict(parameters))
         if extra is not False:
             built.parameters["additionalProperties"] = copy.deepcopy(extra)
         built.strict = meets_strict_mode(built.parameters)
