@@ -55,10 +55,8 @@ class ToolAnnotations:
         """From an MCP listing's ``annotations`` (the ``mcp`` package's object, or ``None``;
         ``read_only_hint`` for ``readOnlyHint``...); a hint left out, or not a bool, keeps
         MCP's default."""
-        given: dict[str, bool] = {}
-        for name in (f.name for f in dataclasses.fields(cls)):
-            if isinstance(value := getattr(hints, f"{name}_hint", None), bool):
-                given[name] = value
+        names = (f.name for f in dataclasses.fields(cls))
+        given = {n: v for n in names if isinstance(v := getattr(hints, f"{n}_hint", None), bool)}
         return cls(**given)
 
 

@@ -388,34 +388,25 @@ def step_schema(
     for name, fn in _functions(tools):
         params = dict(fn.get("parameters") or {"type": "object", "properties": {}})
         defs.update(params.pop("$defs", None) or {})
-        branches.append(
-            {
-                "type": "object",
-                "properties": {"tool": {"enum": [name]}, "arguments": params},
-                "required": ["tool", "arguments"],
-                "additionalProperties": False,
-            }
-        )
+        branches.append(_closed({"tool": {"enum": [name]}, "arguments": params}))
     if allow_final or not branches:
         answer: dict[str, Any] = {"type": "string"}
         if answer_schema is not None:
             answer = dict(answer_schema)
             defs.update(answer.pop("$defs", None) or {})
-        branches.append(
-            {
-                "type": "object",
-                "properties": {"final_answer": answer},
-                "required": ["final_answer"],
-                "additionalProperties": False,
-            }
-        )
+        branches.append(_closed({"final_answer": answer}))
     action: dict[str, Any] = branches[0] if len(branches) == 1 else {"anyOf": branches}
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {"thought": {"type": "string"}, "action": action},
-        "required": ["thought", "action"],
-        "additionalProperties": False,
-    }
+    schema = _closed({"thought": {"type": "string"}, "action": action})
     if defs:
         schema["$defs"] = defs
     return schema
+
+
+def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+    """An object schema of exactly ``properties``, each required."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }

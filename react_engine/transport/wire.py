@@ -266,13 +266,12 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         if name:
             calls.append(ToolCall(call_id, name, arguments or ""))
     events: list[Notice] = []
-    usage = _usage(getattr(completion, "usage", None), events)
     return ModelResponse(
         content=_text_content(getattr(message, "content", None)),
         tool_calls=calls,
         reasoning=_reasoning(message),
         finish_reason=getattr(choice, "finish_reason", None),
-        usage=usage,
+        usage=_usage(getattr(completion, "usage", None), events),
         model=getattr(completion, "model", None),
         events=events,
     )
