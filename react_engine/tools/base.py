@@ -150,13 +150,9 @@ class Tool:
             coerced = self.schema_check.coerce(arguments)
             problems = self.schema_check.errors(coerced)
             if problems:
-                raise ToolArgumentsError(
-                    Notice(
-                        NoticeCode.INVALID_ARGUMENTS,
-                        tool=repr(self.name),
-                        detail="; ".join(problems),
-                    )
-                )
+                detail = "; ".join(problems)
+                notice = Notice(NoticeCode.INVALID_ARGUMENTS, tool=repr(self.name), detail=detail)
+                raise ToolArgumentsError(notice)
             # A tool changing its arguments in place must not change what the step records.
             return copy.deepcopy(coerced)
         return self._model(arguments)
