@@ -91,9 +91,6 @@ def _bad(tool_name: str, why: str) -> ToolDefinitionError:
     )
 
 
-_CHECKERS: dict[Any, Any] = {}  # the validator class for each dialect, with our keywords
-
-
 class SchemaCheck:
     """The compiled check of one tool's argument schema (build it with :func:`schema_check`)."""
 
@@ -112,7 +109,7 @@ class SchemaCheck:
             base = validators.validator_for(schema, default=jsonschema.Draft202012Validator)
             # Checked with a format checker of our own: a pattern is a ``regex`` pattern.
             formats = jsonschema.FormatChecker(formats=())
-            formats.checks("regex", raises=(regex.error, TypeError))(_compiles)
+            formats.checks("regex", raises=(regex.error, TypeError))(regex.compile)
             meta = base(base.META_SCHEMA, format_checker=formats)
             problem = jsonschema.exceptions.best_match(meta.iter_errors(schema))
         except RecursionError:
@@ -128,10 +125,8 @@ class SchemaCheck:
             elif "unevaluatedProperties" in base.VALIDATORS:
                 schema["unevaluatedProperties"] = False
         self.schema = schema
-        if (checker := _CHECKERS.get(base)) is None:
-            mine = {"pattern": _pattern, "uniqueItems": _unique_items, "enum": _enum}
-            checker = _CHECKERS[base] = validators.extend(base, mine)
-        self._validator = checker(schema)
+        mine = {"pattern": _pattern, "uniqueItems": _unique_items, "enum": _enum}
+        self._validator = validators.extend(base, mine)(schema)
         self._check_references(schema, base)
 
     def _check_references(self, schema: dict[str, Any], base: Any) -> None:
@@ -210,11 +205,6 @@ class SchemaCheck:
         if len(lines) > MAX_REPORTED:
             lines = [*lines[:MAX_REPORTED], f"and {len(lines) - MAX_REPORTED} more"]
         return lines
-
-
-def _compiles(pattern: object) -> bool:
-    regex.compile(pattern)  # a non-string raises TypeError
-    return True
 
 
 def _canonical(value: Any) -> str:

@@ -55,10 +55,8 @@ class ToolAnnotations:
         """From an MCP listing's ``annotations`` (the ``mcp`` package's object, or ``None``;
         ``read_only_hint`` for ``readOnlyHint``...); a hint left out, or not a bool, keeps
         MCP's default."""
-        given: dict[str, bool] = {}
-        for name in (f.name for f in dataclasses.fields(cls)):
-            if isinstance(value := getattr(hints, f"{name}_hint", None), bool):
-                given[name] = value
+        names = (f.name for f in dataclasses.fields(cls))
+        given = {n: v for n in names if isinstance(v := getattr(hints, f"{n}_hint", None), bool)}
         return cls(**given)
 
 
@@ -112,8 +110,8 @@ class Tool:
 
     @property
     def argument_names(self) -> list[str]:
-        """The arguments' names as the model writes them (aliases where there are some)."""
-        return [f.alias or n for n, f in self.args_model.model_fields.items()]
+        """The arguments' names as the model writes them: the properties of :attr:`parameters`."""
+        return list(self.parameters.get("properties") or ())
 
     def openai_schema(self) -> dict[str, Any]:
         """The entry for the ``tools`` array of a chat completion request."""
@@ -131,11 +129,11 @@ class Tool:
         :attr:`args_model`, or the checked dict for a :attr:`pass_arguments` tool; else
         :class:`ToolArgumentsError` with a model-readable text."""
         if isinstance(arguments, str):
-            fields = self.args_model.model_fields
-            if len(fields) == 1 and arguments.strip():
+            names = self.argument_names
+            if len(names) == 1 and arguments.strip():
                 # A plain-string input for a one-argument tool ("Action: search[cats]").
-                arguments = {self.argument_names[0]: arguments}
-            elif not arguments.strip() and not any(f.is_required() for f in fields.values()):
+                arguments = {names[0]: arguments}
+            elif not arguments.strip() and not self.parameters.get("required"):
                 arguments = {}
             else:
                 raise ToolArgumentsError(
@@ -152,17 +150,11 @@ class Tool:
             coerced = self.schema_check.coerce(arguments)
             problems = self.schema_check.errors(coerced)
             if problems:
-                raise ToolArgumentsError(
-                    Notice(
-                        NoticeCode.INVALID_ARGUMENTS,
-                        tool=repr(self.name),
-                        detail="; ".join(problems),
-                    )
-                )
-            if self.pass_arguments:
-                # A tool changing its arguments in place must not change what the step records.
-                return copy.deepcopy(coerced)
-            arguments = coerced
+                detail = "; ".join(problems)
+                notice = Notice(NoticeCode.INVALID_ARGUMENTS, tool=repr(self.name), detail=detail)
+                raise ToolArgumentsError(notice)
+            # A tool changing its arguments in place must not change what the step records.
+            return copy.deepcopy(coerced)
         return self._model(arguments)
 
     def _model(self, arguments: Mapping[str, Any]) -> BaseModel:
@@ -336,13 +328,11 @@ class Tool:
                 f"not {str(parameters)[:100]}",
             )
         check = schema_check(name, parameters)
-        schema = dict(parameters)
-        extra = schema.get("additionalProperties", False)
-        model = _model_from_schema(name, schema)
-        built = cls._build(name, description, model, function, pass_model=False, **options)
+        extra = parameters.get("additionalProperties", False)
+        built = cls._build(name, description, _Given, function, pass_model=False, **options)
         built.pass_arguments = True
         built.schema_check = check
-        built.parameters = strict_schema(schema)
+        built.parameters = strict_schema(dict(parameters))
         if extra is not False:
             built.parameters["additionalProperties"] = copy.deepcopy(extra)
         built.strict = meets_strict_mode(built.parameters)
@@ -414,32 +404,11 @@ def is_async_callable(function: Callable[..., Any]) -> bool:
     )
 
 
-def _model_from_schema(tool_name: str, schema: Mapping[str, Any]) -> type[BaseModel]:
-    """One untyped field per top-level property (aliased where the name is no identifier
-    or is a pydantic one); it checks nothing: the schema check did."""
-    props = schema.get("properties") or {}
-    required = schema.get("required") or []
-    if not isinstance(props, Mapping) or not isinstance(required, list):
-        raise _bad(tool_name, "'properties' must be an object and 'required' a list")
-    fields: dict[str, Any] = {}
-    for i, (key, node) in enumerate(props.items()):
-        plain = isinstance(key, str) and key.isidentifier() and not key.startswith("_")
-        field_name = key if plain and not hasattr(BaseModel, key) else f"field_{i}"
-        description = node.get("description") if isinstance(node, Mapping) else None
-        fields[field_name] = (
-            Any,
-            pydantic.Field(
-                default=None,
-                alias=None if field_name == key else str(key),
-                description=description if isinstance(description, str) else None,
-            ),
-        )
-    # By JSON name only: a key "field_3" must not fill another property.
-    config = ConfigDict(extra="allow", populate_by_name=False)
-    try:
-        return pydantic.create_model(_model_name(tool_name), __config__=config, **fields)
-    except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-        raise _bad(tool_name, f"cannot build an argument model: {exc}") from exc
+class _Given(BaseModel):
+    """A :meth:`Tool.from_schema` tool's arguments: its schema check reads them, not a model."""
+
+    # Built with the first such tool: building it loads modules a run alone may need.
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 def arguments_dict(validated: BaseModel | dict[str, Any]) -> dict[str, Any]:

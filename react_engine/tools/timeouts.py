@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 __all__ = ["is_seconds", "within"]
 
@@ -28,7 +28,7 @@ async def within(awaitable: Awaitable[T], timeout: float) -> T:
         raise
 
 
-def is_seconds(value: Any) -> bool:
+def is_seconds(value: Any) -> TypeGuard[float]:
     """``value`` is a time limit: a positive, finite number of seconds (a bool is not)."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
     return number and math.isfinite(value) and value > 0

@@ -35,8 +35,7 @@ REGISTRY_ENV: Final = "REACT_ENGINE_CAPABILITIES"
 
 TextTemplate: TypeAlias = Literal["classic", "json", "zh"]
 
-# What a server refused, as named by classify_rejection(); "stream_tools" (a streamed
-# request with tools answered by an empty stream) is named by the loop, never by a body.
+# What a server refused, as named by classify_rejection() (and "stream_tools" by the loop).
 RejectedParam: TypeAlias = Literal[
     "tools",
     "stop",
@@ -107,7 +106,7 @@ class Capabilities:
     """Where the entry's facts come from: a documentation URL, ``"user"``, or a file."""
 
     note: str = ""
-    """Why the entry says what it says, for ``--explain`` output and for reviewers."""
+    """Why the entry says what it says, for readers and reviewers."""
 
 
 BOOL_FIELDS: Final = tuple(f.name for f in dataclasses.fields(Capabilities) if f.type == "bool")

@@ -116,9 +116,6 @@ class _Writer:
                 stack.extend(_BASE_DEPENDS.get(current, ()))
         return name
 
-    def add(self, name: str, body: str) -> str:
-        return _add(self.rules, name, body)
-
     def node(self, schema: Any, name: str, depth: int = 0) -> str:
         """The rule name (or inline expression) that matches ``schema``."""
         if depth > _MAX_DEPTH:
@@ -137,7 +134,7 @@ class _Writer:
             if not isinstance(values, list) or not values:
                 raise GrammarError(f"{name}: 'enum' must be a non-empty list")
             self.count(enum_values=len(values), chars=sum(len(str(v)) for v in values))
-            return self.add(name, " | ".join(_json_literal(v) for v in values))
+            return _add(self.rules, name, " | ".join(_json_literal(v) for v in values))
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 options = schema[key]
@@ -146,7 +143,7 @@ class _Writer:
                 parts = [
                     self.node(option, f"{name}-{i}", depth + 1) for i, option in enumerate(options)
                 ]
-                return self.add(name, " | ".join(parts))
+                return _add(self.rules, name, " | ".join(parts))
         if "allOf" in schema:
             options = schema["allOf"]
             if isinstance(options, list) and len(options) == 1:
@@ -155,7 +152,7 @@ class _Writer:
         kind = schema.get("type")
         if isinstance(kind, list):
             parts = [self.node({**schema, "type": k}, f"{name}-{k}", depth + 1) for k in kind]
-            return self.add(name, " | ".join(parts))
+            return _add(self.rules, name, " | ".join(parts))
         if kind == "object" or (kind is None and "properties" in schema):
             return self._object(schema, name, depth)
         if kind == "array":
@@ -176,7 +173,7 @@ class _Writer:
             raise GrammarError(f"reference {ref!r} names no definition")
         self.count(chars=len(key))
         # Named before it is written, so a recursive definition refers to itself.
-        rule = self.add(f"{self.prefix}-def-{key}", "")
+        rule = _add(self.rules, f"{self.prefix}-def-{key}", "")
         self._refs[key] = rule
         self.rules[rule] = self.node(self.defs[key], f"{rule}-body", depth + 1)
         return rule
@@ -192,7 +189,7 @@ class _Writer:
         self.use("json-char")
         lo = int(low) if isinstance(low, int) else 1
         hi = "" if not isinstance(high, int) else str(int(high))
-        return self.add(name, rf'"\"" json-char{{{lo},{hi}}} "\""')
+        return _add(self.rules, name, rf'"\"" json-char{{{lo},{hi}}} "\""')
 
     def _array(self, schema: Mapping[str, Any], name: str, depth: int) -> str:
         self.use("ws")
@@ -210,7 +207,7 @@ class _Writer:
         else:
             upper = "" if not isinstance(high, int) else str(max(high - 1, low - 1))
             body = f'"[" ws {item} {more}{{{low - 1},{upper}}} ws "]"'
-        return self.add(name, body)
+        return _add(self.rules, name, body)
 
     def _object(self, schema: Mapping[str, Any], name: str, depth: int) -> str:
         self.use("ws")
@@ -222,7 +219,7 @@ class _Writer:
         if not props:
             extra = schema.get("additionalProperties", True)
             if extra is False:
-                return self.add(name, '"{" ws "}"')
+                return _add(self.rules, name, '"{" ws "}"')
             return self.use("json-object")
         order = [k for k in props if k in required] + [k for k in props if k not in required]
         members: list[tuple[str, bool]] = []
@@ -242,8 +239,8 @@ class _Writer:
                 here = f"{sep}{member} {tails[(i + 1, True)]}".strip()
                 skip = "" if needed else tails[(i + 1, after)]
                 body = here if needed else f"( {here} ) | {skip}" if skip else f"( {here} )?"
-                tails[(i, after)] = self.add(f"{name}-m{i}{'a' if after else ''}", body)
-        return self.add(name, f'"{{" ws {tails[(0, False)]} ws "}}"')
+                tails[(i, after)] = _add(self.rules, f"{name}-m{i}{'a' if after else ''}", body)
+        return _add(self.rules, name, f'"{{" ws {tails[(0, False)]} ws "}}"')
 
 
 _SCALARS: Final = {
@@ -391,34 +388,25 @@ def step_schema(
     for name, fn in _functions(tools):
         params = dict(fn.get("parameters") or {"type": "object", "properties": {}})
         defs.update(params.pop("$defs", None) or {})
-        branches.append(
-            {
-                "type": "object",
-                "properties": {"tool": {"enum": [name]}, "arguments": params},
-                "required": ["tool", "arguments"],
-                "additionalProperties": False,
-            }
-        )
+        branches.append(_closed({"tool": {"enum": [name]}, "arguments": params}))
     if allow_final or not branches:
         answer: dict[str, Any] = {"type": "string"}
         if answer_schema is not None:
             answer = dict(answer_schema)
             defs.update(answer.pop("$defs", None) or {})
-        branches.append(
-            {
-                "type": "object",
-                "properties": {"final_answer": answer},
-                "required": ["final_answer"],
-                "additionalProperties": False,
-            }
-        )
+        branches.append(_closed({"final_answer": answer}))
     action: dict[str, Any] = branches[0] if len(branches) == 1 else {"anyOf": branches}
-    schema: dict[str, Any] = {
-        "type": "object",
-        "properties": {"thought": {"type": "string"}, "action": action},
-        "required": ["thought", "action"],
-        "additionalProperties": False,
-    }
+    schema = _closed({"thought": {"type": "string"}, "action": action})
     if defs:
         schema["$defs"] = defs
     return schema
+
+
+def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+    """An object schema of exactly ``properties``, each required."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }

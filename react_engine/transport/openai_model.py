@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import openai
 
 from ..errors import ModelAPIError
+from ..tools.timeouts import is_seconds
 from ..types import ModelDelta, ModelRequest, ModelResponse
 from .base import ChatModel
 from .wire import (
@@ -49,11 +50,7 @@ class OpenAIChatModel(ChatModel):
         self._client = client.with_options(max_retries=0)
         self._is_async = isinstance(client, openai.AsyncOpenAI)
         timeout = getattr(client, "timeout", None)
-        self._default_timeout = (
-            float(timeout)
-            if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
-            else DEFAULT_ATTEMPT_TIMEOUT
-        )
+        self._default_timeout = float(timeout) if is_seconds(timeout) else DEFAULT_ATTEMPT_TIMEOUT
         self.base_url = str(client.base_url).rstrip("/")
         key = getattr(client, "api_key", None)
         self._secret: str | None = key if isinstance(key, str) else None

@@ -108,11 +108,6 @@ class ReplyBuilder:
         self._shown.append(out)
         return out
 
-    @property
-    def text(self) -> str:
-        """The reply's text so far, held-back text included."""
-        return "".join(self._shown) + self._pending
-
     def _add_call(self, chunk: ToolCallChunk) -> None:
         head, arguments = self._calls.setdefault(chunk.index, ([None, ""], []))
         if chunk.id and head[0] is None:
@@ -140,7 +135,7 @@ class ReplyBuilder:
             for _, (head, arguments) in sorted(self._calls.items())
             if head[1]
         ]
-        text = self.text
+        text = "".join(self._shown) + self._pending
         return ModelResponse(
             # An empty text beside tool calls is no text, as non-streamed replies send it.
             content=text if self._any_content and (text or not calls) else None,

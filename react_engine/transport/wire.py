@@ -177,8 +177,7 @@ MAX_TOKEN_COUNT = 10**12
 
 
 def _count(value: Any) -> int | None:
-    """A token count as the server sent it (an int, a float, a numeric string), or ``None``
-    for garbage or one past :data:`MAX_TOKEN_COUNT`; a negative count is read as 0."""
+    """A token count sent as an int, a float or a numeric string; ``None`` for garbage."""
     if isinstance(value, str):
         try:
             value = float(value)
@@ -267,13 +266,12 @@ def response_from_sdk(completion: Any) -> ModelResponse:
         if name:
             calls.append(ToolCall(call_id, name, arguments or ""))
     events: list[Notice] = []
-    usage = _usage(getattr(completion, "usage", None), events)
     return ModelResponse(
         content=_text_content(getattr(message, "content", None)),
         tool_calls=calls,
         reasoning=_reasoning(message),
         finish_reason=getattr(choice, "finish_reason", None),
-        usage=usage,
+        usage=_usage(getattr(completion, "usage", None), events),
         model=getattr(completion, "model", None),
         events=events,
     )
@@ -388,13 +386,11 @@ def context_overflow(status_code: int | None, body: str, code: str | None = None
 def translate_error(
     exc: BaseException, *, secret: str | None = None, limit: float | None = None
 ) -> ModelAPIError:
-    """Map what one attempt raised to our tree: ours as it is, the attempt's time limit
-    (``limit`` seconds) and transient SDK errors to ModelUnavailableError. Raise the result
+    """Map what one attempt raised to our tree: the attempt's time limit (``limit``
+    seconds) and transient SDK errors to ModelUnavailableError. Raise the result
     outside the ``except`` block: the SDK's exception would carry the unmasked API key."""
     import openai  # loaded already: the exception came from it
 
-    if isinstance(exc, ModelAPIError):
-        return exc
     if isinstance(exc, TimeoutError) and limit is not None:
         return ModelUnavailableError(f"the chat API timed out: no complete reply within {limit:g}s")
     if isinstance(exc, openai.APIStatusError):
