@@ -101,10 +101,7 @@ class Case:
 
 def data_root() -> Traversable:
     """The wheel's ``data`` directory, or :class:`BfclDataMissing`."""
-    try:
-        return importlib.resources.files("bfcl_eval") / "data"
-    except ModuleNotFoundError:
-        raise BfclDataMissing(f"the BFCL data is not installed: {INSTALL_HINT}") from None
+    return importlib.resources.files(wheel("bfcl_eval")) / "data"
 
 
 def read_lines(path: Traversable) -> list[dict[str, Any]]:
