@@ -26,6 +26,7 @@ from ..run.agent import Agent
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
 from .suite import Task, Transcript, check_result, replies_for
+from .tools import TASK_TOOLS
 
 __all__ = [
     "METRICS",
@@ -197,7 +198,7 @@ async def arun_task(
         client = ScriptedModel(transcript)
     agent = Agent(
         target.model,
-        task.tool_objects(),
+        [TASK_TOOLS[name] for name in task.tools],
         protocol=target.protocol,
         client=client,
         base_url=target.base_url,

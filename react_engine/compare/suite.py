@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import ConfigurationError
 from ..protocols.registry import protocol_names, registration
 from ..testing import Script, ScriptExhausted
-from ..tools import Tool
 from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, RunResult, ToolCall, Usage
 from .tools import TASK_TOOLS
@@ -142,9 +141,6 @@ class Task(_Strict):
             native = registration(protocol).native_calls
             if not native and any(r.tool_calls for r in replies):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
-
-    def tool_objects(self) -> list[Tool]:
-        return [TASK_TOOLS[name] for name in self.tools]
 
 
 def replies_for(script: Mapping[str, list[ScriptReply]], protocol: str) -> list[ScriptReply] | None:
