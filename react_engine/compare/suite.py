@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigurationError
-from ..protocols.registry import protocol_names, registration
+from ..protocols import registry
 from ..testing import Script, ScriptExhausted
 from ..transport.wire import request_payload
 from ..types import ModelRequest, ModelResponse, RunResult, ToolCall, Usage
@@ -35,14 +35,8 @@ __all__ = [
     "load_script",
     "load_task",
     "load_tasks",
-    "named_protocols",
     "replies_for",
 ]
-
-
-def named_protocols() -> tuple[str, ...]:
-    """Every protocol a comparison (or a script) can name."""
-    return tuple(n for n in protocol_names() if n != "auto")
 
 
 PROTOCOLS: tuple[str, ...] = ("function_calling", "text")
@@ -132,13 +126,14 @@ class Task(_Strict):
         missing = [n for n in self.check.must_call if n not in self.tools]
         if missing:
             raise ValueError(f"check.must_call names tools the task does not offer: {missing}")
-        names = named_protocols()
         for protocol, replies in self.scripted.items():
-            if protocol not in names:
-                raise ValueError(f"scripted.{protocol}: not a protocol (one of {', '.join(names)})")
+            if protocol not in registry.PROTOCOLS:
+                raise ValueError(
+                    f"scripted.{protocol}: not a protocol (one of {', '.join(registry.PROTOCOLS)})"
+                )
             if not replies:
                 raise ValueError(f"scripted.{protocol} is empty")
-            native = registration(protocol).native_calls
+            native = registry.registration(protocol).native_calls
             if not native and any(r.tool_calls for r in replies):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
 
@@ -148,9 +143,9 @@ def replies_for(script: Mapping[str, list[ScriptReply]], protocol: str) -> list[
     ones written in that protocol's format by the registry."""
     own = script.get(protocol)
     native = script.get("function_calling")
-    if own is not None or native is None or protocol not in named_protocols():
+    if own is not None or native is None or protocol not in registry.PROTOCOLS:
         return own
-    written = registration(protocol).scripted([r.model_dump() for r in native])
+    written = registry.registration(protocol).scripted([r.model_dump() for r in native])
     return [ScriptReply.model_validate(r) for r in written]
 
 
@@ -295,10 +290,11 @@ def load_script(path: Path) -> dict[str, list[ScriptReply]]:
         if isinstance(data, list):
             return {"*": [ScriptReply.model_validate(i) for i in data]}
         if isinstance(data, dict):
-            bad = [k for k, v in data.items() if k not in named_protocols() or type(v) is not list]
+            bad = [k for k, v in data.items() if k not in registry.PROTOCOLS or type(v) is not list]
             if bad:
                 raise ConfigurationError(
-                    f"script {path}: expected lists under {list(named_protocols())}, got {bad[0]!r}"
+                    f"script {path}: expected lists under {list(registry.PROTOCOLS)}, "
+                    f"got {bad[0]!r}"
                 )
             return {k: [ScriptReply.model_validate(i) for i in v] for k, v in data.items()}
     except ValidationError as exc:
