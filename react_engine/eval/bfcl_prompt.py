@@ -61,9 +61,7 @@ def parse_python_calls(text: str) -> list[tuple[str, dict[str, Any] | str, str |
     """A reply as BFCL's Prompt-mode decoder reads it (brackets optional, fences stripped);
     ``None`` when it is no list of calls. Each call is ``(name, arguments, error)``, the
     arguments being the call's source text when one is not a literal."""
-    body = text.strip("`\n ")
-    if body.startswith("python\n"):
-        body = body[len("python\n") :].strip()
+    body = text.strip("`\n ").removeprefix("python\n").strip()
     if not body.startswith("["):
         body = "[" + body
     if not body.endswith("]"):
