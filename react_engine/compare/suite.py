@@ -18,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigurationError
 from ..protocols import registry
-from ..testing import Script, ScriptExhausted
+from ..testing import Script, ScriptExhausted, reply, tool_call_reply
 from ..transport.wire import request_payload
-from ..types import ModelRequest, ModelResponse, RunResult, ToolCall, Usage
+from ..types import ModelRequest, ModelResponse, RunResult, Usage
 from .tools import TASK_TOOLS
 
 __all__ = [
@@ -67,23 +67,12 @@ class ScriptReply(_Strict):
         return {"content": value} if isinstance(value, str) else value
 
     def response(self, usage: Usage) -> ModelResponse:
+        if not self.tool_calls:
+            return reply(self.content, reasoning=self.reasoning, usage=usage)
         calls = [
-            ToolCall(
-                c.id or f"call_{i}",
-                c.name,
-                c.arguments
-                if isinstance(c.arguments, str)
-                else json.dumps(c.arguments, ensure_ascii=False),
-            )
-            for i, c in enumerate(self.tool_calls, 1)
+            (c.name, c.arguments, c.id or f"call_{i}") for i, c in enumerate(self.tool_calls, 1)
         ]
-        return ModelResponse(
-            content=self.content,
-            tool_calls=calls,
-            reasoning=self.reasoning,
-            finish_reason="tool_calls" if calls else "stop",
-            usage=usage,
-        )
+        return tool_call_reply(*calls, content=self.content, reasoning=self.reasoning, usage=usage)
 
 
 class Check(_Strict):
