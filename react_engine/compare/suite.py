@@ -230,20 +230,16 @@ def estimate_tokens(text: str) -> int:
     return sum(-(-len(m[0]) // _CHARS.get(m.lastgroup or "", 1)) for m in _TOKEN.finditer(text))
 
 
-class Transcript:
+class Transcript(Script[ModelRequest, ScriptReply]):
     """Scripted replies for one run, answered in order with estimated usage."""
 
     def __init__(self, replies: Iterable[ScriptReply], *, label: str) -> None:
+        super().__init__(replies)
         self.label = label
-        self._script: Script[ModelRequest, ScriptReply] = Script(replies)
-
-    @property
-    def remaining(self) -> int:
-        return self._script.remaining
 
     def __call__(self, request: ModelRequest) -> ModelResponse:
         try:
-            reply = self._script.answer(request)
+            scripted = self.answer(request)
         except ScriptExhausted:
             raise ConfigurationError(
                 f"{self.label}: the scripted transcript has no reply left"
@@ -258,12 +254,12 @@ class Transcript:
         if payload.get("tools"):
             prompt += estimate_tokens(json.dumps(payload["tools"], ensure_ascii=False))
         completion = (
-            1 + estimate_tokens(reply.content or "") + estimate_tokens(reply.reasoning or "")
+            1 + estimate_tokens(scripted.content or "") + estimate_tokens(scripted.reasoning or "")
         )
-        for c in reply.tool_calls:
+        for c in scripted.tool_calls:
             args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
             completion += 3 + estimate_tokens(c.name + args)
-        return reply.response(Usage(prompt, completion, prompt + completion, 0, 1))
+        return scripted.response(Usage(prompt, completion, prompt + completion, 0, 1))
 
 
 def load_script(path: Path) -> dict[str, list[ScriptReply]]:
