@@ -28,6 +28,7 @@ from ..run.agent import Agent
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
 from .suite import Task, Transcript, check_result, replies_for
+from .tools import TASK_TOOLS
 
 __all__ = [
     "METRICS",
@@ -199,7 +200,7 @@ async def arun_task(
         client = ScriptedModel(transcript)
     agent = Agent(
         target.model,
-        task.tool_objects(),
+        [TASK_TOOLS[name] for name in task.tools],
         protocol=target.protocol,
         client=client,
         base_url=target.base_url,
@@ -404,9 +405,7 @@ CSV_FIELDS: tuple[str, ...] = (
 
 def _meta(report: Report) -> dict[str, Any]:
     """What a results file of the comparison must share to be resumed."""
-    targets = [
-        {"model": t.model, "protocol": t.protocol, "api_model": t.model} for t in report.targets
-    ]
+    targets = [{"model": t.model, "protocol": t.protocol} for t in report.targets]
     return {"source": report.source, "settings": asdict(report.settings), "targets": targets}
 
 

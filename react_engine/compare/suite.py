@@ -17,11 +17,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigurationError
-from ..protocols.registry import protocol_names, registration
-from ..testing import Script, ScriptExhausted
-from ..tools import Tool
+from ..protocols import registry
+from ..testing import Script, ScriptExhausted, reply, tool_call_reply
 from ..transport.wire import request_payload
-from ..types import ModelRequest, ModelResponse, RunResult, ToolCall, Usage
+from ..types import ModelRequest, ModelResponse, RunResult, Usage
 from .tools import TASK_TOOLS
 
 __all__ = [
@@ -36,14 +35,8 @@ __all__ = [
     "load_script",
     "load_task",
     "load_tasks",
-    "named_protocols",
     "replies_for",
 ]
-
-
-def named_protocols() -> tuple[str, ...]:
-    """Every protocol a comparison (or a script) can name."""
-    return tuple(n for n in protocol_names() if n != "auto")
 
 
 PROTOCOLS: tuple[str, ...] = ("function_calling", "text")
@@ -74,23 +67,12 @@ class ScriptReply(_Strict):
         return {"content": value} if isinstance(value, str) else value
 
     def response(self, usage: Usage) -> ModelResponse:
+        if not self.tool_calls:
+            return reply(self.content, reasoning=self.reasoning, usage=usage)
         calls = [
-            ToolCall(
-                c.id or f"call_{i}",
-                c.name,
-                c.arguments
-                if isinstance(c.arguments, str)
-                else json.dumps(c.arguments, ensure_ascii=False),
-            )
-            for i, c in enumerate(self.tool_calls, 1)
+            (c.name, c.arguments, c.id or f"call_{i}") for i, c in enumerate(self.tool_calls, 1)
         ]
-        return ModelResponse(
-            content=self.content,
-            tool_calls=calls,
-            reasoning=self.reasoning,
-            finish_reason="tool_calls" if calls else "stop",
-            usage=usage,
-        )
+        return tool_call_reply(*calls, content=self.content, reasoning=self.reasoning, usage=usage)
 
 
 class Check(_Strict):
@@ -133,18 +115,16 @@ class Task(_Strict):
         missing = [n for n in self.check.must_call if n not in self.tools]
         if missing:
             raise ValueError(f"check.must_call names tools the task does not offer: {missing}")
-        names = named_protocols()
         for protocol, replies in self.scripted.items():
-            if protocol not in names:
-                raise ValueError(f"scripted.{protocol}: not a protocol (one of {', '.join(names)})")
+            if protocol not in registry.PROTOCOLS:
+                raise ValueError(
+                    f"scripted.{protocol}: not a protocol (one of {', '.join(registry.PROTOCOLS)})"
+                )
             if not replies:
                 raise ValueError(f"scripted.{protocol} is empty")
-            native = registration(protocol).native_calls
+            native = registry.registration(protocol).native_calls
             if not native and any(r.tool_calls for r in replies):
                 raise ValueError(f"scripted.{protocol} replies are text: no tool_calls")
-
-    def tool_objects(self) -> list[Tool]:
-        return [TASK_TOOLS[name] for name in self.tools]
 
 
 def replies_for(script: Mapping[str, list[ScriptReply]], protocol: str) -> list[ScriptReply] | None:
@@ -152,9 +132,9 @@ def replies_for(script: Mapping[str, list[ScriptReply]], protocol: str) -> list[
     ones written in that protocol's format by the registry."""
     own = script.get(protocol)
     native = script.get("function_calling")
-    if own is not None or native is None or protocol not in named_protocols():
+    if own is not None or native is None or protocol not in registry.PROTOCOLS:
         return own
-    written = registration(protocol).scripted([r.model_dump() for r in native])
+    written = registry.registration(protocol).scripted([r.model_dump() for r in native])
     return [ScriptReply.model_validate(r) for r in written]
 
 
@@ -250,20 +230,16 @@ def estimate_tokens(text: str) -> int:
     return sum(-(-len(m[0]) // _CHARS.get(m.lastgroup or "", 1)) for m in _TOKEN.finditer(text))
 
 
-class Transcript:
+class Transcript(Script[ModelRequest, ScriptReply]):
     """Scripted replies for one run, answered in order with estimated usage."""
 
     def __init__(self, replies: Iterable[ScriptReply], *, label: str) -> None:
+        super().__init__(replies)
         self.label = label
-        self._script: Script[ModelRequest, ScriptReply] = Script(replies)
-
-    @property
-    def remaining(self) -> int:
-        return self._script.remaining
 
     def __call__(self, request: ModelRequest) -> ModelResponse:
         try:
-            reply = self._script.answer(request)
+            scripted = self.answer(request)
         except ScriptExhausted:
             raise ConfigurationError(
                 f"{self.label}: the scripted transcript has no reply left"
@@ -278,12 +254,12 @@ class Transcript:
         if payload.get("tools"):
             prompt += estimate_tokens(json.dumps(payload["tools"], ensure_ascii=False))
         completion = (
-            1 + estimate_tokens(reply.content or "") + estimate_tokens(reply.reasoning or "")
+            1 + estimate_tokens(scripted.content or "") + estimate_tokens(scripted.reasoning or "")
         )
-        for c in reply.tool_calls:
+        for c in scripted.tool_calls:
             args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
             completion += 3 + estimate_tokens(c.name + args)
-        return reply.response(Usage(prompt, completion, prompt + completion, 0, 1))
+        return scripted.response(Usage(prompt, completion, prompt + completion, 0, 1))
 
 
 def load_script(path: Path) -> dict[str, list[ScriptReply]]:
@@ -299,10 +275,11 @@ def load_script(path: Path) -> dict[str, list[ScriptReply]]:
         if isinstance(data, list):
             return {"*": [ScriptReply.model_validate(i) for i in data]}
         if isinstance(data, dict):
-            bad = [k for k, v in data.items() if k not in named_protocols() or type(v) is not list]
+            bad = [k for k, v in data.items() if k not in registry.PROTOCOLS or type(v) is not list]
             if bad:
                 raise ConfigurationError(
-                    f"script {path}: expected lists under {list(named_protocols())}, got {bad[0]!r}"
+                    f"script {path}: expected lists under {list(registry.PROTOCOLS)}, "
+                    f"got {bad[0]!r}"
                 )
             return {k: [ScriptReply.model_validate(i) for i in v] for k, v in data.items()}
     except ValidationError as exc:

@@ -9,9 +9,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..compare.suite import named_protocols
 from ..errors import ConfigurationError
 from ..harness.runner import Job, Outcome, Progress, run_cases
+from ..protocols.registry import PROTOCOLS
 from ..testing import ScriptedModel
 from ..transport.base import ChatModel
 from .bfcl_case import CaseResult, EvalSettings, run_case, run_multi_turn_case
@@ -29,7 +29,7 @@ DEFAULT_PROTOCOLS: tuple[str, ...] = ("function_calling", "text", "structured")
 
 def eval_protocols() -> tuple[str, ...]:
     """Every protocol the eval can run: the registry's and :data:`BFCL_PROMPT`."""
-    return (*named_protocols(), BFCL_PROMPT)
+    return (*PROTOCOLS, BFCL_PROMPT)
 
 
 AnyCase = Case | MultiTurnCase

@@ -101,13 +101,7 @@ class Case:
 
 def data_root() -> Traversable:
     """The wheel's ``data`` directory, or :class:`BfclDataMissing`."""
-    try:
-        root = importlib.resources.files("bfcl_eval") / "data"
-    except ModuleNotFoundError:
-        raise BfclDataMissing(f"the BFCL data is not installed: {INSTALL_HINT}") from None
-    if not root.is_dir():
-        raise BfclDataMissing(f"bfcl_eval has no data directory: reinstall it ({INSTALL_HINT})")
-    return root
+    return importlib.resources.files(wheel("bfcl_eval")) / "data"
 
 
 def read_lines(path: Traversable) -> list[dict[str, Any]]:

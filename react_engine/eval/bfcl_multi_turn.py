@@ -17,13 +17,7 @@ from importlib.resources.abc import Traversable
 from typing import Any
 
 from ..tools import Tool
-from .bfcl_data import (
-    BfclDataMissing,
-    case_tools,
-    read_categories,
-    read_lines,
-    wheel,
-)
+from .bfcl_data import BfclDataMissing, case_tools, read_categories, read_lines, wheel
 
 __all__ = [
     "MULTI_TURN_CATEGORIES",

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..protocols.base import CallTools, Decision, FinalAnswer, PendingCall, RequestContext
 from ..protocols.text import TextReActProtocol
-from ..types import Constraint, ModelResponse
+from ..types import ModelResponse
 from ..wording import Notice, NoticeCode
 from .bfcl_data import PYTHON_HINT, api_name, wheel
 
@@ -57,24 +57,11 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _jsonish(value: Any) -> Any:
-    """A literal as JSON would decode it: tuples and sets as lists."""
-    if isinstance(value, (tuple, list, set, frozenset)):
-        return [_jsonish(v) for v in value]
-    if isinstance(value, dict):
-        return {k if isinstance(k, str) else str(k): _jsonish(v) for k, v in value.items()}
-    if isinstance(value, (bytes, complex)):
-        raise _NotLiteral(f"{type(value).__name__} is no JSON value")
-    return value
-
-
 def parse_python_calls(text: str) -> list[tuple[str, dict[str, Any] | str, str | None]] | None:
     """A reply as BFCL's Prompt-mode decoder reads it (brackets optional, fences stripped);
     ``None`` when it is no list of calls. Each call is ``(name, arguments, error)``, the
     arguments being the call's source text when one is not a literal."""
-    body = text.strip("`\n ")
-    if body.startswith("python\n"):
-        body = body[len("python\n") :].strip()
+    body = text.strip("`\n ").removeprefix("python\n").strip()
     if not body.startswith("["):
         body = "[" + body
     if not body.endswith("]"):
@@ -100,10 +87,10 @@ def parse_python_calls(text: str) -> list[tuple[str, dict[str, Any] | str, str |
             for kw in node.keywords:
                 if kw.arg is None:
                     raise _NotLiteral("a **mapping argument")
-                try:
-                    args[kw.arg] = _jsonish(ast.literal_eval(kw.value))
+                try:  # through JSON: tuples become lists; sets, bytes, complex: none
+                    args[kw.arg] = json.loads(json.dumps(ast.literal_eval(kw.value)))
                 except (ValueError, TypeError, SyntaxError, RecursionError):
-                    raise _NotLiteral(f"the value of {kw.arg!r} is not a literal") from None
+                    raise _NotLiteral(f"the value of {kw.arg!r} is not a JSON literal") from None
         except _NotLiteral as exc:
             calls.append((name, source, str(exc)))
             continue
@@ -117,7 +104,7 @@ class BfclPromptProtocol(TextReActProtocol):
     name = "bfcl-prompt"
 
     def __init__(self, functions: Sequence[Mapping[str, Any]]) -> None:
-        super().__init__(send_stop=False, constrain=False)
+        super().__init__(send_stop=False, constrain=False)  # BFCL's Prompt mode decodes freely
         self.functions = tuple(functions)
         self._prompt = bfcl_system_prompt(self.functions)
 
@@ -127,9 +114,6 @@ class BfclPromptProtocol(TextReActProtocol):
     def _system(self, ctx: RequestContext) -> str:
         # As BFCL: a case's own system message follows the generated prompt.
         return f"{self._prompt}\n\n{ctx.instructions}" if ctx.instructions else self._prompt
-
-    def _constraint(self, ctx: RequestContext) -> Constraint | None:
-        return None  # BFCL's Prompt mode decodes freely
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = (reply.content or "").strip()

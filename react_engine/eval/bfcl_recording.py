@@ -11,9 +11,9 @@ from typing import Any, cast
 
 from ..errors import ConfigurationError
 from ..harness.report import json_text
-from ..store.codec import dump_reply
+from ..store.codec import VERSION, dump_reply, load_reply
 from ..transport.base import ChatModel
-from ..types import ModelRequest, ModelResponse, ToolCall, Usage
+from ..types import ModelRequest, ModelResponse
 
 __all__ = [
     "DEFAULT_RECORDINGS",
@@ -72,17 +72,10 @@ def recorded_from_json(data: Any) -> Recorded:
     """The replies a recording's JSON holds."""
     if isinstance(data, list):
         return [cast("ModelResponse", recorded_from_json(v)) for v in data]
-    usage = data.get("usage") or {}
-    prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-    return ModelResponse(
-        content=data.get("content"),
-        tool_calls=[
-            ToolCall(c.get("id"), c["name"], c["arguments"]) for c in data.get("tool_calls", ())
-        ],
-        reasoning=data.get("reasoning"),
-        finish_reason=data.get("finish_reason"),
-        usage=Usage(prompt, completion, prompt + completion, 0, 1),
-    )
+    usage = data.get("usage") or {}  # read as the store reads a reply; no totals recorded
+    total = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+    usage = usage | {"total_tokens": total, "requests": 1}
+    return load_reply(data | {"usage": usage, "v": VERSION})
 
 
 def save_recording(

@@ -27,6 +27,7 @@ def reply(
 def tool_call_reply(
     *calls: tuple[str, Mapping[str, Any] | str] | tuple[str, Mapping[str, Any] | str, str | None],
     content: str | None = None,
+    reasoning: str | None = None,
     usage: Usage | None = None,
 ) -> ModelResponse:
     """A scripted reply with native tool calls: ``(name, args)`` or ``(name, args, id)``.
@@ -42,6 +43,7 @@ def tool_call_reply(
     return ModelResponse(
         content=content,
         tool_calls=out,
+        reasoning=reasoning,
         finish_reason="tool_calls",
         usage=usage or Usage(requests=1),
     )

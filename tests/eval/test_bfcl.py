@@ -8,6 +8,7 @@ than skip: a skipped benchmark test under ``make test`` would hide a broken inst
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +97,7 @@ def test_an_unknown_category_is_a_configuration_error() -> None:
 def test_missing_data_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    def not_installed(name: str) -> Any:
-        raise ModuleNotFoundError(name)
-
-    monkeypatch.setattr(bfcl_data.importlib.resources, "files", not_installed)
+    monkeypatch.setitem(sys.modules, "bfcl_eval", None)  # import bfcl_eval: not found
     with pytest.raises(BfclDataMissing, match="pip install --no-deps bfcl-eval"):
         load_cases()
     monkeypatch.setattr(bfcl_data, "data_root", lambda: tmp_path)

@@ -237,7 +237,7 @@ def test_auto_ranks_it_last_and_falls_back_to_it(registry: None) -> None:
 def test_a_protocol_registered_later_is_accepted_everywhere(
     registry: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from react_engine.compare.suite import named_protocols, replies_for
+    from react_engine.compare.suite import replies_for
     from react_engine.eval.bfcl import eval_protocols
 
     class ScriptedToy(ToyProtocol):
@@ -245,7 +245,6 @@ def test_a_protocol_registered_later_is_accepted_everywhere(
 
     register(ScriptedToy)
     assert "toy" in protocol_names()
-    assert "toy" in named_protocols()
     assert "toy" in eval_protocols()
     parser = build_parser()
     assert parser.parse_args(["compare", "--protocol", "toy"]).protocol == ["toy"]

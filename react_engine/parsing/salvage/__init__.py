@@ -359,8 +359,7 @@ def _llama_tag(text: str, names: frozenset[str], out: CallSink) -> None:
         if token.group() != P.PYTHON_TAG:
             continue
         following = tokens.peek()
-        body_end = following.start() if following is not None else len(text)
-        end = body_end
+        body_end = end = tokens.start(len(text))
         if following is not None and following.group() != P.PYTHON_TAG:
             end = following.end()
         bracket = _BRACKET.search(text, token.end(), body_end)

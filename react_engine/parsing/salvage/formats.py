@@ -72,7 +72,6 @@ Recogniser: TypeAlias = Callable[[str, frozenset[str], CallSink], None]
 class NativeFormat:
     """A tool-call format, as :func:`register_format` records it."""
 
-    name: str
     read: Recogniser | None
     markers: tuple[str, ...]
     prefer: tuple[str, ...]
@@ -95,7 +94,7 @@ def register_format(
     closes: tuple[str, str] | None = None,
     values: tuple[str, tuple[str, ...]] | None = None,
     last: bool = False,
-) -> NativeFormat:
+) -> None:
     """Register the tool-call format ``name``: every table a format needs, in one call.
 
     ``read`` finds its calls (``None``: another format's recogniser writes them), asked
@@ -108,12 +107,10 @@ def register_format(
     it: such values are typed by the tool's schema, and a reply that ends inside one was
     cut there. Registering a name again replaces it.
     """
-    fmt = NativeFormat(name, read, markers, (name, *prefer), closes, values, last)
     FORMATS.pop(name, None)
-    FORMATS[name] = fmt
+    FORMATS[name] = NativeFormat(read, markers, (name, *prefer), closes, values, last)
     code = f"salvaged:{name}"
     R.REPAIRS[code] = R.Repair(code, "salvage", True, what)
-    return fmt
 
 
 # --- values written as text -------------------------------------------------------------------
