@@ -405,7 +405,9 @@ CSV_FIELDS: tuple[str, ...] = (
 
 def _meta(report: Report) -> dict[str, Any]:
     """What a results file of the comparison must share to be resumed."""
-    targets = [{"model": t.model, "protocol": t.protocol} for t in report.targets]
+    targets = [
+        {"model": t.model, "protocol": t.protocol, "api_model": t.model} for t in report.targets
+    ]
     return {"source": report.source, "settings": asdict(report.settings), "targets": targets}
 
 
