@@ -10,9 +10,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..protocols.base import CallTools, Decision, FinalAnswer, PendingCall, RequestContext
+from ..protocols.base import RequestContext
+from ..protocols.decision import CallTools, Decision, FinalAnswer
 from ..protocols.text import TextReActProtocol
-from ..types import Constraint, ModelResponse
+from ..types import Constraint, ModelResponse, PendingCall
 from ..wording import Notice, NoticeCode
 from .bfcl_data import PYTHON_HINT, api_name, wheel
 

@@ -21,17 +21,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..types import AssistantMessage, Message, ModelRequest, ModelResponse, Step, UserMessage
-from ..wording import Notice
-from .base import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
+from ..types import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
     PendingCall,
-    Protocol,
-    RequestContext,
+    Step,
+    UserMessage,
 )
+from ..wording import Notice
+from .base import Protocol, RequestContext
+from .decision import CallTools, Decision, FinalAnswer, FormatError
 from .shared import arguments_json, guard_depth, output_instruction, reasoning, render_history
 
 if TYPE_CHECKING:

@@ -33,17 +33,13 @@ from ..types import (
     Constraint,
     Message,
     ModelResponse,
+    PendingCall,
     Step,
     UserMessage,
 )
 from ..wording import Notice, NoticeCode
-from .base import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    PendingCall,
-    RequestContext,
-)
+from .base import RequestContext
+from .decision import CallTools, Decision, FinalAnswer
 from .prompts import PromptTemplate, load_template
 from .shared import constraint_style, decode_arguments, join, json_object, step_shape
 from .text import TemplatedProtocol, wrap_observation

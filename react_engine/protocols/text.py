@@ -35,14 +35,8 @@ from ..types import (
     UserMessage,
 )
 from ..wording import Notice, NoticeCode, word
-from .base import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    Protocol,
-    RequestContext,
-)
+from .base import Protocol, RequestContext
+from .decision import CallTools, Decision, FinalAnswer, FormatError
 from .limits import READ_LIMIT
 from .prompts import PromptTemplate, load_template
 from .shared import (
