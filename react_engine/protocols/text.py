@@ -118,15 +118,16 @@ class TemplatedProtocol(Protocol):
     _render_step: Callable[[Step, object], list[Message]]
     _constraint: Callable[[RequestContext], Constraint | None]
 
-    def render(self, ctx: RequestContext) -> list[Message]:
-        t = self.template
+    def _system(self, ctx: RequestContext) -> str:
+        """The system message (``bfcl-prompt`` sends BFCL's own)."""
         key = ("system_prompt", ctx.instructions, ctx.tool_choice, ctx.output)
-        system = ctx.once((t,), key, functools.partial(system_prompt, t, ctx))
+        return ctx.once((self.template,), key, functools.partial(system_prompt, self.template, ctx))
 
+    def render(self, ctx: RequestContext) -> list[Message]:
         def question(text: str) -> Message:
-            return UserMessage(t.fill("question", text, question=text))
+            return UserMessage(self.template.fill("question", text, question=text))
 
-        return render_history(ctx, self, system, self._render_step, question=question)
+        return render_history(ctx, self, self._system(ctx), self._render_step, question=question)
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
         t = self.template

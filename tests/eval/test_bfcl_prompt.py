@@ -120,6 +120,8 @@ def test_a_live_cases_system_message_and_history_are_sent() -> None:
             asyncio.run(run_case(case, protocol, Spy([reply("ok")]), "m", EvalSettings()))
             (request,) = seen
             contents = [str(m.content) for m in request.messages]
+            if protocol == BFCL_PROMPT:  # BFCL's own prompt, then the case's system message
+                assert contents[0].startswith(BfclPromptProtocol(case.functions)._prompt)
             if case.system:
                 assert case.system.strip() in contents[0], protocol
             for _, content in case.history:
