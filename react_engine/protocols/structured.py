@@ -219,7 +219,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
             return fail(text, CUT_SHORT if truncated else read.error, thought)
 
         if read.tool is not None:
-            call = _pending(read.tool, read.arguments, read.raw_arguments)
+            call = _pending(read.tool, read.arguments)
             repairs += call.repairs
             # the call is the whole reply: every repair of its JSON may have moved it
             call.repairs = list(dict.fromkeys(repairs))
@@ -249,7 +249,6 @@ class _Read:
     thought: str | None = None
     tool: str | None = None
     arguments: Any = None
-    raw_arguments: str | None = None
     final_answer: str | None = None
     error: str | None = None
     repairs: list[str] = field(default_factory=list)
@@ -313,7 +312,6 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
     present = [k for k in _ARGUMENT_KEYS if k in body]
     if not present:
         out.arguments = {}
-        out.raw_arguments = "{}"
         out.repairs.append("missing_arguments")
     else:
         if present[0] != "arguments":
@@ -322,13 +320,10 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
     return out
 
 
-def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
+def _pending(tool: str, arguments: Any) -> PendingCall:
     if exceeds_depth(arguments):  # checked before json.dumps, which may not get that deep
-        text = raw if raw is not None else CUT
-        return PendingCall(None, tool, text, text, error=TOO_DEEP)
+        return PendingCall(None, tool, CUT, CUT, error=TOO_DEEP)
     if isinstance(arguments, dict):
-        if raw is not None:
-            return PendingCall(None, tool, arguments, raw)
         text = json.dumps(arguments, ensure_ascii=False)  # the one encoding, kept
         return PendingCall(None, tool, arguments, text, exact=True)
     if isinstance(arguments, str):
