@@ -118,7 +118,7 @@ class BfclPromptProtocol(TextReActProtocol):
     name = "bfcl-prompt"
 
     def __init__(self, functions: Sequence[Mapping[str, Any]]) -> None:
-        super().__init__(send_stop=False, constrain=False)
+        super().__init__(send_stop=False)
         self.functions = tuple(functions)
         self._prompt = bfcl_system_prompt(self.functions)
 

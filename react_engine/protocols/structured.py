@@ -92,13 +92,9 @@ class StructuredOutputProtocol(TemplatedProtocol):
 
     name = "structured"
 
-    def __init__(
-        self, *, template: str | PromptTemplate = "structured", constrain: bool = True
-    ) -> None:
+    def __init__(self, *, template: str | PromptTemplate = "structured") -> None:
         self.template = load_template(template, kind="structured")
         """The prompt template: ``"structured"`` or a loaded ``kind = "structured"`` one."""
-        self.constrain = constrain
-        """Send the step's JSON Schema (or grammar) where the server constrains decoding."""
 
     @staticmethod
     def script(step: ScriptStep) -> list[dict[str, Any]]:
@@ -154,7 +150,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
         )
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
-        style = constraint_style(ctx, wanted=self.constrain)
+        style = constraint_style(ctx)
         if style is None:
             return None
         shape = step_shape(ctx)

@@ -179,7 +179,6 @@ class TextReActProtocol(TemplatedProtocol):
         *,
         template: str | PromptTemplate = "classic",
         send_stop: bool = True,
-        constrain: bool = True,
         implicit_final_answer: bool = False,
     ) -> None:
         self.template = load_template(template, kind="text")
@@ -187,9 +186,6 @@ class TextReActProtocol(TemplatedProtocol):
         self.send_stop = send_stop
         """Send the template's stop sequences where the model supports ``stop`` (replies are
         cut at an invented observation either way)."""
-        self.constrain = constrain
-        """Send a grammar admitting only a well-formed step where the server constrains
-        decoding with a grammar."""
         self.implicit_final_answer = implicit_final_answer
         """Take a reply with no label at all as the final answer. Off by default: such a
         reply is sent back once with a reminder (the model may be answering without the
@@ -266,7 +262,7 @@ class TextReActProtocol(TemplatedProtocol):
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         """A grammar for the reply: a thought, then a valid action or a final answer."""
-        style = constraint_style(ctx, wanted=self.constrain, grammar=True)
+        style = constraint_style(ctx, grammar=True)
         if style is None:
             return None  # no constraint, or a JSON Schema (which cannot describe a text reply)
         try:
