@@ -102,11 +102,9 @@ class MinimalProtocol(Protocol):
         if head == "ANSWER" and rest:
             return FinalAnswer(text=content.strip(), thought=thought, answer=rest[0].strip())
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        calls = [_call(line) for line in lines if line.startswith("CALL ")]
-        if lines and len(calls) == len(lines) and all(c is not None for c in calls):
-            return CallTools(
-                text=content.strip(), thought=thought, calls=[c for c in calls if c is not None]
-            )
+        calls = [c for line in lines if line.startswith("CALL ") and (c := _call(line)) is not None]
+        if lines and len(calls) == len(lines):  # every line a call, every call readable
+            return CallTools(text=content.strip(), thought=thought, calls=calls)
         return FormatError(text=content.strip() or None, thought=thought, feedback=REMINDER)
 
 
