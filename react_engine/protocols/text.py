@@ -161,12 +161,9 @@ class TemplatedProtocol(Protocol):
         *,
         forced: bool = False,
     ) -> FormatError:
-        return FormatError(
-            text=text,
-            thought=thought,
-            feedback=self.feedback(error, forced=forced),
-            problem=f"not in the expected format ({error})" if forced else None,
-        )
+        problem = f"not in the expected format ({error})" if forced else None
+        unread = FormatError(text=text, thought=thought, feedback="")
+        return self.reject(unread, error, forced=forced, problem=problem)
 
 
 class TextReActProtocol(TemplatedProtocol):
