@@ -32,15 +32,8 @@ from .errors import (
     ToolDefinitionError,
     UserError,
 )
-from .protocols.base import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    PendingCall,
-    Protocol,
-    RequestContext,
-)
+from .protocols.base import Protocol, RequestContext
+from .protocols.decision import CallTools, Decision, FinalAnswer, FormatError
 from .protocols.registry import shipped as _shipped_protocols
 from .run.agent import Agent, AgentConfig
 from .run.conversation import Conversation
@@ -58,6 +51,7 @@ from .types import (
     ModelResponse,
     ModelSettings,
     ParsedStep,
+    PendingCall,
     RunResult,
     Step,
     Usage,

@@ -10,9 +10,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..protocols.base import CallTools, Decision, FinalAnswer, PendingCall, RequestContext
+from ..protocols.base import RequestContext
+from ..protocols.decision import CallTools, Decision, FinalAnswer
 from ..protocols.text import TextReActProtocol
-from ..types import ModelResponse
+from ..types import Constraint, ModelResponse, PendingCall
 from ..wording import Notice, NoticeCode
 from .bfcl_data import PYTHON_HINT, api_name, wheel
 
@@ -104,7 +105,7 @@ class BfclPromptProtocol(TextReActProtocol):
     name = "bfcl-prompt"
 
     def __init__(self, functions: Sequence[Mapping[str, Any]]) -> None:
-        super().__init__(send_stop=False, constrain=False)  # BFCL's Prompt mode decodes freely
+        super().__init__(send_stop=False)
         self.functions = tuple(functions)
         self._prompt = bfcl_system_prompt(self.functions)
 
@@ -114,6 +115,9 @@ class BfclPromptProtocol(TextReActProtocol):
     def _system(self, ctx: RequestContext) -> str:
         # As BFCL: a case's own system message follows the generated prompt.
         return f"{self._prompt}\n\n{ctx.instructions}" if ctx.instructions else self._prompt
+
+    def _constraint(self, ctx: RequestContext) -> Constraint | None:
+        return None  # BFCL's Prompt mode decodes freely
 
     def read_reply(self, reply: ModelResponse, ctx: RequestContext) -> Decision:
         raw = (reply.content or "").strip()

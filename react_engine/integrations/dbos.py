@@ -30,7 +30,7 @@ from dbos import (
 )
 
 from ..errors import ConfigurationError
-from ..protocols.base import CallTools, Decision
+from ..protocols.decision import CallTools, Decision
 from ..run.agent import Agent
 from ..runtime import DeadlinePassed, run_coroutine
 from ..store.approvals import Waiting, bind, call_digest

@@ -26,7 +26,7 @@ from ..types import (
     UserMessage,
 )
 from ..wording import Notice, word
-from .decision import CallTools, Decision, FinalAnswer, FormatError, MultiAction, PendingCall
+from .decision import Decision, FormatError, MultiAction
 
 if TYPE_CHECKING:
     from ..tools.base import Tool
@@ -34,16 +34,7 @@ if TYPE_CHECKING:
     from .output import OutputSpec
     from .registry import ProtocolOptions, ScriptStep
 
-__all__ = [
-    "CallTools",
-    "Decision",
-    "FinalAnswer",
-    "FormatError",
-    "MultiAction",
-    "PendingCall",
-    "Protocol",
-    "RequestContext",
-]
+__all__ = ["Protocol", "RequestContext"]
 
 T = TypeVar("T")
 

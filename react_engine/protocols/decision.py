@@ -1,7 +1,7 @@
 """A reply, read: the :data:`Decision` a protocol returns, and the calls in it.
 
 Imports nothing of the seam, the policy or the parsers, so both can use it and importing the
-seam stays light; every name here is also importable from :mod:`react_engine.protocols.base`.
+seam stays light. A call is :class:`react_engine.types.PendingCall`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias
 from ..types import PendingCall
 from ..wording import Notice
 
-__all__ = ["CallTools", "Decision", "FinalAnswer", "FormatError", "MultiAction", "PendingCall"]
+__all__ = ["CallTools", "Decision", "FinalAnswer", "FormatError", "MultiAction"]
 
 MultiAction: TypeAlias = Literal["independent", "first", "all"]
 """Which of a reply's several calls run: ``"independent"`` the read-only ones and the first

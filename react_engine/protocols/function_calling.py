@@ -35,14 +35,8 @@ from ..types import (
     UserTurn,
 )
 from ..wording import Notice, NoticeCode
-from .base import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    Protocol,
-    RequestContext,
-)
+from .base import Protocol, RequestContext
+from .decision import CallTools, Decision, FinalAnswer, FormatError
 from .output import FINAL_RESULT
 from .prompts import PromptTemplate, load_template
 from .shared import (

@@ -1,9 +1,6 @@
 """How much of one reply is read at all: the bound on hostile replies, checked once, at the
-edge, before any reader runs.
-
-A reply longer than :data:`MAX_REPLY_CHARS` or with more than :data:`MAX_CALLS` calls
-(native, or found by the readers, which stop at :data:`READ_LIMIT`) becomes a format error.
-So no reader meets more than a bounded text or holds more than a bounded number of calls.
+edge, before any reader runs, so that no reader meets more than a bounded text or holds more
+than a bounded number of calls (a reply past them is a format error).
 """
 
 from __future__ import annotations

@@ -21,17 +21,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..types import AssistantMessage, Message, ModelRequest, ModelResponse, Step, UserMessage
-from ..wording import Notice
-from .base import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
+from ..types import (
+    AssistantMessage,
+    Message,
+    ModelRequest,
+    ModelResponse,
     PendingCall,
-    Protocol,
-    RequestContext,
+    Step,
+    UserMessage,
 )
+from ..wording import Notice
+from .base import Protocol, RequestContext
+from .decision import CallTools, Decision, FinalAnswer, FormatError
 from .shared import arguments_json, guard_depth, output_instruction, reasoning, render_history
 
 if TYPE_CHECKING:
@@ -101,11 +102,9 @@ class MinimalProtocol(Protocol):
         if head == "ANSWER" and rest:
             return FinalAnswer(text=content.strip(), thought=thought, answer=rest[0].strip())
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        calls = [_call(line) for line in lines if line.startswith("CALL ")]
-        if lines and len(calls) == len(lines) and all(c is not None for c in calls):
-            return CallTools(
-                text=content.strip(), thought=thought, calls=[c for c in calls if c is not None]
-            )
+        calls = [c for line in lines if line.startswith("CALL ") and (c := _call(line)) is not None]
+        if lines and len(calls) == len(lines):  # every line a call, every call readable
+            return CallTools(text=content.strip(), thought=thought, calls=calls)
         return FormatError(text=content.strip() or None, thought=thought, feedback=REMINDER)
 
 

@@ -53,9 +53,9 @@ from ..parsing.duplicates import decode
 from ..parsing.placement import REASONS
 from ..parsing.repairs import lossy_repairs, refusal
 from ..parsing.salvage import read_salvaged, written_call
-from ..types import ModelResponse, Step
+from ..types import ModelResponse, PendingCall, Step
 from ..wording import Notice, NoticeCode
-from .decision import CallTools, Decision, FinalAnswer, FormatError, PendingCall
+from .decision import CallTools, Decision, FinalAnswer, FormatError
 from .limits import MAX_CALLS, TOO_MANY_CALLS, too_large
 from .output import OutputError
 from .shared import join, native_calls, reasoning

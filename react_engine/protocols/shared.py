@@ -259,13 +259,11 @@ def render_history(
     return messages
 
 
-def constraint_style(
-    ctx: RequestContext, *, wanted: bool = True, grammar: bool = False
-) -> ConstraintStyle | None:
+def constraint_style(ctx: RequestContext, *, grammar: bool = False) -> ConstraintStyle | None:
     """The server's constraint style when this request may be constrained, else ``None``;
     with ``grammar``, only a style that takes a grammar."""
     caps = ctx.capabilities
-    style = caps.constraint_style if wanted and caps.constrained_decoding else None
+    style = caps.constraint_style if caps.constrained_decoding else None
     # llama.cpp and vLLM (its guided decoding) take a GBNF grammar
     return None if grammar and style not in ("llama.cpp", "vllm") else style
 

@@ -33,17 +33,13 @@ from ..types import (
     Constraint,
     Message,
     ModelResponse,
+    PendingCall,
     Step,
     UserMessage,
 )
 from ..wording import Notice, NoticeCode
-from .base import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    PendingCall,
-    RequestContext,
-)
+from .base import RequestContext
+from .decision import CallTools, Decision, FinalAnswer
 from .prompts import PromptTemplate, load_template
 from .shared import constraint_style, decode_arguments, join, json_object, step_shape
 from .text import TemplatedProtocol, wrap_observation
@@ -96,13 +92,9 @@ class StructuredOutputProtocol(TemplatedProtocol):
 
     name = "structured"
 
-    def __init__(
-        self, *, template: str | PromptTemplate = "structured", constrain: bool = True
-    ) -> None:
+    def __init__(self, *, template: str | PromptTemplate = "structured") -> None:
         self.template = load_template(template, kind="structured")
         """The prompt template: ``"structured"`` or a loaded ``kind = "structured"`` one."""
-        self.constrain = constrain
-        """Send the step's JSON Schema (or grammar) where the server constrains decoding."""
 
     @staticmethod
     def script(step: ScriptStep) -> list[dict[str, Any]]:
@@ -158,7 +150,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
         )
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
-        style = constraint_style(ctx, wanted=self.constrain)
+        style = constraint_style(ctx)
         if style is None:
             return None
         shape = step_shape(ctx)
@@ -223,7 +215,7 @@ class StructuredOutputProtocol(TemplatedProtocol):
             return fail(text, CUT_SHORT if truncated else read.error, thought)
 
         if read.tool is not None:
-            call = _pending(read.tool, read.arguments, read.raw_arguments)
+            call = _pending(read.tool, read.arguments)
             repairs += call.repairs
             # the call is the whole reply: every repair of its JSON may have moved it
             call.repairs = list(dict.fromkeys(repairs))
@@ -253,7 +245,6 @@ class _Read:
     thought: str | None = None
     tool: str | None = None
     arguments: Any = None
-    raw_arguments: str | None = None
     final_answer: str | None = None
     error: str | None = None
     repairs: list[str] = field(default_factory=list)
@@ -317,7 +308,6 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
     present = [k for k in _ARGUMENT_KEYS if k in body]
     if not present:
         out.arguments = {}
-        out.raw_arguments = "{}"
         out.repairs.append("missing_arguments")
     else:
         if present[0] != "arguments":
@@ -326,13 +316,10 @@ def _read_step(value: Mapping[str, Any]) -> _Read:
     return out
 
 
-def _pending(tool: str, arguments: Any, raw: str | None) -> PendingCall:
+def _pending(tool: str, arguments: Any) -> PendingCall:
     if exceeds_depth(arguments):  # checked before json.dumps, which may not get that deep
-        text = raw if raw is not None else CUT
-        return PendingCall(None, tool, text, text, error=TOO_DEEP)
+        return PendingCall(None, tool, CUT, CUT, error=TOO_DEEP)
     if isinstance(arguments, dict):
-        if raw is not None:
-            return PendingCall(None, tool, arguments, raw)
         text = json.dumps(arguments, ensure_ascii=False)  # the one encoding, kept
         return PendingCall(None, tool, arguments, text, exact=True)
     if isinstance(arguments, str):

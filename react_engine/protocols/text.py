@@ -35,14 +35,8 @@ from ..types import (
     UserMessage,
 )
 from ..wording import Notice, NoticeCode, word
-from .base import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    Protocol,
-    RequestContext,
-)
+from .base import Protocol, RequestContext
+from .decision import CallTools, Decision, FinalAnswer, FormatError
 from .limits import READ_LIMIT
 from .prompts import PromptTemplate, load_template
 from .shared import (
@@ -124,15 +118,16 @@ class TemplatedProtocol(Protocol):
     _render_step: Callable[[Step, object], list[Message]]
     _constraint: Callable[[RequestContext], Constraint | None]
 
-    def render(self, ctx: RequestContext) -> list[Message]:
-        t = self.template
+    def _system(self, ctx: RequestContext) -> str:
+        """The system message (``bfcl-prompt`` sends BFCL's own)."""
         key = ("system_prompt", ctx.instructions, ctx.tool_choice, ctx.output)
-        system = ctx.once((t,), key, functools.partial(system_prompt, t, ctx))
+        return ctx.once((self.template,), key, functools.partial(system_prompt, self.template, ctx))
 
+    def render(self, ctx: RequestContext) -> list[Message]:
         def question(text: str) -> Message:
-            return UserMessage(t.fill("question", text, question=text))
+            return UserMessage(self.template.fill("question", text, question=text))
 
-        return render_history(ctx, self, system, self._render_step, question=question)
+        return render_history(ctx, self, self._system(ctx), self._render_step, question=question)
 
     def build_request(self, ctx: RequestContext) -> ModelRequest:
         t = self.template
@@ -166,12 +161,9 @@ class TemplatedProtocol(Protocol):
         *,
         forced: bool = False,
     ) -> FormatError:
-        return FormatError(
-            text=text,
-            thought=thought,
-            feedback=self.feedback(error, forced=forced),
-            problem=f"not in the expected format ({error})" if forced else None,
-        )
+        problem = f"not in the expected format ({error})" if forced else None
+        unread = FormatError(text=text, thought=thought, feedback="")
+        return self.reject(unread, error, forced=forced, problem=problem)
 
 
 class TextReActProtocol(TemplatedProtocol):
@@ -184,7 +176,6 @@ class TextReActProtocol(TemplatedProtocol):
         *,
         template: str | PromptTemplate = "classic",
         send_stop: bool = True,
-        constrain: bool = True,
         implicit_final_answer: bool = False,
     ) -> None:
         self.template = load_template(template, kind="text")
@@ -192,9 +183,6 @@ class TextReActProtocol(TemplatedProtocol):
         self.send_stop = send_stop
         """Send the template's stop sequences where the model supports ``stop`` (replies are
         cut at an invented observation either way)."""
-        self.constrain = constrain
-        """Send a grammar admitting only a well-formed step where the server constrains
-        decoding with a grammar."""
         self.implicit_final_answer = implicit_final_answer
         """Take a reply with no label at all as the final answer. Off by default: such a
         reply is sent back once with a reminder (the model may be answering without the
@@ -271,7 +259,7 @@ class TextReActProtocol(TemplatedProtocol):
 
     def _constraint(self, ctx: RequestContext) -> Constraint | None:
         """A grammar for the reply: a thought, then a valid action or a final answer."""
-        style = constraint_style(ctx, wanted=self.constrain, grammar=True)
+        style = constraint_style(ctx, grammar=True)
         if style is None:
             return None  # no constraint, or a JSON Schema (which cannot describe a text reply)
         try:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..errors import ConfigurationError, UnknownOptionError
-from ..protocols.base import MultiAction
+from ..protocols.decision import MultiAction
 from ..protocols.output import output_spec
 from ..tools.base import Tool
 from ..transport.retries import RetryPolicy

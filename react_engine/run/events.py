@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeAlias
 from ..types import OutputT, RunNotice
 
 if TYPE_CHECKING:
-    from ..protocols.base import PendingCall
-    from ..types import ActionRecord, ModelRequest, ModelResponse, RunResult, Step
+    from ..types import ActionRecord, ModelRequest, ModelResponse, PendingCall, RunResult, Step
 
 __all__ = [
     "ActionDecided",

@@ -13,11 +13,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from ..protocols.base import PendingCall
 from ..runtime import DeadlinePassed, ThreadsExhausted, stuck_threads
 from ..text import valid_unicode
 from ..tools.base import Tool, ToolArgumentsError, arguments_dict
-from ..types import ActionRecord, Step
+from ..types import ActionRecord, PendingCall, Step
 from ..wording import Notice, NoticeCode, error_observation, skipped_observation
 from .events import ToolFinished, ToolStarted
 from .observations import render_observation

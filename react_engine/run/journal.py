@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, check_type
 
 if TYPE_CHECKING:
-    from ..protocols.base import Decision
     from ..protocols.base import Protocol as RunProtocol
+    from ..protocols.decision import Decision
     from .state import RunState
 
 __all__ = ["Journal", "JournalStore", "SessionLike", "open_run_store", "set_store_opener"]

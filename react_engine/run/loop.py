@@ -23,14 +23,8 @@ from ..errors import (
     RunAborted,
     StoreError,
 )
-from ..protocols.base import (
-    CallTools,
-    FinalAnswer,
-    FormatError,
-    PendingCall,
-    Protocol,
-    RequestContext,
-)
+from ..protocols.base import Protocol, RequestContext
+from ..protocols.decision import CallTools, FinalAnswer, FormatError
 from ..protocols.limits import READ_ON_LOOP
 from ..protocols.output import OutputSpec, output_spec
 from ..protocols.policy import decide
@@ -42,7 +36,15 @@ from ..transport.rejections import classify_rejection
 from ..transport.retries import with_retries
 from ..transport.streaming import EmptyStream, Unstreamed, stream_once
 from ..transport.wire import mask_url
-from ..types import ModelDelta, ModelRequest, ModelResponse, ModelSettings, RunResult, Step
+from ..types import (
+    ModelDelta,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    PendingCall,
+    RunResult,
+    Step,
+)
 from ..wording import Notice, NoticeCode
 from .events import (
     ActionDecided,

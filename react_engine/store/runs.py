@@ -41,7 +41,8 @@ from .session import Execute, Session, SQLSession
 from .sqlite import SQLiteDB
 
 if TYPE_CHECKING:
-    from ..protocols.base import Decision, Protocol
+    from ..protocols.base import Protocol
+    from ..protocols.decision import Decision
     from ..run.state import RunState
 
 __all__ = ["RunBusy", "RunInfo", "RunJournal", "RunStore", "SQLRunStore", "SQLiteRunStore"]
@@ -521,7 +522,7 @@ class RunJournal:
     ) -> None:
         """After the protocol read ``reply``: commit it (a live reply), or give the calls
         the ids they had (a replayed one: ids made up for text replies are random)."""
-        from ..protocols.base import CallTools
+        from ..protocols.decision import CallTools
 
         calls = decision.calls if isinstance(decision, CallTools) else []
         if self.reply_no < len(self.replies):

@@ -120,6 +120,8 @@ def test_a_live_cases_system_message_and_history_are_sent() -> None:
             asyncio.run(run_case(case, protocol, Spy([reply("ok")]), "m", EvalSettings()))
             (request,) = seen
             contents = [str(m.content) for m in request.messages]
+            if protocol == BFCL_PROMPT:  # BFCL's own prompt, then the case's system message
+                assert contents[0].startswith(BfclPromptProtocol(case.functions)._prompt)
             if case.system:
                 assert case.system.strip() in contents[0], protocol
             for _, content in case.history:
@@ -168,3 +170,23 @@ def test_the_table_names_bfcls_figures() -> None:
     table = format_report(report)
     assert "bfcl-prompt: Python Simple AST 100.0%" in table
     assert "Non-Live AST Summary" in table
+
+
+def test_bfcl_prompt_decodes_freely_on_a_constraining_server() -> None:
+    from react_engine import Agent, CapabilityCache, CapabilityRegistry
+    from react_engine.testing.tools import get_weather
+
+    registry = CapabilityRegistry.from_default(env={})
+    registry.register("house-*", constrained_decoding=True, constraint_style="llama.cpp")
+    for protocol, constrained in (("text", True), (BfclPromptProtocol([]), False)):
+        model = ScriptedModel([], default=reply("Final Answer: none"))
+        agent = Agent(
+            "house-model",
+            [get_weather],
+            client=model,
+            protocol=protocol,
+            registry=registry,
+            capability_cache=CapabilityCache(),
+        )
+        agent.run("q")
+        assert (model.requests[0].constraint is not None) is constrained, protocol

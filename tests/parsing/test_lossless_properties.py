@@ -30,7 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from react_engine import Tool
-from react_engine.protocols.base import CallTools, Protocol, RequestContext
+from react_engine.protocols.base import Protocol, RequestContext
+from react_engine.protocols.decision import CallTools
 from react_engine.protocols.function_calling import FunctionCallingProtocol
 from react_engine.protocols.policy import decide
 from react_engine.protocols.structured import StructuredOutputProtocol

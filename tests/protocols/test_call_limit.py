@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from react_engine import Capabilities, ModelResponse
-from react_engine.protocols.base import CallTools, FormatError, Protocol, RequestContext
+from react_engine.protocols.base import Protocol, RequestContext
+from react_engine.protocols.decision import CallTools, FormatError
 from react_engine.protocols.function_calling import FunctionCallingProtocol
 from react_engine.protocols.limits import MAX_CALLS, MAX_REPLY_CHARS, READ_LIMIT
 from react_engine.protocols.minimal import MinimalProtocol

@@ -13,7 +13,8 @@ import pytest
 from support.native_formats import TOOLS, context
 
 from react_engine import FunctionCallingProtocol, TextReActProtocol
-from react_engine.protocols.base import CallTools, Decision, Protocol
+from react_engine.protocols.base import Protocol
+from react_engine.protocols.decision import CallTools, Decision
 from react_engine.protocols.policy import decide
 from react_engine.types import ModelResponse, ToolCall
 

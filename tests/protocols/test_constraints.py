@@ -304,17 +304,11 @@ def test_tool_choice_shapes_the_constraint(protocol: str) -> None:
         assert "answer" not in required.splitlines()[0]
 
 
-def test_no_constraint_without_the_capability_or_when_switched_off() -> None:
+def test_no_constraint_without_the_capability() -> None:
     agent, model = scripted_agent("structured", None, [JSON_FINAL])
     agent.run("q")
     assert model.requests[0].constraint is None
     assert "extra_body" not in model.payloads[0] and "response_format" not in model.payloads[0]
-
-    agent, model = scripted_agent(
-        StructuredOutputProtocol(constrain=False), "json_schema", [JSON_FINAL]
-    )
-    agent.run("q")
-    assert model.requests[0].constraint is None
 
 
 def test_function_calling_sends_no_constraint() -> None:

@@ -25,7 +25,8 @@ from react_engine.parsing import salvage as SV
 from react_engine.protocols import function_calling as FC
 from react_engine.protocols import prompts as P
 from react_engine.protocols import text as T
-from react_engine.protocols.base import CallTools, FormatError, RequestContext
+from react_engine.protocols.base import RequestContext
+from react_engine.protocols.decision import CallTools, FormatError
 from react_engine.protocols.limits import READ_LIMIT
 from react_engine.protocols.policy import new_call_id
 from react_engine.protocols.prompts import PromptTemplate

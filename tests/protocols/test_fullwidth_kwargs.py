@@ -7,7 +7,7 @@ from __future__ import annotations
 from support.native_formats import context
 
 from react_engine import TextReActProtocol
-from react_engine.protocols.base import CallTools
+from react_engine.protocols.decision import CallTools
 from react_engine.protocols.policy import decide
 from react_engine.types import ModelResponse
 

@@ -23,7 +23,8 @@ from react_engine import (
     TextReActProtocol,
     Tool,
 )
-from react_engine.protocols.base import CallTools, Protocol, RequestContext
+from react_engine.protocols.base import Protocol, RequestContext
+from react_engine.protocols.decision import CallTools
 from react_engine.protocols.minimal import MinimalProtocol
 from react_engine.protocols.policy import decide
 from react_engine.types import ModelResponse

@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 
 from react_engine import Capabilities, FunctionCallingProtocol, TextReActProtocol, Tool
 from react_engine.parsing.shapes import marked
-from react_engine.protocols.base import CallTools, FinalAnswer, FormatError, RequestContext
+from react_engine.protocols.base import RequestContext
+from react_engine.protocols.decision import CallTools, FinalAnswer, FormatError
 from react_engine.protocols.policy import decide
 from react_engine.types import ModelResponse, Step
 

@@ -24,7 +24,8 @@ from react_engine import (
     tool_call_reply,
 )
 from react_engine.cli import main
-from react_engine.protocols.base import CallTools, FinalAnswer, FormatError, RequestContext
+from react_engine.protocols.base import RequestContext
+from react_engine.protocols.decision import CallTools, FinalAnswer, FormatError
 from react_engine.protocols.policy import CUT_OFF, decide
 from react_engine.protocols.structured import step_json
 from react_engine.testing.tools import calculator, get_weather

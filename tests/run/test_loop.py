@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 
 from react_engine import ScriptedModel, Step, reply, tool, tool_call_reply
-from react_engine.protocols.base import PendingCall
 from react_engine.protocols.registry import ProtocolOptions, registration
 from react_engine.run.config import AgentConfig
 from react_engine.run.execution import Ran, ToolRunner
 from react_engine.run.loop import Loop, LoopDeps
 from react_engine.run.state import RunState
 from react_engine.transport.capabilities import Capabilities
-from react_engine.types import UserTurn
+from react_engine.types import PendingCall, UserTurn
 
 
 @tool

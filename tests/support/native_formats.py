@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from react_engine import Capabilities, FunctionCallingProtocol, TextReActProtocol, Tool
-from react_engine.protocols.base import CallTools, Decision, RequestContext
+from react_engine.protocols.base import RequestContext
+from react_engine.protocols.decision import CallTools, Decision
 from react_engine.types import ModelResponse
 
 SCHEMAS: dict[str, dict[str, Any]] = {

@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import json
 
-from react_engine.protocols.base import (
-    CallTools,
-    Decision,
-    FinalAnswer,
-    FormatError,
-    PendingCall,
-    Protocol,
-    RequestContext,
-)
+from react_engine.protocols.base import Protocol, RequestContext
+from react_engine.protocols.decision import CallTools, Decision, FinalAnswer, FormatError
 from react_engine.types import (
     AssistantMessage,
     Message,
     ModelRequest,
     ModelResponse,
+    PendingCall,
     Step,
     SystemMessage,
     UserMessage,
