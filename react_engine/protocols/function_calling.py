@@ -77,7 +77,8 @@ class FunctionCallingProtocol(Protocol):
         """Execute calls written in the reply's text when ``tool_calls`` is empty."""
         self.template = load_template(template, kind="function_calling")
         self.parallel_tool_calls = parallel_tool_calls
-        """Sent as ``parallel_tool_calls`` when set; ``None`` leaves the provider default."""
+        """Sent as ``parallel_tool_calls`` when set and the model accepts the parameter
+        (:attr:`Capabilities.parallel_tool_calls`); ``None`` leaves the provider default."""
 
     def render(self, ctx: RequestContext) -> list[Message]:
         """The history as messages.
@@ -138,12 +139,13 @@ class FunctionCallingProtocol(Protocol):
         # Under tool_choice="none", rule out a call written as text where grammars are taken
         # (a small model copies the calls it sees in the transcript).
         style = constraint_style(ctx, grammar=True) if choice == "none" else None
+        accepted = ctx.capabilities.parallel_tool_calls  # else rejected, or learned so
         return ModelRequest(
             model=ctx.model,
             messages=tuple(messages),
             tools=tuple(tools) or None,
             tool_choice=choice,
-            parallel_tool_calls=self.parallel_tool_calls if tools else None,
+            parallel_tool_calls=self.parallel_tool_calls if accepted and tools else None,
             settings=ctx.settings,
             constraint=Constraint(style=style, grammar=_ANSWER_GRAMMAR) if style else None,
         )

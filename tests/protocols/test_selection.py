@@ -20,6 +20,7 @@ from react_engine import (
     reply,
     tool_call_reply,
 )
+from react_engine.protocols import FunctionCallingProtocol
 from react_engine.testing import (
     MockResponse,
     ScriptedServer,
@@ -428,3 +429,44 @@ def test_three_turns_switching_protocol_every_turn() -> None:
     assert text_call["id"].startswith("call_") and json.loads(
         text_call["function"]["arguments"]
     ) == {"location": "Guangzhou"}
+
+
+PARALLEL_REJECTED = MockResponse(
+    400,
+    {
+        "error": {
+            "message": "Unsupported parameter: 'parallel_tool_calls' is not supported.",
+            "type": "invalid_request_error",
+            "param": "parallel_tool_calls",
+            "code": "unsupported_parameter",
+        }
+    },
+)
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_parallel_tool_calls_is_sent_only_while_the_model_accepts_it(
+    server: ScriptedServer, listed: bool
+) -> None:
+    """``FunctionCallingProtocol(parallel_tool_calls=False)``: sent to a model listed as
+    accepting it, and no longer once the server rejects it; never to one not listed."""
+    server.default = lambda body: (
+        PARALLEL_REJECTED if "parallel_tool_calls" in body else completion("Sunny.")
+    )
+    registry = CapabilityRegistry.from_default(env={})
+    if listed:
+        registry.register("house-*", function_calling=True, parallel_tool_calls=True)
+    cache = CapabilityCache()
+    agent = Agent(
+        "house-model",
+        [get_weather],
+        base_url=server.base_url,
+        protocol=FunctionCallingProtocol(parallel_tool_calls=False),
+        **fresh(capability_cache=cache, registry=registry),
+    )
+    assert agent.run("Weather?").answer == "Sunny."
+    sent = ["parallel_tool_calls" in body for body in server.requests]
+    assert sent == ([True, False] if listed else [False])
+    assert cache.get(server.base_url, "house-model") == (
+        {"parallel_tool_calls": False} if listed else {}
+    )
