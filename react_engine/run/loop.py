@@ -333,10 +333,10 @@ class Loop:
             return state.result(None, "awaiting_approval", error=waiting)
         if over:  # the notices are worded only for a step that has calls left out
             spent = Notice(NoticeCode.BUDGET_SPENT)
-            step.actions += [skipped(c, spent, language) for c in over]
+            step.actions += [skipped(c.record(), spent, language) for c in over]
         if excess:
             too_many = Notice(NoticeCode.TOO_MANY, count=str(made), limit=str(limit))
-            step.actions += [skipped(c, too_many, language) for c in excess]
+            step.actions += [skipped(c.record(), too_many, language) for c in excess]
         if ran.abort is not None:
             await self._record(state, step, started)
             _abort(state, ran.abort)
