@@ -420,8 +420,6 @@ class Agent(Generic[OutputT]):
                 from .tracefile import TraceFile
 
                 state.sinks.append(TraceFile(cfg.trace))
-            if not state.sinks:
-                return await self._drive(state)
             state.emit(RunStarted(question, self.model, protocol.name, reason))
             try:
                 result = await self._drive(state)

@@ -77,7 +77,26 @@ class AgentConfig:
     ``list[int]``...; ``result.output`` is the validated value."""
 
     def __post_init__(self) -> None:
-        check_config(self)
+        """Every option's type and range, so a wrong one fails here, not deep inside a run."""
+        minimums = {"max_steps": 1, "max_consecutive_errors": 0, "loop_limit": 1}
+        for name, minimum in {**minimums, "max_calls_per_step": 1}.items():
+            check_number(name, getattr(self, name), minimum, integer=True, optional=False)
+        for name in ("max_tool_calls", "max_total_tokens", "max_observation_chars"):
+            check_number(name, getattr(self, name), 1, integer=True)
+        check_seconds(self.deadline, "deadline")
+        check_seconds(self.tool_timeout, "tool_timeout")
+        choices = "'auto', 'required', 'none' or a tool name"
+        check_type(self.tool_choice, str, "tool_choice", choices, optional=False)
+        check_bool(self.reset_tool_choice, "reset_tool_choice")
+        if self.multi_action not in ("independent", "first", "all"):
+            raise ConfigurationError(
+                "multi_action must be 'independent', 'first' or 'all', not "
+                + describe(self.multi_action)
+            )
+        check_type(self.settings, ModelSettings, "settings", "a ModelSettings", optional=False)
+        check_type(self.retry, RetryPolicy, "retry", "a RetryPolicy", optional=False)
+        check_type(self.trace, str | os.PathLike, "trace", "a file path or None")
+        output_spec(self.output_type)
 
 
 class Options(TypedDict, total=False):
@@ -176,29 +195,6 @@ def _unknown_option(name: str, what: str, fields: set[str], agent_options: Colle
     if close:
         return f"{head}: did you mean {close[0]!r}?"
     return f"{head}; the {what} options are {', '.join(known)}"
-
-
-def check_config(cfg: AgentConfig) -> None:
-    """Every option's type and range, so a wrong one fails here, not deep inside a run."""
-    minimums = {"max_steps": 1, "max_consecutive_errors": 0, "loop_limit": 1}
-    for name, minimum in {**minimums, "max_calls_per_step": 1}.items():
-        check_number(name, getattr(cfg, name), minimum, integer=True, optional=False)
-    for name in ("max_tool_calls", "max_total_tokens", "max_observation_chars"):
-        check_number(name, getattr(cfg, name), 1, integer=True)
-    check_seconds(cfg.deadline, "deadline")
-    check_seconds(cfg.tool_timeout, "tool_timeout")
-    choices = "'auto', 'required', 'none' or a tool name"
-    check_type(cfg.tool_choice, str, "tool_choice", choices, optional=False)
-    check_bool(cfg.reset_tool_choice, "reset_tool_choice")
-    if cfg.multi_action not in ("independent", "first", "all"):
-        raise ConfigurationError(
-            "multi_action must be 'independent', 'first' or 'all', not "
-            + describe(cfg.multi_action)
-        )
-    check_type(cfg.settings, ModelSettings, "settings", "a ModelSettings", optional=False)
-    check_type(cfg.retry, RetryPolicy, "retry", "a RetryPolicy", optional=False)
-    check_type(cfg.trace, str | os.PathLike, "trace", "a file path or None")
-    output_spec(cfg.output_type)
 
 
 def check_bool(value: Any, name: str, *, optional: bool = False) -> None:
