@@ -435,7 +435,6 @@ class Agent(Generic[OutputT]):
 
         loop = Loop(
             LoopDeps(
-                model=self.model,
                 runner=ToolRunner(self.approve, self.on_call),
                 instructions=self.instructions,
                 on_step=self.on_step,
@@ -443,7 +442,6 @@ class Agent(Generic[OutputT]):
                 template=self.template,
                 implicit_final_answer=self.implicit_final_answer,
                 capability_cache=self.capability_cache,
-                base_url=self.base_url,
             )
         )
         if state.journal is None:

@@ -83,7 +83,6 @@ _FORCED_BY: dict[ForcedBy, str] = {
 class LoopDeps:
     """What the loop needs from whoever runs it (an Agent, or a test)."""
 
-    model: str
     runner: ToolRunner = field(default_factory=ToolRunner)
     instructions: str | None = None
     on_step: StepCallback | None = None
@@ -92,7 +91,6 @@ class LoopDeps:
     template: str | None = None
     implicit_final_answer: bool = False
     capability_cache: CapabilityCache | None = None
-    base_url: str = ""
 
 
 @dataclass(slots=True)
@@ -144,7 +142,7 @@ class Loop:
         if cfg.reset_tool_choice and ctl.tool_calls > 0 and tool_choice != "none":
             tool_choice = "auto"
         ctx = RequestContext(
-            model=self.deps.model,
+            model=state.model_name,
             history=state.history,
             tools=state.tools,
             tool_choice=tool_choice,
@@ -387,14 +385,14 @@ class Loop:
             current=state.protocol,
             spec=deps.protocol_spec,
             options=ProtocolOptions(state.caps, deps.template, deps.implicit_final_answer),
-            model=deps.model,
-            url=mask_url(deps.base_url),  # the event goes into the trace and the store
+            model=state.model_name,
+            url=mask_url(state.model.base_url),  # the event goes into the trace and the store
         )
         if change is None:
             return False
         ctl.adaptations += 1
         if deps.capability_cache is not None:
-            deps.capability_cache.remember(deps.base_url, deps.model, **change.learned)
+            deps.capability_cache.remember(state.model.base_url, state.model_name, **change.learned)
         state.caps = change.capabilities
         if change.protocol is not None:
             state.protocol = change.protocol
