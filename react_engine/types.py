@@ -131,10 +131,15 @@ def check_number(
         raise ConfigurationError(f"{name} must be {span}, not {value!r}")
 
 
-def check_seconds(value: Any, name: str, none: str = "no limit") -> None:
-    """``value`` is ``None`` (``none``) or a positive, finite number of seconds."""
+def is_seconds(value: Any) -> bool:
+    """``value`` is a time limit: a positive, finite number of seconds (a bool is not)."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    if value is not None and not (number and math.isfinite(value) and value > 0):
+    return number and math.isfinite(value) and value > 0
+
+
+def check_seconds(value: Any, name: str, none: str = "no limit") -> None:
+    """``value`` is ``None`` (``none``) or a time limit (:func:`is_seconds`)."""
+    if value is not None and not is_seconds(value):
         raise ConfigurationError(
             f"{name} must be a positive, finite number of seconds (None for {none}), "
             f"not {describe(value)}"
