@@ -98,7 +98,6 @@ class ToolRunner:
                         )
                         record.observation, record.error = again.text(language), again
                     batch.repeated = True
-                    tool = None
                 elif seen == state.config.loop_limit and seen > 1:
                     warn.add(id(record))
             prepared.append((record, tool, validated))
