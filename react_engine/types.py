@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeAlias, TypeGuard
 
 from .errors import ConfigurationError
 from .nesting import CUT, MAX_TRACE_DEPTH
@@ -102,33 +102,48 @@ class ModelSettings:
     def __post_init__(self) -> None:
         # Said here, not by the server after a paid request (every way of making settings,
         # dataclasses.replace included, comes through here).
-        _check("temperature", self.temperature, 0.0, None, integer=False)
-        _check("top_p", self.top_p, 0.0, 1.0, integer=False)
-        _check("max_tokens", self.max_tokens, 1, None, integer=True)
-        _check("seed", self.seed, None, None, integer=True)
-        if self.timeout is not None and (
-            isinstance(self.timeout, bool)
-            or not isinstance(self.timeout, int | float)
-            or not math.isfinite(self.timeout)
-            or self.timeout <= 0
-        ):
-            raise ConfigurationError(
-                "settings.timeout must be a positive, finite number of seconds (None for the "
-                f"client's own), not {describe(self.timeout)}"
-            )
+        check_number("temperature", self.temperature, 0.0, integer=False)
+        check_number("top_p", self.top_p, 0.0, 1.0, integer=False)
+        check_number("max_tokens", self.max_tokens, 1, integer=True)
+        check_number("seed", self.seed, None, integer=True)
+        check_seconds(self.timeout, "settings.timeout", "the client's own")
         check_type(self.extra_body, Mapping, "extra_body", "a mapping")
 
 
-def _check(name: str, value: Any, low: float | None, high: float | None, integer: bool) -> None:
-    if value is None:
+def check_number(
+    name: str,
+    value: Any,
+    low: float | None,
+    high: float | None = None,
+    *,
+    integer: bool,
+    optional: bool = True,
+) -> None:
+    """``value`` is an int (or a finite number) from ``low`` to ``high``, or ``None``."""
+    if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
-        kind = "an int" if integer else "a number"
-        raise ConfigurationError(f"{name} must be {kind} or None, not {describe(value)}")
+        kind = ("an int" if integer else "a number") + (" or None" if optional else "")
+        raise ConfigurationError(f"{name} must be {kind}, not {describe(value)}")
     finite = integer or math.isfinite(value)
     if not finite or (low is not None and value < low) or (high is not None and value > high):
         span = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
         raise ConfigurationError(f"{name} must be {span}, not {value!r}")
+
+
+def is_seconds(value: Any) -> TypeGuard[float]:
+    """``value`` is a time limit: a positive, finite number of seconds (a bool is not)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0
+
+
+def check_seconds(value: Any, name: str, none: str = "no limit") -> None:
+    """``value`` is ``None`` (``none``) or a time limit (:func:`is_seconds`)."""
+    if value is not None and not is_seconds(value):
+        raise ConfigurationError(
+            f"{name} must be a positive, finite number of seconds (None for {none}), "
+            f"not {describe(value)}"
+        )
 
 
 def describe(value: Any) -> str:

@@ -397,7 +397,6 @@ class DBOSAgent(Generic[OutputT]):
         self.approval_timeout = approval_timeout
         self._sessions = sessions  # a session from its id; loaded and appended as steps
         inner = copy.copy(agent)
-        vars(inner).pop("_runner", None)  # made again with the approver below
         inner.tools = [DurableTool.of(t) for t in agent.tools]
         inner.store = None
         if not callable(agent.approve):

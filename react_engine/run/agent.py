@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
+import sys
 import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from ..tools.mcp import MCPServerHandle
     from .events import Event
-    from .execution import ApprovalCallback, CallCallback, StepCallback, ToolRunner
+    from .execution import ApprovalCallback, CallCallback, StepCallback
     from .journal import Journal, JournalStore
     from .journal import SessionLike as Session
     from .state import RunState
@@ -207,12 +207,6 @@ class Agent(Generic[OutputT]):
         self._own_client = not isinstance(client, ChatModel)  # an endpoint the agent reaches
         self.base_url = self._model.base_url
 
-    @functools.cached_property
-    def _runner(self) -> ToolRunner:
-        from .execution import ToolRunner
-
-        return ToolRunner(self.approve, self.on_call)
-
     # --- construction -----------------------------------------------------------------------
 
     @staticmethod
@@ -223,11 +217,9 @@ class Agent(Generic[OutputT]):
     ) -> ChatModel:
         if isinstance(client, ChatModel):
             return client
-        if client is not None and type(client).__module__.split(".")[0] == "openai":
-            import openai  # only when the user passed an openai client: it is imported already
-
-            if isinstance(client, openai.OpenAI | openai.AsyncOpenAI):
-                return OpenAIChatModel(client)
+        sdk = sys.modules.get("openai")  # imported already if the client is one of its own
+        if sdk is not None and isinstance(client, sdk.OpenAI | sdk.AsyncOpenAI):
+            return OpenAIChatModel(client)
         if client is not None:
             raise ConfigurationError(
                 f"client must be an openai client or a ChatModel, not {type(client).__name__}"
@@ -428,8 +420,6 @@ class Agent(Generic[OutputT]):
                 from .tracefile import TraceFile
 
                 state.sinks.append(TraceFile(cfg.trace))
-            if not state.sinks:
-                return await self._drive(state)
             state.emit(RunStarted(question, self.model, protocol.name, reason))
             try:
                 result = await self._drive(state)
@@ -440,19 +430,18 @@ class Agent(Generic[OutputT]):
             return result
 
     async def _drive(self, state: RunState) -> RunResult[Any]:
+        from .execution import ToolRunner
         from .loop import Loop, LoopDeps
 
         loop = Loop(
             LoopDeps(
-                model=self.model,
-                runner=self._runner,
+                runner=ToolRunner(self.approve, self.on_call),
                 instructions=self.instructions,
                 on_step=self.on_step,
                 protocol_spec=self._protocol_spec,
                 template=self.template,
                 implicit_final_answer=self.implicit_final_answer,
                 capability_cache=self.capability_cache,
-                base_url=self.base_url,
             )
         )
         if state.journal is None:

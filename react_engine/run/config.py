@@ -4,7 +4,6 @@ option when the agent is built instead of deep inside a run."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -15,7 +14,15 @@ from ..protocols.decision import MultiAction
 from ..protocols.output import output_spec
 from ..tools.base import Tool
 from ..transport.retries import RetryPolicy
-from ..types import HistoryItem, ModelSettings, ToolChoice, check_type, describe
+from ..types import (
+    HistoryItem,
+    ModelSettings,
+    ToolChoice,
+    check_number,
+    check_seconds,
+    check_type,
+    describe,
+)
 
 if TYPE_CHECKING:
     from .journal import SessionLike
@@ -70,7 +77,26 @@ class AgentConfig:
     ``list[int]``...; ``result.output`` is the validated value."""
 
     def __post_init__(self) -> None:
-        check_config(self)
+        """Every option's type and range, so a wrong one fails here, not deep inside a run."""
+        minimums = {"max_steps": 1, "max_consecutive_errors": 0, "loop_limit": 1}
+        for name, minimum in {**minimums, "max_calls_per_step": 1}.items():
+            check_number(name, getattr(self, name), minimum, integer=True, optional=False)
+        for name in ("max_tool_calls", "max_total_tokens", "max_observation_chars"):
+            check_number(name, getattr(self, name), 1, integer=True)
+        check_seconds(self.deadline, "deadline")
+        check_seconds(self.tool_timeout, "tool_timeout")
+        choices = "'auto', 'required', 'none' or a tool name"
+        check_type(self.tool_choice, str, "tool_choice", choices, optional=False)
+        check_bool(self.reset_tool_choice, "reset_tool_choice")
+        if self.multi_action not in ("independent", "first", "all"):
+            raise ConfigurationError(
+                "multi_action must be 'independent', 'first' or 'all', not "
+                + describe(self.multi_action)
+            )
+        check_type(self.settings, ModelSettings, "settings", "a ModelSettings", optional=False)
+        check_type(self.retry, RetryPolicy, "retry", "a RetryPolicy", optional=False)
+        check_type(self.trace, str | os.PathLike, "trace", "a file path or None")
+        output_spec(self.output_type)
 
 
 class Options(TypedDict, total=False):
@@ -171,57 +197,10 @@ def _unknown_option(name: str, what: str, fields: set[str], agent_options: Colle
     return f"{head}; the {what} options are {', '.join(known)}"
 
 
-def check_config(cfg: AgentConfig) -> None:
-    """Every option's type and range, so a wrong one fails here, not deep inside a run."""
-    minimums = {"max_steps": 1, "max_consecutive_errors": 0, "loop_limit": 1}
-    for name, minimum in {**minimums, "max_calls_per_step": 1}.items():
-        check_int(getattr(cfg, name), name, minimum=minimum)
-    for name in ("max_tool_calls", "max_total_tokens", "max_observation_chars"):
-        check_int(getattr(cfg, name), name, minimum=1, optional=True)
-    check_seconds(cfg.deadline, "deadline")
-    check_seconds(cfg.tool_timeout, "tool_timeout")
-    choices = "'auto', 'required', 'none' or a tool name"
-    check_type(cfg.tool_choice, str, "tool_choice", choices, optional=False)
-    check_bool(cfg.reset_tool_choice, "reset_tool_choice")
-    if cfg.multi_action not in ("independent", "first", "all"):
-        raise ConfigurationError(
-            "multi_action must be 'independent', 'first' or 'all', not "
-            + describe(cfg.multi_action)
-        )
-    check_type(cfg.settings, ModelSettings, "settings", "a ModelSettings", optional=False)
-    check_type(cfg.retry, RetryPolicy, "retry", "a RetryPolicy", optional=False)
-    check_type(cfg.trace, str | os.PathLike, "trace", "a file path or None")
-    output_spec(cfg.output_type)
-
-
-def check_int(value: Any, name: str, *, minimum: int, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        kind = "an int or None" if optional else "an int"
-        raise ConfigurationError(f"{name} must be {kind}, not {describe(value)}")
-    if value < minimum:
-        raise ConfigurationError(f"{name} must be at least {minimum}, not {value}")
-
-
 def check_bool(value: Any, name: str, *, optional: bool = False) -> None:
     """A bool only (or ``None`` when ``optional``): ``"false"`` would turn the option on."""
     kind = "True, False or None" if optional else "True or False"
     check_type(value, bool, name, f"{kind} (a bool)", optional=optional)
-
-
-def check_seconds(value: Any, name: str) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(
-            f"{name} must be seconds (a number) or None, not {describe(value)}"
-        )
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigurationError(
-            f"{name} must be a positive, finite number of seconds (None for no limit), "
-            f"not {value!r}"
-        )
 
 
 def tool_list(tools: Any) -> list[Tool | Callable[..., Any]]:

@@ -3,12 +3,11 @@ whose history lives in a session (on the protocols of :mod:`react_engine.run.jou
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError, StoreError
-from ..types import HistoryItem, RunNotice, RunResult, check_type
+from ..types import HistoryItem, RunResult, check_type
 from .journal import Journal, JournalStore, SessionLike
 
 if TYPE_CHECKING:
@@ -16,8 +15,6 @@ if TYPE_CHECKING:
     from .state import RunState
 
 __all__ = ["in_session", "journalled", "resumed"]
-
-log = logging.getLogger("react_engine")
 
 
 async def journalled(loop: Loop, state: RunState, journal: Journal) -> RunResult[Any]:
@@ -35,10 +32,7 @@ async def journalled(loop: Loop, state: RunState, journal: Journal) -> RunResult
         try:
             await held.finish(result)
         except StoreError as lost:  # the answer is the caller's all the same
-            log.warning("run %s: its result was not stored: %s", held.run_id, lost)
-            notice = RunNotice(len(result.steps), f"the result was not stored: {lost}")
-            result.notices.append(notice)
-            state.emit(notice)
+            result.notices.append(state.note(f"the result was not stored: {lost}", warn=True))
     return result
 
 

@@ -79,7 +79,7 @@ class ToolRunner:
                 except ToolArgumentsError as exc:
                     _fail(record, "invalid_arguments", exc.notice, language)
             if record.status == "ok" and call.skip is not None:  # held back by the policy
-                prepared.append((skipped(call, call.skip, language), None, None))
+                prepared.append((skipped(call.record(), call.skip, language), None, None))
                 continue
             if record.status == "ok":
                 key = _call_key(record)
@@ -97,7 +97,6 @@ class ToolRunner:
                         )
                         record.observation, record.error = again.text(language), again
                     batch.repeated = True
-                    tool = None
                 elif seen == state.config.loop_limit and seen > 1:
                     warn.add(id(record))
             prepared.append((record, tool, validated))
@@ -190,7 +189,7 @@ class ToolRunner:
         if state.journal is None:
             _fail(record, "denied", Notice(NoticeCode.DEFER_NEEDS_STORE), language)
             return False
-        _skip(record, Notice(NoticeCode.AWAITING_APPROVAL), language)
+        skipped(record, Notice(NoticeCode.AWAITING_APPROVAL), language)
         state.journal.defer(record)
         batch.deferred.append(record)
         return False
@@ -276,7 +275,7 @@ class ToolRunner:
 
 
 def _note_abort(
-    batch: Ran, record: ActionRecord, tool: Tool, exc: BaseException, language: str = "en"
+    batch: Ran, record: ActionRecord, tool: Tool, exc: BaseException, language: str
 ) -> None:
     aborted = Notice(NoticeCode.ABORTED, tool=tool.name, kind=type(exc).__name__)
     _fail(record, "error", aborted, language)
@@ -284,18 +283,14 @@ def _note_abort(
         batch.abort = exc
 
 
-def _fail(record: ActionRecord, status: Any, message: Notice, language: str = "en") -> None:
+def _fail(record: ActionRecord, status: Any, message: Notice, language: str) -> None:
     record.status, record.error = status, message
     # an exception's text can hold lone surrogates
     record.observation = valid_unicode(error_observation(message, language))
 
 
-def skipped(call: PendingCall, why: Notice, language: str = "en") -> ActionRecord:
-    """The record of a call held back (not run, and not the model's fault)."""
-    return _skip(call.record(), why, language)
-
-
-def _skip(record: ActionRecord, why: Notice, language: str) -> ActionRecord:
+def skipped(record: ActionRecord, why: Notice, language: str) -> ActionRecord:
+    """``record`` as a call held back (not run, and not the model's fault)."""
     record.status, record.error = "skipped", why
     record.observation = skipped_observation(why, language)
     return record

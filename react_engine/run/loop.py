@@ -85,7 +85,6 @@ _FORCED_BY: dict[ForcedBy, str] = {
 class LoopDeps:
     """What the loop needs from whoever runs it (an Agent, or a test)."""
 
-    model: str
     runner: ToolRunner = field(default_factory=ToolRunner)
     instructions: str | None = None
     on_step: StepCallback | None = None
@@ -94,7 +93,6 @@ class LoopDeps:
     template: str | None = None
     implicit_final_answer: bool = False
     capability_cache: CapabilityCache | None = None
-    base_url: str = ""
 
 
 @dataclass(slots=True)
@@ -146,7 +144,7 @@ class Loop:
         if cfg.reset_tool_choice and ctl.tool_calls > 0 and tool_choice != "none":
             tool_choice = "auto"
         ctx = RequestContext(
-            model=self.deps.model,
+            model=state.model_name,
             history=state.history,
             tools=state.tools,
             tool_choice=tool_choice,
@@ -335,10 +333,10 @@ class Loop:
             return state.result(None, "awaiting_approval", error=waiting)
         if over:  # the notices are worded only for a step that has calls left out
             spent = Notice(NoticeCode.BUDGET_SPENT)
-            step.actions += [skipped(c, spent, language) for c in over]
+            step.actions += [skipped(c.record(), spent, language) for c in over]
         if excess:
             too_many = Notice(NoticeCode.TOO_MANY, count=str(made), limit=str(limit))
-            step.actions += [skipped(c, too_many, language) for c in excess]
+            step.actions += [skipped(c.record(), too_many, language) for c in excess]
         if ran.abort is not None:
             await self._record(state, step, started)
             _abort(state, ran.abort)
@@ -389,14 +387,14 @@ class Loop:
             current=state.protocol,
             spec=deps.protocol_spec,
             options=ProtocolOptions(state.caps, deps.template, deps.implicit_final_answer),
-            model=deps.model,
-            url=mask_url(deps.base_url),  # the event goes into the trace and the store
+            model=state.model_name,
+            url=mask_url(state.model.base_url),  # the event goes into the trace and the store
         )
         if change is None:
             return False
         ctl.adaptations += 1
         if deps.capability_cache is not None:
-            deps.capability_cache.remember(deps.base_url, deps.model, **change.learned)
+            deps.capability_cache.remember(state.model.base_url, state.model_name, **change.learned)
         state.caps = change.capabilities
         if change.protocol is not None:
             state.protocol = change.protocol

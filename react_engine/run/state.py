@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..protocols.base import Protocol
+from ..runtime import DeadlinePassed, run_sync_call
 from ..tools.base import is_async_callable
+from ..tools.timeouts import within
 from ..transport.capabilities import Capabilities
 from ..types import ActionRecord, HistoryItem, ModelResponse, RunResult, Step, StopReason, Usage
 from .config import AgentConfig
@@ -120,9 +122,6 @@ class RunState:
 async def call_user(function: Callable[..., Any], /, *args: Any, deadline: float | None) -> Any:
     """The one way the engine calls a user's callback: ``function(*args)``, awaited if need
     be, by ``deadline`` (a perf_counter instant); a sync one runs on a worker thread."""
-    from ..runtime import DeadlinePassed, run_sync_call
-    from ..tools.timeouts import within
-
     left = None if deadline is None else deadline - time.perf_counter()
     if left is not None and left <= 0:
         raise DeadlinePassed(0.0, started=False)

@@ -19,10 +19,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ModelBehaviorError, ToolDefinitionError
 from ..nesting import TOO_DEEP, exceeds_depth
+from ..types import is_seconds
 from ..wording import Notice, NoticeCode
 from .docstrings import parse_docstring
 from .schema import meets_strict_mode, schema_nodes, strict_schema
-from .timeouts import is_seconds, within
+from .timeouts import within
 
 if TYPE_CHECKING:
     from ._schema_check import SchemaCheck

@@ -23,8 +23,8 @@ from ..errors import (
     ReactEngineError,
     ToolDefinitionError,
 )
+from ..types import is_seconds
 from .base import Tool, ToolAnnotations
-from .timeouts import is_seconds
 
 if TYPE_CHECKING:  # the mcp package is optional: imported for real only when a handle is made
     from mcp import Client

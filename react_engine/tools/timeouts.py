@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable
-from typing import Any, TypeGuard, TypeVar
+from typing import TypeVar
 
-__all__ = ["is_seconds", "within"]
+__all__ = ["within"]
 
 T = TypeVar("T")
 
@@ -26,9 +25,3 @@ async def within(awaitable: Awaitable[T], timeout: float) -> T:
         if scope.expired():
             raise DeadlinePassed(timeout) from None
         raise
-
-
-def is_seconds(value: Any) -> TypeGuard[float]:
-    """``value`` is a time limit: a positive, finite number of seconds (a bool is not)."""
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    return number and math.isfinite(value) and value > 0

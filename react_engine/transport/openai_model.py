@@ -24,8 +24,7 @@ if TYPE_CHECKING:
     import openai
 
 from ..errors import ModelAPIError
-from ..tools.timeouts import is_seconds
-from ..types import ModelDelta, ModelRequest, ModelResponse
+from ..types import ModelDelta, ModelRequest, ModelResponse, is_seconds
 from .base import ChatModel
 from .wire import (
     delta_from_chunk,

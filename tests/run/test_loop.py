@@ -71,7 +71,7 @@ def test_a_loop_runs_without_an_agent(protocol: str) -> None:
         script = [reply(TEXT_CALL), reply(TEXT_ANSWER)]
     model = ScriptedModel(script)
     seen: list[Step] = []
-    loop = Loop(LoopDeps(model="scripted", instructions="Be brief.", on_step=seen.append))
+    loop = Loop(LoopDeps(instructions="Be brief.", on_step=seen.append))
 
     result = asyncio.run(loop.run(run_state(model, protocol)))
 
@@ -90,7 +90,7 @@ def test_the_loop_forces_the_final_answer_on_the_runners_verdict() -> None:
     model = ScriptedModel([call, call, call, reply("Sunny.")])
     state = run_state(model, loop_limit=2)
 
-    result = asyncio.run(Loop(LoopDeps(model="scripted")).run(state))
+    result = asyncio.run(Loop(LoopDeps()).run(state))
 
     assert result.answer == "Sunny."
     assert result.stop_reason == "loop"
