@@ -118,9 +118,15 @@ def calls_in_either_protocol(body: dict[str, Any]) -> dict[str, Any]:
     return completion("Thought: all done\nFinal Answer: " + "; ".join(done))
 
 
+@pytest.mark.parametrize("terminal", [False, True])
 def test_runs_resume_on_another_model_and_protocol(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    terminal: bool,
 ) -> None:
+    """Resumed under the text protocol on another model; on a terminal its steps print
+    as they end (the live view shows only streamed runs), else ``--json`` has the answer."""
     db, effects = tmp_path / "store.db", tmp_path / "effects"
     monkeypatch.setenv("DURABLE_EFFECTS", str(effects))
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
@@ -128,40 +134,23 @@ def test_runs_resume_on_another_model_and_protocol(
         worker = [sys.executable, str(WORKER), str(db), server.base_url, str(effects)]
         killed = subprocess.run([*worker, "run", "r1", "--kill-after", "4"], timeout=120)
         assert killed.returncode == -9  # after call 2's record
+        if terminal:
+            monkeypatch.setattr(render, "is_tty", lambda stream: True)  # stderr is one
         code = main(
             [
                 "runs", "resume", "r1", "--store", str(db), "--base-url", server.base_url,
                 "--model", "other-model", "--protocol", "text",
-                "--tools", "support.durable_tools", "--json",
+                "--tools", "support.durable_tools", *([] if terminal else ["--json"]),
             ]
         )  # fmt: skip
         assert code == 0
-        assert '"answer": "done 1; done 2; done 3"' in capsys.readouterr().out
+        out, err = capsys.readouterr()
+        if terminal:
+            assert 'action: act {"n": 3}' in err and "final answer: done 1; done 2; done 3" in err
+        else:
+            assert '"answer": "done 1; done 2; done 3"' in out
         bodies = list(server.requests)
     assert len(bodies) == 4  # 2 before the crash (function calling), 2 after (text)
     assert [b["model"] for b in bodies] == ["mock-model"] * 2 + ["other-model"] * 2
     assert [bool(b.get("tools")) for b in bodies] == [True, True, False, False]
     assert Counter(effects.read_text().split()) == Counter({"1": 1, "2": 1, "3": 1})
-
-
-def test_runs_resume_on_a_terminal_prints_its_steps(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    db, effects = tmp_path / "store.db", tmp_path / "effects"
-    monkeypatch.setenv("DURABLE_EFFECTS", str(effects))
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    with ScriptedServer(default=calls_in_either_protocol) as server:
-        worker = [sys.executable, str(WORKER), str(db), server.base_url, str(effects)]
-        killed = subprocess.run([*worker, "run", "r1", "--kill-after", "4"], timeout=120)
-        assert killed.returncode == -9
-        monkeypatch.setattr(render, "is_tty", lambda stream: True)  # stderr is a terminal
-        code = main(
-            [
-                "runs", "resume", "r1", "--store", str(db), "--base-url", server.base_url,
-                "--model", "mock-model", "--protocol", "text",
-                "--tools", "support.durable_tools",
-            ]
-        )  # fmt: skip
-    assert code == 0
-    err = capsys.readouterr().err
-    assert 'action: act {"n": 3}' in err and "final answer: done 1; done 2; done 3" in err
